@@ -1,0 +1,167 @@
+/* The .mdl frontend: lexer, parser (to an AST) and lowering (AST to IR).
+ *
+ * The AST is untyped and close to the source; lowering evaluates it, the way
+ * a module's __init__ and forward would run in PyTorch, with every shape
+ * known: module instances are created with their arguments, `repeat` makes
+ * module lists, and each forward call is expanded in place.  The result is
+ * the IR program: parameters with their state_dict names, and one function
+ * per entry point.
+ */
+#ifndef MLC_FRONTEND_H
+#define MLC_FRONTEND_H
+
+#include "ir/ir.h"
+
+/* ---- tokens ---- */
+
+typedef enum {
+  TK_EOF, TK_IDENT, TK_INT, TK_FLOAT, TK_STRING, TK_PUNCT, TK_KEYWORD,
+} mlc_tok_kind;
+
+typedef struct {
+  uint8_t kind;   /* mlc_tok_kind */
+  bool bol;       /* first token on its line */
+  const char *s;  /* points into the source */
+  uint32_t len;
+  int64_t ival;
+  double fval;
+  mlc_loc loc;
+} mlc_token;
+
+/* Tokenises the whole buffer.  Errors go to diag; bad characters are
+ * skipped so parsing can still report what follows. */
+mlc_token *mlc_lex(mlc_arena *a, mlc_diag *d, uint32_t file, const char *src, size_t len, uint32_t *out_n);
+bool mlc_tok_is(const mlc_token *t, const char *s);
+
+/* ---- AST ---- */
+
+typedef enum {
+  AST_INT, AST_FLOAT, AST_BOOL, AST_NAME, AST_BINARY, AST_NEG, AST_CALL, AST_LIST, AST_INDEX,
+} mlc_ast_expr_kind;
+
+typedef struct mlc_ast_expr mlc_ast_expr;
+typedef struct {
+  const char *name; /* NULL for a positional argument */
+  mlc_loc loc;
+  mlc_ast_expr *value;
+} mlc_ast_arg;
+
+struct mlc_ast_expr {
+  uint8_t kind;
+  char op;            /* AST_BINARY: one of + - * / @ */
+  mlc_loc loc;
+  int64_t ival;       /* AST_INT, AST_BOOL */
+  double fval;        /* AST_FLOAT */
+  const char *name;   /* AST_NAME, AST_CALL (callee name) */
+  mlc_ast_expr *lhs, *rhs; /* AST_BINARY; AST_NEG uses lhs; AST_INDEX: lhs[rhs] */
+  mlc_ast_arg *args;  /* AST_CALL arguments; AST_LIST elements (unnamed) */
+  uint32_t nargs;
+};
+
+typedef struct {
+  mlc_loc loc;
+  uint8_t dtype;          /* mlc_dtype */
+  mlc_ast_expr **dims;
+  uint32_t rank;
+} mlc_ast_type;
+
+typedef enum { ST_ASSIGN, ST_RETURN, ST_FOR } mlc_ast_stmt_kind;
+typedef struct mlc_ast_stmt mlc_ast_stmt;
+struct mlc_ast_stmt {
+  uint8_t kind;
+  mlc_loc loc;
+  const char *name;     /* ST_ASSIGN target; ST_FOR loop variable */
+  mlc_ast_expr *value;  /* ST_ASSIGN, ST_RETURN */
+  const char *iter;     /* ST_FOR: the module list */
+  mlc_loc iter_loc;
+  mlc_ast_stmt **body;  /* ST_FOR */
+  uint32_t nbody;
+};
+
+typedef struct {
+  const char *name;
+  mlc_loc loc;
+  mlc_ast_type *type;     /* NULL if untyped */
+  mlc_ast_expr *def;      /* module parameter default; NULL if none */
+} mlc_ast_param;
+
+typedef enum { MEM_SUBMODULE, MEM_PARAM } mlc_ast_member_kind;
+typedef struct {
+  uint8_t kind;
+  const char *name;
+  mlc_loc loc;
+  mlc_ast_expr *repeat;   /* MEM_SUBMODULE: repeat(n) count, or NULL */
+  mlc_ast_expr *ctor;     /* MEM_SUBMODULE: a call; MEM_PARAM: the initialiser or NULL */
+  mlc_ast_type *type;     /* MEM_PARAM */
+} mlc_ast_member;
+
+typedef struct {
+  const char *name;
+  mlc_loc loc;
+  mlc_ast_param *params;  /* constructor parameters */
+  uint32_t nparams;
+  mlc_ast_member *members;
+  uint32_t nmembers;
+  bool has_forward;
+  mlc_loc forward_loc;
+  mlc_ast_param *fparams; /* forward parameters */
+  uint32_t nfparams;
+  mlc_ast_stmt **body;
+  uint32_t nbody;
+} mlc_ast_module;
+
+typedef struct {
+  const char *name;
+  mlc_loc loc;
+  mlc_ast_expr *value;
+} mlc_ast_config;
+
+typedef struct {
+  mlc_loc loc;
+  const char *model;        /* module name */
+  mlc_loc model_loc;
+  mlc_ast_arg *args;        /* constructor arguments; NULL: from config by name */
+  uint32_t nargs;
+  bool has_args;
+  mlc_ast_param *inputs;
+  uint32_t ninputs;
+  mlc_ast_expr *loss;
+  mlc_ast_expr *optimizer;  /* a call: AdamW(lr=...) */
+  mlc_ast_expr *precision;  /* a call: precision(param=bf16, reduce=f32) */
+  mlc_ast_expr *shard;      /* a call: fsdp(layers) */
+} mlc_ast_train;
+
+typedef struct {
+  mlc_ast_config *config;
+  uint32_t nconfig;
+  mlc_ast_module *modules;
+  uint32_t nmodules;
+  mlc_ast_train *train;     /* NULL if none */
+} mlc_ast_file;
+
+/* Parses tokens into an AST; reports syntax errors and recovers at the next
+ * statement.  Returns the (possibly partial) AST; check diag->errors. */
+mlc_ast_file *mlc_parse(mlc_arena *a, mlc_diag *d, const mlc_token *toks, uint32_t ntoks);
+void mlc_ast_print(FILE *out, const mlc_ast_file *f);
+
+/* ---- lowering ---- */
+
+typedef struct {
+  const char *name;
+  const char *value; /* text, parsed like a literal */
+} mlc_define;
+
+typedef struct {
+  const mlc_define *defines;
+  uint32_t ndefines;
+  const char *entry; /* module to compile; NULL: the train block's, else the last module */
+} mlc_lower_options;
+
+/* Lowers to IR.  Returns false if any error was reported. */
+bool mlc_lower(mlc_program *p, mlc_diag *d, const mlc_ast_file *ast, const mlc_lower_options *opt);
+
+/* Convenience for the driver, tests and fuzzers: lex, parse, lower. */
+bool mlc_frontend_run(mlc_program *p, mlc_diag *d, const char *name, const char *src, size_t len,
+                      const mlc_lower_options *opt, mlc_ast_file **out_ast);
+
+#endif

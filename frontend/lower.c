@@ -1,0 +1,1317 @@
+/* Lowering: evaluates the AST into the IR program.
+ *
+ * This runs the model description the way PyTorch would run the Python:
+ * config values are computed first (with -D overrides), then the model's
+ * module tree is instantiated (constructor arguments bound, parameters
+ * created with their state_dict names, in PyTorch's registration order:
+ * a module's own parameters, then its submodules'), then each entry point's
+ * forward is evaluated with concrete shapes, expanding every module call in
+ * place.  Compile-time numbers fold as they go; tensors become IR nodes,
+ * each shape-checked as it is built so an error points at the expression
+ * that caused it.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frontend/lower.h"
+
+#define MAX_INSTANCES 200000
+#define MAX_NODES (1u << 22)
+#define MAX_REPEAT 100000
+#define MAX_CALL_DEPTH 64
+
+struct mlc_lowerer {
+  mlc_program *p;
+  mlc_diag *d;
+  mlc_arena *a;
+  mlc_scope config;
+  mlc_func *f;                 /* function being built, or NULL while instantiating */
+  uint32_t *param_node;        /* per param: its PARAM node in f, or UINT32_MAX */
+  mlc_instance *self;          /* module whose members and arguments are visible */
+  mlc_scope *locals;           /* forward locals, or NULL */
+  const mlc_ast_file *ast;
+  const mlc_ast_module *stack[MAX_CALL_DEPTH]; /* modules being instantiated, for recursion */
+  uint32_t nstack;
+  uint32_t ninstances;
+  uint32_t call_depth;
+  bool too_big;                /* a size limit was hit and reported: stop */
+};
+
+mlc_diag *mlc_lower_diag(mlc_lowerer *L) { return L->d; }
+mlc_arena *mlc_lower_arena(mlc_lowerer *L) { return L->a; }
+
+static mlc_value vnum_i(int64_t i) { return (mlc_value){.kind = V_NUM, .is_int = true, .i = i, .f = (double)i}; }
+static mlc_value vnum_f(double f) { return (mlc_value){.kind = V_NUM, .f = f}; }
+static mlc_value vtensor(uint32_t n) { return (mlc_value){.kind = V_TENSOR, .node = n}; }
+
+static const char *kind_name(mlc_lowerer *L, mlc_value v) {
+  switch (v.kind) {
+  case V_NUM: return v.is_int ? "an integer" : "a number";
+  case V_BOOL: return "a bool";
+  case V_DTYPE: return "a dtype";
+  case V_TENSOR: return mlc_arena_printf(L->a, "a tensor %s", mlc_type_str(mlc_value_type(L, v), (char[96]){0}, 96));
+  case V_MODULE: return v.mod->is_list && !v.mod->callable ? "a module list" : "a module";
+  case V_NONE: return "none";
+  case V_PARAM: return "a parameter";
+  default: return "an error";
+  }
+}
+
+/* ---- scopes ---- */
+
+static void scope_set(mlc_lowerer *L, mlc_scope *s, const char *name, mlc_value v) {
+  for (uint32_t i = s->n; i-- > 0;)
+    if (!strcmp(s->v[i].name, name)) { s->v[i].v = v; return; }
+  if (s->n == s->cap) {
+    uint32_t cap = s->cap ? s->cap * 2 : 8;
+    s->v = mlc_arena_grow(L->a, s->v, s->n * sizeof *s->v, cap * sizeof *s->v);
+    s->cap = cap;
+  }
+  s->v[s->n++] = (mlc_binding){name, v};
+}
+
+static mlc_value *scope_get(mlc_scope *s, const char *name) {
+  if (!s) return NULL;
+  for (uint32_t i = s->n; i-- > 0;)
+    if (!strcmp(s->v[i].name, name)) return &s->v[i].v;
+  return NULL;
+}
+
+/* ---- "did you mean" ---- */
+
+static unsigned edit_distance(const char *a, const char *b) {
+  size_t n = strlen(a), m = strlen(b);
+  if (n > 32 || m > 32) return 99;
+  unsigned row[33];
+  for (size_t j = 0; j <= m; j++) row[j] = (unsigned)j;
+  for (size_t i = 1; i <= n; i++) {
+    unsigned prev = row[0];
+    row[0] = (unsigned)i;
+    for (size_t j = 1; j <= m; j++) {
+      unsigned cur = row[j];
+      unsigned best = prev + (a[i - 1] != b[j - 1]);
+      if (row[j] + 1 < best) best = row[j] + 1;
+      if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+      row[j] = best;
+      prev = cur;
+    }
+  }
+  return row[m];
+}
+
+typedef struct {
+  const char *want, *best;
+  unsigned dist;
+} suggest;
+
+static void consider(suggest *s, const char *cand) {
+  unsigned d = edit_distance(s->want, cand);
+  size_t len = strlen(s->want);
+  if (d < s->dist && d <= (len < 4 ? 1 : len / 3)) { s->dist = d; s->best = cand; }
+}
+
+static void consider_scope(suggest *s, const mlc_scope *sc) {
+  if (sc)
+    for (uint32_t i = 0; i < sc->n; i++) consider(s, sc->v[i].name);
+}
+
+static const char *hint(mlc_lowerer *L, suggest *s) {
+  return s->best ? mlc_arena_printf(L->a, "; did you mean '%s'?", s->best) : "";
+}
+
+/* ---- values and nodes ---- */
+
+const mlc_type *mlc_value_type(mlc_lowerer *L, mlc_value v) { return &L->f->nodes[v.node].type; }
+
+bool mlc_want_tensor(mlc_lowerer *L, mlc_value v, mlc_loc loc, const char *what) {
+  if (v.kind == V_TENSOR) return true;
+  if (v.kind != V_ERR) mlc_error(L->d, loc, "%s must be a tensor, got %s", what, kind_name(L, v));
+  return false;
+}
+
+mlc_value mlc_emit(mlc_lowerer *L, mlc_op op, const mlc_value *in, uint32_t nin, const mlc_attrs *a, const mlc_type *preset,
+                   mlc_loc loc) {
+  uint32_t ids[64];
+  MLC_ASSERT(nin <= 64);
+  for (uint32_t i = 0; i < nin; i++) {
+    if (in[i].kind != V_TENSOR) return mlc_verr();
+    ids[i] = in[i].node;
+  }
+  if (L->f->n >= MAX_NODES) {
+    if (!L->too_big) mlc_error(L->d, loc, "the model has more than %u operations; mlc's limit per entry point", MAX_NODES);
+    L->too_big = true;
+    return mlc_verr();
+  }
+  const char *scope = L->self ? L->self->path : "";
+  uint32_t id = mlc_func_add(L->p, L->f, op, ids, nin, a, loc, scope);
+  mlc_node *n = &L->f->nodes[id];
+  if (preset) n->type = *preset;
+  char err[256];
+  mlc_type t;
+  if (!mlc_infer_type(L->p, L->f, n, &t, err, sizeof err)) {
+    mlc_error(L->d, loc, "%s", err);
+    L->f->n--; /* drop the bad node: nothing refers to it */
+    return mlc_verr();
+  }
+  L->f->nodes[id].type = t;
+  return vtensor(id);
+}
+
+static mlc_value mk_const(mlc_lowerer *L, double v, uint8_t dtype, mlc_loc loc) {
+  mlc_type t = {.dtype = dtype, .rank = 0};
+  mlc_attrs a = {.f = v};
+  return mlc_emit(L, MLC_OP_CONST, NULL, 0, &a, &t, loc);
+}
+
+mlc_value mlc_reshape(mlc_lowerer *L, mlc_value x, const int64_t *dims, int rank, mlc_loc loc) {
+  if (x.kind != V_TENSOR) return mlc_verr();
+  mlc_type t = {.dtype = mlc_value_type(L, x)->dtype, .rank = (uint8_t)rank};
+  memcpy(t.dim, dims, (size_t)rank * sizeof *dims);
+  return mlc_emit(L, MLC_OP_RESHAPE, &x, 1, NULL, &t, loc);
+}
+
+mlc_value mlc_param_value(mlc_lowerer *L, uint32_t param, mlc_loc loc) {
+  if (L->param_node[param] != UINT32_MAX) return vtensor(L->param_node[param]);
+  mlc_attrs a = {.param = param};
+  /* A parameter's node belongs to the module that owns it, not to the
+   * first module that happens to read it. */
+  mlc_instance *self = L->self;
+  L->self = NULL;
+  mlc_value v = mlc_emit(L, MLC_OP_PARAM, NULL, 0, &a, &L->p->params[param].type, loc);
+  L->self = self;
+  if (v.kind == V_TENSOR) {
+    mlc_node *n = &L->f->nodes[v.node];
+    const char *name = L->p->params[param].name, *dot = strrchr(name, '.');
+    n->scope = dot ? mlc_arena_strndup(L->a, name, (size_t)(dot - name)) : "";
+    L->param_node[param] = v.node;
+  }
+  return v;
+}
+
+uint32_t mlc_new_param(mlc_lowerer *L, mlc_instance *m, const char *name, mlc_type t, int init, double a, double b,
+                       mlc_loc loc) {
+  mlc_param prm = {
+    .name = m->path[0] ? mlc_arena_printf(L->a, "%s.%s", m->path, name) : name,
+    .type = t, .init = (uint8_t)init, .init_a = a, .init_b = b, .loc = loc,
+  };
+  uint32_t id = mlc_program_add_param(L->p, &prm);
+  scope_set(L, &m->members, name, (mlc_value){.kind = V_PARAM, .i = id});
+  return id;
+}
+
+/* ---- compile-time arithmetic ---- */
+
+static mlc_value fold(mlc_lowerer *L, char op, mlc_value a, mlc_value b, mlc_loc loc) {
+  if (a.is_int && b.is_int) {
+    int64_t r;
+    bool ovf = false;
+    switch (op) {
+    case '+': ovf = __builtin_add_overflow(a.i, b.i, &r); break;
+    case '-': ovf = __builtin_sub_overflow(a.i, b.i, &r); break;
+    case '*': ovf = __builtin_mul_overflow(a.i, b.i, &r); break;
+    case '/':
+      if (b.i == 0) { mlc_error(L->d, loc, "division by zero"); return mlc_verr(); }
+      if (a.i == INT64_MIN && b.i == -1) { ovf = true; break; }
+      if (a.i % b.i == 0) return vnum_i(a.i / b.i);
+      return vnum_f((double)a.i / (double)b.i);
+    default:
+      mlc_error(L->d, loc, "'%c' needs tensor operands; both sides are numbers", op);
+      return mlc_verr();
+    }
+    if (ovf) { mlc_error(L->d, loc, "integer overflow in '%c'", op); return mlc_verr(); }
+    return vnum_i(r);
+  }
+  double r;
+  switch (op) {
+  case '+': r = a.f + b.f; break;
+  case '-': r = a.f - b.f; break;
+  case '*': r = a.f * b.f; break;
+  case '/':
+    if (b.f == 0) { mlc_error(L->d, loc, "division by zero"); return mlc_verr(); }
+    r = a.f / b.f;
+    break;
+  default:
+    mlc_error(L->d, loc, "'%c' needs tensor operands; both sides are numbers", op);
+    return mlc_verr();
+  }
+  if (!isfinite(r)) { mlc_error(L->d, loc, "the result of '%c' is not a finite number", op); return mlc_verr(); }
+  return vnum_f(r);
+}
+
+static mlc_op binop(char op) {
+  switch (op) {
+  case '+': return MLC_OP_ADD;
+  case '-': return MLC_OP_SUB;
+  case '*': return MLC_OP_MUL;
+  case '/': return MLC_OP_DIV;
+  default: return MLC_OP_MATMUL;
+  }
+}
+
+/* A number next to a tensor becomes a scalar constant of the tensor's dtype. */
+static mlc_value as_tensor_like(mlc_lowerer *L, mlc_value num, mlc_value t, mlc_loc loc) {
+  uint8_t dt = mlc_value_type(L, t)->dtype;
+  if (!mlc_dtype_is_float(dt) && !num.is_int) {
+    mlc_error(L->d, loc, "cannot combine %s with the non-integer number %g; cast the tensor first",
+              kind_name(L, t), num.f);
+    return mlc_verr();
+  }
+  return mk_const(L, num.f, dt, loc);
+}
+
+static mlc_value binary(mlc_lowerer *L, char op, mlc_value a, mlc_value b, mlc_loc loc) {
+  if (a.kind == V_ERR || b.kind == V_ERR) return mlc_verr();
+  if (a.kind == V_NUM && b.kind == V_NUM) return fold(L, op, a, b, loc);
+  bool a_ok = a.kind == V_TENSOR || a.kind == V_NUM, b_ok = b.kind == V_TENSOR || b.kind == V_NUM;
+  if (!a_ok || !b_ok) {
+    mlc_error(L->d, loc, "'%c' cannot take %s and %s", op, kind_name(L, a), kind_name(L, b));
+    return mlc_verr();
+  }
+  if (op == '@' && (a.kind != V_TENSOR || b.kind != V_TENSOR)) {
+    mlc_error(L->d, loc, "'@' needs two tensors, got %s and %s", kind_name(L, a), kind_name(L, b));
+    return mlc_verr();
+  }
+  if (a.kind == V_NUM) a = as_tensor_like(L, a, b, loc);
+  if (b.kind == V_NUM) b = as_tensor_like(L, b, a, loc);
+  mlc_value in[2] = {a, b};
+  return mlc_emit(L, binop(op), in, 2, NULL, NULL, loc);
+}
+
+/* ---- expressions ---- */
+
+static mlc_value eval(mlc_lowerer *L, const mlc_ast_expr *e);
+static mlc_value call(mlc_lowerer *L, const mlc_ast_expr *e);
+
+static mlc_value lookup(mlc_lowerer *L, const char *name, mlc_loc loc) {
+  mlc_value *v;
+  if ((v = scope_get(L->locals, name))) return *v;
+  if (L->self) {
+    if ((v = scope_get(&L->self->members, name))) {
+      if (v->kind == V_PARAM) {
+        if (!L->f) {
+          mlc_error(L->d, loc, "parameter '%s' can only be used inside forward", name);
+          return mlc_verr();
+        }
+        return mlc_param_value(L, (uint32_t)v->i, loc);
+      }
+      return *v;
+    }
+    if ((v = scope_get(&L->self->args, name))) return *v;
+  }
+  if ((v = scope_get(&L->config, name))) return *v;
+  uint8_t dt = mlc_dtype_from_name(name, strlen(name));
+  if (dt) return (mlc_value){.kind = V_DTYPE, .i = dt};
+  if (!strcmp(name, "none")) return (mlc_value){.kind = V_NONE};
+  suggest s = {.want = name, .dist = 99};
+  consider_scope(&s, L->locals);
+  if (L->self) { consider_scope(&s, &L->self->members); consider_scope(&s, &L->self->args); }
+  consider_scope(&s, &L->config);
+  mlc_error(L->d, loc, "unknown name '%s'%s", name, hint(L, &s));
+  return mlc_verr();
+}
+
+static mlc_value eval(mlc_lowerer *L, const mlc_ast_expr *e) {
+  if (!e) return mlc_verr();
+  switch (e->kind) {
+  case AST_INT: return vnum_i(e->ival);
+  case AST_FLOAT: return vnum_f(e->fval);
+  case AST_BOOL: return (mlc_value){.kind = V_BOOL, .i = e->ival};
+  case AST_NAME: return lookup(L, e->name, e->loc);
+  case AST_NEG: {
+    mlc_value v = eval(L, e->lhs);
+    if (v.kind == V_NUM) return v.is_int ? (v.i == INT64_MIN ? (mlc_error(L->d, e->loc, "integer overflow in '-'"), mlc_verr()) : vnum_i(-v.i)) : vnum_f(-v.f);
+    if (v.kind == V_TENSOR) return mlc_emit(L, MLC_OP_NEG, &v, 1, NULL, NULL, e->loc);
+    if (v.kind != V_ERR) mlc_error(L->d, e->loc, "cannot negate %s", kind_name(L, v));
+    return mlc_verr();
+  }
+  case AST_BINARY: {
+    mlc_value a = eval(L, e->lhs), b = eval(L, e->rhs);
+    return binary(L, e->op, a, b, e->loc);
+  }
+  case AST_CALL: return call(L, e);
+  case AST_LIST: mlc_error(L->d, e->loc, "a list is only allowed as an argument of reshape, concat or betas"); return mlc_verr();
+  }
+  return mlc_verr();
+}
+
+/* ---- argument binding ---- */
+
+static bool spec_match(const char *spec, const char *name) {
+  size_t n = strlen(spec);
+  if (spec[n - 1] == '=') n--;
+  return strlen(name) == n && !memcmp(spec, name, n);
+}
+
+mlc_loc mlc_arg_loc(const mlc_call *c, const char *const *spec, uint32_t nspec, uint32_t which) {
+  for (uint32_t i = 0; i < c->nargs; i++) {
+    if (c->args[i].name ? spec_match(spec[which], c->args[i].name) : i == which) return c->args[i].loc;
+  }
+  (void)nspec;
+  return c->loc;
+}
+
+bool mlc_bind(mlc_lowerer *L, const mlc_call *c, const char *const *spec, uint32_t nspec, mlc_value *out, bool *present) {
+  bool ok = true;
+  for (uint32_t i = 0; i < nspec; i++) present[i] = false, out[i] = (mlc_value){.kind = V_NONE};
+  uint32_t pos = 0;
+  for (uint32_t i = 0; i < c->nargs; i++) {
+    const mlc_ast_arg *arg = &c->args[i];
+    uint32_t slot = UINT32_MAX;
+    if (arg->name) {
+      for (uint32_t k = 0; k < nspec; k++)
+        if (spec_match(spec[k], arg->name)) slot = k;
+      if (slot == UINT32_MAX) {
+        suggest s = {.want = arg->name, .dist = 99};
+        for (uint32_t k = 0; k < nspec; k++) {
+          const char *nm = spec[k];
+          size_t n = strlen(nm);
+          consider(&s, nm[n - 1] == '=' ? mlc_arena_strndup(L->a, nm, n - 1) : nm);
+        }
+        mlc_error(L->d, arg->loc, "%s has no argument named '%s'%s", c->callee, arg->name, hint(L, &s));
+        ok = false;
+        continue;
+      }
+    } else {
+      if (pos >= nspec || (i > 0 && c->args[i - 1].name)) {
+        if (pos >= nspec)
+          mlc_error(L->d, arg->loc, "%s takes at most %u arguments, got %u", c->callee, nspec, c->nargs);
+        else
+          mlc_error(L->d, arg->loc, "positional argument after a named one");
+        return false;
+      }
+      slot = pos++;
+    }
+    if (present[slot]) {
+      mlc_error(L->d, arg->loc, "%s got argument '%.*s' twice", c->callee,
+                (int)(strlen(spec[slot]) - (spec[slot][strlen(spec[slot]) - 1] == '=')), spec[slot]);
+      ok = false;
+      continue;
+    }
+    present[slot] = true;
+    out[slot] = eval(L, arg->value);
+    if (out[slot].kind == V_ERR) ok = false;
+  }
+  for (uint32_t k = 0; k < nspec && ok; k++) {
+    size_t n = strlen(spec[k]);
+    if (!present[k] && spec[k][n - 1] != '=') {
+      mlc_error(L->d, c->loc, "%s is missing argument '%s'", c->callee, spec[k]);
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+bool mlc_want_int(mlc_lowerer *L, mlc_value v, mlc_loc loc, const char *what, int64_t lo, int64_t hi, int64_t *out) {
+  if (v.kind == V_ERR) return false;
+  if (v.kind != V_NUM || !v.is_int) {
+    if (v.kind == V_NUM) mlc_error(L->d, loc, "%s must be an integer, got %g", what, v.f);
+    else mlc_error(L->d, loc, "%s must be an integer, got %s", what, kind_name(L, v));
+    return false;
+  }
+  if (v.i < lo || v.i > hi) {
+    mlc_error(L->d, loc, "%s must be between %lld and %lld, got %lld", what, (long long)lo, (long long)hi, (long long)v.i);
+    return false;
+  }
+  *out = v.i;
+  return true;
+}
+
+bool mlc_want_float(mlc_lowerer *L, mlc_value v, mlc_loc loc, const char *what, double *out) {
+  if (v.kind == V_ERR) return false;
+  if (v.kind != V_NUM) {
+    mlc_error(L->d, loc, "%s must be a number, got %s", what, kind_name(L, v));
+    return false;
+  }
+  *out = v.f;
+  return true;
+}
+
+bool mlc_want_bool(mlc_lowerer *L, mlc_value v, mlc_loc loc, const char *what, bool *out) {
+  if (v.kind == V_ERR) return false;
+  if (v.kind != V_BOOL) {
+    mlc_error(L->d, loc, "%s must be true or false, got %s", what, kind_name(L, v));
+    return false;
+  }
+  *out = v.i != 0;
+  return true;
+}
+
+bool mlc_want_dtype(mlc_lowerer *L, mlc_value v, mlc_loc loc, const char *what, uint8_t *out) {
+  if (v.kind == V_ERR) return false;
+  if (v.kind != V_DTYPE) {
+    mlc_error(L->d, loc, "%s must be a dtype (f32, bf16, f16, i32, i64, bool), got %s", what, kind_name(L, v));
+    return false;
+  }
+  *out = (uint8_t)v.i;
+  return true;
+}
+
+static bool eval_type(mlc_lowerer *L, const mlc_ast_type *ty, mlc_type *out) {
+  memset(out, 0, sizeof *out);
+  out->dtype = ty->dtype;
+  out->rank = (uint8_t)ty->rank;
+  bool ok = true;
+  int64_t numel = 1;
+  for (uint32_t i = 0; i < ty->rank; i++) {
+    mlc_value v = eval(L, ty->dims[i]);
+    if (!mlc_want_int(L, v, ty->dims[i]->loc, "a dimension", 1, MLC_MAX_NUMEL, &out->dim[i])) { ok = false; continue; }
+    if (out->dim[i] > MLC_MAX_NUMEL / numel) {
+      mlc_error(L->d, ty->loc, "this tensor would have more than 2^48 elements");
+      return false;
+    }
+    numel *= out->dim[i];
+  }
+  return ok;
+}
+
+/* ---- module instantiation ---- */
+
+static const mlc_ast_module *find_module(mlc_lowerer *L, const char *name) {
+  for (uint32_t i = 0; i < L->ast->nmodules; i++)
+    if (!strcmp(L->ast->modules[i].name, name)) return &L->ast->modules[i];
+  return NULL;
+}
+
+static mlc_instance *new_instance(mlc_lowerer *L, const char *path, const char *type_name, mlc_loc loc) {
+  if (++L->ninstances > MAX_INSTANCES) {
+    if (!L->too_big) mlc_error(L->d, loc, "the model has more than %d module instances; mlc's limit", MAX_INSTANCES);
+    L->too_big = true;
+    return NULL;
+  }
+  mlc_instance *m = mlc_arena_alloc(L->a, sizeof *m);
+  m->path = path;
+  m->type_name = type_name;
+  return m;
+}
+
+static const char *join(mlc_lowerer *L, const char *path, const char *name) {
+  return path[0] ? mlc_arena_printf(L->a, "%s.%s", path, name) : name;
+}
+
+static mlc_instance *instantiate(mlc_lowerer *L, const char *path, const mlc_ast_expr *ctor);
+
+/* The members of a user module: its own raw parameters first, then the
+ * submodules, in source order, which is the order PyTorch's state_dict
+ * uses. */
+static void instantiate_user(mlc_lowerer *L, mlc_instance *m, const mlc_ast_module *mod, const mlc_call *c) {
+  const char **spec = mlc_arena_alloc(L->a, (mod->nparams + 1) * sizeof *spec);
+  for (uint32_t i = 0; i < mod->nparams; i++)
+    spec[i] = mod->params[i].def ? mlc_arena_printf(L->a, "%s=", mod->params[i].name) : mod->params[i].name;
+  mlc_value *vals = mlc_arena_alloc(L->a, (mod->nparams + 1) * sizeof *vals);
+  bool *present = mlc_arena_alloc(L->a, (mod->nparams + 1) * sizeof *present);
+  if (!mlc_bind(L, c, spec, mod->nparams, vals, present)) return;
+  mlc_instance *outer = L->self;
+  L->self = m; /* defaults may refer to earlier parameters */
+  for (uint32_t i = 0; i < mod->nparams; i++) {
+    mlc_value v = present[i] ? vals[i] : eval(L, mod->params[i].def);
+    if (v.kind == V_TENSOR) {
+      mlc_error(L->d, present[i] ? mlc_arg_loc(c, spec, mod->nparams, i) : mod->params[i].loc,
+                "module arguments must be compile-time values, not tensors");
+      v = mlc_verr();
+    }
+    scope_set(L, &m->args, mod->params[i].name, v);
+  }
+  for (uint32_t pass = 0; pass < 2; pass++) {
+    for (uint32_t i = 0; i < mod->nmembers && !L->too_big; i++) {
+      const mlc_ast_member *mem = &mod->members[i];
+      if ((mem->kind == MEM_PARAM) != (pass == 0)) continue;
+      if (scope_get(&m->members, mem->name)) {
+        mlc_error(L->d, mem->loc, "'%s' is already defined in module %s", mem->name, mod->name);
+        continue;
+      }
+      if (mem->kind == MEM_PARAM) {
+        mlc_type t;
+        if (!eval_type(L, mem->type, &t)) continue;
+        int init = MLC_INIT_ZEROS;
+        double a = 0, b = 0;
+        if (mem->ctor) {
+          const mlc_ast_expr *e = mem->ctor;
+          const char *nm = e->kind == AST_CALL || e->kind == AST_NAME ? e->name : "";
+          static const char *const two[] = {"a", "b"};
+          if (!strcmp(nm, "zeros")) init = MLC_INIT_ZEROS;
+          else if (!strcmp(nm, "ones")) init = MLC_INIT_ONES;
+          else if (!strcmp(nm, "normal") || !strcmp(nm, "uniform")) {
+            static const char *const nspec[] = {"mean=", "std="}, *const uspec[] = {"low=", "high="};
+            bool isn = !strcmp(nm, "normal");
+            mlc_value v[2];
+            bool pr[2];
+            mlc_call cc = {e->args, e->nargs, e->loc, nm};
+            if (e->kind != AST_CALL || !mlc_bind(L, &cc, isn ? nspec : uspec, 2, v, pr)) continue;
+            a = isn ? 0 : -1;
+            b = 1;
+            if (pr[0] && !mlc_want_float(L, v[0], mlc_arg_loc(&cc, two, 2, 0), "the first init argument", &a)) continue;
+            if (pr[1] && !mlc_want_float(L, v[1], mlc_arg_loc(&cc, two, 2, 1), "the second init argument", &b)) continue;
+            init = isn ? MLC_INIT_NORMAL : MLC_INIT_UNIFORM;
+            if (isn ? b < 0 : a > b) {
+              mlc_error(L->d, e->loc, isn ? "normal std must not be negative" : "uniform needs low <= high");
+              continue;
+            }
+          } else {
+            mlc_error(L->d, e->loc, "expected an initialiser: zeros, ones, normal(mean, std) or uniform(low, high)");
+            continue;
+          }
+          if ((init == MLC_INIT_ZEROS || init == MLC_INIT_ONES) && e->kind == AST_CALL && e->nargs) {
+            mlc_error(L->d, e->loc, "%s takes no arguments", nm);
+            continue;
+          }
+        }
+        mlc_new_param(L, m, mem->name, t, init, a, b, mem->loc);
+        continue;
+      }
+      const char *cpath = join(L, m->path, mem->name);
+      if (mem->repeat) {
+        int64_t n;
+        if (!mlc_want_int(L, eval(L, mem->repeat), mem->repeat->loc, "the repeat count", 0, MAX_REPEAT, &n)) continue;
+        mlc_instance *list = new_instance(L, cpath, "ModuleList", mem->loc);
+        if (!list) break;
+        list->is_list = true;
+        list->children = mlc_arena_alloc(L->a, (size_t)(n + 1) * sizeof *list->children);
+        for (int64_t k = 0; k < n && !L->too_big; k++) {
+          mlc_instance *ch = instantiate(L, mlc_arena_printf(L->a, "%s.%lld", cpath, (long long)k), mem->ctor);
+          if (!ch) break;
+          list->children[list->nchildren++] = ch;
+        }
+        scope_set(L, &m->members, mem->name, (mlc_value){.kind = V_MODULE, .mod = list});
+      } else {
+        mlc_instance *ch = instantiate(L, cpath, mem->ctor);
+        scope_set(L, &m->members, mem->name, ch ? (mlc_value){.kind = V_MODULE, .mod = ch} : mlc_verr());
+      }
+    }
+  }
+  L->self = outer;
+}
+
+mlc_value mlc_instantiate_child(mlc_lowerer *L, mlc_instance *parent, const char *name, const mlc_ast_expr *ctor) {
+  mlc_instance *ch = instantiate(L, join(L, parent->path, name), ctor);
+  return ch ? (mlc_value){.kind = V_MODULE, .mod = ch} : mlc_verr();
+}
+
+static mlc_instance *instantiate(mlc_lowerer *L, const char *path, const mlc_ast_expr *ctor) {
+  if (ctor->kind != AST_CALL) {
+    mlc_error(L->d, ctor->loc, "expected a module constructor such as Linear(16, 16)");
+    return NULL;
+  }
+  mlc_call c = {ctor->args, ctor->nargs, ctor->loc, ctor->name};
+  const mlc_ast_module *mod = find_module(L, ctor->name);
+  const mlc_builtin *b = mod ? NULL : mlc_builtin_find(ctor->name);
+  if (!mod && !b) {
+    suggest s = {.want = ctor->name, .dist = 99};
+    for (uint32_t i = 0; i < L->ast->nmodules; i++) consider(&s, L->ast->modules[i].name);
+    for (uint32_t i = 0; i < mlc_nbuiltins; i++) consider(&s, mlc_builtins[i].name);
+    mlc_error(L->d, ctor->loc, "unknown module '%s'%s", ctor->name, hint(L, &s));
+    return NULL;
+  }
+  mlc_instance *m = new_instance(L, path, ctor->name, ctor->loc);
+  if (!m) return NULL;
+  if (b) {
+    m->builtin = b;
+    return b->make(L, m, &c) ? m : NULL;
+  }
+  for (uint32_t i = 0; i < L->nstack; i++)
+    if (L->stack[i] == mod) {
+      mlc_error(L->d, ctor->loc, "module %s contains itself: recursive modules have no finite size", mod->name);
+      return NULL;
+    }
+  if (L->nstack >= MAX_CALL_DEPTH) {
+    mlc_error(L->d, ctor->loc, "modules are nested more than %d deep", MAX_CALL_DEPTH);
+    return NULL;
+  }
+  m->ast = mod;
+  L->stack[L->nstack++] = mod;
+  instantiate_user(L, m, mod, &c);
+  L->nstack--;
+  return m;
+}
+
+/* ---- forward ---- */
+
+static bool check_type(mlc_lowerer *L, mlc_value v, const mlc_ast_param *prm, mlc_loc loc) {
+  if (!prm->type || v.kind == V_ERR) return true;
+  mlc_type want;
+  if (!eval_type(L, prm->type, &want)) return false;
+  if (!mlc_want_tensor(L, v, loc, prm->name)) return false;
+  if (!mlc_type_eq(mlc_value_type(L, v), &want)) {
+    char a[96], b[96];
+    mlc_error(L->d, loc, "argument '%s' is %s, but forward declares %s", prm->name,
+              mlc_type_str(mlc_value_type(L, v), a, sizeof a), mlc_type_str(&want, b, sizeof b));
+    mlc_note(L->d, prm->loc, "'%s' is declared here", prm->name);
+    return false;
+  }
+  return true;
+}
+
+static bool run_stmts(mlc_lowerer *L, mlc_ast_stmt *const *body, uint32_t n, mlc_value *ret, bool *returned);
+
+static mlc_value call_user(mlc_lowerer *L, mlc_instance *m, const mlc_value *args, uint32_t nargs, mlc_loc loc) {
+  const mlc_ast_module *mod = m->ast;
+  if (!mod->has_forward) {
+    mlc_error(L->d, loc, "module %s has no forward", mod->name);
+    return mlc_verr();
+  }
+  if (nargs != mod->nfparams) {
+    mlc_error(L->d, loc, "%s.forward takes %u argument%s, got %u", mod->name, mod->nfparams,
+              mod->nfparams == 1 ? "" : "s", nargs);
+    return mlc_verr();
+  }
+  mlc_scope locals = {0};
+  for (uint32_t i = 0; i < nargs; i++) {
+    if (!check_type(L, args[i], &mod->fparams[i], loc)) return mlc_verr();
+    scope_set(L, &locals, mod->fparams[i].name, args[i]);
+  }
+  mlc_instance *self = L->self;
+  mlc_scope *outer = L->locals;
+  L->self = m;
+  L->locals = &locals;
+  mlc_value ret = mlc_verr();
+  bool returned = false;
+  run_stmts(L, mod->body, mod->nbody, &ret, &returned);
+  if (!returned) mlc_error(L->d, mod->forward_loc, "forward of %s ends without a return", mod->name);
+  L->self = self;
+  L->locals = outer;
+  return ret;
+}
+
+mlc_value mlc_call_module(mlc_lowerer *L, mlc_instance *m, const mlc_value *args, uint32_t nargs, mlc_loc loc) {
+  if (++L->call_depth > MAX_CALL_DEPTH) {
+    mlc_error(L->d, loc, "module calls are nested more than %d deep", MAX_CALL_DEPTH);
+    L->call_depth--;
+    return mlc_verr();
+  }
+  mlc_value r;
+  if (m->is_list && !m->callable) {
+    mlc_error(L->d, loc, "'%s' is a module list and cannot be called; iterate over it with 'for'", m->path);
+    r = mlc_verr();
+  } else if (m->is_list) { /* Sequential: each child's output feeds the next */
+    if (nargs != 1) {
+      mlc_error(L->d, loc, "Sequential takes 1 argument, got %u", nargs);
+      r = mlc_verr();
+    } else {
+      r = args[0];
+      for (uint32_t i = 0; i < m->nchildren && r.kind != V_ERR; i++) r = mlc_call_module(L, m->children[i], &r, 1, loc);
+    }
+  } else if (m->builtin) {
+    const mlc_builtin *b = m->builtin;
+    if ((int)nargs < b->min_args || (int)nargs > b->max_args) {
+      if (b->min_args == b->max_args)
+        mlc_error(L->d, loc, "%s takes %d argument%s, got %u", b->name, b->min_args, b->min_args == 1 ? "" : "s", nargs);
+      else
+        mlc_error(L->d, loc, "%s takes %d to %d arguments, got %u", b->name, b->min_args, b->max_args, nargs);
+      r = mlc_verr();
+    } else {
+      bool ok = true;
+      for (uint32_t i = 0; i < nargs; i++) ok &= mlc_want_tensor(L, args[i], loc, "a module's input");
+      mlc_instance *self = L->self;
+      L->self = m;
+      r = ok ? b->forward(L, m, args, nargs, loc) : mlc_verr();
+      L->self = self;
+    }
+  } else {
+    r = call_user(L, m, args, nargs, loc);
+  }
+  L->call_depth--;
+  return r;
+}
+
+static bool run_stmts(mlc_lowerer *L, mlc_ast_stmt *const *body, uint32_t n, mlc_value *ret, bool *returned) {
+  for (uint32_t i = 0; i < n && !L->too_big; i++) {
+    const mlc_ast_stmt *s = body[i];
+    if (*returned) {
+      mlc_error(L->d, s->loc, "this statement comes after return and would never run");
+      return false;
+    }
+    switch (s->kind) {
+    case ST_ASSIGN: {
+      mlc_value v = eval(L, s->value);
+      if (v.kind == V_MODULE) {
+        mlc_error(L->d, s->loc, "cannot assign a module to a name inside forward");
+        v = mlc_verr();
+      }
+      scope_set(L, L->locals, s->name, v);
+      break;
+    }
+    case ST_RETURN:
+      *ret = eval(L, s->value);
+      if (ret->kind != V_TENSOR && ret->kind != V_ERR) {
+        mlc_error(L->d, s->value->loc, "forward must return a tensor, got %s", kind_name(L, *ret));
+        *ret = mlc_verr();
+      }
+      *returned = true;
+      break;
+    case ST_FOR: {
+      mlc_value it = lookup(L, s->iter, s->iter_loc);
+      if (it.kind == V_ERR) break;
+      if (it.kind != V_MODULE || !it.mod->is_list) {
+        mlc_error(L->d, s->iter_loc, "'for' needs a module list (made with repeat or Sequential), but '%s' is %s",
+                  s->iter, kind_name(L, it));
+        break;
+      }
+      for (uint32_t k = 0; k < it.mod->nchildren && !L->too_big; k++) {
+        scope_set(L, L->locals, s->name, (mlc_value){.kind = V_MODULE, .mod = it.mod->children[k]});
+        run_stmts(L, s->body, s->nbody, ret, returned);
+        if (*returned) {
+          mlc_error(L->d, s->loc, "return inside a for loop is not supported");
+          return false;
+        }
+      }
+      break;
+    }
+    }
+  }
+  return true;
+}
+
+/* ---- primitive ops usable in forward ---- */
+
+typedef mlc_value (*prim_fn)(mlc_lowerer *L, const mlc_ast_expr *e, mlc_op op);
+
+static mlc_value eval_args(mlc_lowerer *L, const mlc_ast_expr *e, const char *const *spec, uint32_t nspec, mlc_value *v,
+                           bool *present) {
+  mlc_call c = {e->args, e->nargs, e->loc, e->name};
+  return mlc_bind(L, &c, spec, nspec, v, present) ? (mlc_value){.kind = V_NONE} : mlc_verr();
+}
+
+static mlc_loc argloc(const mlc_ast_expr *e, const char *const *spec, uint32_t nspec, uint32_t which) {
+  mlc_call c = {e->args, e->nargs, e->loc, e->name};
+  return mlc_arg_loc(&c, spec, nspec, which);
+}
+
+/* Python-style axis: negative counts from the end. */
+static bool axis_of(mlc_lowerer *L, mlc_value v, mlc_loc loc, int rank, int32_t *out) {
+  int64_t ax;
+  if (!mlc_want_int(L, v, loc, "an axis", -(int64_t)rank - 1, rank + 1, &ax)) return false;
+  if (ax < 0) ax += rank;
+  if (ax < 0 || ax >= rank) {
+    mlc_error(L->d, loc, "axis %lld is out of range for a tensor of rank %d", (long long)v.i, rank);
+    return false;
+  }
+  *out = (int32_t)ax;
+  return true;
+}
+
+static mlc_value prim_unary(mlc_lowerer *L, const mlc_ast_expr *e, mlc_op op) {
+  static const char *const spec[] = {"x"};
+  mlc_value v[1];
+  bool pr[1];
+  if (eval_args(L, e, spec, 1, v, pr).kind == V_ERR) return mlc_verr();
+  if (!mlc_want_tensor(L, v[0], argloc(e, spec, 1, 0), "the argument of %s")) return mlc_verr();
+  return mlc_emit(L, op, v, 1, NULL, NULL, e->loc);
+}
+
+static mlc_value prim_reduce(mlc_lowerer *L, const mlc_ast_expr *e, mlc_op op) {
+  static const char *const spec[] = {"x", "dim=", "keepdim="};
+  mlc_value v[3];
+  bool pr[3], keep = false;
+  if (eval_args(L, e, spec, 3, v, pr).kind == V_ERR) return mlc_verr();
+  if (!mlc_want_tensor(L, v[0], argloc(e, spec, 3, 0), "the input")) return mlc_verr();
+  const mlc_type *t = mlc_value_type(L, v[0]);
+  mlc_attrs a = {0};
+  if (pr[2] && !mlc_want_bool(L, v[2], argloc(e, spec, 3, 2), "keepdim", &keep)) return mlc_verr();
+  a.keepdim = keep;
+  if (pr[1]) {
+    if (!axis_of(L, v[1], argloc(e, spec, 3, 1), t->rank, &a.axis)) return mlc_verr();
+    return mlc_emit(L, op, v, 1, &a, NULL, e->loc);
+  }
+  if (op == MLC_OP_SOFTMAX) {
+    if (!axis_of(L, vnum_i(-1), e->loc, t->rank, &a.axis)) return mlc_verr();
+    return mlc_emit(L, op, v, 1, &a, NULL, e->loc);
+  }
+  /* No dim: reduce over everything, as torch.sum(x) does, one axis at a time. */
+  mlc_value r = v[0];
+  for (int i = t->rank; i-- > 0 && r.kind == V_TENSOR;) {
+    a.axis = i;
+    r = mlc_emit(L, op, &r, 1, &a, NULL, e->loc);
+  }
+  return r;
+}
+
+static mlc_value prim_reshape(mlc_lowerer *L, const mlc_ast_expr *e, mlc_op op) {
+  (void)op;
+  if (e->nargs != 2 || e->args[1].value->kind != AST_LIST || e->args[0].name || e->args[1].name) {
+    mlc_error(L->d, e->loc, "reshape takes a tensor and a list of dimensions: reshape(x, [batch, -1])");
+    return mlc_verr();
+  }
+  mlc_value x = eval(L, e->args[0].value);
+  if (!mlc_want_tensor(L, x, e->args[0].loc, "the input of reshape")) return mlc_verr();
+  const mlc_ast_expr *lst = e->args[1].value;
+  if (lst->nargs > MLC_MAX_RANK) {
+    mlc_error(L->d, lst->loc, "reshape to %u dimensions; mlc supports at most %d", lst->nargs, MLC_MAX_RANK);
+    return mlc_verr();
+  }
+  int64_t dims[MLC_MAX_RANK], known = 1;
+  int infer = -1;
+  for (uint32_t i = 0; i < lst->nargs; i++) {
+    if (!mlc_want_int(L, eval(L, lst->args[i].value), lst->args[i].loc, "a dimension", -1, MLC_MAX_NUMEL, &dims[i]))
+      return mlc_verr();
+    if (dims[i] == 0) { mlc_error(L->d, lst->args[i].loc, "a dimension must be positive (or -1 to infer it)"); return mlc_verr(); }
+    if (dims[i] == -1) {
+      if (infer >= 0) { mlc_error(L->d, lst->args[i].loc, "only one dimension can be -1"); return mlc_verr(); }
+      infer = (int)i;
+    } else if (dims[i] > MLC_MAX_NUMEL / known) {
+      mlc_error(L->d, lst->loc, "this shape has more than 2^48 elements");
+      return mlc_verr();
+    } else {
+      known *= dims[i];
+    }
+  }
+  if (infer >= 0) {
+    int64_t total = mlc_type_numel(mlc_value_type(L, x));
+    if (total % known) {
+      char b[96];
+      mlc_error(L->d, lst->args[infer].loc, "cannot infer -1: %lld elements of %s do not divide by %lld", (long long)total,
+                mlc_type_str(mlc_value_type(L, x), b, sizeof b), (long long)known);
+      return mlc_verr();
+    }
+    dims[infer] = total / known;
+  }
+  return mlc_reshape(L, x, dims, (int)lst->nargs, e->loc);
+}
+
+static mlc_value prim_transpose(mlc_lowerer *L, const mlc_ast_expr *e, mlc_op op) {
+  static const char *const spec[] = {"x", "dim0", "dim1"};
+  mlc_value v[3];
+  bool pr[3];
+  if (eval_args(L, e, spec, 3, v, pr).kind == V_ERR) return mlc_verr();
+  if (!mlc_want_tensor(L, v[0], argloc(e, spec, 3, 0), "the input of transpose")) return mlc_verr();
+  int rank = mlc_value_type(L, v[0])->rank;
+  mlc_attrs a = {0};
+  if (!axis_of(L, v[1], argloc(e, spec, 3, 1), rank, &a.axis) || !axis_of(L, v[2], argloc(e, spec, 3, 2), rank, &a.axis2))
+    return mlc_verr();
+  return mlc_emit(L, op, v, 1, &a, NULL, e->loc);
+}
+
+static mlc_value prim_slice(mlc_lowerer *L, const mlc_ast_expr *e, mlc_op op) {
+  static const char *const spec[] = {"x", "dim", "start", "end"};
+  mlc_value v[4];
+  bool pr[4];
+  if (eval_args(L, e, spec, 4, v, pr).kind == V_ERR) return mlc_verr();
+  if (!mlc_want_tensor(L, v[0], argloc(e, spec, 4, 0), "the input of slice")) return mlc_verr();
+  const mlc_type *t = mlc_value_type(L, v[0]);
+  mlc_attrs a = {0};
+  if (!axis_of(L, v[1], argloc(e, spec, 4, 1), t->rank, &a.axis)) return mlc_verr();
+  int64_t n = t->dim[a.axis];
+  if (!mlc_want_int(L, v[2], argloc(e, spec, 4, 2), "start", -n, n, &a.start) ||
+      !mlc_want_int(L, v[3], argloc(e, spec, 4, 3), "end", -n, n, &a.end))
+    return mlc_verr();
+  if (a.start < 0) a.start += n;
+  if (a.end < 0) a.end += n;
+  return mlc_emit(L, op, v, 1, &a, NULL, e->loc);
+}
+
+static mlc_value prim_concat(mlc_lowerer *L, const mlc_ast_expr *e, mlc_op op) {
+  if (e->nargs < 1 || e->nargs > 2 || e->args[0].value->kind != AST_LIST || e->args[0].value->nargs == 0) {
+    mlc_error(L->d, e->loc, "concat takes a non-empty list of tensors and an axis: concat([a, b], dim=-1)");
+    return mlc_verr();
+  }
+  const mlc_ast_expr *lst = e->args[0].value;
+  if (lst->nargs > 64) { mlc_error(L->d, lst->loc, "concat of more than 64 tensors"); return mlc_verr(); }
+  mlc_value v[64];
+  bool ok = true;
+  for (uint32_t i = 0; i < lst->nargs; i++) {
+    v[i] = eval(L, lst->args[i].value);
+    ok &= mlc_want_tensor(L, v[i], lst->args[i].loc, "an element of concat");
+  }
+  if (!ok) return mlc_verr();
+  mlc_attrs a = {0};
+  mlc_value axis = vnum_i(0);
+  if (e->nargs == 2) {
+    if (e->args[1].name && strcmp(e->args[1].name, "dim")) {
+      mlc_error(L->d, e->args[1].loc, "concat has no argument named '%s'", e->args[1].name);
+      return mlc_verr();
+    }
+    axis = eval(L, e->args[1].value);
+  }
+  if (!axis_of(L, axis, e->nargs == 2 ? e->args[1].loc : e->loc, mlc_value_type(L, v[0])->rank, &a.axis)) return mlc_verr();
+  return mlc_emit(L, op, v, lst->nargs, &a, NULL, e->loc);
+}
+
+static mlc_value prim_cast(mlc_lowerer *L, const mlc_ast_expr *e, mlc_op op) {
+  static const char *const spec[] = {"x", "dtype"};
+  mlc_value v[2];
+  bool pr[2];
+  if (eval_args(L, e, spec, 2, v, pr).kind == V_ERR) return mlc_verr();
+  uint8_t dt;
+  if (!mlc_want_tensor(L, v[0], argloc(e, spec, 2, 0), "the input of cast") ||
+      !mlc_want_dtype(L, v[1], argloc(e, spec, 2, 1), "the target", &dt))
+    return mlc_verr();
+  if (mlc_value_type(L, v[0])->dtype == dt) return v[0];
+  mlc_type t = {.dtype = dt};
+  return mlc_emit(L, op, v, 1, NULL, &t, e->loc);
+}
+
+static mlc_value prim_binary(mlc_lowerer *L, const mlc_ast_expr *e, mlc_op op) {
+  static const char *const spec[] = {"a", "b"};
+  mlc_value v[2];
+  bool pr[2];
+  if (eval_args(L, e, spec, 2, v, pr).kind == V_ERR) return mlc_verr();
+  if (!mlc_want_tensor(L, v[0], argloc(e, spec, 2, 0), "the first operand") ||
+      !mlc_want_tensor(L, v[1], argloc(e, spec, 2, 1), "the second operand"))
+    return mlc_verr();
+  return mlc_emit(L, op, v, 2, NULL, NULL, e->loc);
+}
+
+static mlc_value prim_attention(mlc_lowerer *L, const mlc_ast_expr *e, mlc_op op) {
+  static const char *const spec[] = {"q", "k", "v", "causal=", "scale="};
+  mlc_value v[5];
+  bool pr[5], causal = false;
+  if (eval_args(L, e, spec, 5, v, pr).kind == V_ERR) return mlc_verr();
+  for (int i = 0; i < 3; i++)
+    if (!mlc_want_tensor(L, v[i], argloc(e, spec, 5, (uint32_t)i), spec[i])) return mlc_verr();
+  mlc_attrs a = {0};
+  if (pr[3] && !mlc_want_bool(L, v[3], argloc(e, spec, 5, 3), "causal", &causal)) return mlc_verr();
+  a.causal = causal;
+  const mlc_type *q = mlc_value_type(L, v[0]);
+  a.f = q->rank == 4 ? 1.0 / sqrt((double)q->dim[3]) : 1.0;
+  if (pr[4] && !mlc_want_float(L, v[4], argloc(e, spec, 5, 4), "scale", &a.f)) return mlc_verr();
+  return mlc_emit(L, op, v, 3, &a, NULL, e->loc);
+}
+
+static const struct {
+  const char *name;
+  prim_fn fn;
+  mlc_op op;
+} prims[] = {
+  {"exp", prim_unary, MLC_OP_EXP},         {"log", prim_unary, MLC_OP_LOG},
+  {"sqrt", prim_unary, MLC_OP_SQRT},       {"rsqrt", prim_unary, MLC_OP_RSQRT},
+  {"tanh", prim_unary, MLC_OP_TANH},       {"sigmoid", prim_unary, MLC_OP_SIGMOID},
+  {"relu", prim_unary, MLC_OP_RELU},       {"silu", prim_unary, MLC_OP_SILU},
+  {"gelu", prim_unary, MLC_OP_GELU},       {"softmax", prim_reduce, MLC_OP_SOFTMAX},
+  {"sum", prim_reduce, MLC_OP_SUM},        {"mean", prim_reduce, MLC_OP_MEAN},
+  {"max", prim_reduce, MLC_OP_MAX},        {"reshape", prim_reshape, MLC_OP_RESHAPE},
+  {"transpose", prim_transpose, MLC_OP_TRANSPOSE}, {"slice", prim_slice, MLC_OP_SLICE},
+  {"concat", prim_concat, MLC_OP_CONCAT},  {"cast", prim_cast, MLC_OP_CAST},
+  {"matmul", prim_binary, MLC_OP_MATMUL},  {"cross_entropy", prim_binary, MLC_OP_CROSS_ENTROPY},
+  {"attention", prim_attention, MLC_OP_ATTENTION},
+};
+
+static mlc_value call(mlc_lowerer *L, const mlc_ast_expr *e) {
+  if (!L->f) {
+    mlc_error(L->d, e->loc, "'%s(...)' is not a compile-time value; only numbers, bools and dtypes are allowed here", e->name);
+    return mlc_verr();
+  }
+  /* A name bound to a module instance calls its forward. */
+  mlc_value *v = scope_get(L->locals, e->name);
+  if (!v && L->self) v = scope_get(&L->self->members, e->name);
+  if (v && v->kind == V_MODULE) {
+    mlc_value args[64];
+    if (e->nargs > 64) { mlc_error(L->d, e->loc, "too many arguments"); return mlc_verr(); }
+    bool ok = true;
+    for (uint32_t i = 0; i < e->nargs; i++) {
+      if (e->args[i].name) {
+        mlc_error(L->d, e->args[i].loc, "module calls take positional arguments only");
+        ok = false;
+      }
+      args[i] = eval(L, e->args[i].value);
+      ok &= args[i].kind != V_ERR;
+    }
+    return ok ? mlc_call_module(L, v->mod, args, e->nargs, e->loc) : mlc_verr();
+  }
+  if (v && v->kind != V_ERR) {
+    mlc_error(L->d, e->loc, "'%s' is not a module and cannot be called", e->name);
+    return mlc_verr();
+  }
+  for (size_t i = 0; i < sizeof prims / sizeof *prims; i++)
+    if (!strcmp(prims[i].name, e->name)) return prims[i].fn(L, e, prims[i].op);
+  if (find_module(L, e->name) || mlc_builtin_find(e->name)) {
+    mlc_error(L->d, e->loc, "module %s must be created as a member of the module (name = %s(...)), not inside forward",
+              e->name, e->name);
+    return mlc_verr();
+  }
+  suggest s = {.want = e->name, .dist = 99};
+  for (size_t i = 0; i < sizeof prims / sizeof *prims; i++) consider(&s, prims[i].name);
+  if (L->self) consider_scope(&s, &L->self->members);
+  consider_scope(&s, L->locals);
+  mlc_error(L->d, e->loc, "unknown function '%s'%s", e->name, hint(L, &s));
+  return mlc_verr();
+}
+
+/* ---- config, entry points, train block ---- */
+
+static mlc_value parse_define(mlc_lowerer *L, const mlc_define *def) {
+  const char *s = def->value;
+  char *end;
+  if (!strcmp(s, "true") || !strcmp(s, "false")) return (mlc_value){.kind = V_BOOL, .i = !strcmp(s, "true")};
+  uint8_t dt = mlc_dtype_from_name(s, strlen(s));
+  if (dt) return (mlc_value){.kind = V_DTYPE, .i = dt};
+  errno = 0;
+  long long i = strtoll(s, &end, 10);
+  if (*s && !*end && errno == 0) return vnum_i(i);
+  errno = 0;
+  double f = strtod(s, &end);
+  if (*s && !*end && errno == 0 && isfinite(f)) return vnum_f(f);
+  mlc_error(L->d, (mlc_loc){0}, "-D %s=%s: '%s' is not a number, true/false or a dtype", def->name, s, s);
+  return mlc_verr();
+}
+
+static void eval_config(mlc_lowerer *L, const mlc_lower_options *opt) {
+  const mlc_ast_file *f = L->ast;
+  bool *used = mlc_arena_alloc(L->a, (opt->ndefines + 1) * sizeof *used);
+  for (uint32_t i = 0; i < f->nconfig; i++) {
+    const mlc_ast_config *c = &f->config[i];
+    if (scope_get(&L->config, c->name)) {
+      mlc_error(L->d, c->loc, "config value '%s' is defined twice", c->name);
+      continue;
+    }
+    mlc_value v = eval(L, c->value);
+    for (uint32_t k = 0; k < opt->ndefines; k++)
+      if (!strcmp(opt->defines[k].name, c->name)) {
+        v = parse_define(L, &opt->defines[k]);
+        used[k] = true;
+      }
+    if (v.kind == V_TENSOR || v.kind == V_MODULE) {
+      mlc_error(L->d, c->value->loc, "a config value must be a number, a bool or a dtype");
+      v = mlc_verr();
+    }
+    scope_set(L, &L->config, c->name, v);
+  }
+  for (uint32_t k = 0; k < opt->ndefines; k++) {
+    if (used[k]) continue;
+    suggest s = {.want = opt->defines[k].name, .dist = 99};
+    consider_scope(&s, &L->config);
+    mlc_error(L->d, (mlc_loc){0}, "-D %s: the model has no config value named '%s'%s", opt->defines[k].name,
+              opt->defines[k].name, hint(L, &s));
+  }
+}
+
+/* The model's constructor call: explicit arguments from the train block, or
+ * each constructor parameter taken from the config value of the same name. */
+static mlc_instance *instantiate_root(mlc_lowerer *L, const mlc_ast_module *mod, const mlc_ast_train *t, mlc_loc loc) {
+  mlc_ast_expr *ctor = mlc_arena_alloc(L->a, sizeof *ctor);
+  ctor->kind = AST_CALL;
+  ctor->loc = loc;
+  ctor->name = mod->name;
+  if (t && t->has_args) {
+    ctor->args = t->args;
+    ctor->nargs = t->nargs;
+  } else {
+    ctor->args = mlc_arena_alloc(L->a, (mod->nparams + 1) * sizeof *ctor->args);
+    for (uint32_t i = 0; i < mod->nparams; i++) {
+      if (!scope_get(&L->config, mod->params[i].name)) {
+        if (!mod->params[i].def)
+          mlc_error(L->d, mod->params[i].loc, "model parameter '%s' has no value: add it to config, give it a default, "
+                    "or pass it in the train block", mod->params[i].name);
+        continue;
+      }
+      mlc_ast_expr *name = mlc_arena_alloc(L->a, sizeof *name);
+      *name = (mlc_ast_expr){.kind = AST_NAME, .loc = mod->params[i].loc, .name = mod->params[i].name};
+      ctor->args[ctor->nargs++] = (mlc_ast_arg){.name = mod->params[i].name, .loc = mod->params[i].loc, .value = name};
+    }
+  }
+  return instantiate(L, "", ctor);
+}
+
+static void begin_func(mlc_lowerer *L, const char *name) {
+  L->f = mlc_program_add_func(L->p, name);
+  L->param_node = mlc_arena_alloc(L->a, (L->p->nparams + 1) * sizeof *L->param_node);
+  for (uint32_t i = 0; i < L->p->nparams; i++) L->param_node[i] = UINT32_MAX;
+}
+
+static mlc_value add_input(mlc_lowerer *L, const mlc_ast_param *prm) {
+  mlc_type t;
+  if (!eval_type(L, prm->type, &t)) return mlc_verr();
+  for (uint32_t i = 0; i < L->f->inputs.n; i++)
+    if (!strcmp(L->f->nodes[L->f->inputs.v[i]].a.name, prm->name)) {
+      mlc_error(L->d, prm->loc, "input '%s' is declared twice", prm->name);
+      return mlc_verr();
+    }
+  mlc_attrs a = {.name = prm->name};
+  mlc_value v = mlc_emit(L, MLC_OP_INPUT, NULL, 0, &a, &t, prm->loc);
+  if (v.kind == V_TENSOR) mlc_u32vec_push(L->a, &L->f->inputs, v.node);
+  return v;
+}
+
+static void lower_forward(mlc_lowerer *L, mlc_instance *root) {
+  const mlc_ast_module *mod = root->ast;
+  if (!mod->has_forward) {
+    mlc_error(L->d, mod->loc, "module %s has no forward", mod->name);
+    return;
+  }
+  begin_func(L, "forward");
+  mlc_value args[64];
+  if (mod->nfparams > 64) { mlc_error(L->d, mod->forward_loc, "forward has more than 64 inputs"); return; }
+  bool ok = true;
+  for (uint32_t i = 0; i < mod->nfparams; i++) {
+    const mlc_ast_param *prm = &mod->fparams[i];
+    if (!prm->type) {
+      mlc_error(L->d, prm->loc, "input '%s' of the model's forward needs a type, such as %s: f32[batch, 64]", prm->name,
+                prm->name);
+      ok = false;
+      continue;
+    }
+    L->self = root; /* dims may use the model's arguments */
+    args[i] = add_input(L, prm);
+    L->self = NULL;
+    ok &= args[i].kind == V_TENSOR;
+  }
+  if (!ok) return;
+  mlc_value out = mlc_call_module(L, root, args, mod->nfparams, mod->forward_loc);
+  if (out.kind == V_TENSOR) mlc_func_add_output(L->p, L->f, "output", out.node);
+}
+
+static void lower_train_config(mlc_lowerer *L, const mlc_ast_train *t, mlc_instance *root) {
+  mlc_train_config *tc = &L->p->train;
+  tc->present = true;
+  tc->loc = t->loc;
+  if (t->optimizer) {
+    const mlc_ast_expr *e = t->optimizer;
+    mlc_call c = {e->args, e->nargs, e->loc, e->name};
+    if (e->kind == AST_CALL && !strcmp(e->name, "AdamW")) {
+      static const char *const spec[] = {"lr=", "betas=", "eps=", "weight_decay="};
+      /* betas is a list: bind it by hand, the rest through mlc_bind. */
+      mlc_ast_arg args[8];
+      uint32_t n = 0;
+      const mlc_ast_expr *betas = NULL;
+      for (uint32_t i = 0; i < e->nargs && n < 8; i++) {
+        if (e->args[i].name && !strcmp(e->args[i].name, "betas")) betas = e->args[i].value;
+        else args[n++] = e->args[i];
+      }
+      mlc_call cc = {args, n, e->loc, "AdamW"};
+      mlc_value v[4];
+      bool pr[4];
+      tc->opt = MLC_OPT_ADAMW;
+      tc->lr = 1e-3, tc->beta1 = 0.9, tc->beta2 = 0.999, tc->eps = 1e-8, tc->weight_decay = 0.01;
+      if (mlc_bind(L, &cc, spec, 4, v, pr)) {
+        if (pr[0]) mlc_want_float(L, v[0], mlc_arg_loc(&cc, spec, 4, 0), "lr", &tc->lr);
+        if (pr[2]) mlc_want_float(L, v[2], mlc_arg_loc(&cc, spec, 4, 2), "eps", &tc->eps);
+        if (pr[3]) mlc_want_float(L, v[3], mlc_arg_loc(&cc, spec, 4, 3), "weight_decay", &tc->weight_decay);
+      }
+      if (betas) {
+        if (betas->kind != AST_LIST || betas->nargs != 2) mlc_error(L->d, betas->loc, "betas must be a list of two numbers: [0.9, 0.999]");
+        else {
+          mlc_want_float(L, eval(L, betas->args[0].value), betas->args[0].loc, "beta1", &tc->beta1);
+          mlc_want_float(L, eval(L, betas->args[1].value), betas->args[1].loc, "beta2", &tc->beta2);
+        }
+      }
+    } else if (e->kind == AST_CALL && !strcmp(e->name, "SGD")) {
+      static const char *const spec[] = {"lr", "momentum=", "weight_decay="};
+      mlc_value v[3];
+      bool pr[3];
+      tc->opt = MLC_OPT_SGD;
+      if (mlc_bind(L, &c, spec, 3, v, pr)) {
+        mlc_want_float(L, v[0], mlc_arg_loc(&c, spec, 3, 0), "lr", &tc->lr);
+        if (pr[1]) mlc_want_float(L, v[1], mlc_arg_loc(&c, spec, 3, 1), "momentum", &tc->momentum);
+        if (pr[2]) mlc_want_float(L, v[2], mlc_arg_loc(&c, spec, 3, 2), "weight_decay", &tc->weight_decay);
+      }
+    } else {
+      mlc_error(L->d, e->loc, "unknown optimizer: expected AdamW(lr=...) or SGD(lr=...)");
+    }
+    if (tc->opt && !(tc->lr > 0)) mlc_error(L->d, e->loc, "the learning rate must be positive");
+  }
+  if (t->precision) {
+    const mlc_ast_expr *e = t->precision;
+    static const char *const spec[] = {"param", "reduce="};
+    mlc_call c = {e->args, e->nargs, e->loc, "precision"};
+    mlc_value v[2];
+    bool pr[2];
+    if (e->kind != AST_CALL) mlc_error(L->d, e->loc, "expected precision(param=bf16, reduce=f32)");
+    else if (mlc_bind(L, &c, spec, 2, v, pr) && mlc_want_dtype(L, v[0], mlc_arg_loc(&c, spec, 2, 0), "param", &tc->param_dtype)) {
+      tc->reduce_dtype = MLC_DT_F32;
+      if (pr[1]) mlc_want_dtype(L, v[1], mlc_arg_loc(&c, spec, 2, 1), "reduce", &tc->reduce_dtype);
+      if (!mlc_dtype_is_float(tc->param_dtype) || !mlc_dtype_is_float(tc->reduce_dtype))
+        mlc_error(L->d, e->loc, "precision dtypes must be floating point (f32, bf16, f16)");
+    }
+  }
+  if (t->shard) {
+    const mlc_ast_expr *e = t->shard;
+    if (e->kind != AST_CALL || strcmp(e->name, "fsdp")) {
+      mlc_error(L->d, e->loc, "unknown sharding: expected fsdp(list, ...) naming the model's module lists");
+    } else {
+      tc->shard = "fsdp";
+      tc->shard_units = mlc_arena_alloc(L->a, (e->nargs + 1) * sizeof *tc->shard_units);
+      for (uint32_t i = 0; i < e->nargs; i++) {
+        const mlc_ast_expr *a = e->args[i].value;
+        mlc_value *m = a->kind == AST_NAME && !e->args[i].name ? scope_get(&root->members, a->name) : NULL;
+        if (!m || m->kind != V_MODULE) {
+          mlc_error(L->d, e->args[i].loc, "fsdp needs the names of the model's submodules, such as fsdp(layers)");
+          continue;
+        }
+        tc->shard_units[tc->nshard_units++] = a->name;
+      }
+    }
+  }
+}
+
+static void lower_train(mlc_lowerer *L, const mlc_ast_train *t, mlc_instance *root) {
+  begin_func(L, "train");
+  lower_train_config(L, t, root);
+  mlc_scope locals = {0};
+  scope_set(L, &locals, "model", (mlc_value){.kind = V_MODULE, .mod = root});
+  for (uint32_t i = 0; i < t->ninputs; i++) {
+    if (!strcmp(t->inputs[i].name, "model")) {
+      mlc_error(L->d, t->inputs[i].loc, "'model' is reserved for the model in a train block");
+      continue;
+    }
+    scope_set(L, &locals, t->inputs[i].name, add_input(L, &t->inputs[i]));
+  }
+  if (!t->loss) {
+    mlc_error(L->d, t->loc, "the train block needs a loss: loss = cross_entropy(model(tokens), targets)");
+    return;
+  }
+  L->locals = &locals;
+  mlc_value loss = eval(L, t->loss);
+  L->locals = NULL;
+  if (loss.kind == V_ERR) return;
+  if (!mlc_want_tensor(L, loss, t->loss->loc, "the loss")) return;
+  const mlc_type *lt = mlc_value_type(L, loss);
+  if (lt->rank != 0 || !mlc_dtype_is_float(lt->dtype)) {
+    char b[96];
+    mlc_error(L->d, t->loss->loc, "the loss must be a floating-point scalar, got %s; reduce it with sum() or mean()",
+              mlc_type_str(lt, b, sizeof b));
+    return;
+  }
+  mlc_func_add_output(L->p, L->f, "loss", loss.node);
+}
+
+bool mlc_lower(mlc_program *p, mlc_diag *d, const mlc_ast_file *ast, const mlc_lower_options *opt) {
+  mlc_lowerer L = {.p = p, .d = d, .a = p->arena, .ast = ast};
+  int errors0 = d->errors;
+  eval_config(&L, opt);
+  /* Module names must be unique and must not shadow built-ins. */
+  for (uint32_t i = 0; i < ast->nmodules; i++) {
+    if (mlc_builtin_find(ast->modules[i].name))
+      mlc_error(d, ast->modules[i].loc, "module %s has the name of a built-in module", ast->modules[i].name);
+    for (uint32_t k = 0; k < i; k++)
+      if (!strcmp(ast->modules[k].name, ast->modules[i].name))
+        mlc_error(d, ast->modules[i].loc, "module %s is defined twice", ast->modules[i].name);
+  }
+  const char *entry = opt->entry ? opt->entry : ast->train ? ast->train->model : NULL;
+  mlc_loc entry_loc = ast->train && !opt->entry ? ast->train->model_loc : (mlc_loc){0};
+  const mlc_ast_module *mod = NULL;
+  if (entry) {
+    mod = find_module(&L, entry);
+    if (!mod) {
+      if (mlc_builtin_find(entry))
+        mlc_error(d, entry_loc, "the model must be a module defined in the file; wrap built-in %s in a module", entry);
+      else
+        mlc_error(d, entry_loc, "unknown module '%s'", entry);
+      return false;
+    }
+  } else if (ast->nmodules) {
+    mod = &ast->modules[ast->nmodules - 1];
+  } else {
+    mlc_error(d, (mlc_loc){0}, "the file defines no module, so there is no model to compile");
+    return false;
+  }
+  if (d->errors > errors0) return false;
+  char *lname = mlc_arena_strdup(L.a, mod->name);
+  for (char *c = lname; *c; c++)
+    if (*c >= 'A' && *c <= 'Z') *c = (char)(*c - 'A' + 'a');
+  p->name = lname;
+  mlc_instance *root = instantiate_root(&L, mod, opt->entry ? NULL : ast->train, mod->loc);
+  if (!root || d->errors > errors0) return false;
+  lower_forward(&L, root);
+  if (ast->train && (!opt->entry || !strcmp(opt->entry, ast->train->model))) lower_train(&L, ast->train, root);
+  return d->errors == errors0;
+}
+
+bool mlc_frontend_run(mlc_program *p, mlc_diag *d, const char *name, const char *src, size_t len,
+                      const mlc_lower_options *opt, mlc_ast_file **out_ast) {
+  uint32_t file = mlc_diag_add_source(d, name, src, len);
+  uint32_t ntoks;
+  mlc_token *toks = mlc_lex(p->arena, d, file, src, len, &ntoks);
+  mlc_ast_file *ast = mlc_parse(p->arena, d, toks, ntoks);
+  if (out_ast) *out_ast = ast;
+  if (d->errors) return false;
+  return mlc_lower(p, d, ast, opt);
+}

@@ -1,0 +1,484 @@
+/* The .mdl parser: recursive descent over the token array, one function per
+ * grammar rule with the rule above it (docs/language.md has the whole EBNF).
+ *
+ * Statements have no terminator.  An expression ends at the first token that
+ * cannot continue it, and never continues onto a new line unless a bracket
+ * is open, so `x = a` followed by a line `-b` is two statements, not a - b.
+ *
+ * On a syntax error the parser reports it and skips to the start of the
+ * next line (or the closing brace of the current block), so one run shows
+ * the errors of several statements.
+ */
+#include <string.h>
+
+#include "frontend/frontend.h"
+
+#define MAX_DEPTH 200
+
+typedef struct {
+  mlc_arena *a;
+  mlc_diag *d;
+  const mlc_token *t; /* current token */
+  const mlc_token *end;
+  int depth;  /* open ( and [: newlines do not end an expression inside them */
+  int nest;   /* recursion depth, to refuse absurdly nested input */
+  bool panic; /* an error in this statement was reported; stay quiet until synced */
+} parser;
+
+static const char *tokdesc(parser *P, const mlc_token *t) {
+  if (t->kind == TK_EOF) return "end of file";
+  return mlc_arena_printf(P->a, "'%.*s'", (int)(t->len > 40 ? 40 : t->len), t->s);
+}
+
+static void expected(parser *P, const char *what) {
+  if (!P->panic) mlc_error(P->d, P->t->loc, "expected %s, got %s", what, tokdesc(P, P->t));
+  P->panic = true;
+}
+
+static bool is(parser *P, const char *s) { return mlc_tok_is(P->t, s); }
+static void next(parser *P) { if (P->t->kind != TK_EOF) P->t++; }
+static bool accept(parser *P, const char *s) {
+  if (!is(P, s)) return false;
+  next(P);
+  return true;
+}
+static bool expect(parser *P, const char *s) {
+  if (accept(P, s)) return true;
+  expected(P, mlc_arena_printf(P->a, "'%s'", s));
+  return false;
+}
+static const char *ident(parser *P, const char *what) {
+  if (P->t->kind != TK_IDENT) {
+    expected(P, what);
+    return NULL;
+  }
+  const char *s = mlc_arena_strndup(P->a, P->t->s, P->t->len);
+  next(P);
+  return s;
+}
+
+/* Skip to the start of the next line, or to the '}' that closes the block
+ * we are in, whichever comes first. */
+static void sync(parser *P) {
+  int braces = 0;
+  if (P->t->kind != TK_EOF && !(is(P, "}") )) next(P);
+  while (P->t->kind != TK_EOF) {
+    if (is(P, "{")) braces++;
+    if (is(P, "}")) {
+      if (braces == 0) break;
+      braces--;
+    } else if (P->t->bol && braces == 0) break;
+    next(P);
+  }
+  P->depth = 0;
+  P->panic = false;
+}
+
+/* An expression may continue with this token: it is on the same line, or
+ * inside brackets. */
+static bool continues(parser *P) { return !P->t->bol || P->depth > 0; }
+
+static mlc_ast_expr *new_expr(parser *P, int kind, mlc_loc loc) {
+  mlc_ast_expr *e = mlc_arena_alloc(P->a, sizeof *e);
+  e->kind = (uint8_t)kind;
+  e->loc = loc;
+  return e;
+}
+
+static mlc_ast_expr *expr(parser *P);
+
+/* args = [ arg { "," arg } ] ")"     arg = [ IDENT "=" ] expr
+ * (the opening parenthesis has been consumed) */
+static void args(parser *P, mlc_ast_arg **out, uint32_t *out_n, const char *close) {
+  uint32_t n = 0, cap = 0;
+  mlc_ast_arg *v = NULL;
+  P->depth++;
+  while (!is(P, close) && P->t->kind != TK_EOF && !P->panic) {
+    if (n && !expect(P, ",")) break;
+    if (is(P, close)) break; /* trailing comma */
+    mlc_ast_arg arg = {.loc = P->t->loc};
+    if ((P->t->kind == TK_IDENT || P->t->kind == TK_KEYWORD) && mlc_tok_is(P->t + 1, "=")) {
+      arg.name = mlc_arena_strndup(P->a, P->t->s, P->t->len);
+      P->t += 2;
+    }
+    arg.value = expr(P);
+    if (!arg.value) break;
+    if (n == cap) {
+      cap = cap ? cap * 2 : 4;
+      v = mlc_arena_grow(P->a, v, n * sizeof *v, cap * sizeof *v);
+    }
+    v[n++] = arg;
+  }
+  P->depth--;
+  if (!P->panic) expect(P, close);
+  *out = v;
+  *out_n = n;
+}
+
+/* primary = INT | FLOAT | "true" | "false" | IDENT [ "(" args ")" ]
+ *         | "(" expr ")" | "[" [ expr { "," expr } ] "]" */
+static mlc_ast_expr *primary(parser *P) {
+  const mlc_token *t = P->t;
+  mlc_ast_expr *e;
+  switch (t->kind) {
+  case TK_INT:
+    e = new_expr(P, AST_INT, t->loc);
+    e->ival = t->ival;
+    e->fval = t->fval;
+    next(P);
+    return e;
+  case TK_FLOAT:
+    e = new_expr(P, AST_FLOAT, t->loc);
+    e->fval = t->fval;
+    next(P);
+    return e;
+  case TK_IDENT:
+    e = new_expr(P, AST_NAME, t->loc);
+    e->name = mlc_arena_strndup(P->a, t->s, t->len);
+    next(P);
+    if (is(P, "(") && continues(P)) {
+      e->kind = AST_CALL;
+      next(P);
+      args(P, &e->args, &e->nargs, ")");
+      if (P->panic) return NULL;
+    }
+    return e;
+  default:
+    break;
+  }
+  if (mlc_tok_is(t, "true") || mlc_tok_is(t, "false")) {
+    e = new_expr(P, AST_BOOL, t->loc);
+    e->ival = mlc_tok_is(t, "true");
+    next(P);
+    return e;
+  }
+  if (accept(P, "(")) {
+    P->depth++;
+    e = expr(P);
+    P->depth--;
+    if (!e || !expect(P, ")")) return NULL;
+    return e;
+  }
+  if (is(P, "[")) {
+    e = new_expr(P, AST_LIST, t->loc);
+    next(P);
+    args(P, &e->args, &e->nargs, "]");
+    for (uint32_t i = 0; i < e->nargs; i++)
+      if (e->args[i].name) {
+        mlc_error(P->d, e->args[i].loc, "a list cannot have named elements");
+        P->panic = true;
+      }
+    return P->panic ? NULL : e;
+  }
+  expected(P, "an expression");
+  return NULL;
+}
+
+/* unary = "-" unary | primary */
+static mlc_ast_expr *unary(parser *P) {
+  if (++P->nest > MAX_DEPTH) {
+    if (!P->panic) mlc_error(P->d, P->t->loc, "expression is nested too deeply (the limit is %d)", MAX_DEPTH);
+    P->panic = true;
+    P->nest--;
+    return NULL;
+  }
+  mlc_ast_expr *e;
+  if (is(P, "-")) {
+    e = new_expr(P, AST_NEG, P->t->loc);
+    next(P);
+    e->lhs = unary(P);
+    if (!e->lhs) e = NULL;
+  } else {
+    e = primary(P);
+  }
+  P->nest--;
+  return e;
+}
+
+static mlc_ast_expr *binary(parser *P, char op, mlc_ast_expr *lhs, mlc_ast_expr *rhs, mlc_loc loc) {
+  if (!lhs || !rhs) return NULL;
+  mlc_ast_expr *e = new_expr(P, AST_BINARY, loc);
+  e->op = op;
+  e->lhs = lhs;
+  e->rhs = rhs;
+  return e;
+}
+
+/* term = unary { ("*" | "/" | "@") unary } */
+static mlc_ast_expr *term(parser *P) {
+  mlc_ast_expr *e = unary(P);
+  while (e && continues(P) && (is(P, "*") || is(P, "/") || is(P, "@"))) {
+    char op = P->t->s[0];
+    mlc_loc loc = P->t->loc;
+    next(P);
+    e = binary(P, op, e, unary(P), loc);
+  }
+  return e;
+}
+
+/* expr = term { ("+" | "-") term } */
+static mlc_ast_expr *expr(parser *P) {
+  mlc_ast_expr *e = term(P);
+  while (e && continues(P) && (is(P, "+") || is(P, "-"))) {
+    char op = P->t->s[0];
+    mlc_loc loc = P->t->loc;
+    next(P);
+    e = binary(P, op, e, term(P), loc);
+  }
+  return e;
+}
+
+/* type = DTYPE "[" [ expr { "," expr } ] "]" */
+static mlc_ast_type *type(parser *P) {
+  mlc_ast_type *ty = mlc_arena_alloc(P->a, sizeof *ty);
+  ty->loc = P->t->loc;
+  if (P->t->kind != TK_IDENT || !(ty->dtype = mlc_dtype_from_name(P->t->s, P->t->len))) {
+    expected(P, "a dtype (f32, bf16, f16, i32, i64, bool)");
+    return NULL;
+  }
+  next(P);
+  if (!expect(P, "[")) return NULL;
+  mlc_ast_arg *dims;
+  args(P, &dims, &ty->rank, "]");
+  if (P->panic) return NULL;
+  if (ty->rank > MLC_MAX_RANK) {
+    mlc_error(P->d, ty->loc, "type has %u dimensions; mlc supports at most %d", ty->rank, MLC_MAX_RANK);
+    return NULL;
+  }
+  ty->dims = mlc_arena_alloc(P->a, (ty->rank + 1) * sizeof *ty->dims);
+  for (uint32_t i = 0; i < ty->rank; i++) {
+    if (dims[i].name) {
+      mlc_error(P->d, dims[i].loc, "a dimension cannot be named");
+      return NULL;
+    }
+    ty->dims[i] = dims[i].value;
+  }
+  return ty;
+}
+
+/* param_list = "(" [ IDENT [ ":" type | "=" expr ] { "," ... } ] ")"
+ * Used for module constructor parameters (defaults) and forward
+ * parameters (types). */
+static void param_list(parser *P, mlc_ast_param **out, uint32_t *out_n, bool typed) {
+  uint32_t n = 0, cap = 0;
+  mlc_ast_param *v = NULL;
+  if (!expect(P, "(")) return;
+  P->depth++;
+  while (!is(P, ")") && P->t->kind != TK_EOF && !P->panic) {
+    if (n && !expect(P, ",")) break;
+    mlc_ast_param prm = {.loc = P->t->loc};
+    if (!(prm.name = ident(P, "a parameter name"))) break;
+    if (typed && accept(P, ":")) {
+      if (!(prm.type = type(P))) break;
+    } else if (!typed && accept(P, "=")) {
+      if (!(prm.def = expr(P))) break;
+    }
+    if (n == cap) {
+      cap = cap ? cap * 2 : 4;
+      v = mlc_arena_grow(P->a, v, n * sizeof *v, cap * sizeof *v);
+    }
+    v[n++] = prm;
+  }
+  P->depth--;
+  if (!P->panic) expect(P, ")");
+  *out = v;
+  *out_n = n;
+}
+
+static mlc_ast_stmt **block(parser *P, uint32_t *out_n);
+
+/* stmt = "return" expr | "for" IDENT "in" IDENT block | IDENT "=" expr */
+static mlc_ast_stmt *stmt(parser *P) {
+  mlc_ast_stmt *s = mlc_arena_alloc(P->a, sizeof *s);
+  s->loc = P->t->loc;
+  if (accept(P, "return")) {
+    s->kind = ST_RETURN;
+    s->value = expr(P);
+  } else if (accept(P, "for")) {
+    s->kind = ST_FOR;
+    if (!(s->name = ident(P, "a loop variable")) || !expect(P, "in")) return NULL;
+    s->iter_loc = P->t->loc;
+    if (!(s->iter = ident(P, "a module list to iterate over"))) return NULL;
+    s->body = block(P, &s->nbody);
+  } else {
+    s->kind = ST_ASSIGN;
+    if (!(s->name = ident(P, "a statement (name = expression, return or for)")) || !expect(P, "=")) return NULL;
+    s->value = expr(P);
+  }
+  if (P->panic) return NULL;
+  if (P->t->kind != TK_EOF && !P->t->bol && !is(P, "}")) {
+    expected(P, "the end of the statement (a new line)");
+    return NULL;
+  }
+  return s;
+}
+
+/* block = "{" { stmt } "}" */
+static mlc_ast_stmt **block(parser *P, uint32_t *out_n) {
+  uint32_t n = 0, cap = 0;
+  mlc_ast_stmt **v = NULL;
+  *out_n = 0;
+  if (!expect(P, "{")) return NULL;
+  while (!is(P, "}") && P->t->kind != TK_EOF) {
+    mlc_ast_stmt *s = stmt(P);
+    if (!s) { sync(P); continue; }
+    if (n == cap) {
+      cap = cap ? cap * 2 : 8;
+      v = mlc_arena_grow(P->a, v, n * sizeof *v, cap * sizeof *v);
+    }
+    v[n++] = s;
+  }
+  expect(P, "}");
+  *out_n = n;
+  return v;
+}
+
+/* config = "config" "{" { IDENT "=" expr } "}" */
+static void config(parser *P, mlc_ast_file *f) {
+  if (!expect(P, "{")) return;
+  while (!is(P, "}") && P->t->kind != TK_EOF) {
+    mlc_ast_config c = {.loc = P->t->loc};
+    if (!(c.name = ident(P, "a config name")) || !expect(P, "=") || !(c.value = expr(P))) {
+      sync(P);
+      continue;
+    }
+    f->config = mlc_arena_grow(P->a, f->config, f->nconfig * sizeof *f->config, (f->nconfig + 1) * sizeof *f->config);
+    f->config[f->nconfig++] = c;
+  }
+  expect(P, "}");
+}
+
+/* member = "param" IDENT ":" type [ "=" expr ]
+ *        | "forward" param_list block
+ *        | IDENT "=" [ "repeat" "(" expr ")" ] call */
+static void member(parser *P, mlc_ast_module *m) {
+  mlc_ast_member mem = {.loc = P->t->loc};
+  if (is(P, "forward")) {
+    if (m->has_forward) {
+      mlc_error(P->d, P->t->loc, "module '%s' already has a forward", m->name);
+      P->panic = true;
+    }
+    m->has_forward = true;
+    m->forward_loc = P->t->loc;
+    next(P);
+    param_list(P, &m->fparams, &m->nfparams, true);
+    if (P->panic) return;
+    m->body = block(P, &m->nbody);
+    return;
+  }
+  if (accept(P, "param")) {
+    mem.kind = MEM_PARAM;
+    mem.loc = P->t->loc;
+    if (!(mem.name = ident(P, "a parameter name")) || !expect(P, ":") || !(mem.type = type(P))) return;
+    if (accept(P, "=") && !(mem.ctor = expr(P))) return;
+  } else {
+    mem.kind = MEM_SUBMODULE;
+    if (!(mem.name = ident(P, "a member (name = Module(...), param or forward)")) || !expect(P, "=")) return;
+    if (accept(P, "repeat")) {
+      if (!expect(P, "(")) return;
+      P->depth++;
+      mem.repeat = expr(P);
+      P->depth--;
+      if (!mem.repeat || !expect(P, ")")) return;
+    }
+    const mlc_token *at = P->t;
+    if (!(mem.ctor = expr(P))) return;
+    if (mem.ctor->kind != AST_CALL) {
+      mlc_error(P->d, at->loc, "expected a module constructor such as Linear(16, 16), got %s", tokdesc(P, at));
+      P->panic = true;
+      return;
+    }
+  }
+  if (P->t->kind != TK_EOF && !P->t->bol && !is(P, "}")) {
+    expected(P, "the end of the member (a new line)");
+    return;
+  }
+  m->members = mlc_arena_grow(P->a, m->members, m->nmembers * sizeof *m->members, (m->nmembers + 1) * sizeof *m->members);
+  m->members[m->nmembers++] = mem;
+}
+
+/* module = "module" IDENT [ param_list ] "{" { member } "}" */
+static void module(parser *P, mlc_ast_file *f) {
+  mlc_ast_module m = {.loc = P->t->loc};
+  if (!(m.name = ident(P, "a module name"))) return;
+  if (is(P, "(")) param_list(P, &m.params, &m.nparams, false);
+  if (P->panic || !expect(P, "{")) return;
+  while (!is(P, "}") && P->t->kind != TK_EOF) {
+    member(P, &m);
+    if (P->panic) sync(P);
+  }
+  expect(P, "}");
+  f->modules = mlc_arena_grow(P->a, f->modules, f->nmodules * sizeof *f->modules, (f->nmodules + 1) * sizeof *f->modules);
+  f->modules[f->nmodules++] = m;
+}
+
+/* train = "train" IDENT [ "(" args ")" ] "{" { tstmt } "}"
+ * tstmt = "input" IDENT ":" type | "loss" "=" expr | "optimizer" "=" call
+ *       | "precision" "(" args ")" | "shard" "=" call */
+static void train(parser *P, mlc_ast_file *f, mlc_loc loc) {
+  mlc_ast_train *t = mlc_arena_alloc(P->a, sizeof *t);
+  t->loc = loc;
+  t->model_loc = P->t->loc;
+  if (f->train) {
+    mlc_error(P->d, loc, "only one train block is allowed");
+    P->panic = true;
+    return;
+  }
+  f->train = t;
+  if (!(t->model = ident(P, "the name of the module to train"))) return;
+  if (accept(P, "(")) {
+    t->has_args = true;
+    args(P, &t->args, &t->nargs, ")");
+    if (P->panic) return;
+  }
+  if (!expect(P, "{")) return;
+  while (!is(P, "}") && P->t->kind != TK_EOF) {
+    mlc_loc at = P->t->loc;
+    mlc_ast_expr **slot = NULL;
+    if (accept(P, "input")) {
+      mlc_ast_param in = {.loc = P->t->loc};
+      if ((in.name = ident(P, "an input name")) && expect(P, ":") && (in.type = type(P))) {
+        t->inputs = mlc_arena_grow(P->a, t->inputs, t->ninputs * sizeof *t->inputs, (t->ninputs + 1) * sizeof *t->inputs);
+        t->inputs[t->ninputs++] = in;
+      }
+    } else if (is(P, "precision")) {
+      slot = &t->precision;
+      if (*slot) mlc_error(P->d, at, "precision is already set");
+      *slot = expr(P);
+    } else if (is(P, "loss") || is(P, "optimizer") || is(P, "shard")) {
+      slot = is(P, "loss") ? &t->loss : is(P, "optimizer") ? &t->optimizer : &t->shard;
+      const char *what = mlc_arena_strndup(P->a, P->t->s, P->t->len);
+      next(P);
+      if (*slot) mlc_error(P->d, at, "%s is already set", what);
+      if (expect(P, "=")) *slot = expr(P);
+    } else {
+      expected(P, "input, loss, optimizer, precision or shard");
+    }
+    if (!P->panic && P->t->kind != TK_EOF && !P->t->bol && !is(P, "}")) expected(P, "the end of the statement (a new line)");
+    if (P->panic) sync(P);
+  }
+  expect(P, "}");
+}
+
+/* file = { "config" config | "module" module | "train" train } EOF */
+mlc_ast_file *mlc_parse(mlc_arena *a, mlc_diag *d, const mlc_token *toks, uint32_t ntoks) {
+  parser P = {.a = a, .d = d, .t = toks, .end = toks + ntoks};
+  mlc_ast_file *f = mlc_arena_alloc(a, sizeof *f);
+  while (P.t->kind != TK_EOF) {
+    mlc_loc loc = P.t->loc;
+    if (accept(&P, "config")) config(&P, f);
+    else if (accept(&P, "module")) module(&P, f);
+    else if (accept(&P, "train")) train(&P, f, loc);
+    else expected(&P, "'config', 'module' or 'train'");
+    if (P.panic) {
+      /* At the top level, skip to the next line that starts a declaration. */
+      while (P.t->kind != TK_EOF &&
+             !(P.t->bol && (is(&P, "config") || is(&P, "module") || is(&P, "train"))))
+        next(&P);
+      P.panic = false;
+      P.depth = 0;
+    }
+    if (d->errors > MLC_MAX_ERRORS) break;
+  }
+  return f;
+}

@@ -1,0 +1,120 @@
+/* IR construction: dtypes, the op table generated from ops.def, and the
+ * append-only builders for programs and functions. */
+#include "ir/ir.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const struct { const char *name; int size; bool is_float; } dtypes[MLC_DT_COUNT] = {
+  [MLC_DT_INVALID] = {"?", 0, false},
+#define X(e, n, b, f) [MLC_DT_##e] = {n, b, f},
+  MLC_DTYPES(X)
+#undef X
+};
+
+const char *mlc_dtype_name(mlc_dtype t) { return t < MLC_DT_COUNT ? dtypes[t].name : "?"; }
+int mlc_dtype_size(mlc_dtype t) { return t < MLC_DT_COUNT ? dtypes[t].size : 0; }
+bool mlc_dtype_is_float(mlc_dtype t) { return t < MLC_DT_COUNT && dtypes[t].is_float; }
+
+mlc_dtype mlc_dtype_from_name(const char *s, size_t n) {
+  for (int t = 1; t < MLC_DT_COUNT; t++)
+    if (strlen(dtypes[t].name) == n && !memcmp(dtypes[t].name, s, n)) return (mlc_dtype)t;
+  return MLC_DT_INVALID;
+}
+
+int64_t mlc_type_numel(const mlc_type *t) {
+  int64_t n = 1;
+  for (int i = 0; i < t->rank; i++) n *= t->dim[i];
+  return n;
+}
+
+bool mlc_type_eq(const mlc_type *a, const mlc_type *b) {
+  if (a->dtype != b->dtype || a->rank != b->rank) return false;
+  for (int i = 0; i < a->rank; i++)
+    if (a->dim[i] != b->dim[i]) return false;
+  return true;
+}
+
+char *mlc_type_str(const mlc_type *t, char *buf, size_t n) {
+  size_t k = (size_t)snprintf(buf, n, "%s[", mlc_dtype_name(t->dtype));
+  for (int i = 0; i < t->rank && k < n; i++)
+    k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? ", " : "", (long long)t->dim[i]);
+  if (k < n) snprintf(buf + k, n - k, "]");
+  return buf;
+}
+
+#define EW MLC_F_EW
+#define RED MLC_F_RED
+#define FUSE MLC_F_FUSE
+#define MM MLC_F_MM
+#define VIEW MLC_F_VIEW
+#define LEAF MLC_F_LEAF
+#define A_NAME MLC_A_NAME
+#define A_PARAM MLC_A_PARAM
+#define A_VALUE MLC_A_VALUE
+#define A_DTYPE MLC_A_DTYPE
+#define A_AXIS MLC_A_AXIS
+#define A_AXIS2 MLC_A_AXIS2
+#define A_KEEPDIM MLC_A_KEEPDIM
+#define A_SHAPE MLC_A_SHAPE
+#define A_RANGE MLC_A_RANGE
+#define A_EPS MLC_A_EPS
+#define A_CAUSAL MLC_A_CAUSAL
+#define A_SCALE MLC_A_SCALE
+const mlc_opinfo mlc_ops[MLC_OP_COUNT] = {
+#define X(e, name, arity, flags, attrs, shape, cost) [MLC_OP_##e] = {name, arity, flags, attrs},
+#include "ir/ops.def"
+#undef X
+};
+
+void mlc_program_init(mlc_program *p, mlc_arena *a) {
+  memset(p, 0, sizeof *p);
+  p->arena = a;
+  p->name = "model";
+}
+
+mlc_func *mlc_program_add_func(mlc_program *p, const char *name) {
+  MLC_ASSERT(p->nfuncs < MLC_MAX_FUNCS);
+  mlc_func *f = &p->funcs[p->nfuncs++];
+  memset(f, 0, sizeof *f);
+  f->name = name;
+  return f;
+}
+
+uint32_t mlc_program_add_param(mlc_program *p, const mlc_param *prm) {
+  if (p->nparams == p->pcap) {
+    uint32_t cap = p->pcap ? p->pcap * 2 : 64;
+    p->params = mlc_arena_grow(p->arena, p->params, p->nparams * sizeof *p->params, cap * sizeof *p->params);
+    p->pcap = cap;
+  }
+  p->params[p->nparams] = *prm;
+  return p->nparams++;
+}
+
+uint32_t mlc_func_add(mlc_program *p, mlc_func *f, mlc_op op, const uint32_t *in, uint32_t nin,
+                      const mlc_attrs *a, mlc_loc loc, const char *scope) {
+  if (f->n == f->cap) {
+    uint32_t cap = f->cap ? f->cap * 2 : 256;
+    f->nodes = mlc_arena_grow(p->arena, f->nodes, f->n * sizeof *f->nodes, cap * sizeof *f->nodes);
+    f->cap = cap;
+  }
+  MLC_ASSERT(nin <= UINT16_MAX);
+  mlc_node *n = &f->nodes[f->n];
+  memset(n, 0, sizeof *n);
+  n->op = (uint16_t)op;
+  n->nin = (uint16_t)nin;
+  if (nin) {
+    n->in = mlc_arena_alloc(p->arena, nin * sizeof *n->in);
+    memcpy(n->in, in, nin * sizeof *n->in);
+  }
+  if (a) n->a = *a;
+  n->loc = loc;
+  n->scope = scope ? scope : "";
+  return f->n++;
+}
+
+void mlc_func_add_output(mlc_program *p, mlc_func *f, const char *name, uint32_t node) {
+  f->outputs = mlc_arena_grow(p->arena, f->outputs, f->noutputs * sizeof *f->outputs,
+                              (f->noutputs + 1) * sizeof *f->outputs);
+  f->outputs[f->noutputs++] = (mlc_output){name, node};
+}

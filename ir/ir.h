@@ -1,0 +1,191 @@
+/* The IR: a flat SSA dataflow graph per entry point.
+ *
+ * A program holds the model's parameters (with their PyTorch state_dict
+ * names, shapes and initialisers) and one function per entry point:
+ * `forward`, and `train` when the model has a train block.  A function is an
+ * array of nodes in topological order; a node is one op producing one value
+ * with a dtype and a static shape, and it refers to its inputs by 32-bit
+ * index into the same array.  Nodes carry the source location and the scope
+ * (`layers.3.attn`) they came from, so later passes can still report errors
+ * against the user's source and kernels can be named after modules.
+ *
+ * All memory comes from the program's arena.
+ */
+#ifndef MLC_IR_H
+#define MLC_IR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ir/arena.h"
+#include "ir/diag.h"
+
+#define MLC_MAX_RANK 6
+
+/*      enum   name    bytes float */
+#define MLC_DTYPES(X)          \
+  X(F32,  "f32",  4, 1)        \
+  X(BF16, "bf16", 2, 1)        \
+  X(F16,  "f16",  2, 1)        \
+  X(I32,  "i32",  4, 0)        \
+  X(I64,  "i64",  8, 0)        \
+  X(BOOL, "bool", 1, 0)
+
+typedef enum {
+  MLC_DT_INVALID,
+#define X(e, n, b, f) MLC_DT_##e,
+  MLC_DTYPES(X)
+#undef X
+  MLC_DT_COUNT
+} mlc_dtype;
+
+const char *mlc_dtype_name(mlc_dtype t);
+int mlc_dtype_size(mlc_dtype t);
+bool mlc_dtype_is_float(mlc_dtype t);
+mlc_dtype mlc_dtype_from_name(const char *s, size_t n); /* MLC_DT_INVALID if none */
+
+typedef struct {
+  uint8_t dtype; /* mlc_dtype */
+  uint8_t rank;
+  int64_t dim[MLC_MAX_RANK];
+} mlc_type;
+
+int64_t mlc_type_numel(const mlc_type *t);
+bool mlc_type_eq(const mlc_type *a, const mlc_type *b);
+/* "f32[8, 1024, 2048]" into buf; returns buf. */
+char *mlc_type_str(const mlc_type *t, char *buf, size_t n);
+
+/* Largest tensor the compiler accepts: 2^48 elements.  Keeps every byte
+ * count and FLOP count well inside int64 and double precision. */
+#define MLC_MAX_NUMEL ((int64_t)1 << 48)
+
+typedef enum {
+#define X(e, name, arity, flags, attrs, shape, cost) MLC_OP_##e,
+#include "ir/ops.def"
+#undef X
+  MLC_OP_COUNT
+} mlc_op;
+
+/* Op flags and attribute masks.  ops.def spells them without the prefix. */
+enum {
+  MLC_F_EW = 1 << 0, MLC_F_RED = 1 << 1, MLC_F_FUSE = 1 << 2, MLC_F_MM = 1 << 3,
+  MLC_F_VIEW = 1 << 4, MLC_F_LEAF = 1 << 5,
+};
+enum {
+  MLC_A_NAME = 1 << 0, MLC_A_PARAM = 1 << 1, MLC_A_VALUE = 1 << 2, MLC_A_DTYPE = 1 << 3,
+  MLC_A_AXIS = 1 << 4, MLC_A_AXIS2 = 1 << 5, MLC_A_KEEPDIM = 1 << 6, MLC_A_SHAPE = 1 << 7,
+  MLC_A_RANGE = 1 << 8, MLC_A_EPS = 1 << 9, MLC_A_CAUSAL = 1 << 10, MLC_A_SCALE = 1 << 11,
+};
+
+typedef struct {
+  const char *name;
+  int arity;
+  unsigned flags, attrs;
+} mlc_opinfo;
+extern const mlc_opinfo mlc_ops[MLC_OP_COUNT];
+
+typedef struct {
+  int32_t axis, axis2; /* normalised to 0..rank-1 by the builder */
+  int32_t keepdim, causal;
+  int64_t start, end;  /* slice */
+  double f;            /* const value, eps, or attention scale */
+  uint32_t param;      /* index into mlc_program.params */
+  const char *name;    /* input name */
+} mlc_attrs;
+
+typedef struct {
+  uint16_t op;
+  uint16_t nin;
+  uint32_t *in; /* nin node indices, all smaller than this node's */
+  mlc_type type;
+  mlc_attrs a;
+  mlc_loc loc;
+  const char *scope; /* "" at the top level */
+} mlc_node;
+
+typedef struct {
+  const char *name;
+  uint32_t node;
+} mlc_output;
+
+typedef struct {
+  const char *name; /* "forward", "train" */
+  mlc_node *nodes;
+  uint32_t n, cap;
+  mlc_u32vec inputs; /* INPUT nodes, in signature order */
+  mlc_output *outputs;
+  uint32_t noutputs;
+} mlc_func;
+
+typedef enum { MLC_INIT_ZEROS, MLC_INIT_ONES, MLC_INIT_UNIFORM, MLC_INIT_NORMAL } mlc_init_kind;
+
+typedef struct {
+  const char *name; /* state_dict key: "layers.3.attn.in_proj_weight" */
+  mlc_type type;
+  uint8_t init;     /* mlc_init_kind */
+  double init_a, init_b; /* uniform: [a, b); normal: mean a, std b */
+  mlc_loc loc;
+} mlc_param;
+
+typedef enum { MLC_OPT_NONE, MLC_OPT_ADAMW, MLC_OPT_SGD } mlc_opt_kind;
+
+/* What a train block asks for.  Later passes (autodiff, optimizer,
+ * precision, fsdp) read it. */
+typedef struct {
+  bool present;
+  uint8_t opt;          /* mlc_opt_kind */
+  double lr, beta1, beta2, eps, weight_decay, momentum;
+  uint8_t param_dtype;  /* mlc_dtype; MLC_DT_INVALID: no precision() */
+  uint8_t reduce_dtype;
+  const char *shard;    /* "fsdp" or NULL */
+  const char **shard_units; /* module-list names: "layers" */
+  uint32_t nshard_units;
+  mlc_loc loc;
+} mlc_train_config;
+
+#define MLC_MAX_FUNCS 4
+typedef struct {
+  mlc_arena *arena;
+  const char *name;     /* artifact name: the model module's name, lower-cased */
+  mlc_param *params;
+  uint32_t nparams, pcap;
+  mlc_func funcs[MLC_MAX_FUNCS];
+  uint32_t nfuncs;
+  mlc_train_config train;
+} mlc_program;
+
+void mlc_program_init(mlc_program *p, mlc_arena *a);
+mlc_func *mlc_program_add_func(mlc_program *p, const char *name);
+uint32_t mlc_program_add_param(mlc_program *p, const mlc_param *prm);
+/* Append a node; its inputs are copied into the arena.  The caller sets the
+ * type (or runs mlc_infer_node). */
+uint32_t mlc_func_add(mlc_program *p, mlc_func *f, mlc_op op, const uint32_t *in, uint32_t nin,
+                      const mlc_attrs *a, mlc_loc loc, const char *scope);
+void mlc_func_add_output(mlc_program *p, mlc_func *f, const char *name, uint32_t node);
+
+/* Shape and dtype rules (ir/shape.c).  Computes n's type from its inputs'
+ * types and its attributes.  For ops whose result type is given by the
+ * builder (input, param, const, cast, reshape), checks it instead.  On
+ * failure writes a one-line message to err and returns false. */
+bool mlc_infer_type(const mlc_program *p, const mlc_func *f, const mlc_node *n, mlc_type *out,
+                    char *err, size_t errn);
+/* FLOPs and bytes moved by one node, for --stats and the roofline. */
+void mlc_node_cost(const mlc_func *f, const mlc_node *n, double *flops, double *bytes);
+
+/* Text printer (ir/print.c): stable output for golden tests. */
+void mlc_print_program(FILE *out, const mlc_program *p);
+void mlc_print_func(FILE *out, const mlc_program *p, const mlc_func *f);
+
+/* Verifier (ir/verify.c): structural invariants.  A failure is a compiler
+ * bug, so it is reported as an internal error naming the pass that broke
+ * it; returns false and prints to `out` instead of aborting when asked. */
+bool mlc_verify_program(const mlc_program *p, FILE *out, const char *after_pass);
+
+/* Structural hash (ir/hash.c) of a group of nodes: op, attributes, types,
+ * and the wiring inside the group, but not names, scopes or locations, so
+ * the same layer at a different depth hashes the same.  Inputs from outside
+ * the group count by their type and position. */
+uint64_t mlc_hash_nodes(const mlc_program *p, const mlc_func *f, const uint32_t *nodes, uint32_t n);
+
+#endif

@@ -1,0 +1,345 @@
+/* Shape, dtype and cost rules, one function per rule named in ops.def.
+ *
+ * A shape rule computes a node's result type from its inputs' types and its
+ * attributes, or says in one line what is wrong.  The frontend runs the rule
+ * as it builds each node (so it can report the error at the user's source
+ * and so later lowering steps know the shapes), and the shapes pass runs
+ * every rule again over the finished graph to check that nothing drifted.
+ *
+ * A cost rule gives the FLOPs and the bytes a node moves if it ran as its
+ * own kernel: the numbers the profiler puts on a roofline.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ir/ir.h"
+
+typedef struct {
+  const mlc_type *in[8]; /* first 8 inputs; variadic rules walk the node */
+  const mlc_func *f;
+  const mlc_node *n;
+  mlc_type *out;
+  char *err;
+  size_t errn;
+} rule_ctx;
+
+static bool fail(rule_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static bool fail(rule_ctx *c, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(c->err, c->errn, fmt, ap);
+  va_end(ap);
+  return false;
+}
+
+#define TSTR(t) mlc_type_str((t), (char[96]){0}, 96)
+
+static bool check_numel(rule_ctx *c, const mlc_type *t) {
+  if (t->rank > MLC_MAX_RANK) return fail(c, "rank %d is more than the %d dimensions mlc supports", t->rank, MLC_MAX_RANK);
+  int64_t n = 1;
+  for (int i = 0; i < t->rank; i++) {
+    if (t->dim[i] <= 0) return fail(c, "dimension %d of %s is not positive", i, TSTR(t));
+    if (t->dim[i] > MLC_MAX_NUMEL / n) return fail(c, "tensor %s has more than 2^48 elements", TSTR(t));
+    n *= t->dim[i];
+  }
+  return true;
+}
+
+static bool need_float(rule_ctx *c, const mlc_type *t, const char *what) {
+  if (!mlc_dtype_is_float(t->dtype))
+    return fail(c, "%s needs a floating-point tensor, got %s", what, TSTR(t));
+  return true;
+}
+
+static bool same_dtype(rule_ctx *c, const mlc_type *a, const mlc_type *b, const char *what) {
+  if (a->dtype != b->dtype)
+    return fail(c, "%s operands have different dtypes: %s and %s (use cast())", what,
+                mlc_dtype_name(a->dtype), mlc_dtype_name(b->dtype));
+  return true;
+}
+
+static bool shape_leaf(rule_ctx *c) {
+  if (c->n->type.dtype == MLC_DT_INVALID || c->n->type.dtype >= MLC_DT_COUNT) return fail(c, "invalid dtype");
+  *c->out = c->n->type;
+  return check_numel(c, c->out);
+}
+
+static bool shape_broadcast(rule_ctx *c) {
+  const mlc_type *a = c->in[0], *b = c->in[1];
+  const char *opname = mlc_ops[c->n->op].name;
+  if (!same_dtype(c, a, b, opname)) return false;
+  if (a->dtype == MLC_DT_BOOL) return fail(c, "%s is not defined for bool tensors", opname);
+  mlc_type o = {.dtype = a->dtype, .rank = a->rank > b->rank ? a->rank : b->rank};
+  for (int i = 0; i < o.rank; i++) { /* align from the right, as numpy does */
+    int ia = i - (o.rank - a->rank), ib = i - (o.rank - b->rank);
+    int64_t da = ia >= 0 ? a->dim[ia] : 1, db = ib >= 0 ? b->dim[ib] : 1;
+    if (da != db && da != 1 && db != 1)
+      return fail(c, "cannot broadcast %s with %s: dimension %d is %lld against %lld", TSTR(a), TSTR(b),
+                  i, (long long)da, (long long)db);
+    o.dim[i] = da == 1 ? db : da;
+  }
+  *c->out = o;
+  return true;
+}
+
+static bool shape_unary(rule_ctx *c) {
+  if (c->in[0]->dtype == MLC_DT_BOOL) return fail(c, "%s is not defined for bool tensors", mlc_ops[c->n->op].name);
+  *c->out = *c->in[0];
+  return true;
+}
+
+static bool shape_unary_float(rule_ctx *c) {
+  if (!need_float(c, c->in[0], mlc_ops[c->n->op].name)) return false;
+  *c->out = *c->in[0];
+  return true;
+}
+
+static bool shape_cast(rule_ctx *c) {
+  if (c->n->type.dtype == MLC_DT_INVALID || c->n->type.dtype >= MLC_DT_COUNT) return fail(c, "cast to an invalid dtype");
+  *c->out = *c->in[0];
+  c->out->dtype = c->n->type.dtype;
+  return true;
+}
+
+static bool check_axis(rule_ctx *c, const mlc_type *t, int axis) {
+  if (axis < 0 || axis >= t->rank)
+    return fail(c, "axis %d is out of range for %s (rank %d)", axis, TSTR(t), t->rank);
+  return true;
+}
+
+static bool shape_reduce(rule_ctx *c) {
+  const mlc_type *t = c->in[0];
+  if (!check_axis(c, t, c->n->a.axis)) return false;
+  if (c->n->op == MLC_OP_MEAN && !need_float(c, t, "mean")) return false;
+  if (t->dtype == MLC_DT_BOOL) return fail(c, "%s is not defined for bool tensors", mlc_ops[c->n->op].name);
+  mlc_type o = {.dtype = t->dtype};
+  for (int i = 0; i < t->rank; i++) {
+    if (i == c->n->a.axis && !c->n->a.keepdim) continue;
+    o.dim[o.rank++] = i == c->n->a.axis ? 1 : t->dim[i];
+  }
+  *c->out = o;
+  return true;
+}
+
+static bool shape_softmax(rule_ctx *c) {
+  if (!check_axis(c, c->in[0], c->n->a.axis) || !need_float(c, c->in[0], "softmax")) return false;
+  *c->out = *c->in[0];
+  return true;
+}
+
+static bool shape_reshape(rule_ctx *c) {
+  mlc_type o = c->n->type;
+  o.dtype = c->in[0]->dtype;
+  if (!check_numel(c, &o)) return false;
+  if (mlc_type_numel(&o) != mlc_type_numel(c->in[0]))
+    return fail(c, "cannot reshape %s (%lld elements) to %s (%lld elements)", TSTR(c->in[0]),
+                (long long)mlc_type_numel(c->in[0]), TSTR(&o), (long long)mlc_type_numel(&o));
+  *c->out = o;
+  return true;
+}
+
+static bool shape_transpose(rule_ctx *c) {
+  const mlc_type *t = c->in[0];
+  if (!check_axis(c, t, c->n->a.axis) || !check_axis(c, t, c->n->a.axis2)) return false;
+  *c->out = *t;
+  c->out->dim[c->n->a.axis] = t->dim[c->n->a.axis2];
+  c->out->dim[c->n->a.axis2] = t->dim[c->n->a.axis];
+  return true;
+}
+
+static bool shape_slice(rule_ctx *c) {
+  const mlc_type *t = c->in[0];
+  int ax = c->n->a.axis;
+  if (!check_axis(c, t, ax)) return false;
+  if (c->n->a.start < 0 || c->n->a.start >= c->n->a.end || c->n->a.end > t->dim[ax])
+    return fail(c, "slice [%lld, %lld) is empty or outside 0..%lld on axis %d of %s", (long long)c->n->a.start,
+                (long long)c->n->a.end, (long long)t->dim[ax], ax, TSTR(t));
+  *c->out = *t;
+  c->out->dim[ax] = c->n->a.end - c->n->a.start;
+  return true;
+}
+
+static bool shape_concat(rule_ctx *c) {
+  const mlc_node *n = c->n;
+  const mlc_type *t0 = &c->f->nodes[n->in[0]].type;
+  int ax = n->a.axis;
+  if (!check_axis(c, t0, ax)) return false;
+  mlc_type o = *t0;
+  for (uint32_t k = 1; k < n->nin; k++) {
+    const mlc_type *t = &c->f->nodes[n->in[k]].type;
+    if (!same_dtype(c, t0, t, "concat")) return false;
+    if (t->rank != t0->rank) return fail(c, "concat of %s and %s: ranks differ", TSTR(t0), TSTR(t));
+    for (int i = 0; i < t->rank; i++)
+      if (i != ax && t->dim[i] != t0->dim[i])
+        return fail(c, "concat on axis %d of %s and %s: dimension %d differs", ax, TSTR(t0), TSTR(t), i);
+    o.dim[ax] += t->dim[ax];
+  }
+  *c->out = o;
+  return check_numel(c, &o);
+}
+
+static bool shape_matmul(rule_ctx *c) {
+  const mlc_type *a = c->in[0], *b = c->in[1];
+  if (!same_dtype(c, a, b, "@") || !need_float(c, a, "@")) return false;
+  if (a->rank < 2 || b->rank < 2) return fail(c, "@ needs operands of rank 2 or more, got %s and %s", TSTR(a), TSTR(b));
+  if (a->dim[a->rank - 1] != b->dim[b->rank - 2])
+    return fail(c, "@ of %s and %s: inner dimensions %lld and %lld differ", TSTR(a), TSTR(b),
+                (long long)a->dim[a->rank - 1], (long long)b->dim[b->rank - 2]);
+  mlc_type o = {.dtype = a->dtype, .rank = a->rank > b->rank ? a->rank : b->rank};
+  for (int i = 0; i < o.rank - 2; i++) {
+    int ia = i - (o.rank - a->rank), ib = i - (o.rank - b->rank);
+    int64_t da = ia >= 0 ? a->dim[ia] : 1, db = ib >= 0 ? b->dim[ib] : 1;
+    if (da != db && da != 1 && db != 1)
+      return fail(c, "@ of %s and %s: batch dimension %d is %lld against %lld", TSTR(a), TSTR(b), i,
+                  (long long)da, (long long)db);
+    o.dim[i] = da == 1 ? db : da;
+  }
+  o.dim[o.rank - 2] = a->dim[a->rank - 2];
+  o.dim[o.rank - 1] = b->dim[b->rank - 1];
+  *c->out = o;
+  return check_numel(c, &o);
+}
+
+static bool shape_linear(rule_ctx *c) {
+  const mlc_type *x = c->in[0], *w = c->in[1];
+  if (!same_dtype(c, x, w, "linear") || !need_float(c, x, "linear")) return false;
+  if (w->rank != 2) return fail(c, "linear weight must have rank 2, got %s", TSTR(w));
+  if (x->rank < 1 || x->dim[x->rank - 1] != w->dim[1])
+    return fail(c, "linear of %s with weight %s: input features %lld do not match in_features %lld", TSTR(x),
+                TSTR(w), (long long)(x->rank ? x->dim[x->rank - 1] : 0), (long long)w->dim[1]);
+  *c->out = *x;
+  c->out->dim[x->rank - 1] = w->dim[0];
+  return check_numel(c, c->out);
+}
+
+static bool is_int(const mlc_type *t) { return t->dtype == MLC_DT_I32 || t->dtype == MLC_DT_I64; }
+
+static bool shape_embedding(rule_ctx *c) {
+  const mlc_type *w = c->in[0], *idx = c->in[1];
+  if (w->rank != 2 || !mlc_dtype_is_float(w->dtype)) return fail(c, "embedding weight must be a float matrix, got %s", TSTR(w));
+  if (!is_int(idx)) return fail(c, "embedding indices must be i32 or i64, got %s", TSTR(idx));
+  if (idx->rank >= MLC_MAX_RANK) return fail(c, "embedding indices %s have too many dimensions", TSTR(idx));
+  *c->out = *idx;
+  c->out->dtype = w->dtype;
+  c->out->dim[c->out->rank++] = w->dim[1];
+  return check_numel(c, c->out);
+}
+
+static bool shape_norm(rule_ctx *c) {
+  const mlc_type *x = c->in[0];
+  const char *what = mlc_ops[c->n->op].name;
+  if (!need_float(c, x, what)) return false;
+  if (x->rank < 1) return fail(c, "%s needs a tensor of rank 1 or more", what);
+  if (c->n->nin > (c->n->op == MLC_OP_RMSNORM ? 2 : 3)) return fail(c, "%s has too many inputs", what);
+  for (int k = 1; k < c->n->nin; k++) {
+    const mlc_type *w = c->in[k];
+    if (!same_dtype(c, x, w, what)) return false;
+    if (w->rank != 1 || w->dim[0] != x->dim[x->rank - 1])
+      return fail(c, "%s of %s: %s %s must be [%lld]", what, TSTR(x), k == 1 ? "weight" : "bias", TSTR(w),
+                  (long long)x->dim[x->rank - 1]);
+  }
+  *c->out = *x;
+  return true;
+}
+
+static bool shape_attention(rule_ctx *c) {
+  const mlc_type *q = c->in[0], *k = c->in[1], *v = c->in[2];
+  if (!same_dtype(c, q, k, "attention") || !same_dtype(c, q, v, "attention") || !need_float(c, q, "attention"))
+    return false;
+  if (q->rank != 4 || k->rank != 4 || v->rank != 4)
+    return fail(c, "attention needs q, k, v of shape [batch, heads, seq, dim], got %s, %s, %s", TSTR(q), TSTR(k), TSTR(v));
+  if (q->dim[0] != k->dim[0] || q->dim[1] != k->dim[1] || q->dim[3] != k->dim[3] || !(k->dim[0] == v->dim[0] &&
+      k->dim[1] == v->dim[1] && k->dim[2] == v->dim[2]))
+    return fail(c, "attention shapes do not agree: q %s, k %s, v %s", TSTR(q), TSTR(k), TSTR(v));
+  *c->out = *q;
+  c->out->dim[3] = v->dim[3];
+  return true;
+}
+
+static bool shape_cross_entropy(rule_ctx *c) {
+  const mlc_type *x = c->in[0], *t = c->in[1];
+  if (!need_float(c, x, "cross_entropy")) return false;
+  if (!is_int(t)) return fail(c, "cross_entropy targets must be i32 or i64, got %s", TSTR(t));
+  bool ok = x->rank >= 1 && t->rank == x->rank - 1;
+  for (int i = 0; ok && i < t->rank; i++) ok = t->dim[i] == x->dim[i];
+  if (!ok) return fail(c, "cross_entropy of logits %s needs targets of shape %s[...without the class axis], got %s",
+                       TSTR(x), mlc_dtype_name(t->dtype), TSTR(t));
+  *c->out = (mlc_type){.dtype = MLC_DT_F32, .rank = 0};
+  return true;
+}
+
+/* ---- costs ---- */
+
+typedef struct {
+  const mlc_func *f;
+  const mlc_node *n;
+  double flops, bytes;
+} cost_ctx;
+
+static double tbytes(const mlc_type *t) { return (double)mlc_type_numel(t) * mlc_dtype_size(t->dtype); }
+static double tnumel(const mlc_type *t) { return (double)mlc_type_numel(t); }
+static const mlc_type *in_type(cost_ctx *c, int i) { return &c->f->nodes[c->n->in[i]].type; }
+
+/* Read every input once and write the output once: the floor for an
+ * unfused kernel. */
+static double io_bytes(cost_ctx *c) {
+  double b = tbytes(&c->n->type);
+  for (int i = 0; i < c->n->nin; i++) b += tbytes(in_type(c, i));
+  return b;
+}
+
+static void cost_none(cost_ctx *c) { (void)c; }
+static void cost_ew(cost_ctx *c) { c->flops = tnumel(&c->n->type); c->bytes = io_bytes(c); }
+static void cost_reduce(cost_ctx *c) { c->flops = tnumel(in_type(c, 0)); c->bytes = io_bytes(c); }
+static void cost_softmax(cost_ctx *c) { c->flops = 5 * tnumel(&c->n->type); c->bytes = io_bytes(c); }
+static void cost_copy(cost_ctx *c) { c->bytes = io_bytes(c); }
+static void cost_norm(cost_ctx *c) { c->flops = 4 * tnumel(&c->n->type); c->bytes = io_bytes(c); }
+static void cost_cross_entropy(cost_ctx *c) { c->flops = 4 * tnumel(in_type(c, 0)); c->bytes = io_bytes(c); }
+
+static void cost_matmul(cost_ctx *c) {
+  const mlc_type *a = in_type(c, 0);
+  c->flops = 2 * tnumel(&c->n->type) * (double)a->dim[a->rank - 1];
+  c->bytes = io_bytes(c);
+}
+
+static void cost_linear(cost_ctx *c) {
+  c->flops = 2 * tnumel(&c->n->type) * (double)in_type(c, 1)->dim[1];
+  c->bytes = io_bytes(c);
+}
+
+static void cost_embedding(cost_ctx *c) {
+  /* Only the gathered rows are read, not the whole table. */
+  c->bytes = 2 * tbytes(&c->n->type) + tbytes(in_type(c, 1));
+}
+
+static void cost_attention(cost_ctx *c) {
+  const mlc_type *q = in_type(c, 0), *k = in_type(c, 1);
+  double f = 2.0 * q->dim[0] * q->dim[1] * q->dim[2] * k->dim[2] * (q->dim[3] + c->n->type.dim[3]);
+  c->flops = c->n->a.causal ? f / 2 : f;
+  c->bytes = io_bytes(c);
+}
+
+bool mlc_infer_type(const mlc_program *p, const mlc_func *f, const mlc_node *n, mlc_type *out, char *err,
+                    size_t errn) {
+  (void)p;
+  rule_ctx c = {.f = f, .n = n, .out = out, .err = err, .errn = errn};
+  for (int i = 0; i < n->nin && i < 8; i++) c.in[i] = &f->nodes[n->in[i]].type;
+  switch (n->op) {
+#define X(e, name, arity, flags, attrs, shape, cost) case MLC_OP_##e: return shape(&c);
+#include "ir/ops.def"
+#undef X
+  }
+  return fail(&c, "unknown op %d", n->op);
+}
+
+void mlc_node_cost(const mlc_func *f, const mlc_node *n, double *flops, double *bytes) {
+  cost_ctx c = {.f = f, .n = n};
+  switch (n->op) {
+#define X(e, name, arity, flags, attrs, shape, cost) case MLC_OP_##e: cost(&c); break;
+#include "ir/ops.def"
+#undef X
+  }
+  *flops = c.flops;
+  *bytes = c.bytes;
+}

@@ -1,0 +1,39 @@
+/* The pass pipeline.  Every pass has one signature and lives in its own
+ * file; the pipeline is the plain list in pipeline.c.  The verifier runs
+ * after every pass. */
+#ifndef MLC_PASSES_H
+#define MLC_PASSES_H
+
+#include <stdio.h>
+
+#include "ir/ir.h"
+
+typedef struct {
+  mlc_program *p;
+  mlc_diag *d;
+} mlc_pass_ctx;
+
+typedef bool (*mlc_pass_fn)(mlc_pass_ctx *c);
+
+typedef struct {
+  const char *print_after; /* pass name, "all", or NULL */
+  FILE *dump;              /* where --print-after goes */
+  FILE *timing;            /* --time-passes table, or NULL */
+} mlc_pipeline_options;
+
+/* Runs the passes in order.  False if a pass reported a user error; a
+ * verifier failure is an internal error and does not return. */
+bool mlc_pipeline_run(mlc_program *p, mlc_diag *d, const mlc_pipeline_options *o);
+/* For --print-after: is this a pass name (or "lower", or "all")? */
+bool mlc_pipeline_has_pass(const char *name);
+/* The pass names, comma-separated, for --help and error messages. */
+const char *mlc_pipeline_pass_names(void);
+/* Monotonic seconds, for --time-passes. */
+double mlc_now(void);
+
+bool mlc_pass_shapes(mlc_pass_ctx *c);
+
+/* --stats (passes/stats.c): parameters, op counts, FLOPs. */
+void mlc_print_stats(FILE *out, const mlc_program *p);
+
+#endif

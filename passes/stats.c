@@ -1,0 +1,52 @@
+/* `mlc compile --stats`: what the model holds and costs.
+ *
+ * Lists every parameter with its state_dict name, dtype and shape, the total
+ * count, the op counts of each entry point and its FLOPs and bytes if every
+ * op ran as its own kernel.  Later passes add the planned memory. */
+#include <stdio.h>
+
+#include "passes/passes.h"
+
+static void commas(char *buf, size_t n, double v) {
+  char tmp[64];
+  snprintf(tmp, sizeof tmp, "%.0f", v);
+  size_t len = 0, digits = 0;
+  for (const char *c = tmp; *c; c++) digits += *c >= '0' && *c <= '9';
+  for (const char *c = tmp; *c && len + 2 < n; c++) {
+    buf[len++] = *c;
+    digits -= *c >= '0' && *c <= '9';
+    if (digits && digits % 3 == 0 && *c >= '0' && *c <= '9') buf[len++] = ',';
+  }
+  buf[len] = 0;
+}
+
+void mlc_print_stats(FILE *out, const mlc_program *p) {
+  char buf[128], num[64];
+  double total = 0, bytes = 0;
+  fprintf(out, "parameters of %s:\n", p->name);
+  for (uint32_t i = 0; i < p->nparams; i++) {
+    const mlc_param *prm = &p->params[i];
+    double n = (double)mlc_type_numel(&prm->type);
+    total += n;
+    bytes += n * mlc_dtype_size(prm->type.dtype);
+    fprintf(out, "  %-40s %s\n", prm->name, mlc_type_str(&prm->type, buf, sizeof buf));
+  }
+  commas(num, sizeof num, total);
+  fprintf(out, "total: %s parameters in %u tensors (%.1f MB)\n", num, p->nparams, bytes / 1e6);
+  for (uint32_t k = 0; k < p->nfuncs; k++) {
+    const mlc_func *f = &p->funcs[k];
+    uint32_t count[MLC_OP_COUNT] = {0};
+    double flops = 0, moved = 0;
+    for (uint32_t i = 0; i < f->n; i++) {
+      double fl, by;
+      count[f->nodes[i].op]++;
+      mlc_node_cost(f, &f->nodes[i], &fl, &by);
+      flops += fl;
+      moved += by;
+    }
+    fprintf(out, "entry %s: %u ops\n", f->name, f->n);
+    for (int op = 0; op < MLC_OP_COUNT; op++)
+      if (count[op]) fprintf(out, "  %-16s %u\n", mlc_ops[op].name, count[op]);
+    fprintf(out, "  %.4g GFLOP, %.4g GB moved by unfused ops\n", flops / 1e9, moved / 1e9);
+  }
+}
