@@ -210,7 +210,7 @@ static int cmd_compile(int argc, char **argv) {
   double t2 = mlc_now();
   if (tf) fprintf(tf, "mlc: time per phase\n  %-12s %9.3f ms\n  %-12s %9.3f ms\n", "read", (t1 - t0) * 1e3, "parse", (t2 - t1) * 1e3);
   if (!diag.errors && emit && !strcmp(emit, "ast")) mlc_ast_print(stdout, ast);
-  mlc_lower_options lo = {defines, ndefines, entry};
+  mlc_lower_options lo = {defines, ndefines, entry, 0};
   bool ok = !diag.errors && mlc_lower(&prog, &diag, ast, &lo);
   double t3 = mlc_now();
   if (tf) fprintf(tf, "  %-12s %9.3f ms\n", "lower", (t3 - t2) * 1e3);

@@ -155,6 +155,7 @@ typedef struct {
   const mlc_define *defines;
   uint32_t ndefines;
   const char *entry; /* module to compile; NULL: the train block's, else the last module */
+  uint64_t max_steps; /* statements lowering may evaluate; 0: the default (10 million) */
 } mlc_lower_options;
 
 /* Lowers to IR.  Returns false if any error was reported. */

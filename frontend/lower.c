@@ -17,8 +17,9 @@
 
 #include "frontend/lower.h"
 
-#define MAX_INSTANCES 200000
-#define MAX_NODES (1u << 22)
+#define MAX_INSTANCES 100000
+#define MAX_NODES (1u << 20)
+#define MAX_STEPS 10000000 /* statements evaluated: bounds nested for loops that build nothing */
 #define MAX_REPEAT 100000
 #define MAX_CALL_DEPTH 64
 
@@ -36,6 +37,7 @@ struct mlc_lowerer {
   uint32_t nstack;
   uint32_t ninstances;
   uint32_t call_depth;
+  uint64_t steps, max_steps;
   bool too_big;                /* a size limit was hit and reported: stop */
 };
 
@@ -656,17 +658,19 @@ static mlc_value call_user(mlc_lowerer *L, mlc_instance *m, const mlc_value *arg
     return mlc_verr();
   }
   mlc_scope locals = {0};
-  for (uint32_t i = 0; i < nargs; i++) {
-    if (!check_type(L, args[i], &mod->fparams[i], loc)) return mlc_verr();
-    scope_set(L, &locals, mod->fparams[i].name, args[i]);
-  }
   mlc_instance *self = L->self;
   mlc_scope *outer = L->locals;
-  L->self = m;
+  L->self = m; /* declared types are in terms of the module's own arguments */
+  L->locals = NULL;
+  bool ok = true;
+  for (uint32_t i = 0; i < nargs && ok; i++) {
+    ok = check_type(L, args[i], &mod->fparams[i], loc);
+    scope_set(L, &locals, mod->fparams[i].name, args[i]);
+  }
   L->locals = &locals;
   mlc_value ret = mlc_verr();
-  bool returned = false;
-  run_stmts(L, mod->body, mod->nbody, &ret, &returned);
+  bool returned = !ok;
+  if (ok) run_stmts(L, mod->body, mod->nbody, &ret, &returned);
   if (!returned) mlc_error(L->d, mod->forward_loc, "forward of %s ends without a return", mod->name);
   L->self = self;
   L->locals = outer;
@@ -717,6 +721,12 @@ mlc_value mlc_call_module(mlc_lowerer *L, mlc_instance *m, const mlc_value *args
 static bool run_stmts(mlc_lowerer *L, mlc_ast_stmt *const *body, uint32_t n, mlc_value *ret, bool *returned) {
   for (uint32_t i = 0; i < n && !L->too_big; i++) {
     const mlc_ast_stmt *s = body[i];
+    if (++L->steps > L->max_steps) {
+      mlc_error(L->d, s->loc, "evaluating the model takes more than %llu statements; is a loop nested too deeply?",
+                (unsigned long long)L->max_steps);
+      L->too_big = true;
+      return false;
+    }
     if (*returned) {
       mlc_error(L->d, s->loc, "this statement comes after return and would never run");
       return false;
@@ -1264,7 +1274,7 @@ static void lower_train(mlc_lowerer *L, const mlc_ast_train *t, mlc_instance *ro
 }
 
 bool mlc_lower(mlc_program *p, mlc_diag *d, const mlc_ast_file *ast, const mlc_lower_options *opt) {
-  mlc_lowerer L = {.p = p, .d = d, .a = p->arena, .ast = ast};
+  mlc_lowerer L = {.p = p, .d = d, .a = p->arena, .ast = ast, .max_steps = opt->max_steps ? opt->max_steps : MAX_STEPS};
   int errors0 = d->errors;
   eval_config(&L, opt);
   /* Module names must be unique and must not shadow built-ins. */

@@ -14,14 +14,17 @@
 #include "frontend/frontend.h"
 
 #define MAX_DEPTH 200
+#define MAX_OPS 1000 /* binary operators in one expression: bounds the depth of the tree */
 
 typedef struct {
   mlc_arena *a;
   mlc_diag *d;
   const mlc_token *t; /* current token */
   const mlc_token *end;
+  const mlc_token *start; /* first token of the current statement, member or declaration */
   int depth;  /* open ( and [: newlines do not end an expression inside them */
   int nest;   /* recursion depth, to refuse absurdly nested input */
+  int ops;    /* binary operators in the current expression */
   bool panic; /* an error in this statement was reported; stay quiet until synced */
 } parser;
 
@@ -30,9 +33,22 @@ static const char *tokdesc(parser *P, const mlc_token *t) {
   return mlc_arena_printf(P->a, "'%.*s'", (int)(t->len > 40 ? 40 : t->len), t->s);
 }
 
+/* Reports what the parser wanted at the current token.  If that token starts
+ * a new line in the middle of a statement, what is missing belongs at the
+ * end of the previous line (a ')' or ',', say), so the error points there. */
 static void expected(parser *P, const char *what) {
-  if (!P->panic) mlc_error(P->d, P->t->loc, "expected %s, got %s", what, tokdesc(P, P->t));
+  if (P->panic) return;
   P->panic = true;
+  const mlc_token *t = P->t;
+  if (t->bol && P->start && t > P->start) {
+    const mlc_token *prev = t - 1;
+    mlc_loc loc = prev->loc;
+    loc.col += prev->len;
+    mlc_error(P->d, loc, "expected %s, got %s%s", what, tokdesc(P, t),
+              t->kind == TK_EOF ? "" : mlc_arena_printf(P->a, " on line %u", t->loc.line));
+    return;
+  }
+  mlc_error(P->d, t->loc, "expected %s, got %s", what, tokdesc(P, t));
 }
 
 static bool is(parser *P, const char *s) { return mlc_tok_is(P->t, s); }
@@ -58,10 +74,12 @@ static const char *ident(parser *P, const char *what) {
 }
 
 /* Skip to the start of the next line, or to the '}' that closes the block
- * we are in, whichever comes first. */
+ * we are in, whichever comes first.  A token that starts a line is kept
+ * unless the failed statement began with it: the error was that the
+ * statement ended early (a missing ')'), and this is the next statement. */
 static void sync(parser *P) {
   int braces = 0;
-  if (P->t->kind != TK_EOF && !(is(P, "}") )) next(P);
+  if (P->t->kind != TK_EOF && !is(P, "}") && (P->t == P->start || !P->t->bol)) next(P);
   while (P->t->kind != TK_EOF) {
     if (is(P, "{")) braces++;
     if (is(P, "}")) {
@@ -72,6 +90,19 @@ static void sync(parser *P) {
   }
   P->depth = 0;
   P->panic = false;
+}
+
+/* A declaration keyword at the start of a line: the block before it was
+ * not closed. */
+static bool at_decl(parser *P) {
+  return P->t->bol && (is(P, "config") || is(P, "module") || is(P, "train"));
+}
+
+/* The '}' of a block opened at `open`. */
+static void close_block(parser *P, mlc_loc open) {
+  if (accept(P, "}") || P->panic) return;
+  expected(P, "'}'");
+  mlc_note(P->d, open, "to match this '{'");
 }
 
 /* An expression may continue with this token: it is on the same line, or
@@ -94,7 +125,10 @@ static void args(parser *P, mlc_ast_arg **out, uint32_t *out_n, const char *clos
   mlc_ast_arg *v = NULL;
   P->depth++;
   while (!is(P, close) && P->t->kind != TK_EOF && !P->panic) {
-    if (n && !expect(P, ",")) break;
+    if (n && !accept(P, ",")) {
+      expected(P, mlc_arena_printf(P->a, "',' or '%s'", close));
+      break;
+    }
     if (is(P, close)) break; /* trailing comma */
     mlc_ast_arg arg = {.loc = P->t->loc};
     if ((P->t->kind == TK_IDENT || P->t->kind == TK_KEYWORD) && mlc_tok_is(P->t + 1, "=")) {
@@ -204,12 +238,23 @@ static mlc_ast_expr *binary(parser *P, char op, mlc_ast_expr *lhs, mlc_ast_expr 
   return e;
 }
 
+/* Counts a binary operator.  Operator chains are not recursion in the
+ * parser, but they make the tree deep, and every pass that walks it
+ * recurses: too many operators in one expression is refused here. */
+static bool count_op(parser *P) {
+  if (++P->ops <= MAX_OPS) return true;
+  if (!P->panic) mlc_error(P->d, P->t->loc, "expression has more than %d operators; split it into several statements", MAX_OPS);
+  P->panic = true;
+  return false;
+}
+
 /* term = unary { ("*" | "/" | "@") unary } */
 static mlc_ast_expr *term(parser *P) {
   mlc_ast_expr *e = unary(P);
   while (e && continues(P) && (is(P, "*") || is(P, "/") || is(P, "@"))) {
     char op = P->t->s[0];
     mlc_loc loc = P->t->loc;
+    if (!count_op(P)) return NULL;
     next(P);
     e = binary(P, op, e, unary(P), loc);
   }
@@ -218,10 +263,12 @@ static mlc_ast_expr *term(parser *P) {
 
 /* expr = term { ("+" | "-") term } */
 static mlc_ast_expr *expr(parser *P) {
+  if (P->nest == 0) P->ops = 0; /* a new top-level expression */
   mlc_ast_expr *e = term(P);
   while (e && continues(P) && (is(P, "+") || is(P, "-"))) {
     char op = P->t->s[0];
     mlc_loc loc = P->t->loc;
+    if (!count_op(P)) return NULL;
     next(P);
     e = binary(P, op, e, term(P), loc);
   }
@@ -265,9 +312,18 @@ static void param_list(parser *P, mlc_ast_param **out, uint32_t *out_n, bool typ
   if (!expect(P, "(")) return;
   P->depth++;
   while (!is(P, ")") && P->t->kind != TK_EOF && !P->panic) {
-    if (n && !expect(P, ",")) break;
+    if (n && !accept(P, ",")) {
+      expected(P, "',' or ')'");
+      break;
+    }
     mlc_ast_param prm = {.loc = P->t->loc};
     if (!(prm.name = ident(P, "a parameter name"))) break;
+    for (uint32_t k = 0; k < n; k++)
+      if (!strcmp(v[k].name, prm.name)) {
+        mlc_error(P->d, prm.loc, "parameter '%s' is declared twice", prm.name);
+        mlc_note(P->d, v[k].loc, "the first '%s' is here", prm.name);
+        break;
+      }
     if (typed && accept(P, ":")) {
       if (!(prm.type = type(P))) break;
     } else if (!typed && accept(P, "=")) {
@@ -318,34 +374,44 @@ static mlc_ast_stmt **block(parser *P, uint32_t *out_n) {
   uint32_t n = 0, cap = 0;
   mlc_ast_stmt **v = NULL;
   *out_n = 0;
+  mlc_loc open = P->t->loc;
   if (!expect(P, "{")) return NULL;
-  while (!is(P, "}") && P->t->kind != TK_EOF) {
+  while (!is(P, "}") && P->t->kind != TK_EOF && !at_decl(P)) {
+    P->start = P->t;
     mlc_ast_stmt *s = stmt(P);
-    if (!s) { sync(P); continue; }
+    if (!s) {
+      if (at_decl(P)) break;
+      sync(P);
+      continue;
+    }
     if (n == cap) {
       cap = cap ? cap * 2 : 8;
       v = mlc_arena_grow(P->a, v, n * sizeof *v, cap * sizeof *v);
     }
     v[n++] = s;
   }
-  expect(P, "}");
+  close_block(P, open);
   *out_n = n;
   return v;
 }
 
 /* config = "config" "{" { IDENT "=" expr } "}" */
 static void config(parser *P, mlc_ast_file *f) {
+  mlc_loc open = P->t->loc;
   if (!expect(P, "{")) return;
-  while (!is(P, "}") && P->t->kind != TK_EOF) {
+  while (!is(P, "}") && P->t->kind != TK_EOF && !at_decl(P)) {
+    P->start = P->t;
     mlc_ast_config c = {.loc = P->t->loc};
-    if (!(c.name = ident(P, "a config name")) || !expect(P, "=") || !(c.value = expr(P))) {
+    if (!(c.name = ident(P, "a config name")) || !expect(P, "=") || !(c.value = expr(P)) ||
+        (P->t->kind != TK_EOF && !P->t->bol && !is(P, "}") && (expected(P, "the end of the statement (a new line)"), true))) {
+      if (at_decl(P)) break;
       sync(P);
       continue;
     }
     f->config = mlc_arena_grow(P->a, f->config, f->nconfig * sizeof *f->config, (f->nconfig + 1) * sizeof *f->config);
     f->config[f->nconfig++] = c;
   }
-  expect(P, "}");
+  close_block(P, open);
 }
 
 /* member = "param" IDENT ":" type [ "=" expr ]
@@ -355,7 +421,8 @@ static void member(parser *P, mlc_ast_module *m) {
   mlc_ast_member mem = {.loc = P->t->loc};
   if (is(P, "forward")) {
     if (m->has_forward) {
-      mlc_error(P->d, P->t->loc, "module '%s' already has a forward", m->name);
+      mlc_error(P->d, P->t->loc, "module %s already has a forward", m->name);
+      mlc_note(P->d, m->forward_loc, "the first forward is here");
       P->panic = true;
     }
     m->has_forward = true;
@@ -402,12 +469,17 @@ static void module(parser *P, mlc_ast_file *f) {
   mlc_ast_module m = {.loc = P->t->loc};
   if (!(m.name = ident(P, "a module name"))) return;
   if (is(P, "(")) param_list(P, &m.params, &m.nparams, false);
+  mlc_loc open = P->t->loc;
   if (P->panic || !expect(P, "{")) return;
-  while (!is(P, "}") && P->t->kind != TK_EOF) {
+  while (!is(P, "}") && P->t->kind != TK_EOF && !at_decl(P)) {
+    P->start = P->t;
     member(P, &m);
-    if (P->panic) sync(P);
+    if (P->panic) {
+      if (at_decl(P)) break;
+      sync(P);
+    }
   }
-  expect(P, "}");
+  close_block(P, open);
   f->modules = mlc_arena_grow(P->a, f->modules, f->nmodules * sizeof *f->modules, (f->nmodules + 1) * sizeof *f->modules);
   f->modules[f->nmodules++] = m;
 }
@@ -431,8 +503,10 @@ static void train(parser *P, mlc_ast_file *f, mlc_loc loc) {
     args(P, &t->args, &t->nargs, ")");
     if (P->panic) return;
   }
+  mlc_loc open = P->t->loc;
   if (!expect(P, "{")) return;
-  while (!is(P, "}") && P->t->kind != TK_EOF) {
+  while (!is(P, "}") && P->t->kind != TK_EOF && !at_decl(P)) {
+    P->start = P->t;
     mlc_loc at = P->t->loc;
     mlc_ast_expr **slot = NULL;
     if (accept(P, "input")) {
@@ -455,9 +529,12 @@ static void train(parser *P, mlc_ast_file *f, mlc_loc loc) {
       expected(P, "input, loss, optimizer, precision or shard");
     }
     if (!P->panic && P->t->kind != TK_EOF && !P->t->bol && !is(P, "}")) expected(P, "the end of the statement (a new line)");
-    if (P->panic) sync(P);
+    if (P->panic) {
+      if (at_decl(P)) break;
+      sync(P);
+    }
   }
-  expect(P, "}");
+  close_block(P, open);
 }
 
 /* file = { "config" config | "module" module | "train" train } EOF */
@@ -466,6 +543,7 @@ mlc_ast_file *mlc_parse(mlc_arena *a, mlc_diag *d, const mlc_token *toks, uint32
   mlc_ast_file *f = mlc_arena_alloc(a, sizeof *f);
   while (P.t->kind != TK_EOF) {
     mlc_loc loc = P.t->loc;
+    P.start = P.t;
     if (accept(&P, "config")) config(&P, f);
     else if (accept(&P, "module")) module(&P, f);
     else if (accept(&P, "train")) train(&P, f, loc);

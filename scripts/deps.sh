@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages mlc needs that are not installed yet.
+# Run as root, or with sudo available.  Safe to run again: it installs nothing
+# when everything is there.
+set -euo pipefail
+pkgs=(
+  build-essential cmake ninja-build pkg-config git   # build
+  clang llvm-14-dev libclang-rt-14-dev               # CPU backend, libFuzzer, sanitizers
+  libxxhash-dev libcjson-dev libcmocka-dev           # hashing, JSON, unit tests
+  python3 python3-torch python3-numpy                # the numerical reference
+  valgrind                                           # runtime memory checks
+)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "deps: all ${#pkgs[@]} packages are installed"
+  exit 0
+fi
+echo "deps: installing ${missing[*]}"
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"

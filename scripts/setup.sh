@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The first command of the README: installs what is missing, builds mlc in
+# build/, and compiles the main example, examples/minillm.mdl.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/deps.sh
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+ninja -C build
+echo
+echo "== mlc compile examples/minillm.mdl --stats"
+build/mlc compile examples/minillm.mdl --stats --time-passes

@@ -1,0 +1,40 @@
+# Core compiler tests: golden IR/AST/stats dumps, the PyTorch state_dict check,
+# and unit tests of the IR.  Included from tests/CMakeLists.txt.
+
+set(MLC_ROOT ${CMAKE_SOURCE_DIR})
+set(SMALL vocab=512 dim=128 layers=2 heads=4 batch=2 seq=64)
+
+# golden.NAME: `mlc ARGS` from the repository root must print tests/golden/FILE exactly.
+function(mlc_golden name file)
+  add_test(NAME golden.${name}
+    COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/run_golden.py ${MLC_ROOT} ${MLC_ROOT}/tests/golden/${file} -- $<TARGET_FILE:mlc> ${ARGN})
+  set_tests_properties(golden.${name} PROPERTIES LABELS golden TIMEOUT 60)
+endfunction()
+
+mlc_golden(minillm.ir        minillm.ir        compile examples/minillm.mdl --emit ir)
+mlc_golden(minillm_small.ir  minillm_small.ir  compile examples/minillm.mdl --emit ir ${SMALL})
+mlc_golden(minillm.ast       minillm.ast       compile examples/minillm.mdl --emit ast)
+mlc_golden(minillm.stats     minillm.stats     compile examples/minillm.mdl --stats)
+mlc_golden(mlp.ir            mlp.ir            compile examples/mlp.mdl --emit ir)
+mlc_golden(linear.ir         linear.ir         compile examples/linear.mdl --emit ir)
+mlc_golden(print_after_all   mlp.print_after   compile examples/mlp.mdl --print-after=all)
+mlc_golden(help              help.txt          --help)
+
+# The parameter names, order and shapes must be PyTorch's state_dict.
+add_test(NAME ref.state_dict.minillm
+  COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/check_state_dict.py $<TARGET_FILE:mlc> ${MLC_ROOT}/examples/minillm.mdl)
+add_test(NAME ref.state_dict.minillm_small
+  COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/check_state_dict.py $<TARGET_FILE:mlc> ${MLC_ROOT}/examples/minillm.mdl ${SMALL})
+set_tests_properties(ref.state_dict.minillm ref.state_dict.minillm_small PROPERTIES LABELS ref TIMEOUT 120)
+
+# Parse + lower + shape-check the full MiniLLM well under 50 ms (median of 20 runs).
+add_test(NAME perf.frontend.minillm
+  COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/frontend_time.py $<TARGET_FILE:mlc> ${MLC_ROOT}/examples/minillm.mdl 50)
+set_tests_properties(perf.frontend.minillm PROPERTIES LABELS unit TIMEOUT 60)
+
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(CMOCKA REQUIRED IMPORTED_TARGET cmocka)
+add_executable(test_ir ${MLC_ROOT}/tests/unit/test_ir.c)
+target_link_libraries(test_ir PRIVATE mlccore PkgConfig::CMOCKA)
+add_test(NAME unit.ir COMMAND test_ir)
+set_tests_properties(unit.ir PROPERTIES LABELS unit TIMEOUT 60)
