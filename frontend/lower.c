@@ -521,6 +521,11 @@ static void instantiate_user(mlc_lowerer *L, mlc_instance *m, const mlc_ast_modu
       if ((mem->kind == MEM_PARAM) != (pass == 0)) continue;
       if (scope_get(&m->members, mem->name)) {
         mlc_error(L->d, mem->loc, "'%s' is already defined in module %s", mem->name, mod->name);
+        for (uint32_t k = 0; k < i; k++)
+          if (!strcmp(mod->members[k].name, mem->name)) {
+            mlc_note(L->d, mod->members[k].loc, "the first '%s' is here", mem->name);
+            break;
+          }
         continue;
       }
       if (mem->kind == MEM_PARAM) {
@@ -613,7 +618,13 @@ static mlc_instance *instantiate(mlc_lowerer *L, const char *path, const mlc_ast
   }
   for (uint32_t i = 0; i < L->nstack; i++)
     if (L->stack[i] == mod) {
-      mlc_error(L->d, ctor->loc, "module %s contains itself: recursive modules have no finite size", mod->name);
+      const char *cycle = mod->name; /* mutual recursion: say through which modules */
+      for (uint32_t k = i + 1; k < L->nstack; k++) cycle = mlc_arena_printf(L->a, "%s -> %s", cycle, L->stack[k]->name);
+      if (i + 1 < L->nstack)
+        mlc_error(L->d, ctor->loc, "module %s contains itself (%s -> %s): recursive modules have no finite size",
+                  mod->name, cycle, mod->name);
+      else
+        mlc_error(L->d, ctor->loc, "module %s contains itself: recursive modules have no finite size", mod->name);
       return NULL;
     }
   if (L->nstack >= MAX_CALL_DEPTH) {
@@ -655,6 +666,7 @@ static mlc_value call_user(mlc_lowerer *L, mlc_instance *m, const mlc_value *arg
   if (nargs != mod->nfparams) {
     mlc_error(L->d, loc, "%s.forward takes %u argument%s, got %u", mod->name, mod->nfparams,
               mod->nfparams == 1 ? "" : "s", nargs);
+    mlc_note(L->d, mod->forward_loc, "%s.forward is declared here", mod->name);
     return mlc_verr();
   }
   mlc_scope locals = {0};
@@ -805,7 +817,8 @@ static mlc_value prim_unary(mlc_lowerer *L, const mlc_ast_expr *e, mlc_op op) {
   mlc_value v[1];
   bool pr[1];
   if (eval_args(L, e, spec, 1, v, pr).kind == V_ERR) return mlc_verr();
-  if (!mlc_want_tensor(L, v[0], argloc(e, spec, 1, 0), "the argument of %s")) return mlc_verr();
+  if (!mlc_want_tensor(L, v[0], argloc(e, spec, 1, 0), mlc_arena_printf(L->a, "the argument of %s", e->name)))
+    return mlc_verr();
   return mlc_emit(L, op, v, 1, NULL, NULL, e->loc);
 }
 
@@ -1047,6 +1060,10 @@ static mlc_value parse_define(mlc_lowerer *L, const mlc_define *def) {
   errno = 0;
   long long i = strtoll(s, &end, 10);
   if (*s && !*end && errno == 0) return vnum_i(i);
+  if (*s && !*end) {
+    mlc_error(L->d, (mlc_loc){0}, "-D %s=%s: the integer is too large (the limit is 2^63-1)", def->name, s);
+    return mlc_verr();
+  }
   errno = 0;
   double f = strtod(s, &end);
   if (*s && !*end && errno == 0 && isfinite(f)) return vnum_f(f);
@@ -1061,6 +1078,8 @@ static void eval_config(mlc_lowerer *L, const mlc_lower_options *opt) {
     const mlc_ast_config *c = &f->config[i];
     if (scope_get(&L->config, c->name)) {
       mlc_error(L->d, c->loc, "config value '%s' is defined twice", c->name);
+      for (uint32_t k = 0; k < i; k++)
+        if (!strcmp(f->config[k].name, c->name)) { mlc_note(L->d, f->config[k].loc, "the first '%s' is here", c->name); break; }
       continue;
     }
     mlc_value v = eval(L, c->value);
@@ -1096,17 +1115,21 @@ static mlc_instance *instantiate_root(mlc_lowerer *L, const mlc_ast_module *mod,
     ctor->nargs = t->nargs;
   } else {
     ctor->args = mlc_arena_alloc(L->a, (mod->nparams + 1) * sizeof *ctor->args);
+    bool ok = true;
     for (uint32_t i = 0; i < mod->nparams; i++) {
       if (!scope_get(&L->config, mod->params[i].name)) {
-        if (!mod->params[i].def)
+        if (!mod->params[i].def) {
           mlc_error(L->d, mod->params[i].loc, "model parameter '%s' has no value: add it to config, give it a default, "
                     "or pass it in the train block", mod->params[i].name);
+          ok = false;
+        }
         continue;
       }
       mlc_ast_expr *name = mlc_arena_alloc(L->a, sizeof *name);
       *name = (mlc_ast_expr){.kind = AST_NAME, .loc = mod->params[i].loc, .name = mod->params[i].name};
       ctor->args[ctor->nargs++] = (mlc_ast_arg){.name = mod->params[i].name, .loc = mod->params[i].loc, .value = name};
     }
+    if (!ok) return NULL;
   }
   return instantiate(L, "", ctor);
 }
@@ -1203,8 +1226,15 @@ static void lower_train_config(mlc_lowerer *L, const mlc_ast_train *t, mlc_insta
         if (pr[1]) mlc_want_float(L, v[1], mlc_arg_loc(&c, spec, 3, 1), "momentum", &tc->momentum);
         if (pr[2]) mlc_want_float(L, v[2], mlc_arg_loc(&c, spec, 3, 2), "weight_decay", &tc->weight_decay);
       }
+    } else if (e->kind == AST_NAME && (!strcmp(e->name, "AdamW") || !strcmp(e->name, "SGD"))) {
+      mlc_error(L->d, e->loc, "the optimizer is a call: %s(lr=...)", e->name);
+    } else if (e->kind == AST_CALL || e->kind == AST_NAME) {
+      suggest s = {.want = e->name, .dist = 99};
+      consider(&s, "AdamW");
+      consider(&s, "SGD");
+      mlc_error(L->d, e->loc, "unknown optimizer '%s'%s (optimizers: AdamW(lr=...), SGD(lr=...))", e->name, hint(L, &s));
     } else {
-      mlc_error(L->d, e->loc, "unknown optimizer: expected AdamW(lr=...) or SGD(lr=...)");
+      mlc_error(L->d, e->loc, "expected an optimizer: AdamW(lr=...) or SGD(lr=...)");
     }
     if (tc->opt && !(tc->lr > 0)) mlc_error(L->d, e->loc, "the learning rate must be positive");
   }
@@ -1232,6 +1262,13 @@ static void lower_train_config(mlc_lowerer *L, const mlc_ast_train *t, mlc_insta
       for (uint32_t i = 0; i < e->nargs; i++) {
         const mlc_ast_expr *a = e->args[i].value;
         mlc_value *m = a->kind == AST_NAME && !e->args[i].name ? scope_get(&root->members, a->name) : NULL;
+        if (a->kind == AST_NAME && !e->args[i].name && !m) {
+          suggest s = {.want = a->name, .dist = 99};
+          consider_scope(&s, &root->members);
+          mlc_error(L->d, e->args[i].loc, "fsdp: model %s has no submodule named '%s'%s", root->type_name, a->name,
+                    hint(L, &s));
+          continue;
+        }
         if (!m || m->kind != V_MODULE) {
           mlc_error(L->d, e->args[i].loc, "fsdp needs the names of the model's submodules, such as fsdp(layers)");
           continue;
@@ -1282,8 +1319,11 @@ bool mlc_lower(mlc_program *p, mlc_diag *d, const mlc_ast_file *ast, const mlc_l
     if (mlc_builtin_find(ast->modules[i].name))
       mlc_error(d, ast->modules[i].loc, "module %s has the name of a built-in module", ast->modules[i].name);
     for (uint32_t k = 0; k < i; k++)
-      if (!strcmp(ast->modules[k].name, ast->modules[i].name))
+      if (!strcmp(ast->modules[k].name, ast->modules[i].name)) {
         mlc_error(d, ast->modules[i].loc, "module %s is defined twice", ast->modules[i].name);
+        mlc_note(d, ast->modules[k].loc, "the first %s is here", ast->modules[k].name);
+        break;
+      }
   }
   const char *entry = opt->entry ? opt->entry : ast->train ? ast->train->model : NULL;
   mlc_loc entry_loc = ast->train && !opt->entry ? ast->train->model_loc : (mlc_loc){0};
@@ -1293,6 +1333,8 @@ bool mlc_lower(mlc_program *p, mlc_diag *d, const mlc_ast_file *ast, const mlc_l
     if (!mod) {
       if (mlc_builtin_find(entry))
         mlc_error(d, entry_loc, "the model must be a module defined in the file; wrap built-in %s in a module", entry);
+      else if (opt->entry)
+        mlc_error(d, entry_loc, "--entry %s: the file defines no module named '%s'", entry, entry);
       else
         mlc_error(d, entry_loc, "unknown module '%s'", entry);
       return false;

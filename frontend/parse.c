@@ -105,6 +105,13 @@ static void close_block(parser *P, mlc_loc open) {
   mlc_note(P->d, open, "to match this '{'");
 }
 
+/* A statement ends at a new line or at the '}' of its block. */
+static bool end_of_stmt(parser *P, const char *what) {
+  if (P->t->kind == TK_EOF || P->t->bol || is(P, "}")) return true;
+  expected(P, what);
+  return false;
+}
+
 /* An expression may continue with this token: it is on the same line, or
  * inside brackets. */
 static bool continues(parser *P) { return !P->t->bol || P->depth > 0; }
@@ -361,11 +368,7 @@ static mlc_ast_stmt *stmt(parser *P) {
     if (!(s->name = ident(P, "a statement (name = expression, return or for)")) || !expect(P, "=")) return NULL;
     s->value = expr(P);
   }
-  if (P->panic) return NULL;
-  if (P->t->kind != TK_EOF && !P->t->bol && !is(P, "}")) {
-    expected(P, "the end of the statement (a new line)");
-    return NULL;
-  }
+  if (P->panic || !end_of_stmt(P, "the end of the statement (a new line)")) return NULL;
   return s;
 }
 
@@ -402,8 +405,10 @@ static void config(parser *P, mlc_ast_file *f) {
   while (!is(P, "}") && P->t->kind != TK_EOF && !at_decl(P)) {
     P->start = P->t;
     mlc_ast_config c = {.loc = P->t->loc};
-    if (!(c.name = ident(P, "a config name")) || !expect(P, "=") || !(c.value = expr(P)) ||
-        (P->t->kind != TK_EOF && !P->t->bol && !is(P, "}") && (expected(P, "the end of the statement (a new line)"), true))) {
+    /* No end_of_stmt() here: entries may share a line, as in
+     * config { vocab = 32000  dim = 2048 }, since an entry always starts
+     * with IDENT '=' and cannot be read as part of the previous value. */
+    if (!(c.name = ident(P, "a config name")) || !expect(P, "=") || !(c.value = expr(P))) {
       if (at_decl(P)) break;
       sync(P);
       continue;

@@ -34,15 +34,20 @@ static void print_line(mlc_diag *d, mlc_loc loc) {
   const char *p = s->text, *end = s->text + s->len;
   for (uint32_t l = 1; l < loc.line && p < end; p++)
     if (*p == '\n') l++;
-  const char *q = p;
-  while (q < end && *q != '\n' && q - p < 200) q++;
-  fprintf(d->out, "%5u | ", loc.line);
-  for (const char *c = p; c < q; c++) {
+  const char *eol = p;
+  while (eol < end && *eol != '\n') eol++;
+  /* At most 200 columns of the line; a longer line is cut around the caret. */
+  size_t off = loc.col ? loc.col - 1 : 0;
+  if (off > (size_t)(eol - p)) off = (size_t)(eol - p);
+  const char *at = p + off, *from = off > 160 ? at - 100 : p;
+  const char *q = eol - from > 200 ? from + 200 : eol;
+  fprintf(d->out, "%5u | %s", loc.line, from > p ? "..." : "");
+  for (const char *c = from; c < q; c++) {
     unsigned char ch = (unsigned char)*c;
     fputc(ch == '\t' || (ch >= 32 && ch < 127) ? ch : '?', d->out);
   }
-  fprintf(d->out, "\n      | ");
-  for (uint32_t i = 1; i < loc.col && p + i - 1 < q; i++) fputc(p[i - 1] == '\t' ? '\t' : ' ', d->out);
+  fprintf(d->out, "%s\n      | %s", q < eol ? "..." : "", from > p ? "   " : "");
+  for (const char *c = from; c < at; c++) fputc(*c == '\t' ? '\t' : ' ', d->out);
   fprintf(d->out, "^\n");
 }
 

@@ -116,6 +116,10 @@ typedef struct {
   mlc_u32vec inputs; /* INPUT nodes, in signature order */
   mlc_output *outputs;
   uint32_t noutputs;
+  /* Set by the memplan pass: each node's byte offset in the function's
+   * arena (PARAM nodes: -1, they live outside it), and the arena's size. */
+  int64_t *offset;
+  int64_t arena_bytes;
 } mlc_func;
 
 typedef enum { MLC_INIT_ZEROS, MLC_INIT_ONES, MLC_INIT_UNIFORM, MLC_INIT_NORMAL } mlc_init_kind;

@@ -34,12 +34,14 @@ void mlc_print_func(FILE *out, const mlc_program *p, const mlc_func *f) {
     fprintf(out, "%s%s: %s", i ? ", " : "", n->a.name, mlc_type_str(&n->type, buf, sizeof buf));
   }
   fprintf(out, ") {\n");
+  if (f->offset) fprintf(out, "  ; arena %lld bytes\n", (long long)f->arena_bytes);
   for (uint32_t i = 0; i < f->n; i++) {
     const mlc_node *n = &f->nodes[i];
     fprintf(out, "  %%%u = %s", i, mlc_ops[n->op].name);
     for (uint32_t k = 0; k < n->nin; k++) fprintf(out, "%s%%%u", k ? ", " : " ", n->in[k]);
     print_attrs(out, p, n);
     fprintf(out, " : %s", mlc_type_str(&n->type, buf, sizeof buf));
+    if (f->offset && f->offset[i] >= 0) fprintf(out, " @%lld", (long long)f->offset[i]);
     if (n->scope[0]) fprintf(out, "  ; %s", n->scope);
     fputc('\n', out);
   }

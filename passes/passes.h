@@ -32,6 +32,7 @@ const char *mlc_pipeline_pass_names(void);
 double mlc_now(void);
 
 bool mlc_pass_shapes(mlc_pass_ctx *c);
+bool mlc_pass_memplan(mlc_pass_ctx *c);
 
 /* --stats (passes/stats.c): parameters, op counts, FLOPs. */
 void mlc_print_stats(FILE *out, const mlc_program *p);

@@ -48,5 +48,10 @@ void mlc_print_stats(FILE *out, const mlc_program *p) {
     for (int op = 0; op < MLC_OP_COUNT; op++)
       if (count[op]) fprintf(out, "  %-16s %u\n", mlc_ops[op].name, count[op]);
     fprintf(out, "  %.4g GFLOP, %.4g GB moved by unfused ops\n", flops / 1e9, moved / 1e9);
+    if (f->offset) {
+      commas(num, sizeof num, (double)f->arena_bytes);
+      fprintf(out, "  planned peak: %s bytes (%.3f GB) of activations, inputs and outputs, plus %.3f GB of parameters\n",
+              num, (double)f->arena_bytes / 1e9, bytes / 1e9);
+    }
   }
 }

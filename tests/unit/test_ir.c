@@ -247,11 +247,81 @@ static void test_costs(void **state) {
   release(&c);
 }
 
+/* Independent check of a memory plan: recompute every value's lifetime the
+ * simple way and test all pairs for overlap in both time and bytes. */
+static void check_plan(const mlc_func *f) {
+  uint32_t n = f->n;
+  uint32_t *first = calloc(n, sizeof *first), *lastu = calloc(n, sizeof *lastu), *store = calloc(n, sizeof *store);
+  for (uint32_t i = 0; i < n; i++) {
+    store[i] = f->nodes[i].op == MLC_OP_RESHAPE ? store[f->nodes[i].in[0]] : i;
+    first[i] = i;
+    lastu[i] = i;
+  }
+  for (uint32_t i = 0; i < n; i++)
+    for (uint32_t k = 0; k < f->nodes[i].nin; k++) {
+      uint32_t s = store[f->nodes[i].in[k]];
+      if (lastu[s] < i) lastu[s] = i;
+    }
+  for (uint32_t i = 0; i < f->noutputs; i++) lastu[store[f->outputs[i].node]] = n;
+  for (uint32_t i = 0; i < f->inputs.n; i++) lastu[f->inputs.v[i]] = n;
+  int64_t live_max = 0;
+  for (uint32_t t = 0; t < n; t++) {
+    int64_t live = 0;
+    for (uint32_t i = 0; i < n; i++)
+      if (store[i] == i && f->offset[i] >= 0 && first[i] <= t && t <= lastu[i])
+        live += mlc_type_numel(&f->nodes[i].type) * mlc_dtype_size(f->nodes[i].type.dtype);
+    if (live > live_max) live_max = live;
+  }
+  for (uint32_t i = 0; i < n; i++) {
+    if (store[i] != i || f->offset[i] < 0) continue;
+    int64_t si = mlc_type_numel(&f->nodes[i].type) * mlc_dtype_size(f->nodes[i].type.dtype);
+    assert_true(f->offset[i] % 256 == 0);
+    assert_true(f->offset[i] + si <= f->arena_bytes);
+    for (uint32_t j = i + 1; j < n; j++) {
+      if (store[j] != j || f->offset[j] < 0) continue;
+      bool time = first[j] <= lastu[i] && first[i] <= lastu[j];
+      int64_t sj = mlc_type_numel(&f->nodes[j].type) * mlc_dtype_size(f->nodes[j].type.dtype);
+      bool space = f->offset[i] < f->offset[j] + sj && f->offset[j] < f->offset[i] + si;
+      if (time && space) fail_msg("%%%u and %%%u are alive together and overlap", i, j);
+    }
+  }
+  /* The plan can't beat the live set, and best fit should stay near it. */
+  assert_true(f->arena_bytes >= live_max);
+  assert_true(f->arena_bytes <= live_max + live_max / 2 + 256 * (int64_t)n);
+  free(first);
+  free(lastu);
+  free(store);
+}
+
+static void test_memplan(void **state) {
+  (void)state;
+  compiled c;
+  mlc_define defs[6] = {{"vocab", "512"}, {"dim", "128"}, {"layers", "2"}, {"heads", "4"}, {"batch", "2"}, {"seq", "64"}};
+  FILE *f = fopen(MLC_SOURCE_DIR "/examples/minillm.mdl", "rb");
+  assert_non_null(f);
+  char src[8192];
+  size_t len = fread(src, 1, sizeof src - 1, f);
+  fclose(f);
+  src[len] = 0;
+  assert_true(compile(&c, src, defs, 6));
+  mlc_pipeline_options po = {0};
+  assert_true(mlc_pipeline_run(&c.prog, &c.diag, &po));
+  for (uint32_t k = 0; k < c.prog.nfuncs; k++) check_plan(&c.prog.funcs[k]);
+  release(&c);
+
+  /* A chain of equal-sized values needs two slots, not one per value. */
+  assert_true(compile(&c, "module T {\n forward(x: f32[64]) {\n a = exp(x)\n b = exp(a)\n c = exp(b)\n return exp(c) }\n}\n", NULL, 0));
+  assert_true(mlc_pipeline_run(&c.prog, &c.diag, &po));
+  check_plan(&c.prog.funcs[0]);
+  assert_int_equal(c.prog.funcs[0].arena_bytes, 3 * 256); /* input, plus two alternating */
+  release(&c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_dtypes),       cmocka_unit_test(test_arena),        cmocka_unit_test(test_hash_equal_layers),
     cmocka_unit_test(test_verifier),     cmocka_unit_test(test_shape_errors), cmocka_unit_test(test_shape_ok),
-    cmocka_unit_test(test_several_errors), cmocka_unit_test(test_costs),
+    cmocka_unit_test(test_several_errors), cmocka_unit_test(test_costs),  cmocka_unit_test(test_memplan),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,132 @@
+/* memplan: liveness-based arena offsets.
+ *
+ * Every value an entry point computes gets a byte range in one arena per
+ * entry point, chosen so that two values alive at the same time never
+ * overlap.  The peak size is therefore known at compile time, and the
+ * runtime makes a single allocation.
+ *
+ * A value is alive from the node that defines it to its last use; inputs
+ * are alive from the start, outputs to the end.  A reshape is a view: it
+ * shares its input's storage, which then lives as long as either does.
+ * Parameters live outside the arena (offset -1): they are the model's
+ * weights, bound once per session.
+ *
+ * Placement walks the nodes in order, frees what died at the previous node,
+ * and puts each new value in the smallest free gap that fits (best fit),
+ * else at the end.  Offsets are aligned to 256 bytes, which suits every
+ * target's vector loads.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes/passes.h"
+
+#define ALIGN 256
+
+typedef struct {
+  int64_t off, size;
+} block;
+
+typedef struct {
+  block *v;
+  uint32_t n;
+} blocklist; /* sorted by offset */
+
+static int64_t align_up(int64_t x) { return (x + ALIGN - 1) / ALIGN * ALIGN; }
+
+static void release(blocklist *fl, int64_t off, int64_t size) {
+  uint32_t i = 0;
+  while (i < fl->n && fl->v[i].off < off) i++;
+  memmove(&fl->v[i + 1], &fl->v[i], (fl->n - i) * sizeof *fl->v);
+  fl->v[i] = (block){off, size};
+  fl->n++;
+  /* Coalesce with the neighbours. */
+  if (i + 1 < fl->n && fl->v[i].off + fl->v[i].size == fl->v[i + 1].off) {
+    fl->v[i].size += fl->v[i + 1].size;
+    memmove(&fl->v[i + 1], &fl->v[i + 2], (fl->n - i - 2) * sizeof *fl->v);
+    fl->n--;
+  }
+  if (i > 0 && fl->v[i - 1].off + fl->v[i - 1].size == fl->v[i].off) {
+    fl->v[i - 1].size += fl->v[i].size;
+    memmove(&fl->v[i], &fl->v[i + 1], (fl->n - i - 1) * sizeof *fl->v);
+    fl->n--;
+  }
+}
+
+static int64_t place(blocklist *fl, int64_t *top, int64_t size) {
+  uint32_t best = UINT32_MAX;
+  for (uint32_t i = 0; i < fl->n; i++)
+    if (fl->v[i].size >= size && (best == UINT32_MAX || fl->v[i].size < fl->v[best].size)) best = i;
+  if (best == UINT32_MAX) {
+    /* No gap fits: grow, reusing a free block that ends at the top. */
+    if (fl->n && fl->v[fl->n - 1].off + fl->v[fl->n - 1].size == *top) {
+      int64_t off = fl->v[--fl->n].off;
+      *top = off + size;
+      return off;
+    }
+    int64_t off = *top;
+    *top += size;
+    return off;
+  }
+  int64_t off = fl->v[best].off;
+  fl->v[best].off += size;
+  fl->v[best].size -= size;
+  if (fl->v[best].size == 0) {
+    memmove(&fl->v[best], &fl->v[best + 1], (fl->n - best - 1) * sizeof *fl->v);
+    fl->n--;
+  }
+  return off;
+}
+
+static void plan_func(mlc_program *p, mlc_func *f) {
+  uint32_t n = f->n;
+  /* root[i]: the node whose storage i uses (itself, or through reshapes). */
+  uint32_t *root = mlc_arena_alloc(p->arena, (n + 1) * sizeof *root);
+  uint32_t *last = mlc_arena_alloc(p->arena, (n + 1) * sizeof *last); /* per root: last use */
+  for (uint32_t i = 0; i < n; i++) {
+    const mlc_node *nd = &f->nodes[i];
+    root[i] = nd->op == MLC_OP_RESHAPE ? root[nd->in[0]] : i;
+    last[i] = i;
+    for (uint32_t k = 0; k < nd->nin; k++) last[root[nd->in[k]]] = i;
+  }
+  for (uint32_t i = 0; i < f->noutputs; i++) last[root[f->outputs[i].node]] = UINT32_MAX;
+  for (uint32_t i = 0; i < f->inputs.n; i++) last[root[f->inputs.v[i]]] = UINT32_MAX; /* the caller's data */
+
+  /* dying[k]: roots whose last use is node k, as a linked list through next[]. */
+  uint32_t *head = mlc_arena_alloc(p->arena, (n + 1) * sizeof *head);
+  uint32_t *next = mlc_arena_alloc(p->arena, (n + 1) * sizeof *next);
+  for (uint32_t i = 0; i < n; i++) head[i] = UINT32_MAX;
+  for (uint32_t i = 0; i < n; i++)
+    if (root[i] == i && last[i] != UINT32_MAX && f->nodes[i].op != MLC_OP_PARAM) {
+      next[i] = head[last[i]];
+      head[last[i]] = i;
+    }
+
+  f->offset = mlc_arena_alloc(p->arena, (n + 1) * sizeof *f->offset);
+  blocklist fl = {mlc_arena_alloc(p->arena, (n + 2) * sizeof *fl.v), 0};
+  int64_t top = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    const mlc_node *nd = &f->nodes[i];
+    if (nd->op == MLC_OP_PARAM) {
+      f->offset[i] = -1;
+    } else if (root[i] != i) {
+      f->offset[i] = f->offset[root[i]];
+    } else {
+      int64_t size = align_up((int64_t)mlc_type_numel(&nd->type) * mlc_dtype_size(nd->type.dtype));
+      f->offset[i] = place(&fl, &top, size);
+    }
+    /* Values whose last use was this node are free for the next one.  A
+     * node's output never shares memory with its own inputs: kernels may
+     * read inputs after writing parts of the output. */
+    for (uint32_t d = head[i]; d != UINT32_MAX; d = next[d]) {
+      const mlc_node *dn = &f->nodes[d];
+      release(&fl, f->offset[d], align_up((int64_t)mlc_type_numel(&dn->type) * mlc_dtype_size(dn->type.dtype)));
+    }
+  }
+  f->arena_bytes = top;
+}
+
+bool mlc_pass_memplan(mlc_pass_ctx *c) {
+  for (uint32_t k = 0; k < c->p->nfuncs; k++) plan_func(c->p, &c->p->funcs[k]);
+  return true;
+}
