@@ -145,6 +145,7 @@ static int cmd_compile(int argc, char **argv) {
   uint32_t ndefines = 0;
   int rc = EXIT_OK;
   optind = 1;
+  argv[0] = (char *)"mlc"; /* getopt's own messages start with argv[0], which is "compile" here */
   int c;
   while ((c = getopt_long(argc, argv, "+t:o:D:h", opts, NULL)) != -1 || optind < argc) {
     if (c == -1) { /* a positional argument: the file, or NAME=VALUE */
@@ -206,7 +207,8 @@ static int cmd_compile(int argc, char **argv) {
   double t1 = mlc_now();
   uint32_t fid = mlc_diag_add_source(&diag, file, src, len), ntoks;
   mlc_token *toks = mlc_lex(&arena, &diag, fid, src, len, &ntoks);
-  mlc_ast_file *ast = mlc_parse(&arena, &diag, toks, ntoks);
+  /* After a lexing error the parser would only report its consequences. */
+  mlc_ast_file *ast = diag.errors ? NULL : mlc_parse(&arena, &diag, toks, ntoks);
   double t2 = mlc_now();
   if (tf) fprintf(tf, "mlc: time per phase\n  %-12s %9.3f ms\n  %-12s %9.3f ms\n", "read", (t1 - t0) * 1e3, "parse", (t2 - t1) * 1e3);
   if (!diag.errors && emit && !strcmp(emit, "ast")) mlc_ast_print(stdout, ast);

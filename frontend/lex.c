@@ -31,6 +31,16 @@ mlc_token *mlc_lex(mlc_arena *a, mlc_diag *d, uint32_t file, const char *src, si
   const char *p = src, *end = src + len, *line_start = src;
   uint32_t line = 1;
   bool bol = true;
+  /* Text never contains a NUL byte: this is a binary file, and one error
+   * says so better than one per run of garbage. */
+  const char *nul = memchr(src, 0, len);
+  if (nul) {
+    for (; p < nul; p++)
+      if (*p == '\n') { line++; line_start = p + 1; }
+    mlc_error(d, (mlc_loc){file, line, (uint32_t)(nul - line_start) + 1},
+              "unexpected byte 0x00: this looks like a binary file, not a model description");
+    p = end;
+  }
   while (p < end) {
     char c = *p;
     if (c == '\n') { p++; line++; line_start = p; bol = true; continue; }
@@ -63,7 +73,7 @@ mlc_token *mlc_lex(mlc_arena *a, mlc_diag *d, uint32_t file, const char *src, si
       }
       char buf[64];
       if (t.len >= sizeof buf) {
-        mlc_error(d, t.loc, "number literal is too long");
+        mlc_error(d, t.loc, "number literal is too long (the limit is %d characters)", (int)sizeof buf - 1);
         continue;
       }
       memcpy(buf, t.s, t.len);
@@ -86,7 +96,8 @@ mlc_token *mlc_lex(mlc_arena *a, mlc_diag *d, uint32_t file, const char *src, si
     } else {
       unsigned char uc = (unsigned char)c;
       if (uc >= 32 && uc < 127) mlc_error(d, t.loc, "unexpected character '%c'", c);
-      else mlc_error(d, t.loc, "unexpected byte 0x%02x (is this a text file?)", uc);
+      else if (uc >= 128) mlc_error(d, t.loc, "unexpected non-ASCII byte 0x%02x (only comments may contain non-ASCII text)", uc);
+      else mlc_error(d, t.loc, "unexpected control character 0x%02x (is this a text file?)", uc);
       /* Skip a whole run of bad bytes: binary input gives one error, not thousands. */
       p++;
       while (p < end && *p != '\n' && ((unsigned char)*p < 32 || (unsigned char)*p >= 127) && *p != '\t' && *p != '\r') p++;

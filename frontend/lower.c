@@ -83,24 +83,24 @@ static mlc_value *scope_get(mlc_scope *s, const char *name) {
 
 /* ---- "did you mean" ---- */
 
+/* Levenshtein distance where swapping two adjacent letters (bacth) also
+ * counts as one edit: the optimal string alignment distance. */
 static unsigned edit_distance(const char *a, const char *b) {
   size_t n = strlen(a), m = strlen(b);
   if (n > 32 || m > 32) return 99;
-  unsigned row[33];
-  for (size_t j = 0; j <= m; j++) row[j] = (unsigned)j;
-  for (size_t i = 1; i <= n; i++) {
-    unsigned prev = row[0];
-    row[0] = (unsigned)i;
+  unsigned d[33][33];
+  for (size_t i = 0; i <= n; i++) d[i][0] = (unsigned)i;
+  for (size_t j = 0; j <= m; j++) d[0][j] = (unsigned)j;
+  for (size_t i = 1; i <= n; i++)
     for (size_t j = 1; j <= m; j++) {
-      unsigned cur = row[j];
-      unsigned best = prev + (a[i - 1] != b[j - 1]);
-      if (row[j] + 1 < best) best = row[j] + 1;
-      if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
-      row[j] = best;
-      prev = cur;
+      unsigned best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+      if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
+      if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < best)
+        best = d[i - 2][j - 2] + 1;
+      d[i][j] = best;
     }
-  }
-  return row[m];
+  return d[n][m];
 }
 
 typedef struct {
@@ -458,6 +458,11 @@ static bool eval_type(mlc_lowerer *L, const mlc_ast_type *ty, mlc_type *out) {
   int64_t numel = 1;
   for (uint32_t i = 0; i < ty->rank; i++) {
     mlc_value v = eval(L, ty->dims[i]);
+    if (v.kind == V_NUM && v.is_int && v.i < 1) {
+      mlc_error(L->d, ty->dims[i]->loc, "a dimension must be positive, got %lld", (long long)v.i);
+      ok = false;
+      continue;
+    }
     if (!mlc_want_int(L, v, ty->dims[i]->loc, "a dimension", 1, MLC_MAX_NUMEL, &out->dim[i])) { ok = false; continue; }
     if (out->dim[i] > MLC_MAX_NUMEL / numel) {
       mlc_error(L->d, ty->loc, "this tensor would have more than 2^48 elements");
@@ -607,7 +612,14 @@ static mlc_instance *instantiate(mlc_lowerer *L, const char *path, const mlc_ast
     suggest s = {.want = ctor->name, .dist = 99};
     for (uint32_t i = 0; i < L->ast->nmodules; i++) consider(&s, L->ast->modules[i].name);
     for (uint32_t i = 0; i < mlc_nbuiltins; i++) consider(&s, mlc_builtins[i].name);
-    mlc_error(L->d, ctor->loc, "unknown module '%s'%s", ctor->name, hint(L, &s));
+    if (s.best) {
+      mlc_error(L->d, ctor->loc, "unknown module '%s'%s", ctor->name, hint(L, &s));
+    } else {
+      const char *names = mlc_builtins[0].name;
+      for (uint32_t i = 1; i < mlc_nbuiltins; i++) names = mlc_arena_printf(L->a, "%s, %s", names, mlc_builtins[i].name);
+      mlc_error(L->d, ctor->loc, "unknown module '%s': it is not defined in this file, and the built-in modules are %s",
+                ctor->name, names);
+    }
     return NULL;
   }
   mlc_instance *m = new_instance(L, path, ctor->name, ctor->loc);
@@ -683,7 +695,7 @@ static mlc_value call_user(mlc_lowerer *L, mlc_instance *m, const mlc_value *arg
   mlc_value ret = mlc_verr();
   bool returned = !ok;
   if (ok) run_stmts(L, mod->body, mod->nbody, &ret, &returned);
-  if (!returned) mlc_error(L->d, mod->forward_loc, "forward of %s ends without a return", mod->name);
+  if (!returned && !L->too_big) mlc_error(L->d, mod->forward_loc, "forward of %s ends without a return", mod->name);
   L->self = self;
   L->locals = outer;
   return ret;
@@ -802,12 +814,12 @@ static mlc_loc argloc(const mlc_ast_expr *e, const char *const *spec, uint32_t n
 /* Python-style axis: negative counts from the end. */
 static bool axis_of(mlc_lowerer *L, mlc_value v, mlc_loc loc, int rank, int32_t *out) {
   int64_t ax;
-  if (!mlc_want_int(L, v, loc, "an axis", -(int64_t)rank - 1, rank + 1, &ax)) return false;
-  if (ax < 0) ax += rank;
-  if (ax < 0 || ax >= rank) {
+  if (!mlc_want_int(L, v, loc, "an axis", INT64_MIN, INT64_MAX, &ax)) return false;
+  if (ax < -(int64_t)rank || ax >= rank) {
     mlc_error(L->d, loc, "axis %lld is out of range for a tensor of rank %d", (long long)v.i, rank);
     return false;
   }
+  if (ax < 0) ax += rank;
   *out = (int32_t)ax;
   return true;
 }
@@ -1188,6 +1200,7 @@ static void lower_train_config(mlc_lowerer *L, const mlc_ast_train *t, mlc_insta
   tc->loc = t->loc;
   if (t->optimizer) {
     const mlc_ast_expr *e = t->optimizer;
+    int errors0 = L->d->errors;
     mlc_call c = {e->args, e->nargs, e->loc, e->name};
     if (e->kind == AST_CALL && !strcmp(e->name, "AdamW")) {
       static const char *const spec[] = {"lr=", "betas=", "eps=", "weight_decay="};
@@ -1232,11 +1245,17 @@ static void lower_train_config(mlc_lowerer *L, const mlc_ast_train *t, mlc_insta
       suggest s = {.want = e->name, .dist = 99};
       consider(&s, "AdamW");
       consider(&s, "SGD");
-      mlc_error(L->d, e->loc, "unknown optimizer '%s'%s (optimizers: AdamW(lr=...), SGD(lr=...))", e->name, hint(L, &s));
+      mlc_error(L->d, e->loc, "unknown optimizer '%s'%s", e->name,
+                s.best ? hint(L, &s) : ": expected AdamW(lr=...) or SGD(lr=...)");
     } else {
       mlc_error(L->d, e->loc, "expected an optimizer: AdamW(lr=...) or SGD(lr=...)");
     }
-    if (tc->opt && !(tc->lr > 0)) mlc_error(L->d, e->loc, "the learning rate must be positive");
+    if (tc->opt && L->d->errors == errors0 && !(tc->lr > 0)) {
+      mlc_loc at = e->loc; /* point at lr=, given by name or first */
+      for (uint32_t i = 0; i < e->nargs; i++)
+        if (e->args[i].name ? !strcmp(e->args[i].name, "lr") : i == 0) at = e->args[i].loc;
+      mlc_error(L->d, at, "the learning rate must be positive, got %g", tc->lr);
+    }
   }
   if (t->precision) {
     const mlc_ast_expr *e = t->precision;
@@ -1267,6 +1286,11 @@ static void lower_train_config(mlc_lowerer *L, const mlc_ast_train *t, mlc_insta
           consider_scope(&s, &root->members);
           mlc_error(L->d, e->args[i].loc, "fsdp: model %s has no submodule named '%s'%s", root->type_name, a->name,
                     hint(L, &s));
+          continue;
+        }
+        if (m && m->kind == V_PARAM) {
+          mlc_error(L->d, e->args[i].loc, "fsdp: '%s' is a parameter of %s, not a submodule; fsdp takes submodules, "
+                    "such as fsdp(layers)", a->name, root->type_name);
           continue;
         }
         if (!m || m->kind != V_MODULE) {
@@ -1321,7 +1345,7 @@ bool mlc_lower(mlc_program *p, mlc_diag *d, const mlc_ast_file *ast, const mlc_l
     for (uint32_t k = 0; k < i; k++)
       if (!strcmp(ast->modules[k].name, ast->modules[i].name)) {
         mlc_error(d, ast->modules[i].loc, "module %s is defined twice", ast->modules[i].name);
-        mlc_note(d, ast->modules[k].loc, "the first %s is here", ast->modules[k].name);
+        mlc_note(d, ast->modules[k].loc, "the first module %s is here", ast->modules[k].name);
         break;
       }
   }
@@ -1333,10 +1357,14 @@ bool mlc_lower(mlc_program *p, mlc_diag *d, const mlc_ast_file *ast, const mlc_l
     if (!mod) {
       if (mlc_builtin_find(entry))
         mlc_error(d, entry_loc, "the model must be a module defined in the file; wrap built-in %s in a module", entry);
-      else if (opt->entry)
-        mlc_error(d, entry_loc, "--entry %s: the file defines no module named '%s'", entry, entry);
-      else
-        mlc_error(d, entry_loc, "unknown module '%s'", entry);
+      else {
+        suggest s = {.want = entry, .dist = 99};
+        for (uint32_t i = 0; i < ast->nmodules; i++) consider(&s, ast->modules[i].name);
+        if (opt->entry)
+          mlc_error(d, entry_loc, "--entry %s: the file defines no module named '%s'%s", entry, entry, hint(&L, &s));
+        else
+          mlc_error(d, entry_loc, "unknown module '%s'%s", entry, hint(&L, &s));
+      }
       return false;
     }
   } else if (ast->nmodules) {

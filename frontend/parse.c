@@ -25,6 +25,7 @@ typedef struct {
   int depth;  /* open ( and [: newlines do not end an expression inside them */
   int nest;   /* recursion depth, to refuse absurdly nested input */
   int ops;    /* binary operators in the current expression */
+  int blocks; /* open blocks: for loops nest */
   bool panic; /* an error in this statement was reported; stay quiet until synced */
 } parser;
 
@@ -74,12 +75,14 @@ static const char *ident(parser *P, const char *what) {
 }
 
 /* Skip to the start of the next line, or to the '}' that closes the block
- * we are in, whichever comes first.  A token that starts a line is kept
- * unless the failed statement began with it: the error was that the
- * statement ended early (a missing ')'), and this is the next statement. */
+ * we are in, whichever comes first.  A line-starting token that looks like
+ * the start of a statement (a keyword, or NAME =) is kept unless the failed
+ * statement began with it: the error was that the statement ended early (a
+ * missing ')'), and this is the next statement. */
 static void sync(parser *P) {
   int braces = 0;
-  if (P->t->kind != TK_EOF && !is(P, "}") && (P->t == P->start || !P->t->bol)) next(P);
+  bool next_stmt = P->t->bol && (P->t->kind == TK_KEYWORD || (P->t->kind == TK_IDENT && mlc_tok_is(P->t + 1, "=")));
+  if (P->t->kind != TK_EOF && !is(P, "}") && (P->t == P->start || !next_stmt)) next(P);
   while (P->t->kind != TK_EOF) {
     if (is(P, "{")) braces++;
     if (is(P, "}")) {
@@ -89,7 +92,8 @@ static void sync(parser *P) {
     next(P);
   }
   P->depth = 0;
-  P->panic = false;
+  /* Skipped to the end of the file: a '}' missing there is a consequence. */
+  P->panic = P->t->kind == TK_EOF;
 }
 
 /* A declaration keyword at the start of a line: the block before it was
@@ -161,6 +165,10 @@ static void args(parser *P, mlc_ast_arg **out, uint32_t *out_n, const char *clos
 static mlc_ast_expr *primary(parser *P) {
   const mlc_token *t = P->t;
   mlc_ast_expr *e;
+  if (t->bol && P->depth == 0 && t != P->start) { /* `x = a +` at the end of a line: the line ended */
+    expected(P, "an expression");
+    return NULL;
+  }
   switch (t->kind) {
   case TK_INT:
     e = new_expr(P, AST_INT, t->loc);
@@ -378,7 +386,20 @@ static mlc_ast_stmt **block(parser *P, uint32_t *out_n) {
   mlc_ast_stmt **v = NULL;
   *out_n = 0;
   mlc_loc open = P->t->loc;
-  if (!expect(P, "{")) return NULL;
+  if (!expect(P, "{")) {
+    /* Only the '{' at the end of the line is missing: read the block as if
+     * it were there, so that its statements are not taken for members. */
+    if (!P->t->bol || P->t->kind == TK_EOF) return NULL;
+    open = P->t[-1].loc;
+    P->panic = false;
+  }
+  if (P->blocks >= MAX_DEPTH) {
+    mlc_error(P->d, open, "blocks are nested too deeply (the limit is %d)", MAX_DEPTH);
+    for (int braces = 1; braces > 0 && P->t->kind != TK_EOF; next(P)) braces += is(P, "{") - is(P, "}");
+    P->panic = true;
+    return NULL;
+  }
+  P->blocks++;
   while (!is(P, "}") && P->t->kind != TK_EOF && !at_decl(P)) {
     P->start = P->t;
     mlc_ast_stmt *s = stmt(P);
@@ -393,6 +414,7 @@ static mlc_ast_stmt **block(parser *P, uint32_t *out_n) {
     }
     v[n++] = s;
   }
+  P->blocks--;
   close_block(P, open);
   *out_n = n;
   return v;
@@ -498,6 +520,7 @@ static void train(parser *P, mlc_ast_file *f, mlc_loc loc) {
   t->model_loc = P->t->loc;
   if (f->train) {
     mlc_error(P->d, loc, "only one train block is allowed");
+    mlc_note(P->d, f->train->loc, "the first train block is here");
     P->panic = true;
     return;
   }
@@ -522,13 +545,19 @@ static void train(parser *P, mlc_ast_file *f, mlc_loc loc) {
       }
     } else if (is(P, "precision")) {
       slot = &t->precision;
-      if (*slot) mlc_error(P->d, at, "precision is already set");
+      if (*slot) {
+        mlc_error(P->d, at, "precision is already set");
+        mlc_note(P->d, (*slot)->loc, "it is first set here");
+      }
       *slot = expr(P);
     } else if (is(P, "loss") || is(P, "optimizer") || is(P, "shard")) {
       slot = is(P, "loss") ? &t->loss : is(P, "optimizer") ? &t->optimizer : &t->shard;
       const char *what = mlc_arena_strndup(P->a, P->t->s, P->t->len);
       next(P);
-      if (*slot) mlc_error(P->d, at, "%s is already set", what);
+      if (*slot) {
+        mlc_error(P->d, at, "%s is already set", what);
+        mlc_note(P->d, (*slot)->loc, "it is first set here");
+      }
       if (expect(P, "=")) *slot = expr(P);
     } else {
       expected(P, "input, loss, optimizer, precision or shard");

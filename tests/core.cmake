@@ -39,3 +39,12 @@ target_link_libraries(test_ir PRIVATE mlccore PkgConfig::CMOCKA)
 target_compile_definitions(test_ir PRIVATE MLC_SOURCE_DIR="${MLC_ROOT}")
 add_test(NAME unit.ir COMMAND test_ir)
 set_tests_properties(unit.ir PROPERTIES LABELS unit TIMEOUT 60)
+
+# The plan format, from the compiler's encoder to the runtime's reader.
+if(TARGET mlcrt)
+  add_executable(test_plan ${MLC_ROOT}/tests/unit/test_plan.c)
+  target_link_libraries(test_plan PRIVATE mlccore mlcrt PkgConfig::CMOCKA)
+  target_compile_definitions(test_plan PRIVATE MLC_SOURCE_DIR="${MLC_ROOT}")
+  add_test(NAME unit.plan COMMAND test_plan)
+  set_tests_properties(unit.plan PROPERTIES LABELS unit TIMEOUT 120)
+endif()

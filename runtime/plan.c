@@ -1,0 +1,261 @@
+/* Plan reader: parses and validates the binary format described in plan.h.
+ *
+ * The parser runs twice over the bytes.  The first run checks everything
+ * and counts the memory the parsed plan needs; the second, over one block of
+ * exactly that size, fills it in.  So a plan costs one allocation, a failed
+ * parse costs none, and the failing-allocator tests have one case to try.
+ */
+#include "runtime/plan.h"
+
+#include <stdbool.h>
+#include <string.h>
+#include <xxhash.h>
+
+typedef struct {
+  const uint8_t *base, *p, *end;
+  uint8_t *mem;   /* NULL in the counting run */
+  size_t used;
+  mlc_status err;
+} rd;
+
+static bool bad(rd *r, const char *what) {
+  if (!r->err) r->err = mlc_status_make(MLC_DATA_LOSS, "corrupt plan: %s at byte %zu", what, (size_t)(r->p - r->base));
+  return false;
+}
+
+static void *take(rd *r, size_t n) {
+  size_t off = (r->used + 15) & ~(size_t)15;
+  r->used = off + n;
+  return r->mem ? r->mem + off : NULL;
+}
+
+static bool need(rd *r, size_t n, const char *what) {
+  if ((size_t)(r->end - r->p) < n) return bad(r, what);
+  return true;
+}
+
+static bool u8(rd *r, uint8_t *v) {
+  if (!need(r, 1, "truncated")) return false;
+  *v = *r->p++;
+  return true;
+}
+
+static bool u32(rd *r, uint32_t *v) {
+  if (!need(r, 4, "truncated")) return false;
+  *v = (uint32_t)r->p[0] | (uint32_t)r->p[1] << 8 | (uint32_t)r->p[2] << 16 | (uint32_t)r->p[3] << 24;
+  r->p += 4;
+  return true;
+}
+
+static bool u64(rd *r, uint64_t *v) {
+  uint32_t lo, hi;
+  if (!u32(r, &lo) || !u32(r, &hi)) return false;
+  *v = (uint64_t)hi << 32 | lo;
+  return true;
+}
+
+static bool f64(rd *r, double *v) {
+  uint64_t bits;
+  if (!u64(r, &bits)) return false;
+  memcpy(v, &bits, sizeof *v);
+  return true;
+}
+
+/* A count of records, each at least `min_bytes` long: refuses counts the
+ * remaining bytes cannot hold, so a corrupt count never drives a huge
+ * allocation. */
+static bool count(rd *r, uint32_t *n, size_t min_bytes, const char *what) {
+  if (!u32(r, n)) return false;
+  if ((uint64_t)*n * min_bytes > (uint64_t)(r->end - r->p)) return bad(r, what);
+  return true;
+}
+
+static bool str(rd *r, const char **s) {
+  uint32_t n;
+  if (!u32(r, &n) || !need(r, n, "string runs past the end")) return false;
+  if (memchr(r->p, 0, n)) return bad(r, "string contains a NUL byte");
+  char *d = take(r, (size_t)n + 1);
+  if (d) {
+    memcpy(d, r->p, n);
+    d[n] = 0;
+  }
+  *s = d;
+  r->p += n;
+  return true;
+}
+
+uint64_t mlc_plan_shape_bytes(const mlc_plan_shape *s) {
+  static const uint8_t size[] = {0, 4, 2, 2, 4, 8, 1};
+  uint64_t n = s->dtype < sizeof size ? size[s->dtype] : 0;
+  for (int i = 0; i < s->rank; i++) n *= (uint64_t)s->dims[i];
+  return n;
+}
+
+static bool shape(rd *r, mlc_plan_shape *s) {
+  memset(s, 0, sizeof *s);
+  if (!u8(r, &s->dtype) || !u8(r, &s->rank)) return false;
+  if (s->dtype < 1 || s->dtype > 6) return bad(r, "unknown dtype");
+  if (s->rank > MLC_PLAN_MAX_RANK) return bad(r, "rank above 6");
+  uint64_t numel = 1;
+  for (int i = 0; i < s->rank; i++) {
+    uint64_t d;
+    if (!u64(r, &d)) return false;
+    if (d == 0 || d > ((uint64_t)1 << 48) || numel * d > ((uint64_t)1 << 48)) return bad(r, "dimension out of range");
+    s->dims[i] = (int64_t)d;
+    numel *= d;
+  }
+  return true;
+}
+
+static bool ids(rd *r, uint32_t n, uint32_t limit, const uint32_t **out, const char *what) {
+  uint32_t *v = take(r, (size_t)n * sizeof *v + 1);
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t x;
+    if (!u32(r, &x)) return false;
+    if (x >= limit) return bad(r, what);
+    if (v) v[i] = x;
+  }
+  *out = v;
+  return true;
+}
+
+static bool entry(rd *r, mlc_plan_entry *e, uint32_t nparams, uint32_t nkernels) {
+  if (!str(r, &e->name) || !u64(r, &e->arena_bytes)) return false;
+  if (!count(r, &e->nvalues, 14, "value count too large")) return false;
+  mlc_plan_value *vals = take(r, (size_t)e->nvalues * sizeof *vals + 1);
+  for (uint32_t i = 0; i < e->nvalues; i++) {
+    mlc_plan_value v;
+    uint64_t off;
+    if (!shape(r, &v.shape) || !u64(r, &off) || !u32(r, &v.param)) return false;
+    v.offset = (int64_t)off;
+    if (v.param == MLC_PLAN_NO_PARAM) {
+      uint64_t size = mlc_plan_shape_bytes(&v.shape);
+      if (off > e->arena_bytes || size > e->arena_bytes - off) return bad(r, "value outside the arena");
+    } else if (v.param >= nparams) {
+      return bad(r, "value refers to a parameter that does not exist");
+    }
+    if (vals) vals[i] = v;
+  }
+  e->values = vals;
+  for (int io = 0; io < 2; io++) {
+    uint32_t *n = io ? &e->noutputs : &e->ninputs;
+    if (!count(r, n, 8, "input/output count too large")) return false;
+    mlc_plan_io *v = take(r, (size_t)*n * sizeof *v + 1);
+    for (uint32_t i = 0; i < *n; i++) {
+      mlc_plan_io x;
+      if (!str(r, &x.name) || !u32(r, &x.value)) return false;
+      if (x.value >= e->nvalues) return bad(r, "input or output refers to a value that does not exist");
+      if (v) v[i] = x;
+    }
+    if (io) e->outputs = v;
+    else e->inputs = v;
+  }
+  if (!count(r, &e->nsteps, 48, "step count too large")) return false;
+  mlc_plan_step *steps = take(r, (size_t)e->nsteps * sizeof *steps + 1);
+  for (uint32_t i = 0; i < e->nsteps; i++) {
+    mlc_plan_step s;
+    if (!u32(r, &s.kernel) || !str(r, &s.name) || !str(r, &s.scope) || !u32(r, &s.stream)) return false;
+    if (s.kernel >= nkernels) return bad(r, "step refers to a kernel that does not exist");
+    if (!count(r, &s.nwait, 4, "wait count too large") || !ids(r, s.nwait, i, &s.wait, "step waits on a later step")) return false;
+    if (!count(r, &s.nargs, 4, "argument count too large") ||
+        !ids(r, s.nargs, e->nvalues, &s.args, "step argument refers to a value that does not exist"))
+      return false;
+    if (!u64(r, &s.work_items) || !f64(r, &s.flops) || !f64(r, &s.bytes)) return false;
+    if (steps) steps[i] = s;
+  }
+  e->steps = steps;
+  return true;
+}
+
+static bool payload(rd *r, mlc_plan *pl) {
+  if (!str(r, &pl->model)) return false;
+  if (!count(r, &pl->nparams, 23, "parameter count too large")) return false;
+  mlc_plan_param *params = take(r, (size_t)pl->nparams * sizeof *params + 1);
+  for (uint32_t i = 0; i < pl->nparams; i++) {
+    mlc_plan_param p;
+    if (!str(r, &p.name) || !shape(r, &p.shape) || !u8(r, &p.init) || !f64(r, &p.a) || !f64(r, &p.b)) return false;
+    if (p.init > 3) return bad(r, "unknown initialiser");
+    if (params) params[i] = p;
+  }
+  pl->params = params;
+  if (!count(r, &pl->nkernels, 4, "kernel count too large")) return false;
+  const char **kernels = take(r, (size_t)pl->nkernels * sizeof *kernels + 1);
+  for (uint32_t i = 0; i < pl->nkernels; i++) {
+    const char *k;
+    if (!str(r, &k)) return false;
+    if (kernels) kernels[i] = k;
+  }
+  pl->kernels = kernels;
+  if (!count(r, &pl->nentries, 28, "entry count too large")) return false;
+  mlc_plan_entry *entries = take(r, (size_t)pl->nentries * sizeof *entries + 1);
+  for (uint32_t i = 0; i < pl->nentries; i++) {
+    mlc_plan_entry e;
+    memset(&e, 0, sizeof e);
+    if (!entry(r, &e, pl->nparams, pl->nkernels)) return false;
+    if (entries) entries[i] = e;
+  }
+  pl->entries = entries;
+  if (r->p != r->end) return bad(r, "trailing bytes after the last entry");
+  return true;
+}
+
+mlc_status mlc_plan_parse(const void *bytes, size_t n, mlc_allocator a, mlc_plan **out_plan) {
+  *out_plan = NULL;
+  const uint8_t *b = bytes;
+  if (n < MLC_PLAN_HEADER_BYTES || memcmp(b, MLC_PLAN_MAGIC, 8))
+    return mlc_status_make(MLC_DATA_LOSS, "not an mlc plan (bad magic or shorter than its header)");
+  rd h = {b, b + 8, b + MLC_PLAN_HEADER_BYTES, NULL, 0, NULL};
+  uint32_t version, reserved;
+  uint64_t len, sum;
+  if (!u32(&h, &version) || !u32(&h, &reserved) || !u64(&h, &len) || !u64(&h, &sum)) return h.err;
+  if (version != MLC_PLAN_VERSION)
+    return mlc_status_make(MLC_DATA_LOSS, "plan format version %u; this runtime reads version %u (recompile the model)",
+                           version, MLC_PLAN_VERSION);
+  if (len != n - MLC_PLAN_HEADER_BYTES)
+    return mlc_status_make(MLC_DATA_LOSS, "plan payload is %llu bytes but %zu follow the header (truncated?)",
+                           (unsigned long long)len, n - MLC_PLAN_HEADER_BYTES);
+  if (XXH64(b + MLC_PLAN_HEADER_BYTES, (size_t)len, 0) != sum)
+    return mlc_status_make(MLC_DATA_LOSS, "plan checksum mismatch: the plan is corrupt");
+  mlc_plan tmp;
+  memset(&tmp, 0, sizeof tmp);
+  rd r = {b, b + MLC_PLAN_HEADER_BYTES, b + n, NULL, 0, NULL};
+  if (!payload(&r, &tmp)) return r.err;
+  size_t total = ((sizeof(mlc_plan) + 15) & ~(size_t)15) + r.used + 16;
+  uint8_t *mem = mlc_allocator_alloc(a, total);
+  if (!mem) return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory for a %zu-byte plan", total);
+  mlc_plan *pl = (mlc_plan *)mem;
+  memset(pl, 0, sizeof *pl);
+  rd r2 = {b, b + MLC_PLAN_HEADER_BYTES, b + n, mem + ((sizeof(mlc_plan) + 15) & ~(size_t)15), 0, NULL};
+  if (!payload(&r2, pl)) { /* cannot happen: the same bytes passed above */
+    mlc_allocator_free(a, mem);
+    return r2.err;
+  }
+  pl->allocator = a;
+  /* Checks that need the parameters, which the counting run had not kept. */
+  for (uint32_t k = 0; k < pl->nentries; k++)
+    for (uint32_t i = 0; i < pl->entries[k].nvalues; i++) {
+      const mlc_plan_value *v = &pl->entries[k].values[i];
+      if (v->param == MLC_PLAN_NO_PARAM) continue;
+      /* A value may view a parameter with another shape (a reshape), but
+       * not with another dtype or size. */
+      const mlc_plan_shape *ps = &pl->params[v->param].shape;
+      if (ps->dtype != v->shape.dtype || mlc_plan_shape_bytes(ps) != mlc_plan_shape_bytes(&v->shape)) {
+        mlc_status st = mlc_status_make(MLC_DATA_LOSS, "corrupt plan: entry %s views parameter %s with another dtype or size",
+                                        pl->entries[k].name, pl->params[v->param].name);
+        mlc_allocator_free(a, mem);
+        return st;
+      }
+    }
+  *out_plan = pl;
+  return NULL;
+}
+
+void mlc_plan_free(mlc_plan *plan) {
+  if (plan) mlc_allocator_free(plan->allocator, plan);
+}
+
+const mlc_plan_entry *mlc_plan_find_entry(const mlc_plan *plan, const char *name) {
+  for (uint32_t i = 0; i < plan->nentries; i++)
+    if (!strcmp(plan->entries[i].name, name)) return &plan->entries[i];
+  return NULL;
+}

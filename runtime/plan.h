@@ -1,0 +1,109 @@
+/* The plan: the one contract between the compiler and the runtime.
+ *
+ * A plan lists the model's parameters and, per entry point (forward,
+ * train), the values it touches, its named inputs and outputs, and the steps
+ * to run in order.  A value lives either at an offset in the entry point's
+ * arena (one allocation whose size the compiler planned) or in a parameter.
+ * A step launches one kernel on a stream over a number of independent work
+ * items, with value ids as arguments, after waiting on the listed steps; it
+ * carries the kernel's name, the module scope it came from, and its FLOP
+ * and byte counts for the profiler.
+ *
+ * Binary layout, all integers little-endian:
+ *
+ *   header   "MLCPLAN\0"  u32 version  u32 reserved  u64 payload_bytes  u64 xxh64(payload, seed 0)
+ *   payload  str model
+ *            u32 nparams   { str name, dtype, shape, u8 init, f64 a, f64 b }
+ *            u32 nkernels  { str symbol }
+ *            u32 nentries  { str name, u64 arena_bytes,
+ *                            u32 nvalues  { dtype, shape, i64 offset, u32 param (0xffffffff: arena) }
+ *                            u32 ninputs  { str name, u32 value }
+ *                            u32 noutputs { str name, u32 value }
+ *                            u32 nsteps   { u32 kernel, str name, str scope, u32 stream,
+ *                                           u32 nwait { u32 step }, u32 nargs { u32 value },
+ *                                           u64 work_items, f64 flops, f64 bytes } }
+ *   str   = u32 length, then that many bytes (no NUL)
+ *   dtype = u8 (mlc_dtype of ir/ir.h: 1 f32, 2 bf16, 3 f16, 4 i32, 5 i64, 6 bool)
+ *   shape = u8 rank (<= 6), then rank x i64 dims (> 0)
+ *
+ * The reader checks everything against the bytes it was given: the
+ * checksum, every count and length, dtypes, shapes, that arena values fit in
+ * the arena, that a value viewing a parameter has its dtype and size, and
+ * that every id refers to something that exists (a step may only wait on an
+ * earlier step).  A plan that fails any check is refused
+ * with MLC_DATA_LOSS and a message saying what is wrong.
+ */
+#ifndef MLC_PLAN_H
+#define MLC_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime/alloc.h"
+#include "runtime/status.h"
+
+#define MLC_PLAN_MAGIC "MLCPLAN"
+#define MLC_PLAN_VERSION 1u
+#define MLC_PLAN_HEADER_BYTES 32u
+#define MLC_PLAN_MAX_RANK 6
+#define MLC_PLAN_NO_PARAM 0xffffffffu
+
+typedef struct {
+  uint8_t dtype, rank;
+  int64_t dims[MLC_PLAN_MAX_RANK];
+} mlc_plan_shape;
+
+typedef struct {
+  const char *name;
+  mlc_plan_shape shape;
+  uint8_t init; /* 0 zeros, 1 ones, 2 uniform(a, b), 3 normal(mean a, std b) */
+  double a, b;
+} mlc_plan_param;
+
+typedef struct {
+  mlc_plan_shape shape;
+  int64_t offset;  /* in the arena, when param == MLC_PLAN_NO_PARAM */
+  uint32_t param;
+} mlc_plan_value;
+
+typedef struct {
+  const char *name;
+  uint32_t value;
+} mlc_plan_io;
+
+typedef struct {
+  uint32_t kernel;
+  const char *name, *scope;
+  uint32_t stream;
+  uint32_t nwait, nargs;
+  const uint32_t *wait, *args;
+  uint64_t work_items;
+  double flops, bytes;
+} mlc_plan_step;
+
+typedef struct {
+  const char *name;
+  uint64_t arena_bytes;
+  uint32_t nvalues, ninputs, noutputs, nsteps;
+  const mlc_plan_value *values;
+  const mlc_plan_io *inputs, *outputs;
+  const mlc_plan_step *steps;
+} mlc_plan_entry;
+
+typedef struct mlc_plan {
+  const char *model;
+  uint32_t nparams, nkernels, nentries;
+  const mlc_plan_param *params;
+  const char *const *kernels;
+  const mlc_plan_entry *entries;
+  mlc_allocator allocator; /* what the plan was allocated with */
+} mlc_plan;
+
+/* Parses and validates a plan.  The result does not point into `bytes`. */
+MLC_MUST_USE mlc_status mlc_plan_parse(const void *bytes, size_t n, mlc_allocator a, mlc_plan **out_plan);
+void mlc_plan_free(mlc_plan *plan);
+const mlc_plan_entry *mlc_plan_find_entry(const mlc_plan *plan, const char *name);
+/* Bytes of one value of this shape. */
+uint64_t mlc_plan_shape_bytes(const mlc_plan_shape *s);
+
+#endif
