@@ -118,6 +118,8 @@ void mlc_plan_encode(const mlc_program *p, mlc_kernel_namer namer, void *ctx, ui
       put_shape(&w, &n->type);
       put_u64(&w, is_param ? 0 : (uint64_t)f->offset[i]);
       put_u32(&w, is_param ? f->nodes[root].a.param : MLC_PLAN_NO_PARAM);
+      put_u8(&w, n->op == MLC_OP_CONST);
+      put_f64(&w, n->op == MLC_OP_CONST ? n->a.f : 0);
     }
     put_u32(&w, f->inputs.n);
     for (uint32_t i = 0; i < f->inputs.n; i++) {

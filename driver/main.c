@@ -7,6 +7,7 @@
  *   0 success, 1 error in the model (diagnostics printed), 2 usage error,
  *   3 internal error (a bug in mlc), 4 the target is not available in this build.
  */
+#define _XOPEN_SOURCE 700 /* sigaltstack */
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
@@ -239,10 +240,15 @@ out:
 }
 
 int main(int argc, char **argv) {
-  signal(SIGABRT, on_crash);
-  signal(SIGSEGV, on_crash);
-  signal(SIGBUS, on_crash);
-  signal(SIGFPE, on_crash);
+  /* The crash handler runs on a stack of its own, so that a stack overflow
+   * still ends with the internal-error status and message. */
+  static char altstack[64 * 1024];
+  stack_t ss = {.ss_sp = altstack, .ss_size = sizeof altstack};
+  sigaltstack(&ss, NULL);
+  struct sigaction sa = {.sa_handler = on_crash, .sa_flags = SA_ONSTACK};
+  sigemptyset(&sa.sa_mask);
+  int sigs[] = {SIGABRT, SIGSEGV, SIGBUS, SIGFPE};
+  for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) sigaction(sigs[i], &sa, NULL);
   if (argc < 2) {
     usage(stderr);
     return EXIT_USAGE;

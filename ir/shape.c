@@ -261,10 +261,15 @@ static bool shape_cross_entropy(rule_ctx *c) {
   const mlc_type *x = c->in[0], *t = c->in[1];
   if (!need_float(c, x, "cross_entropy")) return false;
   if (!is_int(t)) return fail(c, "cross_entropy targets must be i32 or i64, got %s", TSTR(t));
-  bool ok = x->rank >= 1 && t->rank == x->rank - 1;
+  if (x->rank < 1) return fail(c, "cross_entropy needs logits of rank 1 or more, got %s", TSTR(x));
+  bool ok = t->rank == x->rank - 1;
   for (int i = 0; ok && i < t->rank; i++) ok = t->dim[i] == x->dim[i];
-  if (!ok) return fail(c, "cross_entropy of logits %s needs targets of shape %s[...without the class axis], got %s",
-                       TSTR(x), mlc_dtype_name(t->dtype), TSTR(t));
+  if (!ok) {
+    mlc_type want = {.dtype = t->dtype, .rank = (uint8_t)(x->rank - 1)};
+    memcpy(want.dim, x->dim, want.rank * sizeof *want.dim);
+    return fail(c, "cross_entropy of logits %s needs targets of shape %s (the logits' shape without the class axis), got %s",
+                TSTR(x), TSTR(&want), TSTR(t));
+  }
   *c->out = (mlc_type){.dtype = MLC_DT_F32, .rank = 0};
   return true;
 }

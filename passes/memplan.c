@@ -6,7 +6,8 @@
  * runtime makes a single allocation.
  *
  * A value is alive from the node that defines it to its last use; inputs
- * are alive from the start, outputs to the end.  A reshape is a view: it
+ * are alive from the start, outputs to the end, and scalar constants, which
+ * the runtime writes once, for the whole run.  A reshape is a view: it
  * shares its input's storage, which then lives as long as either does.
  * Parameters live outside the arena (offset -1): they are the model's
  * weights, bound once per session.
@@ -91,6 +92,8 @@ static void plan_func(mlc_program *p, mlc_func *f) {
   }
   for (uint32_t i = 0; i < f->noutputs; i++) last[root[f->outputs[i].node]] = UINT32_MAX;
   for (uint32_t i = 0; i < f->inputs.n; i++) last[root[f->inputs.v[i]]] = UINT32_MAX; /* the caller's data */
+  for (uint32_t i = 0; i < n; i++) /* scalars the runtime writes once, at the start */
+    if (f->nodes[i].op == MLC_OP_CONST) last[i] = UINT32_MAX;
 
   /* dying[k]: roots whose last use is node k, as a linked list through next[]. */
   uint32_t *head = mlc_arena_alloc(p->arena, (n + 1) * sizeof *head);

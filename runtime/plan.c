@@ -121,13 +121,16 @@ static bool ids(rd *r, uint32_t n, uint32_t limit, const uint32_t **out, const c
 
 static bool entry(rd *r, mlc_plan_entry *e, uint32_t nparams, uint32_t nkernels) {
   if (!str(r, &e->name) || !u64(r, &e->arena_bytes)) return false;
-  if (!count(r, &e->nvalues, 14, "value count too large")) return false;
+  if (!count(r, &e->nvalues, 23, "value count too large")) return false;
   mlc_plan_value *vals = take(r, (size_t)e->nvalues * sizeof *vals + 1);
   for (uint32_t i = 0; i < e->nvalues; i++) {
     mlc_plan_value v;
     uint64_t off;
-    if (!shape(r, &v.shape) || !u64(r, &off) || !u32(r, &v.param)) return false;
+    if (!shape(r, &v.shape) || !u64(r, &off) || !u32(r, &v.param) || !u8(r, &v.is_const) || !f64(r, &v.value))
+      return false;
     v.offset = (int64_t)off;
+    if (v.is_const > 1 || (v.is_const && (v.shape.rank != 0 || v.param != MLC_PLAN_NO_PARAM)))
+      return bad(r, "a constant must be an arena scalar");
     if (v.param == MLC_PLAN_NO_PARAM) {
       uint64_t size = mlc_plan_shape_bytes(&v.shape);
       if (off > e->arena_bytes || size > e->arena_bytes - off) return bad(r, "value outside the arena");

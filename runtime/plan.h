@@ -16,7 +16,8 @@
  *            u32 nparams   { str name, dtype, shape, u8 init, f64 a, f64 b }
  *            u32 nkernels  { str symbol }
  *            u32 nentries  { str name, u64 arena_bytes,
- *                            u32 nvalues  { dtype, shape, i64 offset, u32 param (0xffffffff: arena) }
+ *                            u32 nvalues  { dtype, shape, i64 offset, u32 param (0xffffffff: arena),
+ *                                           u8 is_const, f64 value (a scalar the runtime writes once) }
  *                            u32 ninputs  { str name, u32 value }
  *                            u32 noutputs { str name, u32 value }
  *                            u32 nsteps   { u32 kernel, str name, str scope, u32 stream,
@@ -64,6 +65,8 @@ typedef struct {
   mlc_plan_shape shape;
   int64_t offset;  /* in the arena, when param == MLC_PLAN_NO_PARAM */
   uint32_t param;
+  uint8_t is_const; /* a scalar constant: the runtime stores `value` at the offset once */
+  double value;
 } mlc_plan_value;
 
 typedef struct {
