@@ -1,0 +1,198 @@
+/* Elementwise kernels: add/sub/mul/div with numpy broadcasting, the unary
+ * ops, and cast.
+ *
+ * The output and each input are described by strides over the output's
+ * dimensions, an input's stride being 0 along a broadcast dimension.  Size-1
+ * dimensions are dropped and neighbouring dimensions merged wherever every
+ * operand is contiguous across them, so a plain same-shape add becomes one
+ * flat loop and `x[b, s, d] + bias[d]` becomes rows of d.  A work item is a
+ * chunk of up to CHUNK elements of one row of the innermost dimension.  The
+ * row is walked in vectors; an input that is constant along it (stride 0)
+ * is loaded once and splatted, and a CONST input is folded into the code.
+ *
+ * Each op's arithmetic is one small function in the table `bodies`; it sees
+ * the inputs converted to the compute type and works on scalars and vectors
+ * alike.
+ */
+#include "codegen/llvm/cg.h"
+
+#define CHUNK 4096 /* elements per work item: a multiple of every vector width */
+
+typedef LLVMValueRef (*ew_body)(cg *g, LLVMValueRef *x, int dt);
+
+static LLVMValueRef b_add(cg *g, LLVMValueRef *x, int dt) {
+  return cg_is_float(dt) ? LLVMBuildFAdd(g->b, x[0], x[1], "") : LLVMBuildAdd(g->b, x[0], x[1], "");
+}
+static LLVMValueRef b_sub(cg *g, LLVMValueRef *x, int dt) {
+  return cg_is_float(dt) ? LLVMBuildFSub(g->b, x[0], x[1], "") : LLVMBuildSub(g->b, x[0], x[1], "");
+}
+static LLVMValueRef b_mul(cg *g, LLVMValueRef *x, int dt) {
+  return cg_is_float(dt) ? LLVMBuildFMul(g->b, x[0], x[1], "") : LLVMBuildMul(g->b, x[0], x[1], "");
+}
+/* Integer division truncates (torch.div(rounding_mode="trunc")); dividing
+ * by zero gives 0 instead of trapping. */
+static LLVMValueRef b_div(cg *g, LLVMValueRef *x, int dt) {
+  if (cg_is_float(dt)) return LLVMBuildFDiv(g->b, x[0], x[1], "");
+  LLVMValueRef zero = LLVMConstNull(LLVMTypeOf(x[1])), one = cg_const(g, LLVMTypeOf(x[1]), 1);
+  LLVMValueRef z = LLVMBuildICmp(g->b, LLVMIntEQ, x[1], zero, "");
+  LLVMValueRef q = LLVMBuildSDiv(g->b, x[0], LLVMBuildSelect(g->b, z, one, x[1], ""), "");
+  return LLVMBuildSelect(g->b, z, zero, q, "");
+}
+static LLVMValueRef b_neg(cg *g, LLVMValueRef *x, int dt) {
+  return cg_is_float(dt) ? LLVMBuildFNeg(g->b, x[0], "") : LLVMBuildNeg(g->b, x[0], "");
+}
+static LLVMValueRef b_exp(cg *g, LLVMValueRef *x, int dt) { return cg_exp(g, x[0]); }
+static LLVMValueRef b_log(cg *g, LLVMValueRef *x, int dt) { return cg_log(g, x[0]); }
+static LLVMValueRef b_sqrt(cg *g, LLVMValueRef *x, int dt) { return cg_sqrt(g, x[0]); }
+static LLVMValueRef b_rsqrt(cg *g, LLVMValueRef *x, int dt) {
+  return LLVMBuildFDiv(g->b, cg_const(g, LLVMTypeOf(x[0]), 1.0), cg_sqrt(g, x[0]), "");
+}
+static LLVMValueRef b_tanh(cg *g, LLVMValueRef *x, int dt) { return cg_tanh(g, x[0]); }
+static LLVMValueRef b_sigmoid(cg *g, LLVMValueRef *x, int dt) { return cg_sigmoid(g, x[0]); }
+/* x < 0 ? 0 : x, so that NaN passes through as in torch.relu. */
+static LLVMValueRef b_relu(cg *g, LLVMValueRef *x, int dt) {
+  LLVMValueRef zero = LLVMConstNull(LLVMTypeOf(x[0]));
+  LLVMValueRef neg = cg_is_float(dt) ? LLVMBuildFCmp(g->b, LLVMRealOLT, x[0], zero, "")
+                                     : LLVMBuildICmp(g->b, LLVMIntSLT, x[0], zero, "");
+  return LLVMBuildSelect(g->b, neg, zero, x[0], "");
+}
+static LLVMValueRef b_silu(cg *g, LLVMValueRef *x, int dt) {
+  LLVMValueRef e = cg_exp(g, LLVMBuildFNeg(g->b, x[0], ""));
+  return LLVMBuildFDiv(g->b, x[0], LLVMBuildFAdd(g->b, e, cg_const(g, LLVMTypeOf(e), 1.0), ""), "");
+}
+static LLVMValueRef b_gelu(cg *g, LLVMValueRef *x, int dt) {
+  LLVMTypeRef t = LLVMTypeOf(x[0]);
+  LLVMValueRef e = cg_erf(g, LLVMBuildFMul(g->b, x[0], cg_const(g, t, 0.70710678118654752440), ""));
+  LLVMValueRef h = LLVMBuildFMul(g->b, x[0], cg_const(g, t, 0.5), "");
+  return cg_fma(g, h, e, h);
+}
+static LLVMValueRef b_cast(cg *g, LLVMValueRef *x, int dt) { return cg_convert(g, x[0], dt, g->n->type.dtype); }
+
+static const ew_body bodies[MLC_OP_COUNT] = {
+  [MLC_OP_ADD] = b_add,   [MLC_OP_SUB] = b_sub,   [MLC_OP_MUL] = b_mul,         [MLC_OP_DIV] = b_div,
+  [MLC_OP_NEG] = b_neg,   [MLC_OP_EXP] = b_exp,   [MLC_OP_LOG] = b_log,         [MLC_OP_SQRT] = b_sqrt,
+  [MLC_OP_RSQRT] = b_rsqrt, [MLC_OP_TANH] = b_tanh, [MLC_OP_SIGMOID] = b_sigmoid, [MLC_OP_RELU] = b_relu,
+  [MLC_OP_SILU] = b_silu, [MLC_OP_GELU] = b_gelu, [MLC_OP_CAST] = b_cast,
+};
+
+typedef struct {
+  int nin;
+  int in_dt;             /* compute dtype of the inputs */
+  cg_buf buf[3];         /* out, in0, in1 */
+  bool inner_bcast[3];   /* stride 0 along the row */
+  const mlc_node *cnst[3]; /* CONST inputs, folded in */
+  LLVMValueRef base[3];  /* element offset of the row's start */
+  LLVMValueRef splat[3]; /* loaded once per row, for stride-0 inputs */
+  ew_body body;
+} ew_ctx;
+
+/* A stride-0 input's value for this row, as a scalar. */
+static LLVMValueRef row_scalar(cg *g, ew_ctx *c, int k) {
+  if (c->cnst[k]) return cg_const(g, cg_ctype(g, c->cnst[k]->type.dtype, 1), c->cnst[k]->a.f);
+  return cg_load(g, c->buf[k], c->base[k], 1, NULL);
+}
+
+static void ew_step(cg *g, ew_ctx *c, LLVMValueRef j, int lanes, LLVMValueRef mask) {
+  LLVMValueRef x[2];
+  for (int k = 1; k <= c->nin; k++) {
+    if (c->inner_bcast[k]) x[k - 1] = lanes == 1 ? c->splat[k] : cg_splat(g, c->splat[k], lanes);
+    else x[k - 1] = cg_load(g, c->buf[k], cg_iadd(g, c->base[k], j), lanes, mask);
+  }
+  LLVMValueRef y = c->body(g, x, c->in_dt);
+  cg_store(g, c->buf[0], cg_iadd(g, c->base[0], j), y, mask);
+}
+
+bool cg_emit_ew(cg *g) {
+  const mlc_node *n = g->n;
+  ew_ctx c = {.nin = n->nin, .body = bodies[n->op]};
+  if (!c.body || n->nin < 1 || n->nin > 2) return cg_fail(g, "%s is not an elementwise op", mlc_ops[n->op].name);
+  c.in_dt = g->f->nodes[n->in[0]].type.dtype;
+  c.buf[0] = g->out;
+
+  /* Strides over the output's dimensions: [0] out, [1..] inputs. */
+  const mlc_type *ot = &n->type;
+  int r = ot->rank;
+  int64_t dims[MLC_MAX_RANK], st[3][MLC_MAX_RANK] = {{0}};
+  cg_strides(ot, st[0]);
+  for (int k = 0; k < r; k++) dims[k] = ot->dim[k];
+  for (int i = 0; i < c.nin; i++) {
+    const mlc_node *in = &g->f->nodes[n->in[i]];
+    c.buf[i + 1] = g->in[i];
+    if (in->op == MLC_OP_CONST) c.cnst[i + 1] = in;
+    int64_t is[MLC_MAX_RANK];
+    cg_strides(&in->type, is);
+    for (int k = 0; k < r; k++) {
+      int ik = k - (r - in->type.rank);
+      st[i + 1][k] = ik >= 0 && in->type.dim[ik] != 1 ? is[ik] : 0;
+    }
+  }
+  /* Drop size-1 dimensions, then merge contiguous neighbours. */
+  int m = 0;
+  for (int k = 0; k < r; k++) {
+    if (dims[k] == 1) continue;
+    dims[m] = dims[k];
+    for (int o = 0; o <= c.nin; o++) st[o][m] = st[o][k];
+    m++;
+  }
+  r = m;
+  m = 0;
+  for (int k = 0; k < r; k++) {
+    bool merge = m > 0;
+    for (int o = 0; merge && o <= c.nin; o++) merge = st[o][m - 1] == st[o][k] * dims[k];
+    if (merge) {
+      dims[m - 1] *= dims[k];
+      for (int o = 0; o <= c.nin; o++) st[o][m - 1] = st[o][k];
+    } else {
+      dims[m] = dims[k];
+      for (int o = 0; o <= c.nin; o++) st[o][m] = st[o][k];
+      m++;
+    }
+  }
+  r = m;
+  if (r == 0) { /* a single element */
+    r = 1;
+    dims[0] = 1;
+    for (int o = 0; o <= c.nin; o++) st[o][0] = o == 0;
+  }
+  int64_t len = dims[r - 1], nch = cg_ceil_div(len, CHUNK), rows = 1;
+  for (int k = 0; k < r - 1; k++) rows *= dims[k];
+  for (int o = 1; o <= c.nin; o++) c.inner_bcast[o] = st[o][r - 1] == 0 || c.cnst[o];
+  g->items = rows * nch;
+
+  cg_loop items;
+  LLVMValueRef item = cg_items_begin(g, &items);
+  LLVMValueRef row = item, ch = cg_i64(g, 0);
+  if (nch > 1) {
+    row = LLVMBuildUDiv(g->b, item, cg_i64(g, nch), "");
+    ch = LLVMBuildURem(g->b, item, cg_i64(g, nch), "");
+  }
+  cg_unflatten(g, row, r - 1, dims, c.nin + 1, (const int64_t(*)[MLC_MAX_RANK])st, c.base);
+  LLVMValueRef j0 = cg_imulc(g, ch, CHUNK);
+  for (int o = 1; o <= c.nin; o++)
+    if (c.inner_bcast[o]) c.splat[o] = row_scalar(g, &c, o);
+
+  /* Whole vectors over the chunk, then the row's tail with a mask.  Every
+   * chunk but the last is a multiple of the vector width. */
+  int64_t last = len - (nch - 1) * CHUNK, tail = last % g->vw;
+  LLVMValueRef vend = cg_i64(g, len - tail); /* where whole vectors end */
+  if (nch > 1) {
+    vend = cg_iadd(g, j0, cg_block_len(g, j0, len, CHUNK));
+    if (tail) vend = LLVMBuildSelect(g->b, cg_eq(g, ch, nch - 1), cg_iaddc(g, vend, -tail), vend, "");
+  }
+  if (len >= g->vw) {
+    cg_loop L;
+    LLVMValueRef j = cg_for(g, &L, j0, vend, g->vw);
+    ew_step(g, &c, j, g->vw, NULL);
+    cg_end_for(g, &L, NULL);
+  }
+  if (tail) {
+    cg_if_t t;
+    cg_if(g, &t, nch > 1 ? cg_eq(g, ch, nch - 1) : LLVMConstInt(g->t_i1, 1, 0));
+    LLVMValueRef j = cg_i64(g, len - tail);
+    if (tail == 1) ew_step(g, &c, j, 1, NULL);
+    else ew_step(g, &c, j, g->vw, cg_mask(g, g->vw, (int)tail));
+    cg_endif(g, &t);
+  }
+  cg_end_for(g, &items, NULL);
+  return true;
+}

@@ -1,0 +1,191 @@
+/* Data movement: transpose (swap two axes), slice, concat, and embedding.
+ *
+ * These move bytes without arithmetic, so they copy raw storage (no
+ * conversion) and lean on llvm.memcpy, which LLVM expands into vector moves
+ * when the size is a small constant.  Long rows are cut into chunks of
+ * COPY_CHUNK elements so that a big copy still spreads over the threads.
+ *
+ * transpose: with dimensions merged where input and output are both
+ * contiguous, if the innermost output dimension is still contiguous in the
+ * input, every output row is one memcpy.  Otherwise the two axes that are
+ * contiguous on either side are copied in TILE x TILE tiles, so reads and
+ * writes both stay within a few cache lines.
+ */
+#include "codegen/llvm/cg.h"
+
+#define COPY_CHUNK 16384
+#define TILE 16
+
+/* Item il of a copy of `rows` rows of rowlen elements, each cut into
+ * ceil(rowlen / COPY_CHUNK) chunks; the row starts are given as offsets. */
+static void copy_chunk(cg *g, LLVMValueRef ch, int64_t rowlen, cg_buf dst, LLVMValueRef dst_row, cg_buf src,
+                       LLVMValueRef src_row) {
+  int64_t nch = cg_ceil_div(rowlen, COPY_CHUNK);
+  LLVMValueRef len = cg_i64(g, rowlen), e0 = cg_i64(g, 0);
+  if (nch > 1) {
+    e0 = cg_imulc(g, ch, COPY_CHUNK);
+    len = cg_block_len(g, e0, rowlen, COPY_CHUNK);
+  }
+  cg_memcpy(g, dst, cg_iadd(g, dst_row, e0), src, cg_iadd(g, src_row, e0), len);
+}
+
+/* Rows with uniform strides: row r of dst starts at r*dst_stride + dst_off. */
+static void copy_rows(cg *g, LLVMValueRef il, int64_t rowlen, cg_buf dst, int64_t dst_stride, int64_t dst_off,
+                      cg_buf src, int64_t src_stride, int64_t src_off) {
+  int64_t nch = cg_ceil_div(rowlen, COPY_CHUNK);
+  LLVMValueRef row = il, ch = cg_i64(g, 0);
+  if (nch > 1) {
+    row = LLVMBuildUDiv(g->b, il, cg_i64(g, nch), "");
+    ch = LLVMBuildURem(g->b, il, cg_i64(g, nch), "");
+  }
+  LLVMValueRef d = cg_iaddc(g, cg_imulc(g, row, dst_stride), dst_off);
+  LLVMValueRef s = cg_iaddc(g, cg_imulc(g, row, src_stride), src_off);
+  copy_chunk(g, ch, rowlen, dst, d, src, s);
+}
+
+static void view3(const mlc_type *t, int axis, int64_t *outer, int64_t *D, int64_t *inner) {
+  *outer = *inner = 1;
+  for (int k = 0; k < axis; k++) *outer *= t->dim[k];
+  for (int k = axis + 1; k < t->rank; k++) *inner *= t->dim[k];
+  *D = t->dim[axis];
+}
+
+/* ---- transpose ---- */
+
+bool cg_emit_transpose(cg *g) {
+  const mlc_node *n = g->n;
+  const mlc_type *it = &g->f->nodes[n->in[0]].type, *ot = &n->type;
+  int64_t is[MLC_MAX_RANK], st[2][MLC_MAX_RANK], d[MLC_MAX_RANK];
+  cg_strides(it, is);
+  cg_strides(ot, st[0]);
+  int r = 0;
+  for (int k = 0; k < ot->rank; k++) {
+    int src = k == n->a.axis ? n->a.axis2 : k == n->a.axis2 ? n->a.axis : k;
+    if (ot->dim[k] == 1) continue;
+    d[r] = ot->dim[k];
+    st[0][r] = st[0][k];
+    st[1][r] = is[src];
+    if (r > 0 && st[0][r - 1] == st[0][r] * d[r] && st[1][r - 1] == st[1][r] * d[r]) {
+      d[r - 1] *= d[r];
+      st[0][r - 1] = st[0][r];
+      st[1][r - 1] = st[1][r];
+    } else {
+      r++;
+    }
+  }
+  if (r == 0 || st[1][r - 1] == 1) { /* rows that are contiguous on both sides */
+    int64_t rowlen = r ? d[r - 1] : 1, nch = cg_ceil_div(rowlen, COPY_CHUNK), rows = 1;
+    for (int k = 0; k < r - 1; k++) rows *= d[k];
+    g->items = rows * nch;
+    cg_loop items;
+    LLVMValueRef item = cg_items_begin(g, &items);
+    LLVMValueRef row = item, ch = cg_i64(g, 0), off[2];
+    if (nch > 1) {
+      row = LLVMBuildUDiv(g->b, item, cg_i64(g, nch), "");
+      ch = LLVMBuildURem(g->b, item, cg_i64(g, nch), "");
+    }
+    cg_unflatten(g, row, r > 0 ? r - 1 : 0, d, 2, (const int64_t(*)[MLC_MAX_RANK])st, off);
+    copy_chunk(g, ch, rowlen, g->out, off[0], g->in[0], off[1]);
+    cg_end_for(g, &items, NULL);
+    return true;
+  }
+  /* Tiles over p (contiguous in the input) and the last axis (contiguous in
+   * the output). */
+  int p = 0, q = r - 1;
+  while (p < r && st[1][p] != 1) p++;
+  if (p >= q) return cg_fail(g, "transpose: no contiguous input axis (internal)");
+  int64_t td[MLC_MAX_RANK], ts[4][MLC_MAX_RANK] = {{0}}, items = 1;
+  for (int k = 0; k < r; k++) {
+    bool tiled = k == p || k == q;
+    td[k] = tiled ? cg_ceil_div(d[k], TILE) : d[k];
+    ts[0][k] = tiled ? TILE * st[0][k] : st[0][k];
+    ts[1][k] = tiled ? TILE * st[1][k] : st[1][k];
+    items *= td[k];
+  }
+  ts[2][p] = 1;
+  ts[3][q] = 1;
+  g->items = items;
+  cg_loop il;
+  LLVMValueRef item = cg_items_begin(g, &il), off[4];
+  cg_unflatten(g, item, r, td, 4, (const int64_t(*)[MLC_MAX_RANK])ts, off);
+  LLVMValueRef np = cg_block_len(g, cg_imulc(g, off[2], TILE), d[p], TILE);
+  LLVMValueRef nq = cg_block_len(g, cg_imulc(g, off[3], TILE), d[q], TILE);
+  cg_loop Li, Lj;
+  LLVMValueRef i = cg_for(g, &Li, cg_i64(g, 0), np, 1);
+  LLVMValueRef ob = cg_idx(g, off[0], i, st[0][p]), ib = cg_iadd(g, off[1], i);
+  LLVMValueRef j = cg_for(g, &Lj, cg_i64(g, 0), nq, 1);
+  LLVMValueRef v = cg_load_raw(g, g->in[0], cg_idx(g, ib, j, st[1][q]), 1, NULL);
+  cg_store_raw(g, g->out, cg_iadd(g, ob, j), v, NULL);
+  cg_end_for(g, &Lj, NULL);
+  cg_end_for(g, &Li, NULL);
+  cg_end_for(g, &il, NULL);
+  return true;
+}
+
+/* ---- slice ---- */
+
+bool cg_emit_slice(cg *g) {
+  const mlc_node *n = g->n;
+  const mlc_type *it = &g->f->nodes[n->in[0]].type;
+  int64_t outer, D, inner, Dout = n->a.end - n->a.start;
+  view3(it, n->a.axis, &outer, &D, &inner);
+  int64_t rowlen = Dout * inner;
+  g->items = outer * cg_ceil_div(rowlen, COPY_CHUNK);
+  cg_loop items;
+  LLVMValueRef item = cg_items_begin(g, &items);
+  copy_rows(g, item, rowlen, g->out, rowlen, 0, g->in[0], D * inner, n->a.start * inner);
+  cg_end_for(g, &items, NULL);
+  return true;
+}
+
+/* ---- concat ---- */
+
+bool cg_emit_concat(cg *g) {
+  const mlc_node *n = g->n;
+  int64_t outer, Dtot, inner;
+  view3(&n->type, n->a.axis, &outer, &Dtot, &inner);
+  int64_t base[65], off = 0;
+  base[0] = 0;
+  for (int k = 0; k < n->nin; k++)
+    base[k + 1] = base[k] + outer * cg_ceil_div(g->f->nodes[n->in[k]].type.dim[n->a.axis] * inner, COPY_CHUNK);
+  g->items = base[n->nin];
+  cg_loop items;
+  LLVMValueRef item = cg_items_begin(g, &items);
+  for (int k = 0; k < n->nin; k++) {
+    int64_t Dk = g->f->nodes[n->in[k]].type.dim[n->a.axis];
+    cg_if_t t;
+    LLVMValueRef in = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntSGE, item, cg_i64(g, base[k]), ""),
+                                   LLVMBuildICmp(g->b, LLVMIntSLT, item, cg_i64(g, base[k + 1]), ""), "");
+    cg_if(g, &t, in);
+    copy_rows(g, cg_iaddc(g, item, -base[k]), Dk * inner, g->out, Dtot * inner, off * inner,
+              g->in[k], Dk * inner, 0);
+    cg_endif(g, &t);
+    off += Dk;
+  }
+  cg_end_for(g, &items, NULL);
+  return true;
+}
+
+/* ---- embedding ---- */
+
+/* out[i, :] = weight[idx[i], :]; an index outside [0, rows) gives a row of
+ * zeros (PyTorch raises an error; a kernel has no way to). */
+bool cg_emit_embedding(cg *g) {
+  const mlc_node *n = g->n;
+  const mlc_type *wt = &g->f->nodes[n->in[0]].type;
+  int64_t V = wt->dim[0], D = wt->dim[1];
+  g->items = mlc_type_numel(&g->f->nodes[n->in[1]].type);
+  cg_loop items;
+  LLVMValueRef i = cg_items_begin(g, &items);
+  LLVMValueRef t = cg_convert(g, cg_load(g, g->in[1], i, 1, NULL), g->in[1].dt, MLC_DT_I64);
+  LLVMValueRef ok = LLVMBuildICmp(g->b, LLVMIntULT, t, cg_i64(g, V), "");
+  LLVMValueRef dst = cg_imulc(g, i, D);
+  cg_if_t c;
+  cg_if(g, &c, ok);
+  cg_memcpy(g, g->out, dst, g->in[0], cg_imulc(g, t, D), cg_i64(g, D));
+  cg_else(g, &c);
+  cg_memset0(g, g->out, dst, cg_i64(g, D));
+  cg_endif(g, &c);
+  cg_end_for(g, &items, NULL);
+  return true;
+}

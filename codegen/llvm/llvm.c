@@ -1,0 +1,417 @@
+/* The CPU target's driver: from an IR function to an optimised LLVM module,
+ * then to an object file or to JIT-compiled function pointers.
+ *
+ * Each node that computes something becomes two functions: the kernel with
+ * the runtime's ABI, which loads its buffer pointers from `bufs` and calls
+ * the body; and the body, which takes every buffer as a `noalias` pointer
+ * (buffers never overlap, and saying so lets LLVM keep values in registers
+ * across stores) and is always inlined into the kernel.  The body comes from
+ * the op's emitter, found in the table `emitters` below.
+ *
+ * The JIT compiles the optimised module to an object in memory with the same
+ * target machine that writes object files, and links that into an ORC
+ * LLJIT, so both ways out run identical machine code.
+ */
+#include "codegen/llvm/llvm.h"
+
+#include <llvm-c/Analysis.h>
+#include <llvm-c/Core.h>
+#include <llvm-c/Error.h>
+#include <llvm-c/LLJIT.h>
+#include <llvm-c/Orc.h>
+#include <llvm-c/Target.h>
+#include <llvm-c/TargetMachine.h>
+#include <llvm-c/Transforms/PassBuilder.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "codegen/llvm/cg.h"
+
+typedef bool (*emit_fn)(cg *g);
+
+/* One emitter per op that gets a kernel.  Leaves and views have none. */
+static const emit_fn emitters[MLC_OP_COUNT] = {
+  [MLC_OP_ADD] = cg_emit_ew,        [MLC_OP_SUB] = cg_emit_ew,         [MLC_OP_MUL] = cg_emit_ew,
+  [MLC_OP_DIV] = cg_emit_ew,        [MLC_OP_NEG] = cg_emit_ew,         [MLC_OP_EXP] = cg_emit_ew,
+  [MLC_OP_LOG] = cg_emit_ew,        [MLC_OP_SQRT] = cg_emit_ew,        [MLC_OP_RSQRT] = cg_emit_ew,
+  [MLC_OP_TANH] = cg_emit_ew,       [MLC_OP_SIGMOID] = cg_emit_ew,     [MLC_OP_RELU] = cg_emit_ew,
+  [MLC_OP_SILU] = cg_emit_ew,       [MLC_OP_GELU] = cg_emit_ew,        [MLC_OP_CAST] = cg_emit_ew,
+  [MLC_OP_SUM] = cg_emit_reduce,    [MLC_OP_MEAN] = cg_emit_reduce,    [MLC_OP_MAX] = cg_emit_reduce,
+  [MLC_OP_SOFTMAX] = cg_emit_softmax,
+  [MLC_OP_TRANSPOSE] = cg_emit_transpose, [MLC_OP_SLICE] = cg_emit_slice, [MLC_OP_CONCAT] = cg_emit_concat,
+  [MLC_OP_MATMUL] = cg_emit_gemm,   [MLC_OP_LINEAR] = cg_emit_gemm,    [MLC_OP_EMBEDDING] = cg_emit_embedding,
+  [MLC_OP_RMSNORM] = cg_emit_rmsnorm, [MLC_OP_LAYERNORM] = cg_emit_layernorm,
+  [MLC_OP_ATTENTION] = cg_emit_attention, [MLC_OP_CROSS_ENTROPY] = cg_emit_cross_entropy,
+};
+
+struct mlc_llvm_module {
+  bool f16c;
+  LLVMContextRef ctx;
+  LLVMModuleRef mod;
+  LLVMTargetMachineRef tm;
+  char *cpu, *features;
+  int vw;
+  mlc_llvm_kernel *kernels;
+  uint32_t nkernels;
+  double t_build, t_opt;
+};
+
+struct mlc_llvm_jit {
+  LLVMOrcLLJITRef jit;
+  mlc_cpu_kernel_fn *fns;
+  uint32_t n;
+};
+
+static bool fail(char *err, size_t errn, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static bool fail(char *err, size_t errn, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, errn, fmt, ap);
+  va_end(ap);
+  return false;
+}
+
+/* Takes the message out of an LLVMErrorRef (consuming it). */
+static bool fail_llvm(char *err, size_t errn, const char *what, LLVMErrorRef e) {
+  char *m = LLVMGetErrorMessage(e);
+  fail(err, errn, "%s: %s", what, m);
+  LLVMDisposeErrorMessage(m);
+  return false;
+}
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static bool has_feature(const char *features, const char *f) {
+  size_t n = strlen(f);
+  for (const char *s = features; (s = strstr(s, f)); s += n)
+    if ((s == features || s[-1] == ',') && (s[n] == ',' || s[n] == 0)) return true;
+  return false;
+}
+
+static void add_attr(cg *g, LLVMValueRef fn, unsigned idx, const char *name) {
+  unsigned kind = LLVMGetEnumAttributeKindForName(name, strlen(name));
+  LLVMAddAttributeAtIndex(fn, idx, LLVMCreateEnumAttribute(g->ctx, kind, 0));
+}
+
+static void add_str_attr(cg *g, LLVMValueRef fn, const char *k, const char *v) {
+  LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
+                          LLVMCreateStringAttribute(g->ctx, k, (unsigned)strlen(k), v, (unsigned)strlen(v)));
+}
+
+/* "layers.0.attn.linear_22": scope, op, node. */
+static char *kernel_name(const mlc_node *n, uint32_t id) {
+  const char *op = mlc_ops[n->op].name, *scope = n->scope ? n->scope : "";
+  size_t len = strlen(scope) + strlen(op) + 16;
+  char *s = malloc(len);
+  if (s) snprintf(s, len, "%s%s%s_%u", scope, *scope ? "." : "", op, id);
+  return s;
+}
+
+static bool emit_kernel(cg *g, mlc_llvm_module *m, uint32_t id) {
+  const mlc_node *n = &g->f->nodes[id];
+  emit_fn emit = emitters[n->op];
+  if (!emit) return cg_fail(g, "the CPU backend has no kernel for op '%s'", mlc_ops[n->op].name);
+  mlc_llvm_kernel *k = &m->kernels[m->nkernels];
+  k->name = kernel_name(n, id);
+  if (!k->name) return cg_fail(g, "out of memory");
+  k->node = id;
+  mlc_node_cost(g->f, n, &k->flops, &k->bytes);
+  m->nkernels++;
+
+  char vwbuf[16];
+  snprintf(vwbuf, sizeof vwbuf, "%d", g->vw * 32);
+  /* body(in0, ..., out, begin, end) */
+  LLVMTypeRef params[66];
+  int np = n->nin + 1;
+  for (int i = 0; i < np; i++) params[i] = g->t_ptr;
+  params[np] = params[np + 1] = g->t_i64;
+  char *bname = malloc(strlen(k->name) + 6);
+  if (!bname) return cg_fail(g, "out of memory");
+  sprintf(bname, "%s.body", k->name);
+  LLVMValueRef body = LLVMAddFunction(g->mod, bname, LLVMFunctionType(g->t_void, params, (unsigned)np + 2, 0));
+  free(bname);
+  LLVMSetLinkage(body, LLVMInternalLinkage);
+  for (int i = 0; i < np; i++) add_attr(g, body, (unsigned)i + 1, "noalias");
+  add_attr(g, body, LLVMAttributeFunctionIndex, "alwaysinline");
+  add_attr(g, body, LLVMAttributeFunctionIndex, "nounwind");
+  add_str_attr(g, body, "prefer-vector-width", vwbuf);
+  add_str_attr(g, body, "min-legal-vector-width", vwbuf);
+
+  g->n = n;
+  g->node = id;
+  g->fn = body;
+  g->entry = LLVMAppendBasicBlockInContext(g->ctx, body, "entry");
+  LLVMPositionBuilderAtEnd(g->b, g->entry);
+  for (int i = 0; i < n->nin; i++) g->in[i] = (cg_buf){LLVMGetParam(body, (unsigned)i), g->f->nodes[n->in[i]].type.dtype};
+  g->out = (cg_buf){LLVMGetParam(body, (unsigned)n->nin), n->type.dtype};
+  g->begin = LLVMGetParam(body, (unsigned)np);
+  g->end = LLVMGetParam(body, (unsigned)np + 1);
+  g->items = 0;
+  if (!emit(g)) return false;
+  LLVMBuildRetVoid(g->b);
+  k->items = g->items;
+
+  /* kernel(bufs, begin, end) */
+  LLVMTypeRef kp[3] = {LLVMPointerType(g->t_ptr, 0), g->t_i64, g->t_i64};
+  LLVMValueRef kfn = LLVMAddFunction(g->mod, k->name, LLVMFunctionType(g->t_void, kp, 3, 0));
+  add_attr(g, kfn, LLVMAttributeFunctionIndex, "nounwind");
+  add_str_attr(g, kfn, "prefer-vector-width", vwbuf);
+  add_str_attr(g, kfn, "min-legal-vector-width", vwbuf);
+  LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(g->ctx, kfn, "entry"));
+  LLVMValueRef args[66];
+  for (int i = 0; i < np; i++) {
+    LLVMValueRef slot = LLVMBuildGEP2(g->b, g->t_ptr, LLVMGetParam(kfn, 0), (LLVMValueRef[]){cg_i64(g, i)}, 1, "");
+    args[i] = LLVMBuildLoad2(g->b, g->t_ptr, slot, "");
+  }
+  args[np] = LLVMGetParam(kfn, 1);
+  args[np + 1] = LLVMGetParam(kfn, 2);
+  LLVMBuildCall2(g->b, LLVMGlobalGetValueType(body), body, args, (unsigned)np + 2, "");
+  LLVMBuildRetVoid(g->b);
+  return true;
+}
+
+static bool make_target(mlc_llvm_module *m, const mlc_llvm_options *o, char *err, size_t errn) {
+  LLVMInitializeNativeTarget();
+  LLVMInitializeNativeAsmPrinter();
+  char *triple = LLVMGetDefaultTargetTriple();
+  LLVMTargetRef target;
+  char *msg = NULL;
+  if (LLVMGetTargetFromTriple(triple, &target, &msg)) {
+    fail(err, errn, "LLVM has no target for %s: %s", triple, msg ? msg : "?");
+    LLVMDisposeMessage(msg);
+    LLVMDisposeMessage(triple);
+    return false;
+  }
+  if (o && o->cpu) {
+    m->cpu = strdup(o->cpu);
+  } else {
+    char *c = LLVMGetHostCPUName();
+    m->cpu = strdup(c);
+    LLVMDisposeMessage(c);
+  }
+  if (o && o->features) {
+    m->features = strdup(o->features);
+  } else {
+    char *f = LLVMGetHostCPUFeatures();
+    m->features = strdup(f);
+    LLVMDisposeMessage(f);
+  }
+  if (!m->cpu || !m->features) {
+    LLVMDisposeMessage(triple);
+    return fail(err, errn, "out of memory");
+  }
+  m->tm = LLVMCreateTargetMachine(target, triple, m->cpu, m->features, LLVMCodeGenLevelAggressive, LLVMRelocPIC,
+                                  LLVMCodeModelDefault);
+  LLVMSetTarget(m->mod, triple);
+  LLVMDisposeMessage(triple);
+  if (!m->tm) return fail(err, errn, "LLVM cannot make a target machine for cpu '%s'", m->cpu);
+  LLVMTargetDataRef dl = LLVMCreateTargetDataLayout(m->tm);
+  LLVMSetModuleDataLayout(m->mod, dl);
+  LLVMDisposeTargetData(dl);
+  if (o && o->vector_width) m->vw = o->vector_width;
+  else if (has_feature(m->features, "+avx512f")) m->vw = 16;
+  else if (has_feature(m->features, "+avx2") && has_feature(m->features, "+fma")) m->vw = 8;
+  else m->vw = 4;
+  m->f16c = has_feature(m->features, "+f16c");
+  return true;
+}
+
+bool mlc_llvm_compile(const mlc_program *p, const mlc_func *f, const mlc_llvm_options *o, mlc_llvm_module **out,
+                      char *err, size_t errn) {
+  *out = NULL;
+  double t0 = now();
+  mlc_llvm_module *m = calloc(1, sizeof *m);
+  if (!m) return fail(err, errn, "out of memory");
+  m->ctx = LLVMContextCreate();
+  m->mod = LLVMModuleCreateWithNameInContext(p->name ? p->name : "model", m->ctx);
+  m->kernels = calloc(f->n ? f->n : 1, sizeof *m->kernels);
+  if (!m->kernels || !make_target(m, o, err, errn)) {
+    if (!m->kernels) fail(err, errn, "out of memory");
+    mlc_llvm_module_destroy(m);
+    return false;
+  }
+  cg g = {.ctx = m->ctx, .mod = m->mod, .p = p, .f = f, .vw = m->vw, .f16c = m->f16c};
+  g.b = LLVMCreateBuilderInContext(m->ctx);
+  g.t_void = LLVMVoidTypeInContext(m->ctx);
+  g.t_i1 = LLVMInt1TypeInContext(m->ctx);
+  g.t_i8 = LLVMInt8TypeInContext(m->ctx);
+  g.t_i16 = LLVMInt16TypeInContext(m->ctx);
+  g.t_i32 = LLVMInt32TypeInContext(m->ctx);
+  g.t_i64 = LLVMInt64TypeInContext(m->ctx);
+  g.t_f16 = LLVMHalfTypeInContext(m->ctx);
+  g.t_f32 = LLVMFloatTypeInContext(m->ctx);
+  g.t_ptr = LLVMPointerType(g.t_i8, 0);
+  /* Accumulator rows of the GEMM micro-tile: 2 * mr vector registers, plus
+   * two for B, must fit the register file (32 with AVX-512, else 16). */
+  g.mr = g.vw >= 16 ? 12 : 6;
+
+  bool ok = true;
+  for (uint32_t i = 0; i < f->n && ok; i++) {
+    unsigned fl = mlc_ops[f->nodes[i].op].flags;
+    if (fl & (MLC_F_LEAF | MLC_F_VIEW)) continue;
+    if (f->nodes[i].nin > 64) {
+      ok = cg_fail(&g, "%u inputs; the CPU backend takes at most 64", f->nodes[i].nin);
+      fail(err, errn, "node %%%u (%s): %s", i, mlc_ops[f->nodes[i].op].name, g.err);
+      break;
+    }
+    ok = emit_kernel(&g, m, i);
+    if (!ok) fail(err, errn, "node %%%u (%s): %s", i, mlc_ops[f->nodes[i].op].name, g.err);
+  }
+  LLVMDisposeBuilder(g.b);
+  if (!ok) {
+    mlc_llvm_module_destroy(m);
+    return false;
+  }
+  char *vmsg = NULL;
+  if (LLVMVerifyModule(m->mod, LLVMReturnStatusAction, &vmsg)) {
+    fail(err, errn, "internal error: the generated LLVM module does not verify: %.200s", vmsg ? vmsg : "?");
+    LLVMDisposeMessage(vmsg);
+    mlc_llvm_module_destroy(m);
+    return false;
+  }
+  LLVMDisposeMessage(vmsg);
+  double t1 = now();
+  m->t_build = t1 - t0;
+  if (!(o && o->no_opt)) {
+    LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
+    LLVMPassBuilderOptionsSetLoopVectorization(po, 1);
+    LLVMPassBuilderOptionsSetSLPVectorization(po, 1);
+    LLVMPassBuilderOptionsSetLoopUnrolling(po, 1);
+    LLVMPassBuilderOptionsSetLoopInterleaving(po, 1);
+    LLVMErrorRef e = LLVMRunPasses(m->mod, "default<O3>", m->tm, po);
+    LLVMDisposePassBuilderOptions(po);
+    if (e) {
+      fail_llvm(err, errn, "LLVM optimisation", e);
+      mlc_llvm_module_destroy(m);
+      return false;
+    }
+  }
+  m->t_opt = now() - t1;
+  *out = m;
+  return true;
+}
+
+void mlc_llvm_module_destroy(mlc_llvm_module *m) {
+  if (!m) return;
+  for (uint32_t i = 0; i < m->nkernels; i++) free((char *)m->kernels[i].name);
+  free(m->kernels);
+  if (m->tm) LLVMDisposeTargetMachine(m->tm);
+  if (m->mod) LLVMDisposeModule(m->mod);
+  if (m->ctx) LLVMContextDispose(m->ctx);
+  free(m->cpu);
+  free(m->features);
+  free(m);
+}
+
+uint32_t mlc_llvm_kernel_count(const mlc_llvm_module *m) { return m->nkernels; }
+const mlc_llvm_kernel *mlc_llvm_kernel_at(const mlc_llvm_module *m, uint32_t i) {
+  return i < m->nkernels ? &m->kernels[i] : NULL;
+}
+const char *mlc_llvm_target_cpu(const mlc_llvm_module *m) { return m->cpu; }
+int mlc_llvm_vector_width(const mlc_llvm_module *m) { return m->vw; }
+void mlc_llvm_compile_seconds(const mlc_llvm_module *m, double *build, double *optimise) {
+  *build = m->t_build;
+  *optimise = m->t_opt;
+}
+
+bool mlc_llvm_emit_object(mlc_llvm_module *m, const char *path, char *err, size_t errn) {
+  char *msg = NULL;
+  if (LLVMTargetMachineEmitToFile(m->tm, m->mod, (char *)path, LLVMObjectFile, &msg)) {
+    fail(err, errn, "cannot write %s: %s", path, msg ? msg : "?");
+    LLVMDisposeMessage(msg);
+    return false;
+  }
+  return true;
+}
+
+bool mlc_llvm_emit_ir(mlc_llvm_module *m, const char *path, char *err, size_t errn) {
+  char *msg = NULL;
+  if (LLVMPrintModuleToFile(m->mod, path, &msg)) {
+    fail(err, errn, "cannot write %s: %s", path, msg ? msg : "?");
+    LLVMDisposeMessage(msg);
+    return false;
+  }
+  return true;
+}
+
+bool mlc_llvm_jit_create(mlc_llvm_module *m, mlc_llvm_jit **out, char *err, size_t errn) {
+  *out = NULL;
+  char *msg = NULL;
+  LLVMMemoryBufferRef obj;
+  if (LLVMTargetMachineEmitToMemoryBuffer(m->tm, m->mod, LLVMObjectFile, &msg, &obj)) {
+    fail(err, errn, "LLVM code generation: %s", msg ? msg : "?");
+    LLVMDisposeMessage(msg);
+    return false;
+  }
+  mlc_llvm_jit *j = calloc(1, sizeof *j);
+  if (!j || !(j->fns = calloc(m->nkernels ? m->nkernels : 1, sizeof *j->fns))) {
+    free(j);
+    LLVMDisposeMemoryBuffer(obj);
+    return fail(err, errn, "out of memory");
+  }
+  j->n = m->nkernels;
+  LLVMErrorRef e = LLVMOrcCreateLLJIT(&j->jit, LLVMOrcCreateLLJITBuilder());
+  if (e) {
+    LLVMDisposeMemoryBuffer(obj);
+    free(j->fns);
+    free(j);
+    return fail_llvm(err, errn, "cannot create the LLJIT", e);
+  }
+  LLVMOrcJITDylibRef jd = LLVMOrcLLJITGetMainJITDylib(j->jit);
+  /* memcpy and memset, which LLVM may call for large copies, come from
+   * this process. */
+  LLVMOrcDefinitionGeneratorRef gen;
+  e = LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess(&gen, LLVMOrcLLJITGetGlobalPrefix(j->jit), NULL, NULL);
+  if (e) {
+    LLVMDisposeMemoryBuffer(obj);
+    mlc_llvm_jit_destroy(j);
+    return fail_llvm(err, errn, "LLJIT process symbols", e);
+  }
+  LLVMOrcJITDylibAddGenerator(jd, gen);
+  e = LLVMOrcLLJITAddObjectFile(j->jit, jd, obj); /* takes obj */
+  if (e) {
+    mlc_llvm_jit_destroy(j);
+    return fail_llvm(err, errn, "LLJIT cannot add the object", e);
+  }
+  for (uint32_t i = 0; i < m->nkernels; i++) {
+    LLVMOrcExecutorAddress addr = 0;
+    e = LLVMOrcLLJITLookup(j->jit, &addr, m->kernels[i].name);
+    if (e) {
+      mlc_llvm_jit_destroy(j);
+      return fail_llvm(err, errn, "LLJIT lookup", e);
+    }
+    j->fns[i] = (mlc_cpu_kernel_fn)(uintptr_t)addr;
+  }
+  *out = j;
+  return true;
+}
+
+mlc_cpu_kernel_fn mlc_llvm_jit_kernel(const mlc_llvm_jit *j, uint32_t i) { return i < j->n ? j->fns[i] : NULL; }
+
+void *mlc_llvm_jit_symbol(void *jit, const char *symbol) {
+  mlc_llvm_jit *j = jit;
+  LLVMOrcExecutorAddress addr = 0;
+  LLVMErrorRef e = LLVMOrcLLJITLookup(j->jit, &addr, symbol);
+  if (e) {
+    LLVMConsumeError(e);
+    return NULL;
+  }
+  return (void *)(uintptr_t)addr;
+}
+
+void mlc_llvm_jit_destroy(mlc_llvm_jit *j) {
+  if (!j) return;
+  if (j->jit) {
+    LLVMErrorRef e = LLVMOrcDisposeLLJIT(j->jit);
+    if (e) LLVMConsumeError(e);
+  }
+  free(j->fns);
+  free(j);
+}

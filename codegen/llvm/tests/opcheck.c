@@ -1,0 +1,338 @@
+/* opcheck: compile a .mdl model for the CPU, run it once on deterministic
+ * pseudo-random inputs and parameters, and write everything to a directory
+ * so that opcheck.py can recompute it with PyTorch and compare.
+ *
+ *   mlc_opcheck MODEL.mdl OUTDIR [options] [NAME=VALUE ...]
+ *     --func NAME          entry point to run (default: forward)
+ *     --entry MODULE       module to compile (as mlc compile --entry)
+ *     --threads N          thread-pool size (default 1)
+ *     --seed S             random seed (default 1)
+ *     --range NAME=LO,HI   values of input NAME are uniform in [LO, HI)
+ *                          (integers: LO..HI-1); default [-2, 2) and 0..15
+ *     --bench N            after the checked run, time N more runs
+ *     --cpu NAME           target this LLVM CPU instead of the host
+ *     --features STR       with --cpu: LLVM features, e.g. +avx2,+fma,+f16c
+ *                          (default none beyond the CPU's own)
+ *     --vw N               f32 lanes per vector (default: from the features)
+ *     --emit-ir FILE       also write the optimised LLVM IR
+ *     --emit-obj FILE      also write the object file
+ *     --so FILE            run the kernels from this shared library (an
+ *                          object from --emit-obj, linked with cc -shared)
+ *                          instead of the JIT
+ *
+ * OUTDIR gets <kind>.<name>.bin for every input, parameter and output (raw
+ * little-endian, row-major, in the tensor's dtype; bf16 and f16 as their
+ * 16-bit patterns) and manifest.txt, one line per tensor
+ *     input|param|output NAME DTYPE RANK DIM...
+ * plus `kernel NAME ITEMS FLOPS BYTES SECONDS`, `target CPU VECTOR_WIDTH`,
+ * `compile BUILD_S OPT_S` and, with --bench, `bench MEDIAN_S MIN_S`.
+ *
+ * Parameters are drawn from their initialiser's distribution, except that
+ * `ones` and `zeros` become 1 +- 0.5 and +-0.1 so the test sees them used.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "codegen/llvm/llvm.h"
+#include "frontend/frontend.h"
+#include "passes/passes.h"
+#include "runtime/cpu/convert.h"
+#include "runtime/cpu/exec.h"
+
+#define MAX_RANGES 64
+#define MAX_DEFINES 64
+
+typedef struct {
+  const char *name;
+  double lo, hi;
+} range;
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "opcheck: ");
+  vfprintf(stderr, fmt, ap);
+  fprintf(stderr, "\n");
+  va_end(ap);
+  exit(1);
+}
+
+static void check(mlc_status st, const char *what) {
+  if (!st) return;
+  fprintf(stderr, "opcheck: %s: %s\n", what, mlc_status_message(st));
+  mlc_status_free(st);
+  exit(1);
+}
+
+/* ---- deterministic random numbers: splitmix64 ---- */
+
+static uint64_t rng_next(uint64_t *s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+static double rng_uniform(uint64_t *s) { return (double)(rng_next(s) >> 11) * 0x1.0p-53; }
+
+static double rng_normal(uint64_t *s) {
+  double u = rng_uniform(s), v = rng_uniform(s);
+  return sqrt(-2.0 * log(u > 0 ? u : 1e-300)) * cos(6.283185307179586 * v);
+}
+
+/* Fills n elements of dtype dt; gen(i) gives element i as a double. */
+typedef double (*gen_fn)(uint64_t *s, const void *ctx);
+
+static void fill(void *dst, int dt, int64_t n, uint64_t *s, gen_fn gen, const void *ctx) {
+  for (int64_t i = 0; i < n; i++) {
+    double v = gen(s, ctx);
+    switch (dt) {
+    case MLC_DT_F32: ((float *)dst)[i] = (float)v; break;
+    case MLC_DT_BF16: ((uint16_t *)dst)[i] = mlc_f32_to_bf16((float)v); break;
+    case MLC_DT_F16: ((uint16_t *)dst)[i] = mlc_f32_to_f16((float)v); break;
+    case MLC_DT_I32: ((int32_t *)dst)[i] = (int32_t)v; break;
+    case MLC_DT_I64: ((int64_t *)dst)[i] = (int64_t)v; break;
+    case MLC_DT_BOOL: ((uint8_t *)dst)[i] = v != 0; break;
+    default: die("unsupported dtype %d", dt);
+    }
+  }
+}
+
+typedef struct {
+  double lo, hi;
+  bool integer;
+} uni;
+
+static double gen_uniform(uint64_t *s, const void *ctx) {
+  const uni *u = ctx;
+  double v = u->lo + (u->hi - u->lo) * rng_uniform(s);
+  return u->integer ? floor(v) : v;
+}
+
+static double gen_param(uint64_t *s, const void *ctx) {
+  const mlc_param *p = ctx;
+  switch (p->init) {
+  case MLC_INIT_NORMAL: return p->init_a + p->init_b * rng_normal(s);
+  case MLC_INIT_UNIFORM: return p->init_a + (p->init_b - p->init_a) * rng_uniform(s);
+  case MLC_INIT_ONES: return 0.5 + rng_uniform(s);
+  default: return 0.2 * rng_uniform(s) - 0.1;
+  }
+}
+
+static size_t tensor_bytes(const mlc_type *t) { return (size_t)mlc_type_numel(t) * (size_t)mlc_dtype_size(t->dtype); }
+
+static void write_tensor(FILE *man, const char *dir, const char *kind, const char *name, const mlc_type *t,
+                         const void *data) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s.%s.bin", dir, kind, name);
+  FILE *f = fopen(path, "wb");
+  if (!f) die("cannot write %s: %s", path, strerror(errno));
+  size_t n = tensor_bytes(t);
+  if (n && fwrite(data, 1, n, f) != n) die("cannot write %s", path);
+  fclose(f);
+  fprintf(man, "%s %s %s %d", kind, name, mlc_dtype_name(t->dtype), t->rank);
+  for (int i = 0; i < t->rank; i++) fprintf(man, " %lld", (long long)t->dim[i]);
+  fprintf(man, "\n");
+}
+
+static char *read_all(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) die("cannot open %s: %s", path, strerror(errno));
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *buf = malloc((size_t)n + 1);
+  if (!buf || fread(buf, 1, (size_t)n, f) != (size_t)n) die("cannot read %s", path);
+  buf[n] = 0;
+  fclose(f);
+  *len = (size_t)n;
+  return buf;
+}
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv) {
+  const char *model = NULL, *outdir = NULL, *func = "forward", *entry = NULL, *emit_ir = NULL, *emit_obj = NULL;
+  const char *so = NULL;
+  int threads = 1, bench = 0;
+  mlc_llvm_options lopt = {0};
+  uint64_t seed = 1;
+  range ranges[MAX_RANGES];
+  int nranges = 0;
+  mlc_define defines[MAX_DEFINES];
+  uint32_t ndefines = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    const char *next = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--threads") && next) threads = atoi(argv[++i]);
+    else if (!strcmp(a, "--seed") && next) seed = strtoull(argv[++i], NULL, 10);
+    else if (!strcmp(a, "--bench") && next) bench = atoi(argv[++i]);
+    else if (!strcmp(a, "--func") && next) func = argv[++i];
+    else if (!strcmp(a, "--entry") && next) entry = argv[++i];
+    else if (!strcmp(a, "--emit-ir") && next) emit_ir = argv[++i];
+    else if (!strcmp(a, "--cpu") && next) lopt.cpu = argv[++i];
+    else if (!strcmp(a, "--features") && next) lopt.features = argv[++i];
+    else if (!strcmp(a, "--vw") && next) lopt.vector_width = atoi(argv[++i]);
+    else if (!strcmp(a, "--emit-obj") && next) emit_obj = argv[++i];
+    else if (!strcmp(a, "--so") && next) so = argv[++i];
+    else if (!strcmp(a, "--range") && next) {
+      char *spec = argv[++i], *eq = strchr(spec, '='), *comma = eq ? strchr(eq, ',') : NULL;
+      if (!eq || !comma || nranges == MAX_RANGES) die("--range wants NAME=LO,HI, got '%s'", spec);
+      *eq = 0;
+      ranges[nranges++] = (range){spec, atof(eq + 1), atof(comma + 1)};
+    } else if (a[0] != '-' && strchr(a, '=')) {
+      if (ndefines == MAX_DEFINES) die("too many NAME=VALUE arguments");
+      char *eq = strchr(a, '=');
+      defines[ndefines].name = strndup(a, (size_t)(eq - a));
+      defines[ndefines++].value = eq + 1;
+    } else if (a[0] != '-' && !model) model = a;
+    else if (a[0] != '-' && !outdir) outdir = a;
+    else die("unexpected argument '%s' (usage: mlc_opcheck MODEL.mdl OUTDIR [options] [NAME=VALUE ...])", a);
+  }
+  if (lopt.cpu && !lopt.features) lopt.features = "";
+  if (!model || !outdir) die("usage: mlc_opcheck MODEL.mdl OUTDIR [options] [NAME=VALUE ...]");
+  if (mkdir(outdir, 0777) && errno != EEXIST) die("cannot create %s: %s", outdir, strerror(errno));
+
+  /* front end and passes */
+  size_t len;
+  char *src = read_all(model, &len);
+  mlc_arena arena;
+  mlc_arena_init(&arena);
+  mlc_diag diag;
+  mlc_diag_init(&diag, stderr);
+  mlc_program prog;
+  mlc_program_init(&prog, &arena);
+  mlc_lower_options lo = {.defines = defines, .ndefines = ndefines, .entry = entry};
+  if (!mlc_frontend_run(&prog, &diag, model, src, len, &lo, NULL)) die("%s does not compile", model);
+  mlc_pipeline_options po = {0};
+  if (!mlc_pipeline_run(&prog, &diag, &po)) die("%s: the passes failed", model);
+  const mlc_func *f = NULL;
+  for (uint32_t i = 0; i < prog.nfuncs; i++)
+    if (!strcmp(prog.funcs[i].name, func)) f = &prog.funcs[i];
+  if (!f) die("%s has no entry point '%s'", model, func);
+
+  /* code generation */
+  char err[512];
+  mlc_llvm_module *mod;
+  if (!mlc_llvm_compile(&prog, f, &lopt, &mod, err, sizeof err)) die("compile: %s", err);
+  if (emit_ir && !mlc_llvm_emit_ir(mod, emit_ir, err, sizeof err)) die("%s", err);
+  if (emit_obj && !mlc_llvm_emit_object(mod, emit_obj, err, sizeof err)) die("%s", err);
+  mlc_llvm_jit *jit = NULL;
+  void *lib = NULL;
+  if (so) {
+    if (!(lib = dlopen(so, RTLD_NOW | RTLD_LOCAL))) die("dlopen %s: %s", so, dlerror());
+  } else if (!mlc_llvm_jit_create(mod, &jit, err, sizeof err)) {
+    die("jit: %s", err);
+  }
+  uint32_t nk = mlc_llvm_kernel_count(mod);
+  mlc_cpu_step *steps = calloc(nk ? nk : 1, sizeof *steps);
+  for (uint32_t i = 0; i < nk; i++) {
+    const mlc_llvm_kernel *k = mlc_llvm_kernel_at(mod, i);
+    mlc_cpu_kernel_fn fn = NULL;
+    if (lib) {
+      void *sym = dlsym(lib, k->name);
+      if (!sym) die("%s has no kernel %s", so, k->name);
+      memcpy(&fn, &sym, sizeof fn); /* POSIX: a data pointer from dlsym may hold a function */
+    } else {
+      fn = mlc_llvm_jit_kernel(jit, i);
+      void *by_name = mlc_llvm_jit_symbol(jit, k->name);
+      if (!fn || memcmp(&fn, &by_name, sizeof fn)) die("jit: kernel %s by name and by index differ", k->name);
+    }
+    steps[i] = (mlc_cpu_step){k->node, fn, k->items, k->name};
+  }
+  mlc_allocator alloc = mlc_allocator_default();
+  mlc_cpu_pool *pool;
+  check(mlc_cpu_pool_create(threads, alloc, &pool), "thread pool");
+  mlc_cpu_exec *ex;
+  check(mlc_cpu_exec_create(&prog, f, steps, nk, pool, alloc, &ex), "executor");
+
+  char path[4096];
+  snprintf(path, sizeof path, "%s/manifest.txt", outdir);
+  FILE *man = fopen(path, "w");
+  if (!man) die("cannot write %s: %s", path, strerror(errno));
+
+  /* parameters first, then inputs, each from its own stream */
+  uint64_t s = seed * 0x2545f4914f6cdd1dull;
+  for (uint32_t i = 0; i < prog.nparams; i++) {
+    const mlc_param *prm = &prog.params[i];
+    size_t n = tensor_bytes(&prm->type);
+    void *data = malloc(n ? n : 1);
+    fill(data, prm->type.dtype, mlc_type_numel(&prm->type), &s, gen_param, prm);
+    check(mlc_cpu_exec_set_param(ex, i, data, n), "parameter");
+    write_tensor(man, outdir, "param", prm->name, &prm->type, data);
+    free(data);
+  }
+  for (uint32_t i = 0; i < f->inputs.n; i++) {
+    const mlc_node *in = &f->nodes[f->inputs.v[i]];
+    bool integer = !mlc_dtype_is_float(in->type.dtype);
+    uni u = {-2, 2, integer};
+    if (integer) u = (uni){0, in->type.dtype == MLC_DT_BOOL ? 2 : 16, true};
+    for (int r = 0; r < nranges; r++)
+      if (!strcmp(ranges[r].name, in->a.name)) u = (uni){ranges[r].lo, ranges[r].hi, integer};
+    size_t n = tensor_bytes(&in->type);
+    void *data = malloc(n ? n : 1);
+    fill(data, in->type.dtype, mlc_type_numel(&in->type), &s, gen_uniform, &u);
+    check(mlc_cpu_exec_set_input(ex, in->a.name, data, n), "input");
+    write_tensor(man, outdir, "input", in->a.name, &in->type, data);
+    free(data);
+  }
+
+  check(mlc_cpu_exec_run(ex), "run");
+  for (uint32_t i = 0; i < f->noutputs; i++) {
+    const void *data;
+    const mlc_type *t;
+    check(mlc_cpu_exec_output(ex, f->outputs[i].name, &data, &t), "output");
+    write_tensor(man, outdir, "output", f->outputs[i].name, t, data);
+  }
+
+  if (bench > 0) {
+    double *times = calloc((size_t)bench, sizeof *times);
+    check(mlc_cpu_exec_run(ex), "warm-up run");
+    mlc_cpu_exec_set_profiling(ex, true);
+    for (int r = 0; r < bench; r++) {
+      double t0 = now();
+      check(mlc_cpu_exec_run(ex), "benchmark run");
+      times[r] = now() - t0;
+    }
+    qsort(times, (size_t)bench, sizeof *times, cmp_double);
+    fprintf(man, "bench %.9g %.9g\n", times[bench / 2], times[0]);
+    free(times);
+  }
+  for (uint32_t i = 0; i < nk; i++) {
+    const mlc_llvm_kernel *k = mlc_llvm_kernel_at(mod, i);
+    fprintf(man, "kernel %s %lld %.17g %.17g %.9g\n", k->name, (long long)k->items, k->flops, k->bytes,
+            bench > 0 ? mlc_cpu_exec_step_seconds(ex, i) / bench : 0.0);
+  }
+  double tb, to;
+  mlc_llvm_compile_seconds(mod, &tb, &to);
+  fprintf(man, "target %s %d\ncompile %.6f %.6f\n", mlc_llvm_target_cpu(mod), mlc_llvm_vector_width(mod), tb, to);
+  fclose(man);
+
+  mlc_cpu_exec_destroy(ex);
+  mlc_cpu_pool_destroy(pool);
+  free(steps);
+  mlc_llvm_jit_destroy(jit);
+  if (lib) dlclose(lib);
+  mlc_llvm_module_destroy(mod);
+  mlc_arena_free(&arena);
+  free(src);
+  for (uint32_t i = 0; i < ndefines; i++) free((char *)defines[i].name);
+  return 0;
+}

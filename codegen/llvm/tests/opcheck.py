@@ -1,0 +1,477 @@
+#!/usr/bin/python3
+"""Numerics of the CPU backend against PyTorch (CPU, float64 references).
+
+    opcheck.py ops     --opcheck BIN --work DIR [--threads N] [--cpu NAME] [-k SUBSTR]
+    opcheck.py minillm --opcheck BIN --work DIR --model examples/minillm.mdl [--threads N]
+    opcheck.py objfile --opcheck BIN --work DIR --model examples/minillm.mdl [--cc CC]
+    opcheck.py bench   --opcheck BIN --work DIR [--threads N] [--size 1024] [--iters 10]
+
+`ops` compiles one small .mdl model per case with mlc_opcheck (the C driver
+next to this file), which runs it through the LLVM JIT on pseudo-random data
+and writes inputs, parameters and outputs to DIR/<case>/.  The case's
+reference function recomputes the output with torch in float64 (bf16/f16
+cases round where the compiled graph rounds), and the error is
+
+    err = max |out - ref| / max |ref|
+
+which must not exceed the case's tolerance: 1e-5 for elementwise ops, 1e-4
+for reductions, GEMMs, norms and attention, 1e-2 for bf16/f16, and 0 (bit
+for bit) for data movement and integer ops.  One PASS/FAIL line per case;
+the exit status is 1 if any case failed.
+
+`minillm` runs examples/minillm.mdl (vocab 512, dim 128, 2 layers, 4 heads,
+batch 2, seq 64) and compares the logits with a hand-written PyTorch model
+(nn.Embedding, nn.MultiheadAttention(batch_first=True), an RMSNorm with
+eps = finfo(float32).eps, Linear/SiLU/Linear, head) loaded with the same
+weights through load_state_dict, which also checks the parameter names.
+
+`objfile` writes the MiniLLM's kernels to an object file, links it into a
+shared library with the C compiler, runs them from there (dlsym instead of
+the JIT) and requires logits bit-identical to the JIT's.
+
+`bench` times a size^3 f32 GEMM (matmul, and linear = x @ W^T), median of
+`iters` runs after a warm-up, against torch at the same thread count:
+torch.matmul / F.linear, and for linear also torch's oneDNN path
+(torch.utils.mkldnn), since Debian's torch sends matmul to reference BLAS.
+"""
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+EW, RED, LOW, EXACT = 1e-5, 1e-4, 1e-2, 0.0
+
+
+# ---- running mlc_opcheck and reading what it wrote ----
+
+def read_manifest(d):
+    m = {"input": {}, "param": {}, "output": {}, "kernel": [], "bench": None}
+    for line in open(os.path.join(d, "manifest.txt")):
+        f = line.split()
+        if f[0] in ("input", "param", "output"):
+            m[f[0]][f[1]] = (f[2], [int(x) for x in f[4:4 + int(f[3])]])
+        elif f[0] == "kernel":
+            m["kernel"].append((f[1], int(f[2]), float(f[3]), float(f[4]), float(f[5])))
+        elif f[0] == "bench":
+            m["bench"] = (float(f[1]), float(f[2]))
+        elif f[0] == "target":
+            m["target"] = (f[1], int(f[2]))
+    return m
+
+
+def read_tensor(d, kind, name, dtype, shape):
+    """The raw file as a torch tensor: float64 for float dtypes, int64 for ints."""
+    path = os.path.join(d, "%s.%s.bin" % (kind, name))
+    if dtype == "bf16":
+        raw = np.fromfile(path, dtype=np.int16)
+        t = torch.from_numpy(raw.copy()).view(torch.bfloat16).to(torch.float64)
+    else:
+        npt = {"f32": np.float32, "f16": np.float16, "i32": np.int32, "i64": np.int64, "bool": np.uint8}[dtype]
+        t = torch.from_numpy(np.fromfile(path, dtype=npt).copy())
+        t = t.to(torch.float64) if dtype in ("f32", "f16") else t.to(torch.int64)
+    return t.reshape(shape)
+
+
+def run_opcheck(args, model, outdir, extra):
+    cmd = [args.opcheck, model, outdir, "--threads", str(args.threads)] + extra
+    if args.cpu:  # NAME or NAME:FEATURES
+        name, _, feats = args.cpu.partition(":")
+        cmd += ["--cpu", name, "--features", feats]
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if r.returncode != 0:
+        raise RuntimeError("mlc_opcheck failed (%s):\n%s%s" % (" ".join(cmd), r.stdout, r.stderr))
+    m = read_manifest(outdir)
+    tensors = {k: {n: read_tensor(outdir, k, n, dt, sh) for n, (dt, sh) in m[k].items()}
+               for k in ("input", "param", "output")}
+    return m, tensors
+
+
+def rel_err(out, ref):
+    out, ref = out.to(torch.float64), ref.to(torch.float64)
+    if out.shape != ref.shape:
+        return float("inf"), "shape %s, expected %s" % (list(out.shape), list(ref.shape))
+    if not torch.equal(torch.isfinite(out), torch.isfinite(ref)):
+        return float("inf"), "non-finite values differ"
+    fin = torch.isfinite(ref)
+    diff = (out[fin] - ref[fin]).abs().max().item() if fin.any() else 0.0
+    scale = ref[fin].abs().max().item() if fin.any() else 0.0
+    return (diff / scale if scale > 0 else diff), ""
+
+
+# ---- the cases ----
+
+def bf16(t):  # round as the compiled graph does when it stores bf16
+    return t.to(torch.bfloat16).to(torch.float64)
+
+
+def f16(t):
+    return t.to(torch.float16).to(torch.float64)
+
+
+def attn_ref(q, k, v, scale, causal):
+    s = q @ k.transpose(-1, -2) * scale
+    if causal:
+        sq, sk = s.shape[-2:]
+        s = s.masked_fill(~torch.ones(sq, sk, dtype=torch.bool).tril(), float("-inf"))
+    return torch.softmax(s, -1) @ v
+
+
+def rmsnorm_ref(x, w, eps):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
+
+FEPS = float(torch.finfo(torch.float32).eps)
+
+
+class Case:
+    def __init__(self, name, sig, expr, ref, tol, ranges=None, members="", defines=None):
+        self.name, self.sig, self.expr, self.ref, self.tol = name, sig, expr, ref, tol
+        self.ranges, self.members, self.defines = ranges or {}, members, defines or []
+
+    def source(self):
+        return "module T {\n    %s\n    forward(%s) {\n        return %s\n    }\n}\n" % (
+            self.members, self.sig, self.expr)
+
+
+def unary(name, fn, lo=-2.0, hi=2.0, tol=EW):
+    return Case(name, "x: f32[3, 1000]", "%s(x)" % name, lambda I, P: fn(I["x"]), tol, {"x": (lo, hi)})
+
+
+CASES = [
+    # binary elementwise, broadcasting
+    Case("add_bcast_col", "a: f32[4, 37, 53], b: f32[37, 1]", "a + b", lambda I, P: I["a"] + I["b"], EW),
+    Case("sub_bcast_3d", "a: f32[5, 1, 7], b: f32[3, 1]", "a - b", lambda I, P: I["a"] - I["b"], EW),
+    Case("mul_row", "a: f32[2, 3, 4, 45], b: f32[45]", "a * b", lambda I, P: I["a"] * I["b"], EW),
+    Case("mul_outer", "a: f32[33, 1], b: f32[1, 70]", "a * b", lambda I, P: I["a"] * I["b"], EW),
+    Case("mul_scalar", "x: f32[3, 1000]", "x * 2.5", lambda I, P: I["x"] * 2.5, EW),
+    Case("div", "a: f32[37, 53], b: f32[37, 53]", "a / b", lambda I, P: I["a"] / I["b"], EW, {"b": (0.5, 2)}),
+    Case("div_scalar_left", "b: f32[5, 99]", "1.0 / b", lambda I, P: 1.0 / I["b"], EW, {"b": (0.5, 2)}),
+    Case("add_same_big", "a: f32[3, 5000], b: f32[3, 5000]", "a + b", lambda I, P: I["a"] + I["b"], EW),
+    Case("add_i32_bcast", "a: i32[7, 33], b: i32[33]", "a + b", lambda I, P: I["a"] + I["b"], EXACT,
+         {"a": (-100, 100), "b": (-100, 100)}),
+    Case("mul_i32", "a: i32[7, 33], b: i32[7, 33]", "a * b", lambda I, P: I["a"] * I["b"], EXACT,
+         {"a": (-100, 100), "b": (-100, 100)}),
+    Case("div_i32_trunc", "a: i32[7, 33], b: i32[7, 33]", "a / b",
+         lambda I, P: torch.div(I["a"], I["b"], rounding_mode="trunc"), EXACT, {"a": (-100, 100), "b": (1, 20)}),
+    Case("sub_i64", "a: i64[40], b: i64[40]", "a - b", lambda I, P: I["a"] - I["b"], EXACT,
+         {"a": (-1000, 1000), "b": (-1000, 1000)}),
+    # unary
+    Case("neg", "x: f32[3, 1000]", "-x", lambda I, P: -I["x"], EW),
+    unary("exp", torch.exp),
+    Case("exp_wide", "x: f32[4, 1000]", "exp(x)", lambda I, P: torch.exp(I["x"]), EW, {"x": (-87, 88)}),
+    unary("log", torch.log, 0.001, 100),
+    unary("sqrt", torch.sqrt, 0, 4),
+    unary("rsqrt", torch.rsqrt, 0.1, 4),
+    unary("tanh", torch.tanh, -5, 5),
+    unary("sigmoid", torch.sigmoid, -12, 12),
+    unary("relu", torch.relu),
+    unary("silu", F.silu, -8, 8),
+    unary("gelu", F.gelu, -5, 5),
+    Case("relu_i32", "x: i32[5, 31]", "relu(x)", lambda I, P: torch.relu(I["x"]), EXACT, {"x": (-50, 50)}),
+    # cast, and bf16/f16 storage with f32 compute
+    Case("cast_bf16_roundtrip", "x: f32[7, 301]", "cast(cast(x, bf16), f32)", lambda I, P: bf16(I["x"]), EXACT,
+         {"x": (-100, 100)}),
+    Case("cast_f16_roundtrip", "x: f32[7, 301]", "cast(cast(x, f16), f32)", lambda I, P: f16(I["x"]), EXACT,
+         {"x": (-100, 100)}),
+    Case("cast_f16_subnormal", "x: f32[7, 301]", "cast(cast(x, f16), f32)", lambda I, P: f16(I["x"]), EXACT,
+         {"x": (-2e-4, 2e-4)}),
+    Case("cast_f16_overflow", "x: f32[7, 301]", "cast(cast(x, f16), f32)", lambda I, P: f16(I["x"]), EXACT,
+         {"x": (-70000, 70000)}),
+    Case("cast_bf16_tiny", "x: f32[7, 301]", "cast(cast(x, bf16), f32)", lambda I, P: bf16(I["x"]), EXACT,
+         {"x": (-1e-38, 1e-38)}),
+    Case("cast_f32_i32", "x: f32[7, 301]", "cast(x, i32)", lambda I, P: I["x"].trunc(), EXACT, {"x": (-100, 100)}),
+    Case("cast_i32_f32", "x: i32[7, 301]", "cast(x, f32)", lambda I, P: I["x"].double(), EXACT,
+         {"x": (-1000, 1000)}),
+    Case("cast_i32_i64", "x: i32[7, 31]", "cast(x, i64)", lambda I, P: I["x"], EXACT, {"x": (-1000, 1000)}),
+    Case("gelu_bf16", "x: f32[5, 333]", "cast(gelu(cast(x, bf16)), f32)", lambda I, P: bf16(F.gelu(bf16(I["x"]))),
+         LOW, {"x": (-5, 5)}),
+    Case("silu_bf16_input", "x: bf16[5, 77]", "cast(silu(x), f32)", lambda I, P: bf16(F.silu(I["x"])), LOW,
+         {"x": (-6, 6)}),
+    Case("add_f16_input", "a: f16[9, 40], b: f16[40]", "cast(a + b, f32)", lambda I, P: f16(I["a"] + I["b"]), LOW),
+    # reductions
+    Case("sum_axis1_keepdim", "x: f32[4, 37, 53]", "sum(x, dim=1, keepdim=true)",
+         lambda I, P: I["x"].sum(1, keepdim=True), RED),
+    Case("sum_last", "x: f32[6, 1000]", "sum(x, dim=-1)", lambda I, P: I["x"].sum(-1), RED),
+    Case("sum_all", "x: f32[6, 70]", "sum(x)", lambda I, P: I["x"].sum(), RED),
+    Case("mean_axis0", "x: f32[4, 37, 53]", "mean(x, dim=0)", lambda I, P: I["x"].mean(0), RED),
+    Case("mean_last_keepdim", "x: f32[4, 37, 53]", "mean(x, dim=2, keepdim=true)",
+         lambda I, P: I["x"].mean(2, keepdim=True), RED),
+    Case("max_last_keepdim", "x: f32[4, 37, 53]", "max(x, dim=2, keepdim=true)",
+         lambda I, P: I["x"].amax(2, keepdim=True), EXACT),
+    Case("max_axis1", "x: f32[4, 37, 53]", "max(x, dim=1)", lambda I, P: I["x"].amax(1), EXACT),
+    Case("sum_i32_last", "x: i32[5, 40]", "sum(x, dim=1)", lambda I, P: I["x"].sum(1), EXACT, {"x": (-50, 50)}),
+    Case("sum_bf16", "x: bf16[4, 300]", "cast(sum(x, dim=1), f32)", lambda I, P: bf16(I["x"].sum(1)), LOW),
+    Case("softmax_last", "x: f32[6, 1000]", "softmax(x, dim=-1)", lambda I, P: torch.softmax(I["x"], -1), RED,
+         {"x": (-10, 10)}),
+    Case("softmax_short_rows", "x: f32[50, 7]", "softmax(x)", lambda I, P: torch.softmax(I["x"], -1), RED,
+         {"x": (-10, 10)}),
+    Case("softmax_axis1", "x: f32[4, 37, 53]", "softmax(x, dim=1)", lambda I, P: torch.softmax(I["x"], 1), RED,
+         {"x": (-10, 10)}),
+    Case("softmax_bf16", "x: f32[6, 200]", "cast(softmax(cast(x, bf16)), f32)",
+         lambda I, P: bf16(torch.softmax(bf16(I["x"]), -1)), LOW, {"x": (-5, 5)}),
+    # layout: bit-exact
+    Case("transpose_0_2", "x: f32[4, 37, 53]", "transpose(x, 0, 2)", lambda I, P: I["x"].transpose(0, 2), EXACT),
+    Case("transpose_heads", "x: f32[2, 64, 4, 32]", "transpose(x, 1, 2)", lambda I, P: I["x"].transpose(1, 2), EXACT),
+    Case("transpose_last2", "x: f32[3, 37, 53]", "transpose(x, -1, -2)", lambda I, P: I["x"].transpose(-1, -2),
+         EXACT),
+    Case("transpose_2d_big", "x: f32[300, 170]", "transpose(x, 0, 1)", lambda I, P: I["x"].t(), EXACT),
+    Case("transpose_bf16", "x: bf16[3, 17, 20]", "cast(transpose(x, 0, 2), f32)",
+         lambda I, P: I["x"].transpose(0, 2), EXACT),
+    Case("slice_last", "x: f32[2, 64, 384]", "slice(x, 2, 128, 256)", lambda I, P: I["x"][:, :, 128:256], EXACT),
+    Case("slice_first", "x: f32[4, 37, 53]", "slice(x, 0, 1, 3)", lambda I, P: I["x"][1:3], EXACT),
+    Case("slice_negative", "x: f32[4, 37, 53]", "slice(x, -1, 5, -3)", lambda I, P: I["x"][..., 5:-3], EXACT),
+    Case("slice_big_row", "x: f32[2, 40000]", "slice(x, 1, 3, 39000)", lambda I, P: I["x"][:, 3:39000], EXACT),
+    Case("concat_mid", "a: f32[2, 3, 5], b: f32[2, 7, 5], c: f32[2, 1, 5]", "concat([a, b, c], dim=1)",
+         lambda I, P: torch.cat([I["a"], I["b"], I["c"]], 1), EXACT),
+    Case("concat_first", "a: f32[3, 5], b: f32[4, 5]", "concat([a, b])", lambda I, P: torch.cat([I["a"], I["b"]], 0),
+         EXACT),
+    Case("concat_last_i32", "a: i32[3, 5], b: i32[3, 2]", "concat([a, b], dim=-1)",
+         lambda I, P: torch.cat([I["a"], I["b"]], -1), EXACT),
+    Case("reshape_transpose", "x: f32[2, 64, 128]", "transpose(reshape(x, [2, 64, 4, 32]), 1, 2) * 1.0",
+         lambda I, P: I["x"].reshape(2, 64, 4, 32).transpose(1, 2), EXACT),
+    # matmul and linear: sizes that are not multiples of the tiles
+    Case("matmul_37x53x29", "a: f32[37, 53], b: f32[53, 29]", "a @ b", lambda I, P: I["a"] @ I["b"], RED),
+    Case("matmul_1x1x1", "a: f32[1, 1], b: f32[1, 1]", "a @ b", lambda I, P: I["a"] @ I["b"], RED),
+    Case("matmul_64", "a: f32[64, 64], b: f32[64, 64]", "a @ b", lambda I, P: I["a"] @ I["b"], RED),
+    Case("matmul_k_blocks", "a: f32[130, 600], b: f32[600, 97]", "a @ b", lambda I, P: I["a"] @ I["b"], RED),
+    Case("matmul_batch_bcast", "a: f32[3, 1, 37, 53], b: f32[4, 53, 29]", "a @ b", lambda I, P: I["a"] @ I["b"], RED),
+    Case("matmul_batch_2d_lhs", "a: f32[37, 20], b: f32[5, 20, 45]", "a @ b", lambda I, P: I["a"] @ I["b"], RED),
+    Case("matmul_bf16", "a: f32[37, 53], b: f32[53, 29]", "cast(cast(a, bf16) @ cast(b, bf16), f32)",
+         lambda I, P: bf16(bf16(I["a"]) @ bf16(I["b"])), LOW),
+    Case("matmul_f16_k_blocks", "a: f16[40, 300], b: f16[300, 50]", "cast(a @ b, f32)",
+         lambda I, P: f16(I["a"] @ I["b"]), LOW),
+    Case("linear_37x53x29", "x: f32[2, 37, 53]", "lin(x)", lambda I, P: I["x"] @ P["lin.weight"].T, RED,
+         members="lin = Linear(53, 29, bias=false)"),
+    Case("linear_bias", "x: f32[37, 53]", "lin(x)", lambda I, P: F.linear(I["x"], P["lin.weight"], P["lin.bias"]),
+         RED, members="lin = Linear(53, 29)"),
+    Case("linear_k_blocks", "x: f32[100, 600]", "lin(x)", lambda I, P: I["x"] @ P["lin.weight"].T, RED,
+         members="lin = Linear(600, 70, bias=false)"),
+    Case("linear_bf16", "x: bf16[33, 64]", "cast(lin(x), f32)", lambda I, P: bf16(I["x"] @ P["lin.weight"].T), LOW,
+         members="lin = Linear(64, 48, bias=false, dtype=bf16)"),
+    # the rest
+    Case("embedding", "idx: i32[3, 17]", "emb(idx)", lambda I, P: P["emb.weight"][I["idx"]], EXACT,
+         {"idx": (0, 100)}, members="emb = Embedding(100, 24)"),
+    Case("rmsnorm", "x: f32[4, 37, 53]", "norm(x)", lambda I, P: rmsnorm_ref(I["x"], P["norm.weight"], FEPS), RED,
+         members="norm = RMSNorm(53)"),
+    Case("rmsnorm_eps", "x: f32[5, 300]", "norm(x)", lambda I, P: rmsnorm_ref(I["x"], P["norm.weight"], 1e-5), RED,
+         {"x": (-0.01, 0.01)}, members="norm = RMSNorm(300, eps=1e-5)"),
+    Case("layernorm", "x: f32[4, 37, 53]", "norm(x)",
+         lambda I, P: F.layer_norm(I["x"], (53,), P["norm.weight"], P["norm.bias"]), RED, {"x": (3, 5)},
+         members="norm = LayerNorm(53)"),
+    Case("layernorm_plain", "x: f32[6, 100]", "norm(x)", lambda I, P: F.layer_norm(I["x"], (100,), eps=1e-3), RED,
+         members="norm = LayerNorm(100, eps=1e-3, elementwise_affine=false)"),
+    Case("attention", "q: f32[2, 3, 37, 24], k: f32[2, 3, 37, 24], v: f32[2, 3, 37, 24]", "attention(q, k, v)",
+         lambda I, P: attn_ref(I["q"], I["k"], I["v"], 24 ** -0.5, False), RED),
+    Case("attention_causal", "q: f32[2, 3, 70, 16], k: f32[2, 3, 70, 16], v: f32[2, 3, 70, 16]",
+         "attention(q, k, v, causal=true)", lambda I, P: attn_ref(I["q"], I["k"], I["v"], 0.25, True), RED),
+    Case("attention_cross_dv", "q: f32[1, 2, 20, 32], k: f32[1, 2, 45, 32], v: f32[1, 2, 45, 40]",
+         "attention(q, k, v, scale=0.3)", lambda I, P: attn_ref(I["q"], I["k"], I["v"], 0.3, False), RED),
+    Case("attention_causal_rect", "q: f32[1, 2, 50, 32], k: f32[1, 2, 45, 32], v: f32[1, 2, 45, 32]",
+         "attention(q, k, v, causal=true)", lambda I, P: attn_ref(I["q"], I["k"], I["v"], 32 ** -0.5, True), RED),
+    Case("attention_causal_long", "q: f32[1, 2, 200, 64], k: f32[1, 2, 200, 64], v: f32[1, 2, 200, 64]",
+         "attention(q, k, v, causal=true)", lambda I, P: attn_ref(I["q"], I["k"], I["v"], 0.125, True), RED,
+         {"q": (-3, 3), "k": (-3, 3)}),
+    Case("attention_bf16", "q: bf16[1, 2, 40, 32], k: bf16[1, 2, 40, 32], v: bf16[1, 2, 40, 32]",
+         "cast(attention(q, k, v), f32)", lambda I, P: bf16(attn_ref(I["q"], I["k"], I["v"], 32 ** -0.5, False)),
+         LOW),
+    Case("cross_entropy", "x: f32[2, 37, 100], t: i32[2, 37]", "cross_entropy(x, t)",
+         lambda I, P: F.cross_entropy(I["x"].reshape(-1, 100), I["t"].reshape(-1)), RED, {"t": (0, 100), "x": (-5, 5)}),
+    Case("cross_entropy_i64", "x: f32[10, 7], t: i64[10]", "cross_entropy(x, t)",
+         lambda I, P: F.cross_entropy(I["x"], I["t"]), RED, {"t": (0, 7)}),
+]
+
+
+def cmd_ops(args):
+    os.makedirs(args.work, exist_ok=True)
+    failed = 0
+    for c in CASES:
+        if args.k and args.k not in c.name:
+            continue
+        d = os.path.join(args.work, c.name)
+        os.makedirs(d, exist_ok=True)
+        src = os.path.join(d, "model.mdl")
+        with open(src, "w") as f:
+            f.write(c.source())
+        extra = []
+        for n, (lo, hi) in c.ranges.items():
+            extra += ["--range", "%s=%r,%r" % (n, lo, hi)]
+        try:
+            m, T = run_opcheck(args, src, d, extra + c.defines)
+            ref = c.ref(T["input"], T["param"])
+            err, why = rel_err(T["output"]["output"], ref)
+        except Exception as e:  # a compile or run failure is a failed case
+            err, why = float("inf"), str(e).strip().replace("\n", " | ")
+        ok = err <= c.tol
+        failed += not ok
+        print("%s %-24s err %.2e  tol %.0e  %s" % ("PASS" if ok else "FAIL", c.name, err, c.tol, why), flush=True)
+    n = len([c for c in CASES if not args.k or args.k in c.name])
+    print("%d of %d cases passed" % (n - failed, n))
+    return 1 if failed else 0
+
+
+# ---- the whole MiniLLM ----
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = torch.finfo(torch.float32).eps
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+class Block(nn.Module):
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.norm1 = RMSNorm(dim)
+        self.attn = nn.MultiheadAttention(dim, heads, batch_first=True)
+        self.norm2 = RMSNorm(dim)
+        self.ffn = nn.Sequential(nn.Linear(dim, 4 * dim, bias=False), nn.SiLU(), nn.Linear(4 * dim, dim, bias=False))
+
+    def forward(self, x):
+        h = self.norm1(x)
+        x = x + self.attn(h, h, h, need_weights=False)[0]
+        return x + self.ffn(self.norm2(x))
+
+
+class MiniLLM(nn.Module):
+    def __init__(self, vocab, dim, layers, heads):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, dim)
+        self.layers = nn.ModuleList([Block(dim, heads) for _ in range(layers)])
+        self.head = nn.Linear(dim, vocab, bias=False)
+
+    def forward(self, idx):
+        x = self.embed(idx)
+        for layer in self.layers:
+            x = layer(x)
+        return self.head(x)
+
+
+MINI = dict(vocab=512, dim=128, layers=2, heads=4, batch=2, seq=64)
+
+
+def run_minillm(args, outdir, extra):
+    os.makedirs(outdir, exist_ok=True)
+    defines = ["%s=%d" % kv for kv in MINI.items()]
+    return run_opcheck(args, args.model, outdir, ["--range", "idx=0,%d" % MINI["vocab"]] + extra + defines)
+
+
+def minillm_ref(T):
+    model = MiniLLM(MINI["vocab"], MINI["dim"], MINI["layers"], MINI["heads"]).double()
+    model.load_state_dict(T["param"], strict=True)  # the names must be PyTorch's
+    model.eval()
+    with torch.no_grad():
+        return model(T["input"]["idx"])
+
+
+def cmd_minillm(args):
+    m, T = run_minillm(args, args.work, ["--bench", "5"])
+    ref = minillm_ref(T)
+    err, why = rel_err(T["output"]["output"], ref)
+    ok = err <= RED
+    print("%s minillm logits  err %.2e (max |out - ref| / max |ref|)  tol %.0e  %s" % (
+        "PASS" if ok else "FAIL", err, RED, why))
+    print("     max abs err %.3e, max |ref| %.3f; %d kernels, %.2f ms per forward on %d thread(s) (%s, %d lanes)" % (
+        (T["output"]["output"] - ref).abs().max().item(), ref.abs().max().item(), len(m["kernel"]),
+        m["bench"][0] * 1e3, args.threads, m["target"][0], m["target"][1]))
+    return 0 if ok else 1
+
+
+def cmd_objfile(args):
+    obj, so = os.path.join(args.work, "minillm.o"), os.path.join(args.work, "libminillm.so")
+    _, J = run_minillm(args, os.path.join(args.work, "jit"), ["--emit-obj", obj])
+    subprocess.run([args.cc, "-shared", "-o", so, obj], check=True)
+    _, S = run_minillm(args, os.path.join(args.work, "so"), ["--so", so])
+    same = torch.equal(J["output"]["output"], S["output"]["output"])
+    err, why = rel_err(S["output"]["output"], minillm_ref(S))
+    ok = same and err <= RED
+    print("%s minillm from %s: %s the JIT's logits; err against torch %.2e  tol %.0e  %s" % (
+        "PASS" if ok else "FAIL", os.path.basename(so), "bit-identical to" if same else "DIFFERENT from", err, RED, why))
+    return 0 if ok else 1
+
+
+# ---- GEMM speed ----
+
+def torch_time(fn, iters):
+    for _ in range(3):
+        fn()
+    ts = []
+    for _ in range(iters):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return sorted(ts)[len(ts) // 2]
+
+
+def cmd_bench(args):
+    os.makedirs(args.work, exist_ok=True)
+    n = args.size
+    flops = 2.0 * n * n * n
+    torch.set_num_threads(args.threads)
+    models = {
+        "matmul": ("a: f32[%d, %d], b: f32[%d, %d]" % (n, n, n, n), "a @ b", ""),
+        "linear": ("x: f32[%d, %d]" % (n, n), "lin(x)", "lin = Linear(%d, %d, bias=false)" % (n, n)),
+    }
+    print("%d x %d x %d f32 GEMM, %d thread(s), median of %d runs" % (n, n, n, args.threads, args.iters))
+    for name, (sig, expr, members) in models.items():
+        d = os.path.join(args.work, name)
+        os.makedirs(d, exist_ok=True)
+        src = os.path.join(d, "model.mdl")
+        with open(src, "w") as f:
+            f.write(Case(name, sig, expr, None, 0, members=members).source())
+        m, T = run_opcheck(args, src, d, ["--bench", str(args.iters)])
+        I, P = T["input"], T["param"]
+        if name == "matmul":
+            a, b = I["a"].float(), I["b"].float()
+            ref = a.double() @ b.double()
+            tt = torch_time(lambda: torch.matmul(a, b), args.iters)
+        else:
+            x, w = I["x"].float(), P["lin.weight"].float()
+            ref = x.double() @ w.double().T
+            tt = torch_time(lambda: F.linear(x, w), args.iters)
+        err, _ = rel_err(T["output"]["output"], ref)
+        ours = m["bench"][0]
+        print("  %-6s mlc %7.1f GFLOP/s (%.2f ms)   torch %7.1f GFLOP/s (%.2f ms)   ratio %.2fx   err %.1e" % (
+            name, flops / ours / 1e9, ours * 1e3, flops / tt / 1e9, tt * 1e3, tt / ours, err))
+        if name == "linear":  # Debian's torch.matmul uses reference BLAS; its oneDNN path is the fast one
+            try:
+                from torch.utils import mkldnn
+                lin = nn.Linear(n, n, bias=False)
+                lin.weight.data = w
+                ml, xm = mkldnn.to_mkldnn(lin), x.to_mkldnn()
+                td = torch_time(lambda: ml(xm), args.iters)
+                print("  %-6s (torch oneDNN linear %7.1f GFLOP/s (%.2f ms); mlc/oneDNN %.2fx)" % (
+                    "", flops / td / 1e9, td * 1e3, td / ours))
+            except Exception as e:
+                print("  (torch oneDNN not available: %s)" % e)
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("mode", choices=["ops", "minillm", "objfile", "bench"])
+    ap.add_argument("--cc", default="cc", help="objfile: the C compiler that links the .so")
+    ap.add_argument("--opcheck", required=True, help="the mlc_opcheck binary")
+    ap.add_argument("--work", required=True, help="directory for the models and tensors")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--model", help="minillm: examples/minillm.mdl")
+    ap.add_argument("--size", type=int, default=1024)
+    ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("-k", help="ops: only cases whose name contains this")
+    ap.add_argument("--cpu", help="compile for LLVM CPU NAME[:FEATURES] instead of the host, "
+                    "e.g. haswell:+avx2,+fma,+f16c (8-lane kernels) or x86-64 (SSE2, 4 lanes, no F16C)")
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    return {"ops": cmd_ops, "minillm": cmd_minillm, "objfile": cmd_objfile, "bench": cmd_bench}[args.mode](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
