@@ -17,9 +17,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <limits.h>
+#include <math.h>
+
 #include "frontend/frontend.h"
 #include "mlc_version.h"
 #include "passes/passes.h"
+#include "runtime/status.h"
+#ifdef MLC_HAVE_CPU
+#include "driver/target_cpu.h"
+#include "runtime/plan.h"
+#include "runtime/session.h"
+#endif
 
 enum { EXIT_OK = 0, EXIT_USER = 1, EXIT_USAGE = 2, EXIT_INTERNAL = 3, EXIT_NO_TARGET = 4 };
 
@@ -39,26 +48,37 @@ static const struct {
 static void usage(FILE *o) {
   fprintf(o,
           "usage: mlc compile FILE.mdl [options] [NAME=VALUE ...]\n"
+          "       mlc run FILE.mdl --target cpu [--weights W] --input NAME=FILE ... [options]\n"
+          "       mlc bench FILE.mdl --target cpu [--runs N] [options]\n"
           "       mlc --help | --version\n"
           "\n"
-          "Compiles a model written in .mdl (see docs/language.md).\n"
+          "Compiles a model written in .mdl (see docs/language.md and docs/cli.md).\n"
           "\n"
-          "compile options:\n"
-          "  -t, --target T        cpu, cuda, cuda-nccl, spirv or metal; without it mlc\n"
-          "                        checks the model and prints what --emit/--stats ask for\n"
-          "  -o, --output DIR      where the artifact goes (needs --target)\n"
+          "common options:\n"
+          "  -t, --target T        cpu, cuda, cuda-nccl, spirv or metal (cpu is built today)\n"
           "  -D NAME=VALUE         override a config value (repeatable); a bare NAME=VALUE\n"
           "                        argument after FILE does the same\n"
           "      --entry MODULE    compile this module instead of the train block's (or the last)\n"
-          "      --emit ast|ir     print the AST or the final IR to standard output\n"
-          "      --print-after P   print the IR after pass P (%s) or after all\n"
           "      --time-passes     print how long each phase took, to standard error\n"
-          "      --stats           print parameters (state_dict names and shapes), op counts, FLOPs\n"
           "  -h, --help            this text\n"
           "  -V, --version         the version\n"
+          "compile:\n"
+          "  -o, --output DIR      where the artifact goes (default out/; needs --target)\n"
+          "      --emit ast|ir     print the AST or the final IR to standard output\n"
+          "      --print-after P   print the IR after pass P (%s) or after all\n"
+          "      --stats           print parameters (state_dict names and shapes), op counts, FLOPs\n"
+          "                        and the planned memory\n"
+          "run and bench (forward):\n"
+          "      --weights FILE    safetensors with PyTorch's names; default: PyTorch's init, --seed\n"
+          "      --input NAME=FILE raw little-endian data for an input (run needs every input)\n"
+          "  -o, --output NAME=FILE  (run) write an output's raw data\n"
+          "      --seed N          (run) seed of the initial weights without --weights (default 0)\n"
+          "      --threads N       worker threads, 0 for one per CPU (default)\n"
+          "      --profile         print per-kernel time, GFLOP/s and GB/s\n"
+          "      --runs N, --warmup N  (bench) timed runs (default 10) after warm-up runs (default 3)\n"
           "\n"
-          "exit status: 0 success, 1 error in the model, 2 usage error, 3 internal error,\n"
-          "             4 target not available in this build\n",
+          "exit status: 0 success, 1 error in the model or its data, 2 usage error,\n"
+          "             3 internal error, 4 target not available in this build\n",
           mlc_pipeline_pass_names());
 }
 
@@ -131,111 +151,406 @@ static bool parse_define(const char *arg, mlc_define *out) {
   return out->name != NULL;
 }
 
-static int cmd_compile(int argc, char **argv) {
-  enum { OPT_EMIT = 256, OPT_PRINT_AFTER, OPT_TIME, OPT_STATS, OPT_ENTRY };
-  static const struct option opts[] = {
-    {"target", required_argument, 0, 't'},    {"output", required_argument, 0, 'o'},
-    {"emit", required_argument, 0, OPT_EMIT}, {"print-after", required_argument, 0, OPT_PRINT_AFTER},
-    {"time-passes", no_argument, 0, OPT_TIME}, {"stats", no_argument, 0, OPT_STATS},
-    {"entry", required_argument, 0, OPT_ENTRY}, {"help", no_argument, 0, 'h'},
-    {0, 0, 0, 0},
-  };
-  const char *target = NULL, *outdir = NULL, *emit = NULL, *print_after = NULL, *entry = NULL, *file = NULL;
-  bool time_passes = false, stats = false;
+typedef enum { CMD_COMPILE, CMD_RUN, CMD_BENCH } command;
+
+/* Everything the command line says. */
+typedef struct {
+  command cmd;
+  const char *name; /* "compile", "run", "bench" */
+  const char *target, *outdir, *emit, *print_after, *entry, *file, *weights;
+  const char *inputs[64], *outputs[64]; /* NAME=FILE */
+  uint32_t ninputs, noutputs;
+  bool time_passes, stats, profile;
+  int threads, runs, warmup;
+  unsigned long long seed;
   mlc_define defines[MAX_DEFINES];
-  uint32_t ndefines = 0;
-  int rc = EXIT_OK;
+  uint32_t ndefines;
+} options;
+
+enum {
+  OPT_EMIT = 256, OPT_PRINT_AFTER, OPT_TIME, OPT_STATS, OPT_ENTRY, OPT_WEIGHTS, OPT_INPUT, OPT_PROFILE, OPT_THREADS,
+  OPT_SEED, OPT_RUNS, OPT_WARMUP,
+};
+
+/* Which options each command takes: a letter or OPT_ value per entry. */
+static bool takes(command cmd, int opt) {
+  switch (opt) {
+  case 't': case 'D': case 'h': case OPT_ENTRY: case OPT_TIME: return true;
+  case OPT_EMIT: case OPT_PRINT_AFTER: case OPT_STATS: return cmd == CMD_COMPILE;
+  case 'o': return cmd != CMD_BENCH;
+  case OPT_INPUT: case OPT_SEED: return cmd == CMD_RUN;
+  case OPT_WEIGHTS: case OPT_PROFILE: case OPT_THREADS: return cmd != CMD_COMPILE;
+  case OPT_RUNS: case OPT_WARMUP: return cmd == CMD_BENCH;
+  default: return false;
+  }
+}
+
+static bool parse_int(const char *s, long lo, long hi, long *out) {
+  char *end;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (!*s || *end || errno || v < lo || v > hi) return false;
+  *out = v;
+  return true;
+}
+
+/* Returns -1 to go on, or the exit status. */
+static int parse_args(options *o, int argc, char **argv) {
+  static const struct option opts[] = {
+    {"target", required_argument, 0, 't'},      {"output", required_argument, 0, 'o'},
+    {"emit", required_argument, 0, OPT_EMIT},   {"print-after", required_argument, 0, OPT_PRINT_AFTER},
+    {"time-passes", no_argument, 0, OPT_TIME},  {"stats", no_argument, 0, OPT_STATS},
+    {"entry", required_argument, 0, OPT_ENTRY}, {"weights", required_argument, 0, OPT_WEIGHTS},
+    {"input", required_argument, 0, OPT_INPUT}, {"profile", no_argument, 0, OPT_PROFILE},
+    {"threads", required_argument, 0, OPT_THREADS}, {"seed", required_argument, 0, OPT_SEED},
+    {"runs", required_argument, 0, OPT_RUNS},   {"warmup", required_argument, 0, OPT_WARMUP},
+    {"help", no_argument, 0, 'h'},              {0, 0, 0, 0},
+  };
   optind = 1;
-  argv[0] = (char *)"mlc"; /* getopt's own messages start with argv[0], which is "compile" here */
-  int c;
-  while ((c = getopt_long(argc, argv, "+t:o:D:h", opts, NULL)) != -1 || optind < argc) {
+  argv[0] = (char *)"mlc"; /* getopt's own messages start with argv[0], which is the command here */
+  int c, idx;
+  long v;
+  while ((c = getopt_long(argc, argv, "+t:o:D:h", opts, &idx)) != -1 || optind < argc) {
     if (c == -1) { /* a positional argument: the file, or NAME=VALUE */
       const char *arg = argv[optind++];
-      if (!file && !strchr(arg, '=')) file = arg;
-      else if (ndefines < MAX_DEFINES && parse_define(arg, &defines[ndefines])) ndefines++;
-      else if (file) { rc = usage_error("unexpected argument '%s' (only one model file is compiled at a time)", arg); goto out; }
-      else { rc = usage_error("'%s' is not a NAME=VALUE override", arg); goto out; }
+      if (!o->file && !strchr(arg, '=')) o->file = arg;
+      else if (o->ndefines < MAX_DEFINES && parse_define(arg, &o->defines[o->ndefines])) o->ndefines++;
+      else if (o->file) return usage_error("unexpected argument '%s' (only one model file is compiled at a time)", arg);
+      else return usage_error("'%s' is not a NAME=VALUE override", arg);
       continue;
     }
+    if (c == '?') { fprintf(stderr, "Try 'mlc --help'.\n"); return EXIT_USAGE; }
+    if (!takes(o->cmd, c)) {
+      fprintf(stderr, "mlc: %s does not take %s%s\nTry 'mlc --help'.\n", o->name, c < 256 ? "-" : "--",
+              c < 256 ? (char[2]){(char)c, 0} : opts[idx].name);
+      return EXIT_USAGE;
+    }
     switch (c) {
-    case 't': target = optarg; break;
-    case 'o': outdir = optarg; break;
-    case 'D':
-      if (ndefines >= MAX_DEFINES) { rc = usage_error("%s", "too many -D options"); goto out; }
-      if (!parse_define(optarg, &defines[ndefines])) { rc = usage_error("-D %s: expected NAME=VALUE", optarg); goto out; }
-      ndefines++;
+    case 't': o->target = optarg; break;
+    case 'o':
+      if (o->cmd == CMD_COMPILE) o->outdir = optarg;
+      else if (o->noutputs < 64) o->outputs[o->noutputs++] = optarg;
       break;
-    case OPT_EMIT: emit = optarg; break;
-    case OPT_PRINT_AFTER: print_after = optarg; break;
-    case OPT_TIME: time_passes = true; break;
-    case OPT_STATS: stats = true; break;
-    case OPT_ENTRY: entry = optarg; break;
-    case 'h': usage(stdout); goto out;
-    default: rc = EXIT_USAGE; fprintf(stderr, "Try 'mlc --help'.\n"); goto out;
+    case 'D':
+      if (o->ndefines >= MAX_DEFINES) return usage_error("%s", "too many -D options");
+      if (!parse_define(optarg, &o->defines[o->ndefines])) return usage_error("-D %s: expected NAME=VALUE", optarg);
+      o->ndefines++;
+      break;
+    case OPT_EMIT: o->emit = optarg; break;
+    case OPT_PRINT_AFTER: o->print_after = optarg; break;
+    case OPT_TIME: o->time_passes = true; break;
+    case OPT_STATS: o->stats = true; break;
+    case OPT_ENTRY: o->entry = optarg; break;
+    case OPT_WEIGHTS: o->weights = optarg; break;
+    case OPT_INPUT: if (o->ninputs < 64) o->inputs[o->ninputs++] = optarg; break;
+    case OPT_PROFILE: o->profile = true; break;
+    case OPT_THREADS:
+      if (!parse_int(optarg, 0, 1024, &v)) return usage_error("--threads %s: expected a number from 0 (all CPUs) to 1024", optarg);
+      o->threads = (int)v;
+      break;
+    case OPT_SEED:
+      if (!parse_int(optarg, 0, LONG_MAX, &v)) return usage_error("--seed %s: expected a non-negative integer", optarg);
+      o->seed = (unsigned long long)v;
+      break;
+    case OPT_RUNS:
+      if (!parse_int(optarg, 1, 100000, &v)) return usage_error("--runs %s: expected a number from 1 to 100000", optarg);
+      o->runs = (int)v;
+      break;
+    case OPT_WARMUP:
+      if (!parse_int(optarg, 0, 100000, &v)) return usage_error("--warmup %s: expected a number from 0 to 100000", optarg);
+      o->warmup = (int)v;
+      break;
+    case 'h': usage(stdout); return EXIT_OK;
     }
   }
-  if (!file) { rc = usage_error("%s", "compile needs a model file"); goto out; }
-  if (emit && strcmp(emit, "ast") && strcmp(emit, "ir")) { rc = usage_error("--emit %s: expected ast or ir", emit); goto out; }
-  if (print_after && !mlc_pipeline_has_pass(print_after)) {
-    fprintf(stderr, "mlc: --print-after %s: no such pass (passes: %s, or all)\n", print_after, mlc_pipeline_pass_names());
-    rc = EXIT_USAGE;
-    goto out;
+  if (!o->file) return usage_error("%s needs a model file", o->name);
+  if (o->emit && strcmp(o->emit, "ast") && strcmp(o->emit, "ir")) return usage_error("--emit %s: expected ast or ir", o->emit);
+  if (o->print_after && !mlc_pipeline_has_pass(o->print_after)) {
+    fprintf(stderr, "mlc: --print-after %s: no such pass (passes: %s, or all)\n", o->print_after, mlc_pipeline_pass_names());
+    return EXIT_USAGE;
   }
-  if (target) {
+  if (o->target) {
     size_t i = 0;
-    while (i < sizeof targets / sizeof *targets && strcmp(targets[i].name, target)) i++;
-    if (i == sizeof targets / sizeof *targets) {
-      rc = usage_error("--target %s: unknown target (targets: cpu, cuda, cuda-nccl, spirv, metal)", target);
-      goto out;
-    }
+    while (i < sizeof targets / sizeof *targets && strcmp(targets[i].name, o->target)) i++;
+    if (i == sizeof targets / sizeof *targets)
+      return usage_error("--target %s: unknown target (targets: cpu, cuda, cuda-nccl, spirv, metal)", o->target);
   }
-  if (outdir && !target) { rc = usage_error("%s", "-o needs --target: without a target there is no artifact"); goto out; }
-  for (uint32_t i = 0; i < ndefines; i++)
+  if (o->cmd == CMD_COMPILE && o->outdir && !o->target)
+    return usage_error("%s", "-o needs --target: without a target there is no artifact");
+  if (o->cmd != CMD_COMPILE && !o->target) return usage_error("%s needs --target (cpu is the one built today)", o->name);
+  for (uint32_t i = 0; i < o->ninputs + o->noutputs; i++) {
+    const char *a = i < o->ninputs ? o->inputs[i] : o->outputs[i - o->ninputs];
+    const char *eq = strchr(a, '=');
+    if (!eq || eq == a || !eq[1])
+      return usage_error(i < o->ninputs ? "--input %s: expected NAME=FILE" : "--output %s: expected NAME=FILE", a);
+  }
+  for (uint32_t i = 0; i < o->ndefines; i++)
     for (uint32_t k = 0; k < i; k++)
-      if (!strcmp(defines[i].name, defines[k].name)) { rc = usage_error("-D %s is given twice", defines[i].name); goto out; }
+      if (!strcmp(o->defines[i].name, o->defines[k].name)) return usage_error("-D %s is given twice", o->defines[i].name);
+  return -1;
+}
 
+/* Reads, parses, lowers and runs the passes.  Returns -1 to go on, or the
+ * exit status (diagnostics printed). */
+static int frontend(const options *o, mlc_program *prog, mlc_diag *diag, char **src) {
+  FILE *tf = o->time_passes ? stderr : NULL;
   double t0 = mlc_now();
   size_t len;
-  char *src = read_file(file, &len);
-  if (!src) { rc = EXIT_USER; goto out; }
-  mlc_arena arena;
-  mlc_arena_init(&arena);
-  mlc_diag diag;
-  mlc_diag_init(&diag, stderr);
-  mlc_program prog;
-  mlc_program_init(&prog, &arena);
-  FILE *tf = time_passes ? stderr : NULL;
+  *src = read_file(o->file, &len);
+  if (!*src) return EXIT_USER;
   double t1 = mlc_now();
-  uint32_t fid = mlc_diag_add_source(&diag, file, src, len), ntoks;
-  mlc_token *toks = mlc_lex(&arena, &diag, fid, src, len, &ntoks);
+  uint32_t fid = mlc_diag_add_source(diag, o->file, *src, len), ntoks;
+  mlc_token *toks = mlc_lex(prog->arena, diag, fid, *src, len, &ntoks);
   /* After a lexing error the parser would only report its consequences. */
-  mlc_ast_file *ast = diag.errors ? NULL : mlc_parse(&arena, &diag, toks, ntoks);
+  mlc_ast_file *ast = diag->errors ? NULL : mlc_parse(prog->arena, diag, toks, ntoks);
   double t2 = mlc_now();
   if (tf) fprintf(tf, "mlc: time per phase\n  %-12s %9.3f ms\n  %-12s %9.3f ms\n", "read", (t1 - t0) * 1e3, "parse", (t2 - t1) * 1e3);
-  if (!diag.errors && emit && !strcmp(emit, "ast")) mlc_ast_print(stdout, ast);
-  mlc_lower_options lo = {defines, ndefines, entry, 0};
-  bool ok = !diag.errors && mlc_lower(&prog, &diag, ast, &lo);
+  if (!diag->errors && o->emit && !strcmp(o->emit, "ast")) mlc_ast_print(stdout, ast);
+  mlc_lower_options lo = {o->defines, o->ndefines, o->entry, 0};
+  bool ok = !diag->errors && mlc_lower(prog, diag, ast, &lo);
   double t3 = mlc_now();
   if (tf) fprintf(tf, "  %-12s %9.3f ms\n", "lower", (t3 - t2) * 1e3);
-  mlc_pipeline_options po = {print_after, stdout, tf};
-  ok = ok && mlc_pipeline_run(&prog, &diag, &po);
+  mlc_pipeline_options po = {o->print_after, stdout, tf};
+  ok = ok && mlc_pipeline_run(prog, diag, &po);
   if (tf) fprintf(tf, "  %-12s %9.3f ms\n", "total", (mlc_now() - t0) * 1e3);
-  if (ok) {
-    if (emit && !strcmp(emit, "ir")) mlc_print_program(stdout, &prog);
-    if (stats) mlc_print_stats(stdout, &prog);
-    if (target) {
-      fprintf(stderr, "mlc: target '%s' is not built into this mlc yet: its code generator does not exist "
-              "(the model was checked; no artifact was written)\n", target);
-      rc = EXIT_NO_TARGET;
+  if (!ok) {
+    mlc_diag_summary(diag);
+    return EXIT_USER;
+  }
+  if (o->emit && !strcmp(o->emit, "ir")) mlc_print_program(stdout, prog);
+  if (o->stats) mlc_print_stats(stdout, prog);
+  return -1;
+}
+
+static int no_target(const char *target) {
+  fprintf(stderr, "mlc: target '%s' is not built into this mlc yet: its code generator does not exist "
+          "(the model was checked; no artifact was written)\n", target);
+  return EXIT_NO_TARGET;
+}
+
+static int fail_status(mlc_status st) {
+  fprintf(stderr, "mlc: %s\n", mlc_status_message(st));
+  mlc_status_code_t code = mlc_status_code(st);
+  mlc_status_free(st);
+  return code == MLC_INTERNAL ? EXIT_INTERNAL : EXIT_USER;
+}
+
+#ifdef MLC_HAVE_CPU
+/* Reads a raw input file of exactly `bytes` bytes into dst. */
+static mlc_status read_exact(const char *path, const char *name, void *dst, uint64_t bytes, const char *shape) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return mlc_status_make(MLC_NOT_FOUND, "--input %s=%s: cannot open: %s", name, path, strerror(errno));
+  size_t got = fread(dst, 1, (size_t)bytes, f);
+  int extra = fgetc(f);
+  fclose(f);
+  if (got != bytes || extra != EOF)
+    return mlc_status_make(MLC_INVALID_ARGUMENT, "--input %s=%s: input '%s' is %s, %llu bytes of raw little-endian data; "
+                           "the file has %s", name, path, name, shape, (unsigned long long)bytes,
+                           got < bytes ? "fewer" : "more");
+  return NULL;
+}
+
+static const char *value_desc(const mlc_plan_value *v, char *buf, size_t n) {
+  static const char *dt[] = {"?", "f32", "bf16", "f16", "i32", "i64", "bool"};
+  size_t k = (size_t)snprintf(buf, n, "%s[", dt[v->shape.dtype]);
+  for (int i = 0; i < v->shape.rank && k < n; i++) k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? ", " : "", (long long)v->shape.dims[i]);
+  if (k < n) snprintf(buf + k, n - k, "]");
+  return buf;
+}
+
+static const char *find_arg(const char *const *list, uint32_t n, const char *name) {
+  size_t len = strlen(name);
+  for (uint32_t i = 0; i < n; i++)
+    if (!strncmp(list[i], name, len) && list[i][len] == '=') return list[i] + len + 1;
+  return NULL;
+}
+
+/* Fills the inputs of `entry`: from files (run) or random values (bench). */
+static mlc_status set_inputs(const options *o, mlc_session *s, const mlc_plan_entry *e) {
+  for (uint32_t i = 0; i < o->ninputs; i++) {
+    bool known = false;
+    for (uint32_t k = 0; k < e->ninputs; k++) known |= !strncmp(o->inputs[i], e->inputs[k].name, strlen(e->inputs[k].name)) && o->inputs[i][strlen(e->inputs[k].name)] == '=';
+    if (!known) return mlc_status_make(MLC_NOT_FOUND, "--input %s: %s has no input of that name", o->inputs[i], e->name);
+  }
+  uint64_t rng = 0x6d6c63;
+  for (uint32_t k = 0; k < e->ninputs; k++) {
+    const mlc_plan_value *v = &e->values[e->inputs[k].value];
+    uint64_t bytes = mlc_plan_shape_bytes(&v->shape);
+    uint8_t *buf = malloc(bytes ? bytes : 1);
+    if (!buf) return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory for input %s", e->inputs[k].name);
+    char desc[160];
+    mlc_status st = NULL;
+    const char *path = find_arg(o->inputs, o->ninputs, e->inputs[k].name);
+    if (path) {
+      st = read_exact(path, e->inputs[k].name, buf, bytes, value_desc(v, desc, sizeof desc));
+    } else if (o->cmd == CMD_BENCH) {
+      /* Random data: floats in [-1, 1), integers in [0, 64) (valid token ids for any vocabulary of 64 or more). */
+      int esz = v->shape.dtype == 1 || v->shape.dtype == 4 ? 4 : v->shape.dtype == 5 ? 8 : v->shape.dtype == 6 ? 1 : 2;
+      for (uint64_t j = 0; j < bytes / (uint64_t)esz; j++) {
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        uint32_t r = (uint32_t)(rng >> 33);
+        if (v->shape.dtype == 1) { float f = (float)r / 2147483648.0f - 1.0f; memcpy(buf + j * 4, &f, 4); }
+        else if (v->shape.dtype == 4) { int32_t x = (int32_t)(r % 64); memcpy(buf + j * 4, &x, 4); }
+        else if (v->shape.dtype == 5) { int64_t x = r % 64; memcpy(buf + j * 8, &x, 8); }
+        else if (v->shape.dtype == 6) buf[j] = (uint8_t)(r & 1);
+        else { uint16_t h = (uint16_t)(0x3c00 | (r & 0x3ff)); memcpy(buf + j * 2, &h, 2); } /* values in [1, 2) for f16 */
+      }
+    } else {
+      st = mlc_status_make(MLC_INVALID_ARGUMENT, "input '%s' (%s, %llu bytes) needs --input %s=FILE", e->inputs[k].name,
+                           value_desc(v, desc, sizeof desc), (unsigned long long)bytes, e->inputs[k].name);
+    }
+    if (!st) st = mlc_session_set_input(s, e->name, e->inputs[k].name, buf, (size_t)bytes);
+    free(buf);
+    if (st) return st;
+  }
+  return NULL;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static void print_output(const char *name, const void *data, const mlc_plan_value *v) {
+  char desc[160];
+  uint64_t n = mlc_plan_shape_bytes(&v->shape) / (v->shape.dtype == 1 || v->shape.dtype == 4 ? 4 : v->shape.dtype == 5 ? 8 : v->shape.dtype == 6 ? 1 : 2);
+  printf("%s: %s", name, value_desc(v, desc, sizeof desc));
+  if (v->shape.dtype == 1) {
+    const float *f = data;
+    double sum = 0, asum = 0;
+    for (uint64_t i = 0; i < n; i++) sum += f[i], asum += fabs(f[i]);
+    printf("  mean %.6g  mean|x| %.6g  first", sum / (double)n, asum / (double)n);
+    for (uint64_t i = 0; i < n && i < 4; i++) printf(" %.6g", f[i]);
+  }
+  printf("\n");
+}
+
+static int run_cpu(const options *o, mlc_program *prog) {
+  char err[512];
+  mlc_cpu_build b;
+  int rc = EXIT_OK;
+  mlc_plan *plan = NULL;
+  mlc_session *s = NULL;
+  mlc_status st = NULL;
+  if (!mlc_cpu_compile(prog, &b, stderr, err, sizeof err)) {
+    fprintf(stderr, "mlc: %s\n", err);
+    rc = EXIT_USER;
+    goto out;
+  }
+  if (o->cmd == CMD_COMPILE) {
+    const char *dir = o->outdir ? o->outdir : "out";
+    if (!mlc_cpu_write_artifact(&b, dir, o->file, err, sizeof err)) {
+      fprintf(stderr, "mlc: %s\n", err);
+      rc = EXIT_USER;
+    } else {
+      fprintf(stderr, "mlc: wrote %s/%s.h, %s.c, %u object file%s, %s.cmake and %s.pc\n", dir, prog->name, prog->name,
+              prog->nfuncs, prog->nfuncs == 1 ? "" : "s", prog->name, prog->name);
+    }
+    goto out;
+  }
+  if (!mlc_cpu_jit(&b, err, sizeof err)) {
+    fprintf(stderr, "mlc: %s\n", err);
+    rc = EXIT_INTERNAL;
+    goto out;
+  }
+  if ((st = mlc_plan_parse(b.plan, b.plan_bytes, mlc_allocator_default(), &plan))) goto fail;
+  mlc_session_options so = {mlc_cpu_lookup, &b, o->threads, o->profile, {0}};
+  if ((st = mlc_session_create(plan, &so, &s))) goto fail;
+  if (o->weights) {
+    if ((st = mlc_session_load_weights(s, o->weights))) goto fail;
+  } else {
+    mlc_session_init_params(s, o->seed);
+  }
+  const mlc_plan_entry *e = mlc_plan_find_entry(plan, "forward");
+  if (!e) { st = mlc_status_make(MLC_NOT_FOUND, "the model has no forward"); goto fail; }
+  for (uint32_t i = 0; i < o->noutputs; i++) {
+    bool known = false;
+    for (uint32_t k = 0; k < e->noutputs; k++)
+      known |= !strncmp(o->outputs[i], e->outputs[k].name, strlen(e->outputs[k].name)) && o->outputs[i][strlen(e->outputs[k].name)] == '=';
+    if (!known) { st = mlc_status_make(MLC_NOT_FOUND, "--output %s: forward has no output of that name (it has '%s')", o->outputs[i], e->outputs[0].name); goto fail; }
+  }
+  if ((st = set_inputs(o, s, e))) goto fail;
+  if (o->cmd == CMD_RUN) {
+    if ((st = mlc_session_run(s, "forward"))) goto fail;
+    for (uint32_t k = 0; k < e->noutputs; k++) {
+      const void *data;
+      const mlc_plan_shape *shape;
+      if ((st = mlc_session_output(s, "forward", e->outputs[k].name, &data, &shape))) goto fail;
+      const mlc_plan_value *v = &e->values[e->outputs[k].value];
+      print_output(e->outputs[k].name, data, v);
+      const char *path = find_arg(o->outputs, o->noutputs, e->outputs[k].name);
+      if (path) {
+        FILE *f = fopen(path, "wb");
+        uint64_t n = mlc_plan_shape_bytes(shape);
+        if (!f || fwrite(data, 1, (size_t)n, f) != n || fclose(f)) {
+          st = mlc_status_make(MLC_IO, "--output %s=%s: cannot write: %s", e->outputs[k].name, path, strerror(errno));
+          goto fail;
+        }
+      }
     }
   } else {
-    mlc_diag_summary(&diag);
-    rc = EXIT_USER;
+    int warm = o->warmup >= 0 ? o->warmup : 3, runs = o->runs ? o->runs : 10;
+    for (int i = 0; i < warm; i++)
+      if ((st = mlc_session_run(s, "forward"))) goto fail;
+    mlc_session_reset_profile(s);
+    double *t = malloc((size_t)runs * sizeof *t);
+    if (!t) { st = mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory"); goto fail; }
+    for (int i = 0; i < runs && !st; i++) {
+      double t0 = mlc_now();
+      st = mlc_session_run(s, "forward");
+      t[i] = (mlc_now() - t0) * 1e3;
+    }
+    if (!st) {
+      qsort(t, (size_t)runs, sizeof *t, cmp_double);
+      double flops = 0;
+      for (uint32_t i = 0; i < e->nsteps; i++) flops += e->steps[i].flops;
+      double med = runs % 2 ? t[runs / 2] : (t[runs / 2 - 1] + t[runs / 2]) / 2;
+      printf("%s forward on cpu: median %.3f ms, min %.3f, max %.3f over %d runs after %d warm-up; %.1f GFLOP/s\n",
+             prog->name, med, t[0], t[runs - 1], runs, warm, flops / (med * 1e-3) / 1e9);
+    }
+    free(t);
+    if (st) goto fail;
   }
-  mlc_arena_free(&arena);
-  free(src);
+  if (o->profile) mlc_session_print_profile(s, "forward", stdout);
+  goto out;
+fail:
+  rc = fail_status(st);
 out:
-  for (uint32_t i = 0; i < ndefines; i++) free((char *)defines[i].name);
+  mlc_session_destroy(s);
+  mlc_plan_free(plan);
+  mlc_cpu_build_free(&b);
+  return rc;
+}
+#endif
+
+static int cmd_main(command cmd, const char *name, int argc, char **argv) {
+  options o = {.cmd = cmd, .name = name, .warmup = -1};
+  int rc = parse_args(&o, argc, argv);
+  if (rc < 0) {
+    mlc_arena arena;
+    mlc_arena_init(&arena);
+    mlc_diag diag;
+    mlc_diag_init(&diag, stderr);
+    mlc_program prog;
+    mlc_program_init(&prog, &arena);
+    char *src = NULL;
+    rc = frontend(&o, &prog, &diag, &src);
+    if (rc < 0) {
+      rc = EXIT_OK;
+      if (o.target && !strcmp(o.target, "cpu")) {
+#ifdef MLC_HAVE_CPU
+        rc = run_cpu(&o, &prog);
+#else
+        rc = no_target(o.target);
+#endif
+      } else if (o.target) {
+        rc = no_target(o.target);
+      }
+    }
+    mlc_arena_free(&arena);
+    free(src);
+  }
+  for (uint32_t i = 0; i < o.ndefines; i++) free((char *)o.defines[i].name);
   return rc;
 }
 
@@ -262,10 +577,12 @@ int main(int argc, char **argv) {
     printf("mlc %s\n", MLC_VERSION);
     return EXIT_OK;
   }
-  if (!strcmp(cmd, "compile")) return cmd_compile(argc - 1, argv + 1);
-  if (!strcmp(cmd, "run") || !strcmp(cmd, "train") || !strcmp(cmd, "bench")) {
-    fprintf(stderr, "mlc: '%s' needs a runtime target, and none is built into this mlc yet\n", cmd);
+  if (!strcmp(cmd, "compile")) return cmd_main(CMD_COMPILE, cmd, argc - 1, argv + 1);
+  if (!strcmp(cmd, "run")) return cmd_main(CMD_RUN, cmd, argc - 1, argv + 1);
+  if (!strcmp(cmd, "bench")) return cmd_main(CMD_BENCH, cmd, argc - 1, argv + 1);
+  if (!strcmp(cmd, "train")) {
+    fprintf(stderr, "mlc: 'train' needs autodiff, which is not built yet (see docs/cli.md)\n");
     return EXIT_NO_TARGET;
   }
-  return usage_error("unknown command '%s' (commands: compile)", cmd);
+  return usage_error("unknown command '%s' (commands: compile, run, bench)", cmd);
 }

@@ -50,6 +50,7 @@ typedef struct {
   bool f16c; /* the target converts f16 in hardware; else integer code does */
   const mlc_program *p;
   const mlc_func *f;
+  const char *symbol_prefix; /* mlc_llvm_options.symbol_prefix, or "" */
   /* the kernel being emitted */
   const mlc_node *n;
   uint32_t node;

@@ -105,12 +105,12 @@ static void add_str_attr(cg *g, LLVMValueRef fn, const char *k, const char *v) {
                           LLVMCreateStringAttribute(g->ctx, k, (unsigned)strlen(k), v, (unsigned)strlen(v)));
 }
 
-/* "layers.0.attn.linear_22": scope, op, node. */
-static char *kernel_name(const mlc_node *n, uint32_t id) {
+/* "minillm.forward.layers.0.attn.linear_22": prefix, scope, op, node. */
+static char *kernel_name(const char *prefix, const mlc_node *n, uint32_t id) {
   const char *op = mlc_ops[n->op].name, *scope = n->scope ? n->scope : "";
-  size_t len = strlen(scope) + strlen(op) + 16;
+  size_t len = strlen(prefix) + strlen(scope) + strlen(op) + 16;
   char *s = malloc(len);
-  if (s) snprintf(s, len, "%s%s%s_%u", scope, *scope ? "." : "", op, id);
+  if (s) snprintf(s, len, "%s%s%s%s_%u", prefix, scope, *scope ? "." : "", op, id);
   return s;
 }
 
@@ -119,7 +119,7 @@ static bool emit_kernel(cg *g, mlc_llvm_module *m, uint32_t id) {
   emit_fn emit = emitters[n->op];
   if (!emit) return cg_fail(g, "the CPU backend has no kernel for op '%s'", mlc_ops[n->op].name);
   mlc_llvm_kernel *k = &m->kernels[m->nkernels];
-  k->name = kernel_name(n, id);
+  k->name = kernel_name(g->symbol_prefix, n, id);
   if (!k->name) return cg_fail(g, "out of memory");
   k->node = id;
   mlc_node_cost(g->f, n, &k->flops, &k->bytes);
@@ -237,7 +237,8 @@ bool mlc_llvm_compile(const mlc_program *p, const mlc_func *f, const mlc_llvm_op
     mlc_llvm_module_destroy(m);
     return false;
   }
-  cg g = {.ctx = m->ctx, .mod = m->mod, .p = p, .f = f, .vw = m->vw, .f16c = m->f16c};
+  cg g = {.ctx = m->ctx, .mod = m->mod, .p = p, .f = f, .vw = m->vw, .f16c = m->f16c,
+          .symbol_prefix = o && o->symbol_prefix ? o->symbol_prefix : ""};
   g.b = LLVMCreateBuilderInContext(m->ctx);
   g.t_void = LLVMVoidTypeInContext(m->ctx);
   g.t_i1 = LLVMInt1TypeInContext(m->ctx);

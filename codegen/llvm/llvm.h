@@ -31,6 +31,8 @@ typedef struct {
   const char *features; /* "+avx2,+fma,..."; NULL: the host's */
   int vector_width;     /* f32 lanes per vector; 0: 16 with AVX-512, 8 with AVX2, else 4 */
   bool no_opt;          /* skip default<O3>, to read the generated IR */
+  const char *symbol_prefix; /* prepended to every kernel symbol ("minillm.forward."), so
+                                several entry points and models link into one program */
 } mlc_llvm_options;
 
 typedef struct {

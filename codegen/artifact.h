@@ -1,0 +1,30 @@
+/* The artifact `mlc compile --target T -o DIR` writes for an application to
+ * link: <name>.h (a typed C API), <name>.c (the plan bytes, the kernel
+ * table and the glue), the target's compiled kernels, and <name>.cmake and
+ * <name>.pc to link it all with CMake or pkg-config. */
+#ifndef MLC_CODEGEN_ARTIFACT_H
+#define MLC_CODEGEN_ARTIFACT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ir/ir.h"
+
+typedef struct {
+  const char *dir;               /* output folder; created if missing */
+  const char *source;            /* the .mdl it came from, for the header comment */
+  const uint8_t *plan;           /* mlc_plan_encode's bytes */
+  size_t plan_bytes;
+  const char *const *kernels;    /* every kernel symbol the plan names */
+  uint32_t nkernels;
+  const char *const *objects;    /* object files already written into dir (file names) */
+  uint32_t nobjects;
+} mlc_artifact;
+
+/* Creates dir unless it exists. */
+bool mlc_artifact_mkdir(const char *dir, char *err, size_t errn);
+/* False with a message in err on an I/O failure. */
+bool mlc_artifact_write(const mlc_program *p, const mlc_artifact *a, char *err, size_t errn);
+
+#endif

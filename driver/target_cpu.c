@@ -1,0 +1,90 @@
+/* CPU target glue for the driver.  Each entry point is one LLVM module (and
+ * one object file); kernel symbols carry the model and entry point as a
+ * prefix, so every symbol is unique in the program that links them. */
+#include "driver/target_cpu.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "codegen/artifact.h"
+#include "codegen/plan.h"
+#include "passes/passes.h"
+
+static const char *namer(void *ctx, const mlc_func *f, uint32_t node, uint64_t *out_work) {
+  mlc_cpu_build *b = ctx;
+  uint32_t k = (uint32_t)(f - b->p->funcs);
+  uint32_t id = b->kernel_of[k][node];
+  if (id == UINT32_MAX) return NULL;
+  const mlc_llvm_kernel *kern = mlc_llvm_kernel_at(b->mods[k], id);
+  *out_work = (uint64_t)kern->items;
+  return kern->name;
+}
+
+bool mlc_cpu_compile(mlc_program *p, mlc_cpu_build *b, FILE *progress, char *err, size_t errn) {
+  memset(b, 0, sizeof *b);
+  b->p = p;
+  for (uint32_t k = 0; k < p->nfuncs; k++) {
+    const mlc_func *f = &p->funcs[k];
+    double t0 = mlc_now();
+    if (progress) {
+      fprintf(progress, "mlc: [%u/%u] compiling %s (%u ops) for the CPU...", k + 1, p->nfuncs, f->name, f->n);
+      fflush(progress);
+    }
+    mlc_llvm_options o = {.symbol_prefix = mlc_arena_printf(p->arena, "%s.%s.", p->name, f->name)};
+    if (!mlc_llvm_compile(p, f, &o, &b->mods[k], err, errn)) {
+      if (progress) fprintf(progress, "\n");
+      return false;
+    }
+    b->kernel_of[k] = mlc_arena_alloc(p->arena, (f->n + 1) * sizeof *b->kernel_of[k]);
+    for (uint32_t i = 0; i < f->n; i++) b->kernel_of[k][i] = UINT32_MAX;
+    uint32_t nk = mlc_llvm_kernel_count(b->mods[k]);
+    for (uint32_t i = 0; i < nk; i++) b->kernel_of[k][mlc_llvm_kernel_at(b->mods[k], i)->node] = i;
+    if (progress)
+      fprintf(progress, " %u kernels for %s in %.1f s\n", nk, mlc_llvm_target_cpu(b->mods[k]), mlc_now() - t0);
+  }
+  mlc_plan_encode(p, namer, b, &b->plan, &b->plan_bytes);
+  return true;
+}
+
+bool mlc_cpu_write_artifact(mlc_cpu_build *b, const char *dir, const char *source, char *err, size_t errn) {
+  mlc_program *p = b->p;
+  uint32_t total = 0;
+  for (uint32_t k = 0; k < p->nfuncs; k++) total += mlc_llvm_kernel_count(b->mods[k]);
+  const char **syms = mlc_arena_alloc(p->arena, (total + 1) * sizeof *syms);
+  const char **objs = mlc_arena_alloc(p->arena, (p->nfuncs + 1) * sizeof *objs);
+  uint32_t n = 0;
+  mlc_artifact a = {.dir = dir, .source = source, .plan = b->plan, .plan_bytes = b->plan_bytes, .kernels = syms,
+                    .objects = objs};
+  if (!mlc_artifact_mkdir(dir, err, errn)) return false;
+  for (uint32_t k = 0; k < p->nfuncs; k++) {
+    for (uint32_t i = 0; i < mlc_llvm_kernel_count(b->mods[k]); i++) syms[n++] = mlc_llvm_kernel_at(b->mods[k], i)->name;
+    objs[k] = mlc_arena_printf(p->arena, "%s.%s.o", p->name, p->funcs[k].name);
+    if (!mlc_llvm_emit_object(b->mods[k], mlc_arena_printf(p->arena, "%s/%s", dir, objs[k]), err, errn)) return false;
+  }
+  a.nkernels = n;
+  a.nobjects = p->nfuncs;
+  return mlc_artifact_write(p, &a, err, errn);
+}
+
+bool mlc_cpu_jit(mlc_cpu_build *b, char *err, size_t errn) {
+  for (uint32_t k = 0; k < b->p->nfuncs; k++)
+    if (!mlc_llvm_jit_create(b->mods[k], &b->jits[k], err, errn)) return false;
+  return true;
+}
+
+void *mlc_cpu_lookup(void *build, const char *symbol) {
+  mlc_cpu_build *b = build;
+  for (uint32_t k = 0; k < b->p->nfuncs; k++) {
+    void *fn = b->jits[k] ? mlc_llvm_jit_symbol(b->jits[k], symbol) : NULL;
+    if (fn) return fn;
+  }
+  return NULL;
+}
+
+void mlc_cpu_build_free(mlc_cpu_build *b) {
+  for (uint32_t k = 0; k < MLC_MAX_FUNCS; k++) {
+    if (b->jits[k]) mlc_llvm_jit_destroy(b->jits[k]);
+    if (b->mods[k]) mlc_llvm_module_destroy(b->mods[k]);
+  }
+  memset(b, 0, sizeof *b);
+}

@@ -1,0 +1,31 @@
+/* The driver's side of the CPU target: compiles every entry point through
+ * codegen/llvm, then either writes the artifact (mlc compile -o) or JITs
+ * the kernels and opens a runtime session on them (mlc run, mlc bench). */
+#ifndef MLC_DRIVER_TARGET_CPU_H
+#define MLC_DRIVER_TARGET_CPU_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "codegen/llvm/llvm.h"
+#include "runtime/session.h"
+
+typedef struct {
+  mlc_program *p;
+  mlc_llvm_module *mods[MLC_MAX_FUNCS];
+  mlc_llvm_jit *jits[MLC_MAX_FUNCS];
+  uint32_t *kernel_of[MLC_MAX_FUNCS]; /* per node: its kernel in mods[k], or UINT32_MAX */
+  uint8_t *plan;                       /* mlc_plan_encode's bytes, in p's arena */
+  size_t plan_bytes;
+} mlc_cpu_build;
+
+/* Compiles every function of p, printing progress to `progress` (may be
+ * NULL), and encodes the plan. */
+bool mlc_cpu_compile(mlc_program *p, mlc_cpu_build *b, FILE *progress, char *err, size_t errn);
+bool mlc_cpu_write_artifact(mlc_cpu_build *b, const char *dir, const char *source, char *err, size_t errn);
+/* JITs every module; then mlc_cpu_lookup finds kernels for a session. */
+bool mlc_cpu_jit(mlc_cpu_build *b, char *err, size_t errn);
+void *mlc_cpu_lookup(void *build, const char *symbol);
+void mlc_cpu_build_free(mlc_cpu_build *b);
+
+#endif

@@ -1,0 +1,349 @@
+/* Session implementation for the CPU device: parameters in one block, an
+ * arena per entry point, kernels resolved by name at creation, steps run
+ * in order, each over the thread pool. */
+#include "runtime/session.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "runtime/cpu/convert.h"
+#include "runtime/cpu/kernel.h"
+#include "runtime/cpu/threadpool.h"
+#include "runtime/safetensors.h"
+
+typedef struct {
+  const mlc_plan_entry *e;
+  uint8_t *arena;
+  void **ptr;             /* per value: its address */
+  void ***args;           /* per step: its argument addresses */
+  mlc_cpu_kernel_fn *fn;  /* per step */
+  double *seconds;        /* per step, summed over profiled runs */
+  uint64_t runs;
+} entry_state;
+
+struct mlc_session {
+  const mlc_plan *plan;
+  mlc_allocator a;
+  mlc_cpu_pool *pool;
+  bool profile;
+  uint8_t *params;        /* all parameters, 64-byte aligned each */
+  uint64_t *param_off;
+  entry_state *entries;
+};
+
+static uint64_t align64(uint64_t x) { return (x + 63) & ~(uint64_t)63; }
+
+/* Frees whatever create managed to allocate. */
+void mlc_session_destroy(mlc_session *s) {
+  if (!s) return;
+  if (s->entries) {
+    for (uint32_t k = 0; k < s->plan->nentries; k++) {
+      entry_state *es = &s->entries[k];
+      if (es->args)
+        for (uint32_t i = 0; i < es->e->nsteps; i++) mlc_allocator_free(s->a, es->args[i]);
+      mlc_allocator_free(s->a, es->args);
+      mlc_allocator_free(s->a, es->fn);
+      mlc_allocator_free(s->a, es->seconds);
+      mlc_allocator_free(s->a, es->ptr);
+      mlc_allocator_free(s->a, es->arena);
+    }
+  }
+  mlc_allocator_free(s->a, s->entries);
+  mlc_allocator_free(s->a, s->params);
+  mlc_allocator_free(s->a, s->param_off);
+  mlc_cpu_pool_destroy(s->pool);
+  mlc_allocator_free(s->a, s);
+}
+
+static void store_scalar(void *dst, uint8_t dtype, double v) {
+  switch (dtype) {
+  case 1: { float f = (float)v; memcpy(dst, &f, 4); break; }
+  case 2: { uint16_t h = mlc_f32_to_bf16((float)v); memcpy(dst, &h, 2); break; }
+  case 3: { uint16_t h = mlc_f32_to_f16((float)v); memcpy(dst, &h, 2); break; }
+  case 4: { int32_t i = (int32_t)v; memcpy(dst, &i, 4); break; }
+  case 5: { int64_t i = (int64_t)v; memcpy(dst, &i, 8); break; }
+  default: { uint8_t b = v != 0; memcpy(dst, &b, 1); break; }
+  }
+}
+
+static mlc_status create_entry(mlc_session *s, entry_state *es, const mlc_session_options *opt) {
+  const mlc_plan_entry *e = es->e;
+  const mlc_plan *pl = s->plan;
+  es->arena = mlc_allocator_alloc(s->a, e->arena_bytes ? e->arena_bytes : 1);
+  es->ptr = mlc_allocator_alloc_array(s->a, e->nvalues + 1, sizeof *es->ptr);
+  es->args = mlc_allocator_alloc_array(s->a, e->nsteps + 1, sizeof *es->args);
+  es->fn = mlc_allocator_alloc_array(s->a, e->nsteps + 1, sizeof *es->fn);
+  es->seconds = mlc_allocator_alloc_array(s->a, e->nsteps + 1, sizeof *es->seconds);
+  if (!es->arena || !es->ptr || !es->args || !es->fn || !es->seconds)
+    return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory for entry %s (arena of %llu bytes)", e->name,
+                           (unsigned long long)e->arena_bytes);
+  memset(es->args, 0, (e->nsteps + 1) * sizeof *es->args);
+  memset(es->seconds, 0, (e->nsteps + 1) * sizeof *es->seconds);
+  memset(es->arena, 0, e->arena_bytes);
+  for (uint32_t i = 0; i < e->nvalues; i++) {
+    const mlc_plan_value *v = &e->values[i];
+    es->ptr[i] = v->param != MLC_PLAN_NO_PARAM ? s->params + s->param_off[v->param] : es->arena + v->offset;
+    if (v->is_const) store_scalar(es->ptr[i], v->shape.dtype, v->value);
+  }
+  for (uint32_t i = 0; i < e->nsteps; i++) {
+    const mlc_plan_step *st = &e->steps[i];
+    const char *sym = pl->kernels[st->kernel];
+    void *fn = opt->lookup ? opt->lookup(opt->lookup_ctx, sym) : NULL;
+    if (!fn) return mlc_status_make(MLC_NOT_FOUND, "kernel %s (step %s of %s) is not in the compiled code", sym, st->name, e->name);
+    memcpy(&es->fn[i], &fn, sizeof fn);
+    es->args[i] = mlc_allocator_alloc_array(s->a, st->nargs + 1, sizeof(void *));
+    if (!es->args[i]) return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory for step arguments");
+    for (uint32_t j = 0; j < st->nargs; j++) es->args[i][j] = es->ptr[st->args[j]];
+  }
+  return NULL;
+}
+
+mlc_status mlc_session_create(const mlc_plan *plan, const mlc_session_options *opt, mlc_session **out_session) {
+  *out_session = NULL;
+  mlc_allocator a = opt->allocator.alloc ? opt->allocator : mlc_allocator_default();
+  mlc_session *s = mlc_allocator_alloc(a, sizeof *s);
+  if (!s) return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory for a session");
+  memset(s, 0, sizeof *s);
+  s->plan = plan;
+  s->a = a;
+  s->profile = opt->profile;
+  mlc_status st = mlc_cpu_pool_create(opt->threads, a, &s->pool);
+  if (st) { mlc_session_destroy(s); return st; }
+  s->param_off = mlc_allocator_alloc_array(a, plan->nparams + 1, sizeof *s->param_off);
+  if (!s->param_off) { mlc_session_destroy(s); return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory"); }
+  uint64_t total = 0;
+  for (uint32_t i = 0; i < plan->nparams; i++) {
+    s->param_off[i] = total;
+    total = align64(total + mlc_plan_shape_bytes(&plan->params[i].shape));
+  }
+  s->params = mlc_allocator_alloc(a, total ? total : 1);
+  s->entries = mlc_allocator_alloc_array(a, plan->nentries + 1, sizeof *s->entries);
+  if (!s->params || !s->entries) {
+    mlc_session_destroy(s);
+    return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory for %llu bytes of parameters", (unsigned long long)total);
+  }
+  memset(s->params, 0, total);
+  memset(s->entries, 0, (plan->nentries + 1) * sizeof *s->entries);
+  for (uint32_t k = 0; k < plan->nentries; k++) s->entries[k].e = &plan->entries[k];
+  for (uint32_t k = 0; k < plan->nentries; k++)
+    if ((st = create_entry(s, &s->entries[k], opt))) {
+      mlc_session_destroy(s);
+      return st;
+    }
+  *out_session = s;
+  return NULL;
+}
+
+const mlc_plan *mlc_session_plan(const mlc_session *s) { return s->plan; }
+void *mlc_session_param_data(mlc_session *s, uint32_t param) { return s->params + s->param_off[param]; }
+
+/* splitmix64: a small, well-mixed generator; enough for initial weights. */
+static uint64_t next_u64(uint64_t *state) {
+  uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+static double next_unit(uint64_t *state) { return (double)(next_u64(state) >> 11) * 0x1.0p-53; }
+
+void mlc_session_init_params(mlc_session *s, uint64_t seed) {
+  uint64_t rng = seed;
+  for (uint32_t i = 0; i < s->plan->nparams; i++) {
+    const mlc_plan_param *p = &s->plan->params[i];
+    uint8_t *d = s->params + s->param_off[i];
+    size_t esz = mlc_plan_shape_bytes(&(mlc_plan_shape){.dtype = p->shape.dtype});
+    uint64_t n = mlc_plan_shape_bytes(&p->shape) / (esz ? esz : 1);
+    for (uint64_t k = 0; k < n; k++) {
+      double v = 0;
+      switch (p->init) {
+      case 1: v = 1; break;
+      case 2: v = p->a + (p->b - p->a) * next_unit(&rng); break;
+      case 3: { /* Box-Muller */
+        double u1 = next_unit(&rng), u2 = next_unit(&rng);
+        v = p->a + p->b * sqrt(-2 * log(u1 > 0 ? u1 : 0x1.0p-53)) * cos(6.283185307179586 * u2);
+        break;
+      }
+      default: break;
+      }
+      store_scalar(d + k * esz, p->shape.dtype, v);
+    }
+  }
+}
+
+static const struct { uint8_t dtype; mlc_safetensors_dtype st; } dtype_map[] = {
+  {1, MLC_ST_F32}, {2, MLC_ST_BF16}, {3, MLC_ST_F16}, {4, MLC_ST_I32}, {5, MLC_ST_I64}, {6, MLC_ST_BOOL},
+};
+static const char *dtype_names[] = {"?", "f32", "bf16", "f16", "i32", "i64", "bool"};
+
+static mlc_safetensors_dtype to_st(uint8_t dt) {
+  for (size_t i = 0; i < sizeof dtype_map / sizeof *dtype_map; i++)
+    if (dtype_map[i].dtype == dt) return dtype_map[i].st;
+  return MLC_ST_DTYPE_COUNT;
+}
+
+static void shape_str(char *buf, size_t n, int rank, const int64_t *dims) {
+  size_t k = (size_t)snprintf(buf, n, "[");
+  for (int i = 0; i < rank && k < n; i++) k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? ", " : "", (long long)dims[i]);
+  if (k < n) snprintf(buf + k, n - k, "]");
+}
+
+mlc_status mlc_session_load_weights(mlc_session *s, const char *path) {
+  mlc_safetensors *f;
+  MLC_RETURN_IF_ERROR(mlc_safetensors_open_file(path, s->a, &f));
+  mlc_status st = NULL;
+  for (uint32_t i = 0; i < s->plan->nparams && !st; i++) {
+    const mlc_plan_param *p = &s->plan->params[i];
+    const mlc_safetensors_tensor *t;
+    if ((st = mlc_safetensors_find(f, p->name, &t))) {
+      mlc_status_free(st);
+      st = mlc_status_make(MLC_NOT_FOUND, "%s: missing tensor '%s' (%s), which the model needs", path, p->name,
+                           dtype_names[p->shape.dtype]);
+      break;
+    }
+    bool same = t->rank == p->shape.rank;
+    for (int d = 0; same && d < t->rank; d++) same = t->shape[d] == p->shape.dims[d];
+    char want[128], got[128];
+    if (!same) {
+      shape_str(want, sizeof want, p->shape.rank, p->shape.dims);
+      shape_str(got, sizeof got, t->rank, t->shape);
+      st = mlc_status_make(MLC_INVALID_ARGUMENT, "%s: tensor '%s' has shape %s, the model needs %s", path, p->name, got, want);
+    } else if (t->dtype != to_st(p->shape.dtype)) {
+      st = mlc_status_make(MLC_INVALID_ARGUMENT, "%s: tensor '%s' is %s, the model needs %s", path, p->name,
+                           mlc_safetensors_dtype_name(t->dtype), mlc_safetensors_dtype_name(to_st(p->shape.dtype)));
+    } else {
+      memcpy(s->params + s->param_off[i], t->data, t->nbytes);
+    }
+  }
+  for (size_t i = 0; i < mlc_safetensors_count(f) && !st; i++) {
+    const char *name = mlc_safetensors_tensor_at(f, i)->name;
+    bool known = false;
+    for (uint32_t k = 0; k < s->plan->nparams && !known; k++) known = !strcmp(s->plan->params[k].name, name);
+    if (!known) st = mlc_status_make(MLC_INVALID_ARGUMENT, "%s: unexpected tensor '%s': the model has no parameter of that name", path, name);
+  }
+  mlc_safetensors_close(f);
+  return st;
+}
+
+mlc_status mlc_session_save_weights(const mlc_session *s, const char *path) {
+  uint32_t n = s->plan->nparams;
+  mlc_safetensors_entry *ents = mlc_allocator_alloc_array(s->a, n + 1, sizeof *ents);
+  if (!ents) return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory");
+  for (uint32_t i = 0; i < n; i++) {
+    const mlc_plan_param *p = &s->plan->params[i];
+    ents[i] = (mlc_safetensors_entry){p->name, to_st(p->shape.dtype), p->shape.rank, p->shape.dims, s->params + s->param_off[i]};
+  }
+  mlc_safetensors_kv meta = {"format", "pt"};
+  mlc_status st = mlc_safetensors_save(path, ents, n, &meta, 1, s->a);
+  mlc_allocator_free(s->a, ents);
+  return st;
+}
+
+static mlc_status find_entry(const mlc_session *s, const char *name, entry_state **out) {
+  for (uint32_t k = 0; k < s->plan->nentries; k++)
+    if (!strcmp(s->plan->entries[k].name, name)) {
+      *out = &s->entries[k];
+      return NULL;
+    }
+  return mlc_status_make(MLC_NOT_FOUND, "the model has no entry point '%s'", name);
+}
+
+mlc_status mlc_session_set_input(mlc_session *s, const char *entry, const char *name, const void *data, size_t bytes) {
+  entry_state *es;
+  MLC_RETURN_IF_ERROR(find_entry(s, entry, &es));
+  for (uint32_t i = 0; i < es->e->ninputs; i++) {
+    if (strcmp(es->e->inputs[i].name, name)) continue;
+    const mlc_plan_value *v = &es->e->values[es->e->inputs[i].value];
+    uint64_t want = mlc_plan_shape_bytes(&v->shape);
+    if (bytes != want) {
+      char sh[128];
+      shape_str(sh, sizeof sh, v->shape.rank, v->shape.dims);
+      return mlc_status_make(MLC_INVALID_ARGUMENT, "input '%s' of %s is %s%s (%llu bytes), got %zu bytes", name, entry,
+                             dtype_names[v->shape.dtype], sh, (unsigned long long)want, bytes);
+    }
+    memcpy(es->ptr[es->e->inputs[i].value], data, bytes);
+    return NULL;
+  }
+  return mlc_status_make(MLC_NOT_FOUND, "entry %s has no input '%s'", entry, name);
+}
+
+typedef struct {
+  mlc_cpu_kernel_fn fn;
+  void **args;
+} launch;
+
+static void run_range(void *ctx, int64_t begin, int64_t end) {
+  const launch *l = ctx;
+  l->fn(l->args, begin, end);
+}
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+mlc_status mlc_session_run(mlc_session *s, const char *entry) {
+  entry_state *es;
+  MLC_RETURN_IF_ERROR(find_entry(s, entry, &es));
+  for (uint32_t i = 0; i < es->e->nsteps; i++) {
+    const mlc_plan_step *st = &es->e->steps[i];
+    launch l = {es->fn[i], es->args[i]};
+    double t0 = s->profile ? now() : 0;
+    mlc_cpu_pool_parallel_for(s->pool, (int64_t)st->work_items, 0, run_range, &l);
+    if (s->profile) es->seconds[i] += now() - t0;
+  }
+  if (s->profile) es->runs++;
+  return NULL;
+}
+
+mlc_status mlc_session_output(const mlc_session *s, const char *entry, const char *name, const void **out_data,
+                              const mlc_plan_shape **out_shape) {
+  entry_state *es;
+  MLC_RETURN_IF_ERROR(find_entry(s, entry, &es));
+  for (uint32_t i = 0; i < es->e->noutputs; i++)
+    if (!strcmp(es->e->outputs[i].name, name)) {
+      *out_data = es->ptr[es->e->outputs[i].value];
+      *out_shape = &es->e->values[es->e->outputs[i].value].shape;
+      return NULL;
+    }
+  return mlc_status_make(MLC_NOT_FOUND, "entry %s has no output '%s'", entry, name);
+}
+
+void mlc_session_reset_profile(mlc_session *s) {
+  for (uint32_t k = 0; k < s->plan->nentries; k++) {
+    memset(s->entries[k].seconds, 0, s->plan->entries[k].nsteps * sizeof(double));
+    s->entries[k].runs = 0;
+  }
+}
+
+void mlc_session_print_profile(const mlc_session *s, const char *entry, FILE *out) {
+  entry_state *es;
+  mlc_status st = find_entry(s, entry, &es);
+  if (st) { fprintf(out, "%s\n", mlc_status_message(st)); mlc_status_free(st); return; }
+  const mlc_plan_entry *e = es->e;
+  if (!es->runs) { fprintf(out, "no profiled runs of %s\n", entry); return; }
+  uint32_t *order = malloc((e->nsteps + 1) * sizeof *order);
+  if (!order) return;
+  double total = 0;
+  for (uint32_t i = 0; i < e->nsteps; i++) order[i] = i, total += es->seconds[i];
+  for (uint32_t i = 1; i < e->nsteps; i++) /* insertion sort, longest first: a model has few steps */
+    for (uint32_t j = i; j > 0 && es->seconds[order[j]] > es->seconds[order[j - 1]]; j--) {
+      uint32_t t = order[j];
+      order[j] = order[j - 1];
+      order[j - 1] = t;
+    }
+  fprintf(out, "%-28s %-26s %10s %8s %10s %10s\n", "Name", "Scope", "Avg ms", "% total", "GFLOP/s", "GB/s");
+  for (uint32_t r = 0; r < e->nsteps; r++) {
+    uint32_t i = order[r];
+    const mlc_plan_step *stp = &e->steps[i];
+    double avg = es->seconds[i] / (double)es->runs;
+    fprintf(out, "%-28.28s %-26.26s %10.4f %7.1f%% %10.2f %10.2f\n", stp->name, stp->scope, avg * 1e3,
+            total > 0 ? 100 * es->seconds[i] / total : 0, avg > 0 ? stp->flops / avg / 1e9 : 0,
+            avg > 0 ? stp->bytes / avg / 1e9 : 0);
+  }
+  fprintf(out, "%d steps, %.4f ms per run over %llu runs\n", (int)e->nsteps, total / (double)es->runs * 1e3,
+          (unsigned long long)es->runs);
+  free(order);
+}

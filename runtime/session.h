@@ -1,0 +1,69 @@
+/* Sessions: the runtime's generic C API.
+ *
+ * A session runs one plan on one device.  It owns the model's parameters
+ * (one block, in the plan's order), one arena per entry point (the size the
+ * compiler planned), and the resolved kernels.  The typed API that
+ * `mlc compile -o` generates (<name>.h) wraps these calls.
+ *
+ * Today's device is the CPU: kernels follow runtime/cpu/kernel.h and run
+ * over a thread pool.  Kernels are found by name through a lookup function:
+ * the ORC JIT's for `mlc run`, a table of linked symbols for an artifact.
+ *
+ * Every call returns a status (NULL is OK); nothing prints unless asked to,
+ * and nothing exits.
+ */
+#ifndef MLC_SESSION_H
+#define MLC_SESSION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "runtime/alloc.h"
+#include "runtime/plan.h"
+#include "runtime/status.h"
+
+typedef struct mlc_session mlc_session;
+
+/* Returns the address of kernel `symbol`, or NULL if there is none. */
+typedef void *(*mlc_symbol_lookup)(void *ctx, const char *symbol);
+
+typedef struct {
+  mlc_symbol_lookup lookup;
+  void *lookup_ctx;
+  int threads;            /* 0: one per online CPU */
+  bool profile;           /* time every step (costs nothing when off) */
+  mlc_allocator allocator; /* {0}: malloc */
+} mlc_session_options;
+
+/* The plan must outlive the session. */
+MLC_MUST_USE mlc_status mlc_session_create(const mlc_plan *plan, const mlc_session_options *opt,
+                                           mlc_session **out_session);
+void mlc_session_destroy(mlc_session *s);
+const mlc_plan *mlc_session_plan(const mlc_session *s);
+
+/* Parameters: PyTorch's default initialisation from a seeded RNG (the
+ * distributions are PyTorch's; the random stream is mlc's own), or a
+ * safetensors file with PyTorch's names, dtypes and shapes.  Loading is
+ * strict, like load_state_dict(strict=True): every parameter must be in the
+ * file with its exact dtype and shape, and the file may hold nothing else. */
+void mlc_session_init_params(mlc_session *s, uint64_t seed);
+MLC_MUST_USE mlc_status mlc_session_load_weights(mlc_session *s, const char *path);
+MLC_MUST_USE mlc_status mlc_session_save_weights(const mlc_session *s, const char *path);
+/* The block a parameter lives in, for direct access. */
+void *mlc_session_param_data(mlc_session *s, uint32_t param);
+
+/* Copies an input; `bytes` must be its exact size. */
+MLC_MUST_USE mlc_status mlc_session_set_input(mlc_session *s, const char *entry, const char *name, const void *data,
+                                              size_t bytes);
+MLC_MUST_USE mlc_status mlc_session_run(mlc_session *s, const char *entry);
+/* The output's bytes (valid until the next run) and shape. */
+MLC_MUST_USE mlc_status mlc_session_output(const mlc_session *s, const char *entry, const char *name,
+                                           const void **out_data, const mlc_plan_shape **out_shape);
+
+/* With profiling on: a table in the style of torch.profiler's
+ * key_averages(), one row per step, sorted by total time. */
+void mlc_session_print_profile(const mlc_session *s, const char *entry, FILE *out);
+void mlc_session_reset_profile(mlc_session *s);
+
+#endif
