@@ -47,4 +47,19 @@ if(TARGET mlcrt)
   target_compile_definitions(test_plan PRIVATE MLC_SOURCE_DIR="${MLC_ROOT}")
   add_test(NAME unit.plan COMMAND test_plan)
   set_tests_properties(unit.plan PROPERTIES LABELS unit TIMEOUT 120)
+  if(MLC_VALGRIND AND NOT MLC_SANITIZE AND NOT MLC_FUZZ)
+    add_test(NAME valgrind.plan COMMAND ${MLC_VALGRIND} --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=all
+             $<TARGET_FILE:test_plan>)
+    set_tests_properties(valgrind.plan PROPERTIES LABELS "runtime;valgrind" TIMEOUT 600)
+  endif()
+endif()
+
+# The CPU target end to end, against PyTorch.
+if(MLC_BACKEND_CPU)
+  add_test(NAME ref.run.minillm_small
+    COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/run_minillm.py $<TARGET_FILE:mlc> ${MLC_ROOT}/examples/minillm.mdl
+            ${CMAKE_CURRENT_BINARY_DIR}/run_minillm)
+  add_test(NAME ref.app.mlp
+    COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/app_check.py $<TARGET_FILE:mlc> ${MLC_ROOT} ${CMAKE_CURRENT_BINARY_DIR}/app_check)
+  set_tests_properties(ref.run.minillm_small ref.app.mlp PROPERTIES LABELS "ref;cpu" TIMEOUT 300)
 endif()

@@ -10,32 +10,7 @@ import re
 import subprocess
 import sys
 
-import torch
-import torch.nn as nn
-
-
-class RMSNorm(nn.Module):
-    def __init__(self, dim):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(dim, device="meta"))
-
-
-class TransformerBlock(nn.Module):
-    def __init__(self, dim, n_heads):
-        super().__init__()
-        self.norm1 = RMSNorm(dim)
-        self.attn = nn.MultiheadAttention(dim, n_heads, batch_first=True, device="meta")
-        self.norm2 = RMSNorm(dim)
-        self.ffn = nn.Sequential(nn.Linear(dim, dim * 4, bias=False, device="meta"), nn.SiLU(),
-                                 nn.Linear(dim * 4, dim, bias=False, device="meta"))
-
-
-class MiniLLM(nn.Module):
-    def __init__(self, vocab, dim, layers, heads):
-        super().__init__()
-        self.embed = nn.Embedding(vocab, dim, device="meta")
-        self.layers = nn.ModuleList([TransformerBlock(dim, heads) for _ in range(layers)])
-        self.head = nn.Linear(dim, vocab, bias=False, device="meta")
+from models import MiniLLM
 
 
 def main():
@@ -45,7 +20,7 @@ def main():
         k, v = d.split("=")
         if k in cfg:
             cfg[k] = int(v)
-    ref = MiniLLM(**cfg)
+    ref = MiniLLM(**cfg, device="meta")
     sd = [(k, "f32", list(v.shape)) for k, v in ref.state_dict().items()]
     total = sum(p.numel() for p in ref.parameters())
 

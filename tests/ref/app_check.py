@@ -1,0 +1,59 @@
+"""The artifact as a user links it: compile examples/mlp.mdl for the CPU,
+build examples/app against the generated CMake fragment, run it on weights
+and inputs from PyTorch, and compare its logits and loss with PyTorch's
+(relative error 1e-5 for logits, 1e-5 for the loss).
+
+Usage: app_check.py MLC REPO_ROOT WORKDIR"""
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from models import MLP, rel_err, write_safetensors
+
+TOL = 1e-5
+
+
+def run(cmd, **kw):
+    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if r.returncode != 0:
+        sys.exit(f"failed ({r.returncode}): {' '.join(cmd)}\n{r.stdout}\n{r.stderr}")
+    return r.stdout
+
+
+def main():
+    mlc, root, work = sys.argv[1], sys.argv[2], os.path.abspath(sys.argv[3])
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    model_dir, build = os.path.join(work, "model"), os.path.join(work, "app")
+    run([mlc, "compile", os.path.join(root, "examples", "mlp.mdl"), "--target", "cpu", "-o", model_dir])
+    run(["cmake", "-S", os.path.join(root, "examples", "app"), "-B", build, "-G", "Ninja", f"-DMODEL_DIR={model_dir}"])
+    run(["cmake", "--build", build])
+
+    torch.manual_seed(1)
+    ref = MLP().eval()
+    weights = os.path.join(work, "mlp.safetensors")
+    write_safetensors(weights, {k: v.detach() for k, v in ref.state_dict().items()}, {"format": "pt"})
+    x = torch.randn(32, 784)
+    labels = torch.randint(0, 10, (32,), dtype=torch.int32)
+    x.numpy().tofile(os.path.join(work, "x.bin"))
+    labels.numpy().tofile(os.path.join(work, "labels.bin"))
+    out = run([os.path.join(build, "app"), weights, os.path.join(work, "x.bin"), os.path.join(work, "labels.bin"),
+               os.path.join(work, "logits.bin")])
+    got = torch.from_numpy(np.fromfile(os.path.join(work, "logits.bin"), dtype=np.float32).reshape(32, 10))
+    loss = float(out.split()[1])
+    with torch.no_grad():
+        want = ref(x)
+        want_loss = F.cross_entropy(want, labels.long()).item()
+    e_logits, e_loss = rel_err(got, want), abs(loss - want_loss) / abs(want_loss)
+    print(f"app logits relative error {e_logits:.3g}, loss {loss:.7g} vs torch {want_loss:.7g} "
+          f"(relative error {e_loss:.3g}); tolerance {TOL}")
+    sys.exit(0 if e_logits <= TOL and e_loss <= TOL else 1)
+
+
+if __name__ == "__main__":
+    main()

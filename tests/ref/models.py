@@ -1,0 +1,68 @@
+"""The PyTorch reference models, written by hand for Debian's torch 1.13
+(which has no nn.RMSNorm): the MiniLLM of ../shared/bench/torch_baseline.py
+and the MLP of examples/mlp.mdl.  Parameter names match mlc's."""
+import os
+import sys
+
+import torch
+import torch.nn as nn
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "runtime", "tests"))
+from make_reference_st import read_safetensors, write_safetensors  # noqa: E402,F401
+
+
+class RMSNorm(nn.Module):
+    """torch.nn.RMSNorm with eps=None: eps is finfo(dtype).eps."""
+
+    def __init__(self, dim, device=None):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim, device=device))
+
+    def forward(self, x):
+        eps = torch.finfo(x.dtype).eps
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * self.weight
+
+
+class TransformerBlock(nn.Module):
+    def __init__(self, dim, n_heads, device=None):
+        super().__init__()
+        self.norm1 = RMSNorm(dim, device)
+        self.attn = nn.MultiheadAttention(dim, n_heads, batch_first=True, device=device)
+        self.norm2 = RMSNorm(dim, device)
+        self.ffn = nn.Sequential(nn.Linear(dim, dim * 4, bias=False, device=device), nn.SiLU(),
+                                 nn.Linear(dim * 4, dim, bias=False, device=device))
+
+    def forward(self, x):
+        h = self.norm1(x)
+        a, _ = self.attn(h, h, h, need_weights=False)
+        x = x + a
+        return x + self.ffn(self.norm2(x))
+
+
+class MiniLLM(nn.Module):
+    def __init__(self, vocab, dim, layers, heads, device=None):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, dim, device=device)
+        self.layers = nn.ModuleList([TransformerBlock(dim, heads, device) for _ in range(layers)])
+        self.head = nn.Linear(dim, vocab, bias=False, device=device)
+
+    def forward(self, idx):
+        x = self.embed(idx)
+        for layer in self.layers:
+            x = layer(x)
+        return self.head(x)
+
+
+class MLP(nn.Module):
+    def __init__(self, inputs=784, hidden=256, classes=10):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(inputs, hidden), nn.GELU(), nn.Linear(hidden, hidden), nn.GELU(),
+                                 nn.Linear(hidden, classes))
+
+    def forward(self, x):
+        return self.net(x)
+
+
+def rel_err(got, ref):
+    """max |got - ref| / max |ref|: the error measure every reference test states."""
+    return float((got.double() - ref.double()).abs().max() / ref.double().abs().max())
