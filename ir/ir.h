@@ -61,7 +61,7 @@ char *mlc_type_str(const mlc_type *t, char *buf, size_t n);
 #define MLC_MAX_NUMEL ((int64_t)1 << 48)
 
 typedef enum {
-#define X(e, name, arity, flags, attrs, shape, cost) MLC_OP_##e,
+#define X(e, name, arity, flags, attrs, shape, cost, vjp) MLC_OP_##e,
 #include "ir/ops.def"
 #undef X
   MLC_OP_COUNT

@@ -274,6 +274,101 @@ static bool shape_cross_entropy(rule_ctx *c) {
   return true;
 }
 
+/* ---- gradient ops (created by autodiff) ---- */
+
+static bool shape_broadcast_to(rule_ctx *c) {
+  const mlc_type *x = c->in[0];
+  mlc_type o = c->n->type;
+  o.dtype = x->dtype;
+  if (!check_numel(c, &o)) return false;
+  if (x->rank > o.rank) return fail(c, "cannot broadcast %s to the lower rank of %s", TSTR(x), TSTR(&o));
+  for (int i = 0; i < x->rank; i++) {
+    int64_t d = x->dim[i], t = o.dim[i + o.rank - x->rank];
+    if (d != t && d != 1) return fail(c, "cannot broadcast %s to %s", TSTR(x), TSTR(&o));
+  }
+  *c->out = o;
+  return true;
+}
+
+static bool shape_grad_ew(rule_ctx *c) {
+  const char *what = mlc_ops[c->n->op].name;
+  if (!need_float(c, c->in[1], what) || !same_dtype(c, c->in[0], c->in[1], what)) return false;
+  if (!mlc_type_eq(c->in[0], c->in[1])) return fail(c, "%s of %s and %s: shapes differ", what, TSTR(c->in[0]), TSTR(c->in[1]));
+  *c->out = *c->in[1];
+  return true;
+}
+
+static bool shape_slice_grad(rule_ctx *c) {
+  const mlc_type *g = c->in[0];
+  mlc_type o = c->n->type;
+  o.dtype = g->dtype;
+  int ax = c->n->a.axis;
+  if (!check_numel(c, &o) || !check_axis(c, &o, ax)) return false;
+  bool ok = g->rank == o.rank && c->n->a.start >= 0 && c->n->a.end <= o.dim[ax] && c->n->a.end - c->n->a.start == g->dim[ax];
+  for (int i = 0; ok && i < o.rank; i++) ok = i == ax || g->dim[i] == o.dim[i];
+  if (!ok) return fail(c, "slice_grad of %s into %s at [%lld, %lld) on axis %d does not fit", TSTR(g), TSTR(&o),
+                       (long long)c->n->a.start, (long long)c->n->a.end, ax);
+  *c->out = o;
+  return true;
+}
+
+static bool shape_embedding_grad(rule_ctx *c) {
+  const mlc_type *g = c->in[0], *idx = c->in[1];
+  mlc_type o = c->n->type;
+  o.dtype = g->dtype;
+  if (!need_float(c, g, "embedding_grad") || !is_int(idx)) return fail(c, "embedding_grad needs a float gradient and int indices");
+  bool ok = o.rank == 2 && g->rank == idx->rank + 1 && g->dim[g->rank - 1] == o.dim[1];
+  for (int i = 0; ok && i < idx->rank; i++) ok = g->dim[i] == idx->dim[i];
+  if (!ok) return fail(c, "embedding_grad of %s with indices %s into %s: shapes do not agree", TSTR(g), TSTR(idx), TSTR(&o));
+  *c->out = o;
+  return check_numel(c, &o);
+}
+
+static bool shape_norm_grad_x(rule_ctx *c) {
+  const mlc_type *g = c->in[0], *x = c->in[1];
+  const char *what = mlc_ops[c->n->op].name;
+  if (c->n->nin < 2 || c->n->nin > 3) return fail(c, "%s takes g, x and an optional weight", what);
+  if (!need_float(c, x, what) || !same_dtype(c, g, x, what)) return false;
+  if (!mlc_type_eq(g, x) || x->rank < 1) return fail(c, "%s of %s and %s: shapes differ", what, TSTR(g), TSTR(x));
+  if (c->n->nin == 3 && (c->in[2]->rank != 1 || c->in[2]->dim[0] != x->dim[x->rank - 1] || c->in[2]->dtype != x->dtype))
+    return fail(c, "%s: weight %s does not match %s", what, TSTR(c->in[2]), TSTR(x));
+  *c->out = *x;
+  return true;
+}
+
+static bool shape_norm_grad_w(rule_ctx *c) {
+  const mlc_type *g = c->in[0], *x = c->in[1];
+  const char *what = mlc_ops[c->n->op].name;
+  if (!need_float(c, x, what) || !same_dtype(c, g, x, what)) return false;
+  if (!mlc_type_eq(g, x) || x->rank < 1) return fail(c, "%s of %s and %s: shapes differ", what, TSTR(g), TSTR(x));
+  *c->out = (mlc_type){.dtype = x->dtype, .rank = 1, .dim = {x->dim[x->rank - 1]}};
+  return true;
+}
+
+static bool shape_attention_grad(rule_ctx *c) {
+  const mlc_type *g = c->in[0];
+  for (int i = 1; i < 4; i++)
+    if (!mlc_type_eq(g, c->in[i])) return fail(c, "attention_grad needs g, q, k, v of one shape, got %s and %s", TSTR(g), TSTR(c->in[i]));
+  if (!need_float(c, g, "attention_grad")) return false;
+  if (g->rank != 4) return fail(c, "attention_grad needs [batch, heads, seq, dim] tensors, got %s", TSTR(g));
+  mlc_type o = {.dtype = g->dtype, .rank = 5, .dim = {3, g->dim[0], g->dim[1], g->dim[2], g->dim[3]}};
+  *c->out = o;
+  return check_numel(c, &o);
+}
+
+static bool shape_cross_entropy_grad(rule_ctx *c) {
+  const mlc_type *g = c->in[0];
+  if (g->rank != 0 || g->dtype != MLC_DT_F32) return fail(c, "cross_entropy_grad needs an f32 scalar gradient, got %s", TSTR(g));
+  rule_ctx inner = *c;
+  inner.in[0] = c->in[1];
+  inner.in[1] = c->in[2];
+  mlc_type scalar;
+  inner.out = &scalar;
+  if (!shape_cross_entropy(&inner)) return false;
+  *c->out = *c->in[1];
+  return true;
+}
+
 /* ---- costs ---- */
 
 typedef struct {
@@ -325,13 +420,27 @@ static void cost_attention(cost_ctx *c) {
   c->bytes = io_bytes(c);
 }
 
+static void cost_embedding_grad(cost_ctx *c) {
+  /* Read the gradient rows and indices, zero the table, add the rows in. */
+  c->flops = tnumel(in_type(c, 0));
+  c->bytes = 2 * tbytes(in_type(c, 0)) + tbytes(in_type(c, 1)) + tbytes(&c->n->type);
+}
+
+static void cost_attention_grad(cost_ctx *c) {
+  /* Recompute q k^T, then dv, dp, dq and dk: five products to the forward's two. */
+  const mlc_type *q = in_type(c, 1);
+  double f = 2.0 * q->dim[0] * q->dim[1] * q->dim[2] * q->dim[2] * q->dim[3] * 5;
+  c->flops = c->n->a.causal ? f / 2 : f;
+  c->bytes = io_bytes(c);
+}
+
 bool mlc_infer_type(const mlc_program *p, const mlc_func *f, const mlc_node *n, mlc_type *out, char *err,
                     size_t errn) {
   (void)p;
   rule_ctx c = {.f = f, .n = n, .out = out, .err = err, .errn = errn};
   for (int i = 0; i < n->nin && i < 8; i++) c.in[i] = &f->nodes[n->in[i]].type;
   switch (n->op) {
-#define X(e, name, arity, flags, attrs, shape, cost) case MLC_OP_##e: return shape(&c);
+#define X(e, name, arity, flags, attrs, shape, cost, vjp) case MLC_OP_##e: return shape(&c);
 #include "ir/ops.def"
 #undef X
   }
@@ -341,7 +450,7 @@ bool mlc_infer_type(const mlc_program *p, const mlc_func *f, const mlc_node *n, 
 void mlc_node_cost(const mlc_func *f, const mlc_node *n, double *flops, double *bytes) {
   cost_ctx c = {.f = f, .n = n};
   switch (n->op) {
-#define X(e, name, arity, flags, attrs, shape, cost) case MLC_OP_##e: cost(&c); break;
+#define X(e, name, arity, flags, attrs, shape, cost, vjp) case MLC_OP_##e: cost(&c); break;
 #include "ir/ops.def"
 #undef X
   }
