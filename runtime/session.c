@@ -41,7 +41,7 @@ void mlc_session_destroy(mlc_session *s) {
   if (s->entries) {
     for (uint32_t k = 0; k < s->plan->nentries; k++) {
       entry_state *es = &s->entries[k];
-      if (es->args)
+      if (es->args && es->e)
         for (uint32_t i = 0; i < es->e->nsteps; i++) mlc_allocator_free(s->a, es->args[i]);
       mlc_allocator_free(s->a, es->args);
       mlc_allocator_free(s->a, es->fn);
@@ -76,10 +76,11 @@ static mlc_status create_entry(mlc_session *s, entry_state *es, const mlc_sessio
   es->args = mlc_allocator_alloc_array(s->a, e->nsteps + 1, sizeof *es->args);
   es->fn = mlc_allocator_alloc_array(s->a, e->nsteps + 1, sizeof *es->fn);
   es->seconds = mlc_allocator_alloc_array(s->a, e->nsteps + 1, sizeof *es->seconds);
+  /* Zero the step table first: destroy frees whatever it holds. */
+  if (es->args) memset(es->args, 0, (e->nsteps + 1) * sizeof *es->args);
   if (!es->arena || !es->ptr || !es->args || !es->fn || !es->seconds)
     return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory for entry %s (arena of %llu bytes)", e->name,
                            (unsigned long long)e->arena_bytes);
-  memset(es->args, 0, (e->nsteps + 1) * sizeof *es->args);
   memset(es->seconds, 0, (e->nsteps + 1) * sizeof *es->seconds);
   memset(es->arena, 0, e->arena_bytes);
   for (uint32_t i = 0; i < e->nvalues; i++) {
@@ -120,12 +121,12 @@ mlc_status mlc_session_create(const mlc_plan *plan, const mlc_session_options *o
   }
   s->params = mlc_allocator_alloc(a, total ? total : 1);
   s->entries = mlc_allocator_alloc_array(a, plan->nentries + 1, sizeof *s->entries);
+  if (s->entries) memset(s->entries, 0, (plan->nentries + 1) * sizeof *s->entries);
   if (!s->params || !s->entries) {
     mlc_session_destroy(s);
     return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory for %llu bytes of parameters", (unsigned long long)total);
   }
   memset(s->params, 0, total);
-  memset(s->entries, 0, (plan->nentries + 1) * sizeof *s->entries);
   for (uint32_t k = 0; k < plan->nentries; k++) s->entries[k].e = &plan->entries[k];
   for (uint32_t k = 0; k < plan->nentries; k++)
     if ((st = create_entry(s, &s->entries[k], opt))) {

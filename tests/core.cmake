@@ -61,5 +61,7 @@ if(MLC_BACKEND_CPU)
             ${CMAKE_CURRENT_BINARY_DIR}/run_minillm)
   add_test(NAME ref.app.mlp
     COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/app_check.py $<TARGET_FILE:mlc> ${MLC_ROOT} ${CMAKE_CURRENT_BINARY_DIR}/app_check)
-  set_tests_properties(ref.run.minillm_small ref.app.mlp PROPERTIES LABELS "ref;cpu" TIMEOUT 300)
+  add_test(NAME ref.run.errors
+    COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/run_errors.py $<TARGET_FILE:mlc> ${MLC_ROOT} ${CMAKE_CURRENT_BINARY_DIR}/run_errors)
+  set_tests_properties(ref.run.minillm_small ref.app.mlp ref.run.errors PROPERTIES LABELS "ref;cpu" TIMEOUT 300)
 endif()

@@ -17,6 +17,7 @@
 #include "frontend/frontend.h"
 #include "passes/passes.h"
 #include "runtime/plan.h"
+#include "runtime/session.h"
 
 static mlc_arena arena;
 static mlc_program prog;
@@ -176,11 +177,61 @@ static void test_failing_allocator(void **state) {
   mlc_status_free(st);
 }
 
+/* Session creation through a failing allocator: every allocation it makes
+ * is refused once, in turn; each refusal must give OUT_OF_MEMORY and leave
+ * nothing allocated, and the run after the last one must succeed. */
+static void dummy_kernel(void **bufs, int64_t begin, int64_t end) {
+  (void)bufs, (void)begin, (void)end;
+}
+
+static void *dummy_lookup(void *ctx, const char *symbol) {
+  (void)ctx, (void)symbol;
+  void (*fn)(void **, int64_t, int64_t) = dummy_kernel;
+  void *p;
+  memcpy(&p, &fn, sizeof p);
+  return p;
+}
+
+static void test_session_failing_allocator(void **state) {
+  (void)state;
+  mlc_plan *pl;
+  assert_null(mlc_plan_parse(bytes, nbytes, mlc_allocator_default(), &pl));
+  size_t n;
+  for (n = 1; n < 100000; n++) {
+    mlc_failing_allocator fa;
+    mlc_session_options so = {dummy_lookup, NULL, 1, false, mlc_allocator_failing(&fa, mlc_allocator_default(), n)};
+    mlc_session *s = NULL;
+    mlc_status st = mlc_session_create(pl, &so, &s);
+    if (!st) {
+      assert_int_equal(fa.failed, 0); /* every allocation succeeded: done */
+      assert_null(mlc_session_run(s, "forward"));
+      mlc_session_destroy(s);
+      assert_int_equal(fa.live, 0);
+      break;
+    }
+    assert_int_equal(mlc_status_code(st), MLC_OUT_OF_MEMORY);
+    assert_null(s);
+    assert_int_equal(fa.live, 0);
+    mlc_status_free(st);
+  }
+  assert_true(n > 5 && n < 100000);
+  /* A kernel the code does not have is a clear error naming it. */
+  mlc_session_options none = {0};
+  mlc_session *s = NULL;
+  mlc_status st = mlc_session_create(pl, &none, &s);
+  assert_non_null(st);
+  assert_int_equal(mlc_status_code(st), MLC_NOT_FOUND);
+  assert_non_null(strstr(mlc_status_message(st), "is not in the compiled code"));
+  mlc_status_free(st);
+  mlc_plan_free(pl);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_roundtrip),
     cmocka_unit_test(test_corrupt),
     cmocka_unit_test(test_failing_allocator),
+    cmocka_unit_test(test_session_failing_allocator),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
