@@ -48,18 +48,24 @@ static bool close_out(FILE *f, const mlc_artifact *a, const char *name, const ch
   return ok;
 }
 
-/* The C name of an entry point: forward -> <name>_forward, train -> <name>_loss
- * (the train block's loss, computed forward only until autodiff exists). */
-static const char *entry_suffix(const mlc_func *f) { return strcmp(f->name, "train") ? f->name : "loss"; }
+/* The C name of an entry point: forward -> <name>_forward, train ->
+ * <name>_train_step.  Inputs the runtime fills itself ("opt.step") and
+ * outputs a caller has no use for (the train step's gradients and update
+ * tokens) stay out of the signature. */
+static const char *entry_suffix(const mlc_func *f) { return strcmp(f->name, "train") ? f->name : "train_step"; }
+static bool user_input(const mlc_node *n) { return strncmp(n->a.name, "opt.", 4) != 0; }
+static bool user_output(const mlc_func *f, uint32_t i) {
+  return strcmp(f->name, "train") || !strcmp(f->outputs[i].name, "loss");
+}
 
 static void entry_signature(FILE *o, const mlc_program *p, const mlc_func *f) {
   fprintf(o, "mlc_status %s_%s(%s *m", p->name, entry_suffix(f), p->name);
   for (uint32_t i = 0; i < f->inputs.n; i++) {
     const mlc_node *n = &f->nodes[f->inputs.v[i]];
-    fprintf(o, ", const %s *%s", ctype(n->type.dtype), n->a.name);
+    if (user_input(n)) fprintf(o, ", const %s *%s", ctype(n->type.dtype), n->a.name);
   }
   for (uint32_t i = 0; i < f->noutputs; i++)
-    fprintf(o, ", %s *%s", ctype(f->nodes[f->outputs[i].node].type.dtype), f->outputs[i].name);
+    if (user_output(f, i)) fprintf(o, ", %s *%s", ctype(f->nodes[f->outputs[i].node].type.dtype), f->outputs[i].name);
   fprintf(o, ")");
 }
 
@@ -82,22 +88,31 @@ static void write_header(FILE *o, const mlc_program *p, const mlc_artifact *a) {
   fprintf(o, "void %s_init_weights(%s *m, uint64_t seed);\n", n, n);
   fprintf(o, "/* safetensors with PyTorch's state_dict names, dtypes and shapes. */\n");
   fprintf(o, "mlc_status %s_load_weights(%s *m, const char *path);\n", n, n);
-  fprintf(o, "mlc_status %s_save_weights(const %s *m, const char *path);\n\n", n, n);
+  fprintf(o, "mlc_status %s_save_weights(const %s *m, const char *path);\n", n, n);
+  fprintf(o, "/* Parameters, optimizer state and step count, written atomically with a\n"
+             " * checksum that loading verifies. */\n");
+  fprintf(o, "mlc_status %s_save_checkpoint(const %s *m, const char *path);\n", n, n);
+  fprintf(o, "mlc_status %s_load_checkpoint(%s *m, const char *path);\n", n, n);
+  fprintf(o, "/* Optimizer steps taken. */\nuint64_t %s_steps(const %s *m);\n\n", n, n);
   for (uint32_t k = 0; k < p->nfuncs; k++) {
     const mlc_func *f = &p->funcs[k];
     fprintf(o, "/* Entry point '%s'.\n", f->name);
     for (uint32_t i = 0; i < f->inputs.n; i++) {
       const mlc_node *nd = &f->nodes[f->inputs.v[i]];
+      if (!user_input(nd)) continue;
       fprintf(o, " *   in  %-10s ", nd->a.name);
       shape_comment(o, &nd->type);
       fputc('\n', o);
     }
     for (uint32_t i = 0; i < f->noutputs; i++) {
+      if (!user_output(f, i)) continue;
       fprintf(o, " *   out %-10s ", f->outputs[i].name);
       shape_comment(o, &f->nodes[f->outputs[i].node].type);
       fputc('\n', o);
     }
-    if (!strcmp(f->name, "train")) fprintf(o, " * The train block's loss, forward only: no gradients or update yet.\n");
+    if (!strcmp(f->name, "train"))
+      fprintf(o, " * One training step: forward, backward and the optimizer's update of the\n"
+                 " * parameters; the loss is that of the parameters before the update.\n");
     fprintf(o, " */\n");
     entry_signature(o, p, f);
     fprintf(o, ";\n\n");
@@ -149,6 +164,9 @@ static void write_source(FILE *o, const mlc_program *p, const mlc_artifact *a) {
   fprintf(o, "void %s_init_weights(%s *m, uint64_t seed) { mlc_session_init_params(m->session, seed); }\n", n, n);
   fprintf(o, "mlc_status %s_load_weights(%s *m, const char *path) { return mlc_session_load_weights(m->session, path); }\n", n, n);
   fprintf(o, "mlc_status %s_save_weights(const %s *m, const char *path) { return mlc_session_save_weights(m->session, path); }\n", n, n);
+  fprintf(o, "mlc_status %s_save_checkpoint(const %s *m, const char *path) { return mlc_session_save_checkpoint(m->session, path); }\n", n, n);
+  fprintf(o, "mlc_status %s_load_checkpoint(%s *m, const char *path) { return mlc_session_load_checkpoint(m->session, path); }\n", n, n);
+  fprintf(o, "uint64_t %s_steps(const %s *m) { return mlc_session_step(m->session); }\n", n, n);
   fprintf(o, "void %s_print_profile(const %s *m, const char *entry, FILE *out) { mlc_session_print_profile(m->session, entry, out); }\n\n", n, n);
   for (uint32_t k = 0; k < p->nfuncs; k++) {
     const mlc_func *f = &p->funcs[k];
@@ -156,11 +174,13 @@ static void write_source(FILE *o, const mlc_program *p, const mlc_artifact *a) {
     fprintf(o, " {\n  mlc_status st;\n");
     for (uint32_t i = 0; i < f->inputs.n; i++) {
       const mlc_node *nd = &f->nodes[f->inputs.v[i]];
+      if (!user_input(nd)) continue;
       fprintf(o, "  if ((st = mlc_session_set_input(m->session, \"%s\", \"%s\", %s, %lldu))) return st;\n", f->name,
               nd->a.name, nd->a.name, (long long)(mlc_type_numel(&nd->type) * mlc_dtype_size(nd->type.dtype)));
     }
     fprintf(o, "  if ((st = mlc_session_run(m->session, \"%s\"))) return st;\n", f->name);
     for (uint32_t i = 0; i < f->noutputs; i++) {
+      if (!user_output(f, i)) continue;
       const mlc_type *t = &f->nodes[f->outputs[i].node].type;
       fprintf(o, "  const void *out%u;\n  const mlc_plan_shape *shape%u;\n", i, i);
       fprintf(o, "  if ((st = mlc_session_output(m->session, \"%s\", \"%s\", &out%u, &shape%u))) return st;\n", f->name,
@@ -182,6 +202,7 @@ static void write_cmake(FILE *o, const mlc_program *p, const mlc_artifact *a) {
   fprintf(o, ")\n");
   fprintf(o, "target_include_directories(%s PUBLIC ${CMAKE_CURRENT_LIST_DIR} %s)\n", n, MLC_RUNTIME_INCLUDE_DIR);
   fprintf(o, "target_link_libraries(%s PUBLIC %s PkgConfig::MLC_%s_DEPS Threads::Threads m)\n", n, MLC_RUNTIME_LIBRARY, n);
+  if (MLC_RUNTIME_LINK_OPTIONS[0]) fprintf(o, "target_link_options(%s PUBLIC %s)\n", n, MLC_RUNTIME_LINK_OPTIONS);
 }
 
 static void write_pc(FILE *o, const mlc_program *p, const mlc_artifact *a) {
@@ -194,7 +215,7 @@ static void write_pc(FILE *o, const mlc_program *p, const mlc_artifact *a) {
           p->name, MLC_VERSION);
   fprintf(o, "Cflags: -I${prefix} -I%s\nLibs: ${prefix}/%s.c", MLC_RUNTIME_INCLUDE_DIR, p->name);
   for (uint32_t i = 0; i < a->nobjects; i++) fprintf(o, " ${prefix}/%s", a->objects[i]);
-  fprintf(o, " %s -lcjson -lxxhash -lpthread -lm\n", MLC_RUNTIME_LIBRARY);
+  fprintf(o, " %s -lcjson -lxxhash -lpthread -lm %s\n", MLC_RUNTIME_LIBRARY, MLC_RUNTIME_LINK_OPTIONS);
 }
 
 bool mlc_artifact_mkdir(const char *dir, char *err, size_t errn) {

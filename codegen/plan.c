@@ -100,6 +100,7 @@ void mlc_plan_encode(const mlc_program *p, mlc_kernel_namer namer, void *ctx, ui
     put_u8(&w, prm->init);
     put_f64(&w, prm->init_a);
     put_f64(&w, prm->init_b);
+    put_u8(&w, prm->role);
   }
   put_u32(&w, kernels.n);
   for (uint32_t i = 0; i < kernels.n; i++) put_str(&w, kernels.v[i]);

@@ -26,6 +26,7 @@
 #include "runtime/status.h"
 #ifdef MLC_HAVE_CPU
 #include "driver/target_cpu.h"
+#include "driver/train.h"
 #include "runtime/plan.h"
 #include "runtime/session.h"
 #endif
@@ -50,6 +51,7 @@ static void usage(FILE *o) {
           "usage: mlc compile FILE.mdl [options] [NAME=VALUE ...]\n"
           "       mlc run FILE.mdl --target cpu [--weights W] --input NAME=FILE ... [options]\n"
           "       mlc bench FILE.mdl --target cpu [--runs N] [options]\n"
+          "       mlc train FILE.mdl --target cpu --steps N [--data TOKENS] [--weights W] [--save CKPT] [--resume CKPT]\n"
           "       mlc --help | --version\n"
           "\n"
           "Compiles a model written in .mdl (see docs/language.md and docs/cli.md).\n"
@@ -76,6 +78,13 @@ static void usage(FILE *o) {
           "      --threads N       worker threads, 0 for one per CPU (default)\n"
           "      --profile         print per-kernel time, GFLOP/s and GB/s\n"
           "      --runs N, --warmup N  (bench) timed runs (default 10) after warm-up runs (default 3)\n"
+          "train (the train block's step: forward, backward, optimizer):\n"
+          "      --steps N         optimizer steps to run; the loss of each is printed\n"
+          "      --data FILE       tokens: llm.c's .bin format, or a flat file of u16 (default) or\n"
+          "                        i32 (--data-dtype i32) tokens; without it, one synthetic batch\n"
+          "      --save CKPT       write a checkpoint (weights, optimizer state, step) at the end\n"
+          "      --resume CKPT     start from a checkpoint\n"
+          "      --weights, --seed, --threads, --profile  as for run\n"
           "\n"
           "exit status: 0 success, 1 error in the model or its data, 2 usage error,\n"
           "             3 internal error, 4 target not available in this build\n",
@@ -151,13 +160,15 @@ static bool parse_define(const char *arg, mlc_define *out) {
   return out->name != NULL;
 }
 
-typedef enum { CMD_COMPILE, CMD_RUN, CMD_BENCH } command;
+typedef enum { CMD_COMPILE, CMD_RUN, CMD_BENCH, CMD_TRAIN } command;
 
 /* Everything the command line says. */
 typedef struct {
   command cmd;
   const char *name; /* "compile", "run", "bench" */
   const char *target, *outdir, *emit, *print_after, *entry, *file, *weights;
+  const char *data, *data_dtype, *save, *resume; /* train */
+  long steps;
   const char *inputs[64], *outputs[64]; /* NAME=FILE */
   uint32_t ninputs, noutputs;
   bool time_passes, stats, profile;
@@ -169,7 +180,7 @@ typedef struct {
 
 enum {
   OPT_EMIT = 256, OPT_PRINT_AFTER, OPT_TIME, OPT_STATS, OPT_ENTRY, OPT_WEIGHTS, OPT_INPUT, OPT_PROFILE, OPT_THREADS,
-  OPT_SEED, OPT_RUNS, OPT_WARMUP,
+  OPT_SEED, OPT_RUNS, OPT_WARMUP, OPT_STEPS, OPT_DATA, OPT_DATA_DTYPE, OPT_SAVE, OPT_RESUME,
 };
 
 /* Which options each command takes: a letter or OPT_ value per entry. */
@@ -177,8 +188,10 @@ static bool takes(command cmd, int opt) {
   switch (opt) {
   case 't': case 'D': case 'h': case OPT_ENTRY: case OPT_TIME: return true;
   case OPT_EMIT: case OPT_PRINT_AFTER: case OPT_STATS: return cmd == CMD_COMPILE;
-  case 'o': return cmd != CMD_BENCH;
-  case OPT_INPUT: case OPT_SEED: return cmd == CMD_RUN;
+  case 'o': return cmd == CMD_COMPILE || cmd == CMD_RUN;
+  case OPT_INPUT: return cmd == CMD_RUN;
+  case OPT_SEED: return cmd == CMD_RUN || cmd == CMD_TRAIN;
+  case OPT_STEPS: case OPT_DATA: case OPT_DATA_DTYPE: case OPT_SAVE: case OPT_RESUME: return cmd == CMD_TRAIN;
   case OPT_WEIGHTS: case OPT_PROFILE: case OPT_THREADS: return cmd != CMD_COMPILE;
   case OPT_RUNS: case OPT_WARMUP: return cmd == CMD_BENCH;
   default: return false;
@@ -204,6 +217,9 @@ static int parse_args(options *o, int argc, char **argv) {
     {"input", required_argument, 0, OPT_INPUT}, {"profile", no_argument, 0, OPT_PROFILE},
     {"threads", required_argument, 0, OPT_THREADS}, {"seed", required_argument, 0, OPT_SEED},
     {"runs", required_argument, 0, OPT_RUNS},   {"warmup", required_argument, 0, OPT_WARMUP},
+    {"steps", required_argument, 0, OPT_STEPS}, {"data", required_argument, 0, OPT_DATA},
+    {"data-dtype", required_argument, 0, OPT_DATA_DTYPE}, {"save", required_argument, 0, OPT_SAVE},
+    {"resume", required_argument, 0, OPT_RESUME},
     {"help", no_argument, 0, 'h'},              {0, 0, 0, 0},
   };
   optind = 1;
@@ -260,9 +276,21 @@ static int parse_args(options *o, int argc, char **argv) {
       if (!parse_int(optarg, 0, 100000, &v)) return usage_error("--warmup %s: expected a number from 0 to 100000", optarg);
       o->warmup = (int)v;
       break;
+    case OPT_STEPS:
+      if (!parse_int(optarg, 0, 100000000, &v)) return usage_error("--steps %s: expected a number of steps", optarg);
+      o->steps = v;
+      break;
+    case OPT_DATA: o->data = optarg; break;
+    case OPT_DATA_DTYPE:
+      if (strcmp(optarg, "u16") && strcmp(optarg, "i32")) return usage_error("--data-dtype %s: expected u16 or i32", optarg);
+      o->data_dtype = optarg;
+      break;
+    case OPT_SAVE: o->save = optarg; break;
+    case OPT_RESUME: o->resume = optarg; break;
     case 'h': usage(stdout); return EXIT_OK;
     }
   }
+  if (o->cmd == CMD_TRAIN && o->steps <= 0 && !o->save) return usage_error("%s", "train needs --steps N");
   if (!o->file) return usage_error("%s needs a model file", o->name);
   if (o->emit && strcmp(o->emit, "ast") && strcmp(o->emit, "ir")) return usage_error("--emit %s: expected ast or ir", o->emit);
   if (o->print_after && !mlc_pipeline_has_pass(o->print_after)) {
@@ -461,6 +489,13 @@ static int run_cpu(const options *o, mlc_program *prog) {
   } else {
     mlc_session_init_params(s, o->seed);
   }
+  if (o->resume && (st = mlc_session_load_checkpoint(s, o->resume))) goto fail;
+  if (o->cmd == CMD_TRAIN) {
+    mlc_train_args ta = {o->steps, o->data, o->data_dtype, o->save, stdout};
+    if ((st = mlc_train_loop(s, &ta))) goto fail;
+    if (o->profile) mlc_session_print_profile(s, "train", stdout);
+    goto out;
+  }
   const mlc_plan_entry *e = mlc_plan_find_entry(plan, "forward");
   if (!e) { st = mlc_status_make(MLC_NOT_FOUND, "the model has no forward"); goto fail; }
   for (uint32_t i = 0; i < o->noutputs; i++) {
@@ -580,9 +615,6 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "compile")) return cmd_main(CMD_COMPILE, cmd, argc - 1, argv + 1);
   if (!strcmp(cmd, "run")) return cmd_main(CMD_RUN, cmd, argc - 1, argv + 1);
   if (!strcmp(cmd, "bench")) return cmd_main(CMD_BENCH, cmd, argc - 1, argv + 1);
-  if (!strcmp(cmd, "train")) {
-    fprintf(stderr, "mlc: 'train' needs autodiff, which is not built yet (see docs/cli.md)\n");
-    return EXIT_NO_TARGET;
-  }
-  return usage_error("unknown command '%s' (commands: compile, run, bench)", cmd);
+  if (!strcmp(cmd, "train")) return cmd_main(CMD_TRAIN, cmd, argc - 1, argv + 1);
+  return usage_error("unknown command '%s' (commands: compile, run, bench, train)", cmd);
 }

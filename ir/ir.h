@@ -124,9 +124,15 @@ typedef struct {
 
 typedef enum { MLC_INIT_ZEROS, MLC_INIT_ONES, MLC_INIT_UNIFORM, MLC_INIT_NORMAL } mlc_init_kind;
 
+typedef enum {
+  MLC_ROLE_WEIGHT,    /* a model parameter: in the state_dict */
+  MLC_ROLE_OPT_STATE, /* optimizer state (AdamW's moments, SGD's momentum): in checkpoints only */
+} mlc_param_role;
+
 typedef struct {
   const char *name; /* state_dict key: "layers.3.attn.in_proj_weight" */
   mlc_type type;
+  uint8_t role;     /* mlc_param_role */
   uint8_t init;     /* mlc_init_kind */
   double init_a, init_b; /* uniform: [a, b); normal: mean a, std b */
   mlc_loc loc;

@@ -369,6 +369,21 @@ static bool shape_cross_entropy_grad(rule_ctx *c) {
   return true;
 }
 
+static bool shape_update(rule_ctx *c) {
+  const mlc_type *p = c->in[0];
+  const char *what = mlc_ops[c->n->op].name;
+  if (!need_float(c, p, what)) return false;
+  int nstate = c->n->op == MLC_OP_ADAMW ? 3 : 2;
+  for (int i = 1; i <= nstate; i++)
+    if (!mlc_type_eq(p, c->in[i]))
+      return fail(c, "%s of parameter %s with %s: the gradient and state must have the parameter's type", what, TSTR(p),
+                  TSTR(c->in[i]));
+  if (c->n->op == MLC_OP_ADAMW && (c->in[4]->dtype != MLC_DT_I64 || c->in[4]->rank != 0))
+    return fail(c, "adamw's step must be an i64 scalar, got %s", TSTR(c->in[4]));
+  *c->out = (mlc_type){.dtype = MLC_DT_F32, .rank = 0};
+  return true;
+}
+
 /* ---- costs ---- */
 
 typedef struct {
@@ -432,6 +447,14 @@ static void cost_attention_grad(cost_ctx *c) {
   double f = 2.0 * q->dim[0] * q->dim[1] * q->dim[2] * q->dim[2] * q->dim[3] * 5;
   c->flops = c->n->a.causal ? f / 2 : f;
   c->bytes = io_bytes(c);
+}
+
+static void cost_update(cost_ctx *c) {
+  /* Read the parameter, the gradient and the state, write the parameter and the state. */
+  const mlc_type *p = in_type(c, 0);
+  int tensors = c->n->op == MLC_OP_ADAMW ? 4 : 3;
+  c->flops = (c->n->op == MLC_OP_ADAMW ? 14 : 4) * tnumel(p);
+  c->bytes = (2 * tensors - 1) * tbytes(p);
 }
 
 bool mlc_infer_type(const mlc_program *p, const mlc_func *f, const mlc_node *n, mlc_type *out, char *err,

@@ -7,8 +7,9 @@
  *
  * A value is alive from the node that defines it to its last use; inputs
  * are alive from the start, outputs to the end, and scalar constants, which
- * the runtime writes once, for the whole run.  A reshape is a view: it
- * shares its input's storage, which then lives as long as either does.
+ * the runtime writes once when a session starts, for the whole session (so
+ * they are placed before anything else).  A reshape is a view: it shares its
+ * input's storage, which then lives as long as either does.
  * Parameters live outside the arena (offset -1): they are the model's
  * weights, bound once per session.
  *
@@ -108,10 +109,19 @@ static void plan_func(mlc_program *p, mlc_func *f) {
   f->offset = mlc_arena_alloc(p->arena, (n + 1) * sizeof *f->offset);
   blocklist fl = {mlc_arena_alloc(p->arena, (n + 2) * sizeof *fl.v), 0};
   int64_t top = 0;
+  /* Constants (written once, when the session starts) and inputs (written
+   * by the caller, or the runtime's step count, before the run) are not
+   * written at their own node: they take their bytes before anything else
+   * is placed, so no value that dies before their node can share them. */
+  for (uint32_t i = 0; i < n; i++)
+    if (f->nodes[i].op == MLC_OP_CONST || f->nodes[i].op == MLC_OP_INPUT)
+      f->offset[i] = place(&fl, &top, align_up((int64_t)mlc_type_numel(&f->nodes[i].type) * mlc_dtype_size(f->nodes[i].type.dtype)));
   for (uint32_t i = 0; i < n; i++) {
     const mlc_node *nd = &f->nodes[i];
     if (nd->op == MLC_OP_PARAM) {
       f->offset[i] = -1;
+    } else if (nd->op == MLC_OP_CONST || nd->op == MLC_OP_INPUT) {
+      /* placed above */
     } else if (root[i] != i) {
       f->offset[i] = f->offset[root[i]];
     } else {

@@ -32,7 +32,11 @@ const char *mlc_pipeline_pass_names(void);
 double mlc_now(void);
 
 bool mlc_pass_shapes(mlc_pass_ctx *c);
+/* Reverse mode over the train function: one "grad:<param>" output per
+ * parameter the loss depends on (passes/autodiff.c). */
+bool mlc_pass_autodiff(mlc_pass_ctx *c);
 bool mlc_pass_memplan(mlc_pass_ctx *c);
+bool mlc_pass_optimizer(mlc_pass_ctx *c);
 
 /* --stats (passes/stats.c): parameters, op counts, FLOPs. */
 void mlc_print_stats(FILE *out, const mlc_program *p);

@@ -10,6 +10,8 @@ static const struct {
   mlc_pass_fn run;
 } pipeline[] = {
   {"shapes", mlc_pass_shapes},
+  {"autodiff", mlc_pass_autodiff},
+  {"optimizer", mlc_pass_optimizer},
   {"memplan", mlc_pass_memplan},
 };
 #define NPASSES (sizeof pipeline / sizeof *pipeline)
@@ -27,7 +29,7 @@ bool mlc_pipeline_has_pass(const char *name) {
   return false;
 }
 
-const char *mlc_pipeline_pass_names(void) { return "lower, shapes, memplan"; }
+const char *mlc_pipeline_pass_names(void) { return "lower, shapes, autodiff, optimizer, memplan"; }
 
 static void dump(const mlc_pipeline_options *o, const mlc_program *p, const char *name) {
   if (!o->print_after || !o->dump) return;

@@ -4,6 +4,7 @@
  * count, the op counts of each entry point and its FLOPs and bytes if every
  * op ran as its own kernel.  Later passes add the planned memory. */
 #include <stdio.h>
+#include <string.h>
 
 #include "passes/passes.h"
 
@@ -24,15 +25,22 @@ void mlc_print_stats(FILE *out, const mlc_program *p) {
   char buf[128], num[64];
   double total = 0, bytes = 0;
   fprintf(out, "parameters of %s:\n", p->name);
+  double state = 0, nstate = 0;
   for (uint32_t i = 0; i < p->nparams; i++) {
     const mlc_param *prm = &p->params[i];
     double n = (double)mlc_type_numel(&prm->type);
+    if (prm->role != MLC_ROLE_WEIGHT) { /* optimizer state: summarised below */
+      state += n * mlc_dtype_size(prm->type.dtype);
+      nstate++;
+      continue;
+    }
     total += n;
     bytes += n * mlc_dtype_size(prm->type.dtype);
     fprintf(out, "  %-40s %s\n", prm->name, mlc_type_str(&prm->type, buf, sizeof buf));
   }
   commas(num, sizeof num, total);
-  fprintf(out, "total: %s parameters in %u tensors (%.1f MB)\n", num, p->nparams, bytes / 1e6);
+  fprintf(out, "total: %s parameters in %u tensors (%.1f MB)\n", num, p->nparams - (uint32_t)nstate, bytes / 1e6);
+  if (nstate) fprintf(out, "optimizer state: %.0f tensors (%.1f MB)\n", nstate, state / 1e6);
   for (uint32_t k = 0; k < p->nfuncs; k++) {
     const mlc_func *f = &p->funcs[k];
     uint32_t count[MLC_OP_COUNT] = {0};
@@ -50,8 +58,8 @@ void mlc_print_stats(FILE *out, const mlc_program *p) {
     fprintf(out, "  %.4g GFLOP, %.4g GB moved by unfused ops\n", flops / 1e9, moved / 1e9);
     if (f->offset) {
       commas(num, sizeof num, (double)f->arena_bytes);
-      fprintf(out, "  planned peak: %s bytes (%.3f GB) of activations, inputs and outputs, plus %.3f GB of parameters\n",
-              num, (double)f->arena_bytes / 1e9, bytes / 1e9);
+      fprintf(out, "  planned peak: %s bytes (%.3f GB) of activations, inputs and outputs, plus %.3f GB of parameters%s\n",
+              num, (double)f->arena_bytes / 1e9, bytes / 1e9, state && !strcmp(f->name, "train") ? mlc_arena_printf(p->arena, " and %.3f GB of optimizer state", state / 1e9) : "");
     }
   }
 }

@@ -172,12 +172,14 @@ static bool entry(rd *r, mlc_plan_entry *e, uint32_t nparams, uint32_t nkernels)
 
 static bool payload(rd *r, mlc_plan *pl) {
   if (!str(r, &pl->model)) return false;
-  if (!count(r, &pl->nparams, 23, "parameter count too large")) return false;
+  if (!count(r, &pl->nparams, 24, "parameter count too large")) return false;
   mlc_plan_param *params = take(r, (size_t)pl->nparams * sizeof *params + 1);
   for (uint32_t i = 0; i < pl->nparams; i++) {
     mlc_plan_param p;
-    if (!str(r, &p.name) || !shape(r, &p.shape) || !u8(r, &p.init) || !f64(r, &p.a) || !f64(r, &p.b)) return false;
+    if (!str(r, &p.name) || !shape(r, &p.shape) || !u8(r, &p.init) || !f64(r, &p.a) || !f64(r, &p.b) || !u8(r, &p.role))
+      return false;
     if (p.init > 3) return bad(r, "unknown initialiser");
+    if (p.role > 1) return bad(r, "unknown parameter role");
     if (params) params[i] = p;
   }
   pl->params = params;

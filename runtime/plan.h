@@ -13,7 +13,7 @@
  *
  *   header   "MLCPLAN\0"  u32 version  u32 reserved  u64 payload_bytes  u64 xxh64(payload, seed 0)
  *   payload  str model
- *            u32 nparams   { str name, dtype, shape, u8 init, f64 a, f64 b }
+ *            u32 nparams   { str name, dtype, shape, u8 init, f64 a, f64 b, u8 role }
  *            u32 nkernels  { str symbol }
  *            u32 nentries  { str name, u64 arena_bytes,
  *                            u32 nvalues  { dtype, shape, i64 offset, u32 param (0xffffffff: arena),
@@ -59,6 +59,7 @@ typedef struct {
   mlc_plan_shape shape;
   uint8_t init; /* 0 zeros, 1 ones, 2 uniform(a, b), 3 normal(mean a, std b) */
   double a, b;
+  uint8_t role; /* 0 a model weight (in the state_dict), 1 optimizer state (in checkpoints only) */
 } mlc_plan_param;
 
 typedef struct {

@@ -13,6 +13,8 @@
 #include "runtime/cpu/threadpool.h"
 #include "runtime/safetensors.h"
 
+#include <xxhash.h>
+
 typedef struct {
   const mlc_plan_entry *e;
   uint8_t *arena;
@@ -28,8 +30,9 @@ struct mlc_session {
   mlc_allocator a;
   mlc_cpu_pool *pool;
   bool profile;
-  uint8_t *params;        /* all parameters, 64-byte aligned each */
+  uint8_t *params;        /* all parameters and optimizer state, 64-byte aligned each */
   uint64_t *param_off;
+  uint64_t step;          /* optimizer steps taken */
   entry_state *entries;
 };
 
@@ -190,12 +193,15 @@ static void shape_str(char *buf, size_t n, int rank, const int64_t *dims) {
   if (k < n) snprintf(buf + k, n - k, "]");
 }
 
-mlc_status mlc_session_load_weights(mlc_session *s, const char *path) {
-  mlc_safetensors *f;
-  MLC_RETURN_IF_ERROR(mlc_safetensors_open_file(path, s->a, &f));
+enum { ROLE_WEIGHT = 0, ALL_ROLES = 255 };
+
+/* Copies the tensors of `role` (or all) from an open file, strictly: each
+ * must be there with its dtype and shape, and nothing else may be. */
+static mlc_status load_tensors(mlc_session *s, mlc_safetensors *f, const char *path, int role) {
   mlc_status st = NULL;
   for (uint32_t i = 0; i < s->plan->nparams && !st; i++) {
     const mlc_plan_param *p = &s->plan->params[i];
+    if (p->role != role && role != ALL_ROLES) continue;
     const mlc_safetensors_tensor *t;
     if ((st = mlc_safetensors_find(f, p->name, &t))) {
       mlc_status_free(st);
@@ -220,26 +226,89 @@ mlc_status mlc_session_load_weights(mlc_session *s, const char *path) {
   for (size_t i = 0; i < mlc_safetensors_count(f) && !st; i++) {
     const char *name = mlc_safetensors_tensor_at(f, i)->name;
     bool known = false;
-    for (uint32_t k = 0; k < s->plan->nparams && !known; k++) known = !strcmp(s->plan->params[k].name, name);
+    for (uint32_t k = 0; k < s->plan->nparams && !known; k++)
+      known = (role == ALL_ROLES || s->plan->params[k].role == role) && !strcmp(s->plan->params[k].name, name);
     if (!known) st = mlc_status_make(MLC_INVALID_ARGUMENT, "%s: unexpected tensor '%s': the model has no parameter of that name", path, name);
   }
+  return st;
+}
+
+mlc_status mlc_session_load_weights(mlc_session *s, const char *path) {
+  mlc_safetensors *f;
+  MLC_RETURN_IF_ERROR(mlc_safetensors_open_file(path, s->a, &f));
+  mlc_status st = load_tensors(s, f, path, ROLE_WEIGHT);
   mlc_safetensors_close(f);
   return st;
 }
 
-mlc_status mlc_session_save_weights(const mlc_session *s, const char *path) {
-  uint32_t n = s->plan->nparams;
-  mlc_safetensors_entry *ents = mlc_allocator_alloc_array(s->a, n + 1, sizeof *ents);
+/* Writes the tensors of `role` (or all) with the given metadata. */
+static mlc_status save_tensors(const mlc_session *s, const char *path, int role, const mlc_safetensors_kv *meta,
+                               size_t nmeta) {
+  uint32_t n = 0;
+  mlc_safetensors_entry *ents = mlc_allocator_alloc_array(s->a, s->plan->nparams + 1, sizeof *ents);
   if (!ents) return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory");
-  for (uint32_t i = 0; i < n; i++) {
+  for (uint32_t i = 0; i < s->plan->nparams; i++) {
     const mlc_plan_param *p = &s->plan->params[i];
-    ents[i] = (mlc_safetensors_entry){p->name, to_st(p->shape.dtype), p->shape.rank, p->shape.dims, s->params + s->param_off[i]};
+    if (role == ALL_ROLES || p->role == role)
+      ents[n++] = (mlc_safetensors_entry){p->name, to_st(p->shape.dtype), p->shape.rank, p->shape.dims,
+                                          s->params + s->param_off[i]};
   }
-  mlc_safetensors_kv meta = {"format", "pt"};
-  mlc_status st = mlc_safetensors_save(path, ents, n, &meta, 1, s->a);
+  mlc_status st = mlc_safetensors_save(path, ents, n, meta, nmeta, s->a);
   mlc_allocator_free(s->a, ents);
   return st;
 }
+
+mlc_status mlc_session_save_weights(const mlc_session *s, const char *path) {
+  mlc_safetensors_kv meta = {"format", "pt"};
+  return save_tensors(s, path, ROLE_WEIGHT, &meta, 1);
+}
+
+/* xxHash64 over every parameter and state tensor, in plan order. */
+static uint64_t params_checksum(const mlc_session *s) {
+  XXH64_state_t *h = XXH64_createState();
+  if (!h) return 0;
+  XXH64_reset(h, 0);
+  for (uint32_t i = 0; i < s->plan->nparams; i++)
+    XXH64_update(h, s->params + s->param_off[i], (size_t)mlc_plan_shape_bytes(&s->plan->params[i].shape));
+  uint64_t v = XXH64_digest(h);
+  XXH64_freeState(h);
+  return v;
+}
+
+mlc_status mlc_session_save_checkpoint(const mlc_session *s, const char *path) {
+  char step[32], sum[32];
+  snprintf(step, sizeof step, "%llu", (unsigned long long)s->step);
+  snprintf(sum, sizeof sum, "%016llx", (unsigned long long)params_checksum(s));
+  mlc_safetensors_kv meta[] = {{"format", "mlc-checkpoint"}, {"model", s->plan->model}, {"step", step}, {"xxh64", sum}};
+  return save_tensors(s, path, ALL_ROLES, meta, sizeof meta / sizeof *meta);
+}
+
+mlc_status mlc_session_load_checkpoint(mlc_session *s, const char *path) {
+  mlc_safetensors *f;
+  MLC_RETURN_IF_ERROR(mlc_safetensors_open_file(path, s->a, &f));
+  mlc_status st = NULL;
+  const char *format = mlc_safetensors_metadata_get(f, "format"), *model = mlc_safetensors_metadata_get(f, "model");
+  const char *step = mlc_safetensors_metadata_get(f, "step"), *sum = mlc_safetensors_metadata_get(f, "xxh64");
+  char *end = NULL;
+  unsigned long long nstep = step ? strtoull(step, &end, 10) : 0, want = 0;
+  if (!format || strcmp(format, "mlc-checkpoint") || !step || !sum || !end || *end)
+    st = mlc_status_make(MLC_DATA_LOSS, "%s: not an mlc checkpoint (its metadata lacks format, step or xxh64)", path);
+  else if (!model || strcmp(model, s->plan->model))
+    st = mlc_status_make(MLC_INVALID_ARGUMENT, "%s: a checkpoint of model '%s', not '%s'", path, model ? model : "?",
+                         s->plan->model);
+  else
+    st = load_tensors(s, f, path, ALL_ROLES);
+  if (!st) {
+    want = strtoull(sum, &end, 16);
+    if (*end || params_checksum(s) != want)
+      st = mlc_status_make(MLC_DATA_LOSS, "%s: checksum mismatch: the checkpoint is corrupt", path);
+  }
+  if (!st) s->step = nstep;
+  mlc_safetensors_close(f);
+  return st;
+}
+
+uint64_t mlc_session_step(const mlc_session *s) { return s->step; }
 
 static mlc_status find_entry(const mlc_session *s, const char *name, entry_state **out) {
   for (uint32_t k = 0; k < s->plan->nentries; k++)
@@ -288,6 +357,13 @@ static double now(void) {
 mlc_status mlc_session_run(mlc_session *s, const char *entry) {
   entry_state *es;
   MLC_RETURN_IF_ERROR(find_entry(s, entry, &es));
+  /* A run of the train entry is one optimizer step. */
+  bool steps_optimizer = !strcmp(entry, "train");
+  for (uint32_t i = 0; i < es->e->ninputs; i++)
+    if (!strcmp(es->e->inputs[i].name, "opt.step")) {
+      int64_t next = (int64_t)s->step + 1;
+      memcpy(es->ptr[es->e->inputs[i].value], &next, sizeof next);
+    }
   for (uint32_t i = 0; i < es->e->nsteps; i++) {
     const mlc_plan_step *st = &es->e->steps[i];
     launch l = {es->fn[i], es->args[i]};
@@ -296,6 +372,7 @@ mlc_status mlc_session_run(mlc_session *s, const char *entry) {
     if (s->profile) es->seconds[i] += now() - t0;
   }
   if (s->profile) es->runs++;
+  if (steps_optimizer) s->step++;
   return NULL;
 }
 

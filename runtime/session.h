@@ -53,6 +53,16 @@ MLC_MUST_USE mlc_status mlc_session_save_weights(const mlc_session *s, const cha
 /* The block a parameter lives in, for direct access. */
 void *mlc_session_param_data(mlc_session *s, uint32_t param);
 
+/* Checkpoints: every parameter and the optimizer's state, with the step
+ * count and an xxHash64 checksum of all the data in the metadata, written
+ * atomically (temporary file, fsync, rename).  Loading verifies the
+ * checksum and refuses a corrupt, truncated or mismatched file. */
+MLC_MUST_USE mlc_status mlc_session_save_checkpoint(const mlc_session *s, const char *path);
+MLC_MUST_USE mlc_status mlc_session_load_checkpoint(mlc_session *s, const char *path);
+/* Optimizer steps taken: each successful run of the "train" entry is one,
+ * and its runtime-managed input "opt.step" (AdamW's) is this plus one. */
+uint64_t mlc_session_step(const mlc_session *s);
+
 /* Copies an input; `bytes` must be its exact size. */
 MLC_MUST_USE mlc_status mlc_session_set_input(mlc_session *s, const char *entry, const char *name, const void *data,
                                               size_t bytes);

@@ -63,5 +63,34 @@ if(MLC_BACKEND_CPU)
     COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/app_check.py $<TARGET_FILE:mlc> ${MLC_ROOT} ${CMAKE_CURRENT_BINARY_DIR}/app_check)
   add_test(NAME ref.run.errors
     COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/run_errors.py $<TARGET_FILE:mlc> ${MLC_ROOT} ${CMAKE_CURRENT_BINARY_DIR}/run_errors)
-  set_tests_properties(ref.run.minillm_small ref.app.mlp ref.run.errors PROPERTIES LABELS "ref;cpu" TIMEOUT 300)
+  add_test(NAME ref.train.minillm_small
+    COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/train_minillm.py $<TARGET_FILE:mlc> ${MLC_ROOT}/examples/minillm.mdl
+            ${CMAKE_CURRENT_BINARY_DIR}/train_minillm)
+  set_tests_properties(ref.run.minillm_small ref.app.mlp ref.run.errors ref.train.minillm_small PROPERTIES
+                       LABELS "ref;cpu" TIMEOUT 300)
 endif()
+
+# ---- autodiff (begin) ------------------------------------------------------
+# The gradient graph: outputs, names, shapes, scopes, errors.
+add_executable(test_autodiff ${MLC_ROOT}/tests/unit/test_autodiff.c)
+target_link_libraries(test_autodiff PRIVATE mlccore PkgConfig::CMOCKA)
+target_compile_definitions(test_autodiff PRIVATE MLC_SOURCE_DIR="${MLC_ROOT}")
+add_test(NAME unit.autodiff COMMAND test_autodiff)
+set_tests_properties(unit.autodiff PROPERTIES LABELS unit TIMEOUT 60)
+
+# The gradients' numbers on the CPU target: train_entry runs a model's train
+# entry and writes every output; grad_check.py compares each grad:* output
+# with torch.autograd in float64, with central differences of a float64 loss,
+# and with central differences of the compiled model's own loss; then the
+# small MiniLLM's gradients with PyTorch fp32 autograd.
+if(MLC_BACKEND_CPU)
+  add_executable(train_entry ${MLC_ROOT}/tests/ref/train_entry.c ${MLC_ROOT}/driver/target_cpu.c)
+  target_link_libraries(train_entry PRIVATE mlccore mlcrt mlcllvm)
+  add_test(NAME ref.grad.ops
+    COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/grad_check.py ops $<TARGET_FILE:train_entry> ${CMAKE_CURRENT_BINARY_DIR}/grad_check)
+  add_test(NAME ref.grad.minillm_small
+    COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/grad_check.py minillm $<TARGET_FILE:train_entry> ${CMAKE_CURRENT_BINARY_DIR}/grad_check
+            --model ${MLC_ROOT}/examples/minillm.mdl)
+  set_tests_properties(ref.grad.ops ref.grad.minillm_small PROPERTIES LABELS "ref;cpu" TIMEOUT 600)
+endif()
+# ---- autodiff (end) --------------------------------------------------------

@@ -171,17 +171,26 @@ void cg_unflatten(cg *g, LLVMValueRef item, int rank, const int64_t *dims, int n
 bool cg_fail(cg *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- op emitters: one kernel body each ---- */
-bool cg_emit_ew(cg *g);          /* emit_ew.c: binary, unary, cast */
+bool cg_emit_ew(cg *g);          /* emit_ew.c: binary, unary, cast, broadcast, activation grads */
 bool cg_emit_reduce(cg *g);      /* emit_reduce.c: sum, mean, max */
 bool cg_emit_softmax(cg *g);
 bool cg_emit_cross_entropy(cg *g);
+bool cg_emit_cross_entropy_grad(cg *g);
 bool cg_emit_rmsnorm(cg *g);     /* emit_norm.c */
 bool cg_emit_layernorm(cg *g);
+bool cg_emit_rmsnorm_grad_x(cg *g);
+bool cg_emit_rmsnorm_grad_w(cg *g);
+bool cg_emit_layernorm_grad_x(cg *g);
+bool cg_emit_layernorm_grad_w(cg *g);
 bool cg_emit_transpose(cg *g);   /* emit_layout.c */
 bool cg_emit_slice(cg *g);
+bool cg_emit_slice_grad(cg *g);
 bool cg_emit_concat(cg *g);
 bool cg_emit_embedding(cg *g);
+bool cg_emit_embedding_grad(cg *g);
 bool cg_emit_gemm(cg *g);        /* emit_gemm.c: matmul, linear */
 bool cg_emit_attention(cg *g);   /* emit_attention.c */
+bool cg_emit_optim(cg *g);       /* emit_optim.c: adamw, sgd */
+bool cg_emit_attention_grad(cg *g); /* emit_attention_grad.c */
 
 #endif

@@ -1,5 +1,6 @@
 /* Elementwise kernels: add/sub/mul/div with numpy broadcasting, the unary
- * ops, and cast.
+ * ops, cast, broadcast (a copy to a larger shape), and the activation
+ * gradients relu_grad, silu_grad and gelu_grad (g, x).
  *
  * The output and each input are described by strides over the output's
  * dimensions, an input's stride being 0 along a broadcast dimension.  Size-1
@@ -67,12 +68,43 @@ static LLVMValueRef b_gelu(cg *g, LLVMValueRef *x, int dt) {
   return cg_fma(g, h, e, h);
 }
 static LLVMValueRef b_cast(cg *g, LLVMValueRef *x, int dt) { return cg_convert(g, x[0], dt, g->n->type.dtype); }
+/* broadcast: the strides above already repeat the input; the body copies.
+ * Loads and stores round-trip exactly for every dtype. */
+static LLVMValueRef b_copy(cg *g, LLVMValueRef *x, int dt) { return x[0]; }
+
+/* The activation gradients take (g, x) and compute what PyTorch's backward
+ * kernels compute.  relu: threshold_backward, x <= 0 ? 0 : g, so a NaN x
+ * passes g through (ops.def's g * (x > 0) would give 0 there, and NaN for
+ * an infinite g at x <= 0). */
+static LLVMValueRef b_relu_grad(cg *g, LLVMValueRef *x, int dt) {
+  LLVMValueRef zero = LLVMConstNull(LLVMTypeOf(x[1]));
+  return LLVMBuildSelect(g->b, LLVMBuildFCmp(g->b, LLVMRealOLE, x[1], zero, ""), zero, x[0], "");
+}
+/* silu_backward: g * s * (1 + x (1 - s)), s = sigmoid(x). */
+static LLVMValueRef b_silu_grad(cg *g, LLVMValueRef *x, int dt) {
+  LLVMTypeRef t = LLVMTypeOf(x[1]);
+  LLVMValueRef s = cg_sigmoid(g, x[1]), one = cg_const(g, t, 1.0);
+  LLVMValueRef d = cg_fma(g, x[1], LLVMBuildFSub(g->b, one, s, ""), one);
+  return LLVMBuildFMul(g->b, x[0], LLVMBuildFMul(g->b, s, d, ""), "");
+}
+/* GeluBackward (exact): g * (Phi(x) + x phi(x)), Phi(x) = (1 + erf(x/sqrt2)) / 2,
+ * phi(x) = exp(-x^2/2) / sqrt(2 pi). */
+static LLVMValueRef b_gelu_grad(cg *g, LLVMValueRef *x, int dt) {
+  LLVMTypeRef t = LLVMTypeOf(x[1]);
+  LLVMValueRef v = x[1], half = cg_const(g, t, 0.5);
+  LLVMValueRef cdf = cg_fma(g, half, cg_erf(g, LLVMBuildFMul(g->b, v, cg_const(g, t, 0.70710678118654752440), "")), half);
+  LLVMValueRef e = cg_exp(g, LLVMBuildFMul(g->b, LLVMBuildFMul(g->b, v, v, ""), cg_const(g, t, -0.5), ""));
+  LLVMValueRef pdf = LLVMBuildFMul(g->b, e, cg_const(g, t, 0.39894228040143267794), "");
+  return LLVMBuildFMul(g->b, x[0], cg_fma(g, v, pdf, cdf), "");
+}
 
 static const ew_body bodies[MLC_OP_COUNT] = {
   [MLC_OP_ADD] = b_add,   [MLC_OP_SUB] = b_sub,   [MLC_OP_MUL] = b_mul,         [MLC_OP_DIV] = b_div,
   [MLC_OP_NEG] = b_neg,   [MLC_OP_EXP] = b_exp,   [MLC_OP_LOG] = b_log,         [MLC_OP_SQRT] = b_sqrt,
   [MLC_OP_RSQRT] = b_rsqrt, [MLC_OP_TANH] = b_tanh, [MLC_OP_SIGMOID] = b_sigmoid, [MLC_OP_RELU] = b_relu,
   [MLC_OP_SILU] = b_silu, [MLC_OP_GELU] = b_gelu, [MLC_OP_CAST] = b_cast,
+  [MLC_OP_BROADCAST] = b_copy, [MLC_OP_RELU_GRAD] = b_relu_grad, [MLC_OP_SILU_GRAD] = b_silu_grad,
+  [MLC_OP_GELU_GRAD] = b_gelu_grad,
 };
 
 typedef struct {

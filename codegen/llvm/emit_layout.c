@@ -1,4 +1,5 @@
-/* Data movement: transpose (swap two axes), slice, concat, and embedding.
+/* Data movement: transpose (swap two axes), slice, concat, and embedding,
+ * with the gradients of slice and embedding (slice_grad, embedding_grad).
  *
  * These move bytes without arithmetic, so they copy raw storage (no
  * conversion) and lean on llvm.memcpy, which LLVM expands into vector moves
@@ -15,6 +16,10 @@
 
 #define COPY_CHUNK 16384
 #define TILE 16
+
+static LLVMValueRef imax(cg *g, LLVMValueRef a, LLVMValueRef b) {
+  return LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSGT, a, b, ""), a, b, "");
+}
 
 /* Item il of a copy of `rows` rows of rowlen elements, each cut into
  * ceil(rowlen / COPY_CHUNK) chunks; the row starts are given as offsets. */
@@ -186,6 +191,106 @@ bool cg_emit_embedding(cg *g) {
   cg_else(g, &c);
   cg_memset0(g, g->out, dst, cg_i64(g, D));
   cg_endif(g, &c);
+  cg_end_for(g, &items, NULL);
+  return true;
+}
+
+/* ---- slice_grad ---- */
+
+/* out = zeros of the node's shape with g at [start, end) on axis.  Viewed as
+ * [outer, D * inner], each output row is zeros on [0, s), g's row on [s, e)
+ * and zeros on [e, D * inner) (s = start * inner, e = end * inner).  A work
+ * item is one chunk of COPY_CHUNK elements of a row; it clamps the three
+ * pieces to itself, so every element is written by exactly one item. */
+bool cg_emit_slice_grad(cg *g) {
+  const mlc_node *n = g->n;
+  int64_t outer, D, inner;
+  view3(&n->type, n->a.axis, &outer, &D, &inner);
+  int64_t rowlen = D * inner, s = n->a.start * inner, e = n->a.end * inner, glen = e - s;
+  int64_t nch = cg_ceil_div(rowlen, COPY_CHUNK);
+  g->items = outer * nch;
+  cg_loop items;
+  LLVMValueRef item = cg_items_begin(g, &items);
+  LLVMValueRef row = item, c0 = cg_i64(g, 0), c1 = cg_i64(g, rowlen);
+  if (nch > 1) {
+    row = LLVMBuildUDiv(g->b, item, cg_i64(g, nch), "");
+    c0 = cg_imulc(g, LLVMBuildURem(g->b, item, cg_i64(g, nch), ""), COPY_CHUNK);
+    c1 = cg_iadd(g, c0, cg_block_len(g, c0, rowlen, COPY_CHUNK));
+  }
+  LLVMValueRef obase = cg_imulc(g, row, rowlen), gbase = cg_imulc(g, row, glen);
+  LLVMValueRef S = cg_i64(g, s), E = cg_i64(g, e), zero = cg_i64(g, 0);
+  LLVMValueRef a = c0, b = cg_min_i64(g, c1, S); /* zeros before */
+  cg_memset0(g, g->out, cg_iadd(g, obase, a), imax(g, zero, LLVMBuildSub(g->b, b, a, "")));
+  a = imax(g, c0, S), b = cg_min_i64(g, c1, E); /* g's row */
+  LLVMValueRef len = imax(g, zero, LLVMBuildSub(g->b, b, a, ""));
+  cg_memcpy(g, g->out, cg_iadd(g, obase, a), g->in[0], cg_iadd(g, gbase, cg_iaddc(g, a, -s)), len);
+  a = imax(g, c0, E), b = c1; /* zeros after */
+  cg_memset0(g, g->out, cg_iadd(g, obase, a), imax(g, zero, LLVMBuildSub(g->b, b, a, "")));
+  cg_end_for(g, &items, NULL);
+  return true;
+}
+
+/* ---- embedding_grad ---- */
+
+typedef struct {
+  cg_buf acc, src;
+  LLVMValueRef abase, sbase;
+} addrow_ctx;
+
+static void add_row(cg *g, void *vc, LLVMValueRef j, LLVMValueRef mask) {
+  addrow_ctx *c = vc;
+  LLVMValueRef ai = cg_iadd(g, c->abase, j);
+  LLVMValueRef v = LLVMBuildFAdd(g->b, cg_load(g, c->acc, ai, g->vw, mask), cg_load(g, c->src, cg_iadd(g, c->sbase, j), g->vw, mask), "");
+  cg_store(g, c->acc, ai, v, mask);
+}
+
+static void copy_row(cg *g, void *vc, LLVMValueRef j, LLVMValueRef mask) {
+  addrow_ctx *c = vc;
+  cg_store(g, c->acc, cg_iadd(g, c->abase, j), cg_load(g, c->src, cg_iadd(g, c->sbase, j), g->vw, mask), mask);
+}
+
+/* dw[v, :] = sum of g[t, :] over the tokens t with idx[t] == v, in token
+ * order.  An index outside [0, v) adds nothing, as the forward gives it a row
+ * of zeros.  A work item owns a block of VB vocabulary rows: it zeroes them,
+ * walks every index and adds the rows that fall in its block.  No two items
+ * touch one row, and each row's sum is taken in token order, so the result
+ * is the same bits for any split over threads.  The price is that every item
+ * reads all indices, so VB is chosen to keep the items at 256 or fewer.
+ * Sums are f32: an f32 table accumulates in place; a bf16/f16 table in an
+ * f32 tile of the block on the stack, rounded once when it is stored. */
+bool cg_emit_embedding_grad(cg *g) {
+  const mlc_node *n = g->n;
+  int64_t V = n->type.dim[0], D = n->type.dim[1], N = mlc_type_numel(&g->f->nodes[n->in[1]].type);
+  bool in_place = g->out.dt == MLC_DT_F32;
+  int64_t VB = cg_ceil_div(V, 256);
+  if (VB < 16) VB = 16;
+  if (!in_place) {
+    int64_t fit = ((int64_t)256 << 10) / (4 * D);
+    if (fit < 1) return cg_fail(g, "embedding_grad rows of %lld elements do not fit the kernel's stack tile", (long long)D);
+    if (VB > fit) VB = fit;
+  }
+  if (VB > V) VB = V;
+  g->items = cg_ceil_div(V, VB);
+  cg_buf acc = in_place ? g->out : cg_alloca(g, MLC_DT_F32, VB * D);
+  cg_loop items, L;
+  LLVMValueRef item = cg_items_begin(g, &items);
+  LLVMValueRef v0 = cg_imulc(g, item, VB), nv = cg_block_len(g, v0, V, VB);
+  LLVMValueRef abase = in_place ? cg_imulc(g, v0, D) : cg_i64(g, 0);
+  cg_memset0(g, acc, abase, cg_imulc(g, nv, D));
+  LLVMValueRef t = cg_for(g, &L, cg_i64(g, 0), cg_i64(g, N), 1);
+  LLVMValueRef rel = LLVMBuildSub(g->b, cg_convert(g, cg_load(g, g->in[1], t, 1, NULL), g->in[1].dt, MLC_DT_I64), v0, "");
+  cg_if_t mine;
+  cg_if(g, &mine, LLVMBuildICmp(g->b, LLVMIntULT, rel, nv, "")); /* v0 <= idx < v0 + nv, so 0 <= idx < V */
+  addrow_ctx c = {acc, g->in[0], cg_idx(g, abase, rel, D), cg_imulc(g, t, D)};
+  cg_row_map(g, D, add_row, &c);
+  cg_endif(g, &mine);
+  cg_end_for(g, &L, NULL);
+  if (!in_place) {
+    LLVMValueRef r = cg_for(g, &L, cg_i64(g, 0), nv, 1);
+    addrow_ctx w = {g->out, acc, cg_imulc(g, cg_iadd(g, v0, r), D), cg_imulc(g, r, D)};
+    cg_row_map(g, D, copy_row, &w);
+    cg_end_for(g, &L, NULL);
+  }
   cg_end_for(g, &items, NULL);
   return true;
 }

@@ -15,6 +15,8 @@
  * target outside [0, classes) (PyTorch's ignore_index, -100) skipped and
  * left out of the mean; it is a single work item, since its result is one
  * scalar and the kernel ABI has no scratch to combine partial sums in.
+ * cross_entropy_grad mirrors that mean: (softmax(row) - onehot(target)) * g
+ * / n for the n rows whose target is in range, and zeros for the others.
  */
 #include "codegen/llvm/cg.h"
 
@@ -242,5 +244,85 @@ bool cg_emit_cross_entropy(cg *g) {
   LLVMValueRef mean = LLVMBuildFDiv(g->b, L.phi[0], LLVMBuildSIToFP(g->b, L.phi[1], f64, ""), "");
   cg_store(g, g->out, cg_i64(g, 0), LLVMBuildFPTrunc(g->b, mean, g->t_f32, ""), NULL);
   cg_endif(g, &first);
+  return true;
+}
+
+/* ---- cross_entropy_grad ---- */
+
+typedef struct {
+  cg_buf t;
+  int64_t C;
+} cnt_ctx;
+
+/* 1 for each target in [0, C), as i64 lanes. */
+static LLVMValueRef count_valid(cg *g, void *vc, LLVMValueRef j, LLVMValueRef mask) {
+  cnt_ctx *c = vc;
+  LLVMValueRef t = cg_convert(g, cg_load(g, c->t, j, g->vw, mask), c->t.dt, MLC_DT_I64);
+  LLVMTypeRef vt = cg_ctype(g, MLC_DT_I64, g->vw);
+  LLVMValueRef ok = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntSGE, t, LLVMConstNull(vt), ""),
+                                 LLVMBuildICmp(g->b, LLVMIntSLT, t, cg_const(g, vt, (double)c->C), ""), "");
+  return LLVMBuildZExt(g->b, ok, vt, "");
+}
+
+typedef struct {
+  sm_ctx sm;
+  LLVMValueRef f; /* g / n */
+} ceg_ctx;
+
+static void ceg_write(cg *g, void *vc, LLVMValueRef j, LLVMValueRef mask) {
+  ceg_ctx *c = vc;
+  LLVMValueRef p = LLVMBuildFMul(g->b, sm_exp(g, &c->sm, j, mask), cg_splat(g, c->sm.inv, g->vw), "");
+  cg_store(g, c->sm.y, cg_iadd(g, c->sm.base, j), LLVMBuildFMul(g->b, p, cg_splat(g, c->f, g->vw), ""), mask);
+}
+
+/* f32 output: it holds exp(x - max) from the sum pass; scale it in place. */
+static void ceg_rescale(cg *g, void *vc, LLVMValueRef j, LLVMValueRef mask) {
+  ceg_ctx *c = vc;
+  LLVMValueRef idx = cg_iadd(g, c->sm.base, j), k = LLVMBuildFMul(g->b, c->sm.inv, c->f, "");
+  cg_store(g, c->sm.y, idx, LLVMBuildFMul(g->b, cg_load(g, c->sm.y, idx, g->vw, mask), cg_splat(g, k, g->vw), ""), mask);
+}
+
+/* A work item is a block of rows.  Every item first counts the valid
+ * targets of the whole batch (one vectorised pass over the targets, so the
+ * items need not share anything), which is why the blocks are few when the
+ * rows are short: at most min(256, C) items. */
+bool cg_emit_cross_entropy_grad(cg *g) {
+  const mlc_node *n = g->n;
+  const mlc_type *lt = &n->type;
+  int64_t C = lt->dim[lt->rank - 1], rows = mlc_type_numel(lt) / C;
+  int64_t nblk = C < 256 ? C : 256;
+  if (nblk > rows) nblk = rows;
+  int64_t RB = cg_ceil_div(rows, nblk);
+  g->items = cg_ceil_div(rows, RB);
+  cg_buf gb = g->in[0], x = g->in[1], tb = g->in[2];
+  cg_loop items, L;
+  LLVMValueRef item = cg_items_begin(g, &items);
+  cnt_ctx cc = {tb, C};
+  LLVMValueRef cnt = cg_row_reduce(g, rows, MLC_DT_I64, CG_RED_ADD, count_valid, &cc);
+  /* cnt is 0 only when every row is skipped, and then f is never used. */
+  LLVMValueRef f = LLVMBuildFDiv(g->b, cg_load(g, gb, cg_i64(g, 0), 1, NULL), LLVMBuildSIToFP(g->b, cnt, g->t_f32, ""), "");
+  LLVMValueRef r0 = cg_imulc(g, item, RB);
+  LLVMValueRef row = cg_for(g, &L, r0, cg_iadd(g, r0, cg_block_len(g, r0, rows, RB)), 1);
+  ceg_ctx c = {.sm = {.x = x, .y = g->out, .base = cg_imulc(g, row, C)}, .f = f};
+  LLVMValueRef t = cg_convert(g, cg_load(g, tb, row, 1, NULL), tb.dt, MLC_DT_I64);
+  LLVMValueRef ok = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntSGE, t, cg_i64(g, 0), ""),
+                                 LLVMBuildICmp(g->b, LLVMIntSLT, t, cg_i64(g, C), ""), "");
+  cg_if_t v;
+  cg_if(g, &v, ok);
+  bool keep = g->out.dt == MLC_DT_F32; /* as in softmax */
+  c.sm.max = cg_row_reduce(g, C, MLC_DT_F32, CG_RED_MAX, plain_load, &c.sm);
+  LLVMValueRef s = cg_row_reduce(g, C, MLC_DT_F32, CG_RED_ADD, keep ? sm_exp_store : sm_exp, &c.sm);
+  c.sm.inv = LLVMBuildFDiv(g->b, cg_const(g, g->t_f32, 1.0), s, "");
+  cg_row_map(g, C, keep ? ceg_rescale : ceg_write, &c);
+  /* the target's entry: (p - 1) * f, with p computed as in the row */
+  LLVMValueRef ti = cg_iadd(g, c.sm.base, t);
+  LLVMValueRef xt = cg_load(g, x, ti, 1, NULL);
+  LLVMValueRef p = LLVMBuildFMul(g->b, cg_exp(g, LLVMBuildFSub(g->b, xt, c.sm.max, "")), c.sm.inv, "");
+  cg_store(g, g->out, ti, LLVMBuildFMul(g->b, LLVMBuildFSub(g->b, p, cg_const(g, g->t_f32, 1.0), ""), f, ""), NULL);
+  cg_else(g, &v);
+  cg_memset0(g, g->out, c.sm.base, cg_i64(g, C));
+  cg_endif(g, &v);
+  cg_end_for(g, &L, NULL);
+  cg_end_for(g, &items, NULL);
   return true;
 }

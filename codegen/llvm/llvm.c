@@ -45,6 +45,15 @@ static const emit_fn emitters[MLC_OP_COUNT] = {
   [MLC_OP_MATMUL] = cg_emit_gemm,   [MLC_OP_LINEAR] = cg_emit_gemm,    [MLC_OP_EMBEDDING] = cg_emit_embedding,
   [MLC_OP_RMSNORM] = cg_emit_rmsnorm, [MLC_OP_LAYERNORM] = cg_emit_layernorm,
   [MLC_OP_ATTENTION] = cg_emit_attention, [MLC_OP_CROSS_ENTROPY] = cg_emit_cross_entropy,
+  /* gradients */
+  [MLC_OP_BROADCAST] = cg_emit_ew,  [MLC_OP_RELU_GRAD] = cg_emit_ew,   [MLC_OP_SILU_GRAD] = cg_emit_ew,
+  [MLC_OP_GELU_GRAD] = cg_emit_ew,  [MLC_OP_SLICE_GRAD] = cg_emit_slice_grad,
+  [MLC_OP_EMBEDDING_GRAD] = cg_emit_embedding_grad,
+  [MLC_OP_RMSNORM_GRAD_X] = cg_emit_rmsnorm_grad_x, [MLC_OP_RMSNORM_GRAD_W] = cg_emit_rmsnorm_grad_w,
+  [MLC_OP_LAYERNORM_GRAD_X] = cg_emit_layernorm_grad_x, [MLC_OP_LAYERNORM_GRAD_W] = cg_emit_layernorm_grad_w,
+  [MLC_OP_ATTENTION_GRAD] = cg_emit_attention_grad, [MLC_OP_CROSS_ENTROPY_GRAD] = cg_emit_cross_entropy_grad,
+  /* optimizer updates */
+  [MLC_OP_ADAMW] = cg_emit_optim,   [MLC_OP_SGD] = cg_emit_optim,
 };
 
 struct mlc_llvm_module {

@@ -4,10 +4,12 @@
  *   cmake -S examples/app -B build/app -DMODEL_DIR=$PWD/build/mlp && cmake --build build/app
  *   build/app/app weights.safetensors x.bin labels.bin logits.bin
  *
- * It loads PyTorch weights, runs the forward pass and the loss on the inputs
- * (raw little-endian float32 x[32][784] and int32 labels[32]), writes the
- * logits, and prints the loss.  Every mlc call returns a status; errors are
- * printed with their message and end the program with status 1. */
+ * It loads PyTorch weights, runs the forward pass on the inputs (raw
+ * little-endian float32 x[32][784] and int32 labels[32]), takes one training
+ * step (forward, backward, SGD with momentum, as the train block says), runs
+ * the forward pass again, writes both sets of logits, and prints the loss.
+ * Every mlc call returns a status; errors are printed with their message and
+ * end the program with status 1. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -35,7 +37,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: app WEIGHTS.safetensors X.bin LABELS.bin LOGITS_OUT.bin\n");
     return 2;
   }
-  static float x[BATCH * INPUTS], logits[BATCH * CLASSES];
+  static float x[BATCH * INPUTS], logits[2][BATCH * CLASSES];
   static int32_t labels[BATCH];
   if (read_raw(argv[2], x, sizeof x) || read_raw(argv[3], labels, sizeof labels)) return 1;
 
@@ -43,8 +45,8 @@ int main(int argc, char **argv) {
   mlp_options opt = {.threads = 2, .profile = 0};
   if (check(mlp_create(&opt, &m), "create")) return 1;
   float loss;
-  int rc = check(mlp_load_weights(m, argv[1]), "load weights") || check(mlp_forward(m, x, logits), "forward") ||
-           check(mlp_loss(m, x, labels, &loss), "loss");
+  int rc = check(mlp_load_weights(m, argv[1]), "load weights") || check(mlp_forward(m, x, logits[0]), "forward") ||
+           check(mlp_train_step(m, x, labels, &loss), "train step") || check(mlp_forward(m, x, logits[1]), "forward");
   if (!rc) {
     FILE *f = fopen(argv[4], "wb");
     rc = !f || fwrite(logits, sizeof logits, 1, f) != 1;

@@ -263,9 +263,9 @@ static void check_plan(const mlc_func *f) {
       if (lastu[s] < i) lastu[s] = i;
     }
   for (uint32_t i = 0; i < f->noutputs; i++) lastu[store[f->outputs[i].node]] = n;
-  for (uint32_t i = 0; i < f->inputs.n; i++) lastu[f->inputs.v[i]] = n;
+  for (uint32_t i = 0; i < f->inputs.n; i++) lastu[f->inputs.v[i]] = n, first[f->inputs.v[i]] = 0; /* written before the run */
   for (uint32_t i = 0; i < n; i++)
-    if (f->nodes[i].op == MLC_OP_CONST) lastu[i] = n;
+    if (f->nodes[i].op == MLC_OP_CONST) lastu[i] = n, first[i] = 0; /* written when the session starts */
   int64_t live_max = 0;
   for (uint32_t t = 0; t < n; t++) {
     int64_t live = 0;

@@ -3,12 +3,26 @@
  * so that opcheck.py can recompute it with PyTorch and compare.
  *
  *   mlc_opcheck MODEL.mdl OUTDIR [options] [NAME=VALUE ...]
+ *   mlc_opcheck --op OP OUTDIR --in NAME:TYPE ... [op options] [options]
+ *
+ * The second form builds a one-op function by hand, for the ops the
+ * frontend cannot write (the gradient ops that only autodiff creates): the
+ * op's operands in order are the --in inputs and --const constants, and its
+ * result is the output `output`.
+ *     --in NAME:TYPE       an input, TYPE as in IR: f32[2, 3], i64[], bf16[7]
+ *     --const VALUE:TYPE   a CONST operand
+ *     --shape D0,D1,...    the node's result shape, for ops that take it
+ *                          from the builder (broadcast, slice_grad, ...)
+ *     --attr KEY=VALUE     axis, axis2, start, end, keepdim, causal (integers),
+ *                          eps, scale (reals)
  *     --func NAME          entry point to run (default: forward)
  *     --entry MODULE       module to compile (as mlc compile --entry)
  *     --threads N          thread-pool size (default 1)
  *     --seed S             random seed (default 1)
- *     --range NAME=LO,HI   values of input NAME are uniform in [LO, HI)
- *                          (integers: LO..HI-1); default [-2, 2) and 0..15
+ *     --range NAME=LO,HI[,int]  values of input NAME are uniform in [LO, HI)
+ *                          (integers: LO..HI-1; `int`: floats rounded down to
+ *                          integers, so that exact zeros occur); default
+ *                          [-2, 2) and 0..15
  *     --bench N            after the checked run, time N more runs
  *     --cpu NAME           target this LLVM CPU instead of the host
  *     --features STR       with --cpu: LLVM features, e.g. +avx2,+fma,+f16c
@@ -23,7 +37,8 @@
  * OUTDIR gets <kind>.<name>.bin for every input, parameter and output (raw
  * little-endian, row-major, in the tensor's dtype; bf16 and f16 as their
  * 16-bit patterns) and manifest.txt, one line per tensor
- *     input|param|output NAME DTYPE RANK DIM...
+ *     input|param|state|output NAME DTYPE RANK DIM...
+ * (state: optimizer state, a parameter outside the state_dict)
  * plus `kernel NAME ITEMS FLOPS BYTES SECONDS`, `target CPU VECTOR_WIDTH`,
  * `compile BUILD_S OPT_S` and, with --bench, `bench MEDIAN_S MIN_S`.
  *
@@ -52,7 +67,17 @@
 typedef struct {
   const char *name;
   double lo, hi;
+  bool integer;
 } range;
+
+#define MAX_OPERANDS 16
+
+/* --op: one operand, an input or a constant. */
+typedef struct {
+  const char *name; /* NULL for a constant */
+  double value;
+  mlc_type type;
+} operand;
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void die(const char *fmt, ...) {
@@ -157,6 +182,56 @@ static char *read_all(const char *path, size_t *len) {
   return buf;
 }
 
+/* "f32[2, 3]" (spaces optional; "f32[]" is a scalar). */
+static mlc_type parse_type(const char *s) {
+  mlc_type t = {0};
+  const char *lb = strchr(s, '[');
+  if (!lb || !(t.dtype = mlc_dtype_from_name(s, (size_t)(lb - s)))) die("bad type '%s'", s);
+  const char *p = lb + 1;
+  while (*p == ' ') p++;
+  while (*p != ']') {
+    char *end;
+    long long d = strtoll(p, &end, 10);
+    if (end == p || t.rank == MLC_MAX_RANK) die("bad type '%s'", s);
+    t.dim[t.rank++] = d;
+    p = end;
+    while (*p == ' ' || *p == ',') p++;
+    if (!*p) die("bad type '%s'", s);
+  }
+  return t;
+}
+
+/* The --op form: inputs and constants, then the op, as the one output. */
+static void build_op(mlc_program *prog, const char *opname, const operand *ops, int nops, const mlc_type *shape,
+                     const mlc_attrs *attrs) {
+  int op = -1;
+  for (int i = 0; i < MLC_OP_COUNT; i++)
+    if (!strcmp(mlc_ops[i].name, opname)) op = i;
+  if (op < 0) die("no op '%s'", opname);
+  mlc_func *f = mlc_program_add_func(prog, "forward");
+  uint32_t in[MAX_OPERANDS];
+  mlc_loc loc = {0};
+  for (int i = 0; i < nops; i++) {
+    mlc_attrs a = {.name = ops[i].name, .f = ops[i].value};
+    in[i] = mlc_func_add(prog, f, ops[i].name ? MLC_OP_INPUT : MLC_OP_CONST, NULL, 0, &a, loc, "");
+    f->nodes[in[i]].type = ops[i].type;
+    if (ops[i].name) mlc_u32vec_push(prog->arena, &f->inputs, in[i]);
+  }
+  mlc_attrs a = *attrs;
+  if (mlc_ops[op].attrs & MLC_A_AXIS) { /* the builder's job: normalise to 0..rank-1 */
+    int rank = shape->rank ? shape->rank : nops ? ops[0].type.rank : 0;
+    if (a.axis < 0) a.axis += rank;
+    if (a.axis2 < 0) a.axis2 += rank;
+  }
+  uint32_t id = mlc_func_add(prog, f, (mlc_op)op, in, (uint32_t)nops, &a, loc, "");
+  f->nodes[id].type = *shape;
+  mlc_type t;
+  char err[256];
+  if (!mlc_infer_type(prog, f, &f->nodes[id], &t, err, sizeof err)) die("%s: %s", opname, err);
+  f->nodes[id].type = t;
+  mlc_func_add_output(prog, f, "output", id);
+}
+
 static double now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -170,7 +245,11 @@ static int cmp_double(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
   const char *model = NULL, *outdir = NULL, *func = "forward", *entry = NULL, *emit_ir = NULL, *emit_obj = NULL;
-  const char *so = NULL;
+  const char *so = NULL, *opname = NULL;
+  operand operands[MAX_OPERANDS];
+  int noperands = 0;
+  mlc_type shape = {0};
+  mlc_attrs attrs = {0};
   int threads = 1, bench = 0;
   mlc_llvm_options lopt = {0};
   uint64_t seed = 1;
@@ -194,33 +273,69 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--so") && next) so = argv[++i];
     else if (!strcmp(a, "--range") && next) {
       char *spec = argv[++i], *eq = strchr(spec, '='), *comma = eq ? strchr(eq, ',') : NULL;
-      if (!eq || !comma || nranges == MAX_RANGES) die("--range wants NAME=LO,HI, got '%s'", spec);
+      if (!eq || !comma || nranges == MAX_RANGES) die("--range wants NAME=LO,HI[,int], got '%s'", spec);
       *eq = 0;
-      ranges[nranges++] = (range){spec, atof(eq + 1), atof(comma + 1)};
+      char *flag = strchr(comma + 1, ',');
+      ranges[nranges++] = (range){spec, atof(eq + 1), atof(comma + 1), flag && !strcmp(flag, ",int")};
+    } else if (!strcmp(a, "--op") && next) {
+      opname = argv[++i];
+    } else if ((!strcmp(a, "--in") || !strcmp(a, "--const")) && next) {
+      char *spec = argv[++i], *colon = strchr(spec, ':');
+      if (!colon || noperands == MAX_OPERANDS) die("%s wants NAME:TYPE or VALUE:TYPE, got '%s'", a, spec);
+      *colon = 0;
+      bool in = !strcmp(a, "--in");
+      operands[noperands++] = (operand){in ? spec : NULL, in ? 0 : atof(spec), parse_type(colon + 1)};
+    } else if (!strcmp(a, "--shape") && next) {
+      for (char *p = argv[++i]; *p;) {
+        char *end;
+        if (shape.rank == MLC_MAX_RANK) die("--shape: too many dimensions");
+        shape.dim[shape.rank++] = strtoll(p, &end, 10);
+        if (end == p) die("--shape wants D0,D1,..., got '%s'", argv[i]);
+        p = *end == ',' ? end + 1 : end;
+      }
+    } else if (!strcmp(a, "--attr") && next) {
+      char *kv = argv[++i], *eq = strchr(kv, '=');
+      if (!eq) die("--attr wants KEY=VALUE, got '%s'", kv);
+      *eq = 0;
+      const char *v = eq + 1;
+      if (!strcmp(kv, "axis")) attrs.axis = atoi(v);
+      else if (!strcmp(kv, "axis2")) attrs.axis2 = atoi(v);
+      else if (!strcmp(kv, "keepdim")) attrs.keepdim = atoi(v);
+      else if (!strcmp(kv, "causal")) attrs.causal = atoi(v);
+      else if (!strcmp(kv, "start")) attrs.start = atoll(v);
+      else if (!strcmp(kv, "end")) attrs.end = atoll(v);
+      else if (!strcmp(kv, "eps") || !strcmp(kv, "scale")) attrs.f = atof(v);
+      else die("--attr: unknown attribute '%s'", kv);
     } else if (a[0] != '-' && strchr(a, '=')) {
       if (ndefines == MAX_DEFINES) die("too many NAME=VALUE arguments");
       char *eq = strchr(a, '=');
       defines[ndefines].name = strndup(a, (size_t)(eq - a));
       defines[ndefines++].value = eq + 1;
-    } else if (a[0] != '-' && !model) model = a;
+    } else if (a[0] != '-' && !model && !opname) model = a;
     else if (a[0] != '-' && !outdir) outdir = a;
     else die("unexpected argument '%s' (usage: mlc_opcheck MODEL.mdl OUTDIR [options] [NAME=VALUE ...])", a);
   }
   if (lopt.cpu && !lopt.features) lopt.features = "";
-  if (!model || !outdir) die("usage: mlc_opcheck MODEL.mdl OUTDIR [options] [NAME=VALUE ...]");
+  if (!(model || opname) || !outdir) die("usage: mlc_opcheck MODEL.mdl OUTDIR [options] [NAME=VALUE ...]");
   if (mkdir(outdir, 0777) && errno != EEXIST) die("cannot create %s: %s", outdir, strerror(errno));
 
-  /* front end and passes */
-  size_t len;
-  char *src = read_all(model, &len);
+  /* front end (or the hand-built op) and passes */
+  size_t len = 0;
+  char *src = NULL;
   mlc_arena arena;
   mlc_arena_init(&arena);
   mlc_diag diag;
   mlc_diag_init(&diag, stderr);
   mlc_program prog;
   mlc_program_init(&prog, &arena);
-  mlc_lower_options lo = {.defines = defines, .ndefines = ndefines, .entry = entry};
-  if (!mlc_frontend_run(&prog, &diag, model, src, len, &lo, NULL)) die("%s does not compile", model);
+  if (opname) {
+    build_op(&prog, opname, operands, noperands, &shape, &attrs);
+    model = opname;
+  } else {
+    src = read_all(model, &len);
+    mlc_lower_options lo = {.defines = defines, .ndefines = ndefines, .entry = entry};
+    if (!mlc_frontend_run(&prog, &diag, model, src, len, &lo, NULL)) die("%s does not compile", model);
+  }
   mlc_pipeline_options po = {0};
   if (!mlc_pipeline_run(&prog, &diag, &po)) die("%s: the passes failed", model);
   const mlc_func *f = NULL;
@@ -276,7 +391,8 @@ int main(int argc, char **argv) {
     void *data = malloc(n ? n : 1);
     fill(data, prm->type.dtype, mlc_type_numel(&prm->type), &s, gen_param, prm);
     check(mlc_cpu_exec_set_param(ex, i, data, n), "parameter");
-    write_tensor(man, outdir, "param", prm->name, &prm->type, data);
+    /* optimizer state is not in the state_dict the references load */
+    write_tensor(man, outdir, prm->role == MLC_ROLE_WEIGHT ? "param" : "state", prm->name, &prm->type, data);
     free(data);
   }
   for (uint32_t i = 0; i < f->inputs.n; i++) {
@@ -285,7 +401,7 @@ int main(int argc, char **argv) {
     uni u = {-2, 2, integer};
     if (integer) u = (uni){0, in->type.dtype == MLC_DT_BOOL ? 2 : 16, true};
     for (int r = 0; r < nranges; r++)
-      if (!strcmp(ranges[r].name, in->a.name)) u = (uni){ranges[r].lo, ranges[r].hi, integer};
+      if (!strcmp(ranges[r].name, in->a.name)) u = (uni){ranges[r].lo, ranges[r].hi, integer || ranges[r].integer};
     size_t n = tensor_bytes(&in->type);
     void *data = malloc(n ? n : 1);
     fill(data, in->type.dtype, mlc_type_numel(&in->type), &s, gen_uniform, &u);
@@ -294,6 +410,11 @@ int main(int argc, char **argv) {
     free(data);
   }
 
+  /* Poison what the kernels compute (0xff bytes: NaN, -1), so that an
+   * element a kernel forgets to write shows up instead of reading as 0. */
+  for (uint32_t i = 0; i < f->n; i++)
+    if (!(mlc_ops[f->nodes[i].op].flags & (MLC_F_LEAF | MLC_F_VIEW)))
+      memset(mlc_cpu_exec_node_buffer(ex, i), 0xff, tensor_bytes(&f->nodes[i].type));
   check(mlc_cpu_exec_run(ex), "run");
   for (uint32_t i = 0; i < f->noutputs; i++) {
     const void *data;

@@ -8,16 +8,22 @@
 
 `ops` compiles one small .mdl model per case with mlc_opcheck (the C driver
 next to this file), which runs it through the LLVM JIT on pseudo-random data
-and writes inputs, parameters and outputs to DIR/<case>/.  The case's
-reference function recomputes the output with torch in float64 (bf16/f16
-cases round where the compiled graph rounds), and the error is
+and writes inputs, parameters and outputs to DIR/<case>/.  The gradient ops,
+which only the autodiff pass creates, are cases of their own: mlc_opcheck
+builds a one-op function by hand (--op), and the reference is what
+torch.autograd.grad gives for the forward op.  The case's reference function
+recomputes the output with torch in float64 (bf16/f16 cases round where the
+compiled graph rounds), and the error is
 
     err = max |out - ref| / max |ref|
 
 which must not exceed the case's tolerance: 1e-5 for elementwise ops, 1e-4
 for reductions, GEMMs, norms and attention, 1e-2 for bf16/f16, and 0 (bit
-for bit) for data movement and integer ops.  One PASS/FAIL line per case;
-the exit status is 1 if any case failed.
+for bit) for data movement and integer ops.  Cases marked `same_bits` run a second
+time on 3 threads and must give the same bits (the kernels that sum across
+work items' data: embedding_grad, the norm weight gradients, attention_grad,
+cross_entropy_grad).  One PASS/FAIL line per case; the exit status is 1 if
+any case failed.
 
 `minillm` runs examples/minillm.mdl (vocab 512, dim 128, 2 layers, 4 heads,
 batch 2, seq 64) and compares the logits with a hand-written PyTorch model
@@ -78,8 +84,10 @@ def read_tensor(d, kind, name, dtype, shape):
     return t.reshape(shape)
 
 
-def run_opcheck(args, model, outdir, extra):
-    cmd = [args.opcheck, model, outdir, "--threads", str(args.threads)] + extra
+def run_opcheck(args, model, outdir, extra, threads=None):
+    """model: a .mdl path, or the --op arguments of a hand-built op."""
+    model = model if isinstance(model, list) else [model]
+    cmd = [args.opcheck] + model + [outdir, "--threads", str(threads or args.threads)] + extra
     if args.cpu:  # NAME or NAME:FEATURES
         name, _, feats = args.cpu.partition(":")
         cmd += ["--cpu", name, "--features", feats]
@@ -134,9 +142,17 @@ class Case:
         self.name, self.sig, self.expr, self.ref, self.tol = name, sig, expr, ref, tol
         self.ranges, self.members, self.defines = ranges or {}, members, defines or []
 
+    same_bits = False
+
     def source(self):
         return "module T {\n    %s\n    forward(%s) {\n        return %s\n    }\n}\n" % (
             self.members, self.sig, self.expr)
+
+    def model(self, d):
+        src = os.path.join(d, "model.mdl")
+        with open(src, "w") as f:
+            f.write(self.source())
+        return src
 
 
 def unary(name, fn, lo=-2.0, hi=2.0, tol=EW):
@@ -287,6 +303,184 @@ CASES = [
 ]
 
 
+# ---- the gradient ops, against torch.autograd ----
+
+class GradCase(Case):
+    """One op built by hand (mlc_opcheck --op).  operands: "name: type" for an
+    input, or ("const", value, "type"); attrs go to --attr, shape to --shape."""
+
+    def __init__(self, name, op, operands, ref, tol, ranges=None, attrs=None, shape=None, same_bits=False):
+        super().__init__(name, None, None, ref, tol, ranges)
+        self.op, self.operands, self.attrs, self.shape = op, operands, attrs or {}, shape
+        self.same_bits = same_bits
+
+    def model(self, d):
+        a = ["--op", self.op]
+        for o in self.operands:
+            if isinstance(o, tuple):
+                a += ["--const", "%r:%s" % (o[1], o[2])]
+            else:
+                n, t = o.split(":", 1)
+                a += ["--in", "%s:%s" % (n.strip(), t.replace(" ", ""))]
+        for k, v in self.attrs.items():
+            a += ["--attr", "%s=%r" % (k, v)]
+        if self.shape:
+            a += ["--shape", ",".join(str(x) for x in self.shape)]
+        return a
+
+
+def grad_of(f, g, xs, wrt):
+    """torch.autograd.grad of f(*xs) at output gradient g, for xs[i], i in wrt."""
+    xs = [x.detach().clone().requires_grad_(i in wrt) for i, x in enumerate(xs)]
+    return torch.autograd.grad(f(*xs), [xs[i] for i in wrt], g)
+
+
+def act_grad(fn, rnd=lambda t: t):
+    return lambda I, P: rnd(grad_of(fn, I["g"], [I["x"]], [0])[0])
+
+
+def slice_grad_ref(shape, axis, start, end):
+    return lambda I, P: grad_of(lambda x: x.narrow(axis, start, end - start), I["g"],
+                                [torch.zeros(shape, dtype=torch.float64)], [0])[0]
+
+
+def embedding_grad_ref(V, D, rnd=lambda t: t):
+    """Indices outside [0, V) contribute nothing (the forward gives them zeros)."""
+    def ref(I, P):
+        idx = I["idx"]
+        ok = ((idx >= 0) & (idx < V)).unsqueeze(-1)
+        return rnd(grad_of(lambda w: F.embedding(idx.clamp(0, V - 1), w) * ok, I["g"],
+                           [torch.zeros(V, D, dtype=torch.float64)], [0])[0])
+    return ref
+
+
+def norm_grad_ref(kind, eps, wrt, has_w=False, rnd=lambda t: t):
+    """d/dx (wrt 0) or d/dw (wrt 1) of rmsnorm or layernorm; w = 1 when the op has none."""
+    def ref(I, P):
+        x = I["x"]
+        D = x.shape[-1]
+        w = I["w"] if has_w else torch.ones(D, dtype=torch.float64)
+        f = (lambda x, w: rmsnorm_ref(x, w, eps)) if kind == "rms" else (lambda x, w: F.layer_norm(x, (D,), w, None, eps))
+        return rnd(grad_of(f, I["g"], [x, w], [wrt])[0])
+    return ref
+
+
+def attention_grad_ref(scale, causal, rnd=lambda t: t):
+    return lambda I, P: rnd(torch.stack(grad_of(lambda q, k, v: attn_ref(q, k, v, scale, causal), I["g"],
+                                                [I["q"], I["k"], I["v"]], [0, 1, 2])))
+
+
+def ce_grad_ref(rnd=lambda t: t):
+    """Targets outside [0, C) are skipped and left out of the mean, as the
+    forward kernel does: PyTorch's ignore_index."""
+    def ref(I, P):
+        x, t = I["x"], I["t"]
+        C = x.shape[-1]
+        t = torch.where((t >= 0) & (t < C), t, torch.full_like(t, -100)).reshape(-1)
+        return rnd(grad_of(lambda x: F.cross_entropy(x.reshape(-1, C), t, ignore_index=-100), I["g"], [x], [0])[0])
+    return ref
+
+
+def attn_ops(dt, shape):
+    return ["%s: %s%s" % (n, dt, list(shape)) for n in ("g", "q", "k", "v")]
+
+
+GRAD_CASES = [
+    # broadcast: numpy rules to the node's shape
+    GradCase("broadcast_rank_up", "broadcast", ["x: f32[37, 1]"], lambda I, P: I["x"].broadcast_to(4, 37, 53), EXACT,
+             shape=[4, 37, 53]),
+    GradCase("broadcast_mid_axis", "broadcast", ["x: f32[5, 1, 7]"], lambda I, P: I["x"].broadcast_to(3, 5, 4, 7),
+             EXACT, shape=[3, 5, 4, 7]),
+    GradCase("broadcast_row", "broadcast", ["x: f32[53]"], lambda I, P: I["x"].broadcast_to(2, 37, 53), EXACT,
+             shape=[2, 37, 53]),
+    GradCase("broadcast_scalar", "broadcast", ["x: f32[]"], lambda I, P: I["x"].broadcast_to(6, 33), EXACT,
+             shape=[6, 33]),
+    GradCase("broadcast_const", "broadcast", [("const", 2.5, "f32[]")],
+             lambda I, P: torch.full((3, 70), 2.5, dtype=torch.float64), EXACT, shape=[3, 70]),
+    GradCase("broadcast_bf16", "broadcast", ["x: bf16[1, 53]"], lambda I, P: I["x"].broadcast_to(4, 37, 53), EXACT,
+             shape=[4, 37, 53]),
+    GradCase("broadcast_i32", "broadcast", ["x: i32[3, 1]"], lambda I, P: I["x"].broadcast_to(3, 40), EXACT,
+             {"x": (-100, 100)}, shape=[3, 40]),
+    # activation gradients (g, x); relu at integer x, so that x == 0 occurs
+    GradCase("relu_grad", "relu_grad", ["g: f32[3, 1000]", "x: f32[3, 1000]"], act_grad(F.relu), EXACT,
+             {"x": (-3, 3, "int")}),
+    GradCase("relu_grad_nan", "relu_grad", ["g: f32[]", ("const", float("nan"), "f32[]")],  # NaN x passes g, as torch
+             lambda I, P: grad_of(F.relu, I["g"], [torch.tensor(float("nan"), dtype=torch.float64)], [0])[0], EXACT),
+    GradCase("relu_grad_bf16", "relu_grad", ["g: bf16[5, 77]", "x: bf16[5, 77]"], act_grad(F.relu), EXACT,
+             {"x": (-3, 3, "int")}),
+    GradCase("silu_grad", "silu_grad", ["g: f32[3, 1000]", "x: f32[3, 1000]"], act_grad(F.silu), EW, {"x": (-8, 8)}),
+    GradCase("gelu_grad", "gelu_grad", ["g: f32[3, 1000]", "x: f32[3, 1000]"], act_grad(F.gelu), EW, {"x": (-5, 5)}),
+    GradCase("silu_grad_bf16", "silu_grad", ["g: bf16[5, 333]", "x: bf16[5, 333]"], act_grad(F.silu, bf16), LOW,
+             {"x": (-8, 8)}),
+    GradCase("gelu_grad_f16", "gelu_grad", ["g: f16[5, 333]", "x: f16[5, 333]"], act_grad(F.gelu, f16), LOW,
+             {"x": (-5, 5)}),
+    # slice_grad: zeros with g at [start, end) on axis
+    GradCase("slice_grad_mid", "slice_grad", ["g: f32[4, 20, 53]"], slice_grad_ref((4, 37, 53), 1, 5, 25), EXACT,
+             attrs={"axis": 1, "start": 5, "end": 25}, shape=[4, 37, 53]),
+    GradCase("slice_grad_last", "slice_grad", ["g: f32[2, 64, 128]"], slice_grad_ref((2, 64, 384), 2, 128, 256),
+             EXACT, attrs={"axis": 2, "start": 128, "end": 256}, shape=[2, 64, 384]),
+    GradCase("slice_grad_first", "slice_grad", ["g: f32[2, 37, 53]"], slice_grad_ref((4, 37, 53), 0, 1, 3), EXACT,
+             attrs={"axis": 0, "start": 1, "end": 3}, shape=[4, 37, 53]),
+    GradCase("slice_grad_big_row", "slice_grad", ["g: f32[2, 30000]"], slice_grad_ref((2, 40000), 1, 3000, 33000),
+             EXACT, attrs={"axis": 1, "start": 3000, "end": 33000}, shape=[2, 40000]),
+    GradCase("slice_grad_bf16", "slice_grad", ["g: bf16[3, 7, 5]"], slice_grad_ref((3, 12, 5), 1, 0, 7), EXACT,
+             attrs={"axis": 1, "start": 0, "end": 7}, shape=[3, 12, 5]),
+    # embedding_grad: scatter-add with repeated and out-of-range indices
+    GradCase("embedding_grad", "embedding_grad", ["g: f32[3, 17, 24]", "idx: i32[3, 17]"],
+             embedding_grad_ref(28, 24), RED, {"idx": (-2, 30)}, shape=[28, 24], same_bits=True),
+    GradCase("embedding_grad_vocab", "embedding_grad", ["g: f32[2, 300, 40]", "idx: i64[2, 300]"],
+             embedding_grad_ref(1000, 40), RED, {"idx": (-5, 1005)}, shape=[1000, 40], same_bits=True),
+    GradCase("embedding_grad_bf16", "embedding_grad", ["g: bf16[50, 33]", "idx: i32[50]"],
+             embedding_grad_ref(12, 33, bf16), LOW, {"idx": (0, 10)}, shape=[12, 33], same_bits=True),
+    # norms: dx with and without a weight, dw summed over rows
+    GradCase("rmsnorm_grad_x", "rmsnorm_grad_x", ["g: f32[4, 37, 53]", "x: f32[4, 37, 53]", "w: f32[53]"],
+             norm_grad_ref("rms", FEPS, 0, True), RED, attrs={"eps": FEPS}),
+    GradCase("rmsnorm_grad_x_plain", "rmsnorm_grad_x", ["g: f32[5, 300]", "x: f32[5, 300]"],
+             norm_grad_ref("rms", 1e-5, 0), RED, {"x": (-0.01, 0.01)}, attrs={"eps": 1e-5}),
+    GradCase("rmsnorm_grad_w", "rmsnorm_grad_w", ["g: f32[4, 37, 53]", "x: f32[4, 37, 53]"],
+             norm_grad_ref("rms", FEPS, 1), RED, attrs={"eps": FEPS}, same_bits=True),
+    GradCase("rmsnorm_grad_w_wide", "rmsnorm_grad_w", ["g: f32[200, 300]", "x: f32[200, 300]"],
+             norm_grad_ref("rms", 1e-5, 1), RED, attrs={"eps": 1e-5}, same_bits=True),
+    GradCase("rmsnorm_grad_x_bf16", "rmsnorm_grad_x", ["g: bf16[6, 64]", "x: bf16[6, 64]", "w: bf16[64]"],
+             norm_grad_ref("rms", 1e-5, 0, True, bf16), LOW, attrs={"eps": 1e-5}),
+    GradCase("layernorm_grad_x", "layernorm_grad_x", ["g: f32[4, 37, 53]", "x: f32[4, 37, 53]", "w: f32[53]"],
+             norm_grad_ref("layer", 1e-5, 0, True), RED, {"x": (3, 5)}, attrs={"eps": 1e-5}),
+    GradCase("layernorm_grad_x_plain", "layernorm_grad_x", ["g: f32[6, 100]", "x: f32[6, 100]"],
+             norm_grad_ref("layer", 1e-3, 0), RED, attrs={"eps": 1e-3}),
+    GradCase("layernorm_grad_w", "layernorm_grad_w", ["g: f32[4, 37, 53]", "x: f32[4, 37, 53]"],
+             norm_grad_ref("layer", 1e-5, 1), RED, {"x": (3, 5)}, attrs={"eps": 1e-5}, same_bits=True),
+    GradCase("layernorm_grad_w_wide", "layernorm_grad_w", ["g: f32[200, 300]", "x: f32[200, 300]"],
+             norm_grad_ref("layer", 1e-5, 1), RED, attrs={"eps": 1e-5}, same_bits=True),
+    GradCase("layernorm_grad_w_bf16", "layernorm_grad_w", ["g: bf16[40, 48]", "x: bf16[40, 48]"],
+             norm_grad_ref("layer", 1e-5, 1, rnd=bf16), LOW, attrs={"eps": 1e-5}),
+    # attention_grad -> [3, b, h, s, d]: s not a multiple of the key block (2 vectors) or row group
+    GradCase("attention_grad", "attention_grad", attn_ops("f32", [2, 3, 37, 24]),
+             attention_grad_ref(24 ** -0.5, False), RED, attrs={"causal": 0, "scale": 24 ** -0.5}, same_bits=True),
+    GradCase("attention_grad_causal", "attention_grad", attn_ops("f32", [2, 3, 70, 16]),
+             attention_grad_ref(0.25, True), RED, attrs={"causal": 1, "scale": 0.25}, same_bits=True),
+    GradCase("attention_grad_causal_d20", "attention_grad", attn_ops("f32", [1, 2, 45, 20]),
+             attention_grad_ref(0.3, True), RED, attrs={"causal": 1, "scale": 0.3}),
+    GradCase("attention_grad_tiny", "attention_grad", attn_ops("f32", [1, 1, 3, 8]),
+             attention_grad_ref(0.5, True), RED, attrs={"causal": 1, "scale": 0.5}),
+    GradCase("attention_grad_causal_long", "attention_grad", attn_ops("f32", [1, 2, 200, 64]),
+             attention_grad_ref(0.125, True), RED, {"q": (-3, 3), "k": (-3, 3)}, attrs={"causal": 1, "scale": 0.125}),
+    GradCase("attention_grad_bf16", "attention_grad", attn_ops("bf16", [1, 2, 40, 32]),
+             attention_grad_ref(32 ** -0.5, False, bf16), LOW, attrs={"causal": 0, "scale": 32 ** -0.5}),
+    GradCase("attention_grad_bf16_causal", "attention_grad", attn_ops("bf16", [1, 2, 45, 20]),
+             attention_grad_ref(0.3, True, bf16), LOW, attrs={"causal": 1, "scale": 0.3}),
+    GradCase("attention_grad_f16_tiles", "attention_grad", attn_ops("f16", [1, 1, 150, 24]),
+             attention_grad_ref(0.2, True, f16), LOW, attrs={"causal": 1, "scale": 0.2}, same_bits=True),
+    # cross_entropy_grad: targets outside [0, C) skipped and not counted, as in the forward
+    GradCase("cross_entropy_grad", "cross_entropy_grad", ["g: f32[]", "x: f32[2, 37, 100]", "t: i32[2, 37]"],
+             ce_grad_ref(), RED, {"t": (-3, 103), "x": (-5, 5)}, same_bits=True),
+    GradCase("cross_entropy_grad_i64", "cross_entropy_grad", ["g: f32[]", "x: f32[10, 7]", "t: i64[10]"],
+             ce_grad_ref(), RED, {"t": (0, 7)}),
+    GradCase("cross_entropy_grad_bf16", "cross_entropy_grad", ["g: f32[]", "x: bf16[6, 50]", "t: i32[6]"],
+             ce_grad_ref(bf16), LOW, {"t": (0, 50), "x": (-5, 5)}),
+]
+CASES += GRAD_CASES
+
+
 def cmd_ops(args):
     os.makedirs(args.work, exist_ok=True)
     failed = 0
@@ -295,16 +489,18 @@ def cmd_ops(args):
             continue
         d = os.path.join(args.work, c.name)
         os.makedirs(d, exist_ok=True)
-        src = os.path.join(d, "model.mdl")
-        with open(src, "w") as f:
-            f.write(c.source())
         extra = []
-        for n, (lo, hi) in c.ranges.items():
-            extra += ["--range", "%s=%r,%r" % (n, lo, hi)]
+        for n, r in c.ranges.items():  # (lo, hi) or (lo, hi, "int")
+            extra += ["--range", "%s=%r,%r%s" % (n, r[0], r[1], ",int" if len(r) > 2 else "")]
         try:
-            m, T = run_opcheck(args, src, d, extra + c.defines)
+            model = c.model(d)
+            m, T = run_opcheck(args, model, d, extra + c.defines)
             ref = c.ref(T["input"], T["param"])
             err, why = rel_err(T["output"]["output"], ref)
+            if c.same_bits and err <= c.tol:
+                _, T3 = run_opcheck(args, model, d + ".t3", extra + c.defines, threads=3)
+                if not torch.equal(T3["output"]["output"], T["output"]["output"]):
+                    err, why = float("inf"), "3 threads give different bits"
         except Exception as e:  # a compile or run failure is a failed case
             err, why = float("inf"), str(e).strip().replace("\n", " | ")
         ok = err <= c.tol
