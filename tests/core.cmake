@@ -68,6 +68,11 @@ if(MLC_BACKEND_CPU)
             ${CMAKE_CURRENT_BINARY_DIR}/train_minillm)
   set_tests_properties(ref.run.minillm_small ref.app.mlp ref.run.errors ref.train.minillm_small PROPERTIES
                        LABELS "ref;cpu" TIMEOUT 300)
+  # Resume, kill during a save, corrupt files: a dozen compiles, so "slow".
+  add_test(NAME ref.train.checkpoints
+    COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/checkpoint_check.py $<TARGET_FILE:mlc> ${MLC_ROOT}/examples/minillm.mdl
+            ${CMAKE_CURRENT_BINARY_DIR}/checkpoints)
+  set_tests_properties(ref.train.checkpoints PROPERTIES LABELS "ref;cpu;slow" TIMEOUT 900)
 endif()
 
 # ---- autodiff (begin) ------------------------------------------------------
