@@ -37,6 +37,7 @@ bool mlc_pass_shapes(mlc_pass_ctx *c);
 bool mlc_pass_autodiff(mlc_pass_ctx *c);
 bool mlc_pass_memplan(mlc_pass_ctx *c);
 bool mlc_pass_optimizer(mlc_pass_ctx *c);
+bool mlc_pass_precision(mlc_pass_ctx *c);
 
 /* --stats (passes/stats.c): parameters, op counts, FLOPs. */
 void mlc_print_stats(FILE *out, const mlc_program *p);

@@ -10,6 +10,7 @@ static const struct {
   mlc_pass_fn run;
 } pipeline[] = {
   {"shapes", mlc_pass_shapes},
+  {"precision", mlc_pass_precision},
   {"autodiff", mlc_pass_autodiff},
   {"optimizer", mlc_pass_optimizer},
   {"memplan", mlc_pass_memplan},
@@ -29,7 +30,7 @@ bool mlc_pipeline_has_pass(const char *name) {
   return false;
 }
 
-const char *mlc_pipeline_pass_names(void) { return "lower, shapes, autodiff, optimizer, memplan"; }
+const char *mlc_pipeline_pass_names(void) { return "lower, shapes, precision, autodiff, optimizer, memplan"; }
 
 static void dump(const mlc_pipeline_options *o, const mlc_program *p, const char *name) {
   if (!o->print_after || !o->dump) return;

@@ -63,10 +63,13 @@ if(MLC_BACKEND_CPU)
     COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/app_check.py $<TARGET_FILE:mlc> ${MLC_ROOT} ${CMAKE_CURRENT_BINARY_DIR}/app_check)
   add_test(NAME ref.run.errors
     COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/run_errors.py $<TARGET_FILE:mlc> ${MLC_ROOT} ${CMAKE_CURRENT_BINARY_DIR}/run_errors)
-  add_test(NAME ref.train.minillm_small
-    COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/train_minillm.py $<TARGET_FILE:mlc> ${MLC_ROOT}/examples/minillm.mdl
-            ${CMAKE_CURRENT_BINARY_DIR}/train_minillm)
-  set_tests_properties(ref.run.minillm_small ref.app.mlp ref.run.errors ref.train.minillm_small PROPERTIES
+  foreach(mode f32 bf16)
+    add_test(NAME ref.train.minillm_small.${mode}
+      COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/train_minillm.py $<TARGET_FILE:mlc> ${MLC_ROOT}/examples/minillm.mdl
+              ${CMAKE_CURRENT_BINARY_DIR}/train_minillm_${mode} ${mode})
+  endforeach()
+  set_tests_properties(ref.run.minillm_small ref.app.mlp ref.run.errors ref.train.minillm_small.f32
+                       ref.train.minillm_small.bf16 PROPERTIES
                        LABELS "ref;cpu" TIMEOUT 300)
   # Resume, kill during a save, corrupt files: a dozen compiles, so "slow".
   add_test(NAME ref.train.checkpoints

@@ -385,7 +385,7 @@ def cmd_minillm(a):
     files = {"tokens": os.path.join(work, "tokens.bin"), "targets": os.path.join(work, "targets.bin")}
     tokens.numpy().tofile(files["tokens"])
     targets.numpy().tofile(files["targets"])
-    defines = [f"{k}={v}" for k, v in cfg.items()] + [f"batch={batch}", f"seq={seq}"]
+    defines = [f"{k}={v}" for k, v in cfg.items()] + [f"batch={batch}", f"seq={seq}", "compute=f32"]  # fp32: the 1e-4 check
     t0 = time.time()
     outs = run_entry(a.train_entry, a.model, work, weights, files, defines + ["--threads", "2"])
     t1 = time.time()

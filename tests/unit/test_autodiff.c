@@ -459,7 +459,7 @@ static void test_seed_and_cast(void **state) {
 static void test_print_after(void **state) {
   (void)state;
   assert_true(mlc_pipeline_has_pass("autodiff"));
-  assert_non_null(strstr(mlc_pipeline_pass_names(), "shapes, autodiff,"));
+  assert_non_null(strstr(mlc_pipeline_pass_names(), "precision, autodiff,"));
 }
 
 int main(void) {
