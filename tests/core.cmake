@@ -71,6 +71,10 @@ if(MLC_BACKEND_CPU)
   set_tests_properties(ref.run.minillm_small ref.app.mlp ref.run.errors ref.train.minillm_small.f32
                        ref.train.minillm_small.bf16 PROPERTIES
                        LABELS "ref;cpu" TIMEOUT 300)
+  add_test(NAME ref.train.data_and_init
+    COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/train_data.py $<TARGET_FILE:mlc> ${MLC_ROOT}/examples/minillm.mdl
+            ${CMAKE_CURRENT_BINARY_DIR}/train_data)
+  set_tests_properties(ref.train.data_and_init PROPERTIES LABELS "ref;cpu" TIMEOUT 600)
   # Resume, kill during a save, corrupt files: a dozen compiles, so "slow".
   add_test(NAME ref.train.checkpoints
     COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/checkpoint_check.py $<TARGET_FILE:mlc> ${MLC_ROOT}/examples/minillm.mdl
