@@ -16,16 +16,10 @@ import time
 
 import torch
 
-from models import MiniLLM, write_safetensors
+from models import Checks, MiniLLM, write_safetensors
 
 SMALL = ["vocab=512", "dim=128", "layers=2", "heads=4", "batch=2", "seq=64"]
-failures = []
-
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what)
-    if not ok:
-        failures.append(what)
+check = Checks()
 
 
 def train(mlc, model, defines, *args):
@@ -96,8 +90,7 @@ def main():
     check(rc == 1 and "truncated.ckpt" in err, f"truncated: {err}")
     rc, _, err = train(mlc, model, SMALL, "--resume", weights, "--steps", "1")
     check(rc == 1 and "not an mlc checkpoint" in err, f"a plain weights file: {err}")
-    print(f"{len(failures) == 0 and 'all' or len(failures)} checks {'passed' if not failures else 'failed'}")
-    sys.exit(1 if failures else 0)
+    sys.exit(check.finish())
 
 
 if __name__ == "__main__":

@@ -66,3 +66,20 @@ class MLP(nn.Module):
 def rel_err(got, ref):
     """max |got - ref| / max |ref|: the error measure every reference test states."""
     return float((got.double() - ref.double()).abs().max() / ref.double().abs().max())
+
+
+class Checks:
+    """Named pass/fail checks for the scripted tests: prints each, then the
+    count, and gives the exit status."""
+
+    def __init__(self):
+        self.failed = []
+
+    def __call__(self, ok, what):
+        print(("ok   " if ok else "FAIL ") + what)
+        if not ok:
+            self.failed.append(what)
+
+    def finish(self):
+        print(f"{'all' if not self.failed else len(self.failed)} checks {'passed' if not self.failed else 'failed'}")
+        return 1 if self.failed else 0

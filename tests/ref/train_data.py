@@ -16,16 +16,10 @@ import sys
 import numpy as np
 import torch
 
-from models import read_safetensors
+from models import Checks, read_safetensors
 
 SMALL = ["vocab=512", "dim=128", "layers=2", "heads=4", "batch=2", "seq=64"]
-failures = []
-
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what)
-    if not ok:
-        failures.append(what)
+check = Checks()
 
 
 def train(mlc, model, *args):
@@ -82,8 +76,7 @@ def main():
     t3, _ = read_safetensors(ck3)
     check(not torch.equal(t["head.weight"], t2["head.weight"]), "--seed 1 gives other initial weights than seed 0")
     check(all(torch.equal(t2[k], t3[k]) for k in t2), "the same seed gives the same weights")
-    print(f"{'all' if not failures else len(failures)} checks {'passed' if not failures else 'failed'}")
-    sys.exit(1 if failures else 0)
+    sys.exit(check.finish())
 
 
 if __name__ == "__main__":

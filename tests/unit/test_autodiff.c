@@ -14,27 +14,13 @@
 
 #include "frontend/frontend.h"
 #include "passes/passes.h"
-
-typedef struct {
-  mlc_arena arena;
-  mlc_diag diag;
-  mlc_program prog;
-  char *err;
-  size_t errlen;
-  FILE *errf;
-  uint32_t nfwd; /* the train function's node count before the passes */
-} compiled;
+#include "tests/unit/compiled.h"
 
 /* Frontend, shapes and autodiff, with the verifier after each (so every
  * gradient node's stored type is what its shape rule gives); with `full`,
  * the whole pipeline instead.  False (diagnostics in c->err) on error. */
 static bool compile_with(compiled *c, const char *src, const mlc_define *defs, uint32_t ndefs, bool full) {
-  mlc_arena_init(&c->arena);
-  c->errf = open_memstream(&c->err, &c->errlen);
-  mlc_diag_init(&c->diag, c->errf);
-  mlc_program_init(&c->prog, &c->arena);
-  mlc_lower_options lo = {defs, ndefs, NULL, 0};
-  bool ok = mlc_frontend_run(&c->prog, &c->diag, "t.mdl", src, strlen(src), &lo, NULL);
+  bool ok = compiled_frontend(c, src, defs, ndefs);
   c->nfwd = 0;
   for (uint32_t k = 0; k < c->prog.nfuncs; k++)
     if (!strcmp(c->prog.funcs[k].name, "train")) c->nfwd = c->prog.funcs[k].n;
@@ -53,12 +39,6 @@ static bool compile_with(compiled *c, const char *src, const mlc_define *defs, u
 
 static bool compile(compiled *c, const char *src, const mlc_define *defs, uint32_t ndefs) {
   return compile_with(c, src, defs, ndefs, false);
-}
-
-static void release(compiled *c) {
-  fclose(c->errf);
-  free(c->err);
-  mlc_arena_free(&c->arena);
 }
 
 static const mlc_func *func(const compiled *c, const char *name) {

@@ -12,31 +12,12 @@
 
 #include "frontend/frontend.h"
 #include "passes/passes.h"
-
-typedef struct {
-  mlc_arena arena;
-  mlc_diag diag;
-  mlc_program prog;
-  char *err;
-  size_t errlen;
-  FILE *errf;
-} compiled;
+#include "tests/unit/compiled.h"
 
 static bool compile(compiled *c, const char *src, const mlc_define *defs, uint32_t ndefs) {
-  mlc_arena_init(&c->arena);
-  c->errf = open_memstream(&c->err, &c->errlen);
-  mlc_diag_init(&c->diag, c->errf);
-  mlc_program_init(&c->prog, &c->arena);
-  mlc_lower_options lo = {defs, ndefs, NULL, 0};
-  bool ok = mlc_frontend_run(&c->prog, &c->diag, "t.mdl", src, strlen(src), &lo, NULL);
+  bool ok = compiled_frontend(c, src, defs, ndefs);
   fflush(c->errf);
   return ok;
-}
-
-static void release(compiled *c) {
-  fclose(c->errf);
-  free(c->err);
-  mlc_arena_free(&c->arena);
 }
 
 static void test_dtypes(void **state) {
