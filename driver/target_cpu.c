@@ -57,7 +57,13 @@ bool mlc_cpu_write_artifact(mlc_cpu_build *b, const char *dir, const char *sourc
                     .objects = objs};
   if (!mlc_artifact_mkdir(dir, err, errn)) return false;
   for (uint32_t k = 0; k < p->nfuncs; k++) {
-    for (uint32_t i = 0; i < mlc_llvm_kernel_count(b->mods[k]); i++) syms[n++] = mlc_llvm_kernel_at(b->mods[k], i)->name;
+    for (uint32_t i = 0; i < mlc_llvm_kernel_count(b->mods[k]); i++) {
+      /* Nodes that share a kernel share its symbol: declare each once. */
+      const char *sym = mlc_llvm_kernel_at(b->mods[k], i)->name;
+      bool seen = false;
+      for (uint32_t j = 0; j < n && !seen; j++) seen = !strcmp(syms[j], sym);
+      if (!seen) syms[n++] = sym;
+    }
     objs[k] = mlc_arena_printf(p->arena, "%s.%s.o", p->name, p->funcs[k].name);
     if (!mlc_llvm_emit_object(b->mods[k], mlc_arena_printf(p->arena, "%s/%s", dir, objs[k]), err, errn)) return false;
   }

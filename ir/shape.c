@@ -441,6 +441,8 @@ static void cost_embedding_grad(cost_ctx *c) {
   c->bytes = 2 * tbytes(in_type(c, 0)) + tbytes(in_type(c, 1)) + tbytes(&c->n->type);
 }
 
+static void cost_cross_entropy_grad(cost_ctx *c) { c->flops = 4 * tnumel(in_type(c, 1)); c->bytes = io_bytes(c); }
+
 static void cost_attention_grad(cost_ctx *c) {
   /* Recompute q k^T, then dv, dp, dq and dk: five products to the forward's two. */
   const mlc_type *q = in_type(c, 1);

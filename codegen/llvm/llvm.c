@@ -262,18 +262,45 @@ bool mlc_llvm_compile(const mlc_program *p, const mlc_func *f, const mlc_llvm_op
    * two for B, must fit the register file (32 with AVX-512, else 16). */
   g.mr = g.vw >= 16 ? 12 : 6;
 
-  bool ok = true;
+  /* Identical kernels are emitted once: a node whose structural hash (op,
+   * attributes, types, and the values of constant inputs, which emitters
+   * fold into the code) matches an earlier kernel's reuses its function, so
+   * twelve identical layers give one set of kernels. */
+  uint64_t *hash = calloc(f->n ? f->n : 1, sizeof *hash);
+  bool ok = hash != NULL;
+  if (!ok) fail(err, errn, "out of memory");
   for (uint32_t i = 0; i < f->n && ok; i++) {
-    unsigned fl = mlc_ops[f->nodes[i].op].flags;
+    const mlc_node *n = &f->nodes[i];
+    unsigned fl = mlc_ops[n->op].flags;
     if (fl & (MLC_F_LEAF | MLC_F_VIEW)) continue;
-    if (f->nodes[i].nin > 64) {
-      ok = cg_fail(&g, "%u inputs; the CPU backend takes at most 64", f->nodes[i].nin);
-      fail(err, errn, "node %%%u (%s): %s", i, mlc_ops[f->nodes[i].op].name, g.err);
+    if (n->nin > 64) {
+      ok = cg_fail(&g, "%u inputs; the CPU backend takes at most 64", n->nin);
+      fail(err, errn, "node %%%u (%s): %s", i, mlc_ops[n->op].name, g.err);
       break;
     }
+    uint32_t group[65], ng = 0;
+    for (uint32_t k = 0; k < n->nin; k++)
+      if (f->nodes[n->in[k]].op == MLC_OP_CONST) group[ng++] = n->in[k];
+    group[ng++] = i;
+    uint64_t h = mlc_hash_nodes(p, f, group, ng);
+    uint32_t same = UINT32_MAX;
+    for (uint32_t k = 0; k < m->nkernels && same == UINT32_MAX; k++)
+      if (hash[k] == h && f->nodes[m->kernels[k].node].op == n->op) same = k;
+    hash[m->nkernels] = h;
+    if (same != UINT32_MAX) {
+      mlc_llvm_kernel *k = &m->kernels[m->nkernels];
+      *k = m->kernels[same];
+      k->name = strdup(m->kernels[same].name);
+      k->node = i;
+      mlc_node_cost(f, n, &k->flops, &k->bytes);
+      m->nkernels++;
+      if (!k->name) ok = false, fail(err, errn, "out of memory");
+      continue;
+    }
     ok = emit_kernel(&g, m, i);
-    if (!ok) fail(err, errn, "node %%%u (%s): %s", i, mlc_ops[f->nodes[i].op].name, g.err);
+    if (!ok) fail(err, errn, "node %%%u (%s): %s", i, mlc_ops[n->op].name, g.err);
   }
+  free(hash);
   LLVMDisposeBuilder(g.b);
   if (!ok) {
     mlc_llvm_module_destroy(m);
