@@ -39,8 +39,17 @@ bool mlc_cpu_compile(mlc_program *p, mlc_cpu_build *b, FILE *progress, char *err
     for (uint32_t i = 0; i < f->n; i++) b->kernel_of[k][i] = UINT32_MAX;
     uint32_t nk = mlc_llvm_kernel_count(b->mods[k]);
     for (uint32_t i = 0; i < nk; i++) b->kernel_of[k][mlc_llvm_kernel_at(b->mods[k], i)->node] = i;
-    if (progress)
-      fprintf(progress, " %u kernels for %s in %.1f s\n", nk, mlc_llvm_target_cpu(b->mods[k]), mlc_now() - t0);
+    if (progress) {
+      uint32_t unique = 0; /* nodes that share a kernel share its name */
+      for (uint32_t i = 0; i < nk; i++) {
+        bool first = true;
+        for (uint32_t j = 0; j < i && first; j++)
+          first = strcmp(mlc_llvm_kernel_at(b->mods[k], j)->name, mlc_llvm_kernel_at(b->mods[k], i)->name) != 0;
+        unique += first;
+      }
+      fprintf(progress, " %u kernels (%u distinct) for %s in %.1f s\n", nk, unique, mlc_llvm_target_cpu(b->mods[k]),
+              mlc_now() - t0);
+    }
   }
   mlc_plan_encode(p, namer, b, &b->plan, &b->plan_bytes);
   return true;
