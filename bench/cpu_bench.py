@@ -68,6 +68,27 @@ def main():
         t_ms = median_ms(lambda: ref(idx), 3, a.runs)
     rows.append(("small MiniLLM forward (vocab 512, dim 128, 2 layers, batch 2 x 64)", m_ms, t_ms, "eager"))
 
+    # One training step (forward, backward, AdamW) in fp32: mlc train's per-step times against
+    # PyTorch eager with torch.optim.AdamW, after warm-up.
+    steps = a.runs + 3
+    cmd = [a.mlc, "train", os.path.join(ROOT, "examples", "minillm.mdl"), "--target", "cpu", *defines, "compute=f32",
+           "--threads", str(a.threads), "--steps", str(steps)]
+    r = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    print("$", " ".join(cmd))
+    print(r.stdout.strip())
+    ms = [float(x) for x in re.findall(r"\(([0-9.]+) ms\)", r.stdout)][3:]
+    mt_ms = statistics.median(ms)
+    opt = torch.optim.AdamW(ref.parameters(), lr=3e-4)
+    tgt = torch.randint(0, SMALL["vocab"], (B, S))
+
+    def step():
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(ref(idx).view(-1, SMALL["vocab"]), tgt.view(-1))
+        loss.backward()
+        opt.step()
+    tt_ms = median_ms(step, 3, a.runs)
+    rows.append(("small MiniLLM train step, fp32, AdamW, eager PyTorch", mt_ms, tt_ms, "eager"))
+
     g_ms = mlc_bench(a.mlc, os.path.join(ROOT, "bench", "gemm1024.mdl"), [], a.threads, a.runs)
     x, y = torch.randn(1024, 1024), torch.randn(1024, 1024)
     tm_ms = median_ms(lambda: torch.matmul(x, y), 2, max(3, a.runs // 4))
