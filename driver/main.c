@@ -1,6 +1,8 @@
 /* mlc: the command-line driver.
  *
  *   mlc compile FILE [options]     parse, lower, run the passes, emit
+ *   mlc run|bench|train FILE --target cpu [options]
+ *   mlc calibrate --target cpu     measure and cache the roofline's ceilings
  *   mlc --help | --version
  *
  * Exit codes (also in --help and docs/cli.md):
@@ -15,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <limits.h>
@@ -27,7 +30,9 @@
 #ifdef MLC_HAVE_CPU
 #include "driver/target_cpu.h"
 #include "driver/train.h"
+#include "runtime/cpu/threadpool.h"
 #include "runtime/plan.h"
+#include "runtime/profile.h"
 #include "runtime/session.h"
 #endif
 
@@ -52,6 +57,7 @@ static void usage(FILE *o) {
           "       mlc run FILE.mdl --target cpu [--weights W] --input NAME=FILE ... [options]\n"
           "       mlc bench FILE.mdl --target cpu [--runs N] [options]\n"
           "       mlc train FILE.mdl --target cpu --steps N [--data TOKENS] [--weights W] [--save CKPT] [--resume CKPT]\n"
+          "       mlc calibrate --target cpu [--threads N]\n"
           "       mlc --help | --version\n"
           "\n"
           "Compiles a model written in .mdl (see docs/language.md and docs/cli.md).\n"
@@ -76,7 +82,9 @@ static void usage(FILE *o) {
           "  -o, --output NAME=FILE  (run) write an output's raw data\n"
           "      --seed N          (run) seed of the initial weights without --weights (default 0)\n"
           "      --threads N       worker threads, 0 for one per CPU (default)\n"
-          "      --profile         print per-kernel time, GFLOP/s and GB/s\n"
+          "      --profile         print per-kernel time, GFLOP/s, GB/s, roofline bound and a hint\n"
+          "      --trace FILE      write a Chrome trace (JSON; Perfetto opens it) of every step\n"
+          "      --roofline FILE   write an SVG roofline of the kernels (ceilings: mlc calibrate)\n"
           "      --runs N, --warmup N  (bench) timed runs (default 10) after warm-up runs (default 3)\n"
           "train (the train block's step: forward, backward, optimizer):\n"
           "      --steps N         optimizer steps to run; the loss of each is printed\n"
@@ -84,7 +92,9 @@ static void usage(FILE *o) {
           "                        i32 (--data-dtype i32) tokens; without it, one synthetic batch\n"
           "      --save CKPT       write a checkpoint (weights, optimizer state, step) at the end\n"
           "      --resume CKPT     start from a checkpoint\n"
-          "      --weights, --seed, --threads, --profile  as for run\n"
+          "      --weights, --seed, --threads, --profile, --trace, --roofline  as for run\n"
+          "calibrate: measure this CPU's memory bandwidth and f32 GEMM peak, cache them in\n"
+          "           ~/.cache/mlc/ceilings-cpu.json for --profile and --roofline\n"
           "\n"
           "exit status: 0 success, 1 error in the model or its data, 2 usage error,\n"
           "             3 internal error, 4 target not available in this build\n",
@@ -168,6 +178,7 @@ typedef struct {
   const char *name; /* "compile", "run", "bench" */
   const char *target, *outdir, *emit, *print_after, *entry, *file, *weights;
   const char *data, *data_dtype, *save, *resume; /* train */
+  const char *trace, *roofline;                   /* run, bench, train */
   long steps;
   const char *inputs[64], *outputs[64]; /* NAME=FILE */
   uint32_t ninputs, noutputs;
@@ -180,7 +191,7 @@ typedef struct {
 
 enum {
   OPT_EMIT = 256, OPT_PRINT_AFTER, OPT_TIME, OPT_STATS, OPT_ENTRY, OPT_WEIGHTS, OPT_INPUT, OPT_PROFILE, OPT_THREADS,
-  OPT_SEED, OPT_RUNS, OPT_WARMUP, OPT_STEPS, OPT_DATA, OPT_DATA_DTYPE, OPT_SAVE, OPT_RESUME,
+  OPT_SEED, OPT_RUNS, OPT_WARMUP, OPT_STEPS, OPT_DATA, OPT_DATA_DTYPE, OPT_SAVE, OPT_RESUME, OPT_TRACE, OPT_ROOFLINE,
 };
 
 /* Which options each command takes: a letter or OPT_ value per entry. */
@@ -192,7 +203,7 @@ static bool takes(command cmd, int opt) {
   case OPT_INPUT: return cmd == CMD_RUN;
   case OPT_SEED: return cmd == CMD_RUN || cmd == CMD_TRAIN;
   case OPT_STEPS: case OPT_DATA: case OPT_DATA_DTYPE: case OPT_SAVE: case OPT_RESUME: return cmd == CMD_TRAIN;
-  case OPT_WEIGHTS: case OPT_PROFILE: case OPT_THREADS: return cmd != CMD_COMPILE;
+  case OPT_WEIGHTS: case OPT_PROFILE: case OPT_THREADS: case OPT_TRACE: case OPT_ROOFLINE: return cmd != CMD_COMPILE;
   case OPT_RUNS: case OPT_WARMUP: return cmd == CMD_BENCH;
   default: return false;
   }
@@ -220,6 +231,7 @@ static int parse_args(options *o, int argc, char **argv) {
     {"steps", required_argument, 0, OPT_STEPS}, {"data", required_argument, 0, OPT_DATA},
     {"data-dtype", required_argument, 0, OPT_DATA_DTYPE}, {"save", required_argument, 0, OPT_SAVE},
     {"resume", required_argument, 0, OPT_RESUME},
+    {"trace", required_argument, 0, OPT_TRACE}, {"roofline", required_argument, 0, OPT_ROOFLINE},
     {"help", no_argument, 0, 'h'},              {0, 0, 0, 0},
   };
   optind = 1;
@@ -287,6 +299,8 @@ static int parse_args(options *o, int argc, char **argv) {
       break;
     case OPT_SAVE: o->save = optarg; break;
     case OPT_RESUME: o->resume = optarg; break;
+    case OPT_TRACE: o->trace = optarg; break;
+    case OPT_ROOFLINE: o->roofline = optarg; break;
     case 'h': usage(stdout); return EXIT_OK;
     }
   }
@@ -453,6 +467,23 @@ static void print_output(const char *name, const void *data, const mlc_plan_valu
   printf("\n");
 }
 
+/* After the runs: the --profile table, the --trace and --roofline files,
+ * all against the same ceilings. */
+static mlc_status profile_outputs(const options *o, mlc_session *s, const char *entry) {
+  mlc_ceilings c;
+  mlc_ceilings_load_cpu(&c);
+  if (o->profile) mlc_session_print_profile_ceilings(s, entry, &c, stdout);
+  if (o->trace) {
+    MLC_RETURN_IF_ERROR(mlc_session_write_trace(s, o->trace));
+    fprintf(stderr, "mlc: wrote the trace to %s (open it in https://ui.perfetto.dev)\n", o->trace);
+  }
+  if (o->roofline) {
+    MLC_RETURN_IF_ERROR(mlc_session_write_roofline(s, entry, &c, o->roofline));
+    fprintf(stderr, "mlc: wrote the roofline to %s (ceilings: %s)\n", o->roofline, c.calibrated ? "calibrated" : "built-in defaults");
+  }
+  return NULL;
+}
+
 static int run_cpu(const options *o, mlc_program *prog) {
   char err[512];
   mlc_cpu_build b;
@@ -482,8 +513,10 @@ static int run_cpu(const options *o, mlc_program *prog) {
     goto out;
   }
   if ((st = mlc_plan_parse(b.plan, b.plan_bytes, mlc_allocator_default(), &plan))) goto fail;
-  mlc_session_options so = {mlc_cpu_lookup, &b, o->threads, o->profile, {0}};
+  /* --trace and --roofline need the per-step timing that --profile turns on. */
+  mlc_session_options so = {mlc_cpu_lookup, &b, o->threads, o->profile || o->trace || o->roofline, {0}};
   if ((st = mlc_session_create(plan, &so, &s))) goto fail;
+  if (o->trace && o->cmd != CMD_BENCH) mlc_session_set_trace(s, true); /* bench: the timed runs only */
   if (o->weights) {
     if ((st = mlc_session_load_weights(s, o->weights))) goto fail;
   } else {
@@ -493,7 +526,7 @@ static int run_cpu(const options *o, mlc_program *prog) {
   if (o->cmd == CMD_TRAIN) {
     mlc_train_args ta = {o->steps, o->data, o->data_dtype, o->save, stdout};
     if ((st = mlc_train_loop(s, &ta))) goto fail;
-    if (o->profile) mlc_session_print_profile(s, "train", stdout);
+    if ((st = profile_outputs(o, s, "train"))) goto fail;
     goto out;
   }
   const mlc_plan_entry *e = mlc_plan_find_entry(plan, "forward");
@@ -528,6 +561,7 @@ static int run_cpu(const options *o, mlc_program *prog) {
     for (int i = 0; i < warm; i++)
       if ((st = mlc_session_run(s, "forward"))) goto fail;
     mlc_session_reset_profile(s);
+    if (o->trace) mlc_session_set_trace(s, true);
     double *t = malloc((size_t)runs * sizeof *t);
     if (!t) { st = mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory"); goto fail; }
     for (int i = 0; i < runs && !st; i++) {
@@ -546,7 +580,7 @@ static int run_cpu(const options *o, mlc_program *prog) {
     free(t);
     if (st) goto fail;
   }
-  if (o->profile) mlc_session_print_profile(s, "forward", stdout);
+  if ((st = profile_outputs(o, s, "forward"))) goto fail;
   goto out;
 fail:
   rc = fail_status(st);
@@ -555,6 +589,154 @@ out:
   mlc_plan_free(plan);
   mlc_cpu_build_free(&b);
   return rc;
+}
+
+/* calibrate: the two ceilings of the roofline. */
+
+typedef struct {
+  uint8_t *dst;
+  const uint8_t *src;
+  size_t chunk, total;
+} copy_job;
+
+static void copy_range(void *ctx, int64_t begin, int64_t end) {
+  const copy_job *j = ctx;
+  for (int64_t i = begin; i < end; i++) {
+    size_t off = (size_t)i * j->chunk, n = off + j->chunk <= j->total ? j->chunk : j->total - off;
+    memcpy(j->dst + off, j->src + off, n);
+  }
+}
+
+/* Bytes/s of a multi-threaded copy of 256 MiB (read + write counted, as
+ * STREAM's copy does), best of 5. */
+static mlc_status measure_bandwidth(int threads, double *out) {
+  const size_t total = 256u << 20, chunk = 1u << 20;
+  mlc_cpu_pool *pool;
+  MLC_RETURN_IF_ERROR(mlc_cpu_pool_create(threads, mlc_allocator_default(), &pool));
+  uint8_t *a = malloc(total), *b = malloc(total);
+  mlc_status st = NULL;
+  if (!a || !b) {
+    st = mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory for 512 MiB of copy buffers");
+  } else {
+    copy_job j = {b, a, chunk, total};
+    memset(a, 1, total);
+    memset(b, 0, total);
+    double best = 1e30;
+    for (int r = 0; r < 6; r++) {
+      double t0 = mlc_now();
+      mlc_cpu_pool_parallel_for(pool, (int64_t)(total / chunk), 1, copy_range, &j);
+      double dt = mlc_now() - t0;
+      if (r && dt < best) best = dt; /* the first run warms up the pool */
+    }
+    *out = 2.0 * (double)total / best;
+  }
+  free(a);
+  free(b);
+  mlc_cpu_pool_destroy(pool);
+  return st;
+}
+
+/* FLOP/s of mlc's own f32 GEMM at 2048^3, through the whole pipeline, best of 3. */
+static mlc_status measure_gemm(int threads, double *out) {
+  static const char src[] =
+    "config { n = 2048 }\n"
+    "module Gemm(n) {\n"
+    "    forward(a: f32[n, n], b: f32[n, n]) {\n"
+    "        return a @ b\n"
+    "    }\n"
+    "}\n";
+  mlc_arena arena;
+  mlc_arena_init(&arena);
+  mlc_diag diag;
+  mlc_diag_init(&diag, stderr);
+  mlc_program prog;
+  mlc_program_init(&prog, &arena);
+  mlc_cpu_build b;
+  memset(&b, 0, sizeof b);
+  bool built = false;
+  mlc_plan *plan = NULL;
+  mlc_session *s = NULL;
+  mlc_status st = NULL;
+  float *buf = NULL;
+  char err[512];
+  uint32_t fid = mlc_diag_add_source(&diag, "<calibrate>", src, sizeof src - 1), ntoks;
+  mlc_token *toks = mlc_lex(prog.arena, &diag, fid, src, sizeof src - 1, &ntoks);
+  mlc_ast_file *ast = diag.errors ? NULL : mlc_parse(prog.arena, &diag, toks, ntoks);
+  mlc_lower_options lo = {NULL, 0, NULL, 0};
+  mlc_pipeline_options po = {NULL, stdout, NULL};
+  if (diag.errors || !mlc_lower(&prog, &diag, ast, &lo) || !mlc_pipeline_run(&prog, &diag, &po)) {
+    st = mlc_status_make(MLC_INTERNAL, "the calibration GEMM does not compile");
+    goto out;
+  }
+  if (!(built = mlc_cpu_compile(&prog, &b, NULL, err, sizeof err)) || !mlc_cpu_jit(&b, err, sizeof err)) {
+    st = mlc_status_make(MLC_INTERNAL, "%s", err);
+    goto out;
+  }
+  if ((st = mlc_plan_parse(b.plan, b.plan_bytes, mlc_allocator_default(), &plan))) goto out;
+  mlc_session_options so = {mlc_cpu_lookup, &b, threads, false, {0}};
+  if ((st = mlc_session_create(plan, &so, &s))) goto out;
+  const size_t n = 2048u * 2048u;
+  if (!(buf = malloc(n * sizeof *buf))) { st = mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory"); goto out; }
+  for (size_t i = 0; i < n; i++) buf[i] = (float)(i % 17) * 0.125f - 1.0f;
+  const mlc_plan_entry *e = mlc_plan_find_entry(plan, "forward");
+  for (uint32_t k = 0; k < e->ninputs && !st; k++) st = mlc_session_set_input(s, "forward", e->inputs[k].name, buf, n * sizeof *buf);
+  double flops = 0, best = 1e30;
+  for (uint32_t i = 0; i < e->nsteps; i++) flops += e->steps[i].flops;
+  for (int r = 0; r < 4 && !st; r++) {
+    double t0 = mlc_now();
+    st = mlc_session_run(s, "forward");
+    double dt = mlc_now() - t0;
+    if (r && dt < best) best = dt; /* the first run pages the arena in */
+  }
+  if (!st) *out = flops / best;
+out:
+  free(buf);
+  mlc_session_destroy(s);
+  mlc_plan_free(plan);
+  if (built) mlc_cpu_build_free(&b);
+  mlc_arena_free(&arena);
+  return st;
+}
+
+static int cmd_calibrate(int argc, char **argv) {
+  const char *target = NULL;
+  long threads = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if ((!strcmp(a, "--target") || !strcmp(a, "-t")) && i + 1 < argc) target = argv[++i];
+    else if (!strncmp(a, "--target=", 9)) target = a + 9;
+    else if (!strcmp(a, "--threads") && i + 1 < argc) {
+      if (!parse_int(argv[++i], 0, 1024, &threads)) return usage_error("--threads %s: expected a number from 0 (all CPUs) to 1024", argv[i]);
+    } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return EXIT_OK; }
+    else return usage_error("calibrate does not take '%s'", a);
+  }
+  if (!target) return usage_error("%s", "calibrate needs --target (cpu is the one built today)");
+  if (strcmp(target, "cpu")) return no_target(target);
+  mlc_ceilings c;
+  mlc_ceilings_default(&c);
+  char path[1024];
+  if (!mlc_ceilings_cache_path(path, sizeof path)) {
+    fprintf(stderr, "mlc: neither XDG_CACHE_HOME nor HOME is set: nowhere to cache the ceilings\n");
+    return EXIT_USER;
+  }
+  fprintf(stderr, "mlc: calibrating %s: memory bandwidth (256 MiB copy)...\n", c.device);
+  mlc_status st = measure_bandwidth((int)threads, &c.bandwidth);
+  if (!st) {
+    fprintf(stderr, "mlc: peak f32 GEMM rate (2048^3 through mlc's own CPU code)...\n");
+    st = measure_gemm((int)threads, &c.peak_flops);
+  }
+  if (st) return fail_status(st);
+  time_t now = time(NULL);
+  struct tm tm;
+  gmtime_r(&now, &tm);
+  char when[64];
+  strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  snprintf(c.source, sizeof c.source, "%s", when);
+  c.calibrated = true;
+  if ((st = mlc_ceilings_save_file(path, &c))) return fail_status(st);
+  printf("%s: %.1f GFLOP/s peak (f32 GEMM), %.1f GB/s memory copy; ridge %.1f FLOP/byte\ncached in %s\n", c.device,
+         c.peak_flops / 1e9, c.bandwidth / 1e9, c.peak_flops / c.bandwidth, path);
+  return EXIT_OK;
 }
 #endif
 
@@ -616,5 +798,12 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "run")) return cmd_main(CMD_RUN, cmd, argc - 1, argv + 1);
   if (!strcmp(cmd, "bench")) return cmd_main(CMD_BENCH, cmd, argc - 1, argv + 1);
   if (!strcmp(cmd, "train")) return cmd_main(CMD_TRAIN, cmd, argc - 1, argv + 1);
-  return usage_error("unknown command '%s' (commands: compile, run, bench, train)", cmd);
+  if (!strcmp(cmd, "calibrate")) {
+#ifdef MLC_HAVE_CPU
+    return cmd_calibrate(argc - 1, argv + 1);
+#else
+    return no_target("cpu");
+#endif
+  }
+  return usage_error("unknown command '%s' (commands: compile, run, bench, train, calibrate)", cmd);
 }

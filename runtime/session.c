@@ -3,6 +3,7 @@
  * in order, each over the thread pool. */
 #include "runtime/session.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include "runtime/cpu/convert.h"
 #include "runtime/cpu/kernel.h"
 #include "runtime/cpu/threadpool.h"
+#include "runtime/profile.h"
 #include "runtime/safetensors.h"
 
 #include <xxhash.h>
@@ -25,6 +27,12 @@ typedef struct {
   uint64_t runs;
 } entry_state;
 
+/* One step of one run, for the trace. */
+typedef struct {
+  uint32_t entry, step;
+  double start, seconds; /* start: since the session was created */
+} trace_event;
+
 struct mlc_session {
   const mlc_plan *plan;
   mlc_allocator a;
@@ -34,6 +42,10 @@ struct mlc_session {
   uint64_t *param_off;
   uint64_t step;          /* optimizer steps taken */
   entry_state *entries;
+  bool trace;
+  double origin;          /* when the session was created, for trace times */
+  trace_event *events;    /* (nevents), grows by doubling */
+  size_t nevents, cap_events;
 };
 
 static uint64_t align64(uint64_t x) { return (x + 63) & ~(uint64_t)63; }
@@ -54,6 +66,7 @@ void mlc_session_destroy(mlc_session *s) {
     }
   }
   mlc_allocator_free(s->a, s->entries);
+  mlc_allocator_free(s->a, s->events);
   mlc_allocator_free(s->a, s->params);
   mlc_allocator_free(s->a, s->param_off);
   mlc_cpu_pool_destroy(s->pool);
@@ -69,6 +82,12 @@ static void store_scalar(void *dst, uint8_t dtype, double v) {
   case 5: { int64_t i = (int64_t)v; memcpy(dst, &i, 8); break; }
   default: { uint8_t b = v != 0; memcpy(dst, &b, 1); break; }
   }
+}
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 static mlc_status create_entry(mlc_session *s, entry_state *es, const mlc_session_options *opt) {
@@ -113,6 +132,7 @@ mlc_status mlc_session_create(const mlc_plan *plan, const mlc_session_options *o
   s->plan = plan;
   s->a = a;
   s->profile = opt->profile;
+  if (s->profile) s->origin = now();
   mlc_status st = mlc_cpu_pool_create(opt->threads, a, &s->pool);
   if (st) { mlc_session_destroy(s); return st; }
   s->param_off = mlc_allocator_alloc_array(a, plan->nparams + 1, sizeof *s->param_off);
@@ -348,10 +368,19 @@ static void run_range(void *ctx, int64_t begin, int64_t end) {
   l->fn(l->args, begin, end);
 }
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+/* Appends a trace event; false when out of memory. */
+static bool record_event(mlc_session *s, uint32_t entry, uint32_t step, double t0, double dt) {
+  if (s->nevents == s->cap_events) {
+    size_t cap = s->cap_events ? 2 * s->cap_events : 4096;
+    trace_event *ev = mlc_allocator_alloc_array(s->a, cap, sizeof *ev);
+    if (!ev) return false;
+    if (s->nevents) memcpy(ev, s->events, s->nevents * sizeof *ev);
+    mlc_allocator_free(s->a, s->events);
+    s->events = ev;
+    s->cap_events = cap;
+  }
+  s->events[s->nevents++] = (trace_event){entry, step, t0 - s->origin, dt};
+  return true;
 }
 
 mlc_status mlc_session_run(mlc_session *s, const char *entry) {
@@ -369,7 +398,12 @@ mlc_status mlc_session_run(mlc_session *s, const char *entry) {
     launch l = {es->fn[i], es->args[i]};
     double t0 = s->profile ? now() : 0;
     mlc_cpu_pool_parallel_for(s->pool, (int64_t)st->work_items, 0, run_range, &l);
-    if (s->profile) es->seconds[i] += now() - t0;
+    if (s->profile) {
+      double dt = now() - t0;
+      es->seconds[i] += dt;
+      if (s->trace && !record_event(s, (uint32_t)(es - s->entries), i, t0, dt))
+        return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory for the trace (%zu events)", s->nevents);
+    }
   }
   if (s->profile) es->runs++;
   if (steps_optimizer) s->step++;
@@ -396,32 +430,152 @@ void mlc_session_reset_profile(mlc_session *s) {
   }
 }
 
-void mlc_session_print_profile(const mlc_session *s, const char *entry, FILE *out) {
-  entry_state *es;
-  mlc_status st = find_entry(s, entry, &es);
-  if (st) { fprintf(out, "%s\n", mlc_status_message(st)); mlc_status_free(st); return; }
-  const mlc_plan_entry *e = es->e;
-  if (!es->runs) { fprintf(out, "no profiled runs of %s\n", entry); return; }
-  uint32_t *order = malloc((e->nsteps + 1) * sizeof *order);
-  if (!order) return;
-  double total = 0;
-  for (uint32_t i = 0; i < e->nsteps; i++) order[i] = i, total += es->seconds[i];
-  for (uint32_t i = 1; i < e->nsteps; i++) /* insertion sort, longest first: a model has few steps */
+/* The classifier's view of step i of an entry: shapes points into `shapes`
+ * (room for 16 arguments; a GEMM needs the first and the last). */
+static mlc_profile_kernel step_kernel(const mlc_plan_entry *e, uint32_t i, double seconds,
+                                      const mlc_plan_shape *shapes[16]) {
+  const mlc_plan_step *st = &e->steps[i];
+  uint32_t n = st->nargs < 16 ? st->nargs : 16;
+  for (uint32_t j = 0; j < n; j++) shapes[j] = &e->values[st->args[j]].shape;
+  if (st->nargs > 16) shapes[15] = &e->values[st->args[st->nargs - 1]].shape; /* keep the output last */
+  return (mlc_profile_kernel){st->name, st->flops, st->bytes, seconds, shapes, n};
+}
+
+static void fmt_rate(char *buf, size_t n, double per_s) {
+  if (per_s >= 1e12) snprintf(buf, n, "%.2fT", per_s / 1e12);
+  else snprintf(buf, n, "%.1fG", per_s / 1e9);
+}
+
+/* Steps of an entry, longest total time first; NULL when out of memory. */
+static uint32_t *steps_by_time(const entry_state *es) {
+  uint32_t n = es->e->nsteps, *order = malloc((n + 1) * sizeof *order);
+  if (!order) return NULL;
+  for (uint32_t i = 0; i < n; i++) order[i] = i;
+  for (uint32_t i = 1; i < n; i++) /* insertion sort: a model has few steps */
     for (uint32_t j = i; j > 0 && es->seconds[order[j]] > es->seconds[order[j - 1]]; j--) {
       uint32_t t = order[j];
       order[j] = order[j - 1];
       order[j - 1] = t;
     }
-  fprintf(out, "%-28s %-26s %10s %8s %10s %10s\n", "Name", "Scope", "Avg ms", "% total", "GFLOP/s", "GB/s");
+  return order;
+}
+
+void mlc_session_print_profile(const mlc_session *s, const char *entry, FILE *out) {
+  mlc_ceilings c;
+  mlc_ceilings_load_cpu(&c);
+  mlc_session_print_profile_ceilings(s, entry, &c, out);
+}
+
+void mlc_session_print_profile_ceilings(const mlc_session *s, const char *entry, const mlc_ceilings *c, FILE *out) {
+  entry_state *es;
+  mlc_status st = find_entry(s, entry, &es);
+  if (st) { fprintf(out, "%s\n", mlc_status_message(st)); mlc_status_free(st); return; }
+  const mlc_plan_entry *e = es->e;
+  if (!es->runs) { fprintf(out, "no profiled runs of %s\n", entry); return; }
+  uint32_t *order = steps_by_time(es);
+  if (!order) return;
+  double total = 0;
+  for (uint32_t i = 0; i < e->nsteps; i++) total += es->seconds[i];
+  fprintf(out, "ceilings: %.1f GFLOP/s peak, %.1f GB/s memory (ridge %.1f FLOP/byte), latency-bound under %.0f us; %s\n",
+          c->peak_flops / 1e9, c->bandwidth / 1e9, c->peak_flops / c->bandwidth, c->latency_s * 1e6, c->device);
+  fprintf(out, "  from %s\n", c->source);
+  fprintf(out, "%-24s %-24s %6s %9s %9s %6s %8s %7s %7s %-7s %6s  %s\n", "Name", "Scope", "Calls", "Total ms", "Avg ms",
+          "% step", "FLOP/s", "GB/s", "FLOP/B", "Bound", "% roof", "Hint");
+  double by_bound[3] = {0};
   for (uint32_t r = 0; r < e->nsteps; r++) {
     uint32_t i = order[r];
     const mlc_plan_step *stp = &e->steps[i];
     double avg = es->seconds[i] / (double)es->runs;
-    fprintf(out, "%-28.28s %-26.26s %10.4f %7.1f%% %10.2f %10.2f\n", stp->name, stp->scope, avg * 1e3,
-            total > 0 ? 100 * es->seconds[i] / total : 0, avg > 0 ? stp->flops / avg / 1e9 : 0,
-            avg > 0 ? stp->bytes / avg / 1e9 : 0);
+    const mlc_plan_shape *shapes[16];
+    mlc_profile_kernel k = step_kernel(e, i, avg, shapes);
+    mlc_profile_verdict v;
+    mlc_profile_classify(&k, c, &v);
+    by_bound[v.bound] += es->seconds[i];
+    char rate[16];
+    fmt_rate(rate, sizeof rate, v.flop_rate);
+    fprintf(out, "%-24.24s %-24.24s %6llu %9.3f %9.4f %5.1f%% %8s %7.2f %7.2f %-7s %5.1f%%  %s\n", stp->name,
+            *stp->scope ? stp->scope : "-", (unsigned long long)es->runs, es->seconds[i] * 1e3, avg * 1e3,
+            total > 0 ? 100 * es->seconds[i] / total : 0, rate, v.byte_rate / 1e9, v.intensity, mlc_bound_name(v.bound),
+            v.pct_roof, v.hint);
   }
-  fprintf(out, "%d steps, %.4f ms per run over %llu runs\n", (int)e->nsteps, total / (double)es->runs * 1e3,
-          (unsigned long long)es->runs);
+  fprintf(out, "%d steps, %.4f ms per run over %llu runs; time %.0f%% memory-bound, %.0f%% compute-bound, "
+               "%.0f%% latency-bound\n", (int)e->nsteps, total / (double)es->runs * 1e3, (unsigned long long)es->runs,
+          total > 0 ? 100 * by_bound[MLC_BOUND_MEMORY] / total : 0, total > 0 ? 100 * by_bound[MLC_BOUND_COMPUTE] / total : 0,
+          total > 0 ? 100 * by_bound[MLC_BOUND_LATENCY] / total : 0);
   free(order);
+}
+
+void mlc_session_set_trace(mlc_session *s, bool on) { s->trace = on; }
+
+mlc_status mlc_session_write_trace(const mlc_session *s, const char *path) {
+  FILE *f = fopen(path, "w");
+  if (!f) return mlc_status_make(MLC_IO, "--trace %s: cannot open: %s", path, strerror(errno));
+  fprintf(f, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n");
+  fprintf(f, "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": 0, \"args\": {\"name\": ");
+  char title[256];
+  snprintf(title, sizeof title, "mlc %s on cpu", s->plan->model);
+  mlc_profile_json_string(f, title);
+  fprintf(f, "}}");
+  /* One track per stream that any step uses. */
+  for (uint32_t k = 0; k < s->plan->nentries; k++) {
+    const mlc_plan_entry *e = &s->plan->entries[k];
+    for (uint32_t i = 0; i < e->nsteps; i++) {
+      uint32_t sid = e->steps[i].stream;
+      bool seen = false;
+      for (uint32_t k2 = 0; k2 <= k && !seen; k2++)
+        for (uint32_t i2 = 0; i2 < (k2 == k ? i : s->plan->entries[k2].nsteps) && !seen; i2++)
+          seen = s->plan->entries[k2].steps[i2].stream == sid;
+      if (!seen)
+        fprintf(f, ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": %u, \"args\": {\"name\": \"stream %u\"}}",
+                sid, sid);
+    }
+  }
+  for (size_t n = 0; n < s->nevents; n++) {
+    const trace_event *ev = &s->events[n];
+    const mlc_plan_entry *e = &s->plan->entries[ev->entry];
+    const mlc_plan_step *st = &e->steps[ev->step];
+    fprintf(f, ",\n{\"name\": ");
+    mlc_profile_json_string(f, st->name);
+    fprintf(f, ", \"cat\": ");
+    mlc_profile_json_string(f, e->name);
+    fprintf(f, ", \"ph\": \"X\", \"pid\": 1, \"tid\": %u, \"ts\": %.3f, \"dur\": %.3f, \"args\": {\"scope\": ", st->stream,
+            ev->start * 1e6, ev->seconds * 1e6);
+    mlc_profile_json_string(f, st->scope);
+    fprintf(f, ", \"flops\": %.17g, \"bytes\": %.17g, \"shapes\": [", st->flops, st->bytes);
+    for (uint32_t j = 0; j < st->nargs; j++) {
+      char sh[160];
+      if (j) fputs(", ", f);
+      mlc_profile_json_string(f, mlc_profile_shape_str(&e->values[st->args[j]].shape, sh, sizeof sh));
+    }
+    fprintf(f, "]}}");
+  }
+  fprintf(f, "\n]}\n");
+  if (ferror(f) | fclose(f)) return mlc_status_make(MLC_IO, "--trace %s: cannot write: %s", path, strerror(errno));
+  return NULL;
+}
+
+mlc_status mlc_session_write_roofline(const mlc_session *s, const char *entry, const mlc_ceilings *c, const char *path) {
+  entry_state *es;
+  MLC_RETURN_IF_ERROR(find_entry(s, entry, &es));
+  const mlc_plan_entry *e = es->e;
+  if (!es->runs) return mlc_status_make(MLC_INVALID_ARGUMENT, "--roofline: no profiled runs of %s", entry);
+  mlc_roofline_point *pts = malloc((e->nsteps + 1) * sizeof *pts);
+  if (!pts) return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory");
+  for (uint32_t i = 0; i < e->nsteps; i++) {
+    double avg = es->seconds[i] / (double)es->runs;
+    const mlc_plan_step *st = &e->steps[i];
+    pts[i] = (mlc_roofline_point){st->name, st->bytes > 0 ? st->flops / st->bytes : 0, avg > 0 ? st->flops / avg : 0, avg};
+  }
+  FILE *f = fopen(path, "w");
+  mlc_status r = NULL;
+  if (!f) {
+    r = mlc_status_make(MLC_IO, "--roofline %s: cannot open: %s", path, strerror(errno));
+  } else {
+    char title[256];
+    snprintf(title, sizeof title, "%s %s on %s: roofline of %u kernels", s->plan->model, entry, c->device, e->nsteps);
+    mlc_profile_write_roofline_svg(f, c, pts, e->nsteps, 12, title);
+    if (ferror(f) | fclose(f)) r = mlc_status_make(MLC_IO, "--roofline %s: cannot write: %s", path, strerror(errno));
+  }
+  free(pts);
+  return r;
 }

@@ -21,6 +21,7 @@
 
 #include "runtime/alloc.h"
 #include "runtime/plan.h"
+#include "runtime/profile.h"
 #include "runtime/status.h"
 
 typedef struct mlc_session mlc_session;
@@ -72,8 +73,22 @@ MLC_MUST_USE mlc_status mlc_session_output(const mlc_session *s, const char *ent
                                            const void **out_data, const mlc_plan_shape **out_shape);
 
 /* With profiling on: a table in the style of torch.profiler's
- * key_averages(), one row per step, sorted by total time. */
+ * key_averages(), one row per step, sorted by total time, with each step's
+ * place on the roofline (runtime/profile.h): achieved rates, intensity,
+ * what bounds it, the share of its roof, and a hint.  The first form uses
+ * this CPU's cached calibration (or built-in defaults, and says so). */
 void mlc_session_print_profile(const mlc_session *s, const char *entry, FILE *out);
+void mlc_session_print_profile_ceilings(const mlc_session *s, const char *entry, const mlc_ceilings *c, FILE *out);
 void mlc_session_reset_profile(mlc_session *s);
+/* With profiling on, also keep every step's start and duration, for
+ * mlc_session_write_trace (which the reset does not clear). */
+void mlc_session_set_trace(mlc_session *s, bool on);
+/* Chrome trace event JSON (Perfetto, chrome://tracing): one track per
+ * stream, one complete event per step per run, with scope, FLOPs, bytes and
+ * argument shapes. */
+MLC_MUST_USE mlc_status mlc_session_write_trace(const mlc_session *s, const char *path);
+/* The entry's profiled steps on an SVG roofline. */
+MLC_MUST_USE mlc_status mlc_session_write_roofline(const mlc_session *s, const char *entry, const mlc_ceilings *c,
+                                                   const char *path);
 
 #endif

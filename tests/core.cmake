@@ -106,3 +106,28 @@ if(MLC_BACKEND_CPU)
   set_tests_properties(ref.grad.ops ref.grad.minillm_small PROPERTIES LABELS "ref;cpu" TIMEOUT 600)
 endif()
 # ---- autodiff (end) --------------------------------------------------------
+
+# ---- profile (begin) -------------------------------------------------------
+# The profiler: roofline classification and hints from synthetic timings,
+# the ceilings cache, the SVG roofline, and a session's Chrome trace parsed
+# back as JSON with its required fields.
+if(TARGET mlcrt)
+  pkg_check_modules(CJSON REQUIRED IMPORTED_TARGET libcjson)
+  add_executable(test_profile ${MLC_ROOT}/tests/unit/test_profile.c)
+  target_link_libraries(test_profile PRIVATE mlcrt PkgConfig::CJSON PkgConfig::CMOCKA m)
+  add_test(NAME unit.profile COMMAND test_profile)
+  set_tests_properties(unit.profile PROPERTIES LABELS "unit;runtime" TIMEOUT 60)
+endif()
+# A real run: `mlc bench --trace --roofline` on the MLP, checked in Python.
+if(MLC_BACKEND_CPU)
+  set(dir ${CMAKE_CURRENT_BINARY_DIR}/profile_trace)
+  file(MAKE_DIRECTORY ${dir})
+  add_test(NAME profile.trace.write
+    COMMAND $<TARGET_FILE:mlc> bench ${MLC_ROOT}/examples/mlp.mdl --target cpu --runs 3 --warmup 1
+            --trace ${dir}/trace.json --roofline ${dir}/roofline.svg)
+  add_test(NAME profile.trace.check
+    COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/unit/check_trace.py ${dir}/trace.json 3 ${dir}/roofline.svg)
+  set_tests_properties(profile.trace.write PROPERTIES LABELS "unit;cpu" TIMEOUT 120 FIXTURES_SETUP mlc_trace)
+  set_tests_properties(profile.trace.check PROPERTIES LABELS "unit;cpu" TIMEOUT 60 FIXTURES_REQUIRED mlc_trace)
+endif()
+# ---- profile (end) ---------------------------------------------------------

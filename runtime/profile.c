@@ -1,0 +1,350 @@
+/* The profiler's analysis: cached ceilings, roofline classification and
+ * hints, and the SVG roofline.  See profile.h. */
+#include "runtime/profile.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <cjson/cJSON.h>
+
+void mlc_ceilings_default(mlc_ceilings *c) {
+  memset(c, 0, sizeof *c);
+  c->peak_flops = 100e9;
+  c->bandwidth = 20e9;
+  c->latency_s = MLC_PROFILE_CPU_LATENCY_S;
+  mlc_profile_cpu_model(c->device, sizeof c->device);
+  snprintf(c->source, sizeof c->source, "built-in defaults: this CPU was never calibrated (run `mlc calibrate --target cpu`)");
+}
+
+void mlc_profile_cpu_model(char *buf, size_t n) {
+  snprintf(buf, n, "unknown CPU");
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  if (!f) return;
+  char line[512];
+  while (fgets(line, sizeof line, f)) {
+    if (strncmp(line, "model name", 10)) continue;
+    char *v = strchr(line, ':');
+    if (!v) break;
+    v++;
+    while (*v == ' ' || *v == '\t') v++;
+    size_t len = strcspn(v, "\n");
+    snprintf(buf, n, "%.*s", (int)len, v);
+    break;
+  }
+  fclose(f);
+}
+
+bool mlc_ceilings_cache_path(char *buf, size_t n) {
+  const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+  int k;
+  if (xdg && *xdg) k = snprintf(buf, n, "%s/mlc/ceilings-cpu.json", xdg);
+  else if (home && *home) k = snprintf(buf, n, "%s/.cache/mlc/ceilings-cpu.json", home);
+  else return false;
+  return k > 0 && (size_t)k < n;
+}
+
+static cJSON *read_json(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  char *buf = NULL;
+  long len = fseek(f, 0, SEEK_END) ? -1 : ftell(f);
+  if (len > 0 && len < (1 << 20) && !fseek(f, 0, SEEK_SET) && (buf = malloc((size_t)len + 1))) {
+    if (fread(buf, 1, (size_t)len, f) == (size_t)len) buf[len] = 0;
+    else { free(buf); buf = NULL; }
+  }
+  fclose(f);
+  cJSON *j = buf ? cJSON_Parse(buf) : NULL;
+  free(buf);
+  return j;
+}
+
+void mlc_ceilings_load_file(const char *path, const char *cpu_model, mlc_ceilings *out) {
+  mlc_ceilings_default(out);
+  snprintf(out->device, sizeof out->device, "%s", cpu_model);
+  cJSON *root = read_json(path);
+  const cJSON *e = root ? cJSON_GetObjectItemCaseSensitive(root, cpu_model) : NULL;
+  const cJSON *pk = e ? cJSON_GetObjectItemCaseSensitive(e, "peak_gflops") : NULL;
+  const cJSON *bw = e ? cJSON_GetObjectItemCaseSensitive(e, "bandwidth_gbs") : NULL;
+  const cJSON *when = e ? cJSON_GetObjectItemCaseSensitive(e, "calibrated") : NULL;
+  if (cJSON_IsNumber(pk) && cJSON_IsNumber(bw) && pk->valuedouble > 0 && bw->valuedouble > 0) {
+    out->peak_flops = pk->valuedouble * 1e9;
+    out->bandwidth = bw->valuedouble * 1e9;
+    out->calibrated = true;
+    snprintf(out->source, sizeof out->source, "cached calibration in %s%s%s", path,
+             cJSON_IsString(when) ? " from " : "", cJSON_IsString(when) ? when->valuestring : "");
+  } else if (root) {
+    snprintf(out->source, sizeof out->source, "built-in defaults: %s has no calibration of this CPU (run `mlc calibrate --target cpu`)", path);
+  }
+  cJSON_Delete(root);
+}
+
+void mlc_ceilings_load_cpu(mlc_ceilings *out) {
+  char path[1024], model[128];
+  mlc_profile_cpu_model(model, sizeof model);
+  if (!mlc_ceilings_cache_path(path, sizeof path)) { mlc_ceilings_default(out); return; }
+  mlc_ceilings_load_file(path, model, out);
+}
+
+static void mkdir_parents(const char *path) {
+  char d[1024];
+  snprintf(d, sizeof d, "%s", path);
+  for (char *p = d + 1; *p; p++)
+    if (*p == '/') { *p = 0; mkdir(d, 0755); *p = '/'; }
+}
+
+mlc_status mlc_ceilings_save_file(const char *path, const mlc_ceilings *c) {
+  cJSON *root = read_json(path);
+  if (!cJSON_IsObject(root)) { cJSON_Delete(root); root = cJSON_CreateObject(); }
+  if (!root) return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory");
+  cJSON_DeleteItemFromObjectCaseSensitive(root, c->device);
+  cJSON *e = cJSON_AddObjectToObject(root, c->device);
+  if (e) {
+    cJSON_AddNumberToObject(e, "peak_gflops", c->peak_flops / 1e9);
+    cJSON_AddNumberToObject(e, "bandwidth_gbs", c->bandwidth / 1e9);
+    cJSON_AddStringToObject(e, "calibrated", c->source);
+  }
+  char *text = cJSON_Print(root);
+  cJSON_Delete(root);
+  if (!text) return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory");
+  mkdir_parents(path);
+  char tmp[1100];
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  FILE *f = fopen(tmp, "wb");
+  bool ok = f && fputs(text, f) >= 0 && fputc('\n', f) != EOF;
+  if (f && fclose(f)) ok = false;
+  free(text);
+  if (!ok || rename(tmp, path))
+    return mlc_status_make(MLC_IO, "cannot write %s: %s", path, strerror(errno));
+  return NULL;
+}
+
+const char *mlc_bound_name(mlc_bound b) {
+  return b == MLC_BOUND_MEMORY ? "memory" : b == MLC_BOUND_COMPUTE ? "compute" : "latency";
+}
+
+const char *mlc_profile_shape_str(const mlc_plan_shape *s, char *buf, size_t n) {
+  static const char *dt[] = {"?", "f32", "bf16", "f16", "i32", "i64", "bool"};
+  size_t k = (size_t)snprintf(buf, n, "%s[", dt[s->dtype < 7 ? s->dtype : 0]);
+  for (int i = 0; i < s->rank && k < n; i++) k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? ", " : "", (long long)s->dims[i]);
+  if (k < n) snprintf(buf + k, n - k, "]");
+  return buf;
+}
+
+static bool name_is(const char *name, const char *op) {
+  size_t n = strlen(op);
+  return !strncmp(name, op, n) && (name[n] == 0 || name[n] == '%');
+}
+
+bool mlc_profile_gemm_dims(const mlc_profile_kernel *k, int64_t *m, int64_t *n, int64_t *kk) {
+  bool mm = name_is(k->name, "matmul"), lin = name_is(k->name, "linear");
+  if ((!mm && !lin) || k->nshapes < 3) return false;
+  const mlc_plan_shape *a = k->shapes[0], *out = k->shapes[k->nshapes - 1];
+  if (a->rank < 1 || out->rank < 1 || (mm && (a->rank < 2 || out->rank < 2))) return false;
+  *kk = a->dims[a->rank - 1];
+  *n = out->dims[out->rank - 1];
+  if (mm) {
+    *m = out->dims[out->rank - 2];
+  } else {
+    *m = 1;
+    for (int i = 0; i + 1 < out->rank; i++) *m *= out->dims[i];
+  }
+  return true;
+}
+
+void mlc_profile_classify(const mlc_profile_kernel *k, const mlc_ceilings *c, mlc_profile_verdict *v) {
+  memset(v, 0, sizeof *v);
+  double t = k->seconds;
+  v->flop_rate = t > 0 ? k->flops / t : 0;
+  v->byte_rate = t > 0 ? k->bytes / t : 0;
+  v->intensity = k->bytes > 0 ? k->flops / k->bytes : 0;
+  double ridge = c->peak_flops / c->bandwidth;
+  v->roof = fmin(c->peak_flops, v->intensity * c->bandwidth);
+  if (k->flops > 0 && v->roof > 0) v->pct_roof = 100 * v->flop_rate / v->roof;
+  else v->pct_roof = 100 * v->byte_rate / c->bandwidth;
+  bool tiny = k->flops < MLC_PROFILE_TINY_FLOPS && k->bytes < MLC_PROFILE_TINY_BYTES;
+  if (t < c->latency_s || tiny) {
+    v->bound = MLC_BOUND_LATENCY;
+    snprintf(v->hint, sizeof v->hint, "too small to fill the CPU: fuse with neighbours or batch more work");
+  } else if (v->intensity < ridge) {
+    v->bound = MLC_BOUND_MEMORY;
+    snprintf(v->hint, sizeof v->hint, "fuse with neighbours, quantise (FP8/INT4), or raise the batch");
+  } else {
+    v->bound = MLC_BOUND_COMPUTE;
+    int64_t m, n, kk;
+    if (mlc_profile_gemm_dims(k, &m, &n, &kk)) {
+      const char *names[] = {"M", "N", "K"};
+      int64_t dims[] = {m, n, kk};
+      for (int i = 0; i < 3; i++)
+        if (dims[i] % 64) {
+          snprintf(v->hint, sizeof v->hint, "align %s (=%lld) to a multiple of 64/128", names[i], (long long)dims[i]);
+          return;
+        }
+    }
+    snprintf(v->hint, sizeof v->hint, "lower precision (bf16/FP8)");
+  }
+}
+
+void mlc_profile_json_string(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; *s; s++) {
+    unsigned char ch = (unsigned char)*s;
+    if (ch == '"' || ch == '\\') fprintf(f, "\\%c", ch);
+    else if (ch < 0x20) fprintf(f, "\\u%04x", ch);
+    else fputc(ch, f);
+  }
+  fputc('"', f);
+}
+
+static void xml_text(FILE *f, const char *s) {
+  for (; *s; s++) {
+    if (*s == '<') fputs("&lt;", f);
+    else if (*s == '>') fputs("&gt;", f);
+    else if (*s == '&') fputs("&amp;", f);
+    else if (*s == '"') fputs("&quot;", f);
+    else fputc(*s, f);
+  }
+}
+
+/* The SVG's plot area, in pixels, and its decades. */
+typedef struct {
+  double x0, y0, w, h;   /* left, top, width, height */
+  double lx0, lx1, ly0, ly1; /* log10 ranges */
+} frame;
+
+static double px(const frame *fr, double x) { return fr->x0 + (log10(x) - fr->lx0) / (fr->lx1 - fr->lx0) * fr->w; }
+static double py(const frame *fr, double y) { return fr->y0 + fr->h - (log10(y) - fr->ly0) / (fr->ly1 - fr->ly0) * fr->h; }
+
+static void tick_label(char *buf, size_t n, int e) {
+  if (e >= 0 && e <= 4) snprintf(buf, n, "%.0f", pow(10, e));
+  else if (e < 0 && e >= -3) snprintf(buf, n, "%g", pow(10, e));
+  else snprintf(buf, n, "1e%d", e);
+}
+
+void mlc_profile_write_roofline_svg(FILE *f, const mlc_ceilings *c, const mlc_roofline_point *pts, uint32_t n,
+                                    uint32_t nlabel, const char *title) {
+  const double W = 1000, H = 680;
+  frame fr = {90, 60, 860, 540, 0, 0, 0, 0};
+  double peak = c->peak_flops / 1e9, bw = c->bandwidth / 1e9, ridge = peak / bw;
+  double xmin = ridge, xmax = ridge, ymin = peak, ymax = peak, tmax = 0, ttot = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    if (pts[i].intensity <= 0 || pts[i].flop_rate <= 0) continue;
+    xmin = fmin(xmin, pts[i].intensity), xmax = fmax(xmax, pts[i].intensity);
+    ymin = fmin(ymin, pts[i].flop_rate / 1e9), ymax = fmax(ymax, pts[i].flop_rate / 1e9);
+    tmax = fmax(tmax, pts[i].seconds), ttot += pts[i].seconds;
+  }
+  fr.lx0 = floor(log10(xmin)) - (log10(xmin) - floor(log10(xmin)) < 0.3);
+  fr.lx1 = ceil(log10(xmax)) + (ceil(log10(xmax)) - log10(xmax) < 0.3);
+  fr.ly0 = floor(log10(ymin)) - (log10(ymin) - floor(log10(ymin)) < 0.3);
+  fr.ly1 = ceil(log10(ymax * 3));
+  fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
+             "font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\">\n", W, H, W, H);
+  fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n<text x=\"%.0f\" y=\"30\" font-size=\"18\" "
+             "text-anchor=\"middle\">", W / 2);
+  xml_text(f, title);
+  fprintf(f, "</text>\n");
+  /* Grid and ticks: one line per decade. */
+  char lab[32];
+  for (int e = (int)fr.lx0; e <= (int)fr.lx1; e++) {
+    double x = px(&fr, pow(10, e));
+    tick_label(lab, sizeof lab, e);
+    fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", x, fr.y0, x, fr.y0 + fr.h);
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"13\" text-anchor=\"middle\">%s</text>\n", x, fr.y0 + fr.h + 20, lab);
+  }
+  for (int e = (int)fr.ly0; e <= (int)fr.ly1; e++) {
+    double y = py(&fr, pow(10, e));
+    tick_label(lab, sizeof lab, e);
+    fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", fr.x0, y, fr.x0 + fr.w, y);
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"13\" text-anchor=\"end\">%s</text>\n", fr.x0 - 8, y + 4, lab);
+  }
+  fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" stroke=\"black\"/>\n", fr.x0, fr.y0, fr.w, fr.h);
+  fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"15\" text-anchor=\"middle\">arithmetic intensity (FLOP/byte)</text>\n",
+          fr.x0 + fr.w / 2, fr.y0 + fr.h + 48);
+  fprintf(f, "<text x=\"25\" y=\"%.1f\" font-size=\"15\" text-anchor=\"middle\" transform=\"rotate(-90 25 %.1f)\">"
+             "achieved GFLOP/s</text>\n", fr.y0 + fr.h / 2, fr.y0 + fr.h / 2);
+  /* Roofs: the memory roof up to the ridge, then the compute roof. */
+  double xl = pow(10, fr.lx0), xr = pow(10, fr.lx1);
+  double xs = fmax(xl, pow(10, fr.ly0) / bw); /* where the memory roof enters the plot */
+  fprintf(f, "<polyline fill=\"none\" stroke=\"#c0392b\" stroke-width=\"2.5\" points=\"%.1f,%.1f %.1f,%.1f %.1f,%.1f\"/>\n",
+          px(&fr, xs), py(&fr, xs * bw), px(&fr, ridge), py(&fr, peak), px(&fr, xr), py(&fr, peak));
+  /* Points, largest first so small ones stay visible; area ~ share of time. */
+  uint32_t *order = malloc((n + 1) * sizeof *order), m = 0;
+  if (!order) { fprintf(f, "</svg>\n"); return; }
+  for (uint32_t i = 0; i < n; i++)
+    if (pts[i].intensity > 0 && pts[i].flop_rate > 0) order[m++] = i;
+  for (uint32_t i = 1; i < m; i++)
+    for (uint32_t j = i; j > 0 && pts[order[j]].seconds > pts[order[j - 1]].seconds; j--) {
+      uint32_t t = order[j]; order[j] = order[j - 1]; order[j - 1] = t;
+    }
+  for (uint32_t r = 0; r < m; r++) {
+    const mlc_roofline_point *p = &pts[order[r]];
+    double rad = 3 + 22 * sqrt(tmax > 0 ? p->seconds / tmax : 0);
+    fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"%.1f\" fill=\"#2e86c1\" fill-opacity=\"0.45\" stroke=\"#1b4f72\"><title>",
+            px(&fr, p->intensity), py(&fr, p->flop_rate / 1e9), rad);
+    xml_text(f, p->label);
+    fprintf(f, "</title></circle>\n");
+  }
+  /* Roof labels over the points, with a white halo. */
+  const char *halo = "stroke=\"white\" stroke-width=\"4\" paint-order=\"stroke\"";
+  fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"14\" font-weight=\"bold\" fill=\"#c0392b\" %s>compute roof %.1f GFLOP/s</text>\n",
+          fmax(px(&fr, ridge) - 260, fr.x0 + 8), py(&fr, peak) - 10, halo, peak);
+  double xm = pow(10, (log10(xs) * 2 + log10(ridge)) / 3);
+  double ang = -atan2(py(&fr, xs * bw) - py(&fr, ridge * bw), px(&fr, ridge) - px(&fr, xs)) * 57.29577951308232;
+  fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"14\" font-weight=\"bold\" fill=\"#c0392b\" text-anchor=\"middle\" %s "
+             "transform=\"rotate(%.1f %.1f %.1f)\">memory roof %.1f GB/s</text>\n",
+          px(&fr, xm) - 10, py(&fr, xm * bw) - 14, halo, ang, px(&fr, xm) - 10, py(&fr, xm * bw) - 14, bw);
+  fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" fill=\"#555\">ceilings: ", fr.x0 + 8, fr.y0 + 18);
+  xml_text(f, c->calibrated ? "calibrated (mlc calibrate)" : "built-in defaults: not calibrated");
+  fprintf(f, "; ridge %.1f FLOP/byte</text>\n", ridge);
+  /* Labels of the longest kernels: the first free spot among rings of
+   * candidates around each point (above first: the roof leaves room there),
+   * with a leader line when the label sits away from its point. */
+  enum { MAXL = 32 };
+  double bx[MAXL], by[MAXL], bw_[MAXL], bh = 15;
+  uint32_t nl = 0;
+  static const double dirs[][2] = {{0, -1}, {-0.7, -0.7}, {0.7, -0.7}, {-1, 0}, {1, 0}, {-0.7, 0.7}, {0.7, 0.7}, {0, 1}};
+  for (uint32_t r = 0; r < m && r < nlabel && nl < MAXL; r++) {
+    const mlc_roofline_point *p = &pts[order[r]];
+    double rad = 3 + 22 * sqrt(tmax > 0 ? p->seconds / tmax : 0), cx = px(&fr, p->intensity), cy = py(&fr, p->flop_rate / 1e9);
+    char text[160];
+    snprintf(text, sizeof text, "%s (%.1f%%)", p->label, ttot > 0 ? 100 * p->seconds / ttot : 0);
+    double w = 6.8 * (double)strlen(text) + 4, lx = 0, ly = 0;
+    bool found = false;
+    for (int ring = 0; ring < 14 && !found; ring++) {
+      double d = rad + 6 + 22 * ring;
+      for (size_t q = 0; q < sizeof dirs / sizeof *dirs && !found; q++) {
+        double ax = cx + dirs[q][0] * d, ay = cy + dirs[q][1] * d;
+        /* The box's anchor: centred above/below, flush left/right beside. */
+        double x = dirs[q][0] < -0.1 ? ax - w : dirs[q][0] > 0.1 ? ax : ax - w / 2;
+        double y = dirs[q][1] < -0.1 ? ay - bh : dirs[q][1] > 0.1 ? ay : ay - bh / 2;
+        if (x < fr.x0 + 2 || x + w > fr.x0 + fr.w - 2 || y < fr.y0 + 24 || y + bh > fr.y0 + fr.h - 2) continue;
+        bool clash = false;
+        for (uint32_t k = 0; k < nl && !clash; k++)
+          clash = x < bx[k] + bw_[k] && bx[k] < x + w && y < by[k] + bh && by[k] < y + bh;
+        for (uint32_t k = 0; k <= r && k < nlabel && !clash; k++) { /* keep labelled points' centres clear */
+          double qx = px(&fr, pts[order[k]].intensity), qy = py(&fr, pts[order[k]].flop_rate / 1e9);
+          clash = qx > x - 3 && qx < x + w + 3 && qy > y - 3 && qy < y + bh + 3;
+        }
+        if (!clash) { lx = x, ly = y, found = true; }
+      }
+    }
+    if (!found) continue;
+    bx[nl] = lx, by[nl] = ly, bw_[nl] = w, nl++;
+    double tx = lx + w / 2, ty = ly + bh / 2, dx = tx - cx, dy = ty - cy, dist = sqrt(dx * dx + dy * dy);
+    if (dist > rad + 18) {
+      /* From the circle's edge to the nearest point of the box. */
+      double ex = fmin(fmax(cx, lx), lx + w), ey = fmin(fmax(cy, ly), ly + bh);
+      fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#555\" stroke-width=\"0.8\"/>\n",
+              cx + dx / dist * rad, cy + dy / dist * rad, ex, ey);
+    }
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" %s>", lx + 2, ly + 11.5, halo);
+    xml_text(f, text);
+    fprintf(f, "</text>\n");
+  }
+  fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" fill=\"#555\" text-anchor=\"end\">point area ~ share of time; "
+             "the %u longest kernels labelled (share of the step)</text>\n", fr.x0 + fr.w - 6, fr.y0 + fr.h - 8, nl);
+  free(order);
+  fprintf(f, "</svg>\n");
+}
