@@ -393,8 +393,8 @@ static mlc_status read_exact(const char *path, const char *name, void *dst, uint
 }
 
 static const char *value_desc(const mlc_plan_value *v, char *buf, size_t n) {
-  static const char *dt[] = {"?", "f32", "bf16", "f16", "i32", "i64", "bool"};
-  size_t k = (size_t)snprintf(buf, n, "%s[", dt[v->shape.dtype]);
+  /* A plan's dtype codes are mlc_dtype's. */
+  size_t k = (size_t)snprintf(buf, n, "%s[", mlc_dtype_name((mlc_dtype)v->shape.dtype));
   for (int i = 0; i < v->shape.rank && k < n; i++) k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? ", " : "", (long long)v->shape.dims[i]);
   if (k < n) snprintf(buf + k, n - k, "]");
   return buf;
@@ -427,7 +427,7 @@ static mlc_status set_inputs(const options *o, mlc_session *s, const mlc_plan_en
       st = read_exact(path, e->inputs[k].name, buf, bytes, value_desc(v, desc, sizeof desc));
     } else if (o->cmd == CMD_BENCH) {
       /* Random data: floats in [-1, 1), integers in [0, 64) (valid token ids for any vocabulary of 64 or more). */
-      int esz = v->shape.dtype == 1 || v->shape.dtype == 4 ? 4 : v->shape.dtype == 5 ? 8 : v->shape.dtype == 6 ? 1 : 2;
+      int esz = mlc_dtype_size((mlc_dtype)v->shape.dtype);
       for (uint64_t j = 0; j < bytes / (uint64_t)esz; j++) {
         rng = rng * 6364136223846793005ull + 1442695040888963407ull;
         uint32_t r = (uint32_t)(rng >> 33);
@@ -455,7 +455,7 @@ static int cmp_double(const void *a, const void *b) {
 
 static void print_output(const char *name, const void *data, const mlc_plan_value *v) {
   char desc[160];
-  uint64_t n = mlc_plan_shape_bytes(&v->shape) / (v->shape.dtype == 1 || v->shape.dtype == 4 ? 4 : v->shape.dtype == 5 ? 8 : v->shape.dtype == 6 ? 1 : 2);
+  uint64_t n = mlc_plan_shape_bytes(&v->shape) / (uint64_t)mlc_dtype_size((mlc_dtype)v->shape.dtype);
   printf("%s: %s", name, value_desc(v, desc, sizeof desc));
   if (v->shape.dtype == 1) {
     const float *f = data;
