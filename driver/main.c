@@ -370,6 +370,8 @@ static int no_target(const char *target) {
   return EXIT_NO_TARGET;
 }
 
+
+#ifdef MLC_HAVE_CPU
 static int fail_status(mlc_status st) {
   fprintf(stderr, "mlc: %s\n", mlc_status_message(st));
   mlc_status_code_t code = mlc_status_code(st);
@@ -377,7 +379,6 @@ static int fail_status(mlc_status st) {
   return code == MLC_INTERNAL ? EXIT_INTERNAL : EXIT_USER;
 }
 
-#ifdef MLC_HAVE_CPU
 /* Reads a raw input file of exactly `bytes` bytes into dst. */
 static mlc_status read_exact(const char *path, const char *name, void *dst, uint64_t bytes, const char *shape) {
   FILE *f = fopen(path, "rb");
@@ -758,7 +759,9 @@ static int cmd_main(command cmd, const char *name, int argc, char **argv) {
 #ifdef MLC_HAVE_CPU
         rc = run_cpu(&o, &prog);
 #else
-        rc = no_target(o.target);
+        fprintf(stderr, "mlc: this mlc was built without the CPU target (configure with -DMLC_BACKEND_CPU=ON, "
+                "which needs llvm-14-dev)\n");
+        rc = EXIT_NO_TARGET;
 #endif
       } else if (o.target) {
         rc = no_target(o.target);
