@@ -660,12 +660,10 @@ static mlc_status measure_gemm(int threads, double *out) {
   mlc_status st = NULL;
   float *buf = NULL;
   char err[512];
-  uint32_t fid = mlc_diag_add_source(&diag, "<calibrate>", src, sizeof src - 1), ntoks;
-  mlc_token *toks = mlc_lex(prog.arena, &diag, fid, src, sizeof src - 1, &ntoks);
-  mlc_ast_file *ast = diag.errors ? NULL : mlc_parse(prog.arena, &diag, toks, ntoks);
   mlc_lower_options lo = {NULL, 0, NULL, 0};
   mlc_pipeline_options po = {NULL, stdout, NULL};
-  if (diag.errors || !mlc_lower(&prog, &diag, ast, &lo) || !mlc_pipeline_run(&prog, &diag, &po)) {
+  if (!mlc_frontend_run(&prog, &diag, "<calibrate>", src, sizeof src - 1, &lo, NULL) ||
+      !mlc_pipeline_run(&prog, &diag, &po)) {
     st = mlc_status_make(MLC_INTERNAL, "the calibration GEMM does not compile");
     goto out;
   }
