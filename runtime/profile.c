@@ -37,13 +37,22 @@ void mlc_profile_cpu_model(char *buf, size_t n) {
   fclose(f);
 }
 
-bool mlc_ceilings_cache_path(char *buf, size_t n) {
+bool mlc_cache_path(char *buf, size_t n, const char *file) {
   const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
   int k;
-  if (xdg && *xdg) k = snprintf(buf, n, "%s/mlc/ceilings-cpu.json", xdg);
-  else if (home && *home) k = snprintf(buf, n, "%s/.cache/mlc/ceilings-cpu.json", home);
+  if (xdg && *xdg) k = snprintf(buf, n, "%s/mlc/%s", xdg, file);
+  else if (home && *home) k = snprintf(buf, n, "%s/.cache/mlc/%s", home, file);
   else return false;
   return k > 0 && (size_t)k < n;
+}
+
+bool mlc_ceilings_cache_path(char *buf, size_t n) { return mlc_cache_path(buf, n, "ceilings-cpu.json"); }
+
+void mlc_mkdir_parents(const char *path) {
+  char d[1024];
+  snprintf(d, sizeof d, "%s", path);
+  for (char *p = d + 1; *p; p++)
+    if (*p == '/') { *p = 0; mkdir(d, 0755); *p = '/'; }
 }
 
 static cJSON *read_json(const char *path) {
@@ -88,12 +97,6 @@ void mlc_ceilings_load_cpu(mlc_ceilings *out) {
   mlc_ceilings_load_file(path, model, out);
 }
 
-static void mkdir_parents(const char *path) {
-  char d[1024];
-  snprintf(d, sizeof d, "%s", path);
-  for (char *p = d + 1; *p; p++)
-    if (*p == '/') { *p = 0; mkdir(d, 0755); *p = '/'; }
-}
 
 mlc_status mlc_ceilings_save_file(const char *path, const mlc_ceilings *c) {
   cJSON *root = read_json(path);
@@ -109,7 +112,7 @@ mlc_status mlc_ceilings_save_file(const char *path, const mlc_ceilings *c) {
   char *text = cJSON_Print(root);
   cJSON_Delete(root);
   if (!text) return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory");
-  mkdir_parents(path);
+  mlc_mkdir_parents(path);
   char tmp[1100];
   snprintf(tmp, sizeof tmp, "%s.tmp", path);
   FILE *f = fopen(tmp, "wb");

@@ -43,6 +43,10 @@ typedef struct {
 void mlc_ceilings_default(mlc_ceilings *c);
 /* "model name" of /proc/cpuinfo, or "unknown CPU". */
 void mlc_profile_cpu_model(char *buf, size_t n);
+/* $XDG_CACHE_HOME/mlc/FILE, else $HOME/.cache/mlc/FILE: mlc's cache. */
+bool mlc_cache_path(char *buf, size_t n, const char *file);
+/* Creates the directories above a file's path, as needed. */
+void mlc_mkdir_parents(const char *path);
 /* $XDG_CACHE_HOME/mlc/ceilings-cpu.json, else $HOME/.cache/mlc/ceilings-cpu.json. */
 bool mlc_ceilings_cache_path(char *buf, size_t n);
 /* The cached calibration of this CPU, or the defaults (source says which). */

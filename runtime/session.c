@@ -10,8 +10,7 @@
 #include <time.h>
 
 #include "runtime/cpu/convert.h"
-#include "runtime/cpu/kernel.h"
-#include "runtime/cpu/threadpool.h"
+#include "runtime/cpu/device.h"
 #include "runtime/profile.h"
 #include "runtime/safetensors.h"
 
@@ -19,11 +18,13 @@
 
 typedef struct {
   const mlc_plan_entry *e;
-  uint8_t *arena;
-  void **ptr;             /* per value: its address */
-  void ***args;           /* per step: its argument addresses */
-  mlc_cpu_kernel_fn *fn;  /* per step */
+  uint64_t arena;         /* device address of the arena */
+  uint64_t *addr;         /* per value: its device address */
+  uint64_t **args;        /* per step: its argument addresses */
+  void **kern;            /* per step: the device's kernel handle */
+  void **host;            /* per value: a host copy of an output (devices with their own memory) */
   double *seconds;        /* per step, summed over profiled runs */
+  double *start, *last;   /* per step: start and seconds in the last profiled run */
   uint64_t runs;
 } entry_state;
 
@@ -36,19 +37,23 @@ typedef struct {
 struct mlc_session {
   const mlc_plan *plan;
   mlc_allocator a;
-  mlc_cpu_pool *pool;
+  mlc_device *dev;
   bool profile;
-  uint8_t *params;        /* all parameters and optimizer state, 64-byte aligned each */
+  uint8_t *params;        /* all parameters and optimizer state, 64-byte aligned each (host) */
+  uint64_t dparams;       /* the same on the device (== params on the CPU) */
+  uint64_t params_bytes;
+  bool host_stale;        /* the device's parameters are newer than params */
+  bool dev_stale;         /* params is newer than the device's */
   uint64_t *param_off;
   uint64_t step;          /* optimizer steps taken */
   entry_state *entries;
   bool trace;
-  double origin;          /* when the session was created, for trace times */
   trace_event *events;    /* (nevents), grows by doubling */
   size_t nevents, cap_events;
 };
 
 static uint64_t align64(uint64_t x) { return (x + 63) & ~(uint64_t)63; }
+static bool host_memory(const mlc_session *s) { return s->dev->vt->host_memory; }
 
 /* Frees whatever create managed to allocate. */
 void mlc_session_destroy(mlc_session *s) {
@@ -58,18 +63,24 @@ void mlc_session_destroy(mlc_session *s) {
       entry_state *es = &s->entries[k];
       if (es->args && es->e)
         for (uint32_t i = 0; i < es->e->nsteps; i++) mlc_allocator_free(s->a, es->args[i]);
+      if (es->host && es->e)
+        for (uint32_t i = 0; i < es->e->nvalues; i++) mlc_allocator_free(s->a, es->host[i]);
       mlc_allocator_free(s->a, es->args);
-      mlc_allocator_free(s->a, es->fn);
+      mlc_allocator_free(s->a, es->host);
+      mlc_allocator_free(s->a, es->kern);
       mlc_allocator_free(s->a, es->seconds);
-      mlc_allocator_free(s->a, es->ptr);
-      mlc_allocator_free(s->a, es->arena);
+      mlc_allocator_free(s->a, es->start);
+      mlc_allocator_free(s->a, es->last);
+      mlc_allocator_free(s->a, es->addr);
+      if (s->dev && es->arena) s->dev->vt->free(s->dev, es->arena);
     }
   }
   mlc_allocator_free(s->a, s->entries);
   mlc_allocator_free(s->a, s->events);
-  mlc_allocator_free(s->a, s->params);
+  if (s->dev && s->dparams && !host_memory(s)) s->dev->vt->free(s->dev, s->dparams);
+  if (s->dev && s->params) s->dev->vt->free(s->dev, (uint64_t)(uintptr_t)s->params);
   mlc_allocator_free(s->a, s->param_off);
-  mlc_cpu_pool_destroy(s->pool);
+  if (s->dev) s->dev->vt->destroy(s->dev);
   mlc_allocator_free(s->a, s);
 }
 
@@ -84,41 +95,51 @@ static void store_scalar(void *dst, uint8_t dtype, double v) {
   }
 }
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static mlc_status create_entry(mlc_session *s, entry_state *es, const mlc_session_options *opt) {
+static mlc_status create_entry(mlc_session *s, entry_state *es) {
   const mlc_plan_entry *e = es->e;
   const mlc_plan *pl = s->plan;
-  es->arena = mlc_allocator_alloc(s->a, e->arena_bytes ? e->arena_bytes : 1);
-  es->ptr = mlc_allocator_alloc_array(s->a, e->nvalues + 1, sizeof *es->ptr);
+  es->addr = mlc_allocator_alloc_array(s->a, e->nvalues + 1, sizeof *es->addr);
+  es->host = mlc_allocator_alloc_array(s->a, e->nvalues + 1, sizeof *es->host);
   es->args = mlc_allocator_alloc_array(s->a, e->nsteps + 1, sizeof *es->args);
-  es->fn = mlc_allocator_alloc_array(s->a, e->nsteps + 1, sizeof *es->fn);
+  es->kern = mlc_allocator_alloc_array(s->a, e->nsteps + 1, sizeof *es->kern);
   es->seconds = mlc_allocator_alloc_array(s->a, e->nsteps + 1, sizeof *es->seconds);
-  /* Zero the step table first: destroy frees whatever it holds. */
+  es->start = mlc_allocator_alloc_array(s->a, e->nsteps + 1, sizeof *es->start);
+  es->last = mlc_allocator_alloc_array(s->a, e->nsteps + 1, sizeof *es->last);
+  /* Zero the tables first: destroy frees whatever they hold. */
   if (es->args) memset(es->args, 0, (e->nsteps + 1) * sizeof *es->args);
-  if (!es->arena || !es->ptr || !es->args || !es->fn || !es->seconds)
-    return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory for entry %s (arena of %llu bytes)", e->name,
-                           (unsigned long long)e->arena_bytes);
+  if (es->host) memset(es->host, 0, (e->nvalues + 1) * sizeof *es->host);
+  if (!es->addr || !es->host || !es->args || !es->kern || !es->seconds || !es->start || !es->last)
+    return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory for entry %s", e->name);
   memset(es->seconds, 0, (e->nsteps + 1) * sizeof *es->seconds);
-  memset(es->arena, 0, e->arena_bytes);
+  memset(es->start, 0, (e->nsteps + 1) * sizeof *es->start);
+  memset(es->last, 0, (e->nsteps + 1) * sizeof *es->last);
+  mlc_status st = s->dev->vt->alloc(s->dev, e->arena_bytes ? e->arena_bytes : 1, &es->arena);
+  if (st) {
+    mlc_status r = mlc_status_make(mlc_status_code(st), "the arena of entry %s (%llu bytes): %s", e->name,
+                                   (unsigned long long)e->arena_bytes, mlc_status_message(st));
+    mlc_status_free(st);
+    return r;
+  }
   for (uint32_t i = 0; i < e->nvalues; i++) {
     const mlc_plan_value *v = &e->values[i];
-    es->ptr[i] = v->param != MLC_PLAN_NO_PARAM ? s->params + s->param_off[v->param] : es->arena + v->offset;
-    if (v->is_const) store_scalar(es->ptr[i], v->shape.dtype, v->value);
+    es->addr[i] = v->param != MLC_PLAN_NO_PARAM ? s->dparams + s->param_off[v->param] : es->arena + (uint64_t)v->offset;
+    if (v->is_const) {
+      uint8_t tmp[8];
+      store_scalar(tmp, v->shape.dtype, v->value);
+      MLC_RETURN_IF_ERROR(s->dev->vt->write(s->dev, es->addr[i], tmp, mlc_plan_shape_bytes(&v->shape)));
+    }
   }
   for (uint32_t i = 0; i < e->nsteps; i++) {
-    const mlc_plan_step *st = &e->steps[i];
-    const char *sym = pl->kernels[st->kernel];
-    void *fn = opt->lookup ? opt->lookup(opt->lookup_ctx, sym) : NULL;
-    if (!fn) return mlc_status_make(MLC_NOT_FOUND, "kernel %s (step %s of %s) is not in the compiled code", sym, st->name, e->name);
-    memcpy(&es->fn[i], &fn, sizeof fn);
-    es->args[i] = mlc_allocator_alloc_array(s->a, st->nargs + 1, sizeof(void *));
+    const mlc_plan_step *stp = &e->steps[i];
+    const char *sym = pl->kernels[stp->kernel];
+    if ((st = s->dev->vt->resolve(s->dev, sym, &es->kern[i]))) {
+      mlc_status r = mlc_status_make(MLC_NOT_FOUND, "step %s of %s: %s", stp->name, e->name, mlc_status_message(st));
+      mlc_status_free(st);
+      return r;
+    }
+    es->args[i] = mlc_allocator_alloc_array(s->a, stp->nargs + 1, sizeof **es->args);
     if (!es->args[i]) return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory for step arguments");
-    for (uint32_t j = 0; j < st->nargs; j++) es->args[i][j] = es->ptr[st->args[j]];
+    for (uint32_t j = 0; j < stp->nargs; j++) es->args[i][j] = es->addr[stp->args[j]];
   }
   return NULL;
 }
@@ -127,14 +148,20 @@ mlc_status mlc_session_create(const mlc_plan *plan, const mlc_session_options *o
   *out_session = NULL;
   mlc_allocator a = opt->allocator.alloc ? opt->allocator : mlc_allocator_default();
   mlc_session *s = mlc_allocator_alloc(a, sizeof *s);
-  if (!s) return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory for a session");
+  if (!s) {
+    if (opt->device) opt->device->vt->destroy(opt->device);
+    return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory for a session");
+  }
   memset(s, 0, sizeof *s);
   s->plan = plan;
   s->a = a;
   s->profile = opt->profile;
-  if (s->profile) s->origin = now();
-  mlc_status st = mlc_cpu_pool_create(opt->threads, a, &s->pool);
-  if (st) { mlc_session_destroy(s); return st; }
+  mlc_status st = NULL;
+  if (opt->device) s->dev = opt->device;
+  else if ((st = mlc_cpu_device_create(opt->lookup, opt->lookup_ctx, opt->threads, a, &s->dev))) {
+    mlc_session_destroy(s);
+    return st;
+  }
   s->param_off = mlc_allocator_alloc_array(a, plan->nparams + 1, sizeof *s->param_off);
   if (!s->param_off) { mlc_session_destroy(s); return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory"); }
   uint64_t total = 0;
@@ -142,17 +169,33 @@ mlc_status mlc_session_create(const mlc_plan *plan, const mlc_session_options *o
     s->param_off[i] = total;
     total = align64(total + mlc_plan_shape_bytes(&plan->params[i].shape));
   }
-  s->params = mlc_allocator_alloc(a, total ? total : 1);
-  s->entries = mlc_allocator_alloc_array(a, plan->nentries + 1, sizeof *s->entries);
-  if (s->entries) memset(s->entries, 0, (plan->nentries + 1) * sizeof *s->entries);
-  if (!s->params || !s->entries) {
-    mlc_session_destroy(s);
-    return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory for %llu bytes of parameters", (unsigned long long)total);
+  s->params_bytes = total;
+  /* The host block comes from the CPU device's allocator or the session's own. */
+  uint64_t host = 0;
+  if (host_memory(s)) {
+    st = s->dev->vt->alloc(s->dev, total ? total : 1, &host);
+    s->params = (uint8_t *)(uintptr_t)host;
+    s->dparams = host;
+  } else {
+    s->params = mlc_allocator_alloc(a, total ? total : 1);
+    if (!s->params) st = mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory for %llu bytes of parameters", (unsigned long long)total);
+    else memset(s->params, 0, total);
+    if (!st) st = s->dev->vt->alloc(s->dev, total ? total : 1, &s->dparams);
   }
-  memset(s->params, 0, total);
+  if (st) {
+    if (!host_memory(s)) { mlc_allocator_free(a, s->params); s->params = NULL; }
+    mlc_session_destroy(s);
+    return st;
+  }
+  s->entries = mlc_allocator_alloc_array(a, plan->nentries + 1, sizeof *s->entries);
+  if (!s->entries) {
+    mlc_session_destroy(s);
+    return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory");
+  }
+  memset(s->entries, 0, (plan->nentries + 1) * sizeof *s->entries);
   for (uint32_t k = 0; k < plan->nentries; k++) s->entries[k].e = &plan->entries[k];
   for (uint32_t k = 0; k < plan->nentries; k++)
-    if ((st = create_entry(s, &s->entries[k], opt))) {
+    if ((st = create_entry(s, &s->entries[k]))) {
       mlc_session_destroy(s);
       return st;
     }
@@ -161,7 +204,22 @@ mlc_status mlc_session_create(const mlc_plan *plan, const mlc_session_options *o
 }
 
 const mlc_plan *mlc_session_plan(const mlc_session *s) { return s->plan; }
-void *mlc_session_param_data(mlc_session *s, uint32_t param) { return s->params + s->param_off[param]; }
+
+/* Brings the host copy of the parameters up to date. */
+static mlc_status sync_host(const mlc_session *cs) {
+  mlc_session *s = (mlc_session *)cs;
+  if (!s->host_stale) return NULL;
+  MLC_RETURN_IF_ERROR(s->dev->vt->read(s->dev, s->params, s->dparams, s->params_bytes));
+  s->host_stale = false;
+  return NULL;
+}
+
+void *mlc_session_param_data(mlc_session *s, uint32_t param) {
+  mlc_status st = sync_host(s);
+  if (st) { mlc_status_free(st); return NULL; }
+  s->dev_stale = !host_memory(s); /* the caller may write */
+  return s->params + s->param_off[param];
+}
 
 /* splitmix64: a small, well-mixed generator; enough for initial weights. */
 static uint64_t next_u64(uint64_t *state) {
@@ -174,6 +232,8 @@ static double next_unit(uint64_t *state) { return (double)(next_u64(state) >> 11
 
 void mlc_session_init_params(mlc_session *s, uint64_t seed) {
   uint64_t rng = seed;
+  s->host_stale = false; /* every byte is rewritten */
+  s->dev_stale = !host_memory(s);
   for (uint32_t i = 0; i < s->plan->nparams; i++) {
     const mlc_plan_param *p = &s->plan->params[i];
     uint8_t *d = s->params + s->param_off[i];
@@ -255,7 +315,9 @@ static mlc_status load_tensors(mlc_session *s, mlc_safetensors *f, const char *p
 
 mlc_status mlc_session_load_weights(mlc_session *s, const char *path) {
   mlc_safetensors *f;
+  MLC_RETURN_IF_ERROR(sync_host(s)); /* the optimizer state stays as it is */
   MLC_RETURN_IF_ERROR(mlc_safetensors_open_file(path, s->a, &f));
+  s->dev_stale = !host_memory(s);
   mlc_status st = load_tensors(s, f, path, ROLE_WEIGHT);
   mlc_safetensors_close(f);
   return st;
@@ -265,6 +327,7 @@ mlc_status mlc_session_load_weights(mlc_session *s, const char *path) {
 static mlc_status save_tensors(const mlc_session *s, const char *path, int role, const mlc_safetensors_kv *meta,
                                size_t nmeta) {
   uint32_t n = 0;
+  MLC_RETURN_IF_ERROR(sync_host(s));
   mlc_safetensors_entry *ents = mlc_allocator_alloc_array(s->a, s->plan->nparams + 1, sizeof *ents);
   if (!ents) return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory");
   for (uint32_t i = 0; i < s->plan->nparams; i++) {
@@ -297,6 +360,7 @@ static uint64_t params_checksum(const mlc_session *s) {
 
 mlc_status mlc_session_save_checkpoint(const mlc_session *s, const char *path) {
   char step[32], sum[32];
+  MLC_RETURN_IF_ERROR(sync_host(s));
   snprintf(step, sizeof step, "%llu", (unsigned long long)s->step);
   snprintf(sum, sizeof sum, "%016llx", (unsigned long long)params_checksum(s));
   mlc_safetensors_kv meta[] = {{"format", "mlc-checkpoint"}, {"model", s->plan->model}, {"step", step}, {"xxh64", sum}};
@@ -306,6 +370,8 @@ mlc_status mlc_session_save_checkpoint(const mlc_session *s, const char *path) {
 mlc_status mlc_session_load_checkpoint(mlc_session *s, const char *path) {
   mlc_safetensors *f;
   MLC_RETURN_IF_ERROR(mlc_safetensors_open_file(path, s->a, &f));
+  s->host_stale = false; /* every tensor is rewritten */
+  s->dev_stale = !host_memory(s);
   mlc_status st = NULL;
   const char *format = mlc_safetensors_metadata_get(f, "format"), *model = mlc_safetensors_metadata_get(f, "model");
   const char *step = mlc_safetensors_metadata_get(f, "step"), *sum = mlc_safetensors_metadata_get(f, "xxh64");
@@ -352,20 +418,9 @@ mlc_status mlc_session_set_input(mlc_session *s, const char *entry, const char *
       return mlc_status_make(MLC_INVALID_ARGUMENT, "input '%s' of %s is %s%s (%llu bytes), got %zu bytes", name, entry,
                              dtype_names[v->shape.dtype], sh, (unsigned long long)want, bytes);
     }
-    memcpy(es->ptr[es->e->inputs[i].value], data, bytes);
-    return NULL;
+    return s->dev->vt->write(s->dev, es->addr[es->e->inputs[i].value], data, bytes);
   }
   return mlc_status_make(MLC_NOT_FOUND, "entry %s has no input '%s'", entry, name);
-}
-
-typedef struct {
-  mlc_cpu_kernel_fn fn;
-  void **args;
-} launch;
-
-static void run_range(void *ctx, int64_t begin, int64_t end) {
-  const launch *l = ctx;
-  l->fn(l->args, begin, end);
 }
 
 /* Appends a trace event; false when out of memory. */
@@ -379,34 +434,42 @@ static bool record_event(mlc_session *s, uint32_t entry, uint32_t step, double t
     s->events = ev;
     s->cap_events = cap;
   }
-  s->events[s->nevents++] = (trace_event){entry, step, t0 - s->origin, dt};
+  s->events[s->nevents++] = (trace_event){entry, step, t0, dt};
   return true;
 }
 
 mlc_status mlc_session_run(mlc_session *s, const char *entry) {
   entry_state *es;
   MLC_RETURN_IF_ERROR(find_entry(s, entry, &es));
+  const mlc_device_vt *vt = s->dev->vt;
+  if (s->dev_stale) {
+    MLC_RETURN_IF_ERROR(vt->write(s->dev, s->dparams, s->params, s->params_bytes));
+    s->dev_stale = false;
+  }
   /* A run of the train entry is one optimizer step. */
   bool steps_optimizer = !strcmp(entry, "train");
   for (uint32_t i = 0; i < es->e->ninputs; i++)
     if (!strcmp(es->e->inputs[i].name, "opt.step")) {
       int64_t next = (int64_t)s->step + 1;
-      memcpy(es->ptr[es->e->inputs[i].value], &next, sizeof next);
+      MLC_RETURN_IF_ERROR(vt->write(s->dev, es->addr[es->e->inputs[i].value], &next, sizeof next));
     }
   for (uint32_t i = 0; i < es->e->nsteps; i++) {
     const mlc_plan_step *st = &es->e->steps[i];
-    launch l = {es->fn[i], es->args[i]};
-    double t0 = s->profile ? now() : 0;
-    mlc_cpu_pool_parallel_for(s->pool, (int64_t)st->work_items, 0, run_range, &l);
-    if (s->profile) {
-      double dt = now() - t0;
-      es->seconds[i] += dt;
-      if (s->trace && !record_event(s, (uint32_t)(es - s->entries), i, t0, dt))
+    MLC_RETURN_IF_ERROR(vt->launch(s->dev, es->kern[i], st->work_items, es->args[i], st->nargs, s->profile, i));
+  }
+  MLC_RETURN_IF_ERROR(vt->finish(s->dev, es->e->nsteps, es->last, es->start));
+  if (s->profile) {
+    es->runs++;
+    for (uint32_t i = 0; i < es->e->nsteps; i++) {
+      es->seconds[i] += es->last[i];
+      if (s->trace && !record_event(s, (uint32_t)(es - s->entries), i, es->start[i], es->last[i]))
         return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory for the trace (%zu events)", s->nevents);
     }
   }
-  if (s->profile) es->runs++;
-  if (steps_optimizer) s->step++;
+  if (steps_optimizer) {
+    s->step++;
+    s->host_stale = !host_memory(s);
+  }
   return NULL;
 }
 
@@ -416,8 +479,17 @@ mlc_status mlc_session_output(const mlc_session *s, const char *entry, const cha
   MLC_RETURN_IF_ERROR(find_entry(s, entry, &es));
   for (uint32_t i = 0; i < es->e->noutputs; i++)
     if (!strcmp(es->e->outputs[i].name, name)) {
-      *out_data = es->ptr[es->e->outputs[i].value];
-      *out_shape = &es->e->values[es->e->outputs[i].value].shape;
+      uint32_t v = es->e->outputs[i].value;
+      uint64_t bytes = mlc_plan_shape_bytes(&es->e->values[v].shape);
+      *out_shape = &es->e->values[v].shape;
+      if (host_memory(s)) {
+        *out_data = (const void *)(uintptr_t)es->addr[v];
+        return NULL;
+      }
+      if (!es->host[v] && !(es->host[v] = mlc_allocator_alloc(s->a, bytes ? bytes : 1)))
+        return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory for output '%s' (%llu bytes)", name, (unsigned long long)bytes);
+      MLC_RETURN_IF_ERROR(s->dev->vt->read(s->dev, es->host[v], es->addr[v], bytes));
+      *out_data = es->host[v];
       return NULL;
     }
   return mlc_status_make(MLC_NOT_FOUND, "entry %s has no output '%s'", entry, name);

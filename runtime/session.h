@@ -5,9 +5,13 @@
  * compiler planned), and the resolved kernels.  The typed API that
  * `mlc compile -o` generates (<name>.h) wraps these calls.
  *
- * Today's device is the CPU: kernels follow runtime/cpu/kernel.h and run
- * over a thread pool.  Kernels are found by name through a lookup function:
- * the ORC JIT's for `mlc run`, a table of linked symbols for an artifact.
+ * The device sits behind runtime/device.h: the CPU (kernels of
+ * runtime/cpu/kernel.h over a thread pool, found by name through a lookup
+ * function: the ORC JIT's for `mlc run`, a table of linked symbols for an
+ * artifact) or CUDA (runtime/cuda/device.h).  Parameters always have a host
+ * copy; on a device with its own memory the session keeps the two in step,
+ * copying only when one side has changed (a train run changes the
+ * device's; loading, initialising or param_data the host's).
  *
  * Every call returns a status (NULL is OK); nothing prints unless asked to,
  * and nothing exits.
@@ -20,16 +24,19 @@
 #include <stdio.h>
 
 #include "runtime/alloc.h"
+#include "runtime/cpu/device.h"
+#include "runtime/device.h"
 #include "runtime/plan.h"
 #include "runtime/profile.h"
 #include "runtime/status.h"
 
 typedef struct mlc_session mlc_session;
 
-/* Returns the address of kernel `symbol`, or NULL if there is none. */
-typedef void *(*mlc_symbol_lookup)(void *ctx, const char *symbol);
-
 typedef struct {
+  /* The device to run on; the session owns it from here on (it is
+   * destroyed with the session, or at once if creation fails).  NULL: the
+   * CPU, with kernels found through `lookup` and run on `threads` threads. */
+  mlc_device *device;
   mlc_symbol_lookup lookup;
   void *lookup_ctx;
   int threads;            /* 0: one per online CPU */

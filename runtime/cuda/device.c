@@ -1,0 +1,268 @@
+/* The CUDA device: see device.h. */
+#include "runtime/cuda/device.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/cuda/compile.h"
+#include "runtime/cuda/driver.h"
+
+enum { ATTR_MAX_DYNAMIC_SHARED = 8, ATTR_CC_MAJOR = 75, ATTR_CC_MINOR = 76, ATTR_SM_COUNT = 16,
+       ATTR_MEM_CLOCK_KHZ = 36, ATTR_MEM_BUS_BITS = 37, ATTR_CLOCK_KHZ = 13 };
+
+typedef struct {
+  const mlc_cuda_kernel *k;
+  CUfunction fn[MLC_CUDA_MAX_LAUNCH];
+} kernel;
+
+typedef struct {
+  mlc_device base;
+  mlc_cuda_driver drv;
+  CUdevice dev;
+  CUcontext ctx;
+  CUstream stream;
+  CUmodule mod;
+  mlc_cuda_code code;
+  kernel *kernels;          /* [code.nkernels], resolved lazily */
+  CUdeviceptr scratch;
+  uint64_t scratch_bytes;
+  CUevent origin;
+  CUevent *ev;              /* [2 * cap_ev]: start and end per slot */
+  uint32_t cap_ev;
+  uint32_t *used;           /* [cap_ev]: slots timed since the last finish */
+  char name[256];
+  int cc_major, cc_minor, sms;
+} cuda_dev;
+
+#define CK(d, call) mlc_cuda_check(&(d)->drv, (d)->drv.call, #call)
+
+static void cu_destroy(mlc_device *base) {
+  cuda_dev *d = (cuda_dev *)base;
+  if (!d) return;
+  if (d->drv.lib) {
+    if (d->ctx) d->drv.cuCtxSetCurrent(d->ctx);
+    if (d->stream) d->drv.cuStreamSynchronize(d->stream);
+    for (uint32_t i = 0; i < 2 * d->cap_ev; i++)
+      if (d->ev[i]) d->drv.cuEventDestroy(d->ev[i]);
+    if (d->origin) d->drv.cuEventDestroy(d->origin);
+    if (d->scratch) d->drv.cuMemFree(d->scratch);
+    if (d->mod) d->drv.cuModuleUnload(d->mod);
+    if (d->stream) d->drv.cuStreamDestroy(d->stream);
+    if (d->ctx) d->drv.cuDevicePrimaryCtxRelease(d->dev);
+    mlc_cuda_driver_unload(&d->drv);
+  }
+  mlc_allocator_free(d->base.a, d->ev);
+  mlc_allocator_free(d->base.a, d->used);
+  mlc_allocator_free(d->base.a, d->kernels);
+  mlc_allocator_free(d->base.a, d);
+}
+
+static mlc_status cu_alloc(mlc_device *base, uint64_t bytes, uint64_t *out) {
+  cuda_dev *d = (cuda_dev *)base;
+  CUdeviceptr p = 0;
+  CUresult r = d->drv.cuMemAlloc(&p, bytes ? bytes : 1);
+  if (r) {
+    size_t fr = 0, tot = 0;
+    d->drv.cuMemGetInfo(&fr, &tot);
+    mlc_status st = mlc_cuda_check(&d->drv, r, "cuMemAlloc");
+    mlc_status out_st = mlc_status_make(MLC_OUT_OF_MEMORY, "out of GPU memory: %llu bytes asked for, %.2f GB free of %.2f GB (%s)",
+                                        (unsigned long long)bytes, fr / 1e9, tot / 1e9, mlc_status_message(st));
+    mlc_status_free(st);
+    return out_st;
+  }
+  mlc_status st = CK(d, cuMemsetD8(p, 0, bytes ? bytes : 1));
+  if (st) { d->drv.cuMemFree(p); return st; }
+  *out = p;
+  return NULL;
+}
+
+static void cu_free(mlc_device *base, uint64_t addr) {
+  cuda_dev *d = (cuda_dev *)base;
+  if (addr) d->drv.cuMemFree(addr);
+}
+
+static mlc_status cu_write(mlc_device *base, uint64_t dst, const void *src, uint64_t n) {
+  cuda_dev *d = (cuda_dev *)base;
+  if (!n) return NULL;
+  MLC_RETURN_IF_ERROR(CK(d, cuStreamSynchronize(d->stream)));
+  return CK(d, cuMemcpyHtoD(dst, src, n));
+}
+
+static mlc_status cu_read(mlc_device *base, void *dst, uint64_t src, uint64_t n) {
+  cuda_dev *d = (cuda_dev *)base;
+  if (!n) return NULL;
+  MLC_RETURN_IF_ERROR(CK(d, cuStreamSynchronize(d->stream)));
+  return CK(d, cuMemcpyDtoH(dst, src, n));
+}
+
+static mlc_status cu_resolve(mlc_device *base, const char *symbol, void **out) {
+  cuda_dev *d = (cuda_dev *)base;
+  for (uint32_t i = 0; i < d->code.nkernels; i++) {
+    const mlc_cuda_kernel *k = &d->code.kernels[i];
+    if (strcmp(k->symbol, symbol)) continue;
+    kernel *kk = &d->kernels[i];
+    if (!kk->k) {
+      for (uint32_t l = 0; l < k->nlaunch; l++) {
+        mlc_status st = CK(d, cuModuleGetFunction(&kk->fn[l], d->mod, k->launch[l].fn));
+        if (st) {
+          mlc_status r = mlc_status_make(MLC_NOT_FOUND, "kernel %s: %s", k->launch[l].fn, mlc_status_message(st));
+          mlc_status_free(st);
+          return r;
+        }
+        if (k->launch[l].smem > 48 * 1024)
+          MLC_RETURN_IF_ERROR(CK(d, cuFuncSetAttribute(kk->fn[l], ATTR_MAX_DYNAMIC_SHARED, (int)k->launch[l].smem)));
+      }
+      if (k->scratch > d->scratch_bytes) {
+        if (d->scratch) d->drv.cuMemFree(d->scratch);
+        d->scratch = 0;
+        d->scratch_bytes = 0;
+        uint64_t addr;
+        MLC_RETURN_IF_ERROR(cu_alloc(base, k->scratch, &addr));
+        d->scratch = addr;
+        d->scratch_bytes = k->scratch;
+      }
+      kk->k = k;
+    }
+    *out = kk;
+    return NULL;
+  }
+  return mlc_status_make(MLC_NOT_FOUND, "kernel %s is not in the CUDA module's launch table", symbol);
+}
+
+static mlc_status grow_events(cuda_dev *d, uint32_t slot) {
+  if (slot < d->cap_ev) return NULL;
+  uint32_t cap = d->cap_ev ? d->cap_ev : 256;
+  while (cap <= slot) cap *= 2;
+  CUevent *ev = mlc_allocator_alloc_array(d->base.a, 2 * (size_t)cap, sizeof *ev);
+  uint32_t *used = mlc_allocator_alloc_array(d->base.a, cap, sizeof *used);
+  if (!ev || !used) {
+    mlc_allocator_free(d->base.a, ev);
+    mlc_allocator_free(d->base.a, used);
+    return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory for CUDA events");
+  }
+  memset(ev, 0, 2 * (size_t)cap * sizeof *ev);
+  memset(used, 0, cap * sizeof *used);
+  if (d->cap_ev) {
+    memcpy(ev, d->ev, 2 * (size_t)d->cap_ev * sizeof *ev);
+    memcpy(used, d->used, d->cap_ev * sizeof *used);
+  }
+  mlc_allocator_free(d->base.a, d->ev);
+  mlc_allocator_free(d->base.a, d->used);
+  d->ev = ev;
+  d->used = used;
+  d->cap_ev = cap;
+  return NULL;
+}
+
+static mlc_status cu_launch(mlc_device *base, void *kh, uint64_t work_items, const uint64_t *args, uint32_t nargs,
+                            bool timing, uint32_t slot) {
+  cuda_dev *d = (cuda_dev *)base;
+  kernel *k = kh;
+  CUdeviceptr vals[72];
+  void *params[72];
+  if (nargs + 1 > 72) return mlc_status_make(MLC_INVALID_ARGUMENT, "kernel %s: too many arguments (%u)", k->k->symbol, nargs);
+  for (uint32_t i = 0; i < nargs; i++) vals[i] = args[i];
+  vals[nargs] = k->k->scratch ? d->scratch : 0;
+  for (uint32_t i = 0; i <= nargs; i++) params[i] = &vals[i];
+  if (timing) {
+    MLC_RETURN_IF_ERROR(grow_events(d, slot));
+    for (int e = 0; e < 2; e++)
+      if (!d->ev[2 * slot + e]) MLC_RETURN_IF_ERROR(CK(d, cuEventCreate(&d->ev[2 * slot + e], 0)));
+    MLC_RETURN_IF_ERROR(CK(d, cuEventRecord(d->ev[2 * slot], d->stream)));
+  }
+  for (uint32_t l = 0; l < k->k->nlaunch; l++) {
+    const mlc_cuda_launch *L = &k->k->launch[l];
+    CUresult r = d->drv.cuLaunchKernel(k->fn[l], L->grid, 1, 1, L->block, 1, 1, L->smem, d->stream, params, NULL);
+    if (r) {
+      mlc_status st = mlc_cuda_check(&d->drv, r, "cuLaunchKernel");
+      mlc_status e = mlc_status_make(MLC_INTERNAL, "launching %s (grid %u, block %u, %u bytes of shared memory): %s", L->fn,
+                                     L->grid, L->block, L->smem, mlc_status_message(st));
+      mlc_status_free(st);
+      return e;
+    }
+  }
+  (void)work_items;
+  if (timing) {
+    MLC_RETURN_IF_ERROR(CK(d, cuEventRecord(d->ev[2 * slot + 1], d->stream)));
+    d->used[slot] = 1;
+  }
+  return NULL;
+}
+
+static mlc_status cu_finish(mlc_device *base, uint32_t nslots, double *seconds, double *start) {
+  cuda_dev *d = (cuda_dev *)base;
+  CUresult r = d->drv.cuStreamSynchronize(d->stream);
+  if (r) {
+    mlc_status st = mlc_cuda_check(&d->drv, r, "running the step's kernels");
+    return st;
+  }
+  for (uint32_t i = 0; i < nslots && i < d->cap_ev; i++) {
+    if (!d->used[i]) continue;
+    float ms = 0, t0 = 0;
+    MLC_RETURN_IF_ERROR(CK(d, cuEventElapsedTime(&ms, d->ev[2 * i], d->ev[2 * i + 1])));
+    seconds[i] = ms * 1e-3;
+    MLC_RETURN_IF_ERROR(CK(d, cuEventElapsedTime(&t0, d->origin, d->ev[2 * i])));
+    start[i] = t0 * 1e-3;
+    d->used[i] = 0;
+  }
+  return NULL;
+}
+
+static void cu_describe(mlc_device *base, char *buf, size_t n) {
+  cuda_dev *d = (cuda_dev *)base;
+  snprintf(buf, n, "%s (sm_%d%d, %d SMs)", d->name, d->cc_major, d->cc_minor, d->sms);
+}
+
+static const mlc_device_vt cuda_vt = {
+    "cuda", false, cu_destroy, cu_alloc, cu_free, cu_write, cu_read, cu_resolve, cu_launch, cu_finish, cu_describe,
+};
+
+mlc_status mlc_cuda_device_create(const mlc_cuda_code *code, mlc_allocator a, mlc_device **out) {
+  *out = NULL;
+  cuda_dev *d = mlc_allocator_alloc(a, sizeof *d);
+  if (!d) return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory");
+  memset(d, 0, sizeof *d);
+  d->base.vt = &cuda_vt;
+  d->base.a = a;
+  d->code = *code;
+  mlc_status st = mlc_cuda_driver_load(&d->drv);
+  if (st) { mlc_allocator_free(a, d); return st; }
+  int count = 0;
+  if ((st = CK(d, cuDeviceGetCount(&count)))) goto fail;
+  if (code->ordinal < 0 || code->ordinal >= count) {
+    st = mlc_status_make(MLC_NOT_FOUND, "no CUDA device %d: this machine has %d", code->ordinal, count);
+    goto fail;
+  }
+  if ((st = CK(d, cuDeviceGet(&d->dev, code->ordinal)))) goto fail;
+  d->drv.cuDeviceGetName(d->name, sizeof d->name, d->dev);
+  d->drv.cuDeviceGetAttribute(&d->cc_major, ATTR_CC_MAJOR, d->dev);
+  d->drv.cuDeviceGetAttribute(&d->cc_minor, ATTR_CC_MINOR, d->dev);
+  d->drv.cuDeviceGetAttribute(&d->sms, ATTR_SM_COUNT, d->dev);
+  if ((st = CK(d, cuDevicePrimaryCtxRetain(&d->ctx, d->dev)))) goto fail;
+  if ((st = CK(d, cuCtxSetCurrent(d->ctx)))) goto fail;
+  if ((st = CK(d, cuStreamCreate(&d->stream, 0)))) goto fail;
+  const void *image = code->image;
+  void *compiled = NULL;
+  if (!image) {
+    if (!code->source) {
+      st = mlc_status_make(MLC_INVALID_ARGUMENT, "the CUDA code has neither a compiled image nor source");
+      goto fail;
+    }
+    size_t nbytes;
+    if ((st = mlc_cuda_compile_nvrtc(code->source, d->cc_major, d->cc_minor, code->progress, &compiled, &nbytes))) goto fail;
+    image = compiled;
+  }
+  st = CK(d, cuModuleLoadData(&d->mod, image));
+  free(compiled);
+  if (st) goto fail;
+  d->kernels = mlc_allocator_alloc_array(a, code->nkernels + 1, sizeof *d->kernels);
+  if (!d->kernels) { st = mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory"); goto fail; }
+  memset(d->kernels, 0, (code->nkernels + 1) * sizeof *d->kernels);
+  if ((st = CK(d, cuEventCreate(&d->origin, 0)))) goto fail;
+  if ((st = CK(d, cuEventRecord(d->origin, d->stream)))) goto fail;
+  *out = &d->base;
+  return NULL;
+fail:
+  cu_destroy(&d->base);
+  return st;
+}

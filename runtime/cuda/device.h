@@ -1,0 +1,32 @@
+/* The CUDA device (runtime/device.h) on the driver API: one context (the
+ * device's primary one), one stream, one module holding every kernel of the
+ * plan, launches as runtime/cuda/kernel.h describes, CUDA events around
+ * each step when profiling.
+ *
+ * The module comes from a compiled image (a fatbin, cubin or PTX text that
+ * cuModuleLoadData takes) or, without one, from the CUDA C source, which is
+ * compiled with NVRTC for the device's architecture on first use and cached
+ * (runtime/cuda/compile.h).
+ */
+#ifndef MLC_CUDA_DEVICE_H
+#define MLC_CUDA_DEVICE_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "runtime/cuda/kernel.h"
+#include "runtime/device.h"
+
+typedef struct {
+  int ordinal;                    /* which GPU */
+  const void *image;              /* fatbin/cubin/PTX, or NULL */
+  size_t image_size;
+  const char *source;             /* CUDA C, compiled with NVRTC when image is NULL */
+  const mlc_cuda_kernel *kernels; /* the launch table */
+  uint32_t nkernels;
+  FILE *progress;                 /* NULL: quiet */
+} mlc_cuda_code;
+
+MLC_MUST_USE mlc_status mlc_cuda_device_create(const mlc_cuda_code *code, mlc_allocator a, mlc_device **out);
+
+#endif

@@ -1,0 +1,48 @@
+/* Devices: the one vtable every runtime backend sits behind.
+ *
+ * A session (session.c) is written once against this interface: memory on
+ * the device, copies to and from it, kernels resolved by symbol, launches
+ * in plan order, and per-step timing when profiling.  Addresses are device
+ * addresses as 64-bit integers; on the CPU they are host pointers and the
+ * copies are memcpy (or nothing, when both sides are the same memory).
+ */
+#ifndef MLC_DEVICE_H
+#define MLC_DEVICE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "runtime/alloc.h"
+#include "runtime/status.h"
+
+typedef struct mlc_device mlc_device;
+
+typedef struct {
+  const char *name;            /* "cpu", "cuda" */
+  bool host_memory;            /* device addresses are host pointers */
+  void (*destroy)(mlc_device *d);
+  mlc_status (*alloc)(mlc_device *d, uint64_t bytes, uint64_t *out_addr); /* zeroed */
+  void (*free)(mlc_device *d, uint64_t addr);
+  mlc_status (*write)(mlc_device *d, uint64_t dst, const void *src, uint64_t bytes);
+  mlc_status (*read)(mlc_device *d, void *dst, uint64_t src, uint64_t bytes);
+  /* Resolves the kernel `symbol` into an opaque handle. */
+  mlc_status (*resolve)(mlc_device *d, const char *symbol, void **out_kernel);
+  /* Queues one step: kernel over work_items with the argument addresses.
+   * With timing, `slot` names where its time goes (see finish). */
+  mlc_status (*launch)(mlc_device *d, void *kernel, uint64_t work_items, const uint64_t *args, uint32_t nargs,
+                       bool timing, uint32_t slot);
+  /* Waits for everything queued; for each slot timed since the last
+   * finish, writes its seconds to seconds[slot] and its start (seconds
+   * since the device was created, on the device's clock) to start[slot]. */
+  mlc_status (*finish)(mlc_device *d, uint32_t nslots, double *seconds, double *start);
+  /* Ceilings for the profile: peak FLOP/s of the fastest dtype, bytes/s,
+   * and a one-line description of the device. */
+  void (*describe)(mlc_device *d, char *buf, size_t n);
+} mlc_device_vt;
+
+struct mlc_device {
+  const mlc_device_vt *vt;
+  mlc_allocator a;
+};
+
+#endif
