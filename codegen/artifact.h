@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "ir/ir.h"
+#include "runtime/cuda/kernel.h"
 
 typedef struct {
   const char *dir;               /* output folder; created if missing */
@@ -20,6 +21,14 @@ typedef struct {
   uint32_t nkernels;
   const char *const *objects;    /* object files already written into dir (file names) */
   uint32_t nobjects;
+  /* CUDA: the launch table (kernels above are then unused), the CUDA C and,
+   * when nvcc built one, the fatbin, all embedded in <name>.c. */
+  const mlc_cuda_kernel *cuda_kernels;
+  uint32_t ncuda_kernels;
+  const char *cuda_source;
+  size_t cuda_source_len;
+  const void *cuda_image;
+  size_t cuda_image_bytes;
 } mlc_artifact;
 
 /* Creates dir unless it exists. */

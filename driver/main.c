@@ -27,13 +27,16 @@
 #include "mlc_version.h"
 #include "passes/passes.h"
 #include "runtime/status.h"
-#ifdef MLC_HAVE_CPU
-#include "driver/target_cpu.h"
 #include "driver/train.h"
-#include "runtime/cpu/threadpool.h"
 #include "runtime/plan.h"
 #include "runtime/profile.h"
 #include "runtime/session.h"
+#ifdef MLC_HAVE_CPU
+#include "driver/target_cpu.h"
+#include "runtime/cpu/threadpool.h"
+#endif
+#ifdef MLC_HAVE_CUDA
+#include "driver/target_cuda.h"
 #endif
 
 enum { EXIT_OK = 0, EXIT_USER = 1, EXIT_USAGE = 2, EXIT_INTERNAL = 3, EXIT_NO_TARGET = 4 };
@@ -183,7 +186,7 @@ typedef struct {
   const char *inputs[64], *outputs[64]; /* NAME=FILE */
   uint32_t ninputs, noutputs;
   bool time_passes, stats, profile;
-  int threads, runs, warmup;
+  int threads, runs, warmup, device;
   unsigned long long seed;
   mlc_define defines[MAX_DEFINES];
   uint32_t ndefines;
@@ -192,6 +195,7 @@ typedef struct {
 enum {
   OPT_EMIT = 256, OPT_PRINT_AFTER, OPT_TIME, OPT_STATS, OPT_ENTRY, OPT_WEIGHTS, OPT_INPUT, OPT_PROFILE, OPT_THREADS,
   OPT_SEED, OPT_RUNS, OPT_WARMUP, OPT_STEPS, OPT_DATA, OPT_DATA_DTYPE, OPT_SAVE, OPT_RESUME, OPT_TRACE, OPT_ROOFLINE,
+  OPT_DEVICE,
 };
 
 /* Which options each command takes: a letter or OPT_ value per entry. */
@@ -203,7 +207,8 @@ static bool takes(command cmd, int opt) {
   case OPT_INPUT: return cmd == CMD_RUN;
   case OPT_SEED: return cmd == CMD_RUN || cmd == CMD_TRAIN;
   case OPT_STEPS: case OPT_DATA: case OPT_DATA_DTYPE: case OPT_SAVE: case OPT_RESUME: return cmd == CMD_TRAIN;
-  case OPT_WEIGHTS: case OPT_PROFILE: case OPT_THREADS: case OPT_TRACE: case OPT_ROOFLINE: return cmd != CMD_COMPILE;
+  case OPT_WEIGHTS: case OPT_PROFILE: case OPT_THREADS: case OPT_TRACE: case OPT_ROOFLINE: case OPT_DEVICE:
+    return cmd != CMD_COMPILE;
   case OPT_RUNS: case OPT_WARMUP: return cmd == CMD_BENCH;
   default: return false;
   }
@@ -232,6 +237,7 @@ static int parse_args(options *o, int argc, char **argv) {
     {"data-dtype", required_argument, 0, OPT_DATA_DTYPE}, {"save", required_argument, 0, OPT_SAVE},
     {"resume", required_argument, 0, OPT_RESUME},
     {"trace", required_argument, 0, OPT_TRACE}, {"roofline", required_argument, 0, OPT_ROOFLINE},
+    {"device", required_argument, 0, OPT_DEVICE},
     {"help", no_argument, 0, 'h'},              {0, 0, 0, 0},
   };
   optind = 1;
@@ -275,6 +281,10 @@ static int parse_args(options *o, int argc, char **argv) {
     case OPT_THREADS:
       if (!parse_int(optarg, 0, 1024, &v)) return usage_error("--threads %s: expected a number from 0 (all CPUs) to 1024", optarg);
       o->threads = (int)v;
+      break;
+    case OPT_DEVICE:
+      if (!parse_int(optarg, 0, 1023, &v)) return usage_error("--device %s: expected a GPU number (0, 1, ...)", optarg);
+      o->device = (int)v;
       break;
     case OPT_SEED:
       if (!parse_int(optarg, 0, LONG_MAX, &v)) return usage_error("--seed %s: expected a non-negative integer", optarg);
@@ -371,7 +381,6 @@ static int no_target(const char *target) {
 }
 
 
-#ifdef MLC_HAVE_CPU
 static int fail_status(mlc_status st) {
   fprintf(stderr, "mlc: %s\n", mlc_status_message(st));
   mlc_status_code_t code = mlc_status_code(st);
@@ -472,7 +481,7 @@ static void print_output(const char *name, const void *data, const mlc_plan_valu
  * all against the same ceilings. */
 static mlc_status profile_outputs(const options *o, mlc_session *s, const char *entry) {
   mlc_ceilings c;
-  mlc_ceilings_load_cpu(&c);
+  mlc_session_ceilings(s, &c);
   if (o->profile) mlc_session_print_profile_ceilings(s, entry, &c, stdout);
   if (o->trace) {
     MLC_RETURN_IF_ERROR(mlc_session_write_trace(s, o->trace));
@@ -485,38 +494,80 @@ static mlc_status profile_outputs(const options *o, mlc_session *s, const char *
   return NULL;
 }
 
-static int run_cpu(const options *o, mlc_program *prog) {
+/* Compiles for the target, then writes the artifact (compile) or runs a
+ * session on it (run, bench, train). */
+static int run_target(const options *o, mlc_program *prog) {
   char err[512];
-  mlc_cpu_build b;
+  bool cuda = !strcmp(o->target, "cuda");
+#ifdef MLC_HAVE_CPU
+  mlc_cpu_build b = {0};
+#endif
+#ifdef MLC_HAVE_CUDA
+  mlc_cuda_build g = {0};
+#endif
+  const uint8_t *plan_bytes = NULL;
+  size_t plan_n = 0;
   int rc = EXIT_OK;
   mlc_plan *plan = NULL;
   mlc_session *s = NULL;
   mlc_status st = NULL;
-  if (!mlc_cpu_compile(prog, &b, stderr, err, sizeof err)) {
-    fprintf(stderr, "mlc: %s\n", err);
-    rc = EXIT_USER;
-    goto out;
-  }
-  if (o->cmd == CMD_COMPILE) {
-    const char *dir = o->outdir ? o->outdir : "out";
-    if (!mlc_cpu_write_artifact(&b, dir, o->file, err, sizeof err)) {
+  /* --trace and --roofline need the per-step timing that --profile turns on. */
+  mlc_session_options so = {NULL, NULL, NULL, o->threads, o->profile || o->trace || o->roofline, {0}};
+  const char *dir = o->outdir ? o->outdir : "out";
+  if (cuda) {
+#ifdef MLC_HAVE_CUDA
+    if (!mlc_cuda_build_program(prog, &g, true, stderr, err, sizeof err)) {
+      fprintf(stderr, "mlc: %s\n", err);
+      rc = strstr(err, "internal error") ? EXIT_INTERNAL : EXIT_USER;
+      goto out;
+    }
+    if (o->cmd == CMD_COMPILE) {
+      if (!mlc_cuda_write_artifact(&g, dir, o->file, err, sizeof err)) {
+        fprintf(stderr, "mlc: %s\n", err);
+        rc = EXIT_USER;
+      } else {
+        fprintf(stderr, "mlc: wrote %s/%s.h, %s.c, %s.cu%s, %s.cmake and %s.pc\n", dir, prog->name, prog->name, prog->name,
+                g.image ? mlc_arena_printf(prog->arena, ", %s.fatbin", prog->name) : " (no nvcc: NVRTC compiles it at run time)",
+                prog->name, prog->name);
+      }
+      goto out;
+    }
+    plan_bytes = g.plan;
+    plan_n = g.plan_bytes;
+    if ((st = mlc_cuda_open(&g, o->device, stderr, &so.device))) goto fail;
+#endif
+  } else {
+#ifdef MLC_HAVE_CPU
+    if (!mlc_cpu_compile(prog, &b, stderr, err, sizeof err)) {
       fprintf(stderr, "mlc: %s\n", err);
       rc = EXIT_USER;
-    } else {
-      fprintf(stderr, "mlc: wrote %s/%s.h, %s.c, %u object file%s, %s.cmake and %s.pc\n", dir, prog->name, prog->name,
-              prog->nfuncs, prog->nfuncs == 1 ? "" : "s", prog->name, prog->name);
+      goto out;
     }
-    goto out;
+    if (o->cmd == CMD_COMPILE) {
+      if (!mlc_cpu_write_artifact(&b, dir, o->file, err, sizeof err)) {
+        fprintf(stderr, "mlc: %s\n", err);
+        rc = EXIT_USER;
+      } else {
+        fprintf(stderr, "mlc: wrote %s/%s.h, %s.c, %u object file%s, %s.cmake and %s.pc\n", dir, prog->name, prog->name,
+                prog->nfuncs, prog->nfuncs == 1 ? "" : "s", prog->name, prog->name);
+      }
+      goto out;
+    }
+    if (!mlc_cpu_jit(&b, err, sizeof err)) {
+      fprintf(stderr, "mlc: %s\n", err);
+      rc = EXIT_INTERNAL;
+      goto out;
+    }
+    plan_bytes = b.plan;
+    plan_n = b.plan_bytes;
+    so.lookup = mlc_cpu_lookup;
+    so.lookup_ctx = &b;
+#endif
   }
-  if (!mlc_cpu_jit(&b, err, sizeof err)) {
-    fprintf(stderr, "mlc: %s\n", err);
-    rc = EXIT_INTERNAL;
-    goto out;
-  }
-  if ((st = mlc_plan_parse(b.plan, b.plan_bytes, mlc_allocator_default(), &plan))) goto fail;
-  /* --trace and --roofline need the per-step timing that --profile turns on. */
-  mlc_session_options so = {mlc_cpu_lookup, &b, o->threads, o->profile || o->trace || o->roofline, {0}};
-  if ((st = mlc_session_create(plan, &so, &s))) goto fail;
+  if ((st = mlc_plan_parse(plan_bytes, plan_n, mlc_allocator_default(), &plan))) goto fail;
+  st = mlc_session_create(plan, &so, &s);
+  so.device = NULL; /* the session owns it now, or has destroyed it */
+  if (st) goto fail;
   if (o->trace && o->cmd != CMD_BENCH) mlc_session_set_trace(s, true); /* bench: the timed runs only */
   if (o->weights) {
     if ((st = mlc_session_load_weights(s, o->weights))) goto fail;
@@ -527,6 +578,8 @@ static int run_cpu(const options *o, mlc_program *prog) {
   if (o->cmd == CMD_TRAIN) {
     mlc_train_args ta = {o->steps, o->data, o->data_dtype, o->save, stdout};
     if ((st = mlc_train_loop(s, &ta))) goto fail;
+    if (cuda) printf("device memory held by mlc: %.2f GB (parameters, optimizer state, arenas, scratch)\n",
+                     mlc_session_device_bytes(s) / 1e9);
     if ((st = profile_outputs(o, s, "train"))) goto fail;
     goto out;
   }
@@ -575,8 +628,9 @@ static int run_cpu(const options *o, mlc_program *prog) {
       double flops = 0;
       for (uint32_t i = 0; i < e->nsteps; i++) flops += e->steps[i].flops;
       double med = runs % 2 ? t[runs / 2] : (t[runs / 2 - 1] + t[runs / 2]) / 2;
-      printf("%s forward on cpu: median %.3f ms, min %.3f, max %.3f over %d runs after %d warm-up; %.1f GFLOP/s\n",
-             prog->name, med, t[0], t[runs - 1], runs, warm, flops / (med * 1e-3) / 1e9);
+      printf("%s forward on %s: median %.3f ms, min %.3f, max %.3f over %d runs after %d warm-up; %.1f GFLOP/s\n",
+             prog->name, o->target, med, t[0], t[runs - 1], runs, warm, flops / (med * 1e-3) / 1e9);
+      if (cuda) printf("device memory held by mlc: %.2f GB (parameters, arenas, scratch)\n", mlc_session_device_bytes(s) / 1e9);
     }
     free(t);
     if (st) goto fail;
@@ -586,12 +640,19 @@ static int run_cpu(const options *o, mlc_program *prog) {
 fail:
   rc = fail_status(st);
 out:
+  if (!s && so.device) so.device->vt->destroy(so.device);
   mlc_session_destroy(s);
   mlc_plan_free(plan);
+#ifdef MLC_HAVE_CPU
   mlc_cpu_build_free(&b);
+#endif
+#ifdef MLC_HAVE_CUDA
+  mlc_cuda_build_free(&g);
+#endif
   return rc;
 }
 
+#ifdef MLC_HAVE_CPU
 /* calibrate: the two ceilings of the roofline. */
 
 typedef struct {
@@ -672,7 +733,7 @@ static mlc_status measure_gemm(int threads, double *out) {
     goto out;
   }
   if ((st = mlc_plan_parse(b.plan, b.plan_bytes, mlc_allocator_default(), &plan))) goto out;
-  mlc_session_options so = {mlc_cpu_lookup, &b, threads, false, {0}};
+  mlc_session_options so = {NULL, mlc_cpu_lookup, &b, threads, false, {0}};
   if ((st = mlc_session_create(plan, &so, &s))) goto out;
   const size_t n = 2048u * 2048u;
   if (!(buf = malloc(n * sizeof *buf))) { st = mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory"); goto out; }
@@ -755,10 +816,17 @@ static int cmd_main(command cmd, const char *name, int argc, char **argv) {
       rc = EXIT_OK;
       if (o.target && !strcmp(o.target, "cpu")) {
 #ifdef MLC_HAVE_CPU
-        rc = run_cpu(&o, &prog);
+        rc = run_target(&o, &prog);
 #else
         fprintf(stderr, "mlc: this mlc was built without the CPU target (configure with -DMLC_BACKEND_CPU=ON, "
                 "which needs llvm-14-dev)\n");
+        rc = EXIT_NO_TARGET;
+#endif
+      } else if (o.target && !strcmp(o.target, "cuda")) {
+#ifdef MLC_HAVE_CUDA
+        rc = run_target(&o, &prog);
+#else
+        fprintf(stderr, "mlc: this mlc was built without the CUDA target (configure with -DMLC_BACKEND_CUDA=ON)\n");
         rc = EXIT_NO_TARGET;
 #endif
       } else if (o.target) {

@@ -43,6 +43,7 @@ typedef struct {
 struct mlc_device {
   const mlc_device_vt *vt;
   mlc_allocator a;
+  uint64_t allocated; /* bytes alloc has handed out so far (a session frees nothing until it ends) */
 };
 
 #endif

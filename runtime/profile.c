@@ -90,6 +90,25 @@ void mlc_ceilings_load_file(const char *path, const char *cpu_model, mlc_ceiling
   cJSON_Delete(root);
 }
 
+void mlc_ceilings_gpu(const char *name, mlc_ceilings *out) {
+  static const struct { const char *match; double tflops, tbs; } known[] = {
+    {"H200", 989.4, 4.8}, {"H100", 989.4, 3.35}, {"A100", 312, 2.0},
+  };
+  memset(out, 0, sizeof *out);
+  snprintf(out->device, sizeof out->device, "%s", name);
+  out->latency_s = 5e-6;
+  out->peak_flops = 100e12;
+  out->bandwidth = 1e12;
+  snprintf(out->source, sizeof out->source, "built-in guesses for an unknown GPU (not calibrated)");
+  for (size_t i = 0; i < sizeof known / sizeof *known; i++)
+    if (strstr(name, known[i].match)) {
+      out->peak_flops = known[i].tflops * 1e12;
+      out->bandwidth = known[i].tbs * 1e12;
+      snprintf(out->source, sizeof out->source, "NVIDIA's datasheet for the %s: dense bf16 tensor-core peak and HBM "
+               "bandwidth (not calibrated on this GPU)", known[i].match);
+    }
+}
+
 void mlc_ceilings_load_cpu(mlc_ceilings *out) {
   char path[1024], model[128];
   mlc_profile_cpu_model(model, sizeof model);

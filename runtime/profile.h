@@ -51,6 +51,10 @@ void mlc_mkdir_parents(const char *path);
 bool mlc_ceilings_cache_path(char *buf, size_t n);
 /* The cached calibration of this CPU, or the defaults (source says which). */
 void mlc_ceilings_load_cpu(mlc_ceilings *out);
+/* A GPU's ceilings from its name ("NVIDIA H200 (sm_90, 132 SMs)"): the
+ * datasheet's dense bf16 tensor-core rate and memory bandwidth for the GPUs
+ * mlc knows, else conservative guesses; `source` says which. */
+void mlc_ceilings_gpu(const char *name, mlc_ceilings *out);
 /* Same, from an explicit file (tests). */
 void mlc_ceilings_load_file(const char *path, const char *cpu_model, mlc_ceilings *out);
 /* Stores c under its device name, keeping other CPUs' entries; creates the directory. */

@@ -78,7 +78,10 @@ void mlc_session_destroy(mlc_session *s) {
   mlc_allocator_free(s->a, s->entries);
   mlc_allocator_free(s->a, s->events);
   if (s->dev && s->dparams && !host_memory(s)) s->dev->vt->free(s->dev, s->dparams);
-  if (s->dev && s->params) s->dev->vt->free(s->dev, (uint64_t)(uintptr_t)s->params);
+  if (s->params) { /* the CPU device's memory, or the session's own host copy */
+    if (s->dev && host_memory(s)) s->dev->vt->free(s->dev, (uint64_t)(uintptr_t)s->params);
+    else mlc_allocator_free(s->a, s->params);
+  }
   mlc_allocator_free(s->a, s->param_off);
   if (s->dev) s->dev->vt->destroy(s->dev);
   mlc_allocator_free(s->a, s);
@@ -532,9 +535,21 @@ static uint32_t *steps_by_time(const entry_state *es) {
   return order;
 }
 
+uint64_t mlc_session_device_bytes(const mlc_session *s) { return s->dev->allocated; }
+
+void mlc_session_ceilings(const mlc_session *s, mlc_ceilings *c) {
+  if (host_memory(s)) {
+    mlc_ceilings_load_cpu(c);
+    return;
+  }
+  char name[256];
+  s->dev->vt->describe(s->dev, name, sizeof name);
+  mlc_ceilings_gpu(name, c);
+}
+
 void mlc_session_print_profile(const mlc_session *s, const char *entry, FILE *out) {
   mlc_ceilings c;
-  mlc_ceilings_load_cpu(&c);
+  mlc_session_ceilings(s, &c);
   mlc_session_print_profile_ceilings(s, entry, &c, out);
 }
 
@@ -585,7 +600,9 @@ mlc_status mlc_session_write_trace(const mlc_session *s, const char *path) {
   fprintf(f, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n");
   fprintf(f, "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": 0, \"args\": {\"name\": ");
   char title[256];
-  snprintf(title, sizeof title, "mlc %s on cpu", s->plan->model);
+  char dev[200];
+  s->dev->vt->describe(s->dev, dev, sizeof dev);
+  snprintf(title, sizeof title, "mlc %s on %s", s->plan->model, dev);
   mlc_profile_json_string(f, title);
   fprintf(f, "}}");
   /* One track per stream that any step uses. */

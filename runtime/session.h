@@ -85,6 +85,11 @@ MLC_MUST_USE mlc_status mlc_session_output(const mlc_session *s, const char *ent
  * what bounds it, the share of its roof, and a hint.  The first form uses
  * this CPU's cached calibration (or built-in defaults, and says so). */
 void mlc_session_print_profile(const mlc_session *s, const char *entry, FILE *out);
+/* Bytes of device memory the session holds: parameters, optimizer state,
+ * the arenas of every entry point, kernels' scratch. */
+uint64_t mlc_session_device_bytes(const mlc_session *s);
+/* The ceilings the first form uses: this CPU's calibration, or a GPU's datasheet figures. */
+void mlc_session_ceilings(const mlc_session *s, mlc_ceilings *c);
 void mlc_session_print_profile_ceilings(const mlc_session *s, const char *entry, const mlc_ceilings *c, FILE *out);
 void mlc_session_reset_profile(mlc_session *s);
 /* With profiling on, also keep every step's start and duration, for

@@ -42,6 +42,7 @@ static mlc_status cpu_alloc(mlc_device *base, uint64_t bytes, uint64_t *out) {
   uintptr_t u = ((uintptr_t)raw + sizeof(void *) + 63) & ~(uintptr_t)63;
   memcpy((void *)(u - sizeof(void *)), &raw, sizeof raw);
   memset((void *)u, 0, bytes);
+  base->allocated += bytes;
   *out = (uint64_t)u;
   return NULL;
 }

@@ -72,6 +72,7 @@ static mlc_status cu_alloc(mlc_device *base, uint64_t bytes, uint64_t *out) {
   }
   mlc_status st = CK(d, cuMemsetD8(p, 0, bytes ? bytes : 1));
   if (st) { d->drv.cuMemFree(p); return st; }
+  base->allocated += bytes;
   *out = p;
   return NULL;
 }

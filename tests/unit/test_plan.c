@@ -201,7 +201,7 @@ static void test_session_failing_allocator(void **state) {
   size_t n;
   for (n = 1; n < 100000; n++) {
     mlc_failing_allocator fa;
-    mlc_session_options so = {dummy_lookup, NULL, 1, false, mlc_allocator_failing(&fa, mlc_allocator_default(), n)};
+    mlc_session_options so = {NULL, dummy_lookup, NULL, 1, false, mlc_allocator_failing(&fa, mlc_allocator_default(), n)};
     mlc_session *s = NULL;
     mlc_status st = mlc_session_create(pl, &so, &s);
     if (!st) {

@@ -233,7 +233,7 @@ static void trace_json(void **state) {
   mlc_plan_entry entry = {"forward", 256, 3, 0, 0, 2, vals, NULL, NULL, steps};
   const char *kernels[] = {"k0"};
   mlc_plan plan = {"test", 0, 1, 1, NULL, kernels, &entry, {0}};
-  mlc_session_options so = {lookup, NULL, 1, true, {0}};
+  mlc_session_options so = {NULL, lookup, NULL, 1, true, {0}};
   mlc_session *s;
   assert_null(mlc_session_create(&plan, &so, &s));
   mlc_session_set_trace(s, true);

@@ -24,6 +24,8 @@
  *                          integers, so that exact zeros occur); default
  *                          [-2, 2) and 0..15
  *     --bench N            after the checked run, time N more runs
+ *     --target cpu|cuda    where to run (default cpu); cuda compiles with
+ *                          nvcc or NVRTC and runs on GPU 0 through a session
  *     --cpu NAME           target this LLVM CPU instead of the host
  *     --features STR       with --cpu: LLVM features, e.g. +avx2,+fma,+f16c
  *                          (default none beyond the CPU's own)
@@ -55,11 +57,18 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "codegen/llvm/llvm.h"
 #include "frontend/frontend.h"
 #include "passes/passes.h"
 #include "runtime/cpu/convert.h"
+#ifdef MLC_HAVE_CPU
+#include "codegen/llvm/llvm.h"
 #include "runtime/cpu/exec.h"
+#endif
+#ifdef MLC_HAVE_CUDA
+#include "driver/target_cuda.h"
+#include "runtime/plan.h"
+#include "runtime/session.h"
+#endif
 
 #define MAX_RANGES 64
 #define MAX_DEFINES 64
@@ -243,6 +252,119 @@ static int cmp_double(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+/* Where generated parameters and inputs go: the CPU executor or a session. */
+typedef struct {
+  void (*param)(void *ctx, uint32_t i, const void *data, size_t n);
+  void (*input)(void *ctx, const char *name, const void *data, size_t n);
+  void *ctx;
+} sink;
+
+/* Parameters first, then inputs, each from its own stream; every tensor
+ * also goes to the manifest. */
+static void generate(const mlc_program *prog, const mlc_func *f, uint64_t seed, const range *ranges, int nranges,
+                     FILE *man, const char *outdir, const sink *to) {
+  uint64_t s = seed * 0x2545f4914f6cdd1dull;
+  for (uint32_t i = 0; i < prog->nparams; i++) {
+    const mlc_param *prm = &prog->params[i];
+    size_t n = tensor_bytes(&prm->type);
+    void *data = malloc(n ? n : 1);
+    fill(data, prm->type.dtype, mlc_type_numel(&prm->type), &s, gen_param, prm);
+    to->param(to->ctx, i, data, n);
+    /* optimizer state is not in the state_dict the references load */
+    write_tensor(man, outdir, prm->role == MLC_ROLE_WEIGHT ? "param" : "state", prm->name, &prm->type, data);
+    free(data);
+  }
+  for (uint32_t i = 0; i < f->inputs.n; i++) {
+    const mlc_node *in = &f->nodes[f->inputs.v[i]];
+    bool integer = !mlc_dtype_is_float(in->type.dtype);
+    uni u = {-2, 2, integer};
+    if (integer) u = (uni){0, in->type.dtype == MLC_DT_BOOL ? 2 : 16, true};
+    for (int r = 0; r < nranges; r++)
+      if (!strcmp(ranges[r].name, in->a.name)) u = (uni){ranges[r].lo, ranges[r].hi, integer || ranges[r].integer};
+    size_t n = tensor_bytes(&in->type);
+    void *data = malloc(n ? n : 1);
+    fill(data, in->type.dtype, mlc_type_numel(&in->type), &s, gen_uniform, &u);
+    to->input(to->ctx, in->a.name, data, n);
+    write_tensor(man, outdir, "input", in->a.name, &in->type, data);
+    free(data);
+  }
+}
+
+#ifdef MLC_HAVE_CPU
+static void exec_param(void *ex, uint32_t i, const void *data, size_t n) {
+  check(mlc_cpu_exec_set_param(ex, i, data, n), "parameter");
+}
+static void exec_input(void *ex, const char *name, const void *data, size_t n) {
+  check(mlc_cpu_exec_set_input(ex, name, data, n), "input");
+}
+#endif
+
+#ifdef MLC_HAVE_CUDA
+typedef struct {
+  mlc_session *s;
+  const char *entry;
+} session_sink;
+
+static void session_param(void *ctx, uint32_t i, const void *data, size_t n) {
+  session_sink *k = ctx;
+  void *p = mlc_session_param_data(k->s, i);
+  if (!p) die("cannot reach the parameters");
+  memcpy(p, data, n);
+}
+static void session_input(void *ctx, const char *name, const void *data, size_t n) {
+  session_sink *k = ctx;
+  if (!strcmp(name, "opt.step")) return; /* the session sets it */
+  check(mlc_session_set_input(k->s, k->entry, name, data, n), "input");
+}
+
+/* The CUDA path: the whole program through codegen/cuda and a session on
+ * GPU 0, then the same manifest as the CPU path. */
+static int run_cuda(mlc_program *prog, const mlc_func *f, const char *outdir, FILE *man, uint64_t seed,
+                    const range *ranges, int nranges, int bench) {
+  char err[512];
+  mlc_cuda_build b;
+  double t0 = now();
+  if (!mlc_cuda_build_program(prog, &b, true, stderr, err, sizeof err)) die("cuda: %s", err);
+  double t1 = now();
+  mlc_plan *plan;
+  check(mlc_plan_parse(b.plan, b.plan_bytes, mlc_allocator_default(), &plan), "plan");
+  mlc_session_options so = {NULL, NULL, NULL, 0, bench > 0, {0}};
+  check(mlc_cuda_open(&b, 0, stderr, &so.device), "cuda device");
+  mlc_session *s;
+  check(mlc_session_create(plan, &so, &s), "session");
+  session_sink k = {s, f->name};
+  sink to = {session_param, session_input, &k};
+  generate(prog, f, seed, ranges, nranges, man, outdir, &to);
+  check(mlc_session_run(s, f->name), "run");
+  for (uint32_t i = 0; i < f->noutputs; i++) {
+    const void *data;
+    const mlc_plan_shape *shape;
+    check(mlc_session_output(s, f->name, f->outputs[i].name, &data, &shape), "output");
+    write_tensor(man, outdir, "output", f->outputs[i].name, &f->nodes[f->outputs[i].node].type, data);
+  }
+  if (bench > 0) {
+    double *times = calloc((size_t)bench, sizeof *times);
+    check(mlc_session_run(s, f->name), "warm-up run");
+    mlc_session_reset_profile(s);
+    for (int r = 0; r < bench; r++) {
+      double ta = now();
+      check(mlc_session_run(s, f->name), "benchmark run");
+      times[r] = now() - ta;
+    }
+    qsort(times, (size_t)bench, sizeof *times, cmp_double);
+    fprintf(man, "bench %.9g %.9g\n", times[bench / 2], times[0]);
+    free(times);
+    mlc_session_print_profile(s, f->name, stdout);
+  }
+  fprintf(man, "target cuda 0\ncompile %.6f 0\n", t1 - t0);
+  fclose(man);
+  mlc_session_destroy(s);
+  mlc_plan_free(plan);
+  mlc_cuda_build_free(&b);
+  return 0;
+}
+#endif
+
 int main(int argc, char **argv) {
   const char *model = NULL, *outdir = NULL, *func = "forward", *entry = NULL, *emit_ir = NULL, *emit_obj = NULL;
   const char *so = NULL, *opname = NULL;
@@ -251,7 +373,10 @@ int main(int argc, char **argv) {
   mlc_type shape = {0};
   mlc_attrs attrs = {0};
   int threads = 1, bench = 0;
+  const char *target = "cpu";
+#ifdef MLC_HAVE_CPU
   mlc_llvm_options lopt = {0};
+#endif
   uint64_t seed = 1;
   range ranges[MAX_RANGES];
   int nranges = 0;
@@ -266,9 +391,12 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--func") && next) func = argv[++i];
     else if (!strcmp(a, "--entry") && next) entry = argv[++i];
     else if (!strcmp(a, "--emit-ir") && next) emit_ir = argv[++i];
+    else if (!strcmp(a, "--target") && next) target = argv[++i];
+#ifdef MLC_HAVE_CPU
     else if (!strcmp(a, "--cpu") && next) lopt.cpu = argv[++i];
     else if (!strcmp(a, "--features") && next) lopt.features = argv[++i];
     else if (!strcmp(a, "--vw") && next) lopt.vector_width = atoi(argv[++i]);
+#endif
     else if (!strcmp(a, "--emit-obj") && next) emit_obj = argv[++i];
     else if (!strcmp(a, "--so") && next) so = argv[++i];
     else if (!strcmp(a, "--range") && next) {
@@ -315,7 +443,9 @@ int main(int argc, char **argv) {
     else if (a[0] != '-' && !outdir) outdir = a;
     else die("unexpected argument '%s' (usage: mlc_opcheck MODEL.mdl OUTDIR [options] [NAME=VALUE ...])", a);
   }
+#ifdef MLC_HAVE_CPU
   if (lopt.cpu && !lopt.features) lopt.features = "";
+#endif
   if (!(model || opname) || !outdir) die("usage: mlc_opcheck MODEL.mdl OUTDIR [options] [NAME=VALUE ...]");
   if (mkdir(outdir, 0777) && errno != EEXIST) die("cannot create %s: %s", outdir, strerror(errno));
 
@@ -343,6 +473,26 @@ int main(int argc, char **argv) {
     if (!strcmp(prog.funcs[i].name, func)) f = &prog.funcs[i];
   if (!f) die("%s has no entry point '%s'", model, func);
 
+  char path[4096];
+  snprintf(path, sizeof path, "%s/manifest.txt", outdir);
+  FILE *man = fopen(path, "w");
+  if (!man) die("cannot write %s: %s", path, strerror(errno));
+  if (!strcmp(target, "cuda")) {
+#ifdef MLC_HAVE_CUDA
+    int rc = run_cuda(&prog, f, outdir, man, seed, ranges, nranges, bench);
+    mlc_arena_free(&arena);
+    free(src);
+    for (uint32_t i = 0; i < ndefines; i++) free((char *)defines[i].name);
+    return rc;
+#else
+    die("this build has no CUDA target");
+#endif
+  }
+  if (strcmp(target, "cpu")) die("--target %s: expected cpu or cuda", target);
+#ifndef MLC_HAVE_CPU
+  (void)threads, (void)so, (void)emit_obj, (void)emit_ir;
+  die("this build has no CPU target");
+#else
   /* code generation */
   char err[512];
   mlc_llvm_module *mod;
@@ -378,37 +528,9 @@ int main(int argc, char **argv) {
   mlc_cpu_exec *ex;
   check(mlc_cpu_exec_create(&prog, f, steps, nk, pool, alloc, &ex), "executor");
 
-  char path[4096];
-  snprintf(path, sizeof path, "%s/manifest.txt", outdir);
-  FILE *man = fopen(path, "w");
-  if (!man) die("cannot write %s: %s", path, strerror(errno));
 
-  /* parameters first, then inputs, each from its own stream */
-  uint64_t s = seed * 0x2545f4914f6cdd1dull;
-  for (uint32_t i = 0; i < prog.nparams; i++) {
-    const mlc_param *prm = &prog.params[i];
-    size_t n = tensor_bytes(&prm->type);
-    void *data = malloc(n ? n : 1);
-    fill(data, prm->type.dtype, mlc_type_numel(&prm->type), &s, gen_param, prm);
-    check(mlc_cpu_exec_set_param(ex, i, data, n), "parameter");
-    /* optimizer state is not in the state_dict the references load */
-    write_tensor(man, outdir, prm->role == MLC_ROLE_WEIGHT ? "param" : "state", prm->name, &prm->type, data);
-    free(data);
-  }
-  for (uint32_t i = 0; i < f->inputs.n; i++) {
-    const mlc_node *in = &f->nodes[f->inputs.v[i]];
-    bool integer = !mlc_dtype_is_float(in->type.dtype);
-    uni u = {-2, 2, integer};
-    if (integer) u = (uni){0, in->type.dtype == MLC_DT_BOOL ? 2 : 16, true};
-    for (int r = 0; r < nranges; r++)
-      if (!strcmp(ranges[r].name, in->a.name)) u = (uni){ranges[r].lo, ranges[r].hi, integer || ranges[r].integer};
-    size_t n = tensor_bytes(&in->type);
-    void *data = malloc(n ? n : 1);
-    fill(data, in->type.dtype, mlc_type_numel(&in->type), &s, gen_uniform, &u);
-    check(mlc_cpu_exec_set_input(ex, in->a.name, data, n), "input");
-    write_tensor(man, outdir, "input", in->a.name, &in->type, data);
-    free(data);
-  }
+  sink dst = {exec_param, exec_input, ex};
+  generate(&prog, f, seed, ranges, nranges, man, outdir, &dst);
 
   /* Poison what the kernels compute (0xff bytes: NaN, -1), so that an
    * element a kernel forgets to write shows up instead of reading as 0. */
@@ -456,4 +578,5 @@ int main(int argc, char **argv) {
   free(src);
   for (uint32_t i = 0; i < ndefines; i++) free((char *)defines[i].name);
   return 0;
+#endif
 }

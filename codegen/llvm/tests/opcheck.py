@@ -6,6 +6,10 @@
     opcheck.py objfile --opcheck BIN --work DIR --model examples/minillm.mdl [--cc CC]
     opcheck.py bench   --opcheck BIN --work DIR [--threads N] [--size 1024] [--iters 10]
 
+With --target cuda, `ops` and `minillm` run the same cases through the CUDA
+target on GPU 0 (mlc_opcheck built with it); `same_bits` cases then run
+twice and must give the same bits.
+
 `ops` compiles one small .mdl model per case with mlc_opcheck (the C driver
 next to this file), which runs it through the LLVM JIT on pseudo-random data
 and writes inputs, parameters and outputs to DIR/<case>/.  The gradient ops,
@@ -87,7 +91,7 @@ def read_tensor(d, kind, name, dtype, shape):
 def run_opcheck(args, model, outdir, extra, threads=None):
     """model: a .mdl path, or the --op arguments of a hand-built op."""
     model = model if isinstance(model, list) else [model]
-    cmd = [args.opcheck] + model + [outdir, "--threads", str(threads or args.threads)] + extra
+    cmd = [args.opcheck] + model + [outdir, "--threads", str(threads or args.threads), "--target", args.target] + extra
     if args.cpu:  # NAME or NAME:FEATURES
         name, _, feats = args.cpu.partition(":")
         cmd += ["--cpu", name, "--features", feats]
@@ -481,33 +485,41 @@ GRAD_CASES = [
 CASES += GRAD_CASES
 
 
+def run_case(args, c):
+    """Runs one case; returns (err, why)."""
+    d = os.path.join(args.work, c.name)
+    os.makedirs(d, exist_ok=True)
+    extra = []
+    for n, r in c.ranges.items():  # (lo, hi) or (lo, hi, "int")
+        extra += ["--range", "%s=%r,%r%s" % (n, r[0], r[1], ",int" if len(r) > 2 else "")]
+    try:
+        model = c.model(d)
+        m, T = run_opcheck(args, model, d, extra + c.defines)
+        ref = c.ref(T["input"], T["param"])
+        err, why = rel_err(T["output"]["output"], ref)
+        if c.same_bits and err <= c.tol:  # on the GPU: a second run
+            _, T3 = run_opcheck(args, model, d + ".t3", extra + c.defines, threads=3)
+            if not torch.equal(T3["output"]["output"], T["output"]["output"]):
+                err, why = float("inf"), "3 threads give different bits" if args.target == "cpu" else "a second run gives different bits"
+    except Exception as e:  # a compile or run failure is a failed case
+        err, why = float("inf"), str(e).strip().replace("\n", " | ")
+    return err, why
+
+
 def cmd_ops(args):
     os.makedirs(args.work, exist_ok=True)
+    cases = [c for c in CASES if not args.k or args.k in c.name]
+    # Cases are independent processes; with --jobs they overlap (compiling
+    # CUDA kernels with nvcc is most of a GPU case's time).
+    import concurrent.futures
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as ex:
+        results = list(ex.map(lambda c: run_case(args, c), cases))
     failed = 0
-    for c in CASES:
-        if args.k and args.k not in c.name:
-            continue
-        d = os.path.join(args.work, c.name)
-        os.makedirs(d, exist_ok=True)
-        extra = []
-        for n, r in c.ranges.items():  # (lo, hi) or (lo, hi, "int")
-            extra += ["--range", "%s=%r,%r%s" % (n, r[0], r[1], ",int" if len(r) > 2 else "")]
-        try:
-            model = c.model(d)
-            m, T = run_opcheck(args, model, d, extra + c.defines)
-            ref = c.ref(T["input"], T["param"])
-            err, why = rel_err(T["output"]["output"], ref)
-            if c.same_bits and err <= c.tol:
-                _, T3 = run_opcheck(args, model, d + ".t3", extra + c.defines, threads=3)
-                if not torch.equal(T3["output"]["output"], T["output"]["output"]):
-                    err, why = float("inf"), "3 threads give different bits"
-        except Exception as e:  # a compile or run failure is a failed case
-            err, why = float("inf"), str(e).strip().replace("\n", " | ")
+    for c, (err, why) in zip(cases, results):
         ok = err <= c.tol
         failed += not ok
         print("%s %-24s err %.2e  tol %.0e  %s" % ("PASS" if ok else "FAIL", c.name, err, c.tol, why), flush=True)
-    n = len([c for c in CASES if not args.k or args.k in c.name])
-    print("%d of %d cases passed" % (n - failed, n))
+    print("%d of %d cases passed" % (len(cases) - failed, len(cases)))
     return 1 if failed else 0
 
 
@@ -575,9 +587,10 @@ def cmd_minillm(args):
     ok = err <= RED
     print("%s minillm logits  err %.2e (max |out - ref| / max |ref|)  tol %.0e  %s" % (
         "PASS" if ok else "FAIL", err, RED, why))
-    print("     max abs err %.3e, max |ref| %.3f; %d kernels, %.2f ms per forward on %d thread(s) (%s, %d lanes)" % (
-        (T["output"]["output"] - ref).abs().max().item(), ref.abs().max().item(), len(m["kernel"]),
-        m["bench"][0] * 1e3, args.threads, m["target"][0], m["target"][1]))
+    print("     max abs err %.3e, max |ref| %.3f; %d kernels, %.2f ms per forward on %s" % (
+        (T["output"]["output"] - ref).abs().max().item(), ref.abs().max().item(), len(m.get("kernel", [])),
+        m["bench"][0] * 1e3, "the GPU" if args.target == "cuda" else "%d thread(s) (%s, %s lanes)" % (
+            args.threads, m["target"][0], m["target"][1])))
     return 0 if ok else 1
 
 
@@ -658,6 +671,8 @@ def main():
     ap.add_argument("--opcheck", required=True, help="the mlc_opcheck binary")
     ap.add_argument("--work", required=True, help="directory for the models and tensors")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--jobs", type=int, default=1, help="ops: cases run at once")
+    ap.add_argument("--target", default="cpu", choices=["cpu", "cuda"], help="where mlc_opcheck runs the cases")
     ap.add_argument("--model", help="minillm: examples/minillm.mdl")
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--iters", type=int, default=10)

@@ -1,0 +1,138 @@
+/* Internals of the C-like kernel emitter: CUDA C today, MSL later.
+ *
+ * CUDA C and the Metal Shading Language are both C++ dialects, so one
+ * emitter writes both; what differs between them (how a kernel is declared,
+ * how a thread finds its index, how shared memory and barriers are spelled)
+ * sits in a table, cc_target.  Op emitters (emit_*.c) print kernel text
+ * with cc_printf and use the table's spellings where the dialects differ;
+ * tensor-core code (mma.sync, ldmatrix, cp.async) is CUDA-only and says so.
+ *
+ * One IR node becomes one "kernel" in the plan's sense: a step that the
+ * runtime runs as one or more launches, in order, on one stream (see
+ * runtime/cuda/kernel.h).  Each launch is one __global__ function with the
+ * same parameter list:
+ *
+ *   (const T0 *in0, ..., const Tn-1 *in<n-1>, T *out, unsigned char *scratch)
+ *
+ * inputs in the IR's order, then the output, then a scratch block of the
+ * size the emitter asked for (NULL when it asked for none).  Element types
+ * are the storage types of the dtypes (cc_stype): float, mlc_bf16, mlc_f16,
+ * int, long long, unsigned char.  Launches are 1-D grids; an emitter
+ * decodes blockIdx.x into whatever tiling it chose.  All shapes are static,
+ * so sizes, strides and loop bounds are printed as literals.
+ *
+ * The prelude (prelude.c) gives every module its helpers: conversions
+ * between the storage types and f32 (to_f32, from_f32<T>), warp and block
+ * reductions, and the PTX wrappers for tensor cores.
+ */
+#ifndef MLC_CODEGEN_CUDA_CC_H
+#define MLC_CODEGEN_CUDA_CC_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ir/ir.h"
+
+/* What differs between the C-like targets. */
+typedef struct {
+  const char *name;        /* "cuda", "metal" */
+  const char *shared;      /* qualifier of a block-shared array: "__shared__" */
+  const char *barrier;     /* block-wide barrier: "__syncthreads()" */
+  const char *thread_idx;  /* thread index in the block: "threadIdx.x" */
+  const char *block_idx;   /* block index in the grid: "blockIdx.x" */
+  const char *restrict_kw; /* "__restrict__" */
+  const char *device_fn;   /* qualifier of a helper function: "__device__ __forceinline__" */
+  bool tensor_cores;       /* mma.sync / ldmatrix / cp.async available (sm_80+) */
+} cc_target;
+
+extern const cc_target cc_target_cuda;
+
+#define CC_MAX_LAUNCH 4
+
+typedef struct {
+  uint64_t grid;   /* blocks */
+  uint32_t block;  /* threads per block */
+  uint32_t smem;   /* dynamic shared memory, bytes */
+} cc_launch;
+
+/* A growable text buffer in the program's arena. */
+typedef struct {
+  mlc_arena *a;
+  char *s;
+  size_t n, cap;
+} cc_text;
+
+void cc_text_printf(cc_text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void cc_text_vprintf(cc_text *t, const char *fmt, va_list ap);
+
+/* The emitter's state while it writes the launches of one node. */
+typedef struct {
+  const cc_target *t;
+  const mlc_program *p;
+  const mlc_func *f;
+  const mlc_node *n;
+  uint32_t node;
+  cc_text *out;              /* the kernel text goes here */
+  /* set by the emitter */
+  cc_launch launch[CC_MAX_LAUNCH];
+  uint32_t nlaunch;
+  uint64_t scratch;          /* bytes of scratch the launches share */
+  char err[256];
+} cc;
+
+/* Appends kernel text. */
+void cc_printf(cc *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Starts the next launch: prints the __global__ function's header with the
+ * node's parameter list (in0.., out, scratch) and `block` as its launch
+ * bound, and records grid/block/smem.  The function's name is a placeholder
+ * that the driver of the emitter replaces with the kernel's symbol and the
+ * launch number, so identical kernels get identical text.  The body follows
+ * with cc_printf; cc_end closes it. */
+void cc_begin(cc *c, uint64_t grid, uint32_t block, uint32_t smem);
+void cc_end(cc *c);
+
+/* Storage type of a dtype: "float", "mlc_bf16", "mlc_f16", "int", "long long", "unsigned char". */
+const char *cc_stype(int dt);
+/* Compute type: "float" for the float dtypes, else the storage type. */
+const char *cc_ctype(int dt);
+/* Load of element `idx` (an expression) of a buffer as its compute type, and
+ * a store of a compute-type expression; buf is "in0", "out", ... */
+const char *cc_load(cc *c, const char *buf, int dt, const char *idx);
+const char *cc_store(cc *c, const char *buf, int dt, const char *idx, const char *val);
+/* printf into the program's arena. */
+const char *cc_fmt(cc *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A literal float that round-trips: "1.1920929e-07f", "-INFINITY" */
+const char *cc_flit(cc *c, double v);
+
+bool cc_fail(cc *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static inline int64_t cc_ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* The node's input k and output types. */
+static inline const mlc_type *cc_in(const cc *c, int k) { return &c->f->nodes[c->n->in[k]].type; }
+static inline const mlc_type *cc_outt(const cc *c) { return &c->n->type; }
+
+/* ---- op emitters: each returns false with c->err set if it cannot ---- */
+bool cc_emit_ew(cc *c);          /* elementwise, with broadcasting; cast; broadcast; *_grad of activations */
+bool cc_emit_reduce(cc *c);      /* sum, mean, max, softmax */
+bool cc_emit_layout(cc *c);      /* transpose, slice, concat, slice_grad */
+bool cc_emit_gemm(cc *c);        /* matmul, linear */
+bool cc_emit_attention(cc *c);   /* attention, attention_grad */
+bool cc_emit_norm(cc *c);        /* rmsnorm, layernorm and their grads */
+bool cc_emit_misc(cc *c);        /* embedding(+grad), cross_entropy(+grad), adamw, sgd */
+
+/* The expression for one elementwise op (ew) applied to compute-type
+ * expressions x[0], x[1] of input dtype in_dt, giving the output's compute
+ * type; NULL if op is not elementwise.  Fused kernels chain these. */
+const char *cc_ew_expr(cc *c, int op, int in_dt, int out_dt, const char *const *x);
+/* Row-major strides of a type. */
+void cc_strides(const mlc_type *t, int64_t *st);
+
+/* Device helpers the GEMM and attention emitters add to the prelude
+ * (tensor-core wrappers and the like); may be "". */
+extern const char cc_gemm_prelude[];
+extern const char cc_attention_prelude[];
+
+#endif

@@ -1,0 +1,157 @@
+/* Elementwise kernels: add/sub/mul/div with numpy broadcasting, the unary
+ * ops, cast, broadcast (a copy to a larger shape) and the activation
+ * gradients relu_grad, silu_grad, gelu_grad (g, x), with the arithmetic of
+ * the CPU target (codegen/llvm/emit_ew.c), which follows PyTorch.
+ *
+ * Each operand is described by strides over the output's dimensions (0
+ * along a broadcast one); size-1 dimensions are dropped and neighbours
+ * merged where every operand is contiguous across them, so a same-shape add
+ * is one flat index and x[b, s, d] + bias[d] is two.  A thread computes
+ * output elements i, i + stride, ... over a grid of at most MAX_BLOCKS
+ * blocks; CONST operands are folded into the code as literals.
+ */
+#include "codegen/cuda/cc.h"
+
+#include <string.h>
+
+#define THREADS 256
+#define MAX_BLOCKS 65536
+
+void cc_strides(const mlc_type *t, int64_t *st) {
+  int64_t s = 1;
+  for (int k = t->rank - 1; k >= 0; k--) {
+    st[k] = s;
+    s *= t->dim[k];
+  }
+}
+
+const char *cc_ew_expr(cc *c, int op, int in_dt, int out_dt, const char *const *x) {
+  bool fl = mlc_dtype_is_float((mlc_dtype)in_dt);
+  switch (op) {
+  case MLC_OP_ADD: return cc_fmt(c, "(%s + %s)", x[0], x[1]);
+  case MLC_OP_SUB: return cc_fmt(c, "(%s - %s)", x[0], x[1]);
+  case MLC_OP_MUL: return cc_fmt(c, "(%s * %s)", x[0], x[1]);
+  /* Integer division truncates and gives 0 for a zero divisor, as the CPU target. */
+  case MLC_OP_DIV:
+    return fl ? cc_fmt(c, "(%s / %s)", x[0], x[1])
+              : cc_fmt(c, "(%s == 0 ? (%s)0 : %s / %s)", x[1], cc_ctype(in_dt), x[0], x[1]);
+  case MLC_OP_NEG: return cc_fmt(c, "(-%s)", x[0]);
+  case MLC_OP_EXP: return cc_fmt(c, "expf(%s)", x[0]);
+  case MLC_OP_LOG: return cc_fmt(c, "logf(%s)", x[0]);
+  case MLC_OP_SQRT: return cc_fmt(c, "sqrtf(%s)", x[0]);
+  case MLC_OP_RSQRT: return cc_fmt(c, "(1.f / sqrtf(%s))", x[0]);
+  case MLC_OP_TANH: return cc_fmt(c, "tanhf(%s)", x[0]);
+  case MLC_OP_SIGMOID: return cc_fmt(c, "mlc_sigmoid(%s)", x[0]);
+  /* x < 0 ? 0 : x lets NaN through, as torch.relu does. */
+  case MLC_OP_RELU: return cc_fmt(c, "(%s < 0 ? (%s)0 : %s)", x[0], cc_ctype(in_dt), x[0]);
+  case MLC_OP_SILU: return cc_fmt(c, "(%s / (1.f + expf(-%s)))", x[0], x[0]);
+  case MLC_OP_GELU: return cc_fmt(c, "(0.5f * %s * (1.f + erff(%s * 0.707106781f)))", x[0], x[0]);
+  case MLC_OP_BROADCAST: return x[0];
+  case MLC_OP_CAST:
+    if (out_dt == MLC_DT_BOOL) return cc_fmt(c, "(%s != 0)", x[0]);
+    return cc_fmt(c, "(%s)(%s)", cc_ctype(out_dt), x[0]);
+  /* threshold_backward: x <= 0 ? 0 : g. */
+  case MLC_OP_RELU_GRAD: return cc_fmt(c, "(%s <= 0.f ? 0.f : %s)", x[1], x[0]);
+  /* silu_backward: g * s * (1 + x (1 - s)), s = sigmoid(x). */
+  case MLC_OP_SILU_GRAD:
+    return cc_fmt(c, "mlc_silu_grad(%s, %s)", x[0], x[1]);
+  /* exact GeluBackward: g * (Phi(x) + x phi(x)). */
+  case MLC_OP_GELU_GRAD:
+    return cc_fmt(c, "mlc_gelu_grad(%s, %s)", x[0], x[1]);
+  default: return NULL;
+  }
+}
+
+/* A CONST operand's value as a literal of its compute type. */
+static const char *const_lit(cc *c, const mlc_node *k) {
+  if (mlc_dtype_is_float((mlc_dtype)k->type.dtype)) return cc_flit(c, k->a.f);
+  if (k->type.dtype == MLC_DT_I64) return cc_fmt(c, "%lldll", (long long)k->a.f);
+  return cc_fmt(c, "%lld", (long long)k->a.f);
+}
+
+bool cc_emit_ew(cc *c) {
+  const mlc_node *n = c->n;
+  int nin = n->nin;
+  if (nin < 1 || nin > 2) return cc_fail(c, "%s is not an elementwise op", mlc_ops[n->op].name);
+  int in_dt = cc_in(c, 0)->dtype, out_dt = n->type.dtype;
+  const mlc_type *ot = &n->type;
+  int r = ot->rank;
+  int64_t dims[MLC_MAX_RANK], st[3][MLC_MAX_RANK] = {{0}};
+  cc_strides(ot, st[0]);
+  for (int k = 0; k < r; k++) dims[k] = ot->dim[k];
+  const mlc_node *cnst[3] = {0};
+  for (int i = 0; i < nin; i++) {
+    const mlc_node *in = &c->f->nodes[n->in[i]];
+    if (in->op == MLC_OP_CONST) cnst[i + 1] = in;
+    int64_t is[MLC_MAX_RANK];
+    cc_strides(&in->type, is);
+    for (int k = 0; k < r; k++) {
+      int ik = k - (r - in->type.rank);
+      st[i + 1][k] = ik >= 0 && in->type.dim[ik] != 1 ? is[ik] : 0;
+    }
+  }
+  /* Drop size-1 dimensions, then merge contiguous neighbours. */
+  int m = 0;
+  for (int k = 0; k < r; k++) {
+    if (dims[k] == 1) continue;
+    dims[m] = dims[k];
+    for (int o = 0; o <= nin; o++) st[o][m] = st[o][k];
+    m++;
+  }
+  r = m;
+  m = 0;
+  for (int k = 0; k < r; k++) {
+    bool merge = m > 0;
+    for (int o = 0; merge && o <= nin; o++) merge = st[o][m - 1] == st[o][k] * dims[k];
+    if (merge) {
+      dims[m - 1] *= dims[k];
+      for (int o = 0; o <= nin; o++) st[o][m - 1] = st[o][k];
+    } else {
+      dims[m] = dims[k];
+      for (int o = 0; o <= nin; o++) st[o][m] = st[o][k];
+      m++;
+    }
+  }
+  r = m;
+  int64_t total = mlc_type_numel(ot);
+  int64_t blocks = cc_ceil_div(total, THREADS);
+  if (blocks > MAX_BLOCKS) blocks = MAX_BLOCKS;
+  cc_begin(c, (uint64_t)blocks, THREADS, 0);
+  cc_printf(c, "  for (long long i = (long long)blockIdx.x * %d + threadIdx.x; i < %lldll; i += %lldll) {\n", THREADS,
+            (long long)total, (long long)blocks * THREADS);
+  const char *x[2];
+  for (int o = 1; o <= nin; o++) {
+    if (cnst[o]) {
+      x[o - 1] = const_lit(c, cnst[o]);
+      continue;
+    }
+    /* The operand's offset: the output's index decomposed over the merged
+     * dimensions, each coordinate times the operand's stride. */
+    bool same = true;
+    for (int k = 0; k < r; k++) same &= st[o][k] == st[0][k];
+    cc_printf(c, "    long long o%d = ", o);
+    if (same) {
+      cc_printf(c, "i;\n");
+    } else {
+      bool any = false;
+      int64_t below = 1;
+      for (int k = r - 1; k >= 0; k--) {
+        if (st[o][k]) {
+          cc_printf(c, "%s(i / %lldll %% %lldll) * %lldll", any ? " + " : "", (long long)below, (long long)dims[k],
+                    (long long)st[o][k]);
+          any = true;
+        }
+        below *= dims[k];
+      }
+      cc_printf(c, "%s;\n", any ? "" : "0");
+    }
+    x[o - 1] = cc_fmt(c, "x%d", o);
+    const mlc_type *it = cc_in(c, o - 1);
+    cc_printf(c, "    %s x%d = %s;\n", cc_ctype(it->dtype), o, cc_load(c, cc_fmt(c, "in%d", o - 1), it->dtype, cc_fmt(c, "o%d", o)));
+  }
+  const char *y = cc_ew_expr(c, n->op, in_dt, out_dt, x);
+  if (!y) return cc_fail(c, "%s is not an elementwise op", mlc_ops[n->op].name);
+  cc_printf(c, "    %s\n  }\n", cc_store(c, "out", out_dt, "i", y));
+  cc_end(c);
+  return true;
+}

@@ -1,0 +1,137 @@
+/* Data movement: transpose (swap two axes), slice, concat and slice_grad
+ * (zeros with g written at [start, end) on one axis).  Bits are copied as
+ * they are, so every dtype moves exactly.
+ *
+ * A thread writes output elements i, i + stride, ...: it splits i into
+ * coordinates with literal divisors and reads the element they name.  The
+ * transpose of the last two axes, the one the backward pass makes for every
+ * weight gradient, goes through a 32 x 32 tile in shared memory instead, so
+ * that reads and writes both stay coalesced.
+ */
+#include "codegen/cuda/cc.h"
+
+#define THREADS 256
+#define MAX_BLOCKS 65536
+#define TILE 32
+
+/* "for each output element i" with coordinates c0..c<r-1>. */
+static void begin_elements(cc *c, const mlc_type *ot) {
+  int64_t total = mlc_type_numel(ot), blocks = cc_ceil_div(total, THREADS);
+  if (blocks > MAX_BLOCKS) blocks = MAX_BLOCKS;
+  cc_begin(c, (uint64_t)blocks, THREADS, 0);
+  cc_printf(c, "  for (long long i = (long long)blockIdx.x * %d + threadIdx.x; i < %lldll; i += %lldll) {\n", THREADS,
+            (long long)total, (long long)blocks * THREADS);
+  int64_t below = 1;
+  for (int k = ot->rank - 1; k >= 0; k--) {
+    cc_printf(c, "    long long c%d = i / %lldll %% %lldll;\n", k, (long long)below, (long long)ot->dim[k]);
+    below *= ot->dim[k];
+  }
+}
+
+static void end_elements(cc *c) {
+  cc_printf(c, "  }\n");
+  cc_end(c);
+}
+
+/* Offset expression of coordinates c0.. in a tensor of type t, with axis
+ * `axis` shifted by `shift` (for slices and concat). */
+static const char *offset(cc *c, const mlc_type *t, int axis, int64_t shift) {
+  int64_t st[MLC_MAX_RANK];
+  cc_strides(t, st);
+  const char *e = "0";
+  for (int k = 0; k < t->rank; k++) {
+    if (k == axis && shift) e = cc_fmt(c, "%s + (c%d + %lldll) * %lldll", e, k, (long long)shift, (long long)st[k]);
+    else e = cc_fmt(c, "%s + c%d * %lldll", e, k, (long long)st[k]);
+  }
+  return e;
+}
+
+/* out[b, j, i] = in[b, i, j] for in [B, R, C]: one block per 32 x 32 tile. */
+static void transpose_last2(cc *c, int64_t B, int64_t R, int64_t C) {
+  int64_t tr = cc_ceil_div(R, TILE), tc = cc_ceil_div(C, TILE);
+  const char *t = cc_stype(c->n->type.dtype);
+  cc_begin(c, (uint64_t)(B * tr * tc), TILE * 8, 0);
+  cc_printf(c, "  __shared__ %s tile[%d][%d];\n", t, TILE, TILE + 1);
+  cc_printf(c, "  long long blk = blockIdx.x, b = blk / %lldll, r0 = (blk / %lldll %% %lldll) * %d, c0 = (blk %% %lldll) * %d;\n",
+            (long long)(tr * tc), (long long)tc, (long long)tr, TILE, (long long)tc, TILE);
+  cc_printf(c, "  int tx = threadIdx.x %% %d, ty = threadIdx.x / %d;\n", TILE, TILE);
+  cc_printf(c, "  const %s *src = in0 + b * %lldll; %s *dst = out + b * %lldll;\n", t, (long long)(R * C), t, (long long)(R * C));
+  cc_printf(c, "  for (int y = ty; y < %d; y += 8) {\n", TILE);
+  cc_printf(c, "    long long r = r0 + y, cc = c0 + tx;\n");
+  cc_printf(c, "    if (r < %lldll && cc < %lldll) tile[y][tx] = src[r * %lldll + cc];\n  }\n", (long long)R, (long long)C,
+            (long long)C);
+  cc_printf(c, "  __syncthreads();\n");
+  cc_printf(c, "  for (int y = ty; y < %d; y += 8) {\n", TILE);
+  cc_printf(c, "    long long cc = c0 + y, r = r0 + tx;\n");
+  cc_printf(c, "    if (r < %lldll && cc < %lldll) dst[cc * %lldll + r] = tile[tx][y];\n  }\n", (long long)R, (long long)C,
+            (long long)R);
+  cc_end(c);
+}
+
+bool cc_emit_layout(cc *c) {
+  const mlc_node *n = c->n;
+  const mlc_type *ot = &n->type;
+  switch (n->op) {
+  case MLC_OP_TRANSPOSE: {
+    const mlc_type *it = cc_in(c, 0);
+    int a = n->a.axis, b = n->a.axis2;
+    if (a > b) { int t = a; a = b; b = t; }
+    if (a == b) {
+      begin_elements(c, ot);
+      cc_printf(c, "    out[i] = in0[i];\n");
+      end_elements(c);
+      return true;
+    }
+    if (b == it->rank - 1 && a == it->rank - 2) {
+      int64_t B = 1;
+      for (int k = 0; k < it->rank - 2; k++) B *= it->dim[k];
+      transpose_last2(c, B, it->dim[a], it->dim[b]);
+      return true;
+    }
+    /* The input coordinate along a is the output's along b and back. */
+    int64_t st[MLC_MAX_RANK];
+    cc_strides(it, st);
+    begin_elements(c, ot);
+    cc_printf(c, "    long long src = 0");
+    for (int k = 0; k < ot->rank; k++) {
+      int ik = k == a ? b : k == b ? a : k;
+      cc_printf(c, " + c%d * %lldll", k, (long long)st[ik]);
+    }
+    cc_printf(c, ";\n    out[i] = in0[src];\n");
+    end_elements(c);
+    return true;
+  }
+  case MLC_OP_SLICE:
+    begin_elements(c, ot);
+    cc_printf(c, "    out[i] = in0[%s];\n", offset(c, cc_in(c, 0), n->a.axis, n->a.start));
+    end_elements(c);
+    return true;
+  case MLC_OP_SLICE_GRAD: {
+    int ax = n->a.axis;
+    begin_elements(c, ot);
+    cc_printf(c, "    if (c%d >= %lldll && c%d < %lldll) out[i] = in0[%s];\n", ax, (long long)n->a.start, ax,
+              (long long)n->a.end, offset(c, cc_in(c, 0), ax, -n->a.start));
+    cc_printf(c, "    else out[i] = %s;\n", mlc_dtype_is_float((mlc_dtype)ot->dtype)
+                                                ? cc_fmt(c, "from_f32<%s>(0.f)", cc_stype(ot->dtype))
+                                                : cc_fmt(c, "(%s)0", cc_stype(ot->dtype)));
+    end_elements(c);
+    return true;
+  }
+  case MLC_OP_CONCAT: {
+    int ax = n->a.axis;
+    begin_elements(c, ot);
+    int64_t at = 0;
+    for (uint32_t k = 0; k < n->nin; k++) {
+      const mlc_type *it = cc_in(c, (int)k);
+      int64_t len = it->dim[ax];
+      cc_printf(c, "    %sif (c%d < %lldll) out[i] = in%u[%s];\n", k ? "else " : "", ax, (long long)(at + len), k,
+                offset(c, it, ax, -at));
+      at += len;
+    }
+    end_elements(c);
+    return true;
+  }
+  default:
+    return cc_fail(c, "%s is not a layout op", mlc_ops[n->op].name);
+  }
+}

@@ -1,0 +1,319 @@
+/* rmsnorm and layernorm over the last dimension, and their gradients, as
+ * the CPU target computes them (codegen/llvm/emit_norm.c):
+ *
+ *   rmsnorm:   y = x * 1/sqrt(mean(x^2) + eps) [* w]
+ *   layernorm: y = (x - mean) * 1/sqrt(var + eps) [* w] [+ b], var biased, two-pass
+ *   rmsnorm_grad_x:   dx = r h - x r^3 mean(h x)                     (h = g [* w], r = rstd)
+ *   layernorm_grad_x: dx = r h - r mean(h) - xc r^3 mean(h xc)       (xc = x - mean)
+ *   *_grad_w:         dw = sum over rows of g * xc * r
+ *
+ * Statistics are f32, the result is rounded once when it is stored.
+ *
+ * Row kernels (forward, grad_x, the statistics of grad_w): a row of D
+ * elements is read as vectors of VEC elements (16 bytes when D allows),
+ * by one warp (8 rows per block) when the row is short, by a block of 256
+ * threads otherwise.  When a thread's share of the row is at most CACHE_MAX
+ * floats it keeps it in registers, so the row is read from memory once;
+ * longer rows are read again on each pass (from L1/L2).
+ *
+ * grad_w is deterministic, with no atomics: launch 0 writes each row's mean
+ * and rstd to scratch; launch 1 gives each block a tile of 32 vectors of
+ * columns and a chunk of rows, eight row-lanes of threads sum strided rows
+ * in a fixed order, and the eight are added in order into one partial sum
+ * per (chunk, column) in scratch; launch 2 adds the chunks of each column
+ * in a fixed order (eight strided lanes, then the lanes in order).
+ */
+#include "codegen/cuda/cc.h"
+
+#define THREADS 256
+#define CACHE_MAX 32 /* floats per thread per cached array */
+#define WG_BLOCKS 2048 /* grad_w launch 1: blocks aimed at */
+
+typedef struct {
+  int64_t R, D;
+  int vec;        /* elements per vector access */
+  int64_t nv;     /* vectors per row */
+  int tpr, rpb;   /* threads per row (32 or THREADS), rows per block */
+  int64_t nit;    /* vectors per thread, rounded up */
+  bool cache;     /* the thread's share of the row stays in registers */
+} rowplan;
+
+static int pick_vec(int64_t D, int es) {
+  for (int v = 16 / es; v > 1; v /= 2)
+    if (D % v == 0) return v;
+  return 1;
+}
+
+/* The unsigned type of `bytes` bytes that moves one vector. */
+static const char *vtype(int bytes) {
+  switch (bytes) {
+  case 16: return "uint4";
+  case 8: return "uint2";
+  case 4: return "unsigned int";
+  default: return "unsigned short";
+  }
+}
+
+static void plan_rows(rowplan *rp, int64_t R, int64_t D, int dt) {
+  rp->R = R, rp->D = D;
+  rp->vec = pick_vec(D, mlc_dtype_size((mlc_dtype)dt));
+  rp->nv = D / rp->vec;
+  rp->tpr = rp->nv <= 128 ? 32 : THREADS;
+  rp->rpb = THREADS / rp->tpr;
+  rp->nit = cc_ceil_div(rp->nv, rp->tpr);
+  rp->cache = rp->nit * rp->vec <= CACHE_MAX;
+}
+
+/* dst[off + q] = element idx + q of src, as f32, q < vec. */
+static void ld(cc *c, int vec, int dt, const char *dst, const char *off, const char *src, const char *idx) {
+  const char *T = cc_stype(dt), *VT = vtype(vec * mlc_dtype_size((mlc_dtype)dt));
+  if (vec == 1) {
+    cc_printf(c, "      %s[%s] = to_f32(%s[%s]);\n", dst, off, src, idx);
+    return;
+  }
+  cc_printf(c, "      { %s u_ = *(const %s *)(%s + (%s)); const %s *e_ = (const %s *)&u_;\n", VT, VT, src, idx, T, T);
+  cc_printf(c, "#pragma unroll\n        for (int q = 0; q < %d; q++) %s[%s + q] = to_f32(e_[q]); }\n", vec, dst, off);
+}
+
+/* Elements idx .. idx + vec - 1 of dst = src[0 .. vec), rounded to dt. */
+static void st(cc *c, int vec, int dt, const char *dst, const char *idx, const char *src) {
+  const char *T = cc_stype(dt), *VT = vtype(vec * mlc_dtype_size((mlc_dtype)dt));
+  if (vec == 1) {
+    cc_printf(c, "      %s[%s] = from_f32<%s>(%s[0]);\n", dst, idx, T, src);
+    return;
+  }
+  cc_printf(c, "      { %s u_; %s *e_ = (%s *)&u_;\n", VT, T, T);
+  cc_printf(c, "#pragma unroll\n        for (int q = 0; q < %d; q++) e_[q] = from_f32<%s>(%s[q]);\n", vec, T, src);
+  cc_printf(c, "        *(%s *)(%s + (%s)) = u_; }\n", VT, dst, idx);
+}
+
+typedef struct {
+  const char *name; /* register array */
+  const char *src;  /* row pointer */
+  int dt;
+} rowarr;
+
+/* lane, row, the guard for a partial last block, shared memory for
+ * block reductions. */
+static void row_head(cc *c, const rowplan *rp) {
+  cc_printf(c, "  const int lane = threadIdx.x %% %d;\n", rp->tpr);
+  cc_printf(c, "  const long long row = (long long)blockIdx.x * %d + threadIdx.x / %d;\n", rp->rpb, rp->tpr);
+  if (rp->rpb > 1 && rp->R % rp->rpb) cc_printf(c, "  if (row >= %lldll) return; /* whole warps */\n", (long long)rp->R);
+  if (rp->tpr > 32) cc_printf(c, "  __shared__ float sh[32];\n");
+}
+
+/* The block's (or warp's) sum of a float expression. */
+static const char *red_sum(cc *c, const rowplan *rp, const char *v) {
+  return rp->tpr > 32 ? cc_fmt(c, "mlc_block_sum(%s, sh)", v) : cc_fmt(c, "mlc_warp_sum(%s)", v);
+}
+
+/* With a cached plan: declares the register arrays and loads the row. */
+static void cache_load(cc *c, const rowplan *rp, const rowarr *a, int na) {
+  if (!rp->cache) return;
+  for (int k = 0; k < na; k++) cc_printf(c, "  float %s[%lld];\n", a[k].name, (long long)(rp->nit * rp->vec));
+  cc_printf(c, "#pragma unroll\n  for (int it = 0; it < %lld; it++) {\n    const int v = lane + it * %d;\n    if (v < %lld) {\n",
+            (long long)rp->nit, rp->tpr, (long long)rp->nv);
+  for (int k = 0; k < na; k++) ld(c, rp->vec, a[k].dt, a[k].name, cc_fmt(c, "it * %d", rp->vec), a[k].src, cc_fmt(c, "v * %d", rp->vec));
+  cc_printf(c, "    }\n  }\n");
+}
+
+/* Opens a pass over the thread's vectors v of the row; element q of a
+ * vector of array a is a[B + q], B returned.  Without a cache the arrays
+ * are loaded here. */
+static const char *pass_begin(cc *c, const rowplan *rp, const rowarr *a, int na) {
+  if (rp->cache) {
+    cc_printf(c, "#pragma unroll\n  for (int it = 0; it < %lld; it++) {\n    const int v = lane + it * %d;\n    if (v < %lld) {\n",
+              (long long)rp->nit, rp->tpr, (long long)rp->nv);
+    return cc_fmt(c, "it * %d", rp->vec);
+  }
+  cc_printf(c, "  for (int v = lane; v < %lld; v += %d) {\n    {\n", (long long)rp->nv, rp->tpr);
+  for (int k = 0; k < na; k++) {
+    cc_printf(c, "      float %s[%d];\n", a[k].name, rp->vec);
+    ld(c, rp->vec, a[k].dt, a[k].name, "0", a[k].src, cc_fmt(c, "v * %d", rp->vec));
+  }
+  return "0";
+}
+
+static void pass_end(cc *c) { cc_printf(c, "    }\n  }\n"); }
+
+/* mean (0 for rmsnorm) and rstd of the row in array xa. */
+static void row_stats(cc *c, const rowplan *rp, const rowarr *xa, bool layer, double eps) {
+  const char *invD = cc_flit(c, 1.0 / (double)rp->D), *B;
+  cc_printf(c, "  float mean = 0.f;\n");
+  if (layer) {
+    cc_printf(c, "  float s1 = 0.f;\n");
+    B = pass_begin(c, rp, xa, 1);
+    cc_printf(c, "#pragma unroll\n      for (int q = 0; q < %d; q++) s1 += xa[%s + q];\n", rp->vec, B);
+    pass_end(c);
+    cc_printf(c, "  mean = %s * %s;\n", red_sum(c, rp, "s1"), invD);
+  }
+  cc_printf(c, "  float s2 = 0.f;\n");
+  B = pass_begin(c, rp, xa, 1);
+  cc_printf(c, "#pragma unroll\n      for (int q = 0; q < %d; q++) { float d = xa[%s + q] - mean; s2 += d * d; }\n", rp->vec, B);
+  pass_end(c);
+  cc_printf(c, "  const float rstd = 1.f / sqrtf(%s * %s + %s);\n", red_sum(c, rp, "s2"), invD, cc_flit(c, eps));
+}
+
+static bool rows_of(cc *c, const mlc_type *t, int64_t *R, int64_t *D) {
+  *D = t->dim[t->rank - 1];
+  *R = *D ? mlc_type_numel(t) / *D : 0;
+  if (*R == 0 || *D == 0) return cc_fail(c, "empty tensor");
+  if (*D > 0x7fffffffll) return cc_fail(c, "rows of %lld elements are too long", (long long)*D);
+  return true;
+}
+
+static bool emit_fwd(cc *c, bool layer) {
+  const mlc_node *n = c->n;
+  int dt = n->type.dtype;
+  int64_t R, D;
+  if (!rows_of(c, &n->type, &R, &D)) return false;
+  rowplan rp;
+  plan_rows(&rp, R, D, dt);
+  int64_t grid = cc_ceil_div(R, rp.rpb);
+  if (grid > 0x7fffffffll) return cc_fail(c, "too many rows (%lld)", (long long)R);
+  bool has_w = n->nin > 1, has_b = n->nin > 2;
+  cc_begin(c, (uint64_t)grid, THREADS, 0);
+  row_head(c, &rp);
+  cc_printf(c, "  const %s *xr = in0 + row * %lldll;\n", cc_stype(dt), (long long)D);
+  rowarr xa = {"xa", "xr", dt};
+  cache_load(c, &rp, &xa, 1);
+  row_stats(c, &rp, &xa, layer, n->a.f);
+  const char *B = pass_begin(c, &rp, &xa, 1), *vi = cc_fmt(c, "v * %d", rp.vec);
+  if (has_w) cc_printf(c, "      float wa[%d];\n", rp.vec), ld(c, rp.vec, dt, "wa", "0", "in1", vi);
+  if (has_b) cc_printf(c, "      float ba[%d];\n", rp.vec), ld(c, rp.vec, dt, "ba", "0", "in2", vi);
+  cc_printf(c, "      float o[%d];\n#pragma unroll\n      for (int q = 0; q < %d; q++) {\n", rp.vec, rp.vec);
+  cc_printf(c, "        float y = (xa[%s + q] - mean) * rstd;\n", B);
+  if (has_w) cc_printf(c, "        y = y * wa[q];\n");
+  if (has_b) cc_printf(c, "        y = y + ba[q];\n");
+  cc_printf(c, "        o[q] = y;\n      }\n");
+  st(c, rp.vec, dt, "out", cc_fmt(c, "row * %lldll + v * %d", (long long)D, rp.vec), "o");
+  pass_end(c);
+  cc_end(c);
+  return true;
+}
+
+static bool emit_grad_x(cc *c, bool layer) {
+  const mlc_node *n = c->n;
+  int dt = n->type.dtype;
+  int64_t R, D;
+  if (!rows_of(c, &n->type, &R, &D)) return false;
+  rowplan rp;
+  plan_rows(&rp, R, D, dt);
+  int64_t grid = cc_ceil_div(R, rp.rpb);
+  if (grid > 0x7fffffffll) return cc_fail(c, "too many rows (%lld)", (long long)R);
+  bool has_w = n->nin > 2;
+  const char *invD = cc_flit(c, 1.0 / (double)D), *vi = cc_fmt(c, "v * %d", rp.vec);
+  cc_begin(c, (uint64_t)grid, THREADS, 0);
+  row_head(c, &rp);
+  cc_printf(c, "  const %s *gr = in0 + row * %lldll;\n", cc_stype(dt), (long long)D);
+  cc_printf(c, "  const %s *xr = in1 + row * %lldll;\n", cc_stype(dt), (long long)D);
+  rowarr a[2] = {{"xa", "xr", dt}, {"ga", "gr", dt}};
+  cache_load(c, &rp, a, 2);
+  row_stats(c, &rp, &a[0], layer, n->a.f);
+  cc_printf(c, "  float shx = 0.f, shs = 0.f;\n");
+  const char *B = pass_begin(c, &rp, a, 2);
+  if (has_w) cc_printf(c, "      float wa[%d];\n", rp.vec), ld(c, rp.vec, dt, "wa", "0", "in2", vi);
+  cc_printf(c, "#pragma unroll\n      for (int q = 0; q < %d; q++) {\n", rp.vec);
+  cc_printf(c, "        float h = ga[%s + q]%s, xc = xa[%s + q] - mean;\n        shx += h * xc; shs += h;\n      }\n", B,
+            has_w ? " * wa[q]" : "", B);
+  pass_end(c);
+  cc_printf(c, "  const float ca = (%s * %s) * (rstd * rstd * rstd);\n", red_sum(c, &rp, "shx"), invD);
+  if (layer) cc_printf(c, "  const float cb = (%s * %s) * rstd;\n", red_sum(c, &rp, "shs"), invD);
+  else cc_printf(c, "  (void)shs;\n");
+  B = pass_begin(c, &rp, a, 2);
+  if (has_w) cc_printf(c, "      float wa[%d];\n", rp.vec), ld(c, rp.vec, dt, "wa", "0", "in2", vi);
+  cc_printf(c, "      float o[%d];\n#pragma unroll\n      for (int q = 0; q < %d; q++) {\n", rp.vec, rp.vec);
+  cc_printf(c, "        float h = ga[%s + q]%s, xc = xa[%s + q] - mean;\n", B, has_w ? " * wa[q]" : "", B);
+  cc_printf(c, "        o[q] = h * rstd%s - xc * ca;\n      }\n", layer ? " - cb" : "");
+  st(c, rp.vec, dt, "out", cc_fmt(c, "row * %lldll + v * %d", (long long)D, rp.vec), "o");
+  pass_end(c);
+  cc_end(c);
+  return true;
+}
+
+static bool emit_grad_w(cc *c, bool layer) {
+  const mlc_node *n = c->n;
+  const mlc_type *xt = cc_in(c, 1);
+  int dt = xt->dtype, odt = n->type.dtype;
+  int64_t R, D;
+  if (!rows_of(c, xt, &R, &D)) return false;
+  rowplan rp;
+  plan_rows(&rp, R, D, dt);
+  int64_t grid0 = cc_ceil_div(R, rp.rpb);
+  if (grid0 > 0x7fffffffll) return cc_fail(c, "too many rows (%lld)", (long long)R);
+  /* launch 1's tiling */
+  int vec = rp.vec, TY = THREADS / 32;
+  int64_t nv = rp.nv, ntile = cc_ceil_div(nv, 32);
+  int64_t nchunk = cc_ceil_div(WG_BLOCKS, ntile), maxchunk = cc_ceil_div(R, TY);
+  if (nchunk > maxchunk) nchunk = maxchunk;
+  if (nchunk < 1) nchunk = 1;
+  int64_t RC = cc_ceil_div(cc_ceil_div(R, nchunk), TY) * TY;
+  nchunk = cc_ceil_div(R, RC);
+  if (ntile * nchunk > 0x7fffffffll) return cc_fail(c, "grid too large");
+  c->scratch = (uint64_t)(2 * R + nchunk * D) * 4;
+  const char *T = cc_stype(dt);
+
+  /* 0: per-row mean and rstd */
+  cc_begin(c, (uint64_t)grid0, THREADS, 0);
+  row_head(c, &rp);
+  cc_printf(c, "  const %s *xr = in1 + row * %lldll;\n", T, (long long)D);
+  rowarr xa = {"xa", "xr", dt};
+  cache_load(c, &rp, &xa, 1);
+  row_stats(c, &rp, &xa, layer, n->a.f);
+  cc_printf(c, "  if (lane == 0) { float *st = (float *)scratch; st[2 * row] = mean; st[2 * row + 1] = rstd; }\n");
+  cc_end(c);
+
+  /* 1: partial column sums per chunk of rows */
+  cc_begin(c, (uint64_t)(ntile * nchunk), THREADS, 0);
+  cc_printf(c, "  const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;\n");
+  cc_printf(c, "  const int tile = blockIdx.x %% %lld;\n  const long long chunk = blockIdx.x / %lld;\n", (long long)ntile,
+            (long long)ntile);
+  cc_printf(c, "  const long long v = (long long)tile * 32 + tx;\n  const float *st = (const float *)scratch;\n");
+  cc_printf(c, "  float acc[%d];\n#pragma unroll\n  for (int q = 0; q < %d; q++) acc[q] = 0.f;\n", vec, vec);
+  cc_printf(c, "  if (v < %lldll) {\n", (long long)nv);
+  cc_printf(c, "    long long r1 = chunk * %lldll + %lldll;\n    if (r1 > %lldll) r1 = %lldll;\n", (long long)RC, (long long)RC,
+            (long long)R, (long long)R);
+  cc_printf(c, "#pragma unroll 4\n    for (long long r = chunk * %lldll + ty; r < r1; r += %d) {\n", (long long)RC, TY);
+  cc_printf(c, "      const float mean = st[2 * r], rstd = st[2 * r + 1];\n      float ga[%d], xa[%d];\n", vec, vec);
+  const char *at = cc_fmt(c, "r * %lldll + v * %d", (long long)D, vec);
+  ld(c, vec, dt, "ga", "0", "in0", at);
+  ld(c, vec, dt, "xa", "0", "in1", at);
+  cc_printf(c, "#pragma unroll\n      for (int q = 0; q < %d; q++) acc[q] = fmaf(ga[q] * (xa[q] - mean), rstd, acc[q]);\n", vec);
+  cc_printf(c, "    }\n  }\n");
+  cc_printf(c, "  __shared__ float red[%d];\n", TY * 32 * vec);
+  cc_printf(c, "#pragma unroll\n  for (int q = 0; q < %d; q++) red[ty * %d + q * 32 + tx] = acc[q];\n", vec, 32 * vec);
+  cc_printf(c, "  __syncthreads();\n");
+  cc_printf(c, "  const int t = threadIdx.x;\n  const long long col = (long long)tile * %d + t;\n", 32 * vec);
+  cc_printf(c, "  if (t < %d && col < %lldll) {\n    float s = 0.f;\n", 32 * vec, (long long)D);
+  cc_printf(c, "    for (int y = 0; y < %d; y++) s += red[y * %d + (t %% %d) * 32 + t / %d];\n", TY, 32 * vec, vec, vec);
+  cc_printf(c, "    ((float *)scratch)[%lldll + chunk * %lldll + col] = s;\n  }\n", (long long)(2 * R), (long long)D);
+  cc_end(c);
+
+  /* 2: the chunks of each column: eight lanes of 32 columns, each lane
+   * strided over the chunks, the lanes added in order */
+  cc_begin(c, (uint64_t)cc_ceil_div(D, 32), THREADS, 0);
+  cc_printf(c, "  const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;\n");
+  cc_printf(c, "  const long long col = (long long)blockIdx.x * 32 + tx;\n");
+  cc_printf(c, "  const float *part = (const float *)scratch + %lldll;\n  float s = 0.f;\n", (long long)(2 * R));
+  cc_printf(c, "  if (col < %lldll) {\n#pragma unroll 4\n", (long long)D);
+  cc_printf(c, "    for (long long k = ty; k < %lldll; k += %d) s += part[k * %lldll + col];\n  }\n", (long long)nchunk, TY,
+            (long long)D);
+  cc_printf(c, "  __shared__ float red[%d];\n  red[threadIdx.x] = s;\n  __syncthreads();\n", THREADS);
+  cc_printf(c, "  if (ty == 0 && col < %lldll) {\n    s = red[tx];\n", (long long)D);
+  cc_printf(c, "    for (int y = 1; y < %d; y++) s += red[y * 32 + tx];\n", TY);
+  cc_printf(c, "    %s\n  }\n", cc_store(c, "out", odt, "col", "s"));
+  cc_end(c);
+  return true;
+}
+
+bool cc_emit_norm(cc *c) {
+  switch (c->n->op) {
+  case MLC_OP_RMSNORM: return emit_fwd(c, false);
+  case MLC_OP_LAYERNORM: return emit_fwd(c, true);
+  case MLC_OP_RMSNORM_GRAD_X: return emit_grad_x(c, false);
+  case MLC_OP_LAYERNORM_GRAD_X: return emit_grad_x(c, true);
+  case MLC_OP_RMSNORM_GRAD_W: return emit_grad_w(c, false);
+  case MLC_OP_LAYERNORM_GRAD_W: return emit_grad_w(c, true);
+  default: return cc_fail(c, "not a norm op");
+  }
+}

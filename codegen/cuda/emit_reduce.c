@@ -1,0 +1,93 @@
+/* Reductions over one axis (sum, mean, max) and softmax along one axis.
+ *
+ * The input is viewed as [outer, len, inner] around the axis.  With
+ * inner == 1 the axis is contiguous: one block of THREADS threads per row,
+ * strided over the row (coalesced), then a block reduction.  Otherwise
+ * each thread owns one (outer, inner) column and walks the axis; adjacent
+ * threads read adjacent columns, so loads stay coalesced.  Sums accumulate
+ * in f32 for the float dtypes (in the dtype itself for integers), in a fixed
+ * order, so results are reproducible run to run.  max propagates NaN, as
+ * torch.amax does.
+ */
+#include "codegen/cuda/cc.h"
+
+#define THREADS 256
+#define MAX_BLOCKS 65536
+
+bool cc_emit_reduce(cc *c) {
+  const mlc_node *n = c->n;
+  const mlc_type *it = cc_in(c, 0);
+  int ax = n->a.axis, dt = it->dtype, odt = n->type.dtype;
+  int64_t outer = 1, len = it->rank ? it->dim[ax] : 1, inner = 1;
+  for (int k = 0; k < ax; k++) outer *= it->dim[k];
+  for (int k = ax + 1; k < it->rank; k++) inner *= it->dim[k];
+  bool is_max = n->op == MLC_OP_MAX, is_softmax = n->op == MLC_OP_SOFTMAX;
+  const char *acc = mlc_dtype_is_float((mlc_dtype)dt) ? "float" : cc_ctype(dt);
+  const char *init = is_max ? (mlc_dtype_is_float((mlc_dtype)dt) ? "-MLC_INF"
+                               : dt == MLC_DT_I64 ? "(-9223372036854775807ll - 1)" : dt == MLC_DT_I32 ? "(-2147483647 - 1)" : "0")
+                            : "0";
+  const char *combine = is_max ? "a = (v > a || v != v) ? v : a;" : "a += v;";
+  const char *scale = n->op == MLC_OP_MEAN ? cc_fmt(c, " / %s", cc_flit(c, (double)len)) : "";
+  if (is_softmax && !mlc_dtype_is_float((mlc_dtype)dt)) return cc_fail(c, "softmax of an integer tensor");
+
+  if (inner == 1) {
+    if ((uint64_t)outer > 0x7fffffffu) return cc_fail(c, "too many rows (%lld)", (long long)outer);
+    cc_begin(c, (uint64_t)outer, THREADS, 0);
+    cc_printf(c, "  __shared__ float sh[32];\n  long long row = blockIdx.x;\n");
+    cc_printf(c, "  const %s *x = in0 + row * %lldll;\n", cc_stype(dt), (long long)len);
+    if (!is_softmax) {
+      bool fl = mlc_dtype_is_float((mlc_dtype)dt);
+      cc_printf(c, "  %s a = %s;\n", acc, init);
+      cc_printf(c, "  for (long long j = threadIdx.x; j < %lldll; j += %d) { %s v = %s; %s }\n", (long long)len, THREADS,
+                acc, cc_load(c, "x", dt, "j"), combine);
+      if (fl) {
+        cc_printf(c, "  a = %s(a, sh);\n", is_max ? "mlc_block_max" : "mlc_block_sum");
+      } else {
+        /* Integers: through shared memory, thread 0 combining in order. */
+        cc_printf(c, "  __shared__ %s part[%d];\n  part[threadIdx.x] = a;\n  __syncthreads();\n", acc, THREADS);
+        cc_printf(c, "  if (threadIdx.x == 0) { a = part[0]; for (int t = 1; t < %d; t++) { %s v = part[t]; %s } part[0] = a; }\n",
+                  THREADS, acc, combine);
+        cc_printf(c, "  __syncthreads();\n  a = part[0];\n");
+      }
+      cc_printf(c, "  if (threadIdx.x == 0) %s\n", cc_store(c, "out", odt, "row", cc_fmt(c, "a%s", scale)));
+    } else {
+      cc_printf(c, "  float m = -MLC_INF;\n");
+      cc_printf(c, "  for (long long j = threadIdx.x; j < %lldll; j += %d) m = fmaxf(m, %s);\n", (long long)len, THREADS,
+                cc_load(c, "x", dt, "j"));
+      cc_printf(c, "  m = mlc_block_max(m, sh);\n  float s = 0.f;\n");
+      cc_printf(c, "  for (long long j = threadIdx.x; j < %lldll; j += %d) s += expf(%s - m);\n", (long long)len, THREADS,
+                cc_load(c, "x", dt, "j"));
+      cc_printf(c, "  s = mlc_block_sum(s, sh);\n  float inv = 1.f / s;\n");
+      cc_printf(c, "  for (long long j = threadIdx.x; j < %lldll; j += %d) %s\n", (long long)len, THREADS,
+                cc_store(c, "out", odt, cc_fmt(c, "row * %lldll + j", (long long)len),
+                         cc_fmt(c, "expf(%s - m) * inv", cc_load(c, "x", dt, "j"))));
+    }
+    cc_end(c);
+    return true;
+  }
+
+  int64_t cols = outer * inner, blocks = cc_ceil_div(cols, THREADS);
+  if (blocks > MAX_BLOCKS) blocks = MAX_BLOCKS;
+  cc_begin(c, (uint64_t)blocks, THREADS, 0);
+  cc_printf(c, "  for (long long col = (long long)blockIdx.x * %d + threadIdx.x; col < %lldll; col += %lldll) {\n", THREADS,
+            (long long)cols, (long long)blocks * THREADS);
+  cc_printf(c, "    long long base = col / %lldll * %lldll + col %% %lldll;\n", (long long)inner, (long long)(len * inner),
+            (long long)inner);
+  const char *at = cc_fmt(c, "base + j * %lldll", (long long)inner);
+  if (!is_softmax) {
+    cc_printf(c, "    %s a = %s;\n", acc, init);
+    cc_printf(c, "    for (long long j = 0; j < %lldll; j++) { %s v = %s; %s }\n", (long long)len, acc, cc_load(c, "in0", dt, at),
+              combine);
+    cc_printf(c, "    %s\n", cc_store(c, "out", odt, "col", cc_fmt(c, "a%s", scale)));
+  } else {
+    cc_printf(c, "    float m = -MLC_INF, s = 0.f;\n");
+    cc_printf(c, "    for (long long j = 0; j < %lldll; j++) m = fmaxf(m, %s);\n", (long long)len, cc_load(c, "in0", dt, at));
+    cc_printf(c, "    for (long long j = 0; j < %lldll; j++) s += expf(%s - m);\n", (long long)len, cc_load(c, "in0", dt, at));
+    cc_printf(c, "    float inv = 1.f / s;\n");
+    cc_printf(c, "    for (long long j = 0; j < %lldll; j++) %s\n", (long long)len,
+              cc_store(c, "out", odt, at, cc_fmt(c, "expf(%s - m) * inv", cc_load(c, "in0", dt, at))));
+  }
+  cc_printf(c, "  }\n");
+  cc_end(c);
+  return true;
+}

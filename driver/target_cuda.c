@@ -1,0 +1,166 @@
+/* CUDA target glue for the driver (see target_cuda.h). */
+#define _DEFAULT_SOURCE /* mkdtemp */
+#include "driver/target_cuda.h"
+
+#include <errno.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "codegen/artifact.h"
+#include "codegen/plan.h"
+#include "passes/passes.h"
+#include "runtime/cuda/compile.h"
+#include "runtime/cuda/device.h"
+
+extern char **environ;
+
+/* The code nvcc builds: sm_90a machine code for the H100/H200 and PTX that
+ * the driver can compile for later GPUs. */
+static const char *const nvcc_flags[] = {"-fatbin", "-O3", "-lineinfo", "-std=c++17",
+                                         "-gencode", "arch=compute_90a,code=sm_90a",
+                                         "-gencode", "arch=compute_90,code=compute_90"};
+#define NFLAGS (sizeof nvcc_flags / sizeof *nvcc_flags)
+
+static bool is_exec(const char *p) { return access(p, X_OK) == 0; }
+
+/* $MLC_NVCC, nvcc on PATH, $CUDA_HOME/bin/nvcc, /usr/local/cuda/bin/nvcc. */
+static bool find_nvcc(char *buf, size_t n) {
+  const char *env = getenv("MLC_NVCC");
+  if (env && *env) {
+    snprintf(buf, n, "%s", env);
+    return is_exec(buf);
+  }
+  const char *path = getenv("PATH");
+  while (path && *path) {
+    size_t len = strcspn(path, ":");
+    snprintf(buf, n, "%.*s/nvcc", (int)len, path);
+    if (len && is_exec(buf)) return true;
+    path += len + (path[len] == ':');
+  }
+  const char *home = getenv("CUDA_HOME");
+  if (home && *home) {
+    snprintf(buf, n, "%s/bin/nvcc", home);
+    if (is_exec(buf)) return true;
+  }
+  snprintf(buf, n, "/usr/local/cuda/bin/nvcc");
+  return is_exec(buf);
+}
+
+static bool write_all(const char *path, const void *data, size_t n, char *err, size_t errn) {
+  FILE *f = fopen(path, "wb");
+  bool ok = f && fwrite(data, 1, n, f) == n;
+  if (f) ok &= fclose(f) == 0;
+  if (!ok) snprintf(err, errn, "cannot write %s: %s", path, strerror(errno));
+  return ok;
+}
+
+/* Runs nvcc on the source; the fatbin comes back malloc'ed. */
+static bool run_nvcc(mlc_cuda_build *b, FILE *progress, char *err, size_t errn) {
+  XXH64_state_t *h = XXH64_createState();
+  XXH64_reset(h, 0);
+  XXH64_update(h, b->mod.source, b->mod.source_len);
+  for (size_t i = 0; i < NFLAGS; i++) XXH64_update(h, nvcc_flags[i], strlen(nvcc_flags[i]) + 1);
+  uint64_t key = XXH64_digest(h);
+  XXH64_freeState(h);
+  char cache[1024];
+  bool cached = mlc_cuda_cache_file(cache, sizeof cache, key, "fatbin");
+  if (cached && (b->image = mlc_cuda_read_file(cache, &b->image_bytes))) {
+    if (progress) fprintf(progress, "mlc: CUDA kernels from the cache (%s)\n", cache);
+    return true;
+  }
+  char dir[] = "/tmp/mlc-nvcc-XXXXXX";
+  if (!mkdtemp(dir)) {
+    snprintf(err, errn, "cannot make a temporary directory for nvcc: %s", strerror(errno));
+    return false;
+  }
+  char src[64], out[64];
+  snprintf(src, sizeof src, "%s/mlc.cu", dir);
+  snprintf(out, sizeof out, "%s/mlc.fatbin", dir);
+  bool ok = write_all(src, b->mod.source, b->mod.source_len, err, errn);
+  if (ok) {
+    const char *argv[NFLAGS + 6];
+    size_t k = 0;
+    argv[k++] = b->nvcc;
+    for (size_t i = 0; i < NFLAGS; i++) argv[k++] = nvcc_flags[i];
+    argv[k++] = "-o";
+    argv[k++] = out;
+    argv[k++] = src;
+    argv[k] = NULL;
+    double t0 = mlc_now();
+    if (progress) {
+      fprintf(progress, "mlc: compiling %u CUDA kernels with %s for sm_90a (+ compute_90 PTX)...", b->mod.nkernels, b->nvcc);
+      fflush(progress);
+    }
+    pid_t pid;
+    int rc = posix_spawn(&pid, b->nvcc, NULL, NULL, (char *const *)argv, environ), status = 0;
+    if (rc) {
+      snprintf(err, errn, "cannot run %s: %s", b->nvcc, strerror(rc));
+      ok = false;
+    } else if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status)) {
+      snprintf(err, errn, "internal error: nvcc could not compile mlc's CUDA code (a bug in mlc); the source is %s", src);
+      ok = false;
+    }
+    if (progress) fprintf(progress, ok ? " %.1f s\n" : "\n", mlc_now() - t0);
+    if (ok && !(b->image = mlc_cuda_read_file(out, &b->image_bytes))) {
+      snprintf(err, errn, "nvcc wrote no %s", out);
+      ok = false;
+    }
+    if (ok && cached) mlc_cuda_write_file(cache, b->image, b->image_bytes);
+  }
+  if (ok) {
+    remove(src);
+    remove(out);
+    rmdir(dir);
+  }
+  return ok;
+}
+
+bool mlc_cuda_build_program(mlc_program *p, mlc_cuda_build *b, bool compile, FILE *progress, char *err, size_t errn) {
+  memset(b, 0, sizeof *b);
+  b->p = p;
+  double t0 = mlc_now();
+  if (!mlc_cuda_emit(p, &b->mod, err, errn)) return false;
+  uint32_t steps = 0;
+  for (uint32_t k = 0; k < p->nfuncs; k++)
+    for (uint32_t i = 0; i < p->funcs[k].n; i++) steps += b->mod.kernel_of[k][i] != UINT32_MAX;
+  if (progress)
+    fprintf(progress, "mlc: emitted CUDA C for %u steps: %u distinct kernels, %zu KiB of source, in %.2f s\n", steps,
+            b->mod.nkernels, b->mod.source_len / 1024, mlc_now() - t0);
+  mlc_plan_encode(p, mlc_cuda_kernel_namer, &b->mod, &b->plan, &b->plan_bytes);
+  if (compile && find_nvcc(b->nvcc, sizeof b->nvcc)) return run_nvcc(b, progress, err, errn);
+  if (!compile) b->nvcc[0] = 0;
+  else if (progress) fprintf(progress, "mlc: no nvcc found: the runtime will compile the kernels with NVRTC\n");
+  b->nvcc[0] = 0;
+  return true;
+}
+
+bool mlc_cuda_write_artifact(mlc_cuda_build *b, const char *dir, const char *source, char *err, size_t errn) {
+  mlc_program *p = b->p;
+  if (!mlc_artifact_mkdir(dir, err, errn)) return false;
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s.cu", dir, p->name);
+  if (!write_all(path, b->mod.source, b->mod.source_len, err, errn)) return false;
+  if (b->image) {
+    snprintf(path, sizeof path, "%s/%s.fatbin", dir, p->name);
+    if (!write_all(path, b->image, b->image_bytes, err, errn)) return false;
+  }
+  mlc_artifact a = {.dir = dir, .source = source, .plan = b->plan, .plan_bytes = b->plan_bytes,
+                    .cuda_kernels = b->mod.kernels, .ncuda_kernels = b->mod.nkernels, .cuda_source = b->mod.source,
+                    .cuda_source_len = b->mod.source_len, .cuda_image = b->image, .cuda_image_bytes = b->image_bytes};
+  return mlc_artifact_write(p, &a, err, errn);
+}
+
+mlc_status mlc_cuda_open(mlc_cuda_build *b, int ordinal, FILE *progress, mlc_device **out) {
+  mlc_cuda_code code = {ordinal, b->image, b->image_bytes, b->mod.source, b->mod.kernels, b->mod.nkernels, progress};
+  return mlc_cuda_device_create(&code, mlc_allocator_default(), out);
+}
+
+void mlc_cuda_build_free(mlc_cuda_build *b) {
+  free(b->image);
+  b->image = NULL;
+}

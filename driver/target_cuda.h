@@ -1,0 +1,35 @@
+/* The driver's side of the CUDA target: emits the program's CUDA C through
+ * codegen/cuda, compiles it with nvcc into a fatbin (sm_90a code and
+ * compute_90 PTX) where nvcc exists, and either writes the artifact or
+ * opens a CUDA device on it for a session (mlc run, bench, train).  Without
+ * nvcc the runtime compiles the source with NVRTC when the device opens.
+ * Fatbins are cached under ~/.cache/mlc/cuda keyed by the xxHash64 of the
+ * source, the architectures and the options. */
+#ifndef MLC_DRIVER_TARGET_CUDA_H
+#define MLC_DRIVER_TARGET_CUDA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "codegen/cuda/cuda.h"
+#include "runtime/device.h"
+
+typedef struct {
+  mlc_program *p;
+  mlc_cuda_module mod;
+  uint8_t *plan;       /* mlc_plan_encode's bytes, in p's arena */
+  size_t plan_bytes;
+  void *image;         /* the fatbin (malloc'ed), or NULL without nvcc */
+  size_t image_bytes;
+  char nvcc[1024];     /* the nvcc used, or "" */
+} mlc_cuda_build;
+
+/* Emits and encodes; with `compile`, also builds the fatbin if nvcc exists. */
+bool mlc_cuda_build_program(mlc_program *p, mlc_cuda_build *b, bool compile, FILE *progress, char *err, size_t errn);
+bool mlc_cuda_write_artifact(mlc_cuda_build *b, const char *dir, const char *source, char *err, size_t errn);
+/* A CUDA device (GPU `ordinal`) with the build's kernels. */
+MLC_MUST_USE mlc_status mlc_cuda_open(mlc_cuda_build *b, int ordinal, FILE *progress, mlc_device **out);
+void mlc_cuda_build_free(mlc_cuda_build *b);
+
+#endif
