@@ -2,7 +2,7 @@
 # On the GPU machine (device tool), in one call: mlc's CUDA target and
 # PyTorch (../shared/bench/torch_baseline.py, carried as .yardstick/) timed
 # on the same GPU.  Needs the CUDA-only build described in
-# tests/gpu/cuda_check.sh, carried.  Logs go to $OUT.
+# tests/gpu/cuda_check.sh, carried.  Logs go to $OUT.  MLC_ONLY=1 skips PyTorch.
 #   mlc: GEMM bf16 4096^3 and 8192^3; the Linear 4096 fp16 forward+backward;
 #   the MiniLLM forward in bf16 (bench/minillm_bf16.mdl); the MiniLLM train
 #   step (bf16 compute, AdamW), with its per-kernel profile.
@@ -27,4 +27,4 @@ mlc=build-gpu/mlc
   $mlc train examples/minillm.mdl --target cuda --steps 4 --profile --trace "$out/minillm_train_trace.json" \
     --roofline "$out/minillm_train_roofline.svg"
 } 2>&1 | tee "$out/mlc.log"
-python3 .yardstick/torch_baseline.py all 2>&1 | tee "$out/torch.log"
+[ -n "${MLC_ONLY:-}" ] || python3 .yardstick/torch_baseline.py all 2>&1 | tee "$out/torch.log"

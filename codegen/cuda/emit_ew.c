@@ -8,7 +8,9 @@
  * merged where every operand is contiguous across them, so a same-shape add
  * is one flat index and x[b, s, d] + bias[d] is two.  A thread computes
  * output elements i, i + stride, ... over a grid of at most MAX_BLOCKS
- * blocks; CONST operands are folded into the code as literals.
+ * blocks, four at a time (one vector load per operand) when the innermost
+ * dimension is a multiple of 4; CONST operands are folded into the code as
+ * literals.
  */
 #include "codegen/cuda/cc.h"
 
@@ -113,12 +115,19 @@ bool cc_emit_ew(cc *c) {
     }
   }
   r = m;
-  int64_t total = mlc_type_numel(ot);
-  int64_t blocks = cc_ceil_div(total, THREADS);
+  /* Four elements per thread when the innermost dimension allows it: each
+   * operand then is either contiguous along it (one 4-wide load) or
+   * constant along it (one scalar load). */
+  bool vec = r >= 1 && dims[r - 1] % 4 == 0;
+  for (int o = 1; o <= nin && vec; o++) vec = cnst[o] || st[o][r - 1] == 0 || st[o][r - 1] == 1;
+  int V = vec ? 4 : 1;
+  int64_t total = mlc_type_numel(ot), units = total / V;
+  int64_t blocks = cc_ceil_div(units, THREADS);
   if (blocks > MAX_BLOCKS) blocks = MAX_BLOCKS;
   cc_begin(c, (uint64_t)blocks, THREADS, 0);
-  cc_printf(c, "  for (long long i = (long long)blockIdx.x * %d + threadIdx.x; i < %lldll; i += %lldll) {\n", THREADS,
-            (long long)total, (long long)blocks * THREADS);
+  cc_printf(c, "  for (long long q = (long long)blockIdx.x * %d + threadIdx.x; q < %lldll; q += %lldll) {\n", THREADS,
+            (long long)units, (long long)blocks * THREADS);
+  cc_printf(c, "    long long i = q * %d;\n", V);
   const char *x[2];
   for (int o = 1; o <= nin; o++) {
     if (cnst[o]) {
@@ -145,13 +154,25 @@ bool cc_emit_ew(cc *c) {
       }
       cc_printf(c, "%s;\n", any ? "" : "0");
     }
-    x[o - 1] = cc_fmt(c, "x%d", o);
     const mlc_type *it = cc_in(c, o - 1);
-    cc_printf(c, "    %s x%d = %s;\n", cc_ctype(it->dtype), o, cc_load(c, cc_fmt(c, "in%d", o - 1), it->dtype, cc_fmt(c, "o%d", o)));
+    const char *in = cc_fmt(c, "in%d", o - 1);
+    if (vec && st[o][r - 1] == 1) {
+      cc_printf(c, "    mlc_x4<%s> v%d = *(const mlc_x4<%s> *)(%s + o%d);\n", cc_stype(it->dtype), o, cc_stype(it->dtype), in, o);
+      x[o - 1] = cc_load(c, cc_fmt(c, "v%d.v", o), it->dtype, "k");
+    } else {
+      cc_printf(c, "    %s x%d = %s;\n", cc_ctype(it->dtype), o, cc_load(c, in, it->dtype, cc_fmt(c, "o%d", o)));
+      x[o - 1] = cc_fmt(c, "x%d", o);
+    }
   }
   const char *y = cc_ew_expr(c, n->op, in_dt, out_dt, x);
   if (!y) return cc_fail(c, "%s is not an elementwise op", mlc_ops[n->op].name);
-  cc_printf(c, "    %s\n  }\n", cc_store(c, "out", out_dt, "i", y));
+  if (vec) {
+    cc_printf(c, "    mlc_x4<%s> r;\n#pragma unroll\n    for (int k = 0; k < 4; k++) %s\n", cc_stype(out_dt),
+              cc_store(c, "r.v", out_dt, "k", y));
+    cc_printf(c, "    *(mlc_x4<%s> *)(out + i) = r;\n  }\n", cc_stype(out_dt));
+  } else {
+    cc_printf(c, "    %s\n  }\n", cc_store(c, "out", out_dt, "i", y));
+  }
   cc_end(c);
   return true;
 }

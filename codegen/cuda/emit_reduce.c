@@ -66,6 +66,31 @@ bool cc_emit_reduce(cc *c) {
     return true;
   }
 
+  /* Wide columns and long axes (the bias gradients: sum over 8192 rows of
+   * [8192, 6144]): a block takes 32 adjacent columns, its 8 warps split the
+   * axis between them (warp w sums rows w, w + 8, ...), and the 8 partial
+   * sums are combined in warp order, so the result is the same every run. */
+  if (!is_softmax && inner >= 32 && len >= 64) {
+    int64_t cb = cc_ceil_div(inner, 32), blocks = outer * cb;
+    if ((uint64_t)blocks > 0x7fffffffu) return cc_fail(c, "too many columns (%lld)", (long long)(outer * inner));
+    cc_begin(c, (uint64_t)blocks, THREADS, 0);
+    cc_printf(c, "  __shared__ %s part[8][33];\n", acc);
+    cc_printf(c, "  long long o = blockIdx.x / %lldll, col = (blockIdx.x %% %lldll) * 32 + (threadIdx.x & 31);\n",
+              (long long)cb, (long long)cb);
+    cc_printf(c, "  int w = threadIdx.x >> 5;\n  %s a = %s;\n", acc, init);
+    cc_printf(c, "  if (col < %lldll) {\n", (long long)inner);
+    cc_printf(c, "    const %s *x = in0 + o * %lldll + col;\n", cc_stype(dt), (long long)(len * inner));
+    cc_printf(c, "    for (long long j = w; j < %lldll; j += 8) { %s v = %s; %s }\n  }\n", (long long)len, acc,
+              cc_load(c, "x", dt, cc_fmt(c, "j * %lldll", (long long)inner)), combine);
+    cc_printf(c, "  part[w][threadIdx.x & 31] = a;\n  __syncthreads();\n");
+    cc_printf(c, "  if (w == 0 && col < %lldll) {\n", (long long)inner);
+    cc_printf(c, "    a = part[0][threadIdx.x];\n");
+    cc_printf(c, "    for (int k = 1; k < 8; k++) { %s v = part[k][threadIdx.x]; %s }\n", acc, combine);
+    cc_printf(c, "    %s\n  }\n", cc_store(c, "out", odt, cc_fmt(c, "o * %lldll + col", (long long)inner), cc_fmt(c, "a%s", scale)));
+    cc_end(c);
+    return true;
+  }
+
   int64_t cols = outer * inner, blocks = cc_ceil_div(cols, THREADS);
   if (blocks > MAX_BLOCKS) blocks = MAX_BLOCKS;
   cc_begin(c, (uint64_t)blocks, THREADS, 0);

@@ -12,6 +12,8 @@ const char mlc_cuda_prelude[] =
     "struct mlc_f16 { unsigned short x; };\n"
     "#define MLC_INF __int_as_float(0x7f800000)\n"
     "#define MLC_FN __device__ __forceinline__\n"
+    "// Four elements, aligned for one vector load or store.\n"
+    "template <class T> struct alignas(4 * sizeof(T)) mlc_x4 { T v[4]; };\n"
     "MLC_FN float to_f32(float v) { return v; }\n"
     "MLC_FN float to_f32(mlc_bf16 v) { return __int_as_float((int)v.x << 16); }\n"
     "MLC_FN float to_f32(mlc_f16 v) { float f; asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(v.x)); return f; }\n"

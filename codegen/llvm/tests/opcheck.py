@@ -227,6 +227,10 @@ CASES = [
     Case("max_axis1", "x: f32[4, 37, 53]", "max(x, dim=1)", lambda I, P: I["x"].amax(1), EXACT),
     Case("sum_i32_last", "x: i32[5, 40]", "sum(x, dim=1)", lambda I, P: I["x"].sum(1), EXACT, {"x": (-50, 50)}),
     Case("sum_bf16", "x: bf16[4, 300]", "cast(sum(x, dim=1), f32)", lambda I, P: bf16(I["x"].sum(1)), LOW),
+    # long axes over wide columns (the bias gradients): the GPU splits the axis
+    Case("sum_axis0_long", "x: f32[300, 70]", "sum(x, dim=0)", lambda I, P: I["x"].sum(0), RED),
+    Case("max_axis1_long", "x: f32[2, 100, 45]", "max(x, dim=1)", lambda I, P: I["x"].amax(1), EXACT),
+    Case("mean_axis0_bf16", "x: bf16[512, 96]", "cast(mean(x, dim=0), f32)", lambda I, P: bf16(I["x"].mean(0)), LOW),
     Case("softmax_last", "x: f32[6, 1000]", "softmax(x, dim=-1)", lambda I, P: torch.softmax(I["x"], -1), RED,
          {"x": (-10, 10)}),
     Case("softmax_short_rows", "x: f32[50, 7]", "softmax(x)", lambda I, P: torch.softmax(I["x"], -1), RED,

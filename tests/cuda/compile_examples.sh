@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The CUDA target without a GPU: every example compiles to CUDA C that nvcc
+# builds for sm_90a (mlc compile runs nvcc itself, with an empty cache so
+# that it really does), the bf16/f16 GEMMs are tensor-core code, and NVRTC
+# compiles the same source with no include path.  Tensor cores are checked
+# in the SASS (HMMA/HGMMA, with cuobjdump) where cuobjdump is installed, and
+# otherwise in the PTX nvcc writes for sm_90a (mma.sync / wgmma).
+# Usage: compile_examples.sh MLC TEST_NVRTC ROOT WORKDIR
+set -euo pipefail
+mlc=$1 test_nvrtc=$2 root=$3 work=$4
+nvcc=${MLC_NVCC:-/usr/local/cuda/bin/nvcc}
+cuobjdump=$(dirname "$nvcc")/cuobjdump
+if [ ! -x "$nvcc" ]; then echo "no nvcc at $nvcc: skipped"; exit 77; fi
+rm -rf "$work" && mkdir -p "$work"
+export XDG_CACHE_HOME=$work/cache MLC_NVCC=$nvcc
+pass=0 fail=0
+check() { if eval "$2"; then echo "ok   $1"; pass=$((pass+1)); else echo "FAIL $1"; fail=$((fail+1)); fi; }
+for m in mlp linear minillm; do
+  out=$work/$m
+  "$mlc" compile "$root/examples/$m.mdl" --target cuda -o "$out" 2> "$work/$m.log" || { cat "$work/$m.log"; exit 1; }
+  name=$(basename "$(ls "$out"/*.cu)" .cu)
+  check "$m: nvcc built a fatbin ($(stat -c %s "$out/$name.fatbin") bytes)" "[ -s $out/$name.fatbin ]"
+  if [ -x "$cuobjdump" ]; then
+    what="HMMA/HGMMA instructions in the SASS"
+    tc=$("$cuobjdump" -sass "$out/$name.fatbin" | grep -c -E 'HMMA|HGMMA' || true)
+    check "$m: the fatbin carries compute_90 PTX too" "\"$cuobjdump\" -lptx \"$out/$name.fatbin\" | grep -q compute_90"
+  else
+    what="mma.sync/wgmma instructions in the sm_90a PTX (no cuobjdump here)"
+    "$nvcc" -ptx -arch=sm_90a -std=c++17 -o "$work/$m.ptx" "$out/$name.cu"
+    tc=$(grep -c -E 'mma\.sync\.aligned|wgmma\.mma_async' "$work/$m.ptx" || true)
+  fi
+  case $m in
+    mlp) check "$m: f32 only, no tensor-core instructions ($tc $what)" "[ $tc -eq 0 ]" ;;
+    *)   check "$m: its GEMMs use tensor cores ($tc $what)" "[ $tc -gt 0 ]" ;;
+  esac
+  check "$m: NVRTC compiles the same source for sm_90a" "\"$test_nvrtc\" \"$out/$name.cu\" \"$work/$m.cubin\" > \"$work/$m.nvrtc.log\" 2>&1"
+  if [ $m = minillm ] && [ -x "$cuobjdump" ]; then
+    check "$m: the NVRTC cubin uses tensor cores too" "\"$cuobjdump\" -sass \"$work/$m.cubin\" | grep -q -E 'HMMA|HGMMA'"
+  fi
+done
+"$mlc" compile "$root/examples/minillm.mdl" --target cuda -o "$work/again" > "$work/again.log" 2>&1
+check "a second compile of the MiniLLM comes from the cache" "grep -q 'from the cache' \"$work/again.log\""
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
