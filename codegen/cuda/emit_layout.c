@@ -3,7 +3,8 @@
  * they are, so every dtype moves exactly.
  *
  * A thread writes output elements i, i + stride, ...: it splits i into
- * coordinates with literal divisors and reads the element they name.  The
+ * coordinates with literal divisors and reads the element they name, four
+ * at a time when the last axis moves in aligned groups of four.  The
  * transpose of the last two axes, the one the backward pass makes for every
  * weight gradient, goes through a 32 x 32 tile in shared memory instead, so
  * that reads and writes both stay coalesced.
@@ -14,18 +15,36 @@
 #define MAX_BLOCKS 65536
 #define TILE 32
 
-/* "for each output element i" with coordinates c0..c<r-1>. */
-static void begin_elements(cc *c, const mlc_type *ot) {
-  int64_t total = mlc_type_numel(ot), blocks = cc_ceil_div(total, THREADS);
+/* "for each output element i" with coordinates c0..c<r-1>, V elements at
+ * a time (V = 4 when the caller has checked that every 4 consecutive output
+ * elements come from 4 consecutive, aligned source elements). */
+static void begin_elements(cc *c, const mlc_type *ot, int V) {
+  int64_t total = mlc_type_numel(ot) / V, blocks = cc_ceil_div(total, THREADS);
   if (blocks > MAX_BLOCKS) blocks = MAX_BLOCKS;
   cc_begin(c, (uint64_t)blocks, THREADS, 0);
-  cc_printf(c, "  for (long long i = (long long)blockIdx.x * %d + threadIdx.x; i < %lldll; i += %lldll) {\n", THREADS,
+  cc_printf(c, "  for (long long q = (long long)blockIdx.x * %d + threadIdx.x; q < %lldll; q += %lldll) {\n", THREADS,
             (long long)total, (long long)blocks * THREADS);
+  cc_printf(c, "    long long i = q * %d;\n", V);
   int64_t below = 1;
   for (int k = ot->rank - 1; k >= 0; k--) {
     cc_printf(c, "    long long c%d = i / %lldll %% %lldll;\n", k, (long long)below, (long long)ot->dim[k]);
     below *= ot->dim[k];
   }
+}
+
+/* out[i..i+V) = src[at..at+V). */
+static const char *copy(cc *c, int V, const char *src, const char *at) {
+  if (V == 1) return cc_fmt(c, "out[i] = %s[%s];", src, at);
+  const char *t = cc_stype(c->n->type.dtype);
+  return cc_fmt(c, "*(mlc_x4<%s> *)(out + i) = *(const mlc_x4<%s> *)(%s + (%s));", t, t, src, at);
+}
+
+/* 4 when the last dimension moves in whole, aligned groups of 4: it is not
+ * `axis`, or every range on it starts and ends at multiples of 4. */
+static int width(const mlc_type *ot, int axis, int64_t a, int64_t b) {
+  int last = ot->rank - 1;
+  if (last < 0 || ot->dim[last] % 4) return 1;
+  return axis != last || (a % 4 == 0 && b % 4 == 0) ? 4 : 1;
 }
 
 static void end_elements(cc *c) {
@@ -77,7 +96,7 @@ bool cc_emit_layout(cc *c) {
     int a = n->a.axis, b = n->a.axis2;
     if (a > b) { int t = a; a = b; b = t; }
     if (a == b) {
-      begin_elements(c, ot);
+      begin_elements(c, ot, 1);
       cc_printf(c, "    out[i] = in0[i];\n");
       end_elements(c);
       return true;
@@ -88,44 +107,52 @@ bool cc_emit_layout(cc *c) {
       transpose_last2(c, B, it->dim[a], it->dim[b]);
       return true;
     }
-    /* The input coordinate along a is the output's along b and back. */
+    /* The input coordinate along a is the output's along b and back; the
+     * last axis stays in place (b < rank - 1 here), so rows move 4 wide. */
     int64_t st[MLC_MAX_RANK];
     cc_strides(it, st);
-    begin_elements(c, ot);
+    begin_elements(c, ot, width(ot, -1, 0, 0));
     cc_printf(c, "    long long src = 0");
     for (int k = 0; k < ot->rank; k++) {
       int ik = k == a ? b : k == b ? a : k;
       cc_printf(c, " + c%d * %lldll", k, (long long)st[ik]);
     }
-    cc_printf(c, ";\n    out[i] = in0[src];\n");
+    cc_printf(c, ";\n    %s\n", copy(c, width(ot, -1, 0, 0), "in0", "src"));
     end_elements(c);
     return true;
   }
-  case MLC_OP_SLICE:
-    begin_elements(c, ot);
-    cc_printf(c, "    out[i] = in0[%s];\n", offset(c, cc_in(c, 0), n->a.axis, n->a.start));
+  case MLC_OP_SLICE: {
+    int V = width(ot, n->a.axis, n->a.start, cc_in(c, 0)->dim[n->a.axis]);
+    begin_elements(c, ot, V);
+    cc_printf(c, "    %s\n", copy(c, V, "in0", offset(c, cc_in(c, 0), n->a.axis, n->a.start)));
     end_elements(c);
     return true;
+  }
   case MLC_OP_SLICE_GRAD: {
-    int ax = n->a.axis;
-    begin_elements(c, ot);
-    cc_printf(c, "    if (c%d >= %lldll && c%d < %lldll) out[i] = in0[%s];\n", ax, (long long)n->a.start, ax,
-              (long long)n->a.end, offset(c, cc_in(c, 0), ax, -n->a.start));
-    cc_printf(c, "    else out[i] = %s;\n", mlc_dtype_is_float((mlc_dtype)ot->dtype)
-                                                ? cc_fmt(c, "from_f32<%s>(0.f)", cc_stype(ot->dtype))
-                                                : cc_fmt(c, "(%s)0", cc_stype(ot->dtype)));
+    int ax = n->a.axis, V = width(ot, ax, n->a.start, n->a.end);
+    begin_elements(c, ot, V);
+    cc_printf(c, "    if (c%d >= %lldll && c%d < %lldll) %s\n", ax, (long long)n->a.start, ax, (long long)n->a.end,
+              copy(c, V, "in0", offset(c, cc_in(c, 0), ax, -n->a.start)));
+    /* zero bits are zero in every dtype */
+    if (V == 1) cc_printf(c, "    else out[i] = %s{};\n", cc_stype(ot->dtype));
+    else cc_printf(c, "    else *(mlc_x4<%s> *)(out + i) = mlc_x4<%s>{};\n", cc_stype(ot->dtype), cc_stype(ot->dtype));
     end_elements(c);
     return true;
   }
   case MLC_OP_CONCAT: {
-    int ax = n->a.axis;
-    begin_elements(c, ot);
+    int ax = n->a.axis, V = 4;
     int64_t at = 0;
+    for (uint32_t k = 0; k < n->nin; k++) {
+      if (width(ot, ax, at, at + cc_in(c, (int)k)->dim[ax]) == 1) V = 1;
+      at += cc_in(c, (int)k)->dim[ax];
+    }
+    begin_elements(c, ot, V);
+    at = 0;
     for (uint32_t k = 0; k < n->nin; k++) {
       const mlc_type *it = cc_in(c, (int)k);
       int64_t len = it->dim[ax];
-      cc_printf(c, "    %sif (c%d < %lldll) out[i] = in%u[%s];\n", k ? "else " : "", ax, (long long)(at + len), k,
-                offset(c, it, ax, -at));
+      cc_printf(c, "    %sif (c%d < %lldll) %s\n", k ? "else " : "", ax, (long long)(at + len),
+                copy(c, V, cc_fmt(c, "in%u", k), offset(c, it, ax, -at)));
       at += len;
     }
     end_elements(c);
