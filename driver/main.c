@@ -57,16 +57,16 @@ static const struct {
 static void usage(FILE *o) {
   fprintf(o,
           "usage: mlc compile FILE.mdl [options] [NAME=VALUE ...]\n"
-          "       mlc run FILE.mdl --target cpu [--weights W] --input NAME=FILE ... [options]\n"
-          "       mlc bench FILE.mdl --target cpu [--runs N] [options]\n"
-          "       mlc train FILE.mdl --target cpu --steps N [--data TOKENS] [--weights W] [--save CKPT] [--resume CKPT]\n"
+          "       mlc run FILE.mdl --target cpu|cuda [--weights W] --input NAME=FILE ... [options]\n"
+          "       mlc bench FILE.mdl --target cpu|cuda [--runs N] [options]\n"
+          "       mlc train FILE.mdl --target cpu|cuda --steps N [--data TOKENS] [--weights W] [--save CKPT] [--resume CKPT]\n"
           "       mlc calibrate --target cpu [--threads N]\n"
           "       mlc --help | --version\n"
           "\n"
           "Compiles a model written in .mdl (see docs/language.md and docs/cli.md).\n"
           "\n"
           "common options:\n"
-          "  -t, --target T        cpu, cuda, cuda-nccl, spirv or metal (cpu is built today)\n"
+          "  -t, --target T        cpu, cuda, cuda-nccl, spirv or metal (cpu and cuda are built today)\n"
           "  -D NAME=VALUE         override a config value (repeatable); a bare NAME=VALUE\n"
           "                        argument after FILE does the same\n"
           "      --entry MODULE    compile this module instead of the train block's (or the last)\n"
@@ -84,7 +84,8 @@ static void usage(FILE *o) {
           "      --input NAME=FILE raw little-endian data for an input (run needs every input)\n"
           "  -o, --output NAME=FILE  (run) write an output's raw data\n"
           "      --seed N          (run) seed of the initial weights without --weights (default 0)\n"
-          "      --threads N       worker threads, 0 for one per CPU (default)\n"
+          "      --threads N       (cpu) worker threads, 0 for one per CPU (default)\n"
+          "      --device N        (cuda) which GPU (default 0)\n"
           "      --profile         print per-kernel time, GFLOP/s, GB/s, roofline bound and a hint\n"
           "      --trace FILE      write a Chrome trace (JSON; Perfetto opens it) of every step\n"
           "      --roofline FILE   write an SVG roofline of the kernels (ceilings: mlc calibrate)\n"
@@ -95,7 +96,7 @@ static void usage(FILE *o) {
           "                        i32 (--data-dtype i32) tokens; without it, one synthetic batch\n"
           "      --save CKPT       write a checkpoint (weights, optimizer state, step) at the end\n"
           "      --resume CKPT     start from a checkpoint\n"
-          "      --weights, --seed, --threads, --profile, --trace, --roofline  as for run\n"
+          "      --weights, --seed, --threads, --device, --profile, --trace, --roofline  as for run\n"
           "calibrate: measure this CPU's memory bandwidth and f32 GEMM peak, cache them in\n"
           "           ~/.cache/mlc/ceilings-cpu.json for --profile and --roofline\n"
           "\n"
@@ -329,7 +330,7 @@ static int parse_args(options *o, int argc, char **argv) {
   }
   if (o->cmd == CMD_COMPILE && o->outdir && !o->target)
     return usage_error("%s", "-o needs --target: without a target there is no artifact");
-  if (o->cmd != CMD_COMPILE && !o->target) return usage_error("%s needs --target (cpu is the one built today)", o->name);
+  if (o->cmd != CMD_COMPILE && !o->target) return usage_error("%s needs --target (cpu or cuda)", o->name);
   for (uint32_t i = 0; i < o->ninputs + o->noutputs; i++) {
     const char *a = i < o->ninputs ? o->inputs[i] : o->outputs[i - o->ninputs];
     const char *eq = strchr(a, '=');
@@ -362,7 +363,7 @@ static int frontend(const options *o, mlc_program *prog, mlc_diag *diag, char **
   bool ok = !diag->errors && mlc_lower(prog, diag, ast, &lo);
   double t3 = mlc_now();
   if (tf) fprintf(tf, "  %-12s %9.3f ms\n", "lower", (t3 - t2) * 1e3);
-  mlc_pipeline_options po = {o->print_after, stdout, tf};
+  mlc_pipeline_options po = {o->print_after, stdout, tf, o->target};
   ok = ok && mlc_pipeline_run(prog, diag, &po);
   if (tf) fprintf(tf, "  %-12s %9.3f ms\n", "total", (mlc_now() - t0) * 1e3);
   if (!ok) {
@@ -722,7 +723,7 @@ static mlc_status measure_gemm(int threads, double *out) {
   float *buf = NULL;
   char err[512];
   mlc_lower_options lo = {NULL, 0, NULL, 0};
-  mlc_pipeline_options po = {NULL, stdout, NULL};
+  mlc_pipeline_options po = {NULL, stdout, NULL, "cpu"};
   if (!mlc_frontend_run(&prog, &diag, "<calibrate>", src, sizeof src - 1, &lo, NULL) ||
       !mlc_pipeline_run(&prog, &diag, &po)) {
     st = mlc_status_make(MLC_INTERNAL, "the calibration GEMM does not compile");

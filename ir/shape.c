@@ -201,6 +201,15 @@ static bool shape_matmul(rule_ctx *c) {
   return check_numel(c, &o);
 }
 
+static bool shape_matmul_tn(rule_ctx *c) {
+  const mlc_type *a = c->in[0], *b = c->in[1];
+  if (!same_dtype(c, a, b, "matmul_tn") || !need_float(c, a, "matmul_tn")) return false;
+  if (a->rank != 2 || b->rank != 2 || a->dim[0] != b->dim[0])
+    return fail(c, "matmul_tn of %s and %s: needs a[k, m] and b[k, n]", TSTR(a), TSTR(b));
+  *c->out = (mlc_type){.dtype = a->dtype, .rank = 2, .dim = {a->dim[1], b->dim[1]}};
+  return check_numel(c, c->out);
+}
+
 static bool shape_linear(rule_ctx *c) {
   const mlc_type *x = c->in[0], *w = c->in[1];
   if (!same_dtype(c, x, w, "linear") || !need_float(c, x, "linear")) return false;
@@ -415,6 +424,11 @@ static void cost_cross_entropy(cost_ctx *c) { c->flops = 4 * tnumel(in_type(c, 0
 static void cost_matmul(cost_ctx *c) {
   const mlc_type *a = in_type(c, 0);
   c->flops = 2 * tnumel(&c->n->type) * (double)a->dim[a->rank - 1];
+  c->bytes = io_bytes(c);
+}
+
+static void cost_matmul_tn(cost_ctx *c) {
+  c->flops = 2 * tnumel(&c->n->type) * (double)in_type(c, 0)->dim[0];
   c->bytes = io_bytes(c);
 }
 

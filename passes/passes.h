@@ -11,6 +11,7 @@
 typedef struct {
   mlc_program *p;
   mlc_diag *d;
+  const char *target; /* --target, or NULL: passes that only some targets want look at it */
 } mlc_pass_ctx;
 
 typedef bool (*mlc_pass_fn)(mlc_pass_ctx *c);
@@ -19,6 +20,7 @@ typedef struct {
   const char *print_after; /* pass name, "all", or NULL */
   FILE *dump;              /* where --print-after goes */
   FILE *timing;            /* --time-passes table, or NULL */
+  const char *target;      /* --target, or NULL (no code generation) */
 } mlc_pipeline_options;
 
 /* Runs the passes in order.  False if a pass reported a user error; a
@@ -38,6 +40,8 @@ bool mlc_pass_autodiff(mlc_pass_ctx *c);
 bool mlc_pass_memplan(mlc_pass_ctx *c);
 bool mlc_pass_optimizer(mlc_pass_ctx *c);
 bool mlc_pass_precision(mlc_pass_ctx *c);
+/* GPU targets: matmul(transpose(a), b) -> matmul_tn(a, b), then dead nodes go. */
+bool mlc_pass_fuse(mlc_pass_ctx *c);
 
 /* --stats (passes/stats.c): parameters, op counts, FLOPs. */
 void mlc_print_stats(FILE *out, const mlc_program *p);

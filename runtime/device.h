@@ -38,6 +38,10 @@ typedef struct {
   /* Ceilings for the profile: peak FLOP/s of the fastest dtype, bytes/s,
    * and a one-line description of the device. */
   void (*describe)(mlc_device *d, char *buf, size_t n);
+  /* Named ranges around a run and each step, for the vendor's profilers
+   * (NVTX on CUDA: nsys and ncu --nvtx show mlc's names); NULL if none. */
+  void (*range_push)(mlc_device *d, const char *name);
+  void (*range_pop)(mlc_device *d);
 } mlc_device_vt;
 
 struct mlc_device {

@@ -25,6 +25,7 @@ typedef struct {
   void **host;            /* per value: a host copy of an output (devices with their own memory) */
   double *seconds;        /* per step, summed over profiled runs */
   double *start, *last;   /* per step: start and seconds in the last profiled run */
+  const char **label;     /* per step: "scope name", for the device's profiler ranges */
   uint64_t runs;
 } entry_state;
 
@@ -71,6 +72,9 @@ void mlc_session_destroy(mlc_session *s) {
       mlc_allocator_free(s->a, es->seconds);
       mlc_allocator_free(s->a, es->start);
       mlc_allocator_free(s->a, es->last);
+      if (es->label && es->e)
+        for (uint32_t i = 0; i < es->e->nsteps; i++) mlc_allocator_free(s->a, (void *)es->label[i]);
+      mlc_allocator_free(s->a, (void *)es->label);
       mlc_allocator_free(s->a, es->addr);
       if (s->dev && es->arena) s->dev->vt->free(s->dev, es->arena);
     }
@@ -108,10 +112,12 @@ static mlc_status create_entry(mlc_session *s, entry_state *es) {
   es->seconds = mlc_allocator_alloc_array(s->a, e->nsteps + 1, sizeof *es->seconds);
   es->start = mlc_allocator_alloc_array(s->a, e->nsteps + 1, sizeof *es->start);
   es->last = mlc_allocator_alloc_array(s->a, e->nsteps + 1, sizeof *es->last);
+  es->label = mlc_allocator_alloc_array(s->a, e->nsteps + 1, sizeof *es->label);
+  if (es->label) memset((void *)es->label, 0, (e->nsteps + 1) * sizeof *es->label);
   /* Zero the tables first: destroy frees whatever they hold. */
   if (es->args) memset(es->args, 0, (e->nsteps + 1) * sizeof *es->args);
   if (es->host) memset(es->host, 0, (e->nvalues + 1) * sizeof *es->host);
-  if (!es->addr || !es->host || !es->args || !es->kern || !es->seconds || !es->start || !es->last)
+  if (!es->addr || !es->host || !es->args || !es->kern || !es->seconds || !es->start || !es->last || !es->label)
     return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory for entry %s", e->name);
   memset(es->seconds, 0, (e->nsteps + 1) * sizeof *es->seconds);
   memset(es->start, 0, (e->nsteps + 1) * sizeof *es->start);
@@ -139,6 +145,13 @@ static mlc_status create_entry(mlc_session *s, entry_state *es) {
       mlc_status r = mlc_status_make(MLC_NOT_FOUND, "step %s of %s: %s", stp->name, e->name, mlc_status_message(st));
       mlc_status_free(st);
       return r;
+    }
+    if (s->dev->vt->range_push) {
+      size_t n = strlen(stp->scope) + strlen(stp->name) + 2;
+      char *l = mlc_allocator_alloc(s->a, n);
+      if (!l) return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory for step labels");
+      snprintf(l, n, "%s%s%s", stp->scope, *stp->scope ? " " : "", stp->name);
+      es->label[i] = l;
     }
     es->args[i] = mlc_allocator_alloc_array(s->a, stp->nargs + 1, sizeof **es->args);
     if (!es->args[i]) return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory for step arguments");
@@ -456,10 +469,16 @@ mlc_status mlc_session_run(mlc_session *s, const char *entry) {
       int64_t next = (int64_t)s->step + 1;
       MLC_RETURN_IF_ERROR(vt->write(s->dev, es->addr[es->e->inputs[i].value], &next, sizeof next));
     }
-  for (uint32_t i = 0; i < es->e->nsteps; i++) {
+  if (vt->range_push) vt->range_push(s->dev, entry);
+  mlc_status err = NULL;
+  for (uint32_t i = 0; i < es->e->nsteps && !err; i++) {
     const mlc_plan_step *st = &es->e->steps[i];
-    MLC_RETURN_IF_ERROR(vt->launch(s->dev, es->kern[i], st->work_items, es->args[i], st->nargs, s->profile, i));
+    if (vt->range_push) vt->range_push(s->dev, es->label[i]);
+    err = vt->launch(s->dev, es->kern[i], st->work_items, es->args[i], st->nargs, s->profile, i);
+    if (vt->range_pop) vt->range_pop(s->dev);
   }
+  if (vt->range_pop) vt->range_pop(s->dev);
+  MLC_RETURN_IF_ERROR(err);
   MLC_RETURN_IF_ERROR(vt->finish(s->dev, es->e->nsteps, es->last, es->start));
   if (s->profile) {
     es->runs++;

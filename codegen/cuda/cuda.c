@@ -13,7 +13,7 @@ typedef bool (*emitter)(cc *c);
 static emitter emitter_of(mlc_op op) {
   unsigned fl = mlc_ops[op].flags;
   switch (op) {
-  case MLC_OP_MATMUL: case MLC_OP_LINEAR: return cc_emit_gemm;
+  case MLC_OP_MATMUL: case MLC_OP_LINEAR: case MLC_OP_MATMUL_TN: return cc_emit_gemm;
   case MLC_OP_ATTENTION: case MLC_OP_ATTENTION_GRAD: return cc_emit_attention;
   case MLC_OP_SUM: case MLC_OP_MEAN: case MLC_OP_MAX: case MLC_OP_SOFTMAX: return cc_emit_reduce;
   case MLC_OP_TRANSPOSE: case MLC_OP_SLICE: case MLC_OP_CONCAT: case MLC_OP_SLICE_GRAD:

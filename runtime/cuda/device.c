@@ -6,6 +6,9 @@
 
 #include "runtime/cuda/compile.h"
 #include "runtime/cuda/driver.h"
+#ifdef MLC_HAVE_NVTX
+#include <nvtx3/nvToolsExt.h> /* header-only; a no-op unless a tool (nsys, ncu) injects itself */
+#endif
 
 enum { ATTR_MAX_DYNAMIC_SHARED = 8, ATTR_CC_MAJOR = 75, ATTR_CC_MINOR = 76, ATTR_SM_COUNT = 16,
        ATTR_MEM_CLOCK_KHZ = 36, ATTR_MEM_BUS_BITS = 37, ATTR_CLOCK_KHZ = 13 };
@@ -214,8 +217,17 @@ static void cu_describe(mlc_device *base, char *buf, size_t n) {
   snprintf(buf, n, "%s (sm_%d%d, %d SMs)", d->name, d->cc_major, d->cc_minor, d->sms);
 }
 
+#ifdef MLC_HAVE_NVTX
+static void cu_range_push(mlc_device *base, const char *name) { nvtxRangePushA(name); }
+static void cu_range_pop(mlc_device *base) { nvtxRangePop(); }
+#else
+#define cu_range_push NULL
+#define cu_range_pop NULL
+#endif
+
 static const mlc_device_vt cuda_vt = {
     "cuda", false, cu_destroy, cu_alloc, cu_free, cu_write, cu_read, cu_resolve, cu_launch, cu_finish, cu_describe,
+    cu_range_push, cu_range_pop,
 };
 
 mlc_status mlc_cuda_device_create(const mlc_cuda_code *code, mlc_allocator a, mlc_device **out) {

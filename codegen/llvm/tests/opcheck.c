@@ -466,7 +466,7 @@ int main(int argc, char **argv) {
     mlc_lower_options lo = {.defines = defines, .ndefines = ndefines, .entry = entry};
     if (!mlc_frontend_run(&prog, &diag, model, src, len, &lo, NULL)) die("%s does not compile", model);
   }
-  mlc_pipeline_options po = {0};
+  mlc_pipeline_options po = {.target = target};
   if (!mlc_pipeline_run(&prog, &diag, &po)) die("%s: the passes failed", model);
   const mlc_func *f = NULL;
   for (uint32_t i = 0; i < prog.nfuncs; i++)
