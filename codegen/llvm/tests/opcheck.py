@@ -142,9 +142,10 @@ FEPS = float(torch.finfo(torch.float32).eps)
 
 
 class Case:
-    def __init__(self, name, sig, expr, ref, tol, ranges=None, members="", defines=None):
+    def __init__(self, name, sig, expr, ref, tol, ranges=None, members="", defines=None, targets=("cpu", "cuda")):
         self.name, self.sig, self.expr, self.ref, self.tol = name, sig, expr, ref, tol
         self.ranges, self.members, self.defines = ranges or {}, members, defines or []
+        self.targets = targets
 
     same_bits = False
 
@@ -278,6 +279,11 @@ CASES = [
          members="lin = Linear(600, 70, bias=false)"),
     Case("linear_bf16", "x: bf16[33, 64]", "cast(lin(x), f32)", lambda I, P: bf16(I["x"] @ P["lin.weight"].T), LOW,
          members="lin = Linear(64, 48, bias=false, dtype=bf16)"),
+    # big enough for the GPU's wgmma path (>= 132 tiles of 128 x 128, K % 64 == 0)
+    Case("matmul_bf16_wgmma", "a: bf16[2048, 256], b: bf16[256, 1152]", "cast(a @ b, f32)",
+         lambda I, P: bf16(I["a"] @ I["b"]), LOW),
+    Case("linear_bf16_wgmma", "x: bf16[2048, 256]", "cast(lin(x), f32)", lambda I, P: bf16(I["x"] @ P["lin.weight"].T),
+         LOW, members="lin = Linear(256, 1152, bias=false, dtype=bf16)"),
     # the rest
     Case("embedding", "idx: i32[3, 17]", "emb(idx)", lambda I, P: P["emb.weight"][I["idx"]], EXACT,
          {"idx": (0, 100)}, members="emb = Embedding(100, 24)"),
@@ -317,8 +323,9 @@ class GradCase(Case):
     """One op built by hand (mlc_opcheck --op).  operands: "name: type" for an
     input, or ("const", value, "type"); attrs go to --attr, shape to --shape."""
 
-    def __init__(self, name, op, operands, ref, tol, ranges=None, attrs=None, shape=None, same_bits=False):
-        super().__init__(name, None, None, ref, tol, ranges)
+    def __init__(self, name, op, operands, ref, tol, ranges=None, attrs=None, shape=None, same_bits=False,
+                 targets=("cpu", "cuda")):
+        super().__init__(name, None, None, ref, tol, ranges, targets=targets)
         self.op, self.operands, self.attrs, self.shape = op, operands, attrs or {}, shape
         self.same_bits = same_bits
 
@@ -394,6 +401,13 @@ def attn_ops(dt, shape):
 
 
 GRAD_CASES = [
+    # matmul_tn: made by the GPU targets' fuse pass only (a[k, m]^T @ b[k, n])
+    GradCase("matmul_tn", "matmul_tn", ["a: f32[37, 29]", "b: f32[37, 53]"], lambda I, P: I["a"].T @ I["b"], RED,
+             targets=("cuda",)),
+    GradCase("matmul_tn_bf16", "matmul_tn", ["a: bf16[64, 72]", "b: bf16[64, 40]"],
+             lambda I, P: bf16(I["a"].T @ I["b"]), LOW, targets=("cuda",)),
+    GradCase("matmul_tn_bf16_wgmma", "matmul_tn", ["a: bf16[256, 2048]", "b: bf16[256, 1152]"],
+             lambda I, P: bf16(I["a"].T @ I["b"]), LOW, targets=("cuda",)),
     # broadcast: numpy rules to the node's shape
     GradCase("broadcast_rank_up", "broadcast", ["x: f32[37, 1]"], lambda I, P: I["x"].broadcast_to(4, 37, 53), EXACT,
              shape=[4, 37, 53]),
@@ -512,7 +526,7 @@ def run_case(args, c):
 
 def cmd_ops(args):
     os.makedirs(args.work, exist_ok=True)
-    cases = [c for c in CASES if not args.k or args.k in c.name]
+    cases = [c for c in CASES if (not args.k or args.k in c.name) and args.target in c.targets]
     # Cases are independent processes; with --jobs they overlap (compiling
     # CUDA kernels with nvcc is most of a GPU case's time).
     import concurrent.futures

@@ -1,0 +1,525 @@
+// mlc attention helpers (codegen/cuda/emit_attention.c)
+extern __shared__ __align__(16) unsigned char mlc_attn_sm[];
+template <class T> struct mlc_attn_isbf { static const bool v = false; };
+template <> struct mlc_attn_isbf<mlc_bf16> { static const bool v = true; };
+MLC_FN unsigned mlc_attn_saddr(const void *p) {
+  unsigned r;
+  asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(r) : "l"(p));
+  return r; }
+MLC_FN void mlc_attn_cp16(unsigned dst, const void *src, bool ok) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(dst), "l"(src), "r"(ok ? 16 : 0) : "memory"); }
+MLC_FN void mlc_attn_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+MLC_FN void mlc_attn_wait() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+MLC_FN void mlc_attn_ldm(unsigned *r, unsigned a) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a)); }
+MLC_FN void mlc_attn_ldmt(unsigned *r, unsigned a) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a)); }
+// c[16x8] += a[16x16] b[16x8], f32 accumulators (mma.sync m16n8k16)
+template <bool BF> MLC_FN void mlc_attn_mma(float *c, const unsigned *a, unsigned b0, unsigned b1) {
+  if (BF)
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  else
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1)); }
+// Two floats as a bf16x2 / f16x2 word, lo at the lower address.
+template <bool BF> MLC_FN unsigned mlc_attn_pack(float lo, float hi) {
+  unsigned r;
+  if (BF) asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  else asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r; }
+template <bool BF> MLC_FN float mlc_attn_lo(unsigned w) {
+  if (BF) return __int_as_float((int)(w << 16));
+  mlc_f16 h; h.x = (unsigned short)(w & 0xffffu); return to_f32(h); }
+template <bool BF> MLC_FN float mlc_attn_hi(unsigned w) {
+  if (BF) return __int_as_float((int)(w & 0xffff0000u));
+  mlc_f16 h; h.x = (unsigned short)(w >> 16); return to_f32(h); }
+// Rows [r0, r0+R) of a [S][D] 16-bit matrix into shared memory with row
+// pitch D+8 elements, by cp.async; rows past S read as zeros.
+template <int D, int R, int NTH, int S>
+MLC_FN void mlc_attn_ld(unsigned short *s, const void *g, int r0) {
+  const int CH = D / 8, LD = D + 8;
+  const unsigned short *gb = (const unsigned short *)g;
+  for (int c = threadIdx.x; c < R * CH; c += NTH) {
+    int r = c / CH, cc = c - r * CH, gr = r0 + r;
+    bool ok = gr < S;
+    mlc_attn_cp16(mlc_attn_saddr(s + r * LD + cc * 8), gb + (size_t)(ok ? gr : 0) * D + cc * 8, ok);
+  } }
+
+// Forward on tensor cores (16-bit T, head dim D % 16 == 0, dv == D).  A block
+// is 16*W query rows of one (batch, head), W warps of 16 rows each; keys and
+// values stream through shared memory 64 at a time, double-buffered with
+// cp.async.  S = q k^T and o += p v by mma.sync; online softmax in registers,
+// in base 2 (sl2 = scale * log2 e).
+// MODE 0: out = o.  MODE 1 (attention_grad's statistics; g = dO): writes
+// stats[row] = lse2 (max + log2 sum, base 2), stats[BH*SQ + row] = dO.o, and
+// zeroes the row of dq (f32 [BH*SQ][D]).
+template <class T, int D, int W, int BH, int SQ, int SK, int CAUSAL, int MODE>
+MLC_FN void mlc_attn_fwd_tc(const T *q, const T *k, const T *v, T *out, const T *g, float *stats, float *dq, float sl2) {
+  const bool BF = mlc_attn_isbf<T>::v;
+  const int BM = 16 * W, BK = 64, LD = D + 8, NT = (SQ + BM - 1) / BM, NTH = 32 * W;
+  int tile, bh;
+  if (CAUSAL) { tile = NT - 1 - (int)(blockIdx.x / BH); bh = (int)(blockIdx.x % BH); }
+  else { tile = (int)(blockIdx.x % NT); bh = (int)(blockIdx.x / NT); }
+  const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, gq = lane >> 2, tq = lane & 3;
+  const int m0 = tile * BM;
+  const T *qb = q + (size_t)bh * SQ * D, *kb = k + (size_t)bh * SK * D, *vb = v + (size_t)bh * SK * D;
+  unsigned short *sQ = (unsigned short *)mlc_attn_sm, *sK = sQ + BM * LD, *sV = sK + 2 * BK * LD;
+  int nkb = (SK + BK - 1) / BK;
+  if (CAUSAL) { int lim = ((m0 + BM < SQ ? m0 + BM : SQ) + BK - 1) / BK; nkb = lim < nkb ? lim : nkb; }
+  mlc_attn_ld<D, BM, NTH, SQ>(sQ, qb, m0);
+  mlc_attn_ld<D, BK, NTH, SK>(sK, kb, 0);
+  mlc_attn_ld<D, BK, NTH, SK>(sV, vb, 0);
+  mlc_attn_commit();
+  float o[D / 8][4];
+#pragma unroll
+  for (int t = 0; t < D / 8; t++) o[t][0] = o[t][1] = o[t][2] = o[t][3] = 0.f;
+  float mrow[2] = {-MLC_INF, -MLC_INF}, lrow[2] = {0.f, 0.f};
+  unsigned qf[D / 16][4];
+  const int ra = m0 + w * 16 + gq; /* this thread's rows: ra, ra + 8 */
+  for (int kbi = 0; kbi < nkb; kbi++) {
+    mlc_attn_wait();
+    __syncthreads();
+    if (kbi + 1 < nkb) {
+      int nb = (kbi + 1) & 1;
+      mlc_attn_ld<D, BK, NTH, SK>(sK + nb * BK * LD, kb, (kbi + 1) * BK);
+      mlc_attn_ld<D, BK, NTH, SK>(sV + nb * BK * LD, vb, (kbi + 1) * BK);
+      mlc_attn_commit();
+    }
+    if (kbi == 0) {
+#pragma unroll
+      for (int kk = 0; kk < D / 16; kk++)
+        mlc_attn_ldm(qf[kk], mlc_attn_saddr(sQ + (w * 16 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8));
+    }
+    const unsigned short *cK = sK + (kbi & 1) * BK * LD, *cV = sV + (kbi & 1) * BK * LD;
+    float s[BK / 8][4];
+#pragma unroll
+    for (int t = 0; t < BK / 8; t++) s[t][0] = s[t][1] = s[t][2] = s[t][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++) {
+#pragma unroll
+      for (int nn = 0; nn < BK / 16; nn++) {
+        unsigned b[4];
+        mlc_attn_ldm(b, mlc_attn_saddr(cK + (nn * 16 + (lane & 7) + ((lane >> 4) << 3)) * LD + kk * 16 + ((lane >> 3) & 1) * 8));
+        mlc_attn_mma<BF>(s[2 * nn], qf[kk], b[0], b[1]);
+        mlc_attn_mma<BF>(s[2 * nn + 1], qf[kk], b[2], b[3]);
+      }
+    }
+    const int j0 = kbi * BK;
+    const bool need = (j0 + BK > SK) || (CAUSAL && j0 + BK - 1 > m0 + w * 16);
+    float mx[2] = {mrow[0], mrow[1]};
+#pragma unroll
+    for (int t = 0; t < BK / 8; t++) {
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        float x = s[t][e] * sl2;
+        if (need) {
+          int key = j0 + t * 8 + 2 * tq + (e & 1), row = ra + (e >> 1) * 8;
+          if (key >= SK || (CAUSAL && key > row)) x = -MLC_INF;
+        }
+        s[t][e] = x;
+      }
+      mx[0] = fmaxf(mx[0], fmaxf(s[t][0], s[t][1]));
+      mx[1] = fmaxf(mx[1], fmaxf(s[t][2], s[t][3]));
+    }
+    float corr[2], ms[2], ls[2] = {0.f, 0.f};
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+      ms[r] = mx[r] == -MLC_INF ? 0.f : mx[r];
+      corr[r] = exp2f(mrow[r] - ms[r]);
+      mrow[r] = mx[r];
+    }
+#pragma unroll
+    for (int t = 0; t < BK / 8; t++) {
+      s[t][0] = exp2f(s[t][0] - ms[0]); s[t][1] = exp2f(s[t][1] - ms[0]);
+      s[t][2] = exp2f(s[t][2] - ms[1]); s[t][3] = exp2f(s[t][3] - ms[1]);
+      ls[0] += s[t][0] + s[t][1];
+      ls[1] += s[t][2] + s[t][3];
+    }
+    lrow[0] = lrow[0] * corr[0] + ls[0];
+    lrow[1] = lrow[1] * corr[1] + ls[1];
+#pragma unroll
+    for (int t = 0; t < D / 8; t++) { o[t][0] *= corr[0]; o[t][1] *= corr[0]; o[t][2] *= corr[1]; o[t][3] *= corr[1]; }
+#pragma unroll
+    for (int kk = 0; kk < BK / 16; kk++) {
+      unsigned a[4];
+      a[0] = mlc_attn_pack<BF>(s[2 * kk][0], s[2 * kk][1]);
+      a[1] = mlc_attn_pack<BF>(s[2 * kk][2], s[2 * kk][3]);
+      a[2] = mlc_attn_pack<BF>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+      a[3] = mlc_attn_pack<BF>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+#pragma unroll
+      for (int dn = 0; dn < D / 16; dn++) {
+        unsigned b[4];
+        mlc_attn_ldmt(b, mlc_attn_saddr(cV + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + dn * 16 + (lane >> 4) * 8));
+        mlc_attn_mma<BF>(o[2 * dn], a, b[0], b[1]);
+        mlc_attn_mma<BF>(o[2 * dn + 1], a, b[2], b[3]);
+      }
+    }
+  }
+  float inv[2];
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    lrow[r] += __shfl_xor_sync(0xffffffffu, lrow[r], 1);
+    lrow[r] += __shfl_xor_sync(0xffffffffu, lrow[r], 2);
+    inv[r] = lrow[r] > 0.f ? 1.f / lrow[r] : 0.f;
+  }
+  if (MODE == 0) {
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+      int row = ra + r * 8;
+      if (row < SQ) {
+        unsigned *orow = (unsigned *)(out + ((size_t)bh * SQ + row) * D);
+#pragma unroll
+        for (int t = 0; t < D / 8; t++) orow[t * 4 + tq] = mlc_attn_pack<BF>(o[t][2 * r] * inv[r], o[t][2 * r + 1] * inv[r]);
+      }
+    }
+  } else {
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+      int row = ra + r * 8;
+      bool ok = row < SQ;
+      size_t base = ((size_t)bh * SQ + (ok ? row : 0)) * D;
+      const unsigned *grow = (const unsigned *)(g + base);
+      float dsum = 0.f;
+#pragma unroll
+      for (int t = 0; t < D / 8; t++) {
+        unsigned gw = ok ? grow[t * 4 + tq] : 0u;
+        dsum += mlc_attn_lo<BF>(gw) * o[t][2 * r] + mlc_attn_hi<BF>(gw) * o[t][2 * r + 1];
+        if (ok) { dq[base + t * 8 + 2 * tq] = 0.f; dq[base + t * 8 + 2 * tq + 1] = 0.f; }
+      }
+      dsum += __shfl_xor_sync(0xffffffffu, dsum, 1);
+      dsum += __shfl_xor_sync(0xffffffffu, dsum, 2);
+      if (ok && tq == 0) {
+        stats[(size_t)bh * SQ + row] = mrow[r] + log2f(lrow[r]);
+        stats[(size_t)BH * SQ + (size_t)bh * SQ + row] = dsum * inv[r];
+      }
+    }
+  }
+}
+
+// attention_grad's main pass on tensor cores (16-bit T, D % 32 == 0): a block
+// is 64 keys of one (batch, head), 4 warps of 16 keys; it walks the query
+// rows 32 at a time (causal: from its first key on), recomputing
+// S^T = k q^T and dP^T = v dO^T, then P = exp2(S sl2 - lse2),
+// dS = P (dP - D); dV += P^T dO and dK += dS^T q in registers, and
+// dq += dS k by f32 atomics (red.v4 on sm_90) into dq (scaled later).  Writes dk, dv.
+template <class T, int D, int BH, int S, int CAUSAL>
+MLC_FN void mlc_attn_bwd_tc(const T *g, const T *q, const T *k, const T *v, T *out, const float *stats, float *dq,
+                            float scale, float sl2) {
+  const bool BF = mlc_attn_isbf<T>::v;
+  const int BN = 64, BQ = 32, LD = D + 8, LDS = BQ + 8, NTH = 128, NJ = (S + BN - 1) / BN, NI = (S + BQ - 1) / BQ;
+  int jt, bh;
+  if (CAUSAL) { jt = (int)(blockIdx.x / BH); bh = (int)(blockIdx.x % BH); }
+  else { jt = (int)(blockIdx.x % NJ); bh = (int)(blockIdx.x / NJ); }
+  const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, gq = lane >> 2, tq = lane & 3;
+  const int j0 = jt * BN;
+  const size_t hb = (size_t)bh * S * D;
+  unsigned short *sK = (unsigned short *)mlc_attn_sm, *sV = sK + BN * LD, *sQ = sV + BN * LD, *sG = sQ + 2 * BQ * LD,
+                 *sS = sG + 2 * BQ * LD;
+  float *sL = (float *)(sS + BN * LDS); /* [2][2][BQ]: lse2, D */
+  const float *lse = stats + (size_t)bh * S, *dsm = stats + (size_t)BH * S + (size_t)bh * S;
+  const int ib = CAUSAL ? j0 / BQ : 0;
+  mlc_attn_ld<D, BN, NTH, S>(sK, k + hb, j0);
+  mlc_attn_ld<D, BN, NTH, S>(sV, v + hb, j0);
+  mlc_attn_ld<D, BQ, NTH, S>(sQ, q + hb, ib * BQ);
+  mlc_attn_ld<D, BQ, NTH, S>(sG, g + hb, ib * BQ);
+  mlc_attn_commit();
+  if (tid < 2 * BQ) {
+    int i = ib * BQ + (tid & (BQ - 1));
+    sL[tid] = i < S ? (tid < BQ ? lse[i] : dsm[i]) : 0.f;
+  }
+  float dk[D / 8][4], dv[D / 8][4];
+#pragma unroll
+  for (int t = 0; t < D / 8; t++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) dk[t][e] = dv[t][e] = 0.f;
+  const int ka = j0 + w * 16 + gq; /* this thread's keys: ka, ka + 8 */
+  for (int it = ib; it < NI; it++) {
+    const int buf = (it - ib) & 1, i0 = it * BQ;
+    mlc_attn_wait();
+    __syncthreads();
+    if (it + 1 < NI) {
+      mlc_attn_ld<D, BQ, NTH, S>(sQ + (buf ^ 1) * BQ * LD, q + hb, i0 + BQ);
+      mlc_attn_ld<D, BQ, NTH, S>(sG + (buf ^ 1) * BQ * LD, g + hb, i0 + BQ);
+      mlc_attn_commit();
+      if (tid < 2 * BQ) {
+        int i = i0 + BQ + (tid & (BQ - 1));
+        sL[(buf ^ 1) * 2 * BQ + tid] = i < S ? (tid < BQ ? lse[i] : dsm[i]) : 0.f;
+      }
+    }
+    const unsigned short *cQ = sQ + buf * BQ * LD, *cG = sG + buf * BQ * LD;
+    const float *cL = sL + buf * 2 * BQ;
+    float st[BQ / 8][4], dp[BQ / 8][4];
+#pragma unroll
+    for (int t = 0; t < BQ / 8; t++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) st[t][e] = dp[t][e] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++) {
+      unsigned ak[4], av[4];
+      mlc_attn_ldm(ak, mlc_attn_saddr(sK + (w * 16 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8));
+      mlc_attn_ldm(av, mlc_attn_saddr(sV + (w * 16 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8));
+#pragma unroll
+      for (int nn = 0; nn < BQ / 16; nn++) {
+        unsigned b[4];
+        int off = (nn * 16 + (lane & 7) + ((lane >> 4) << 3)) * LD + kk * 16 + ((lane >> 3) & 1) * 8;
+        mlc_attn_ldm(b, mlc_attn_saddr(cQ + off));
+        mlc_attn_mma<BF>(st[2 * nn], ak, b[0], b[1]);
+        mlc_attn_mma<BF>(st[2 * nn + 1], ak, b[2], b[3]);
+        mlc_attn_ldm(b, mlc_attn_saddr(cG + off));
+        mlc_attn_mma<BF>(dp[2 * nn], av, b[0], b[1]);
+        mlc_attn_mma<BF>(dp[2 * nn + 1], av, b[2], b[3]);
+      }
+    }
+#pragma unroll
+    for (int t = 0; t < BQ / 8; t++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        int qi = t * 8 + 2 * tq + (e & 1), qg = i0 + qi, key = ka + (e >> 1) * 8;
+        float p = exp2f(st[t][e] * sl2 - cL[qi]);
+        if (qg >= S || key >= S || (CAUSAL && key > qg)) p = 0.f;
+        st[t][e] = p;
+        dp[t][e] = p * (dp[t][e] - cL[BQ + qi]);
+      }
+#pragma unroll
+    for (int kk = 0; kk < BQ / 16; kk++) {
+      unsigned ap[4], as[4];
+      ap[0] = mlc_attn_pack<BF>(st[2 * kk][0], st[2 * kk][1]);
+      ap[1] = mlc_attn_pack<BF>(st[2 * kk][2], st[2 * kk][3]);
+      ap[2] = mlc_attn_pack<BF>(st[2 * kk + 1][0], st[2 * kk + 1][1]);
+      ap[3] = mlc_attn_pack<BF>(st[2 * kk + 1][2], st[2 * kk + 1][3]);
+      as[0] = mlc_attn_pack<BF>(dp[2 * kk][0], dp[2 * kk][1]);
+      as[1] = mlc_attn_pack<BF>(dp[2 * kk][2], dp[2 * kk][3]);
+      as[2] = mlc_attn_pack<BF>(dp[2 * kk + 1][0], dp[2 * kk + 1][1]);
+      as[3] = mlc_attn_pack<BF>(dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
+      unsigned *srow = (unsigned *)(sS + (w * 16 + gq) * LDS + kk * 16 + 2 * tq);
+      srow[0] = as[0];
+      srow[4 * LDS] = as[1];
+      srow[4] = as[2];
+      srow[4 * LDS + 4] = as[3];
+#pragma unroll
+      for (int dn = 0; dn < D / 16; dn++) {
+        unsigned b[4];
+        int off = (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + dn * 16 + (lane >> 4) * 8;
+        mlc_attn_ldmt(b, mlc_attn_saddr(cG + off));
+        mlc_attn_mma<BF>(dv[2 * dn], ap, b[0], b[1]);
+        mlc_attn_mma<BF>(dv[2 * dn + 1], ap, b[2], b[3]);
+        mlc_attn_ldmt(b, mlc_attn_saddr(cQ + off));
+        mlc_attn_mma<BF>(dk[2 * dn], as, b[0], b[1]);
+        mlc_attn_mma<BF>(dk[2 * dn + 1], as, b[2], b[3]);
+      }
+    }
+    __syncthreads();
+    /* dq[i0 .. i0+32][:] += dS k: warp w takes 16 rows (w & 1) and half the columns (w >> 1) */
+    {
+      const int qt = w & 1, dh = w >> 1;
+      float acc[D / 16][4];
+#pragma unroll
+      for (int t = 0; t < D / 16; t++) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.f;
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; kk++) {
+        unsigned a[4];
+        mlc_attn_ldmt(a, mlc_attn_saddr(sS + (kk * 16 + ((lane >> 4) << 3) + (lane & 7)) * LDS + qt * 16 + ((lane >> 3) & 1) * 8));
+#pragma unroll
+        for (int dn = 0; dn < D / 32; dn++) {
+          unsigned b[4];
+          mlc_attn_ldmt(b, mlc_attn_saddr(sK + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + dh * (D / 2) + dn * 16 + (lane >> 4) * 8));
+          mlc_attn_mma<BF>(acc[2 * dn], a, b[0], b[1]);
+          mlc_attn_mma<BF>(acc[2 * dn + 1], a, b[2], b[3]);
+        }
+      }
+#if __CUDA_ARCH__ >= 900
+      { /* lane pairs swap halves so that each adds 4 columns of one row: red.v4 */
+        const bool odd = tq & 1;
+        const int row = i0 + qt * 16 + gq + (odd ? 8 : 0);
+        float *dr = dq + ((size_t)bh * S + (row < S ? row : 0)) * D + dh * (D / 2) + 2 * (tq & ~1);
+#pragma unroll
+        for (int t = 0; t < D / 16; t++) {
+          float r0 = __shfl_xor_sync(0xffffffffu, odd ? acc[t][0] : acc[t][2], 1);
+          float r1 = __shfl_xor_sync(0xffffffffu, odd ? acc[t][1] : acc[t][3], 1);
+          float v0 = odd ? r0 : acc[t][0], v1 = odd ? r1 : acc[t][1], v2 = odd ? acc[t][2] : r0, v3 = odd ? acc[t][3] : r1;
+          if (row < S)
+            asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" :: "l"(dr + t * 8), "f"(v0), "f"(v1), "f"(v2), "f"(v3) : "memory");
+        }
+      }
+#else
+#pragma unroll
+      for (int r = 0; r < 2; r++) {
+        int row = i0 + qt * 16 + gq + r * 8;
+        if (row < S) {
+          float *dr = dq + ((size_t)bh * S + row) * D + dh * (D / 2) + 2 * tq;
+#pragma unroll
+          for (int t = 0; t < D / 16; t++) {
+            atomicAdd(dr + t * 8, acc[t][2 * r]);
+            atomicAdd(dr + t * 8 + 1, acc[t][2 * r + 1]);
+          }
+        }
+      }
+#endif
+    }
+  }
+  const size_t N = (size_t)BH * S * D;
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    int key = ka + r * 8;
+    if (key < S) {
+      unsigned *dkr = (unsigned *)(out + N + hb + (size_t)key * D), *dvr = (unsigned *)(out + 2 * N + hb + (size_t)key * D);
+#pragma unroll
+      for (int t = 0; t < D / 8; t++) {
+        dkr[t * 4 + tq] = mlc_attn_pack<BF>(dk[t][2 * r] * scale, dk[t][2 * r + 1] * scale);
+        dvr[t * 4 + tq] = mlc_attn_pack<BF>(dv[t][2 * r], dv[t][2 * r + 1]);
+      }
+    }
+  }
+}
+
+// out[i] = x[i] * scale in T, for the first n elements (dq's conversion).
+template <class T> MLC_FN void mlc_attn_cvt(const float *x, T *out, size_t n, float scale) {
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    out[i] = from_f32<T>(x[i] * scale);
+}
+
+// The SIMT forms (any float T, any head dims), one warp per row, exact f32.
+// Forward: a warp per query row; lanes take keys 32 at a time, then columns
+// of v.  MODE 1: attention_grad's statistics (natural log): stats[row] = lse,
+// stats[BH*SQ + row] = dO.o.
+template <class T, int D, int DV, int BH, int SQ, int SK, int CAUSAL, int MODE>
+MLC_FN void mlc_attn_fwd_simt(const T *q, const T *k, const T *v, T *out, const T *g, float *stats, float scale) {
+  const int NV = (DV + 31) / 32;
+  const int row = (int)blockIdx.x * 4 + (int)(threadIdx.x >> 5), lane = threadIdx.x & 31;
+  if (row >= BH * SQ) return;
+  const int bh = row / SQ, i = row - bh * SQ;
+  const T *qr = q + (size_t)row * D, *kb = k + (size_t)bh * SK * D, *vb = v + (size_t)bh * SK * DV;
+  float acc[NV];
+#pragma unroll
+  for (int t = 0; t < NV; t++) acc[t] = 0.f;
+  float m = -MLC_INF, l = 0.f;
+  const int nk = CAUSAL ? (i + 1 < SK ? i + 1 : SK) : SK;
+  for (int j0 = 0; j0 < nk; j0 += 32) {
+    const int j = j0 + lane;
+    float s = -MLC_INF;
+    if (j < nk) {
+      const T *kr = kb + (size_t)j * D;
+      float a = 0.f;
+      for (int d = 0; d < D; d++) a = fmaf(to_f32(qr[d]), to_f32(kr[d]), a);
+      s = a * scale;
+    }
+    const float mx = fmaxf(m, mlc_warp_max(s));
+    const float corr = expf(m - mx);
+    const float p = j < nk ? expf(s - mx) : 0.f;
+    l = l * corr + mlc_warp_sum(p);
+    m = mx;
+#pragma unroll
+    for (int t = 0; t < NV; t++) acc[t] *= corr;
+    const int cnt = nk - j0 < 32 ? nk - j0 : 32;
+    for (int jj = 0; jj < cnt; jj++) {
+      const float pj = __shfl_sync(0xffffffffu, p, jj);
+      const T *vr = vb + (size_t)(j0 + jj) * DV;
+#pragma unroll
+      for (int t = 0; t < NV; t++)
+        if (lane + 32 * t < DV) acc[t] = fmaf(pj, to_f32(vr[lane + 32 * t]), acc[t]);
+    }
+  }
+  const float inv = 1.f / l;
+  if (MODE == 0) {
+#pragma unroll
+    for (int t = 0; t < NV; t++)
+      if (lane + 32 * t < DV) out[(size_t)row * DV + lane + 32 * t] = from_f32<T>(acc[t] * inv);
+  } else {
+    float ds = 0.f;
+#pragma unroll
+    for (int t = 0; t < NV; t++)
+      if (lane + 32 * t < DV) ds = fmaf(to_f32(g[(size_t)row * DV + lane + 32 * t]), acc[t] * inv, ds);
+    ds = mlc_warp_sum(ds);
+    if (lane == 0) { stats[row] = m + logf(l); stats[(size_t)BH * SQ + row] = ds; }
+  }
+}
+
+// P and dS of query i against key j (SIMT backward), from the statistics.
+template <class T, int D>
+MLC_FN void mlc_attn_pds(const T *qi, const T *gi, const T *kj, const T *vj, float lse, float dsum, float scale,
+                         float *p, float *ds) {
+  float s = 0.f, dp = 0.f;
+  for (int d = 0; d < D; d++) {
+    s = fmaf(to_f32(qi[d]), to_f32(kj[d]), s);
+    dp = fmaf(to_f32(gi[d]), to_f32(vj[d]), dp);
+  }
+  *p = expf(s * scale - lse);
+  *ds = *p * (dp - dsum);
+}
+
+// dk, dv: a warp per key row; lanes take queries 32 at a time, then columns.
+template <class T, int D, int BH, int S, int CAUSAL>
+MLC_FN void mlc_attn_bwd_kv_simt(const T *g, const T *q, const T *k, const T *v, T *out, const float *stats, float scale) {
+  const int NV = (D + 31) / 32;
+  const int row = (int)blockIdx.x * 4 + (int)(threadIdx.x >> 5), lane = threadIdx.x & 31;
+  if (row >= BH * S) return;
+  const int bh = row / S, j = row - bh * S;
+  const size_t hb = (size_t)bh * S * D, N = (size_t)BH * S * D;
+  const T *kj = k + (size_t)row * D, *vj = v + (size_t)row * D;
+  float dk[NV], dv[NV];
+#pragma unroll
+  for (int t = 0; t < NV; t++) dk[t] = dv[t] = 0.f;
+  for (int i0 = CAUSAL ? j : 0; i0 < S; i0 += 32) {
+    const int i = i0 + lane;
+    float p = 0.f, ds = 0.f;
+    if (i < S)
+      mlc_attn_pds<T, D>(q + hb + (size_t)i * D, g + hb + (size_t)i * D, kj, vj, stats[(size_t)bh * S + i],
+                         stats[N / D + (size_t)bh * S + i], scale, &p, &ds);
+    const int cnt = S - i0 < 32 ? S - i0 : 32;
+    for (int ii = 0; ii < cnt; ii++) {
+      const float pi = __shfl_sync(0xffffffffu, p, ii), dsi = __shfl_sync(0xffffffffu, ds, ii);
+      const T *qr = q + hb + (size_t)(i0 + ii) * D, *gr = g + hb + (size_t)(i0 + ii) * D;
+#pragma unroll
+      for (int t = 0; t < NV; t++)
+        if (lane + 32 * t < D) {
+          dv[t] = fmaf(pi, to_f32(gr[lane + 32 * t]), dv[t]);
+          dk[t] = fmaf(dsi, to_f32(qr[lane + 32 * t]), dk[t]);
+        }
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < NV; t++)
+    if (lane + 32 * t < D) {
+      out[N + (size_t)row * D + lane + 32 * t] = from_f32<T>(dk[t] * scale);
+      out[2 * N + (size_t)row * D + lane + 32 * t] = from_f32<T>(dv[t]);
+    }
+}
+
+// dq: a warp per query row; lanes take keys 32 at a time, then columns.
+template <class T, int D, int BH, int S, int CAUSAL>
+MLC_FN void mlc_attn_bwd_q_simt(const T *g, const T *q, const T *k, const T *v, T *out, const float *stats, float scale) {
+  const int NV = (D + 31) / 32;
+  const int row = (int)blockIdx.x * 4 + (int)(threadIdx.x >> 5), lane = threadIdx.x & 31;
+  if (row >= BH * S) return;
+  const int bh = row / S, i = row - bh * S;
+  const size_t hb = (size_t)bh * S * D;
+  const float lse = stats[row], dsum = stats[(size_t)BH * S + row];
+  const T *qi = q + (size_t)row * D, *gi = g + (size_t)row * D;
+  float acc[NV];
+#pragma unroll
+  for (int t = 0; t < NV; t++) acc[t] = 0.f;
+  const int nk = CAUSAL ? i + 1 : S;
+  for (int j0 = 0; j0 < nk; j0 += 32) {
+    const int j = j0 + lane;
+    float p = 0.f, ds = 0.f;
+    if (j < nk) mlc_attn_pds<T, D>(qi, gi, k + hb + (size_t)j * D, v + hb + (size_t)j * D, lse, dsum, scale, &p, &ds);
+    const int cnt = nk - j0 < 32 ? nk - j0 : 32;
+    for (int jj = 0; jj < cnt; jj++) {
+      const float dsj = __shfl_sync(0xffffffffu, ds, jj);
+      const T *kr = k + hb + (size_t)(j0 + jj) * D;
+#pragma unroll
+      for (int t = 0; t < NV; t++)
+        if (lane + 32 * t < D) acc[t] = fmaf(dsj, to_f32(kr[lane + 32 * t]), acc[t]);
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < NV; t++)
+    if (lane + 32 * t < D) out[(size_t)row * D + lane + 32 * t] = from_f32<T>(acc[t] * scale);
+}

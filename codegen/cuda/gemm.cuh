@@ -1,0 +1,436 @@
+// mlc gemm: tensor-core wrappers (sm_80+, inline PTX) and the GEMM main loops
+MLC_FN unsigned mlc_gemm_smem_u32(const void *p) {
+  unsigned r;
+  asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(r) : "l"(p));
+  return r; }
+template <class T> MLC_FN void mlc_gemm_mma(float *d, const unsigned *a, const unsigned *b);
+template <> MLC_FN void mlc_gemm_mma<mlc_bf16>(float *d, const unsigned *a, const unsigned *b) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1])); }
+template <> MLC_FN void mlc_gemm_mma<mlc_f16>(float *d, const unsigned *a, const unsigned *b) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1])); }
+MLC_FN void mlc_gemm_ldsm_x4(unsigned *r, unsigned addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+    : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr) : "memory"); }
+MLC_FN void mlc_gemm_ldsm_x4_t(unsigned *r, unsigned addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+    : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr) : "memory"); }
+// 16 bytes global -> shared, asynchronously; zero-filled when !ok (src not read).
+MLC_FN void mlc_gemm_cp16(unsigned dst, const void *src, bool ok) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(dst), "l"(src), "r"(ok ? 16 : 0) : "memory"); }
+MLC_FN void mlc_gemm_cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N> MLC_FN void mlc_gemm_cp_wait() { asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory"); }
+// Grouped rasterisation: consecutive blocks walk G tile-rows down one
+// tile-column before moving right, so their A and B tiles share the L2.
+template <int TM, int TN, int G> MLC_FN void mlc_gemm_raster(unsigned t, int &tm, int &tn) {
+  unsigned per = (unsigned)G * TN, first = t / per * G, r = t % per;
+  unsigned gs = TM - first < (unsigned)G ? TM - first : (unsigned)G;
+  tm = (int)(first + r % gs); tn = (int)(r / gs); }
+// One ROWS x COLS tile (COLS contiguous, a multiple of 8) of a row-major
+// matrix with leading dimension LD and RMAX x CMAX valid elements, from
+// (r0, c0), into shared memory with row pitch P (elements).  VEC: rows are
+// 16-byte aligned (LD % 8 == 0): cp.async, zero-filled outside; else plain
+// 2-byte loads.
+template <bool WIDE> struct mlc_gemm_index { typedef int type; };
+template <> struct mlc_gemm_index<true> { typedef long long type; };
+template <int ROWS, int COLS, int P, bool VEC, int NT, long long LD, long long RMAX, long long CMAX>
+MLC_FN void mlc_gemm_load_tile(unsigned short *s, const unsigned short *g, long long r0, long long c0, int tid) {
+  // 32-bit offsets where the matrix allows
+  typedef typename mlc_gemm_index<(RMAX + ROWS) * LD + COLS >= 0x7fffffffLL>::type I;
+  constexpr int CPR = COLS / 8, CH = ROWS * CPR;
+#pragma unroll
+  for (int i = 0; i < (CH + NT - 1) / NT; i++) {
+    int ch = tid + i * NT;
+    if (CH % NT == 0 || ch < CH) {
+      int r = ch / CPR, c = ch % CPR * 8;
+      I gr = (I)(r0 + r), gc = (I)(c0 + c);
+      unsigned short *d = s + r * P + c;
+      if (VEC) {
+        bool ok = gr < RMAX && gc < CMAX;
+        mlc_gemm_cp16(mlc_gemm_smem_u32(d), ok ? g + gr * (I)LD + gc : g, ok);
+      } else {
+        unsigned v[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+          unsigned lo = gr < RMAX && gc + 2 * j < CMAX ? g[gr * (I)LD + gc + 2 * j] : 0;
+          unsigned hi = gr < RMAX && gc + 2 * j + 1 < CMAX ? g[gr * (I)LD + gc + 2 * j + 1] : 0;
+          v[j] = lo | hi << 16;
+        }
+        *(uint4 *)d = make_uint4(v[0], v[1], v[2], v[3]);
+      }
+    }
+  }
+}
+// C[M,N] = A B for one BM x BN tile (tm, tn), bf16/f16 in, f32 accumulate.
+// A is [M,K] row-major (AKM: stored [K,M]), B is [K,N] (BNK: stored [N,K]),
+// C is [M,N] row-major.  WARPS_M x WARPS_N warps, ST-stage cp.async
+// pipeline, BK-deep k-steps; shared rows padded by 16 bytes (ldmatrix reads
+// of 8 rows hit 8 different bank quads).  sm: SMEM bytes, 16-byte aligned.
+template <class T, int BM, int BN, int BK, int WARPS_M, int WARPS_N, int ST, bool AKM, bool BNK, long long M,
+          long long N, long long K>
+struct mlc_gemm_tc {
+  static constexpr int NT = WARPS_M * WARPS_N * 32, WTM = BM / WARPS_M, WTN = BN / WARPS_N;
+  static constexpr int FM = WTM / 16, FN = WTN / 8;
+  static constexpr int A_ROWS = AKM ? BK : BM, A_P = (AKM ? BM : BK) + 8;
+  static constexpr int B_ROWS = BNK ? BN : BK, B_P = (BNK ? BK : BN) + 8;
+  static constexpr int A_ST = A_ROWS * A_P, B_ST = B_ROWS * B_P;
+  static constexpr int SMEM = ST * (A_ST + B_ST) * 2;
+  static constexpr long long LDA = AKM ? M : K, LDB = BNK ? K : N;
+  static constexpr int KT = (int)((K + BK - 1) / BK);
+  static MLC_FN void load(unsigned short *sA, unsigned short *sB, const unsigned short *A, const unsigned short *B,
+                          long long m0, long long n0, int kt, int tid) {
+    long long k0 = (long long)kt * BK;
+    if (AKM) mlc_gemm_load_tile<BK, BM, A_P, LDA % 8 == 0, NT, LDA, K, M>(sA, A, k0, m0, tid);
+    else mlc_gemm_load_tile<BM, BK, A_P, LDA % 8 == 0, NT, LDA, M, K>(sA, A, m0, k0, tid);
+    if (BNK) mlc_gemm_load_tile<BN, BK, B_P, LDB % 8 == 0, NT, LDB, N, K>(sB, B, n0, k0, tid);
+    else mlc_gemm_load_tile<BK, BN, B_P, LDB % 8 == 0, NT, LDB, K, N>(sB, B, k0, n0, tid);
+  }
+  // The A and B fragments of k-step kk (elements) of a stage, at this lane's ldmatrix addresses.
+  static MLC_FN void frag(unsigned a_s, unsigned b_s, int kk, unsigned (&af)[FM][4], unsigned (&bf)[FN / 2][4]) {
+#pragma unroll
+    for (int i = 0; i < FM; i++) {
+      if (AKM) mlc_gemm_ldsm_x4_t(af[i], a_s + 2 * (kk * A_P + i * 16));
+      else mlc_gemm_ldsm_x4(af[i], a_s + 2 * (i * 16 * A_P + kk));
+    }
+#pragma unroll
+    for (int j = 0; j < FN / 2; j++) {
+      if (BNK) mlc_gemm_ldsm_x4(bf[j], b_s + 2 * (j * 16 * B_P + kk));
+      else mlc_gemm_ldsm_x4_t(bf[j], b_s + 2 * (kk * B_P + j * 16));
+    }
+  }
+  // The accumulators: acc[i][j][0..3] holds rows m0 + wm*WTM + 16i + g (+8
+  // for [2],[3]) and columns n0 + wn*WTN + 8j + 2t (+1 for [1],[3]), with
+  // g = lane / 4, t = lane % 4.
+  static MLC_FN void mainloop(const T *A_, const T *B_, int tm, int tn, unsigned short *sm, float (&acc)[FM][FN][4]) {
+    const unsigned short *A = (const unsigned short *)A_, *B = (const unsigned short *)B_;
+    int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    int wm = warp / WARPS_N, wn = warp % WARPS_N;
+    long long m0 = (long long)tm * BM, n0 = (long long)tn * BN;
+    unsigned short *sA = sm, *sB = sm + ST * A_ST;
+#pragma unroll
+    for (int i = 0; i < FM; i++)
+#pragma unroll
+      for (int j = 0; j < FN; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) acc[i][j][e] = 0.f;
+#pragma unroll
+    for (int s = 0; s < ST - 1; s++) {
+      if (s < KT) load(sA + s * A_ST, sB + s * B_ST, A, B, m0, n0, s, tid);
+      mlc_gemm_cp_commit();
+    }
+    // ldmatrix lane addresses: lane supplies row r of 8x8 matrix q.
+    int q = lane >> 3, r = lane & 7;
+    // A fragments: matrices (mn 0-7,k 0-7), (mn 8-15,k 0-7), (mn 0-7,k 8-15), (mn 8-15,k 8-15)
+    int a_mn = (q & 1) * 8, a_k = (q >> 1) * 8;
+    // B fragments (two n8 tiles): (n 0-7,k 0-7), (n 0-7,k 8-15), (n 8-15,k 0-7), (n 8-15,k 8-15)
+    int b_mn = (q >> 1) * 8, b_k = (q & 1) * 8;
+    unsigned a_off = AKM ? (unsigned)((a_k + r) * A_P + wm * WTM + a_mn) : (unsigned)((wm * WTM + a_mn + r) * A_P + a_k);
+    unsigned b_off = BNK ? (unsigned)((wn * WTN + b_mn + r) * B_P + b_k) : (unsigned)((b_k + r) * B_P + wn * WTN + b_mn);
+    const unsigned a_base = mlc_gemm_smem_u32(sA) + 2 * a_off, b_base = mlc_gemm_smem_u32(sB) + 2 * b_off;
+    // Software pipeline (as CUTLASS's multistage main loop): the fragments
+    // of k-step kk+1 are read from shared memory while the mma of step kk
+    // run; the barrier before the last step of a k-tile makes the next
+    // stage visible and frees the stage the new cp.async group overwrites.
+    constexpr int KK = BK / 16;
+    unsigned af[2][FM][4], bf[2][FN / 2][4];
+    int rs = 0, ws = ST - 1;
+    mlc_gemm_cp_wait<ST - 2>();
+    __syncthreads();
+    frag(a_base, b_base, 0, af[0], bf[0]);
+#pragma unroll 1
+    for (int kt = 0; kt < KT; kt++) {
+#pragma unroll
+      for (int kk = 0; kk < KK; kk++) {
+        if (kk == KK - 1) {
+          mlc_gemm_cp_wait<ST - 2>();
+          __syncthreads();
+          rs = rs + 1 == ST ? 0 : rs + 1;
+        }
+        frag(a_base + 2 * rs * A_ST, b_base + 2 * rs * B_ST, (kk + 1) % KK * 16, af[(kk + 1) & 1], bf[(kk + 1) & 1]);
+        if (kk == 0) {
+          int nk = kt + ST - 1;
+          if (nk < KT) load(sA + ws * A_ST, sB + ws * B_ST, A, B, m0, n0, nk, tid);
+          mlc_gemm_cp_commit();
+          ws = ws + 1 == ST ? 0 : ws + 1;
+        }
+#pragma unroll
+        for (int i = 0; i < FM; i++)
+#pragma unroll
+          for (int j = 0; j < FN; j++) mlc_gemm_mma<T>(acc[i][j], af[kk & 1][i], &bf[kk & 1][j / 2][(j & 1) * 2]);
+      }
+    }
+    mlc_gemm_cp_wait<0>();
+  }
+  // Rounds the accumulators to T once and stores them into C (ldc = N).
+  static MLC_FN void store(T *C, int tm, int tn, float (&acc)[FM][FN][4]) {
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int wm = warp / WARPS_N, wn = warp % WARPS_N;
+    long long rb = (long long)tm * BM + wm * WTM + (lane >> 2), cb = (long long)tn * BN + wn * WTN + 2 * (lane & 3);
+#pragma unroll
+    for (int i = 0; i < FM; i++)
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        long long row = rb + i * 16 + h * 8;
+        if (M % BM == 0 || row < M) {
+#pragma unroll
+          for (int j = 0; j < FN; j++) {
+            long long col = cb + j * 8;
+            T v0 = from_f32<T>(acc[i][j][2 * h]), v1 = from_f32<T>(acc[i][j][2 * h + 1]);
+            if (N % 2 == 0) {
+              if (N % BN == 0 || col < N)
+                *(unsigned *)(C + row * N + col) = (unsigned)v0.x | (unsigned)v1.x << 16;
+            } else {
+              if (col < N) C[row * N + col] = v0;
+              if (col + 1 < N) C[row * N + col + 1] = v1;
+            }
+          }
+        }
+      }
+  }
+  static MLC_FN void run(const T *A, const T *B, T *C, int tm, int tn, unsigned char *sm) {
+    float acc[FM][FN][4];
+    mainloop(A, B, tm, tn, (unsigned short *)sm, acc);
+    store(C, tm, tn, acc);
+  }
+};
+// Hopper (sm_90a): C[M,N] = A B for one 128 x BN tile through wgmma.mma_async.
+// Two warpgroups, each a 64 x BN slice of C in registers (f32); BK = 64; an
+// ST-stage cp.async pipeline into shared memory in the 128-byte-swizzled
+// layouts the wgmma matrix descriptors read (tile bases 1024-aligned; a
+// 16-byte chunk at byte offset o lands at o ^ ((o >> 7) & 7) << 4):
+//  - K-major operand (A [M,K], B [N,K]): row r (M or N) of 64 k at r * 128;
+//    descriptor SBO = 1024 (8-row groups), k-step of 16 = +32 bytes.
+//  - MN-major operand (A stored [K,M], B [K,N]): 64-wide MN blocks of
+//    BK x 128 bytes each (k-row at k * 128); LBO = the block size (next 64
+//    MN), SBO = 1024 (next 8 k), k-step of 16 = +2048 bytes; transpose bit set.
+// Used only when M % 128 == 0, N % BN == 0 and K % 64 == 0 (no edges; rows
+// 16-byte aligned).  Elsewhere than sm_90a (the compute_90 PTX, other
+// targets) the same launch (256 threads, SMEM bytes) runs mlc_gemm_tc.
+template <class T, int BN> struct mlc_wgmma;
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+template <> struct mlc_wgmma<mlc_bf16, 256> {
+  template <int TA, int TB> static MLC_FN void mma(float *d, unsigned long long a, unsigned long long b) {
+    asm volatile("{ .reg .pred p; setp.ne.b32 p, %130, 0; wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127}, %128, %129, p, 1, 1, %131, %132; }"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "l"(a), "l"(b), "r"(1), "n"(TA), "n"(TB)); } };
+template <> struct mlc_wgmma<mlc_f16, 256> {
+  template <int TA, int TB> static MLC_FN void mma(float *d, unsigned long long a, unsigned long long b) {
+    asm volatile("{ .reg .pred p; setp.ne.b32 p, %130, 0; wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127}, %128, %129, p, 1, 1, %131, %132; }"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "l"(a), "l"(b), "r"(1), "n"(TA), "n"(TB)); } };
+template <> struct mlc_wgmma<mlc_bf16, 128> {
+  template <int TA, int TB> static MLC_FN void mma(float *d, unsigned long long a, unsigned long long b) {
+    asm volatile("{ .reg .pred p; setp.ne.b32 p, %66, 0; wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1, %67, %68; }"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(a), "l"(b), "r"(1), "n"(TA), "n"(TB)); } };
+template <> struct mlc_wgmma<mlc_f16, 128> {
+  template <int TA, int TB> static MLC_FN void mma(float *d, unsigned long long a, unsigned long long b) {
+    asm volatile("{ .reg .pred p; setp.ne.b32 p, %66, 0; wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1, %67, %68; }"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(a), "l"(b), "r"(1), "n"(TA), "n"(TB)); } };
+MLC_FN void mlc_wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+MLC_FN void mlc_wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N> MLC_FN void mlc_wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(N) : "memory"); }
+MLC_FN void mlc_fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+#endif
+template <class T, int BN, int ST, bool AKM, bool BNK, long long M, long long N, long long K>
+struct mlc_gemm_wg {
+  static constexpr int BM = 128, BK = 64, NT = 256;
+  static constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE = A_BYTES + B_BYTES;
+  typedef mlc_gemm_tc<T, BM, BN, 32, 2, 4, 4, AKM, BNK, M, N, K> F; // the fallback
+  static constexpr int SMEM_WG = ST * STAGE + 1024;
+  static constexpr int SMEM = SMEM_WG > F::SMEM ? SMEM_WG : F::SMEM;
+  static constexpr long long LDA = AKM ? M : K, LDB = BNK ? K : N;
+  static constexpr int KT = (int)(K / BK);
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  // One operand: R (MN extent) x BK; KM: K-major.  This thread's chunks: a
+  // global element offset (at k-tile 0) and a shared byte offset, then
+  // constant strides per chunk i.
+  template <int R, bool KM, long long LD> struct op {
+    static constexpr int CPR = KM ? 8 : R / 8;            // 16-byte chunks per global row
+    static constexpr int RPI = NT / CPR;                   // global rows per pass
+    static constexpr int NI = R * BK / 8 / NT;             // passes
+    static constexpr long long GI = RPI * LD;              // global elements per pass
+    static constexpr int SI = KM ? RPI * 128 : RPI * 128;  // shared bytes per pass
+    static constexpr long long GK = KM ? BK : BK * LD;     // global elements per k-tile
+    static MLC_FN void at(int tid, long long mn0, long long &g, unsigned &s) {
+      int r = tid / CPR, cc = tid % CPR, c = cc & 7;
+      if (KM) { g = (mn0 + r) * LD + cc * 8; s = (unsigned)(r * 128 + ((c ^ (r & 7)) << 4)); }
+      else { g = (long long)r * LD + mn0 + cc * 8; s = (unsigned)((cc >> 3) * (BK * 128) + r * 128 + ((c ^ (r & 7)) << 4)); }
+    }
+    static MLC_FN void load(unsigned s, const unsigned short *g) {
+#pragma unroll
+      for (int i = 0; i < NI; i++) mlc_gemm_cp16(s + i * SI, g + i * GI, true);
+    }
+  };
+  typedef op<BM, !AKM, LDA> OA;
+  typedef op<BN, BNK, LDB> OB;
+  static MLC_FN unsigned long long desc(unsigned addr, unsigned lbo) {
+    return (unsigned long long)((addr & 0x3FFFF) >> 4) | (unsigned long long)(lbo >> 4) << 16 |
+           (unsigned long long)(1024 >> 4) << 32 | 1ull << 62;
+  }
+  static MLC_FN void run(const T *A_, const T *B_, T *C, int tm, int tn, unsigned char *smraw) {
+    const unsigned short *A = (const unsigned short *)A_, *B = (const unsigned short *)B_;
+    int tid = threadIdx.x, wg = tid >> 7;
+    long long m0 = (long long)tm * BM, n0 = (long long)tn * BN;
+    unsigned s0 = (mlc_gemm_smem_u32(smraw) + 1023) & ~1023u;
+    long long ga, gb;
+    unsigned sa, sb;
+    OA::at(tid, m0, ga, sa);
+    OB::at(tid, n0, gb, sb);
+    const unsigned short *pa = A + ga, *pb = B + gb;
+    constexpr int BN2 = BN / 2;
+    float d[BN2];
+#pragma unroll
+    for (int i = 0; i < BN2; i++) d[i] = 0.f;
+#pragma unroll
+    for (int s = 0; s < ST - 2; s++) {
+      if (s < KT) {
+        OA::load(s0 + s * STAGE + sa, pa + s * OA::GK);
+        OB::load(s0 + s * STAGE + A_BYTES + sb, pb + s * OB::GK);
+      }
+      mlc_gemm_cp_commit();
+    }
+    // this warpgroup's A rows: 64 * wg (K-major: 64 rows of 128 bytes; MN-major: MN block wg)
+    const unsigned long long da0 = desc(s0 + wg * 8192, AKM ? BK * 128 : 16), db0 = desc(s0 + A_BYTES, BNK ? 16 : BK * 128);
+    constexpr unsigned KSA = AKM ? 2048 : 32, KSB = BNK ? 32 : 2048;
+#pragma unroll 1
+    for (int kt = 0; kt < KT; kt++) {
+      // tile kt has landed (this thread's copies); make it visible to the async proxy and the block
+      mlc_gemm_cp_wait<ST - 3>();
+      mlc_fence_async_smem();
+      __syncthreads();
+      // every warpgroup has finished the wgmma of tile kt - 2: refill its stage
+      {
+        int nk = kt + ST - 2, st = nk % ST;
+        if (nk < KT) {
+          OA::load(s0 + st * STAGE + sa, pa + nk * OA::GK);
+          OB::load(s0 + st * STAGE + A_BYTES + sb, pb + nk * OB::GK);
+        }
+        mlc_gemm_cp_commit();
+      }
+      unsigned so = (unsigned)(kt % ST) * STAGE >> 4;
+      mlc_wg_fence();
+#pragma unroll
+      for (int kk = 0; kk < BK / 16; kk++)
+        mlc_wgmma<T, BN>::template mma<AKM ? 1 : 0, BNK ? 0 : 1>(d, da0 + so + (kk * KSA >> 4), db0 + so + (kk * KSB >> 4));
+      mlc_wg_commit();
+      mlc_wg_wait<1>();
+    }
+    mlc_wg_wait<0>();
+    mlc_gemm_cp_wait<0>();
+    // d[4i + e]: row 16 * warp + lane / 4 (+8 for e >= 2), column 8i + 2 (lane % 4) (+1 for odd e)
+    int lane = tid & 31, w = (tid >> 5) & 3;
+    long long row = m0 + wg * 64 + w * 16 + (lane >> 2);
+    T *c0 = C + row * N + n0 + 2 * (lane & 3), *c1 = c0 + 8 * N;
+#pragma unroll
+    for (int i = 0; i < BN / 8; i++) {
+      T v0 = from_f32<T>(d[4 * i]), v1 = from_f32<T>(d[4 * i + 1]);
+      T v2 = from_f32<T>(d[4 * i + 2]), v3 = from_f32<T>(d[4 * i + 3]);
+      *(unsigned *)(c0 + 8 * i) = (unsigned)v0.x | (unsigned)v1.x << 16;
+      *(unsigned *)(c1 + 8 * i) = (unsigned)v2.x | (unsigned)v3.x << 16;
+    }
+  }
+#else
+  static MLC_FN void run(const T *A, const T *B, T *C, int tm, int tn, unsigned char *sm) { F::run(A, B, C, tm, tn, sm); }
+#endif
+};
+// f32: exact FMAs on the SIMT cores.  A 16 x 16 thread grid, each thread
+// TM x TN outputs strided by 16 (rows ty + 16i, columns tx + 16j); BK-deep
+// k-steps through shared memory held k-major (As[k][m], Bs[k][n]), loaded
+// through registers one step ahead.
+template <int TM, int TN, int BK, bool AKM, bool BNK, long long M, long long N, long long K>
+struct mlc_gemm_f32 {
+  static constexpr int BM = 16 * TM, BN = 16 * TN, NT = 256;
+  static constexpr int LA = BM * BK / NT, LB = BN * BK / NT;
+  static constexpr int SMEM = 2 * BK * (BM + BN) * 4;
+  static constexpr long long LDA = AKM ? M : K, LDB = BNK ? K : N;
+  // element e of this thread's share of the A tile: (m, k) in the tile
+  static MLC_FN void a_at(int e, int tid, int &m, int &k) {
+    int idx = tid + e * NT;
+    if (AKM) { k = idx / BM; m = idx % BM; } else { m = idx / BK; k = idx % BK; }
+  }
+  static MLC_FN void b_at(int e, int tid, int &n, int &k) {
+    int idx = tid + e * NT;
+    if (BNK) { n = idx / BK; k = idx % BK; } else { k = idx / BN; n = idx % BN; }
+  }
+  static MLC_FN void run(const float *__restrict__ A, const float *__restrict__ B, float *__restrict__ C, int tm, int tn,
+                         unsigned char *smraw) {
+    float *sm = (float *)smraw;
+    int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
+    long long m0 = (long long)tm * BM, n0 = (long long)tn * BN;
+    float acc[TM][TN];
+#pragma unroll
+    for (int i = 0; i < TM; i++)
+#pragma unroll
+      for (int j = 0; j < TN; j++) acc[i][j] = 0.f;
+    float ra[LA], rb[LB];
+    constexpr int KT = (int)((K + BK - 1) / BK);
+    auto fetch = [&](int kt) {
+#pragma unroll
+      for (int e = 0; e < LA; e++) {
+        int m, k;
+        a_at(e, tid, m, k);
+        long long gm = m0 + m, gk = (long long)kt * BK + k;
+        ra[e] = gm < M && gk < K ? A[AKM ? gk * LDA + gm : gm * LDA + gk] : 0.f;
+      }
+#pragma unroll
+      for (int e = 0; e < LB; e++) {
+        int n, k;
+        b_at(e, tid, n, k);
+        long long gn = n0 + n, gk = (long long)kt * BK + k;
+        rb[e] = gn < N && gk < K ? B[BNK ? gn * LDB + gk : gk * LDB + gn] : 0.f;
+      }
+    };
+    auto put = [&](int buf) {
+      float *As = sm + buf * BK * (BM + BN), *Bs = As + BK * BM;
+#pragma unroll
+      for (int e = 0; e < LA; e++) {
+        int m, k;
+        a_at(e, tid, m, k);
+        As[k * BM + m] = ra[e];
+      }
+#pragma unroll
+      for (int e = 0; e < LB; e++) {
+        int n, k;
+        b_at(e, tid, n, k);
+        Bs[k * BN + n] = rb[e];
+      }
+    };
+    fetch(0);
+    put(0);
+    __syncthreads();
+#pragma unroll 1
+    for (int kt = 0; kt < KT; kt++) {
+      if (kt + 1 < KT) fetch(kt + 1);
+      const float *As = sm + (kt & 1) * BK * (BM + BN), *Bs = As + BK * BM;
+#pragma unroll
+      for (int k = 0; k < BK; k++) {
+        float a[TM], b[TN];
+#pragma unroll
+        for (int i = 0; i < TM; i++) a[i] = As[k * BM + ty + 16 * i];
+#pragma unroll
+        for (int j = 0; j < TN; j++) b[j] = Bs[k * BN + tx + 16 * j];
+#pragma unroll
+        for (int i = 0; i < TM; i++)
+#pragma unroll
+          for (int j = 0; j < TN; j++) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+      }
+      if (kt + 1 < KT) put((kt + 1) & 1);
+      __syncthreads();
+    }
+#pragma unroll
+    for (int i = 0; i < TM; i++) {
+      long long row = m0 + ty + 16 * i;
+      if (M % BM == 0 || row < M)
+#pragma unroll
+        for (int j = 0; j < TN; j++) {
+          long long col = n0 + tx + 16 * j;
+          if (N % BN == 0 || col < N) C[row * N + col] = acc[i][j];
+        }
+    }
+  }
+};
