@@ -107,17 +107,18 @@ bool cc_emit_layout(cc *c) {
       transpose_last2(c, B, it->dim[a], it->dim[b]);
       return true;
     }
-    /* The input coordinate along a is the output's along b and back; the
-     * last axis stays in place (b < rank - 1 here), so rows move 4 wide. */
+    /* The input coordinate along a is the output's along b and back; when
+     * the last axis stays in place, rows move 4 wide. */
     int64_t st[MLC_MAX_RANK];
     cc_strides(it, st);
-    begin_elements(c, ot, width(ot, -1, 0, 0));
+    int V = b == it->rank - 1 ? 1 : width(ot, -1, 0, 0);
+    begin_elements(c, ot, V);
     cc_printf(c, "    long long src = 0");
     for (int k = 0; k < ot->rank; k++) {
       int ik = k == a ? b : k == b ? a : k;
       cc_printf(c, " + c%d * %lldll", k, (long long)st[ik]);
     }
-    cc_printf(c, ";\n    %s\n", copy(c, width(ot, -1, 0, 0), "in0", "src"));
+    cc_printf(c, ";\n    %s\n", copy(c, V, "in0", "src"));
     end_elements(c);
     return true;
   }
