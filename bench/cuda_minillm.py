@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """The MiniLLM of the FSDP2 program on the GPU: mlc's CUDA target against
-PyTorch (CUDA) from the same weights and data.
+PyTorch (CUDA) from the same weights and data.  With --target metal the same
+checks 1 and 2 run through the emitted MSL on the CPU emulator
+(tests/metal/), against PyTorch on the CPU; check 3 needs `mlc train`, which
+needs a Metal GPU, and is skipped.
 
   1. forward logits, f32 (the forward entry), against PyTorch fp32 with TF32
      off: max |mlc - torch| / max |torch| <= 1e-4;
@@ -13,7 +16,7 @@ PyTorch (CUDA) from the same weights and data.
      safetensors file and a token file, against PyTorch's autocast loop: each
      step's loss within 1e-2 relative; mlc's step time from the same run.
 
-Usage: cuda_minillm.py --mlc BIN --opcheck BIN --work DIR [--small] [--steps 20]
+Usage: cuda_minillm.py --mlc BIN --opcheck BIN --work DIR [--small] [--steps 20] [--target cuda|metal]
 """
 import argparse
 import os
@@ -38,7 +41,7 @@ SMALL = dict(vocab=512, dim=128, layers=2, heads=4, batch=2, seq=64)
 def opcheck(args, cfg, func, out):
     os.makedirs(out, exist_ok=True)
     v = cfg["vocab"]
-    cmd = [args.opcheck, os.path.join(root, "examples", "minillm.mdl"), out, "--target", "cuda", "--func", func,
+    cmd = [args.opcheck, os.path.join(root, "examples", "minillm.mdl"), out, "--target", args.target, "--func", func,
            "--range", "idx=0,%d" % v, "--range", "tokens=0,%d" % v, "--range", "targets=0,%d" % v]
     cmd += ["%s=%d" % kv for kv in cfg.items()]
     r = subprocess.run(cmd, capture_output=True, text=True)
@@ -62,13 +65,16 @@ def main():
     ap.add_argument("--small", action="store_true")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--skip-forward", action="store_true", help="skip check 1 (the f32 forward)")
+    ap.add_argument("--target", default="cuda", choices=["cuda", "metal"])
     args = ap.parse_args()
     cfg = SMALL if args.small else FULL
-    dev = "cuda"
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    dev = "cuda" if args.target == "cuda" else "cpu"
+    if dev == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
     check = Checks()
-    print("config:", cfg, "torch", torch.__version__, torch.cuda.get_device_name(), flush=True)
+    print("config:", cfg, "target", args.target, "torch", torch.__version__,
+          torch.cuda.get_device_name() if dev == "cuda" else "cpu", flush=True)
 
     # 1. forward logits, f32
     if not args.skip_forward:
@@ -79,13 +85,14 @@ def main():
         e = rel_err(T["output"]["output"], want)
         check(e <= 1e-4, "forward logits f32: rel err %.2e (tol 1e-4), max |torch| %.3f" % (e, want.abs().max().item()))
         del ref, want, T
-        torch.cuda.empty_cache()
+        if dev == "cuda":
+            torch.cuda.empty_cache()
 
     # 2. one train step: loss and gradients
     T = opcheck(args, cfg, "train", os.path.join(args.work, "train"))
     ref = model_of(cfg, T["param"], dev)
     tok, tgt = T["input"]["tokens"].long().to(dev), T["input"]["targets"].long().to(dev)
-    with torch.autocast("cuda", dtype=torch.bfloat16):
+    with torch.autocast(dev, dtype=torch.bfloat16):
         logits = ref(tok)
     loss = F.cross_entropy(logits.float().view(-1, cfg["vocab"]), tgt.view(-1))
     loss.backward()
@@ -104,7 +111,10 @@ def main():
     check(worst[1] <= 5e-2, "gradients of all %d tensors: worst rel err %.2e (%s), median %.2e (tol 5e-2)" % (
         len(errs), worst[1], worst[0], statistics.median(errs)))
     del ref, logits, loss, T
-    torch.cuda.empty_cache()
+    if dev == "cuda":
+        torch.cuda.empty_cache()
+    if args.target != "cuda":
+        return check.finish()
 
     # 3. 20 steps from the same safetensors and tokens
     torch.manual_seed(0)

@@ -21,8 +21,11 @@ typedef struct {
   uint32_t nkernels;
   const char *const *objects;    /* object files already written into dir (file names) */
   uint32_t nobjects;
-  /* CUDA: the launch table (kernels above are then unused), the CUDA C and,
-   * when nvcc built one, the fatbin, all embedded in <name>.c. */
+  /* CUDA or Metal (metal set): the launch table (kernels above are then
+   * unused), the source (CUDA C or MSL) and, when nvcc (or Apple's metal
+   * compiler) built one, the binary (fatbin or metallib), all embedded in
+   * <name>.c. */
+  bool metal;
   const mlc_cuda_kernel *cuda_kernels;
   uint32_t ncuda_kernels;
   const char *cuda_source;

@@ -37,6 +37,8 @@
 #endif
 #ifdef MLC_HAVE_CUDA
 #include "driver/target_cuda.h"
+#include "driver/target_metal.h"
+#include "runtime/metal/device.h"
 #endif
 
 enum { EXIT_OK = 0, EXIT_USER = 1, EXIT_USAGE = 2, EXIT_INTERNAL = 3, EXIT_NO_TARGET = 4 };
@@ -66,7 +68,8 @@ static void usage(FILE *o) {
           "Compiles a model written in .mdl (see docs/language.md and docs/cli.md).\n"
           "\n"
           "common options:\n"
-          "  -t, --target T        cpu, cuda, cuda-nccl, spirv or metal (cpu and cuda are built today)\n"
+          "  -t, --target T        cpu, cuda, cuda-nccl, spirv or metal (cpu, cuda and metal are built today;\n"
+          "                        metal runs on Apple platforms only)\n"
           "  -D NAME=VALUE         override a config value (repeatable); a bare NAME=VALUE\n"
           "                        argument after FILE does the same\n"
           "      --entry MODULE    compile this module instead of the train block's (or the last)\n"
@@ -499,7 +502,7 @@ static mlc_status profile_outputs(const options *o, mlc_session *s, const char *
  * session on it (run, bench, train). */
 static int run_target(const options *o, mlc_program *prog) {
   char err[512];
-  bool cuda = !strcmp(o->target, "cuda");
+  bool cuda = !strcmp(o->target, "cuda"), metal = !strcmp(o->target, "metal");
 #ifdef MLC_HAVE_CPU
   mlc_cpu_build b = {0};
 #endif
@@ -515,7 +518,37 @@ static int run_target(const options *o, mlc_program *prog) {
   /* --trace and --roofline need the per-step timing that --profile turns on. */
   mlc_session_options so = {NULL, NULL, NULL, o->threads, o->profile || o->trace || o->roofline, {0}};
   const char *dir = o->outdir ? o->outdir : "out";
-  if (cuda) {
+  if (metal) {
+#ifdef MLC_HAVE_CUDA
+    mlc_metal_build mb;
+    if (!mlc_metal_build_program(prog, &mb, stderr, err, sizeof err)) {
+      fprintf(stderr, "mlc: %s\n", err);
+      rc = EXIT_USER;
+      goto out;
+    }
+    if (o->cmd == CMD_COMPILE) {
+      if (!mlc_metal_write_artifact(&mb, dir, o->file, err, sizeof err)) {
+        fprintf(stderr, "mlc: %s\n", err);
+        rc = EXIT_USER;
+      } else {
+        fprintf(stderr, "mlc: wrote %s/%s.h, %s.c, %s.metal, %s.cmake and %s.pc (no .metallib: that needs Apple's "
+                "metal compiler; the runtime compiles the source)\n", dir, prog->name, prog->name, prog->name, prog->name,
+                prog->name);
+      }
+      goto out;
+    }
+    plan_bytes = mb.plan;
+    plan_n = mb.plan_bytes;
+    mlc_metal_code code = {mb.mod.source, NULL, 0, mb.mod.kernels, mb.mod.nkernels, stderr};
+    if ((st = mlc_metal_device_create(&code, mlc_allocator_default(), &so.device))) {
+      rc = mlc_status_code(st) == MLC_UNIMPLEMENTED ? EXIT_NO_TARGET : EXIT_USER;
+      fprintf(stderr, "mlc: %s\n", mlc_status_message(st));
+      mlc_status_free(st);
+      st = NULL;
+      goto out;
+    }
+#endif
+  } else if (cuda) {
 #ifdef MLC_HAVE_CUDA
     if (!mlc_cuda_build_program(prog, &g, true, stderr, err, sizeof err)) {
       fprintf(stderr, "mlc: %s\n", err);
@@ -823,11 +856,12 @@ static int cmd_main(command cmd, const char *name, int argc, char **argv) {
                 "which needs llvm-14-dev)\n");
         rc = EXIT_NO_TARGET;
 #endif
-      } else if (o.target && !strcmp(o.target, "cuda")) {
+      } else if (o.target && (!strcmp(o.target, "cuda") || !strcmp(o.target, "metal"))) {
 #ifdef MLC_HAVE_CUDA
         rc = run_target(&o, &prog);
 #else
-        fprintf(stderr, "mlc: this mlc was built without the CUDA target (configure with -DMLC_BACKEND_CUDA=ON)\n");
+        fprintf(stderr, "mlc: this mlc was built without the CUDA and Metal code generators (configure with "
+                "-DMLC_BACKEND_CUDA=ON)\n");
         rc = EXIT_NO_TARGET;
 #endif
       } else if (o.target) {

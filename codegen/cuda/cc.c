@@ -14,7 +14,25 @@ const cc_target cc_target_cuda = {
     .block_idx = "blockIdx.x",
     .restrict_kw = "__restrict__",
     .device_fn = "__device__ __forceinline__",
+    .dev = "",
+    .thr = "",
     .tensor_cores = true,
+};
+
+/* MSL, through the Metal prelude's names: the kernel parameters are called
+ * threadIdx, blockIdx and blockDim, and __shared__ / __syncthreads() are
+ * macros for threadgroup variables and barriers. */
+const cc_target cc_target_metal = {
+    .name = "metal",
+    .shared = "__shared__",
+    .barrier = "__syncthreads()",
+    .thread_idx = "threadIdx.x",
+    .block_idx = "blockIdx.x",
+    .restrict_kw = "",
+    .device_fn = "inline",
+    .dev = "device ",
+    .thr = "thread ",
+    .metal = true,
 };
 
 void cc_text_vprintf(cc_text *t, const char *fmt, va_list ap) {
@@ -97,9 +115,39 @@ const char *cc_flit(cc *c, double v) {
   return cc_fmt(c, "%s%sf", t, strpbrk(t, ".e") ? "" : ".0"); /* "0f" is not a float literal */
 }
 
+/* The MSL kernel header: buffers 0..n+1, threadgroup memory 0, and the
+ * thread-position built-ins under CUDA's names. */
+static void begin_metal(cc *c, uint32_t block) {
+  uint32_t k = 0;
+  cc_printf(c, "kernel void @K@_%u(", c->nlaunch);
+  for (; k < c->n->nin; k++) cc_printf(c, "device const %s *in%u MLC_BUFFER(%u), ", cc_stype(cc_in(c, (int)k)->dtype), k, k);
+  cc_printf(c, "device %s *out MLC_BUFFER(%u), device uchar *scratch MLC_BUFFER(%u), ", cc_stype(c->n->type.dtype), k, k + 1);
+  cc_printf(c, "threadgroup uchar *mlc_smem MLC_TGMEM(0), uint3 threadIdx MLC_TID, uint3 blockIdx MLC_BID, "
+               "uint3 blockDim MLC_BDIM, uint3 gridDim MLC_GDIM, uint simd_lane MLC_SIMD_LANE, uint simd_id MLC_SIMD_ID) {\n");
+  (void)block;
+}
+
+/* After an MSL kernel, for the CPU emulator only (tests/metal): a C entry
+ * point that runs it over a grid, with the buffers in kernel order. */
+static void end_metal(cc *c) {
+  uint32_t l = c->nlaunch - 1, k = 0;
+  cc_printf(c, "#ifdef MLC_MSL_EMULATION\n");
+  cc_printf(c, "extern \"C\" void @K@_%u_emu(void **b, unsigned grid, unsigned block, unsigned smem) {\n", l);
+  cc_printf(c, "  mlc_emu::dispatch(uint3(grid, 1, 1), uint3(block, 1, 1), smem, [&](uint3 t, uint3 g, uint3 d, uint sl, uint si, "
+               "threadgroup uchar *m) {\n    @K@_%u(", l);
+  for (; k < c->n->nin; k++) cc_printf(c, "(device const %s *)b[%u], ", cc_stype(cc_in(c, (int)k)->dtype), k);
+  cc_printf(c, "(device %s *)b[%u], (device uchar *)b[%u], m, t, g, d, uint3(grid, 1, 1), sl, si);\n  });\n}\n#endif\n\n",
+            cc_stype(c->n->type.dtype), k, k + 1);
+}
+
 void cc_begin(cc *c, uint64_t grid, uint32_t block, uint32_t smem) {
   MLC_ASSERT(c->nlaunch < CC_MAX_LAUNCH);
   c->launch[c->nlaunch] = (cc_launch){grid, block, smem};
+  if (c->t->metal) {
+    begin_metal(c, block);
+    c->nlaunch++;
+    return;
+  }
   cc_printf(c, "extern \"C\" __global__ void __launch_bounds__(%u) @K@_%u(", block, c->nlaunch);
   for (uint32_t k = 0; k < c->n->nin; k++)
     cc_printf(c, "const %s *%s in%u, ", cc_stype(cc_in(c, (int)k)->dtype), c->t->restrict_kw, k);
@@ -108,4 +156,40 @@ void cc_begin(cc *c, uint64_t grid, uint32_t block, uint32_t smem) {
   c->nlaunch++;
 }
 
-void cc_end(cc *c) { cc_printf(c, "}\n\n"); }
+void cc_end(cc *c) {
+  cc_printf(c, "}\n\n");
+  if (c->t->metal) end_metal(c);
+}
+
+static bool ident_char(char ch) { return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_'; }
+
+char *cc_metal_text(mlc_arena *a, const char *text, size_t n, size_t *out_n) {
+  char *r = mlc_arena_alloc(a, n + 1), *w = r;
+  for (size_t i = 0; i < n;) {
+    if (!strncmp(text + i, "long long", 9)) { /* the type */
+      memcpy(w, "long", 4);
+      w += 4;
+      i += 9;
+    } else if (!strncmp(text + i, "double", 6) && (i == 0 || !ident_char(text[i - 1])) && !ident_char(text[i + 6])) {
+      memcpy(w, "float", 5); /* MSL has no double */
+      w += 5;
+      i += 6;
+    } else if (i > 0 && text[i - 1] >= '0' && text[i - 1] <= '9' && !strncmp(text + i, "ll", 2) &&
+               !((text[i + 2] >= 'a' && text[i + 2] <= 'z') || (text[i + 2] >= 'A' && text[i + 2] <= 'Z') ||
+                 (text[i + 2] >= '0' && text[i + 2] <= '9') || text[i + 2] == '_')) { /* a literal's suffix */
+      /* only after a number that starts a token: 8192ll, not x2ll */
+      size_t j = i;
+      while (j > 0 && text[j - 1] >= '0' && text[j - 1] <= '9') j--;
+      bool literal = j == 0 || !((text[j - 1] >= 'a' && text[j - 1] <= 'z') || (text[j - 1] >= 'A' && text[j - 1] <= 'Z') ||
+                                 text[j - 1] == '_' || text[j - 1] == '.');
+      *w++ = 'l';
+      i += 2;
+      if (!literal) *w++ = 'l';
+    } else {
+      *w++ = text[i++];
+    }
+  }
+  *w = 0;
+  *out_n = (size_t)(w - r);
+  return r;
+}

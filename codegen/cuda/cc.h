@@ -7,6 +7,12 @@
  * with cc_printf and use the table's spellings where the dialects differ;
  * tensor-core code (mma.sync, ldmatrix, cp.async) is CUDA-only and says so.
  *
+ * For Metal the same emitters run with cc_target_metal: cc_begin and
+ * cc_end write an MSL `kernel` whose parameters are named like CUDA's
+ * built-ins (threadIdx, blockIdx, blockDim), the Metal prelude maps the
+ * rest, and cc_metal_text rewrites what a macro cannot.  GEMM and attention
+ * have Metal emitters of their own (codegen/metal/, simdgroup_matrix).
+ *
  * One IR node becomes one "kernel" in the plan's sense: a step that the
  * runtime runs as one or more launches, in order, on one stream (see
  * runtime/cuda/kernel.h).  Each launch is one __global__ function with the
@@ -43,10 +49,13 @@ typedef struct {
   const char *block_idx;   /* block index in the grid: "blockIdx.x" */
   const char *restrict_kw; /* "__restrict__" */
   const char *device_fn;   /* qualifier of a helper function: "__device__ __forceinline__" */
+  const char *dev;         /* address space of a pointer into device memory: "" or "device " */
+  const char *thr;         /* of a pointer to a thread's own variable: "" or "thread " */
   bool tensor_cores;       /* mma.sync / ldmatrix / cp.async available (sm_80+) */
+  bool metal;              /* MSL: kernel header and footer of cc_begin/cc_end, and cc_metal_text */
 } cc_target;
 
-extern const cc_target cc_target_cuda;
+extern const cc_target cc_target_cuda, cc_target_metal;
 
 #define CC_MAX_LAUNCH 4
 
@@ -93,6 +102,13 @@ void cc_printf(cc *c, const char *fmt, ...) __attribute__((format(printf, 2, 3))
 void cc_begin(cc *c, uint64_t grid, uint32_t block, uint32_t smem);
 void cc_end(cc *c);
 
+/* Metal: the kernel text the shared emitters wrote, with what MSL spells
+ * differently from CUDA C that no prelude macro can cover rewritten: the
+ * 64-bit integer type (`long long` is `long`, the literal suffix `ll` is
+ * `l`).  Everything else (threadIdx, __syncthreads, __shared__, expf, ...)
+ * is mapped by the Metal prelude. */
+char *cc_metal_text(mlc_arena *a, const char *text, size_t n, size_t *out_n);
+
 /* Storage type of a dtype: "float", "mlc_bf16", "mlc_f16", "int", "long long", "unsigned char". */
 const char *cc_stype(int dt);
 /* Compute type: "float" for the float dtypes, else the storage type. */
@@ -130,9 +146,15 @@ const char *cc_ew_expr(cc *c, int op, int in_dt, int out_dt, const char *const *
 /* Row-major strides of a type. */
 void cc_strides(const mlc_type *t, int64_t *st);
 
+bool cc_emit_gemm_msl(cc *c);      /* Metal: matmul, linear, matmul_tn with simdgroup_matrix */
+bool cc_emit_attention_msl(cc *c); /* Metal: attention, attention_grad */
+
 /* Device helpers the GEMM and attention emitters add to the prelude
- * (tensor-core wrappers and the like); may be "". */
+ * (tensor-core wrappers and the like), embedded from the .cuh / .metal
+ * files at build time. */
 extern const char cc_gemm_prelude[];
 extern const char cc_attention_prelude[];
+extern const char cc_gemm_prelude_msl[];
+extern const char cc_attention_prelude_msl[];
 
 #endif

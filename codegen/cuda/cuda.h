@@ -30,10 +30,14 @@ typedef struct {
  * Returns false with a message in err when some node cannot be emitted. */
 bool mlc_cuda_emit(const mlc_program *p, mlc_cuda_module *out, char *err, size_t errn);
 
+/* The same for Metal: MSL source (`source`), the same launch table. */
+bool mlc_metal_emit(const mlc_program *p, mlc_cuda_module *out, char *err, size_t errn);
+
 /* A namer for mlc_plan_encode (codegen/plan.h): ctx is the module. */
 const char *mlc_cuda_kernel_namer(void *ctx, const mlc_func *f, uint32_t node, uint64_t *out_work_items);
 
 /* The helpers every module starts with. */
 extern const char mlc_cuda_prelude[];
+extern const char mlc_metal_prelude[];
 
 #endif

@@ -157,7 +157,8 @@ bool cc_emit_ew(cc *c) {
     const mlc_type *it = cc_in(c, o - 1);
     const char *in = cc_fmt(c, "in%d", o - 1);
     if (vec && st[o][r - 1] == 1) {
-      cc_printf(c, "    mlc_x4<%s> v%d = *(const mlc_x4<%s> *)(%s + o%d);\n", cc_stype(it->dtype), o, cc_stype(it->dtype), in, o);
+      cc_printf(c, "    mlc_x4<%s> v%d = *(const %smlc_x4<%s> *)(%s + o%d);\n", cc_stype(it->dtype), o, c->t->dev,
+                cc_stype(it->dtype), in, o);
       x[o - 1] = cc_load(c, cc_fmt(c, "v%d.v", o), it->dtype, "k");
     } else {
       cc_printf(c, "    %s x%d = %s;\n", cc_ctype(it->dtype), o, cc_load(c, in, it->dtype, cc_fmt(c, "o%d", o)));
@@ -169,7 +170,7 @@ bool cc_emit_ew(cc *c) {
   if (vec) {
     cc_printf(c, "    mlc_x4<%s> r;\n#pragma unroll\n    for (int k = 0; k < 4; k++) %s\n", cc_stype(out_dt),
               cc_store(c, "r.v", out_dt, "k", y));
-    cc_printf(c, "    *(mlc_x4<%s> *)(out + i) = r;\n  }\n", cc_stype(out_dt));
+    cc_printf(c, "    *(%smlc_x4<%s> *)(out + i) = r;\n  }\n", c->t->dev, cc_stype(out_dt));
   } else {
     cc_printf(c, "    %s\n  }\n", cc_store(c, "out", out_dt, "i", y));
   }

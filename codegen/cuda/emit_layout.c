@@ -36,7 +36,7 @@ static void begin_elements(cc *c, const mlc_type *ot, int V) {
 static const char *copy(cc *c, int V, const char *src, const char *at) {
   if (V == 1) return cc_fmt(c, "out[i] = %s[%s];", src, at);
   const char *t = cc_stype(c->n->type.dtype);
-  return cc_fmt(c, "*(mlc_x4<%s> *)(out + i) = *(const mlc_x4<%s> *)(%s + (%s));", t, t, src, at);
+  return cc_fmt(c, "*(%smlc_x4<%s> *)(out + i) = *(const %smlc_x4<%s> *)(%s + (%s));", c->t->dev, t, c->t->dev, t, src, at);
 }
 
 /* 4 when the last dimension moves in whole, aligned groups of 4: it is not
@@ -74,7 +74,8 @@ static void transpose_last2(cc *c, int64_t B, int64_t R, int64_t C) {
   cc_printf(c, "  long long blk = blockIdx.x, b = blk / %lldll, r0 = (blk / %lldll %% %lldll) * %d, c0 = (blk %% %lldll) * %d;\n",
             (long long)(tr * tc), (long long)tc, (long long)tr, TILE, (long long)tc, TILE);
   cc_printf(c, "  int tx = threadIdx.x %% %d, ty = threadIdx.x / %d;\n", TILE, TILE);
-  cc_printf(c, "  const %s *src = in0 + b * %lldll; %s *dst = out + b * %lldll;\n", t, (long long)(R * C), t, (long long)(R * C));
+  cc_printf(c, "  const %s%s *src = in0 + b * %lldll; %s%s *dst = out + b * %lldll;\n", c->t->dev, t, (long long)(R * C), c->t->dev, t,
+            (long long)(R * C));
   cc_printf(c, "  for (int y = ty; y < %d; y += 8) {\n", TILE);
   cc_printf(c, "    long long r = r0 + y, cc = c0 + tx;\n");
   cc_printf(c, "    if (r < %lldll && cc < %lldll) tile[y][tx] = src[r * %lldll + cc];\n  }\n", (long long)R, (long long)C,
@@ -136,7 +137,7 @@ bool cc_emit_layout(cc *c) {
               copy(c, V, "in0", offset(c, cc_in(c, 0), ax, -n->a.start)));
     /* zero bits are zero in every dtype */
     if (V == 1) cc_printf(c, "    else out[i] = %s{};\n", cc_stype(ot->dtype));
-    else cc_printf(c, "    else *(mlc_x4<%s> *)(out + i) = mlc_x4<%s>{};\n", cc_stype(ot->dtype), cc_stype(ot->dtype));
+    else cc_printf(c, "    else *(%smlc_x4<%s> *)(out + i) = mlc_x4<%s>{};\n", c->t->dev, cc_stype(ot->dtype), cc_stype(ot->dtype));
     end_elements(c);
     return true;
   }

@@ -83,7 +83,8 @@ static void ld(cc *c, int vec, int dt, const char *dst, const char *off, const c
     cc_printf(c, "      %s[%s] = to_f32(%s[%s]);\n", dst, off, src, idx);
     return;
   }
-  cc_printf(c, "      { %s u_ = *(const %s *)(%s + (%s)); const %s *e_ = (const %s *)&u_;\n", VT, VT, src, idx, T, T);
+  cc_printf(c, "      { %s u_ = *(const %s%s *)(%s + (%s)); const %s%s *e_ = (const %s%s *)&u_;\n", VT, c->t->dev, VT, src, idx,
+            c->t->thr, T, c->t->thr, T);
   cc_printf(c, "#pragma unroll\n        for (int q = 0; q < %d; q++) %s[%s + q] = to_f32(e_[q]); }\n", vec, dst, off);
 }
 
@@ -93,9 +94,9 @@ static void st(cc *c, int vec, int dt, const char *dst, const char *idx, const c
     cc_printf(c, "      %s[%s] = from_f32<%s>(%s[0]);\n", dst, idx, T, src);
     return;
   }
-  cc_printf(c, "      { %s u_; %s *e_ = (%s *)&u_;\n", VT, T, T);
+  cc_printf(c, "      { %s u_; %s%s *e_ = (%s%s *)&u_;\n", VT, c->t->thr, T, c->t->thr, T);
   cc_printf(c, "#pragma unroll\n        for (int q = 0; q < %d; q++) e_[q] = from_f32<%s>(%s[q]);\n", vec, T, src);
-  cc_printf(c, "        *(%s *)(%s + (%s)) = u_; }\n", VT, dst, idx);
+  cc_printf(c, "        *(%s%s *)(%s + (%s)) = u_; }\n", c->t->dev, VT, dst, idx);
 }
 
 static void row_head(cc *c, const rowplan *rp) {
@@ -132,7 +133,8 @@ static bool emit_embedding(cc *c) {
   const char *VT = vtype(vec * mlc_dtype_size((mlc_dtype)dt));
   if (total == 0) return cc_fail(c, "empty embedding");
   cc_begin(c, (uint64_t)gs_grid(total), THREADS, 0);
-  cc_printf(c, "  const %s *w = (const %s *)in0;\n  %s *o = (%s *)out;\n", VT, VT, VT, VT);
+  cc_printf(c, "  const %s%s *w = (const %s%s *)in0;\n  %s%s *o = (%s%s *)out;\n", c->t->dev, VT, c->t->dev, VT, c->t->dev, VT,
+            c->t->dev, VT);
   gs_begin(c, "e", total);
   cc_printf(c, "    const %s t = e / %lldu, v = e %% %lldu;\n", gs_type(total), (long long)nv, (long long)nv);
   cc_printf(c, "    const long long k = (long long)in1[t];\n    %s u = {};\n", VT);
@@ -158,21 +160,21 @@ static bool emit_embedding_grad(cc *c) {
 
   cc_begin(c, (uint64_t)gs_grid(V), THREADS, 0);
   gs_begin(c, "k", V);
-  cc_printf(c, "    ((int *)scratch)[k] = 0x7fffffff;\n  }\n");
+  cc_printf(c, "    ((%sint *)scratch)[k] = 0x7fffffff;\n  }\n", c->t->dev);
   cc_end(c);
 
   cc_begin(c, (uint64_t)gs_grid(N > 0 ? N : 1), THREADS, 0);
   gs_begin(c, "t", N > 0 ? N : 1);
   if (N > 0) {
     cc_printf(c, "    const long long k = (long long)in1[t];\n");
-    cc_printf(c, "    if (k >= 0 && k < %lldll) atomicMin((int *)scratch + k, (int)t);\n", (long long)V);
+    cc_printf(c, "    if (k >= 0 && k < %lldll) atomicMin((%sint *)scratch + k, (int)t);\n", (long long)V, c->t->dev);
   }
   cc_printf(c, "  }\n");
   cc_end(c);
 
   cc_begin(c, (uint64_t)(V * nch), THREADS, 0);
   cc_printf(c, "  const long long k = blockIdx.x / %lld;\n  const int ch = blockIdx.x %% %lld;\n", (long long)nch, (long long)nch);
-  cc_printf(c, "  const int h = ((const int *)scratch)[k];\n");
+  cc_printf(c, "  const int h = ((const %sint *)scratch)[k];\n", c->t->dev);
   cc_printf(c, "  float acc[%lld];\n#pragma unroll\n  for (int i = 0; i < %lld; i++) acc[i] = 0.f;\n", (long long)(nit * vec),
             (long long)(nit * vec));
   cc_printf(c, "  if (h != 0x7fffffff) {\n");
@@ -236,16 +238,17 @@ static bool emit_cross_entropy(cc *c) {
 
   cc_begin(c, (uint64_t)grid, (uint32_t)rp.block, 0);
   row_head(c, &rp);
-  cc_printf(c, "  const %s *xr = in0 + row * %lldll;\n", cc_stype(dt), (long long)C);
+  cc_printf(c, "  const %s%s *xr = in0 + row * %lldll;\n", c->t->dev, cc_stype(dt), (long long)C);
   online_lse(c, &rp, dt);
   cc_printf(c, "  if (lane == 0) {\n    const long long t = (long long)in1[row];\n");
   cc_printf(c, "    const bool ok = t >= 0 && t < %lldll;\n", (long long)C);
-  cc_printf(c, "    ((float *)scratch)[row] = ok ? (M + logf(S)) - to_f32(xr[t]) : 0.f;\n");
-  cc_printf(c, "    ((int *)scratch)[%lldll + row] = ok;\n  }\n", (long long)R);
+  cc_printf(c, "    ((%sfloat *)scratch)[row] = ok ? (M + logf(S)) - to_f32(xr[t]) : 0.f;\n", c->t->dev);
+  cc_printf(c, "    ((%sint *)scratch)[%lldll + row] = ok;\n  }\n", c->t->dev, (long long)R);
   cc_end(c);
 
   cc_begin(c, 1, THREADS, 0);
-  cc_printf(c, "  const float *loss = (const float *)scratch;\n  const int *ok = (const int *)scratch + %lldll;\n", (long long)R);
+  cc_printf(c, "  const %sfloat *loss = (const %sfloat *)scratch;\n  const %sint *ok = (const %sint *)scratch + %lldll;\n", c->t->dev,
+            c->t->dev, c->t->dev, c->t->dev, (long long)R);
   cc_printf(c, "  double s = 0.0;\n  long long n = 0;\n");
   cc_printf(c, "  for (long long r = threadIdx.x; r < %lldll; r += %d) if (ok[r]) { s += (double)loss[r]; n++; }\n", (long long)R,
             THREADS);
@@ -279,13 +282,13 @@ static bool emit_cross_entropy_grad(cc *c) {
   cc_printf(c, "  __shared__ long long sn[%d];\n  sn[threadIdx.x] = n;\n  __syncthreads();\n", THREADS);
   cc_printf(c, "  for (int o = %d; o > 0; o >>= 1) {\n", THREADS / 2);
   cc_printf(c, "    if ((int)threadIdx.x < o) sn[threadIdx.x] += sn[threadIdx.x + o];\n    __syncthreads();\n  }\n");
-  cc_printf(c, "  if (threadIdx.x == 0) ((long long *)scratch)[0] = sn[0];\n");
+  cc_printf(c, "  if (threadIdx.x == 0) ((%slong long *)scratch)[0] = sn[0];\n", c->t->dev);
   cc_end(c);
 
   cc_begin(c, (uint64_t)grid, (uint32_t)rp.block, 0);
   row_head(c, &rp);
-  cc_printf(c, "  const %s *xr = in1 + row * %lldll;\n  %s *yr = out + row * %lldll;\n", cc_stype(dt), (long long)C, cc_stype(odt),
-            (long long)C);
+  cc_printf(c, "  const %s%s *xr = in1 + row * %lldll;\n  %s%s *yr = out + row * %lldll;\n", c->t->dev, cc_stype(dt), (long long)C,
+            c->t->dev, cc_stype(odt), (long long)C);
   cc_printf(c, "  const long long t = (long long)in2[row];\n");
   cc_printf(c, "  if (t < 0 || t >= %lldll) { /* the whole row (block or warp) */\n", (long long)C);
   cc_printf(c, "    for (int v = lane; v < %lld; v += %d) {\n      float o[%d];\n#pragma unroll\n      for (int q = 0; q < %d; q++) o[q] = 0.f;\n",
@@ -294,7 +297,7 @@ static bool emit_cross_entropy_grad(cc *c) {
   cc_printf(c, "    }\n    return;\n  }\n");
   online_lse(c, &rp, dt);
   cc_printf(c, "  const float inv = 1.f / S;\n");
-  cc_printf(c, "  const float f = in0[0] / (float)((const long long *)scratch)[0];\n");
+  cc_printf(c, "  const float f = in0[0] / (float)((const %slong long *)scratch)[0];\n", c->t->dev);
   cc_printf(c, "  for (int v = lane; v < %lld; v += %d) {\n    {\n      float xa[%d];\n", (long long)rp.nv, rp.tpr, rp.vec);
   ld(c, rp.vec, dt, "xa", "0", "xr", cc_fmt(c, "v * %d", rp.vec));
   cc_printf(c, "      float o[%d];\n#pragma unroll\n      for (int q = 0; q < %d; q++) {\n", rp.vec, rp.vec);
@@ -322,10 +325,10 @@ static bool emit_optim(cc *c) {
   const char *T = cc_stype(dt);
   cc_begin(c, (uint64_t)gs_grid(nvt), THREADS, 0);
   bool mom = !adamw && tc->momentum != 0;
-  cc_printf(c, "  %s *p = (%s *)in0;\n", T, T);
-  if (adamw || mom) cc_printf(c, "  %s *m = (%s *)in2;\n", T, T);
+  cc_printf(c, "  %s%s *p = (%s%s *)in0;\n", c->t->dev, T, c->t->dev, T);
+  if (adamw || mom) cc_printf(c, "  %s%s *m = (%s%s *)in2;\n", c->t->dev, T, c->t->dev, T);
   if (adamw) {
-    cc_printf(c, "  %s *vs = (%s *)in3;\n", T, T);
+    cc_printf(c, "  %s%s *vs = (%s%s *)in3;\n", c->t->dev, T, c->t->dev, T);
     cc_printf(c, "  const double step = (double)in4[0];\n");
     cc_printf(c, "  const float step_size = (float)(%.17g / (1.0 - pow(%.17g, step)));\n", tc->lr, tc->beta1);
     cc_printf(c, "  const float isb = (float)(1.0 / sqrt(1.0 - pow(%.17g, step)));\n", tc->beta2);

@@ -71,7 +71,8 @@ static void ld(cc *c, int vec, int dt, const char *dst, const char *off, const c
     cc_printf(c, "      %s[%s] = to_f32(%s[%s]);\n", dst, off, src, idx);
     return;
   }
-  cc_printf(c, "      { %s u_ = *(const %s *)(%s + (%s)); const %s *e_ = (const %s *)&u_;\n", VT, VT, src, idx, T, T);
+  cc_printf(c, "      { %s u_ = *(const %s%s *)(%s + (%s)); const %s%s *e_ = (const %s%s *)&u_;\n", VT, c->t->dev, VT, src, idx,
+            c->t->thr, T, c->t->thr, T);
   cc_printf(c, "#pragma unroll\n        for (int q = 0; q < %d; q++) %s[%s + q] = to_f32(e_[q]); }\n", vec, dst, off);
 }
 
@@ -82,9 +83,9 @@ static void st(cc *c, int vec, int dt, const char *dst, const char *idx, const c
     cc_printf(c, "      %s[%s] = from_f32<%s>(%s[0]);\n", dst, idx, T, src);
     return;
   }
-  cc_printf(c, "      { %s u_; %s *e_ = (%s *)&u_;\n", VT, T, T);
+  cc_printf(c, "      { %s u_; %s%s *e_ = (%s%s *)&u_;\n", VT, c->t->thr, T, c->t->thr, T);
   cc_printf(c, "#pragma unroll\n        for (int q = 0; q < %d; q++) e_[q] = from_f32<%s>(%s[q]);\n", vec, T, src);
-  cc_printf(c, "        *(%s *)(%s + (%s)) = u_; }\n", VT, dst, idx);
+  cc_printf(c, "        *(%s%s *)(%s + (%s)) = u_; }\n", c->t->dev, VT, dst, idx);
 }
 
 typedef struct {
@@ -174,7 +175,7 @@ static bool emit_fwd(cc *c, bool layer) {
   bool has_w = n->nin > 1, has_b = n->nin > 2;
   cc_begin(c, (uint64_t)grid, THREADS, 0);
   row_head(c, &rp);
-  cc_printf(c, "  const %s *xr = in0 + row * %lldll;\n", cc_stype(dt), (long long)D);
+  cc_printf(c, "  const %s%s *xr = in0 + row * %lldll;\n", c->t->dev, cc_stype(dt), (long long)D);
   rowarr xa = {"xa", "xr", dt};
   cache_load(c, &rp, &xa, 1);
   row_stats(c, &rp, &xa, layer, n->a.f);
@@ -205,8 +206,8 @@ static bool emit_grad_x(cc *c, bool layer) {
   const char *invD = cc_flit(c, 1.0 / (double)D), *vi = cc_fmt(c, "v * %d", rp.vec);
   cc_begin(c, (uint64_t)grid, THREADS, 0);
   row_head(c, &rp);
-  cc_printf(c, "  const %s *gr = in0 + row * %lldll;\n", cc_stype(dt), (long long)D);
-  cc_printf(c, "  const %s *xr = in1 + row * %lldll;\n", cc_stype(dt), (long long)D);
+  cc_printf(c, "  const %s%s *gr = in0 + row * %lldll;\n", c->t->dev, cc_stype(dt), (long long)D);
+  cc_printf(c, "  const %s%s *xr = in1 + row * %lldll;\n", c->t->dev, cc_stype(dt), (long long)D);
   rowarr a[2] = {{"xa", "xr", dt}, {"ga", "gr", dt}};
   cache_load(c, &rp, a, 2);
   row_stats(c, &rp, &a[0], layer, n->a.f);
@@ -256,11 +257,12 @@ static bool emit_grad_w(cc *c, bool layer) {
   /* 0: per-row mean and rstd */
   cc_begin(c, (uint64_t)grid0, THREADS, 0);
   row_head(c, &rp);
-  cc_printf(c, "  const %s *xr = in1 + row * %lldll;\n", T, (long long)D);
+  cc_printf(c, "  const %s%s *xr = in1 + row * %lldll;\n", c->t->dev, T, (long long)D);
   rowarr xa = {"xa", "xr", dt};
   cache_load(c, &rp, &xa, 1);
   row_stats(c, &rp, &xa, layer, n->a.f);
-  cc_printf(c, "  if (lane == 0) { float *st = (float *)scratch; st[2 * row] = mean; st[2 * row + 1] = rstd; }\n");
+  cc_printf(c, "  if (lane == 0) { %sfloat *st = (%sfloat *)scratch; st[2 * row] = mean; st[2 * row + 1] = rstd; }\n", c->t->dev,
+            c->t->dev);
   cc_end(c);
 
   /* 1: partial column sums per chunk of rows */
@@ -268,7 +270,8 @@ static bool emit_grad_w(cc *c, bool layer) {
   cc_printf(c, "  const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;\n");
   cc_printf(c, "  const int tile = blockIdx.x %% %lld;\n  const long long chunk = blockIdx.x / %lld;\n", (long long)ntile,
             (long long)ntile);
-  cc_printf(c, "  const long long v = (long long)tile * 32 + tx;\n  const float *st = (const float *)scratch;\n");
+  cc_printf(c, "  const long long v = (long long)tile * 32 + tx;\n  const %sfloat *st = (const %sfloat *)scratch;\n", c->t->dev,
+            c->t->dev);
   cc_printf(c, "  float acc[%d];\n#pragma unroll\n  for (int q = 0; q < %d; q++) acc[q] = 0.f;\n", vec, vec);
   cc_printf(c, "  if (v < %lldll) {\n", (long long)nv);
   cc_printf(c, "    long long r1 = chunk * %lldll + %lldll;\n    if (r1 > %lldll) r1 = %lldll;\n", (long long)RC, (long long)RC,
@@ -286,7 +289,7 @@ static bool emit_grad_w(cc *c, bool layer) {
   cc_printf(c, "  const int t = threadIdx.x;\n  const long long col = (long long)tile * %d + t;\n", 32 * vec);
   cc_printf(c, "  if (t < %d && col < %lldll) {\n    float s = 0.f;\n", 32 * vec, (long long)D);
   cc_printf(c, "    for (int y = 0; y < %d; y++) s += red[y * %d + (t %% %d) * 32 + t / %d];\n", TY, 32 * vec, vec, vec);
-  cc_printf(c, "    ((float *)scratch)[%lldll + chunk * %lldll + col] = s;\n  }\n", (long long)(2 * R), (long long)D);
+  cc_printf(c, "    ((%sfloat *)scratch)[%lldll + chunk * %lldll + col] = s;\n  }\n", c->t->dev, (long long)(2 * R), (long long)D);
   cc_end(c);
 
   /* 2: the chunks of each column: eight lanes of 32 columns, each lane
@@ -294,7 +297,8 @@ static bool emit_grad_w(cc *c, bool layer) {
   cc_begin(c, (uint64_t)cc_ceil_div(D, 32), THREADS, 0);
   cc_printf(c, "  const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;\n");
   cc_printf(c, "  const long long col = (long long)blockIdx.x * 32 + tx;\n");
-  cc_printf(c, "  const float *part = (const float *)scratch + %lldll;\n  float s = 0.f;\n", (long long)(2 * R));
+  cc_printf(c, "  const %sfloat *part = (const %sfloat *)scratch + %lldll;\n  float s = 0.f;\n", c->t->dev, c->t->dev,
+            (long long)(2 * R));
   cc_printf(c, "  if (col < %lldll) {\n#pragma unroll 4\n", (long long)D);
   cc_printf(c, "    for (long long k = ty; k < %lldll; k += %d) s += part[k * %lldll + col];\n  }\n", (long long)nchunk, TY,
             (long long)D);

@@ -33,10 +33,11 @@ bool cc_emit_reduce(cc *c) {
   if (inner == 1) {
     if ((uint64_t)outer > 0x7fffffffu) return cc_fail(c, "too many rows (%lld)", (long long)outer);
     cc_begin(c, (uint64_t)outer, THREADS, 0);
-    cc_printf(c, "  __shared__ float sh[32];\n  long long row = blockIdx.x;\n");
-    cc_printf(c, "  const %s *x = in0 + row * %lldll;\n", cc_stype(dt), (long long)len);
+    bool fl = mlc_dtype_is_float((mlc_dtype)dt);
+    if (fl) cc_printf(c, "  __shared__ float sh[32];\n"); /* for the block reductions */
+    cc_printf(c, "  long long row = blockIdx.x;\n");
+    cc_printf(c, "  const %s%s *x = in0 + row * %lldll;\n", c->t->dev, cc_stype(dt), (long long)len);
     if (!is_softmax) {
-      bool fl = mlc_dtype_is_float((mlc_dtype)dt);
       cc_printf(c, "  %s a = %s;\n", acc, init);
       cc_printf(c, "  for (long long j = threadIdx.x; j < %lldll; j += %d) { %s v = %s; %s }\n", (long long)len, THREADS,
                 acc, cc_load(c, "x", dt, "j"), combine);
@@ -79,7 +80,7 @@ bool cc_emit_reduce(cc *c) {
               (long long)cb, (long long)cb);
     cc_printf(c, "  int w = threadIdx.x >> 5;\n  %s a = %s;\n", acc, init);
     cc_printf(c, "  if (col < %lldll) {\n", (long long)inner);
-    cc_printf(c, "    const %s *x = in0 + o * %lldll + col;\n", cc_stype(dt), (long long)(len * inner));
+    cc_printf(c, "    const %s%s *x = in0 + o * %lldll + col;\n", c->t->dev, cc_stype(dt), (long long)(len * inner));
     cc_printf(c, "    for (long long j = w; j < %lldll; j += 8) { %s v = %s; %s }\n  }\n", (long long)len, acc,
               cc_load(c, "x", dt, cc_fmt(c, "j * %lldll", (long long)inner)), combine);
     cc_printf(c, "  part[w][threadIdx.x & 31] = a;\n  __syncthreads();\n");

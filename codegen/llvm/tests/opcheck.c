@@ -24,8 +24,10 @@
  *                          integers, so that exact zeros occur); default
  *                          [-2, 2) and 0..15
  *     --bench N            after the checked run, time N more runs
- *     --target cpu|cuda    where to run (default cpu); cuda compiles with
- *                          nvcc or NVRTC and runs on GPU 0 through a session
+ *     --target cpu|cuda|metal  where to run (default cpu); cuda compiles with
+ *                          nvcc or NVRTC and runs on GPU 0 through a session;
+ *                          metal runs the emitted MSL as C++ on the CPU
+ *                          (tests/metal/msl_emu.hpp, clang++ or $MLC_EMU_CXX)
  *     --cpu NAME           target this LLVM CPU instead of the host
  *     --features STR       with --cpu: LLVM features, e.g. +avx2,+fma,+f16c
  *                          (default none beyond the CPU's own)
@@ -66,8 +68,10 @@
 #endif
 #ifdef MLC_HAVE_CUDA
 #include "driver/target_cuda.h"
+#include "driver/target_metal.h"
 #include "runtime/plan.h"
 #include "runtime/session.h"
+#include "tests/metal/emu_device.h"
 #endif
 
 #define MAX_RANGES 64
@@ -317,19 +321,14 @@ static void session_input(void *ctx, const char *name, const void *data, size_t 
   check(mlc_session_set_input(k->s, k->entry, name, data, n), "input");
 }
 
-/* The CUDA path: the whole program through codegen/cuda and a session on
- * GPU 0, then the same manifest as the CPU path. */
-static int run_cuda(mlc_program *prog, const mlc_func *f, const char *outdir, FILE *man, uint64_t seed,
-                    const range *ranges, int nranges, int bench) {
-  char err[512];
-  mlc_cuda_build b;
-  double t0 = now();
-  if (!mlc_cuda_build_program(prog, &b, true, stderr, err, sizeof err)) die("cuda: %s", err);
-  double t1 = now();
+/* The GPU paths: the whole program through a target's code generator and
+ * a session on its device, then the same manifest as the CPU path. */
+static int run_session(mlc_program *prog, const mlc_func *f, const char *outdir, FILE *man, uint64_t seed,
+                       const range *ranges, int nranges, int bench, const uint8_t *plan_bytes, size_t plan_n,
+                       mlc_device *dev, double compile_s, const char *target) {
   mlc_plan *plan;
-  check(mlc_plan_parse(b.plan, b.plan_bytes, mlc_allocator_default(), &plan), "plan");
-  mlc_session_options so = {NULL, NULL, NULL, 0, bench > 0, {0}};
-  check(mlc_cuda_open(&b, 0, stderr, &so.device), "cuda device");
+  check(mlc_plan_parse(plan_bytes, plan_n, mlc_allocator_default(), &plan), "plan");
+  mlc_session_options so = {dev, NULL, NULL, 0, bench > 0, {0}};
   mlc_session *s;
   check(mlc_session_create(plan, &so, &s), "session");
   session_sink k = {s, f->name};
@@ -356,12 +355,48 @@ static int run_cuda(mlc_program *prog, const mlc_func *f, const char *outdir, FI
     free(times);
     mlc_session_print_profile(s, f->name, stdout);
   }
-  fprintf(man, "target cuda 0\ncompile %.6f 0\n", t1 - t0);
+  fprintf(man, "target %s 0\ncompile %.6f 0\n", target, compile_s);
   fclose(man);
   mlc_session_destroy(s);
   mlc_plan_free(plan);
-  mlc_cuda_build_free(&b);
   return 0;
+}
+
+/* CUDA: nvcc or NVRTC, GPU 0. */
+static int run_cuda(mlc_program *prog, const mlc_func *f, const char *outdir, FILE *man, uint64_t seed,
+                    const range *ranges, int nranges, int bench) {
+  char err[512];
+  mlc_cuda_build b;
+  double t0 = now();
+  if (!mlc_cuda_build_program(prog, &b, true, stderr, err, sizeof err)) die("cuda: %s", err);
+  double t1 = now();
+  mlc_device *dev;
+  check(mlc_cuda_open(&b, 0, stderr, &dev), "cuda device");
+  int rc = run_session(prog, f, outdir, man, seed, ranges, nranges, bench, b.plan, b.plan_bytes, dev, t1 - t0, "cuda");
+  mlc_cuda_build_free(&b);
+  return rc;
+}
+
+/* Metal, emulated: the MSL compiled as C++ against tests/metal/msl_emu.hpp
+ * (MLC_SOURCE_DIR, or $MLC_MSL_EMU) and run on the CPU. */
+static int run_metal(mlc_program *prog, const mlc_func *f, const char *outdir, FILE *man, uint64_t seed,
+                     const range *ranges, int nranges, int bench) {
+  char err[512], metal[4096], so[4096], log[4096], header[4096];
+  mlc_metal_build b;
+  double t0 = now();
+  if (!mlc_metal_build_program(prog, &b, NULL, err, sizeof err)) die("metal: %s", err);
+  snprintf(metal, sizeof metal, "%s/model.metal", outdir);
+  snprintf(so, sizeof so, "%s/model.so", outdir);
+  snprintf(log, sizeof log, "%s/cxx.log", outdir);
+  const char *env = getenv("MLC_MSL_EMU");
+  snprintf(header, sizeof header, "%s", env && *env ? env : MLC_SOURCE_DIR "/tests/metal/msl_emu.hpp");
+  FILE *fm = fopen(metal, "wb");
+  if (!fm || fwrite(b.mod.source, 1, b.mod.source_len, fm) != b.mod.source_len || fclose(fm)) die("cannot write %s", metal);
+  check(mlc_emu_compile(metal, so, header, log), "metal");
+  double t1 = now();
+  mlc_device *dev;
+  check(mlc_emu_device_create(so, b.mod.kernels, b.mod.nkernels, mlc_allocator_default(), &dev), "emulated metal device");
+  return run_session(prog, f, outdir, man, seed, ranges, nranges, bench, b.plan, b.plan_bytes, dev, t1 - t0, "metal-emu");
 }
 #endif
 
@@ -477,9 +512,9 @@ int main(int argc, char **argv) {
   snprintf(path, sizeof path, "%s/manifest.txt", outdir);
   FILE *man = fopen(path, "w");
   if (!man) die("cannot write %s: %s", path, strerror(errno));
-  if (!strcmp(target, "cuda")) {
+  if (!strcmp(target, "cuda") || !strcmp(target, "metal")) {
 #ifdef MLC_HAVE_CUDA
-    int rc = run_cuda(&prog, f, outdir, man, seed, ranges, nranges, bench);
+    int rc = (!strcmp(target, "cuda") ? run_cuda : run_metal)(&prog, f, outdir, man, seed, ranges, nranges, bench);
     mlc_arena_free(&arena);
     free(src);
     for (uint32_t i = 0; i < ndefines; i++) free((char *)defines[i].name);
@@ -488,7 +523,7 @@ int main(int argc, char **argv) {
     die("this build has no CUDA target");
 #endif
   }
-  if (strcmp(target, "cpu")) die("--target %s: expected cpu or cuda", target);
+  if (strcmp(target, "cpu")) die("--target %s: expected cpu, cuda or metal", target);
 #ifndef MLC_HAVE_CPU
   (void)threads, (void)so, (void)emit_obj, (void)emit_ir;
   die("this build has no CPU target");

@@ -142,7 +142,7 @@ FEPS = float(torch.finfo(torch.float32).eps)
 
 
 class Case:
-    def __init__(self, name, sig, expr, ref, tol, ranges=None, members="", defines=None, targets=("cpu", "cuda")):
+    def __init__(self, name, sig, expr, ref, tol, ranges=None, members="", defines=None, targets=("cpu", "cuda", "metal")):
         self.name, self.sig, self.expr, self.ref, self.tol = name, sig, expr, ref, tol
         self.ranges, self.members, self.defines = ranges or {}, members, defines or []
         self.targets = targets
@@ -324,7 +324,7 @@ class GradCase(Case):
     input, or ("const", value, "type"); attrs go to --attr, shape to --shape."""
 
     def __init__(self, name, op, operands, ref, tol, ranges=None, attrs=None, shape=None, same_bits=False,
-                 targets=("cpu", "cuda")):
+                 targets=("cpu", "cuda", "metal")):
         super().__init__(name, None, None, ref, tol, ranges, targets=targets)
         self.op, self.operands, self.attrs, self.shape = op, operands, attrs or {}, shape
         self.same_bits = same_bits
@@ -403,11 +403,11 @@ def attn_ops(dt, shape):
 GRAD_CASES = [
     # matmul_tn: made by the GPU targets' fuse pass only (a[k, m]^T @ b[k, n])
     GradCase("matmul_tn", "matmul_tn", ["a: f32[37, 29]", "b: f32[37, 53]"], lambda I, P: I["a"].T @ I["b"], RED,
-             targets=("cuda",)),
+             targets=("cuda", "metal")),
     GradCase("matmul_tn_bf16", "matmul_tn", ["a: bf16[64, 72]", "b: bf16[64, 40]"],
-             lambda I, P: bf16(I["a"].T @ I["b"]), LOW, targets=("cuda",)),
+             lambda I, P: bf16(I["a"].T @ I["b"]), LOW, targets=("cuda", "metal")),
     GradCase("matmul_tn_bf16_wgmma", "matmul_tn", ["a: bf16[256, 2048]", "b: bf16[256, 1152]"],
-             lambda I, P: bf16(I["a"].T @ I["b"]), LOW, targets=("cuda",)),
+             lambda I, P: bf16(I["a"].T @ I["b"]), LOW, targets=("cuda", "metal")),
     # broadcast: numpy rules to the node's shape
     GradCase("broadcast_rank_up", "broadcast", ["x: f32[37, 1]"], lambda I, P: I["x"].broadcast_to(4, 37, 53), EXACT,
              shape=[4, 37, 53]),
@@ -690,7 +690,7 @@ def main():
     ap.add_argument("--work", required=True, help="directory for the models and tensors")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--jobs", type=int, default=1, help="ops: cases run at once")
-    ap.add_argument("--target", default="cpu", choices=["cpu", "cuda"], help="where mlc_opcheck runs the cases")
+    ap.add_argument("--target", default="cpu", choices=["cpu", "cuda", "metal"], help="where mlc_opcheck runs the cases")
     ap.add_argument("--model", help="minillm: examples/minillm.mdl")
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--iters", type=int, default=10)

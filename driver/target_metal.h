@@ -1,0 +1,25 @@
+/* The driver's side of the Metal target: emits the program as MSL through
+ * the shared C-like emitter (codegen/cuda, cc_target_metal), encodes the
+ * plan, and writes the artifact: <name>.metal, and <name>.c embedding it
+ * with the launch table.  On macOS, where `xcrun metal` exists, it also
+ * builds <name>.metallib and embeds that. */
+#ifndef MLC_DRIVER_TARGET_METAL_H
+#define MLC_DRIVER_TARGET_METAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "codegen/cuda/cuda.h"
+
+typedef struct {
+  mlc_program *p;
+  mlc_cuda_module mod; /* source: the MSL */
+  uint8_t *plan;
+  size_t plan_bytes;
+} mlc_metal_build;
+
+bool mlc_metal_build_program(mlc_program *p, mlc_metal_build *b, FILE *progress, char *err, size_t errn);
+bool mlc_metal_write_artifact(mlc_metal_build *b, const char *dir, const char *source, char *err, size_t errn);
+
+#endif
