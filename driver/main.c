@@ -385,6 +385,7 @@ static int no_target(const char *target) {
 }
 
 
+#if defined(MLC_HAVE_CPU) || defined(MLC_HAVE_CUDA)
 static int fail_status(mlc_status st) {
   fprintf(stderr, "mlc: %s\n", mlc_status_message(st));
   mlc_status_code_t code = mlc_status_code(st);
@@ -531,9 +532,9 @@ static int run_target(const options *o, mlc_program *prog) {
         fprintf(stderr, "mlc: %s\n", err);
         rc = EXIT_USER;
       } else {
-        fprintf(stderr, "mlc: wrote %s/%s.h, %s.c, %s.metal, %s.cmake and %s.pc (no .metallib: that needs Apple's "
-                "metal compiler; the runtime compiles the source)\n", dir, prog->name, prog->name, prog->name, prog->name,
-                prog->name);
+        fprintf(stderr, "mlc: wrote %s/%s.h, %s.c, %s.metal, %s.cmake and %s.pc (and %s.metallib where Apple's metal "
+                "compiler exists; else the runtime compiles the source)\n", dir, prog->name, prog->name, prog->name,
+                prog->name, prog->name, prog->name);
       }
       goto out;
     }
@@ -685,6 +686,7 @@ out:
 #endif
   return rc;
 }
+#endif
 
 #ifdef MLC_HAVE_CPU
 /* calibrate: the two ceilings of the roofline. */

@@ -28,6 +28,14 @@ static const char *const nvcc_flags[] = {"-fatbin", "-O3", "-lineinfo", "-std=c+
 
 static bool is_exec(const char *p) { return access(p, X_OK) == 0; }
 
+int mlc_run_tool(const char *const *argv) {
+  pid_t pid;
+  int status = 0;
+  if (posix_spawnp(&pid, argv[0], NULL, NULL, (char *const *)argv, environ)) return -1;
+  if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status)) return -1;
+  return WEXITSTATUS(status);
+}
+
 /* $MLC_NVCC, nvcc on PATH, $CUDA_HOME/bin/nvcc, /usr/local/cuda/bin/nvcc. */
 static bool find_nvcc(char *buf, size_t n) {
   const char *env = getenv("MLC_NVCC");
@@ -96,12 +104,11 @@ static bool run_nvcc(mlc_cuda_build *b, FILE *progress, char *err, size_t errn) 
       fprintf(progress, "mlc: compiling %u CUDA kernels with %s for sm_90a (+ compute_90 PTX)...", b->mod.nkernels, b->nvcc);
       fflush(progress);
     }
-    pid_t pid;
-    int rc = posix_spawn(&pid, b->nvcc, NULL, NULL, (char *const *)argv, environ), status = 0;
-    if (rc) {
-      snprintf(err, errn, "cannot run %s: %s", b->nvcc, strerror(rc));
+    int rc = mlc_run_tool(argv);
+    if (rc < 0) {
+      snprintf(err, errn, "cannot run %s", b->nvcc);
       ok = false;
-    } else if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status)) {
+    } else if (rc) {
       snprintf(err, errn, "internal error: nvcc could not compile mlc's CUDA code (a bug in mlc); the source is %s", src);
       ok = false;
     }

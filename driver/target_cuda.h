@@ -31,5 +31,8 @@ bool mlc_cuda_write_artifact(mlc_cuda_build *b, const char *dir, const char *sou
 /* A CUDA device (GPU `ordinal`) with the build's kernels. */
 MLC_MUST_USE mlc_status mlc_cuda_open(mlc_cuda_build *b, int ordinal, FILE *progress, mlc_device **out);
 void mlc_cuda_build_free(mlc_cuda_build *b);
+/* Runs argv[0] (looked up on PATH) with argv and waits: its exit status, or
+ * -1 if it could not run or was killed. */
+int mlc_run_tool(const char *const *argv);
 
 #endif

@@ -2,11 +2,32 @@
 #include "driver/target_metal.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "codegen/artifact.h"
 #include "codegen/plan.h"
+#include "driver/target_cuda.h"
 #include "passes/passes.h"
+#include "runtime/cuda/compile.h"
+
+/* On macOS: <name>.metal -> .air -> .metallib with Apple's compiler
+ * (xcrun metal, xcrun metallib).  Elsewhere there is none, and the runtime
+ * compiles the source when it starts.  Returns the metallib (malloc'ed) or
+ * NULL. */
+static void *build_metallib(const char *dir, const char *name, size_t *out_n) {
+  const char *probe[] = {"xcrun", "--find", "metal", NULL};
+  if (mlc_run_tool(probe) != 0) return NULL;
+  char src[4096], air[4096], lib[4096];
+  snprintf(src, sizeof src, "%s/%s.metal", dir, name);
+  snprintf(air, sizeof air, "%s/%s.air", dir, name);
+  snprintf(lib, sizeof lib, "%s/%s.metallib", dir, name);
+  const char *compile[] = {"xcrun", "-sdk", "macosx", "metal", "-c", src, "-o", air, NULL};
+  const char *link[] = {"xcrun", "-sdk", "macosx", "metallib", air, "-o", lib, NULL};
+  if (mlc_run_tool(compile) != 0 || mlc_run_tool(link) != 0) return NULL;
+  remove(air);
+  return mlc_cuda_read_file(lib, out_n);
+}
 
 bool mlc_metal_build_program(mlc_program *p, mlc_metal_build *b, FILE *progress, char *err, size_t errn) {
   memset(b, 0, sizeof *b);
@@ -35,10 +56,12 @@ bool mlc_metal_write_artifact(mlc_metal_build *b, const char *dir, const char *s
     snprintf(err, errn, "cannot write %s: %s", path, strerror(errno));
     return false;
   }
-  /* A .metallib needs Apple's compiler (xcrun metal), which exists only on
-   * macOS; without one the runtime compiles the source when it starts. */
+  size_t nlib = 0;
+  void *lib = build_metallib(dir, p->name, &nlib);
   mlc_artifact a = {.dir = dir, .source = source, .plan = b->plan, .plan_bytes = b->plan_bytes, .metal = true,
                     .cuda_kernels = b->mod.kernels, .ncuda_kernels = b->mod.nkernels, .cuda_source = b->mod.source,
-                    .cuda_source_len = b->mod.source_len};
-  return mlc_artifact_write(p, &a, err, errn);
+                    .cuda_source_len = b->mod.source_len, .cuda_image = lib, .cuda_image_bytes = nlib};
+  bool ok2 = mlc_artifact_write(p, &a, err, errn);
+  free(lib);
+  return ok2;
 }
