@@ -48,7 +48,8 @@ def opcheck(args, cfg, func, out):
     if r.returncode:
         sys.exit("mlc_opcheck failed:\n" + r.stdout + r.stderr)
     m = read_manifest(out)
-    return {k: {n: read_tensor(out, k, n, dt, sh) for n, (dt, sh) in m[k].items()} for k in ("input", "param", "output")}
+    kinds = ("input", "param", "output", "state", "updated") if args.small else ("input", "param", "output")
+    return {k: {n: read_tensor(out, k, n, dt, sh) for n, (dt, sh) in m[k].items()} for k in kinds}
 
 
 def model_of(cfg, params, dev):
@@ -110,6 +111,21 @@ def main():
             worst = (name, e)
     check(worst[1] <= 5e-2, "gradients of all %d tensors: worst rel err %.2e (%s), median %.2e (tol 5e-2)" % (
         len(errs), worst[1], worst[0], statistics.median(errs)))
+    if args.small:  # the AdamW update of that step, from mlc's own gradients (float64 reference)
+        lr, b1, b2, eps, wd = 3e-4, 0.9, 0.999, 1e-8, 0.01
+        worst = ("", 0.0)
+        for name, p0 in T["param"].items():
+            g = T["output"]["grad:" + name].double()
+            m0, v0 = T["state"]["optimizer." + name + ".exp_avg"].double(), T["state"]["optimizer." + name + ".exp_avg_sq"].double()
+            m1, v1 = b1 * m0 + (1 - b1) * g, b2 * v0 + (1 - b2) * g * g
+            p1 = p0.double() * (1 - lr * wd) - lr * (m1 / (1 - b1)) / ((v1 / (1 - b2)).sqrt() + eps)
+            for what, got, want in (("", T["updated"][name], p1), (".exp_avg", T["updated"]["optimizer." + name + ".exp_avg"], m1),
+                                    (".exp_avg_sq", T["updated"]["optimizer." + name + ".exp_avg_sq"], v1)):
+                e = rel_err(got, want)
+                if e > worst[1]:
+                    worst = (name + what, e)
+        check(worst[1] <= 1e-5, "AdamW update of every parameter and its state (step 1): worst rel err %.2e (%s) (tol 1e-5)" % (
+            worst[1], worst[0]))
     del ref, logits, loss, T
     if dev == "cuda":
         torch.cuda.empty_cache()

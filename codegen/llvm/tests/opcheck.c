@@ -47,7 +47,10 @@
  * `compile BUILD_S OPT_S` and, with --bench, `bench MEDIAN_S MIN_S`.
  *
  * Parameters are drawn from their initialiser's distribution, except that
- * `ones` and `zeros` become 1 +- 0.5 and +-0.1 so the test sees them used.
+ * `ones` and `zeros` become 1 +- 0.5 and +-0.1 so the test sees them used,
+ * and optimizer state is uniform in [0, 0.1).  On the GPU targets, a run of
+ * the train entry also writes every parameter and state tensor after the
+ * update as `updated` (updated.NAME.bin), so the optimizer can be checked.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -157,6 +160,8 @@ static double gen_uniform(uint64_t *s, const void *ctx) {
 
 static double gen_param(uint64_t *s, const void *ctx) {
   const mlc_param *p = ctx;
+  /* Optimizer state in [0, 0.1): AdamW's second moment must not be negative. */
+  if (p->role == MLC_ROLE_OPT_STATE) return 0.1 * rng_uniform(s);
   switch (p->init) {
   case MLC_INIT_NORMAL: return p->init_a + p->init_b * rng_normal(s);
   case MLC_INIT_UNIFORM: return p->init_a + (p->init_b - p->init_a) * rng_uniform(s);
@@ -340,6 +345,11 @@ static int run_session(mlc_program *prog, const mlc_func *f, const char *outdir,
     const mlc_plan_shape *shape;
     check(mlc_session_output(s, f->name, f->outputs[i].name, &data, &shape), "output");
     write_tensor(man, outdir, "output", f->outputs[i].name, &f->nodes[f->outputs[i].node].type, data);
+  }
+  for (uint32_t i = 0; !strcmp(f->name, "train") && i < prog->nparams; i++) {
+    const void *data = mlc_session_param_data(s, i);
+    if (!data) die("cannot read the parameters back");
+    write_tensor(man, outdir, "updated", prog->params[i].name, &prog->params[i].type, data);
   }
   if (bench > 0) {
     double *times = calloc((size_t)bench, sizeof *times);

@@ -61,10 +61,10 @@ EW, RED, LOW, EXACT = 1e-5, 1e-4, 1e-2, 0.0
 # ---- running mlc_opcheck and reading what it wrote ----
 
 def read_manifest(d):
-    m = {"input": {}, "param": {}, "output": {}, "kernel": [], "bench": None}
+    m = {"input": {}, "param": {}, "output": {}, "state": {}, "updated": {}, "kernel": [], "bench": None}
     for line in open(os.path.join(d, "manifest.txt")):
         f = line.split()
-        if f[0] in ("input", "param", "output"):
+        if f[0] in ("input", "param", "output", "state", "updated"):
             m[f[0]][f[1]] = (f[2], [int(x) for x in f[4:4 + int(f[3])]])
         elif f[0] == "kernel":
             m["kernel"].append((f[1], int(f[2]), float(f[3]), float(f[4]), float(f[5])))
