@@ -144,7 +144,7 @@ mlc_status mlc_train_loop(mlc_session *s, const mlc_train_args *a) {
     if ((st = mlc_session_output(s, "train", "loss", &loss, &shape))) break;
     float l;
     memcpy(&l, loss, sizeof l);
-    fprintf(a->log, "step %llu: loss %.6f (%.1f ms)\n", (unsigned long long)step + 1, l, ms);
+    fprintf(a->log, ms < 10 ? "step %llu: loss %.6f (%.3f ms)\n" : "step %llu: loss %.6f (%.1f ms)\n", (unsigned long long)step + 1, l, ms);
     fflush(a->log);
   }
   free(d.tok);
