@@ -58,7 +58,9 @@ const mlc_plan *mlc_session_plan(const mlc_session *s);
 void mlc_session_init_params(mlc_session *s, uint64_t seed);
 MLC_MUST_USE mlc_status mlc_session_load_weights(mlc_session *s, const char *path);
 MLC_MUST_USE mlc_status mlc_session_save_weights(const mlc_session *s, const char *path);
-/* The block a parameter lives in, for direct access. */
+/* The block a parameter lives in, for direct access (the host copy, brought up
+ * to date first; the session then treats it as changed).  NULL if the
+ * device's copy cannot be read back. */
 void *mlc_session_param_data(mlc_session *s, uint32_t param);
 
 /* Checkpoints: every parameter and the optimizer's state, with the step
