@@ -119,7 +119,7 @@ static void write_header(FILE *o, const mlc_program *p, const mlc_artifact *a) {
     fprintf(o, ";\n\n");
   }
   fprintf(o, "/* With profile on: one row per kernel, longest first. */\n");
-  fprintf(o, "void %s_print_profile(const %s *m, const char *entry, FILE *out);\n\n", n, n);
+  fprintf(o, "void %s_profile_print(const %s *m, const char *entry, FILE *out);\n\n", n, n);
   fprintf(o, "#ifdef __cplusplus\n}\n#endif\n\n#endif\n");
 }
 
@@ -217,7 +217,7 @@ static void write_source(FILE *o, const mlc_program *p, const mlc_artifact *a) {
   fprintf(o, "mlc_status %s_save_checkpoint(const %s *m, const char *path) { return mlc_session_save_checkpoint(m->session, path); }\n", n, n);
   fprintf(o, "mlc_status %s_load_checkpoint(%s *m, const char *path) { return mlc_session_load_checkpoint(m->session, path); }\n", n, n);
   fprintf(o, "uint64_t %s_steps(const %s *m) { return mlc_session_step(m->session); }\n", n, n);
-  fprintf(o, "void %s_print_profile(const %s *m, const char *entry, FILE *out) { mlc_session_print_profile(m->session, entry, out); }\n\n", n, n);
+  fprintf(o, "void %s_profile_print(const %s *m, const char *entry, FILE *out) { mlc_session_print_profile(m->session, entry, out); }\n\n", n, n);
   for (uint32_t k = 0; k < p->nfuncs; k++) {
     const mlc_func *f = &p->funcs[k];
     entry_signature(o, p, f);

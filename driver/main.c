@@ -62,6 +62,7 @@ static void usage(FILE *o) {
           "       mlc run FILE.mdl --target cpu|cuda [--weights W] --input NAME=FILE ... [options]\n"
           "       mlc bench FILE.mdl --target cpu|cuda [--runs N] [options]\n"
           "       mlc train FILE.mdl --target cpu|cuda --steps N [--data TOKENS] [--weights W] [--save CKPT] [--resume CKPT]\n"
+          "       mlc profile FILE.mdl --target cpu|cuda [--entry forward|train_step] [--steps N] [--trace F] [--roofline F]\n"
           "       mlc calibrate --target cpu [--threads N]\n"
           "       mlc --help | --version\n"
           "\n"
@@ -100,6 +101,8 @@ static void usage(FILE *o) {
           "      --save CKPT       write a checkpoint (weights, optimizer state, step) at the end\n"
           "      --resume CKPT     start from a checkpoint\n"
           "      --weights, --seed, --threads, --device, --profile, --trace, --roofline  as for run\n"
+          "profile: the --profile table of an entry point (--entry forward, the default, or\n"
+          "         train_step) over --steps N runs (default 10), as bench or train would run it\n"
           "calibrate: measure this CPU's memory bandwidth and f32 GEMM peak, cache them in\n"
           "           ~/.cache/mlc/ceilings-cpu.json for --profile and --roofline\n"
           "\n"
@@ -177,7 +180,7 @@ static bool parse_define(const char *arg, mlc_define *out) {
   return out->name != NULL;
 }
 
-typedef enum { CMD_COMPILE, CMD_RUN, CMD_BENCH, CMD_TRAIN } command;
+typedef enum { CMD_COMPILE, CMD_RUN, CMD_BENCH, CMD_TRAIN, CMD_PROFILE } command;
 
 /* Everything the command line says. */
 typedef struct {
@@ -209,11 +212,12 @@ static bool takes(command cmd, int opt) {
   case OPT_EMIT: case OPT_PRINT_AFTER: case OPT_STATS: return cmd == CMD_COMPILE;
   case 'o': return cmd == CMD_COMPILE || cmd == CMD_RUN;
   case OPT_INPUT: return cmd == CMD_RUN;
-  case OPT_SEED: return cmd == CMD_RUN || cmd == CMD_TRAIN;
-  case OPT_STEPS: case OPT_DATA: case OPT_DATA_DTYPE: case OPT_SAVE: case OPT_RESUME: return cmd == CMD_TRAIN;
+  case OPT_SEED: return cmd == CMD_RUN || cmd == CMD_TRAIN || cmd == CMD_PROFILE;
+  case OPT_STEPS: case OPT_DATA: case OPT_DATA_DTYPE: return cmd == CMD_TRAIN || cmd == CMD_PROFILE;
+  case OPT_SAVE: case OPT_RESUME: return cmd == CMD_TRAIN;
   case OPT_WEIGHTS: case OPT_PROFILE: case OPT_THREADS: case OPT_TRACE: case OPT_ROOFLINE: case OPT_DEVICE:
     return cmd != CMD_COMPILE;
-  case OPT_RUNS: case OPT_WARMUP: return cmd == CMD_BENCH;
+  case OPT_RUNS: case OPT_WARMUP: return cmd == CMD_BENCH || cmd == CMD_PROFILE;
   default: return false;
   }
 }
@@ -319,6 +323,22 @@ static int parse_args(options *o, int argc, char **argv) {
     }
   }
   if (o->cmd == CMD_TRAIN && o->steps <= 0 && !o->save) return usage_error("%s", "train needs --steps N");
+  if (o->cmd == CMD_PROFILE) {
+    /* profile: --entry names the entry point to time (forward, or train /
+     * train_step); it then runs as bench or train with --profile. */
+    const char *ep = o->entry ? o->entry : "forward";
+    o->entry = NULL;
+    o->profile = true;
+    if (!strcmp(ep, "train") || !strcmp(ep, "train_step")) {
+      o->cmd = CMD_TRAIN;
+      if (o->steps <= 0) o->steps = 10;
+    } else if (!strcmp(ep, "forward")) {
+      o->cmd = CMD_BENCH;
+      if (o->steps > 0) o->runs = (int)o->steps;
+    } else {
+      return usage_error("profile --entry %s: expected forward or train_step", ep);
+    }
+  }
   if (!o->file) return usage_error("%s needs a model file", o->name);
   if (o->emit && strcmp(o->emit, "ast") && strcmp(o->emit, "ir")) return usage_error("--emit %s: expected ast or ir", o->emit);
   if (o->print_after && !mlc_pipeline_has_pass(o->print_after)) {
@@ -904,6 +924,7 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "run")) return cmd_main(CMD_RUN, cmd, argc - 1, argv + 1);
   if (!strcmp(cmd, "bench")) return cmd_main(CMD_BENCH, cmd, argc - 1, argv + 1);
   if (!strcmp(cmd, "train")) return cmd_main(CMD_TRAIN, cmd, argc - 1, argv + 1);
+  if (!strcmp(cmd, "profile")) return cmd_main(CMD_PROFILE, cmd, argc - 1, argv + 1);
   if (!strcmp(cmd, "calibrate")) {
 #ifdef MLC_HAVE_CPU
     return cmd_calibrate(argc - 1, argv + 1);
@@ -911,5 +932,5 @@ int main(int argc, char **argv) {
     return no_target("cpu");
 #endif
   }
-  return usage_error("unknown command '%s' (commands: compile, run, bench, train, calibrate)", cmd);
+  return usage_error("unknown command '%s' (commands: compile, run, bench, train, profile, calibrate)", cmd);
 }

@@ -129,5 +129,11 @@ if(MLC_BACKEND_CPU)
     COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/unit/check_trace.py ${dir}/trace.json 3 ${dir}/roofline.svg)
   set_tests_properties(profile.trace.write PROPERTIES LABELS "unit;cpu" TIMEOUT 120 FIXTURES_SETUP mlc_trace)
   set_tests_properties(profile.trace.check PROPERTIES LABELS "unit;cpu" TIMEOUT 60 FIXTURES_REQUIRED mlc_trace)
+  # mlc profile: the table of the train step over 3 steps (a GEMM among its
+  # rows) and the summary line.
+  add_test(NAME profile.cli.train_step
+    COMMAND $<TARGET_FILE:mlc> profile ${MLC_ROOT}/examples/mlp.mdl --target cpu --entry train_step --steps 3)
+  set_tests_properties(profile.cli.train_step PROPERTIES LABELS "unit;cpu" TIMEOUT 120
+    PASS_REGULAR_EXPRESSION "Name +Scope +Calls.*(linear|matmul)%[0-9]+ .*steps, [0-9.]+ ms per run over 3 runs")
 endif()
 # ---- profile (end) ---------------------------------------------------------

@@ -220,6 +220,81 @@ static void *lookup(void *ctx, const char *symbol) {
   return strcmp(symbol, "k0") ? NULL : p;
 }
 
+/* A device that forwards to the CPU device and counts the launches that
+ * asked for timing: with profiling off there must be none. */
+typedef struct {
+  mlc_device base;
+  mlc_device *cpu;
+  int launches, timed;
+} counting_dev;
+
+static void cd_destroy(mlc_device *d) {
+  counting_dev *c = (counting_dev *)d;
+  c->cpu->vt->destroy(c->cpu);
+}
+static mlc_status cd_alloc(mlc_device *d, uint64_t n, uint64_t *out) {
+  return ((counting_dev *)d)->cpu->vt->alloc(((counting_dev *)d)->cpu, n, out);
+}
+static void cd_free(mlc_device *d, uint64_t p) { ((counting_dev *)d)->cpu->vt->free(((counting_dev *)d)->cpu, p); }
+static mlc_status cd_write(mlc_device *d, uint64_t dst, const void *src, uint64_t n) {
+  return ((counting_dev *)d)->cpu->vt->write(((counting_dev *)d)->cpu, dst, src, n);
+}
+static mlc_status cd_read(mlc_device *d, void *dst, uint64_t src, uint64_t n) {
+  return ((counting_dev *)d)->cpu->vt->read(((counting_dev *)d)->cpu, dst, src, n);
+}
+static mlc_status cd_resolve(mlc_device *d, const char *sym, void **out) {
+  return ((counting_dev *)d)->cpu->vt->resolve(((counting_dev *)d)->cpu, sym, out);
+}
+static mlc_status cd_launch(mlc_device *d, void *k, uint64_t items, const uint64_t *args, uint32_t nargs, bool timing,
+                            uint32_t slot) {
+  counting_dev *c = (counting_dev *)d;
+  c->launches++;
+  c->timed += timing;
+  return c->cpu->vt->launch(c->cpu, k, items, args, nargs, timing, slot);
+}
+static mlc_status cd_finish(mlc_device *d, uint32_t n, double *sec, double *start) {
+  return ((counting_dev *)d)->cpu->vt->finish(((counting_dev *)d)->cpu, n, sec, start);
+}
+static void cd_describe(mlc_device *d, char *buf, size_t n) { snprintf(buf, n, "counting CPU"); }
+static const mlc_device_vt counting_vt = {"counting", true, cd_destroy, cd_alloc, cd_free, cd_write, cd_read, cd_resolve,
+                                          cd_launch, cd_finish, cd_describe, NULL, NULL};
+
+
+/* With profiling off, no step is timed and nothing is recorded; with it
+ * on, every step of every run is. */
+static void profiling_off_records_nothing(void **state) {
+  (void)state;
+  mlc_plan_value vals[2];
+  for (int i = 0; i < 2; i++) vals[i] = (mlc_plan_value){shape(1, 2, 4, 4, 0), 64 * i, MLC_PLAN_NO_PARAM, 0, 0};
+  uint32_t args[] = {0, 1};
+  mlc_plan_step steps[] = {{0, "a%1", "", 0, 0, 2, NULL, args, 4, 16, 128}, {0, "b%2", "", 0, 0, 2, NULL, args, 4, 16, 128}};
+  mlc_plan_entry entry = {"forward", 128, 2, 0, 0, 2, vals, NULL, NULL, steps};
+  const char *kernels[] = {"k0"};
+  mlc_plan plan = {"test", 0, 1, 1, NULL, kernels, &entry, {0}};
+  for (int profile = 0; profile < 2; profile++) {
+    static counting_dev cd;
+    memset(&cd, 0, sizeof cd);
+    cd.base.vt = &counting_vt;
+    assert_null(mlc_cpu_device_create(lookup, NULL, 1, mlc_allocator_default(), &cd.cpu));
+    mlc_session_options so = {&cd.base, NULL, NULL, 1, profile, {0}};
+    mlc_session *s;
+    assert_null(mlc_session_create(&plan, &so, &s));
+    mlc_session_set_trace(s, true);
+    for (int r = 0; r < 5; r++) assert_null(mlc_session_run(s, "forward"));
+    assert_int_equal(cd.launches, 10);
+    assert_int_equal(cd.timed, profile ? 10 : 0);
+    char *tab = NULL;
+    size_t tlen = 0;
+    FILE *tf = open_memstream(&tab, &tlen);
+    mlc_session_print_profile(s, "forward", tf);
+    fclose(tf);
+    if (profile) assert_non_null(strstr(tab, "2 steps"));
+    else assert_string_equal(tab, "no profiled runs of forward\n");
+    free(tab);
+    mlc_session_destroy(s);
+  }
+}
+
 static void trace_json(void **state) {
   (void)state;
   mlc_plan_value vals[3];
@@ -308,7 +383,7 @@ int main(void) {
     cmocka_unit_test(compute_bound_gemm),       cmocka_unit_test(misaligned_linear_names_n),
     cmocka_unit_test(misaligned_matmul_names_k), cmocka_unit_test(latency_bound),
     cmocka_unit_test(ceilings_cache),           cmocka_unit_test(roofline_svg),
-    cmocka_unit_test(trace_json),
+    cmocka_unit_test(trace_json), cmocka_unit_test(profiling_off_records_nothing),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
