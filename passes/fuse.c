@@ -1,4 +1,4 @@
-/* fuse: rewrites for the GPU targets, after the optimizer and before the
+/* fuse: rewrites for the GPU targets (CUDA, Metal), after the optimizer and before the
  * memory plan (so that what it removes is never allocated).
  *
  * Today one rewrite: the weight gradients of linear layers come out of
@@ -15,7 +15,7 @@
 
 #include "passes/passes.h"
 
-static bool is_gpu(const char *target) { return target && !strncmp(target, "cuda", 4); }
+static bool is_gpu(const char *target) { return target && (!strncmp(target, "cuda", 4) || !strcmp(target, "metal")); }
 
 /* Drops the nodes that no output depends on (inputs stay: they are the
  * signature), renumbering the rest in order. */
