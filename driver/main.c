@@ -826,7 +826,12 @@ static int cmd_calibrate(int argc, char **argv) {
     } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return EXIT_OK; }
     else return usage_error("calibrate does not take '%s'", a);
   }
-  if (!target) return usage_error("%s", "calibrate needs --target (cpu is the one built today)");
+  if (!target) return usage_error("%s", "calibrate needs --target (cpu is the one it measures today)");
+  if (!strcmp(target, "cuda") || !strcmp(target, "metal")) {
+    fprintf(stderr, "mlc: calibrate measures the CPU only so far; on a %s GPU the profiler uses the datasheet's "
+            "ceilings of the GPUs it knows, and says so in its table\n", target);
+    return EXIT_NO_TARGET;
+  }
   if (strcmp(target, "cpu")) return no_target(target);
   mlc_ceilings c;
   mlc_ceilings_default(&c);
