@@ -46,13 +46,7 @@
 
 #include <string.h>
 
-typedef struct {
-  int dt;                 /* mlc_dtype of A, B and C */
-  int64_t M, N, K;
-  bool a_km, b_nk;
-  int nb;                 /* batch dims, outermost first */
-  int64_t bdim[MLC_MAX_RANK], bsa[MLC_MAX_RANK], bsb[MLC_MAX_RANK];
-} gemm_desc;
+typedef cc_gemm_desc gemm_desc;
 
 /* A kernel configuration.  tc: BM x BN x BK tiles, WM x WN warps, ST
  * stages; wg (with tc): mlc_gemm_wg, 128 x BN x 64 tiles, ST stages, falling
@@ -68,14 +62,8 @@ typedef struct {
 #define GEMM_SMS 132 /* multiprocessors of an H100/H200; only steers the tile choice */
 #define GEMM_GROUP 8 /* tile-rows per rasterisation group */
 
-static int64_t gemm_batch(const gemm_desc *d) {
-  int64_t b = 1;
-  for (int i = 0; i < d->nb; i++) b *= d->bdim[i];
-  return b;
-}
-
 static int64_t gemm_tiles(const gemm_desc *d, int bm, int bn) {
-  return gemm_batch(d) * cc_ceil_div(d->M, bm) * cc_ceil_div(d->N, bn);
+  return cc_gemm_batch(d) * cc_ceil_div(d->M, bm) * cc_ceil_div(d->N, bn);
 }
 
 static int64_t gemm_smem(const gemm_desc *d, const gemm_cfg *g) {
@@ -112,7 +100,7 @@ static gemm_cfg gemm_pick(const gemm_desc *d) {
 /* Emits the one launch of d with configuration g. */
 static void gemm_emit_cfg(cc *c, const gemm_desc *d, const gemm_cfg *g) {
   int bm = g->tc ? g->bm : 16 * g->tm, bn = g->tc ? g->bn : 16 * g->tn;
-  int64_t tmn = cc_ceil_div(d->M, bm), tnn = cc_ceil_div(d->N, bn), batch = gemm_batch(d);
+  int64_t tmn = cc_ceil_div(d->M, bm), tnn = cc_ceil_div(d->N, bn), batch = cc_gemm_batch(d);
   uint32_t threads = g->tc ? (uint32_t)(g->wm * g->wn * 32) : 256;
   cc_begin(c, (uint64_t)(batch * tmn * tnn), threads, (uint32_t)gemm_smem(d, g));
   const char *T = cc_stype(d->dt);
@@ -149,54 +137,6 @@ static void gemm_emit_cfg(cc *c, const gemm_desc *d, const gemm_cfg *g) {
   cc_end(c);
 }
 
-/* The descriptor of a MATMUL or LINEAR node. */
-static bool gemm_desc_of(cc *c, gemm_desc *d) {
-  const mlc_type *a = cc_in(c, 0), *b = cc_in(c, 1), *o = cc_outt(c);
-  memset(d, 0, sizeof *d);
-  d->dt = o->dtype;
-  if (d->dt != MLC_DT_F32 && d->dt != MLC_DT_BF16 && d->dt != MLC_DT_F16)
-    return cc_fail(c, "no CUDA GEMM for dtype %s", mlc_dtype_name((mlc_dtype)d->dt));
-  if (c->n->op == MLC_OP_MATMUL_TN) { /* a[k, m]^T @ b[k, n]: A read column-wise where it lies */
-    d->K = a->dim[0];
-    d->M = a->dim[1];
-    d->N = b->dim[1];
-    d->a_km = true;
-    return true;
-  }
-  if (c->n->op == MLC_OP_LINEAR) {
-    d->K = b->dim[1];
-    d->N = b->dim[0];
-    d->M = d->K ? mlc_type_numel(a) / d->K : 0;
-    if (!d->K) { /* no elements to sum: M is x's leading dims */
-      d->M = 1;
-      for (int i = 0; i + 1 < a->rank; i++) d->M *= a->dim[i];
-    }
-    d->b_nk = true;
-    return true;
-  }
-  d->M = a->dim[a->rank - 2];
-  d->K = a->dim[a->rank - 1];
-  d->N = b->dim[b->rank - 1];
-  d->nb = o->rank - 2;
-  int64_t sa = d->M * d->K, sb = d->K * d->N;
-  bool b_shared = true, a_full = true;
-  for (int i = d->nb - 1; i >= 0; i--) {
-    int ia = i - (o->rank - a->rank), ib = i - (o->rank - b->rank);
-    int64_t da = ia >= 0 ? a->dim[ia] : 1, db = ib >= 0 ? b->dim[ib] : 1;
-    d->bdim[i] = o->dim[i];
-    d->bsa[i] = da == 1 ? 0 : sa;
-    d->bsb[i] = db == 1 ? 0 : sb;
-    if (d->bsb[i] && o->dim[i] > 1) b_shared = false;
-    if (da != o->dim[i]) a_full = false;
-    sa *= da;
-    sb *= db;
-  }
-  if (b_shared && a_full) { /* one B for all: the batch is more rows of A */
-    d->M *= gemm_batch(d);
-    d->nb = 0;
-  }
-  return true;
-}
 
 static bool gemm_emit(cc *c, const gemm_desc *d) {
   gemm_cfg g = gemm_pick(d);
@@ -206,6 +146,6 @@ static bool gemm_emit(cc *c, const gemm_desc *d) {
 
 bool cc_emit_gemm(cc *c) {
   gemm_desc d;
-  if (!gemm_desc_of(c, &d)) return false;
+  if (!cc_gemm_desc_of(c, &d)) return false;
   return gemm_emit(c, &d);
 }

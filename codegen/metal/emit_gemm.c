@@ -33,26 +33,14 @@
 
 #define GEMM_TGS 32 /* threadgroups that keep an Apple GPU busy; only steers the tile choice */
 
-typedef struct {
-  int dt;
-  int64_t M, N, K;
-  bool a_km, b_nk;
-  int nb;
-  int64_t bdim[MLC_MAX_RANK], bsa[MLC_MAX_RANK], bsb[MLC_MAX_RANK];
-} gemm_desc;
+typedef cc_gemm_desc gemm_desc;
 
 typedef struct {
   int bm, bn, bk, wm, wn;
 } gemm_cfg;
 
-static int64_t gemm_batch(const gemm_desc *d) {
-  int64_t b = 1;
-  for (int i = 0; i < d->nb; i++) b *= d->bdim[i];
-  return b;
-}
-
 static int64_t gemm_tiles(const gemm_desc *d, int bm, int bn) {
-  return gemm_batch(d) * cc_ceil_div(d->M, bm) * cc_ceil_div(d->N, bn);
+  return cc_gemm_batch(d) * cc_ceil_div(d->M, bm) * cc_ceil_div(d->N, bn);
 }
 
 static gemm_cfg gemm_pick(const gemm_desc *d) {
@@ -69,7 +57,7 @@ static uint32_t gemm_smem(const gemm_cfg *g) {
 }
 
 static void gemm_emit_cfg(cc *c, const gemm_desc *d, const gemm_cfg *g) {
-  int64_t tmn = cc_ceil_div(d->M, g->bm), tnn = cc_ceil_div(d->N, g->bn), batch = gemm_batch(d);
+  int64_t tmn = cc_ceil_div(d->M, g->bm), tnn = cc_ceil_div(d->N, g->bn), batch = cc_gemm_batch(d);
   if (batch * tmn * tnn == 0) { /* no elements to write */
     cc_begin(c, 1, 32, 0);
     cc_end(c);
@@ -98,58 +86,10 @@ static void gemm_emit_cfg(cc *c, const gemm_desc *d, const gemm_cfg *g) {
 }
 
 /* The descriptor of a MATMUL, MATMUL_TN or LINEAR node (as on CUDA). */
-static bool gemm_desc_of(cc *c, gemm_desc *d) {
-  const mlc_type *a = cc_in(c, 0), *b = cc_in(c, 1), *o = cc_outt(c);
-  memset(d, 0, sizeof *d);
-  d->dt = o->dtype;
-  if (d->dt != MLC_DT_F32 && d->dt != MLC_DT_BF16 && d->dt != MLC_DT_F16)
-    return cc_fail(c, "no Metal GEMM for dtype %s", mlc_dtype_name((mlc_dtype)d->dt));
-  if (c->n->op == MLC_OP_MATMUL_TN) {
-    d->K = a->dim[0];
-    d->M = a->dim[1];
-    d->N = b->dim[1];
-    d->a_km = true;
-    return true;
-  }
-  if (c->n->op == MLC_OP_LINEAR) {
-    d->K = b->dim[1];
-    d->N = b->dim[0];
-    d->M = d->K ? mlc_type_numel(a) / d->K : 0;
-    if (!d->K) {
-      d->M = 1;
-      for (int i = 0; i + 1 < a->rank; i++) d->M *= a->dim[i];
-    }
-    d->b_nk = true;
-    return true;
-  }
-  if (c->n->op != MLC_OP_MATMUL) return cc_fail(c, "cc_emit_gemm_msl: not a GEMM op");
-  d->M = a->dim[a->rank - 2];
-  d->K = a->dim[a->rank - 1];
-  d->N = b->dim[b->rank - 1];
-  d->nb = o->rank - 2;
-  int64_t sa = d->M * d->K, sb = d->K * d->N;
-  bool b_shared = true, a_full = true;
-  for (int i = d->nb - 1; i >= 0; i--) {
-    int ia = i - (o->rank - a->rank), ib = i - (o->rank - b->rank);
-    int64_t da = ia >= 0 ? a->dim[ia] : 1, db = ib >= 0 ? b->dim[ib] : 1;
-    d->bdim[i] = o->dim[i];
-    d->bsa[i] = da == 1 ? 0 : sa;
-    d->bsb[i] = db == 1 ? 0 : sb;
-    if (d->bsb[i] && o->dim[i] > 1) b_shared = false;
-    if (da != o->dim[i]) a_full = false;
-    sa *= da;
-    sb *= db;
-  }
-  if (b_shared && a_full) {
-    d->M *= gemm_batch(d);
-    d->nb = 0;
-  }
-  return true;
-}
 
 bool cc_emit_gemm_msl(cc *c) {
   gemm_desc d;
-  if (!gemm_desc_of(c, &d)) return false;
+  if (!cc_gemm_desc_of(c, &d)) return false;
   gemm_cfg g = gemm_pick(&d);
   if (gemm_tiles(&d, g.bm, g.bn) > 0x7fffffffLL)
     return cc_fail(c, "a GEMM of %lld tiles is too large for one Metal dispatch", (long long)gemm_tiles(&d, g.bm, g.bn));
