@@ -193,3 +193,40 @@ char *cc_metal_text(mlc_arena *a, const char *text, size_t n, size_t *out_n) {
   *out_n = (size_t)(w - r);
   return r;
 }
+
+int cc_pick_vec(int64_t n, int es) {
+  for (int v = 16 / es; v > 1; v /= 2)
+    if (n % v == 0) return v;
+  return 1;
+}
+
+const char *cc_vtype(int bytes) {
+  switch (bytes) {
+  case 16: return "uint4";
+  case 8: return "uint2";
+  case 4: return "unsigned int";
+  default: return "unsigned short";
+  }
+}
+
+void cc_vec_load(cc *c, int vec, int dt, const char *dst, const char *off, const char *src, const char *idx) {
+  const char *T = cc_stype(dt), *VT = cc_vtype(vec * mlc_dtype_size((mlc_dtype)dt));
+  if (vec == 1) {
+    cc_printf(c, "      %s[%s] = to_f32(%s[%s]);\n", dst, off, src, idx);
+    return;
+  }
+  cc_printf(c, "      { %s u_ = *(const %s%s *)(%s + (%s)); const %s%s *e_ = (const %s%s *)&u_;\n", VT, c->t->dev, VT, src, idx,
+            c->t->thr, T, c->t->thr, T);
+  cc_printf(c, "#pragma unroll\n        for (int q = 0; q < %d; q++) %s[%s + q] = to_f32(e_[q]); }\n", vec, dst, off);
+}
+
+void cc_vec_store(cc *c, int vec, int dt, const char *dst, const char *idx, const char *src) {
+  const char *T = cc_stype(dt), *VT = cc_vtype(vec * mlc_dtype_size((mlc_dtype)dt));
+  if (vec == 1) {
+    cc_printf(c, "      %s[%s] = from_f32<%s>(%s[0]);\n", dst, idx, T, src);
+    return;
+  }
+  cc_printf(c, "      { %s u_; %s%s *e_ = (%s%s *)&u_;\n", VT, c->t->thr, T, c->t->thr, T);
+  cc_printf(c, "#pragma unroll\n        for (int q = 0; q < %d; q++) e_[q] = from_f32<%s>(%s[q]);\n", vec, T, src);
+  cc_printf(c, "        *(%s%s *)(%s + (%s)) = u_; }\n", c->t->dev, VT, dst, idx);
+}

@@ -122,6 +122,15 @@ const char *cc_fmt(cc *c, const char *fmt, ...) __attribute__((format(printf, 2,
 /* A literal float that round-trips: "1.1920929e-07f", "-INFINITY" */
 const char *cc_flit(cc *c, double v);
 
+/* Vector moves of row kernels: the widest of 8, 4, 2 elements (16 bytes at
+ * most) that divides n; the unsigned type of that many bytes; and the code
+ * that loads elements idx .. idx+vec-1 of src into the f32 array
+ * dst[off ..] and stores src[0 .. vec) rounded to dt at dst[idx ..]. */
+int cc_pick_vec(int64_t n, int element_bytes);
+const char *cc_vtype(int bytes);
+void cc_vec_load(cc *c, int vec, int dt, const char *dst, const char *off, const char *src, const char *idx);
+void cc_vec_store(cc *c, int vec, int dt, const char *dst, const char *idx, const char *src);
+
 bool cc_fail(cc *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 static inline int64_t cc_ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }

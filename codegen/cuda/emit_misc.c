@@ -53,51 +53,18 @@ typedef struct {
   int block;
 } rowplan;
 
-static int pick_vec(int64_t D, int es) {
-  for (int v = 16 / es; v > 1; v /= 2)
-    if (D % v == 0) return v;
-  return 1;
-}
 
-static const char *vtype(int bytes) {
-  switch (bytes) {
-  case 16: return "uint4";
-  case 8: return "uint2";
-  case 4: return "unsigned int";
-  default: return "unsigned short";
-  }
-}
 
 static void plan_rows(rowplan *rp, int64_t R, int64_t D, int dt) {
   rp->R = R, rp->D = D;
-  rp->vec = pick_vec(D, mlc_dtype_size((mlc_dtype)dt));
+  rp->vec = cc_pick_vec(D, mlc_dtype_size((mlc_dtype)dt));
   rp->nv = D / rp->vec;
   rp->tpr = rp->nv <= 128 ? 32 : THREADS;
   rp->block = rp->tpr == 32 ? THREADS : rp->tpr;
   rp->rpb = rp->block / rp->tpr;
 }
 
-static void ld(cc *c, int vec, int dt, const char *dst, const char *off, const char *src, const char *idx) {
-  const char *T = cc_stype(dt), *VT = vtype(vec * mlc_dtype_size((mlc_dtype)dt));
-  if (vec == 1) {
-    cc_printf(c, "      %s[%s] = to_f32(%s[%s]);\n", dst, off, src, idx);
-    return;
-  }
-  cc_printf(c, "      { %s u_ = *(const %s%s *)(%s + (%s)); const %s%s *e_ = (const %s%s *)&u_;\n", VT, c->t->dev, VT, src, idx,
-            c->t->thr, T, c->t->thr, T);
-  cc_printf(c, "#pragma unroll\n        for (int q = 0; q < %d; q++) %s[%s + q] = to_f32(e_[q]); }\n", vec, dst, off);
-}
 
-static void st(cc *c, int vec, int dt, const char *dst, const char *idx, const char *src) {
-  const char *T = cc_stype(dt), *VT = vtype(vec * mlc_dtype_size((mlc_dtype)dt));
-  if (vec == 1) {
-    cc_printf(c, "      %s[%s] = from_f32<%s>(%s[0]);\n", dst, idx, T, src);
-    return;
-  }
-  cc_printf(c, "      { %s u_; %s%s *e_ = (%s%s *)&u_;\n", VT, c->t->thr, T, c->t->thr, T);
-  cc_printf(c, "#pragma unroll\n        for (int q = 0; q < %d; q++) e_[q] = from_f32<%s>(%s[q]);\n", vec, T, src);
-  cc_printf(c, "        *(%s%s *)(%s + (%s)) = u_; }\n", c->t->dev, VT, dst, idx);
-}
 
 static void row_head(cc *c, const rowplan *rp) {
   cc_printf(c, "  const int lane = threadIdx.x %% %d;\n", rp->tpr);
@@ -128,9 +95,9 @@ static bool emit_embedding(cc *c) {
   const mlc_type *wt = cc_in(c, 0), *it = cc_in(c, 1);
   int dt = wt->dtype;
   int64_t V = wt->dim[0], D = wt->dim[1], N = mlc_type_numel(it);
-  int vec = pick_vec(D, mlc_dtype_size((mlc_dtype)dt));
+  int vec = cc_pick_vec(D, mlc_dtype_size((mlc_dtype)dt));
   int64_t nv = D / vec, total = N * nv;
-  const char *VT = vtype(vec * mlc_dtype_size((mlc_dtype)dt));
+  const char *VT = cc_vtype(vec * mlc_dtype_size((mlc_dtype)dt));
   if (total == 0) return cc_fail(c, "empty embedding");
   cc_begin(c, (uint64_t)gs_grid(total), THREADS, 0);
   cc_printf(c, "  const %s%s *w = (const %s%s *)in0;\n  %s%s *o = (%s%s *)out;\n", c->t->dev, VT, c->t->dev, VT, c->t->dev, VT,
@@ -151,7 +118,7 @@ static bool emit_embedding_grad(cc *c) {
   int64_t V = n->type.dim[0], D = n->type.dim[1], N = mlc_type_numel(it);
   if (N > 0x7fffffffll || V > 0x7fffffffll) return cc_fail(c, "embedding_grad with %lld indices into %lld rows is too large",
                                                           (long long)N, (long long)V);
-  int vec = pick_vec(D, mlc_dtype_size((mlc_dtype)dt));
+  int vec = cc_pick_vec(D, mlc_dtype_size((mlc_dtype)dt));
   int64_t nv = D / vec, nit = cc_ceil_div(nv, THREADS);
   if (nit > EG_MAX_IT) nit = EG_MAX_IT;
   int64_t nch = cc_ceil_div(nv, THREADS * nit);
@@ -192,7 +159,7 @@ static bool emit_embedding_grad(cc *c) {
   cc_printf(c, "#pragma unroll\n        for (int it = 0; it < %lld; it++) {\n", (long long)nit);
   cc_printf(c, "          const long long v = (long long)ch * %lld + it * %d + threadIdx.x;\n", (long long)(nit * THREADS), THREADS);
   cc_printf(c, "          if (v < %lldll) {\n      float ga[%d];\n", (long long)nv, vec);
-  ld(c, vec, dt, "ga", "0", "in0", cc_fmt(c, "tt * %lldll + v * %d", (long long)D, vec));
+  cc_vec_load(c, vec, dt, "ga", "0", "in0", cc_fmt(c, "tt * %lldll + v * %d", (long long)D, vec));
   cc_printf(c, "#pragma unroll\n            for (int q = 0; q < %d; q++) acc[it * %d + q] += ga[q];\n          }\n        }\n      }\n",
             vec, vec);
   cc_printf(c, "      __syncthreads();\n    }\n  }\n");
@@ -200,7 +167,7 @@ static bool emit_embedding_grad(cc *c) {
   cc_printf(c, "    const long long v = (long long)ch * %lld + it * %d + threadIdx.x;\n", (long long)(nit * THREADS), THREADS);
   cc_printf(c, "    if (v < %lldll) {\n      float o[%d];\n#pragma unroll\n      for (int q = 0; q < %d; q++) o[q] = acc[it * %d + q];\n",
             (long long)nv, vec, vec, vec);
-  st(c, vec, dt, "out", cc_fmt(c, "k * %lldll + v * %d", (long long)D, vec), "o");
+  cc_vec_store(c, vec, dt, "out", cc_fmt(c, "k * %lldll + v * %d", (long long)D, vec), "o");
   cc_printf(c, "    }\n  }\n");
   cc_end(c);
   return true;
@@ -213,7 +180,7 @@ static bool emit_embedding_grad(cc *c) {
 static void online_lse(cc *c, const rowplan *rp, int dt) {
   cc_printf(c, "  float m = -MLC_INF, s = 0.f;\n");
   cc_printf(c, "  for (int v = lane; v < %lld; v += %d) {\n    {\n      float xa[%d];\n", (long long)rp->nv, rp->tpr, rp->vec);
-  ld(c, rp->vec, dt, "xa", "0", "xr", cc_fmt(c, "v * %d", rp->vec));
+  cc_vec_load(c, rp->vec, dt, "xa", "0", "xr", cc_fmt(c, "v * %d", rp->vec));
   cc_printf(c, "      float vm = xa[0];\n#pragma unroll\n      for (int q = 1; q < %d; q++) vm = fmaxf(vm, xa[q]);\n", rp->vec);
   cc_printf(c, "      if (vm > m) { s *= expf(m - vm); m = vm; }\n");
   cc_printf(c, "      if (m != -MLC_INF) {\n#pragma unroll\n        for (int q = 0; q < %d; q++) s += expf(xa[q] - m);\n      }\n",
@@ -293,17 +260,17 @@ static bool emit_cross_entropy_grad(cc *c) {
   cc_printf(c, "  if (t < 0 || t >= %lldll) { /* the whole row (block or warp) */\n", (long long)C);
   cc_printf(c, "    for (int v = lane; v < %lld; v += %d) {\n      float o[%d];\n#pragma unroll\n      for (int q = 0; q < %d; q++) o[q] = 0.f;\n",
             (long long)rp.nv, rp.tpr, rp.vec, rp.vec);
-  st(c, rp.vec, odt, "yr", cc_fmt(c, "v * %d", rp.vec), "o");
+  cc_vec_store(c, rp.vec, odt, "yr", cc_fmt(c, "v * %d", rp.vec), "o");
   cc_printf(c, "    }\n    return;\n  }\n");
   online_lse(c, &rp, dt);
   cc_printf(c, "  const float inv = 1.f / S;\n");
   cc_printf(c, "  const float f = in0[0] / (float)((const %slong long *)scratch)[0];\n", c->t->dev);
   cc_printf(c, "  for (int v = lane; v < %lld; v += %d) {\n    {\n      float xa[%d];\n", (long long)rp.nv, rp.tpr, rp.vec);
-  ld(c, rp.vec, dt, "xa", "0", "xr", cc_fmt(c, "v * %d", rp.vec));
+  cc_vec_load(c, rp.vec, dt, "xa", "0", "xr", cc_fmt(c, "v * %d", rp.vec));
   cc_printf(c, "      float o[%d];\n#pragma unroll\n      for (int q = 0; q < %d; q++) {\n", rp.vec, rp.vec);
   cc_printf(c, "        float p = expf(xa[q] - M) * inv;\n");
   cc_printf(c, "        o[q] = (v * %d + q == t ? p - 1.f : p) * f;\n      }\n", rp.vec);
-  st(c, rp.vec, odt, "yr", cc_fmt(c, "v * %d", rp.vec), "o");
+  cc_vec_store(c, rp.vec, odt, "yr", cc_fmt(c, "v * %d", rp.vec), "o");
   cc_printf(c, "    }\n  }\n");
   cc_end(c);
   return true;
@@ -319,7 +286,7 @@ static bool emit_optim(cc *c) {
   bool adamw = n->op == MLC_OP_ADAMW;
   int64_t P = mlc_type_numel(pt);
   if (P == 0) return cc_fail(c, "empty parameter");
-  int vec = pick_vec(P, mlc_dtype_size((mlc_dtype)dt));
+  int vec = cc_pick_vec(P, mlc_dtype_size((mlc_dtype)dt));
   if (vec > 4) vec = 4; /* four state streams: keep registers down */
   int64_t nvt = P / vec;
   const char *T = cc_stype(dt);
@@ -338,10 +305,10 @@ static bool emit_optim(cc *c) {
   cc_printf(c, "      float pa[%d], ga[%d];\n", vec, vec);
   if (adamw || mom) cc_printf(c, "      float ma[%d];\n", vec);
   if (adamw) cc_printf(c, "      float va[%d];\n", vec);
-  ld(c, vec, dt, "pa", "0", "p", at);
-  ld(c, vec, dt, "ga", "0", "in1", at);
-  if (adamw || mom) ld(c, vec, dt, "ma", "0", "m", at);
-  if (adamw) ld(c, vec, dt, "va", "0", "vs", at);
+  cc_vec_load(c, vec, dt, "pa", "0", "p", at);
+  cc_vec_load(c, vec, dt, "ga", "0", "in1", at);
+  if (adamw || mom) cc_vec_load(c, vec, dt, "ma", "0", "m", at);
+  if (adamw) cc_vec_load(c, vec, dt, "va", "0", "vs", at);
   cc_printf(c, "#pragma unroll\n      for (int q = 0; q < %d; q++) {\n", vec);
   if (adamw) {
     cc_printf(c, "        const float g = ga[q], pp = pa[q] * %s;\n", cc_flit(c, 1 - tc->lr * tc->weight_decay));
@@ -355,9 +322,9 @@ static bool emit_optim(cc *c) {
     cc_printf(c, "        pa[q] = pa[q] - %s * %s;\n", cc_flit(c, tc->lr), mom ? "ma[q]" : "d");
   }
   cc_printf(c, "      }\n");
-  st(c, vec, dt, "p", at, "pa");
-  if (adamw || mom) st(c, vec, dt, "m", at, "ma");
-  if (adamw) st(c, vec, dt, "vs", at, "va");
+  cc_vec_store(c, vec, dt, "p", at, "pa");
+  if (adamw || mom) cc_vec_store(c, vec, dt, "m", at, "ma");
+  if (adamw) cc_vec_store(c, vec, dt, "vs", at, "va");
   cc_printf(c, "  }\n");
   cc_end(c);
   return true;

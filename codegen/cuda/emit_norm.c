@@ -38,25 +38,11 @@ typedef struct {
   bool cache;     /* the thread's share of the row stays in registers */
 } rowplan;
 
-static int pick_vec(int64_t D, int es) {
-  for (int v = 16 / es; v > 1; v /= 2)
-    if (D % v == 0) return v;
-  return 1;
-}
 
-/* The unsigned type of `bytes` bytes that moves one vector. */
-static const char *vtype(int bytes) {
-  switch (bytes) {
-  case 16: return "uint4";
-  case 8: return "uint2";
-  case 4: return "unsigned int";
-  default: return "unsigned short";
-  }
-}
 
 static void plan_rows(rowplan *rp, int64_t R, int64_t D, int dt) {
   rp->R = R, rp->D = D;
-  rp->vec = pick_vec(D, mlc_dtype_size((mlc_dtype)dt));
+  rp->vec = cc_pick_vec(D, mlc_dtype_size((mlc_dtype)dt));
   rp->nv = D / rp->vec;
   rp->tpr = rp->nv <= 128 ? 32 : THREADS;
   rp->rpb = THREADS / rp->tpr;
@@ -64,29 +50,7 @@ static void plan_rows(rowplan *rp, int64_t R, int64_t D, int dt) {
   rp->cache = rp->nit * rp->vec <= CACHE_MAX;
 }
 
-/* dst[off + q] = element idx + q of src, as f32, q < vec. */
-static void ld(cc *c, int vec, int dt, const char *dst, const char *off, const char *src, const char *idx) {
-  const char *T = cc_stype(dt), *VT = vtype(vec * mlc_dtype_size((mlc_dtype)dt));
-  if (vec == 1) {
-    cc_printf(c, "      %s[%s] = to_f32(%s[%s]);\n", dst, off, src, idx);
-    return;
-  }
-  cc_printf(c, "      { %s u_ = *(const %s%s *)(%s + (%s)); const %s%s *e_ = (const %s%s *)&u_;\n", VT, c->t->dev, VT, src, idx,
-            c->t->thr, T, c->t->thr, T);
-  cc_printf(c, "#pragma unroll\n        for (int q = 0; q < %d; q++) %s[%s + q] = to_f32(e_[q]); }\n", vec, dst, off);
-}
 
-/* Elements idx .. idx + vec - 1 of dst = src[0 .. vec), rounded to dt. */
-static void st(cc *c, int vec, int dt, const char *dst, const char *idx, const char *src) {
-  const char *T = cc_stype(dt), *VT = vtype(vec * mlc_dtype_size((mlc_dtype)dt));
-  if (vec == 1) {
-    cc_printf(c, "      %s[%s] = from_f32<%s>(%s[0]);\n", dst, idx, T, src);
-    return;
-  }
-  cc_printf(c, "      { %s u_; %s%s *e_ = (%s%s *)&u_;\n", VT, c->t->thr, T, c->t->thr, T);
-  cc_printf(c, "#pragma unroll\n        for (int q = 0; q < %d; q++) e_[q] = from_f32<%s>(%s[q]);\n", vec, T, src);
-  cc_printf(c, "        *(%s%s *)(%s + (%s)) = u_; }\n", c->t->dev, VT, dst, idx);
-}
 
 typedef struct {
   const char *name; /* register array */
@@ -114,7 +78,7 @@ static void cache_load(cc *c, const rowplan *rp, const rowarr *a, int na) {
   for (int k = 0; k < na; k++) cc_printf(c, "  float %s[%lld];\n", a[k].name, (long long)(rp->nit * rp->vec));
   cc_printf(c, "#pragma unroll\n  for (int it = 0; it < %lld; it++) {\n    const int v = lane + it * %d;\n    if (v < %lld) {\n",
             (long long)rp->nit, rp->tpr, (long long)rp->nv);
-  for (int k = 0; k < na; k++) ld(c, rp->vec, a[k].dt, a[k].name, cc_fmt(c, "it * %d", rp->vec), a[k].src, cc_fmt(c, "v * %d", rp->vec));
+  for (int k = 0; k < na; k++) cc_vec_load(c, rp->vec, a[k].dt, a[k].name, cc_fmt(c, "it * %d", rp->vec), a[k].src, cc_fmt(c, "v * %d", rp->vec));
   cc_printf(c, "    }\n  }\n");
 }
 
@@ -130,7 +94,7 @@ static const char *pass_begin(cc *c, const rowplan *rp, const rowarr *a, int na)
   cc_printf(c, "  for (int v = lane; v < %lld; v += %d) {\n    {\n", (long long)rp->nv, rp->tpr);
   for (int k = 0; k < na; k++) {
     cc_printf(c, "      float %s[%d];\n", a[k].name, rp->vec);
-    ld(c, rp->vec, a[k].dt, a[k].name, "0", a[k].src, cc_fmt(c, "v * %d", rp->vec));
+    cc_vec_load(c, rp->vec, a[k].dt, a[k].name, "0", a[k].src, cc_fmt(c, "v * %d", rp->vec));
   }
   return "0";
 }
@@ -180,14 +144,14 @@ static bool emit_fwd(cc *c, bool layer) {
   cache_load(c, &rp, &xa, 1);
   row_stats(c, &rp, &xa, layer, n->a.f);
   const char *B = pass_begin(c, &rp, &xa, 1), *vi = cc_fmt(c, "v * %d", rp.vec);
-  if (has_w) cc_printf(c, "      float wa[%d];\n", rp.vec), ld(c, rp.vec, dt, "wa", "0", "in1", vi);
-  if (has_b) cc_printf(c, "      float ba[%d];\n", rp.vec), ld(c, rp.vec, dt, "ba", "0", "in2", vi);
+  if (has_w) cc_printf(c, "      float wa[%d];\n", rp.vec), cc_vec_load(c, rp.vec, dt, "wa", "0", "in1", vi);
+  if (has_b) cc_printf(c, "      float ba[%d];\n", rp.vec), cc_vec_load(c, rp.vec, dt, "ba", "0", "in2", vi);
   cc_printf(c, "      float o[%d];\n#pragma unroll\n      for (int q = 0; q < %d; q++) {\n", rp.vec, rp.vec);
   cc_printf(c, "        float y = (xa[%s + q] - mean) * rstd;\n", B);
   if (has_w) cc_printf(c, "        y = y * wa[q];\n");
   if (has_b) cc_printf(c, "        y = y + ba[q];\n");
   cc_printf(c, "        o[q] = y;\n      }\n");
-  st(c, rp.vec, dt, "out", cc_fmt(c, "row * %lldll + v * %d", (long long)D, rp.vec), "o");
+  cc_vec_store(c, rp.vec, dt, "out", cc_fmt(c, "row * %lldll + v * %d", (long long)D, rp.vec), "o");
   pass_end(c);
   cc_end(c);
   return true;
@@ -213,7 +177,7 @@ static bool emit_grad_x(cc *c, bool layer) {
   row_stats(c, &rp, &a[0], layer, n->a.f);
   cc_printf(c, "  float shx = 0.f, shs = 0.f;\n");
   const char *B = pass_begin(c, &rp, a, 2);
-  if (has_w) cc_printf(c, "      float wa[%d];\n", rp.vec), ld(c, rp.vec, dt, "wa", "0", "in2", vi);
+  if (has_w) cc_printf(c, "      float wa[%d];\n", rp.vec), cc_vec_load(c, rp.vec, dt, "wa", "0", "in2", vi);
   cc_printf(c, "#pragma unroll\n      for (int q = 0; q < %d; q++) {\n", rp.vec);
   cc_printf(c, "        float h = ga[%s + q]%s, xc = xa[%s + q] - mean;\n        shx += h * xc; shs += h;\n      }\n", B,
             has_w ? " * wa[q]" : "", B);
@@ -222,11 +186,11 @@ static bool emit_grad_x(cc *c, bool layer) {
   if (layer) cc_printf(c, "  const float cb = (%s * %s) * rstd;\n", red_sum(c, &rp, "shs"), invD);
   else cc_printf(c, "  (void)shs;\n");
   B = pass_begin(c, &rp, a, 2);
-  if (has_w) cc_printf(c, "      float wa[%d];\n", rp.vec), ld(c, rp.vec, dt, "wa", "0", "in2", vi);
+  if (has_w) cc_printf(c, "      float wa[%d];\n", rp.vec), cc_vec_load(c, rp.vec, dt, "wa", "0", "in2", vi);
   cc_printf(c, "      float o[%d];\n#pragma unroll\n      for (int q = 0; q < %d; q++) {\n", rp.vec, rp.vec);
   cc_printf(c, "        float h = ga[%s + q]%s, xc = xa[%s + q] - mean;\n", B, has_w ? " * wa[q]" : "", B);
   cc_printf(c, "        o[q] = h * rstd%s - xc * ca;\n      }\n", layer ? " - cb" : "");
-  st(c, rp.vec, dt, "out", cc_fmt(c, "row * %lldll + v * %d", (long long)D, rp.vec), "o");
+  cc_vec_store(c, rp.vec, dt, "out", cc_fmt(c, "row * %lldll + v * %d", (long long)D, rp.vec), "o");
   pass_end(c);
   cc_end(c);
   return true;
@@ -279,8 +243,8 @@ static bool emit_grad_w(cc *c, bool layer) {
   cc_printf(c, "#pragma unroll 4\n    for (long long r = chunk * %lldll + ty; r < r1; r += %d) {\n", (long long)RC, TY);
   cc_printf(c, "      const float mean = st[2 * r], rstd = st[2 * r + 1];\n      float ga[%d], xa[%d];\n", vec, vec);
   const char *at = cc_fmt(c, "r * %lldll + v * %d", (long long)D, vec);
-  ld(c, vec, dt, "ga", "0", "in0", at);
-  ld(c, vec, dt, "xa", "0", "in1", at);
+  cc_vec_load(c, vec, dt, "ga", "0", "in0", at);
+  cc_vec_load(c, vec, dt, "xa", "0", "in1", at);
   cc_printf(c, "#pragma unroll\n      for (int q = 0; q < %d; q++) acc[q] = fmaf(ga[q] * (xa[q] - mean), rstd, acc[q]);\n", vec);
   cc_printf(c, "    }\n  }\n");
   cc_printf(c, "  __shared__ float red[%d];\n", TY * 32 * vec);
