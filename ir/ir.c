@@ -28,6 +28,55 @@ int64_t mlc_type_numel(const mlc_type *t) {
   return n;
 }
 
+void mlc_type_strides(const mlc_type *t, int64_t *stride) {
+  int64_t s = 1;
+  for (int i = t->rank; i-- > 0;) {
+    stride[i] = s;
+    s *= t->dim[i];
+  }
+}
+
+int mlc_ew_layout(const mlc_func *f, const mlc_node *n, int64_t dims[MLC_MAX_RANK], int64_t st[3][MLC_MAX_RANK]) {
+  const mlc_type *ot = &n->type;
+  int r = ot->rank, nin = n->nin;
+  MLC_ASSERT(nin >= 1 && nin <= 2);
+  memset(st, 0, 3 * sizeof *st);
+  mlc_type_strides(ot, st[0]);
+  for (int k = 0; k < r; k++) dims[k] = ot->dim[k];
+  for (int i = 0; i < nin; i++) {
+    const mlc_type *it = &f->nodes[n->in[i]].type;
+    int64_t is[MLC_MAX_RANK];
+    mlc_type_strides(it, is);
+    for (int k = 0; k < r; k++) {
+      int ik = k - (r - it->rank);
+      st[i + 1][k] = ik >= 0 && it->dim[ik] != 1 ? is[ik] : 0;
+    }
+  }
+  /* Drop size-1 dimensions, then merge contiguous neighbours. */
+  int m = 0;
+  for (int k = 0; k < r; k++) {
+    if (dims[k] == 1) continue;
+    dims[m] = dims[k];
+    for (int o = 0; o <= nin; o++) st[o][m] = st[o][k];
+    m++;
+  }
+  r = m;
+  m = 0;
+  for (int k = 0; k < r; k++) {
+    bool merge = m > 0;
+    for (int o = 0; merge && o <= nin; o++) merge = st[o][m - 1] == st[o][k] * dims[k];
+    if (merge) {
+      dims[m - 1] *= dims[k];
+      for (int o = 0; o <= nin; o++) st[o][m - 1] = st[o][k];
+    } else {
+      dims[m] = dims[k];
+      for (int o = 0; o <= nin; o++) st[o][m] = st[o][k];
+      m++;
+    }
+  }
+  return m;
+}
+
 bool mlc_type_eq(const mlc_type *a, const mlc_type *b) {
   if (a->dtype != b->dtype || a->rank != b->rank) return false;
   for (int i = 0; i < a->rank; i++)

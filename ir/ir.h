@@ -52,6 +52,8 @@ typedef struct {
 } mlc_type;
 
 int64_t mlc_type_numel(const mlc_type *t);
+/* Row-major element strides of a type. */
+void mlc_type_strides(const mlc_type *t, int64_t *stride);
 bool mlc_type_eq(const mlc_type *a, const mlc_type *b);
 /* "f32[8, 1024, 2048]" into buf; returns buf. */
 char *mlc_type_str(const mlc_type *t, char *buf, size_t n);
@@ -180,6 +182,13 @@ void mlc_func_add_output(mlc_program *p, mlc_func *f, const char *name, uint32_t
  * failure writes a one-line message to err and returns false. */
 bool mlc_infer_type(const mlc_program *p, const mlc_func *f, const mlc_node *n, mlc_type *out,
                     char *err, size_t errn);
+/* The iteration space of an elementwise node with up to two inputs (numpy
+ * broadcasting): dims[0..r) and, per operand (0 the output, 1.. the
+ * inputs), element strides over them, 0 along a broadcast dimension.  Size-1
+ * dimensions are dropped and neighbours merged where every operand is
+ * contiguous across them, so a same-shape add has r = 1 and
+ * x[b, s, d] + bias[d] has r = 2.  Returns r (0 for a single element). */
+int mlc_ew_layout(const mlc_func *f, const mlc_node *n, int64_t dims[MLC_MAX_RANK], int64_t st[3][MLC_MAX_RANK]);
 /* FLOPs and bytes moved by one node, for --stats and the roofline. */
 void mlc_node_cost(const mlc_func *f, const mlc_node *n, double *flops, double *bytes);
 

@@ -152,8 +152,6 @@ bool cc_emit_misc(cc *c);        /* embedding(+grad), cross_entropy(+grad), adam
  * expressions x[0], x[1] of input dtype in_dt, giving the output's compute
  * type; NULL if op is not elementwise.  Fused kernels chain these. */
 const char *cc_ew_expr(cc *c, int op, int in_dt, int out_dt, const char *const *x);
-/* Row-major strides of a type. */
-void cc_strides(const mlc_type *t, int64_t *st);
 
 /* A GEMM as both targets' emitters see it:
  *   C[b][M,N] = A[b][M,K] B[b][K,N], f32 accumulation, C dense row-major;

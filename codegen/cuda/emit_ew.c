@@ -4,9 +4,9 @@
  * the CPU target (codegen/llvm/emit_ew.c), which follows PyTorch.
  *
  * Each operand is described by strides over the output's dimensions (0
- * along a broadcast one); size-1 dimensions are dropped and neighbours
- * merged where every operand is contiguous across them, so a same-shape add
- * is one flat index and x[b, s, d] + bias[d] is two.  A thread computes
+ * along a broadcast one), merged as far as every operand allows
+ * (mlc_ew_layout, ir/ir.h: a same-shape add is one flat index and
+ * x[b, s, d] + bias[d] two).  A thread computes
  * output elements i, i + stride, ... over a grid of at most MAX_BLOCKS
  * blocks, four at a time (one vector load per operand) when the innermost
  * dimension is a multiple of 4; CONST operands are folded into the code as
@@ -18,14 +18,6 @@
 
 #define THREADS 256
 #define MAX_BLOCKS 65536
-
-void cc_strides(const mlc_type *t, int64_t *st) {
-  int64_t s = 1;
-  for (int k = t->rank - 1; k >= 0; k--) {
-    st[k] = s;
-    s *= t->dim[k];
-  }
-}
 
 const char *cc_ew_expr(cc *c, int op, int in_dt, int out_dt, const char *const *x) {
   bool fl = mlc_dtype_is_float((mlc_dtype)in_dt);
@@ -77,44 +69,11 @@ bool cc_emit_ew(cc *c) {
   if (nin < 1 || nin > 2) return cc_fail(c, "%s is not an elementwise op", mlc_ops[n->op].name);
   int in_dt = cc_in(c, 0)->dtype, out_dt = n->type.dtype;
   const mlc_type *ot = &n->type;
-  int r = ot->rank;
-  int64_t dims[MLC_MAX_RANK], st[3][MLC_MAX_RANK] = {{0}};
-  cc_strides(ot, st[0]);
-  for (int k = 0; k < r; k++) dims[k] = ot->dim[k];
+  int64_t dims[MLC_MAX_RANK], st[3][MLC_MAX_RANK];
+  int r = mlc_ew_layout(c->f, n, dims, st);
   const mlc_node *cnst[3] = {0};
-  for (int i = 0; i < nin; i++) {
-    const mlc_node *in = &c->f->nodes[n->in[i]];
-    if (in->op == MLC_OP_CONST) cnst[i + 1] = in;
-    int64_t is[MLC_MAX_RANK];
-    cc_strides(&in->type, is);
-    for (int k = 0; k < r; k++) {
-      int ik = k - (r - in->type.rank);
-      st[i + 1][k] = ik >= 0 && in->type.dim[ik] != 1 ? is[ik] : 0;
-    }
-  }
-  /* Drop size-1 dimensions, then merge contiguous neighbours. */
-  int m = 0;
-  for (int k = 0; k < r; k++) {
-    if (dims[k] == 1) continue;
-    dims[m] = dims[k];
-    for (int o = 0; o <= nin; o++) st[o][m] = st[o][k];
-    m++;
-  }
-  r = m;
-  m = 0;
-  for (int k = 0; k < r; k++) {
-    bool merge = m > 0;
-    for (int o = 0; merge && o <= nin; o++) merge = st[o][m - 1] == st[o][k] * dims[k];
-    if (merge) {
-      dims[m - 1] *= dims[k];
-      for (int o = 0; o <= nin; o++) st[o][m - 1] = st[o][k];
-    } else {
-      dims[m] = dims[k];
-      for (int o = 0; o <= nin; o++) st[o][m] = st[o][k];
-      m++;
-    }
-  }
-  r = m;
+  for (int i = 0; i < nin; i++)
+    if (c->f->nodes[n->in[i]].op == MLC_OP_CONST) cnst[i + 1] = &c->f->nodes[n->in[i]];
   /* Four elements per thread when the innermost dimension allows it: each
    * operand then is either contiguous along it (one 4-wide load) or
    * constant along it (one scalar load). */

@@ -56,7 +56,7 @@ static void end_elements(cc *c) {
  * `axis` shifted by `shift` (for slices and concat). */
 static const char *offset(cc *c, const mlc_type *t, int axis, int64_t shift) {
   int64_t st[MLC_MAX_RANK];
-  cc_strides(t, st);
+  mlc_type_strides(t, st);
   const char *e = "0";
   for (int k = 0; k < t->rank; k++) {
     if (k == axis && shift) e = cc_fmt(c, "%s + (c%d + %lldll) * %lldll", e, k, (long long)shift, (long long)st[k]);
@@ -111,7 +111,7 @@ bool cc_emit_layout(cc *c) {
     /* The input coordinate along a is the output's along b and back; when
      * the last axis stays in place, rows move 4 wide. */
     int64_t st[MLC_MAX_RANK];
-    cc_strides(it, st);
+    mlc_type_strides(it, st);
     int V = b == it->rank - 1 ? 1 : width(ot, -1, 0, 0);
     begin_elements(c, ot, V);
     cc_printf(c, "    long long src = 0");

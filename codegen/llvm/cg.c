@@ -416,14 +416,6 @@ LLVMValueRef cg_items_begin(cg *g, cg_loop *L) { return cg_for(g, L, g->begin, g
 
 /* ---- shapes ---- */
 
-void cg_strides(const mlc_type *t, int64_t *stride) {
-  int64_t s = 1;
-  for (int i = t->rank; i-- > 0;) {
-    stride[i] = s;
-    s *= t->dim[i];
-  }
-}
-
 void cg_unflatten(cg *g, LLVMValueRef item, int rank, const int64_t *dims, int nstride,
                   const int64_t (*stride)[MLC_MAX_RANK], LLVMValueRef *off) {
   for (int s = 0; s < nstride; s++) off[s] = cg_i64(g, 0);

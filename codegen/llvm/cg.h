@@ -161,8 +161,6 @@ LLVMValueRef cg_sigmoid(cg *g, LLVMValueRef x);
 LLVMValueRef cg_sqrt(cg *g, LLVMValueRef x);
 
 /* ---- shapes ---- */
-/* Strides (in elements) of a dense row-major tensor. */
-void cg_strides(const mlc_type *t, int64_t *stride);
 /* Splits `item` into indices over dims[0..rank-1] (row-major) and returns
  * sum(index[k] * stride[s][k]) for each of the nstride stride vectors. */
 void cg_unflatten(cg *g, LLVMValueRef item, int rank, const int64_t *dims, int nstride,

@@ -142,45 +142,13 @@ bool cg_emit_ew(cg *g) {
   c.buf[0] = g->out;
 
   /* Strides over the output's dimensions: [0] out, [1..] inputs. */
-  const mlc_type *ot = &n->type;
-  int r = ot->rank;
-  int64_t dims[MLC_MAX_RANK], st[3][MLC_MAX_RANK] = {{0}};
-  cg_strides(ot, st[0]);
-  for (int k = 0; k < r; k++) dims[k] = ot->dim[k];
+  int64_t dims[MLC_MAX_RANK], st[3][MLC_MAX_RANK];
+  int r = mlc_ew_layout(g->f, n, dims, st);
   for (int i = 0; i < c.nin; i++) {
     const mlc_node *in = &g->f->nodes[n->in[i]];
     c.buf[i + 1] = g->in[i];
     if (in->op == MLC_OP_CONST) c.cnst[i + 1] = in;
-    int64_t is[MLC_MAX_RANK];
-    cg_strides(&in->type, is);
-    for (int k = 0; k < r; k++) {
-      int ik = k - (r - in->type.rank);
-      st[i + 1][k] = ik >= 0 && in->type.dim[ik] != 1 ? is[ik] : 0;
-    }
   }
-  /* Drop size-1 dimensions, then merge contiguous neighbours. */
-  int m = 0;
-  for (int k = 0; k < r; k++) {
-    if (dims[k] == 1) continue;
-    dims[m] = dims[k];
-    for (int o = 0; o <= c.nin; o++) st[o][m] = st[o][k];
-    m++;
-  }
-  r = m;
-  m = 0;
-  for (int k = 0; k < r; k++) {
-    bool merge = m > 0;
-    for (int o = 0; merge && o <= c.nin; o++) merge = st[o][m - 1] == st[o][k] * dims[k];
-    if (merge) {
-      dims[m - 1] *= dims[k];
-      for (int o = 0; o <= c.nin; o++) st[o][m - 1] = st[o][k];
-    } else {
-      dims[m] = dims[k];
-      for (int o = 0; o <= c.nin; o++) st[o][m] = st[o][k];
-      m++;
-    }
-  }
-  r = m;
   if (r == 0) { /* a single element */
     r = 1;
     dims[0] = 1;

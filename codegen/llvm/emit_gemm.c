@@ -277,9 +277,9 @@ static bool setup(cg *g, gemm *G) {
     G->N = bt->dim[bt->rank - 1];
     G->nb = ct->rank - 2;
     int64_t as[MLC_MAX_RANK], bs[MLC_MAX_RANK];
-    cg_strides(at, as);
-    cg_strides(bt, bs);
-    cg_strides(ct, G->bs[0]);
+    mlc_type_strides(at, as);
+    mlc_type_strides(bt, bs);
+    mlc_type_strides(ct, G->bs[0]);
     for (int k = 0; k < G->nb; k++) {
       G->bd[k] = ct->dim[k];
       int ia = k - (G->nb - (at->rank - 2)), ib = k - (G->nb - (bt->rank - 2));

@@ -61,8 +61,8 @@ bool cg_emit_transpose(cg *g) {
   const mlc_node *n = g->n;
   const mlc_type *it = &g->f->nodes[n->in[0]].type, *ot = &n->type;
   int64_t is[MLC_MAX_RANK], st[2][MLC_MAX_RANK], d[MLC_MAX_RANK];
-  cg_strides(it, is);
-  cg_strides(ot, st[0]);
+  mlc_type_strides(it, is);
+  mlc_type_strides(ot, st[0]);
   int r = 0;
   for (int k = 0; k < ot->rank; k++) {
     int src = k == n->a.axis ? n->a.axis2 : k == n->a.axis2 ? n->a.axis : k;
