@@ -39,5 +39,6 @@ const char *mlc_cuda_kernel_namer(void *ctx, const mlc_func *f, uint32_t node, u
 /* The helpers every module starts with. */
 extern const char mlc_cuda_prelude[];
 extern const char mlc_metal_prelude[];
+extern const char mlc_cc_math_prelude[]; /* after either of them */
 
 #endif

@@ -46,14 +46,7 @@ const char mlc_cuda_prelude[] =
     "  if (lane == 0) sh[w] = v;\n"
     "  __syncthreads();\n"
     "  v = lane < nw ? sh[lane] : -MLC_INF;\n"
-    "  return mlc_warp_max(v); }\n"
-    "MLC_FN float mlc_sigmoid(float x) { return 1.f / (1.f + expf(-x)); }\n"
-    "MLC_FN float mlc_silu_grad(float g, float x) {\n"
-    "  float s = mlc_sigmoid(x); return g * (s * fmaf(x, 1.f - s, 1.f)); }\n"
-    "MLC_FN float mlc_gelu_grad(float g, float x) {\n"
-    "  float cdf = fmaf(0.5f, erff(x * 0.707106781f), 0.5f);\n"
-    "  float pdf = expf(x * x * -0.5f) * 0.398942280f;\n"
-    "  return g * fmaf(x, pdf, cdf); }\n";
+    "  return mlc_warp_max(v); }\n";
 
 /* The Metal prelude: MSL under the names the shared emitters write (the
  * CUDA built-ins, __shared__, __syncthreads, expf, atomicMin, ...), the
@@ -127,13 +120,6 @@ const char mlc_metal_prelude[] =
     "#endif\n"
     "MLC_FN int atomicMin(device int *p, int v) { return atomic_fetch_min_explicit((device atomic_int *)p, v, memory_order_relaxed); }\n"
     "MLC_FN int atomicAdd(device int *p, int v) { return atomic_fetch_add_explicit((device atomic_int *)p, v, memory_order_relaxed); }\n"
-    "MLC_FN float mlc_sigmoid(float x) { return 1.f / (1.f + expf(-x)); }\n"
-    "MLC_FN float mlc_silu_grad(float g, float x) {\n"
-    "  float s = mlc_sigmoid(x); return g * (s * fmaf(x, 1.f - s, 1.f)); }\n"
-    "MLC_FN float mlc_gelu_grad(float g, float x) {\n"
-    "  float cdf = fmaf(0.5f, erff(x * 0.707106781f), 0.5f);\n"
-    "  float pdf = expf(x * x * -0.5f) * 0.398942280f;\n"
-    "  return g * fmaf(x, pdf, cdf); }\n"
     "MLC_FN float mlc_warp_sum(float v) { return simd_sum(v); }\n"
     "MLC_FN float mlc_warp_max(float v) { return simd_max(v); }\n"
     "MLC_FN float mlc_warp_min(float v) { return simd_min(v); }\n"
@@ -157,3 +143,14 @@ const char mlc_metal_prelude[] =
     "  return simd_max(v); }\n"
     "#define mlc_block_sum(v, sh) mlc_block_sum_(v, sh, threadIdx.x, blockDim.x)\n"
     "#define mlc_block_max(v, sh) mlc_block_max_(v, sh, threadIdx.x, blockDim.x)\n";
+
+/* The activations' math, in the names both preludes provide (expf, fmaf,
+ * erff): the same text for CUDA and MSL. */
+const char mlc_cc_math_prelude[] =
+    "MLC_FN float mlc_sigmoid(float x) { return 1.f / (1.f + expf(-x)); }\n"
+    "MLC_FN float mlc_silu_grad(float g, float x) {\n"
+    "  float s = mlc_sigmoid(x); return g * (s * fmaf(x, 1.f - s, 1.f)); }\n"
+    "MLC_FN float mlc_gelu_grad(float g, float x) {\n"
+    "  float cdf = fmaf(0.5f, erff(x * 0.707106781f), 0.5f);\n"
+    "  float pdf = expf(x * x * -0.5f) * 0.398942280f;\n"
+    "  return g * fmaf(x, pdf, cdf); }\n";
