@@ -519,6 +519,23 @@ static mlc_status profile_outputs(const options *o, mlc_session *s, const char *
   return NULL;
 }
 
+/* After a target's code generation: its message when it failed. */
+static bool built(bool ok, const char *err) {
+  if (!ok) fprintf(stderr, "mlc: %s\n", err);
+  return ok;
+}
+
+/* After writing an artifact: what it holds (`files`: the target's own), or
+ * what went wrong; the exit status. */
+static int wrote(bool ok, const char *err, const char *dir, const mlc_program *p, const char *files) {
+  if (!ok) {
+    fprintf(stderr, "mlc: %s\n", err);
+    return EXIT_USER;
+  }
+  fprintf(stderr, "mlc: wrote %s/%s.h, %s.c, %s, %s.cmake and %s.pc\n", dir, p->name, p->name, files, p->name, p->name);
+  return EXIT_OK;
+}
+
 /* Compiles for the target, then writes the artifact (compile) or runs a
  * session on it (run, bench, train). */
 static int run_target(const options *o, mlc_program *prog) {
@@ -542,20 +559,14 @@ static int run_target(const options *o, mlc_program *prog) {
   if (metal) {
 #ifdef MLC_HAVE_CUDA
     mlc_metal_build mb;
-    if (!mlc_metal_build_program(prog, &mb, stderr, err, sizeof err)) {
-      fprintf(stderr, "mlc: %s\n", err);
+    if (!built(mlc_metal_build_program(prog, &mb, stderr, err, sizeof err), err)) {
       rc = EXIT_USER;
       goto out;
     }
     if (o->cmd == CMD_COMPILE) {
-      if (!mlc_metal_write_artifact(&mb, dir, o->file, err, sizeof err)) {
-        fprintf(stderr, "mlc: %s\n", err);
-        rc = EXIT_USER;
-      } else {
-        fprintf(stderr, "mlc: wrote %s/%s.h, %s.c, %s.metal, %s.cmake and %s.pc (and %s.metallib where Apple's metal "
-                "compiler exists; else the runtime compiles the source)\n", dir, prog->name, prog->name, prog->name,
-                prog->name, prog->name, prog->name);
-      }
+      rc = wrote(mlc_metal_write_artifact(&mb, dir, o->file, err, sizeof err), err, dir, prog,
+                 mlc_arena_printf(prog->arena, "%s.metal (and %s.metallib where Apple's metal compiler exists; else "
+                                  "the runtime compiles the source)", prog->name, prog->name));
       goto out;
     }
     plan_bytes = mb.plan;
@@ -571,20 +582,14 @@ static int run_target(const options *o, mlc_program *prog) {
 #endif
   } else if (cuda) {
 #ifdef MLC_HAVE_CUDA
-    if (!mlc_cuda_build_program(prog, &g, true, stderr, err, sizeof err)) {
-      fprintf(stderr, "mlc: %s\n", err);
+    if (!built(mlc_cuda_build_program(prog, &g, true, stderr, err, sizeof err), err)) {
       rc = strstr(err, "internal error") ? EXIT_INTERNAL : EXIT_USER;
       goto out;
     }
     if (o->cmd == CMD_COMPILE) {
-      if (!mlc_cuda_write_artifact(&g, dir, o->file, err, sizeof err)) {
-        fprintf(stderr, "mlc: %s\n", err);
-        rc = EXIT_USER;
-      } else {
-        fprintf(stderr, "mlc: wrote %s/%s.h, %s.c, %s.cu%s, %s.cmake and %s.pc\n", dir, prog->name, prog->name, prog->name,
-                g.image ? mlc_arena_printf(prog->arena, ", %s.fatbin", prog->name) : " (no nvcc: NVRTC compiles it at run time)",
-                prog->name, prog->name);
-      }
+      rc = wrote(mlc_cuda_write_artifact(&g, dir, o->file, err, sizeof err), err, dir, prog,
+                 g.image ? mlc_arena_printf(prog->arena, "%s.cu, %s.fatbin", prog->name, prog->name)
+                         : mlc_arena_printf(prog->arena, "%s.cu (no nvcc: NVRTC compiles it at run time)", prog->name));
       goto out;
     }
     plan_bytes = g.plan;
@@ -593,19 +598,13 @@ static int run_target(const options *o, mlc_program *prog) {
 #endif
   } else {
 #ifdef MLC_HAVE_CPU
-    if (!mlc_cpu_compile(prog, &b, stderr, err, sizeof err)) {
-      fprintf(stderr, "mlc: %s\n", err);
+    if (!built(mlc_cpu_compile(prog, &b, stderr, err, sizeof err), err)) {
       rc = EXIT_USER;
       goto out;
     }
     if (o->cmd == CMD_COMPILE) {
-      if (!mlc_cpu_write_artifact(&b, dir, o->file, err, sizeof err)) {
-        fprintf(stderr, "mlc: %s\n", err);
-        rc = EXIT_USER;
-      } else {
-        fprintf(stderr, "mlc: wrote %s/%s.h, %s.c, %u object file%s, %s.cmake and %s.pc\n", dir, prog->name, prog->name,
-                prog->nfuncs, prog->nfuncs == 1 ? "" : "s", prog->name, prog->name);
-      }
+      rc = wrote(mlc_cpu_write_artifact(&b, dir, o->file, err, sizeof err), err, dir, prog,
+                 mlc_arena_printf(prog->arena, "%u object file%s", prog->nfuncs, prog->nfuncs == 1 ? "" : "s"));
       goto out;
     }
     if (!mlc_cpu_jit(&b, err, sizeof err)) {
