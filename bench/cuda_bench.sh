@@ -8,10 +8,7 @@
 #   step (bf16 compute, AdamW), with its per-kernel profile.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-out=${OUT:-/tmp/mlc-bench}
-mkdir -p "$out"
-export LD_LIBRARY_PATH=$PWD/build-gpu/lib:${LD_LIBRARY_PATH:-}
-export XDG_CACHE_HOME=/tmp/mlc-cache PYTHONUNBUFFERED=1
+. tests/gpu/env.sh /tmp/mlc-bench
 mlc=build-gpu/mlc
 {
   echo "# bench/cuda_bench.sh, $(date -u +%F), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"

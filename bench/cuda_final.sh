@@ -9,10 +9,7 @@
 # and .yardstick/ (../shared/bench).  Logs go to $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-out=${OUT:-/tmp/mlc-final}
-mkdir -p "$out"
-export LD_LIBRARY_PATH=$PWD/build-gpu/lib:${LD_LIBRARY_PATH:-}
-export XDG_CACHE_HOME=/tmp/mlc-cache PYTHONUNBUFFERED=1
+. tests/gpu/env.sh /tmp/mlc-final
 opcheck=build-gpu/codegen/cuda/mlc_opcheck
 rc=0
 {

@@ -9,10 +9,7 @@
 # step, and a few training steps.  Logs go to $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-out=${OUT:-/tmp/mlc-gpu}
-mkdir -p "$out"
-export LD_LIBRARY_PATH=$PWD/build-gpu/lib:${LD_LIBRARY_PATH:-}
-export XDG_CACHE_HOME=/tmp/mlc-cache PYTHONUNBUFFERED=1
+. tests/gpu/env.sh /tmp/mlc-gpu
 opcheck=build-gpu/codegen/cuda/mlc_opcheck
 small="vocab=512 dim=128 layers=2 heads=4 batch=2 seq=64"
 rc=0

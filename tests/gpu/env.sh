@@ -1,0 +1,8 @@
+# Sourced by the GPU scripts (tests/gpu/cuda_check.sh, bench/cuda_bench.sh,
+# bench/cuda_final.sh) once they are in the repository's root: where the
+# logs go ($OUT, else the default given as $1), the carried CUDA-only
+# build's libraries, and a cache of compiled kernels of its own.
+out=${OUT:-$1}
+mkdir -p "$out"
+export LD_LIBRARY_PATH=$PWD/build-gpu/lib:${LD_LIBRARY_PATH:-}
+export XDG_CACHE_HOME=/tmp/mlc-cache PYTHONUNBUFFERED=1
