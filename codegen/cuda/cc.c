@@ -230,3 +230,20 @@ void cc_vec_store(cc *c, int vec, int dt, const char *dst, const char *idx, cons
   cc_printf(c, "#pragma unroll\n        for (int q = 0; q < %d; q++) e_[q] = from_f32<%s>(%s[q]);\n", vec, T, src);
   cc_printf(c, "        *(%s%s *)(%s + (%s)) = u_; }\n", c->t->dev, VT, dst, idx);
 }
+
+void cc_plan_rows(cc_rowplan *rp, int64_t R, int64_t D, int dt, int cache_max) {
+  rp->R = R, rp->D = D;
+  rp->vec = cc_pick_vec(D, mlc_dtype_size((mlc_dtype)dt));
+  rp->nv = D / rp->vec;
+  rp->tpr = rp->nv <= 128 ? 32 : CC_ROW_THREADS;
+  rp->rpb = CC_ROW_THREADS / rp->tpr;
+  rp->nit = cc_ceil_div(rp->nv, rp->tpr);
+  rp->cache = cache_max > 0 && rp->nit * rp->vec <= cache_max;
+}
+
+void cc_row_head(cc *c, const cc_rowplan *rp) {
+  cc_printf(c, "  const int lane = threadIdx.x %% %d;\n", rp->tpr);
+  cc_printf(c, "  const long long row = (long long)blockIdx.x * %d + threadIdx.x / %d;\n", rp->rpb, rp->tpr);
+  if (rp->rpb > 1 && rp->R % rp->rpb) cc_printf(c, "  if (row >= %lldll) return; /* whole warps */\n", (long long)rp->R);
+  if (rp->tpr > 32) cc_printf(c, "  __shared__ float sh[32];\n");
+}

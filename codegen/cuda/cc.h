@@ -131,6 +131,24 @@ const char *cc_vtype(int bytes);
 void cc_vec_load(cc *c, int vec, int dt, const char *dst, const char *off, const char *src, const char *idx);
 void cc_vec_store(cc *c, int vec, int dt, const char *dst, const char *idx, const char *src);
 
+/* Row kernels (norms, cross entropy): a warp of 32 threads per row while
+ * rows have at most 128 vectors, else a block of CC_ROW_THREADS; rows per
+ * block accordingly.  With cache_max > 0, `cache` says whether a thread's
+ * share of the row (nit vectors) fits in cache_max floats of registers. */
+#define CC_ROW_THREADS 256
+typedef struct {
+  int64_t R, D;   /* rows, row length */
+  int vec;        /* elements per vector access */
+  int64_t nv;     /* vectors per row */
+  int tpr, rpb;   /* threads per row, rows per block */
+  int64_t nit;    /* vectors per thread, rounded up */
+  bool cache;
+} cc_rowplan;
+void cc_plan_rows(cc_rowplan *rp, int64_t R, int64_t D, int dt, int cache_max);
+/* The kernel's first lines: lane, row, the guard for a partial last block,
+ * shared memory for block reductions. */
+void cc_row_head(cc *c, const cc_rowplan *rp);
+
 bool cc_fail(cc *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 static inline int64_t cc_ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }

@@ -45,35 +45,7 @@
  * so that cross_entropy_grad's second pass hits L2, measured no better on
  * the H200 for [8192, 32000] bf16 grad and 25% slower for the forward.) */
 
-typedef struct {
-  int64_t R, D;
-  int vec;
-  int64_t nv;
-  int tpr, rpb;   /* threads per row (32 or THREADS), rows per block */
-  int block;
-} rowplan;
-
-
-
-static void plan_rows(rowplan *rp, int64_t R, int64_t D, int dt) {
-  rp->R = R, rp->D = D;
-  rp->vec = cc_pick_vec(D, mlc_dtype_size((mlc_dtype)dt));
-  rp->nv = D / rp->vec;
-  rp->tpr = rp->nv <= 128 ? 32 : THREADS;
-  rp->block = rp->tpr == 32 ? THREADS : rp->tpr;
-  rp->rpb = rp->block / rp->tpr;
-}
-
-
-
-static void row_head(cc *c, const rowplan *rp) {
-  cc_printf(c, "  const int lane = threadIdx.x %% %d;\n", rp->tpr);
-  cc_printf(c, "  const long long row = (long long)blockIdx.x * %d + threadIdx.x / %d;\n", rp->rpb, rp->tpr);
-  if (rp->rpb > 1 && rp->R % rp->rpb) cc_printf(c, "  if (row >= %lldll) return; /* whole warps */\n", (long long)rp->R);
-  if (rp->tpr > 32) cc_printf(c, "  __shared__ float sh[32];\n");
-}
-
-static const char *red(cc *c, const rowplan *rp, const char *op, const char *v) {
+static const char *red(cc *c, const cc_rowplan *rp, const char *op, const char *v) {
   return rp->tpr > 32 ? cc_fmt(c, "mlc_block_%s(%s, sh)", op, v) : cc_fmt(c, "mlc_warp_%s(%s)", op, v);
 }
 
@@ -177,7 +149,7 @@ static bool emit_embedding_grad(cc *c) {
 
 /* Online max m and sum s of exp(x - m) over the row xr, then the row's
  * M and S (every thread of the row gets them). */
-static void online_lse(cc *c, const rowplan *rp, int dt) {
+static void online_lse(cc *c, const cc_rowplan *rp, int dt) {
   cc_printf(c, "  float m = -MLC_INF, s = 0.f;\n");
   cc_printf(c, "  for (int v = lane; v < %lld; v += %d) {\n    {\n      float xa[%d];\n", (long long)rp->nv, rp->tpr, rp->vec);
   cc_vec_load(c, rp->vec, dt, "xa", "0", "xr", cc_fmt(c, "v * %d", rp->vec));
@@ -197,14 +169,14 @@ static bool emit_cross_entropy(cc *c) {
   int64_t C = lt->dim[lt->rank - 1], R = C ? mlc_type_numel(lt) / C : 0;
   if (R == 0 || C == 0) return cc_fail(c, "empty cross_entropy");
   if (C > 0x7fffffffll) return cc_fail(c, "rows too long");
-  rowplan rp;
-  plan_rows(&rp, R, C, dt);
+  cc_rowplan rp;
+  cc_plan_rows(&rp, R, C, dt, 0);
   int64_t grid = cc_ceil_div(R, rp.rpb);
   if (grid > 0x7fffffffll) return cc_fail(c, "too many rows");
   c->scratch = (uint64_t)R * 8;
 
-  cc_begin(c, (uint64_t)grid, (uint32_t)rp.block, 0);
-  row_head(c, &rp);
+  cc_begin(c, (uint64_t)grid, THREADS, 0);
+  cc_row_head(c, &rp);
   cc_printf(c, "  const %s%s *xr = in0 + row * %lldll;\n", c->t->dev, cc_stype(dt), (long long)C);
   online_lse(c, &rp, dt);
   cc_printf(c, "  if (lane == 0) {\n    const long long t = (long long)in1[row];\n");
@@ -236,8 +208,8 @@ static bool emit_cross_entropy_grad(cc *c) {
   int64_t C = lt->dim[lt->rank - 1], R = C ? mlc_type_numel(lt) / C : 0;
   if (R == 0 || C == 0) return cc_fail(c, "empty cross_entropy_grad");
   if (C > 0x7fffffffll) return cc_fail(c, "rows too long");
-  rowplan rp;
-  plan_rows(&rp, R, C, dt);
+  cc_rowplan rp;
+  cc_plan_rows(&rp, R, C, dt, 0);
   int64_t grid = cc_ceil_div(R, rp.rpb);
   if (grid > 0x7fffffffll) return cc_fail(c, "too many rows");
   c->scratch = 8;
@@ -252,8 +224,8 @@ static bool emit_cross_entropy_grad(cc *c) {
   cc_printf(c, "  if (threadIdx.x == 0) ((%slong long *)scratch)[0] = sn[0];\n", c->t->dev);
   cc_end(c);
 
-  cc_begin(c, (uint64_t)grid, (uint32_t)rp.block, 0);
-  row_head(c, &rp);
+  cc_begin(c, (uint64_t)grid, THREADS, 0);
+  cc_row_head(c, &rp);
   cc_printf(c, "  const %s%s *xr = in1 + row * %lldll;\n  %s%s *yr = out + row * %lldll;\n", c->t->dev, cc_stype(dt), (long long)C,
             c->t->dev, cc_stype(odt), (long long)C);
   cc_printf(c, "  const long long t = (long long)in2[row];\n");

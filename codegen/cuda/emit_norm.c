@@ -30,50 +30,18 @@
 #define WG_BLOCKS 2048 /* grad_w launch 1: blocks aimed at */
 
 typedef struct {
-  int64_t R, D;
-  int vec;        /* elements per vector access */
-  int64_t nv;     /* vectors per row */
-  int tpr, rpb;   /* threads per row (32 or THREADS), rows per block */
-  int64_t nit;    /* vectors per thread, rounded up */
-  bool cache;     /* the thread's share of the row stays in registers */
-} rowplan;
-
-
-
-static void plan_rows(rowplan *rp, int64_t R, int64_t D, int dt) {
-  rp->R = R, rp->D = D;
-  rp->vec = cc_pick_vec(D, mlc_dtype_size((mlc_dtype)dt));
-  rp->nv = D / rp->vec;
-  rp->tpr = rp->nv <= 128 ? 32 : THREADS;
-  rp->rpb = THREADS / rp->tpr;
-  rp->nit = cc_ceil_div(rp->nv, rp->tpr);
-  rp->cache = rp->nit * rp->vec <= CACHE_MAX;
-}
-
-
-
-typedef struct {
   const char *name; /* register array */
   const char *src;  /* row pointer */
   int dt;
 } rowarr;
 
-/* lane, row, the guard for a partial last block, shared memory for
- * block reductions. */
-static void row_head(cc *c, const rowplan *rp) {
-  cc_printf(c, "  const int lane = threadIdx.x %% %d;\n", rp->tpr);
-  cc_printf(c, "  const long long row = (long long)blockIdx.x * %d + threadIdx.x / %d;\n", rp->rpb, rp->tpr);
-  if (rp->rpb > 1 && rp->R % rp->rpb) cc_printf(c, "  if (row >= %lldll) return; /* whole warps */\n", (long long)rp->R);
-  if (rp->tpr > 32) cc_printf(c, "  __shared__ float sh[32];\n");
-}
-
 /* The block's (or warp's) sum of a float expression. */
-static const char *red_sum(cc *c, const rowplan *rp, const char *v) {
+static const char *red_sum(cc *c, const cc_rowplan *rp, const char *v) {
   return rp->tpr > 32 ? cc_fmt(c, "mlc_block_sum(%s, sh)", v) : cc_fmt(c, "mlc_warp_sum(%s)", v);
 }
 
 /* With a cached plan: declares the register arrays and loads the row. */
-static void cache_load(cc *c, const rowplan *rp, const rowarr *a, int na) {
+static void cache_load(cc *c, const cc_rowplan *rp, const rowarr *a, int na) {
   if (!rp->cache) return;
   for (int k = 0; k < na; k++) cc_printf(c, "  float %s[%lld];\n", a[k].name, (long long)(rp->nit * rp->vec));
   cc_printf(c, "#pragma unroll\n  for (int it = 0; it < %lld; it++) {\n    const int v = lane + it * %d;\n    if (v < %lld) {\n",
@@ -85,7 +53,7 @@ static void cache_load(cc *c, const rowplan *rp, const rowarr *a, int na) {
 /* Opens a pass over the thread's vectors v of the row; element q of a
  * vector of array a is a[B + q], B returned.  Without a cache the arrays
  * are loaded here. */
-static const char *pass_begin(cc *c, const rowplan *rp, const rowarr *a, int na) {
+static const char *pass_begin(cc *c, const cc_rowplan *rp, const rowarr *a, int na) {
   if (rp->cache) {
     cc_printf(c, "#pragma unroll\n  for (int it = 0; it < %lld; it++) {\n    const int v = lane + it * %d;\n    if (v < %lld) {\n",
               (long long)rp->nit, rp->tpr, (long long)rp->nv);
@@ -102,7 +70,7 @@ static const char *pass_begin(cc *c, const rowplan *rp, const rowarr *a, int na)
 static void pass_end(cc *c) { cc_printf(c, "    }\n  }\n"); }
 
 /* mean (0 for rmsnorm) and rstd of the row in array xa. */
-static void row_stats(cc *c, const rowplan *rp, const rowarr *xa, bool layer, double eps) {
+static void row_stats(cc *c, const cc_rowplan *rp, const rowarr *xa, bool layer, double eps) {
   const char *invD = cc_flit(c, 1.0 / (double)rp->D), *B;
   cc_printf(c, "  float mean = 0.f;\n");
   if (layer) {
@@ -132,13 +100,13 @@ static bool emit_fwd(cc *c, bool layer) {
   int dt = n->type.dtype;
   int64_t R, D;
   if (!rows_of(c, &n->type, &R, &D)) return false;
-  rowplan rp;
-  plan_rows(&rp, R, D, dt);
+  cc_rowplan rp;
+  cc_plan_rows(&rp, R, D, dt, CACHE_MAX);
   int64_t grid = cc_ceil_div(R, rp.rpb);
   if (grid > 0x7fffffffll) return cc_fail(c, "too many rows (%lld)", (long long)R);
   bool has_w = n->nin > 1, has_b = n->nin > 2;
   cc_begin(c, (uint64_t)grid, THREADS, 0);
-  row_head(c, &rp);
+  cc_row_head(c, &rp);
   cc_printf(c, "  const %s%s *xr = in0 + row * %lldll;\n", c->t->dev, cc_stype(dt), (long long)D);
   rowarr xa = {"xa", "xr", dt};
   cache_load(c, &rp, &xa, 1);
@@ -162,14 +130,14 @@ static bool emit_grad_x(cc *c, bool layer) {
   int dt = n->type.dtype;
   int64_t R, D;
   if (!rows_of(c, &n->type, &R, &D)) return false;
-  rowplan rp;
-  plan_rows(&rp, R, D, dt);
+  cc_rowplan rp;
+  cc_plan_rows(&rp, R, D, dt, CACHE_MAX);
   int64_t grid = cc_ceil_div(R, rp.rpb);
   if (grid > 0x7fffffffll) return cc_fail(c, "too many rows (%lld)", (long long)R);
   bool has_w = n->nin > 2;
   const char *invD = cc_flit(c, 1.0 / (double)D), *vi = cc_fmt(c, "v * %d", rp.vec);
   cc_begin(c, (uint64_t)grid, THREADS, 0);
-  row_head(c, &rp);
+  cc_row_head(c, &rp);
   cc_printf(c, "  const %s%s *gr = in0 + row * %lldll;\n", c->t->dev, cc_stype(dt), (long long)D);
   cc_printf(c, "  const %s%s *xr = in1 + row * %lldll;\n", c->t->dev, cc_stype(dt), (long long)D);
   rowarr a[2] = {{"xa", "xr", dt}, {"ga", "gr", dt}};
@@ -202,8 +170,8 @@ static bool emit_grad_w(cc *c, bool layer) {
   int dt = xt->dtype, odt = n->type.dtype;
   int64_t R, D;
   if (!rows_of(c, xt, &R, &D)) return false;
-  rowplan rp;
-  plan_rows(&rp, R, D, dt);
+  cc_rowplan rp;
+  cc_plan_rows(&rp, R, D, dt, CACHE_MAX);
   int64_t grid0 = cc_ceil_div(R, rp.rpb);
   if (grid0 > 0x7fffffffll) return cc_fail(c, "too many rows (%lld)", (long long)R);
   /* launch 1's tiling */
@@ -220,7 +188,7 @@ static bool emit_grad_w(cc *c, bool layer) {
 
   /* 0: per-row mean and rstd */
   cc_begin(c, (uint64_t)grid0, THREADS, 0);
-  row_head(c, &rp);
+  cc_row_head(c, &rp);
   cc_printf(c, "  const %s%s *xr = in1 + row * %lldll;\n", c->t->dev, T, (long long)D);
   rowarr xa = {"xa", "xr", dt};
   cache_load(c, &rp, &xa, 1);
