@@ -5,7 +5,7 @@
 set -euo pipefail
 pkgs=(
   build-essential cmake ninja-build pkg-config git   # build
-  clang llvm-14-dev libclang-rt-14-dev               # CPU backend, libFuzzer, sanitizers
+  clang llvm-14-dev libclang-rt-14-dev               # CPU backend, libFuzzer, sanitizers, Metal emulation (clang++)
   libxxhash-dev libcjson-dev libcmocka-dev           # hashing, JSON, unit tests
   python3 python3-torch python3-numpy                # the numerical reference
   valgrind                                           # runtime memory checks
