@@ -81,7 +81,7 @@ static void write_header(FILE *o, const mlc_program *p, const mlc_artifact *a) {
   fprintf(o, "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n");
   fprintf(o, "typedef struct %s %s;\n\n", n, n);
   fprintf(o, "typedef struct {\n  int threads; /* CPU: worker threads, 0: one per CPU */\n  int profile; /* time every kernel */\n"
-             "  int device;  /* CUDA: which GPU */\n} %s_options;\n\n", n);
+             "  int device;  /* CUDA: which GPU; Vulkan: which device (mlc devices --target spirv) */\n} %s_options;\n\n", n);
   fprintf(o, "/* opt may be NULL.  Parameters start at PyTorch's default initialisation\n"
              " * (seed 0); load weights to replace them. */\n");
   fprintf(o, "mlc_status %s_create(const %s_options *opt, %s **out);\n", n, n, n);
@@ -168,6 +168,29 @@ static void write_cuda_kernels(FILE *o, const mlc_artifact *a) {
   if (a->cuda_image) write_bytes(o, "cuda_image", a->cuda_image, a->cuda_image_bytes, false);
 }
 
+/* Vulkan: every module's words and the kernel table (runtime/vulkan/kernel.h). */
+static void write_vk_kernels(FILE *o, const mlc_artifact *a) {
+  for (uint32_t i = 0; i < a->nvk_kernels; i++) {
+    const mlc_vk_kernel *k = &a->vk_kernels[i];
+    fprintf(o, "static const uint32_t spv%u[%zu] = { /* %s */", i, k->nwords, k->symbol);
+    for (size_t w = 0; w < k->nwords; w++) fprintf(o, "%s%uu,", w % 10 ? "" : "\n  ", k->words[w]);
+    fprintf(o, "\n};\n\n");
+  }
+  fprintf(o, "static const mlc_vk_kernel kernels[%u] = {\n", a->nvk_kernels ? a->nvk_kernels : 1);
+  for (uint32_t i = 0; i < a->nvk_kernels; i++) {
+    const mlc_vk_kernel *k = &a->vk_kernels[i];
+    fprintf(o, "  {\"%s\", spv%u, %zu, %u, %lluu, %u, {", k->symbol, i, k->nwords, k->nargs,
+            (unsigned long long)k->scratch, k->ndispatch);
+    for (uint32_t j = 0; j < k->ndispatch; j++)
+      fprintf(o, "%s{\"%s\", {%u, %u, %u}, {%u, %u, %u}}", j ? ", " : "", k->dispatch[j].entry, k->dispatch[j].groups[0],
+              k->dispatch[j].groups[1], k->dispatch[j].groups[2], k->dispatch[j].local[0], k->dispatch[j].local[1],
+              k->dispatch[j].local[2]);
+    fprintf(o, "}, %u, {%u, %u, %u}, %uu},\n", k->coopmat, k->coopmat_mnk[0], k->coopmat_mnk[1], k->coopmat_mnk[2],
+            k->fallback);
+  }
+  fprintf(o, "};\n\n");
+}
+
 static void write_source(FILE *o, const mlc_program *p, const mlc_artifact *a) {
   const char *n = p->name;
   bool cuda = a->cuda_kernels != NULL;
@@ -175,8 +198,10 @@ static void write_source(FILE *o, const mlc_program *p, const mlc_artifact *a) {
   fprintf(o, "#include \"%s.h\"\n\n#include <stdlib.h>\n#include <string.h>\n\n", n);
   fprintf(o, "#include \"runtime/plan.h\"\n#include \"runtime/session.h\"\n");
   if (cuda) fprintf(o, "#include \"runtime/%s/device.h\"\n", a->metal ? "metal" : "cuda");
+  if (a->vk_kernels) fprintf(o, "#include \"runtime/vulkan/device.h\"\n");
   fprintf(o, "\n");
   if (cuda) write_cuda_kernels(o, a);
+  else if (a->vk_kernels) write_vk_kernels(o, a);
   else write_cpu_kernels(o, a);
   write_bytes(o, "plan_bytes", a->plan, a->plan_bytes, false);
   fprintf(o, "struct %s {\n  mlc_plan *plan;\n  mlc_session *session;\n};\n\n", n);
@@ -192,17 +217,24 @@ static void write_source(FILE *o, const mlc_program *p, const mlc_artifact *a) {
             "  mlc_device *dev = NULL;\n"
             "  mlc_metal_code code = {(const char *)cuda_source, %s, %zu, kernels, %u, stderr};\n"
             "  if (!st) st = mlc_metal_device_create(&code, mlc_allocator_default(), &dev);\n"
-            "  mlc_session_options so = {dev, NULL, NULL, 0, opt && opt->profile, {0}};\n",
+            "  mlc_session_options so = {dev, NULL, NULL, 0, opt && opt->profile, {0}, NULL};\n",
             a->cuda_image ? "cuda_image" : "NULL", a->cuda_image ? a->cuda_image_bytes : 0, a->ncuda_kernels);
   } else if (cuda) {
     fprintf(o,
             "  mlc_device *dev = NULL;\n"
             "  mlc_cuda_code code = {opt ? opt->device : 0, %s, %zu, (const char *)cuda_source, kernels, %u, stderr};\n"
             "  if (!st) st = mlc_cuda_device_create(&code, mlc_allocator_default(), &dev);\n"
-            "  mlc_session_options so = {dev, NULL, NULL, 0, opt && opt->profile, {0}};\n",
+            "  mlc_session_options so = {dev, NULL, NULL, 0, opt && opt->profile, {0}, NULL};\n",
             a->cuda_image ? "cuda_image" : "NULL", a->cuda_image ? a->cuda_image_bytes : 0, a->ncuda_kernels);
+  } else if (a->vk_kernels) {
+    fprintf(o,
+            "  mlc_device *dev = NULL;\n"
+            "  mlc_vk_code code = {opt ? opt->device : 0, kernels, %u, stderr, false, NULL};\n"
+            "  if (!st) st = mlc_vk_device_create(&code, mlc_allocator_default(), &dev);\n"
+            "  mlc_session_options so = {dev, NULL, NULL, 0, opt && opt->profile, {0}, NULL};\n",
+            a->nvk_kernels);
   } else {
-    fprintf(o, "  mlc_session_options so = {NULL, lookup, NULL, opt ? opt->threads : 0, opt && opt->profile, {0}};\n");
+    fprintf(o, "  mlc_session_options so = {NULL, lookup, NULL, opt ? opt->threads : 0, opt && opt->profile, {0}, NULL};\n");
   }
   fprintf(o,
           "  if (!st) st = mlc_session_create(m->plan, &so, &m->session);\n"

@@ -11,6 +11,7 @@
 
 #include "ir/ir.h"
 #include "runtime/cuda/kernel.h"
+#include "runtime/vulkan/kernel.h"
 
 typedef struct {
   const char *dir;               /* output folder; created if missing */
@@ -32,6 +33,10 @@ typedef struct {
   size_t cuda_source_len;
   const void *cuda_image;
   size_t cuda_image_bytes;
+  /* SPIR-V: the Vulkan kernel table with every module's words, embedded in
+   * <name>.c (kernels above are then unused). */
+  const mlc_vk_kernel *vk_kernels;
+  uint32_t nvk_kernels;
 } mlc_artifact;
 
 /* Creates dir unless it exists. */

@@ -80,7 +80,11 @@ void mlc_plan_encode(const mlc_program *p, mlc_kernel_namer namer, void *ctx, ui
     kid[k] = mlc_arena_alloc(a, (f->n + 1) * sizeof **kid);
     work[k] = mlc_arena_alloc(a, (f->n + 1) * sizeof **work);
     for (uint32_t i = 0; i < f->n; i++) {
-      const char *name = namer(ctx, f, i, &work[k][i]);
+      const mlc_node *n = &f->nodes[i];
+      const char *name = n->op == MLC_OP_ALL_GATHER       ? MLC_PLAN_ALL_GATHER
+                         : n->op == MLC_OP_REDUCE_SCATTER ? MLC_PLAN_REDUCE_SCATTER
+                                                          : namer(ctx, f, i, &work[k][i]);
+      if (mlc_ops[n->op].flags & MLC_F_COLL) work[k][i] = 1;
       kid[k][i] = name ? intern(a, &kernels, name) : UINT32_MAX;
     }
   }
@@ -101,6 +105,9 @@ void mlc_plan_encode(const mlc_program *p, mlc_kernel_namer namer, void *ctx, ui
     put_f64(&w, prm->init_a);
     put_f64(&w, prm->init_b);
     put_u8(&w, prm->role);
+    put_u8(&w, prm->sharded);
+    put_u32(&w, prm->flat);
+    put_u64(&w, (uint64_t)prm->flat_offset);
   }
   put_u32(&w, kernels.n);
   for (uint32_t i = 0; i < kernels.n; i++) put_str(&w, kernels.v[i]);
@@ -121,6 +128,7 @@ void mlc_plan_encode(const mlc_program *p, mlc_kernel_namer namer, void *ctx, ui
       put_u32(&w, is_param ? f->nodes[root].a.param : MLC_PLAN_NO_PARAM);
       put_u8(&w, n->op == MLC_OP_CONST);
       put_f64(&w, n->op == MLC_OP_CONST ? n->a.f : 0);
+      put_u8(&w, n->op == MLC_OP_REDUCE_SCATTER);
     }
     put_u32(&w, f->inputs.n);
     for (uint32_t i = 0; i < f->inputs.n; i++) {
@@ -151,6 +159,7 @@ void mlc_plan_encode(const mlc_program *p, mlc_kernel_namer namer, void *ctx, ui
       put_u64(&w, work[k][i]);
       put_f64(&w, flops);
       put_f64(&w, bytes);
+      put_u8(&w, mlc_node_sharded(p, f, n));
     }
   }
   uint64_t len = w.n - MLC_PLAN_HEADER_BYTES, sum = XXH64(w.buf + MLC_PLAN_HEADER_BYTES, (size_t)len, 0);

@@ -2,7 +2,7 @@
  *
  *   mlc compile FILE [options]     parse, lower, run the passes, emit
  *   mlc run|bench|train FILE --target cpu [options]
- *   mlc calibrate --target cpu     measure and cache the roofline's ceilings
+ *   mlc calibrate --target cpu|cuda  measure and cache the roofline's ceilings (cuda: calibrate.c)
  *   mlc --help | --version
  *
  * Exit codes (also in --help and docs/cli.md):
@@ -30,12 +30,18 @@
 #include "driver/train.h"
 #include "runtime/plan.h"
 #include "runtime/profile.h"
+#include "runtime/dist/bootstrap.h"
 #include "runtime/session.h"
 #ifdef MLC_HAVE_CPU
 #include "driver/target_cpu.h"
 #include "runtime/cpu/threadpool.h"
 #endif
+#ifdef MLC_HAVE_SPIRV
+#include "driver/target_spirv.h"
+#include "runtime/vulkan/driver.h"
+#endif
 #ifdef MLC_HAVE_CUDA
+#include "driver/calibrate.h"
 #include "driver/target_cuda.h"
 #include "driver/target_metal.h"
 #include "runtime/metal/device.h"
@@ -59,22 +65,25 @@ static const struct {
 static void usage(FILE *o) {
   fprintf(o,
           "usage: mlc compile FILE.mdl [options] [NAME=VALUE ...]\n"
-          "       mlc run FILE.mdl --target cpu|cuda [--weights W] --input NAME=FILE ... [options]\n"
-          "       mlc bench FILE.mdl --target cpu|cuda [--runs N] [options]\n"
-          "       mlc train FILE.mdl --target cpu|cuda --steps N [--data TOKENS] [--weights W] [--save CKPT] [--resume CKPT]\n"
-          "       mlc profile FILE.mdl --target cpu|cuda [--entry forward|train_step] [--steps N] [--trace F] [--roofline F]\n"
-          "       mlc calibrate --target cpu [--threads N]\n"
+          "       mlc run FILE.mdl --target cpu|cuda|spirv [--weights W] --input NAME=FILE ... [options]\n"
+          "       mlc bench FILE.mdl --target cpu|cuda|spirv [--runs N] [options]\n"
+          "       mlc train FILE.mdl --target cpu|cuda|spirv --steps N [--data TOKENS] [--weights W] [--save CKPT] [--resume CKPT]\n"
+          "       mlc profile FILE.mdl --target cpu|cuda|spirv [--entry forward|train_step] [--steps N] [--trace F] [--roofline F]\n"
+          "       mlc calibrate --target cpu [--threads N] | --target cuda [--device N]\n"
+          "       mlc devices --target spirv     list the Vulkan devices that --device N picks from\n"
           "       mlc --help | --version\n"
           "\n"
           "Compiles a model written in .mdl (see docs/language.md and docs/cli.md).\n"
           "\n"
           "common options:\n"
-          "  -t, --target T        cpu, cuda, cuda-nccl, spirv or metal (cpu, cuda and metal are built today;\n"
+          "  -t, --target T        cpu, cuda, cuda-nccl, spirv or metal (cpu, cuda, spirv and metal are built today;\n"
           "                        metal runs on Apple platforms only)\n"
           "  -D NAME=VALUE         override a config value (repeatable); a bare NAME=VALUE\n"
           "                        argument after FILE does the same\n"
           "      --entry MODULE    compile this module instead of the train block's (or the last)\n"
           "      --time-passes     print how long each phase took, to standard error\n"
+          "      --fsdp            shard the train block's fsdp(...) units across ranks (implied by\n"
+          "                        --target cuda-nccl, and by a launcher that starts several ranks)\n"
           "  -h, --help            this text\n"
           "  -V, --version         the version\n"
           "compile:\n"
@@ -89,7 +98,7 @@ static void usage(FILE *o) {
           "  -o, --output NAME=FILE  (run) write an output's raw data\n"
           "      --seed N          (run) seed of the initial weights without --weights (default 0)\n"
           "      --threads N       (cpu) worker threads, 0 for one per CPU (default)\n"
-          "      --device N        (cuda) which GPU (default 0)\n"
+          "      --device N        (cuda, spirv) which GPU (default 0; spirv: as mlc devices lists them)\n"
           "      --profile         print per-kernel time, GFLOP/s, GB/s, roofline bound and a hint\n"
           "      --trace FILE      write a Chrome trace (JSON; Perfetto opens it) of every step\n"
           "      --roofline FILE   write an SVG roofline of the kernels (ceilings: mlc calibrate)\n"
@@ -99,12 +108,16 @@ static void usage(FILE *o) {
           "      --data FILE       tokens: llm.c's .bin format, or a flat file of u16 (default) or\n"
           "                        i32 (--data-dtype i32) tokens; without it, one synthetic batch\n"
           "      --save CKPT       write a checkpoint (weights, optimizer state, step) at the end\n"
-          "      --resume CKPT     start from a checkpoint\n"
+          "      --resume CKPT     start from a checkpoint (a sharded one: with as many ranks, or with\n"
+          "                        one, which gathers every rank's shard)\n"
+          "      --export FILE     write the weights at the end as safetensors with PyTorch's names\n"
+          "                        (--steps 0 --resume CKPT --export W turns a checkpoint into weights)\n"
           "      --weights, --seed, --threads, --device, --profile, --trace, --roofline  as for run\n"
           "profile: the --profile table of an entry point (--entry forward, the default, or\n"
           "         train_step) over --steps N runs (default 10), as bench or train would run it\n"
           "calibrate: measure this CPU's memory bandwidth and f32 GEMM peak, cache them in\n"
-          "           ~/.cache/mlc/ceilings-cpu.json for --profile and --roofline\n"
+          "           ~/.cache/mlc/ceilings-cpu.json for --profile and --roofline; --target cuda:\n"
+          "           GPU N's bandwidth and bf16 GEMM peak (mlc's own kernels), in ceilings-cuda.json\n"
           "\n"
           "exit status: 0 success, 1 error in the model or its data, 2 usage error,\n"
           "             3 internal error, 4 target not available in this build\n",
@@ -187,12 +200,12 @@ typedef struct {
   command cmd;
   const char *name; /* "compile", "run", "bench" */
   const char *target, *outdir, *emit, *print_after, *entry, *file, *weights;
-  const char *data, *data_dtype, *save, *resume; /* train */
+  const char *data, *data_dtype, *save, *resume, *export_weights; /* train */
   const char *trace, *roofline;                   /* run, bench, train */
   long steps;
   const char *inputs[64], *outputs[64]; /* NAME=FILE */
   uint32_t ninputs, noutputs;
-  bool time_passes, stats, profile;
+  bool time_passes, stats, profile, fsdp, device_set;
   int threads, runs, warmup, device;
   unsigned long long seed;
   mlc_define defines[MAX_DEFINES];
@@ -202,19 +215,19 @@ typedef struct {
 enum {
   OPT_EMIT = 256, OPT_PRINT_AFTER, OPT_TIME, OPT_STATS, OPT_ENTRY, OPT_WEIGHTS, OPT_INPUT, OPT_PROFILE, OPT_THREADS,
   OPT_SEED, OPT_RUNS, OPT_WARMUP, OPT_STEPS, OPT_DATA, OPT_DATA_DTYPE, OPT_SAVE, OPT_RESUME, OPT_TRACE, OPT_ROOFLINE,
-  OPT_DEVICE,
+  OPT_DEVICE, OPT_FSDP, OPT_EXPORT,
 };
 
 /* Which options each command takes: a letter or OPT_ value per entry. */
 static bool takes(command cmd, int opt) {
   switch (opt) {
-  case 't': case 'D': case 'h': case OPT_ENTRY: case OPT_TIME: return true;
+  case 't': case 'D': case 'h': case OPT_ENTRY: case OPT_TIME: case OPT_FSDP: return true;
   case OPT_EMIT: case OPT_PRINT_AFTER: case OPT_STATS: return cmd == CMD_COMPILE;
   case 'o': return cmd == CMD_COMPILE || cmd == CMD_RUN;
   case OPT_INPUT: return cmd == CMD_RUN;
   case OPT_SEED: return cmd == CMD_RUN || cmd == CMD_TRAIN || cmd == CMD_PROFILE;
   case OPT_STEPS: case OPT_DATA: case OPT_DATA_DTYPE: return cmd == CMD_TRAIN || cmd == CMD_PROFILE;
-  case OPT_SAVE: case OPT_RESUME: return cmd == CMD_TRAIN;
+  case OPT_SAVE: case OPT_RESUME: case OPT_EXPORT: return cmd == CMD_TRAIN;
   case OPT_WEIGHTS: case OPT_PROFILE: case OPT_THREADS: case OPT_TRACE: case OPT_ROOFLINE: case OPT_DEVICE:
     return cmd != CMD_COMPILE;
   case OPT_RUNS: case OPT_WARMUP: return cmd == CMD_BENCH || cmd == CMD_PROFILE;
@@ -245,7 +258,8 @@ static int parse_args(options *o, int argc, char **argv) {
     {"data-dtype", required_argument, 0, OPT_DATA_DTYPE}, {"save", required_argument, 0, OPT_SAVE},
     {"resume", required_argument, 0, OPT_RESUME},
     {"trace", required_argument, 0, OPT_TRACE}, {"roofline", required_argument, 0, OPT_ROOFLINE},
-    {"device", required_argument, 0, OPT_DEVICE},
+    {"device", required_argument, 0, OPT_DEVICE}, {"fsdp", no_argument, 0, OPT_FSDP},
+    {"export", required_argument, 0, OPT_EXPORT},
     {"help", no_argument, 0, 'h'},              {0, 0, 0, 0},
   };
   optind = 1;
@@ -286,6 +300,7 @@ static int parse_args(options *o, int argc, char **argv) {
     case OPT_WEIGHTS: o->weights = optarg; break;
     case OPT_INPUT: if (o->ninputs < 64) o->inputs[o->ninputs++] = optarg; break;
     case OPT_PROFILE: o->profile = true; break;
+    case OPT_FSDP: o->fsdp = true; break;
     case OPT_THREADS:
       if (!parse_int(optarg, 0, 1024, &v)) return usage_error("--threads %s: expected a number from 0 (all CPUs) to 1024", optarg);
       o->threads = (int)v;
@@ -293,6 +308,7 @@ static int parse_args(options *o, int argc, char **argv) {
     case OPT_DEVICE:
       if (!parse_int(optarg, 0, 1023, &v)) return usage_error("--device %s: expected a GPU number (0, 1, ...)", optarg);
       o->device = (int)v;
+      o->device_set = true;
       break;
     case OPT_SEED:
       if (!parse_int(optarg, 0, LONG_MAX, &v)) return usage_error("--seed %s: expected a non-negative integer", optarg);
@@ -316,13 +332,14 @@ static int parse_args(options *o, int argc, char **argv) {
       o->data_dtype = optarg;
       break;
     case OPT_SAVE: o->save = optarg; break;
+    case OPT_EXPORT: o->export_weights = optarg; break;
     case OPT_RESUME: o->resume = optarg; break;
     case OPT_TRACE: o->trace = optarg; break;
     case OPT_ROOFLINE: o->roofline = optarg; break;
     case 'h': usage(stdout); return EXIT_OK;
     }
   }
-  if (o->cmd == CMD_TRAIN && o->steps <= 0 && !o->save) return usage_error("%s", "train needs --steps N");
+  if (o->cmd == CMD_TRAIN && o->steps <= 0 && !o->save && !o->export_weights) return usage_error("%s", "train needs --steps N");
   if (o->cmd == CMD_PROFILE) {
     /* profile: --entry names the entry point to time (forward, or train /
      * train_step); it then runs as bench or train with --profile. */
@@ -366,6 +383,17 @@ static int parse_args(options *o, int argc, char **argv) {
   return -1;
 }
 
+/* Whether the fsdp pass shards the train block's units: always for
+ * cuda-nccl; on the CPU with --fsdp, or when a launcher started several
+ * ranks (the artifact itself runs at any world size). */
+static bool sharded(const options *o) {
+  if (o->fsdp || (o->target && !strcmp(o->target, "cuda-nccl"))) return true;
+  mlc_dist_env e;
+  mlc_status st = mlc_dist_env_read(&e);
+  if (st) { mlc_status_free(st); return false; }
+  return e.world > 1;
+}
+
 /* Reads, parses, lowers and runs the passes.  Returns -1 to go on, or the
  * exit status (diagnostics printed). */
 static int frontend(const options *o, mlc_program *prog, mlc_diag *diag, char **src) {
@@ -386,7 +414,7 @@ static int frontend(const options *o, mlc_program *prog, mlc_diag *diag, char **
   bool ok = !diag->errors && mlc_lower(prog, diag, ast, &lo);
   double t3 = mlc_now();
   if (tf) fprintf(tf, "  %-12s %9.3f ms\n", "lower", (t3 - t2) * 1e3);
-  mlc_pipeline_options po = {o->print_after, stdout, tf, o->target};
+  mlc_pipeline_options po = {o->print_after, stdout, tf, o->target, sharded(o)};
   ok = ok && mlc_pipeline_run(prog, diag, &po);
   if (tf) fprintf(tf, "  %-12s %9.3f ms\n", "total", (mlc_now() - t0) * 1e3);
   if (!ok) {
@@ -405,7 +433,7 @@ static int no_target(const char *target) {
 }
 
 
-#if defined(MLC_HAVE_CPU) || defined(MLC_HAVE_CUDA)
+#if defined(MLC_HAVE_CPU) || defined(MLC_HAVE_CUDA) || defined(MLC_HAVE_SPIRV)
 static int fail_status(mlc_status st) {
   fprintf(stderr, "mlc: %s\n", mlc_status_message(st));
   mlc_status_code_t code = mlc_status_code(st);
@@ -540,7 +568,10 @@ static int wrote(bool ok, const char *err, const char *dir, const mlc_program *p
  * session on it (run, bench, train). */
 static int run_target(const options *o, mlc_program *prog) {
   char err[512];
-  bool cuda = !strcmp(o->target, "cuda"), metal = !strcmp(o->target, "metal");
+  bool nccl = !strcmp(o->target, "cuda-nccl"), cuda = nccl || !strcmp(o->target, "cuda");
+  bool metal = !strcmp(o->target, "metal"), spirv = !strcmp(o->target, "spirv");
+  mlc_comm *comm = NULL;
+  mlc_status st = NULL;
 #ifdef MLC_HAVE_CPU
   mlc_cpu_build b = {0};
 #endif
@@ -552,11 +583,38 @@ static int run_target(const options *o, mlc_program *prog) {
   int rc = EXIT_OK;
   mlc_plan *plan = NULL;
   mlc_session *s = NULL;
-  mlc_status st = NULL;
   /* --trace and --roofline need the per-step timing that --profile turns on. */
-  mlc_session_options so = {NULL, NULL, NULL, o->threads, o->profile || o->trace || o->roofline, {0}};
+  mlc_session_options so = {NULL, NULL, NULL, o->threads, o->profile || o->trace || o->roofline, {0}, NULL};
   const char *dir = o->outdir ? o->outdir : "out";
-  if (metal) {
+  mlc_dist_env env;
+  if ((st = mlc_dist_env_read(&env))) goto fail;
+  /* One GPU per rank: the launcher's local rank picks it unless --device does. */
+  int device = o->device_set ? o->device : nccl ? env.local_rank : o->device;
+  if (spirv) {
+#ifdef MLC_HAVE_SPIRV
+    mlc_spirv_build vb;
+    if (!built(mlc_spirv_build_program(prog, &vb, stderr, err, sizeof err), err)) {
+      rc = strstr(err, "internal error") ? EXIT_INTERNAL : EXIT_USER;
+      goto out;
+    }
+    if (o->cmd == CMD_COMPILE) {
+      rc = wrote(mlc_spirv_write_artifact(&vb, dir, o->file, err, sizeof err), err, dir, prog,
+                 mlc_arena_printf(prog->arena, "%u SPIR-V modules (<symbol>.spv, also embedded in %s.c)",
+                                  vb.mod.nkernels, prog->name));
+      goto out;
+    }
+    plan_bytes = vb.plan;
+    plan_n = vb.plan_bytes;
+    if ((st = mlc_spirv_open(&vb, device, stderr, &so.device))) {
+      if (mlc_status_code(st) != MLC_UNIMPLEMENTED) goto fail;
+      fprintf(stderr, "mlc: %s\n", mlc_status_message(st)); /* no Vulkan here */
+      mlc_status_free(st);
+      st = NULL;
+      rc = EXIT_NO_TARGET;
+      goto out;
+    }
+#endif
+  } else if (metal) {
 #ifdef MLC_HAVE_CUDA
     mlc_metal_build mb;
     if (!built(mlc_metal_build_program(prog, &mb, stderr, err, sizeof err), err)) {
@@ -594,11 +652,17 @@ static int run_target(const options *o, mlc_program *prog) {
     }
     plan_bytes = g.plan;
     plan_n = g.plan_bytes;
-    if ((st = mlc_cuda_open(&g, o->device, stderr, &so.device))) goto fail;
+    if ((st = mlc_cuda_open(&g, device, env.rank ? NULL : stderr, &so.device))) goto fail;
+    if (nccl) {
+      st = mlc_status_make(MLC_UNIMPLEMENTED, "--target cuda-nccl: the sharded plan compiles (mlc compile --target "
+                           "cuda-nccl), but the NCCL communicator is not written yet; train sharded on the CPU under "
+                           "mpirun, or unsharded with --target cuda");
+      goto fail;
+    }
 #endif
   } else {
 #ifdef MLC_HAVE_CPU
-    if (!built(mlc_cpu_compile(prog, &b, stderr, err, sizeof err), err)) {
+    if (!built(mlc_cpu_compile(prog, &b, env.rank ? NULL : stderr, err, sizeof err), err)) {
       rc = EXIT_USER;
       goto out;
     }
@@ -619,6 +683,19 @@ static int run_target(const options *o, mlc_program *prog) {
 #endif
   }
   if ((st = mlc_plan_parse(plan_bytes, plan_n, mlc_allocator_default(), &plan))) goto fail;
+  if (!comm && env.world > 1) {
+    if (cuda || !prog->train.shard)
+      st = mlc_status_make(MLC_INVALID_ARGUMENT, "%d ranks started, but %s; use --target cuda-nccl, or the CPU target "
+                           "with a train block that has shard = fsdp(...)", env.world,
+                           cuda ? "--target cuda runs on one GPU" : "the model is not sharded");
+    else if (strcmp(env.launcher, "mpirun"))
+      st = mlc_status_make(MLC_INVALID_ARGUMENT, "the CPU target's collectives run over MPI: start the %d ranks with "
+                           "mpirun, not %s", env.world, env.launcher);
+    else
+      st = mlc_comm_mpi_create(mlc_allocator_default(), &comm);
+    if (st) goto fail;
+  }
+  so.comm = comm;
   st = mlc_session_create(plan, &so, &s);
   so.device = NULL; /* the session owns it now, or has destroyed it */
   if (st) goto fail;
@@ -631,8 +708,10 @@ static int run_target(const options *o, mlc_program *prog) {
   if (o->resume && (st = mlc_session_load_checkpoint(s, o->resume))) goto fail;
   if (o->cmd == CMD_TRAIN) {
     mlc_train_args ta = {o->steps, o->data, o->data_dtype, o->save, stdout};
+    if (mlc_session_rank(s)) ta.log = NULL; /* rank 0 prints the mean loss over the ranks */
     if ((st = mlc_train_loop(s, &ta))) goto fail;
-    if (cuda) printf("device memory held by mlc: %.2f GB (parameters, optimizer state, arenas, scratch)\n",
+    if (o->export_weights && (st = mlc_session_save_weights(s, o->export_weights))) goto fail;
+    if (cuda || spirv) printf("device memory held by mlc: %.2f GB (parameters, optimizer state, arenas, scratch)\n",
                      mlc_session_device_bytes(s) / 1e9);
     if ((st = profile_outputs(o, s, "train"))) goto fail;
     goto out;
@@ -684,7 +763,7 @@ static int run_target(const options *o, mlc_program *prog) {
       double med = runs % 2 ? t[runs / 2] : (t[runs / 2 - 1] + t[runs / 2]) / 2;
       printf("%s forward on %s: median %.3f ms, min %.3f, max %.3f over %d runs after %d warm-up; %.1f GFLOP/s\n",
              prog->name, o->target, med, t[0], t[runs - 1], runs, warm, flops / (med * 1e-3) / 1e9);
-      if (cuda) printf("device memory held by mlc: %.2f GB (parameters, arenas, scratch)\n", mlc_session_device_bytes(s) / 1e9);
+      if (cuda || spirv) printf("device memory held by mlc: %.2f GB (parameters, arenas, scratch)\n", mlc_session_device_bytes(s) / 1e9);
     }
     free(t);
     if (st) goto fail;
@@ -696,6 +775,7 @@ fail:
 out:
   if (!s && so.device) so.device->vt->destroy(so.device);
   mlc_session_destroy(s);
+  if (comm) comm->vt->destroy(comm);
   mlc_plan_free(plan);
 #ifdef MLC_HAVE_CPU
   mlc_cpu_build_free(&b);
@@ -777,7 +857,7 @@ static mlc_status measure_gemm(int threads, double *out) {
   float *buf = NULL;
   char err[512];
   mlc_lower_options lo = {NULL, 0, NULL, 0};
-  mlc_pipeline_options po = {NULL, stdout, NULL, "cpu"};
+  mlc_pipeline_options po = {NULL, stdout, NULL, "cpu", false};
   if (!mlc_frontend_run(&prog, &diag, "<calibrate>", src, sizeof src - 1, &lo, NULL) ||
       !mlc_pipeline_run(&prog, &diag, &po)) {
     st = mlc_status_make(MLC_INTERNAL, "the calibration GEMM does not compile");
@@ -788,7 +868,7 @@ static mlc_status measure_gemm(int threads, double *out) {
     goto out;
   }
   if ((st = mlc_plan_parse(b.plan, b.plan_bytes, mlc_allocator_default(), &plan))) goto out;
-  mlc_session_options so = {NULL, mlc_cpu_lookup, &b, threads, false, {0}};
+  mlc_session_options so = {NULL, mlc_cpu_lookup, &b, threads, false, {0}, NULL};
   if ((st = mlc_session_create(plan, &so, &s))) goto out;
   const size_t n = 2048u * 2048u;
   if (!(buf = malloc(n * sizeof *buf))) { st = mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory"); goto out; }
@@ -825,10 +905,11 @@ static int cmd_calibrate(int argc, char **argv) {
     } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return EXIT_OK; }
     else return usage_error("calibrate does not take '%s'", a);
   }
-  if (!target) return usage_error("%s", "calibrate needs --target (cpu is the one it measures today)");
+  if (!target) return usage_error("%s", "calibrate needs --target (cpu or cuda)");
   if (!strcmp(target, "cuda") || !strcmp(target, "metal")) {
-    fprintf(stderr, "mlc: calibrate measures the CPU only so far; on a %s GPU the profiler uses the datasheet's "
-            "ceilings of the GPUs it knows, and says so in its table\n", target);
+    fprintf(stderr, "mlc: %s\n", !strcmp(target, "cuda")
+              ? "calibrate --target cuda: this mlc was built without the CUDA target (configure with -DMLC_BACKEND_CUDA=ON)"
+              : "calibrate does not measure Metal GPUs yet; the profiler uses built-in ceilings and says so in its table");
     return EXIT_NO_TARGET;
   }
   if (strcmp(target, "cpu")) return no_target(target);
@@ -860,6 +941,31 @@ static int cmd_calibrate(int argc, char **argv) {
 }
 #endif
 
+/* devices --target spirv: the Vulkan devices, numbered as --device takes them. */
+static int cmd_devices(int argc, char **argv) {
+  const char *target = NULL;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if ((!strcmp(a, "--target") || !strcmp(a, "-t")) && i + 1 < argc) target = argv[++i];
+    else if (!strncmp(a, "--target=", 9)) target = a + 9;
+    else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return EXIT_OK; }
+    else return usage_error("devices does not take '%s'", a);
+  }
+  if (!target) return usage_error("%s", "devices needs --target (spirv lists Vulkan devices; nvidia-smi lists CUDA GPUs)");
+  if (strcmp(target, "spirv")) return usage_error("devices --target %s: only spirv is listed (CUDA: nvidia-smi -L)", target);
+#ifdef MLC_HAVE_SPIRV
+  mlc_status st = mlc_vk_list_devices(stdout);
+  if (!st) return EXIT_OK;
+  fprintf(stderr, "mlc: %s\n", mlc_status_message(st));
+  int rc = mlc_status_code(st) == MLC_UNIMPLEMENTED ? EXIT_NO_TARGET : EXIT_INTERNAL;
+  mlc_status_free(st);
+  return rc;
+#else
+  fprintf(stderr, "mlc: this mlc was built without the SPIR-V target (configure with -DMLC_BACKEND_SPIRV=ON)\n");
+  return EXIT_NO_TARGET;
+#endif
+}
+
 static int cmd_main(command cmd, const char *name, int argc, char **argv) {
   options o = {.cmd = cmd, .name = name, .warmup = -1};
   int rc = parse_args(&o, argc, argv);
@@ -882,12 +988,20 @@ static int cmd_main(command cmd, const char *name, int argc, char **argv) {
                 "which needs llvm-14-dev)\n");
         rc = EXIT_NO_TARGET;
 #endif
-      } else if (o.target && (!strcmp(o.target, "cuda") || !strcmp(o.target, "metal"))) {
+      } else if (o.target && (!strcmp(o.target, "cuda") || !strcmp(o.target, "cuda-nccl") || !strcmp(o.target, "metal"))) {
 #ifdef MLC_HAVE_CUDA
         rc = run_target(&o, &prog);
 #else
         fprintf(stderr, "mlc: this mlc was built without the CUDA and Metal code generators (configure with "
                 "-DMLC_BACKEND_CUDA=ON)\n");
+        rc = EXIT_NO_TARGET;
+#endif
+      } else if (o.target && !strcmp(o.target, "spirv")) {
+#ifdef MLC_HAVE_SPIRV
+        rc = run_target(&o, &prog);
+#else
+        fprintf(stderr, "mlc: this mlc was built without the SPIR-V target (configure with -DMLC_BACKEND_SPIRV=ON, "
+                "which needs spirv-tools, spirv-headers and libvulkan-dev)\n");
         rc = EXIT_NO_TARGET;
 #endif
       } else if (o.target) {
@@ -929,12 +1043,16 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "bench")) return cmd_main(CMD_BENCH, cmd, argc - 1, argv + 1);
   if (!strcmp(cmd, "train")) return cmd_main(CMD_TRAIN, cmd, argc - 1, argv + 1);
   if (!strcmp(cmd, "profile")) return cmd_main(CMD_PROFILE, cmd, argc - 1, argv + 1);
+  if (!strcmp(cmd, "devices")) return cmd_devices(argc - 1, argv + 1);
   if (!strcmp(cmd, "calibrate")) {
+#ifdef MLC_HAVE_CUDA
+    if (mlc_calibrate_is_cuda(argc - 1, argv + 1)) return mlc_calibrate_cuda(argc - 1, argv + 1);
+#endif
 #ifdef MLC_HAVE_CPU
     return cmd_calibrate(argc - 1, argv + 1);
 #else
     return no_target("cpu");
 #endif
   }
-  return usage_error("unknown command '%s' (commands: compile, run, bench, train, profile, calibrate)", cmd);
+  return usage_error("unknown command '%s' (commands: compile, run, bench, train, profile, calibrate, devices)", cmd);
 }

@@ -117,7 +117,10 @@ static mlc_status data_inputs(mlc_session *s, const mlc_plan_entry *e, const tok
                            (unsigned long long)d->n, (unsigned long long)(B * T + 1));
   int32_t *x = malloc(B * T * 2 * sizeof *x);
   if (!x) return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory");
-  uint64_t windows = (d->n - 1) / (B * T), p = (step % windows) * B * T;
+  /* Each rank reads its own batch: together they read what one process
+   * with a batch world times larger would. */
+  uint64_t world = (uint64_t)mlc_session_world(s), rank = (uint64_t)mlc_session_rank(s);
+  uint64_t windows = (d->n - 1) / (B * T), p = ((step * world + rank) % windows) * B * T;
   for (uint64_t i = 0; i < B * T; i++) {
     x[i] = d->tok[p + i];
     x[B * T + i] = d->tok[p + i + 1];
@@ -144,6 +147,12 @@ mlc_status mlc_train_loop(mlc_session *s, const mlc_train_args *a) {
     if ((st = mlc_session_output(s, "train", "loss", &loss, &shape))) break;
     float l;
     memcpy(&l, loss, sizeof l);
+    if (mlc_session_world(s) > 1) { /* the mean over the ranks, as FSDP's loss would be logged */
+      double sum = l;
+      if ((st = mlc_session_comm(s)->vt->all_reduce_host(mlc_session_comm(s), &sum, 1))) break;
+      l = (float)(sum / mlc_session_world(s));
+    }
+    if (!a->log) continue;
     fprintf(a->log, ms < 10 ? "step %llu: loss %.6f (%.3f ms)\n" : "step %llu: loss %.6f (%.1f ms)\n", (unsigned long long)step + 1, l, ms);
     fflush(a->log);
   }

@@ -98,6 +98,7 @@ char *mlc_type_str(const mlc_type *t, char *buf, size_t n) {
 #define MM MLC_F_MM
 #define VIEW MLC_F_VIEW
 #define LEAF MLC_F_LEAF
+#define COLL MLC_F_COLL
 #define A_NAME MLC_A_NAME
 #define A_PARAM MLC_A_PARAM
 #define A_VALUE MLC_A_VALUE
@@ -166,4 +167,10 @@ void mlc_func_add_output(mlc_program *p, mlc_func *f, const char *name, uint32_t
   f->outputs = mlc_arena_grow(p->arena, f->outputs, f->noutputs * sizeof *f->outputs,
                               (f->noutputs + 1) * sizeof *f->outputs);
   f->outputs[f->noutputs++] = (mlc_output){name, node};
+}
+
+bool mlc_node_sharded(const mlc_program *p, const mlc_func *f, const mlc_node *n) {
+  if (n->op != MLC_OP_CAST && n->op != MLC_OP_ADAMW && n->op != MLC_OP_SGD) return false;
+  const mlc_node *x = &f->nodes[n->in[0]];
+  return x->op == MLC_OP_PARAM && p->params[x->a.param].sharded;
 }

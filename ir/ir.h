@@ -45,6 +45,19 @@ int mlc_dtype_size(mlc_dtype t);
 bool mlc_dtype_is_float(mlc_dtype t);
 mlc_dtype mlc_dtype_from_name(const char *s, size_t n); /* MLC_DT_INVALID if none */
 
+/* FSDP's flat parameters (passes/fsdp.c): a unit's parameters, each padded
+ * to MLC_SHARD_ALIGN elements, laid end to end and rounded up to whole rows
+ * of MLC_SHARD_ROW elements; its IR shape is [rows, MLC_SHARD_ROW].  At run
+ * time each of `world` ranks holds mlc_shard_rows(rows, world) rows (the
+ * flat is padded with zeros to a multiple of world rows), so one artifact
+ * runs at any world size up to MLC_SHARD_MAX_WORLD, and a gathered flat
+ * buffer is sized for the largest of them. */
+#define MLC_SHARD_ROW 4096
+#define MLC_SHARD_ALIGN 128
+#define MLC_SHARD_MAX_WORLD 256
+static inline int64_t mlc_shard_rows(int64_t rows, int world) { return (rows + world - 1) / world; }
+static inline int64_t mlc_gather_numel(int64_t rows) { return (rows + MLC_SHARD_MAX_WORLD - 1) * MLC_SHARD_ROW; }
+
 typedef struct {
   uint8_t dtype; /* mlc_dtype */
   uint8_t rank;
@@ -72,7 +85,7 @@ typedef enum {
 /* Op flags and attribute masks.  ops.def spells them without the prefix. */
 enum {
   MLC_F_EW = 1 << 0, MLC_F_RED = 1 << 1, MLC_F_FUSE = 1 << 2, MLC_F_MM = 1 << 3,
-  MLC_F_VIEW = 1 << 4, MLC_F_LEAF = 1 << 5,
+  MLC_F_VIEW = 1 << 4, MLC_F_LEAF = 1 << 5, MLC_F_COLL = 1 << 6,
 };
 enum {
   MLC_A_NAME = 1 << 0, MLC_A_PARAM = 1 << 1, MLC_A_VALUE = 1 << 2, MLC_A_DTYPE = 1 << 3,
@@ -129,6 +142,7 @@ typedef enum { MLC_INIT_ZEROS, MLC_INIT_ONES, MLC_INIT_UNIFORM, MLC_INIT_NORMAL 
 typedef enum {
   MLC_ROLE_WEIGHT,    /* a model parameter: in the state_dict */
   MLC_ROLE_OPT_STATE, /* optimizer state (AdamW's moments, SGD's momentum): in checkpoints only */
+  MLC_ROLE_FLAT,      /* an FSDP unit's flat parameter (passes/fsdp.c): its weights live in it */
 } mlc_param_role;
 
 typedef struct {
@@ -138,6 +152,9 @@ typedef struct {
   uint8_t init;     /* mlc_init_kind */
   double init_a, init_b; /* uniform: [a, b); normal: mean a, std b */
   mlc_loc loc;
+  bool sharded;     /* each rank holds a shard: a flat parameter or its optimizer state */
+  uint32_t flat;    /* a weight of an FSDP unit: 1 + the index of its flat parameter; 0: none */
+  int64_t flat_offset; /* where in the flat it starts, in elements */
 } mlc_param;
 
 typedef enum { MLC_OPT_NONE, MLC_OPT_ADAMW, MLC_OPT_SGD } mlc_opt_kind;
@@ -189,6 +206,9 @@ bool mlc_infer_type(const mlc_program *p, const mlc_func *f, const mlc_node *n, 
  * contiguous across them, so a same-shape add has r = 1 and
  * x[b, s, d] + bias[d] has r = 2.  Returns r (0 for a single element). */
 int mlc_ew_layout(const mlc_func *f, const mlc_node *n, int64_t dims[MLC_MAX_RANK], int64_t st[3][MLC_MAX_RANK]);
+/* An op on a sharded flat parameter (the fsdp pass's cast of a shard, the
+ * optimizer's update of one): each rank runs it on its own rows only. */
+bool mlc_node_sharded(const mlc_program *p, const mlc_func *f, const mlc_node *n);
 /* FLOPs and bytes moved by one node, for --stats and the roofline. */
 void mlc_node_cost(const mlc_func *f, const mlc_node *n, double *flops, double *bytes);
 

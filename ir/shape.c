@@ -10,10 +10,12 @@
  * own kernel: the numbers the profiler puts on a roofline.
  */
 #include <stdarg.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "ir/ir.h"
+#include "ir/fused.h"
 
 typedef struct {
   const mlc_type *in[8]; /* first 8 inputs; variadic rules walk the node */
@@ -136,6 +138,34 @@ static bool shape_reshape(rule_ctx *c) {
     return fail(c, "cannot reshape %s (%lld elements) to %s (%lld elements)", TSTR(c->in[0]),
                 (long long)mlc_type_numel(c->in[0]), TSTR(&o), (long long)mlc_type_numel(&o));
   *c->out = o;
+  return true;
+}
+
+static bool shape_view(rule_ctx *c) {
+  mlc_type o = c->n->type;
+  o.dtype = c->in[0]->dtype;
+  if (!check_numel(c, &o)) return false;
+  int64_t n = mlc_type_numel(c->in[0]);
+  if (c->n->a.start < 0 || c->n->a.start + mlc_type_numel(&o) > n)
+    return fail(c, "view of %lld elements at %lld is outside %s", (long long)mlc_type_numel(&o),
+                (long long)c->n->a.start, TSTR(c->in[0]));
+  *c->out = o;
+  return true;
+}
+
+static bool shape_all_gather(rule_ctx *c) {
+  const mlc_type *t = c->in[0];
+  if (t->rank != 2 || t->dim[1] != MLC_SHARD_ROW) return fail(c, "all_gather takes a shard [rows, %d], not %s", MLC_SHARD_ROW, TSTR(t));
+  *c->out = (mlc_type){.dtype = t->dtype, .rank = 1, .dim = {mlc_gather_numel(t->dim[0])}};
+  return true;
+}
+
+static bool shape_reduce_scatter(rule_ctx *c) {
+  const mlc_type *t = c->in[0];
+  int64_t rows = t->rank == 1 && t->dim[0] % MLC_SHARD_ROW == 0 ? t->dim[0] / MLC_SHARD_ROW - (MLC_SHARD_MAX_WORLD - 1) : 0;
+  if (rows < 1 || !mlc_dtype_is_float(t->dtype))
+    return fail(c, "reduce_scatter takes a gathered flat buffer of floats, not %s", TSTR(t));
+  *c->out = (mlc_type){.dtype = t->dtype, .rank = 2, .dim = {rows, MLC_SHARD_ROW}};
   return true;
 }
 
@@ -418,6 +448,10 @@ static void cost_ew(cost_ctx *c) { c->flops = tnumel(&c->n->type); c->bytes = io
 static void cost_reduce(cost_ctx *c) { c->flops = tnumel(in_type(c, 0)); c->bytes = io_bytes(c); }
 static void cost_softmax(cost_ctx *c) { c->flops = 5 * tnumel(&c->n->type); c->bytes = io_bytes(c); }
 static void cost_copy(cost_ctx *c) { c->bytes = io_bytes(c); }
+/* Collectives: the bytes of the whole flat buffer (each rank receives all
+ * but its own shard of it); the runtime knows the world size. */
+static void cost_all_gather(cost_ctx *c) { c->bytes = tbytes(in_type(c, 0)); }
+static void cost_reduce_scatter(cost_ctx *c) { c->flops = tnumel(&c->n->type); c->bytes = tbytes(&c->n->type); }
 static void cost_norm(cost_ctx *c) { c->flops = 4 * tnumel(&c->n->type); c->bytes = io_bytes(c); }
 static void cost_cross_entropy(cost_ctx *c) { c->flops = 4 * tnumel(in_type(c, 0)); c->bytes = io_bytes(c); }
 
@@ -471,6 +505,151 @@ static void cost_update(cost_ctx *c) {
   int tensors = c->n->op == MLC_OP_ADAMW ? 4 : 3;
   c->flops = (c->n->op == MLC_OP_ADAMW ? 14 : 4) * tnumel(p);
   c->bytes = (2 * tensors - 1) * tbytes(p);
+}
+
+/* ---- fused nodes (ir/fused.h) and the multi-tensor AdamW, both made by the fuse pass ---- */
+
+static bool shape_of(rule_ctx *c);
+
+static const char *fused_skip(const char *s) {
+  while (*s == ' ') s++;
+  return s;
+}
+
+/* "op(args)" or "cast.dt(args)" instructions separated by ";". */
+static bool fused_parse(rule_ctx *c, mlc_fused_prog *pr) {
+  const char *s = c->n->a.name;
+  if (!s) return fail(c, "fused node without a program");
+  pr->n = 0;
+  for (s = fused_skip(s); *s;) {
+    if (pr->n == MLC_FUSED_MAX) return fail(c, "fused program longer than %d instructions", MLC_FUSED_MAX);
+    mlc_fused_ins *in = &pr->ins[pr->n];
+    memset(in, 0, sizeof *in);
+    size_t len = strcspn(s, ".( ");
+    int op = -1;
+    for (int k = 0; k < MLC_OP_COUNT && op < 0; k++)
+      if (strlen(mlc_ops[k].name) == len && !strncmp(mlc_ops[k].name, s, len)) op = k;
+    if (op < 0) return fail(c, "fused program: unknown op '%.*s'", (int)len, s);
+    in->op = (uint16_t)op;
+    s += len;
+    if (*s == '.') {
+      size_t dl = strcspn(s + 1, "( ");
+      in->type.dtype = (uint8_t)mlc_dtype_from_name(s + 1, dl);
+      if (op != MLC_OP_CAST || in->type.dtype == MLC_DT_INVALID) return fail(c, "fused program: bad dtype '%.*s'", (int)dl, s + 1);
+      s += 1 + dl;
+    } else if (op == MLC_OP_CAST) {
+      return fail(c, "fused program: cast without a dtype");
+    }
+    if (*s != '(') return fail(c, "fused program: '(' expected after %s", mlc_ops[op].name);
+    s = fused_skip(s + 1);
+    while (*s != ')') {
+      if (in->nin == 2) return fail(c, "fused program: more than two operands");
+      char kind = *s;
+      char *end;
+      long v = strtol(s + 1, &end, 10);
+      if ((kind != '$' && kind != '#') || end == s + 1 || v < 0) return fail(c, "fused program: operand expected at '%s'", s);
+      if (kind == '$' && v >= c->n->nin) return fail(c, "fused program: $%ld but the node has %u inputs", v, c->n->nin);
+      if (kind == '#' && v >= (long)pr->n) return fail(c, "fused program: #%ld used before it is defined", v);
+      in->arg[in->nin++] = (int16_t)(kind == '$' ? -1 - v : v);
+      s = fused_skip(end);
+      if (*s == ',') s = fused_skip(s + 1);
+      else if (*s != ')') return fail(c, "fused program: ',' or ')' expected at '%s'", s);
+    }
+    s = fused_skip(s + 1);
+    pr->n++;
+    if (*s == ';') s = fused_skip(s + 1);
+    else if (*s) return fail(c, "fused program: ';' expected at '%s'", s);
+  }
+  if (pr->n == 0) return fail(c, "empty fused program");
+  return true;
+}
+
+/* Types every instruction with its op's own shape rule. */
+static bool fused_types(rule_ctx *c, mlc_fused_prog *pr) {
+  if (!fused_parse(c, pr)) return false;
+  for (uint32_t i = 0; i < pr->n; i++) {
+    mlc_fused_ins *in = &pr->ins[i];
+    unsigned fl = mlc_ops[in->op].flags;
+    bool gemm = in->op == MLC_OP_MATMUL || in->op == MLC_OP_LINEAR || in->op == MLC_OP_MATMUL_TN;
+    if (gemm ? i != 0 || in->nin != 2 || in->arg[0] != -1 || in->arg[1] != -2 : !(fl & MLC_F_EW))
+      return fail(c, "fused program: %s at instruction %u (only a GEMM of $0, $1 first, then elementwise ops)",
+                  mlc_ops[in->op].name, i);
+    if (in->nin != mlc_ops[in->op].arity) return fail(c, "fused program: %s takes %d operands", mlc_ops[in->op].name, mlc_ops[in->op].arity);
+    mlc_node fk = {.op = in->op, .nin = in->nin};
+    fk.type.dtype = in->type.dtype;
+    rule_ctx rc = {.f = c->f, .n = &fk, .out = &in->type, .err = c->err, .errn = c->errn};
+    for (int k = 0; k < in->nin; k++)
+      rc.in[k] = in->arg[k] < 0 ? &c->f->nodes[c->n->in[-1 - in->arg[k]]].type : &pr->ins[in->arg[k]].type;
+    if (!shape_of(&rc)) return false;
+  }
+  const mlc_fused_ins *g = &pr->ins[0], *last = &pr->ins[pr->n - 1];
+  if (!(mlc_ops[g->op].flags & MLC_F_EW) && (g->type.rank != last->type.rank ||
+      memcmp(g->type.dim, last->type.dim, sizeof g->type.dim[0] * g->type.rank)))
+    return fail(c, "fused program: the epilogue of a GEMM [%s] must keep its shape, got %s", TSTR(&g->type), TSTR(&last->type));
+  return true;
+}
+
+bool mlc_fused_program(const mlc_func *f, const mlc_node *n, mlc_fused_prog *pr, char *err, size_t errn) {
+  rule_ctx c = {.f = f, .n = n, .err = err, .errn = errn};
+  return fused_types(&c, pr);
+}
+
+static bool shape_fused(rule_ctx *c) {
+  mlc_fused_prog pr;
+  if (c->n->nin > MLC_FUSED_MAX_IN) return fail(c, "fused node with %u inputs (at most %d)", c->n->nin, MLC_FUSED_MAX_IN);
+  if (!fused_types(c, &pr)) return false;
+  *c->out = pr.ins[pr.n - 1].type;
+  return check_numel(c, c->out);
+}
+
+/* (param, grad, m, v) per parameter, then the step. */
+static bool shape_update_multi(rule_ctx *c) {
+  const mlc_node *n = c->n;
+  if (n->nin < 5 || (n->nin - 1) % 4) return fail(c, "adamw_multi takes 4 inputs per parameter and the step, got %u", n->nin);
+  for (uint32_t k = 0; k + 1 < n->nin; k += 4) {
+    const mlc_type *p = &c->f->nodes[n->in[k]].type;
+    if (!need_float(c, p, "adamw_multi")) return false;
+    for (int i = 1; i < 4; i++)
+      if (!mlc_type_eq(p, &c->f->nodes[n->in[k + i]].type))
+        return fail(c, "adamw_multi of parameter %s: the gradient and state must have the parameter's type", TSTR(p));
+  }
+  const mlc_type *st = &c->f->nodes[n->in[n->nin - 1]].type;
+  if (st->dtype != MLC_DT_I64 || st->rank != 0) return fail(c, "adamw_multi's step must be an i64 scalar, got %s", TSTR(st));
+  *c->out = (mlc_type){.dtype = MLC_DT_F32, .rank = 0};
+  return true;
+}
+
+static bool shape_of(rule_ctx *c) {
+  switch (c->n->op) {
+#define X(e, name, arity, flags, attrs, shape, cost, vjp) case MLC_OP_##e: return shape(c);
+#include "ir/ops.def"
+#undef X
+  }
+  return fail(c, "unknown op %d", c->n->op);
+}
+
+/* The parts' FLOPs; bytes: only what the group reads from outside and writes. */
+static void cost_fused(cost_ctx *c) {
+  mlc_fused_prog pr;
+  char err[160];
+  c->bytes = io_bytes(c);
+  if (!mlc_fused_program(c->f, c->n, &pr, err, sizeof err)) return;
+  for (uint32_t i = 0; i < pr.n; i++) {
+    const mlc_fused_ins *in = &pr.ins[i];
+    double n = tnumel(&in->type);
+    if (in->op == MLC_OP_MATMUL) n *= 2.0 * (double)in_type(c, 0)->dim[in_type(c, 0)->rank - 1];
+    else if (in->op == MLC_OP_LINEAR) n *= 2.0 * (double)in_type(c, 1)->dim[1];
+    else if (in->op == MLC_OP_MATMUL_TN) n *= 2.0 * (double)in_type(c, 0)->dim[0];
+    c->flops += n;
+  }
+}
+
+static void cost_update_multi(cost_ctx *c) {
+  for (uint32_t k = 0; k + 1 < c->n->nin; k += 4) {
+    const mlc_type *p = in_type(c, (int)k);
+    c->flops += 14 * tnumel(p);
+    c->bytes += 7 * tbytes(p);
+  }
 }
 
 bool mlc_infer_type(const mlc_program *p, const mlc_func *f, const mlc_node *n, mlc_type *out, char *err,

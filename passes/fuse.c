@@ -1,21 +1,50 @@
 /* fuse: rewrites for the GPU targets (CUDA, Metal), after the optimizer and before the
- * memory plan (so that what it removes is never allocated).
+ * memory plan (so that what it removes is never allocated).  Three rewrites,
+ * then every node that nothing uses any more is dropped:
  *
- * Today one rewrite: the weight gradients of linear layers come out of
- * autodiff as matmul(transpose(dY), X), with dY [tokens, out] transposed
- * into a fresh [out, tokens] buffer first.  A GPU GEMM can read dY
- * column-wise as it is, so the pair becomes matmul_tn(dY, X) and the
- * transpose goes, with its traffic (two passes over dY; 1 GB for the
- * MiniLLM's head).  Then every node that nothing uses any more is dropped.
+ * 1. matmul(transpose(dY), X) -> matmul_tn(dY, X).  The weight gradients of
+ *    linear layers come out of autodiff with dY [tokens, out] transposed
+ *    into a fresh [out, tokens] buffer first; a GPU GEMM reads dY
+ *    column-wise as it is, so the transpose goes, with its traffic (two
+ *    passes over dY; 1 GB for the MiniLLM's head).
  *
- * The CPU target packs GEMM operands into its own layout anyway and does
- * not run this pass; no other pass sees matmul_tn.
+ * 2. Elementwise groups and GEMM epilogues -> one FUSED node each
+ *    (ir/fused.h).  From the last node back, an elementwise op (EW|FUSE in
+ *    ops.def, casts included) takes in every elementwise producer whose
+ *    only user is in the group, transitively: a tree of ops whose
+ *    intermediates nobody else reads, run as one kernel, one pass over
+ *    memory.  Then, if one of the group's outside inputs is a GEMM
+ *    (matmul, linear, matmul_tn) of the group's shape that only the group
+ *    reads, the GEMM joins as the head and the group becomes its epilogue,
+ *    applied in the GEMM's store: the bias add, SiLU/GELU, residual add and
+ *    cast after a linear layer, the cast of a weight gradient to f32.  Only
+ *    groups of two ops or more become FUSED nodes; a lone op keeps its own
+ *    kernel.
+ *
+ * 3. CUDA (one GPU): the AdamW updates of a step -> adamw_multi nodes of up to
+ *    ADAMW_GROUP parameters each, one launch per group instead of one per
+ *    tensor.  (One launch for all would need more kernel arguments than
+ *    the CUDA runtime passes: 72.  Metal keeps one update per tensor: a
+ *    Metal kernel takes at most 31 buffers.)
+ *
+ * The CPU target packs GEMM operands into its own layout and fuses in its
+ * own code generator; it does not run this pass, and no other pass sees
+ * matmul_tn, fused or adamw_multi.
  */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "ir/fused.h"
 
 #include "passes/passes.h"
 
 static bool is_gpu(const char *target) { return target && (!strncmp(target, "cuda", 4) || !strcmp(target, "metal")); }
+/* one GPU: cuda-nccl (FSDP) places its updates between collectives itself */
+static bool is_cuda(const char *target) { return target && !strcmp(target, "cuda"); }
+
+#define ADAMW_GROUP 16 /* 4 * 16 + 1 inputs, the output and scratch: 67 of the CUDA runtime's 72 arguments */
 
 /* Drops the nodes that no output depends on (inputs stay: they are the
  * signature), renumbering the rest in order. */
@@ -41,20 +70,202 @@ static void compact(mlc_program *p, mlc_func *f) {
   for (uint32_t i = 0; i < f->noutputs; i++) f->outputs[i].node = map[f->outputs[i].node];
 }
 
+static bool rewrite_tn(mlc_func *f) {
+  bool changed = false;
+  for (uint32_t i = 0; i < f->n; i++) {
+    mlc_node *n = &f->nodes[i];
+    if (n->op != MLC_OP_MATMUL || n->type.rank != 2) continue;
+    const mlc_node *t = &f->nodes[n->in[0]], *b = &f->nodes[n->in[1]];
+    if (t->op != MLC_OP_TRANSPOSE || t->type.rank != 2 || b->type.rank != 2) continue;
+    n->op = MLC_OP_MATMUL_TN;
+    n->in[0] = t->in[0];
+    changed = true;
+  }
+  return changed;
+}
+
+static uint32_t *count_uses(mlc_program *p, const mlc_func *f) {
+  uint32_t *uses = mlc_arena_alloc(p->arena, (f->n + 1) * sizeof *uses);
+  memset(uses, 0, (f->n + 1) * sizeof *uses);
+  for (uint32_t i = 0; i < f->n; i++)
+    for (uint32_t k = 0; k < f->nodes[i].nin; k++) uses[f->nodes[i].in[k]]++;
+  for (uint32_t i = 0; i < f->noutputs; i++) uses[f->outputs[i].node]++;
+  return uses;
+}
+
+static bool ew(const mlc_node *n) { return (mlc_ops[n->op].flags & (MLC_F_EW | MLC_F_FUSE)) == (MLC_F_EW | MLC_F_FUSE); }
+static bool gemm(const mlc_node *n) {
+  return n->op == MLC_OP_MATMUL || n->op == MLC_OP_LINEAR || n->op == MLC_OP_MATMUL_TN;
+}
+
+typedef struct {
+  uint32_t mem[MLC_FUSED_MAX]; /* members, the root first until sorted */
+  uint32_t nmem;
+  uint32_t ext[MLC_FUSED_MAX_IN]; /* outside inputs, in operand order */
+  uint32_t next;
+  uint32_t head; /* the GEMM, or UINT32_MAX */
+} group;
+
+static bool member(const group *g, uint32_t x) {
+  for (uint32_t i = 0; i < g->nmem; i++)
+    if (g->mem[i] == x) return true;
+  return x == g->head;
+}
+
+typedef struct {
+  char s[2048];
+  size_t n;
+  bool full;
+} text;
+
+static void put(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(text *t, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int k = vsnprintf(t->s + t->n, sizeof t->s - t->n, fmt, ap);
+  va_end(ap);
+  if (k < 0 || (size_t)k >= sizeof t->s - t->n) t->full = true;
+  else t->n += (size_t)k;
+}
+
+/* Writes the operand of node x inside group g: #j (instruction j) or $k
+ * (outside input k, numbered by first use). */
+static void operand(group *g, text *t, uint32_t x) {
+  if (x == g->head) return put(t, "#0");
+  uint32_t base = g->head != UINT32_MAX;
+  for (uint32_t j = 0; j < g->nmem; j++)
+    if (g->mem[j] == x) return put(t, "#%u", j + base);
+  uint32_t e = 0;
+  while (e < g->next && g->ext[e] != x) e++;
+  if (e == g->next) {
+    if (g->next == MLC_FUSED_MAX_IN) {
+      t->full = true;
+      return;
+    }
+    g->ext[g->next++] = x;
+  }
+  put(t, "$%u", e);
+}
+
+static int cmp_u32(const void *a, const void *b) {
+  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+static bool same_dims(const mlc_type *a, const mlc_type *b) {
+  if (a->rank != b->rank) return false;
+  for (int i = 0; i < a->rank; i++)
+    if (a->dim[i] != b->dim[i]) return false;
+  return true;
+}
+
+/* Groups elementwise trees (and a GEMM head where allowed) into FUSED nodes. */
+static bool fuse_groups(mlc_program *p, mlc_func *f, bool epilogues) {
+  uint32_t *uses = count_uses(p, f);
+  bool *taken = mlc_arena_alloc(p->arena, (f->n + 1) * sizeof *taken);
+  memset(taken, 0, (f->n + 1) * sizeof *taken);
+  bool changed = false;
+  for (uint32_t r = f->n; r-- > 0;) {
+    if (taken[r] || !ew(&f->nodes[r])) continue;
+    group g = {.head = UINT32_MAX};
+    g.mem[g.nmem++] = r;
+    /* the tree: producers whose only user is a member */
+    for (uint32_t w = 0; w < g.nmem; w++) {
+      const mlc_node *m = &f->nodes[g.mem[w]];
+      for (uint32_t k = 0; k < m->nin; k++) {
+        uint32_t x = m->in[k];
+        if (taken[x] || uses[x] != 1 || !ew(&f->nodes[x]) || member(&g, x)) continue;
+        if (g.nmem + 1 == MLC_FUSED_MAX) break;
+        g.mem[g.nmem++] = x;
+      }
+    }
+    /* a GEMM of the group's shape that only the group reads becomes its head */
+    const mlc_node *root = &f->nodes[r];
+    for (uint32_t w = 0; epilogues && w < g.nmem && g.head == UINT32_MAX; w++) {
+      const mlc_node *m = &f->nodes[g.mem[w]];
+      for (uint32_t k = 0; k < m->nin && g.head == UINT32_MAX; k++) {
+        const mlc_node *x = &f->nodes[m->in[k]];
+        if (!taken[m->in[k]] && gemm(x) && uses[m->in[k]] == 1 && same_dims(&x->type, &root->type) &&
+            mlc_dtype_is_float(root->type.dtype))
+          g.head = m->in[k];
+      }
+    }
+    if (g.nmem + (g.head != UINT32_MAX) < 2) continue;
+    qsort(g.mem, g.nmem, sizeof *g.mem, cmp_u32); /* topological: inputs come first */
+    text t = {.n = 0};
+    if (g.head != UINT32_MAX) {
+      const mlc_node *h = &f->nodes[g.head];
+      g.ext[g.next++] = h->in[0];
+      g.ext[g.next++] = h->in[1];
+      put(&t, "%s($0, $1)", mlc_ops[h->op].name);
+    }
+    for (uint32_t j = 0; j < g.nmem; j++) {
+      const mlc_node *m = &f->nodes[g.mem[j]];
+      put(&t, "%s%s", t.n ? "; " : "", mlc_ops[m->op].name);
+      if (m->op == MLC_OP_CAST) put(&t, ".%s", mlc_dtype_name(m->type.dtype));
+      put(&t, "(");
+      for (uint32_t k = 0; k < m->nin; k++) {
+        if (k) put(&t, ", ");
+        operand(&g, &t, m->in[k]);
+      }
+      put(&t, ")");
+    }
+    if (t.full) continue; /* too many inputs or too long: leave the group unfused */
+    mlc_node *n = &f->nodes[r];
+    n->op = MLC_OP_FUSED;
+    n->nin = (uint16_t)g.next;
+    n->in = mlc_arena_alloc(p->arena, g.next * sizeof *n->in);
+    memcpy(n->in, g.ext, g.next * sizeof *n->in);
+    memset(&n->a, 0, sizeof n->a);
+    n->a.name = mlc_arena_strndup(p->arena, t.s, t.n);
+    for (uint32_t j = 0; j < g.nmem; j++) taken[g.mem[j]] = true;
+    if (g.head != UINT32_MAX) taken[g.head] = true;
+    char err[256];
+    mlc_type ty;
+    if (!mlc_infer_type(p, f, n, &ty, err, sizeof err) || !mlc_type_eq(&ty, &n->type))
+      MLC_ICE("fuse: group at %%%u: %s", r, err);
+    changed = true;
+  }
+  return changed;
+}
+
+/* AdamW updates in groups of ADAMW_GROUP: one adamw_multi node per group,
+ * appended (the updates are last already); the outputs that named the
+ * single updates name the group's token. */
+static bool group_adamw(mlc_program *p, mlc_func *f) {
+  uint32_t n0 = f->n, nad = 0;
+  for (uint32_t i = 0; i < n0; i++) nad += f->nodes[i].op == MLC_OP_ADAMW;
+  if (nad < 2) return false;
+  uint32_t *tok = mlc_arena_alloc(p->arena, n0 * sizeof *tok);
+  for (uint32_t i = 0; i < n0; i++) tok[i] = UINT32_MAX;
+  uint32_t in[4 * ADAMW_GROUP + 1], k = 0, members[ADAMW_GROUP];
+  for (uint32_t i = 0; i < n0; i++) {
+    if (f->nodes[i].op != MLC_OP_ADAMW) continue;
+    memcpy(in + 4 * k, f->nodes[i].in, 4 * sizeof *in);
+    in[4 * ADAMW_GROUP] = f->nodes[i].in[4];
+    members[k++] = i;
+    if (--nad && k < ADAMW_GROUP) continue;
+    in[4 * k] = in[4 * ADAMW_GROUP];
+    mlc_node first = f->nodes[members[0]];
+    uint32_t id = mlc_func_add(p, f, MLC_OP_ADAMW_MULTI, in, 4 * k + 1, NULL, first.loc, "");
+    char err[256];
+    if (!mlc_infer_type(p, f, &f->nodes[id], &f->nodes[id].type, err, sizeof err)) MLC_ICE("fuse: %s", err);
+    for (uint32_t j = 0; j < k; j++) tok[members[j]] = id;
+    k = 0;
+  }
+  for (uint32_t o = 0; o < f->noutputs; o++)
+    if (f->outputs[o].node < n0 && tok[f->outputs[o].node] != UINT32_MAX) f->outputs[o].node = tok[f->outputs[o].node];
+  return true;
+}
+
 bool mlc_pass_fuse(mlc_pass_ctx *c) {
   if (!is_gpu(c->target)) return true;
   for (uint32_t k = 0; k < c->p->nfuncs; k++) {
     mlc_func *f = &c->p->funcs[k];
-    bool changed = false;
-    for (uint32_t i = 0; i < f->n; i++) {
-      mlc_node *n = &f->nodes[i];
-      if (n->op != MLC_OP_MATMUL || n->type.rank != 2) continue;
-      const mlc_node *t = &f->nodes[n->in[0]], *b = &f->nodes[n->in[1]];
-      if (t->op != MLC_OP_TRANSPOSE || t->type.rank != 2 || b->type.rank != 2) continue;
-      n->op = MLC_OP_MATMUL_TN;
-      n->in[0] = t->in[0];
-      changed = true;
-    }
+    bool changed = rewrite_tn(f);
+    if (changed) compact(c->p, f);
+    changed = fuse_groups(c->p, f, true);
+    if (is_cuda(c->target)) changed |= group_adamw(c->p, f);
     if (changed) compact(c->p, f);
   }
   return true;

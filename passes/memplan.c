@@ -9,7 +9,8 @@
  * are alive from the start, outputs to the end, and scalar constants, which
  * the runtime writes once when a session starts, for the whole session (so
  * they are placed before anything else).  A reshape is a view: it shares its
- * input's storage, which then lives as long as either does.
+ * input's storage, which then lives as long as either does; so do the fsdp
+ * pass's views (at an offset) and reduce-scatters (in place).
  * Parameters live outside the arena (offset -1): they are the model's
  * weights, bound once per session.
  *
@@ -80,6 +81,17 @@ static int64_t place(blocklist *fl, int64_t *top, int64_t size) {
   return off;
 }
 
+/* Nodes that use their input's storage: a reshape; the fsdp pass's view
+ * (at an offset); a reduce-scatter, whose result is this rank's rows of its
+ * input (the runtime adds the rank's offset). */
+static bool aliases(const mlc_node *n) {
+  return n->op == MLC_OP_RESHAPE || n->op == MLC_OP_VIEW || n->op == MLC_OP_REDUCE_SCATTER;
+}
+
+static int64_t view_bytes(const mlc_node *n) {
+  return n->op == MLC_OP_VIEW ? n->a.start * mlc_dtype_size(n->type.dtype) : 0;
+}
+
 static void plan_func(mlc_program *p, mlc_func *f) {
   uint32_t n = f->n;
   /* root[i]: the node whose storage i uses (itself, or through reshapes). */
@@ -87,7 +99,7 @@ static void plan_func(mlc_program *p, mlc_func *f) {
   uint32_t *last = mlc_arena_alloc(p->arena, (n + 1) * sizeof *last); /* per root: last use */
   for (uint32_t i = 0; i < n; i++) {
     const mlc_node *nd = &f->nodes[i];
-    root[i] = nd->op == MLC_OP_RESHAPE ? root[nd->in[0]] : i;
+    root[i] = aliases(nd) ? root[nd->in[0]] : i;
     last[i] = i;
     for (uint32_t k = 0; k < nd->nin; k++) last[root[nd->in[k]]] = i;
   }
@@ -123,7 +135,7 @@ static void plan_func(mlc_program *p, mlc_func *f) {
     } else if (nd->op == MLC_OP_CONST || nd->op == MLC_OP_INPUT) {
       /* placed above */
     } else if (root[i] != i) {
-      f->offset[i] = f->offset[root[i]];
+      f->offset[i] = f->offset[nd->in[0]] + view_bytes(nd);
     } else {
       int64_t size = align_up((int64_t)mlc_type_numel(&nd->type) * mlc_dtype_size(nd->type.dtype));
       f->offset[i] = place(&fl, &top, size);

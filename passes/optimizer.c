@@ -26,8 +26,38 @@ static uint32_t param_node(mlc_program *p, mlc_func *f, uint32_t param) {
 static uint32_t add_state(mlc_program *p, mlc_func *f, uint32_t param, const char *suffix) {
   const mlc_param *w = &p->params[param];
   mlc_param st = {.name = mlc_arena_printf(p->arena, "optimizer.%s.%s", w->name, suffix), .type = w->type,
-                  .role = MLC_ROLE_OPT_STATE, .init = MLC_INIT_ZEROS, .loc = w->loc};
+                  .role = MLC_ROLE_OPT_STATE, .init = MLC_INIT_ZEROS, .loc = w->loc, .sharded = w->sharded};
   return param_node(p, f, mlc_program_add_param(p, &st));
+}
+
+uint32_t mlc_optimizer_update(mlc_program *p, mlc_func *f, uint32_t param, uint32_t grad, uint32_t *step) {
+  uint32_t w = param_node(p, f, param);
+  const char *scope = f->nodes[grad].scope;
+  mlc_loc loc = p->train.loc;
+  uint32_t tok;
+  if (p->train.opt == MLC_OPT_ADAMW) {
+    if (*step == UINT32_MAX) {
+      for (uint32_t i = 0; i < f->inputs.n; i++)
+        if (!strcmp(f->nodes[f->inputs.v[i]].a.name, "opt.step")) *step = f->inputs.v[i];
+    }
+    if (*step == UINT32_MAX) {
+      mlc_attrs a = {.name = "opt.step"}; /* not an identifier: no user input can take it */
+      *step = mlc_func_add(p, f, MLC_OP_INPUT, NULL, 0, &a, loc, "");
+      f->nodes[*step].type = (mlc_type){.dtype = MLC_DT_I64, .rank = 0};
+      mlc_u32vec_push(p->arena, &f->inputs, *step);
+    }
+    uint32_t m = add_state(p, f, param, "exp_avg"), v = add_state(p, f, param, "exp_avg_sq");
+    uint32_t in[5] = {w, grad, m, v, *step};
+    tok = mlc_func_add(p, f, MLC_OP_ADAMW, in, 5, NULL, loc, scope);
+  } else {
+    uint32_t buf = add_state(p, f, param, "momentum_buffer");
+    uint32_t in[3] = {w, grad, buf};
+    tok = mlc_func_add(p, f, MLC_OP_SGD, in, 3, NULL, loc, scope);
+  }
+  char err[256];
+  if (!mlc_infer_type(p, f, &f->nodes[tok], &f->nodes[tok].type, err, sizeof err)) MLC_ICE("optimizer: %s", err);
+  mlc_func_add_output(p, f, mlc_arena_printf(p->arena, "update:%s", p->params[param].name), tok);
+  return tok;
 }
 
 bool mlc_pass_optimizer(mlc_pass_ctx *c) {
@@ -46,29 +76,7 @@ bool mlc_pass_optimizer(mlc_pass_ctx *c) {
     for (uint32_t i = 0; i < p->nparams && param == UINT32_MAX; i++)
       if (p->params[i].role == MLC_ROLE_WEIGHT && !strcmp(p->params[i].name, name + 5)) param = i;
     MLC_ASSERT(param != UINT32_MAX);
-    uint32_t grad = f->outputs[o].node;
-    uint32_t w = param_node(p, f, param);
-    mlc_node *g = &f->nodes[grad];
-    mlc_loc loc = p->train.loc;
-    uint32_t tok;
-    if (p->train.opt == MLC_OPT_ADAMW) {
-      if (step == UINT32_MAX) {
-        mlc_attrs a = {.name = "opt.step"}; /* not an identifier: no user input can take it */
-        step = mlc_func_add(p, f, MLC_OP_INPUT, NULL, 0, &a, loc, "");
-        f->nodes[step].type = (mlc_type){.dtype = MLC_DT_I64, .rank = 0};
-        mlc_u32vec_push(p->arena, &f->inputs, step);
-      }
-      uint32_t m = add_state(p, f, param, "exp_avg"), v = add_state(p, f, param, "exp_avg_sq");
-      uint32_t in[5] = {w, grad, m, v, step};
-      tok = mlc_func_add(p, f, MLC_OP_ADAMW, in, 5, NULL, loc, g->scope);
-    } else {
-      uint32_t buf = add_state(p, f, param, "momentum_buffer");
-      uint32_t in[3] = {w, grad, buf};
-      tok = mlc_func_add(p, f, MLC_OP_SGD, in, 3, NULL, loc, g->scope);
-    }
-    char err[256];
-    if (!mlc_infer_type(p, f, &f->nodes[tok], &f->nodes[tok].type, err, sizeof err)) MLC_ICE("optimizer: %s", err);
-    mlc_func_add_output(p, f, mlc_arena_printf(p->arena, "update:%s", name + 5), tok);
+    mlc_optimizer_update(p, f, param, f->outputs[o].node, &step);
   }
   return true;
 }

@@ -12,6 +12,7 @@ typedef struct {
   mlc_program *p;
   mlc_diag *d;
   const char *target; /* --target, or NULL: passes that only some targets want look at it */
+  bool fsdp;          /* shard the train block's fsdp units (cuda-nccl, or cpu with --fsdp / several ranks) */
 } mlc_pass_ctx;
 
 typedef bool (*mlc_pass_fn)(mlc_pass_ctx *c);
@@ -21,6 +22,7 @@ typedef struct {
   FILE *dump;              /* where --print-after goes */
   FILE *timing;            /* --time-passes table, or NULL */
   const char *target;      /* --target, or NULL (no code generation) */
+  bool fsdp;               /* run the fsdp pass (see mlc_pass_ctx) */
 } mlc_pipeline_options;
 
 /* Runs the passes in order.  False if a pass reported a user error; a
@@ -39,6 +41,12 @@ bool mlc_pass_shapes(mlc_pass_ctx *c);
 bool mlc_pass_autodiff(mlc_pass_ctx *c);
 bool mlc_pass_memplan(mlc_pass_ctx *c);
 bool mlc_pass_optimizer(mlc_pass_ctx *c);
+/* Appends the train block's update of `param` by `grad` (its state as new
+ * parameters, the update op, an "update:<name>" output) where the function
+ * now ends; *step is the "opt.step" input, found or made on first need. */
+uint32_t mlc_optimizer_update(mlc_program *p, mlc_func *f, uint32_t param, uint32_t grad, uint32_t *step);
+/* Training with `shard = fsdp(...)` on a sharded target (passes/fsdp.c). */
+bool mlc_pass_fsdp(mlc_pass_ctx *c);
 bool mlc_pass_precision(mlc_pass_ctx *c);
 /* GPU targets: matmul(transpose(a), b) -> matmul_tn(a, b), then dead nodes go. */
 bool mlc_pass_fuse(mlc_pass_ctx *c);

@@ -12,6 +12,7 @@ static const struct {
   {"shapes", mlc_pass_shapes},
   {"precision", mlc_pass_precision},
   {"autodiff", mlc_pass_autodiff},
+  {"fsdp", mlc_pass_fsdp},
   {"optimizer", mlc_pass_optimizer},
   {"fuse", mlc_pass_fuse},
   {"memplan", mlc_pass_memplan},
@@ -31,7 +32,7 @@ bool mlc_pipeline_has_pass(const char *name) {
   return false;
 }
 
-const char *mlc_pipeline_pass_names(void) { return "lower, shapes, precision, autodiff, optimizer, fuse, memplan"; }
+const char *mlc_pipeline_pass_names(void) { return "lower, shapes, precision, autodiff, fsdp, optimizer, fuse, memplan"; }
 
 static void dump(const mlc_pipeline_options *o, const mlc_program *p, const char *name) {
   if (!o->print_after || !o->dump) return;
@@ -44,7 +45,7 @@ bool mlc_pipeline_run(mlc_program *p, mlc_diag *d, const mlc_pipeline_options *o
   if (!mlc_verify_program(p, stderr, "lower")) MLC_ICE("IR verifier failed after lowering");
   dump(o, p, "lower");
   for (size_t i = 0; i < NPASSES; i++) {
-    mlc_pass_ctx c = {p, d, o->target};
+    mlc_pass_ctx c = {p, d, o->target, o->fsdp};
     double t0 = mlc_now();
     bool ok = pipeline[i].run(&c);
     double t1 = mlc_now();

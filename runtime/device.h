@@ -42,6 +42,9 @@ typedef struct {
    * (NVTX on CUDA: nsys and ncu --nvtx show mlc's names); NULL if none. */
   void (*range_push)(mlc_device *d, const char *name);
   void (*range_pop)(mlc_device *d);
+  /* The queue collectives are enqueued on (CUDA: the CUstream), or NULL
+   * where launches finish before they return (the CPU). */
+  void *(*stream)(mlc_device *d);
 } mlc_device_vt;
 
 struct mlc_device {

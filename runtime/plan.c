@@ -126,8 +126,12 @@ static bool entry(rd *r, mlc_plan_entry *e, uint32_t nparams, uint32_t nkernels)
   for (uint32_t i = 0; i < e->nvalues; i++) {
     mlc_plan_value v;
     uint64_t off;
-    if (!shape(r, &v.shape) || !u64(r, &off) || !u32(r, &v.param) || !u8(r, &v.is_const) || !f64(r, &v.value))
+    if (!shape(r, &v.shape) || !u64(r, &off) || !u32(r, &v.param) || !u8(r, &v.is_const) || !f64(r, &v.value) ||
+        !u8(r, &v.rank_slice))
       return false;
+    if (v.rank_slice > 1 || (v.rank_slice && (v.param != MLC_PLAN_NO_PARAM || v.shape.rank != 2 ||
+                                              v.shape.dims[1] != MLC_PLAN_SHARD_ROW)))
+      return bad(r, "a rank slice must be an arena value [rows, 4096]");
     v.offset = (int64_t)off;
     if (v.is_const > 1 || (v.is_const && (v.shape.rank != 0 || v.param != MLC_PLAN_NO_PARAM)))
       return bad(r, "a constant must be an arena scalar");
@@ -163,7 +167,8 @@ static bool entry(rd *r, mlc_plan_entry *e, uint32_t nparams, uint32_t nkernels)
     if (!count(r, &s.nargs, 4, "argument count too large") ||
         !ids(r, s.nargs, e->nvalues, &s.args, "step argument refers to a value that does not exist"))
       return false;
-    if (!u64(r, &s.work_items) || !f64(r, &s.flops) || !f64(r, &s.bytes)) return false;
+    if (!u64(r, &s.work_items) || !f64(r, &s.flops) || !f64(r, &s.bytes) || !u8(r, &s.sharded)) return false;
+    if (s.sharded > 1) return bad(r, "bad sharded flag");
     if (steps) steps[i] = s;
   }
   e->steps = steps;
@@ -176,13 +181,25 @@ static bool payload(rd *r, mlc_plan *pl) {
   mlc_plan_param *params = take(r, (size_t)pl->nparams * sizeof *params + 1);
   for (uint32_t i = 0; i < pl->nparams; i++) {
     mlc_plan_param p;
-    if (!str(r, &p.name) || !shape(r, &p.shape) || !u8(r, &p.init) || !f64(r, &p.a) || !f64(r, &p.b) || !u8(r, &p.role))
+    if (!str(r, &p.name) || !shape(r, &p.shape) || !u8(r, &p.init) || !f64(r, &p.a) || !f64(r, &p.b) || !u8(r, &p.role) ||
+        !u8(r, &p.sharded) || !u32(r, &p.flat) || !u64(r, &p.flat_offset))
       return false;
     if (p.init > 3) return bad(r, "unknown initialiser");
-    if (p.role > 1) return bad(r, "unknown parameter role");
+    if (p.role > 2) return bad(r, "unknown parameter role");
+    if (p.sharded > 1 || (p.sharded && (p.shape.rank != 2 || p.shape.dims[1] != MLC_PLAN_SHARD_ROW || p.shape.dtype != 1)))
+      return bad(r, "a sharded parameter must be f32 [rows, 4096]");
+    if (p.flat > pl->nparams) return bad(r, "a weight's flat parameter does not exist");
     if (params) params[i] = p;
   }
   pl->params = params;
+  for (uint32_t i = 0; params && i < pl->nparams; i++) {
+    const mlc_plan_param *p = &params[i];
+    if (!p->flat) continue;
+    const mlc_plan_param *fl = &params[p->flat - 1];
+    uint64_t n = mlc_plan_shape_bytes(&p->shape) / 4, cap = (uint64_t)fl->shape.dims[0] * MLC_PLAN_SHARD_ROW;
+    if (!fl->sharded || fl->role != 2 || p->shape.dtype != 1 || p->flat_offset > cap || n > cap - p->flat_offset)
+      return bad(r, "a weight does not fit in its flat parameter");
+  }
   if (!count(r, &pl->nkernels, 4, "kernel count too large")) return false;
   const char **kernels = take(r, (size_t)pl->nkernels * sizeof *kernels + 1);
   for (uint32_t i = 0; i < pl->nkernels; i++) {

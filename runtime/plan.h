@@ -13,19 +13,32 @@
  *
  *   header   "MLCPLAN\0"  u32 version  u32 reserved  u64 payload_bytes  u64 xxh64(payload, seed 0)
  *   payload  str model
- *            u32 nparams   { str name, dtype, shape, u8 init, f64 a, f64 b, u8 role }
+ *            u32 nparams   { str name, dtype, shape, u8 init, f64 a, f64 b, u8 role,
+ *                            u8 sharded, u32 flat, u64 flat_offset }
  *            u32 nkernels  { str symbol }
  *            u32 nentries  { str name, u64 arena_bytes,
  *                            u32 nvalues  { dtype, shape, i64 offset, u32 param (0xffffffff: arena),
- *                                           u8 is_const, f64 value (a scalar the runtime writes once) }
+ *                                           u8 is_const, f64 value (a scalar the runtime writes once),
+ *                                           u8 rank_slice }
  *                            u32 ninputs  { str name, u32 value }
  *                            u32 noutputs { str name, u32 value }
  *                            u32 nsteps   { u32 kernel, str name, str scope, u32 stream,
  *                                           u32 nwait { u32 step }, u32 nargs { u32 value },
- *                                           u64 work_items, f64 flops, f64 bytes } }
+ *                                           u64 work_items, f64 flops, f64 bytes, u8 sharded } }
  *   str   = u32 length, then that many bytes (no NUL)
  *   dtype = u8 (mlc_dtype of ir/ir.h: 1 f32, 2 bf16, 3 f16, 4 i32, 5 i64, 6 bool)
  *   shape = u8 rank (<= 6), then rank x i64 dims (> 0)
+ *
+ * Sharding (FSDP, passes/fsdp.c): a `sharded` parameter is a flat
+ * parameter of nominal shape [R, 4096] (or its optimizer state) of which
+ * each of `world` ranks holds mlc_shard_rows(R, world) rows (ir/ir.h); a
+ * weight with `flat` = 1 + i lives in parameter i from element
+ * `flat_offset` on and has no storage of its own.  A `rank_slice` value
+ * [R, 4096] is this rank's rows of the arena buffer at its offset (the
+ * runtime adds rank x its shard's bytes).  A `sharded` step runs
+ * mlc_shard_rows(work_items, world) work items.  Steps whose kernel is
+ * "mlc_all_gather" or "mlc_reduce_scatter" are collectives the runtime
+ * carries out itself, arguments (input, output).
  *
  * The reader checks everything against the bytes it was given: the
  * checksum, every count and length, dtypes, shapes, that arena values fit in
@@ -44,10 +57,16 @@
 #include "runtime/status.h"
 
 #define MLC_PLAN_MAGIC "MLCPLAN"
-#define MLC_PLAN_VERSION 1u
+#define MLC_PLAN_VERSION 2u
 #define MLC_PLAN_HEADER_BYTES 32u
 #define MLC_PLAN_MAX_RANK 6
 #define MLC_PLAN_NO_PARAM 0xffffffffu
+#define MLC_PLAN_SHARD_ROW 4096 /* MLC_SHARD_ROW of ir/ir.h */
+#define MLC_PLAN_ALL_GATHER "mlc_all_gather"
+#define MLC_PLAN_REDUCE_SCATTER "mlc_reduce_scatter"
+
+/* Rows of a sharded [rows, 4096] value that each of `world` ranks holds. */
+static inline uint64_t mlc_plan_shard_rows(uint64_t rows, int world) { return (rows + (uint64_t)world - 1) / (uint64_t)world; }
 
 typedef struct {
   uint8_t dtype, rank;
@@ -59,7 +78,10 @@ typedef struct {
   mlc_plan_shape shape;
   uint8_t init; /* 0 zeros, 1 ones, 2 uniform(a, b), 3 normal(mean a, std b) */
   double a, b;
-  uint8_t role; /* 0 a model weight (in the state_dict), 1 optimizer state (in checkpoints only) */
+  uint8_t role; /* 0 a model weight (in the state_dict), 1 optimizer state (in checkpoints only), 2 a flat parameter */
+  uint8_t sharded;
+  uint32_t flat;        /* 1 + the flat parameter it lives in; 0: its own storage */
+  uint64_t flat_offset; /* elements */
 } mlc_plan_param;
 
 typedef struct {
@@ -68,6 +90,7 @@ typedef struct {
   uint32_t param;
   uint8_t is_const; /* a scalar constant: the runtime stores `value` at the offset once */
   double value;
+  uint8_t rank_slice; /* this rank's rows of the buffer at offset */
 } mlc_plan_value;
 
 typedef struct {
@@ -83,6 +106,7 @@ typedef struct {
   const uint32_t *wait, *args;
   uint64_t work_items;
   double flops, bytes;
+  uint8_t sharded;   /* work_items are a flat parameter's rows: a rank runs its share */
 } mlc_plan_step;
 
 typedef struct {

@@ -70,43 +70,68 @@ static cJSON *read_json(const char *path) {
   return j;
 }
 
-void mlc_ceilings_load_file(const char *path, const char *cpu_model, mlc_ceilings *out) {
-  mlc_ceilings_default(out);
-  snprintf(out->device, sizeof out->device, "%s", cpu_model);
+/* The entry `key` of a ceilings cache: peak, bandwidth and when, into out
+ * (calibrated, its source naming the file).  False if the file or the
+ * entry is missing; *had_file says which. */
+static bool load_entry(const char *path, const char *key, mlc_ceilings *out, bool *had_file) {
   cJSON *root = read_json(path);
-  const cJSON *e = root ? cJSON_GetObjectItemCaseSensitive(root, cpu_model) : NULL;
+  *had_file = root != NULL;
+  const cJSON *e = root ? cJSON_GetObjectItemCaseSensitive(root, key) : NULL;
   const cJSON *pk = e ? cJSON_GetObjectItemCaseSensitive(e, "peak_gflops") : NULL;
   const cJSON *bw = e ? cJSON_GetObjectItemCaseSensitive(e, "bandwidth_gbs") : NULL;
   const cJSON *when = e ? cJSON_GetObjectItemCaseSensitive(e, "calibrated") : NULL;
-  if (cJSON_IsNumber(pk) && cJSON_IsNumber(bw) && pk->valuedouble > 0 && bw->valuedouble > 0) {
+  bool ok = cJSON_IsNumber(pk) && cJSON_IsNumber(bw) && pk->valuedouble > 0 && bw->valuedouble > 0;
+  if (ok) {
     out->peak_flops = pk->valuedouble * 1e9;
     out->bandwidth = bw->valuedouble * 1e9;
     out->calibrated = true;
     snprintf(out->source, sizeof out->source, "cached calibration in %s%s%s", path,
              cJSON_IsString(when) ? " from " : "", cJSON_IsString(when) ? when->valuestring : "");
-  } else if (root) {
-    snprintf(out->source, sizeof out->source, "built-in defaults: %s has no calibration of this CPU (run `mlc calibrate --target cpu`)", path);
   }
   cJSON_Delete(root);
+  return ok;
 }
 
-void mlc_ceilings_gpu(const char *name, mlc_ceilings *out) {
+void mlc_ceilings_load_file(const char *path, const char *cpu_model, mlc_ceilings *out) {
+  mlc_ceilings_default(out);
+  snprintf(out->device, sizeof out->device, "%s", cpu_model);
+  bool had_file;
+  if (!load_entry(path, cpu_model, out, &had_file) && had_file)
+    snprintf(out->source, sizeof out->source, "built-in defaults: %s has no calibration of this CPU (run `mlc calibrate --target cpu`)", path);
+}
+
+void mlc_ceilings_gpu_datasheet(const char *name, mlc_ceilings *out) {
   static const struct { const char *match; double tflops, tbs; } known[] = {
     {"H200", 989.4, 4.8}, {"H100", 989.4, 3.35}, {"A100", 312, 2.0},
   };
   memset(out, 0, sizeof *out);
   snprintf(out->device, sizeof out->device, "%s", name);
+  out->gpu = true;
   out->latency_s = 5e-6;
   out->peak_flops = 100e12;
   out->bandwidth = 1e12;
-  snprintf(out->source, sizeof out->source, "built-in guesses for an unknown GPU (not calibrated)");
+  snprintf(out->source, sizeof out->source, "built-in guesses for an unknown GPU (not calibrated: run `mlc calibrate --target cuda`)");
   for (size_t i = 0; i < sizeof known / sizeof *known; i++)
     if (strstr(name, known[i].match)) {
       out->peak_flops = known[i].tflops * 1e12;
       out->bandwidth = known[i].tbs * 1e12;
       snprintf(out->source, sizeof out->source, "NVIDIA's datasheet for the %s: dense bf16 tensor-core peak and HBM "
-               "bandwidth (not calibrated on this GPU)", known[i].match);
+               "bandwidth (not calibrated on this GPU: run `mlc calibrate --target cuda`)", known[i].match);
     }
+}
+
+bool mlc_ceilings_gpu_cache_path(char *buf, size_t n) { return mlc_cache_path(buf, n, "ceilings-cuda.json"); }
+
+void mlc_ceilings_gpu_file(const char *path, const char *name, mlc_ceilings *out) {
+  mlc_ceilings_gpu_datasheet(name, out);
+  bool had_file;
+  load_entry(path, name, out, &had_file);
+}
+
+void mlc_ceilings_gpu(const char *name, mlc_ceilings *out) {
+  char path[1024];
+  if (mlc_ceilings_gpu_cache_path(path, sizeof path)) mlc_ceilings_gpu_file(path, name, out);
+  else mlc_ceilings_gpu_datasheet(name, out);
 }
 
 void mlc_ceilings_load_cpu(mlc_ceilings *out) {
@@ -115,7 +140,6 @@ void mlc_ceilings_load_cpu(mlc_ceilings *out) {
   if (!mlc_ceilings_cache_path(path, sizeof path)) { mlc_ceilings_default(out); return; }
   mlc_ceilings_load_file(path, model, out);
 }
-
 
 mlc_status mlc_ceilings_save_file(const char *path, const mlc_ceilings *c) {
   cJSON *root = read_json(path);
@@ -189,7 +213,7 @@ void mlc_profile_classify(const mlc_profile_kernel *k, const mlc_ceilings *c, ml
   bool tiny = k->flops < MLC_PROFILE_TINY_FLOPS && k->bytes < MLC_PROFILE_TINY_BYTES;
   if (t < c->latency_s || tiny) {
     v->bound = MLC_BOUND_LATENCY;
-    snprintf(v->hint, sizeof v->hint, "too small to fill the CPU: fuse with neighbours or batch more work");
+    snprintf(v->hint, sizeof v->hint, "too small to fill the %s: fuse with neighbours or batch more work", c->gpu ? "GPU" : "CPU");
   } else if (v->intensity < ridge) {
     v->bound = MLC_BOUND_MEMORY;
     snprintf(v->hint, sizeof v->hint, "fuse with neighbours, quantise (FP8/INT4), or raise the batch");
@@ -308,26 +332,36 @@ void mlc_profile_write_roofline_svg(FILE *f, const mlc_ceilings *c, const mlc_ro
     xml_text(f, p->label);
     fprintf(f, "</title></circle>\n");
   }
-  /* Roof labels over the points, with a white halo. */
+  /* Roof labels over the points, with a white halo; their boxes (the
+   * rotated one's upright bounding box) stay clear of the kernels' labels. */
+  enum { MAXL = 34 };
+  double bx[MAXL], by[MAXL], bw_[MAXL], bh_[MAXL], bh = 15;
+  uint32_t nb = 0, nl = 0;
   const char *halo = "stroke=\"white\" stroke-width=\"4\" paint-order=\"stroke\"";
-  fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"14\" font-weight=\"bold\" fill=\"#c0392b\" %s>compute roof %.1f GFLOP/s</text>\n",
-          fmax(px(&fr, ridge) - 260, fr.x0 + 8), py(&fr, peak) - 10, halo, peak);
+  char roof[64];
+  if (peak >= 1000) snprintf(roof, sizeof roof, "compute roof %.1f TFLOP/s", peak / 1000);
+  else snprintf(roof, sizeof roof, "compute roof %.1f GFLOP/s", peak);
+  double cx0 = fmax(px(&fr, ridge) - 260, fr.x0 + 8), cy0 = py(&fr, peak) - 10;
+  fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"14\" font-weight=\"bold\" fill=\"#c0392b\" %s>%s</text>\n", cx0, cy0,
+          halo, roof);
+  bx[nb] = cx0, by[nb] = cy0 - 14, bw_[nb] = 8.2 * (double)strlen(roof), bh_[nb] = 18, nb++;
   double xm = pow(10, (log10(xs) * 2 + log10(ridge)) / 3);
   double ang = -atan2(py(&fr, xs * bw) - py(&fr, ridge * bw), px(&fr, ridge) - px(&fr, xs)) * 57.29577951308232;
+  if (bw >= 1000) snprintf(roof, sizeof roof, "memory roof %.2f TB/s", bw / 1000);
+  else snprintf(roof, sizeof roof, "memory roof %.1f GB/s", bw);
+  double mx = px(&fr, xm) - 10, my = py(&fr, xm * bw) - 14;
   fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"14\" font-weight=\"bold\" fill=\"#c0392b\" text-anchor=\"middle\" %s "
-             "transform=\"rotate(%.1f %.1f %.1f)\">memory roof %.1f GB/s</text>\n",
-          px(&fr, xm) - 10, py(&fr, xm * bw) - 14, halo, ang, px(&fr, xm) - 10, py(&fr, xm * bw) - 14, bw);
+             "transform=\"rotate(%.1f %.1f %.1f)\">%s</text>\n", mx, my, halo, ang, mx, my, roof);
+  double tw = 8.2 * (double)strlen(roof), th = 18, ca = fabs(cos(ang / 57.29577951308232)), sa = fabs(sin(ang / 57.29577951308232));
+  bw_[nb] = tw * ca + th * sa, bh_[nb] = tw * sa + th * ca, bx[nb] = mx - bw_[nb] / 2, by[nb] = my - 5 - bh_[nb] / 2, nb++;
   fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" fill=\"#555\">ceilings: ", fr.x0 + 8, fr.y0 + 18);
-  xml_text(f, c->calibrated ? "calibrated (mlc calibrate)" : "built-in defaults: not calibrated");
+  xml_text(f, c->calibrated ? "calibrated (mlc calibrate)" : c->gpu ? "the datasheet's (not calibrated)" : "built-in defaults: not calibrated");
   fprintf(f, "; ridge %.1f FLOP/byte</text>\n", ridge);
   /* Labels of the longest kernels: the first free spot among rings of
    * candidates around each point (above first: the roof leaves room there),
    * with a leader line when the label sits away from its point. */
-  enum { MAXL = 32 };
-  double bx[MAXL], by[MAXL], bw_[MAXL], bh = 15;
-  uint32_t nl = 0;
   static const double dirs[][2] = {{0, -1}, {-0.7, -0.7}, {0.7, -0.7}, {-1, 0}, {1, 0}, {-0.7, 0.7}, {0.7, 0.7}, {0, 1}};
-  for (uint32_t r = 0; r < m && r < nlabel && nl < MAXL; r++) {
+  for (uint32_t r = 0; r < m && r < nlabel && nb < MAXL; r++) {
     const mlc_roofline_point *p = &pts[order[r]];
     double rad = 3 + 22 * sqrt(tmax > 0 ? p->seconds / tmax : 0), cx = px(&fr, p->intensity), cy = py(&fr, p->flop_rate / 1e9);
     char text[160];
@@ -343,17 +377,20 @@ void mlc_profile_write_roofline_svg(FILE *f, const mlc_ceilings *c, const mlc_ro
         double y = dirs[q][1] < -0.1 ? ay - bh : dirs[q][1] > 0.1 ? ay : ay - bh / 2;
         if (x < fr.x0 + 2 || x + w > fr.x0 + fr.w - 2 || y < fr.y0 + 24 || y + bh > fr.y0 + fr.h - 2) continue;
         bool clash = false;
-        for (uint32_t k = 0; k < nl && !clash; k++)
-          clash = x < bx[k] + bw_[k] && bx[k] < x + w && y < by[k] + bh && by[k] < y + bh;
-        for (uint32_t k = 0; k <= r && k < nlabel && !clash; k++) { /* keep labelled points' centres clear */
-          double qx = px(&fr, pts[order[k]].intensity), qy = py(&fr, pts[order[k]].flop_rate / 1e9);
-          clash = qx > x - 3 && qx < x + w + 3 && qy > y - 3 && qy < y + bh + 3;
+        for (uint32_t k = 0; k < nb && !clash; k++)
+          clash = x < bx[k] + bw_[k] && bx[k] < x + w && y < by[k] + bh_[k] && by[k] < y + bh;
+        for (uint32_t k = 0; k < m && k < nlabel && !clash; k++) { /* keep the labelled points' circles clear */
+          const mlc_roofline_point *o = &pts[order[k]];
+          double qx = px(&fr, o->intensity), qy = py(&fr, o->flop_rate / 1e9);
+          double qr = 3 + 22 * sqrt(tmax > 0 ? o->seconds / tmax : 0);
+          double ex = fmin(fmax(qx, x), x + w) - qx, ey = fmin(fmax(qy, y), y + bh) - qy;
+          clash = ex * ex + ey * ey < qr * qr;
         }
         if (!clash) { lx = x, ly = y, found = true; }
       }
     }
     if (!found) continue;
-    bx[nl] = lx, by[nl] = ly, bw_[nl] = w, nl++;
+    bx[nb] = lx, by[nb] = ly, bw_[nb] = w, bh_[nb] = bh, nb++, nl++;
     double tx = lx + w / 2, ty = ly + bh / 2, dx = tx - cx, dy = ty - cy, dist = sqrt(dx * dx + dy * dy);
     if (dist > rad + 18) {
       /* From the circle's edge to the nearest point of the box. */
@@ -370,3 +407,83 @@ void mlc_profile_write_roofline_svg(FILE *f, const mlc_ceilings *c, const mlc_ro
   free(order);
   fprintf(f, "</svg>\n");
 }
+
+bool mlc_profile_is_collective(const char *kernel) {
+  static const char *const prefixes[] = {"mlc_all_gather", "mlc_reduce_scatter", "mlc_all_reduce"};
+  for (size_t i = 0; kernel && i < sizeof prefixes / sizeof *prefixes; i++)
+    if (!strncmp(kernel, prefixes[i], strlen(prefixes[i]))) return true;
+  return false;
+}
+
+const char *mlc_profile_stream_name(uint32_t stream, char *buf, size_t n) {
+  if (stream == 0) return "compute";
+  if (stream == 1) return "comm";
+  snprintf(buf, n, "stream %u", stream);
+  return buf;
+}
+
+void mlc_trace_begin(mlc_trace_writer *w, FILE *f) {
+  memset(w, 0, sizeof *w);
+  w->f = f;
+  fprintf(f, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [");
+}
+
+/* The separator before each event, and a metadata event of the current process. */
+static void trace_next(mlc_trace_writer *w) { fputs(w->nevents++ ? ",\n" : "\n", w->f); }
+
+static void trace_meta(mlc_trace_writer *w, const char *name, int64_t tid, const char *key, const char *text, int64_t num) {
+  trace_next(w);
+  fprintf(w->f, "{\"name\": \"%s\", \"ph\": \"M\", \"pid\": %d, \"tid\": %lld, \"args\": {\"%s\": ", name, w->rank,
+          (long long)tid, key);
+  if (text) mlc_profile_json_string(w->f, text);
+  else fprintf(w->f, "%lld", (long long)num);
+  fputs("}}", w->f);
+}
+
+void mlc_trace_process(mlc_trace_writer *w, const mlc_trace_options *o) {
+  w->rank = o->rank;
+  memset(w->named, 0, sizeof w->named);
+  char name[320];
+  snprintf(name, sizeof name, "%s, rank %d", o->title ? o->title : "mlc", o->rank);
+  trace_meta(w, "process_name", 0, "name", name, 0);
+  trace_meta(w, "process_sort_index", 0, "sort_index", NULL, o->rank);
+}
+
+void mlc_trace_add(mlc_trace_writer *w, const mlc_trace_span *sp) {
+  const mlc_plan_step *st = sp->step;
+  FILE *f = w->f;
+  if (st->stream < 256 && !(w->named[st->stream / 64] >> (st->stream % 64) & 1)) {
+    char buf[32];
+    w->named[st->stream / 64] |= 1ull << (st->stream % 64);
+    trace_meta(w, "thread_name", st->stream, "name", mlc_profile_stream_name(st->stream, buf, sizeof buf), 0);
+    trace_meta(w, "thread_sort_index", st->stream, "sort_index", NULL, st->stream);
+  }
+  bool coll = mlc_profile_is_collective(sp->kernel);
+  trace_next(w);
+  fputs("{\"name\": ", f);
+  mlc_profile_json_string(f, st->name);
+  fputs(", \"cat\": ", f);
+  mlc_profile_json_string(f, coll ? "collective" : sp->entry->name);
+  fprintf(f, ", \"ph\": \"X\", \"pid\": %d, \"tid\": %u, \"ts\": %.3f, \"dur\": %.3f, \"args\": {\"scope\": ", w->rank,
+          st->stream, sp->start * 1e6, sp->seconds * 1e6);
+  mlc_profile_json_string(f, st->scope);
+  fputs(", \"kernel\": ", f);
+  mlc_profile_json_string(f, sp->kernel ? sp->kernel : "");
+  fprintf(f, ", \"flops\": %.17g", st->flops);
+  if (coll) {
+    fputs(", \"entry\": ", f);
+    mlc_profile_json_string(f, sp->entry->name);
+    fprintf(f, ", \"wire_bytes\": %.17g, \"wire_GBps\": %.6g", st->bytes, sp->seconds > 0 ? st->bytes / sp->seconds / 1e9 : 0);
+  } else {
+    fprintf(f, ", \"bytes\": %.17g, \"intensity\": %.6g", st->bytes, st->bytes > 0 ? st->flops / st->bytes : 0);
+  }
+  fputs(", \"shapes\": [", f);
+  for (uint32_t j = 0; j < st->nargs; j++) {
+    char sh[160];
+    if (j) fputs(", ", f);
+    mlc_profile_json_string(f, mlc_profile_shape_str(&sp->entry->values[st->args[j]].shape, sh, sizeof sh));
+  }
+  fputs("]}}", f);
+}
+
+void mlc_trace_end(mlc_trace_writer *w) { fputs("\n]}\n", w->f); }

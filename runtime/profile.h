@@ -31,12 +31,13 @@
 #define MLC_PROFILE_TINY_BYTES 65536.0
 
 typedef struct {
-  double peak_flops;    /* FLOP/s of the best f32 GEMM */
-  double bandwidth;     /* bytes/s of a large multi-threaded copy */
+  double peak_flops;    /* FLOP/s of the best GEMM (CPU: f32; GPU: bf16 on the tensor cores) */
+  double bandwidth;     /* bytes/s of a large copy (CPU: multi-threaded memcpy; GPU: an elementwise kernel) */
   double latency_s;     /* kernels shorter than this are latency-bound */
-  char device[128];     /* the CPU's model name */
+  char device[128];     /* the CPU's model name, or the GPU's "NVIDIA H200 (sm_90, 132 SMs)" */
   char source[256];     /* where the numbers came from, for the table's header */
-  bool calibrated;      /* false: built-in defaults */
+  bool calibrated;      /* false: built-in defaults or a datasheet */
+  bool gpu;             /* the ceilings of a GPU (the latency hint names it) */
 } mlc_ceilings;
 
 /* Built-in defaults: a modest desktop core count; used until calibrated. */
@@ -54,10 +55,17 @@ void mlc_ceilings_load_cpu(mlc_ceilings *out);
 /* A GPU's ceilings from its name ("NVIDIA H200 (sm_90, 132 SMs)"): the
  * datasheet's dense bf16 tensor-core rate and memory bandwidth for the GPUs
  * mlc knows, else conservative guesses; `source` says which. */
+void mlc_ceilings_gpu_datasheet(const char *name, mlc_ceilings *out);
+/* $XDG_CACHE_HOME/mlc/ceilings-cuda.json, else $HOME/.cache/mlc/ceilings-cuda.json:
+ * `mlc calibrate --target cuda`'s results, one entry per GPU name (which
+ * holds the sm and the SM count). */
+bool mlc_ceilings_gpu_cache_path(char *buf, size_t n);
+/* A GPU's ceilings: its cached calibration, else the datasheet's. */
 void mlc_ceilings_gpu(const char *name, mlc_ceilings *out);
-/* Same, from an explicit file (tests). */
+/* Same, from explicit files (tests). */
+void mlc_ceilings_gpu_file(const char *path, const char *name, mlc_ceilings *out);
 void mlc_ceilings_load_file(const char *path, const char *cpu_model, mlc_ceilings *out);
-/* Stores c under its device name, keeping other CPUs' entries; creates the directory. */
+/* Stores c under its device name, keeping other devices' entries; creates the directory. */
 MLC_MUST_USE mlc_status mlc_ceilings_save_file(const char *path, const mlc_ceilings *c);
 
 typedef enum { MLC_BOUND_MEMORY, MLC_BOUND_COMPUTE, MLC_BOUND_LATENCY } mlc_bound;
@@ -106,5 +114,49 @@ void mlc_profile_write_roofline_svg(FILE *f, const mlc_ceilings *c, const mlc_ro
 
 /* Writes s as a JSON string literal, escaped. */
 void mlc_profile_json_string(FILE *f, const char *s);
+
+/* The Chrome trace (trace event JSON; Perfetto and chrome://tracing open
+ * it).  One process per rank (pid = rank), one track per stream (tid = the
+ * plan step's stream: 0 "compute", 1 "comm"), one complete event ("X") per
+ * step run:
+ *   compute:    cat = the entry point's name; args: scope, kernel, flops,
+ *               bytes, intensity (FLOP/byte) and the arguments' shapes;
+ *   collective: a step whose kernel symbol starts with mlc_all_gather,
+ *               mlc_reduce_scatter or mlc_all_reduce; cat = "collective";
+ *               args: scope, kernel, entry, wire_bytes (the plan's bytes of a
+ *               collective are its bytes on the wire), the achieved GB/s on
+ *               the wire, and the shapes.
+ * Times are microseconds from the device's origin.  Each rank of a
+ * multi-rank run writes its own file; their traceEvents arrays concatenate
+ * into one trace with a process per rank. */
+typedef struct {
+  const char *title; /* the process's name; ", rank N" is appended */
+  int rank;          /* the pid; 0 for a single process */
+} mlc_trace_options;
+
+typedef struct {
+  const mlc_plan_entry *entry; /* where the step's argument shapes and its category come from */
+  const mlc_plan_step *step;
+  const char *kernel;          /* the step's kernel symbol */
+  double start, seconds;       /* from the device's origin, and the duration */
+} mlc_trace_span;
+
+typedef struct {
+  FILE *f;
+  int rank;
+  uint64_t nevents;
+  uint64_t named[4]; /* streams 0..255 whose track has its name in the current process */
+} mlc_trace_writer;
+
+/* A collective's kernel symbol: mlc_all_gather*, mlc_reduce_scatter*, mlc_all_reduce*. */
+bool mlc_profile_is_collective(const char *kernel);
+/* "compute" (0), "comm" (1), else "stream N". */
+const char *mlc_profile_stream_name(uint32_t stream, char *buf, size_t n);
+void mlc_trace_begin(mlc_trace_writer *w, FILE *f);
+/* Starts a rank's process: its name and sort order; later spans belong to it. */
+void mlc_trace_process(mlc_trace_writer *w, const mlc_trace_options *o);
+/* One span; the first on a stream of this process also names its track. */
+void mlc_trace_add(mlc_trace_writer *w, const mlc_trace_span *sp);
+void mlc_trace_end(mlc_trace_writer *w);
 
 #endif

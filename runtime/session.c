@@ -8,6 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
 
 #include "runtime/cpu/convert.h"
 #include "runtime/cpu/device.h"
@@ -46,6 +49,9 @@ struct mlc_session {
   bool host_stale;        /* the device's parameters are newer than params */
   bool dev_stale;         /* params is newer than the device's */
   uint64_t *param_off;
+  mlc_plan_shape *pshape; /* per parameter: its shape here (a sharded one's rows are this rank's) */
+  mlc_comm *comm;         /* the ranks' collectives (FSDP) */
+  bool own_comm;
   uint64_t step;          /* optimizer steps taken */
   entry_state *entries;
   bool trace;
@@ -54,6 +60,34 @@ struct mlc_session {
 };
 
 static uint64_t align64(uint64_t x) { return (x + 63) & ~(uint64_t)63; }
+
+/* Bytes of this rank's rows of a sharded [rows, 4096] value. */
+static uint64_t shard_bytes(const mlc_session *s, const mlc_plan_shape *sh) {
+  mlc_plan_shape r = *sh;
+  r.dims[0] = (int64_t)mlc_plan_shard_rows((uint64_t)sh->dims[0], s->comm->world);
+  return mlc_plan_shape_bytes(&r);
+}
+
+/* Bytes a parameter's storage holds here (0 for a weight inside a flat). */
+static uint64_t param_bytes(const mlc_session *s, uint32_t i) {
+  return s->plan->params[i].flat ? 0 : mlc_plan_shape_bytes(&s->pshape[i]);
+}
+
+/* For a weight inside a flat: the part of it [lo, hi) (elements of the
+ * weight) that this rank holds, and where that part starts in storage.
+ * False when the rank holds none of it. */
+static bool flat_part(const mlc_session *s, uint32_t i, uint64_t *lo, uint64_t *hi, uint8_t **at) {
+  const mlc_plan_param *p = &s->plan->params[i];
+  uint32_t fl = p->flat - 1;
+  uint64_t per = mlc_plan_shape_bytes(&s->pshape[fl]) / 4, first = per * (uint64_t)s->comm->rank;
+  uint64_t n = mlc_plan_shape_bytes(&p->shape) / 4, a = p->flat_offset, b = a + n;
+  if (b <= first || a >= first + per) return false;
+  uint64_t from = a > first ? a : first, to = b < first + per ? b : first + per;
+  *lo = from - a;
+  *hi = to - a;
+  *at = s->params + s->param_off[fl] + (from - first) * 4;
+  return true;
+}
 static bool host_memory(const mlc_session *s) { return s->dev->vt->host_memory; }
 
 /* Frees whatever create managed to allocate. */
@@ -87,6 +121,8 @@ void mlc_session_destroy(mlc_session *s) {
     else mlc_allocator_free(s->a, s->params);
   }
   mlc_allocator_free(s->a, s->param_off);
+  mlc_allocator_free(s->a, s->pshape);
+  if (s->own_comm) s->comm->vt->destroy(s->comm);
   if (s->dev) s->dev->vt->destroy(s->dev);
   mlc_allocator_free(s->a, s);
 }
@@ -132,6 +168,13 @@ static mlc_status create_entry(mlc_session *s, entry_state *es) {
   for (uint32_t i = 0; i < e->nvalues; i++) {
     const mlc_plan_value *v = &e->values[i];
     es->addr[i] = v->param != MLC_PLAN_NO_PARAM ? s->dparams + s->param_off[v->param] : es->arena + (uint64_t)v->offset;
+    if (v->rank_slice) { /* this rank's rows of the buffer there */
+      uint64_t bytes = shard_bytes(s, &v->shape), end = (uint64_t)v->offset + bytes * (uint64_t)(s->comm->rank + 1);
+      if (end > e->arena_bytes)
+        return mlc_status_make(MLC_INVALID_ARGUMENT, "entry %s: rank %d's rows of a sharded value lie outside the arena "
+                               "(%d ranks; this artifact supports up to 256)", e->name, s->comm->rank, s->comm->world);
+      es->addr[i] += bytes * (uint64_t)s->comm->rank;
+    }
     if (v->is_const) {
       uint8_t tmp[8];
       store_scalar(tmp, v->shape.dtype, v->value);
@@ -141,7 +184,10 @@ static mlc_status create_entry(mlc_session *s, entry_state *es) {
   for (uint32_t i = 0; i < e->nsteps; i++) {
     const mlc_plan_step *stp = &e->steps[i];
     const char *sym = pl->kernels[stp->kernel];
-    if ((st = s->dev->vt->resolve(s->dev, sym, &es->kern[i]))) {
+    if (!strcmp(sym, MLC_PLAN_ALL_GATHER) || !strcmp(sym, MLC_PLAN_REDUCE_SCATTER)) {
+      es->kern[i] = NULL; /* a collective: the session runs it */
+      if (stp->nargs != 2) return mlc_status_make(MLC_DATA_LOSS, "step %s of %s: a collective takes two values", stp->name, e->name);
+    } else if ((st = s->dev->vt->resolve(s->dev, sym, &es->kern[i]))) {
       mlc_status r = mlc_status_make(MLC_NOT_FOUND, "step %s of %s: %s", stp->name, e->name, mlc_status_message(st));
       mlc_status_free(st);
       return r;
@@ -180,10 +226,25 @@ mlc_status mlc_session_create(const mlc_plan *plan, const mlc_session_options *o
   }
   s->param_off = mlc_allocator_alloc_array(a, plan->nparams + 1, sizeof *s->param_off);
   if (!s->param_off) { mlc_session_destroy(s); return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory"); }
+  bool sharded = false;
+  for (uint32_t i = 0; i < plan->nparams; i++) sharded |= plan->params[i].sharded;
+  if (opt->comm) s->comm = opt->comm;
+  else if (sharded && !host_memory(s))
+    st = mlc_status_make(MLC_INVALID_ARGUMENT, "a sharded (fsdp) model on %s needs a communicator", s->dev->vt->name);
+  else if (!(st = mlc_comm_local_create(a, &s->comm)))
+    s->own_comm = true;
+  if (!st && opt->comm && opt->comm->host_memory != host_memory(s))
+    st = mlc_status_make(MLC_INVALID_ARGUMENT, "the %s communicator cannot reach %s memory", opt->comm->vt->name, s->dev->vt->name);
+  s->pshape = mlc_allocator_alloc_array(a, plan->nparams + 1, sizeof *s->pshape);
+  if (!st && !s->pshape) st = mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory");
+  if (st) { mlc_session_destroy(s); return st; }
   uint64_t total = 0;
   for (uint32_t i = 0; i < plan->nparams; i++) {
+    const mlc_plan_param *p = &plan->params[i];
+    s->pshape[i] = p->shape;
+    if (p->sharded) s->pshape[i].dims[0] = (int64_t)mlc_plan_shard_rows((uint64_t)p->shape.dims[0], s->comm->world);
     s->param_off[i] = total;
-    total = align64(total + mlc_plan_shape_bytes(&plan->params[i].shape));
+    if (!p->flat) total = align64(total + mlc_plan_shape_bytes(&s->pshape[i]));
   }
   s->params_bytes = total;
   /* The host block comes from the CPU device's allocator or the session's own. */
@@ -233,9 +294,16 @@ static mlc_status sync_host(const mlc_session *cs) {
 void *mlc_session_param_data(mlc_session *s, uint32_t param) {
   mlc_status st = sync_host(s);
   if (st) { mlc_status_free(st); return NULL; }
+  uint64_t lo, hi;
+  uint8_t *at = s->params + s->param_off[param];
+  if (s->plan->params[param].flat && (s->comm->world > 1 || !flat_part(s, param, &lo, &hi, &at))) return NULL;
   s->dev_stale = !host_memory(s); /* the caller may write */
-  return s->params + s->param_off[param];
+  return at;
 }
+
+int mlc_session_rank(const mlc_session *s) { return s->comm->rank; }
+int mlc_session_world(const mlc_session *s) { return s->comm->world; }
+mlc_comm *mlc_session_comm(const mlc_session *s) { return s->comm; }
 
 /* splitmix64: a small, well-mixed generator; enough for initial weights. */
 static uint64_t next_u64(uint64_t *state) {
@@ -250,11 +318,17 @@ void mlc_session_init_params(mlc_session *s, uint64_t seed) {
   uint64_t rng = seed;
   s->host_stale = false; /* every byte is rewritten */
   s->dev_stale = !host_memory(s);
+  /* Flat parameters and their state start at zero (padding included);
+   * their weights are drawn below, in plan order, as they would be unsharded. */
+  for (uint32_t i = 0; i < s->plan->nparams; i++)
+    if (s->plan->params[i].sharded) memset(s->params + s->param_off[i], 0, param_bytes(s, i));
   for (uint32_t i = 0; i < s->plan->nparams; i++) {
     const mlc_plan_param *p = &s->plan->params[i];
+    if (p->role == 2) continue;
     uint8_t *d = s->params + s->param_off[i];
     size_t esz = mlc_plan_shape_bytes(&(mlc_plan_shape){.dtype = p->shape.dtype});
-    uint64_t n = mlc_plan_shape_bytes(&p->shape) / (esz ? esz : 1);
+    uint64_t n = mlc_plan_shape_bytes(&s->pshape[i]) / (esz ? esz : 1), lo = 0, hi = n;
+    if (p->flat && !flat_part(s, i, &lo, &hi, &d)) lo = hi = n;
     for (uint64_t k = 0; k < n; k++) {
       double v = 0;
       switch (p->init) {
@@ -267,7 +341,7 @@ void mlc_session_init_params(mlc_session *s, uint64_t seed) {
       }
       default: break;
       }
-      store_scalar(d + k * esz, p->shape.dtype, v);
+      if (k >= lo && k < hi) store_scalar(d + (k - lo) * esz, p->shape.dtype, v);
     }
   }
 }
@@ -291,13 +365,20 @@ static void shape_str(char *buf, size_t n, int rank, const int64_t *dims) {
 
 enum { ROLE_WEIGHT = 0, ALL_ROLES = 255 };
 
+/* Which parameters a file of `role` holds: weights (a state_dict, sharded
+ * weights included), or everything a checkpoint needs (a sharded weight is
+ * in its flat parameter there). */
+static bool in_file(const mlc_plan_param *p, int role) {
+  return role == ALL_ROLES ? !p->flat : p->role == role;
+}
+
 /* Copies the tensors of `role` (or all) from an open file, strictly: each
  * must be there with its dtype and shape, and nothing else may be. */
 static mlc_status load_tensors(mlc_session *s, mlc_safetensors *f, const char *path, int role) {
   mlc_status st = NULL;
   for (uint32_t i = 0; i < s->plan->nparams && !st; i++) {
     const mlc_plan_param *p = &s->plan->params[i];
-    if (p->role != role && role != ALL_ROLES) continue;
+    if (!in_file(p, role)) continue;
     const mlc_safetensors_tensor *t;
     if ((st = mlc_safetensors_find(f, p->name, &t))) {
       mlc_status_free(st);
@@ -305,25 +386,30 @@ static mlc_status load_tensors(mlc_session *s, mlc_safetensors *f, const char *p
                            dtype_names[p->shape.dtype]);
       break;
     }
-    bool same = t->rank == p->shape.rank;
-    for (int d = 0; same && d < t->rank; d++) same = t->shape[d] == p->shape.dims[d];
+    const mlc_plan_shape *ps = &s->pshape[i];
+    bool same = t->rank == ps->rank;
+    for (int d = 0; same && d < t->rank; d++) same = t->shape[d] == ps->dims[d];
     char want[128], got[128];
+    uint64_t lo, hi;
+    uint8_t *at;
     if (!same) {
-      shape_str(want, sizeof want, p->shape.rank, p->shape.dims);
+      shape_str(want, sizeof want, ps->rank, ps->dims);
       shape_str(got, sizeof got, t->rank, t->shape);
       st = mlc_status_make(MLC_INVALID_ARGUMENT, "%s: tensor '%s' has shape %s, the model needs %s", path, p->name, got, want);
     } else if (t->dtype != to_st(p->shape.dtype)) {
       st = mlc_status_make(MLC_INVALID_ARGUMENT, "%s: tensor '%s' is %s, the model needs %s", path, p->name,
                            mlc_safetensors_dtype_name(t->dtype), mlc_safetensors_dtype_name(to_st(p->shape.dtype)));
-    } else {
+    } else if (!p->flat) {
       memcpy(s->params + s->param_off[i], t->data, t->nbytes);
+    } else if (flat_part(s, i, &lo, &hi, &at)) { /* this rank's part of a sharded weight */
+      memcpy(at, (const uint8_t *)t->data + lo * 4, (hi - lo) * 4);
     }
   }
   for (size_t i = 0; i < mlc_safetensors_count(f) && !st; i++) {
     const char *name = mlc_safetensors_tensor_at(f, i)->name;
     bool known = false;
     for (uint32_t k = 0; k < s->plan->nparams && !known; k++)
-      known = (role == ALL_ROLES || s->plan->params[k].role == role) && !strcmp(s->plan->params[k].name, name);
+      known = in_file(&s->plan->params[k], role) && !strcmp(s->plan->params[k].name, name);
     if (!known) st = mlc_status_make(MLC_INVALID_ARGUMENT, "%s: unexpected tensor '%s': the model has no parameter of that name", path, name);
   }
   return st;
@@ -346,13 +432,23 @@ static mlc_status save_tensors(const mlc_session *s, const char *path, int role,
   MLC_RETURN_IF_ERROR(sync_host(s));
   mlc_safetensors_entry *ents = mlc_allocator_alloc_array(s->a, s->plan->nparams + 1, sizeof *ents);
   if (!ents) return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory");
-  for (uint32_t i = 0; i < s->plan->nparams; i++) {
+  mlc_status st = NULL;
+  for (uint32_t i = 0; i < s->plan->nparams && !st; i++) {
     const mlc_plan_param *p = &s->plan->params[i];
-    if (role == ALL_ROLES || p->role == role)
-      ents[n++] = (mlc_safetensors_entry){p->name, to_st(p->shape.dtype), p->shape.rank, p->shape.dims,
-                                          s->params + s->param_off[i]};
+    if (!in_file(p, role)) continue;
+    const uint8_t *data = s->params + s->param_off[i];
+    uint64_t lo, hi;
+    uint8_t *at;
+    if (p->flat) { /* whole only with one rank */
+      if (s->comm->world > 1)
+        st = mlc_status_make(MLC_UNIMPLEMENTED, "%s: the weights are sharded across %d ranks: save a checkpoint "
+                             "(each rank writes its shard) and export it with `mlc export`", path, s->comm->world);
+      else if (flat_part(s, i, &lo, &hi, &at))
+        data = at;
+    }
+    ents[n++] = (mlc_safetensors_entry){p->name, to_st(p->shape.dtype), s->pshape[i].rank, s->pshape[i].dims, data};
   }
-  mlc_status st = mlc_safetensors_save(path, ents, n, meta, nmeta, s->a);
+  if (!st) st = mlc_safetensors_save(path, ents, n, meta, nmeta, s->a);
   mlc_allocator_free(s->a, ents);
   return st;
 }
@@ -368,45 +464,213 @@ static uint64_t params_checksum(const mlc_session *s) {
   if (!h) return 0;
   XXH64_reset(h, 0);
   for (uint32_t i = 0; i < s->plan->nparams; i++)
-    XXH64_update(h, s->params + s->param_off[i], (size_t)mlc_plan_shape_bytes(&s->plan->params[i].shape));
+    XXH64_update(h, s->params + s->param_off[i], (size_t)param_bytes(s, i));
   uint64_t v = XXH64_digest(h);
   XXH64_freeState(h);
   return v;
 }
 
+/* A checkpoint of several ranks: each writes "<path>.rank<r>" (its shards
+ * of the flat parameters and their state), and rank 0 then writes the
+ * manifest at <path>, a small JSON file naming the shards, last. */
+#define MANIFEST_FORMAT "mlc-sharded-checkpoint"
+
+static char *shard_path(const mlc_session *s, const char *path, int rank) {
+  size_t n = strlen(path) + 32;
+  char *p = mlc_allocator_alloc(s->a, n);
+  if (p) snprintf(p, n, "%s.rank%d", path, rank);
+  return p;
+}
+
+static mlc_status write_manifest(const mlc_session *s, const char *path) {
+  cJSON *j = cJSON_CreateObject(), *files = cJSON_CreateArray();
+  cJSON_AddStringToObject(j, "format", MANIFEST_FORMAT);
+  cJSON_AddStringToObject(j, "model", s->plan->model);
+  cJSON_AddNumberToObject(j, "world", s->comm->world);
+  cJSON_AddNumberToObject(j, "step", (double)s->step);
+  const char *base = strrchr(path, '/');
+  base = base ? base + 1 : path;
+  for (int r = 0; r < s->comm->world; r++) {
+    char name[4096];
+    snprintf(name, sizeof name, "%s.rank%d", base, r);
+    cJSON_AddItemToArray(files, cJSON_CreateString(name));
+  }
+  cJSON_AddItemToObject(j, "shards", files);
+  char *text = cJSON_Print(j);
+  cJSON_Delete(j);
+  if (!text) return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory for the checkpoint manifest");
+  char tmp[4200];
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  FILE *f = fopen(tmp, "w");
+  mlc_status st = NULL;
+  if (!f || fputs(text, f) < 0 || fputc('\n', f) < 0 || fflush(f) || fsync(fileno(f)) || fclose(f))
+    st = mlc_status_make(MLC_IO, "%s: cannot write the checkpoint manifest: %s", tmp, strerror(errno));
+  else if (rename(tmp, path))
+    st = mlc_status_make(MLC_IO, "%s: cannot rename the checkpoint manifest into place: %s", path, strerror(errno));
+  free(text);
+  return st;
+}
+
 mlc_status mlc_session_save_checkpoint(const mlc_session *s, const char *path) {
-  char step[32], sum[32];
+  char step[32], sum[32], rank[16], world[16];
   MLC_RETURN_IF_ERROR(sync_host(s));
   snprintf(step, sizeof step, "%llu", (unsigned long long)s->step);
   snprintf(sum, sizeof sum, "%016llx", (unsigned long long)params_checksum(s));
-  mlc_safetensors_kv meta[] = {{"format", "mlc-checkpoint"}, {"model", s->plan->model}, {"step", step}, {"xxh64", sum}};
-  return save_tensors(s, path, ALL_ROLES, meta, sizeof meta / sizeof *meta);
+  snprintf(rank, sizeof rank, "%d", s->comm->rank);
+  snprintf(world, sizeof world, "%d", s->comm->world);
+  mlc_safetensors_kv meta[] = {{"format", "mlc-checkpoint"}, {"model", s->plan->model}, {"step", step}, {"xxh64", sum},
+                               {"rank", rank}, {"world", world}};
+  if (s->comm->world == 1) return save_tensors(s, path, ALL_ROLES, meta, sizeof meta / sizeof *meta);
+  char *file = shard_path(s, path, s->comm->rank);
+  if (!file) return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory");
+  mlc_status st = save_tensors(s, file, ALL_ROLES, meta, sizeof meta / sizeof *meta);
+  mlc_allocator_free(s->a, file);
+  /* Every rank's shard is on disk before the manifest names them. */
+  double failed = st != NULL;
+  mlc_status cst = s->comm->vt->all_reduce_host(s->comm, &failed, 1);
+  if (cst) { mlc_status_free(st); return cst; }
+  if (!st && failed > 0)
+    st = mlc_status_make(MLC_IO, "%s: %g other rank(s) could not write their shard; no manifest written", path, failed);
+  if (!st && s->comm->rank == 0) st = write_manifest(s, path);
+  if ((cst = s->comm->vt->barrier(s->comm))) { mlc_status_free(st); return cst; }
+  return st;
+}
+
+/* Reads a sharded checkpoint's manifest: whether path is one, and if so
+ * the shard this rank loads; a checkpoint of several ranks read by one gives
+ * rank 0's shard and their number in out_world (every shard is gathered). */
+static mlc_status read_manifest(mlc_session *s, const char *path, char **out_shard, int *out_world) {
+  *out_shard = NULL;
+  *out_world = 0;
+  FILE *f = fopen(path, "rb");
+  if (!f) return mlc_status_make(MLC_NOT_FOUND, "%s: cannot open: %s", path, strerror(errno));
+  char head[2] = {0};
+  size_t n = fread(head, 1, 1, f);
+  if (n != 1 || head[0] != '{') { /* a safetensors file starts with its header length */
+    fclose(f);
+    return NULL;
+  }
+  char buf[1 << 16];
+  buf[0] = '{';
+  n = 1 + fread(buf + 1, 1, sizeof buf - 2, f);
+  buf[n] = 0;
+  fclose(f);
+  cJSON *j = cJSON_Parse(buf);
+  const cJSON *fmt = cJSON_GetObjectItem(j, "format"), *model = cJSON_GetObjectItem(j, "model");
+  const cJSON *world = cJSON_GetObjectItem(j, "world"), *shards = cJSON_GetObjectItem(j, "shards");
+  mlc_status st = NULL;
+  if (!j || !cJSON_IsString(fmt) || strcmp(fmt->valuestring, MANIFEST_FORMAT) || !cJSON_IsString(model) ||
+      !cJSON_IsNumber(world) || !cJSON_IsArray(shards) || cJSON_GetArraySize(shards) != world->valueint)
+    st = mlc_status_make(MLC_DATA_LOSS, "%s: not an mlc checkpoint manifest", path);
+  else if (strcmp(model->valuestring, s->plan->model))
+    st = mlc_status_make(MLC_INVALID_ARGUMENT, "%s: a checkpoint of model '%s', not '%s'", path, model->valuestring,
+                         s->plan->model);
+  else if (world->valueint != s->comm->world && s->comm->world != 1)
+    st = mlc_status_make(MLC_INVALID_ARGUMENT, "%s: sharded over %d ranks, but this run has %d: resume with %d ranks, or "
+                         "with one (which gathers every shard)", path, world->valueint, s->comm->world, world->valueint);
+  else if (world->valueint != s->comm->world)
+    *out_world = world->valueint;
+  if (!st) {
+    const cJSON *name = cJSON_GetArrayItem(shards, *out_world ? 0 : s->comm->rank);
+    const char *slash = strrchr(path, '/');
+    size_t dir = slash ? (size_t)(slash - path + 1) : 0, len = dir + strlen(cJSON_IsString(name) ? name->valuestring : "") + 1;
+    char *p = cJSON_IsString(name) && !strchr(name->valuestring, '/') ? mlc_allocator_alloc(s->a, len) : NULL;
+    if (!p) st = mlc_status_make(MLC_DATA_LOSS, "%s: bad shard name for rank %d", path, s->comm->rank);
+    else snprintf(p, len, "%.*s%s", (int)dir, path, name->valuestring);
+    *out_shard = p;
+  }
+  cJSON_Delete(j);
+  return st;
+}
+
+/* One rank reading a checkpoint of `world`: every shard file in turn, each
+ * rank's rows of every sharded parameter put where one rank holds them
+ * (the rows past the unsharded count are padding, zero). */
+static mlc_status load_gathered(mlc_session *s, const char *first, int world) {
+  size_t n = strlen(first);
+  mlc_status st = NULL;
+  unsigned long long nstep = 0;
+  for (int r = 0; r < world && !st; r++) {
+    char *file = mlc_allocator_alloc(s->a, n + 16);
+    if (!file) return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory");
+    snprintf(file, n + 16, "%.*s%d", (int)(n - 1), first, r); /* first ends in ".rank0" */
+    mlc_safetensors *f;
+    if ((st = mlc_safetensors_open_file(file, s->a, &f))) { mlc_allocator_free(s->a, file); break; }
+    const char *rank = mlc_safetensors_metadata_get(f, "rank"), *sum = mlc_safetensors_metadata_get(f, "xxh64");
+    const char *step = mlc_safetensors_metadata_get(f, "step");
+    if (!rank || atoi(rank) != r || !sum || !step)
+      st = mlc_status_make(MLC_DATA_LOSS, "%s: not rank %d's shard of this checkpoint", file, r);
+    XXH64_state_t *h = XXH64_createState();
+    if (h) XXH64_reset(h, 0);
+    for (uint32_t i = 0; i < s->plan->nparams && !st && h; i++) {
+      const mlc_plan_param *p = &s->plan->params[i];
+      if (!in_file(p, ALL_ROLES)) continue;
+      const mlc_safetensors_tensor *t;
+      if ((st = mlc_safetensors_find(f, p->name, &t))) break;
+      XXH64_update(h, t->data, t->nbytes);
+      if (!p->sharded) { /* not sharded: every rank holds it whole */
+        if (t->nbytes != param_bytes(s, i)) st = mlc_status_make(MLC_DATA_LOSS, "%s: tensor '%s' has the wrong size", file, p->name);
+        else if (r == 0) memcpy(s->params + s->param_off[i], t->data, t->nbytes);
+        continue;
+      }
+      uint64_t rows = mlc_plan_shard_rows((uint64_t)p->shape.dims[0], world), row = MLC_PLAN_SHARD_ROW * 4;
+      uint64_t have = (uint64_t)s->pshape[i].dims[0], from = rows * (uint64_t)r;
+      if (t->nbytes != rows * row) { st = mlc_status_make(MLC_DATA_LOSS, "%s: tensor '%s' has the wrong size", file, p->name); break; }
+      if (from < have) memcpy(s->params + s->param_off[i] + from * row, t->data, (size_t)((from + rows > have ? have - from : rows) * row));
+    }
+    if (!st && h && strtoull(sum, NULL, 16) != XXH64_digest(h))
+      st = mlc_status_make(MLC_DATA_LOSS, "%s: checksum mismatch: the checkpoint is corrupt", file);
+    if (h) XXH64_freeState(h);
+    nstep = strtoull(step ? step : "0", NULL, 10);
+    mlc_safetensors_close(f);
+    mlc_allocator_free(s->a, file);
+  }
+  if (!st) s->step = nstep;
+  return st;
 }
 
 mlc_status mlc_session_load_checkpoint(mlc_session *s, const char *path) {
+  char *shard = NULL;
+  int world = 0;
+  MLC_RETURN_IF_ERROR(read_manifest(s, path, &shard, &world));
+  if (world) {
+    s->host_stale = false;
+    s->dev_stale = !host_memory(s);
+    mlc_status st = load_gathered(s, shard, world);
+    mlc_allocator_free(s->a, shard);
+    return st;
+  }
+  if (!shard && s->comm->world > 1)
+    return mlc_status_make(MLC_INVALID_ARGUMENT, "%s: a checkpoint of one rank, but this run has %d: start from its "
+                           "weights (--weights) instead", path, s->comm->world);
+  const char *file = shard ? shard : path;
   mlc_safetensors *f;
-  MLC_RETURN_IF_ERROR(mlc_safetensors_open_file(path, s->a, &f));
+  mlc_status st = mlc_safetensors_open_file(file, s->a, &f);
+  if (st) { mlc_allocator_free(s->a, shard); return st; }
   s->host_stale = false; /* every tensor is rewritten */
   s->dev_stale = !host_memory(s);
-  mlc_status st = NULL;
   const char *format = mlc_safetensors_metadata_get(f, "format"), *model = mlc_safetensors_metadata_get(f, "model");
   const char *step = mlc_safetensors_metadata_get(f, "step"), *sum = mlc_safetensors_metadata_get(f, "xxh64");
+  const char *rank = mlc_safetensors_metadata_get(f, "rank");
   char *end = NULL;
   unsigned long long nstep = step ? strtoull(step, &end, 10) : 0, want = 0;
   if (!format || strcmp(format, "mlc-checkpoint") || !step || !sum || !end || *end)
-    st = mlc_status_make(MLC_DATA_LOSS, "%s: not an mlc checkpoint (its metadata lacks format, step or xxh64)", path);
+    st = mlc_status_make(MLC_DATA_LOSS, "%s: not an mlc checkpoint (its metadata lacks format, step or xxh64)", file);
   else if (!model || strcmp(model, s->plan->model))
-    st = mlc_status_make(MLC_INVALID_ARGUMENT, "%s: a checkpoint of model '%s', not '%s'", path, model ? model : "?",
+    st = mlc_status_make(MLC_INVALID_ARGUMENT, "%s: a checkpoint of model '%s', not '%s'", file, model ? model : "?",
                          s->plan->model);
+  else if (shard && (!rank || atoi(rank) != s->comm->rank))
+    st = mlc_status_make(MLC_DATA_LOSS, "%s: the shard of rank %s, not %d", file, rank ? rank : "?", s->comm->rank);
   else
-    st = load_tensors(s, f, path, ALL_ROLES);
+    st = load_tensors(s, f, file, ALL_ROLES);
   if (!st) {
     want = strtoull(sum, &end, 16);
     if (*end || params_checksum(s) != want)
-      st = mlc_status_make(MLC_DATA_LOSS, "%s: checksum mismatch: the checkpoint is corrupt", path);
+      st = mlc_status_make(MLC_DATA_LOSS, "%s: checksum mismatch: the checkpoint is corrupt", file);
   }
   if (!st) s->step = nstep;
   mlc_safetensors_close(f);
+  mlc_allocator_free(s->a, shard);
   return st;
 }
 
@@ -454,6 +718,35 @@ static bool record_event(mlc_session *s, uint32_t entry, uint32_t step, double t
   return true;
 }
 
+/* A collective step: all_gather(shard, flat) or reduce_scatter(flat, rank slice). */
+static mlc_status collective(mlc_session *s, entry_state *es, uint32_t i) {
+  const mlc_plan_entry *e = es->e;
+  const mlc_plan_step *st = &e->steps[i];
+  const mlc_plan_value *in = &e->values[st->args[0]], *out = &e->values[st->args[1]];
+  void *stream = s->dev->vt->stream ? s->dev->vt->stream(s->dev) : NULL;
+  mlc_status err;
+  if (!strcmp(s->plan->kernels[st->kernel], MLC_PLAN_ALL_GATHER)) {
+    if (in->shape.rank != 2 || in->shape.dims[1] != MLC_PLAN_SHARD_ROW)
+      return mlc_status_make(MLC_DATA_LOSS, "step %s: all_gather of a value that is not a shard", st->name);
+    uint64_t bytes = shard_bytes(s, &in->shape);
+    if (bytes * (uint64_t)s->comm->world > mlc_plan_shape_bytes(&out->shape))
+      return mlc_status_make(MLC_INVALID_ARGUMENT, "step %s: %d ranks do not fit the gathered buffer (at most 256)", st->name,
+                             s->comm->world);
+    err = s->comm->vt->all_gather(s->comm, es->addr[st->args[0]], es->addr[st->args[1]], bytes, stream);
+  } else {
+    if (!out->rank_slice || in->shape.dtype != 1)
+      return mlc_status_make(MLC_DATA_LOSS, "step %s: reduce_scatter must write an f32 rank slice", st->name);
+    uint64_t count = shard_bytes(s, &out->shape) / 4;
+    err = s->comm->vt->reduce_scatter_mean(s->comm, es->addr[st->args[0]], count, stream);
+  }
+  if (err) {
+    mlc_status r = mlc_status_make(mlc_status_code(err), "%s %s: %s", st->scope, st->name, mlc_status_message(err));
+    mlc_status_free(err);
+    return r;
+  }
+  return NULL;
+}
+
 mlc_status mlc_session_run(mlc_session *s, const char *entry) {
   entry_state *es;
   MLC_RETURN_IF_ERROR(find_entry(s, entry, &es));
@@ -474,7 +767,10 @@ mlc_status mlc_session_run(mlc_session *s, const char *entry) {
   for (uint32_t i = 0; i < es->e->nsteps && !err; i++) {
     const mlc_plan_step *st = &es->e->steps[i];
     if (vt->range_push) vt->range_push(s->dev, es->label[i]);
-    err = vt->launch(s->dev, es->kern[i], st->work_items, es->args[i], st->nargs, s->profile, i);
+    if (!es->kern[i]) err = collective(s, es, i);
+    else
+      err = vt->launch(s->dev, es->kern[i], st->sharded ? mlc_plan_shard_rows(st->work_items, s->comm->world) : st->work_items,
+                       es->args[i], st->nargs, s->profile, i);
     if (vt->range_pop) vt->range_pop(s->dev);
   }
   if (vt->range_pop) vt->range_pop(s->dev);
@@ -616,48 +912,21 @@ void mlc_session_set_trace(mlc_session *s, bool on) { s->trace = on; }
 mlc_status mlc_session_write_trace(const mlc_session *s, const char *path) {
   FILE *f = fopen(path, "w");
   if (!f) return mlc_status_make(MLC_IO, "--trace %s: cannot open: %s", path, strerror(errno));
-  fprintf(f, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n");
-  fprintf(f, "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": 0, \"args\": {\"name\": ");
-  char title[256];
-  char dev[200];
+  char title[256], dev[200];
   s->dev->vt->describe(s->dev, dev, sizeof dev);
   snprintf(title, sizeof title, "mlc %s on %s", s->plan->model, dev);
-  mlc_profile_json_string(f, title);
-  fprintf(f, "}}");
-  /* One track per stream that any step uses. */
-  for (uint32_t k = 0; k < s->plan->nentries; k++) {
-    const mlc_plan_entry *e = &s->plan->entries[k];
-    for (uint32_t i = 0; i < e->nsteps; i++) {
-      uint32_t sid = e->steps[i].stream;
-      bool seen = false;
-      for (uint32_t k2 = 0; k2 <= k && !seen; k2++)
-        for (uint32_t i2 = 0; i2 < (k2 == k ? i : s->plan->entries[k2].nsteps) && !seen; i2++)
-          seen = s->plan->entries[k2].steps[i2].stream == sid;
-      if (!seen)
-        fprintf(f, ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": %u, \"args\": {\"name\": \"stream %u\"}}",
-                sid, sid);
-    }
-  }
+  mlc_trace_writer w;
+  mlc_trace_begin(&w, f);
+  mlc_trace_options to = {title, 0}; /* rank: the session's, once sessions have ranks */
+  mlc_trace_process(&w, &to);
   for (size_t n = 0; n < s->nevents; n++) {
     const trace_event *ev = &s->events[n];
     const mlc_plan_entry *e = &s->plan->entries[ev->entry];
     const mlc_plan_step *st = &e->steps[ev->step];
-    fprintf(f, ",\n{\"name\": ");
-    mlc_profile_json_string(f, st->name);
-    fprintf(f, ", \"cat\": ");
-    mlc_profile_json_string(f, e->name);
-    fprintf(f, ", \"ph\": \"X\", \"pid\": 1, \"tid\": %u, \"ts\": %.3f, \"dur\": %.3f, \"args\": {\"scope\": ", st->stream,
-            ev->start * 1e6, ev->seconds * 1e6);
-    mlc_profile_json_string(f, st->scope);
-    fprintf(f, ", \"flops\": %.17g, \"bytes\": %.17g, \"shapes\": [", st->flops, st->bytes);
-    for (uint32_t j = 0; j < st->nargs; j++) {
-      char sh[160];
-      if (j) fputs(", ", f);
-      mlc_profile_json_string(f, mlc_profile_shape_str(&e->values[st->args[j]].shape, sh, sizeof sh));
-    }
-    fprintf(f, "]}}");
+    mlc_trace_span sp = {e, st, s->plan->kernels[st->kernel], ev->start, ev->seconds};
+    mlc_trace_add(&w, &sp);
   }
-  fprintf(f, "\n]}\n");
+  mlc_trace_end(&w);
   if (ferror(f) | fclose(f)) return mlc_status_make(MLC_IO, "--trace %s: cannot write: %s", path, strerror(errno));
   return NULL;
 }

@@ -26,6 +26,7 @@
 #include "runtime/alloc.h"
 #include "runtime/cpu/device.h"
 #include "runtime/device.h"
+#include "runtime/dist/comm.h"
 #include "runtime/plan.h"
 #include "runtime/profile.h"
 #include "runtime/status.h"
@@ -42,6 +43,9 @@ typedef struct {
   int threads;            /* 0: one per online CPU */
   bool profile;           /* time every step (costs nothing when off) */
   mlc_allocator allocator; /* {0}: malloc */
+  /* The ranks a sharded (fsdp) plan runs across; the caller keeps it and
+   * destroys it after the session.  NULL: one rank. */
+  mlc_comm *comm;
 } mlc_session_options;
 
 /* The plan must outlive the session. */
@@ -49,6 +53,12 @@ MLC_MUST_USE mlc_status mlc_session_create(const mlc_plan *plan, const mlc_sessi
                                            mlc_session **out_session);
 void mlc_session_destroy(mlc_session *s);
 const mlc_plan *mlc_session_plan(const mlc_session *s);
+
+/* This process's rank and the number of ranks (1 without a communicator),
+ * and the communicator itself. */
+int mlc_session_rank(const mlc_session *s);
+int mlc_session_world(const mlc_session *s);
+mlc_comm *mlc_session_comm(const mlc_session *s);
 
 /* Parameters: PyTorch's default initialisation from a seeded RNG (the
  * distributions are PyTorch's; the random stream is mlc's own), or a

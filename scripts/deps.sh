@@ -9,6 +9,9 @@ pkgs=(
   libxxhash-dev libcjson-dev libcmocka-dev           # hashing, JSON, unit tests
   python3 python3-torch python3-numpy                # the numerical reference
   valgrind                                           # runtime memory checks
+  openmpi-bin libopenmpi-dev                         # FSDP on the CPU: mpirun and the collectives (tests label dist)
+  spirv-tools spirv-headers libvulkan-dev            # SPIR-V target: validator, optimizer, headers
+  mesa-vulkan-drivers vulkan-validationlayers        # Vulkan on the CPU (lavapipe) for the spirv tests, validated
 )
 missing=()
 for p in "${pkgs[@]}"; do

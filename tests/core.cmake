@@ -18,6 +18,9 @@ mlc_golden(minillm.stats     minillm.stats     compile examples/minillm.mdl --st
 mlc_golden(mlp.ir            mlp.ir            compile examples/mlp.mdl --emit ir)
 mlc_golden(linear.ir         linear.ir         compile examples/linear.mdl --emit ir)
 mlc_golden(print_after_all   mlp.print_after   compile examples/mlp.mdl --print-after=all)
+# the fuse pass (GPU targets): fused groups, GEMM epilogues, adamw_multi (CUDA) on the small MiniLLM
+mlc_golden(minillm_small.fuse_cuda minillm_small.fuse_cuda compile examples/minillm.mdl --target cuda --print-after=fuse
+           -o ${CMAKE_CURRENT_BINARY_DIR}/golden_fuse_cuda ${SMALL})
 mlc_golden(help              help.txt          --help)
 
 # The parameter names, order and shapes must be PyTorch's state_dict.

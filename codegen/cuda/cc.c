@@ -108,6 +108,12 @@ const char *cc_store(cc *c, const char *buf, int dt, const char *idx, const char
   return cc_fmt(c, "%s[%s] = (%s)(%s);", buf, idx, cc_stype(dt), val);
 }
 
+const char *cc_const_lit(cc *c, const mlc_node *k) {
+  if (mlc_dtype_is_float((mlc_dtype)k->type.dtype)) return cc_flit(c, k->a.f);
+  if (k->type.dtype == MLC_DT_I64) return cc_fmt(c, "%lldll", (long long)k->a.f);
+  return cc_fmt(c, "%lld", (long long)k->a.f);
+}
+
 const char *cc_flit(cc *c, double v) {
   if (isnan(v)) return "__int_as_float(0x7fc00000)";
   if (isinf(v)) return v > 0 ? "MLC_INF" : "(-MLC_INF)";

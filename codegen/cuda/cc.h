@@ -38,6 +38,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "ir/fused.h"
 #include "ir/ir.h"
 
 /* What differs between the C-like targets. */
@@ -165,6 +166,22 @@ bool cc_emit_gemm(cc *c);        /* matmul, linear */
 bool cc_emit_attention(cc *c);   /* attention, attention_grad */
 bool cc_emit_norm(cc *c);        /* rmsnorm, layernorm and their grads */
 bool cc_emit_misc(cc *c);        /* embedding(+grad), cross_entropy(+grad), adamw, sgd */
+bool cc_emit_fused(cc *c);       /* fused: elementwise groups; GEMM-headed ones go to the GEMM emitters */
+bool cc_emit_adamw_multi(cc *c); /* adamw_multi (emit_misc.c; CUDA) */
+
+/* Fused nodes (emit_fused.c; program format in ir/fused.h).  The node's
+ * program, or false with c->err set; for a program that starts with a
+ * GEMM, the GEMM as a node of its own (inputs $0, $1; false if the program
+ * has no GEMM); the epilogue struct "@K@_epi" (printed before cc_begin:
+ * inputs in2.., out, b0 the batch's offset in out; st1(i, acc) and
+ * st2(i, acc0, acc1) store element i (and i + 1) of the batch); and the
+ * initialiser of one, for batch offset boff. */
+bool cc_fused_program(cc *c, mlc_fused_prog *pr);
+bool cc_fused_gemm_node(cc *c, const mlc_fused_prog *pr, mlc_node *g);
+void cc_fused_epilogue(cc *c, const mlc_fused_prog *pr);
+const char *cc_fused_epilogue_init(cc *c, const char *boff);
+/* A CONST node's value as a literal of its compute type. */
+const char *cc_const_lit(cc *c, const mlc_node *k);
 
 /* The expression for one elementwise op (ew) applied to compute-type
  * expressions x[0], x[1] of input dtype in_dt, giving the output's compute

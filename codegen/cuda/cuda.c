@@ -26,6 +26,8 @@ static emitter emitter_of(const cc_target *t, mlc_op op) {
   case MLC_OP_ADAMW: case MLC_OP_SGD:
     return cc_emit_misc;
   case MLC_OP_BROADCAST: return cc_emit_ew;
+  case MLC_OP_FUSED: return cc_emit_fused;
+  case MLC_OP_ADAMW_MULTI: return t->metal ? NULL : cc_emit_adamw_multi;
   default: return (fl & MLC_F_EW) ? cc_emit_ew : NULL;
   }
 }
@@ -71,7 +73,7 @@ static bool emit(const mlc_program *p, const cc_target *t, mlc_cuda_module *m, c
     for (uint32_t i = 0; i < f->n; i++) {
       const mlc_node *n = &f->nodes[i];
       m->kernel_of[k][i] = UINT32_MAX;
-      if (mlc_ops[n->op].flags & (MLC_F_LEAF | MLC_F_VIEW)) continue;
+      if (mlc_ops[n->op].flags & (MLC_F_LEAF | MLC_F_VIEW | MLC_F_COLL)) continue;
       emitter e = emitter_of(t, (mlc_op)n->op);
       cc_text body = {.a = a};
       cc c = {.t = t, .p = p, .f = f, .n = n, .node = i, .out = &body};

@@ -97,11 +97,13 @@ static gemm_cfg gemm_pick(const gemm_desc *d) {
   return (gemm_cfg){.tc = true, .bm = 64, .bn = 64, .bk = 32, .wm = 2, .wn = 2, .st = 3};
 }
 
-/* Emits the one launch of d with configuration g. */
-static void gemm_emit_cfg(cc *c, const gemm_desc *d, const gemm_cfg *g) {
+/* Emits the one launch of d with configuration g; with pr, a FUSED node's
+ * GEMM and its epilogue (emit_fused.c), which stores instead of C. */
+static void gemm_emit_cfg(cc *c, const gemm_desc *d, const gemm_cfg *g, const mlc_fused_prog *pr) {
   int bm = g->tc ? g->bm : 16 * g->tm, bn = g->tc ? g->bn : 16 * g->tn;
   int64_t tmn = cc_ceil_div(d->M, bm), tnn = cc_ceil_div(d->N, bn), batch = cc_gemm_batch(d);
   uint32_t threads = g->tc ? (uint32_t)(g->wm * g->wn * 32) : 256;
+  if (pr) cc_fused_epilogue(c, pr);
   cc_begin(c, (uint64_t)(batch * tmn * tnn), threads, (uint32_t)gemm_smem(d, g));
   const char *T = cc_stype(d->dt);
   cc_printf(c, "  extern __shared__ __align__(16) unsigned char mlc_gemm_sm[];\n");
@@ -133,19 +135,35 @@ static void gemm_emit_cfg(cc *c, const gemm_desc *d, const gemm_cfg *g) {
   }
   cc_printf(c, "  int tm, tn;\n  mlc_gemm_raster<%lld, %lld, %d>(t, tm, tn);\n", (long long)tmn, (long long)tnn,
             GEMM_GROUP);
-  cc_printf(c, "  G::run(in0 + %s, in1 + %s, out + %s, tm, tn, mlc_gemm_sm);\n", oa, ob, oc);
+  if (pr) {
+    cc_printf(c, "  const @K@_epi e = %s;\n", cc_fused_epilogue_init(c, oc));
+    cc_printf(c, "  G::run_e(in0 + %s, in1 + %s, e, tm, tn, mlc_gemm_sm);\n", oa, ob);
+  } else {
+    cc_printf(c, "  G::run(in0 + %s, in1 + %s, out + %s, tm, tn, mlc_gemm_sm);\n", oa, ob, oc);
+  }
   cc_end(c);
 }
 
 
-static bool gemm_emit(cc *c, const gemm_desc *d) {
-  gemm_cfg g = gemm_pick(d);
-  gemm_emit_cfg(c, d, &g);
-  return true;
-}
-
+/* A GEMM node, or a FUSED node whose program starts with one (its GEMM
+ * described as a node of its own; the epilogue from the program). */
 bool cc_emit_gemm(cc *c) {
   gemm_desc d;
-  if (!cc_gemm_desc_of(c, &d)) return false;
-  return gemm_emit(c, &d);
+  mlc_fused_prog pr;
+  bool fused = c->n->op == MLC_OP_FUSED;
+  if (fused) {
+    mlc_node gn;
+    if (!cc_fused_program(c, &pr)) return false;
+    if (!cc_fused_gemm_node(c, &pr, &gn)) return cc_fail(c, "fused program without a GEMM");
+    const mlc_node *n = c->n;
+    c->n = &gn;
+    bool ok = cc_gemm_desc_of(c, &d);
+    c->n = n;
+    if (!ok) return false;
+  } else if (!cc_gemm_desc_of(c, &d)) {
+    return false;
+  }
+  gemm_cfg g = gemm_pick(&d);
+  gemm_emit_cfg(c, &d, &g, fused ? &pr : NULL);
+  return true;
 }

@@ -302,6 +302,66 @@ static bool emit_optim(cc *c) {
   return true;
 }
 
+/* ---- adamw_multi: the AdamW updates of up to 16 parameters in one launch ----
+ *
+ * The same math as emit_optim's AdamW, element for element.  Blocks of
+ * MULTI_CHUNK elements are dealt out tensor after tensor (sizes are static,
+ * so the block ranges are literals); a block finds its tensor with a chain
+ * of compares, the same for all its threads. */
+#define MULTI_CHUNK (THREADS * 4 * 8)
+
+bool cc_emit_adamw_multi(cc *c) {
+  const mlc_node *n = c->n;
+  const mlc_train_config *tc = &c->p->train;
+  uint32_t np = (n->nin - 1) / 4;
+  int dt = cc_in(c, 0)->dtype;
+  for (uint32_t t = 0; t < np; t++)
+    if (cc_in(c, (int)(4 * t))->dtype != dt) return cc_fail(c, "adamw_multi over parameters of different dtypes");
+  const char *T = cc_stype(dt);
+  cc_printf(c, "MLC_FN void @K@_upd(float &p, float &m, float &v, float g, float step_size, float isb) {\n");
+  cc_printf(c, "  const float pp = p * %s;\n", cc_flit(c, 1 - tc->lr * tc->weight_decay));
+  cc_printf(c, "  const float mm = fmaf(%s, m, %s * g);\n", cc_flit(c, tc->beta1), cc_flit(c, 1 - tc->beta1));
+  cc_printf(c, "  const float vv = fmaf(%s, v, %s * (g * g));\n", cc_flit(c, tc->beta2), cc_flit(c, 1 - tc->beta2));
+  cc_printf(c, "  const float den = fmaf(sqrtf(vv), isb, %s);\n", cc_flit(c, tc->eps));
+  cc_printf(c, "  p = pp - (step_size * mm) / den;\n  m = mm;\n  v = vv;\n}\n");
+  int64_t blocks = 0;
+  for (uint32_t t = 0; t < np; t++) blocks += cc_ceil_div(mlc_type_numel(cc_in(c, (int)(4 * t))), MULTI_CHUNK);
+  cc_begin(c, (uint64_t)blocks, THREADS, 0);
+  cc_printf(c, "  const double step = (double)in%u[0];\n", n->nin - 1);
+  cc_printf(c, "  const float step_size = (float)(%.17g / (1.0 - pow(%.17g, step)));\n", tc->lr, tc->beta1);
+  cc_printf(c, "  const float isb = (float)(1.0 / sqrt(1.0 - pow(%.17g, step)));\n", tc->beta2);
+  cc_printf(c, "  const unsigned b = blockIdx.x;\n  %s *p, *m, *vs;\n  const %s *g;\n  long long base, end;\n", T, T);
+  int64_t first = 0;
+  for (uint32_t t = 0; t < np; t++) {
+    int64_t P = mlc_type_numel(cc_in(c, (int)(4 * t))), nb = cc_ceil_div(P, MULTI_CHUNK);
+    cc_printf(c, "  %sif (b < %lldu) {\n", t ? "else " : "", (long long)(first + nb));
+    cc_printf(c, "    p = (%s *)in%u; g = in%u; m = (%s *)in%u; vs = (%s *)in%u;\n", T, 4 * t, 4 * t + 1, T, 4 * t + 2, T,
+              4 * t + 3);
+    cc_printf(c, "    base = (long long)(b - %lldu) * %d; end = %lldll;\n  }\n", (long long)first, MULTI_CHUNK, (long long)P);
+    first += nb;
+  }
+  cc_printf(c, "  else return;\n");
+  cc_printf(c, "  if (end > base + %d) end = base + %d;\n", MULTI_CHUNK, MULTI_CHUNK);
+  cc_printf(c, "  for (long long e = base + threadIdx.x * 4; e < end; e += %d) {\n", THREADS * 4);
+  cc_printf(c, "    if (e + 4 <= end) {\n      float pa[4], ga[4], ma[4], va[4];\n");
+  cc_vec_load(c, 4, dt, "pa", "0", "p", "e");
+  cc_vec_load(c, 4, dt, "ga", "0", "g", "e");
+  cc_vec_load(c, 4, dt, "ma", "0", "m", "e");
+  cc_vec_load(c, 4, dt, "va", "0", "vs", "e");
+  cc_printf(c, "#pragma unroll\n      for (int q = 0; q < 4; q++) @K@_upd(pa[q], ma[q], va[q], ga[q], step_size, isb);\n");
+  cc_vec_store(c, 4, dt, "p", "e", "pa");
+  cc_vec_store(c, 4, dt, "m", "e", "ma");
+  cc_vec_store(c, 4, dt, "vs", "e", "va");
+  cc_printf(c, "    } else {\n      for (long long q = e; q < end; q++) {\n");
+  cc_printf(c, "        float pq = %s, mq = %s, vq = %s;\n", cc_load(c, "p", dt, "q"), cc_load(c, "m", dt, "q"),
+            cc_load(c, "vs", dt, "q"));
+  cc_printf(c, "        @K@_upd(pq, mq, vq, %s, step_size, isb);\n", cc_load(c, "g", dt, "q"));
+  cc_printf(c, "        %s %s %s\n      }\n    }\n  }\n", cc_store(c, "p", dt, "q", "pq"), cc_store(c, "m", dt, "q", "mq"),
+            cc_store(c, "vs", dt, "q", "vq"));
+  cc_end(c);
+  return true;
+}
+
 bool cc_emit_misc(cc *c) {
   switch (c->n->op) {
   case MLC_OP_EMBEDDING: return emit_embedding(c);

@@ -34,6 +34,18 @@ template <int TM, int TN, int G> MLC_FN void mlc_gemm_raster(unsigned t, int &tm
 // (r0, c0), into shared memory with row pitch P (elements).  VEC: rows are
 // 16-byte aligned (LD % 8 == 0): cp.async, zero-filled outside; else plain
 // 2-byte loads.
+// The store of C: st1(i, v) rounds the f32 accumulator v of element i
+// (row * N + col) to T and stores it; st2(i, v0, v1) elements i, i + 1 (i
+// even).  Fused GEMMs pass their own (codegen/cuda/emit_fused.c: the
+// epilogue of a FUSED node) with the same two calls.
+template <class T> struct mlc_gemm_out {
+  T *C;
+  MLC_FN void st1(long long i, float v) const { C[i] = from_f32<T>(v); }
+  MLC_FN void st2(long long i, float v0, float v1) const {
+    T a = from_f32<T>(v0), b = from_f32<T>(v1);
+    *(unsigned *)(C + i) = (unsigned)a.x | (unsigned)b.x << 16;
+  }
+};
 template <bool WIDE> struct mlc_gemm_index { typedef int type; };
 template <> struct mlc_gemm_index<true> { typedef long long type; };
 template <int ROWS, int COLS, int P, bool VEC, int NT, long long LD, long long RMAX, long long CMAX>
@@ -164,8 +176,8 @@ struct mlc_gemm_tc {
     }
     mlc_gemm_cp_wait<0>();
   }
-  // Rounds the accumulators to T once and stores them into C (ldc = N).
-  static MLC_FN void store(T *C, int tm, int tn, float (&acc)[FM][FN][4]) {
+  // Hands the accumulators to the store E (ldc = N).
+  template <class E> static MLC_FN void store(const E &e, int tm, int tn, float (&acc)[FM][FN][4]) {
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     int wm = warp / WARPS_N, wn = warp % WARPS_N;
     long long rb = (long long)tm * BM + wm * WTM + (lane >> 2), cb = (long long)tn * BN + wn * WTN + 2 * (lane & 3);
@@ -178,22 +190,24 @@ struct mlc_gemm_tc {
 #pragma unroll
           for (int j = 0; j < FN; j++) {
             long long col = cb + j * 8;
-            T v0 = from_f32<T>(acc[i][j][2 * h]), v1 = from_f32<T>(acc[i][j][2 * h + 1]);
+            float v0 = acc[i][j][2 * h], v1 = acc[i][j][2 * h + 1];
             if (N % 2 == 0) {
-              if (N % BN == 0 || col < N)
-                *(unsigned *)(C + row * N + col) = (unsigned)v0.x | (unsigned)v1.x << 16;
+              if (N % BN == 0 || col < N) e.st2(row * N + col, v0, v1);
             } else {
-              if (col < N) C[row * N + col] = v0;
-              if (col + 1 < N) C[row * N + col + 1] = v1;
+              if (col < N) e.st1(row * N + col, v0);
+              if (col + 1 < N) e.st1(row * N + col + 1, v1);
             }
           }
         }
       }
   }
-  static MLC_FN void run(const T *A, const T *B, T *C, int tm, int tn, unsigned char *sm) {
+  template <class E> static MLC_FN void run_e(const T *A, const T *B, const E &e, int tm, int tn, unsigned char *sm) {
     float acc[FM][FN][4];
     mainloop(A, B, tm, tn, (unsigned short *)sm, acc);
-    store(C, tm, tn, acc);
+    store(e, tm, tn, acc);
+  }
+  static MLC_FN void run(const T *A, const T *B, T *C, int tm, int tn, unsigned char *sm) {
+    run_e(A, B, mlc_gemm_out<T>{C}, tm, tn, sm);
   }
 };
 // Hopper (sm_90a): C[M,N] = A B for one 128 x BN tile through wgmma.mma_async.
@@ -272,7 +286,7 @@ struct mlc_gemm_wg {
     return (unsigned long long)((addr & 0x3FFFF) >> 4) | (unsigned long long)(lbo >> 4) << 16 |
            (unsigned long long)(1024 >> 4) << 32 | 1ull << 62;
   }
-  static MLC_FN void run(const T *A_, const T *B_, T *C, int tm, int tn, unsigned char *smraw) {
+  template <class E> static MLC_FN void run_e(const T *A_, const T *B_, const E &e, int tm, int tn, unsigned char *smraw) {
     const unsigned short *A = (const unsigned short *)A_, *B = (const unsigned short *)B_;
     int tid = threadIdx.x, wg = tid >> 7;
     long long m0 = (long long)tm * BM, n0 = (long long)tn * BN;
@@ -325,18 +339,21 @@ struct mlc_gemm_wg {
     // d[4i + e]: row 16 * warp + lane / 4 (+8 for e >= 2), column 8i + 2 (lane % 4) (+1 for odd e)
     int lane = tid & 31, w = (tid >> 5) & 3;
     long long row = m0 + wg * 64 + w * 16 + (lane >> 2);
-    T *c0 = C + row * N + n0 + 2 * (lane & 3), *c1 = c0 + 8 * N;
+    long long c0 = row * N + n0 + 2 * (lane & 3), c1 = c0 + 8 * N;
 #pragma unroll
     for (int i = 0; i < BN / 8; i++) {
-      T v0 = from_f32<T>(d[4 * i]), v1 = from_f32<T>(d[4 * i + 1]);
-      T v2 = from_f32<T>(d[4 * i + 2]), v3 = from_f32<T>(d[4 * i + 3]);
-      *(unsigned *)(c0 + 8 * i) = (unsigned)v0.x | (unsigned)v1.x << 16;
-      *(unsigned *)(c1 + 8 * i) = (unsigned)v2.x | (unsigned)v3.x << 16;
+      e.st2(c0 + 8 * i, d[4 * i], d[4 * i + 1]);
+      e.st2(c1 + 8 * i, d[4 * i + 2], d[4 * i + 3]);
     }
   }
 #else
-  static MLC_FN void run(const T *A, const T *B, T *C, int tm, int tn, unsigned char *sm) { F::run(A, B, C, tm, tn, sm); }
+  template <class E> static MLC_FN void run_e(const T *A, const T *B, const E &e, int tm, int tn, unsigned char *sm) {
+    F::run_e(A, B, e, tm, tn, sm);
+  }
 #endif
+  static MLC_FN void run(const T *A, const T *B, T *C, int tm, int tn, unsigned char *sm) {
+    run_e(A, B, mlc_gemm_out<T>{C}, tm, tn, sm);
+  }
 };
 // f32: exact FMAs on the SIMT cores.  A 16 x 16 thread grid, each thread
 // TM x TN outputs strided by 16 (rows ty + 16i, columns tx + 16j); BK-deep
@@ -359,6 +376,11 @@ struct mlc_gemm_f32 {
   }
   static MLC_FN void run(const float *__restrict__ A, const float *__restrict__ B, float *__restrict__ C, int tm, int tn,
                          unsigned char *smraw) {
+    run_e(A, B, mlc_gemm_out<float>{C}, tm, tn, smraw);
+  }
+  template <class E>
+  static MLC_FN void run_e(const float *__restrict__ A, const float *__restrict__ B, const E &e, int tm, int tn,
+                           unsigned char *smraw) {
     float *sm = (float *)smraw;
     int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
     long long m0 = (long long)tm * BM, n0 = (long long)tn * BN;
@@ -429,7 +451,7 @@ struct mlc_gemm_f32 {
 #pragma unroll
         for (int j = 0; j < TN; j++) {
           long long col = n0 + tx + 16 * j;
-          if (N % BN == 0 || col < N) C[row * N + col] = acc[i][j];
+          if (N % BN == 0 || col < N) e.st1(row * N + col, acc[i][j]);
         }
     }
   }

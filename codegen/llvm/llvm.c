@@ -272,7 +272,7 @@ bool mlc_llvm_compile(const mlc_program *p, const mlc_func *f, const mlc_llvm_op
   for (uint32_t i = 0; i < f->n && ok; i++) {
     const mlc_node *n = &f->nodes[i];
     unsigned fl = mlc_ops[n->op].flags;
-    if (fl & (MLC_F_LEAF | MLC_F_VIEW)) continue;
+    if (fl & (MLC_F_LEAF | MLC_F_VIEW | MLC_F_COLL)) continue;
     if (n->nin > 64) {
       ok = cg_fail(&g, "%u inputs; the CPU backend takes at most 64", n->nin);
       fail(err, errn, "node %%%u (%s): %s", i, mlc_ops[n->op].name, g.err);

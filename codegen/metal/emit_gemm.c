@@ -56,13 +56,14 @@ static uint32_t gemm_smem(const gemm_cfg *g) {
   return (uint32_t)((s + 15) / 16 * 16);
 }
 
-static void gemm_emit_cfg(cc *c, const gemm_desc *d, const gemm_cfg *g) {
+static void gemm_emit_cfg(cc *c, const gemm_desc *d, const gemm_cfg *g, const mlc_fused_prog *pr) {
   int64_t tmn = cc_ceil_div(d->M, g->bm), tnn = cc_ceil_div(d->N, g->bn), batch = cc_gemm_batch(d);
   if (batch * tmn * tnn == 0) { /* no elements to write */
     cc_begin(c, 1, 32, 0);
     cc_end(c);
     return;
   }
+  if (pr) cc_fused_epilogue(c, pr);
   cc_begin(c, (uint64_t)(batch * tmn * tnn), (uint32_t)(g->wm * g->wn * 32), gemm_smem(g));
   cc_printf(c, "  uint t = blockIdx.x;\n");
   const char *oa = "0", *ob = "0", *oc = "0";
@@ -79,9 +80,11 @@ static void gemm_emit_cfg(cc *c, const gemm_desc *d, const gemm_cfg *g) {
     oa = "oa", ob = "ob", oc = cc_fmt(c, "b * %lldL", (long long)(d->M * d->N));
   }
   cc_printf(c, "  int tm = (int)(t / %lldu), tn = (int)(t %% %lldu);\n", (long long)tnn, (long long)tnn);
-  cc_printf(c, "  mlc_gemm_msl<%s, %d, %d, %d, %d, %d, %s, %s, %lldL, %lldL, %lldL>(in0 + %s, in1 + %s, out + %s, tm, tn, mlc_smem, threadIdx.x, simd_id);\n",
+  const char *e = pr ? cc_fmt(c, "@K@_epi%s", cc_fused_epilogue_init(c, oc))
+                     : cc_fmt(c, "mlc_gemm_msl_out<%s>{out + %s}", cc_stype(d->dt), oc);
+  cc_printf(c, "  mlc_gemm_msl<%s, %d, %d, %d, %d, %d, %s, %s, %lldL, %lldL, %lldL>(in0 + %s, in1 + %s, %s, tm, tn, mlc_smem, threadIdx.x, simd_id);\n",
             cc_stype(d->dt), g->bm, g->bn, g->bk, g->wm, g->wn, d->a_km ? "true" : "false",
-            d->b_nk ? "true" : "false", (long long)d->M, (long long)d->N, (long long)d->K, oa, ob, oc);
+            d->b_nk ? "true" : "false", (long long)d->M, (long long)d->N, (long long)d->K, oa, ob, e);
   cc_end(c);
 }
 
@@ -89,10 +92,23 @@ static void gemm_emit_cfg(cc *c, const gemm_desc *d, const gemm_cfg *g) {
 
 bool cc_emit_gemm_msl(cc *c) {
   gemm_desc d;
-  if (!cc_gemm_desc_of(c, &d)) return false;
+  mlc_fused_prog pr;
+  bool fused = c->n->op == MLC_OP_FUSED;
+  if (fused) { /* as on CUDA (codegen/cuda/emit_gemm.c) */
+    mlc_node gn;
+    if (!cc_fused_program(c, &pr)) return false;
+    if (!cc_fused_gemm_node(c, &pr, &gn)) return cc_fail(c, "fused program without a GEMM");
+    const mlc_node *n = c->n;
+    c->n = &gn;
+    bool ok = cc_gemm_desc_of(c, &d);
+    c->n = n;
+    if (!ok) return false;
+  } else if (!cc_gemm_desc_of(c, &d)) {
+    return false;
+  }
   gemm_cfg g = gemm_pick(&d);
   if (gemm_tiles(&d, g.bm, g.bn) > 0x7fffffffLL)
     return cc_fail(c, "a GEMM of %lld tiles is too large for one Metal dispatch", (long long)gemm_tiles(&d, g.bm, g.bn));
-  gemm_emit_cfg(c, &d, &g);
+  gemm_emit_cfg(c, &d, &g, fused ? &pr : NULL);
   return true;
 }

@@ -134,7 +134,7 @@ static void cpu_describe(mlc_device *base, char *buf, size_t n) { mlc_profile_cp
 
 static const mlc_device_vt cpu_vt = {
     "cpu", true, cpu_destroy, cpu_alloc, cpu_free, cpu_write, cpu_read, cpu_resolve, cpu_launch, cpu_finish, cpu_describe,
-    NULL, NULL,
+    NULL, NULL, NULL,
 };
 
 mlc_status mlc_cpu_device_create(mlc_symbol_lookup lookup, void *ctx, int threads, mlc_allocator a, mlc_device **out) {

@@ -225,9 +225,11 @@ static void cu_range_pop(mlc_device *base) { nvtxRangePop(); }
 #define cu_range_pop NULL
 #endif
 
+static void *cu_stream(mlc_device *base) { return ((cuda_dev *)base)->stream; }
+
 static const mlc_device_vt cuda_vt = {
     "cuda", false, cu_destroy, cu_alloc, cu_free, cu_write, cu_read, cu_resolve, cu_launch, cu_finish, cu_describe,
-    cu_range_push, cu_range_pop,
+    cu_range_push, cu_range_pop, cu_stream,
 };
 
 mlc_status mlc_cuda_device_create(const mlc_cuda_code *code, mlc_allocator a, mlc_device **out) {

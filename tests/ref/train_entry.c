@@ -119,7 +119,7 @@ int main(int argc, char **argv) {
   if (!mlc_cpu_compile(&prog, &b, NULL, err, sizeof err) || !mlc_cpu_jit(&b, err, sizeof err)) die("%s%s", err, "");
   mlc_plan *plan;
   check(mlc_plan_parse(b.plan, b.plan_bytes, mlc_allocator_default(), &plan));
-  mlc_session_options so = {NULL, mlc_cpu_lookup, &b, threads, false, {0}};
+  mlc_session_options so = {NULL, mlc_cpu_lookup, &b, threads, false, {0}, NULL};
   mlc_session *s;
   check(mlc_session_create(plan, &so, &s));
   if (weights) check(mlc_session_load_weights(s, weights));

@@ -28,7 +28,7 @@ static bool compile_with(compiled *c, const char *src, const mlc_define *defs, u
     mlc_pipeline_options po = {0};
     ok = ok && mlc_pipeline_run(&c->prog, &c->diag, &po);
   } else {
-    mlc_pass_ctx pc = {&c->prog, &c->diag, NULL};
+    mlc_pass_ctx pc = {&c->prog, &c->diag, NULL, false};
     ok = ok && mlc_pass_shapes(&pc) && mlc_verify_program(&c->prog, stderr, "shapes");
     ok = ok && mlc_pass_autodiff(&pc);
     if (ok && !mlc_verify_program(&c->prog, stderr, "autodiff")) fail_msg("the verifier failed after autodiff");

@@ -143,8 +143,8 @@ static void test_corrupt(void **state) {
   expect_loss(parse_copy(bytes, nbytes - 1, false), "truncated?");
   expect_loss(parse_copy(bytes, 10, false), "not an mlc plan");
   memcpy(c, bytes, nbytes);
-  c[8] = 2;
-  expect_loss(parse_copy(c, nbytes, false), "plan format version 2");
+  c[8] = 1;
+  expect_loss(parse_copy(c, nbytes, false), "plan format version 1");
   /* With the checksum fixed up, the structural checks must catch it.  The
    * parameter count is the u32 at byte 32 + 4 + len("minillm") = 43. */
   memcpy(c, bytes, nbytes);
@@ -201,7 +201,7 @@ static void test_session_failing_allocator(void **state) {
   size_t n;
   for (n = 1; n < 100000; n++) {
     mlc_failing_allocator fa;
-    mlc_session_options so = {NULL, dummy_lookup, NULL, 1, false, mlc_allocator_failing(&fa, mlc_allocator_default(), n)};
+    mlc_session_options so = {NULL, dummy_lookup, NULL, 1, false, mlc_allocator_failing(&fa, mlc_allocator_default(), n), NULL};
     mlc_session *s = NULL;
     mlc_status st = mlc_session_create(pl, &so, &s);
     if (!st) {

@@ -257,7 +257,7 @@ static mlc_status cd_finish(mlc_device *d, uint32_t n, double *sec, double *star
 }
 static void cd_describe(mlc_device *d, char *buf, size_t n) { snprintf(buf, n, "counting CPU"); }
 static const mlc_device_vt counting_vt = {"counting", true, cd_destroy, cd_alloc, cd_free, cd_write, cd_read, cd_resolve,
-                                          cd_launch, cd_finish, cd_describe, NULL, NULL};
+                                          cd_launch, cd_finish, cd_describe, NULL, NULL, NULL};
 
 
 /* With profiling off, no step is timed and nothing is recorded; with it
@@ -265,9 +265,9 @@ static const mlc_device_vt counting_vt = {"counting", true, cd_destroy, cd_alloc
 static void profiling_off_records_nothing(void **state) {
   (void)state;
   mlc_plan_value vals[2];
-  for (int i = 0; i < 2; i++) vals[i] = (mlc_plan_value){shape(1, 2, 4, 4, 0), 64 * i, MLC_PLAN_NO_PARAM, 0, 0};
+  for (int i = 0; i < 2; i++) vals[i] = (mlc_plan_value){shape(1, 2, 4, 4, 0), 64 * i, MLC_PLAN_NO_PARAM, 0, 0, 0};
   uint32_t args[] = {0, 1};
-  mlc_plan_step steps[] = {{0, "a%1", "", 0, 0, 2, NULL, args, 4, 16, 128}, {0, "b%2", "", 0, 0, 2, NULL, args, 4, 16, 128}};
+  mlc_plan_step steps[] = {{0, "a%1", "", 0, 0, 2, NULL, args, 4, 16, 128, 0}, {0, "b%2", "", 0, 0, 2, NULL, args, 4, 16, 128, 0}};
   mlc_plan_entry entry = {"forward", 128, 2, 0, 0, 2, vals, NULL, NULL, steps};
   const char *kernels[] = {"k0"};
   mlc_plan plan = {"test", 0, 1, 1, NULL, kernels, &entry, {0}};
@@ -276,7 +276,7 @@ static void profiling_off_records_nothing(void **state) {
     memset(&cd, 0, sizeof cd);
     cd.base.vt = &counting_vt;
     assert_null(mlc_cpu_device_create(lookup, NULL, 1, mlc_allocator_default(), &cd.cpu));
-    mlc_session_options so = {&cd.base, NULL, NULL, 1, profile, {0}};
+    mlc_session_options so = {&cd.base, NULL, NULL, 1, profile, {0}, NULL};
     mlc_session *s;
     assert_null(mlc_session_create(&plan, &so, &s));
     mlc_session_set_trace(s, true);
@@ -298,17 +298,17 @@ static void profiling_off_records_nothing(void **state) {
 static void trace_json(void **state) {
   (void)state;
   mlc_plan_value vals[3];
-  for (int i = 0; i < 3; i++) vals[i] = (mlc_plan_value){shape(1, 2, 4, 4, 0), 64 * i, MLC_PLAN_NO_PARAM, 0, 0};
+  for (int i = 0; i < 3; i++) vals[i] = (mlc_plan_value){shape(1, 2, 4, 4, 0), 64 * i, MLC_PLAN_NO_PARAM, 0, 0, 0};
   vals[2].shape = shape(1, 3, 2, 4, 4);
   uint32_t args[] = {0, 1, 2}, wait0[] = {0};
   mlc_plan_step steps[] = {
-    {0, "linear%1", "layers.0.\"ffn\"", 0, 0, 3, NULL, args, 4, 128, 192},
-    {0, "add%2", "", 0, 1, 3, wait0, args, 4, 16, 192},
+    {0, "linear%1", "layers.0.\"ffn\"", 0, 0, 3, NULL, args, 4, 128, 192, 0},
+    {0, "add%2", "", 0, 1, 3, wait0, args, 4, 16, 192, 0},
   };
   mlc_plan_entry entry = {"forward", 256, 3, 0, 0, 2, vals, NULL, NULL, steps};
   const char *kernels[] = {"k0"};
   mlc_plan plan = {"test", 0, 1, 1, NULL, kernels, &entry, {0}};
-  mlc_session_options so = {NULL, lookup, NULL, 1, true, {0}};
+  mlc_session_options so = {NULL, lookup, NULL, 1, true, {0}, NULL};
   mlc_session *s;
   assert_null(mlc_session_create(&plan, &so, &s));
   mlc_session_set_trace(s, true);
@@ -348,8 +348,19 @@ static void trace_json(void **state) {
     const char *ph = cJSON_GetObjectItemCaseSensitive(ev, "ph")->valuestring;
     assert_true(cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(ev, "pid")));
     assert_true(cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(ev, "tid")));
+    assert_int_equal(cJSON_GetObjectItemCaseSensitive(ev, "pid")->valueint, 0); /* rank 0 */
     if (!strcmp(ph, "M")) {
-      thread_names += !strcmp(cJSON_GetObjectItemCaseSensitive(ev, "name")->valuestring, "thread_name");
+      const char *mname = cJSON_GetObjectItemCaseSensitive(ev, "name")->valuestring;
+      const cJSON *ma = cJSON_GetObjectItemCaseSensitive(ev, "args");
+      if (!strcmp(mname, "thread_name")) {
+        thread_names++;
+        assert_string_equal(cJSON_GetObjectItemCaseSensitive(ma, "name")->valuestring, "compute");
+      } else if (!strcmp(mname, "process_name")) {
+        char want[300], cpu[128];
+        mlc_profile_cpu_model(cpu, sizeof cpu);
+        snprintf(want, sizeof want, "mlc test on %s, rank 0", cpu);
+        assert_string_equal(cJSON_GetObjectItemCaseSensitive(ma, "name")->valuestring, want);
+      }
       continue;
     }
     assert_string_equal(ph, "X");
@@ -366,6 +377,9 @@ static void trace_json(void **state) {
     assert_string_equal(cJSON_GetObjectItemCaseSensitive(a, "scope")->valuestring, first ? "layers.0.\"ffn\"" : "");
     assert_float_equal(cJSON_GetObjectItemCaseSensitive(a, "flops")->valuedouble, first ? 128 : 16, 0);
     assert_float_equal(cJSON_GetObjectItemCaseSensitive(a, "bytes")->valuedouble, 192, 0);
+    assert_float_equal(cJSON_GetObjectItemCaseSensitive(a, "intensity")->valuedouble, first ? 128.0 / 192 : 16.0 / 192, 1e-6);
+    assert_string_equal(cJSON_GetObjectItemCaseSensitive(a, "kernel")->valuestring, "k0");
+    assert_string_equal(cJSON_GetObjectItemCaseSensitive(ev, "cat")->valuestring, "forward");
     const cJSON *sh = cJSON_GetObjectItemCaseSensitive(a, "shapes");
     assert_int_equal(cJSON_GetArraySize(sh), 3);
     assert_string_equal(cJSON_GetArrayItem(sh, 0)->valuestring, "f32[4, 4]");
@@ -377,13 +391,220 @@ static void trace_json(void **state) {
   cJSON_Delete(root);
 }
 
-int main(void) {
+
+/* A GPU's ceilings: the cached calibration of that GPU (name, sm, SMs),
+ * else NVIDIA's datasheet, else guesses; the latency hint names the GPU. */
+static void gpu_ceilings(void **state) {
+  (void)state;
+  char path[256];
+  tmp_path(path, sizeof path, "gcache/ceilings-cuda.json");
+  const char *h200 = "NVIDIA H200 (sm_90, 132 SMs)";
+  mlc_ceilings c, got;
+  mlc_ceilings_gpu_datasheet(h200, &c);
+  assert_true(c.gpu);
+  assert_false(c.calibrated);
+  assert_float_equal(c.peak_flops, 989.4e12, 1e6);
+  assert_float_equal(c.bandwidth, 4.8e12, 1e6);
+  assert_non_null(strstr(c.source, "NVIDIA's datasheet for the H200"));
+  c.peak_flops = 760e12;
+  c.bandwidth = 4.2e12;
+  c.calibrated = true;
+  snprintf(c.source, sizeof c.source, "2026-11-30T06:00:00Z (mlc calibrate)");
+  assert_null(mlc_ceilings_save_file(path, &c));
+  mlc_ceilings_gpu_file(path, h200, &got);
+  assert_true(got.calibrated);
+  assert_true(got.gpu);
+  assert_float_equal(got.peak_flops, 760e12, 1e3);
+  assert_float_equal(got.bandwidth, 4.2e12, 1e3);
+  assert_float_equal(got.latency_s, 5e-6, 1e-12);
+  assert_string_equal(got.device, h200);
+  char want[512];
+  snprintf(want, sizeof want, "cached calibration in %s from 2026-11-30T06:00:00Z (mlc calibrate)", path);
+  assert_string_equal(got.source, want);
+  /* Another sm or SM count is another GPU: the datasheet again. */
+  mlc_ceilings_gpu_file(path, "NVIDIA H200 (sm_90, 66 SMs)", &got);
+  assert_false(got.calibrated);
+  assert_float_equal(got.peak_flops, 989.4e12, 1e6);
+  mlc_ceilings_gpu_file(path, "Some GPU (sm_75, 40 SMs)", &got);
+  assert_false(got.calibrated);
+  assert_non_null(strstr(got.source, "built-in guesses"));
+  mlc_profile_verdict v;
+  mlc_profile_kernel tiny = {"add%1", 1000, 8000, 50e-6, NULL, 0};
+  mlc_profile_classify(&tiny, &got, &v);
+  assert_int_equal(v.bound, MLC_BOUND_LATENCY);
+  assert_string_equal(v.hint, "too small to fill the GPU: fuse with neighbours or batch more work");
+  unlink(path);
+  char dir[256];
+  tmp_path(dir, sizeof dir, "gcache");
+  rmdir(dir);
+}
+
+static void collective_names(void **state) {
+  (void)state;
+  assert_true(mlc_profile_is_collective("mlc_all_gather"));
+  assert_true(mlc_profile_is_collective("mlc_all_gather_bf16_4"));
+  assert_true(mlc_profile_is_collective("mlc_reduce_scatter_f32"));
+  assert_true(mlc_profile_is_collective("mlc_all_reduce_f32"));
+  assert_false(mlc_profile_is_collective("mlc_k_all_gather"));
+  assert_false(mlc_profile_is_collective("mlc_all_gathe"));
+  assert_false(mlc_profile_is_collective("k0"));
+  assert_false(mlc_profile_is_collective(NULL));
+  char buf[32];
+  assert_string_equal(mlc_profile_stream_name(0, buf, sizeof buf), "compute");
+  assert_string_equal(mlc_profile_stream_name(1, buf, sizeof buf), "comm");
+  assert_string_equal(mlc_profile_stream_name(7, buf, sizeof buf), "stream 7");
+}
+
+/* A synthetic FSDP-like train entry on two streams, run by two ranks: an
+ * all-gather of a bf16 weight (comm), the GEMM that uses it (compute) and
+ * a reduce-scatter of its f32 gradient (comm), overlapping the GEMM. */
+enum { SYN_STEPS = 3 };
+static const double syn_start[SYN_STEPS] = {0.001, 0.0012, 0.0013}, syn_dur[SYN_STEPS] = {0.0002, 0.0004, 0.0003};
+
+static void write_synthetic_trace(FILE *f) {
+  static mlc_plan_value vals[6];
+  vals[0] = (mlc_plan_value){shape(2, 2, 1024, 2048, 0), 0, MLC_PLAN_NO_PARAM, 0, 0, 0};
+  vals[1] = (mlc_plan_value){shape(2, 2, 4096, 2048, 0), 0, MLC_PLAN_NO_PARAM, 0, 0, 0};
+  vals[2] = (mlc_plan_value){shape(2, 3, 8, 512, 2048), 0, MLC_PLAN_NO_PARAM, 0, 0, 0};
+  vals[3] = (mlc_plan_value){shape(2, 3, 8, 512, 4096), 0, MLC_PLAN_NO_PARAM, 0, 0, 0};
+  vals[4] = (mlc_plan_value){shape(1, 2, 4096, 2048, 0), 0, MLC_PLAN_NO_PARAM, 0, 0, 0};
+  vals[5] = (mlc_plan_value){shape(1, 2, 1024, 2048, 0), 0, MLC_PLAN_NO_PARAM, 0, 0, 0};
+  static const uint32_t ag[] = {0, 1}, lin[] = {2, 1, 3}, rs[] = {4, 5};
+  static mlc_plan_step steps[SYN_STEPS];
+  steps[0] = (mlc_plan_step){0, "all_gather%1", "layers.0", 1, 0, 2, NULL, ag, 1, 0, 12582912, 0};
+  steps[1] = (mlc_plan_step){1, "linear%2", "layers.0.ffn.0", 0, 0, 3, NULL, lin, 1, 68719476736.0, 67108864, 0};
+  steps[2] = (mlc_plan_step){2, "reduce_scatter%3", "layers.0", 1, 0, 2, NULL, rs, 1, 6291456, 25165824, 0};
+  static const mlc_plan_entry entry = {"train", 0, 6, 0, 0, SYN_STEPS, vals, NULL, NULL, steps};
+  static const char *const kernels[] = {"mlc_all_gather_bf16", "mlc_k_linear_bf16", "mlc_reduce_scatter_f32"};
+  mlc_trace_writer w;
+  mlc_trace_begin(&w, f);
+  for (int rank = 0; rank < 2; rank++) {
+    mlc_trace_options o = {"mlc synthetic on GPU", rank};
+    mlc_trace_process(&w, &o);
+    for (int i = 0; i < SYN_STEPS; i++) {
+      mlc_trace_span sp = {&entry, &steps[i], kernels[steps[i].kernel], syn_start[i] + 0.0005 * rank, syn_dur[i]};
+      mlc_trace_add(&w, &sp);
+    }
+  }
+  mlc_trace_end(&w);
+}
+
+/* The object's keys are exactly these, in this order. */
+static void expect_keys(const cJSON *o, const char *const *keys, int n) {
+  const cJSON *k = o->child;
+  for (int i = 0; i < n; i++, k = k->next) {
+    assert_non_null(k);
+    assert_string_equal(k->string, keys[i]);
+  }
+  assert_null(k);
+}
+
+static void expect_meta(const cJSON *ev, const char *name, int pid, int tid, const char *key, const char *text, int num) {
+  static const char *const mk[] = {"name", "ph", "pid", "tid", "args"};
+  expect_keys(ev, mk, 5);
+  assert_string_equal(cJSON_GetObjectItemCaseSensitive(ev, "name")->valuestring, name);
+  assert_string_equal(cJSON_GetObjectItemCaseSensitive(ev, "ph")->valuestring, "M");
+  assert_int_equal(cJSON_GetObjectItemCaseSensitive(ev, "pid")->valueint, pid);
+  assert_int_equal(cJSON_GetObjectItemCaseSensitive(ev, "tid")->valueint, tid);
+  const cJSON *a = cJSON_GetObjectItemCaseSensitive(ev, "args");
+  const char *ak[] = {key};
+  expect_keys(a, ak, 1);
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(a, key);
+  if (text) assert_string_equal(v->valuestring, text);
+  else assert_int_equal(v->valueint, num);
+}
+
+static void expect_shapes(const cJSON *sh, const char *const *want, int n) {
+  assert_int_equal(cJSON_GetArraySize(sh), n);
+  for (int i = 0; i < n; i++) assert_string_equal(cJSON_GetArrayItem(sh, i)->valuestring, want[i]);
+}
+
+static void trace_ranks_streams_collectives(void **state) {
+  (void)state;
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  assert_non_null(f);
+  write_synthetic_trace(f);
+  fclose(f);
+  cJSON *root = cJSON_Parse(buf);
+  assert_non_null(root);
+  static const char *const rk[] = {"displayTimeUnit", "traceEvents"};
+  expect_keys(root, rk, 2);
+  const cJSON *evs = cJSON_GetObjectItemCaseSensitive(root, "traceEvents");
+  assert_int_equal(cJSON_GetArraySize(evs), 2 * 9);
+  static const char *const xk[] = {"name", "cat", "ph", "pid", "tid", "ts", "dur", "args"};
+  static const char *const ck[] = {"scope", "kernel", "flops", "entry", "wire_bytes", "wire_GBps", "shapes"};
+  static const char *const gk[] = {"scope", "kernel", "flops", "bytes", "intensity", "shapes"};
+  static const char *const ag_sh[] = {"bf16[1024, 2048]", "bf16[4096, 2048]"};
+  static const char *const lin_sh[] = {"bf16[8, 512, 2048]", "bf16[4096, 2048]", "bf16[8, 512, 4096]"};
+  static const char *const rs_sh[] = {"f32[4096, 2048]", "f32[1024, 2048]"};
+  for (int rank = 0; rank < 2; rank++) {
+    int b = rank * 9;
+    char pname[64];
+    snprintf(pname, sizeof pname, "mlc synthetic on GPU, rank %d", rank);
+    expect_meta(cJSON_GetArrayItem(evs, b + 0), "process_name", rank, 0, "name", pname, 0);
+    expect_meta(cJSON_GetArrayItem(evs, b + 1), "process_sort_index", rank, 0, "sort_index", NULL, rank);
+    expect_meta(cJSON_GetArrayItem(evs, b + 2), "thread_name", rank, 1, "name", "comm", 0);
+    expect_meta(cJSON_GetArrayItem(evs, b + 3), "thread_sort_index", rank, 1, "sort_index", NULL, 1);
+    expect_meta(cJSON_GetArrayItem(evs, b + 5), "thread_name", rank, 0, "name", "compute", 0);
+    expect_meta(cJSON_GetArrayItem(evs, b + 6), "thread_sort_index", rank, 0, "sort_index", NULL, 0);
+    const int at[SYN_STEPS] = {b + 4, b + 7, b + 8};
+    static const char *const names[] = {"all_gather%1", "linear%2", "reduce_scatter%3"};
+    static const char *const kern[] = {"mlc_all_gather_bf16", "mlc_k_linear_bf16", "mlc_reduce_scatter_f32"};
+    static const int tids[] = {1, 0, 1};
+    for (int i = 0; i < SYN_STEPS; i++) {
+      const cJSON *ev = cJSON_GetArrayItem(evs, at[i]);
+      expect_keys(ev, xk, 8);
+      assert_string_equal(cJSON_GetObjectItemCaseSensitive(ev, "name")->valuestring, names[i]);
+      assert_string_equal(cJSON_GetObjectItemCaseSensitive(ev, "cat")->valuestring, i == 1 ? "train" : "collective");
+      assert_string_equal(cJSON_GetObjectItemCaseSensitive(ev, "ph")->valuestring, "X");
+      assert_int_equal(cJSON_GetObjectItemCaseSensitive(ev, "pid")->valueint, rank);
+      assert_int_equal(cJSON_GetObjectItemCaseSensitive(ev, "tid")->valueint, tids[i]);
+      assert_float_equal(cJSON_GetObjectItemCaseSensitive(ev, "ts")->valuedouble, (syn_start[i] + 0.0005 * rank) * 1e6, 1e-3);
+      assert_float_equal(cJSON_GetObjectItemCaseSensitive(ev, "dur")->valuedouble, syn_dur[i] * 1e6, 1e-3);
+      const cJSON *a = cJSON_GetObjectItemCaseSensitive(ev, "args");
+      assert_string_equal(cJSON_GetObjectItemCaseSensitive(a, "scope")->valuestring, i == 1 ? "layers.0.ffn.0" : "layers.0");
+      assert_string_equal(cJSON_GetObjectItemCaseSensitive(a, "kernel")->valuestring, kern[i]);
+      double flops = cJSON_GetObjectItemCaseSensitive(a, "flops")->valuedouble;
+      if (i == 1) {
+        expect_keys(a, gk, 6);
+        assert_float_equal(flops, 68719476736.0, 0);
+        assert_float_equal(cJSON_GetObjectItemCaseSensitive(a, "bytes")->valuedouble, 67108864, 0);
+        assert_float_equal(cJSON_GetObjectItemCaseSensitive(a, "intensity")->valuedouble, 1024, 0);
+        expect_shapes(cJSON_GetObjectItemCaseSensitive(a, "shapes"), lin_sh, 3);
+      } else {
+        expect_keys(a, ck, 7);
+        double wire = i == 0 ? 12582912 : 25165824;
+        assert_float_equal(flops, i == 0 ? 0 : 6291456, 0);
+        assert_string_equal(cJSON_GetObjectItemCaseSensitive(a, "entry")->valuestring, "train");
+        assert_float_equal(cJSON_GetObjectItemCaseSensitive(a, "wire_bytes")->valuedouble, wire, 0);
+        /* 12582912 B in 200 us: 62.91456 GB/s; 25165824 B in 300 us: 83.88608 GB/s */
+        assert_float_equal(cJSON_GetObjectItemCaseSensitive(a, "wire_GBps")->valuedouble, i == 0 ? 62.9146 : 83.8861, 1e-9);
+        expect_shapes(cJSON_GetObjectItemCaseSensitive(a, "shapes"), i == 0 ? ag_sh : rs_sh, 2);
+      }
+    }
+  }
+  cJSON_Delete(root);
+  free(buf);
+}
+
+/* With a path: writes the synthetic two-rank trace there, for check_trace.py. */
+int main(int argc, char **argv) {
+  if (argc == 2) {
+    FILE *f = fopen(argv[1], "w");
+    if (!f) return 1;
+    write_synthetic_trace(f);
+    return fclose(f) ? 1 : 0;
+  }
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(memory_bound_elementwise), cmocka_unit_test(copy_uses_bandwidth),
     cmocka_unit_test(compute_bound_gemm),       cmocka_unit_test(misaligned_linear_names_n),
     cmocka_unit_test(misaligned_matmul_names_k), cmocka_unit_test(latency_bound),
     cmocka_unit_test(ceilings_cache),           cmocka_unit_test(roofline_svg),
     cmocka_unit_test(trace_json), cmocka_unit_test(profiling_off_records_nothing),
+    cmocka_unit_test(gpu_ceilings), cmocka_unit_test(collective_names),
+    cmocka_unit_test(trace_ranks_streams_collectives),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

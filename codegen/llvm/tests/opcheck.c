@@ -24,10 +24,13 @@
  *                          integers, so that exact zeros occur); default
  *                          [-2, 2) and 0..15
  *     --bench N            after the checked run, time N more runs
- *     --target cpu|cuda|metal  where to run (default cpu); cuda compiles with
+ *     --target cpu|cuda|metal|spirv  where to run (default cpu); cuda compiles with
  *                          nvcc or NVRTC and runs on GPU 0 through a session;
  *                          metal runs the emitted MSL as C++ on the CPU
- *                          (tests/metal/msl_emu.hpp, clang++ or $MLC_EMU_CXX)
+ *                          (tests/metal/msl_emu.hpp, clang++ or $MLC_EMU_CXX);
+ *                          spirv runs on Vulkan device $MLC_VK_DEVICE (default
+ *                          0), exit 77 without a Vulkan driver, and fails on
+ *                          any validation message (MLC_VK_VALIDATE=1)
  *     --cpu NAME           target this LLVM CPU instead of the host
  *     --features STR       with --cpu: LLVM features, e.g. +avx2,+fma,+f16c
  *                          (default none beyond the CPU's own)
@@ -75,6 +78,12 @@
 #include "runtime/plan.h"
 #include "runtime/session.h"
 #include "tests/metal/emu_device.h"
+#endif
+#ifdef MLC_HAVE_SPIRV
+#include "driver/target_spirv.h"
+#include "runtime/plan.h"
+#include "runtime/session.h"
+#include "runtime/vulkan/device.h"
 #endif
 
 #define MAX_RANGES 64
@@ -308,7 +317,7 @@ static void exec_input(void *ex, const char *name, const void *data, size_t n) {
 }
 #endif
 
-#ifdef MLC_HAVE_CUDA
+#if defined(MLC_HAVE_CUDA) || defined(MLC_HAVE_SPIRV)
 typedef struct {
   mlc_session *s;
   const char *entry;
@@ -333,7 +342,7 @@ static int run_session(mlc_program *prog, const mlc_func *f, const char *outdir,
                        mlc_device *dev, double compile_s, const char *target) {
   mlc_plan *plan;
   check(mlc_plan_parse(plan_bytes, plan_n, mlc_allocator_default(), &plan), "plan");
-  mlc_session_options so = {dev, NULL, NULL, 0, bench > 0, {0}};
+  mlc_session_options so = {dev, NULL, NULL, 0, bench > 0, {0}, NULL};
   mlc_session *s;
   check(mlc_session_create(plan, &so, &s), "session");
   session_sink k = {s, f->name};
@@ -371,7 +380,9 @@ static int run_session(mlc_program *prog, const mlc_func *f, const char *outdir,
   mlc_plan_free(plan);
   return 0;
 }
+#endif
 
+#ifdef MLC_HAVE_CUDA
 /* CUDA: nvcc or NVRTC, GPU 0. */
 static int run_cuda(mlc_program *prog, const mlc_func *f, const char *outdir, FILE *man, uint64_t seed,
                     const range *ranges, int nranges, int bench) {
@@ -407,6 +418,31 @@ static int run_metal(mlc_program *prog, const mlc_func *f, const char *outdir, F
   mlc_device *dev;
   check(mlc_emu_device_create(so, b.mod.kernels, b.mod.nkernels, mlc_allocator_default(), &dev), "emulated metal device");
   return run_session(prog, f, outdir, man, seed, ranges, nranges, bench, b.plan, b.plan_bytes, dev, t1 - t0, "metal-emu");
+}
+#endif
+#ifdef MLC_HAVE_SPIRV
+/* Vulkan: the SPIR-V modules on device $MLC_VK_DEVICE; any validation
+ * message fails the case. */
+static int run_spirv(mlc_program *prog, const mlc_func *f, const char *outdir, FILE *man, uint64_t seed,
+                     const range *ranges, int nranges, int bench) {
+  char err[512];
+  mlc_spirv_build b;
+  double t0 = now();
+  if (!mlc_spirv_build_program(prog, &b, NULL, err, sizeof err)) die("spirv: %s", err);
+  double t1 = now();
+  const char *env = getenv("MLC_VK_DEVICE");
+  uint32_t messages = 0;
+  mlc_vk_code code = {env && *env ? atoi(env) : 0, b.mod.kernels, b.mod.nkernels, stderr, false, &messages};
+  mlc_device *dev;
+  mlc_status st = mlc_vk_device_create(&code, mlc_allocator_default(), &dev);
+  if (st && mlc_status_code(st) == MLC_UNIMPLEMENTED && strstr(mlc_status_message(st), "no Vulkan")) {
+    fprintf(stderr, "skipped: %s\n", mlc_status_message(st));
+    exit(77);
+  }
+  check(st, "vulkan device");
+  int rc = run_session(prog, f, outdir, man, seed, ranges, nranges, bench, b.plan, b.plan_bytes, dev, t1 - t0, "spirv");
+  if (messages) die("%u Vulkan validation messages (above)", messages);
+  return rc;
 }
 #endif
 
@@ -533,7 +569,18 @@ int main(int argc, char **argv) {
     die("this build has no CUDA target");
 #endif
   }
-  if (strcmp(target, "cpu")) die("--target %s: expected cpu, cuda or metal", target);
+  if (!strcmp(target, "spirv")) {
+#ifdef MLC_HAVE_SPIRV
+    int rc = run_spirv(&prog, f, outdir, man, seed, ranges, nranges, bench);
+    mlc_arena_free(&arena);
+    free(src);
+    for (uint32_t i = 0; i < ndefines; i++) free((char *)defines[i].name);
+    return rc;
+#else
+    die("this build has no SPIR-V target");
+#endif
+  }
+  if (strcmp(target, "cpu")) die("--target %s: expected cpu, cuda, metal or spirv", target);
 #ifndef MLC_HAVE_CPU
   (void)threads, (void)so, (void)emit_obj, (void)emit_ir;
   die("this build has no CPU target");

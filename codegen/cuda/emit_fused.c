@@ -1,0 +1,220 @@
+/* Fused kernels (FUSED nodes from the fuse pass; program format in
+ * ir/fused.h), for CUDA C and MSL alike.
+ *
+ * An elementwise program runs as emit_ew.c's kernels do: each operand
+ * described by strides over the output's dimensions (0 along a broadcast
+ * one), neighbouring dimensions merged where every operand allows, a
+ * grid-stride loop four elements at a time when the innermost dimension
+ * allows it; the program's instructions are evaluated in registers, each
+ * value rounded to its instruction's dtype as the unfused op would have
+ * stored it, so the group computes exactly what its parts did, and only the
+ * last one is stored.
+ *
+ * A program that starts with a GEMM is that GEMM with the rest as its
+ * epilogue: the GEMM emitters (emit_gemm.c, codegen/metal/emit_gemm.c) call
+ * cc_fused_epilogue for a struct @K@_epi that the GEMM's store calls per
+ * element (st1) or per pair of neighbouring columns (st2) with the f32
+ * accumulator; it rounds that to the GEMM's dtype, runs the epilogue and
+ * stores the result.
+ */
+#include "codegen/cuda/cc.h"
+
+#include <string.h>
+
+#include "ir/fused.h"
+
+#define THREADS 256
+#define MAX_BLOCKS 65536
+
+/* The node's operands over the output's dimensions: dims[0..r) and st[k]
+ * the element strides of input k (st[n->nin] the output's), merged. */
+typedef struct {
+  int r;
+  int64_t dims[MLC_MAX_RANK];
+  int64_t st[MLC_FUSED_MAX_IN + 1][MLC_MAX_RANK];
+} layout;
+
+/* Inputs before `first` (a GEMM's operands) get no strides. */
+static void plan_layout(const cc *c, layout *L, int first) {
+  const mlc_type *o = cc_outt(c);
+  int nin = c->n->nin, R = o->rank;
+  int64_t st[MLC_FUSED_MAX_IN + 1][MLC_MAX_RANK];
+  for (int k = 0; k <= nin; k++) {
+    const mlc_type *t = k < first ? o : k < nin ? cc_in(c, k) : o;
+    int64_t s = 1;
+    for (int d = R - 1; d >= 0; d--) {
+      int td = d - (R - t->rank);
+      int64_t n = td >= 0 ? t->dim[td] : 1;
+      st[k][d] = n == 1 ? 0 : s;
+      s *= n;
+    }
+  }
+  /* size-1 dimensions go; an outer dimension q merges with the next inner
+   * one d where every operand's stride along q is its stride along d times
+   * d's size (contiguous across, or broadcast along both) */
+  L->r = 0;
+  for (int d = 0; d < R; d++) {
+    if (o->dim[d] == 1) continue;
+    int q = L->r - 1;
+    bool merge = q >= 0;
+    for (int k = 0; k <= nin && merge; k++) merge = L->st[k][q] == st[k][d] * o->dim[d];
+    if (!merge) q = L->r++, L->dims[q] = 1;
+    L->dims[q] *= o->dim[d];
+    for (int k = 0; k <= nin; k++) L->st[k][q] = st[k][d];
+  }
+}
+
+/* The element offset of input k for the output's flat index idx. */
+static const char *offset_of(cc *c, const layout *L, int k, const char *idx) {
+  int o = c->n->nin;
+  bool same = true;
+  for (int q = 0; q < L->r; q++) same &= L->st[k][q] == L->st[o][q];
+  if (same) return idx;
+  const char *e = "";
+  int64_t below = 1;
+  for (int q = L->r - 1; q >= 0; q--) {
+    if (L->st[k][q]) {
+      const char *co = below == 1 ? idx : cc_fmt(c, "%s / %lldll", idx, (long long)below);
+      if (q > 0) co = cc_fmt(c, "(%s %% %lldll)", co, (long long)L->dims[q]);
+      else co = cc_fmt(c, "(%s)", co);
+      e = L->st[k][q] == 1 ? cc_fmt(c, "%s%s%s", e, *e ? " + " : "", co)
+                           : cc_fmt(c, "%s%s%s * %lldll", e, *e ? " + " : "", co, (long long)L->st[k][q]);
+    }
+    below *= L->dims[q];
+  }
+  return *e ? cc_fmt(c, "(%s)", e) : "0";
+}
+
+static int arg_dtype(const cc *c, const mlc_fused_prog *pr, int arg) {
+  return arg < 0 ? cc_in(c, -1 - arg)->dtype : pr->ins[arg].type.dtype;
+}
+
+/* The expression that rounds compute-type value v to dtype dt and back. */
+static const char *rounded(cc *c, int dt, const char *v) {
+  if (!mlc_dtype_is_float((mlc_dtype)dt) || dt == MLC_DT_F32) return v;
+  return cc_fmt(c, "to_f32(from_f32<%s>(%s))", cc_stype(dt), v);
+}
+
+/* Prints instructions from..n-1 as locals t<j> (x[k]: input k's value,
+ * t0 already there when from is 1); returns the last one's name. */
+static const char *eval(cc *c, const mlc_fused_prog *pr, uint32_t from, const char *const *x, const char *ind) {
+  for (uint32_t j = from; j < pr->n; j++) {
+    const mlc_fused_ins *in = &pr->ins[j];
+    const char *a[2];
+    for (int k = 0; k < in->nin; k++) a[k] = in->arg[k] < 0 ? x[-1 - in->arg[k]] : cc_fmt(c, "t%d", in->arg[k]);
+    const char *e = cc_ew_expr(c, in->op, arg_dtype(c, pr, in->arg[0]), in->type.dtype, a);
+    MLC_ASSERT(e);
+    if (j + 1 < pr->n) e = rounded(c, in->type.dtype, e);
+    cc_printf(c, "%s%s t%u = %s;\n", ind, cc_ctype(in->type.dtype), j, e);
+  }
+  return cc_fmt(c, "t%u", pr->n - 1);
+}
+
+bool cc_fused_program(cc *c, mlc_fused_prog *pr) {
+  char err[200];
+  if (!mlc_fused_program(c->f, c->n, pr, err, sizeof err)) return cc_fail(c, "%s", err);
+  return true;
+}
+
+bool cc_fused_gemm_node(cc *c, const mlc_fused_prog *pr, mlc_node *g) {
+  if (mlc_ops[pr->ins[0].op].flags & MLC_F_EW) return false;
+  memset(g, 0, sizeof *g);
+  g->op = pr->ins[0].op;
+  g->nin = 2;
+  g->in = c->n->in;
+  g->type = pr->ins[0].type;
+  g->scope = c->n->scope;
+  return true;
+}
+
+void cc_fused_epilogue(cc *c, const mlc_fused_prog *pr) {
+  const char *dev = c->t->dev;
+  int nin = c->n->nin, odt = c->n->type.dtype, gdt = pr->ins[0].type.dtype;
+  layout L;
+  plan_layout(c, &L, 2);
+  cc_printf(c, "struct @K@_epi {\n");
+  for (int k = 2; k < nin; k++) cc_printf(c, "  %sconst %s *in%d;\n", dev, cc_stype(cc_in(c, k)->dtype), k);
+  cc_printf(c, "  %s%s *out;\n  long long b0;\n", dev, cc_stype(odt));
+  cc_printf(c, "  MLC_FN %s f(long long i, float acc) const {\n    (void)i;\n", cc_ctype(odt));
+  const char *x[MLC_FUSED_MAX_IN] = {0};
+  for (int k = 2; k < nin; k++) {
+    const mlc_node *src = &c->f->nodes[c->n->in[k]];
+    if (src->op == MLC_OP_CONST) {
+      x[k] = cc_const_lit(c, src);
+      continue;
+    }
+    cc_printf(c, "    %s x%d = %s;\n", cc_ctype(src->type.dtype), k,
+              cc_load(c, cc_fmt(c, "in%d", k), src->type.dtype, offset_of(c, &L, k, "(b0 + i)")));
+    x[k] = cc_fmt(c, "x%d", k);
+  }
+  cc_printf(c, "    float t0 = %s;\n", rounded(c, gdt, "acc"));
+  cc_printf(c, "    return %s;\n  }\n", eval(c, pr, 1, x, "    "));
+  cc_printf(c, "  MLC_FN void st1(long long i, float v) const { %s }\n", cc_store(c, "out", odt, "b0 + i", "f(i, v)"));
+  if (mlc_dtype_size((mlc_dtype)odt) == 2)
+    cc_printf(c, "  MLC_FN void st2(long long i, float v0, float v1) const {\n"
+                 "    %s a = from_f32<%s>(f(i, v0)), b = from_f32<%s>(f(i + 1, v1));\n"
+                 "    *(%sunsigned *)(out + b0 + i) = (unsigned)a.x | (unsigned)b.x << 16;\n  }\n",
+              cc_stype(odt), cc_stype(odt), cc_stype(odt), dev);
+  else
+    cc_printf(c, "  MLC_FN void st2(long long i, float v0, float v1) const { st1(i, v0); st1(i + 1, v1); }\n");
+  cc_printf(c, "};\n");
+}
+
+const char *cc_fused_epilogue_init(cc *c, const char *boff) {
+  const char *s = "{";
+  for (int k = 2; k < c->n->nin; k++) s = cc_fmt(c, "%sin%d, ", s, k);
+  return cc_fmt(c, "%sout, %s}", s, boff);
+}
+
+bool cc_emit_fused(cc *c) {
+  mlc_fused_prog pr;
+  if (!cc_fused_program(c, &pr)) return false;
+  if (!(mlc_ops[pr.ins[0].op].flags & MLC_F_EW)) return c->t->metal ? cc_emit_gemm_msl(c) : cc_emit_gemm(c);
+  const mlc_node *n = c->n;
+  int nin = n->nin, out_dt = n->type.dtype;
+  layout L;
+  plan_layout(c, &L, 0);
+  int r = L.r;
+  const mlc_node *cnst[MLC_FUSED_MAX_IN] = {0};
+  for (int k = 0; k < nin; k++)
+    if (c->f->nodes[n->in[k]].op == MLC_OP_CONST) cnst[k] = &c->f->nodes[n->in[k]];
+  /* four elements per thread when every operand is contiguous or constant along the innermost dimension */
+  bool vec = r >= 1 && L.dims[r - 1] % 4 == 0;
+  for (int k = 0; k < nin && vec; k++) vec = cnst[k] || L.st[k][r - 1] == 0 || L.st[k][r - 1] == 1;
+  int V = vec ? 4 : 1;
+  int64_t units = mlc_type_numel(&n->type) / V;
+  int64_t blocks = cc_ceil_div(units, THREADS);
+  if (blocks > MAX_BLOCKS) blocks = MAX_BLOCKS;
+  if (blocks < 1) blocks = 1;
+  cc_begin(c, (uint64_t)blocks, THREADS, 0);
+  cc_printf(c, "  for (long long q = (long long)blockIdx.x * %d + threadIdx.x; q < %lldll; q += %lldll) {\n", THREADS,
+            (long long)units, (long long)blocks * THREADS);
+  cc_printf(c, "    long long i = q * %d;\n", V);
+  const char *x[MLC_FUSED_MAX_IN];
+  for (int k = 0; k < nin; k++) {
+    if (cnst[k]) {
+      x[k] = cc_const_lit(c, cnst[k]);
+      continue;
+    }
+    int dt = cc_in(c, k)->dtype;
+    const char *off = offset_of(c, &L, k, "i"), *in = cc_fmt(c, "in%d", k);
+    if (vec && L.st[k][r - 1] == 1) {
+      cc_printf(c, "    mlc_x4<%s> v%d = *(const %smlc_x4<%s> *)(%s + %s);\n", cc_stype(dt), k, c->t->dev, cc_stype(dt), in, off);
+      x[k] = cc_load(c, cc_fmt(c, "v%d.v", k), dt, "k");
+    } else {
+      cc_printf(c, "    %s x%d = %s;\n", cc_ctype(dt), k, cc_load(c, in, dt, off));
+      x[k] = cc_fmt(c, "x%d", k);
+    }
+  }
+  if (vec) {
+    cc_printf(c, "    mlc_x4<%s> r;\n#pragma unroll\n    for (int k = 0; k < 4; k++) {\n", cc_stype(out_dt));
+    const char *y = eval(c, &pr, 0, x, "      ");
+    cc_printf(c, "      %s\n    }\n", cc_store(c, "r.v", out_dt, "k", y));
+    cc_printf(c, "    *(%smlc_x4<%s> *)(out + i) = r;\n  }\n", c->t->dev, cc_stype(out_dt));
+  } else {
+    const char *y = eval(c, &pr, 0, x, "    ");
+    cc_printf(c, "    %s\n  }\n", cc_store(c, "out", out_dt, "i", y));
+  }
+  cc_end(c);
+  return true;
+}

@@ -1,0 +1,85 @@
+/* Internals of the SPIR-V code generator: the state an op emitter sees
+ * while it writes the module of one node, and the emitters (emit_*.c).
+ *
+ * One IR node becomes one module (one plan step): bindings 0..nin-1 are the
+ * node's inputs, nin its output, nin+1 the scratch block
+ * (runtime/vulkan/kernel.h).  An emitter writes up to four entry points,
+ * each one dispatch, with sv_begin / sv_end; all shapes are static, so
+ * sizes, strides and loop bounds are constants in the code.  Indices are
+ * 32-bit: emitters refuse tensors of 2^31 elements or more (sv_check_size).
+ */
+#ifndef MLC_CODEGEN_SPIRV_EMIT_H
+#define MLC_CODEGEN_SPIRV_EMIT_H
+
+#include "codegen/spirv/builder.h"
+#include "codegen/spirv/spirv.h"
+
+#define SV_THREADS 256   /* the local size of most kernels */
+#define SV_MAX_GROUPS 65535
+
+typedef struct {
+  const mlc_program *p;
+  const mlc_func *f;
+  const mlc_node *n;
+  uint32_t node;
+  const mlc_spirv_options *o;
+  sb *b;
+  bool coopmat_variant;   /* write the cooperative-matrix version (GEMMs only) */
+  /* set by the emitter */
+  mlc_vk_dispatch d[MLC_VK_MAX_DISPATCH];
+  uint32_t nd;
+  uint64_t scratch;
+  bool coopmat;
+  uint32_t mnk[3];
+  char err[256];
+} sv;
+
+static inline const mlc_type *sv_in(const sv *s, int k) { return &s->f->nodes[s->n->in[k]].type; }
+static inline const mlc_node *sv_in_node(const sv *s, int k) { return &s->f->nodes[s->n->in[k]]; }
+static inline uint32_t sv_out(const sv *s) { return s->n->nin; }     /* binding of the output */
+static inline uint32_t sv_scratch(const sv *s) { return s->n->nin + 1u; }
+static inline int64_t sv_ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+bool sv_fail(sv *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* False (with the message) when a tensor has 2^31 elements or more. */
+bool sv_check_size(sv *s, int64_t numel);
+/* Starts the next entry point, "main<k>", over `groups` workgroups of
+ * `lsize` threads; returns the flat group index.  Threads of the padding
+ * groups of a 2-D grid are not excluded: sv_begin_guarded does that. */
+uint32_t sv_begin(sv *s, uint64_t groups, uint32_t lsize);
+void sv_end(sv *s);
+
+/* A grid-stride loop over n items: begin gives the item index (u32). */
+typedef struct {
+  sb_loop l;
+} sv_gs;
+uint32_t sv_gs_begin(sv *s, sv_gs *g, int64_t n);
+void sv_gs_end(sv *s, sv_gs *g);
+/* An entry point over n items, one per thread, the grid-stride loop open. */
+uint32_t sv_items_begin(sv *s, sv_gs *g, int64_t n);
+void sv_items_end(sv *s, sv_gs *g);
+
+/* One workgroup per row, rows >= 65535 spread over y: begins the entry
+ * point and an `if (row < R)` around the body; returns the row. */
+typedef struct {
+  sb_if guard;
+} sv_rows;
+uint32_t sv_rows_begin(sv *s, sv_rows *r, int64_t R, uint32_t lsize);
+void sv_rows_end(sv *s, sv_rows *r);
+
+/* ---- op emitters: false with s->err set if they cannot ---- */
+bool sv_emit_ew(sv *s);        /* elementwise, cast, broadcast, *_grad activations */
+bool sv_emit_reduce(sv *s);    /* sum, mean, max, softmax */
+bool sv_emit_layout(sv *s);    /* transpose, slice, concat, slice_grad */
+bool sv_emit_gemm(sv *s);      /* matmul, linear, matmul_tn (s->coopmat_variant: cooperative matrices) */
+bool sv_emit_norm(sv *s);      /* rmsnorm, layernorm and their grads */
+bool sv_emit_misc(sv *s);      /* embedding(+grad), cross_entropy(+grad), adamw, sgd */
+bool sv_emit_attention(sv *s); /* attention, attention_grad */
+
+/* The optimizer (optimize.cpp, SPIRV-Tools' C++ API: 2023.1 has no C API
+ * for it): performance passes; false with a message. *out is malloc'ed. */
+bool mlc_spirv_optimize(const uint32_t *words, size_t n, bool vulkan13, uint32_t **out, size_t *out_n, char *err, size_t errn);
+/* Validation for an environment: Vulkan 1.2, or 1.3 for coopmat modules. */
+bool mlc_spirv_validate_env(const uint32_t *words, size_t nwords, bool vulkan13, char *err, size_t errn);
+
+#endif

@@ -1,0 +1,210 @@
+/* Elementwise kernels: add/sub/mul/div with numpy broadcasting, the unary
+ * ops, cast, broadcast (a copy to a larger shape) and the activation
+ * gradients relu_grad, silu_grad, gelu_grad (g, x), with the arithmetic of
+ * the CPU target (codegen/llvm/emit_ew.c), which follows PyTorch.
+ *
+ * The iteration space is mlc_ew_layout's (ir/ir.h): merged dimensions and
+ * per-operand strides (0 along a broadcast dimension).  A thread takes
+ * output elements i, i + stride, ... and finds each operand's element by
+ * splitting i over the dimensions with constant divisors.  Float dtypes
+ * compute in f32, i32 and bool in 32-bit integers, i64 in 64-bit ones
+ * (Int64 capability); CONST operands are constants in the code.
+ *
+ * erf is not in GLSL.std.450: gelu uses erfc by the Chebyshev fit of
+ * Numerical Recipes (erfcc, fractional error below 1.2e-7 everywhere), so
+ * the tail for negative x keeps its relative accuracy.
+ */
+#include <math.h>
+
+#include "codegen/spirv/emit.h"
+
+typedef struct {
+  sv *s;
+  sb *b;
+  uint32_t t; /* compute type of the inputs */
+} ewc;
+
+static bool is_f(int dt) { return mlc_dtype_is_float((mlc_dtype)dt); }
+
+static uint32_t ctype(sb *b, int dt) {
+  if (is_f(dt)) return b->t_f32;
+  if (dt == MLC_DT_I64) return sb_u64_type(b);
+  return b->t_u32;
+}
+
+static uint32_t load(sb *b, uint32_t bind, int dt, uint32_t idx) {
+  if (is_f(dt)) return sb_load_f(b, bind, dt, idx);
+  if (dt == MLC_DT_I64) {
+    uint32_t hi, lo = sb_load_bits(b, bind, dt, idx, &hi), t = sb_u64_type(b);
+    uint32_t h = sb_op2(b, SpvOpShiftLeftLogical, t, sb_op1(b, SpvOpUConvert, t, hi), sb_u32(b, 32));
+    return sb_op2(b, SpvOpBitwiseOr, t, h, sb_op1(b, SpvOpUConvert, t, lo));
+  }
+  return sb_load_bits(b, bind, dt, idx, NULL);
+}
+
+static void store(sb *b, uint32_t bind, int dt, uint32_t idx, uint32_t v) {
+  if (is_f(dt)) {
+    sb_store_f(b, bind, dt, idx, v);
+  } else if (dt == MLC_DT_I64) {
+    uint32_t t = sb_u64_type(b);
+    uint32_t lo = sb_op1(b, SpvOpUConvert, b->t_u32, v);
+    uint32_t hi = sb_op1(b, SpvOpUConvert, b->t_u32, sb_op2(b, SpvOpShiftRightLogical, t, v, sb_u32(b, 32)));
+    sb_store_bits(b, bind, dt, idx, lo, hi);
+  } else {
+    sb_store_bits(b, bind, dt, idx, v, 0);
+  }
+}
+
+static uint32_t const_of(sb *b, const mlc_node *k) {
+  int dt = k->type.dtype;
+  if (is_f(dt)) return sb_f32(b, (float)k->a.f);
+  if (dt == MLC_DT_I64) return sb_u64(b, (uint64_t)(int64_t)k->a.f);
+  if (dt == MLC_DT_BOOL) return sb_u32(b, k->a.f != 0);
+  return sb_u32(b, (uint32_t)(int32_t)(int64_t)k->a.f);
+}
+
+static uint32_t fc(sb *b, double v) { return sb_f32(b, (float)v); }
+
+static uint32_t sigmoid(sb *b, uint32_t x) {
+  uint32_t e = sb_exp(b, sb_op1(b, SpvOpFNegate, b->t_f32, x));
+  return sb_fdiv(b, fc(b, 1), sb_fadd(b, fc(b, 1), e));
+}
+
+/* erfc(x), Numerical Recipes' erfcc. */
+static uint32_t erfc_(sb *b, uint32_t x) {
+  static const double k[10] = {-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806,
+                               0.27886807,  -1.13520398, 1.48851587, -0.82215223, 0.17087277};
+  uint32_t z = sb_glsl1(b, GLSLstd450FAbs, b->t_f32, x);
+  uint32_t t = sb_fdiv(b, fc(b, 1), sb_fma(b, fc(b, 0.5), z, fc(b, 1)));
+  uint32_t p = fc(b, k[9]);
+  for (int i = 8; i >= 0; i--) p = sb_fma(b, t, p, fc(b, k[i]));
+  uint32_t e = sb_fsub(b, p, sb_fmul(b, z, z));
+  uint32_t r = sb_fmul(b, t, sb_exp(b, e));
+  return sb_select(b, b->t_f32, sb_op2(b, SpvOpFOrdGreaterThanEqual, b->t_bool, x, fc(b, 0)), r, sb_fsub(b, fc(b, 2), r));
+}
+
+/* Phi(x) = erfc(-x / sqrt 2) / 2 */
+static uint32_t Phi(sb *b, uint32_t x) { return sb_fmul(b, fc(b, 0.5), erfc_(b, sb_fmul(b, x, fc(b, -0.70710678118654752440)))); }
+
+static uint32_t int_lt0(sb *b, uint32_t t, uint32_t x) {
+  uint32_t zero = t == b->t_u32 ? sb_u32(b, 0) : sb_u64(b, 0);
+  return sb_op2(b, SpvOpSLessThan, b->t_bool, x, zero);
+}
+
+static uint32_t cast(sb *b, int from, int to, uint32_t x) {
+  uint32_t ot = ctype(b, to), it = ctype(b, from);
+  if (to == MLC_DT_BOOL) {
+    uint32_t nz = is_f(from) ? sb_op2(b, SpvOpFUnordNotEqual, b->t_bool, x, fc(b, 0))
+                             : sb_op2(b, SpvOpINotEqual, b->t_bool, x, it == b->t_u32 ? sb_u32(b, 0) : sb_u64(b, 0));
+    return sb_select(b, b->t_u32, nz, sb_u32(b, 1), sb_u32(b, 0));
+  }
+  if (is_f(to)) {
+    if (is_f(from)) return x; /* rounded at the store */
+    return sb_op1(b, from == MLC_DT_BOOL ? SpvOpConvertUToF : SpvOpConvertSToF, b->t_f32, x);
+  }
+  if (is_f(from)) return sb_op1(b, SpvOpConvertFToS, ot, x);
+  if (ot == it) return x;
+  return sb_op1(b, from == MLC_DT_BOOL ? SpvOpUConvert : SpvOpSConvert, ot, x);
+}
+
+/* The op applied to compute-type values x[0], x[1] of input dtype dt. */
+static uint32_t ew_value(sb *b, const mlc_node *n, int dt, const uint32_t *x) {
+  uint32_t F = b->t_f32, T = ctype(b, dt);
+  bool fl = is_f(dt);
+  switch (n->op) {
+  case MLC_OP_ADD: return sb_op2(b, fl ? SpvOpFAdd : SpvOpIAdd, T, x[0], x[1]);
+  case MLC_OP_SUB: return sb_op2(b, fl ? SpvOpFSub : SpvOpISub, T, x[0], x[1]);
+  case MLC_OP_MUL: return sb_op2(b, fl ? SpvOpFMul : SpvOpIMul, T, x[0], x[1]);
+  case MLC_OP_DIV: {
+    if (fl) return sb_fdiv(b, x[0], x[1]);
+    /* integer division truncates; a zero divisor gives 0, as the CPU target */
+    uint32_t zero = T == b->t_u32 ? sb_u32(b, 0) : sb_u64(b, 0), one = T == b->t_u32 ? sb_u32(b, 1) : sb_u64(b, 1);
+    uint32_t z = sb_op2(b, SpvOpIEqual, b->t_bool, x[1], zero);
+    uint32_t q = sb_op2(b, SpvOpSDiv, T, x[0], sb_select(b, T, z, one, x[1]));
+    return sb_select(b, T, z, zero, q);
+  }
+  case MLC_OP_NEG: return sb_op1(b, fl ? SpvOpFNegate : SpvOpSNegate, T, x[0]);
+  case MLC_OP_EXP: return sb_exp(b, x[0]);
+  case MLC_OP_LOG: return sb_glsl1(b, GLSLstd450Log, F, x[0]);
+  case MLC_OP_SQRT: return sb_glsl1(b, GLSLstd450Sqrt, F, x[0]);
+  case MLC_OP_RSQRT: return sb_fdiv(b, fc(b, 1), sb_glsl1(b, GLSLstd450Sqrt, F, x[0]));
+  case MLC_OP_TANH: {
+    /* clamped: tanh is +-1 in f32 well before 15, and some drivers compute
+     * it through exp, which would overflow to inf / inf */
+    uint32_t a[3] = {x[0], fc(b, -15), fc(b, 15)};
+    return sb_glsl1(b, GLSLstd450Tanh, F, sb_glsl(b, GLSLstd450FClamp, F, 3, a));
+  }
+  case MLC_OP_SIGMOID: return sigmoid(b, x[0]);
+  case MLC_OP_RELU: {
+    /* x < 0 ? 0 : x lets NaN through, as torch.relu does */
+    if (fl) return sb_select(b, F, sb_flt(b, x[0], fc(b, 0)), fc(b, 0), x[0]);
+    return sb_select(b, T, int_lt0(b, T, x[0]), T == b->t_u32 ? sb_u32(b, 0) : sb_u64(b, 0), x[0]);
+  }
+  case MLC_OP_SILU: return sb_fdiv(b, x[0], sb_fadd(b, fc(b, 1), sb_exp(b, sb_op1(b, SpvOpFNegate, F, x[0]))));
+  case MLC_OP_GELU: return sb_fmul(b, x[0], Phi(b, x[0]));
+  case MLC_OP_BROADCAST: return x[0];
+  case MLC_OP_CAST: return cast(b, dt, n->type.dtype, x[0]);
+  /* threshold_backward: x <= 0 ? 0 : g */
+  case MLC_OP_RELU_GRAD:
+    return sb_select(b, F, sb_op2(b, SpvOpFOrdLessThanEqual, b->t_bool, x[1], fc(b, 0)), fc(b, 0), x[0]);
+  /* g * s * (1 + x (1 - s)) */
+  case MLC_OP_SILU_GRAD: {
+    uint32_t s = sigmoid(b, x[1]);
+    uint32_t t = sb_fma(b, x[1], sb_fsub(b, fc(b, 1), s), fc(b, 1));
+    return sb_fmul(b, sb_fmul(b, x[0], s), t);
+  }
+  /* g * (Phi(x) + x phi(x)) */
+  case MLC_OP_GELU_GRAD: {
+    uint32_t pdf = sb_fmul(b, fc(b, 0.39894228040143267794), sb_exp(b, sb_fmul(b, fc(b, -0.5), sb_fmul(b, x[1], x[1]))));
+    return sb_fmul(b, x[0], sb_fma(b, x[1], pdf, Phi(b, x[1])));
+  }
+  default: return 0;
+  }
+}
+
+bool sv_emit_ew(sv *s) {
+  sb *b = s->b;
+  const mlc_node *n = s->n;
+  int nin = n->nin;
+  if (nin < 1 || nin > 2) return sv_fail(s, "%s is not an elementwise op", mlc_ops[n->op].name);
+  int in_dt = sv_in(s, 0)->dtype, out_dt = n->type.dtype;
+  int64_t total = mlc_type_numel(&n->type);
+  if (!sv_check_size(s, total)) return false;
+  for (int k = 0; k < nin; k++)
+    if (!sv_check_size(s, mlc_type_numel(sv_in(s, k)))) return false;
+  int64_t dims[MLC_MAX_RANK], st[3][MLC_MAX_RANK];
+  int r = mlc_ew_layout(s->f, n, dims, st);
+  sv_gs g;
+  uint32_t i = sv_items_begin(s, &g, total);
+  uint32_t x[2];
+  for (int o = 1; o <= nin; o++) {
+    const mlc_node *in = sv_in_node(s, o - 1);
+    if (in->op == MLC_OP_CONST) {
+      x[o - 1] = const_of(b, in);
+      continue;
+    }
+    bool same = true;
+    for (int k = 0; k < r; k++) same &= st[o][k] == st[0][k];
+    uint32_t off;
+    if (same) {
+      off = i;
+    } else {
+      off = sb_u32(b, 0);
+      int64_t below = 1;
+      for (int k = r - 1; k >= 0; k--) {
+        if (st[o][k]) {
+          uint32_t c = below == 1 ? i : sb_div(b, i, sb_u32(b, (uint32_t)below));
+          if (k > 0) c = sb_mod(b, c, sb_u32(b, (uint32_t)dims[k]));
+          off = sb_add(b, off, sb_mulc(b, c, (uint32_t)st[o][k]));
+        }
+        below *= dims[k];
+      }
+    }
+    x[o - 1] = load(b, (uint32_t)(o - 1), in->type.dtype, off);
+  }
+  uint32_t y = ew_value(b, n, in_dt, x);
+  if (!y) return sv_fail(s, "%s is not an elementwise op", mlc_ops[n->op].name);
+  store(b, sv_out(s), out_dt, i, y);
+  sv_items_end(s, &g);
+  return true;
+}

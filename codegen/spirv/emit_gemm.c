@@ -1,0 +1,283 @@
+/* GEMMs: matmul (a[.., m, k] @ b[.., k, n], batch dims broadcast),
+ * matmul_tn (a[k, m]^T @ b[k, n], from the fuse pass) and linear
+ * (x[.., k] @ w[n, k]^T), f32 accumulation, rounded once at the store.
+ *
+ * A node becomes a descriptor (as codegen/cuda/gemm_desc.c's):
+ *   C[b][M,N] = A[b][M,K] B[b][K,N], C dense row-major;
+ *   a_km: A stored [K,M] (matmul_tn) else [M,K]; b_nk: B stored [N,K]
+ *   (linear's weight) else [K,N]; batch dims with element strides per
+ *   operand (0 along a broadcast one).  A matmul whose B is the same for
+ *   every batch and whose A is dense folds the batch into M.
+ *
+ * The portable kernel (Vulkan 1.2 compute, nothing else): a workgroup of
+ * 16 x 16 threads per 64 x 64 tile of C; 64 x 16 tiles of A and 16 x 64 of
+ * B go through shared memory (converted to f32 there, each loaded along its
+ * contiguous dimension), each thread accumulates 4 x 4 outputs with FMAs.
+ *
+ * The cooperative-matrix kernel (SPV_NV_cooperative_matrix: Debian 12's
+ * SPIRV-Tools 2023.1 predates SPV_KHR_cooperative_matrix and could not
+ * validate it): a workgroup of one 32-wide subgroup per 32 x 32 tile of C,
+ * 2 x 2 accumulators of 16 x 16 f32; A and B tiles 32 deep are staged in
+ * shared memory as f16 (bf16 inputs are converted to f16, which keeps 11
+ * bits of mantissa but only f16's range), multiplied with
+ * OpCooperativeMatrixMulAddNV (16 x 16 x 16, f16 x f16 + f32), and C goes
+ * through shared memory to the (bounds-checked, converted) store.  Only for
+ * bf16 and f16 GEMMs; f32 ones keep the portable kernel alone.
+ */
+#include <string.h>
+
+#include "codegen/spirv/emit.h"
+
+typedef struct {
+  int64_t M, N, K;
+  bool a_km, b_nk;
+  int nb;
+  int64_t bdim[MLC_MAX_RANK], bsa[MLC_MAX_RANK], bsb[MLC_MAX_RANK];
+} gemm_desc;
+
+static int64_t batch_of(const gemm_desc *d) {
+  int64_t n = 1;
+  for (int i = 0; i < d->nb; i++) n *= d->bdim[i];
+  return n;
+}
+
+static void desc_of(const sv *s, gemm_desc *d) {
+  const mlc_type *a = sv_in(s, 0), *b = sv_in(s, 1), *o = &s->n->type;
+  memset(d, 0, sizeof *d);
+  if (s->n->op == MLC_OP_MATMUL_TN) {
+    d->K = a->dim[0], d->M = a->dim[1], d->N = b->dim[1], d->a_km = true;
+    return;
+  }
+  if (s->n->op == MLC_OP_LINEAR) {
+    d->K = b->dim[1], d->N = b->dim[0], d->b_nk = true;
+    d->M = 1;
+    for (int i = 0; i + 1 < a->rank; i++) d->M *= a->dim[i];
+    return;
+  }
+  d->M = a->dim[a->rank - 2], d->K = a->dim[a->rank - 1], d->N = b->dim[b->rank - 1];
+  d->nb = o->rank - 2;
+  int64_t sa = d->M * d->K, sbb = d->K * d->N;
+  bool b_shared = true, a_full = true;
+  for (int i = d->nb - 1; i >= 0; i--) {
+    int ia = i - (o->rank - a->rank), ib = i - (o->rank - b->rank);
+    int64_t da = ia >= 0 ? a->dim[ia] : 1, db = ib >= 0 ? b->dim[ib] : 1;
+    d->bdim[i] = o->dim[i];
+    d->bsa[i] = da == 1 ? 0 : sa;
+    d->bsb[i] = db == 1 ? 0 : sbb;
+    if (d->bsb[i] && o->dim[i] > 1) b_shared = false;
+    if (da != o->dim[i]) a_full = false;
+    sa *= da;
+    sbb *= db;
+  }
+  if (b_shared && a_full) {
+    d->M *= batch_of(d);
+    d->nb = 0;
+  }
+}
+
+typedef struct {
+  uint32_t oa, ob, oc; /* element offsets of this batch's A, B, C */
+  uint32_t m0, n0;     /* the tile's first row and column */
+} tile_pos;
+
+/* Decodes the flat group index into batch and tile, BMxBN tiles. */
+static void tile_of(sb *b, const gemm_desc *d, uint32_t grp, int bm, int bn, tile_pos *t) {
+  int64_t tm = sv_ceil_div(d->M, bm), tn = sv_ceil_div(d->N, bn);
+  uint32_t tiles = sb_u32(b, (uint32_t)(tm * tn));
+  uint32_t bi = sb_div(b, grp, tiles), r = sb_mod(b, grp, tiles);
+  t->m0 = sb_mulc(b, sb_div(b, r, sb_u32(b, (uint32_t)tn)), (uint32_t)bm);
+  t->n0 = sb_mulc(b, sb_mod(b, r, sb_u32(b, (uint32_t)tn)), (uint32_t)bn);
+  t->oa = t->ob = sb_u32(b, 0);
+  t->oc = sb_mulc(b, bi, (uint32_t)(d->M * d->N));
+  uint32_t q = bi;
+  for (int k = d->nb - 1; k >= 0; k--) {
+    if (d->bdim[k] == 1) continue;
+    uint32_t i = sb_mod(b, q, sb_u32(b, (uint32_t)d->bdim[k]));
+    q = sb_div(b, q, sb_u32(b, (uint32_t)d->bdim[k]));
+    if (d->bsa[k]) t->oa = sb_add(b, t->oa, sb_mulc(b, i, (uint32_t)d->bsa[k]));
+    if (d->bsb[k]) t->ob = sb_add(b, t->ob, sb_mulc(b, i, (uint32_t)d->bsb[k]));
+  }
+}
+
+/* Stages a tile of an operand into shared memory: `rows` x `depth`
+ * elements (rows of M for A, of N for B), element (r, kk) at
+ * sh[kk * rows + r] (kmajor) or sh[r * depth + kk].  The operand is
+ * "row-contiguous" when its memory runs along k (A [M,K], B [N,K]):
+ * consecutive threads then take consecutive kk.  f16: the shared array holds
+ * f16 (converted from the f32 value). */
+typedef struct {
+  uint32_t bind;
+  int dt;
+  uint32_t off;      /* batch offset */
+  bool along_k;      /* memory contiguous along k */
+  int64_t ld;        /* elements between rows (along_k) or between k's */
+  int64_t rows_total, K;
+  uint32_t r0;       /* first row of the tile */
+} operand;
+
+static void stage(sb *b, const operand *o, uint32_t k0, uint32_t lid, uint32_t nthreads, int rows, int depth, uint32_t sh,
+                  uint32_t sh_elem, bool kmajor, bool to_f16) {
+  int per = rows * depth / (int)nthreads;
+  for (int q = 0; q < per; q++) {
+    uint32_t e = sb_addc(b, lid, (uint32_t)q * nthreads), r, kk;
+    if (o->along_k) r = sb_div(b, e, sb_u32(b, (uint32_t)depth)), kk = sb_mod(b, e, sb_u32(b, (uint32_t)depth));
+    else kk = sb_div(b, e, sb_u32(b, (uint32_t)rows)), r = sb_mod(b, e, sb_u32(b, (uint32_t)rows));
+    uint32_t gr = sb_add(b, o->r0, r), gk = sb_add(b, k0, kk);
+    uint32_t ok = sb_land(b, sb_ult(b, gr, sb_u32(b, (uint32_t)o->rows_total)), sb_ult(b, gk, sb_u32(b, (uint32_t)o->K)));
+    uint32_t at = o->along_k ? sb_add(b, sb_mulc(b, gr, (uint32_t)o->ld), gk) : sb_add(b, sb_mulc(b, gk, (uint32_t)o->ld), gr);
+    at = sb_add(b, o->off, at);
+    /* out-of-range elements read index 0, then count as zero */
+    uint32_t v = sb_load_f(b, o->bind, o->dt, sb_select(b, b->t_u32, ok, at, sb_u32(b, 0)));
+    v = sb_select(b, b->t_f32, ok, v, sb_f32(b, 0.f));
+    if (to_f16) v = sb_op1(b, SpvOpFConvert, sh_elem, v);
+    uint32_t si = kmajor ? sb_add(b, sb_mulc(b, kk, (uint32_t)rows), r) : sb_add(b, sb_mulc(b, r, (uint32_t)depth), kk);
+    sb_sh_st(b, sh, sh_elem, si, v);
+  }
+}
+
+static void operands(sv *s, const gemm_desc *d, const tile_pos *t, operand *A, operand *B) {
+  *A = (operand){0, sv_in(s, 0)->dtype, t->oa, !d->a_km, d->a_km ? d->M : d->K, d->M, d->K, t->m0};
+  *B = (operand){1, sv_in(s, 1)->dtype, t->ob, d->b_nk, d->b_nk ? d->K : d->N, d->N, d->K, t->n0};
+}
+
+#define BM 64
+#define BN 64
+#define BK 16
+
+static bool emit_tiled(sv *s, const gemm_desc *d) {
+  sb *b = s->b;
+  int64_t groups = batch_of(d) * sv_ceil_div(d->M, BM) * sv_ceil_div(d->N, BN);
+  uint32_t As = sb_shared(b, b->t_f32, BK * BM), Bs = sb_shared(b, b->t_f32, BK * BN);
+  uint32_t grp = sv_begin(s, (uint64_t)groups, 256);
+  sb_if guard;
+  sb_if_begin(b, &guard, sb_ult(b, grp, sb_u32(b, (uint32_t)groups)), false);
+  tile_pos t;
+  tile_of(b, d, grp, BM, BN, &t);
+  operand A, B;
+  operands(s, d, &t, &A, &B);
+  uint32_t lid = sb_lid(b), tx = sb_mod(b, lid, sb_u32(b, 16)), ty = sb_div(b, lid, sb_u32(b, 16));
+  sb_lv acc[4][4];
+  for (int i = 0; i < 4; i++)
+    for (int j = 0; j < 4; j++) acc[i][j] = sb_local(b, b->t_f32, sb_f32(b, 0.f));
+  sb_loop l;
+  uint32_t k0 = sb_for(b, &l, sb_u32(b, 0), sb_u32(b, (uint32_t)d->K), sb_u32(b, BK));
+  stage(b, &A, k0, lid, 256, BM, BK, As, b->t_f32, true, false);
+  stage(b, &B, k0, lid, 256, BN, BK, Bs, b->t_f32, true, false);
+  sb_barrier(b);
+  for (int kk = 0; kk < BK; kk++) {
+    uint32_t av[4], bv[4];
+    for (int i = 0; i < 4; i++) av[i] = sb_sh_ld(b, As, b->t_f32, sb_addc(b, ty, (uint32_t)(kk * BM + 16 * i)));
+    for (int j = 0; j < 4; j++) bv[j] = sb_sh_ld(b, Bs, b->t_f32, sb_addc(b, tx, (uint32_t)(kk * BN + 16 * j)));
+    for (int i = 0; i < 4; i++)
+      for (int j = 0; j < 4; j++) sb_st(b, acc[i][j], sb_fma(b, av[i], bv[j], sb_ld(b, acc[i][j])));
+  }
+  sb_barrier(b);
+  sb_for_end(b, &l);
+  for (int i = 0; i < 4; i++) {
+    uint32_t m = sb_add(b, t.m0, sb_addc(b, ty, (uint32_t)(16 * i)));
+    for (int j = 0; j < 4; j++) {
+      uint32_t n = sb_add(b, t.n0, sb_addc(b, tx, (uint32_t)(16 * j)));
+      sb_if w;
+      sb_if_begin(b, &w, sb_land(b, sb_ult(b, m, sb_u32(b, (uint32_t)d->M)), sb_ult(b, n, sb_u32(b, (uint32_t)d->N))), false);
+      sb_store_f(b, sv_out(s), s->n->type.dtype, sb_add(b, t.oc, sb_add(b, sb_mulc(b, m, (uint32_t)d->N), n)), sb_ld(b, acc[i][j]));
+      sb_if_end(b, &w);
+    }
+  }
+  sb_if_end(b, &guard);
+  sv_end(s);
+  return true;
+}
+
+#define CT 32 /* cooperative-matrix tile: CT x CT of C per workgroup (one subgroup) */
+#define CK 32 /* depth of a staged tile */
+
+static bool emit_coopmat(sv *s, const gemm_desc *d) {
+  sb *b = s->b;
+  sb_capability(b, SpvCapabilityCooperativeMatrixNV);
+  sb_extension(b, "SPV_NV_cooperative_matrix");
+  uint32_t h = sb_f16_type(b);
+  uint32_t scope = sb_u32(b, SpvScopeSubgroup), sixteen = sb_u32(b, 16);
+  uint32_t ta[4] = {h, scope, sixteen, sixteen}, tc[4] = {b->t_f32, scope, sixteen, sixteen};
+  uint32_t mat_h = sb_type(b, SpvOpTypeCooperativeMatrixNV, 4, ta), mat_f = sb_type(b, SpvOpTypeCooperativeMatrixNV, 4, tc);
+  /* a cooperative matrix constant has one constituent, for every element */
+  uint32_t f0 = sb_f32(b, 0.f), zero = sb_constant(b, SpvOpConstantComposite, mat_f, 1, &f0);
+  int64_t groups = batch_of(d) * sv_ceil_div(d->M, CT) * sv_ceil_div(d->N, CT);
+  uint32_t As = sb_shared(b, h, CT * CK), Bs = sb_shared(b, h, CK * CT), Cs = sb_shared(b, b->t_f32, CT * CT);
+  uint32_t grp = sv_begin(s, (uint64_t)groups, 32);
+  sb_if guard;
+  sb_if_begin(b, &guard, sb_ult(b, grp, sb_u32(b, (uint32_t)groups)), false);
+  tile_pos t;
+  tile_of(b, d, grp, CT, CT, &t);
+  operand A, B;
+  operands(s, d, &t, &A, &B);
+  uint32_t lid = sb_lid(b);
+  sb_lv acc[2][2];
+  for (int i = 0; i < 2; i++)
+    for (int j = 0; j < 2; j++) acc[i][j] = sb_local(b, mat_f, zero);
+  uint32_t fals = sb_bool(b, false), ph = sb_ptr(b, SpvStorageClassWorkgroup, h), pf = sb_ptr(b, SpvStorageClassWorkgroup, b->t_f32);
+  sb_loop l;
+  uint32_t k0 = sb_for(b, &l, sb_u32(b, 0), sb_u32(b, (uint32_t)d->K), sb_u32(b, CK));
+  /* A as [CT rows of m][CK] row-major, B as [CK][CT] row-major (k-major) */
+  stage(b, &A, k0, lid, 32, CT, CK, As, h, false, true);
+  stage(b, &B, k0, lid, 32, CT, CK, Bs, h, true, true);
+  sb_barrier(b);
+  for (int kk = 0; kk < CK; kk += 16) {
+    uint32_t am[2], bm[2];
+    for (int i = 0; i < 2; i++) {
+      uint32_t pa[2] = {As, sb_u32(b, (uint32_t)(i * 16 * CK + kk))};
+      uint32_t la[3] = {sb_op(b, SpvOpAccessChain, ph, 2, pa), sb_u32(b, CK), fals};
+      am[i] = sb_op(b, SpvOpCooperativeMatrixLoadNV, mat_h, 3, la);
+      uint32_t pb[2] = {Bs, sb_u32(b, (uint32_t)(kk * CT + i * 16))};
+      uint32_t lb[3] = {sb_op(b, SpvOpAccessChain, ph, 2, pb), sb_u32(b, CT), fals};
+      bm[i] = sb_op(b, SpvOpCooperativeMatrixLoadNV, mat_h, 3, lb);
+    }
+    for (int i = 0; i < 2; i++)
+      for (int j = 0; j < 2; j++) {
+        uint32_t ma[3] = {am[i], bm[j], sb_ld(b, acc[i][j])};
+        sb_st(b, acc[i][j], sb_op(b, SpvOpCooperativeMatrixMulAddNV, mat_f, 3, ma));
+      }
+  }
+  sb_barrier(b);
+  sb_for_end(b, &l);
+  for (int i = 0; i < 2; i++)
+    for (int j = 0; j < 2; j++) {
+      uint32_t pc[2] = {Cs, sb_u32(b, (uint32_t)(i * 16 * CT + j * 16))};
+      uint32_t st[4] = {sb_op(b, SpvOpAccessChain, pf, 2, pc), sb_ld(b, acc[i][j]), sb_u32(b, CT), fals};
+      sb_op0(b, SpvOpCooperativeMatrixStoreNV, 4, st);
+    }
+  sb_barrier(b);
+  for (int q = 0; q < CT * CT / 32; q++) {
+    uint32_t e = sb_addc(b, lid, (uint32_t)q * 32);
+    uint32_t m = sb_add(b, t.m0, sb_div(b, e, sb_u32(b, CT))), n = sb_add(b, t.n0, sb_mod(b, e, sb_u32(b, CT)));
+    sb_if w;
+    sb_if_begin(b, &w, sb_land(b, sb_ult(b, m, sb_u32(b, (uint32_t)d->M)), sb_ult(b, n, sb_u32(b, (uint32_t)d->N))), false);
+    sb_store_f(b, sv_out(s), s->n->type.dtype, sb_add(b, t.oc, sb_add(b, sb_mulc(b, m, (uint32_t)d->N), n)),
+               sb_sh_ld(b, Cs, b->t_f32, e));
+    sb_if_end(b, &w);
+  }
+  sb_if_end(b, &guard);
+  sv_end(s);
+  s->coopmat = true;
+  s->mnk[0] = s->mnk[1] = s->mnk[2] = 16;
+  return true;
+}
+
+bool sv_emit_gemm(sv *s) {
+  gemm_desc d;
+  int dt = s->n->type.dtype;
+  if (!mlc_dtype_is_float((mlc_dtype)dt)) return sv_fail(s, "no GEMM for dtype %s", mlc_dtype_name((mlc_dtype)dt));
+  desc_of(s, &d);
+  for (int k = 0; k < 2; k++)
+    if (!sv_check_size(s, mlc_type_numel(sv_in(s, k)))) return false;
+  if (!sv_check_size(s, mlc_type_numel(&s->n->type))) return false;
+  if (s->coopmat_variant) {
+    if (dt == MLC_DT_F32) { /* no f16 rounding of f32 GEMMs: the portable kernel only */
+      sb_entry_begin(s->b, "main0", 1, 1, (uint32_t[2]){0, 0});
+      sb_entry_end(s->b);
+      s->nd = 1;
+      return true;
+    }
+    return emit_coopmat(s, &d);
+  }
+  return emit_tiled(s, &d);
+}

@@ -1,0 +1,249 @@
+/* The driver of the SPIR-V code generator: one module per node, by op,
+ * through the emitters of emit_*.c; each module validated, optimised,
+ * validated again; identical modules once; the kernel table of
+ * runtime/vulkan/kernel.h.  GEMMs asked for with cooperative matrices get
+ * two kernels: the cooperative-matrix one, which the plan names, and its
+ * portable fallback. */
+#include "codegen/spirv/spirv.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "codegen/spirv/emit.h"
+
+typedef bool (*emitter)(sv *s);
+
+static emitter emitter_of(mlc_op op) {
+  switch (op) {
+  case MLC_OP_MATMUL: case MLC_OP_LINEAR: case MLC_OP_MATMUL_TN: return sv_emit_gemm;
+  case MLC_OP_ATTENTION: case MLC_OP_ATTENTION_GRAD: return sv_emit_attention;
+  case MLC_OP_SUM: case MLC_OP_MEAN: case MLC_OP_MAX: case MLC_OP_SOFTMAX: return sv_emit_reduce;
+  case MLC_OP_TRANSPOSE: case MLC_OP_SLICE: case MLC_OP_CONCAT: case MLC_OP_SLICE_GRAD: return sv_emit_layout;
+  case MLC_OP_RMSNORM: case MLC_OP_LAYERNORM: case MLC_OP_RMSNORM_GRAD_X: case MLC_OP_RMSNORM_GRAD_W:
+  case MLC_OP_LAYERNORM_GRAD_X: case MLC_OP_LAYERNORM_GRAD_W:
+    return sv_emit_norm;
+  case MLC_OP_EMBEDDING: case MLC_OP_EMBEDDING_GRAD: case MLC_OP_CROSS_ENTROPY: case MLC_OP_CROSS_ENTROPY_GRAD:
+  case MLC_OP_ADAMW: case MLC_OP_SGD:
+    return sv_emit_misc;
+  case MLC_OP_BROADCAST: return sv_emit_ew;
+  default: return (mlc_ops[op].flags & MLC_F_EW) ? sv_emit_ew : NULL;
+  }
+}
+
+bool sv_fail(sv *s, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(s->err, sizeof s->err, fmt, ap);
+  va_end(ap);
+  return false;
+}
+
+bool sv_check_size(sv *s, int64_t numel) {
+  if (numel >= ((int64_t)1 << 31)) return sv_fail(s, "a tensor of %lld elements is too large for 32-bit indexing", (long long)numel);
+  return true;
+}
+
+static const char *const entry_names[MLC_VK_MAX_DISPATCH] = {"main0", "main1", "main2", "main3"};
+
+uint32_t sv_begin(sv *s, uint64_t groups, uint32_t lsize) {
+  MLC_ASSERT(s->nd < MLC_VK_MAX_DISPATCH);
+  mlc_vk_dispatch *d = &s->d[s->nd];
+  uint32_t gxy[2];
+  sb_entry_begin(s->b, entry_names[s->nd], lsize, groups, gxy);
+  d->entry = entry_names[s->nd];
+  d->groups[0] = gxy[0];
+  d->groups[1] = gxy[1];
+  d->groups[2] = 1;
+  d->local[0] = d->local[1] = d->local[2] = 0;
+  s->nd++;
+  return sb_group(s->b);
+}
+
+void sv_end(sv *s) { sb_entry_end(s->b); }
+
+uint32_t sv_gs_begin(sv *s, sv_gs *g, int64_t n) {
+  sb *b = s->b;
+  uint64_t stride = (uint64_t)b->gx * b->lsize;
+  uint32_t start = sb_add(b, sb_mulc(b, sb_group(b), b->lsize), sb_lid(b));
+  return sb_for(b, &g->l, start, sb_u32(b, (uint32_t)n), sb_u32(b, (uint32_t)stride));
+}
+
+void sv_gs_end(sv *s, sv_gs *g) { sb_for_end(s->b, &g->l); }
+
+uint32_t sv_items_begin(sv *s, sv_gs *g, int64_t n) {
+  int64_t groups = sv_ceil_div(n > 0 ? n : 1, SV_THREADS);
+  if (groups > SV_MAX_GROUPS) groups = SV_MAX_GROUPS;
+  sv_begin(s, (uint64_t)groups, SV_THREADS);
+  return sv_gs_begin(s, g, n);
+}
+
+void sv_items_end(sv *s, sv_gs *g) {
+  sv_gs_end(s, g);
+  sv_end(s);
+}
+
+uint32_t sv_rows_begin(sv *s, sv_rows *r, int64_t R, uint32_t lsize) {
+  uint32_t row = sv_begin(s, (uint64_t)R, lsize);
+  sb_if_begin(s->b, &r->guard, sb_ult(s->b, row, sb_u32(s->b, (uint32_t)R)), false);
+  return row;
+}
+
+void sv_rows_end(sv *s, sv_rows *r) {
+  sb_if_end(s->b, &r->guard);
+  sv_end(s);
+}
+
+static bool has_coopmat_cap(const uint32_t *w, size_t n) {
+  for (size_t i = 5; i < n;) {
+    uint32_t op = w[i] & 0xffff, len = w[i] >> 16;
+    if (!len) return false;
+    if (op == SpvOpCapability && w[i + 1] == SpvCapabilityCooperativeMatrixNV) return true;
+    if (op == SpvOpMemoryModel) return false; /* capabilities come first */
+    i += len;
+  }
+  return false;
+}
+
+/* Builds, validates, optimises and validates again one node's module. */
+static bool build(const mlc_program *p, const mlc_func *f, uint32_t i, const mlc_spirv_options *o, bool coop, sv *s,
+                  uint32_t **words, size_t *nwords, char *err, size_t errn) {
+  const mlc_node *n = &f->nodes[i];
+  emitter e = emitter_of((mlc_op)n->op);
+  if (!e) {
+    snprintf(err, errn, "%s %%%u (%s): the spirv target has no kernel for this op", f->name, i, mlc_ops[n->op].name);
+    return false;
+  }
+  sb b;
+  sb_init(&b, n->nin + 2u);
+  memset(s, 0, sizeof *s);
+  *s = (sv){.p = p, .f = f, .n = n, .node = i, .o = o, .b = &b, .coopmat_variant = coop};
+  if (!e(s)) {
+    snprintf(err, errn, "%s %%%u (%s): %s", f->name, i, mlc_ops[n->op].name, s->err);
+    sb_free(&b);
+    return false;
+  }
+  MLC_ASSERT(s->nd > 0);
+  size_t nw;
+  uint32_t *w = sb_finish(&b, &nw);
+  sb_free(&b);
+  bool v13 = has_coopmat_cap(w, nw);
+  char verr[512];
+  if (!mlc_spirv_validate_env(w, nw, v13, verr, sizeof verr)) {
+    snprintf(err, errn, "internal error: the SPIR-V module of %s %%%u (%s) is invalid: %s", f->name, i, mlc_ops[n->op].name, verr);
+    free(w);
+    return false;
+  }
+  if (!o || o->optimize) {
+    uint32_t *ow;
+    size_t on;
+    if (!mlc_spirv_optimize(w, nw, v13, &ow, &on, verr, sizeof verr)) {
+      snprintf(err, errn, "internal error: %s %%%u (%s): %s", f->name, i, mlc_ops[n->op].name, verr);
+      free(w);
+      return false;
+    }
+    free(w);
+    w = ow, nw = on;
+    if (!mlc_spirv_validate_env(w, nw, v13, verr, sizeof verr)) {
+      snprintf(err, errn, "internal error: the optimised SPIR-V module of %s %%%u (%s) is invalid: %s", f->name, i,
+               mlc_ops[n->op].name, verr);
+      free(w);
+      return false;
+    }
+  }
+  *words = w;
+  *nwords = nw;
+  return true;
+}
+
+typedef struct {
+  mlc_spirv_module *m;
+  uint64_t *hashes;
+  uint32_t cap;
+  mlc_arena *a;
+} table;
+
+/* The kernel index of a built module: an existing one with the same words,
+ * or a new one (the words copied into the arena). */
+static uint32_t add_kernel(table *t, const mlc_node *n, const sv *s, uint32_t *w, size_t nw) {
+  mlc_spirv_module *m = t->m;
+  uint64_t h = XXH64(w, nw * 4, 0);
+  for (uint32_t j = 0; j < m->nkernels; j++)
+    if (t->hashes[j] == h && m->kernels[j].nwords == nw && !memcmp(m->kernels[j].words, w, nw * 4)) {
+      /* the same words are the same sizes, so the same dispatches */
+      MLC_ASSERT(m->kernels[j].ndispatch == s->nd && m->kernels[j].scratch == s->scratch &&
+                 !memcmp(m->kernels[j].dispatch, s->d, s->nd * sizeof *s->d));
+      free(w);
+      return j;
+    }
+  if (m->nkernels == t->cap) {
+    m->kernels = mlc_arena_grow(t->a, m->kernels, t->cap * sizeof *m->kernels, 2 * t->cap * sizeof *m->kernels);
+    t->hashes = mlc_arena_grow(t->a, t->hashes, t->cap * sizeof *t->hashes, 2 * t->cap * sizeof *t->hashes);
+    t->cap *= 2;
+  }
+  uint32_t k = m->nkernels++;
+  t->hashes[k] = h;
+  mlc_vk_kernel *kd = &m->kernels[k];
+  memset(kd, 0, sizeof *kd);
+  uint32_t *copy = mlc_arena_alloc(t->a, nw * 4);
+  memcpy(copy, w, nw * 4);
+  free(w);
+  kd->symbol = mlc_arena_printf(t->a, "mlc_%s_%016llx", mlc_ops[n->op].name, (unsigned long long)h);
+  kd->words = copy;
+  kd->nwords = nw;
+  kd->nargs = n->nin + 1u;
+  kd->scratch = s->scratch;
+  kd->ndispatch = s->nd;
+  memcpy(kd->dispatch, s->d, sizeof kd->dispatch);
+  kd->coopmat = s->coopmat;
+  memcpy(kd->coopmat_mnk, s->mnk, sizeof kd->coopmat_mnk);
+  kd->fallback = MLC_VK_NO_FALLBACK;
+  return k;
+}
+
+bool mlc_spirv_emit(const mlc_program *p, const mlc_spirv_options *o, mlc_spirv_module *out, char *err, size_t errn) {
+  memset(out, 0, sizeof *out);
+  table t = {.m = out, .cap = 64, .a = p->arena};
+  out->kernels = mlc_arena_alloc(p->arena, t.cap * sizeof *out->kernels);
+  t.hashes = mlc_arena_alloc(p->arena, t.cap * sizeof *t.hashes);
+  for (uint32_t k = 0; k < p->nfuncs; k++) {
+    const mlc_func *f = &p->funcs[k];
+    out->funcs[k] = f;
+    out->kernel_of[k] = mlc_arena_alloc(p->arena, (f->n + 1) * sizeof **out->kernel_of);
+    for (uint32_t i = 0; i < f->n; i++) {
+      const mlc_node *n = &f->nodes[i];
+      out->kernel_of[k][i] = UINT32_MAX;
+      if (mlc_ops[n->op].flags & (MLC_F_LEAF | MLC_F_VIEW)) continue;
+      sv s;
+      uint32_t *w;
+      size_t nw;
+      if (!build(p, f, i, o, false, &s, &w, &nw, err, errn)) return false;
+      uint32_t fb = add_kernel(&t, n, &s, w, nw), use = fb;
+      bool mm = n->op == MLC_OP_MATMUL || n->op == MLC_OP_LINEAR || n->op == MLC_OP_MATMUL_TN;
+      if (o && o->coopmat && mm) {
+        if (!build(p, f, i, o, true, &s, &w, &nw, err, errn)) return false;
+        if (s.coopmat) { /* the emitter may decline (f32, tiny shapes): then the fallback alone */
+          use = add_kernel(&t, n, &s, w, nw);
+          out->kernels[use].fallback = fb;
+        } else {
+          free(w);
+        }
+      }
+      out->kernel_of[k][i] = use;
+    }
+  }
+  return true;
+}
+
+const char *mlc_spirv_kernel_namer(void *ctx, const mlc_func *f, uint32_t node, uint64_t *out_work_items) {
+  const mlc_spirv_module *m = ctx;
+  *out_work_items = 0;
+  uint32_t k = 0;
+  while (k < MLC_MAX_FUNCS && m->funcs[k] != f) k++;
+  if (k == MLC_MAX_FUNCS || m->kernel_of[k][node] == UINT32_MAX) return NULL;
+  const mlc_vk_kernel *kd = &m->kernels[m->kernel_of[k][node]];
+  *out_work_items = (uint64_t)kd->dispatch[0].groups[0] * kd->dispatch[0].groups[1] * kd->dispatch[0].groups[2];
+  return kd->symbol;
+}

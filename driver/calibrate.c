@@ -1,0 +1,274 @@
+/* mlc calibrate --target cuda: see calibrate.h.
+ *
+ * Two tiny models go through the whole pipeline and the CUDA target (nvcc
+ * or NVRTC, as for `mlc run`) and run in a session on the GPU with
+ * profiling on, so that each step is timed with the profiler's own CUDA
+ * events:
+ *   peak matrix rate: a bf16 GEMM of 8192^3 (f32 accumulation), the plan's FLOPs;
+ *   copy bandwidth:   an f32 add of two 16384 x 8192 tensors (512 MiB each),
+ *                     the plan's bytes (both inputs read, the output written).
+ * Inputs are random (never zeros: a GEMM runs faster on zeros).  Each is
+ * run for at least 300 ms to warm up the clocks, then 20 times; the ceiling
+ * is the median rate (the best is printed beside it).
+ */
+#include "driver/calibrate.h"
+
+#include <getopt.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "driver/target_cuda.h"
+#include "frontend/frontend.h"
+#include "passes/passes.h"
+#include "runtime/cuda/driver.h"
+#include "runtime/profile.h"
+#include "runtime/session.h"
+
+enum { EXIT_OK = 0, EXIT_USER = 1, EXIT_USAGE = 2, EXIT_INTERNAL = 3 };
+enum { TIMED_RUNS = 20 };
+#define WARMUP_SECONDS 0.3
+
+/* A device that forwards everything to the CUDA device and adds up the
+ * seconds of the steps each finish reports (the profiler's CUDA events). */
+typedef struct {
+  mlc_device base;
+  mlc_device *in;
+  double last; /* seconds of the last run's steps */
+} timed_dev;
+
+static mlc_device *in_of(mlc_device *d) { return ((timed_dev *)d)->in; }
+static void td_destroy(mlc_device *d) {
+  in_of(d)->vt->destroy(in_of(d));
+  free(d);
+}
+static mlc_status td_alloc(mlc_device *d, uint64_t n, uint64_t *out) { return in_of(d)->vt->alloc(in_of(d), n, out); }
+static void td_free(mlc_device *d, uint64_t p) { in_of(d)->vt->free(in_of(d), p); }
+static mlc_status td_write(mlc_device *d, uint64_t dst, const void *src, uint64_t n) {
+  return in_of(d)->vt->write(in_of(d), dst, src, n);
+}
+static mlc_status td_read(mlc_device *d, void *dst, uint64_t src, uint64_t n) {
+  return in_of(d)->vt->read(in_of(d), dst, src, n);
+}
+static mlc_status td_resolve(mlc_device *d, const char *sym, void **out) {
+  return in_of(d)->vt->resolve(in_of(d), sym, out);
+}
+static mlc_status td_launch(mlc_device *d, void *k, uint64_t items, const uint64_t *args, uint32_t nargs, bool timing,
+                            uint32_t slot) {
+  return in_of(d)->vt->launch(in_of(d), k, items, args, nargs, timing, slot);
+}
+static mlc_status td_finish(mlc_device *d, uint32_t n, double *sec, double *start) {
+  MLC_RETURN_IF_ERROR(in_of(d)->vt->finish(in_of(d), n, sec, start));
+  double t = 0;
+  for (uint32_t i = 0; i < n; i++) t += sec[i];
+  ((timed_dev *)d)->last = t;
+  return NULL;
+}
+static void td_describe(mlc_device *d, char *buf, size_t n) { in_of(d)->vt->describe(in_of(d), buf, n); }
+static void td_push(mlc_device *d, const char *name) {
+  if (in_of(d)->vt->range_push) in_of(d)->vt->range_push(in_of(d), name);
+}
+static void td_pop(mlc_device *d) {
+  if (in_of(d)->vt->range_pop) in_of(d)->vt->range_pop(in_of(d));
+}
+static const mlc_device_vt timed_vt = {"cuda", false, td_destroy, td_alloc, td_free, td_write, td_read, td_resolve,
+                                       td_launch, td_finish, td_describe, td_push, td_pop, NULL};
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Random inputs: floats in [-1, 1) in the input's dtype (f32, bf16, f16). */
+static void fill_random(uint8_t *buf, uint64_t bytes, uint8_t dtype, uint64_t *rng) {
+  uint64_t esz = dtype == 1 ? 4 : 2;
+  for (uint64_t j = 0; j < bytes / esz; j++) {
+    *rng = *rng * 6364136223846793005ull + 1442695040888963407ull;
+    float f = (float)(uint32_t)(*rng >> 33) / 2147483648.0f - 1.0f;
+    uint32_t bits;
+    memcpy(&bits, &f, 4);
+    if (dtype == 1) memcpy(buf + j * 4, &f, 4);
+    else if (dtype == 2) { uint16_t h = (uint16_t)(bits >> 16); memcpy(buf + j * 2, &h, 2); }
+    else { uint16_t h = (uint16_t)(0x3c00 | (bits >> 13 & 0x3ff)); memcpy(buf + j * 2, &h, 2); } /* f16 in [1, 2) */
+  }
+}
+
+typedef struct {
+  const char *what;   /* for messages */
+  const char *source; /* the model */
+  bool flops;         /* the rate of FLOPs, else of bytes */
+} probe;
+
+/* Per-run seconds of the probe's forward, timed by CUDA events; its work
+ * (FLOPs or bytes) from the plan.  *name: the device's description. */
+static mlc_status run_probe(const probe *pr, int ordinal, double seconds[TIMED_RUNS], double *work, char *name,
+                            size_t namen) {
+  mlc_arena arena;
+  mlc_arena_init(&arena);
+  mlc_diag diag;
+  mlc_diag_init(&diag, stderr);
+  mlc_program prog;
+  mlc_program_init(&prog, &arena);
+  mlc_cuda_build g;
+  memset(&g, 0, sizeof g);
+  mlc_plan *plan = NULL;
+  mlc_session *s = NULL;
+  mlc_status st = NULL;
+  timed_dev *td = NULL;
+  char err[512];
+  mlc_lower_options lo = {NULL, 0, NULL, 0};
+  mlc_pipeline_options po = {.dump = stdout, .target = "cuda"};
+  if (!mlc_frontend_run(&prog, &diag, "<calibrate>", pr->source, strlen(pr->source), &lo, NULL) ||
+      !mlc_pipeline_run(&prog, &diag, &po)) {
+    st = mlc_status_make(MLC_INTERNAL, "the calibration's %s does not compile", pr->what);
+    goto out;
+  }
+  if (!mlc_cuda_build_program(&prog, &g, true, stderr, err, sizeof err)) {
+    st = mlc_status_make(MLC_INTERNAL, "%s", err);
+    goto out;
+  }
+  if (!(td = calloc(1, sizeof *td))) { st = mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory"); goto out; }
+  if ((st = mlc_cuda_open(&g, ordinal, stderr, &td->in))) { free(td); goto out; }
+  td->base.vt = &timed_vt;
+  td->base.a = mlc_allocator_default();
+  td_describe(&td->base, name, namen);
+  if ((st = mlc_plan_parse(g.plan, g.plan_bytes, mlc_allocator_default(), &plan))) { td_destroy(&td->base); goto out; }
+  mlc_session_options so = {&td->base, NULL, NULL, 0, true, {0}, NULL};
+  if ((st = mlc_session_create(plan, &so, &s))) goto out; /* the session destroyed the device */
+  const mlc_plan_entry *e = mlc_plan_find_entry(plan, "forward");
+  uint64_t rng = 0x63616c6962;
+  for (uint32_t k = 0; k < e->ninputs && !st; k++) {
+    const mlc_plan_value *v = &e->values[e->inputs[k].value];
+    uint64_t bytes = mlc_plan_shape_bytes(&v->shape);
+    uint8_t *buf = malloc(bytes);
+    if (!buf) { st = mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory for %llu bytes", (unsigned long long)bytes); break; }
+    fill_random(buf, bytes, v->shape.dtype, &rng);
+    st = mlc_session_set_input(s, "forward", e->inputs[k].name, buf, (size_t)bytes);
+    free(buf);
+  }
+  *work = 0;
+  for (uint32_t i = 0; i < e->nsteps; i++) *work += pr->flops ? e->steps[i].flops : e->steps[i].bytes;
+  double t0 = mlc_now();
+  for (int r = 0; !st && (r < 3 || mlc_now() - t0 < WARMUP_SECONDS); r++) st = mlc_session_run(s, "forward");
+  for (int r = 0; r < TIMED_RUNS && !st; r++) {
+    st = mlc_session_run(s, "forward");
+    seconds[r] = td->last;
+  }
+out:
+  mlc_session_destroy(s);
+  mlc_plan_free(plan);
+  mlc_cuda_build_free(&g);
+  mlc_arena_free(&arena);
+  return st;
+}
+
+static int fail(mlc_status st) {
+  fprintf(stderr, "mlc: %s\n", mlc_status_message(st));
+  int rc = mlc_status_code(st) == MLC_INTERNAL ? EXIT_INTERNAL : EXIT_USER;
+  mlc_status_free(st);
+  return rc;
+}
+
+bool mlc_calibrate_is_cuda(int argc, char **argv) {
+  for (int i = 1; i < argc; i++) {
+    if ((!strcmp(argv[i], "--target") || !strcmp(argv[i], "-t")) && i + 1 < argc) return !strcmp(argv[i + 1], "cuda");
+    if (!strcmp(argv[i], "--target=cuda") || !strcmp(argv[i], "-tcuda")) return true;
+  }
+  return false;
+}
+
+int mlc_calibrate_cuda(int argc, char **argv) {
+  static const struct option opts[] = {
+    {"target", required_argument, NULL, 't'}, {"device", required_argument, NULL, 'd'}, {"help", no_argument, NULL, 'h'}, {0},
+  };
+  long ordinal = 0;
+  int c;
+  optind = 1;
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, "+t:h", opts, NULL)) != -1) {
+    char *end;
+    switch (c) {
+    case 't': break; /* cuda: how we got here */
+    case 'd':
+      ordinal = strtol(optarg, &end, 10);
+      if (!*optarg || *end || ordinal < 0 || ordinal > 1023) {
+        fprintf(stderr, "mlc: --device %s: expected a GPU number from 0\nTry 'mlc --help'.\n", optarg);
+        return EXIT_USAGE;
+      }
+      break;
+    case 'h':
+      printf("usage: mlc calibrate --target cuda [--device N]\n"
+             "measures GPU N's peak bf16 matrix rate and memory bandwidth with mlc's own kernels and caches\n"
+             "them in ~/.cache/mlc/ceilings-cuda.json for --profile and --roofline\n");
+      return EXIT_OK;
+    default:
+      fprintf(stderr, "mlc: calibrate --target cuda does not take '%s'\nTry 'mlc --help'.\n", argv[optind - 1]);
+      return EXIT_USAGE;
+    }
+  }
+  if (optind < argc) {
+    fprintf(stderr, "mlc: calibrate does not take '%s'\nTry 'mlc --help'.\n", argv[optind]);
+    return EXIT_USAGE;
+  }
+  char path[1024];
+  if (!mlc_ceilings_gpu_cache_path(path, sizeof path)) {
+    fprintf(stderr, "mlc: neither XDG_CACHE_HOME nor HOME is set: nowhere to cache the ceilings\n");
+    return EXIT_USER;
+  }
+  /* Without a driver, say so before compiling anything. */
+  mlc_cuda_driver drv;
+  mlc_status st = mlc_cuda_driver_load(&drv);
+  if (st) return fail(st);
+  mlc_cuda_driver_unload(&drv);
+
+  static const probe gemm = {"bf16 GEMM 8192^3",
+                             "config { n = 8192 }\n"
+                             "module Gemm(n) {\n"
+                             "    forward(a: bf16[n, n], b: bf16[n, n]) {\n"
+                             "        return a @ b\n"
+                             "    }\n"
+                             "}\n",
+                             true};
+  static const probe copy = {"f32 add of two 16384 x 8192 tensors",
+                             "config { m = 16384  n = 8192 }\n"
+                             "module Copy(m, n) {\n"
+                             "    forward(x: f32[m, n], y: f32[m, n]) {\n"
+                             "        return x + y\n"
+                             "    }\n"
+                             "}\n",
+                             false};
+  const probe *probes[] = {&gemm, &copy};
+  double med[2], best[2];
+  char name[256] = "";
+  for (int p = 0; p < 2; p++) {
+    double sec[TIMED_RUNS], work = 0;
+    fprintf(stderr, "mlc: calibrating GPU %ld: %s (mlc's own kernel, CUDA events, median of %d runs)\n", ordinal,
+            probes[p]->what, TIMED_RUNS);
+    if ((st = run_probe(probes[p], (int)ordinal, sec, &work, name, sizeof name))) return fail(st);
+    qsort(sec, TIMED_RUNS, sizeof *sec, cmp_double);
+    double m = (sec[TIMED_RUNS / 2 - 1] + sec[TIMED_RUNS / 2]) / 2;
+    if (!(m > 0) || !(work > 0)) return fail(mlc_status_make(MLC_INTERNAL, "the %s took no time", probes[p]->what));
+    med[p] = work / m;
+    best[p] = work / sec[0];
+  }
+  mlc_ceilings cl;
+  mlc_ceilings_gpu_datasheet(name, &cl);
+  cl.peak_flops = med[0];
+  cl.bandwidth = med[1];
+  cl.calibrated = true;
+  time_t now = time(NULL);
+  struct tm tm;
+  gmtime_r(&now, &tm);
+  char when[64];
+  strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  snprintf(cl.source, sizeof cl.source, "%s (mlc calibrate: mlc's bf16 GEMM 8192^3 and f32 add 2 x 512 MiB, median of %d)",
+           when, TIMED_RUNS);
+  if ((st = mlc_ceilings_save_file(path, &cl))) return fail(st);
+  printf("%s: %.1f TFLOP/s peak (bf16 GEMM 8192^3; best run %.1f), %.1f GB/s memory (f32 add, read + write; best run "
+         "%.1f); ridge %.1f FLOP/byte\ncached in %s\n",
+         name, med[0] / 1e12, best[0] / 1e12, med[1] / 1e9, best[1] / 1e9, med[0] / med[1], path);
+  return EXIT_OK;
+}

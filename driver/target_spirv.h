@@ -1,0 +1,30 @@
+/* The driver's side of the SPIR-V target: emits the program's kernels as
+ * SPIR-V modules through codegen/spirv (validated, optimised), and either
+ * writes the artifact (<name>.c embedding the modules and the kernel table,
+ * plus each module as <symbol>.spv) or opens a Vulkan device on them for a
+ * session (mlc run, bench, train, profile).  `mlc devices --target spirv`
+ * lists the devices that --device N picks from. */
+#ifndef MLC_DRIVER_TARGET_SPIRV_H
+#define MLC_DRIVER_TARGET_SPIRV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "codegen/spirv/spirv.h"
+#include "runtime/device.h"
+
+typedef struct {
+  mlc_program *p;
+  mlc_spirv_module mod;
+  uint8_t *plan;       /* mlc_plan_encode's bytes, in p's arena */
+  size_t plan_bytes;
+} mlc_spirv_build;
+
+bool mlc_spirv_build_program(mlc_program *p, mlc_spirv_build *b, FILE *progress, char *err, size_t errn);
+bool mlc_spirv_write_artifact(mlc_spirv_build *b, const char *dir, const char *source, char *err, size_t errn);
+/* A Vulkan device (number `ordinal`) with the build's kernels; validation
+ * as MLC_VK_VALIDATE says. */
+MLC_MUST_USE mlc_status mlc_spirv_open(mlc_spirv_build *b, int ordinal, FILE *progress, mlc_device **out);
+
+#endif
