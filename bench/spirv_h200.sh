@@ -11,6 +11,10 @@
 #   ninja -C build-vkgpu mlc mlc_opcheck
 #   mkdir -p build-vkgpu/lib && cp -L /lib/x86_64-linux-gnu/{libxxhash.so.0,libcjson.so.1} build-vkgpu/lib/
 #   carry: .gl build-vkgpu/mlc build-vkgpu/codegen/cuda/mlc_opcheck build-vkgpu/lib
+# and check those very binaries here on lavapipe first (a call spent on a
+# broken build measures nothing):
+#   python3 codegen/llvm/tests/opcheck.py ops --target spirv -k matmul --opcheck build-vkgpu/codegen/cuda/mlc_opcheck --work /tmp/o
+#   build-vkgpu/mlc bench bench/gemm_f16.mdl --target spirv n=256 --runs 2
 # Steps (each bounded, so that one slow step cannot eat the call):
 #   the devices mlc sees; every op case against PyTorch (opcheck.py --target
 #   spirv); the 4096^3 GEMM in f16 and bf16 (cooperative matrices where the

@@ -74,8 +74,12 @@ static void td_push(mlc_device *d, const char *name) {
 static void td_pop(mlc_device *d) {
   if (in_of(d)->vt->range_pop) in_of(d)->vt->range_pop(in_of(d));
 }
+static void *td_stream(mlc_device *d) { return in_of(d)->vt->stream ? in_of(d)->vt->stream(in_of(d)) : NULL; }
+static mlc_status td_mark(mlc_device *d, uint32_t slot, bool end) {
+  return in_of(d)->vt->mark ? in_of(d)->vt->mark(in_of(d), slot, end) : NULL;
+}
 static const mlc_device_vt timed_vt = {"cuda", false, td_destroy, td_alloc, td_free, td_write, td_read, td_resolve,
-                                       td_launch, td_finish, td_describe, td_push, td_pop, NULL};
+                                       td_launch, td_finish, td_describe, td_push, td_pop, td_stream, td_mark};
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;

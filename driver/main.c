@@ -564,6 +564,38 @@ static int wrote(bool ok, const char *err, const char *dir, const mlc_program *p
   return EXIT_OK;
 }
 
+/* Seconds a rank waits for its peers before the watchdog gives up on them:
+ * MLC_NCCL_TIMEOUT, else 60. */
+static double nccl_timeout(void) {
+  const char *e = getenv("MLC_NCCL_TIMEOUT");
+  double t = e ? atof(e) : 0;
+  return t > 0 ? t : 60;
+}
+
+/* NCCL's id on every rank: over TCP from rank 0 at MASTER_ADDR:MASTER_PORT,
+ * or, under mpirun without MASTER_ADDR, through MPI (an all-gather of the
+ * ids, keeping rank 0's). */
+static mlc_status nccl_id(const mlc_dist_env *env, uint8_t *id) {
+  if (env->world == 1 || env->master_addr[0] || strcmp(env->launcher, "mpirun")) return mlc_comm_nccl_id(env, id, nccl_timeout());
+  mlc_comm *mpi;
+  MLC_RETURN_IF_ERROR(mlc_comm_mpi_create(mlc_allocator_default(), &mpi));
+  uint8_t *all = calloc((size_t)env->world, MLC_NCCL_ID_BYTES);
+  mlc_status st = all ? NULL : mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory");
+  if (!st && env->rank == 0) st = mlc_comm_nccl_new_id(id);
+  if (!st) st = mpi->vt->all_gather(mpi, (uint64_t)(uintptr_t)id, (uint64_t)(uintptr_t)all, MLC_NCCL_ID_BYTES, NULL);
+  if (!st) memcpy(id, all, MLC_NCCL_ID_BYTES);
+  free(all);
+  mpi->vt->destroy(mpi);
+  return st;
+}
+
+/* The watchdog aborted the communicator and the GPU still does not return:
+ * this process cannot go on. */
+static void nccl_hang(const char *why) {
+  fprintf(stderr, "mlc: %s; exiting\n", why);
+  _exit(EXIT_USER);
+}
+
 /* Compiles for the target, then writes the artifact (compile) or runs a
  * session on it (run, bench, train). */
 static int run_target(const options *o, mlc_program *prog) {
@@ -590,6 +622,10 @@ static int run_target(const options *o, mlc_program *prog) {
   if ((st = mlc_dist_env_read(&env))) goto fail;
   /* One GPU per rank: the launcher's local rank picks it unless --device does. */
   int device = o->device_set ? o->device : nccl ? env.local_rank : o->device;
+  /* NCCL's id reaches every rank (TCP on MASTER_ADDR) first: a bad address
+   * fails at once, before compiling or touching a GPU. */
+  uint8_t id[MLC_NCCL_ID_BYTES] = {0};
+  if (nccl && o->cmd != CMD_COMPILE && (st = nccl_id(&env, id))) goto fail;
   if (spirv) {
 #ifdef MLC_HAVE_SPIRV
     mlc_spirv_build vb;
@@ -653,12 +689,7 @@ static int run_target(const options *o, mlc_program *prog) {
     plan_bytes = g.plan;
     plan_n = g.plan_bytes;
     if ((st = mlc_cuda_open(&g, device, env.rank ? NULL : stderr, &so.device))) goto fail;
-    if (nccl) {
-      st = mlc_status_make(MLC_UNIMPLEMENTED, "--target cuda-nccl: the sharded plan compiles (mlc compile --target "
-                           "cuda-nccl), but the NCCL communicator is not written yet; train sharded on the CPU under "
-                           "mpirun, or unsharded with --target cuda");
-      goto fail;
-    }
+    if (nccl && (st = mlc_comm_nccl_create(&env, id, nccl_timeout(), nccl_hang, mlc_allocator_default(), &comm))) goto fail;
 #endif
   } else {
 #ifdef MLC_HAVE_CPU

@@ -149,7 +149,7 @@ mlc_status mlc_train_loop(mlc_session *s, const mlc_train_args *a) {
     memcpy(&l, loss, sizeof l);
     if (mlc_session_world(s) > 1) { /* the mean over the ranks, as FSDP's loss would be logged */
       double sum = l;
-      if ((st = mlc_session_comm(s)->vt->all_reduce_host(mlc_session_comm(s), &sum, 1))) break;
+      if ((st = mlc_session_all_sum(s, &sum, 1))) break;
       l = (float)(sum / mlc_session_world(s));
     }
     if (!a->log) continue;

@@ -234,13 +234,15 @@ static bool fuse_groups(mlc_program *p, mlc_func *f, bool epilogues) {
  * single updates name the group's token. */
 static bool group_adamw(mlc_program *p, mlc_func *f) {
   uint32_t n0 = f->n, nad = 0;
-  for (uint32_t i = 0; i < n0; i++) nad += f->nodes[i].op == MLC_OP_ADAMW;
+  /* A sharded update (fsdp) runs on this rank's rows only and stays where
+   * the fsdp pass put it, right after its reduce-scatter. */
+  for (uint32_t i = 0; i < n0; i++) nad += f->nodes[i].op == MLC_OP_ADAMW && !mlc_node_sharded(p, f, &f->nodes[i]);
   if (nad < 2) return false;
   uint32_t *tok = mlc_arena_alloc(p->arena, n0 * sizeof *tok);
   for (uint32_t i = 0; i < n0; i++) tok[i] = UINT32_MAX;
   uint32_t in[4 * ADAMW_GROUP + 1], k = 0, members[ADAMW_GROUP];
   for (uint32_t i = 0; i < n0; i++) {
-    if (f->nodes[i].op != MLC_OP_ADAMW) continue;
+    if (f->nodes[i].op != MLC_OP_ADAMW || mlc_node_sharded(p, f, &f->nodes[i])) continue;
     memcpy(in + 4 * k, f->nodes[i].in, 4 * sizeof *in);
     in[4 * ADAMW_GROUP] = f->nodes[i].in[4];
     members[k++] = i;

@@ -45,6 +45,9 @@ typedef struct {
   /* The queue collectives are enqueued on (CUDA: the CUstream), or NULL
    * where launches finish before they return (the CPU). */
   void *(*stream)(mlc_device *d);
+  /* Brackets work the session queues itself (a collective) in timing slot
+   * `slot`, as launch does for a kernel; NULL: such steps go untimed. */
+  mlc_status (*mark)(mlc_device *d, uint32_t slot, bool end);
 } mlc_device_vt;
 
 struct mlc_device {

@@ -52,6 +52,7 @@ struct mlc_session {
   mlc_plan_shape *pshape; /* per parameter: its shape here (a sharded one's rows are this rank's) */
   mlc_comm *comm;         /* the ranks' collectives (FSDP) */
   bool own_comm;
+  uint64_t sum_buf;       /* device scratch for mlc_session_all_sum on a device communicator */
   uint64_t step;          /* optimizer steps taken */
   entry_state *entries;
   bool trace;
@@ -301,6 +302,31 @@ void *mlc_session_param_data(mlc_session *s, uint32_t param) {
   return at;
 }
 
+#define SUM_MAX 8 /* values per mlc_session_all_sum */
+
+mlc_status mlc_session_all_sum(mlc_session *s, double *v, int n) {
+  if (s->comm->world == 1) return NULL;
+  if (n < 1 || n > SUM_MAX) return mlc_status_make(MLC_INVALID_ARGUMENT, "all_sum of %d values (1 to %d)", n, SUM_MAX);
+  if (s->comm->host_memory) return s->comm->vt->all_reduce_host(s->comm, v, n);
+  /* A device communicator: every rank's values gathered through device memory. */
+  uint64_t bytes = (uint64_t)n * sizeof *v, world = (uint64_t)s->comm->world;
+  if (!s->sum_buf) MLC_RETURN_IF_ERROR(s->dev->vt->alloc(s->dev, SUM_MAX * 8 * (world + 1), &s->sum_buf));
+  MLC_RETURN_IF_ERROR(s->dev->vt->write(s->dev, s->sum_buf, v, bytes));
+  void *stream = s->dev->vt->stream ? s->dev->vt->stream(s->dev) : NULL;
+  MLC_RETURN_IF_ERROR(s->comm->vt->all_gather(s->comm, s->sum_buf, s->sum_buf + SUM_MAX * 8, bytes, stream));
+  double all[SUM_MAX * 257];
+  if (world > 256) return mlc_status_make(MLC_INVALID_ARGUMENT, "more than 256 ranks");
+  mlc_comm_busy(s->comm, true);
+  mlc_status st = s->dev->vt->read(s->dev, all, s->sum_buf + SUM_MAX * 8, bytes * world);
+  mlc_comm_busy(s->comm, false);
+  if (st) return st;
+  for (int i = 0; i < n; i++) {
+    v[i] = 0;
+    for (uint64_t r = 0; r < world; r++) v[i] += all[r * (uint64_t)n + (uint64_t)i];
+  }
+  return NULL;
+}
+
 int mlc_session_rank(const mlc_session *s) { return s->comm->rank; }
 int mlc_session_world(const mlc_session *s) { return s->comm->world; }
 mlc_comm *mlc_session_comm(const mlc_session *s) { return s->comm; }
@@ -527,12 +553,13 @@ mlc_status mlc_session_save_checkpoint(const mlc_session *s, const char *path) {
   mlc_allocator_free(s->a, file);
   /* Every rank's shard is on disk before the manifest names them. */
   double failed = st != NULL;
-  mlc_status cst = s->comm->vt->all_reduce_host(s->comm, &failed, 1);
+  mlc_status cst = mlc_session_all_sum((mlc_session *)s, &failed, 1);
   if (cst) { mlc_status_free(st); return cst; }
   if (!st && failed > 0)
     st = mlc_status_make(MLC_IO, "%s: %g other rank(s) could not write their shard; no manifest written", path, failed);
   if (!st && s->comm->rank == 0) st = write_manifest(s, path);
-  if ((cst = s->comm->vt->barrier(s->comm))) { mlc_status_free(st); return cst; }
+  double done = 1; /* a barrier: no rank returns before the manifest exists */
+  if ((cst = mlc_session_all_sum((mlc_session *)s, &done, 1))) { mlc_status_free(st); return cst; }
   return st;
 }
 
@@ -767,7 +794,12 @@ mlc_status mlc_session_run(mlc_session *s, const char *entry) {
   for (uint32_t i = 0; i < es->e->nsteps && !err; i++) {
     const mlc_plan_step *st = &es->e->steps[i];
     if (vt->range_push) vt->range_push(s->dev, es->label[i]);
-    if (!es->kern[i]) err = collective(s, es, i);
+    if (!es->kern[i]) {
+      bool timed = s->profile && vt->mark;
+      if (timed) err = vt->mark(s->dev, i, false);
+      if (!err) err = collective(s, es, i);
+      if (!err && timed) err = vt->mark(s->dev, i, true);
+    }
     else
       err = vt->launch(s->dev, es->kern[i], st->sharded ? mlc_plan_shard_rows(st->work_items, s->comm->world) : st->work_items,
                        es->args[i], st->nargs, s->profile, i);
@@ -775,7 +807,10 @@ mlc_status mlc_session_run(mlc_session *s, const char *entry) {
   }
   if (vt->range_pop) vt->range_pop(s->dev);
   MLC_RETURN_IF_ERROR(err);
-  MLC_RETURN_IF_ERROR(vt->finish(s->dev, es->e->nsteps, es->last, es->start));
+  mlc_comm_busy(s->comm, true); /* the watchdog keeps the deadline while the device runs the step */
+  err = vt->finish(s->dev, es->e->nsteps, es->last, es->start);
+  mlc_comm_busy(s->comm, false);
+  MLC_RETURN_IF_ERROR(err);
   if (s->profile) {
     es->runs++;
     for (uint32_t i = 0; i < es->e->nsteps; i++) {
@@ -909,15 +944,15 @@ void mlc_session_print_profile_ceilings(const mlc_session *s, const char *entry,
 
 void mlc_session_set_trace(mlc_session *s, bool on) { s->trace = on; }
 
-mlc_status mlc_session_write_trace(const mlc_session *s, const char *path) {
+static mlc_status write_trace_file(const mlc_session *s, const char *path, const char *shown) {
   FILE *f = fopen(path, "w");
-  if (!f) return mlc_status_make(MLC_IO, "--trace %s: cannot open: %s", path, strerror(errno));
+  if (!f) return mlc_status_make(MLC_IO, "--trace %s: cannot open: %s", shown, strerror(errno));
   char title[256], dev[200];
   s->dev->vt->describe(s->dev, dev, sizeof dev);
   snprintf(title, sizeof title, "mlc %s on %s", s->plan->model, dev);
   mlc_trace_writer w;
   mlc_trace_begin(&w, f);
-  mlc_trace_options to = {title, 0}; /* rank: the session's, once sessions have ranks */
+  mlc_trace_options to = {title, s->comm->rank};
   mlc_trace_process(&w, &to);
   for (size_t n = 0; n < s->nevents; n++) {
     const trace_event *ev = &s->events[n];
@@ -927,8 +962,61 @@ mlc_status mlc_session_write_trace(const mlc_session *s, const char *path) {
     mlc_trace_add(&w, &sp);
   }
   mlc_trace_end(&w);
-  if (ferror(f) | fclose(f)) return mlc_status_make(MLC_IO, "--trace %s: cannot write: %s", path, strerror(errno));
+  if (ferror(f) | fclose(f)) return mlc_status_make(MLC_IO, "--trace %s: cannot write: %s", shown, strerror(errno));
   return NULL;
+}
+
+/* Reads a whole file; NULL if it cannot. */
+static char *slurp(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  char *buf = NULL;
+  long n = fseek(f, 0, SEEK_END) ? -1 : ftell(f);
+  if (n >= 0 && !fseek(f, 0, SEEK_SET) && (buf = malloc((size_t)n + 1)) && fread(buf, 1, (size_t)n, f) == (size_t)n) buf[n] = 0;
+  else { free(buf); buf = NULL; }
+  fclose(f);
+  return buf;
+}
+
+/* With several ranks each writes "<path>.rank<r>", and rank 0 merges them
+ * into <path>: one trace, one process (pid) per rank. */
+mlc_status mlc_session_write_trace(const mlc_session *cs, const char *path) {
+  mlc_session *s = (mlc_session *)cs;
+  int world = s->comm->world;
+  if (world == 1) return write_trace_file(s, path, path);
+  char *mine = shard_path(s, path, s->comm->rank);
+  if (!mine) return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory");
+  mlc_status st = write_trace_file(s, mine, path);
+  mlc_allocator_free(s->a, mine);
+  double failed = st != NULL;
+  mlc_status cst = mlc_session_all_sum(s, &failed, 1);
+  if (cst || st || failed > 0 || s->comm->rank) {
+    if (!st && !cst && failed > 0) st = mlc_status_make(MLC_IO, "--trace %s: another rank could not write its part", path);
+    mlc_status_free(cst ? st : NULL);
+    return cst ? cst : st;
+  }
+  cJSON *all = cJSON_CreateObject(), *events = cJSON_CreateArray();
+  cJSON_AddStringToObject(all, "displayTimeUnit", "ms");
+  cJSON_AddItemToObject(all, "traceEvents", events);
+  for (int r = 0; r < world && !st; r++) {
+    char *part = shard_path(s, path, r), *text = part ? slurp(part) : NULL;
+    cJSON *j = text ? cJSON_Parse(text) : NULL, *ev = cJSON_DetachItemFromObject(j, "traceEvents");
+    if (!cJSON_IsArray(ev)) st = mlc_status_make(MLC_IO, "--trace %s: rank %d's part is missing or malformed", path, r);
+    while (!st && cJSON_GetArraySize(ev) > 0) cJSON_AddItemToArray(events, cJSON_DetachItemFromArray(ev, 0));
+    if (!st) remove(part);
+    cJSON_Delete(ev);
+    cJSON_Delete(j);
+    free(text);
+    mlc_allocator_free(s->a, part);
+  }
+  char *out = st ? NULL : cJSON_PrintUnformatted(all);
+  cJSON_Delete(all);
+  if (!st) {
+    FILE *f = out ? fopen(path, "w") : NULL;
+    if (!f || fputs(out, f) < 0 || fclose(f)) st = mlc_status_make(MLC_IO, "--trace %s: cannot write: %s", path, strerror(errno));
+  }
+  free(out);
+  return st;
 }
 
 mlc_status mlc_session_write_roofline(const mlc_session *s, const char *entry, const mlc_ceilings *c, const char *path) {

@@ -58,6 +58,9 @@ const mlc_plan *mlc_session_plan(const mlc_session *s);
  * and the communicator itself. */
 int mlc_session_rank(const mlc_session *s);
 int mlc_session_world(const mlc_session *s);
+/* v[0..n) (n <= 8) summed over the ranks, on every rank (losses; agreeing
+ * that every rank wrote its checkpoint shard).  Nothing with one rank. */
+MLC_MUST_USE mlc_status mlc_session_all_sum(mlc_session *s, double *v, int n);
 mlc_comm *mlc_session_comm(const mlc_session *s);
 
 /* Parameters: PyTorch's default initialisation from a seeded RNG (the

@@ -157,8 +157,8 @@ void cc_begin(cc *c, uint64_t grid, uint32_t block, uint32_t smem) {
   cc_printf(c, "extern \"C\" __global__ void __launch_bounds__(%u) @K@_%u(", block, c->nlaunch);
   for (uint32_t k = 0; k < c->n->nin; k++)
     cc_printf(c, "const %s *%s in%u, ", cc_stype(cc_in(c, (int)k)->dtype), c->t->restrict_kw, k);
-  cc_printf(c, "%s *%s out, unsigned char *%s scratch) {\n", cc_stype(c->n->type.dtype), c->t->restrict_kw,
-            c->t->restrict_kw);
+  cc_printf(c, "%s *%s out, unsigned char *%s scratch%s) {\n", cc_stype(c->n->type.dtype), c->t->restrict_kw,
+            c->t->restrict_kw, c->sharded ? ", const unsigned long long rows" : "");
   c->nlaunch++;
 }
 

@@ -84,6 +84,11 @@ typedef struct {
   const mlc_node *n;
   uint32_t node;
   cc_text *out;              /* the kernel text goes here */
+  /* An op on a rank's shard of a flat parameter (mlc_node_sharded): the
+   * kernels take `rows`, the rank's rows of MLC_SHARD_ROW elements, as one
+   * more argument after scratch (runtime/cuda/device.c passes it), and
+   * cover that many, not the nominal shape's. */
+  bool sharded;
   /* set by the emitter */
   cc_launch launch[CC_MAX_LAUNCH];
   uint32_t nlaunch;
@@ -166,6 +171,7 @@ bool cc_emit_gemm(cc *c);        /* matmul, linear */
 bool cc_emit_attention(cc *c);   /* attention, attention_grad */
 bool cc_emit_norm(cc *c);        /* rmsnorm, layernorm and their grads */
 bool cc_emit_misc(cc *c);        /* embedding(+grad), cross_entropy(+grad), adamw, sgd */
+bool cc_emit_shard_cast(cc *c);  /* the fsdp pass's cast of a rank's shard (c->sharded) */
 bool cc_emit_fused(cc *c);       /* fused: elementwise groups; GEMM-headed ones go to the GEMM emitters */
 bool cc_emit_adamw_multi(cc *c); /* adamw_multi (emit_misc.c; CUDA) */
 

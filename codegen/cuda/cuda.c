@@ -53,6 +53,7 @@ static char *name_kernel(mlc_arena *a, const char *text, size_t n, const char *s
 
 static bool emit(const mlc_program *p, const cc_target *t, mlc_cuda_module *m, char *err, size_t errn) {
   memset(m, 0, sizeof *m);
+  m->p = p;
   mlc_arena *a = p->arena;
   cc_text src = {.a = a};
   if (t->metal) {
@@ -74,9 +75,10 @@ static bool emit(const mlc_program *p, const cc_target *t, mlc_cuda_module *m, c
       const mlc_node *n = &f->nodes[i];
       m->kernel_of[k][i] = UINT32_MAX;
       if (mlc_ops[n->op].flags & (MLC_F_LEAF | MLC_F_VIEW | MLC_F_COLL)) continue;
-      emitter e = emitter_of(t, (mlc_op)n->op);
+      bool sharded = mlc_node_sharded(p, f, n);
+      emitter e = sharded && n->op == MLC_OP_CAST ? cc_emit_shard_cast : emitter_of(t, (mlc_op)n->op);
       cc_text body = {.a = a};
-      cc c = {.t = t, .p = p, .f = f, .n = n, .node = i, .out = &body};
+      cc c = {.t = t, .p = p, .f = f, .n = n, .node = i, .out = &body, .sharded = sharded};
       if (!e) {
         snprintf(err, errn, "%s %%%u (%s): the %s target has no kernel for this op", f->name, i, mlc_ops[n->op].name, t->name);
         return false;
@@ -149,6 +151,7 @@ const char *mlc_cuda_kernel_namer(void *ctx, const mlc_func *f, uint32_t node, u
   while (k < MLC_MAX_FUNCS && m->funcs[k] != f) k++;
   if (k == MLC_MAX_FUNCS || m->kernel_of[k][node] == UINT32_MAX) return NULL;
   const mlc_cuda_kernel *kd = &m->kernels[m->kernel_of[k][node]];
-  *out_work_items = kd->launch[0].grid;
+  /* A shard's kernels take the rank's rows at run time: the plan gives the nominal rows. */
+  *out_work_items = mlc_node_sharded(m->p, f, &f->nodes[node]) ? (uint64_t)f->nodes[f->nodes[node].in[0]].type.dim[0] : kd->launch[0].grid;
   return kd->symbol;
 }

@@ -18,6 +18,7 @@
 #include "runtime/cuda/kernel.h"
 
 typedef struct {
+  const mlc_program *p;
   const char *source;         /* the whole .cu text, NUL-terminated */
   size_t source_len;
   mlc_cuda_kernel *kernels;   /* nkernels distinct kernels */

@@ -57,8 +57,12 @@ static int64_t gs_grid(int64_t n) {
 }
 static void gs_begin(cc *c, const char *var, int64_t n) {
   const char *IT = gs_type(n);
-  cc_printf(c, "  for (%s %s = (%s)blockIdx.x * %d + threadIdx.x; %s < (%s)%lldll; %s += (%s)gridDim.x * %d) {\n", IT, var, IT,
-            THREADS, var, IT, (long long)n, var, IT, THREADS);
+  /* On a shard (AdamW's update of one), the rank's rows bound it: n counts
+   * the items of the nominal [R, 4096], so a row holds n / R of them. */
+  const char *bound = c->sharded ? cc_fmt(c, "(%s)(rows * %lldull)", IT, (long long)(n * MLC_SHARD_ROW / mlc_type_numel(cc_in(c, 0))))
+                                 : cc_fmt(c, "(%s)%lldll", IT, (long long)n);
+  cc_printf(c, "  for (%s %s = (%s)blockIdx.x * %d + threadIdx.x; %s < %s; %s += (%s)gridDim.x * %d) {\n", IT, var, IT,
+            THREADS, var, bound, var, IT, THREADS);
 }
 
 /* ---- embedding ---- */

@@ -558,13 +558,17 @@ uint32_t sb_load_f(sb *b, uint32_t bind, int dt, uint32_t idx) {
   }
 }
 
-void sb_store_f(sb *b, uint32_t bind, int dt, uint32_t idx, uint32_t val) {
+uint32_t sb_f2bits_dt(sb *b, int dt, uint32_t f) {
   switch (dt) {
-  case MLC_DT_F32: sb_store_bits(b, bind, dt, idx, sb_f2bits(b, val), 0); return;
-  case MLC_DT_BF16: sb_store_bits(b, bind, dt, idx, sb_f2bf16(b, val), 0); return;
-  case MLC_DT_F16: sb_store_bits(b, bind, dt, idx, sb_f2f16(b, val), 0); return;
-  default: MLC_ICE("sb_store_f of a non-float dtype %d", dt);
+  case MLC_DT_F32: return sb_f2bits(b, f);
+  case MLC_DT_BF16: return sb_f2bf16(b, f);
+  case MLC_DT_F16: return sb_f2f16(b, f);
+  default: MLC_ICE("a float store to a non-float dtype %d", dt);
   }
+}
+
+void sb_store_f(sb *b, uint32_t bind, int dt, uint32_t idx, uint32_t val) {
+  sb_store_bits(b, bind, dt, idx, sb_f2bits_dt(b, dt, val), 0);
 }
 
 uint32_t sb_load_i(sb *b, uint32_t bind, int dt, uint32_t idx, uint32_t *hi) { return sb_load_bits(b, bind, dt, idx, hi); }

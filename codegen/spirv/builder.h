@@ -195,6 +195,8 @@ uint32_t sb_load_bits(sb *b, uint32_t bind, int dt, uint32_t idx, uint32_t *hi);
 uint32_t sb_f2bf16(sb *b, uint32_t f);
 uint32_t sb_f2f16(sb *b, uint32_t f);
 uint32_t sb_bf16tof(sb *b, uint32_t bits);
+/* The bits sb_store_f would store for f32 value f in dtype dt. */
+uint32_t sb_f2bits_dt(sb *b, int dt, uint32_t f);
 uint32_t sb_f16tof(sb *b, uint32_t bits);
 
 #endif

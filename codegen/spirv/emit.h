@@ -67,6 +67,19 @@ typedef struct {
 uint32_t sv_rows_begin(sv *s, sv_rows *r, int64_t R, uint32_t lsize);
 void sv_rows_end(sv *s, sv_rows *r);
 
+/* Stores that write whole words.  A 16-bit element stored alone is an
+ * atomic and + or on its word (builder.h); where a thread owns both halves
+ * of a word it stores the word instead.  An element's value comes from a
+ * callback as the bits to store (sb_f2bits_dt for f32 values): lo, and hi
+ * for 64-bit dtypes. */
+typedef void (*sv_bits_fn)(sv *s, void *ctx, uint32_t i, uint32_t *lo, uint32_t *hi);
+/* An entry point over the n elements of binding `bind` (dtype dt), a
+ * thread per element, or per pair of elements for 16-bit dtypes. */
+void sv_items_store(sv *s, int64_t n, uint32_t bind, int dt, sv_bits_fn f, void *ctx);
+/* Inside a row kernel: elements base + j, j in [0, L), strided over the
+ * workgroup (pairs for 16-bit dtypes when base is even: L even).  f gets j. */
+void sv_row_store(sv *s, uint32_t base, int64_t L, uint32_t bind, int dt, sv_bits_fn f, void *ctx);
+
 /* ---- op emitters: false with s->err set if they cannot ---- */
 bool sv_emit_ew(sv *s);        /* elementwise, cast, broadcast, *_grad activations */
 bool sv_emit_reduce(sv *s);    /* sum, mean, max, softmax */

@@ -42,19 +42,6 @@ static uint32_t load(sb *b, uint32_t bind, int dt, uint32_t idx) {
   return sb_load_bits(b, bind, dt, idx, NULL);
 }
 
-static void store(sb *b, uint32_t bind, int dt, uint32_t idx, uint32_t v) {
-  if (is_f(dt)) {
-    sb_store_f(b, bind, dt, idx, v);
-  } else if (dt == MLC_DT_I64) {
-    uint32_t t = sb_u64_type(b);
-    uint32_t lo = sb_op1(b, SpvOpUConvert, b->t_u32, v);
-    uint32_t hi = sb_op1(b, SpvOpUConvert, b->t_u32, sb_op2(b, SpvOpShiftRightLogical, t, v, sb_u32(b, 32)));
-    sb_store_bits(b, bind, dt, idx, lo, hi);
-  } else {
-    sb_store_bits(b, bind, dt, idx, v, 0);
-  }
-}
-
 static uint32_t const_of(sb *b, const mlc_node *k) {
   int dt = k->type.dtype;
   if (is_f(dt)) return sb_f32(b, (float)k->a.f);
@@ -162,49 +149,69 @@ static uint32_t ew_value(sb *b, const mlc_node *n, int dt, const uint32_t *x) {
   }
 }
 
-bool sv_emit_ew(sv *s) {
+typedef struct {
+  int r;
+  int64_t dims[MLC_MAX_RANK], st[3][MLC_MAX_RANK];
+} ew_ctx;
+
+/* Element i: the operands, the op, the bits to store. */
+static void ew_elem(sv *s, void *vc, uint32_t i, uint32_t *lo, uint32_t *hi) {
+  ew_ctx *c = vc;
   sb *b = s->b;
   const mlc_node *n = s->n;
-  int nin = n->nin;
-  if (nin < 1 || nin > 2) return sv_fail(s, "%s is not an elementwise op", mlc_ops[n->op].name);
-  int in_dt = sv_in(s, 0)->dtype, out_dt = n->type.dtype;
-  int64_t total = mlc_type_numel(&n->type);
-  if (!sv_check_size(s, total)) return false;
-  for (int k = 0; k < nin; k++)
-    if (!sv_check_size(s, mlc_type_numel(sv_in(s, k)))) return false;
-  int64_t dims[MLC_MAX_RANK], st[3][MLC_MAX_RANK];
-  int r = mlc_ew_layout(s->f, n, dims, st);
-  sv_gs g;
-  uint32_t i = sv_items_begin(s, &g, total);
   uint32_t x[2];
-  for (int o = 1; o <= nin; o++) {
+  for (int o = 1; o <= n->nin; o++) {
     const mlc_node *in = sv_in_node(s, o - 1);
     if (in->op == MLC_OP_CONST) {
       x[o - 1] = const_of(b, in);
       continue;
     }
     bool same = true;
-    for (int k = 0; k < r; k++) same &= st[o][k] == st[0][k];
+    for (int k = 0; k < c->r; k++) same &= c->st[o][k] == c->st[0][k];
     uint32_t off;
     if (same) {
       off = i;
     } else {
       off = sb_u32(b, 0);
       int64_t below = 1;
-      for (int k = r - 1; k >= 0; k--) {
-        if (st[o][k]) {
-          uint32_t c = below == 1 ? i : sb_div(b, i, sb_u32(b, (uint32_t)below));
-          if (k > 0) c = sb_mod(b, c, sb_u32(b, (uint32_t)dims[k]));
-          off = sb_add(b, off, sb_mulc(b, c, (uint32_t)st[o][k]));
+      for (int k = c->r - 1; k >= 0; k--) {
+        if (c->st[o][k]) {
+          uint32_t q = below == 1 ? i : sb_div(b, i, sb_u32(b, (uint32_t)below));
+          if (k > 0) q = sb_mod(b, q, sb_u32(b, (uint32_t)c->dims[k]));
+          off = sb_add(b, off, sb_mulc(b, q, (uint32_t)c->st[o][k]));
         }
-        below *= dims[k];
+        below *= c->dims[k];
       }
     }
     x[o - 1] = load(b, (uint32_t)(o - 1), in->type.dtype, off);
   }
-  uint32_t y = ew_value(b, n, in_dt, x);
-  if (!y) return sv_fail(s, "%s is not an elementwise op", mlc_ops[n->op].name);
-  store(b, sv_out(s), out_dt, i, y);
-  sv_items_end(s, &g);
+  uint32_t y = ew_value(b, n, sv_in(s, 0)->dtype, x);
+  MLC_ASSERT(y);
+  int dt = n->type.dtype;
+  *hi = 0;
+  if (is_f(dt)) {
+    *lo = sb_f2bits_dt(b, dt, y);
+  } else if (dt == MLC_DT_I64) {
+    uint32_t t = sb_u64_type(b);
+    *lo = sb_op1(b, SpvOpUConvert, b->t_u32, y);
+    *hi = sb_op1(b, SpvOpUConvert, b->t_u32, sb_op2(b, SpvOpShiftRightLogical, t, y, sb_u32(b, 32)));
+  } else {
+    *lo = y;
+  }
+}
+
+static bool is_ew(int op) { return op == MLC_OP_BROADCAST || (mlc_ops[op].flags & MLC_F_EW); }
+
+bool sv_emit_ew(sv *s) {
+  const mlc_node *n = s->n;
+  int nin = n->nin;
+  if (nin < 1 || nin > 2 || !is_ew(n->op)) return sv_fail(s, "%s is not an elementwise op", mlc_ops[n->op].name);
+  int64_t total = mlc_type_numel(&n->type);
+  if (!sv_check_size(s, total)) return false;
+  for (int k = 0; k < nin; k++)
+    if (!sv_check_size(s, mlc_type_numel(sv_in(s, k)))) return false;
+  ew_ctx c;
+  c.r = mlc_ew_layout(s->f, n, c.dims, c.st);
+  sv_items_store(s, total, sv_out(s), n->type.dtype, ew_elem, &c);
   return true;
 }

@@ -29,49 +29,49 @@ static uint32_t offset(sb *b, const mlc_type *t, const uint32_t *c, int axis, in
   return o;
 }
 
-static void copy(sb *b, int dt, uint32_t src, uint32_t at, uint32_t dst, uint32_t i) {
-  uint32_t hi = 0, lo = sb_load_bits(b, src, dt, at, &hi);
-  sb_store_bits(b, dst, dt, i, lo, hi);
-}
-
-bool sv_emit_layout(sv *s) {
+/* Element i of the output: the bits of the element it copies (zero where
+ * slice_grad has none), through locals, since concat chooses its source by
+ * branches. */
+static void elem(sv *s, void *ctx, uint32_t i, uint32_t *lo, uint32_t *hi) {
   sb *b = s->b;
   const mlc_node *n = s->n;
   const mlc_type *ot = &n->type;
   int dt = ot->dtype;
-  int64_t total = mlc_type_numel(ot);
-  if (!sv_check_size(s, total)) return false;
-  for (uint32_t k = 0; k < n->nin; k++)
-    if (!sv_check_size(s, mlc_type_numel(sv_in(s, (int)k)))) return false;
-  sv_gs g;
-  uint32_t i = sv_items_begin(s, &g, total), c[MLC_MAX_RANK];
+  uint32_t c[MLC_MAX_RANK];
+  (void)ctx;
   coords(b, ot, i, c);
+  sb_lv vlo = sb_local(b, b->t_u32, sb_u32(b, 0)), vhi = sb_local(b, b->t_u32, sb_u32(b, 0));
+  uint32_t l, h = 0;
   switch (n->op) {
   case MLC_OP_TRANSPOSE: {
     uint32_t ic[MLC_MAX_RANK];
     for (int k = 0; k < ot->rank; k++) ic[k] = c[k == n->a.axis ? n->a.axis2 : k == n->a.axis2 ? n->a.axis : k];
-    copy(b, dt, 0, offset(b, sv_in(s, 0), ic, -1, 0), sv_out(s), i);
+    l = sb_load_bits(b, 0, dt, offset(b, sv_in(s, 0), ic, -1, 0), &h);
+    sb_st(b, vlo, l);
+    if (h) sb_st(b, vhi, h);
     break;
   }
   case MLC_OP_SLICE:
-    copy(b, dt, 0, offset(b, sv_in(s, 0), c, n->a.axis, -n->a.start), sv_out(s), i);
+    l = sb_load_bits(b, 0, dt, offset(b, sv_in(s, 0), c, n->a.axis, -n->a.start), &h);
+    sb_st(b, vlo, l);
+    if (h) sb_st(b, vhi, h);
     break;
   case MLC_OP_SLICE_GRAD: {
     int ax = n->a.axis;
     uint32_t in = sb_land(b, sb_op2(b, SpvOpUGreaterThanEqual, b->t_bool, c[ax], sb_u32(b, (uint32_t)n->a.start)),
                           sb_ult(b, c[ax], sb_u32(b, (uint32_t)n->a.end)));
     sb_if f;
-    sb_if_begin(b, &f, in, true);
-    copy(b, dt, 0, offset(b, sv_in(s, 0), c, ax, n->a.start), sv_out(s), i);
-    sb_if_else(b, &f);
-    sb_store_bits(b, sv_out(s), dt, i, sb_u32(b, 0), sb_u32(b, 0)); /* zero bits are zero in every dtype */
+    sb_if_begin(b, &f, in, false); /* elsewhere zero bits: zero in every dtype */
+    l = sb_load_bits(b, 0, dt, offset(b, sv_in(s, 0), c, ax, n->a.start), &h);
+    sb_st(b, vlo, l);
+    if (h) sb_st(b, vhi, h);
     sb_if_end(b, &f);
     break;
   }
   case MLC_OP_CONCAT: {
     int ax = n->a.axis;
     int64_t at = 0;
-    sb_if f[MLC_MAX_RANK * 8];
+    sb_if f[40];
     uint32_t nf = 0;
     for (uint32_t k = 0; k < n->nin; k++) {
       const mlc_type *it = sv_in(s, (int)k);
@@ -81,7 +81,9 @@ bool sv_emit_layout(sv *s) {
         MLC_ASSERT(nf < sizeof f / sizeof *f);
         sb_if_begin(b, &f[nf++], sb_ult(b, c[ax], sb_u32(b, (uint32_t)(at + len))), true);
       }
-      copy(b, dt, k, offset(b, it, c, ax, at), sv_out(s), i);
+      l = sb_load_bits(b, k, dt, offset(b, it, c, ax, at), &h);
+      sb_st(b, vlo, l);
+      if (h) sb_st(b, vhi, h);
       if (!last) sb_if_else(b, &f[nf - 1]);
       at += len;
     }
@@ -89,8 +91,24 @@ bool sv_emit_layout(sv *s) {
     break;
   }
   default:
-    return sv_fail(s, "%s is not a layout op", mlc_ops[n->op].name);
+    MLC_ICE("%s is not a layout op", mlc_ops[n->op].name);
   }
-  sv_items_end(s, &g);
+  *lo = sb_ld(b, vlo);
+  *hi = sb_ld(b, vhi);
+}
+
+bool sv_emit_layout(sv *s) {
+  const mlc_node *n = s->n;
+  const mlc_type *ot = &n->type;
+  switch (n->op) {
+  case MLC_OP_TRANSPOSE: case MLC_OP_SLICE: case MLC_OP_SLICE_GRAD: case MLC_OP_CONCAT: break;
+  default: return sv_fail(s, "%s is not a layout op", mlc_ops[n->op].name);
+  }
+  if (n->nin + 2 > SB_MAX_BIND) return sv_fail(s, "%s of %u inputs: too many bindings", mlc_ops[n->op].name, n->nin);
+  int64_t total = mlc_type_numel(ot);
+  if (!sv_check_size(s, total)) return false;
+  for (uint32_t k = 0; k < n->nin; k++)
+    if (!sv_check_size(s, mlc_type_numel(sv_in(s, (int)k)))) return false;
+  sv_items_store(s, total, sv_out(s), ot->dtype, elem, NULL);
   return true;
 }

@@ -43,24 +43,24 @@ static uint32_t index_at(sb *b, uint32_t bind, int dt, uint32_t at, int64_t n, u
   return ok;
 }
 
-static bool emit_embedding(sv *s) {
+static void embedding_elem(sv *s, void *ctx, uint32_t i, uint32_t *lo, uint32_t *hi) {
   sb *b = s->b;
   const mlc_type *wt = sv_in(s, 0), *it = sv_in(s, 1);
-  int dt = wt->dtype;
-  int64_t V = wt->dim[0], D = wt->dim[1], N = mlc_type_numel(it);
-  if (!sv_check_size(s, N * D) || !sv_check_size(s, V * D)) return false;
-  sv_gs g;
-  uint32_t i = sv_items_begin(s, &g, N * D);
+  int64_t V = wt->dim[0], D = wt->dim[1];
+  (void)ctx;
   uint32_t t = sb_div(b, i, sb_u32(b, (uint32_t)D)), d = sb_mod(b, i, sb_u32(b, (uint32_t)D)), k;
   uint32_t ok = index_at(b, 1, it->dtype, t, V, &k);
-  sb_if f;
-  sb_if_begin(b, &f, ok, true);
-  uint32_t hi = 0, lo = sb_load_bits(b, 0, dt, sb_add(b, sb_mulc(b, k, (uint32_t)D), d), &hi);
-  sb_store_bits(b, sv_out(s), dt, i, lo, hi);
-  sb_if_else(b, &f);
-  sb_store_bits(b, sv_out(s), dt, i, sb_u32(b, 0), sb_u32(b, 0));
-  sb_if_end(b, &f);
-  sv_items_end(s, &g);
+  uint32_t at = sb_select(b, b->t_u32, ok, sb_add(b, sb_mulc(b, k, (uint32_t)D), d), sb_u32(b, 0)), h = 0;
+  uint32_t l = sb_load_bits(b, 0, wt->dtype, at, &h), zero = sb_u32(b, 0);
+  *lo = sb_select(b, b->t_u32, ok, l, zero);
+  *hi = h ? sb_select(b, b->t_u32, ok, h, zero) : 0;
+}
+
+static bool emit_embedding(sv *s) {
+  const mlc_type *wt = sv_in(s, 0), *it = sv_in(s, 1);
+  int64_t V = wt->dim[0], D = wt->dim[1], N = mlc_type_numel(it);
+  if (!sv_check_size(s, N * D) || !sv_check_size(s, V * D)) return false;
+  sv_items_store(s, N * D, sv_out(s), wt->dtype, embedding_elem, NULL);
   return true;
 }
 
@@ -167,6 +167,27 @@ static bool emit_cross_entropy(sv *s) {
   return true;
 }
 
+typedef struct {
+  uint32_t base, M, inv, k, f;
+  int dt;
+} ce_ctx;
+
+/* (softmax - onehot) * g / n */
+static void ce_grad_elem(sv *s, void *vc, uint32_t j, uint32_t *lo, uint32_t *hi) {
+  ce_ctx *c = vc;
+  sb *b = s->b;
+  uint32_t p = sb_fmul(b, sb_exp(b, sb_fsub(b, sb_load_f(b, 1, c->dt, sb_add(b, c->base, j)), c->M)), c->inv);
+  p = sb_select(b, b->t_f32, sb_ieq(b, j, c->k), sb_fsub(b, p, sb_f32(b, 1.f)), p);
+  *lo = sb_f2bits_dt(b, s->n->type.dtype, sb_fmul(b, p, c->f));
+  *hi = 0;
+}
+
+static void zero_elem(sv *s, void *ctx, uint32_t j, uint32_t *lo, uint32_t *hi) {
+  (void)ctx, (void)j;
+  *lo = sb_u32(s->b, 0);
+  *hi = 0;
+}
+
 static bool emit_cross_entropy_grad(sv *s) {
   sb *b = s->b;
   const mlc_node *n = s->n;
@@ -180,13 +201,13 @@ static bool emit_cross_entropy_grad(sv *s) {
 
   sv_begin(s, 1, SV_THREADS);
   uint32_t lid = sb_lid(b), k;
-  sb_lv c = sb_local(b, b->t_f32, sb_f32(b, 0.f));
+  sb_lv cnt_v = sb_local(b, b->t_f32, sb_f32(b, 0.f));
   sb_loop l;
   uint32_t r = sb_for(b, &l, lid, sb_u32(b, (uint32_t)R), sb_u32(b, SV_THREADS));
   uint32_t ok = index_at(b, 2, tt->dtype, r, C, &k);
-  sb_st(b, c, sb_fadd(b, sb_ld(b, c), sb_select(b, b->t_f32, ok, sb_f32(b, 1.f), sb_f32(b, 0.f))));
+  sb_st(b, cnt_v, sb_fadd(b, sb_ld(b, cnt_v), sb_select(b, b->t_f32, ok, sb_f32(b, 1.f), sb_f32(b, 0.f))));
   sb_for_end(b, &l);
-  uint32_t cnt = sb_wg_reduce(b, sh, sb_ld(b, c), false);
+  uint32_t cnt = sb_wg_reduce(b, sh, sb_ld(b, cnt_v), false);
   sb_if w;
   sb_if_begin(b, &w, sb_ieq(b, lid, sb_u32(b, 0)), false);
   sb_stw(b, sc, sb_u32(b, 0), sb_f2bits(b, cnt));
@@ -196,24 +217,17 @@ static bool emit_cross_entropy_grad(sv *s) {
   sv_rows rw;
   uint32_t row = sv_rows_begin(s, &rw, R, SV_THREADS);
   lid = sb_lid(b);
-  uint32_t base = sb_mulc(b, row, (uint32_t)C), L = sb_u32(b, (uint32_t)C), T = sb_u32(b, SV_THREADS);
+  uint32_t base = sb_mulc(b, row, (uint32_t)C);
   ok = index_at(b, 2, tt->dtype, row, C, &k);
   sb_if v;
   sb_if_begin(b, &v, ok, true);
   uint32_t M, S;
   row_lse(b, sh, 1, dt, base, C, &M, &S);
-  uint32_t inv = sb_fdiv(b, sb_f32(b, 1.f), S);
-  uint32_t f = sb_fdiv(b, sb_load_f(b, 0, sv_in(s, 0)->dtype, sb_u32(b, 0)), sb_bits2f(b, sb_ldw(b, sc, sb_u32(b, 0))));
-  uint32_t j = sb_for(b, &l, lid, L, T);
-  uint32_t at = sb_add(b, base, j);
-  uint32_t p = sb_fmul(b, sb_exp(b, sb_fsub(b, sb_load_f(b, 1, dt, at), M)), inv);
-  p = sb_select(b, b->t_f32, sb_ieq(b, j, k), sb_fsub(b, p, sb_f32(b, 1.f)), p);
-  sb_store_f(b, sv_out(s), odt, at, sb_fmul(b, p, f));
-  sb_for_end(b, &l);
+  ce_ctx cc = {.base = base, .M = M, .inv = sb_fdiv(b, sb_f32(b, 1.f), S), .k = k, .dt = dt,
+               .f = sb_fdiv(b, sb_load_f(b, 0, sv_in(s, 0)->dtype, sb_u32(b, 0)), sb_bits2f(b, sb_ldw(b, sc, sb_u32(b, 0))))};
+  sv_row_store(s, base, C, sv_out(s), odt, ce_grad_elem, &cc);
   sb_if_else(b, &v);
-  j = sb_for(b, &l, lid, L, T);
-  sb_store_f(b, sv_out(s), odt, sb_add(b, base, j), sb_f32(b, 0.f));
-  sb_for_end(b, &l);
+  sv_row_store(s, base, C, sv_out(s), odt, zero_elem, NULL);
   sb_if_end(b, &v);
   sv_rows_end(s, &rw);
   return true;

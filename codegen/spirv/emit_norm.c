@@ -62,26 +62,52 @@ static uint32_t row_begin(sv *s, sv_rows *rw, rowc *r, int64_t R, int64_t D) {
   return row;
 }
 
-static bool emit_fwd(sv *s, bool layer) {
+typedef struct {
+  uint32_t base, mean, rstd, ca, cb;
+  int xd, gd, wd, bd;
+  bool has_w, has_b, layer;
+} norm_ctx;
+
+static void fwd_elem(sv *s, void *vc, uint32_t j, uint32_t *lo, uint32_t *hi) {
+  norm_ctx *c = vc;
   sb *b = s->b;
+  uint32_t y = sb_fmul(b, sb_fsub(b, sb_load_f(b, 0, c->xd, sb_add(b, c->base, j)), c->mean), c->rstd);
+  if (c->has_w) y = sb_fmul(b, y, sb_load_f(b, 1, c->wd, j));
+  if (c->has_b) y = sb_fadd(b, y, sb_load_f(b, 2, c->bd, j));
+  *lo = sb_f2bits_dt(b, s->n->type.dtype, y);
+  *hi = 0;
+}
+
+static bool emit_fwd(sv *s, bool layer) {
   const mlc_node *n = s->n;
-  int dt = n->type.dtype, xd = sv_in(s, 0)->dtype;
+  int dt = n->type.dtype;
   int64_t R, D;
   if (!rows_of(s, &n->type, &R, &D)) return false;
   sv_rows rw;
   rowc r;
   row_begin(s, &rw, &r, R, D);
-  uint32_t mean, rstd;
-  stats(&r, 0, xd, layer, n->a.f, &mean, &rstd);
-  sb_loop l;
-  uint32_t j = sb_for(b, &l, r.lid, r.L, r.T), at = sb_add(b, r.base, j);
-  uint32_t y = sb_fmul(b, sb_fsub(b, sb_load_f(b, 0, xd, at), mean), rstd);
-  if (n->nin > 1) y = sb_fmul(b, y, sb_load_f(b, 1, sv_in(s, 1)->dtype, j));
-  if (n->nin > 2) y = sb_fadd(b, y, sb_load_f(b, 2, sv_in(s, 2)->dtype, j));
-  sb_store_f(b, sv_out(s), dt, at, y);
-  sb_for_end(b, &l);
+  norm_ctx c = {.base = r.base, .xd = sv_in(s, 0)->dtype, .has_w = n->nin > 1, .has_b = n->nin > 2};
+  if (c.has_w) c.wd = sv_in(s, 1)->dtype;
+  if (c.has_b) c.bd = sv_in(s, 2)->dtype;
+  stats(&r, 0, c.xd, layer, n->a.f, &c.mean, &c.rstd);
+  sv_row_store(s, r.base, D, sv_out(s), dt, fwd_elem, &c);
   sv_rows_end(s, &rw);
   return true;
+}
+
+/* dx = h r [- cb] - xc ca, h = g [* w], xc = x - mean */
+static void grad_x_elem(sv *s, void *vc, uint32_t j, uint32_t *lo, uint32_t *hi) {
+  norm_ctx *c = vc;
+  sb *b = s->b;
+  uint32_t at = sb_add(b, c->base, j);
+  uint32_t h = sb_load_f(b, 0, c->gd, at);
+  if (c->has_w) h = sb_fmul(b, h, sb_load_f(b, 2, c->wd, j));
+  uint32_t xc = sb_fsub(b, sb_load_f(b, 1, c->xd, at), c->mean);
+  uint32_t o = sb_fmul(b, h, c->rstd);
+  if (c->layer) o = sb_fsub(b, o, c->cb);
+  o = sb_fsub(b, o, sb_fmul(b, xc, c->ca));
+  *lo = sb_f2bits_dt(b, s->n->type.dtype, o);
+  *hi = 0;
 }
 
 static bool emit_grad_x(sv *s, bool layer) {
@@ -109,16 +135,9 @@ static bool emit_grad_x(sv *s, bool layer) {
   uint32_t r3 = sb_fmul(b, sb_fmul(b, rstd, rstd), rstd);
   uint32_t ca = sb_fmul(b, sb_fmul(b, sb_wg_reduce(b, r.sh, sb_ld(b, shx), false), invD), r3);
   uint32_t cb = layer ? sb_fmul(b, sb_fmul(b, sb_wg_reduce(b, r.sh, sb_ld(b, shs), false), invD), rstd) : 0;
-  j = sb_for(b, &l, r.lid, r.L, r.T);
-  at = sb_add(b, r.base, j);
-  h = sb_load_f(b, 0, gd, at);
-  if (has_w) h = sb_fmul(b, h, sb_load_f(b, 2, wd, j));
-  xc = sb_fsub(b, sb_load_f(b, 1, xd, at), mean);
-  uint32_t o = sb_fmul(b, h, rstd);
-  if (layer) o = sb_fsub(b, o, cb);
-  o = sb_fsub(b, o, sb_fmul(b, xc, ca));
-  sb_store_f(b, sv_out(s), dt, at, o);
-  sb_for_end(b, &l);
+  norm_ctx c = {.base = r.base, .mean = mean, .rstd = rstd, .ca = ca, .cb = cb, .xd = xd, .gd = gd, .wd = wd, .has_w = has_w,
+                .layer = layer};
+  sv_row_store(s, r.base, D, sv_out(s), dt, grad_x_elem, &c);
   sv_rows_end(s, &rw);
   return true;
 }

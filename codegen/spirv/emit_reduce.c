@@ -51,6 +51,19 @@ static uint32_t iinit(sb *b, int dt, bool is_max) {
   return sb_u32(b, 0);
 }
 
+typedef struct {
+  uint32_t base, M, inv;
+  int dt;
+} softmax_ctx;
+
+static void softmax_elem(sv *s, void *vc, uint32_t j, uint32_t *lo, uint32_t *hi) {
+  softmax_ctx *c = vc;
+  sb *b = s->b;
+  uint32_t x = sb_load_f(b, 0, c->dt, sb_add(b, c->base, j));
+  *lo = sb_f2bits_dt(b, s->n->type.dtype, sb_fmul(b, sb_exp(b, sb_fsub(b, x, c->M)), c->inv));
+  *hi = 0;
+}
+
 bool sv_emit_reduce(sv *s) {
   sb *b = s->b;
   const mlc_node *n = s->n;
@@ -113,11 +126,8 @@ bool sv_emit_reduce(sv *s) {
       j = sb_for(b, &l, lid, L, T);
       sb_st(b, a, sb_fadd(b, sb_ld(b, a), sb_exp(b, sb_fsub(b, sb_load_f(b, 0, dt, sb_add(b, base, j)), M))));
       sb_for_end(b, &l);
-      uint32_t inv = sb_fdiv(b, sb_f32(b, 1.f), sb_wg_reduce(b, sh, sb_ld(b, a), false));
-      j = sb_for(b, &l, lid, L, T);
-      uint32_t at = sb_add(b, base, j);
-      sb_store_f(b, ot, odt, at, sb_fmul(b, sb_exp(b, sb_fsub(b, sb_load_f(b, 0, dt, at), M)), inv));
-      sb_for_end(b, &l);
+      softmax_ctx c = {base, M, sb_fdiv(b, sb_f32(b, 1.f), sb_wg_reduce(b, sh, sb_ld(b, a), false)), dt};
+      sv_row_store(s, base, len, ot, odt, softmax_elem, &c);
     }
     sv_rows_end(s, &rw);
     return true;

@@ -96,6 +96,57 @@ void sv_rows_end(sv *s, sv_rows *r) {
   sv_end(s);
 }
 
+static bool is16(int dt) { return mlc_dtype_size((mlc_dtype)dt) == 2; }
+
+/* (lo of a) | (lo of c) << 16 */
+static uint32_t pack(sb *b, uint32_t a, uint32_t c) {
+  return sb_or(b, sb_and(b, a, sb_u32(b, 0xffffu)), sb_shl(b, c, sb_u32(b, 16)));
+}
+
+void sv_items_store(sv *s, int64_t n, uint32_t bind, int dt, sv_bits_fn f, void *ctx) {
+  sb *b = s->b;
+  sv_gs g;
+  uint32_t lo, hi = 0;
+  if (!is16(dt)) {
+    uint32_t i = sv_items_begin(s, &g, n);
+    f(s, ctx, i, &lo, &hi);
+    sb_store_bits(b, bind, dt, i, lo, hi);
+    sv_items_end(s, &g);
+    return;
+  }
+  uint32_t p = sv_items_begin(s, &g, (n + 1) / 2), i0 = sb_shl(b, p, sb_u32(b, 1)), lo2, hi2;
+  sb_if tail;
+  if (n % 2) sb_if_begin(b, &tail, sb_ult(b, sb_addc(b, i0, 1), sb_u32(b, (uint32_t)n)), true);
+  f(s, ctx, i0, &lo, &hi);
+  f(s, ctx, sb_addc(b, i0, 1), &lo2, &hi2);
+  sb_stw(b, bind, p, pack(b, lo, lo2));
+  if (n % 2) { /* the last element alone: its word's other half is not ours */
+    sb_if_else(b, &tail);
+    f(s, ctx, i0, &lo, &hi);
+    sb_store_bits(b, bind, dt, i0, lo, 0);
+    sb_if_end(b, &tail);
+  }
+  sv_items_end(s, &g);
+}
+
+void sv_row_store(sv *s, uint32_t base, int64_t L, uint32_t bind, int dt, sv_bits_fn f, void *ctx) {
+  sb *b = s->b;
+  uint32_t lid = sb_lid(b), lo, hi = 0, lo2, hi2;
+  sb_loop l;
+  if (!is16(dt) || L % 2) {
+    uint32_t j = sb_for(b, &l, lid, sb_u32(b, (uint32_t)L), sb_u32(b, b->lsize));
+    f(s, ctx, j, &lo, &hi);
+    sb_store_bits(b, bind, dt, sb_add(b, base, j), lo, hi);
+    sb_for_end(b, &l);
+    return;
+  }
+  uint32_t j = sb_for(b, &l, sb_shl(b, lid, sb_u32(b, 1)), sb_u32(b, (uint32_t)L), sb_u32(b, 2 * b->lsize));
+  f(s, ctx, j, &lo, &hi);
+  f(s, ctx, sb_addc(b, j, 1), &lo2, &hi2);
+  sb_stw(b, bind, sb_shr(b, sb_add(b, base, j), sb_u32(b, 1)), pack(b, lo, lo2));
+  sb_for_end(b, &l);
+}
+
 static bool has_coopmat_cap(const uint32_t *w, size_t n) {
   for (size_t i = 5; i < n;) {
     uint32_t op = w[i] & 0xffff, len = w[i] >> 16;
@@ -114,6 +165,11 @@ static bool build(const mlc_program *p, const mlc_func *f, uint32_t i, const mlc
   emitter e = emitter_of((mlc_op)n->op);
   if (!e) {
     snprintf(err, errn, "%s %%%u (%s): the spirv target has no kernel for this op", f->name, i, mlc_ops[n->op].name);
+    return false;
+  }
+  if (n->nin + 2u > SB_MAX_BIND) {
+    snprintf(err, errn, "%s %%%u (%s): %u inputs are more than a Vulkan kernel here takes (%u)", f->name, i, mlc_ops[n->op].name,
+             n->nin, SB_MAX_BIND - 2);
     return false;
   }
   sb b;

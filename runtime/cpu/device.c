@@ -81,6 +81,30 @@ static void run_range(void *ctx, int64_t begin, int64_t end) {
   l->fn(l->args, begin, end);
 }
 
+static mlc_status grow_slots(cpu_dev *d, uint32_t slot) {
+  mlc_device *base = &d->base;
+  if (slot < d->cap) return NULL;
+  uint32_t cap = d->cap ? d->cap : 256;
+  while (cap <= slot) cap *= 2;
+  double *sec = mlc_allocator_alloc_array(base->a, cap, sizeof *sec), *start = mlc_allocator_alloc_array(base->a, cap, sizeof *start);
+  if (!sec || !start) {
+    mlc_allocator_free(base->a, sec);
+    mlc_allocator_free(base->a, start);
+    return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory for step timings");
+  }
+  for (uint32_t i = 0; i < cap; i++) sec[i] = start[i] = -1;
+  if (d->cap) {
+    memcpy(sec, d->sec, d->cap * sizeof *sec);
+    memcpy(start, d->start, d->cap * sizeof *start);
+  }
+  mlc_allocator_free(base->a, d->sec);
+  mlc_allocator_free(base->a, d->start);
+  d->sec = sec;
+  d->start = start;
+  d->cap = cap;
+  return NULL;
+}
+
 static mlc_status cpu_launch(mlc_device *base, void *kernel, uint64_t items, const uint64_t *args, uint32_t nargs,
                              bool timing, uint32_t slot) {
   cpu_dev *d = (cpu_dev *)base;
@@ -90,26 +114,7 @@ static mlc_status cpu_launch(mlc_device *base, void *kernel, uint64_t items, con
   launch l;
   memcpy(&l.fn, &kernel, sizeof kernel);
   l.args = ptrs;
-  if (timing && slot >= d->cap) {
-    uint32_t cap = d->cap ? d->cap : 256;
-    while (cap <= slot) cap *= 2;
-    double *sec = mlc_allocator_alloc_array(base->a, cap, sizeof *sec), *start = mlc_allocator_alloc_array(base->a, cap, sizeof *start);
-    if (!sec || !start) {
-      mlc_allocator_free(base->a, sec);
-      mlc_allocator_free(base->a, start);
-      return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory for step timings");
-    }
-    for (uint32_t i = 0; i < cap; i++) sec[i] = start[i] = -1;
-    if (d->cap) {
-      memcpy(sec, d->sec, d->cap * sizeof *sec);
-      memcpy(start, d->start, d->cap * sizeof *start);
-    }
-    mlc_allocator_free(base->a, d->sec);
-    mlc_allocator_free(base->a, d->start);
-    d->sec = sec;
-    d->start = start;
-    d->cap = cap;
-  }
+  if (timing) MLC_RETURN_IF_ERROR(grow_slots(d, slot));
   double t0 = timing ? now() : 0;
   mlc_cpu_pool_parallel_for(d->pool, (int64_t)items, 0, run_range, &l);
   if (timing) {
@@ -132,9 +137,19 @@ static mlc_status cpu_finish(mlc_device *base, uint32_t nslots, double *seconds,
 
 static void cpu_describe(mlc_device *base, char *buf, size_t n) { mlc_profile_cpu_model(buf, n); }
 
+/* A collective's time: from its start (stored as a negative seconds marker) to its end. */
+static mlc_status cpu_mark(mlc_device *base, uint32_t slot, bool end) {
+  cpu_dev *d = (cpu_dev *)base;
+  MLC_RETURN_IF_ERROR(grow_slots(d, slot));
+  double t = now();
+  if (!end) d->start[slot] = t - d->origin;
+  else d->sec[slot] = t - d->origin - d->start[slot];
+  return NULL;
+}
+
 static const mlc_device_vt cpu_vt = {
     "cpu", true, cpu_destroy, cpu_alloc, cpu_free, cpu_write, cpu_read, cpu_resolve, cpu_launch, cpu_finish, cpu_describe,
-    NULL, NULL, NULL,
+    NULL, NULL, NULL, cpu_mark,
 };
 
 mlc_status mlc_cpu_device_create(mlc_symbol_lookup lookup, void *ctx, int threads, mlc_allocator a, mlc_device **out) {

@@ -164,10 +164,15 @@ static mlc_status cu_launch(mlc_device *base, void *kh, uint64_t work_items, con
   kernel *k = kh;
   CUdeviceptr vals[72];
   void *params[72];
-  if (nargs + 1 > 72) return mlc_status_make(MLC_INVALID_ARGUMENT, "kernel %s: too many arguments (%u)", k->k->symbol, nargs);
+  if (nargs + 2 > 72) return mlc_status_make(MLC_INVALID_ARGUMENT, "kernel %s: too many arguments (%u)", k->k->symbol, nargs);
   for (uint32_t i = 0; i < nargs; i++) vals[i] = args[i];
   vals[nargs] = k->k->scratch ? d->scratch : 0;
   for (uint32_t i = 0; i <= nargs; i++) params[i] = &vals[i];
+  /* Then the work items: kernels on a rank's shard read them as their rows
+   * (codegen/cuda/emit_shard.c); the others have no such parameter, and
+   * the driver reads only the parameters a kernel has. */
+  unsigned long long items = work_items;
+  params[nargs + 1] = &items;
   if (timing) {
     MLC_RETURN_IF_ERROR(grow_events(d, slot));
     for (int e = 0; e < 2; e++)
@@ -185,7 +190,6 @@ static mlc_status cu_launch(mlc_device *base, void *kh, uint64_t work_items, con
       return e;
     }
   }
-  (void)work_items;
   if (timing) {
     MLC_RETURN_IF_ERROR(CK(d, cuEventRecord(d->ev[2 * slot + 1], d->stream)));
     d->used[slot] = 1;
@@ -225,11 +229,21 @@ static void cu_range_pop(mlc_device *base) { nvtxRangePop(); }
 #define cu_range_pop NULL
 #endif
 
+static mlc_status cu_mark(mlc_device *base, uint32_t slot, bool end) {
+  cuda_dev *d = (cuda_dev *)base;
+  MLC_RETURN_IF_ERROR(grow_events(d, slot));
+  CUevent *ev = &d->ev[2 * slot + end];
+  if (!*ev) MLC_RETURN_IF_ERROR(CK(d, cuEventCreate(ev, 0)));
+  MLC_RETURN_IF_ERROR(CK(d, cuEventRecord(*ev, d->stream)));
+  if (end) d->used[slot] = 1;
+  return NULL;
+}
+
 static void *cu_stream(mlc_device *base) { return ((cuda_dev *)base)->stream; }
 
 static const mlc_device_vt cuda_vt = {
     "cuda", false, cu_destroy, cu_alloc, cu_free, cu_write, cu_read, cu_resolve, cu_launch, cu_finish, cu_describe,
-    cu_range_push, cu_range_pop, cu_stream,
+    cu_range_push, cu_range_pop, cu_stream, cu_mark,
 };
 
 mlc_status mlc_cuda_device_create(const mlc_cuda_code *code, mlc_allocator a, mlc_device **out) {

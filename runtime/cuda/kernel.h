@@ -4,7 +4,9 @@
  * launches of __global__ functions of one module, run in order on the
  * step's stream, each with the same arguments: the device addresses of the
  * step's arguments (the node's inputs, then its output), then a scratch
- * block of `scratch` bytes (0: a null pointer) that only this step uses.
+ * block of `scratch` bytes (0: a null pointer) that only this step uses,
+ * then the step's work items as an unsigned long long (only kernels on a
+ * rank's shard of a flat parameter declare it: their rows).
  * Grids are 1-D.  Buffers are dense, row-major, 256-byte aligned.
  */
 #ifndef MLC_CUDA_KERNEL_H

@@ -1,12 +1,14 @@
 /* Communicators: the collectives a sharded session runs between ranks
  * (FSDP's all-gather and reduce-scatter), behind one vtable.
  *
- * Implementations: "local" (one rank, host memory: copies) and "mpi" (Open
- * MPI, host memory: the CPU target under mpirun).  Buffers are device addresses as the device
+ * Implementations: "local" (one rank, host memory: copies), "mpi" (Open
+ * MPI, host memory: the CPU target under mpirun) and "nccl" (device memory,
+ * enqueued on the device's stream).  Buffers are device addresses as the device
  * vtable (runtime/device.h) gives them: host pointers for local and MPI.
  *
- * Every call returns a status; under mpirun a rank that dies ends the
- * whole job (MPI's default error handler) rather than hanging the others.
+ * Every call returns a status; a rank that dies does not hang the others:
+ * under mpirun MPI's default error handler ends the whole job, and NCCL's
+ * communicator has a watchdog (below).
  */
 #ifndef MLC_DIST_COMM_H
 #define MLC_DIST_COMM_H
@@ -45,7 +47,23 @@ MLC_MUST_USE mlc_status mlc_comm_local_create(mlc_allocator a, mlc_comm **out);
 /* Open MPI's libmpi.so.40, loaded with dlopen (so nothing links MPI); needs
  * the process to have been started by mpirun.  Initialises MPI. */
 MLC_MUST_USE mlc_status mlc_comm_mpi_create(mlc_allocator a, mlc_comm **out);
-/* NCCL (device memory, on the device's stream) is the next step: the
- * CUDA target's sharded kernels exist in the plan, the communicator not yet. */
+/* NCCL's libnccl.so.2, loaded with dlopen (needs nccl.h at build time:
+ * MLC_HAVE_NCCL).  First every rank calls mlc_comm_nccl_id: rank 0 makes
+ * the unique id, and it reaches the others over TCP on MASTER_ADDR:
+ * MASTER_PORT (mlc_dist_share; a bad address is a clear error here, before
+ * any GPU is touched).  Then, with the rank's GPU current, create: a
+ * non-blocking communicator and a watchdog thread that polls NCCL's
+ * asynchronous error and, while the session waits for the GPU
+ * (mlc_comm_busy), the deadline timeout_s; it aborts the communicator, so
+ * a dead peer gives an error instead of a hang, and calls on_hang (if not
+ * NULL) when the process is still stuck 10 s after that. */
+#define MLC_NCCL_ID_BYTES 128
+MLC_MUST_USE mlc_status mlc_comm_nccl_id(const mlc_dist_env *e, void *id, double timeout_s);
+/* Rank 0's part alone (under mpirun the id goes out through MPI instead). */
+MLC_MUST_USE mlc_status mlc_comm_nccl_new_id(void *id);
+MLC_MUST_USE mlc_status mlc_comm_nccl_create(const mlc_dist_env *e, const void *id, double timeout_s,
+                                             void (*on_hang)(const char *why), mlc_allocator a, mlc_comm **out);
+/* Marks the time the session waits for the device (the watchdog's deadline). */
+void mlc_comm_busy(mlc_comm *c, bool on);
 
 #endif

@@ -211,6 +211,7 @@ static mlc_status find_block(vk_dev *d, uint64_t addr, uint64_t bytes, block **o
 }
 
 static void drop_caches(vk_dev *d, bool sets);
+static mlc_status flush(vk_dev *d);
 
 static mlc_status vk_alloc(mlc_device *base, uint64_t bytes, uint64_t *out) {
   vk_dev *d = (vk_dev *)base;
@@ -250,13 +251,12 @@ static void vk_free(mlc_device *base, uint64_t addr) {
   block *b;
   uint64_t off;
   mlc_status st = find_block(d, addr, 0, &b, &off);
+  if (!st) st = flush(d); /* queued launches may use it */
   if (st) { mlc_status_free(st); return; }
   d->api.vkDeviceWaitIdle(d->dev);
   drop_caches(d, true); /* descriptor sets may name the buffer */
   destroy_block(d, b);
 }
-
-static mlc_status flush(vk_dev *d);
 
 static mlc_status staging(vk_dev *d) {
   if (d->staging.buf) return NULL;
@@ -713,7 +713,7 @@ static void vk_destroy(mlc_device *base) {
 
 static const mlc_device_vt vk_vt = {
     "vulkan", false, vk_destroy, vk_alloc, vk_free, vk_write, vk_read, vk_resolve, vk_launch, vk_finish, vk_describe,
-    NULL, NULL, NULL,
+    NULL, NULL, NULL, NULL,
 };
 
 uint32_t mlc_vk_device_messages(const mlc_device *base) { return ((const vk_dev *)base)->api.messages; }

@@ -472,34 +472,42 @@ static void run_node(prog *g, uint32_t at, tensor *ins, int nin, tensor *out) {
 
 /* ---------------------------------------------------------------- cases */
 
-static void test_add_broadcast_bf16(void **state) {
-  (void)state;
+/* x[R, C] + y[C] in bf16: odd sizes (a lone 16-bit element at the end) and even ones (whole words) */
+static void add_case(int R, int C) {
   prog *g = prog_new();
-  int64_t da[2] = {5, 7}, db[1] = {7};
+  int64_t da[2] = {R, C}, db[1] = {C};
   uint32_t in[2] = {input(g, MLC_DT_BF16, 2, da), input(g, MLC_DT_BF16, 1, db)};
   uint32_t n = node(g, MLC_OP_ADD, in, 2, NULL, 0);
-  tensor x[2] = {make(MLC_DT_BF16, 35, 2), make(MLC_DT_BF16, 7, 2)}, out = make(MLC_DT_BF16, 35, 0);
+  tensor x[2] = {make(MLC_DT_BF16, (size_t)(R * C), 2), make(MLC_DT_BF16, (size_t)C, 2)}, out = make(MLC_DT_BF16, (size_t)(R * C), 0);
   run_node(g, n, x, 2, &out);
-  double ref[35];
-  for (int i = 0; i < 35; i++) ref[i] = bf16_to_f(f_to_bf16((float)(x[0].v[i] + x[1].v[i % 7])));
+  double *ref = calloc((size_t)(R * C), sizeof *ref);
+  for (int i = 0; i < R * C; i++) ref[i] = bf16_to_f(f_to_bf16((float)(x[0].v[i] + x[1].v[i % C])));
   check("add bf16", &out, ref);
+  free(ref);
   drop(&x[0]), drop(&x[1]), drop(&out);
   prog_free(g);
+}
+
+static void test_add_broadcast_bf16(void **state) {
+  (void)state;
+  add_case(5, 7);
+  add_case(6, 8);
 }
 
 static void test_unary_f16(void **state) {
   (void)state;
   static const mlc_op ops[] = {MLC_OP_GELU, MLC_OP_SILU, MLC_OP_TANH, MLC_OP_SIGMOID, MLC_OP_EXP};
-  for (size_t o = 0; o < sizeof ops / sizeof *ops; o++) {
+  for (size_t o = 0; o < 2 * sizeof ops / sizeof *ops; o++) {
     prog *g = prog_new();
-    int64_t d[1] = {101};
-    uint32_t in = input(g, MLC_DT_F16, 1, d), n = node(g, ops[o], &in, 1, NULL, 0);
-    tensor x = make(MLC_DT_F16, 101, 4), out = make(MLC_DT_F16, 101, 0);
+    int N = o % 2 ? 100 : 101;
+    int64_t d[1] = {N};
+    uint32_t in = input(g, MLC_DT_F16, 1, d), n = node(g, ops[o / 2], &in, 1, NULL, 0);
+    tensor x = make(MLC_DT_F16, (size_t)N, 4), out = make(MLC_DT_F16, (size_t)N, 0);
     run_node(g, n, &x, 1, &out);
     double ref[101];
-    for (int i = 0; i < 101; i++) {
+    for (int i = 0; i < N; i++) {
       double v = x.v[i], r;
-      switch (ops[o]) {
+      switch (ops[o / 2]) {
       case MLC_OP_GELU: r = 0.5 * v * (1 + erf(v / sqrt(2))); break;
       case MLC_OP_SILU: r = v / (1 + exp(-v)); break;
       case MLC_OP_TANH: r = tanh(v); break;
@@ -508,7 +516,7 @@ static void test_unary_f16(void **state) {
       }
       ref[i] = f16_to_f(f_to_f16((float)r));
     }
-    check(mlc_ops[ops[o]].name, &out, ref);
+    check(mlc_ops[ops[o / 2]].name, &out, ref);
     drop(&x), drop(&out);
     prog_free(g);
   }
@@ -565,34 +573,43 @@ static void test_softmax_and_sums(void **state) {
   prog_free(g);
 }
 
-static void test_layout(void **state) {
-  (void)state;
+/* transpose(0, 2), slice of the last axis, concat on it, in f16 */
+static void layout_case(int A, int B, int C) {
   prog *g = prog_new();
-  int64_t d[3] = {3, 5, 7};
+  int64_t d[3] = {A, B, C};
+  int n = A * B * C, sl = C - 3, nc = A * B * (C + sl);
   uint32_t x = input(g, MLC_DT_F16, 3, d);
-  mlc_attrs at = {.axis = 0, .axis2 = 2}, as = {.axis = 2, .start = 2, .end = 5};
-  uint32_t t = node(g, MLC_OP_TRANSPOSE, &x, 1, &at, 0), sl = node(g, MLC_OP_SLICE, &x, 1, &as, 0);
-  uint32_t cin[2] = {x, sl};
+  mlc_attrs at = {.axis = 0, .axis2 = 2}, as = {.axis = 2, .start = 2, .end = C - 1};
+  uint32_t t = node(g, MLC_OP_TRANSPOSE, &x, 1, &at, 0), sn = node(g, MLC_OP_SLICE, &x, 1, &as, 0);
+  uint32_t cin[2] = {x, sn};
   mlc_attrs ac = {.axis = 2};
   uint32_t cc = node(g, MLC_OP_CONCAT, cin, 2, &ac, 0);
-  tensor in = make(MLC_DT_F16, 105, 1), o1 = make(MLC_DT_F16, 105, 0), o2 = make(MLC_DT_F16, 45, 0), o3 = make(MLC_DT_F16, 150, 0);
+  tensor in = make(MLC_DT_F16, (size_t)n, 1), o1 = make(MLC_DT_F16, (size_t)n, 0), o2 = make(MLC_DT_F16, (size_t)(A * B * sl), 0);
+  tensor o3 = make(MLC_DT_F16, (size_t)nc, 0);
   run_node(g, t, &in, 1, &o1);
-  run_node(g, sl, &in, 1, &o2);
+  run_node(g, sn, &in, 1, &o2);
   tensor cins[2] = {in, o2};
   run_node(g, cc, cins, 2, &o3);
-  double r1[105], r2[45], r3[150];
-  for (int i = 0; i < 3; i++)
-    for (int j = 0; j < 5; j++)
-      for (int k = 0; k < 7; k++) r1[(k * 5 + j) * 3 + i] = in.v[(i * 5 + j) * 7 + k];
-  for (int i = 0; i < 15; i++)
-    for (int k = 0; k < 3; k++) r2[i * 3 + k] = in.v[i * 7 + 2 + k];
-  for (int i = 0; i < 15; i++)
-    for (int k = 0; k < 10; k++) r3[i * 10 + k] = k < 7 ? in.v[i * 7 + k] : in.v[i * 7 + 2 + k - 7];
+  double *r1 = calloc((size_t)n, sizeof *r1), *r2 = calloc((size_t)(A * B * sl), sizeof *r2), *r3 = calloc((size_t)nc, sizeof *r3);
+  for (int i = 0; i < A; i++)
+    for (int j = 0; j < B; j++)
+      for (int k = 0; k < C; k++) r1[(k * B + j) * A + i] = in.v[(i * B + j) * C + k];
+  for (int i = 0; i < A * B; i++)
+    for (int k = 0; k < sl; k++) r2[i * sl + k] = in.v[i * C + 2 + k];
+  for (int i = 0; i < A * B; i++)
+    for (int k = 0; k < C + sl; k++) r3[i * (C + sl) + k] = k < C ? in.v[i * C + k] : in.v[i * C + 2 + k - C];
   check("transpose f16", &o1, r1);
   check("slice f16", &o2, r2);
   check("concat f16", &o3, r3);
+  free(r1), free(r2), free(r3);
   drop(&in), drop(&o1), drop(&o2), drop(&o3);
   prog_free(g);
+}
+
+static void test_layout(void **state) {
+  (void)state;
+  layout_case(3, 5, 7);
+  layout_case(4, 6, 8);
 }
 
 /* C[b] = A[b] B[b] with A, B as given by the op; double reference. */
@@ -654,17 +671,17 @@ static void test_batched_matmul(void **state) {
   prog_free(g);
 }
 
-static void test_norms(void **state) {
-  (void)state;
+/* rmsnorm, layernorm_grad_x, rmsnorm_grad_w over rows of 300 in dtype dt */
+static void norms_case(int dt) {
   prog *g = prog_new();
   int64_t d[2] = {4, 300}, dw[1] = {300};
-  uint32_t x = input(g, MLC_DT_F32, 2, d), w = input(g, MLC_DT_F32, 1, dw), gr = input(g, MLC_DT_F32, 2, d);
+  uint32_t x = input(g, dt, 2, d), w = input(g, dt, 1, dw), gr = input(g, dt, 2, d);
   mlc_attrs eps = {.f = 1e-5};
   uint32_t in2[2] = {x, w}, in3[3] = {gr, x, w}, ing[2] = {gr, x};
   uint32_t rms = node(g, MLC_OP_RMSNORM, in2, 2, &eps, 0), lgx = node(g, MLC_OP_LAYERNORM_GRAD_X, in3, 3, &eps, 0);
   uint32_t rgw = node(g, MLC_OP_RMSNORM_GRAD_W, ing, 2, &eps, 0);
-  tensor X = make(MLC_DT_F32, 1200, 2), W = make(MLC_DT_F32, 300, 1), G = make(MLC_DT_F32, 1200, 1);
-  tensor o1 = make(MLC_DT_F32, 1200, 0), o2 = make(MLC_DT_F32, 1200, 0), o3 = make(MLC_DT_F32, 300, 0);
+  tensor X = make(dt, 1200, 2), W = make(dt, 300, 1), G = make(dt, 1200, 1);
+  tensor o1 = make(dt, 1200, 0), o2 = make(dt, 1200, 0), o3 = make(dt, 300, 0);
   tensor a[2] = {X, W}, b[3] = {G, X, W}, c[2] = {G, X};
   run_node(g, rms, a, 2, &o1);
   run_node(g, lgx, b, 3, &o2);
@@ -689,41 +706,47 @@ static void test_norms(void **state) {
   prog_free(g);
 }
 
-static void test_cross_entropy(void **state) {
+static void test_norms(void **state) {
   (void)state;
+  norms_case(MLC_DT_F32);
+  norms_case(MLC_DT_BF16);
+}
+
+/* over rows of C logits (bf16) with i64 targets, two of them ignored */
+static void ce_case(int C) {
   prog *g = prog_new();
-  int64_t dl[2] = {6, 301}, dt[1] = {6};
+  int64_t dl[2] = {6, C}, dt[1] = {6};
   uint32_t lg = input(g, MLC_DT_BF16, 2, dl), tg = input(g, MLC_DT_I64, 1, dt);
   uint32_t in[2] = {lg, tg}, ce = node(g, MLC_OP_CROSS_ENTROPY, in, 2, NULL, 0);
   int64_t none[1] = {0};
   uint32_t gs = input(g, MLC_DT_F32, 0, none), in3[3] = {gs, lg, tg};
   uint32_t ceg = node(g, MLC_OP_CROSS_ENTROPY_GRAD, in3, 3, NULL, 0);
-  tensor L = make(MLC_DT_BF16, 1806, 4), T = make_idx(MLC_DT_I64, 6, 0, 301), out = make(MLC_DT_F32, 1, 0);
+  tensor L = make(MLC_DT_BF16, (size_t)(6 * C), 4), T = make_idx(MLC_DT_I64, 6, 0, C), out = make(MLC_DT_F32, 1, 0);
   ((int64_t *)T.raw)[2] = -1, T.v[2] = -1;   /* ignored */
-  ((int64_t *)T.raw)[4] = 301, T.v[4] = 301; /* ignored */
+  ((int64_t *)T.raw)[4] = C, T.v[4] = C; /* ignored */
   tensor ins[2] = {L, T};
   run_node(g, ce, ins, 2, &out);
-  tensor G = make(MLC_DT_F32, 1, 0), og = make(MLC_DT_BF16, 1806, 0);
+  tensor G = make(MLC_DT_F32, 1, 0), og = make(MLC_DT_BF16, (size_t)(6 * C), 0);
   ((float *)G.raw)[0] = 1.5f, G.v[0] = 1.5;
   tensor ins3[3] = {G, L, T};
   run_node(g, ceg, ins3, 3, &og);
-  double loss = 0, rg[1806];
+  double loss = 0, rg[6 * 301];
   int cnt = 0;
   for (int r = 0; r < 6; r++) {
     int64_t t = (int64_t)T.v[r];
     double m = -INFINITY, s = 0;
-    for (int j = 0; j < 301; j++) m = fmax(m, L.v[r * 301 + j]);
-    for (int j = 0; j < 301; j++) s += exp(L.v[r * 301 + j] - m);
-    if (t >= 0 && t < 301) loss += m + log(s) - L.v[r * 301 + t], cnt++;
+    for (int j = 0; j < C; j++) m = fmax(m, L.v[r * C + j]);
+    for (int j = 0; j < C; j++) s += exp(L.v[r * C + j] - m);
+    if (t >= 0 && t < C) loss += m + log(s) - L.v[r * C + t], cnt++;
   }
   for (int r = 0; r < 6; r++) {
     int64_t t = (int64_t)T.v[r];
     double m = -INFINITY, s = 0;
-    for (int j = 0; j < 301; j++) m = fmax(m, L.v[r * 301 + j]);
-    for (int j = 0; j < 301; j++) s += exp(L.v[r * 301 + j] - m);
-    for (int j = 0; j < 301; j++) {
-      double p = exp(L.v[r * 301 + j] - m) / s - (j == t);
-      rg[r * 301 + j] = t >= 0 && t < 301 ? bf16_to_f(f_to_bf16((float)(p * 1.5 / cnt))) : 0;
+    for (int j = 0; j < C; j++) m = fmax(m, L.v[r * C + j]);
+    for (int j = 0; j < C; j++) s += exp(L.v[r * C + j] - m);
+    for (int j = 0; j < C; j++) {
+      double p = exp(L.v[r * C + j] - m) / s - (j == t);
+      rg[r * C + j] = t >= 0 && t < C ? bf16_to_f(f_to_bf16((float)(p * 1.5 / cnt))) : 0;
     }
   }
   double rl = loss / cnt;
@@ -733,34 +756,46 @@ static void test_cross_entropy(void **state) {
   prog_free(g);
 }
 
-static void test_embedding(void **state) {
+static void test_cross_entropy(void **state) {
   (void)state;
+  ce_case(301);
+  ce_case(300);
+}
+
+/* rows of D (bf16 table), i32 indices, two out of range */
+static void emb_case(int D) {
   prog *g = prog_new();
-  int64_t dw[2] = {11, 9}, di[1] = {20}, dg[2] = {20, 9};
+  int64_t dw[2] = {11, D}, di[1] = {20}, dg[2] = {20, D};
   uint32_t w = input(g, MLC_DT_BF16, 2, dw), ix = input(g, MLC_DT_I32, 1, di), gg = input(g, MLC_DT_F32, 2, dg);
   uint32_t in[2] = {w, ix}, e = node(g, MLC_OP_EMBEDDING, in, 2, NULL, 0);
   mlc_attrs sh = {0};
   uint32_t ing[2] = {gg, ix}, eg = mlc_func_add(&g->p, g->f, MLC_OP_EMBEDDING_GRAD, ing, 2, &sh, (mlc_loc){0, 0, 0}, "");
-  g->f->nodes[eg].type = (mlc_type){.dtype = MLC_DT_F32, .rank = 2, .dim = {11, 9}};
-  tensor W = make(MLC_DT_BF16, 99, 1), I = make_idx(MLC_DT_I32, 20, 0, 6), G = make(MLC_DT_F32, 180, 1);
+  g->f->nodes[eg].type = (mlc_type){.dtype = MLC_DT_F32, .rank = 2, .dim = {11, D}};
+  tensor W = make(MLC_DT_BF16, (size_t)(11 * D), 1), I = make_idx(MLC_DT_I32, 20, 0, 6), G = make(MLC_DT_F32, (size_t)(20 * D), 1);
   ((int32_t *)I.raw)[3] = -2, I.v[3] = -2;
   ((int32_t *)I.raw)[7] = 11, I.v[7] = 11;
-  tensor o1 = make(MLC_DT_BF16, 180, 0), o2 = make(MLC_DT_F32, 99, 0);
+  tensor o1 = make(MLC_DT_BF16, (size_t)(20 * D), 0), o2 = make(MLC_DT_F32, (size_t)(11 * D), 0);
   tensor a[2] = {W, I}, b[2] = {G, I};
   run_node(g, e, a, 2, &o1);
   run_node(g, eg, b, 2, &o2);
-  double r1[180], r2[99] = {0};
+  double r1[20 * 9], r2[11 * 9] = {0};
   for (int t = 0; t < 20; t++) {
     int k = (int)I.v[t];
-    for (int d = 0; d < 9; d++) {
-      r1[t * 9 + d] = k >= 0 && k < 11 ? W.v[k * 9 + d] : 0;
-      if (k >= 0 && k < 11) r2[k * 9 + d] += G.v[t * 9 + d];
+    for (int d = 0; d < D; d++) {
+      r1[t * D + d] = k >= 0 && k < 11 ? W.v[k * D + d] : 0;
+      if (k >= 0 && k < 11) r2[k * D + d] += G.v[t * D + d];
     }
   }
   check("embedding", &o1, r1);
   check("embedding_grad", &o2, r2);
   drop(&W), drop(&I), drop(&G), drop(&o1), drop(&o2);
   prog_free(g);
+}
+
+static void test_embedding(void **state) {
+  (void)state;
+  emb_case(9);
+  emb_case(8);
 }
 
 /* attention and attention_grad (causal and not) against double references;
