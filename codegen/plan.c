@@ -7,6 +7,7 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "codegen/schedule.h"
 #include "runtime/plan.h"
 
 typedef struct {
@@ -142,6 +143,8 @@ void mlc_plan_encode(const mlc_program *p, mlc_kernel_namer namer, void *ctx, ui
     }
     uint32_t nsteps = 0;
     for (uint32_t i = 0; i < f->n; i++) nsteps += kid[k][i] != UINT32_MAX;
+    mlc_sched sc;
+    mlc_schedule(p, f, kid[k], &sc);
     put_u32(&w, nsteps);
     for (uint32_t i = 0; i < f->n; i++) {
       if (kid[k][i] == UINT32_MAX) continue;
@@ -151,8 +154,9 @@ void mlc_plan_encode(const mlc_program *p, mlc_kernel_namer namer, void *ctx, ui
       put_u32(&w, kid[k][i]);
       put_str(&w, mlc_arena_printf(a, "%s%%%u", mlc_ops[n->op].name, i));
       put_str(&w, n->scope);
-      put_u32(&w, 0); /* one stream until the schedule pass exists */
-      put_u32(&w, 0); /* in-order on that stream: nothing to wait for */
+      put_u32(&w, sc.stream[i]);
+      put_u32(&w, sc.wait[i] != UINT32_MAX);
+      if (sc.wait[i] != UINT32_MAX) put_u32(&w, sc.wait[i]);
       put_u32(&w, n->nin + 1u);
       for (uint32_t j = 0; j < n->nin; j++) put_u32(&w, n->in[j]);
       put_u32(&w, i);

@@ -78,8 +78,15 @@ static void *td_stream(mlc_device *d) { return in_of(d)->vt->stream ? in_of(d)->
 static mlc_status td_mark(mlc_device *d, uint32_t slot, bool end) {
   return in_of(d)->vt->mark ? in_of(d)->vt->mark(in_of(d), slot, end) : NULL;
 }
+static mlc_status td_order(mlc_device *d, uint32_t stream, const uint32_t *wait, uint32_t nwait) {
+  return in_of(d)->vt->order ? in_of(d)->vt->order(in_of(d), stream, wait, nwait) : NULL;
+}
+static mlc_status td_signal(mlc_device *d, uint32_t step) {
+  return in_of(d)->vt->signal ? in_of(d)->vt->signal(in_of(d), step) : NULL;
+}
 static const mlc_device_vt timed_vt = {"cuda", false, td_destroy, td_alloc, td_free, td_write, td_read, td_resolve,
-                                       td_launch, td_finish, td_describe, td_push, td_pop, td_stream, td_mark};
+                                       td_launch, td_finish, td_describe, td_push, td_pop, td_stream, td_mark,
+                                       td_order, td_signal};
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;

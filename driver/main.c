@@ -589,12 +589,14 @@ static mlc_status nccl_id(const mlc_dist_env *env, uint8_t *id) {
   return st;
 }
 
+#ifdef MLC_HAVE_CUDA
 /* The watchdog aborted the communicator and the GPU still does not return:
  * this process cannot go on. */
 static void nccl_hang(const char *why) {
   fprintf(stderr, "mlc: %s; exiting\n", why);
   _exit(EXIT_USER);
 }
+#endif
 
 /* Compiles for the target, then writes the artifact (compile) or runs a
  * session on it (run, bench, train). */

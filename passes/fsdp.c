@@ -52,6 +52,7 @@ typedef struct {
   uint32_t *shard;    /* per unit: the PARAM node of its flat in f, or NONE */
   uint32_t *gathered; /* per unit, phase (2) and compute dtype (MLC_DT_COUNT): the gather, or NONE */
   uint32_t *views;    /* per parameter, phase and dtype: the view, or NONE */
+  uint32_t *next;     /* per phase and unit: the unit the function uses next, or NONE (prefetch) */
 } fsdp_ctx;
 
 static uint32_t add(fsdp_ctx *c, mlc_op op, const uint32_t *in, uint32_t nin, const mlc_attrs *a, const mlc_type *t,
@@ -69,11 +70,9 @@ static uint32_t add(fsdp_ctx *c, mlc_op op, const uint32_t *in, uint32_t nin, co
   return id;
 }
 
-/* The view of weight `param` for this phase in dtype dt, gathering its unit first if needed. */
-static uint32_t weight(fsdp_ctx *c, uint32_t param, int phase, uint8_t dt) {
-  uint32_t u = c->unit_of[param];
-  uint32_t *v = &c->views[((size_t)param * 2 + phase) * MLC_DT_COUNT + dt];
-  if (*v != NONE) return *v;
+/* Unit u's gathered flat buffer for this phase in dtype dt, made here if
+ * there is none yet. */
+static uint32_t gather(fsdp_ctx *c, uint32_t u, int phase, uint8_t dt) {
   unit *un = &c->units[u];
   const char *scope = un->name;
   uint32_t *g = &c->gathered[((size_t)u * 2 + phase) * MLC_DT_COUNT + dt];
@@ -90,11 +89,26 @@ static uint32_t weight(fsdp_ctx *c, uint32_t param, int phase, uint8_t dt) {
     }
     *g = add(c, MLC_OP_ALL_GATHER, &src, 1, NULL, NULL, scope);
   }
+  return *g;
+}
+
+/* The view of weight `param` for this phase in dtype dt, gathering its unit first if needed. */
+static uint32_t weight(fsdp_ctx *c, uint32_t param, int phase, uint8_t dt) {
+  uint32_t u = c->unit_of[param];
+  uint32_t *v = &c->views[((size_t)param * 2 + phase) * MLC_DT_COUNT + dt];
+  if (*v != NONE) return *v;
+  uint32_t g = gather(c, u, phase, dt);
+  /* Prefetch: as a unit's weights are first used, the next unit's gather
+   * goes out, on the communication stream, while this one computes
+   * (codegen/schedule.c): one unit ahead, as FSDP2 does. */
+  uint32_t nx = c->next[(size_t)phase * c->nunits + u];
+  if (nx != NONE) gather(c, nx, phase, dt);
+  const char *scope = c->units[u].name;
   const mlc_param *w = &c->p->params[param];
   mlc_type t = w->type;
   t.dtype = dt;
   mlc_attrs a = {.start = w->flat_offset, .end = w->flat_offset + mlc_type_numel(&w->type)};
-  return *v = add(c, MLC_OP_VIEW, g, 1, &a, &t, scope);
+  return *v = add(c, MLC_OP_VIEW, &g, 1, &a, &t, scope);
 }
 
 /* Packs unit u's gradients into one flat f32 buffer, reduce-scatters it and
@@ -159,6 +173,29 @@ static bool rebuild(fsdp_ctx *c, mlc_func *f, bool train) {
     }
   uint32_t *grad_of = mlc_arena_alloc(p->arena, (p->nparams + 1) * sizeof *grad_of);
   for (uint32_t k = 0; k < p->nparams; k++) grad_of[k] = NONE;
+  /* The order in which each phase first uses the units: each unit's gather
+   * prefetches the next one's. */
+  uint32_t *wp = mlc_arena_alloc(p->arena, (old.n + 1) * sizeof *wp); /* the sharded weight an old node is */
+  uint32_t last[2] = {NONE, NONE};
+  bool *seen = mlc_arena_alloc(p->arena, 2 * (c->nunits + 1) * sizeof *seen);
+  memset(seen, 0, 2 * (c->nunits + 1) * sizeof *seen);
+  for (uint32_t k = 0; k < 2 * c->nunits; k++) c->next[k] = NONE;
+  for (uint32_t i = 0; i < old.n; i++) {
+    const mlc_node *n = &old.nodes[i];
+    wp[i] = n->op == MLC_OP_PARAM && p->params[n->a.param].flat ? n->a.param
+            : n->op == MLC_OP_CAST && wp[n->in[0]] != NONE     ? wp[n->in[0]]
+                                                                : NONE;
+    if (wp[i] != NONE) continue;
+    int ph = train && loss != NONE && i > loss;
+    for (uint32_t k = 0; k < n->nin; k++) {
+      if (wp[n->in[k]] == NONE) continue;
+      uint32_t u = c->unit_of[wp[n->in[k]]];
+      if (seen[ph * c->nunits + u]) continue;
+      seen[ph * c->nunits + u] = true;
+      if (last[ph] != NONE) c->next[ph * c->nunits + last[ph]] = u;
+      last[ph] = u;
+    }
+  }
   uint32_t *map = mlc_arena_alloc(p->arena, (old.n + 1) * sizeof *map);
   /* param_of[old node]: the sharded weight it is (a param, or its cast to
    * the compute dtype), made at each use as a view of the gather of that
@@ -262,6 +299,7 @@ bool mlc_pass_fsdp(mlc_pass_ctx *cx) {
   c.shard = mlc_arena_alloc(p->arena, (c.nunits + 1) * sizeof *c.shard);
   c.gathered = mlc_arena_alloc(p->arena, ((size_t)c.nunits * 2 * MLC_DT_COUNT + 1) * sizeof *c.gathered);
   c.views = mlc_arena_alloc(p->arena, ((size_t)p->nparams * 2 * MLC_DT_COUNT + 1) * sizeof *c.views);
+  c.next = mlc_arena_alloc(p->arena, (2 * (size_t)c.nunits + 1) * sizeof *c.next);
   for (uint32_t k = 0; k < p->nfuncs; k++)
     if (!rebuild(&c, &p->funcs[k], !strcmp(p->funcs[k].name, "train"))) return false;
   if (getenv("FSDP_DEBUG")) mlc_print_program(stderr, p);

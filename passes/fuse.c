@@ -17,9 +17,9 @@
  *    (matmul, linear, matmul_tn) of the group's shape that only the group
  *    reads, the GEMM joins as the head and the group becomes its epilogue,
  *    applied in the GEMM's store: the bias add, SiLU/GELU, residual add and
- *    cast after a linear layer, the cast of a weight gradient to f32.  Only
- *    groups of two ops or more become FUSED nodes; a lone op keeps its own
- *    kernel.
+ *    cast after a linear layer, the cast of a weight gradient to f32 (on
+ *    CUDA only those that pay: epilogue_pays).  Only groups of two ops or
+ *    more become FUSED nodes; a lone op keeps its own kernel.
  *
  * 3. CUDA (one GPU): the AdamW updates of a step -> adamw_multi nodes of up to
  *    ADAMW_GROUP parameters each, one launch per group instead of one per
@@ -40,7 +40,7 @@
 
 #include "passes/passes.h"
 
-static bool is_gpu(const char *target) { return target && (!strncmp(target, "cuda", 4) || !strcmp(target, "metal")); }
+static bool is_gpu(const char *target) { return target && (!strncmp(target, "cuda", 4) || !strcmp(target, "metal") || !strcmp(target, "spirv")); }
 /* one GPU: cuda-nccl (FSDP) places its updates between collectives itself */
 static bool is_cuda(const char *target) { return target && !strcmp(target, "cuda"); }
 
@@ -131,10 +131,16 @@ static void put(text *t, const char *fmt, ...) {
 /* Writes the operand of node x inside group g: #j (instruction j) or $k
  * (outside input k, numbered by first use). */
 static void operand(group *g, text *t, uint32_t x) {
-  if (x == g->head) return put(t, "#0");
+  if (x == g->head) {
+    put(t, "#0");
+    return;
+  }
   uint32_t base = g->head != UINT32_MAX;
   for (uint32_t j = 0; j < g->nmem; j++)
-    if (g->mem[j] == x) return put(t, "#%u", j + base);
+    if (g->mem[j] == x) {
+      put(t, "#%u", j + base);
+      return;
+    }
   uint32_t e = 0;
   while (e < g->next && g->ext[e] != x) e++;
   if (e == g->next) {
@@ -159,14 +165,37 @@ static bool same_dims(const mlc_type *a, const mlc_type *b) {
   return true;
 }
 
+/* Whether a GEMM should take group g as its epilogue.  On CUDA, measured on
+ * the H200 (bench/results/cuda-fused-2026-11-30.md): a bias or residual add
+ * in the GEMM's store costs about what the separate kernel did, but an
+ * epilogue that widens the output (matmul_tn then cast to f32: about 0.03 ms
+ * slower per weight gradient) or computes an activation per element
+ * (matmul then silu_grad: 0.76 ms against 0.57 ms for the two kernels)
+ * loses: the wgmma kernels store straight from their fragments, so the
+ * epilogue's loads are narrow and wait on the stores before them.  Those
+ * stay separate kernels on CUDA until the store goes through shared
+ * memory.  Metal's GEMM stores through threadgroup memory, coalesced, and
+ * takes every epilogue. */
+static bool epilogue_pays(const mlc_func *f, const group *g, bool cuda) {
+  if (!cuda) return true;
+  const mlc_node *h = &f->nodes[g->head];
+  if (f->nodes[g->mem[0]].type.dtype != h->type.dtype) return false; /* mem[0] is the root */
+  for (uint32_t j = 0; j < g->nmem; j++) {
+    uint16_t op = f->nodes[g->mem[j]].op;
+    if (op != MLC_OP_ADD && op != MLC_OP_SUB && op != MLC_OP_MUL && op != MLC_OP_NEG && op != MLC_OP_CAST) return false;
+  }
+  return true;
+}
+
 /* Groups elementwise trees (and a GEMM head where allowed) into FUSED nodes. */
-static bool fuse_groups(mlc_program *p, mlc_func *f, bool epilogues) {
+static bool fuse_groups(mlc_program *p, mlc_func *f, bool epilogues, bool cuda) {
   uint32_t *uses = count_uses(p, f);
   bool *taken = mlc_arena_alloc(p->arena, (f->n + 1) * sizeof *taken);
   memset(taken, 0, (f->n + 1) * sizeof *taken);
   bool changed = false;
   for (uint32_t r = f->n; r-- > 0;) {
-    if (taken[r] || !ew(&f->nodes[r])) continue;
+    /* a sharded cast (fsdp) runs on this rank's rows only: never in a group */
+    if (taken[r] || !ew(&f->nodes[r]) || mlc_node_sharded(p, f, &f->nodes[r])) continue;
     group g = {.head = UINT32_MAX};
     g.mem[g.nmem++] = r;
     /* the tree: producers whose only user is a member */
@@ -174,7 +203,8 @@ static bool fuse_groups(mlc_program *p, mlc_func *f, bool epilogues) {
       const mlc_node *m = &f->nodes[g.mem[w]];
       for (uint32_t k = 0; k < m->nin; k++) {
         uint32_t x = m->in[k];
-        if (taken[x] || uses[x] != 1 || !ew(&f->nodes[x]) || member(&g, x)) continue;
+        if (taken[x] || uses[x] != 1 || !ew(&f->nodes[x]) || member(&g, x) || mlc_node_sharded(p, f, &f->nodes[x]))
+          continue;
         if (g.nmem + 1 == MLC_FUSED_MAX) break;
         g.mem[g.nmem++] = x;
       }
@@ -190,6 +220,7 @@ static bool fuse_groups(mlc_program *p, mlc_func *f, bool epilogues) {
           g.head = m->in[k];
       }
     }
+    if (g.head != UINT32_MAX && !epilogue_pays(f, &g, cuda)) g.head = UINT32_MAX;
     if (g.nmem + (g.head != UINT32_MAX) < 2) continue;
     qsort(g.mem, g.nmem, sizeof *g.mem, cmp_u32); /* topological: inputs come first */
     text t = {.n = 0};
@@ -266,7 +297,7 @@ bool mlc_pass_fuse(mlc_pass_ctx *c) {
     mlc_func *f = &c->p->funcs[k];
     bool changed = rewrite_tn(f);
     if (changed) compact(c->p, f);
-    changed = fuse_groups(c->p, f, true);
+    changed = fuse_groups(c->p, f, true, !strncmp(c->target, "cuda", 4));
     if (is_cuda(c->target)) changed |= group_adamw(c->p, f);
     if (changed) compact(c->p, f);
   }

@@ -88,6 +88,20 @@ static bool aliases(const mlc_node *n) {
   return n->op == MLC_OP_RESHAPE || n->op == MLC_OP_VIEW || n->op == MLC_OP_REDUCE_SCATTER;
 }
 
+/* FSDP's buffers between the streams (see codegen/schedule.c): a unit's
+ * gathered parameters, its packed gradients, and what the communication
+ * stream itself writes (the casts of the shards, the updates' tokens).
+ * They get a pool of their own after the rest of the arena, so that no
+ * compute kernel reuses their bytes while the communication stream may
+ * still read or write them; and a pooled block is reused only after the
+ * next pooled values have died too (double buffering), so that a unit's
+ * gradients need not wait for the previous unit's reduce-scatter. */
+static bool pooled(const mlc_program *p, const mlc_func *f, const uint32_t *users, uint32_t i) {
+  const mlc_node *n = &f->nodes[i];
+  return n->op == MLC_OP_ALL_GATHER || mlc_node_sharded(p, f, n) ||
+         (n->op == MLC_OP_CONCAT && users[i] < f->n && f->nodes[users[i]].op == MLC_OP_REDUCE_SCATTER);
+}
+
 static int64_t view_bytes(const mlc_node *n) {
   return n->op == MLC_OP_VIEW ? n->a.start * mlc_dtype_size(n->type.dtype) : 0;
 }
@@ -120,7 +134,19 @@ static void plan_func(mlc_program *p, mlc_func *f) {
 
   f->offset = mlc_arena_alloc(p->arena, (n + 1) * sizeof *f->offset);
   blocklist fl = {mlc_arena_alloc(p->arena, (n + 2) * sizeof *fl.v), 0};
-  int64_t top = 0;
+  blocklist pl = {mlc_arena_alloc(p->arena, (n + 2) * sizeof *pl.v), 0}; /* the pool, offsets from its start */
+  int64_t top = 0, ptop = 0;
+  uint32_t *users = mlc_arena_alloc(p->arena, (n + 1) * sizeof *users); /* the one user; UINT32_MAX: several, - 1: none */
+  bool *inpool = mlc_arena_alloc(p->arena, (n + 1) * sizeof *inpool);
+  for (uint32_t i = 0; i < n; i++) users[i] = UINT32_MAX - 1;
+  for (uint32_t i = 0; i < n; i++)
+    for (uint32_t k = 0; k < f->nodes[i].nin; k++) {
+      uint32_t *u = &users[f->nodes[i].in[k]];
+      *u = *u == UINT32_MAX - 1 ? i : UINT32_MAX;
+    }
+  for (uint32_t i = 0; i < n; i++) inpool[i] = root[i] == i ? pooled(p, f, users, i) : inpool[root[i]];
+  block *pending = mlc_arena_alloc(p->arena, (n + 1) * sizeof *pending); /* pooled blocks dead, not yet free */
+  uint32_t npending = 0;
   /* Constants (written once, when the session starts) and inputs (written
    * by the caller, or the runtime's step count, before the run) are not
    * written at their own node: they take their bytes before anything else
@@ -138,17 +164,28 @@ static void plan_func(mlc_program *p, mlc_func *f) {
       f->offset[i] = f->offset[nd->in[0]] + view_bytes(nd);
     } else {
       int64_t size = align_up((int64_t)mlc_type_numel(&nd->type) * mlc_dtype_size(nd->type.dtype));
-      f->offset[i] = place(&fl, &top, size);
+      f->offset[i] = inpool[i] ? place(&pl, &ptop, size) : place(&fl, &top, size);
     }
     /* Values whose last use was this node are free for the next one.  A
      * node's output never shares memory with its own inputs: kernels may
      * read inputs after writing parts of the output. */
+    bool pool_died = false;
+    for (uint32_t d = head[i]; d != UINT32_MAX && !pool_died; d = next[d]) pool_died = inpool[d];
+    if (pool_died) { /* the previous generation of pooled blocks is free now */
+      for (uint32_t k = 0; k < npending; k++) release(&pl, pending[k].off, pending[k].size);
+      npending = 0;
+    }
     for (uint32_t d = head[i]; d != UINT32_MAX; d = next[d]) {
       const mlc_node *dn = &f->nodes[d];
-      release(&fl, f->offset[d], align_up((int64_t)mlc_type_numel(&dn->type) * mlc_dtype_size(dn->type.dtype)));
+      int64_t size = align_up((int64_t)mlc_type_numel(&dn->type) * mlc_dtype_size(dn->type.dtype));
+      if (inpool[d]) pending[npending++] = (block){f->offset[d], size};
+      else release(&fl, f->offset[d], size);
     }
   }
-  f->arena_bytes = top;
+  /* The pool goes after the rest. */
+  for (uint32_t i = 0; i < n; i++)
+    if (inpool[i] && f->nodes[i].op != MLC_OP_PARAM) f->offset[i] += top;
+  f->arena_bytes = top + ptop;
 }
 
 bool mlc_pass_memplan(mlc_pass_ctx *c) {

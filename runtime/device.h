@@ -48,6 +48,11 @@ typedef struct {
   /* Brackets work the session queues itself (a collective) in timing slot
    * `slot`, as launch does for a kernel; NULL: such steps go untimed. */
   mlc_status (*mark)(mlc_device *d, uint32_t slot, bool end);
+  /* Streams (the plan's): what follows goes to `stream`, after the listed
+   * earlier steps (each of which was signalled); signal marks the point a
+   * later step may wait for.  NULL on devices that run steps in order. */
+  mlc_status (*order)(mlc_device *d, uint32_t stream, const uint32_t *wait, uint32_t nwait);
+  mlc_status (*signal)(mlc_device *d, uint32_t step);
 } mlc_device_vt;
 
 struct mlc_device {

@@ -29,6 +29,7 @@ typedef struct {
   double *seconds;        /* per step, summed over profiled runs */
   double *start, *last;   /* per step: start and seconds in the last profiled run */
   const char **label;     /* per step: "scope name", for the device's profiler ranges */
+  bool *signal;           /* per step: a later step of another stream waits for it */
   uint64_t runs;
 } entry_state;
 
@@ -102,6 +103,7 @@ void mlc_session_destroy(mlc_session *s) {
       if (es->host && es->e)
         for (uint32_t i = 0; i < es->e->nvalues; i++) mlc_allocator_free(s->a, es->host[i]);
       mlc_allocator_free(s->a, es->args);
+      mlc_allocator_free(s->a, es->signal);
       mlc_allocator_free(s->a, es->host);
       mlc_allocator_free(s->a, es->kern);
       mlc_allocator_free(s->a, es->seconds);
@@ -150,11 +152,18 @@ static mlc_status create_entry(mlc_session *s, entry_state *es) {
   es->start = mlc_allocator_alloc_array(s->a, e->nsteps + 1, sizeof *es->start);
   es->last = mlc_allocator_alloc_array(s->a, e->nsteps + 1, sizeof *es->last);
   es->label = mlc_allocator_alloc_array(s->a, e->nsteps + 1, sizeof *es->label);
+  es->signal = mlc_allocator_alloc_array(s->a, e->nsteps + 1, sizeof *es->signal);
+  if (es->signal) {
+    memset(es->signal, 0, (e->nsteps + 1) * sizeof *es->signal);
+    for (uint32_t i = 0; i < e->nsteps; i++)
+      for (uint32_t w = 0; w < e->steps[i].nwait; w++) es->signal[e->steps[i].wait[w]] = true;
+  }
   if (es->label) memset((void *)es->label, 0, (e->nsteps + 1) * sizeof *es->label);
   /* Zero the tables first: destroy frees whatever they hold. */
   if (es->args) memset(es->args, 0, (e->nsteps + 1) * sizeof *es->args);
   if (es->host) memset(es->host, 0, (e->nvalues + 1) * sizeof *es->host);
-  if (!es->addr || !es->host || !es->args || !es->kern || !es->seconds || !es->start || !es->last || !es->label)
+  if (!es->addr || !es->host || !es->args || !es->kern || !es->seconds || !es->start || !es->last || !es->label ||
+      !es->signal)
     return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory for entry %s", e->name);
   memset(es->seconds, 0, (e->nsteps + 1) * sizeof *es->seconds);
   memset(es->start, 0, (e->nsteps + 1) * sizeof *es->start);
@@ -794,15 +803,17 @@ mlc_status mlc_session_run(mlc_session *s, const char *entry) {
   for (uint32_t i = 0; i < es->e->nsteps && !err; i++) {
     const mlc_plan_step *st = &es->e->steps[i];
     if (vt->range_push) vt->range_push(s->dev, es->label[i]);
-    if (!es->kern[i]) {
+    if (vt->order) err = vt->order(s->dev, st->stream, st->wait, st->nwait); /* streams: see codegen/schedule.c */
+    if (!err && !es->kern[i]) {
       bool timed = s->profile && vt->mark;
       if (timed) err = vt->mark(s->dev, i, false);
       if (!err) err = collective(s, es, i);
       if (!err && timed) err = vt->mark(s->dev, i, true);
-    }
-    else
+    } else if (!err) {
       err = vt->launch(s->dev, es->kern[i], st->sharded ? mlc_plan_shard_rows(st->work_items, s->comm->world) : st->work_items,
                        es->args[i], st->nargs, s->profile, i);
+    }
+    if (!err && es->signal[i] && vt->signal) err = vt->signal(s->dev, i);
     if (vt->range_pop) vt->range_pop(s->dev);
   }
   if (vt->range_pop) vt->range_pop(s->dev);

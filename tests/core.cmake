@@ -93,6 +93,12 @@ target_compile_definitions(test_autodiff PRIVATE MLC_SOURCE_DIR="${MLC_ROOT}")
 add_test(NAME unit.autodiff COMMAND test_autodiff)
 set_tests_properties(unit.autodiff PROPERTIES LABELS unit TIMEOUT 60)
 
+# fused nodes and the fuse pass (ir/fused.h, passes/fuse.c)
+add_executable(test_fused ${MLC_ROOT}/tests/unit/test_fused.c)
+target_link_libraries(test_fused PRIVATE mlccore PkgConfig::CMOCKA)
+add_test(NAME unit.fused COMMAND test_fused)
+set_tests_properties(unit.fused PROPERTIES LABELS unit TIMEOUT 60)
+
 # The gradients' numbers on the CPU target: train_entry runs a model's train
 # entry and writes every output; grad_check.py compares each grad:* output
 # with torch.autograd in float64, with central differences of a float64 loss,

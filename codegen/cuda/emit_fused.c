@@ -34,7 +34,7 @@ typedef struct {
   int64_t st[MLC_FUSED_MAX_IN + 1][MLC_MAX_RANK];
 } layout;
 
-/* Inputs before `first` (a GEMM's operands) get no strides. */
+/* Inputs before `first` (a GEMM's operands, not read by index) count as laid out as the output. */
 static void plan_layout(const cc *c, layout *L, int first) {
   const mlc_type *o = cc_outt(c);
   int nin = c->n->nin, R = o->rank;

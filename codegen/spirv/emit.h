@@ -80,6 +80,18 @@ void sv_items_store(sv *s, int64_t n, uint32_t bind, int dt, sv_bits_fn f, void 
  * workgroup (pairs for 16-bit dtypes when base is even: L even).  f gets j. */
 void sv_row_store(sv *s, uint32_t base, int64_t L, uint32_t bind, int dt, sv_bits_fn f, void *ctx);
 
+/* Elementwise pieces (emit_ew.c), for fused programs too.  Values are in
+ * compute types: f32 for the float dtypes, 32-bit integers for i32 and
+ * bool, 64-bit for i64. */
+uint32_t sv_ew_load(sb *b, uint32_t bind, int dt, uint32_t idx);
+uint32_t sv_ew_const(sb *b, const mlc_node *k);
+/* op on x[0], x[1] of dtype dt giving out_dt; 0 if op is not elementwise */
+uint32_t sv_ew_value(sb *b, int op, int dt, int out_dt, const uint32_t *x);
+/* the bits sb_store_bits stores for value y of dtype dt */
+void sv_ew_bits(sb *b, int dt, uint32_t y, uint32_t *lo, uint32_t *hi);
+/* y rounded to dt as a store and a load would (bf16, f16; others as they are) */
+uint32_t sv_ew_round(sb *b, int dt, uint32_t y);
+
 /* ---- op emitters: false with s->err set if they cannot ---- */
 bool sv_emit_ew(sv *s);        /* elementwise, cast, broadcast, *_grad activations */
 bool sv_emit_reduce(sv *s);    /* sum, mean, max, softmax */
@@ -88,6 +100,13 @@ bool sv_emit_gemm(sv *s);      /* matmul, linear, matmul_tn (s->coopmat_variant:
 bool sv_emit_norm(sv *s);      /* rmsnorm, layernorm and their grads */
 bool sv_emit_misc(sv *s);      /* embedding(+grad), cross_entropy(+grad), adamw, sgd */
 bool sv_emit_attention(sv *s); /* attention, attention_grad */
+bool sv_emit_fused(sv *s);     /* FUSED: an elementwise program, or a GEMM with it as epilogue */
+
+/* A GEMM (matmul, linear, matmul_tn as op, result type otype) of the node's
+ * inputs 0 and 1; epi, if not NULL, gives the bits to store for the f32
+ * accumulator acc of output element `at` (flat index) in dtype epi_dt. */
+typedef void (*sv_epi_fn)(sv *s, void *ctx, uint32_t at, uint32_t acc, uint32_t *lo, uint32_t *hi);
+bool sv_emit_gemm_of(sv *s, int op, const mlc_type *otype, sv_epi_fn epi, void *ctx, int epi_dt);
 
 /* The optimizer (optimize.cpp, SPIRV-Tools' C++ API: 2023.1 has no C API
  * for it): performance passes; false with a message. *out is malloc'ed. */

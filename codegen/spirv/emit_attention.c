@@ -1,11 +1,13 @@
-/* Attention and its gradient: simple, exact f32 kernels, a thread per row
- * (the portable fallback; no S matrix reaches memory).
+/* Attention and its gradient: exact f32 kernels, a thread per row (no S
+ * matrix reaches memory).
  *
- * attention(q, k, v), q [b, h, sq, d], k [b, h, sk, d], v [b, h, sk, dv]:
- * a thread per query row keeps q and an output row of dv floats in private
- * arrays and walks the keys with an online softmax (running max m, sum l,
- * o rescaled by exp(m_old - m_new)); causal: key j visible when j <= i
- * (PyTorch's is_causal).
+ * attention(q, k, v), q [b, h, sq, d], k [b, h, sk, d], v [b, h, sk, dv],
+ * with an online softmax (running max m, sum l, o rescaled by
+ * exp(m_old - m_new)); causal: key j visible when j <= i (PyTorch's
+ * is_causal).  d, dv <= 128: emit_fwd_tiled, keys and values through shared
+ * memory in blocks, the output row in registers.  Otherwise a thread per
+ * query row keeps q and its output row in private arrays and walks the keys
+ * in memory.
  *
  * attention_grad(g, q, k, v) -> [3, b, h, s, d] (dq, dk, dv):
  *   0: a thread per query row: the forward again, giving the row's
@@ -181,6 +183,113 @@ static bool emit_grad(attn *A) {
   return true;
 }
 
+/* The tiled forward: a workgroup of BQ threads per BQ query rows of one
+ * (batch, head), a thread per row; keys and values pass through shared
+ * memory BKV at a time.  Per block a thread computes its BKV scores (in
+ * registers: the loop over d is the runtime one), the online-softmax update,
+ * writes p to shared memory, and adds p V into its output row, which lives
+ * in registers (dv unrolled).  Needs d, dv <= 128. */
+#define BQ 64
+#define BKV 16
+
+static bool emit_fwd_tiled(attn *A) {
+  sv *s = A->s;
+  sb *b = A->b;
+  int64_t D = A->D, DV = A->DV, nt = sv_ceil_div(A->SQ, BQ), groups = A->BH * nt;
+  uint32_t Ks = sb_shared(b, b->t_f32, (uint32_t)(BKV * D)), Vs = sb_shared(b, b->t_f32, (uint32_t)(BKV * DV));
+  uint32_t Ps = sb_shared(b, b->t_f32, BQ * (BKV + 1));
+  uint32_t grp = sv_begin(s, (uint64_t)groups, BQ);
+  sb_if guard;
+  sb_if_begin(b, &guard, sb_ult(b, grp, sb_u32(b, (uint32_t)groups)), false);
+  uint32_t bh = sb_div(b, grp, sb_u32(b, (uint32_t)nt)), q0 = sb_mulc(b, sb_mod(b, grp, sb_u32(b, (uint32_t)nt)), BQ);
+  uint32_t lid = sb_lid(b), qi = sb_add(b, q0, lid), SQ = sb_u32(b, (uint32_t)A->SQ), SK = sb_u32(b, (uint32_t)A->SK);
+  uint32_t valid = sb_ult(b, qi, SQ);
+  uint32_t qrow = sb_mulc(b, sb_add(b, sb_mulc(b, bh, (uint32_t)A->SQ), sb_select(b, b->t_u32, valid, qi, sb_u32(b, 0))), (uint32_t)D);
+  sb_lv o[128], sc[BKV];
+  for (int c = 0; c < DV; c++) o[c] = sb_local(b, b->t_f32, sb_f32(b, 0.f));
+  for (int j = 0; j < BKV; j++) sc[j] = sb_local(b, b->t_f32, 0);
+  sb_lv m = sb_local(b, b->t_f32, sb_f32(b, -__builtin_inff())), l = sb_local(b, b->t_f32, sb_f32(b, 0.f));
+  uint32_t kend = SK;
+  if (A->causal) { /* keys up to the tile's last row */
+    uint32_t a[2] = {sb_addc(b, q0, BQ), SQ}, last = sb_glsl(b, GLSLstd450UMin, b->t_u32, 2, a), c2[2] = {last, SK};
+    kend = sb_glsl(b, GLSLstd450UMin, b->t_u32, 2, c2);
+  }
+  uint32_t kbase = sb_mulc(b, bh, (uint32_t)(A->SK * D)), vbase = sb_mulc(b, bh, (uint32_t)(A->SK * DV));
+  sb_loop kl;
+  uint32_t k0 = sb_for(b, &kl, sb_u32(b, 0), kend, sb_u32(b, BKV));
+  /* the block of keys and values, zeros past sk */
+  for (int w = 0; w < 2; w++) {
+    int64_t n = w ? DV : D;
+    uint32_t sh = w ? Vs : Ks, base = w ? vbase : kbase, bind = w ? 2 : 1;
+    sb_loop ll;
+    uint32_t e = sb_for(b, &ll, lid, sb_u32(b, (uint32_t)(BKV * n)), sb_u32(b, BQ));
+    uint32_t key = sb_add(b, k0, sb_div(b, e, sb_u32(b, (uint32_t)n)));
+    uint32_t ok = sb_ult(b, key, SK);
+    uint32_t at = sb_add(b, base, sb_add(b, sb_mulc(b, key, (uint32_t)n), sb_mod(b, e, sb_u32(b, (uint32_t)n))));
+    uint32_t v = sb_load_f(b, bind, A->dt, sb_select(b, b->t_u32, ok, at, sb_u32(b, 0)));
+    sb_sh_st(b, sh, b->t_f32, e, sb_select(b, b->t_f32, ok, v, sb_f32(b, 0.f)));
+    sb_for_end(b, &ll);
+  }
+  sb_barrier(b);
+  /* scores */
+  for (int j = 0; j < BKV; j++) sb_st(b, sc[j], sb_f32(b, 0.f));
+  sb_loop dl;
+  uint32_t c = sb_for(b, &dl, sb_u32(b, 0), sb_u32(b, (uint32_t)D), sb_u32(b, 1));
+  uint32_t qc = sb_load_f(b, 0, A->dt, sb_add(b, qrow, c));
+  for (int j = 0; j < BKV; j++)
+    sb_st(b, sc[j], sb_fma(b, qc, sb_sh_ld(b, Ks, b->t_f32, sb_addc(b, c, (uint32_t)(j * D))), sb_ld(b, sc[j])));
+  sb_for_end(b, &dl);
+  /* online softmax over the block */
+  uint32_t mo = sb_ld(b, m), mx = mo, sv_[BKV];
+  for (int j = 0; j < BKV; j++) {
+    uint32_t key = sb_addc(b, k0, (uint32_t)j), vis = sb_ult(b, key, SK);
+    if (A->causal) vis = sb_land(b, vis, sb_op2(b, SpvOpULessThanEqual, b->t_bool, key, qi));
+    sv_[j] = sb_select(b, b->t_f32, vis, sb_fmul(b, sb_ld(b, sc[j]), sb_f32(b, A->scale)), sb_f32(b, -__builtin_inff()));
+    mx = sb_fmax(b, mx, sv_[j]);
+  }
+  uint32_t ninf = sb_op2(b, SpvOpFOrdEqual, b->t_bool, mx, sb_f32(b, -__builtin_inff()));
+  uint32_t ms = sb_select(b, b->t_f32, ninf, sb_f32(b, 0.f), mx);
+  uint32_t corr = sb_exp(b, sb_fsub(b, mo, ms)), lsum = sb_fmul(b, sb_ld(b, l), corr);
+  uint32_t prow = sb_mulc(b, lid, BKV + 1);
+  for (int j = 0; j < BKV; j++) {
+    uint32_t p = sb_exp(b, sb_fsub(b, sv_[j], ms));
+    lsum = sb_fadd(b, lsum, p);
+    sb_sh_st(b, Ps, b->t_f32, sb_addc(b, prow, (uint32_t)j), p);
+  }
+  sb_st(b, l, lsum);
+  sb_st(b, m, mx);
+  for (int cc = 0; cc < DV; cc++) sb_st(b, o[cc], sb_fmul(b, sb_ld(b, o[cc]), corr));
+  sb_loop jl;
+  uint32_t j = sb_for(b, &jl, sb_u32(b, 0), sb_u32(b, BKV), sb_u32(b, 1));
+  uint32_t pj = sb_sh_ld(b, Ps, b->t_f32, sb_add(b, prow, j)), vrow = sb_mulc(b, j, (uint32_t)DV);
+  for (int cc = 0; cc < DV; cc++)
+    sb_st(b, o[cc], sb_fma(b, pj, sb_sh_ld(b, Vs, b->t_f32, sb_addc(b, vrow, (uint32_t)cc)), sb_ld(b, o[cc])));
+  sb_for_end(b, &jl);
+  sb_barrier(b);
+  sb_for_end(b, &kl);
+  /* the row, divided by l; 16-bit pairs as one word when dv is even */
+  sb_if w;
+  sb_if_begin(b, &w, valid, false);
+  int odt = s->n->type.dtype;
+  uint32_t inv = sb_fdiv(b, sb_f32(b, 1.f), sb_ld(b, l));
+  uint32_t obase = sb_mulc(b, sb_add(b, sb_mulc(b, bh, (uint32_t)A->SQ), qi), (uint32_t)DV);
+  bool words = mlc_dtype_size((mlc_dtype)odt) == 2 && DV % 2 == 0;
+  for (int cc = 0; cc < DV; cc += words ? 2 : 1) {
+    uint32_t at = sb_addc(b, obase, (uint32_t)cc), y = sb_fmul(b, sb_ld(b, o[cc]), inv);
+    if (words) {
+      uint32_t y2 = sb_fmul(b, sb_ld(b, o[cc + 1]), inv);
+      sb_stw(b, sv_out(s), sb_shr(b, at, sb_u32(b, 1)),
+             sb_or(b, sb_f2bits_dt(b, odt, y), sb_shl(b, sb_f2bits_dt(b, odt, y2), sb_u32(b, 16))));
+    } else {
+      sb_store_f(b, sv_out(s), odt, at, y);
+    }
+  }
+  sb_if_end(b, &w);
+  sb_if_end(b, &guard);
+  sv_end(s);
+  return true;
+}
+
 bool sv_emit_attention(sv *s) {
   bool grad = s->n->op == MLC_OP_ATTENTION_GRAD;
   const mlc_type *qt = sv_in(s, grad ? 1 : 0), *kt = sv_in(s, grad ? 2 : 1), *vt = sv_in(s, grad ? 3 : 2);
@@ -190,5 +299,6 @@ bool sv_emit_attention(sv *s) {
   if (!sv_check_size(s, mlc_type_numel(&s->n->type)) || !sv_check_size(s, mlc_type_numel(kt)) || !sv_check_size(s, mlc_type_numel(vt)))
     return false;
   if (A.SK < 1 || A.D < 1 || A.DV < 1) return sv_fail(s, "attention with no keys");
-  return grad ? emit_grad(&A) : emit_fwd(&A);
+  if (grad) return emit_grad(&A);
+  return A.D <= 128 && A.DV <= 128 ? emit_fwd_tiled(&A) : emit_fwd(&A);
 }

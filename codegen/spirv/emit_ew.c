@@ -32,7 +32,7 @@ static uint32_t ctype(sb *b, int dt) {
   return b->t_u32;
 }
 
-static uint32_t load(sb *b, uint32_t bind, int dt, uint32_t idx) {
+uint32_t sv_ew_load(sb *b, uint32_t bind, int dt, uint32_t idx) {
   if (is_f(dt)) return sb_load_f(b, bind, dt, idx);
   if (dt == MLC_DT_I64) {
     uint32_t hi, lo = sb_load_bits(b, bind, dt, idx, &hi), t = sb_u64_type(b);
@@ -42,7 +42,7 @@ static uint32_t load(sb *b, uint32_t bind, int dt, uint32_t idx) {
   return sb_load_bits(b, bind, dt, idx, NULL);
 }
 
-static uint32_t const_of(sb *b, const mlc_node *k) {
+uint32_t sv_ew_const(sb *b, const mlc_node *k) {
   int dt = k->type.dtype;
   if (is_f(dt)) return sb_f32(b, (float)k->a.f);
   if (dt == MLC_DT_I64) return sb_u64(b, (uint64_t)(int64_t)k->a.f);
@@ -95,10 +95,10 @@ static uint32_t cast(sb *b, int from, int to, uint32_t x) {
 }
 
 /* The op applied to compute-type values x[0], x[1] of input dtype dt. */
-static uint32_t ew_value(sb *b, const mlc_node *n, int dt, const uint32_t *x) {
+uint32_t sv_ew_value(sb *b, int op, int dt, int out_dt, const uint32_t *x) {
   uint32_t F = b->t_f32, T = ctype(b, dt);
   bool fl = is_f(dt);
-  switch (n->op) {
+  switch (op) {
   case MLC_OP_ADD: return sb_op2(b, fl ? SpvOpFAdd : SpvOpIAdd, T, x[0], x[1]);
   case MLC_OP_SUB: return sb_op2(b, fl ? SpvOpFSub : SpvOpISub, T, x[0], x[1]);
   case MLC_OP_MUL: return sb_op2(b, fl ? SpvOpFMul : SpvOpIMul, T, x[0], x[1]);
@@ -130,7 +130,7 @@ static uint32_t ew_value(sb *b, const mlc_node *n, int dt, const uint32_t *x) {
   case MLC_OP_SILU: return sb_fdiv(b, x[0], sb_fadd(b, fc(b, 1), sb_exp(b, sb_op1(b, SpvOpFNegate, F, x[0]))));
   case MLC_OP_GELU: return sb_fmul(b, x[0], Phi(b, x[0]));
   case MLC_OP_BROADCAST: return x[0];
-  case MLC_OP_CAST: return cast(b, dt, n->type.dtype, x[0]);
+  case MLC_OP_CAST: return cast(b, dt, out_dt, x[0]);
   /* threshold_backward: x <= 0 ? 0 : g */
   case MLC_OP_RELU_GRAD:
     return sb_select(b, F, sb_op2(b, SpvOpFOrdLessThanEqual, b->t_bool, x[1], fc(b, 0)), fc(b, 0), x[0]);
@@ -163,7 +163,7 @@ static void ew_elem(sv *s, void *vc, uint32_t i, uint32_t *lo, uint32_t *hi) {
   for (int o = 1; o <= n->nin; o++) {
     const mlc_node *in = sv_in_node(s, o - 1);
     if (in->op == MLC_OP_CONST) {
-      x[o - 1] = const_of(b, in);
+      x[o - 1] = sv_ew_const(b, in);
       continue;
     }
     bool same = true;
@@ -183,11 +183,14 @@ static void ew_elem(sv *s, void *vc, uint32_t i, uint32_t *lo, uint32_t *hi) {
         below *= c->dims[k];
       }
     }
-    x[o - 1] = load(b, (uint32_t)(o - 1), in->type.dtype, off);
+    x[o - 1] = sv_ew_load(b, (uint32_t)(o - 1), in->type.dtype, off);
   }
-  uint32_t y = ew_value(b, n, sv_in(s, 0)->dtype, x);
+  uint32_t y = sv_ew_value(b, n->op, sv_in(s, 0)->dtype, n->type.dtype, x);
   MLC_ASSERT(y);
-  int dt = n->type.dtype;
+  sv_ew_bits(b, n->type.dtype, y, lo, hi);
+}
+
+void sv_ew_bits(sb *b, int dt, uint32_t y, uint32_t *lo, uint32_t *hi) {
   *hi = 0;
   if (is_f(dt)) {
     *lo = sb_f2bits_dt(b, dt, y);
@@ -198,6 +201,12 @@ static void ew_elem(sv *s, void *vc, uint32_t i, uint32_t *lo, uint32_t *hi) {
   } else {
     *lo = y;
   }
+}
+
+uint32_t sv_ew_round(sb *b, int dt, uint32_t y) {
+  if (dt == MLC_DT_BF16) return sb_bf16tof(b, sb_f2bf16(b, y));
+  if (dt == MLC_DT_F16) return sb_f16tof(b, sb_f2f16(b, y));
+  return y;
 }
 
 static bool is_ew(int op) { return op == MLC_OP_BROADCAST || (mlc_ops[op].flags & MLC_F_EW); }

@@ -10,19 +10,25 @@
  *   every batch and whose A is dense folds the batch into M.
  *
  * The portable kernel (Vulkan 1.2 compute, nothing else): a workgroup of
- * 16 x 16 threads per 64 x 64 tile of C; 64 x 16 tiles of A and 16 x 64 of
- * B go through shared memory (converted to f32 there, each loaded along its
- * contiguous dimension), each thread accumulates 4 x 4 outputs with FMAs.
+ * 16 x 16 threads per 64 x 64 tile of C (128 x 128 for large problems);
+ * 64 x 16 tiles of A and 16 x 64 of B (128 x 16, 16 x 128) go through shared
+ * memory (converted to f32 there, each loaded along its contiguous
+ * dimension), each thread accumulates 4 x 4 (8 x 8) outputs with FMAs, in
+ * columns paired so that a 16-bit C is stored a word at a time.
  *
  * The cooperative-matrix kernel (SPV_NV_cooperative_matrix: Debian 12's
  * SPIRV-Tools 2023.1 predates SPV_KHR_cooperative_matrix and could not
- * validate it): a workgroup of one 32-wide subgroup per 32 x 32 tile of C,
- * 2 x 2 accumulators of 16 x 16 f32; A and B tiles 32 deep are staged in
- * shared memory as f16 (bf16 inputs are converted to f16, which keeps 11
- * bits of mantissa but only f16's range), multiplied with
+ * validate it): a workgroup of four 32-wide subgroups (NVIDIA's width; the
+ * extension is NVIDIA's) per 64 x 64 tile of C, each subgroup a 32 x 32
+ * quadrant as 2 x 2 accumulators of 16 x 16 f32; A and B tiles 32 deep are
+ * staged in shared memory as f16 (bf16 inputs are converted to f16, which
+ * keeps 11 bits of mantissa but only f16's range), multiplied with
  * OpCooperativeMatrixMulAddNV (16 x 16 x 16, f16 x f16 + f32), and C goes
  * through shared memory to the (bounds-checked, converted) store.  Only for
  * bf16 and f16 GEMMs; f32 ones keep the portable kernel alone.
+ *
+ * Both kernels take an epilogue for fused programs (emit_fused.c): what is
+ * stored for each accumulator.
  */
 #include <string.h>
 
@@ -33,7 +39,21 @@ typedef struct {
   bool a_km, b_nk;
   int nb;
   int64_t bdim[MLC_MAX_RANK], bsa[MLC_MAX_RANK], bsb[MLC_MAX_RANK];
+  /* the store: dtype, and the epilogue (NULL: the accumulator rounded to odt) */
+  int odt;
+  sv_epi_fn epi;
+  void *ctx;
 } gemm_desc;
+
+/* The bits to store for accumulator acc at flat output index at. */
+static void out_bits(sv *s, const gemm_desc *d, uint32_t at, uint32_t acc, uint32_t *lo, uint32_t *hi) {
+  if (d->epi) {
+    d->epi(s, d->ctx, at, acc, lo, hi);
+    return;
+  }
+  *lo = sb_f2bits_dt(s->b, d->odt, acc);
+  *hi = 0;
+}
 
 static int64_t batch_of(const gemm_desc *d) {
   int64_t n = 1;
@@ -41,14 +61,14 @@ static int64_t batch_of(const gemm_desc *d) {
   return n;
 }
 
-static void desc_of(const sv *s, gemm_desc *d) {
-  const mlc_type *a = sv_in(s, 0), *b = sv_in(s, 1), *o = &s->n->type;
+static void desc_of(const sv *s, int op, const mlc_type *o, gemm_desc *d) {
+  const mlc_type *a = sv_in(s, 0), *b = sv_in(s, 1);
   memset(d, 0, sizeof *d);
-  if (s->n->op == MLC_OP_MATMUL_TN) {
+  if (op == MLC_OP_MATMUL_TN) {
     d->K = a->dim[0], d->M = a->dim[1], d->N = b->dim[1], d->a_km = true;
     return;
   }
-  if (s->n->op == MLC_OP_LINEAR) {
+  if (op == MLC_OP_LINEAR) {
     d->K = b->dim[1], d->N = b->dim[0], d->b_nk = true;
     d->M = 1;
     for (int i = 0; i + 1 < a->rank; i++) d->M *= a->dim[i];
@@ -117,21 +137,39 @@ typedef struct {
 
 static void stage(sb *b, const operand *o, uint32_t k0, uint32_t lid, uint32_t nthreads, int rows, int depth, uint32_t sh,
                   uint32_t sh_elem, bool kmajor, bool to_f16) {
-  int per = rows * depth / (int)nthreads;
+  /* 16-bit operands whose contiguous dimension has an even length (and so
+   * do the tile and the batch offsets): a word, two neighbours, per load */
+  int64_t along = o->along_k ? o->K : o->rows_total;
+  int V = mlc_dtype_size((mlc_dtype)o->dt) == 2 && along % 2 == 0 && o->ld % 2 == 0 ? 2 : 1;
+  int wide = o->along_k ? depth : rows; /* the tile's extent along memory */
+  int per = rows * depth / V / (int)nthreads;
+  MLC_ASSERT(per * V * (int)nthreads == rows * depth && wide % V == 0);
   for (int q = 0; q < per; q++) {
     uint32_t e = sb_addc(b, lid, (uint32_t)q * nthreads), r, kk;
-    if (o->along_k) r = sb_div(b, e, sb_u32(b, (uint32_t)depth)), kk = sb_mod(b, e, sb_u32(b, (uint32_t)depth));
-    else kk = sb_div(b, e, sb_u32(b, (uint32_t)rows)), r = sb_mod(b, e, sb_u32(b, (uint32_t)rows));
+    /* e counts V-element units; the unit's first element is at (r, kk) */
+    uint32_t u = sb_mulc(b, sb_mod(b, e, sb_u32(b, (uint32_t)(wide / V))), (uint32_t)V), line = sb_div(b, e, sb_u32(b, (uint32_t)(wide / V)));
+    if (o->along_k) r = line, kk = u;
+    else kk = line, r = u;
     uint32_t gr = sb_add(b, o->r0, r), gk = sb_add(b, k0, kk);
+    /* with V = 2 the pair's second element is in range when the first is */
     uint32_t ok = sb_land(b, sb_ult(b, gr, sb_u32(b, (uint32_t)o->rows_total)), sb_ult(b, gk, sb_u32(b, (uint32_t)o->K)));
     uint32_t at = o->along_k ? sb_add(b, sb_mulc(b, gr, (uint32_t)o->ld), gk) : sb_add(b, sb_mulc(b, gk, (uint32_t)o->ld), gr);
-    at = sb_add(b, o->off, at);
-    /* out-of-range elements read index 0, then count as zero */
-    uint32_t v = sb_load_f(b, o->bind, o->dt, sb_select(b, b->t_u32, ok, at, sb_u32(b, 0)));
-    v = sb_select(b, b->t_f32, ok, v, sb_f32(b, 0.f));
-    if (to_f16) v = sb_op1(b, SpvOpFConvert, sh_elem, v);
-    uint32_t si = kmajor ? sb_add(b, sb_mulc(b, kk, (uint32_t)rows), r) : sb_add(b, sb_mulc(b, r, (uint32_t)depth), kk);
-    sb_sh_st(b, sh, sh_elem, si, v);
+    at = sb_select(b, b->t_u32, ok, sb_add(b, o->off, at), sb_u32(b, 0)); /* out of range: read index 0, count zero */
+    uint32_t v[2];
+    if (V == 1) {
+      v[0] = sb_load_f(b, o->bind, o->dt, at);
+    } else {
+      uint32_t w = sb_ldw(b, o->bind, sb_shr(b, at, sb_u32(b, 1))), m16 = sb_u32(b, 0xffffu), h = sb_shr(b, w, sb_u32(b, 16));
+      if (o->dt == MLC_DT_BF16) v[0] = sb_bf16tof(b, sb_and(b, w, m16)), v[1] = sb_bf16tof(b, h);
+      else v[0] = sb_f16tof(b, sb_and(b, w, m16)), v[1] = sb_f16tof(b, h);
+    }
+    for (int k = 0; k < V; k++) {
+      uint32_t x = sb_select(b, b->t_f32, ok, v[k], sb_f32(b, 0.f));
+      if (to_f16) x = sb_op1(b, SpvOpFConvert, sh_elem, x);
+      uint32_t rk = o->along_k ? r : sb_addc(b, r, (uint32_t)k), kk2 = o->along_k ? sb_addc(b, kk, (uint32_t)k) : kk;
+      uint32_t si = kmajor ? sb_add(b, sb_mulc(b, kk2, (uint32_t)rows), rk) : sb_add(b, sb_mulc(b, rk, (uint32_t)depth), kk2);
+      sb_sh_st(b, sh, sh_elem, si, x);
+    }
   }
 }
 
@@ -140,46 +178,58 @@ static void operands(sv *s, const gemm_desc *d, const tile_pos *t, operand *A, o
   *B = (operand){1, sv_in(s, 1)->dtype, t->ob, d->b_nk, d->b_nk ? d->K : d->N, d->N, d->K, t->n0};
 }
 
-#define BM 64
-#define BN 64
 #define BK 16
+#define GEMM_BIG_TILES 132 /* 128 x 128 tiles once there are this many (an H100/H200's SMs; only steers the choice) */
 
+/* T x T outputs per thread, 16 x 16 threads: a (16 T) x (16 T) tile of C. */
 static bool emit_tiled(sv *s, const gemm_desc *d) {
   sb *b = s->b;
-  int64_t groups = batch_of(d) * sv_ceil_div(d->M, BM) * sv_ceil_div(d->N, BN);
-  uint32_t As = sb_shared(b, b->t_f32, BK * BM), Bs = sb_shared(b, b->t_f32, BK * BN);
+  int T = batch_of(d) * sv_ceil_div(d->M, 128) * sv_ceil_div(d->N, 128) >= GEMM_BIG_TILES ? 8 : 4, BT = 16 * T;
+  int64_t groups = batch_of(d) * sv_ceil_div(d->M, BT) * sv_ceil_div(d->N, BT);
+  uint32_t As = sb_shared(b, b->t_f32, (uint32_t)(BK * BT)), Bs = sb_shared(b, b->t_f32, (uint32_t)(BK * BT));
   uint32_t grp = sv_begin(s, (uint64_t)groups, 256);
   sb_if guard;
   sb_if_begin(b, &guard, sb_ult(b, grp, sb_u32(b, (uint32_t)groups)), false);
   tile_pos t;
-  tile_of(b, d, grp, BM, BN, &t);
+  tile_of(b, d, grp, BT, BT, &t);
   operand A, B;
   operands(s, d, &t, &A, &B);
   uint32_t lid = sb_lid(b), tx = sb_mod(b, lid, sb_u32(b, 16)), ty = sb_div(b, lid, sb_u32(b, 16));
-  sb_lv acc[4][4];
-  for (int i = 0; i < 4; i++)
-    for (int j = 0; j < 4; j++) acc[i][j] = sb_local(b, b->t_f32, sb_f32(b, 0.f));
+  sb_lv acc[8][8];
+  for (int i = 0; i < T; i++)
+    for (int j = 0; j < T; j++) acc[i][j] = sb_local(b, b->t_f32, sb_f32(b, 0.f));
   sb_loop l;
   uint32_t k0 = sb_for(b, &l, sb_u32(b, 0), sb_u32(b, (uint32_t)d->K), sb_u32(b, BK));
-  stage(b, &A, k0, lid, 256, BM, BK, As, b->t_f32, true, false);
-  stage(b, &B, k0, lid, 256, BN, BK, Bs, b->t_f32, true, false);
+  stage(b, &A, k0, lid, 256, BT, BK, As, b->t_f32, true, false);
+  stage(b, &B, k0, lid, 256, BT, BK, Bs, b->t_f32, true, false);
   sb_barrier(b);
+  /* thread (ty, tx) owns rows ty + 16 i and columns 2 tx + 32 (j / 2) + j % 2:
+   * pairs of neighbours, so a 16-bit C is stored a word at a time */
   for (int kk = 0; kk < BK; kk++) {
-    uint32_t av[4], bv[4];
-    for (int i = 0; i < 4; i++) av[i] = sb_sh_ld(b, As, b->t_f32, sb_addc(b, ty, (uint32_t)(kk * BM + 16 * i)));
-    for (int j = 0; j < 4; j++) bv[j] = sb_sh_ld(b, Bs, b->t_f32, sb_addc(b, tx, (uint32_t)(kk * BN + 16 * j)));
-    for (int i = 0; i < 4; i++)
-      for (int j = 0; j < 4; j++) sb_st(b, acc[i][j], sb_fma(b, av[i], bv[j], sb_ld(b, acc[i][j])));
+    uint32_t av[8], bv[8];
+    for (int i = 0; i < T; i++) av[i] = sb_sh_ld(b, As, b->t_f32, sb_addc(b, ty, (uint32_t)(kk * BT + 16 * i)));
+    for (int j = 0; j < T; j++) bv[j] = sb_sh_ld(b, Bs, b->t_f32, sb_addc(b, sb_mulc(b, tx, 2), (uint32_t)(kk * BT + 32 * (j / 2) + j % 2)));
+    for (int i = 0; i < T; i++)
+      for (int j = 0; j < T; j++) sb_st(b, acc[i][j], sb_fma(b, av[i], bv[j], sb_ld(b, acc[i][j])));
   }
   sb_barrier(b);
   sb_for_end(b, &l);
-  for (int i = 0; i < 4; i++) {
+  int odt = d->odt;
+  bool words = mlc_dtype_size((mlc_dtype)odt) == 2 && d->N % 2 == 0;
+  for (int i = 0; i < T; i++) {
     uint32_t m = sb_add(b, t.m0, sb_addc(b, ty, (uint32_t)(16 * i)));
-    for (int j = 0; j < 4; j++) {
-      uint32_t n = sb_add(b, t.n0, sb_addc(b, tx, (uint32_t)(16 * j)));
+    for (int j = 0; j < T; j += words ? 2 : 1) {
+      uint32_t n = sb_add(b, t.n0, sb_addc(b, sb_mulc(b, tx, 2), (uint32_t)(32 * (j / 2) + j % 2)));
       sb_if w;
       sb_if_begin(b, &w, sb_land(b, sb_ult(b, m, sb_u32(b, (uint32_t)d->M)), sb_ult(b, n, sb_u32(b, (uint32_t)d->N))), false);
-      sb_store_f(b, sv_out(s), s->n->type.dtype, sb_add(b, t.oc, sb_add(b, sb_mulc(b, m, (uint32_t)d->N), n)), sb_ld(b, acc[i][j]));
+      uint32_t at = sb_add(b, t.oc, sb_add(b, sb_mulc(b, m, (uint32_t)d->N), n)), lo, hi, lo2, hi2;
+      out_bits(s, d, at, sb_ld(b, acc[i][j]), &lo, &hi);
+      if (words) { /* n is even and N too: n + 1 < N, and the pair is one word */
+        out_bits(s, d, sb_addc(b, at, 1), sb_ld(b, acc[i][j + 1]), &lo2, &hi2);
+        sb_stw(b, sv_out(s), sb_shr(b, at, sb_u32(b, 1)), sb_or(b, lo, sb_shl(b, lo2, sb_u32(b, 16))));
+      } else {
+        sb_store_bits(b, sv_out(s), odt, at, lo, hi);
+      }
       sb_if_end(b, &w);
     }
   }
@@ -188,8 +238,9 @@ static bool emit_tiled(sv *s, const gemm_desc *d) {
   return true;
 }
 
-#define CT 32 /* cooperative-matrix tile: CT x CT of C per workgroup (one subgroup) */
-#define CK 32 /* depth of a staged tile */
+#define CT 64  /* cooperative-matrix tile: CT x CT of C per workgroup */
+#define CK 32  /* depth of a staged tile */
+#define CW 128 /* threads: four subgroups of 32, one CT/2 x CT/2 quadrant each */
 
 static bool emit_coopmat(sv *s, const gemm_desc *d) {
   sb *b = s->b;
@@ -203,14 +254,15 @@ static bool emit_coopmat(sv *s, const gemm_desc *d) {
   uint32_t f0 = sb_f32(b, 0.f), zero = sb_constant(b, SpvOpConstantComposite, mat_f, 1, &f0);
   int64_t groups = batch_of(d) * sv_ceil_div(d->M, CT) * sv_ceil_div(d->N, CT);
   uint32_t As = sb_shared(b, h, CT * CK), Bs = sb_shared(b, h, CK * CT), Cs = sb_shared(b, b->t_f32, CT * CT);
-  uint32_t grp = sv_begin(s, (uint64_t)groups, 32);
+  uint32_t grp = sv_begin(s, (uint64_t)groups, CW);
   sb_if guard;
   sb_if_begin(b, &guard, sb_ult(b, grp, sb_u32(b, (uint32_t)groups)), false);
   tile_pos t;
   tile_of(b, d, grp, CT, CT, &t);
   operand A, B;
   operands(s, d, &t, &A, &B);
-  uint32_t lid = sb_lid(b);
+  uint32_t lid = sb_lid(b), sg = sb_div(b, lid, sb_u32(b, 32));
+  uint32_t qm = sb_mulc(b, sb_div(b, sg, sb_u32(b, 2)), CT / 2), qn = sb_mulc(b, sb_mod(b, sg, sb_u32(b, 2)), CT / 2);
   sb_lv acc[2][2];
   for (int i = 0; i < 2; i++)
     for (int j = 0; j < 2; j++) acc[i][j] = sb_local(b, mat_f, zero);
@@ -218,16 +270,16 @@ static bool emit_coopmat(sv *s, const gemm_desc *d) {
   sb_loop l;
   uint32_t k0 = sb_for(b, &l, sb_u32(b, 0), sb_u32(b, (uint32_t)d->K), sb_u32(b, CK));
   /* A as [CT rows of m][CK] row-major, B as [CK][CT] row-major (k-major) */
-  stage(b, &A, k0, lid, 32, CT, CK, As, h, false, true);
-  stage(b, &B, k0, lid, 32, CT, CK, Bs, h, true, true);
+  stage(b, &A, k0, lid, CW, CT, CK, As, h, false, true);
+  stage(b, &B, k0, lid, CW, CT, CK, Bs, h, true, true);
   sb_barrier(b);
   for (int kk = 0; kk < CK; kk += 16) {
     uint32_t am[2], bm[2];
     for (int i = 0; i < 2; i++) {
-      uint32_t pa[2] = {As, sb_u32(b, (uint32_t)(i * 16 * CK + kk))};
+      uint32_t pa[2] = {As, sb_addc(b, sb_mulc(b, qm, CK), (uint32_t)(i * 16 * CK + kk))};
       uint32_t la[3] = {sb_op(b, SpvOpAccessChain, ph, 2, pa), sb_u32(b, CK), fals};
       am[i] = sb_op(b, SpvOpCooperativeMatrixLoadNV, mat_h, 3, la);
-      uint32_t pb[2] = {Bs, sb_u32(b, (uint32_t)(kk * CT + i * 16))};
+      uint32_t pb[2] = {Bs, sb_addc(b, qn, (uint32_t)(kk * CT + i * 16))};
       uint32_t lb[3] = {sb_op(b, SpvOpAccessChain, ph, 2, pb), sb_u32(b, CT), fals};
       bm[i] = sb_op(b, SpvOpCooperativeMatrixLoadNV, mat_h, 3, lb);
     }
@@ -241,18 +293,27 @@ static bool emit_coopmat(sv *s, const gemm_desc *d) {
   sb_for_end(b, &l);
   for (int i = 0; i < 2; i++)
     for (int j = 0; j < 2; j++) {
-      uint32_t pc[2] = {Cs, sb_u32(b, (uint32_t)(i * 16 * CT + j * 16))};
+      uint32_t pc[2] = {Cs, sb_add(b, sb_mulc(b, sb_addc(b, qm, (uint32_t)(i * 16)), CT), sb_addc(b, qn, (uint32_t)(j * 16)))};
       uint32_t st[4] = {sb_op(b, SpvOpAccessChain, pf, 2, pc), sb_ld(b, acc[i][j]), sb_u32(b, CT), fals};
       sb_op0(b, SpvOpCooperativeMatrixStoreNV, 4, st);
     }
   sb_barrier(b);
-  for (int q = 0; q < CT * CT / 32; q++) {
-    uint32_t e = sb_addc(b, lid, (uint32_t)q * 32);
+  int odt = d->odt;
+  bool words = mlc_dtype_size((mlc_dtype)odt) == 2 && d->N % 2 == 0;
+  int V = words ? 2 : 1;
+  for (int q = 0; q < CT * CT / CW / V; q++) {
+    uint32_t e = sb_mulc(b, sb_addc(b, lid, (uint32_t)(q * CW)), (uint32_t)V);
     uint32_t m = sb_add(b, t.m0, sb_div(b, e, sb_u32(b, CT))), n = sb_add(b, t.n0, sb_mod(b, e, sb_u32(b, CT)));
     sb_if w;
     sb_if_begin(b, &w, sb_land(b, sb_ult(b, m, sb_u32(b, (uint32_t)d->M)), sb_ult(b, n, sb_u32(b, (uint32_t)d->N))), false);
-    sb_store_f(b, sv_out(s), s->n->type.dtype, sb_add(b, t.oc, sb_add(b, sb_mulc(b, m, (uint32_t)d->N), n)),
-               sb_sh_ld(b, Cs, b->t_f32, e));
+    uint32_t at = sb_add(b, t.oc, sb_add(b, sb_mulc(b, m, (uint32_t)d->N), n)), lo, hi, lo2, hi2;
+    out_bits(s, d, at, sb_sh_ld(b, Cs, b->t_f32, e), &lo, &hi);
+    if (words) { /* n even, N even: the pair is one word */
+      out_bits(s, d, sb_addc(b, at, 1), sb_sh_ld(b, Cs, b->t_f32, sb_addc(b, e, 1)), &lo2, &hi2);
+      sb_stw(b, sv_out(s), sb_shr(b, at, sb_u32(b, 1)), sb_or(b, lo, sb_shl(b, lo2, sb_u32(b, 16))));
+    } else {
+      sb_store_bits(b, sv_out(s), odt, at, lo, hi);
+    }
     sb_if_end(b, &w);
   }
   sb_if_end(b, &guard);
@@ -262,14 +323,17 @@ static bool emit_coopmat(sv *s, const gemm_desc *d) {
   return true;
 }
 
-bool sv_emit_gemm(sv *s) {
+bool sv_emit_gemm_of(sv *s, int op, const mlc_type *otype, sv_epi_fn epi, void *ctx, int epi_dt) {
   gemm_desc d;
-  int dt = s->n->type.dtype;
+  int dt = otype->dtype;
   if (!mlc_dtype_is_float((mlc_dtype)dt)) return sv_fail(s, "no GEMM for dtype %s", mlc_dtype_name((mlc_dtype)dt));
-  desc_of(s, &d);
+  desc_of(s, op, otype, &d);
+  d.odt = epi ? epi_dt : dt;
+  d.epi = epi;
+  d.ctx = ctx;
   for (int k = 0; k < 2; k++)
     if (!sv_check_size(s, mlc_type_numel(sv_in(s, k)))) return false;
-  if (!sv_check_size(s, mlc_type_numel(&s->n->type))) return false;
+  if (!sv_check_size(s, mlc_type_numel(otype))) return false;
   if (s->coopmat_variant) {
     if (dt == MLC_DT_F32) { /* no f16 rounding of f32 GEMMs: the portable kernel only */
       sb_entry_begin(s->b, "main0", 1, 1, (uint32_t[2]){0, 0});
@@ -281,3 +345,5 @@ bool sv_emit_gemm(sv *s) {
   }
   return emit_tiled(s, &d);
 }
+
+bool sv_emit_gemm(sv *s) { return sv_emit_gemm_of(s, s->n->op, &s->n->type, NULL, NULL, 0); }

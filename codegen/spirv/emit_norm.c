@@ -10,10 +10,14 @@
  * Statistics are f32; the result is rounded once when it is stored.  Row
  * kernels are a workgroup of 256 threads per row, strided over the row,
  * with shared-memory tree reductions; each pass reads the row again.
- * grad_w: dispatch 0 writes each row's mean and rstd to scratch; dispatch 1
- * gives each thread a column and adds the rows in order (deterministic).
+ * grad_w, deterministic: dispatch 0 writes each row's mean and rstd to
+ * scratch; dispatch 1 sums each column over chunks of 64 rows (a thread per
+ * chunk and column, rows in order) into scratch; dispatch 2 adds each
+ * column's chunks in order.
  */
 #include "codegen/spirv/emit.h"
+
+#define WG_ROWS 64 /* grad_w: rows per partial sum */
 
 typedef struct {
   sb *b;
@@ -150,7 +154,6 @@ static bool emit_grad_w(sv *s, bool layer) {
   int64_t R, D;
   if (!rows_of(s, xt, &R, &D)) return false;
   uint32_t sc = sv_scratch(s);
-  s->scratch = (uint64_t)R * 8;
   sv_rows rw;
   rowc r;
   uint32_t row = row_begin(s, &rw, &r, R, D), mean, rstd;
@@ -162,15 +165,35 @@ static bool emit_grad_w(sv *s, bool layer) {
   sb_if_end(b, &w);
   sv_rows_end(s, &rw);
 
-  sv_gs g;
-  uint32_t col = sv_items_begin(s, &g, D);
+  /* 1: a thread per (chunk of WG_ROWS rows, column): the chunk's sum, in row order */
+  int64_t nch = sv_ceil_div(R, WG_ROWS), ncb = sv_ceil_div(D, SV_THREADS);
+  if (!sv_check_size(s, 2 * R + nch * D)) return false;
+  s->scratch = (uint64_t)(2 * R + nch * D) * 4;
+  uint32_t grp = sv_begin(s, (uint64_t)(nch * ncb), SV_THREADS);
+  uint32_t chunk = sb_div(b, grp, sb_u32(b, (uint32_t)ncb));
+  uint32_t col = sb_add(b, sb_mulc(b, sb_mod(b, grp, sb_u32(b, (uint32_t)ncb)), SV_THREADS), sb_lid(b));
+  sb_if in;
+  sb_if_begin(b, &in, sb_land(b, sb_ult(b, chunk, sb_u32(b, (uint32_t)nch)), sb_ult(b, col, sb_u32(b, (uint32_t)D))), false);
   sb_lv acc = sb_local(b, b->t_f32, sb_f32(b, 0.f));
+  uint32_t r0 = sb_mulc(b, chunk, WG_ROWS), a[2] = {sb_addc(b, r0, WG_ROWS), sb_u32(b, (uint32_t)R)};
   sb_loop l;
-  uint32_t rr = sb_for(b, &l, sb_u32(b, 0), sb_u32(b, (uint32_t)R), sb_u32(b, 1));
+  uint32_t rr = sb_for(b, &l, r0, sb_glsl(b, GLSLstd450UMin, b->t_u32, 2, a), sb_u32(b, 1));
   uint32_t at = sb_add(b, sb_mulc(b, rr, (uint32_t)D), col);
   uint32_t mu = sb_bits2f(b, sb_ldw(b, sc, sb_mulc(b, rr, 2))), rs = sb_bits2f(b, sb_ldw(b, sc, sb_addc(b, sb_mulc(b, rr, 2), 1)));
   uint32_t gx = sb_fmul(b, sb_load_f(b, 0, gd, at), sb_fsub(b, sb_load_f(b, 1, xd, at), mu));
   sb_st(b, acc, sb_fma(b, gx, rs, sb_ld(b, acc)));
+  sb_for_end(b, &l);
+  sb_stw(b, sc, sb_addc(b, sb_add(b, sb_mulc(b, chunk, (uint32_t)D), col), (uint32_t)(2 * R)), sb_f2bits(b, sb_ld(b, acc)));
+  sb_if_end(b, &in);
+  sv_end(s);
+
+  /* 2: a thread per column adds the chunks in order */
+  sv_gs g;
+  col = sv_items_begin(s, &g, D);
+  acc = sb_local(b, b->t_f32, sb_f32(b, 0.f));
+  uint32_t k = sb_for(b, &l, sb_u32(b, 0), sb_u32(b, (uint32_t)nch), sb_u32(b, 1));
+  uint32_t part = sb_bits2f(b, sb_ldw(b, sc, sb_addc(b, sb_add(b, sb_mulc(b, k, (uint32_t)D), col), (uint32_t)(2 * R))));
+  sb_st(b, acc, sb_fadd(b, sb_ld(b, acc), part));
   sb_for_end(b, &l);
   sb_store_f(b, sv_out(s), odt, col, sb_ld(b, acc));
   sv_items_end(s, &g);

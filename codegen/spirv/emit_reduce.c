@@ -4,11 +4,14 @@
  * inner == 1 the axis is contiguous: one workgroup of 256 threads per row,
  * strided over the row, then a shared-memory tree reduction.  Otherwise a
  * thread owns one (outer, inner) column and walks the axis (adjacent threads
- * read adjacent columns).  Float sums accumulate in f32, integer ones in
+ * read adjacent columns); a long axis (128 or more) is walked in chunks of
+ * 64 by a thread per (chunk, column), the chunks then combined in order.  Float sums accumulate in f32, integer ones in
  * 32-bit (i32) or 64-bit (i64) integers, in a fixed order, so results are
  * the same every run; max propagates NaN, as torch.amax.
  */
 #include "codegen/spirv/emit.h"
+
+#define RED_ROWS 64 /* a long axis across columns is summed in chunks of this many */
 
 static bool is_f(int dt) { return mlc_dtype_is_float((mlc_dtype)dt); }
 
@@ -133,8 +136,45 @@ bool sv_emit_reduce(sv *s) {
     return true;
   }
 
+  int64_t cols = outer * inner;
+  if (!softmax && len >= 2 * RED_ROWS && cols * sv_ceil_div(len, RED_ROWS) < ((int64_t)1 << 31)) {
+    /* long axes (bias gradients: a sum over every token): the axis in
+     * chunks of RED_ROWS, a thread per (chunk, column) into scratch, then a
+     * thread per column combines its chunks in order */
+    int64_t nch = sv_ceil_div(len, RED_ROWS), ncb = sv_ceil_div(cols, SV_THREADS);
+    uint32_t sc = sv_scratch(s);
+    s->scratch = (uint64_t)(nch * cols) * 4;
+    uint32_t grp = sv_begin(s, (uint64_t)(nch * ncb), SV_THREADS);
+    uint32_t chunk = sb_div(b, grp, sb_u32(b, (uint32_t)ncb));
+    uint32_t col = sb_add(b, sb_mulc(b, sb_mod(b, grp, sb_u32(b, (uint32_t)ncb)), SV_THREADS), sb_lid(b));
+    sb_if in;
+    sb_if_begin(b, &in, sb_land(b, sb_ult(b, chunk, sb_u32(b, (uint32_t)nch)), sb_ult(b, col, sb_u32(b, (uint32_t)cols))), false);
+    uint32_t base = sb_add(b, sb_mulc(b, sb_div(b, col, sb_u32(b, (uint32_t)inner)), (uint32_t)(len * inner)),
+                           sb_mod(b, col, sb_u32(b, (uint32_t)inner)));
+    uint32_t j0 = sb_mulc(b, chunk, RED_ROWS), lim[2] = {sb_addc(b, j0, RED_ROWS), sb_u32(b, (uint32_t)len)};
+    sb_lv a = sb_local(b, b->t_f32, init);
+    sb_loop l;
+    uint32_t j = sb_for(b, &l, j0, sb_glsl(b, GLSLstd450UMin, b->t_u32, 2, lim), sb_u32(b, 1));
+    sb_st(b, a, fcombine(b, is_max, sb_ld(b, a), sb_load_f(b, 0, dt, sb_add(b, base, sb_mulc(b, j, (uint32_t)inner)))));
+    sb_for_end(b, &l);
+    sb_stw(b, sc, sb_add(b, sb_mulc(b, chunk, (uint32_t)cols), col), sb_f2bits(b, sb_ld(b, a)));
+    sb_if_end(b, &in);
+    sv_end(s);
+    sv_gs g;
+    col = sv_items_begin(s, &g, cols);
+    a = sb_local(b, b->t_f32, init);
+    uint32_t k = sb_for(b, &l, sb_u32(b, 0), sb_u32(b, (uint32_t)nch), sb_u32(b, 1));
+    sb_st(b, a, fcombine(b, is_max, sb_ld(b, a), sb_bits2f(b, sb_ldw(b, sc, sb_add(b, sb_mulc(b, k, (uint32_t)cols), col)))));
+    sb_for_end(b, &l);
+    uint32_t r = sb_ld(b, a);
+    if (mean) r = sb_fdiv(b, r, sb_f32(b, (float)len));
+    sb_store_f(b, ot, odt, col, r);
+    sv_items_end(s, &g);
+    return true;
+  }
+
   sv_gs g;
-  uint32_t col = sv_items_begin(s, &g, outer * inner);
+  uint32_t col = sv_items_begin(s, &g, cols);
   uint32_t base = sb_add(b, sb_mulc(b, sb_div(b, col, sb_u32(b, (uint32_t)inner)), (uint32_t)(len * inner)),
                          sb_mod(b, col, sb_u32(b, (uint32_t)inner)));
   uint32_t L = sb_u32(b, (uint32_t)len), one = sb_u32(b, 1);

@@ -29,6 +29,7 @@ static emitter emitter_of(mlc_op op) {
   case MLC_OP_ADAMW: case MLC_OP_SGD:
     return sv_emit_misc;
   case MLC_OP_BROADCAST: return sv_emit_ew;
+  case MLC_OP_FUSED: return sv_emit_fused;
   default: return (mlc_ops[op].flags & MLC_F_EW) ? sv_emit_ew : NULL;
   }
 }
@@ -158,9 +159,9 @@ static bool has_coopmat_cap(const uint32_t *w, size_t n) {
   return false;
 }
 
-/* Builds, validates, optimises and validates again one node's module. */
-static bool build(const mlc_program *p, const mlc_func *f, uint32_t i, const mlc_spirv_options *o, bool coop, sv *s,
-                  uint32_t **words, size_t *nwords, char *err, size_t errn) {
+/* Builds one node's module as the builder writes it (*w malloc'ed). */
+static bool make(const mlc_program *p, const mlc_func *f, uint32_t i, const mlc_spirv_options *o, bool coop, sv *s,
+                 uint32_t **words, size_t *nwords, char *err, size_t errn) {
   const mlc_node *n = &f->nodes[i];
   emitter e = emitter_of((mlc_op)n->op);
   if (!e) {
@@ -182,9 +183,19 @@ static bool build(const mlc_program *p, const mlc_func *f, uint32_t i, const mlc
     return false;
   }
   MLC_ASSERT(s->nd > 0);
-  size_t nw;
-  uint32_t *w = sb_finish(&b, &nw);
+  *words = sb_finish(&b, nwords);
   sb_free(&b);
+  s->b = NULL;
+  return true;
+}
+
+/* Validates, optimises and validates again a module; *w is replaced by
+ * the optimised words (or freed on failure). */
+static bool finalize(const mlc_func *f, uint32_t i, const mlc_spirv_options *o, uint32_t **words, size_t *nwords, char *err,
+                     size_t errn) {
+  const mlc_node *n = &f->nodes[i];
+  uint32_t *w = *words;
+  size_t nw = *nwords;
   bool v13 = has_coopmat_cap(w, nw);
   char verr[512];
   if (!mlc_spirv_validate_env(w, nw, v13, verr, sizeof verr)) {
@@ -212,6 +223,41 @@ static bool build(const mlc_program *p, const mlc_func *f, uint32_t i, const mlc
   *words = w;
   *nwords = nw;
   return true;
+}
+
+/* Modules as the builder wrote them, and the kernel each became: the same
+ * node in another layer is recognised before validation and optimisation,
+ * which are most of the time spent here. */
+typedef struct {
+  uint64_t h;
+  uint32_t *w;
+  size_t n;
+  uint32_t kernel; /* UINT32_MAX: a cooperative-matrix variant the emitter declined */
+} seen;
+
+typedef struct {
+  seen *v;
+  size_t n, cap;
+} seen_set;
+
+static uint32_t *seen_find(const seen_set *ss, const uint32_t *w, size_t n, uint64_t h) {
+  for (size_t i = 0; i < ss->n; i++)
+    if (ss->v[i].h == h && ss->v[i].n == n && !memcmp(ss->v[i].w, w, n * 4)) return &ss->v[i].kernel;
+  return NULL;
+}
+
+static void seen_add(seen_set *ss, uint32_t *w, size_t n, uint64_t h, uint32_t kernel) {
+  if (ss->n == ss->cap) {
+    ss->cap = ss->cap ? 2 * ss->cap : 64;
+    ss->v = realloc(ss->v, ss->cap * sizeof *ss->v);
+    MLC_ASSERT(ss->v);
+  }
+  ss->v[ss->n++] = (seen){h, w, n, kernel};
+}
+
+static void seen_free(seen_set *ss) {
+  for (size_t i = 0; i < ss->n; i++) free(ss->v[i].w);
+  free(ss->v);
 }
 
 typedef struct {
@@ -259,38 +305,67 @@ static uint32_t add_kernel(table *t, const mlc_node *n, const sv *s, uint32_t *w
   return k;
 }
 
+/* The kernel of node i (coop: its cooperative-matrix variant), built or
+ * found; *out UINT32_MAX when the emitter declined the variant. */
+static bool kernel_for(table *t, seen_set *ss, const mlc_program *p, const mlc_func *f, uint32_t i, const mlc_spirv_options *o,
+                       bool coop, uint32_t *out, char *err, size_t errn) {
+  sv s;
+  uint32_t *w;
+  size_t nw;
+  if (!make(p, f, i, o, coop, &s, &w, &nw, err, errn)) return false;
+  uint64_t h = XXH64(w, nw * 4, 0);
+  uint32_t *k = seen_find(ss, w, nw, h);
+  if (k) {
+    free(w);
+    *out = *k;
+    return true;
+  }
+  size_t rn = nw;
+  uint32_t *raw = malloc(rn * 4);
+  MLC_ASSERT(raw);
+  memcpy(raw, w, rn * 4);
+  if (coop && !s.coopmat) { /* declined (f32): the fallback alone */
+    free(w);
+    seen_add(ss, raw, rn, h, UINT32_MAX);
+    *out = UINT32_MAX;
+    return true;
+  }
+  if (!finalize(f, i, o, &w, &nw, err, errn)) {
+    free(raw);
+    return false;
+  }
+  *out = add_kernel(t, &f->nodes[i], &s, w, nw);
+  seen_add(ss, raw, rn, h, *out);
+  return true;
+}
+
 bool mlc_spirv_emit(const mlc_program *p, const mlc_spirv_options *o, mlc_spirv_module *out, char *err, size_t errn) {
   memset(out, 0, sizeof *out);
   table t = {.m = out, .cap = 64, .a = p->arena};
+  seen_set ss = {0};
   out->kernels = mlc_arena_alloc(p->arena, t.cap * sizeof *out->kernels);
   t.hashes = mlc_arena_alloc(p->arena, t.cap * sizeof *t.hashes);
-  for (uint32_t k = 0; k < p->nfuncs; k++) {
+  bool ok = true;
+  for (uint32_t k = 0; k < p->nfuncs && ok; k++) {
     const mlc_func *f = &p->funcs[k];
     out->funcs[k] = f;
     out->kernel_of[k] = mlc_arena_alloc(p->arena, (f->n + 1) * sizeof **out->kernel_of);
-    for (uint32_t i = 0; i < f->n; i++) {
+    for (uint32_t i = 0; i < f->n && ok; i++) {
       const mlc_node *n = &f->nodes[i];
       out->kernel_of[k][i] = UINT32_MAX;
       if (mlc_ops[n->op].flags & (MLC_F_LEAF | MLC_F_VIEW)) continue;
-      sv s;
-      uint32_t *w;
-      size_t nw;
-      if (!build(p, f, i, o, false, &s, &w, &nw, err, errn)) return false;
-      uint32_t fb = add_kernel(&t, n, &s, w, nw), use = fb;
-      bool mm = n->op == MLC_OP_MATMUL || n->op == MLC_OP_LINEAR || n->op == MLC_OP_MATMUL_TN;
-      if (o && o->coopmat && mm) {
-        if (!build(p, f, i, o, true, &s, &w, &nw, err, errn)) return false;
-        if (s.coopmat) { /* the emitter may decline (f32, tiny shapes): then the fallback alone */
-          use = add_kernel(&t, n, &s, w, nw);
-          out->kernels[use].fallback = fb;
-        } else {
-          free(w);
-        }
+      uint32_t fb, cm = UINT32_MAX;
+      ok = kernel_for(&t, &ss, p, f, i, o, false, &fb, err, errn);
+      bool mm = n->op == MLC_OP_MATMUL || n->op == MLC_OP_LINEAR || n->op == MLC_OP_MATMUL_TN || n->op == MLC_OP_FUSED;
+      if (ok && o && o->coopmat && mm) {
+        ok = kernel_for(&t, &ss, p, f, i, o, true, &cm, err, errn);
+        if (ok && cm != UINT32_MAX) out->kernels[cm].fallback = fb;
       }
-      out->kernel_of[k][i] = use;
+      out->kernel_of[k][i] = cm != UINT32_MAX ? cm : fb;
     }
   }
-  return true;
+  seen_free(&ss);
+  return ok;
 }
 
 const char *mlc_spirv_kernel_namer(void *ctx, const mlc_func *f, uint32_t node, uint64_t *out_work_items) {

@@ -23,7 +23,11 @@ typedef struct {
   mlc_cuda_driver drv;
   CUdevice dev;
   CUcontext ctx;
-  CUstream stream;
+  CUstream stream;          /* the current one: streams[cur] */
+  CUstream streams[2];      /* compute, communication (made on first use) */
+  uint32_t cur;
+  CUevent *sig;             /* [cap_sig]: per step that a step of the other stream waits for */
+  uint32_t cap_sig;
   CUmodule mod;
   mlc_cuda_code code;
   kernel *kernels;          /* [code.nkernels], resolved lazily */
@@ -44,17 +48,21 @@ static void cu_destroy(mlc_device *base) {
   if (!d) return;
   if (d->drv.lib) {
     if (d->ctx) d->drv.cuCtxSetCurrent(d->ctx);
-    if (d->stream) d->drv.cuStreamSynchronize(d->stream);
+    if (d->ctx) d->drv.cuCtxSynchronize();
+    for (uint32_t i = 0; i < d->cap_sig; i++)
+      if (d->sig[i]) d->drv.cuEventDestroy(d->sig[i]);
     for (uint32_t i = 0; i < 2 * d->cap_ev; i++)
       if (d->ev[i]) d->drv.cuEventDestroy(d->ev[i]);
     if (d->origin) d->drv.cuEventDestroy(d->origin);
     if (d->scratch) d->drv.cuMemFree(d->scratch);
     if (d->mod) d->drv.cuModuleUnload(d->mod);
-    if (d->stream) d->drv.cuStreamDestroy(d->stream);
+    for (int i = 0; i < 2; i++)
+      if (d->streams[i]) d->drv.cuStreamDestroy(d->streams[i]);
     if (d->ctx) d->drv.cuDevicePrimaryCtxRelease(d->dev);
     mlc_cuda_driver_unload(&d->drv);
   }
   mlc_allocator_free(d->base.a, d->ev);
+  mlc_allocator_free(d->base.a, d->sig);
   mlc_allocator_free(d->base.a, d->used);
   mlc_allocator_free(d->base.a, d->kernels);
   mlc_allocator_free(d->base.a, d);
@@ -88,14 +96,14 @@ static void cu_free(mlc_device *base, uint64_t addr) {
 static mlc_status cu_write(mlc_device *base, uint64_t dst, const void *src, uint64_t n) {
   cuda_dev *d = (cuda_dev *)base;
   if (!n) return NULL;
-  MLC_RETURN_IF_ERROR(CK(d, cuStreamSynchronize(d->stream)));
+  MLC_RETURN_IF_ERROR(CK(d, cuCtxSynchronize()));
   return CK(d, cuMemcpyHtoD(dst, src, n));
 }
 
 static mlc_status cu_read(mlc_device *base, void *dst, uint64_t src, uint64_t n) {
   cuda_dev *d = (cuda_dev *)base;
   if (!n) return NULL;
-  MLC_RETURN_IF_ERROR(CK(d, cuStreamSynchronize(d->stream)));
+  MLC_RETURN_IF_ERROR(CK(d, cuCtxSynchronize()));
   return CK(d, cuMemcpyDtoH(dst, src, n));
 }
 
@@ -199,7 +207,7 @@ static mlc_status cu_launch(mlc_device *base, void *kh, uint64_t work_items, con
 
 static mlc_status cu_finish(mlc_device *base, uint32_t nslots, double *seconds, double *start) {
   cuda_dev *d = (cuda_dev *)base;
-  CUresult r = d->drv.cuStreamSynchronize(d->stream);
+  CUresult r = d->drv.cuCtxSynchronize(); /* both streams */
   if (r) {
     mlc_status st = mlc_cuda_check(&d->drv, r, "running the step's kernels");
     return st;
@@ -239,11 +247,42 @@ static mlc_status cu_mark(mlc_device *base, uint32_t slot, bool end) {
   return NULL;
 }
 
+static mlc_status cu_order(mlc_device *base, uint32_t stream, const uint32_t *wait, uint32_t nwait) {
+  cuda_dev *d = (cuda_dev *)base;
+  if (stream > 1) return mlc_status_make(MLC_INVALID_ARGUMENT, "stream %u: the CUDA device has two", stream);
+  if (!d->streams[stream]) MLC_RETURN_IF_ERROR(CK(d, cuStreamCreate(&d->streams[stream], 0)));
+  d->cur = stream;
+  d->stream = d->streams[stream];
+  for (uint32_t i = 0; i < nwait; i++) {
+    if (wait[i] >= d->cap_sig || !d->sig[wait[i]])
+      return mlc_status_make(MLC_INTERNAL, "a step waits for step %u, which was not signalled", wait[i]);
+    MLC_RETURN_IF_ERROR(CK(d, cuStreamWaitEvent(d->stream, d->sig[wait[i]], 0)));
+  }
+  return NULL;
+}
+
+static mlc_status cu_signal(mlc_device *base, uint32_t step) {
+  cuda_dev *d = (cuda_dev *)base;
+  if (step >= d->cap_sig) {
+    uint32_t cap = d->cap_sig ? d->cap_sig : 256;
+    while (cap <= step) cap *= 2;
+    CUevent *sig = mlc_allocator_alloc_array(base->a, cap, sizeof *sig);
+    if (!sig) return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory for stream events");
+    memset(sig, 0, cap * sizeof *sig);
+    if (d->cap_sig) memcpy(sig, d->sig, d->cap_sig * sizeof *sig);
+    mlc_allocator_free(base->a, d->sig);
+    d->sig = sig;
+    d->cap_sig = cap;
+  }
+  if (!d->sig[step]) MLC_RETURN_IF_ERROR(CK(d, cuEventCreate(&d->sig[step], 2 /* CU_EVENT_DISABLE_TIMING */)));
+  return CK(d, cuEventRecord(d->sig[step], d->stream));
+}
+
 static void *cu_stream(mlc_device *base) { return ((cuda_dev *)base)->stream; }
 
 static const mlc_device_vt cuda_vt = {
     "cuda", false, cu_destroy, cu_alloc, cu_free, cu_write, cu_read, cu_resolve, cu_launch, cu_finish, cu_describe,
-    cu_range_push, cu_range_pop, cu_stream, cu_mark,
+    cu_range_push, cu_range_pop, cu_stream, cu_mark, cu_order, cu_signal,
 };
 
 mlc_status mlc_cuda_device_create(const mlc_cuda_code *code, mlc_allocator a, mlc_device **out) {
@@ -269,7 +308,8 @@ mlc_status mlc_cuda_device_create(const mlc_cuda_code *code, mlc_allocator a, ml
   d->drv.cuDeviceGetAttribute(&d->sms, ATTR_SM_COUNT, d->dev);
   if ((st = CK(d, cuDevicePrimaryCtxRetain(&d->ctx, d->dev)))) goto fail;
   if ((st = CK(d, cuCtxSetCurrent(d->ctx)))) goto fail;
-  if ((st = CK(d, cuStreamCreate(&d->stream, 0)))) goto fail;
+  if ((st = CK(d, cuStreamCreate(&d->streams[0], 0)))) goto fail;
+  d->stream = d->streams[0];
   const void *image = code->image;
   void *compiled = NULL;
   if (!image) {

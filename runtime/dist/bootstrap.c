@@ -65,6 +65,11 @@ mlc_status mlc_dist_env_read(mlc_dist_env *e) {
     snprintf(e->master_addr, sizeof e->master_addr, "%s", addr);
   }
   if (env_int("MASTER_PORT", 1, 65535, &port, &st)) e->master_port = (int)port;
+  /* torchrun's own store listens on MASTER_PORT: mlc's rendezvous takes the next port. */
+  if (!st && e->master_port && getenv("TORCHELASTIC_RUN_ID")) {
+    if (e->master_port == 65535) return mlc_status_make(MLC_INVALID_ARGUMENT, "MASTER_PORT=65535: under torchrun mlc uses MASTER_PORT + 1");
+    e->master_port++;
+  }
   return st;
 }
 

@@ -21,6 +21,8 @@
 
 #include "runtime/status.h"
 
+/* Under torchrun (TORCHELASTIC_RUN_ID set) the rendezvous uses MASTER_PORT
+ * + 1: torchrun's own store already listens on MASTER_PORT. */
 typedef struct {
   int rank, world, local_rank;
   char master_addr[256]; /* "" when the launcher gave none */

@@ -174,6 +174,28 @@ static void test_dedup_and_names(void **state) {
   prog_free(g);
 }
 
+/* The optimizer runs (the optimised softmax is smaller) and its output
+ * validates; without it the builder's words are emitted as they are. */
+static void test_optimizer(void **state) {
+  (void)state;
+  prog *g = prog_new();
+  int64_t d[2] = {4, 1000};
+  uint32_t x = input(g, MLC_DT_BF16, 2, d);
+  mlc_attrs a1 = {.axis = 1};
+  uint32_t sm = node(g, MLC_OP_SOFTMAX, &x, 1, &a1, 0);
+  mlc_spirv_module m0, m1;
+  mlc_spirv_options plain = {.coopmat = false, .optimize = false}, opt = {.coopmat = false, .optimize = true};
+  char err[512];
+  assert_true(mlc_spirv_emit(&g->p, &plain, &m0, err, sizeof err));
+  assert_true(mlc_spirv_emit(&g->p, &opt, &m1, err, sizeof err));
+  const mlc_vk_kernel *k0 = &m0.kernels[m0.kernel_of[0][sm]], *k1 = &m1.kernels[m1.kernel_of[0][sm]];
+  assert_true(k1->nwords < k0->nwords);
+  assert_true(mlc_spirv_validate(k0->words, k0->nwords, err, sizeof err));
+  assert_true(mlc_spirv_validate(k1->words, k1->nwords, err, sizeof err));
+  assert_int_equal(k0->ndispatch, k1->ndispatch);
+  prog_free(g);
+}
+
 /* With coopmat, a bf16 GEMM names the cooperative-matrix kernel, whose
  * fallback has the same arguments; an f32 GEMM keeps the portable one. */
 static void test_coopmat_table(void **state) {
@@ -197,6 +219,17 @@ static void test_coopmat_table(void **state) {
   assert_int_equal(fb->nargs, k->nargs);
   assert_true(mlc_spirv_validate(fb->words, fb->nwords, err, sizeof err));
   assert_false(m.kernels[m.kernel_of[0][mm2]].coopmat);
+  prog_free(g);
+  /* a fused GEMM with an epilogue too */
+  g = prog_new();
+  int64_t dx[2] = {40, 48}, dw[2] = {24, 48}, dbias[1] = {24};
+  uint32_t fin[3] = {input(g, MLC_DT_BF16, 2, dx), input(g, MLC_DT_BF16, 2, dw), input(g, MLC_DT_BF16, 1, dbias)};
+  mlc_attrs fa = {.name = "linear($0, $1); add(#0, $2); silu(#1)"};
+  uint32_t fz = node(g, MLC_OP_FUSED, fin, 3, &fa, 0);
+  assert_true(mlc_spirv_emit(&g->p, &o, &m, err, sizeof err));
+  k = &m.kernels[m.kernel_of[0][fz]];
+  assert_true(k->coopmat);
+  assert_int_equal(m.kernels[k->fallback].nargs, 4);
   prog_free(g);
 }
 
@@ -235,7 +268,11 @@ static bool vk_open(void) {
   float prio = 1.f;
   VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueFamilyIndex = V.qf,
                                  .queueCount = 1, .pQueuePriorities = &prio};
-  VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .queueCreateInfoCount = 1, .pQueueCreateInfos = &qci};
+  VkPhysicalDeviceFeatures feat; /* all it has: the i64 kernels need shaderInt64 */
+  vkGetPhysicalDeviceFeatures(V.pd, &feat);
+  feat.robustBufferAccess = VK_FALSE;
+  VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .queueCreateInfoCount = 1, .pQueueCreateInfos = &qci,
+                            .pEnabledFeatures = &feat};
   if (vkCreateDevice(V.pd, &dci, NULL, &V.dev) != VK_SUCCESS) return false;
   vkGetDeviceQueue(V.dev, V.qf, 0, &V.q);
   VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO, .queueFamilyIndex = V.qf};
@@ -606,6 +643,45 @@ static void layout_case(int A, int B, int C) {
   prog_free(g);
 }
 
+/* sum, mean, max over a long leading axis (chunked), bf16 input */
+static void test_long_axis(void **state) {
+  (void)state;
+  prog *g = prog_new();
+  int64_t d[3] = {2, 300, 7};
+  uint32_t x = input(g, MLC_DT_BF16, 3, d);
+  mlc_attrs a1 = {.axis = 1};
+  uint32_t sm = node(g, MLC_OP_SUM, &x, 1, &a1, 0), mn = node(g, MLC_OP_MEAN, &x, 1, &a1, 0), mx = node(g, MLC_OP_MAX, &x, 1, &a1, 0);
+  tensor in = make(MLC_DT_BF16, 4200, 2), o[3] = {make(MLC_DT_BF16, 14, 0), make(MLC_DT_BF16, 14, 0), make(MLC_DT_BF16, 14, 0)};
+  ((uint16_t *)in.raw)[7 * 150 + 3] = 0x7fc0; /* a NaN in (0, 150, 3): max gives NaN there */
+  in.v[7 * 150 + 3] = NAN;
+  run_node(g, sm, &in, 1, &o[0]);
+  run_node(g, mn, &in, 1, &o[1]);
+  run_node(g, mx, &in, 1, &o[2]);
+  double rs[14], rm[14], rx[14];
+  for (int b = 0; b < 2; b++)
+    for (int c = 0; c < 7; c++) {
+      double s = 0, m = -INFINITY;
+      for (int j = 0; j < 300; j++) {
+        double v = in.v[(b * 300 + j) * 7 + c];
+        s += v;
+        m = isnan(v) || v > m ? v : m;
+      }
+      rs[b * 7 + c] = s, rm[b * 7 + c] = s / 300, rx[b * 7 + c] = m;
+    }
+  for (int i = 0; i < 14; i++) {
+    if (i == 3) { /* the NaN column */
+      assert_true(isnan(get(&o[0], 3)) && isnan(get(&o[2], 3)));
+      rs[3] = rm[3] = rx[3] = 0;
+      ((uint16_t *)o[0].raw)[3] = ((uint16_t *)o[1].raw)[3] = ((uint16_t *)o[2].raw)[3] = 0;
+    }
+  }
+  check("sum long axis", &o[0], rs);
+  check("mean long axis", &o[1], rm);
+  check("max long axis", &o[2], rx);
+  drop(&in), drop(&o[0]), drop(&o[1]), drop(&o[2]);
+  prog_free(g);
+}
+
 static void test_layout(void **state) {
   (void)state;
   layout_case(3, 5, 7);
@@ -648,6 +724,14 @@ static void test_gemms(void **state) {
   gemm_case(MLC_OP_MATMUL, MLC_DT_F32, 70, 33, 45);
   gemm_case(MLC_OP_LINEAR, MLC_DT_BF16, 19, 130, 37);
   gemm_case(MLC_OP_MATMUL_TN, MLC_DT_F32, 20, 50, 37);
+  /* enough tiles for the 128 x 128 kernel, with edges */
+  gemm_case(MLC_OP_LINEAR, MLC_DT_BF16, 1500, 1502, 20);
+  gemm_case(MLC_OP_MATMUL_TN, MLC_DT_F32, 1500, 1499, 19);
+  /* 16-bit operands loaded a word at a time: along k (linear), along rows (matmul's B, matmul_tn's A) */
+  gemm_case(MLC_OP_LINEAR, MLC_DT_F16, 30, 66, 40);
+  gemm_case(MLC_OP_MATMUL, MLC_DT_BF16, 34, 70, 38);
+  gemm_case(MLC_OP_MATMUL_TN, MLC_DT_BF16, 70, 34, 37);
+  gemm_case(MLC_OP_MATMUL, MLC_DT_BF16, 33, 71, 38); /* odd n: B along rows one at a time */
 }
 
 static void test_batched_matmul(void **state) {
@@ -672,44 +756,52 @@ static void test_batched_matmul(void **state) {
 }
 
 /* rmsnorm, layernorm_grad_x, rmsnorm_grad_w over rows of 300 in dtype dt */
-static void norms_case(int dt) {
+static void norms_case(int dt, int R, int D) {
   prog *g = prog_new();
-  int64_t d[2] = {4, 300}, dw[1] = {300};
+  int64_t d[2] = {R, D}, dw[1] = {D};
   uint32_t x = input(g, dt, 2, d), w = input(g, dt, 1, dw), gr = input(g, dt, 2, d);
   mlc_attrs eps = {.f = 1e-5};
   uint32_t in2[2] = {x, w}, in3[3] = {gr, x, w}, ing[2] = {gr, x};
   uint32_t rms = node(g, MLC_OP_RMSNORM, in2, 2, &eps, 0), lgx = node(g, MLC_OP_LAYERNORM_GRAD_X, in3, 3, &eps, 0);
   uint32_t rgw = node(g, MLC_OP_RMSNORM_GRAD_W, ing, 2, &eps, 0);
-  tensor X = make(dt, 1200, 2), W = make(dt, 300, 1), G = make(dt, 1200, 1);
-  tensor o1 = make(dt, 1200, 0), o2 = make(dt, 1200, 0), o3 = make(dt, 300, 0);
+  size_t n = (size_t)(R * D);
+  tensor X = make(dt, n, 2), W = make(dt, (size_t)D, 1), G = make(dt, n, 1);
+  tensor o1 = make(dt, n, 0), o2 = make(dt, n, 0), o3 = make(dt, (size_t)D, 0);
   tensor a[2] = {X, W}, b[3] = {G, X, W}, c[2] = {G, X};
   run_node(g, rms, a, 2, &o1);
   run_node(g, lgx, b, 3, &o2);
   run_node(g, rgw, c, 2, &o3);
-  double r1[1200], r2[1200], r3[300] = {0};
-  for (int r = 0; r < 4; r++) {
-    const double *xr = X.v + r * 300, *gg = G.v + r * 300;
+  double *r1 = calloc(n, sizeof *r1), *r2 = calloc(n, sizeof *r2), *r3 = calloc((size_t)D, sizeof *r3);
+  double *a3 = calloc((size_t)D, sizeof *a3); /* sum of |terms| of r3 */
+  for (int r = 0; r < R; r++) {
+    const double *xr = X.v + r * D, *gg = G.v + r * D;
     double ss = 0, mu = 0, var = 0, hx = 0, hs = 0;
-    for (int j = 0; j < 300; j++) ss += xr[j] * xr[j], mu += xr[j];
-    mu /= 300;
-    double rr = 1 / sqrt(ss / 300 + 1e-5);
-    for (int j = 0; j < 300; j++) r1[r * 300 + j] = xr[j] * rr * W.v[j], var += (xr[j] - mu) * (xr[j] - mu), r3[j] += gg[j] * xr[j] * rr;
-    double rl = 1 / sqrt(var / 300 + 1e-5);
-    for (int j = 0; j < 300; j++) hx += gg[j] * W.v[j] * (xr[j] - mu), hs += gg[j] * W.v[j];
-    for (int j = 0; j < 300; j++)
-      r2[r * 300 + j] = gg[j] * W.v[j] * rl - rl * hs / 300 - (xr[j] - mu) * rl * rl * rl * hx / 300;
+    for (int j = 0; j < D; j++) ss += xr[j] * xr[j], mu += xr[j];
+    mu /= D;
+    double rr = 1 / sqrt(ss / D + 1e-5);
+    for (int j = 0; j < D; j++) r1[r * D + j] = xr[j] * rr * W.v[j], var += (xr[j] - mu) * (xr[j] - mu), r3[j] += gg[j] * xr[j] * rr, a3[j] += fabs(gg[j] * xr[j] * rr);
+    double rl = 1 / sqrt(var / D + 1e-5);
+    for (int j = 0; j < D; j++) hx += gg[j] * W.v[j] * (xr[j] - mu), hs += gg[j] * W.v[j];
+    for (int j = 0; j < D; j++)
+      r2[r * D + j] = gg[j] * W.v[j] * rl - rl * hs / D - (xr[j] - mu) * rl * rl * rl * hx / D;
   }
   check("rmsnorm", &o1, r1);
   check("layernorm_grad_x", &o2, r2);
-  check("rmsnorm_grad_w", &o3, r3);
+  /* a sum over R rows: f32 rounding relative to the terms' size, where they cancel */
+  for (int j = 0; j < D; j++) {
+    double got = get(&o3, (size_t)j), tol = (dt == MLC_DT_F32 ? 2e-5 * fabs(r3[j]) : ldexp(fabs(r3[j]), -7)) + 1e-6 * a3[j] + 1e-7;
+    if (!(fabs(got - r3[j]) <= tol)) fail_msg("rmsnorm_grad_w[%d]: got %.8g, want %.8g", j, got, r3[j]);
+  }
+  free(r1), free(r2), free(r3), free(a3);
   drop(&X), drop(&W), drop(&G), drop(&o1), drop(&o2), drop(&o3);
   prog_free(g);
 }
 
 static void test_norms(void **state) {
   (void)state;
-  norms_case(MLC_DT_F32);
-  norms_case(MLC_DT_BF16);
+  norms_case(MLC_DT_F32, 4, 300);
+  norms_case(MLC_DT_BF16, 4, 300);
+  norms_case(MLC_DT_F32, 150, 33); /* grad_w over three chunks of rows */
 }
 
 /* over rows of C logits (bf16) with i64 targets, two of them ignored */
@@ -864,6 +956,147 @@ static void test_attention(void **state) {
   }
 }
 
+/* Integer paths: i64 add / div (truncating, 0 for a zero divisor) / neg,
+ * i32 -> i64 and f32 -> i32 casts, an i32 sum and max over an axis. */
+static void test_integers(void **state) {
+  (void)state;
+  prog *g = prog_new();
+  int64_t d[2] = {3, 5}, none[1] = {0};
+  uint32_t a = input(g, MLC_DT_I64, 2, d), b = input(g, MLC_DT_I64, 2, d), xi = input(g, MLC_DT_I32, 2, d), xf = input(g, MLC_DT_F32, 2, d);
+  uint32_t ab[2] = {a, b};
+  uint32_t add = node(g, MLC_OP_ADD, ab, 2, NULL, 0), dv = node(g, MLC_OP_DIV, ab, 2, NULL, 0), ng = node(g, MLC_OP_NEG, &a, 1, NULL, 0);
+  uint32_t c64 = node(g, MLC_OP_CAST, &xi, 1, NULL, MLC_DT_I64), c32 = node(g, MLC_OP_CAST, &xf, 1, NULL, MLC_DT_I32);
+  mlc_attrs ax1 = {.axis = 1}, ax0 = {.axis = 0};
+  uint32_t sm = node(g, MLC_OP_SUM, &xi, 1, &ax1, 0), mx = node(g, MLC_OP_MAX, &xi, 1, &ax0, 0);
+  (void)none;
+  tensor A = make_idx(MLC_DT_I64, 15, -5000000000ll, 5000000000ll), B = make_idx(MLC_DT_I64, 15, -7, 7);
+  tensor XI = make_idx(MLC_DT_I32, 15, -1000, 1000), XF = make(MLC_DT_F32, 15, 100);
+  ((int64_t *)B.raw)[4] = 0, B.v[4] = 0;
+  tensor o = make_idx(MLC_DT_I64, 15, 0, 0), o32 = make_idx(MLC_DT_I32, 15, 0, 0), os = make_idx(MLC_DT_I32, 3, 0, 0), om = make_idx(MLC_DT_I32, 5, 0, 0);
+  tensor ins[2] = {A, B};
+  int64_t *ra = A.raw, *rb = B.raw, *ro = o.raw;
+  int32_t *xi_ = XI.raw, *o32_ = o32.raw;
+  run_node(g, add, ins, 2, &o);
+  for (int i = 0; i < 15; i++) assert_true(ro[i] == ra[i] + rb[i]);
+  run_node(g, dv, ins, 2, &o);
+  for (int i = 0; i < 15; i++) assert_true(ro[i] == (rb[i] ? ra[i] / rb[i] : 0));
+  run_node(g, ng, &A, 1, &o);
+  for (int i = 0; i < 15; i++) assert_true(ro[i] == -ra[i]);
+  run_node(g, c64, &XI, 1, &o);
+  for (int i = 0; i < 15; i++) assert_true(ro[i] == (int64_t)xi_[i]);
+  run_node(g, c32, &XF, 1, &o32);
+  for (int i = 0; i < 15; i++) assert_int_equal(o32_[i], (int32_t)((float *)XF.raw)[i]);
+  run_node(g, sm, &XI, 1, &os);
+  for (int r = 0; r < 3; r++) {
+    int32_t t = 0;
+    for (int k = 0; k < 5; k++) t += xi_[r * 5 + k];
+    assert_int_equal(((int32_t *)os.raw)[r], t);
+  }
+  run_node(g, mx, &XI, 1, &om);
+  for (int k = 0; k < 5; k++) {
+    int32_t t = xi_[k];
+    for (int r = 1; r < 3; r++) t = xi_[r * 5 + k] > t ? xi_[r * 5 + k] : t;
+    assert_int_equal(((int32_t *)om.raw)[k], t);
+  }
+  drop(&A), drop(&B), drop(&XI), drop(&XF), drop(&o), drop(&o32), drop(&os), drop(&om);
+  prog_free(g);
+}
+
+/* The forward in shapes the tiled kernel splits: several query tiles and
+ * key blocks, sq != sk, dv != d, causal, bf16 output. */
+static void attn_fwd_case(int H, int SQ, int SK, int D, int DV, bool causal, int dt) {
+  prog *g = prog_new();
+  int64_t dq[4] = {1, H, SQ, D}, dk[4] = {1, H, SK, D}, dv[4] = {1, H, SK, DV};
+  uint32_t in[3] = {input(g, dt, 4, dq), input(g, dt, 4, dk), input(g, dt, 4, dv)};
+  mlc_attrs a = {.causal = causal, .f = 1.0 / sqrt(D)};
+  uint32_t at = node(g, MLC_OP_ATTENTION, in, 3, &a, 0);
+  tensor x[3] = {make(dt, (size_t)(H * SQ * D), 2), make(dt, (size_t)(H * SK * D), 2), make(dt, (size_t)(H * SK * DV), 1)};
+  tensor o = make(dt, (size_t)(H * SQ * DV), 0);
+  run_node(g, at, x, 3, &o);
+  double *ref = calloc((size_t)(H * SQ * DV), sizeof *ref), *p = calloc((size_t)SK, sizeof *p);
+  for (int h = 0; h < H; h++)
+    for (int i = 0; i < SQ; i++) {
+      double m = -INFINITY, sum = 0;
+      for (int j = 0; j < SK; j++) {
+        double d = 0;
+        for (int c = 0; c < D; c++) d += x[0].v[(h * SQ + i) * D + c] * x[1].v[(h * SK + j) * D + c];
+        p[j] = causal && j > i ? -INFINITY : d / sqrt(D);
+        m = fmax(m, p[j]);
+      }
+      for (int j = 0; j < SK; j++) sum += p[j] = exp(p[j] - m);
+      for (int c = 0; c < DV; c++) {
+        double acc = 0;
+        for (int j = 0; j < SK; j++) acc += p[j] / sum * x[2].v[(h * SK + j) * DV + c];
+        ref[(h * SQ + i) * DV + c] = acc;
+      }
+    }
+  char what[96];
+  snprintf(what, sizeof what, "attention h%d sq%d sk%d d%d dv%d%s %s", H, SQ, SK, D, DV, causal ? " causal" : "",
+           mlc_dtype_name((mlc_dtype)dt));
+  check(what, &o, ref);
+  free(ref), free(p);
+  drop(&x[0]), drop(&x[1]), drop(&x[2]), drop(&o);
+  prog_free(g);
+}
+
+static void test_attention_tiles(void **state) {
+  (void)state;
+  attn_fwd_case(2, 70, 37, 5, 6, false, MLC_DT_F32);
+  attn_fwd_case(2, 70, 70, 8, 8, true, MLC_DT_BF16);
+  attn_fwd_case(1, 65, 100, 16, 16, true, MLC_DT_F16);
+  attn_fwd_case(1, 3, 5, 130, 7, false, MLC_DT_F32); /* d > 128: the plain kernel */
+}
+
+/* FUSED nodes (as the fuse pass makes them): an elementwise program with a
+ * broadcast input and a cast, and GEMM programs with an epilogue (bias,
+ * GELU, residual), in bf16 with odd and even widths. */
+static double gelu_d(double v) { return 0.5 * v * (1 + erf(v / sqrt(2))); }
+static double rbf(double v) { return bf16_to_f(f_to_bf16((float)v)); }
+
+static void test_fused(void **state) {
+  (void)state;
+  {
+    prog *g = prog_new();
+    int64_t dx[2] = {6, 10}, db[1] = {10};
+    uint32_t in[2] = {input(g, MLC_DT_BF16, 2, dx), input(g, MLC_DT_F32, 1, db)};
+    mlc_attrs a = {.name = "cast.bf16($1); add($0, #0); silu(#1)"};
+    uint32_t n = node(g, MLC_OP_FUSED, in, 2, &a, 0);
+    tensor x[2] = {make(MLC_DT_BF16, 60, 3), make(MLC_DT_F32, 10, 1)}, out = make(MLC_DT_BF16, 60, 0);
+    run_node(g, n, x, 2, &out);
+    double ref[60];
+    for (int i = 0; i < 60; i++) {
+      double t = rbf(x[0].v[i] + rbf(x[1].v[i % 10]));
+      ref[i] = rbf(t / (1 + exp(-t)));
+    }
+    check("fused ew", &out, ref);
+    drop(&x[0]), drop(&x[1]), drop(&out);
+    prog_free(g);
+  }
+  for (int N = 39; N <= 40; N++) {
+    prog *g = prog_new();
+    int64_t dx[2] = {33, 21}, dw[2] = {N, 21}, db[1] = {N}, dr[2] = {33, N};
+    uint32_t in[4] = {input(g, MLC_DT_BF16, 2, dx), input(g, MLC_DT_BF16, 2, dw), input(g, MLC_DT_BF16, 1, db),
+                      input(g, MLC_DT_BF16, 2, dr)};
+    mlc_attrs a = {.name = "linear($0, $1); add(#0, $2); gelu(#1); add(#2, $3)"};
+    uint32_t n = node(g, MLC_OP_FUSED, in, 4, &a, 0);
+    tensor x[4] = {make(MLC_DT_BF16, 33 * 21, 1), make(MLC_DT_BF16, (size_t)(N * 21), 1), make(MLC_DT_BF16, (size_t)N, 1),
+                   make(MLC_DT_BF16, (size_t)(33 * N), 1)};
+    tensor out = make(MLC_DT_BF16, (size_t)(33 * N), 0);
+    run_node(g, n, x, 4, &out);
+    double ref[33 * 40];
+    for (int i = 0; i < 33; i++)
+      for (int j = 0; j < N; j++) {
+        double acc = 0;
+        for (int k = 0; k < 21; k++) acc += x[0].v[i * 21 + k] * x[1].v[j * 21 + k];
+        double t = rbf(rbf(acc) + x[2].v[j]);
+        ref[i * N + j] = rbf(rbf(gelu_d(t)) + x[3].v[i * N + j]);
+      }
+    check(N % 2 ? "fused linear epilogue (odd n)" : "fused linear epilogue", &out, ref);
+    drop(&x[0]), drop(&x[1]), drop(&x[2]), drop(&x[3]), drop(&out);
+    prog_free(g);
+  }
+}
+
 static void test_adamw(void **state) {
   (void)state;
   prog *g = prog_new();
@@ -893,18 +1126,45 @@ static void test_adamw(void **state) {
   prog_free(g);
 }
 
+/* SGD with momentum and weight decay, as torch.optim.SGD: d = g + wd p,
+ * buf = momentum buf + d, p -= lr buf. */
+static void test_sgd(void **state) {
+  (void)state;
+  prog *g = prog_new();
+  g->p.train = (mlc_train_config){.present = true, .opt = MLC_OPT_SGD, .lr = 0.01, .momentum = 0.9, .weight_decay = 0.001};
+  int64_t d[2] = {3, 11};
+  uint32_t in[3] = {input(g, MLC_DT_F32, 2, d), input(g, MLC_DT_F32, 2, d), input(g, MLC_DT_F32, 2, d)};
+  uint32_t n = node(g, MLC_OP_SGD, in, 3, NULL, 0);
+  tensor P = make(MLC_DT_F32, 33, 1), G = make(MLC_DT_F32, 33, 1), M = make(MLC_DT_F32, 33, 0.5), tok = make(MLC_DT_F32, 1, 0);
+  double rp[33], rm[33];
+  for (int i = 0; i < 33; i++) {
+    double dd = G.v[i] + 0.001 * P.v[i];
+    rm[i] = 0.9 * M.v[i] + dd;
+    rp[i] = P.v[i] - 0.01 * rm[i];
+  }
+  tensor ins[3] = {P, G, M};
+  run_node(g, n, ins, 3, &tok);
+  check("sgd param", &P, rp);
+  check("sgd momentum", &M, rm);
+  drop(&P), drop(&G), drop(&M), drop(&tok);
+  prog_free(g);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest builder[] = {
       cmocka_unit_test(test_interning),
       cmocka_unit_test(test_validate),
       cmocka_unit_test(test_dedup_and_names),
       cmocka_unit_test(test_coopmat_table),
+      cmocka_unit_test(test_optimizer),
   };
   const struct CMUnitTest run[] = {
       cmocka_unit_test(test_add_broadcast_bf16), cmocka_unit_test(test_unary_f16),  cmocka_unit_test(test_gelu_grad_cast),
       cmocka_unit_test(test_softmax_and_sums),   cmocka_unit_test(test_layout),     cmocka_unit_test(test_gemms),
       cmocka_unit_test(test_batched_matmul),     cmocka_unit_test(test_norms),      cmocka_unit_test(test_cross_entropy),
       cmocka_unit_test(test_embedding),          cmocka_unit_test(test_attention),  cmocka_unit_test(test_adamw),
+      cmocka_unit_test(test_integers),           cmocka_unit_test(test_sgd),    cmocka_unit_test(test_attention_tiles),
+      cmocka_unit_test(test_fused),             cmocka_unit_test(test_long_axis),
   };
   if (argc > 1 && !strcmp(argv[1], "run")) {
     if (!vk_open()) {

@@ -1,0 +1,180 @@
+/* Unit tests of fused nodes (ir/fused.h) and the fuse pass (passes/fuse.c):
+ * the groups it makes for Metal and CUDA, exactly as printed; the shape
+ * rule's errors for malformed programs; the cost rule; adamw_multi. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "frontend/frontend.h"
+#include "ir/fused.h"
+#include "passes/passes.h"
+#include "tests/unit/compiled.h"
+
+/* linear (+ bias), relu, residual add: one GEMM and three elementwise ops */
+static const char *mlp_src =
+    "module M {\n"
+    "  lin = Linear(64, 16)\n"
+    "  forward(x: f32[32, 64], r: f32[32, 16]) {\n"
+    "    return relu(lin(x)) + r\n"
+    "  }\n"
+    "}\n";
+
+static const char *adamw_src =
+    "module M {\n"
+    "  a = Linear(8, 8)\n"
+    "  b = Linear(8, 4, bias=false)\n"
+    "  forward(x: f32[2, 8]) { return b(a(x)) }\n"
+    "}\n"
+    "train M {\n"
+    "  input x: f32[2, 8]\n"
+    "  loss = sum(model(x))\n"
+    "  optimizer = AdamW(lr=1e-3)\n"
+    "}\n";
+
+/* Runs the pipeline for target and returns the function's text. */
+static char *run(compiled *c, const char *src, const char *target, const char *func) {
+  assert_true(compiled_frontend(c, src, NULL, 0));
+  mlc_pipeline_options o = {.target = target};
+  assert_true(mlc_pipeline_run(&c->prog, &c->diag, &o));
+  for (uint32_t k = 0; k < c->prog.nfuncs; k++) {
+    if (strcmp(c->prog.funcs[k].name, func)) continue;
+    char *s = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&s, &n);
+    mlc_print_func(f, &c->prog, &c->prog.funcs[k]);
+    fclose(f);
+    return s;
+  }
+  fail_msg("no function %s", func);
+  return NULL;
+}
+
+static int count(const char *s, const char *what) {
+  int n = 0;
+  for (const char *p = s; (p = strstr(p, what)); p += strlen(what)) n++;
+  return n;
+}
+
+/* Metal: the whole group is the GEMM's epilogue. */
+static void test_metal_epilogue(void **state) {
+  (void)state;
+  compiled c;
+  char *s = run(&c, mlp_src, "metal", "forward");
+  assert_non_null(strstr(s, "%4 = fused %0, %2, %3, %1 \"linear($0, $1); add(#0, $2); relu(#1); add(#2, $3)\" : f32[32, 16]"));
+  assert_int_equal(count(s, " = linear "), 0);
+  assert_int_equal(count(s, " = add "), 0);
+  /* cost: the parts' FLOPs, only the group's outside bytes */
+  const mlc_func *f = &c.prog.funcs[0];
+  double fl, by;
+  mlc_node_cost(f, &f->nodes[4], &fl, &by);
+  assert_true(fl == 2.0 * 32 * 16 * 64 + 3 * 32 * 16);
+  assert_true(by == 4.0 * (32 * 64 + 16 * 64 + 16 + 32 * 16 + 32 * 16));
+  free(s);
+  release(&c);
+}
+
+/* CUDA: relu is not taken into the GEMM's store (epilogue_pays), so the
+ * linear stays and the three elementwise ops are one kernel. */
+static void test_cuda_policy(void **state) {
+  (void)state;
+  compiled c;
+  char *s = run(&c, mlp_src, "cuda", "forward");
+  assert_non_null(strstr(s, " = linear %0, %2 : f32[32, 16]"));
+  assert_non_null(strstr(s, "\"add($0, $1); relu(#0); add(#1, $2)\" : f32[32, 16]"));
+  assert_int_equal(count(s, " = fused "), 1);
+  free(s);
+  release(&c);
+  /* CPU: no fuse pass */
+  s = run(&c, mlp_src, "cpu", "forward");
+  assert_int_equal(count(s, " = fused "), 0);
+  free(s);
+  release(&c);
+}
+
+/* The shape rule of a hand-made fused node: message for each malformation. */
+static void expect(compiled *c, const uint32_t *in, uint16_t nin, const char *prog, const char *want) {
+  mlc_func *f = &c->prog.funcs[0];
+  mlc_attrs a = {.name = prog};
+  uint32_t id = mlc_func_add(&c->prog, f, MLC_OP_FUSED, in, nin, &a, (mlc_loc){0}, "");
+  char err[256] = "";
+  mlc_type t;
+  bool ok = mlc_infer_type(&c->prog, f, &f->nodes[id], &t, err, sizeof err);
+  if (!want) {
+    if (!ok) fail_msg("'%s': %s", prog, err);
+    f->n--;
+    return;
+  }
+  if (ok) fail_msg("'%s' accepted", prog);
+  if (!strstr(err, want)) fail_msg("'%s': want '%s' in '%s'", prog, want, err);
+  f->n--;
+}
+
+static void test_shape_rule(void **state) {
+  (void)state;
+  compiled c;
+  free(run(&c, mlp_src, NULL, "forward"));
+  /* %0 x f32[32, 64], %1 r f32[32, 16], %2 weight f32[16, 64], %3 bias f32[16] */
+  uint32_t xwb[3] = {0, 2, 3}, rb[2] = {1, 3}, xr[2] = {0, 1};
+  expect(&c, xwb, 3, "linear($0, $1); add(#0, $2)", NULL);
+  expect(&c, rb, 2, "mul($0, $1); cast.bf16(#0); exp(#1)", NULL);
+  expect(&c, rb, 2, "add($0, $5)", "$5 but the node has 2 inputs");
+  expect(&c, rb, 2, "add(#1, $0)", "#1 used before it is defined");
+  expect(&c, rb, 2, "frob($0)", "unknown op 'frob'");
+  expect(&c, rb, 2, "cast($0)", "cast without a dtype");
+  expect(&c, rb, 2, "cast.f33($0)", "bad dtype");
+  expect(&c, rb, 2, "add($0)", "add takes 2 operands");
+  expect(&c, rb, 2, "add($0, $1) mul(#0, $1)", "';' expected");
+  expect(&c, rb, 2, "exp($0); linear($0, $1)", "linear at instruction 1");
+  expect(&c, xr, 2, "add($0, $1)", "cannot broadcast");
+  uint32_t xwr[3] = {0, 2, 1};
+  expect(&c, xwr, 3, "linear($0, $1); add(#0, $2)", NULL);
+  uint32_t xwx[3] = {0, 2, 0};
+  expect(&c, xwx, 3, "linear($0, $1); add(#0, $2)", "cannot broadcast");
+  expect(&c, rb, 2, "", "empty fused program");
+  release(&c);
+}
+
+/* CUDA: one adamw_multi for both parameters' updates; Metal keeps one per tensor. */
+static void test_adamw_multi(void **state) {
+  (void)state;
+  compiled c;
+  char *s = run(&c, adamw_src, "cuda", "train");
+  assert_int_equal(count(s, " = adamw_multi "), 1);
+  assert_int_equal(count(s, " = adamw "), 0);
+  /* 3 parameters (a.weight, a.bias, b.weight): 12 inputs and the step, every update output its token */
+  const mlc_func *f = NULL;
+  for (uint32_t k = 0; k < c.prog.nfuncs; k++)
+    if (!strcmp(c.prog.funcs[k].name, "train")) f = &c.prog.funcs[k];
+  uint32_t tok = UINT32_MAX, nupd = 0;
+  for (uint32_t i = 0; i < f->n; i++)
+    if (f->nodes[i].op == MLC_OP_ADAMW_MULTI) tok = i;
+  assert_int_equal(f->nodes[tok].nin, 13);
+  for (uint32_t o = 0; o < f->noutputs; o++)
+    if (!strncmp(f->outputs[o].name, "update:", 7)) {
+      assert_int_equal(f->outputs[o].node, tok);
+      nupd++;
+    }
+  assert_int_equal(nupd, 3);
+  free(s);
+  release(&c);
+  s = run(&c, adamw_src, "metal", "train");
+  assert_int_equal(count(s, " = adamw_multi "), 0);
+  assert_int_equal(count(s, " = adamw "), 3);
+  free(s);
+  release(&c);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_metal_epilogue),
+      cmocka_unit_test(test_cuda_policy),
+      cmocka_unit_test(test_shape_rule),
+      cmocka_unit_test(test_adamw_multi),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
