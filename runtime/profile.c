@@ -214,6 +214,10 @@ void mlc_profile_classify(const mlc_profile_kernel *k, const mlc_ceilings *c, ml
   if (t < c->latency_s || tiny) {
     v->bound = MLC_BOUND_LATENCY;
     snprintf(v->hint, sizeof v->hint, "too small to fill the %s: fuse with neighbours or batch more work", c->gpu ? "GPU" : "CPU");
+  } else if (name_is(k->name, "all_gather") || name_is(k->name, "reduce_scatter")) {
+    /* A collective moves bytes between GPUs: its roof is the link, not HBM. */
+    v->bound = MLC_BOUND_MEMORY;
+    snprintf(v->hint, sizeof v->hint, "communication: hide it behind compute (prefetch), or send bf16");
   } else if (v->intensity < ridge) {
     v->bound = MLC_BOUND_MEMORY;
     snprintf(v->hint, sizeof v->hint, "fuse with neighbours, quantise (FP8/INT4), or raise the batch");

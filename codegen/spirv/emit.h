@@ -45,7 +45,8 @@ bool sv_fail(sv *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 bool sv_check_size(sv *s, int64_t numel);
 /* Starts the next entry point, "main<k>", over `groups` workgroups of
  * `lsize` threads; returns the flat group index.  Threads of the padding
- * groups of a 2-D grid are not excluded: sv_begin_guarded does that. */
+ * groups of a 2-D grid (past `groups`) are not excluded: the caller guards
+ * (sv_items_begin's loop and sv_rows_begin do). */
 uint32_t sv_begin(sv *s, uint64_t groups, uint32_t lsize);
 void sv_end(sv *s);
 

@@ -6,7 +6,9 @@
  *                                deduplication, work items;
  *   test_spirv_builder run       emitted kernels run on a Vulkan device
  *                                (lavapipe in CI: VK_ICD_FILENAMES) against
- *                                references computed here in double; exits
+ *                                references computed here in double, with
+ *                                the Khronos validation layer where it is
+ *                                installed (a message fails the case); exits
  *                                77 (skipped) when no Vulkan device is there.
  *
  * Each numeric case builds a one-op program directly in the IR with sizes
@@ -245,11 +247,51 @@ typedef struct {
 } vk;
 
 static vk V;
+static int vk_messages; /* warnings and errors of the validation layer */
+static VkDebugUtilsMessengerEXT vk_messenger;
+
+static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT sev, VkDebugUtilsMessageTypeFlagsEXT type,
+                                                 const VkDebugUtilsMessengerCallbackDataEXT *d, void *user) {
+  (void)type, (void)user;
+  if (sev >= VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT) {
+    print_error("Vulkan validation: %s\n", d->pMessage);
+    vk_messages++;
+  }
+  return VK_FALSE;
+}
+
+/* With the Khronos validation layer where it is installed (Debian's
+ * vulkan-validationlayers): every warning or error fails the case. */
+static bool has_layer(const char *name) {
+  uint32_t n = 0;
+  vkEnumerateInstanceLayerProperties(&n, NULL);
+  VkLayerProperties lp[64];
+  if (n > 64) n = 64;
+  vkEnumerateInstanceLayerProperties(&n, lp);
+  for (uint32_t i = 0; i < n; i++)
+    if (!strcmp(lp[i].layerName, name)) return true;
+  return false;
+}
 
 static bool vk_open(void) {
   VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .apiVersion = VK_API_VERSION_1_2};
-  VkInstanceCreateInfo ici = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, .pApplicationInfo = &app};
+  const char *layer = "VK_LAYER_KHRONOS_validation", *ext = VK_EXT_DEBUG_UTILS_EXTENSION_NAME;
+  bool validate = has_layer(layer);
+  VkInstanceCreateInfo ici = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, .pApplicationInfo = &app,
+                              .enabledLayerCount = validate, .ppEnabledLayerNames = &layer,
+                              .enabledExtensionCount = validate, .ppEnabledExtensionNames = &ext};
   if (vkCreateInstance(&ici, NULL, &V.inst) != VK_SUCCESS) return false;
+  if (validate) {
+    PFN_vkCreateDebugUtilsMessengerEXT mk = (PFN_vkCreateDebugUtilsMessengerEXT)vkGetInstanceProcAddr(V.inst, "vkCreateDebugUtilsMessengerEXT");
+    VkDebugUtilsMessengerCreateInfoEXT mi = {
+        .sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
+        .messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT,
+        .messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+                       VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT,
+        .pfnUserCallback = on_message};
+    if (mk) mk(V.inst, &mi, NULL, &vk_messenger);
+    printf("validation: %s\n", layer);
+  }
   uint32_t n = 0;
   if (vkEnumeratePhysicalDevices(V.inst, &n, NULL) != VK_SUCCESS || n == 0) return false;
   VkPhysicalDevice pds[8];
@@ -284,6 +326,11 @@ static void vk_close(void) {
     vkDestroyCommandPool(V.dev, V.pool, NULL);
     vkDestroyDevice(V.dev, NULL);
   }
+  if (vk_messenger) {
+    PFN_vkDestroyDebugUtilsMessengerEXT rm = (PFN_vkDestroyDebugUtilsMessengerEXT)vkGetInstanceProcAddr(V.inst, "vkDestroyDebugUtilsMessengerEXT");
+    if (rm) rm(V.inst, vk_messenger, NULL);
+    vk_messenger = VK_NULL_HANDLE;
+  }
   if (V.inst) vkDestroyInstance(V.inst, NULL);
   memset(&V, 0, sizeof V);
 }
@@ -294,6 +341,7 @@ static void vk_close(void) {
  * the output) and its scratch; copies every buffer back. */
 static void vk_run(const mlc_vk_kernel *k, void **bufs, const size_t *bytes) {
   uint32_t nb = k->nargs + 1;
+  int messages = vk_messages;
   VkBuffer b[40];
   VkDeviceMemory mem[40];
   void *map[40];
@@ -386,6 +434,7 @@ static void vk_run(const mlc_vk_kernel *k, void **bufs, const size_t *bytes) {
     vkDestroyBuffer(V.dev, b[i], NULL);
     vkFreeMemory(V.dev, mem[i], NULL);
   }
+  if (vk_messages != messages) fail_msg("%s: %d Vulkan validation messages (above)", k->symbol, vk_messages - messages);
 }
 
 /* ---------------------------------------------------------------- data */
@@ -1097,6 +1146,71 @@ static void test_fused(void **state) {
   }
 }
 
+/* attention_grad at sizes the tiled kernels split (several tiles of 64 rows
+ * and blocks of 16), against the analytic gradient in double:
+ * P = softmax(s Q K^T), dV = P^T dO, dS = P (dO V^T - rowsum(P (dO V^T))),
+ * dQ = s dS K, dK = s dS^T Q. */
+static void attn_grad_case(int BH, int S, int D, bool causal, int dt) {
+  prog *g = prog_new();
+  int64_t d[4] = {1, BH, S, D};
+  uint32_t in[4] = {input(g, dt, 4, d), input(g, dt, 4, d), input(g, dt, 4, d), input(g, dt, 4, d)};
+  double sc = 1.0 / sqrt(D);
+  mlc_attrs a = {.causal = causal, .f = sc};
+  uint32_t ag = node(g, MLC_OP_ATTENTION_GRAD, in, 4, &a, 0);
+  size_t N = (size_t)(BH * S * D);
+  tensor x[4] = {make(dt, N, 1), make(dt, N, 1), make(dt, N, 1), make(dt, N, 1)}, out = make(dt, 3 * N, 0);
+  run_node(g, ag, x, 4, &out);
+  const double *G = x[0].v, *Q = x[1].v, *K = x[2].v, *Vv = x[3].v;
+  double *ref = calloc(3 * N, sizeof *ref), *P = calloc((size_t)(S * S), sizeof *P), *dS = calloc((size_t)(S * S), sizeof *dS);
+  for (int h = 0; h < BH; h++) {
+    const double *q = Q + h * S * D, *k = K + h * S * D, *v = Vv + h * S * D, *go = G + h * S * D;
+    for (int i = 0; i < S; i++) {
+      double m = -INFINITY, sum = 0, Di = 0;
+      for (int j = 0; j < S; j++) {
+        double t = 0;
+        for (int c = 0; c < D; c++) t += q[i * D + c] * k[j * D + c];
+        P[i * S + j] = causal && j > i ? -INFINITY : t * sc;
+        m = fmax(m, P[i * S + j]);
+      }
+      for (int j = 0; j < S; j++) sum += P[i * S + j] = exp(P[i * S + j] - m);
+      for (int j = 0; j < S; j++) {
+        P[i * S + j] /= sum;
+        double dp = 0;
+        for (int c = 0; c < D; c++) dp += go[i * D + c] * v[j * D + c];
+        dS[i * S + j] = dp;
+        Di += P[i * S + j] * dp;
+      }
+      for (int j = 0; j < S; j++) dS[i * S + j] = P[i * S + j] * (dS[i * S + j] - Di);
+    }
+    double *dq = ref + h * S * D, *dk = ref + N + h * S * D, *dv = ref + 2 * N + h * S * D;
+    for (int i = 0; i < S; i++)
+      for (int j = 0; j < S; j++)
+        for (int c = 0; c < D; c++) {
+          dq[i * D + c] += sc * dS[i * S + j] * k[j * D + c];
+          dk[j * D + c] += sc * dS[i * S + j] * q[i * D + c];
+          dv[j * D + c] += P[i * S + j] * go[i * D + c];
+        }
+  }
+  /* 16-bit: the output rounding, and the sums of rounded terms; scale by the row's size */
+  int bad = 0;
+  for (size_t t = 0; t < 3 * N; t++) {
+    double got = get(&out, t), tol = dt == MLC_DT_F32 ? 1e-4 * fabs(ref[t]) + 1e-5 : ldexp(fabs(ref[t]), -7) + 2e-3;
+    if (!(fabs(got - ref[t]) <= tol) && bad++ < 5) print_error("attention_grad[%zu]: got %.8g, want %.8g\n", t, got, ref[t]);
+  }
+  if (bad) fail_msg("attention_grad S=%d D=%d%s: %d of %zu differ", S, D, causal ? " causal" : "", bad, 3 * N);
+  free(ref), free(P), free(dS);
+  for (int k2 = 0; k2 < 4; k2++) drop(&x[k2]);
+  drop(&out);
+  prog_free(g);
+}
+
+static void test_attention_grad_tiles(void **state) {
+  (void)state;
+  attn_grad_case(2, 70, 8, true, MLC_DT_F32);
+  attn_grad_case(1, 65, 16, false, MLC_DT_F32);
+  attn_grad_case(2, 40, 12, true, MLC_DT_BF16);
+}
+
 static void test_adamw(void **state) {
   (void)state;
   prog *g = prog_new();
@@ -1165,6 +1279,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_embedding),          cmocka_unit_test(test_attention),  cmocka_unit_test(test_adamw),
       cmocka_unit_test(test_integers),           cmocka_unit_test(test_sgd),    cmocka_unit_test(test_attention_tiles),
       cmocka_unit_test(test_fused),             cmocka_unit_test(test_long_axis),
+      cmocka_unit_test(test_attention_grad_tiles),
   };
   if (argc > 1 && !strcmp(argv[1], "run")) {
     if (!vk_open()) {

@@ -48,6 +48,25 @@ static void memory_bound_elementwise(void **state) {
   assert_string_equal(mlc_bound_name(v.bound), "memory");
 }
 
+/* A collective (FSDP's all_gather, reduce_scatter) gets the communication
+ * hint, not the fusion one: its bytes cross the link between GPUs. */
+static void collective_hint(void **state) {
+  (void)state;
+  mlc_ceilings c = test_ceilings();
+  const char *names[] = {"all_gather%4", "reduce_scatter%12"};
+  for (int i = 0; i < 2; i++) {
+    mlc_profile_kernel k = {names[i], i ? 1e6 : 0, 50e6, 1e-3, NULL, 0};
+    mlc_profile_verdict v;
+    mlc_profile_classify(&k, &c, &v);
+    assert_int_equal(v.bound, MLC_BOUND_MEMORY);
+    assert_string_equal(v.hint, "communication: hide it behind compute (prefetch), or send bf16");
+  }
+  mlc_profile_kernel k = {"all_gathered%4", 0, 50e6, 1e-3, NULL, 0}; /* only the op's own name */
+  mlc_profile_verdict v;
+  mlc_profile_classify(&k, &c, &v);
+  assert_string_equal(v.hint, "fuse with neighbours, quantise (FP8/INT4), or raise the batch");
+}
+
 /* A pure copy (no FLOPs) is measured against the bandwidth: 10 MB in 1 ms
  * is 10 GB/s, half the roof. */
 static void copy_uses_bandwidth(void **state) {
@@ -598,7 +617,8 @@ int main(int argc, char **argv) {
     return fclose(f) ? 1 : 0;
   }
   const struct CMUnitTest tests[] = {
-    cmocka_unit_test(memory_bound_elementwise), cmocka_unit_test(copy_uses_bandwidth),
+    cmocka_unit_test(memory_bound_elementwise),
+      cmocka_unit_test(collective_hint), cmocka_unit_test(copy_uses_bandwidth),
     cmocka_unit_test(compute_bound_gemm),       cmocka_unit_test(misaligned_linear_names_n),
     cmocka_unit_test(misaligned_matmul_names_k), cmocka_unit_test(latency_bound),
     cmocka_unit_test(ceilings_cache),           cmocka_unit_test(roofline_svg),
