@@ -1,21 +1,21 @@
 /* Attention and its gradient: exact f32 kernels, a thread per row (no S
- * matrix reaches memory).
+ * matrix reaches memory), with an online softmax (running max m, sum l,
+ * the output rescaled by exp(m_old - m_new)); causal: key j visible to
+ * query i when j <= i (PyTorch's is_causal).
  *
- * attention(q, k, v), q [b, h, sq, d], k [b, h, sk, d], v [b, h, sk, dv],
- * with an online softmax (running max m, sum l, o rescaled by
- * exp(m_old - m_new)); causal: key j visible when j <= i (PyTorch's
- * is_causal).  d, dv <= 128: emit_fwd_tiled, keys and values through shared
- * memory in blocks, the output row in registers.  Otherwise a thread per
- * query row keeps q and its output row in private arrays and walks the keys
- * in memory.
- *
- * attention_grad(g, q, k, v) -> [3, b, h, s, d] (dq, dk, dv):
- *   0: a thread per query row: the forward again, giving the row's
- *      log-sum-exp L_i and D_i = dO_i . O_i into scratch;
- *   1: a thread per key row j: P_ij = exp(scale q_i.k_j - L_i),
- *      dS_ij = P_ij (dO_i.v_j - D_i); dv_j = sum_i P_ij dO_i,
- *      dk_j = scale sum_i dS_ij q_i;
- *   2: a thread per query row: dq_i = scale sum_j dS_ij k_j.
+ * Head dims d, dv <= 128 (the tiled kernels): a workgroup of 64 threads per
+ * 64 rows of one (batch, head); the rows of the other operand pass through
+ * shared memory 16 at a time; a thread's scores for a block are registers
+ * (the loop over d runs), the weights that multiply the shared rows go
+ * through shared memory, and its result row is registers (d unrolled).
+ *   attention:      per query row, o += p v over key blocks.
+ *   attention_grad -> [3, b, h, s, d] (dq, dk, dv), four dispatches:
+ *     0. the forward again per query row, giving L_i (log-sum-exp) and
+ *        D_i = dO_i . O_i into scratch;
+ *     1. per key row j: dv_j = sum_i P_ij dO_i, P_ij = exp(scale q_i.k_j - L_i);
+ *     2. per key row j: dk_j = scale sum_i dS_ij q_i, dS_ij = P_ij (dO_i.v_j - D_i);
+ *     3. per query row i: dq_i = scale sum_j dS_ij k_j.
+ * Larger heads: the same per thread with rows in private arrays (plain).
  */
 #include "codegen/spirv/emit.h"
 

@@ -1209,6 +1209,8 @@ static void test_attention_grad_tiles(void **state) {
   attn_grad_case(2, 70, 8, true, MLC_DT_F32);
   attn_grad_case(1, 65, 16, false, MLC_DT_F32);
   attn_grad_case(2, 40, 12, true, MLC_DT_BF16);
+  attn_grad_case(1, 20, 128, false, MLC_DT_F32); /* the largest tiled head dim: shared memory within 32 KiB */
+  attn_grad_case(1, 6, 130, true, MLC_DT_F32);   /* d > 128: the plain kernels */
 }
 
 static void test_adamw(void **state) {
