@@ -39,9 +39,11 @@ opcheck=build-vkgpu/codegen/cuda/mlc_opcheck
   echo "VK_DRIVER_FILES=${VK_DRIVER_FILES:-}"
   $mlc devices --target spirv
 } 2>&1 | tee "$out/env.log"
-timeout 75 python3 codegen/llvm/tests/opcheck.py ops --target spirv --jobs 12 --opcheck $opcheck --work /tmp/ops \
-  > "$out/ops.log" 2>&1
-echo "ops: exit $?; $(tail -1 "$out/ops.log")"
+if [ -z "${SKIP_OPS:-}" ]; then # SKIP_OPS=1: the timings alone (the ops were checked on lavapipe)
+  timeout 75 python3 codegen/llvm/tests/opcheck.py ops --target spirv --jobs 12 --opcheck $opcheck --work /tmp/ops \
+    > "$out/ops.log" 2>&1
+  echo "ops: exit $?; $(tail -1 "$out/ops.log")"
+fi
 {
   for dt in f16 bf16; do
     echo "## mlc spirv GEMM $dt 4096^3"
