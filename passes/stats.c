@@ -25,10 +25,16 @@ void mlc_print_stats(FILE *out, const mlc_program *p) {
   char buf[128], num[64];
   double total = 0, bytes = 0;
   fprintf(out, "parameters of %s:\n", p->name);
-  double state = 0, nstate = 0;
+  double state = 0, nstate = 0, nflat = 0;
+  bool sharded = false;
   for (uint32_t i = 0; i < p->nparams; i++) {
     const mlc_param *prm = &p->params[i];
     double n = (double)mlc_type_numel(&prm->type);
+    sharded |= prm->sharded;
+    if (prm->role == MLC_ROLE_FLAT) { /* the weights above live in it: counted there */
+      nflat++;
+      continue;
+    }
     if (prm->role != MLC_ROLE_WEIGHT) { /* optimizer state: summarised below */
       state += n * mlc_dtype_size(prm->type.dtype);
       nstate++;
@@ -39,8 +45,11 @@ void mlc_print_stats(FILE *out, const mlc_program *p) {
     fprintf(out, "  %-40s %s\n", prm->name, mlc_type_str(&prm->type, buf, sizeof buf));
   }
   commas(num, sizeof num, total);
-  fprintf(out, "total: %s parameters in %u tensors (%.1f MB)\n", num, p->nparams - (uint32_t)nstate, bytes / 1e6);
+  fprintf(out, "total: %s parameters in %u tensors (%.1f MB)\n", num, p->nparams - (uint32_t)(nstate + nflat), bytes / 1e6);
   if (nstate) fprintf(out, "optimizer state: %.0f tensors (%.1f MB)\n", nstate, state / 1e6);
+  if (sharded)
+    fprintf(out, "sharded (fsdp): %.0f flat units; each of N ranks holds about 1/N of the parameters and the optimizer "
+            "state (and the whole arena below)\n", nflat);
   for (uint32_t k = 0; k < p->nfuncs; k++) {
     const mlc_func *f = &p->funcs[k];
     uint32_t count[MLC_OP_COUNT] = {0};

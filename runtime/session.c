@@ -118,6 +118,7 @@ void mlc_session_destroy(mlc_session *s) {
   }
   mlc_allocator_free(s->a, s->entries);
   mlc_allocator_free(s->a, s->events);
+  if (s->dev && s->sum_buf) s->dev->vt->free(s->dev, s->sum_buf);
   if (s->dev && s->dparams && !host_memory(s)) s->dev->vt->free(s->dev, s->dparams);
   if (s->params) { /* the CPU device's memory, or the session's own host copy */
     if (s->dev && host_memory(s)) s->dev->vt->free(s->dev, (uint64_t)(uintptr_t)s->params);
@@ -1024,7 +1025,9 @@ mlc_status mlc_session_write_trace(const mlc_session *cs, const char *path) {
   cJSON_Delete(all);
   if (!st) {
     FILE *f = out ? fopen(path, "w") : NULL;
-    if (!f || fputs(out, f) < 0 || fclose(f)) st = mlc_status_make(MLC_IO, "--trace %s: cannot write: %s", path, strerror(errno));
+    bool ok = f && fputs(out, f) >= 0;
+    if (f && fclose(f)) ok = false;
+    if (!ok) st = mlc_status_make(MLC_IO, "--trace %s: cannot write: %s", path, strerror(errno));
   }
   free(out);
   return st;
