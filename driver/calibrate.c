@@ -22,6 +22,9 @@
 #include <time.h>
 
 #include "driver/target_cuda.h"
+#ifdef MLC_HAVE_SPIRV
+#include "driver/target_spirv.h"
+#endif
 #include "frontend/frontend.h"
 #include "passes/passes.h"
 #include "runtime/cuda/driver.h"
@@ -113,10 +116,31 @@ typedef struct {
   bool flops;         /* the rate of FLOPs, else of bytes */
 } probe;
 
-/* Per-run seconds of the probe's forward, timed by CUDA events; its work
- * (FLOPs or bytes) from the plan.  *name: the device's description. */
-static mlc_status run_probe(const probe *pr, int ordinal, double seconds[TIMED_RUNS], double *work, char *name,
-                            size_t namen) {
+/* The probe's model built for the target and opened on device `ordinal`. */
+static mlc_status open_probe(const char *target, mlc_program *prog, mlc_cuda_build *g, int ordinal, mlc_device **dev,
+                             const uint8_t **plan, size_t *plan_bytes) {
+  char err[512];
+#ifdef MLC_HAVE_SPIRV
+  if (!strcmp(target, "spirv")) {
+    mlc_spirv_build *vb = mlc_arena_alloc(prog->arena, sizeof *vb);
+    if (!mlc_spirv_build_program(prog, vb, NULL, err, sizeof err)) return mlc_status_make(MLC_INTERNAL, "%s", err);
+    *plan = vb->plan;
+    *plan_bytes = vb->plan_bytes;
+    return mlc_spirv_open(vb, ordinal, NULL, dev);
+  }
+#endif
+  (void)target;
+  if (!mlc_cuda_build_program(prog, g, true, stderr, err, sizeof err)) return mlc_status_make(MLC_INTERNAL, "%s", err);
+  *plan = g->plan;
+  *plan_bytes = g->plan_bytes;
+  return mlc_cuda_open(g, ordinal, stderr, dev);
+}
+
+/* Per-run seconds of the probe's forward (runs of them: at most TIMED_RUNS),
+ * timed by the device's own timers (CUDA events, Vulkan timestamps); its
+ * work (FLOPs or bytes) from the plan.  *name: the device's description. */
+static mlc_status run_probe(const char *target, const probe *pr, int ordinal, int runs, double *seconds, double *work,
+                            char *name, size_t namen) {
   mlc_arena arena;
   mlc_arena_init(&arena);
   mlc_diag diag;
@@ -129,24 +153,21 @@ static mlc_status run_probe(const probe *pr, int ordinal, double seconds[TIMED_R
   mlc_session *s = NULL;
   mlc_status st = NULL;
   timed_dev *td = NULL;
-  char err[512];
   mlc_lower_options lo = {NULL, 0, NULL, 0};
-  mlc_pipeline_options po = {.dump = stdout, .target = "cuda"};
+  mlc_pipeline_options po = {.dump = stdout, .target = target};
   if (!mlc_frontend_run(&prog, &diag, "<calibrate>", pr->source, strlen(pr->source), &lo, NULL) ||
       !mlc_pipeline_run(&prog, &diag, &po)) {
     st = mlc_status_make(MLC_INTERNAL, "the calibration's %s does not compile", pr->what);
     goto out;
   }
-  if (!mlc_cuda_build_program(&prog, &g, true, stderr, err, sizeof err)) {
-    st = mlc_status_make(MLC_INTERNAL, "%s", err);
-    goto out;
-  }
+  const uint8_t *plan_bytes = NULL;
+  size_t plan_n = 0;
   if (!(td = calloc(1, sizeof *td))) { st = mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory"); goto out; }
-  if ((st = mlc_cuda_open(&g, ordinal, stderr, &td->in))) { free(td); goto out; }
+  if ((st = open_probe(target, &prog, &g, ordinal, &td->in, &plan_bytes, &plan_n))) { free(td); goto out; }
   td->base.vt = &timed_vt;
   td->base.a = mlc_allocator_default();
   td_describe(&td->base, name, namen);
-  if ((st = mlc_plan_parse(g.plan, g.plan_bytes, mlc_allocator_default(), &plan))) { td_destroy(&td->base); goto out; }
+  if ((st = mlc_plan_parse(plan_bytes, plan_n, mlc_allocator_default(), &plan))) { td_destroy(&td->base); goto out; }
   mlc_session_options so = {&td->base, NULL, NULL, 0, true, {0}, NULL};
   if ((st = mlc_session_create(plan, &so, &s))) goto out; /* the session destroyed the device */
   const mlc_plan_entry *e = mlc_plan_find_entry(plan, "forward");
@@ -164,7 +185,7 @@ static mlc_status run_probe(const probe *pr, int ordinal, double seconds[TIMED_R
   for (uint32_t i = 0; i < e->nsteps; i++) *work += pr->flops ? e->steps[i].flops : e->steps[i].bytes;
   double t0 = mlc_now();
   for (int r = 0; !st && (r < 3 || mlc_now() - t0 < WARMUP_SECONDS); r++) st = mlc_session_run(s, "forward");
-  for (int r = 0; r < TIMED_RUNS && !st; r++) {
+  for (int r = 0; r < runs && !st; r++) {
     st = mlc_session_run(s, "forward");
     seconds[r] = td->last;
   }
@@ -183,18 +204,36 @@ static int fail(mlc_status st) {
   return rc;
 }
 
-bool mlc_calibrate_is_cuda(int argc, char **argv) {
+const char *mlc_calibrate_gpu_target(int argc, char **argv) {
+  static const char *const gpus[] = {"cuda", "spirv"};
   for (int i = 1; i < argc; i++) {
-    if ((!strcmp(argv[i], "--target") || !strcmp(argv[i], "-t")) && i + 1 < argc) return !strcmp(argv[i + 1], "cuda");
-    if (!strcmp(argv[i], "--target=cuda") || !strcmp(argv[i], "-tcuda")) return true;
+    const char *t = (!strcmp(argv[i], "--target") || !strcmp(argv[i], "-t")) && i + 1 < argc ? argv[i + 1]
+                    : !strncmp(argv[i], "--target=", 9)                                      ? argv[i] + 9
+                                                                                             : NULL;
+    for (size_t g = 0; t && g < sizeof gpus / sizeof *gpus; g++)
+      if (!strcmp(t, gpus[g])) return gpus[g];
   }
-  return false;
+  return NULL;
 }
 
-int mlc_calibrate_cuda(int argc, char **argv) {
+/* The two probes at a size: a bf16 GEMM of n^3, an f32 add of two m x n tensors. */
+static char *probe_source(bool gemm, long long m, long long n) {
+  char *s = malloc(256);
+  if (!s) return NULL;
+  if (gemm)
+    snprintf(s, 256, "config { n = %lld }\nmodule Gemm(n) {\n    forward(a: bf16[n, n], b: bf16[n, n]) {\n"
+                     "        return a @ b\n    }\n}\n", n);
+  else
+    snprintf(s, 256, "config { m = %lld  n = %lld }\nmodule Copy(m, n) {\n    forward(x: f32[m, n], y: f32[m, n]) {\n"
+                     "        return x + y\n    }\n}\n", m, n);
+  return s;
+}
+
+int mlc_calibrate_gpu(const char *target, int argc, char **argv) {
   static const struct option opts[] = {
     {"target", required_argument, NULL, 't'}, {"device", required_argument, NULL, 'd'}, {"help", no_argument, NULL, 'h'}, {0},
   };
+  bool vk = !strcmp(target, "spirv");
   long ordinal = 0;
   int c;
   optind = 1;
@@ -202,7 +241,7 @@ int mlc_calibrate_cuda(int argc, char **argv) {
   while ((c = getopt_long(argc, argv, "+t:h", opts, NULL)) != -1) {
     char *end;
     switch (c) {
-    case 't': break; /* cuda: how we got here */
+    case 't': break; /* how we got here */
     case 'd':
       ordinal = strtol(optarg, &end, 10);
       if (!*optarg || *end || ordinal < 0 || ordinal > 1023) {
@@ -211,12 +250,12 @@ int mlc_calibrate_cuda(int argc, char **argv) {
       }
       break;
     case 'h':
-      printf("usage: mlc calibrate --target cuda [--device N]\n"
-             "measures GPU N's peak bf16 matrix rate and memory bandwidth with mlc's own kernels and caches\n"
-             "them in ~/.cache/mlc/ceilings-cuda.json for --profile and --roofline\n");
+      printf("usage: mlc calibrate --target cuda|spirv [--device N]\n"
+             "measures device N's peak bf16 matrix rate and memory bandwidth with mlc's own kernels and caches\n"
+             "them in ~/.cache/mlc/ceilings-cuda.json (by device name) for --profile and --roofline\n");
       return EXIT_OK;
     default:
-      fprintf(stderr, "mlc: calibrate --target cuda does not take '%s'\nTry 'mlc --help'.\n", argv[optind - 1]);
+      fprintf(stderr, "mlc: calibrate --target %s does not take '%s'\nTry 'mlc --help'.\n", target, argv[optind - 1]);
       return EXIT_USAGE;
     }
   }
@@ -224,44 +263,63 @@ int mlc_calibrate_cuda(int argc, char **argv) {
     fprintf(stderr, "mlc: calibrate does not take '%s'\nTry 'mlc --help'.\n", argv[optind]);
     return EXIT_USAGE;
   }
+#ifndef MLC_HAVE_SPIRV
+  if (vk) {
+    fprintf(stderr, "mlc: calibrate --target spirv: this mlc was built without the SPIR-V target\n");
+    return 4;
+  }
+#endif
   char path[1024];
   if (!mlc_ceilings_gpu_cache_path(path, sizeof path)) {
     fprintf(stderr, "mlc: neither XDG_CACHE_HOME nor HOME is set: nowhere to cache the ceilings\n");
     return EXIT_USER;
   }
-  /* Without a driver, say so before compiling anything. */
-  mlc_cuda_driver drv;
-  mlc_status st = mlc_cuda_driver_load(&drv);
-  if (st) return fail(st);
-  mlc_cuda_driver_unload(&drv);
-
-  static const probe gemm = {"bf16 GEMM 8192^3",
-                             "config { n = 8192 }\n"
-                             "module Gemm(n) {\n"
-                             "    forward(a: bf16[n, n], b: bf16[n, n]) {\n"
-                             "        return a @ b\n"
-                             "    }\n"
-                             "}\n",
-                             true};
-  static const probe copy = {"f32 add of two 16384 x 8192 tensors",
-                             "config { m = 16384  n = 8192 }\n"
-                             "module Copy(m, n) {\n"
-                             "    forward(x: f32[m, n], y: f32[m, n]) {\n"
-                             "        return x + y\n"
-                             "    }\n"
-                             "}\n",
-                             false};
-  const probe *probes[] = {&gemm, &copy};
+  mlc_status st = NULL;
+  if (!vk) { /* without a driver, say so before compiling anything */
+    mlc_cuda_driver drv;
+    if ((st = mlc_cuda_driver_load(&drv))) return fail(st);
+    mlc_cuda_driver_unload(&drv);
+  }
+  /* CUDA: the sizes that fill an H200.  Vulkan devices range from a GPU to
+   * lavapipe on two CPU cores: the probes grow (GEMM n and the add's rows,
+   * doubling) until one run takes long enough to time well, or the CUDA size
+   * is reached. */
+  const long long max_n = 8192, max_rows = 16384, copy_cols = 8192;
   double med[2], best[2];
+  long long size[2];
   char name[256] = "";
   for (int p = 0; p < 2; p++) {
-    double sec[TIMED_RUNS], work = 0;
-    fprintf(stderr, "mlc: calibrating GPU %ld: %s (mlc's own kernel, CUDA events, median of %d runs)\n", ordinal,
-            probes[p]->what, TIMED_RUNS);
-    if ((st = run_probe(probes[p], (int)ordinal, sec, &work, name, sizeof name))) return fail(st);
+    bool gemm = p == 0;
+    long long sz = vk ? (gemm ? 256 : 64) : (gemm ? max_n : max_rows);
+    double sec[TIMED_RUNS], work = 0, enough = gemm ? 0.02 : 0.005;
+    for (;;) {
+      char *src = probe_source(gemm, sz, gemm ? sz : copy_cols);
+      if (!src) return fail(mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory"));
+      probe pr = {gemm ? "bf16 GEMM" : "f32 add", src, gemm};
+      bool last = !vk || sz >= (gemm ? max_n : max_rows);
+      int runs = last ? TIMED_RUNS : 1;
+      st = run_probe(target, &pr, (int)ordinal, runs, sec, &work, name, sizeof name);
+      free(src);
+      if (st) return fail(st);
+      if (last) break;
+      if (sec[0] >= enough) { /* long enough: now measure at this size */
+        last = true;
+        src = probe_source(gemm, sz, gemm ? sz : copy_cols);
+        if (!src) return fail(mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory"));
+        pr.source = src;
+        st = run_probe(target, &pr, (int)ordinal, TIMED_RUNS, sec, &work, name, sizeof name);
+        free(src);
+        if (st) return fail(st);
+        break;
+      }
+      sz *= 2;
+    }
+    size[p] = sz;
+    if (gemm) fprintf(stderr, "mlc: %s: bf16 GEMM %lld^3, median of %d runs\n", name, sz, TIMED_RUNS);
+    else fprintf(stderr, "mlc: %s: f32 add of two %lld x %lld tensors, median of %d runs\n", name, sz, copy_cols, TIMED_RUNS);
     qsort(sec, TIMED_RUNS, sizeof *sec, cmp_double);
     double m = (sec[TIMED_RUNS / 2 - 1] + sec[TIMED_RUNS / 2]) / 2;
-    if (!(m > 0) || !(work > 0)) return fail(mlc_status_make(MLC_INTERNAL, "the %s took no time", probes[p]->what));
+    if (!(m > 0) || !(work > 0)) return fail(mlc_status_make(MLC_INTERNAL, "the %s took no time", gemm ? "GEMM" : "add"));
     med[p] = work / m;
     best[p] = work / sec[0];
   }
@@ -275,11 +333,13 @@ int mlc_calibrate_cuda(int argc, char **argv) {
   gmtime_r(&now, &tm);
   char when[64];
   strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  snprintf(cl.source, sizeof cl.source, "%s (mlc calibrate: mlc's bf16 GEMM 8192^3 and f32 add 2 x 512 MiB, median of %d)",
-           when, TIMED_RUNS);
+  snprintf(cl.source, sizeof cl.source, "%s (mlc calibrate --target %s: mlc's bf16 GEMM %lld^3 and f32 add of 2 x %lld x %lld, "
+           "median of %d)", when, target, size[0], size[1], copy_cols, TIMED_RUNS);
   if ((st = mlc_ceilings_save_file(path, &cl))) return fail(st);
-  printf("%s: %.1f TFLOP/s peak (bf16 GEMM 8192^3; best run %.1f), %.1f GB/s memory (f32 add, read + write; best run "
+  bool tera = med[0] >= 1e12; /* lavapipe measures GFLOP/s */
+  printf("%s: %.1f %s peak (bf16 GEMM %lld^3; best run %.1f), %.1f GB/s memory (f32 add, read + write; best run "
          "%.1f); ridge %.1f FLOP/byte\ncached in %s\n",
-         name, med[0] / 1e12, best[0] / 1e12, med[1] / 1e9, best[1] / 1e9, med[0] / med[1], path);
+         name, med[0] / (tera ? 1e12 : 1e9), tera ? "TFLOP/s" : "GFLOP/s", size[0], best[0] / (tera ? 1e12 : 1e9),
+         med[1] / 1e9, best[1] / 1e9, med[0] / med[1], path);
   return EXIT_OK;
 }

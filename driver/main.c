@@ -2,7 +2,7 @@
  *
  *   mlc compile FILE [options]     parse, lower, run the passes, emit
  *   mlc run|bench|train FILE --target cpu [options]
- *   mlc calibrate --target cpu|cuda  measure and cache the roofline's ceilings (cuda: calibrate.c)
+ *   mlc calibrate --target cpu|cuda|spirv  measure and cache the roofline's ceilings (GPUs: calibrate.c)
  *   mlc --help | --version
  *
  * Exit codes (also in --help and docs/cli.md):
@@ -69,7 +69,7 @@ static void usage(FILE *o) {
           "       mlc bench FILE.mdl --target cpu|cuda|spirv [--runs N] [options]\n"
           "       mlc train FILE.mdl --target cpu|cuda|spirv --steps N [--data TOKENS] [--weights W] [--save CKPT] [--resume CKPT]\n"
           "       mlc profile FILE.mdl --target cpu|cuda|spirv [--entry forward|train_step] [--steps N] [--trace F] [--roofline F]\n"
-          "       mlc calibrate --target cpu [--threads N] | --target cuda [--device N]\n"
+          "       mlc calibrate --target cpu [--threads N] | --target cuda|spirv [--device N]\n"
           "       mlc devices --target spirv     list the Vulkan devices that --device N picks from\n"
           "       mlc --help | --version\n"
           "\n"
@@ -116,8 +116,8 @@ static void usage(FILE *o) {
           "profile: the --profile table of an entry point (--entry forward, the default, or\n"
           "         train_step) over --steps N runs (default 10), as bench or train would run it\n"
           "calibrate: measure this CPU's memory bandwidth and f32 GEMM peak, cache them in\n"
-          "           ~/.cache/mlc/ceilings-cpu.json for --profile and --roofline; --target cuda:\n"
-          "           GPU N's bandwidth and bf16 GEMM peak (mlc's own kernels), in ceilings-cuda.json\n"
+          "           ~/.cache/mlc/ceilings-cpu.json for --profile and --roofline; --target cuda|spirv:\n"
+          "           device N's bandwidth and bf16 GEMM peak (mlc's own kernels), in ceilings-cuda.json\n"
           "\n"
           "exit status: 0 success, 1 error in the model or its data, 2 usage error,\n"
           "             3 internal error, 4 target not available in this build\n",
@@ -1079,7 +1079,8 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "devices")) return cmd_devices(argc - 1, argv + 1);
   if (!strcmp(cmd, "calibrate")) {
 #ifdef MLC_HAVE_CUDA
-    if (mlc_calibrate_is_cuda(argc - 1, argv + 1)) return mlc_calibrate_cuda(argc - 1, argv + 1);
+    const char *gpu = mlc_calibrate_gpu_target(argc - 1, argv + 1);
+    if (gpu) return mlc_calibrate_gpu(gpu, argc - 1, argv + 1);
 #endif
 #ifdef MLC_HAVE_CPU
     return cmd_calibrate(argc - 1, argv + 1);

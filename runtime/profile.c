@@ -110,13 +110,13 @@ void mlc_ceilings_gpu_datasheet(const char *name, mlc_ceilings *out) {
   out->latency_s = 5e-6;
   out->peak_flops = 100e12;
   out->bandwidth = 1e12;
-  snprintf(out->source, sizeof out->source, "built-in guesses for an unknown GPU (not calibrated: run `mlc calibrate --target cuda`)");
+  snprintf(out->source, sizeof out->source, "built-in guesses for an unknown GPU (not calibrated: run `mlc calibrate --target cuda`, or `--target spirv` for a Vulkan device)");
   for (size_t i = 0; i < sizeof known / sizeof *known; i++)
     if (strstr(name, known[i].match)) {
       out->peak_flops = known[i].tflops * 1e12;
       out->bandwidth = known[i].tbs * 1e12;
       snprintf(out->source, sizeof out->source, "NVIDIA's datasheet for the %s: dense bf16 tensor-core peak and HBM "
-               "bandwidth (not calibrated on this GPU: run `mlc calibrate --target cuda`)", known[i].match);
+               "bandwidth (not calibrated on this GPU: run `mlc calibrate --target cuda` or `--target spirv`)", known[i].match);
     }
 }
 
