@@ -241,7 +241,8 @@ mlc_status mlc_session_create(const mlc_plan *plan, const mlc_session_options *o
   for (uint32_t i = 0; i < plan->nparams; i++) sharded |= plan->params[i].sharded;
   if (opt->comm) s->comm = opt->comm;
   else if (sharded && !host_memory(s))
-    st = mlc_status_make(MLC_INVALID_ARGUMENT, "a sharded (fsdp) model on %s needs a communicator", s->dev->vt->name);
+    st = mlc_status_make(MLC_INVALID_ARGUMENT, "a sharded (fsdp) model on %s needs a communicator (--target cuda-nccl)",
+                         s->dev->vt->name);
   else if (!(st = mlc_comm_local_create(a, &s->comm)))
     s->own_comm = true;
   if (!st && opt->comm && opt->comm->host_memory != host_memory(s))
