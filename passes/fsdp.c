@@ -27,7 +27,6 @@
  * optimizer updates the shard at once, so no unit's full gradient outlives
  * its reduce-scatter.  The "grad:<weight>" outputs of the unit's weights go.
  */
-#include <stdlib.h>
 #include <string.h>
 
 #include "passes/passes.h"
@@ -302,6 +301,5 @@ bool mlc_pass_fsdp(mlc_pass_ctx *cx) {
   c.next = mlc_arena_alloc(p->arena, (2 * (size_t)c.nunits + 1) * sizeof *c.next);
   for (uint32_t k = 0; k < p->nfuncs; k++)
     if (!rebuild(&c, &p->funcs[k], !strcmp(p->funcs[k].name, "train"))) return false;
-  if (getenv("FSDP_DEBUG")) mlc_print_program(stderr, p);
   return true;
 }
