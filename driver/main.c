@@ -67,7 +67,7 @@ static void usage(FILE *o) {
           "usage: mlc compile FILE.mdl [options] [NAME=VALUE ...]\n"
           "       mlc run FILE.mdl --target cpu|cuda|spirv [--weights W] --input NAME=FILE ... [options]\n"
           "       mlc bench FILE.mdl --target cpu|cuda|spirv [--runs N] [options]\n"
-          "       mlc train FILE.mdl --target cpu|cuda|spirv --steps N [--data TOKENS] [--weights W] [--save CKPT] [--resume CKPT]\n"
+          "       mlc train FILE.mdl --target cpu|cuda|cuda-nccl|spirv --steps N [--data TOKENS] [--weights W] [--save CKPT] [--resume CKPT]\n"
           "       mlc profile FILE.mdl --target cpu|cuda|spirv [--entry forward|train_step] [--steps N] [--trace F] [--roofline F]\n"
           "       mlc calibrate --target cpu [--threads N] | --target cuda|spirv [--device N]\n"
           "       mlc devices --target spirv     list the Vulkan devices that --device N picks from\n"

@@ -21,6 +21,8 @@ mlc_golden(print_after_all   mlp.print_after   compile examples/mlp.mdl --print-
 # the fuse pass (GPU targets): fused groups, GEMM epilogues, adamw_multi (CUDA) on the small MiniLLM
 mlc_golden(minillm_small.fuse_cuda minillm_small.fuse_cuda compile examples/minillm.mdl --target cuda --print-after=fuse
            -o ${CMAKE_CURRENT_BINARY_DIR}/golden_fuse_cuda ${SMALL})
+# the fsdp pass (CPU, one process): flat units, gathers prefetched one unit ahead, reduce-scatter + update per unit
+mlc_golden(minillm_small.fsdp minillm_small.fsdp.ir compile examples/minillm.mdl --fsdp --emit ir ${SMALL})
 mlc_golden(help              help.txt          --help)
 
 # The parameter names, order and shapes must be PyTorch's state_dict.
