@@ -114,7 +114,8 @@ static void usage(FILE *o) {
           "                        (--steps 0 --resume CKPT --export W turns a checkpoint into weights)\n"
           "      --weights, --seed, --threads, --device, --profile, --trace, --roofline  as for run\n"
           "profile: the --profile table of an entry point (--entry forward, the default, or\n"
-          "         train_step) over --steps N runs (default 10), as bench or train would run it\n"
+          "         train_step) over --steps N runs (default 10) after --warmup N (default 3 runs of\n"
+          "         forward, 1 train step, which trains but is not timed), as bench or train would run it\n"
           "calibrate: measure this CPU's memory bandwidth and f32 GEMM peak, cache them in\n"
           "           ~/.cache/mlc/ceilings-cpu.json for --profile and --roofline; --target cuda|spirv:\n"
           "           device N's bandwidth and bf16 GEMM peak (mlc's own kernels), in ceilings-cuda.json\n"
@@ -206,6 +207,7 @@ typedef struct {
   const char *inputs[64], *outputs[64]; /* NAME=FILE */
   uint32_t ninputs, noutputs;
   bool time_passes, stats, profile, fsdp, device_set;
+  long profile_warmup; /* mlc profile --entry train_step: steps before the profile starts */
   int threads, runs, warmup, device;
   unsigned long long seed;
   mlc_define defines[MAX_DEFINES];
@@ -349,6 +351,7 @@ static int parse_args(options *o, int argc, char **argv) {
     if (!strcmp(ep, "train") || !strcmp(ep, "train_step")) {
       o->cmd = CMD_TRAIN;
       if (o->steps <= 0) o->steps = 10;
+      o->profile_warmup = o->warmup >= 0 ? o->warmup : 1; /* the first step loads and warms up */
     } else if (!strcmp(ep, "forward")) {
       o->cmd = CMD_BENCH;
       if (o->steps > 0) o->runs = (int)o->steps;
@@ -733,7 +736,8 @@ static int run_target(const options *o, mlc_program *prog) {
   st = mlc_session_create(plan, &so, &s);
   so.device = NULL; /* the session owns it now, or has destroyed it */
   if (st) goto fail;
-  if (o->trace && o->cmd != CMD_BENCH) mlc_session_set_trace(s, true); /* bench: the timed runs only */
+  /* bench: the timed runs only; profile's train steps: after the warm-up step */
+  if (o->trace && o->cmd != CMD_BENCH && !o->profile_warmup) mlc_session_set_trace(s, true);
   if (o->weights) {
     if ((st = mlc_session_load_weights(s, o->weights))) goto fail;
   } else {
@@ -741,7 +745,7 @@ static int run_target(const options *o, mlc_program *prog) {
   }
   if (o->resume && (st = mlc_session_load_checkpoint(s, o->resume))) goto fail;
   if (o->cmd == CMD_TRAIN) {
-    mlc_train_args ta = {o->steps, o->data, o->data_dtype, o->save, stdout};
+    mlc_train_args ta = {o->steps, o->data, o->data_dtype, o->save, stdout, o->profile_warmup, o->trace != NULL};
     if (mlc_session_rank(s)) ta.log = NULL; /* rank 0 prints the mean loss over the ranks */
     if ((st = mlc_train_loop(s, &ta))) goto fail;
     if (o->export_weights && (st = mlc_session_save_weights(s, o->export_weights))) goto fail;

@@ -136,7 +136,11 @@ mlc_status mlc_train_loop(mlc_session *s, const mlc_train_args *a) {
   if (!e) return mlc_status_make(MLC_INVALID_ARGUMENT, "the model has no train block to train with");
   tokens d = {0};
   mlc_status st = a->data ? read_tokens(a->data, a->data_dtype, &d) : synthetic_inputs(s, e);
-  for (long i = 0; i < a->steps && !st; i++) {
+  for (long i = 0; i < a->warmup + a->steps && !st; i++) {
+    if (a->warmup && i == a->warmup) { /* the profile starts now */
+      mlc_session_reset_profile(s);
+      if (a->trace) mlc_session_set_trace(s, true);
+    }
     uint64_t step = mlc_session_step(s);
     if (a->data && (st = data_inputs(s, e, &d, step, a->data))) break;
     double t0 = now();

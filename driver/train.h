@@ -13,6 +13,9 @@ typedef struct {
   const char *data_dtype; /* "u16" or "i32" for a file without llm.c's header; NULL: u16 */
   const char *save;       /* checkpoint written at the end, or NULL */
   FILE *log;              /* one line per step */
+  long warmup;            /* mlc profile: steps run (and trained) first, then the profile and the
+                             trace start afresh, so the cold first step is not in them */
+  bool trace;             /* with warmup: turn the trace on after it */
 } mlc_train_args;
 
 /* Runs `steps` optimizer steps of the "train" entry.  With data, the entry
