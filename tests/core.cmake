@@ -47,6 +47,12 @@ set_tests_properties(unit.ir PROPERTIES LABELS unit TIMEOUT 60)
 
 # The plan format, from the compiler's encoder to the runtime's reader.
 if(TARGET mlcrt)
+  # the fsdp pass and the plan's schedule: streams, and no step before what it depends on
+  add_executable(test_schedule ${MLC_ROOT}/tests/unit/test_schedule.c)
+  target_link_libraries(test_schedule PRIVATE mlccore PkgConfig::CMOCKA)
+  target_compile_definitions(test_schedule PRIVATE MLC_SOURCE_DIR="${MLC_ROOT}")
+  add_test(NAME unit.schedule COMMAND test_schedule)
+  set_tests_properties(unit.schedule PROPERTIES LABELS unit TIMEOUT 120)
   add_executable(test_plan ${MLC_ROOT}/tests/unit/test_plan.c)
   target_link_libraries(test_plan PRIVATE mlccore mlcrt PkgConfig::CMOCKA)
   target_compile_definitions(test_plan PRIVATE MLC_SOURCE_DIR="${MLC_ROOT}")
