@@ -39,6 +39,7 @@
 #include <stdint.h>
 
 #include "ir/fused.h"
+#include "codegen/gemm_shape.h"
 #include "ir/ir.h"
 
 /* What differs between the C-like targets. */
@@ -194,22 +195,10 @@ const char *cc_const_lit(cc *c, const mlc_node *k);
  * type; NULL if op is not elementwise.  Fused kernels chain these. */
 const char *cc_ew_expr(cc *c, int op, int in_dt, int out_dt, const char *const *x);
 
-/* A GEMM as both targets' emitters see it:
- *   C[b][M,N] = A[b][M,K] B[b][K,N], f32 accumulation, C dense row-major;
- *   a_km: A stored [K,M] (matmul_tn) else [M,K]; b_nk: B stored [N,K]
- *   (linear's weight) else [K,N]; nb batch dims of sizes bdim[] with element
- *   strides bsa[] (A) and bsb[] (B), 0 along a broadcast one.  A MATMUL whose
- *   B is the same for every batch and whose A is dense has its batch folded
- *   into M; LINEAR flattens x's leading dims into M. */
-typedef struct {
-  int dt; /* mlc_dtype of A, B and C */
-  int64_t M, N, K;
-  bool a_km, b_nk;
-  int nb; /* batch dims, outermost first */
-  int64_t bdim[MLC_MAX_RANK], bsa[MLC_MAX_RANK], bsb[MLC_MAX_RANK];
-} cc_gemm_desc;
-bool cc_gemm_desc_of(cc *c, cc_gemm_desc *d); /* gemm_desc.c */
-int64_t cc_gemm_batch(const cc_gemm_desc *d);  /* product of bdim[] */
+/* A GEMM as both targets' emitters see it: codegen/gemm_shape.h (its dt is
+ * also A's and B's dtype here). */
+typedef mlc_gemm_shape cc_gemm_desc;
+bool cc_gemm_desc_of(cc *c, cc_gemm_desc *d); /* gemm_desc.c: the shape, or a failure for a dtype without GEMMs */
 
 bool cc_emit_gemm_msl(cc *c);      /* Metal: matmul, linear, matmul_tn with simdgroup_matrix */
 bool cc_emit_attention_msl(cc *c); /* Metal: attention, attention_grad */

@@ -63,7 +63,7 @@ typedef struct {
 #define GEMM_GROUP 8 /* tile-rows per rasterisation group */
 
 static int64_t gemm_tiles(const gemm_desc *d, int bm, int bn) {
-  return cc_gemm_batch(d) * cc_ceil_div(d->M, bm) * cc_ceil_div(d->N, bn);
+  return mlc_gemm_batch(d) * cc_ceil_div(d->M, bm) * cc_ceil_div(d->N, bn);
 }
 
 static int64_t gemm_smem(const gemm_desc *d, const gemm_cfg *g) {
@@ -101,7 +101,7 @@ static gemm_cfg gemm_pick(const gemm_desc *d) {
  * GEMM and its epilogue (emit_fused.c), which stores instead of C. */
 static void gemm_emit_cfg(cc *c, const gemm_desc *d, const gemm_cfg *g, const mlc_fused_prog *pr) {
   int bm = g->tc ? g->bm : 16 * g->tm, bn = g->tc ? g->bn : 16 * g->tn;
-  int64_t tmn = cc_ceil_div(d->M, bm), tnn = cc_ceil_div(d->N, bn), batch = cc_gemm_batch(d);
+  int64_t tmn = cc_ceil_div(d->M, bm), tnn = cc_ceil_div(d->N, bn), batch = mlc_gemm_batch(d);
   uint32_t threads = g->tc ? (uint32_t)(g->wm * g->wn * 32) : 256;
   if (pr) cc_fused_epilogue(c, pr);
   cc_begin(c, (uint64_t)(batch * tmn * tnn), threads, (uint32_t)gemm_smem(d, g));

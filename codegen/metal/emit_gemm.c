@@ -40,7 +40,7 @@ typedef struct {
 } gemm_cfg;
 
 static int64_t gemm_tiles(const gemm_desc *d, int bm, int bn) {
-  return cc_gemm_batch(d) * cc_ceil_div(d->M, bm) * cc_ceil_div(d->N, bn);
+  return mlc_gemm_batch(d) * cc_ceil_div(d->M, bm) * cc_ceil_div(d->N, bn);
 }
 
 static gemm_cfg gemm_pick(const gemm_desc *d) {
@@ -57,7 +57,7 @@ static uint32_t gemm_smem(const gemm_cfg *g) {
 }
 
 static void gemm_emit_cfg(cc *c, const gemm_desc *d, const gemm_cfg *g, const mlc_fused_prog *pr) {
-  int64_t tmn = cc_ceil_div(d->M, g->bm), tnn = cc_ceil_div(d->N, g->bn), batch = cc_gemm_batch(d);
+  int64_t tmn = cc_ceil_div(d->M, g->bm), tnn = cc_ceil_div(d->N, g->bn), batch = mlc_gemm_batch(d);
   if (batch * tmn * tnn == 0) { /* no elements to write */
     cc_begin(c, 1, 32, 0);
     cc_end(c);

@@ -32,13 +32,11 @@
  */
 #include <string.h>
 
+#include "codegen/gemm_shape.h"
 #include "codegen/spirv/emit.h"
 
 typedef struct {
-  int64_t M, N, K;
-  bool a_km, b_nk;
-  int nb;
-  int64_t bdim[MLC_MAX_RANK], bsa[MLC_MAX_RANK], bsb[MLC_MAX_RANK];
+  mlc_gemm_shape g; /* codegen/gemm_shape.h */
   /* the store: dtype, and the epilogue (NULL: the accumulator rounded to odt) */
   int odt;
   sv_epi_fn epi;
@@ -55,45 +53,7 @@ static void out_bits(sv *s, const gemm_desc *d, uint32_t at, uint32_t acc, uint3
   *hi = 0;
 }
 
-static int64_t batch_of(const gemm_desc *d) {
-  int64_t n = 1;
-  for (int i = 0; i < d->nb; i++) n *= d->bdim[i];
-  return n;
-}
-
-static void desc_of(const sv *s, int op, const mlc_type *o, gemm_desc *d) {
-  const mlc_type *a = sv_in(s, 0), *b = sv_in(s, 1);
-  memset(d, 0, sizeof *d);
-  if (op == MLC_OP_MATMUL_TN) {
-    d->K = a->dim[0], d->M = a->dim[1], d->N = b->dim[1], d->a_km = true;
-    return;
-  }
-  if (op == MLC_OP_LINEAR) {
-    d->K = b->dim[1], d->N = b->dim[0], d->b_nk = true;
-    d->M = 1;
-    for (int i = 0; i + 1 < a->rank; i++) d->M *= a->dim[i];
-    return;
-  }
-  d->M = a->dim[a->rank - 2], d->K = a->dim[a->rank - 1], d->N = b->dim[b->rank - 1];
-  d->nb = o->rank - 2;
-  int64_t sa = d->M * d->K, sbb = d->K * d->N;
-  bool b_shared = true, a_full = true;
-  for (int i = d->nb - 1; i >= 0; i--) {
-    int ia = i - (o->rank - a->rank), ib = i - (o->rank - b->rank);
-    int64_t da = ia >= 0 ? a->dim[ia] : 1, db = ib >= 0 ? b->dim[ib] : 1;
-    d->bdim[i] = o->dim[i];
-    d->bsa[i] = da == 1 ? 0 : sa;
-    d->bsb[i] = db == 1 ? 0 : sbb;
-    if (d->bsb[i] && o->dim[i] > 1) b_shared = false;
-    if (da != o->dim[i]) a_full = false;
-    sa *= da;
-    sbb *= db;
-  }
-  if (b_shared && a_full) {
-    d->M *= batch_of(d);
-    d->nb = 0;
-  }
-}
+static int64_t batch_of(const gemm_desc *d) { return mlc_gemm_batch(&d->g); }
 
 typedef struct {
   uint32_t oa, ob, oc; /* element offsets of this batch's A, B, C */
@@ -102,20 +62,20 @@ typedef struct {
 
 /* Decodes the flat group index into batch and tile, BMxBN tiles. */
 static void tile_of(sb *b, const gemm_desc *d, uint32_t grp, int bm, int bn, tile_pos *t) {
-  int64_t tm = sv_ceil_div(d->M, bm), tn = sv_ceil_div(d->N, bn);
+  int64_t tm = sv_ceil_div(d->g.M, bm), tn = sv_ceil_div(d->g.N, bn);
   uint32_t tiles = sb_u32(b, (uint32_t)(tm * tn));
   uint32_t bi = sb_div(b, grp, tiles), r = sb_mod(b, grp, tiles);
   t->m0 = sb_mulc(b, sb_div(b, r, sb_u32(b, (uint32_t)tn)), (uint32_t)bm);
   t->n0 = sb_mulc(b, sb_mod(b, r, sb_u32(b, (uint32_t)tn)), (uint32_t)bn);
   t->oa = t->ob = sb_u32(b, 0);
-  t->oc = sb_mulc(b, bi, (uint32_t)(d->M * d->N));
+  t->oc = sb_mulc(b, bi, (uint32_t)(d->g.M * d->g.N));
   uint32_t q = bi;
-  for (int k = d->nb - 1; k >= 0; k--) {
-    if (d->bdim[k] == 1) continue;
-    uint32_t i = sb_mod(b, q, sb_u32(b, (uint32_t)d->bdim[k]));
-    q = sb_div(b, q, sb_u32(b, (uint32_t)d->bdim[k]));
-    if (d->bsa[k]) t->oa = sb_add(b, t->oa, sb_mulc(b, i, (uint32_t)d->bsa[k]));
-    if (d->bsb[k]) t->ob = sb_add(b, t->ob, sb_mulc(b, i, (uint32_t)d->bsb[k]));
+  for (int k = d->g.nb - 1; k >= 0; k--) {
+    if (d->g.bdim[k] == 1) continue;
+    uint32_t i = sb_mod(b, q, sb_u32(b, (uint32_t)d->g.bdim[k]));
+    q = sb_div(b, q, sb_u32(b, (uint32_t)d->g.bdim[k]));
+    if (d->g.bsa[k]) t->oa = sb_add(b, t->oa, sb_mulc(b, i, (uint32_t)d->g.bsa[k]));
+    if (d->g.bsb[k]) t->ob = sb_add(b, t->ob, sb_mulc(b, i, (uint32_t)d->g.bsb[k]));
   }
 }
 
@@ -174,8 +134,8 @@ static void stage(sb *b, const operand *o, uint32_t k0, uint32_t lid, uint32_t n
 }
 
 static void operands(sv *s, const gemm_desc *d, const tile_pos *t, operand *A, operand *B) {
-  *A = (operand){0, sv_in(s, 0)->dtype, t->oa, !d->a_km, d->a_km ? d->M : d->K, d->M, d->K, t->m0};
-  *B = (operand){1, sv_in(s, 1)->dtype, t->ob, d->b_nk, d->b_nk ? d->K : d->N, d->N, d->K, t->n0};
+  *A = (operand){0, sv_in(s, 0)->dtype, t->oa, !d->g.a_km, d->g.a_km ? d->g.M : d->g.K, d->g.M, d->g.K, t->m0};
+  *B = (operand){1, sv_in(s, 1)->dtype, t->ob, d->g.b_nk, d->g.b_nk ? d->g.K : d->g.N, d->g.N, d->g.K, t->n0};
 }
 
 #define BK 16
@@ -184,8 +144,8 @@ static void operands(sv *s, const gemm_desc *d, const tile_pos *t, operand *A, o
 /* T x T outputs per thread, 16 x 16 threads: a (16 T) x (16 T) tile of C. */
 static bool emit_tiled(sv *s, const gemm_desc *d) {
   sb *b = s->b;
-  int T = batch_of(d) * sv_ceil_div(d->M, 128) * sv_ceil_div(d->N, 128) >= GEMM_BIG_TILES ? 8 : 4, BT = 16 * T;
-  int64_t groups = batch_of(d) * sv_ceil_div(d->M, BT) * sv_ceil_div(d->N, BT);
+  int T = batch_of(d) * sv_ceil_div(d->g.M, 128) * sv_ceil_div(d->g.N, 128) >= GEMM_BIG_TILES ? 8 : 4, BT = 16 * T;
+  int64_t groups = batch_of(d) * sv_ceil_div(d->g.M, BT) * sv_ceil_div(d->g.N, BT);
   uint32_t As = sb_shared(b, b->t_f32, (uint32_t)(BK * BT)), Bs = sb_shared(b, b->t_f32, (uint32_t)(BK * BT));
   uint32_t grp = sv_begin(s, (uint64_t)groups, 256);
   sb_if guard;
@@ -199,7 +159,7 @@ static bool emit_tiled(sv *s, const gemm_desc *d) {
   for (int i = 0; i < T; i++)
     for (int j = 0; j < T; j++) acc[i][j] = sb_local(b, b->t_f32, sb_f32(b, 0.f));
   sb_loop l;
-  uint32_t k0 = sb_for(b, &l, sb_u32(b, 0), sb_u32(b, (uint32_t)d->K), sb_u32(b, BK));
+  uint32_t k0 = sb_for(b, &l, sb_u32(b, 0), sb_u32(b, (uint32_t)d->g.K), sb_u32(b, BK));
   stage(b, &A, k0, lid, 256, BT, BK, As, b->t_f32, true, false);
   stage(b, &B, k0, lid, 256, BT, BK, Bs, b->t_f32, true, false);
   sb_barrier(b);
@@ -215,14 +175,14 @@ static bool emit_tiled(sv *s, const gemm_desc *d) {
   sb_barrier(b);
   sb_for_end(b, &l);
   int odt = d->odt;
-  bool words = mlc_dtype_size((mlc_dtype)odt) == 2 && d->N % 2 == 0;
+  bool words = mlc_dtype_size((mlc_dtype)odt) == 2 && d->g.N % 2 == 0;
   for (int i = 0; i < T; i++) {
     uint32_t m = sb_add(b, t.m0, sb_addc(b, ty, (uint32_t)(16 * i)));
     for (int j = 0; j < T; j += words ? 2 : 1) {
       uint32_t n = sb_add(b, t.n0, sb_addc(b, sb_mulc(b, tx, 2), (uint32_t)(32 * (j / 2) + j % 2)));
       sb_if w;
-      sb_if_begin(b, &w, sb_land(b, sb_ult(b, m, sb_u32(b, (uint32_t)d->M)), sb_ult(b, n, sb_u32(b, (uint32_t)d->N))), false);
-      uint32_t at = sb_add(b, t.oc, sb_add(b, sb_mulc(b, m, (uint32_t)d->N), n)), lo, hi, lo2, hi2;
+      sb_if_begin(b, &w, sb_land(b, sb_ult(b, m, sb_u32(b, (uint32_t)d->g.M)), sb_ult(b, n, sb_u32(b, (uint32_t)d->g.N))), false);
+      uint32_t at = sb_add(b, t.oc, sb_add(b, sb_mulc(b, m, (uint32_t)d->g.N), n)), lo, hi, lo2, hi2;
       out_bits(s, d, at, sb_ld(b, acc[i][j]), &lo, &hi);
       if (words) { /* n is even and N too: n + 1 < N, and the pair is one word */
         out_bits(s, d, sb_addc(b, at, 1), sb_ld(b, acc[i][j + 1]), &lo2, &hi2);
@@ -252,7 +212,7 @@ static bool emit_coopmat(sv *s, const gemm_desc *d) {
   uint32_t mat_h = sb_type(b, SpvOpTypeCooperativeMatrixNV, 4, ta), mat_f = sb_type(b, SpvOpTypeCooperativeMatrixNV, 4, tc);
   /* a cooperative matrix constant has one constituent, for every element */
   uint32_t f0 = sb_f32(b, 0.f), zero = sb_constant(b, SpvOpConstantComposite, mat_f, 1, &f0);
-  int64_t groups = batch_of(d) * sv_ceil_div(d->M, CT) * sv_ceil_div(d->N, CT);
+  int64_t groups = batch_of(d) * sv_ceil_div(d->g.M, CT) * sv_ceil_div(d->g.N, CT);
   uint32_t As = sb_shared(b, h, CT * CK), Bs = sb_shared(b, h, CK * CT), Cs = sb_shared(b, b->t_f32, CT * CT);
   uint32_t grp = sv_begin(s, (uint64_t)groups, CW);
   sb_if guard;
@@ -268,7 +228,7 @@ static bool emit_coopmat(sv *s, const gemm_desc *d) {
     for (int j = 0; j < 2; j++) acc[i][j] = sb_local(b, mat_f, zero);
   uint32_t fals = sb_bool(b, false), ph = sb_ptr(b, SpvStorageClassWorkgroup, h), pf = sb_ptr(b, SpvStorageClassWorkgroup, b->t_f32);
   sb_loop l;
-  uint32_t k0 = sb_for(b, &l, sb_u32(b, 0), sb_u32(b, (uint32_t)d->K), sb_u32(b, CK));
+  uint32_t k0 = sb_for(b, &l, sb_u32(b, 0), sb_u32(b, (uint32_t)d->g.K), sb_u32(b, CK));
   /* A as [CT rows of m][CK] row-major, B as [CK][CT] row-major (k-major) */
   stage(b, &A, k0, lid, CW, CT, CK, As, h, false, true);
   stage(b, &B, k0, lid, CW, CT, CK, Bs, h, true, true);
@@ -299,14 +259,14 @@ static bool emit_coopmat(sv *s, const gemm_desc *d) {
     }
   sb_barrier(b);
   int odt = d->odt;
-  bool words = mlc_dtype_size((mlc_dtype)odt) == 2 && d->N % 2 == 0;
+  bool words = mlc_dtype_size((mlc_dtype)odt) == 2 && d->g.N % 2 == 0;
   int V = words ? 2 : 1;
   for (int q = 0; q < CT * CT / CW / V; q++) {
     uint32_t e = sb_mulc(b, sb_addc(b, lid, (uint32_t)(q * CW)), (uint32_t)V);
     uint32_t m = sb_add(b, t.m0, sb_div(b, e, sb_u32(b, CT))), n = sb_add(b, t.n0, sb_mod(b, e, sb_u32(b, CT)));
     sb_if w;
-    sb_if_begin(b, &w, sb_land(b, sb_ult(b, m, sb_u32(b, (uint32_t)d->M)), sb_ult(b, n, sb_u32(b, (uint32_t)d->N))), false);
-    uint32_t at = sb_add(b, t.oc, sb_add(b, sb_mulc(b, m, (uint32_t)d->N), n)), lo, hi, lo2, hi2;
+    sb_if_begin(b, &w, sb_land(b, sb_ult(b, m, sb_u32(b, (uint32_t)d->g.M)), sb_ult(b, n, sb_u32(b, (uint32_t)d->g.N))), false);
+    uint32_t at = sb_add(b, t.oc, sb_add(b, sb_mulc(b, m, (uint32_t)d->g.N), n)), lo, hi, lo2, hi2;
     out_bits(s, d, at, sb_sh_ld(b, Cs, b->t_f32, e), &lo, &hi);
     if (words) { /* n even, N even: the pair is one word */
       out_bits(s, d, sb_addc(b, at, 1), sb_sh_ld(b, Cs, b->t_f32, sb_addc(b, e, 1)), &lo2, &hi2);
@@ -327,7 +287,8 @@ bool sv_emit_gemm_of(sv *s, int op, const mlc_type *otype, sv_epi_fn epi, void *
   gemm_desc d;
   int dt = otype->dtype;
   if (!mlc_dtype_is_float((mlc_dtype)dt)) return sv_fail(s, "no GEMM for dtype %s", mlc_dtype_name((mlc_dtype)dt));
-  desc_of(s, op, otype, &d);
+  memset(&d, 0, sizeof d);
+  mlc_gemm_shape_of(op, sv_in(s, 0), sv_in(s, 1), otype, &d.g);
   d.odt = epi ? epi_dt : dt;
   d.epi = epi;
   d.ctx = ctx;
