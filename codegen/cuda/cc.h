@@ -199,6 +199,9 @@ const char *cc_ew_expr(cc *c, int op, int in_dt, int out_dt, const char *const *
  * also A's and B's dtype here). */
 typedef mlc_gemm_shape cc_gemm_desc;
 bool cc_gemm_desc_of(cc *c, cc_gemm_desc *d); /* gemm_desc.c: the shape, or a failure for a dtype without GEMMs */
+/* The same for the node being emitted, a GEMM or a FUSED group headed by
+ * one: then *fused is set and pr holds the group's program. */
+bool cc_gemm_desc_node(cc *c, cc_gemm_desc *d, mlc_fused_prog *pr, bool *fused);
 
 bool cc_emit_gemm_msl(cc *c);      /* Metal: matmul, linear, matmul_tn with simdgroup_matrix */
 bool cc_emit_attention_msl(cc *c); /* Metal: attention, attention_grad */

@@ -150,19 +150,8 @@ static void gemm_emit_cfg(cc *c, const gemm_desc *d, const gemm_cfg *g, const ml
 bool cc_emit_gemm(cc *c) {
   gemm_desc d;
   mlc_fused_prog pr;
-  bool fused = c->n->op == MLC_OP_FUSED;
-  if (fused) {
-    mlc_node gn;
-    if (!cc_fused_program(c, &pr)) return false;
-    if (!cc_fused_gemm_node(c, &pr, &gn)) return cc_fail(c, "fused program without a GEMM");
-    const mlc_node *n = c->n;
-    c->n = &gn;
-    bool ok = cc_gemm_desc_of(c, &d);
-    c->n = n;
-    if (!ok) return false;
-  } else if (!cc_gemm_desc_of(c, &d)) {
-    return false;
-  }
+  bool fused;
+  if (!cc_gemm_desc_node(c, &d, &pr, &fused)) return false;
   gemm_cfg g = gemm_pick(&d);
   gemm_emit_cfg(c, &d, &g, fused ? &pr : NULL);
   return true;

@@ -1,5 +1,5 @@
 /* The GEMM descriptor both C-like targets build from a MATMUL, MATMUL_TN or
- * LINEAR node: the shared shape (codegen/gemm_shape.c), for the dtypes the
+ * LINEAR node (or a FUSED group headed by one): the shared shape (codegen/gemm_shape.c), for the dtypes the
  * GEMM kernels have. */
 #include "codegen/cuda/cc.h"
 
@@ -9,4 +9,17 @@ bool cc_gemm_desc_of(cc *c, cc_gemm_desc *d) {
     return cc_fail(c, "no %s GEMM for dtype %s", c->t->name, mlc_dtype_name((mlc_dtype)o->dtype));
   mlc_gemm_shape_of(c->n->op, cc_in(c, 0), cc_in(c, 1), o, d);
   return true;
+}
+
+bool cc_gemm_desc_node(cc *c, cc_gemm_desc *d, mlc_fused_prog *pr, bool *fused) {
+  *fused = c->n->op == MLC_OP_FUSED;
+  if (!*fused) return cc_gemm_desc_of(c, d);
+  mlc_node gn;
+  if (!cc_fused_program(c, pr)) return false;
+  if (!cc_fused_gemm_node(c, pr, &gn)) return cc_fail(c, "fused program without a GEMM");
+  const mlc_node *n = c->n; /* the GEMM's operands are the group's first inputs */
+  c->n = &gn;
+  bool ok = cc_gemm_desc_of(c, d);
+  c->n = n;
+  return ok;
 }
