@@ -157,19 +157,21 @@ static bool rebuild(fsdp_ctx *c, mlc_func *f, bool train) {
   uint32_t loss = NONE;
   for (uint32_t i = 0; i < old.noutputs; i++)
     if (!strcmp(old.outputs[i].name, "loss")) loss = old.outputs[i].node;
-  /* grad_node[old node]: the parameter whose "grad:" output it is, or NONE. */
-  uint32_t *grad_param = mlc_arena_alloc(p->arena, (old.n + 1) * sizeof *grad_param);
-  for (uint32_t i = 0; i < old.n; i++) grad_param[i] = NONE;
-  if (train)
-    for (uint32_t o = 0; o < old.noutputs; o++) {
-      const char *name = old.outputs[o].name;
-      if (strncmp(name, "grad:", 5)) continue;
-      for (uint32_t k = 0; k < p->nparams; k++)
-        if (p->params[k].flat && !strcmp(p->params[k].name, name + 5)) {
-          uint32_t u = c->unit_of[k], node = old.outputs[o].node;
-          if (c->units[u].last_grad == NONE || node > c->units[u].last_grad) c->units[u].last_grad = node;
-        }
-    }
+  /* out_param[o]: the sharded weight whose "grad:" output o is, or NONE;
+   * has_grad[old node]: some such output is it. */
+  uint32_t *out_param = mlc_arena_alloc(p->arena, (old.noutputs + 1) * sizeof *out_param);
+  bool *has_grad = mlc_arena_alloc(p->arena, (old.n + 1) * sizeof *has_grad);
+  memset(has_grad, 0, (old.n + 1) * sizeof *has_grad);
+  for (uint32_t o = 0; o < old.noutputs; o++) {
+    const char *name = old.outputs[o].name;
+    out_param[o] = NONE;
+    for (uint32_t k = 0; train && !strncmp(name, "grad:", 5) && k < p->nparams && out_param[o] == NONE; k++)
+      if (p->params[k].flat && !strcmp(p->params[k].name, name + 5)) out_param[o] = k;
+    if (out_param[o] == NONE) continue;
+    uint32_t u = c->unit_of[out_param[o]], node = old.outputs[o].node;
+    has_grad[node] = true;
+    if (c->units[u].last_grad == NONE || node > c->units[u].last_grad) c->units[u].last_grad = node;
+  }
   uint32_t *grad_of = mlc_arena_alloc(p->arena, (p->nparams + 1) * sizeof *grad_of);
   for (uint32_t k = 0; k < p->nparams; k++) grad_of[k] = NONE;
   /* The order in which each phase first uses the units: each unit's gather
@@ -225,23 +227,17 @@ static bool rebuild(fsdp_ctx *c, mlc_func *f, bool train) {
     f->nodes[id].type = n->type;
     if (n->op == MLC_OP_INPUT) mlc_u32vec_push(p->arena, &f->inputs, id);
     map[i] = id;
-    if (!train) continue;
+    if (!has_grad[i]) continue;
     for (uint32_t o = 0; o < old.noutputs; o++)
-      if (old.outputs[o].node == i && !strncmp(old.outputs[o].name, "grad:", 5))
-        for (uint32_t k = 0; k < p->nparams; k++)
-          if (p->params[k].flat && !strcmp(p->params[k].name, old.outputs[o].name + 5)) grad_of[k] = id;
+      if (out_param[o] != NONE && old.outputs[o].node == i) grad_of[out_param[o]] = id;
     for (uint32_t u = 0; u < c->nunits; u++)
       if (c->units[u].last_grad == i) reduce(c, u, grad_of, &step);
   }
   for (uint32_t o = 0; o < old.noutputs; o++) {
-    const char *name = old.outputs[o].name;
-    bool sharded_grad = false;
-    if (!strncmp(name, "grad:", 5))
-      for (uint32_t k = 0; k < p->nparams; k++)
-        if (p->params[k].flat && !strcmp(p->params[k].name, name + 5)) sharded_grad = true;
-    if (sharded_grad) continue;
+    if (out_param[o] != NONE) continue; /* reduced and applied where it was computed */
     uint32_t j = old.outputs[o].node;
-    mlc_func_add_output(p, f, name, param_of[j] != NONE ? weight(c, param_of[j], 0, old.nodes[j].type.dtype) : map[j]);
+    mlc_func_add_output(p, f, old.outputs[o].name,
+                        param_of[j] != NONE ? weight(c, param_of[j], 0, old.nodes[j].type.dtype) : map[j]);
   }
   return true;
 }
