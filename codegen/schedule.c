@@ -53,14 +53,20 @@ static uint32_t touches(const mlc_program *p, const mlc_func *f, uint32_t i, ran
   return n->nin;
 }
 
-static bool conflict(const range *rd_s, uint32_t nrd_s, const range *wr_s, uint32_t nwr_s, const range *rd_t, uint32_t nrd_t,
-                     const range *wr_t, uint32_t nwr_t) {
-  for (uint32_t a = 0; a < nwr_t; a++) {
-    for (uint32_t b = 0; b < nrd_s; b++) if (overlap(wr_t[a], rd_s[b])) return true;
-    for (uint32_t b = 0; b < nwr_s; b++) if (overlap(wr_t[a], wr_s[b])) return true;
+/* What one step reads and writes, worked out once. */
+typedef struct {
+  range *rd, wr[4];
+  uint32_t nrd, nwr;
+} step_io;
+
+/* Must s wait for t: t wrote what s reads or writes, or read what s writes? */
+static bool conflict(const step_io *s, const step_io *t) {
+  for (uint32_t a = 0; a < t->nwr; a++) {
+    for (uint32_t b = 0; b < s->nrd; b++) if (overlap(t->wr[a], s->rd[b])) return true;
+    for (uint32_t b = 0; b < s->nwr; b++) if (overlap(t->wr[a], s->wr[b])) return true;
   }
-  for (uint32_t a = 0; a < nrd_t; a++)
-    for (uint32_t b = 0; b < nwr_s; b++) if (overlap(rd_t[a], wr_s[b])) return true;
+  for (uint32_t a = 0; a < t->nrd; a++)
+    for (uint32_t b = 0; b < s->nwr; b++) if (overlap(t->rd[a], s->wr[b])) return true;
   return false;
 }
 
@@ -83,18 +89,17 @@ void mlc_schedule(const mlc_program *p, const mlc_func *f, const uint32_t *kid, 
   if (!comm) return;
   /* covered[s]: the last step of the other stream that stream s has waited for. */
   int64_t covered[2] = {-1, -1};
-  uint32_t maxin = 1;
-  for (uint32_t i = 0; i < n; i++) maxin = f->nodes[i].nin > maxin ? f->nodes[i].nin : maxin;
-  range *rd_s = mlc_arena_alloc(a, maxin * sizeof *rd_s), *rd_t = mlc_arena_alloc(a, maxin * sizeof *rd_t), wr_s[4], wr_t[4];
+  step_io *io = mlc_arena_alloc(a, (nsteps + 1) * sizeof *io);
   for (uint32_t s = 0; s < nsteps; s++) {
-    uint32_t i = node_of[s], nwr_s, nwr_t;
-    uint32_t nrd_s = touches(p, f, i, rd_s, wr_s, &nwr_s);
+    io[s].rd = mlc_arena_alloc(a, (f->nodes[node_of[s]].nin + 1) * sizeof *io[s].rd);
+    io[s].nrd = touches(p, f, node_of[s], io[s].rd, io[s].wr, &io[s].nwr);
+  }
+  for (uint32_t s = 0; s < nsteps; s++) {
+    uint32_t i = node_of[s];
     uint8_t st = out->stream[i];
     for (int64_t t = (int64_t)s - 1; t > covered[st]; t--) {
-      uint32_t j = node_of[t];
-      if (out->stream[j] == st) continue;
-      uint32_t nrd_t = touches(p, f, j, rd_t, wr_t, &nwr_t);
-      if (conflict(rd_s, nrd_s, wr_s, nwr_s, rd_t, nrd_t, wr_t, nwr_t)) {
+      if (out->stream[node_of[t]] == st) continue;
+      if (conflict(&io[s], &io[t])) {
         out->wait[i] = (uint32_t)t;
         covered[st] = t;
         break;
