@@ -296,6 +296,22 @@ static bool shape_attention(rule_ctx *c) {
   return true;
 }
 
+/* attention_save's flat result: the output [b, h, s, d], then an f32 per row
+ * in two 16-bit slots. */
+static int64_t attention_saved_numel(const mlc_type *q) {
+  int64_t rows = q->dim[0] * q->dim[1] * q->dim[2];
+  return rows * q->dim[3] + 2 * rows;
+}
+
+static bool shape_attention_save(rule_ctx *c) {
+  if (!shape_attention(c)) return false;
+  const mlc_type *q = c->in[0], *v = c->in[2];
+  if (mlc_dtype_size(q->dtype) != 2 || v->dim[3] != q->dim[3] || q->dim[2] != c->in[1]->dim[2])
+    return fail(c, "attention_save needs 16-bit q, k, v of one shape, got %s, %s, %s", TSTR(q), TSTR(c->in[1]), TSTR(v));
+  *c->out = (mlc_type){.dtype = q->dtype, .rank = 1, .dim = {attention_saved_numel(q)}};
+  return check_numel(c, c->out);
+}
+
 static bool shape_cross_entropy(rule_ctx *c) {
   const mlc_type *x = c->in[0], *t = c->in[1];
   if (!need_float(c, x, "cross_entropy")) return false;
@@ -390,6 +406,11 @@ static bool shape_attention_grad(rule_ctx *c) {
     if (!mlc_type_eq(g, c->in[i])) return fail(c, "attention_grad needs g, q, k, v of one shape, got %s and %s", TSTR(g), TSTR(c->in[i]));
   if (!need_float(c, g, "attention_grad")) return false;
   if (g->rank != 4) return fail(c, "attention_grad needs [batch, heads, seq, dim] tensors, got %s", TSTR(g));
+  if (c->n->nin == 5) {
+    const mlc_type *sv = c->in[4];
+    if (mlc_dtype_size(g->dtype) != 2 || sv->dtype != g->dtype || sv->rank != 1 || sv->dim[0] != attention_saved_numel(g))
+      return fail(c, "attention_grad_saved needs attention_save's result for %s, got %s", TSTR(g), TSTR(sv));
+  }
   mlc_type o = {.dtype = g->dtype, .rank = 5, .dim = {3, g->dim[0], g->dim[1], g->dim[2], g->dim[3]}};
   *c->out = o;
   return check_numel(c, &o);
@@ -478,7 +499,7 @@ static void cost_embedding(cost_ctx *c) {
 
 static void cost_attention(cost_ctx *c) {
   const mlc_type *q = in_type(c, 0), *k = in_type(c, 1);
-  double f = 2.0 * q->dim[0] * q->dim[1] * q->dim[2] * k->dim[2] * (q->dim[3] + c->n->type.dim[3]);
+  double f = 2.0 * q->dim[0] * q->dim[1] * q->dim[2] * k->dim[2] * (q->dim[3] + in_type(c, 2)->dim[3]);
   c->flops = c->n->a.causal ? f / 2 : f;
   c->bytes = io_bytes(c);
 }

@@ -48,6 +48,8 @@ uint32_t mlc_optimizer_update(mlc_program *p, mlc_func *f, uint32_t param, uint3
 /* Training with `shard = fsdp(...)` on a sharded target (passes/fsdp.c). */
 bool mlc_pass_fsdp(mlc_pass_ctx *c);
 bool mlc_pass_precision(mlc_pass_ctx *c);
+/* CUDA targets: attention keeps its log-sum-exp for its gradient (passes/attnsave.c). */
+bool mlc_pass_attnsave(mlc_pass_ctx *c);
 /* GPU targets: matmul(transpose(a), b) -> matmul_tn(a, b), then dead nodes go. */
 bool mlc_pass_fuse(mlc_pass_ctx *c);
 

@@ -14,6 +14,7 @@ static const struct {
   {"autodiff", mlc_pass_autodiff},
   {"fsdp", mlc_pass_fsdp},
   {"optimizer", mlc_pass_optimizer},
+  {"attnsave", mlc_pass_attnsave},
   {"fuse", mlc_pass_fuse},
   {"memplan", mlc_pass_memplan},
 };
@@ -32,7 +33,7 @@ bool mlc_pipeline_has_pass(const char *name) {
   return false;
 }
 
-const char *mlc_pipeline_pass_names(void) { return "lower, shapes, precision, autodiff, fsdp, optimizer, fuse, memplan"; }
+const char *mlc_pipeline_pass_names(void) { return "lower, shapes, precision, autodiff, fsdp, optimizer, attnsave, fuse, memplan"; }
 
 static void dump(const mlc_pipeline_options *o, const mlc_program *p, const char *name) {
   if (!o->print_after || !o->dump) return;

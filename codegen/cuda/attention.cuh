@@ -55,7 +55,8 @@ MLC_FN void mlc_attn_ld(unsigned short *s, const void *g, int r0) {
 // values stream through shared memory 64 at a time, double-buffered with
 // cp.async.  S = q k^T and o += p v by mma.sync; online softmax in registers,
 // in base 2 (sl2 = scale * log2 e).
-// MODE 0: out = o.  MODE 1 (attention_grad's statistics; g = dO): writes
+// MODE 0: out = o.  MODE 2 (attention_save): out = o and stats[row] = lse2.
+// MODE 1 (attention_grad's statistics; g = dO): writes
 // stats[row] = lse2 (max + log2 sum, base 2), stats[BH*SQ + row] = dO.o, and
 // zeroes the row of dq (f32 [BH*SQ][D]).
 template <class T, int D, int W, int BH, int SQ, int SK, int CAUSAL, int MODE>
@@ -169,7 +170,7 @@ MLC_FN void mlc_attn_fwd_tc(const T *q, const T *k, const T *v, T *out, const T 
     lrow[r] += __shfl_xor_sync(0xffffffffu, lrow[r], 2);
     inv[r] = lrow[r] > 0.f ? 1.f / lrow[r] : 0.f;
   }
-  if (MODE == 0) {
+  if (MODE != 1) {
 #pragma unroll
     for (int r = 0; r < 2; r++) {
       int row = ra + r * 8;
@@ -177,6 +178,7 @@ MLC_FN void mlc_attn_fwd_tc(const T *q, const T *k, const T *v, T *out, const T 
         unsigned *orow = (unsigned *)(out + ((size_t)bh * SQ + row) * D);
 #pragma unroll
         for (int t = 0; t < D / 8; t++) orow[t * 4 + tq] = mlc_attn_pack<BF>(o[t][2 * r] * inv[r], o[t][2 * r + 1] * inv[r]);
+        if (MODE == 2 && tq == 0) stats[(size_t)bh * SQ + row] = mrow[r] + log2f(lrow[r]);
       }
     }
   } else {
@@ -204,16 +206,20 @@ MLC_FN void mlc_attn_fwd_tc(const T *q, const T *k, const T *v, T *out, const T 
 }
 
 // attention_grad's main pass on tensor cores (16-bit T, D % 32 == 0): a block
-// is 64 keys of one (batch, head), 4 warps of 16 keys; it walks the query
-// rows 32 at a time (causal: from its first key on), recomputing
+// is 16*W keys of one (batch, head), W warps of 16 keys; it walks the query
+// rows BQ at a time (causal: from its first key on), recomputing
 // S^T = k q^T and dP^T = v dO^T, then P = exp2(S sl2 - lse2),
 // dS = P (dP - D); dV += P^T dO and dK += dS^T q in registers, and
 // dq += dS k by f32 atomics (red.v4 on sm_90) into dq (scaled later).  Writes dk, dv.
-template <class T, int D, int BH, int S, int CAUSAL>
-MLC_FN void mlc_attn_bwd_tc(const T *g, const T *q, const T *k, const T *v, T *out, const float *stats, float *dq,
-                            float scale, float sl2) {
+// More keys per block means fewer passes over q and dO and fewer dq atomics.
+template <class T, int D, int W, int BQ, int BH, int S, int CAUSAL>
+MLC_FN void mlc_attn_bwd_tc(const T *g, const T *q, const T *k, const T *v, T *out, const float *lse2, const float *dsum,
+                            float *dq, float scale, float sl2) {
   const bool BF = mlc_attn_isbf<T>::v;
-  const int BN = 64, BQ = 32, LD = D + 8, LDS = BQ + 8, NTH = 128, NJ = (S + BN - 1) / BN, NI = (S + BQ - 1) / BQ;
+  const int BN = 16 * W, LD = D + 8, LDS = BQ + 8, NTH = 32 * W, NJ = (S + BN - 1) / BN, NI = (S + BQ - 1) / BQ;
+  /* dq's product: BQ / 16 row tiles, the warps of each taking COLS columns */
+  const int RT = BQ / 16, COLS = D / (W / RT);
+  static_assert(W % RT == 0 && COLS % 16 == 0 && 2 * BQ <= NTH, "attention_grad tile");
   int jt, bh;
   if (CAUSAL) { jt = (int)(blockIdx.x / BH); bh = (int)(blockIdx.x % BH); }
   else { jt = (int)(blockIdx.x % NJ); bh = (int)(blockIdx.x / NJ); }
@@ -223,7 +229,7 @@ MLC_FN void mlc_attn_bwd_tc(const T *g, const T *q, const T *k, const T *v, T *o
   unsigned short *sK = (unsigned short *)mlc_attn_sm, *sV = sK + BN * LD, *sQ = sV + BN * LD, *sG = sQ + 2 * BQ * LD,
                  *sS = sG + 2 * BQ * LD;
   float *sL = (float *)(sS + BN * LDS); /* [2][2][BQ]: lse2, D */
-  const float *lse = stats + (size_t)bh * S, *dsm = stats + (size_t)BH * S + (size_t)bh * S;
+  const float *lse = lse2 + (size_t)bh * S, *dsm = dsum + (size_t)bh * S;
   const int ib = CAUSAL ? j0 / BQ : 0;
   mlc_attn_ld<D, BN, NTH, S>(sK, k + hb, j0);
   mlc_attn_ld<D, BN, NTH, S>(sV, v + hb, j0);
@@ -316,20 +322,20 @@ MLC_FN void mlc_attn_bwd_tc(const T *g, const T *q, const T *k, const T *v, T *o
       }
     }
     __syncthreads();
-    /* dq[i0 .. i0+32][:] += dS k: warp w takes 16 rows (w & 1) and half the columns (w >> 1) */
+    /* dq[i0 .. i0+BQ][:] += dS k: warp w takes 16 rows (w % RT) and COLS columns (w / RT) */
     {
-      const int qt = w & 1, dh = w >> 1;
-      float acc[D / 16][4];
+      const int qt = w % RT, dh = w / RT;
+      float acc[COLS / 8][4];
 #pragma unroll
-      for (int t = 0; t < D / 16; t++) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.f;
+      for (int t = 0; t < COLS / 8; t++) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.f;
 #pragma unroll
       for (int kk = 0; kk < BN / 16; kk++) {
         unsigned a[4];
         mlc_attn_ldmt(a, mlc_attn_saddr(sS + (kk * 16 + ((lane >> 4) << 3) + (lane & 7)) * LDS + qt * 16 + ((lane >> 3) & 1) * 8));
 #pragma unroll
-        for (int dn = 0; dn < D / 32; dn++) {
+        for (int dn = 0; dn < COLS / 16; dn++) {
           unsigned b[4];
-          mlc_attn_ldmt(b, mlc_attn_saddr(sK + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + dh * (D / 2) + dn * 16 + (lane >> 4) * 8));
+          mlc_attn_ldmt(b, mlc_attn_saddr(sK + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + dh * COLS + dn * 16 + (lane >> 4) * 8));
           mlc_attn_mma<BF>(acc[2 * dn], a, b[0], b[1]);
           mlc_attn_mma<BF>(acc[2 * dn + 1], a, b[2], b[3]);
         }
@@ -338,9 +344,9 @@ MLC_FN void mlc_attn_bwd_tc(const T *g, const T *q, const T *k, const T *v, T *o
       { /* lane pairs swap halves so that each adds 4 columns of one row: red.v4 */
         const bool odd = tq & 1;
         const int row = i0 + qt * 16 + gq + (odd ? 8 : 0);
-        float *dr = dq + ((size_t)bh * S + (row < S ? row : 0)) * D + dh * (D / 2) + 2 * (tq & ~1);
+        float *dr = dq + ((size_t)bh * S + (row < S ? row : 0)) * D + dh * COLS + 2 * (tq & ~1);
 #pragma unroll
-        for (int t = 0; t < D / 16; t++) {
+        for (int t = 0; t < COLS / 8; t++) {
           float r0 = __shfl_xor_sync(0xffffffffu, odd ? acc[t][0] : acc[t][2], 1);
           float r1 = __shfl_xor_sync(0xffffffffu, odd ? acc[t][1] : acc[t][3], 1);
           float v0 = odd ? r0 : acc[t][0], v1 = odd ? r1 : acc[t][1], v2 = odd ? acc[t][2] : r0, v3 = odd ? acc[t][3] : r1;
@@ -353,9 +359,9 @@ MLC_FN void mlc_attn_bwd_tc(const T *g, const T *q, const T *k, const T *v, T *o
       for (int r = 0; r < 2; r++) {
         int row = i0 + qt * 16 + gq + r * 8;
         if (row < S) {
-          float *dr = dq + ((size_t)bh * S + row) * D + dh * (D / 2) + 2 * tq;
+          float *dr = dq + ((size_t)bh * S + row) * D + dh * COLS + 2 * tq;
 #pragma unroll
-          for (int t = 0; t < D / 16; t++) {
+          for (int t = 0; t < COLS / 8; t++) {
             atomicAdd(dr + t * 8, acc[t][2 * r]);
             atomicAdd(dr + t * 8 + 1, acc[t][2 * r + 1]);
           }
@@ -377,6 +383,24 @@ MLC_FN void mlc_attn_bwd_tc(const T *g, const T *q, const T *k, const T *v, T *o
       }
     }
   }
+}
+
+// attention_grad_saved's first pass: a warp per row of dO, dsum[row] =
+// dO . o (o: the saved forward output), and that row of dq's f32
+// accumulator zeroed.
+template <class T, int D, int ROWS>
+MLC_FN void mlc_attn_prep(const T *g, const T *o, float *dsum, float *dq) {
+  const int row = (int)blockIdx.x * 8 + (int)(threadIdx.x >> 5), lane = threadIdx.x & 31;
+  if (row >= ROWS) return;
+  const T *gr = g + (size_t)row * D, *orow = o + (size_t)row * D;
+  float acc = 0.f;
+#pragma unroll
+  for (int e = lane; e < D; e += 32) acc += to_f32(gr[e]) * to_f32(orow[e]);
+#pragma unroll
+  for (int m = 16; m > 0; m >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, m);
+  if (lane == 0) dsum[row] = acc;
+  float4 *z = (float4 *)(dq + (size_t)row * D);
+  for (int e = lane; e < D / 4; e += 32) z[e] = make_float4(0.f, 0.f, 0.f, 0.f);
 }
 
 // out[i] = x[i] * scale in T, for the first n elements (dq's conversion).

@@ -14,6 +14,9 @@
  * Causal tiles stop at their diagonal.  Everything else (f32, other head
  * dims): a warp per query row, exact f32.
  *
+ * attention_save(q, k, v) (passes/attnsave.c): the forward, also writing
+ * each row's log-sum-exp (base 2) after the output.
+ *
  * attention_grad(g, q, k, v) -> [3, b, h, s, d] (dq, dk, dv), three launches:
  *   0. per query tile: the forward again, giving each row's log-sum-exp and
  *      D = dO . o into scratch (and, on tensor cores, zeroing dq's f32
@@ -25,6 +28,8 @@
  *      key row (dk, dv);
  *   2. tensor cores: dq's accumulator times scale, converted; otherwise a
  *      warp per query row computes dq.
+ * attention_grad_saved(g, q, k, v, saved): launch 0 is only D = dO . o from
+ * the saved output (and dq's zeroing); lse2 is read from what was saved.
  *
  * Blocks that ask for more than 48 KB of dynamic shared memory need the
  * function's CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES raised.
@@ -34,7 +39,6 @@
 
 #include "codegen/cuda/cc.h"
 
-/* Generated from tests/gpu/dev_attn/attn_prelude.cuh by tests/gpu/dev_attn/embed.py. */
 /* The device code (cc_attention_prelude) is codegen/cuda/attention.cuh, embedded at build time. */
 
 /* Warps (of 16 query rows each) per forward block: 8 loads each key block
@@ -43,6 +47,44 @@
 static int64_t fwd_warps(bool causal) { return causal ? 4 : 8; }
 
 static bool is16(int dt) { return dt == MLC_DT_BF16 || dt == MLC_DT_F16; }
+
+/* The tensor-core forward, one launch; args: q, k, v, out, dO, stats, dq. */
+static void fwd_tc(cc *c, const char *T, int64_t D, int64_t BH, int64_t SQ, int64_t SK, int causal, int mode,
+                   const char *args, double scale) {
+  int64_t W = fwd_warps(causal), BM = 16 * W, LD = D + 8;
+  cc_begin(c, (uint64_t)(BH * cc_ceil_div(SQ, BM)), (uint32_t)(32 * W), (uint32_t)(2 * (BM * LD + 4 * 64 * LD)));
+  cc_printf(c, "  mlc_attn_fwd_tc<%s, %lld, %lld, %lld, %lld, %lld, %d, %d>(%s, %s);\n", T, (long long)D, (long long)W,
+            (long long)BH, (long long)SQ, (long long)SK, causal, mode, args, cc_flit(c, scale * 1.4426950408889634));
+  cc_end(c);
+}
+
+#ifndef MLC_ATTN_BWD_W
+#define MLC_ATTN_BWD_W 8
+#endif
+#ifndef MLC_ATTN_BWD_BQ
+#define MLC_ATTN_BWD_BQ 32
+#endif
+
+/* The tensor-core gradient's main pass and dq's conversion, given each
+ * row's lse2 and D = dO . o, and dq's zeroed f32 accumulator.  A block:
+ * W warps of 16 keys, over BQ query rows at a time. */
+static void bwd_tc(cc *c, const char *T, int64_t D, int64_t BH, int64_t S, int causal, const char *lse2, const char *dsum,
+                   const char *dq, double scale) {
+  int64_t W = MLC_ATTN_BWD_W, BQ = MLC_ATTN_BWD_BQ;
+  if ((D / (W / (BQ / 16))) % 16) W = 4, BQ = 32; /* too few columns per warp for dq's product (small D) */
+  int64_t LD = D + 8, N = BH * S * D, BN = 16 * W;
+  const char *sc = cc_flit(c, scale);
+  cc_begin(c, (uint64_t)(BH * cc_ceil_div(S, BN)), (uint32_t)(32 * W),
+           (uint32_t)(2 * (2 * BN * LD + 4 * BQ * LD + BN * (BQ + 8)) + 4 * 4 * BQ));
+  cc_printf(c, "  mlc_attn_bwd_tc<%s, %lld, %lld, %lld, %lld, %lld, %d>(in0, in1, in2, in3, out, %s, %s, %s, %s, %s);\n", T,
+            (long long)D, (long long)W, (long long)BQ, (long long)BH, (long long)S, causal, lse2, dsum, dq, sc,
+            cc_flit(c, scale * 1.4426950408889634));
+  cc_end(c);
+  int64_t blocks = cc_ceil_div(N, 256);
+  cc_begin(c, (uint64_t)(blocks < 132 * 16 ? blocks : 132 * 16), 256, 0);
+  cc_printf(c, "  mlc_attn_cvt<%s>(%s, out, %lldull, %s);\n", T, dq, (long long)N, sc);
+  cc_end(c);
+}
 
 static bool emit_fwd(cc *c) {
   const mlc_type *qt = cc_in(c, 0), *kt = cc_in(c, 1), *vt = cc_in(c, 2);
@@ -53,16 +95,15 @@ static bool emit_fwd(cc *c) {
   if (BH * SQ > INT32_MAX / 4 || BH * SK > INT32_MAX / 4 || SK < 1)
     return cc_fail(c, "attention of q %lld x %lld rows and %lld keys is out of range for the CUDA kernel",
                    (long long)BH, (long long)SQ, (long long)SK);
+  bool save = c->n->op == MLC_OP_ATTENTION_SAVE;
   if (is16(qt->dtype) && D == DV && D % 16 == 0 && D <= 128) {
-    int64_t W = fwd_warps(causal), BM = 16 * W, LD = D + 8, NT = cc_ceil_div(SQ, BM);
-    uint32_t smem = (uint32_t)(2 * (BM * LD + 4 * 64 * LD));
-    cc_begin(c, (uint64_t)(BH * NT), (uint32_t)(32 * W), smem);
-    cc_printf(c, "  mlc_attn_fwd_tc<%s, %lld, %lld, %lld, %lld, %lld, %d, 0>(in0, in1, in2, out, (const %s *)0, (float *)0, (float *)0, %s);\n",
-              T, (long long)D, (long long)W, (long long)BH, (long long)SQ, (long long)SK, causal, T,
-              cc_flit(c, scale * 1.4426950408889634));
-    cc_end(c);
+    fwd_tc(c, T, D, BH, SQ, SK, causal, save ? 2 : 0,
+           save ? cc_fmt(c, "in0, in1, in2, out, (const %s *)0, (float *)(out + %lld), (float *)0", T, (long long)(BH * SQ * D))
+                : cc_fmt(c, "in0, in1, in2, out, (const %s *)0, (float *)0, (float *)0", T),
+           scale);
     return true;
   }
+  if (save) return cc_fail(c, "attention_save of %s is not a tensor-core shape (passes/attnsave.c should not have made it)", T);
   int64_t rows = BH * SQ;
   cc_begin(c, (uint64_t)(rows > 0 ? cc_ceil_div(rows, 4) : 1), 128, 0);
   cc_printf(c, "  mlc_attn_fwd_simt<%s, %lld, %lld, %lld, %lld, %lld, %d, 0>(in0, in1, in2, out, (const %s *)0, (float *)0, %s);\n",
@@ -79,28 +120,29 @@ static bool emit_grad(cc *c) {
   double scale = c->n->a.f;
   if (BH * S > INT32_MAX / 4 || S < 1)
     return cc_fail(c, "attention_grad of %lld x %lld rows is out of range for the CUDA kernel", (long long)BH, (long long)S);
-  const char *sc = cc_flit(c, scale);
-  if (is16(gt->dtype) && D % 32 == 0 && D <= 128) {
-    /* scratch: dq's f32 accumulator [BH*S][D], then lse2 [BH*S] and D [BH*S] */
-    c->scratch = (uint64_t)(4 * N + 8 * BH * S);
-    const char *dq = "(float *)scratch", *st = cc_fmt(c, "(float *)(scratch + %lld)", (long long)(4 * N));
-    const char *sl2 = cc_flit(c, scale * 1.4426950408889634);
-    int64_t LD = D + 8, W = fwd_warps(causal), BM = 16 * W;
-    cc_begin(c, (uint64_t)(BH * cc_ceil_div(S, BM)), (uint32_t)(32 * W), (uint32_t)(2 * (BM * LD + 4 * 64 * LD)));
-    cc_printf(c, "  mlc_attn_fwd_tc<%s, %lld, %lld, %lld, %lld, %lld, %d, 1>(in1, in2, in3, out, in0, %s, %s, %s);\n", T,
-              (long long)D, (long long)W, (long long)BH, (long long)S, (long long)S, causal, st, dq, sl2);
+  bool tc = is16(gt->dtype) && D % 32 == 0 && D <= 128;
+  if (c->n->op == MLC_OP_ATTENTION_GRAD_SAVED) {
+    /* scratch: dq's f32 accumulator [BH*S][D], then D [BH*S]; the saved
+     * input (in4) holds the forward's output and then lse2 [BH*S] */
+    if (!tc) return cc_fail(c, "attention_grad_saved of %s is not a tensor-core shape", T);
+    c->scratch = (uint64_t)(4 * N + 4 * BH * S);
+    const char *dsum = cc_fmt(c, "(float *)(scratch + %lld)", (long long)(4 * N));
+    cc_begin(c, (uint64_t)cc_ceil_div(BH * S, 8), 256, 0);
+    cc_printf(c, "  mlc_attn_prep<%s, %lld, %lld>(in0, in4, %s, (float *)scratch);\n", T, (long long)D, (long long)(BH * S), dsum);
     cc_end(c);
-    cc_begin(c, (uint64_t)(BH * cc_ceil_div(S, 64)), 128,
-             (uint32_t)(2 * (2 * 64 * LD + 4 * 32 * LD + 64 * 40) + 4 * 4 * 32));
-    cc_printf(c, "  mlc_attn_bwd_tc<%s, %lld, %lld, %lld, %d>(in0, in1, in2, in3, out, %s, %s, %s, %s);\n", T,
-              (long long)D, (long long)BH, (long long)S, causal, st, dq, sc, sl2);
-    cc_end(c);
-    int64_t blocks = cc_ceil_div(N, 256);
-    cc_begin(c, (uint64_t)(blocks < 132 * 16 ? blocks : 132 * 16), 256, 0);
-    cc_printf(c, "  mlc_attn_cvt<%s>(%s, out, %lldull, %s);\n", T, dq, (long long)N, sc);
-    cc_end(c);
+    bwd_tc(c, T, D, BH, S, causal, cc_fmt(c, "(const float *)(in4 + %lld)", (long long)N), dsum, "(float *)scratch", scale);
     return true;
   }
+  if (tc) {
+    /* scratch: dq's f32 accumulator [BH*S][D], then lse2 [BH*S] and D [BH*S],
+     * both from the forward run again (phase 0) */
+    c->scratch = (uint64_t)(4 * N + 8 * BH * S);
+    const char *st = cc_fmt(c, "(float *)(scratch + %lld)", (long long)(4 * N));
+    fwd_tc(c, T, D, BH, S, S, causal, 1, cc_fmt(c, "in1, in2, in3, out, in0, %s, (float *)scratch", st), scale);
+    bwd_tc(c, T, D, BH, S, causal, st, cc_fmt(c, "%s + %lld", st, (long long)(BH * S)), "(float *)scratch", scale);
+    return true;
+  }
+  const char *sc = cc_flit(c, scale);
   c->scratch = (uint64_t)(8 * BH * S);
   uint64_t grid = (uint64_t)cc_ceil_div(BH * S, 4);
   cc_begin(c, grid, 128, 0);
@@ -120,8 +162,8 @@ static bool emit_grad(cc *c) {
 
 bool cc_emit_attention(cc *c) {
   switch (c->n->op) {
-  case MLC_OP_ATTENTION: return emit_fwd(c);
-  case MLC_OP_ATTENTION_GRAD: return emit_grad(c);
+  case MLC_OP_ATTENTION: case MLC_OP_ATTENTION_SAVE: return emit_fwd(c);
+  case MLC_OP_ATTENTION_GRAD: case MLC_OP_ATTENTION_GRAD_SAVED: return emit_grad(c);
   default: return cc_fail(c, "cc_emit_attention: not an attention op");
   }
 }

@@ -9,12 +9,13 @@
  * embedding_grad: dw[k, :] = sum of g[t, :] over the tokens t with
  * idx[t] == k, in token order, so the result is deterministic (and the same
  * bits as the CPU target's) with no float atomics and no sort:
- *   launch 0: head[k] = INT_MAX for every row k (int scratch)
- *   launch 1: head[k] = the first token with index k (atomicMin on ints,
- *             whose result does not depend on the order)
+ *   launch 0: head[k] = INT_MAX, last[k] = -1 for every row k (int scratch)
+ *   launch 1: head[k] and last[k] = the first and the last token with
+ *             index k (atomicMin and atomicMax on ints, whose results do not
+ *             depend on the order)
  *   launch 2: a block per (row, column chunk): a row no token names is
  *             written as zeros; otherwise the block walks the indices from
- *             head[k] on in chunks of 256, compacts the matches in token
+ *             head[k] to last[k] in chunks of 256, compacts the matches in token
  *             order (ballot + prefix over warps) and adds those rows of g in
  *             that order in f32, then stores once.
  *   Indices outside [0, v) add nothing.
@@ -99,31 +100,34 @@ static bool emit_embedding_grad(cc *c) {
   if (nit > EG_MAX_IT) nit = EG_MAX_IT;
   int64_t nch = cc_ceil_div(nv, THREADS * nit);
   if (V * nch > 0x7fffffffll) return cc_fail(c, "embedding_grad grid too large");
-  c->scratch = (uint64_t)V * 4;
+  c->scratch = (uint64_t)V * 8; /* head [V], then last [V] */
 
   cc_begin(c, (uint64_t)gs_grid(V), THREADS, 0);
   gs_begin(c, "k", V);
-  cc_printf(c, "    ((%sint *)scratch)[k] = 0x7fffffff;\n  }\n", c->t->dev);
+  cc_printf(c, "    ((%sint *)scratch)[k] = 0x7fffffff;\n    ((%sint *)scratch)[%lldll + k] = -1;\n  }\n", c->t->dev, c->t->dev,
+            (long long)V);
   cc_end(c);
 
   cc_begin(c, (uint64_t)gs_grid(N > 0 ? N : 1), THREADS, 0);
   gs_begin(c, "t", N > 0 ? N : 1);
   if (N > 0) {
     cc_printf(c, "    const long long k = (long long)in1[t];\n");
-    cc_printf(c, "    if (k >= 0 && k < %lldll) atomicMin((%sint *)scratch + k, (int)t);\n", (long long)V, c->t->dev);
+    cc_printf(c, "    if (k >= 0 && k < %lldll) { atomicMin((%sint *)scratch + k, (int)t); atomicMax((%sint *)scratch + %lldll + k, (int)t); }\n",
+              (long long)V, c->t->dev, c->t->dev, (long long)V);
   }
   cc_printf(c, "  }\n");
   cc_end(c);
 
   cc_begin(c, (uint64_t)(V * nch), THREADS, 0);
   cc_printf(c, "  const long long k = blockIdx.x / %lld;\n  const int ch = blockIdx.x %% %lld;\n", (long long)nch, (long long)nch);
-  cc_printf(c, "  const int h = ((const %sint *)scratch)[k];\n", c->t->dev);
+  cc_printf(c, "  const int h = ((const %sint *)scratch)[k], last = ((const %sint *)scratch)[%lldll + k];\n", c->t->dev, c->t->dev,
+            (long long)V);
   cc_printf(c, "  float acc[%lld];\n#pragma unroll\n  for (int i = 0; i < %lld; i++) acc[i] = 0.f;\n", (long long)(nit * vec),
             (long long)(nit * vec));
   cc_printf(c, "  if (h != 0x7fffffff) {\n");
   cc_printf(c, "    __shared__ int list[%d];\n    __shared__ int wc[%d];\n", THREADS, THREADS / 32);
   cc_printf(c, "    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;\n");
-  cc_printf(c, "    for (int t0 = h; t0 < %lld; t0 += %d) {\n", (long long)N, THREADS);
+  cc_printf(c, "    for (int t0 = h; t0 <= last; t0 += %d) {\n", THREADS);
   cc_printf(c, "      const int t = t0 + threadIdx.x;\n");
   cc_printf(c, "      const bool m = t < %lld && (long long)in1[t] == k;\n", (long long)N);
   cc_printf(c, "      const unsigned b = __ballot_sync(0xffffffffu, m);\n");

@@ -119,6 +119,7 @@ const char mlc_metal_prelude[] =
     "MLC_FN uint __popc(uint x) { return popcount(x); }\n"
     "#endif\n"
     "MLC_FN int atomicMin(device int *p, int v) { return atomic_fetch_min_explicit((device atomic_int *)p, v, memory_order_relaxed); }\n"
+    "MLC_FN int atomicMax(device int *p, int v) { return atomic_fetch_max_explicit((device atomic_int *)p, v, memory_order_relaxed); }\n"
     "MLC_FN int atomicAdd(device int *p, int v) { return atomic_fetch_add_explicit((device atomic_int *)p, v, memory_order_relaxed); }\n"
     "MLC_FN float mlc_warp_sum(float v) { return simd_sum(v); }\n"
     "MLC_FN float mlc_warp_max(float v) { return simd_max(v); }\n"

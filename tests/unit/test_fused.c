@@ -1,6 +1,7 @@
 /* Unit tests of fused nodes (ir/fused.h) and the fuse pass (passes/fuse.c):
  * the groups it makes for Metal and CUDA, exactly as printed; the shape
- * rule's errors for malformed programs; the cost rule; adamw_multi. */
+ * rule's errors for malformed programs; the cost rule; adamw_multi.  And the
+ * attnsave pass (passes/attnsave.c): which attentions keep their statistics. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -169,12 +170,61 @@ static void test_adamw_multi(void **state) {
   release(&c);
 }
 
+/* attention of bf16 [1, 2, 16, D] parameters, trained */
+static char *attn_src(char *buf, size_t n, const char *dt, int d) {
+  snprintf(buf, n,
+           "module A {\n"
+           "  param q: %s[1, 2, 16, %d] = normal(0, 1)\n"
+           "  param k: %s[1, 2, 16, %d] = normal(0, 1)\n"
+           "  param v: %s[1, 2, 16, %d] = normal(0, 1)\n"
+           "  forward(r: %s[1, 2, 16, %d]) { return attention(q, k, v) * r }\n"
+           "}\n"
+           "train A {\n"
+           "  input r: %s[1, 2, 16, %d]\n"
+           "  loss = cast(sum(model(r)), f32)\n"
+           "}\n",
+           dt, d, dt, d, dt, d, dt, d, dt, d);
+  return buf;
+}
+
+static void test_attnsave(void **state) {
+  (void)state;
+  char src[1024];
+  compiled c;
+  /* CUDA, bf16, head dim 32: the forward saves, the gradient reads it */
+  char *s = run(&c, attn_src(src, sizeof src, "bf16", 32), "cuda", "train");
+  assert_int_equal(count(s, " = attention_save "), 1);
+  assert_int_equal(count(s, " = attention_grad_saved "), 1);
+  assert_int_equal(count(s, " = attention "), 0);
+  assert_int_equal(count(s, " = attention_grad "), 0);
+  assert_non_null(strstr(s, "causal=0 scale=0.176776695 : bf16[1088]")); /* 1*2*16*32 outputs, then 2 slots for each of 32 rows */
+  assert_int_equal(count(s, " = view "), 1);
+  free(s);
+  release(&c);
+  s = run(&c, attn_src(src, sizeof src, "bf16", 32), "cuda", "forward"); /* nothing to save for */
+  assert_int_equal(count(s, " = attention "), 1);
+  assert_int_equal(count(s, " = attention_save "), 0);
+  free(s);
+  release(&c);
+  /* what the CUDA kernels do not take, and the other targets: unchanged */
+  const struct { const char *dt, *target; int d; } keep[] = {{"bf16", "metal", 32}, {"f32", "cuda", 32}, {"bf16", "cuda", 24},
+                                                             {"f16", "cpu", 64}};
+  for (size_t i = 0; i < sizeof keep / sizeof *keep; i++) {
+    s = run(&c, attn_src(src, sizeof src, keep[i].dt, keep[i].d), keep[i].target, "train");
+    assert_int_equal(count(s, " = attention_save "), 0);
+    assert_int_equal(count(s, " = attention_grad "), 1);
+    free(s);
+    release(&c);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_metal_epilogue),
       cmocka_unit_test(test_cuda_policy),
       cmocka_unit_test(test_shape_rule),
       cmocka_unit_test(test_adamw_multi),
+      cmocka_unit_test(test_attnsave),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
