@@ -174,3 +174,27 @@ bool mlc_node_sharded(const mlc_program *p, const mlc_func *f, const mlc_node *n
   const mlc_node *x = &f->nodes[n->in[0]];
   return x->op == MLC_OP_PARAM && p->params[x->a.param].sharded;
 }
+
+/* Drops the nodes that no output depends on (inputs stay: they are the
+ * signature), renumbering the rest in order. */
+void mlc_func_compact(mlc_program *p, mlc_func *f) {
+  bool *live = mlc_arena_alloc(p->arena, (f->n + 1) * sizeof *live);
+  uint32_t *map = mlc_arena_alloc(p->arena, (f->n + 1) * sizeof *map);
+  memset(live, 0, (f->n + 1) * sizeof *live);
+  for (uint32_t i = 0; i < f->noutputs; i++) live[f->outputs[i].node] = true;
+  for (uint32_t i = 0; i < f->inputs.n; i++) live[f->inputs.v[i]] = true;
+  for (uint32_t i = f->n; i-- > 0;)
+    if (live[i])
+      for (uint32_t k = 0; k < f->nodes[i].nin; k++) live[f->nodes[i].in[k]] = true;
+  uint32_t m = 0;
+  for (uint32_t i = 0; i < f->n; i++) {
+    if (!live[i]) continue;
+    map[i] = m;
+    mlc_node n = f->nodes[i];
+    for (uint32_t k = 0; k < n.nin; k++) n.in[k] = map[n.in[k]]; /* inputs come first: mapped already */
+    f->nodes[m++] = n;
+  }
+  f->n = m;
+  for (uint32_t i = 0; i < f->inputs.n; i++) f->inputs.v[i] = map[f->inputs.v[i]];
+  for (uint32_t i = 0; i < f->noutputs; i++) f->outputs[i].node = map[f->outputs[i].node];
+}

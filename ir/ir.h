@@ -192,6 +192,9 @@ uint32_t mlc_program_add_param(mlc_program *p, const mlc_param *prm);
 uint32_t mlc_func_add(mlc_program *p, mlc_func *f, mlc_op op, const uint32_t *in, uint32_t nin,
                       const mlc_attrs *a, mlc_loc loc, const char *scope);
 void mlc_func_add_output(mlc_program *p, mlc_func *f, const char *name, uint32_t node);
+/* Drops the nodes that no output depends on (inputs stay: they are the
+ * signature), renumbering the rest in order. */
+void mlc_func_compact(mlc_program *p, mlc_func *f);
 
 /* Shape and dtype rules (ir/shape.c).  Computes n's type from its inputs'
  * types and its attributes.  For ops whose result type is given by the

@@ -303,13 +303,41 @@ static int64_t attention_saved_numel(const mlc_type *q) {
   return rows * q->dim[3] + 2 * rows;
 }
 
+/* A packed qkv [b, s, 3h, d] as q's [b, h, s, d]. */
+static mlc_type unpacked_q(const mlc_type *x) {
+  return (mlc_type){.dtype = x->dtype, .rank = 4, .dim = {x->dim[0], x->dim[2] / 3, x->dim[1], x->dim[3]}};
+}
+
 static bool shape_attention_save(rule_ctx *c) {
+  if (c->n->nin == 1) {
+    const mlc_type *x = c->in[0];
+    if (mlc_dtype_size(x->dtype) != 2 || !need_float(c, x, "attention_save") || x->rank != 4 || x->dim[2] % 3)
+      return fail(c, "attention_save of one input needs a 16-bit packed qkv [batch, seq, 3 * heads, dim], got %s", TSTR(x));
+    mlc_type q = unpacked_q(x);
+    *c->out = (mlc_type){.dtype = x->dtype, .rank = 1, .dim = {attention_saved_numel(&q)}};
+    return check_numel(c, c->out);
+  }
+  if (c->n->nin != 3) return fail(c, "attention_save takes q, k, v or one packed qkv, got %u inputs", c->n->nin);
   if (!shape_attention(c)) return false;
   const mlc_type *q = c->in[0], *v = c->in[2];
   if (mlc_dtype_size(q->dtype) != 2 || v->dim[3] != q->dim[3] || q->dim[2] != c->in[1]->dim[2])
     return fail(c, "attention_save needs 16-bit q, k, v of one shape, got %s, %s, %s", TSTR(q), TSTR(c->in[1]), TSTR(v));
   *c->out = (mlc_type){.dtype = q->dtype, .rank = 1, .dim = {attention_saved_numel(q)}};
   return check_numel(c, c->out);
+}
+
+/* attention_grad_saved's packed form: g [b, s, h, d], qkv [b, s, 3h, d], saved -> [b, s, 3h, d]. */
+static bool shape_attention_grad_packed(rule_ctx *c) {
+  const mlc_type *g = c->in[0], *x = c->in[1], *sv = c->in[2];
+  if (mlc_dtype_size(g->dtype) != 2 || x->dtype != g->dtype || g->rank != 4 || x->rank != 4 || x->dim[0] != g->dim[0] ||
+      x->dim[1] != g->dim[1] || x->dim[2] != 3 * g->dim[2] || x->dim[3] != g->dim[3])
+    return fail(c, "attention_grad_saved needs a 16-bit g [batch, seq, heads, dim] and qkv [batch, seq, 3 * heads, dim], got %s and %s",
+                TSTR(g), TSTR(x));
+  mlc_type q = unpacked_q(x);
+  if (sv->dtype != g->dtype || sv->rank != 1 || sv->dim[0] != attention_saved_numel(&q))
+    return fail(c, "attention_grad_saved needs attention_save's result for %s, got %s", TSTR(x), TSTR(sv));
+  *c->out = *x;
+  return true;
 }
 
 static bool shape_cross_entropy(rule_ctx *c) {
@@ -401,6 +429,9 @@ static bool shape_norm_grad_w(rule_ctx *c) {
 }
 
 static bool shape_attention_grad(rule_ctx *c) {
+  if (c->n->op == MLC_OP_ATTENTION_GRAD_SAVED && c->n->nin == 3) return shape_attention_grad_packed(c);
+  if (c->n->nin != (c->n->op == MLC_OP_ATTENTION_GRAD_SAVED ? 5 : 4))
+    return fail(c, "%s has %u inputs", mlc_ops[c->n->op].name, c->n->nin);
   const mlc_type *g = c->in[0];
   for (int i = 1; i < 4; i++)
     if (!mlc_type_eq(g, c->in[i])) return fail(c, "attention_grad needs g, q, k, v of one shape, got %s and %s", TSTR(g), TSTR(c->in[i]));
@@ -497,9 +528,24 @@ static void cost_embedding(cost_ctx *c) {
   c->bytes = 2 * tbytes(&c->n->type) + tbytes(in_type(c, 1));
 }
 
+/* An attention's batch x heads, query rows, keys, head dim and value dim,
+ * from its first inputs: q, k, v [b, h, s, d], or a packed qkv [b, s, 3h, d]
+ * (attention_save of one input; attention_grad_saved's second). */
+static void attn_dims(cost_ctx *c, int first, double *bh, double *sq, double *sk, double *d, double *dv) {
+  const mlc_type *q = in_type(c, first);
+  bool packed = (c->n->op == MLC_OP_ATTENTION_SAVE && c->n->nin == 1) || (c->n->op == MLC_OP_ATTENTION_GRAD_SAVED && c->n->nin == 3);
+  if (packed) {
+    *bh = (double)q->dim[0] * (q->dim[2] / 3), *sq = *sk = (double)q->dim[1], *d = *dv = (double)q->dim[3];
+    return;
+  }
+  *bh = (double)q->dim[0] * q->dim[1], *sq = (double)q->dim[2], *sk = (double)in_type(c, first + 1)->dim[2];
+  *d = (double)q->dim[3], *dv = (double)in_type(c, first + 2)->dim[3];
+}
+
 static void cost_attention(cost_ctx *c) {
-  const mlc_type *q = in_type(c, 0), *k = in_type(c, 1);
-  double f = 2.0 * q->dim[0] * q->dim[1] * q->dim[2] * k->dim[2] * (q->dim[3] + in_type(c, 2)->dim[3]);
+  double bh, sq, sk, d, dv;
+  attn_dims(c, 0, &bh, &sq, &sk, &d, &dv);
+  double f = 2.0 * bh * sq * sk * (d + dv);
   c->flops = c->n->a.causal ? f / 2 : f;
   c->bytes = io_bytes(c);
 }
@@ -514,8 +560,9 @@ static void cost_cross_entropy_grad(cost_ctx *c) { c->flops = 4 * tnumel(in_type
 
 static void cost_attention_grad(cost_ctx *c) {
   /* Recompute q k^T, then dv, dp, dq and dk: five products to the forward's two. */
-  const mlc_type *q = in_type(c, 1);
-  double f = 2.0 * q->dim[0] * q->dim[1] * q->dim[2] * q->dim[2] * q->dim[3] * 5;
+  double bh, sq, sk, d, dv;
+  attn_dims(c, 1, &bh, &sq, &sk, &d, &dv);
+  double f = 2.0 * bh * sq * sk * d * 5;
   c->flops = c->n->a.causal ? f / 2 : f;
   c->bytes = io_bytes(c);
 }

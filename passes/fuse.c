@@ -46,30 +46,6 @@ static bool is_cuda(const char *target) { return target && !strcmp(target, "cuda
 
 #define ADAMW_GROUP 16 /* 4 * 16 + 1 inputs, the output and scratch: 67 of the CUDA runtime's 72 arguments */
 
-/* Drops the nodes that no output depends on (inputs stay: they are the
- * signature), renumbering the rest in order. */
-static void compact(mlc_program *p, mlc_func *f) {
-  bool *live = mlc_arena_alloc(p->arena, (f->n + 1) * sizeof *live);
-  uint32_t *map = mlc_arena_alloc(p->arena, (f->n + 1) * sizeof *map);
-  memset(live, 0, (f->n + 1) * sizeof *live);
-  for (uint32_t i = 0; i < f->noutputs; i++) live[f->outputs[i].node] = true;
-  for (uint32_t i = 0; i < f->inputs.n; i++) live[f->inputs.v[i]] = true;
-  for (uint32_t i = f->n; i-- > 0;)
-    if (live[i])
-      for (uint32_t k = 0; k < f->nodes[i].nin; k++) live[f->nodes[i].in[k]] = true;
-  uint32_t m = 0;
-  for (uint32_t i = 0; i < f->n; i++) {
-    if (!live[i]) continue;
-    map[i] = m;
-    mlc_node n = f->nodes[i];
-    for (uint32_t k = 0; k < n.nin; k++) n.in[k] = map[n.in[k]]; /* inputs come first: mapped already */
-    f->nodes[m++] = n;
-  }
-  f->n = m;
-  for (uint32_t i = 0; i < f->inputs.n; i++) f->inputs.v[i] = map[f->inputs.v[i]];
-  for (uint32_t i = 0; i < f->noutputs; i++) f->outputs[i].node = map[f->outputs[i].node];
-}
-
 static bool rewrite_tn(mlc_func *f) {
   bool changed = false;
   for (uint32_t i = 0; i < f->n; i++) {
@@ -296,10 +272,10 @@ bool mlc_pass_fuse(mlc_pass_ctx *c) {
   for (uint32_t k = 0; k < c->p->nfuncs; k++) {
     mlc_func *f = &c->p->funcs[k];
     bool changed = rewrite_tn(f);
-    if (changed) compact(c->p, f);
+    if (changed) mlc_func_compact(c->p, f);
     changed = fuse_groups(c->p, f, true, !strncmp(c->target, "cuda", 4));
     if (is_cuda(c->target)) changed |= group_adamw(c->p, f);
-    if (changed) compact(c->p, f);
+    if (changed) mlc_func_compact(c->p, f);
   }
   return true;
 }

@@ -38,168 +38,204 @@ template <bool BF> MLC_FN float mlc_attn_lo(unsigned w) {
 template <bool BF> MLC_FN float mlc_attn_hi(unsigned w) {
   if (BF) return __int_as_float((int)(w & 0xffff0000u));
   mlc_f16 h; h.x = (unsigned short)(w >> 16); return to_f32(h); }
-// Rows [r0, r0+R) of a [S][D] 16-bit matrix into shared memory with row
-// pitch D+8 elements, by cp.async; rows past S read as zeros.
-template <int D, int R, int NTH, int S>
+// Rows [r0, r0+R) of an S-row 16-bit matrix of D columns whose rows lie RS
+// elements apart into shared memory with row pitch D+8 elements, by
+// cp.async; rows past S read as zeros.
+template <int D, int R, int NTH, int S, int RS = D>
 MLC_FN void mlc_attn_ld(unsigned short *s, const void *g, int r0) {
   const int CH = D / 8, LD = D + 8;
   const unsigned short *gb = (const unsigned short *)g;
   for (int c = threadIdx.x; c < R * CH; c += NTH) {
     int r = c / CH, cc = c - r * CH, gr = r0 + r;
     bool ok = gr < S;
-    mlc_attn_cp16(mlc_attn_saddr(s + r * LD + cc * 8), gb + (size_t)(ok ? gr : 0) * D + cc * 8, ok);
+    mlc_attn_cp16(mlc_attn_saddr(s + r * LD + cc * 8), gb + (size_t)(ok ? gr : 0) * RS + cc * 8, ok);
   } }
+// Where row i of head bh (batch x heads) starts: [BH][S][D] when H == 0;
+// else packed, rows of batch b are RS elements apart and head h starts at
+// column h*D (q, k, v in a [b, s, 3h, d] in-projection; o, dO [b, s, h, d]).
+template <int H, int S, int D, int RS> MLC_FN size_t mlc_attn_row(int bh, int i) {
+  if (H == 0) return ((size_t)bh * S + i) * D;
+  return ((size_t)(bh / H) * S + i) * RS + (size_t)(bh % H) * D;
+}
 
 // Forward on tensor cores (16-bit T, head dim D % 16 == 0, dv == D).  A block
-// is 16*W query rows of one (batch, head), W warps of 16 rows each; keys and
-// values stream through shared memory 64 at a time, double-buffered with
-// cp.async.  S = q k^T and o += p v by mma.sync; online softmax in registers,
-// in base 2 (sl2 = scale * log2 e).
+// is 16*MT*W query rows of one (batch, head), W warps of MT row tiles of 16;
+// keys and values stream through shared memory BK at a time, double-buffered
+// with cp.async.  S = q k^T and o += p v by mma.sync, each k or v fragment
+// loaded once for the warp's MT row tiles; q's fragments come from shared
+// memory as needed (registers go to the accumulators).  Online softmax in
+// registers, in base 2 (sl2 = scale * log2 e).
 // MODE 0: out = o.  MODE 2 (attention_save): out = o and stats[row] = lse2.
 // MODE 1 (attention_grad's statistics; g = dO): writes
 // stats[row] = lse2 (max + log2 sum, base 2), stats[BH*SQ + row] = dO.o, and
 // zeroes the row of dq (f32 [BH*SQ][D]).
-template <class T, int D, int W, int BH, int SQ, int SK, int CAUSAL, int MODE>
+// H > 0: packed (mlc_attn_row): q, k, v are one [b, s, 3H, D] (SQ == SK) and
+// out is [b, s, H, D].
+template <class T, int D, int W, int MT, int BK, int BH, int SQ, int SK, int CAUSAL, int MODE, int H = 0>
 MLC_FN void mlc_attn_fwd_tc(const T *q, const T *k, const T *v, T *out, const T *g, float *stats, float *dq, float sl2) {
   const bool BF = mlc_attn_isbf<T>::v;
-  const int BM = 16 * W, BK = 64, LD = D + 8, NT = (SQ + BM - 1) / BM, NTH = 32 * W;
+  const int BM = 16 * MT * W, LD = D + 8, NT = (SQ + BM - 1) / BM, NTH = 32 * W, RSI = H ? 3 * H * D : D, RSO = H ? H * D : D;
+  static_assert(BK % 16 == 0 && (H == 0 || (SQ == SK && MODE != 1)), "attention tile");
   int tile, bh;
   if (CAUSAL) { tile = NT - 1 - (int)(blockIdx.x / BH); bh = (int)(blockIdx.x % BH); }
   else { tile = (int)(blockIdx.x % NT); bh = (int)(blockIdx.x / NT); }
   const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, gq = lane >> 2, tq = lane & 3;
-  const int m0 = tile * BM;
-  const T *qb = q + (size_t)bh * SQ * D, *kb = k + (size_t)bh * SK * D, *vb = v + (size_t)bh * SK * D;
+  const int m0 = tile * BM, wr = w * 16 * MT; /* the warp's first row in the block */
+  const T *qb = q + mlc_attn_row<H, SQ, D, RSI>(bh, 0);
+  const T *kb = H ? qb + H * D : k + (size_t)bh * SK * D, *vb = H ? qb + 2 * H * D : v + (size_t)bh * SK * D;
   unsigned short *sQ = (unsigned short *)mlc_attn_sm, *sK = sQ + BM * LD, *sV = sK + 2 * BK * LD;
   int nkb = (SK + BK - 1) / BK;
   if (CAUSAL) { int lim = ((m0 + BM < SQ ? m0 + BM : SQ) + BK - 1) / BK; nkb = lim < nkb ? lim : nkb; }
-  mlc_attn_ld<D, BM, NTH, SQ>(sQ, qb, m0);
-  mlc_attn_ld<D, BK, NTH, SK>(sK, kb, 0);
-  mlc_attn_ld<D, BK, NTH, SK>(sV, vb, 0);
+  mlc_attn_ld<D, BM, NTH, SQ, RSI>(sQ, qb, m0);
+  mlc_attn_ld<D, BK, NTH, SK, RSI>(sK, kb, 0);
+  mlc_attn_ld<D, BK, NTH, SK, RSI>(sV, vb, 0);
   mlc_attn_commit();
-  float o[D / 8][4];
+  float o[MT][D / 8][4];
 #pragma unroll
-  for (int t = 0; t < D / 8; t++) o[t][0] = o[t][1] = o[t][2] = o[t][3] = 0.f;
-  float mrow[2] = {-MLC_INF, -MLC_INF}, lrow[2] = {0.f, 0.f};
-  unsigned qf[D / 16][4];
-  const int ra = m0 + w * 16 + gq; /* this thread's rows: ra, ra + 8 */
+  for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+    for (int t = 0; t < D / 8; t++) o[mt][t][0] = o[mt][t][1] = o[mt][t][2] = o[mt][t][3] = 0.f;
+  float mrow[MT][2], lrow[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; mt++) mrow[mt][0] = mrow[mt][1] = -MLC_INF, lrow[mt][0] = lrow[mt][1] = 0.f;
   for (int kbi = 0; kbi < nkb; kbi++) {
     mlc_attn_wait();
     __syncthreads();
     if (kbi + 1 < nkb) {
       int nb = (kbi + 1) & 1;
-      mlc_attn_ld<D, BK, NTH, SK>(sK + nb * BK * LD, kb, (kbi + 1) * BK);
-      mlc_attn_ld<D, BK, NTH, SK>(sV + nb * BK * LD, vb, (kbi + 1) * BK);
+      mlc_attn_ld<D, BK, NTH, SK, RSI>(sK + nb * BK * LD, kb, (kbi + 1) * BK);
+      mlc_attn_ld<D, BK, NTH, SK, RSI>(sV + nb * BK * LD, vb, (kbi + 1) * BK);
       mlc_attn_commit();
     }
-    if (kbi == 0) {
-#pragma unroll
-      for (int kk = 0; kk < D / 16; kk++)
-        mlc_attn_ldm(qf[kk], mlc_attn_saddr(sQ + (w * 16 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8));
-    }
     const unsigned short *cK = sK + (kbi & 1) * BK * LD, *cV = sV + (kbi & 1) * BK * LD;
-    float s[BK / 8][4];
+    float s[MT][BK / 8][4];
 #pragma unroll
-    for (int t = 0; t < BK / 8; t++) s[t][0] = s[t][1] = s[t][2] = s[t][3] = 0.f;
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+      for (int t = 0; t < BK / 8; t++) s[mt][t][0] = s[mt][t][1] = s[mt][t][2] = s[mt][t][3] = 0.f;
 #pragma unroll
     for (int kk = 0; kk < D / 16; kk++) {
+      unsigned qa[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; mt++)
+        mlc_attn_ldm(qa[mt], mlc_attn_saddr(sQ + (wr + mt * 16 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8));
 #pragma unroll
       for (int nn = 0; nn < BK / 16; nn++) {
         unsigned b[4];
         mlc_attn_ldm(b, mlc_attn_saddr(cK + (nn * 16 + (lane & 7) + ((lane >> 4) << 3)) * LD + kk * 16 + ((lane >> 3) & 1) * 8));
-        mlc_attn_mma<BF>(s[2 * nn], qf[kk], b[0], b[1]);
-        mlc_attn_mma<BF>(s[2 * nn + 1], qf[kk], b[2], b[3]);
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+          mlc_attn_mma<BF>(s[mt][2 * nn], qa[mt], b[0], b[1]);
+          mlc_attn_mma<BF>(s[mt][2 * nn + 1], qa[mt], b[2], b[3]);
+        }
       }
     }
     const int j0 = kbi * BK;
-    const bool need = (j0 + BK > SK) || (CAUSAL && j0 + BK - 1 > m0 + w * 16);
-    float mx[2] = {mrow[0], mrow[1]};
+    unsigned pa[MT][BK / 16][4]; /* p as the A operand of p v */
 #pragma unroll
-    for (int t = 0; t < BK / 8; t++) {
+    for (int mt = 0; mt < MT; mt++) {
+      const int ra = m0 + wr + mt * 16 + gq; /* this thread's rows: ra, ra + 8 */
+      const bool need = (j0 + BK > SK) || (CAUSAL && j0 + BK - 1 > m0 + wr + mt * 16);
+      float mx[2] = {mrow[mt][0], mrow[mt][1]};
 #pragma unroll
-      for (int e = 0; e < 4; e++) {
-        float x = s[t][e] * sl2;
-        if (need) {
-          int key = j0 + t * 8 + 2 * tq + (e & 1), row = ra + (e >> 1) * 8;
-          if (key >= SK || (CAUSAL && key > row)) x = -MLC_INF;
+      for (int t = 0; t < BK / 8; t++) {
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          float x = s[mt][t][e] * sl2;
+          if (need) {
+            int key = j0 + t * 8 + 2 * tq + (e & 1), row = ra + (e >> 1) * 8;
+            if (key >= SK || (CAUSAL && key > row)) x = -MLC_INF;
+          }
+          s[mt][t][e] = x;
         }
-        s[t][e] = x;
+        mx[0] = fmaxf(mx[0], fmaxf(s[mt][t][0], s[mt][t][1]));
+        mx[1] = fmaxf(mx[1], fmaxf(s[mt][t][2], s[mt][t][3]));
       }
-      mx[0] = fmaxf(mx[0], fmaxf(s[t][0], s[t][1]));
-      mx[1] = fmaxf(mx[1], fmaxf(s[t][2], s[t][3]));
-    }
-    float corr[2], ms[2], ls[2] = {0.f, 0.f};
+      float corr[2], ms[2], ls[2] = {0.f, 0.f};
 #pragma unroll
-    for (int r = 0; r < 2; r++) {
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-      ms[r] = mx[r] == -MLC_INF ? 0.f : mx[r];
-      corr[r] = exp2f(mrow[r] - ms[r]);
-      mrow[r] = mx[r];
-    }
+      for (int r = 0; r < 2; r++) {
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+        ms[r] = mx[r] == -MLC_INF ? 0.f : mx[r];
+        corr[r] = exp2f(mrow[mt][r] - ms[r]);
+        mrow[mt][r] = mx[r];
+      }
 #pragma unroll
-    for (int t = 0; t < BK / 8; t++) {
-      s[t][0] = exp2f(s[t][0] - ms[0]); s[t][1] = exp2f(s[t][1] - ms[0]);
-      s[t][2] = exp2f(s[t][2] - ms[1]); s[t][3] = exp2f(s[t][3] - ms[1]);
-      ls[0] += s[t][0] + s[t][1];
-      ls[1] += s[t][2] + s[t][3];
-    }
-    lrow[0] = lrow[0] * corr[0] + ls[0];
-    lrow[1] = lrow[1] * corr[1] + ls[1];
+      for (int t = 0; t < BK / 8; t++) {
+        s[mt][t][0] = exp2f(s[mt][t][0] - ms[0]); s[mt][t][1] = exp2f(s[mt][t][1] - ms[0]);
+        s[mt][t][2] = exp2f(s[mt][t][2] - ms[1]); s[mt][t][3] = exp2f(s[mt][t][3] - ms[1]);
+        ls[0] += s[mt][t][0] + s[mt][t][1];
+        ls[1] += s[mt][t][2] + s[mt][t][3];
+      }
+      lrow[mt][0] = lrow[mt][0] * corr[0] + ls[0];
+      lrow[mt][1] = lrow[mt][1] * corr[1] + ls[1];
 #pragma unroll
-    for (int t = 0; t < D / 8; t++) { o[t][0] *= corr[0]; o[t][1] *= corr[0]; o[t][2] *= corr[1]; o[t][3] *= corr[1]; }
+      for (int t = 0; t < D / 8; t++) {
+        o[mt][t][0] *= corr[0]; o[mt][t][1] *= corr[0]; o[mt][t][2] *= corr[1]; o[mt][t][3] *= corr[1];
+      }
+#pragma unroll
+      for (int kk = 0; kk < BK / 16; kk++) {
+        pa[mt][kk][0] = mlc_attn_pack<BF>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+        pa[mt][kk][1] = mlc_attn_pack<BF>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+        pa[mt][kk][2] = mlc_attn_pack<BF>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+        pa[mt][kk][3] = mlc_attn_pack<BF>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+      }
+    }
 #pragma unroll
     for (int kk = 0; kk < BK / 16; kk++) {
-      unsigned a[4];
-      a[0] = mlc_attn_pack<BF>(s[2 * kk][0], s[2 * kk][1]);
-      a[1] = mlc_attn_pack<BF>(s[2 * kk][2], s[2 * kk][3]);
-      a[2] = mlc_attn_pack<BF>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-      a[3] = mlc_attn_pack<BF>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
 #pragma unroll
       for (int dn = 0; dn < D / 16; dn++) {
         unsigned b[4];
         mlc_attn_ldmt(b, mlc_attn_saddr(cV + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + dn * 16 + (lane >> 4) * 8));
-        mlc_attn_mma<BF>(o[2 * dn], a, b[0], b[1]);
-        mlc_attn_mma<BF>(o[2 * dn + 1], a, b[2], b[3]);
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+          mlc_attn_mma<BF>(o[mt][2 * dn], pa[mt][kk], b[0], b[1]);
+          mlc_attn_mma<BF>(o[mt][2 * dn + 1], pa[mt][kk], b[2], b[3]);
+        }
       }
     }
   }
-  float inv[2];
 #pragma unroll
-  for (int r = 0; r < 2; r++) {
-    lrow[r] += __shfl_xor_sync(0xffffffffu, lrow[r], 1);
-    lrow[r] += __shfl_xor_sync(0xffffffffu, lrow[r], 2);
-    inv[r] = lrow[r] > 0.f ? 1.f / lrow[r] : 0.f;
-  }
-  if (MODE != 1) {
+  for (int mt = 0; mt < MT; mt++) {
+    const int ra = m0 + wr + mt * 16 + gq;
+    float inv[2];
 #pragma unroll
     for (int r = 0; r < 2; r++) {
-      int row = ra + r * 8;
-      if (row < SQ) {
-        unsigned *orow = (unsigned *)(out + ((size_t)bh * SQ + row) * D);
-#pragma unroll
-        for (int t = 0; t < D / 8; t++) orow[t * 4 + tq] = mlc_attn_pack<BF>(o[t][2 * r] * inv[r], o[t][2 * r + 1] * inv[r]);
-        if (MODE == 2 && tq == 0) stats[(size_t)bh * SQ + row] = mrow[r] + log2f(lrow[r]);
-      }
+      lrow[mt][r] += __shfl_xor_sync(0xffffffffu, lrow[mt][r], 1);
+      lrow[mt][r] += __shfl_xor_sync(0xffffffffu, lrow[mt][r], 2);
+      inv[r] = lrow[mt][r] > 0.f ? 1.f / lrow[mt][r] : 0.f;
     }
-  } else {
+    if (MODE != 1) {
 #pragma unroll
-    for (int r = 0; r < 2; r++) {
-      int row = ra + r * 8;
-      bool ok = row < SQ;
-      size_t base = ((size_t)bh * SQ + (ok ? row : 0)) * D;
-      const unsigned *grow = (const unsigned *)(g + base);
-      float dsum = 0.f;
+      for (int r = 0; r < 2; r++) {
+        int row = ra + r * 8;
+        if (row < SQ) {
+          unsigned *orow = (unsigned *)(out + mlc_attn_row<H, SQ, D, RSO>(bh, row));
 #pragma unroll
-      for (int t = 0; t < D / 8; t++) {
-        unsigned gw = ok ? grow[t * 4 + tq] : 0u;
-        dsum += mlc_attn_lo<BF>(gw) * o[t][2 * r] + mlc_attn_hi<BF>(gw) * o[t][2 * r + 1];
-        if (ok) { dq[base + t * 8 + 2 * tq] = 0.f; dq[base + t * 8 + 2 * tq + 1] = 0.f; }
+          for (int t = 0; t < D / 8; t++) orow[t * 4 + tq] = mlc_attn_pack<BF>(o[mt][t][2 * r] * inv[r], o[mt][t][2 * r + 1] * inv[r]);
+          if (MODE == 2 && tq == 0) stats[(size_t)bh * SQ + row] = mrow[mt][r] + log2f(lrow[mt][r]);
+        }
       }
-      dsum += __shfl_xor_sync(0xffffffffu, dsum, 1);
-      dsum += __shfl_xor_sync(0xffffffffu, dsum, 2);
-      if (ok && tq == 0) {
-        stats[(size_t)bh * SQ + row] = mrow[r] + log2f(lrow[r]);
-        stats[(size_t)BH * SQ + (size_t)bh * SQ + row] = dsum * inv[r];
+    } else {
+#pragma unroll
+      for (int r = 0; r < 2; r++) {
+        int row = ra + r * 8;
+        bool ok = row < SQ;
+        size_t base = ((size_t)bh * SQ + (ok ? row : 0)) * D;
+        const unsigned *grow = (const unsigned *)(g + base);
+        float dsum = 0.f;
+#pragma unroll
+        for (int t = 0; t < D / 8; t++) {
+          unsigned gw = ok ? grow[t * 4 + tq] : 0u;
+          dsum += mlc_attn_lo<BF>(gw) * o[mt][t][2 * r] + mlc_attn_hi<BF>(gw) * o[mt][t][2 * r + 1];
+          if (ok) { dq[base + t * 8 + 2 * tq] = 0.f; dq[base + t * 8 + 2 * tq + 1] = 0.f; }
+        }
+        dsum += __shfl_xor_sync(0xffffffffu, dsum, 1);
+        dsum += __shfl_xor_sync(0xffffffffu, dsum, 2);
+        if (ok && tq == 0) {
+          stats[(size_t)bh * SQ + row] = mrow[mt][r] + log2f(lrow[mt][r]);
+          stats[(size_t)BH * SQ + (size_t)bh * SQ + row] = dsum * inv[r];
+        }
       }
     }
   }
@@ -212,7 +248,9 @@ MLC_FN void mlc_attn_fwd_tc(const T *q, const T *k, const T *v, T *out, const T 
 // dS = P (dP - D); dV += P^T dO and dK += dS^T q in registers, and
 // dq += dS k by f32 atomics (red.v4 on sm_90) into dq (scaled later).  Writes dk, dv.
 // More keys per block means fewer passes over q and dO and fewer dq atomics.
-template <class T, int D, int W, int BQ, int BH, int S, int CAUSAL>
+// H > 0: packed (mlc_attn_row): q, k, v one [b, s, 3H, D], g [b, s, H, D],
+// and dk, dv written into out [b, s, 3H, D] (dq's accumulator stays [BH][S][D]).
+template <class T, int D, int W, int BQ, int BH, int S, int CAUSAL, int H = 0>
 MLC_FN void mlc_attn_bwd_tc(const T *g, const T *q, const T *k, const T *v, T *out, const float *lse2, const float *dsum,
                             float *dq, float scale, float sl2) {
   const bool BF = mlc_attn_isbf<T>::v;
@@ -225,16 +263,19 @@ MLC_FN void mlc_attn_bwd_tc(const T *g, const T *q, const T *k, const T *v, T *o
   else { jt = (int)(blockIdx.x % NJ); bh = (int)(blockIdx.x / NJ); }
   const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, gq = lane >> 2, tq = lane & 3;
   const int j0 = jt * BN;
+  const int RSI = H ? 3 * H * D : D, RSG = H ? H * D : D;
   const size_t hb = (size_t)bh * S * D;
+  const T *qb = q + mlc_attn_row<H, S, D, RSI>(bh, 0), *gb = g + mlc_attn_row<H, S, D, RSG>(bh, 0);
+  const T *kb = H ? qb + H * D : k + hb, *vb = H ? qb + 2 * H * D : v + hb;
   unsigned short *sK = (unsigned short *)mlc_attn_sm, *sV = sK + BN * LD, *sQ = sV + BN * LD, *sG = sQ + 2 * BQ * LD,
                  *sS = sG + 2 * BQ * LD;
   float *sL = (float *)(sS + BN * LDS); /* [2][2][BQ]: lse2, D */
   const float *lse = lse2 + (size_t)bh * S, *dsm = dsum + (size_t)bh * S;
   const int ib = CAUSAL ? j0 / BQ : 0;
-  mlc_attn_ld<D, BN, NTH, S>(sK, k + hb, j0);
-  mlc_attn_ld<D, BN, NTH, S>(sV, v + hb, j0);
-  mlc_attn_ld<D, BQ, NTH, S>(sQ, q + hb, ib * BQ);
-  mlc_attn_ld<D, BQ, NTH, S>(sG, g + hb, ib * BQ);
+  mlc_attn_ld<D, BN, NTH, S, RSI>(sK, kb, j0);
+  mlc_attn_ld<D, BN, NTH, S, RSI>(sV, vb, j0);
+  mlc_attn_ld<D, BQ, NTH, S, RSI>(sQ, qb, ib * BQ);
+  mlc_attn_ld<D, BQ, NTH, S, RSG>(sG, gb, ib * BQ);
   mlc_attn_commit();
   if (tid < 2 * BQ) {
     int i = ib * BQ + (tid & (BQ - 1));
@@ -251,8 +292,8 @@ MLC_FN void mlc_attn_bwd_tc(const T *g, const T *q, const T *k, const T *v, T *o
     mlc_attn_wait();
     __syncthreads();
     if (it + 1 < NI) {
-      mlc_attn_ld<D, BQ, NTH, S>(sQ + (buf ^ 1) * BQ * LD, q + hb, i0 + BQ);
-      mlc_attn_ld<D, BQ, NTH, S>(sG + (buf ^ 1) * BQ * LD, g + hb, i0 + BQ);
+      mlc_attn_ld<D, BQ, NTH, S, RSI>(sQ + (buf ^ 1) * BQ * LD, qb, i0 + BQ);
+      mlc_attn_ld<D, BQ, NTH, S, RSG>(sG + (buf ^ 1) * BQ * LD, gb, i0 + BQ);
       mlc_attn_commit();
       if (tid < 2 * BQ) {
         int i = i0 + BQ + (tid & (BQ - 1));
@@ -375,7 +416,8 @@ MLC_FN void mlc_attn_bwd_tc(const T *g, const T *q, const T *k, const T *v, T *o
   for (int r = 0; r < 2; r++) {
     int key = ka + r * 8;
     if (key < S) {
-      unsigned *dkr = (unsigned *)(out + N + hb + (size_t)key * D), *dvr = (unsigned *)(out + 2 * N + hb + (size_t)key * D);
+      T *kr = H ? out + mlc_attn_row<H, S, D, 3 * H * D>(bh, key) + H * D : out + N + hb + (size_t)key * D;
+      unsigned *dkr = (unsigned *)kr, *dvr = (unsigned *)(H ? kr + H * D : out + 2 * N + hb + (size_t)key * D);
 #pragma unroll
       for (int t = 0; t < D / 8; t++) {
         dkr[t * 4 + tq] = mlc_attn_pack<BF>(dk[t][2 * r] * scale, dk[t][2 * r + 1] * scale);
@@ -388,11 +430,13 @@ MLC_FN void mlc_attn_bwd_tc(const T *g, const T *q, const T *k, const T *v, T *o
 // attention_grad_saved's first pass: a warp per row of dO, dsum[row] =
 // dO . o (o: the saved forward output), and that row of dq's f32
 // accumulator zeroed.
-template <class T, int D, int ROWS>
+// H > 0: g and o packed [b, s, H, D].
+template <class T, int D, int ROWS, int S, int H = 0>
 MLC_FN void mlc_attn_prep(const T *g, const T *o, float *dsum, float *dq) {
   const int row = (int)blockIdx.x * 8 + (int)(threadIdx.x >> 5), lane = threadIdx.x & 31;
   if (row >= ROWS) return;
-  const T *gr = g + (size_t)row * D, *orow = o + (size_t)row * D;
+  const size_t at = mlc_attn_row<H, S, D, H * D>(row / S, row % S);
+  const T *gr = g + at, *orow = o + at;
   float acc = 0.f;
 #pragma unroll
   for (int e = lane; e < D; e += 32) acc += to_f32(gr[e]) * to_f32(orow[e]);
@@ -403,10 +447,13 @@ MLC_FN void mlc_attn_prep(const T *g, const T *o, float *dsum, float *dq) {
   for (int e = lane; e < D / 4; e += 32) z[e] = make_float4(0.f, 0.f, 0.f, 0.f);
 }
 
-// out[i] = x[i] * scale in T, for the first n elements (dq's conversion).
-template <class T> MLC_FN void mlc_attn_cvt(const float *x, T *out, size_t n, float scale) {
-  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-    out[i] = from_f32<T>(x[i] * scale);
+// out[i] = x[i] * scale in T, for the first n elements (dq's conversion);
+// H > 0: into dq's place in a packed [b, s, 3H, D].
+template <class T, int D = 1, int S = 1, int H = 0> MLC_FN void mlc_attn_cvt(const float *x, T *out, size_t n, float scale) {
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    size_t r = i / D, to = H ? mlc_attn_row<H, S, D, 3 * H * D>((int)(r / S), (int)(r % S)) + i % D : i;
+    out[to] = from_f32<T>(x[i] * scale);
+  }
 }
 
 // The SIMT forms (any float T, any head dims), one warp per row, exact f32.

@@ -41,20 +41,36 @@
 
 /* The device code (cc_attention_prelude) is codegen/cuda/attention.cuh, embedded at build time. */
 
-/* Warps (of 16 query rows each) per forward block: 8 loads each key block
- * for more rows; 4 balances causal tiles better (H200, b8 h16 s1024 d128:
- * 0.342 vs 0.358 ms plain, 0.202 vs 0.188 ms causal). */
-static int64_t fwd_warps(bool causal) { return causal ? 4 : 8; }
+/* The forward's block: W warps of MT row tiles of 16 query rows, keys BK
+ * at a time.  Causal blocks stay at 64 rows, which balances the triangle
+ * better (H200, b8 h16 s1024 d128: 0.188 ms against 0.202 with 128). */
+#ifndef MLC_ATTN_FWD_W
+#define MLC_ATTN_FWD_W 4
+#endif
+#ifndef MLC_ATTN_FWD_MT
+#define MLC_ATTN_FWD_MT 2
+#endif
+#ifndef MLC_ATTN_FWD_BK
+#define MLC_ATTN_FWD_BK 32
+#endif
+typedef struct { int64_t w, mt, bk; } fwd_tile;
+static fwd_tile fwd_tile_of(bool causal) {
+  if (causal) return (fwd_tile){4, 1, 64};
+  return (fwd_tile){MLC_ATTN_FWD_W, MLC_ATTN_FWD_MT, MLC_ATTN_FWD_BK};
+}
 
 static bool is16(int dt) { return dt == MLC_DT_BF16 || dt == MLC_DT_F16; }
 
-/* The tensor-core forward, one launch; args: q, k, v, out, dO, stats, dq. */
-static void fwd_tc(cc *c, const char *T, int64_t D, int64_t BH, int64_t SQ, int64_t SK, int causal, int mode,
+/* The tensor-core forward, one launch; args: q, k, v, out, dO, stats, dq.
+ * H > 0: packed (heads H). */
+static void fwd_tc(cc *c, const char *T, int64_t D, int64_t BH, int64_t SQ, int64_t SK, int causal, int mode, int64_t H,
                    const char *args, double scale) {
-  int64_t W = fwd_warps(causal), BM = 16 * W, LD = D + 8;
-  cc_begin(c, (uint64_t)(BH * cc_ceil_div(SQ, BM)), (uint32_t)(32 * W), (uint32_t)(2 * (BM * LD + 4 * 64 * LD)));
-  cc_printf(c, "  mlc_attn_fwd_tc<%s, %lld, %lld, %lld, %lld, %lld, %d, %d>(%s, %s);\n", T, (long long)D, (long long)W,
-            (long long)BH, (long long)SQ, (long long)SK, causal, mode, args, cc_flit(c, scale * 1.4426950408889634));
+  fwd_tile t = fwd_tile_of(causal);
+  int64_t BM = 16 * t.mt * t.w, LD = D + 8;
+  cc_begin(c, (uint64_t)(BH * cc_ceil_div(SQ, BM)), (uint32_t)(32 * t.w), (uint32_t)(2 * (BM * LD + 4 * t.bk * LD)));
+  cc_printf(c, "  mlc_attn_fwd_tc<%s, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %d, %d, %lld>(%s, %s);\n", T, (long long)D,
+            (long long)t.w, (long long)t.mt, (long long)t.bk, (long long)BH, (long long)SQ, (long long)SK, causal, mode,
+            (long long)H, args, cc_flit(c, scale * 1.4426950408889634));
   cc_end(c);
 }
 
@@ -62,42 +78,54 @@ static void fwd_tc(cc *c, const char *T, int64_t D, int64_t BH, int64_t SQ, int6
 #define MLC_ATTN_BWD_W 8
 #endif
 #ifndef MLC_ATTN_BWD_BQ
-#define MLC_ATTN_BWD_BQ 32
+#define MLC_ATTN_BWD_BQ 64
 #endif
 
 /* The tensor-core gradient's main pass and dq's conversion, given each
  * row's lse2 and D = dO . o, and dq's zeroed f32 accumulator.  A block:
- * W warps of 16 keys, over BQ query rows at a time. */
-static void bwd_tc(cc *c, const char *T, int64_t D, int64_t BH, int64_t S, int causal, const char *lse2, const char *dsum,
-                   const char *dq, double scale) {
+ * W warps of 16 keys, over BQ query rows at a time.  args: g, q, k, v;
+ * H > 0: packed (heads H). */
+static void bwd_tc(cc *c, const char *T, int64_t D, int64_t BH, int64_t S, int causal, int64_t H, const char *args,
+                   const char *lse2, const char *dsum, const char *dq, double scale) {
   int64_t W = MLC_ATTN_BWD_W, BQ = MLC_ATTN_BWD_BQ;
   if ((D / (W / (BQ / 16))) % 16) W = 4, BQ = 32; /* too few columns per warp for dq's product (small D) */
   int64_t LD = D + 8, N = BH * S * D, BN = 16 * W;
   const char *sc = cc_flit(c, scale);
   cc_begin(c, (uint64_t)(BH * cc_ceil_div(S, BN)), (uint32_t)(32 * W),
            (uint32_t)(2 * (2 * BN * LD + 4 * BQ * LD + BN * (BQ + 8)) + 4 * 4 * BQ));
-  cc_printf(c, "  mlc_attn_bwd_tc<%s, %lld, %lld, %lld, %lld, %lld, %d>(in0, in1, in2, in3, out, %s, %s, %s, %s, %s);\n", T,
-            (long long)D, (long long)W, (long long)BQ, (long long)BH, (long long)S, causal, lse2, dsum, dq, sc,
-            cc_flit(c, scale * 1.4426950408889634));
+  cc_printf(c, "  mlc_attn_bwd_tc<%s, %lld, %lld, %lld, %lld, %lld, %d, %lld>(%s, out, %s, %s, %s, %s, %s);\n", T,
+            (long long)D, (long long)W, (long long)BQ, (long long)BH, (long long)S, causal, (long long)H, args, lse2, dsum,
+            dq, sc, cc_flit(c, scale * 1.4426950408889634));
   cc_end(c);
   int64_t blocks = cc_ceil_div(N, 256);
   cc_begin(c, (uint64_t)(blocks < 132 * 16 ? blocks : 132 * 16), 256, 0);
-  cc_printf(c, "  mlc_attn_cvt<%s>(%s, out, %lldull, %s);\n", T, dq, (long long)N, sc);
+  cc_printf(c, "  mlc_attn_cvt<%s, %lld, %lld, %lld>(%s, out, %lldull, %s);\n", T, (long long)D, (long long)S, (long long)H,
+            dq, (long long)N, sc);
   cc_end(c);
 }
 
 static bool emit_fwd(cc *c) {
+  int causal = c->n->a.causal != 0;
+  double scale = c->n->a.f;
+  if (c->n->op == MLC_OP_ATTENTION_SAVE && c->n->nin == 1) { /* packed qkv [b, s, 3h, d] */
+    const mlc_type *xt = cc_in(c, 0);
+    const char *T = cc_stype(xt->dtype);
+    int64_t H = xt->dim[2] / 3, BH = xt->dim[0] * H, S = xt->dim[1], D = xt->dim[3];
+    if (BH * S > INT32_MAX / 4 || S < 1 || D % 16 || D > 128 || !is16(xt->dtype))
+      return cc_fail(c, "attention_save of %lld x %lld rows is out of range for the CUDA kernel", (long long)BH, (long long)S);
+    fwd_tc(c, T, D, BH, S, S, causal, 2, H,
+           cc_fmt(c, "in0, in0, in0, out, (const %s *)0, (float *)(out + %lld), (float *)0", T, (long long)(BH * S * D)), scale);
+    return true;
+  }
   const mlc_type *qt = cc_in(c, 0), *kt = cc_in(c, 1), *vt = cc_in(c, 2);
   const char *T = cc_stype(qt->dtype);
   int64_t BH = qt->dim[0] * qt->dim[1], SQ = qt->dim[2], SK = kt->dim[2], D = qt->dim[3], DV = vt->dim[3];
-  int causal = c->n->a.causal != 0;
-  double scale = c->n->a.f;
   if (BH * SQ > INT32_MAX / 4 || BH * SK > INT32_MAX / 4 || SK < 1)
     return cc_fail(c, "attention of q %lld x %lld rows and %lld keys is out of range for the CUDA kernel",
                    (long long)BH, (long long)SQ, (long long)SK);
   bool save = c->n->op == MLC_OP_ATTENTION_SAVE;
   if (is16(qt->dtype) && D == DV && D % 16 == 0 && D <= 128) {
-    fwd_tc(c, T, D, BH, SQ, SK, causal, save ? 2 : 0,
+    fwd_tc(c, T, D, BH, SQ, SK, causal, save ? 2 : 0, 0,
            save ? cc_fmt(c, "in0, in1, in2, out, (const %s *)0, (float *)(out + %lld), (float *)0", T, (long long)(BH * SQ * D))
                 : cc_fmt(c, "in0, in1, in2, out, (const %s *)0, (float *)0, (float *)0", T),
            scale);
@@ -113,9 +141,11 @@ static bool emit_fwd(cc *c) {
 }
 
 static bool emit_grad(cc *c) {
+  bool packed = c->n->op == MLC_OP_ATTENTION_GRAD_SAVED && c->n->nin == 3; /* g [b, s, h, d], qkv [b, s, 3h, d], saved */
   const mlc_type *gt = cc_in(c, 0);
   const char *T = cc_stype(gt->dtype);
-  int64_t BH = gt->dim[0] * gt->dim[1], S = gt->dim[2], D = gt->dim[3], N = BH * S * D;
+  int64_t H = packed ? gt->dim[2] : 0, BH = gt->dim[0] * (packed ? gt->dim[2] : gt->dim[1]),
+          S = packed ? gt->dim[1] : gt->dim[2], D = gt->dim[3], N = BH * S * D;
   int causal = c->n->a.causal != 0;
   double scale = c->n->a.f;
   if (BH * S > INT32_MAX / 4 || S < 1)
@@ -123,14 +153,17 @@ static bool emit_grad(cc *c) {
   bool tc = is16(gt->dtype) && D % 32 == 0 && D <= 128;
   if (c->n->op == MLC_OP_ATTENTION_GRAD_SAVED) {
     /* scratch: dq's f32 accumulator [BH*S][D], then D [BH*S]; the saved
-     * input (in4) holds the forward's output and then lse2 [BH*S] */
+     * input holds the forward's output and then lse2 [BH*S] */
     if (!tc) return cc_fail(c, "attention_grad_saved of %s is not a tensor-core shape", T);
+    const char *sv = packed ? "in2" : "in4";
     c->scratch = (uint64_t)(4 * N + 4 * BH * S);
     const char *dsum = cc_fmt(c, "(float *)(scratch + %lld)", (long long)(4 * N));
     cc_begin(c, (uint64_t)cc_ceil_div(BH * S, 8), 256, 0);
-    cc_printf(c, "  mlc_attn_prep<%s, %lld, %lld>(in0, in4, %s, (float *)scratch);\n", T, (long long)D, (long long)(BH * S), dsum);
+    cc_printf(c, "  mlc_attn_prep<%s, %lld, %lld, %lld, %lld>(in0, %s, %s, (float *)scratch);\n", T, (long long)D,
+              (long long)(BH * S), (long long)S, (long long)H, sv, dsum);
     cc_end(c);
-    bwd_tc(c, T, D, BH, S, causal, cc_fmt(c, "(const float *)(in4 + %lld)", (long long)N), dsum, "(float *)scratch", scale);
+    bwd_tc(c, T, D, BH, S, causal, H, packed ? "in0, in1, in1, in1" : "in0, in1, in2, in3",
+           cc_fmt(c, "(const float *)(%s + %lld)", sv, (long long)N), dsum, "(float *)scratch", scale);
     return true;
   }
   if (tc) {
@@ -138,8 +171,9 @@ static bool emit_grad(cc *c) {
      * both from the forward run again (phase 0) */
     c->scratch = (uint64_t)(4 * N + 8 * BH * S);
     const char *st = cc_fmt(c, "(float *)(scratch + %lld)", (long long)(4 * N));
-    fwd_tc(c, T, D, BH, S, S, causal, 1, cc_fmt(c, "in1, in2, in3, out, in0, %s, (float *)scratch", st), scale);
-    bwd_tc(c, T, D, BH, S, causal, st, cc_fmt(c, "%s + %lld", st, (long long)(BH * S)), "(float *)scratch", scale);
+    fwd_tc(c, T, D, BH, S, S, causal, 1, 0, cc_fmt(c, "in1, in2, in3, out, in0, %s, (float *)scratch", st), scale);
+    bwd_tc(c, T, D, BH, S, causal, 0, "in0, in1, in2, in3", st, cc_fmt(c, "%s + %lld", st, (long long)(BH * S)),
+           "(float *)scratch", scale);
     return true;
   }
   const char *sc = cc_flit(c, scale);

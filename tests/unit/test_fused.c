@@ -206,6 +206,28 @@ static void test_attnsave(void **state) {
   assert_int_equal(count(s, " = attention_save "), 0);
   free(s);
   release(&c);
+  /* packed: q, k, v straight from the in-projection, no slices, transposes or concat around them */
+  static const char *mha =
+      "module B {\n"
+      "  attn = MultiheadAttention(64, 2)\n"
+      "  forward(x: f32[2, 16, 64]) { return attn(x, x, x) }\n"
+      "}\n"
+      "train B {\n"
+      "  input x: f32[2, 16, 64]\n"
+      "  loss = sum(model(x))\n"
+      "  precision(param=bf16, reduce=f32)\n"
+      "}\n";
+  s = run(&c, mha, "cuda", "train");
+  assert_non_null(strstr(s, "  %6 = reshape %5 : bf16[2, 16, 6, 32] "));
+  assert_non_null(strstr(s, "  %7 = attention_save %6 causal=0 scale=0.176776695 : bf16[2176] "));
+  assert_non_null(strstr(s, "  %8 = view %7 start=0 end=2048 : bf16[2, 16, 2, 32] "));
+  assert_non_null(strstr(s, "  %9 = reshape %8 : bf16[2, 16, 64] "));
+  assert_non_null(strstr(s, " = attention_grad_saved %31, %6, %7 causal=0 scale=0.176776695 : bf16[2, 16, 6, 32]"));
+  assert_int_equal(count(s, " = slice "), 0);
+  assert_int_equal(count(s, " = concat "), 0);
+  assert_int_equal(count(s, "axis=1 axis2=2"), 0);
+  free(s);
+  release(&c);
   /* what the CUDA kernels do not take, and the other targets: unchanged */
   const struct { const char *dt, *target; int d; } keep[] = {{"bf16", "metal", 32}, {"f32", "cuda", 32}, {"bf16", "cuda", 24},
                                                              {"f16", "cpu", 64}};
