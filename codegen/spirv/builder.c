@@ -140,6 +140,11 @@ uint32_t sb_f16_type(sb *b) {
   return sb_type(b, SpvOpTypeFloat, 1, &w);
 }
 
+uint32_t sb_uvec4_type(sb *b) {
+  uint32_t v4[2] = {b->t_u32, 4};
+  return sb_type(b, SpvOpTypeVector, 2, v4);
+}
+
 static void decorate(sb *b, uint32_t id, SpvDecoration d, uint32_t n, const uint32_t *extra) {
   uint32_t w[4] = {id, (uint32_t)d};
   copyw(w + 2, extra, n);
@@ -439,6 +444,12 @@ void sb_sh_st(sb *b, uint32_t var, uint32_t elem, uint32_t idx, uint32_t x) {
   inst(&b->fbody, SpvOpStore, 2, w);
 }
 
+void sb_subgroup_barrier(sb *b) {
+  uint32_t sg = sb_u32(b, SpvScopeSubgroup);
+  uint32_t w[3] = {sg, sg, sb_u32(b, SpvMemorySemanticsAcquireReleaseMask | SpvMemorySemanticsWorkgroupMemoryMask)};
+  inst(&b->fbody, SpvOpControlBarrier, 3, w);
+}
+
 void sb_barrier(sb *b) {
   uint32_t wg = sb_u32(b, SpvScopeWorkgroup);
   uint32_t w[3] = {wg, wg, sb_u32(b, SpvMemorySemanticsAcquireReleaseMask | SpvMemorySemanticsWorkgroupMemoryMask)};
@@ -478,6 +489,31 @@ uint32_t sb_word_ptr(sb *b, uint32_t bind, uint32_t widx) {
 }
 
 uint32_t sb_ldw(sb *b, uint32_t bind, uint32_t widx) { return sb_op1(b, SpvOpLoad, b->t_u32, sb_word_ptr(b, bind, widx)); }
+
+uint32_t sb_ld4(sb *b, uint32_t bind, uint32_t qidx) {
+  MLC_ASSERT(bind < b->nbuf);
+  uint32_t v4u = sb_uvec4_type(b), rt = sb_type(b, SpvOpTypeRuntimeArray, 1, &v4u);
+  uint32_t st = sb_type(b, SpvOpTypeStruct, 1, &rt); /* struct { uvec4 q[]; }, read only */
+  if (!b->buf4[bind]) {
+    bool first = true;
+    for (uint32_t i = 0; i < b->nbuf; i++) first = first && !b->buf4[i];
+    if (first) { /* the type's decorations, once */
+      uint32_t sixteen = 16, md[4] = {st, 0, SpvDecorationOffset, 0}, nw[3] = {st, 0, SpvDecorationNonWritable};
+      decorate(b, rt, SpvDecorationArrayStride, 1, &sixteen);
+      decorate(b, st, SpvDecorationBlock, 0, NULL);
+      inst(&b->annot, SpvOpMemberDecorate, 4, md);
+      inst(&b->annot, SpvOpMemberDecorate, 3, nw);
+    }
+    b->buf4[bind] = fresh(b);
+    uint32_t v[3] = {sb_ptr(b, SpvStorageClassStorageBuffer, st), b->buf4[bind], SpvStorageClassStorageBuffer}, zero = 0;
+    inst(&b->globals, SpvOpVariable, 3, v);
+    decorate(b, b->buf4[bind], SpvDecorationDescriptorSet, 1, &zero);
+    decorate(b, b->buf4[bind], SpvDecorationBinding, 1, &bind);
+  }
+  uint32_t a[3] = {b->buf4[bind], sb_u32(b, 0), qidx};
+  uint32_t p = sb_op(b, SpvOpAccessChain, sb_ptr(b, SpvStorageClassStorageBuffer, v4u), 3, a);
+  return sb_op1(b, SpvOpLoad, v4u, p);
+}
 
 void sb_stw(sb *b, uint32_t bind, uint32_t widx, uint32_t x) {
   uint32_t w[2] = {sb_word_ptr(b, bind, widx), x};

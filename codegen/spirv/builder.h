@@ -56,6 +56,7 @@ typedef struct {
   uint32_t t_void, t_bool, t_u32, t_f32, t_u64, t_v2f, t_v3u, t_fn;
   uint32_t t_buf_struct, p_buf, p_sb_u32;
   uint32_t buf[SB_MAX_BIND];
+  uint32_t buf4[SB_MAX_BIND]; /* the same bindings as uvec4[] (sb_ld4), made on first use */
   uint32_t nbuf;
   uint32_t v_wid, v_lid; /* builtin Input variables */
   bool int64, f16, coopmat;
@@ -111,6 +112,7 @@ uint32_t sb_u64(sb *b, uint64_t v);
 uint32_t sb_u64_type(sb *b); /* adds the Int64 capability */
 uint32_t sb_bool(sb *b, bool v);
 uint32_t sb_f16_type(sb *b);
+uint32_t sb_uvec4_type(sb *b);
 
 /* ---- instructions ---- */
 /* Appends an instruction with a result type and a fresh result id. */
@@ -172,6 +174,9 @@ uint32_t sb_shared(sb *b, uint32_t elem, uint32_t n); /* a Workgroup array varia
 uint32_t sb_sh_ld(sb *b, uint32_t var, uint32_t elem, uint32_t idx);
 void sb_sh_st(sb *b, uint32_t var, uint32_t elem, uint32_t idx, uint32_t x);
 void sb_barrier(sb *b);
+/* A barrier among the threads of a subgroup, ordering their shared-memory
+ * accesses (subgroupBarrier()). */
+void sb_subgroup_barrier(sb *b);
 /* The workgroup's sum (max when is_max: NaN-propagating) of f32 v, through
  * the shared float array sh of lsize elements; every thread gets it. */
 uint32_t sb_wg_reduce(sb *b, uint32_t sh, uint32_t v, bool is_max);
@@ -179,6 +184,9 @@ uint32_t sb_wg_reduce(sb *b, uint32_t sh, uint32_t v, bool is_max);
 /* ---- buffers ---- */
 uint32_t sb_word_ptr(sb *b, uint32_t bind, uint32_t widx);
 uint32_t sb_ldw(sb *b, uint32_t bind, uint32_t widx);
+/* The 16 bytes at byte 16 * qidx of binding `bind`, a uvec4 (a second view
+ * of the binding: struct { uvec4 q[]; }, same set and binding). */
+uint32_t sb_ld4(sb *b, uint32_t bind, uint32_t qidx);
 void sb_stw(sb *b, uint32_t bind, uint32_t widx, uint32_t x);
 uint32_t sb_atomic(sb *b, SpvOp op, uint32_t bind, uint32_t widx, uint32_t x);
 /* Element idx of a buffer of dtype dt (mlc_dtype), as f32 (float dtypes). */

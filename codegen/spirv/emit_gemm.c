@@ -18,18 +18,26 @@
  *
  * The cooperative-matrix kernel (SPV_NV_cooperative_matrix: Debian 12's
  * SPIRV-Tools 2023.1 predates SPV_KHR_cooperative_matrix and could not
- * validate it): a workgroup of four 32-wide subgroups (NVIDIA's width; the
- * extension is NVIDIA's) per 64 x 64 tile of C, each subgroup a 32 x 32
- * quadrant as 2 x 2 accumulators of 16 x 16 f32; A and B tiles 32 deep are
- * staged in shared memory as f16 (bf16 inputs are converted to f16, which
- * keeps 11 bits of mantissa but only f16's range), multiplied with
- * OpCooperativeMatrixMulAddNV (16 x 16 x 16, f16 x f16 + f32), and C goes
- * through shared memory to the (bounds-checked, converted) store.  Only for
- * bf16 and f16 GEMMs; f32 ones keep the portable kernel alone.
+ * validate it), for bf16 and f16 GEMMs (f32 ones keep the portable kernel
+ * alone): a workgroup of 32-wide subgroups (NVIDIA's width; the extension is
+ * NVIDIA's) per tile of C, 128 x 256 for large problems (coop_tile_of), each
+ * subgroup owning 64 x 64 of it as 4 x 4 accumulators of 16 x 16 f32.  Slices
+ * of A and B 32 deep are read a 16-byte quad (8 f16) at a time and staged in
+ * shared memory as f16, in lines along their contiguous dimension padded by
+ * a quad (bf16 inputs are converted to f16, which keeps 11 bits of mantissa
+ * but only f16's range); the next slice's quads are loaded into registers
+ * before the current slice's products.  The subgroups load 16 x 16 pieces
+ * with OpCooperativeMatrixLoadNV (row- or column-major, whichever the
+ * operand's layout gives), multiply with OpCooperativeMatrixMulAddNV
+ * (16 x 16 x 16, f16 x f16 + f32), and store each accumulator through a
+ * scratch of their own in shared memory to the bounds-checked, converted
+ * store.  Shapes that are not whole tiles or quads take checked loads.
  *
  * Both kernels take an epilogue for fused programs (emit_fused.c): what is
  * stored for each accumulator.
  */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "codegen/gemm_shape.h"
@@ -198,88 +206,360 @@ static bool emit_tiled(sv *s, const gemm_desc *d) {
   return true;
 }
 
-#define CT 64  /* cooperative-matrix tile: CT x CT of C per workgroup */
-#define CK 32  /* depth of a staged tile */
-#define CW 128 /* threads: four subgroups of 32, one CT/2 x CT/2 quadrant each */
+/* ---- the cooperative-matrix kernel ---- */
 
-static bool emit_coopmat(sv *s, const gemm_desc *d) {
+#define CQ 8       /* f16 elements in a quad, 16 bytes (a uvec4): the unit staged and addressed in shared memory */
+#define CPAD 1     /* quads of padding per line of shared memory */
+#define CSHARED 49152 /* bytes of shared memory a kernel may use (maxComputeSharedMemorySize on NVIDIA) */
+
+typedef struct {
+  int bm, bn; /* the workgroup's tile of C */
+  int wm, wn; /* a subgroup's part of it, as (wm / 16) x (wn / 16) accumulators */
+  int bk;     /* depth of a k-slice staged in shared memory: 16, 32 or 64 */
+  int stages; /* 2: slice t + 1 is stored while slice t is read, one barrier a slice; 1: two */
+} coop_tile;
+
+/* An operand's k-slice in shared memory: `lines` lines of `lineq` quads
+ * (CPAD of them padding, so that the 8 rows a cooperative load reads at a
+ * time, 16 bytes each, fall in different banks).  A line runs along the
+ * operand's contiguous dimension: k for A [M,K] and B [N,K] (rows lines of
+ * bk), m or n else (bk lines of rows). */
+typedef struct {
+  operand o;
+  int rows;      /* bm (A) or bn (B) */
+  int bk;
+  int lines, lineq;
+  uint32_t base; /* its first quad in a stage */
+  bool quad;     /* whole quads in range or out: one 16-byte load each */
+  bool exact;    /* quads, and tiles that divide the operand: every quad read is in range */
+} coop_operand;
+
+static void coop_layout(coop_operand *c, int rows, int bk, uint32_t base) {
+  c->rows = rows;
+  c->bk = bk;
+  c->lines = c->o.along_k ? rows : bk;
+  c->lineq = (c->o.along_k ? bk : rows) / CQ + CPAD;
+  c->base = base;
+}
+
+/* The quads of an operand's k-slice of `rows` rows, whichever its layout. */
+static int coop_quads_most(int rows, int bk) {
+  int along_k = rows * (bk / CQ + CPAD), across = bk * (rows / CQ + CPAD);
+  return along_k > across ? along_k : across;
+}
+
+/* Whether a tile fits: 16 x 16 pieces, subgroups of 32 that stage whole
+ * quads evenly (at most 16 each), at most 16 accumulators each, the stages
+ * in CSHARED bytes. */
+static bool coop_tile_ok(coop_tile t) {
+  if (t.wm < 16 || t.wn < 16 || t.wm % 16 || t.wn % 16 || t.bm % t.wm || t.bn % t.wn) return false;
+  if ((t.bk != 16 && t.bk != 32 && t.bk != 64) || (t.stages != 1 && t.stages != 2)) return false;
+  int threads = 32 * (t.bm / t.wm) * (t.bn / t.wn);
+  if (threads > 1024 || (t.wm / 16) * (t.wn / 16) > 16) return false;
+  if ((t.bm * t.bk / CQ) % threads || (t.bn * t.bk / CQ) % threads) return false;
+  if (t.bm * t.bk / CQ / threads > 16 || t.bn * t.bk / CQ / threads > 16) return false;
+  return t.stages * (coop_quads_most(t.bm, t.bk) + coop_quads_most(t.bn, t.bk)) * 16 <= CSHARED;
+}
+
+/* The largest of these tiles that still makes GEMM_BIG_TILES workgroups
+ * (the last if none does).  On the H200 (NVIDIA's driver, 4096^3 f16, see
+ * bench/results/spirv-gemm-2026-11-30.md) each of them runs one workgroup
+ * per SM, registers being the limit, so the most work per slice and barrier
+ * is the fastest: 128 x 256 with subgroups of 64 x 64 and one stage of
+ * 32, then 128 x 128 with one stage of 64.
+ * MLC_SPIRV_GEMM_TILE=BMxBNxWMxWN[xBK[xSTAGES]] overrides it (for
+ * experiments: a tile that does not fit is ignored). */
+static coop_tile coop_tile_of(const gemm_desc *d) {
+  static const coop_tile tiles[] = {{128, 256, 64, 64, 32, 1}, {128, 128, 64, 32, 64, 1}, {64, 64, 32, 32, 32, 2}};
+  int n = (int)(sizeof tiles / sizeof *tiles), i = 0;
+  while (i < n - 1 && batch_of(d) * sv_ceil_div(d->g.M, tiles[i].bm) * sv_ceil_div(d->g.N, tiles[i].bn) < GEMM_BIG_TILES) i++;
+  coop_tile t = tiles[i], e = t;
+  const char *env = getenv("MLC_SPIRV_GEMM_TILE");
+  if (env && sscanf(env, "%dx%dx%dx%dx%dx%d", &e.bm, &e.bn, &e.wm, &e.wn, &e.bk, &e.stages) >= 4 && coop_tile_ok(e)) t = e;
+  MLC_ASSERT(coop_tile_ok(t));
+  return t;
+}
+
+/* Whether operand k (0: A, 1: B) can be read a quad at a time: 16-bit, and
+ * every quad's first element a multiple of 8 (the contiguous extent, the
+ * leading dimension and the batch strides are). */
+static bool coop_quads(sv *s, const gemm_desc *d, const operand *o, int k) {
+  int64_t along = o->along_k ? o->K : o->rows_total;
+  if (mlc_dtype_size((mlc_dtype)sv_in(s, k)->dtype) != 2 || along % CQ || o->ld % CQ) return false;
+  for (int i = 0; i < d->g.nb; i++)
+    if ((k ? d->g.bsb[i] : d->g.bsa[i]) % CQ) return false;
+  return true;
+}
+
+/* Two f32 as the f16 pair of one word (x0 in the low half). */
+static uint32_t pack_h2(sb *b, uint32_t x0, uint32_t x1) {
+  uint32_t a[2] = {x0, x1};
+  return sb_glsl1(b, GLSLstd450PackHalf2x16, b->t_u32, sb_op(b, SpvOpCompositeConstruct, b->t_v2f, 2, a));
+}
+
+/* Quad u of the operand's k-slice at k0, as 8 f16 (a uvec4); elements out
+ * of range are zeros. */
+static uint32_t coop_fetch(sb *b, const coop_operand *c, uint32_t k0, uint32_t u) {
+  const operand *o = &c->o;
+  uint32_t q4 = sb_uvec4_type(b), per = sb_u32(b, (uint32_t)((o->along_k ? c->bk : c->rows) / CQ));
+  uint32_t line = sb_div(b, u, per), q = sb_mulc(b, sb_mod(b, u, per), CQ);
+  uint32_t gr = sb_add(b, o->r0, o->along_k ? line : q), gk = sb_add(b, k0, o->along_k ? q : line);
+  uint32_t rows = sb_u32(b, (uint32_t)o->rows_total), K = sb_u32(b, (uint32_t)o->K), w[4];
+  if (c->exact) { /* no checks (k0 is at most K - bk here) */
+    uint32_t at = o->along_k ? sb_add(b, sb_mulc(b, gr, (uint32_t)o->ld), gk) : sb_add(b, sb_mulc(b, gk, (uint32_t)o->ld), gr);
+    uint32_t v = sb_ld4(b, o->bind, sb_shr(b, sb_add(b, o->off, at), sb_u32(b, 3)));
+    if (o->dt != MLC_DT_BF16) return v;
+    for (uint32_t i = 0; i < 4; i++) { /* a bf16 pair as an f16 pair */
+      uint32_t a[2] = {v, i}, x = sb_op(b, SpvOpCompositeExtract, b->t_u32, 2, a);
+      w[i] = pack_h2(b, sb_bits2f(b, sb_shl(b, x, sb_u32(b, 16))), sb_bits2f(b, sb_and(b, x, sb_u32(b, 0xffff0000u))));
+    }
+    return sb_op(b, SpvOpCompositeConstruct, q4, 4, w);
+  }
+  if (c->quad) {
+    uint32_t ok = sb_land(b, sb_ult(b, gr, rows), sb_ult(b, gk, K));
+    uint32_t at = o->along_k ? sb_add(b, sb_mulc(b, gr, (uint32_t)o->ld), gk) : sb_add(b, sb_mulc(b, gk, (uint32_t)o->ld), gr);
+    at = sb_shr(b, sb_add(b, o->off, at), sb_u32(b, 3));
+    uint32_t v = sb_ld4(b, o->bind, sb_select(b, b->t_u32, ok, at, sb_u32(b, 0))); /* out of range: read quad 0, count zeros */
+    for (uint32_t i = 0; i < 4; i++) {
+      uint32_t a[2] = {v, i}, x = sb_op(b, SpvOpCompositeExtract, b->t_u32, 2, a);
+      if (o->dt == MLC_DT_BF16) /* a bf16 pair as an f16 pair */
+        x = pack_h2(b, sb_bits2f(b, sb_shl(b, x, sb_u32(b, 16))), sb_bits2f(b, sb_and(b, x, sb_u32(b, 0xffff0000u))));
+      w[i] = sb_select(b, b->t_u32, ok, x, sb_u32(b, 0));
+    }
+    return sb_op(b, SpvOpCompositeConstruct, q4, 4, w);
+  }
+  uint32_t x[CQ];
+  for (uint32_t e = 0; e < CQ; e++) { /* element by element, each in range or not */
+    uint32_t r = o->along_k ? gr : sb_addc(b, gr, e), k = o->along_k ? sb_addc(b, gk, e) : gk;
+    uint32_t ok = sb_land(b, sb_ult(b, r, rows), sb_ult(b, k, K));
+    uint32_t at = o->along_k ? sb_add(b, sb_mulc(b, r, (uint32_t)o->ld), k) : sb_add(b, sb_mulc(b, k, (uint32_t)o->ld), r);
+    at = sb_select(b, b->t_u32, ok, sb_add(b, o->off, at), sb_u32(b, 0));
+    x[e] = sb_select(b, b->t_f32, ok, sb_load_f(b, o->bind, o->dt, at), sb_f32(b, 0.f));
+  }
+  for (int i = 0; i < 4; i++) w[i] = pack_h2(b, x[2 * i], x[2 * i + 1]);
+  return sb_op(b, SpvOpCompositeConstruct, q4, 4, w);
+}
+
+/* The quads this thread stages of an operand's k-slice at k0, into the
+ * registers v[] (uvec4 locals), and their store into the stage whose first
+ * quad is `stage`. */
+static void coop_fetch_all(sb *b, const coop_operand *c, uint32_t k0, uint32_t lid, int threads, const sb_lv *v) {
+  int n = c->rows * c->bk / CQ / threads;
+  for (int i = 0; i < n; i++) sb_st(b, v[i], coop_fetch(b, c, k0, sb_addc(b, lid, (uint32_t)(i * threads))));
+}
+
+static void coop_store_all(sb *b, const coop_operand *c, uint32_t sh, uint32_t stage, uint32_t lid, int threads, const sb_lv *v) {
+  int n = c->rows * c->bk / CQ / threads;
+  uint32_t per = sb_u32(b, (uint32_t)((c->o.along_k ? c->bk : c->rows) / CQ));
+  for (int i = 0; i < n; i++) {
+    uint32_t u = sb_addc(b, lid, (uint32_t)(i * threads));
+    uint32_t at = sb_add(b, sb_mulc(b, sb_div(b, u, per), (uint32_t)c->lineq), sb_mod(b, u, per));
+    sb_sh_st(b, sh, sb_uvec4_type(b), sb_add(b, stage, sb_addc(b, at, c->base)), sb_ld(b, v[i]));
+  }
+}
+
+/* f16 element e (counted in f16 from the start of sh) as f32: the
+ * emulation's read (see emit_coopmat). */
+static uint32_t sh_half(sb *b, uint32_t sh, uint32_t e) {
+  uint32_t quad = sb_sh_ld(b, sh, sb_uvec4_type(b), sb_shr(b, e, sb_u32(b, 3)));
+  uint32_t a[2] = {quad, sb_and(b, sb_shr(b, e, sb_u32(b, 1)), sb_u32(b, 3))};
+  uint32_t w = sb_op(b, SpvOpVectorExtractDynamic, b->t_u32, 2, a);
+  return sb_f16tof(b, sb_and(b, sb_shr(b, w, sb_mulc(b, sb_and(b, e, sb_u32(b, 1)), 16)), sb_u32(b, 0xffff)));
+}
+
+/* The cooperative-matrix kernel (see the top of the file): a workgroup of
+ * (bm / wm) x (bn / wn) subgroups of 32 per bm x bn tile of C.  Each k-slice
+ * of bk goes through shared memory; the quads of slice t + 1 are read from
+ * memory into registers before slice t's products, so that the loads'
+ * latency hides behind them, and written to shared memory after them: to
+ * the other stage with two stages (one barrier a slice), else to the one
+ * stage between two barriers.  Subgroup (sy, sx) owns rows
+ * sy * wm.. and columns sx * wn.. of the tile; each accumulator goes through
+ * a 16 x 16 scratch of the subgroup's own (in the stages' memory, free after
+ * the loop) to the store, each lane storing 8 neighbours of a row.
+ *
+ * emulate: the same kernel with each lane's 8 outputs of every accumulator
+ * computed by scalar FMAs from the same shared memory, no cooperative
+ * matrices: a check of the staging and the store on a device without them
+ * (MLC_SPIRV_COOPMAT_EMULATE=1 makes it the portable kernel of 16-bit
+ * GEMMs, which lavapipe runs). */
+static bool emit_coopmat(sv *s, const gemm_desc *d, bool emulate) {
   sb *b = s->b;
-  sb_capability(b, SpvCapabilityCooperativeMatrixNV);
-  sb_extension(b, "SPV_NV_cooperative_matrix");
-  uint32_t h = sb_f16_type(b);
-  uint32_t scope = sb_u32(b, SpvScopeSubgroup), sixteen = sb_u32(b, 16);
-  uint32_t ta[4] = {h, scope, sixteen, sixteen}, tc[4] = {b->t_f32, scope, sixteen, sixteen};
-  uint32_t mat_h = sb_type(b, SpvOpTypeCooperativeMatrixNV, 4, ta), mat_f = sb_type(b, SpvOpTypeCooperativeMatrixNV, 4, tc);
-  /* a cooperative matrix constant has one constituent, for every element */
-  uint32_t f0 = sb_f32(b, 0.f), zero = sb_constant(b, SpvOpConstantComposite, mat_f, 1, &f0);
-  int64_t groups = batch_of(d) * sv_ceil_div(d->g.M, CT) * sv_ceil_div(d->g.N, CT);
-  uint32_t As = sb_shared(b, h, CT * CK), Bs = sb_shared(b, h, CK * CT), Cs = sb_shared(b, b->t_f32, CT * CT);
-  uint32_t grp = sv_begin(s, (uint64_t)groups, CW);
+  coop_tile ct = coop_tile_of(d);
+  int sx_n = ct.bn / ct.wn, threads = 32 * (ct.bm / ct.wm) * sx_n, ti = ct.wm / 16, tj = ct.wn / 16;
+  uint32_t q4 = sb_uvec4_type(b), mat_h = 0, mat_f = 0, zero = 0;
+  if (!emulate) {
+    sb_capability(b, SpvCapabilityCooperativeMatrixNV);
+    sb_extension(b, "SPV_NV_cooperative_matrix");
+    uint32_t h = sb_f16_type(b), scope = sb_u32(b, SpvScopeSubgroup), sixteen = sb_u32(b, 16);
+    uint32_t ta[4] = {h, scope, sixteen, sixteen}, tc[4] = {b->t_f32, scope, sixteen, sixteen};
+    mat_h = sb_type(b, SpvOpTypeCooperativeMatrixNV, 4, ta);
+    mat_f = sb_type(b, SpvOpTypeCooperativeMatrixNV, 4, tc);
+    /* a cooperative matrix constant has one constituent, for every element */
+    uint32_t f0 = sb_f32(b, 0.f);
+    zero = sb_constant(b, SpvOpConstantComposite, mat_f, 1, &f0);
+  }
+  coop_operand A = {.o.along_k = !d->g.a_km}, B = {.o.along_k = d->g.b_nk};
+  coop_layout(&A, ct.bm, ct.bk, 0);
+  coop_layout(&B, ct.bn, ct.bk, (uint32_t)(A.lines * A.lineq));
+  uint32_t stage_q = B.base + (uint32_t)(B.lines * B.lineq), scratch_q = 16 * (16 / 4 + CPAD); /* a subgroup's 16 x 16 f32 */
+  uint32_t total_q = (uint32_t)ct.stages * stage_q, scratch_all = (uint32_t)(threads / 32) * scratch_q;
+  if (total_q < scratch_all) total_q = scratch_all;
+  MLC_ASSERT(total_q * 16 <= CSHARED);
+  int64_t groups = batch_of(d) * sv_ceil_div(d->g.M, ct.bm) * sv_ceil_div(d->g.N, ct.bn);
+  uint32_t sh = sb_shared(b, q4, total_q); /* [stages][A's lines, B's lines] */
+  uint32_t grp = sv_begin(s, (uint64_t)groups, (uint32_t)threads);
   sb_if guard;
   sb_if_begin(b, &guard, sb_ult(b, grp, sb_u32(b, (uint32_t)groups)), false);
   tile_pos t;
-  tile_of(b, d, grp, CT, CT, &t);
-  operand A, B;
-  operands(s, d, &t, &A, &B);
-  uint32_t lid = sb_lid(b), sg = sb_div(b, lid, sb_u32(b, 32));
-  uint32_t qm = sb_mulc(b, sb_div(b, sg, sb_u32(b, 2)), CT / 2), qn = sb_mulc(b, sb_mod(b, sg, sb_u32(b, 2)), CT / 2);
-  sb_lv acc[2][2];
-  for (int i = 0; i < 2; i++)
-    for (int j = 0; j < 2; j++) acc[i][j] = sb_local(b, mat_f, zero);
-  uint32_t fals = sb_bool(b, false), ph = sb_ptr(b, SpvStorageClassWorkgroup, h), pf = sb_ptr(b, SpvStorageClassWorkgroup, b->t_f32);
-  sb_loop l;
-  uint32_t k0 = sb_for(b, &l, sb_u32(b, 0), sb_u32(b, (uint32_t)d->g.K), sb_u32(b, CK));
-  /* A as [CT rows of m][CK] row-major, B as [CK][CT] row-major (k-major) */
-  stage(b, &A, k0, lid, CW, CT, CK, As, h, false, true);
-  stage(b, &B, k0, lid, CW, CT, CK, Bs, h, true, true);
-  sb_barrier(b);
-  for (int kk = 0; kk < CK; kk += 16) {
-    uint32_t am[2], bm[2];
-    for (int i = 0; i < 2; i++) {
-      uint32_t pa[2] = {As, sb_addc(b, sb_mulc(b, qm, CK), (uint32_t)(i * 16 * CK + kk))};
-      uint32_t la[3] = {sb_op(b, SpvOpAccessChain, ph, 2, pa), sb_u32(b, CK), fals};
-      am[i] = sb_op(b, SpvOpCooperativeMatrixLoadNV, mat_h, 3, la);
-      uint32_t pb[2] = {Bs, sb_addc(b, qn, (uint32_t)(kk * CT + i * 16))};
-      uint32_t lb[3] = {sb_op(b, SpvOpAccessChain, ph, 2, pb), sb_u32(b, CT), fals};
-      bm[i] = sb_op(b, SpvOpCooperativeMatrixLoadNV, mat_h, 3, lb);
+  tile_of(b, d, grp, ct.bm, ct.bn, &t);
+  operands(s, d, &t, &A.o, &B.o);
+  A.quad = coop_quads(s, d, &A.o, 0);
+  B.quad = coop_quads(s, d, &B.o, 1);
+  bool k_exact = d->g.K > 0 && d->g.K % ct.bk == 0;
+  A.exact = A.quad && k_exact && d->g.M % ct.bm == 0;
+  B.exact = B.quad && k_exact && d->g.N % ct.bn == 0;
+  uint32_t lid = sb_lid(b), sg = sb_div(b, lid, sb_u32(b, 32)), lane = sb_mod(b, lid, sb_u32(b, 32));
+  uint32_t wm0 = sb_mulc(b, sb_div(b, sg, sb_u32(b, (uint32_t)sx_n)), (uint32_t)ct.wm);
+  uint32_t wn0 = sb_mulc(b, sb_mod(b, sg, sb_u32(b, (uint32_t)sx_n)), (uint32_t)ct.wn);
+  uint32_t row = sb_shr(b, lane, sb_u32(b, 1)), col = sb_mulc(b, sb_and(b, lane, sb_u32(b, 1)), 8); /* a lane's 8 outputs */
+  /* the subgroup's first quad of A and of B in a stage */
+  uint32_t abase = A.o.along_k ? sb_mulc(b, wm0, (uint32_t)A.lineq) : sb_shr(b, wm0, sb_u32(b, 3));
+  uint32_t bbase = sb_addc(b, B.o.along_k ? sb_mulc(b, wn0, (uint32_t)B.lineq) : sb_shr(b, wn0, sb_u32(b, 3)), B.base);
+  sb_lv acc[4][4], eacc[4][4][8];
+  for (int i = 0; i < ti; i++)
+    for (int j = 0; j < tj; j++) {
+      if (!emulate) acc[i][j] = sb_local(b, mat_f, zero);
+      else
+        for (int c = 0; c < 8; c++) eacc[i][j][c] = sb_local(b, b->t_f32, sb_f32(b, 0.f));
     }
-    for (int i = 0; i < 2; i++)
-      for (int j = 0; j < 2; j++) {
-        uint32_t ma[3] = {am[i], bm[j], sb_ld(b, acc[i][j])};
-        sb_st(b, acc[i][j], sb_op(b, SpvOpCooperativeMatrixMulAddNV, mat_f, 3, ma));
-      }
+  sb_lv va[16], vb[16]; /* the quads in flight */
+  for (int i = 0; i < 16; i++) va[i] = sb_local(b, q4, 0), vb[i] = sb_local(b, q4, 0);
+  uint32_t st0 = sb_u32(b, 0), stq = sb_u32(b, stage_q), cur = st0, nxt = st0;
+  coop_fetch_all(b, &A, st0, lid, threads, va);
+  coop_fetch_all(b, &B, st0, lid, threads, vb);
+  if (ct.stages == 2) {
+    coop_store_all(b, &A, sh, st0, lid, threads, va);
+    coop_store_all(b, &B, sh, st0, lid, threads, vb);
+    sb_barrier(b);
   }
-  sb_barrier(b);
-  sb_for_end(b, &l);
-  for (int i = 0; i < 2; i++)
-    for (int j = 0; j < 2; j++) {
-      uint32_t pc[2] = {Cs, sb_add(b, sb_mulc(b, sb_addc(b, qm, (uint32_t)(i * 16)), CT), sb_addc(b, qn, (uint32_t)(j * 16)))};
-      uint32_t st[4] = {sb_op(b, SpvOpAccessChain, pf, 2, pc), sb_ld(b, acc[i][j]), sb_u32(b, CT), fals};
-      sb_op0(b, SpvOpCooperativeMatrixStoreNV, 4, st);
+  sb_loop l;
+  uint32_t k0 = sb_for(b, &l, st0, sb_u32(b, (uint32_t)d->g.K), sb_u32(b, (uint32_t)ct.bk));
+  if (ct.stages == 2) { /* slice k0 / bk is in stage (k0 / bk) % 2 */
+    uint32_t lg = ct.bk == 16 ? 4 : ct.bk == 32 ? 5 : 6;
+    cur = sb_mulc(b, sb_and(b, sb_shr(b, k0, sb_u32(b, lg)), sb_u32(b, 1)), stage_q), nxt = sb_sub(b, stq, cur);
+  } else { /* the last slice's products are done (the barrier at the loop's end) */
+    coop_store_all(b, &A, sh, st0, lid, threads, va);
+    coop_store_all(b, &B, sh, st0, lid, threads, vb);
+    sb_barrier(b);
+  }
+  /* the next slice; after the last, zeros (or, when K is whole slices, the
+   * last again: in range, so that exact operands need no checks), stored
+   * and never read */
+  uint32_t k1 = sb_addc(b, k0, (uint32_t)ct.bk);
+  if (k_exact) {
+    uint32_t mm[2] = {k1, sb_u32(b, (uint32_t)(d->g.K - ct.bk))};
+    k1 = sb_glsl(b, GLSLstd450UMin, b->t_u32, 2, mm);
+  }
+  coop_fetch_all(b, &A, k1, lid, threads, va);
+  coop_fetch_all(b, &B, k1, lid, threads, vb);
+  if (!emulate) {
+    uint32_t ab = sb_add(b, cur, abase), bb = sb_add(b, cur, bbase), pq = sb_ptr(b, SpvStorageClassWorkgroup, q4);
+    for (int kk = 0; kk < ct.bk; kk += 16) {
+      uint32_t am[4], bm[4];
+      for (int i = 0; i < ti; i++) { /* A's rows wm0 + 16 i.., k kk.. */
+        uint32_t off = A.o.along_k ? (uint32_t)(16 * i * A.lineq + kk / CQ) : (uint32_t)(kk * A.lineq + 16 * i / CQ);
+        uint32_t pa[2] = {sh, sb_addc(b, ab, off)};
+        uint32_t la[3] = {sb_op(b, SpvOpAccessChain, pq, 2, pa), sb_u32(b, (uint32_t)A.lineq), sb_bool(b, !A.o.along_k)};
+        am[i] = sb_op(b, SpvOpCooperativeMatrixLoadNV, mat_h, 3, la);
+      }
+      for (int j = 0; j < tj; j++) { /* B's k kk.., columns wn0 + 16 j.. */
+        uint32_t off = B.o.along_k ? (uint32_t)(16 * j * B.lineq + kk / CQ) : (uint32_t)(kk * B.lineq + 16 * j / CQ);
+        uint32_t pb[2] = {sh, sb_addc(b, bb, off)};
+        uint32_t lb[3] = {sb_op(b, SpvOpAccessChain, pq, 2, pb), sb_u32(b, (uint32_t)B.lineq), sb_bool(b, B.o.along_k)};
+        bm[j] = sb_op(b, SpvOpCooperativeMatrixLoadNV, mat_h, 3, lb);
+      }
+      for (int i = 0; i < ti; i++)
+        for (int j = 0; j < tj; j++) {
+          uint32_t ma[3] = {am[i], bm[j], sb_ld(b, acc[i][j])};
+          sb_st(b, acc[i][j], sb_op(b, SpvOpCooperativeMatrixMulAddNV, mat_f, 3, ma));
+        }
     }
-  sb_barrier(b);
+  } else {
+    sb_loop lk;
+    uint32_t kk = sb_for(b, &lk, st0, sb_u32(b, (uint32_t)ct.bk), sb_u32(b, 1)), qa = cur, qb = sb_addc(b, cur, B.base);
+    for (int i = 0; i < ti; i++) {
+      uint32_t m = sb_add(b, wm0, sb_addc(b, row, (uint32_t)(16 * i)));
+      uint32_t ea = A.o.along_k ? sb_add(b, sb_mulc(b, sb_add(b, qa, sb_mulc(b, m, (uint32_t)A.lineq)), CQ), kk)
+                                : sb_add(b, sb_mulc(b, sb_add(b, qa, sb_mulc(b, kk, (uint32_t)A.lineq)), CQ), m);
+      uint32_t a = sh_half(b, sh, ea);
+      for (int j = 0; j < tj; j++)
+        for (int c = 0; c < 8; c++) {
+          uint32_t n = sb_add(b, wn0, sb_addc(b, col, (uint32_t)(16 * j + c)));
+          uint32_t eb = B.o.along_k ? sb_add(b, sb_mulc(b, sb_add(b, qb, sb_mulc(b, n, (uint32_t)B.lineq)), CQ), kk)
+                                    : sb_add(b, sb_mulc(b, sb_add(b, qb, sb_mulc(b, kk, (uint32_t)B.lineq)), CQ), n);
+          sb_st(b, eacc[i][j][c], sb_fma(b, a, sh_half(b, sh, eb), sb_ld(b, eacc[i][j][c])));
+        }
+    }
+    sb_for_end(b, &lk);
+  }
+  if (ct.stages == 2) {
+    coop_store_all(b, &A, sh, nxt, lid, threads, va);
+    coop_store_all(b, &B, sh, nxt, lid, threads, vb);
+  }
+  sb_barrier(b); /* the products are done: the next stores, or the scratch below, may overwrite */
+  sb_for_end(b, &l);
+  /* the store: lane (row, col) takes outputs (row, col..col + 7) of each
+   * accumulator, neighbours in pairs, so that a 16-bit C is stored a word at
+   * a time */
   int odt = d->odt;
   bool words = mlc_dtype_size((mlc_dtype)odt) == 2 && d->g.N % 2 == 0;
-  int V = words ? 2 : 1;
-  for (int q = 0; q < CT * CT / CW / V; q++) {
-    uint32_t e = sb_mulc(b, sb_addc(b, lid, (uint32_t)(q * CW)), (uint32_t)V);
-    uint32_t m = sb_add(b, t.m0, sb_div(b, e, sb_u32(b, CT))), n = sb_add(b, t.n0, sb_mod(b, e, sb_u32(b, CT)));
-    sb_if w;
-    sb_if_begin(b, &w, sb_land(b, sb_ult(b, m, sb_u32(b, (uint32_t)d->g.M)), sb_ult(b, n, sb_u32(b, (uint32_t)d->g.N))), false);
-    uint32_t at = sb_add(b, t.oc, sb_add(b, sb_mulc(b, m, (uint32_t)d->g.N), n)), lo, hi, lo2, hi2;
-    out_bits(s, d, at, sb_sh_ld(b, Cs, b->t_f32, e), &lo, &hi);
-    if (words) { /* n even, N even: the pair is one word */
-      out_bits(s, d, sb_addc(b, at, 1), sb_sh_ld(b, Cs, b->t_f32, sb_addc(b, e, 1)), &lo2, &hi2);
-      sb_stw(b, sv_out(s), sb_shr(b, at, sb_u32(b, 1)), sb_or(b, lo, sb_shl(b, lo2, sb_u32(b, 16))));
-    } else {
-      sb_store_bits(b, sv_out(s), odt, at, lo, hi);
+  uint32_t scr = sb_mulc(b, sg, scratch_q), pq = sb_ptr(b, SpvStorageClassWorkgroup, q4);
+  uint32_t M = sb_u32(b, (uint32_t)d->g.M), N = sb_u32(b, (uint32_t)d->g.N);
+  for (int i = 0; i < ti; i++)
+    for (int j = 0; j < tj; j++) {
+      uint32_t v[8];
+      if (!emulate) {
+        uint32_t pc[2] = {sh, scr};
+        uint32_t st[4] = {sb_op(b, SpvOpAccessChain, pq, 2, pc), sb_ld(b, acc[i][j]), sb_u32(b, 16 / 4 + CPAD), sb_bool(b, false)};
+        sb_op0(b, SpvOpCooperativeMatrixStoreNV, 4, st);
+        sb_subgroup_barrier(b);
+        uint32_t at = sb_add(b, scr, sb_add(b, sb_mulc(b, row, 16 / 4 + CPAD), sb_shr(b, col, sb_u32(b, 2))));
+        for (int h = 0; h < 2; h++) {
+          uint32_t quad = sb_sh_ld(b, sh, q4, sb_addc(b, at, (uint32_t)h));
+          for (uint32_t c = 0; c < 4; c++) {
+            uint32_t a[2] = {quad, c};
+            v[4 * h + c] = sb_bits2f(b, sb_op(b, SpvOpCompositeExtract, b->t_u32, 2, a));
+          }
+        }
+        sb_subgroup_barrier(b); /* all read before the next accumulator overwrites them */
+      } else {
+        for (int c = 0; c < 8; c++) v[c] = sb_ld(b, eacc[i][j][c]);
+      }
+      uint32_t m = sb_add(b, t.m0, sb_add(b, wm0, sb_addc(b, row, (uint32_t)(16 * i))));
+      uint32_t n = sb_add(b, t.n0, sb_add(b, wn0, sb_addc(b, col, (uint32_t)(16 * j))));
+      uint32_t mok = sb_ult(b, m, M), rowat = sb_add(b, t.oc, sb_mulc(b, m, (uint32_t)d->g.N));
+      for (int c = 0; c < 8; c += words ? 2 : 1) {
+        uint32_t nc = sb_addc(b, n, (uint32_t)c), lo, hi, lo2, hi2;
+        sb_if w;
+        sb_if_begin(b, &w, sb_land(b, mok, sb_ult(b, nc, N)), false);
+        uint32_t at = sb_add(b, rowat, nc);
+        out_bits(s, d, at, v[c], &lo, &hi);
+        if (words) { /* nc even, N even: nc + 1 < N, and the pair is one word */
+          out_bits(s, d, sb_addc(b, at, 1), v[c + 1], &lo2, &hi2);
+          sb_stw(b, sv_out(s), sb_shr(b, at, sb_u32(b, 1)), sb_or(b, lo, sb_shl(b, lo2, sb_u32(b, 16))));
+        } else {
+          sb_store_bits(b, sv_out(s), odt, at, lo, hi);
+        }
+        sb_if_end(b, &w);
+      }
     }
-    sb_if_end(b, &w);
-  }
   sb_if_end(b, &guard);
   sv_end(s);
-  s->coopmat = true;
-  s->mnk[0] = s->mnk[1] = s->mnk[2] = 16;
+  if (!emulate) {
+    s->coopmat = true;
+    s->mnk[0] = s->mnk[1] = s->mnk[2] = 16;
+  }
   return true;
 }
 
@@ -302,8 +582,10 @@ bool sv_emit_gemm_of(sv *s, int op, const mlc_type *otype, sv_epi_fn epi, void *
       s->nd = 1;
       return true;
     }
-    return emit_coopmat(s, &d);
+    return emit_coopmat(s, &d, false);
   }
+  /* the check of the cooperative-matrix kernel's staging and store (emit_coopmat) */
+  if (dt != MLC_DT_F32 && getenv("MLC_SPIRV_COOPMAT_EMULATE")) return emit_coopmat(s, &d, true);
   return emit_tiled(s, &d);
 }
 

@@ -1,6 +1,7 @@
 /* The Vulkan device: see device.h. */
 #include "runtime/vulkan/device.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
@@ -87,6 +88,13 @@ typedef struct {
   uint8_t *t_used;
   uint64_t origin, ts_mask;
   double tick_s;
+  /* MLC_VK_PIPELINE_STATS=1: each pipeline's statistics (registers, shared
+   * memory, ...) on stderr, and with MLC_VK_PIPELINE_IR=DIR its internal
+   * representations as files there (VK_KHR_pipeline_executable_properties) */
+  bool pipe_stats;
+  PFN_vkGetPipelineExecutablePropertiesKHR exec_props;
+  PFN_vkGetPipelineExecutableStatisticsKHR exec_stats;
+  PFN_vkGetPipelineExecutableInternalRepresentationsKHR exec_ir;
 } vk_dev;
 
 #define CK(d, call) mlc_vk_check((d)->api.call, #call)
@@ -315,6 +323,62 @@ static mlc_status layout_for(vk_dev *d, uint32_t nargs) {
   return CK(d, vkCreatePipelineLayout(d->dev, &pi, NULL, &d->layout[nargs]));
 }
 
+/* What the driver says it made of a pipeline (MLC_VK_PIPELINE_STATS=1):
+ * one stderr line of statistics per executable, and, with
+ * MLC_VK_PIPELINE_IR=DIR, each internal representation as
+ * DIR/<symbol>.<entry>.<executable>.<k>.txt (or .bin).  For studying the
+ * kernels' code; failures only mean less is reported. */
+static void report_pipeline(vk_dev *d, VkPipeline p, const char *symbol, const char *entry) {
+  VkPipelineInfoKHR pi = {.sType = VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR, .pipeline = p};
+  VkPipelineExecutablePropertiesKHR ex[4];
+  uint32_t n = 4;
+  for (uint32_t i = 0; i < n; i++)
+    ex[i] = (VkPipelineExecutablePropertiesKHR){.sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_PROPERTIES_KHR};
+  if (d->exec_props(d->dev, &pi, &n, ex) < 0) return;
+  const char *dir = getenv("MLC_VK_PIPELINE_IR");
+  for (uint32_t e = 0; e < n; e++) {
+    VkPipelineExecutableInfoKHR ei = {.sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR, .pipeline = p,
+                                      .executableIndex = e};
+    VkPipelineExecutableStatisticKHR st[32];
+    uint32_t ns = 32;
+    for (uint32_t i = 0; i < ns; i++)
+      st[i] = (VkPipelineExecutableStatisticKHR){.sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR};
+    if (d->exec_stats(d->dev, &ei, &ns, st) < 0) ns = 0;
+    fprintf(stderr, "mlc: pipeline %s %s, executable %u (%s):", symbol, entry, e, ex[e].name);
+    for (uint32_t i = 0; i < ns; i++) {
+      const VkPipelineExecutableStatisticValueKHR *v = &st[i].value;
+      const char *name = st[i].name;
+      switch (st[i].format) {
+      case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR: fprintf(stderr, " %s=%s;", name, v->b32 ? "true" : "false"); break;
+      case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR: fprintf(stderr, " %s=%lld;", name, (long long)v->i64); break;
+      case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR: fprintf(stderr, " %s=%llu;", name, (unsigned long long)v->u64); break;
+      default: fprintf(stderr, " %s=%g;", name, v->f64); break;
+      }
+    }
+    fprintf(stderr, "\n");
+    if (!dir || !d->exec_ir) continue;
+    VkPipelineExecutableInternalRepresentationKHR ir[8];
+    uint32_t nr = 8;
+    for (uint32_t i = 0; i < nr; i++)
+      ir[i] = (VkPipelineExecutableInternalRepresentationKHR){
+          .sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INTERNAL_REPRESENTATION_KHR};
+    if (d->exec_ir(d->dev, &ei, &nr, ir) < 0) continue; /* the sizes */
+    for (uint32_t i = 0; i < nr; i++) ir[i].pData = ir[i].dataSize ? malloc(ir[i].dataSize) : NULL;
+    if (d->exec_ir(d->dev, &ei, &nr, ir) >= 0)
+      for (uint32_t i = 0; i < nr; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s.%s.%u.%u.%s", dir, symbol, entry, e, i, ir[i].isText ? "txt" : "bin");
+        FILE *f = ir[i].pData ? fopen(path, "wb") : NULL;
+        if (f) {
+          fwrite(ir[i].pData, 1, ir[i].isText && ir[i].dataSize ? ir[i].dataSize - 1 : ir[i].dataSize, f);
+          fclose(f);
+          fprintf(stderr, "mlc:   %s (%s): %s\n", ir[i].name, ir[i].description, path);
+        }
+      }
+    for (uint32_t i = 0; i < nr; i++) free(ir[i].pData);
+  }
+}
+
 static mlc_status build_kernel(vk_dev *d, kernel *kk, const mlc_vk_kernel *k) {
   if (k->nargs > MAX_ARGS || !k->ndispatch || k->ndispatch > MLC_VK_MAX_DISPATCH)
     return mlc_status_make(MLC_INVALID_ARGUMENT, "Vulkan kernel %s: %u arguments and %u dispatches (at most %d and %d)",
@@ -343,8 +407,11 @@ static mlc_status build_kernel(vk_dev *d, kernel *kk, const mlc_vk_kernel *k) {
         .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, .stage = VK_SHADER_STAGE_COMPUTE_BIT,
                   .module = kk->mod, .pName = k->dispatch[j].entry, .pSpecializationInfo = n ? &si : NULL},
         .layout = d->layout[k->nargs]};
+    if (d->pipe_stats)
+      ci.flags = VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR | VK_PIPELINE_CREATE_CAPTURE_INTERNAL_REPRESENTATIONS_BIT_KHR;
     mlc_status st = CK(d, vkCreateComputePipelines(d->dev, d->cache, 1, &ci, NULL, &kk->pipe[j]));
     if (st) return mlc_status_annotate(st, "kernel %s, entry point %s", k->symbol, k->dispatch[j].entry);
+    if (d->pipe_stats) report_pipeline(d, kk->pipe[j], k->symbol, k->dispatch[j].entry);
     d->new_pipelines++;
   }
   kk->k = k;
@@ -774,20 +841,39 @@ static mlc_status make_device(vk_dev *d) {
   d->coopmat_khr = has_khr && khr.cooperativeMatrix;
   d->coopmat_nv = has_nv && nv.cooperativeMatrix;
   /* Chain again with only the extensions that are enabled. */
-  const char *exts[2];
+  const char *exts[3];
   uint32_t next = 0;
   tail = core_tail;
   *tail = NULL;
   khr.pNext = nv.pNext = NULL;
   if (d->coopmat_khr) { *tail = &khr; tail = &khr.pNext; exts[next++] = MLC_VK_COOPMAT_EXT; }
   if (d->coopmat_nv) { *tail = &nv; exts[next++] = MLC_VK_COOPMAT_NV_EXT; }
+  VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR pe = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR, .pipelineExecutableInfo = VK_TRUE};
+  d->pipe_stats = getenv("MLC_VK_PIPELINE_STATS") &&
+                  mlc_vk_has_extension(&d->api, d->phys, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+  if (d->pipe_stats) {
+    pe.pNext = f2.pNext;
+    f2.pNext = &pe;
+    exts[next++] = VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME;
+  }
   float priority = 1;
   VkDeviceQueueCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueFamilyIndex = d->family,
                                 .queueCount = 1, .pQueuePriorities = &priority};
   VkDeviceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .pNext = &f2, .queueCreateInfoCount = 1,
                            .pQueueCreateInfos = &qi, .enabledExtensionCount = next, .ppEnabledExtensionNames = exts};
   MLC_RETURN_IF_ERROR(CK(d, vkCreateDevice(d->phys, &ci, NULL, &d->dev)));
-  return mlc_vk_load_device(&d->api, d->dev);
+  MLC_RETURN_IF_ERROR(mlc_vk_load_device(&d->api, d->dev));
+  if (d->pipe_stats) {
+    PFN_vkVoidFunction fn[3] = {d->api.vkGetDeviceProcAddr(d->dev, "vkGetPipelineExecutablePropertiesKHR"),
+                                d->api.vkGetDeviceProcAddr(d->dev, "vkGetPipelineExecutableStatisticsKHR"),
+                                d->api.vkGetDeviceProcAddr(d->dev, "vkGetPipelineExecutableInternalRepresentationsKHR")};
+    memcpy(&d->exec_props, &fn[0], sizeof fn[0]);
+    memcpy(&d->exec_stats, &fn[1], sizeof fn[1]);
+    memcpy(&d->exec_ir, &fn[2], sizeof fn[2]);
+    d->pipe_stats = d->exec_props && d->exec_stats;
+  }
+  return NULL;
 }
 
 static mlc_status make_cache(vk_dev *d) {

@@ -138,6 +138,38 @@ static void test_validate(void **state) {
   free(w2);
 }
 
+/* 16-byte loads through a second, uvec4 view of two bindings (made once
+ * each, their type decorated once) and a subgroup barrier: out[i] = the sum
+ * of the 8 words of quad i of each input, valid for Vulkan 1.2. */
+static void test_quad_view(void **state) {
+  (void)state;
+  sb b;
+  sb_init(&b, 3);
+  uint32_t gxy[2];
+  sb_entry_begin(&b, "main0", 64, 1, gxy);
+  uint32_t i = sb_lid(&b), sum = sb_u32(&b, 0);
+  for (uint32_t k = 0; k < 4; k++) {
+    uint32_t q = sb_ld4(&b, k % 2, i), a[2] = {q, k};
+    sum = sb_add(&b, sum, sb_op(&b, SpvOpCompositeExtract, b.t_u32, 2, a));
+  }
+  sb_subgroup_barrier(&b);
+  sb_stw(&b, 2, i, sum);
+  sb_entry_end(&b);
+  assert_int_not_equal(b.buf4[0], 0);
+  assert_int_not_equal(b.buf4[1], 0);
+  assert_int_equal(b.buf4[2], 0);
+  size_t n;
+  uint32_t *w = sb_finish(&b, &n);
+  sb_free(&b);
+  char err[512];
+  assert_true(mlc_spirv_validate(w, n, err, sizeof err));
+  size_t blocks = 0; /* OpDecorate <struct> Block: the words' struct and the quads' */
+  for (size_t at = 5; at < n; at += w[at] >> 16)
+    if ((w[at] & 0xffff) == SpvOpDecorate && w[at + 2] == SpvDecorationBlock) blocks++;
+  assert_int_equal(blocks, 2);
+  free(w);
+}
+
 /* Twelve identical adds are one kernel named mlc_add_<xxh64 of its words>;
  * an add of another shape is another. */
 static void test_dedup_and_names(void **state) {
@@ -783,6 +815,29 @@ static void test_gemms(void **state) {
   gemm_case(MLC_OP_MATMUL, MLC_DT_BF16, 33, 71, 38); /* odd n: B along rows one at a time */
 }
 
+/* The cooperative-matrix kernel's staging (16-byte quads, checked and
+ * exact loads, one and two stages) and its store, through its emulation
+ * (emit_gemm.c: scalar FMAs in place of the cooperative matrices, which
+ * lavapipe lacks), as the portable kernel of these 16-bit GEMMs. */
+static void test_coopmat_emulated(void **state) {
+  (void)state;
+  setenv("MLC_SPIRV_COOPMAT_EMULATE", "1", 1);
+  gemm_case(MLC_OP_MATMUL, MLC_DT_F16, 128, 128, 64);  /* whole tiles: loads without checks */
+  gemm_case(MLC_OP_LINEAR, MLC_DT_BF16, 37, 72, 40);   /* quads, rows checked */
+  gemm_case(MLC_OP_MATMUL, MLC_DT_BF16, 33, 70, 38);   /* element by element */
+  gemm_case(MLC_OP_MATMUL_TN, MLC_DT_F16, 70, 64, 48); /* A along m, B along n */
+  setenv("MLC_SPIRV_GEMM_TILE", "64x64x32x32x64x1", 1); /* one stage, slices of 64 */
+  gemm_case(MLC_OP_MATMUL, MLC_DT_F16, 128, 192, 128);
+  gemm_case(MLC_OP_LINEAR, MLC_DT_F16, 50, 64, 72);
+}
+
+static int coopmat_emulated_end(void **state) { /* also after a failed case */
+  (void)state;
+  unsetenv("MLC_SPIRV_GEMM_TILE");
+  unsetenv("MLC_SPIRV_COOPMAT_EMULATE");
+  return 0;
+}
+
 static void test_batched_matmul(void **state) {
   (void)state;
   prog *g = prog_new();
@@ -1270,6 +1325,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest builder[] = {
       cmocka_unit_test(test_interning),
       cmocka_unit_test(test_validate),
+      cmocka_unit_test(test_quad_view),
       cmocka_unit_test(test_dedup_and_names),
       cmocka_unit_test(test_coopmat_table),
       cmocka_unit_test(test_optimizer),
@@ -1277,6 +1333,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest run[] = {
       cmocka_unit_test(test_add_broadcast_bf16), cmocka_unit_test(test_unary_f16),  cmocka_unit_test(test_gelu_grad_cast),
       cmocka_unit_test(test_softmax_and_sums),   cmocka_unit_test(test_layout),     cmocka_unit_test(test_gemms),
+      cmocka_unit_test_teardown(test_coopmat_emulated, coopmat_emulated_end),
       cmocka_unit_test(test_batched_matmul),     cmocka_unit_test(test_norms),      cmocka_unit_test(test_cross_entropy),
       cmocka_unit_test(test_embedding),          cmocka_unit_test(test_attention),  cmocka_unit_test(test_adamw),
       cmocka_unit_test(test_integers),           cmocka_unit_test(test_sgd),    cmocka_unit_test(test_attention_tiles),

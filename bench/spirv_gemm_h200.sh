@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# On the GPU machine (device tool), in one call: the SPIR-V target's
+# cooperative-matrix GEMM on NVIDIA's Vulkan driver at 4096^3, for several
+# workgroup tiles, against torch.matmul (cuBLAS) on the same GPU; before the
+# timings, the GEMM op cases against PyTorch through the same driver (the
+# cooperative-matrix kernels run only there: lavapipe has none).  Logs go to
+# $OUT (else /tmp/mlc-spirv-gemm).
+#
+# Build and carry as bench/spirv_h200.sh's header says (build-vkgpu, .gl,
+# build-vkgpu/lib), and check those binaries on lavapipe first, the
+# cooperative-matrix kernel's staging and store included (its emulation):
+#   MLC_SPIRV_COOPMAT_EMULATE=1 MLC_SPIRV_GEMM_TILE=64x64x32x32 python3 codegen/llvm/tests/opcheck.py ops \
+#     --target spirv -k mat --opcheck build-vkgpu/codegen/cuda/mlc_opcheck --work /tmp/o
+# Knobs: TILES="default BMxBNxWMxWN ..." (MLC_SPIRV_GEMM_TILE of each f16
+# run; "default" is the code generator's choice), SKIP_OPS=1 (no op cases),
+# MINILLM=1 (also the MiniLLM forward on spirv, cuda and torch, as
+# bench/spirv_h200.sh times it), STATS=1 (what the driver reports of each
+# GEMM pipeline: registers and so on, MLC_VK_PIPELINE_STATS; and the first
+# tile's internal representations, if it gives any, as ir.tgz).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-/tmp/mlc-spirv-gemm}
+mkdir -p "$out"
+for f in .gl/*.deb; do dpkg -x "$f" /; done
+ldconfig
+export LD_LIBRARY_PATH=$PWD/build-vkgpu/lib:${LD_LIBRARY_PATH:-}
+export XDG_CACHE_HOME=/tmp/mlc-cache PYTHONUNBUFFERED=1 MLC_VK_VALIDATE=0
+if ! ls /usr/share/vulkan/icd.d/nvidia* /etc/vulkan/icd.d/nvidia* > /dev/null 2>&1; then
+  export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+fi
+mlc=build-vkgpu/mlc
+opcheck=build-vkgpu/codegen/cuda/mlc_opcheck
+{
+  echo "# bench/spirv_gemm_h200.sh, $(date -u '+%F %T') UTC, commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
+  $mlc devices --target spirv
+} 2>&1 | tee "$out/env.log"
+if [ -z "${SKIP_OPS:-}" ]; then
+  for k in mat lin; do # the matmul, matmul_tn, linear and fused-GEMM cases
+    timeout 90 python3 codegen/llvm/tests/opcheck.py ops --target spirv -k $k --jobs 12 --opcheck $opcheck --work /tmp/ops
+  done > "$out/ops.log" 2>&1
+  echo "ops: $(grep -c ^PASS "$out/ops.log") passed, $(grep -c ^FAIL "$out/ops.log") failed"
+  grep ^FAIL "$out/ops.log" | cut -c1-300
+fi
+if [ -n "${STATS:-}" ]; then # the driver's statistics of each pipeline; the first tile's code too
+  export MLC_VK_PIPELINE_STATS=1 MLC_VK_PIPELINE_IR=/tmp/ir
+  mkdir -p /tmp/ir
+fi
+{
+  for t in ${TILES:-default}; do
+    echo "## mlc spirv GEMM f16 4096^3, tile $t"
+    if [ "$t" = default ]; then unset MLC_SPIRV_GEMM_TILE; else export MLC_SPIRV_GEMM_TILE=$t; fi
+    timeout 30 $mlc bench bench/gemm_f16.mdl --target spirv n=4096 --runs 20 --warmup 3
+    rc=$?
+    if [ $rc -ne 0 ] && [ -n "${MLC_VK_PIPELINE_STATS:-}" ]; then # no statistics then, but the time
+      echo "(exit $rc with statistics on: again without)"
+      unset MLC_VK_PIPELINE_STATS
+      timeout 30 $mlc bench bench/gemm_f16.mdl --target spirv n=4096 --runs 20 --warmup 3
+    fi
+    unset MLC_VK_PIPELINE_IR
+  done
+  if [ -n "${STATS:-}" ]; then tar czf "$out/ir.tgz" -C /tmp ir; ls -la /tmp/ir; fi
+  unset MLC_VK_PIPELINE_STATS
+  unset MLC_SPIRV_GEMM_TILE
+  echo "## mlc spirv GEMM bf16 4096^3, tile default"
+  timeout 30 $mlc bench bench/gemm_bf16.mdl --target spirv n=4096 --runs 20 --warmup 3
+  echo "## torch"
+  timeout 25 python3 bench/spirv_torch.py gemm --n 4096
+} 2>&1 | tee "$out/gemm.log"
+if [ -n "${MINILLM:-}" ]; then
+  {
+    echo "## mlc spirv MiniLLM forward bf16"
+    timeout 65 $mlc bench bench/minillm_bf16.mdl --target spirv --runs 10 --warmup 2 --profile
+    echo "## mlc cuda MiniLLM forward bf16"
+    timeout 40 $mlc bench bench/minillm_bf16.mdl --target cuda --runs 10 --warmup 2
+    echo "## torch"
+    timeout 30 python3 bench/spirv_torch.py minillm --runs 10
+  } 2>&1 | tee "$out/minillm.log"
+fi
