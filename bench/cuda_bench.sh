@@ -19,6 +19,8 @@ mlc=build-gpu/mlc
   $mlc train examples/linear.mdl --target cuda --steps 20
   echo "## MiniLLM forward, bf16 parameters"
   $mlc bench bench/minillm_bf16.mdl --target cuda --runs 10 --warmup 3
+  echo "## the same, profiled"
+  $mlc bench bench/minillm_bf16.mdl --target cuda --runs 3 --warmup 1 --profile | grep -E '^(Name|[a-z_]+%[0-9]+ )' | head -25
   echo "## MiniLLM train step (bf16 compute, f32 master weights, AdamW), uniform random tokens as torch_baseline.py's"
   python3 -c "import torch; torch.manual_seed(0); torch.randint(0, 32000, (12 * 8 * 1024 + 1,), dtype=torch.int32).numpy().tofile('/tmp/tokens.bin')"
   $mlc train examples/minillm.mdl --target cuda --steps 12 --data /tmp/tokens.bin --data-dtype i32

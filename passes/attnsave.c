@@ -1,5 +1,6 @@
 /* attnsave (CUDA targets): an attention whose gradient is in the same
- * function keeps what that gradient needs, as FlashAttention does.
+ * function keeps what that gradient needs, as FlashAttention does; and
+ * any attention of an in-projection reads it as it lies (packed, below).
  *
  *     attention(q, k, v)                      s = attention_save(q, k, v)
  *                                  becomes    o = view(s)    (its users read o)
@@ -20,6 +21,9 @@
  *     o' = view(s) [b, s, h, d]                         for the transpose of o
  *     dx = attention_grad_saved(g' [b, s, h, d], reshape(x), s) [b, s, 3h, d]
  *                                                       reshaped for the concat
+ *
+ * An attention with no gradient in the function (inference) takes the
+ * packed forward alone, when its q, k, v and output are as above.
  *
  * Only where the CUDA kernels take it (codegen/cuda/emit_attention.c):
  * 16-bit q, k, v of one shape, head dim a multiple of 32 up to 128.  Other
@@ -140,7 +144,7 @@ static uint32_t view(mlc_program *p, mlc_func *f, uint32_t of, const mlc_node *l
 static void rewrite(mlc_program *p, mlc_func *f) {
   /* role[i]: the pair whose forward (or gradient, transpose of o, concat) node i is */
   uint32_t *role = mlc_arena_alloc(p->arena, (f->n + 1) * sizeof *role);
-  pair *pairs = mlc_arena_alloc(p->arena, (f->n / 2 + 1) * sizeof *pairs);
+  pair *pairs = mlc_arena_alloc(p->arena, (f->n + 1) * sizeof *pairs);
   uint32_t *uses = mlc_arena_alloc(p->arena, (f->n + 1) * sizeof *uses);
   memset(uses, 0, (f->n + 1) * sizeof *uses);
   for (uint32_t i = 0; i < f->n; i++)
@@ -158,6 +162,19 @@ static void rewrite(mlc_program *p, mlc_func *f) {
     role[y] = role[i] = np;
     if (pr->x != NONE) role[pr->o_t] = role[pr->concat] = np;
     np++;
+  }
+  /* Attentions with no gradient here (inference): only the packed form
+   * pays, saving the copies around the attention; the statistics it also
+   * writes are 4 bytes a row. */
+  for (uint32_t i = 0; i < f->n; i++) {
+    const mlc_node *y = &f->nodes[i];
+    if (y->op != MLC_OP_ATTENTION || role[i] != NONE || !saves(f, y) || uses[i] != 1) continue;
+    pair *pr = &pairs[np];
+    *pr = (pair){.y = i, .grad = NONE, .x = packed_input(f, y), .o_t = NONE, .g_bshd = NONE, .concat = NONE};
+    for (uint32_t j = i + 1; j < f->n && pr->o_t == NONE; j++)
+      if (f->nodes[j].nin && f->nodes[j].in[0] == i && swaps_1_2(f, j)) pr->o_t = j;
+    if (pr->x == NONE || pr->o_t == NONE) continue;
+    role[i] = role[pr->o_t] = np++;
   }
   if (!np) return;
   mlc_func old = *f;

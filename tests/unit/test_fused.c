@@ -228,6 +228,23 @@ static void test_attnsave(void **state) {
   assert_int_equal(count(s, "axis=1 axis2=2"), 0);
   free(s);
   release(&c);
+  /* inference: the packed forward alone */
+  static const char *infer =
+      "module C {\n"
+      "  attn = MultiheadAttention(64, 2, dtype=bf16)\n"
+      "  forward(x: bf16[2, 16, 64]) { return attn(x, x, x) }\n"
+      "}\n";
+  s = run(&c, infer, "cuda", "forward");
+  assert_non_null(strstr(s, " = attention_save %4 causal=0 scale=0.176776695 : bf16[2176] "));
+  assert_int_equal(count(s, " = slice "), 0);
+  assert_int_equal(count(s, "axis=1 axis2=2"), 0);
+  free(s);
+  release(&c);
+  s = run(&c, infer, "metal", "forward");
+  assert_int_equal(count(s, " = attention "), 1);
+  assert_int_equal(count(s, " = attention_save "), 0);
+  free(s);
+  release(&c);
   /* what the CUDA kernels do not take, and the other targets: unchanged */
   const struct { const char *dt, *target; int d; } keep[] = {{"bf16", "metal", 32}, {"f32", "cuda", 32}, {"bf16", "cuda", 24},
                                                              {"f16", "cpu", 64}};
