@@ -100,12 +100,16 @@ static uint32_t packed_output(const mlc_func *f, const uint32_t *uses, uint32_t 
     const mlc_node *n = &f->nodes[c];
     if (n->op != MLC_OP_CONCAT || n->nin != 3 || n->type.rank != 3 || n->a.axis != 2) continue;
     bool ok = true;
-    for (int i = 0; i < 3 && ok; i++) {
-      uint32_t r2 = n->in[i], t = f->nodes[r2].in[0], r1 = f->nodes[t].in[0], s = f->nodes[r1].in[0];
-      const mlc_node *sl = &f->nodes[s];
-      ok = is_op(f, r2, MLC_OP_RESHAPE) && swaps_1_2(f, t) && is_op(f, r1, MLC_OP_RESHAPE) && sl->op == MLC_OP_SLICE &&
-           sl->in[0] == grad && sl->a.axis == 0 && sl->a.start == i && sl->a.end == i + 1 && uses[r2] == 1 && uses[t] == 1 &&
-           uses[r1] == 1 && uses[s] == 1;
+    for (int i = 0; i < 3 && ok; i++) { /* each node's kind is checked before its input is read */
+      uint32_t r2 = n->in[i];
+      if (!(ok = is_op(f, r2, MLC_OP_RESHAPE) && uses[r2] == 1)) break;
+      uint32_t t = f->nodes[r2].in[0];
+      if (!(ok = swaps_1_2(f, t) && uses[t] == 1)) break;
+      uint32_t r1 = f->nodes[t].in[0];
+      if (!(ok = is_op(f, r1, MLC_OP_RESHAPE) && uses[r1] == 1)) break;
+      const mlc_node *sl = &f->nodes[f->nodes[r1].in[0]];
+      ok = sl->op == MLC_OP_SLICE && sl->in[0] == grad && sl->a.axis == 0 && sl->a.start == i && sl->a.end == i + 1 &&
+           uses[f->nodes[r1].in[0]] == 1;
     }
     if (ok) return c;
   }

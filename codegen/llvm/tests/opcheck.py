@@ -145,6 +145,21 @@ def attn_ref(q, k, v, scale, causal):
     return torch.softmax(s, -1) @ v
 
 
+def mha_ref(causal, heads=2):
+    """nn.MultiheadAttention's computation, rounded to bf16 where the compiled graph stores."""
+    def ref(I, P):
+        x = I["x"]
+        B, S, E = x.shape
+        d = E // heads
+        def lin(t, w, b):  # the product rounded, then the bias added and rounded
+            return bf16(bf16(t @ P[w].T) + P[b])
+        qkv = lin(x, "attn.in_proj_weight", "attn.in_proj_bias")
+        q, k, v = (t.reshape(B, S, heads, d).transpose(1, 2) for t in qkv.split(E, -1))
+        o = bf16(attn_ref(q, k, v, d ** -0.5, causal)).transpose(1, 2).reshape(B, S, E)
+        return lin(o, "attn.out_proj.weight", "attn.out_proj.bias")
+    return ref
+
+
 def rmsnorm_ref(x, w, eps):
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
 
@@ -338,6 +353,11 @@ CASES = [
     Case("attention_bf16", "q: bf16[1, 2, 40, 32], k: bf16[1, 2, 40, 32], v: bf16[1, 2, 40, 32]",
          "cast(attention(q, k, v), f32)", lambda I, P: bf16(attn_ref(I["q"], I["k"], I["v"], 32 ** -0.5, False)),
          LOW),
+    # MultiheadAttention in bf16: on CUDA the attnsave pass reads q, k, v from the in-projection as they lie
+    Case("mha_bf16", "x: bf16[2, 40, 64]", "cast(attn(x, x, x), f32)", mha_ref(False), LOW,
+         members="attn = MultiheadAttention(64, 2, dtype=bf16)"),
+    Case("mha_bf16_causal", "x: bf16[2, 40, 64]", "cast(attn(x, x, x), f32)", mha_ref(True), LOW,
+         members="attn = MultiheadAttention(64, 2, causal=true, dtype=bf16)"),
     Case("cross_entropy", "x: f32[2, 37, 100], t: i32[2, 37]", "cross_entropy(x, t)",
          lambda I, P: F.cross_entropy(I["x"].reshape(-1, 100), I["t"].reshape(-1)), RED, {"t": (0, 100), "x": (-5, 5)}),
     Case("cross_entropy_i64", "x: f32[10, 7], t: i64[10]", "cross_entropy(x, t)",
