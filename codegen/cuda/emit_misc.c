@@ -41,7 +41,6 @@
 #define THREADS 256
 #define MAX_BLOCKS 4096 /* grid-stride kernels */
 #define EG_MAX_IT 4     /* embedding_grad: vectors per thread per block */
-#define EG_ILP 4        /* embedding_grad: rows of g in flight per thread */
 /* Rows of the cross-entropy kernels: a warp per row up to 128 vectors, else
  * a block of THREADS.  (1024 threads per row, to keep fewer rows in flight
  * so that cross_entropy_grad's second pass hits L2, measured no better on
@@ -136,18 +135,7 @@ static bool emit_embedding_grad(cc *c) {
   cc_printf(c, "      int off = 0, tot = 0;\n#pragma unroll\n      for (int j = 0; j < %d; j++) { off += j < w ? wc[j] : 0; tot += wc[j]; }\n",
             THREADS / 32);
   cc_printf(c, "      if (m) list[off + __popc(b & ((1u << lane) - 1u))] = t;\n      __syncthreads();\n");
-  /* EG_ILP rows of g loaded before they are added (in token order, so the
-   * same bits): a row many tokens name is not a chain of dependent loads */
-  cc_printf(c, "      int j = 0;\n      for (; j + %d <= tot; j += %d) {\n", EG_ILP, EG_ILP);
-  cc_printf(c, "#pragma unroll\n        for (int it = 0; it < %lld; it++) {\n", (long long)nit);
-  cc_printf(c, "          const long long v = (long long)ch * %lld + it * %d + threadIdx.x;\n", (long long)(nit * THREADS), THREADS);
-  cc_printf(c, "          if (v < %lldll) {\n      float ga[%d];\n#pragma unroll\n      for (int u = 0; u < %d; u++) {\n"
-               "      const long long tt = list[j + u];\n", (long long)nv, EG_ILP * vec, EG_ILP);
-  cc_vec_load(c, vec, dt, "ga", cc_fmt(c, "u * %d", vec), "in0", cc_fmt(c, "tt * %lldll + v * %d", (long long)D, vec));
-  cc_printf(c, "      }\n#pragma unroll\n            for (int u = 0; u < %d; u++)\n#pragma unroll\n"
-               "            for (int q = 0; q < %d; q++) acc[it * %d + q] += ga[u * %d + q];\n          }\n        }\n      }\n",
-            EG_ILP, vec, vec, vec);
-  cc_printf(c, "      for (; j < tot; j++) {\n        const long long tt = list[j];\n");
+  cc_printf(c, "      for (int j = 0; j < tot; j++) {\n        const long long tt = list[j];\n");
   cc_printf(c, "#pragma unroll\n        for (int it = 0; it < %lld; it++) {\n", (long long)nit);
   cc_printf(c, "          const long long v = (long long)ch * %lld + it * %d + threadIdx.x;\n", (long long)(nit * THREADS), THREADS);
   cc_printf(c, "          if (v < %lldll) {\n      float ga[%d];\n", (long long)nv, vec);
