@@ -77,13 +77,41 @@ static uint32_t user_inputs(const mlc_plan_entry *e, uint32_t *idx) {
   return n;
 }
 
-/* A fixed synthetic batch: floats in [-1, 1), integers in [0, 2), the same every step. */
+/* How many ids value v may take: the rows of the embeddings it indexes and
+ * the classes of the cross-entropies it is the targets of (the fewest), from
+ * the steps' names ("embedding%12") and arguments (inputs, then the
+ * output); 0 if it is none of those. */
+static int64_t id_range(const mlc_plan_entry *e, uint32_t v) {
+  int64_t n = 0;
+  for (uint32_t i = 0; i < e->nsteps; i++) {
+    const mlc_plan_step *st = &e->steps[i];
+    const char *name = st->name ? st->name : "";
+    int64_t r = 0;
+    if (!strncmp(name, "embedding%", 10) && st->nargs == 3 && st->args[1] == v) /* weight [V, D], ids, out */
+      r = e->values[st->args[0]].shape.dims[0];
+    else if (!strncmp(name, "embedding_grad%", 15) && st->nargs == 3 && st->args[1] == v) /* g, ids, dw [V, D] */
+      r = e->values[st->args[2]].shape.dims[0];
+    else if ((!strncmp(name, "cross_entropy%", 14) && st->nargs == 3 && st->args[1] == v) ||
+             (!strncmp(name, "cross_entropy_grad%", 19) && st->nargs == 4 && st->args[2] == v)) { /* logits [.., C] */
+      const mlc_plan_shape *l = &e->values[st->args[!strncmp(name, "cross_entropy%", 14) ? 0 : 1]].shape;
+      r = l->rank ? l->dims[l->rank - 1] : 0;
+    }
+    if (r > 0 && (n == 0 || r < n)) n = r;
+  }
+  return n;
+}
+
+/* A fixed synthetic batch, the same every step: floats in [-1, 1); integers
+ * uniform over the ids they may take (id_range: a vocabulary's tokens, as
+ * real data and torch_baseline.py's randint spread them), else in [0, 2). */
 static mlc_status synthetic_inputs(mlc_session *s, const mlc_plan_entry *e) {
   uint32_t idx[64];
   uint32_t n = user_inputs(e, idx);
   uint64_t rng = 0x747261696e;
   for (uint32_t k = 0; k < n; k++) {
     const mlc_plan_value *v = &e->values[e->inputs[idx[k]].value];
+    int64_t ids = id_range(e, e->inputs[idx[k]].value);
+    uint64_t range = ids > 0 && ids <= INT32_MAX ? (uint64_t)ids : 2;
     uint64_t bytes = mlc_plan_shape_bytes(&v->shape);
     uint8_t *buf = calloc(1, bytes ? bytes : 1);
     if (!buf) return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory");
@@ -91,7 +119,7 @@ static mlc_status synthetic_inputs(mlc_session *s, const mlc_plan_entry *e) {
       rng = rng * 6364136223846793005ull + 1442695040888963407ull;
       uint32_t r = (uint32_t)(rng >> 33);
       if (v->shape.dtype == 1) { float x = (float)r / 2147483648.0f - 1.0f; memcpy(buf + j * 4, &x, 4); }
-      else { int32_t x = (int32_t)(r & 1); memcpy(buf + j * 4, &x, 4); }
+      else { int32_t x = (int32_t)(r % range); memcpy(buf + j * 4, &x, 4); }
     }
     mlc_status st = mlc_session_set_input(s, e->name, e->inputs[idx[k]].name, buf, (size_t)bytes);
     free(buf);
