@@ -6,30 +6,38 @@
  * all loop bounds and strides are constants.
  *
  * attention(q, k, v), 16-bit types with d == dv, d % 16 == 0 and d <= 128:
- * one block per 128 (causal: 64) query rows of one (batch, head), a warp per
- * 16 rows;
- * keys and values stream through shared memory 64 rows at a time (cp.async,
- * double-buffered); S = q k^T and o += p v on the tensor cores (mma.sync
- * m16n8k16, f32 accumulators), the online softmax in registers in base 2.
- * Causal tiles stop at their diagonal.  Everything else (f32, other head
- * dims): a warp per query row, exact f32.
+ * a block per 128 query rows of one (batch, head) (causal: 64), 4 warps of
+ * 2 row tiles of 16 (causal: 4 of 1), so each k and v fragment feeds two
+ * row tiles; keys and values stream through shared memory 32 rows at a time
+ * (causal: 64; cp.async, double-buffered); S = q k^T and o += p v on the
+ * tensor cores (mma.sync m16n8k16, f32 accumulators), the online softmax in
+ * registers in base 2.  Causal tiles stop at their diagonal.  Everything
+ * else (f32, other head dims): a warp per query row, exact f32.
  *
  * attention_save(q, k, v) (passes/attnsave.c): the forward, also writing
- * each row's log-sum-exp (base 2) after the output.
+ * each row's log-sum-exp (base 2) after the output.  attention_save(qkv),
+ * packed: q, k, v read from the in-projection [b, s, 3h, d] as they lie,
+ * the output written in [b, s, h, d] order (mlc_attn_row).
  *
  * attention_grad(g, q, k, v) -> [3, b, h, s, d] (dq, dk, dv), three launches:
  *   0. per query tile: the forward again, giving each row's log-sum-exp and
  *      D = dO . o into scratch (and, on tensor cores, zeroing dq's f32
  *      accumulator);
- *   1. 16-bit, d % 32 == 0, d <= 128: per 64 keys, over the query rows 32 at
- *      a time, S and dP again, P, dS; dk and dv summed in registers and
- *      stored, dq summed by f32 atomics into scratch (red.global.add.v4
- *      on sm_90, scalar atomicAdd before).  Otherwise: a warp per
- *      key row (dk, dv);
+ *   1. 16-bit, d % 32 == 0, d <= 128: per 128 keys (8 warps of 16), over
+ *      the query rows 64 at a time, S and dP again, P, dS; dk and dv summed
+ *      in registers and stored, dq summed by f32 atomics into scratch
+ *      (red.global.add.v4 on sm_90, scalar atomicAdd before).  Otherwise: a
+ *      warp per key row (dk, dv);
  *   2. tensor cores: dq's accumulator times scale, converted; otherwise a
  *      warp per query row computes dq.
  * attention_grad_saved(g, q, k, v, saved): launch 0 is only D = dO . o from
  * the saved output (and dq's zeroing); lse2 is read from what was saved.
+ * Packed, attention_grad_saved(g [b, s, h, d], qkv [b, s, 3h, d], saved):
+ * the same launches reading and writing [b, s, ...] rows, dq, dk, dv into
+ * [b, s, 3h, d].
+ *
+ * The tiles were chosen on the H200 (bench/results/cuda-attention-2026-11-30.md);
+ * -DMLC_ATTN_FWD_W/_MT/_BK and -DMLC_ATTN_BWD_W/_BQ build others, to compare.
  *
  * Blocks that ask for more than 48 KB of dynamic shared memory need the
  * function's CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES raised.
@@ -88,7 +96,7 @@ static void fwd_tc(cc *c, const char *T, int64_t D, int64_t BH, int64_t SQ, int6
 static void bwd_tc(cc *c, const char *T, int64_t D, int64_t BH, int64_t S, int causal, int64_t H, const char *args,
                    const char *lse2, const char *dsum, const char *dq, double scale) {
   int64_t W = MLC_ATTN_BWD_W, BQ = MLC_ATTN_BWD_BQ;
-  if ((D / (W / (BQ / 16))) % 16) W = 4, BQ = 32; /* too few columns per warp for dq's product (small D) */
+  if ((D / (W / (BQ / 16))) % 16) W = 4, BQ = 32; /* a -D tile with too few columns per warp for dq's product */
   int64_t LD = D + 8, N = BH * S * D, BN = 16 * W;
   const char *sc = cc_flit(c, scale);
   cc_begin(c, (uint64_t)(BH * cc_ceil_div(S, BN)), (uint32_t)(32 * W),
