@@ -356,7 +356,8 @@ bool mlc_spirv_emit(const mlc_program *p, const mlc_spirv_options *o, mlc_spirv_
       if (mlc_ops[n->op].flags & (MLC_F_LEAF | MLC_F_VIEW)) continue;
       uint32_t fb, cm = UINT32_MAX;
       ok = kernel_for(&t, &ss, p, f, i, o, false, &fb, err, errn);
-      bool mm = n->op == MLC_OP_MATMUL || n->op == MLC_OP_LINEAR || n->op == MLC_OP_MATMUL_TN || n->op == MLC_OP_FUSED;
+      bool mm = n->op == MLC_OP_MATMUL || n->op == MLC_OP_LINEAR || n->op == MLC_OP_MATMUL_TN || n->op == MLC_OP_FUSED ||
+                n->op == MLC_OP_ATTENTION; /* 16-bit attention forward: emit_attention.c's fwd_coop */
       if (ok && o && o->coopmat && mm) {
         ok = kernel_for(&t, &ss, p, f, i, o, true, &cm, err, errn);
         if (ok && cm != UINT32_MAX) out->kernels[cm].fallback = fb;
