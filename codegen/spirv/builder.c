@@ -578,11 +578,12 @@ uint32_t sb_f2bf16(sb *b, uint32_t f) {
   return sb_select(b, b->t_u32, sb_op1(b, SpvOpIsNan, b->t_bool, f), q, r);
 }
 
-uint32_t sb_f2f16(sb *b, uint32_t f) {
-  uint32_t a[2] = {f, sb_f32(b, 0.f)};
-  uint32_t v = sb_op(b, SpvOpCompositeConstruct, b->t_v2f, 2, a);
-  return sb_glsl1(b, GLSLstd450PackHalf2x16, b->t_u32, v);
+uint32_t sb_pack_h2(sb *b, uint32_t x0, uint32_t x1) {
+  uint32_t a[2] = {x0, x1};
+  return sb_glsl1(b, GLSLstd450PackHalf2x16, b->t_u32, sb_op(b, SpvOpCompositeConstruct, b->t_v2f, 2, a));
 }
+
+uint32_t sb_f2f16(sb *b, uint32_t f) { return sb_pack_h2(b, f, sb_f32(b, 0.f)); }
 
 uint32_t sb_load_f(sb *b, uint32_t bind, int dt, uint32_t idx) {
   uint32_t bits = sb_load_bits(b, bind, dt, idx, NULL);

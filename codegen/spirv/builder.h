@@ -201,6 +201,8 @@ void sb_store_bits(sb *b, uint32_t bind, int dt, uint32_t idx, uint32_t lo, uint
 uint32_t sb_load_bits(sb *b, uint32_t bind, int dt, uint32_t idx, uint32_t *hi);
 /* f32 -> bf16 / f16 bits (round to nearest even; NaN stays NaN) */
 uint32_t sb_f2bf16(sb *b, uint32_t f);
+/* Two f32 as the f16 pair of one u32 word (x0 in the low half). */
+uint32_t sb_pack_h2(sb *b, uint32_t x0, uint32_t x1);
 uint32_t sb_f2f16(sb *b, uint32_t f);
 uint32_t sb_bf16tof(sb *b, uint32_t bits);
 /* The bits sb_store_f would store for f32 value f in dtype dt. */

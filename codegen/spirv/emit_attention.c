@@ -547,12 +547,6 @@ static coop_attn coop_attn_of(int64_t D, int ak) {
 /* The bytes of shared memory of the kernel: the quads and the row maxima. */
 static uint32_t coop_attn_bytes(const coop_attn *c) { return 16 * c->total + 4 * 32 * ASG; }
 
-/* Two f32 as the f16 pair of one word (x0 in the low half), as emit_gemm.c's. */
-static uint32_t attn_pack_h2(sb *b, uint32_t x0, uint32_t x1) {
-  uint32_t a[2] = {x0, x1};
-  return sb_glsl1(b, GLSLstd450PackHalf2x16, b->t_u32, sb_op(b, SpvOpCompositeConstruct, b->t_v2f, 2, a));
-}
-
 /* f16 element e (counted from the start of the uvec4 array sh) as f32. */
 static uint32_t attn_sh_half(sb *b, uint32_t sh, uint32_t e) {
   uint32_t quad = sb_sh_ld(b, sh, sb_uvec4_type(b), sb_shr(b, e, sb_u32(b, 3)));
@@ -581,7 +575,7 @@ static void coop_stage(attn *A, const coop_attn *c, uint32_t sh, uint32_t bind, 
     for (uint32_t k = 0; k < 4; k++) {
       uint32_t a[2] = {v, k}, x = sb_op(b, SpvOpCompositeExtract, b->t_u32, 2, a);
       if (A->dt == MLC_DT_BF16) /* a bf16 pair as an f16 pair */
-        x = attn_pack_h2(b, sb_bits2f(b, sb_shl(b, x, sb_u32(b, 16))), sb_bits2f(b, sb_and(b, x, sb_u32(b, 0xffff0000u))));
+        x = sb_pack_h2(b, sb_bits2f(b, sb_shl(b, x, sb_u32(b, 16))), sb_bits2f(b, sb_and(b, x, sb_u32(b, 0xffff0000u))));
       w[k] = sb_select(b, b->t_u32, ok, x, zero);
     }
     sb_sh_st(b, sh, q4, sb_add(b, sb_addc(b, sb_mulc(b, line, c->lq), dst), q), sb_op(b, SpvOpCompositeConstruct, q4, 4, w));
@@ -813,7 +807,7 @@ static void fwd_coop(attn *A, bool emulate) {
       p[e] = sb_glsl1(b, GLSLstd450Exp2, b->t_f32, sb_fsub(b, sc[jb][e], ms));
       ls = sb_fadd(b, ls, p[e]);
     }
-    for (int e = 0; e < 4; e++) w[e] = attn_pack_h2(b, p[2 * e], p[2 * e + 1]);
+    for (int e = 0; e < 4; e++) w[e] = sb_pack_h2(b, p[2 * e], p[2 * e + 1]);
     sb_sh_st(b, k.sh, q4, sb_addc(b, prow, (uint32_t)(2 * jb)), sb_op(b, SpvOpCompositeConstruct, q4, 4, w));
   }
   sb_st(b, lsum, ls);

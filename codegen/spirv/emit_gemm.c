@@ -291,12 +291,6 @@ static bool coop_quads(sv *s, const gemm_desc *d, const operand *o, int k) {
   return true;
 }
 
-/* Two f32 as the f16 pair of one word (x0 in the low half). */
-static uint32_t pack_h2(sb *b, uint32_t x0, uint32_t x1) {
-  uint32_t a[2] = {x0, x1};
-  return sb_glsl1(b, GLSLstd450PackHalf2x16, b->t_u32, sb_op(b, SpvOpCompositeConstruct, b->t_v2f, 2, a));
-}
-
 /* Quad u of the operand's k-slice at k0, as 8 f16 (a uvec4); elements out
  * of range are zeros. */
 static uint32_t coop_fetch(sb *b, const coop_operand *c, uint32_t k0, uint32_t u) {
@@ -311,7 +305,7 @@ static uint32_t coop_fetch(sb *b, const coop_operand *c, uint32_t k0, uint32_t u
     if (o->dt != MLC_DT_BF16) return v;
     for (uint32_t i = 0; i < 4; i++) { /* a bf16 pair as an f16 pair */
       uint32_t a[2] = {v, i}, x = sb_op(b, SpvOpCompositeExtract, b->t_u32, 2, a);
-      w[i] = pack_h2(b, sb_bits2f(b, sb_shl(b, x, sb_u32(b, 16))), sb_bits2f(b, sb_and(b, x, sb_u32(b, 0xffff0000u))));
+      w[i] = sb_pack_h2(b, sb_bits2f(b, sb_shl(b, x, sb_u32(b, 16))), sb_bits2f(b, sb_and(b, x, sb_u32(b, 0xffff0000u))));
     }
     return sb_op(b, SpvOpCompositeConstruct, q4, 4, w);
   }
@@ -323,7 +317,7 @@ static uint32_t coop_fetch(sb *b, const coop_operand *c, uint32_t k0, uint32_t u
     for (uint32_t i = 0; i < 4; i++) {
       uint32_t a[2] = {v, i}, x = sb_op(b, SpvOpCompositeExtract, b->t_u32, 2, a);
       if (o->dt == MLC_DT_BF16) /* a bf16 pair as an f16 pair */
-        x = pack_h2(b, sb_bits2f(b, sb_shl(b, x, sb_u32(b, 16))), sb_bits2f(b, sb_and(b, x, sb_u32(b, 0xffff0000u))));
+        x = sb_pack_h2(b, sb_bits2f(b, sb_shl(b, x, sb_u32(b, 16))), sb_bits2f(b, sb_and(b, x, sb_u32(b, 0xffff0000u))));
       w[i] = sb_select(b, b->t_u32, ok, x, sb_u32(b, 0));
     }
     return sb_op(b, SpvOpCompositeConstruct, q4, 4, w);
@@ -336,7 +330,7 @@ static uint32_t coop_fetch(sb *b, const coop_operand *c, uint32_t k0, uint32_t u
     at = sb_select(b, b->t_u32, ok, sb_add(b, o->off, at), sb_u32(b, 0));
     x[e] = sb_select(b, b->t_f32, ok, sb_load_f(b, o->bind, o->dt, at), sb_f32(b, 0.f));
   }
-  for (int i = 0; i < 4; i++) w[i] = pack_h2(b, x[2 * i], x[2 * i + 1]);
+  for (int i = 0; i < 4; i++) w[i] = sb_pack_h2(b, x[2 * i], x[2 * i + 1]);
   return sb_op(b, SpvOpCompositeConstruct, q4, 4, w);
 }
 
