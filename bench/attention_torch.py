@@ -4,24 +4,11 @@ bench/attention_bf16.mdl: F.scaled_dot_product_attention in bf16 (batch 8,
 16 heads, 1024 tokens, head dim 128, not causal), forward alone and forward
 plus backward, CUDA-event medians.  Prints the backend PyTorch picks."""
 import argparse
+
 import torch
 import torch.nn.functional as F
 
-
-def median_ms(fn, runs, warmup):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(runs):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        times.append(a.elapsed_time(b))
-    times.sort()
-    return times[len(times) // 2]
+from spirv_torch import timed  # median and min of CUDA-event times after warm-up
 
 
 def main():
@@ -40,8 +27,8 @@ def main():
         (o * r).sum().backward()
 
     with torch.no_grad():
-        t_fwd = median_ms(fwd, a.runs, 3)
-    t_step = median_ms(step, a.runs, 3)
+        t_fwd = timed(fwd, a.runs)[0]
+    t_step = timed(step, a.runs)[0]
     fl = 4.0 * b * h * s * s * d * (0.5 if a.causal else 1.0)
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}; flash {torch.backends.cuda.flash_sdp_enabled()}, "
           f"cudnn {torch.backends.cuda.cudnn_sdp_enabled()}, mem_efficient {torch.backends.cuda.mem_efficient_sdp_enabled()}")

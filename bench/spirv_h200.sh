@@ -22,17 +22,7 @@
 #   forward in bf16 on spirv, on cuda, and in PyTorch.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-out=${OUT:-/tmp/mlc-spirv}
-mkdir -p "$out"
-for f in .gl/*.deb; do dpkg -x "$f" /; done
-ldconfig
-export LD_LIBRARY_PATH=$PWD/build-vkgpu/lib:${LD_LIBRARY_PATH:-}
-export XDG_CACHE_HOME=/tmp/mlc-cache PYTHONUNBUFFERED=1 MLC_VK_VALIDATE=0
-if ! ls /usr/share/vulkan/icd.d/nvidia* /etc/vulkan/icd.d/nvidia* > /dev/null 2>&1; then
-  export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-fi
-mlc=build-vkgpu/mlc
-opcheck=build-vkgpu/codegen/cuda/mlc_opcheck
+. tests/gpu/vk_env.sh /tmp/mlc-spirv
 {
   echo "# bench/spirv_h200.sh, $(date -u '+%F %T') UTC, commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader

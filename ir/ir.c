@@ -198,3 +198,20 @@ void mlc_func_compact(mlc_program *p, mlc_func *f) {
   for (uint32_t i = 0; i < f->inputs.n; i++) f->inputs.v[i] = map[f->inputs.v[i]];
   for (uint32_t i = 0; i < f->noutputs; i++) f->outputs[i].node = map[f->outputs[i].node];
 }
+
+mlc_func mlc_func_take(mlc_func *f) {
+  mlc_func old = *f;
+  f->nodes = NULL;
+  f->n = f->cap = 0;
+  f->inputs = (mlc_u32vec){0};
+  f->outputs = NULL;
+  f->noutputs = 0;
+  return old;
+}
+
+uint32_t mlc_func_copy_node(mlc_program *p, mlc_func *f, const mlc_node *n, const uint32_t *in) {
+  uint32_t id = mlc_func_add(p, f, (mlc_op)n->op, in, n->nin, &n->a, n->loc, n->scope);
+  f->nodes[id].type = n->type;
+  if (n->op == MLC_OP_INPUT) mlc_u32vec_push(p->arena, &f->inputs, id);
+  return id;
+}

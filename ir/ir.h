@@ -195,6 +195,12 @@ void mlc_func_add_output(mlc_program *p, mlc_func *f, const char *name, uint32_t
 /* Drops the nodes that no output depends on (inputs stay: they are the
  * signature), renumbering the rest in order. */
 void mlc_func_compact(mlc_program *p, mlc_func *f);
+/* For a pass that rebuilds f: returns f as it is and leaves it with no
+ * nodes, inputs or outputs (its name stays), to be added to again. */
+mlc_func mlc_func_take(mlc_func *f);
+/* Appends a copy of node n (of another function) with inputs `in`, its type
+ * as it was; an INPUT also joins f's signature. */
+uint32_t mlc_func_copy_node(mlc_program *p, mlc_func *f, const mlc_node *n, const uint32_t *in);
 
 /* Shape and dtype rules (ir/shape.c).  Computes n's type from its inputs'
  * types and its attributes.  For ops whose result type is given by the

@@ -181,12 +181,7 @@ static void rewrite(mlc_program *p, mlc_func *f) {
     role[i] = role[pr->o_t] = np++;
   }
   if (!np) return;
-  mlc_func old = *f;
-  f->nodes = NULL;
-  f->n = f->cap = 0;
-  f->inputs = (mlc_u32vec){0};
-  f->outputs = NULL;
-  f->noutputs = 0;
+  mlc_func old = mlc_func_take(f);
   uint32_t *map = mlc_arena_alloc(p->arena, (old.n + 1) * sizeof *map);
   /* per pair: attention_save, the packed qkv, the packed gradient */
   uint32_t *saved = mlc_arena_alloc(p->arena, (np + 1) * sizeof *saved), *qkv = mlc_arena_alloc(p->arena, (np + 1) * sizeof *qkv),
@@ -236,10 +231,7 @@ static void rewrite(mlc_program *p, mlc_func *f) {
     bool dropped = false;
     for (uint32_t k = 0; k < n->nin; k++) dropped |= ins[k] == NONE;
     if (dropped) continue; /* between the packed gradient and its concat, or after the unmade output */
-    uint32_t id = mlc_func_add(p, f, (mlc_op)n->op, ins, n->nin, &n->a, n->loc, n->scope);
-    f->nodes[id].type = n->type;
-    if (n->op == MLC_OP_INPUT) mlc_u32vec_push(p->arena, &f->inputs, id);
-    map[i] = id;
+    map[i] = mlc_func_copy_node(p, f, n, ins);
   }
   for (uint32_t o = 0; o < old.noutputs; o++) {
     MLC_ASSERT(map[old.outputs[o].node] != NONE);

@@ -143,12 +143,7 @@ static void reduce(fsdp_ctx *c, uint32_t u, const uint32_t *grad_of, uint32_t *s
 
 static bool rebuild(fsdp_ctx *c, mlc_func *f, bool train) {
   mlc_program *p = c->p;
-  mlc_func old = *f;
-  f->nodes = NULL;
-  f->n = f->cap = 0;
-  f->inputs = (mlc_u32vec){0};
-  f->outputs = NULL;
-  f->noutputs = 0;
+  mlc_func old = mlc_func_take(f);
   c->f = f;
   for (size_t i = 0; i < (size_t)c->nunits * 2 * MLC_DT_COUNT; i++) c->gathered[i] = NONE;
   for (size_t i = 0; i < (size_t)p->nparams * 2 * MLC_DT_COUNT; i++) c->views[i] = NONE;
@@ -223,13 +218,10 @@ static bool rebuild(fsdp_ctx *c, mlc_func *f, bool train) {
       uint32_t j = n->in[k];
       in[k] = param_of[j] != NONE ? weight(c, param_of[j], phase, old.nodes[j].type.dtype) : map[j];
     }
-    uint32_t id = mlc_func_add(p, f, (mlc_op)n->op, in, n->nin, &n->a, n->loc, n->scope);
-    f->nodes[id].type = n->type;
-    if (n->op == MLC_OP_INPUT) mlc_u32vec_push(p->arena, &f->inputs, id);
-    map[i] = id;
+    map[i] = mlc_func_copy_node(p, f, n, in);
     if (!has_grad[i]) continue;
     for (uint32_t o = 0; o < old.noutputs; o++)
-      if (out_param[o] != NONE && old.outputs[o].node == i) grad_of[out_param[o]] = id;
+      if (out_param[o] != NONE && old.outputs[o].node == i) grad_of[out_param[o]] = map[i];
     for (uint32_t u = 0; u < c->nunits; u++)
       if (c->units[u].last_grad == i) reduce(c, u, grad_of, &step);
   }

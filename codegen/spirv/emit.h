@@ -38,6 +38,12 @@ static inline const mlc_type *sv_in(const sv *s, int k) { return &s->f->nodes[s-
 static inline const mlc_node *sv_in_node(const sv *s, int k) { return &s->f->nodes[s->n->in[k]]; }
 static inline uint32_t sv_out(const sv *s) { return s->n->nin; }     /* binding of the output */
 static inline uint32_t sv_scratch(const sv *s) { return s->n->nin + 1u; }
+/* A kernel on 16 x 16 x 16 cooperative matrices (not when emulated with scalar FMAs). */
+static inline void sv_coopmat16(sv *s, bool emulate) {
+  if (emulate) return;
+  s->coopmat = true;
+  s->mnk[0] = s->mnk[1] = s->mnk[2] = 16;
+}
 static inline int64_t sv_ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 bool sv_fail(sv *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

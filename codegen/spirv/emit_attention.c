@@ -859,10 +859,7 @@ static void fwd_coop(attn *A, bool emulate) {
   sb_if_end(b, &w);
   sb_if_end(b, &guard);
   sv_end(s);
-  if (!emulate) {
-    s->coopmat = true;
-    s->mnk[0] = s->mnk[1] = s->mnk[2] = 16;
-  }
+  sv_coopmat16(s, emulate);
 }
 
 /* Whether the cooperative-matrix forward takes this attention: as the

@@ -550,10 +550,7 @@ static bool emit_coopmat(sv *s, const gemm_desc *d, bool emulate) {
     }
   sb_if_end(b, &guard);
   sv_end(s);
-  if (!emulate) {
-    s->coopmat = true;
-    s->mnk[0] = s->mnk[1] = s->mnk[2] = 16;
-  }
+  sv_coopmat16(s, emulate);
   return true;
 }
 
