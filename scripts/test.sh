@@ -36,6 +36,21 @@ run_suite() { # name, build dir, ctest args...
   [ "$rc" -eq 0 ] || status=1
 }
 
+# The versions of what the results depend on, so a failure on one machine
+# can be told from one on another (a new Mesa, loader or compiler).
+versions() {
+  echo "== versions"
+  local p v
+  for p in mesa-vulkan-drivers libvulkan1 vulkan-validationlayers spirv-tools gcc-12 clang-14 llvm-14-dev \
+           libclang-rt-14-dev python3-torch libopenmpi3; do
+    v=$(dpkg-query -W -f='${Version}' "$p" 2>/dev/null) || v="not installed"
+    printf '  %-24s %s\n' "$p" "$v"
+  done
+  printf '  %-24s %s\n' "cc" "$(cc --version 2>/dev/null | head -1)"
+  printf '  %-24s %s\n' "nvcc" "$( (/usr/local/cuda/bin/nvcc --version 2>/dev/null || echo none) | tail -1)"
+}
+versions
+
 build() { # dir, cmake args...
   local dir=$1
   shift
