@@ -95,7 +95,7 @@ static int keep_object(struct dl_phdr_info *info, size_t size, void *data) {
 }
 #endif
 
-static size_t loaded_objects(void) {
+size_t mlc_vk_loaded_objects(void) {
   size_t n = 0;
 #ifdef MLC_KEEP_DRIVERS
   dl_iterate_phdr(count_object, &n);
@@ -103,7 +103,7 @@ static size_t loaded_objects(void) {
   return n;
 }
 
-static void keep_loaded_since(size_t before) {
+void mlc_vk_keep_loaded_since(size_t before) {
 #ifdef MLC_KEEP_DRIVERS
   keep_walk w = {0, before};
   dl_iterate_phdr(keep_object, &w);
@@ -114,7 +114,7 @@ static void keep_loaded_since(size_t before) {
 
 mlc_status mlc_vk_load(mlc_vk_api *out, bool validate, FILE *log) {
   memset(out, 0, sizeof *out);
-  size_t objects_before = loaded_objects();
+  size_t objects_before = mlc_vk_loaded_objects();
   const char *env = getenv("MLC_VK_VALIDATE");
   out->validate = validate || (env && *env && strcmp(env, "0"));
   out->log = log ? log : stderr;
@@ -174,7 +174,7 @@ mlc_status mlc_vk_load(mlc_vk_api *out, bool validate, FILE *log) {
     ici.ppEnabledExtensionNames = exts;
   }
   VkResult r = out->vkCreateInstance(&ici, NULL, &out->instance);
-  keep_loaded_since(objects_before);
+  mlc_vk_keep_loaded_since(objects_before);
   if (r == VK_ERROR_INCOMPATIBLE_DRIVER) {
     mlc_vk_unload(out);
     return mlc_status_make(MLC_UNIMPLEMENTED, "no Vulkan driver on this machine: vkCreateInstance found none "

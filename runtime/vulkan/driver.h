@@ -75,6 +75,14 @@ typedef struct {
  * the instance lives (the messenger points at it).  Without a loader or
  * without any driver this is MLC_UNIMPLEMENTED with a message saying so. */
 MLC_MUST_USE mlc_status mlc_vk_load(mlc_vk_api *out, bool validate, FILE *log);
+/* Under AddressSanitizer (else they do nothing): how many shared objects
+ * the process has loaded, and keeping every one loaded after the first
+ * `before` of them to the end of the process.  mlc_vk_load does this
+ * around vkCreateInstance, so that memory a driver keeps for the life of
+ * the process is not reported as leaked once the loader unloads it (see
+ * driver.c); code that creates its own instance can do the same. */
+size_t mlc_vk_loaded_objects(void);
+void mlc_vk_keep_loaded_since(size_t before);
 /* Resolves the device-level entry points for dev. */
 MLC_MUST_USE mlc_status mlc_vk_load_device(mlc_vk_api *api, VkDevice dev);
 void mlc_vk_unload(mlc_vk_api *api);

@@ -33,6 +33,7 @@
 
 #include "codegen/spirv/builder.h"
 #include "codegen/spirv/spirv.h"
+#include "runtime/vulkan/driver.h" /* mlc_vk_keep_loaded_since */
 
 /* ---------------------------------------------------------------- programs */
 
@@ -312,7 +313,10 @@ static bool vk_open(void) {
   VkInstanceCreateInfo ici = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, .pApplicationInfo = &app,
                               .enabledLayerCount = validate, .ppEnabledLayerNames = &layer,
                               .enabledExtensionCount = validate, .ppEnabledExtensionNames = &ext};
-  if (vkCreateInstance(&ici, NULL, &V.inst) != VK_SUCCESS) return false;
+  size_t before = mlc_vk_loaded_objects();
+  VkResult r = vkCreateInstance(&ici, NULL, &V.inst);
+  mlc_vk_keep_loaded_since(before); /* the driver stays loaded under ASan, as in the runtime */
+  if (r != VK_SUCCESS) return false;
   if (validate) {
     PFN_vkCreateDebugUtilsMessengerEXT mk = (PFN_vkCreateDebugUtilsMessengerEXT)vkGetInstanceProcAddr(V.inst, "vkCreateDebugUtilsMessengerEXT");
     VkDebugUtilsMessengerCreateInfoEXT mi = {
