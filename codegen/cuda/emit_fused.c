@@ -13,9 +13,10 @@
  * A program that starts with a GEMM is that GEMM with the rest as its
  * epilogue: the GEMM emitters (emit_gemm.c, codegen/metal/emit_gemm.c) call
  * cc_fused_epilogue for a struct @K@_epi that the GEMM's store calls per
- * element (st1) or per pair of neighbouring columns (st2) with the f32
- * accumulator; it rounds that to the GEMM's dtype, runs the epilogue and
- * stores the result.
+ * element (st1), per pair of neighbouring columns (st2) with the f32
+ * accumulator, or (CUDA's wgmma GEMM) per eight columns of the GEMM's
+ * 16-bit values (st8), each with the flat index and the column; it rounds
+ * that to the GEMM's dtype, runs the epilogue and stores the result.
  */
 #include "codegen/cuda/cc.h"
 
@@ -85,6 +86,31 @@ static const char *offset_of(cc *c, const layout *L, int k, const char *idx) {
   return *e ? cc_fmt(c, "(%s)", e) : "0";
 }
 
+/* offset_of for a GEMM epilogue, whose element (b0 + i) lies in column
+ * `col` of the GEMM's N: an operand's coordinate along the innermost merged
+ * dimension, when that is N long, is col itself (a bias is in[col]), with
+ * no division by N. */
+static const char *offset_of_col(cc *c, const layout *L, int k, int64_t N) {
+  const char *idx = "(b0 + i)";
+  int o = c->n->nin;
+  bool same = true;
+  for (int q = 0; q < L->r; q++) same &= L->st[k][q] == L->st[o][q];
+  if (same || L->r == 0 || L->dims[L->r - 1] != N) return offset_of(c, L, k, idx);
+  const char *e = "";
+  int64_t below = 1;
+  for (int q = L->r - 1; q >= 0; q--) {
+    if (L->st[k][q]) {
+      const char *co = q == L->r - 1 ? "col" : cc_fmt(c, "%s / %lldll", idx, (long long)below);
+      if (q > 0 && q < L->r - 1) co = cc_fmt(c, "(%s %% %lldll)", co, (long long)L->dims[q]);
+      else co = cc_fmt(c, "(%s)", co);
+      e = L->st[k][q] == 1 ? cc_fmt(c, "%s%s%s", e, *e ? " + " : "", co)
+                           : cc_fmt(c, "%s%s%s * %lldll", e, *e ? " + " : "", co, (long long)L->st[k][q]);
+    }
+    below *= L->dims[q];
+  }
+  return *e ? cc_fmt(c, "(%s)", e) : "0";
+}
+
 static int arg_dtype(const cc *c, const mlc_fused_prog *pr, int arg) {
   return arg < 0 ? cc_in(c, -1 - arg)->dtype : pr->ins[arg].type.dtype;
 }
@@ -130,12 +156,14 @@ bool cc_fused_gemm_node(cc *c, const mlc_fused_prog *pr, mlc_node *g) {
 void cc_fused_epilogue(cc *c, const mlc_fused_prog *pr) {
   const char *dev = c->t->dev;
   int nin = c->n->nin, odt = c->n->type.dtype, gdt = pr->ins[0].type.dtype;
+  const mlc_type *ot = cc_outt(c);
+  int64_t N = ot->rank ? ot->dim[ot->rank - 1] : 1;
   layout L;
   plan_layout(c, &L, 2);
   cc_printf(c, "struct @K@_epi {\n");
   for (int k = 2; k < nin; k++) cc_printf(c, "  %sconst %s *in%d;\n", dev, cc_stype(cc_in(c, k)->dtype), k);
   cc_printf(c, "  %s%s *out;\n  long long b0;\n", dev, cc_stype(odt));
-  cc_printf(c, "  MLC_FN %s f(long long i, float acc) const {\n    (void)i;\n", cc_ctype(odt));
+  cc_printf(c, "  MLC_FN %s f(long long i, long long col, float acc) const {\n    (void)i, (void)col;\n", cc_ctype(odt));
   const char *x[MLC_FUSED_MAX_IN] = {0};
   for (int k = 2; k < nin; k++) {
     const mlc_node *src = &c->f->nodes[c->n->in[k]];
@@ -144,19 +172,44 @@ void cc_fused_epilogue(cc *c, const mlc_fused_prog *pr) {
       continue;
     }
     cc_printf(c, "    %s x%d = %s;\n", cc_ctype(src->type.dtype), k,
-              cc_load(c, cc_fmt(c, "in%d", k), src->type.dtype, offset_of(c, &L, k, "(b0 + i)")));
+              cc_load(c, cc_fmt(c, "in%d", k), src->type.dtype, offset_of_col(c, &L, k, N)));
     x[k] = cc_fmt(c, "x%d", k);
   }
   cc_printf(c, "    float t0 = %s;\n", rounded(c, gdt, "acc"));
   cc_printf(c, "    return %s;\n  }\n", eval(c, pr, 1, x, "    "));
-  cc_printf(c, "  MLC_FN void st1(long long i, float v) const { %s }\n", cc_store(c, "out", odt, "b0 + i", "f(i, v)"));
-  if (mlc_dtype_size((mlc_dtype)odt) == 2)
-    cc_printf(c, "  MLC_FN void st2(long long i, float v0, float v1) const {\n"
-                 "    %s a = from_f32<%s>(f(i, v0)), b = from_f32<%s>(f(i + 1, v1));\n"
+  cc_printf(c, "  MLC_FN void st1(long long i, long long col, float v) const { %s }\n",
+            cc_store(c, "out", odt, "b0 + i", "f(i, col, v)"));
+  int osz = (int)mlc_dtype_size((mlc_dtype)odt);
+  if (osz == 2)
+    cc_printf(c, "  MLC_FN void st2(long long i, long long col, float v0, float v1) const {\n"
+                 "    %s a = from_f32<%s>(f(i, col, v0)), b = from_f32<%s>(f(i + 1, col + 1, v1));\n"
                  "    *(%sunsigned *)(out + b0 + i) = (unsigned)a.x | (unsigned)b.x << 16;\n  }\n",
               cc_stype(odt), cc_stype(odt), cc_stype(odt), dev);
   else
-    cc_printf(c, "  MLC_FN void st2(long long i, float v0, float v1) const { st1(i, v0); st1(i + 1, v1); }\n");
+    cc_printf(c, "  MLC_FN void st2(long long i, long long col, float v0, float v1) const { st1(i, col, v0); "
+                 "st1(i + 1, col + 1, v1); }\n");
+  /* CUDA's wgmma GEMM hands over eight neighbouring columns at a time, as
+   * the GEMM's 16-bit values (already rounded) read from shared memory;
+   * the result goes out in 16-byte stores */
+  if (!c->t->metal && mlc_dtype_size((mlc_dtype)gdt) == 2) {
+    const char *G = cc_stype(gdt);
+    cc_printf(c, "  MLC_FN void st8(long long i, long long col, uint4 raw) const {\n"
+                 "    const unsigned w[4] = {raw.x, raw.y, raw.z, raw.w};\n    %s v[8];\n"
+                 "#pragma unroll\n    for (int k = 0; k < 8; k++) {\n"
+                 "      %s g; g.x = (unsigned short)(w[k / 2] >> (k %% 2 * 16));\n"
+                 "      v[k] = f(i + k, col + k, to_f32(g));\n    }\n", cc_ctype(odt), G);
+    if (osz == 2)
+      cc_printf(c, "    unsigned r[4];\n#pragma unroll\n    for (int k = 0; k < 4; k++)\n"
+                   "      r[k] = (unsigned)from_f32<%s>(v[2 * k]).x | (unsigned)from_f32<%s>(v[2 * k + 1]).x << 16;\n"
+                   "    *(uint4 *)(out + b0 + i) = make_uint4(r[0], r[1], r[2], r[3]);\n  }\n",
+                cc_stype(odt), cc_stype(odt));
+    else if (odt == MLC_DT_F32)
+      cc_printf(c, "    *(float4 *)(out + b0 + i) = make_float4(v[0], v[1], v[2], v[3]);\n"
+                   "    *(float4 *)(out + b0 + i + 4) = make_float4(v[4], v[5], v[6], v[7]);\n  }\n");
+    else
+      cc_printf(c, "#pragma unroll\n    for (int k = 0; k < 8; k++) %s\n  }\n",
+                cc_store(c, "out", odt, "b0 + i + k", "v[k]"));
+  }
   cc_printf(c, "};\n");
 }
 

@@ -34,17 +34,20 @@ template <int TM, int TN, int G> MLC_FN void mlc_gemm_raster(unsigned t, int &tm
 // (r0, c0), into shared memory with row pitch P (elements).  VEC: rows are
 // 16-byte aligned (LD % 8 == 0): cp.async, zero-filled outside; else plain
 // 2-byte loads.
-// The store of C: st1(i, v) rounds the f32 accumulator v of element i
-// (row * N + col) to T and stores it; st2(i, v0, v1) elements i, i + 1 (i
-// even).  Fused GEMMs pass their own (codegen/cuda/emit_fused.c: the
-// epilogue of a FUSED node) with the same two calls.
+// The store of C: st1(i, col, v) rounds the f32 accumulator v of element i
+// (row * N + col) to T and stores it; st2(i, col, v0, v1) elements i, i + 1
+// (i even); st8(i, col, raw) the eight T values (already rounded) packed in
+// raw to elements i .. i + 7 (i a multiple of 8).  Fused GEMMs pass their
+// own (codegen/cuda/emit_fused.c: the epilogue of a FUSED node) with the
+// same calls.
 template <class T> struct mlc_gemm_out {
   T *C;
-  MLC_FN void st1(long long i, float v) const { C[i] = from_f32<T>(v); }
-  MLC_FN void st2(long long i, float v0, float v1) const {
+  MLC_FN void st1(long long i, long long, float v) const { C[i] = from_f32<T>(v); }
+  MLC_FN void st2(long long i, long long, float v0, float v1) const {
     T a = from_f32<T>(v0), b = from_f32<T>(v1);
     *(unsigned *)(C + i) = (unsigned)a.x | (unsigned)b.x << 16;
   }
+  MLC_FN void st8(long long i, long long, uint4 raw) const { *(uint4 *)(C + i) = raw; }
 };
 template <bool WIDE> struct mlc_gemm_index { typedef int type; };
 template <> struct mlc_gemm_index<true> { typedef long long type; };
@@ -192,10 +195,10 @@ struct mlc_gemm_tc {
             long long col = cb + j * 8;
             float v0 = acc[i][j][2 * h], v1 = acc[i][j][2 * h + 1];
             if (N % 2 == 0) {
-              if (N % BN == 0 || col < N) e.st2(row * N + col, v0, v1);
+              if (N % BN == 0 || col < N) e.st2(row * N + col, col, v0, v1);
             } else {
-              if (col < N) e.st1(row * N + col, v0);
-              if (col + 1 < N) e.st1(row * N + col + 1, v1);
+              if (col < N) e.st1(row * N + col, col, v0);
+              if (col + 1 < N) e.st1(row * N + col + 1, col + 1, v1);
             }
           }
         }
@@ -249,6 +252,11 @@ MLC_FN void mlc_wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memor
 MLC_FN void mlc_wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 template <int N> MLC_FN void mlc_wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(N) : "memory"); }
 MLC_FN void mlc_fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+// Pins accumulator r in place: the wgmma asm writes its registers at once as
+// far as the compiler knows, so without this it may move a read of them (the
+// epilogue's conversion) above the wgmma.wait_group that makes them valid,
+// and ptxas then serialises every wgmma (C7514).
+MLC_FN void mlc_wg_fence_operand(float &r) { asm volatile("" : "+f"(r) :: "memory"); }
 #endif
 template <class T, int BN, int ST, bool AKM, bool BNK, long long M, long long N, long long K>
 struct mlc_gemm_wg {
@@ -256,6 +264,7 @@ struct mlc_gemm_wg {
   static constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE = A_BYTES + B_BYTES;
   typedef mlc_gemm_tc<T, BM, BN, 32, 2, 4, 4, AKM, BNK, M, N, K> F; // the fallback
   static constexpr int SMEM_WG = ST * STAGE + 1024;
+  static_assert(BM * (BN + 8) * 2 <= ST * STAGE, "the staged epilogue tile fits in the stages");
   static constexpr int SMEM = SMEM_WG > F::SMEM ? SMEM_WG : F::SMEM;
   static constexpr long long LDA = AKM ? M : K, LDB = BNK ? K : N;
   static constexpr int KT = (int)(K / BK);
@@ -335,15 +344,37 @@ struct mlc_gemm_wg {
       mlc_wg_wait<1>();
     }
     mlc_wg_wait<0>();
-    mlc_gemm_cp_wait<0>();
-    // d[4i + e]: row 16 * warp + lane / 4 (+8 for e >= 2), column 8i + 2 (lane % 4) (+1 for odd e)
-    int lane = tid & 31, w = (tid >> 5) & 3;
-    long long row = m0 + wg * 64 + w * 16 + (lane >> 2);
-    long long c0 = row * N + n0 + 2 * (lane & 3), c1 = c0 + 8 * N;
 #pragma unroll
-    for (int i = 0; i < BN / 8; i++) {
-      e.st2(c0 + 8 * i, d[4 * i], d[4 * i + 1]);
-      e.st2(c1 + 8 * i, d[4 * i + 2], d[4 * i + 3]);
+    for (int i = 0; i < BN2; i++) mlc_wg_fence_operand(d[i]);
+    mlc_gemm_cp_wait<0>();
+    // The epilogue goes through shared memory (the stages are free once
+    // every warpgroup is past its last wgmma): the accumulators, rounded to
+    // T, into a 128 x BN tile with rows padded by 16 bytes (the pair stores
+    // of a warp hit 32 different banks), then back in 16-byte chunks, a
+    // warp along a row, to the epilogue's st8 and coalesced global stores.
+    // d[4i + e]: row 16 * warp + lane / 4 (+8 for e >= 2), column 8i + 2 (lane % 4) (+1 for odd e)
+    __syncthreads();
+    constexpr int CP = BN + 8; // staged row pitch, elements
+    unsigned short *sc = (unsigned short *)(smraw + (s0 - mlc_gemm_smem_u32(smraw)));
+    {
+      int lane = tid & 31, w = (tid >> 5) & 3;
+      int r0 = wg * 64 + w * 16 + (lane >> 2), c0 = 2 * (lane & 3);
+#pragma unroll
+      for (int i = 0; i < BN / 8; i++) {
+        T a = from_f32<T>(d[4 * i]), b = from_f32<T>(d[4 * i + 1]);
+        T a8 = from_f32<T>(d[4 * i + 2]), b8 = from_f32<T>(d[4 * i + 3]);
+        *(unsigned *)(sc + r0 * CP + c0 + 8 * i) = (unsigned)a.x | (unsigned)b.x << 16;
+        *(unsigned *)(sc + (r0 + 8) * CP + c0 + 8 * i) = (unsigned)a8.x | (unsigned)b8.x << 16;
+      }
+    }
+    __syncthreads();
+    constexpr int CPR = BN / 8; // 16-byte chunks per row
+#pragma unroll 4
+    for (int ch = tid; ch < BM * CPR; ch += NT) {
+      int r = ch / CPR, cc = ch % CPR * 8;
+      uint4 raw = *(const uint4 *)(sc + r * CP + cc);
+      long long col = n0 + cc;
+      e.st8((m0 + r) * N + col, col, raw);
     }
   }
 #else
@@ -451,7 +482,7 @@ struct mlc_gemm_f32 {
 #pragma unroll
         for (int j = 0; j < TN; j++) {
           long long col = n0 + tx + 16 * j;
-          if (N % BN == 0 || col < N) e.st1(row * N + col, acc[i][j]);
+          if (N % BN == 0 || col < N) e.st1(row * N + col, col, acc[i][j]);
         }
     }
   }

@@ -16,12 +16,12 @@
 // BM (BN + 4)) floats.
 // tid: thread in the threadgroup; sid: SIMD group; BM/WM and BN/WN are
 // multiples of 8, and the threadgroup has WM * WN * 32 threads.
-// The store: st1(i, v) rounds the f32 result v of element i (row * N +
-// col) to T and stores it.  A fused GEMM passes its epilogue instead
+// The store: st1(i, col, v) rounds the f32 result v of element i (row * N
+// + col) to T and stores it.  A fused GEMM passes its epilogue instead
 // (codegen/cuda/emit_fused.c), with the same call.
 template <class T> struct mlc_gemm_msl_out {
   device T *c;
-  inline void st1(long i, float v) const { c[i] = from_f32<T>(v); }
+  inline void st1(long i, long col, float v) const { (void)col; c[i] = from_f32<T>(v); }
 };
 template <class T, int BM, int BN, int BK, int WM, int WN, bool A_KM, bool B_NK, long M, long N, long K, class E>
 inline void mlc_gemm_msl(device const T *a, device const T *b, const E ep, int tm, int tn,
@@ -69,6 +69,6 @@ inline void mlc_gemm_msl(device const T *a, device const T *b, const E ep, int t
   for (int e = (int)tid; e < BM * BN; e += NT) {
     const int r = e / BN, n = e % BN;
     const long gm = m0 + r, gn = n0 + n;
-    if (gm < M && gn < N) ep.st1(gm * N + gn, Cs[r * LDC + n]);
+    if (gm < M && gn < N) ep.st1(gm * N + gn, gn, Cs[r * LDC + n]);
   }
 }

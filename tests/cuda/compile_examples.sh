@@ -4,7 +4,8 @@
 # that it really does), the bf16/f16 GEMMs are tensor-core code, and NVRTC
 # compiles the same source with no include path.  Tensor cores are checked
 # in the SASS (HMMA/HGMMA, with cuobjdump) where cuobjdump is installed, and
-# otherwise in the PTX nvcc writes for sm_90a (mma.sync / wgmma).
+# otherwise in the PTX nvcc writes for sm_90a (mma.sync / wgmma).  ptxas
+# must not warn that it serialised a kernel's wgmma (C7514).
 # Usage: compile_examples.sh MLC TEST_NVRTC ROOT WORKDIR
 set -euo pipefail
 mlc=$1 test_nvrtc=$2 root=$3 work=$4
@@ -19,6 +20,9 @@ for m in mlp linear minillm; do
   out=$work/$m
   "$mlc" compile "$root/examples/$m.mdl" --target cuda -o "$out" 2> "$work/$m.log" || { cat "$work/$m.log"; exit 1; }
   name=$(basename "$(ls "$out"/*.cu)" .cu)
+  # ptxas's C7514 and its kin ("wgmma.mma_async instructions are serialized
+  # due to ..."): a wgmma kernel that runs at a fraction of its speed
+  check "$m: ptxas reports no performance loss (C7514 and the like)" "! grep -E 'Potential Performance Loss|C75[0-9][0-9]' \"$work/$m.log\""
   check "$m: nvcc built a fatbin ($(stat -c %s "$out/$name.fatbin") bytes)" "[ -s $out/$name.fatbin ]"
   if [ -x "$cuobjdump" ]; then
     what="HMMA/HGMMA instructions in the SASS"
