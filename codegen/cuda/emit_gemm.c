@@ -27,8 +27,9 @@
  *    size.  Rows whose start is not 16-byte aligned (leading dimension not a
  *    multiple of 8) go through plain 2-byte loads instead of cp.async; edges
  *    are zero-filled (cp.async src-size 0) and stores predicated.
- *  - bf16/f16 on sm_90a, when M % 128 == 0, K % 64 == 0 and N % 128 == 0
- *    (128 x 256 tiles when N % 256 == 0 and there are >= 2 waves of them):
+ *  - bf16/f16 on sm_90a, when K % 8 == 0, N % 8 == 0 (and M % 8 == 0 for
+ *    a_km) and there is a wave of 128 x 128 tiles (128 x 256 tiles when there
+ *    are >= 2 waves of them); edges zero-filled, stores predicated:
  *    mlc_gemm_wg, wgmma.mma_async (f32 accumulate) from 128-byte-swizzled
  *    shared memory (K-major or MN-major per operand, so matmul, linear and
  *    a_km all fit) fed by a multi-stage cp.async pipeline, two warpgroups of
@@ -83,11 +84,11 @@ static gemm_cfg gemm_pick(const gemm_desc *d) {
     if (gemm_tiles(d, 128, 128) >= GEMM_SMS) return (gemm_cfg){.tm = 8, .tn = 8, .bk = 8};
     return (gemm_cfg){.tm = 4, .tn = 4, .bk = 16};
   }
-  /* sm_90a wgmma: whole 128 x BN x 64 tiles, no edges */
-  if (d->M % 128 == 0 && d->K % 64 == 0 && d->K > 0) {
-    if (d->N % 256 == 0 && gemm_tiles(d, 128, 256) >= 2 * GEMM_SMS)
+  /* sm_90a wgmma: 128 x BN x 64 tiles, rows 16-byte aligned (edges zero-filled) */
+  if (d->K % 8 == 0 && d->N % 8 == 0 && (!d->a_km || d->M % 8 == 0) && d->K > 0) {
+    if (d->N >= 256 && gemm_tiles(d, 128, 256) >= 2 * GEMM_SMS)
       return (gemm_cfg){.tc = true, .wg = true, .bm = 128, .bn = 256, .bk = 64, .wm = 2, .wn = 4, .st = 4};
-    if (d->N % 128 == 0 && gemm_tiles(d, 128, 128) >= GEMM_SMS)
+    if (gemm_tiles(d, 128, 128) >= GEMM_SMS)
       return (gemm_cfg){.tc = true, .wg = true, .bm = 128, .bn = 128, .bk = 64, .wm = 2, .wn = 4, .st = 6};
   }
   if (gemm_tiles(d, 128, 256) >= 2 * GEMM_SMS && d->N >= 256)

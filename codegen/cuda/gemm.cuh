@@ -223,8 +223,10 @@ struct mlc_gemm_tc {
 //  - MN-major operand (A stored [K,M], B [K,N]): 64-wide MN blocks of
 //    BK x 128 bytes each (k-row at k * 128); LBO = the block size (next 64
 //    MN), SBO = 1024 (next 8 k), k-step of 16 = +2048 bytes; transpose bit set.
-// Used only when M % 128 == 0, N % BN == 0 and K % 64 == 0 (no edges; rows
-// 16-byte aligned).  Elsewhere than sm_90a (the compute_90 PTX, other
+// Used when every operand row starts 16-byte aligned (K % 8 == 0, N % 8 ==
+// 0, and M % 8 == 0 where A is stored [K,M]); partial tiles at the M, N and
+// K edges are zero-filled on load and predicated at the store (eight
+// columns at a time).  Elsewhere than sm_90a (the compute_90 PTX, other
 // targets) the same launch (256 threads, SMEM bytes) runs mlc_gemm_tc.
 template <class T, int BN> struct mlc_wgmma;
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -267,30 +269,42 @@ struct mlc_gemm_wg {
   static_assert(BM * (BN + 8) * 2 <= ST * STAGE, "the staged epilogue tile fits in the stages");
   static constexpr int SMEM = SMEM_WG > F::SMEM ? SMEM_WG : F::SMEM;
   static constexpr long long LDA = AKM ? M : K, LDB = BNK ? K : N;
-  static constexpr int KT = (int)(K / BK);
+  static constexpr int KT = (int)((K + BK - 1) / BK);
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  // One operand: R (MN extent) x BK; KM: K-major.  This thread's chunks: a
-  // global element offset (at k-tile 0) and a shared byte offset, then
-  // constant strides per chunk i.
-  template <int R, bool KM, long long LD> struct op {
+  // One operand: R (MN extent, MN valid) x BK; KM: K-major.  This thread's
+  // chunks: a global element offset (at k-tile 0), a shared byte offset and
+  // its coordinates (mn, k) in the operand at k-tile 0, then constant
+  // strides per chunk i.  Chunks past MN or K are zero-filled (cp.async
+  // src-size 0, reading nothing), checked only where MN % R or K % BK leave
+  // a partial tile.
+  template <int R, bool KM, long long LD, long long MN> struct op {
     static constexpr int CPR = KM ? 8 : R / 8;            // 16-byte chunks per global row
     static constexpr int RPI = NT / CPR;                   // global rows per pass
     static constexpr int NI = R * BK / 8 / NT;             // passes
     static constexpr long long GI = RPI * LD;              // global elements per pass
     static constexpr int SI = KM ? RPI * 128 : RPI * 128;  // shared bytes per pass
     static constexpr long long GK = KM ? BK : BK * LD;     // global elements per k-tile
-    static MLC_FN void at(int tid, long long mn0, long long &g, unsigned &s) {
+    static constexpr bool FULL_MN = MN % R == 0, FULL_K = K % BK == 0;
+    static MLC_FN void at(int tid, long long mn0, long long &g, unsigned &s, long long &mn, int &k) {
       int r = tid / CPR, cc = tid % CPR, c = cc & 7;
-      if (KM) { g = (mn0 + r) * LD + cc * 8; s = (unsigned)(r * 128 + ((c ^ (r & 7)) << 4)); }
-      else { g = (long long)r * LD + mn0 + cc * 8; s = (unsigned)((cc >> 3) * (BK * 128) + r * 128 + ((c ^ (r & 7)) << 4)); }
+      if (KM) { g = (mn0 + r) * LD + cc * 8; s = (unsigned)(r * 128 + ((c ^ (r & 7)) << 4)); mn = mn0 + r; k = cc * 8; }
+      else {
+        g = (long long)r * LD + mn0 + cc * 8; s = (unsigned)((cc >> 3) * (BK * 128) + r * 128 + ((c ^ (r & 7)) << 4));
+        mn = mn0 + cc * 8; k = r;
+      }
     }
-    static MLC_FN void load(unsigned s, const unsigned short *g) {
+    static MLC_FN void load(unsigned s, const unsigned short *g, const unsigned short *base, long long mn, int k, int kt) {
+      long long k0 = (long long)kt * BK + k;
 #pragma unroll
-      for (int i = 0; i < NI; i++) mlc_gemm_cp16(s + i * SI, g + i * GI, true);
+      for (int i = 0; i < NI; i++) {
+        bool ok = KM ? (FULL_MN || mn + i * RPI < MN) && (FULL_K || k0 < K)
+                     : (FULL_K || k0 + i * RPI < K) && (FULL_MN || mn < MN);
+        mlc_gemm_cp16(s + i * SI, ok ? g + i * GI : base, ok);
+      }
     }
   };
-  typedef op<BM, !AKM, LDA> OA;
-  typedef op<BN, BNK, LDB> OB;
+  typedef op<BM, !AKM, LDA, M> OA;
+  typedef op<BN, BNK, LDB, N> OB;
   static MLC_FN unsigned long long desc(unsigned addr, unsigned lbo) {
     return (unsigned long long)((addr & 0x3FFFF) >> 4) | (unsigned long long)(lbo >> 4) << 16 |
            (unsigned long long)(1024 >> 4) << 32 | 1ull << 62;
@@ -302,8 +316,10 @@ struct mlc_gemm_wg {
     unsigned s0 = (mlc_gemm_smem_u32(smraw) + 1023) & ~1023u;
     long long ga, gb;
     unsigned sa, sb;
-    OA::at(tid, m0, ga, sa);
-    OB::at(tid, n0, gb, sb);
+    long long ma, nb;
+    int ka, kb;
+    OA::at(tid, m0, ga, sa, ma, ka);
+    OB::at(tid, n0, gb, sb, nb, kb);
     const unsigned short *pa = A + ga, *pb = B + gb;
     constexpr int BN2 = BN / 2;
     float d[BN2];
@@ -312,8 +328,8 @@ struct mlc_gemm_wg {
 #pragma unroll
     for (int s = 0; s < ST - 2; s++) {
       if (s < KT) {
-        OA::load(s0 + s * STAGE + sa, pa + s * OA::GK);
-        OB::load(s0 + s * STAGE + A_BYTES + sb, pb + s * OB::GK);
+        OA::load(s0 + s * STAGE + sa, pa + s * OA::GK, A, ma, ka, s);
+        OB::load(s0 + s * STAGE + A_BYTES + sb, pb + s * OB::GK, B, nb, kb, s);
       }
       mlc_gemm_cp_commit();
     }
@@ -330,8 +346,8 @@ struct mlc_gemm_wg {
       {
         int nk = kt + ST - 2, st = nk % ST;
         if (nk < KT) {
-          OA::load(s0 + st * STAGE + sa, pa + nk * OA::GK);
-          OB::load(s0 + st * STAGE + A_BYTES + sb, pb + nk * OB::GK);
+          OA::load(s0 + st * STAGE + sa, pa + nk * OA::GK, A, ma, ka, nk);
+          OB::load(s0 + st * STAGE + A_BYTES + sb, pb + nk * OB::GK, B, nb, kb, nk);
         }
         mlc_gemm_cp_commit();
       }
@@ -373,8 +389,8 @@ struct mlc_gemm_wg {
     for (int ch = tid; ch < BM * CPR; ch += NT) {
       int r = ch / CPR, cc = ch % CPR * 8;
       uint4 raw = *(const uint4 *)(sc + r * CP + cc);
-      long long col = n0 + cc;
-      e.st8((m0 + r) * N + col, col, raw);
+      long long row = m0 + r, col = n0 + cc;
+      if ((M % BM == 0 || row < M) && (N % BN == 0 || col < N)) e.st8(row * N + col, col, raw);
     }
   }
 #else

@@ -331,6 +331,12 @@ CASES = [
     Case("fused_linear_bf16_wgmma256_bias_residual", "x: bf16[8192, 64], r: bf16[8192, 1536]", "cast(lin(x) + r, f32)",
          lambda I, P: bf16(bf16(bf16(I["x"] @ P["lin.weight"].T) + P["lin.bias"]) + I["r"]), LOW,
          members="lin = Linear(64, 1536, dtype=bf16)"),
+    # the wgmma GEMM with partial tiles at every edge (M % 128, N % 128, K % 64 not 0; rows 16-byte aligned)
+    Case("fused_linear_bf16_wgmma_edges", "x: bf16[2040, 200]", "cast(lin(x), f32)",
+         lambda I, P: bf16(bf16(I["x"] @ P["lin.weight"].T) + P["lin.bias"]), LOW,
+         members="lin = Linear(200, 1160, dtype=bf16)"),
+    Case("matmul_bf16_wgmma_edges", "a: bf16[2040, 200], b: bf16[200, 1160]", "cast(a @ b, f32)",
+         lambda I, P: bf16(I["a"] @ I["b"]), LOW),
     # the rest
     Case("embedding", "idx: i32[3, 17]", "emb(idx)", lambda I, P: P["emb.weight"][I["idx"]], EXACT,
          {"idx": (0, 100)}, members="emb = Embedding(100, 24)"),
@@ -473,6 +479,8 @@ GRAD_CASES = [
     GradCase("matmul_tn_bf16", "matmul_tn", ["a: bf16[64, 72]", "b: bf16[64, 40]"],
              lambda I, P: bf16(I["a"].T @ I["b"]), LOW, targets=("cuda", "metal", "spirv")),
     GradCase("matmul_tn_bf16_wgmma", "matmul_tn", ["a: bf16[256, 2048]", "b: bf16[256, 1152]"],
+             lambda I, P: bf16(I["a"].T @ I["b"]), LOW, targets=("cuda", "metal", "spirv")),
+    GradCase("matmul_tn_bf16_wgmma_edges", "matmul_tn", ["a: bf16[200, 2040]", "b: bf16[200, 1160]"],
              lambda I, P: bf16(I["a"].T @ I["b"]), LOW, targets=("cuda", "metal", "spirv")),
     # broadcast: numpy rules to the node's shape
     GradCase("broadcast_rank_up", "broadcast", ["x: f32[37, 1]"], lambda I, P: I["x"].broadcast_to(4, 37, 53), EXACT,
