@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""bench/results/latest/gemm.json from the logs of bench/cuda_gemm.sh's two
+calls (check: gemm_shapes.json; model: mlc.log and torch.log):
+
+    python3 bench/gemm_json.py --shapes DIR/gemm_shapes.json --mlc-log DIR/mlc.log \
+        --torch-log DIR/torch.log --commit C --date D --out bench/results/latest/gemm.json
+
+Metrics (ratio > 1: mlc better): worst_shape and median_shape (cuBLAS time
+over mlc's, over every shape of the sweep), forward_bf16 (PyTorch eager's
+forward over mlc's), train_step_bf16 (torch.compile's step over mlc's, mlc's
+the median of steps 3.. of `mlc train`), and one entry per shape.
+"""
+import argparse
+import json
+import re
+import statistics
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    for a in ("--shapes", "--mlc-log", "--torch-log", "--commit", "--date", "--out"):
+        ap.add_argument(a, required=True)
+    ap.add_argument("--hardware", default="NVIDIA H200 (one GPU), torch 2.11.0+cu130")
+    a = ap.parse_args()
+    rows = json.load(open(a.shapes))
+    log = open(a.mlc_log).read()
+    torch_cases = {}
+    for line in open(a.torch_log):
+        if line.startswith("{"):
+            r = json.loads(line)
+            torch_cases[r["case"]] = r
+    fwd = float(re.search(r"minillm forward on cuda: median ([0-9.]+) ms", log).group(1))
+    steps = [float(ms) for n, ms in re.findall(r"step (\d+): loss [-0-9.e]+ \(([0-9.]+) ms\)", log) if int(n) >= 3]
+    step = statistics.median(steps)
+    worst = min(rows, key=lambda r: r["ratio"])
+    med = statistics.median(r["ratio"] for r in rows)
+    m = {
+        "worst_shape": {"mlc": worst["mlc_ms"], "ref": worst["cublas_ms"], "ref_name": "cuBLAS (torch) " + worst["what"],
+                        "ratio": worst["ratio"], "unit": "ms"},
+        "median_shape": {"mlc": None, "ref": None, "ref_name": "cuBLAS (torch), median over %d shapes" % len(rows),
+                         "ratio": med, "unit": "ratio"},
+        "forward_bf16": {"mlc": fwd, "ref": torch_cases["infer_eager"]["step_ms"], "ref_name": "PyTorch eager",
+                         "ratio": torch_cases["infer_eager"]["step_ms"] / fwd, "unit": "ms"},
+        "train_step_bf16": {"mlc": step, "ref": torch_cases["train_compile"]["step_ms"], "ref_name": "torch.compile",
+                            "ratio": torch_cases["train_compile"]["step_ms"] / step, "unit": "ms"},
+        "train_step_bf16_eager": {"mlc": step, "ref": torch_cases["train_eager"]["step_ms"], "ref_name": "PyTorch eager",
+                                  "ratio": torch_cases["train_eager"]["step_ms"] / step, "unit": "ms"},
+    }
+    for r in rows:
+        key = "%s_%s_%dx%dx%d" % (r["what"].replace(" ", "_"), r["layout"], r["M"], r["N"], r["K"])
+        m[key] = {"mlc": r["mlc_ms"], "ref": r["cublas_ms"], "ref_name": "cuBLAS (torch)", "ratio": r["ratio"], "unit": "ms"}
+    out = {"commit": a.commit, "date": a.date, "hardware": a.hardware,
+           "command": "bench/cuda_gemm.sh check; bench/cuda_gemm.sh model (device tool, nvidia-h200)", "metrics": m}
+    with open(a.out, "w") as f:
+        json.dump(out, f, indent=1)
+        f.write("\n")
+    print(json.dumps({k: round(v["ratio"], 3) for k, v in m.items() if k in
+                      ("worst_shape", "median_shape", "forward_bf16", "train_step_bf16", "train_step_bf16_eager")}))
+
+
+if __name__ == "__main__":
+    main()
