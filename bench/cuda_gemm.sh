@@ -3,6 +3,8 @@
 #   bench/cuda_gemm.sh check   every op case against PyTorch, compute-sanitizer
 #                              on the small MiniLLM's train step, and the GEMM
 #                              shape sweep (bench/gemm_shapes.py) against cuBLAS
+#   bench/cuda_gemm.sh attn    the attention op cases, the small MiniLLM, and
+#                              attention alone against SDPA (bench/attention_torch.py)
 #   bench/cuda_gemm.sh model   the full MiniLLM's gradients and 20 AdamW steps
 #                              against PyTorch (bench/cuda_minillm.py), then the
 #                              bf16 forward and the train step, mlc and
@@ -27,6 +29,20 @@ check)
   timeout 240 python3 bench/gemm_shapes.py --mlc $mlc --out "$out" ${QUICK:+--quick} 2>&1 | tail -3 || rc=1
   cat "$out/gemm_shapes.md" 2>/dev/null
   ;;
+attn)
+  # the wgmma attention forward (head dim 128, not causal): its op cases, the small MiniLLM,
+  # attention alone at the MiniLLM's shape against SDPA
+  for kw in attention mha; do
+    timeout 150 python3 codegen/llvm/tests/opcheck.py ops --target cuda --jobs 16 --opcheck $opcheck --work /tmp/ops-$kw -k $kw || rc=1
+  done > "$out/attn_ops.log" 2>&1
+  grep -E "^FAIL|cases passed" "$out/attn_ops.log"
+  timeout 150 python3 bench/cuda_minillm.py --small --mlc $mlc --opcheck $opcheck --work /tmp/small > "$out/minillm_small.log" 2>&1 || rc=1
+  grep -E "^ok|^FAIL|checks" "$out/minillm_small.log"
+  timeout 100 $mlc profile bench/attention_bf16.mdl --target cuda --steps 10 > "$out/attn_profile.log" 2>&1 || rc=1
+  grep -E "^attention|^Name" "$out/attn_profile.log"
+  timeout 100 python3 bench/attention_torch.py > "$out/attn_torch.log" 2>&1 || rc=1
+  grep sdpa "$out/attn_torch.log"
+  ;;
 model)
   timeout 300 python3 bench/cuda_minillm.py --skip-forward --mlc $mlc --opcheck $opcheck --work /tmp/full \
     > "$out/minillm.log" 2>&1 || rc=1
@@ -35,7 +51,8 @@ model)
   {
     echo "## MiniLLM forward, bf16 parameters"
     $mlc bench bench/minillm_bf16.mdl --target cuda --runs 10 --warmup 3
-    $mlc bench bench/minillm_bf16.mdl --target cuda --runs 3 --warmup 1 --profile | grep -E '^(Name|[a-z_]+%[0-9]+ )' | head -25
+    $mlc bench bench/minillm_bf16.mdl --target cuda --runs 3 --warmup 1 --profile > "$out/forward_profile.log" 2>&1
+    grep -E '^(Name|[a-z_]+%[0-9]+ )' "$out/forward_profile.log" | head -25
     echo "## MiniLLM train step (bf16 compute, f32 master weights, AdamW), uniform random tokens"
     python3 -c "import torch; torch.manual_seed(0); torch.randint(0, 32000, (12 * 8 * 1024 + 1,), dtype=torch.int32).numpy().tofile('/tmp/tokens.bin')"
     $mlc train examples/minillm.mdl --target cuda --steps 12 --data /tmp/tokens.bin --data-dtype i32
@@ -45,7 +62,7 @@ model)
   timeout 200 python3 .yardstick/torch_baseline.py train >> "$out/torch.log" 2>&1 || rc=1
   cat "$out/torch.log"
   ;;
-*) echo "usage: bench/cuda_gemm.sh check|model"; exit 2 ;;
+*) echo "usage: bench/cuda_gemm.sh check|attn|model"; exit 2 ;;
 esac
 echo "rc=$rc"
 exit $rc

@@ -54,8 +54,9 @@ MLC_FN void mlc_attn_ld(unsigned short *s, const void *g, int r0) {
 // else packed, rows of batch b are RS elements apart and head h starts at
 // column h*D (q, k, v in a [b, s, 3h, d] in-projection; o, dO [b, s, h, d]).
 template <int H, int S, int D, int RS> MLC_FN size_t mlc_attn_row(int bh, int i) {
+  constexpr int HH = H ? H : 1; /* no division by zero where H == 0 is compiled but not taken */
   if (H == 0) return ((size_t)bh * S + i) * D;
-  return ((size_t)(bh / H) * S + i) * RS + (size_t)(bh % H) * D;
+  return ((size_t)(bh / HH) * S + i) * RS + (size_t)(bh % HH) * D;
 }
 
 // Forward on tensor cores (16-bit T, head dim D % 16 == 0, dv == D).  A block
@@ -593,4 +594,168 @@ MLC_FN void mlc_attn_bwd_q_simt(const T *g, const T *q, const T *k, const T *v, 
 #pragma unroll
   for (int t = 0; t < NV; t++)
     if (lane + 32 * t < D) out[(size_t)row * D + lane + 32 * t] = from_f32<T>(acc[t] * scale);
+}
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// wgmma m64n128k16 with A from registers (four 16-bit pairs, mma.sync's A
+// fragment layout) and B from a shared-memory descriptor; f32 accumulators.
+template <bool BF> struct mlc_attn_wgr;
+template <> struct mlc_attn_wgr<true> {
+  template <int TB> static MLC_FN void mma(float *d, const unsigned *a, unsigned long long b) {
+    asm volatile("{ .reg .pred p; setp.ne.b32 p, %69, 0; wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1, %70; }"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1), "n"(TB)); }
+};
+template <> struct mlc_attn_wgr<false> {
+  template <int TB> static MLC_FN void mma(float *d, const unsigned *a, unsigned long long b) {
+    asm volatile("{ .reg .pred p; setp.ne.b32 p, %69, 0; wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1, %70; }"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1), "n"(TB)); }
+};
+#endif
+// Forward on Hopper's wgmma (sm_90a; 16-bit T, D == 128, not causal; MODE 0
+// or 2 as mlc_attn_fwd_tc's).  A block is 128 query rows of one (batch,
+// head): two warpgroups of 64 rows.  Keys and values come 128 at a time,
+// double-buffered by cp.async into 128-byte-swizzled shared memory: each
+// 128 x 128 tile is two 64-column blocks of 128 rows x 128 bytes (a 16-byte
+// chunk c of row r at block c / 8, r * 128, swizzled by r % 8), which is q's
+// and k's K-major layout for S = q k^T and, read the other way, v's
+// MN-major one for o += p v.  S is one wgmma chain from shared memory; p
+// stays in registers as the A operand of p v (the S accumulators' layout is
+// the A fragment's).  Online softmax in base 2 as mlc_attn_fwd_tc's.
+// Elsewhere than sm_90a the same launch (256 threads, its shared memory)
+// runs mlc_attn_fwd_tc with 8 warps of one row tile, keys 64 at a time.
+template <int S, int RS> MLC_FN void mlc_attn_ld128(unsigned base, const unsigned short *g, int r0, int tid) {
+#pragma unroll
+  for (int i = 0; i < 8; i++) {
+    int ch = tid + i * 256, r = ch >> 4, c = ch & 15, gr = r0 + r;
+    bool ok = gr < S;
+    mlc_attn_cp16(base + (c >> 3) * 16384 + r * 128 + (((c & 7) ^ (r & 7)) << 4), g + (size_t)(ok ? gr : 0) * RS + c * 8, ok);
+  }
+}
+#define MLC_ATTN_WG_SMEM (5 * 32768 + 1024)
+template <class T, int BH, int SQ, int SK, int MODE, int H = 0>
+MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T *g, float *stats, float *dq, float sl2) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int D = 128, BM = 128, BKV = 128, TILE = 32768, RSI = H ? 3 * H * D : D, RSO = H ? H * D : D;
+  constexpr int NT = (SQ + BM - 1) / BM, NKB = (SK + BKV - 1) / BKV;
+  constexpr bool BF = mlc_attn_isbf<T>::v;
+  static_assert(MODE != 1 && (H == 0 || SQ == SK), "attention tile");
+  (void)g, (void)dq;
+  const int tile = (int)(blockIdx.x % NT), bh = (int)(blockIdx.x / NT);
+  const int tid = threadIdx.x, wg = tid >> 7, lane = tid & 31, w = (tid >> 5) & 3, gq = lane >> 2, tq = lane & 3;
+  const int m0 = tile * BM;
+  const unsigned short *qb = (const unsigned short *)(q + mlc_attn_row<H, SQ, D, RSI>(bh, 0));
+  const unsigned short *kb = H ? qb + H * D : (const unsigned short *)(k + (size_t)bh * SK * D);
+  const unsigned short *vb = H ? qb + 2 * H * D : (const unsigned short *)(v + (size_t)bh * SK * D);
+  const unsigned s0 = (mlc_attn_saddr(mlc_attn_sm) + 1023) & ~1023u, sQ = s0;
+  auto sK = [&](int b) { return s0 + TILE * (1 + b); };
+  auto sV = [&](int b) { return s0 + TILE * (3 + b); };
+  auto desc = [](unsigned addr, unsigned lbo) {
+    return (unsigned long long)((addr & 0x3FFFF) >> 4) | (unsigned long long)(lbo >> 4) << 16 |
+           (unsigned long long)(1024 >> 4) << 32 | 1ull << 62;
+  };
+  mlc_attn_ld128<SQ, RSI>(sQ, qb, m0, tid);
+  mlc_attn_ld128<SK, RSI>(sK(0), kb, 0, tid);
+  mlc_attn_ld128<SK, RSI>(sV(0), vb, 0, tid);
+  mlc_attn_commit();
+  float o[64];
+#pragma unroll
+  for (int i = 0; i < 64; i++) o[i] = 0.f;
+  float mrow[2] = {-MLC_INF, -MLC_INF}, lrow[2] = {0.f, 0.f};
+#pragma unroll 1
+  for (int kbi = 0; kbi < NKB; kbi++) {
+    mlc_attn_wait();
+    mlc_fence_async_smem();
+    __syncthreads(); // this block's k, v landed; both warpgroups are past block kbi - 1
+    if (kbi + 1 < NKB) {
+      mlc_attn_ld128<SK, RSI>(sK((kbi + 1) & 1), kb, (kbi + 1) * BKV, tid);
+      mlc_attn_ld128<SK, RSI>(sV((kbi + 1) & 1), vb, (kbi + 1) * BKV, tid);
+      mlc_attn_commit();
+    }
+    const int cur = kbi & 1;
+    float s[64];
+#pragma unroll
+    for (int i = 0; i < 64; i++) s[i] = 0.f;
+    mlc_wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++) {
+      unsigned off = (unsigned)((kk >> 2) * 16384 + (kk & 3) * 32);
+      mlc_wgmma<T, 128>::template mma<0, 0>(s, desc(sQ + wg * 8192 + off, 16), desc(sK(cur) + off, 16));
+    }
+    mlc_wg_commit();
+    mlc_wg_wait<0>();
+#pragma unroll
+    for (int i = 0; i < 64; i++) mlc_wg_fence_operand(s[i]);
+    // s[4i + e]: row 16 w + gq (+8 for e >= 2) of the warpgroup's 64, key j0 + 8i + 2 tq (+1 for odd e)
+    const int j0 = kbi * BKV;
+    float mx[2] = {mrow[0], mrow[1]};
+#pragma unroll
+    for (int i = 0; i < 16; i++) {
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        float x = s[4 * i + e] * sl2;
+        if (SK % BKV && j0 + 8 * i + 2 * tq + (e & 1) >= SK) x = -MLC_INF;
+        s[4 * i + e] = x;
+      }
+      mx[0] = fmaxf(mx[0], fmaxf(s[4 * i], s[4 * i + 1]));
+      mx[1] = fmaxf(mx[1], fmaxf(s[4 * i + 2], s[4 * i + 3]));
+    }
+    float corr[2], ms[2], ls[2] = {0.f, 0.f};
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+      ms[r] = mx[r] == -MLC_INF ? 0.f : mx[r];
+      corr[r] = exp2f(mrow[r] - ms[r]);
+      mrow[r] = mx[r];
+    }
+#pragma unroll
+    for (int i = 0; i < 16; i++) {
+      s[4 * i] = exp2f(s[4 * i] - ms[0]); s[4 * i + 1] = exp2f(s[4 * i + 1] - ms[0]);
+      s[4 * i + 2] = exp2f(s[4 * i + 2] - ms[1]); s[4 * i + 3] = exp2f(s[4 * i + 3] - ms[1]);
+      ls[0] += s[4 * i] + s[4 * i + 1];
+      ls[1] += s[4 * i + 2] + s[4 * i + 3];
+    }
+    lrow[0] = lrow[0] * corr[0] + ls[0];
+    lrow[1] = lrow[1] * corr[1] + ls[1];
+#pragma unroll
+    for (int i = 0; i < 16; i++) {
+      o[4 * i] *= corr[0]; o[4 * i + 1] *= corr[0]; o[4 * i + 2] *= corr[1]; o[4 * i + 3] *= corr[1];
+    }
+    unsigned pa[8][4]; // p as the A operand of p v: keys 16 kk .. 16 kk + 15
+#pragma unroll
+    for (int kk = 0; kk < 8; kk++) {
+      pa[kk][0] = mlc_attn_pack<BF>(s[8 * kk], s[8 * kk + 1]);
+      pa[kk][1] = mlc_attn_pack<BF>(s[8 * kk + 2], s[8 * kk + 3]);
+      pa[kk][2] = mlc_attn_pack<BF>(s[8 * kk + 4], s[8 * kk + 5]);
+      pa[kk][3] = mlc_attn_pack<BF>(s[8 * kk + 6], s[8 * kk + 7]);
+    }
+#pragma unroll
+    for (int i = 0; i < 64; i++) mlc_wg_fence_operand(o[i]);
+    mlc_wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < 8; kk++) mlc_attn_wgr<BF>::template mma<1>(o, pa[kk], desc(sV(cur) + kk * 2048, 16384));
+    mlc_wg_commit();
+    mlc_wg_wait<0>();
+#pragma unroll
+    for (int i = 0; i < 64; i++) mlc_wg_fence_operand(o[i]);
+  }
+  // o[4i + e]: row 16 w + gq (+8 for e >= 2), column 8i + 2 tq (+1 for odd e)
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    lrow[r] += __shfl_xor_sync(0xffffffffu, lrow[r], 1);
+    lrow[r] += __shfl_xor_sync(0xffffffffu, lrow[r], 2);
+    float inv = lrow[r] > 0.f ? 1.f / lrow[r] : 0.f;
+    int row = m0 + wg * 64 + w * 16 + gq + 8 * r;
+    if (row < SQ) {
+      unsigned *orow = (unsigned *)(out + mlc_attn_row<H, SQ, D, RSO>(bh, row));
+#pragma unroll
+      for (int i = 0; i < 16; i++) orow[i * 4 + tq] = mlc_attn_pack<BF>(o[4 * i + 2 * r] * inv, o[4 * i + 2 * r + 1] * inv);
+      if (MODE == 2 && tq == 0) stats[(size_t)bh * SQ + row] = mrow[r] + log2f(lrow[r]);
+    }
+  }
+#else
+  mlc_attn_fwd_tc<T, 128, 8, 1, 64, BH, SQ, SK, 0, MODE, H>(q, k, v, out, g, stats, dq, sl2);
+#endif
 }

@@ -61,6 +61,13 @@
 #ifndef MLC_ATTN_FWD_BK
 #define MLC_ATTN_FWD_BK 32
 #endif
+/* Head dim 128, not causal: the wgmma forward on sm_90a (mlc_attn_fwd_wg;
+ * its shared memory: q and two buffers each of k and v, 128 x 128, aligned
+ * to 1 KiB).  -DMLC_ATTN_FWD_WG=0 turns it off, to compare. */
+#ifndef MLC_ATTN_FWD_WG
+#define MLC_ATTN_FWD_WG 1
+#endif
+#define MLC_ATTN_WG_SMEM (5 * 32768 + 1024)
 typedef struct { int64_t w, mt, bk; } fwd_tile;
 static fwd_tile fwd_tile_of(bool causal) {
   if (causal) return (fwd_tile){4, 1, 64};
@@ -73,6 +80,13 @@ static bool is16(int dt) { return dt == MLC_DT_BF16 || dt == MLC_DT_F16; }
  * H > 0: packed (heads H). */
 static void fwd_tc(cc *c, const char *T, int64_t D, int64_t BH, int64_t SQ, int64_t SK, int causal, int mode, int64_t H,
                    const char *args, double scale) {
+  if (MLC_ATTN_FWD_WG && D == 128 && !causal && mode != 1) { /* mlc_attn_fwd_wg: 128 rows, 256 threads */
+    cc_begin(c, (uint64_t)(BH * cc_ceil_div(SQ, 128)), 256, MLC_ATTN_WG_SMEM);
+    cc_printf(c, "  mlc_attn_fwd_wg<%s, %lld, %lld, %lld, %d, %lld>(%s, %s);\n", T, (long long)BH, (long long)SQ,
+              (long long)SK, mode, (long long)H, args, cc_flit(c, scale * 1.4426950408889634));
+    cc_end(c);
+    return;
+  }
   fwd_tile t = fwd_tile_of(causal);
   int64_t BM = 16 * t.mt * t.w, LD = D + 8;
   cc_begin(c, (uint64_t)(BH * cc_ceil_div(SQ, BM)), (uint32_t)(32 * t.w), (uint32_t)(2 * (BM * LD + 4 * t.bk * LD)));

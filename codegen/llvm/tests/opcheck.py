@@ -377,6 +377,13 @@ CASES = [
     Case("attention_bf16_d64_long", "q: bf16[1, 2, 200, 64], k: bf16[1, 2, 200, 64], v: bf16[1, 2, 200, 64]",
          "cast(attention(q, k, v, causal=true), f32)", lambda I, P: bf16(attn_ref(I["q"], I["k"], I["v"], 0.125, True)), LOW,
          {"q": (-3, 3), "k": (-3, 3)}),
+    # head dim 128 not causal runs the wgmma forward on sm_90a: cross lengths off its 128-row and 128-key blocks,
+    # scores large enough that the running max moves, and the packed MultiheadAttention below
+    Case("attention_f16_d128_cross", "q: f16[1, 2, 100, 128], k: f16[1, 2, 300, 128], v: f16[1, 2, 300, 128]",
+         "cast(attention(q, k, v), f32)", lambda I, P: f16(attn_ref(I["q"], I["k"], I["v"], 128 ** -0.5, False)), LOW,
+         {"q": (-3, 3), "k": (-3, 3)}),
+    Case("mha_bf16_d128", "x: bf16[2, 200, 256]", "cast(attn(x, x, x), f32)", mha_ref(False), LOW,
+         members="attn = MultiheadAttention(256, 2, dtype=bf16)"),
     # MultiheadAttention in bf16: on CUDA the attnsave pass reads q, k, v from the in-projection as they lie
     Case("mha_bf16", "x: bf16[2, 40, 64]", "cast(attn(x, x, x), f32)", mha_ref(False), LOW,
          members="attn = MultiheadAttention(64, 2, dtype=bf16)"),
