@@ -39,6 +39,7 @@ attn)
   timeout 150 python3 bench/cuda_minillm.py --small --mlc $mlc --opcheck $opcheck --work /tmp/small > "$out/minillm_small.log" 2>&1 || rc=1
   grep -E "^ok|^FAIL|checks" "$out/minillm_small.log"
   timeout 100 $mlc profile bench/attention_bf16.mdl --target cuda --steps 10 > "$out/attn_profile.log" 2>&1 || rc=1
+  timeout 100 $mlc profile bench/attention_bf16.mdl --target cuda --entry train_step --steps 10 >> "$out/attn_profile.log" 2>&1 || rc=1
   grep -E "^attention|^Name" "$out/attn_profile.log"
   timeout 100 python3 bench/attention_torch.py > "$out/attn_torch.log" 2>&1 || rc=1
   grep sdpa "$out/attn_torch.log"
