@@ -327,6 +327,10 @@ CASES = [
     Case("fused_linear_bf16_wgmma_gelu", "x: bf16[2048, 256]", "cast(gelu(lin(x)), f32)",
          lambda I, P: bf16(F.gelu(bf16(bf16(I["x"] @ P["lin.weight"].T) + P["lin.bias"]))), LOW,
          members="lin = Linear(256, 1152, dtype=bf16)"),
+    # an activation in the wgmma GEMM's epilogue (the FFN's linear then SiLU, fused on CUDA where the wgmma kernel runs)
+    Case("fused_linear_bf16_wgmma_silu", "x: bf16[2048, 256]", "cast(silu(lin(x)), f32)",
+         lambda I, P: bf16(F.silu(bf16(I["x"] @ P["lin.weight"].T))), LOW,
+         members="lin = Linear(256, 1152, bias=false, dtype=bf16)"),
     # the wgmma GEMM's 128 x 256 tiles (>= 2 waves of them), its epilogue through shared memory: bias and residual
     Case("fused_linear_bf16_wgmma256_bias_residual", "x: bf16[8192, 64], r: bf16[8192, 1536]", "cast(lin(x) + r, f32)",
          lambda I, P: bf16(bf16(bf16(I["x"] @ P["lin.weight"].T) + P["lin.bias"]) + I["r"]), LOW,
