@@ -141,43 +141,29 @@ static bool same_dims(const mlc_type *a, const mlc_type *b) {
   return true;
 }
 
-/* Whether CUDA runs GEMM h on its wgmma kernel, whose epilogue goes through
- * shared memory: the rule of gemm_pick in codegen/cuda/emit_gemm.c (16-bit,
- * rows 16-byte aligned, at least a wave of 128 x 128 tiles on 132 SMs), on
- * the node's types. */
-static bool gemm_wgmma(const mlc_func *f, const mlc_node *h) {
-  const mlc_type *t = &h->type, *a = &f->nodes[h->in[0]].type;
-  if ((t->dtype != MLC_DT_BF16 && t->dtype != MLC_DT_F16) || t->rank < 2 || a->rank < 2) return false;
-  int64_t N = t->dim[t->rank - 1], M = mlc_type_numel(t) / (N ? N : 1);
-  int64_t K = h->op == MLC_OP_MATMUL_TN ? a->dim[a->rank - 2] : a->dim[a->rank - 1];
-  bool a_km = h->op == MLC_OP_MATMUL_TN;
-  if (K % 8 || N % 8 || (a_km && t->dim[t->rank - 2] % 8) || K < 1) return false;
-  return ((M + 127) / 128) * ((N + 127) / 128) >= 132;
-}
-
 /* Whether a GEMM should take group g as its epilogue.  On CUDA, measured on
- * the H200 (bench/results/cuda-fused-2026-11-30.md, with the GEMMs storing
- * from their fragments): a bias or residual add in the GEMM's store costs
- * about what the separate kernel did, but an epilogue that widens the
- * output (matmul_tn then cast to f32: about 0.03 ms slower per weight
- * gradient) or computes an activation per element with a second tensor
+ * the H200 (bench/results/cuda-fused-2026-11-30.md): a bias or residual add
+ * in the GEMM's store costs about what the separate kernel did, but an
+ * epilogue that widens the output (matmul_tn then cast to f32: about 0.03 ms
+ * slower per weight gradient) or computes an activation per element
  * (matmul then silu_grad: 0.76 ms against 0.57 ms for the two kernels)
- * lost.  The wgmma kernel now stores through shared memory, 16 bytes a
- * thread: there a one-input activation after the GEMM (the FFN's SiLU) is
- * taken too (bench/results/attention-wg-2026-12-01.md); widening casts and
- * silu_grad stay separate until measured again.  Metal's GEMM stores
- * through threadgroup memory, coalesced, and takes every epilogue. */
+ * loses: the wgmma kernels stored straight from their fragments, so the
+ * epilogue's loads were narrow and waited on the stores before them.  The
+ * wgmma kernel's store now goes through shared memory, but an activation
+ * there still loses: the FFN's linear then SiLU (8192 x 8192 x 2048 bf16)
+ * took 0.55 ms fused against 0.41 + 0.085 ms apart
+ * (bench/results/attention-wg-2026-12-01/silu-fused/): the epilogue runs
+ * with the tensor cores idle, one CTA per SM.  Those stay separate kernels
+ * on CUDA until the epilogue overlaps the next tile's main loop.  Metal's
+ * GEMM stores through threadgroup memory, coalesced, and takes every
+ * epilogue. */
 static bool epilogue_pays(const mlc_func *f, const group *g, bool cuda) {
   if (!cuda) return true;
   const mlc_node *h = &f->nodes[g->head];
   if (f->nodes[g->mem[0]].type.dtype != h->type.dtype) return false; /* mem[0] is the root */
-  bool wg = gemm_wgmma(f, h);
   for (uint32_t j = 0; j < g->nmem; j++) {
     uint16_t op = f->nodes[g->mem[j]].op;
-    if (op == MLC_OP_ADD || op == MLC_OP_SUB || op == MLC_OP_MUL || op == MLC_OP_NEG || op == MLC_OP_CAST) continue;
-    if (wg && (op == MLC_OP_SILU || op == MLC_OP_GELU || op == MLC_OP_RELU || op == MLC_OP_TANH || op == MLC_OP_SIGMOID))
-      continue;
-    return false;
+    if (op != MLC_OP_ADD && op != MLC_OP_SUB && op != MLC_OP_MUL && op != MLC_OP_NEG && op != MLC_OP_CAST) return false;
   }
   return true;
 }

@@ -327,7 +327,7 @@ CASES = [
     Case("fused_linear_bf16_wgmma_gelu", "x: bf16[2048, 256]", "cast(gelu(lin(x)), f32)",
          lambda I, P: bf16(F.gelu(bf16(bf16(I["x"] @ P["lin.weight"].T) + P["lin.bias"]))), LOW,
          members="lin = Linear(256, 1152, dtype=bf16)"),
-    # an activation in the wgmma GEMM's epilogue (the FFN's linear then SiLU, fused on CUDA where the wgmma kernel runs)
+    # the FFN's linear then SiLU at the wgmma kernel's size (fused on Metal; on CUDA two kernels: passes/fuse.c says why)
     Case("fused_linear_bf16_wgmma_silu", "x: bf16[2048, 256]", "cast(silu(lin(x)), f32)",
          lambda I, P: bf16(F.silu(bf16(I["x"] @ P["lin.weight"].T))), LOW,
          members="lin = Linear(256, 1152, bias=false, dtype=bf16)"),
