@@ -1,0 +1,58 @@
+#!/usr/bin/env python3
+"""bench/results/latest/attention.json from bench/cuda_gemm.sh's attn call
+(attn_profile.log: `mlc profile bench/attention_bf16.mdl`, forward and
+train_step; attn_torch.log: bench/attention_torch.py) and its model call
+(mlc.log, torch.log):
+
+    python3 bench/attention_json.py --attn DIR --model DIR --commit C --date D --out bench/results/latest/attention.json
+
+Metrics (ratio > 1: mlc better): fwd_minillm and bwd_minillm (SDPA's time over
+mlc's: the forward kernel of the forward entry; the gradient kernel
+attention_grad_saved against SDPA's forward+backward less its forward), and
+train_step_bf16 (torch.compile's step over mlc's, mlc's the median of steps
+3.. of `mlc train`).  The causal 4096 keys are written only when measured.
+"""
+import argparse
+import json
+import re
+import statistics
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    for a in ("--attn", "--model", "--commit", "--date", "--out"):
+        ap.add_argument(a, required=True)
+    a = ap.parse_args()
+    prof = open(a.attn + "/attn_profile.log").read()
+    fwd = float(re.search(r"^attention%\S+\s+-\s+\d+\s+[0-9.]+\s+([0-9.]+)", prof, re.M).group(1))
+    bwd = float(re.search(r"^attention_grad_saved%\S+\s+-\s+\d+\s+[0-9.]+\s+([0-9.]+)", prof, re.M).group(1))
+    t = open(a.attn + "/attn_torch.log").read()
+    m = re.search(r"forward ([0-9.]+) ms .*forward\+backward ([0-9.]+) ms", t)
+    sf, sfb = float(m.group(1)), float(m.group(2))
+    backend = "cuDNN" if "cudnn_generated" in t else "flash" if "flash" in t.split("\n", 1)[1] else "SDPA"
+    log = open(a.model + "/mlc.log").read()
+    steps = [float(ms) for n, ms in re.findall(r"step (\d+): loss [-0-9.e]+ \(([0-9.]+) ms\)", log) if int(n) >= 3]
+    step = statistics.median(steps)
+    tc = {}
+    for line in open(a.model + "/torch.log"):
+        if line.startswith("{"):
+            r = json.loads(line)
+            tc[r["case"]] = r
+    ref = "PyTorch SDPA (%s), b8 h16 s1024 d128 bf16, not causal" % backend
+    mets = {
+        "fwd_minillm": {"mlc": fwd, "ref": sf, "ref_name": ref, "ratio": sf / fwd, "unit": "ms"},
+        "bwd_minillm": {"mlc": bwd, "ref": sfb - sf, "ref_name": ref + ", forward+backward less forward",
+                        "ratio": (sfb - sf) / bwd, "unit": "ms"},
+        "train_step_bf16": {"mlc": step, "ref": tc["train_compile"]["step_ms"], "ref_name": "torch.compile",
+                            "ratio": tc["train_compile"]["step_ms"] / step, "unit": "ms"},
+    }
+    out = {"commit": a.commit, "date": a.date, "hardware": "NVIDIA H200 (one GPU), torch 2.11.0+cu130",
+           "command": "bench/cuda_gemm.sh attn; bench/cuda_gemm.sh model (device tool, nvidia-h200)", "metrics": mets}
+    with open(a.out, "w") as f:
+        json.dump(out, f, indent=1)
+        f.write("\n")
+    print(json.dumps({k: round(v["ratio"], 3) for k, v in mets.items()}))
+
+
+if __name__ == "__main__":
+    main()
