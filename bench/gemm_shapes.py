@@ -26,6 +26,9 @@ import sys
 import torch
 import torch.nn.functional as F
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from spirv_torch import timed  # median and min of CUDA-event times after warm-up
+
 T = 8192  # tokens: batch 8 x seq 1024
 D, FF, QKV, V = 2048, 8192, 6144, 32000
 
@@ -53,32 +56,17 @@ SHAPES = [
 QUICK = {"in_proj", "ffn_up", "head", "in_proj dW", "odd linear"}
 
 
-def timed(fn, warm=3, n=20):
-    for _ in range(warm):
-        fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(n):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        torch.cuda.synchronize()
-        ts.append(s.elapsed_time(e))
-    return statistics.median(ts)
-
-
 def torch_ms(layout, M, N, K, bias):
     g = torch.Generator(device="cuda").manual_seed(0)
     r = lambda *s: torch.randn(*s, device="cuda", dtype=torch.bfloat16, generator=g)
     if layout == "linear":
         x, w, b = r(M, K), r(N, K), r(N) if bias else None
-        return timed(lambda: F.linear(x, w, b))
+        return timed(lambda: F.linear(x, w, b), 20)[0]
     if layout == "nn":
         a, b = r(M, K), r(K, N)
-        return timed(lambda: a @ b)
+        return timed(lambda: a @ b, 20)[0]
     a, b = r(K, M), r(K, N)
-    return timed(lambda: a.t() @ b)
+    return timed(lambda: a.t() @ b, 20)[0]
 
 
 def mlc_ms(mlc, root, layout, M, N, K, bias, log):

@@ -59,6 +59,22 @@ template <int H, int S, int D, int RS> MLC_FN size_t mlc_attn_row(int bh, int i)
   return ((size_t)(bh / HH) * S + i) * RS + (size_t)(bh % HH) * D;
 }
 
+// The online softmax's step for a thread's two rows: mx (its partial maxima of
+// this block's scores, the running maxima mrow folded in) becomes the row's
+// maximum over the 4 lanes that share the row; ms is that maximum (0 for a
+// row with no key yet, so exp2 of -inf stays 0), corr the factor for what
+// was summed under the old maximum; mrow takes the new one.
+MLC_FN void mlc_attn_rowmax(float *mx, float *mrow, float *ms, float *corr) {
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+    ms[r] = mx[r] == -MLC_INF ? 0.f : mx[r];
+    corr[r] = exp2f(mrow[r] - ms[r]);
+    mrow[r] = mx[r];
+  }
+}
+
 // Forward on tensor cores (16-bit T, head dim D % 16 == 0, dv == D).  A block
 // is 16*MT*W query rows of one (batch, head), W warps of MT row tiles of 16;
 // keys and values stream through shared memory BK at a time, double-buffered
@@ -153,14 +169,7 @@ MLC_FN void mlc_attn_fwd_tc(const T *q, const T *k, const T *v, T *out, const T 
         mx[1] = fmaxf(mx[1], fmaxf(s[mt][t][2], s[mt][t][3]));
       }
       float corr[2], ms[2], ls[2] = {0.f, 0.f};
-#pragma unroll
-      for (int r = 0; r < 2; r++) {
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-        ms[r] = mx[r] == -MLC_INF ? 0.f : mx[r];
-        corr[r] = exp2f(mrow[mt][r] - ms[r]);
-        mrow[mt][r] = mx[r];
-      }
+      mlc_attn_rowmax(mx, mrow[mt], ms, corr);
 #pragma unroll
       for (int t = 0; t < BK / 8; t++) {
         s[mt][t][0] = exp2f(s[mt][t][0] - ms[0]); s[mt][t][1] = exp2f(s[mt][t][1] - ms[0]);
@@ -702,14 +711,7 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
       mx[1] = fmaxf(mx[1], fmaxf(s[4 * i + 2], s[4 * i + 3]));
     }
     float corr[2], ms[2], ls[2] = {0.f, 0.f};
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-      ms[r] = mx[r] == -MLC_INF ? 0.f : mx[r];
-      corr[r] = exp2f(mrow[r] - ms[r]);
-      mrow[r] = mx[r];
-    }
+    mlc_attn_rowmax(mx, mrow, ms, corr);
 #pragma unroll
     for (int i = 0; i < 16; i++) {
       s[4 * i] = exp2f(s[4 * i] - ms[0]); s[4 * i + 1] = exp2f(s[4 * i + 1] - ms[0]);
