@@ -14,8 +14,12 @@ train_step_bf16 (torch.compile's step over mlc's, mlc's the median of steps
 """
 import argparse
 import json
+import os
 import re
-import statistics
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gemm_json import torch_cases, train_step_ms  # noqa: E402
 
 
 def main():
@@ -30,14 +34,8 @@ def main():
     m = re.search(r"forward ([0-9.]+) ms .*forward\+backward ([0-9.]+) ms", t)
     sf, sfb = float(m.group(1)), float(m.group(2))
     backend = "cuDNN" if "cudnn_generated" in t else "flash" if "flash" in t.split("\n", 1)[1] else "SDPA"
-    log = open(a.model + "/mlc.log").read()
-    steps = [float(ms) for n, ms in re.findall(r"step (\d+): loss [-0-9.e]+ \(([0-9.]+) ms\)", log) if int(n) >= 3]
-    step = statistics.median(steps)
-    tc = {}
-    for line in open(a.model + "/torch.log"):
-        if line.startswith("{"):
-            r = json.loads(line)
-            tc[r["case"]] = r
+    step = train_step_ms(open(a.model + "/mlc.log").read())
+    tc = torch_cases(a.model + "/torch.log")
     ref = "PyTorch SDPA (%s), b8 h16 s1024 d128 bf16, not causal" % backend
     mets = {
         "fwd_minillm": {"mlc": fwd, "ref": sf, "ref_name": ref, "ratio": sf / fwd, "unit": "ms"},

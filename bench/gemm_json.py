@@ -16,6 +16,17 @@ import re
 import statistics
 
 
+def torch_cases(path):
+    """torch_baseline.py's JSON lines, by case."""
+    return {r["case"]: r for r in (json.loads(l) for l in open(path) if l.startswith("{"))}
+
+
+def train_step_ms(log):
+    """The median of steps 3.. of `mlc train` in log (its text)."""
+    return statistics.median(float(ms) for n, ms in re.findall(r"step (\d+): loss [-0-9.e]+ \(([0-9.]+) ms\)", log)
+                             if int(n) >= 3)
+
+
 def main():
     ap = argparse.ArgumentParser()
     for a in ("--shapes", "--mlc-log", "--torch-log", "--commit", "--date", "--out"):
@@ -24,14 +35,9 @@ def main():
     a = ap.parse_args()
     rows = json.load(open(a.shapes))
     log = open(a.mlc_log).read()
-    torch_cases = {}
-    for line in open(a.torch_log):
-        if line.startswith("{"):
-            r = json.loads(line)
-            torch_cases[r["case"]] = r
+    tc = torch_cases(a.torch_log)
     fwd = float(re.search(r"minillm forward on cuda: median ([0-9.]+) ms", log).group(1))
-    steps = [float(ms) for n, ms in re.findall(r"step (\d+): loss [-0-9.e]+ \(([0-9.]+) ms\)", log) if int(n) >= 3]
-    step = statistics.median(steps)
+    step = train_step_ms(log)
     worst = min(rows, key=lambda r: r["ratio"])
     med = statistics.median(r["ratio"] for r in rows)
     m = {
@@ -39,12 +45,12 @@ def main():
                         "ratio": worst["ratio"], "unit": "ms"},
         "median_shape": {"mlc": None, "ref": None, "ref_name": "cuBLAS (torch), median over %d shapes" % len(rows),
                          "ratio": med, "unit": "ratio"},
-        "forward_bf16": {"mlc": fwd, "ref": torch_cases["infer_eager"]["step_ms"], "ref_name": "PyTorch eager",
-                         "ratio": torch_cases["infer_eager"]["step_ms"] / fwd, "unit": "ms"},
-        "train_step_bf16": {"mlc": step, "ref": torch_cases["train_compile"]["step_ms"], "ref_name": "torch.compile",
-                            "ratio": torch_cases["train_compile"]["step_ms"] / step, "unit": "ms"},
-        "train_step_bf16_eager": {"mlc": step, "ref": torch_cases["train_eager"]["step_ms"], "ref_name": "PyTorch eager",
-                                  "ratio": torch_cases["train_eager"]["step_ms"] / step, "unit": "ms"},
+        "forward_bf16": {"mlc": fwd, "ref": tc["infer_eager"]["step_ms"], "ref_name": "PyTorch eager",
+                         "ratio": tc["infer_eager"]["step_ms"] / fwd, "unit": "ms"},
+        "train_step_bf16": {"mlc": step, "ref": tc["train_compile"]["step_ms"], "ref_name": "torch.compile",
+                            "ratio": tc["train_compile"]["step_ms"] / step, "unit": "ms"},
+        "train_step_bf16_eager": {"mlc": step, "ref": tc["train_eager"]["step_ms"], "ref_name": "PyTorch eager",
+                                  "ratio": tc["train_eager"]["step_ms"] / step, "unit": "ms"},
     }
     for r in rows:
         key = "%s_%s_%dx%dx%d" % (r["what"].replace(" ", "_"), r["layout"], r["M"], r["N"], r["K"])

@@ -634,6 +634,7 @@ template <> struct mlc_attn_wgr<false> {
 // the A fragment's).  Online softmax in base 2 as mlc_attn_fwd_tc's.
 // Elsewhere than sm_90a the same launch (256 threads, its shared memory)
 // runs mlc_attn_fwd_tc with 8 warps of one row tile, keys 64 at a time.
+// Shared memory: 5 x 32 KiB + 1 KiB (MLC_ATTN_WG_SMEM in emit_attention.c).
 template <int S, int RS> MLC_FN void mlc_attn_ld128(unsigned base, const unsigned short *g, int r0, int tid) {
 #pragma unroll
   for (int i = 0; i < 8; i++) {
@@ -642,7 +643,6 @@ template <int S, int RS> MLC_FN void mlc_attn_ld128(unsigned base, const unsigne
     mlc_attn_cp16(base + (c >> 3) * 16384 + r * 128 + (((c & 7) ^ (r & 7)) << 4), g + (size_t)(ok ? gr : 0) * RS + c * 8, ok);
   }
 }
-#define MLC_ATTN_WG_SMEM (5 * 32768 + 1024)
 template <class T, int BH, int SQ, int SK, int MODE, int H = 0>
 MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T *g, float *stats, float *dq, float sl2) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -660,10 +660,6 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
   const unsigned s0 = (mlc_attn_saddr(mlc_attn_sm) + 1023) & ~1023u, sQ = s0;
   auto sK = [&](int b) { return s0 + TILE * (1 + b); };
   auto sV = [&](int b) { return s0 + TILE * (3 + b); };
-  auto desc = [](unsigned addr, unsigned lbo) {
-    return (unsigned long long)((addr & 0x3FFFF) >> 4) | (unsigned long long)(lbo >> 4) << 16 |
-           (unsigned long long)(1024 >> 4) << 32 | 1ull << 62;
-  };
   mlc_attn_ld128<SQ, RSI>(sQ, qb, m0, tid);
   mlc_attn_ld128<SK, RSI>(sK(0), kb, 0, tid);
   mlc_attn_ld128<SK, RSI>(sV(0), vb, 0, tid);
@@ -690,7 +686,7 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
 #pragma unroll
     for (int kk = 0; kk < D / 16; kk++) {
       unsigned off = (unsigned)((kk >> 2) * 16384 + (kk & 3) * 32);
-      mlc_wgmma<T, 128>::template mma<0, 0>(s, desc(sQ + wg * 8192 + off, 16), desc(sK(cur) + off, 16));
+      mlc_wgmma<T, 128>::template mma<0, 0>(s, mlc_wg_desc(sQ + wg * 8192 + off, 16), mlc_wg_desc(sK(cur) + off, 16));
     }
     mlc_wg_commit();
     mlc_wg_wait<0>();
@@ -737,7 +733,7 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
     for (int i = 0; i < 64; i++) mlc_wg_fence_operand(o[i]);
     mlc_wg_fence();
 #pragma unroll
-    for (int kk = 0; kk < 8; kk++) mlc_attn_wgr<BF>::template mma<1>(o, pa[kk], desc(sV(cur) + kk * 2048, 16384));
+    for (int kk = 0; kk < 8; kk++) mlc_attn_wgr<BF>::template mma<1>(o, pa[kk], mlc_wg_desc(sV(cur) + kk * 2048, 16384));
     mlc_wg_commit();
     mlc_wg_wait<0>();
 #pragma unroll

@@ -65,43 +65,22 @@ static void plan_layout(const cc *c, layout *L, int first) {
   }
 }
 
-/* The element offset of input k for the output's flat index idx. */
-static const char *offset_of(cc *c, const layout *L, int k, const char *idx) {
+/* The element offset of input k for the output's flat index idx.  col: the
+ * name of idx's column within the innermost merged dimension when that
+ * dimension is ncol long (a GEMM epilogue's column of its N: a bias is
+ * in[col], with no division by N), else NULL. */
+static const char *offset_of(cc *c, const layout *L, int k, const char *idx, const char *col, int64_t ncol) {
   int o = c->n->nin;
   bool same = true;
   for (int q = 0; q < L->r; q++) same &= L->st[k][q] == L->st[o][q];
   if (same) return idx;
+  bool by_col = col && L->r && L->dims[L->r - 1] == ncol;
   const char *e = "";
   int64_t below = 1;
   for (int q = L->r - 1; q >= 0; q--) {
     if (L->st[k][q]) {
-      const char *co = below == 1 ? idx : cc_fmt(c, "%s / %lldll", idx, (long long)below);
-      if (q > 0) co = cc_fmt(c, "(%s %% %lldll)", co, (long long)L->dims[q]);
-      else co = cc_fmt(c, "(%s)", co);
-      e = L->st[k][q] == 1 ? cc_fmt(c, "%s%s%s", e, *e ? " + " : "", co)
-                           : cc_fmt(c, "%s%s%s * %lldll", e, *e ? " + " : "", co, (long long)L->st[k][q]);
-    }
-    below *= L->dims[q];
-  }
-  return *e ? cc_fmt(c, "(%s)", e) : "0";
-}
-
-/* offset_of for a GEMM epilogue, whose element (b0 + i) lies in column
- * `col` of the GEMM's N: an operand's coordinate along the innermost merged
- * dimension, when that is N long, is col itself (a bias is in[col]), with
- * no division by N. */
-static const char *offset_of_col(cc *c, const layout *L, int k, int64_t N) {
-  const char *idx = "(b0 + i)";
-  int o = c->n->nin;
-  bool same = true;
-  for (int q = 0; q < L->r; q++) same &= L->st[k][q] == L->st[o][q];
-  if (same || L->r == 0 || L->dims[L->r - 1] != N) return offset_of(c, L, k, idx);
-  const char *e = "";
-  int64_t below = 1;
-  for (int q = L->r - 1; q >= 0; q--) {
-    if (L->st[k][q]) {
-      const char *co = q == L->r - 1 ? "col" : cc_fmt(c, "%s / %lldll", idx, (long long)below);
-      if (q > 0 && q < L->r - 1) co = cc_fmt(c, "(%s %% %lldll)", co, (long long)L->dims[q]);
+      const char *co = by_col && q == L->r - 1 ? col : below == 1 ? idx : cc_fmt(c, "%s / %lldll", idx, (long long)below);
+      if (q > 0 && !(by_col && q == L->r - 1)) co = cc_fmt(c, "(%s %% %lldll)", co, (long long)L->dims[q]);
       else co = cc_fmt(c, "(%s)", co);
       e = L->st[k][q] == 1 ? cc_fmt(c, "%s%s%s", e, *e ? " + " : "", co)
                            : cc_fmt(c, "%s%s%s * %lldll", e, *e ? " + " : "", co, (long long)L->st[k][q]);
@@ -172,7 +151,7 @@ void cc_fused_epilogue(cc *c, const mlc_fused_prog *pr) {
       continue;
     }
     cc_printf(c, "    %s x%d = %s;\n", cc_ctype(src->type.dtype), k,
-              cc_load(c, cc_fmt(c, "in%d", k), src->type.dtype, offset_of_col(c, &L, k, N)));
+              cc_load(c, cc_fmt(c, "in%d", k), src->type.dtype, offset_of(c, &L, k, "(b0 + i)", "col", N)));
     x[k] = cc_fmt(c, "x%d", k);
   }
   cc_printf(c, "    float t0 = %s;\n", rounded(c, gdt, "acc"));
@@ -247,7 +226,7 @@ bool cc_emit_fused(cc *c) {
       continue;
     }
     int dt = cc_in(c, k)->dtype;
-    const char *off = offset_of(c, &L, k, "i"), *in = cc_fmt(c, "in%d", k);
+    const char *off = offset_of(c, &L, k, "i", NULL, 0), *in = cc_fmt(c, "in%d", k);
     if (vec && L.st[k][r - 1] == 1) {
       cc_printf(c, "    mlc_x4<%s> v%d = *(const %smlc_x4<%s> *)(%s + %s);\n", cc_stype(dt), k, c->t->dev, cc_stype(dt), in, off);
       x[k] = cc_load(c, cc_fmt(c, "v%d.v", k), dt, "k");

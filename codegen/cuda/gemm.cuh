@@ -259,6 +259,12 @@ MLC_FN void mlc_fence_async_smem() { asm volatile("fence.proxy.async.shared::cta
 // epilogue's conversion) above the wgmma.wait_group that makes them valid,
 // and ptxas then serialises every wgmma (C7514).
 MLC_FN void mlc_wg_fence_operand(float &r) { asm volatile("" : "+f"(r) :: "memory"); }
+// A wgmma shared-memory matrix descriptor: 128-byte swizzle, SBO 1024 (the
+// next 8 rows), LBO lbo, at shared address addr (1024-aligned tiles).
+MLC_FN unsigned long long mlc_wg_desc(unsigned addr, unsigned lbo) {
+  return (unsigned long long)((addr & 0x3FFFF) >> 4) | (unsigned long long)(lbo >> 4) << 16 |
+         (unsigned long long)(1024 >> 4) << 32 | 1ull << 62;
+}
 #endif
 template <class T, int BN, int ST, bool AKM, bool BNK, long long M, long long N, long long K>
 struct mlc_gemm_wg {
@@ -305,10 +311,6 @@ struct mlc_gemm_wg {
   };
   typedef op<BM, !AKM, LDA, M> OA;
   typedef op<BN, BNK, LDB, N> OB;
-  static MLC_FN unsigned long long desc(unsigned addr, unsigned lbo) {
-    return (unsigned long long)((addr & 0x3FFFF) >> 4) | (unsigned long long)(lbo >> 4) << 16 |
-           (unsigned long long)(1024 >> 4) << 32 | 1ull << 62;
-  }
   template <class E> static MLC_FN void run_e(const T *A_, const T *B_, const E &e, int tm, int tn, unsigned char *smraw) {
     const unsigned short *A = (const unsigned short *)A_, *B = (const unsigned short *)B_;
     int tid = threadIdx.x, wg = tid >> 7;
@@ -334,7 +336,7 @@ struct mlc_gemm_wg {
       mlc_gemm_cp_commit();
     }
     // this warpgroup's A rows: 64 * wg (K-major: 64 rows of 128 bytes; MN-major: MN block wg)
-    const unsigned long long da0 = desc(s0 + wg * 8192, AKM ? BK * 128 : 16), db0 = desc(s0 + A_BYTES, BNK ? 16 : BK * 128);
+    const unsigned long long da0 = mlc_wg_desc(s0 + wg * 8192, AKM ? BK * 128 : 16), db0 = mlc_wg_desc(s0 + A_BYTES, BNK ? 16 : BK * 128);
     constexpr unsigned KSA = AKM ? 2048 : 32, KSB = BNK ? 32 : 2048;
 #pragma unroll 1
     for (int kt = 0; kt < KT; kt++) {
