@@ -417,7 +417,7 @@ static int frontend(const options *o, mlc_program *prog, mlc_diag *diag, char **
   bool ok = !diag->errors && mlc_lower(prog, diag, ast, &lo);
   double t3 = mlc_now();
   if (tf) fprintf(tf, "  %-12s %9.3f ms\n", "lower", (t3 - t2) * 1e3);
-  mlc_pipeline_options po = {o->print_after, stdout, tf, o->target, sharded(o)};
+  mlc_pipeline_options po = {o->print_after, stdout, tf, o->target, sharded(o), false};
   ok = ok && mlc_pipeline_run(prog, diag, &po);
   if (tf) fprintf(tf, "  %-12s %9.3f ms\n", "total", (mlc_now() - t0) * 1e3);
   if (!ok) {
@@ -895,7 +895,7 @@ static mlc_status measure_gemm(int threads, double *out) {
   float *buf = NULL;
   char err[512];
   mlc_lower_options lo = {NULL, 0, NULL, 0};
-  mlc_pipeline_options po = {NULL, stdout, NULL, "cpu", false};
+  mlc_pipeline_options po = {NULL, stdout, NULL, "cpu", false, false};
   if (!mlc_frontend_run(&prog, &diag, "<calibrate>", src, sizeof src - 1, &lo, NULL) ||
       !mlc_pipeline_run(&prog, &diag, &po)) {
     st = mlc_status_make(MLC_INTERNAL, "the calibration GEMM does not compile");

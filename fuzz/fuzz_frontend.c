@@ -46,7 +46,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   mlc_lower_options lo = {defs, ndefs, NULL, 200000};
   mlc_ast_file *ast = NULL;
   if (mlc_frontend_run(&prog, &diag, "fuzz.mdl", src, size, &lo, &ast)) {
-    mlc_pipeline_options po = {NULL, NULL, NULL, NULL, false};
+    mlc_pipeline_options po = {NULL, NULL, NULL, NULL, false, false};
     mlc_pipeline_run(&prog, &diag, &po);
     mlc_print_program(sink, &prog);
     mlc_print_stats(sink, &prog);

@@ -214,4 +214,20 @@ uint32_t mlc_func_copy_node(mlc_program *p, mlc_func *f, const mlc_node *n, cons
   f->nodes[id].type = n->type;
   if (n->op == MLC_OP_INPUT) mlc_u32vec_push(p->arena, &f->inputs, id);
   return id;
+void mlc_func_permute(mlc_program *p, mlc_func *f, const uint32_t *order) {
+  uint32_t *map = mlc_arena_alloc(p->arena, (f->n + 1) * sizeof *map);
+  mlc_node *nodes = mlc_arena_alloc(p->arena, (f->cap + 1) * sizeof *nodes);
+  for (uint32_t j = 0; j < f->n; j++) map[order[j]] = j;
+  for (uint32_t j = 0; j < f->n; j++) {
+    nodes[j] = f->nodes[order[j]];
+    for (uint32_t k = 0; k < nodes[j].nin; k++) {
+      nodes[j].in[k] = map[nodes[j].in[k]];
+      MLC_ASSERT(nodes[j].in[k] < j);
+    }
+  }
+  f->nodes = nodes;
+  for (uint32_t i = 0; i < f->inputs.n; i++) f->inputs.v[i] = map[f->inputs.v[i]];
+  for (uint32_t i = 0; i < f->noutputs; i++) f->outputs[i].node = map[f->outputs[i].node];
+}
+
 }

@@ -207,6 +207,10 @@ uint32_t mlc_func_copy_node(mlc_program *p, mlc_func *f, const mlc_node *n, cons
  * builder (input, param, const, cast, reshape), checks it instead.  On
  * failure writes a one-line message to err and returns false. */
 bool mlc_infer_type(const mlc_program *p, const mlc_func *f, const mlc_node *n, mlc_type *out,
+/* Reorders f's nodes: the node at j is the one that was at order[j]
+ * (a permutation that keeps every input before its users); inputs and
+ * outputs follow their nodes. */
+void mlc_func_permute(mlc_program *p, mlc_func *f, const uint32_t *order);
                     char *err, size_t errn);
 /* The iteration space of an elementwise node with up to two inputs (numpy
  * broadcasting): dims[0..r) and, per operand (0 the output, 1.. the

@@ -23,9 +23,10 @@
  *
  * 3. CUDA (one GPU): the AdamW updates of a step -> adamw_multi nodes of up to
  *    ADAMW_GROUP parameters each, one launch per group instead of one per
- *    tensor.  (One launch for all would need more kernel arguments than
- *    the CUDA runtime passes: 72.  Metal keeps one update per tensor: a
- *    Metal kernel takes at most 31 buffers.)
+ *    tensor, grouped by readiness inside the backward (group_adamw).  (One
+ *    launch for all would need more kernel arguments than the CUDA runtime
+ *    passes: 72.  Metal keeps one update per tensor: a Metal kernel takes
+ *    at most 31 buffers.)
  *
  * The CPU target packs GEMM operands into its own layout and fuses in its
  * own code generator; it does not run this pass, and no other pass sees
@@ -45,6 +46,7 @@ static bool is_gpu(const char *target) { return target && (!strncmp(target, "cud
 static bool is_cuda(const char *target) { return target && !strcmp(target, "cuda"); }
 
 #define ADAMW_GROUP 16 /* 4 * 16 + 1 inputs, the output and scratch: 67 of the CUDA runtime's 72 arguments */
+#define ADAMW_HOLD ((int64_t)32 << 20) /* a group's gradients, in bytes: see group_adamw */
 
 static bool rewrite_tn(mlc_func *f) {
   bool changed = false;
@@ -241,9 +243,16 @@ static bool fuse_groups(mlc_program *p, mlc_func *f, bool epilogues, bool cuda) 
   return changed;
 }
 
-/* AdamW updates in groups of ADAMW_GROUP: one adamw_multi node per group,
- * appended (the updates are last already); the outputs that named the
- * single updates name the group's token. */
+/* AdamW updates in groups: one adamw_multi node per group, in the place of
+ * its last member.  The interleave pass has put each update right after
+ * its gradient is complete, so the order of the updates is the order in
+ * which they become ready; a group is a run of updates in that order, and
+ * each member's gradient stays alive until the group runs.  A group closes
+ * at ADAMW_GROUP members or once its gradients reach ADAMW_HOLD bytes: a
+ * large gradient is updated, and freed, as soon as it is complete, and the
+ * small ones (biases, norm weights) wait for the next large one, holding
+ * little.  The outputs that named the single updates name the group's
+ * token. */
 static bool group_adamw(mlc_program *p, mlc_func *f) {
   uint32_t n0 = f->n, nad = 0;
   /* A sharded update (fsdp) runs on this rank's rows only and stays where
@@ -253,22 +262,32 @@ static bool group_adamw(mlc_program *p, mlc_func *f) {
   uint32_t *tok = mlc_arena_alloc(p->arena, n0 * sizeof *tok);
   for (uint32_t i = 0; i < n0; i++) tok[i] = UINT32_MAX;
   uint32_t in[4 * ADAMW_GROUP + 1], k = 0, members[ADAMW_GROUP];
+  int64_t held = 0;
   for (uint32_t i = 0; i < n0; i++) {
     if (f->nodes[i].op != MLC_OP_ADAMW || mlc_node_sharded(p, f, &f->nodes[i])) continue;
     memcpy(in + 4 * k, f->nodes[i].in, 4 * sizeof *in);
     in[4 * ADAMW_GROUP] = f->nodes[i].in[4];
+    const mlc_node *g = &f->nodes[f->nodes[i].in[1]];
+    held += mlc_type_numel(&g->type) * mlc_dtype_size(g->type.dtype);
     members[k++] = i;
-    if (--nad && k < ADAMW_GROUP) continue;
+    if (--nad && k < ADAMW_GROUP && held < ADAMW_HOLD) continue;
     in[4 * k] = in[4 * ADAMW_GROUP];
-    mlc_node first = f->nodes[members[0]];
-    uint32_t id = mlc_func_add(p, f, MLC_OP_ADAMW_MULTI, in, 4 * k + 1, NULL, first.loc, "");
+    /* the last member's node becomes the group: every member's inputs come before it */
+    mlc_node *n = &f->nodes[i];
+    n->op = MLC_OP_ADAMW_MULTI;
+    n->nin = (uint16_t)(4 * k + 1);
+    n->in = mlc_arena_alloc(p->arena, n->nin * sizeof *n->in);
+    memcpy(n->in, in, n->nin * sizeof *n->in);
+    n->scope = "";
+    n->loc = f->nodes[members[0]].loc;
     char err[256];
-    if (!mlc_infer_type(p, f, &f->nodes[id], &f->nodes[id].type, err, sizeof err)) MLC_ICE("fuse: %s", err);
-    for (uint32_t j = 0; j < k; j++) tok[members[j]] = id;
+    if (!mlc_infer_type(p, f, n, &n->type, err, sizeof err)) MLC_ICE("fuse: %s", err);
+    for (uint32_t j = 0; j < k; j++) tok[members[j]] = i;
     k = 0;
+    held = 0;
   }
   for (uint32_t o = 0; o < f->noutputs; o++)
-    if (f->outputs[o].node < n0 && tok[f->outputs[o].node] != UINT32_MAX) f->outputs[o].node = tok[f->outputs[o].node];
+    if (tok[f->outputs[o].node] != UINT32_MAX) f->outputs[o].node = tok[f->outputs[o].node];
   return true;
 }
 

@@ -13,6 +13,7 @@ typedef struct {
   mlc_diag *d;
   const char *target; /* --target, or NULL: passes that only some targets want look at it */
   bool fsdp;          /* shard the train block's fsdp units (cuda-nccl, or cpu with --fsdp / several ranks) */
+  bool keep_grads;    /* keep the "grad:" outputs after the optimizer (tests that compare gradients) */
 } mlc_pass_ctx;
 
 typedef bool (*mlc_pass_fn)(mlc_pass_ctx *c);
@@ -23,6 +24,7 @@ typedef struct {
   FILE *timing;            /* --time-passes table, or NULL */
   const char *target;      /* --target, or NULL (no code generation) */
   bool fsdp;               /* run the fsdp pass (see mlc_pass_ctx) */
+  bool keep_grads;         /* see mlc_pass_ctx */
 } mlc_pipeline_options;
 
 /* Runs the passes in order.  False if a pass reported a user error; a
@@ -48,6 +50,9 @@ uint32_t mlc_optimizer_update(mlc_program *p, mlc_func *f, uint32_t param, uint3
 /* Training with `shard = fsdp(...)` on a sharded target (passes/fsdp.c). */
 bool mlc_pass_fsdp(mlc_pass_ctx *c);
 bool mlc_pass_precision(mlc_pass_ctx *c);
+/* The optimizer inside the backward: each update right after its gradient
+ * is complete, the "grad:" outputs dropped (passes/interleave.c). */
+bool mlc_pass_interleave(mlc_pass_ctx *c);
 /* CUDA targets: attention keeps its log-sum-exp for its gradient (passes/attnsave.c). */
 bool mlc_pass_attnsave(mlc_pass_ctx *c);
 /* GPU targets: matmul(transpose(a), b) -> matmul_tn(a, b), then dead nodes go. */

@@ -15,6 +15,7 @@ static const struct {
   {"fsdp", mlc_pass_fsdp},
   {"optimizer", mlc_pass_optimizer},
   {"attnsave", mlc_pass_attnsave},
+  {"interleave", mlc_pass_interleave},
   {"fuse", mlc_pass_fuse},
   {"memplan", mlc_pass_memplan},
 };
@@ -33,7 +34,7 @@ bool mlc_pipeline_has_pass(const char *name) {
   return false;
 }
 
-const char *mlc_pipeline_pass_names(void) { return "lower, shapes, precision, autodiff, fsdp, optimizer, attnsave, fuse, memplan"; }
+const char *mlc_pipeline_pass_names(void) { return "lower, shapes, precision, autodiff, fsdp, optimizer, attnsave, interleave, fuse, memplan"; }
 
 static void dump(const mlc_pipeline_options *o, const mlc_program *p, const char *name) {
   if (!o->print_after || !o->dump) return;
@@ -46,7 +47,7 @@ bool mlc_pipeline_run(mlc_program *p, mlc_diag *d, const mlc_pipeline_options *o
   if (!mlc_verify_program(p, stderr, "lower")) MLC_ICE("IR verifier failed after lowering");
   dump(o, p, "lower");
   for (size_t i = 0; i < NPASSES; i++) {
-    mlc_pass_ctx c = {p, d, o->target, o->fsdp};
+    mlc_pass_ctx c = {p, d, o->target, o->fsdp, o->keep_grads};
     double t0 = mlc_now();
     bool ok = pipeline[i].run(&c);
     double t1 = mlc_now();

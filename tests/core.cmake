@@ -161,3 +161,13 @@ if(MLC_BACKEND_CPU)
     PASS_REGULAR_EXPRESSION "step 1: loss 6\\.[0-9]+ .*step 6: loss 5\\.[5-9][0-9]+ ")
 endif()
 # ---- profile (end) ---------------------------------------------------------
+
+# ---- memory (begin) --------------------------------------------------------
+# The train step's memory plan: the optimizer inside the backward (the
+# interleave pass, AdamW grouped by readiness), gradients freed at their update.
+add_executable(test_memory ${MLC_ROOT}/tests/unit/test_memory.c)
+target_link_libraries(test_memory PRIVATE mlccore PkgConfig::CMOCKA)
+target_compile_definitions(test_memory PRIVATE MLC_SOURCE_DIR="${MLC_ROOT}")
+add_test(NAME unit.memory COMMAND test_memory)
+set_tests_properties(unit.memory PROPERTIES LABELS unit TIMEOUT 60)
+# ---- memory (end) ----------------------------------------------------------

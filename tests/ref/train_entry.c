@@ -109,7 +109,7 @@ int main(int argc, char **argv) {
   mlc_program prog;
   mlc_program_init(&prog, &arena);
   mlc_lower_options lo = {defs, ndefs, NULL, 0};
-  mlc_pipeline_options po = {0};
+  mlc_pipeline_options po = {.keep_grads = true}; /* the grad:* outputs are what this checks */
   if (!mlc_frontend_run(&prog, &diag, model, src, len, &lo, NULL) || !mlc_pipeline_run(&prog, &diag, &po)) {
     mlc_diag_summary(&diag);
     return 1;

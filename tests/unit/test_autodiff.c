@@ -25,10 +25,10 @@ static bool compile_with(compiled *c, const char *src, const mlc_define *defs, u
   for (uint32_t k = 0; k < c->prog.nfuncs; k++)
     if (!strcmp(c->prog.funcs[k].name, "train")) c->nfwd = c->prog.funcs[k].n;
   if (full) {
-    mlc_pipeline_options po = {0};
+    mlc_pipeline_options po = {.keep_grads = true}; /* the gradients are what these tests look at */
     ok = ok && mlc_pipeline_run(&c->prog, &c->diag, &po);
   } else {
-    mlc_pass_ctx pc = {&c->prog, &c->diag, NULL, false};
+    mlc_pass_ctx pc = {&c->prog, &c->diag, NULL, false, false};
     ok = ok && mlc_pass_shapes(&pc) && mlc_verify_program(&c->prog, stderr, "shapes");
     ok = ok && mlc_pass_autodiff(&pc);
     if (ok && !mlc_verify_program(&c->prog, stderr, "autodiff")) fail_msg("the verifier failed after autodiff");
@@ -213,8 +213,10 @@ static void test_minillm(void **state) {
   assert_string_equal(f->nodes[head].scope, "head");
   release(&c);
 
-  /* Through the whole pipeline, the gradients stay outputs (later passes
-   * may add more after them) and memplan gives each a place in the arena. */
+  /* Through the whole pipeline with keep_grads (as the gradient checks ask;
+   * without it the interleave pass drops them: tests/unit/test_memory.c),
+   * the gradients stay outputs (later passes may add more after them) and
+   * memplan gives each a place in the arena. */
   assert_true(compile_with(&c, read_file(MLC_SOURCE_DIR "/examples/minillm.mdl"), defs, 6, true));
   f = func(&c, "train");
   assert_true(f->noutputs >= 19);

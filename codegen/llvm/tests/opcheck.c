@@ -547,7 +547,8 @@ int main(int argc, char **argv) {
     mlc_lower_options lo = {.defines = defines, .ndefines = ndefines, .entry = entry};
     if (!mlc_frontend_run(&prog, &diag, model, src, len, &lo, NULL)) die("%s does not compile", model);
   }
-  mlc_pipeline_options po = {.target = target};
+  /* keep_grads: the train entry's gradients are compared with PyTorch's */
+  mlc_pipeline_options po = {.target = target, .keep_grads = true};
   if (!mlc_pipeline_run(&prog, &diag, &po)) die("%s: the passes failed", model);
   const mlc_func *f = NULL;
   for (uint32_t i = 0; i < prog.nfuncs; i++)

@@ -1,0 +1,221 @@
+/* Memory planning of the train step: the optimizer inside the backward
+ * (passes/interleave.c, and the AdamW groups of passes/fuse.c).
+ *
+ * Checked on the IR after the whole pipeline, with no code generated:
+ *   - no update runs before a node that still reads what it writes (the
+ *     parameter, its state, or a view of them): results cannot change;
+ *   - on the CPU target (one update per parameter) each update comes right
+ *     after the last node it waits for; on CUDA the groups run inside the
+ *     backward, the first long before it ends;
+ *   - the "grad:" outputs are gone unless asked for (keep_grads), and
+ *     memplan then reuses each gradient's bytes: a model whose gradients
+ *     dominate plans far less memory than with every gradient kept. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "frontend/frontend.h"
+#include "passes/passes.h"
+
+typedef struct {
+  mlc_arena arena;
+  mlc_program prog;
+  mlc_func *train;
+} compiled;
+
+static const char *read_source(const char *path) {
+  static char src[8192];
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  size_t len = fread(src, 1, sizeof src - 1, f);
+  fclose(f);
+  src[len] = 0;
+  return src;
+}
+
+/* Compiles src through the pipeline for target; false on any error. */
+static bool compile(compiled *c, const char *src, const mlc_define *defs, uint32_t ndefs, const char *target, bool keep_grads) {
+  mlc_arena_init(&c->arena);
+  mlc_diag diag;
+  mlc_diag_init(&diag, stderr);
+  mlc_program_init(&c->prog, &c->arena);
+  mlc_lower_options lo = {defs, ndefs, NULL, 0};
+  mlc_pipeline_options po = {.target = target, .keep_grads = keep_grads};
+  if (!mlc_frontend_run(&c->prog, &diag, "model.mdl", src, strlen(src), &lo, NULL) || !mlc_pipeline_run(&c->prog, &diag, &po))
+    return false;
+  c->train = NULL;
+  for (uint32_t k = 0; k < c->prog.nfuncs; k++)
+    if (!strcmp(c->prog.funcs[k].name, "train")) c->train = &c->prog.funcs[k];
+  return c->train != NULL;
+}
+
+static bool is_update(const mlc_node *n) {
+  return n->op == MLC_OP_ADAMW || n->op == MLC_OP_SGD || n->op == MLC_OP_ADAMW_MULTI;
+}
+static bool is_leaf(const mlc_node *n) { return (mlc_ops[n->op].flags & MLC_F_LEAF) != 0; }
+
+/* The parameter node a value's storage is (through views), or UINT32_MAX. */
+static uint32_t param_of(const mlc_func *f, uint32_t v) {
+  while (v != UINT32_MAX && f->nodes[v].op != MLC_OP_PARAM)
+    v = (mlc_ops[f->nodes[v].op].flags & MLC_F_VIEW) && f->nodes[v].nin ? f->nodes[v].in[0] : UINT32_MAX;
+  return v;
+}
+
+/* Does update u write parameter node w in place (the parameter or its state)? */
+static bool writes(const mlc_func *f, uint32_t u, uint32_t w) {
+  const mlc_node *n = &f->nodes[u];
+  uint32_t ngroups = n->op == MLC_OP_ADAMW_MULTI ? n->nin / 4 : 1;
+  for (uint32_t g = 0; g < ngroups; g++) {
+    const uint32_t *in = n->in + 4 * g;
+    if (param_of(f, in[0]) == w || param_of(f, in[2]) == w) return true;
+    if (n->op != MLC_OP_SGD && param_of(f, in[3]) == w) return true;
+  }
+  return false;
+}
+
+/* No node after an update reads what the update wrote. */
+static void check_no_late_reads(const mlc_func *f) {
+  for (uint32_t u = 0; u < f->n; u++) {
+    if (!is_update(&f->nodes[u])) continue;
+    for (uint32_t i = u + 1; i < f->n; i++) {
+      const mlc_node *n = &f->nodes[i];
+      if (is_update(n)) continue;
+      for (uint32_t k = 0; k < n->nin; k++) {
+        uint32_t w = param_of(f, n->in[k]);
+        if (w != UINT32_MAX && writes(f, u, w))
+          fail_msg("%%%u (%s) reads parameter %%%u after its update %%%u", i, mlc_ops[n->op].name, w, u);
+      }
+    }
+  }
+}
+
+static uint32_t count_grad_outputs(const mlc_func *f) {
+  uint32_t n = 0;
+  for (uint32_t o = 0; o < f->noutputs; o++) n += !strncmp(f->outputs[o].name, "grad:", 5);
+  return n;
+}
+
+static const mlc_define small[6] = {{"vocab", "512"}, {"dim", "128"}, {"layers", "3"}, {"heads", "4"}, {"batch", "2"}, {"seq", "64"}};
+
+/* CPU target, f32 and bf16: one update per parameter, each right after the
+ * last node it waits for. */
+static void test_cpu_updates_at_ready_points(void **state) {
+  (void)state;
+  const char *src = read_source(MLC_SOURCE_DIR "/examples/minillm.mdl");
+  assert_non_null(src);
+  for (int bf16 = 0; bf16 < 2; bf16++) {
+    mlc_define defs[7];
+    memcpy(defs, small, sizeof small);
+    defs[6] = (mlc_define){"compute", bf16 ? "bf16" : "f32"};
+    compiled c;
+    assert_true(compile(&c, src, defs, 7, "cpu", false));
+    const mlc_func *f = c.train;
+    check_no_late_reads(f);
+    assert_int_equal(count_grad_outputs(f), 0);
+    uint32_t nupd = 0;
+    for (uint32_t u = 0; u < f->n; u++) {
+      const mlc_node *n = &f->nodes[u];
+      if (n->op != MLC_OP_ADAMW) continue;
+      nupd++;
+      /* the node it waits for: its latest computed input, or the last reader of the parameter */
+      uint32_t ready = 0;
+      for (uint32_t k = 0; k < n->nin; k++)
+        if (!is_leaf(&f->nodes[n->in[k]]) && n->in[k] > ready) ready = n->in[k];
+      for (uint32_t i = 0; i < u; i++)
+        for (uint32_t k = 0; k < f->nodes[i].nin; k++)
+          if (!is_update(&f->nodes[i]) && param_of(f, f->nodes[i].in[k]) == n->in[0] && i > ready) ready = i;
+      for (uint32_t i = ready + 1; i < u; i++)
+        if (!is_leaf(&f->nodes[i]) && !is_update(&f->nodes[i]))
+          fail_msg("compute=%s: update %%%u waits for %%%u but comes after %%%u (%s)", bf16 ? "bf16" : "f32", u, ready, i,
+                   mlc_ops[f->nodes[i].op].name);
+    }
+    assert_int_equal(nupd, 3 * 8 + 2); /* every weight: 8 a block, the embedding and the head */
+    mlc_arena_free(&c.arena);
+  }
+}
+
+/* CUDA: AdamW in groups by readiness, inside the backward. */
+static void test_cuda_groups_inside_backward(void **state) {
+  (void)state;
+  const char *src = read_source(MLC_SOURCE_DIR "/examples/minillm.mdl");
+  assert_non_null(src);
+  compiled c;
+  assert_true(compile(&c, src, small, 6, "cuda", false));
+  const mlc_func *f = c.train;
+  check_no_late_reads(f);
+  assert_int_equal(count_grad_outputs(f), 0);
+  uint32_t groups = 0, members = 0, first = UINT32_MAX, last_compute = 0;
+  for (uint32_t i = 0; i < f->n; i++) {
+    const mlc_node *n = &f->nodes[i];
+    if (n->op == MLC_OP_ADAMW) fail_msg("an adamw left out of the groups at %%%u", i);
+    if (n->op == MLC_OP_ADAMW_MULTI) {
+      groups++;
+      members += n->nin / 4;
+      if (first == UINT32_MAX) first = i;
+    } else if (!is_leaf(n)) {
+      last_compute = i;
+    }
+  }
+  assert_int_equal(members, 3 * 8 + 2);
+  assert_true(groups >= 2); /* 16 a group at most */
+  /* the first group runs while the backward still computes the gradients
+   * of later groups */
+  assert_true(first < last_compute);
+  uint32_t later = 0;
+  for (uint32_t i = first + 1; i < f->n; i++)
+    if (f->nodes[i].op == MLC_OP_ADAMW_MULTI)
+      for (uint32_t k = 1; k < f->nodes[i].nin; k += 4) later += f->nodes[i].in[k] > first;
+  assert_true(later > 0);
+  mlc_arena_free(&c.arena);
+}
+
+/* Gradients that dominate memory (wide layers, two rows a batch): with the
+ * updates inside the backward, memplan holds about one gradient at a time,
+ * not all of them. */
+static void test_gradients_freed(void **state) {
+  (void)state;
+  static const char src[] =
+      "config { batch = 2  width = 2048 }\n"
+      "module Deep(width) {\n"
+      "    net = Sequential(Linear(width, width), ReLU(), Linear(width, width), ReLU(), Linear(width, width), ReLU(),\n"
+      "                     Linear(width, width), ReLU(), Linear(width, width), ReLU(), Linear(width, width))\n"
+      "    forward(x: f32[batch, width]) { return net(x) }\n"
+      "}\n"
+      "train Deep {\n"
+      "    input x: f32[batch, width]\n"
+      "    input labels: i32[batch]\n"
+      "    loss = cross_entropy(model(x), labels)\n"
+      "    optimizer = AdamW(lr=0.001)\n"
+      "}\n";
+  const char *targets[] = {"cpu", "cuda"};
+  int64_t weight = 2048 * 2048 * 4; /* one weight's f32 gradient: 16 MiB */
+  for (int t = 0; t < 2; t++) {
+    compiled freed, kept;
+    assert_true(compile(&freed, src, NULL, 0, targets[t], false));
+    assert_true(compile(&kept, src, NULL, 0, targets[t], true));
+    assert_int_equal(count_grad_outputs(freed.train), 0);
+    assert_int_equal(count_grad_outputs(kept.train), 12);
+    check_no_late_reads(freed.train);
+    /* six weight gradients alive at the end when kept; otherwise the one
+     * being made, and on CUDA those of the AdamW group waiting for it
+     * (32 MiB: two of these) */
+    assert_true(kept.train->arena_bytes >= 6 * weight);
+    assert_true(freed.train->arena_bytes <= (t ? 3 : 1) * weight + weight / 4);
+    mlc_arena_free(&freed.arena);
+    mlc_arena_free(&kept.arena);
+  }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_cpu_updates_at_ready_points),
+      cmocka_unit_test(test_cuda_groups_inside_backward),
+      cmocka_unit_test(test_gradients_freed),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
