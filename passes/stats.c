@@ -21,6 +21,16 @@ static void commas(char *buf, size_t n, double v) {
   buf[len] = 0;
 }
 
+int64_t mlc_planned_session_bytes(const mlc_program *p, const mlc_func *f) {
+  /* as runtime/session.c lays them out: one block, each parameter (weights
+   * inside an fsdp flat excepted) at a 64-byte boundary */
+  int64_t total = 0;
+  for (uint32_t i = 0; i < p->nparams; i++)
+    if (!p->params[i].flat)
+      total = (total + mlc_type_numel(&p->params[i].type) * mlc_dtype_size(p->params[i].type.dtype) + 63) / 64 * 64;
+  return total + f->arena_bytes;
+}
+
 void mlc_print_stats(FILE *out, const mlc_program *p) {
   char buf[128], num[64];
   double total = 0, bytes = 0;
@@ -69,6 +79,10 @@ void mlc_print_stats(FILE *out, const mlc_program *p) {
       commas(num, sizeof num, (double)f->arena_bytes);
       fprintf(out, "  planned peak: %s bytes (%.3f GB) of activations, inputs and outputs, plus %.3f GB of parameters%s\n",
               num, (double)f->arena_bytes / 1e9, bytes / 1e9, state && !strcmp(f->name, "train") ? mlc_arena_printf(p->arena, " and %.3f GB of optimizer state", state / 1e9) : "");
+      int64_t held = mlc_planned_session_bytes(p, f);
+      commas(num, sizeof num, (double)held);
+      fprintf(out, "  planned total: %s bytes (%.3f GB) held by a session that runs %s%s (its arena and every parameter%s)\n",
+              num, (double)held / 1e9, f->name, sharded ? " on one rank" : "", state ? " and optimizer state" : "");
     }
   }
 }

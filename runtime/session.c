@@ -30,6 +30,7 @@ typedef struct {
   double *start, *last;   /* per step: start and seconds in the last profiled run */
   const char **label;     /* per step: "scope name", for the device's profiler ranges */
   bool *signal;           /* per step: a later step of another stream waits for it */
+  bool bound;             /* the arena is made and every address filled in (bind_entry) */
   uint64_t runs;
 } entry_state;
 
@@ -169,7 +170,40 @@ static mlc_status create_entry(mlc_session *s, entry_state *es) {
   memset(es->seconds, 0, (e->nsteps + 1) * sizeof *es->seconds);
   memset(es->start, 0, (e->nsteps + 1) * sizeof *es->start);
   memset(es->last, 0, (e->nsteps + 1) * sizeof *es->last);
-  mlc_status st = s->dev->vt->alloc(s->dev, e->arena_bytes ? e->arena_bytes : 1, &es->arena);
+  mlc_status st;
+  for (uint32_t i = 0; i < e->nsteps; i++) {
+    const mlc_plan_step *stp = &e->steps[i];
+    const char *sym = pl->kernels[stp->kernel];
+    if (!strcmp(sym, MLC_PLAN_ALL_GATHER) || !strcmp(sym, MLC_PLAN_REDUCE_SCATTER)) {
+      es->kern[i] = NULL; /* a collective: the session runs it */
+      if (stp->nargs != 2) return mlc_status_make(MLC_DATA_LOSS, "step %s of %s: a collective takes two values", stp->name, e->name);
+    } else if ((st = s->dev->vt->resolve(s->dev, sym, &es->kern[i]))) {
+      mlc_status r = mlc_status_make(MLC_NOT_FOUND, "step %s of %s: %s", stp->name, e->name, mlc_status_message(st));
+      mlc_status_free(st);
+      return r;
+    }
+    if (s->dev->vt->range_push) {
+      size_t n = strlen(stp->scope) + strlen(stp->name) + 2;
+      char *l = mlc_allocator_alloc(s->a, n);
+      if (!l) return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory for step labels");
+      snprintf(l, n, "%s%s%s", stp->scope, *stp->scope ? " " : "", stp->name);
+      es->label[i] = l;
+    }
+    es->args[i] = mlc_allocator_alloc_array(s->a, stp->nargs + 1, sizeof **es->args);
+    if (!es->args[i]) return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory for step arguments");
+  }
+  return NULL;
+}
+
+/* The entry's arena, made at its first use (an input, a run, an output) and
+ * kept until the session ends: a session that only trains never holds the
+ * forward's arena, so what it holds is what `mlc compile --stats` plans for
+ * the train entry (parameters, optimizer state, that arena).  Writes the
+ * constants and fills in every address. */
+static mlc_status bind_entry(mlc_session *s, entry_state *es) {
+  if (es->bound) return NULL;
+  const mlc_plan_entry *e = es->e;
+  mlc_status st = es->arena ? NULL : s->dev->vt->alloc(s->dev, e->arena_bytes ? e->arena_bytes : 1, &es->arena);
   if (st) {
     mlc_status r = mlc_status_make(mlc_status_code(st), "the arena of entry %s (%llu bytes): %s", e->name,
                                    (unsigned long long)e->arena_bytes, mlc_status_message(st));
@@ -192,28 +226,9 @@ static mlc_status create_entry(mlc_session *s, entry_state *es) {
       MLC_RETURN_IF_ERROR(s->dev->vt->write(s->dev, es->addr[i], tmp, mlc_plan_shape_bytes(&v->shape)));
     }
   }
-  for (uint32_t i = 0; i < e->nsteps; i++) {
-    const mlc_plan_step *stp = &e->steps[i];
-    const char *sym = pl->kernels[stp->kernel];
-    if (!strcmp(sym, MLC_PLAN_ALL_GATHER) || !strcmp(sym, MLC_PLAN_REDUCE_SCATTER)) {
-      es->kern[i] = NULL; /* a collective: the session runs it */
-      if (stp->nargs != 2) return mlc_status_make(MLC_DATA_LOSS, "step %s of %s: a collective takes two values", stp->name, e->name);
-    } else if ((st = s->dev->vt->resolve(s->dev, sym, &es->kern[i]))) {
-      mlc_status r = mlc_status_make(MLC_NOT_FOUND, "step %s of %s: %s", stp->name, e->name, mlc_status_message(st));
-      mlc_status_free(st);
-      return r;
-    }
-    if (s->dev->vt->range_push) {
-      size_t n = strlen(stp->scope) + strlen(stp->name) + 2;
-      char *l = mlc_allocator_alloc(s->a, n);
-      if (!l) return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory for step labels");
-      snprintf(l, n, "%s%s%s", stp->scope, *stp->scope ? " " : "", stp->name);
-      es->label[i] = l;
-    }
-    es->args[i] = mlc_allocator_alloc_array(s->a, stp->nargs + 1, sizeof **es->args);
-    if (!es->args[i]) return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory for step arguments");
-    for (uint32_t j = 0; j < stp->nargs; j++) es->args[i][j] = es->addr[stp->args[j]];
-  }
+  for (uint32_t i = 0; i < e->nsteps; i++)
+    for (uint32_t j = 0; j < e->steps[i].nargs; j++) es->args[i][j] = es->addr[e->steps[i].args[j]];
+  es->bound = true;
   return NULL;
 }
 
@@ -723,9 +738,15 @@ static mlc_status find_entry(const mlc_session *s, const char *name, entry_state
   return mlc_status_make(MLC_NOT_FOUND, "the model has no entry point '%s'", name);
 }
 
+/* find_entry, with its arena made (bind_entry). */
+static mlc_status find_bound_entry(const mlc_session *s, const char *name, entry_state **out) {
+  MLC_RETURN_IF_ERROR(find_entry(s, name, out));
+  return bind_entry((mlc_session *)s, *out);
+}
+
 mlc_status mlc_session_set_input(mlc_session *s, const char *entry, const char *name, const void *data, size_t bytes) {
   entry_state *es;
-  MLC_RETURN_IF_ERROR(find_entry(s, entry, &es));
+  MLC_RETURN_IF_ERROR(find_bound_entry(s, entry, &es));
   for (uint32_t i = 0; i < es->e->ninputs; i++) {
     if (strcmp(es->e->inputs[i].name, name)) continue;
     const mlc_plan_value *v = &es->e->values[es->e->inputs[i].value];
@@ -787,7 +808,7 @@ static mlc_status collective(mlc_session *s, entry_state *es, uint32_t i) {
 
 mlc_status mlc_session_run(mlc_session *s, const char *entry) {
   entry_state *es;
-  MLC_RETURN_IF_ERROR(find_entry(s, entry, &es));
+  MLC_RETURN_IF_ERROR(find_bound_entry(s, entry, &es));
   const mlc_device_vt *vt = s->dev->vt;
   if (s->dev_stale) {
     MLC_RETURN_IF_ERROR(vt->write(s->dev, s->dparams, s->params, s->params_bytes));
@@ -842,7 +863,7 @@ mlc_status mlc_session_run(mlc_session *s, const char *entry) {
 mlc_status mlc_session_output(const mlc_session *s, const char *entry, const char *name, const void **out_data,
                               const mlc_plan_shape **out_shape) {
   entry_state *es;
-  MLC_RETURN_IF_ERROR(find_entry(s, entry, &es));
+  MLC_RETURN_IF_ERROR(find_bound_entry(s, entry, &es));
   for (uint32_t i = 0; i < es->e->noutputs; i++)
     if (!strcmp(es->e->outputs[i].name, name)) {
       uint32_t v = es->e->outputs[i].value;

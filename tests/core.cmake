@@ -170,4 +170,13 @@ target_link_libraries(test_memory PRIVATE mlccore PkgConfig::CMOCKA)
 target_compile_definitions(test_memory PRIVATE MLC_SOURCE_DIR="${MLC_ROOT}")
 add_test(NAME unit.memory COMMAND test_memory)
 set_tests_properties(unit.memory PROPERTIES LABELS unit TIMEOUT 60)
+# The plan must be true: what a CPU session holds (counted through its
+# allocator) is the planned total of --stats, within 5 %.
+if(MLC_BACKEND_CPU)
+  add_executable(test_plan_memory ${MLC_ROOT}/tests/unit/test_plan_memory.c ${MLC_ROOT}/driver/target_cpu.c)
+  target_link_libraries(test_plan_memory PRIVATE mlccore mlcrt mlcllvm PkgConfig::CMOCKA)
+  target_compile_definitions(test_plan_memory PRIVATE MLC_SOURCE_DIR="${MLC_ROOT}")
+  add_test(NAME unit.plan_memory COMMAND test_plan_memory)
+  set_tests_properties(unit.plan_memory PROPERTIES LABELS "unit;cpu" TIMEOUT 300)
+endif()
 # ---- memory (end) ----------------------------------------------------------

@@ -1,0 +1,151 @@
+/* The plan must be true: the device memory `mlc compile --stats` plans for
+ * a session (mlc_planned_session_bytes: the entry's arena, every parameter
+ * and the optimizer state) is what a session on the CPU target really
+ * holds, within 5 %.
+ *
+ * The session gets an allocator (runtime/alloc.h: every byte libmlcrt
+ * takes goes through it) that counts the bytes alive and their peak; the
+ * small MiniLLM is compiled for the CPU, JIT-compiled, and its train entry
+ * run for two steps (and, in a session of its own, its forward once).  The
+ * peak over the whole session, its tables and the CPU device's own
+ * included, must be within 5 % of the plan; so must the bytes the device
+ * reports (mlc_session_device_bytes).  A session that only trains must not
+ * hold the forward's arena. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "driver/target_cpu.h"
+#include "frontend/frontend.h"
+#include "passes/passes.h"
+#include "runtime/plan.h"
+
+typedef struct {
+  size_t live, peak;
+} counter;
+
+static void *count_alloc(void *ctx, size_t n) {
+  counter *c = ctx;
+  size_t *b = malloc(n + 16); /* the size in front, 16 bytes keep the alignment */
+  if (!b) return NULL;
+  b[0] = n;
+  c->live += n;
+  if (c->live > c->peak) c->peak = c->live;
+  return (char *)b + 16;
+}
+
+static void count_free(void *ctx, void *p) {
+  counter *c = ctx;
+  size_t *b = (size_t *)((char *)p - 16);
+  c->live -= b[0];
+  free(b);
+}
+
+static const char *read_source(const char *path) {
+  static char src[8192];
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  size_t len = fread(src, 1, sizeof src - 1, f);
+  fclose(f);
+  src[len] = 0;
+  return src;
+}
+
+static const mlc_func *func(const mlc_program *p, const char *name) {
+  for (uint32_t k = 0; k < p->nfuncs; k++)
+    if (!strcmp(p->funcs[k].name, name)) return &p->funcs[k];
+  return NULL;
+}
+
+static void check(mlc_status st) {
+  if (st) fail_msg("%s", mlc_status_message(st));
+}
+
+static void within(const char *what, double got, double planned) {
+  double rel = (got - planned) / planned;
+  printf("  %-40s %12.0f bytes, planned %12.0f (%+.2f %%)\n", what, got, planned, rel * 100);
+  if (rel > 0.05 || rel < -0.05) fail_msg("%s: %.0f bytes, the plan says %.0f (%.1f %% off)", what, got, planned, rel * 100);
+}
+
+/* Runs `entry` of the small MiniLLM (compute dtype `compute`) in a
+ * session of its own and compares what it held with the plan. */
+static void run_case(const char *entry, const char *compute) {
+  const char *src = read_source(MLC_SOURCE_DIR "/examples/minillm.mdl");
+  assert_non_null(src);
+  mlc_define defs[7] = {{"vocab", "512"}, {"dim", "128"}, {"layers", "2"}, {"heads", "4"},
+                        {"batch", "2"}, {"seq", "64"}, {"compute", compute}};
+  mlc_arena arena;
+  mlc_arena_init(&arena);
+  mlc_diag diag;
+  mlc_diag_init(&diag, stderr);
+  mlc_program prog;
+  mlc_program_init(&prog, &arena);
+  mlc_lower_options lo = {defs, 7, NULL, 0};
+  mlc_pipeline_options po = {.target = "cpu"};
+  assert_true(mlc_frontend_run(&prog, &diag, "minillm.mdl", src, strlen(src), &lo, NULL) && mlc_pipeline_run(&prog, &diag, &po));
+  const mlc_func *f = func(&prog, entry), *other = func(&prog, strcmp(entry, "train") ? "train" : "forward");
+  assert_non_null(f);
+  assert_non_null(other);
+  double planned = (double)mlc_planned_session_bytes(&prog, f);
+  char err[512];
+  mlc_cpu_build b;
+  if (!mlc_cpu_compile(&prog, &b, NULL, err, sizeof err) || !mlc_cpu_jit(&b, err, sizeof err)) fail_msg("%s", err);
+  mlc_plan *plan;
+  check(mlc_plan_parse(b.plan, b.plan_bytes, mlc_allocator_default(), &plan));
+
+  counter c = {0, 0};
+  mlc_session_options so = {NULL, mlc_cpu_lookup, &b, 2, false, {count_alloc, count_free, &c}, NULL};
+  mlc_session *s;
+  check(mlc_session_create(plan, &so, &s));
+  mlc_session_init_params(s, 1);
+  const mlc_plan_entry *e = mlc_plan_find_entry(plan, entry);
+  assert_non_null(e);
+  int32_t ids[2 * 64];
+  for (int i = 0; i < 2 * 64; i++) ids[i] = (i * 37) % 512;
+  for (uint32_t k = 0; k < e->ninputs; k++)
+    if (strcmp(e->inputs[k].name, "opt.step")) check(mlc_session_set_input(s, entry, e->inputs[k].name, ids, sizeof ids));
+  int runs = strcmp(entry, "train") ? 1 : 2;
+  for (int r = 0; r < runs; r++) check(mlc_session_run(s, entry));
+  const void *out;
+  const mlc_plan_shape *shape;
+  check(mlc_session_output(s, entry, e->outputs[0].name, &out, &shape));
+  printf("%s, compute=%s (the other entry's arena: %lld bytes)\n", entry, compute, (long long)other->arena_bytes);
+  within("peak through the allocator", (double)c.peak, planned);
+  within("mlc_session_device_bytes", (double)mlc_session_device_bytes(s), planned);
+  /* the other entry's arena was never made */
+  assert_true((double)c.peak < planned + (double)other->arena_bytes * 0.9);
+  mlc_session_destroy(s);
+  assert_int_equal(c.live, 0);
+  mlc_plan_free(plan);
+  mlc_cpu_build_free(&b);
+  mlc_arena_free(&arena);
+}
+
+static void test_train_bf16(void **state) {
+  (void)state;
+  run_case("train", "bf16");
+}
+
+static void test_train_f32(void **state) {
+  (void)state;
+  run_case("train", "f32");
+}
+
+static void test_forward(void **state) {
+  (void)state;
+  run_case("forward", "bf16");
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_train_bf16),
+      cmocka_unit_test(test_train_f32),
+      cmocka_unit_test(test_forward),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
