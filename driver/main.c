@@ -84,6 +84,10 @@ static void usage(FILE *o) {
           "      --time-passes     print how long each phase took, to standard error\n"
           "      --fsdp            shard the train block's fsdp(...) units across ranks (implied by\n"
           "                        --target cuda-nccl, and by a launcher that starts several ranks)\n"
+          "      --f32-matmul M    how f32 matrix products run on tensor cores (cuda): tf32x3 (or 3xtf32;\n"
+          "                        three TF32 products, about f32's accuracy; the default), ieee (f32\n"
+          "                        FMAs, no tensor cores) or tf32 (one TF32 product); overrides the\n"
+          "                        train block's precision(f32_matmul=...)\n"
           "  -h, --help            this text\n"
           "  -V, --version         the version\n"
           "compile:\n"
@@ -207,6 +211,7 @@ typedef struct {
   const char *inputs[64], *outputs[64]; /* NAME=FILE */
   uint32_t ninputs, noutputs;
   bool time_passes, stats, profile, fsdp, device_set;
+  uint8_t f32_matmul; /* mlc_f32_matmul; MLC_F32MM_DEFAULT: as the model says */
   long profile_warmup; /* mlc profile --entry train_step: steps before the profile starts */
   int threads, runs, warmup, device;
   unsigned long long seed;
@@ -217,13 +222,13 @@ typedef struct {
 enum {
   OPT_EMIT = 256, OPT_PRINT_AFTER, OPT_TIME, OPT_STATS, OPT_ENTRY, OPT_WEIGHTS, OPT_INPUT, OPT_PROFILE, OPT_THREADS,
   OPT_SEED, OPT_RUNS, OPT_WARMUP, OPT_STEPS, OPT_DATA, OPT_DATA_DTYPE, OPT_SAVE, OPT_RESUME, OPT_TRACE, OPT_ROOFLINE,
-  OPT_DEVICE, OPT_FSDP, OPT_EXPORT,
+  OPT_DEVICE, OPT_FSDP, OPT_EXPORT, OPT_F32_MATMUL,
 };
 
 /* Which options each command takes: a letter or OPT_ value per entry. */
 static bool takes(command cmd, int opt) {
   switch (opt) {
-  case 't': case 'D': case 'h': case OPT_ENTRY: case OPT_TIME: case OPT_FSDP: return true;
+  case 't': case 'D': case 'h': case OPT_ENTRY: case OPT_TIME: case OPT_FSDP: case OPT_F32_MATMUL: return true;
   case OPT_EMIT: case OPT_PRINT_AFTER: case OPT_STATS: return cmd == CMD_COMPILE;
   case 'o': return cmd == CMD_COMPILE || cmd == CMD_RUN;
   case OPT_INPUT: return cmd == CMD_RUN;
@@ -261,7 +266,7 @@ static int parse_args(options *o, int argc, char **argv) {
     {"resume", required_argument, 0, OPT_RESUME},
     {"trace", required_argument, 0, OPT_TRACE}, {"roofline", required_argument, 0, OPT_ROOFLINE},
     {"device", required_argument, 0, OPT_DEVICE}, {"fsdp", no_argument, 0, OPT_FSDP},
-    {"export", required_argument, 0, OPT_EXPORT},
+    {"export", required_argument, 0, OPT_EXPORT}, {"f32-matmul", required_argument, 0, OPT_F32_MATMUL},
     {"help", no_argument, 0, 'h'},              {0, 0, 0, 0},
   };
   optind = 1;
@@ -334,6 +339,10 @@ static int parse_args(options *o, int argc, char **argv) {
       o->data_dtype = optarg;
       break;
     case OPT_SAVE: o->save = optarg; break;
+    case OPT_F32_MATMUL:
+      o->f32_matmul = (uint8_t)mlc_f32_matmul_parse(optarg);
+      if (!o->f32_matmul) return usage_error("--f32-matmul %s: expected tf32x3 (or 3xtf32), ieee or tf32", optarg);
+      break;
     case OPT_EXPORT: o->export_weights = optarg; break;
     case OPT_RESUME: o->resume = optarg; break;
     case OPT_TRACE: o->trace = optarg; break;
@@ -415,6 +424,7 @@ static int frontend(const options *o, mlc_program *prog, mlc_diag *diag, char **
   if (!diag->errors && o->emit && !strcmp(o->emit, "ast")) mlc_ast_print(stdout, ast);
   mlc_lower_options lo = {o->defines, o->ndefines, o->entry, 0};
   bool ok = !diag->errors && mlc_lower(prog, diag, ast, &lo);
+  if (o->f32_matmul) prog->f32_matmul = o->f32_matmul; /* the flag over the train block */
   double t3 = mlc_now();
   if (tf) fprintf(tf, "  %-12s %9.3f ms\n", "lower", (t3 - t2) * 1e3);
   mlc_pipeline_options po = {o->print_after, stdout, tf, o->target, sharded(o), false};

@@ -1260,10 +1260,24 @@ static void lower_train_config(mlc_lowerer *L, const mlc_ast_train *t, mlc_insta
   if (t->precision) {
     const mlc_ast_expr *e = t->precision;
     static const char *const spec[] = {"param", "reduce="};
-    mlc_call c = {e->args, e->nargs, e->loc, "precision"};
+    /* f32_matmul= names a mode (a word, not a value): taken out before the rest is bound */
+    mlc_ast_arg *rest = mlc_arena_alloc(L->a, (e->nargs + 1) * sizeof *rest);
+    uint32_t nrest = 0;
+    bool mm = false;
+    for (uint32_t i = 0; e->kind == AST_CALL && i < e->nargs; i++) {
+      const mlc_ast_arg *a = &e->args[i];
+      if (!a->name || strcmp(a->name, "f32_matmul")) { rest[nrest++] = *a; continue; }
+      mlc_f32_matmul m = a->value->kind == AST_NAME ? mlc_f32_matmul_parse(a->value->name) : MLC_F32MM_DEFAULT;
+      if (m == MLC_F32MM_DEFAULT)
+        mlc_error(L->d, a->value->loc, "f32_matmul must be tf32x3, ieee or tf32");
+      L->p->f32_matmul = (uint8_t)m;
+      mm = true;
+    }
+    mlc_call c = {rest, nrest, e->loc, "precision"};
     mlc_value v[2];
     bool pr[2];
     if (e->kind != AST_CALL) mlc_error(L->d, e->loc, "expected precision(param=bf16, reduce=f32)");
+    else if (mm && nrest == 0) { /* precision(f32_matmul=...) alone */ }
     else if (mlc_bind(L, &c, spec, 2, v, pr) && mlc_want_dtype(L, v[0], mlc_arg_loc(&c, spec, 2, 0), "param", &tc->param_dtype)) {
       tc->reduce_dtype = MLC_DT_F32;
       if (pr[1]) mlc_want_dtype(L, v[1], mlc_arg_loc(&c, spec, 2, 1), "reduce", &tc->reduce_dtype);

@@ -123,6 +123,21 @@ void mlc_program_init(mlc_program *p, mlc_arena *a) {
   p->name = "model";
 }
 
+mlc_f32_matmul mlc_f32_matmul_parse(const char *s) {
+  if (!strcmp(s, "tf32x3") || !strcmp(s, "3xtf32")) return MLC_F32MM_TF32X3;
+  if (!strcmp(s, "ieee")) return MLC_F32MM_IEEE;
+  if (!strcmp(s, "tf32")) return MLC_F32MM_TF32;
+  return MLC_F32MM_DEFAULT;
+}
+
+const char *mlc_f32_matmul_name(mlc_f32_matmul m) {
+  switch (m) {
+  case MLC_F32MM_IEEE: return "ieee";
+  case MLC_F32MM_TF32: return "tf32";
+  default: return "tf32x3";
+  }
+}
+
 mlc_func *mlc_program_add_func(mlc_program *p, const char *name) {
   MLC_ASSERT(p->nfuncs < MLC_MAX_FUNCS);
   mlc_func *f = &p->funcs[p->nfuncs++];
@@ -199,21 +214,6 @@ void mlc_func_compact(mlc_program *p, mlc_func *f) {
   for (uint32_t i = 0; i < f->noutputs; i++) f->outputs[i].node = map[f->outputs[i].node];
 }
 
-mlc_func mlc_func_take(mlc_func *f) {
-  mlc_func old = *f;
-  f->nodes = NULL;
-  f->n = f->cap = 0;
-  f->inputs = (mlc_u32vec){0};
-  f->outputs = NULL;
-  f->noutputs = 0;
-  return old;
-}
-
-uint32_t mlc_func_copy_node(mlc_program *p, mlc_func *f, const mlc_node *n, const uint32_t *in) {
-  uint32_t id = mlc_func_add(p, f, (mlc_op)n->op, in, n->nin, &n->a, n->loc, n->scope);
-  f->nodes[id].type = n->type;
-  if (n->op == MLC_OP_INPUT) mlc_u32vec_push(p->arena, &f->inputs, id);
-  return id;
 void mlc_func_permute(mlc_program *p, mlc_func *f, const uint32_t *order) {
   uint32_t *map = mlc_arena_alloc(p->arena, (f->n + 1) * sizeof *map);
   mlc_node *nodes = mlc_arena_alloc(p->arena, (f->cap + 1) * sizeof *nodes);
@@ -230,4 +230,19 @@ void mlc_func_permute(mlc_program *p, mlc_func *f, const uint32_t *order) {
   for (uint32_t i = 0; i < f->noutputs; i++) f->outputs[i].node = map[f->outputs[i].node];
 }
 
+mlc_func mlc_func_take(mlc_func *f) {
+  mlc_func old = *f;
+  f->nodes = NULL;
+  f->n = f->cap = 0;
+  f->inputs = (mlc_u32vec){0};
+  f->outputs = NULL;
+  f->noutputs = 0;
+  return old;
+}
+
+uint32_t mlc_func_copy_node(mlc_program *p, mlc_func *f, const mlc_node *n, const uint32_t *in) {
+  uint32_t id = mlc_func_add(p, f, (mlc_op)n->op, in, n->nin, &n->a, n->loc, n->scope);
+  f->nodes[id].type = n->type;
+  if (n->op == MLC_OP_INPUT) mlc_u32vec_push(p->arena, &f->inputs, id);
+  return id;
 }

@@ -173,6 +173,17 @@ typedef struct {
   mlc_loc loc;
 } mlc_train_config;
 
+/* How f32 matrix products run on targets with tensor cores, as PyTorch's
+ * torch.set_float32_matmul_precision: tf32x3 (each operand split into a
+ * TF32 high part and its TF32 residual, three products: about f32's
+ * accuracy; the default), ieee (plain f32 FMAs), tf32 (one TF32 product).
+ * Set by precision(f32_matmul=...) in a train block and --f32-matmul. */
+typedef enum { MLC_F32MM_DEFAULT, MLC_F32MM_TF32X3, MLC_F32MM_IEEE, MLC_F32MM_TF32 } mlc_f32_matmul;
+
+/* "tf32x3" (also "3xtf32"), "ieee", "tf32" -> the mode; MLC_F32MM_DEFAULT if none. */
+mlc_f32_matmul mlc_f32_matmul_parse(const char *s);
+const char *mlc_f32_matmul_name(mlc_f32_matmul m);
+
 #define MLC_MAX_FUNCS 4
 typedef struct {
   mlc_arena *arena;
@@ -182,6 +193,7 @@ typedef struct {
   mlc_func funcs[MLC_MAX_FUNCS];
   uint32_t nfuncs;
   mlc_train_config train;
+  uint8_t f32_matmul;   /* mlc_f32_matmul */
 } mlc_program;
 
 void mlc_program_init(mlc_program *p, mlc_arena *a);
@@ -195,6 +207,10 @@ void mlc_func_add_output(mlc_program *p, mlc_func *f, const char *name, uint32_t
 /* Drops the nodes that no output depends on (inputs stay: they are the
  * signature), renumbering the rest in order. */
 void mlc_func_compact(mlc_program *p, mlc_func *f);
+/* Reorders f's nodes: the node at j is the one that was at order[j]
+ * (a permutation that keeps every input before its users); inputs and
+ * outputs follow their nodes. */
+void mlc_func_permute(mlc_program *p, mlc_func *f, const uint32_t *order);
 /* For a pass that rebuilds f: returns f as it is and leaves it with no
  * nodes, inputs or outputs (its name stays), to be added to again. */
 mlc_func mlc_func_take(mlc_func *f);
@@ -207,10 +223,6 @@ uint32_t mlc_func_copy_node(mlc_program *p, mlc_func *f, const mlc_node *n, cons
  * builder (input, param, const, cast, reshape), checks it instead.  On
  * failure writes a one-line message to err and returns false. */
 bool mlc_infer_type(const mlc_program *p, const mlc_func *f, const mlc_node *n, mlc_type *out,
-/* Reorders f's nodes: the node at j is the one that was at order[j]
- * (a permutation that keeps every input before its users); inputs and
- * outputs follow their nodes. */
-void mlc_func_permute(mlc_program *p, mlc_func *f, const uint32_t *order);
                     char *err, size_t errn);
 /* The iteration space of an elementwise node with up to two inputs (numpy
  * broadcasting): dims[0..r) and, per operand (0 the output, 1.. the

@@ -297,10 +297,10 @@ static bool shape_attention(rule_ctx *c) {
 }
 
 /* attention_save's flat result: the output [b, h, s, d], then an f32 per row
- * in two 16-bit slots. */
+ * (in two slots of a 16-bit type, one of f32). */
 static int64_t attention_saved_numel(const mlc_type *q) {
   int64_t rows = q->dim[0] * q->dim[1] * q->dim[2];
-  return rows * q->dim[3] + 2 * rows;
+  return rows * q->dim[3] + 4 / mlc_dtype_size(q->dtype) * rows;
 }
 
 /* A packed qkv [b, s, 3h, d] as q's [b, h, s, d]. */
@@ -311,8 +311,8 @@ static mlc_type unpacked_q(const mlc_type *x) {
 static bool shape_attention_save(rule_ctx *c) {
   if (c->n->nin == 1) {
     const mlc_type *x = c->in[0];
-    if (mlc_dtype_size(x->dtype) != 2 || !need_float(c, x, "attention_save") || x->rank != 4 || x->dim[2] % 3)
-      return fail(c, "attention_save of one input needs a 16-bit packed qkv [batch, seq, 3 * heads, dim], got %s", TSTR(x));
+    if (!need_float(c, x, "attention_save") || x->rank != 4 || x->dim[2] % 3)
+      return fail(c, "attention_save of one input needs a packed qkv [batch, seq, 3 * heads, dim], got %s", TSTR(x));
     mlc_type q = unpacked_q(x);
     *c->out = (mlc_type){.dtype = x->dtype, .rank = 1, .dim = {attention_saved_numel(&q)}};
     return check_numel(c, c->out);
@@ -320,8 +320,8 @@ static bool shape_attention_save(rule_ctx *c) {
   if (c->n->nin != 3) return fail(c, "attention_save takes q, k, v or one packed qkv, got %u inputs", c->n->nin);
   if (!shape_attention(c)) return false;
   const mlc_type *q = c->in[0], *v = c->in[2];
-  if (mlc_dtype_size(q->dtype) != 2 || v->dim[3] != q->dim[3] || q->dim[2] != c->in[1]->dim[2])
-    return fail(c, "attention_save needs 16-bit q, k, v of one shape, got %s, %s, %s", TSTR(q), TSTR(c->in[1]), TSTR(v));
+  if (v->dim[3] != q->dim[3] || q->dim[2] != c->in[1]->dim[2])
+    return fail(c, "attention_save needs q, k, v of one shape, got %s, %s, %s", TSTR(q), TSTR(c->in[1]), TSTR(v));
   *c->out = (mlc_type){.dtype = q->dtype, .rank = 1, .dim = {attention_saved_numel(q)}};
   return check_numel(c, c->out);
 }
@@ -329,9 +329,9 @@ static bool shape_attention_save(rule_ctx *c) {
 /* attention_grad_saved's packed form: g [b, s, h, d], qkv [b, s, 3h, d], saved -> [b, s, 3h, d]. */
 static bool shape_attention_grad_packed(rule_ctx *c) {
   const mlc_type *g = c->in[0], *x = c->in[1], *sv = c->in[2];
-  if (mlc_dtype_size(g->dtype) != 2 || x->dtype != g->dtype || g->rank != 4 || x->rank != 4 || x->dim[0] != g->dim[0] ||
+  if (!mlc_dtype_is_float(g->dtype) || x->dtype != g->dtype || g->rank != 4 || x->rank != 4 || x->dim[0] != g->dim[0] ||
       x->dim[1] != g->dim[1] || x->dim[2] != 3 * g->dim[2] || x->dim[3] != g->dim[3])
-    return fail(c, "attention_grad_saved needs a 16-bit g [batch, seq, heads, dim] and qkv [batch, seq, 3 * heads, dim], got %s and %s",
+    return fail(c, "attention_grad_saved needs a float g [batch, seq, heads, dim] and qkv [batch, seq, 3 * heads, dim], got %s and %s",
                 TSTR(g), TSTR(x));
   mlc_type q = unpacked_q(x);
   if (sv->dtype != g->dtype || sv->rank != 1 || sv->dim[0] != attention_saved_numel(&q))
@@ -439,7 +439,7 @@ static bool shape_attention_grad(rule_ctx *c) {
   if (g->rank != 4) return fail(c, "attention_grad needs [batch, heads, seq, dim] tensors, got %s", TSTR(g));
   if (c->n->nin == 5) {
     const mlc_type *sv = c->in[4];
-    if (mlc_dtype_size(g->dtype) != 2 || sv->dtype != g->dtype || sv->rank != 1 || sv->dim[0] != attention_saved_numel(g))
+    if (!mlc_dtype_is_float(g->dtype) || sv->dtype != g->dtype || sv->rank != 1 || sv->dim[0] != attention_saved_numel(g))
       return fail(c, "attention_grad_saved needs attention_save's result for %s, got %s", TSTR(g), TSTR(sv));
   }
   mlc_type o = {.dtype = g->dtype, .rank = 5, .dim = {3, g->dim[0], g->dim[1], g->dim[2], g->dim[3]}};

@@ -439,7 +439,7 @@ MLC_FN void mlc_attn_bwd_tc(const T *g, const T *q, const T *k, const T *v, T *o
 
 // attention_grad_saved's first pass: a warp per row of dO, dsum[row] =
 // dO . o (o: the saved forward output), and that row of dq's f32
-// accumulator zeroed.
+// accumulator zeroed (dq != 0).
 // H > 0: g and o packed [b, s, H, D].
 template <class T, int D, int ROWS, int S, int H = 0>
 MLC_FN void mlc_attn_prep(const T *g, const T *o, float *dsum, float *dq) {
@@ -453,6 +453,7 @@ MLC_FN void mlc_attn_prep(const T *g, const T *o, float *dsum, float *dq) {
 #pragma unroll
   for (int m = 16; m > 0; m >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, m);
   if (lane == 0) dsum[row] = acc;
+  if (!dq) return; /* the f32 gradient has no accumulator to zero */
   float4 *z = (float4 *)(dq + (size_t)row * D);
   for (int e = lane; e < D / 4; e += 32) z[e] = make_float4(0.f, 0.f, 0.f, 0.f);
 }
@@ -756,4 +757,348 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
 #else
   mlc_attn_fwd_tc<T, 128, 8, 1, 64, BH, SQ, SK, 0, MODE, H>(q, k, v, out, g, stats, dq, sl2);
 #endif
+}
+
+// f32 attention on the tensor cores: the products of mlc_attn_fwd_tc and
+// the gradient on mma.sync m16n8k8 tf32, each operand split as mlc_mma_x
+// does (X = 3: 3xTF32, about f32's accuracy; X = 1: one TF32 product).
+// Shared rows are D + 4 floats apart, so both fragment reads below hit 32
+// distinct banks: (row g, column t) and (row 2t, column g).
+// Rows [r0, r0+R) of an S-row f32 matrix of D columns (rows RS floats apart)
+// into shared memory with pitch D + 4, 16 bytes a cp.async; rows past S zero.
+template <int D, int R, int NTH, int S, int RS = D>
+MLC_FN void mlc_attn_ld32(float *s, const float *g, int r0) {
+  const int CH = D / 4, LD = D + 4;
+  for (int c = threadIdx.x; c < R * CH; c += NTH) {
+    int r = c / CH, cc = c - r * CH, gr = r0 + r;
+    bool ok = gr < S;
+    mlc_attn_cp16(mlc_attn_saddr(s + r * LD + cc * 4), g + (size_t)(ok ? gr : 0) * RS + cc * 4, ok);
+  } }
+// acc[16 x N] += A[16 x D] B[N x D]^T: A's 16 rows at sa, B's N rows at sb,
+// both in shared memory with pitch D + 4.
+template <int X, int D, int N> MLC_FN void mlc_attn_x_abt(float (*acc)[4], const float *sa, const float *sb, int g, int t) {
+  const int P = D + 4;
+#pragma unroll
+  for (int kk = 0; kk < D; kk += 8) {
+    unsigned ah[4], al[4];
+    mlc_tf32_split<X>(sa[g * P + kk + t], ah[0], al[0]);
+    mlc_tf32_split<X>(sa[(g + 8) * P + kk + t], ah[1], al[1]);
+    mlc_tf32_split<X>(sa[g * P + kk + t + 4], ah[2], al[2]);
+    mlc_tf32_split<X>(sa[(g + 8) * P + kk + t + 4], ah[3], al[3]);
+#pragma unroll
+    for (int n = 0; n < N / 8; n++) {
+      unsigned bh[2], bl[2];
+      mlc_tf32_split<X>(sb[(n * 8 + g) * P + kk + t], bh[0], bl[0]);
+      mlc_tf32_split<X>(sb[(n * 8 + g) * P + kk + t + 4], bh[1], bl[1]);
+      mlc_mma_x<X>(acc[n], ah, al, bh, bl);
+    }
+  } }
+// acc[16 x D] += C[16 x K] B[K x D]: C in registers as mma's accumulator
+// fragments (c[j]: rows g, g + 8, columns 8j + 2t, + 1; they are the A
+// fragment of the 8-deep step j with k slots t, t + 4 as columns 2t, 2t + 1),
+// B's K rows at sb with pitch D + 4.
+template <int X, int K, int D> MLC_FN void mlc_attn_x_cb(float (*acc)[4], const float (*c)[4], const float *sb, int g, int t) {
+  const int P = D + 4;
+#pragma unroll
+  for (int j = 0; j < K / 8; j++) {
+    unsigned ah[4], al[4];
+    mlc_tf32_split<X>(c[j][0], ah[0], al[0]);
+    mlc_tf32_split<X>(c[j][2], ah[1], al[1]);
+    mlc_tf32_split<X>(c[j][1], ah[2], al[2]);
+    mlc_tf32_split<X>(c[j][3], ah[3], al[3]);
+    const float *b = sb + (8 * j + 2 * t) * P + g;
+#pragma unroll
+    for (int dn = 0; dn < D / 8; dn++) {
+      unsigned bh[2], bl[2];
+      mlc_tf32_split<X>(b[dn * 8], bh[0], bl[0]);
+      mlc_tf32_split<X>(b[P + dn * 8], bh[1], bl[1]);
+      mlc_mma_x<X>(acc[dn], ah, al, bh, bl);
+    }
+  } }
+// Forward, f32 (D % 8 == 0, dv == D): a block is 16 W query rows of one
+// (batch, head), a warp 16 of them; keys and values BK at a time,
+// double-buffered by cp.async; S = q k^T and o += p v as above, the online
+// softmax of mlc_attn_fwd_tc.  MODE 0: out = o; MODE 2 (attention_save):
+// also stats[row] = lse2; MODE 1 (attention_grad's statistics; g = dO):
+// stats[row] = lse2 and stats[BH*SQ + row] = dO . o, no output.
+// H > 0: packed as for mlc_attn_fwd_tc.
+template <int X, int D, int W, int BK, int BH, int SQ, int SK, int CAUSAL, int MODE, int H = 0>
+MLC_FN void mlc_attn_fwd_x(const float *q, const float *k, const float *v, float *out, const float *g, float *stats, float sl2) {
+  const int BM = 16 * W, LD = D + 4, NT = (SQ + BM - 1) / BM, NTH = 32 * W, RSI = H ? 3 * H * D : D, RSO = H ? H * D : D;
+  static_assert(D % 8 == 0 && BK % 8 == 0 && (H == 0 || (SQ == SK && MODE != 1)), "attention tile");
+  int tile, bh;
+  if (CAUSAL) { tile = NT - 1 - (int)(blockIdx.x / BH); bh = (int)(blockIdx.x % BH); }
+  else { tile = (int)(blockIdx.x % NT); bh = (int)(blockIdx.x / NT); }
+  const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, gq = lane >> 2, tq = lane & 3;
+  const int m0 = tile * BM;
+  const float *qb = q + mlc_attn_row<H, SQ, D, RSI>(bh, 0);
+  const float *kb = H ? qb + H * D : k + (size_t)bh * SK * D, *vb = H ? qb + 2 * H * D : v + (size_t)bh * SK * D;
+  float *sQ = (float *)mlc_attn_sm, *sK = sQ + BM * LD, *sV = sK + 2 * BK * LD;
+  int nkb = (SK + BK - 1) / BK;
+  if (CAUSAL) { int lim = ((m0 + BM < SQ ? m0 + BM : SQ) + BK - 1) / BK; nkb = lim < nkb ? lim : nkb; }
+  mlc_attn_ld32<D, BM, NTH, SQ, RSI>(sQ, qb, m0);
+  mlc_attn_ld32<D, BK, NTH, SK, RSI>(sK, kb, 0);
+  mlc_attn_ld32<D, BK, NTH, SK, RSI>(sV, vb, 0);
+  mlc_attn_commit();
+  float o[D / 8][4];
+#pragma unroll
+  for (int t = 0; t < D / 8; t++) o[t][0] = o[t][1] = o[t][2] = o[t][3] = 0.f;
+  float mrow[2] = {-MLC_INF, -MLC_INF}, lrow[2] = {0.f, 0.f};
+  const int ra = m0 + w * 16 + gq; /* this thread's rows: ra, ra + 8 */
+  for (int kbi = 0; kbi < nkb; kbi++) {
+    mlc_attn_wait();
+    __syncthreads();
+    if (kbi + 1 < nkb) {
+      int nb = (kbi + 1) & 1;
+      mlc_attn_ld32<D, BK, NTH, SK, RSI>(sK + nb * BK * LD, kb, (kbi + 1) * BK);
+      mlc_attn_ld32<D, BK, NTH, SK, RSI>(sV + nb * BK * LD, vb, (kbi + 1) * BK);
+      mlc_attn_commit();
+    }
+    const float *cK = sK + (kbi & 1) * BK * LD, *cV = sV + (kbi & 1) * BK * LD;
+    float s[BK / 8][4];
+#pragma unroll
+    for (int t = 0; t < BK / 8; t++) s[t][0] = s[t][1] = s[t][2] = s[t][3] = 0.f;
+    mlc_attn_x_abt<X, D, BK>(s, sQ + w * 16 * LD, cK, gq, tq);
+    const int j0 = kbi * BK;
+    const bool need = (j0 + BK > SK) || (CAUSAL && j0 + BK - 1 > m0 + w * 16);
+    float mx[2] = {mrow[0], mrow[1]};
+#pragma unroll
+    for (int t = 0; t < BK / 8; t++) {
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        float x = s[t][e] * sl2;
+        if (need) {
+          int key = j0 + t * 8 + 2 * tq + (e & 1), row = ra + (e >> 1) * 8;
+          if (key >= SK || (CAUSAL && key > row)) x = -MLC_INF;
+        }
+        s[t][e] = x;
+      }
+      mx[0] = fmaxf(mx[0], fmaxf(s[t][0], s[t][1]));
+      mx[1] = fmaxf(mx[1], fmaxf(s[t][2], s[t][3]));
+    }
+    float corr[2], ms[2], ls[2] = {0.f, 0.f};
+    mlc_attn_rowmax(mx, mrow, ms, corr);
+#pragma unroll
+    for (int t = 0; t < BK / 8; t++) {
+      s[t][0] = exp2f(s[t][0] - ms[0]); s[t][1] = exp2f(s[t][1] - ms[0]);
+      s[t][2] = exp2f(s[t][2] - ms[1]); s[t][3] = exp2f(s[t][3] - ms[1]);
+      ls[0] += s[t][0] + s[t][1];
+      ls[1] += s[t][2] + s[t][3];
+    }
+    lrow[0] = lrow[0] * corr[0] + ls[0];
+    lrow[1] = lrow[1] * corr[1] + ls[1];
+    if (D <= 128) { /* p v summed apart and added rounded (the tensor cores truncate as they add; see mlc_gemm_x3) */
+      float pv[D / 8][4];
+#pragma unroll
+      for (int t = 0; t < D / 8; t++) pv[t][0] = pv[t][1] = pv[t][2] = pv[t][3] = 0.f;
+      mlc_attn_x_cb<X, BK, D>(pv, s, cV, gq, tq);
+#pragma unroll
+      for (int t = 0; t < D / 8; t++) {
+        o[t][0] = o[t][0] * corr[0] + pv[t][0]; o[t][1] = o[t][1] * corr[0] + pv[t][1];
+        o[t][2] = o[t][2] * corr[1] + pv[t][2]; o[t][3] = o[t][3] * corr[1] + pv[t][3];
+      }
+    } else { /* registers: no room for a second accumulator */
+#pragma unroll
+      for (int t = 0; t < D / 8; t++) { o[t][0] *= corr[0]; o[t][1] *= corr[0]; o[t][2] *= corr[1]; o[t][3] *= corr[1]; }
+      mlc_attn_x_cb<X, BK, D>(o, s, cV, gq, tq);
+    }
+  }
+  float inv[2];
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    lrow[r] += __shfl_xor_sync(0xffffffffu, lrow[r], 1);
+    lrow[r] += __shfl_xor_sync(0xffffffffu, lrow[r], 2);
+    inv[r] = lrow[r] > 0.f ? 1.f / lrow[r] : 0.f;
+  }
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    int row = ra + r * 8;
+    bool ok = row < SQ;
+    if (MODE != 1) {
+      if (ok) {
+        float2 *orow = (float2 *)(out + mlc_attn_row<H, SQ, D, RSO>(bh, row));
+#pragma unroll
+        for (int t = 0; t < D / 8; t++) orow[t * 4 + tq] = make_float2(o[t][2 * r] * inv[r], o[t][2 * r + 1] * inv[r]);
+        if (MODE == 2 && tq == 0) stats[(size_t)bh * SQ + row] = mrow[r] + log2f(lrow[r]);
+      }
+    } else {
+      const float2 *grow = (const float2 *)(g + ((size_t)bh * SQ + (ok ? row : 0)) * D);
+      float dsum = 0.f;
+#pragma unroll
+      for (int t = 0; t < D / 8; t++) {
+        float2 gw = ok ? grow[t * 4 + tq] : make_float2(0.f, 0.f);
+        dsum += gw.x * o[t][2 * r] + gw.y * o[t][2 * r + 1];
+      }
+      dsum += __shfl_xor_sync(0xffffffffu, dsum, 1);
+      dsum += __shfl_xor_sync(0xffffffffu, dsum, 2);
+      if (ok && tq == 0) {
+        stats[(size_t)bh * SQ + row] = mrow[r] + log2f(lrow[r]);
+        stats[(size_t)BH * SQ + (size_t)bh * SQ + row] = dsum * inv[r];
+      }
+    }
+  }
+}
+// The gradient in f32, in two launches that each recompute S and dP (no
+// atomics, no dS through shared memory), given lse2 and D = dO . o per
+// query row:
+//  - mlc_attn_bwd_kv_x: a block is 16 W keys, a warp 16 of them; over the
+//    query rows BQ at a time (causal: from its first key on), S^T = k q^T,
+//    dP^T = v dO^T, P^T, dS^T = P^T (dP^T - D); dv += P^T dO, dk += dS^T q
+//    in registers; writes dk (times scale) and dv.
+//  - mlc_attn_bwd_q_x: a block is 16 W query rows; over the keys BK at a
+//    time (causal: up to its last row), S, dP, dS; dq += dS k; writes dq
+//    times scale.
+// out is [3, BH, S, D] (dq, dk, dv); H > 0: q, k, v one [b, s, 3H, D], g
+// [b, s, H, D], and dq, dk, dv written into out [b, s, 3H, D].
+template <int X, int D, int W, int BQ, int BH, int S, int CAUSAL, int H = 0>
+MLC_FN void mlc_attn_bwd_kv_x(const float *g, const float *q, const float *k, const float *v, float *out,
+                              const float *lse2, const float *dsum, float scale, float sl2) {
+  const int BN = 16 * W, LD = D + 4, NTH = 32 * W, NJ = (S + BN - 1) / BN, NI = (S + BQ - 1) / BQ;
+  static_assert(D % 8 == 0 && BQ % 8 == 0 && 2 * BQ <= NTH, "attention_grad tile");
+  int jt, bh;
+  if (CAUSAL) { jt = (int)(blockIdx.x / BH); bh = (int)(blockIdx.x % BH); }
+  else { jt = (int)(blockIdx.x % NJ); bh = (int)(blockIdx.x / NJ); }
+  const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, gq = lane >> 2, tq = lane & 3;
+  const int j0 = jt * BN, RSI = H ? 3 * H * D : D, RSG = H ? H * D : D;
+  const size_t hb = (size_t)bh * S * D;
+  const float *qb = q + mlc_attn_row<H, S, D, RSI>(bh, 0), *gb = g + mlc_attn_row<H, S, D, RSG>(bh, 0);
+  const float *kb = H ? qb + H * D : k + hb, *vb = H ? qb + 2 * H * D : v + hb;
+  float *sK = (float *)mlc_attn_sm, *sV = sK + BN * LD, *sQ = sV + BN * LD, *sG = sQ + 2 * BQ * LD;
+  float *sL = sG + 2 * BQ * LD; /* [2][2][BQ]: lse2, D */
+  const float *lse = lse2 + (size_t)bh * S, *dsm = dsum + (size_t)bh * S;
+  const int ib = CAUSAL ? j0 / BQ : 0;
+  mlc_attn_ld32<D, BN, NTH, S, RSI>(sK, kb, j0);
+  mlc_attn_ld32<D, BN, NTH, S, RSI>(sV, vb, j0);
+  mlc_attn_ld32<D, BQ, NTH, S, RSI>(sQ, qb, ib * BQ);
+  mlc_attn_ld32<D, BQ, NTH, S, RSG>(sG, gb, ib * BQ);
+  mlc_attn_commit();
+  if (tid < 2 * BQ) {
+    int i = ib * BQ + tid % BQ;
+    sL[tid] = i < S ? (tid < BQ ? lse[i] : dsm[i]) : 0.f;
+  }
+  float dk[D / 8][4], dv[D / 8][4];
+#pragma unroll
+  for (int t = 0; t < D / 8; t++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) dk[t][e] = dv[t][e] = 0.f;
+  const int ka = j0 + w * 16 + gq; /* this thread's keys: ka, ka + 8 */
+  for (int it = ib; it < NI; it++) {
+    const int buf = (it - ib) & 1, i0 = it * BQ;
+    mlc_attn_wait();
+    __syncthreads();
+    if (it + 1 < NI) {
+      mlc_attn_ld32<D, BQ, NTH, S, RSI>(sQ + (buf ^ 1) * BQ * LD, qb, i0 + BQ);
+      mlc_attn_ld32<D, BQ, NTH, S, RSG>(sG + (buf ^ 1) * BQ * LD, gb, i0 + BQ);
+      mlc_attn_commit();
+      if (tid < 2 * BQ) {
+        int i = i0 + BQ + tid % BQ;
+        sL[(buf ^ 1) * 2 * BQ + tid] = i < S ? (tid < BQ ? lse[i] : dsm[i]) : 0.f;
+      }
+    }
+    const float *cQ = sQ + buf * BQ * LD, *cG = sG + buf * BQ * LD, *cL = sL + buf * 2 * BQ;
+    float st[BQ / 8][4], dp[BQ / 8][4];
+#pragma unroll
+    for (int t = 0; t < BQ / 8; t++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) st[t][e] = dp[t][e] = 0.f;
+    mlc_attn_x_abt<X, D, BQ>(st, sK + w * 16 * LD, cQ, gq, tq);
+    mlc_attn_x_abt<X, D, BQ>(dp, sV + w * 16 * LD, cG, gq, tq);
+#pragma unroll
+    for (int t = 0; t < BQ / 8; t++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        int qi = t * 8 + 2 * tq + (e & 1), qg = i0 + qi, key = ka + (e >> 1) * 8;
+        float p = exp2f(st[t][e] * sl2 - cL[qi]);
+        if (qg >= S || key >= S || (CAUSAL && key > qg)) p = 0.f;
+        st[t][e] = p;
+        dp[t][e] = p * (dp[t][e] - cL[BQ + qi]);
+      }
+    mlc_attn_x_cb<X, BQ, D>(dv, st, cG, gq, tq);
+    mlc_attn_x_cb<X, BQ, D>(dk, dp, cQ, gq, tq);
+  }
+  const size_t N = (size_t)BH * S * D;
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    int key = ka + r * 8;
+    if (key < S) {
+      float *kr = H ? out + mlc_attn_row<H, S, D, 3 * H * D>(bh, key) + H * D : out + N + hb + (size_t)key * D;
+      float2 *dkr = (float2 *)kr, *dvr = (float2 *)(H ? kr + H * D : out + 2 * N + hb + (size_t)key * D);
+#pragma unroll
+      for (int t = 0; t < D / 8; t++) {
+        dkr[t * 4 + tq] = make_float2(dk[t][2 * r] * scale, dk[t][2 * r + 1] * scale);
+        dvr[t * 4 + tq] = make_float2(dv[t][2 * r], dv[t][2 * r + 1]);
+      }
+    }
+  }
+}
+template <int X, int D, int W, int BK, int BH, int S, int CAUSAL, int H = 0>
+MLC_FN void mlc_attn_bwd_q_x(const float *g, const float *q, const float *k, const float *v, float *out,
+                             const float *lse2, const float *dsum, float scale, float sl2) {
+  const int BM = 16 * W, LD = D + 4, NTH = 32 * W, NT = (S + BM - 1) / BM, RSI = H ? 3 * H * D : D, RSG = H ? H * D : D;
+  static_assert(D % 8 == 0 && BK % 8 == 0, "attention_grad tile");
+  int tile, bh;
+  if (CAUSAL) { tile = NT - 1 - (int)(blockIdx.x / BH); bh = (int)(blockIdx.x % BH); }
+  else { tile = (int)(blockIdx.x % NT); bh = (int)(blockIdx.x / NT); }
+  const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, gq = lane >> 2, tq = lane & 3;
+  const int m0 = tile * BM;
+  const size_t hb = (size_t)bh * S * D;
+  const float *qb = q + mlc_attn_row<H, S, D, RSI>(bh, 0), *gb = g + mlc_attn_row<H, S, D, RSG>(bh, 0);
+  const float *kb = H ? qb + H * D : k + hb, *vb = H ? qb + 2 * H * D : v + hb;
+  float *sQ = (float *)mlc_attn_sm, *sG = sQ + BM * LD, *sK = sG + BM * LD, *sV = sK + 2 * BK * LD;
+  int nkb = (S + BK - 1) / BK;
+  if (CAUSAL) { int lim = ((m0 + BM < S ? m0 + BM : S) + BK - 1) / BK; nkb = lim < nkb ? lim : nkb; }
+  mlc_attn_ld32<D, BM, NTH, S, RSI>(sQ, qb, m0);
+  mlc_attn_ld32<D, BM, NTH, S, RSG>(sG, gb, m0);
+  mlc_attn_ld32<D, BK, NTH, S, RSI>(sK, kb, 0);
+  mlc_attn_ld32<D, BK, NTH, S, RSI>(sV, vb, 0);
+  mlc_attn_commit();
+  const int ra = m0 + w * 16 + gq; /* this thread's rows: ra, ra + 8 */
+  float l2[2], ds[2];
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    int row = ra + r * 8;
+    l2[r] = row < S ? lse2[(size_t)bh * S + row] : 0.f;
+    ds[r] = row < S ? dsum[(size_t)bh * S + row] : 0.f;
+  }
+  float dq[D / 8][4];
+#pragma unroll
+  for (int t = 0; t < D / 8; t++) dq[t][0] = dq[t][1] = dq[t][2] = dq[t][3] = 0.f;
+  for (int kbi = 0; kbi < nkb; kbi++) {
+    mlc_attn_wait();
+    __syncthreads();
+    if (kbi + 1 < nkb) {
+      int nb = (kbi + 1) & 1;
+      mlc_attn_ld32<D, BK, NTH, S, RSI>(sK + nb * BK * LD, kb, (kbi + 1) * BK);
+      mlc_attn_ld32<D, BK, NTH, S, RSI>(sV + nb * BK * LD, vb, (kbi + 1) * BK);
+      mlc_attn_commit();
+    }
+    const float *cK = sK + (kbi & 1) * BK * LD, *cV = sV + (kbi & 1) * BK * LD;
+    float s[BK / 8][4], dp[BK / 8][4];
+#pragma unroll
+    for (int t = 0; t < BK / 8; t++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) s[t][e] = dp[t][e] = 0.f;
+    mlc_attn_x_abt<X, D, BK>(s, sQ + w * 16 * LD, cK, gq, tq);
+    mlc_attn_x_abt<X, D, BK>(dp, sG + w * 16 * LD, cV, gq, tq);
+    const int j0 = kbi * BK;
+#pragma unroll
+    for (int t = 0; t < BK / 8; t++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        int key = j0 + t * 8 + 2 * tq + (e & 1), r = e >> 1, row = ra + r * 8;
+        float p = exp2f(s[t][e] * sl2 - l2[r]);
+        if (row >= S || key >= S || (CAUSAL && key > row)) p = 0.f;
+        dp[t][e] = p * (dp[t][e] - ds[r]);
+      }
+    mlc_attn_x_cb<X, BK, D>(dq, dp, cK, gq, tq);
+  }
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    int row = ra + r * 8;
+    if (row < S) {
+      float2 *dr = (float2 *)(H ? out + mlc_attn_row<H, S, D, 3 * H * D>(bh, row) : out + hb + (size_t)row * D);
+#pragma unroll
+      for (int t = 0; t < D / 8; t++) dr[t * 4 + tq] = make_float2(dq[t][2 * r] * scale, dq[t][2 * r + 1] * scale);
+    }
+  }
 }

@@ -85,6 +85,14 @@ bool cc_fail(cc *c, const char *fmt, ...) {
   return false;
 }
 
+int cc_f32_products(const cc *c) {
+  switch (c->p->f32_matmul) {
+  case MLC_F32MM_IEEE: return 0;
+  case MLC_F32MM_TF32: return 1;
+  default: return 3;
+  }
+}
+
 const char *cc_stype(int dt) {
   switch (dt) {
   case MLC_DT_F32: return "float";

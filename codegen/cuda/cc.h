@@ -118,6 +118,10 @@ char *cc_metal_text(mlc_arena *a, const char *text, size_t n, size_t *out_n);
 
 /* Storage type of a dtype: "float", "mlc_bf16", "mlc_f16", "int", "long long", "unsigned char". */
 const char *cc_stype(int dt);
+
+/* TF32 products per f32 product on the tensor cores, as the program's
+ * --f32-matmul says: 3 (tf32x3), 1 (tf32), or 0 (ieee: SIMT FMAs). */
+int cc_f32_products(const cc *c);
 /* Compute type: "float" for the float dtypes, else the storage type. */
 const char *cc_ctype(int dt);
 /* Load of element `idx` (an expression) of a buffer as its compute type, and

@@ -30,6 +30,9 @@
  *      warp per key row (dk, dv);
  *   2. tensor cores: dq's accumulator times scale, converted; otherwise a
  *      warp per query row computes dq.
+ * f32 on the tensor cores (d % 8 == 0, d <= 128): launch 0 as above (no dq
+ * to zero), then mlc_attn_bwd_kv_x (per 64 keys: dk, dv) and
+ * mlc_attn_bwd_q_x (per 64 query rows: dq), each recomputing S and dP.
  * attention_grad_saved(g, q, k, v, saved): launch 0 is only D = dO . o from
  * the saved output (and dq's zeroing); lse2 is read from what was saved.
  * Packed, attention_grad_saved(g [b, s, h, d], qkv [b, s, 3h, d], saved):
@@ -75,6 +78,43 @@ static fwd_tile fwd_tile_of(bool causal) {
 }
 
 static bool is16(int dt) { return dt == MLC_DT_BF16 || dt == MLC_DT_F16; }
+
+/* f32 on the tensor cores: the TF32 products per product (3 or 1), or 0
+ * where the SIMT kernels run (--f32-matmul ieee, or a head dim past the
+ * kernel's: the forward takes d % 8 == 0 up to 256, the gradient up to 128). */
+static int f32_x(const cc *c, int dt, int64_t d, int64_t dv, bool grad) {
+  if (dt != MLC_DT_F32 || d != dv || d % 8 || d > (grad ? 128 : 256)) return 0;
+  return cc_f32_products(c);
+}
+
+/* The f32 tiles: keys (forward, dq) or query rows (dk, dv) a step, by head dim. */
+static int64_t f32_step(int64_t d) { return d <= 64 ? 64 : d <= 128 ? 32 : 16; }
+
+/* The f32 forward (mlc_attn_fwd_x), one launch of 4 warps; args as fwd_tc's less dq. */
+static void fwd_x(cc *c, int x, int64_t D, int64_t BH, int64_t SQ, int64_t SK, int causal, int mode, int64_t H,
+                  const char *args, double scale) {
+  int64_t W = 4, BK = f32_step(D), BM = 16 * W, LD = D + 4;
+  cc_begin(c, (uint64_t)(BH * cc_ceil_div(SQ, BM)), (uint32_t)(32 * W), (uint32_t)(4 * (BM * LD + 4 * BK * LD)));
+  cc_printf(c, "  mlc_attn_fwd_x<%d, %lld, %lld, %lld, %lld, %lld, %lld, %d, %d, %lld>(%s, %s);\n", x, (long long)D,
+            (long long)W, (long long)BK, (long long)BH, (long long)SQ, (long long)SK, causal, mode, (long long)H, args,
+            cc_flit(c, scale * 1.4426950408889634));
+  cc_end(c);
+}
+
+/* The f32 gradient's two launches (dk and dv, then dq), given lse2 and D. */
+static void bwd_x(cc *c, int x, int64_t D, int64_t BH, int64_t S, int causal, int64_t H, const char *args,
+                  const char *lse2, const char *dsum, double scale) {
+  int64_t W = 4, B = 16 * W, ST = f32_step(D), LD = D + 4;
+  const char *sc = cc_flit(c, scale), *sl2 = cc_flit(c, scale * 1.4426950408889634);
+  cc_begin(c, (uint64_t)(BH * cc_ceil_div(S, B)), (uint32_t)(32 * W), (uint32_t)(4 * ((2 * B + 4 * ST) * LD + 4 * ST)));
+  cc_printf(c, "  mlc_attn_bwd_kv_x<%d, %lld, %lld, %lld, %lld, %lld, %d, %lld>(%s, out, %s, %s, %s, %s);\n", x, (long long)D,
+            (long long)W, (long long)ST, (long long)BH, (long long)S, causal, (long long)H, args, lse2, dsum, sc, sl2);
+  cc_end(c);
+  cc_begin(c, (uint64_t)(BH * cc_ceil_div(S, B)), (uint32_t)(32 * W), (uint32_t)(4 * (2 * B + 4 * ST) * LD));
+  cc_printf(c, "  mlc_attn_bwd_q_x<%d, %lld, %lld, %lld, %lld, %lld, %d, %lld>(%s, out, %s, %s, %s, %s);\n", x, (long long)D,
+            (long long)W, (long long)ST, (long long)BH, (long long)S, causal, (long long)H, args, lse2, dsum, sc, sl2);
+  cc_end(c);
+}
 
 /* The tensor-core forward, one launch; args: q, k, v, out, dO, stats, dq.
  * H > 0: packed (heads H). */
@@ -133,10 +173,12 @@ static bool emit_fwd(cc *c) {
     const mlc_type *xt = cc_in(c, 0);
     const char *T = cc_stype(xt->dtype);
     int64_t H = xt->dim[2] / 3, BH = xt->dim[0] * H, S = xt->dim[1], D = xt->dim[3];
-    if (BH * S > INT32_MAX / 4 || S < 1 || D % 16 || D > 128 || !is16(xt->dtype))
+    int x = f32_x(c, xt->dtype, D, D, true);
+    if (BH * S > INT32_MAX / 4 || S < 1 || D % (x ? 8 : 16) || D > 128 || !(is16(xt->dtype) || x))
       return cc_fail(c, "attention_save of %lld x %lld rows is out of range for the CUDA kernel", (long long)BH, (long long)S);
-    fwd_tc(c, T, D, BH, S, S, causal, 2, H,
-           cc_fmt(c, "in0, in0, in0, out, (const %s *)0, (float *)(out + %lld), (float *)0", T, (long long)(BH * S * D)), scale);
+    const char *args = cc_fmt(c, "in0, in0, in0, out, (const %s *)0, (float *)(out + %lld)", T, (long long)(BH * S * D));
+    if (x) fwd_x(c, x, D, BH, S, S, causal, 2, H, args, scale);
+    else fwd_tc(c, T, D, BH, S, S, causal, 2, H, cc_fmt(c, "%s, (float *)0", args), scale);
     return true;
   }
   const mlc_type *qt = cc_in(c, 0), *kt = cc_in(c, 1), *vt = cc_in(c, 2);
@@ -151,6 +193,14 @@ static bool emit_fwd(cc *c) {
            save ? cc_fmt(c, "in0, in1, in2, out, (const %s *)0, (float *)(out + %lld), (float *)0", T, (long long)(BH * SQ * D))
                 : cc_fmt(c, "in0, in1, in2, out, (const %s *)0, (float *)0, (float *)0", T),
            scale);
+    return true;
+  }
+  int x = f32_x(c, qt->dtype, D, DV, save);
+  if (x) {
+    fwd_x(c, x, D, BH, SQ, SK, causal, save ? 2 : 0, 0,
+          save ? cc_fmt(c, "in0, in1, in2, out, (const float *)0, (float *)(out + %lld)", (long long)(BH * SQ * D))
+               : "in0, in1, in2, out, (const float *)0, (float *)0",
+          scale);
     return true;
   }
   if (save) return cc_fail(c, "attention_save of %s is not a tensor-core shape (passes/attnsave.c should not have made it)", T);
@@ -173,6 +223,25 @@ static bool emit_grad(cc *c) {
   if (BH * S > INT32_MAX / 4 || S < 1)
     return cc_fail(c, "attention_grad of %lld x %lld rows is out of range for the CUDA kernel", (long long)BH, (long long)S);
   bool tc = is16(gt->dtype) && D % 32 == 0 && D <= 128;
+  int x = f32_x(c, gt->dtype, D, D, true);
+  if (x) {
+    /* scratch: lse2 [BH*S] (unless saved) and D [BH*S] */
+    bool saved = c->n->op == MLC_OP_ATTENTION_GRAD_SAVED;
+    const char *sv = packed ? "in2" : "in4", *args = packed ? "in0, in1, in1, in1" : "in0, in1, in2, in3";
+    const char *lse2 = saved ? cc_fmt(c, "(const float *)(%s + %lld)", sv, (long long)N) : "(const float *)scratch";
+    const char *dsum = saved ? "(float *)scratch" : cc_fmt(c, "(float *)scratch + %lld", (long long)(BH * S));
+    c->scratch = (uint64_t)((saved ? 4 : 8) * BH * S);
+    if (saved) {
+      cc_begin(c, (uint64_t)cc_ceil_div(BH * S, 8), 256, 0);
+      cc_printf(c, "  mlc_attn_prep<float, %lld, %lld, %lld, %lld>(in0, %s, %s, (float *)0);\n", (long long)D,
+                (long long)(BH * S), (long long)S, (long long)H, sv, dsum);
+      cc_end(c);
+    } else {
+      fwd_x(c, x, D, BH, S, S, causal, 1, 0, "in1, in2, in3, out, in0, (float *)scratch", scale);
+    }
+    bwd_x(c, x, D, BH, S, causal, H, args, lse2, dsum, scale);
+    return true;
+  }
   if (c->n->op == MLC_OP_ATTENTION_GRAD_SAVED) {
     /* scratch: dq's f32 accumulator [BH*S][D], then D [BH*S]; the saved
      * input holds the forward's output and then lse2 [BH*S] */

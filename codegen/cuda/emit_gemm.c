@@ -36,8 +36,14 @@
  *    64 x BN each.  The same kernel (256 threads, same smem) runs the
  *    mma.sync mlc_gemm_tc body wherever __CUDA_ARCH_FEAT_SM90_ALL is not
  *    defined (e.g. the compute_90 PTX).
- *  - f32: mlc_gemm_f32, exact FMAs on the SIMT cores (no TF32), 128x128 or
- *    64x64 block tiles, 8x8 / 4x4 per thread.
+ *  - f32 under --f32-matmul tf32x3 (the default) or tf32: mlc_gemm_x3, the
+ *    tensor cores (mma.sync m16n8k8 tf32) with each operand split into a
+ *    TF32 high part and residual and three products a step (3xTF32), or
+ *    one (tf32); 128x64x32 tiles of 8 warps, or 64x64x32 of 4, a 3-stage
+ *    cp.async ring (16-byte copies where rows are 16-byte aligned, else 4);
+ *    any shape.
+ *  - f32 under --f32-matmul ieee: mlc_gemm_f32, exact FMAs on the SIMT
+ *    cores, 128x128 or 64x64 block tiles, 8x8 / 4x4 per thread.
  *
  * Shared memory is dynamic; the larger tiles need more than 48 KiB, which
  * relies on the runtime raising cudaFuncAttributeMaxDynamicSharedMemorySize
@@ -51,10 +57,12 @@ typedef cc_gemm_desc gemm_desc;
 
 /* A kernel configuration.  tc: BM x BN x BK tiles, WM x WN warps, ST
  * stages; wg (with tc): mlc_gemm_wg, 128 x BN x 64 tiles, ST stages, falling
- * back to 128 x BN x 32 mlc_gemm_tc with 2 x 4 warps and 4 stages; f32: a
- * (16 TM) x (16 TN) tile, BK deep. */
+ * back to 128 x BN x 32 mlc_gemm_tc with 2 x 4 warps and 4 stages; x (with
+ * tc, f32): mlc_gemm_x3 with x TF32 products a step; f32: a (16 TM) x
+ * (16 TN) tile, BK deep. */
 typedef struct {
   bool tc, wg;
+  int x;
   int bm, bn, bk, wm, wn, st;
   int tm, tn;
 } gemm_cfg;
@@ -69,6 +77,11 @@ static int64_t gemm_tiles(const gemm_desc *d, int bm, int bn) {
 
 static int64_t gemm_smem(const gemm_desc *d, const gemm_cfg *g) {
   if (!g->tc) return 2 * (int64_t)g->bk * 16 * (g->tm + g->tn) * 4;
+  if (g->x) { /* mlc_gemm_x3::SMEM */
+    int64_t a = d->a_km ? (int64_t)g->bk * (g->bm + 4) : (int64_t)g->bm * (g->bk + 8);
+    int64_t b = d->b_nk ? (int64_t)g->bn * (g->bk + 8) : (int64_t)g->bk * (g->bn + 4);
+    return g->st * (a + b) * 4;
+  }
   if (g->wg) { /* mlc_gemm_wg::SMEM: its stages (+1024 to align them), or the fallback's */
     gemm_cfg f = {.tc = true, .bm = 128, .bn = g->bn, .bk = 32, .wm = 2, .wn = 4, .st = 4};
     int64_t w = (int64_t)g->st * (128 + g->bn) * 64 * 2 + 1024, fb = gemm_smem(d, &f);
@@ -79,7 +92,12 @@ static int64_t gemm_smem(const gemm_desc *d, const gemm_cfg *g) {
   return g->st * (a + b) * 2;
 }
 
-static gemm_cfg gemm_pick(const gemm_desc *d) {
+static gemm_cfg gemm_pick(const gemm_desc *d, int x) {
+  if (d->dt == MLC_DT_F32 && x) {
+    if (gemm_tiles(d, 128, 64) >= GEMM_SMS)
+      return (gemm_cfg){.tc = true, .x = x, .bm = 128, .bn = 64, .bk = 32, .wm = 4, .wn = 2, .st = 3};
+    return (gemm_cfg){.tc = true, .x = x, .bm = 64, .bn = 64, .bk = 32, .wm = 2, .wn = 2, .st = 3};
+  }
   if (d->dt == MLC_DT_F32) {
     if (gemm_tiles(d, 128, 128) >= GEMM_SMS) return (gemm_cfg){.tm = 8, .tn = 8, .bk = 8};
     return (gemm_cfg){.tm = 4, .tn = 4, .bk = 16};
@@ -108,7 +126,11 @@ static void gemm_emit_cfg(cc *c, const gemm_desc *d, const gemm_cfg *g, const ml
   cc_begin(c, (uint64_t)(batch * tmn * tnn), threads, (uint32_t)gemm_smem(d, g));
   const char *T = cc_stype(d->dt);
   cc_printf(c, "  extern __shared__ __align__(16) unsigned char mlc_gemm_sm[];\n");
-  if (g->wg)
+  if (g->x)
+    cc_printf(c, "  typedef mlc_gemm_x3<%d, %d, %d, %d, %d, %d, %d, %s, %s, %lldLL, %lldLL, %lldLL> G;\n", g->x, g->bm,
+              g->bn, g->bk, g->wm, g->wn, g->st, d->a_km ? "true" : "false", d->b_nk ? "true" : "false",
+              (long long)d->M, (long long)d->N, (long long)d->K);
+  else if (g->wg)
     cc_printf(c, "  typedef mlc_gemm_wg<%s, %d, %d, %s, %s, %lldLL, %lldLL, %lldLL> G;\n", T, g->bn, g->st,
               d->a_km ? "true" : "false", d->b_nk ? "true" : "false", (long long)d->M, (long long)d->N,
               (long long)d->K);
@@ -153,7 +175,7 @@ bool cc_emit_gemm(cc *c) {
   mlc_fused_prog pr;
   bool fused;
   if (!cc_gemm_desc_node(c, &d, &pr, &fused)) return false;
-  gemm_cfg g = gemm_pick(&d);
+  gemm_cfg g = gemm_pick(&d, cc_f32_products(c));
   gemm_emit_cfg(c, &d, &g, fused ? &pr : NULL);
   return true;
 }

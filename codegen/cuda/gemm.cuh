@@ -505,3 +505,191 @@ struct mlc_gemm_f32 {
     }
   }
 };
+// f32 on the tensor cores (mma.sync m16n8k8 tf32, f32 accumulate).  X = 3
+// (3xTF32): each operand x splits into big = tf32(x) and small =
+// tf32(x - big), and a b is taken as a_small b_big + a_big b_small +
+// a_big b_big, which keeps about 21 of f32's 24 significant bits (the
+// dropped a_small b_small is below 2^-22 of the product); X = 1: one TF32
+// product (10 bits).  Fragments of an 8-deep k-step: thread (g = lane / 4,
+// t = lane % 4) holds a[g][t], a[g+8][t], a[g][t+4], a[g+8][t+4] and
+// b[t][g], b[t+4][g]; the k slots t and t + 4 are taken as elements 2t and
+// 2t + 1 of the step (the sum over k is the same in any order), so a
+// K-contiguous row gives both with one 8-byte load, and a C fragment's
+// pair of columns (2t, 2t+1) is the A fragment of a product over them.
+MLC_FN unsigned mlc_tf32(float x) {
+  unsigned r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return r; }
+// x's TF32 parts: hi[0] = tf32(x); X == 3: lo[0] = tf32(x - hi[0]).
+template <int X> MLC_FN void mlc_tf32_split(float x, unsigned &hi, unsigned &lo) {
+  hi = mlc_tf32(x);
+  if (X == 3) lo = mlc_tf32(x - __uint_as_float(hi));
+}
+MLC_FN void mlc_mma_tf32(float *d, const unsigned *a, const unsigned *b) {
+  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1])); }
+// d += a b in X TF32 products; ah/al: A's parts (4 registers each), bh/bl: B's (2).
+template <int X> MLC_FN void mlc_mma_x(float *d, const unsigned *ah, const unsigned *al, const unsigned *bh, const unsigned *bl) {
+  if (X == 3) { mlc_mma_tf32(d, al, bh); mlc_mma_tf32(d, ah, bl); }
+  mlc_mma_tf32(d, ah, bh); }
+// 4 bytes global -> shared, asynchronously; zero-filled when !ok.
+MLC_FN void mlc_gemm_cp4(unsigned dst, const void *src, bool ok) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" :: "r"(dst), "l"(src), "r"(ok ? 4 : 0) : "memory"); }
+// A ROWS x COLS tile of a row-major f32 matrix (leading dimension LD, RMAX x
+// CMAX valid) from (r0, c0) into shared memory with row pitch P floats, by
+// cp.async: 16 bytes a copy where rows are 16-byte aligned (LD % 4 == 0),
+// else 4; zero-filled outside the matrix.
+template <int ROWS, int COLS, int P, int NT, long long LD, long long RMAX, long long CMAX>
+MLC_FN void mlc_gemm_load_f32(float *s, const float *g, long long r0, long long c0, int tid) {
+  typedef typename mlc_gemm_index<(RMAX + ROWS) * LD + COLS >= 0x7fffffffLL>::type I;
+  if (LD % 4 == 0) { // CMAX % 4 == 0 too, so a chunk is all in or all out
+    constexpr int CPR = COLS / 4, CH = ROWS * CPR;
+#pragma unroll
+    for (int i = 0; i < (CH + NT - 1) / NT; i++) {
+      int ch = tid + i * NT;
+      if (CH % NT == 0 || ch < CH) {
+        int r = ch / CPR, c = ch % CPR * 4;
+        I gr = (I)(r0 + r), gc = (I)(c0 + c);
+        bool ok = gr < RMAX && gc < CMAX;
+        mlc_gemm_cp16(mlc_gemm_smem_u32(s + r * P + c), ok ? g + gr * (I)LD + gc : g, ok);
+      }
+    }
+  } else { // a column of the thread's own a pass, down the rows (not unrolled: registers)
+    constexpr int RPI = NT / COLS;
+    static_assert(NT % COLS == 0 && ROWS % RPI == 0, "f32 tile loads");
+    const int c = tid % COLS;
+    const I gc = (I)(c0 + c);
+    unsigned d = mlc_gemm_smem_u32(s + tid / COLS * P + c);
+    I gr = (I)(r0 + tid / COLS);
+#pragma unroll 4
+    for (int i = 0; i < ROWS / RPI; i++, gr += RPI, d += RPI * P * 4) {
+      bool ok = gr < RMAX && gc < CMAX;
+      mlc_gemm_cp4(d, ok ? g + gr * (I)LD + gc : g, ok);
+    }
+  }
+}
+// C[M,N] = A B in f32 on the tensor cores, X TF32 products a step (see
+// mlc_mma_x), for one BM x BN tile; WARPS_M x WARPS_N warps, BK-deep
+// k-tiles through an ST-stage cp.async ring.  Shared rows are padded so the
+// fragment loads of a warp hit distinct banks: a K-contiguous operand
+// (A [M,K], B [N,K]) has pitch BK + 8 (8-byte loads of (row g, k 2t));
+// an MN-contiguous one (A stored [K,M], B [K,N]) pitch MN + 4 (4-byte loads
+// of (k 2t, column g)).  Any M, N, K: edges zero-filled, stores predicated.
+template <int X, int BM, int BN, int BK, int WARPS_M, int WARPS_N, int ST, bool AKM, bool BNK, long long M,
+          long long N, long long K>
+struct mlc_gemm_x3 {
+  static constexpr int NT = WARPS_M * WARPS_N * 32, WTM = BM / WARPS_M, WTN = BN / WARPS_N;
+  static constexpr int FM = WTM / 16, FN = WTN / 8;
+  static constexpr int A_P = AKM ? BM + 4 : BK + 8, B_P = BNK ? BK + 8 : BN + 4;
+  static constexpr int A_ST = (AKM ? BK : BM) * A_P, B_ST = (BNK ? BN : BK) * B_P;
+  static constexpr int SMEM = ST * (A_ST + B_ST) * 4;
+  static constexpr long long LDA = AKM ? M : K, LDB = BNK ? K : N;
+  static constexpr int KT = (int)((K + BK - 1) / BK);
+  static_assert(BK % 8 == 0 && WTM % 16 == 0 && WTN % 8 == 0, "tile shape");
+  static MLC_FN void load(float *sA, float *sB, const float *A, const float *B, long long m0, long long n0, int kt, int tid) {
+    long long k0 = (long long)kt * BK;
+    if (AKM) mlc_gemm_load_f32<BK, BM, A_P, NT, LDA, K, M>(sA, A, k0, m0, tid);
+    else mlc_gemm_load_f32<BM, BK, A_P, NT, LDA, M, K>(sA, A, m0, k0, tid);
+    if (BNK) mlc_gemm_load_f32<BN, BK, B_P, NT, LDB, N, K>(sB, B, n0, k0, tid);
+    else mlc_gemm_load_f32<BK, BN, B_P, NT, LDB, K, N>(sB, B, k0, n0, tid);
+  }
+  template <class E> static MLC_FN void run_e(const float *A, const float *B, const E &e, int tm, int tn, unsigned char *smraw) {
+    float *sA = (float *)smraw, *sB = sA + ST * A_ST;
+    int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+    int wm = warp / WARPS_N, wn = warp % WARPS_N;
+    long long m0 = (long long)tm * BM, n0 = (long long)tn * BN;
+    float acc[FM][FN][4];
+#pragma unroll
+    for (int i = 0; i < FM; i++)
+#pragma unroll
+      for (int j = 0; j < FN; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
+#pragma unroll
+    for (int s = 0; s < ST - 1; s++) {
+      if (s < KT) load(sA + s * A_ST, sB + s * B_ST, A, B, m0, n0, s, tid);
+      mlc_gemm_cp_commit();
+    }
+    // this thread's first fragment element in a stage: A (row wm*WTM + g, k 2t), B (k 2t, column wn*WTN + g)
+    const int a_off = AKM ? 2 * t * A_P + wm * WTM + g : (wm * WTM + g) * A_P + 2 * t;
+    const int b_off = BNK ? (wn * WTN + g) * B_P + 2 * t : 2 * t * B_P + wn * WTN + g;
+#pragma unroll 1
+    for (int kt = 0; kt < KT; kt++) {
+      mlc_gemm_cp_wait<ST - 2>();
+      __syncthreads();
+      {
+        int nk = kt + ST - 1, st = nk % ST;
+        if (nk < KT) load(sA + st * A_ST, sB + st * B_ST, A, B, m0, n0, nk, tid);
+        mlc_gemm_cp_commit();
+      }
+      const float *as = sA + kt % ST * A_ST + a_off, *bs = sB + kt % ST * B_ST + b_off;
+      // The tensor cores add into their accumulator with truncation, which
+      // over K = 8192 costs 3xTF32 its accuracy (about 5e-5 on the H200);
+      // so a k-tile's products sum in part[] and join acc by a rounded add.
+      float part[FM][FN][4];
+#pragma unroll
+      for (int i = 0; i < FM; i++)
+#pragma unroll
+        for (int j = 0; j < FN; j++) part[i][j][0] = part[i][j][1] = part[i][j][2] = part[i][j][3] = 0.f;
+#pragma unroll
+      for (int kk = 0; kk < BK; kk += 8) {
+        unsigned ah[FM][4], al[FM][4], bh[FN][2], bl[FN][2];
+#pragma unroll
+        for (int i = 0; i < FM; i++) {
+          float v[4]; // (g, 2t), (g+8, 2t), (g, 2t+1), (g+8, 2t+1)
+          if (AKM) {
+            const float *p = as + kk * A_P + i * 16;
+            v[0] = p[0]; v[1] = p[8]; v[2] = p[A_P]; v[3] = p[A_P + 8];
+          } else {
+            const float *p = as + i * 16 * A_P + kk;
+            float2 lo = *(const float2 *)p, hi = *(const float2 *)(p + 8 * A_P);
+            v[0] = lo.x; v[2] = lo.y; v[1] = hi.x; v[3] = hi.y;
+          }
+#pragma unroll
+          for (int r = 0; r < 4; r++) mlc_tf32_split<X>(v[r], ah[i][r], al[i][r]);
+        }
+#pragma unroll
+        for (int j = 0; j < FN; j++) {
+          float v0, v1; // (k 2t, n g), (k 2t+1, n g)
+          if (BNK) {
+            float2 p = *(const float2 *)(bs + j * 8 * B_P + kk);
+            v0 = p.x; v1 = p.y;
+          } else {
+            const float *p = bs + kk * B_P + j * 8;
+            v0 = p[0]; v1 = p[B_P];
+          }
+          mlc_tf32_split<X>(v0, bh[j][0], bl[j][0]);
+          mlc_tf32_split<X>(v1, bh[j][1], bl[j][1]);
+        }
+#pragma unroll
+        for (int i = 0; i < FM; i++)
+#pragma unroll
+          for (int j = 0; j < FN; j++) mlc_mma_x<X>(part[i][j], ah[i], al[i], bh[j], bl[j]);
+      }
+#pragma unroll
+      for (int i = 0; i < FM; i++)
+#pragma unroll
+        for (int j = 0; j < FN; j++)
+#pragma unroll
+          for (int e = 0; e < 4; e++) acc[i][j][e] += part[i][j][e];
+    }
+    mlc_gemm_cp_wait<0>();
+    // c[i][j]: rows g, g + 8 of row tile i, columns 2t, 2t + 1 of column tile j
+    long long rb = m0 + wm * WTM + g, cb = n0 + wn * WTN + 2 * t;
+#pragma unroll
+    for (int i = 0; i < FM; i++)
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        long long row = rb + i * 16 + h * 8;
+        if (M % BM == 0 || row < M)
+#pragma unroll
+          for (int j = 0; j < FN; j++) {
+            long long col = cb + j * 8;
+            if (N % BN == 0 || col < N) e.st1(row * N + col, col, acc[i][j][2 * h]);
+            if (N % BN == 0 || col + 1 < N) e.st1(row * N + col + 1, col + 1, acc[i][j][2 * h + 1]);
+          }
+      }
+  }
+  static MLC_FN void run(const float *A, const float *B, float *C, int tm, int tn, unsigned char *sm) {
+    run_e(A, B, mlc_gemm_out<float>{C}, tm, tn, sm);
+  }
+};

@@ -145,17 +145,18 @@ def attn_ref(q, k, v, scale, causal):
     return torch.softmax(s, -1) @ v
 
 
-def mha_ref(causal, heads=2):
-    """nn.MultiheadAttention's computation, rounded to bf16 where the compiled graph stores."""
+def mha_ref(causal, heads=2, rnd=None):
+    """nn.MultiheadAttention's computation, rounded to bf16 (or rnd) where the compiled graph stores."""
+    rnd = rnd or bf16
     def ref(I, P):
         x = I["x"]
         B, S, E = x.shape
         d = E // heads
         def lin(t, w, b):  # the product rounded, then the bias added and rounded
-            return bf16(bf16(t @ P[w].T) + P[b])
+            return rnd(rnd(t @ P[w].T) + P[b])
         qkv = lin(x, "attn.in_proj_weight", "attn.in_proj_bias")
         q, k, v = (t.reshape(B, S, heads, d).transpose(1, 2) for t in qkv.split(E, -1))
-        o = bf16(attn_ref(q, k, v, d ** -0.5, causal)).transpose(1, 2).reshape(B, S, E)
+        o = rnd(attn_ref(q, k, v, d ** -0.5, causal)).transpose(1, 2).reshape(B, S, E)
         return lin(o, "attn.out_proj.weight", "attn.out_proj.bias")
     return ref
 
@@ -393,6 +394,31 @@ CASES = [
          members="attn = MultiheadAttention(64, 2, dtype=bf16)"),
     Case("mha_bf16_causal", "x: bf16[2, 40, 64]", "cast(attn(x, x, x), f32)", mha_ref(True), LOW,
          members="attn = MultiheadAttention(64, 2, causal=true, dtype=bf16)"),
+    # f32 on CUDA's tensor cores (3xTF32, the default --f32-matmul): within 1e-5 of float64 at K up to
+    # 8192, where one TF32 product (about 1e-4 here) would fail; shapes off every tile and 16-byte row
+    Case("matmul_f32_k8192", "a: f32[192, 8192], b: f32[8192, 136]", "a @ b", lambda I, P: I["a"] @ I["b"], EW,
+         targets=("cpu", "cuda")),
+    Case("matmul_f32_odd", "a: f32[333, 1001], b: f32[1001, 257]", "a @ b", lambda I, P: I["a"] @ I["b"], EW,
+         targets=("cpu", "cuda")),
+    Case("linear_f32_k4100", "x: f32[130, 4100]", "lin(x)",
+         lambda I, P: F.linear(I["x"], P["lin.weight"], P["lin.bias"]), EW, members="lin = Linear(4100, 333)",
+         targets=("cpu", "cuda")),
+    Case("fused_linear_f32_gelu_residual", "x: f32[300, 2048], r: f32[300, 520]", "gelu(lin(x)) + r",
+         lambda I, P: F.gelu(F.linear(I["x"], P["lin.weight"], P["lin.bias"])) + I["r"], EW,
+         members="lin = Linear(2048, 520)", targets=("cpu", "cuda")),
+    Case("attention_f32_d64_causal", "q: f32[2, 2, 333, 64], k: f32[2, 2, 333, 64], v: f32[2, 2, 333, 64]",
+         "attention(q, k, v, causal=true)", lambda I, P: attn_ref(I["q"], I["k"], I["v"], 0.125, True), EW,
+         {"q": (-3, 3), "k": (-3, 3)}, targets=("cpu", "cuda")),
+    Case("attention_f32_d128_cross", "q: f32[1, 2, 200, 128], k: f32[1, 2, 150, 128], v: f32[1, 2, 150, 128]",
+         "attention(q, k, v)", lambda I, P: attn_ref(I["q"], I["k"], I["v"], 128 ** -0.5, False), EW,
+         {"q": (-3, 3), "k": (-3, 3)}, targets=("cpu", "cuda")),
+    Case("attention_f32_d256", "q: f32[1, 1, 100, 256], k: f32[1, 1, 100, 256], v: f32[1, 1, 100, 256]",
+         "attention(q, k, v, causal=true)", lambda I, P: attn_ref(I["q"], I["k"], I["v"], 256 ** -0.5, True), EW,
+         targets=("cpu", "cuda")),
+    Case("mha_f32", "x: f32[2, 100, 128]", "attn(x, x, x)", mha_ref(False, rnd=lambda t: t), EW,
+         members="attn = MultiheadAttention(128, 2)", targets=("cpu", "cuda")),
+    Case("mha_f32_causal_d40", "x: f32[2, 77, 120]", "attn(x, x, x)", mha_ref(True, 3, rnd=lambda t: t), EW,
+         members="attn = MultiheadAttention(120, 3, causal=true)", targets=("cpu", "cuda")),
     Case("cross_entropy", "x: f32[2, 37, 100], t: i32[2, 37]", "cross_entropy(x, t)",
          lambda I, P: F.cross_entropy(I["x"].reshape(-1, 100), I["t"].reshape(-1)), RED, {"t": (0, 100), "x": (-5, 5)}),
     Case("cross_entropy_i64", "x: f32[10, 7], t: i64[10]", "cross_entropy(x, t)",
@@ -571,6 +597,15 @@ GRAD_CASES = [
              attention_grad_ref(0.5, True), RED, attrs={"causal": 1, "scale": 0.5}),
     GradCase("attention_grad_causal_long", "attention_grad", attn_ops("f32", [1, 2, 200, 64]),
              attention_grad_ref(0.125, True), RED, {"q": (-3, 3), "k": (-3, 3)}, attrs={"causal": 1, "scale": 0.125}),
+    # f32 on CUDA's tensor cores (3xTF32): lengths off the 64-row and 64-key tiles, head dims 64 and 128
+    GradCase("attention_grad_f32_d64_causal", "attention_grad", attn_ops("f32", [1, 2, 333, 64]),
+             attention_grad_ref(0.125, True), EW, {"q": (-3, 3), "k": (-3, 3)}, attrs={"causal": 1, "scale": 0.125},
+             targets=("cpu", "cuda")),
+    GradCase("attention_grad_f32_d128", "attention_grad", attn_ops("f32", [2, 1, 150, 128]),
+             attention_grad_ref(128 ** -0.5, False), EW, attrs={"causal": 0, "scale": 128 ** -0.5},
+             targets=("cpu", "cuda")),
+    GradCase("matmul_tn_f32_k8192", "matmul_tn", ["a: f32[8192, 136]", "b: f32[8192, 72]"],
+             lambda I, P: I["a"].T @ I["b"], EW, targets=("cuda",)),
     GradCase("attention_grad_bf16", "attention_grad", attn_ops("bf16", [1, 2, 40, 32]),
              attention_grad_ref(32 ** -0.5, False, bf16), LOW, attrs={"causal": 0, "scale": 32 ** -0.5}),
     GradCase("attention_grad_bf16_causal", "attention_grad", attn_ops("bf16", [1, 2, 45, 20]),
