@@ -36,12 +36,14 @@
  *    64 x BN each.  The same kernel (256 threads, same smem) runs the
  *    mma.sync mlc_gemm_tc body wherever __CUDA_ARCH_FEAT_SM90_ALL is not
  *    defined (e.g. the compute_90 PTX).
- *  - f32 under --f32-matmul tf32x3 (the default) or tf32: mlc_gemm_x3, the
- *    tensor cores (mma.sync m16n8k8 tf32) with each operand split into a
- *    TF32 high part and residual and three products a step (3xTF32), or
- *    one (tf32); 128x64x32 tiles of 8 warps, or 64x64x32 of 4, a 3-stage
- *    cp.async ring (16-byte copies where rows are 16-byte aligned, else 4);
- *    any shape.
+ *  - f32 under --f32-matmul tf32x3 (the default) or tf32: each operand
+ *    split into a TF32 high part and residual and three products a step
+ *    (3xTF32), or one (tf32); any shape.  With 3/4 of a wave of 128 x 128 tiles:
+ *    mlc_gemm_wgx, wgmma.m64n128k8 tf32 on sm_90a from K-major swizzled
+ *    tiles that the threads fill through registers (split on the way).
+ *    Otherwise mlc_gemm_x3, mma.sync m16n8k8 tf32, 128x64x32 tiles of 8
+ *    warps or 64x64x32 of 4, a 3-stage cp.async ring (16-byte copies where
+ *    rows are 16-byte aligned, else 4).
  *  - f32 under --f32-matmul ieee: mlc_gemm_f32, exact FMAs on the SIMT
  *    cores, 128x128 or 64x64 block tiles, 8x8 / 4x4 per thread.
  *
@@ -77,6 +79,11 @@ static int64_t gemm_tiles(const gemm_desc *d, int bm, int bn) {
 
 static int64_t gemm_smem(const gemm_desc *d, const gemm_cfg *g) {
   if (!g->tc) return 2 * (int64_t)g->bk * 16 * (g->tm + g->tn) * 4;
+  if (g->x && g->wg) { /* mlc_gemm_wgx::SMEM: two stages of hi and lo, or its fallback's */
+    gemm_cfg f = {.tc = true, .x = g->x, .bm = 128, .bn = 128, .bk = 32, .wm = 4, .wn = 2, .st = 3};
+    int64_t w = 2 * 2 * (int64_t)(g->bm + g->bn) * 128 + 1024, fb = gemm_smem(d, &f);
+    return w > fb ? w : fb;
+  }
   if (g->x) { /* mlc_gemm_x3::SMEM */
     int64_t a = d->a_km ? (int64_t)g->bk * (g->bm + 4) : (int64_t)g->bm * (g->bk + 8);
     int64_t b = d->b_nk ? (int64_t)g->bn * (g->bk + 8) : (int64_t)g->bk * (g->bn + 4);
@@ -94,6 +101,9 @@ static int64_t gemm_smem(const gemm_desc *d, const gemm_cfg *g) {
 
 static gemm_cfg gemm_pick(const gemm_desc *d, int x) {
   if (d->dt == MLC_DT_F32 && x) {
+    /* wgmma from three quarters of a wave of 128 x 128 tiles (the MLP's 2000 x 1000: 128 tiles) */
+    if (gemm_tiles(d, 128, 128) >= GEMM_SMS * 3 / 4)
+      return (gemm_cfg){.tc = true, .wg = true, .x = x, .bm = 128, .bn = 128, .bk = 32, .wm = 2, .wn = 4, .st = 2};
     if (gemm_tiles(d, 128, 64) >= GEMM_SMS)
       return (gemm_cfg){.tc = true, .x = x, .bm = 128, .bn = 64, .bk = 32, .wm = 4, .wn = 2, .st = 3};
     return (gemm_cfg){.tc = true, .x = x, .bm = 64, .bn = 64, .bk = 32, .wm = 2, .wn = 2, .st = 3};
@@ -126,7 +136,10 @@ static void gemm_emit_cfg(cc *c, const gemm_desc *d, const gemm_cfg *g, const ml
   cc_begin(c, (uint64_t)(batch * tmn * tnn), threads, (uint32_t)gemm_smem(d, g));
   const char *T = cc_stype(d->dt);
   cc_printf(c, "  extern __shared__ __align__(16) unsigned char mlc_gemm_sm[];\n");
-  if (g->x)
+  if (g->x && g->wg)
+    cc_printf(c, "  typedef mlc_gemm_wgx<%d, %s, %s, %lldLL, %lldLL, %lldLL> G;\n", g->x, d->a_km ? "true" : "false",
+              d->b_nk ? "true" : "false", (long long)d->M, (long long)d->N, (long long)d->K);
+  else if (g->x)
     cc_printf(c, "  typedef mlc_gemm_x3<%d, %d, %d, %d, %d, %d, %d, %s, %s, %lldLL, %lldLL, %lldLL> G;\n", g->x, g->bm,
               g->bn, g->bk, g->wm, g->wn, g->st, d->a_km ? "true" : "false", d->b_nk ? "true" : "false",
               (long long)d->M, (long long)d->N, (long long)d->K);

@@ -693,3 +693,148 @@ struct mlc_gemm_x3 {
     run_e(A, B, mlc_gemm_out<float>{C}, tm, tn, sm);
   }
 };
+// f32 on Hopper's wgmma (sm_90a): C[M,N] = A B for one 128 x 128 tile, X
+// TF32 products a step as mlc_mma_x (X = 3: 3xTF32).  wgmma takes TF32
+// operands only K-major, so both come through registers: each thread loads
+// its share of the next k-tile (32 deep) while the tensor cores work on this
+// one, splits it into TF32 high parts and residuals, and stores both into
+// K-major 128-byte-swizzled tiles (a row of 32 k at 128 bytes, chunk c of
+// row r at (c ^ (r & 7)) * 16), whatever the operand's layout in memory:
+// K-contiguous rows 16 bytes a thread, MN-contiguous ones a thread a
+// column of 4 k (coalesced across the warp).  Two stages; two warpgroups of
+// 64 rows, wgmma.m64n128k8; a k-tile's 12 products sum apart and join the
+// accumulators rounded (the tensor cores truncate as they add).  Any
+// shape: edges zero-filled, stores predicated.  Elsewhere than sm_90a the
+// launch runs mlc_gemm_x3.
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+template <int SD> MLC_FN void mlc_wgmma_tf32(float *d, unsigned long long a, unsigned long long b) {
+  asm volatile("{ .reg .pred p; setp.ne.b32 p, %66, 0; wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1; }"
+    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+    : "l"(a), "l"(b), "r"(SD)); }
+#endif
+template <int X, bool AKM, bool BNK, long long M, long long N, long long K>
+struct mlc_gemm_wgx {
+  static constexpr int BM = 128, BN = 128, BK = 32, NT = 256;
+  static constexpr int A_T = BM * 128, B_T = BN * 128;   // bytes of one part of a tile
+  static constexpr int STAGE = 2 * (A_T + B_T);           // hi and lo of A and B
+  typedef mlc_gemm_x3<X, 128, 128, 32, 4, 2, 3, AKM, BNK, M, N, K> F; // the fallback
+  static constexpr int SMEM_WG = 2 * STAGE + 1024;
+  static constexpr int SMEM = SMEM_WG > F::SMEM ? SMEM_WG : F::SMEM;
+  static constexpr long long LDA = AKM ? M : K, LDB = BNK ? K : N;
+  static constexpr int KT = (int)((K + BK - 1) / BK);
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  // One operand's R x 32 tile: KM (K-contiguous in memory, leading
+  // dimension LD) or not; MN valid rows.  Each thread holds 4 chunks of 4.
+  template <bool KM, long long LD, long long MN> struct op {
+    static constexpr int R = 128, NC = R * BK / 4 / NT;
+    typedef typename mlc_gemm_index<(MN + R) * LD + K + BK >= 0x7fffffffLL>::type I;
+    // chunk i of this thread: (row r of the tile, k-chunk q of 4)
+    static MLC_FN void at(int tid, int i, int &r, int &q) {
+      int c = tid + i * NT;
+      if (KM) { r = c >> 3; q = c & 7; } else { r = c % R; q = c / R; }
+    }
+    static MLC_FN void fetch(float (&v)[NC][4], const float *g, long long mn0, int kt, int tid) {
+      long long k0 = (long long)kt * BK;
+#pragma unroll
+      for (int i = 0; i < NC; i++) {
+        int r, q;
+        at(tid, i, r, q);
+        I mn = (I)(mn0 + r), k = (I)(k0 + 4 * q);
+        if (KM && LD % 4 == 0) {
+          bool ok = mn < MN && k < K; // K % 4 == 0 here, so all four or none
+          float4 t = ok ? *(const float4 *)(g + mn * (I)LD + k) : make_float4(0.f, 0.f, 0.f, 0.f);
+          v[i][0] = t.x; v[i][1] = t.y; v[i][2] = t.z; v[i][3] = t.w;
+        } else {
+#pragma unroll
+          for (int j = 0; j < 4; j++) {
+            bool ok = mn < MN && k + j < K;
+            v[i][j] = ok ? g[KM ? mn * (I)LD + k + j : (k + j) * (I)LD + mn] : 0.f;
+          }
+        }
+      }
+    }
+    // the held chunks, split, into the stage's hi and lo tiles (byte addresses)
+    static MLC_FN void put(const float (&v)[NC][4], unsigned hi, unsigned lo, int tid) {
+#pragma unroll
+      for (int i = 0; i < NC; i++) {
+        int r, q;
+        at(tid, i, r, q);
+        unsigned o = (unsigned)(r * 128 + ((q ^ (r & 7)) << 4));
+        unsigned h[4], l[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) mlc_tf32_split<3>(v[i][j], h[j], l[j]);
+        asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(hi + o), "r"(h[0]), "r"(h[1]), "r"(h[2]), "r"(h[3]) : "memory");
+        if (X == 3)
+          asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(lo + o), "r"(l[0]), "r"(l[1]), "r"(l[2]), "r"(l[3]) : "memory");
+      }
+    }
+  };
+  typedef op<!AKM, LDA, M> OA;
+  typedef op<BNK, LDB, N> OB;
+  template <class E> static MLC_FN void run_e(const float *A, const float *B, const E &e, int tm, int tn, unsigned char *smraw) {
+    int tid = threadIdx.x, wg = tid >> 7;
+    long long m0 = (long long)tm * BM, n0 = (long long)tn * BN;
+    unsigned s0 = (mlc_gemm_smem_u32(smraw) + 1023) & ~1023u;
+    // stage s: A hi, A lo, B hi, B lo
+    float va[OA::NC][4], vb[OB::NC][4];
+    OA::fetch(va, A, m0, 0, tid);
+    OB::fetch(vb, B, n0, 0, tid);
+    OA::put(va, s0, s0 + A_T, tid);
+    OB::put(vb, s0 + 2 * A_T, s0 + 2 * A_T + B_T, tid);
+    mlc_fence_async_smem();
+    __syncthreads();
+    float acc[64], part[64];
+#pragma unroll
+    for (int i = 0; i < 64; i++) acc[i] = 0.f;
+#pragma unroll 1
+    for (int kt = 0; kt < KT; kt++) {
+      unsigned st = s0 + (unsigned)(kt & 1) * STAGE;
+      if (kt + 1 < KT) { OA::fetch(va, A, m0, kt + 1, tid); OB::fetch(vb, B, n0, kt + 1, tid); }
+      // this warpgroup's 64 rows of A: 64 * 128 bytes on
+      const unsigned long long ah = mlc_wg_desc(st + wg * 8192, 16), al = mlc_wg_desc(st + A_T + wg * 8192, 16);
+      const unsigned long long bh = mlc_wg_desc(st + 2 * A_T, 16), bl = mlc_wg_desc(st + 2 * A_T + B_T, 16);
+      mlc_wg_fence();
+#pragma unroll
+      for (int kk = 0; kk < BK / 8; kk++) { // k-step of 8 = 32 bytes = 2 in the descriptor
+        if (X == 3) {
+          if (kk == 0) mlc_wgmma_tf32<0>(part, al, bh);
+          else mlc_wgmma_tf32<1>(part, al + 2 * kk, bh + 2 * kk);
+          mlc_wgmma_tf32<1>(part, ah + 2 * kk, bl + 2 * kk);
+          mlc_wgmma_tf32<1>(part, ah + 2 * kk, bh + 2 * kk);
+        } else {
+          if (kk == 0) mlc_wgmma_tf32<0>(part, ah, bh);
+          else mlc_wgmma_tf32<1>(part, ah + 2 * kk, bh + 2 * kk);
+        }
+      }
+      mlc_wg_commit();
+      if (kt + 1 < KT) { // the other stage was last read by tile kt - 1's products, all finished
+        unsigned nx = s0 + (unsigned)((kt + 1) & 1) * STAGE;
+        OA::put(va, nx, nx + A_T, tid);
+        OB::put(vb, nx + 2 * A_T, nx + 2 * A_T + B_T, tid);
+        mlc_fence_async_smem();
+      }
+      mlc_wg_wait<0>();
+#pragma unroll
+      for (int i = 0; i < 64; i++) { mlc_wg_fence_operand(part[i]); acc[i] += part[i]; }
+      __syncthreads();
+    }
+    // acc[4i + e]: row 16 * warp + lane / 4 (+8 for e >= 2), column 8i + 2 (lane % 4) (+1 for odd e)
+    int lane = tid & 31, w = (tid >> 5) & 3;
+    long long r0 = m0 + wg * 64 + w * 16 + (lane >> 2), c0 = n0 + 2 * (lane & 3);
+#pragma unroll
+    for (int i = 0; i < 16; i++)
+#pragma unroll
+      for (int x = 0; x < 4; x++) {
+        long long row = r0 + (x >> 1) * 8, col = c0 + 8 * i + (x & 1);
+        if ((M % BM == 0 || row < M) && (N % BN == 0 || col < N)) e.st1(row * N + col, col, acc[4 * i + x]);
+      }
+  }
+#else
+  template <class E> static MLC_FN void run_e(const float *A, const float *B, const E &e, int tm, int tn, unsigned char *sm) {
+    F::run_e(A, B, e, tm, tn, sm);
+  }
+#endif
+  static MLC_FN void run(const float *A, const float *B, float *C, int tm, int tn, unsigned char *sm) {
+    run_e(A, B, mlc_gemm_out<float>{C}, tm, tn, sm);
+  }
+};
