@@ -724,35 +724,17 @@ struct mlc_gemm_wgx {
   static constexpr int KT = (int)((K + BK - 1) / BK);
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   // One operand's R x 32 tile: KM (K-contiguous in memory, leading
-  // dimension LD) or not; MN valid rows.  Each thread holds 4 chunks of 4
-  // k of one row each, or (MN-contiguous with 16-byte rows: V4) one block
-  // of 4 k x 4 rows, loaded 16 bytes a k-row and stored transposed; the
-  // 8 threads of a quarter-warp take one block-row's 8 k-chunks, so their
-  // 16-byte stores land in 8 different swizzled slots.
+  // dimension LD) or not; MN valid rows.  Each thread holds 4 chunks of 4.
   template <bool KM, long long LD, long long MN> struct op {
     static constexpr int R = 128, NC = R * BK / 4 / NT;
-    static constexpr bool V4 = !KM && LD % 4 == 0; // then MN % 4 == 0 too: a block is all in or all out along MN
-    static_assert(NC == 4 && R / 4 * (BK / 4) == NT, "one 4 x 4 block a thread");
     typedef typename mlc_gemm_index<(MN + R) * LD + K + BK >= 0x7fffffffLL>::type I;
     // chunk i of this thread: (row r of the tile, k-chunk q of 4)
     static MLC_FN void at(int tid, int i, int &r, int &q) {
       int c = tid + i * NT;
-      if (V4) { r = (tid >> 3) * 4 + i; q = tid & 7; }
-      else if (KM) { r = c >> 3; q = c & 7; }
-      else { r = c % R; q = c / R; }
+      if (KM) { r = c >> 3; q = c & 7; } else { r = c % R; q = c / R; }
     }
     static MLC_FN void fetch(float (&v)[NC][4], const float *g, long long mn0, int kt, int tid) {
       long long k0 = (long long)kt * BK;
-      if (V4) { // rows 4 (tid / 8) .. + 3 at k 4 (tid % 8) .. + 3: v[i][j] = (row + i, k + j)
-        I mn = (I)(mn0 + (tid >> 3) * 4), k = (I)(k0 + 4 * (tid & 7));
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-          bool ok = mn < MN && k + j < K;
-          float4 t = ok ? *(const float4 *)(g + (k + j) * (I)LD + mn) : make_float4(0.f, 0.f, 0.f, 0.f);
-          v[0][j] = t.x; v[1][j] = t.y; v[2][j] = t.z; v[3][j] = t.w;
-        }
-        return;
-      }
 #pragma unroll
       for (int i = 0; i < NC; i++) {
         int r, q;
