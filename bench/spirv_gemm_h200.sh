@@ -9,9 +9,9 @@
 # Build and carry as bench/spirv_h200.sh's header says (build-vkgpu, .gl,
 # build-vkgpu/lib), and check those binaries on lavapipe first, the
 # cooperative-matrix kernel's staging and store included (its emulation):
-#   MLC_SPIRV_COOPMAT_EMULATE=1 MLC_SPIRV_GEMM_TILE=64x64x32x32 python3 codegen/llvm/tests/opcheck.py ops \
+#   python3 codegen/llvm/tests/opcheck.py ops --option=--spirv-emulate-coopmat --option=--spirv-gemm-tile=64x64x32x32 \
 #     --target spirv -k mat --opcheck build-vkgpu/codegen/cuda/mlc_opcheck --work /tmp/o
-# Knobs: TILES="default BMxBNxWMxWN ..." (MLC_SPIRV_GEMM_TILE of each f16
+# Knobs: TILES="default BMxBNxWMxWN ..." (--spirv-gemm-tile of each f16
 # run; "default" is the code generator's choice), SKIP_OPS=1 (no op cases),
 # MINILLM=1 (also the MiniLLM forward on spirv, cuda and torch, as
 # bench/spirv_h200.sh times it), STATS=1 (what the driver reports of each
@@ -39,19 +39,18 @@ fi
 {
   for t in ${TILES:-default}; do
     echo "## mlc spirv GEMM f16 4096^3, tile $t"
-    if [ "$t" = default ]; then unset MLC_SPIRV_GEMM_TILE; else export MLC_SPIRV_GEMM_TILE=$t; fi
-    timeout 30 $mlc bench bench/gemm_f16.mdl --target spirv n=4096 --runs 20 --warmup 3
+    tile=; [ "$t" = default ] || tile=--spirv-gemm-tile=$t
+    timeout 30 $mlc bench bench/gemm_f16.mdl --target spirv n=4096 $tile --runs 20 --warmup 3
     rc=$?
     if [ $rc -ne 0 ] && [ -n "${MLC_VK_PIPELINE_STATS:-}" ]; then # no statistics then, but the time
       echo "(exit $rc with statistics on: again without)"
       unset MLC_VK_PIPELINE_STATS
-      timeout 30 $mlc bench bench/gemm_f16.mdl --target spirv n=4096 --runs 20 --warmup 3
+      timeout 30 $mlc bench bench/gemm_f16.mdl --target spirv n=4096 $tile --runs 20 --warmup 3
     fi
     unset MLC_VK_PIPELINE_IR
   done
   if [ -n "${STATS:-}" ]; then tar czf "$out/ir.tgz" -C /tmp ir; ls -la /tmp/ir; fi
   unset MLC_VK_PIPELINE_STATS
-  unset MLC_SPIRV_GEMM_TILE
   echo "## mlc spirv GEMM bf16 4096^3, tile default"
   timeout 30 $mlc bench bench/gemm_bf16.mdl --target spirv n=4096 --runs 20 --warmup 3
   echo "## torch"

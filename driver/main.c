@@ -88,6 +88,12 @@ static void usage(FILE *o) {
           "                        three TF32 products, about f32's accuracy; the default), ieee (f32\n"
           "                        FMAs, no tensor cores) or tf32 (one TF32 product); overrides the\n"
           "                        train block's precision(f32_matmul=...)\n"
+          "      --spirv-attention tiled|coopmat  (spirv) the attention forward on cooperative matrices\n"
+          "                        for devices that have them (default tiled: not yet run on NVIDIA's driver)\n"
+          "      --spirv-emulate-coopmat  (spirv) the cooperative-matrix kernels with scalar FMAs in their\n"
+          "                        place, on any device (to check them where there are none)\n"
+          "      --spirv-attention-rescale lazy|always  (spirv) when that attention rescales its output\n"
+          "      --spirv-gemm-tile BMxBNxWMxWN[xBK[xSTAGES]]  (spirv) the cooperative-matrix GEMM's tile\n"
           "  -h, --help            this text\n"
           "  -V, --version         the version\n"
           "compile:\n"
@@ -211,7 +217,7 @@ typedef struct {
   const char *inputs[64], *outputs[64]; /* NAME=FILE */
   uint32_t ninputs, noutputs;
   bool time_passes, stats, profile, fsdp, device_set;
-  uint8_t f32_matmul; /* mlc_f32_matmul; MLC_F32MM_DEFAULT: as the model says */
+  mlc_options cg; /* the flags that change emitted code; f32_matmul 0: as the model says */
   long profile_warmup; /* mlc profile --entry train_step: steps before the profile starts */
   int threads, runs, warmup, device;
   unsigned long long seed;
@@ -222,13 +228,13 @@ typedef struct {
 enum {
   OPT_EMIT = 256, OPT_PRINT_AFTER, OPT_TIME, OPT_STATS, OPT_ENTRY, OPT_WEIGHTS, OPT_INPUT, OPT_PROFILE, OPT_THREADS,
   OPT_SEED, OPT_RUNS, OPT_WARMUP, OPT_STEPS, OPT_DATA, OPT_DATA_DTYPE, OPT_SAVE, OPT_RESUME, OPT_TRACE, OPT_ROOFLINE,
-  OPT_DEVICE, OPT_FSDP, OPT_EXPORT, OPT_F32_MATMUL,
+  OPT_DEVICE, OPT_FSDP, OPT_EXPORT, OPT_CODEGEN,
 };
 
 /* Which options each command takes: a letter or OPT_ value per entry. */
 static bool takes(command cmd, int opt) {
   switch (opt) {
-  case 't': case 'D': case 'h': case OPT_ENTRY: case OPT_TIME: case OPT_FSDP: case OPT_F32_MATMUL: return true;
+  case 't': case 'D': case 'h': case OPT_ENTRY: case OPT_TIME: case OPT_FSDP: case OPT_CODEGEN: return true;
   case OPT_EMIT: case OPT_PRINT_AFTER: case OPT_STATS: return cmd == CMD_COMPILE;
   case 'o': return cmd == CMD_COMPILE || cmd == CMD_RUN;
   case OPT_INPUT: return cmd == CMD_RUN;
@@ -266,7 +272,11 @@ static int parse_args(options *o, int argc, char **argv) {
     {"resume", required_argument, 0, OPT_RESUME},
     {"trace", required_argument, 0, OPT_TRACE}, {"roofline", required_argument, 0, OPT_ROOFLINE},
     {"device", required_argument, 0, OPT_DEVICE}, {"fsdp", no_argument, 0, OPT_FSDP},
-    {"export", required_argument, 0, OPT_EXPORT}, {"f32-matmul", required_argument, 0, OPT_F32_MATMUL},
+    {"export", required_argument, 0, OPT_EXPORT},
+    /* the options of emitted code (mlc_options_set) */
+    {"f32-matmul", required_argument, 0, OPT_CODEGEN}, {"spirv-attention", required_argument, 0, OPT_CODEGEN},
+    {"spirv-emulate-coopmat", no_argument, 0, OPT_CODEGEN}, {"spirv-attention-rescale", required_argument, 0, OPT_CODEGEN},
+    {"spirv-gemm-tile", required_argument, 0, OPT_CODEGEN},
     {"help", no_argument, 0, 'h'},              {0, 0, 0, 0},
   };
   optind = 1;
@@ -339,10 +349,11 @@ static int parse_args(options *o, int argc, char **argv) {
       o->data_dtype = optarg;
       break;
     case OPT_SAVE: o->save = optarg; break;
-    case OPT_F32_MATMUL:
-      o->f32_matmul = (uint8_t)mlc_f32_matmul_parse(optarg);
-      if (!o->f32_matmul) return usage_error("--f32-matmul %s: expected tf32x3 (or 3xtf32), ieee or tf32", optarg);
+    case OPT_CODEGEN: {
+      char err[256];
+      if (!mlc_options_set(&o->cg, opts[idx].name, optarg, err, sizeof err)) return usage_error("%s", err);
       break;
+    }
     case OPT_EXPORT: o->export_weights = optarg; break;
     case OPT_RESUME: o->resume = optarg; break;
     case OPT_TRACE: o->trace = optarg; break;
@@ -424,7 +435,9 @@ static int frontend(const options *o, mlc_program *prog, mlc_diag *diag, char **
   if (!diag->errors && o->emit && !strcmp(o->emit, "ast")) mlc_ast_print(stdout, ast);
   mlc_lower_options lo = {o->defines, o->ndefines, o->entry, 0};
   bool ok = !diag->errors && mlc_lower(prog, diag, ast, &lo);
-  if (o->f32_matmul) prog->f32_matmul = o->f32_matmul; /* the flag over the train block */
+  uint8_t mm = prog->opts.f32_matmul;
+  prog->opts = o->cg;
+  if (!o->cg.f32_matmul) prog->opts.f32_matmul = mm; /* the flag over the train block */
   double t3 = mlc_now();
   if (tf) fprintf(tf, "  %-12s %9.3f ms\n", "lower", (t3 - t2) * 1e3);
   mlc_pipeline_options po = {o->print_after, stdout, tf, o->target, sharded(o), false};

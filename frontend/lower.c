@@ -1270,7 +1270,7 @@ static void lower_train_config(mlc_lowerer *L, const mlc_ast_train *t, mlc_insta
       mlc_f32_matmul m = a->value->kind == AST_NAME ? mlc_f32_matmul_parse(a->value->name) : MLC_F32MM_DEFAULT;
       if (m == MLC_F32MM_DEFAULT)
         mlc_error(L->d, a->value->loc, "f32_matmul must be tf32x3, ieee or tf32");
-      L->p->f32_matmul = (uint8_t)m;
+      L->p->opts.f32_matmul = (uint8_t)m;
       mm = true;
     }
     mlc_call c = {rest, nrest, e->loc, "precision"};

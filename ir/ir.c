@@ -138,6 +138,54 @@ const char *mlc_f32_matmul_name(mlc_f32_matmul m) {
   }
 }
 
+bool mlc_options_set(mlc_options *o, const char *name, const char *value, char *err, size_t errn) {
+  const char *v = value ? value : "";
+  if (!strcmp(name, "f32-matmul")) {
+    o->f32_matmul = (uint8_t)mlc_f32_matmul_parse(v);
+    if (!o->f32_matmul) snprintf(err, errn, "--f32-matmul %s: expected tf32x3 (or 3xtf32), ieee or tf32", v);
+    return o->f32_matmul != MLC_F32MM_DEFAULT;
+  }
+  if (!strcmp(name, "spirv-attention")) {
+    bool ok = !strcmp(v, "coopmat") || !strcmp(v, "tiled");
+    if (!ok) snprintf(err, errn, "--spirv-attention %s: expected tiled (the default) or coopmat", v);
+    o->spirv_attention_coopmat = !strcmp(v, "coopmat");
+    return ok;
+  }
+  if (!strcmp(name, "spirv-emulate-coopmat")) {
+    if (value) snprintf(err, errn, "--spirv-emulate-coopmat takes no value");
+    o->spirv_emulate_coopmat = true;
+    return !value;
+  }
+  if (!strcmp(name, "spirv-attention-rescale")) {
+    bool ok = !strcmp(v, "always") || !strcmp(v, "lazy");
+    if (!ok) snprintf(err, errn, "--spirv-attention-rescale %s: expected lazy (the default) or always", v);
+    o->spirv_rescale_always = !strcmp(v, "always");
+    return ok;
+  }
+  if (!strcmp(name, "spirv-gemm-tile")) {
+    int t[6] = {0}, n = sscanf(v, "%dx%dx%dx%dx%dx%d", &t[0], &t[1], &t[2], &t[3], &t[4], &t[5]);
+    bool ok = n >= 4;
+    for (int i = 0; ok && i < n; i++) ok = t[i] > 0 && t[i] <= 4096;
+    if (!ok) {
+      snprintf(err, errn, "--spirv-gemm-tile %s: expected BMxBNxWMxWN[xBK[xSTAGES]], e.g. 128x128x64x32", v);
+      return false;
+    }
+    for (int i = 0; i < 6; i++) o->spirv_gemm_tile[i] = (int16_t)(i < n ? t[i] : 0);
+    return true;
+  }
+  snprintf(err, errn, "--%s: no such option", name);
+  return false;
+}
+
+void mlc_options_print(FILE *out, const mlc_options *o) {
+  fprintf(out, "options: --f32-matmul=%s --spirv-attention=%s%s --spirv-attention-rescale=%s --spirv-gemm-tile=",
+          mlc_f32_matmul_name((mlc_f32_matmul)o->f32_matmul), o->spirv_attention_coopmat ? "coopmat" : "tiled",
+          o->spirv_emulate_coopmat ? " --spirv-emulate-coopmat" : "", o->spirv_rescale_always ? "always" : "lazy");
+  if (!o->spirv_gemm_tile[0]) fprintf(out, "auto");
+  for (int i = 0; i < 6 && o->spirv_gemm_tile[i]; i++) fprintf(out, "%s%d", i ? "x" : "", o->spirv_gemm_tile[i]);
+  fputc('\n', out);
+}
+
 mlc_func *mlc_program_add_func(mlc_program *p, const char *name) {
   MLC_ASSERT(p->nfuncs < MLC_MAX_FUNCS);
   mlc_func *f = &p->funcs[p->nfuncs++];

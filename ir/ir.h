@@ -16,6 +16,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include "ir/arena.h"
@@ -184,6 +185,30 @@ typedef enum { MLC_F32MM_DEFAULT, MLC_F32MM_TF32X3, MLC_F32MM_IEEE, MLC_F32MM_TF
 mlc_f32_matmul mlc_f32_matmul_parse(const char *s);
 const char *mlc_f32_matmul_name(mlc_f32_matmul m);
 
+/* The choices that change emitted code, besides the model: filled by the
+ * driver from its flags (and by a train block's precision(f32_matmul=)),
+ * printed by --stats; the code they change keys every kernel cache.  Zero
+ * is each one's default.  Codegen reads them here, never the environment. */
+typedef struct {
+  uint8_t f32_matmul;            /* --f32-matmul: mlc_f32_matmul */
+  bool spirv_attention_coopmat;  /* --spirv-attention=coopmat: the cooperative-matrix attention forward as
+                                    the variant for devices with cooperative matrices (default: tiled) */
+  bool spirv_emulate_coopmat;    /* --spirv-emulate-coopmat: the cooperative-matrix GEMM and attention
+                                    forward with scalar FMAs in their place, on any device (their check
+                                    on lavapipe) */
+  bool spirv_rescale_always;     /* --spirv-attention-rescale=always: that attention rescales its output at
+                                    every block of keys (default lazy: when a row's max grew past 2^8) */
+  int16_t spirv_gemm_tile[6];    /* --spirv-gemm-tile=BMxBNxWMxWN[xBK[xSTAGES]] for the cooperative-matrix
+                                    GEMM (all zero: its rule's) */
+} mlc_options;
+
+/* Sets option NAME (a flag's name without its dashes) to VALUE (NULL for a
+ * flag without one).  Returns false with a message in err when NAME is no
+ * option or VALUE is not one of its values. */
+bool mlc_options_set(mlc_options *o, const char *name, const char *value, char *err, size_t errn);
+/* One line: every option and its value, as the flags spell them. */
+void mlc_options_print(FILE *out, const mlc_options *o);
+
 #define MLC_MAX_FUNCS 4
 typedef struct {
   mlc_arena *arena;
@@ -193,7 +218,7 @@ typedef struct {
   mlc_func funcs[MLC_MAX_FUNCS];
   uint32_t nfuncs;
   mlc_train_config train;
-  uint8_t f32_matmul;   /* mlc_f32_matmul */
+  mlc_options opts;
 } mlc_program;
 
 void mlc_program_init(mlc_program *p, mlc_arena *a);

@@ -40,7 +40,7 @@ static bool is_cuda(const char *target) { return target && !strncmp(target, "cud
 static bool saves(const mlc_program *p, const mlc_func *f, const mlc_node *y) {
   const mlc_type *q = &f->nodes[y->in[0]].type;
   /* f32 on the tensor cores (not under --f32-matmul ieee): head dims a multiple of 8 up to 128 */
-  bool f32 = q->dtype == MLC_DT_F32 && p->f32_matmul != MLC_F32MM_IEEE;
+  bool f32 = q->dtype == MLC_DT_F32 && p->opts.f32_matmul != MLC_F32MM_IEEE;
   if (q->dtype != MLC_DT_BF16 && q->dtype != MLC_DT_F16 && !f32) return false;
   for (int i = 1; i < 3; i++)
     if (!mlc_type_eq(q, &f->nodes[y->in[i]].type)) return false;

@@ -85,5 +85,5 @@ void mlc_print_stats(FILE *out, const mlc_program *p) {
               num, (double)held / 1e9, f->name, sharded ? " on one rank" : "", state ? " and optimizer state" : "");
     }
   }
-  fprintf(out, "f32 matmul (--f32-matmul): %s\n", mlc_f32_matmul_name((mlc_f32_matmul)p->f32_matmul));
+  mlc_options_print(out, &p->opts);
 }

@@ -86,7 +86,7 @@ bool cc_fail(cc *c, const char *fmt, ...) {
 }
 
 int cc_f32_products(const cc *c) {
-  switch (c->p->f32_matmul) {
+  switch (c->p->opts.f32_matmul) {
   case MLC_F32MM_IEEE: return 0;
   case MLC_F32MM_TF32: return 1;
   default: return 3;

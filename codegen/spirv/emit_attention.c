@@ -503,7 +503,7 @@ static bool emit_grad_tiled(attn *A) {
  * is written, O's rescale is done before P is written, P is in registers
  * before the next block's S is stored), and the row maxima.
  *
- * emulate (MLC_SPIRV_COOPMAT_EMULATE=1, for lavapipe, as the GEMM's): the
+ * emulate (--spirv-emulate-coopmat, for lavapipe, as the GEMM's): the
  * same staging, softmax and vote, P in shared memory, masking and store,
  * with each lane's 8 values of every accumulator computed by scalar FMAs
  * from the shared memory (Q from a private copy of the lane's row; O kept
@@ -515,9 +515,9 @@ static bool emit_grad_tiled(attn *A) {
  * products themselves and the scratch's layout (as for the GEMM).
  *
  * Not yet measured or checked on NVIDIA's driver, so off by default:
- * MLC_SPIRV_ATTENTION_COOPMAT=1 turns the variant on, =0 turns the
- * emulation off too (the tiled f32 kernel for every attention);
- * MLC_SPIRV_ATTENTION_LAZY=0 rescales O at every block (for measurements). */
+ * --spirv-attention=coopmat turns the variant on;
+ * --spirv-attention-rescale=always rescales O at every block (for
+ * measurements).  These are the program's options (mlc_options). */
 
 #define AQ 64          /* query rows per workgroup */
 #define ASG 4          /* subgroups of 32 per workgroup */
@@ -653,8 +653,7 @@ static void fwd_coop(attn *A, bool emulate) {
   if (coop_attn_bytes(&c) + (emulate ? 512 : 0) > limit) c = coop_attn_of(D, 32);
   MLC_ASSERT(coop_attn_bytes(&c) + (emulate ? 512 : 0) <= limit);
   int ak = c.ak, nd = (int)(D / 16), nk = ak / 16;
-  const char *lz = getenv("MLC_SPIRV_ATTENTION_LAZY");
-  bool lazy = !(lz && lz[0] == '0'); /* 0: rescale O at every block (for measurements) */
+  bool lazy = !s->p->opts.spirv_rescale_always; /* --spirv-attention-rescale=always: O at every block (for measurements) */
   uint32_t q4 = sb_uvec4_type(b);
   coop_ctx k = {.b = b, .emulate = emulate};
   if (!emulate) {
@@ -863,13 +862,12 @@ static void fwd_coop(attn *A, bool emulate) {
 }
 
 /* Whether the cooperative-matrix forward takes this attention: as the
- * variant for devices with cooperative matrices only when
- * MLC_SPIRV_ATTENTION_COOPMAT=1 (it has not yet run on NVIDIA's driver:
- * bench/results/spirv-attention-2026-11-30.md), in its emulation unless
- * MLC_SPIRV_ATTENTION_COOPMAT=0. */
+ * variant for devices with cooperative matrices only under
+ * --spirv-attention=coopmat (it has not yet run on NVIDIA's driver:
+ * bench/results/spirv-attention-2026-11-30.md); its emulation under
+ * --spirv-emulate-coopmat. */
 static bool coop_fits(const attn *A, bool grad, bool variant) {
-  const char *on = getenv("MLC_SPIRV_ATTENTION_COOPMAT");
-  if (grad || (on && on[0] == '0') || (variant && !(on && on[0] == '1'))) return false;
+  if (grad || (variant && !A->s->p->opts.spirv_attention_coopmat)) return false;
   return (A->dt == MLC_DT_BF16 || A->dt == MLC_DT_F16) && A->D == A->DV && A->D % 16 == 0 && A->D <= 128 &&
          A->s->n->type.dtype == A->dt;
 }
@@ -894,7 +892,7 @@ bool sv_emit_attention(sv *s) {
     return true;
   }
   /* the check of the cooperative-matrix kernel on a device without it (fwd_coop) */
-  if (coop_fits(&A, grad, false) && getenv("MLC_SPIRV_COOPMAT_EMULATE")) {
+  if (coop_fits(&A, grad, false) && s->p->opts.spirv_emulate_coopmat) {
     fwd_coop(&A, true);
     return true;
   }

@@ -267,15 +267,18 @@ static bool coop_tile_ok(coop_tile t) {
  * per SM, registers being the limit, so the most work per slice and barrier
  * is the fastest: 128 x 256 with subgroups of 64 x 64 and one stage of
  * 32, then 128 x 128 with one stage of 64.
- * MLC_SPIRV_GEMM_TILE=BMxBNxWMxWN[xBK[xSTAGES]] overrides it (for
+ * --spirv-gemm-tile=BMxBNxWMxWN[xBK[xSTAGES]] overrides it (for
  * experiments: a tile that does not fit is ignored). */
-static coop_tile coop_tile_of(const gemm_desc *d) {
+static coop_tile coop_tile_of(const mlc_program *p, const gemm_desc *d) {
   static const coop_tile tiles[] = {{128, 256, 64, 64, 32, 1}, {128, 128, 64, 32, 64, 1}, {64, 64, 32, 32, 32, 2}};
   int n = (int)(sizeof tiles / sizeof *tiles), i = 0;
   while (i < n - 1 && batch_of(d) * sv_ceil_div(d->g.M, tiles[i].bm) * sv_ceil_div(d->g.N, tiles[i].bn) < GEMM_BIG_TILES) i++;
   coop_tile t = tiles[i], e = t;
-  const char *env = getenv("MLC_SPIRV_GEMM_TILE");
-  if (env && sscanf(env, "%dx%dx%dx%dx%dx%d", &e.bm, &e.bn, &e.wm, &e.wn, &e.bk, &e.stages) >= 4 && coop_tile_ok(e)) t = e;
+  const int16_t *o = p->opts.spirv_gemm_tile;
+  if (o[0]) {
+    e = (coop_tile){o[0], o[1], o[2], o[3], o[4] ? o[4] : e.bk, o[5] ? o[5] : e.stages};
+    if (coop_tile_ok(e)) t = e;
+  }
   MLC_ASSERT(coop_tile_ok(t));
   return t;
 }
@@ -375,11 +378,11 @@ static uint32_t sh_half(sb *b, uint32_t sh, uint32_t e) {
  * emulate: the same kernel with each lane's 8 outputs of every accumulator
  * computed by scalar FMAs from the same shared memory, no cooperative
  * matrices: a check of the staging and the store on a device without them
- * (MLC_SPIRV_COOPMAT_EMULATE=1 makes it the portable kernel of 16-bit
+ * (--spirv-emulate-coopmat makes it the portable kernel of 16-bit
  * GEMMs, which lavapipe runs). */
 static bool emit_coopmat(sv *s, const gemm_desc *d, bool emulate) {
   sb *b = s->b;
-  coop_tile ct = coop_tile_of(d);
+  coop_tile ct = coop_tile_of(s->p, d);
   int sx_n = ct.bn / ct.wn, threads = 32 * (ct.bm / ct.wm) * sx_n, ti = ct.wm / 16, tj = ct.wn / 16;
   uint32_t q4 = sb_uvec4_type(b), mat_h = 0, mat_f = 0, zero = 0;
   if (!emulate) {
@@ -576,7 +579,7 @@ bool sv_emit_gemm_of(sv *s, int op, const mlc_type *otype, sv_epi_fn epi, void *
     return emit_coopmat(s, &d, false);
   }
   /* the check of the cooperative-matrix kernel's staging and store (emit_coopmat) */
-  if (dt != MLC_DT_F32 && getenv("MLC_SPIRV_COOPMAT_EMULATE")) return emit_coopmat(s, &d, true);
+  if (dt != MLC_DT_F32 && s->p->opts.spirv_emulate_coopmat) return emit_coopmat(s, &d, true);
   return emit_tiled(s, &d);
 }
 

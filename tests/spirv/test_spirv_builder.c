@@ -43,10 +43,14 @@ typedef struct {
   mlc_func *f;
 } prog;
 
+/* The options of emitted code that the programs below are made with. */
+static mlc_options g_opts;
+
 static prog *prog_new(void) {
   prog *g = calloc(1, sizeof *g);
   mlc_arena_init(&g->a);
   mlc_program_init(&g->p, &g->a);
+  g->p.opts = g_opts;
   g->f = mlc_program_add_func(&g->p, "forward");
   return g;
 }
@@ -825,20 +829,20 @@ static void test_gemms(void **state) {
  * lavapipe lacks), as the portable kernel of these 16-bit GEMMs. */
 static void test_coopmat_emulated(void **state) {
   (void)state;
-  setenv("MLC_SPIRV_COOPMAT_EMULATE", "1", 1);
+  char err[256];
+  g_opts.spirv_emulate_coopmat = true;
   gemm_case(MLC_OP_MATMUL, MLC_DT_F16, 128, 128, 64);  /* whole tiles: loads without checks */
   gemm_case(MLC_OP_LINEAR, MLC_DT_BF16, 37, 72, 40);   /* quads, rows checked */
   gemm_case(MLC_OP_MATMUL, MLC_DT_BF16, 33, 70, 38);   /* element by element */
   gemm_case(MLC_OP_MATMUL_TN, MLC_DT_F16, 70, 64, 48); /* A along m, B along n */
-  setenv("MLC_SPIRV_GEMM_TILE", "64x64x32x32x64x1", 1); /* one stage, slices of 64 */
+  assert_true(mlc_options_set(&g_opts, "spirv-gemm-tile", "64x64x32x32x64x1", err, sizeof err)); /* one stage, slices of 64 */
   gemm_case(MLC_OP_MATMUL, MLC_DT_F16, 128, 192, 128);
   gemm_case(MLC_OP_LINEAR, MLC_DT_F16, 50, 64, 72);
 }
 
 static int coopmat_emulated_end(void **state) { /* also after a failed case */
   (void)state;
-  unsetenv("MLC_SPIRV_GEMM_TILE");
-  unsetenv("MLC_SPIRV_COOPMAT_EMULATE");
+  g_opts = (mlc_options){0};
   return 0;
 }
 

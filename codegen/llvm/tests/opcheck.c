@@ -459,6 +459,7 @@ int main(int argc, char **argv) {
   mlc_llvm_options lopt = {0};
 #endif
   uint64_t seed = 1;
+  mlc_options opts = {0};
   range ranges[MAX_RANGES];
   int nranges = 0;
   mlc_define defines[MAX_DEFINES];
@@ -478,6 +479,12 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--features") && next) lopt.features = argv[++i];
     else if (!strcmp(a, "--vw") && next) lopt.vector_width = atoi(argv[++i]);
 #endif
+    else if (!strncmp(a, "--f32-matmul=", 13) || !strncmp(a, "--spirv-", 8)) { /* options of emitted code, as mlc's */
+      char name[64], err[256];
+      const char *eq = strchr(a, '=');
+      snprintf(name, sizeof name, "%.*s", (int)(eq ? eq - a - 2 : (long)strlen(a) - 2), a + 2);
+      if (!mlc_options_set(&opts, name, eq ? eq + 1 : NULL, err, sizeof err)) die("%s", err);
+    }
     else if (!strcmp(a, "--emit-obj") && next) emit_obj = argv[++i];
     else if (!strcmp(a, "--so") && next) so = argv[++i];
     else if (!strcmp(a, "--range") && next) {
@@ -547,6 +554,9 @@ int main(int argc, char **argv) {
     mlc_lower_options lo = {.defines = defines, .ndefines = ndefines, .entry = entry};
     if (!mlc_frontend_run(&prog, &diag, model, src, len, &lo, NULL)) die("%s does not compile", model);
   }
+  uint8_t mm = prog.opts.f32_matmul;
+  prog.opts = opts;
+  if (!opts.f32_matmul) prog.opts.f32_matmul = mm; /* the flag over the train block, as mlc does */
   /* keep_grads: the train entry's gradients are compared with PyTorch's */
   mlc_pipeline_options po = {.target = target, .keep_grads = true};
   if (!mlc_pipeline_run(&prog, &diag, &po)) die("%s: the passes failed", model);

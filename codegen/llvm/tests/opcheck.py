@@ -101,6 +101,7 @@ def run_opcheck(args, model, outdir, extra, threads=None):
     """model: a .mdl path, or the --op arguments of a hand-built op."""
     model = model if isinstance(model, list) else [model]
     cmd = [args.opcheck] + model + [outdir, "--threads", str(threads or args.threads), "--target", args.target] + extra
+    cmd += args.option or []  # options of emitted code, as mlc takes them (--f32-matmul=..., --spirv-...)
     if args.cpu:  # NAME or NAME:FEATURES
         name, _, feats = args.cpu.partition(":")
         cmd += ["--cpu", name, "--features", feats]
@@ -831,6 +832,8 @@ def main():
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("-k", help="ops: only cases whose name contains this")
+    ap.add_argument("--option", action="append", metavar="--NAME[=VALUE]",
+                    help="an option of emitted code passed to mlc_opcheck, e.g. --option=--spirv-emulate-coopmat")
     ap.add_argument("--cpu", help="compile for LLVM CPU NAME[:FEATURES] instead of the host, "
                     "e.g. haswell:+avx2,+fma,+f16c (8-lane kernels) or x86-64 (SSE2, 4 lanes, no F16C)")
     args = ap.parse_args()
