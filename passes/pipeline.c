@@ -1,5 +1,9 @@
-/* The pipeline as a plain list, in the order DESIGN.md gives.  Passes that
- * are not written yet are simply not in the list. */
+/* The pipeline as a plain list: shapes first; the train block's passes
+ * (precision, autodiff, fsdp, optimizer); the CUDA rewrites that change
+ * what the backward keeps (attnsave) and when updates run (interleave);
+ * fuse, which groups nodes into kernels; memplan last, over the final
+ * order.  Each pass is its own file under passes/; --print-after names
+ * them as here. */
 #include <string.h>
 #include <time.h>
 

@@ -1,6 +1,7 @@
-/* Session implementation for the CPU device: parameters in one block, an
- * arena per entry point, kernels resolved by name at creation, steps run
- * in order, each over the thread pool. */
+/* Sessions over any device behind runtime/device.h's vtable (CPU, CUDA,
+ * Vulkan, Metal): parameters in one block, an arena per entry point made
+ * at its first use, kernels resolved by name at creation, steps run in
+ * order on the device, timed when profiling is on. */
 #include "runtime/session.h"
 
 #include <errno.h>

@@ -1,11 +1,11 @@
-/* Internals of the C-like kernel emitter: CUDA C today, MSL later.
+/* Internals of the C-like kernel emitter: CUDA C and MSL.
  *
  * CUDA C and the Metal Shading Language are both C++ dialects, so one
  * emitter writes both; what differs between them (how a kernel is declared,
  * how a thread finds its index, how shared memory and barriers are spelled)
  * sits in a table, cc_target.  Op emitters (emit_*.c) print kernel text
  * with cc_printf and use the table's spellings where the dialects differ;
- * tensor-core code (mma.sync, ldmatrix, cp.async) is CUDA-only and says so.
+ * tensor-core code (mma.sync, ldmatrix, cp.async, wgmma) is CUDA-only and says so.
  *
  * For Metal the same emitters run with cc_target_metal: cc_begin and
  * cc_end write an MSL `kernel` whose parameters are named like CUDA's
