@@ -31,6 +31,26 @@ static inline bool compiled_frontend(compiled *c, const char *src, const mlc_def
   return mlc_frontend_run(&c->prog, &c->diag, "t.mdl", src, strlen(src), &lo, NULL);
 }
 
+/* A source file's text, in a buffer of its own for each call site's
+ * lifetime (static); NULL where it cannot be read or is over 64 KiB. */
+static inline const char *compiled_read(const char *path) {
+  static char src[65536];
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  size_t len = fread(src, 1, sizeof src, f);
+  fclose(f);
+  if (len == sizeof src) return NULL;
+  src[len] = 0;
+  return src;
+}
+
+/* The program's function called name, or NULL. */
+static inline mlc_func *compiled_func(mlc_program *p, const char *name) {
+  for (uint32_t k = 0; k < p->nfuncs; k++)
+    if (!strcmp(p->funcs[k].name, name)) return &p->funcs[k];
+  return NULL;
+}
+
 static inline void release(compiled *c) {
   fclose(c->errf);
   free(c->err);

@@ -21,37 +21,16 @@
 
 #include "frontend/frontend.h"
 #include "passes/passes.h"
+#include "tests/unit/compiled.h"
 
-typedef struct {
-  mlc_arena arena;
-  mlc_program prog;
-  mlc_func *train;
-} compiled;
-
-static const char *read_source(const char *path) {
-  static char src[8192];
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  size_t len = fread(src, 1, sizeof src - 1, f);
-  fclose(f);
-  src[len] = 0;
-  return src;
-}
-
-/* Compiles src through the pipeline for target; false on any error. */
-static bool compile(compiled *c, const char *src, const mlc_define *defs, uint32_t ndefs, const char *target, bool keep_grads) {
-  mlc_arena_init(&c->arena);
-  mlc_diag diag;
-  mlc_diag_init(&diag, stderr);
-  mlc_program_init(&c->prog, &c->arena);
-  mlc_lower_options lo = {defs, ndefs, NULL, 0};
+/* Compiles src through the pipeline for target; its train function, or NULL on any error. */
+static const mlc_func *compile(compiled *c, const char *src, const mlc_define *defs, uint32_t ndefs, const char *target,
+                               bool keep_grads) {
   mlc_pipeline_options po = {.target = target, .keep_grads = keep_grads};
-  if (!mlc_frontend_run(&c->prog, &diag, "model.mdl", src, strlen(src), &lo, NULL) || !mlc_pipeline_run(&c->prog, &diag, &po))
-    return false;
-  c->train = NULL;
-  for (uint32_t k = 0; k < c->prog.nfuncs; k++)
-    if (!strcmp(c->prog.funcs[k].name, "train")) c->train = &c->prog.funcs[k];
-  return c->train != NULL;
+  bool ok = compiled_frontend(c, src, defs, ndefs) && mlc_pipeline_run(&c->prog, &c->diag, &po);
+  fflush(c->errf);
+  if (!ok) fprintf(stderr, "%s", c->err);
+  return ok ? compiled_func(&c->prog, "train") : NULL;
 }
 
 static bool is_update(const mlc_node *n) {
@@ -106,15 +85,15 @@ static const mlc_define small[6] = {{"vocab", "512"}, {"dim", "128"}, {"layers",
  * last node it waits for. */
 static void test_cpu_updates_at_ready_points(void **state) {
   (void)state;
-  const char *src = read_source(MLC_SOURCE_DIR "/examples/minillm.mdl");
+  const char *src = compiled_read(MLC_SOURCE_DIR "/examples/minillm.mdl");
   assert_non_null(src);
   for (int bf16 = 0; bf16 < 2; bf16++) {
     mlc_define defs[7];
     memcpy(defs, small, sizeof small);
     defs[6] = (mlc_define){"compute", bf16 ? "bf16" : "f32"};
     compiled c;
-    assert_true(compile(&c, src, defs, 7, "cpu", false));
-    const mlc_func *f = c.train;
+    const mlc_func *f = compile(&c, src, defs, 7, "cpu", false);
+    assert_non_null(f);
     check_no_late_reads(f);
     assert_int_equal(count_grad_outputs(f), 0);
     uint32_t nupd = 0;
@@ -135,18 +114,18 @@ static void test_cpu_updates_at_ready_points(void **state) {
                    mlc_ops[f->nodes[i].op].name);
     }
     assert_int_equal(nupd, 3 * 8 + 2); /* every weight: 8 a block, the embedding and the head */
-    mlc_arena_free(&c.arena);
+    release(&c);
   }
 }
 
 /* CUDA: AdamW in groups by readiness, inside the backward. */
 static void test_cuda_groups_inside_backward(void **state) {
   (void)state;
-  const char *src = read_source(MLC_SOURCE_DIR "/examples/minillm.mdl");
+  const char *src = compiled_read(MLC_SOURCE_DIR "/examples/minillm.mdl");
   assert_non_null(src);
   compiled c;
-  assert_true(compile(&c, src, small, 6, "cuda", false));
-  const mlc_func *f = c.train;
+  const mlc_func *f = compile(&c, src, small, 6, "cuda", false);
+  assert_non_null(f);
   check_no_late_reads(f);
   assert_int_equal(count_grad_outputs(f), 0);
   uint32_t groups = 0, members = 0, first = UINT32_MAX, last_compute = 0;
@@ -171,7 +150,7 @@ static void test_cuda_groups_inside_backward(void **state) {
     if (f->nodes[i].op == MLC_OP_ADAMW_MULTI)
       for (uint32_t k = 1; k < f->nodes[i].nin; k += 4) later += f->nodes[i].in[k] > first;
   assert_true(later > 0);
-  mlc_arena_free(&c.arena);
+  release(&c);
 }
 
 /* Gradients that dominate memory (wide layers, two rows a batch): with the
@@ -196,18 +175,19 @@ static void test_gradients_freed(void **state) {
   int64_t weight = 2048 * 2048 * 4; /* one weight's f32 gradient: 16 MiB */
   for (int t = 0; t < 2; t++) {
     compiled freed, kept;
-    assert_true(compile(&freed, src, NULL, 0, targets[t], false));
-    assert_true(compile(&kept, src, NULL, 0, targets[t], true));
-    assert_int_equal(count_grad_outputs(freed.train), 0);
-    assert_int_equal(count_grad_outputs(kept.train), 12);
-    check_no_late_reads(freed.train);
+    const mlc_func *ff = compile(&freed, src, NULL, 0, targets[t], false), *fk = compile(&kept, src, NULL, 0, targets[t], true);
+    assert_non_null(ff);
+    assert_non_null(fk);
+    assert_int_equal(count_grad_outputs(ff), 0);
+    assert_int_equal(count_grad_outputs(fk), 12);
+    check_no_late_reads(ff);
     /* six weight gradients alive at the end when kept; otherwise the one
      * being made, and on CUDA those of the AdamW group waiting for it
      * (32 MiB: two of these) */
-    assert_true(kept.train->arena_bytes >= 6 * weight);
-    assert_true(freed.train->arena_bytes <= (t ? 3 : 1) * weight + weight / 4);
-    mlc_arena_free(&freed.arena);
-    mlc_arena_free(&kept.arena);
+    assert_true(fk->arena_bytes >= 6 * weight);
+    assert_true(ff->arena_bytes <= (t ? 3 : 1) * weight + weight / 4);
+    release(&freed);
+    release(&kept);
   }
 }
 

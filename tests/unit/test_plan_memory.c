@@ -24,6 +24,7 @@
 #include "frontend/frontend.h"
 #include "passes/passes.h"
 #include "runtime/plan.h"
+#include "tests/unit/compiled.h"
 
 typedef struct {
   size_t live, peak;
@@ -46,22 +47,6 @@ static void count_free(void *ctx, void *p) {
   free(b);
 }
 
-static const char *read_source(const char *path) {
-  static char src[8192];
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  size_t len = fread(src, 1, sizeof src - 1, f);
-  fclose(f);
-  src[len] = 0;
-  return src;
-}
-
-static const mlc_func *func(const mlc_program *p, const char *name) {
-  for (uint32_t k = 0; k < p->nfuncs; k++)
-    if (!strcmp(p->funcs[k].name, name)) return &p->funcs[k];
-  return NULL;
-}
-
 static void check(mlc_status st) {
   if (st) fail_msg("%s", mlc_status_message(st));
 }
@@ -75,26 +60,21 @@ static void within(const char *what, double got, double planned) {
 /* Runs `entry` of the small MiniLLM (compute dtype `compute`) in a
  * session of its own and compares what it held with the plan. */
 static void run_case(const char *entry, const char *compute) {
-  const char *src = read_source(MLC_SOURCE_DIR "/examples/minillm.mdl");
+  const char *src = compiled_read(MLC_SOURCE_DIR "/examples/minillm.mdl");
   assert_non_null(src);
   mlc_define defs[7] = {{"vocab", "512"}, {"dim", "128"}, {"layers", "2"}, {"heads", "4"},
                         {"batch", "2"}, {"seq", "64"}, {"compute", compute}};
-  mlc_arena arena;
-  mlc_arena_init(&arena);
-  mlc_diag diag;
-  mlc_diag_init(&diag, stderr);
-  mlc_program prog;
-  mlc_program_init(&prog, &arena);
-  mlc_lower_options lo = {defs, 7, NULL, 0};
+  compiled cc;
   mlc_pipeline_options po = {.target = "cpu"};
-  assert_true(mlc_frontend_run(&prog, &diag, "minillm.mdl", src, strlen(src), &lo, NULL) && mlc_pipeline_run(&prog, &diag, &po));
-  const mlc_func *f = func(&prog, entry), *other = func(&prog, strcmp(entry, "train") ? "train" : "forward");
+  assert_true(compiled_frontend(&cc, src, defs, 7) && mlc_pipeline_run(&cc.prog, &cc.diag, &po));
+  mlc_program *prog = &cc.prog;
+  const mlc_func *f = compiled_func(prog, entry), *other = compiled_func(prog, strcmp(entry, "train") ? "train" : "forward");
   assert_non_null(f);
   assert_non_null(other);
-  double planned = (double)mlc_planned_session_bytes(&prog, f);
+  double planned = (double)mlc_planned_session_bytes(prog, f);
   char err[512];
   mlc_cpu_build b;
-  if (!mlc_cpu_compile(&prog, &b, NULL, err, sizeof err) || !mlc_cpu_jit(&b, err, sizeof err)) fail_msg("%s", err);
+  if (!mlc_cpu_compile(prog, &b, NULL, err, sizeof err) || !mlc_cpu_jit(&b, err, sizeof err)) fail_msg("%s", err);
   mlc_plan *plan;
   check(mlc_plan_parse(b.plan, b.plan_bytes, mlc_allocator_default(), &plan));
 
@@ -123,7 +103,7 @@ static void run_case(const char *entry, const char *compute) {
   assert_int_equal(c.live, 0);
   mlc_plan_free(plan);
   mlc_cpu_build_free(&b);
-  mlc_arena_free(&arena);
+  release(&cc);
 }
 
 static void test_train_bf16(void **state) {
