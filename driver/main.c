@@ -435,9 +435,7 @@ static int frontend(const options *o, mlc_program *prog, mlc_diag *diag, char **
   if (!diag->errors && o->emit && !strcmp(o->emit, "ast")) mlc_ast_print(stdout, ast);
   mlc_lower_options lo = {o->defines, o->ndefines, o->entry, 0};
   bool ok = !diag->errors && mlc_lower(prog, diag, ast, &lo);
-  uint8_t mm = prog->opts.f32_matmul;
-  prog->opts = o->cg;
-  if (!o->cg.f32_matmul) prog->opts.f32_matmul = mm; /* the flag over the train block */
+  mlc_options_apply(prog, &o->cg);
   double t3 = mlc_now();
   if (tf) fprintf(tf, "  %-12s %9.3f ms\n", "lower", (t3 - t2) * 1e3);
   mlc_pipeline_options po = {o->print_after, stdout, tf, o->target, sharded(o), false};

@@ -177,6 +177,12 @@ bool mlc_options_set(mlc_options *o, const char *name, const char *value, char *
   return false;
 }
 
+void mlc_options_apply(mlc_program *p, const mlc_options *flags) {
+  uint8_t mm = p->opts.f32_matmul;
+  p->opts = *flags;
+  if (!flags->f32_matmul) p->opts.f32_matmul = mm;
+}
+
 void mlc_options_print(FILE *out, const mlc_options *o) {
   fprintf(out, "options: --f32-matmul=%s --spirv-attention=%s%s --spirv-attention-rescale=%s --spirv-gemm-tile=",
           mlc_f32_matmul_name((mlc_f32_matmul)o->f32_matmul), o->spirv_attention_coopmat ? "coopmat" : "tiled",

@@ -222,6 +222,9 @@ typedef struct {
 } mlc_program;
 
 void mlc_program_init(mlc_program *p, mlc_arena *a);
+/* The flags' options onto p's: all of them, but f32_matmul only where the
+ * flag was given (it overrides the train block's). */
+void mlc_options_apply(mlc_program *p, const mlc_options *flags);
 mlc_func *mlc_program_add_func(mlc_program *p, const char *name);
 uint32_t mlc_program_add_param(mlc_program *p, const mlc_param *prm);
 /* Append a node; its inputs are copied into the arena.  The caller sets the

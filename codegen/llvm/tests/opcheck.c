@@ -554,9 +554,7 @@ int main(int argc, char **argv) {
     mlc_lower_options lo = {.defines = defines, .ndefines = ndefines, .entry = entry};
     if (!mlc_frontend_run(&prog, &diag, model, src, len, &lo, NULL)) die("%s does not compile", model);
   }
-  uint8_t mm = prog.opts.f32_matmul;
-  prog.opts = opts;
-  if (!opts.f32_matmul) prog.opts.f32_matmul = mm; /* the flag over the train block, as mlc does */
+  mlc_options_apply(&prog, &opts);
   /* keep_grads: the train entry's gradients are compared with PyTorch's */
   mlc_pipeline_options po = {.target = target, .keep_grads = true};
   if (!mlc_pipeline_run(&prog, &diag, &po)) die("%s: the passes failed", model);
