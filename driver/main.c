@@ -88,6 +88,10 @@ static void usage(FILE *o) {
           "                        three TF32 products, about f32's accuracy; the default), ieee (f32\n"
           "                        FMAs, no tensor cores) or tf32 (one TF32 product); overrides the\n"
           "                        train block's precision(f32_matmul=...)\n"
+          "      --memory-budget B the bytes a training session may hold (14GB, 12.5GiB, 9e9): the\n"
+          "                        compiler recomputes cheap activations (casts, norms, SiLU) in the\n"
+          "                        backward until the plan fits, or says the smallest it can reach;\n"
+          "                        overrides the train block's memory_budget = ...; --stats lists them\n"
           "      --spirv-attention tiled|coopmat  (spirv) the attention forward on cooperative matrices\n"
           "                        for devices that have them (default tiled: not yet run on NVIDIA's driver)\n"
           "      --spirv-emulate-coopmat  (spirv) the cooperative-matrix kernels with scalar FMAs in their\n"
@@ -276,7 +280,7 @@ static int parse_args(options *o, int argc, char **argv) {
     /* the options of emitted code (mlc_options_set) */
     {"f32-matmul", required_argument, 0, OPT_CODEGEN}, {"spirv-attention", required_argument, 0, OPT_CODEGEN},
     {"spirv-emulate-coopmat", no_argument, 0, OPT_CODEGEN}, {"spirv-attention-rescale", required_argument, 0, OPT_CODEGEN},
-    {"spirv-gemm-tile", required_argument, 0, OPT_CODEGEN},
+    {"spirv-gemm-tile", required_argument, 0, OPT_CODEGEN}, {"memory-budget", required_argument, 0, OPT_CODEGEN},
     {"help", no_argument, 0, 'h'},              {0, 0, 0, 0},
   };
   optind = 1;

@@ -110,5 +110,6 @@ void mlc_ast_print(FILE *o, const mlc_ast_file *f) {
     if (t->optimizer) { fprintf(o, "  optimizer = "); pexpr(o, t->optimizer); fputc('\n', o); }
     if (t->precision) { fprintf(o, "  "); pexpr(o, t->precision); fputc('\n', o); }
     if (t->shard) { fprintf(o, "  shard = "); pexpr(o, t->shard); fputc('\n', o); }
+    if (t->memory_budget) { fprintf(o, "  memory_budget = "); pexpr(o, t->memory_budget); fputc('\n', o); }
   }
 }

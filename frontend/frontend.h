@@ -129,6 +129,7 @@ typedef struct {
   mlc_ast_expr *optimizer;  /* a call: AdamW(lr=...) */
   mlc_ast_expr *precision;  /* a call: precision(param=bf16, reduce=f32) */
   mlc_ast_expr *shard;      /* a call: fsdp(layers) */
+  mlc_ast_expr *memory_budget; /* bytes, a number: 14e9 (passes/recompute.c) */
 } mlc_ast_train;
 
 typedef struct {

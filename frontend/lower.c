@@ -1285,6 +1285,13 @@ static void lower_train_config(mlc_lowerer *L, const mlc_ast_train *t, mlc_insta
         mlc_error(L->d, e->loc, "precision dtypes must be floating point (f32, bf16, f16)");
     }
   }
+  if (t->memory_budget) {
+    double b = 0;
+    if (mlc_want_float(L, eval(L, t->memory_budget), t->memory_budget->loc, "memory_budget", &b)) {
+      if (!(b >= 1 && b < 9.2e18)) mlc_error(L->d, t->memory_budget->loc, "memory_budget is a size in bytes, such as 14e9; got %g", b);
+      else L->p->opts.memory_budget = (int64_t)b;
+    }
+  }
   if (t->shard) {
     const mlc_ast_expr *e = t->shard;
     if (e->kind != AST_CALL || strcmp(e->name, "fsdp")) {

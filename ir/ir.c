@@ -3,6 +3,7 @@
 #include "ir/ir.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const struct { const char *name; int size; bool is_float; } dtypes[MLC_DT_COUNT] = {
@@ -173,14 +174,45 @@ bool mlc_options_set(mlc_options *o, const char *name, const char *value, char *
     for (int i = 0; i < 6; i++) o->spirv_gemm_tile[i] = (int16_t)(i < n ? t[i] : 0);
     return true;
   }
+  if (!strcmp(name, "memory-budget")) {
+    o->memory_budget = mlc_bytes_parse(v);
+    if (o->memory_budget <= 0) snprintf(err, errn, "--memory-budget %s: expected a size in bytes, such as 14GB, 12.5GiB or 9e9", v);
+    return o->memory_budget > 0;
+  }
   snprintf(err, errn, "--%s: no such option", name);
   return false;
 }
 
+const char *mlc_bytes_str(char *buf, size_t n, double bytes) {
+  const char *unit = bytes >= 1e9 ? "GB" : bytes >= 1e6 ? "MB" : bytes >= 1e3 ? "KB" : "B";
+  double scale = bytes >= 1e9 ? 1e9 : bytes >= 1e6 ? 1e6 : bytes >= 1e3 ? 1e3 : 1;
+  snprintf(buf, n, "%.4g%s", bytes / scale, unit);
+  return buf;
+}
+
+int64_t mlc_bytes_parse(const char *s) {
+  static const struct {
+    const char *unit;
+    double scale;
+  } units[] = {{"", 1}, {"B", 1}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
+               {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}};
+  char *end;
+  double v = strtod(s, &end);
+  if (end == s || !(v > 0)) return -1;
+  for (size_t i = 0; i < sizeof units / sizeof *units; i++)
+    if (!strcmp(end, units[i].unit)) {
+      double b = v * units[i].scale;
+      return b >= 1 && b < 9.2e18 ? (int64_t)b : -1;
+    }
+  return -1;
+}
+
 void mlc_options_apply(mlc_program *p, const mlc_options *flags) {
   uint8_t mm = p->opts.f32_matmul;
+  int64_t budget = p->opts.memory_budget;
   p->opts = *flags;
   if (!flags->f32_matmul) p->opts.f32_matmul = mm;
+  if (!flags->memory_budget) p->opts.memory_budget = budget;
 }
 
 void mlc_options_print(FILE *out, const mlc_options *o) {
@@ -189,6 +221,8 @@ void mlc_options_print(FILE *out, const mlc_options *o) {
           o->spirv_emulate_coopmat ? " --spirv-emulate-coopmat" : "", o->spirv_rescale_always ? "always" : "lazy");
   if (!o->spirv_gemm_tile[0]) fprintf(out, "auto");
   for (int i = 0; i < 6 && o->spirv_gemm_tile[i]; i++) fprintf(out, "%s%d", i ? "x" : "", o->spirv_gemm_tile[i]);
+  char b[32];
+  if (o->memory_budget) fprintf(out, " --memory-budget=%s", mlc_bytes_str(b, sizeof b, (double)o->memory_budget));
   fputc('\n', out);
 }
 

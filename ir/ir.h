@@ -200,7 +200,15 @@ typedef struct {
                                     every block of keys (default lazy: when a row's max grew past 2^8) */
   int16_t spirv_gemm_tile[6];    /* --spirv-gemm-tile=BMxBNxWMxWN[xBK[xSTAGES]] for the cooperative-matrix
                                     GEMM (all zero: its rule's) */
+  int64_t memory_budget;         /* --memory-budget (or the train block's memory_budget =): the bytes a
+                                    training session may hold; the recompute pass recomputes cheap
+                                    activations in the backward to stay within it (0: no budget) */
 } mlc_options;
+
+/* "10GB", "9.5GiB", "512MB", "14e9" (bytes) -> bytes; -1 if it is none. */
+int64_t mlc_bytes_parse(const char *s);
+/* bytes -> "14.16GB", "512.3MB", "4.1KB", "100B" (four digits; mlc_bytes_parse reads it back); returns buf. */
+const char *mlc_bytes_str(char *buf, size_t n, double bytes);
 
 /* Sets option NAME (a flag's name without its dashes) to VALUE (NULL for a
  * flag without one).  Returns false with a message in err when NAME is no
@@ -208,6 +216,15 @@ typedef struct {
 bool mlc_options_set(mlc_options *o, const char *name, const char *value, char *err, size_t errn);
 /* One line: every option and its value, as the flags spell them. */
 void mlc_options_print(FILE *out, const mlc_options *o);
+
+/* A value the recompute pass computes again in the backward (--stats lists them). */
+typedef struct {
+  mlc_op op;
+  mlc_type type;
+  const char *scope;
+  int64_t bytes;       /* what it no longer holds between the forward and the backward */
+  double flops, moved; /* what computing it again costs */
+} mlc_recomputed;
 
 #define MLC_MAX_FUNCS 4
 typedef struct {
@@ -219,11 +236,17 @@ typedef struct {
   uint32_t nfuncs;
   mlc_train_config train;
   mlc_options opts;
+  struct {
+    int64_t budget, before, after; /* the train entry's planned total without and with them */
+    mlc_recomputed *v;
+    uint32_t n;
+  } recompute; /* passes/recompute.c, when there is a memory budget */
 } mlc_program;
 
 void mlc_program_init(mlc_program *p, mlc_arena *a);
-/* The flags' options onto p's: all of them, but f32_matmul only where the
- * flag was given (it overrides the train block's). */
+/* The flags' options onto p's: all of them, but f32_matmul and
+ * memory_budget only where the flag was given (they override the train
+ * block's). */
 void mlc_options_apply(mlc_program *p, const mlc_options *flags);
 mlc_func *mlc_program_add_func(mlc_program *p, const char *name);
 uint32_t mlc_program_add_param(mlc_program *p, const mlc_param *prm);

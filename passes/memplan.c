@@ -106,7 +106,7 @@ static int64_t view_bytes(const mlc_node *n) {
   return n->op == MLC_OP_VIEW ? n->a.start * mlc_dtype_size(n->type.dtype) : 0;
 }
 
-static void plan_func(mlc_program *p, mlc_func *f) {
+void mlc_memplan_func(mlc_program *p, mlc_func *f) {
   uint32_t n = f->n;
   /* root[i]: the node whose storage i uses (itself, or through reshapes). */
   uint32_t *root = mlc_arena_alloc(p->arena, (n + 1) * sizeof *root);
@@ -189,6 +189,6 @@ static void plan_func(mlc_program *p, mlc_func *f) {
 }
 
 bool mlc_pass_memplan(mlc_pass_ctx *c) {
-  for (uint32_t k = 0; k < c->p->nfuncs; k++) plan_func(c->p, &c->p->funcs[k]);
+  for (uint32_t k = 0; k < c->p->nfuncs; k++) mlc_memplan_func(c->p, &c->p->funcs[k]);
   return true;
 }

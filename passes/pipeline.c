@@ -1,8 +1,9 @@
 /* The pipeline as a plain list: shapes first; the train block's passes
  * (precision, autodiff, fsdp, optimizer); the CUDA rewrites that change
  * what the backward keeps (attnsave) and when updates run (interleave);
- * fuse, which groups nodes into kernels; memplan last, over the final
- * order.  Each pass is its own file under passes/; --print-after names
+ * fuse, which groups nodes into kernels; recompute, which meets a memory
+ * budget by computing cheap activations again in the backward; memplan
+ * last, over the final order.  Each pass is its own file under passes/; --print-after names
  * them as here. */
 #include <string.h>
 #include <time.h>
@@ -21,6 +22,7 @@ static const struct {
   {"attnsave", mlc_pass_attnsave},
   {"interleave", mlc_pass_interleave},
   {"fuse", mlc_pass_fuse},
+  {"recompute", mlc_pass_recompute},
   {"memplan", mlc_pass_memplan},
 };
 #define NPASSES (sizeof pipeline / sizeof *pipeline)
@@ -38,7 +40,7 @@ bool mlc_pipeline_has_pass(const char *name) {
   return false;
 }
 
-const char *mlc_pipeline_pass_names(void) { return "lower, shapes, precision, autodiff, fsdp, optimizer, attnsave, interleave, fuse, memplan"; }
+const char *mlc_pipeline_pass_names(void) { return "lower, shapes, precision, autodiff, fsdp, optimizer, attnsave, interleave, fuse, recompute, memplan"; }
 
 static void dump(const mlc_pipeline_options *o, const mlc_program *p, const char *name) {
   if (!o->print_after || !o->dump) return;

@@ -31,6 +31,33 @@ int64_t mlc_planned_session_bytes(const mlc_program *p, const mlc_func *f) {
   return total + f->arena_bytes;
 }
 
+/* What the recompute pass chose for the memory budget, and its cost. */
+static void print_recompute(FILE *out, const mlc_program *p) {
+  if (!p->recompute.budget) return;
+  double bytes = 0, flops = 0, moved = 0;
+  for (uint32_t i = 0; i < p->recompute.n; i++) {
+    bytes += (double)p->recompute.v[i].bytes;
+    flops += p->recompute.v[i].flops;
+    moved += p->recompute.v[i].moved;
+  }
+  char b[4][32];
+  fprintf(out, "  memory budget %s: ", mlc_bytes_str(b[0], 32, (double)p->recompute.budget));
+  if (!p->recompute.n) {
+    fprintf(out, "met without recomputation (planned total %s)\n", mlc_bytes_str(b[1], 32, (double)p->recompute.before));
+    return;
+  }
+  fprintf(out, "%u values recomputed in the backward, %s kept less, planned total %s -> %s; they cost %.4g GFLOP "
+          "and %s moved a step\n", p->recompute.n, mlc_bytes_str(b[0], 32, bytes), mlc_bytes_str(b[1], 32, (double)p->recompute.before),
+          mlc_bytes_str(b[2], 32, (double)p->recompute.after), flops / 1e9, mlc_bytes_str(b[3], 32, moved));
+  char buf[128];
+  for (uint32_t i = 0; i < p->recompute.n; i++) {
+    const mlc_recomputed *r = &p->recompute.v[i];
+    fprintf(out, "    recompute %-9s %-26s %-24s %9s kept less, %9.4g FLOP, %9s moved\n", mlc_ops[r->op].name,
+            r->scope && *r->scope ? r->scope : "(top)", mlc_type_str(&r->type, buf, sizeof buf),
+            mlc_bytes_str(b[0], 32, (double)r->bytes), r->flops, mlc_bytes_str(b[1], 32, r->moved));
+  }
+}
+
 void mlc_print_stats(FILE *out, const mlc_program *p) {
   char buf[128], num[64];
   double total = 0, bytes = 0;
@@ -83,6 +110,7 @@ void mlc_print_stats(FILE *out, const mlc_program *p) {
       commas(num, sizeof num, (double)held);
       fprintf(out, "  planned total: %s bytes (%.3f GB) held by a session that runs %s%s (its arena and every parameter%s)\n",
               num, (double)held / 1e9, f->name, sharded ? " on one rank" : "", state ? " and optimizer state" : "");
+      if (!strcmp(f->name, "train")) print_recompute(out, p);
     }
   }
   mlc_options_print(out, &p->opts);

@@ -191,11 +191,72 @@ static void test_gradients_freed(void **state) {
   }
 }
 
+/* A memory budget (passes/recompute.c), on the CPU and CUDA pipelines:
+ * too small a one is refused with the smallest budget the model reaches;
+ * that one is then met, as is one halfway, with fewer recomputations; a
+ * budget the plan already meets changes nothing.  The recomputations read
+ * no parameter after its update. */
+static const mlc_func *compile_budget(compiled *c, const char *src, const char *target, int64_t budget) {
+  mlc_define defs[7];
+  memcpy(defs, small, sizeof small);
+  defs[6] = (mlc_define){"compute", "bf16"};
+  mlc_pipeline_options po = {.target = target};
+  if (!compiled_frontend(c, src, defs, 7)) return NULL;
+  c->prog.opts.memory_budget = budget;
+  bool ok = mlc_pipeline_run(&c->prog, &c->diag, &po);
+  fflush(c->errf);
+  return ok ? compiled_func(&c->prog, "train") : NULL;
+}
+
+static void test_budget(void **state) {
+  (void)state;
+  const char *src = compiled_read(MLC_SOURCE_DIR "/examples/minillm.mdl");
+  assert_non_null(src);
+  const char *targets[] = {"cpu", "cuda"};
+  for (int t = 0; t < 2; t++) {
+    compiled c0, c1, c2, c3, c4;
+    const mlc_func *f0 = compile_budget(&c0, src, targets[t], 0);
+    assert_non_null(f0);
+    int64_t before = mlc_planned_session_bytes(&c0.prog, f0);
+    assert_int_equal(c0.prog.recompute.n, 0);
+
+    assert_null(compile_budget(&c1, src, targets[t], 1)); /* 1 byte */
+    const char *at = strstr(c1.err, "(--memory-budget ");
+    if (!at) fail_msg("%s: no smallest budget in: %s", targets[t], c1.err);
+    char num[32] = {0};
+    sscanf(at + strlen("(--memory-budget "), "%31s", num);
+    int64_t smallest = mlc_bytes_parse(num);
+    printf("  %s: planned %lld bytes, the smallest budget %s\n", targets[t], (long long)before, num);
+    assert_true(smallest > 0 && smallest < before * 19 / 20); /* recomputation buys 5 % at least */
+
+    const mlc_func *f2 = compile_budget(&c2, src, targets[t], smallest);
+    if (!f2) fail_msg("%s: the budget it named (%s) is refused: %s", targets[t], num, c2.err);
+    assert_true(mlc_planned_session_bytes(&c2.prog, f2) <= smallest);
+    assert_true(c2.prog.recompute.n > 0);
+    check_no_late_reads(f2);
+
+    int64_t half = (smallest + before) / 2;
+    const mlc_func *f3 = compile_budget(&c3, src, targets[t], half);
+    assert_non_null(f3);
+    assert_true(mlc_planned_session_bytes(&c3.prog, f3) <= half);
+    assert_true(c3.prog.recompute.n > 0 && c3.prog.recompute.n <= c2.prog.recompute.n);
+    check_no_late_reads(f3);
+
+    const mlc_func *f4 = compile_budget(&c4, src, targets[t], before);
+    assert_non_null(f4);
+    assert_int_equal(c4.prog.recompute.n, 0);
+    assert_int_equal(f4->n, f0->n);
+    assert_int_equal(f4->arena_bytes, f0->arena_bytes);
+    release(&c0), release(&c1), release(&c2), release(&c3), release(&c4);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_cpu_updates_at_ready_points),
       cmocka_unit_test(test_cuda_groups_inside_backward),
       cmocka_unit_test(test_gradients_freed),
+      cmocka_unit_test(test_budget),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

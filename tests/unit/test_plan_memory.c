@@ -11,6 +11,7 @@
  * included, must be within 5 % of the plan; so must the bytes the device
  * reports (mlc_session_device_bytes).  A session that only trains must not
  * hold the forward's arena. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -57,16 +58,20 @@ static void within(const char *what, double got, double planned) {
   if (rel > 0.05 || rel < -0.05) fail_msg("%s: %.0f bytes, the plan says %.0f (%.1f %% off)", what, got, planned, rel * 100);
 }
 
-/* Runs `entry` of the small MiniLLM (compute dtype `compute`) in a
- * session of its own and compares what it held with the plan. */
-static void run_case(const char *entry, const char *compute) {
+/* Runs `entry` of the small MiniLLM (compute dtype `compute`; with a
+ * memory budget, if not 0, which the recompute pass meets) in a session of
+ * its own and compares what it held with the plan.  Returns the first
+ * output's first value (the loss of the second step, for train). */
+static float run_case(const char *entry, const char *compute, int64_t budget) {
   const char *src = compiled_read(MLC_SOURCE_DIR "/examples/minillm.mdl");
   assert_non_null(src);
   mlc_define defs[7] = {{"vocab", "512"}, {"dim", "128"}, {"layers", "2"}, {"heads", "4"},
                         {"batch", "2"}, {"seq", "64"}, {"compute", compute}};
   compiled cc;
   mlc_pipeline_options po = {.target = "cpu"};
-  assert_true(compiled_frontend(&cc, src, defs, 7) && mlc_pipeline_run(&cc.prog, &cc.diag, &po));
+  assert_true(compiled_frontend(&cc, src, defs, 7));
+  cc.prog.opts.memory_budget = budget;
+  assert_true(mlc_pipeline_run(&cc.prog, &cc.diag, &po));
   mlc_program *prog = &cc.prog;
   const mlc_func *f = compiled_func(prog, entry), *other = compiled_func(prog, strcmp(entry, "train") ? "train" : "forward");
   assert_non_null(f);
@@ -94,7 +99,10 @@ static void run_case(const char *entry, const char *compute) {
   const void *out;
   const mlc_plan_shape *shape;
   check(mlc_session_output(s, entry, e->outputs[0].name, &out, &shape));
-  printf("%s, compute=%s (the other entry's arena: %lld bytes)\n", entry, compute, (long long)other->arena_bytes);
+  printf("%s, compute=%s, budget %lld bytes, %u recomputed (the other entry's arena: %lld bytes)\n", entry, compute,
+         (long long)budget, prog->recompute.n, (long long)other->arena_bytes);
+  if (budget) assert_true(planned <= (double)budget && prog->recompute.n > 0);
+  float first = shape->dtype == MLC_DT_F32 ? *(const float *)out : NAN;
   within("peak through the allocator", (double)c.peak, planned);
   within("mlc_session_device_bytes", (double)mlc_session_device_bytes(s), planned);
   /* the other entry's arena was never made */
@@ -104,27 +112,39 @@ static void run_case(const char *entry, const char *compute) {
   mlc_plan_free(plan);
   mlc_cpu_build_free(&b);
   release(&cc);
+  return first;
 }
 
 static void test_train_bf16(void **state) {
   (void)state;
-  run_case("train", "bf16");
+  run_case("train", "bf16", 0);
+}
+
+/* With a budget 6.5 % under the plan: recomputation, a plan as true, and the
+ * same loss to the bit (a value computed again is the same value). */
+static void test_train_bf16_budget(void **state) {
+  (void)state;
+  float plain = run_case("train", "bf16", 0);
+  float budgeted = run_case("train", "bf16", 8200000); /* the plan without: 8.77 MB; all recomputed: 7.85 MB */
+  printf("  loss %.9g, with the budget %.9g\n", plain, budgeted);
+  assert_true(plain == plain && memcmp(&plain, &budgeted, sizeof plain) == 0);
 }
 
 static void test_train_f32(void **state) {
   (void)state;
-  run_case("train", "f32");
+  run_case("train", "f32", 0);
 }
 
 static void test_forward(void **state) {
   (void)state;
-  run_case("forward", "bf16");
+  run_case("forward", "bf16", 0);
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_train_bf16),
       cmocka_unit_test(test_train_f32),
+      cmocka_unit_test(test_train_bf16_budget),
       cmocka_unit_test(test_forward),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,239 @@
+/* recompute: a memory budget for training (--memory-budget, or the train
+ * block's memory_budget = ...).
+ *
+ * The backward reads values the forward made: a layer's norm outputs, its
+ * activations, the compute-dtype copies of its weights.  Each is kept from
+ * its last use in the forward to its first use in the backward, and at the
+ * start of the backward all of them are alive at once: that is the peak of
+ * a training step.  A cheap one can be computed again instead, right
+ * before its first use in the backward, from inputs that are alive there
+ * anyway; its bytes are then free for the whole time between.
+ *
+ * Cheap means: a cast, a norm (rmsnorm, layernorm) or an elementwise
+ * activation (silu, gelu, relu, sigmoid, tanh), of 4 KiB or more and at
+ * least 1/1024 of the largest such value, whose inputs are
+ *   - parameters that no update has written yet at that point (an update
+ *     runs inside the backward: passes/interleave.c), constants or the
+ *     step's inputs; or
+ *   - values the backward keeps anyway until that point, which are not
+ *     candidates themselves (so that a recomputation never needs another).
+ * The candidates are tried in order of bytes saved per FLOP spent (ties:
+ * the larger first), and each one that makes the planned total smaller
+ * (the entry's arena, as passes/memplan.c places it, every parameter and
+ * the optimizer state: mlc_planned_session_bytes) is kept, until that
+ * total is within the budget.  If all of them do not get there, the pass
+ * stops with an error that names the smallest total it reached.  Without
+ * a budget, or within it already, it does nothing.
+ *
+ * Runs last before memplan, on the nodes the target runs (after fuse), so
+ * that the plan it checks is the plan the runtime gets.  What it chose is
+ * kept in the program for --stats (passes/stats.c).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes/passes.h"
+
+#define NONE UINT32_MAX
+#define MIN_BYTES 4096 /* and 1/1024 of the largest: smaller values save nothing worth a kernel */
+
+static bool cheap_op(const mlc_node *n) {
+  switch (n->op) {
+  case MLC_OP_CAST: case MLC_OP_RMSNORM: case MLC_OP_LAYERNORM: case MLC_OP_SILU: case MLC_OP_GELU:
+  case MLC_OP_RELU: case MLC_OP_SIGMOID: case MLC_OP_TANH:
+    return true;
+  default:
+    return false;
+  }
+}
+
+static bool is_update(const mlc_node *n) {
+  return n->op == MLC_OP_ADAMW || n->op == MLC_OP_SGD || n->op == MLC_OP_ADAMW_MULTI;
+}
+
+static int64_t node_bytes(const mlc_node *n) { return mlc_type_numel(&n->type) * mlc_dtype_size(n->type.dtype); }
+
+typedef struct {
+  uint32_t node, first; /* the value, and its first user in the backward */
+  int64_t bytes;
+  double flops, moved;  /* of one recomputation */
+} cand;
+
+static int by_ratio(const void *a, const void *b) {
+  const cand *x = a, *y = b;
+  double rx = (double)x->bytes / (x->flops > 1 ? x->flops : 1), ry = (double)y->bytes / (y->flops > 1 ? y->flops : 1);
+  if (rx != ry) return rx > ry ? -1 : 1;
+  if (x->bytes != y->bytes) return x->bytes > y->bytes ? -1 : 1;
+  return x->node < y->node ? -1 : x->node > y->node;
+}
+
+/* The candidates of f, whose backward starts after node `loss`. */
+static uint32_t candidates(mlc_program *p, const mlc_func *f, uint32_t loss, cand *out) {
+  uint32_t n = f->n;
+  /* root[i]: the node whose storage i is (through views); last[r]: the last user of root r; pr[i]: the
+   * parameter i is (or a view of), or NONE; first[i]: i's first user in the backward */
+  uint32_t *root = mlc_arena_alloc(p->arena, (n + 1) * sizeof *root), *last = mlc_arena_alloc(p->arena, (n + 1) * sizeof *last);
+  uint32_t *pr = mlc_arena_alloc(p->arena, (n + 1) * sizeof *pr), *first = mlc_arena_alloc(p->arena, (n + 1) * sizeof *first);
+  bool *view_to_bw = mlc_arena_alloc(p->arena, (n + 1) * sizeof *view_to_bw); /* a view of it is read in the backward */
+  bool *output = mlc_arena_alloc(p->arena, (n + 1) * sizeof *output);
+  for (uint32_t i = 0; i < n; i++) {
+    const mlc_node *nd = &f->nodes[i];
+    bool view = (mlc_ops[nd->op].flags & MLC_F_VIEW) && nd->nin;
+    root[i] = view ? root[nd->in[0]] : i;
+    pr[i] = nd->op == MLC_OP_PARAM ? i : view ? pr[nd->in[0]] : NONE;
+    last[i] = i;
+    first[i] = NONE;
+    view_to_bw[i] = output[i] = false;
+    for (uint32_t k = 0; k < nd->nin; k++) {
+      uint32_t x = nd->in[k];
+      last[root[x]] = i;
+      if (i > loss && first[x] == NONE) first[x] = i;
+      if (i > loss && x <= loss && root[x] != x) view_to_bw[root[x]] = true; /* a view made in the forward */
+    }
+  }
+  for (uint32_t o = 0; o < f->noutputs; o++) output[root[f->outputs[o].node]] = true;
+  bool *big_cheap = mlc_arena_alloc(p->arena, (n + 1) * sizeof *big_cheap);
+  int64_t largest = 0;
+  for (uint32_t i = 0; i < loss; i++)
+    if (cheap_op(&f->nodes[i]) && node_bytes(&f->nodes[i]) > largest) largest = node_bytes(&f->nodes[i]);
+  for (uint32_t i = 0; i < n; i++)
+    big_cheap[i] = cheap_op(&f->nodes[i]) && node_bytes(&f->nodes[i]) >= MIN_BYTES && node_bytes(&f->nodes[i]) >= largest / 1024;
+  uint32_t m = 0;
+  for (uint32_t v = 0; v < loss; v++) {
+    const mlc_node *nd = &f->nodes[v];
+    uint32_t u = first[v];
+    if (!big_cheap[v] || u == NONE || view_to_bw[v] || output[v] || root[v] != v) continue;
+    bool ok = true;
+    for (uint32_t k = 0; k < nd->nin && ok; k++) {
+      uint32_t x = nd->in[k];
+      if (pr[x] != NONE) { /* a parameter: not yet updated at u */
+        for (uint32_t w = loss + 1; w < u && ok; w++)
+          if (is_update(&f->nodes[w]))
+            for (uint32_t j = 0; j < f->nodes[w].nin; j++) ok &= pr[f->nodes[w].in[j]] != pr[x];
+      } else if (!(mlc_ops[f->nodes[x].op].flags & MLC_F_LEAF)) { /* kept anyway up to u, and not recomputed itself */
+        ok = !big_cheap[x] && (last[root[x]] >= u || output[root[x]]);
+      }
+    }
+    if (!ok) continue;
+    cand c = {v, u, node_bytes(nd), 0, 0};
+    mlc_node_cost(f, nd, &c.flops, &c.moved);
+    out[m++] = c;
+  }
+  qsort(out, m, sizeof *out, by_ratio);
+  return m;
+}
+
+/* f, rebuilt from `orig` with the candidates cs[c] that on[c] says recomputed. */
+static void rebuild(mlc_program *p, mlc_func *f, const mlc_func *orig, uint32_t loss, const cand *cs, const bool *on, uint32_t k) {
+  uint32_t n = orig->n;
+  uint32_t *map = mlc_arena_alloc(p->arena, (n + 1) * sizeof *map), *clone = mlc_arena_alloc(p->arena, (n + 1) * sizeof *clone);
+  uint32_t *head = mlc_arena_alloc(p->arena, (n + 1) * sizeof *head), *next = mlc_arena_alloc(p->arena, (k + 1) * sizeof *next);
+  uint32_t *in = mlc_arena_alloc(p->arena, 256 * sizeof *in);
+  uint32_t incap = 256;
+  for (uint32_t i = 0; i < n; i++) head[i] = clone[i] = NONE;
+  for (uint32_t c = k; c-- > 0;) { /* each list in candidate order */
+    if (!on[c]) continue;
+    next[c] = head[cs[c].first];
+    head[cs[c].first] = c;
+  }
+  for (uint32_t i = 0; i < n; i++) {
+    for (uint32_t c = head[i]; c != NONE; c = next[c]) {
+      const mlc_node *v = &orig->nodes[cs[c].node];
+      for (uint32_t j = 0; j < v->nin; j++) in[j] = map[v->in[j]];
+      clone[cs[c].node] = mlc_func_copy_node(p, f, v, in);
+    }
+    const mlc_node *nd = &orig->nodes[i];
+    if (nd->nin > incap) {
+      in = mlc_arena_alloc(p->arena, nd->nin * sizeof *in);
+      incap = nd->nin;
+    }
+    for (uint32_t j = 0; j < nd->nin; j++) {
+      uint32_t x = nd->in[j];
+      in[j] = i > loss && clone[x] != NONE ? clone[x] : map[x];
+    }
+    map[i] = mlc_func_copy_node(p, f, nd, in);
+  }
+  for (uint32_t o = 0; o < orig->noutputs; o++) mlc_func_add_output(p, f, orig->outputs[o].name, map[orig->outputs[o].node]);
+}
+
+/* x rounded up to four significant digits, as mlc_bytes_str prints it */
+static double round_up4(int64_t x) {
+  int64_t d = 1;
+  while (x / d >= 10000) d *= 10;
+  return (double)((x + d - 1) / d * d);
+}
+
+/* f rebuilt with the candidates on[] chooses, and planned: its planned total. */
+static int64_t plan_with(mlc_program *p, mlc_func *f, const mlc_func *orig, uint32_t loss, const cand *cs, const bool *on, uint32_t k) {
+  mlc_func_take(f);
+  rebuild(p, f, orig, loss, cs, on, k);
+  mlc_memplan_func(p, f);
+  return mlc_planned_session_bytes(p, f);
+}
+
+static bool recompute_func(mlc_pass_ctx *c, mlc_func *f, int64_t budget) {
+  mlc_program *p = c->p;
+  uint32_t loss = NONE;
+  for (uint32_t o = 0; o < f->noutputs; o++)
+    if (!strcmp(f->outputs[o].name, "loss")) loss = f->outputs[o].node;
+  if (loss == NONE) return true; /* no backward */
+  mlc_memplan_func(p, f);
+  int64_t before = mlc_planned_session_bytes(p, f);
+  p->recompute.budget = budget;
+  p->recompute.before = p->recompute.after = before;
+  if (before <= budget) return true;
+  cand *cs = mlc_arena_alloc(p->arena, (f->n + 1) * sizeof *cs);
+  uint32_t m = candidates(p, f, loss, cs);
+  mlc_func orig = mlc_func_take(f);
+  /* Greedily, in that order: a candidate stays unless the plan gets
+   * larger with it (the copy lives from its first use in the backward,
+   * which may be where the backward's own peak is; and one that changes
+   * nothing alone may with the next), until the plan fits.  Then each one
+   * that the plan fits without goes again, the dearest first. */
+  bool *on = mlc_arena_alloc(p->arena, (m + 1) * sizeof *on);
+  memset(on, 0, (m + 1) * sizeof *on);
+  int64_t total = before;
+  for (uint32_t i = 0; i < m && total > budget; i++) {
+    on[i] = true;
+    int64_t t = plan_with(p, f, &orig, loss, cs, on, m);
+    if (t <= total) total = t;
+    else on[i] = false;
+  }
+  for (uint32_t i = m; i-- > 0 && total <= budget;) {
+    if (!on[i]) continue;
+    on[i] = false;
+    int64_t t = plan_with(p, f, &orig, loss, cs, on, m);
+    if (t <= budget) total = t;
+    else on[i] = true;
+  }
+  uint32_t k = 0;
+  for (uint32_t i = 0; i < m; i++) k += on[i];
+  if (total > budget) {
+    char b[4][32];
+    mlc_error(c->d, p->train.loc,
+              "memory budget %s cannot be met: the planned total is %s, and recomputing cheap activations in the "
+              "backward (%u of %u: casts, norms, activations) brings it to %s at the least (--memory-budget %s or "
+              "more; a smaller batch or sequence needs less)",
+              mlc_bytes_str(b[0], 32, (double)budget), mlc_bytes_str(b[1], 32, (double)before), k, m,
+              mlc_bytes_str(b[2], 32, (double)total), mlc_bytes_str(b[3], 32, round_up4(total)));
+    return false;
+  }
+  plan_with(p, f, &orig, loss, cs, on, m);
+  p->recompute.after = total;
+  p->recompute.n = k;
+  p->recompute.v = mlc_arena_alloc(p->arena, (k + 1) * sizeof *p->recompute.v);
+  for (uint32_t i = 0, j = 0; i < m; i++) {
+    if (!on[i]) continue;
+    const mlc_node *v = &orig.nodes[cs[i].node];
+    p->recompute.v[j++] = (mlc_recomputed){(mlc_op)v->op, v->type, v->scope, cs[i].bytes, cs[i].flops, cs[i].moved};
+  }
+  return true;
+}
+
+bool mlc_pass_recompute(mlc_pass_ctx *c) {
+  int64_t budget = c->p->opts.memory_budget;
+  if (budget <= 0) return true;
+  for (uint32_t k = 0; k < c->p->nfuncs; k++)
+    if (!strcmp(c->p->funcs[k].name, "train") && !recompute_func(c, &c->p->funcs[k], budget)) return false;
+  return true;
+}
