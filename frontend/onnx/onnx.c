@@ -447,6 +447,24 @@ static bool attr_s(const Onnx__NodeProto *n, const char *name, const char *want_
   return strlen(is) == a->s.len && !memcmp(a->s.data, is, a->s.len);
 }
 
+/* An attribute that became an input in opset `became_input`: read it
+ * (at most max values) before that opset, refuse it from then on. */
+static bool attr_ints(imp *I, const char *name, int became_input, int64_t *out, int max, int *n) {
+  const Onnx__AttributeProto *a = attr(I->n, name);
+  if (!a) return true;
+  if (I->opset >= became_input) {
+    nerr(I, "%s is an input from opset %d on, not an attribute", name, became_input);
+    return false;
+  }
+  if (a->n_ints > (size_t)max) {
+    nerr(I, "%s has more than %d values", name, max);
+    return false;
+  }
+  for (size_t i = 0; i < a->n_ints; i++) out[i] = a->ints[i];
+  *n = (int)a->n_ints;
+  return true;
+}
+
 /* Normalises axis (ONNX allows -rank..rank-1); false with an error if out of range. */
 static bool norm_axis(imp *I, int64_t axis, int rank, int *out) {
   if (axis < -rank || axis >= rank) {
@@ -526,6 +544,7 @@ struct op_def {
   op_fn fn;
   const char *attrs; /* the attributes the handler reads, space separated */
   int k;             /* handler-specific: an IR op, a variant */
+  int since;         /* the first opset whose definition of the op this handler follows */
 };
 
 #define N (I->n)
@@ -712,13 +731,21 @@ static bool op_softmax(imp *I, const op_def *d) {
   uint32_t x = in(I, 0);
   if (x == NONE) return false;
   int axis;
-  if (!norm_axis(I, attr_i(N, "axis", -1), type_of(I, x)->rank, &axis)) return false;
+  mlc_type t = *type_of(I, x);
+  if (!norm_axis(I, attr_i(N, "axis", I->opset < 13 ? 1 : -1), t.rank, &axis)) return false;
+  if (I->opset < 13) {
+    /* Before opset 13: over the input seen as [outer, inner], split at axis. */
+    int64_t d2[2] = {1, 1};
+    for (int i = 0; i < t.rank; i++) d2[i >= axis] *= t.dim[i];
+    x = reshape(I, x, d2, 2);
+    axis = 1;
+  }
   mlc_attrs a = {.axis = axis};
-  if (d->k == 0) return set_out(I, 0, emit(I, MLC_OP_SOFTMAX, &x, 1, &a, NULL));
+  if (d->k == 0) return set_out(I, 0, reshape(I, emit(I, MLC_OP_SOFTMAX, &x, 1, &a, NULL), t.dim, t.rank));
   /* log softmax: x - m - log(sum(exp(x - m))), m the max along the axis */
   uint32_t s = emit2(I, MLC_OP_SUB, x, reduce(I, MLC_OP_MAX, x, axis, true));
   uint32_t l = emit1(I, MLC_OP_LOG, reduce(I, MLC_OP_SUM, emit1(I, MLC_OP_EXP, s), axis, true));
-  return set_out(I, 0, emit2(I, MLC_OP_SUB, s, l));
+  return set_out(I, 0, reshape(I, emit2(I, MLC_OP_SUB, s, l), t.dim, t.rank));
 }
 
 enum { R_SUM, R_MEAN, R_MAX, R_MIN, R_SUMSQ, R_L1, R_L2, R_LOGSUM, R_LOGSUMEXP, R_PROD };
@@ -736,7 +763,7 @@ static bool op_reduce(imp *I, const op_def *d) {
   mlc_type t = *type_of(I, x);
   int64_t ax[MLC_MAX_RANK];
   int nax = 0;
-  bool axes_input = d->k == R_SUM || I->opset >= 18;
+  bool axes_input = d->k == R_SUM ? I->opset >= 13 : I->opset >= 18;
   if (axes_input) {
     if (has_in(I, 1) && !in_ints(I, 1, "axes", ax, MLC_MAX_RANK, &nax)) return false;
     if (attr(N, "axes")) { nerr(I, "axes is an input from opset %d on, not an attribute", d->k == R_SUM ? 13 : 18); return false; }
@@ -856,6 +883,7 @@ static bool op_squeeze(imp *I, const op_def *d) {
   int64_t ax[MLC_MAX_RANK];
   int nax = 0, r = x->type.rank;
   if (has_in(I, 1) && !in_ints(I, 1, "axes", ax, MLC_MAX_RANK, &nax)) return false;
+  if (!attr_ints(I, "axes", 13, ax, MLC_MAX_RANK, &nax)) return false;
   if (d->k == 1 && nax == 0) { nerr(I, "Unsqueeze needs axes"); return false; }
   int out_r = d->k ? r + nax : r;
   if (out_r > MLC_MAX_RANK) { nerr(I, "the result has rank %d; mlc supports at most %d", out_r, MLC_MAX_RANK); return false; }
@@ -960,8 +988,9 @@ static bool op_split(imp *I, const op_def *d) {
   int64_t sz[64];
   int n = 0;
   if (nout == 0 || nout > 64) { nerr(I, "needs 1 to 64 outputs"); return false; }
-  if (has_in(I, 1)) {
-    if (!in_ints(I, 1, "split", sz, 64, &n)) return false;
+  if (!attr_ints(I, "split", 13, sz, 64, &n)) return false;
+  if (has_in(I, 1) || n) {
+    if (!n && !in_ints(I, 1, "split", sz, 64, &n)) return false;
     if ((uint32_t)n != nout) { nerr(I, "split has %d sizes for %u outputs", n, nout); return false; }
   } else {
     int64_t parts = attr(N, "num_outputs") ? attr_i(N, "num_outputs", 1) : nout;
@@ -1079,7 +1108,12 @@ static bool op_gather(imp *I, const op_def *d) {
     val tmp = {.name = mlc_arena_printf(I->a, "%s.from_start", iv->name), .node = NONE, .type = ti, .data = data};
     idx = negative ? node_of(I, &tmp) : node_of(I, iv);
   } else {
+    /* Indices known at run time: i + n * [i < 0], with [i < 0] = min(relu(-i), 1)
+     * in integer arithmetic. */
     idx = node_of(I, iv);
+    uint32_t neg = emit1(I, MLC_OP_RELU, emit1(I, MLC_OP_NEG, idx));
+    uint32_t ind = emit2(I, MLC_OP_SUB, neg, emit1(I, MLC_OP_RELU, emit2(I, MLC_OP_SUB, neg, like(I, idx, 1))));
+    idx = emit2(I, MLC_OP_ADD, idx, emit2(I, MLC_OP_MUL, ind, like(I, idx, (double)t.dim[axis])));
   }
   /* Move the axis to the front, gather rows of [n, rest], move it back. */
   int perm[MLC_MAX_RANK], r = t.rank;
@@ -1362,77 +1396,77 @@ static bool op_eyelike(imp *I, const op_def *d) {
 #undef N
 
 static const op_def op_table[] = {
-  {"Relu", op_unary, "", MLC_OP_RELU},
-  {"Sigmoid", op_unary, "", MLC_OP_SIGMOID},
-  {"Tanh", op_unary, "", MLC_OP_TANH},
-  {"Exp", op_unary, "", MLC_OP_EXP},
-  {"Log", op_unary, "", MLC_OP_LOG},
-  {"Sqrt", op_unary, "", MLC_OP_SQRT},
-  {"Neg", op_unary, "", MLC_OP_NEG},
-  {"Identity", op_identity, "", 0},
-  {"Abs", op_act, "", V_ABS},
-  {"Reciprocal", op_act, "", V_RECIP},
-  {"Softplus", op_act, "", V_SOFTPLUS},
-  {"Softsign", op_act, "", V_SOFTSIGN},
-  {"Elu", op_act, "alpha", V_ELU},
-  {"Selu", op_act, "alpha gamma", V_SELU},
-  {"Celu", op_act, "alpha", V_CELU},
-  {"LeakyRelu", op_act, "alpha", V_LEAKY},
-  {"HardSigmoid", op_act, "alpha beta", V_HSIG},
-  {"HardSwish", op_act, "", V_HSWISH},
-  {"PRelu", op_prelu, "", 0},
-  {"Clip", op_clip, "", 0},
-  {"Add", op_binary, "", MLC_OP_ADD},
-  {"Sub", op_binary, "", MLC_OP_SUB},
-  {"Mul", op_binary, "", MLC_OP_MUL},
-  {"Div", op_binary, "", MLC_OP_DIV},
-  {"Pow", op_pow, "", 0},
-  {"Max", op_variadic, "", '>'},
-  {"Min", op_variadic, "", '<'},
-  {"Sum", op_variadic, "", 'S'},
-  {"Mean", op_variadic, "", 'M'},
-  {"Cast", op_cast, "to saturate", 0},
-  {"CastLike", op_cast, "saturate", 1},
-  {"MatMul", op_matmul, "", 0},
-  {"Gemm", op_gemm, "alpha beta transA transB", 0},
-  {"Softmax", op_softmax, "axis", 0},
-  {"LogSoftmax", op_softmax, "axis", 1},
-  {"ReduceSum", op_reduce, "keepdims noop_with_empty_axes", R_SUM},
-  {"ReduceMean", op_reduce, "axes keepdims noop_with_empty_axes", R_MEAN},
-  {"ReduceMax", op_reduce, "axes keepdims noop_with_empty_axes", R_MAX},
-  {"ReduceMin", op_reduce, "axes keepdims noop_with_empty_axes", R_MIN},
-  {"ReduceSumSquare", op_reduce, "axes keepdims noop_with_empty_axes", R_SUMSQ},
-  {"ReduceL1", op_reduce, "axes keepdims noop_with_empty_axes", R_L1},
-  {"ReduceL2", op_reduce, "axes keepdims noop_with_empty_axes", R_L2},
-  {"ReduceLogSum", op_reduce, "axes keepdims noop_with_empty_axes", R_LOGSUM},
-  {"ReduceLogSumExp", op_reduce, "axes keepdims noop_with_empty_axes", R_LOGSUMEXP},
-  {"Reshape", op_reshape, "allowzero", 0},
-  {"Flatten", op_flatten, "axis", 0},
-  {"Squeeze", op_squeeze, "", 0},
-  {"Unsqueeze", op_squeeze, "", 1},
-  {"Transpose", op_transpose, "perm", 0},
-  {"Concat", op_concat, "axis", 0},
-  {"Slice", op_slice, "", 0},
-  {"Split", op_split, "axis num_outputs", 0},
-  {"Expand", op_expand, "", 0},
-  {"Tile", op_tile, "", 0},
-  {"DepthToSpace", op_depth_space, "blocksize mode", 0},
-  {"SpaceToDepth", op_depth_space, "blocksize", 1},
-  {"Gather", op_gather, "axis", 0},
-  {"BatchNormalization", op_batchnorm, "epsilon momentum training_mode", 0},
-  {"LayerNormalization", op_layernorm, "axis epsilon stash_type", 0},
-  {"InstanceNormalization", op_instancenorm, "epsilon", 0},
-  {"MeanVarianceNormalization", op_mvn, "axes", 0},
-  {"LpNormalization", op_lpnorm, "axis p", 0},
-  {"GlobalAveragePool", op_global_pool, "", MLC_OP_MEAN},
-  {"GlobalMaxPool", op_global_pool, "", MLC_OP_MAX},
-  {"Dropout", op_dropout, "seed", 0},
-  {"Constant", op_constant, "value value_float value_floats value_int value_ints", 0},
-  {"Shape", op_shape, "start end", 0},
-  {"Size", op_shape, "", 1},
-  {"ConstantOfShape", op_constant_of_shape, "value", 0},
-  {"Range", op_range, "", 0},
-  {"EyeLike", op_eyelike, "dtype k", 0},
+  {"Relu", op_unary, "", MLC_OP_RELU, 6},
+  {"Sigmoid", op_unary, "", MLC_OP_SIGMOID, 6},
+  {"Tanh", op_unary, "", MLC_OP_TANH, 6},
+  {"Exp", op_unary, "", MLC_OP_EXP, 6},
+  {"Log", op_unary, "", MLC_OP_LOG, 6},
+  {"Sqrt", op_unary, "", MLC_OP_SQRT, 6},
+  {"Neg", op_unary, "", MLC_OP_NEG, 6},
+  {"Identity", op_identity, "", 0, 1},
+  {"Abs", op_act, "", V_ABS, 6},
+  {"Reciprocal", op_act, "", V_RECIP, 6},
+  {"Softplus", op_act, "", V_SOFTPLUS, 1},
+  {"Softsign", op_act, "", V_SOFTSIGN, 1},
+  {"Elu", op_act, "alpha", V_ELU, 6},
+  {"Selu", op_act, "alpha gamma", V_SELU, 6},
+  {"Celu", op_act, "alpha", V_CELU, 12},
+  {"LeakyRelu", op_act, "alpha", V_LEAKY, 6},
+  {"HardSigmoid", op_act, "alpha beta", V_HSIG, 6},
+  {"HardSwish", op_act, "", V_HSWISH, 14},
+  {"PRelu", op_prelu, "", 0, 7},
+  {"Clip", op_clip, "", 0, 11},
+  {"Add", op_binary, "", MLC_OP_ADD, 7},
+  {"Sub", op_binary, "", MLC_OP_SUB, 7},
+  {"Mul", op_binary, "", MLC_OP_MUL, 7},
+  {"Div", op_binary, "", MLC_OP_DIV, 7},
+  {"Pow", op_pow, "", 0, 7},
+  {"Max", op_variadic, "", '>', 8},
+  {"Min", op_variadic, "", '<', 8},
+  {"Sum", op_variadic, "", 'S', 8},
+  {"Mean", op_variadic, "", 'M', 8},
+  {"Cast", op_cast, "to saturate", 0, 6},
+  {"CastLike", op_cast, "saturate", 1, 15},
+  {"MatMul", op_matmul, "", 0, 1},
+  {"Gemm", op_gemm, "alpha beta transA transB", 0, 7},
+  {"Softmax", op_softmax, "axis", 0, 1},
+  {"LogSoftmax", op_softmax, "axis", 1, 1},
+  {"ReduceSum", op_reduce, "axes keepdims noop_with_empty_axes", R_SUM, 1},
+  {"ReduceMean", op_reduce, "axes keepdims noop_with_empty_axes", R_MEAN, 1},
+  {"ReduceMax", op_reduce, "axes keepdims noop_with_empty_axes", R_MAX, 1},
+  {"ReduceMin", op_reduce, "axes keepdims noop_with_empty_axes", R_MIN, 1},
+  {"ReduceSumSquare", op_reduce, "axes keepdims noop_with_empty_axes", R_SUMSQ, 1},
+  {"ReduceL1", op_reduce, "axes keepdims noop_with_empty_axes", R_L1, 1},
+  {"ReduceL2", op_reduce, "axes keepdims noop_with_empty_axes", R_L2, 1},
+  {"ReduceLogSum", op_reduce, "axes keepdims noop_with_empty_axes", R_LOGSUM, 1},
+  {"ReduceLogSumExp", op_reduce, "axes keepdims noop_with_empty_axes", R_LOGSUMEXP, 1},
+  {"Reshape", op_reshape, "allowzero", 0, 5},
+  {"Flatten", op_flatten, "axis", 0, 1},
+  {"Squeeze", op_squeeze, "axes", 0, 1},
+  {"Unsqueeze", op_squeeze, "axes", 1, 1},
+  {"Transpose", op_transpose, "perm", 0, 1},
+  {"Concat", op_concat, "axis", 0, 4},
+  {"Slice", op_slice, "", 0, 10},
+  {"Split", op_split, "axis num_outputs split", 0, 2},
+  {"Expand", op_expand, "", 0, 8},
+  {"Tile", op_tile, "", 0, 6},
+  {"DepthToSpace", op_depth_space, "blocksize mode", 0, 1},
+  {"SpaceToDepth", op_depth_space, "blocksize", 1, 1},
+  {"Gather", op_gather, "axis", 0, 1},
+  {"BatchNormalization", op_batchnorm, "epsilon momentum training_mode", 0, 9},
+  {"LayerNormalization", op_layernorm, "axis epsilon stash_type", 0, 17},
+  {"InstanceNormalization", op_instancenorm, "epsilon", 0, 6},
+  {"MeanVarianceNormalization", op_mvn, "axes", 0, 9},
+  {"LpNormalization", op_lpnorm, "axis p", 0, 1},
+  {"GlobalAveragePool", op_global_pool, "", MLC_OP_MEAN, 1},
+  {"GlobalMaxPool", op_global_pool, "", MLC_OP_MAX, 1},
+  {"Dropout", op_dropout, "seed", 0, 12},
+  {"Constant", op_constant, "value value_float value_floats value_int value_ints", 0, 9},
+  {"Shape", op_shape, "start end", 0, 1},
+  {"Size", op_shape, "", 1, 1},
+  {"ConstantOfShape", op_constant_of_shape, "value", 0, 9},
+  {"Range", op_range, "", 0, 11},
+  {"EyeLike", op_eyelike, "dtype k", 0, 9},
 };
 
 static bool attr_listed(const char *list, const char *name) {
@@ -1457,6 +1491,10 @@ static bool lower_node(imp *I) {
   for (size_t i = 0; i < sizeof op_table / sizeof *op_table; i++) {
     const op_def *d = &op_table[i];
     if (strcmp(d->name, n->op_type)) continue;
+    if (I->opset < d->since) {
+      nerr(I, "unsupported opset: mlc lowers %s as defined from opset %d on", d->name, d->since);
+      return false;
+    }
     for (size_t k = 0; k < n->n_attribute; k++) {
       const char *an = n->attribute[k]->name ? n->attribute[k]->name : "";
       if (!attr_listed(d->attrs, an)) {
@@ -1628,9 +1666,8 @@ bool mlc_onnx_import(mlc_program *p, mlc_diag *d, const char *name, const uint8_
     if (!dom || !dom[0] || !strcmp(dom, "ai.onnx")) I.opset = (int)m->opset_import[i]->version;
   }
   if (I.opset < 0 && m->n_opset_import == 0) I.opset = 1; /* IR version 2 models: opset 1 implied */
-  if (I.opset < 13) {
-    nerr(&I, "the model imports opset %d of the default domain; mlc reads opset 13 and later (re-export it with "
-         "opset_version=13 or newer)", I.opset);
+  if (I.opset < 1) {
+    nerr(&I, "the model imports no opset of the default domain (ai.onnx); mlc reads its ops only");
   } else {
     p->name = "model";
     if (m->graph && m->graph->name && m->graph->name[0]) {
