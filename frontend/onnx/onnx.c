@@ -388,7 +388,7 @@ static bool in_ints(imp *I, uint32_t k, const char *what, int64_t *out, int max,
 
 static val *out_val(imp *I, uint32_t k) {
   if (k >= I->n->n_output || !I->n->output[k] || !I->n->output[k][0]) return NULL;
-  return define(I, I->n->output[k]);
+  return define(I, mlc_arena_strdup(I->a, I->n->output[k])); /* the message is freed after lowering */
 }
 
 static bool set_out(imp *I, uint32_t k, uint32_t node) {
