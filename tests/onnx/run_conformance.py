@@ -60,7 +60,7 @@ def read_pb(path):
 
 def classify(stderr, rc):
     """(status, reason) from a failed mlc run."""
-    m = re.search(r"\((\w+), opset \d+\): unsupported op", stderr)
+    m = re.search(r"\((\w+), opset \d+\): unsupported op$", stderr, re.M)
     if m:
         return "UNSUPPORTED", "op " + m.group(1)
     m = re.search(r"unsupported op \(domain '([^']*)'\)", stderr)
