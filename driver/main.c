@@ -24,6 +24,9 @@
 #include <math.h>
 
 #include "frontend/frontend.h"
+#ifdef MLC_HAVE_ONNX
+#include "frontend/onnx/onnx.h"
+#endif
 #include "mlc_version.h"
 #include "passes/passes.h"
 #include "runtime/status.h"
@@ -50,6 +53,7 @@
 enum { EXIT_OK = 0, EXIT_USER = 1, EXIT_USAGE = 2, EXIT_INTERNAL = 3, EXIT_NO_TARGET = 4 };
 
 #define MAX_SOURCE_BYTES (64u << 20)
+#define MAX_ONNX_BYTES (2040u << 20) /* protobuf's limit is 2 GiB */
 #define MAX_DEFINES 256
 
 static const struct {
@@ -153,7 +157,7 @@ static void on_crash(int sig) {
 }
 
 /* Reads the whole file; NULL with a message on failure. */
-static char *read_file(const char *path, size_t *out_len) {
+static char *read_file(const char *path, size_t max, size_t *out_len) {
   FILE *f = fopen(path, "rb");
   if (!f) {
     fprintf(stderr, "mlc: cannot open '%s': %s\n", path, strerror(errno));
@@ -171,8 +175,8 @@ static char *read_file(const char *path, size_t *out_len) {
     if (!buf) { fprintf(stderr, "mlc: out of memory reading '%s'\n", path); fclose(f); return NULL; }
     size_t got = fread(buf + len, 1, cap - len, f);
     len += got;
-    if (len > MAX_SOURCE_BYTES) {
-      fprintf(stderr, "mlc: '%s' is larger than %u MB; that is not a model description\n", path, MAX_SOURCE_BYTES >> 20);
+    if (len > max) {
+      fprintf(stderr, "mlc: '%s' is larger than %zu MB; that is not a model description\n", path, max >> 20);
       free(buf);
       fclose(f);
       return NULL;
@@ -410,6 +414,13 @@ static int parse_args(options *o, int argc, char **argv) {
   return -1;
 }
 
+/* An ONNX model's initializers: the values of its parameters. */
+#ifdef MLC_HAVE_ONNX
+typedef mlc_onnx_weights onnx_weights;
+#else
+typedef struct { uint32_t n; } onnx_weights;
+#endif
+
 /* Whether the fsdp pass shards the train block's units: always for
  * cuda-nccl; on the CPU with --fsdp, or when a launcher started several
  * ranks (the artifact itself runs at any world size). */
@@ -423,13 +434,43 @@ static bool sharded(const options *o) {
 
 /* Reads, parses, lowers and runs the passes.  Returns -1 to go on, or the
  * exit status (diagnostics printed). */
-static int frontend(const options *o, mlc_program *prog, mlc_diag *diag, char **src) {
+static int passes(const options *o, mlc_program *prog, mlc_diag *diag, bool ok, double t0);
+
+static bool is_onnx(const char *path) {
+  size_t n = strlen(path);
+  return n >= 5 && !strcmp(path + n - 5, ".onnx");
+}
+
+/* model.onnx: frontend/onnx/ instead of the .mdl frontend; the passes are the same. */
+static int onnx_frontend(const options *o, mlc_program *prog, mlc_diag *diag, const char *src, size_t len, double t0,
+                         double t1, onnx_weights *weights) {
+  if (o->entry || (o->emit && !strcmp(o->emit, "ast"))) {
+    fprintf(stderr, "mlc: %s does not apply to an ONNX model\n", o->entry ? "--entry" : "--emit ast");
+    return EXIT_USAGE;
+  }
+#ifdef MLC_HAVE_ONNX
+  bool ok = mlc_onnx_import(prog, diag, o->file, (const uint8_t *)src, len, o->defines, o->ndefines, weights);
+  mlc_options_apply(prog, &o->cg);
+  if (o->time_passes) fprintf(stderr, "mlc: time per phase\n  %-12s %9.3f ms\n  %-12s %9.3f ms\n", "read",
+                              (t1 - t0) * 1e3, "import", (mlc_now() - t1) * 1e3);
+  return passes(o, prog, diag, ok, t0);
+#else
+  (void)prog, (void)diag, (void)src, (void)len, (void)t0, (void)t1, (void)weights;
+  fprintf(stderr, "mlc: this mlc was built without the ONNX frontend (configure with -DMLC_FRONTEND_ONNX=ON, which "
+          "needs libprotobuf-c-dev, protobuf-c-compiler and libonnx-dev)\n");
+  return EXIT_NO_TARGET;
+#endif
+}
+
+static int frontend(const options *o, mlc_program *prog, mlc_diag *diag, char **src, onnx_weights *weights) {
   FILE *tf = o->time_passes ? stderr : NULL;
   double t0 = mlc_now();
   size_t len;
-  *src = read_file(o->file, &len);
+  bool onnx = is_onnx(o->file);
+  *src = read_file(o->file, onnx ? MAX_ONNX_BYTES : MAX_SOURCE_BYTES, &len);
   if (!*src) return EXIT_USER;
   double t1 = mlc_now();
+  if (onnx) return onnx_frontend(o, prog, diag, *src, len, t0, t1, weights);
   uint32_t fid = mlc_diag_add_source(diag, o->file, *src, len), ntoks;
   mlc_token *toks = mlc_lex(prog->arena, diag, fid, *src, len, &ntoks);
   /* After a lexing error the parser would only report its consequences. */
@@ -442,6 +483,12 @@ static int frontend(const options *o, mlc_program *prog, mlc_diag *diag, char **
   mlc_options_apply(prog, &o->cg);
   double t3 = mlc_now();
   if (tf) fprintf(tf, "  %-12s %9.3f ms\n", "lower", (t3 - t2) * 1e3);
+  return passes(o, prog, diag, ok, t0);
+}
+
+/* The pass pipeline after either frontend; -1 to go on, or the exit status. */
+static int passes(const options *o, mlc_program *prog, mlc_diag *diag, bool ok, double t0) {
+  FILE *tf = o->time_passes ? stderr : NULL;
   mlc_pipeline_options po = {o->print_after, stdout, tf, o->target, sharded(o), false};
   ok = ok && mlc_pipeline_run(prog, diag, &po);
   if (tf) fprintf(tf, "  %-12s %9.3f ms\n", "total", (mlc_now() - t0) * 1e3);
@@ -629,7 +676,7 @@ static void nccl_hang(const char *why) {
 
 /* Compiles for the target, then writes the artifact (compile) or runs a
  * session on it (run, bench, train). */
-static int run_target(const options *o, mlc_program *prog) {
+static int run_target(const options *o, mlc_program *prog, const onnx_weights *ow) {
   char err[512];
   bool nccl = !strcmp(o->target, "cuda-nccl"), cuda = nccl || !strcmp(o->target, "cuda");
   bool metal = !strcmp(o->target, "metal"), spirv = !strcmp(o->target, "spirv");
@@ -767,6 +814,15 @@ static int run_target(const options *o, mlc_program *prog) {
     if ((st = mlc_session_load_weights(s, o->weights))) goto fail;
   } else {
     mlc_session_init_params(s, o->seed);
+#ifdef MLC_HAVE_ONNX
+    for (uint32_t i = 0; i < ow->n; i++) { /* the model's own values, not random ones */
+      void *at = mlc_session_param_data(s, ow->w[i].param);
+      if (!at) { st = mlc_status_make(MLC_INTERNAL, "cannot write parameter %u", ow->w[i].param); goto fail; }
+      memcpy(at, ow->w[i].data, ow->w[i].bytes);
+    }
+#else
+    (void)ow;
+#endif
   }
   if (o->resume && (st = mlc_session_load_checkpoint(s, o->resume))) goto fail;
   if (o->cmd == CMD_TRAIN) {
@@ -1040,12 +1096,13 @@ static int cmd_main(command cmd, const char *name, int argc, char **argv) {
     mlc_program prog;
     mlc_program_init(&prog, &arena);
     char *src = NULL;
-    rc = frontend(&o, &prog, &diag, &src);
+    onnx_weights ow = {0};
+    rc = frontend(&o, &prog, &diag, &src, &ow);
     if (rc < 0) {
       rc = EXIT_OK;
       if (o.target && !strcmp(o.target, "cpu")) {
 #ifdef MLC_HAVE_CPU
-        rc = run_target(&o, &prog);
+        rc = run_target(&o, &prog, &ow);
 #else
         fprintf(stderr, "mlc: this mlc was built without the CPU target (configure with -DMLC_BACKEND_CPU=ON, "
                 "which needs llvm-14-dev)\n");
@@ -1053,7 +1110,7 @@ static int cmd_main(command cmd, const char *name, int argc, char **argv) {
 #endif
       } else if (o.target && (!strcmp(o.target, "cuda") || !strcmp(o.target, "cuda-nccl") || !strcmp(o.target, "metal"))) {
 #ifdef MLC_HAVE_CUDA
-        rc = run_target(&o, &prog);
+        rc = run_target(&o, &prog, &ow);
 #else
         fprintf(stderr, "mlc: this mlc was built without the CUDA and Metal code generators (configure with "
                 "-DMLC_BACKEND_CUDA=ON)\n");
@@ -1061,7 +1118,7 @@ static int cmd_main(command cmd, const char *name, int argc, char **argv) {
 #endif
       } else if (o.target && !strcmp(o.target, "spirv")) {
 #ifdef MLC_HAVE_SPIRV
-        rc = run_target(&o, &prog);
+        rc = run_target(&o, &prog, &ow);
 #else
         fprintf(stderr, "mlc: this mlc was built without the SPIR-V target (configure with -DMLC_BACKEND_SPIRV=ON, "
                 "which needs spirv-tools, spirv-headers and libvulkan-dev)\n");

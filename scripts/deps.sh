@@ -12,6 +12,8 @@ pkgs=(
   openmpi-bin libopenmpi-dev                         # FSDP on the CPU: mpirun and the collectives (tests label dist)
   spirv-tools spirv-headers libvulkan-dev            # SPIR-V target: validator, optimizer, headers
   mesa-vulkan-drivers vulkan-validationlayers        # Vulkan on the CPU (lavapipe) for the spirv tests, validated
+  libprotobuf-c-dev protobuf-c-compiler libonnx-dev  # ONNX frontend: protobuf-c, protoc-c, onnx.proto
+  libonnx-testdata python3-onnx                      # ONNX conformance tests (tests/onnx/)
 )
 missing=()
 for p in "${pkgs[@]}"; do

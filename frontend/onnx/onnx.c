@@ -1,0 +1,1684 @@
+/* The ONNX frontend: reads a ModelProto with protobuf-c and lowers its graph
+ * into mlc's IR (see onnx.h for the contract).
+ *
+ * Each ONNX tensor name maps to a `val`: an IR node, data known at compile
+ * time, or both.  Known data is made into a node only when a runtime op
+ * reads it: a scalar becomes a CONST, anything larger a parameter (an
+ * initializer keeps its name).  Ops are lowered by the handlers in the
+ * table at the end of the file; an op that is not in it, or an attribute a
+ * handler does not list, is an error naming the node.
+ */
+#include "frontend/onnx/onnx.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "onnx.pb-c.h"
+
+#define NONE UINT32_MAX
+#define MAX_GRAPH_NODES (1u << 18)
+#define MAX_FOLD_NUMEL (1 << 20) /* compile-time tensors made by folding, in elements */
+
+typedef struct {
+  const char *name;
+  uint32_t node;       /* IR node, NONE until a runtime op reads it */
+  mlc_type type;
+  const uint8_t *data; /* known at compile time: numel * dtype size bytes, or NULL */
+  bool init;           /* a graph initializer */
+  bool graph_input;
+} val;
+
+typedef struct {
+  mlc_program *p;
+  mlc_diag *d;
+  mlc_arena *a;
+  mlc_func *f;
+  const char *file;
+  int opset;
+  const Onnx__NodeProto *n; /* the node being lowered, for messages */
+  uint32_t ni;
+  val *v;
+  uint32_t nv, cap;
+  uint32_t *hash; /* open addressing over v: index + 1, 0 empty */
+  uint32_t hcap;
+  const mlc_define *defs;
+  uint32_t ndefs;
+  mlc_onnx_weight *w;
+  uint32_t nw, wcap;
+} imp;
+
+/* ---- messages ---- */
+
+static void nerr(imp *I, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void nerr(imp *I, const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (I->n)
+    mlc_error(I->d, (mlc_loc){0}, "%s: node %u '%s' (%s, opset %d): %s", I->file, I->ni, I->n->name ? I->n->name : "",
+              I->n->op_type ? I->n->op_type : "", I->opset, msg);
+  else
+    mlc_error(I->d, (mlc_loc){0}, "%s: %s", I->file, msg);
+}
+
+/* ---- dtypes ---- */
+
+static const char *const onnx_dtype_names[] = {
+  "undefined", "float", "uint8", "int8", "uint16", "int16", "int32", "int64", "string", "bool",
+  "float16", "double", "uint32", "uint64", "complex64", "complex128", "bfloat16",
+};
+
+static const char *onnx_dtype_name(int t) {
+  return t >= 0 && t < (int)(sizeof onnx_dtype_names / sizeof *onnx_dtype_names) ? onnx_dtype_names[t] : "unknown";
+}
+
+static mlc_dtype dtype_of(int t) {
+  switch (t) {
+  case 1: return MLC_DT_F32;
+  case 6: return MLC_DT_I32;
+  case 7: return MLC_DT_I64;
+  case 9: return MLC_DT_BOOL;
+  case 10: return MLC_DT_F16;
+  case 16: return MLC_DT_BF16;
+  default: return MLC_DT_INVALID;
+  }
+}
+
+/* The dtype of ONNX type t, or an error naming what: "unsupported dtype double". */
+static bool want_dtype(imp *I, int t, const char *what, uint8_t *out) {
+  mlc_dtype d = dtype_of(t);
+  if (d == MLC_DT_INVALID) {
+    nerr(I, "%s: unsupported dtype %s (mlc has float, float16, bfloat16, int32, int64 and bool)", what,
+         onnx_dtype_name(t));
+    return false;
+  }
+  *out = (uint8_t)d;
+  return true;
+}
+
+static float half_to_float(uint16_t h) {
+  uint32_t s = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 31, m = h & 1023, bits;
+  if (e == 0) {
+    float f = ldexpf((float)m, -24);
+    return s ? -f : f;
+  }
+  if (e == 31) bits = s | 0x7f800000u | (m << 13);
+  else bits = s | ((e + 112) << 23) | (m << 13);
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
+}
+
+/* Element i of known data as a double or an int64. */
+static double get_f(const val *x, int64_t i) {
+  const uint8_t *p = x->data + (size_t)i * (size_t)mlc_dtype_size((mlc_dtype)x->type.dtype);
+  switch (x->type.dtype) {
+  case MLC_DT_F32: { float f; memcpy(&f, p, 4); return f; }
+  case MLC_DT_F16: { uint16_t h; memcpy(&h, p, 2); return half_to_float(h); }
+  case MLC_DT_BF16: { uint32_t b = (uint32_t)p[0] << 16 | (uint32_t)p[1] << 24; float f; memcpy(&f, &b, 4); return f; }
+  case MLC_DT_I32: { int32_t v; memcpy(&v, p, 4); return v; }
+  case MLC_DT_I64: { int64_t v; memcpy(&v, p, 8); return (double)v; }
+  case MLC_DT_BOOL: return p[0] != 0;
+  default: return 0;
+  }
+}
+
+static int64_t get_i(const val *x, int64_t i) {
+  const uint8_t *p = x->data + (size_t)i * (size_t)mlc_dtype_size((mlc_dtype)x->type.dtype);
+  if (x->type.dtype == MLC_DT_I64) { int64_t v; memcpy(&v, p, 8); return v; }
+  if (x->type.dtype == MLC_DT_I32) { int32_t v; memcpy(&v, p, 4); return v; }
+  if (x->type.dtype == MLC_DT_BOOL) return p[0] != 0;
+  double f = get_f(x, i);
+  return f != f ? 0 : f > 9.2e18 ? INT64_MAX : f < -9.2e18 ? INT64_MIN : (int64_t)f;
+}
+
+/* Stores v as element i of data of dtype dt. */
+static void put(uint8_t *data, uint8_t dt, int64_t i, double v, int64_t iv, bool is_int) {
+  uint8_t *p = data + (size_t)i * (size_t)mlc_dtype_size((mlc_dtype)dt);
+  switch (dt) {
+  case MLC_DT_F32: { float f = (float)v; memcpy(p, &f, 4); break; }
+  case MLC_DT_I32: { int32_t x = is_int ? (int32_t)iv : (int32_t)v; memcpy(p, &x, 4); break; }
+  case MLC_DT_I64: { int64_t x = is_int ? iv : (int64_t)v; memcpy(p, &x, 8); break; }
+  case MLC_DT_BOOL: p[0] = is_int ? iv != 0 : v != 0; break;
+  case MLC_DT_BF16: { float f = (float)v; uint32_t b; memcpy(&b, &f, 4); b += 0x7fff + ((b >> 16) & 1); p[0] = (uint8_t)(b >> 16); p[1] = (uint8_t)(b >> 24); break; }
+  case MLC_DT_F16: {
+    /* round to nearest even through float's bits; subnormals flush towards zero */
+    float f = (float)v;
+    uint32_t b;
+    memcpy(&b, &f, 4);
+    uint32_t s = (b >> 16) & 0x8000, e = (b >> 23) & 255, m = b & 0x7fffff;
+    uint16_t h;
+    if (e == 255) h = (uint16_t)(s | 0x7c00 | (m ? 0x200 : 0));
+    else if (e > 142) h = (uint16_t)(s | 0x7c00);
+    else if (e < 113) h = (uint16_t)s;
+    else {
+      uint32_t r = ((e - 112) << 10) | (m >> 13), rest = m & 0x1fff;
+      if (rest > 0x1000 || (rest == 0x1000 && (r & 1))) r++;
+      h = (uint16_t)(s | r);
+    }
+    memcpy(p, &h, 2);
+    break;
+  }
+  default: break;
+  }
+}
+
+/* ---- the value table ---- */
+
+static uint32_t hash_str(const char *s) {
+  uint32_t h = 2166136261u;
+  for (; *s; s++) h = (h ^ (uint8_t)*s) * 16777619u;
+  return h;
+}
+
+static val *find(imp *I, const char *name) {
+  if (!I->hcap) return NULL;
+  for (uint32_t h = hash_str(name) & (I->hcap - 1);; h = (h + 1) & (I->hcap - 1)) {
+    if (!I->hash[h]) return NULL;
+    if (!strcmp(I->v[I->hash[h] - 1].name, name)) return &I->v[I->hash[h] - 1];
+  }
+}
+
+/* A new value named `name`; NULL (with an error) if the name is taken. */
+static val *define(imp *I, const char *name) {
+  if (find(I, name)) {
+    nerr(I, "tensor '%s' is defined twice (ONNX graphs are single assignment)", name);
+    return NULL;
+  }
+  if (I->nv == I->cap) {
+    uint32_t cap = I->cap ? I->cap * 2 : 256;
+    I->v = mlc_arena_grow(I->a, I->v, I->nv * sizeof *I->v, cap * sizeof *I->v);
+    I->cap = cap;
+  }
+  if (2 * (I->nv + 1) > I->hcap) {
+    uint32_t hcap = I->hcap ? I->hcap * 2 : 512;
+    I->hash = mlc_arena_alloc(I->a, hcap * sizeof *I->hash);
+    I->hcap = hcap;
+    for (uint32_t i = 0; i < I->nv; i++) {
+      uint32_t h = hash_str(I->v[i].name) & (hcap - 1);
+      while (I->hash[h]) h = (h + 1) & (hcap - 1);
+      I->hash[h] = i + 1;
+    }
+  }
+  val *x = &I->v[I->nv];
+  memset(x, 0, sizeof *x);
+  x->name = name;
+  x->node = NONE;
+  uint32_t h = hash_str(name) & (I->hcap - 1);
+  while (I->hash[h]) h = (h + 1) & (I->hcap - 1);
+  I->hash[h] = ++I->nv;
+  return x;
+}
+
+/* ---- building IR ---- */
+
+static const mlc_type *type_of(imp *I, uint32_t node) { return &I->f->nodes[node].type; }
+
+/* Adds a node and runs its shape rule; NONE (with an error naming the ONNX
+ * node) if the rule refuses it or an input already failed. */
+static uint32_t emit(imp *I, mlc_op op, const uint32_t *in, uint32_t nin, const mlc_attrs *a, const mlc_type *preset) {
+  for (uint32_t i = 0; i < nin; i++)
+    if (in[i] == NONE) return NONE;
+  if (I->f->n >= MAX_GRAPH_NODES * 4) {
+    nerr(I, "the model needs more than %u IR operations", MAX_GRAPH_NODES * 4);
+    return NONE;
+  }
+  uint32_t id = mlc_func_add(I->p, I->f, op, in, nin, a, (mlc_loc){0}, "");
+  if (preset) I->f->nodes[id].type = *preset;
+  char err[256];
+  mlc_type t;
+  if (!mlc_infer_type(I->p, I->f, &I->f->nodes[id], &t, err, sizeof err)) {
+    nerr(I, "%s", err);
+    I->f->n--;
+    return NONE;
+  }
+  I->f->nodes[id].type = t;
+  return id;
+}
+
+static uint32_t emit1(imp *I, mlc_op op, uint32_t x) { return emit(I, op, &x, 1, NULL, NULL); }
+static uint32_t emit2(imp *I, mlc_op op, uint32_t x, uint32_t y) {
+  uint32_t in[2] = {x, y};
+  return emit(I, op, in, 2, NULL, NULL);
+}
+
+static uint32_t scalar(imp *I, double v, uint8_t dtype) {
+  mlc_type t = {.dtype = dtype, .rank = 0};
+  mlc_attrs a = {.f = v};
+  return emit(I, MLC_OP_CONST, NULL, 0, &a, &t);
+}
+
+/* A scalar of x's dtype. */
+static uint32_t like(imp *I, uint32_t x, double v) { return x == NONE ? NONE : scalar(I, v, type_of(I, x)->dtype); }
+
+static uint32_t reshape(imp *I, uint32_t x, const int64_t *dims, int rank) {
+  if (x == NONE) return NONE;
+  mlc_type t = {.dtype = type_of(I, x)->dtype, .rank = (uint8_t)rank};
+  memcpy(t.dim, dims, (size_t)rank * sizeof *dims);
+  if (mlc_type_eq(&t, type_of(I, x))) return x;
+  return emit(I, MLC_OP_RESHAPE, &x, 1, NULL, &t);
+}
+
+static uint32_t transpose2(imp *I, uint32_t x, int a0, int a1) {
+  mlc_attrs a = {.axis = a0, .axis2 = a1};
+  return emit(I, MLC_OP_TRANSPOSE, &x, 1, &a, NULL);
+}
+
+/* Output dim i is input dim perm[i]: a sequence of two-axis transposes. */
+static uint32_t permute(imp *I, uint32_t x, const int *perm, int rank) {
+  int cur[MLC_MAX_RANK];
+  for (int i = 0; i < rank; i++) cur[i] = i;
+  for (int i = 0; i < rank && x != NONE; i++) {
+    int j = i;
+    while (cur[j] != perm[i]) j++;
+    if (j == i) continue;
+    x = transpose2(I, x, i, j);
+    int t = cur[i];
+    cur[i] = cur[j], cur[j] = t;
+  }
+  return x;
+}
+
+static uint32_t reduce(imp *I, mlc_op op, uint32_t x, int axis, bool keepdim) {
+  mlc_attrs a = {.axis = axis, .keepdim = keepdim};
+  return emit(I, op, &x, 1, &a, NULL);
+}
+
+static uint32_t slice(imp *I, uint32_t x, int axis, int64_t start, int64_t end) {
+  if (x == NONE) return NONE;
+  if (start == 0 && end == type_of(I, x)->dim[axis]) return x;
+  mlc_attrs a = {.axis = axis, .start = start, .end = end};
+  return emit(I, MLC_OP_SLICE, &x, 1, &a, NULL);
+}
+
+/* max(x, 0) and friends from relu: |x| = relu(x) + relu(-x). */
+static uint32_t vabs(imp *I, uint32_t x) {
+  return emit2(I, MLC_OP_ADD, emit1(I, MLC_OP_RELU, x), emit1(I, MLC_OP_RELU, emit1(I, MLC_OP_NEG, x)));
+}
+
+/* ---- values: reading inputs, setting outputs ---- */
+
+static uint32_t add_weight(imp *I, const char *name, const val *x) {
+  mlc_param prm = {.name = name, .type = x->type, .role = MLC_ROLE_WEIGHT, .init = MLC_INIT_ZEROS};
+  uint32_t id = mlc_program_add_param(I->p, &prm);
+  if (I->nw == I->wcap) {
+    uint32_t cap = I->wcap ? I->wcap * 2 : 16;
+    I->w = mlc_arena_grow(I->a, I->w, I->nw * sizeof *I->w, cap * sizeof *I->w);
+    I->wcap = cap;
+  }
+  I->w[I->nw++] = (mlc_onnx_weight){id, x->data,
+                                    (size_t)mlc_type_numel(&x->type) * (size_t)mlc_dtype_size((mlc_dtype)x->type.dtype)};
+  return id;
+}
+
+/* The IR node of a value, made from its data the first time a runtime op
+ * reads it. */
+static uint32_t node_of(imp *I, val *x) {
+  if (x->node != NONE || !x->data) return x->node;
+  if (!x->init && mlc_type_numel(&x->type) == 1) {
+    double v = get_f(x, 0);
+    bool exact = x->type.dtype != MLC_DT_I64 || (double)get_i(x, 0) == v;
+    if (exact) {
+      uint32_t c = scalar(I, v, x->type.dtype);
+      x->node = reshape(I, c, x->type.dim, x->type.rank);
+      return x->node;
+    }
+  }
+  mlc_attrs a = {.param = add_weight(I, x->name, x)};
+  x->node = emit(I, MLC_OP_PARAM, NULL, 0, &a, &x->type);
+  return x->node;
+}
+
+/* Input k of the current node; NULL if absent (optional and empty). */
+static val *in_val(imp *I, uint32_t k) {
+  if (k >= I->n->n_input || !I->n->input[k] || !I->n->input[k][0]) return NULL;
+  val *x = find(I, I->n->input[k]);
+  if (!x) nerr(I, "input %u '%s' is not defined before this node", k, I->n->input[k]);
+  return x;
+}
+
+static bool has_in(imp *I, uint32_t k) { return k < I->n->n_input && I->n->input[k] && I->n->input[k][0]; }
+
+/* Input k as an IR node; an error if it is missing. */
+static uint32_t in(imp *I, uint32_t k) {
+  if (!has_in(I, k)) {
+    nerr(I, "input %u is missing", k);
+    return NONE;
+  }
+  val *x = in_val(I, k);
+  return x ? node_of(I, x) : NONE;
+}
+
+/* Input k as data known at compile time. */
+static val *in_const(imp *I, uint32_t k, const char *what) {
+  val *x = in_val(I, k);
+  if (!x) {
+    if (!has_in(I, k)) nerr(I, "input %u (%s) is missing", k, what);
+    return NULL;
+  }
+  if (!x->data) {
+    if (x->graph_input)
+      nerr(I, "input %u (%s) is graph input '%s', which must be known at compile time: mlc needs it as an "
+           "initializer or a Constant", k, what, x->name);
+    else
+      nerr(I, "input %u (%s) '%s' must be known at compile time (an initializer, a Constant or computed from "
+           "them and static shapes)", k, what, x->name);
+    return NULL;
+  }
+  return x;
+}
+
+/* Input k as a list of integers known at compile time (1-D or a scalar). */
+static bool in_ints(imp *I, uint32_t k, const char *what, int64_t *out, int max, int *n) {
+  val *x = in_const(I, k, what);
+  if (!x) return false;
+  int64_t numel = mlc_type_numel(&x->type);
+  if (x->type.rank > 1 || numel > max || mlc_dtype_is_float((mlc_dtype)x->type.dtype)) {
+    nerr(I, "input %u (%s) must be a 1-D integer tensor of at most %d values", k, what, max);
+    return false;
+  }
+  for (int64_t i = 0; i < numel; i++) out[i] = get_i(x, i);
+  *n = (int)numel;
+  return true;
+}
+
+static val *out_val(imp *I, uint32_t k) {
+  if (k >= I->n->n_output || !I->n->output[k] || !I->n->output[k][0]) return NULL;
+  return define(I, mlc_arena_strdup(I->a, I->n->output[k])); /* the message is freed after lowering */
+}
+
+static bool set_out(imp *I, uint32_t k, uint32_t node) {
+  if (node == NONE) return false;
+  val *x = out_val(I, k);
+  if (!x) return k >= I->n->n_output || !I->n->output[k] || !I->n->output[k][0];
+  x->node = node;
+  x->type = *type_of(I, node);
+  return true;
+}
+
+/* A compile-time output: type t, data (numel * size bytes, in the arena). */
+static bool set_const(imp *I, uint32_t k, const mlc_type *t, const uint8_t *data) {
+  val *x = out_val(I, k);
+  if (!x) return false;
+  x->type = *t;
+  x->data = data;
+  return true;
+}
+
+static uint8_t *alloc_data(imp *I, const mlc_type *t) {
+  return mlc_arena_alloc(I->a, (size_t)mlc_type_numel(t) * (size_t)mlc_dtype_size((mlc_dtype)t->dtype) + 1);
+}
+
+/* Only output 0 may be used (Dropout's mask, LayerNormalization's Mean ...). */
+static bool only_outputs(imp *I, uint32_t n) {
+  for (uint32_t k = n; k < I->n->n_output; k++)
+    if (I->n->output[k] && I->n->output[k][0]) {
+      nerr(I, "output %u ('%s') is not supported", k, I->n->output[k]);
+      return false;
+    }
+  return true;
+}
+
+/* ---- attributes ---- */
+
+static const Onnx__AttributeProto *attr(const Onnx__NodeProto *n, const char *name) {
+  for (size_t i = 0; i < n->n_attribute; i++)
+    if (n->attribute[i]->name && !strcmp(n->attribute[i]->name, name)) return n->attribute[i];
+  return NULL;
+}
+
+static int64_t attr_i(const Onnx__NodeProto *n, const char *name, int64_t def) {
+  const Onnx__AttributeProto *a = attr(n, name);
+  return a && a->has_i ? a->i : def;
+}
+
+static double attr_f(const Onnx__NodeProto *n, const char *name, double def) {
+  const Onnx__AttributeProto *a = attr(n, name);
+  return a && a->has_f ? a->f : def;
+}
+
+static bool attr_s(const Onnx__NodeProto *n, const char *name, const char *want_default, const char *is) {
+  const Onnx__AttributeProto *a = attr(n, name);
+  if (!a || !a->has_s) return !strcmp(want_default, is);
+  return strlen(is) == a->s.len && !memcmp(a->s.data, is, a->s.len);
+}
+
+/* An attribute that became an input in opset `became_input`: read it
+ * (at most max values) before that opset, refuse it from then on. */
+static bool attr_ints(imp *I, const char *name, int became_input, int64_t *out, int max, int *n) {
+  const Onnx__AttributeProto *a = attr(I->n, name);
+  if (!a) return true;
+  if (I->opset >= became_input) {
+    nerr(I, "%s is an input from opset %d on, not an attribute", name, became_input);
+    return false;
+  }
+  if (a->n_ints > (size_t)max) {
+    nerr(I, "%s has more than %d values", name, max);
+    return false;
+  }
+  for (size_t i = 0; i < a->n_ints; i++) out[i] = a->ints[i];
+  *n = (int)a->n_ints;
+  return true;
+}
+
+/* Normalises axis (ONNX allows -rank..rank-1); false with an error if out of range. */
+static bool norm_axis(imp *I, int64_t axis, int rank, int *out) {
+  if (axis < -rank || axis >= rank) {
+    nerr(I, "axis %lld is out of range for rank %d", (long long)axis, rank);
+    return false;
+  }
+  *out = (int)(axis < 0 ? axis + rank : axis);
+  return true;
+}
+
+/* ---- reading tensors ---- */
+
+static bool dims_numel(imp *I, const int64_t *dims, size_t n, const char *what, mlc_type *t) {
+  if (n > MLC_MAX_RANK) {
+    nerr(I, "%s has rank %zu; mlc supports at most %d", what, n, MLC_MAX_RANK);
+    return false;
+  }
+  t->rank = (uint8_t)n;
+  int64_t numel = 1;
+  for (size_t i = 0; i < n; i++) {
+    if (dims[i] < 1) {
+      nerr(I, "%s has dimension %zu of size %lld; mlc needs positive sizes", what, i, (long long)dims[i]);
+      return false;
+    }
+    if (dims[i] > MLC_MAX_NUMEL / numel) {
+      nerr(I, "%s has more than 2^48 elements", what);
+      return false;
+    }
+    numel *= dims[i];
+    t->dim[i] = dims[i];
+  }
+  return true;
+}
+
+/* A TensorProto's type and its data, copied into the arena. */
+static bool read_tensor(imp *I, const Onnx__TensorProto *tp, const char *what, mlc_type *t, const uint8_t **out) {
+  if (tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
+    nerr(I, "%s: data in external files is not supported", what);
+    return false;
+  }
+  if (!want_dtype(I, tp->has_data_type ? tp->data_type : 0, what, &t->dtype)) return false;
+  if (!dims_numel(I, tp->dims, tp->n_dims, what, t)) return false;
+  int64_t numel = mlc_type_numel(t);
+  size_t esz = (size_t)mlc_dtype_size((mlc_dtype)t->dtype), bytes = (size_t)numel * esz;
+  uint8_t *data = mlc_arena_alloc(I->a, bytes + 1);
+  if (tp->has_raw_data) {
+    if (tp->raw_data.len != bytes) {
+      nerr(I, "%s: raw_data has %zu bytes, its shape needs %zu", what, tp->raw_data.len, bytes);
+      return false;
+    }
+    memcpy(data, tp->raw_data.data, bytes);
+  } else {
+    size_t have = t->dtype == MLC_DT_F32 ? tp->n_float_data : t->dtype == MLC_DT_I64 ? tp->n_int64_data : tp->n_int32_data;
+    if (have != (size_t)numel) {
+      nerr(I, "%s: holds %zu values, its shape needs %lld", what, have, (long long)numel);
+      return false;
+    }
+    for (int64_t i = 0; i < numel; i++) {
+      uint8_t *p = data + (size_t)i * esz;
+      if (t->dtype == MLC_DT_F32) memcpy(p, &tp->float_data[i], 4);
+      else if (t->dtype == MLC_DT_I64) memcpy(p, &tp->int64_data[i], 8);
+      else if (t->dtype == MLC_DT_I32) memcpy(p, &tp->int32_data[i], 4);
+      else if (t->dtype == MLC_DT_BOOL) p[0] = tp->int32_data[i] != 0;
+      else { uint16_t h = (uint16_t)tp->int32_data[i]; memcpy(p, &h, 2); } /* f16, bf16: the bits */
+    }
+  }
+  *out = data;
+  return true;
+}
+
+/* ---- op handlers ---- */
+
+typedef struct op_def op_def;
+typedef bool (*op_fn)(imp *I, const op_def *d);
+struct op_def {
+  const char *name;
+  op_fn fn;
+  const char *attrs; /* the attributes the handler reads, space separated */
+  int k;             /* handler-specific: an IR op, a variant */
+  int since;         /* the first opset whose definition of the op this handler follows */
+};
+
+#define N (I->n)
+
+static bool op_unary(imp *I, const op_def *d) { return set_out(I, 0, emit1(I, (mlc_op)d->k, in(I, 0))); }
+
+static bool op_identity(imp *I, const op_def *d) {
+  (void)d;
+  val *x = in_val(I, 0);
+  if (!x) return has_in(I, 0) ? false : (nerr(I, "input 0 is missing"), false);
+  if (x->data && x->node == NONE) return set_const(I, 0, &x->type, x->data);
+  return set_out(I, 0, node_of(I, x));
+}
+
+static bool op_binary(imp *I, const op_def *d) { return set_out(I, 0, emit2(I, (mlc_op)d->k, in(I, 0), in(I, 1))); }
+
+enum { V_ABS, V_RECIP, V_SOFTPLUS, V_SOFTSIGN, V_ELU, V_SELU, V_CELU, V_LEAKY, V_HSIG, V_HSWISH };
+
+/* Activations built from relu, exp and arithmetic. */
+static bool op_act(imp *I, const op_def *d) {
+  uint32_t x = in(I, 0), y = NONE;
+  if (x == NONE) return false;
+  double alpha;
+  switch (d->k) {
+  case V_ABS: y = vabs(I, x); break;
+  case V_RECIP: y = emit2(I, MLC_OP_DIV, like(I, x, 1), x); break;
+  case V_SOFTPLUS: y = emit1(I, MLC_OP_LOG, emit2(I, MLC_OP_ADD, emit1(I, MLC_OP_EXP, x), like(I, x, 1))); break;
+  case V_SOFTSIGN: y = emit2(I, MLC_OP_DIV, x, emit2(I, MLC_OP_ADD, vabs(I, x), like(I, x, 1))); break;
+  case V_ELU: case V_SELU: case V_CELU: {
+    /* relu(x) + alpha * (exp(min(x, 0) / c) - 1), min(x, 0) = -relu(-x) */
+    alpha = attr_f(N, "alpha", d->k == V_SELU ? 1.67326319217681884765625 : 1.0);
+    uint32_t neg = emit1(I, MLC_OP_NEG, emit1(I, MLC_OP_RELU, emit1(I, MLC_OP_NEG, x)));
+    if (d->k == V_CELU) neg = emit2(I, MLC_OP_DIV, neg, like(I, x, alpha));
+    uint32_t e = emit2(I, MLC_OP_MUL, emit2(I, MLC_OP_SUB, emit1(I, MLC_OP_EXP, neg), like(I, x, 1)), like(I, x, alpha));
+    y = emit2(I, MLC_OP_ADD, emit1(I, MLC_OP_RELU, x), e);
+    if (d->k == V_SELU) y = emit2(I, MLC_OP_MUL, y, like(I, x, attr_f(N, "gamma", 1.05070102214813232421875)));
+    break;
+  }
+  case V_LEAKY:
+    alpha = attr_f(N, "alpha", 0.01);
+    y = emit2(I, MLC_OP_SUB, emit1(I, MLC_OP_RELU, x),
+              emit2(I, MLC_OP_MUL, emit1(I, MLC_OP_RELU, emit1(I, MLC_OP_NEG, x)), like(I, x, alpha)));
+    break;
+  case V_HSIG: case V_HSWISH: {
+    /* clamp(alpha x + beta, 0, 1) = relu(t) - relu(t - 1) */
+    double a = d->k == V_HSIG ? attr_f(N, "alpha", 0.2) : 1.0 / 6, b = d->k == V_HSIG ? attr_f(N, "beta", 0.5) : 0.5;
+    uint32_t t = emit2(I, MLC_OP_ADD, emit2(I, MLC_OP_MUL, x, like(I, x, a)), like(I, x, b));
+    y = emit2(I, MLC_OP_SUB, emit1(I, MLC_OP_RELU, t), emit1(I, MLC_OP_RELU, emit2(I, MLC_OP_SUB, t, like(I, x, 1))));
+    if (d->k == V_HSWISH) y = emit2(I, MLC_OP_MUL, x, y);
+    break;
+  }
+  }
+  return set_out(I, 0, y);
+}
+
+/* PRelu: relu(x) - slope * relu(-x), slope broadcast (unidirectionally) to x. */
+static bool op_prelu(imp *I, const op_def *d) {
+  (void)d;
+  uint32_t x = in(I, 0), s = in(I, 1);
+  uint32_t y = emit2(I, MLC_OP_SUB, emit1(I, MLC_OP_RELU, x),
+                     emit2(I, MLC_OP_MUL, emit1(I, MLC_OP_RELU, emit1(I, MLC_OP_NEG, x)), s));
+  return set_out(I, 0, y);
+}
+
+/* Clip: x clamped to [min, max] (each optional, a scalar known at compile time). */
+static bool op_clip(imp *I, const op_def *d) {
+  (void)d;
+  uint32_t x = in(I, 0);
+  if (x == NONE) return false;
+  double lo = -INFINITY, hi = INFINITY;
+  if (has_in(I, 1)) { val *v = in_const(I, 1, "min"); if (!v) return false; lo = get_f(v, 0); }
+  if (has_in(I, 2)) { val *v = in_const(I, 2, "max"); if (!v) return false; hi = get_f(v, 0); }
+  uint32_t y = x;
+  /* max(y, lo) = lo + relu(y - lo); min(y, hi) = hi - relu(hi - y) */
+  if (lo > -INFINITY) y = emit2(I, MLC_OP_ADD, emit1(I, MLC_OP_RELU, emit2(I, MLC_OP_SUB, y, like(I, x, lo))), like(I, x, lo));
+  if (hi < INFINITY) y = emit2(I, MLC_OP_SUB, like(I, x, hi), emit1(I, MLC_OP_RELU, emit2(I, MLC_OP_SUB, like(I, x, hi), y)));
+  if (y == x) y = emit2(I, MLC_OP_ADD, x, like(I, x, 0));
+  return set_out(I, 0, y);
+}
+
+/* Max, Min, Sum, Mean of any number of inputs, broadcasting. */
+static bool op_variadic(imp *I, const op_def *d) {
+  if (!I->n->n_input) { nerr(I, "needs at least one input"); return false; }
+  uint32_t y = in(I, 0);
+  for (uint32_t k = 1; k < I->n->n_input && y != NONE; k++) {
+    uint32_t b = in(I, k);
+    if (d->k == 'S' || d->k == 'M') y = emit2(I, MLC_OP_ADD, y, b);
+    else if (d->k == '>') y = emit2(I, MLC_OP_ADD, y, emit1(I, MLC_OP_RELU, emit2(I, MLC_OP_SUB, b, y)));
+    else y = emit2(I, MLC_OP_SUB, y, emit1(I, MLC_OP_RELU, emit2(I, MLC_OP_SUB, y, b)));
+  }
+  if (d->k == 'M' && I->n->n_input > 1) y = emit2(I, MLC_OP_DIV, y, like(I, y, (double)I->n->n_input));
+  if (I->n->n_input == 1) y = emit2(I, MLC_OP_ADD, y, like(I, y, 0)); /* a copy, not the input itself */
+  return set_out(I, 0, y);
+}
+
+/* Pow with an exponent known at compile time that products and roots express. */
+static bool op_pow(imp *I, const op_def *d) {
+  (void)d;
+  uint32_t x = in(I, 0);
+  val *e = in_const(I, 1, "exponent");
+  if (x == NONE || !e) return false;
+  if (mlc_type_numel(&e->type) != 1) { nerr(I, "the exponent must be a single value"); return false; }
+  double p = get_f(e, 0);
+  uint32_t y = NONE;
+  if (p == 1) y = emit2(I, MLC_OP_MUL, x, like(I, x, 1));
+  else if (p == 2) y = emit2(I, MLC_OP_MUL, x, x);
+  else if (p == 3) y = emit2(I, MLC_OP_MUL, emit2(I, MLC_OP_MUL, x, x), x);
+  else if (p == 0.5) y = emit1(I, MLC_OP_SQRT, x);
+  else if (p == -0.5) y = emit1(I, MLC_OP_RSQRT, x);
+  else if (p == -1) y = emit2(I, MLC_OP_DIV, like(I, x, 1), x);
+  else { nerr(I, "unsupported exponent %g (mlc lowers Pow for exponents -1, -0.5, 0.5, 1, 2 and 3)", p); return false; }
+  return set_out(I, 0, y);
+}
+
+static bool op_cast(imp *I, const op_def *d) {
+  uint8_t dt;
+  int to = d->k ? 0 : (int)attr_i(N, "to", 0);
+  if (d->k) { /* CastLike */
+    val *t = in_val(I, 1);
+    if (!t) return false;
+    dt = t->type.dtype;
+  } else if (!want_dtype(I, to, "'to'", &dt)) {
+    return false;
+  }
+  val *x = in_val(I, 0);
+  if (!x) return false;
+  if (x->data && x->node == NONE && mlc_type_numel(&x->type) <= MAX_FOLD_NUMEL) {
+    mlc_type t = x->type;
+    t.dtype = dt;
+    uint8_t *data = alloc_data(I, &t);
+    bool is_int = !mlc_dtype_is_float((mlc_dtype)x->type.dtype);
+    for (int64_t i = 0; i < mlc_type_numel(&t); i++) put(data, dt, i, get_f(x, i), is_int ? get_i(x, i) : 0, is_int);
+    return set_const(I, 0, &t, data);
+  }
+  uint32_t xn = node_of(I, x);
+  if (xn == NONE) return false;
+  if (type_of(I, xn)->dtype == dt) return set_out(I, 0, emit2(I, MLC_OP_ADD, xn, like(I, xn, 0)));
+  mlc_type t = {.dtype = dt};
+  return set_out(I, 0, emit(I, MLC_OP_CAST, &xn, 1, NULL, &t));
+}
+
+/* MatMul with numpy's rules for 1-D operands. */
+static bool op_matmul(imp *I, const op_def *d) {
+  (void)d;
+  uint32_t a = in(I, 0), b = in(I, 1);
+  if (a == NONE || b == NONE) return false;
+  mlc_type ta = *type_of(I, a), tb = *type_of(I, b);
+  if (ta.rank == 1) { int64_t dm[2] = {1, ta.dim[0]}; a = reshape(I, a, dm, 2); }
+  if (tb.rank == 1) { int64_t dm[2] = {tb.dim[0], 1}; b = reshape(I, b, dm, 2); }
+  uint32_t y = emit2(I, MLC_OP_MATMUL, a, b);
+  if (y != NONE && (ta.rank == 1 || tb.rank == 1)) {
+    mlc_type t = *type_of(I, y);
+    int64_t dm[MLC_MAX_RANK];
+    int r = 0;
+    for (int i = 0; i < t.rank; i++) {
+      if (ta.rank == 1 && i == t.rank - 2) continue;
+      if (tb.rank == 1 && i == t.rank - 1) continue;
+      dm[r++] = t.dim[i];
+    }
+    y = reshape(I, y, dm, r);
+  }
+  return set_out(I, 0, y);
+}
+
+/* Gemm: alpha * A' B' + beta * C. */
+static bool op_gemm(imp *I, const op_def *d) {
+  (void)d;
+  uint32_t a = in(I, 0), b = in(I, 1);
+  if (a == NONE || b == NONE) return false;
+  if (type_of(I, a)->rank != 2 || type_of(I, b)->rank != 2) { nerr(I, "A and B must be matrices"); return false; }
+  if (attr_i(N, "transA", 0)) a = transpose2(I, a, 0, 1);
+  uint32_t y = attr_i(N, "transB", 0) ? emit2(I, MLC_OP_LINEAR, a, b) : emit2(I, MLC_OP_MATMUL, a, b);
+  double alpha = attr_f(N, "alpha", 1), beta = attr_f(N, "beta", 1);
+  if (alpha != 1) y = emit2(I, MLC_OP_MUL, y, like(I, y, alpha));
+  if (has_in(I, 2) && beta != 0) {
+    uint32_t c = in(I, 2);
+    if (beta != 1) c = emit2(I, MLC_OP_MUL, c, like(I, c, beta));
+    y = emit2(I, MLC_OP_ADD, y, c);
+  }
+  return set_out(I, 0, y);
+}
+
+static bool op_softmax(imp *I, const op_def *d) {
+  uint32_t x = in(I, 0);
+  if (x == NONE) return false;
+  int axis;
+  mlc_type t = *type_of(I, x);
+  if (!norm_axis(I, attr_i(N, "axis", I->opset < 13 ? 1 : -1), t.rank, &axis)) return false;
+  if (I->opset < 13) {
+    /* Before opset 13: over the input seen as [outer, inner], split at axis. */
+    int64_t d2[2] = {1, 1};
+    for (int i = 0; i < t.rank; i++) d2[i >= axis] *= t.dim[i];
+    x = reshape(I, x, d2, 2);
+    axis = 1;
+  }
+  mlc_attrs a = {.axis = axis};
+  if (d->k == 0) return set_out(I, 0, reshape(I, emit(I, MLC_OP_SOFTMAX, &x, 1, &a, NULL), t.dim, t.rank));
+  /* log softmax: x - m - log(sum(exp(x - m))), m the max along the axis */
+  uint32_t s = emit2(I, MLC_OP_SUB, x, reduce(I, MLC_OP_MAX, x, axis, true));
+  uint32_t l = emit1(I, MLC_OP_LOG, reduce(I, MLC_OP_SUM, emit1(I, MLC_OP_EXP, s), axis, true));
+  return set_out(I, 0, reshape(I, emit2(I, MLC_OP_SUB, s, l), t.dim, t.rank));
+}
+
+enum { R_SUM, R_MEAN, R_MAX, R_MIN, R_SUMSQ, R_L1, R_L2, R_LOGSUM, R_LOGSUMEXP, R_PROD };
+
+/* Reduces x over the marked axes, one axis at a time, keeping dims. */
+static uint32_t reduce_axes(imp *I, mlc_op op, uint32_t x, const bool *axes, int rank) {
+  for (int i = 0; i < rank && x != NONE; i++)
+    if (axes[i] && (type_of(I, x)->dim[i] != 1 || op == MLC_OP_SUM)) x = reduce(I, op, x, i, true);
+  return x;
+}
+
+static bool op_reduce(imp *I, const op_def *d) {
+  uint32_t x = in(I, 0);
+  if (x == NONE) return false;
+  mlc_type t = *type_of(I, x);
+  int64_t ax[MLC_MAX_RANK];
+  int nax = 0;
+  bool axes_input = d->k == R_SUM ? I->opset >= 13 : I->opset >= 18;
+  if (axes_input) {
+    if (has_in(I, 1) && !in_ints(I, 1, "axes", ax, MLC_MAX_RANK, &nax)) return false;
+    if (attr(N, "axes")) { nerr(I, "axes is an input from opset %d on, not an attribute", d->k == R_SUM ? 13 : 18); return false; }
+  } else {
+    const Onnx__AttributeProto *a = attr(N, "axes");
+    if (a) {
+      if (a->n_ints > MLC_MAX_RANK) { nerr(I, "too many axes"); return false; }
+      for (size_t i = 0; i < a->n_ints; i++) ax[nax++] = a->ints[i];
+    }
+  }
+  bool sel[MLC_MAX_RANK] = {0};
+  if (nax == 0) {
+    if (attr_i(N, "noop_with_empty_axes", 0)) return set_out(I, 0, emit2(I, MLC_OP_ADD, x, like(I, x, 0)));
+    for (int i = 0; i < t.rank; i++) sel[i] = true;
+  }
+  for (int i = 0; i < nax; i++) {
+    int a;
+    if (!norm_axis(I, ax[i], t.rank, &a)) return false;
+    sel[a] = true;
+  }
+  uint32_t y = NONE;
+  switch (d->k) {
+  case R_SUM: y = reduce_axes(I, MLC_OP_SUM, x, sel, t.rank); break;
+  case R_MEAN: y = reduce_axes(I, MLC_OP_MEAN, x, sel, t.rank); break;
+  case R_MAX: y = reduce_axes(I, MLC_OP_MAX, x, sel, t.rank); break;
+  case R_MIN: y = emit1(I, MLC_OP_NEG, reduce_axes(I, MLC_OP_MAX, emit1(I, MLC_OP_NEG, x), sel, t.rank)); break;
+  case R_SUMSQ: y = reduce_axes(I, MLC_OP_SUM, emit2(I, MLC_OP_MUL, x, x), sel, t.rank); break;
+  case R_L1: y = reduce_axes(I, MLC_OP_SUM, vabs(I, x), sel, t.rank); break;
+  case R_L2: y = emit1(I, MLC_OP_SQRT, reduce_axes(I, MLC_OP_SUM, emit2(I, MLC_OP_MUL, x, x), sel, t.rank)); break;
+  case R_LOGSUM: y = emit1(I, MLC_OP_LOG, reduce_axes(I, MLC_OP_SUM, x, sel, t.rank)); break;
+  case R_LOGSUMEXP: {
+    uint32_t m = reduce_axes(I, MLC_OP_MAX, x, sel, t.rank);
+    y = emit2(I, MLC_OP_ADD, emit1(I, MLC_OP_LOG, reduce_axes(I, MLC_OP_SUM, emit1(I, MLC_OP_EXP, emit2(I, MLC_OP_SUB, x, m)), sel, t.rank)), m);
+    break;
+  }
+  }
+  if (y == NONE) return false;
+  if (y == x) y = emit2(I, MLC_OP_ADD, x, like(I, x, 0));
+  if (!attr_i(N, "keepdims", 1)) {
+    int64_t dm[MLC_MAX_RANK];
+    int r = 0;
+    for (int i = 0; i < t.rank; i++)
+      if (!sel[i]) dm[r++] = t.dim[i];
+    y = reshape(I, y, dm, r);
+  }
+  return set_out(I, 0, y);
+}
+
+/* ---- layout ---- */
+
+static bool reshape_out(imp *I, val *x, const int64_t *dims, int rank) {
+  mlc_type t = x->type;
+  t.rank = (uint8_t)rank;
+  memcpy(t.dim, dims, (size_t)rank * sizeof *dims);
+  if (mlc_type_numel(&t) != mlc_type_numel(&x->type)) {
+    char a[96], b[96];
+    nerr(I, "cannot reshape %s to %s", mlc_type_str(&x->type, a, sizeof a), mlc_type_str(&t, b, sizeof b));
+    return false;
+  }
+  if (x->data && x->node == NONE) return set_const(I, 0, &t, x->data);
+  uint32_t n = node_of(I, x);
+  if (n == NONE) return false;
+  if (mlc_type_eq(&t, &x->type)) return set_out(I, 0, emit2(I, MLC_OP_ADD, n, like(I, n, 0)));
+  return set_out(I, 0, reshape(I, n, dims, rank));
+}
+
+static bool op_reshape(imp *I, const op_def *d) {
+  (void)d;
+  val *x = in_val(I, 0);
+  int64_t s[MLC_MAX_RANK + 1];
+  int n;
+  if (!x || !in_ints(I, 1, "shape", s, MLC_MAX_RANK + 1, &n)) return false;
+  if (n > MLC_MAX_RANK) { nerr(I, "reshape to rank %d; mlc supports at most %d", n, MLC_MAX_RANK); return false; }
+  bool allowzero = attr_i(N, "allowzero", 0);
+  int infer = -1;
+  int64_t known = 1;
+  for (int i = 0; i < n; i++) {
+    if (s[i] == 0 && !allowzero) {
+      if (i >= x->type.rank) { nerr(I, "shape[%d] is 0 but the input has rank %d", i, x->type.rank); return false; }
+      s[i] = x->type.dim[i];
+    }
+    if (s[i] == -1) {
+      if (infer >= 0) { nerr(I, "more than one -1 in the shape"); return false; }
+      infer = i;
+    } else if (s[i] < 1 || s[i] > MLC_MAX_NUMEL / known) {
+      nerr(I, "shape[%d] is %lld; mlc needs positive sizes", i, (long long)s[i]);
+      return false;
+    } else {
+      known *= s[i];
+    }
+  }
+  if (infer >= 0) {
+    int64_t total = mlc_type_numel(&x->type);
+    if (total % known) { nerr(I, "cannot infer the -1 in the shape: %lld elements", (long long)total); return false; }
+    s[infer] = total / known;
+  }
+  return reshape_out(I, x, s, n);
+}
+
+static bool op_flatten(imp *I, const op_def *d) {
+  (void)d;
+  val *x = in_val(I, 0);
+  if (!x) return false;
+  int r = x->type.rank, axis;
+  int64_t ax = attr_i(N, "axis", 1);
+  if (ax < -r || ax > r) { nerr(I, "axis %lld is out of range for rank %d", (long long)ax, r); return false; }
+  axis = (int)(ax < 0 ? ax + r : ax);
+  int64_t dm[2] = {1, 1};
+  for (int i = 0; i < r; i++) dm[i >= axis] *= x->type.dim[i];
+  return reshape_out(I, x, dm, 2);
+}
+
+/* Squeeze (k 0) and Unsqueeze (k 1), axes from the input (opset 13). */
+static bool op_squeeze(imp *I, const op_def *d) {
+  val *x = in_val(I, 0);
+  if (!x) return false;
+  int64_t ax[MLC_MAX_RANK];
+  int nax = 0, r = x->type.rank;
+  if (has_in(I, 1) && !in_ints(I, 1, "axes", ax, MLC_MAX_RANK, &nax)) return false;
+  if (!attr_ints(I, "axes", 13, ax, MLC_MAX_RANK, &nax)) return false;
+  if (d->k == 1 && nax == 0) { nerr(I, "Unsqueeze needs axes"); return false; }
+  int out_r = d->k ? r + nax : r;
+  if (out_r > MLC_MAX_RANK) { nerr(I, "the result has rank %d; mlc supports at most %d", out_r, MLC_MAX_RANK); return false; }
+  bool sel[MLC_MAX_RANK] = {0};
+  for (int i = 0; i < nax; i++) {
+    int a;
+    if (!norm_axis(I, ax[i], d->k ? out_r : r, &a)) return false;
+    if (sel[a]) { nerr(I, "axis %lld is given twice", (long long)ax[i]); return false; }
+    sel[a] = true;
+  }
+  int64_t dm[MLC_MAX_RANK];
+  int n = 0;
+  if (d->k) {
+    for (int i = 0, j = 0; i < out_r; i++) dm[n++] = sel[i] ? 1 : x->type.dim[j++];
+  } else {
+    for (int i = 0; i < r; i++) {
+      if (nax == 0 ? x->type.dim[i] == 1 : sel[i]) {
+        if (x->type.dim[i] != 1) { nerr(I, "cannot squeeze axis %d of size %lld", i, (long long)x->type.dim[i]); return false; }
+        continue;
+      }
+      dm[n++] = x->type.dim[i];
+    }
+  }
+  return reshape_out(I, x, dm, n);
+}
+
+static bool op_transpose(imp *I, const op_def *d) {
+  (void)d;
+  uint32_t x = in(I, 0);
+  if (x == NONE) return false;
+  int r = type_of(I, x)->rank, perm[MLC_MAX_RANK];
+  const Onnx__AttributeProto *a = attr(N, "perm");
+  bool seen[MLC_MAX_RANK] = {0};
+  if (a && (int)a->n_ints != r) { nerr(I, "perm has %zu entries for rank %d", a->n_ints, r); return false; }
+  for (int i = 0; i < r; i++) {
+    int64_t p = a ? a->ints[i] : r - 1 - i;
+    if (p < 0 || p >= r || seen[p]) { nerr(I, "perm is not a permutation of 0..%d", r - 1); return false; }
+    seen[p] = true;
+    perm[i] = (int)p;
+  }
+  uint32_t y = permute(I, x, perm, r);
+  if (y == x) y = emit2(I, MLC_OP_ADD, x, like(I, x, 0));
+  return set_out(I, 0, y);
+}
+
+static bool op_concat(imp *I, const op_def *d) {
+  (void)d;
+  uint32_t ins[64], n = 0;
+  if (I->n->n_input == 0 || I->n->n_input > 64) { nerr(I, "needs 1 to 64 inputs"); return false; }
+  for (uint32_t k = 0; k < I->n->n_input; k++) {
+    ins[n] = in(I, k);
+    if (ins[n] == NONE) return false;
+    n++;
+  }
+  mlc_attrs a = {0};
+  if (!attr(N, "axis")) { nerr(I, "the attribute axis is required"); return false; }
+  if (!norm_axis(I, attr_i(N, "axis", 0), type_of(I, ins[0])->rank, &a.axis)) return false;
+  if (n == 1) return set_out(I, 0, emit2(I, MLC_OP_ADD, ins[0], like(I, ins[0], 0)));
+  return set_out(I, 0, emit(I, MLC_OP_CONCAT, ins, n, &a, NULL));
+}
+
+static bool op_slice(imp *I, const op_def *d) {
+  (void)d;
+  uint32_t x = in(I, 0);
+  if (x == NONE) return false;
+  mlc_type t = *type_of(I, x);
+  int64_t st[MLC_MAX_RANK], en[MLC_MAX_RANK], ax[MLC_MAX_RANK], sp[MLC_MAX_RANK];
+  int ns, ne, na = 0, nst = 0;
+  if (!in_ints(I, 1, "starts", st, MLC_MAX_RANK, &ns) || !in_ints(I, 2, "ends", en, MLC_MAX_RANK, &ne)) return false;
+  if (has_in(I, 3) && !in_ints(I, 3, "axes", ax, MLC_MAX_RANK, &na)) return false;
+  if (has_in(I, 4) && !in_ints(I, 4, "steps", sp, MLC_MAX_RANK, &nst)) return false;
+  if (ne != ns || (has_in(I, 3) && na != ns) || (has_in(I, 4) && nst != ns)) {
+    nerr(I, "starts, ends, axes and steps must have the same length");
+    return false;
+  }
+  bool seen[MLC_MAX_RANK] = {0};
+  uint32_t y = x;
+  for (int i = 0; i < ns && y != NONE; i++) {
+    int axis;
+    if (!norm_axis(I, has_in(I, 3) ? ax[i] : i, t.rank, &axis)) return false;
+    if (seen[axis]) { nerr(I, "axis %d is sliced twice", axis); return false; }
+    seen[axis] = true;
+    if (has_in(I, 4) && sp[i] != 1) { nerr(I, "unsupported step %lld (mlc slices with step 1 only)", (long long)sp[i]); return false; }
+    int64_t n = t.dim[axis], s = st[i], e = en[i];
+    s = s < 0 ? (s < -n ? 0 : s + n) : (s > n ? n : s);
+    e = e < 0 ? (e < -n ? 0 : e + n) : (e > n ? n : e);
+    if (e <= s) { nerr(I, "the slice of axis %d is empty; mlc has no empty tensors", axis); return false; }
+    y = slice(I, y, axis, s, e);
+  }
+  if (y == x) y = emit2(I, MLC_OP_ADD, x, like(I, x, 0));
+  return set_out(I, 0, y);
+}
+
+static bool op_split(imp *I, const op_def *d) {
+  (void)d;
+  uint32_t x = in(I, 0);
+  if (x == NONE) return false;
+  mlc_type t = *type_of(I, x);
+  int axis;
+  if (!norm_axis(I, attr_i(N, "axis", 0), t.rank, &axis)) return false;
+  uint32_t nout = (uint32_t)I->n->n_output;
+  int64_t sz[64];
+  int n = 0;
+  if (nout == 0 || nout > 64) { nerr(I, "needs 1 to 64 outputs"); return false; }
+  if (!attr_ints(I, "split", 13, sz, 64, &n)) return false;
+  if (has_in(I, 1) || n) {
+    if (!n && !in_ints(I, 1, "split", sz, 64, &n)) return false;
+    if ((uint32_t)n != nout) { nerr(I, "split has %d sizes for %u outputs", n, nout); return false; }
+  } else {
+    int64_t parts = attr(N, "num_outputs") ? attr_i(N, "num_outputs", 1) : nout;
+    if (parts != (int64_t)nout) { nerr(I, "num_outputs is %lld but the node has %u outputs", (long long)parts, nout); return false; }
+    int64_t each = (t.dim[axis] + parts - 1) / parts;
+    for (uint32_t k = 0; k < nout; k++) sz[k] = k + 1 < nout ? each : t.dim[axis] - each * (nout - 1);
+    n = (int)nout;
+  }
+  int64_t at = 0;
+  for (int k = 0; k < n; k++) {
+    if (sz[k] < 1 || at + sz[k] > t.dim[axis]) { nerr(I, "split sizes do not add up to dimension %d (%lld)", axis, (long long)t.dim[axis]); return false; }
+    uint32_t y = slice(I, x, axis, at, at + sz[k]);
+    if (y == x) y = emit2(I, MLC_OP_ADD, x, like(I, x, 0));
+    if (!set_out(I, (uint32_t)k, y)) return false;
+    at += sz[k];
+  }
+  if (at != t.dim[axis]) { nerr(I, "split sizes add up to %lld, not %lld", (long long)at, (long long)t.dim[axis]); return false; }
+  return true;
+}
+
+/* numpy broadcast of two shapes; false if they do not broadcast. */
+static bool broadcast_shape(const mlc_type *a, const int64_t *b, int rb, mlc_type *out) {
+  int r = a->rank > rb ? a->rank : rb;
+  *out = (mlc_type){.dtype = a->dtype, .rank = (uint8_t)r};
+  for (int i = 0; i < r; i++) {
+    int64_t x = i - (r - a->rank) >= 0 ? a->dim[i - (r - a->rank)] : 1, y = i - (r - rb) >= 0 ? b[i - (r - rb)] : 1;
+    if (x != y && x != 1 && y != 1) return false;
+    out->dim[i] = x == 1 ? y : x;
+  }
+  return true;
+}
+
+static bool op_expand(imp *I, const op_def *d) {
+  (void)d;
+  uint32_t x = in(I, 0);
+  int64_t s[MLC_MAX_RANK];
+  int n;
+  if (x == NONE || !in_ints(I, 1, "shape", s, MLC_MAX_RANK, &n)) return false;
+  mlc_type t;
+  if (!broadcast_shape(type_of(I, x), s, n, &t)) { nerr(I, "the input does not broadcast to the shape"); return false; }
+  for (int i = 0; i < t.rank; i++)
+    if (t.dim[i] < 1) { nerr(I, "the shape has a dimension of %lld", (long long)t.dim[i]); return false; }
+  if (mlc_type_eq(&t, type_of(I, x))) return set_out(I, 0, emit2(I, MLC_OP_ADD, x, like(I, x, 0)));
+  return set_out(I, 0, emit(I, MLC_OP_BROADCAST, &x, 1, NULL, &t));
+}
+
+static bool op_tile(imp *I, const op_def *d) {
+  (void)d;
+  uint32_t x = in(I, 0);
+  int64_t rep[MLC_MAX_RANK];
+  int n;
+  if (x == NONE || !in_ints(I, 1, "repeats", rep, MLC_MAX_RANK, &n)) return false;
+  int r = type_of(I, x)->rank;
+  if (n != r) { nerr(I, "repeats has %d values for rank %d", n, r); return false; }
+  uint32_t y = x;
+  for (int i = 0; i < r && y != NONE; i++) {
+    if (rep[i] < 1 || rep[i] > 64) { nerr(I, "unsupported repeat count %lld (1 to 64)", (long long)rep[i]); return false; }
+    if (rep[i] == 1) continue;
+    uint32_t ins[64];
+    for (int k = 0; k < rep[i]; k++) ins[k] = y;
+    mlc_attrs a = {.axis = i};
+    y = emit(I, MLC_OP_CONCAT, ins, (uint32_t)rep[i], &a, NULL);
+  }
+  if (y == x) y = emit2(I, MLC_OP_ADD, x, like(I, x, 0));
+  return set_out(I, 0, y);
+}
+
+/* DepthToSpace (k 0) and SpaceToDepth (k 1) as reshape, transpose, reshape. */
+static bool op_depth_space(imp *I, const op_def *d) {
+  uint32_t x = in(I, 0);
+  if (x == NONE) return false;
+  mlc_type t = *type_of(I, x);
+  int64_t b = attr_i(N, "blocksize", 0);
+  if (t.rank != 4 || b < 1) { nerr(I, "needs a 4-D input and a positive blocksize"); return false; }
+  int64_t n = t.dim[0], c = t.dim[1], h = t.dim[2], w = t.dim[3];
+  if (d->k == 0) {
+    if (c % (b * b)) { nerr(I, "channels %lld do not divide by blocksize^2", (long long)c); return false; }
+    bool crd = attr_s(N, "mode", "DCR", "CRD");
+    int64_t s1[6] = {n, b, b, c / (b * b), h, w}, s2[6] = {n, c / (b * b), b, b, h, w};
+    static const int p1[6] = {0, 3, 4, 1, 5, 2}, p2[6] = {0, 1, 4, 2, 5, 3};
+    uint32_t y = permute(I, reshape(I, x, crd ? s2 : s1, 6), crd ? p2 : p1, 6);
+    int64_t o[4] = {n, c / (b * b), h * b, w * b};
+    return set_out(I, 0, reshape(I, y, o, 4));
+  }
+  if (h % b || w % b) { nerr(I, "height and width must divide by the blocksize"); return false; }
+  int64_t s[6] = {n, c, h / b, b, w / b, b};
+  static const int p[6] = {0, 3, 5, 1, 2, 4};
+  uint32_t y = permute(I, reshape(I, x, s, 6), p, 6);
+  int64_t o[4] = {n, c * b * b, h / b, w / b};
+  return set_out(I, 0, reshape(I, y, o, 4));
+}
+
+/* Gather along axis: the embedding op on data seen as [n, rest]. */
+static bool op_gather(imp *I, const op_def *d) {
+  (void)d;
+  uint32_t x = in(I, 0);
+  val *iv = in_val(I, 1);
+  if (x == NONE || !iv) return false;
+  mlc_type t = *type_of(I, x), ti = iv->type;
+  int axis;
+  if (!norm_axis(I, attr_i(N, "axis", 0), t.rank, &axis)) return false;
+  if (mlc_dtype_is_float((mlc_dtype)ti.dtype) || ti.dtype == MLC_DT_BOOL) { nerr(I, "indices must be integers"); return false; }
+  if (t.rank - 1 + ti.rank > MLC_MAX_RANK) { nerr(I, "the result has rank above %d", MLC_MAX_RANK); return false; }
+  uint32_t idx;
+  if (iv->data) {
+    /* Indices known now: negative ones counted from the end, all checked. */
+    uint8_t *data = alloc_data(I, &ti);
+    bool negative = false;
+    for (int64_t i = 0; i < mlc_type_numel(&ti); i++) {
+      int64_t k = get_i(iv, i);
+      if (k < -t.dim[axis] || k >= t.dim[axis]) { nerr(I, "index %lld is out of range for dimension %lld", (long long)k, (long long)t.dim[axis]); return false; }
+      negative |= k < 0;
+      put(data, ti.dtype, i, 0, k < 0 ? k + t.dim[axis] : k, true);
+    }
+    val tmp = {.name = mlc_arena_printf(I->a, "%s.from_start", iv->name), .node = NONE, .type = ti, .data = data};
+    idx = negative ? node_of(I, &tmp) : node_of(I, iv);
+  } else {
+    /* Indices known at run time: i + n * [i < 0], with [i < 0] = min(relu(-i), 1)
+     * in integer arithmetic. */
+    idx = node_of(I, iv);
+    uint32_t neg = emit1(I, MLC_OP_RELU, emit1(I, MLC_OP_NEG, idx));
+    uint32_t ind = emit2(I, MLC_OP_SUB, neg, emit1(I, MLC_OP_RELU, emit2(I, MLC_OP_SUB, neg, like(I, idx, 1))));
+    idx = emit2(I, MLC_OP_ADD, idx, emit2(I, MLC_OP_MUL, ind, like(I, idx, (double)t.dim[axis])));
+  }
+  /* Move the axis to the front, gather rows of [n, rest], move it back. */
+  int perm[MLC_MAX_RANK], r = t.rank;
+  perm[0] = axis;
+  for (int i = 0, j = 1; i < r; i++)
+    if (i != axis) perm[j++] = i;
+  uint32_t xt = permute(I, x, perm, r);
+  int64_t rest = 1;
+  for (int i = 1; i < r; i++) rest *= type_of(I, xt == NONE ? x : xt)->dim[i];
+  int64_t dm[2] = {t.dim[axis], rest};
+  uint32_t y = emit2(I, MLC_OP_EMBEDDING, reshape(I, xt, dm, 2), idx);
+  if (y == NONE) return false;
+  /* y: indices' dims, then the other dims of x in order */
+  int64_t od[MLC_MAX_RANK];
+  int n = 0;
+  for (int i = 0; i < ti.rank; i++) od[n++] = ti.dim[i];
+  for (int i = 0; i < r; i++)
+    if (i != axis) od[n++] = t.dim[i];
+  if (n == 0) od[n++] = 1;
+  y = reshape(I, y, od, n);
+  if (axis > 0 && ti.rank > 0) {
+    /* bring the indices' dims to position axis */
+    int p2[MLC_MAX_RANK], q = 0;
+    for (int i = 0; i < axis; i++) p2[q++] = ti.rank + i;
+    for (int i = 0; i < ti.rank; i++) p2[q++] = i;
+    for (int i = ti.rank + axis; i < n; i++) p2[q++] = i;
+    y = permute(I, y, p2, n);
+  }
+  if (ti.rank == 0 && r == 1) y = reshape(I, y, od, 0);
+  return set_out(I, 0, y);
+}
+
+/* ---- normalisations ---- */
+
+/* Channel parameter p[C] reshaped to broadcast against x[N, C, ...]. */
+static uint32_t per_channel(imp *I, uint32_t p, int rank) {
+  if (p == NONE) return NONE;
+  const mlc_type *t = type_of(I, p);
+  int64_t dm[MLC_MAX_RANK] = {t->dim[0]};
+  for (int i = 1; i < rank - 1; i++) dm[i] = 1;
+  return reshape(I, p, dm, rank - 1);
+}
+
+static bool op_batchnorm(imp *I, const op_def *d) {
+  (void)d;
+  if (attr_i(N, "training_mode", 0)) { nerr(I, "unsupported attribute value training_mode=1 (mlc lowers inference only)"); return false; }
+  if (!only_outputs(I, 1)) return false;
+  uint32_t x = in(I, 0);
+  if (x == NONE) return false;
+  int r = type_of(I, x)->rank;
+  if (r < 2) { nerr(I, "the input must have a channel dimension"); return false; }
+  uint32_t sc = per_channel(I, in(I, 1), r), b = per_channel(I, in(I, 2), r), m = per_channel(I, in(I, 3), r),
+           v = per_channel(I, in(I, 4), r);
+  uint32_t k = emit2(I, MLC_OP_MUL, sc, emit1(I, MLC_OP_RSQRT, emit2(I, MLC_OP_ADD, v, like(I, v, attr_f(N, "epsilon", 1e-5)))));
+  return set_out(I, 0, emit2(I, MLC_OP_ADD, emit2(I, MLC_OP_MUL, emit2(I, MLC_OP_SUB, x, m), k), b));
+}
+
+/* Normalises x over the marked axes: (x - mean) / sqrt(var + eps); also
+ * gives the mean and 1/sqrt(var + eps), with the axes kept. */
+static uint32_t normalize(imp *I, uint32_t x, const bool *sel, int r, double eps, uint32_t *mean, uint32_t *rstd) {
+  uint32_t m = reduce_axes(I, MLC_OP_MEAN, x, sel, r);
+  uint32_t c = emit2(I, MLC_OP_SUB, x, m);
+  uint32_t var = reduce_axes(I, MLC_OP_MEAN, emit2(I, MLC_OP_MUL, c, c), sel, r);
+  uint32_t rs = emit1(I, MLC_OP_RSQRT, emit2(I, MLC_OP_ADD, var, like(I, var, eps)));
+  if (mean) *mean = m;
+  if (rstd) *rstd = rs;
+  return emit2(I, MLC_OP_MUL, c, rs);
+}
+
+static bool op_layernorm(imp *I, const op_def *d) {
+  (void)d;
+  uint32_t x = in(I, 0);
+  if (x == NONE) return false;
+  mlc_type t = *type_of(I, x);
+  int axis;
+  if (!norm_axis(I, attr_i(N, "axis", -1), t.rank, &axis)) return false;
+  if (attr_i(N, "stash_type", 1) != 1) { nerr(I, "unsupported attribute value stash_type=%lld", (long long)attr_i(N, "stash_type", 1)); return false; }
+  double eps = attr_f(N, "epsilon", 1e-5);
+  /* [outer, inner]: the IR's layernorm normalises the last axis. */
+  int64_t outer = 1, inner = 1;
+  for (int i = 0; i < t.rank; i++) *(i < axis ? &outer : &inner) *= t.dim[i];
+  int64_t d2[2] = {outer, inner};
+  uint32_t x2 = reshape(I, x, d2, 2);
+  mlc_attrs a = {.f = eps};
+  uint32_t y = reshape(I, emit(I, MLC_OP_LAYERNORM, &x2, 1, &a, NULL), t.dim, t.rank);
+  y = emit2(I, MLC_OP_MUL, y, in(I, 1));
+  if (has_in(I, 2)) y = emit2(I, MLC_OP_ADD, y, in(I, 2));
+  if (!set_out(I, 0, y)) return false;
+  if (I->n->n_output > 1) {
+    /* Mean and InvStdDev: the statistics, with the normalised axes kept as 1. */
+    bool sel[2] = {false, true};
+    uint32_t m, rs;
+    normalize(I, x2, sel, 2, eps, &m, &rs);
+    int64_t sd[MLC_MAX_RANK];
+    for (int i = 0; i < t.rank; i++) sd[i] = i < axis ? t.dim[i] : 1;
+    if (!set_out(I, 1, reshape(I, m, sd, t.rank))) return false;
+    if (I->n->n_output > 2 && !set_out(I, 2, reshape(I, rs, sd, t.rank))) return false;
+  }
+  return true;
+}
+
+static bool op_instancenorm(imp *I, const op_def *d) {
+  (void)d;
+  uint32_t x = in(I, 0);
+  if (x == NONE) return false;
+  int r = type_of(I, x)->rank;
+  if (r < 3) { nerr(I, "the input must be [N, C, D1, ...]"); return false; }
+  bool sel[MLC_MAX_RANK] = {0};
+  for (int i = 2; i < r; i++) sel[i] = true;
+  uint32_t y = normalize(I, x, sel, r, attr_f(N, "epsilon", 1e-5), NULL, NULL);
+  y = emit2(I, MLC_OP_ADD, emit2(I, MLC_OP_MUL, y, per_channel(I, in(I, 1), r)), per_channel(I, in(I, 2), r));
+  return set_out(I, 0, y);
+}
+
+static bool op_mvn(imp *I, const op_def *d) {
+  (void)d;
+  uint32_t x = in(I, 0);
+  if (x == NONE) return false;
+  int r = type_of(I, x)->rank;
+  bool sel[MLC_MAX_RANK] = {0};
+  const Onnx__AttributeProto *a = attr(N, "axes");
+  int64_t def[3] = {0, 2, 3};
+  size_t n = a ? a->n_ints : 3;
+  for (size_t i = 0; i < n; i++) {
+    int ax;
+    if (!norm_axis(I, a ? a->ints[i] : def[i], r, &ax)) return false;
+    sel[ax] = true;
+  }
+  /* ONNX's definition: (x - E[x]) / sqrt(E[(x - E[x])^2]) with eps 1e-9 */
+  return set_out(I, 0, normalize(I, x, sel, r, 1e-9, NULL, NULL));
+}
+
+static bool op_lpnorm(imp *I, const op_def *d) {
+  (void)d;
+  uint32_t x = in(I, 0);
+  if (x == NONE) return false;
+  int axis;
+  int64_t p = attr_i(N, "p", 2);
+  if (!norm_axis(I, attr_i(N, "axis", -1), type_of(I, x)->rank, &axis)) return false;
+  if (p != 1 && p != 2) { nerr(I, "unsupported attribute value p=%lld", (long long)p); return false; }
+  uint32_t nrm = p == 1 ? reduce(I, MLC_OP_SUM, vabs(I, x), axis, true)
+                        : emit1(I, MLC_OP_SQRT, reduce(I, MLC_OP_SUM, emit2(I, MLC_OP_MUL, x, x), axis, true));
+  return set_out(I, 0, emit2(I, MLC_OP_DIV, x, nrm));
+}
+
+static bool op_global_pool(imp *I, const op_def *d) {
+  uint32_t x = in(I, 0);
+  if (x == NONE) return false;
+  int r = type_of(I, x)->rank;
+  if (r < 3) { nerr(I, "the input must be [N, C, D1, ...]"); return false; }
+  bool sel[MLC_MAX_RANK] = {0};
+  for (int i = 2; i < r; i++) sel[i] = true;
+  return set_out(I, 0, reduce_axes(I, (mlc_op)d->k, x, sel, r));
+}
+
+static bool op_dropout(imp *I, const op_def *d) {
+  (void)d;
+  if (!only_outputs(I, 1)) return false;
+  if (has_in(I, 2)) {
+    val *tm = in_const(I, 2, "training_mode");
+    if (!tm) return false;
+    if (get_i(tm, 0)) { nerr(I, "unsupported training_mode true (mlc lowers inference only)"); return false; }
+  }
+  uint32_t x = in(I, 0);
+  return set_out(I, 0, emit2(I, MLC_OP_ADD, x, like(I, x, 0)));
+}
+
+/* ---- compile-time tensors ---- */
+
+static bool op_constant(imp *I, const op_def *d) {
+  (void)d;
+  if (I->n->n_attribute != 1) { nerr(I, "needs exactly one value attribute"); return false; }
+  const Onnx__AttributeProto *a = I->n->attribute[0];
+  const char *an = a->name ? a->name : "";
+  mlc_type t = {0};
+  uint8_t *data;
+  if (!strcmp(an, "value") && a->t) {
+    const uint8_t *dd;
+    if (!read_tensor(I, a->t, "value", &t, &dd)) return false;
+    return set_const(I, 0, &t, dd);
+  }
+  if (!strcmp(an, "value_float") || !strcmp(an, "value_int")) {
+    t.dtype = an[6] == 'f' ? MLC_DT_F32 : MLC_DT_I64;
+    data = alloc_data(I, &t);
+    put(data, t.dtype, 0, a->f, a->i, t.dtype == MLC_DT_I64);
+    return set_const(I, 0, &t, data);
+  }
+  if (!strcmp(an, "value_floats") || !strcmp(an, "value_ints")) {
+    bool f = an[6] == 'f';
+    size_t n = f ? a->n_floats : a->n_ints;
+    if (n == 0) { nerr(I, "an empty %s; mlc has no empty tensors", an); return false; }
+    t = (mlc_type){.dtype = f ? MLC_DT_F32 : MLC_DT_I64, .rank = 1, .dim = {(int64_t)n}};
+    data = alloc_data(I, &t);
+    for (size_t i = 0; i < n; i++) put(data, t.dtype, (int64_t)i, f ? a->floats[i] : 0, f ? 0 : a->ints[i], !f);
+    return set_const(I, 0, &t, data);
+  }
+  nerr(I, "unsupported attribute '%s'", an);
+  return false;
+}
+
+static bool op_shape(imp *I, const op_def *d) {
+  val *x = in_val(I, 0);
+  if (!x) return false;
+  int r = x->type.rank;
+  mlc_type t = {.dtype = MLC_DT_I64, .rank = d->k ? 0 : 1};
+  if (d->k) { /* Size */
+    uint8_t *data = alloc_data(I, &t);
+    put(data, t.dtype, 0, 0, mlc_type_numel(&x->type), true);
+    return set_const(I, 0, &t, data);
+  }
+  int64_t s = attr_i(N, "start", 0), e = attr_i(N, "end", r);
+  s = s < 0 ? (s + r < 0 ? 0 : s + r) : (s > r ? r : s);
+  e = e < 0 ? (e + r < 0 ? 0 : e + r) : (e > r ? r : e);
+  if (e <= s) { nerr(I, "the shape slice is empty; mlc has no empty tensors"); return false; }
+  t.dim[0] = e - s;
+  uint8_t *data = alloc_data(I, &t);
+  for (int64_t i = s; i < e; i++) put(data, t.dtype, i - s, 0, x->type.dim[i], true);
+  return set_const(I, 0, &t, data);
+}
+
+static bool op_constant_of_shape(imp *I, const op_def *d) {
+  (void)d;
+  int64_t s[MLC_MAX_RANK];
+  int n;
+  if (!in_ints(I, 0, "shape", s, MLC_MAX_RANK, &n)) return false;
+  mlc_type t = {.dtype = MLC_DT_F32};
+  if (!dims_numel(I, s, (size_t)n, "the shape", &t)) return false;
+  val v = {.type = {.dtype = MLC_DT_F32}, .data = (const uint8_t *)"\0\0\0\0"};
+  const Onnx__AttributeProto *a = attr(N, "value");
+  if (a && a->t) {
+    mlc_type vt;
+    const uint8_t *vd;
+    if (!read_tensor(I, a->t, "value", &vt, &vd)) return false;
+    if (mlc_type_numel(&vt) != 1) { nerr(I, "value must hold one element"); return false; }
+    v.type = vt, v.data = vd;
+  }
+  t.dtype = v.type.dtype;
+  if (mlc_type_numel(&t) > MAX_FOLD_NUMEL) {
+    /* too large to hold: a scalar broadcast at run time */
+    uint32_t c = scalar(I, get_f(&v, 0), t.dtype);
+    return set_out(I, 0, emit(I, MLC_OP_BROADCAST, &c, 1, NULL, &t));
+  }
+  uint8_t *data = alloc_data(I, &t);
+  size_t esz = (size_t)mlc_dtype_size((mlc_dtype)t.dtype);
+  for (int64_t i = 0; i < mlc_type_numel(&t); i++) memcpy(data + (size_t)i * esz, v.data, esz);
+  return set_const(I, 0, &t, data);
+}
+
+static bool op_range(imp *I, const op_def *d) {
+  (void)d;
+  val *s = in_const(I, 0, "start"), *l = in_const(I, 1, "limit"), *dl = in_const(I, 2, "delta");
+  if (!s || !l || !dl) return false;
+  double a = get_f(s, 0), b = get_f(l, 0), st = get_f(dl, 0);
+  if (st == 0) { nerr(I, "delta is 0"); return false; }
+  double cnt = ceil((b - a) / st);
+  if (!(cnt >= 1) || cnt > MAX_FOLD_NUMEL) { nerr(I, "the range has %g elements (mlc needs 1 to %d)", cnt, MAX_FOLD_NUMEL); return false; }
+  mlc_type t = {.dtype = s->type.dtype, .rank = 1, .dim = {(int64_t)cnt}};
+  uint8_t *data = alloc_data(I, &t);
+  bool is_int = !mlc_dtype_is_float((mlc_dtype)t.dtype);
+  for (int64_t i = 0; i < t.dim[0]; i++)
+    put(data, t.dtype, i, a + (double)i * st, is_int ? get_i(s, 0) + i * get_i(dl, 0) : 0, is_int);
+  return set_const(I, 0, &t, data);
+}
+
+static bool op_eyelike(imp *I, const op_def *d) {
+  (void)d;
+  val *x = in_val(I, 0);
+  if (!x) return false;
+  if (x->type.rank != 2) { nerr(I, "the input must be a matrix"); return false; }
+  mlc_type t = x->type;
+  if (attr(N, "dtype") && !want_dtype(I, (int)attr_i(N, "dtype", 1), "dtype", &t.dtype)) return false;
+  if (mlc_type_numel(&t) > MAX_FOLD_NUMEL) { nerr(I, "more than %d elements", MAX_FOLD_NUMEL); return false; }
+  int64_t k = attr_i(N, "k", 0);
+  uint8_t *data = alloc_data(I, &t);
+  for (int64_t i = 0; i < t.dim[0]; i++)
+    for (int64_t j = 0; j < t.dim[1]; j++) put(data, t.dtype, i * t.dim[1] + j, j - i == k, j - i == k, true);
+  return set_const(I, 0, &t, data);
+}
+
+#undef N
+
+static const op_def op_table[] = {
+  {"Relu", op_unary, "", MLC_OP_RELU, 6},
+  {"Sigmoid", op_unary, "", MLC_OP_SIGMOID, 6},
+  {"Tanh", op_unary, "", MLC_OP_TANH, 6},
+  {"Exp", op_unary, "", MLC_OP_EXP, 6},
+  {"Log", op_unary, "", MLC_OP_LOG, 6},
+  {"Sqrt", op_unary, "", MLC_OP_SQRT, 6},
+  {"Neg", op_unary, "", MLC_OP_NEG, 6},
+  {"Identity", op_identity, "", 0, 1},
+  {"Abs", op_act, "", V_ABS, 6},
+  {"Reciprocal", op_act, "", V_RECIP, 6},
+  {"Softplus", op_act, "", V_SOFTPLUS, 1},
+  {"Softsign", op_act, "", V_SOFTSIGN, 1},
+  {"Elu", op_act, "alpha", V_ELU, 6},
+  {"Selu", op_act, "alpha gamma", V_SELU, 6},
+  {"Celu", op_act, "alpha", V_CELU, 12},
+  {"LeakyRelu", op_act, "alpha", V_LEAKY, 6},
+  {"HardSigmoid", op_act, "alpha beta", V_HSIG, 6},
+  {"HardSwish", op_act, "", V_HSWISH, 14},
+  {"PRelu", op_prelu, "", 0, 7},
+  {"Clip", op_clip, "", 0, 11},
+  {"Add", op_binary, "", MLC_OP_ADD, 7},
+  {"Sub", op_binary, "", MLC_OP_SUB, 7},
+  {"Mul", op_binary, "", MLC_OP_MUL, 7},
+  {"Div", op_binary, "", MLC_OP_DIV, 7},
+  {"Pow", op_pow, "", 0, 7},
+  {"Max", op_variadic, "", '>', 8},
+  {"Min", op_variadic, "", '<', 8},
+  {"Sum", op_variadic, "", 'S', 8},
+  {"Mean", op_variadic, "", 'M', 8},
+  {"Cast", op_cast, "to saturate", 0, 6},
+  {"CastLike", op_cast, "saturate", 1, 15},
+  {"MatMul", op_matmul, "", 0, 1},
+  {"Gemm", op_gemm, "alpha beta transA transB", 0, 7},
+  {"Softmax", op_softmax, "axis", 0, 1},
+  {"LogSoftmax", op_softmax, "axis", 1, 1},
+  {"ReduceSum", op_reduce, "axes keepdims noop_with_empty_axes", R_SUM, 1},
+  {"ReduceMean", op_reduce, "axes keepdims noop_with_empty_axes", R_MEAN, 1},
+  {"ReduceMax", op_reduce, "axes keepdims noop_with_empty_axes", R_MAX, 1},
+  {"ReduceMin", op_reduce, "axes keepdims noop_with_empty_axes", R_MIN, 1},
+  {"ReduceSumSquare", op_reduce, "axes keepdims noop_with_empty_axes", R_SUMSQ, 1},
+  {"ReduceL1", op_reduce, "axes keepdims noop_with_empty_axes", R_L1, 1},
+  {"ReduceL2", op_reduce, "axes keepdims noop_with_empty_axes", R_L2, 1},
+  {"ReduceLogSum", op_reduce, "axes keepdims noop_with_empty_axes", R_LOGSUM, 1},
+  {"ReduceLogSumExp", op_reduce, "axes keepdims noop_with_empty_axes", R_LOGSUMEXP, 1},
+  {"Reshape", op_reshape, "allowzero", 0, 5},
+  {"Flatten", op_flatten, "axis", 0, 1},
+  {"Squeeze", op_squeeze, "axes", 0, 1},
+  {"Unsqueeze", op_squeeze, "axes", 1, 1},
+  {"Transpose", op_transpose, "perm", 0, 1},
+  {"Concat", op_concat, "axis", 0, 4},
+  {"Slice", op_slice, "", 0, 10},
+  {"Split", op_split, "axis num_outputs split", 0, 2},
+  {"Expand", op_expand, "", 0, 8},
+  {"Tile", op_tile, "", 0, 6},
+  {"DepthToSpace", op_depth_space, "blocksize mode", 0, 1},
+  {"SpaceToDepth", op_depth_space, "blocksize", 1, 1},
+  {"Gather", op_gather, "axis", 0, 1},
+  {"BatchNormalization", op_batchnorm, "epsilon momentum training_mode", 0, 9},
+  {"LayerNormalization", op_layernorm, "axis epsilon stash_type", 0, 17},
+  {"InstanceNormalization", op_instancenorm, "epsilon", 0, 6},
+  {"MeanVarianceNormalization", op_mvn, "axes", 0, 9},
+  {"LpNormalization", op_lpnorm, "axis p", 0, 1},
+  {"GlobalAveragePool", op_global_pool, "", MLC_OP_MEAN, 1},
+  {"GlobalMaxPool", op_global_pool, "", MLC_OP_MAX, 1},
+  {"Dropout", op_dropout, "seed", 0, 12},
+  {"Constant", op_constant, "value value_float value_floats value_int value_ints", 0, 9},
+  {"Shape", op_shape, "start end", 0, 1},
+  {"Size", op_shape, "", 1, 1},
+  {"ConstantOfShape", op_constant_of_shape, "value", 0, 9},
+  {"Range", op_range, "", 0, 11},
+  {"EyeLike", op_eyelike, "dtype k", 0, 9},
+};
+
+static bool attr_listed(const char *list, const char *name) {
+  size_t n = strlen(name);
+  for (const char *p = list; *p;) {
+    const char *e = strchr(p, ' ');
+    size_t len = e ? (size_t)(e - p) : strlen(p);
+    if (len == n && !memcmp(p, name, n)) return true;
+    if (!e) break;
+    p = e + 1;
+  }
+  return false;
+}
+
+static bool lower_node(imp *I) {
+  const Onnx__NodeProto *n = I->n;
+  if (!n->op_type || !n->op_type[0]) { nerr(I, "the node has no op_type"); return false; }
+  if (n->domain && n->domain[0] && strcmp(n->domain, "ai.onnx")) {
+    nerr(I, "unsupported op (domain '%s')", n->domain);
+    return false;
+  }
+  for (size_t i = 0; i < sizeof op_table / sizeof *op_table; i++) {
+    const op_def *d = &op_table[i];
+    if (strcmp(d->name, n->op_type)) continue;
+    if (I->opset < d->since) {
+      nerr(I, "unsupported opset: mlc lowers %s as defined from opset %d on", d->name, d->since);
+      return false;
+    }
+    for (size_t k = 0; k < n->n_attribute; k++) {
+      const char *an = n->attribute[k]->name ? n->attribute[k]->name : "";
+      if (!attr_listed(d->attrs, an)) {
+        nerr(I, "unsupported attribute '%s'", an);
+        return false;
+      }
+    }
+    for (size_t k = 0; k < n->n_output; k++)
+      if (!n->output[k]) { nerr(I, "output %zu has no name", k); return false; }
+    int errors = I->d->errors;
+    bool ok = d->fn(I, d);
+    if (!ok && I->d->errors == errors) nerr(I, "could not be lowered"); /* every failure gets a message */
+    return ok;
+  }
+  nerr(I, "unsupported op");
+  return false;
+}
+
+/* ---- the graph ---- */
+
+const char *mlc_onnx_c_name(mlc_arena *a, const char *s) {
+  size_t n = strlen(s);
+  char *o = mlc_arena_alloc(a, n + 2), *p = o;
+  if (!n || (s[0] >= '0' && s[0] <= '9')) *p++ = 't';
+  for (size_t i = 0; i < n; i++) {
+    char c = s[i];
+    *p++ = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ? c : '_';
+  }
+  return o;
+}
+
+/* The type of a graph input, with symbolic dims bound by -D. */
+static bool input_type(imp *I, const Onnx__ValueInfoProto *vi, mlc_type *t) {
+  const char *nm = vi->name;
+  if (!vi->type || vi->type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !vi->type->tensor_type) {
+    nerr(I, "graph input '%s' is not a tensor", nm);
+    return false;
+  }
+  const Onnx__TypeProto__Tensor *tt = vi->type->tensor_type;
+  char what[300];
+  snprintf(what, sizeof what, "graph input '%s'", nm);
+  if (!want_dtype(I, tt->has_elem_type ? tt->elem_type : 0, what, &t->dtype)) return false;
+  if (!tt->shape) { nerr(I, "graph input '%s' has no shape; mlc needs static shapes", nm); return false; }
+  int64_t dims[MLC_MAX_RANK];
+  if (tt->shape->n_dim > MLC_MAX_RANK) { nerr(I, "graph input '%s' has rank %zu; mlc supports at most %d", nm, tt->shape->n_dim, MLC_MAX_RANK); return false; }
+  for (size_t i = 0; i < tt->shape->n_dim; i++) {
+    const Onnx__TensorShapeProto__Dimension *dm = tt->shape->dim[i];
+    if (dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
+      dims[i] = dm->dim_value;
+      continue;
+    }
+    const char *sym = dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM ? dm->dim_param : NULL;
+    if (!sym || !sym[0]) {
+      nerr(I, "dimension %zu of graph input '%s' has no size; mlc needs static shapes", i, nm);
+      return false;
+    }
+    const mlc_define *def = NULL;
+    for (uint32_t k = 0; k < I->ndefs; k++)
+      if (!strcmp(I->defs[k].name, sym)) def = &I->defs[k];
+    if (!def) {
+      nerr(I, "dimension %zu of graph input '%s' is the symbolic dimension '%s': bind it with -D %s=VALUE", i, nm, sym, sym);
+      return false;
+    }
+    char *end;
+    long long v = strtoll(def->value, &end, 10);
+    if (*end || end == def->value || v < 1) {
+      nerr(I, "-D %s=%s: a dimension must be a positive integer", sym, def->value);
+      return false;
+    }
+    dims[i] = v;
+  }
+  return dims_numel(I, dims, tt->shape->n_dim, what, t);
+}
+
+/* Checks a graph output against its declared element type and static dims. */
+static bool check_output(imp *I, const Onnx__ValueInfoProto *vi, const mlc_type *t) {
+  if (!vi->type || vi->type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !vi->type->tensor_type) return true;
+  const Onnx__TypeProto__Tensor *tt = vi->type->tensor_type;
+  char a[96];
+  if (tt->has_elem_type && dtype_of(tt->elem_type) != t->dtype) {
+    nerr(I, "graph output '%s' is declared %s but computes as %s", vi->name, onnx_dtype_name(tt->elem_type),
+         mlc_type_str(t, a, sizeof a));
+    return false;
+  }
+  if (!tt->shape) return true;
+  bool bad = tt->shape->n_dim != t->rank;
+  for (size_t i = 0; !bad && i < tt->shape->n_dim; i++)
+    bad = tt->shape->dim[i]->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE &&
+          tt->shape->dim[i]->dim_value != t->dim[i];
+  if (bad) nerr(I, "graph output '%s' computes as %s, which does not match its declared shape", vi->name, mlc_type_str(t, a, sizeof a));
+  return !bad;
+}
+
+static void lower_graph(imp *I, const Onnx__ModelProto *m) {
+  const Onnx__GraphProto *g = m->graph;
+  if (!g) { nerr(I, "the model has no graph"); return; }
+  if (g->n_node > MAX_GRAPH_NODES) { nerr(I, "the graph has %zu nodes; mlc's limit is %u", g->n_node, MAX_GRAPH_NODES); return; }
+  I->f = mlc_program_add_func(I->p, "forward");
+  for (size_t i = 0; i < g->n_initializer; i++) {
+    const Onnx__TensorProto *tp = g->initializer[i];
+    if (!tp->name || !tp->name[0]) { nerr(I, "initializer %zu has no name", i); return; }
+    char what[300];
+    snprintf(what, sizeof what, "initializer '%s'", tp->name);
+    mlc_type t = {0};
+    const uint8_t *data;
+    if (!read_tensor(I, tp, what, &t, &data)) return;
+    val *x = define(I, mlc_arena_strdup(I->a, tp->name));
+    if (!x) return;
+    x->type = t, x->data = data, x->init = true;
+  }
+  for (size_t i = 0; i < g->n_input; i++) {
+    const Onnx__ValueInfoProto *vi = g->input[i];
+    if (!vi->name || !vi->name[0]) { nerr(I, "graph input %zu has no name", i); return; }
+    if (find(I, vi->name)) continue; /* an initializer listed as an input too (IR version < 4) */
+    mlc_type t = {0};
+    if (!input_type(I, vi, &t)) return;
+    const char *cn = mlc_onnx_c_name(I->a, vi->name);
+    for (uint32_t k = 0; k < I->f->inputs.n; k++)
+      if (!strcmp(I->f->nodes[I->f->inputs.v[k]].a.name, cn)) { nerr(I, "graph inputs '%s' and another one are both '%s' as C names", vi->name, cn); return; }
+    mlc_attrs a = {.name = cn};
+    uint32_t node = emit(I, MLC_OP_INPUT, NULL, 0, &a, &t);
+    if (node == NONE) return;
+    mlc_u32vec_push(I->a, &I->f->inputs, node);
+    val *x = define(I, mlc_arena_strdup(I->a, vi->name));
+    if (!x) return;
+    x->node = node, x->type = t, x->graph_input = true;
+  }
+  for (size_t i = 0; i < g->n_node; i++) {
+    I->n = g->node[i];
+    I->ni = (uint32_t)i;
+    if (!lower_node(I)) return;
+  }
+  I->n = NULL;
+  if (!g->n_output) { nerr(I, "the graph has no outputs"); return; }
+  for (size_t i = 0; i < g->n_output; i++) {
+    const Onnx__ValueInfoProto *vi = g->output[i];
+    val *x = vi->name ? find(I, vi->name) : NULL;
+    if (!x) { nerr(I, "graph output '%s' is never computed", vi->name ? vi->name : ""); return; }
+    uint32_t node = node_of(I, x);
+    if (node == NONE) return;
+    /* An output is a value of its own, never an input or a parameter itself. */
+    mlc_op op = (mlc_op)I->f->nodes[node].op;
+    if (op == MLC_OP_INPUT || op == MLC_OP_PARAM || op == MLC_OP_CONST || op == MLC_OP_RESHAPE)
+      node = type_of(I, node)->dtype == MLC_DT_BOOL ? node : emit2(I, MLC_OP_ADD, node, like(I, node, 0));
+    if (node == NONE || !check_output(I, vi, type_of(I, node))) return;
+    const char *cn = mlc_onnx_c_name(I->a, vi->name);
+    for (uint32_t k = 0; k < I->f->noutputs; k++)
+      if (!strcmp(I->f->outputs[k].name, cn)) { nerr(I, "graph output '%s' is listed twice", vi->name); return; }
+    mlc_func_add_output(I->p, I->f, cn, node);
+  }
+}
+
+static void *pb_alloc(void *ctx, size_t n) { return malloc(n ? n : 1); }
+static void pb_free(void *ctx, void *p) { free(p); }
+
+bool mlc_onnx_import(mlc_program *p, mlc_diag *d, const char *name, const uint8_t *buf, size_t len,
+                     const mlc_define *defines, uint32_t ndefines, mlc_onnx_weights *out_w) {
+  imp I = {.p = p, .d = d, .a = p->arena, .file = name, .defs = defines, .ndefs = ndefines};
+  int errors0 = d->errors;
+  ProtobufCAllocator al = {pb_alloc, pb_free, NULL};
+  Onnx__ModelProto *m = onnx__model_proto__unpack(&al, len, buf);
+  if (!m) {
+    nerr(&I, "not a valid ONNX model (the protobuf does not parse as a ModelProto)");
+    return false;
+  }
+  I.opset = -1;
+  for (size_t i = 0; i < m->n_opset_import; i++) {
+    const char *dom = m->opset_import[i]->domain;
+    if (!dom || !dom[0] || !strcmp(dom, "ai.onnx")) I.opset = (int)m->opset_import[i]->version;
+  }
+  if (I.opset < 0 && m->n_opset_import == 0) I.opset = 1; /* IR version 2 models: opset 1 implied */
+  if (I.opset < 1) {
+    nerr(&I, "the model imports no opset of the default domain (ai.onnx); mlc reads its ops only");
+  } else {
+    p->name = "model";
+    if (m->graph && m->graph->name && m->graph->name[0]) {
+      char *nm = (char *)mlc_onnx_c_name(p->arena, m->graph->name);
+      for (char *c = nm; *c; c++)
+        if (*c >= 'A' && *c <= 'Z') *c = (char)(*c - 'A' + 'a');
+      p->name = nm;
+    }
+    lower_graph(&I, m);
+  }
+  onnx__model_proto__free_unpacked(m, &al);
+  if (out_w) *out_w = (mlc_onnx_weights){I.w, I.nw};
+  return d->errors == errors0;
+}

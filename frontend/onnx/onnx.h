@@ -1,0 +1,48 @@
+/* The ONNX frontend: a model.onnx (opset 13 and later) lowered into the same
+ * IR as a .mdl file.
+ *
+ * The protobuf is read with protobuf-c from Debian's onnx.proto (compiled
+ * at build time).  The graph becomes one `forward` function: graph inputs
+ * become INPUT nodes (their names made C identifiers), graph outputs its
+ * outputs, and each ONNX node one or a few IR nodes built from the ops that
+ * ir/ops.def has.  Initializers become parameters with their own names, so
+ * the safetensors and checkpoint machinery works unchanged; their values
+ * come back in mlc_onnx_weights for the driver to load.  Tensors known at
+ * compile time (initializers, Constant, Shape, ...) are kept as data so
+ * that the operands ONNX passes as tensors but mlc needs as numbers (a
+ * Reshape's shape, a Slice's starts) can be read.
+ *
+ * Every error names the file, the node (its index and name), its op type
+ * and the opset; an op or attribute mlc cannot lower is an error, never a
+ * guess.
+ */
+#ifndef MLC_FRONTEND_ONNX_H
+#define MLC_FRONTEND_ONNX_H
+
+#include "frontend/frontend.h"
+
+/* One initializer's value: the bytes of parameter `param`, little-endian,
+ * in the program's arena. */
+typedef struct {
+  uint32_t param;
+  const void *data;
+  size_t bytes;
+} mlc_onnx_weight;
+
+typedef struct {
+  mlc_onnx_weight *w;
+  uint32_t n;
+} mlc_onnx_weights;
+
+/* Lowers the serialized ModelProto in buf[0..len) into p.  `name` is the
+ * file's name for messages; defines bind symbolic dimensions (-D N=8).
+ * Returns false if any error was reported to d.  out_w may be NULL. */
+bool mlc_onnx_import(mlc_program *p, mlc_diag *d, const char *name, const uint8_t *buf, size_t len,
+                     const mlc_define *defines, uint32_t ndefines, mlc_onnx_weights *out_w);
+
+/* An ONNX tensor name as mlc's inputs and outputs spell it: every character
+ * other than [A-Za-z0-9_] becomes '_', and a leading digit gets a 't'
+ * before it ("onnx::Add_3" -> "onnx__Add_3", "1" -> "t1"). */
+const char *mlc_onnx_c_name(mlc_arena *a, const char *s);
+
+#endif
