@@ -30,6 +30,7 @@
 #include "mlc_version.h"
 #include "passes/passes.h"
 #include "runtime/status.h"
+#include "driver/bundle.h"
 #include "driver/train.h"
 #include "runtime/plan.h"
 #include "runtime/profile.h"
@@ -105,7 +106,12 @@ static void usage(FILE *o) {
           "  -h, --help            this text\n"
           "  -V, --version         the version\n"
           "compile:\n"
-          "  -o, --output DIR      where the artifact goes (default out/; needs --target)\n"
+          "  -o, --output DIR      where the artifact goes (default out/; needs --target): the C API,\n"
+          "                        lib<name>.a with the runtime inside, <name>.cmake and <name>.pc\n"
+          "      --name NAME       the artifact's name: its files, symbols (NAME_create...) and CMake\n"
+          "                        target (default: the model's, in lower case), so that several\n"
+          "                        models link into one application\n"
+          "      --cc CC           the C compiler that compiles the artifact's glue (default cc)\n"
           "      --emit ast|ir     print the AST or the final IR to standard output\n"
           "      --print-after P   print the IR after pass P (%s) or after all\n"
           "      --stats           print parameters (state_dict names and shapes), op counts, FLOPs\n"
@@ -221,6 +227,7 @@ typedef struct {
   const char *target, *outdir, *emit, *print_after, *entry, *file, *weights;
   const char *data, *data_dtype, *save, *resume, *export_weights; /* train */
   const char *trace, *roofline;                   /* run, bench, train */
+  const char *artifact_name, *cc;                 /* compile */
   long steps;
   const char *inputs[64], *outputs[64]; /* NAME=FILE */
   uint32_t ninputs, noutputs;
@@ -236,14 +243,14 @@ typedef struct {
 enum {
   OPT_EMIT = 256, OPT_PRINT_AFTER, OPT_TIME, OPT_STATS, OPT_ENTRY, OPT_WEIGHTS, OPT_INPUT, OPT_PROFILE, OPT_THREADS,
   OPT_SEED, OPT_RUNS, OPT_WARMUP, OPT_STEPS, OPT_DATA, OPT_DATA_DTYPE, OPT_SAVE, OPT_RESUME, OPT_TRACE, OPT_ROOFLINE,
-  OPT_DEVICE, OPT_FSDP, OPT_EXPORT, OPT_CODEGEN,
+  OPT_DEVICE, OPT_FSDP, OPT_EXPORT, OPT_CODEGEN, OPT_NAME, OPT_CC,
 };
 
 /* Which options each command takes: a letter or OPT_ value per entry. */
 static bool takes(command cmd, int opt) {
   switch (opt) {
   case 't': case 'D': case 'h': case OPT_ENTRY: case OPT_TIME: case OPT_FSDP: case OPT_CODEGEN: return true;
-  case OPT_EMIT: case OPT_PRINT_AFTER: case OPT_STATS: return cmd == CMD_COMPILE;
+  case OPT_EMIT: case OPT_PRINT_AFTER: case OPT_STATS: case OPT_NAME: case OPT_CC: return cmd == CMD_COMPILE;
   case 'o': return cmd == CMD_COMPILE || cmd == CMD_RUN;
   case OPT_INPUT: return cmd == CMD_RUN;
   case OPT_SEED: return cmd == CMD_RUN || cmd == CMD_TRAIN || cmd == CMD_PROFILE;
@@ -265,6 +272,15 @@ static bool parse_int(const char *s, long lo, long hi, long *out) {
   return true;
 }
 
+/* [A-Za-z_][A-Za-z0-9_]*, at most 64 characters: an artifact's name. */
+static bool c_identifier(const char *s) {
+  size_t n = strlen(s);
+  if (n == 0 || n > 64 || (*s >= '0' && *s <= '9')) return false;
+  for (; *s; s++)
+    if (!(*s == '_' || (*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z'))) return false;
+  return true;
+}
+
 /* Returns -1 to go on, or the exit status. */
 static int parse_args(options *o, int argc, char **argv) {
   static const struct option opts[] = {
@@ -281,6 +297,7 @@ static int parse_args(options *o, int argc, char **argv) {
     {"trace", required_argument, 0, OPT_TRACE}, {"roofline", required_argument, 0, OPT_ROOFLINE},
     {"device", required_argument, 0, OPT_DEVICE}, {"fsdp", no_argument, 0, OPT_FSDP},
     {"export", required_argument, 0, OPT_EXPORT},
+    {"name", required_argument, 0, OPT_NAME},   {"cc", required_argument, 0, OPT_CC},
     /* the options of emitted code (mlc_options_set) */
     {"f32-matmul", required_argument, 0, OPT_CODEGEN}, {"spirv-attention", required_argument, 0, OPT_CODEGEN},
     {"spirv-emulate-coopmat", no_argument, 0, OPT_CODEGEN}, {"spirv-attention-rescale", required_argument, 0, OPT_CODEGEN},
@@ -318,6 +335,11 @@ static int parse_args(options *o, int argc, char **argv) {
       o->ndefines++;
       break;
     case OPT_EMIT: o->emit = optarg; break;
+    case OPT_NAME:
+      if (!c_identifier(optarg)) return usage_error("--name %s: expected a C identifier of at most 64 characters", optarg);
+      o->artifact_name = optarg;
+      break;
+    case OPT_CC: o->cc = optarg; break;
     case OPT_PRINT_AFTER: o->print_after = optarg; break;
     case OPT_TIME: o->time_passes = true; break;
     case OPT_STATS: o->stats = true; break;
@@ -480,6 +502,7 @@ static int frontend(const options *o, mlc_program *prog, mlc_diag *diag, char **
   if (!diag->errors && o->emit && !strcmp(o->emit, "ast")) mlc_ast_print(stdout, ast);
   mlc_lower_options lo = {o->defines, o->ndefines, o->entry, 0};
   bool ok = !diag->errors && mlc_lower(prog, diag, ast, &lo);
+  if (ok && o->artifact_name) prog->name = o->artifact_name;
   mlc_options_apply(prog, &o->cg);
   double t3 = mlc_now();
   if (tf) fprintf(tf, "  %-12s %9.3f ms\n", "lower", (t3 - t2) * 1e3);
@@ -628,14 +651,24 @@ static bool built(bool ok, const char *err) {
   return ok;
 }
 
-/* After writing an artifact: what it holds (`files`: the target's own), or
- * what went wrong; the exit status. */
-static int wrote(bool ok, const char *err, const char *dir, const mlc_program *p, const char *files) {
+/* After a target wrote an artifact: the bundle (bundle.c: lib<name>.a with
+ * the runtime inside), then what it holds (`files`: the target's own), or
+ * what went wrong; the exit status.  The CPU's kernels are one object file
+ * per entry point, <name>.<entry>.o (target_cpu.c). */
+static int wrote(const options *o, bool ok, char *err, size_t errn, const char *dir, const mlc_program *p,
+                 const char *files) {
+  const char *objects[64];
+  uint32_t nobjects = 0;
+  if (!strcmp(o->target, "cpu"))
+    for (uint32_t k = 0; k < p->nfuncs && nobjects < 64; k++)
+      objects[nobjects++] = mlc_arena_printf(p->arena, "%s.%s.o", p->name, p->funcs[k].name);
+  if (ok) ok = mlc_bundle_artifact(dir, p->name, objects, nobjects, o->cc ? o->cc : "cc", err, errn);
   if (!ok) {
     fprintf(stderr, "mlc: %s\n", err);
     return EXIT_USER;
   }
-  fprintf(stderr, "mlc: wrote %s/%s.h, %s.c, %s, %s.cmake and %s.pc\n", dir, p->name, p->name, files, p->name, p->name);
+  fprintf(stderr, "mlc: wrote %s/%s.h, %s.c, %s, lib%s.a (all of it and the runtime), %s.cmake and %s.pc\n", dir,
+          p->name, p->name, files, p->name, p->name, p->name);
   return EXIT_OK;
 }
 
@@ -712,7 +745,7 @@ static int run_target(const options *o, mlc_program *prog, const onnx_weights *o
       goto out;
     }
     if (o->cmd == CMD_COMPILE) {
-      rc = wrote(mlc_spirv_write_artifact(&vb, dir, o->file, err, sizeof err), err, dir, prog,
+      rc = wrote(o, mlc_spirv_write_artifact(&vb, dir, o->file, err, sizeof err), err, sizeof err, dir, prog,
                  mlc_arena_printf(prog->arena, "%u SPIR-V modules (<symbol>.spv, also embedded in %s.c)",
                                   vb.mod.nkernels, prog->name));
       goto out;
@@ -736,7 +769,7 @@ static int run_target(const options *o, mlc_program *prog, const onnx_weights *o
       goto out;
     }
     if (o->cmd == CMD_COMPILE) {
-      rc = wrote(mlc_metal_write_artifact(&mb, dir, o->file, err, sizeof err), err, dir, prog,
+      rc = wrote(o, mlc_metal_write_artifact(&mb, dir, o->file, err, sizeof err), err, sizeof err, dir, prog,
                  mlc_arena_printf(prog->arena, "%s.metal (and %s.metallib where Apple's metal compiler exists; else "
                                   "the runtime compiles the source)", prog->name, prog->name));
       goto out;
@@ -759,7 +792,7 @@ static int run_target(const options *o, mlc_program *prog, const onnx_weights *o
       goto out;
     }
     if (o->cmd == CMD_COMPILE) {
-      rc = wrote(mlc_cuda_write_artifact(&g, dir, o->file, err, sizeof err), err, dir, prog,
+      rc = wrote(o, mlc_cuda_write_artifact(&g, dir, o->file, err, sizeof err), err, sizeof err, dir, prog,
                  g.image ? mlc_arena_printf(prog->arena, "%s.cu, %s.fatbin", prog->name, prog->name)
                          : mlc_arena_printf(prog->arena, "%s.cu (no nvcc: NVRTC compiles it at run time)", prog->name));
       goto out;
@@ -776,7 +809,7 @@ static int run_target(const options *o, mlc_program *prog, const onnx_weights *o
       goto out;
     }
     if (o->cmd == CMD_COMPILE) {
-      rc = wrote(mlc_cpu_write_artifact(&b, dir, o->file, err, sizeof err), err, dir, prog,
+      rc = wrote(o, mlc_cpu_write_artifact(&b, dir, o->file, err, sizeof err), err, sizeof err, dir, prog,
                  mlc_arena_printf(prog->arena, "%u object file%s", prog->nfuncs, prog->nfuncs == 1 ? "" : "s"));
       goto out;
     }

@@ -135,7 +135,7 @@ bool mlc_want_tensor(mlc_lowerer *L, mlc_value v, mlc_loc loc, const char *what)
 
 mlc_value mlc_emit(mlc_lowerer *L, mlc_op op, const mlc_value *in, uint32_t nin, const mlc_attrs *a, const mlc_type *preset,
                    mlc_loc loc) {
-  uint32_t ids[64];
+  uint32_t ids[64] = {0}; /* mlc_func_add reads only ids[0..nin) */
   MLC_ASSERT(nin <= 64);
   for (uint32_t i = 0; i < nin; i++) {
     if (in[i].kind != V_TENSOR) return mlc_verr();

@@ -16,6 +16,10 @@
 
 #include <stddef.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct mlc_allocator {
   /* Returns NULL on failure.  Never called with n == 0. */
   void *(*alloc)(void *ctx, size_t n);
@@ -60,5 +64,9 @@ typedef struct mlc_failing_allocator {
  * outlive every block allocated through the result. */
 mlc_allocator mlc_allocator_failing(mlc_failing_allocator *state,
                                     mlc_allocator base, size_t fail_at);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* MLC_ALLOC_H */

@@ -15,6 +15,10 @@
 #include "runtime/alloc.h"
 #include "runtime/status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct mlc_device mlc_device;
 
 typedef struct {
@@ -60,5 +64,9 @@ struct mlc_device {
   mlc_allocator a;
   uint64_t allocated; /* bytes alloc has handed out so far (a session frees nothing until it ends) */
 };
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -56,6 +56,10 @@
 #include "runtime/alloc.h"
 #include "runtime/status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define MLC_PLAN_MAGIC "MLCPLAN"
 #define MLC_PLAN_VERSION 2u
 #define MLC_PLAN_HEADER_BYTES 32u
@@ -133,5 +137,9 @@ void mlc_plan_free(mlc_plan *plan);
 const mlc_plan_entry *mlc_plan_find_entry(const mlc_plan *plan, const char *name);
 /* Bytes of one value of this shape. */
 uint64_t mlc_plan_shape_bytes(const mlc_plan_shape *s);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -23,6 +23,10 @@
 #include "runtime/plan.h"
 #include "runtime/status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Below this a CPU kernel is latency-bound: the pool's wake-up and the
  * chunking cost about as much as the work. */
 #define MLC_PROFILE_CPU_LATENCY_S 20e-6
@@ -158,5 +162,9 @@ void mlc_trace_process(mlc_trace_writer *w, const mlc_trace_options *o);
 /* One span; the first on a stream of this process also names its track. */
 void mlc_trace_add(mlc_trace_writer *w, const mlc_trace_span *sp);
 void mlc_trace_end(mlc_trace_writer *w);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

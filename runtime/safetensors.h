@@ -34,6 +34,10 @@
 #include "runtime/alloc.h"
 #include "runtime/status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Element types, in the reference implementation's enum order (the writer
  * sorts by it).  Sub-byte types (F4, F6_*) are recognised by the loader but
  * rejected as MLC_UNIMPLEMENTED.
@@ -154,5 +158,9 @@ MLC_MUST_USE mlc_status mlc_safetensors_serialize(
     const mlc_safetensors_entry *tensors, size_t count,
     const mlc_safetensors_kv *metadata, size_t metadata_count,
     mlc_allocator allocator, void **out_bytes, size_t *out_size);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* MLC_SAFETENSORS_H */

@@ -731,6 +731,7 @@ mlc_status mlc_session_load_checkpoint(mlc_session *s, const char *path) {
 uint64_t mlc_session_step(const mlc_session *s) { return s->step; }
 
 static mlc_status find_entry(const mlc_session *s, const char *name, entry_state **out) {
+  *out = NULL;
   for (uint32_t k = 0; k < s->plan->nentries; k++)
     if (!strcmp(s->plan->entries[k].name, name)) {
       *out = &s->entries[k];

@@ -31,6 +31,10 @@
 #include "runtime/profile.h"
 #include "runtime/status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct mlc_session mlc_session;
 
 typedef struct {
@@ -117,5 +121,9 @@ MLC_MUST_USE mlc_status mlc_session_write_trace(const mlc_session *s, const char
 /* The entry's profiled steps on an SVG roofline. */
 MLC_MUST_USE mlc_status mlc_session_write_roofline(const mlc_session *s, const char *entry, const mlc_ceilings *c,
                                                    const char *path);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

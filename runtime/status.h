@@ -15,6 +15,10 @@
 #ifndef MLC_STATUS_H
 #define MLC_STATUS_H
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #if defined(__GNUC__) || defined(__clang__)
 #define MLC_STATUS_PRINTF(fmt_arg, first_arg) \
   __attribute__((format(printf, fmt_arg, first_arg)))
@@ -67,5 +71,9 @@ void mlc_status_free(mlc_status st);
     if (mlc_return_if_error_)               \
       return mlc_return_if_error_;          \
   } while (0)
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* MLC_STATUS_H */

@@ -72,6 +72,15 @@ if(MLC_BACKEND_CPU)
             ${CMAKE_CURRENT_BINARY_DIR}/run_minillm)
   add_test(NAME ref.app.mlp
     COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/app_check.py $<TARGET_FILE:mlc> ${MLC_ROOT} ${CMAKE_CURRENT_BINARY_DIR}/app_check)
+  # The artifact moved, then built with CMake (C and C++), pkg-config and one cc line.
+  add_test(NAME ref.artifact.mlp
+    COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/artifact_check.py $<TARGET_FILE:mlc> ${MLC_ROOT}
+            ${CMAKE_CURRENT_BINARY_DIR}/artifact_check ${MLC_RUNTIME_LINK_OPTIONS})
+  # Two models in one application, the checked calls, two threads, the version check.
+  add_test(NAME runtime.two_models
+    COMMAND ${MLC_ROOT}/tests/packaging/two_models.sh $<TARGET_FILE:mlc> ${MLC_ROOT}
+            ${CMAKE_CURRENT_BINARY_DIR}/two_models ${MLC_RUNTIME_LINK_OPTIONS})
+  set_tests_properties(runtime.two_models PROPERTIES LABELS "runtime;cpu" TIMEOUT 300)
   add_test(NAME ref.run.errors
     COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/run_errors.py $<TARGET_FILE:mlc> ${MLC_ROOT} ${CMAKE_CURRENT_BINARY_DIR}/run_errors)
   foreach(mode f32 bf16)
@@ -79,7 +88,7 @@ if(MLC_BACKEND_CPU)
       COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/train_minillm.py $<TARGET_FILE:mlc> ${MLC_ROOT}/examples/minillm.mdl
               ${CMAKE_CURRENT_BINARY_DIR}/train_minillm_${mode} ${mode})
   endforeach()
-  set_tests_properties(ref.run.minillm_small ref.app.mlp ref.run.errors ref.train.minillm_small.f32
+  set_tests_properties(ref.run.minillm_small ref.app.mlp ref.artifact.mlp ref.run.errors ref.train.minillm_small.f32
                        ref.train.minillm_small.bf16 PROPERTIES
                        LABELS "ref;cpu" TIMEOUT 300)
   add_test(NAME ref.train.data_and_init

@@ -77,12 +77,11 @@ const char *cc_fmt(cc *c, const char *fmt, ...) {
   return s;
 }
 
-bool cc_fail(cc *c, const char *fmt, ...) {
+void cc_error(cc *c, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(c->err, sizeof c->err, fmt, ap);
   va_end(ap);
-  return false;
 }
 
 int cc_f32_products(const cc *c) {

@@ -160,7 +160,11 @@ void cc_plan_rows(cc_rowplan *rp, int64_t R, int64_t D, int dt, int cache_max);
  * shared memory for block reductions. */
 void cc_row_head(cc *c, const cc_rowplan *rp);
 
-bool cc_fail(cc *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void cc_error(cc *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* cc_error, as an expression that is false where the compiler can see it, so
+ * that `return cc_fail(...)` leaves no "may be used uninitialized" behind in
+ * optimised builds (an out-parameter a failing call does not set). */
+#define cc_fail(...) (cc_error(__VA_ARGS__), false)
 
 static inline int64_t cc_ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 

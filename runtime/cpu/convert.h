@@ -8,6 +8,10 @@
 #include <stdint.h>
 #include <string.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 static inline uint32_t mlc_f32_bits(float f) {
   uint32_t u;
   memcpy(&u, &f, 4);
@@ -58,5 +62,9 @@ static inline float mlc_f16_to_f32(uint16_t h) {
   }
   return mlc_f32_from_bits(sign | ((e + 112) << 23) | (mant << 13));
 }
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -26,6 +26,10 @@
 #include "runtime/cpu/threadpool.h"
 #include "runtime/status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* One kernel launch: the node it computes and how its work is cut. */
 typedef struct {
   uint32_t node;
@@ -61,5 +65,9 @@ double mlc_cpu_exec_step_seconds(const mlc_cpu_exec *e, uint32_t i);
 void *mlc_cpu_exec_node_buffer(const mlc_cpu_exec *e, uint32_t node);
 MLC_MUST_USE mlc_status mlc_cpu_exec_output(const mlc_cpu_exec *e, const char *name, const void **out_data,
                                             const mlc_type **out_type);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -22,9 +22,17 @@
 
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef void (*mlc_cpu_kernel_fn)(void **bufs, int64_t begin, int64_t end);
 
 /* The stack a thread needs to run any kernel, with room to spare. */
 #define MLC_CPU_STACK_BYTES ((size_t)16 << 20)
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -20,6 +20,10 @@
 #include "runtime/alloc.h"
 #include "runtime/status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct mlc_cpu_pool mlc_cpu_pool;
 
 /* Work on items [begin, end). */
@@ -34,5 +38,9 @@ int mlc_cpu_pool_threads(const mlc_cpu_pool *pool);
 /* Runs fn over [0, n) in chunks of `chunk` items (0: about 8 chunks per
  * thread).  Returns when every item is done. */
 void mlc_cpu_pool_parallel_for(mlc_cpu_pool *pool, int64_t n, int64_t chunk, mlc_cpu_task_fn fn, void *ctx);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -17,6 +17,10 @@
 
 #include "runtime/status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* The cache file for a key and suffix ("cubin", "fatbin"), or false when
  * there is no home directory. */
 bool mlc_cuda_cache_file(char *buf, size_t n, uint64_t key, const char *suffix);
@@ -29,5 +33,9 @@ void mlc_cuda_write_file(const char *path, const void *data, size_t n);
  * sm_90a) into a cubin, or takes it from the cache.  *out is malloc'ed. */
 MLC_MUST_USE mlc_status mlc_cuda_compile_nvrtc(const char *source, int major, int minor, FILE *progress, void **out,
                                                size_t *out_n);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -17,6 +17,10 @@
 #include "runtime/cuda/kernel.h"
 #include "runtime/device.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct {
   int ordinal;                    /* which GPU */
   const void *image;              /* fatbin/cubin/PTX, or NULL */
@@ -28,5 +32,9 @@ typedef struct {
 } mlc_cuda_code;
 
 MLC_MUST_USE mlc_status mlc_cuda_device_create(const mlc_cuda_code *code, mlc_allocator a, mlc_device **out);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

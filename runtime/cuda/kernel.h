@@ -14,6 +14,10 @@
 
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define MLC_CUDA_MAX_LAUNCH 4
 
 typedef struct {
@@ -28,5 +32,9 @@ typedef struct {
   uint32_t nlaunch;
   mlc_cuda_launch launch[MLC_CUDA_MAX_LAUNCH];
 } mlc_cuda_kernel;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -21,6 +21,10 @@
 
 #include "runtime/status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Under torchrun (TORCHELASTIC_RUN_ID set) the rendezvous uses MASTER_PORT
  * + 1: torchrun's own store already listens on MASTER_PORT. */
 typedef struct {
@@ -37,5 +41,9 @@ MLC_MUST_USE mlc_status mlc_dist_env_read(mlc_dist_env *out);
 /* Rank 0 sends blob[0..n) to every other rank; the others receive it into
  * blob.  Gives up after timeout_s seconds. */
 MLC_MUST_USE mlc_status mlc_dist_share(const mlc_dist_env *e, void *blob, size_t n, double timeout_s);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

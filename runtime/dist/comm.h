@@ -20,6 +20,10 @@
 #include "runtime/dist/bootstrap.h"
 #include "runtime/status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct mlc_comm mlc_comm;
 
 typedef struct {
@@ -65,5 +69,9 @@ MLC_MUST_USE mlc_status mlc_comm_nccl_create(const mlc_dist_env *e, const void *
                                              void (*on_hang)(const char *why), mlc_allocator a, mlc_comm **out);
 /* Marks the time the session waits for the device (the watchdog's deadline). */
 void mlc_comm_busy(mlc_comm *c, bool on);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

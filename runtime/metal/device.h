@@ -19,6 +19,10 @@
 #include "runtime/cuda/kernel.h"
 #include "runtime/device.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct {
   const char *source;             /* the MSL, compiled with newLibraryWithSource when metallib is NULL */
   const void *metallib;           /* a compiled library (xcrun metal + metallib), or NULL */
@@ -29,5 +33,9 @@ typedef struct {
 } mlc_metal_code;
 
 MLC_MUST_USE mlc_status mlc_metal_device_create(const mlc_metal_code *code, mlc_allocator a, mlc_device **out);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

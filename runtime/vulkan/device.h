@@ -31,6 +31,10 @@
 #include "runtime/device.h"
 #include "runtime/vulkan/kernel.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct {
   int ordinal;                   /* which device, as `mlc devices --target spirv` lists them */
   const mlc_vk_kernel *kernels;  /* the kernel table (must outlive the device) */
@@ -45,5 +49,9 @@ MLC_MUST_USE mlc_status mlc_vk_device_create(const mlc_vk_code *code, mlc_alloca
 uint32_t mlc_vk_device_messages(const mlc_device *d);
 /* Whether the device runs cooperative-matrix kernels (else their fallbacks). */
 bool mlc_vk_device_coopmat(const mlc_device *d);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

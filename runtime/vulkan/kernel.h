@@ -29,6 +29,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define MLC_VK_MAX_DISPATCH 4
 #define MLC_VK_NO_FALLBACK 0xffffffffu
 
@@ -50,5 +54,9 @@ typedef struct {
   uint32_t coopmat_mnk[3];/* the tile it uses: M, N, K */
   uint32_t fallback;      /* kernel index to use without cooperative matrices */
 } mlc_vk_kernel;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -1,0 +1,58 @@
+/* Tensor descriptors: a buffer together with what it is meant to hold.
+ *
+ * The typed calls of an artifact (<name>_forward(m, x, y)) take bare
+ * pointers and trust the caller for their sizes.  Their _tensors forms
+ * (<name>_forward_tensors(m, &x, &y)) take an mlc_tensor per input and
+ * output instead, and check each one before touching any memory: dtype and
+ * shape exactly as the model declares them, and a buffer of at least the
+ * tensor's size.  A mismatch is MLC_INVALID_ARGUMENT naming the entry point,
+ * the tensor and both sides ("forward: input 'x' is f32[32, 784] (100352
+ * bytes), got a buffer of 400 bytes").
+ */
+#ifndef MLC_TENSOR_H
+#define MLC_TENSOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The plan's dtype codes (runtime/plan.h). */
+typedef enum mlc_dtype_code {
+  MLC_DTYPE_F32 = 1,
+  MLC_DTYPE_BF16 = 2, /* uint16_t bits */
+  MLC_DTYPE_F16 = 3,  /* uint16_t bits */
+  MLC_DTYPE_I32 = 4,
+  MLC_DTYPE_I64 = 5,
+  MLC_DTYPE_BOOL = 6, /* one byte */
+} mlc_dtype_code;
+
+#define MLC_TENSOR_MAX_RANK 6
+
+typedef struct mlc_tensor {
+  mlc_dtype_code dtype;
+  int rank;                          /* 0 to MLC_TENSOR_MAX_RANK */
+  int64_t dims[MLC_TENSOR_MAX_RANK]; /* the first `rank` are used */
+  void *data;                        /* read for inputs, written for outputs */
+  size_t bytes;                      /* the size of the buffer at data */
+} mlc_tensor;
+
+/* The bytes of a tensor of that dtype and shape (0 for an unknown dtype). */
+size_t mlc_tensor_nbytes(mlc_dtype_code dtype, int rank, const int64_t *dims);
+
+/* NULL when `t` describes a tensor of exactly `dtype` and shape
+ * dims[0..rank) in a buffer of at least that many bytes; else
+ * MLC_INVALID_ARGUMENT saying what differs, naming `entry`, the `kind`
+ * ("input" or "output") and `name`. */
+MLC_MUST_USE mlc_status mlc_tensor_check(const mlc_tensor *t, const char *entry, const char *kind, const char *name,
+                                         mlc_dtype_code dtype, int rank, const int64_t *dims);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
