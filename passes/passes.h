@@ -42,8 +42,8 @@ bool mlc_pass_shapes(mlc_pass_ctx *c);
  * parameter the loss depends on (passes/autodiff.c). */
 bool mlc_pass_autodiff(mlc_pass_ctx *c);
 bool mlc_pass_memplan(mlc_pass_ctx *c);
-/* The memory plan of one function (f->offset, f->arena_bytes). */
-void mlc_memplan_func(mlc_program *p, mlc_func *f);
+/* The memory plan of one function (f->offset, f->arena_bytes) for a target (--target, or NULL). */
+void mlc_memplan_func(mlc_program *p, mlc_func *f, const char *target);
 /* A memory budget: cheap activations recomputed in the backward (passes/recompute.c). */
 bool mlc_pass_recompute(mlc_pass_ctx *c);
 bool mlc_pass_optimizer(mlc_pass_ctx *c);

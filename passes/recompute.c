@@ -164,10 +164,10 @@ static double round_up4(int64_t x) {
 }
 
 /* f rebuilt with the candidates on[] chooses, and planned: its planned total. */
-static int64_t plan_with(mlc_program *p, mlc_func *f, const mlc_func *orig, uint32_t loss, const cand *cs, const bool *on, uint32_t k) {
+static int64_t plan_with(mlc_program *p, const char *target, mlc_func *f, const mlc_func *orig, uint32_t loss, const cand *cs, const bool *on, uint32_t k) {
   mlc_func_take(f);
   rebuild(p, f, orig, loss, cs, on, k);
-  mlc_memplan_func(p, f);
+  mlc_memplan_func(p, f, target);
   return mlc_planned_session_bytes(p, f);
 }
 
@@ -177,7 +177,7 @@ static bool recompute_func(mlc_pass_ctx *c, mlc_func *f, int64_t budget) {
   for (uint32_t o = 0; o < f->noutputs; o++)
     if (!strcmp(f->outputs[o].name, "loss")) loss = f->outputs[o].node;
   if (loss == NONE) return true; /* no backward */
-  mlc_memplan_func(p, f);
+  mlc_memplan_func(p, f, c->target);
   int64_t before = mlc_planned_session_bytes(p, f);
   p->recompute.budget = budget;
   p->recompute.before = p->recompute.after = before;
@@ -195,14 +195,14 @@ static bool recompute_func(mlc_pass_ctx *c, mlc_func *f, int64_t budget) {
   int64_t total = before;
   for (uint32_t i = 0; i < m && total > budget; i++) {
     on[i] = true;
-    int64_t t = plan_with(p, f, &orig, loss, cs, on, m);
+    int64_t t = plan_with(p, c->target, f, &orig, loss, cs, on, m);
     if (t <= total) total = t;
     else on[i] = false;
   }
   for (uint32_t i = m; i-- > 0 && total <= budget;) {
     if (!on[i]) continue;
     on[i] = false;
-    int64_t t = plan_with(p, f, &orig, loss, cs, on, m);
+    int64_t t = plan_with(p, c->target, f, &orig, loss, cs, on, m);
     if (t <= budget) total = t;
     else on[i] = true;
   }
@@ -218,7 +218,7 @@ static bool recompute_func(mlc_pass_ctx *c, mlc_func *f, int64_t budget) {
               mlc_bytes_str(b[2], 32, (double)total), mlc_bytes_str(b[3], 32, round_up4(total)));
     return false;
   }
-  plan_with(p, f, &orig, loss, cs, on, m);
+  plan_with(p, c->target, f, &orig, loss, cs, on, m);
   p->recompute.after = total;
   p->recompute.n = k;
   p->recompute.v = mlc_arena_alloc(p->arena, (k + 1) * sizeof *p->recompute.v);

@@ -73,6 +73,44 @@ static void check_no_late_reads(const mlc_func *f) {
   }
 }
 
+/* The plan itself: two values alive at once never share bytes, except a
+ * view and what it views, and (CUDA) cross_entropy_grad over the logits
+ * that die at it.  Returns how many such in-place pairs there were. */
+static uint32_t check_plan_disjoint(const mlc_func *f, bool cuda) {
+  uint32_t n = f->n, inplace = 0;
+  uint32_t *root = malloc(n * sizeof *root), *last = malloc(n * sizeof *last);
+  for (uint32_t i = 0; i < n; i++) {
+    const mlc_node *nd = &f->nodes[i];
+    root[i] = (nd->op == MLC_OP_RESHAPE || nd->op == MLC_OP_VIEW || nd->op == MLC_OP_REDUCE_SCATTER) ? root[nd->in[0]] : i;
+    last[i] = i;
+    for (uint32_t k = 0; k < nd->nin; k++) last[root[nd->in[k]]] = i;
+  }
+  for (uint32_t o = 0; o < f->noutputs; o++) last[root[f->outputs[o].node]] = n;
+  for (uint32_t i = 0; i < n; i++)
+    if (f->nodes[i].op == MLC_OP_INPUT || f->nodes[i].op == MLC_OP_CONST) last[i] = n;
+  for (uint32_t b = 0; b < n; b++) {
+    const mlc_node *bn = &f->nodes[b];
+    if (root[b] != b || bn->op == MLC_OP_PARAM) continue;
+    int64_t bs = mlc_type_numel(&bn->type) * mlc_dtype_size(bn->type.dtype);
+    for (uint32_t a = 0; a < b; a++) {
+      const mlc_node *an = &f->nodes[a];
+      if (root[a] != a || an->op == MLC_OP_PARAM) continue;
+      bool born_early = bn->op == MLC_OP_INPUT || bn->op == MLC_OP_CONST; /* alive from the start */
+      if (last[a] < b && !born_early) continue;
+      int64_t as = mlc_type_numel(&an->type) * mlc_dtype_size(an->type.dtype);
+      if (f->offset[a] >= f->offset[b] + bs || f->offset[b] >= f->offset[a] + as) continue;
+      if (cuda && bn->op == MLC_OP_CROSS_ENTROPY_GRAD && bn->in[1] == a && last[a] == b && f->offset[a] == f->offset[b]) {
+        inplace++;
+        continue;
+      }
+      fail_msg("%%%u (%s) and %%%u (%s) are alive at once and share bytes", a, mlc_ops[an->op].name, b, mlc_ops[bn->op].name);
+    }
+  }
+  free(root);
+  free(last);
+  return inplace;
+}
+
 static uint32_t count_grad_outputs(const mlc_func *f) {
   uint32_t n = 0;
   for (uint32_t o = 0; o < f->noutputs; o++) n += !strncmp(f->outputs[o].name, "grad:", 5);
@@ -234,6 +272,8 @@ static void test_budget(void **state) {
     assert_true(mlc_planned_session_bytes(&c2.prog, f2) <= smallest);
     assert_true(c2.prog.recompute.n > 0);
     check_no_late_reads(f2);
+    assert_int_equal(check_plan_disjoint(f0, t == 1), t == 1); /* CUDA: the head's gradient over its logits */
+    assert_int_equal(check_plan_disjoint(f2, t == 1), t == 1);
 
     int64_t half = (smallest + before) / 2;
     const mlc_func *f3 = compile_budget(&c3, src, targets[t], half);
