@@ -46,6 +46,14 @@
  *    rows are 16-byte aligned, else 4).
  *  - f32 under --f32-matmul ieee: mlc_gemm_f32, exact FMAs on the SIMT
  *    cores, 128x128 or 64x64 block tiles, 8x8 / 4x4 per thread.
+ *  - split-K, for a tensor-core f32 matmul_tn (dW = dY^T X: K is the tokens,
+ *    thousands, while M x N may be a wave of tiles or less, or just over
+ *    one): S slices of K/S as a batch of S products into scratch, each
+ *    mlc_gemm_wgx with K/S for K (A and B are [K, *], so slice z starts
+ *    z K/S rows on), then a second launch sums the S partials in order
+ *    into C.  S divides K, and is chosen when the waves of tiles it gives
+ *    (plus the partials' traffic) model a quarter less time than one
+ *    product of all of K (gemm_split).
  *
  * Shared memory is dynamic; the larger tiles need more than 48 KiB, which
  * relies on the runtime raising cudaFuncAttributeMaxDynamicSharedMemorySize
@@ -126,9 +134,71 @@ static gemm_cfg gemm_pick(const gemm_desc *d, int x) {
   return (gemm_cfg){.tc = true, .bm = 64, .bn = 64, .bk = 32, .wm = 2, .wn = 2, .st = 3};
 }
 
-/* Emits the one launch of d with configuration g; with pr, a FUSED node's
- * GEMM and its epilogue (emit_fused.c), which stores instead of C. */
-static void gemm_emit_cfg(cc *c, const gemm_desc *d, const gemm_cfg *g, const mlc_fused_prog *pr) {
+/* The model of gemm_split: a 128 x 128 x k wgx tile costs about k + 64
+ * k-steps (its prologue and store), a wave of them runs at once, and the
+ * partials move at about 3 TB/s, a k-step being about 57 ns (2 * 128 * 128
+ * FLOP at 75 TFLOP/s over 132 multiprocessors). */
+static double split_cost(const gemm_desc *d, int64_t s) {
+  int64_t tiles = gemm_tiles(d, 128, 128) * s, waves = cc_ceil_div(tiles, GEMM_SMS);
+  double steps = (double)waves * (double)(d->K / s + 64);
+  if (s > 1) steps += (double)(s + 1) * (double)d->M * (double)d->N * 4 / 3e12 / 57e-9;
+  return steps;
+}
+
+/* The slices of K for d under g (see the opening comment): 1, or S. */
+static int64_t gemm_split(const gemm_desc *d, const gemm_cfg *g, bool fused) {
+  if (fused || d->dt != MLC_DT_F32 || !g->x || !d->a_km || d->b_nk || mlc_gemm_batch(d) != 1) return 1;
+  int64_t best = 1;
+  double base = split_cost(d, 1), cost = base;
+  for (int64_t s = 2; s <= 64 && d->K / s >= 128; s++) {
+    if (d->K % s) continue;
+    double t = split_cost(d, s);
+    if (t < cost) cost = t, best = s;
+  }
+  return cost < 0.75 * base ? best : 1;
+}
+
+static void gemm_emit_one(cc *c, const gemm_desc *d, const gemm_cfg *g, const mlc_fused_prog *pr, const char *dst);
+
+/* Emits the launches of d with configuration g (and s slices of K, from
+ * gemm_split); with pr, a FUSED node's GEMM and its epilogue
+ * (emit_fused.c), which stores instead of C. */
+static void gemm_emit_cfg(cc *c, const gemm_desc *d, const gemm_cfg *g, const mlc_fused_prog *pr, int64_t s) {
+  if (s > 1) {
+    /* s products of K / s into scratch, as a batch of s whose slices of A
+     * and B start K / s rows apart; then their sum into C, in order */
+    gemm_desc p = *d;
+    p.K = d->K / s;
+    p.nb = 1;
+    p.bdim[0] = s;
+    p.bsa[0] = p.K * d->M;
+    p.bsb[0] = p.K * d->N;
+    gemm_cfg w = {.tc = true, .wg = true, .x = g->x, .bm = 128, .bn = 128, .bk = 32, .wm = 2, .wn = 4, .st = 2};
+    c->scratch = (uint64_t)(s * d->M * d->N * 4);
+    gemm_emit_one(c, &p, &w, NULL, "(float *)scratch");
+    int64_t mn = d->M * d->N;
+    bool v4 = mn % 4 == 0;
+    cc_begin(c, (uint64_t)cc_ceil_div(v4 ? mn / 4 : mn, 256), 256, 0);
+    cc_printf(c, "  const long long i = (long long)blockIdx.x * 256 + threadIdx.x;\n");
+    cc_printf(c, "  if (i >= %lldLL) return;\n", (long long)(v4 ? mn / 4 : mn));
+    if (v4) {
+      cc_printf(c, "  const float4 *p = (const float4 *)scratch + i;\n  float4 a = p[0];\n");
+      cc_printf(c, "  for (int z = 1; z < %lld; z++) {\n", (long long)s);
+      cc_printf(c, "    const float4 b = p[(long long)z * %lldLL];\n", (long long)(mn / 4));
+      cc_printf(c, "    a.x += b.x; a.y += b.y; a.z += b.z; a.w += b.w;\n  }\n  ((float4 *)out)[i] = a;\n");
+    } else {
+      cc_printf(c, "  const float *p = (const float *)scratch + i;\n  float a = p[0];\n");
+      cc_printf(c, "  for (int z = 1; z < %lld; z++) a += p[(long long)z * %lldLL];\n  out[i] = a;\n", (long long)s,
+                (long long)mn);
+    }
+    cc_end(c);
+    return;
+  }
+  gemm_emit_one(c, d, g, pr, "out");
+}
+
+/* One launch of d with configuration g, storing C at dst (with pr: the epilogue's stores). */
+static void gemm_emit_one(cc *c, const gemm_desc *d, const gemm_cfg *g, const mlc_fused_prog *pr, const char *dst) {
   int bm = g->tc ? g->bm : 16 * g->tm, bn = g->tc ? g->bn : 16 * g->tn;
   int64_t tmn = cc_ceil_div(d->M, bm), tnn = cc_ceil_div(d->N, bn), batch = mlc_gemm_batch(d);
   uint32_t threads = g->tc ? (uint32_t)(g->wm * g->wn * 32) : 256;
@@ -175,7 +245,7 @@ static void gemm_emit_cfg(cc *c, const gemm_desc *d, const gemm_cfg *g, const ml
     cc_printf(c, "  const @K@_epi e = %s;\n", cc_fused_epilogue_init(c, oc));
     cc_printf(c, "  G::run_e(in0 + %s, in1 + %s, e, tm, tn, mlc_gemm_sm);\n", oa, ob);
   } else {
-    cc_printf(c, "  G::run(in0 + %s, in1 + %s, out + %s, tm, tn, mlc_gemm_sm);\n", oa, ob, oc);
+    cc_printf(c, "  G::run(in0 + %s, in1 + %s, %s + %s, tm, tn, mlc_gemm_sm);\n", oa, ob, dst, oc);
   }
   cc_end(c);
 }
@@ -189,6 +259,6 @@ bool cc_emit_gemm(cc *c) {
   bool fused;
   if (!cc_gemm_desc_node(c, &d, &pr, &fused)) return false;
   gemm_cfg g = gemm_pick(&d, cc_f32_products(c));
-  gemm_emit_cfg(c, &d, &g, fused ? &pr : NULL);
+  gemm_emit_cfg(c, &d, &g, fused ? &pr : NULL, gemm_split(&d, &g, fused));
   return true;
 }

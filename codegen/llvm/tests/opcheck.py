@@ -617,6 +617,11 @@ GRAD_CASES = [
              lambda I, P: I["a"].T @ I["b"], EW, targets=("cuda",)),
     GradCase("matmul_tn_f32_k8192", "matmul_tn", ["a: f32[8192, 136]", "b: f32[8192, 72]"],
              lambda I, P: I["a"].T @ I["b"], EW, targets=("cuda",)),
+    # split-K (few tiles, long K): slices summed in a second launch; float4 and scalar sums
+    GradCase("matmul_tn_f32_split", "matmul_tn", ["a: f32[4000, 384]", "b: f32[4000, 256]"],
+             lambda I, P: I["a"].T @ I["b"], EW, targets=("cuda",)),
+    GradCase("matmul_tn_f32_split_odd", "matmul_tn", ["a: f32[2000, 301]", "b: f32[2000, 101]"],
+             lambda I, P: I["a"].T @ I["b"], EW, targets=("cuda",)),
     GradCase("attention_grad_bf16", "attention_grad", attn_ops("bf16", [1, 2, 40, 32]),
              attention_grad_ref(32 ** -0.5, False, bf16), LOW, attrs={"causal": 0, "scale": 32 ** -0.5}),
     GradCase("attention_grad_bf16_causal", "attention_grad", attn_ops("bf16", [1, 2, 45, 20]),
