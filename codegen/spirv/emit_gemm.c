@@ -18,8 +18,13 @@
  *
  * The cooperative-matrix kernel (SPV_NV_cooperative_matrix: Debian 12's
  * SPIRV-Tools 2023.1 predates SPV_KHR_cooperative_matrix and could not
- * validate it), for bf16 and f16 GEMMs (f32 ones keep the portable kernel
- * alone): a workgroup of 32-wide subgroups (NVIDIA's width; the extension is
+ * validate it), for f16 GEMMs (f32 and bf16 ones keep the portable kernel
+ * alone: NV cooperative matrices multiply f16, and a bf16 operand staged as
+ * f16 loses everything under f16's range, 2^-24: the softmax part of a
+ * language model's head gradient, (p - onehot) / tokens, is about
+ * 1 / (vocab * tokens), 3e-8 for 8003 x 4000, which NVIDIA's driver flushes,
+ * and bf16 training drifted from PyTorch by 0.03 in 4 steps (issue 23)):
+ * a workgroup of 32-wide subgroups (NVIDIA's width; the extension is
  * NVIDIA's) per tile of C, 128 x 256 for large problems (coop_tile_of), each
  * subgroup owning 64 x 64 of it as 4 x 4 accumulators of 16 x 16 f32.  Slices
  * of A and B 32 deep are read a 16-byte quad (8 f16) at a time and staged in
@@ -569,8 +574,10 @@ bool sv_emit_gemm_of(sv *s, int op, const mlc_type *otype, sv_epi_fn epi, void *
   for (int k = 0; k < 2; k++)
     if (!sv_check_size(s, mlc_type_numel(sv_in(s, k)))) return false;
   if (!sv_check_size(s, mlc_type_numel(otype))) return false;
+  /* f16 operands only: f32 and bf16 ones would lose precision or range as f16 (see the top) */
+  bool f16 = sv_in(s, 0)->dtype == MLC_DT_F16 && sv_in(s, 1)->dtype == MLC_DT_F16;
   if (s->coopmat_variant) {
-    if (dt == MLC_DT_F32) { /* no f16 rounding of f32 GEMMs: the portable kernel only */
+    if (!f16) { /* the portable kernel only */
       sb_entry_begin(s->b, "main0", 1, 1, (uint32_t[2]){0, 0});
       sb_entry_end(s->b);
       s->nd = 1;
@@ -579,7 +586,7 @@ bool sv_emit_gemm_of(sv *s, int op, const mlc_type *otype, sv_epi_fn epi, void *
     return emit_coopmat(s, &d, false);
   }
   /* the check of the cooperative-matrix kernel's staging and store (emit_coopmat) */
-  if (dt != MLC_DT_F32 && s->p->opts.spirv_emulate_coopmat) return emit_coopmat(s, &d, true);
+  if (f16 && s->p->opts.spirv_emulate_coopmat) return emit_coopmat(s, &d, true);
   return emit_tiled(s, &d);
 }
 
