@@ -565,9 +565,23 @@ void sb_store_bits(sb *b, uint32_t bind, int dt, uint32_t idx, uint32_t lo, uint
 
 uint32_t sb_bf16tof(sb *b, uint32_t bits) { return sb_bits2f(b, sb_shl(b, bits, sb_u32(b, 16))); }
 
+/* f16 <-> f32 in integer arithmetic, not GLSL's packHalf2x16 and
+ * unpackHalf2x16: those leave rounding, overflow and subnormals to the
+ * implementation, and NVIDIA's driver rounds f32 -> f16 differently from
+ * round-to-nearest-even, which PyTorch and the other targets use (issue 23). */
+
+/* The f16 in the low 16 bits of `bits` as f32: exact. */
 uint32_t sb_f16tof(sb *b, uint32_t bits) {
-  uint32_t v = sb_glsl1(b, GLSLstd450UnpackHalf2x16, b->t_v2f, bits), a[2] = {v, 0};
-  return sb_op(b, SpvOpCompositeExtract, b->t_f32, 2, a);
+  uint32_t h = sb_and(b, bits, sb_u32(b, 0xffff));
+  uint32_t sign = sb_shl(b, sb_and(b, h, sb_u32(b, 0x8000)), sb_u32(b, 16));
+  uint32_t e = sb_and(b, sb_shr(b, h, sb_u32(b, 10)), sb_u32(b, 0x1f)), m = sb_and(b, h, sb_u32(b, 0x3ff));
+  uint32_t normal = sb_or(b, sb_shl(b, sb_addc(b, e, 112), sb_u32(b, 23)), sb_shl(b, m, sb_u32(b, 13)));
+  uint32_t special = sb_or(b, sb_u32(b, 0x7f800000u), sb_shl(b, m, sb_u32(b, 13))); /* inf, NaN */
+  /* subnormal: m * 2^-24, exact in f32 */
+  uint32_t sub = sb_f2bits(b, sb_fmul(b, sb_op1(b, SpvOpConvertUToF, b->t_f32, m), sb_f32(b, 0x1p-24f)));
+  uint32_t mag = sb_select(b, b->t_u32, sb_ieq(b, e, sb_u32(b, 0)), sub,
+                           sb_select(b, b->t_u32, sb_ieq(b, e, sb_u32(b, 31)), special, normal));
+  return sb_bits2f(b, sb_or(b, sign, mag));
 }
 
 uint32_t sb_f2bf16(sb *b, uint32_t f) {
@@ -578,12 +592,33 @@ uint32_t sb_f2bf16(sb *b, uint32_t f) {
   return sb_select(b, b->t_u32, sb_op1(b, SpvOpIsNan, b->t_bool, f), q, r);
 }
 
-uint32_t sb_pack_h2(sb *b, uint32_t x0, uint32_t x1) {
-  uint32_t a[2] = {x0, x1};
-  return sb_glsl1(b, GLSLstd450PackHalf2x16, b->t_u32, sb_op(b, SpvOpCompositeConstruct, b->t_v2f, 2, a));
+/* f32 -> f16 bits, round to nearest even: overflow to infinity, subnormals
+ * rounded, NaN kept a (quiet) NaN. */
+uint32_t sb_f2f16(sb *b, uint32_t f) {
+  uint32_t u = sb_f2bits(b, f), a = sb_and(b, u, sb_u32(b, 0x7fffffffu));
+  uint32_t sign = sb_and(b, sb_shr(b, u, sb_u32(b, 16)), sb_u32(b, 0x8000));
+  /* normal (a >= 2^-14): the exponent rebiased, the 13 bits dropped rounded */
+  uint32_t lsb = sb_and(b, sb_shr(b, a, sb_u32(b, 13)), sb_u32(b, 1));
+  uint32_t normal = sb_shr(b, sb_add(b, sb_sub(b, a, sb_u32(b, 0x38000000u - 0xfffu)), lsb), sb_u32(b, 13));
+  /* subnormal (2^-25 < a < 2^-14): the significand shifted by s = 126 - exponent (14..24), rounded */
+  uint32_t e = sb_shr(b, a, sb_u32(b, 23)), small = sb_ult(b, e, sb_u32(b, 102));
+  uint32_t sh = sb_select(b, b->t_u32, small, sb_u32(b, 24), sb_sub(b, sb_u32(b, 126), e));
+  uint32_t m = sb_or(b, sb_and(b, a, sb_u32(b, 0x7fffffu)), sb_u32(b, 0x800000u));
+  uint32_t q = sb_shr(b, m, sh), rem = sb_and(b, m, sb_sub(b, sb_shl(b, sb_u32(b, 1), sh), sb_u32(b, 1)));
+  uint32_t half = sb_shl(b, sb_u32(b, 1), sb_sub(b, sh, sb_u32(b, 1)));
+  uint32_t up = sb_op2(b, SpvOpLogicalOr, b->t_bool, sb_ult(b, half, rem),
+                       sb_land(b, sb_ieq(b, rem, half), sb_ieq(b, sb_and(b, q, sb_u32(b, 1)), sb_u32(b, 1))));
+  uint32_t sub = sb_select(b, b->t_u32, small, sb_u32(b, 0), sb_add(b, q, sb_select(b, b->t_u32, up, sb_u32(b, 1), sb_u32(b, 0))));
+  uint32_t nan = sb_or(b, sb_u32(b, 0x7e00), sb_and(b, sb_shr(b, a, sb_u32(b, 13)), sb_u32(b, 0x3ff)));
+  uint32_t mag = sb_select(b, b->t_u32, sb_ult(b, a, sb_u32(b, 0x38800000u)), sub, normal);
+  mag = sb_select(b, b->t_u32, sb_ult(b, a, sb_u32(b, 0x477ff000u)), mag, sb_u32(b, 0x7c00)); /* >= 65520: infinity */
+  mag = sb_select(b, b->t_u32, sb_ult(b, sb_u32(b, 0x7f800000u), a), nan, mag);
+  return sb_or(b, sign, mag);
 }
 
-uint32_t sb_f2f16(sb *b, uint32_t f) { return sb_pack_h2(b, f, sb_f32(b, 0.f)); }
+uint32_t sb_pack_h2(sb *b, uint32_t x0, uint32_t x1) {
+  return sb_or(b, sb_f2f16(b, x0), sb_shl(b, sb_f2f16(b, x1), sb_u32(b, 16)));
+}
 
 uint32_t sb_load_f(sb *b, uint32_t bind, int dt, uint32_t idx) {
   uint32_t bits = sb_load_bits(b, bind, dt, idx, NULL);

@@ -232,6 +232,9 @@ CASES = [
          {"x": (-2e-4, 2e-4)}),
     Case("cast_f16_overflow", "x: f32[7, 301]", "cast(cast(x, f16), f32)", lambda I, P: f16(I["x"]), EXACT,
          {"x": (-70000, 70000)}),
+    # around f16's smallest subnormal, 2^-24 = 6e-8: ties at 2^-25 and rounding up from there (round to nearest even)
+    Case("cast_f16_tiny", "x: f32[7, 301]", "cast(cast(x, f16), f32)", lambda I, P: f16(I["x"]), EXACT,
+         {"x": (-2e-7, 2e-7)}),
     Case("cast_bf16_tiny", "x: f32[7, 301]", "cast(cast(x, bf16), f32)", lambda I, P: bf16(I["x"]), EXACT,
          {"x": (-1e-38, 1e-38)}),
     Case("cast_f32_i32", "x: f32[7, 301]", "cast(x, i32)", lambda I, P: I["x"].trunc(), EXACT, {"x": (-100, 100)}),
