@@ -87,9 +87,12 @@ static mlc_status td_order(mlc_device *d, uint32_t stream, const uint32_t *wait,
 static mlc_status td_signal(mlc_device *d, uint32_t step) {
   return in_of(d)->vt->signal ? in_of(d)->vt->signal(in_of(d), step) : NULL;
 }
+static void td_kernel_launch(mlc_device *d, void *k, mlc_profile_launch *out) {
+  if (in_of(d)->vt->kernel_launch) in_of(d)->vt->kernel_launch(in_of(d), k, out);
+}
 static const mlc_device_vt timed_vt = {"cuda", false, td_destroy, td_alloc, td_free, td_write, td_read, td_resolve,
                                        td_launch, td_finish, td_describe, td_push, td_pop, td_stream, td_mark,
-                                       td_order, td_signal};
+                                       td_order, td_signal, td_kernel_launch};
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
