@@ -331,6 +331,11 @@ int mlc_calibrate_gpu(const char *target, int argc, char **argv) {
   cl.peak_flops = med[0];
   cl.bandwidth = med[1];
   cl.calibrated = true;
+  /* Measured: the bf16 tensor cores and HBM; fp32, tf32 and fp8 stay the
+   * datasheet's (the cache says which), L2 unknown. */
+  cl.unit_flops[MLC_UNIT_TC16] = med[0];
+  cl.unit_from[MLC_UNIT_TC16] = MLC_CEIL_MEASURED;
+  cl.bandwidth_from = MLC_CEIL_MEASURED;
   time_t now = time(NULL);
   struct tm tm;
   gmtime_r(&now, &tm);
@@ -344,5 +349,6 @@ int mlc_calibrate_gpu(const char *target, int argc, char **argv) {
          "%.1f); ridge %.1f FLOP/byte\ncached in %s\n",
          name, med[0] / (tera ? 1e12 : 1e9), tera ? "TFLOP/s" : "GFLOP/s", size[0], best[0] / (tera ? 1e12 : 1e9),
          med[1] / 1e9, best[1] / 1e9, med[0] / med[1], path);
+  mlc_profile_print_units(&cl, stdout);
   return EXIT_OK;
 }

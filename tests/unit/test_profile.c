@@ -13,6 +13,7 @@
 #include <cmocka.h>
 #include <cjson/cJSON.h>
 
+#include "runtime/ncu.h"
 #include "runtime/profile.h"
 #include "runtime/session.h"
 
@@ -652,6 +653,143 @@ static void roofline_roof_per_unit(void **state) {
   free(buf);
 }
 
+
+/* A sample of `ncu --csv --page raw --metrics MLC_NCU_METRICS` as ncu
+ * writes it: its own "==PROF==" lines, the header (fixed columns, then the
+ * metrics), the units row, one row per launch, quoted, with thousands
+ * separators.  attention_grad is three launches; a kernel that is not
+ * mlc's is ignored. */
+static const char ncu_raw[] =
+  "==PROF== Connected to process 4242 (/work/build/mlc)\n"
+  "==PROF== Profiling \"mlc_matmul_00112233445566aa_0\": 0%....50%....100% - 1 pass\n"
+  "\"ID\",\"Process ID\",\"Process Name\",\"Host Name\",\"Kernel Name\",\"Context\",\"Stream\",\"Block Size\",\"Grid Size\","
+  "\"Device\",\"CC\",\"dram__throughput.avg.pct_of_peak_sustained_elapsed\","
+  "\"gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed\",\"gpu__time_duration.sum\","
+  "\"sm__throughput.avg.pct_of_peak_sustained_elapsed\"\n"
+  "\"\",\"\",\"\",\"\",\"\",\"\",\"\",\"\",\"\",\"\",\"\",\"%\",\"%\",\"usecond\",\"%\"\n"
+  "\"0\",\"4242\",\"mlc\",\"127.0.0.1\",\"mlc_matmul_00112233445566aa_0\",\"1\",\"13\",\"(256, 1, 1)\",\"(1056, 1, 1)\",\"0\",\"9.0\","
+  "\"12.3\",\"35.2\",\"1,234.5\",\"88.1\"\n"
+  "\"1\",\"4242\",\"mlc\",\"127.0.0.1\",\"mlc_rmsnorm_0123456789abcdef_0\",\"1\",\"13\",\"(256, 1, 1)\",\"(8192, 1, 1)\",\"0\",\"9.0\","
+  "\"84.0\",\"85.5\",\"40.1\",\"20.0\"\n"
+  "\"2\",\"4242\",\"mlc\",\"127.0.0.1\",\"mlc_attention_grad_aaaaaaaaaaaaaaaa_0\",\"1\",\"13\",\"(128, 1, 1)\",\"(512, 1, 1)\",\"0\","
+  "\"9.0\",\"10\",\"20\",\"100\",\"30\"\n"
+  "\"3\",\"4242\",\"mlc\",\"127.0.0.1\",\"mlc_attention_grad_aaaaaaaaaaaaaaaa_1\",\"1\",\"13\",\"(256, 1, 1)\",\"(256, 1, 1)\",\"0\","
+  "\"9.0\",\"20\",\"30\",\"300\",\"40\"\n"
+  "\"4\",\"4242\",\"mlc\",\"127.0.0.1\",\"mlc_attention_grad_aaaaaaaaaaaaaaaa_2\",\"1\",\"13\",\"(128, 1, 1)\",\"(512, 1, 1)\",\"0\","
+  "\"9.0\",\"55\",\"60\",\"100\",\"10\"\n"
+  "\"5\",\"4242\",\"mlc\",\"127.0.0.1\",\"void cutlass::Kernel<int>(Params)\",\"1\",\"13\",\"(128, 1, 1)\",\"(1, 1, 1)\",\"0\","
+  "\"9.0\",\"1\",\"1\",\"2\",\"1\"\n"
+  "\"6\",\"4242\",\"mlc\",\"127.0.0.1\",\"mlc_adamw_bbbbbbbbbbbbbbbb_0\",\"1\",\"13\",\"(256, 1, 1)\",\"(4096, 1, 1)\",\"0\",\"9.0\","
+  "\"69.0\",\"70.0\",\"10\",\"22.0\"\n"
+  "\"7\",\"4242\",\"mlc\",\"127.0.0.1\",\"mlc_matmul_00112233445566aa_0\",\"1\",\"13\",\"(256, 1, 1)\",\"(1056, 1, 1)\",\"0\",\"9.0\","
+  "\"12.3\",\"35.2\",\"1,234.5\",\"86.1\"\n"
+  "==PROF== Disconnected from process 4242\n";
+
+static void ncu_csv_raw(void **state) {
+  (void)state;
+  mlc_ncu_table t;
+  assert_null(mlc_ncu_parse_csv(ncu_raw, &t));
+  assert_int_equal(t.n, 8);
+  assert_string_equal(t.rows[0].kernel, "mlc_matmul_00112233445566aa_0");
+  assert_float_equal(t.rows[0].sm_pct, 88.1, 1e-9);
+  assert_float_equal(t.rows[0].mem_pct, 35.2, 1e-9);
+  assert_float_equal(t.rows[0].dram_pct, 12.3, 1e-9);
+  assert_float_equal(t.rows[0].seconds, 1234.5e-6, 1e-12);
+  assert_string_equal(t.rows[5].kernel, "void cutlass::Kernel<int>");
+  char sym[64];
+  assert_true(mlc_ncu_symbol("mlc_attention_grad_aaaaaaaaaaaaaaaa_2", sym, sizeof sym));
+  assert_string_equal(sym, "mlc_attention_grad_aaaaaaaaaaaaaaaa");
+  assert_false(mlc_ncu_symbol("void cutlass::Kernel<int>", sym, sizeof sym));
+  assert_false(mlc_ncu_symbol("mlc_matmul", sym, sizeof sym));
+  /* mlc's verdicts of five kernels; ncu's from the rule. */
+  mlc_ncu_match m[] = {
+    {"mlc_matmul_00112233445566aa", "matmul%3", MLC_BOUND_COMPUTE, 80, 0, 0, 0, 0, 0, false},
+    {"mlc_rmsnorm_0123456789abcdef", "rmsnorm%1", MLC_BOUND_MEMORY, 83, 0, 0, 0, 0, 0, false},
+    {"mlc_attention_grad_aaaaaaaaaaaaaaaa", "attention_grad%9", MLC_BOUND_LATENCY, 2, 0, 0, 0, 0, 0, false},
+    {"mlc_adamw_bbbbbbbbbbbbbbbb", "adamw%20", MLC_BOUND_MEMORY, 66, 0, 0, 0, 0, 0, false},
+    {"mlc_cast_cccccccccccccccc", "cast%2", MLC_BOUND_MEMORY, 70, 0, 0, 0, 0, 0, false},
+  };
+  double agree;
+  assert_int_equal(mlc_ncu_compare(&t, m, 5, &agree), 4);
+  assert_float_equal(agree, 0.75, 1e-12);
+  assert_int_equal(m[0].launches, 2);
+  assert_float_equal(m[0].sm_pct, 87.1, 1e-9); /* two calls of equal length */
+  assert_int_equal(m[0].ncu, MLC_BOUND_COMPUTE);
+  assert_true(m[0].agree);
+  assert_int_equal(m[1].ncu, MLC_BOUND_MEMORY);
+  /* attention_grad: its three launches weighted by time (100, 300, 100 us). */
+  assert_int_equal(m[2].launches, 3);
+  assert_float_equal(m[2].sm_pct, 32, 1e-9);
+  assert_float_equal(m[2].mem_pct, 34, 1e-9);
+  assert_int_equal(m[2].ncu, MLC_BOUND_LATENCY);
+  assert_true(m[2].agree);
+  /* adamw at 70% memory is not over 75: neither, which mlc called memory. */
+  assert_int_equal(m[3].ncu, MLC_BOUND_LATENCY);
+  assert_false(m[3].agree);
+  assert_int_equal(m[4].launches, 0);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  mlc_ncu_print(m, 5, f);
+  fclose(f);
+  assert_non_null(strstr(buf, "adamw%20"));
+  assert_non_null(strstr(buf, "<- DISAGREE"));
+  assert_non_null(strstr(buf, "(not profiled by ncu)"));
+  assert_non_null(strstr(buf, "agreement: 3 of 4 kernels (75.0%)\n"));
+  free(buf);
+  f = open_memstream(&buf, &len);
+  mlc_ncu_write_json(m, 5, "NVIDIA H200 (sm_90, 132 SMs)", f);
+  fclose(f);
+  cJSON *j = cJSON_Parse(buf);
+  assert_non_null(j);
+  assert_float_equal(cJSON_GetObjectItem(j, "agreement")->valuedouble, 0.75, 1e-9);
+  assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(j, "kernels")), 5);
+  cJSON_Delete(j);
+  free(buf);
+  mlc_ncu_table_free(&t);
+}
+
+/* The seed's rule at its edges, the details page, and CSVs it refuses. */
+static void ncu_rule_and_formats(void **state) {
+  (void)state;
+  assert_int_equal(mlc_ncu_verdict(24.9, 75.1), MLC_BOUND_MEMORY);
+  assert_int_equal(mlc_ncu_verdict(25.0, 90), MLC_BOUND_LATENCY);
+  assert_int_equal(mlc_ncu_verdict(10, 75.0), MLC_BOUND_LATENCY);
+  assert_int_equal(mlc_ncu_verdict(75.1, 49.9), MLC_BOUND_COMPUTE);
+  assert_int_equal(mlc_ncu_verdict(90, 50.0), MLC_BOUND_LATENCY);
+  assert_int_equal(mlc_ncu_verdict(12.5, 3), MLC_BOUND_LATENCY);
+  static const char details[] =
+    "\"ID\",\"Process ID\",\"Process Name\",\"Host Name\",\"Kernel Name\",\"Context\",\"Stream\",\"Section Name\","
+    "\"Metric Name\",\"Metric Unit\",\"Metric Value\"\n"
+    "\"0\",\"7\",\"mlc\",\"h\",\"mlc_softmax_1111111111111111_0(float*)\",\"1\",\"7\",\"Command line profiler metrics\","
+    "\"gpu__time_duration.sum\",\"msecond\",\"1.5\"\n"
+    "\"0\",\"7\",\"mlc\",\"h\",\"mlc_softmax_1111111111111111_0(float*)\",\"1\",\"7\",\"Command line profiler metrics\","
+    "\"sm__throughput.avg.pct_of_peak_sustained_elapsed\",\"%\",\"18.5\"\n"
+    "\"0\",\"7\",\"mlc\",\"h\",\"mlc_softmax_1111111111111111_0(float*)\",\"1\",\"7\",\"Command line profiler metrics\","
+    "\"gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed\",\"%\",\"91.25\"\n"
+    "\"1\",\"7\",\"mlc\",\"h\",\"mlc_softmax_1111111111111111_0(float*)\",\"1\",\"7\",\"Command line profiler metrics\","
+    "\"sm__throughput.avg.pct_of_peak_sustained_elapsed\",\"%\",\"19.5\"\n"
+    "\"1\",\"7\",\"mlc\",\"h\",\"mlc_softmax_1111111111111111_0(float*)\",\"1\",\"7\",\"Command line profiler metrics\","
+    "\"gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed\",\"%\",\"90\"\n";
+  mlc_ncu_table t;
+  assert_null(mlc_ncu_parse_csv(details, &t));
+  assert_int_equal(t.n, 2);
+  assert_string_equal(t.rows[0].kernel, "mlc_softmax_1111111111111111_0");
+  assert_float_equal(t.rows[0].seconds, 1.5e-3, 1e-12);
+  assert_float_equal(t.rows[0].sm_pct, 18.5, 1e-9);
+  assert_float_equal(t.rows[0].mem_pct, 91.25, 1e-9);
+  assert_float_equal(t.rows[1].sm_pct, 19.5, 1e-9);
+  mlc_ncu_table_free(&t);
+  mlc_status st = mlc_ncu_parse_csv("==PROF== nothing profiled\n", &t);
+  assert_non_null(st);
+  assert_non_null(strstr(mlc_status_message(st), "no header with a \"Kernel Name\" column"));
+  mlc_status_free(st);
+  st = mlc_ncu_parse_csv("\"ID\",\"Kernel Name\",\"sm__throughput.avg.pct_of_peak_sustained_elapsed\"\n\"0\",\"mlc_x_1_0\",\"5\"\n", &t);
+  assert_non_null(st);
+  assert_non_null(strstr(mlc_status_message(st), "kernel mlc_x_1_0 has no gpu__compute_memory_throughput"));
+  mlc_status_free(st);
+}
+
 static void collective_names(void **state) {
   (void)state;
   assert_true(mlc_profile_is_collective("mlc_all_gather"));
@@ -820,7 +958,7 @@ int main(int argc, char **argv) {
     cmocka_unit_test(gpu_ceilings), cmocka_unit_test(collective_names),
     cmocka_unit_test(trace_ranks_streams_collectives),
     cmocka_unit_test(units_per_dtype), cmocka_unit_test(neither_roof), cmocka_unit_test(unit_ceilings_cache),
-    cmocka_unit_test(roofline_roof_per_unit),
+    cmocka_unit_test(roofline_roof_per_unit), cmocka_unit_test(ncu_csv_raw), cmocka_unit_test(ncu_rule_and_formats),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
