@@ -66,7 +66,7 @@ mlc_bound mlc_ncu_verdict(double sm_pct, double mem_pct);
 bool mlc_ncu_symbol(const char *kernel, char *buf, size_t n);
 
 /* One of mlc's kernels beside ncu's measure of it. */
-typedef struct {
+typedef struct mlc_ncu_match_s {
   const char *symbol;     /* the plan's kernel symbol */
   const char *label;      /* the step that stands for it (the longest), for the table */
   mlc_bound mlc;          /* mlc's verdict of that step */

@@ -15,6 +15,7 @@
 
 #include "runtime/cpu/convert.h"
 #include "runtime/cpu/device.h"
+#include "runtime/ncu.h"
 #include "runtime/profile.h"
 #include "runtime/safetensors.h"
 
@@ -988,6 +989,40 @@ void mlc_session_print_profile_ceilings(const mlc_session *s, const char *entry,
           total > 0 ? 100 * by_bound[MLC_BOUND_MEMORY] / total : 0, total > 0 ? 100 * by_bound[MLC_BOUND_COMPUTE] / total : 0,
           total > 0 ? 100 * by_bound[MLC_BOUND_LATENCY] / total : 0);
   free(order);
+}
+
+mlc_status mlc_session_ncu_matches(const mlc_session *s, const char *entry, const mlc_ceilings *c, mlc_ncu_match **out,
+                                   uint32_t *n) {
+  *out = NULL;
+  *n = 0;
+  entry_state *es;
+  MLC_RETURN_IF_ERROR(find_entry(s, entry, &es));
+  const mlc_plan_entry *e = es->e;
+  if (!es->runs) return mlc_status_make(MLC_INVALID_ARGUMENT, "--ncu: no profiled runs of %s", entry);
+  mlc_ncu_match *m = calloc(e->nsteps + 1, sizeof *m);
+  double *best = calloc(e->nsteps + 1, sizeof *best);
+  if (!m || !best) { free(m); free(best); return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory"); }
+  uint32_t k = 0;
+  for (uint32_t i = 0; i < e->nsteps; i++) {
+    const char *sym = s->plan->kernels[e->steps[i].kernel];
+    if (!es->kern[i]) continue; /* collectives: NCCL's kernels, not mlc's */
+    uint32_t j = 0;
+    while (j < k && strcmp(m[j].symbol, sym)) j++;
+    if (j < k && es->seconds[i] <= best[j]) continue;
+    double avg = es->seconds[i] / (double)es->runs;
+    const mlc_plan_shape *shapes[16];
+    mlc_profile_launch launch;
+    mlc_profile_kernel pk = step_kernel(s, es, i, avg, shapes, &launch);
+    mlc_profile_verdict v;
+    mlc_profile_classify(&pk, c, &v);
+    m[j] = (mlc_ncu_match){.symbol = sym, .label = e->steps[i].name, .mlc = v.bound, .mlc_pct = v.pct_roof};
+    best[j] = es->seconds[i];
+    if (j == k) k++;
+  }
+  free(best);
+  *out = m;
+  *n = k;
+  return NULL;
 }
 
 void mlc_session_set_trace(mlc_session *s, bool on) { s->trace = on; }
