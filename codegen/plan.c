@@ -69,7 +69,21 @@ static uint32_t intern(mlc_arena *a, names *k, const char *s) {
   return k->n++;
 }
 
+uint8_t mlc_plan_unit_16bit_matrix(const mlc_program *p, const mlc_func *f, uint32_t node, uint8_t *out_products) {
+  (void)p;
+  const mlc_node *n = &f->nodes[node];
+  *out_products = 1;
+  if (!(mlc_ops[n->op].flags & MLC_F_MM) || n->nin == 0) return MLC_PLAN_UNIT_FP32;
+  int dt = f->nodes[n->in[0]].type.dtype;
+  return dt == MLC_DT_BF16 || dt == MLC_DT_F16 ? MLC_PLAN_UNIT_TC16 : MLC_PLAN_UNIT_FP32;
+}
+
 void mlc_plan_encode(const mlc_program *p, mlc_kernel_namer namer, void *ctx, uint8_t **out, size_t *out_n) {
+  mlc_plan_encode_units(p, namer, ctx, NULL, out, out_n);
+}
+
+void mlc_plan_encode_units(const mlc_program *p, mlc_kernel_namer namer, void *ctx, mlc_kernel_unit unit_of, uint8_t **out,
+                           size_t *out_n) {
   mlc_arena *a = p->arena;
   /* Kernels first, so the table can precede the entries that use them. */
   names kernels = {0};
@@ -164,6 +178,10 @@ void mlc_plan_encode(const mlc_program *p, mlc_kernel_namer namer, void *ctx, ui
       put_f64(&w, flops);
       put_f64(&w, bytes);
       put_u8(&w, mlc_node_sharded(p, f, n));
+      uint8_t products = 1, unit = unit_of ? unit_of(p, f, i, &products) : MLC_PLAN_UNIT_FP32;
+      MLC_ASSERT(unit < MLC_PLAN_NUNITS && products >= 1 && products <= 3);
+      put_u8(&w, unit);
+      put_u8(&w, products);
     }
   }
   uint64_t len = w.n - MLC_PLAN_HEADER_BYTES, sum = XXH64(w.buf + MLC_PLAN_HEADER_BYTES, (size_t)len, 0);

@@ -10,8 +10,20 @@
  * same name share one kernel entry. */
 typedef const char *(*mlc_kernel_namer)(void *ctx, const mlc_func *f, uint32_t node, uint64_t *out_work_items);
 
+/* The arithmetic unit (MLC_PLAN_UNIT_* of runtime/plan.h) that the
+ * target's kernel for node `node` runs its FLOPs on, and the unit's
+ * products per FLOP of the model (3 for tf32x3). */
+typedef uint8_t (*mlc_kernel_unit)(const mlc_program *p, const mlc_func *f, uint32_t node, uint8_t *out_products);
+
 /* Encodes the program (after memplan) as a plan.  The bytes live in the
- * program's arena. */
+ * program's arena.  Every step's unit is FP32 (a CPU's). */
 void mlc_plan_encode(const mlc_program *p, mlc_kernel_namer namer, void *ctx, uint8_t **out, size_t *out_n);
+/* The same, with each step's unit from unit_of. */
+void mlc_plan_encode_units(const mlc_program *p, mlc_kernel_namer namer, void *ctx, mlc_kernel_unit unit_of, uint8_t **out,
+                           size_t *out_n);
+/* A unit rule for targets with matrix units for 16-bit types only (Vulkan's
+ * cooperative matrices, Metal's simdgroup matrices): matmul-like ops on
+ * bf16/f16 inputs are TC16, everything else FP32. */
+uint8_t mlc_plan_unit_16bit_matrix(const mlc_program *p, const mlc_func *f, uint32_t node, uint8_t *out_products);
 
 #endif

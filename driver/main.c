@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -33,6 +34,7 @@
 #include "driver/bundle.h"
 #include "driver/train.h"
 #include "runtime/plan.h"
+#include "runtime/ncu.h"
 #include "runtime/profile.h"
 #include "runtime/dist/bootstrap.h"
 #include "runtime/session.h"
@@ -74,6 +76,7 @@ static void usage(FILE *o) {
           "       mlc bench FILE.mdl --target cpu|cuda|spirv [--runs N] [options]\n"
           "       mlc train FILE.mdl --target cpu|cuda|cuda-nccl|spirv --steps N [--data TOKENS] [--weights W] [--save CKPT] [--resume CKPT]\n"
           "       mlc profile FILE.mdl --target cpu|cuda|spirv [--entry forward|train_step] [--steps N] [--trace F] [--roofline F]\n"
+          "                    [--ncu | --ncu-csv F] [--ncu-json F]\n"
           "       mlc calibrate --target cpu [--threads N] | --target cuda|spirv [--device N]\n"
           "       mlc devices --target spirv     list the Vulkan devices that --device N picks from\n"
           "       mlc --help | --version\n"
@@ -139,7 +142,13 @@ static void usage(FILE *o) {
           "      --weights, --seed, --threads, --device, --profile, --trace, --roofline  as for run\n"
           "profile: the --profile table of an entry point (--entry forward, the default, or\n"
           "         train_step) over --steps N runs (default 10) after --warmup N (default 3 runs of\n"
-          "         forward, 1 train step, which trains but is not timed), as bench or train would run it\n"
+          "         forward, 1 train step, which trains but is not timed), as bench or train would run it;\n"
+          "         each kernel is judged against the roof of the unit it runs on (fp32, bf16, tf32, fp8)\n"
+          "         and HBM: memory, compute, or latency (below 50%% of both roofs)\n"
+          "      --ncu             (cuda) also run the step under Nsight Compute (ncu on PATH) and put its\n"
+          "                        verdict (SM and memory throughput) beside mlc's, with the agreement\n"
+          "      --ncu-csv FILE    the same from a CSV of `ncu --csv --page raw` (see docs/cli.md)\n"
+          "      --ncu-json FILE   write that comparison as JSON\n"
           "calibrate: measure this CPU's memory bandwidth and f32 GEMM peak, cache them in\n"
           "           ~/.cache/mlc/ceilings-cpu.json for --profile and --roofline; --target cuda|spirv:\n"
           "           device N's bandwidth and bf16 GEMM peak (mlc's own kernels), in ceilings-cuda.json\n"
@@ -227,6 +236,8 @@ typedef struct {
   const char *target, *outdir, *emit, *print_after, *entry, *file, *weights;
   const char *data, *data_dtype, *save, *resume, *export_weights; /* train */
   const char *trace, *roofline;                   /* run, bench, train */
+  bool ncu;                                       /* profile --ncu: run the step under Nsight Compute too */
+  const char *ncu_csv, *ncu_json;                 /* profile: ncu's CSV to compare with; the comparison as JSON */
   const char *artifact_name, *cc;                 /* compile */
   long steps;
   const char *inputs[64], *outputs[64]; /* NAME=FILE */
@@ -243,7 +254,7 @@ typedef struct {
 enum {
   OPT_EMIT = 256, OPT_PRINT_AFTER, OPT_TIME, OPT_STATS, OPT_ENTRY, OPT_WEIGHTS, OPT_INPUT, OPT_PROFILE, OPT_THREADS,
   OPT_SEED, OPT_RUNS, OPT_WARMUP, OPT_STEPS, OPT_DATA, OPT_DATA_DTYPE, OPT_SAVE, OPT_RESUME, OPT_TRACE, OPT_ROOFLINE,
-  OPT_DEVICE, OPT_FSDP, OPT_EXPORT, OPT_CODEGEN, OPT_NAME, OPT_CC,
+  OPT_DEVICE, OPT_FSDP, OPT_EXPORT, OPT_CODEGEN, OPT_NAME, OPT_CC, OPT_NCU, OPT_NCU_CSV, OPT_NCU_JSON,
 };
 
 /* Which options each command takes: a letter or OPT_ value per entry. */
@@ -259,6 +270,7 @@ static bool takes(command cmd, int opt) {
   case OPT_WEIGHTS: case OPT_PROFILE: case OPT_THREADS: case OPT_TRACE: case OPT_ROOFLINE: case OPT_DEVICE:
     return cmd != CMD_COMPILE;
   case OPT_RUNS: case OPT_WARMUP: return cmd == CMD_BENCH || cmd == CMD_PROFILE;
+  case OPT_NCU: case OPT_NCU_CSV: case OPT_NCU_JSON: return cmd == CMD_PROFILE;
   default: return false;
   }
 }
@@ -298,6 +310,8 @@ static int parse_args(options *o, int argc, char **argv) {
     {"device", required_argument, 0, OPT_DEVICE}, {"fsdp", no_argument, 0, OPT_FSDP},
     {"export", required_argument, 0, OPT_EXPORT},
     {"name", required_argument, 0, OPT_NAME},   {"cc", required_argument, 0, OPT_CC},
+    {"ncu", no_argument, 0, OPT_NCU}, {"ncu-csv", required_argument, 0, OPT_NCU_CSV},
+    {"ncu-json", required_argument, 0, OPT_NCU_JSON},
     /* the options of emitted code (mlc_options_set) */
     {"f32-matmul", required_argument, 0, OPT_CODEGEN}, {"spirv-attention", required_argument, 0, OPT_CODEGEN},
     {"spirv-emulate-coopmat", no_argument, 0, OPT_CODEGEN}, {"spirv-attention-rescale", required_argument, 0, OPT_CODEGEN},
@@ -340,6 +354,9 @@ static int parse_args(options *o, int argc, char **argv) {
       o->artifact_name = optarg;
       break;
     case OPT_CC: o->cc = optarg; break;
+    case OPT_NCU: o->ncu = true; break;
+    case OPT_NCU_CSV: o->ncu_csv = optarg; break;
+    case OPT_NCU_JSON: o->ncu_json = optarg; break;
     case OPT_PRINT_AFTER: o->print_after = optarg; break;
     case OPT_TIME: o->time_passes = true; break;
     case OPT_STATS: o->stats = true; break;
@@ -397,6 +414,10 @@ static int parse_args(options *o, int argc, char **argv) {
      * train_step); it then runs as bench or train with --profile. */
     const char *ep = o->entry ? o->entry : "forward";
     o->entry = NULL;
+    if ((o->ncu || o->ncu_csv) && (!o->target || strncmp(o->target, "cuda", 4)))
+      return usage_error("%s", "--ncu and --ncu-csv compare CUDA kernels: they need --target cuda");
+    if (o->ncu && o->ncu_csv) return usage_error("%s", "--ncu runs ncu itself; --ncu-csv reads its CSV instead: give one");
+    if (o->ncu_json && !o->ncu && !o->ncu_csv) return usage_error("%s", "--ncu-json needs --ncu or --ncu-csv");
     o->profile = true;
     if (!strcmp(ep, "train") || !strcmp(ep, "train_step")) {
       o->cmd = CMD_TRAIN;
@@ -628,6 +649,45 @@ static void print_output(const char *name, const void *data, const mlc_plan_valu
   printf("\n");
 }
 
+/* profile --ncu-csv (or --ncu's own CSV): ncu's verdicts beside mlc's. */
+static mlc_status ncu_compare(const options *o, mlc_session *s, const char *entry, const mlc_ceilings *c) {
+  FILE *f = fopen(o->ncu_csv, "rb");
+  if (!f) return mlc_status_make(MLC_IO, "--ncu-csv %s: cannot open: %s", o->ncu_csv, strerror(errno));
+  size_t cap = 1 << 16, len = 0;
+  char *text = malloc(cap);
+  while (text) {
+    len += fread(text + len, 1, cap - len - 1, f);
+    if (len + 1 < cap) break;
+    char *t = realloc(text, cap *= 2);
+    if (!t) { free(text); text = NULL; }
+    else text = t;
+  }
+  fclose(f);
+  if (!text) return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory reading %s", o->ncu_csv);
+  text[len] = 0;
+  mlc_ncu_table t;
+  mlc_status st = mlc_ncu_parse_csv(text, &t);
+  free(text);
+  if (st) return st;
+  mlc_ncu_match *m = NULL;
+  uint32_t n = 0;
+  if (!(st = mlc_session_ncu_matches(s, entry, c, &m, &n))) {
+    double agree;
+    uint32_t compared = mlc_ncu_compare(&t, m, n, &agree);
+    mlc_ncu_print(m, n, stdout);
+    if (!compared) fprintf(stderr, "mlc: %s has no launches of this model's kernels (mlc_<op>_<hash>_<n>)\n", o->ncu_csv);
+    if (o->ncu_json) {
+      FILE *j = fopen(o->ncu_json, "w");
+      if (j) mlc_ncu_write_json(m, n, c->device, j);
+      if (!j || ferror(j) | fclose(j)) st = mlc_status_make(MLC_IO, "--ncu-json %s: cannot write", o->ncu_json);
+      else fprintf(stderr, "mlc: wrote the comparison with ncu to %s\n", o->ncu_json);
+    }
+  }
+  free(m);
+  mlc_ncu_table_free(&t);
+  return st;
+}
+
 /* After the runs: the --profile table, the --trace and --roofline files,
  * all against the same ceilings. */
 static mlc_status profile_outputs(const options *o, mlc_session *s, const char *entry) {
@@ -642,6 +702,7 @@ static mlc_status profile_outputs(const options *o, mlc_session *s, const char *
     MLC_RETURN_IF_ERROR(mlc_session_write_roofline(s, entry, &c, o->roofline));
     fprintf(stderr, "mlc: wrote the roofline to %s (ceilings: %s)\n", o->roofline, c.calibrated ? "calibrated" : "built-in defaults");
   }
+  if (o->ncu_csv) MLC_RETURN_IF_ERROR(ncu_compare(o, s, entry, &c));
   return NULL;
 }
 
@@ -1118,9 +1179,72 @@ static int cmd_devices(int argc, char **argv) {
 #endif
 }
 
+/* An executable on PATH, into buf; false if none. */
+static bool on_path(const char *exe, char *buf, size_t n) {
+  const char *path = getenv("PATH");
+  while (path && *path) {
+    size_t len = strcspn(path, ":");
+    snprintf(buf, n, "%.*s/%s", (int)len, path, exe);
+    if (len && access(buf, X_OK) == 0) return true;
+    path += len + (path[len] == ':');
+  }
+  return false;
+}
+
+/* profile --ncu: runs this same profile (less the ncu options, one
+ * profiled step) under Nsight Compute, every mlc kernel (-k regex:^mlc_;
+ * --nvtx so its report carries mlc's ranges), into a CSV that then goes to
+ * --ncu-csv.  Returns -1 to go on, or the exit status. */
+static int run_ncu(options *o, int argc, char **argv, char *csv, size_t csvn) {
+  char ncu[1024], self[1024];
+  if (!on_path("ncu", ncu, sizeof ncu)) {
+    fprintf(stderr, "mlc: --ncu: Nsight Compute's `ncu` is not on PATH (it comes with the CUDA toolkit, e.g. "
+                    "/usr/local/cuda/bin); or run it yourself and pass its CSV with --ncu-csv FILE:\n"
+                    "  ncu --csv --page raw --metrics %s -k regex:^mlc_ --log-file FILE -- mlc profile ...\n", MLC_NCU_METRICS);
+    return EXIT_USER;
+  }
+  ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (k <= 0) { fprintf(stderr, "mlc: --ncu: cannot find this mlc's own path\n"); return EXIT_INTERNAL; }
+  self[k] = 0;
+  snprintf(csv, csvn, "%s/mlc-ncu-%d.csv", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
+  const char **av = calloc((size_t)argc + 24, sizeof *av);
+  if (!av) return EXIT_INTERNAL;
+  int n = 0;
+  const char *fixed[] = {ncu, "--csv", "--page", "raw", "--metrics", MLC_NCU_METRICS, "--nvtx", "-k", "regex:^mlc_",
+                         "--log-file", csv, "--", self, "profile"};
+  for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++) av[n++] = fixed[i];
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--ncu")) continue;
+    if (!strcmp(a, "--ncu-json") || !strcmp(a, "--trace") || !strcmp(a, "--roofline") || !strcmp(a, "--steps")) { i++; continue; }
+    if (!strncmp(a, "--ncu-json=", 11) || !strncmp(a, "--trace=", 8) || !strncmp(a, "--roofline=", 11) || !strncmp(a, "--steps=", 8))
+      continue;
+    av[n++] = a;
+  }
+  av[n++] = "--steps";
+  av[n++] = "2"; /* train_step: the warm-up step and one profiled; forward: two runs */
+  fprintf(stderr, "mlc: --ncu: running the profile under %s (every kernel replayed per metric pass: slow)\n", ncu);
+  pid_t pid = fork();
+  if (pid == 0) {
+    execv(ncu, (char *const *)av);
+    _exit(127);
+  }
+  free(av);
+  int status = 0;
+  if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status)) {
+    fprintf(stderr, "mlc: --ncu: %s failed (exit status %d); its log is in %s\n", ncu, WIFEXITED(status) ? WEXITSTATUS(status) : -1,
+            csv);
+    return EXIT_USER;
+  }
+  o->ncu_csv = csv;
+  return -1;
+}
+
 static int cmd_main(command cmd, const char *name, int argc, char **argv) {
   options o = {.cmd = cmd, .name = name, .warmup = -1};
   int rc = parse_args(&o, argc, argv);
+  char ncu_csv[1100];
+  if (rc < 0 && o.ncu) rc = run_ncu(&o, argc, argv, ncu_csv, sizeof ncu_csv);
   if (rc < 0) {
     mlc_arena arena;
     mlc_arena_init(&arena);

@@ -138,7 +138,7 @@ bool mlc_cuda_build_program(mlc_program *p, mlc_cuda_build *b, bool compile, FIL
   if (progress)
     fprintf(progress, "mlc: emitted CUDA C for %u steps: %u distinct kernels, %zu KiB of source, in %.2f s\n", steps,
             b->mod.nkernels, b->mod.source_len / 1024, mlc_now() - t0);
-  mlc_plan_encode(p, mlc_cuda_kernel_namer, &b->mod, &b->plan, &b->plan_bytes);
+  mlc_plan_encode_units(p, mlc_cuda_kernel_namer, &b->mod, mlc_cuda_kernel_unit, &b->plan, &b->plan_bytes);
   if (compile && find_nvcc(b->nvcc, sizeof b->nvcc)) return run_nvcc(b, progress, err, errn);
   if (!compile) b->nvcc[0] = 0;
   else if (progress) fprintf(progress, "mlc: no nvcc found: the runtime will compile the kernels with NVRTC\n");

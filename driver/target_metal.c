@@ -40,7 +40,7 @@ bool mlc_metal_build_program(mlc_program *p, mlc_metal_build *b, FILE *progress,
   if (progress)
     fprintf(progress, "mlc: emitted MSL for %u steps: %u distinct kernels, %zu KiB of source, in %.2f s\n", steps,
             b->mod.nkernels, b->mod.source_len / 1024, mlc_now() - t0);
-  mlc_plan_encode(p, mlc_cuda_kernel_namer, &b->mod, &b->plan, &b->plan_bytes);
+  mlc_plan_encode_units(p, mlc_cuda_kernel_namer, &b->mod, mlc_plan_unit_16bit_matrix, &b->plan, &b->plan_bytes);
   return true;
 }
 

@@ -23,7 +23,7 @@ bool mlc_spirv_build_program(mlc_program *p, mlc_spirv_build *b, FILE *progress,
   if (progress)
     fprintf(progress, "mlc: emitted SPIR-V for %u steps: %u distinct kernels, %zu KiB, in %.2f s\n", steps,
             b->mod.nkernels, words * 4 / 1024, mlc_now() - t0);
-  mlc_plan_encode(p, mlc_spirv_kernel_namer, &b->mod, &b->plan, &b->plan_bytes);
+  mlc_plan_encode_units(p, mlc_spirv_kernel_namer, &b->mod, mlc_plan_unit_16bit_matrix, &b->plan, &b->plan_bytes);
   return true;
 }
 

@@ -21,6 +21,16 @@ extern "C" {
 
 typedef struct mlc_device mlc_device;
 
+/* A GPU kernel's launch, as the runtime knows it (the CUDA launch table and
+ * cuFuncGetAttribute at load).  For a kernel of several launches, the one
+ * with the most threads. */
+typedef struct {
+  uint32_t grid, block;  /* blocks, threads per block; 0: unknown (CPU) */
+  uint32_t smem;         /* shared memory per block, dynamic + static, bytes */
+  uint32_t regs;         /* registers per thread; 0: unknown */
+  uint32_t nlaunch;      /* launches per call */
+} mlc_profile_launch;
+
 typedef struct {
   const char *name;            /* "cpu", "cuda" */
   bool host_memory;            /* device addresses are host pointers */
@@ -57,6 +67,10 @@ typedef struct {
    * later step may wait for.  NULL on devices that run steps in order. */
   mlc_status (*order)(mlc_device *d, uint32_t stream, const uint32_t *wait, uint32_t nwait);
   mlc_status (*signal)(mlc_device *d, uint32_t step);
+  /* The launch of a resolved kernel as the profiler judges it (grid,
+   * block, shared memory, registers); NULL where there is none to know
+   * (the CPU). */
+  void (*kernel_launch)(mlc_device *d, void *kernel, mlc_profile_launch *out);
 } mlc_device_vt;
 
 struct mlc_device {

@@ -167,8 +167,11 @@ static bool entry(rd *r, mlc_plan_entry *e, uint32_t nparams, uint32_t nkernels)
     if (!count(r, &s.nargs, 4, "argument count too large") ||
         !ids(r, s.nargs, e->nvalues, &s.args, "step argument refers to a value that does not exist"))
       return false;
-    if (!u64(r, &s.work_items) || !f64(r, &s.flops) || !f64(r, &s.bytes) || !u8(r, &s.sharded)) return false;
+    if (!u64(r, &s.work_items) || !f64(r, &s.flops) || !f64(r, &s.bytes) || !u8(r, &s.sharded) || !u8(r, &s.unit) ||
+        !u8(r, &s.products))
+      return false;
     if (s.sharded > 1) return bad(r, "bad sharded flag");
+    if (s.unit >= MLC_PLAN_NUNITS || s.products < 1 || s.products > 3) return bad(r, "bad unit or products of a step");
     if (steps) steps[i] = s;
   }
   e->steps = steps;

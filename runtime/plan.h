@@ -24,10 +24,17 @@
  *                            u32 noutputs { str name, u32 value }
  *                            u32 nsteps   { u32 kernel, str name, str scope, u32 stream,
  *                                           u32 nwait { u32 step }, u32 nargs { u32 value },
- *                                           u64 work_items, f64 flops, f64 bytes, u8 sharded } }
+ *                                           u64 work_items, f64 flops, f64 bytes, u8 sharded,
+ *                                           u8 unit, u8 products } }
  *   str   = u32 length, then that many bytes (no NUL)
  *   dtype = u8 (mlc_dtype of ir/ir.h: 1 f32, 2 bf16, 3 f16, 4 i32, 5 i64, 6 bool)
  *   shape = u8 rank (<= 6), then rank x i64 dims (> 0)
+ *
+ * A step's `unit` is the arithmetic unit its FLOPs run on, as the target's
+ * code generator chose it (MLC_PLAN_UNIT_*), and `products` (1..3) the
+ * unit's products per FLOP of the model (3: an f32 GEMM as three TF32
+ * products, --f32-matmul tf32x3).  The profiler judges the step against
+ * that unit's peak.
  *
  * Sharding (FSDP, passes/fsdp.c): a `sharded` parameter is a flat
  * parameter of nominal shape [R, 4096] (or its optimizer state) of which
@@ -61,13 +68,22 @@ extern "C" {
 #endif
 
 #define MLC_PLAN_MAGIC "MLCPLAN"
-#define MLC_PLAN_VERSION 2u
+#define MLC_PLAN_VERSION 3u
 #define MLC_PLAN_HEADER_BYTES 32u
 #define MLC_PLAN_MAX_RANK 6
 #define MLC_PLAN_NO_PARAM 0xffffffffu
 #define MLC_PLAN_SHARD_ROW 4096 /* MLC_SHARD_ROW of ir/ir.h */
 #define MLC_PLAN_ALL_GATHER "mlc_all_gather"
 #define MLC_PLAN_REDUCE_SCATTER "mlc_reduce_scatter"
+
+/* The arithmetic units of a step (runtime/profile.h's mlc_unit). */
+enum {
+  MLC_PLAN_UNIT_FP32, /* FP32 FMAs (SIMT cores; a CPU's vector units) */
+  MLC_PLAN_UNIT_TC16, /* tensor cores, bf16/f16 */
+  MLC_PLAN_UNIT_TF32, /* tensor cores, TF32 */
+  MLC_PLAN_UNIT_FP8,  /* tensor cores, fp8 */
+  MLC_PLAN_NUNITS
+};
 
 /* Rows of a sharded [rows, 4096] value that each of `world` ranks holds. */
 static inline uint64_t mlc_plan_shard_rows(uint64_t rows, int world) { return (rows + (uint64_t)world - 1) / (uint64_t)world; }
@@ -111,6 +127,8 @@ typedef struct {
   uint64_t work_items;
   double flops, bytes;
   uint8_t sharded;   /* work_items are a flat parameter's rows: a rank runs its share */
+  uint8_t unit;      /* MLC_PLAN_UNIT_* */
+  uint8_t products;  /* the unit's products per FLOP, 1..3 */
 } mlc_plan_step;
 
 typedef struct {

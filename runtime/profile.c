@@ -16,7 +16,53 @@ void mlc_ceilings_default(mlc_ceilings *c) {
   c->bandwidth = 20e9;
   c->latency_s = MLC_PROFILE_CPU_LATENCY_S;
   mlc_profile_cpu_model(c->device, sizeof c->device);
+  /* unit_flops all 0: a CPU runs every unit's work on its FMA units at peak_flops. */
   snprintf(c->source, sizeof c->source, "built-in defaults: this CPU was never calibrated (run `mlc calibrate --target cpu`)");
+}
+
+const char *mlc_unit_name(mlc_unit u) {
+  static const char *const names[MLC_NUNITS] = {"fp32", "bf16", "tf32", "fp8"};
+  return (unsigned)u < MLC_NUNITS ? names[u] : "?";
+}
+
+const char *mlc_ceiling_source_name(mlc_ceiling_source s) {
+  return s == MLC_CEIL_MEASURED ? "measured" : s == MLC_CEIL_DATASHEET ? "datasheet" : "default";
+}
+
+double mlc_ceilings_unit_peak(const mlc_ceilings *c, mlc_unit u) {
+  return (unsigned)u < MLC_NUNITS && c->unit_flops[u] > 0 ? c->unit_flops[u] : c->peak_flops;
+}
+
+const char *mlc_profile_unit_str(mlc_unit u, uint32_t products, char *buf, size_t n) {
+  if (products > 1) snprintf(buf, n, "%sx%u", mlc_unit_name(u), products);
+  else snprintf(buf, n, "%s", mlc_unit_name(u));
+  return buf;
+}
+
+static void print_rate(FILE *out, double flops) {
+  if (flops >= 1e12) fprintf(out, "%.1f TFLOP/s", flops / 1e12);
+  else fprintf(out, "%.1f GFLOP/s", flops / 1e9);
+}
+
+void mlc_profile_print_units(const mlc_ceilings *c, FILE *out) {
+  fprintf(out, "  units:");
+  bool any = false;
+  for (int u = 0; u < MLC_NUNITS; u++) {
+    if (!(c->unit_flops[u] > 0)) continue;
+    fprintf(out, "%s %s ", any ? "," : "", mlc_unit_name((mlc_unit)u));
+    print_rate(out, c->unit_flops[u]);
+    fprintf(out, " (%s)", mlc_ceiling_source_name(c->unit_from[u]));
+    any = true;
+  }
+  if (!any) {
+    fprintf(out, " every unit at ");
+    print_rate(out, c->peak_flops);
+    fprintf(out, " (%s)", c->calibrated ? "measured" : "default");
+  }
+  fprintf(out, "; memory %.1f GB/s (%s)", c->bandwidth / 1e9,
+          c->calibrated ? "measured" : mlc_ceiling_source_name(c->bandwidth_from));
+  if (c->l2_bandwidth > 0) fprintf(out, ", L2 %.1f GB/s (%s)", c->l2_bandwidth / 1e9, mlc_ceiling_source_name(c->l2_from));
+  fputc('\n', out);
 }
 
 void mlc_profile_cpu_model(char *buf, size_t n) {
@@ -71,7 +117,10 @@ static cJSON *read_json(const char *path) {
 }
 
 /* The entry `key` of a ceilings cache: peak, bandwidth and when, into out
- * (calibrated, its source naming the file).  False if the file or the
+ * (calibrated, its source naming the file); then, where the entry has them,
+ * each unit's peak ("units": {"fp32": {"gflops": .., "from": "measured"}})
+ * and the L2 bandwidth.  An entry written before units were cached gives
+ * the peak of the bf16 tensor cores on a GPU.  False if the file or the
  * entry is missing; *had_file says which. */
 static bool load_entry(const char *path, const char *key, mlc_ceilings *out, bool *had_file) {
   cJSON *root = read_json(path);
@@ -84,9 +133,29 @@ static bool load_entry(const char *path, const char *key, mlc_ceilings *out, boo
   if (ok) {
     out->peak_flops = pk->valuedouble * 1e9;
     out->bandwidth = bw->valuedouble * 1e9;
+    out->bandwidth_from = MLC_CEIL_MEASURED;
     out->calibrated = true;
     snprintf(out->source, sizeof out->source, "cached calibration in %s%s%s", path,
              cJSON_IsString(when) ? " from " : "", cJSON_IsString(when) ? when->valuestring : "");
+    const cJSON *units = cJSON_GetObjectItemCaseSensitive(e, "units");
+    if (!cJSON_IsObject(units) && out->gpu) {
+      out->unit_flops[MLC_UNIT_TC16] = out->peak_flops;
+      out->unit_from[MLC_UNIT_TC16] = MLC_CEIL_MEASURED;
+    }
+    for (int u = 0; u < MLC_NUNITS && cJSON_IsObject(units); u++) {
+      const cJSON *ue = cJSON_GetObjectItemCaseSensitive(units, mlc_unit_name((mlc_unit)u));
+      const cJSON *g = cJSON_GetObjectItemCaseSensitive(ue, "gflops"), *from = cJSON_GetObjectItemCaseSensitive(ue, "from");
+      if (!cJSON_IsNumber(g) || !(g->valuedouble > 0)) continue;
+      out->unit_flops[u] = g->valuedouble * 1e9;
+      out->unit_from[u] = cJSON_IsString(from) && !strcmp(from->valuestring, "measured") ? MLC_CEIL_MEASURED
+                          : cJSON_IsString(from) && !strcmp(from->valuestring, "datasheet") ? MLC_CEIL_DATASHEET
+                                                                                              : MLC_CEIL_DEFAULT;
+    }
+    const cJSON *l2 = cJSON_GetObjectItemCaseSensitive(e, "l2_gbs");
+    if (cJSON_IsNumber(l2) && l2->valuedouble > 0) {
+      out->l2_bandwidth = l2->valuedouble * 1e9;
+      out->l2_from = MLC_CEIL_MEASURED;
+    }
   }
   cJSON_Delete(root);
   return ok;
@@ -100,22 +169,41 @@ void mlc_ceilings_load_file(const char *path, const char *cpu_model, mlc_ceiling
     snprintf(out->source, sizeof out->source, "built-in defaults: %s has no calibration of this CPU (run `mlc calibrate --target cpu`)", path);
 }
 
+/* "(sm_90, 132 SMs)" in a GPU's name: its SM count, else 0. */
+static int sms_of(const char *name) {
+  const char *p = strstr(name, " SMs)");
+  if (!p) return 0;
+  while (p > name && p[-1] >= '0' && p[-1] <= '9') p--;
+  return atoi(p);
+}
+
 void mlc_ceilings_gpu_datasheet(const char *name, mlc_ceilings *out) {
-  static const struct { const char *match; double tflops, tbs; } known[] = {
-    {"H200", 989.4, 4.8}, {"H100", 989.4, 3.35}, {"A100", 312, 2.0},
+  /* NVIDIA's datasheets, dense (no 2:4 sparsity), SXM parts, TFLOP/s and
+   * TB/s: the H100/H200 datasheet (the H200 shares the H100's GH100 and
+   * clocks, with HBM3e) and the A100 datasheet (80 GB SXM).  NVIDIA
+   * publishes no L2 bandwidth: only `mlc calibrate` gives one. */
+  static const struct { const char *match; double bf16, tf32, fp8, fp32, tbs; } known[] = {
+    {"H200", 989.4, 494.7, 1978.9, 66.9, 4.8}, {"H100", 989.4, 494.7, 1978.9, 66.9, 3.35},
+    {"A100", 312, 156, 0, 19.5, 2.039},
   };
   memset(out, 0, sizeof *out);
   snprintf(out->device, sizeof out->device, "%s", name);
   out->gpu = true;
+  out->sms = sms_of(name);
   out->latency_s = 5e-6;
   out->peak_flops = 100e12;
   out->bandwidth = 1e12;
   snprintf(out->source, sizeof out->source, "built-in guesses for an unknown GPU (not calibrated: run `mlc calibrate --target cuda`, or `--target spirv` for a Vulkan device)");
   for (size_t i = 0; i < sizeof known / sizeof *known; i++)
     if (strstr(name, known[i].match)) {
-      out->peak_flops = known[i].tflops * 1e12;
+      out->peak_flops = known[i].bf16 * 1e12;
       out->bandwidth = known[i].tbs * 1e12;
-      snprintf(out->source, sizeof out->source, "NVIDIA's datasheet for the %s: dense bf16 tensor-core peak and HBM "
+      out->bandwidth_from = MLC_CEIL_DATASHEET;
+      double units[MLC_NUNITS] = {[MLC_UNIT_FP32] = known[i].fp32, [MLC_UNIT_TC16] = known[i].bf16,
+                                  [MLC_UNIT_TF32] = known[i].tf32, [MLC_UNIT_FP8] = known[i].fp8};
+      for (int u = 0; u < MLC_NUNITS; u++)
+        if (units[u] > 0) out->unit_flops[u] = units[u] * 1e12, out->unit_from[u] = MLC_CEIL_DATASHEET;
+      snprintf(out->source, sizeof out->source, "NVIDIA's datasheet for the %s: dense tensor-core and FP32 peaks, HBM "
                "bandwidth (not calibrated on this GPU: run `mlc calibrate --target cuda` or `--target spirv`)", known[i].match);
     }
 }
@@ -151,6 +239,16 @@ mlc_status mlc_ceilings_save_file(const char *path, const mlc_ceilings *c) {
     cJSON_AddNumberToObject(e, "peak_gflops", c->peak_flops / 1e9);
     cJSON_AddNumberToObject(e, "bandwidth_gbs", c->bandwidth / 1e9);
     cJSON_AddStringToObject(e, "calibrated", c->source);
+    cJSON *units = NULL;
+    for (int u = 0; u < MLC_NUNITS; u++) {
+      if (!(c->unit_flops[u] > 0)) continue;
+      if (!units) units = cJSON_AddObjectToObject(e, "units");
+      cJSON *ue = units ? cJSON_AddObjectToObject(units, mlc_unit_name((mlc_unit)u)) : NULL;
+      if (!ue) continue;
+      cJSON_AddNumberToObject(ue, "gflops", c->unit_flops[u] / 1e9);
+      cJSON_AddStringToObject(ue, "from", mlc_ceiling_source_name(c->unit_from[u]));
+    }
+    if (c->l2_bandwidth > 0 && c->l2_from == MLC_CEIL_MEASURED) cJSON_AddNumberToObject(e, "l2_gbs", c->l2_bandwidth / 1e9);
   }
   char *text = cJSON_Print(root);
   cJSON_Delete(root);
@@ -200,16 +298,71 @@ bool mlc_profile_gemm_dims(const mlc_profile_kernel *k, int64_t *m, int64_t *n, 
   return true;
 }
 
+void mlc_sm_limits_of(const mlc_ceilings *c, mlc_sm_limits *out) {
+  /* CUDA C Programming Guide, "Technical Specifications per Compute
+   * Capability": 2048 threads, 32 blocks and 64K registers per SM on 8.x
+   * and 9.0; shared memory per SM 228 KiB on 9.0, 164 KiB on 8.0. */
+  *out = (mlc_sm_limits){2048, 32, 65536, 228 * 1024};
+  if (strstr(c->device, "sm_80")) out->smem = 164 * 1024;
+  else if (strstr(c->device, "sm_86") || strstr(c->device, "sm_89")) out->max_threads = 1536, out->smem = 100 * 1024;
+}
+
+double mlc_profile_occupancy(const mlc_profile_launch *l, const mlc_sm_limits *lim, const char **limiter) {
+  *limiter = "";
+  if (!l || !l->block || !l->grid) return 0;
+  uint32_t warps = (l->block + 31) / 32;
+  uint32_t by_threads = lim->max_threads / (warps * 32), best = lim->max_blocks;
+  *limiter = "blocks per SM";
+  if (by_threads < best) best = by_threads, *limiter = "threads per block";
+  if (l->regs) {
+    /* Registers go to warps in units of 256 (8 per thread, rounded up). */
+    uint32_t per_warp = (l->regs * 32 + 255) / 256 * 256, by_regs = lim->regs / (per_warp * warps);
+    if (by_regs < best) best = by_regs, *limiter = "registers";
+  }
+  if (l->smem) {
+    uint32_t by_smem = lim->smem / (l->smem + 1024); /* the runtime reserves 1 KiB per block */
+    if (by_smem < best) best = by_smem, *limiter = "shared memory";
+  }
+  return 100.0 * best * warps / (lim->max_threads / 32.0);
+}
+
+/* The hint of a kernel that reaches neither roof: what its launch says. */
+static void neither_hint(const mlc_profile_kernel *k, const mlc_ceilings *c, mlc_profile_verdict *v) {
+  const mlc_profile_launch *l = k->launch;
+  if (!l || !l->grid) {
+    snprintf(v->hint, sizeof v->hint, "below %.0f%% of both roofs: too little parallel work, or a serial or unvectorised loop",
+             MLC_PROFILE_NEITHER_PCT);
+    return;
+  }
+  mlc_sm_limits lim;
+  mlc_sm_limits_of(c, &lim);
+  const char *why;
+  v->occupancy = mlc_profile_occupancy(l, &lim, &why);
+  if (c->sms > 0 && l->grid < (uint32_t)c->sms)
+    snprintf(v->hint, sizeof v->hint, "grid of %u blocks leaves %u of %d SMs idle: split the work into more blocks",
+             l->grid, c->sms - l->grid, c->sms);
+  else if (v->occupancy > 0 && v->occupancy < MLC_PROFILE_LOW_OCCUPANCY_PCT)
+    snprintf(v->hint, sizeof v->hint, "occupancy %.1f%%, limited by %s (%u threads, %u regs, %u B smem a block): "
+             "smaller tiles or fewer registers", v->occupancy, why, l->block, l->regs, l->smem);
+  else
+    snprintf(v->hint, sizeof v->hint, "stalled at %.0f%% occupancy: dependent loads, atomics or a serial loop "
+             "(ncu's warp-stall reasons say which)", v->occupancy);
+}
+
 void mlc_profile_classify(const mlc_profile_kernel *k, const mlc_ceilings *c, mlc_profile_verdict *v) {
   memset(v, 0, sizeof *v);
-  double t = k->seconds;
+  double t = k->seconds, products = k->products ? k->products : 1;
+  v->unit = (unsigned)k->unit < MLC_NUNITS ? k->unit : MLC_UNIT_FP32;
+  double peak = mlc_ceilings_unit_peak(c, v->unit) / products; /* FLOP/s of the model's FLOPs */
   v->flop_rate = t > 0 ? k->flops / t : 0;
   v->byte_rate = t > 0 ? k->bytes / t : 0;
   v->intensity = k->bytes > 0 ? k->flops / k->bytes : 0;
-  double ridge = c->peak_flops / c->bandwidth;
-  v->roof = fmin(c->peak_flops, v->intensity * c->bandwidth);
+  v->roof = fmin(peak, v->intensity * c->bandwidth);
+  v->pct_compute = 100 * v->flop_rate / peak;
+  v->pct_memory = 100 * v->byte_rate / c->bandwidth;
+  /* = max(pct_compute, pct_memory) when the kernel has FLOPs */
   if (k->flops > 0 && v->roof > 0) v->pct_roof = 100 * v->flop_rate / v->roof;
-  else v->pct_roof = 100 * v->byte_rate / c->bandwidth;
+  else v->pct_roof = v->pct_memory;
   bool tiny = k->flops < MLC_PROFILE_TINY_FLOPS && k->bytes < MLC_PROFILE_TINY_BYTES;
   if (t < c->latency_s || tiny) {
     v->bound = MLC_BOUND_LATENCY;
@@ -218,7 +371,10 @@ void mlc_profile_classify(const mlc_profile_kernel *k, const mlc_ceilings *c, ml
     /* A collective moves bytes between GPUs: its roof is the link, not HBM. */
     v->bound = MLC_BOUND_MEMORY;
     snprintf(v->hint, sizeof v->hint, "communication: hide it behind compute (prefetch), or send bf16");
-  } else if (v->intensity < ridge) {
+  } else if (fmax(v->pct_compute, v->pct_memory) < MLC_PROFILE_NEITHER_PCT) {
+    v->bound = MLC_BOUND_LATENCY;
+    neither_hint(k, c, v);
+  } else if (v->pct_memory >= v->pct_compute) {
     v->bound = MLC_BOUND_MEMORY;
     snprintf(v->hint, sizeof v->hint, "fuse with neighbours, quantise (FP8/INT4), or raise the batch");
   } else {
@@ -233,7 +389,10 @@ void mlc_profile_classify(const mlc_profile_kernel *k, const mlc_ceilings *c, ml
           return;
         }
     }
-    snprintf(v->hint, sizeof v->hint, "lower precision (bf16/FP8)");
+    if (v->unit == MLC_UNIT_TF32 && products > 1)
+      snprintf(v->hint, sizeof v->hint, "lower precision: --f32-matmul tf32 (one product, not %.0f) or bf16", products);
+    else if (v->unit == MLC_UNIT_TC16) snprintf(v->hint, sizeof v->hint, "lower precision (FP8)");
+    else snprintf(v->hint, sizeof v->hint, "lower precision (bf16/FP8)");
   }
 }
 
@@ -277,8 +436,34 @@ void mlc_profile_write_roofline_svg(FILE *f, const mlc_ceilings *c, const mlc_ro
                                     uint32_t nlabel, const char *title) {
   const double W = 1000, H = 680;
   frame fr = {90, 60, 860, 540, 0, 0, 0, 0};
-  double peak = c->peak_flops / 1e9, bw = c->bandwidth / 1e9, ridge = peak / bw;
-  double xmin = ridge, xmax = ridge, ymin = peak, ymax = peak, tmax = 0, ttot = 0;
+  /* One compute roof per unit (and products per FLOP) the points use; units
+   * at one peak (a CPU's) share a roof and its label. */
+  enum { MAXR = 8 };
+  struct { double peak; char names[48]; } roofs[MAXR];
+  uint32_t nr = 0, *roof_of = malloc((n + 1) * sizeof *roof_of);
+  if (!roof_of) { fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\"/>\n"); return; }
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t prod = pts[i].products ? pts[i].products : 1, r = 0;
+    double pk = mlc_ceilings_unit_peak(c, pts[i].unit) / prod / 1e9;
+    char name[16];
+    mlc_profile_unit_str(pts[i].unit, prod, name, sizeof name);
+    while (r < nr && fabs(roofs[r].peak - pk) > 1e-9 * pk) r++;
+    if (r == nr && nr < MAXR) roofs[nr].peak = pk, roofs[nr].names[0] = 0, nr++;
+    if (r == nr) r = 0; /* more roofs than room: the first one's */
+    roof_of[i] = r;
+    if (!(pts[i].intensity > 0 && pts[i].flop_rate > 0)) continue; /* not drawn: no roof of its own */
+    char *nm = roofs[r].names;
+    size_t len = strlen(nm), k = strlen(name);
+    bool has = false;
+    for (const char *q = nm; (q = strstr(q, name)) && !has; q++) has = (q == nm || q[-1] == '/') && (q[k] == 0 || q[k] == '/');
+    if (!has && len + k + 2 < sizeof roofs[r].names) snprintf(nm + len, sizeof roofs[r].names - len, "%s%s", len ? "/" : "", name);
+  }
+  if (nr == 0) roofs[nr].peak = c->peak_flops / 1e9, roofs[nr].names[0] = 0, nr++;
+  static const char *const colours[MAXR] = {"#2e86c1", "#28b463", "#af7ac5", "#d68910", "#5d6d7e", "#17a589", "#cb4335", "#7d3c98"};
+  double peak = 0, low = INFINITY, bw = c->bandwidth / 1e9;
+  for (uint32_t r = 0; r < nr; r++) peak = fmax(peak, roofs[r].peak), low = fmin(low, roofs[r].peak);
+  double ridge = peak / bw;
+  double xmin = fmin(ridge, low / bw), xmax = ridge, ymin = low, ymax = peak, tmax = 0, ttot = 0;
   for (uint32_t i = 0; i < n; i++) {
     if (pts[i].intensity <= 0 || pts[i].flop_rate <= 0) continue;
     xmin = fmin(xmin, pts[i].intensity), xmax = fmax(xmax, pts[i].intensity);
@@ -319,9 +504,13 @@ void mlc_profile_write_roofline_svg(FILE *f, const mlc_ceilings *c, const mlc_ro
   double xs = fmax(xl, pow(10, fr.ly0) / bw); /* where the memory roof enters the plot */
   fprintf(f, "<polyline fill=\"none\" stroke=\"#c0392b\" stroke-width=\"2.5\" points=\"%.1f,%.1f %.1f,%.1f %.1f,%.1f\"/>\n",
           px(&fr, xs), py(&fr, xs * bw), px(&fr, ridge), py(&fr, peak), px(&fr, xr), py(&fr, peak));
+  for (uint32_t r = 0; r < nr; r++) /* the lower roofs, from their ridges */
+    if (roofs[r].peak < peak)
+      fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2\"/>\n",
+              px(&fr, roofs[r].peak / bw), py(&fr, roofs[r].peak), px(&fr, xr), py(&fr, roofs[r].peak), colours[r]);
   /* Points, largest first so small ones stay visible; area ~ share of time. */
   uint32_t *order = malloc((n + 1) * sizeof *order), m = 0;
-  if (!order) { fprintf(f, "</svg>\n"); return; }
+  if (!order) { fprintf(f, "</svg>\n"); free(roof_of); return; }
   for (uint32_t i = 0; i < n; i++)
     if (pts[i].intensity > 0 && pts[i].flop_rate > 0) order[m++] = i;
   for (uint32_t i = 1; i < m; i++)
@@ -331,8 +520,8 @@ void mlc_profile_write_roofline_svg(FILE *f, const mlc_ceilings *c, const mlc_ro
   for (uint32_t r = 0; r < m; r++) {
     const mlc_roofline_point *p = &pts[order[r]];
     double rad = 3 + 22 * sqrt(tmax > 0 ? p->seconds / tmax : 0);
-    fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"%.1f\" fill=\"#2e86c1\" fill-opacity=\"0.45\" stroke=\"#1b4f72\"><title>",
-            px(&fr, p->intensity), py(&fr, p->flop_rate / 1e9), rad);
+    fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"%.1f\" fill=\"%s\" fill-opacity=\"0.45\" stroke=\"#1b4f72\"><title>",
+            px(&fr, p->intensity), py(&fr, p->flop_rate / 1e9), rad, nr > 1 ? colours[roof_of[order[r]]] : colours[0]);
     xml_text(f, p->label);
     fprintf(f, "</title></circle>\n");
   }
@@ -342,13 +531,17 @@ void mlc_profile_write_roofline_svg(FILE *f, const mlc_ceilings *c, const mlc_ro
   double bx[MAXL], by[MAXL], bw_[MAXL], bh_[MAXL], bh = 15;
   uint32_t nb = 0, nl = 0;
   const char *halo = "stroke=\"white\" stroke-width=\"4\" paint-order=\"stroke\"";
-  char roof[64];
-  if (peak >= 1000) snprintf(roof, sizeof roof, "compute roof %.1f TFLOP/s", peak / 1000);
-  else snprintf(roof, sizeof roof, "compute roof %.1f GFLOP/s", peak);
-  double cx0 = fmax(px(&fr, ridge) - 260, fr.x0 + 8), cy0 = py(&fr, peak) - 10;
-  fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"14\" font-weight=\"bold\" fill=\"#c0392b\" %s>%s</text>\n", cx0, cy0,
-          halo, roof);
-  bx[nb] = cx0, by[nb] = cy0 - 14, bw_[nb] = 8.2 * (double)strlen(roof), bh_[nb] = 18, nb++;
+  char roof[96];
+  for (uint32_t r = 0; r < nr; r++) {
+    double pk = roofs[r].peak;
+    const char *sep = roofs[r].names[0] ? " " : "";
+    if (pk >= 1000) snprintf(roof, sizeof roof, "%s%scompute roof %.1f TFLOP/s", roofs[r].names, sep, pk / 1000);
+    else snprintf(roof, sizeof roof, "%s%scompute roof %.1f GFLOP/s", roofs[r].names, sep, pk);
+    double cx0 = fmax(px(&fr, pk / bw) - (pk < peak ? -8 : 260), fr.x0 + 8), cy0 = py(&fr, pk) - 10;
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"14\" font-weight=\"bold\" fill=\"%s\" %s>%s</text>\n", cx0, cy0,
+            pk < peak ? colours[r] : "#c0392b", halo, roof);
+    bx[nb] = cx0, by[nb] = cy0 - 14, bw_[nb] = 8.2 * (double)strlen(roof), bh_[nb] = 18, nb++;
+  }
   double xm = pow(10, (log10(xs) * 2 + log10(ridge)) / 3);
   double ang = -atan2(py(&fr, xs * bw) - py(&fr, ridge * bw), px(&fr, ridge) - px(&fr, xs)) * 57.29577951308232;
   if (bw >= 1000) snprintf(roof, sizeof roof, "memory roof %.2f TB/s", bw / 1000);
@@ -409,6 +602,7 @@ void mlc_profile_write_roofline_svg(FILE *f, const mlc_ceilings *c, const mlc_ro
   fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" fill=\"#555\" text-anchor=\"end\">point area ~ share of time; "
              "the %u longest kernels labelled (share of the step)</text>\n", fr.x0 + fr.w - 6, fr.y0 + fr.h - 8, nl);
   free(order);
+  free(roof_of);
   fprintf(f, "</svg>\n");
 }
 

@@ -20,6 +20,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "runtime/device.h"
 #include "runtime/plan.h"
 #include "runtime/status.h"
 
@@ -34,15 +35,46 @@ extern "C" {
 #define MLC_PROFILE_TINY_FLOPS 1e5
 #define MLC_PROFILE_TINY_BYTES 65536.0
 
+/* The arithmetic units a kernel can run on.  The plan names each step's
+ * (codegen decides it: runtime/plan.h); each has its own peak.  A CPU, and
+ * a GPU's device without a known per-unit peak, runs all of them at its one
+ * measured peak. */
+typedef enum {
+  MLC_UNIT_FP32 = MLC_PLAN_UNIT_FP32, /* FP32 FMA on the SIMT cores (CPU: the vector FMA units) */
+  MLC_UNIT_TC16 = MLC_PLAN_UNIT_TC16, /* tensor cores, bf16/f16 inputs, f32 accumulation */
+  MLC_UNIT_TF32 = MLC_PLAN_UNIT_TF32, /* tensor cores, TF32 (f32 GEMMs under --f32-matmul tf32 or tf32x3) */
+  MLC_UNIT_FP8 = MLC_PLAN_UNIT_FP8,   /* tensor cores, fp8 inputs (no mlc kernel uses it yet: datasheet only) */
+  MLC_NUNITS = MLC_PLAN_NUNITS
+} mlc_unit;
+/* "fp32", "bf16", "tf32", "fp8": the table's and the cache's name of a unit. */
+const char *mlc_unit_name(mlc_unit u);
+
+/* Where a ceiling came from. */
+typedef enum { MLC_CEIL_DEFAULT, MLC_CEIL_DATASHEET, MLC_CEIL_MEASURED } mlc_ceiling_source;
+const char *mlc_ceiling_source_name(mlc_ceiling_source s); /* "default", "datasheet", "measured" */
+
 typedef struct {
   double peak_flops;    /* FLOP/s of the best GEMM (CPU: f32; GPU: bf16 on the tensor cores) */
-  double bandwidth;     /* bytes/s of a large copy (CPU: multi-threaded memcpy; GPU: an elementwise kernel) */
+  double bandwidth;     /* bytes/s of a large copy (CPU: multi-threaded memcpy; GPU: HBM, an elementwise kernel) */
   double latency_s;     /* kernels shorter than this are latency-bound */
+  double unit_flops[MLC_NUNITS];              /* each unit's peak FLOP/s; 0: the unit runs at peak_flops */
+  mlc_ceiling_source unit_from[MLC_NUNITS];   /* where each came from */
+  mlc_ceiling_source bandwidth_from;
+  double l2_bandwidth;                        /* bytes/s of a copy that stays in L2; 0: unknown */
+  mlc_ceiling_source l2_from;
+  int sms;              /* the GPU's SM count (from its name), 0 on a CPU */
   char device[128];     /* the CPU's model name, or the GPU's "NVIDIA H200 (sm_90, 132 SMs)" */
   char source[256];     /* where the numbers came from, for the table's header */
   bool calibrated;      /* false: built-in defaults or a datasheet */
   bool gpu;             /* the ceilings of a GPU (the latency hint names it) */
 } mlc_ceilings;
+
+/* The peak FLOP/s of unit u: its own, else peak_flops. */
+double mlc_ceilings_unit_peak(const mlc_ceilings *c, mlc_unit u);
+/* "bf16", "fp32", "tf32x3": a unit and its products per FLOP; returns buf. */
+const char *mlc_profile_unit_str(mlc_unit u, uint32_t products, char *buf, size_t n);
+/* The line "  units: bf16 989.4 TFLOP/s (datasheet), ..., HBM 4800 GB/s (measured), L2 .." of a profile's header. */
+void mlc_profile_print_units(const mlc_ceilings *c, FILE *out);
 
 /* Built-in defaults: a modest desktop core count; used until calibrated. */
 void mlc_ceilings_default(mlc_ceilings *c);
@@ -72,8 +104,30 @@ void mlc_ceilings_load_file(const char *path, const char *cpu_model, mlc_ceiling
 /* Stores c under its device name, keeping other devices' entries; creates the directory. */
 MLC_MUST_USE mlc_status mlc_ceilings_save_file(const char *path, const mlc_ceilings *c);
 
+/* The verdict's three outcomes.  MLC_BOUND_LATENCY is "neither": the
+ * kernel is far below both of its roofs (or too short to measure against
+ * them), so latency, occupancy or serialisation bounds it. */
 typedef enum { MLC_BOUND_MEMORY, MLC_BOUND_COMPUTE, MLC_BOUND_LATENCY } mlc_bound;
-const char *mlc_bound_name(mlc_bound b);
+const char *mlc_bound_name(mlc_bound b); /* "memory", "compute", "latency" */
+
+/* A kernel that reaches less than this percentage of both its compute roof
+ * (its unit's peak) and the memory roof (HBM bandwidth) is bound by
+ * neither.  Above it, the roof it is closer to names the bound, which is
+ * the roofline's ridge test (compute% / memory% = intensity / ridge). */
+#define MLC_PROFILE_NEITHER_PCT 50.0
+/* Occupancy under this (resident warps / the SM's maximum) is named as the
+ * likely cause of a kernel bound by neither roof. */
+#define MLC_PROFILE_LOW_OCCUPANCY_PCT 25.0
+
+/* An SM's limits (Hopper and Ampere share them but shared memory). */
+typedef struct {
+  uint32_t max_threads, max_blocks, regs, smem; /* per SM */
+} mlc_sm_limits;
+/* The limits of the GPU the ceilings describe (sm_80/sm_90 values). */
+void mlc_sm_limits_of(const mlc_ceilings *c, mlc_sm_limits *out);
+/* Resident warps per SM over the maximum, in percent, and what limits it
+ * ("threads", "registers", "shared memory", "blocks"); 0 when unknown. */
+double mlc_profile_occupancy(const mlc_profile_launch *l, const mlc_sm_limits *lim, const char **limiter);
 
 typedef struct {
   double flop_rate;  /* achieved FLOP/s */
@@ -81,8 +135,12 @@ typedef struct {
   double intensity;  /* FLOP/byte; 0 when bytes is 0 */
   double roof;       /* FLOP/s the roofline allows at this intensity */
   double pct_roof;   /* achieved / roof, in percent (bytes/bandwidth for a kernel without FLOPs) */
+  double pct_compute; /* achieved FLOP/s x products over the unit's peak, percent */
+  double pct_memory;  /* achieved bytes/s over the memory bandwidth, percent */
+  double occupancy;   /* percent; 0 when the launch is unknown */
+  mlc_unit unit;
   mlc_bound bound;
-  char hint[96];
+  char hint[160];
 } mlc_profile_verdict;
 
 /* A step as the classifier sees it: name (the op name, then "%id"), its
@@ -93,6 +151,9 @@ typedef struct {
   double flops, bytes, seconds;
   const mlc_plan_shape *const *shapes;
   uint32_t nshapes;
+  mlc_unit unit;                    /* where its FLOPs run (the plan's step unit) */
+  uint32_t products;                /* the unit's products per FLOP (3 for tf32x3); 0 means 1 */
+  const mlc_profile_launch *launch; /* NULL: unknown */
 } mlc_profile_kernel;
 
 void mlc_profile_classify(const mlc_profile_kernel *k, const mlc_ceilings *c, mlc_profile_verdict *out);
@@ -109,10 +170,14 @@ const char *mlc_profile_shape_str(const mlc_plan_shape *s, char *buf, size_t n);
 typedef struct {
   const char *label;
   double intensity, flop_rate, seconds;
+  mlc_unit unit;
+  uint32_t products; /* 0 means 1; tf32x3's points sit under a roof of a third of TF32's peak */
 } mlc_roofline_point;
 
-/* Log-log roofline, FLOP/byte against GFLOP/s, with both roofs and one point
- * per kernel (area ~ time; the `nlabel` longest are labelled). */
+/* Log-log roofline, FLOP/byte against GFLOP/s: the memory roof, one
+ * compute roof per unit the points use (labelled with the unit's name and
+ * peak), and one point per kernel coloured by its unit (area ~ time; the
+ * `nlabel` longest are labelled). */
 void mlc_profile_write_roofline_svg(FILE *f, const mlc_ceilings *c, const mlc_roofline_point *pts, uint32_t n,
                                     uint32_t nlabel, const char *title);
 

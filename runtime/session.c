@@ -15,6 +15,7 @@
 
 #include "runtime/cpu/convert.h"
 #include "runtime/cpu/device.h"
+#include "runtime/ncu.h"
 #include "runtime/profile.h"
 #include "runtime/safetensors.h"
 
@@ -892,14 +893,20 @@ void mlc_session_reset_profile(mlc_session *s) {
 }
 
 /* The classifier's view of step i of an entry: shapes points into `shapes`
- * (room for 16 arguments; a GEMM needs the first and the last). */
-static mlc_profile_kernel step_kernel(const mlc_plan_entry *e, uint32_t i, double seconds,
-                                      const mlc_plan_shape *shapes[16]) {
+ * (room for 16 arguments; a GEMM needs the first and the last), the launch
+ * into `launch` (where the device knows it). */
+static mlc_profile_kernel step_kernel(const mlc_session *s, const entry_state *es, uint32_t i, double seconds,
+                                      const mlc_plan_shape *shapes[16], mlc_profile_launch *launch) {
+  const mlc_plan_entry *e = es->e;
   const mlc_plan_step *st = &e->steps[i];
   uint32_t n = st->nargs < 16 ? st->nargs : 16;
   for (uint32_t j = 0; j < n; j++) shapes[j] = &e->values[st->args[j]].shape;
   if (st->nargs > 16) shapes[15] = &e->values[st->args[st->nargs - 1]].shape; /* keep the output last */
-  return (mlc_profile_kernel){st->name, st->flops, st->bytes, seconds, shapes, n};
+  memset(launch, 0, sizeof *launch);
+  bool known = es->kern[i] && s->dev->vt->kernel_launch;
+  if (known) s->dev->vt->kernel_launch(s->dev, es->kern[i], launch);
+  return (mlc_profile_kernel){st->name, st->flops, st->bytes, seconds, shapes, n, (mlc_unit)st->unit, st->products,
+                              known && launch->grid ? launch : NULL};
 }
 
 static void fmt_rate(char *buf, size_t n, double per_s) {
@@ -951,31 +958,71 @@ void mlc_session_print_profile_ceilings(const mlc_session *s, const char *entry,
   for (uint32_t i = 0; i < e->nsteps; i++) total += es->seconds[i];
   fprintf(out, "ceilings: %.1f GFLOP/s peak, %.1f GB/s memory (ridge %.1f FLOP/byte), latency-bound under %.0f us; %s\n",
           c->peak_flops / 1e9, c->bandwidth / 1e9, c->peak_flops / c->bandwidth, c->latency_s * 1e6, c->device);
+  mlc_profile_print_units(c, out);
   fprintf(out, "  from %s\n", c->source);
-  fprintf(out, "%-24s %-24s %6s %9s %9s %6s %8s %7s %7s %-7s %6s  %s\n", "Name", "Scope", "Calls", "Total ms", "Avg ms",
-          "% step", "FLOP/s", "GB/s", "FLOP/B", "Bound", "% roof", "Hint");
+  fprintf(out, "  bound: memory or compute by the closer roof (that of the kernel's unit) once it reaches %.0f%% of it; "
+               "latency (neither roof) below %.0f%% of both, or under %.0f us\n", MLC_PROFILE_NEITHER_PCT,
+          MLC_PROFILE_NEITHER_PCT, c->latency_s * 1e6);
+  fprintf(out, "%-24s %-24s %6s %9s %9s %6s %8s %7s %7s %-7s %-7s %6s  %s\n", "Name", "Scope", "Calls", "Total ms", "Avg ms",
+          "% step", "FLOP/s", "GB/s", "FLOP/B", "Unit", "Bound", "% roof", "Hint");
   double by_bound[3] = {0};
   for (uint32_t r = 0; r < e->nsteps; r++) {
     uint32_t i = order[r];
     const mlc_plan_step *stp = &e->steps[i];
     double avg = es->seconds[i] / (double)es->runs;
     const mlc_plan_shape *shapes[16];
-    mlc_profile_kernel k = step_kernel(e, i, avg, shapes);
+    mlc_profile_launch launch;
+    mlc_profile_kernel k = step_kernel(s, es, i, avg, shapes, &launch);
     mlc_profile_verdict v;
     mlc_profile_classify(&k, c, &v);
     by_bound[v.bound] += es->seconds[i];
-    char rate[16];
+    char rate[16], unit[16];
     fmt_rate(rate, sizeof rate, v.flop_rate);
-    fprintf(out, "%-24.24s %-24.24s %6llu %9.3f %9.4f %5.1f%% %8s %7.2f %7.2f %-7s %5.1f%%  %s\n", stp->name,
+    mlc_profile_unit_str(v.unit, stp->products, unit, sizeof unit);
+    fprintf(out, "%-24.24s %-24.24s %6llu %9.3f %9.4f %5.1f%% %8s %7.2f %7.2f %-7s %-7s %5.1f%%  %s\n", stp->name,
             *stp->scope ? stp->scope : "-", (unsigned long long)es->runs, es->seconds[i] * 1e3, avg * 1e3,
-            total > 0 ? 100 * es->seconds[i] / total : 0, rate, v.byte_rate / 1e9, v.intensity, mlc_bound_name(v.bound),
-            v.pct_roof, v.hint);
+            total > 0 ? 100 * es->seconds[i] / total : 0, rate, v.byte_rate / 1e9, v.intensity, unit,
+            mlc_bound_name(v.bound), v.pct_roof, v.hint);
   }
   fprintf(out, "%d steps, %.4f ms per run over %llu runs; time %.0f%% memory-bound, %.0f%% compute-bound, "
                "%.0f%% latency-bound\n", (int)e->nsteps, total / (double)es->runs * 1e3, (unsigned long long)es->runs,
           total > 0 ? 100 * by_bound[MLC_BOUND_MEMORY] / total : 0, total > 0 ? 100 * by_bound[MLC_BOUND_COMPUTE] / total : 0,
           total > 0 ? 100 * by_bound[MLC_BOUND_LATENCY] / total : 0);
   free(order);
+}
+
+mlc_status mlc_session_ncu_matches(const mlc_session *s, const char *entry, const mlc_ceilings *c, mlc_ncu_match **out,
+                                   uint32_t *n) {
+  *out = NULL;
+  *n = 0;
+  entry_state *es;
+  MLC_RETURN_IF_ERROR(find_entry(s, entry, &es));
+  const mlc_plan_entry *e = es->e;
+  if (!es->runs) return mlc_status_make(MLC_INVALID_ARGUMENT, "--ncu: no profiled runs of %s", entry);
+  mlc_ncu_match *m = calloc(e->nsteps + 1, sizeof *m);
+  double *best = calloc(e->nsteps + 1, sizeof *best);
+  if (!m || !best) { free(m); free(best); return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory"); }
+  uint32_t k = 0;
+  for (uint32_t i = 0; i < e->nsteps; i++) {
+    const char *sym = s->plan->kernels[e->steps[i].kernel];
+    if (!es->kern[i]) continue; /* collectives: NCCL's kernels, not mlc's */
+    uint32_t j = 0;
+    while (j < k && strcmp(m[j].symbol, sym)) j++;
+    if (j < k && es->seconds[i] <= best[j]) continue;
+    double avg = es->seconds[i] / (double)es->runs;
+    const mlc_plan_shape *shapes[16];
+    mlc_profile_launch launch;
+    mlc_profile_kernel pk = step_kernel(s, es, i, avg, shapes, &launch);
+    mlc_profile_verdict v;
+    mlc_profile_classify(&pk, c, &v);
+    m[j] = (mlc_ncu_match){.symbol = sym, .label = e->steps[i].name, .mlc = v.bound, .mlc_pct = v.pct_roof};
+    best[j] = es->seconds[i];
+    if (j == k) k++;
+  }
+  free(best);
+  *out = m;
+  *n = k;
+  return NULL;
 }
 
 void mlc_session_set_trace(mlc_session *s, bool on) { s->trace = on; }
@@ -1067,7 +1114,8 @@ mlc_status mlc_session_write_roofline(const mlc_session *s, const char *entry, c
   for (uint32_t i = 0; i < e->nsteps; i++) {
     double avg = es->seconds[i] / (double)es->runs;
     const mlc_plan_step *st = &e->steps[i];
-    pts[i] = (mlc_roofline_point){st->name, st->bytes > 0 ? st->flops / st->bytes : 0, avg > 0 ? st->flops / avg : 0, avg};
+    pts[i] = (mlc_roofline_point){st->name, st->bytes > 0 ? st->flops / st->bytes : 0, avg > 0 ? st->flops / avg : 0, avg,
+                                  (mlc_unit)st->unit, st->products};
   }
   FILE *f = fopen(path, "w");
   mlc_status r = NULL;

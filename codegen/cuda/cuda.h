@@ -37,6 +37,9 @@ bool mlc_metal_emit(const mlc_program *p, mlc_cuda_module *out, char *err, size_
 /* A namer for mlc_plan_encode (codegen/plan.h): ctx is the module. */
 const char *mlc_cuda_kernel_namer(void *ctx, const mlc_func *f, uint32_t node, uint64_t *out_work_items);
 
+/* The unit rule of the CUDA kernels for mlc_plan_encode_units (codegen/cuda/unit.c). */
+uint8_t mlc_cuda_kernel_unit(const mlc_program *p, const mlc_func *f, uint32_t node, uint8_t *out_products);
+
 /* The helpers every module starts with. */
 extern const char mlc_cuda_prelude[];
 extern const char mlc_metal_prelude[];

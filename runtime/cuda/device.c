@@ -10,12 +10,14 @@
 #include <nvtx3/nvToolsExt.h> /* header-only; a no-op unless a tool (nsys, ncu) injects itself */
 #endif
 
+enum { FUNC_ATTR_STATIC_SHARED = 1, FUNC_ATTR_NUM_REGS = 4 }; /* CUfunction_attribute */
 enum { ATTR_MAX_DYNAMIC_SHARED = 8, ATTR_CC_MAJOR = 75, ATTR_CC_MINOR = 76, ATTR_SM_COUNT = 16,
        ATTR_MEM_CLOCK_KHZ = 36, ATTR_MEM_BUS_BITS = 37, ATTR_CLOCK_KHZ = 13 };
 
 typedef struct {
   const mlc_cuda_kernel *k;
   CUfunction fn[MLC_CUDA_MAX_LAUNCH];
+  int regs[MLC_CUDA_MAX_LAUNCH], static_smem[MLC_CUDA_MAX_LAUNCH]; /* for the profiler; 0: unknown */
 } kernel;
 
 typedef struct {
@@ -123,6 +125,9 @@ static mlc_status cu_resolve(mlc_device *base, const char *symbol, void **out) {
         }
         if (k->launch[l].smem > 48 * 1024)
           MLC_RETURN_IF_ERROR(CK(d, cuFuncSetAttribute(kk->fn[l], ATTR_MAX_DYNAMIC_SHARED, (int)k->launch[l].smem)));
+        /* Only the profiler's occupancy hint reads these: a failure leaves 0 (unknown). */
+        if (d->drv.cuFuncGetAttribute(&kk->regs[l], FUNC_ATTR_NUM_REGS, kk->fn[l])) kk->regs[l] = 0;
+        if (d->drv.cuFuncGetAttribute(&kk->static_smem[l], FUNC_ATTR_STATIC_SHARED, kk->fn[l])) kk->static_smem[l] = 0;
       }
       if (k->scratch > d->scratch_bytes) {
         if (d->scratch) d->drv.cuMemFree(d->scratch);
@@ -139,6 +144,24 @@ static mlc_status cu_resolve(mlc_device *base, const char *symbol, void **out) {
     return NULL;
   }
   return mlc_status_make(MLC_NOT_FOUND, "kernel %s is not in the CUDA module's launch table", symbol);
+}
+
+/* The launch with the most threads (grid x block) stands for the kernel. */
+static void cu_kernel_launch(mlc_device *base, void *kh, mlc_profile_launch *out) {
+  (void)base;
+  const kernel *k = kh;
+  memset(out, 0, sizeof *out);
+  if (!k || !k->k) return;
+  out->nlaunch = k->k->nlaunch;
+  uint64_t best = 0;
+  for (uint32_t l = 0; l < k->k->nlaunch; l++) {
+    const mlc_cuda_launch *L = &k->k->launch[l];
+    uint64_t threads = (uint64_t)L->grid * L->block;
+    if (threads <= best) continue;
+    best = threads;
+    out->grid = L->grid, out->block = L->block, out->smem = L->smem + (uint32_t)k->static_smem[l];
+    out->regs = (uint32_t)k->regs[l];
+  }
 }
 
 static mlc_status grow_events(cuda_dev *d, uint32_t slot) {
@@ -282,7 +305,7 @@ static void *cu_stream(mlc_device *base) { return ((cuda_dev *)base)->stream; }
 
 static const mlc_device_vt cuda_vt = {
     "cuda", false, cu_destroy, cu_alloc, cu_free, cu_write, cu_read, cu_resolve, cu_launch, cu_finish, cu_describe,
-    cu_range_push, cu_range_pop, cu_stream, cu_mark, cu_order, cu_signal,
+    cu_range_push, cu_range_pop, cu_stream, cu_mark, cu_order, cu_signal, cu_kernel_launch,
 };
 
 mlc_status mlc_cuda_device_create(const mlc_cuda_code *code, mlc_allocator a, mlc_device **out) {

@@ -13,6 +13,7 @@
 #include <cmocka.h>
 #include <cjson/cJSON.h>
 
+#include "runtime/ncu.h"
 #include "runtime/profile.h"
 #include "runtime/session.h"
 
@@ -35,7 +36,7 @@ static mlc_plan_shape shape(uint8_t dtype, int rank, int64_t d0, int64_t d1, int
 static void memory_bound_elementwise(void **state) {
   (void)state;
   mlc_ceilings c = test_ceilings();
-  mlc_profile_kernel k = {"add%3", 1e6, 12e6, 1e-3, NULL, 0};
+  mlc_profile_kernel k = {"add%3", 1e6, 12e6, 1e-3, NULL, 0, MLC_UNIT_FP32, 1, NULL};
   mlc_profile_verdict v;
   mlc_profile_classify(&k, &c, &v);
   assert_int_equal(v.bound, MLC_BOUND_MEMORY);
@@ -55,13 +56,13 @@ static void collective_hint(void **state) {
   mlc_ceilings c = test_ceilings();
   const char *names[] = {"all_gather%4", "reduce_scatter%12"};
   for (int i = 0; i < 2; i++) {
-    mlc_profile_kernel k = {names[i], i ? 1e6 : 0, 50e6, 1e-3, NULL, 0};
+    mlc_profile_kernel k = {names[i], i ? 1e6 : 0, 50e6, 1e-3, NULL, 0, MLC_UNIT_FP32, 1, NULL};
     mlc_profile_verdict v;
     mlc_profile_classify(&k, &c, &v);
     assert_int_equal(v.bound, MLC_BOUND_MEMORY);
     assert_string_equal(v.hint, "communication: hide it behind compute (prefetch), or send bf16");
   }
-  mlc_profile_kernel k = {"all_gathered%4", 0, 50e6, 1e-3, NULL, 0}; /* only the op's own name */
+  mlc_profile_kernel k = {"all_gathered%4", 0, 50e6, 1e-3, NULL, 0, MLC_UNIT_FP32, 1, NULL}; /* only the op's own name */
   mlc_profile_verdict v;
   mlc_profile_classify(&k, &c, &v);
   assert_string_equal(v.hint, "fuse with neighbours, quantise (FP8/INT4), or raise the batch");
@@ -72,7 +73,7 @@ static void collective_hint(void **state) {
 static void copy_uses_bandwidth(void **state) {
   (void)state;
   mlc_ceilings c = test_ceilings();
-  mlc_profile_kernel k = {"transpose%9", 0, 10e6, 1e-3, NULL, 0};
+  mlc_profile_kernel k = {"transpose%9", 0, 10e6, 1e-3, NULL, 0, MLC_UNIT_FP32, 1, NULL};
   mlc_profile_verdict v;
   mlc_profile_classify(&k, &c, &v);
   assert_int_equal(v.bound, MLC_BOUND_MEMORY);
@@ -87,7 +88,7 @@ static void compute_bound_gemm(void **state) {
   mlc_plan_shape a = shape(1, 2, 1024, 1024, 0), b = shape(1, 2, 1024, 1024, 0), o = shape(1, 2, 1024, 1024, 0);
   const mlc_plan_shape *sh[] = {&a, &b, &o};
   double flops = 2.0 * 1024 * 1024 * 1024, bytes = 3.0 * 4 * 1024 * 1024;
-  mlc_profile_kernel k = {"matmul%12", flops, bytes, 0.04, sh, 3};
+  mlc_profile_kernel k = {"matmul%12", flops, bytes, 0.04, sh, 3, MLC_UNIT_FP32, 1, NULL};
   mlc_profile_verdict v;
   mlc_profile_classify(&k, &c, &v);
   assert_int_equal(v.bound, MLC_BOUND_COMPUTE);
@@ -109,7 +110,7 @@ static void misaligned_linear_names_n(void **state) {
   mlc_plan_shape x = shape(1, 3, 8, 128, 768), w = shape(1, 2, 1000, 768, 0), o = shape(1, 3, 8, 128, 1000);
   const mlc_plan_shape *sh[] = {&x, &w, &o};
   double flops = 2.0 * 1024 * 1000 * 768, bytes = 4.0 * (1024 * 768 + 1000 * 768 + 1024 * 1000);
-  mlc_profile_kernel k = {"linear%7", flops, bytes, 0.03, sh, 3};
+  mlc_profile_kernel k = {"linear%7", flops, bytes, 0.03, sh, 3, MLC_UNIT_FP32, 1, NULL};
   int64_t m, n, kk;
   assert_true(mlc_profile_gemm_dims(&k, &m, &n, &kk));
   assert_int_equal(m, 1024);
@@ -128,13 +129,13 @@ static void misaligned_matmul_names_k(void **state) {
   mlc_plan_shape a = shape(1, 3, 4, 512, 300), b = shape(1, 3, 4, 300, 512), o = shape(1, 3, 4, 512, 512);
   const mlc_plan_shape *sh[] = {&a, &b, &o};
   double flops = 2.0 * 4 * 512 * 512 * 300, bytes = 4.0 * 4 * (512 * 300 * 2 + 512 * 512);
-  mlc_profile_kernel k = {"matmul", flops, bytes, 0.01, sh, 3};
+  mlc_profile_kernel k = {"matmul", flops, bytes, 0.01, sh, 3, MLC_UNIT_FP32, 1, NULL};
   mlc_profile_verdict v;
   mlc_profile_classify(&k, &c, &v);
   assert_int_equal(v.bound, MLC_BOUND_COMPUTE);
   assert_string_equal(v.hint, "align K (=300) to a multiple of 64/128");
   /* Not a GEMM: a name that only starts like one. */
-  mlc_profile_kernel other = {"matmul_grad%3", flops, bytes, 0.01, sh, 3};
+  mlc_profile_kernel other = {"matmul_grad%3", flops, bytes, 0.01, sh, 3, MLC_UNIT_FP32, 1, NULL};
   int64_t m, n, kk;
   assert_false(mlc_profile_gemm_dims(&other, &m, &n, &kk));
   mlc_profile_classify(&other, &c, &v);
@@ -146,12 +147,12 @@ static void latency_bound(void **state) {
   (void)state;
   mlc_ceilings c = test_ceilings();
   mlc_profile_verdict v;
-  mlc_profile_kernel tiny = {"add%1", 1000, 8000, 50e-6, NULL, 0};
+  mlc_profile_kernel tiny = {"add%1", 1000, 8000, 50e-6, NULL, 0, MLC_UNIT_FP32, 1, NULL};
   mlc_profile_classify(&tiny, &c, &v);
   assert_int_equal(v.bound, MLC_BOUND_LATENCY);
   assert_string_equal(mlc_bound_name(v.bound), "latency");
   assert_string_equal(v.hint, "too small to fill the CPU: fuse with neighbours or batch more work");
-  mlc_profile_kernel quick = {"matmul%2", 2e6, 1e6, 10e-6, NULL, 0};
+  mlc_profile_kernel quick = {"matmul%2", 2e6, 1e6, 10e-6, NULL, 0, MLC_UNIT_FP32, 1, NULL};
   mlc_profile_classify(&quick, &c, &v);
   assert_int_equal(v.bound, MLC_BOUND_LATENCY);
   quick.seconds = 30e-6; /* the same work over 20 us: intensity 2 is under the ridge */
@@ -202,7 +203,8 @@ static void roofline_svg(void **state) {
   (void)state;
   mlc_ceilings c = test_ceilings();
   mlc_roofline_point pts[] = {
-    {"matmul%1", 170, 60e9, 2e-3}, {"add%2", 0.083, 1e9, 1e-3}, {"copy%3", 0, 0, 1e-3}, {"a<b>&c", 1, 5e9, 1e-4},
+    {"matmul%1", 170, 60e9, 2e-3, MLC_UNIT_FP32, 1}, {"add%2", 0.083, 1e9, 1e-3, MLC_UNIT_FP32, 1},
+    {"copy%3", 0, 0, 1e-3, MLC_UNIT_FP32, 1}, {"a<b>&c", 1, 5e9, 1e-4, MLC_UNIT_FP32, 1},
   };
   char *buf = NULL;
   size_t len = 0;
@@ -276,7 +278,7 @@ static mlc_status cd_finish(mlc_device *d, uint32_t n, double *sec, double *star
 }
 static void cd_describe(mlc_device *d, char *buf, size_t n) { snprintf(buf, n, "counting CPU"); }
 static const mlc_device_vt counting_vt = {"counting", true, cd_destroy, cd_alloc, cd_free, cd_write, cd_read, cd_resolve,
-                                          cd_launch, cd_finish, cd_describe, NULL, NULL, NULL, NULL, NULL, NULL};
+                                          cd_launch, cd_finish, cd_describe, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 
 
 /* With profiling off, no step is timed and nothing is recorded; with it
@@ -286,7 +288,7 @@ static void profiling_off_records_nothing(void **state) {
   mlc_plan_value vals[2];
   for (int i = 0; i < 2; i++) vals[i] = (mlc_plan_value){shape(1, 2, 4, 4, 0), 64 * i, MLC_PLAN_NO_PARAM, 0, 0, 0};
   uint32_t args[] = {0, 1};
-  mlc_plan_step steps[] = {{0, "a%1", "", 0, 0, 2, NULL, args, 4, 16, 128, 0}, {0, "b%2", "", 0, 0, 2, NULL, args, 4, 16, 128, 0}};
+  mlc_plan_step steps[] = {{0, "a%1", "", 0, 0, 2, NULL, args, 4, 16, 128, 0, MLC_PLAN_UNIT_FP32, 1}, {0, "b%2", "", 0, 0, 2, NULL, args, 4, 16, 128, 0, MLC_PLAN_UNIT_FP32, 1}};
   mlc_plan_entry entry = {"forward", 128, 2, 0, 0, 2, vals, NULL, NULL, steps};
   const char *kernels[] = {"k0"};
   mlc_plan plan = {"test", 0, 1, 1, NULL, kernels, &entry, {0}};
@@ -321,8 +323,8 @@ static void trace_json(void **state) {
   vals[2].shape = shape(1, 3, 2, 4, 4);
   uint32_t args[] = {0, 1, 2}, wait0[] = {0};
   mlc_plan_step steps[] = {
-    {0, "linear%1", "layers.0.\"ffn\"", 0, 0, 3, NULL, args, 4, 128, 192, 0},
-    {0, "add%2", "", 0, 1, 3, wait0, args, 4, 16, 192, 0},
+    {0, "linear%1", "layers.0.\"ffn\"", 0, 0, 3, NULL, args, 4, 128, 192, 0, MLC_PLAN_UNIT_FP32, 1},
+    {0, "add%2", "", 0, 1, 3, wait0, args, 4, 16, 192, 0, MLC_PLAN_UNIT_FP32, 1},
   };
   mlc_plan_entry entry = {"forward", 256, 3, 0, 0, 2, vals, NULL, NULL, steps};
   const char *kernels[] = {"k0"};
@@ -448,7 +450,7 @@ static void gpu_ceilings(void **state) {
   assert_false(got.calibrated);
   assert_non_null(strstr(got.source, "built-in guesses"));
   mlc_profile_verdict v;
-  mlc_profile_kernel tiny = {"add%1", 1000, 8000, 50e-6, NULL, 0};
+  mlc_profile_kernel tiny = {"add%1", 1000, 8000, 50e-6, NULL, 0, MLC_UNIT_FP32, 1, NULL};
   mlc_profile_classify(&tiny, &got, &v);
   assert_int_equal(v.bound, MLC_BOUND_LATENCY);
   assert_string_equal(v.hint, "too small to fill the GPU: fuse with neighbours or batch more work");
@@ -456,6 +458,336 @@ static void gpu_ceilings(void **state) {
   char dir[256];
   tmp_path(dir, sizeof dir, "gcache");
   rmdir(dir);
+}
+
+
+/* The H200's datasheet ceilings: each unit's peak, HBM, 132 SMs. */
+static mlc_ceilings h200(void) {
+  mlc_ceilings c;
+  mlc_ceilings_gpu_datasheet("NVIDIA H200 (sm_90, 132 SMs)", &c);
+  return c;
+}
+
+static mlc_profile_verdict judge(const char *name, double flops, double bytes, double seconds, mlc_unit unit, uint32_t products,
+                                 const mlc_profile_launch *launch, const mlc_ceilings *c) {
+  mlc_profile_kernel k = {name, flops, bytes, seconds, NULL, 0, unit, products, launch};
+  mlc_profile_verdict v;
+  mlc_profile_classify(&k, c, &v);
+  return v;
+}
+
+/* One GEMM of 8192^3 (1.0995e12 FLOPs; 402.7 MB of bf16, 805.3 MB of f32)
+ * per unit, each judged against its own unit's peak: the same rate is
+ * compute-bound on one unit and bound by neither on a faster one. */
+static void units_per_dtype(void **state) {
+  (void)state;
+  mlc_ceilings c = h200();
+  assert_int_equal(c.sms, 132);
+  assert_float_equal(mlc_ceilings_unit_peak(&c, MLC_UNIT_TC16), 989.4e12, 1e6);
+  assert_float_equal(mlc_ceilings_unit_peak(&c, MLC_UNIT_TF32), 494.7e12, 1e6);
+  assert_float_equal(mlc_ceilings_unit_peak(&c, MLC_UNIT_FP8), 1978.9e12, 1e6);
+  assert_float_equal(mlc_ceilings_unit_peak(&c, MLC_UNIT_FP32), 66.9e12, 1e6);
+  double f = 2.0 * 8192 * 8192 * 8192, b16 = 3.0 * 8192 * 8192 * 2, b32 = 2 * b16;
+  /* bf16 at 600 TFLOP/s: 60.6% of the bf16 tensor cores. */
+  mlc_profile_verdict v = judge("matmul%1", f, b16, f / 600e12, MLC_UNIT_TC16, 1, NULL, &c);
+  assert_int_equal(v.bound, MLC_BOUND_COMPUTE);
+  assert_int_equal(v.unit, MLC_UNIT_TC16);
+  assert_float_equal(v.pct_compute, 100 * 600 / 989.4, 1e-6);
+  assert_float_equal(v.pct_roof, v.pct_compute, 1e-9);
+  assert_string_equal(v.hint, "lower precision (FP8)");
+  /* f32 under tf32x3 at 120 TFLOP/s: three TF32 products a FLOP, so the
+   * roof is 494.7 / 3 = 164.9 TFLOP/s and it is at 72.8% of it. */
+  v = judge("matmul%2", f, b32, f / 120e12, MLC_UNIT_TF32, 3, NULL, &c);
+  assert_int_equal(v.bound, MLC_BOUND_COMPUTE);
+  assert_float_equal(v.roof, 494.7e12 / 3, 1e6);
+  assert_float_equal(v.pct_compute, 100 * 120 * 3 / 494.7, 1e-6);
+  assert_string_equal(v.hint, "lower precision: --f32-matmul tf32 (one product, not 3) or bf16");
+  /* The same f32 GEMM under tf32 (one product): 24.3% of TF32, neither. */
+  v = judge("matmul%2", f, b32, f / 120e12, MLC_UNIT_TF32, 1, NULL, &c);
+  assert_int_equal(v.bound, MLC_BOUND_LATENCY);
+  /* f32 under ieee at 45 TFLOP/s: 67.3% of the FP32 FMAs; against the bf16
+   * peak (the old single roof) it would have been 4.5%. */
+  v = judge("matmul%3", f, b32, f / 45e12, MLC_UNIT_FP32, 1, NULL, &c);
+  assert_int_equal(v.bound, MLC_BOUND_COMPUTE);
+  assert_float_equal(v.pct_compute, 100 * 45 / 66.9, 1e-6);
+  assert_string_equal(v.hint, "lower precision (bf16/FP8)");
+  /* fp8 at 1200 TFLOP/s: 60.6% of its 1978.9. */
+  v = judge("matmul%4", f, b16 / 2, f / 1200e12, MLC_UNIT_FP8, 1, NULL, &c);
+  assert_int_equal(v.bound, MLC_BOUND_COMPUTE);
+  assert_float_equal(v.pct_compute, 100 * 1200 / 1978.9, 1e-6);
+  /* An RMSNorm of 8192 x 2048 f32 (read and write: 134.2 MB, 5 FLOPs an
+   * element) at 4 TB/s: 83.3% of HBM, memory-bound on any unit. */
+  double nb = 2.0 * 8192 * 2048 * 4, nf = 5.0 * 8192 * 2048;
+  for (int u = 0; u < MLC_NUNITS; u++) {
+    v = judge("rmsnorm%5", nf, nb, nb / 4e12, (mlc_unit)u, 1, NULL, &c);
+    assert_int_equal(v.bound, MLC_BOUND_MEMORY);
+    assert_float_equal(v.pct_memory, 100 * 4 / 4.8, 1e-6);
+    assert_float_equal(v.pct_roof, v.pct_memory, 1e-9);
+  }
+}
+
+/* Below MLC_PROFILE_NEITHER_PCT of both roofs: bound by neither, and the
+ * launch names the likely cause.  The numbers are the issue's f32
+ * attention_grad on the H200: 0.44 TFLOP/s and 2.45 GB/s. */
+static void neither_roof(void **state) {
+  (void)state;
+  mlc_ceilings c = h200();
+  double f = 4.4e9, b = 24.5e6, t = 10e-3;
+  mlc_profile_verdict v = judge("attention_grad%7", f, b, t, MLC_UNIT_TF32, 3, NULL, &c);
+  assert_int_equal(v.bound, MLC_BOUND_LATENCY);
+  assert_true(v.pct_compute < 1 && v.pct_memory < 1);
+  assert_string_equal(v.hint, "below 50% of both roofs: too little parallel work, or a serial or unvectorised loop");
+  /* A grid smaller than the SM count. */
+  mlc_profile_launch small = {64, 128, 0, 64, 3};
+  v = judge("attention_grad%7", f, b, t, MLC_UNIT_TF32, 3, &small, &c);
+  assert_int_equal(v.bound, MLC_BOUND_LATENCY);
+  assert_string_equal(v.hint, "grid of 64 blocks leaves 68 of 132 SMs idle: split the work into more blocks");
+  /* Registers: 255 a thread x 256 threads leave room for one block an SM:
+   * 8 warps of 64, 12.5% occupancy. */
+  mlc_profile_launch regs = {4096, 256, 0, 255, 1};
+  v = judge("attention_grad%7", f, b, t, MLC_UNIT_TF32, 3, &regs, &c);
+  assert_float_equal(v.occupancy, 12.5, 1e-9);
+  assert_string_equal(v.hint, "occupancy 12.5%, limited by registers (256 threads, 255 regs, 0 B smem a block): "
+                              "smaller tiles or fewer registers");
+  /* Shared memory: 100 KiB a block of 128 threads, two blocks an SM (228 KiB, 1 KiB reserved each): 12.5%. */
+  mlc_profile_launch smem = {4096, 128, 100 * 1024, 32, 1};
+  v = judge("attention%8", f, b, t, MLC_UNIT_TC16, 1, &smem, &c);
+  assert_float_equal(v.occupancy, 12.5, 1e-9);
+  assert_non_null(strstr(v.hint, "limited by shared memory"));
+  /* Full occupancy and a full grid, still far from both roofs: stalled. */
+  mlc_profile_launch full = {4096, 256, 0, 32, 1};
+  v = judge("attention_grad%7", f, b, t, MLC_UNIT_TF32, 3, &full, &c);
+  assert_float_equal(v.occupancy, 100, 1e-9);
+  assert_string_equal(v.hint, "stalled at 100% occupancy: dependent loads, atomics or a serial loop (ncu's warp-stall reasons say which)");
+  /* Just below and at the threshold, on memory: 49% and 50% of HBM. */
+  v = judge("add%9", 1e6, 0.49 * 4.8e12 * 1e-3, 1e-3, MLC_UNIT_FP32, 1, &full, &c);
+  assert_int_equal(v.bound, MLC_BOUND_LATENCY);
+  v = judge("add%9", 1e6, 0.51 * 4.8e12 * 1e-3, 1e-3, MLC_UNIT_FP32, 1, &full, &c);
+  assert_int_equal(v.bound, MLC_BOUND_MEMORY);
+  /* The issue's f32 GEMM at 15 TFLOP/s is no longer "compute-bound at 1.6%":
+   * on the FP32 FMAs (ieee) it is 22% of 66.9 TFLOP/s, neither. */
+  double gf = 2.0 * 4096 * 4096 * 4096;
+  v = judge("matmul%1", gf, 3.0 * 4096 * 4096 * 4, gf / 15e12, MLC_UNIT_FP32, 1, &full, &c);
+  assert_int_equal(v.bound, MLC_BOUND_LATENCY);
+  assert_float_equal(v.pct_roof, 100 * 15 / 66.9, 1e-6);
+}
+
+/* Per-unit peaks and the L2 bandwidth survive the cache; an entry from
+ * before units were cached is the bf16 peak, the rest the datasheet's. */
+static void unit_ceilings_cache(void **state) {
+  (void)state;
+  char path[256];
+  tmp_path(path, sizeof path, "ucache/ceilings-cuda.json");
+  const char *name = "NVIDIA H200 (sm_90, 132 SMs)";
+  mlc_ceilings c = h200(), got;
+  c.calibrated = true;
+  c.peak_flops = c.unit_flops[MLC_UNIT_TC16] = 700e12;
+  c.unit_flops[MLC_UNIT_FP32] = 50e12;
+  c.unit_from[MLC_UNIT_TC16] = c.unit_from[MLC_UNIT_FP32] = MLC_CEIL_MEASURED;
+  c.bandwidth = 4.1e12;
+  c.l2_bandwidth = 9e12;
+  c.l2_from = MLC_CEIL_MEASURED;
+  assert_null(mlc_ceilings_save_file(path, &c));
+  mlc_ceilings_gpu_file(path, name, &got);
+  assert_true(got.calibrated);
+  assert_float_equal(got.unit_flops[MLC_UNIT_TC16], 700e12, 1e3);
+  assert_int_equal(got.unit_from[MLC_UNIT_TC16], MLC_CEIL_MEASURED);
+  assert_float_equal(got.unit_flops[MLC_UNIT_FP32], 50e12, 1e3);
+  assert_float_equal(got.unit_flops[MLC_UNIT_TF32], 494.7e12, 1e3);
+  assert_int_equal(got.unit_from[MLC_UNIT_TF32], MLC_CEIL_DATASHEET);
+  assert_int_equal(got.unit_from[MLC_UNIT_FP8], MLC_CEIL_DATASHEET);
+  assert_float_equal(got.l2_bandwidth, 9e12, 1e3);
+  assert_int_equal(got.l2_from, MLC_CEIL_MEASURED);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  mlc_profile_print_units(&got, f);
+  fclose(f);
+  assert_string_equal(buf, "  units: fp32 50.0 TFLOP/s (measured), bf16 700.0 TFLOP/s (measured), tf32 494.7 TFLOP/s "
+                           "(datasheet), fp8 1978.9 TFLOP/s (datasheet); memory 4100.0 GB/s (measured), L2 9000.0 GB/s (measured)\n");
+  free(buf);
+  /* An old entry: no "units". */
+  FILE *o = fopen(path, "w");
+  assert_non_null(o);
+  fprintf(o, "{\"%s\": {\"peak_gflops\": 760000, \"bandwidth_gbs\": 4200, \"calibrated\": \"then\"}}\n", name);
+  fclose(o);
+  mlc_ceilings_gpu_file(path, name, &got);
+  assert_float_equal(got.unit_flops[MLC_UNIT_TC16], 760e12, 1e3);
+  assert_int_equal(got.unit_from[MLC_UNIT_TC16], MLC_CEIL_MEASURED);
+  assert_float_equal(got.unit_flops[MLC_UNIT_FP32], 66.9e12, 1e3);
+  assert_int_equal(got.unit_from[MLC_UNIT_FP32], MLC_CEIL_DATASHEET);
+  unlink(path);
+  char dir[256];
+  tmp_path(dir, sizeof dir, "ucache");
+  rmdir(dir);
+}
+
+/* One labelled roof per unit in use (tf32x3 at a third of TF32's peak);
+ * none for a unit no kernel uses. */
+static void roofline_roof_per_unit(void **state) {
+  (void)state;
+  mlc_ceilings c = h200();
+  mlc_roofline_point pts[] = {
+    {"matmul%1", 1000, 600e12, 2e-3, MLC_UNIT_TC16, 1}, {"matmul%2", 1000, 100e12, 2e-3, MLC_UNIT_TF32, 3},
+    {"rmsnorm%3", 0.6, 2e12, 1e-3, MLC_UNIT_FP32, 1}, {"add%4", 0.1, 0.4e12, 1e-3, MLC_UNIT_FP32, 1},
+  };
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  mlc_profile_write_roofline_svg(f, &c, pts, 4, 12, "units");
+  fclose(f);
+  assert_non_null(strstr(buf, ">bf16 compute roof 989.4 TFLOP/s<"));
+  assert_non_null(strstr(buf, ">tf32x3 compute roof 164.9 TFLOP/s<"));
+  assert_non_null(strstr(buf, ">fp32 compute roof 66.9 TFLOP/s<"));
+  assert_null(strstr(buf, "fp8"));
+  assert_non_null(strstr(buf, "memory roof 4.80 TB/s"));
+  free(buf);
+  /* A CPU: every unit at one peak, one roof naming the units on it. */
+  mlc_ceilings cpu = test_ceilings();
+  pts[0].flop_rate = 60e9, pts[1].flop_rate = 50e9, pts[2].flop_rate = 1e9, pts[3].flop_rate = 1e9;
+  pts[1].products = 1;
+  f = open_memstream(&buf, &len);
+  mlc_profile_write_roofline_svg(f, &cpu, pts, 4, 12, "cpu");
+  fclose(f);
+  assert_non_null(strstr(buf, ">bf16/tf32/fp32 compute roof 100.0 GFLOP/s<"));
+  free(buf);
+}
+
+
+/* A sample of `ncu --csv --page raw --metrics MLC_NCU_METRICS` as ncu
+ * writes it: its own "==PROF==" lines, the header (fixed columns, then the
+ * metrics), the units row, one row per launch, quoted, with thousands
+ * separators.  attention_grad is three launches; a kernel that is not
+ * mlc's is ignored. */
+static const char ncu_raw[] =
+  "==PROF== Connected to process 4242 (/work/build/mlc)\n"
+  "==PROF== Profiling \"mlc_matmul_00112233445566aa_0\": 0%....50%....100% - 1 pass\n"
+  "\"ID\",\"Process ID\",\"Process Name\",\"Host Name\",\"Kernel Name\",\"Context\",\"Stream\",\"Block Size\",\"Grid Size\","
+  "\"Device\",\"CC\",\"dram__throughput.avg.pct_of_peak_sustained_elapsed\","
+  "\"gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed\",\"gpu__time_duration.sum\","
+  "\"sm__throughput.avg.pct_of_peak_sustained_elapsed\"\n"
+  "\"\",\"\",\"\",\"\",\"\",\"\",\"\",\"\",\"\",\"\",\"\",\"%\",\"%\",\"usecond\",\"%\"\n"
+  "\"0\",\"4242\",\"mlc\",\"127.0.0.1\",\"mlc_matmul_00112233445566aa_0\",\"1\",\"13\",\"(256, 1, 1)\",\"(1056, 1, 1)\",\"0\",\"9.0\","
+  "\"12.3\",\"35.2\",\"1,234.5\",\"88.1\"\n"
+  "\"1\",\"4242\",\"mlc\",\"127.0.0.1\",\"mlc_rmsnorm_0123456789abcdef_0\",\"1\",\"13\",\"(256, 1, 1)\",\"(8192, 1, 1)\",\"0\",\"9.0\","
+  "\"84.0\",\"85.5\",\"40.1\",\"20.0\"\n"
+  "\"2\",\"4242\",\"mlc\",\"127.0.0.1\",\"mlc_attention_grad_aaaaaaaaaaaaaaaa_0\",\"1\",\"13\",\"(128, 1, 1)\",\"(512, 1, 1)\",\"0\","
+  "\"9.0\",\"10\",\"20\",\"100\",\"30\"\n"
+  "\"3\",\"4242\",\"mlc\",\"127.0.0.1\",\"mlc_attention_grad_aaaaaaaaaaaaaaaa_1\",\"1\",\"13\",\"(256, 1, 1)\",\"(256, 1, 1)\",\"0\","
+  "\"9.0\",\"20\",\"30\",\"300\",\"40\"\n"
+  "\"4\",\"4242\",\"mlc\",\"127.0.0.1\",\"mlc_attention_grad_aaaaaaaaaaaaaaaa_2\",\"1\",\"13\",\"(128, 1, 1)\",\"(512, 1, 1)\",\"0\","
+  "\"9.0\",\"55\",\"60\",\"100\",\"10\"\n"
+  "\"5\",\"4242\",\"mlc\",\"127.0.0.1\",\"void cutlass::Kernel<int>(Params)\",\"1\",\"13\",\"(128, 1, 1)\",\"(1, 1, 1)\",\"0\","
+  "\"9.0\",\"1\",\"1\",\"2\",\"1\"\n"
+  "\"6\",\"4242\",\"mlc\",\"127.0.0.1\",\"mlc_adamw_bbbbbbbbbbbbbbbb_0\",\"1\",\"13\",\"(256, 1, 1)\",\"(4096, 1, 1)\",\"0\",\"9.0\","
+  "\"69.0\",\"70.0\",\"10\",\"22.0\"\n"
+  "\"7\",\"4242\",\"mlc\",\"127.0.0.1\",\"mlc_matmul_00112233445566aa_0\",\"1\",\"13\",\"(256, 1, 1)\",\"(1056, 1, 1)\",\"0\",\"9.0\","
+  "\"12.3\",\"35.2\",\"1,234.5\",\"86.1\"\n"
+  "==PROF== Disconnected from process 4242\n";
+
+static void ncu_csv_raw(void **state) {
+  (void)state;
+  mlc_ncu_table t;
+  assert_null(mlc_ncu_parse_csv(ncu_raw, &t));
+  assert_int_equal(t.n, 8);
+  assert_string_equal(t.rows[0].kernel, "mlc_matmul_00112233445566aa_0");
+  assert_float_equal(t.rows[0].sm_pct, 88.1, 1e-9);
+  assert_float_equal(t.rows[0].mem_pct, 35.2, 1e-9);
+  assert_float_equal(t.rows[0].dram_pct, 12.3, 1e-9);
+  assert_float_equal(t.rows[0].seconds, 1234.5e-6, 1e-12);
+  assert_string_equal(t.rows[5].kernel, "void cutlass::Kernel<int>");
+  char sym[64];
+  assert_true(mlc_ncu_symbol("mlc_attention_grad_aaaaaaaaaaaaaaaa_2", sym, sizeof sym));
+  assert_string_equal(sym, "mlc_attention_grad_aaaaaaaaaaaaaaaa");
+  assert_false(mlc_ncu_symbol("void cutlass::Kernel<int>", sym, sizeof sym));
+  assert_false(mlc_ncu_symbol("mlc_matmul", sym, sizeof sym));
+  /* mlc's verdicts of five kernels; ncu's from the rule. */
+  mlc_ncu_match m[] = {
+    {"mlc_matmul_00112233445566aa", "matmul%3", MLC_BOUND_COMPUTE, 80, 0, 0, 0, 0, 0, false},
+    {"mlc_rmsnorm_0123456789abcdef", "rmsnorm%1", MLC_BOUND_MEMORY, 83, 0, 0, 0, 0, 0, false},
+    {"mlc_attention_grad_aaaaaaaaaaaaaaaa", "attention_grad%9", MLC_BOUND_LATENCY, 2, 0, 0, 0, 0, 0, false},
+    {"mlc_adamw_bbbbbbbbbbbbbbbb", "adamw%20", MLC_BOUND_MEMORY, 66, 0, 0, 0, 0, 0, false},
+    {"mlc_cast_cccccccccccccccc", "cast%2", MLC_BOUND_MEMORY, 70, 0, 0, 0, 0, 0, false},
+  };
+  double agree;
+  assert_int_equal(mlc_ncu_compare(&t, m, 5, &agree), 4);
+  assert_float_equal(agree, 0.75, 1e-12);
+  assert_int_equal(m[0].launches, 2);
+  assert_float_equal(m[0].sm_pct, 87.1, 1e-9); /* two calls of equal length */
+  assert_int_equal(m[0].ncu, MLC_BOUND_COMPUTE);
+  assert_true(m[0].agree);
+  assert_int_equal(m[1].ncu, MLC_BOUND_MEMORY);
+  /* attention_grad: its three launches weighted by time (100, 300, 100 us). */
+  assert_int_equal(m[2].launches, 3);
+  assert_float_equal(m[2].sm_pct, 32, 1e-9);
+  assert_float_equal(m[2].mem_pct, 34, 1e-9);
+  assert_int_equal(m[2].ncu, MLC_BOUND_LATENCY);
+  assert_true(m[2].agree);
+  /* adamw at 70% memory is not over 75: neither, which mlc called memory. */
+  assert_int_equal(m[3].ncu, MLC_BOUND_LATENCY);
+  assert_false(m[3].agree);
+  assert_int_equal(m[4].launches, 0);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  mlc_ncu_print(m, 5, f);
+  fclose(f);
+  assert_non_null(strstr(buf, "adamw%20"));
+  assert_non_null(strstr(buf, "<- DISAGREE"));
+  assert_non_null(strstr(buf, "(not profiled by ncu)"));
+  assert_non_null(strstr(buf, "agreement: 3 of 4 kernels (75.0%)\n"));
+  free(buf);
+  f = open_memstream(&buf, &len);
+  mlc_ncu_write_json(m, 5, "NVIDIA H200 (sm_90, 132 SMs)", f);
+  fclose(f);
+  cJSON *j = cJSON_Parse(buf);
+  assert_non_null(j);
+  assert_float_equal(cJSON_GetObjectItem(j, "agreement")->valuedouble, 0.75, 1e-9);
+  assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(j, "kernels")), 5);
+  cJSON_Delete(j);
+  free(buf);
+  mlc_ncu_table_free(&t);
+}
+
+/* The seed's rule at its edges, the details page, and CSVs it refuses. */
+static void ncu_rule_and_formats(void **state) {
+  (void)state;
+  assert_int_equal(mlc_ncu_verdict(24.9, 75.1), MLC_BOUND_MEMORY);
+  assert_int_equal(mlc_ncu_verdict(25.0, 90), MLC_BOUND_LATENCY);
+  assert_int_equal(mlc_ncu_verdict(10, 75.0), MLC_BOUND_LATENCY);
+  assert_int_equal(mlc_ncu_verdict(75.1, 49.9), MLC_BOUND_COMPUTE);
+  assert_int_equal(mlc_ncu_verdict(90, 50.0), MLC_BOUND_LATENCY);
+  assert_int_equal(mlc_ncu_verdict(12.5, 3), MLC_BOUND_LATENCY);
+  static const char details[] =
+    "\"ID\",\"Process ID\",\"Process Name\",\"Host Name\",\"Kernel Name\",\"Context\",\"Stream\",\"Section Name\","
+    "\"Metric Name\",\"Metric Unit\",\"Metric Value\"\n"
+    "\"0\",\"7\",\"mlc\",\"h\",\"mlc_softmax_1111111111111111_0(float*)\",\"1\",\"7\",\"Command line profiler metrics\","
+    "\"gpu__time_duration.sum\",\"msecond\",\"1.5\"\n"
+    "\"0\",\"7\",\"mlc\",\"h\",\"mlc_softmax_1111111111111111_0(float*)\",\"1\",\"7\",\"Command line profiler metrics\","
+    "\"sm__throughput.avg.pct_of_peak_sustained_elapsed\",\"%\",\"18.5\"\n"
+    "\"0\",\"7\",\"mlc\",\"h\",\"mlc_softmax_1111111111111111_0(float*)\",\"1\",\"7\",\"Command line profiler metrics\","
+    "\"gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed\",\"%\",\"91.25\"\n"
+    "\"1\",\"7\",\"mlc\",\"h\",\"mlc_softmax_1111111111111111_0(float*)\",\"1\",\"7\",\"Command line profiler metrics\","
+    "\"sm__throughput.avg.pct_of_peak_sustained_elapsed\",\"%\",\"19.5\"\n"
+    "\"1\",\"7\",\"mlc\",\"h\",\"mlc_softmax_1111111111111111_0(float*)\",\"1\",\"7\",\"Command line profiler metrics\","
+    "\"gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed\",\"%\",\"90\"\n";
+  mlc_ncu_table t;
+  assert_null(mlc_ncu_parse_csv(details, &t));
+  assert_int_equal(t.n, 2);
+  assert_string_equal(t.rows[0].kernel, "mlc_softmax_1111111111111111_0");
+  assert_float_equal(t.rows[0].seconds, 1.5e-3, 1e-12);
+  assert_float_equal(t.rows[0].sm_pct, 18.5, 1e-9);
+  assert_float_equal(t.rows[0].mem_pct, 91.25, 1e-9);
+  assert_float_equal(t.rows[1].sm_pct, 19.5, 1e-9);
+  mlc_ncu_table_free(&t);
+  mlc_status st = mlc_ncu_parse_csv("==PROF== nothing profiled\n", &t);
+  assert_non_null(st);
+  assert_non_null(strstr(mlc_status_message(st), "no header with a \"Kernel Name\" column"));
+  mlc_status_free(st);
+  st = mlc_ncu_parse_csv("\"ID\",\"Kernel Name\",\"sm__throughput.avg.pct_of_peak_sustained_elapsed\"\n\"0\",\"mlc_x_1_0\",\"5\"\n", &t);
+  assert_non_null(st);
+  assert_non_null(strstr(mlc_status_message(st), "kernel mlc_x_1_0 has no gpu__compute_memory_throughput"));
+  mlc_status_free(st);
 }
 
 static void collective_names(void **state) {
@@ -490,9 +822,9 @@ static void write_synthetic_trace(FILE *f) {
   vals[5] = (mlc_plan_value){shape(1, 2, 1024, 2048, 0), 0, MLC_PLAN_NO_PARAM, 0, 0, 0};
   static const uint32_t ag[] = {0, 1}, lin[] = {2, 1, 3}, rs[] = {4, 5};
   static mlc_plan_step steps[SYN_STEPS];
-  steps[0] = (mlc_plan_step){0, "all_gather%1", "layers.0", 1, 0, 2, NULL, ag, 1, 0, 12582912, 0};
-  steps[1] = (mlc_plan_step){1, "linear%2", "layers.0.ffn.0", 0, 0, 3, NULL, lin, 1, 68719476736.0, 67108864, 0};
-  steps[2] = (mlc_plan_step){2, "reduce_scatter%3", "layers.0", 1, 0, 2, NULL, rs, 1, 6291456, 25165824, 0};
+  steps[0] = (mlc_plan_step){0, "all_gather%1", "layers.0", 1, 0, 2, NULL, ag, 1, 0, 12582912, 0, MLC_PLAN_UNIT_FP32, 1};
+  steps[1] = (mlc_plan_step){1, "linear%2", "layers.0.ffn.0", 0, 0, 3, NULL, lin, 1, 68719476736.0, 67108864, 0, MLC_PLAN_UNIT_FP32, 1};
+  steps[2] = (mlc_plan_step){2, "reduce_scatter%3", "layers.0", 1, 0, 2, NULL, rs, 1, 6291456, 25165824, 0, MLC_PLAN_UNIT_FP32, 1};
   static const mlc_plan_entry entry = {"train", 0, 6, 0, 0, SYN_STEPS, vals, NULL, NULL, steps};
   static const char *const kernels[] = {"mlc_all_gather_bf16", "mlc_k_linear_bf16", "mlc_reduce_scatter_f32"};
   mlc_trace_writer w;
@@ -625,6 +957,8 @@ int main(int argc, char **argv) {
     cmocka_unit_test(trace_json), cmocka_unit_test(profiling_off_records_nothing),
     cmocka_unit_test(gpu_ceilings), cmocka_unit_test(collective_names),
     cmocka_unit_test(trace_ranks_streams_collectives),
+    cmocka_unit_test(units_per_dtype), cmocka_unit_test(neither_roof), cmocka_unit_test(unit_ceilings_cache),
+    cmocka_unit_test(roofline_roof_per_unit), cmocka_unit_test(ncu_csv_raw), cmocka_unit_test(ncu_rule_and_formats),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
