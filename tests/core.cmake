@@ -95,6 +95,12 @@ if(MLC_BACKEND_CPU)
     COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/train_data.py $<TARGET_FILE:mlc> ${MLC_ROOT}/examples/minillm.mdl
             ${CMAKE_CURRENT_BINARY_DIR}/train_data)
   set_tests_properties(ref.train.data_and_init PROPERTIES LABELS "ref;cpu" TIMEOUT 600)
+  # --input NAME=FILE (.npy, safetensors): batches in order and shuffled, the
+  # validation loss, against torch SGD; every error of the data and the flags.
+  add_test(NAME ref.train.inputs
+    COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/train_inputs.py $<TARGET_FILE:mlc> ${MLC_ROOT}
+            ${CMAKE_CURRENT_BINARY_DIR}/train_inputs)
+  set_tests_properties(ref.train.inputs PROPERTIES LABELS "ref;cpu" TIMEOUT 600)
   # Resume, kill during a save, corrupt files: a dozen compiles, so "slow".
   add_test(NAME ref.train.checkpoints
     COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/checkpoint_check.py $<TARGET_FILE:mlc> ${MLC_ROOT}/examples/minillm.mdl
