@@ -101,6 +101,11 @@ if(MLC_BACKEND_CPU)
     COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/train_inputs.py $<TARGET_FILE:mlc> ${MLC_ROOT}
             ${CMAKE_CURRENT_BINARY_DIR}/train_inputs)
   set_tests_properties(ref.train.inputs PROPERTIES LABELS "ref;cpu" TIMEOUT 600)
+  # SIGINT/SIGTERM mid-run, resume: the final checkpoint equals an uninterrupted run's; --save-every.
+  add_test(NAME ref.train.interrupt
+    COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/train_interrupt.py $<TARGET_FILE:mlc> ${MLC_ROOT}
+            ${CMAKE_CURRENT_BINARY_DIR}/train_interrupt)
+  set_tests_properties(ref.train.interrupt PROPERTIES LABELS "ref;cpu" TIMEOUT 300)
   # Resume, kill during a save, corrupt files: a dozen compiles, so "slow".
   add_test(NAME ref.train.checkpoints
     COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/checkpoint_check.py $<TARGET_FILE:mlc> ${MLC_ROOT}/examples/minillm.mdl
