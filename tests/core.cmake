@@ -106,6 +106,11 @@ if(MLC_BACKEND_CPU)
     COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/train_interrupt.py $<TARGET_FILE:mlc> ${MLC_ROOT}
             ${CMAKE_CURRENT_BINARY_DIR}/train_interrupt)
   set_tests_properties(ref.train.interrupt PROPERTIES LABELS "ref;cpu" TIMEOUT 300)
+  # The Python binding (python/mlc) on an artifact, against PyTorch.
+  add_test(NAME ref.python.binding
+    COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/python/test_mlc.py $<TARGET_FILE:mlc> ${MLC_ROOT}
+            ${CMAKE_CURRENT_BINARY_DIR}/python_binding)
+  set_tests_properties(ref.python.binding PROPERTIES LABELS "ref;cpu" TIMEOUT 300)
   # Resume, kill during a save, corrupt files: a dozen compiles, so "slow".
   add_test(NAME ref.train.checkpoints
     COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/checkpoint_check.py $<TARGET_FILE:mlc> ${MLC_ROOT}/examples/minillm.mdl
