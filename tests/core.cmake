@@ -111,6 +111,10 @@ if(MLC_BACKEND_CPU)
     COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/python/test_mlc.py $<TARGET_FILE:mlc> ${MLC_ROOT}
             ${CMAKE_CURRENT_BINARY_DIR}/python_binding)
   set_tests_properties(ref.python.binding PROPERTIES LABELS "ref;cpu" TIMEOUT 300)
+  # examples/digits: at least 95 % held-out accuracy from the CLI and from Python (python3-sklearn's data).
+  add_test(NAME ref.digits
+    COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/digits.py $<TARGET_FILE:mlc> ${MLC_ROOT} ${CMAKE_CURRENT_BINARY_DIR}/digits)
+  set_tests_properties(ref.digits PROPERTIES LABELS "ref;cpu" TIMEOUT 300)
   # Resume, kill during a save, corrupt files: a dozen compiles, so "slow".
   add_test(NAME ref.train.checkpoints
     COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/checkpoint_check.py $<TARGET_FILE:mlc> ${MLC_ROOT}/examples/minillm.mdl
