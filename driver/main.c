@@ -156,7 +156,8 @@ static void usage(FILE *o) {
           "           device N's bandwidth and bf16 GEMM peak (mlc's own kernels), in ceilings-cuda.json\n"
           "\n"
           "exit status: 0 success, 1 error in the model or its data, 2 usage error,\n"
-          "             3 internal error, 4 target not available in this build\n",
+          "             3 internal error, 4 target not available in this build,\n"
+          "             128+N train stopped by signal N (130 SIGINT, 143 SIGTERM)\n",
           mlc_pipeline_pass_names());
 }
 
