@@ -76,7 +76,7 @@ def main():
     r = subprocess.run(cmd, capture_output=True, text=True, check=True)
     print("$", " ".join(cmd))
     print(r.stdout.strip())
-    ms = [float(x) for x in re.findall(r"\(([0-9.]+) ms\)", r.stdout)][3:]
+    ms = [float(x) for x in re.findall(r"\(([0-9.]+) ms[,)]", r.stdout)][3:]
     mt_ms = statistics.median(ms)
     opt = torch.optim.AdamW(ref.parameters(), lr=3e-4)
     tgt = torch.randint(0, SMALL["vocab"], (B, S))

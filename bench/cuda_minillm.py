@@ -158,7 +158,7 @@ def main():
     if r.returncode:
         sys.exit("mlc train failed")
     got = [float(x) for x in re.findall(r"loss (\S+)", r.stdout)]
-    ms = [float(x) for x in re.findall(r"\((\S+) ms\)", r.stdout)]
+    ms = [float(x) for x in re.findall(r"\(([0-9.]+) ms[,)]", r.stdout)]
     ref = ref.to(dev)
     opt = torch.optim.AdamW(ref.parameters(), lr=3e-4)
     want = []

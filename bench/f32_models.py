@@ -227,7 +227,7 @@ def mlc_train(args, name, cfg, work, weights, data):
         f.write(" ".join(cmd) + "\n" + r.stdout + r.stderr)
     if r.returncode:
         raise RuntimeError("mlc train failed (%d):\n%s%s" % (r.returncode, r.stdout, r.stderr[-3000:]))
-    steps = re.findall(r"step (\d+): loss (\S+) \(([0-9.]+) ms\)", r.stdout)
+    steps = re.findall(r"step (\d+): loss (\S+) \(([0-9.]+) ms[,)]", r.stdout)
     return [float(l) for _, l, _ in steps], [float(ms) for _, _, ms in steps]
 
 

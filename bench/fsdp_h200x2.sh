@@ -65,7 +65,7 @@ PY
   [ -n "${MLC_ONLY:-}" ] || compare $out/seed_mlc.log $out/seed_torch.log 2e-2 || rc=1
   python3 - $out/seed_mlc.log <<'PY'
 import re, statistics, sys
-ms = [float(x) for x in re.findall(r"^step \d+: loss \S+ \((\S+) ms\)", open(sys.argv[1]).read(), re.M)]
+ms = [float(x) for x in re.findall(r"^step \d+: loss \S+ \(([0-9.]+) ms[,)]", open(sys.argv[1]).read(), re.M)]
 if len(ms) > 3:
     m = statistics.median(ms[2:]); print("mlc cuda-nccl: 2 ranks, median step %.1f ms over steps 3..%d, %.0f tok/s per GPU" % (m, len(ms), 8192 / m * 1e3))
 PY

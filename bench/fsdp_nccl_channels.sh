@@ -17,7 +17,7 @@ for ch in default 2 4 8; do
   python3 - $out/ch_$ch.log $ch <<'PY'
 import re, statistics, sys
 t = open(sys.argv[1]).read()
-ms = [float(x) for x in re.findall(r"^step \d+: loss \S+ \((\S+) ms\)", t, re.M)]
+ms = [float(x) for x in re.findall(r"^step \d+: loss \S+ \(([0-9.]+) ms[,)]", t, re.M)]
 print("NCCL_MAX_NCHANNELS=%s: median step %.1f ms over steps 3..10 (%d steps)" % (sys.argv[2], statistics.median(ms[2:]) if len(ms) > 3 else -1, len(ms)))
 PY
 done 2>&1 | tee $out/channels.log

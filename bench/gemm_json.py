@@ -23,7 +23,7 @@ def torch_cases(path):
 
 def train_step_ms(log):
     """The median of steps 3.. of `mlc train` in log (its text)."""
-    return statistics.median(float(ms) for n, ms in re.findall(r"step (\d+): loss [-0-9.e]+ \(([0-9.]+) ms\)", log)
+    return statistics.median(float(ms) for n, ms in re.findall(r"step (\d+): loss [-0-9.e]+ \(([0-9.]+) ms[,)]", log)
                              if int(n) >= 3)
 
 

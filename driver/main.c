@@ -74,7 +74,7 @@ static void usage(FILE *o) {
           "usage: mlc compile FILE.mdl [options] [NAME=VALUE ...]\n"
           "       mlc run FILE.mdl --target cpu|cuda|spirv [--weights W] --input NAME=FILE ... [options]\n"
           "       mlc bench FILE.mdl --target cpu|cuda|spirv [--runs N] [options]\n"
-          "       mlc train FILE.mdl --target cpu|cuda|cuda-nccl|spirv --steps N [--data TOKENS] [--weights W] [--save CKPT] [--resume CKPT]\n"
+          "       mlc train FILE.mdl --target cpu|cuda|cuda-nccl|spirv --steps N [--data TOKENS | --input NAME=FILE ...] [--weights W] [--save CKPT] [--resume CKPT]\n"
           "       mlc profile FILE.mdl --target cpu|cuda|spirv [--entry forward|train_step] [--steps N] [--trace F] [--roofline F]\n"
           "                    [--ncu | --ncu-csv F] [--ncu-json F]\n"
           "       mlc calibrate --target cpu [--threads N] | --target cuda|spirv [--device N]\n"
@@ -133,8 +133,19 @@ static void usage(FILE *o) {
           "train (the train block's step: forward, backward, optimizer):\n"
           "      --steps N         optimizer steps to run; the loss of each is printed\n"
           "      --data FILE       tokens: llm.c's .bin format, or a flat file of u16 (default) or\n"
-          "                        i32 (--data-dtype i32) tokens; without it, one synthetic batch\n"
-          "      --save CKPT       write a checkpoint (weights, optimizer state, step) at the end\n"
+          "                        i32 (--data-dtype i32) tokens\n"
+          "      --input NAME=FILE the whole dataset of an input, rows along axis 0: .npy, or safetensors\n"
+          "                        (the tensor NAME, or the only one); memory-mapped; step k takes batch k,\n"
+          "                        wrapping around; every input needs one. Without --data or --input,\n"
+          "                        one synthetic batch of random numbers (with a warning)\n"
+          "      --shuffle SEED    (--input) the rows in a new order each epoch, from SEED and the epoch\n"
+          "      --eval-split F    (--input) hold out the last share F of the rows (0 < F < 1)\n"
+          "      --eval-input NAME=FILE  (--input) held-out data, one per input, as --input\n"
+          "      --eval-every N    the validation loss (mean over the held-out batches) every N steps;\n"
+          "                        with held-out data it is printed at the end in any case\n"
+          "      --save CKPT       write a checkpoint (weights, optimizer state, step) at the end, and\n"
+          "                        on SIGINT or SIGTERM after the step under way (exit status 128+signal)\n"
+          "      --save-every N    (--save) also every N steps\n"
           "      --resume CKPT     start from a checkpoint (a sharded one: with as many ranks, or with\n"
           "                        one, which gathers every rank's shard)\n"
           "      --export FILE     write the weights at the end as safetensors with PyTorch's names\n"
@@ -154,7 +165,8 @@ static void usage(FILE *o) {
           "           device N's bandwidth and bf16 GEMM peak (mlc's own kernels), in ceilings-cuda.json\n"
           "\n"
           "exit status: 0 success, 1 error in the model or its data, 2 usage error,\n"
-          "             3 internal error, 4 target not available in this build\n",
+          "             3 internal error, 4 target not available in this build,\n"
+          "             128+N train stopped by signal N (130 SIGINT, 143 SIGTERM)\n",
           mlc_pipeline_pass_names());
 }
 
@@ -240,8 +252,12 @@ typedef struct {
   const char *ncu_csv, *ncu_json;                 /* profile: ncu's CSV to compare with; the comparison as JSON */
   const char *artifact_name, *cc;                 /* compile */
   long steps;
-  const char *inputs[64], *outputs[64]; /* NAME=FILE */
-  uint32_t ninputs, noutputs;
+  const char *inputs[64], *outputs[64], *eval_inputs[64]; /* NAME=FILE */
+  uint32_t ninputs, noutputs, neval_inputs;
+  double eval_split;                  /* train: --eval-split */
+  long eval_every, save_every;        /* train */
+  bool shuffle;                       /* train: --shuffle SEED */
+  unsigned long long shuffle_seed;
   bool time_passes, stats, profile, fsdp, device_set;
   mlc_options cg; /* the flags that change emitted code; f32_matmul 0: as the model says */
   long profile_warmup; /* mlc profile --entry train_step: steps before the profile starts */
@@ -255,6 +271,7 @@ enum {
   OPT_EMIT = 256, OPT_PRINT_AFTER, OPT_TIME, OPT_STATS, OPT_ENTRY, OPT_WEIGHTS, OPT_INPUT, OPT_PROFILE, OPT_THREADS,
   OPT_SEED, OPT_RUNS, OPT_WARMUP, OPT_STEPS, OPT_DATA, OPT_DATA_DTYPE, OPT_SAVE, OPT_RESUME, OPT_TRACE, OPT_ROOFLINE,
   OPT_DEVICE, OPT_FSDP, OPT_EXPORT, OPT_CODEGEN, OPT_NAME, OPT_CC, OPT_NCU, OPT_NCU_CSV, OPT_NCU_JSON,
+  OPT_EVAL_INPUT, OPT_EVAL_SPLIT, OPT_EVAL_EVERY, OPT_SHUFFLE, OPT_SAVE_EVERY,
 };
 
 /* Which options each command takes: a letter or OPT_ value per entry. */
@@ -263,7 +280,9 @@ static bool takes(command cmd, int opt) {
   case 't': case 'D': case 'h': case OPT_ENTRY: case OPT_TIME: case OPT_FSDP: case OPT_CODEGEN: return true;
   case OPT_EMIT: case OPT_PRINT_AFTER: case OPT_STATS: case OPT_NAME: case OPT_CC: return cmd == CMD_COMPILE;
   case 'o': return cmd == CMD_COMPILE || cmd == CMD_RUN;
-  case OPT_INPUT: return cmd == CMD_RUN;
+  case OPT_INPUT: return cmd == CMD_RUN || cmd == CMD_TRAIN;
+  case OPT_EVAL_INPUT: case OPT_EVAL_SPLIT: case OPT_EVAL_EVERY: case OPT_SHUFFLE: case OPT_SAVE_EVERY:
+    return cmd == CMD_TRAIN;
   case OPT_SEED: return cmd == CMD_RUN || cmd == CMD_TRAIN || cmd == CMD_PROFILE;
   case OPT_STEPS: case OPT_DATA: case OPT_DATA_DTYPE: return cmd == CMD_TRAIN || cmd == CMD_PROFILE;
   case OPT_SAVE: case OPT_RESUME: case OPT_EXPORT: return cmd == CMD_TRAIN;
@@ -309,6 +328,9 @@ static int parse_args(options *o, int argc, char **argv) {
     {"trace", required_argument, 0, OPT_TRACE}, {"roofline", required_argument, 0, OPT_ROOFLINE},
     {"device", required_argument, 0, OPT_DEVICE}, {"fsdp", no_argument, 0, OPT_FSDP},
     {"export", required_argument, 0, OPT_EXPORT},
+    {"eval-input", required_argument, 0, OPT_EVAL_INPUT}, {"eval-split", required_argument, 0, OPT_EVAL_SPLIT},
+    {"eval-every", required_argument, 0, OPT_EVAL_EVERY}, {"shuffle", required_argument, 0, OPT_SHUFFLE},
+    {"save-every", required_argument, 0, OPT_SAVE_EVERY},
     {"name", required_argument, 0, OPT_NAME},   {"cc", required_argument, 0, OPT_CC},
     {"ncu", no_argument, 0, OPT_NCU}, {"ncu-csv", required_argument, 0, OPT_NCU_CSV},
     {"ncu-json", required_argument, 0, OPT_NCU_JSON},
@@ -362,7 +384,35 @@ static int parse_args(options *o, int argc, char **argv) {
     case OPT_STATS: o->stats = true; break;
     case OPT_ENTRY: o->entry = optarg; break;
     case OPT_WEIGHTS: o->weights = optarg; break;
-    case OPT_INPUT: if (o->ninputs < 64) o->inputs[o->ninputs++] = optarg; break;
+    case OPT_INPUT:
+      if (o->ninputs == 64) return usage_error("%s", "more than 64 --input options");
+      o->inputs[o->ninputs++] = optarg;
+      break;
+    case OPT_EVAL_INPUT:
+      if (o->neval_inputs == 64) return usage_error("%s", "more than 64 --eval-input options");
+      o->eval_inputs[o->neval_inputs++] = optarg;
+      break;
+    case OPT_EVAL_SPLIT: {
+      char *end;
+      errno = 0;
+      o->eval_split = strtod(optarg, &end);
+      if (!*optarg || *end || errno || !(o->eval_split > 0 && o->eval_split < 1))
+        return usage_error("--eval-split %s: expected the share of the rows to hold out, between 0 and 1 (0.2)", optarg);
+      break;
+    }
+    case OPT_EVAL_EVERY:
+      if (!parse_int(optarg, 1, 100000000, &v)) return usage_error("--eval-every %s: expected a number of steps", optarg);
+      o->eval_every = v;
+      break;
+    case OPT_SAVE_EVERY:
+      if (!parse_int(optarg, 1, 100000000, &v)) return usage_error("--save-every %s: expected a number of steps", optarg);
+      o->save_every = v;
+      break;
+    case OPT_SHUFFLE:
+      if (!parse_int(optarg, 0, LONG_MAX, &v)) return usage_error("--shuffle %s: expected a seed (a non-negative integer)", optarg);
+      o->shuffle = true;
+      o->shuffle_seed = (unsigned long long)v;
+      break;
     case OPT_PROFILE: o->profile = true; break;
     case OPT_FSDP: o->fsdp = true; break;
     case OPT_THREADS:
@@ -409,6 +459,16 @@ static int parse_args(options *o, int argc, char **argv) {
     }
   }
   if (o->cmd == CMD_TRAIN && o->steps <= 0 && !o->save && !o->export_weights) return usage_error("%s", "train needs --steps N");
+  if (o->cmd == CMD_TRAIN) {
+    if (o->data && o->ninputs) return usage_error("%s", "--data and --input are two ways to give the data: use one");
+    if ((o->shuffle || o->eval_split > 0 || o->neval_inputs) && !o->ninputs)
+      return usage_error("%s", o->shuffle ? "--shuffle needs --input" : o->neval_inputs ? "--eval-input needs --input"
+                                                                                      : "--eval-split needs --input");
+    if (o->eval_split > 0 && o->neval_inputs) return usage_error("%s", "--eval-split and --eval-input both give held-out data: use one");
+    if (o->eval_every && !o->eval_split && !o->neval_inputs)
+      return usage_error("%s", "--eval-every needs held-out data: --eval-split FRACTION or --eval-input NAME=FILE");
+    if (o->save_every && !o->save) return usage_error("%s", "--save-every needs --save CKPT (the file it writes)");
+  }
   if (o->cmd == CMD_PROFILE) {
     /* profile: --entry names the entry point to time (forward, or train /
      * train_step); it then runs as bench or train with --profile. */
@@ -445,11 +505,13 @@ static int parse_args(options *o, int argc, char **argv) {
   if (o->cmd == CMD_COMPILE && o->outdir && !o->target)
     return usage_error("%s", "-o needs --target: without a target there is no artifact");
   if (o->cmd != CMD_COMPILE && !o->target) return usage_error("%s needs --target (cpu or cuda)", o->name);
-  for (uint32_t i = 0; i < o->ninputs + o->noutputs; i++) {
-    const char *a = i < o->ninputs ? o->inputs[i] : o->outputs[i - o->ninputs];
+  for (uint32_t i = 0; i < o->ninputs + o->noutputs + o->neval_inputs; i++) {
+    bool in = i < o->ninputs, out = !in && i < o->ninputs + o->noutputs;
+    const char *a = in ? o->inputs[i] : out ? o->outputs[i - o->ninputs] : o->eval_inputs[i - o->ninputs - o->noutputs];
     const char *eq = strchr(a, '=');
     if (!eq || eq == a || !eq[1])
-      return usage_error(i < o->ninputs ? "--input %s: expected NAME=FILE" : "--output %s: expected NAME=FILE", a);
+      return usage_error(in ? "--input %s: expected NAME=FILE" : out ? "--output %s: expected NAME=FILE"
+                                                                     : "--eval-input %s: expected NAME=FILE", a);
   }
   for (uint32_t i = 0; i < o->ndefines; i++)
     for (uint32_t k = 0; k < i; k++)
@@ -920,9 +982,20 @@ static int run_target(const options *o, mlc_program *prog, const onnx_weights *o
   }
   if (o->resume && (st = mlc_session_load_checkpoint(s, o->resume))) goto fail;
   if (o->cmd == CMD_TRAIN) {
-    mlc_train_args ta = {o->steps, o->data, o->data_dtype, o->save, stdout, o->profile_warmup, o->trace != NULL};
+    mlc_train_args ta = {
+      .steps = o->steps, .data = o->data, .data_dtype = o->data_dtype, .inputs = o->inputs, .ninputs = o->ninputs,
+      .eval_inputs = o->eval_inputs, .neval_inputs = o->neval_inputs, .eval_split = o->eval_split,
+      .eval_every = o->eval_every, .shuffle = o->shuffle, .shuffle_seed = o->shuffle_seed,
+      .synthetic_ok = !strcmp(o->name, "profile"), .save = o->save, .save_every = o->save_every, .log = stdout,
+      .warmup = o->profile_warmup, .trace = o->trace != NULL,
+    };
     if (mlc_session_rank(s)) ta.log = NULL; /* rank 0 prints the mean loss over the ranks */
-    if ((st = mlc_train_loop(s, &ta))) goto fail;
+    int sig;
+    if ((st = mlc_train_loop(s, &ta, &sig))) goto fail;
+    if (sig) { /* stopped by SIGINT or SIGTERM, after saving */
+      rc = 128 + sig;
+      goto out;
+    }
     if (o->export_weights && (st = mlc_session_save_weights(s, o->export_weights))) goto fail;
     if (cuda || spirv) printf("device memory held by mlc: %.2f GB (parameters, optimizer state, arenas, scratch)\n",
                      mlc_session_device_bytes(s) / 1e9);

@@ -1,12 +1,18 @@
 /* The training loop: inputs from a token file (llm.c's format, or a flat
- * file of u16 or i32 tokens) or a fixed synthetic batch, one train step per
- * iteration with its loss printed, and a checkpoint at the end. */
+ * file of u16 or i32 tokens), from one .npy or safetensors file per input
+ * (driver/dataset.c), or a fixed synthetic batch; one train step per
+ * iteration with its loss and throughput printed, a validation loss on
+ * held-out data, checkpoints every N steps, on SIGINT/SIGTERM and at the
+ * end. */
 #include "driver/train.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "driver/dataset.h"
 
 #define LLMC_MAGIC 20240520 /* llm.c's token files: 256 int32 of header, then uint16 tokens */
 
@@ -159,36 +165,165 @@ static mlc_status data_inputs(mlc_session *s, const mlc_plan_entry *e, const tok
   return st;
 }
 
-mlc_status mlc_train_loop(mlc_session *s, const mlc_train_args *a) {
-  const mlc_plan_entry *e = mlc_plan_find_entry(mlc_session_plan(s), "train");
-  if (!e) return mlc_status_make(MLC_INVALID_ARGUMENT, "the model has no train block to train with");
-  tokens d = {0};
-  mlc_status st = a->data ? read_tokens(a->data, a->data_dtype, &d) : synthetic_inputs(s, e);
+/* The signal that asked the loop to stop (SIGINT, SIGTERM), or 0.  A second
+ * one finds the default action back in place and ends the process. */
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop(int sig) {
+  stop_signal = sig;
+  signal(sig, SIG_DFL);
+}
+
+/* Rows a step takes: dims[0] of the first input (the batch). */
+static uint64_t batch_rows(const mlc_plan_entry *e) {
+  uint32_t idx[64];
+  if (!user_inputs(e, idx)) return 0;
+  const mlc_plan_shape *sh = &e->values[e->inputs[idx[0]].value].shape;
+  return sh->rank ? (uint64_t)sh->dims[0] : 1;
+}
+
+/* The validation loss: the mean of the train entry's loss over every batch
+ * of the held-out rows, with the training state put back after each (the
+ * entry's loss is that of the state before its update). */
+static mlc_status evaluate(mlc_session *s, const mlc_plan_entry *e, mlc_dataset *held, double *out_loss) {
+  uint64_t bytes = mlc_session_state_bytes(s), nb = mlc_dataset_batches(held);
+  void *state = malloc(bytes);
+  if (!state) return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory for a copy of the training state (%llu bytes)",
+                                     (unsigned long long)bytes);
+  double sum = 0;
+  mlc_status st = mlc_session_state_save(s, state, bytes);
+  for (uint64_t b = 0; b < nb && !st; b++) {
+    const void *loss;
+    const mlc_plan_shape *shape;
+    float l;
+    if ((st = mlc_dataset_set_batch(held, s, e, b)) || (st = mlc_session_run(s, "train")) ||
+        (st = mlc_session_output(s, "train", "loss", &loss, &shape)))
+      break;
+    memcpy(&l, loss, sizeof l);
+    sum += l;
+    st = mlc_session_state_restore(s, state, bytes);
+  }
+  free(state);
+  *out_loss = nb ? sum / (double)nb : 0;
+  return st;
+}
+
+/* Opens the --input and held-out data. */
+static mlc_status open_data(const mlc_train_args *a, const mlc_plan_entry *e, mlc_dataset *train, mlc_dataset *held) {
+  MLC_RETURN_IF_ERROR(mlc_dataset_open(train, e, a->inputs, a->ninputs, "--input"));
+  train->shuffle = a->shuffle;
+  train->seed = a->shuffle_seed;
+  if (a->neval_inputs) {
+    MLC_RETURN_IF_ERROR(mlc_dataset_open(held, e, a->eval_inputs, a->neval_inputs, "--eval-input"));
+    return NULL;
+  }
+  if (a->eval_split > 0) return mlc_dataset_split(train, a->eval_split, held);
+  return NULL;
+}
+
+static mlc_status save(mlc_session *s, const char *path, FILE *log) {
+  MLC_RETURN_IF_ERROR(mlc_session_save_checkpoint(s, path));
+  if (log) {
+    fprintf(log, "saved %s at step %llu\n", path, (unsigned long long)mlc_session_step(s));
+    fflush(log);
+  }
+  return NULL;
+}
+
+static mlc_status loop(mlc_session *s, const mlc_train_args *a, const mlc_plan_entry *e, mlc_dataset *train,
+                       mlc_dataset *held, tokens *d) {
+  mlc_status st = NULL;
+  uint64_t world = (uint64_t)mlc_session_world(s), rank = (uint64_t)mlc_session_rank(s);
+  /* Throughput: tokens with a token file, else samples (rows of a batch), over every rank. */
+  double per_step = (double)world * (double)batch_rows(e);
+  if (a->data) {
+    uint32_t idx[64];
+    if (user_inputs(e, idx)) {
+      const mlc_plan_shape *sh = &e->values[e->inputs[idx[0]].value].shape;
+      for (int i = 1; i < sh->rank; i++) per_step *= (double)sh->dims[i];
+    }
+  }
+  const char *unit = a->data ? "tok/s" : "samples/s";
+  bool have_held = held->ncols > 0;
+  long since_eval = 0;
   for (long i = 0; i < a->warmup + a->steps && !st; i++) {
     if (a->warmup && i == a->warmup) { /* the profile starts now */
       mlc_session_reset_profile(s);
       if (a->trace) mlc_session_set_trace(s, true);
     }
     uint64_t step = mlc_session_step(s);
-    if (a->data && (st = data_inputs(s, e, &d, step, a->data))) break;
+    if (a->data && (st = data_inputs(s, e, d, step, a->data))) break;
+    if (train->ncols && (st = mlc_dataset_set_batch(train, s, e, step * world + rank))) break;
     double t0 = now();
     if ((st = mlc_session_run(s, "train"))) break;
-    double ms = (now() - t0) * 1e3;
+    double sec = now() - t0, ms = sec * 1e3;
     const void *loss;
     const mlc_plan_shape *shape;
     if ((st = mlc_session_output(s, "train", "loss", &loss, &shape))) break;
     float l;
     memcpy(&l, loss, sizeof l);
-    if (mlc_session_world(s) > 1) { /* the mean over the ranks, as FSDP's loss would be logged */
-      double sum = l;
-      if ((st = mlc_session_all_sum(s, &sum, 1))) break;
-      l = (float)(sum / mlc_session_world(s));
+    double flags[2] = {l, stop_signal};
+    if (world > 1) { /* the mean loss over the ranks, as FSDP's would be logged; any rank's signal stops all */
+      if ((st = mlc_session_all_sum(s, flags, 2))) break;
+      l = (float)(flags[0] / (double)world);
     }
-    if (!a->log) continue;
-    fprintf(a->log, ms < 10 ? "step %llu: loss %.6f (%.3f ms)\n" : "step %llu: loss %.6f (%.1f ms)\n", (unsigned long long)step + 1, l, ms);
-    fflush(a->log);
+    if (a->log) {
+      fprintf(a->log, ms < 10 ? "step %llu: loss %.6f (%.3f ms, %.0f %s)\n" : "step %llu: loss %.6f (%.1f ms, %.0f %s)\n",
+              (unsigned long long)step + 1, l, ms, sec > 0 ? per_step / sec : 0.0, unit);
+      fflush(a->log);
+    }
+    since_eval++;
+    bool last = i + 1 == a->warmup + a->steps;
+    if (have_held && ((a->eval_every && (step + 1) % (uint64_t)a->eval_every == 0) || (last && since_eval))) {
+      double vl = 0;
+      if ((st = evaluate(s, e, held, &vl))) break;
+      since_eval = 0;
+      if (a->log) {
+        fprintf(a->log, "step %llu: validation %.6f (mean over %llu held-out batches of %llu)\n", (unsigned long long)step + 1,
+                vl, (unsigned long long)mlc_dataset_batches(held), (unsigned long long)held->batch);
+        fflush(a->log);
+      }
+    }
+    if (flags[1] != 0) break;
+    if (a->save && a->save_every && (step + 1) % (uint64_t)a->save_every == 0 && !last && (st = save(s, a->save, a->log))) break;
   }
+  return st;
+}
+
+mlc_status mlc_train_loop(mlc_session *s, const mlc_train_args *a, int *out_signal) {
+  *out_signal = 0;
+  const mlc_plan_entry *e = mlc_plan_find_entry(mlc_session_plan(s), "train");
+  if (!e) return mlc_status_make(MLC_INVALID_ARGUMENT, "the model has no train block to train with");
+  tokens d = {0};
+  mlc_dataset train = {0}, held = {0};
+  mlc_status st = NULL;
+  if (a->data) {
+    st = read_tokens(a->data, a->data_dtype, &d);
+  } else if (a->ninputs) {
+    st = open_data(a, e, &train, &held);
+  } else {
+    if (!a->synthetic_ok && mlc_session_rank(s) == 0)
+      fprintf(stderr, "mlc: warning: no --data or --input: every step trains on the same synthetic batch of random "
+                      "numbers, not on data\n");
+    st = synthetic_inputs(s, e);
+  }
+  struct sigaction act = {0}, old_int, old_term;
+  act.sa_handler = on_stop;
+  sigemptyset(&act.sa_mask);
+  stop_signal = 0;
+  sigaction(SIGINT, &act, &old_int);
+  sigaction(SIGTERM, &act, &old_term);
+  if (!st) st = loop(s, a, e, &train, &held, &d);
+  if (!st && a->save) st = save(s, a->save, a->log);
+  sigaction(SIGINT, &old_int, NULL);
+  sigaction(SIGTERM, &old_term, NULL);
+  if (!st && stop_signal && mlc_session_rank(s) == 0)
+    fprintf(stderr, "mlc: %s: stopped after step %llu; %s%s%s\n", stop_signal == SIGINT ? "SIGINT" : "SIGTERM",
+            (unsigned long long)mlc_session_step(s), a->save ? "saved " : "no --save, so nothing was saved",
+            a->save ? a->save : "", a->save ? " (continue with --resume)" : "");
+  *out_signal = stop_signal;
+  mlc_dataset_close(&held);
+  mlc_dataset_close(&train);
   free(d.tok);
-  if (!st && a->save) st = mlc_session_save_checkpoint(s, a->save);
   return st;
 }

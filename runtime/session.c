@@ -731,6 +731,29 @@ mlc_status mlc_session_load_checkpoint(mlc_session *s, const char *path) {
 
 uint64_t mlc_session_step(const mlc_session *s) { return s->step; }
 
+uint64_t mlc_session_state_bytes(const mlc_session *s) { return s->params_bytes + sizeof s->step; }
+
+mlc_status mlc_session_state_save(const mlc_session *s, void *buf, uint64_t bytes) {
+  if (bytes != mlc_session_state_bytes(s))
+    return mlc_status_make(MLC_INVALID_ARGUMENT, "the training state is %llu bytes, got a buffer of %llu",
+                           (unsigned long long)mlc_session_state_bytes(s), (unsigned long long)bytes);
+  MLC_RETURN_IF_ERROR(sync_host(s));
+  memcpy(buf, s->params, s->params_bytes);
+  memcpy((uint8_t *)buf + s->params_bytes, &s->step, sizeof s->step);
+  return NULL;
+}
+
+mlc_status mlc_session_state_restore(mlc_session *s, const void *buf, uint64_t bytes) {
+  if (bytes != mlc_session_state_bytes(s))
+    return mlc_status_make(MLC_INVALID_ARGUMENT, "the training state is %llu bytes, got %llu",
+                           (unsigned long long)mlc_session_state_bytes(s), (unsigned long long)bytes);
+  memcpy(s->params, buf, s->params_bytes);
+  memcpy(&s->step, (const uint8_t *)buf + s->params_bytes, sizeof s->step);
+  s->host_stale = false;
+  s->dev_stale = !host_memory(s);
+  return NULL;
+}
+
 static mlc_status find_entry(const mlc_session *s, const char *name, entry_state **out) {
   *out = NULL;
   for (uint32_t k = 0; k < s->plan->nentries; k++)

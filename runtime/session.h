@@ -90,6 +90,15 @@ MLC_MUST_USE mlc_status mlc_session_load_checkpoint(mlc_session *s, const char *
  * and its runtime-managed input "opt.step" (AdamW's) is this plus one. */
 uint64_t mlc_session_step(const mlc_session *s);
 
+/* The whole training state (parameters, optimizer state, step count) copied
+ * out into `bytes` bytes at `buf` (mlc_session_state_bytes of them), and put
+ * back.  mlc train's validation loss runs the train entry on held-out
+ * batches (its loss is that of the state before the update) and puts the
+ * state back after each, so evaluating changes nothing. */
+uint64_t mlc_session_state_bytes(const mlc_session *s);
+MLC_MUST_USE mlc_status mlc_session_state_save(const mlc_session *s, void *buf, uint64_t bytes);
+MLC_MUST_USE mlc_status mlc_session_state_restore(mlc_session *s, const void *buf, uint64_t bytes);
+
 /* Copies an input; `bytes` must be its exact size. */
 MLC_MUST_USE mlc_status mlc_session_set_input(mlc_session *s, const char *entry, const char *name, const void *data,
                                               size_t bytes);

@@ -8,6 +8,7 @@ pkgs=(
   clang llvm-14-dev libclang-rt-14-dev               # CPU backend, libFuzzer, sanitizers, Metal emulation (clang++)
   libxxhash-dev libcjson-dev libcmocka-dev           # hashing, JSON, unit tests
   python3 python3-torch python3-numpy                # the numerical reference
+  python3-sklearn                                    # the digits data set of examples/digits (ref.digits)
   valgrind                                           # runtime memory checks
   openmpi-bin libopenmpi-dev                         # FSDP on the CPU: mpirun and the collectives (tests label dist)
   spirv-tools spirv-headers libvulkan-dev            # SPIR-V target: validator, optimizer, headers

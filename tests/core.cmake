@@ -95,6 +95,29 @@ if(MLC_BACKEND_CPU)
     COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/train_data.py $<TARGET_FILE:mlc> ${MLC_ROOT}/examples/minillm.mdl
             ${CMAKE_CURRENT_BINARY_DIR}/train_data)
   set_tests_properties(ref.train.data_and_init PROPERTIES LABELS "ref;cpu" TIMEOUT 600)
+  # --input NAME=FILE (.npy, safetensors): batches in order and shuffled, the
+  # validation loss, against torch SGD; every error of the data and the flags.
+  add_test(NAME ref.train.inputs
+    COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/train_inputs.py $<TARGET_FILE:mlc> ${MLC_ROOT}
+            ${CMAKE_CURRENT_BINARY_DIR}/train_inputs)
+  set_tests_properties(ref.train.inputs PROPERTIES LABELS "ref;cpu" TIMEOUT 600)
+  # SIGINT/SIGTERM mid-run, resume: the final checkpoint equals an uninterrupted run's; --save-every.
+  add_test(NAME ref.train.interrupt
+    COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/train_interrupt.py $<TARGET_FILE:mlc> ${MLC_ROOT}
+            ${CMAKE_CURRENT_BINARY_DIR}/train_interrupt)
+  set_tests_properties(ref.train.interrupt PROPERTIES LABELS "ref;cpu" TIMEOUT 300)
+  # The Python binding (python/mlc) on an artifact, against PyTorch, and
+  # examples/digits: at least 95 % held-out accuracy from the CLI and from
+  # Python (python3-sklearn's data).  Not under the sanitizers: the binding
+  # dlopens the artifact's instrumented runtime into a python3 without ASan.
+  if(NOT MLC_SANITIZE)
+    add_test(NAME ref.python.binding
+      COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/python/test_mlc.py $<TARGET_FILE:mlc> ${MLC_ROOT}
+              ${CMAKE_CURRENT_BINARY_DIR}/python_binding)
+    add_test(NAME ref.digits
+      COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/digits.py $<TARGET_FILE:mlc> ${MLC_ROOT} ${CMAKE_CURRENT_BINARY_DIR}/digits)
+    set_tests_properties(ref.python.binding ref.digits PROPERTIES LABELS "ref;cpu" TIMEOUT 300)
+  endif()
   # Resume, kill during a save, corrupt files: a dozen compiles, so "slow".
   add_test(NAME ref.train.checkpoints
     COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/checkpoint_check.py $<TARGET_FILE:mlc> ${MLC_ROOT}/examples/minillm.mdl

@@ -1,0 +1,125 @@
+"""The Python binding (python/mlc) against PyTorch.
+
+The MLP of examples/mlp.mdl (inputs=16 hidden=32 batch=8) is compiled into
+an artifact; through `mlc.load` its forward must match torch's within 1e-5
+(relative to the largest logit), 5 train steps must follow torch.optim.SGD
+(lr 0.01, momentum 0.9) within 1e-5 (absolute, on the loss), a checkpoint
+must restore steps, weights and momentum exactly, and each misuse must raise
+mlc.Error with the runtime's exact message.
+
+Usage: test_mlc.py MLC REPO_ROOT WORKDIR"""
+import os
+import subprocess
+import sys
+import unittest
+
+import numpy as np
+import torch
+
+MLC, ROOT, WORK = sys.argv[1], sys.argv[2], os.path.abspath(sys.argv[3])
+sys.path.insert(0, os.path.join(ROOT, "python"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "ref"))
+import mlc  # noqa: E402
+from models import MLP, read_safetensors, write_safetensors  # noqa: E402,F401
+
+ART = os.path.join(WORK, "mlp")
+
+
+def setUpModule():
+    os.makedirs(WORK, exist_ok=True)
+    subprocess.run([MLC, "compile", os.path.join(ROOT, "examples", "mlp.mdl"), "--target", "cpu", "-o", ART,
+                    "inputs=16", "hidden=32", "batch=8"], check=True, capture_output=True)
+
+
+class Binding(unittest.TestCase):
+    def setUp(self):
+        torch.manual_seed(0)
+        self.ref = MLP(16, 32, 10)
+        self.weights = os.path.join(WORK, "w.safetensors")
+        write_safetensors(self.weights, {k: v.detach() for k, v in self.ref.state_dict().items()}, {"format": "pt"})
+        self.m = mlc.load(ART)
+        self.m.load_weights(self.weights)
+        self.x = torch.randn(8, 16)
+        self.y = torch.randint(0, 10, (8,), dtype=torch.int32)
+
+    def tearDown(self):
+        self.m.close()
+
+    def test_entries(self):
+        self.assertEqual(self.m.entries(), {
+            "forward": {"inputs": [("x", "f32", (8, 16))], "outputs": [("output", "f32", (8, 10))]},
+            "train": {"inputs": [("x", "f32", (8, 16)), ("labels", "i32", (8,))], "outputs": [("loss", "f32", ())]}})
+
+    def test_forward_matches_torch(self):
+        got = self.m.forward(self.x.numpy())
+        self.assertEqual((got.shape, got.dtype), ((8, 10), np.float32))
+        want = self.ref(self.x).detach().numpy()
+        self.assertLessEqual(np.abs(got - want).max() / np.abs(want).max(), 1e-5)
+        np.testing.assert_array_equal(self.m.forward(x=self.x.numpy()), got)  # by name
+
+    def test_train_steps_match_torch_sgd(self):
+        opt = torch.optim.SGD(self.ref.parameters(), lr=0.01, momentum=0.9)
+        for _ in range(5):
+            loss = torch.nn.functional.cross_entropy(self.ref(self.x), self.y.long())
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            self.assertAlmostEqual(self.m.train_step(self.x.numpy(), self.y.numpy()), loss.item(), delta=1e-5)
+        self.assertEqual(self.m.steps, 5)
+        got = self.m.forward(self.x.numpy())
+        want = self.ref(self.x).detach().numpy()
+        self.assertLessEqual(np.abs(got - want).max() / np.abs(want).max(), 1e-5)
+
+    def test_checkpoint_round_trip(self):
+        x, y = self.x.numpy(), self.y.numpy()
+        self.m.train_step(x, y)
+        ckpt = os.path.join(WORK, "ckpt")
+        self.m.save(ckpt)
+        after = [self.m.train_step(x, y) for _ in range(2)]
+        with mlc.load(ART) as m2:
+            m2.load(ckpt)
+            self.assertEqual(m2.steps, 1)
+            self.assertEqual([m2.train_step(x, y) for _ in range(2)], after)  # momentum restored too
+            np.testing.assert_array_equal(m2.forward(x), self.m.forward(x))
+        w = os.path.join(WORK, "w2.safetensors")
+        self.m.save_weights(w)
+        with mlc.load(ART) as m3:
+            m3.load_weights(w)
+            np.testing.assert_array_equal(m3.forward(x), self.m.forward(x))
+
+    def test_errors_carry_the_runtime_message(self):
+        cases = [
+            (lambda: self.m.forward(np.zeros((4, 16), np.float32)), "INVALID_ARGUMENT",
+             "mlp_forward: input 'x' is f32[8, 16], got f32[4, 16]"),
+            (lambda: self.m.train_step(self.x.numpy(), self.y.numpy().astype(np.int64)), "INVALID_ARGUMENT",
+             "mlp_train_step: input 'labels' is i32[8], got i64[8]"),
+            (lambda: self.m.load_weights(os.path.join(WORK, "nope.safetensors")), "NOT_FOUND",
+             os.path.join(WORK, "nope.safetensors") + ": cannot open: No such file or directory"),
+            (lambda: self.m.load(self.weights), "DATA_LOSS",
+             self.weights + ": not an mlc checkpoint (its metadata lacks format, step or xxh64)"),
+        ]
+        for call, code, message in cases:
+            with self.assertRaises(mlc.Error) as cm:
+                call()
+            self.assertEqual((cm.exception.code, str(cm.exception)), (code, message))
+        bad = os.path.join(WORK, "bad.safetensors")
+        sd = {k: v.detach() for k, v in self.ref.state_dict().items()}
+        sd["net.4.weight"] = torch.zeros(10, 31)
+        write_safetensors(bad, sd, {"format": "pt"})
+        with self.assertRaises(mlc.Error) as cm:
+            self.m.load_weights(bad)
+        self.assertEqual(str(cm.exception), bad + ": tensor 'net.4.weight' has shape [10, 31], the model needs [10, 32]")
+
+    def test_python_errors(self):
+        with self.assertRaisesRegex(TypeError, r"^forward: missing input x$"):
+            self.m.forward()
+        with self.assertRaisesRegex(TypeError, r"^forward has no input 'y' \(its inputs: x\)$"):
+            self.m.forward(y=self.x.numpy())
+        with self.assertRaisesRegex(TypeError, r"^forward: input 'x' is a numpy uint8 array, which no mlc dtype matches"):
+            self.m.forward(np.zeros((8, 16), np.uint8))
+        with self.assertRaisesRegex(FileNotFoundError, "no such folder"):
+            mlc.load(os.path.join(WORK, "nowhere"))
+
+
+if __name__ == "__main__":
+    unittest.main(argv=sys.argv[:1], verbosity=2)
