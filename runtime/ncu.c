@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { MAXCOLS = 256 };
+enum { MAXCOLS = 4096 }; /* ncu 2025's raw page has 285 columns (device attributes, launch statistics) */
 
 /* Splits one CSV record at *p (quoted fields, "" inside quotes) into
  * fields, NUL-terminated in place; advances *p past the line.  Returns the
@@ -93,11 +93,18 @@ static void set_metric(mlc_ncu_row *r, const char *metric, const char *unit, dou
 
 mlc_status mlc_ncu_parse_csv(const char *text, mlc_ncu_table *out) {
   memset(out, 0, sizeof *out);
-  char *copy = strdup(text), *p = copy, *hdr[MAXCOLS], *f[MAXCOLS];
-  if (!copy) return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory");
+  char *copy = strdup(text), *p = copy;
+  char **hdr = calloc(3 * MAXCOLS, sizeof *hdr), **f = hdr + MAXCOLS, **units = hdr + 2 * MAXCOLS;
+  if (!copy || !hdr) {
+    free(copy);
+    free(hdr);
+    return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory");
+  }
   int nh = 0;
-  while (*p) { /* the header: the first line that is not ncu's own chatter */
-    if (!strncmp(p, "==", 2) || *p == '\n' || *p == '\r') { p += strcspn(p, "\n"); p += *p == '\n'; continue; }
+  while (*p) { /* the header: the first line naming "Kernel Name" (before it: ncu's chatter, the program's output) */
+    size_t len = strcspn(p, "\n");
+    char *k = strstr(p, "\"Kernel Name\"");
+    if (!k || k >= p + len) { p += len; p += *p == '\n'; continue; }
     nh = split(&p, hdr, MAXCOLS);
     break;
   }
@@ -109,7 +116,6 @@ mlc_status mlc_ncu_parse_csv(const char *text, mlc_ncu_table *out) {
     goto out;
   }
   bool details = mname >= 0 && mval >= 0;
-  char *units[MAXCOLS] = {0};
   uint32_t cap = 0;
   long last_id = -1;
   while (*p) {
@@ -141,6 +147,7 @@ mlc_status mlc_ncu_parse_csv(const char *text, mlc_ncu_table *out) {
                            out->rows[i].sm_pct < 0 ? MLC_NCU_SM : MLC_NCU_MEM);
 out:
   free(copy);
+  free(hdr);
   if (st) mlc_ncu_table_free(out);
   return st;
 }

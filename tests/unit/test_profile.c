@@ -1,6 +1,7 @@
 /* The profiler: roofline classification and hints from synthetic timings
  * and known costs, the ceilings cache, the SVG roofline, and the Chrome
  * trace of a session run on a hand-built plan (parsed back with cJSON). */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -685,6 +686,35 @@ static const char ncu_raw[] =
   "\"12.3\",\"35.2\",\"1,234.5\",\"86.1\"\n"
   "==PROF== Disconnected from process 4242\n";
 
+/* What ncu really printed, on the H200 on 2026-12-02 (tests/unit/data/ncu_raw_h200.csv:
+ * `ncu --csv --page raw --metrics ` MLC_NCU_METRICS ` -k regex:^mlc_ mlc train
+ * examples/minillm.mdl --target cuda --steps 1` with the small config, stdout
+ * as it came): the program's own lines before the header, 285 columns, a
+ * units row, 62 launches. */
+static void ncu_csv_h200(void **state) {
+  (void)state;
+  FILE *f = fopen(MLC_SOURCE_DIR "/tests/unit/data/ncu_raw_h200.csv", "rb");
+  assert_non_null(f);
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  rewind(f);
+  char *text = malloc((size_t)n + 1);
+  assert_non_null(text);
+  assert_int_equal(fread(text, 1, (size_t)n, f), (size_t)n);
+  text[n] = 0;
+  fclose(f);
+  mlc_ncu_table t;
+  mlc_status st = mlc_ncu_parse_csv(text, &t);
+  if (st) fail_msg("%s", mlc_status_message(st));
+  assert_int_equal(t.n, 62);
+  assert_string_equal(t.rows[0].kernel, "mlc_cast_7a2944370524b599_0");
+  assert_true(t.rows[0].sm_pct == 0.61 && t.rows[0].mem_pct == 2.24 && t.rows[0].dram_pct >= 0);
+  assert_true(fabs(t.rows[0].seconds - 2560e-9) < 1e-15); /* "2,560" ns */
+  for (uint32_t i = 0; i < t.n; i++) assert_true(t.rows[i].sm_pct >= 0 && t.rows[i].mem_pct >= 0 && t.rows[i].seconds > 0);
+  mlc_ncu_table_free(&t);
+  free(text);
+}
+
 static void ncu_csv_raw(void **state) {
   (void)state;
   mlc_ncu_table t;
@@ -958,7 +988,7 @@ int main(int argc, char **argv) {
     cmocka_unit_test(gpu_ceilings), cmocka_unit_test(collective_names),
     cmocka_unit_test(trace_ranks_streams_collectives),
     cmocka_unit_test(units_per_dtype), cmocka_unit_test(neither_roof), cmocka_unit_test(unit_ceilings_cache),
-    cmocka_unit_test(roofline_roof_per_unit), cmocka_unit_test(ncu_csv_raw), cmocka_unit_test(ncu_rule_and_formats),
+    cmocka_unit_test(roofline_roof_per_unit), cmocka_unit_test(ncu_csv_raw), cmocka_unit_test(ncu_csv_h200), cmocka_unit_test(ncu_rule_and_formats),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
