@@ -383,7 +383,7 @@ static uint32_t sh_half(sb *b, uint32_t sh, uint32_t e) {
  * emulate: the same kernel with each lane's 8 outputs of every accumulator
  * computed by scalar FMAs from the same shared memory, no cooperative
  * matrices: a check of the staging and the store on a device without them
- * (--spirv-emulate-coopmat makes it the portable kernel of 16-bit
+ * (--spirv-emulate-coopmat makes it the portable kernel of f16
  * GEMMs, which lavapipe runs). */
 static bool emit_coopmat(sv *s, const gemm_desc *d, bool emulate) {
   sb *b = s->b;

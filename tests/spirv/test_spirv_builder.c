@@ -235,16 +235,19 @@ static void test_optimizer(void **state) {
   prog_free(g);
 }
 
-/* With coopmat, a bf16 GEMM names the cooperative-matrix kernel, whose
- * fallback has the same arguments; an f32 GEMM keeps the portable one. */
+/* With coopmat, an f16 GEMM names the cooperative-matrix kernel, whose
+ * fallback has the same arguments; f32 and bf16 GEMMs keep the portable
+ * one (bf16 as f16 would lose everything under 2^-24). */
 static void test_coopmat_table(void **state) {
   (void)state;
   prog *g = prog_new();
   int64_t da[2] = {40, 48}, db[2] = {48, 24};
-  uint32_t a = input(g, MLC_DT_BF16, 2, da), b = input(g, MLC_DT_BF16, 2, db), in[2] = {a, b};
+  uint32_t a = input(g, MLC_DT_F16, 2, da), b = input(g, MLC_DT_F16, 2, db), in[2] = {a, b};
   uint32_t mm = node(g, MLC_OP_MATMUL, in, 2, NULL, 0);
   uint32_t a2 = input(g, MLC_DT_F32, 2, da), b2 = input(g, MLC_DT_F32, 2, db), in2[2] = {a2, b2};
   uint32_t mm2 = node(g, MLC_OP_MATMUL, in2, 2, NULL, 0);
+  uint32_t a3 = input(g, MLC_DT_BF16, 2, da), b3 = input(g, MLC_DT_BF16, 2, db), in3[2] = {a3, b3};
+  uint32_t mm3 = node(g, MLC_OP_MATMUL, in3, 2, NULL, 0);
   mlc_spirv_module m;
   mlc_spirv_options o = {.coopmat = true, .optimize = true};
   char err[512];
@@ -258,11 +261,12 @@ static void test_coopmat_table(void **state) {
   assert_int_equal(fb->nargs, k->nargs);
   assert_true(mlc_spirv_validate(fb->words, fb->nwords, err, sizeof err));
   assert_false(m.kernels[m.kernel_of[0][mm2]].coopmat);
+  assert_false(m.kernels[m.kernel_of[0][mm3]].coopmat);
   prog_free(g);
   /* a fused GEMM with an epilogue too */
   g = prog_new();
   int64_t dx[2] = {40, 48}, dw[2] = {24, 48}, dbias[1] = {24};
-  uint32_t fin[3] = {input(g, MLC_DT_BF16, 2, dx), input(g, MLC_DT_BF16, 2, dw), input(g, MLC_DT_BF16, 1, dbias)};
+  uint32_t fin[3] = {input(g, MLC_DT_F16, 2, dx), input(g, MLC_DT_F16, 2, dw), input(g, MLC_DT_F16, 1, dbias)};
   mlc_attrs fa = {.name = "linear($0, $1); add(#0, $2); silu(#1)"};
   uint32_t fz = node(g, MLC_OP_FUSED, fin, 3, &fa, 0);
   assert_true(mlc_spirv_emit(&g->p, &o, &m, err, sizeof err));
