@@ -392,6 +392,19 @@ static mlc_status mlc_st_build(const cJSON *root, const mlc_st_sizes *sz, const 
   return NULL;
 }
 
+/* For a file whose header length is impossible: what it is instead, when its
+ * first bytes say (the files users try first), as the end of the message. */
+static const char *mlc_st_what(const uint8_t *b, size_t size) {
+  if (size >= 4 && !memcmp(b, "PK\x03\x04", 4))
+    return "; it is a zip archive, not safetensors: a PyTorch checkpoint (torch.save) or a NumPy .npz"
+           ": save the weights with safetensors.torch.save_file(model.state_dict(), \"w.safetensors\")";
+  if (size >= 2 && b[0] == 0x80 && b[1] >= 2 && b[1] <= 5)
+    return "; it is a Python pickle, not safetensors: a PyTorch checkpoint (torch.save)"
+           ": save the weights with safetensors.torch.save_file(model.state_dict(), \"w.safetensors\")";
+  if (size >= 6 && !memcmp(b, "\x93NUMPY", 6)) return "; it is a NumPy .npy array, not safetensors";
+  return "";
+}
+
 mlc_status mlc_safetensors_open_memory(const void *data, size_t size, mlc_allocator allocator,
                                        mlc_safetensors **out_file) {
   *out_file = NULL;
@@ -400,11 +413,11 @@ mlc_status mlc_safetensors_open_memory(const void *data, size_t size, mlc_alloca
     return mlc_st_corrupt("file is %zu bytes, too short for the 8-byte header length", size);
   uint64_t n = mlc_st_load_le64(bytes);
   if (n > MLC_ST_MAX_HEADER)
-    return mlc_st_corrupt("header length %" PRIu64 " is over the limit of %u bytes", n,
-                          MLC_ST_MAX_HEADER);
+    return mlc_st_corrupt("header length %" PRIu64 " is over the limit of %u bytes%s", n,
+                          MLC_ST_MAX_HEADER, mlc_st_what(bytes, size));
   if (n > size - 8)
     return mlc_st_corrupt("header length %" PRIu64 " runs past the end of the file (%zu bytes "
-                          "follow the length)", n, size - 8);
+                          "follow the length)%s", n, size - 8, mlc_st_what(bytes, size));
   const char *header = (const char *)bytes + 8;
   size_t bad = mlc_st_utf8_check(header, (size_t)n);
   if (bad != n)

@@ -537,6 +537,25 @@ static void test_rejects_length(void **state) {
   assert_null(f);
 }
 
+/* The files users try first, named: torch.save's zip and pickle, and .npy. */
+static void test_rejects_other_formats(void **state) {
+  (void)state;
+  uint8_t zip[64] = "PK\x03\x04\x14\0\0\0", pkl[64] = "\x80\x02\x8a\x0a\x6c\xfc\x9c\x46", npy[64] = "\x93NUMPY\x01\0";
+  mlc_safetensors *f;
+  expect_status(mlc_safetensors_open_memory(zip, 64, mlc_allocator_default(), &f), MLC_DATA_LOSS,
+                "safetensors: header length 85966670672 is over the limit of 100000000 bytes; "
+                "it is a zip archive, not safetensors: a PyTorch checkpoint (torch.save) or a NumPy .npz: save the "
+                "weights with safetensors.torch.save_file(model.state_dict(), \"w.safetensors\")");
+  expect_status(mlc_safetensors_open_memory(pkl, 64, mlc_allocator_default(), &f), MLC_DATA_LOSS,
+                "safetensors: header length 5088219219985302144 is over the limit of 100000000 bytes; it is a "
+                "Python pickle, not safetensors: a PyTorch checkpoint (torch.save): save the weights with "
+                "safetensors.torch.save_file(model.state_dict(), \"w.safetensors\")");
+  expect_status(mlc_safetensors_open_memory(npy, 64, mlc_allocator_default(), &f), MLC_DATA_LOSS,
+                "safetensors: header length 379676406402707 is over the limit of 100000000 bytes; it is a NumPy .npy "
+                "array, not safetensors");
+  assert_null(f);
+}
+
 /* NUL bytes, which cJSON would skip as whitespace or cut names at. */
 static void test_rejects_nul(void **state) {
   (void)state;
@@ -811,6 +830,7 @@ int main(void) {
       cmocka_unit_test(test_accepts),
       cmocka_unit_test(test_rejects),
       cmocka_unit_test(test_rejects_length),
+      cmocka_unit_test(test_rejects_other_formats),
       cmocka_unit_test(test_rejects_nul),
       cmocka_unit_test(test_long_name_in_message),
       cmocka_unit_test(test_open_file_errors),
