@@ -526,11 +526,13 @@ typedef mlc_onnx_weights onnx_weights;
 typedef struct { uint32_t n; } onnx_weights;
 #endif
 
-/* Whether the fsdp pass shards the train block's units: always for
- * cuda-nccl; on the CPU with --fsdp, or when a launcher started several
- * ranks (the artifact itself runs at any world size). */
+/* Whether the fsdp pass shards the train block's units: always for a
+ * target whose descriptor says so (cuda-nccl); on the CPU with --fsdp, or
+ * when a launcher started several ranks (the artifact itself runs at any
+ * world size). */
 static bool sharded(const options *o) {
-  if (o->fsdp || (o->target && !strcmp(o->target, "cuda-nccl"))) return true;
+  const mlc_target *t = mlc_target_find(o->target);
+  if (o->fsdp || (t && t->sharded)) return true;
   mlc_dist_env e;
   mlc_status st = mlc_dist_env_read(&e);
   if (st) { mlc_status_free(st); return false; }

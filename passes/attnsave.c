@@ -1,4 +1,4 @@
-/* attnsave (CUDA targets): an attention whose gradient is in the same
+/* attnsave (targets whose descriptor has attn_save_max_head: CUDA): an attention whose gradient is in the same
  * function keeps what that gradient needs, as FlashAttention does; and
  * any attention of an in-projection reads it as it lies (packed, below).
  *
@@ -25,7 +25,8 @@
  * An attention with no gradient in the function (inference) takes the
  * packed forward alone, when its q, k, v and output are as above.
  *
- * Only where the CUDA kernels take it (codegen/cuda/emit_attention.c):
+ * Only where the CUDA kernels take it (codegen/cuda/emit_attention.c; the
+ * numbers are the target descriptor's, ir/target.c):
  * q, k, v of one shape, head dim up to 128: 16-bit with a head dim a
  * multiple of 32, or f32 with one a multiple of 8 (on the tensor cores,
  * so not under --f32-matmul ieee).  Other attentions keep the plain ops. */
@@ -35,26 +36,25 @@
 
 #define NONE UINT32_MAX
 
-static bool is_cuda(const char *target) { return target && !strncmp(target, "cuda", 4); }
-
-static bool saves(const mlc_program *p, const mlc_func *f, const mlc_node *y) {
+static bool saves(const mlc_program *p, const mlc_target *t, const mlc_func *f, const mlc_node *y) {
   const mlc_type *q = &f->nodes[y->in[0]].type;
   /* f32 on the tensor cores (not under --f32-matmul ieee): head dims a multiple of 8 up to 128 */
   bool f32 = q->dtype == MLC_DT_F32 && p->opts.f32_matmul != MLC_F32MM_IEEE;
   if (q->dtype != MLC_DT_BF16 && q->dtype != MLC_DT_F16 && !f32) return false;
   for (int i = 1; i < 3; i++)
     if (!mlc_type_eq(q, &f->nodes[y->in[i]].type)) return false;
-  return q->rank == 4 && q->dim[3] % (f32 ? 8 : 32) == 0 && q->dim[3] <= 128;
+  return q->rank == 4 && q->dim[3] % (f32 ? t->attn_save_head_32 : t->attn_save_head_16) == 0 &&
+         q->dim[3] <= t->attn_save_max_head;
 }
 
 /* For an attention_grad, the attention of the same q, k, v and attributes
  * (autodiff passes the forward's own inputs), or NONE. */
-static uint32_t forward_of(const mlc_program *p, const mlc_func *f, uint32_t gi) {
+static uint32_t forward_of(const mlc_program *p, const mlc_target *t, const mlc_func *f, uint32_t gi) {
   const mlc_node *g = &f->nodes[gi];
   for (uint32_t y = 0; y < gi; y++) {
     const mlc_node *n = &f->nodes[y];
     if (n->op != MLC_OP_ATTENTION || n->a.causal != g->a.causal || n->a.f != g->a.f) continue;
-    if (n->in[0] == g->in[1] && n->in[1] == g->in[2] && n->in[2] == g->in[3] && saves(p, f, n)) return y;
+    if (n->in[0] == g->in[1] && n->in[1] == g->in[2] && n->in[2] == g->in[3] && saves(p, t, f, n)) return y;
   }
   return NONE;
 }
@@ -148,7 +148,7 @@ static uint32_t view(mlc_program *p, mlc_func *f, uint32_t of, const mlc_node *l
   return add(p, f, MLC_OP_VIEW, &of, 1, &a, like, t);
 }
 
-static void rewrite(mlc_program *p, mlc_func *f) {
+static void rewrite(mlc_program *p, const mlc_target *t, mlc_func *f) {
   /* role[i]: the pair whose forward (or gradient, transpose of o, concat) node i is */
   uint32_t *role = mlc_arena_alloc(p->arena, (f->n + 1) * sizeof *role);
   pair *pairs = mlc_arena_alloc(p->arena, (f->n + 1) * sizeof *pairs);
@@ -161,7 +161,7 @@ static void rewrite(mlc_program *p, mlc_func *f) {
   for (uint32_t i = 0; i < f->n; i++) role[i] = NONE;
   for (uint32_t i = 0; i < f->n; i++) {
     if (f->nodes[i].op != MLC_OP_ATTENTION_GRAD) continue;
-    uint32_t y = forward_of(p, f, i);
+    uint32_t y = forward_of(p, t, f, i);
     if (y == NONE || role[y] != NONE) continue;
     pair *pr = &pairs[np];
     pr->y = y, pr->grad = i;
@@ -175,7 +175,7 @@ static void rewrite(mlc_program *p, mlc_func *f) {
    * writes are 4 bytes a row. */
   for (uint32_t i = 0; i < f->n; i++) {
     const mlc_node *y = &f->nodes[i];
-    if (y->op != MLC_OP_ATTENTION || role[i] != NONE || !saves(p, f, y) || uses[i] != 1) continue;
+    if (y->op != MLC_OP_ATTENTION || role[i] != NONE || !saves(p, t, f, y) || uses[i] != 1) continue;
     pair *pr = &pairs[np];
     *pr = (pair){.y = i, .grad = NONE, .x = packed_input(f, y), .o_t = NONE, .g_bshd = NONE, .concat = NONE};
     for (uint32_t j = i + 1; j < f->n && pr->o_t == NONE; j++)
@@ -244,7 +244,7 @@ static void rewrite(mlc_program *p, mlc_func *f) {
 }
 
 bool mlc_pass_attnsave(mlc_pass_ctx *c) {
-  if (!is_cuda(c->target)) return true;
-  for (uint32_t i = 0; i < c->p->nfuncs; i++) rewrite(c->p, &c->p->funcs[i]);
+  if (!c->target || !c->target->attn_save_max_head) return true;
+  for (uint32_t i = 0; i < c->p->nfuncs; i++) rewrite(c->p, c->target, &c->p->funcs[i]);
   return true;
 }

@@ -41,11 +41,9 @@
 
 #include "passes/passes.h"
 
-static bool is_gpu(const char *target) { return target && (!strncmp(target, "cuda", 4) || !strcmp(target, "metal") || !strcmp(target, "spirv")); }
-/* one GPU: cuda-nccl (FSDP) places its updates between collectives itself */
-static bool is_cuda(const char *target) { return target && !strcmp(target, "cuda"); }
 
-#define ADAMW_GROUP 16 /* 4 * 16 + 1 inputs, the output and scratch: 67 of the CUDA runtime's 72 arguments */
+#define ADAMW_GROUP 16 /* 4 * 16 + 1 inputs, the output and scratch: 67 of the CUDA runtime's 72 arguments
+                          (checked against the target's max_kernel_args) */
 #define ADAMW_HOLD ((int64_t)32 << 20) /* a group's gradients, in bytes: see group_adamw */
 
 static bool rewrite_tn(mlc_func *f) {
@@ -292,13 +290,15 @@ static bool group_adamw(mlc_program *p, mlc_func *f) {
 }
 
 bool mlc_pass_fuse(mlc_pass_ctx *c) {
-  if (!is_gpu(c->target)) return true;
+  const mlc_target *t = c->target;
+  if (!t || !t->gpu) return true;
+  MLC_ASSERT(!t->adamw_groups || !t->max_kernel_args || 4 * ADAMW_GROUP + 3 <= t->max_kernel_args);
   for (uint32_t k = 0; k < c->p->nfuncs; k++) {
     mlc_func *f = &c->p->funcs[k];
     bool changed = rewrite_tn(f);
     if (changed) mlc_func_compact(c->p, f);
-    changed = fuse_groups(c->p, f, true, !strncmp(c->target, "cuda", 4));
-    if (is_cuda(c->target)) changed |= group_adamw(c->p, f);
+    changed = fuse_groups(c->p, f, true, t->epilogues_that_pay);
+    if (t->adamw_groups) changed |= group_adamw(c->p, f);
     if (changed) mlc_func_compact(c->p, f);
   }
   return true;

@@ -20,7 +20,8 @@
  * target's vector loads.
  *
  * A node's output never shares its inputs' bytes, with one exception where
- * the kernel is known to allow it: on CUDA, cross_entropy_grad writes over
+ * the kernel is known to allow it (the target's ce_grad_in_place: CUDA on one
+ * GPU), cross_entropy_grad writes over
  * its logits when they die there (its kernel reads a row whole before it
  * writes the row, each element by the thread that then writes it, and
  * reads no element after it is written, so its __restrict__ pointers stay
@@ -116,10 +117,10 @@ static int64_t view_bytes(const mlc_node *n) {
 }
 
 /* The input whose bytes node i may write over (see above), or UINT32_MAX. */
-static uint32_t in_place(const char *target, const mlc_func *f, uint32_t i, const uint32_t *root, const uint32_t *last,
-                         const bool *inpool) {
+static uint32_t in_place(const mlc_target *target, const mlc_func *f, uint32_t i, const uint32_t *root,
+                         const uint32_t *last, const bool *inpool) {
   const mlc_node *n = &f->nodes[i];
-  if (!target || strcmp(target, "cuda") || n->op != MLC_OP_CROSS_ENTROPY_GRAD) return UINT32_MAX;
+  if (!target || !target->ce_grad_in_place || n->op != MLC_OP_CROSS_ENTROPY_GRAD) return UINT32_MAX;
   uint32_t x = n->in[1];
   const mlc_node *xn = &f->nodes[x];
   bool ok = root[x] == x && last[x] == i && !inpool[x] && xn->op != MLC_OP_INPUT && xn->op != MLC_OP_CONST &&
@@ -127,7 +128,7 @@ static uint32_t in_place(const char *target, const mlc_func *f, uint32_t i, cons
   return ok ? x : UINT32_MAX;
 }
 
-void mlc_memplan_func(mlc_program *p, mlc_func *f, const char *target) {
+void mlc_memplan_func(mlc_program *p, mlc_func *f, const mlc_target *target) {
   uint32_t n = f->n;
   /* root[i]: the node whose storage i uses (itself, or through reshapes). */
   uint32_t *root = mlc_arena_alloc(p->arena, (n + 1) * sizeof *root);

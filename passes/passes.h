@@ -7,11 +7,12 @@
 #include <stdio.h>
 
 #include "ir/ir.h"
+#include "ir/target.h"
 
 typedef struct {
   mlc_program *p;
   mlc_diag *d;
-  const char *target; /* --target, or NULL: passes that only some targets want look at it */
+  const mlc_target *target; /* --target's descriptor (ir/target.h), or NULL without code generation */
   bool fsdp;          /* shard the train block's fsdp units (cuda-nccl, or cpu with --fsdp / several ranks) */
   bool keep_grads;    /* keep the "grad:" outputs after the optimizer (tests that compare gradients) */
 } mlc_pass_ctx;
@@ -42,8 +43,8 @@ bool mlc_pass_shapes(mlc_pass_ctx *c);
  * parameter the loss depends on (passes/autodiff.c). */
 bool mlc_pass_autodiff(mlc_pass_ctx *c);
 bool mlc_pass_memplan(mlc_pass_ctx *c);
-/* The memory plan of one function (f->offset, f->arena_bytes) for a target (--target, or NULL). */
-void mlc_memplan_func(mlc_program *p, mlc_func *f, const char *target);
+/* The memory plan of one function (f->offset, f->arena_bytes) for a target (or NULL). */
+void mlc_memplan_func(mlc_program *p, mlc_func *f, const mlc_target *target);
 /* A memory budget: cheap activations recomputed in the backward (passes/recompute.c). */
 bool mlc_pass_recompute(mlc_pass_ctx *c);
 bool mlc_pass_optimizer(mlc_pass_ctx *c);

@@ -53,7 +53,7 @@ bool mlc_pipeline_run(mlc_program *p, mlc_diag *d, const mlc_pipeline_options *o
   if (!mlc_verify_program(p, stderr, "lower")) MLC_ICE("IR verifier failed after lowering");
   dump(o, p, "lower");
   for (size_t i = 0; i < NPASSES; i++) {
-    mlc_pass_ctx c = {p, d, o->target, o->fsdp, o->keep_grads};
+    mlc_pass_ctx c = {p, d, mlc_target_find(o->target), o->fsdp, o->keep_grads};
     double t0 = mlc_now();
     bool ok = pipeline[i].run(&c);
     double t1 = mlc_now();

@@ -164,7 +164,7 @@ static double round_up4(int64_t x) {
 }
 
 /* f rebuilt with the candidates on[] chooses, and planned: its planned total. */
-static int64_t plan_with(mlc_program *p, const char *target, mlc_func *f, const mlc_func *orig, uint32_t loss, const cand *cs, const bool *on, uint32_t k) {
+static int64_t plan_with(mlc_program *p, const mlc_target *target, mlc_func *f, const mlc_func *orig, uint32_t loss, const cand *cs, const bool *on, uint32_t k) {
   mlc_func_take(f);
   rebuild(p, f, orig, loss, cs, on, k);
   mlc_memplan_func(p, f, target);

@@ -291,8 +291,36 @@ static void test_budget(void **state) {
   }
 }
 
+/* The passes follow the target's descriptor (ir/target.h), not its name:
+ * the head's gradient over its logits where ce_grad_in_place says so
+ * (cuda), nowhere else (cuda-nccl, spirv, cpu); the registry's names are
+ * unique and an unknown one has no descriptor. */
+static void test_target_descriptors(void **state) {
+  (void)state;
+  unsigned n;
+  const mlc_target *all = mlc_targets(&n);
+  assert_true(n >= 5);
+  for (unsigned i = 0; i < n; i++) {
+    assert_ptr_equal(mlc_target_find(all[i].name), &all[i]);
+    if (all[i].adamw_groups) assert_true(!all[i].max_kernel_args || 4 * 16 + 3 <= all[i].max_kernel_args);
+  }
+  assert_null(mlc_target_find("hip"));
+  assert_null(mlc_target_find(NULL));
+  const char *src = compiled_read(MLC_SOURCE_DIR "/examples/minillm.mdl");
+  assert_non_null(src);
+  const char *names[] = {"cuda", "cuda-nccl", "spirv", "cpu"};
+  for (int t = 0; t < 4; t++) {
+    compiled c;
+    const mlc_func *f = compile(&c, src, small, 6, names[t], false);
+    assert_non_null(f);
+    assert_int_equal(check_plan_disjoint(f, true), mlc_target_find(names[t])->ce_grad_in_place ? 1 : 0);
+    release(&c);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_target_descriptors),
       cmocka_unit_test(test_cpu_updates_at_ready_points),
       cmocka_unit_test(test_cuda_groups_inside_backward),
       cmocka_unit_test(test_gradients_freed),

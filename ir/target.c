@@ -1,0 +1,31 @@
+/* The registry of target descriptors (ir/target.h).  The numbers are the
+ * limits of each target's kernels as codegen/ and runtime/ have them. */
+#include "ir/target.h"
+
+#include <string.h>
+
+static const mlc_target targets[] = {
+    /* native code through LLVM: packs GEMM operands and fuses in its own code generator */
+    {.name = "cpu"},
+    /* one GPU: the CUDA runtime passes at most 72 kernel arguments (AdamW groups of 16: 4 * 16 + 3);
+       attention_save / attention_grad_saved handle heads up to 128 (codegen/cuda/emit_attention.c) */
+    {.name = "cuda", .gpu = true, .epilogues_that_pay = true, .adamw_groups = true, .max_kernel_args = 72,
+     .attn_save_max_head = 128, .attn_save_head_16 = 32, .attn_save_head_32 = 8, .ce_grad_in_place = true},
+    /* FSDP over NCCL: the fsdp pass places the updates between the collectives itself */
+    {.name = "cuda-nccl", .gpu = true, .epilogues_that_pay = true, .max_kernel_args = 72, .attn_save_max_head = 128,
+     .attn_save_head_16 = 32, .attn_save_head_32 = 8, .sharded = true},
+    /* Metal: a kernel takes at most 31 buffers, so AdamW stays one update per tensor */
+    {.name = "metal", .gpu = true, .max_kernel_args = 31},
+    {.name = "spirv", .gpu = true},
+};
+
+const mlc_target *mlc_target_find(const char *name) {
+  for (unsigned i = 0; name && i < sizeof targets / sizeof *targets; i++)
+    if (!strcmp(targets[i].name, name)) return &targets[i];
+  return NULL;
+}
+
+const mlc_target *mlc_targets(unsigned *n) {
+  *n = sizeof targets / sizeof *targets;
+  return targets;
+}
