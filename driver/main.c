@@ -89,6 +89,8 @@ static void usage(FILE *o) {
           "  -D NAME=VALUE         override a config value (repeatable); a bare NAME=VALUE\n"
           "                        argument after FILE does the same\n"
           "      --entry MODULE    compile this module instead of the train block's (or the last)\n"
+          "      --no-train        (compile, run, bench) the forward alone: the train block's model and\n"
+          "                        config, but no train step, no optimizer state (a smaller artifact)\n"
           "      --time-passes     print how long each phase took, to standard error\n"
           "      --fsdp            shard the train block's fsdp(...) units across ranks (implied by\n"
           "                        --target cuda-nccl, and by a launcher that starts several ranks)\n"
@@ -258,7 +260,7 @@ typedef struct {
   long eval_every, save_every;        /* train */
   bool shuffle;                       /* train: --shuffle SEED */
   unsigned long long shuffle_seed;
-  bool time_passes, stats, profile, fsdp, device_set;
+  bool time_passes, stats, profile, fsdp, device_set, no_train;
   mlc_options cg; /* the flags that change emitted code; f32_matmul 0: as the model says */
   long profile_warmup; /* mlc profile --entry train_step: steps before the profile starts */
   int threads, runs, warmup, device;
@@ -268,7 +270,7 @@ typedef struct {
 } options;
 
 enum {
-  OPT_EMIT = 256, OPT_PRINT_AFTER, OPT_TIME, OPT_STATS, OPT_ENTRY, OPT_WEIGHTS, OPT_INPUT, OPT_PROFILE, OPT_THREADS,
+  OPT_EMIT = 256, OPT_NO_TRAIN, OPT_PRINT_AFTER, OPT_TIME, OPT_STATS, OPT_ENTRY, OPT_WEIGHTS, OPT_INPUT, OPT_PROFILE, OPT_THREADS,
   OPT_SEED, OPT_RUNS, OPT_WARMUP, OPT_STEPS, OPT_DATA, OPT_DATA_DTYPE, OPT_SAVE, OPT_RESUME, OPT_TRACE, OPT_ROOFLINE,
   OPT_DEVICE, OPT_FSDP, OPT_EXPORT, OPT_CODEGEN, OPT_NAME, OPT_CC, OPT_NCU, OPT_NCU_CSV, OPT_NCU_JSON,
   OPT_EVAL_INPUT, OPT_EVAL_SPLIT, OPT_EVAL_EVERY, OPT_SHUFFLE, OPT_SAVE_EVERY,
@@ -279,6 +281,7 @@ static bool takes(command cmd, int opt) {
   switch (opt) {
   case 't': case 'D': case 'h': case OPT_ENTRY: case OPT_TIME: case OPT_FSDP: case OPT_CODEGEN: return true;
   case OPT_EMIT: case OPT_PRINT_AFTER: case OPT_STATS: case OPT_NAME: case OPT_CC: return cmd == CMD_COMPILE;
+  case OPT_NO_TRAIN: return cmd == CMD_COMPILE || cmd == CMD_RUN || cmd == CMD_BENCH;
   case 'o': return cmd == CMD_COMPILE || cmd == CMD_RUN;
   case OPT_INPUT: return cmd == CMD_RUN || cmd == CMD_TRAIN;
   case OPT_EVAL_INPUT: case OPT_EVAL_SPLIT: case OPT_EVAL_EVERY: case OPT_SHUFFLE: case OPT_SAVE_EVERY:
@@ -317,7 +320,7 @@ static int parse_args(options *o, int argc, char **argv) {
   static const struct option opts[] = {
     {"target", required_argument, 0, 't'},      {"output", required_argument, 0, 'o'},
     {"emit", required_argument, 0, OPT_EMIT},   {"print-after", required_argument, 0, OPT_PRINT_AFTER},
-    {"time-passes", no_argument, 0, OPT_TIME},  {"stats", no_argument, 0, OPT_STATS},
+    {"no-train", no_argument, 0, OPT_NO_TRAIN}, {"time-passes", no_argument, 0, OPT_TIME},  {"stats", no_argument, 0, OPT_STATS},
     {"entry", required_argument, 0, OPT_ENTRY}, {"weights", required_argument, 0, OPT_WEIGHTS},
     {"input", required_argument, 0, OPT_INPUT}, {"profile", no_argument, 0, OPT_PROFILE},
     {"threads", required_argument, 0, OPT_THREADS}, {"seed", required_argument, 0, OPT_SEED},
@@ -381,6 +384,7 @@ static int parse_args(options *o, int argc, char **argv) {
     case OPT_NCU_JSON: o->ncu_json = optarg; break;
     case OPT_PRINT_AFTER: o->print_after = optarg; break;
     case OPT_TIME: o->time_passes = true; break;
+    case OPT_NO_TRAIN: o->no_train = true; break;
     case OPT_STATS: o->stats = true; break;
     case OPT_ENTRY: o->entry = optarg; break;
     case OPT_WEIGHTS: o->weights = optarg; break;
@@ -585,7 +589,7 @@ static int frontend(const options *o, mlc_program *prog, mlc_diag *diag, char **
   double t2 = mlc_now();
   if (tf) fprintf(tf, "mlc: time per phase\n  %-12s %9.3f ms\n  %-12s %9.3f ms\n", "read", (t1 - t0) * 1e3, "parse", (t2 - t1) * 1e3);
   if (!diag->errors && o->emit && !strcmp(o->emit, "ast")) mlc_ast_print(stdout, ast);
-  mlc_lower_options lo = {o->defines, o->ndefines, o->entry, 0};
+  mlc_lower_options lo = {o->defines, o->ndefines, o->entry, 0, o->no_train};
   bool ok = !diag->errors && mlc_lower(prog, diag, ast, &lo);
   if (ok && o->artifact_name) prog->name = o->artifact_name;
   mlc_options_apply(prog, &o->cg);
@@ -1144,7 +1148,7 @@ static mlc_status measure_gemm(int threads, double *out) {
   mlc_status st = NULL;
   float *buf = NULL;
   char err[512];
-  mlc_lower_options lo = {NULL, 0, NULL, 0};
+  mlc_lower_options lo = {NULL, 0, NULL, 0, false};
   mlc_pipeline_options po = {NULL, stdout, NULL, "cpu", false, false};
   if (!mlc_frontend_run(&prog, &diag, "<calibrate>", src, sizeof src - 1, &lo, NULL) ||
       !mlc_pipeline_run(&prog, &diag, &po)) {

@@ -157,6 +157,7 @@ typedef struct {
   uint32_t ndefines;
   const char *entry; /* module to compile; NULL: the train block's, else the last module */
   uint64_t max_steps; /* statements lowering may evaluate; 0: the default (10 million) */
+  bool no_train;      /* the forward alone: a train block's model and config, not its step (--no-train) */
 } mlc_lower_options;
 
 /* Lowers to IR.  Returns false if any error was reported. */

@@ -1402,7 +1402,8 @@ bool mlc_lower(mlc_program *p, mlc_diag *d, const mlc_ast_file *ast, const mlc_l
   mlc_instance *root = instantiate_root(&L, mod, opt->entry ? NULL : ast->train, mod->loc);
   if (!root || d->errors > errors0) return false;
   lower_forward(&L, root);
-  if (ast->train && (!opt->entry || !strcmp(opt->entry, ast->train->model))) lower_train(&L, ast->train, root);
+  if (ast->train && !opt->no_train && (!opt->entry || !strcmp(opt->entry, ast->train->model)))
+    lower_train(&L, ast->train, root);
   return d->errors == errors0;
 }
 

@@ -15,6 +15,8 @@ mlc_golden(minillm.ir        minillm.ir        compile examples/minillm.mdl --em
 mlc_golden(minillm_small.ir  minillm_small.ir  compile examples/minillm.mdl --emit ir ${SMALL})
 mlc_golden(minillm.ast       minillm.ast       compile examples/minillm.mdl --emit ast)
 mlc_golden(minillm.stats     minillm.stats     compile examples/minillm.mdl --stats)
+# --no-train: the forward alone, no train step and no optimizer state (issue 25)
+mlc_golden(minillm_notrain.stats minillm_notrain.stats compile examples/minillm.mdl --no-train --stats)
 mlc_golden(mlp.ir            mlp.ir            compile examples/mlp.mdl --emit ir)
 mlc_golden(linear.ir         linear.ir         compile examples/linear.mdl --emit ir)
 mlc_golden(print_after_all   mlp.print_after   compile examples/mlp.mdl --print-after=all)
