@@ -48,6 +48,11 @@ static bool find_runtime(char *inc, size_t incn, char *lib, size_t libn) {
     char probe[4200];
     snprintf(probe, sizeof probe, "%s/runtime/session.h", inc);
     if (exists(lib) && exists(probe)) return true;
+    /* a build folder inside the source tree, wherever the tree now is (one copied to another machine) */
+    snprintf(inc, incn, "%s/..", exe);
+    snprintf(lib, libn, "%s/runtime/libmlcrt.a", exe);
+    snprintf(probe, sizeof probe, "%s/runtime/session.h", inc);
+    if (exists(lib) && exists(probe)) return true;
   }
   snprintf(inc, incn, "%s", MLC_RUNTIME_INCLUDE_DIR);
   snprintf(lib, libn, "%s", MLC_RUNTIME_LIBRARY);
