@@ -15,23 +15,16 @@ Usage: artifact_check.py MLC REPO_ROOT WORKDIR [LINK_FLAG ...]
 import glob
 import os
 import shutil
-import subprocess
 import sys
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from models import MLP, rel_err, write_safetensors
+from models import MLP, rel_err, run, write_safetensors
 
 TOL = 1e-5
 
-
-def run(cmd, **kw):
-    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
-    if r.returncode != 0:
-        sys.exit(f"FAIL ({r.returncode}): {' '.join(cmd)}\n{r.stdout}\n{r.stderr}")
-    return r.stdout
 
 
 def main():

@@ -83,3 +83,12 @@ class Checks:
     def finish(self):
         print(f"{'all' if not self.failed else len(self.failed)} checks {'passed' if not self.failed else 'failed'}")
         return 1 if self.failed else 0
+
+
+def run(cmd, **kw):
+    """Runs cmd; exits the test with its output if it fails.  Returns its standard output."""
+    import subprocess
+    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if r.returncode != 0:
+        sys.exit(f"FAIL ({r.returncode}): {' '.join(cmd)}\n{r.stdout}\n{r.stderr}")
+    return r.stdout
