@@ -56,7 +56,7 @@ build() { # dir, cmake args...
   shift
   cmake -S . -B "$dir" -G Ninja "$@" >"$logdir/$(basename "$dir").cmake.log" 2>&1 &&
     ninja -C "$dir" >"$logdir/$(basename "$dir").ninja.log" 2>&1 || {
-      echo "!! build in $dir failed:"; tail -40 "$logdir/$(basename "$dir").cmake.log" "$logdir/$(basename "$dir").ninja.log"
+      echo "!! build in $dir failed:"; tail -n 40 "$logdir/$(basename "$dir").cmake.log" "$logdir/$(basename "$dir").ninja.log"
       failed=$((failed + 1)); status=1; return 1; }
 }
 
