@@ -13,7 +13,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from models import MLP, rel_err, run, write_safetensors
+from models import MLP, mlp_reference, rel_err, run, write_safetensors
 
 TOL = 1e-5
 
@@ -28,14 +28,7 @@ def main():
     run(["cmake", "-S", os.path.join(root, "examples", "app"), "-B", build, "-G", "Ninja", f"-DMODEL_DIR={model_dir}"])
     run(["cmake", "--build", build])
 
-    torch.manual_seed(1)
-    ref = MLP().eval()
-    weights = os.path.join(work, "mlp.safetensors")
-    write_safetensors(weights, {k: v.detach() for k, v in ref.state_dict().items()}, {"format": "pt"})
-    x = torch.randn(32, 784)
-    labels = torch.randint(0, 10, (32,), dtype=torch.int32)
-    x.numpy().tofile(os.path.join(work, "x.bin"))
-    labels.numpy().tofile(os.path.join(work, "labels.bin"))
+    ref, weights, x, labels = mlp_reference(work)
     out = run([os.path.join(build, "app"), weights, os.path.join(work, "x.bin"), os.path.join(work, "labels.bin"),
                os.path.join(work, "logits.bin")])
     got = torch.from_numpy(np.fromfile(os.path.join(work, "logits.bin"), dtype=np.float32).reshape(2, 32, 10))

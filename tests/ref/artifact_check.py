@@ -21,7 +21,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from models import MLP, rel_err, run, write_safetensors
+from models import MLP, mlp_reference, rel_err, run, write_safetensors
 
 TOL = 1e-5
 
@@ -73,14 +73,7 @@ def main():
     run(["cc", "-std=c11", app_c, f"-I{model}"] + archives +
         ["-l:libcjson.so.1", "-lpthread", "-lm", "-ldl", "-o", apps["cc"]] + flags)
 
-    torch.manual_seed(1)
-    ref = MLP().eval()
-    weights = os.path.join(work, "mlp.safetensors")
-    write_safetensors(weights, {k: v.detach() for k, v in ref.state_dict().items()}, {"format": "pt"})
-    x = torch.randn(32, 784)
-    labels = torch.randint(0, 10, (32,), dtype=torch.int32)
-    x.numpy().tofile(os.path.join(work, "x.bin"))
-    labels.numpy().tofile(os.path.join(work, "labels.bin"))
+    ref, weights, x, labels = mlp_reference(work)
     with torch.no_grad():
         want0 = ref(x)
     opt = torch.optim.SGD(ref.parameters(), lr=0.01, momentum=0.9)

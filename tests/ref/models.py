@@ -92,3 +92,17 @@ def run(cmd, **kw):
     if r.returncode != 0:
         sys.exit(f"FAIL ({r.returncode}): {' '.join(cmd)}\n{r.stdout}\n{r.stderr}")
     return r.stdout
+
+
+def mlp_reference(work):
+    """The apps' reference: PyTorch's MLP (seed 1), its weights as mlp.safetensors, and a batch of 32
+    (x.bin, labels.bin) in work.  Returns (model, weights path, x, labels)."""
+    torch.manual_seed(1)
+    ref = MLP().eval()
+    weights = os.path.join(work, "mlp.safetensors")
+    write_safetensors(weights, {k: v.detach() for k, v in ref.state_dict().items()}, {"format": "pt"})
+    x = torch.randn(32, 784)
+    labels = torch.randint(0, 10, (32,), dtype=torch.int32)
+    x.numpy().tofile(os.path.join(work, "x.bin"))
+    labels.numpy().tofile(os.path.join(work, "labels.bin"))
+    return ref, weights, x, labels
