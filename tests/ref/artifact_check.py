@@ -21,7 +21,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from models import MLP, mlp_reference, rel_err, run, write_safetensors
+from models import mlp_reference, rel_err, run
 
 TOL = 1e-5
 
