@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch's attention at the MiniLLM's shape, the reference for
 bench/attention_bf16.mdl: F.scaled_dot_product_attention in bf16 (batch 8,
-16 heads, 1024 tokens, head dim 128, not causal), forward alone and forward
+16 heads, 1024 tokens, head dim 128, not causal; --shape and --causal for others), forward alone and forward
 plus backward, CUDA-event medians.  Prints the backend PyTorch picks."""
 import argparse
 
@@ -15,8 +15,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--causal", action="store_true")
+    ap.add_argument("--shape", default="8,16,1024,128", help="b,h,s,d (default: the MiniLLM's)")
     a = ap.parse_args()
-    b, h, s, d = 8, 16, 1024, 128
+    b, h, s, d = (int(x) for x in a.shape.split(","))
     torch.manual_seed(0)
     q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
     r = torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16)

@@ -623,8 +623,9 @@ template <> struct mlc_attn_wgr<false> {
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1), "n"(TB)); }
 };
 #endif
-// Forward on Hopper's wgmma (sm_90a; 16-bit T, D == 128, not causal; MODE 0
-// or 2 as mlc_attn_fwd_tc's).  A block is 128 query rows of one (batch,
+// Forward on Hopper's wgmma (sm_90a; 16-bit T, D == 128; MODE 0 or 2 as
+// mlc_attn_fwd_tc's; causal: each block stops at its diagonal, the last
+// tiles first).  A block is 128 query rows of one (batch,
 // head): two warpgroups of 64 rows.  Keys and values come 128 at a time,
 // double-buffered by cp.async into 128-byte-swizzled shared memory: each
 // 128 x 128 tile is two 64-column blocks of 128 rows x 128 bytes (a 16-byte
@@ -636,15 +637,18 @@ template <> struct mlc_attn_wgr<false> {
 // Elsewhere than sm_90a the same launch (256 threads, its shared memory)
 // runs mlc_attn_fwd_tc with 8 warps of one row tile, keys 64 at a time.
 // Shared memory: 5 x 32 KiB + 1 KiB (MLC_ATTN_WG_SMEM in emit_attention.c).
-template <int S, int RS> MLC_FN void mlc_attn_ld128(unsigned base, const unsigned short *g, int r0, int tid) {
+// Rows [r0, r0 + R) of 128 16-bit columns (rows RS elements apart, rows
+// past S zero) into that layout by 256 threads: two 64-column blocks of R
+// rows x 128 bytes, block 1 at R * 128 bytes.
+template <int R, int S, int RS> MLC_FN void mlc_attn_ldsw(unsigned base, const unsigned short *g, int r0, int tid) {
 #pragma unroll
-  for (int i = 0; i < 8; i++) {
+  for (int i = 0; i < R * 16 / 256; i++) {
     int ch = tid + i * 256, r = ch >> 4, c = ch & 15, gr = r0 + r;
     bool ok = gr < S;
-    mlc_attn_cp16(base + (c >> 3) * 16384 + r * 128 + (((c & 7) ^ (r & 7)) << 4), g + (size_t)(ok ? gr : 0) * RS + c * 8, ok);
+    mlc_attn_cp16(base + (c >> 3) * (R * 128) + r * 128 + (((c & 7) ^ (r & 7)) << 4), g + (size_t)(ok ? gr : 0) * RS + c * 8, ok);
   }
 }
-template <class T, int BH, int SQ, int SK, int MODE, int H = 0>
+template <class T, int BH, int SQ, int SK, int CAUSAL, int MODE, int H = 0>
 MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T *g, float *stats, float *dq, float sl2) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int D = 128, BM = 128, BKV = 128, TILE = 32768, RSI = H ? 3 * H * D : D, RSO = H ? H * D : D;
@@ -652,31 +656,35 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
   constexpr bool BF = mlc_attn_isbf<T>::v;
   static_assert(MODE != 1 && (H == 0 || SQ == SK), "attention tile");
   (void)g, (void)dq;
-  const int tile = (int)(blockIdx.x % NT), bh = (int)(blockIdx.x / NT);
+  int tile, bh;
+  if (CAUSAL) { tile = NT - 1 - (int)(blockIdx.x / BH); bh = (int)(blockIdx.x % BH); }
+  else { tile = (int)(blockIdx.x % NT); bh = (int)(blockIdx.x / NT); }
   const int tid = threadIdx.x, wg = tid >> 7, lane = tid & 31, w = (tid >> 5) & 3, gq = lane >> 2, tq = lane & 3;
-  const int m0 = tile * BM;
+  const int m0 = tile * BM, r0 = m0 + wg * 64 + w * 16 + gq; /* this thread's rows: r0, r0 + 8 */
+  int nkb = NKB;
+  if (CAUSAL) { int lim = ((m0 + BM < SQ ? m0 + BM : SQ) + BKV - 1) / BKV; nkb = lim < nkb ? lim : nkb; }
   const unsigned short *qb = (const unsigned short *)(q + mlc_attn_row<H, SQ, D, RSI>(bh, 0));
   const unsigned short *kb = H ? qb + H * D : (const unsigned short *)(k + (size_t)bh * SK * D);
   const unsigned short *vb = H ? qb + 2 * H * D : (const unsigned short *)(v + (size_t)bh * SK * D);
   const unsigned s0 = (mlc_attn_saddr(mlc_attn_sm) + 1023) & ~1023u, sQ = s0;
   auto sK = [&](int b) { return s0 + TILE * (1 + b); };
   auto sV = [&](int b) { return s0 + TILE * (3 + b); };
-  mlc_attn_ld128<SQ, RSI>(sQ, qb, m0, tid);
-  mlc_attn_ld128<SK, RSI>(sK(0), kb, 0, tid);
-  mlc_attn_ld128<SK, RSI>(sV(0), vb, 0, tid);
+  mlc_attn_ldsw<128, SQ, RSI>(sQ, qb, m0, tid);
+  mlc_attn_ldsw<128, SK, RSI>(sK(0), kb, 0, tid);
+  mlc_attn_ldsw<128, SK, RSI>(sV(0), vb, 0, tid);
   mlc_attn_commit();
   float o[64];
 #pragma unroll
   for (int i = 0; i < 64; i++) o[i] = 0.f;
   float mrow[2] = {-MLC_INF, -MLC_INF}, lrow[2] = {0.f, 0.f};
 #pragma unroll 1
-  for (int kbi = 0; kbi < NKB; kbi++) {
+  for (int kbi = 0; kbi < nkb; kbi++) {
     mlc_attn_wait();
     mlc_fence_async_smem();
     __syncthreads(); // this block's k, v landed; both warpgroups are past block kbi - 1
-    if (kbi + 1 < NKB) {
-      mlc_attn_ld128<SK, RSI>(sK((kbi + 1) & 1), kb, (kbi + 1) * BKV, tid);
-      mlc_attn_ld128<SK, RSI>(sV((kbi + 1) & 1), vb, (kbi + 1) * BKV, tid);
+    if (kbi + 1 < nkb) {
+      mlc_attn_ldsw<128, SK, RSI>(sK((kbi + 1) & 1), kb, (kbi + 1) * BKV, tid);
+      mlc_attn_ldsw<128, SK, RSI>(sV((kbi + 1) & 1), vb, (kbi + 1) * BKV, tid);
       mlc_attn_commit();
     }
     const int cur = kbi & 1;
@@ -701,7 +709,8 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
 #pragma unroll
       for (int e = 0; e < 4; e++) {
         float x = s[4 * i + e] * sl2;
-        if (SK % BKV && j0 + 8 * i + 2 * tq + (e & 1) >= SK) x = -MLC_INF;
+        const int key = j0 + 8 * i + 2 * tq + (e & 1);
+        if ((SK % BKV && key >= SK) || (CAUSAL && key > r0 + (e >> 1) * 8)) x = -MLC_INF;
         s[4 * i + e] = x;
       }
       mx[0] = fmaxf(mx[0], fmaxf(s[4 * i], s[4 * i + 1]));
@@ -755,7 +764,175 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
     }
   }
 #else
-  mlc_attn_fwd_tc<T, 128, 8, 1, 64, BH, SQ, SK, 0, MODE, H>(q, k, v, out, g, stats, dq, sl2);
+  mlc_attn_fwd_tc<T, 128, 8, 1, 64, BH, SQ, SK, CAUSAL, MODE, H>(q, k, v, out, g, stats, dq, sl2);
+#endif
+}
+
+// The gradient's main pass on Hopper's wgmma (sm_90a; 16-bit T, D == 128;
+// arguments as mlc_attn_bwd_tc's, whose launch it shares: a block per 128
+// keys of one (batch, head), 256 threads).  Warpgroup wg owns keys
+// j0 + 64 wg .. + 63 and walks the query rows 64 at a time (causal: from
+// the block's first key on), q and dO double-buffered by cp.async in the
+// forward's 128-byte-swizzled layout (k and v loaded once, 128 rows):
+//   S^T = k q^T and dP^T = v dO^T: two m64n64 chains from shared memory;
+//   P^T = exp2(S^T sl2 - lse2), dS^T = P^T (dP^T - D) in registers, which
+//   are the A operands of dV += P^T dO and dK += dS^T q (m64n128, B = dO
+//   and q read MN-major), issued before dS^T is stored, swizzled, as a
+//   [128 keys][64 queries] tile;
+//   dq[64 rows] += dS k: warpgroup wg takes columns 64 wg .. + 63, A = that
+//   tile read MN-major (transposed), B = k's column block wg; f32 red.v4
+//   into dq's accumulator, as mlc_attn_bwd_tc's.
+// dK and dV stay in registers (64 + 64 a thread) until the end.
+// Shared memory: k, v 32 KiB each, dS^T 16 KiB, q and dO 2 x 16 KiB each,
+// lse2 and D 1 KiB, aligned to 1 KiB (MLC_ATTN_BWD_WG_SMEM in emit_attention.c).
+template <class T, int BH, int S, int CAUSAL, int H = 0>
+MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *out, const float *lse2, const float *dsum,
+                            float *dq, float scale, float sl2) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int D = 128, BN = 128, BQ = 64, NJ = (S + BN - 1) / BN, NI = (S + BQ - 1) / BQ;
+  constexpr int RSI = H ? 3 * H * D : D, RSG = H ? H * D : D, KT = BN * D * 2, QT = BQ * D * 2, ST = BN * BQ * 2;
+  constexpr bool BF = mlc_attn_isbf<T>::v;
+  int jt, bh;
+  if (CAUSAL) { jt = (int)(blockIdx.x / BH); bh = (int)(blockIdx.x % BH); }
+  else { jt = (int)(blockIdx.x % NJ); bh = (int)(blockIdx.x / NJ); }
+  const int tid = threadIdx.x, wg = tid >> 7, lane = tid & 31, w = (tid >> 5) & 3, gq = lane >> 2, tq = lane & 3;
+  const int j0 = jt * BN;
+  const size_t hb = (size_t)bh * S * D;
+  const unsigned short *qb = (const unsigned short *)(q + mlc_attn_row<H, S, D, RSI>(bh, 0));
+  const unsigned short *gb = (const unsigned short *)(g + mlc_attn_row<H, S, D, RSG>(bh, 0));
+  const unsigned short *kb = H ? qb + H * D : (const unsigned short *)(k + hb);
+  const unsigned short *vb = H ? qb + 2 * H * D : (const unsigned short *)(v + hb);
+  const unsigned sb = mlc_attn_saddr(mlc_attn_sm), s0 = (sb + 1023) & ~1023u, sK = s0, sV = s0 + KT, sT = s0 + 2 * KT;
+  unsigned char *g0 = mlc_attn_sm + (s0 - sb); /* s0 as a generic pointer */
+  auto sQ = [&](int b) { return sT + ST + b * QT; };
+  auto sG = [&](int b) { return sT + ST + (2 + b) * QT; };
+  float *sL = (float *)(g0 + 2 * KT + ST + 4 * QT); /* [2][2][BQ]: lse2, D */
+  const float *lse = lse2 + (size_t)bh * S, *dsm = dsum + (size_t)bh * S;
+  const int ib = CAUSAL ? j0 / BQ : 0;
+  mlc_attn_ldsw<BN, S, RSI>(sK, kb, j0, tid);
+  mlc_attn_ldsw<BN, S, RSI>(sV, vb, j0, tid);
+  mlc_attn_ldsw<BQ, S, RSI>(sQ(0), qb, ib * BQ, tid);
+  mlc_attn_ldsw<BQ, S, RSG>(sG(0), gb, ib * BQ, tid);
+  mlc_attn_commit();
+  if (tid < 2 * BQ) {
+    int i = ib * BQ + (tid & (BQ - 1));
+    sL[tid] = i < S ? (tid < BQ ? lse[i] : dsm[i]) : 0.f;
+  }
+  float dk[64], dv[64];
+#pragma unroll
+  for (int i = 0; i < 64; i++) dk[i] = dv[i] = 0.f;
+  const int kl = wg * 64 + w * 16 + gq, ka = j0 + kl; /* this thread's keys: ka, ka + 8 (kl, kl + 8 in the block) */
+#pragma unroll 1
+  for (int it = ib; it < NI; it++) {
+    const int buf = (it - ib) & 1, i0 = it * BQ;
+    mlc_attn_wait();
+    mlc_fence_async_smem();
+    __syncthreads(); /* this tile's q, dO, lse2, D landed; every warpgroup is past tile it - 1 */
+    if (it + 1 < NI) {
+      mlc_attn_ldsw<BQ, S, RSI>(sQ(buf ^ 1), qb, i0 + BQ, tid);
+      mlc_attn_ldsw<BQ, S, RSG>(sG(buf ^ 1), gb, i0 + BQ, tid);
+      mlc_attn_commit();
+      if (tid < 2 * BQ) {
+        int i = i0 + BQ + (tid & (BQ - 1));
+        sL[(buf ^ 1) * 2 * BQ + tid] = i < S ? (tid < BQ ? lse[i] : dsm[i]) : 0.f;
+      }
+    }
+    const float *cL = sL + buf * 2 * BQ;
+    float st[32], dp[32];
+#pragma unroll
+    for (int i = 0; i < 32; i++) { st[i] = dp[i] = 0.f; mlc_wg_fence_operand(st[i]); mlc_wg_fence_operand(dp[i]); }
+    mlc_wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++) {
+      const unsigned ok = (unsigned)((kk >> 2) * (BN * 128) + (kk & 3) * 32), oq = (unsigned)((kk >> 2) * (BQ * 128) + (kk & 3) * 32);
+      mlc_wgmma<T, 64>::template mma<0, 0>(st, mlc_wg_desc(sK + wg * 8192 + ok, 16), mlc_wg_desc(sQ(buf) + oq, 16));
+      mlc_wgmma<T, 64>::template mma<0, 0>(dp, mlc_wg_desc(sV + wg * 8192 + ok, 16), mlc_wg_desc(sG(buf) + oq, 16));
+    }
+    mlc_wg_commit();
+    mlc_wg_wait<0>();
+#pragma unroll
+    for (int i = 0; i < 32; i++) { mlc_wg_fence_operand(st[i]); mlc_wg_fence_operand(dp[i]); }
+    // st[4i + e]: key ka (+8 for e >= 2), query i0 + 8i + 2 tq (+1 for odd e)
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        const int qi = 8 * i + 2 * tq + (e & 1), qg = i0 + qi, key = ka + (e >> 1) * 8;
+        float p = exp2f(st[4 * i + e] * sl2 - cL[qi]);
+        if ((S % BQ && qg >= S) || (S % BN && key >= S) || (CAUSAL && key > qg)) p = 0.f;
+        st[4 * i + e] = p;
+        dp[4 * i + e] = p * (dp[4 * i + e] - cL[BQ + qi]);
+      }
+    unsigned pa[4][4], sa[4][4]; /* P^T and dS^T as A operands: queries 16 kk .. 16 kk + 15 */
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+      for (int r = 0; r < 4; r++) {
+        pa[kk][r] = mlc_attn_pack<BF>(st[8 * kk + 2 * r], st[8 * kk + 2 * r + 1]);
+        sa[kk][r] = mlc_attn_pack<BF>(dp[8 * kk + 2 * r], dp[8 * kk + 2 * r + 1]);
+      }
+#pragma unroll
+    for (int i = 0; i < 64; i++) { mlc_wg_fence_operand(dv[i]); mlc_wg_fence_operand(dk[i]); }
+    mlc_wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) mlc_attn_wgr<BF>::template mma<1>(dv, pa[kk], mlc_wg_desc(sG(buf) + kk * 2048, BQ * 128));
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) mlc_attn_wgr<BF>::template mma<1>(dk, sa[kk], mlc_wg_desc(sQ(buf) + kk * 2048, BQ * 128));
+    mlc_wg_commit();
+    // dS^T into [128 keys][64 queries], row kl at kl * 128, its 16-byte chunk c at c ^ (kl % 8)
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+      for (int r = 0; r < 4; r++) {
+        const int row = kl + (r & 1) * 8, c = 2 * kk + (r >> 1);
+        *(unsigned *)(g0 + 2 * KT + row * 128 + ((c ^ (row & 7)) << 4) + 4 * tq) = sa[kk][r];
+      }
+    mlc_fence_async_smem();
+    __syncthreads(); /* both warpgroups' dS^T stored */
+    float dqa[32];
+#pragma unroll
+    for (int i = 0; i < 32; i++) { dqa[i] = 0.f; mlc_wg_fence_operand(dqa[i]); }
+    mlc_wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; kk++)
+      mlc_wgmma<T, 64>::template mma<1, 1>(dqa, mlc_wg_desc(sT + kk * 2048, BN * 128), mlc_wg_desc(sK + wg * (BN * 128) + kk * 2048, BN * 128));
+    mlc_wg_commit();
+    mlc_wg_wait<0>();
+#pragma unroll
+    for (int i = 0; i < 32; i++) mlc_wg_fence_operand(dqa[i]);
+#pragma unroll
+    for (int i = 0; i < 64; i++) { mlc_wg_fence_operand(dv[i]); mlc_wg_fence_operand(dk[i]); }
+    { /* dqa[4t + e]: query i0 + 16 w + gq (+8 for e >= 2), column 64 wg + 8t + 2 tq (+1 for odd e); lane pairs
+         swap halves so that each adds 4 columns of one row (red.v4) */
+      const bool odd = tq & 1;
+      const int row = i0 + w * 16 + gq + (odd ? 8 : 0);
+      float *dr = dq + ((size_t)bh * S + (row < S ? row : 0)) * D + wg * 64 + 2 * (tq & ~1);
+#pragma unroll
+      for (int t = 0; t < 8; t++) {
+        float r0 = __shfl_xor_sync(0xffffffffu, odd ? dqa[4 * t] : dqa[4 * t + 2], 1);
+        float r1 = __shfl_xor_sync(0xffffffffu, odd ? dqa[4 * t + 1] : dqa[4 * t + 3], 1);
+        float v0 = odd ? r0 : dqa[4 * t], v1 = odd ? r1 : dqa[4 * t + 1], v2 = odd ? dqa[4 * t + 2] : r0, v3 = odd ? dqa[4 * t + 3] : r1;
+        if (row < S)
+          asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" :: "l"(dr + t * 8), "f"(v0), "f"(v1), "f"(v2), "f"(v3) : "memory");
+      }
+    }
+  }
+  const size_t N = (size_t)BH * S * D;
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    int key = ka + r * 8;
+    if (key < S) {
+      T *kr = H ? out + mlc_attn_row<H, S, D, 3 * H * D>(bh, key) + H * D : out + N + hb + (size_t)key * D;
+      unsigned *dkr = (unsigned *)kr, *dvr = (unsigned *)(H ? kr + H * D : out + 2 * N + hb + (size_t)key * D);
+#pragma unroll
+      for (int t = 0; t < 16; t++) {
+        dkr[t * 4 + tq] = mlc_attn_pack<BF>(dk[4 * t + 2 * r] * scale, dk[4 * t + 2 * r + 1] * scale);
+        dvr[t * 4 + tq] = mlc_attn_pack<BF>(dv[4 * t + 2 * r], dv[4 * t + 2 * r + 1]);
+      }
+    }
+  }
+#else
+  mlc_attn_bwd_tc<T, 128, 8, 64, BH, S, CAUSAL, H>(g, q, k, v, out, lse2, dsum, dq, scale, sl2);
 #endif
 }
 

@@ -64,7 +64,7 @@
 #ifndef MLC_ATTN_FWD_BK
 #define MLC_ATTN_FWD_BK 32
 #endif
-/* Head dim 128, not causal: the wgmma forward on sm_90a (mlc_attn_fwd_wg;
+/* Head dim 128: the wgmma forward on sm_90a (mlc_attn_fwd_wg;
  * its shared memory: q and two buffers each of k and v, 128 x 128, aligned
  * to 1 KiB).  -DMLC_ATTN_FWD_WG=0 turns it off, to compare. */
 #ifndef MLC_ATTN_FWD_WG
@@ -120,10 +120,10 @@ static void bwd_x(cc *c, int x, int64_t D, int64_t BH, int64_t S, int causal, in
  * H > 0: packed (heads H). */
 static void fwd_tc(cc *c, const char *T, int64_t D, int64_t BH, int64_t SQ, int64_t SK, int causal, int mode, int64_t H,
                    const char *args, double scale) {
-  if (MLC_ATTN_FWD_WG && D == 128 && !causal && mode != 1) { /* mlc_attn_fwd_wg: 128 rows, 256 threads */
+  if (MLC_ATTN_FWD_WG && D == 128 && mode != 1) { /* mlc_attn_fwd_wg: 128 rows, 256 threads */
     cc_begin(c, (uint64_t)(BH * cc_ceil_div(SQ, 128)), 256, MLC_ATTN_WG_SMEM);
-    cc_printf(c, "  mlc_attn_fwd_wg<%s, %lld, %lld, %lld, %d, %lld>(%s, %s);\n", T, (long long)BH, (long long)SQ,
-              (long long)SK, mode, (long long)H, args, cc_flit(c, scale * 1.4426950408889634));
+    cc_printf(c, "  mlc_attn_fwd_wg<%s, %lld, %lld, %lld, %d, %d, %lld>(%s, %s);\n", T, (long long)BH, (long long)SQ,
+              (long long)SK, causal, mode, (long long)H, args, cc_flit(c, scale * 1.4426950408889634));
     cc_end(c);
     return;
   }
@@ -142,6 +142,14 @@ static void fwd_tc(cc *c, const char *T, int64_t D, int64_t BH, int64_t SQ, int6
 #ifndef MLC_ATTN_BWD_BQ
 #define MLC_ATTN_BWD_BQ 64
 #endif
+/* Head dim 128: the gradient's main pass on wgmma (mlc_attn_bwd_wg; its
+ * shared memory: k, v 128 x 128, dS^T 128 x 64, two buffers each of q and
+ * dO 64 x 128, lse2 and D, aligned to 1 KiB).  -DMLC_ATTN_BWD_WG=0 turns
+ * it off, to compare. */
+#ifndef MLC_ATTN_BWD_WG
+#define MLC_ATTN_BWD_WG 1
+#endif
+#define MLC_ATTN_BWD_WG_SMEM (2 * 32768 + 16384 + 4 * 16384 + 1024 + 1024)
 
 /* The tensor-core gradient's main pass and dq's conversion, given each
  * row's lse2 and D = dO . o, and dq's zeroed f32 accumulator.  A block:
@@ -152,12 +160,19 @@ static void bwd_tc(cc *c, const char *T, int64_t D, int64_t BH, int64_t S, int c
   int64_t W = MLC_ATTN_BWD_W, BQ = MLC_ATTN_BWD_BQ;
   if ((D / (W / (BQ / 16))) % 16) W = 4, BQ = 32; /* a -D tile with too few columns per warp for dq's product */
   int64_t LD = D + 8, N = BH * S * D, BN = 16 * W;
+  int64_t smem = 2 * (2 * BN * LD + 4 * BQ * LD + BN * (BQ + 8)) + 4 * 4 * BQ;
   const char *sc = cc_flit(c, scale);
-  cc_begin(c, (uint64_t)(BH * cc_ceil_div(S, BN)), (uint32_t)(32 * W),
-           (uint32_t)(2 * (2 * BN * LD + 4 * BQ * LD + BN * (BQ + 8)) + 4 * 4 * BQ));
-  cc_printf(c, "  mlc_attn_bwd_tc<%s, %lld, %lld, %lld, %lld, %lld, %d, %lld>(%s, out, %s, %s, %s, %s, %s);\n", T,
-            (long long)D, (long long)W, (long long)BQ, (long long)BH, (long long)S, causal, (long long)H, args, lse2, dsum,
-            dq, sc, cc_flit(c, scale * 1.4426950408889634));
+  /* mlc_attn_bwd_wg shares mlc_attn_bwd_tc's launch at W = 8, BQ = 64 (its fallback off sm_90a) */
+  bool wg = MLC_ATTN_BWD_WG && D == 128 && W == 8 && BQ == 64;
+  if (wg && smem < MLC_ATTN_BWD_WG_SMEM) smem = MLC_ATTN_BWD_WG_SMEM;
+  cc_begin(c, (uint64_t)(BH * cc_ceil_div(S, BN)), (uint32_t)(32 * W), (uint32_t)smem);
+  if (wg)
+    cc_printf(c, "  mlc_attn_bwd_wg<%s, %lld, %lld, %d, %lld>(%s, out, %s, %s, %s, %s, %s);\n", T, (long long)BH,
+              (long long)S, causal, (long long)H, args, lse2, dsum, dq, sc, cc_flit(c, scale * 1.4426950408889634));
+  else
+    cc_printf(c, "  mlc_attn_bwd_tc<%s, %lld, %lld, %lld, %lld, %lld, %d, %lld>(%s, out, %s, %s, %s, %s, %s);\n", T,
+              (long long)D, (long long)W, (long long)BQ, (long long)BH, (long long)S, causal, (long long)H, args, lse2,
+              dsum, dq, sc, cc_flit(c, scale * 1.4426950408889634));
   cc_end(c);
   int64_t blocks = cc_ceil_div(N, 256);
   cc_begin(c, (uint64_t)(blocks < 132 * 16 ? blocks : 132 * 16), 256, 0);

@@ -629,6 +629,14 @@ GRAD_CASES = [
              attention_grad_ref(32 ** -0.5, False, bf16), LOW, attrs={"causal": 0, "scale": 32 ** -0.5}),
     GradCase("attention_grad_bf16_causal", "attention_grad", attn_ops("bf16", [1, 2, 45, 20]),
              attention_grad_ref(0.3, True, bf16), LOW, attrs={"causal": 1, "scale": 0.3}),
+    # head dim 128 on 16 bits: the wgmma gradient on sm_90a (mlc_attn_bwd_wg), lengths off its 128-key
+    # block and 64-row query tile, causal or not
+    GradCase("attention_grad_bf16_d128", "attention_grad", attn_ops("bf16", [2, 2, 300, 128]),
+             attention_grad_ref(128 ** -0.5, False, bf16), LOW, attrs={"causal": 0, "scale": 128 ** -0.5}),
+    GradCase("attention_grad_bf16_d128_causal", "attention_grad", attn_ops("bf16", [1, 2, 333, 128]),
+             attention_grad_ref(128 ** -0.5, True, bf16), LOW, attrs={"causal": 1, "scale": 128 ** -0.5}),
+    GradCase("attention_grad_f16_d128_causal_long", "attention_grad", attn_ops("f16", [1, 1, 700, 128]),
+             attention_grad_ref(0.1, True, f16), LOW, attrs={"causal": 1, "scale": 0.1}),
     GradCase("attention_grad_f16_tiles", "attention_grad", attn_ops("f16", [1, 1, 150, 24]),
              attention_grad_ref(0.2, True, f16), LOW, attrs={"causal": 1, "scale": 0.2}, same_bits=True),
     # cross_entropy_grad: targets outside [0, C) skipped and not counted, as in the forward
