@@ -8,8 +8,12 @@ MLC_FN unsigned mlc_attn_saddr(const void *p) {
   return r; }
 MLC_FN void mlc_attn_cp16(unsigned dst, const void *src, bool ok) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(dst), "l"(src), "r"(ok ? 16 : 0) : "memory"); }
+MLC_FN void mlc_attn_cp4(unsigned dst, const void *src, bool ok) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" :: "r"(dst), "l"(src), "r"(ok ? 4 : 0) : "memory"); }
 MLC_FN void mlc_attn_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 MLC_FN void mlc_attn_wait() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+// waits until at most N of this thread's latest cp.async groups are in flight
+template <int N> MLC_FN void mlc_attn_wait_group() { asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory"); }
 MLC_FN void mlc_attn_ldm(unsigned *r, unsigned a) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a)); }
@@ -622,33 +626,52 @@ template <> struct mlc_attn_wgr<false> {
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1), "n"(TB)); }
 };
+// mbarriers in shared memory (addr: a shared address, 8-byte aligned)
+MLC_FN void mlc_mbar_init(unsigned addr, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(addr), "r"(count) : "memory"); }
+MLC_FN void mlc_mbar_fence_init() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
+MLC_FN void mlc_mbar_arrive(unsigned addr) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(addr) : "memory"); }
+// arrives once this thread's cp.async so far have landed (the barrier counts it among its expected arrivals)
+MLC_FN void mlc_mbar_cp_arrive(unsigned addr) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" :: "r"(addr) : "memory"); }
+MLC_FN void mlc_mbar_wait(unsigned addr, int parity) {
+  asm volatile("{ .reg .pred p; W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1; @!p bra W; }"
+               :: "r"(addr), "r"(parity) : "memory"); }
 #endif
 // Forward on Hopper's wgmma (sm_90a; 16-bit T, D == 128; MODE 0 or 2 as
 // mlc_attn_fwd_tc's; causal: each block stops at its diagonal, the last
-// tiles first).  A block is 128 query rows of one (batch,
-// head): two warpgroups of 64 rows.  Keys and values come 128 at a time,
-// double-buffered by cp.async into 128-byte-swizzled shared memory: each
-// 128 x 128 tile is two 64-column blocks of 128 rows x 128 bytes (a 16-byte
-// chunk c of row r at block c / 8, r * 128, swizzled by r % 8), which is q's
-// and k's K-major layout for S = q k^T and, read the other way, v's
-// MN-major one for o += p v.  S is one wgmma chain from shared memory; p
-// stays in registers as the A operand of p v (the S accumulators' layout is
-// the A fragment's).  Online softmax in base 2 as mlc_attn_fwd_tc's.
-// Elsewhere than sm_90a the same launch (256 threads, its shared memory)
-// runs mlc_attn_fwd_tc with 8 warps of one row tile, keys 64 at a time.
-// Shared memory: 5 x 32 KiB + 1 KiB (MLC_ATTN_WG_SMEM in emit_attention.c).
+// tiles first).  A block is 128 query rows of one (batch, head): two
+// consumer warpgroups of 64 rows and a producer warpgroup (384 threads; the
+// producer gives up registers by setmaxnreg, the consumers take them).  The
+// producer loads q, then keys and values 128 at a time into an NS-stage
+// ring by cp.async, each stage's completion arriving on its mbarrier
+// (cp.async.mbarrier.arrive), and refills a stage once both consumers have
+// released it: the consumers never wait on each other.  Tiles lie in
+// 128-byte-swizzled shared memory: each 128 x 128 tile is two 64-column
+// blocks of 128 rows x 128 bytes (a 16-byte chunk c of row r at block
+// c / 8, r * 128, swizzled by r % 8), which is q's and k's K-major layout
+// for S = q k^T and, read the other way, v's MN-major one for o += p v.
+// S is one wgmma chain from shared memory; p stays in registers as the A
+// operand of p v (the S accumulators' layout is the A fragment's).  Online
+// softmax in base 2 as mlc_attn_fwd_tc's.
+// Elsewhere than sm_90a the same launch runs mlc_attn_fwd_tc with 8 warps
+// of one row tile, keys 64 at a time (the producer warpgroup returns).
+// Shared memory: (1 + 2 NS) x 32 KiB, the barriers, 1 KiB of alignment
+// (MLC_ATTN_WG_SMEM in emit_attention.c).
 // Rows [r0, r0 + R) of 128 16-bit columns (rows RS elements apart, rows
-// past S zero) into that layout by 256 threads: two 64-column blocks of R
+// past S zero) into that layout by NTH threads: two 64-column blocks of R
 // rows x 128 bytes, block 1 at R * 128 bytes.
-template <int R, int S, int RS> MLC_FN void mlc_attn_ldsw(unsigned base, const unsigned short *g, int r0, int tid) {
-#pragma unroll
-  for (int i = 0; i < R * 16 / 256; i++) {
-    int ch = tid + i * 256, r = ch >> 4, c = ch & 15, gr = r0 + r;
+template <int R, int S, int RS, int NTH = 256, int UNROLL = R * 16 / NTH>
+MLC_FN void mlc_attn_ldsw(unsigned base, const unsigned short *g, int r0, int tid) {
+#pragma unroll UNROLL
+  for (int i = 0; i < R * 16 / NTH; i++) {
+    int ch = tid + i * NTH, r = ch >> 4, c = ch & 15, gr = r0 + r;
     bool ok = gr < S;
     mlc_attn_cp16(base + (c >> 3) * (R * 128) + r * 128 + (((c & 7) ^ (r & 7)) << 4), g + (size_t)(ok ? gr : 0) * RS + c * 8, ok);
   }
 }
-template <class T, int BH, int SQ, int SK, int CAUSAL, int MODE, int H = 0>
+template <class T, int NS, int BH, int SQ, int SK, int CAUSAL, int MODE, int H = 0>
 MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T *g, float *stats, float *dq, float sl2) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int D = 128, BM = 128, BKV = 128, TILE = 32768, RSI = H ? 3 * H * D : D, RSO = H ? H * D : D;
@@ -660,49 +683,71 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
   if (CAUSAL) { tile = NT - 1 - (int)(blockIdx.x / BH); bh = (int)(blockIdx.x % BH); }
   else { tile = (int)(blockIdx.x % NT); bh = (int)(blockIdx.x / NT); }
   const int tid = threadIdx.x, wg = tid >> 7, lane = tid & 31, w = (tid >> 5) & 3, gq = lane >> 2, tq = lane & 3;
-  const int m0 = tile * BM, r0 = m0 + wg * 64 + w * 16 + gq; /* this thread's rows: r0, r0 + 8 */
+  const int m0 = tile * BM, r0 = m0 + wg * 64 + w * 16 + gq; /* a consumer's rows: r0, r0 + 8 */
   int nkb = NKB;
   if (CAUSAL) { int lim = ((m0 + BM < SQ ? m0 + BM : SQ) + BKV - 1) / BKV; nkb = lim < nkb ? lim : nkb; }
   const unsigned short *qb = (const unsigned short *)(q + mlc_attn_row<H, SQ, D, RSI>(bh, 0));
   const unsigned short *kb = H ? qb + H * D : (const unsigned short *)(k + (size_t)bh * SK * D);
   const unsigned short *vb = H ? qb + 2 * H * D : (const unsigned short *)(v + (size_t)bh * SK * D);
-  const unsigned s0 = (mlc_attn_saddr(mlc_attn_sm) + 1023) & ~1023u, sQ = s0;
+  const unsigned sb = mlc_attn_saddr(mlc_attn_sm), s0 = (sb + 1023) & ~1023u, sQ = s0;
   auto sK = [&](int b) { return s0 + TILE * (1 + b); };
-  auto sV = [&](int b) { return s0 + TILE * (3 + b); };
-  mlc_attn_ldsw<128, SQ, RSI>(sQ, qb, m0, tid);
-  mlc_attn_ldsw<128, SK, RSI>(sK(0), kb, 0, tid);
-  mlc_attn_ldsw<128, SK, RSI>(sV(0), vb, 0, tid);
-  mlc_attn_commit();
-  float o[64];
-#pragma unroll
-  for (int i = 0; i < 64; i++) o[i] = 0.f;
-  float mrow[2] = {-MLC_INF, -MLC_INF}, lrow[2] = {0.f, 0.f};
+  auto sV = [&](int b) { return s0 + TILE * (1 + NS + b); };
+  /* mbarriers after the tiles: full[NS] (k and v of a stage landed), empty[NS] (both consumers done with it), q's */
+  const unsigned bar = s0 + TILE * (1 + 2 * NS);
+  auto full = [&](int b) { return bar + 8 * b; };
+  auto empty = [&](int b) { return bar + 8 * (NS + b); };
+  const unsigned qbar = bar + 16 * NS;
+  if (tid == 0) {
+    for (int b = 0; b < NS; b++) { mlc_mbar_init(full(b), 128); mlc_mbar_init(empty(b), 256); }
+    mlc_mbar_init(qbar, 128);
+    mlc_mbar_fence_init();
+  }
+  __syncthreads();
+  if (wg == 2) { /* the producer: q, then k and v NS blocks ahead of the consumers, by cp.async */
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    const int pt = tid - 256;
+    mlc_attn_ldsw<128, SQ, RSI, 128, 2>(sQ, qb, m0, pt);
+    mlc_mbar_cp_arrive(qbar);
 #pragma unroll 1
-  for (int kbi = 0; kbi < nkb; kbi++) {
-    mlc_attn_wait();
-    mlc_fence_async_smem();
-    __syncthreads(); // this block's k, v landed; both warpgroups are past block kbi - 1
-    if (kbi + 1 < nkb) {
-      mlc_attn_ldsw<128, SK, RSI>(sK((kbi + 1) & 1), kb, (kbi + 1) * BKV, tid);
-      mlc_attn_ldsw<128, SK, RSI>(sV((kbi + 1) & 1), vb, (kbi + 1) * BKV, tid);
-      mlc_attn_commit();
+    for (int j = 0; j < nkb; j++) {
+      const int b = j % NS;
+      if (j >= NS) mlc_mbar_wait(empty(b), ((j / NS) - 1) & 1);
+      mlc_attn_ldsw<128, SK, RSI, 128, 2>(sK(b), kb, j * BKV, pt);
+      mlc_attn_ldsw<128, SK, RSI, 128, 2>(sV(b), vb, j * BKV, pt);
+      mlc_mbar_cp_arrive(full(b));
     }
-    const int cur = kbi & 1;
-    float s[64];
+    mlc_attn_wait();
+    return;
+  }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+  // Two consumer warpgroups of 64 rows.  Block j's S = q k^T is issued
+  // before block j - 1's o += p v, and its softmax runs while that product
+  // does; o is rescaled once that product is done.
+  float o[64], s[64], mrow[2] = {-MLC_INF, -MLC_INF}, lrow[2] = {0.f, 0.f}, corr[2] = {1.f, 1.f};
+  unsigned pa[8][4];
 #pragma unroll
-    for (int i = 0; i < 64; i++) s[i] = 0.f;
+  for (int i = 0; i < 64; i++) { o[i] = 0.f; mlc_wg_fence_operand(o[i]); }
+  // scores of block j into s (issued, not waited for)
+  auto issue_s = [&](int j) {
+    const int b = j % NS;
+    mlc_mbar_wait(full(b), (j / NS) & 1);
+    mlc_fence_async_smem();
+#pragma unroll
+    for (int i = 0; i < 64; i++) { s[i] = 0.f; mlc_wg_fence_operand(s[i]); }
     mlc_wg_fence();
 #pragma unroll
     for (int kk = 0; kk < D / 16; kk++) {
       unsigned off = (unsigned)((kk >> 2) * 16384 + (kk & 3) * 32);
-      mlc_wgmma<T, 128>::template mma<0, 0>(s, mlc_wg_desc(sQ + wg * 8192 + off, 16), mlc_wg_desc(sK(cur) + off, 16));
+      mlc_wgmma<T, 128>::template mma<0, 0>(s, mlc_wg_desc(sQ + wg * 8192 + off, 16), mlc_wg_desc(sK(b) + off, 16));
     }
     mlc_wg_commit();
-    mlc_wg_wait<0>();
+  };
+  // block j's softmax on s (waited for): the new maxima, corr, s = exp2(...), lrow
+  auto softmax = [&](int j) {
 #pragma unroll
     for (int i = 0; i < 64; i++) mlc_wg_fence_operand(s[i]);
-    // s[4i + e]: row 16 w + gq (+8 for e >= 2) of the warpgroup's 64, key j0 + 8i + 2 tq (+1 for odd e)
-    const int j0 = kbi * BKV;
+    // s[4i + e]: row r0 (+8 for e >= 2), key j0 + 8i + 2 tq (+1 for odd e)
+    const int j0 = j * BKV;
     float mx[2] = {mrow[0], mrow[1]};
 #pragma unroll
     for (int i = 0; i < 16; i++) {
@@ -716,7 +761,7 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
       mx[0] = fmaxf(mx[0], fmaxf(s[4 * i], s[4 * i + 1]));
       mx[1] = fmaxf(mx[1], fmaxf(s[4 * i + 2], s[4 * i + 3]));
     }
-    float corr[2], ms[2], ls[2] = {0.f, 0.f};
+    float ms[2], ls[2] = {0.f, 0.f};
     mlc_attn_rowmax(mx, mrow, ms, corr);
 #pragma unroll
     for (int i = 0; i < 16; i++) {
@@ -727,35 +772,72 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
     }
     lrow[0] = lrow[0] * corr[0] + ls[0];
     lrow[1] = lrow[1] * corr[1] + ls[1];
+  };
+  // o *= corr, and p (s as the A operand of p v: keys 16 kk .. 16 kk + 15)
+  auto rescale_pack = [&]() {
 #pragma unroll
     for (int i = 0; i < 16; i++) {
       o[4 * i] *= corr[0]; o[4 * i + 1] *= corr[0]; o[4 * i + 2] *= corr[1]; o[4 * i + 3] *= corr[1];
     }
-    unsigned pa[8][4]; // p as the A operand of p v: keys 16 kk .. 16 kk + 15
 #pragma unroll
-    for (int kk = 0; kk < 8; kk++) {
-      pa[kk][0] = mlc_attn_pack<BF>(s[8 * kk], s[8 * kk + 1]);
-      pa[kk][1] = mlc_attn_pack<BF>(s[8 * kk + 2], s[8 * kk + 3]);
-      pa[kk][2] = mlc_attn_pack<BF>(s[8 * kk + 4], s[8 * kk + 5]);
-      pa[kk][3] = mlc_attn_pack<BF>(s[8 * kk + 6], s[8 * kk + 7]);
-    }
+    for (int kk = 0; kk < 8; kk++)
+#pragma unroll
+      for (int r = 0; r < 4; r++) pa[kk][r] = mlc_attn_pack<BF>(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
+  };
+  // o += p v for block j (issued)
+  auto issue_pv = [&](int j) {
 #pragma unroll
     for (int i = 0; i < 64; i++) mlc_wg_fence_operand(o[i]);
     mlc_wg_fence();
 #pragma unroll
-    for (int kk = 0; kk < 8; kk++) mlc_attn_wgr<BF>::template mma<1>(o, pa[kk], mlc_wg_desc(sV(cur) + kk * 2048, 16384));
+    for (int kk = 0; kk < 8; kk++) mlc_attn_wgr<BF>::template mma<1>(o, pa[kk], mlc_wg_desc(sV(j % NS) + kk * 2048, 16384));
     mlc_wg_commit();
+  };
+  // Ping-pong: the warpgroups take turns to issue their products (named
+  // barriers 1 and 2), so that one's softmax runs under the other's
+  // products.  Each turn waits for the other's signal and then signals it;
+  // warpgroup 1 signals first and leaves out its last signal, so that every
+  // wait has its signal.
+  auto turn = [&]() { asm volatile("bar.sync %0, 256;" :: "r"(1 + wg) : "memory"); };
+  auto pass = [&](bool last) {
+    if (!(wg == 1 && last)) asm volatile("bar.arrive %0, 256;" :: "r"(2 - wg) : "memory");
+  };
+  if (wg == 1) asm volatile("bar.arrive 1, 256;" ::: "memory");
+  mlc_mbar_wait(qbar, 0);
+  turn();
+  issue_s(0);
+  pass(false);
+  mlc_wg_wait<0>();
+  softmax(0);
+  rescale_pack();
+  /* the same groups in flight on every path (the last block peeled), so that ptxas sees which wait retires which */
+#pragma unroll 1
+  for (int j = 0; j + 1 < nkb; j++) {
+    turn();
+    issue_s(j + 1);
+    issue_pv(j);
+    pass(false);
+    mlc_wg_wait<1>();
+    softmax(j + 1);
     mlc_wg_wait<0>();
 #pragma unroll
     for (int i = 0; i < 64; i++) mlc_wg_fence_operand(o[i]);
+    mlc_mbar_arrive(empty(j % NS));
+    rescale_pack();
   }
-  // o[4i + e]: row 16 w + gq (+8 for e >= 2), column 8i + 2 tq (+1 for odd e)
+  turn();
+  issue_pv(nkb - 1);
+  pass(true);
+  mlc_wg_wait<0>();
+#pragma unroll
+  for (int i = 0; i < 64; i++) mlc_wg_fence_operand(o[i]);
+  // o[4i + e]: row r0 (+8 for e >= 2), column 8i + 2 tq (+1 for odd e)
 #pragma unroll
   for (int r = 0; r < 2; r++) {
     lrow[r] += __shfl_xor_sync(0xffffffffu, lrow[r], 1);
     lrow[r] += __shfl_xor_sync(0xffffffffu, lrow[r], 2);
     float inv = lrow[r] > 0.f ? 1.f / lrow[r] : 0.f;
-    int row = m0 + wg * 64 + w * 16 + gq + 8 * r;
+    int row = r0 + 8 * r;
     if (row < SQ) {
       unsigned *orow = (unsigned *)(out + mlc_attn_row<H, SQ, D, RSO>(bh, row));
 #pragma unroll
@@ -764,6 +846,7 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
     }
   }
 #else
+  if (threadIdx.x >= 256) return; /* the producer warpgroup of the sm_90a kernel */
   mlc_attn_fwd_tc<T, 128, 8, 1, 64, BH, SQ, SK, CAUSAL, MODE, H>(q, k, v, out, g, stats, dq, sl2);
 #endif
 }
@@ -772,7 +855,7 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
 // arguments as mlc_attn_bwd_tc's, whose launch it shares: a block per 128
 // keys of one (batch, head), 256 threads).  Warpgroup wg owns keys
 // j0 + 64 wg .. + 63 and walks the query rows 64 at a time (causal: from
-// the block's first key on), q and dO double-buffered by cp.async in the
+// the block's first key on), q and dO triple-buffered by cp.async in the
 // forward's 128-byte-swizzled layout (k and v loaded once, 128 rows):
 //   S^T = k q^T and dP^T = v dO^T: two m64n64 chains from shared memory;
 //   P^T = exp2(S^T sl2 - lse2), dS^T = P^T (dP^T - D) in registers, which
@@ -783,8 +866,9 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
 //   tile read MN-major (transposed), B = k's column block wg; f32 red.v4
 //   into dq's accumulator, as mlc_attn_bwd_tc's.
 // dK and dV stay in registers (64 + 64 a thread) until the end.
-// Shared memory: k, v 32 KiB each, dS^T 16 KiB, q and dO 2 x 16 KiB each,
-// lse2 and D 1 KiB, aligned to 1 KiB (MLC_ATTN_BWD_WG_SMEM in emit_attention.c).
+// Shared memory: k, v 32 KiB each, dS^T 16 KiB, q and dO 3 x 16 KiB each
+// (loaded two tiles ahead), lse2 and D 1.5 KiB, aligned to 1 KiB
+// (MLC_ATTN_BWD_WG_SMEM in emit_attention.c).
 template <class T, int BH, int S, int CAUSAL, int H = 0>
 MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *out, const float *lse2, const float *dsum,
                             float *dq, float scale, float sl2) {
@@ -804,40 +888,42 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
   const unsigned short *vb = H ? qb + 2 * H * D : (const unsigned short *)(v + hb);
   const unsigned sb = mlc_attn_saddr(mlc_attn_sm), s0 = (sb + 1023) & ~1023u, sK = s0, sV = s0 + KT, sT = s0 + 2 * KT;
   unsigned char *g0 = mlc_attn_sm + (s0 - sb); /* s0 as a generic pointer */
+  /* NB buffers of q, dO, and lse2 and D ([NB][2][BQ] f32), filled two query tiles ahead */
+  constexpr int NB = 3;
   auto sQ = [&](int b) { return sT + ST + b * QT; };
-  auto sG = [&](int b) { return sT + ST + (2 + b) * QT; };
-  float *sL = (float *)(g0 + 2 * KT + ST + 4 * QT); /* [2][2][BQ]: lse2, D */
+  auto sG = [&](int b) { return sT + ST + (NB + b) * QT; };
+  const unsigned sL = sT + ST + 2 * NB * QT;
+  const float *fL = (const float *)(g0 + 2 * KT + ST + 2 * NB * QT);
   const float *lse = lse2 + (size_t)bh * S, *dsm = dsum + (size_t)bh * S;
   const int ib = CAUSAL ? j0 / BQ : 0;
+  // query tile it's q, dO, lse2 and D into buffer b (one cp.async group, committed even when past the end)
+  auto load = [&](int it, int b) {
+    if (it < NI) {
+      mlc_attn_ldsw<BQ, S, RSI>(sQ(b), qb, it * BQ, tid);
+      mlc_attn_ldsw<BQ, S, RSG>(sG(b), gb, it * BQ, tid);
+      if (tid < 2 * BQ) {
+        int i = it * BQ + (tid & (BQ - 1));
+        mlc_attn_cp4(sL + 4 * (b * 2 * BQ + tid), (tid < BQ ? lse : dsm) + (i < S ? i : 0), i < S);
+      }
+    }
+    mlc_attn_commit();
+  };
   mlc_attn_ldsw<BN, S, RSI>(sK, kb, j0, tid);
   mlc_attn_ldsw<BN, S, RSI>(sV, vb, j0, tid);
-  mlc_attn_ldsw<BQ, S, RSI>(sQ(0), qb, ib * BQ, tid);
-  mlc_attn_ldsw<BQ, S, RSG>(sG(0), gb, ib * BQ, tid);
-  mlc_attn_commit();
-  if (tid < 2 * BQ) {
-    int i = ib * BQ + (tid & (BQ - 1));
-    sL[tid] = i < S ? (tid < BQ ? lse[i] : dsm[i]) : 0.f;
-  }
+  load(ib, 0);
+  load(ib + 1, 1);
   float dk[64], dv[64];
 #pragma unroll
   for (int i = 0; i < 64; i++) dk[i] = dv[i] = 0.f;
   const int kl = wg * 64 + w * 16 + gq, ka = j0 + kl; /* this thread's keys: ka, ka + 8 (kl, kl + 8 in the block) */
 #pragma unroll 1
   for (int it = ib; it < NI; it++) {
-    const int buf = (it - ib) & 1, i0 = it * BQ;
-    mlc_attn_wait();
+    const int buf = (it - ib) % NB, i0 = it * BQ;
+    mlc_attn_wait_group<1>(); /* tile it landed (it + 1 may be in flight) */
     mlc_fence_async_smem();
-    __syncthreads(); /* this tile's q, dO, lse2, D landed; every warpgroup is past tile it - 1 */
-    if (it + 1 < NI) {
-      mlc_attn_ldsw<BQ, S, RSI>(sQ(buf ^ 1), qb, i0 + BQ, tid);
-      mlc_attn_ldsw<BQ, S, RSG>(sG(buf ^ 1), gb, i0 + BQ, tid);
-      mlc_attn_commit();
-      if (tid < 2 * BQ) {
-        int i = i0 + BQ + (tid & (BQ - 1));
-        sL[(buf ^ 1) * 2 * BQ + tid] = i < S ? (tid < BQ ? lse[i] : dsm[i]) : 0.f;
-      }
-    }
-    const float *cL = sL + buf * 2 * BQ;
+    __syncthreads(); /* tile it landed for every thread; every warpgroup is past tile it - 1 */
+    load(it + 2, (buf + 2) % NB); /* into tile it - 1's buffer */
+    const float *cL = fL + buf * 2 * BQ;
     float st[32], dp[32];
 #pragma unroll
     for (int i = 0; i < 32; i++) { st[i] = dp[i] = 0.f; mlc_wg_fence_operand(st[i]); mlc_wg_fence_operand(dp[i]); }

@@ -64,13 +64,18 @@
 #ifndef MLC_ATTN_FWD_BK
 #define MLC_ATTN_FWD_BK 32
 #endif
-/* Head dim 128: the wgmma forward on sm_90a (mlc_attn_fwd_wg;
- * its shared memory: q and two buffers each of k and v, 128 x 128, aligned
- * to 1 KiB).  -DMLC_ATTN_FWD_WG=0 turns it off, to compare. */
+/* Head dim 128: the wgmma forward on sm_90a (mlc_attn_fwd_wg: two
+ * consumer warpgroups and a producer; its shared memory: q and
+ * MLC_ATTN_WG_STAGES stages of k and v, 128 x 128 each, the stages'
+ * mbarriers, aligned to 1 KiB).  -DMLC_ATTN_FWD_WG=0 turns it off, to
+ * compare. */
 #ifndef MLC_ATTN_FWD_WG
 #define MLC_ATTN_FWD_WG 1
 #endif
-#define MLC_ATTN_WG_SMEM (5 * 32768 + 1024)
+#ifndef MLC_ATTN_WG_STAGES
+#define MLC_ATTN_WG_STAGES 3
+#endif
+#define MLC_ATTN_WG_SMEM ((1 + 2 * MLC_ATTN_WG_STAGES) * 32768 + 16 * MLC_ATTN_WG_STAGES + 8 + 1024)
 typedef struct { int64_t w, mt, bk; } fwd_tile;
 static fwd_tile fwd_tile_of(bool causal) {
   if (causal) return (fwd_tile){4, 1, 64};
@@ -120,10 +125,10 @@ static void bwd_x(cc *c, int x, int64_t D, int64_t BH, int64_t S, int causal, in
  * H > 0: packed (heads H). */
 static void fwd_tc(cc *c, const char *T, int64_t D, int64_t BH, int64_t SQ, int64_t SK, int causal, int mode, int64_t H,
                    const char *args, double scale) {
-  if (MLC_ATTN_FWD_WG && D == 128 && mode != 1) { /* mlc_attn_fwd_wg: 128 rows, 256 threads */
-    cc_begin(c, (uint64_t)(BH * cc_ceil_div(SQ, 128)), 256, MLC_ATTN_WG_SMEM);
-    cc_printf(c, "  mlc_attn_fwd_wg<%s, %lld, %lld, %lld, %d, %d, %lld>(%s, %s);\n", T, (long long)BH, (long long)SQ,
-              (long long)SK, causal, mode, (long long)H, args, cc_flit(c, scale * 1.4426950408889634));
+  if (MLC_ATTN_FWD_WG && D == 128 && mode != 1) { /* mlc_attn_fwd_wg: 128 rows, 384 threads */
+    cc_begin(c, (uint64_t)(BH * cc_ceil_div(SQ, 128)), 384, MLC_ATTN_WG_SMEM);
+    cc_printf(c, "  mlc_attn_fwd_wg<%s, %d, %lld, %lld, %lld, %d, %d, %lld>(%s, %s);\n", T, MLC_ATTN_WG_STAGES, (long long)BH,
+              (long long)SQ, (long long)SK, causal, mode, (long long)H, args, cc_flit(c, scale * 1.4426950408889634));
     cc_end(c);
     return;
   }
@@ -143,13 +148,13 @@ static void fwd_tc(cc *c, const char *T, int64_t D, int64_t BH, int64_t SQ, int6
 #define MLC_ATTN_BWD_BQ 64
 #endif
 /* Head dim 128: the gradient's main pass on wgmma (mlc_attn_bwd_wg; its
- * shared memory: k, v 128 x 128, dS^T 128 x 64, two buffers each of q and
+ * shared memory: k, v 128 x 128, dS^T 128 x 64, three buffers each of q,
  * dO 64 x 128, lse2 and D, aligned to 1 KiB).  -DMLC_ATTN_BWD_WG=0 turns
  * it off, to compare. */
 #ifndef MLC_ATTN_BWD_WG
 #define MLC_ATTN_BWD_WG 1
 #endif
-#define MLC_ATTN_BWD_WG_SMEM (2 * 32768 + 16384 + 4 * 16384 + 1024 + 1024)
+#define MLC_ATTN_BWD_WG_SMEM (2 * 32768 + 16384 + 6 * 16384 + 1536 + 1024)
 
 /* The tensor-core gradient's main pass and dq's conversion, given each
  * row's lse2 and D = dO . o, and dq's zeroed f32 accumulator.  A block:
