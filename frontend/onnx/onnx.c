@@ -47,6 +47,7 @@ typedef struct {
   uint32_t ndefs;
   mlc_onnx_weight *w;
   uint32_t nw, wcap;
+  uint32_t nk; /* compile-time tensors the lowering made, for their names */
 } imp;
 
 /* ---- messages ---- */
@@ -1393,6 +1394,168 @@ static bool op_eyelike(imp *I, const op_def *d) {
   return set_const(I, 0, &t, data);
 }
 
+/* ---- comparisons, logic and selection ----
+ *
+ * The IR has no comparison or select op, so these are built from relu, cast
+ * and integer arithmetic, exactly.  A flag is an i32 tensor of 0s and 1s.
+ * The building block is pos(x) = [relu(x) != 0]: x > 0, and also true for a
+ * NaN (relu lets NaN through, and a cast to bool counts NaN as nonzero). */
+
+static uint32_t cast_to(imp *I, uint32_t x, uint8_t dt) {
+  if (x == NONE || type_of(I, x)->dtype == dt) return x;
+  mlc_type t = {.dtype = dt};
+  return emit(I, MLC_OP_CAST, &x, 1, NULL, &t);
+}
+
+static uint32_t f_nz(imp *I, uint32_t x) { return cast_to(I, cast_to(I, x, MLC_DT_BOOL), MLC_DT_I32); }
+static uint32_t f_pos(imp *I, uint32_t x) { return f_nz(I, emit1(I, MLC_OP_RELU, x)); }
+static uint32_t f_not(imp *I, uint32_t f) { return emit2(I, MLC_OP_SUB, like(I, f, 1), f); }
+static uint32_t f_and(imp *I, uint32_t f, uint32_t g) { return emit2(I, MLC_OP_MUL, f, g); }
+
+/* Floats: x is NaN when both relu(x) and relu(-x) are nonzero. */
+static uint32_t f_isnan(imp *I, uint32_t x) { return f_and(I, f_pos(I, x), f_pos(I, emit1(I, MLC_OP_NEG, x))); }
+/* Floats: x * 0 is NaN for an infinity and a NaN only. */
+static uint32_t f_isinf(imp *I, uint32_t x) {
+  return f_and(I, f_isnan(I, emit2(I, MLC_OP_MUL, x, like(I, x, 0))), f_not(I, f_isnan(I, x)));
+}
+
+/* Integers: x >= 0 (exact for every value, INT_MIN included). */
+static uint32_t f_nonneg(imp *I, uint32_t x) { return emit2(I, MLC_OP_ADD, f_pos(I, x), f_not(I, f_nz(I, x))); }
+
+enum { C_EQ, C_LT, C_LE, C_GT, C_GE };
+
+/* [a > b] (k C_GT), [a >= b] (C_GE) or [a == b] (C_EQ), broadcasting.
+ * Floats: d = a - b has the sign of the comparison (IEEE subtraction gives 0
+ * only for equal operands), and NaN where an operand is NaN or both are the
+ * same infinity; that last case is added back.  Integers: d can wrap, so
+ * operands of different signs are compared by their signs. */
+static uint32_t compare(imp *I, int k, uint32_t a, uint32_t b) {
+  if (a == NONE || b == NONE) return NONE;
+  uint8_t dt = type_of(I, a)->dtype;
+  if (dt != type_of(I, b)->dtype) { nerr(I, "the inputs have different dtypes"); return NONE; }
+  if (dt == MLC_DT_BOOL) a = cast_to(I, a, MLC_DT_I32), b = cast_to(I, b, MLC_DT_I32), dt = MLC_DT_I32;
+  if (dt == MLC_DT_F16 || dt == MLC_DT_BF16) a = cast_to(I, a, MLC_DT_F32), b = cast_to(I, b, MLC_DT_F32), dt = MLC_DT_F32;
+  uint32_t d = emit2(I, MLC_OP_SUB, a, b);
+  if (mlc_dtype_is_float((mlc_dtype)dt)) {
+    uint32_t gt0 = f_pos(I, d), lt0 = f_pos(I, emit1(I, MLC_OP_NEG, d)); /* both 1 for NaN */
+    if (k == C_GT) return f_and(I, gt0, f_not(I, lt0));
+    uint32_t same_inf = f_and(I, f_and(I, f_isinf(I, a), f_isinf(I, b)),
+                              f_not(I, f_nz(I, emit2(I, MLC_OP_SUB, f_pos(I, a), f_pos(I, b)))));
+    uint32_t base = k == C_GE ? f_not(I, lt0) : f_and(I, f_not(I, gt0), f_not(I, lt0));
+    return emit2(I, MLC_OP_ADD, base, same_inf);
+  }
+  if (k == C_EQ) return f_not(I, f_nz(I, d));
+  if (k == C_GE) return f_not(I, compare(I, C_GT, b, a));
+  uint32_t na = f_nonneg(I, a), nb = f_nonneg(I, b);
+  uint32_t same = f_not(I, f_nz(I, emit2(I, MLC_OP_SUB, na, nb)));
+  return emit2(I, MLC_OP_ADD, f_and(I, na, f_not(I, nb)), f_and(I, same, f_pos(I, d)));
+}
+
+/* Equal, Less, LessOrEqual, Greater, GreaterOrEqual. */
+static bool op_compare(imp *I, const op_def *d) {
+  uint32_t a = in(I, 0), b = in(I, 1), f;
+  if (a == NONE || b == NONE) return false;
+  switch (d->k) {
+  case C_LT: f = compare(I, C_GT, b, a); break;
+  case C_LE: f = compare(I, C_GE, b, a); break;
+  default: f = compare(I, d->k, a, b); break;
+  }
+  return set_out(I, 0, cast_to(I, f, MLC_DT_BOOL));
+}
+
+static bool need_bool(imp *I, uint32_t x, uint32_t k) {
+  if (x == NONE) return false;
+  if (type_of(I, x)->dtype != MLC_DT_BOOL) { nerr(I, "input %u must be bool", k); return false; }
+  return true;
+}
+
+/* And, Or, Xor, Not on bool tensors, as i32 arithmetic. */
+static bool op_logic(imp *I, const op_def *d) {
+  uint32_t a = in(I, 0);
+  if (!need_bool(I, a, 0)) return false;
+  a = cast_to(I, a, MLC_DT_I32);
+  if (d->k == '!') return set_out(I, 0, cast_to(I, f_not(I, a), MLC_DT_BOOL));
+  uint32_t b = in(I, 1);
+  if (!need_bool(I, b, 1)) return false;
+  b = cast_to(I, b, MLC_DT_I32);
+  uint32_t y = d->k == '&' ? emit2(I, MLC_OP_MUL, a, b) : d->k == '|' ? emit2(I, MLC_OP_ADD, a, b) : emit2(I, MLC_OP_SUB, a, b);
+  return set_out(I, 0, cast_to(I, y, MLC_DT_BOOL));
+}
+
+/* IsNaN (k 0) and IsInf (k 1, detect_positive, detect_negative). */
+static bool op_isnan(imp *I, const op_def *d) {
+  uint32_t x = in(I, 0);
+  if (x == NONE) return false;
+  if (!mlc_dtype_is_float((mlc_dtype)type_of(I, x)->dtype)) { nerr(I, "the input must be a float tensor"); return false; }
+  x = cast_to(I, x, MLC_DT_F32);
+  if (d->k == 0) return set_out(I, 0, cast_to(I, f_isnan(I, x), MLC_DT_BOOL));
+  bool pos = attr_i(N, "detect_positive", 1), neg = attr_i(N, "detect_negative", 1);
+  uint32_t inf = f_isinf(I, x), sign = f_pos(I, x); /* an infinity is +inf where relu keeps it */
+  if (!pos && !neg) inf = emit2(I, MLC_OP_MUL, inf, like(I, inf, 0));
+  else if (!neg) inf = f_and(I, inf, sign);
+  else if (!pos) inf = f_and(I, inf, f_not(I, sign));
+  return set_out(I, 0, cast_to(I, inf, MLC_DT_BOOL));
+}
+
+/* A tensor known at compile time (data in the arena) as an IR node; its
+ * name, if it becomes a parameter, is the node's first output's plus what. */
+static uint32_t data_node(imp *I, const mlc_type *t, const uint8_t *data, const char *what) {
+  const char *base = I->n->n_output && I->n->output[0] && I->n->output[0][0] ? I->n->output[0] : "onnx";
+  val tmp = {.name = mlc_arena_printf(I->a, "%s.%s%u", base, what, I->nk++), .node = NONE, .type = *t, .data = data};
+  return node_of(I, &tmp);
+}
+
+/* 0, 1, ..., n-1 as a compile-time i64 tensor [n]. */
+static uint32_t iota(imp *I, int64_t n) {
+  if (n > MAX_FOLD_NUMEL) { nerr(I, "the tensor has more than %d elements", MAX_FOLD_NUMEL); return NONE; }
+  mlc_type t = {.dtype = MLC_DT_I64, .rank = 1, .dim = {n}};
+  uint8_t *data = alloc_data(I, &t);
+  for (int64_t i = 0; i < n; i++) put(data, t.dtype, i, 0, i, true);
+  return data_node(I, &t, data, "iota");
+}
+
+static uint32_t broadcast_to(imp *I, uint32_t x, const mlc_type *t) {
+  if (x == NONE) return NONE;
+  mlc_type o = *t;
+  o.dtype = type_of(I, x)->dtype;
+  if (mlc_type_eq(&o, type_of(I, x))) return x;
+  return emit(I, MLC_OP_BROADCAST, &x, 1, NULL, &o);
+}
+
+/* c ? x : y elementwise, broadcasting (c nonzero is true).  Integers: y +
+ * c (x - y), exact in wrapping arithmetic.  Floats, where that would turn an
+ * unselected infinity into NaN: x and y stacked as the rows of [2n, 1] and
+ * gathered (embedding) at i + n [c == 0]. */
+static uint32_t select(imp *I, uint32_t c, uint32_t x, uint32_t y) {
+  if (c == NONE || x == NONE || y == NONE) return NONE;
+  uint8_t dt = type_of(I, x)->dtype;
+  if (dt != type_of(I, y)->dtype) { nerr(I, "the two branches have different dtypes"); return NONE; }
+  uint32_t f = f_nz(I, c);
+  if (dt == MLC_DT_BOOL) return cast_to(I, select(I, f, cast_to(I, x, MLC_DT_I32), cast_to(I, y, MLC_DT_I32)), MLC_DT_BOOL);
+  if (!mlc_dtype_is_float((mlc_dtype)dt))
+    return emit2(I, MLC_OP_ADD, y, emit2(I, MLC_OP_MUL, cast_to(I, f, dt), emit2(I, MLC_OP_SUB, x, y)));
+  mlc_type t, t2;
+  const mlc_type *tx = type_of(I, x), *ty = type_of(I, y), *tc = type_of(I, c);
+  if (!broadcast_shape(tx, ty->dim, ty->rank, &t2) || !broadcast_shape(&t2, tc->dim, tc->rank, &t)) {
+    nerr(I, "the condition and the branches do not broadcast");
+    return NONE;
+  }
+  int64_t n = mlc_type_numel(&t), d1[2] = {n, 1}, dn[1] = {n};
+  uint32_t rows[2] = {reshape(I, broadcast_to(I, x, &t), d1, 2), reshape(I, broadcast_to(I, y, &t), d1, 2)};
+  mlc_attrs a = {.axis = 0};
+  uint32_t stack = emit(I, MLC_OP_CONCAT, rows, 2, &a, NULL);
+  uint32_t off = emit2(I, MLC_OP_MUL, cast_to(I, broadcast_to(I, f_not(I, f), &t), MLC_DT_I64), scalar(I, (double)n, MLC_DT_I64));
+  uint32_t idx = emit2(I, MLC_OP_ADD, iota(I, n), reshape(I, off, dn, 1));
+  return reshape(I, emit2(I, MLC_OP_EMBEDDING, stack, idx), t.dim, t.rank);
+}
+
+static bool op_where(imp *I, const op_def *d) {
+  (void)d;
+  uint32_t c = in(I, 0);
+  if (!need_bool(I, c, 0)) return false;
+  return set_out(I, 0, select(I, c, in(I, 1), in(I, 2)));
+}
+
 #undef N
 
 static const op_def op_table[] = {
@@ -1467,6 +1630,18 @@ static const op_def op_table[] = {
   {"ConstantOfShape", op_constant_of_shape, "value", 0, 9},
   {"Range", op_range, "", 0, 11},
   {"EyeLike", op_eyelike, "dtype k", 0, 9},
+  {"Equal", op_compare, "", C_EQ, 11},
+  {"Less", op_compare, "", C_LT, 9},
+  {"LessOrEqual", op_compare, "", C_LE, 12},
+  {"Greater", op_compare, "", C_GT, 9},
+  {"GreaterOrEqual", op_compare, "", C_GE, 12},
+  {"And", op_logic, "", '&', 7},
+  {"Or", op_logic, "", '|', 7},
+  {"Xor", op_logic, "", '^', 7},
+  {"Not", op_logic, "", '!', 1},
+  {"IsNaN", op_isnan, "", 0, 9},
+  {"IsInf", op_isnan, "detect_negative detect_positive", 1, 10},
+  {"Where", op_where, "", 0, 9},
 };
 
 static bool attr_listed(const char *list, const char *name) {
