@@ -1556,6 +1556,58 @@ static bool op_where(imp *I, const op_def *d) {
   return set_out(I, 0, select(I, c, in(I, 1), in(I, 2)));
 }
 
+/* ---- arg max, gathers, losses ---- */
+
+/* ArgMax (k 0), ArgMin (k 1), Hardmax (k 2).  The extreme value m along the
+ * axis, the positions equal to it (or NaN, which numpy's argmax picks), and
+ * the first (or last) of them as the max over the axis of hit * (D - i) (or
+ * hit * (i + 1)), in f32: indices are exact there below 2^24. */
+static bool op_argmax(imp *I, const op_def *d) {
+  uint32_t x = in(I, 0);
+  if (x == NONE) return false;
+  mlc_type t = *type_of(I, x);
+  int axis;
+  if (!norm_axis(I, attr_i(N, "axis", d->k == 2 ? -1 : 0), t.rank, &axis)) return false;
+  if (t.dtype == MLC_DT_BOOL) { nerr(I, "the input must not be bool"); return false; }
+  bool last = d->k != 2 && attr_i(N, "select_last_index", 0), keep = d->k == 2 || attr_i(N, "keepdims", 1);
+  int64_t D = t.dim[axis];
+  if (D >= (1 << 24)) { nerr(I, "axis %d has %lld elements; mlc finds indices below 2^24", axis, (long long)D); return false; }
+  bool fl = mlc_dtype_is_float((mlc_dtype)t.dtype);
+  uint32_t v = fl ? cast_to(I, x, MLC_DT_F32) : x;
+  /* the min as a max: -x for floats, -1 - x (~x) for integers, where -x overflows */
+  if (d->k == 1) v = fl ? emit1(I, MLC_OP_NEG, v) : emit2(I, MLC_OP_SUB, like(I, v, -1), v);
+  uint32_t m = reduce(I, MLC_OP_MAX, v, axis, true);
+  uint32_t hit = compare(I, C_EQ, v, m);
+  if (fl) hit = f_nz(I, emit2(I, MLC_OP_ADD, hit, f_isnan(I, v)));
+  /* the position along the axis as [D, 1, ..., 1], in f32 */
+  int64_t pd[MLC_MAX_RANK];
+  int pr = t.rank - axis;
+  pd[0] = D;
+  for (int i = 1; i < pr; i++) pd[i] = 1;
+  mlc_type pt = {.dtype = MLC_DT_F32, .rank = (uint8_t)pr};
+  memcpy(pt.dim, pd, sizeof pd);
+  uint8_t *data = alloc_data(I, &pt);
+  for (int64_t i = 0; i < D; i++) put(data, MLC_DT_F32, i, last ? (double)(i + 1) : (double)(D - i), 0, false);
+  uint32_t score = emit2(I, MLC_OP_MUL, cast_to(I, hit, MLC_DT_F32), data_node(I, &pt, data, "position"));
+  uint32_t s = reduce(I, MLC_OP_MAX, score, axis, true);
+  uint32_t idx = last ? emit2(I, MLC_OP_SUB, s, scalar(I, 1, MLC_DT_F32)) : emit2(I, MLC_OP_SUB, scalar(I, (double)D, MLC_DT_F32), s);
+  if (d->k == 2) {
+    uint8_t *pos = alloc_data(I, &pt);
+    for (int64_t i = 0; i < D; i++) put(pos, MLC_DT_F32, i, (double)i, 0, false);
+    uint32_t one = compare(I, C_EQ, data_node(I, &pt, pos, "position"), idx);
+    return set_out(I, 0, cast_to(I, one, t.dtype));
+  }
+  uint32_t y = cast_to(I, idx, MLC_DT_I64);
+  if (!keep) {
+    int64_t dm[MLC_MAX_RANK];
+    int r = 0;
+    for (int i = 0; i < t.rank; i++)
+      if (i != axis) dm[r++] = t.dim[i];
+    y = reshape(I, y, dm, r);
+  }
+  return set_out(I, 0, y);
+}
+
 #undef N
 
 static const op_def op_table[] = {
@@ -1642,6 +1694,9 @@ static const op_def op_table[] = {
   {"IsNaN", op_isnan, "", 0, 9},
   {"IsInf", op_isnan, "detect_negative detect_positive", 1, 10},
   {"Where", op_where, "", 0, 9},
+  {"ArgMax", op_argmax, "axis keepdims select_last_index", 0, 11},
+  {"ArgMin", op_argmax, "axis keepdims select_last_index", 1, 11},
+  {"Hardmax", op_argmax, "axis", 2, 13},
 };
 
 static bool attr_listed(const char *list, const char *name) {

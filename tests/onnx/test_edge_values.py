@@ -103,6 +103,26 @@ def main():
             out = run(args.mlc, work, name, [helper.make_node("IsInf", ["x"], ["y"], detect_positive=pos, detect_negative=neg)],
                       {"x": (F32, fvals)}, {"y": (BOOL, [fvals.size])})
             check(name, out["y"], np.isinf(fvals) & (((fvals > 0) & bool(pos)) | ((fvals < 0) & bool(neg))))
+        # ArgMax / ArgMin: ties, infinities, the first and the last index
+        x = np.array([[1, 5, 5, -np.inf], [np.inf, 2, np.inf, 0], [-1, -1, -1, -1]], dtype=np.float32)
+        for op, fn in (("ArgMax", np.argmax), ("ArgMin", np.argmin)):
+            for last in (0, 1):
+                for axis in (0, 1):
+                    name = "%s_%d_%d" % (op, axis, last)
+                    shape = [1, 4] if axis == 0 else [3, 1]
+                    out = run(args.mlc, work, name, [helper.make_node(op, ["x"], ["y"], axis=axis, select_last_index=last)],
+                              {"x": (F32, x)}, {"y": (I64, shape)})
+                    xf = np.flip(x, axis) if last else x
+                    want = fn(xf, axis=axis)
+                    if last:
+                        want = x.shape[axis] - 1 - want
+                    check(name, out["y"], np.expand_dims(want, axis))
+        xi = np.array([[2**31 - 1, -2**31, 0], [-2**31, -2**31, 2**31 - 1]], dtype=np.int32)
+        for op, fn in (("ArgMax", np.argmax), ("ArgMin", np.argmin)):
+            name = op + "_int32"
+            out = run(args.mlc, work, name, [helper.make_node(op, ["x"], ["y"], axis=1, keepdims=0)],
+                      {"x": (I32, xi)}, {"y": (I64, [2])})
+            check(name, out["y"], fn(xi, axis=1))
     print("%d checks, %d failed" % (checks, failed))
     return 1 if failed else 0
 
