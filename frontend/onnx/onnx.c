@@ -1608,6 +1608,123 @@ static bool op_argmax(imp *I, const op_def *d) {
   return set_out(I, 0, y);
 }
 
+/* out[p] = x[p with p[axis] = idx[p]]: the embedding op over x as [numel, 1]
+ * at flat offsets computed here (the offset of p without its axis is known at
+ * compile time).  Negative indices count from the end; an index still out of
+ * range gives 0 (offset -1: the embedding op's zero row). */
+static uint32_t gather_elements(imp *I, uint32_t x, uint32_t idx, int axis) {
+  if (x == NONE || idx == NONE) return NONE;
+  mlc_type tx = *type_of(I, x), ti = *type_of(I, idx);
+  if (!mlc_dtype_is_float((mlc_dtype)tx.dtype)) { nerr(I, "the data must be a float tensor (mlc gathers floats)"); return NONE; }
+  if (mlc_dtype_is_float((mlc_dtype)ti.dtype) || ti.dtype == MLC_DT_BOOL) { nerr(I, "indices must be integers"); return NONE; }
+  if (ti.rank != tx.rank) { nerr(I, "indices have rank %d, the data %d", ti.rank, tx.rank); return NONE; }
+  int64_t stride[MLC_MAX_RANK], s = 1;
+  for (int i = tx.rank - 1; i >= 0; i--) {
+    if (i != axis && ti.dim[i] > tx.dim[i]) { nerr(I, "indices dimension %d (%lld) is larger than the data's (%lld)", i, (long long)ti.dim[i], (long long)tx.dim[i]); return NONE; }
+    stride[i] = s, s *= tx.dim[i];
+  }
+  int64_t ni = mlc_type_numel(&ti), D = tx.dim[axis];
+  if (ni > MAX_FOLD_NUMEL) { nerr(I, "more than %d indices", MAX_FOLD_NUMEL); return NONE; }
+  mlc_type bt = ti;
+  bt.dtype = MLC_DT_I64;
+  uint8_t *base = alloc_data(I, &bt);
+  for (int64_t i = 0; i < ni; i++) {
+    int64_t rem = i, off = 0;
+    for (int k = ti.rank - 1; k >= 0; k--) {
+      if (k != axis) off += (rem % ti.dim[k]) * stride[k];
+      rem /= ti.dim[k];
+    }
+    put(base, MLC_DT_I64, i, 0, off, true);
+  }
+  uint32_t k = cast_to(I, idx, MLC_DT_I64);
+  k = emit2(I, MLC_OP_ADD, k, emit2(I, MLC_OP_MUL, cast_to(I, f_not(I, f_nonneg(I, k)), MLC_DT_I64), scalar(I, (double)D, MLC_DT_I64)));
+  uint32_t ok = f_and(I, f_nonneg(I, k), f_nonneg(I, emit2(I, MLC_OP_SUB, scalar(I, (double)(D - 1), MLC_DT_I64), k)));
+  uint32_t flat = emit2(I, MLC_OP_ADD, data_node(I, &bt, base, "offset"), emit2(I, MLC_OP_MUL, k, scalar(I, (double)stride[axis], MLC_DT_I64)));
+  flat = select(I, ok, flat, scalar(I, -1, MLC_DT_I64));
+  int64_t dx[2] = {mlc_type_numel(&tx), 1}, dn[1] = {ni};
+  uint32_t y = emit2(I, MLC_OP_EMBEDDING, reshape(I, x, dx, 2), reshape(I, flat, dn, 1));
+  return reshape(I, y, ti.dim, ti.rank);
+}
+
+static bool op_gather_elements(imp *I, const op_def *d) {
+  (void)d;
+  uint32_t x = in(I, 0), idx = in(I, 1);
+  if (x == NONE || idx == NONE) return false;
+  int axis;
+  if (!norm_axis(I, attr_i(N, "axis", 0), type_of(I, x)->rank, &axis)) return false;
+  return set_out(I, 0, gather_elements(I, x, idx, axis));
+}
+
+/* Sum of x over every axis, as a scalar. */
+static uint32_t sum_all(imp *I, uint32_t x) {
+  if (x == NONE) return NONE;
+  bool sel[MLC_MAX_RANK];
+  int r = type_of(I, x)->rank;
+  int64_t none[1] = {1};
+  for (int i = 0; i < r; i++) sel[i] = true;
+  return reshape(I, reduce_axes(I, MLC_OP_SUM, x, sel, r), none, 0);
+}
+
+/* The negative log likelihood of x[N, C, d...] (log-probabilities) at the
+ * classes t[N, d...], weighted by w[C] (NONE: 1); targets equal to
+ * ignore_index weigh 0.  Reduction 'none', 'sum' or 'mean' (the weighted
+ * mean: divided by the sum of the weights used). */
+static uint32_t nll(imp *I, uint32_t x, uint32_t t, uint32_t w) {
+  if (x == NONE || t == NONE || (has_in(I, 2) && w == NONE)) return NONE;
+  mlc_type tx = *type_of(I, x), tt = *type_of(I, t);
+  bool ok = tx.rank >= 2 && tt.rank == tx.rank - 1 && tt.dim[0] == tx.dim[0];
+  for (int i = 1; ok && i < tt.rank; i++) ok = tt.dim[i] == tx.dim[i + 1];
+  if (!ok) { nerr(I, "the input must be [N, C, d1, ...] and the target [N, d1, ...]"); return NONE; }
+  if (mlc_dtype_is_float((mlc_dtype)tt.dtype) || tt.dtype == MLC_DT_BOOL) { nerr(I, "the target must be integers"); return NONE; }
+  if (w != NONE && (type_of(I, w)->rank != 1 || type_of(I, w)->dim[0] != tx.dim[1])) { nerr(I, "the weight must be [C]"); return NONE; }
+  bool mean = attr_s(N, "reduction", "mean", "mean"), sum = attr_s(N, "reduction", "mean", "sum");
+  if (!mean && !sum && !attr_s(N, "reduction", "mean", "none")) { nerr(I, "unsupported reduction (mlc has none, sum and mean)"); return NONE; }
+  uint32_t t64 = cast_to(I, t, MLC_DT_I64), keep = NONE;
+  if (attr(N, "ignore_index")) {
+    /* an ignored target becomes -1: the gathers below give 0 there */
+    keep = f_not(I, compare(I, C_EQ, t64, scalar(I, (double)attr_i(N, "ignore_index", 0), MLC_DT_I64)));
+    t64 = select(I, keep, t64, scalar(I, -1, MLC_DT_I64));
+  }
+  int64_t d1[MLC_MAX_RANK];
+  d1[0] = tt.dim[0], d1[1] = 1;
+  for (int i = 1; i < tt.rank; i++) d1[i + 1] = tt.dim[i];
+  uint32_t picked = reshape(I, gather_elements(I, x, reshape(I, t64, d1, tx.rank), 1), tt.dim, tt.rank);
+  uint32_t wt = NONE;
+  if (w != NONE) {
+    int64_t dw[2] = {tx.dim[1], 1};
+    wt = reshape(I, emit2(I, MLC_OP_EMBEDDING, reshape(I, w, dw, 2), t64), tt.dim, tt.rank);
+  } else if (keep != NONE) {
+    wt = cast_to(I, keep, tx.dtype);
+  }
+  uint32_t loss = emit1(I, MLC_OP_NEG, picked);
+  if (wt != NONE) loss = emit2(I, MLC_OP_MUL, loss, wt);
+  if (sum) return sum_all(I, loss);
+  if (mean) {
+    uint32_t den = wt != NONE ? sum_all(I, wt) : scalar(I, (double)mlc_type_numel(&tt), tx.dtype);
+    return emit2(I, MLC_OP_DIV, sum_all(I, loss), den);
+  }
+  return loss;
+}
+
+static bool op_nll(imp *I, const op_def *d) {
+  (void)d;
+  uint32_t x = in(I, 0), t = in(I, 1), w = has_in(I, 2) ? in(I, 2) : NONE;
+  return set_out(I, 0, nll(I, x, t, w));
+}
+
+/* SoftmaxCrossEntropyLoss: nll of log_softmax over the classes (axis 1);
+ * output 1, if asked for, is that log_softmax. */
+static bool op_sce(imp *I, const op_def *d) {
+  (void)d;
+  uint32_t x = in(I, 0), t = in(I, 1), w = has_in(I, 2) ? in(I, 2) : NONE;
+  if (x == NONE || t == NONE) return false;
+  if (type_of(I, x)->rank < 2) { nerr(I, "the scores must be [N, C, d1, ...]"); return false; }
+  uint32_t s = emit2(I, MLC_OP_SUB, x, reduce(I, MLC_OP_MAX, x, 1, true));
+  uint32_t lp = emit2(I, MLC_OP_SUB, s, emit1(I, MLC_OP_LOG, reduce(I, MLC_OP_SUM, emit1(I, MLC_OP_EXP, s), 1, true)));
+  if (!set_out(I, 0, nll(I, lp, t, w))) return false;
+  return I->n->n_output < 2 || set_out(I, 1, lp);
+}
+
 #undef N
 
 static const op_def op_table[] = {
@@ -1697,6 +1814,9 @@ static const op_def op_table[] = {
   {"ArgMax", op_argmax, "axis keepdims select_last_index", 0, 11},
   {"ArgMin", op_argmax, "axis keepdims select_last_index", 1, 11},
   {"Hardmax", op_argmax, "axis", 2, 13},
+  {"GatherElements", op_gather_elements, "axis", 0, 11},
+  {"NegativeLogLikelihoodLoss", op_nll, "ignore_index reduction", 0, 12},
+  {"SoftmaxCrossEntropyLoss", op_sce, "ignore_index reduction", 0, 12},
 };
 
 static bool attr_listed(const char *list, const char *name) {

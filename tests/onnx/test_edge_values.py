@@ -123,6 +123,20 @@ def main():
             out = run(args.mlc, work, name, [helper.make_node(op, ["x"], ["y"], axis=1, keepdims=0)],
                       {"x": (I32, xi)}, {"y": (I64, [2])})
             check(name, out["y"], fn(xi, axis=1))
+        # GatherElements: negative indices, and values an arithmetic select would spoil
+        d = np.array([[np.inf, -np.inf, np.nan], [1, -0.0, 3]], dtype=np.float32)
+        idx = np.array([[2, -3, 1], [-1, 1, 0]], dtype=np.int64)
+        out = run(args.mlc, work, "GatherElements", [helper.make_node("GatherElements", ["d", "i"], ["y"], axis=1)],
+                  {"d": (F32, d), "i": (I64, idx)}, {"y": (F32, [2, 3])})
+        check("GatherElements", out["y"], np.take_along_axis(d, np.where(idx < 0, idx + 3, idx), axis=1))
+        # NegativeLogLikelihoodLoss: an ignored target whose log-probability is -inf
+        lp = np.array([[-np.inf, -1.0, -2.0], [-0.5, -np.inf, -3.0]], dtype=np.float32)
+        tg = np.array([0, 2], dtype=np.int64)
+        for red, want in (("none", np.array([0.0, 3.0], np.float32)), ("sum", np.float32(3.0)), ("mean", np.float32(3.0))):
+            name = "NLL_" + red
+            out = run(args.mlc, work, name, [helper.make_node("NegativeLogLikelihoodLoss", ["x", "t"], ["y"], reduction=red, ignore_index=0)],
+                      {"x": (F32, lp), "t": (I64, tg)}, {"y": (F32, list(np.shape(want)))})
+            check(name, out["y"], np.asarray(want))
     print("%d checks, %d failed" % (checks, failed))
     return 1 if failed else 0
 
