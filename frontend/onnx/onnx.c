@@ -1725,6 +1725,30 @@ static bool op_sce(imp *I, const op_def *d) {
   return I->n->n_output < 2 || set_out(I, 1, lp);
 }
 
+/* Trilu: x with the elements outside the triangle (of the last two axes) 0;
+ * the mask is known at compile time. */
+static bool op_trilu(imp *I, const op_def *d) {
+  (void)d;
+  uint32_t x = in(I, 0);
+  if (x == NONE) return false;
+  mlc_type t = *type_of(I, x);
+  if (t.rank < 2) { nerr(I, "the input must have rank 2 or more"); return false; }
+  int64_t k = 0;
+  if (has_in(I, 1)) {
+    val *kv = in_const(I, 1, "k");
+    if (!kv) return false;
+    k = get_i(kv, 0);
+  }
+  bool upper = attr_i(N, "upper", 1);
+  int64_t R = t.dim[t.rank - 2], C = t.dim[t.rank - 1];
+  mlc_type mt = {.dtype = MLC_DT_BOOL, .rank = 2, .dim = {R, C}};
+  if (R * C > MAX_FOLD_NUMEL) { nerr(I, "the matrices have more than %d elements", MAX_FOLD_NUMEL); return false; }
+  uint8_t *mask = alloc_data(I, &mt);
+  for (int64_t i = 0; i < R; i++)
+    for (int64_t j = 0; j < C; j++) mask[i * C + j] = upper ? j - i >= k : j - i <= k;
+  return set_out(I, 0, select(I, data_node(I, &mt, mask, "mask"), x, like(I, x, 0)));
+}
+
 #undef N
 
 static const op_def op_table[] = {
@@ -1817,6 +1841,7 @@ static const op_def op_table[] = {
   {"GatherElements", op_gather_elements, "axis", 0, 11},
   {"NegativeLogLikelihoodLoss", op_nll, "ignore_index reduction", 0, 12},
   {"SoftmaxCrossEntropyLoss", op_sce, "ignore_index reduction", 0, 12},
+  {"Trilu", op_trilu, "upper", 0, 14},
 };
 
 static bool attr_listed(const char *list, const char *name) {
