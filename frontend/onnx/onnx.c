@@ -758,6 +758,23 @@ static uint32_t reduce_axes(imp *I, mlc_op op, uint32_t x, const bool *axes, int
   return x;
 }
 
+/* The product over axis, as a tree of products of halves (exact operands,
+ * log2(n) multiplications per element). */
+static uint32_t prod_axis(imp *I, uint32_t x, int axis) {
+  int64_t n = x == NONE ? 1 : type_of(I, x)->dim[axis];
+  while (n > 1 && x != NONE) {
+    int64_t h = n / 2;
+    uint32_t p = emit2(I, MLC_OP_MUL, slice(I, x, axis, 0, h), slice(I, x, axis, h, 2 * h));
+    if (n & 1) {
+      uint32_t two[2] = {p, slice(I, x, axis, 2 * h, n)};
+      mlc_attrs a = {.axis = axis};
+      p = emit(I, MLC_OP_CONCAT, two, 2, &a, NULL);
+    }
+    x = p, n = h + (n & 1);
+  }
+  return x;
+}
+
 static bool op_reduce(imp *I, const op_def *d) {
   uint32_t x = in(I, 0);
   if (x == NONE) return false;
@@ -795,6 +812,12 @@ static bool op_reduce(imp *I, const op_def *d) {
   case R_L1: y = reduce_axes(I, MLC_OP_SUM, vabs(I, x), sel, t.rank); break;
   case R_L2: y = emit1(I, MLC_OP_SQRT, reduce_axes(I, MLC_OP_SUM, emit2(I, MLC_OP_MUL, x, x), sel, t.rank)); break;
   case R_LOGSUM: y = emit1(I, MLC_OP_LOG, reduce_axes(I, MLC_OP_SUM, x, sel, t.rank)); break;
+  case R_PROD:
+    if (t.dtype == MLC_DT_BOOL) { nerr(I, "the input must not be bool"); return false; }
+    y = x;
+    for (int i = 0; i < t.rank; i++)
+      if (sel[i]) y = prod_axis(I, y, i);
+    break;
   case R_LOGSUMEXP: {
     uint32_t m = reduce_axes(I, MLC_OP_MAX, x, sel, t.rank);
     y = emit2(I, MLC_OP_ADD, emit1(I, MLC_OP_LOG, reduce_axes(I, MLC_OP_SUM, emit1(I, MLC_OP_EXP, emit2(I, MLC_OP_SUB, x, m)), sel, t.rank)), m);
@@ -1796,6 +1819,7 @@ static const op_def op_table[] = {
   {"ReduceL2", op_reduce, "axes keepdims noop_with_empty_axes", R_L2, 1},
   {"ReduceLogSum", op_reduce, "axes keepdims noop_with_empty_axes", R_LOGSUM, 1},
   {"ReduceLogSumExp", op_reduce, "axes keepdims noop_with_empty_axes", R_LOGSUMEXP, 1},
+  {"ReduceProd", op_reduce, "axes keepdims noop_with_empty_axes", R_PROD, 1},
   {"Reshape", op_reshape, "allowzero", 0, 5},
   {"Flatten", op_flatten, "axis", 0, 1},
   {"Squeeze", op_squeeze, "axes", 0, 1},
