@@ -1772,6 +1772,209 @@ static bool op_trilu(imp *I, const op_def *d) {
   return set_out(I, 0, select(I, data_node(I, &mt, mask, "mask"), x, like(I, x, 0)));
 }
 
+/* ---- convolution and pooling, from slices and a matmul ----
+ *
+ * Each offset of the kernel reads a strided window of the padded input:
+ * x[n, c, o * stride + k * dilation] for every output position o.  A window
+ * is a slice of the padded input (padded at the end as far as the last
+ * stride needs), with a stride s taken as a reshape of the axis into
+ * (out, s) and a slice of index 0 of the second.  Pooling reduces the
+ * windows stacked on a new axis; Conv stacks them as the columns of an
+ * im2col matrix and multiplies with the weight. */
+
+#define MAX_SPATIAL 3
+#define WIN_CHUNK 16 /* windows per concat */
+
+typedef struct {
+  int k;                                                    /* spatial axes */
+  int64_t size[MAX_SPATIAL], kern[MAX_SPATIAL], str[MAX_SPATIAL], dil[MAX_SPATIAL];
+  int64_t pb[MAX_SPATIAL], pe[MAX_SPATIAL], out[MAX_SPATIAL]; /* pads before, after; output size */
+} window;
+
+/* An attribute of k positive ints (default: def), or an error naming it. */
+static bool attr_k(imp *I, const char *name, int k, int64_t def, int64_t min, int64_t *out) {
+  const Onnx__AttributeProto *a = attr(I->n, name);
+  for (int i = 0; i < k; i++) out[i] = def;
+  if (!a) return true;
+  if ((int)a->n_ints != k) { nerr(I, "%s has %zu values for %d spatial axes", name, a->n_ints, k); return false; }
+  for (int i = 0; i < k; i++) {
+    if (a->ints[i] < min) { nerr(I, "unsupported %s value %lld", name, (long long)a->ints[i]); return false; }
+    out[i] = a->ints[i];
+  }
+  return true;
+}
+
+/* The window geometry of a Conv or pool over x [N, C, D1, ...]; kern from
+ * the weight (Conv) or NULL (kernel_shape, required). */
+static bool window_of(imp *I, const mlc_type *t, const int64_t *kern, bool ceil_ok, window *w) {
+  memset(w, 0, sizeof *w);
+  w->k = t->rank - 2;
+  if (w->k < 1 || w->k > MAX_SPATIAL) { nerr(I, "the input must be [N, C, D1, ...] with 1 to %d spatial axes", MAX_SPATIAL); return false; }
+  int k = w->k;
+  for (int i = 0; i < k; i++) w->size[i] = t->dim[2 + i];
+  if (!attr_k(I, "kernel_shape", k, 0, 1, w->kern)) return false;
+  if (kern) {
+    for (int i = 0; i < k; i++) {
+      if (attr(I->n, "kernel_shape") && w->kern[i] != kern[i]) { nerr(I, "kernel_shape differs from the weight's shape"); return false; }
+      w->kern[i] = kern[i];
+    }
+  } else if (!attr(I->n, "kernel_shape")) {
+    nerr(I, "the attribute kernel_shape is required");
+    return false;
+  }
+  int64_t pads[2 * MAX_SPATIAL];
+  if (!attr_k(I, "strides", k, 1, 1, w->str) || !attr_k(I, "dilations", k, 1, 1, w->dil) ||
+      !attr_k(I, "pads", 2 * k, 0, 0, pads))
+    return false;
+  bool ceil = attr_i(I->n, "ceil_mode", 0);
+  if (ceil && !ceil_ok) { nerr(I, "unsupported attribute value ceil_mode=1"); return false; }
+  const Onnx__AttributeProto *ap = attr(I->n, "auto_pad");
+  bool same_upper = attr_s(I->n, "auto_pad", "NOTSET", "SAME_UPPER"), same_lower = attr_s(I->n, "auto_pad", "NOTSET", "SAME_LOWER");
+  bool valid = attr_s(I->n, "auto_pad", "NOTSET", "VALID"), notset = attr_s(I->n, "auto_pad", "NOTSET", "NOTSET");
+  if (!same_upper && !same_lower && !valid && !notset) { nerr(I, "unsupported auto_pad value"); return false; }
+  if (ap && !notset && attr(I->n, "pads")) { nerr(I, "auto_pad and pads are both given"); return false; }
+  for (int i = 0; i < k; i++) {
+    int64_t eff = (w->kern[i] - 1) * w->dil[i] + 1, S = w->size[i];
+    if (same_upper || same_lower) {
+      w->out[i] = (S + w->str[i] - 1) / w->str[i];
+      int64_t total = (w->out[i] - 1) * w->str[i] + eff - S;
+      if (total < 0) total = 0;
+      w->pb[i] = same_upper ? total / 2 : total - total / 2;
+      w->pe[i] = total - w->pb[i];
+      continue;
+    }
+    w->pb[i] = valid ? 0 : pads[i], w->pe[i] = valid ? 0 : pads[k + i];
+    int64_t span = S + w->pb[i] + w->pe[i] - eff;
+    if (span < 0) { nerr(I, "the kernel (%lld with dilation) is larger than the padded input (%lld)", (long long)eff, (long long)(S + w->pb[i] + w->pe[i])); return false; }
+    w->out[i] = (ceil ? (span + w->str[i] - 1) / w->str[i] : span / w->str[i]) + 1;
+    /* ceil_mode: a last window that would start in the end padding is dropped (as PyTorch) */
+    if (ceil && (w->out[i] - 1) * w->str[i] >= S + w->pb[i]) w->out[i]--;
+  }
+  return true;
+}
+
+/* x padded on axis with `before` and `after` copies of the scalar v. */
+static uint32_t pad_axis(imp *I, uint32_t x, int axis, int64_t before, int64_t after, double v) {
+  if (x == NONE || (before == 0 && after == 0)) return x;
+  uint32_t parts[3];
+  int n = 0;
+  mlc_type t = *type_of(I, x);
+  if (before) { t.dim[axis] = before; parts[n++] = broadcast_to(I, like(I, x, v), &t); }
+  parts[n++] = x;
+  if (after) { t.dim[axis] = after; parts[n++] = broadcast_to(I, like(I, x, v), &t); }
+  mlc_attrs a = {.axis = axis};
+  return emit(I, MLC_OP_CONCAT, parts, (uint32_t)n, &a, NULL);
+}
+
+/* The windows of x [N, C, D...], each [N, C, out...], in row-major order of
+ * the kernel offsets; pad value v.  Returns how many (prod of kern). */
+static int64_t windows(imp *I, uint32_t x, const window *w, double v, uint32_t *out, int64_t max) {
+  int64_t nwin = 1;
+  for (int i = 0; i < w->k; i++) nwin *= w->kern[i];
+  if (nwin > max) { nerr(I, "the kernel has %lld positions; mlc lowers at most %lld", (long long)nwin, (long long)max); return -1; }
+  for (int i = 0; i < w->k; i++) {
+    int64_t need = (w->kern[i] - 1) * w->dil[i] + w->out[i] * w->str[i], have = w->size[i] + w->pb[i] + w->pe[i];
+    x = pad_axis(I, x, 2 + i, w->pb[i], (need > have ? need : have) - w->size[i] - w->pb[i], v);
+  }
+  for (int64_t j = 0; j < nwin; j++) {
+    uint32_t y = x;
+    int64_t rem = j;
+    for (int i = w->k - 1; i >= 0; i--) {
+      int64_t o = rem % w->kern[i], s = w->str[i];
+      rem /= w->kern[i];
+      int ax = 2 + i;
+      y = slice(I, y, ax, o * w->dil[i], o * w->dil[i] + w->out[i] * s);
+      if (s > 1 && y != NONE) {
+        mlc_type t = *type_of(I, y);
+        int64_t d[MLC_MAX_RANK];
+        int r = 0;
+        for (int q = 0; q < t.rank; q++) {
+          if (q == ax) d[r++] = w->out[i], d[r++] = s;
+          else d[r++] = t.dim[q];
+        }
+        y = slice(I, reshape(I, y, d, r), ax + 1, 0, 1);
+        t.dim[ax] = w->out[i];
+        y = reshape(I, y, t.dim, t.rank);
+      }
+    }
+    out[j] = y;
+  }
+  return nwin;
+}
+
+/* parts concatenated on axis, WIN_CHUNK at a time. */
+static uint32_t concat_many(imp *I, const uint32_t *parts, int64_t n, int axis) {
+  uint32_t level[256];
+  int64_t m = 0;
+  mlc_attrs a = {.axis = axis};
+  for (int64_t i = 0; i < n; i += WIN_CHUNK) {
+    int64_t c = n - i < WIN_CHUNK ? n - i : WIN_CHUNK;
+    level[m++] = c == 1 ? parts[i] : emit(I, MLC_OP_CONCAT, parts + i, (uint32_t)c, &a, NULL);
+  }
+  return m == 1 ? level[0] : concat_many(I, level, m, axis);
+}
+
+#define MAX_WINDOWS 4096
+
+/* MaxPool (k MLC_OP_MAX) and AveragePool (k MLC_OP_SUM). */
+static bool op_pool(imp *I, const op_def *d) {
+  if (!only_outputs(I, 1)) return false;
+  uint32_t x = in(I, 0);
+  if (x == NONE) return false;
+  mlc_type t = *type_of(I, x);
+  if (!mlc_dtype_is_float((mlc_dtype)t.dtype)) { nerr(I, "the input must be a float tensor"); return false; }
+  window w;
+  if (!window_of(I, &t, NULL, true, &w)) return false;
+  bool max = d->k == MLC_OP_MAX;
+  uint32_t *win = mlc_arena_alloc(I->a, MAX_WINDOWS * sizeof *win);
+  int64_t nw = windows(I, x, &w, max ? -INFINITY : 0, win, MAX_WINDOWS);
+  if (nw < 0) return false;
+  int64_t rows = t.dim[0] * t.dim[1], dr[2] = {0, 1};
+  for (int i = 0; i < w.k; i++) rows *= w.out[i];
+  dr[0] = rows;
+  for (int64_t j = 0; j < nw; j++) win[j] = reshape(I, win[j], dr, 2);
+  /* reduce WIN_CHUNK windows at a time, then the partial results */
+  int64_t n = nw;
+  while (n > 1) {
+    int64_t m = 0;
+    for (int64_t i = 0; i < n; i += WIN_CHUNK) {
+      int64_t c = n - i < WIN_CHUNK ? n - i : WIN_CHUNK;
+      win[m++] = c == 1 ? win[i] : reduce(I, (mlc_op)d->k, concat_many(I, win + i, c, 1), 1, true);
+    }
+    n = m;
+  }
+  mlc_type ot = t;
+  for (int i = 0; i < w.k; i++) ot.dim[2 + i] = w.out[i];
+  uint32_t y = reshape(I, win[0], ot.dim, ot.rank);
+  if (!max) {
+    /* divide by the number of window positions inside the input (or inside
+     * the explicit padding, count_include_pad), known at compile time */
+    bool incl = attr_i(N, "count_include_pad", 0);
+    mlc_type ct = {.dtype = t.dtype, .rank = t.rank};
+    int64_t cnt = 1;
+    for (int i = 0; i < t.rank; i++) ct.dim[i] = i < 2 ? 1 : w.out[i - 2], cnt *= ct.dim[i];
+    if (cnt > MAX_FOLD_NUMEL) { nerr(I, "the output has more than %d positions", MAX_FOLD_NUMEL); return false; }
+    uint8_t *data = alloc_data(I, &ct);
+    for (int64_t p = 0; p < cnt; p++) {
+      int64_t rem = p;
+      double c = 1;
+      for (int i = w.k - 1; i >= 0; i--) {
+        int64_t o = rem % w.out[i], inside = 0;
+        rem /= w.out[i];
+        int64_t lo = incl ? -w.pb[i] : 0, hi = incl ? w.size[i] + w.pe[i] : w.size[i];
+        for (int64_t j = 0; j < w.kern[i]; j++) {
+          int64_t pos = o * w.str[i] - w.pb[i] + j * w.dil[i];
+          inside += pos >= lo && pos < hi;
+        }
+        c *= (double)inside;
+      }
+      put(data, ct.dtype, p, c, 0, false);
+    }
+    y = emit2(I, MLC_OP_DIV, y, data_node(I, &ct, data, "count"));
+  }
+  return set_out(I, 0, y);
+}
+
 #undef N
 
 static const op_def op_table[] = {
@@ -1866,6 +2069,8 @@ static const op_def op_table[] = {
   {"NegativeLogLikelihoodLoss", op_nll, "ignore_index reduction", 0, 12},
   {"SoftmaxCrossEntropyLoss", op_sce, "ignore_index reduction", 0, 12},
   {"Trilu", op_trilu, "upper", 0, 14},
+  {"MaxPool", op_pool, "auto_pad ceil_mode dilations kernel_shape pads storage_order strides", MLC_OP_MAX, 1},
+  {"AveragePool", op_pool, "auto_pad ceil_mode count_include_pad kernel_shape pads strides", MLC_OP_SUM, 1},
 };
 
 static bool attr_listed(const char *list, const char *name) {
