@@ -1975,6 +1975,48 @@ static bool op_pool(imp *I, const op_def *d) {
   return set_out(I, 0, y);
 }
 
+/* Conv: im2col (the windows as [N, C * K, out]) and a matmul per group. */
+static bool op_conv(imp *I, const op_def *d) {
+  (void)d;
+  uint32_t x = in(I, 0), wt = in(I, 1), b = has_in(I, 2) ? in(I, 2) : NONE;
+  if (x == NONE || wt == NONE || (has_in(I, 2) && b == NONE)) return false;
+  mlc_type t = *type_of(I, x), tw = *type_of(I, wt);
+  if (!mlc_dtype_is_float((mlc_dtype)t.dtype)) { nerr(I, "the input must be a float tensor"); return false; }
+  int64_t g = attr_i(N, "group", 1), C = t.rank >= 2 ? t.dim[1] : 0, M = tw.dim[0];
+  if (tw.rank != t.rank || g < 1 || C % g || M % g || tw.dim[1] != C / g) {
+    nerr(I, "the weight must be [M, C / group, k...] for the input [N, C, ...] (group %lld)", (long long)g);
+    return false;
+  }
+  window w;
+  if (!window_of(I, &t, tw.dim + 2, false, &w)) return false;
+  uint32_t *win = mlc_arena_alloc(I->a, MAX_WINDOWS * sizeof *win);
+  int64_t nw = windows(I, x, &w, 0, win, MAX_WINDOWS);
+  if (nw < 0) return false;
+  int64_t of = 1;
+  for (int i = 0; i < w.k; i++) of *= w.out[i];
+  int64_t d4[4] = {t.dim[0], C, 1, of};
+  for (int64_t j = 0; j < nw; j++) win[j] = reshape(I, win[j], d4, 4);
+  uint32_t col = concat_many(I, win, nw, 2); /* [N, C, K, out] */
+  if (g > MAX_WINDOWS) { nerr(I, "group %lld: mlc lowers at most %d groups", (long long)g, MAX_WINDOWS); return false; }
+  uint32_t *ys = mlc_arena_alloc(I->a, (size_t)g * sizeof *ys);
+  int64_t cg = C / g, mg = M / g, dc[3] = {t.dim[0], cg * nw, of}, dw[2] = {mg, cg * nw};
+  for (int64_t q = 0; q < g; q++) {
+    uint32_t cq = reshape(I, slice(I, col, 1, q * cg, (q + 1) * cg), dc, 3);
+    uint32_t wq = reshape(I, slice(I, wt, 0, q * mg, (q + 1) * mg), dw, 2);
+    ys[q] = emit2(I, MLC_OP_MATMUL, wq, cq); /* [N, M / g, out] */
+  }
+  uint32_t y = g == 1 ? ys[0] : concat_many(I, ys, g, 1);
+  if (b != NONE) {
+    int64_t db[2] = {M, 1};
+    if (type_of(I, b)->rank != 1 || type_of(I, b)->dim[0] != M) { nerr(I, "the bias must be [M]"); return false; }
+    y = emit2(I, MLC_OP_ADD, y, reshape(I, b, db, 2));
+  }
+  mlc_type ot = t;
+  ot.dim[1] = M;
+  for (int i = 0; i < w.k; i++) ot.dim[2 + i] = w.out[i];
+  return set_out(I, 0, reshape(I, y, ot.dim, ot.rank));
+}
+
 #undef N
 
 static const op_def op_table[] = {
@@ -2071,6 +2113,7 @@ static const op_def op_table[] = {
   {"Trilu", op_trilu, "upper", 0, 14},
   {"MaxPool", op_pool, "auto_pad ceil_mode dilations kernel_shape pads storage_order strides", MLC_OP_MAX, 1},
   {"AveragePool", op_pool, "auto_pad ceil_mode count_include_pad kernel_shape pads strides", MLC_OP_SUM, 1},
+  {"Conv", op_conv, "auto_pad dilations group kernel_shape pads strides", 0, 1},
 };
 
 static bool attr_listed(const char *list, const char *name) {
