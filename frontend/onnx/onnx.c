@@ -1594,7 +1594,7 @@ static bool op_argmax(imp *I, const op_def *d) {
   if (t.dtype == MLC_DT_BOOL) { nerr(I, "the input must not be bool"); return false; }
   bool last = d->k != 2 && attr_i(N, "select_last_index", 0), keep = d->k == 2 || attr_i(N, "keepdims", 1);
   int64_t D = t.dim[axis];
-  if (D >= (1 << 24)) { nerr(I, "axis %d has %lld elements; mlc finds indices below 2^24", axis, (long long)D); return false; }
+  if (D > MAX_FOLD_NUMEL) { nerr(I, "axis %d has %lld elements; mlc finds indices along at most %d", axis, (long long)D, MAX_FOLD_NUMEL); return false; }
   bool fl = mlc_dtype_is_float((mlc_dtype)t.dtype);
   uint32_t v = fl ? cast_to(I, x, MLC_DT_F32) : x;
   /* the min as a max: -x for floats, -1 - x (~x) for integers, where -x overflows */
@@ -1791,14 +1791,16 @@ typedef struct {
   int64_t pb[MAX_SPATIAL], pe[MAX_SPATIAL], out[MAX_SPATIAL]; /* pads before, after; output size */
 } window;
 
-/* An attribute of k positive ints (default: def), or an error naming it. */
+#define MAX_WINDOW_ATTR (1 << 24) /* kernel, stride, dilation and pad sizes: products stay far from overflow */
+
+/* An attribute of k ints in [min, MAX_WINDOW_ATTR] (default: def), or an error naming it. */
 static bool attr_k(imp *I, const char *name, int k, int64_t def, int64_t min, int64_t *out) {
   const Onnx__AttributeProto *a = attr(I->n, name);
   for (int i = 0; i < k; i++) out[i] = def;
   if (!a) return true;
   if ((int)a->n_ints != k) { nerr(I, "%s has %zu values for %d spatial axes", name, a->n_ints, k); return false; }
   for (int i = 0; i < k; i++) {
-    if (a->ints[i] < min) { nerr(I, "unsupported %s value %lld", name, (long long)a->ints[i]); return false; }
+    if (a->ints[i] < min || a->ints[i] > MAX_WINDOW_ATTR) { nerr(I, "unsupported %s value %lld", name, (long long)a->ints[i]); return false; }
     out[i] = a->ints[i];
   }
   return true;
@@ -1870,8 +1872,8 @@ static uint32_t pad_axis(imp *I, uint32_t x, int axis, int64_t before, int64_t a
  * the kernel offsets; pad value v.  Returns how many (prod of kern). */
 static int64_t windows(imp *I, uint32_t x, const window *w, double v, uint32_t *out, int64_t max) {
   int64_t nwin = 1;
-  for (int i = 0; i < w->k; i++) nwin *= w->kern[i];
-  if (nwin > max) { nerr(I, "the kernel has %lld positions; mlc lowers at most %lld", (long long)nwin, (long long)max); return -1; }
+  for (int i = 0; i < w->k && nwin <= max; i++) nwin *= w->kern[i];
+  if (nwin > max) { nerr(I, "the kernel has more than %lld positions, the most mlc lowers", (long long)max); return -1; }
   for (int i = 0; i < w->k; i++) {
     int64_t need = (w->kern[i] - 1) * w->dil[i] + w->out[i] * w->str[i], have = w->size[i] + w->pb[i] + w->pe[i];
     x = pad_axis(I, x, 2 + i, w->pb[i], (need > have ? need : have) - w->size[i] - w->pb[i], v);
