@@ -47,6 +47,7 @@ typedef struct {
   uint32_t ndefs;
   mlc_onnx_weight *w;
   uint32_t nw, wcap;
+  uint32_t nk; /* compile-time tensors the lowering made, for their names */
 } imp;
 
 /* ---- messages ---- */
@@ -757,6 +758,23 @@ static uint32_t reduce_axes(imp *I, mlc_op op, uint32_t x, const bool *axes, int
   return x;
 }
 
+/* The product over axis, as a tree of products of halves (exact operands,
+ * log2(n) multiplications per element). */
+static uint32_t prod_axis(imp *I, uint32_t x, int axis) {
+  int64_t n = x == NONE ? 1 : type_of(I, x)->dim[axis];
+  while (n > 1 && x != NONE) {
+    int64_t h = n / 2;
+    uint32_t p = emit2(I, MLC_OP_MUL, slice(I, x, axis, 0, h), slice(I, x, axis, h, 2 * h));
+    if (n & 1) {
+      uint32_t two[2] = {p, slice(I, x, axis, 2 * h, n)};
+      mlc_attrs a = {.axis = axis};
+      p = emit(I, MLC_OP_CONCAT, two, 2, &a, NULL);
+    }
+    x = p, n = h + (n & 1);
+  }
+  return x;
+}
+
 static bool op_reduce(imp *I, const op_def *d) {
   uint32_t x = in(I, 0);
   if (x == NONE) return false;
@@ -794,6 +812,12 @@ static bool op_reduce(imp *I, const op_def *d) {
   case R_L1: y = reduce_axes(I, MLC_OP_SUM, vabs(I, x), sel, t.rank); break;
   case R_L2: y = emit1(I, MLC_OP_SQRT, reduce_axes(I, MLC_OP_SUM, emit2(I, MLC_OP_MUL, x, x), sel, t.rank)); break;
   case R_LOGSUM: y = emit1(I, MLC_OP_LOG, reduce_axes(I, MLC_OP_SUM, x, sel, t.rank)); break;
+  case R_PROD:
+    if (t.dtype == MLC_DT_BOOL) { nerr(I, "the input must not be bool"); return false; }
+    y = x;
+    for (int i = 0; i < t.rank; i++)
+      if (sel[i]) y = prod_axis(I, y, i);
+    break;
   case R_LOGSUMEXP: {
     uint32_t m = reduce_axes(I, MLC_OP_MAX, x, sel, t.rank);
     y = emit2(I, MLC_OP_ADD, emit1(I, MLC_OP_LOG, reduce_axes(I, MLC_OP_SUM, emit1(I, MLC_OP_EXP, emit2(I, MLC_OP_SUB, x, m)), sel, t.rank)), m);
@@ -1393,6 +1417,608 @@ static bool op_eyelike(imp *I, const op_def *d) {
   return set_const(I, 0, &t, data);
 }
 
+/* ---- comparisons, logic and selection ----
+ *
+ * The IR has no comparison or select op, so these are built from relu, cast
+ * and integer arithmetic, exactly.  A flag is an i32 tensor of 0s and 1s.
+ * The building block is pos(x) = [relu(x) != 0]: x > 0, and also true for a
+ * NaN (relu lets NaN through, and a cast to bool counts NaN as nonzero). */
+
+static uint32_t cast_to(imp *I, uint32_t x, uint8_t dt) {
+  if (x == NONE || type_of(I, x)->dtype == dt) return x;
+  mlc_type t = {.dtype = dt};
+  return emit(I, MLC_OP_CAST, &x, 1, NULL, &t);
+}
+
+static uint32_t f_nz(imp *I, uint32_t x) { return cast_to(I, cast_to(I, x, MLC_DT_BOOL), MLC_DT_I32); }
+static uint32_t f_pos(imp *I, uint32_t x) { return f_nz(I, emit1(I, MLC_OP_RELU, x)); }
+static uint32_t f_not(imp *I, uint32_t f) { return emit2(I, MLC_OP_SUB, like(I, f, 1), f); }
+static uint32_t f_and(imp *I, uint32_t f, uint32_t g) { return emit2(I, MLC_OP_MUL, f, g); }
+
+/* Floats: x is NaN when both relu(x) and relu(-x) are nonzero. */
+static uint32_t f_isnan(imp *I, uint32_t x) { return f_and(I, f_pos(I, x), f_pos(I, emit1(I, MLC_OP_NEG, x))); }
+/* Floats: x * 0 is NaN for an infinity and a NaN only. */
+static uint32_t f_isinf(imp *I, uint32_t x) {
+  return f_and(I, f_isnan(I, emit2(I, MLC_OP_MUL, x, like(I, x, 0))), f_not(I, f_isnan(I, x)));
+}
+
+/* Integers: x >= 0 (exact for every value, INT_MIN included). */
+static uint32_t f_nonneg(imp *I, uint32_t x) { return emit2(I, MLC_OP_ADD, f_pos(I, x), f_not(I, f_nz(I, x))); }
+
+enum { C_EQ, C_LT, C_LE, C_GT, C_GE };
+
+/* [a > b] (k C_GT), [a >= b] (C_GE) or [a == b] (C_EQ), broadcasting.
+ * Floats: d = a - b has the sign of the comparison (IEEE subtraction gives 0
+ * only for equal operands), and NaN where an operand is NaN or both are the
+ * same infinity; that last case is added back.  Integers: d can wrap, so
+ * operands of different signs are compared by their signs. */
+static uint32_t compare(imp *I, int k, uint32_t a, uint32_t b) {
+  if (a == NONE || b == NONE) return NONE;
+  uint8_t dt = type_of(I, a)->dtype;
+  if (dt != type_of(I, b)->dtype) { nerr(I, "the inputs have different dtypes"); return NONE; }
+  if (dt == MLC_DT_BOOL) a = cast_to(I, a, MLC_DT_I32), b = cast_to(I, b, MLC_DT_I32), dt = MLC_DT_I32;
+  if (dt == MLC_DT_F16 || dt == MLC_DT_BF16) a = cast_to(I, a, MLC_DT_F32), b = cast_to(I, b, MLC_DT_F32), dt = MLC_DT_F32;
+  uint32_t d = emit2(I, MLC_OP_SUB, a, b);
+  if (mlc_dtype_is_float((mlc_dtype)dt)) {
+    uint32_t gt0 = f_pos(I, d), lt0 = f_pos(I, emit1(I, MLC_OP_NEG, d)); /* both 1 for NaN */
+    if (k == C_GT) return f_and(I, gt0, f_not(I, lt0));
+    uint32_t same_inf = f_and(I, f_and(I, f_isinf(I, a), f_isinf(I, b)),
+                              f_not(I, f_nz(I, emit2(I, MLC_OP_SUB, f_pos(I, a), f_pos(I, b)))));
+    uint32_t base = k == C_GE ? f_not(I, lt0) : f_and(I, f_not(I, gt0), f_not(I, lt0));
+    return emit2(I, MLC_OP_ADD, base, same_inf);
+  }
+  if (k == C_EQ) return f_not(I, f_nz(I, d));
+  if (k == C_GE) return f_not(I, compare(I, C_GT, b, a));
+  uint32_t na = f_nonneg(I, a), nb = f_nonneg(I, b);
+  uint32_t same = f_not(I, f_nz(I, emit2(I, MLC_OP_SUB, na, nb)));
+  return emit2(I, MLC_OP_ADD, f_and(I, na, f_not(I, nb)), f_and(I, same, f_pos(I, d)));
+}
+
+/* Equal, Less, LessOrEqual, Greater, GreaterOrEqual. */
+static bool op_compare(imp *I, const op_def *d) {
+  uint32_t a = in(I, 0), b = in(I, 1), f;
+  if (a == NONE || b == NONE) return false;
+  switch (d->k) {
+  case C_LT: f = compare(I, C_GT, b, a); break;
+  case C_LE: f = compare(I, C_GE, b, a); break;
+  default: f = compare(I, d->k, a, b); break;
+  }
+  return set_out(I, 0, cast_to(I, f, MLC_DT_BOOL));
+}
+
+static bool need_bool(imp *I, uint32_t x, uint32_t k) {
+  if (x == NONE) return false;
+  if (type_of(I, x)->dtype != MLC_DT_BOOL) { nerr(I, "input %u must be bool", k); return false; }
+  return true;
+}
+
+/* And, Or, Xor, Not on bool tensors, as i32 arithmetic. */
+static bool op_logic(imp *I, const op_def *d) {
+  uint32_t a = in(I, 0);
+  if (!need_bool(I, a, 0)) return false;
+  a = cast_to(I, a, MLC_DT_I32);
+  if (d->k == '!') return set_out(I, 0, cast_to(I, f_not(I, a), MLC_DT_BOOL));
+  uint32_t b = in(I, 1);
+  if (!need_bool(I, b, 1)) return false;
+  b = cast_to(I, b, MLC_DT_I32);
+  uint32_t y = d->k == '&' ? emit2(I, MLC_OP_MUL, a, b) : d->k == '|' ? emit2(I, MLC_OP_ADD, a, b) : emit2(I, MLC_OP_SUB, a, b);
+  return set_out(I, 0, cast_to(I, y, MLC_DT_BOOL));
+}
+
+/* IsNaN (k 0) and IsInf (k 1, detect_positive, detect_negative). */
+static bool op_isnan(imp *I, const op_def *d) {
+  uint32_t x = in(I, 0);
+  if (x == NONE) return false;
+  if (!mlc_dtype_is_float((mlc_dtype)type_of(I, x)->dtype)) { nerr(I, "the input must be a float tensor"); return false; }
+  x = cast_to(I, x, MLC_DT_F32);
+  if (d->k == 0) return set_out(I, 0, cast_to(I, f_isnan(I, x), MLC_DT_BOOL));
+  bool pos = attr_i(N, "detect_positive", 1), neg = attr_i(N, "detect_negative", 1);
+  uint32_t inf = f_isinf(I, x), sign = f_pos(I, x); /* an infinity is +inf where relu keeps it */
+  if (!pos && !neg) inf = emit2(I, MLC_OP_MUL, inf, like(I, inf, 0));
+  else if (!neg) inf = f_and(I, inf, sign);
+  else if (!pos) inf = f_and(I, inf, f_not(I, sign));
+  return set_out(I, 0, cast_to(I, inf, MLC_DT_BOOL));
+}
+
+/* A tensor known at compile time (data in the arena) as an IR node; its
+ * name, if it becomes a parameter, is the node's first output's plus what. */
+static uint32_t data_node(imp *I, const mlc_type *t, const uint8_t *data, const char *what) {
+  const char *base = I->n->n_output && I->n->output[0] && I->n->output[0][0] ? I->n->output[0] : "onnx";
+  val tmp = {.name = mlc_arena_printf(I->a, "%s.%s%u", base, what, I->nk++), .node = NONE, .type = *t, .data = data};
+  return node_of(I, &tmp);
+}
+
+/* 0, 1, ..., n-1 as a compile-time i64 tensor [n]. */
+static uint32_t iota(imp *I, int64_t n) {
+  if (n > MAX_FOLD_NUMEL) { nerr(I, "the tensor has more than %d elements", MAX_FOLD_NUMEL); return NONE; }
+  mlc_type t = {.dtype = MLC_DT_I64, .rank = 1, .dim = {n}};
+  uint8_t *data = alloc_data(I, &t);
+  for (int64_t i = 0; i < n; i++) put(data, t.dtype, i, 0, i, true);
+  return data_node(I, &t, data, "iota");
+}
+
+static uint32_t broadcast_to(imp *I, uint32_t x, const mlc_type *t) {
+  if (x == NONE) return NONE;
+  mlc_type o = *t;
+  o.dtype = type_of(I, x)->dtype;
+  if (mlc_type_eq(&o, type_of(I, x))) return x;
+  return emit(I, MLC_OP_BROADCAST, &x, 1, NULL, &o);
+}
+
+/* c ? x : y elementwise, broadcasting (c nonzero is true).  Integers: y +
+ * c (x - y), exact in wrapping arithmetic.  Floats, where that would turn an
+ * unselected infinity into NaN: x and y stacked as the rows of [2n, 1] and
+ * gathered (embedding) at i + n [c == 0]. */
+static uint32_t select(imp *I, uint32_t c, uint32_t x, uint32_t y) {
+  if (c == NONE || x == NONE || y == NONE) return NONE;
+  uint8_t dt = type_of(I, x)->dtype;
+  if (dt != type_of(I, y)->dtype) { nerr(I, "the two branches have different dtypes"); return NONE; }
+  uint32_t f = f_nz(I, c);
+  if (dt == MLC_DT_BOOL) return cast_to(I, select(I, f, cast_to(I, x, MLC_DT_I32), cast_to(I, y, MLC_DT_I32)), MLC_DT_BOOL);
+  if (!mlc_dtype_is_float((mlc_dtype)dt))
+    return emit2(I, MLC_OP_ADD, y, emit2(I, MLC_OP_MUL, cast_to(I, f, dt), emit2(I, MLC_OP_SUB, x, y)));
+  mlc_type t, t2;
+  const mlc_type *tx = type_of(I, x), *ty = type_of(I, y), *tc = type_of(I, c);
+  if (!broadcast_shape(tx, ty->dim, ty->rank, &t2) || !broadcast_shape(&t2, tc->dim, tc->rank, &t)) {
+    nerr(I, "the condition and the branches do not broadcast");
+    return NONE;
+  }
+  int64_t n = mlc_type_numel(&t), d1[2] = {n, 1}, dn[1] = {n};
+  uint32_t rows[2] = {reshape(I, broadcast_to(I, x, &t), d1, 2), reshape(I, broadcast_to(I, y, &t), d1, 2)};
+  mlc_attrs a = {.axis = 0};
+  uint32_t stack = emit(I, MLC_OP_CONCAT, rows, 2, &a, NULL);
+  uint32_t off = emit2(I, MLC_OP_MUL, cast_to(I, broadcast_to(I, f_not(I, f), &t), MLC_DT_I64), scalar(I, (double)n, MLC_DT_I64));
+  uint32_t idx = emit2(I, MLC_OP_ADD, iota(I, n), reshape(I, off, dn, 1));
+  return reshape(I, emit2(I, MLC_OP_EMBEDDING, stack, idx), t.dim, t.rank);
+}
+
+static bool op_where(imp *I, const op_def *d) {
+  (void)d;
+  uint32_t c = in(I, 0);
+  if (!need_bool(I, c, 0)) return false;
+  return set_out(I, 0, select(I, c, in(I, 1), in(I, 2)));
+}
+
+/* ---- arg max, gathers, losses ---- */
+
+/* ArgMax (k 0), ArgMin (k 1), Hardmax (k 2).  The extreme value m along the
+ * axis, the positions equal to it (or NaN, which numpy's argmax picks), and
+ * the first (or last) of them as the max over the axis of hit * (D - i) (or
+ * hit * (i + 1)), in f32: indices are exact there below 2^24. */
+static bool op_argmax(imp *I, const op_def *d) {
+  uint32_t x = in(I, 0);
+  if (x == NONE) return false;
+  mlc_type t = *type_of(I, x);
+  int axis;
+  if (!norm_axis(I, attr_i(N, "axis", d->k == 2 ? -1 : 0), t.rank, &axis)) return false;
+  if (t.dtype == MLC_DT_BOOL) { nerr(I, "the input must not be bool"); return false; }
+  bool last = d->k != 2 && attr_i(N, "select_last_index", 0), keep = d->k == 2 || attr_i(N, "keepdims", 1);
+  int64_t D = t.dim[axis];
+  if (D > MAX_FOLD_NUMEL) { nerr(I, "axis %d has %lld elements; mlc finds indices along at most %d", axis, (long long)D, MAX_FOLD_NUMEL); return false; }
+  bool fl = mlc_dtype_is_float((mlc_dtype)t.dtype);
+  uint32_t v = fl ? cast_to(I, x, MLC_DT_F32) : x;
+  /* the min as a max: -x for floats, -1 - x (~x) for integers, where -x overflows */
+  if (d->k == 1) v = fl ? emit1(I, MLC_OP_NEG, v) : emit2(I, MLC_OP_SUB, like(I, v, -1), v);
+  uint32_t m = reduce(I, MLC_OP_MAX, v, axis, true);
+  uint32_t hit = compare(I, C_EQ, v, m);
+  if (fl) hit = f_nz(I, emit2(I, MLC_OP_ADD, hit, f_isnan(I, v)));
+  /* the position along the axis as [D, 1, ..., 1], in f32 */
+  int64_t pd[MLC_MAX_RANK];
+  int pr = t.rank - axis;
+  pd[0] = D;
+  for (int i = 1; i < pr; i++) pd[i] = 1;
+  mlc_type pt = {.dtype = MLC_DT_F32, .rank = (uint8_t)pr};
+  memcpy(pt.dim, pd, sizeof pd);
+  uint8_t *data = alloc_data(I, &pt);
+  for (int64_t i = 0; i < D; i++) put(data, MLC_DT_F32, i, last ? (double)(i + 1) : (double)(D - i), 0, false);
+  uint32_t score = emit2(I, MLC_OP_MUL, cast_to(I, hit, MLC_DT_F32), data_node(I, &pt, data, "position"));
+  uint32_t s = reduce(I, MLC_OP_MAX, score, axis, true);
+  uint32_t idx = last ? emit2(I, MLC_OP_SUB, s, scalar(I, 1, MLC_DT_F32)) : emit2(I, MLC_OP_SUB, scalar(I, (double)D, MLC_DT_F32), s);
+  if (d->k == 2) {
+    uint8_t *pos = alloc_data(I, &pt);
+    for (int64_t i = 0; i < D; i++) put(pos, MLC_DT_F32, i, (double)i, 0, false);
+    uint32_t one = compare(I, C_EQ, data_node(I, &pt, pos, "position"), idx);
+    return set_out(I, 0, cast_to(I, one, t.dtype));
+  }
+  uint32_t y = cast_to(I, idx, MLC_DT_I64);
+  if (!keep) {
+    int64_t dm[MLC_MAX_RANK];
+    int r = 0;
+    for (int i = 0; i < t.rank; i++)
+      if (i != axis) dm[r++] = t.dim[i];
+    y = reshape(I, y, dm, r);
+  }
+  return set_out(I, 0, y);
+}
+
+/* out[p] = x[p with p[axis] = idx[p]]: the embedding op over x as [numel, 1]
+ * at flat offsets computed here (the offset of p without its axis is known at
+ * compile time).  Negative indices count from the end; an index still out of
+ * range gives 0 (offset -1: the embedding op's zero row). */
+static uint32_t gather_elements(imp *I, uint32_t x, uint32_t idx, int axis) {
+  if (x == NONE || idx == NONE) return NONE;
+  mlc_type tx = *type_of(I, x), ti = *type_of(I, idx);
+  if (!mlc_dtype_is_float((mlc_dtype)tx.dtype)) { nerr(I, "the data must be a float tensor (mlc gathers floats)"); return NONE; }
+  if (mlc_dtype_is_float((mlc_dtype)ti.dtype) || ti.dtype == MLC_DT_BOOL) { nerr(I, "indices must be integers"); return NONE; }
+  if (ti.rank != tx.rank) { nerr(I, "indices have rank %d, the data %d", ti.rank, tx.rank); return NONE; }
+  int64_t stride[MLC_MAX_RANK], s = 1;
+  for (int i = tx.rank - 1; i >= 0; i--) {
+    if (i != axis && ti.dim[i] > tx.dim[i]) { nerr(I, "indices dimension %d (%lld) is larger than the data's (%lld)", i, (long long)ti.dim[i], (long long)tx.dim[i]); return NONE; }
+    stride[i] = s, s *= tx.dim[i];
+  }
+  int64_t ni = mlc_type_numel(&ti), D = tx.dim[axis];
+  if (ni > MAX_FOLD_NUMEL) { nerr(I, "more than %d indices", MAX_FOLD_NUMEL); return NONE; }
+  mlc_type bt = ti;
+  bt.dtype = MLC_DT_I64;
+  uint8_t *base = alloc_data(I, &bt);
+  for (int64_t i = 0; i < ni; i++) {
+    int64_t rem = i, off = 0;
+    for (int k = ti.rank - 1; k >= 0; k--) {
+      if (k != axis) off += (rem % ti.dim[k]) * stride[k];
+      rem /= ti.dim[k];
+    }
+    put(base, MLC_DT_I64, i, 0, off, true);
+  }
+  uint32_t k = cast_to(I, idx, MLC_DT_I64);
+  k = emit2(I, MLC_OP_ADD, k, emit2(I, MLC_OP_MUL, cast_to(I, f_not(I, f_nonneg(I, k)), MLC_DT_I64), scalar(I, (double)D, MLC_DT_I64)));
+  uint32_t ok = f_and(I, f_nonneg(I, k), f_nonneg(I, emit2(I, MLC_OP_SUB, scalar(I, (double)(D - 1), MLC_DT_I64), k)));
+  uint32_t flat = emit2(I, MLC_OP_ADD, data_node(I, &bt, base, "offset"), emit2(I, MLC_OP_MUL, k, scalar(I, (double)stride[axis], MLC_DT_I64)));
+  flat = select(I, ok, flat, scalar(I, -1, MLC_DT_I64));
+  int64_t dx[2] = {mlc_type_numel(&tx), 1}, dn[1] = {ni};
+  uint32_t y = emit2(I, MLC_OP_EMBEDDING, reshape(I, x, dx, 2), reshape(I, flat, dn, 1));
+  return reshape(I, y, ti.dim, ti.rank);
+}
+
+static bool op_gather_elements(imp *I, const op_def *d) {
+  (void)d;
+  uint32_t x = in(I, 0), idx = in(I, 1);
+  if (x == NONE || idx == NONE) return false;
+  int axis;
+  if (!norm_axis(I, attr_i(N, "axis", 0), type_of(I, x)->rank, &axis)) return false;
+  return set_out(I, 0, gather_elements(I, x, idx, axis));
+}
+
+/* Sum of x over every axis, as a scalar. */
+static uint32_t sum_all(imp *I, uint32_t x) {
+  if (x == NONE) return NONE;
+  bool sel[MLC_MAX_RANK];
+  int r = type_of(I, x)->rank;
+  int64_t none[1] = {1};
+  for (int i = 0; i < r; i++) sel[i] = true;
+  return reshape(I, reduce_axes(I, MLC_OP_SUM, x, sel, r), none, 0);
+}
+
+/* The negative log likelihood of x[N, C, d...] (log-probabilities) at the
+ * classes t[N, d...], weighted by w[C] (NONE: 1); targets equal to
+ * ignore_index weigh 0.  Reduction 'none', 'sum' or 'mean' (the weighted
+ * mean: divided by the sum of the weights used). */
+static uint32_t nll(imp *I, uint32_t x, uint32_t t, uint32_t w) {
+  if (x == NONE || t == NONE || (has_in(I, 2) && w == NONE)) return NONE;
+  mlc_type tx = *type_of(I, x), tt = *type_of(I, t);
+  bool ok = tx.rank >= 2 && tt.rank == tx.rank - 1 && tt.dim[0] == tx.dim[0];
+  for (int i = 1; ok && i < tt.rank; i++) ok = tt.dim[i] == tx.dim[i + 1];
+  if (!ok) { nerr(I, "the input must be [N, C, d1, ...] and the target [N, d1, ...]"); return NONE; }
+  if (mlc_dtype_is_float((mlc_dtype)tt.dtype) || tt.dtype == MLC_DT_BOOL) { nerr(I, "the target must be integers"); return NONE; }
+  if (w != NONE && (type_of(I, w)->rank != 1 || type_of(I, w)->dim[0] != tx.dim[1])) { nerr(I, "the weight must be [C]"); return NONE; }
+  bool mean = attr_s(N, "reduction", "mean", "mean"), sum = attr_s(N, "reduction", "mean", "sum");
+  if (!mean && !sum && !attr_s(N, "reduction", "mean", "none")) { nerr(I, "unsupported reduction (mlc has none, sum and mean)"); return NONE; }
+  uint32_t t64 = cast_to(I, t, MLC_DT_I64), keep = NONE;
+  if (attr(N, "ignore_index")) {
+    /* an ignored target becomes -1: the gathers below give 0 there */
+    keep = f_not(I, compare(I, C_EQ, t64, scalar(I, (double)attr_i(N, "ignore_index", 0), MLC_DT_I64)));
+    t64 = select(I, keep, t64, scalar(I, -1, MLC_DT_I64));
+  }
+  int64_t d1[MLC_MAX_RANK];
+  d1[0] = tt.dim[0], d1[1] = 1;
+  for (int i = 1; i < tt.rank; i++) d1[i + 1] = tt.dim[i];
+  uint32_t picked = reshape(I, gather_elements(I, x, reshape(I, t64, d1, tx.rank), 1), tt.dim, tt.rank);
+  uint32_t wt = NONE;
+  if (w != NONE) {
+    int64_t dw[2] = {tx.dim[1], 1};
+    wt = reshape(I, emit2(I, MLC_OP_EMBEDDING, reshape(I, w, dw, 2), t64), tt.dim, tt.rank);
+  } else if (keep != NONE) {
+    wt = cast_to(I, keep, tx.dtype);
+  }
+  uint32_t loss = emit1(I, MLC_OP_NEG, picked);
+  if (wt != NONE) loss = emit2(I, MLC_OP_MUL, loss, wt);
+  if (sum) return sum_all(I, loss);
+  if (mean) {
+    uint32_t den = wt != NONE ? sum_all(I, wt) : scalar(I, (double)mlc_type_numel(&tt), tx.dtype);
+    return emit2(I, MLC_OP_DIV, sum_all(I, loss), den);
+  }
+  return loss;
+}
+
+static bool op_nll(imp *I, const op_def *d) {
+  (void)d;
+  uint32_t x = in(I, 0), t = in(I, 1), w = has_in(I, 2) ? in(I, 2) : NONE;
+  return set_out(I, 0, nll(I, x, t, w));
+}
+
+/* SoftmaxCrossEntropyLoss: nll of log_softmax over the classes (axis 1);
+ * output 1, if asked for, is that log_softmax. */
+static bool op_sce(imp *I, const op_def *d) {
+  (void)d;
+  uint32_t x = in(I, 0), t = in(I, 1), w = has_in(I, 2) ? in(I, 2) : NONE;
+  if (x == NONE || t == NONE) return false;
+  if (type_of(I, x)->rank < 2) { nerr(I, "the scores must be [N, C, d1, ...]"); return false; }
+  uint32_t s = emit2(I, MLC_OP_SUB, x, reduce(I, MLC_OP_MAX, x, 1, true));
+  uint32_t lp = emit2(I, MLC_OP_SUB, s, emit1(I, MLC_OP_LOG, reduce(I, MLC_OP_SUM, emit1(I, MLC_OP_EXP, s), 1, true)));
+  if (!set_out(I, 0, nll(I, lp, t, w))) return false;
+  return I->n->n_output < 2 || set_out(I, 1, lp);
+}
+
+/* Trilu: x with the elements outside the triangle (of the last two axes) 0;
+ * the mask is known at compile time. */
+static bool op_trilu(imp *I, const op_def *d) {
+  (void)d;
+  uint32_t x = in(I, 0);
+  if (x == NONE) return false;
+  mlc_type t = *type_of(I, x);
+  if (t.rank < 2) { nerr(I, "the input must have rank 2 or more"); return false; }
+  int64_t k = 0;
+  if (has_in(I, 1)) {
+    val *kv = in_const(I, 1, "k");
+    if (!kv) return false;
+    k = get_i(kv, 0);
+  }
+  bool upper = attr_i(N, "upper", 1);
+  int64_t R = t.dim[t.rank - 2], C = t.dim[t.rank - 1];
+  mlc_type mt = {.dtype = MLC_DT_BOOL, .rank = 2, .dim = {R, C}};
+  if (R * C > MAX_FOLD_NUMEL) { nerr(I, "the matrices have more than %d elements", MAX_FOLD_NUMEL); return false; }
+  uint8_t *mask = alloc_data(I, &mt);
+  for (int64_t i = 0; i < R; i++)
+    for (int64_t j = 0; j < C; j++) mask[i * C + j] = upper ? j - i >= k : j - i <= k;
+  return set_out(I, 0, select(I, data_node(I, &mt, mask, "mask"), x, like(I, x, 0)));
+}
+
+/* ---- convolution and pooling, from slices and a matmul ----
+ *
+ * Each offset of the kernel reads a strided window of the padded input:
+ * x[n, c, o * stride + k * dilation] for every output position o.  A window
+ * is a slice of the padded input (padded at the end as far as the last
+ * stride needs), with a stride s taken as a reshape of the axis into
+ * (out, s) and a slice of index 0 of the second.  Pooling reduces the
+ * windows stacked on a new axis; Conv stacks them as the columns of an
+ * im2col matrix and multiplies with the weight. */
+
+#define MAX_SPATIAL 3
+#define WIN_CHUNK 16 /* windows per concat */
+
+typedef struct {
+  int k;                                                    /* spatial axes */
+  int64_t size[MAX_SPATIAL], kern[MAX_SPATIAL], str[MAX_SPATIAL], dil[MAX_SPATIAL];
+  int64_t pb[MAX_SPATIAL], pe[MAX_SPATIAL], out[MAX_SPATIAL]; /* pads before, after; output size */
+} window;
+
+#define MAX_WINDOW_ATTR (1 << 24) /* kernel, stride, dilation and pad sizes: products stay far from overflow */
+
+/* An attribute of k ints in [min, MAX_WINDOW_ATTR] (default: def), or an error naming it. */
+static bool attr_k(imp *I, const char *name, int k, int64_t def, int64_t min, int64_t *out) {
+  const Onnx__AttributeProto *a = attr(I->n, name);
+  for (int i = 0; i < k; i++) out[i] = def;
+  if (!a) return true;
+  if ((int)a->n_ints != k) { nerr(I, "%s has %zu values for %d spatial axes", name, a->n_ints, k); return false; }
+  for (int i = 0; i < k; i++) {
+    if (a->ints[i] < min || a->ints[i] > MAX_WINDOW_ATTR) { nerr(I, "unsupported %s value %lld", name, (long long)a->ints[i]); return false; }
+    out[i] = a->ints[i];
+  }
+  return true;
+}
+
+/* The window geometry of a Conv or pool over x [N, C, D1, ...]; kern from
+ * the weight (Conv) or NULL (kernel_shape, required). */
+static bool window_of(imp *I, const mlc_type *t, const int64_t *kern, bool ceil_ok, window *w) {
+  memset(w, 0, sizeof *w);
+  w->k = t->rank - 2;
+  if (w->k < 1 || w->k > MAX_SPATIAL) { nerr(I, "the input must be [N, C, D1, ...] with 1 to %d spatial axes", MAX_SPATIAL); return false; }
+  int k = w->k;
+  for (int i = 0; i < k; i++) w->size[i] = t->dim[2 + i];
+  if (!attr_k(I, "kernel_shape", k, 0, 1, w->kern)) return false;
+  if (kern) {
+    for (int i = 0; i < k; i++) {
+      if (attr(I->n, "kernel_shape") && w->kern[i] != kern[i]) { nerr(I, "kernel_shape differs from the weight's shape"); return false; }
+      w->kern[i] = kern[i];
+    }
+  } else if (!attr(I->n, "kernel_shape")) {
+    nerr(I, "the attribute kernel_shape is required");
+    return false;
+  }
+  int64_t pads[2 * MAX_SPATIAL];
+  if (!attr_k(I, "strides", k, 1, 1, w->str) || !attr_k(I, "dilations", k, 1, 1, w->dil) ||
+      !attr_k(I, "pads", 2 * k, 0, 0, pads))
+    return false;
+  bool ceil = attr_i(I->n, "ceil_mode", 0);
+  if (ceil && !ceil_ok) { nerr(I, "unsupported attribute value ceil_mode=1"); return false; }
+  const Onnx__AttributeProto *ap = attr(I->n, "auto_pad");
+  bool same_upper = attr_s(I->n, "auto_pad", "NOTSET", "SAME_UPPER"), same_lower = attr_s(I->n, "auto_pad", "NOTSET", "SAME_LOWER");
+  bool valid = attr_s(I->n, "auto_pad", "NOTSET", "VALID"), notset = attr_s(I->n, "auto_pad", "NOTSET", "NOTSET");
+  if (!same_upper && !same_lower && !valid && !notset) { nerr(I, "unsupported auto_pad value"); return false; }
+  if (ap && !notset && attr(I->n, "pads")) { nerr(I, "auto_pad and pads are both given"); return false; }
+  for (int i = 0; i < k; i++) {
+    int64_t eff = (w->kern[i] - 1) * w->dil[i] + 1, S = w->size[i];
+    if (same_upper || same_lower) {
+      w->out[i] = (S + w->str[i] - 1) / w->str[i];
+      int64_t total = (w->out[i] - 1) * w->str[i] + eff - S;
+      if (total < 0) total = 0;
+      w->pb[i] = same_upper ? total / 2 : total - total / 2;
+      w->pe[i] = total - w->pb[i];
+      continue;
+    }
+    w->pb[i] = valid ? 0 : pads[i], w->pe[i] = valid ? 0 : pads[k + i];
+    int64_t span = S + w->pb[i] + w->pe[i] - eff;
+    if (span < 0) { nerr(I, "the kernel (%lld with dilation) is larger than the padded input (%lld)", (long long)eff, (long long)(S + w->pb[i] + w->pe[i])); return false; }
+    w->out[i] = (ceil ? (span + w->str[i] - 1) / w->str[i] : span / w->str[i]) + 1;
+    /* ceil_mode: a last window that would start in the end padding is dropped (as PyTorch) */
+    if (ceil && (w->out[i] - 1) * w->str[i] >= S + w->pb[i]) w->out[i]--;
+  }
+  return true;
+}
+
+/* x padded on axis with `before` and `after` copies of the scalar v. */
+static uint32_t pad_axis(imp *I, uint32_t x, int axis, int64_t before, int64_t after, double v) {
+  if (x == NONE || (before == 0 && after == 0)) return x;
+  uint32_t parts[3];
+  int n = 0;
+  mlc_type t = *type_of(I, x);
+  if (before) { t.dim[axis] = before; parts[n++] = broadcast_to(I, like(I, x, v), &t); }
+  parts[n++] = x;
+  if (after) { t.dim[axis] = after; parts[n++] = broadcast_to(I, like(I, x, v), &t); }
+  mlc_attrs a = {.axis = axis};
+  return emit(I, MLC_OP_CONCAT, parts, (uint32_t)n, &a, NULL);
+}
+
+/* The windows of x [N, C, D...], each [N, C, out...], in row-major order of
+ * the kernel offsets; pad value v.  Returns how many (prod of kern). */
+static int64_t windows(imp *I, uint32_t x, const window *w, double v, uint32_t *out, int64_t max) {
+  int64_t nwin = 1;
+  for (int i = 0; i < w->k && nwin <= max; i++) nwin *= w->kern[i];
+  if (nwin > max) { nerr(I, "the kernel has more than %lld positions, the most mlc lowers", (long long)max); return -1; }
+  for (int i = 0; i < w->k; i++) {
+    int64_t need = (w->kern[i] - 1) * w->dil[i] + w->out[i] * w->str[i], have = w->size[i] + w->pb[i] + w->pe[i];
+    x = pad_axis(I, x, 2 + i, w->pb[i], (need > have ? need : have) - w->size[i] - w->pb[i], v);
+  }
+  for (int64_t j = 0; j < nwin; j++) {
+    uint32_t y = x;
+    int64_t rem = j;
+    for (int i = w->k - 1; i >= 0; i--) {
+      int64_t o = rem % w->kern[i], s = w->str[i];
+      rem /= w->kern[i];
+      int ax = 2 + i;
+      y = slice(I, y, ax, o * w->dil[i], o * w->dil[i] + w->out[i] * s);
+      if (s > 1 && y != NONE) {
+        mlc_type t = *type_of(I, y);
+        int64_t d[MLC_MAX_RANK];
+        int r = 0;
+        for (int q = 0; q < t.rank; q++) {
+          if (q == ax) d[r++] = w->out[i], d[r++] = s;
+          else d[r++] = t.dim[q];
+        }
+        y = slice(I, reshape(I, y, d, r), ax + 1, 0, 1);
+        t.dim[ax] = w->out[i];
+        y = reshape(I, y, t.dim, t.rank);
+      }
+    }
+    out[j] = y;
+  }
+  return nwin;
+}
+
+/* parts concatenated on axis, WIN_CHUNK at a time. */
+static uint32_t concat_many(imp *I, const uint32_t *parts, int64_t n, int axis) {
+  uint32_t level[256];
+  int64_t m = 0;
+  mlc_attrs a = {.axis = axis};
+  for (int64_t i = 0; i < n; i += WIN_CHUNK) {
+    int64_t c = n - i < WIN_CHUNK ? n - i : WIN_CHUNK;
+    level[m++] = c == 1 ? parts[i] : emit(I, MLC_OP_CONCAT, parts + i, (uint32_t)c, &a, NULL);
+  }
+  return m == 1 ? level[0] : concat_many(I, level, m, axis);
+}
+
+#define MAX_WINDOWS 4096
+
+/* MaxPool (k MLC_OP_MAX) and AveragePool (k MLC_OP_SUM). */
+static bool op_pool(imp *I, const op_def *d) {
+  if (!only_outputs(I, 1)) return false;
+  uint32_t x = in(I, 0);
+  if (x == NONE) return false;
+  mlc_type t = *type_of(I, x);
+  if (!mlc_dtype_is_float((mlc_dtype)t.dtype)) { nerr(I, "the input must be a float tensor"); return false; }
+  window w;
+  if (!window_of(I, &t, NULL, true, &w)) return false;
+  bool max = d->k == MLC_OP_MAX;
+  uint32_t *win = mlc_arena_alloc(I->a, MAX_WINDOWS * sizeof *win);
+  int64_t nw = windows(I, x, &w, max ? -INFINITY : 0, win, MAX_WINDOWS);
+  if (nw < 0) return false;
+  int64_t rows = t.dim[0] * t.dim[1], dr[2] = {0, 1};
+  for (int i = 0; i < w.k; i++) rows *= w.out[i];
+  dr[0] = rows;
+  for (int64_t j = 0; j < nw; j++) win[j] = reshape(I, win[j], dr, 2);
+  /* reduce WIN_CHUNK windows at a time, then the partial results */
+  int64_t n = nw;
+  while (n > 1) {
+    int64_t m = 0;
+    for (int64_t i = 0; i < n; i += WIN_CHUNK) {
+      int64_t c = n - i < WIN_CHUNK ? n - i : WIN_CHUNK;
+      win[m++] = c == 1 ? win[i] : reduce(I, (mlc_op)d->k, concat_many(I, win + i, c, 1), 1, true);
+    }
+    n = m;
+  }
+  mlc_type ot = t;
+  for (int i = 0; i < w.k; i++) ot.dim[2 + i] = w.out[i];
+  uint32_t y = reshape(I, win[0], ot.dim, ot.rank);
+  if (!max) {
+    /* divide by the number of window positions inside the input (or inside
+     * the explicit padding, count_include_pad), known at compile time */
+    bool incl = attr_i(N, "count_include_pad", 0);
+    mlc_type ct = {.dtype = t.dtype, .rank = t.rank};
+    int64_t cnt = 1;
+    for (int i = 0; i < t.rank; i++) ct.dim[i] = i < 2 ? 1 : w.out[i - 2], cnt *= ct.dim[i];
+    if (cnt > MAX_FOLD_NUMEL) { nerr(I, "the output has more than %d positions", MAX_FOLD_NUMEL); return false; }
+    uint8_t *data = alloc_data(I, &ct);
+    for (int64_t p = 0; p < cnt; p++) {
+      int64_t rem = p;
+      double c = 1;
+      for (int i = w.k - 1; i >= 0; i--) {
+        int64_t o = rem % w.out[i], inside = 0;
+        rem /= w.out[i];
+        int64_t lo = incl ? -w.pb[i] : 0, hi = incl ? w.size[i] + w.pe[i] : w.size[i];
+        for (int64_t j = 0; j < w.kern[i]; j++) {
+          int64_t pos = o * w.str[i] - w.pb[i] + j * w.dil[i];
+          inside += pos >= lo && pos < hi;
+        }
+        c *= (double)inside;
+      }
+      put(data, ct.dtype, p, c, 0, false);
+    }
+    y = emit2(I, MLC_OP_DIV, y, data_node(I, &ct, data, "count"));
+  }
+  return set_out(I, 0, y);
+}
+
+/* Conv: im2col (the windows as [N, C * K, out]) and a matmul per group. */
+static bool op_conv(imp *I, const op_def *d) {
+  (void)d;
+  uint32_t x = in(I, 0), wt = in(I, 1), b = has_in(I, 2) ? in(I, 2) : NONE;
+  if (x == NONE || wt == NONE || (has_in(I, 2) && b == NONE)) return false;
+  mlc_type t = *type_of(I, x), tw = *type_of(I, wt);
+  if (!mlc_dtype_is_float((mlc_dtype)t.dtype)) { nerr(I, "the input must be a float tensor"); return false; }
+  int64_t g = attr_i(N, "group", 1), C = t.rank >= 2 ? t.dim[1] : 0, M = tw.dim[0];
+  if (tw.rank != t.rank || g < 1 || C % g || M % g || tw.dim[1] != C / g) {
+    nerr(I, "the weight must be [M, C / group, k...] for the input [N, C, ...] (group %lld)", (long long)g);
+    return false;
+  }
+  window w;
+  if (!window_of(I, &t, tw.dim + 2, false, &w)) return false;
+  uint32_t *win = mlc_arena_alloc(I->a, MAX_WINDOWS * sizeof *win);
+  int64_t nw = windows(I, x, &w, 0, win, MAX_WINDOWS);
+  if (nw < 0) return false;
+  int64_t of = 1;
+  for (int i = 0; i < w.k; i++) of *= w.out[i];
+  int64_t d4[4] = {t.dim[0], C, 1, of};
+  for (int64_t j = 0; j < nw; j++) win[j] = reshape(I, win[j], d4, 4);
+  uint32_t col = concat_many(I, win, nw, 2); /* [N, C, K, out] */
+  if (g > MAX_WINDOWS) { nerr(I, "group %lld: mlc lowers at most %d groups", (long long)g, MAX_WINDOWS); return false; }
+  uint32_t *ys = mlc_arena_alloc(I->a, (size_t)g * sizeof *ys);
+  int64_t cg = C / g, mg = M / g, dc[3] = {t.dim[0], cg * nw, of}, dw[2] = {mg, cg * nw};
+  for (int64_t q = 0; q < g; q++) {
+    uint32_t cq = reshape(I, slice(I, col, 1, q * cg, (q + 1) * cg), dc, 3);
+    uint32_t wq = reshape(I, slice(I, wt, 0, q * mg, (q + 1) * mg), dw, 2);
+    ys[q] = emit2(I, MLC_OP_MATMUL, wq, cq); /* [N, M / g, out] */
+  }
+  uint32_t y = g == 1 ? ys[0] : concat_many(I, ys, g, 1);
+  if (b != NONE) {
+    int64_t db[2] = {M, 1};
+    if (type_of(I, b)->rank != 1 || type_of(I, b)->dim[0] != M) { nerr(I, "the bias must be [M]"); return false; }
+    y = emit2(I, MLC_OP_ADD, y, reshape(I, b, db, 2));
+  }
+  mlc_type ot = t;
+  ot.dim[1] = M;
+  for (int i = 0; i < w.k; i++) ot.dim[2 + i] = w.out[i];
+  return set_out(I, 0, reshape(I, y, ot.dim, ot.rank));
+}
+
 #undef N
 
 static const op_def op_table[] = {
@@ -1440,6 +2066,7 @@ static const op_def op_table[] = {
   {"ReduceL2", op_reduce, "axes keepdims noop_with_empty_axes", R_L2, 1},
   {"ReduceLogSum", op_reduce, "axes keepdims noop_with_empty_axes", R_LOGSUM, 1},
   {"ReduceLogSumExp", op_reduce, "axes keepdims noop_with_empty_axes", R_LOGSUMEXP, 1},
+  {"ReduceProd", op_reduce, "axes keepdims noop_with_empty_axes", R_PROD, 1},
   {"Reshape", op_reshape, "allowzero", 0, 5},
   {"Flatten", op_flatten, "axis", 0, 1},
   {"Squeeze", op_squeeze, "axes", 0, 1},
@@ -1467,6 +2094,28 @@ static const op_def op_table[] = {
   {"ConstantOfShape", op_constant_of_shape, "value", 0, 9},
   {"Range", op_range, "", 0, 11},
   {"EyeLike", op_eyelike, "dtype k", 0, 9},
+  {"Equal", op_compare, "", C_EQ, 11},
+  {"Less", op_compare, "", C_LT, 9},
+  {"LessOrEqual", op_compare, "", C_LE, 12},
+  {"Greater", op_compare, "", C_GT, 9},
+  {"GreaterOrEqual", op_compare, "", C_GE, 12},
+  {"And", op_logic, "", '&', 7},
+  {"Or", op_logic, "", '|', 7},
+  {"Xor", op_logic, "", '^', 7},
+  {"Not", op_logic, "", '!', 1},
+  {"IsNaN", op_isnan, "", 0, 9},
+  {"IsInf", op_isnan, "detect_negative detect_positive", 1, 10},
+  {"Where", op_where, "", 0, 9},
+  {"ArgMax", op_argmax, "axis keepdims select_last_index", 0, 11},
+  {"ArgMin", op_argmax, "axis keepdims select_last_index", 1, 11},
+  {"Hardmax", op_argmax, "axis", 2, 13},
+  {"GatherElements", op_gather_elements, "axis", 0, 11},
+  {"NegativeLogLikelihoodLoss", op_nll, "ignore_index reduction", 0, 12},
+  {"SoftmaxCrossEntropyLoss", op_sce, "ignore_index reduction", 0, 12},
+  {"Trilu", op_trilu, "upper", 0, 14},
+  {"MaxPool", op_pool, "auto_pad ceil_mode dilations kernel_shape pads storage_order strides", MLC_OP_MAX, 1},
+  {"AveragePool", op_pool, "auto_pad ceil_mode count_include_pad kernel_shape pads strides", MLC_OP_SUM, 1},
+  {"Conv", op_conv, "auto_pad dilations group kernel_shape pads strides", 0, 1},
 };
 
 static bool attr_listed(const char *list, const char *name) {
