@@ -55,7 +55,7 @@ static bool close_out(FILE *f, const mlc_artifact *a, const char *name, const ch
 }
 
 /* The C name of an entry point: forward -> <name>_forward, train ->
- * <name>_train_step.  Inputs the runtime fills itself ("opt.step") and
+ * <name>_train_step.  Inputs the runtime fills itself ("opt.step", "opt.lr") and
  * outputs a caller has no use for (the train step's gradients and update
  * tokens) stay out of the signature. */
 static const char *entry_suffix(const mlc_func *f) { return strcmp(f->name, "train") ? f->name : "train_step"; }

@@ -184,6 +184,13 @@ void mlc_plan_encode_units(const mlc_program *p, mlc_kernel_namer namer, void *c
       put_u8(&w, products);
     }
   }
+  const mlc_train_config *tc = &p->train;
+  bool sched = tc->opt != MLC_OPT_NONE;
+  put_f64(&w, sched ? tc->lr : 0);
+  put_f64(&w, sched ? tc->min_lr : 0);
+  put_u64(&w, sched ? (uint64_t)tc->warmup : 0);
+  put_u64(&w, sched ? (uint64_t)tc->lr_steps : 0);
+  put_u8(&w, sched ? tc->decay : 0);
   uint64_t len = w.n - MLC_PLAN_HEADER_BYTES, sum = XXH64(w.buf + MLC_PLAN_HEADER_BYTES, (size_t)len, 0);
   for (int i = 0; i < 8; i++) {
     w.buf[16 + i] = (uint8_t)(len >> (8 * i));

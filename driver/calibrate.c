@@ -156,7 +156,7 @@ static mlc_status run_probe(const char *target, const probe *pr, int ordinal, in
   mlc_session *s = NULL;
   mlc_status st = NULL;
   timed_dev *td = NULL;
-  mlc_lower_options lo = {NULL, 0, NULL, 0, false};
+  mlc_lower_options lo = {NULL, 0, NULL, 0, false, 0};
   mlc_pipeline_options po = {.dump = stdout, .target = target};
   if (!mlc_frontend_run(&prog, &diag, "<calibrate>", pr->source, strlen(pr->source), &lo, NULL) ||
       !mlc_pipeline_run(&prog, &diag, &po)) {

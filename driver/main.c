@@ -98,6 +98,9 @@ static void usage(FILE *o) {
           "                        three TF32 products, about f32's accuracy; the default), ieee (f32\n"
           "                        FMAs, no tensor cores) or tf32 (one TF32 product); overrides the\n"
           "                        train block's precision(f32_matmul=...)\n"
+          "      --accum N         (compile, train, profile) gradient accumulation: each step takes N\n"
+          "                        micro-batches of the declared batch and updates with the mean of their\n"
+          "                        gradients; overrides the train block's accum = ...\n"
           "      --memory-budget B the bytes a training session may hold (14GB, 12.5GiB, 9e9): the\n"
           "                        compiler recomputes cheap activations (casts, norms, SiLU) in the\n"
           "                        backward until the plan fits, or says the smallest it can reach;\n"
@@ -258,6 +261,7 @@ typedef struct {
   uint32_t ninputs, noutputs, neval_inputs;
   double eval_split;                  /* train: --eval-split */
   long eval_every, save_every;        /* train */
+  long accum;                         /* --accum: micro-batches per step; 0: the train block's */
   bool shuffle;                       /* train: --shuffle SEED */
   unsigned long long shuffle_seed;
   bool time_passes, stats, profile, fsdp, device_set, no_train;
@@ -273,7 +277,7 @@ enum {
   OPT_EMIT = 256, OPT_NO_TRAIN, OPT_PRINT_AFTER, OPT_TIME, OPT_STATS, OPT_ENTRY, OPT_WEIGHTS, OPT_INPUT, OPT_PROFILE, OPT_THREADS,
   OPT_SEED, OPT_RUNS, OPT_WARMUP, OPT_STEPS, OPT_DATA, OPT_DATA_DTYPE, OPT_SAVE, OPT_RESUME, OPT_TRACE, OPT_ROOFLINE,
   OPT_DEVICE, OPT_FSDP, OPT_EXPORT, OPT_CODEGEN, OPT_NAME, OPT_CC, OPT_NCU, OPT_NCU_CSV, OPT_NCU_JSON,
-  OPT_EVAL_INPUT, OPT_EVAL_SPLIT, OPT_EVAL_EVERY, OPT_SHUFFLE, OPT_SAVE_EVERY,
+  OPT_EVAL_INPUT, OPT_EVAL_SPLIT, OPT_EVAL_EVERY, OPT_SHUFFLE, OPT_SAVE_EVERY, OPT_ACCUM,
 };
 
 /* Which options each command takes: a letter or OPT_ value per entry. */
@@ -282,6 +286,7 @@ static bool takes(command cmd, int opt) {
   case 't': case 'D': case 'h': case OPT_ENTRY: case OPT_TIME: case OPT_FSDP: case OPT_CODEGEN: return true;
   case OPT_EMIT: case OPT_PRINT_AFTER: case OPT_STATS: case OPT_NAME: case OPT_CC: return cmd == CMD_COMPILE;
   case OPT_NO_TRAIN: return cmd == CMD_COMPILE || cmd == CMD_RUN || cmd == CMD_BENCH;
+  case OPT_ACCUM: return cmd == CMD_COMPILE || cmd == CMD_TRAIN || cmd == CMD_PROFILE;
   case 'o': return cmd == CMD_COMPILE || cmd == CMD_RUN;
   case OPT_INPUT: return cmd == CMD_RUN || cmd == CMD_TRAIN;
   case OPT_EVAL_INPUT: case OPT_EVAL_SPLIT: case OPT_EVAL_EVERY: case OPT_SHUFFLE: case OPT_SAVE_EVERY:
@@ -333,7 +338,7 @@ static int parse_args(options *o, int argc, char **argv) {
     {"export", required_argument, 0, OPT_EXPORT},
     {"eval-input", required_argument, 0, OPT_EVAL_INPUT}, {"eval-split", required_argument, 0, OPT_EVAL_SPLIT},
     {"eval-every", required_argument, 0, OPT_EVAL_EVERY}, {"shuffle", required_argument, 0, OPT_SHUFFLE},
-    {"save-every", required_argument, 0, OPT_SAVE_EVERY},
+    {"save-every", required_argument, 0, OPT_SAVE_EVERY}, {"accum", required_argument, 0, OPT_ACCUM},
     {"name", required_argument, 0, OPT_NAME},   {"cc", required_argument, 0, OPT_CC},
     {"ncu", no_argument, 0, OPT_NCU}, {"ncu-csv", required_argument, 0, OPT_NCU_CSV},
     {"ncu-json", required_argument, 0, OPT_NCU_JSON},
@@ -411,6 +416,10 @@ static int parse_args(options *o, int argc, char **argv) {
     case OPT_SAVE_EVERY:
       if (!parse_int(optarg, 1, 100000000, &v)) return usage_error("--save-every %s: expected a number of steps", optarg);
       o->save_every = v;
+      break;
+    case OPT_ACCUM:
+      if (!parse_int(optarg, 1, 65536, &v)) return usage_error("--accum %s: expected a number of micro-batches, 1 to 65536", optarg);
+      o->accum = v;
       break;
     case OPT_SHUFFLE:
       if (!parse_int(optarg, 0, LONG_MAX, &v)) return usage_error("--shuffle %s: expected a seed (a non-negative integer)", optarg);
@@ -589,7 +598,7 @@ static int frontend(const options *o, mlc_program *prog, mlc_diag *diag, char **
   double t2 = mlc_now();
   if (tf) fprintf(tf, "mlc: time per phase\n  %-12s %9.3f ms\n  %-12s %9.3f ms\n", "read", (t1 - t0) * 1e3, "parse", (t2 - t1) * 1e3);
   if (!diag->errors && o->emit && !strcmp(o->emit, "ast")) mlc_ast_print(stdout, ast);
-  mlc_lower_options lo = {o->defines, o->ndefines, o->entry, 0, o->no_train};
+  mlc_lower_options lo = {o->defines, o->ndefines, o->entry, 0, o->no_train, o->accum};
   bool ok = !diag->errors && mlc_lower(prog, diag, ast, &lo);
   if (ok && o->artifact_name) prog->name = o->artifact_name;
   mlc_options_apply(prog, &o->cg);
@@ -1148,7 +1157,7 @@ static mlc_status measure_gemm(int threads, double *out) {
   mlc_status st = NULL;
   float *buf = NULL;
   char err[512];
-  mlc_lower_options lo = {NULL, 0, NULL, 0, false};
+  mlc_lower_options lo = {NULL, 0, NULL, 0, false, 0};
   mlc_pipeline_options po = {NULL, stdout, NULL, "cpu", false, false};
   if (!mlc_frontend_run(&prog, &diag, "<calibrate>", src, sizeof src - 1, &lo, NULL) ||
       !mlc_pipeline_run(&prog, &diag, &po)) {

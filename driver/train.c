@@ -245,6 +245,9 @@ static mlc_status loop(mlc_session *s, const mlc_train_args *a, const mlc_plan_e
   }
   const char *unit = a->data ? "tok/s" : "samples/s";
   bool have_held = held->ncols > 0;
+  const mlc_plan_schedule *sc = &mlc_session_plan(s)->schedule;
+  bool show_lr = sc->warmup || sc->decay != MLC_PLAN_DECAY_NONE, show_norm = false;
+  for (uint32_t k = 0; k < e->noutputs; k++) show_norm |= !strcmp(e->outputs[k].name, "grad_norm");
   long since_eval = 0;
   for (long i = 0; i < a->warmup + a->steps && !st; i++) {
     if (a->warmup && i == a->warmup) { /* the profile starts now */
@@ -254,7 +257,7 @@ static mlc_status loop(mlc_session *s, const mlc_train_args *a, const mlc_plan_e
     uint64_t step = mlc_session_step(s);
     if (a->data && (st = data_inputs(s, e, d, step, a->data))) break;
     if (train->ncols && (st = mlc_dataset_set_batch(train, s, e, step * world + rank))) break;
-    double t0 = now();
+    double lr = mlc_session_lr(s), t0 = now();
     if ((st = mlc_session_run(s, "train"))) break;
     double sec = now() - t0, ms = sec * 1e3;
     const void *loss;
@@ -267,9 +270,18 @@ static mlc_status loop(mlc_session *s, const mlc_train_args *a, const mlc_plan_e
       if ((st = mlc_session_all_sum(s, flags, 2))) break;
       l = (float)(flags[0] / (double)world);
     }
+    float norm = 0;
+    if (show_norm) {
+      if ((st = mlc_session_output(s, "train", "grad_norm", &loss, &shape))) break;
+      memcpy(&norm, loss, sizeof norm);
+    }
     if (a->log) {
-      fprintf(a->log, ms < 10 ? "step %llu: loss %.6f (%.3f ms, %.0f %s)\n" : "step %llu: loss %.6f (%.1f ms, %.0f %s)\n",
-              (unsigned long long)step + 1, l, ms, sec > 0 ? per_step / sec : 0.0, unit);
+      char extra[96] = "";
+      int k = 0;
+      if (show_lr) k += snprintf(extra + k, sizeof extra - (size_t)k, ", lr %.4e", lr);
+      if (show_norm) snprintf(extra + k, sizeof extra - (size_t)k, ", grad norm %.4f", norm);
+      fprintf(a->log, ms < 10 ? "step %llu: loss %.6f%s (%.3f ms, %.0f %s)\n" : "step %llu: loss %.6f%s (%.1f ms, %.0f %s)\n",
+              (unsigned long long)step + 1, l, extra, ms, sec > 0 ? per_step / sec : 0.0, unit);
       fflush(a->log);
     }
     since_eval++;
@@ -294,6 +306,9 @@ mlc_status mlc_train_loop(mlc_session *s, const mlc_train_args *a, int *out_sign
   *out_signal = 0;
   const mlc_plan_entry *e = mlc_plan_find_entry(mlc_session_plan(s), "train");
   if (!e) return mlc_status_make(MLC_INVALID_ARGUMENT, "the model has no train block to train with");
+  /* The schedule's length: the optimizer's steps=, else a resumed
+   * checkpoint's, else this run's last step. */
+  if (!mlc_session_schedule_steps(s)) mlc_session_set_schedule_steps(s, mlc_session_step(s) + (uint64_t)(a->warmup + a->steps));
   tokens d = {0};
   mlc_dataset train = {0}, held = {0};
   mlc_status st = NULL;

@@ -111,5 +111,7 @@ void mlc_ast_print(FILE *o, const mlc_ast_file *f) {
     if (t->precision) { fprintf(o, "  "); pexpr(o, t->precision); fputc('\n', o); }
     if (t->shard) { fprintf(o, "  shard = "); pexpr(o, t->shard); fputc('\n', o); }
     if (t->memory_budget) { fprintf(o, "  memory_budget = "); pexpr(o, t->memory_budget); fputc('\n', o); }
+    if (t->clip_grad_norm) { fprintf(o, "  clip_grad_norm = "); pexpr(o, t->clip_grad_norm); fputc('\n', o); }
+    if (t->accum) { fprintf(o, "  accum = "); pexpr(o, t->accum); fputc('\n', o); }
   }
 }

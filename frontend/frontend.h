@@ -130,6 +130,8 @@ typedef struct {
   mlc_ast_expr *precision;  /* a call: precision(param=bf16, reduce=f32) */
   mlc_ast_expr *shard;      /* a call: fsdp(layers) */
   mlc_ast_expr *memory_budget; /* bytes, a number: 14e9 (passes/recompute.c) */
+  mlc_ast_expr *clip_grad_norm; /* a number: the largest global gradient norm (passes/optimizer.c) */
+  mlc_ast_expr *accum;      /* an integer: micro-batches per step (frontend/lower.c) */
 } mlc_ast_train;
 
 typedef struct {
@@ -158,6 +160,7 @@ typedef struct {
   const char *entry; /* module to compile; NULL: the train block's, else the last module */
   uint64_t max_steps; /* statements lowering may evaluate; 0: the default (10 million) */
   bool no_train;      /* the forward alone: a train block's model and config, not its step (--no-train) */
+  int64_t accum;      /* --accum: micro-batches per step, over the train block's accum =; 0: the block's */
 } mlc_lower_options;
 
 /* Lowers to IR.  Returns false if any error was reported. */

@@ -38,6 +38,7 @@ struct mlc_lowerer {
   uint32_t ninstances;
   uint32_t call_depth;
   uint64_t steps, max_steps;
+  int64_t accum_flag; /* --accum, 0 if not given */
   bool too_big;                /* a size limit was hit and reported: stop */
 };
 
@@ -1194,33 +1195,70 @@ static void lower_forward(mlc_lowerer *L, mlc_instance *root) {
   if (out.kind == V_TENSOR) mlc_func_add_output(L->p, L->f, "output", out.node);
 }
 
+/* The schedule's arguments of either optimizer, spec[first..first+3):
+ * warmup=, min_lr=, steps= (decay= names a curve, a word: taken out before
+ * binding, as betas= is). */
+static void lower_schedule(mlc_lowerer *L, const mlc_call *c, const char *const *spec, int nspec, int first,
+                           const mlc_value *v, const bool *pr) {
+  mlc_train_config *tc = &L->p->train;
+  if (pr[first]) mlc_want_int(L, v[first], mlc_arg_loc(c, spec, nspec, first), "warmup (steps)", 0, (int64_t)1 << 40, &tc->warmup);
+  if (pr[first + 1]) {
+    mlc_loc at = mlc_arg_loc(c, spec, nspec, first + 1);
+    if (mlc_want_float(L, v[first + 1], at, "min_lr", &tc->min_lr) && !(tc->min_lr >= 0 && tc->min_lr <= tc->lr))
+      mlc_error(L->d, at, "min_lr must be between 0 and lr (%g), got %g", tc->lr, tc->min_lr);
+    else if (tc->decay == MLC_DECAY_NONE)
+      mlc_error(L->d, at, "min_lr is where the rate decays to: it needs decay=cosine or decay=linear");
+  }
+  if (pr[first + 2]) {
+    mlc_loc at = mlc_arg_loc(c, spec, nspec, first + 2);
+    if (mlc_want_int(L, v[first + 2], at, "steps", 1, (int64_t)1 << 40, &tc->lr_steps) && tc->decay != MLC_DECAY_NONE &&
+        tc->lr_steps <= tc->warmup)
+      mlc_error(L->d, at, "steps (%lld) must be more than warmup (%lld): the rate decays between them",
+                (long long)tc->lr_steps, (long long)tc->warmup);
+  }
+}
+
+/* Takes decay= out of an optimizer's arguments, into args[0..*n) the rest. */
+static void take_decay(mlc_lowerer *L, const mlc_ast_expr *e, mlc_ast_arg *args, uint32_t *n, const mlc_ast_expr **betas) {
+  mlc_train_config *tc = &L->p->train;
+  for (uint32_t i = 0; i < e->nargs && *n < 12; i++) {
+    const mlc_ast_arg *a = &e->args[i];
+    if (betas && a->name && !strcmp(a->name, "betas")) *betas = a->value;
+    else if (a->name && !strcmp(a->name, "decay")) {
+      const char *w = a->value->kind == AST_NAME ? a->value->name : "";
+      if (!strcmp(w, "cosine")) tc->decay = MLC_DECAY_COSINE;
+      else if (!strcmp(w, "linear")) tc->decay = MLC_DECAY_LINEAR;
+      else if (!strcmp(w, "none")) tc->decay = MLC_DECAY_NONE;
+      else mlc_error(L->d, a->value->loc, "decay must be cosine, linear or none");
+    } else args[(*n)++] = *a;
+  }
+}
+
 static void lower_train_config(mlc_lowerer *L, const mlc_ast_train *t, mlc_instance *root) {
   mlc_train_config *tc = &L->p->train;
   tc->present = true;
   tc->loc = t->loc;
+  tc->accum = 1;
   if (t->optimizer) {
     const mlc_ast_expr *e = t->optimizer;
     int errors0 = L->d->errors;
-    mlc_call c = {e->args, e->nargs, e->loc, e->name};
+    mlc_ast_arg args[12];
+    uint32_t n = 0;
     if (e->kind == AST_CALL && !strcmp(e->name, "AdamW")) {
-      static const char *const spec[] = {"lr=", "betas=", "eps=", "weight_decay="};
+      static const char *const spec[] = {"lr=", "betas=", "eps=", "weight_decay=", "warmup=", "min_lr=", "steps="};
       /* betas is a list: bind it by hand, the rest through mlc_bind. */
-      mlc_ast_arg args[8];
-      uint32_t n = 0;
       const mlc_ast_expr *betas = NULL;
-      for (uint32_t i = 0; i < e->nargs && n < 8; i++) {
-        if (e->args[i].name && !strcmp(e->args[i].name, "betas")) betas = e->args[i].value;
-        else args[n++] = e->args[i];
-      }
+      take_decay(L, e, args, &n, &betas);
       mlc_call cc = {args, n, e->loc, "AdamW"};
-      mlc_value v[4];
-      bool pr[4];
+      mlc_value v[7];
+      bool pr[7];
       tc->opt = MLC_OPT_ADAMW;
       tc->lr = 1e-3, tc->beta1 = 0.9, tc->beta2 = 0.999, tc->eps = 1e-8, tc->weight_decay = 0.01;
-      if (mlc_bind(L, &cc, spec, 4, v, pr)) {
-        if (pr[0]) mlc_want_float(L, v[0], mlc_arg_loc(&cc, spec, 4, 0), "lr", &tc->lr);
-        if (pr[2]) mlc_want_float(L, v[2], mlc_arg_loc(&cc, spec, 4, 2), "eps", &tc->eps);
-        if (pr[3]) mlc_want_float(L, v[3], mlc_arg_loc(&cc, spec, 4, 3), "weight_decay", &tc->weight_decay);
+      if (mlc_bind(L, &cc, spec, 7, v, pr)) {
+        if (pr[0]) mlc_want_float(L, v[0], mlc_arg_loc(&cc, spec, 7, 0), "lr", &tc->lr);
+        if (pr[2]) mlc_want_float(L, v[2], mlc_arg_loc(&cc, spec, 7, 2), "eps", &tc->eps);
+        if (pr[3]) mlc_want_float(L, v[3], mlc_arg_loc(&cc, spec, 7, 3), "weight_decay", &tc->weight_decay);
+        lower_schedule(L, &cc, spec, 7, 4, v, pr);
       }
       if (betas) {
         if (betas->kind != AST_LIST || betas->nargs != 2) mlc_error(L->d, betas->loc, "betas must be a list of two numbers: [0.9, 0.999]");
@@ -1230,14 +1268,17 @@ static void lower_train_config(mlc_lowerer *L, const mlc_ast_train *t, mlc_insta
         }
       }
     } else if (e->kind == AST_CALL && !strcmp(e->name, "SGD")) {
-      static const char *const spec[] = {"lr", "momentum=", "weight_decay="};
-      mlc_value v[3];
-      bool pr[3];
+      static const char *const spec[] = {"lr", "momentum=", "weight_decay=", "warmup=", "min_lr=", "steps="};
+      take_decay(L, e, args, &n, NULL);
+      mlc_call c = {args, n, e->loc, e->name};
+      mlc_value v[6];
+      bool pr[6];
       tc->opt = MLC_OPT_SGD;
-      if (mlc_bind(L, &c, spec, 3, v, pr)) {
-        mlc_want_float(L, v[0], mlc_arg_loc(&c, spec, 3, 0), "lr", &tc->lr);
-        if (pr[1]) mlc_want_float(L, v[1], mlc_arg_loc(&c, spec, 3, 1), "momentum", &tc->momentum);
-        if (pr[2]) mlc_want_float(L, v[2], mlc_arg_loc(&c, spec, 3, 2), "weight_decay", &tc->weight_decay);
+      if (mlc_bind(L, &c, spec, 6, v, pr)) {
+        mlc_want_float(L, v[0], mlc_arg_loc(&c, spec, 6, 0), "lr", &tc->lr);
+        if (pr[1]) mlc_want_float(L, v[1], mlc_arg_loc(&c, spec, 6, 1), "momentum", &tc->momentum);
+        if (pr[2]) mlc_want_float(L, v[2], mlc_arg_loc(&c, spec, 6, 2), "weight_decay", &tc->weight_decay);
+        lower_schedule(L, &c, spec, 6, 3, v, pr);
       }
     } else if (e->kind == AST_NAME && (!strcmp(e->name, "AdamW") || !strcmp(e->name, "SGD"))) {
       mlc_error(L->d, e->loc, "the optimizer is a call: %s(lr=...)", e->name);
@@ -1285,6 +1326,20 @@ static void lower_train_config(mlc_lowerer *L, const mlc_ast_train *t, mlc_insta
         mlc_error(L->d, e->loc, "precision dtypes must be floating point (f32, bf16, f16)");
     }
   }
+  if (t->clip_grad_norm) {
+    double cl = 0;
+    tc->clip_loc = t->clip_grad_norm->loc;
+    if (mlc_want_float(L, eval(L, t->clip_grad_norm), t->clip_grad_norm->loc, "clip_grad_norm", &cl)) {
+      if (!(cl > 0 && cl < 1e30)) mlc_error(L->d, t->clip_grad_norm->loc, "clip_grad_norm is the largest gradient norm and must be positive, got %g", cl);
+      else if (!t->optimizer) mlc_error(L->d, t->clip_grad_norm->loc, "clip_grad_norm clips the gradients the optimizer takes: it needs an optimizer");
+      else tc->clip = cl;
+    }
+  }
+  if (t->accum) {
+    tc->accum_loc = t->accum->loc;
+    mlc_want_int(L, eval(L, t->accum), t->accum->loc, "accum (micro-batches per step)", 1, 1 << 16, &tc->accum);
+  }
+  if (L->accum_flag) tc->accum = L->accum_flag;
   if (t->memory_budget) {
     double b = 0;
     if (mlc_want_float(L, eval(L, t->memory_budget), t->memory_budget->loc, "memory_budget", &b)) {
@@ -1324,39 +1379,96 @@ static void lower_train_config(mlc_lowerer *L, const mlc_ast_train *t, mlc_insta
   }
 }
 
-static void lower_train(mlc_lowerer *L, const mlc_ast_train *t, mlc_instance *root) {
-  begin_func(L, "train");
-  lower_train_config(L, t, root);
+/* The loss of one micro-batch: micro k of n takes rows [k b, (k + 1) b) of
+ * every input (b = rows / n, the declared rows); n = 1 takes them whole. */
+static mlc_value micro_loss(mlc_lowerer *L, const mlc_ast_train *t, mlc_instance *root, const mlc_value *in, int64_t k,
+                            int64_t n) {
   mlc_scope locals = {0};
   scope_set(L, &locals, "model", (mlc_value){.kind = V_MODULE, .mod = root});
   for (uint32_t i = 0; i < t->ninputs; i++) {
-    if (!strcmp(t->inputs[i].name, "model")) {
-      mlc_error(L->d, t->inputs[i].loc, "'model' is reserved for the model in a train block");
-      continue;
+    if (in[i].kind != V_TENSOR) continue;
+    mlc_value v = in[i];
+    if (n > 1) {
+      int64_t b = mlc_value_type(L, v)->dim[0] / n;
+      mlc_attrs a = {.axis = 0, .start = k * b, .end = (k + 1) * b};
+      v = mlc_emit(L, MLC_OP_SLICE, &in[i], 1, &a, NULL, t->inputs[i].loc);
     }
-    scope_set(L, &locals, t->inputs[i].name, add_input(L, &t->inputs[i]));
-  }
-  if (!t->loss) {
-    mlc_error(L->d, t->loc, "the train block needs a loss: loss = cross_entropy(model(tokens), targets)");
-    return;
+    scope_set(L, &locals, t->inputs[i].name, v);
   }
   L->locals = &locals;
   mlc_value loss = eval(L, t->loss);
   L->locals = NULL;
-  if (loss.kind == V_ERR) return;
-  if (!mlc_want_tensor(L, loss, t->loss->loc, "the loss")) return;
+  if (loss.kind == V_ERR) return loss;
+  if (!mlc_want_tensor(L, loss, t->loss->loc, "the loss")) return mlc_verr();
   const mlc_type *lt = mlc_value_type(L, loss);
   if (lt->rank != 0 || !mlc_dtype_is_float(lt->dtype)) {
     char b[96];
     mlc_error(L->d, t->loss->loc, "the loss must be a floating-point scalar, got %s; reduce it with sum() or mean()",
               mlc_type_str(lt, b, sizeof b));
+    return mlc_verr();
+  }
+  return loss;
+}
+
+/* train: the loss over the inputs.  With accum = n > 1, a declared input
+ * (x: f32[batch, 64]) is one micro-batch: the step's input holds n of them
+ * along the first axis (f32[n * batch, 64]), each micro-batch's loss is
+ * lowered on its own (the forward n times over, on its rows), and the step's
+ * loss is their mean.  The gradients are then the mean of the micro-batches'
+ * gradients, as llm.c's and nanoGPT's loss / grad_accum_steps give them,
+ * and for a loss that is a mean over rows the same as one batch n times as
+ * large. */
+static void lower_train(mlc_lowerer *L, const mlc_ast_train *t, mlc_instance *root) {
+  begin_func(L, "train");
+  lower_train_config(L, t, root);
+  int64_t n = L->p->train.accum;
+  mlc_value *in = mlc_arena_alloc(L->a, (t->ninputs + 1) * sizeof *in);
+  for (uint32_t i = 0; i < t->ninputs; i++) {
+    in[i] = mlc_verr();
+    if (!strcmp(t->inputs[i].name, "model")) {
+      mlc_error(L->d, t->inputs[i].loc, "'model' is reserved for the model in a train block");
+      continue;
+    }
+    in[i] = add_input(L, &t->inputs[i]);
+    if (n > 1 && in[i].kind == V_TENSOR) {
+      mlc_type *ty = &L->f->nodes[in[i].node].type;
+      char b[96];
+      if (ty->rank == 0 || mlc_type_numel(ty) > MLC_MAX_NUMEL / n) {
+        mlc_error(L->d, t->inputs[i].loc, "accum = %lld stacks %lld micro-batches of every input along its first axis, "
+                  "but input '%s' is %s%s", (long long)n, (long long)n, t->inputs[i].name, mlc_type_str(ty, b, sizeof b),
+                  ty->rank ? ": too large" : ", a scalar");
+        if (!L->accum_flag && t->accum) mlc_note(L->d, t->accum->loc, "accum is set here");
+        in[i] = mlc_verr();
+      } else {
+        ty->dim[0] *= n; /* the leaf has no users yet */
+      }
+    }
+  }
+  if (!t->loss) {
+    mlc_error(L->d, t->loc, "the train block needs a loss: loss = cross_entropy(model(tokens), targets)");
     return;
   }
+  mlc_value loss = mlc_verr();
+  for (int64_t k = 0; k < n; k++) {
+    mlc_value l = micro_loss(L, t, root, in, k, n);
+    if (l.kind == V_ERR) return;
+    if (k == 0) loss = l;
+    else {
+      mlc_value ab[2] = {loss, l};
+      loss = mlc_emit(L, MLC_OP_ADD, ab, 2, NULL, NULL, t->loss->loc);
+    }
+  }
+  if (n > 1) {
+    mlc_value ab[2] = {loss, mk_const(L, (double)n, mlc_value_type(L, loss)->dtype, t->loss->loc)};
+    loss = mlc_emit(L, MLC_OP_DIV, ab, 2, NULL, NULL, t->loss->loc);
+  }
+  if (loss.kind == V_ERR) return;
   mlc_func_add_output(L->p, L->f, "loss", loss.node);
 }
 
 bool mlc_lower(mlc_program *p, mlc_diag *d, const mlc_ast_file *ast, const mlc_lower_options *opt) {
-  mlc_lowerer L = {.p = p, .d = d, .a = p->arena, .ast = ast, .max_steps = opt->max_steps ? opt->max_steps : MAX_STEPS};
+  mlc_lowerer L = {.p = p, .d = d, .a = p->arena, .ast = ast, .max_steps = opt->max_steps ? opt->max_steps : MAX_STEPS,
+                   .accum_flag = opt->accum};
   int errors0 = d->errors;
   eval_config(&L, opt);
   /* Module names must be unique and must not shadow built-ins. */

@@ -513,7 +513,8 @@ static void module(parser *P, mlc_ast_file *f) {
 
 /* train = "train" IDENT [ "(" args ")" ] "{" { tstmt } "}"
  * tstmt = "input" IDENT ":" type | "loss" "=" expr | "optimizer" "=" call
- *       | "precision" "(" args ")" | "shard" "=" call | "memory_budget" "=" expr */
+ *       | "precision" "(" args ")" | "shard" "=" call | "memory_budget" "=" expr
+ *       | "clip_grad_norm" "=" expr | "accum" "=" expr */
 static void train(parser *P, mlc_ast_file *f, mlc_loc loc) {
   mlc_ast_train *t = mlc_arena_alloc(P->a, sizeof *t);
   t->loc = loc;
@@ -550,8 +551,14 @@ static void train(parser *P, mlc_ast_file *f, mlc_loc loc) {
         mlc_note(P->d, (*slot)->loc, "it is first set here");
       }
       *slot = expr(P);
-    } else if (is(P, "loss") || is(P, "optimizer") || is(P, "shard") || is(P, "memory_budget")) {
-      slot = is(P, "loss") ? &t->loss : is(P, "optimizer") ? &t->optimizer : is(P, "shard") ? &t->shard : &t->memory_budget;
+    } else if (is(P, "loss") || is(P, "optimizer") || is(P, "shard") || is(P, "memory_budget") || is(P, "clip_grad_norm") ||
+               is(P, "accum")) {
+      slot = is(P, "loss")             ? &t->loss
+             : is(P, "optimizer")      ? &t->optimizer
+             : is(P, "shard")          ? &t->shard
+             : is(P, "memory_budget")  ? &t->memory_budget
+             : is(P, "clip_grad_norm") ? &t->clip_grad_norm
+                                       : &t->accum;
       const char *what = mlc_arena_strndup(P->a, P->t->s, P->t->len);
       next(P);
       if (*slot) {
@@ -560,7 +567,7 @@ static void train(parser *P, mlc_ast_file *f, mlc_loc loc) {
       }
       if (expect(P, "=")) *slot = expr(P);
     } else {
-      expected(P, "input, loss, optimizer, precision, shard or memory_budget");
+      expected(P, "input, loss, optimizer, precision, shard, memory_budget, clip_grad_norm or accum");
     }
     if (!P->panic && P->t->kind != TK_EOF && !P->t->bol && !is(P, "}")) expected(P, "the end of the statement (a new line)");
     if (P->panic) {

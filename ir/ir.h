@@ -159,6 +159,9 @@ typedef struct {
 } mlc_param;
 
 typedef enum { MLC_OPT_NONE, MLC_OPT_ADAMW, MLC_OPT_SGD } mlc_opt_kind;
+/* After the warmup: the learning rate stays (none), or falls to min_lr along
+ * a half cosine or a line by the schedule's last step (llm.c, nanoGPT). */
+typedef enum { MLC_DECAY_NONE, MLC_DECAY_COSINE, MLC_DECAY_LINEAR } mlc_lr_decay;
 
 /* What a train block asks for.  Later passes (autodiff, optimizer,
  * precision, fsdp) read it. */
@@ -166,6 +169,16 @@ typedef struct {
   bool present;
   uint8_t opt;          /* mlc_opt_kind */
   double lr, beta1, beta2, eps, weight_decay, momentum;
+  /* The learning-rate schedule (optimizer arguments warmup=, decay=,
+   * min_lr=, steps=): it travels in the plan, and the runtime feeds each
+   * step's rate to the update kernels through the input "opt.lr". */
+  int64_t warmup;       /* steps of linear warmup: step k (from 0) takes lr * (k + 1) / warmup */
+  uint8_t decay;        /* mlc_lr_decay */
+  double min_lr;
+  int64_t lr_steps;     /* the schedule's length; 0: the run's, given at run time (mlc train --steps) */
+  double clip;          /* clip_grad_norm =: the largest global gradient norm; 0: no clipping */
+  int64_t accum;        /* accum =: micro-batches a step's batch is split into (frontend/lower.c); 1: none */
+  mlc_loc clip_loc, accum_loc;
   uint8_t param_dtype;  /* mlc_dtype; MLC_DT_INVALID: no precision() */
   uint8_t reduce_dtype;
   const char *shard;    /* "fsdp" or NULL */

@@ -471,6 +471,8 @@ static bool shape_update(rule_ctx *c) {
                   TSTR(c->in[i]));
   if (c->n->op == MLC_OP_ADAMW && (c->in[4]->dtype != MLC_DT_I64 || c->in[4]->rank != 0))
     return fail(c, "adamw's step must be an i64 scalar, got %s", TSTR(c->in[4]));
+  const mlc_type *lr = c->in[c->n->op == MLC_OP_ADAMW ? 5 : 3];
+  if (lr->dtype != MLC_DT_F32 || lr->rank != 0) return fail(c, "%s's learning rate must be an f32 scalar, got %s", what, TSTR(lr));
   *c->out = (mlc_type){.dtype = MLC_DT_F32, .rank = 0};
   return true;
 }
@@ -670,19 +672,22 @@ static bool shape_fused(rule_ctx *c) {
   return check_numel(c, c->out);
 }
 
-/* (param, grad, m, v) per parameter, then the step. */
+/* (param, grad, m, v) per parameter, then the step and the learning rate. */
 static bool shape_update_multi(rule_ctx *c) {
   const mlc_node *n = c->n;
-  if (n->nin < 5 || (n->nin - 1) % 4) return fail(c, "adamw_multi takes 4 inputs per parameter and the step, got %u", n->nin);
-  for (uint32_t k = 0; k + 1 < n->nin; k += 4) {
+  if (n->nin < 6 || (n->nin - 2) % 4)
+    return fail(c, "adamw_multi takes 4 inputs per parameter, the step and the learning rate, got %u", n->nin);
+  for (uint32_t k = 0; k + 2 < n->nin; k += 4) {
     const mlc_type *p = &c->f->nodes[n->in[k]].type;
     if (!need_float(c, p, "adamw_multi")) return false;
     for (int i = 1; i < 4; i++)
       if (!mlc_type_eq(p, &c->f->nodes[n->in[k + i]].type))
         return fail(c, "adamw_multi of parameter %s: the gradient and state must have the parameter's type", TSTR(p));
   }
-  const mlc_type *st = &c->f->nodes[n->in[n->nin - 1]].type;
+  const mlc_type *st = &c->f->nodes[n->in[n->nin - 2]].type, *lr = &c->f->nodes[n->in[n->nin - 1]].type;
   if (st->dtype != MLC_DT_I64 || st->rank != 0) return fail(c, "adamw_multi's step must be an i64 scalar, got %s", TSTR(st));
+  if (lr->dtype != MLC_DT_F32 || lr->rank != 0)
+    return fail(c, "adamw_multi's learning rate must be an f32 scalar, got %s", TSTR(lr));
   *c->out = (mlc_type){.dtype = MLC_DT_F32, .rank = 0};
   return true;
 }
@@ -713,7 +718,7 @@ static void cost_fused(cost_ctx *c) {
 }
 
 static void cost_update_multi(cost_ctx *c) {
-  for (uint32_t k = 0; k + 1 < c->n->nin; k += 4) {
+  for (uint32_t k = 0; k + 2 < c->n->nin; k += 4) {
     const mlc_type *p = in_type(c, (int)k);
     c->flops += 14 * tnumel(p);
     c->bytes += 7 * tbytes(p);

@@ -259,21 +259,23 @@ static bool group_adamw(mlc_program *p, mlc_func *f) {
   if (nad < 2) return false;
   uint32_t *tok = mlc_arena_alloc(p->arena, n0 * sizeof *tok);
   for (uint32_t i = 0; i < n0; i++) tok[i] = UINT32_MAX;
-  uint32_t in[4 * ADAMW_GROUP + 1], k = 0, members[ADAMW_GROUP];
+  uint32_t in[4 * ADAMW_GROUP + 2], k = 0, members[ADAMW_GROUP];
   int64_t held = 0;
   for (uint32_t i = 0; i < n0; i++) {
     if (f->nodes[i].op != MLC_OP_ADAMW || mlc_node_sharded(p, f, &f->nodes[i])) continue;
     memcpy(in + 4 * k, f->nodes[i].in, 4 * sizeof *in);
     in[4 * ADAMW_GROUP] = f->nodes[i].in[4];
+    in[4 * ADAMW_GROUP + 1] = f->nodes[i].in[5];
     const mlc_node *g = &f->nodes[f->nodes[i].in[1]];
     held += mlc_type_numel(&g->type) * mlc_dtype_size(g->type.dtype);
     members[k++] = i;
     if (--nad && k < ADAMW_GROUP && held < ADAMW_HOLD) continue;
     in[4 * k] = in[4 * ADAMW_GROUP];
+    in[4 * k + 1] = in[4 * ADAMW_GROUP + 1];
     /* the last member's node becomes the group: every member's inputs come before it */
     mlc_node *n = &f->nodes[i];
     n->op = MLC_OP_ADAMW_MULTI;
-    n->nin = (uint16_t)(4 * k + 1);
+    n->nin = (uint16_t)(4 * k + 2);
     n->in = mlc_arena_alloc(p->arena, n->nin * sizeof *n->in);
     memcpy(n->in, in, n->nin * sizeof *n->in);
     n->scope = "";

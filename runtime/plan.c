@@ -7,6 +7,7 @@
  */
 #include "runtime/plan.h"
 
+#include <math.h>
 #include <stdbool.h>
 #include <string.h>
 #include <xxhash.h>
@@ -220,7 +221,13 @@ static bool payload(rd *r, mlc_plan *pl) {
     if (entries) entries[i] = e;
   }
   pl->entries = entries;
-  if (r->p != r->end) return bad(r, "trailing bytes after the last entry");
+  mlc_plan_schedule *sc = &pl->schedule;
+  if (!f64(r, &sc->lr) || !f64(r, &sc->min_lr) || !u64(r, &sc->warmup) || !u64(r, &sc->steps) || !u8(r, &sc->decay))
+    return false;
+  if (!(sc->lr >= 0 && sc->lr < 1e30) || !(sc->min_lr >= 0 && sc->min_lr <= sc->lr) || sc->decay > MLC_PLAN_DECAY_LINEAR ||
+      sc->warmup > (1ull << 62) || sc->steps > (1ull << 62))
+    return bad(r, "a learning-rate schedule out of range");
+  if (r->p != r->end) return bad(r, "trailing bytes after the schedule");
   return true;
 }
 
@@ -283,4 +290,13 @@ const mlc_plan_entry *mlc_plan_find_entry(const mlc_plan *plan, const char *name
   for (uint32_t i = 0; i < plan->nentries; i++)
     if (!strcmp(plan->entries[i].name, name)) return &plan->entries[i];
   return NULL;
+}
+
+double mlc_plan_lr(const mlc_plan_schedule *s, uint64_t step, uint64_t total) {
+  if (step < s->warmup) return s->lr * (double)(step + 1) / (double)s->warmup;
+  if (s->decay == MLC_PLAN_DECAY_NONE) return s->lr;
+  if (total <= s->warmup || step >= total) return s->min_lr;
+  double r = (double)(step - s->warmup) / (double)(total - s->warmup);
+  double coeff = s->decay == MLC_PLAN_DECAY_COSINE ? 0.5 * (1.0 + cos(3.14159265358979323846 * r)) : 1.0 - r;
+  return s->min_lr + coeff * (s->lr - s->min_lr);
 }

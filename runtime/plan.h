@@ -26,6 +26,7 @@
  *                                           u32 nwait { u32 step }, u32 nargs { u32 value },
  *                                           u64 work_items, f64 flops, f64 bytes, u8 sharded,
  *                                           u8 unit, u8 products } }
+ *            schedule f64 lr, f64 min_lr, u64 warmup, u64 steps, u8 decay
  *   str   = u32 length, then that many bytes (no NUL)
  *   dtype = u8 (mlc_dtype of ir/ir.h: 1 f32, 2 bf16, 3 f16, 4 i32, 5 i64, 6 bool)
  *   shape = u8 rank (<= 6), then rank x i64 dims (> 0)
@@ -46,6 +47,11 @@
  * mlc_shard_rows(work_items, world) work items.  Steps whose kernel is
  * "mlc_all_gather" or "mlc_reduce_scatter" are collectives the runtime
  * carries out itself, arguments (input, output).
+ *
+ * The schedule is the train block's learning rate over the steps
+ * (mlc_plan_lr): the runtime writes it into an entry's input "opt.lr" before
+ * each run, as it writes its step count into "opt.step".  `steps` 0: the
+ * schedule's length is the caller's (mlc_session_set_schedule_steps).
  *
  * The reader checks everything against the bytes it was given: the
  * checksum, every count and length, dtypes, shapes, that arena values fit in
@@ -68,7 +74,7 @@ extern "C" {
 #endif
 
 #define MLC_PLAN_MAGIC "MLCPLAN"
-#define MLC_PLAN_VERSION 3u
+#define MLC_PLAN_VERSION 4u
 #define MLC_PLAN_HEADER_BYTES 32u
 #define MLC_PLAN_MAX_RANK 6
 #define MLC_PLAN_NO_PARAM 0xffffffffu
@@ -140,12 +146,27 @@ typedef struct {
   const mlc_plan_step *steps;
 } mlc_plan_entry;
 
+/* A learning-rate schedule: `warmup` steps of linear warmup, then constant
+ * (decay 0), a half cosine (1) or a line (2) down to min_lr at step `steps`,
+ * and min_lr after it, as llm.c's and nanoGPT's. */
+enum { MLC_PLAN_DECAY_NONE, MLC_PLAN_DECAY_COSINE, MLC_PLAN_DECAY_LINEAR };
+typedef struct {
+  double lr, min_lr;
+  uint64_t warmup, steps;
+  uint8_t decay;
+} mlc_plan_schedule;
+
+/* The learning rate of the step taken after `step` steps (the runtime's
+ * "opt.lr" when its "opt.step" is step + 1), over a schedule of `total` steps. */
+double mlc_plan_lr(const mlc_plan_schedule *s, uint64_t step, uint64_t total);
+
 typedef struct mlc_plan {
   const char *model;
   uint32_t nparams, nkernels, nentries;
   const mlc_plan_param *params;
   const char *const *kernels;
   const mlc_plan_entry *entries;
+  mlc_plan_schedule schedule;
   mlc_allocator allocator; /* what the plan was allocated with */
 } mlc_plan;
 

@@ -58,6 +58,7 @@ struct mlc_session {
   bool own_comm;
   uint64_t sum_buf;       /* device scratch for mlc_session_all_sum on a device communicator */
   uint64_t step;          /* optimizer steps taken */
+  uint64_t sched_steps;   /* the learning-rate schedule's length: the plan's, or the caller's */
   entry_state *entries;
   bool trace;
   trace_event *events;    /* (nevents), grows by doubling */
@@ -244,6 +245,7 @@ mlc_status mlc_session_create(const mlc_plan *plan, const mlc_session_options *o
   }
   memset(s, 0, sizeof *s);
   s->plan = plan;
+  s->sched_steps = plan->schedule.steps;
   s->a = a;
   s->profile = opt->profile;
   mlc_status st = NULL;
@@ -572,12 +574,17 @@ mlc_status mlc_session_save_checkpoint(const mlc_session *s, const char *path) {
   snprintf(sum, sizeof sum, "%016llx", (unsigned long long)params_checksum(s));
   snprintf(rank, sizeof rank, "%d", s->comm->rank);
   snprintf(world, sizeof world, "%d", s->comm->world);
+  char sched[32];
+  snprintf(sched, sizeof sched, "%llu", (unsigned long long)s->sched_steps);
+  /* A decaying schedule's length goes along, so that a resumed run continues
+   * the same schedule whatever --steps it is given. */
   mlc_safetensors_kv meta[] = {{"format", "mlc-checkpoint"}, {"model", s->plan->model}, {"step", step}, {"xxh64", sum},
-                               {"rank", rank}, {"world", world}};
-  if (s->comm->world == 1) return save_tensors(s, path, ALL_ROLES, meta, sizeof meta / sizeof *meta);
+                               {"rank", rank}, {"world", world}, {"schedule_steps", sched}};
+  size_t nmeta = sizeof meta / sizeof *meta - (s->plan->schedule.decay == MLC_PLAN_DECAY_NONE || !s->sched_steps);
+  if (s->comm->world == 1) return save_tensors(s, path, ALL_ROLES, meta, nmeta);
   char *file = shard_path(s, path, s->comm->rank);
   if (!file) return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory");
-  mlc_status st = save_tensors(s, file, ALL_ROLES, meta, sizeof meta / sizeof *meta);
+  mlc_status st = save_tensors(s, file, ALL_ROLES, meta, nmeta);
   mlc_allocator_free(s->a, file);
   /* Every rank's shard is on disk before the manifest names them. */
   double failed = st != NULL;
@@ -724,12 +731,22 @@ mlc_status mlc_session_load_checkpoint(mlc_session *s, const char *path) {
       st = mlc_status_make(MLC_DATA_LOSS, "%s: checksum mismatch: the checkpoint is corrupt", file);
   }
   if (!st) s->step = nstep;
+  const char *sched = mlc_safetensors_metadata_get(f, "schedule_steps");
+  if (!st && sched && !s->plan->schedule.steps) s->sched_steps = strtoull(sched, NULL, 10);
   mlc_safetensors_close(f);
   mlc_allocator_free(s->a, shard);
   return st;
 }
 
 uint64_t mlc_session_step(const mlc_session *s) { return s->step; }
+
+void mlc_session_set_schedule_steps(mlc_session *s, uint64_t steps) {
+  s->sched_steps = s->plan->schedule.steps ? s->plan->schedule.steps : steps;
+}
+
+uint64_t mlc_session_schedule_steps(const mlc_session *s) { return s->sched_steps; }
+
+double mlc_session_lr(const mlc_session *s) { return mlc_plan_lr(&s->plan->schedule, s->step, s->sched_steps); }
 
 uint64_t mlc_session_state_bytes(const mlc_session *s) { return s->params_bytes + sizeof s->step; }
 
@@ -846,6 +863,14 @@ mlc_status mlc_session_run(mlc_session *s, const char *entry) {
     if (!strcmp(es->e->inputs[i].name, "opt.step")) {
       int64_t next = (int64_t)s->step + 1;
       MLC_RETURN_IF_ERROR(vt->write(s->dev, es->addr[es->e->inputs[i].value], &next, sizeof next));
+    } else if (!strcmp(es->e->inputs[i].name, "opt.lr")) {
+      const mlc_plan_schedule *sc = &s->plan->schedule;
+      if (sc->decay != MLC_PLAN_DECAY_NONE && !s->sched_steps)
+        return mlc_status_make(MLC_INVALID_ARGUMENT,
+                               "the learning rate decays over the run, but the run's length is unknown: give steps= "
+                               "in the optimizer of the train block, or call mlc_session_set_schedule_steps");
+      float lr = (float)mlc_session_lr(s);
+      MLC_RETURN_IF_ERROR(vt->write(s->dev, es->addr[es->e->inputs[i].value], &lr, sizeof lr));
     }
   if (vt->range_push) vt->range_push(s->dev, entry);
   mlc_status err = NULL;

@@ -87,8 +87,17 @@ void *mlc_session_param_data(mlc_session *s, uint32_t param);
 MLC_MUST_USE mlc_status mlc_session_save_checkpoint(const mlc_session *s, const char *path);
 MLC_MUST_USE mlc_status mlc_session_load_checkpoint(mlc_session *s, const char *path);
 /* Optimizer steps taken: each successful run of the "train" entry is one,
- * and its runtime-managed input "opt.step" (AdamW's) is this plus one. */
+ * and its runtime-managed input "opt.step" (AdamW's) is this plus one; "opt.lr"
+ * is the schedule's rate at this step (below). */
 uint64_t mlc_session_step(const mlc_session *s);
+/* The learning-rate schedule (runtime/plan.h): its length in steps, when
+ * the train block's optimizer gives none (steps=; then that one stays), and
+ * the rate of the next step, the one the next run of "train" takes.  The
+ * schedule is a function of the step count alone, so a session resumed from
+ * a checkpoint continues it. */
+void mlc_session_set_schedule_steps(mlc_session *s, uint64_t steps);
+uint64_t mlc_session_schedule_steps(const mlc_session *s);
+double mlc_session_lr(const mlc_session *s);
 
 /* The whole training state (parameters, optimizer state, step count) copied
  * out into `bytes` bytes at `buf` (mlc_session_state_bytes of them), and put

@@ -103,6 +103,12 @@ if(MLC_BACKEND_CPU)
     COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/train_inputs.py $<TARGET_FILE:mlc> ${MLC_ROOT}
             ${CMAKE_CURRENT_BINARY_DIR}/train_inputs)
   set_tests_properties(ref.train.inputs PROPERTIES LABELS "ref;cpu" TIMEOUT 600)
+  # Learning-rate schedules, gradient clipping and accumulation against torch
+  # (AdamW/SGD, LambdaLR, clip_grad_norm_, one batch of 4B); resume continues
+  # the schedule; the settings' errors at file:line:col.
+  add_test(NAME ref.train.schedule
+    COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/train_schedule.py $<TARGET_FILE:mlc> ${CMAKE_CURRENT_BINARY_DIR}/train_schedule)
+  set_tests_properties(ref.train.schedule PROPERTIES LABELS "ref;cpu" TIMEOUT 600)
   # SIGINT/SIGTERM mid-run, resume: the final checkpoint equals an uninterrupted run's; --save-every.
   add_test(NAME ref.train.interrupt
     COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/train_interrupt.py $<TARGET_FILE:mlc> ${MLC_ROOT}

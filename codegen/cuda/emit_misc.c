@@ -276,10 +276,12 @@ static bool emit_optim(cc *c) {
   if (adamw || mom) cc_printf(c, "  %s%s *m = (%s%s *)in2;\n", c->t->dev, T, c->t->dev, T);
   if (adamw) {
     cc_printf(c, "  %s%s *vs = (%s%s *)in3;\n", c->t->dev, T, c->t->dev, T);
-    cc_printf(c, "  const double step = (double)in4[0];\n");
-    cc_printf(c, "  const float step_size = (float)(%.17g / (1.0 - pow(%.17g, step)));\n", tc->lr, tc->beta1);
+    cc_printf(c, "  const double step = (double)in4[0], lr = (double)in5[0];\n");
+    cc_printf(c, "  const float step_size = (float)(lr / (1.0 - pow(%.17g, step)));\n", tc->beta1);
+    cc_printf(c, "  const float decay = (float)(1.0 - lr * %.17g);\n", tc->weight_decay);
     cc_printf(c, "  const float isb = (float)(1.0 / sqrt(1.0 - pow(%.17g, step)));\n", tc->beta2);
   }
+  if (!adamw) cc_printf(c, "  const float lr = in3[0];\n");
   gs_begin(c, "e", nvt);
   const char *at = cc_fmt(c, "(long long)e * %d", vec);
   cc_printf(c, "      float pa[%d], ga[%d];\n", vec, vec);
@@ -291,7 +293,7 @@ static bool emit_optim(cc *c) {
   if (adamw) cc_vec_load(c, vec, dt, "va", "0", "vs", at);
   cc_printf(c, "#pragma unroll\n      for (int q = 0; q < %d; q++) {\n", vec);
   if (adamw) {
-    cc_printf(c, "        const float g = ga[q], pp = pa[q] * %s;\n", cc_flit(c, 1 - tc->lr * tc->weight_decay));
+    cc_printf(c, "        const float g = ga[q], pp = pa[q] * decay;\n");
     cc_printf(c, "        const float mm = fmaf(%s, ma[q], %s * g);\n", cc_flit(c, tc->beta1), cc_flit(c, 1 - tc->beta1));
     cc_printf(c, "        const float vv = fmaf(%s, va[q], %s * (g * g));\n", cc_flit(c, tc->beta2), cc_flit(c, 1 - tc->beta2));
     cc_printf(c, "        const float den = fmaf(sqrtf(vv), isb, %s);\n", cc_flit(c, tc->eps));
@@ -299,7 +301,7 @@ static bool emit_optim(cc *c) {
   } else {
     cc_printf(c, "        const float d = fmaf(%s, pa[q], ga[q]);\n", cc_flit(c, tc->weight_decay));
     if (mom) cc_printf(c, "        ma[q] = fmaf(%s, ma[q], d);\n", cc_flit(c, tc->momentum));
-    cc_printf(c, "        pa[q] = pa[q] - %s * %s;\n", cc_flit(c, tc->lr), mom ? "ma[q]" : "d");
+    cc_printf(c, "        pa[q] = pa[q] - lr * %s;\n", mom ? "ma[q]" : "d");
   }
   cc_printf(c, "      }\n");
   cc_vec_store(c, vec, dt, "p", at, "pa");
@@ -321,13 +323,13 @@ static bool emit_optim(cc *c) {
 bool cc_emit_adamw_multi(cc *c) {
   const mlc_node *n = c->n;
   const mlc_train_config *tc = &c->p->train;
-  uint32_t np = (n->nin - 1) / 4;
+  uint32_t np = (n->nin - 2) / 4;
   int dt = cc_in(c, 0)->dtype;
   for (uint32_t t = 0; t < np; t++)
     if (cc_in(c, (int)(4 * t))->dtype != dt) return cc_fail(c, "adamw_multi over parameters of different dtypes");
   const char *T = cc_stype(dt);
-  cc_printf(c, "MLC_FN void @K@_upd(float &p, float &m, float &v, float g, float step_size, float isb) {\n");
-  cc_printf(c, "  const float pp = p * %s;\n", cc_flit(c, 1 - tc->lr * tc->weight_decay));
+  cc_printf(c, "MLC_FN void @K@_upd(float &p, float &m, float &v, float g, float step_size, float isb, float decay) {\n");
+  cc_printf(c, "  const float pp = p * decay;\n");
   cc_printf(c, "  const float mm = fmaf(%s, m, %s * g);\n", cc_flit(c, tc->beta1), cc_flit(c, 1 - tc->beta1));
   cc_printf(c, "  const float vv = fmaf(%s, v, %s * (g * g));\n", cc_flit(c, tc->beta2), cc_flit(c, 1 - tc->beta2));
   cc_printf(c, "  const float den = fmaf(sqrtf(vv), isb, %s);\n", cc_flit(c, tc->eps));
@@ -335,8 +337,9 @@ bool cc_emit_adamw_multi(cc *c) {
   int64_t blocks = 0;
   for (uint32_t t = 0; t < np; t++) blocks += cc_ceil_div(mlc_type_numel(cc_in(c, (int)(4 * t))), MULTI_CHUNK);
   cc_begin(c, (uint64_t)blocks, THREADS, 0);
-  cc_printf(c, "  const double step = (double)in%u[0];\n", n->nin - 1);
-  cc_printf(c, "  const float step_size = (float)(%.17g / (1.0 - pow(%.17g, step)));\n", tc->lr, tc->beta1);
+  cc_printf(c, "  const double step = (double)in%u[0], lr = (double)in%u[0];\n", n->nin - 2, n->nin - 1);
+  cc_printf(c, "  const float step_size = (float)(lr / (1.0 - pow(%.17g, step)));\n", tc->beta1);
+  cc_printf(c, "  const float decay = (float)(1.0 - lr * %.17g);\n", tc->weight_decay);
   cc_printf(c, "  const float isb = (float)(1.0 / sqrt(1.0 - pow(%.17g, step)));\n", tc->beta2);
   cc_printf(c, "  const unsigned b = blockIdx.x;\n  %s *p, *m, *vs;\n  const %s *g;\n  long long base, end;\n", T, T);
   int64_t first = 0;
@@ -356,14 +359,14 @@ bool cc_emit_adamw_multi(cc *c) {
   cc_vec_load(c, 4, dt, "ga", "0", "g", "e");
   cc_vec_load(c, 4, dt, "ma", "0", "m", "e");
   cc_vec_load(c, 4, dt, "va", "0", "vs", "e");
-  cc_printf(c, "#pragma unroll\n      for (int q = 0; q < 4; q++) @K@_upd(pa[q], ma[q], va[q], ga[q], step_size, isb);\n");
+  cc_printf(c, "#pragma unroll\n      for (int q = 0; q < 4; q++) @K@_upd(pa[q], ma[q], va[q], ga[q], step_size, isb, decay);\n");
   cc_vec_store(c, 4, dt, "p", "e", "pa");
   cc_vec_store(c, 4, dt, "m", "e", "ma");
   cc_vec_store(c, 4, dt, "vs", "e", "va");
   cc_printf(c, "    } else {\n      for (long long q = e; q < end; q++) {\n");
   cc_printf(c, "        float pq = %s, mq = %s, vq = %s;\n", cc_load(c, "p", dt, "q"), cc_load(c, "m", dt, "q"),
             cc_load(c, "vs", dt, "q"));
-  cc_printf(c, "        @K@_upd(pq, mq, vq, %s, step_size, isb);\n", cc_load(c, "g", dt, "q"));
+  cc_printf(c, "        @K@_upd(pq, mq, vq, %s, step_size, isb, decay);\n", cc_load(c, "g", dt, "q"));
   cc_printf(c, "        %s %s %s\n      }\n    }\n  }\n", cc_store(c, "p", dt, "q", "pq"), cc_store(c, "m", dt, "q", "mq"),
             cc_store(c, "vs", dt, "q", "vq"));
   cc_end(c);

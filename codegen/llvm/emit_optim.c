@@ -11,9 +11,10 @@
  *
  * The parameter and its state are updated in place (they live outside the
  * arena); the output is a token the kernel leaves alone.  Hyperparameters
- * come from the program's train block.  A work item is a row of the
- * parameter's last dimension; the bias corrections are computed in f64 once
- * per call from the step input.
+ * come from the program's train block, but the learning rate, an f32 input
+ * the runtime writes each step from its schedule.  A work item is a row of
+ * the parameter's last dimension; the bias corrections and the step size
+ * are computed in f64 once per call from the step and lr inputs.
  */
 #include <math.h>
 
@@ -71,15 +72,18 @@ bool cg_emit_optim(cg *g) {
     LLVMValueRef a1[2] = {LLVMConstReal(f64, t->beta1), step}, a2[2] = {LLVMConstReal(f64, t->beta2), step};
     LLVMValueRef bc1 = LLVMBuildFSub(g->b, LLVMConstReal(f64, 1), cg_intrin(g, "llvm.pow", &f64, 1, a1, 2), "");
     LLVMValueRef bc2 = LLVMBuildFSub(g->b, LLVMConstReal(f64, 1), cg_intrin(g, "llvm.pow", &f64, 1, a2, 2), "");
-    c.step_size = LLVMBuildFPTrunc(g->b, LLVMBuildFDiv(g->b, LLVMConstReal(f64, t->lr), bc1, ""), g->t_f32, "");
+    LLVMValueRef lr = LLVMBuildFPExt(g->b, cg_load(g, g->in[5], cg_i64(g, 0), 1, NULL), f64, "");
+    c.step_size = LLVMBuildFPTrunc(g->b, LLVMBuildFDiv(g->b, lr, bc1, ""), g->t_f32, "");
     LLVMValueRef sq = cg_intrin(g, "llvm.sqrt", &f64, 1, &bc2, 1);
     c.inv_sqrt_bc2 = LLVMBuildFPTrunc(g->b, LLVMBuildFDiv(g->b, LLVMConstReal(f64, 1), sq, ""), g->t_f32, "");
-    c.decay = f32(g, 1 - t->lr * t->weight_decay);
+    c.decay = LLVMBuildFPTrunc(
+        g->b, LLVMBuildFSub(g->b, LLVMConstReal(f64, 1), LLVMBuildFMul(g->b, lr, LLVMConstReal(f64, t->weight_decay), ""), ""),
+        g->t_f32, "");
     c.b1 = f32(g, t->beta1), c.nb1 = f32(g, 1 - t->beta1);
     c.b2 = f32(g, t->beta2), c.nb2 = f32(g, 1 - t->beta2);
     c.eps = f32(g, t->eps);
   } else {
-    c.wd = f32(g, t->weight_decay), c.lr = f32(g, t->lr);
+    c.wd = f32(g, t->weight_decay), c.lr = cg_load(g, g->in[3], cg_i64(g, 0), 1, NULL);
     c.mom = t->momentum != 0 ? f32(g, t->momentum) : NULL;
   }
   g->items = rows;

@@ -259,10 +259,11 @@ static bool emit_optim(sv *s) {
   if (adamw) {
     int vd = sv_in(s, 3)->dtype;
     uint32_t step = sb_op1(b, SpvOpConvertSToF, b->t_f32, sb_load_i(b, 4, sv_in(s, 4)->dtype, sb_u32(b, 0), NULL));
-    uint32_t step_size = sb_fdiv(b, sb_f32(b, (float)tc->lr), one_minus_pow(b, step, tc->beta1));
+    uint32_t lr = sb_load_f(b, 5, sv_in(s, 5)->dtype, sb_u32(b, 0));
+    uint32_t step_size = sb_fdiv(b, lr, one_minus_pow(b, step, tc->beta1));
     uint32_t isb = sb_glsl1(b, GLSLstd450InverseSqrt, b->t_f32, one_minus_pow(b, step, tc->beta2));
     uint32_t m = sb_load_f(b, 2, md, i), v = sb_load_f(b, 3, vd, i);
-    uint32_t pp = sb_fmul(b, p, sb_f32(b, (float)(1 - tc->lr * tc->weight_decay)));
+    uint32_t pp = sb_fmul(b, p, sb_fsub(b, sb_f32(b, 1.f), sb_fmul(b, lr, sb_f32(b, (float)tc->weight_decay))));
     m = sb_fma(b, sb_f32(b, (float)tc->beta1), m, sb_fmul(b, sb_f32(b, (float)(1 - tc->beta1)), gr));
     v = sb_fma(b, sb_f32(b, (float)tc->beta2), v, sb_fmul(b, sb_f32(b, (float)(1 - tc->beta2)), sb_fmul(b, gr, gr)));
     uint32_t den = sb_fma(b, sb_glsl1(b, GLSLstd450Sqrt, b->t_f32, v), isb, sb_f32(b, (float)tc->eps));
@@ -275,7 +276,7 @@ static bool emit_optim(sv *s) {
       d = sb_fma(b, sb_f32(b, (float)tc->momentum), sb_load_f(b, 2, md, i), d);
       sb_store_f(b, 2, md, i, d);
     }
-    p = sb_fsub(b, p, sb_fmul(b, sb_f32(b, (float)tc->lr), d));
+    p = sb_fsub(b, p, sb_fmul(b, sb_load_f(b, 3, sv_in(s, 3)->dtype, sb_u32(b, 0)), d));
   }
   sb_store_f(b, 0, pd, i, p);
   sv_items_end(s, &g);

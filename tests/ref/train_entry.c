@@ -10,7 +10,7 @@
  * OUTDIR/outputs.txt gets one line per output: name, file, dtype, dims.
  * Files are the raw little-endian values; ':' in a name becomes '_' in its
  * file name ("grad:w" -> grad_w.bin).  Inputs come from raw files, except
- * "opt.step", which the runtime keeps.
+ * "opt.step" and "opt.lr", which the runtime keeps.
  *
  * --fd K: central differences of the compiled model's own loss.  For each
  * f32 parameter with a "grad:<name>" output, K elements spread evenly over
@@ -108,7 +108,7 @@ int main(int argc, char **argv) {
   mlc_diag_init(&diag, stderr);
   mlc_program prog;
   mlc_program_init(&prog, &arena);
-  mlc_lower_options lo = {defs, ndefs, NULL, 0, false};
+  mlc_lower_options lo = {defs, ndefs, NULL, 0, false, 0};
   mlc_pipeline_options po = {.keep_grads = true}; /* the grad:* outputs are what this checks */
   if (!mlc_frontend_run(&prog, &diag, model, src, len, &lo, NULL) || !mlc_pipeline_run(&prog, &diag, &po)) {
     mlc_diag_summary(&diag);
@@ -131,7 +131,7 @@ int main(int argc, char **argv) {
     const char *name = e->inputs[k].name, *path = NULL;
     for (uint32_t i = 0; i < ninputs; i++)
       if (!strncmp(inputs[i], name, strlen(name)) && inputs[i][strlen(name)] == '=') path = inputs[i] + strlen(name) + 1;
-    if (!path && !strcmp(name, "opt.step")) continue; /* the runtime's own step count */
+    if (!path && !strncmp(name, "opt.", 4)) continue; /* the runtime's own: step count, learning rate */
     if (!path) die("input '%s' needs --input %s=FILE", name, name);
     size_t n;
     char *data = read_all(path, &n);

@@ -1286,26 +1286,27 @@ static void test_adamw(void **state) {
   g->p.train = (mlc_train_config){.present = true, .opt = MLC_OPT_ADAMW, .lr = 3e-4, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,
                                   .weight_decay = 0.01};
   int64_t d[1] = {37}, none[1] = {0};
-  uint32_t in[5] = {input(g, MLC_DT_F32, 1, d), input(g, MLC_DT_F32, 1, d), input(g, MLC_DT_F32, 1, d), input(g, MLC_DT_F32, 1, d),
-                    input(g, MLC_DT_I64, 0, none)};
-  uint32_t n = node(g, MLC_OP_ADAMW, in, 5, NULL, 0);
+  uint32_t in[6] = {input(g, MLC_DT_F32, 1, d), input(g, MLC_DT_F32, 1, d), input(g, MLC_DT_F32, 1, d), input(g, MLC_DT_F32, 1, d),
+                    input(g, MLC_DT_I64, 0, none), input(g, MLC_DT_F32, 0, none)};
+  uint32_t n = node(g, MLC_OP_ADAMW, in, 6, NULL, 0);
   tensor P = make(MLC_DT_F32, 37, 1), G = make(MLC_DT_F32, 37, 1), M = make(MLC_DT_F32, 37, 0.1), Vs = make(MLC_DT_F32, 37, 0.1);
   for (int i = 0; i < 37; i++) ((float *)Vs.raw)[i] = fabsf(((float *)Vs.raw)[i]), Vs.v[i] = fabs(Vs.v[i]);
-  tensor step = make_idx(MLC_DT_I64, 1, 3, 3), tok = make(MLC_DT_F32, 1, 0);
-  tensor ins[5] = {P, G, M, Vs, step};
+  tensor step = make_idx(MLC_DT_I64, 1, 3, 3), tok = make(MLC_DT_F32, 1, 0), lr = make(MLC_DT_F32, 1, 0);
+  ((float *)lr.raw)[0] = 2e-4f, lr.v[0] = 2e-4f; /* the runtime's rate, not the train block's */
+  tensor ins[6] = {P, G, M, Vs, step, lr};
   double rp[37], rm[37], rv[37];
   for (int i = 0; i < 37; i++) {
-    double gg = G.v[i], p = P.v[i] * (1 - 3e-4 * 0.01);
+    double gg = G.v[i], p = P.v[i] * (1 - (double)2e-4f * 0.01);
     rm[i] = 0.9 * M.v[i] + 0.1 * gg;
     rv[i] = 0.999 * Vs.v[i] + 0.001 * gg * gg;
     double bc1 = 1 - pow(0.9, 3), bc2 = 1 - pow(0.999, 3);
-    rp[i] = p - 3e-4 / bc1 * rm[i] / (sqrt(rv[i]) / sqrt(bc2) + 1e-8);
+    rp[i] = p - (double)2e-4f / bc1 * rm[i] / (sqrt(rv[i]) / sqrt(bc2) + 1e-8);
   }
-  run_node(g, n, ins, 5, &tok);
+  run_node(g, n, ins, 6, &tok);
   check("adamw param", &P, rp);
   check("adamw m", &M, rm);
   check("adamw v", &Vs, rv);
-  drop(&P), drop(&G), drop(&M), drop(&Vs), drop(&step), drop(&tok);
+  drop(&P), drop(&G), drop(&M), drop(&Vs), drop(&step), drop(&tok), drop(&lr);
   prog_free(g);
 }
 
@@ -1316,8 +1317,9 @@ static void test_sgd(void **state) {
   prog *g = prog_new();
   g->p.train = (mlc_train_config){.present = true, .opt = MLC_OPT_SGD, .lr = 0.01, .momentum = 0.9, .weight_decay = 0.001};
   int64_t d[2] = {3, 11};
-  uint32_t in[3] = {input(g, MLC_DT_F32, 2, d), input(g, MLC_DT_F32, 2, d), input(g, MLC_DT_F32, 2, d)};
-  uint32_t n = node(g, MLC_OP_SGD, in, 3, NULL, 0);
+  int64_t none[1] = {0};
+  uint32_t in[4] = {input(g, MLC_DT_F32, 2, d), input(g, MLC_DT_F32, 2, d), input(g, MLC_DT_F32, 2, d), input(g, MLC_DT_F32, 0, none)};
+  uint32_t n = node(g, MLC_OP_SGD, in, 4, NULL, 0);
   tensor P = make(MLC_DT_F32, 33, 1), G = make(MLC_DT_F32, 33, 1), M = make(MLC_DT_F32, 33, 0.5), tok = make(MLC_DT_F32, 1, 0);
   double rp[33], rm[33];
   for (int i = 0; i < 33; i++) {
@@ -1325,11 +1327,13 @@ static void test_sgd(void **state) {
     rm[i] = 0.9 * M.v[i] + dd;
     rp[i] = P.v[i] - 0.01 * rm[i];
   }
-  tensor ins[3] = {P, G, M};
-  run_node(g, n, ins, 3, &tok);
+  tensor lr = make(MLC_DT_F32, 1, 0);
+  ((float *)lr.raw)[0] = 0.01f, lr.v[0] = 0.01f;
+  tensor ins[4] = {P, G, M, lr};
+  run_node(g, n, ins, 4, &tok);
   check("sgd param", &P, rp);
   check("sgd momentum", &M, rm);
-  drop(&P), drop(&G), drop(&M), drop(&tok);
+  drop(&P), drop(&G), drop(&M), drop(&tok), drop(&lr);
   prog_free(g);
 }
 

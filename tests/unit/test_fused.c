@@ -147,14 +147,14 @@ static void test_adamw_multi(void **state) {
   char *s = run(&c, adamw_src, "cuda", "train");
   assert_int_equal(count(s, " = adamw_multi "), 1);
   assert_int_equal(count(s, " = adamw "), 0);
-  /* 3 parameters (a.weight, a.bias, b.weight): 12 inputs and the step, every update output its token */
+  /* 3 parameters (a.weight, a.bias, b.weight): 12 inputs, the step and the rate, every update output its token */
   const mlc_func *f = NULL;
   for (uint32_t k = 0; k < c.prog.nfuncs; k++)
     if (!strcmp(c.prog.funcs[k].name, "train")) f = &c.prog.funcs[k];
   uint32_t tok = UINT32_MAX, nupd = 0;
   for (uint32_t i = 0; i < f->n; i++)
     if (f->nodes[i].op == MLC_OP_ADAMW_MULTI) tok = i;
-  assert_int_equal(f->nodes[tok].nin, 13);
+  assert_int_equal(f->nodes[tok].nin, 14);
   for (uint32_t o = 0; o < f->noutputs; o++)
     if (!strncmp(f->outputs[o].name, "update:", 7)) {
       assert_int_equal(f->outputs[o].node, tok);

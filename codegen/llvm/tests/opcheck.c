@@ -331,7 +331,7 @@ static void session_param(void *ctx, uint32_t i, const void *data, size_t n) {
 }
 static void session_input(void *ctx, const char *name, const void *data, size_t n) {
   session_sink *k = ctx;
-  if (!strcmp(name, "opt.step")) return; /* the session sets it */
+  if (!strncmp(name, "opt.", 4)) return; /* the session sets them: step count, learning rate */
   check(mlc_session_set_input(k->s, k->entry, name, data, n), "input");
 }
 
