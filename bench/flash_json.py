@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""bench/results/latest/attention.json from bench/cuda_flash.sh's check call
+(attn_NAME_profile.log: `mlc profile bench/attention_bf16.mdl`, forward and
+train_step entries; attn_NAME_torch.log: bench/attention_torch.py, whose
+profiler table names cuDNN's kernels and their CUDA times) and its model call
+(mlc.log, torch.log):
+
+    python3 bench/flash_json.py --check DIR --model DIR --commit C --date D --out bench/results/latest/attention.json
+
+Metrics (ratio > 1: mlc better).  fwd_* and bwd_*: cuDNN's forward and
+backward kernels (SDPA's own kernels, from its profiler table) over mlc's
+attention kernel (forward entry) and attention_grad_saved (all its launches:
+D = dO.o, the main pass, dq's conversion), each the average over the profiled
+runs; the SDPA timings with its framework overhead are in the torch logs.
+train_step_bf16: torch.compile's step over mlc's (the median of steps 3.. of
+`mlc train`).
+"""
+import argparse
+import json
+import os
+import re
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gemm_json import torch_cases, train_step_ms  # noqa: E402
+
+CASES = {"minillm": "b8 h16 s1024 d128, not causal", "causal4096": "b2 h16 s4096 d128, causal",
+         "d64causal": "b8 h16 s1000 d64, causal"}
+
+
+def mlc_ms(prof, op):
+    return float(re.search(r"^%s%%\S+\s+-\s+\d+\s+[0-9.]+\s+([0-9.]+)" % op, prof, re.M).group(1))
+
+
+def cudnn_us(t, which):
+    m = re.search(r"^cudnn\S*_%s\S*\s.*?([0-9.]+)us\s+[0-9.]+%%\s+([0-9.]+)us\s+([0-9.]+)us\s+(\d+)\s*$" % which, t, re.M)
+    return float(m.group(2)) / int(m.group(4)) if m else None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    for a in ("--check", "--model", "--commit", "--date", "--out"):
+        ap.add_argument(a, required=True)
+    a = ap.parse_args()
+    mets = {}
+    for name, what in CASES.items():
+        prof = open("%s/attn_%s_profile.log" % (a.check, name)).read()
+        t = open("%s/attn_%s_torch.log" % (a.check, name)).read()
+        fw, bw = mlc_ms(prof, "attention"), mlc_ms(prof, "attention_grad_saved")
+        cf, cb = cudnn_us(t, "fprop"), cudnn_us(t, "bprop")
+        key = {"minillm": "minillm", "causal4096": "causal_4096", "d64causal": "d64_causal_1000"}[name]
+        for k, m, r, kern in (("fwd", fw, cf, "fprop"), ("bwd", bw, cb, "bprop")):
+            if r is None:
+                continue
+            mets["%s_%s" % (k, key)] = {"mlc": m, "ref": r / 1000.0, "ratio": r / 1000.0 / m, "unit": "ms",
+                                        "ref_name": "cuDNN's %s kernel through PyTorch SDPA, %s bf16" % (kern, what)}
+    step = train_step_ms(open(a.model + "/mlc.log").read())
+    tc = torch_cases(a.model + "/torch.log")
+    mets["train_step_bf16"] = {"mlc": step, "ref": tc["train_compile"]["step_ms"], "ref_name": "torch.compile",
+                               "ratio": tc["train_compile"]["step_ms"] / step, "unit": "ms"}
+    out = {"commit": a.commit, "date": a.date, "hardware": "NVIDIA H200 (one GPU), torch 2.11.0+cu130",
+           "command": "bench/cuda_flash.sh check; bench/cuda_flash.sh model (device tool, nvidia-h200)", "metrics": mets}
+    with open(a.out, "w") as f:
+        json.dump(out, f, indent=1)
+        f.write("\n")
+    print(json.dumps({k: round(v["ratio"], 3) for k, v in mets.items()}))
+
+
+if __name__ == "__main__":
+    main()
