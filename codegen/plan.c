@@ -8,6 +8,7 @@
 #include <xxhash.h>
 
 #include "codegen/schedule.h"
+#include "ir/fused.h"
 #include "runtime/plan.h"
 
 typedef struct {
@@ -69,13 +70,29 @@ static uint32_t intern(mlc_arena *a, names *k, const char *s) {
   return k->n++;
 }
 
+bool mlc_plan_mm_of(const mlc_func *f, uint32_t node, uint16_t *op, const mlc_type **a) {
+  const mlc_node *n = &f->nodes[node];
+  if (n->nin == 0) return false;
+  if (mlc_ops[n->op].flags & MLC_F_MM) {
+    *op = n->op, *a = &f->nodes[n->in[0]].type;
+    return true;
+  }
+  mlc_fused_prog pr;
+  char err[128];
+  if (n->op != MLC_OP_FUSED || !mlc_fused_program(f, n, &pr, err, sizeof err) || !pr.n ||
+      !(mlc_ops[pr.ins[0].op].flags & MLC_F_MM))
+    return false;
+  *op = pr.ins[0].op, *a = &f->nodes[n->in[0]].type; /* instruction 0's operands are $0 and $1 */
+  return true;
+}
+
 uint8_t mlc_plan_unit_16bit_matrix(const mlc_program *p, const mlc_func *f, uint32_t node, uint8_t *out_products) {
   (void)p;
-  const mlc_node *n = &f->nodes[node];
+  uint16_t op;
+  const mlc_type *a;
   *out_products = 1;
-  if (!(mlc_ops[n->op].flags & MLC_F_MM) || n->nin == 0) return MLC_PLAN_UNIT_FP32;
-  int dt = f->nodes[n->in[0]].type.dtype;
-  return dt == MLC_DT_BF16 || dt == MLC_DT_F16 ? MLC_PLAN_UNIT_TC16 : MLC_PLAN_UNIT_FP32;
+  if (!mlc_plan_mm_of(f, node, &op, &a)) return MLC_PLAN_UNIT_FP32;
+  return a->dtype == MLC_DT_BF16 || a->dtype == MLC_DT_F16 ? MLC_PLAN_UNIT_TC16 : MLC_PLAN_UNIT_FP32;
 }
 
 void mlc_plan_encode(const mlc_program *p, mlc_kernel_namer namer, void *ctx, uint8_t **out, size_t *out_n) {

@@ -25,5 +25,10 @@ void mlc_plan_encode_units(const mlc_program *p, mlc_kernel_namer namer, void *c
  * cooperative matrices, Metal's simdgroup matrices): matmul-like ops on
  * bf16/f16 inputs are TC16, everything else FP32. */
 uint8_t mlc_plan_unit_16bit_matrix(const mlc_program *p, const mlc_func *f, uint32_t node, uint8_t *out_products);
+/* The matrix product a step runs, for the unit rules: node itself when it
+ * is matmul-like (MLC_F_MM), or a fused group whose instruction 0 is a GEMM
+ * of its inputs 0 and 1 (ir/fused.h).  Sets *op and *a (the first
+ * operand's type) and returns true; false for anything else. */
+bool mlc_plan_mm_of(const mlc_func *f, uint32_t node, uint16_t *op, const mlc_type **a);
 
 #endif

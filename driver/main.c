@@ -1288,7 +1288,8 @@ static int run_ncu(options *o, int argc, char **argv, char *csv, size_t csvn) {
   if (!on_path("ncu", ncu, sizeof ncu)) {
     fprintf(stderr, "mlc: --ncu: Nsight Compute's `ncu` is not on PATH (it comes with the CUDA toolkit, e.g. "
                     "/usr/local/cuda/bin); or run it yourself and pass its CSV with --ncu-csv FILE:\n"
-                    "  ncu --csv --page raw --metrics %s -k regex:^mlc_ --log-file FILE -- mlc profile ...\n", MLC_NCU_METRICS);
+                    "  ncu --csv --page raw --metrics %s --clock-control none -k regex:^mlc_ --log-file FILE -- mlc profile ...\n",
+            MLC_NCU_METRICS);
     return EXIT_USER;
   }
   ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -1298,8 +1299,10 @@ static int run_ncu(options *o, int argc, char **argv, char *csv, size_t csvn) {
   const char **av = calloc((size_t)argc + 24, sizeof *av);
   if (!av) return EXIT_INTERNAL;
   int n = 0;
-  const char *fixed[] = {ncu, "--csv", "--page", "raw", "--metrics", MLC_NCU_METRICS, "--nvtx", "-k", "regex:^mlc_",
-                         "--log-file", csv, "--", self, "profile"};
+  /* --clock-control none: the GPU's own clocks, as in mlc's timed run (ncu
+   * locks them to base by default, which moves every percentage) */
+  const char *fixed[] = {ncu, "--csv", "--page", "raw", "--metrics", MLC_NCU_METRICS, "--clock-control", "none", "--nvtx",
+                         "-k", "regex:^mlc_", "--log-file", csv, "--", self, "profile"};
   for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++) av[n++] = fixed[i];
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];

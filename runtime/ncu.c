@@ -158,11 +158,7 @@ void mlc_ncu_table_free(mlc_ncu_table *t) {
   t->n = 0;
 }
 
-mlc_bound mlc_ncu_verdict(double sm, double mem) {
-  if (mem > MLC_NCU_MEMORY_MEM_PCT && sm < MLC_NCU_MEMORY_SM_PCT) return MLC_BOUND_MEMORY;
-  if (sm > MLC_NCU_COMPUTE_SM_PCT && mem < MLC_NCU_COMPUTE_MEM_PCT) return MLC_BOUND_COMPUTE;
-  return MLC_BOUND_LATENCY;
-}
+mlc_bound mlc_ncu_verdict(double sm, double hbm) { return mlc_bound_rule(sm, hbm); }
 
 bool mlc_ncu_symbol(const char *kernel, char *buf, size_t n) {
   size_t len = strlen(kernel), d = len;
@@ -190,7 +186,7 @@ uint32_t mlc_ncu_compare(const mlc_ncu_table *t, mlc_ncu_match *m, uint32_t n, d
     }
     if (!m[i].launches) continue;
     m[i].sm_pct = sm / w, m[i].mem_pct = mem / w, m[i].dram_pct = has_dram ? dram / w : -1;
-    m[i].ncu = mlc_ncu_verdict(m[i].sm_pct, m[i].mem_pct);
+    m[i].ncu = mlc_ncu_verdict(m[i].sm_pct, m[i].dram_pct >= 0 ? m[i].dram_pct : m[i].mem_pct);
     m[i].agree = m[i].ncu == m[i].mlc;
     compared++, agreed += m[i].agree;
   }
@@ -199,8 +195,9 @@ uint32_t mlc_ncu_compare(const mlc_ncu_table *t, mlc_ncu_match *m, uint32_t n, d
 }
 
 void mlc_ncu_print(const mlc_ncu_match *m, uint32_t n, FILE *out) {
-  fprintf(out, "ncu beside mlc (ncu: memory when memory > %.0f%% and SM < %.0f%%, compute when SM > %.0f%% and memory < %.0f%%, "
-               "else latency)\n", MLC_NCU_MEMORY_MEM_PCT, MLC_NCU_MEMORY_SM_PCT, MLC_NCU_COMPUTE_SM_PCT, MLC_NCU_COMPUTE_MEM_PCT);
+  fprintf(out, "ncu beside mlc (ncu: memory when DRAM > %.0f%% and SM < %.0f%%, compute when SM > %.0f%% and DRAM < %.0f%%, "
+               "else latency; mlc's verdict is the same rule on its own estimates)\n", MLC_RULE_HIGH_PCT, MLC_RULE_MEMORY_SM_PCT,
+          MLC_RULE_HIGH_PCT, MLC_RULE_COMPUTE_MEM_PCT);
   fprintf(out, "%-24s %-32s %-8s %7s %7s %7s %7s %-8s %s\n", "Step", "Kernel", "mlc", "% roof", "SM %", "Mem %", "DRAM %",
           "ncu", "");
   uint32_t compared = 0, agreed = 0;

@@ -32,11 +32,10 @@ extern "C" {
 /* The --metrics list `mlc profile --ncu` asks for. */
 #define MLC_NCU_METRICS MLC_NCU_SM "," MLC_NCU_MEM "," MLC_NCU_DRAM "," MLC_NCU_TIME
 
-/* The seed's rule, on ncu's percentages of peak. */
-#define MLC_NCU_MEMORY_MEM_PCT 75.0 /* memory-bound: memory above this ... */
-#define MLC_NCU_MEMORY_SM_PCT 25.0  /* ... and SM below this */
-#define MLC_NCU_COMPUTE_SM_PCT 75.0 /* compute-bound: SM above this ... */
-#define MLC_NCU_COMPUTE_MEM_PCT 50.0 /* ... and memory below this; otherwise neither */
+/* ncu's verdict is the seed's rule (mlc_bound_rule, runtime/profile.h) on
+ * its SM throughput and its HBM (DRAM) throughput, % of peak; where the
+ * DRAM metric is absent, the memory throughput (the busiest of L1, L2 and
+ * DRAM) stands in for it. */
 
 typedef struct {
   char kernel[160];   /* "Kernel Name", its parameter list cut off */
@@ -56,9 +55,9 @@ typedef struct {
 MLC_MUST_USE mlc_status mlc_ncu_parse_csv(const char *text, mlc_ncu_table *out);
 void mlc_ncu_table_free(mlc_ncu_table *t);
 
-/* The seed's rule: memory when mem > 75 and sm < 25; compute when sm > 75
- * and mem < 50; otherwise neither (MLC_BOUND_LATENCY). */
-mlc_bound mlc_ncu_verdict(double sm_pct, double mem_pct);
+/* The seed's rule (mlc_bound_rule): memory when hbm > 75 and sm < 25;
+ * compute when sm > 75 and hbm < 50; otherwise neither (MLC_BOUND_LATENCY). */
+mlc_bound mlc_ncu_verdict(double sm_pct, double hbm_pct);
 
 /* "mlc_matmul_0123456789abcdef_1" (one launch of a kernel) -> its plan
  * symbol "mlc_matmul_0123456789abcdef" in buf; false if the name is not an

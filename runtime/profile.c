@@ -326,12 +326,18 @@ double mlc_profile_occupancy(const mlc_profile_launch *l, const mlc_sm_limits *l
   return 100.0 * best * warps / (lim->max_threads / 32.0);
 }
 
-/* The hint of a kernel that reaches neither roof: what its launch says. */
+/* The hint of a kernel bound by neither: near the memory roof, what would
+ * cut its bytes; else what its launch says. */
 static void neither_hint(const mlc_profile_kernel *k, const mlc_ceilings *c, mlc_profile_verdict *v) {
   const mlc_profile_launch *l = k->launch;
+  if (v->pct_memory >= MLC_PROFILE_NEAR_PCT && v->pct_memory >= v->pct_compute) {
+    snprintf(v->hint, sizeof v->hint, "near the memory roof (%.0f%%): fuse with neighbours, quantise, or raise the batch",
+             v->pct_memory);
+    return;
+  }
   if (!l || !l->grid) {
     snprintf(v->hint, sizeof v->hint, "below %.0f%% of both roofs: too little parallel work, or a serial or unvectorised loop",
-             MLC_PROFILE_NEITHER_PCT);
+             MLC_PROFILE_NEAR_PCT);
     return;
   }
   mlc_sm_limits lim;
@@ -347,6 +353,12 @@ static void neither_hint(const mlc_profile_kernel *k, const mlc_ceilings *c, mlc
   else
     snprintf(v->hint, sizeof v->hint, "stalled at %.0f%% occupancy: dependent loads, atomics or a serial loop "
              "(ncu's warp-stall reasons say which)", v->occupancy);
+}
+
+mlc_bound mlc_bound_rule(double compute_pct, double memory_pct) {
+  if (compute_pct > MLC_RULE_HIGH_PCT && memory_pct < MLC_RULE_COMPUTE_MEM_PCT) return MLC_BOUND_COMPUTE;
+  if (memory_pct > MLC_RULE_HIGH_PCT && compute_pct < MLC_RULE_MEMORY_SM_PCT) return MLC_BOUND_MEMORY;
+  return MLC_BOUND_LATENCY;
 }
 
 void mlc_profile_classify(const mlc_profile_kernel *k, const mlc_ceilings *c, mlc_profile_verdict *v) {
@@ -371,11 +383,9 @@ void mlc_profile_classify(const mlc_profile_kernel *k, const mlc_ceilings *c, ml
     /* A collective moves bytes between GPUs: its roof is the link, not HBM. */
     v->bound = MLC_BOUND_MEMORY;
     snprintf(v->hint, sizeof v->hint, "communication: hide it behind compute (prefetch), or send bf16");
-  } else if (fmax(v->pct_compute, v->pct_memory) < MLC_PROFILE_NEITHER_PCT) {
-    v->bound = MLC_BOUND_LATENCY;
+  } else if ((v->bound = mlc_bound_rule(v->pct_compute, v->pct_memory)) == MLC_BOUND_LATENCY) {
     neither_hint(k, c, v);
-  } else if (v->pct_memory >= v->pct_compute) {
-    v->bound = MLC_BOUND_MEMORY;
+  } else if (v->bound == MLC_BOUND_MEMORY) {
     snprintf(v->hint, sizeof v->hint, "fuse with neighbours, quantise (FP8/INT4), or raise the batch");
   } else {
     v->bound = MLC_BOUND_COMPUTE;

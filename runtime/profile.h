@@ -110,11 +110,20 @@ MLC_MUST_USE mlc_status mlc_ceilings_save_file(const char *path, const mlc_ceili
 typedef enum { MLC_BOUND_MEMORY, MLC_BOUND_COMPUTE, MLC_BOUND_LATENCY } mlc_bound;
 const char *mlc_bound_name(mlc_bound b); /* "memory", "compute", "latency" */
 
-/* A kernel that reaches less than this percentage of both its compute roof
- * (its unit's peak) and the memory roof (HBM bandwidth) is bound by
- * neither.  Above it, the roof it is closer to names the bound, which is
- * the roofline's ridge test (compute% / memory% = intensity / ridge). */
-#define MLC_PROFILE_NEITHER_PCT 50.0
+/* The verdict is the seed's rule (issue 24), applied alike to mlc's own
+ * estimates (compute: its FLOP rate against its unit's peak; memory: its
+ * byte rate against HBM) and to Nsight Compute's readings (runtime/ncu.c:
+ * SM throughput and DRAM throughput): compute-bound when compute is above
+ * MLC_RULE_HIGH_PCT with memory under MLC_RULE_COMPUTE_MEM_PCT;
+ * memory-bound when memory is above MLC_RULE_HIGH_PCT with compute under
+ * MLC_RULE_MEMORY_SM_PCT; otherwise neither (latency). */
+#define MLC_RULE_HIGH_PCT 75.0
+#define MLC_RULE_COMPUTE_MEM_PCT 50.0
+#define MLC_RULE_MEMORY_SM_PCT 25.0
+mlc_bound mlc_bound_rule(double compute_pct, double memory_pct);
+/* A kernel bound by neither that reaches this share of a roof is named as
+ * near that roof in its hint; below it on both, its launch says why. */
+#define MLC_PROFILE_NEAR_PCT 50.0
 /* Occupancy under this (resident warps / the SM's maximum) is named as the
  * likely cause of a kernel bound by neither roof. */
 #define MLC_PROFILE_LOW_OCCUPANCY_PCT 25.0

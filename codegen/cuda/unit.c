@@ -16,27 +16,30 @@
  *   attention gradient: 16-bit with d % 32 == 0, d <= 128 on the tensor
  *     cores; f32 with d % 8 == 0, d <= 128 on TF32 unless ieee; else FP32.
  *     (Its first launch, the forward again, runs on the same unit.)
+ *   a fused group led by a GEMM (ir/fused.h): that GEMM's unit.
  *   everything else (elementwise, norms, reductions, softmax, AdamW,
  *     casts, embedding): FP32.
  */
 #include "codegen/cuda/cuda.h"
+#include "codegen/plan.h"
 #include "runtime/plan.h"
 
 static bool is16(int dt) { return dt == MLC_DT_BF16 || dt == MLC_DT_F16; }
 
 uint8_t mlc_cuda_kernel_unit(const mlc_program *p, const mlc_func *f, uint32_t node, uint8_t *out_products) {
   const mlc_node *n = &f->nodes[node];
+  uint16_t op;
+  const mlc_type *a;
   *out_products = 1;
-  if (!(mlc_ops[n->op].flags & MLC_F_MM) || n->nin == 0) return MLC_PLAN_UNIT_FP32;
-  const mlc_type *a = &f->nodes[n->in[0]].type;
+  if (!mlc_plan_mm_of(f, node, &op, &a)) return MLC_PLAN_UNIT_FP32; /* a fused group: its GEMM's unit */
   uint8_t f32_products = p->opts.f32_matmul == MLC_F32MM_IEEE ? 0 : p->opts.f32_matmul == MLC_F32MM_TF32 ? 1 : 3;
-  bool grad = n->op == MLC_OP_ATTENTION_GRAD || n->op == MLC_OP_ATTENTION_GRAD_SAVED;
-  bool attn = grad || n->op == MLC_OP_ATTENTION || n->op == MLC_OP_ATTENTION_SAVE;
+  bool grad = op == MLC_OP_ATTENTION_GRAD || op == MLC_OP_ATTENTION_GRAD_SAVED;
+  bool attn = grad || op == MLC_OP_ATTENTION || op == MLC_OP_ATTENTION_SAVE;
   if (attn) {
     /* q (or g, or packed qkv) ends in the head dim; v's last dim is dv
      * where v is its own input. */
     int64_t d = a->rank ? a->dim[a->rank - 1] : 0, dv = d;
-    if (n->op == MLC_OP_ATTENTION && n->nin == 3) {
+    if (op == MLC_OP_ATTENTION && n->nin == 3) {
       const mlc_type *v = &f->nodes[n->in[2]].type;
       dv = v->rank ? v->dim[v->rank - 1] : 0;
     }

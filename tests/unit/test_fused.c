@@ -11,6 +11,7 @@
 
 #include <cmocka.h>
 
+#include "codegen/plan.h"
 #include "frontend/frontend.h"
 #include "ir/fused.h"
 #include "passes/passes.h"
@@ -75,6 +76,13 @@ static void test_metal_epilogue(void **state) {
   mlc_node_cost(f, &f->nodes[4], &fl, &by);
   assert_true(fl == 2.0 * 32 * 16 * 64 + 3 * 32 * 16);
   assert_true(by == 4.0 * (32 * 64 + 16 * 64 + 16 + 32 * 16 + 32 * 16));
+  /* the unit rules see the GEMM that leads the group (codegen/plan.h) */
+  uint16_t op = 0;
+  const mlc_type *a = NULL;
+  assert_true(mlc_plan_mm_of(f, 4, &op, &a));
+  assert_int_equal(op, MLC_OP_LINEAR);
+  assert_int_equal(a->dtype, MLC_DT_F32);
+  assert_false(mlc_plan_mm_of(f, 0, &op, &a)); /* an input */
   free(s);
   release(&c);
 }
@@ -88,6 +96,15 @@ static void test_cuda_policy(void **state) {
   assert_non_null(strstr(s, " = linear %0, %2 : f32[32, 16]"));
   assert_non_null(strstr(s, "\"add($0, $1); relu(#0); add(#1, $2)\" : f32[32, 16]"));
   assert_int_equal(count(s, " = fused "), 1);
+  /* an elementwise group runs on no matrix unit; the linear does */
+  const mlc_func *f = &c.prog.funcs[0];
+  for (uint32_t i = 0; i < f->n; i++) {
+    uint16_t op;
+    const mlc_type *a;
+    bool mm = mlc_plan_mm_of(f, i, &op, &a);
+    if (f->nodes[i].op == MLC_OP_FUSED) assert_false(mm);
+    if (f->nodes[i].op == MLC_OP_LINEAR) assert_true(mm && op == MLC_OP_LINEAR);
+  }
   free(s);
   release(&c);
   /* CPU: no fuse pass */

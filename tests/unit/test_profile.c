@@ -32,22 +32,43 @@ static mlc_plan_shape shape(uint8_t dtype, int rank, int64_t d0, int64_t d1, int
   return s;
 }
 
-/* An elementwise add of 1M f32: 1e6 FLOPs over 12 MB, in 1 ms.  Intensity
- * 1/12, roof 1.667 GFLOP/s, achieved 1 GFLOP/s: 60% of the memory roof. */
+/* An elementwise add of 1M f32: 1e6 FLOPs over 12 MB, in 0.75 ms.
+ * Intensity 1/12, roof 1.667 GFLOP/s, achieved 1.333 GFLOP/s: 80% of the
+ * memory roof (16 of 20 GB/s) and 1.3% of the compute one. */
 static void memory_bound_elementwise(void **state) {
   (void)state;
   mlc_ceilings c = test_ceilings();
-  mlc_profile_kernel k = {"add%3", 1e6, 12e6, 1e-3, NULL, 0, MLC_UNIT_FP32, 1, NULL};
+  mlc_profile_kernel k = {"add%3", 1e6, 12e6, 0.75e-3, NULL, 0, MLC_UNIT_FP32, 1, NULL};
   mlc_profile_verdict v;
   mlc_profile_classify(&k, &c, &v);
   assert_int_equal(v.bound, MLC_BOUND_MEMORY);
   assert_float_equal(v.intensity, 1.0 / 12, 1e-12);
-  assert_float_equal(v.flop_rate, 1e9, 1);
-  assert_float_equal(v.byte_rate, 12e9, 1);
+  assert_float_equal(v.flop_rate, 1e9 / 0.75, 1);
+  assert_float_equal(v.byte_rate, 16e9, 1);
   assert_float_equal(v.roof, 20e9 / 12, 1);
-  assert_float_equal(v.pct_roof, 60.0, 1e-9);
+  assert_float_equal(v.pct_roof, 80.0, 1e-9);
   assert_string_equal(v.hint, "fuse with neighbours, quantise (FP8/INT4), or raise the batch");
   assert_string_equal(mlc_bound_name(v.bound), "memory");
+  /* The same in 1 ms: 60% of the memory roof, under the seed's 75%:
+   * neither, and the hint says it is near the memory roof. */
+  k.seconds = 1e-3;
+  mlc_profile_classify(&k, &c, &v);
+  assert_int_equal(v.bound, MLC_BOUND_LATENCY);
+  assert_float_equal(v.pct_roof, 60.0, 1e-9);
+  assert_string_equal(v.hint, "near the memory roof (60%): fuse with neighbours, quantise, or raise the batch");
+}
+
+/* The seed's rule itself (issue 24), at and beside each threshold. */
+static void seed_rule(void **state) {
+  (void)state;
+  assert_int_equal(mlc_bound_rule(75.1, 49.9), MLC_BOUND_COMPUTE);
+  assert_int_equal(mlc_bound_rule(75.0, 10), MLC_BOUND_LATENCY);
+  assert_int_equal(mlc_bound_rule(90, 50.0), MLC_BOUND_LATENCY);
+  assert_int_equal(mlc_bound_rule(24.9, 75.1), MLC_BOUND_MEMORY);
+  assert_int_equal(mlc_bound_rule(25.0, 90), MLC_BOUND_LATENCY);
+  assert_int_equal(mlc_bound_rule(10, 75.0), MLC_BOUND_LATENCY);
+  assert_int_equal(mlc_bound_rule(80, 80), MLC_BOUND_LATENCY);
+  assert_int_equal(mlc_bound_rule(1, 1), MLC_BOUND_LATENCY);
 }
 
 /* A collective (FSDP's all_gather, reduce_scatter) gets the communication
@@ -69,32 +90,33 @@ static void collective_hint(void **state) {
   assert_string_equal(v.hint, "fuse with neighbours, quantise (FP8/INT4), or raise the batch");
 }
 
-/* A pure copy (no FLOPs) is measured against the bandwidth: 10 MB in 1 ms
- * is 10 GB/s, half the roof. */
+/* A pure copy (no FLOPs) is measured against the bandwidth: 10 MB in
+ * 0.625 ms is 16 GB/s, 80% of the roof. */
 static void copy_uses_bandwidth(void **state) {
   (void)state;
   mlc_ceilings c = test_ceilings();
-  mlc_profile_kernel k = {"transpose%9", 0, 10e6, 1e-3, NULL, 0, MLC_UNIT_FP32, 1, NULL};
+  mlc_profile_kernel k = {"transpose%9", 0, 10e6, 0.625e-3, NULL, 0, MLC_UNIT_FP32, 1, NULL};
   mlc_profile_verdict v;
   mlc_profile_classify(&k, &c, &v);
   assert_int_equal(v.bound, MLC_BOUND_MEMORY);
-  assert_float_equal(v.pct_roof, 50.0, 1e-9);
+  assert_float_equal(v.pct_roof, 80.0, 1e-9);
 }
 
-/* A 1024^3 GEMM: 2^31 FLOPs over 12 MiB (intensity 170.7), in 40 ms:
- * 53.7 GFLOP/s against the 100 GFLOP/s compute roof; every dim aligned. */
+/* A 1024^3 GEMM: 2^31 FLOPs over 12 MiB (intensity 170.7), in 25 ms:
+ * 85.9 GFLOP/s against the 100 GFLOP/s compute roof (memory 2.5%); every
+ * dim aligned. */
 static void compute_bound_gemm(void **state) {
   (void)state;
   mlc_ceilings c = test_ceilings();
   mlc_plan_shape a = shape(1, 2, 1024, 1024, 0), b = shape(1, 2, 1024, 1024, 0), o = shape(1, 2, 1024, 1024, 0);
   const mlc_plan_shape *sh[] = {&a, &b, &o};
   double flops = 2.0 * 1024 * 1024 * 1024, bytes = 3.0 * 4 * 1024 * 1024;
-  mlc_profile_kernel k = {"matmul%12", flops, bytes, 0.04, sh, 3, MLC_UNIT_FP32, 1, NULL};
+  mlc_profile_kernel k = {"matmul%12", flops, bytes, 0.025, sh, 3, MLC_UNIT_FP32, 1, NULL};
   mlc_profile_verdict v;
   mlc_profile_classify(&k, &c, &v);
   assert_int_equal(v.bound, MLC_BOUND_COMPUTE);
   assert_float_equal(v.roof, 100e9, 1);
-  assert_float_equal(v.pct_roof, 100 * flops / 0.04 / 100e9, 1e-9);
+  assert_float_equal(v.pct_roof, 100 * flops / 0.025 / 100e9, 1e-9);
   assert_string_equal(v.hint, "lower precision (bf16/FP8)");
   int64_t m, n, kk;
   assert_true(mlc_profile_gemm_dims(&k, &m, &n, &kk));
@@ -111,7 +133,7 @@ static void misaligned_linear_names_n(void **state) {
   mlc_plan_shape x = shape(1, 3, 8, 128, 768), w = shape(1, 2, 1000, 768, 0), o = shape(1, 3, 8, 128, 1000);
   const mlc_plan_shape *sh[] = {&x, &w, &o};
   double flops = 2.0 * 1024 * 1000 * 768, bytes = 4.0 * (1024 * 768 + 1000 * 768 + 1024 * 1000);
-  mlc_profile_kernel k = {"linear%7", flops, bytes, 0.03, sh, 3, MLC_UNIT_FP32, 1, NULL};
+  mlc_profile_kernel k = {"linear%7", flops, bytes, 0.018, sh, 3, MLC_UNIT_FP32, 1, NULL}; /* 87% */
   int64_t m, n, kk;
   assert_true(mlc_profile_gemm_dims(&k, &m, &n, &kk));
   assert_int_equal(m, 1024);
@@ -130,13 +152,13 @@ static void misaligned_matmul_names_k(void **state) {
   mlc_plan_shape a = shape(1, 3, 4, 512, 300), b = shape(1, 3, 4, 300, 512), o = shape(1, 3, 4, 512, 512);
   const mlc_plan_shape *sh[] = {&a, &b, &o};
   double flops = 2.0 * 4 * 512 * 512 * 300, bytes = 4.0 * 4 * (512 * 300 * 2 + 512 * 512);
-  mlc_profile_kernel k = {"matmul", flops, bytes, 0.01, sh, 3, MLC_UNIT_FP32, 1, NULL};
+  mlc_profile_kernel k = {"matmul", flops, bytes, 0.007, sh, 3, MLC_UNIT_FP32, 1, NULL}; /* 90% */
   mlc_profile_verdict v;
   mlc_profile_classify(&k, &c, &v);
   assert_int_equal(v.bound, MLC_BOUND_COMPUTE);
   assert_string_equal(v.hint, "align K (=300) to a multiple of 64/128");
   /* Not a GEMM: a name that only starts like one. */
-  mlc_profile_kernel other = {"matmul_grad%3", flops, bytes, 0.01, sh, 3, MLC_UNIT_FP32, 1, NULL};
+  mlc_profile_kernel other = {"matmul_grad%3", flops, bytes, 0.007, sh, 3, MLC_UNIT_FP32, 1, NULL};
   int64_t m, n, kk;
   assert_false(mlc_profile_gemm_dims(&other, &m, &n, &kk));
   mlc_profile_classify(&other, &c, &v);
@@ -153,10 +175,10 @@ static void latency_bound(void **state) {
   assert_int_equal(v.bound, MLC_BOUND_LATENCY);
   assert_string_equal(mlc_bound_name(v.bound), "latency");
   assert_string_equal(v.hint, "too small to fill the CPU: fuse with neighbours or batch more work");
-  mlc_profile_kernel quick = {"matmul%2", 2e6, 1e6, 10e-6, NULL, 0, MLC_UNIT_FP32, 1, NULL};
+  mlc_profile_kernel quick = {"matmul%2", 2e5, 1e6, 10e-6, NULL, 0, MLC_UNIT_FP32, 1, NULL};
   mlc_profile_classify(&quick, &c, &v);
   assert_int_equal(v.bound, MLC_BOUND_LATENCY);
-  quick.seconds = 30e-6; /* the same work over 20 us: intensity 2 is under the ridge */
+  quick.seconds = 60e-6; /* the same work over 20 us: 83% of the bandwidth, 3% of the FLOPs */
   mlc_profile_classify(&quick, &c, &v);
   assert_int_equal(v.bound, MLC_BOUND_MEMORY);
 }
@@ -489,33 +511,33 @@ static void units_per_dtype(void **state) {
   assert_float_equal(mlc_ceilings_unit_peak(&c, MLC_UNIT_FP8), 1978.9e12, 1e6);
   assert_float_equal(mlc_ceilings_unit_peak(&c, MLC_UNIT_FP32), 66.9e12, 1e6);
   double f = 2.0 * 8192 * 8192 * 8192, b16 = 3.0 * 8192 * 8192 * 2, b32 = 2 * b16;
-  /* bf16 at 600 TFLOP/s: 60.6% of the bf16 tensor cores. */
-  mlc_profile_verdict v = judge("matmul%1", f, b16, f / 600e12, MLC_UNIT_TC16, 1, NULL, &c);
+  /* bf16 at 800 TFLOP/s: 80.9% of the bf16 tensor cores. */
+  mlc_profile_verdict v = judge("matmul%1", f, b16, f / 800e12, MLC_UNIT_TC16, 1, NULL, &c);
   assert_int_equal(v.bound, MLC_BOUND_COMPUTE);
   assert_int_equal(v.unit, MLC_UNIT_TC16);
-  assert_float_equal(v.pct_compute, 100 * 600 / 989.4, 1e-6);
+  assert_float_equal(v.pct_compute, 100 * 800 / 989.4, 1e-6);
   assert_float_equal(v.pct_roof, v.pct_compute, 1e-9);
   assert_string_equal(v.hint, "lower precision (FP8)");
-  /* f32 under tf32x3 at 120 TFLOP/s: three TF32 products a FLOP, so the
-   * roof is 494.7 / 3 = 164.9 TFLOP/s and it is at 72.8% of it. */
-  v = judge("matmul%2", f, b32, f / 120e12, MLC_UNIT_TF32, 3, NULL, &c);
+  /* f32 under tf32x3 at 140 TFLOP/s: three TF32 products a FLOP, so the
+   * roof is 494.7 / 3 = 164.9 TFLOP/s and it is at 84.9% of it. */
+  v = judge("matmul%2", f, b32, f / 140e12, MLC_UNIT_TF32, 3, NULL, &c);
   assert_int_equal(v.bound, MLC_BOUND_COMPUTE);
   assert_float_equal(v.roof, 494.7e12 / 3, 1e6);
-  assert_float_equal(v.pct_compute, 100 * 120 * 3 / 494.7, 1e-6);
+  assert_float_equal(v.pct_compute, 100 * 140 * 3 / 494.7, 1e-6);
   assert_string_equal(v.hint, "lower precision: --f32-matmul tf32 (one product, not 3) or bf16");
-  /* The same f32 GEMM under tf32 (one product): 24.3% of TF32, neither. */
-  v = judge("matmul%2", f, b32, f / 120e12, MLC_UNIT_TF32, 1, NULL, &c);
+  /* The same f32 GEMM under tf32 (one product): 28.3% of TF32, neither. */
+  v = judge("matmul%2", f, b32, f / 140e12, MLC_UNIT_TF32, 1, NULL, &c);
   assert_int_equal(v.bound, MLC_BOUND_LATENCY);
-  /* f32 under ieee at 45 TFLOP/s: 67.3% of the FP32 FMAs; against the bf16
-   * peak (the old single roof) it would have been 4.5%. */
-  v = judge("matmul%3", f, b32, f / 45e12, MLC_UNIT_FP32, 1, NULL, &c);
+  /* f32 under ieee at 55 TFLOP/s: 82.2% of the FP32 FMAs; against the bf16
+   * peak (the old single roof) it would have been 5.6%. */
+  v = judge("matmul%3", f, b32, f / 55e12, MLC_UNIT_FP32, 1, NULL, &c);
   assert_int_equal(v.bound, MLC_BOUND_COMPUTE);
-  assert_float_equal(v.pct_compute, 100 * 45 / 66.9, 1e-6);
+  assert_float_equal(v.pct_compute, 100 * 55 / 66.9, 1e-6);
   assert_string_equal(v.hint, "lower precision (bf16/FP8)");
-  /* fp8 at 1200 TFLOP/s: 60.6% of its 1978.9. */
-  v = judge("matmul%4", f, b16 / 2, f / 1200e12, MLC_UNIT_FP8, 1, NULL, &c);
+  /* fp8 at 1600 TFLOP/s: 80.9% of its 1978.9. */
+  v = judge("matmul%4", f, b16 / 2, f / 1600e12, MLC_UNIT_FP8, 1, NULL, &c);
   assert_int_equal(v.bound, MLC_BOUND_COMPUTE);
-  assert_float_equal(v.pct_compute, 100 * 1200 / 1978.9, 1e-6);
+  assert_float_equal(v.pct_compute, 100 * 1600 / 1978.9, 1e-6);
   /* An RMSNorm of 8192 x 2048 f32 (read and write: 134.2 MB, 5 FLOPs an
    * element) at 4 TB/s: 83.3% of HBM, memory-bound on any unit. */
   double nb = 2.0 * 8192 * 2048 * 4, nf = 5.0 * 8192 * 2048;
@@ -527,7 +549,7 @@ static void units_per_dtype(void **state) {
   }
 }
 
-/* Below MLC_PROFILE_NEITHER_PCT of both roofs: bound by neither, and the
+/* Below MLC_PROFILE_NEAR_PCT of both roofs: bound by neither, and the
  * launch names the likely cause.  The numbers are the issue's f32
  * attention_grad on the H200: 0.44 TFLOP/s and 2.45 GB/s. */
 static void neither_roof(void **state) {
@@ -560,10 +582,15 @@ static void neither_roof(void **state) {
   v = judge("attention_grad%7", f, b, t, MLC_UNIT_TF32, 3, &full, &c);
   assert_float_equal(v.occupancy, 100, 1e-9);
   assert_string_equal(v.hint, "stalled at 100% occupancy: dependent loads, atomics or a serial loop (ncu's warp-stall reasons say which)");
-  /* Just below and at the threshold, on memory: 49% and 50% of HBM. */
+  /* On memory: 49% of HBM is far from it (the launch's hint), 74% near it
+   * (neither, the memory hint), 76% past the seed's 75% (memory). */
   v = judge("add%9", 1e6, 0.49 * 4.8e12 * 1e-3, 1e-3, MLC_UNIT_FP32, 1, &full, &c);
   assert_int_equal(v.bound, MLC_BOUND_LATENCY);
-  v = judge("add%9", 1e6, 0.51 * 4.8e12 * 1e-3, 1e-3, MLC_UNIT_FP32, 1, &full, &c);
+  assert_non_null(strstr(v.hint, "stalled at 100% occupancy"));
+  v = judge("add%9", 1e6, 0.74 * 4.8e12 * 1e-3, 1e-3, MLC_UNIT_FP32, 1, &full, &c);
+  assert_int_equal(v.bound, MLC_BOUND_LATENCY);
+  assert_string_equal(v.hint, "near the memory roof (74%): fuse with neighbours, quantise, or raise the batch");
+  v = judge("add%9", 1e6, 0.76 * 4.8e12 * 1e-3, 1e-3, MLC_UNIT_FP32, 1, &full, &c);
   assert_int_equal(v.bound, MLC_BOUND_MEMORY);
   /* The issue's f32 GEMM at 15 TFLOP/s is no longer "compute-bound at 1.6%":
    * on the FP32 FMAs (ieee) it is 22% of 66.9 TFLOP/s, neither. */
@@ -980,6 +1007,7 @@ int main(int argc, char **argv) {
   }
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(memory_bound_elementwise),
+    cmocka_unit_test(seed_rule),
       cmocka_unit_test(collective_hint), cmocka_unit_test(copy_uses_bandwidth),
     cmocka_unit_test(compute_bound_gemm),       cmocka_unit_test(misaligned_linear_names_n),
     cmocka_unit_test(misaligned_matmul_names_k), cmocka_unit_test(latency_bound),
