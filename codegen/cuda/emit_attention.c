@@ -11,8 +11,11 @@
  * row tiles; keys and values stream through shared memory 32 rows at a time
  * (causal: 64; cp.async, double-buffered); S = q k^T and o += p v on the
  * tensor cores (mma.sync m16n8k16, f32 accumulators), the online softmax in
- * registers in base 2.  Causal tiles stop at their diagonal.  Everything
- * else (f32, other head dims): a warp per query row, exact f32.
+ * registers in base 2.  Causal tiles stop at their diagonal.  Head dim 128
+ * on sm_90a: mlc_attn_fwd_wg instead (wgmma, a producer warpgroup feeding a
+ * 3-stage cp.async/mbarrier ring, two consumer warpgroups of 64 rows taking
+ * turns, each issuing the next block's q k^T before this block's softmax).
+ * Everything else (f32, other head dims): a warp per query row, exact f32.
  *
  * attention_save(q, k, v) (passes/attnsave.c): the forward, also writing
  * each row's log-sum-exp (base 2) after the output.  attention_save(qkv),
@@ -26,8 +29,10 @@
  *   1. 16-bit, d % 32 == 0, d <= 128: per 128 keys (8 warps of 16), over
  *      the query rows 64 at a time, S and dP again, P, dS; dk and dv summed
  *      in registers and stored, dq summed by f32 atomics into scratch
- *      (red.global.add.v4 on sm_90, scalar atomicAdd before).  Otherwise: a
- *      warp per key row (dk, dv);
+ *      (red.global.add.v4 on sm_90, scalar atomicAdd before); head dim 128
+ *      on sm_90a: the same on wgmma (mlc_attn_bwd_wg: two warpgroups of 64
+ *      keys, q and dO three tiles deep).  Otherwise: a warp per key row
+ *      (dk, dv);
  *   2. tensor cores: dq's accumulator times scale, converted; otherwise a
  *      warp per query row computes dq.
  * f32 on the tensor cores (d % 8 == 0, d <= 128): launch 0 as above (no dq
