@@ -21,17 +21,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "driver/target_cuda.h"
-#ifdef MLC_HAVE_SPIRV
-#include "driver/target_spirv.h"
-#endif
 #include "frontend/frontend.h"
 #include "passes/passes.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/profile.h"
 #include "runtime/session.h"
 
-enum { EXIT_OK = 0, EXIT_USER = 1, EXIT_USAGE = 2, EXIT_INTERNAL = 3 };
+enum { EXIT_OK = MLC_EXIT_OK, EXIT_USER = MLC_EXIT_USER, EXIT_USAGE = MLC_EXIT_USAGE, EXIT_INTERNAL = MLC_EXIT_INTERNAL };
 enum { TIMED_RUNS = 20 };
 #define WARMUP_SECONDS 0.3
 
@@ -119,30 +115,25 @@ typedef struct {
   bool flops;         /* the rate of FLOPs, else of bytes */
 } probe;
 
-/* The probe's model built for the target and opened on device `ordinal`. */
-static mlc_status open_probe(const char *target, mlc_program *prog, mlc_cuda_build *g, int ordinal, mlc_device **dev,
+/* The probe's model built for the target and opened on device `ordinal`
+ * (the build in b, which the caller releases). */
+static mlc_status open_probe(const mlc_driver_target *t, mlc_program *prog, void *b, int ordinal, mlc_device **dev,
                              const uint8_t **plan, size_t *plan_bytes) {
-  char err[512];
-#ifdef MLC_HAVE_SPIRV
-  if (!strcmp(target, "spirv")) {
-    mlc_spirv_build *vb = mlc_arena_alloc(prog->arena, sizeof *vb);
-    if (!mlc_spirv_build_program(prog, vb, NULL, err, sizeof err)) return mlc_status_make(MLC_INTERNAL, "%s", err);
-    *plan = vb->plan;
-    *plan_bytes = vb->plan_bytes;
-    return mlc_spirv_open(vb, ordinal, NULL, dev);
-  }
-#endif
-  (void)target;
-  if (!mlc_cuda_build_program(prog, g, true, stderr, err, sizeof err)) return mlc_status_make(MLC_INTERNAL, "%s", err);
-  *plan = g->plan;
-  *plan_bytes = g->plan_bytes;
-  return mlc_cuda_open(g, ordinal, stderr, dev);
+  FILE *progress = t->calibrate_grows ? NULL : stderr;
+  mlc_session_options so = {0};
+  int rc = t->build(b, prog, progress, 0);
+  if (rc) return mlc_status_make(MLC_INTERNAL, "the calibration probe does not build for --target %s", t->name);
+  rc = t->open(b, ordinal, progress, 0, &so, plan, plan_bytes);
+  if (rc >= 0) return mlc_status_make(rc == MLC_EXIT_NO_TARGET ? MLC_UNIMPLEMENTED : MLC_INTERNAL,
+                                      "cannot open device %d for --target %s", ordinal, t->name);
+  *dev = so.device;
+  return NULL;
 }
 
 /* Per-run seconds of the probe's forward (runs of them: at most TIMED_RUNS),
  * timed by the device's own timers (CUDA events, Vulkan timestamps); its
  * work (FLOPs or bytes) from the plan.  *name: the device's description. */
-static mlc_status run_probe(const char *target, const probe *pr, int ordinal, int runs, double *seconds, double *work,
+static mlc_status run_probe(const mlc_driver_target *t, const probe *pr, int ordinal, int runs, double *seconds, double *work,
                             char *name, size_t namen) {
   mlc_arena arena;
   mlc_arena_init(&arena);
@@ -150,14 +141,13 @@ static mlc_status run_probe(const char *target, const probe *pr, int ordinal, in
   mlc_diag_init(&diag, stderr);
   mlc_program prog;
   mlc_program_init(&prog, &arena);
-  mlc_cuda_build g;
-  memset(&g, 0, sizeof g);
+  void *b = calloc(1, t->build_bytes);
   mlc_plan *plan = NULL;
   mlc_session *s = NULL;
   mlc_status st = NULL;
   timed_dev *td = NULL;
   mlc_lower_options lo = {NULL, 0, NULL, 0, false, 0};
-  mlc_pipeline_options po = {.dump = stdout, .target = target};
+  mlc_pipeline_options po = {.dump = stdout, .target = t->name};
   if (!mlc_frontend_run(&prog, &diag, "<calibrate>", pr->source, strlen(pr->source), &lo, NULL) ||
       !mlc_pipeline_run(&prog, &diag, &po)) {
     st = mlc_status_make(MLC_INTERNAL, "the calibration's %s does not compile", pr->what);
@@ -165,8 +155,8 @@ static mlc_status run_probe(const char *target, const probe *pr, int ordinal, in
   }
   const uint8_t *plan_bytes = NULL;
   size_t plan_n = 0;
-  if (!(td = calloc(1, sizeof *td))) { st = mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory"); goto out; }
-  if ((st = open_probe(target, &prog, &g, ordinal, &td->in, &plan_bytes, &plan_n))) { free(td); goto out; }
+  if (!b || !(td = calloc(1, sizeof *td))) { st = mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory"); goto out; }
+  if ((st = open_probe(t, &prog, b, ordinal, &td->in, &plan_bytes, &plan_n))) { free(td); goto out; }
   td->base.vt = &timed_vt;
   td->base.a = mlc_allocator_default();
   td_describe(&td->base, name, namen);
@@ -195,7 +185,8 @@ static mlc_status run_probe(const char *target, const probe *pr, int ordinal, in
 out:
   mlc_session_destroy(s);
   mlc_plan_free(plan);
-  mlc_cuda_build_free(&g);
+  if (b && t->release) t->release(b);
+  free(b);
   mlc_arena_free(&arena);
   return st;
 }
@@ -205,18 +196,6 @@ static int fail(mlc_status st) {
   int rc = mlc_status_code(st) == MLC_INTERNAL ? EXIT_INTERNAL : EXIT_USER;
   mlc_status_free(st);
   return rc;
-}
-
-const char *mlc_calibrate_gpu_target(int argc, char **argv) {
-  static const char *const gpus[] = {"cuda", "spirv"};
-  for (int i = 1; i < argc; i++) {
-    const char *t = (!strcmp(argv[i], "--target") || !strcmp(argv[i], "-t")) && i + 1 < argc ? argv[i + 1]
-                    : !strncmp(argv[i], "--target=", 9)                                      ? argv[i] + 9
-                                                                                             : NULL;
-    for (size_t g = 0; t && g < sizeof gpus / sizeof *gpus; g++)
-      if (!strcmp(t, gpus[g])) return gpus[g];
-  }
-  return NULL;
 }
 
 /* The two probes at a size: a bf16 GEMM of n^3, an f32 add of two m x n tensors. */
@@ -232,11 +211,12 @@ static char *probe_source(bool gemm, long long m, long long n) {
   return s;
 }
 
-int mlc_calibrate_gpu(const char *target, int argc, char **argv) {
+int mlc_calibrate_gpu(const mlc_driver_target *t, int argc, char **argv) {
   static const struct option opts[] = {
     {"target", required_argument, NULL, 't'}, {"device", required_argument, NULL, 'd'}, {"help", no_argument, NULL, 'h'}, {0},
   };
-  bool vk = !strcmp(target, "spirv");
+  const char *target = t->name;
+  bool grow = t->calibrate_grows;
   long ordinal = 0;
   int c;
   optind = 1;
@@ -266,23 +246,13 @@ int mlc_calibrate_gpu(const char *target, int argc, char **argv) {
     fprintf(stderr, "mlc: calibrate does not take '%s'\nTry 'mlc --help'.\n", argv[optind]);
     return EXIT_USAGE;
   }
-#ifndef MLC_HAVE_SPIRV
-  if (vk) {
-    fprintf(stderr, "mlc: calibrate --target spirv: this mlc was built without the SPIR-V target\n");
-    return 4;
-  }
-#endif
   char path[1024];
   if (!mlc_ceilings_gpu_cache_path(path, sizeof path)) {
     fprintf(stderr, "mlc: neither XDG_CACHE_HOME nor HOME is set: nowhere to cache the ceilings\n");
     return EXIT_USER;
   }
   mlc_status st = NULL;
-  if (!vk) { /* without a driver, say so before compiling anything */
-    mlc_cuda_driver drv;
-    if ((st = mlc_cuda_driver_load(&drv))) return fail(st);
-    mlc_cuda_driver_unload(&drv);
-  }
+  if (t->available && (st = t->available())) return fail(st); /* without a driver, say so before compiling anything */
   /* CUDA: the sizes that fill an H200.  Vulkan devices range from a GPU to
    * lavapipe on two CPU cores: the probes grow (GEMM n and the add's rows,
    * doubling) until one run takes long enough to time well, or the CUDA size
@@ -293,15 +263,15 @@ int mlc_calibrate_gpu(const char *target, int argc, char **argv) {
   char name[256] = "";
   for (int p = 0; p < 2; p++) {
     bool gemm = p == 0;
-    long long sz = vk ? (gemm ? 256 : 64) : (gemm ? max_n : max_rows);
+    long long sz = grow ? (gemm ? 256 : 64) : (gemm ? max_n : max_rows);
     double sec[TIMED_RUNS], work = 0, enough = gemm ? 0.02 : 0.005;
     for (;;) {
       char *src = probe_source(gemm, sz, gemm ? sz : copy_cols);
       if (!src) return fail(mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory"));
       probe pr = {gemm ? "bf16 GEMM" : "f32 add", src, gemm};
-      bool last = !vk || sz >= (gemm ? max_n : max_rows);
+      bool last = !grow || sz >= (gemm ? max_n : max_rows);
       int runs = last ? TIMED_RUNS : 1;
-      st = run_probe(target, &pr, (int)ordinal, runs, sec, &work, name, sizeof name);
+      st = run_probe(t, &pr, (int)ordinal, runs, sec, &work, name, sizeof name);
       free(src);
       if (st) return fail(st);
       if (last) break;
@@ -310,7 +280,7 @@ int mlc_calibrate_gpu(const char *target, int argc, char **argv) {
         src = probe_source(gemm, sz, gemm ? sz : copy_cols);
         if (!src) return fail(mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory"));
         pr.source = src;
-        st = run_probe(target, &pr, (int)ordinal, TIMED_RUNS, sec, &work, name, sizeof name);
+        st = run_probe(t, &pr, (int)ordinal, TIMED_RUNS, sec, &work, name, sizeof name);
         free(src);
         if (st) return fail(st);
         break;
@@ -351,4 +321,11 @@ int mlc_calibrate_gpu(const char *target, int argc, char **argv) {
          med[1] / 1e9, best[1] / 1e9, med[0] / med[1], path);
   mlc_profile_print_units(&cl, stdout);
   return EXIT_OK;
+}
+
+mlc_status mlc_calibrate_cuda_available(void) {
+  mlc_cuda_driver drv;
+  MLC_RETURN_IF_ERROR(mlc_cuda_driver_load(&drv));
+  mlc_cuda_driver_unload(&drv);
+  return NULL;
 }

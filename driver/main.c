@@ -38,53 +38,42 @@
 #include "runtime/profile.h"
 #include "runtime/dist/bootstrap.h"
 #include "runtime/session.h"
+#include "driver/calibrate.h"
+#include "driver/target.h"
 #ifdef MLC_HAVE_CPU
 #include "driver/target_cpu.h"
 #include "runtime/cpu/threadpool.h"
 #endif
-#ifdef MLC_HAVE_SPIRV
-#include "driver/target_spirv.h"
-#include "runtime/vulkan/driver.h"
-#endif
-#ifdef MLC_HAVE_CUDA
-#include "driver/calibrate.h"
-#include "driver/target_cuda.h"
-#include "driver/target_metal.h"
-#include "runtime/metal/device.h"
-#endif
 
-enum { EXIT_OK = 0, EXIT_USER = 1, EXIT_USAGE = 2, EXIT_INTERNAL = 3, EXIT_NO_TARGET = 4 };
+enum {
+  EXIT_OK = MLC_EXIT_OK, EXIT_USER = MLC_EXIT_USER, EXIT_USAGE = MLC_EXIT_USAGE, EXIT_INTERNAL = MLC_EXIT_INTERNAL,
+  EXIT_NO_TARGET = MLC_EXIT_NO_TARGET,
+};
 
 #define MAX_SOURCE_BYTES (64u << 20)
 #define MAX_ONNX_BYTES (2040u << 20) /* protobuf's limit is 2 GiB */
 #define MAX_DEFINES 256
 
-static const struct {
-  const char *name, *option, *what;
-} targets[] = {
-  {"cpu", "MLC_BACKEND_CPU", "native CPU code through the LLVM C API"},
-  {"cuda", "MLC_BACKEND_CUDA", "CUDA C for one GPU"},
-  {"cuda-nccl", "MLC_BACKEND_CUDA", "CUDA C with NCCL, FSDP-sharded over several GPUs"},
-  {"spirv", "MLC_BACKEND_SPIRV", "SPIR-V for Vulkan compute"},
-  {"metal", "MLC_BACKEND_METAL", "Metal Shading Language"},
-};
-
+/* --help: the target lists come from the registry (driver/target.c). */
 static void usage(FILE *o) {
+  char run[128], bench[128], train[128], profile[128], devices[128], all[128];
+  unsigned nt;
+  const mlc_driver_target *ts = mlc_driver_targets(&nt);
   fprintf(o,
           "usage: mlc compile FILE.mdl [options] [NAME=VALUE ...]\n"
-          "       mlc run FILE.mdl --target cpu|cuda|spirv [--weights W] --input NAME=FILE ... [options]\n"
-          "       mlc bench FILE.mdl --target cpu|cuda|spirv [--runs N] [options]\n"
-          "       mlc train FILE.mdl --target cpu|cuda|cuda-nccl|spirv --steps N [--data TOKENS | --input NAME=FILE ...] [--weights W] [--save CKPT] [--resume CKPT]\n"
-          "       mlc profile FILE.mdl --target cpu|cuda|spirv [--entry forward|train_step] [--steps N] [--trace F] [--roofline F]\n"
+          "       mlc run FILE.mdl --target %s [--weights W] --input NAME=FILE ... [options]\n"
+          "       mlc bench FILE.mdl --target %s [--runs N] [options]\n"
+          "       mlc train FILE.mdl --target %s --steps N [--data TOKENS | --input NAME=FILE ...] [--weights W] [--save CKPT] [--resume CKPT]\n"
+          "       mlc profile FILE.mdl --target %s [--entry forward|train_step] [--steps N] [--trace F] [--roofline F]\n"
           "                    [--ncu | --ncu-csv F] [--ncu-json F]\n"
           "       mlc calibrate --target cpu [--threads N] | --target cuda|spirv [--device N]\n"
-          "       mlc devices --target spirv     list the Vulkan devices that --device N picks from\n"
+          "       mlc devices --target %s     list the Vulkan devices that --device N picks from\n"
           "       mlc --help | --version\n"
           "\n"
           "Compiles a model written in .mdl (see docs/language.md and docs/cli.md).\n"
           "\n"
           "common options:\n"
-          "  -t, --target T        cpu, cuda, cuda-nccl, spirv or metal (cpu, cuda, spirv and metal are built today;\n"
+          "  -t, --target T        %s (cpu, cuda, spirv and metal are built today;\n"
           "                        metal runs on Apple platforms only)\n"
           "  -D NAME=VALUE         override a config value (repeatable); a bare NAME=VALUE\n"
           "                        argument after FILE does the same\n"
@@ -104,13 +93,16 @@ static void usage(FILE *o) {
           "      --memory-budget B the bytes a training session may hold (14GB, 12.5GiB, 9e9): the\n"
           "                        compiler recomputes cheap activations (casts, norms, SiLU) in the\n"
           "                        backward until the plan fits, or says the smallest it can reach;\n"
-          "                        overrides the train block's memory_budget = ...; --stats lists them\n"
-          "      --spirv-attention tiled|coopmat  (spirv) the attention forward on cooperative matrices\n"
-          "                        for devices that have them (default tiled: not yet run on NVIDIA's driver)\n"
-          "      --spirv-emulate-coopmat  (spirv) the cooperative-matrix kernels with scalar FMAs in their\n"
-          "                        place, on any device (to check them where there are none)\n"
-          "      --spirv-attention-rescale lazy|always  (spirv) when that attention rescales its output\n"
-          "      --spirv-gemm-tile BMxBNxWMxWN[xBK[xSTAGES]]  (spirv) the cooperative-matrix GEMM's tile\n"
+          "                        overrides the train block's memory_budget = ...; --stats lists them\n",
+          mlc_driver_target_names(MLC_CMD_RUN, "|", "|", run, sizeof run),
+          mlc_driver_target_names(MLC_CMD_BENCH, "|", "|", bench, sizeof bench),
+          mlc_driver_target_names(MLC_CMD_TRAIN, "|", "|", train, sizeof train),
+          mlc_driver_target_names(MLC_CMD_PROFILE, "|", "|", profile, sizeof profile),
+          mlc_driver_target_names(MLC_CMD_DEVICES, "|", "|", devices, sizeof devices),
+          mlc_driver_target_names(0, ", ", " or ", all, sizeof all));
+  for (unsigned i = 0; i < nt; i++)
+    if (ts[i].options_help) fputs(ts[i].options_help, o);
+  fprintf(o,
           "  -h, --help            this text\n"
           "  -V, --version         the version\n"
           "compile:\n"
@@ -276,8 +268,9 @@ typedef struct {
 enum {
   OPT_EMIT = 256, OPT_NO_TRAIN, OPT_PRINT_AFTER, OPT_TIME, OPT_STATS, OPT_ENTRY, OPT_WEIGHTS, OPT_INPUT, OPT_PROFILE, OPT_THREADS,
   OPT_SEED, OPT_RUNS, OPT_WARMUP, OPT_STEPS, OPT_DATA, OPT_DATA_DTYPE, OPT_SAVE, OPT_RESUME, OPT_TRACE, OPT_ROOFLINE,
-  OPT_DEVICE, OPT_FSDP, OPT_EXPORT, OPT_CODEGEN, OPT_NAME, OPT_CC, OPT_NCU, OPT_NCU_CSV, OPT_NCU_JSON,
+  OPT_DEVICE, OPT_FSDP, OPT_EXPORT, OPT_NAME, OPT_CC, OPT_NCU, OPT_NCU_CSV, OPT_NCU_JSON,
   OPT_EVAL_INPUT, OPT_EVAL_SPLIT, OPT_EVAL_EVERY, OPT_SHUFFLE, OPT_SAVE_EVERY, OPT_ACCUM,
+  OPT_CODEGEN = MLC_OPT_CODEGEN, /* the options of emitted code, the targets' own among them */
 };
 
 /* Which options each command takes: a letter or OPT_ value per entry. */
@@ -322,7 +315,7 @@ static bool c_identifier(const char *s) {
 
 /* Returns -1 to go on, or the exit status. */
 static int parse_args(options *o, int argc, char **argv) {
-  static const struct option opts[] = {
+  static const struct option common[] = {
     {"target", required_argument, 0, 't'},      {"output", required_argument, 0, 'o'},
     {"emit", required_argument, 0, OPT_EMIT},   {"print-after", required_argument, 0, OPT_PRINT_AFTER},
     {"no-train", no_argument, 0, OPT_NO_TRAIN}, {"time-passes", no_argument, 0, OPT_TIME},  {"stats", no_argument, 0, OPT_STATS},
@@ -343,11 +336,18 @@ static int parse_args(options *o, int argc, char **argv) {
     {"ncu", no_argument, 0, OPT_NCU}, {"ncu-csv", required_argument, 0, OPT_NCU_CSV},
     {"ncu-json", required_argument, 0, OPT_NCU_JSON},
     /* the options of emitted code (mlc_options_set) */
-    {"f32-matmul", required_argument, 0, OPT_CODEGEN}, {"spirv-attention", required_argument, 0, OPT_CODEGEN},
-    {"spirv-emulate-coopmat", no_argument, 0, OPT_CODEGEN}, {"spirv-attention-rescale", required_argument, 0, OPT_CODEGEN},
-    {"spirv-gemm-tile", required_argument, 0, OPT_CODEGEN}, {"memory-budget", required_argument, 0, OPT_CODEGEN},
-    {"help", no_argument, 0, 'h'},              {0, 0, 0, 0},
+    {"f32-matmul", required_argument, 0, OPT_CODEGEN}, {"memory-budget", required_argument, 0, OPT_CODEGEN},
+    {"help", no_argument, 0, 'h'},
   };
+  /* the common options, then each target's own (the registry's) */
+  struct option opts[sizeof common / sizeof *common + 32];
+  size_t nopts = 0;
+  for (; nopts < sizeof common / sizeof *common; nopts++) opts[nopts] = common[nopts];
+  unsigned nt;
+  const mlc_driver_target *ts = mlc_driver_targets(&nt);
+  for (unsigned t = 0; t < nt; t++)
+    for (const struct option *x = ts[t].options; x && x->name && nopts + 1 < sizeof opts / sizeof *opts; x++) opts[nopts++] = *x;
+  opts[nopts] = (struct option){0, 0, 0, 0};
   optind = 1;
   argv[0] = (char *)"mlc"; /* getopt's own messages start with argv[0], which is the command here */
   int c, idx;
@@ -487,7 +487,8 @@ static int parse_args(options *o, int argc, char **argv) {
      * train_step); it then runs as bench or train with --profile. */
     const char *ep = o->entry ? o->entry : "forward";
     o->entry = NULL;
-    if ((o->ncu || o->ncu_csv) && (!o->target || strncmp(o->target, "cuda", 4)))
+    const mlc_driver_target *t = mlc_driver_target_find(o->target);
+    if ((o->ncu || o->ncu_csv) && (!t || !t->ncu))
       return usage_error("%s", "--ncu and --ncu-csv compare CUDA kernels: they need --target cuda");
     if (o->ncu && o->ncu_csv) return usage_error("%s", "--ncu runs ncu itself; --ncu-csv reads its CSV instead: give one");
     if (o->ncu_json && !o->ncu && !o->ncu_csv) return usage_error("%s", "--ncu-json needs --ncu or --ncu-csv");
@@ -509,11 +510,11 @@ static int parse_args(options *o, int argc, char **argv) {
     fprintf(stderr, "mlc: --print-after %s: no such pass (passes: %s, or all)\n", o->print_after, mlc_pipeline_pass_names());
     return EXIT_USAGE;
   }
-  if (o->target) {
-    size_t i = 0;
-    while (i < sizeof targets / sizeof *targets && strcmp(targets[i].name, o->target)) i++;
-    if (i == sizeof targets / sizeof *targets)
-      return usage_error("--target %s: unknown target (targets: cpu, cuda, cuda-nccl, spirv, metal)", o->target);
+  if (o->target && !mlc_driver_target_find(o->target)) {
+    char names[128];
+    fprintf(stderr, "mlc: --target %s: unknown target (targets: %s)\nTry 'mlc --help'.\n", o->target,
+            mlc_driver_target_names(0, ", ", ", ", names, sizeof names));
+    return EXIT_USAGE;
   }
   if (o->cmd == CMD_COMPILE && o->outdir && !o->target)
     return usage_error("%s", "-o needs --target: without a target there is no artifact");
@@ -783,30 +784,18 @@ static mlc_status profile_outputs(const options *o, mlc_session *s, const char *
   return NULL;
 }
 
-/* After a target's code generation: its message when it failed. */
-static bool built(bool ok, const char *err) {
-  if (!ok) fprintf(stderr, "mlc: %s\n", err);
-  return ok;
-}
-
 /* After a target wrote an artifact: the bundle (bundle.c: lib<name>.a with
- * the runtime inside), then what it holds (`files`: the target's own), or
- * what went wrong; the exit status.  The CPU's kernels are one object file
- * per entry point, <name>.<entry>.o (target_cpu.c). */
+ * the runtime inside, and the target's object files), then what it holds
+ * (`files`: the target's own), or what went wrong; the exit status. */
 static int wrote(const options *o, bool ok, char *err, size_t errn, const char *dir, const mlc_program *p,
-                 const char *files) {
-  const char *objects[64];
-  uint32_t nobjects = 0;
-  if (!strcmp(o->target, "cpu"))
-    for (uint32_t k = 0; k < p->nfuncs && nobjects < 64; k++)
-      objects[nobjects++] = mlc_arena_printf(p->arena, "%s.%s.o", p->name, p->funcs[k].name);
-  if (ok) ok = mlc_bundle_artifact(dir, p->name, objects, nobjects, o->cc ? o->cc : "cc", err, errn);
+                 const mlc_target_files *files) {
+  if (ok) ok = mlc_bundle_artifact(dir, p->name, files->objects, files->nobjects, o->cc ? o->cc : "cc", err, errn);
   if (!ok) {
     fprintf(stderr, "mlc: %s\n", err);
     return EXIT_USER;
   }
   fprintf(stderr, "mlc: wrote %s/%s.h, %s.c, %s, lib%s.a (all of it and the runtime), %s.cmake and %s.pc\n", dir,
-          p->name, p->name, files, p->name, p->name, p->name);
+          p->name, p->name, files->what, p->name, p->name, p->name);
   return EXIT_OK;
 }
 
@@ -849,16 +838,11 @@ static void nccl_hang(const char *why) {
  * session on it (run, bench, train). */
 static int run_target(const options *o, mlc_program *prog, const onnx_weights *ow) {
   char err[512];
-  bool nccl = !strcmp(o->target, "cuda-nccl"), cuda = nccl || !strcmp(o->target, "cuda");
-  bool metal = !strcmp(o->target, "metal"), spirv = !strcmp(o->target, "spirv");
+  const mlc_driver_target *tgt = mlc_driver_target_find(o->target);
+  bool nccl = tgt->nccl;
   mlc_comm *comm = NULL;
   mlc_status st = NULL;
-#ifdef MLC_HAVE_CPU
-  mlc_cpu_build b = {0};
-#endif
-#ifdef MLC_HAVE_CUDA
-  mlc_cuda_build g = {0};
-#endif
+  void *b = calloc(1, tgt->build_bytes);
   const uint8_t *plan_bytes = NULL;
   size_t plan_n = 0;
   int rc = EXIT_OK;
@@ -868,6 +852,7 @@ static int run_target(const options *o, mlc_program *prog, const onnx_weights *o
   mlc_session_options so = {NULL, NULL, NULL, o->threads, o->profile || o->trace || o->roofline, {0}, NULL};
   const char *dir = o->outdir ? o->outdir : "out";
   mlc_dist_env env;
+  if (!b) { st = mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory"); goto fail; }
   if ((st = mlc_dist_env_read(&env))) goto fail;
   /* One GPU per rank: the launcher's local rank picks it unless --device does. */
   int device = o->device_set ? o->device : nccl ? env.local_rank : o->device;
@@ -875,99 +860,24 @@ static int run_target(const options *o, mlc_program *prog, const onnx_weights *o
    * fails at once, before compiling or touching a GPU. */
   uint8_t id[MLC_NCCL_ID_BYTES] = {0};
   if (nccl && o->cmd != CMD_COMPILE && (st = nccl_id(&env, id))) goto fail;
-  if (spirv) {
-#ifdef MLC_HAVE_SPIRV
-    mlc_spirv_build vb;
-    if (!built(mlc_spirv_build_program(prog, &vb, stderr, err, sizeof err), err)) {
-      rc = strstr(err, "internal error") ? EXIT_INTERNAL : EXIT_USER;
-      goto out;
-    }
-    if (o->cmd == CMD_COMPILE) {
-      rc = wrote(o, mlc_spirv_write_artifact(&vb, dir, o->file, err, sizeof err), err, sizeof err, dir, prog,
-                 mlc_arena_printf(prog->arena, "%u SPIR-V modules (<symbol>.spv, also embedded in %s.c)",
-                                  vb.mod.nkernels, prog->name));
-      goto out;
-    }
-    plan_bytes = vb.plan;
-    plan_n = vb.plan_bytes;
-    if ((st = mlc_spirv_open(&vb, device, stderr, &so.device))) {
-      if (mlc_status_code(st) != MLC_UNIMPLEMENTED) goto fail;
-      fprintf(stderr, "mlc: %s\n", mlc_status_message(st)); /* no Vulkan here */
-      mlc_status_free(st);
-      st = NULL;
-      rc = EXIT_NO_TARGET;
-      goto out;
-    }
-#endif
-  } else if (metal) {
-#ifdef MLC_HAVE_CUDA
-    mlc_metal_build mb;
-    if (!built(mlc_metal_build_program(prog, &mb, stderr, err, sizeof err), err)) {
-      rc = EXIT_USER;
-      goto out;
-    }
-    if (o->cmd == CMD_COMPILE) {
-      rc = wrote(o, mlc_metal_write_artifact(&mb, dir, o->file, err, sizeof err), err, sizeof err, dir, prog,
-                 mlc_arena_printf(prog->arena, "%s.metal (and %s.metallib where Apple's metal compiler exists; else "
-                                  "the runtime compiles the source)", prog->name, prog->name));
-      goto out;
-    }
-    plan_bytes = mb.plan;
-    plan_n = mb.plan_bytes;
-    mlc_metal_code code = {mb.mod.source, NULL, 0, mb.mod.kernels, mb.mod.nkernels, stderr};
-    if ((st = mlc_metal_device_create(&code, mlc_allocator_default(), &so.device))) {
-      rc = mlc_status_code(st) == MLC_UNIMPLEMENTED ? EXIT_NO_TARGET : EXIT_USER;
-      fprintf(stderr, "mlc: %s\n", mlc_status_message(st));
-      mlc_status_free(st);
-      st = NULL;
-      goto out;
-    }
-#endif
-  } else if (cuda) {
-#ifdef MLC_HAVE_CUDA
-    if (!built(mlc_cuda_build_program(prog, &g, true, stderr, err, sizeof err), err)) {
-      rc = strstr(err, "internal error") ? EXIT_INTERNAL : EXIT_USER;
-      goto out;
-    }
-    if (o->cmd == CMD_COMPILE) {
-      rc = wrote(o, mlc_cuda_write_artifact(&g, dir, o->file, err, sizeof err), err, sizeof err, dir, prog,
-                 g.image ? mlc_arena_printf(prog->arena, "%s.cu, %s.fatbin", prog->name, prog->name)
-                         : mlc_arena_printf(prog->arena, "%s.cu (no nvcc: NVRTC compiles it at run time)", prog->name));
-      goto out;
-    }
-    plan_bytes = g.plan;
-    plan_n = g.plan_bytes;
-    if ((st = mlc_cuda_open(&g, device, env.rank ? NULL : stderr, &so.device))) goto fail;
-    if (nccl && (st = mlc_comm_nccl_create(&env, id, nccl_timeout(), nccl_hang, mlc_allocator_default(), &comm))) goto fail;
-#endif
-  } else {
-#ifdef MLC_HAVE_CPU
-    if (!built(mlc_cpu_compile(prog, &b, env.rank ? NULL : stderr, err, sizeof err), err)) {
-      rc = EXIT_USER;
-      goto out;
-    }
-    if (o->cmd == CMD_COMPILE) {
-      rc = wrote(o, mlc_cpu_write_artifact(&b, dir, o->file, err, sizeof err), err, sizeof err, dir, prog,
-                 mlc_arena_printf(prog->arena, "%u object file%s", prog->nfuncs, prog->nfuncs == 1 ? "" : "s"));
-      goto out;
-    }
-    if (!mlc_cpu_jit(&b, err, sizeof err)) {
-      fprintf(stderr, "mlc: %s\n", err);
-      rc = EXIT_INTERNAL;
-      goto out;
-    }
-    plan_bytes = b.plan;
-    plan_n = b.plan_bytes;
-    so.lookup = mlc_cpu_lookup;
-    so.lookup_ctx = &b;
-#endif
+  if ((rc = tgt->build(b, prog, stderr, env.rank))) goto out;
+  if (o->cmd == CMD_COMPILE) {
+    mlc_target_files files = {0};
+    rc = wrote(o, tgt->write(b, dir, o->file, &files, err, sizeof err), err, sizeof err, dir, prog, &files);
+    goto out;
   }
+  if ((rc = tgt->open(b, device, stderr, env.rank, &so, &plan_bytes, &plan_n)) >= 0) goto out;
+  rc = EXIT_OK;
+#ifdef MLC_HAVE_CUDA
+  if (nccl && (st = mlc_comm_nccl_create(&env, id, nccl_timeout(), nccl_hang, mlc_allocator_default(), &comm))) goto fail;
+#endif
   if ((st = mlc_plan_parse(plan_bytes, plan_n, mlc_allocator_default(), &plan))) goto fail;
   if (!comm && env.world > 1) {
-    if (cuda || !prog->train.shard)
+    if (tgt->one_device || !prog->train.shard)
       st = mlc_status_make(MLC_INVALID_ARGUMENT, "%d ranks started, but %s; use --target cuda-nccl, or the CPU target "
                            "with a train block that has shard = fsdp(...)", env.world,
-                           cuda ? "--target cuda runs on one GPU" : "the model is not sharded");
+                           tgt->one_device ? mlc_arena_printf(prog->arena, "--target %s runs on one GPU", tgt->name)
+                                         : "the model is not sharded");
     else if (strcmp(env.launcher, "mpirun"))
       st = mlc_status_make(MLC_INVALID_ARGUMENT, "the CPU target's collectives run over MPI: start the %d ranks with "
                            "mpirun, not %s", env.world, env.launcher);
@@ -1012,7 +922,7 @@ static int run_target(const options *o, mlc_program *prog, const onnx_weights *o
       goto out;
     }
     if (o->export_weights && (st = mlc_session_save_weights(s, o->export_weights))) goto fail;
-    if (cuda || spirv) printf("device memory held by mlc: %.2f GB (parameters, optimizer state, arenas, scratch)\n",
+    if (tgt->device_memory) printf("device memory held by mlc: %.2f GB (parameters, optimizer state, arenas, scratch)\n",
                      mlc_session_device_bytes(s) / 1e9);
     if ((st = profile_outputs(o, s, "train"))) goto fail;
     goto out;
@@ -1064,7 +974,7 @@ static int run_target(const options *o, mlc_program *prog, const onnx_weights *o
       double med = runs % 2 ? t[runs / 2] : (t[runs / 2 - 1] + t[runs / 2]) / 2;
       printf("%s forward on %s: median %.3f ms, min %.3f, max %.3f over %d runs after %d warm-up; %.1f GFLOP/s\n",
              prog->name, o->target, med, t[0], t[runs - 1], runs, warm, flops / (med * 1e-3) / 1e9);
-      if (cuda || spirv) printf("device memory held by mlc: %.2f GB (parameters, arenas, scratch)\n", mlc_session_device_bytes(s) / 1e9);
+      if (tgt->device_memory) printf("device memory held by mlc: %.2f GB (parameters, arenas, scratch)\n", mlc_session_device_bytes(s) / 1e9);
     }
     free(t);
     if (st) goto fail;
@@ -1078,12 +988,8 @@ out:
   mlc_session_destroy(s);
   if (comm) comm->vt->destroy(comm);
   mlc_plan_free(plan);
-#ifdef MLC_HAVE_CPU
-  mlc_cpu_build_free(&b);
-#endif
-#ifdef MLC_HAVE_CUDA
-  mlc_cuda_build_free(&g);
-#endif
+  if (b && tgt->release) tgt->release(b);
+  free(b);
   return rc;
 }
 #endif
@@ -1135,7 +1041,7 @@ static mlc_status measure_bandwidth(int threads, double *out) {
 }
 
 /* FLOP/s of mlc's own f32 GEMM at 2048^3, through the whole pipeline, best of 3. */
-static mlc_status measure_gemm(int threads, double *out) {
+static mlc_status measure_gemm(const char *target, int threads, double *out) {
   static const char src[] =
     "config { n = 2048 }\n"
     "module Gemm(n) {\n"
@@ -1158,7 +1064,7 @@ static mlc_status measure_gemm(int threads, double *out) {
   float *buf = NULL;
   char err[512];
   mlc_lower_options lo = {NULL, 0, NULL, 0, false, 0};
-  mlc_pipeline_options po = {NULL, stdout, NULL, "cpu", false, false};
+  mlc_pipeline_options po = {NULL, stdout, NULL, target, false, false};
   if (!mlc_frontend_run(&prog, &diag, "<calibrate>", src, sizeof src - 1, &lo, NULL) ||
       !mlc_pipeline_run(&prog, &diag, &po)) {
     st = mlc_status_make(MLC_INTERNAL, "the calibration GEMM does not compile");
@@ -1194,7 +1100,8 @@ out:
   return st;
 }
 
-static int cmd_calibrate(int argc, char **argv) {
+/* The CPU target's calibrate (driver/target.h). */
+int mlc_calibrate_cpu(const mlc_driver_target *t, int argc, char **argv) {
   const char *target = NULL;
   long threads = 0;
   for (int i = 1; i < argc; i++) {
@@ -1207,13 +1114,6 @@ static int cmd_calibrate(int argc, char **argv) {
     else return usage_error("calibrate does not take '%s'", a);
   }
   if (!target) return usage_error("%s", "calibrate needs --target (cpu or cuda)");
-  if (!strcmp(target, "cuda") || !strcmp(target, "metal")) {
-    fprintf(stderr, "mlc: %s\n", !strcmp(target, "cuda")
-              ? "calibrate --target cuda: this mlc was built without the CUDA target (configure with -DMLC_BACKEND_CUDA=ON)"
-              : "calibrate does not measure Metal GPUs yet; the profiler uses built-in ceilings and says so in its table");
-    return EXIT_NO_TARGET;
-  }
-  if (strcmp(target, "cpu")) return no_target(target);
   mlc_ceilings c;
   mlc_ceilings_default(&c);
   char path[1024];
@@ -1225,7 +1125,7 @@ static int cmd_calibrate(int argc, char **argv) {
   mlc_status st = measure_bandwidth((int)threads, &c.bandwidth);
   if (!st) {
     fprintf(stderr, "mlc: peak f32 GEMM rate (2048^3 through mlc's own CPU code)...\n");
-    st = measure_gemm((int)threads, &c.peak_flops);
+    st = measure_gemm(t->name, (int)threads, &c.peak_flops);
   }
   if (st) return fail_status(st);
   time_t now = time(NULL);
@@ -1242,7 +1142,45 @@ static int cmd_calibrate(int argc, char **argv) {
 }
 #endif
 
-/* devices --target spirv: the Vulkan devices, numbered as --device takes them. */
+/* The --target of a command's arguments (after the command), or NULL. */
+static const char *target_arg(int argc, char **argv) {
+  for (int i = 1; i < argc; i++) {
+    if ((!strcmp(argv[i], "--target") || !strcmp(argv[i], "-t")) && i + 1 < argc) return argv[i + 1];
+    if (!strncmp(argv[i], "--target=", 9)) return argv[i] + 9;
+  }
+  return NULL;
+}
+
+/* calibrate: the target's own (its descriptor's calibrate), or why there is
+ * none after the arguments are checked. */
+static int cmd_calibrate(int argc, char **argv) {
+  const mlc_driver_target *t = mlc_driver_target_find(target_arg(argc, argv));
+  if (t && t->calibrate && (t->listed & MLC_CMD_CALIBRATE)) return t->calibrate(t, argc, argv);
+  const char *target = NULL;
+  long threads = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if ((!strcmp(a, "--target") || !strcmp(a, "-t")) && i + 1 < argc) target = argv[++i];
+    else if (!strncmp(a, "--target=", 9)) target = a + 9;
+    else if (!strcmp(a, "--threads") && i + 1 < argc) {
+      if (!parse_int(argv[++i], 0, 1024, &threads)) return usage_error("--threads %s: expected a number from 0 (all CPUs) to 1024", argv[i]);
+    } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return EXIT_OK; }
+    else return usage_error("calibrate does not take '%s'", a);
+  }
+  if (!target) return usage_error("%s", "calibrate needs --target (cpu or cuda)");
+  if (t && t->calibrate_missing) {
+    fprintf(stderr, "mlc: %s\n", t->calibrate_missing);
+    return EXIT_NO_TARGET;
+  }
+  if (t && !t->build && (t->listed & MLC_CMD_CALIBRATE)) {
+    fprintf(stderr, "mlc: calibrate --target %s: %s\n", t->name, t->not_built);
+    return EXIT_NO_TARGET;
+  }
+  return no_target(target);
+}
+
+/* devices --target T: the devices of the targets that list them (the
+ * Vulkan ones), numbered as --device takes them. */
 static int cmd_devices(int argc, char **argv) {
   const char *target = NULL;
   for (int i = 1; i < argc; i++) {
@@ -1253,18 +1191,28 @@ static int cmd_devices(int argc, char **argv) {
     else return usage_error("devices does not take '%s'", a);
   }
   if (!target) return usage_error("%s", "devices needs --target (spirv lists Vulkan devices; nvidia-smi lists CUDA GPUs)");
-  if (strcmp(target, "spirv")) return usage_error("devices --target %s: only spirv is listed (CUDA: nvidia-smi -L)", target);
-#ifdef MLC_HAVE_SPIRV
-  mlc_status st = mlc_vk_list_devices(stdout);
+  const mlc_driver_target *t = mlc_driver_target_find(target);
+  if (!t || !(t->listed & MLC_CMD_DEVICES)) {
+    unsigned nt;
+    const mlc_driver_target *ts = mlc_driver_targets(&nt);
+    char names[128];
+    fprintf(stderr, "mlc: devices --target %s: only %s is listed", target,
+            mlc_driver_target_names(MLC_CMD_DEVICES, ", ", " and ", names, sizeof names));
+    for (unsigned i = 0; i < nt; i++)
+      if (ts[i].devices_hint) fprintf(stderr, " (%s)", ts[i].devices_hint);
+    fprintf(stderr, "\nTry 'mlc --help'.\n");
+    return EXIT_USAGE;
+  }
+  if (!t->list_devices) {
+    fprintf(stderr, "mlc: %s\n", t->not_built);
+    return EXIT_NO_TARGET;
+  }
+  mlc_status st = t->list_devices(stdout);
   if (!st) return EXIT_OK;
   fprintf(stderr, "mlc: %s\n", mlc_status_message(st));
   int rc = mlc_status_code(st) == MLC_UNIMPLEMENTED ? EXIT_NO_TARGET : EXIT_INTERNAL;
   mlc_status_free(st);
   return rc;
-#else
-  fprintf(stderr, "mlc: this mlc was built without the SPIR-V target (configure with -DMLC_BACKEND_SPIRV=ON)\n");
-  return EXIT_NO_TARGET;
-#endif
 }
 
 /* An executable on PATH, into buf; false if none. */
@@ -1348,30 +1296,14 @@ static int cmd_main(command cmd, const char *name, int argc, char **argv) {
     rc = frontend(&o, &prog, &diag, &src, &ow);
     if (rc < 0) {
       rc = EXIT_OK;
-      if (o.target && !strcmp(o.target, "cpu")) {
-#ifdef MLC_HAVE_CPU
+      const mlc_driver_target *t = mlc_driver_target_find(o.target);
+      if (t && t->build) {
+#if defined(MLC_HAVE_CPU) || defined(MLC_HAVE_CUDA) || defined(MLC_HAVE_SPIRV)
         rc = run_target(&o, &prog, &ow);
-#else
-        fprintf(stderr, "mlc: this mlc was built without the CPU target (configure with -DMLC_BACKEND_CPU=ON, "
-                "which needs llvm-14-dev)\n");
-        rc = EXIT_NO_TARGET;
 #endif
-      } else if (o.target && (!strcmp(o.target, "cuda") || !strcmp(o.target, "cuda-nccl") || !strcmp(o.target, "metal"))) {
-#ifdef MLC_HAVE_CUDA
-        rc = run_target(&o, &prog, &ow);
-#else
-        fprintf(stderr, "mlc: this mlc was built without the CUDA and Metal code generators (configure with "
-                "-DMLC_BACKEND_CUDA=ON)\n");
+      } else if (t) {
+        fprintf(stderr, "mlc: %s\n", t->not_built);
         rc = EXIT_NO_TARGET;
-#endif
-      } else if (o.target && !strcmp(o.target, "spirv")) {
-#ifdef MLC_HAVE_SPIRV
-        rc = run_target(&o, &prog, &ow);
-#else
-        fprintf(stderr, "mlc: this mlc was built without the SPIR-V target (configure with -DMLC_BACKEND_SPIRV=ON, "
-                "which needs spirv-tools, spirv-headers and libvulkan-dev)\n");
-        rc = EXIT_NO_TARGET;
-#endif
       } else if (o.target) {
         rc = no_target(o.target);
       }
@@ -1412,16 +1344,6 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "train")) return cmd_main(CMD_TRAIN, cmd, argc - 1, argv + 1);
   if (!strcmp(cmd, "profile")) return cmd_main(CMD_PROFILE, cmd, argc - 1, argv + 1);
   if (!strcmp(cmd, "devices")) return cmd_devices(argc - 1, argv + 1);
-  if (!strcmp(cmd, "calibrate")) {
-#ifdef MLC_HAVE_CUDA
-    const char *gpu = mlc_calibrate_gpu_target(argc - 1, argv + 1);
-    if (gpu) return mlc_calibrate_gpu(gpu, argc - 1, argv + 1);
-#endif
-#ifdef MLC_HAVE_CPU
-    return cmd_calibrate(argc - 1, argv + 1);
-#else
-    return no_target("cpu");
-#endif
-  }
+  if (!strcmp(cmd, "calibrate")) return cmd_calibrate(argc - 1, argv + 1);
   return usage_error("unknown command '%s' (commands: compile, run, bench, train, profile, calibrate, devices)", cmd);
 }

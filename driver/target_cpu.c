@@ -2,6 +2,7 @@
  * one object file); kernel symbols carry the model and entry point as a
  * prefix, so every symbol is unique in the program that links them. */
 #include "driver/target_cpu.h"
+#include "driver/target.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -102,4 +103,49 @@ void mlc_cpu_build_free(mlc_cpu_build *b) {
     if (b->mods[k]) mlc_llvm_module_destroy(b->mods[k]);
   }
   memset(b, 0, sizeof *b);
+}
+
+/* The descriptor's operations (driver/target.h). */
+
+int mlc_cpu_target_build(void *b, mlc_program *p, FILE *progress, int rank) {
+  char err[512];
+  if (mlc_cpu_compile(p, b, rank ? NULL : progress, err, sizeof err)) return 0;
+  fprintf(stderr, "mlc: %s\n", err);
+  return MLC_EXIT_USER;
+}
+
+/* Each entry point's kernels are one object file, <name>.<entry>.o, which
+ * the bundle archives. */
+bool mlc_cpu_target_write(void *vb, const char *dir, const char *source, mlc_target_files *out, char *err, size_t errn) {
+  mlc_cpu_build *b = vb;
+  mlc_program *p = b->p;
+  for (uint32_t k = 0; k < p->nfuncs && out->nobjects < 64; k++)
+    out->objects[out->nobjects++] = mlc_arena_printf(p->arena, "%s.%s.o", p->name, p->funcs[k].name);
+  out->what = mlc_arena_printf(p->arena, "%u object file%s", p->nfuncs, p->nfuncs == 1 ? "" : "s");
+  return mlc_cpu_write_artifact(b, dir, source, err, errn);
+}
+
+/* No device: the session finds the JIT's kernels through the lookup. */
+int mlc_cpu_target_open(void *vb, int ordinal, FILE *progress, int rank, mlc_session_options *so, const uint8_t **plan,
+                        size_t *plan_bytes) {
+  mlc_cpu_build *b = vb;
+  char err[512];
+  (void)ordinal, (void)progress, (void)rank;
+  if (!mlc_cpu_jit(b, err, sizeof err)) {
+    fprintf(stderr, "mlc: %s\n", err);
+    return MLC_EXIT_INTERNAL;
+  }
+  *plan = b->plan;
+  *plan_bytes = b->plan_bytes;
+  so->lookup = mlc_cpu_lookup;
+  so->lookup_ctx = b;
+  return -1;
+}
+
+void mlc_cpu_target_release(void *b) { mlc_cpu_build_free(b); }
+
+bool mlc_cpu_target_supports_op(mlc_op op, char *why, size_t whyn) {
+  if (mlc_llvm_supports_op(op)) return true;
+  snprintf(why, whyn, "the CPU backend has no kernel for op '%s'", mlc_ops[op].name);
+  return false;
 }

@@ -9,6 +9,7 @@
 
 #include "codegen/llvm/llvm.h"
 #include "runtime/session.h"
+#include "driver/target.h"
 
 typedef struct {
   mlc_program *p;
@@ -27,5 +28,12 @@ bool mlc_cpu_write_artifact(mlc_cpu_build *b, const char *dir, const char *sourc
 bool mlc_cpu_jit(mlc_cpu_build *b, char *err, size_t errn);
 void *mlc_cpu_lookup(void *build, const char *symbol);
 void mlc_cpu_build_free(mlc_cpu_build *b);
+
+/* The descriptor's operations (driver/target.h). */
+int mlc_cpu_target_build(void *b, mlc_program *p, FILE *progress, int rank);
+bool mlc_cpu_target_write(void *b, const char *dir, const char *source, mlc_target_files *out, char *err, size_t errn);
+int mlc_cpu_target_open(void *b, int ordinal, FILE *progress, int rank, mlc_session_options *so, const uint8_t **plan, size_t *plan_bytes);
+bool mlc_cpu_target_supports_op(mlc_op op, char *why, size_t whyn);
+void mlc_cpu_target_release(void *b);
 
 #endif

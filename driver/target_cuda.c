@@ -1,6 +1,7 @@
 /* CUDA target glue for the driver (see target_cuda.h). */
 #define _DEFAULT_SOURCE /* mkdtemp */
 #include "driver/target_cuda.h"
+#include "driver/target.h"
 
 #include <errno.h>
 #include <spawn.h>
@@ -170,4 +171,43 @@ mlc_status mlc_cuda_open(mlc_cuda_build *b, int ordinal, FILE *progress, mlc_dev
 void mlc_cuda_build_free(mlc_cuda_build *b) {
   free(b->image);
   b->image = NULL;
+}
+
+/* The descriptor's operations (driver/target.h). */
+
+int mlc_cuda_target_build(void *b, mlc_program *p, FILE *progress, int rank) {
+  char err[512];
+  (void)rank;
+  if (mlc_cuda_build_program(p, b, true, progress, err, sizeof err)) return 0;
+  fprintf(stderr, "mlc: %s\n", err);
+  return strstr(err, "internal error") ? MLC_EXIT_INTERNAL : MLC_EXIT_USER;
+}
+
+bool mlc_cuda_target_write(void *vb, const char *dir, const char *source, mlc_target_files *out, char *err, size_t errn) {
+  mlc_cuda_build *b = vb;
+  mlc_program *p = b->p;
+  out->what = b->image ? mlc_arena_printf(p->arena, "%s.cu, %s.fatbin", p->name, p->name)
+                       : mlc_arena_printf(p->arena, "%s.cu (no nvcc: NVRTC compiles it at run time)", p->name);
+  return mlc_cuda_write_artifact(b, dir, source, err, errn);
+}
+
+int mlc_cuda_target_open(void *vb, int ordinal, FILE *progress, int rank, mlc_session_options *so, const uint8_t **plan,
+                         size_t *plan_bytes) {
+  mlc_cuda_build *b = vb;
+  *plan = b->plan;
+  *plan_bytes = b->plan_bytes;
+  mlc_status st = mlc_cuda_open(b, ordinal, rank ? NULL : progress, &so->device);
+  if (!st) return -1;
+  int rc = mlc_status_code(st) == MLC_INTERNAL ? MLC_EXIT_INTERNAL : MLC_EXIT_USER;
+  fprintf(stderr, "mlc: %s\n", mlc_status_message(st));
+  mlc_status_free(st);
+  return rc;
+}
+
+void mlc_cuda_target_release(void *b) { mlc_cuda_build_free(b); }
+
+bool mlc_cuda_target_supports_op(mlc_op op, char *why, size_t whyn) {
+  if (mlc_cuda_supports_op(op)) return true;
+  snprintf(why, whyn, "%s: the cuda target has no kernel for this op", mlc_ops[op].name);
+  return false;
 }

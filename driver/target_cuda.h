@@ -14,6 +14,7 @@
 
 #include "codegen/cuda/cuda.h"
 #include "runtime/device.h"
+#include "driver/target.h"
 
 typedef struct {
   mlc_program *p;
@@ -34,5 +35,12 @@ void mlc_cuda_build_free(mlc_cuda_build *b);
 /* Runs argv[0] (looked up on PATH) with argv and waits: its exit status, or
  * -1 if it could not run or was killed. */
 int mlc_run_tool(const char *const *argv);
+
+/* The descriptor's operations (driver/target.h). */
+int mlc_cuda_target_build(void *b, mlc_program *p, FILE *progress, int rank);
+bool mlc_cuda_target_write(void *b, const char *dir, const char *source, mlc_target_files *out, char *err, size_t errn);
+int mlc_cuda_target_open(void *b, int ordinal, FILE *progress, int rank, mlc_session_options *so, const uint8_t **plan, size_t *plan_bytes);
+bool mlc_cuda_target_supports_op(mlc_op op, char *why, size_t whyn);
+void mlc_cuda_target_release(void *b);
 
 #endif

@@ -1,5 +1,6 @@
 /* Metal target glue for the driver (see target_metal.h). */
 #include "driver/target_metal.h"
+#include "driver/target.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 #include "driver/target_cuda.h"
 #include "passes/passes.h"
 #include "runtime/cuda/compile.h"
+#include "runtime/metal/device.h"
 
 /* On macOS: <name>.metal -> .air -> .metallib with Apple's compiler
  * (xcrun metal, xcrun metallib).  Elsewhere there is none, and the runtime
@@ -64,4 +66,43 @@ bool mlc_metal_write_artifact(mlc_metal_build *b, const char *dir, const char *s
   bool ok2 = mlc_artifact_write(p, &a, err, errn);
   free(lib);
   return ok2;
+}
+
+/* The descriptor's operations (driver/target.h). */
+
+int mlc_metal_target_build(void *b, mlc_program *p, FILE *progress, int rank) {
+  char err[512];
+  (void)rank;
+  if (mlc_metal_build_program(p, b, progress, err, sizeof err)) return 0;
+  fprintf(stderr, "mlc: %s\n", err);
+  return MLC_EXIT_USER;
+}
+
+bool mlc_metal_target_write(void *vb, const char *dir, const char *source, mlc_target_files *out, char *err, size_t errn) {
+  mlc_metal_build *b = vb;
+  out->what = mlc_arena_printf(b->p->arena, "%s.metal (and %s.metallib where Apple's metal compiler exists; else "
+                               "the runtime compiles the source)", b->p->name, b->p->name);
+  return mlc_metal_write_artifact(b, dir, source, err, errn);
+}
+
+/* A Metal device on Apple platforms; elsewhere it says it is not available (4). */
+int mlc_metal_target_open(void *vb, int ordinal, FILE *progress, int rank, mlc_session_options *so, const uint8_t **plan,
+                          size_t *plan_bytes) {
+  mlc_metal_build *b = vb;
+  (void)ordinal, (void)rank;
+  *plan = b->plan;
+  *plan_bytes = b->plan_bytes;
+  mlc_metal_code code = {b->mod.source, NULL, 0, b->mod.kernels, b->mod.nkernels, progress};
+  mlc_status st = mlc_metal_device_create(&code, mlc_allocator_default(), &so->device);
+  if (!st) return -1;
+  int rc = mlc_status_code(st) == MLC_UNIMPLEMENTED ? MLC_EXIT_NO_TARGET : MLC_EXIT_USER;
+  fprintf(stderr, "mlc: %s\n", mlc_status_message(st));
+  mlc_status_free(st);
+  return rc;
+}
+
+bool mlc_metal_target_supports_op(mlc_op op, char *why, size_t whyn) {
+  if (mlc_metal_supports_op(op)) return true;
+  snprintf(why, whyn, "%s: the metal target has no kernel for this op", mlc_ops[op].name);
+  return false;
 }

@@ -1,5 +1,6 @@
 /* SPIR-V target glue for the driver (see target_spirv.h). */
 #include "driver/target_spirv.h"
+#include "driver/target.h"
 
 #include <errno.h>
 #include <string.h>
@@ -50,4 +51,42 @@ bool mlc_spirv_write_artifact(mlc_spirv_build *b, const char *dir, const char *s
 mlc_status mlc_spirv_open(mlc_spirv_build *b, int ordinal, FILE *progress, mlc_device **out) {
   mlc_vk_code code = {.ordinal = ordinal, .kernels = b->mod.kernels, .nkernels = b->mod.nkernels, .progress = progress};
   return mlc_vk_device_create(&code, mlc_allocator_default(), out);
+}
+
+/* The descriptor's operations (driver/target.h). */
+
+int mlc_spirv_target_build(void *b, mlc_program *p, FILE *progress, int rank) {
+  char err[512];
+  (void)rank;
+  if (mlc_spirv_build_program(p, b, progress, err, sizeof err)) return 0;
+  fprintf(stderr, "mlc: %s\n", err);
+  return strstr(err, "internal error") ? MLC_EXIT_INTERNAL : MLC_EXIT_USER;
+}
+
+bool mlc_spirv_target_write(void *vb, const char *dir, const char *source, mlc_target_files *out, char *err, size_t errn) {
+  mlc_spirv_build *b = vb;
+  out->what = mlc_arena_printf(b->p->arena, "%u SPIR-V modules (<symbol>.spv, also embedded in %s.c)", b->mod.nkernels,
+                               b->p->name);
+  return mlc_spirv_write_artifact(b, dir, source, err, errn);
+}
+
+/* Without Vulkan here: says so, and the target is not available (4). */
+int mlc_spirv_target_open(void *vb, int ordinal, FILE *progress, int rank, mlc_session_options *so, const uint8_t **plan,
+                          size_t *plan_bytes) {
+  mlc_spirv_build *b = vb;
+  (void)rank;
+  *plan = b->plan;
+  *plan_bytes = b->plan_bytes;
+  mlc_status st = mlc_spirv_open(b, ordinal, progress, &so->device);
+  if (!st) return -1;
+  mlc_status_code_t code = mlc_status_code(st);
+  fprintf(stderr, "mlc: %s\n", mlc_status_message(st));
+  mlc_status_free(st);
+  return code == MLC_UNIMPLEMENTED ? MLC_EXIT_NO_TARGET : code == MLC_INTERNAL ? MLC_EXIT_INTERNAL : MLC_EXIT_USER;
+}
+
+bool mlc_spirv_target_supports_op(mlc_op op, char *why, size_t whyn) {
+  if (mlc_spirv_supports_op(op)) return true;
+  snprintf(why, whyn, "%s: the spirv target has no kernel for this op", mlc_ops[op].name);
+  return false;
 }

@@ -13,6 +13,7 @@
 
 #include "codegen/spirv/spirv.h"
 #include "runtime/device.h"
+#include "driver/target.h"
 
 typedef struct {
   mlc_program *p;
@@ -26,5 +27,11 @@ bool mlc_spirv_write_artifact(mlc_spirv_build *b, const char *dir, const char *s
 /* A Vulkan device (number `ordinal`) with the build's kernels; validation
  * as MLC_VK_VALIDATE says. */
 MLC_MUST_USE mlc_status mlc_spirv_open(mlc_spirv_build *b, int ordinal, FILE *progress, mlc_device **out);
+
+/* The descriptor's operations (driver/target.h). */
+int mlc_spirv_target_build(void *b, mlc_program *p, FILE *progress, int rank);
+bool mlc_spirv_target_write(void *b, const char *dir, const char *source, mlc_target_files *out, char *err, size_t errn);
+int mlc_spirv_target_open(void *b, int ordinal, FILE *progress, int rank, mlc_session_options *so, const uint8_t **plan, size_t *plan_bytes);
+bool mlc_spirv_target_supports_op(mlc_op op, char *why, size_t whyn);
 
 #endif

@@ -221,3 +221,7 @@ if(MLC_BACKEND_CPU)
   set_tests_properties(unit.plan_memory PROPERTIES LABELS "unit;cpu" TIMEOUT 300)
 endif()
 # ---- memory (end) ----------------------------------------------------------
+
+# No branch per target in driver/ or passes/: target names only in the registry (driver/target.c).
+add_test(NAME unit.target_names COMMAND sh ${MLC_ROOT}/tests/unit/target_names.sh ${MLC_ROOT})
+set_tests_properties(unit.target_names PROPERTIES LABELS unit TIMEOUT 30)

@@ -156,3 +156,13 @@ const char *mlc_cuda_kernel_namer(void *ctx, const mlc_func *f, uint32_t node, u
   *out_work_items = mlc_node_sharded(m->p, f, &f->nodes[node]) ? (uint64_t)f->nodes[f->nodes[node].in[0]].type.dim[0] : kd->launch[0].grid;
   return kd->symbol;
 }
+
+/* The emit loop's own test: no kernel for leaves, views and collectives,
+ * and an emitter for every other op. */
+bool mlc_cuda_supports_op(mlc_op op) {
+  return (mlc_ops[op].flags & (MLC_F_LEAF | MLC_F_VIEW | MLC_F_COLL)) || emitter_of(&cc_target_cuda, op);
+}
+
+bool mlc_metal_supports_op(mlc_op op) {
+  return (mlc_ops[op].flags & (MLC_F_LEAF | MLC_F_VIEW | MLC_F_COLL)) || emitter_of(&cc_target_metal, op);
+}

@@ -33,6 +33,10 @@ bool mlc_cuda_emit(const mlc_program *p, mlc_cuda_module *out, char *err, size_t
 
 /* The same for Metal: MSL source (`source`), the same launch table. */
 bool mlc_metal_emit(const mlc_program *p, mlc_cuda_module *out, char *err, size_t errn);
+/* Whether the emitters have a kernel for op (or it needs none): else
+ * mlc_cuda_emit / mlc_metal_emit refuse it ("has no kernel for this op"). */
+bool mlc_cuda_supports_op(mlc_op op);
+bool mlc_metal_supports_op(mlc_op op);
 
 /* A namer for mlc_plan_encode (codegen/plan.h): ctx is the module. */
 const char *mlc_cuda_kernel_namer(void *ctx, const mlc_func *f, uint32_t node, uint64_t *out_work_items);

@@ -452,3 +452,9 @@ void mlc_llvm_jit_destroy(mlc_llvm_jit *j) {
   free(j->fns);
   free(j);
 }
+
+/* The compile loop's own test: no kernel for leaves, views and
+ * collectives, an emitter for every other op. */
+bool mlc_llvm_supports_op(mlc_op op) {
+  return (mlc_ops[op].flags & (MLC_F_LEAF | MLC_F_VIEW | MLC_F_COLL)) || emitters[op];
+}

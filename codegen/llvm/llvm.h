@@ -46,6 +46,9 @@ typedef struct mlc_llvm_module mlc_llvm_module;
 typedef struct mlc_llvm_jit mlc_llvm_jit;
 
 /* Builds and optimises the module.  p and f are only read during the call. */
+/* Whether the code generator has a kernel for op (or it needs none): else
+ * mlc_llvm_compile refuses it ("has no kernel for op"). */
+bool mlc_llvm_supports_op(mlc_op op);
 bool mlc_llvm_compile(const mlc_program *p, const mlc_func *f, const mlc_llvm_options *o, mlc_llvm_module **out,
                       char *err, size_t errn);
 void mlc_llvm_module_destroy(mlc_llvm_module *m);

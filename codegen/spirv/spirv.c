@@ -379,3 +379,9 @@ const char *mlc_spirv_kernel_namer(void *ctx, const mlc_func *f, uint32_t node, 
   *out_work_items = (uint64_t)kd->dispatch[0].groups[0] * kd->dispatch[0].groups[1] * kd->dispatch[0].groups[2];
   return kd->symbol;
 }
+
+/* The emit loop's own test: no kernel for leaves and views, an emitter for
+ * every other op (collectives have none). */
+bool mlc_spirv_supports_op(mlc_op op) {
+  return (mlc_ops[op].flags & (MLC_F_LEAF | MLC_F_VIEW)) || emitter_of(op);
+}

@@ -35,6 +35,9 @@ typedef struct {
  * Returns false with a message in err when some node cannot be emitted or
  * a module fails validation (an internal error). */
 bool mlc_spirv_emit(const mlc_program *p, const mlc_spirv_options *o, mlc_spirv_module *out, char *err, size_t errn);
+/* Whether the emitters have a kernel for op (or it needs none): else
+ * mlc_spirv_emit refuses it ("has no kernel for this op"). */
+bool mlc_spirv_supports_op(mlc_op op);
 
 /* A namer for mlc_plan_encode (codegen/plan.h): ctx is the module. */
 const char *mlc_spirv_kernel_namer(void *ctx, const mlc_func *f, uint32_t node, uint64_t *out_work_items);

@@ -1,0 +1,113 @@
+/* The registry of the driver's target descriptors (driver/target.h): the
+ * one place in driver/ that spells a target's name. */
+#include "driver/target.h"
+
+#include <string.h>
+
+#include "driver/calibrate.h"
+#ifdef MLC_HAVE_CPU
+#include "driver/target_cpu.h"
+#endif
+#ifdef MLC_HAVE_SPIRV
+#include "driver/target_spirv.h"
+#include "runtime/vulkan/driver.h"
+#endif
+#ifdef MLC_HAVE_CUDA
+#include "driver/target_cuda.h"
+#include "driver/target_metal.h"
+#endif
+
+/* Where --help lists the GPU targets: everything but devices. */
+#define RUNS (MLC_CMD_COMPILE | MLC_CMD_RUN | MLC_CMD_BENCH | MLC_CMD_TRAIN | MLC_CMD_PROFILE | MLC_CMD_CALIBRATE)
+
+#define CUDA_NOT_BUILT "this mlc was built without the CUDA and Metal code generators (configure with -DMLC_BACKEND_CUDA=ON)"
+
+/* The SPIR-V target's options of emitted code (mlc_options_set). */
+static const struct option spirv_options[] = {
+  {"spirv-attention", required_argument, 0, MLC_OPT_CODEGEN},
+  {"spirv-emulate-coopmat", no_argument, 0, MLC_OPT_CODEGEN},
+  {"spirv-attention-rescale", required_argument, 0, MLC_OPT_CODEGEN},
+  {"spirv-gemm-tile", required_argument, 0, MLC_OPT_CODEGEN},
+  {0, 0, 0, 0},
+};
+
+static const mlc_driver_target targets[] = {
+  {
+    .name = "cpu", .what = "native CPU code through the LLVM C API", .listed = RUNS,
+    .not_built = "this mlc was built without the CPU target (configure with -DMLC_BACKEND_CPU=ON, which needs llvm-14-dev)",
+#ifdef MLC_HAVE_CPU
+    .build_bytes = sizeof(mlc_cpu_build), .build = mlc_cpu_target_build, .write = mlc_cpu_target_write,
+    .open = mlc_cpu_target_open, .release = mlc_cpu_target_release, .calibrate = mlc_calibrate_cpu,
+    .supports_op = mlc_cpu_target_supports_op,
+#endif
+  },
+  {
+    .name = "cuda", .what = "CUDA C for one GPU", .listed = RUNS, .one_device = true, .device_memory = true,
+    .ncu = true, .devices_hint = "CUDA: nvidia-smi -L", .not_built = CUDA_NOT_BUILT,
+#ifdef MLC_HAVE_CUDA
+    .build_bytes = sizeof(mlc_cuda_build), .build = mlc_cuda_target_build, .write = mlc_cuda_target_write,
+    .open = mlc_cuda_target_open, .release = mlc_cuda_target_release, .calibrate = mlc_calibrate_gpu,
+    .available = mlc_calibrate_cuda_available, .supports_op = mlc_cuda_target_supports_op,
+#endif
+  },
+  {
+    .name = "cuda-nccl", .what = "CUDA C with NCCL, FSDP-sharded over several GPUs", .listed = MLC_CMD_COMPILE | MLC_CMD_TRAIN,
+    .nccl = true, .one_device = true, .device_memory = true, .ncu = true, .not_built = CUDA_NOT_BUILT,
+#ifdef MLC_HAVE_CUDA
+    .build_bytes = sizeof(mlc_cuda_build), .build = mlc_cuda_target_build, .write = mlc_cuda_target_write,
+    .open = mlc_cuda_target_open, .release = mlc_cuda_target_release, .supports_op = mlc_cuda_target_supports_op,
+#endif
+  },
+  {
+    .name = "spirv", .what = "SPIR-V for Vulkan compute", .listed = RUNS | MLC_CMD_DEVICES, .device_memory = true,
+    .calibrate_grows = true, .options = spirv_options,
+    .options_help =
+      "      --spirv-attention tiled|coopmat  (spirv) the attention forward on cooperative matrices\n"
+      "                        for devices that have them (default tiled: not yet run on NVIDIA's driver)\n"
+      "      --spirv-emulate-coopmat  (spirv) the cooperative-matrix kernels with scalar FMAs in their\n"
+      "                        place, on any device (to check them where there are none)\n"
+      "      --spirv-attention-rescale lazy|always  (spirv) when that attention rescales its output\n"
+      "      --spirv-gemm-tile BMxBNxWMxWN[xBK[xSTAGES]]  (spirv) the cooperative-matrix GEMM's tile\n",
+    .not_built = "this mlc was built without the SPIR-V target (configure with -DMLC_BACKEND_SPIRV=ON, which needs "
+                 "spirv-tools, spirv-headers and libvulkan-dev)",
+#ifdef MLC_HAVE_SPIRV
+    .build_bytes = sizeof(mlc_spirv_build), .build = mlc_spirv_target_build, .write = mlc_spirv_target_write,
+    .open = mlc_spirv_target_open, .list_devices = mlc_vk_list_devices, .supports_op = mlc_spirv_target_supports_op,
+#ifdef MLC_HAVE_CUDA
+    .calibrate = mlc_calibrate_gpu, /* calibrate.c builds with the CUDA target */
+#endif
+#endif
+  },
+  {
+    .name = "metal", .what = "Metal Shading Language", .listed = MLC_CMD_COMPILE, .not_built = CUDA_NOT_BUILT,
+    .calibrate_missing = "calibrate does not measure Metal GPUs yet; the profiler uses built-in ceilings and says so in its table",
+#ifdef MLC_HAVE_CUDA
+    .build_bytes = sizeof(mlc_metal_build), .build = mlc_metal_target_build, .write = mlc_metal_target_write,
+    .open = mlc_metal_target_open, .supports_op = mlc_metal_target_supports_op,
+#endif
+  },
+};
+
+const mlc_driver_target *mlc_driver_target_find(const char *name) {
+  for (unsigned i = 0; name && i < sizeof targets / sizeof *targets; i++)
+    if (!strcmp(targets[i].name, name)) return &targets[i];
+  return NULL;
+}
+
+const mlc_driver_target *mlc_driver_targets(unsigned *n) {
+  *n = sizeof targets / sizeof *targets;
+  return targets;
+}
+
+const char *mlc_driver_target_names(unsigned cmd, const char *sep, const char *last, char *buf, size_t n) {
+  unsigned count = 0, k = 0;
+  for (unsigned i = 0; i < sizeof targets / sizeof *targets; i++) count += !cmd || (targets[i].listed & cmd);
+  size_t len = 0;
+  buf[0] = 0;
+  for (unsigned i = 0; i < sizeof targets / sizeof *targets && len < n; i++) {
+    if (cmd && !(targets[i].listed & cmd)) continue;
+    len += (size_t)snprintf(buf + len, n - len, "%s%s", k == 0 ? "" : k + 1 == count ? last : sep, targets[i].name);
+    k++;
+  }
+  return buf;
+}
