@@ -1791,7 +1791,7 @@ static bool op_where(imp *I, const op_def *d) {
 
 /* Erf, f32 (f16 and bf16 through f32): x P(x^2) / Q(x^2), the rational
  * approximation of Eigen and XLA (within 4.5e-7 of erf, relatively, on
- * [-4, 4]), exact in its sign and for tiny x.  Where |x| >= 4, erf is +-1 in
+ * [-4, 4], subnormal x included).  Where |x| >= 4, erf is +-1 in
  * f32, taken from the sign; the two are selected rather than blended, so
  * that an infinity gives +-1, not NaN.  NaN stays NaN. */
 static uint32_t erf_f32(imp *I, uint32_t x) {
@@ -1803,7 +1803,7 @@ static uint32_t erf_f32(imp *I, uint32_t x) {
   uint32_t x2 = emit2(I, MLC_OP_MUL, x, x), p = like(I, x, alpha[6]), q = like(I, x, beta[4]);
   for (int i = 5; i >= 0; i--) p = emit2(I, MLC_OP_ADD, emit2(I, MLC_OP_MUL, p, x2), like(I, x, alpha[i]));
   for (int i = 3; i >= 0; i--) q = emit2(I, MLC_OP_ADD, emit2(I, MLC_OP_MUL, q, x2), like(I, x, beta[i]));
-  uint32_t r = emit2(I, MLC_OP_DIV, emit2(I, MLC_OP_MUL, x, p), q);
+  uint32_t r = emit2(I, MLC_OP_MUL, x, emit2(I, MLC_OP_DIV, p, q)); /* one rounding at x: subnormal x keep their bits */
   uint32_t sign = cast_to(I, emit2(I, MLC_OP_SUB, f_pos(I, x), f_pos(I, emit1(I, MLC_OP_NEG, x))), MLC_DT_F32);
   /* [4 - |x| > 0 or NaN]: the rational branch, which keeps NaN */
   uint32_t inside = f_pos(I, emit2(I, MLC_OP_SUB, like(I, x, 4), vabs(I, x)));
