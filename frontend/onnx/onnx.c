@@ -39,6 +39,8 @@ typedef struct {
   int opset;
   const Onnx__NodeProto *n; /* the node being lowered, for messages */
   uint32_t ni;
+  const Onnx__GraphProto *g;
+  bool *done; /* [g->n_node]: nodes a pattern already lowered (GELU) */
   val *v;
   uint32_t nv, cap;
   uint32_t *hash; /* open addressing over v: index + 1, 0 empty */
@@ -560,7 +562,160 @@ static bool op_identity(imp *I, const op_def *d) {
   return set_out(I, 0, node_of(I, x));
 }
 
-static bool op_binary(imp *I, const op_def *d) { return set_out(I, 0, emit2(I, (mlc_op)d->k, in(I, 0), in(I, 1))); }
+/* ---- GELU: the erf form exporters write, as the IR's exact gelu ---- */
+
+/* The value `name` as one float known from the graph itself (an
+ * initializer or a Constant node), without lowering anything. */
+static bool graph_scalar(imp *I, const char *name, double *out) {
+  const Onnx__TensorProto *tp = NULL;
+  for (size_t i = 0; i < I->g->n_initializer && !tp; i++)
+    if (I->g->initializer[i]->name && !strcmp(I->g->initializer[i]->name, name)) tp = I->g->initializer[i];
+  for (size_t i = 0; i < I->g->n_node && !tp; i++) {
+    const Onnx__NodeProto *n = I->g->node[i];
+    if (!n->op_type || strcmp(n->op_type, "Constant") || n->n_output != 1 || strcmp(n->output[0], name)) continue;
+    if (n->n_attribute != 1 || !n->attribute[0]->name) return false;
+    if (!strcmp(n->attribute[0]->name, "value_float")) { *out = n->attribute[0]->f; return true; }
+    if (strcmp(n->attribute[0]->name, "value")) return false;
+    tp = n->attribute[0]->t;
+  }
+  if (!tp || !tp->has_data_type || tp->data_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT) return false;
+  for (size_t i = 0; i < tp->n_dims; i++)
+    if (tp->dims[i] != 1) return false;
+  if (tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) return false;
+  float f;
+  if (tp->has_raw_data && tp->raw_data.len == 4) memcpy(&f, tp->raw_data.data, 4);
+  else if (!tp->has_raw_data && tp->n_float_data == 1) f = tp->float_data[0];
+  else return false;
+  *out = f;
+  return true;
+}
+
+/* The node after node `from` that reads `name`, with the value's other
+ * operand in *other (binary nodes); -1 unless exactly one input of exactly
+ * one node reads it and it is not a graph output. */
+static int64_t sole_reader(imp *I, size_t from, const char *name, const char *op, const char **other) {
+  int64_t at = -1;
+  for (size_t i = 0; i < I->g->n_output; i++)
+    if (I->g->output[i]->name && !strcmp(I->g->output[i]->name, name)) return -1;
+  for (size_t i = from + 1; i < I->g->n_node; i++) {
+    const Onnx__NodeProto *n = I->g->node[i];
+    for (size_t k = 0; k < n->n_input; k++) {
+      if (!n->input[k] || strcmp(n->input[k], name)) continue;
+      if (at >= 0) return -1;
+      at = (int64_t)i;
+      if (other) *other = n->n_input == 2 ? n->input[1 - k] : NULL;
+    }
+  }
+  if (at < 0) return -1;
+  const Onnx__NodeProto *n = I->g->node[at];
+  if (!n->op_type || strcmp(n->op_type, op) || n->n_output != 1 || n->n_attribute ||
+      (n->domain && n->domain[0] && strcmp(n->domain, "ai.onnx")))
+    return -1;
+  return at;
+}
+
+static bool near(double v, double want) { return fabs(v - want) <= 1e-6 * fabs(want); }
+
+/* At a Div(x, sqrt 2) or Mul(x, 1/sqrt 2) (the current node): whether it
+ * starts x * (erf(x / sqrt 2) + 1) * 0.5, the exact GELU as torch.onnx
+ * writes it (Div, Erf, Add 1, Mul x, Mul 0.5, each read by the next alone).
+ * If so, the last Mul's output is gelu(x) and the nodes up to it are done.
+ * Any other use of erf is lowered as Erf itself. */
+static bool gelu_pattern(imp *I, bool *matched) {
+  const Onnx__NodeProto *n = I->n;
+  *matched = false;
+  if (n->n_input != 2 || n->n_output != 1 || !n->input[0] || !n->input[1] || !n->output[0][0]) return true;
+  double c, one, half;
+  bool div = !strcmp(n->op_type, "Div");
+  if (!graph_scalar(I, n->input[1], &c) || !near(c, div ? 1.4142135623730951 : 0.7071067811865476)) return true;
+  const char *x = n->input[0], *o1, *o2, *o3;
+  int64_t e = sole_reader(I, I->ni, n->output[0], "Erf", NULL);
+  if (e < 0 || I->g->node[e]->n_input != 1) return true;
+  int64_t a = sole_reader(I, (size_t)e, I->g->node[e]->output[0], "Add", &o1);
+  if (a < 0 || !o1 || !graph_scalar(I, o1, &one) || one != 1) return true;
+  int64_t m1 = sole_reader(I, (size_t)a, I->g->node[a]->output[0], "Mul", &o2);
+  if (m1 < 0 || !o2 || strcmp(o2, x)) return true;
+  int64_t m2 = sole_reader(I, (size_t)m1, I->g->node[m1]->output[0], "Mul", &o3);
+  if (m2 < 0 || !o3 || !graph_scalar(I, o3, &half) || half != 0.5) return true;
+  val *xv = in_val(I, 0), *out;
+  if (!xv || !mlc_dtype_is_float((mlc_dtype)xv->type.dtype)) return true;
+  uint32_t xn = node_of(I, xv), y = emit1(I, MLC_OP_GELU, xn);
+  if (y == NONE) return false;
+  /* The Div's own output is read by the Erf alone, which is done too. */
+  if (!(out = define(I, mlc_arena_strdup(I->a, I->g->node[m2]->output[0])))) return false;
+  out->node = y, out->type = *type_of(I, y);
+  I->done[e] = I->done[a] = I->done[m1] = I->done[m2] = true;
+  *matched = true;
+  return true;
+}
+
+/* ---- folding: integer shape arithmetic known at compile time ---- */
+
+/* Exporters compute shapes at run time (Shape, Gather, Add, Div, Concat,
+ * then a Reshape) even where every shape is static.  Those integer values
+ * are folded into data, so that the Reshape can read them.  Floats are never
+ * folded here: a float initializer is a weight that --weights may replace. */
+
+static bool broadcast_shape(const mlc_type *a, const int64_t *b, int rb, mlc_type *out);
+
+static bool foldable(const val *x) {
+  return x && x->data && (x->type.dtype == MLC_DT_I64 || x->type.dtype == MLC_DT_I32) &&
+         mlc_type_numel(&x->type) <= MAX_FOLD_NUMEL;
+}
+
+/* The flat index into x, broadcast (numpy's rules) to t, of element i of t. */
+static int64_t bcast_index(const mlc_type *x, const mlc_type *t, int64_t i) {
+  int64_t off = 0, stride = 1;
+  for (int k = t->rank - 1, j = x->rank - 1; k >= 0; k--, j--) {
+    int64_t c = i % t->dim[k];
+    i /= t->dim[k];
+    if (j < 0) continue;
+    if (x->dim[j] != 1) off += c * stride;
+    stride *= x->dim[j];
+  }
+  return off;
+}
+
+/* Add, Sub, Mul, Div of two integer tensors known now: wrapping, and Div
+ * truncating towards zero (C's, and onnxruntime's). *done is false where
+ * the node is not folded. */
+static bool fold_binary(imp *I, mlc_op op, bool *done) {
+  val *a = in_val(I, 0), *b = in_val(I, 1);
+  mlc_type t;
+  *done = false;
+  if (!foldable(a) || !foldable(b) || a->type.dtype != b->type.dtype ||
+      !broadcast_shape(&a->type, b->type.dim, b->type.rank, &t) || mlc_type_numel(&t) > MAX_FOLD_NUMEL)
+    return true; /* lowered as an op, whose shape rule reports a mismatch */
+  uint8_t *data = alloc_data(I, &t);
+  for (int64_t i = 0; i < mlc_type_numel(&t); i++) {
+    uint64_t x = (uint64_t)get_i(a, bcast_index(&a->type, &t, i)), y = (uint64_t)get_i(b, bcast_index(&b->type, &t, i));
+    uint64_t r;
+    switch (op) {
+    case MLC_OP_ADD: r = x + y; break;
+    case MLC_OP_SUB: r = x - y; break;
+    case MLC_OP_MUL: r = x * y; break;
+    default:
+      if (!y) { nerr(I, "integer division by zero in values known at compile time"); return false; }
+      r = (int64_t)y == -1 ? 0 - x : (uint64_t)((int64_t)x / (int64_t)y);
+      break;
+    }
+    put(data, t.dtype, i, 0, (int64_t)r, true);
+  }
+  *done = true;
+  return set_const(I, 0, &t, data);
+}
+
+static bool op_binary(imp *I, const op_def *d) {
+  bool folded;
+  if (!fold_binary(I, (mlc_op)d->k, &folded)) return false;
+  if (folded) return true;
+  if (d->k == MLC_OP_DIV || d->k == MLC_OP_MUL) {
+    bool matched;
+    if (!gelu_pattern(I, &matched)) return false;
+    if (matched) return true;
+  }
+  return set_out(I, 0, emit2(I, (mlc_op)d->k, in(I, 0), in(I, 1)));
+}
 
 enum { V_ABS, V_RECIP, V_SOFTPLUS, V_SOFTSIGN, V_ELU, V_SELU, V_CELU, V_LEAKY, V_HSIG, V_HSWISH };
 
@@ -682,7 +837,7 @@ static bool op_cast(imp *I, const op_def *d) {
   }
   uint32_t xn = node_of(I, x);
   if (xn == NONE) return false;
-  if (type_of(I, xn)->dtype == dt) return set_out(I, 0, emit2(I, MLC_OP_ADD, xn, like(I, xn, 0)));
+  if (type_of(I, xn)->dtype == dt) return set_out(I, 0, xn); /* as Identity: x + 0 is no copy for bool, nor of -0 */
   mlc_type t = {.dtype = dt};
   return set_out(I, 0, emit(I, MLC_OP_CAST, &xn, 1, NULL, &t));
 }
@@ -953,10 +1108,45 @@ static bool op_transpose(imp *I, const op_def *d) {
   return set_out(I, 0, y);
 }
 
+/* Integer tensors known now, concatenated at compile time. */
+static bool fold_concat(imp *I, bool *done) {
+  *done = false;
+  val *v[64];
+  uint32_t n = (uint32_t)I->n->n_input;
+  for (uint32_t k = 0; k < n; k++)
+    if (!foldable(v[k] = in_val(I, k)) || v[k]->type.dtype != v[0]->type.dtype || v[k]->type.rank != v[0]->type.rank)
+      return true;
+  mlc_type t = v[0]->type;
+  int axis;
+  if (!attr(N, "axis")) { nerr(I, "the attribute axis is required"); return false; }
+  if (!norm_axis(I, attr_i(N, "axis", 0), t.rank, &axis)) return false;
+  t.dim[axis] = 0;
+  for (uint32_t k = 0; k < n; k++) {
+    for (int i = 0; i < t.rank; i++)
+      if (i != axis && v[k]->type.dim[i] != t.dim[i]) return true; /* the op reports it */
+    t.dim[axis] += v[k]->type.dim[axis];
+  }
+  if (mlc_type_numel(&t) > MAX_FOLD_NUMEL) return true;
+  int64_t outer = 1, inner = 1, o = 0;
+  for (int i = 0; i < axis; i++) outer *= t.dim[i];
+  for (int i = axis + 1; i < t.rank; i++) inner *= t.dim[i];
+  uint8_t *data = alloc_data(I, &t);
+  for (int64_t r = 0; r < outer; r++)
+    for (uint32_t k = 0; k < n; k++) {
+      int64_t len = v[k]->type.dim[axis] * inner;
+      for (int64_t j = 0; j < len; j++) put(data, t.dtype, o++, 0, get_i(v[k], r * len + j), true);
+    }
+  *done = true;
+  return set_const(I, 0, &t, data);
+}
+
 static bool op_concat(imp *I, const op_def *d) {
   (void)d;
   uint32_t ins[64], n = 0;
   if (I->n->n_input == 0 || I->n->n_input > 64) { nerr(I, "needs 1 to 64 inputs"); return false; }
+  bool folded;
+  if (!fold_concat(I, &folded)) return false;
+  if (folded) return true;
   for (uint32_t k = 0; k < I->n->n_input; k++) {
     ins[n] = in(I, k);
     if (ins[n] == NONE) return false;
@@ -1118,6 +1308,26 @@ static bool op_gather(imp *I, const op_def *d) {
   if (!norm_axis(I, attr_i(N, "axis", 0), t.rank, &axis)) return false;
   if (mlc_dtype_is_float((mlc_dtype)ti.dtype) || ti.dtype == MLC_DT_BOOL) { nerr(I, "indices must be integers"); return false; }
   if (t.rank - 1 + ti.rank > MLC_MAX_RANK) { nerr(I, "the result has rank above %d", MLC_MAX_RANK); return false; }
+  val *xv = in_val(I, 0);
+  if (iv->data && foldable(xv) && mlc_type_numel(&ti) <= MAX_FOLD_NUMEL) {
+    /* Integers known now (a Shape's dims): gathered at compile time. */
+    mlc_type o = {.dtype = t.dtype};
+    int64_t outer = 1, inner = 1, ni = mlc_type_numel(&ti), D = t.dim[axis], w = 0;
+    for (int i = 0; i < axis; i++) o.dim[o.rank++] = t.dim[i], outer *= t.dim[i];
+    for (int i = 0; i < ti.rank; i++) o.dim[o.rank++] = ti.dim[i];
+    for (int i = axis + 1; i < t.rank; i++) o.dim[o.rank++] = t.dim[i], inner *= t.dim[i];
+    if (mlc_type_numel(&o) <= MAX_FOLD_NUMEL) {
+      uint8_t *data = alloc_data(I, &o);
+      for (int64_t r = 0; r < outer; r++)
+        for (int64_t j = 0; j < ni; j++) {
+          int64_t k = get_i(iv, j);
+          if (k < -D || k >= D) { nerr(I, "index %lld is out of range for dimension %lld", (long long)k, (long long)D); return false; }
+          if (k < 0) k += D;
+          for (int64_t c = 0; c < inner; c++) put(data, o.dtype, w++, 0, get_i(xv, (r * D + k) * inner + c), true);
+        }
+      return set_const(I, 0, &o, data);
+    }
+  }
   uint32_t idx;
   if (iv->data) {
     /* Indices known now: negative ones counted from the end, all checked. */
@@ -1579,6 +1789,36 @@ static bool op_where(imp *I, const op_def *d) {
   return set_out(I, 0, select(I, c, in(I, 1), in(I, 2)));
 }
 
+/* Erf, f32 (f16 and bf16 through f32): x P(x^2) / Q(x^2), the rational
+ * approximation of Eigen and XLA (within 4.5e-7 of erf, relatively, on
+ * [-4, 4], subnormal x included).  Where |x| >= 4, erf is +-1 in
+ * f32, taken from the sign; the two are selected rather than blended, so
+ * that an infinity gives +-1, not NaN.  NaN stays NaN. */
+static uint32_t erf_f32(imp *I, uint32_t x) {
+  static const double alpha[] = {-1.60960333262415e-02, -2.95459980854025e-03, -7.34990630326855e-04,
+                                 -5.69250639462346e-05, -2.10102402082508e-06, 2.77068142495902e-08,
+                                 -2.72614225801306e-10}; /* x^1, x^3, ... x^13 */
+  static const double beta[] = {-1.42647390514189e-02, -7.37332916720468e-03, -1.68282697438203e-03,
+                                -2.13374055278905e-04, -1.45660718464996e-05}; /* x^0, x^2, ... x^8 */
+  uint32_t x2 = emit2(I, MLC_OP_MUL, x, x), p = like(I, x, alpha[6]), q = like(I, x, beta[4]);
+  for (int i = 5; i >= 0; i--) p = emit2(I, MLC_OP_ADD, emit2(I, MLC_OP_MUL, p, x2), like(I, x, alpha[i]));
+  for (int i = 3; i >= 0; i--) q = emit2(I, MLC_OP_ADD, emit2(I, MLC_OP_MUL, q, x2), like(I, x, beta[i]));
+  uint32_t r = emit2(I, MLC_OP_MUL, x, emit2(I, MLC_OP_DIV, p, q)); /* one rounding at x: subnormal x keep their bits */
+  uint32_t sign = cast_to(I, emit2(I, MLC_OP_SUB, f_pos(I, x), f_pos(I, emit1(I, MLC_OP_NEG, x))), MLC_DT_F32);
+  /* [4 - |x| > 0 or NaN]: the rational branch, which keeps NaN */
+  uint32_t inside = f_pos(I, emit2(I, MLC_OP_SUB, like(I, x, 4), vabs(I, x)));
+  return select(I, inside, r, sign);
+}
+
+static bool op_erf(imp *I, const op_def *d) {
+  (void)d;
+  uint32_t x = in(I, 0);
+  if (x == NONE) return false;
+  uint8_t dt = type_of(I, x)->dtype;
+  if (!mlc_dtype_is_float((mlc_dtype)dt)) { nerr(I, "the input must be a float tensor"); return false; }
+  return set_out(I, 0, cast_to(I, erf_f32(I, cast_to(I, x, MLC_DT_F32)), dt));
+}
+
 /* ---- arg max, gathers, losses ---- */
 
 /* ArgMax (k 0), ArgMin (k 1), Hardmax (k 2).  The extreme value m along the
@@ -2029,6 +2269,7 @@ static const op_def op_table[] = {
   {"Log", op_unary, "", MLC_OP_LOG, 6},
   {"Sqrt", op_unary, "", MLC_OP_SQRT, 6},
   {"Neg", op_unary, "", MLC_OP_NEG, 6},
+  {"Erf", op_erf, "", 0, 13},
   {"Identity", op_identity, "", 0, 1},
   {"Abs", op_act, "", V_ABS, 6},
   {"Reciprocal", op_act, "", V_RECIP, 6},
@@ -2271,7 +2512,10 @@ static void lower_graph(imp *I, const Onnx__ModelProto *m) {
     if (!x) return;
     x->node = node, x->type = t, x->graph_input = true;
   }
+  I->g = g;
+  I->done = mlc_arena_alloc(I->a, g->n_node + 1);
   for (size_t i = 0; i < g->n_node; i++) {
+    if (I->done[i]) continue;
     I->n = g->node[i];
     I->ni = (uint32_t)i;
     if (!lower_node(I)) return;
