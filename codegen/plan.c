@@ -141,6 +141,11 @@ void mlc_plan_encode_units(const mlc_program *p, mlc_kernel_namer namer, void *c
     put_u32(&w, prm->flat);
     put_u64(&w, (uint64_t)prm->flat_offset);
   }
+  put_u32(&w, p->nties);
+  for (uint32_t i = 0; i < p->nties; i++) {
+    put_str(&w, p->ties[i].name);
+    put_u32(&w, p->ties[i].param);
+  }
   put_u32(&w, kernels.n);
   for (uint32_t i = 0; i < kernels.n; i++) put_str(&w, kernels.v[i]);
   put_u32(&w, p->nfuncs);

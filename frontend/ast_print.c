@@ -82,6 +82,9 @@ void mlc_ast_print(FILE *o, const mlc_ast_file *f) {
         fprintf(o, "param %s", mem->name);
         ptype(o, mem->type);
         if (mem->ctor) { fprintf(o, " = "); pexpr(o, mem->ctor); }
+      } else if (mem->kind == MEM_TIE) {
+        for (uint32_t j = 0; j < mem->target.n; j++) fprintf(o, "%s%s", j ? "." : "tie ", mem->target.name[j]);
+        for (uint32_t j = 0; j < mem->source.n; j++) fprintf(o, "%s%s", j ? "." : " = ", mem->source.name[j]);
       } else {
         fprintf(o, "%s = ", mem->name);
         if (mem->repeat) { fprintf(o, "repeat "); pexpr(o, mem->repeat); fputc(' ', o); }

@@ -85,7 +85,13 @@ typedef struct {
   mlc_ast_expr *def;      /* module parameter default; NULL if none */
 } mlc_ast_param;
 
-typedef enum { MEM_SUBMODULE, MEM_PARAM } mlc_ast_member_kind;
+typedef enum { MEM_SUBMODULE, MEM_PARAM, MEM_TIE } mlc_ast_member_kind;
+/* A dotted member path, `embed.weight` or `layers.0.attn.in_proj_weight`. */
+typedef struct {
+  const char **name;
+  mlc_loc *loc;
+  uint32_t n;
+} mlc_ast_path;
 typedef struct {
   uint8_t kind;
   const char *name;
@@ -93,6 +99,7 @@ typedef struct {
   mlc_ast_expr *repeat;   /* MEM_SUBMODULE: repeat(n) count, or NULL */
   mlc_ast_expr *ctor;     /* MEM_SUBMODULE: a call; MEM_PARAM: the initialiser or NULL */
   mlc_ast_type *type;     /* MEM_PARAM */
+  mlc_ast_path target, source; /* MEM_TIE: target = source, both parameters (name is the target's first part) */
 } mlc_ast_member;
 
 typedef struct {

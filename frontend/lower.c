@@ -176,6 +176,7 @@ mlc_value mlc_reshape(mlc_lowerer *L, mlc_value x, const int64_t *dims, int rank
 }
 
 mlc_value mlc_param_value(mlc_lowerer *L, uint32_t param, mlc_loc loc) {
+  while (L->p->params[param].tie) param = L->p->params[param].tie - 1;
   if (L->param_node[param] != UINT32_MAX) return vtensor(L->param_node[param]);
   mlc_attrs a = {.param = param};
   /* A parameter's node belongs to the module that owns it, not to the
@@ -499,6 +500,7 @@ static const char *join(mlc_lowerer *L, const char *path, const char *name) {
 }
 
 static mlc_instance *instantiate(mlc_lowerer *L, const char *path, const mlc_ast_expr *ctor);
+static void tie(mlc_lowerer *L, mlc_instance *m, const mlc_ast_member *mem);
 
 /* The members of a user module: its own raw parameters first, then the
  * submodules, in source order, which is the order PyTorch's state_dict
@@ -525,6 +527,10 @@ static void instantiate_user(mlc_lowerer *L, mlc_instance *m, const mlc_ast_modu
     for (uint32_t i = 0; i < mod->nmembers && !L->too_big; i++) {
       const mlc_ast_member *mem = &mod->members[i];
       if ((mem->kind == MEM_PARAM) != (pass == 0)) continue;
+      if (mem->kind == MEM_TIE) {
+        tie(L, m, mem);
+        continue;
+      }
       if (scope_get(&m->members, mem->name)) {
         mlc_error(L->d, mem->loc, "'%s' is already defined in module %s", mem->name, mod->name);
         for (uint32_t k = 0; k < i; k++)
@@ -594,6 +600,110 @@ static void instantiate_user(mlc_lowerer *L, mlc_instance *m, const mlc_ast_modu
     }
   }
   L->self = outer;
+}
+
+/* ---- weight sharing ---- */
+
+/* The parameter a member path names, from module m: `embed.weight`,
+ * `layers.0.attn.in_proj_weight`.  UINT32_MAX after an error. */
+static uint32_t resolve_param(mlc_lowerer *L, mlc_instance *m, const mlc_ast_path *pth, const char *side) {
+  const char *sofar = "";
+  for (uint32_t i = 0; i < pth->n; i++) {
+    const char *nm = pth->name[i];
+    const char *where = sofar[0] ? mlc_arena_printf(L->a, "'%s' (%s)", sofar, m->type_name)
+                                 : mlc_arena_printf(L->a, "module %s", m->type_name);
+    mlc_value v = mlc_verr(), *pv;
+    if (m->is_list && nm[0] >= '0' && nm[0] <= '9') {
+      char *end;
+      unsigned long k = strtoul(nm, &end, 10);
+      if (*end || k >= m->nchildren) {
+        mlc_error(L->d, pth->loc[i], "%s has %u elements, so it has no element %s", where, m->nchildren, nm);
+        return UINT32_MAX;
+      }
+      v = (mlc_value){.kind = V_MODULE, .mod = m->children[k]};
+    } else if ((pv = scope_get(&m->members, nm))) {
+      v = *pv;
+    } else {
+      suggest s = {.want = nm, .dist = 99};
+      consider_scope(&s, &m->members);
+      mlc_error(L->d, pth->loc[i], "%s has no member '%s'%s", where, nm, hint(L, &s));
+      return UINT32_MAX;
+    }
+    sofar = sofar[0] ? mlc_arena_printf(L->a, "%s.%s", sofar, nm) : nm;
+    if (v.kind == V_ERR) return UINT32_MAX;
+    if (i + 1 == pth->n) {
+      if (v.kind == V_PARAM) return (uint32_t)v.i;
+      mlc_error(L->d, pth->loc[i], "the %s of a weight tie must be a parameter, such as %s.weight; '%s' is %s", side,
+                sofar, sofar, kind_name(L, v));
+      return UINT32_MAX;
+    }
+    if (v.kind != V_MODULE) {
+      mlc_error(L->d, pth->loc[i], "'%s' is %s, so it has no member '%s'", sofar, kind_name(L, v), pth->name[i + 1]);
+      return UINT32_MAX;
+    }
+    m = v.mod;
+  }
+  return UINT32_MAX;
+}
+
+static uint32_t tie_root(const mlc_program *p, uint32_t i) {
+  while (p->params[i].tie) i = p->params[i].tie - 1;
+  return i;
+}
+
+/* `head.weight = embed.weight`: from here on, the target's name is one more
+ * name of the source's tensor, as PyTorch's assignment of a Parameter. */
+static void tie(mlc_lowerer *L, mlc_instance *m, const mlc_ast_member *mem) {
+  uint32_t dst = resolve_param(L, m, &mem->target, "target");
+  uint32_t src = resolve_param(L, m, &mem->source, "source");
+  if (dst == UINT32_MAX || src == UINT32_MAX) return;
+  mlc_param *d = &L->p->params[dst];
+  const mlc_param *s = &L->p->params[tie_root(L->p, src)];
+  char a[96], b[96];
+  if (!mlc_type_eq(&d->type, &s->type)) {
+    mlc_error(L->d, mem->source.loc[0], "cannot tie %s, %s, to %s, %s: tied parameters must have the same shape and dtype",
+              d->name, mlc_type_str(&d->type, a, sizeof a), L->p->params[src].name, mlc_type_str(&s->type, b, sizeof b));
+    return;
+  }
+  uint32_t root = tie_root(L->p, src);
+  if (root == tie_root(L->p, dst)) return; /* already one tensor */
+  d->tie = root + 1;
+}
+
+/* After lowering: each tensor that several names share becomes one
+ * parameter, named by the first of its names in state_dict order (the one
+ * torch's named_parameters() yields) and holding the source's type and
+ * initialisation; the other names become ties.  PARAM nodes are renumbered. */
+static void fold_ties(mlc_program *p) {
+  uint32_t n = p->nparams, kept = 0, nties = 0;
+  bool any = false;
+  for (uint32_t i = 0; i < n; i++) any |= p->params[i].tie != 0;
+  if (!any) return;
+  uint32_t *to = mlc_arena_alloc(p->arena, n * sizeof *to);
+  for (uint32_t i = 0; i < n; i++) to[i] = UINT32_MAX;
+  mlc_param *np = mlc_arena_alloc(p->arena, n * sizeof *np);
+  mlc_tie *ties = mlc_arena_alloc(p->arena, n * sizeof *ties);
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t r = tie_root(p, i);
+    if (to[r] == UINT32_MAX) {
+      to[r] = kept;
+      np[kept] = p->params[r];
+      np[kept].name = p->params[i].name;
+      np[kept].tie = 0;
+      kept++;
+    } else {
+      ties[nties++] = (mlc_tie){p->params[i].name, to[r], p->params[i].loc};
+    }
+  }
+  for (uint32_t i = 0; i < n; i++) to[i] = to[tie_root(p, i)];
+  for (uint32_t k = 0; k < p->nfuncs; k++)
+    for (uint32_t j = 0; j < p->funcs[k].n; j++)
+      if (p->funcs[k].nodes[j].op == MLC_OP_PARAM) p->funcs[k].nodes[j].a.param = to[p->funcs[k].nodes[j].a.param];
+  p->params = np;
+  p->nparams = kept;
+  p->pcap = n;
+  p->ties = ties;
+  p->nties = nties;
 }
 
 mlc_value mlc_instantiate_child(mlc_lowerer *L, mlc_instance *parent, const char *name, const mlc_ast_expr *ctor) {
@@ -1516,6 +1626,7 @@ bool mlc_lower(mlc_program *p, mlc_diag *d, const mlc_ast_file *ast, const mlc_l
   lower_forward(&L, root);
   if (ast->train && !opt->no_train && (!opt->entry || !strcmp(opt->entry, ast->train->model)))
     lower_train(&L, ast->train, root);
+  if (d->errors == errors0) fold_ties(p);
   return d->errors == errors0;
 }
 

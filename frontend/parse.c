@@ -441,9 +441,43 @@ static void config(parser *P, mlc_ast_file *f) {
   close_block(P, open);
 }
 
+/* path = IDENT { "." ( IDENT | INT ) }
+ * The parts after the first, read once `first` has been. */
+static bool path(parser *P, mlc_ast_path *out, const char *first, mlc_loc first_loc) {
+  *out = (mlc_ast_path){0};
+  for (;;) {
+    out->name = mlc_arena_grow(P->a, out->name, out->n * sizeof *out->name, (out->n + 1) * sizeof *out->name);
+    out->loc = mlc_arena_grow(P->a, out->loc, out->n * sizeof *out->loc, (out->n + 1) * sizeof *out->loc);
+    out->name[out->n] = first;
+    out->loc[out->n++] = first_loc;
+    if (P->t->kind == TK_FLOAT && P->t->s[0] == '.' && !P->t->bol) {
+      first_loc = P->t->loc;
+      first_loc.col++;
+      const mlc_token *t = P->t;
+      if (strspn(t->s + 1, "0123456789") != t->len - 1) {
+        expected(P, "a member name or index after '.'");
+        return false;
+      }
+      first = mlc_arena_strndup(P->a, t->s + 1, t->len - 1);
+      next(P);
+      continue;
+    }
+    if (!is(P, ".") || out->n >= 64) return true;
+    next(P);
+    first_loc = P->t->loc;
+    if (P->t->kind == TK_INT) {
+      first = mlc_arena_strndup(P->a, P->t->s, P->t->len);
+      next(P);
+    } else if (!(first = ident(P, "a member name after '.'"))) {
+      return false;
+    }
+  }
+}
+
 /* member = "param" IDENT ":" type [ "=" expr ]
  *        | "forward" param_list block
- *        | IDENT "=" [ "repeat" "(" expr ")" ] call */
+ *        | IDENT "=" [ "repeat" "(" expr ")" ] call
+ *        | path "=" path                      (weight sharing: head.weight = embed.weight) */
 static void member(parser *P, mlc_ast_module *m) {
   mlc_ast_member mem = {.loc = P->t->loc};
   if (is(P, "forward")) {
@@ -467,8 +501,16 @@ static void member(parser *P, mlc_ast_module *m) {
     if (accept(P, "=") && !(mem.ctor = expr(P))) return;
   } else {
     mem.kind = MEM_SUBMODULE;
-    if (!(mem.name = ident(P, "a member (name = Module(...), param or forward)")) || !expect(P, "=")) return;
-    if (accept(P, "repeat")) {
+    if (!(mem.name = ident(P, "a member (name = Module(...), param or forward)"))) return;
+    if (is(P, ".") || (P->t->kind == TK_FLOAT && P->t->s[0] == '.' && !P->t->bol)) {
+      mem.kind = MEM_TIE;
+      if (!path(P, &mem.target, mem.name, mem.loc) || !expect(P, "=")) return;
+      mlc_loc at = P->t->loc;
+      const char *first = ident(P, "a parameter to share, such as embed.weight");
+      if (!first || !path(P, &mem.source, first, at)) return;
+    } else if (!expect(P, "=")) {
+      return;
+    } else if (accept(P, "repeat")) {
       if (!expect(P, "(")) return;
       P->depth++;
       mem.repeat = expr(P);
@@ -476,8 +518,8 @@ static void member(parser *P, mlc_ast_module *m) {
       if (!mem.repeat || !expect(P, ")")) return;
     }
     const mlc_token *at = P->t;
-    if (!(mem.ctor = expr(P))) return;
-    if (mem.ctor->kind != AST_CALL) {
+    if (mem.kind == MEM_SUBMODULE && !(mem.ctor = expr(P))) return;
+    if (mem.kind == MEM_SUBMODULE && mem.ctor->kind != AST_CALL) {
       mlc_error(P->d, at->loc, "expected a module constructor such as Linear(16, 16), got %s", tokdesc(P, at));
       P->panic = true;
       return;

@@ -156,7 +156,18 @@ typedef struct {
   bool sharded;     /* each rank holds a shard: a flat parameter or its optimizer state */
   uint32_t flat;    /* a weight of an FSDP unit: 1 + the index of its flat parameter; 0: none */
   int64_t flat_offset; /* where in the flat it starts, in elements */
+  uint32_t tie;     /* while lowering: 1 + the parameter whose tensor this one is now; 0: its own */
 } mlc_param;
+
+/* Weight sharing (`head.weight = embed.weight`): one more state_dict name
+ * for a parameter's tensor.  The parameter keeps the first of its names in
+ * state_dict order (the one torch's named_parameters() yields); each other
+ * name is a tie.  Weights files list every name, as torch's state_dict(). */
+typedef struct {
+  const char *name;  /* "head.weight" */
+  uint32_t param;    /* index into mlc_program.params */
+  mlc_loc loc;       /* the tying member */
+} mlc_tie;
 
 typedef enum { MLC_OPT_NONE, MLC_OPT_ADAMW, MLC_OPT_SGD } mlc_opt_kind;
 /* After the warmup: the learning rate stays (none), or falls to min_lr along
@@ -245,6 +256,8 @@ typedef struct {
   const char *name;     /* artifact name: the model module's name, lower-cased */
   mlc_param *params;
   uint32_t nparams, pcap;
+  mlc_tie *ties;        /* state_dict names that share another parameter's tensor */
+  uint32_t nties;
   mlc_func funcs[MLC_MAX_FUNCS];
   uint32_t nfuncs;
   mlc_train_config train;

@@ -61,6 +61,7 @@ void mlc_print_program(FILE *out, const mlc_program *p) {
       fprintf(out, "(%.9g, %.9g)", prm->init_a, prm->init_b);
     fputc('\n', out);
   }
+  for (uint32_t i = 0; i < p->nties; i++) fprintf(out, "tie %s = %s\n", p->ties[i].name, p->params[p->ties[i].param].name);
   const mlc_train_config *t = &p->train;
   if (t->present) {
     static const char *opt[] = {"none", "adamw", "sgd"};

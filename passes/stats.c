@@ -81,6 +81,9 @@ void mlc_print_stats(FILE *out, const mlc_program *p) {
     bytes += n * mlc_dtype_size(prm->type.dtype);
     fprintf(out, "  %-40s %s\n", prm->name, mlc_type_str(&prm->type, buf, sizeof buf));
   }
+  /* Shared weights: more state_dict names, no more parameters (torch's parameters() counts them once). */
+  for (uint32_t i = 0; i < p->nties; i++)
+    fprintf(out, "  %-40s = %s (tied)\n", p->ties[i].name, p->params[p->ties[i].param].name);
   commas(num, sizeof num, total);
   fprintf(out, "total: %s parameters in %u tensors (%.1f MB)\n", num, p->nparams - (uint32_t)(nstate + nflat), bytes / 1e6);
   if (nstate) fprintf(out, "optimizer state: %.0f tensors (%.1f MB)\n", nstate, state / 1e6);

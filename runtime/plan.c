@@ -204,6 +204,15 @@ static bool payload(rd *r, mlc_plan *pl) {
     if (!fl->sharded || fl->role != 2 || p->shape.dtype != 1 || p->flat_offset > cap || n > cap - p->flat_offset)
       return bad(r, "a weight does not fit in its flat parameter");
   }
+  if (!count(r, &pl->nties, 8, "tie count too large")) return false;
+  mlc_plan_tie *ties = take(r, (size_t)pl->nties * sizeof *ties + 1);
+  for (uint32_t i = 0; i < pl->nties; i++) {
+    mlc_plan_tie t;
+    if (!str(r, &t.name) || !u32(r, &t.param)) return false;
+    if (t.param >= pl->nparams || (params && params[t.param].role != 0)) return bad(r, "a tie names no model weight");
+    if (ties) ties[i] = t;
+  }
+  pl->ties = ties;
   if (!count(r, &pl->nkernels, 4, "kernel count too large")) return false;
   const char **kernels = take(r, (size_t)pl->nkernels * sizeof *kernels + 1);
   for (uint32_t i = 0; i < pl->nkernels; i++) {

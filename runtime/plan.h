@@ -15,6 +15,7 @@
  *   payload  str model
  *            u32 nparams   { str name, dtype, shape, u8 init, f64 a, f64 b, u8 role,
  *                            u8 sharded, u32 flat, u64 flat_offset }
+ *            u32 nties     { str name, u32 param }   (weight sharing: another state_dict name of a weight)
  *            u32 nkernels  { str symbol }
  *            u32 nentries  { str name, u64 arena_bytes,
  *                            u32 nvalues  { dtype, shape, i64 offset, u32 param (0xffffffff: arena),
@@ -74,7 +75,7 @@ extern "C" {
 #endif
 
 #define MLC_PLAN_MAGIC "MLCPLAN"
-#define MLC_PLAN_VERSION 4u
+#define MLC_PLAN_VERSION 5u
 #define MLC_PLAN_HEADER_BYTES 32u
 #define MLC_PLAN_MAX_RANK 6
 #define MLC_PLAN_NO_PARAM 0xffffffffu
@@ -109,6 +110,14 @@ typedef struct {
   uint32_t flat;        /* 1 + the flat parameter it lives in; 0: its own storage */
   uint64_t flat_offset; /* elements */
 } mlc_plan_param;
+
+/* Weight sharing (`head.weight = embed.weight`): one more state_dict name
+ * of a model weight.  Weights files carry the tensor under every name, as
+ * torch's state_dict() does; loading checks that the names agree. */
+typedef struct {
+  const char *name;
+  uint32_t param; /* a weight (role 0) */
+} mlc_plan_tie;
 
 typedef struct {
   mlc_plan_shape shape;
@@ -168,6 +177,8 @@ typedef struct mlc_plan {
   const mlc_plan_entry *entries;
   mlc_plan_schedule schedule;
   mlc_allocator allocator; /* what the plan was allocated with */
+  uint32_t nties;
+  const mlc_plan_tie *ties;
 } mlc_plan;
 
 /* Parses and validates a plan.  The result does not point into `bytes`. */

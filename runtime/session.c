@@ -428,6 +428,38 @@ static bool in_file(const mlc_plan_param *p, int role) {
   return role == ALL_ROLES ? !p->flat : p->role == role;
 }
 
+/* Each tied name the file has must hold the same tensor as the other names
+ * of its weight there, as torch's load_state_dict() leaves one tensor. */
+static mlc_status check_ties(const mlc_session *s, mlc_safetensors *f, const char *path) {
+  for (uint32_t k = 0; k < s->plan->nties; k++) {
+    const mlc_plan_tie *tie = &s->plan->ties[k];
+    const mlc_safetensors_tensor *a, *b;
+    mlc_status st = mlc_safetensors_find(f, tie->name, &b);
+    if (st) { mlc_status_free(st); continue; }
+    const char *an = s->plan->params[tie->param].name;
+    if ((st = mlc_safetensors_find(f, an, &a))) { /* its own name is absent: compare with an earlier tie */
+      mlc_status_free(st);
+      a = NULL;
+      for (uint32_t j = 0; j < k && !a; j++) {
+        if (s->plan->ties[j].param != tie->param) continue;
+        if ((st = mlc_safetensors_find(f, s->plan->ties[j].name, &a))) {
+          mlc_status_free(st);
+          a = NULL;
+        } else {
+          an = s->plan->ties[j].name;
+        }
+      }
+      if (!a) continue;
+    }
+    bool same = a->rank == b->rank && a->dtype == b->dtype && a->nbytes == b->nbytes;
+    for (int d = 0; same && d < a->rank; d++) same = a->shape[d] == b->shape[d];
+    if (!same || memcmp(a->data, b->data, a->nbytes))
+      return mlc_status_make(MLC_INVALID_ARGUMENT, "%s: tensors '%s' and '%s' differ, but the model ties them (one shared "
+                             "weight): give both the same values, or only one of the names", path, an, tie->name);
+  }
+  return NULL;
+}
+
 /* Copies the tensors of `role` (or all) from an open file, strictly: each
  * must be there with its dtype and shape, and nothing else may be. */
 static mlc_status load_tensors(mlc_session *s, mlc_safetensors *f, const char *path, int role) {
@@ -438,9 +470,20 @@ static mlc_status load_tensors(mlc_session *s, mlc_safetensors *f, const char *p
     const mlc_safetensors_tensor *t;
     if ((st = mlc_safetensors_find(f, p->name, &t))) {
       mlc_status_free(st);
-      st = mlc_status_make(MLC_NOT_FOUND, "%s: missing tensor '%s' (%s), which the model needs", path, p->name,
-                           dtype_names[p->shape.dtype]);
-      break;
+      st = NULL;
+      /* A shared weight may come under any of its names. */
+      const char *other = NULL;
+      for (uint32_t k = 0; role == ROLE_WEIGHT && k < s->plan->nties && !other; k++) {
+        if (s->plan->ties[k].param != i) continue;
+        if (!(st = mlc_safetensors_find(f, s->plan->ties[k].name, &t))) other = s->plan->ties[k].name;
+        mlc_status_free(st);
+        st = NULL;
+      }
+      if (!other) {
+        st = mlc_status_make(MLC_NOT_FOUND, "%s: missing tensor '%s' (%s), which the model needs", path, p->name,
+                             dtype_names[p->shape.dtype]);
+        break;
+      }
     }
     const mlc_plan_shape *ps = &s->pshape[i];
     bool same = t->rank == ps->rank;
@@ -466,8 +509,10 @@ static mlc_status load_tensors(mlc_session *s, mlc_safetensors *f, const char *p
     bool known = false;
     for (uint32_t k = 0; k < s->plan->nparams && !known; k++)
       known = in_file(&s->plan->params[k], role) && !strcmp(s->plan->params[k].name, name);
+    for (uint32_t k = 0; role == ROLE_WEIGHT && k < s->plan->nties && !known; k++) known = !strcmp(s->plan->ties[k].name, name);
     if (!known) st = mlc_status_make(MLC_INVALID_ARGUMENT, "%s: unexpected tensor '%s': the model has no parameter of that name", path, name);
   }
+  if (role == ROLE_WEIGHT && !st) st = check_ties(s, f, path);
   return st;
 }
 
@@ -486,7 +531,7 @@ static mlc_status save_tensors(const mlc_session *s, const char *path, int role,
                                size_t nmeta) {
   uint32_t n = 0;
   MLC_RETURN_IF_ERROR(sync_host(s));
-  mlc_safetensors_entry *ents = mlc_allocator_alloc_array(s->a, s->plan->nparams + 1, sizeof *ents);
+  mlc_safetensors_entry *ents = mlc_allocator_alloc_array(s->a, s->plan->nparams + s->plan->nties + 1, sizeof *ents);
   if (!ents) return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory");
   mlc_status st = NULL;
   for (uint32_t i = 0; i < s->plan->nparams && !st; i++) {
@@ -503,6 +548,12 @@ static mlc_status save_tensors(const mlc_session *s, const char *path, int role,
         data = at;
     }
     ents[n++] = (mlc_safetensors_entry){p->name, to_st(p->shape.dtype), s->pshape[i].rank, s->pshape[i].dims, data};
+    /* A shared weight under each of its names, as torch's state_dict(). */
+    for (uint32_t k = 0; role == ROLE_WEIGHT && k < s->plan->nties; k++)
+      if (s->plan->ties[k].param == i) {
+        ents[n] = ents[n - 1];
+        ents[n++].name = s->plan->ties[k].name;
+      }
   }
   if (!st) st = mlc_safetensors_save(path, ents, n, meta, nmeta, s->a);
   mlc_allocator_free(s->a, ents);

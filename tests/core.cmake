@@ -161,6 +161,12 @@ if(MLC_BACKEND_CPU)
     COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/grad_check.py minillm $<TARGET_FILE:train_entry> ${CMAKE_CURRENT_BINARY_DIR}/grad_check
             --model ${MLC_ROOT}/examples/minillm.mdl)
   set_tests_properties(ref.grad.ops ref.grad.minillm_small PROPERTIES LABELS "ref;cpu" TIMEOUT 600)
+  # Weight sharing (head.weight = embed.weight): names, count, loss, gradients
+  # and 5 AdamW steps of a tied-embedding LM against torch; loading checks.
+  add_test(NAME ref.train.tied
+    COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/tied_lm.py $<TARGET_FILE:mlc> $<TARGET_FILE:train_entry>
+            ${CMAKE_CURRENT_BINARY_DIR}/tied_lm)
+  set_tests_properties(ref.train.tied PROPERTIES LABELS "ref;cpu" TIMEOUT 300)
 endif()
 # ---- autodiff (end) --------------------------------------------------------
 
