@@ -153,7 +153,13 @@ static void write_header(FILE *o, const mlc_program *p, const mlc_artifact *a) {
              " * checksum that loading verifies. */\n");
   fprintf(o, "mlc_status %s_save_checkpoint(const %s *m, const char *path);\n", n, n);
   fprintf(o, "mlc_status %s_load_checkpoint(%s *m, const char *path);\n", n, n);
-  fprintf(o, "/* Optimizer steps taken. */\nuint64_t %s_steps(const %s *m);\n\n", n, n);
+  fprintf(o, "/* Optimizer steps taken. */\nuint64_t %s_steps(const %s *m);\n", n, n);
+  fprintf(o, "/* The learning-rate schedule: its length in steps, needed when it decays and\n"
+             " * the optimizer gives no steps= (set it before the first train step; a\n"
+             " * checkpoint carries it), and the rate the next train step takes. */\n");
+  fprintf(o, "void %s_set_schedule_steps(%s *m, uint64_t steps);\n", n, n);
+  fprintf(o, "uint64_t %s_schedule_steps(const %s *m);\n", n, n);
+  fprintf(o, "double %s_lr(const %s *m);\n\n", n, n);
   for (uint32_t k = 0; k < p->nfuncs; k++) {
     const mlc_func *f = &p->funcs[k];
     fprintf(o, "/* Entry point '%s'.\n", f->name);
@@ -323,6 +329,9 @@ static void write_source(FILE *o, const mlc_program *p, const mlc_artifact *a) {
     {"mlc_status", "save_checkpoint", "const %s *m, const char *path", "mlc_session_save_checkpoint", "path"},
     {"mlc_status", "load_checkpoint", "%s *m, const char *path", "mlc_session_load_checkpoint", "path"},
     {"uint64_t", "steps", "const %s *m", "mlc_session_step", NULL},
+    {"void", "set_schedule_steps", "%s *m, uint64_t steps", "mlc_session_set_schedule_steps", "steps"},
+    {"uint64_t", "schedule_steps", "const %s *m", "mlc_session_schedule_steps", NULL},
+    {"double", "lr", "const %s *m", "mlc_session_lr", NULL},
     {"void", "profile_print", "const %s *m, const char *entry, FILE *out", "mlc_session_print_profile", "entry, out"},
   };
   for (size_t i = 0; i < sizeof wraps / sizeof *wraps; i++) {

@@ -251,6 +251,14 @@ static const char *unit_name(mlc_program *p, const char *w) {
 bool mlc_pass_fsdp(mlc_pass_ctx *cx) {
   mlc_program *p = cx->p;
   if (!cx->fsdp || !p->train.shard) return true;
+  /* Clipping needs the norm of the whole gradient before any update, but
+   * each unit here updates its shard right after its reduce-scatter, and
+   * the norm would need the ranks' sums of squares all-reduced first. */
+  if (p->train.clip > 0) {
+    mlc_error(cx->d, p->train.clip_loc, "clip_grad_norm is not supported with shard = fsdp(...) yet: the global norm "
+              "needs every rank's gradient shards before any unit's update; drop clip_grad_norm or the sharding");
+    return false;
+  }
   fsdp_ctx c = {.p = p};
   uint32_t nparams = p->nparams;
   c.unit_of = mlc_arena_alloc(p->arena, (nparams + 1) * sizeof *c.unit_of);

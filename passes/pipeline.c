@@ -1,5 +1,6 @@
 /* The pipeline as a plain list: shapes first; the train block's passes
- * (precision, autodiff, fsdp, optimizer); the CUDA rewrites that change
+ * (precision, autodiff, fsdp, optimizer); with accum, one micro-batch's
+ * forward and backward after the other (microbatch); the CUDA rewrites that change
  * what the backward keeps (attnsave) and when updates run (interleave);
  * fuse, which groups nodes into kernels; recompute, which meets a memory
  * budget by computing cheap activations again in the backward; memplan
@@ -19,6 +20,7 @@ static const struct {
   {"autodiff", mlc_pass_autodiff},
   {"fsdp", mlc_pass_fsdp},
   {"optimizer", mlc_pass_optimizer},
+  {"microbatch", mlc_pass_microbatch},
   {"attnsave", mlc_pass_attnsave},
   {"interleave", mlc_pass_interleave},
   {"fuse", mlc_pass_fuse},
@@ -40,7 +42,7 @@ bool mlc_pipeline_has_pass(const char *name) {
   return false;
 }
 
-const char *mlc_pipeline_pass_names(void) { return "lower, shapes, precision, autodiff, fsdp, optimizer, attnsave, interleave, fuse, recompute, memplan"; }
+const char *mlc_pipeline_pass_names(void) { return "lower, shapes, precision, autodiff, fsdp, optimizer, microbatch, attnsave, interleave, fuse, recompute, memplan"; }
 
 static void dump(const mlc_pipeline_options *o, const mlc_program *p, const char *name) {
   if (!o->print_after || !o->dump) return;

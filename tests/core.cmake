@@ -26,6 +26,10 @@ mlc_golden(minillm_small.fuse_cuda minillm_small.fuse_cuda compile examples/mini
 # the fsdp pass (CPU, one process): flat units, gathers prefetched one unit ahead, reduce-scatter + update per unit
 mlc_golden(minillm_small.fsdp minillm_small.fsdp.ir compile examples/minillm.mdl --fsdp --emit ir ${SMALL})
 mlc_golden(help              help.txt          --help)
+# the microbatch pass: accum = 2 runs micro-batch 1's forward and backward, then micro-batch 0's
+mlc_golden(mlp_accum.microbatch mlp_accum.microbatch compile examples/mlp.mdl --accum 2 --print-after=microbatch)
+# its planned memory: 4 micro-batches of 2 hold about one micro-batch's activations (batch=8 at accum 1: 6,951,680 bytes)
+mlc_golden(minillm_small_accum.stats minillm_small_accum.stats compile examples/minillm.mdl --stats --accum 4 ${SMALL})
 
 # The parameter names, order and shapes must be PyTorch's state_dict.
 add_test(NAME ref.state_dict.minillm

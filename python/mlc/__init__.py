@@ -145,6 +145,12 @@ class Model:
         getattr(lib, f"{name}_init_weights").restype = None
         getattr(lib, f"{name}_steps").argtypes = [P]
         getattr(lib, f"{name}_steps").restype = ctypes.c_uint64
+        getattr(lib, f"{name}_set_schedule_steps").argtypes = [P, ctypes.c_uint64]
+        getattr(lib, f"{name}_set_schedule_steps").restype = None
+        getattr(lib, f"{name}_schedule_steps").argtypes = [P]
+        getattr(lib, f"{name}_schedule_steps").restype = ctypes.c_uint64
+        getattr(lib, f"{name}_lr").argtypes = [P]
+        getattr(lib, f"{name}_lr").restype = ctypes.c_double
         self._entries = {}
         for entry, fname, ins, outs in _parse_header(header, name):
             f = getattr(lib, fname)
@@ -205,6 +211,25 @@ class Model:
     def steps(self):
         """Optimizer steps taken."""
         return int(getattr(self._lib, f"{self.name}_steps")(self._m))
+
+    @property
+    def schedule_steps(self):
+        """The learning-rate schedule's length in steps: the optimizer's steps=,
+        or what was set here (or carried by a loaded checkpoint); 0 if unknown.
+        A decaying schedule without steps= needs it before the first train_step."""
+        return int(getattr(self._lib, f"{self.name}_schedule_steps")(self._m))
+
+    @schedule_steps.setter
+    def schedule_steps(self, steps):
+        steps = int(steps)
+        if steps < 0:
+            raise ValueError(f"schedule_steps must be 0 or more, got {steps}")
+        getattr(self._lib, f"{self.name}_set_schedule_steps")(self._m, steps)
+
+    @property
+    def lr(self):
+        """The learning rate the next train_step takes (the train block's schedule at this step)."""
+        return float(getattr(self._lib, f"{self.name}_lr")(self._m))
 
     # ---- entry points -----------------------------------------------------
 

@@ -5,9 +5,14 @@ an artifact; through `mlc.load` its forward must match torch's within 1e-5
 (relative to the largest logit), 5 train steps must follow torch.optim.SGD
 (lr 0.01, momentum 0.9) within 1e-5 (absolute, on the loss), a checkpoint
 must restore steps, weights and momentum exactly, and each misuse must raise
-mlc.Error with the runtime's exact message.
+mlc.Error with the runtime's exact message.  The same MLP with a decaying
+schedule and no steps= (AdamW(lr=1e-2, warmup=2, decay=cosine|linear,
+min_lr=1e-3)) refuses a step until schedule_steps is set, then takes the
+rates of llm.c's formula step by step (lr within 1e-12, past the end
+min_lr), and its losses follow torch.optim.AdamW fed those rates within 1e-5.
 
 Usage: test_mlc.py MLC REPO_ROOT WORKDIR"""
+import math
 import os
 import subprocess
 import sys
@@ -29,6 +34,16 @@ def setUpModule():
     os.makedirs(WORK, exist_ok=True)
     subprocess.run([MLC, "compile", os.path.join(ROOT, "examples", "mlp.mdl"), "--target", "cpu", "-o", ART,
                     "inputs=16", "hidden=32", "batch=8"], check=True, capture_output=True)
+    with open(os.path.join(ROOT, "examples", "mlp.mdl")) as f:
+        src = f.read()
+    old = "optimizer = SGD(lr=0.01, momentum=0.9)"
+    assert old in src
+    for decay in ("cosine", "linear"):
+        mdl = os.path.join(WORK, f"mlp_{decay}.mdl")
+        with open(mdl, "w") as f:
+            f.write(src.replace(old, f"optimizer = AdamW(lr=1e-2, warmup=2, decay={decay}, min_lr=1e-3)"))
+        subprocess.run([MLC, "compile", mdl, "--target", "cpu", "-o", os.path.join(WORK, f"mlp_{decay}"),
+                        "inputs=16", "hidden=32", "batch=8"], check=True, capture_output=True)
 
 
 class Binding(unittest.TestCase):
@@ -119,6 +134,60 @@ class Binding(unittest.TestCase):
             self.m.forward(np.zeros((8, 16), np.uint8))
         with self.assertRaisesRegex(FileNotFoundError, "no such folder"):
             mlc.load(os.path.join(WORK, "nowhere"))
+
+
+def schedule_lr(step, lr, min_lr, warmup, total, decay):
+    """llm.c's get_lr, step from 0, written out apart from runtime/plan.c."""
+    if step < warmup:
+        return lr * (step + 1) / warmup
+    if step >= total:
+        return min_lr
+    r = (step - warmup) / (total - warmup)
+    coeff = 0.5 * (1.0 + math.cos(math.pi * r)) if decay == "cosine" else 1.0 - r
+    return min_lr + coeff * (lr - min_lr)
+
+
+class Schedule(unittest.TestCase):
+    """A decaying schedule without steps=: its length given from Python."""
+
+    def run_schedule(self, decay):
+        torch.manual_seed(1)
+        ref = MLP(16, 32, 10)
+        w = os.path.join(WORK, f"w_{decay}.safetensors")
+        write_safetensors(w, {k: v.detach() for k, v in ref.state_dict().items()}, {"format": "pt"})
+        x, y = torch.randn(8, 16), torch.randint(0, 10, (8,), dtype=torch.int32)
+        with mlc.load(os.path.join(WORK, f"mlp_{decay}")) as m:
+            m.load_weights(w)
+            self.assertEqual(m.schedule_steps, 0)
+            with self.assertRaises(mlc.Error) as cm:
+                m.train_step(x.numpy(), y.numpy())
+            self.assertIn("the run's length is unknown", str(cm.exception))
+            self.assertEqual(m.steps, 0)
+            total = 6
+            m.schedule_steps = total
+            self.assertEqual(m.schedule_steps, total)
+            opt = torch.optim.AdamW(ref.parameters(), lr=1e-2)  # weight_decay 0.01, as mlc's default
+            for k in range(total + 2):
+                want = schedule_lr(k, 1e-2, 1e-3, 2, total, decay)
+                self.assertAlmostEqual(m.lr, want, delta=1e-12, msg=f"{decay}: lr before step {k + 1}")
+                for g in opt.param_groups:
+                    g["lr"] = want
+                loss = torch.nn.functional.cross_entropy(ref(x), y.long())
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                self.assertAlmostEqual(m.train_step(x.numpy(), y.numpy()), loss.item(), delta=1e-5,
+                                       msg=f"{decay}: loss of step {k + 1}")
+            self.assertEqual(m.steps, total + 2)
+            self.assertEqual(m.lr, 1e-3)  # past the end: min_lr
+            with self.assertRaises(ValueError):
+                m.schedule_steps = -1
+
+    def test_cosine(self):
+        self.run_schedule("cosine")
+
+    def test_linear(self):
+        self.run_schedule("linear")
 
 
 if __name__ == "__main__":
