@@ -13,13 +13,12 @@ train_step_bf16 (torch.compile's step over mlc's, mlc's the median of steps
 3.. of `mlc train`).  The causal 4096 keys are written only when measured.
 """
 import argparse
-import json
 import os
 import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gemm_json import torch_cases, train_step_ms  # noqa: E402
+from gemm_json import torch_cases, train_step_metric, train_step_ms, write_latest  # noqa: E402
 
 
 def main():
@@ -41,15 +40,9 @@ def main():
         "fwd_minillm": {"mlc": fwd, "ref": sf, "ref_name": ref, "ratio": sf / fwd, "unit": "ms"},
         "bwd_minillm": {"mlc": bwd, "ref": sfb - sf, "ref_name": ref + ", forward+backward less forward",
                         "ratio": (sfb - sf) / bwd, "unit": "ms"},
-        "train_step_bf16": {"mlc": step, "ref": tc["train_compile"]["step_ms"], "ref_name": "torch.compile",
-                            "ratio": tc["train_compile"]["step_ms"] / step, "unit": "ms"},
+        "train_step_bf16": train_step_metric(step, tc),
     }
-    out = {"commit": a.commit, "date": a.date, "hardware": "NVIDIA H200 (one GPU), torch 2.11.0+cu130",
-           "command": "bench/cuda_gemm.sh attn; bench/cuda_gemm.sh model (device tool, nvidia-h200)", "metrics": mets}
-    with open(a.out, "w") as f:
-        json.dump(out, f, indent=1)
-        f.write("\n")
-    print(json.dumps({k: round(v["ratio"], 3) for k, v in mets.items()}))
+    write_latest(a.out, a.commit, a.date, "bench/cuda_gemm.sh attn; bench/cuda_gemm.sh model (device tool, nvidia-h200)", mets)
 
 
 if __name__ == "__main__":

@@ -17,13 +17,12 @@ train_step_bf16: torch.compile's step over mlc's (the median of steps 3.. of
 `mlc train`).
 """
 import argparse
-import json
 import os
 import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gemm_json import torch_cases, train_step_ms  # noqa: E402
+from gemm_json import torch_cases, train_step_metric, train_step_ms, write_latest  # noqa: E402
 
 CASES = {"minillm": "b8 h16 s1024 d128, not causal", "causal4096": "b2 h16 s4096 d128, causal",
          "d64causal": "b8 h16 s1000 d64, causal"}
@@ -63,16 +62,10 @@ def main():
                                         "ref_name": "cuDNN through PyTorch SDPA, %s bf16: %s" % (
                                             what, "its fprop kernel" if kern == "fprop" else
                                             "its bprop kernel + compute_dot_do_o + convert_dq_to_16bits")}
-    step = train_step_ms(open(a.model + "/mlc.log").read())
-    tc = torch_cases(a.model + "/torch.log")
-    mets["train_step_bf16"] = {"mlc": step, "ref": tc["train_compile"]["step_ms"], "ref_name": "torch.compile",
-                               "ratio": tc["train_compile"]["step_ms"] / step, "unit": "ms"}
-    out = {"commit": a.commit, "date": a.date, "hardware": "NVIDIA H200 (one GPU), torch 2.11.0+cu130",
-           "command": "bench/cuda_flash.sh check; bench/cuda_flash.sh model (device tool, nvidia-h200)", "metrics": mets}
-    with open(a.out, "w") as f:
-        json.dump(out, f, indent=1)
-        f.write("\n")
-    print(json.dumps({k: round(v["ratio"], 3) for k, v in mets.items()}))
+    mets["train_step_bf16"] = train_step_metric(train_step_ms(open(a.model + "/mlc.log").read()),
+                                                torch_cases(a.model + "/torch.log"))
+    write_latest(a.out, a.commit, a.date, "bench/cuda_flash.sh check; bench/cuda_flash.sh model (device tool, nvidia-h200)",
+                 mets)
 
 
 if __name__ == "__main__":

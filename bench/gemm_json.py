@@ -27,6 +27,23 @@ def train_step_ms(log):
                              if int(n) >= 3)
 
 
+HARDWARE = "NVIDIA H200 (one GPU), torch 2.11.0+cu130"
+
+
+def train_step_metric(step, tc):
+    """train_step_bf16: torch.compile's step (torch_baseline.py's train_compile case) over mlc's."""
+    ref = tc["train_compile"]["step_ms"]
+    return {"mlc": step, "ref": ref, "ref_name": "torch.compile", "ratio": ref / step, "unit": "ms"}
+
+
+def write_latest(path, commit, date, command, metrics):
+    """A bench/results/latest/NAME.json, in DEVELOPERS.md's format; prints the ratios."""
+    with open(path, "w") as f:
+        json.dump({"commit": commit, "date": date, "hardware": HARDWARE, "command": command, "metrics": metrics}, f, indent=1)
+        f.write("\n")
+    print(json.dumps({k: round(v["ratio"], 3) for k, v in metrics.items()}))
+
+
 def main():
     ap = argparse.ArgumentParser()
     for a in ("--shapes", "--mlc-log", "--torch-log", "--commit", "--date", "--out"):

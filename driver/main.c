@@ -994,6 +994,23 @@ out:
 }
 #endif
 
+/* calibrate's own arguments (--target, --threads, --help): -1 to go on, or
+ * the exit status (help printed, or a usage error). */
+static int calibrate_args(int argc, char **argv, const char **target, long *threads) {
+  *target = NULL, *threads = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if ((!strcmp(a, "--target") || !strcmp(a, "-t")) && i + 1 < argc) *target = argv[++i];
+    else if (!strncmp(a, "--target=", 9)) *target = a + 9;
+    else if (!strcmp(a, "--threads") && i + 1 < argc) {
+      if (!parse_int(argv[++i], 0, 1024, threads)) return usage_error("--threads %s: expected a number from 0 (all CPUs) to 1024", argv[i]);
+    } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return EXIT_OK; }
+    else return usage_error("calibrate does not take '%s'", a);
+  }
+  if (!*target) return usage_error("%s", "calibrate needs --target (cpu or cuda)");
+  return -1;
+}
+
 #ifdef MLC_HAVE_CPU
 /* calibrate: the two ceilings of the roofline. */
 
@@ -1102,18 +1119,10 @@ out:
 
 /* The CPU target's calibrate (driver/target.h). */
 int mlc_calibrate_cpu(const mlc_driver_target *t, int argc, char **argv) {
-  const char *target = NULL;
-  long threads = 0;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if ((!strcmp(a, "--target") || !strcmp(a, "-t")) && i + 1 < argc) target = argv[++i];
-    else if (!strncmp(a, "--target=", 9)) target = a + 9;
-    else if (!strcmp(a, "--threads") && i + 1 < argc) {
-      if (!parse_int(argv[++i], 0, 1024, &threads)) return usage_error("--threads %s: expected a number from 0 (all CPUs) to 1024", argv[i]);
-    } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return EXIT_OK; }
-    else return usage_error("calibrate does not take '%s'", a);
-  }
-  if (!target) return usage_error("%s", "calibrate needs --target (cpu or cuda)");
+  const char *target;
+  long threads;
+  int rc = calibrate_args(argc, argv, &target, &threads);
+  if (rc >= 0) return rc;
   mlc_ceilings c;
   mlc_ceilings_default(&c);
   char path[1024];
@@ -1156,18 +1165,10 @@ static const char *target_arg(int argc, char **argv) {
 static int cmd_calibrate(int argc, char **argv) {
   const mlc_driver_target *t = mlc_driver_target_find(target_arg(argc, argv));
   if (t && t->calibrate && (t->listed & MLC_CMD_CALIBRATE)) return t->calibrate(t, argc, argv);
-  const char *target = NULL;
-  long threads = 0;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if ((!strcmp(a, "--target") || !strcmp(a, "-t")) && i + 1 < argc) target = argv[++i];
-    else if (!strncmp(a, "--target=", 9)) target = a + 9;
-    else if (!strcmp(a, "--threads") && i + 1 < argc) {
-      if (!parse_int(argv[++i], 0, 1024, &threads)) return usage_error("--threads %s: expected a number from 0 (all CPUs) to 1024", argv[i]);
-    } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return EXIT_OK; }
-    else return usage_error("calibrate does not take '%s'", a);
-  }
-  if (!target) return usage_error("%s", "calibrate needs --target (cpu or cuda)");
+  const char *target;
+  long threads;
+  int rc = calibrate_args(argc, argv, &target, &threads);
+  if (rc >= 0) return rc;
   if (t && t->calibrate_missing) {
     fprintf(stderr, "mlc: %s\n", t->calibrate_missing);
     return EXIT_NO_TARGET;

@@ -63,6 +63,28 @@ template <int H, int S, int D, int RS> MLC_FN size_t mlc_attn_row(int bh, int i)
   return ((size_t)(bh / HH) * S + i) * RS + (size_t)(bh % HH) * D;
 }
 
+// Two adjacent columns of a gradient row: f32 as a float2, 16-bit as one
+// packed word; pair p is columns 2p, 2p + 1.
+MLC_FN void mlc_attn_st2(float *row, int p, float a, float b) { ((float2 *)row)[p] = make_float2(a, b); }
+template <class T> MLC_FN void mlc_attn_st2(T *row, int p, float a, float b) {
+  ((unsigned *)row)[p] = mlc_attn_pack<mlc_attn_isbf<T>::v>(a, b);
+}
+// A thread's part of key `key`'s dk (times scale) and dv rows in
+// attention_grad's output ([3][BH][S][D]: dq, dk, dv; packed: dk and dv in
+// [b, s, 3H, D]): columns 8t + 2 tq (+1) from acc[4t + 2r] (+1), r the half
+// of the accumulator tile the key is in.
+template <class T, int D, int BH, int S, int H>
+MLC_FN void mlc_attn_store_dkv(T *out, int bh, int key, int r, int tq, const float *dk, const float *dv, float scale) {
+  const size_t N = (size_t)BH * S * D, hb = (size_t)bh * S * D;
+  T *kr = H ? out + mlc_attn_row<H, S, D, 3 * H * D>(bh, key) + H * D : out + N + hb + (size_t)key * D;
+  T *vr = H ? kr + H * D : out + 2 * N + hb + (size_t)key * D;
+#pragma unroll
+  for (int t = 0; t < D / 8; t++) {
+    mlc_attn_st2(kr, t * 4 + tq, dk[4 * t + 2 * r] * scale, dk[4 * t + 2 * r + 1] * scale);
+    mlc_attn_st2(vr, t * 4 + tq, dv[4 * t + 2 * r], dv[4 * t + 2 * r + 1]);
+  }
+}
+
 // The online softmax's step for a thread's two rows: mx (its partial maxima of
 // this block's scores, the running maxima mrow folded in) becomes the row's
 // maximum over the 4 lanes that share the row; ms is that maximum (0 for a
@@ -425,20 +447,9 @@ MLC_FN void mlc_attn_bwd_tc(const T *g, const T *q, const T *k, const T *v, T *o
 #endif
     }
   }
-  const size_t N = (size_t)BH * S * D;
 #pragma unroll
-  for (int r = 0; r < 2; r++) {
-    int key = ka + r * 8;
-    if (key < S) {
-      T *kr = H ? out + mlc_attn_row<H, S, D, 3 * H * D>(bh, key) + H * D : out + N + hb + (size_t)key * D;
-      unsigned *dkr = (unsigned *)kr, *dvr = (unsigned *)(H ? kr + H * D : out + 2 * N + hb + (size_t)key * D);
-#pragma unroll
-      for (int t = 0; t < D / 8; t++) {
-        dkr[t * 4 + tq] = mlc_attn_pack<BF>(dk[t][2 * r] * scale, dk[t][2 * r + 1] * scale);
-        dvr[t * 4 + tq] = mlc_attn_pack<BF>(dv[t][2 * r], dv[t][2 * r + 1]);
-      }
-    }
-  }
+  for (int r = 0; r < 2; r++)
+    if (ka + r * 8 < S) mlc_attn_store_dkv<T, D, BH, S, H>(out, bh, ka + r * 8, r, tq, &dk[0][0], &dv[0][0], scale);
 }
 
 // attention_grad_saved's first pass: a warp per row of dO, dsum[row] =
@@ -1003,20 +1014,9 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
       }
     }
   }
-  const size_t N = (size_t)BH * S * D;
 #pragma unroll
-  for (int r = 0; r < 2; r++) {
-    int key = ka + r * 8;
-    if (key < S) {
-      T *kr = H ? out + mlc_attn_row<H, S, D, 3 * H * D>(bh, key) + H * D : out + N + hb + (size_t)key * D;
-      unsigned *dkr = (unsigned *)kr, *dvr = (unsigned *)(H ? kr + H * D : out + 2 * N + hb + (size_t)key * D);
-#pragma unroll
-      for (int t = 0; t < 16; t++) {
-        dkr[t * 4 + tq] = mlc_attn_pack<BF>(dk[4 * t + 2 * r] * scale, dk[4 * t + 2 * r + 1] * scale);
-        dvr[t * 4 + tq] = mlc_attn_pack<BF>(dv[4 * t + 2 * r], dv[4 * t + 2 * r + 1]);
-      }
-    }
-  }
+  for (int r = 0; r < 2; r++)
+    if (ka + r * 8 < S) mlc_attn_store_dkv<T, D, BH, S, H>(out, bh, ka + r * 8, r, tq, dk, dv, scale);
 #else
   mlc_attn_bwd_tc<T, 128, 8, 64, BH, S, CAUSAL, H>(g, q, k, v, out, lse2, dsum, dq, scale, sl2);
 #endif
@@ -1279,20 +1279,9 @@ MLC_FN void mlc_attn_bwd_kv_x(const float *g, const float *q, const float *k, co
     mlc_attn_x_cb<X, BQ, D>(dv, st, cG, gq, tq);
     mlc_attn_x_cb<X, BQ, D>(dk, dp, cQ, gq, tq);
   }
-  const size_t N = (size_t)BH * S * D;
 #pragma unroll
-  for (int r = 0; r < 2; r++) {
-    int key = ka + r * 8;
-    if (key < S) {
-      float *kr = H ? out + mlc_attn_row<H, S, D, 3 * H * D>(bh, key) + H * D : out + N + hb + (size_t)key * D;
-      float2 *dkr = (float2 *)kr, *dvr = (float2 *)(H ? kr + H * D : out + 2 * N + hb + (size_t)key * D);
-#pragma unroll
-      for (int t = 0; t < D / 8; t++) {
-        dkr[t * 4 + tq] = make_float2(dk[t][2 * r] * scale, dk[t][2 * r + 1] * scale);
-        dvr[t * 4 + tq] = make_float2(dv[t][2 * r], dv[t][2 * r + 1]);
-      }
-    }
-  }
+  for (int r = 0; r < 2; r++)
+    if (ka + r * 8 < S) mlc_attn_store_dkv<float, D, BH, S, H>(out, bh, ka + r * 8, r, tq, &dk[0][0], &dv[0][0], scale);
 }
 template <int X, int D, int W, int BK, int BH, int S, int CAUSAL, int H = 0>
 MLC_FN void mlc_attn_bwd_q_x(const float *g, const float *q, const float *k, const float *v, float *out,
