@@ -512,19 +512,20 @@ static bool read_tensor(imp *I, const Onnx__TensorProto *tp, const char *what, m
   if (!dims_numel(I, tp->dims, tp->n_dims, what, t)) return false;
   int64_t numel = mlc_type_numel(t);
   size_t esz = (size_t)mlc_dtype_size((mlc_dtype)t->dtype), bytes = (size_t)numel * esz;
+  /* the data must be there before its room is taken: a shape alone may claim terabytes */
+  size_t have = t->dtype == MLC_DT_F32 ? tp->n_float_data : t->dtype == MLC_DT_I64 ? tp->n_int64_data : tp->n_int32_data;
+  if (tp->has_raw_data && tp->raw_data.len != bytes) {
+    nerr(I, "%s: raw_data has %zu bytes, its shape needs %zu", what, tp->raw_data.len, bytes);
+    return false;
+  }
+  if (!tp->has_raw_data && have != (size_t)numel) {
+    nerr(I, "%s: holds %zu values, its shape needs %lld", what, have, (long long)numel);
+    return false;
+  }
   uint8_t *data = mlc_arena_alloc(I->a, bytes + 1);
   if (tp->has_raw_data) {
-    if (tp->raw_data.len != bytes) {
-      nerr(I, "%s: raw_data has %zu bytes, its shape needs %zu", what, tp->raw_data.len, bytes);
-      return false;
-    }
     memcpy(data, tp->raw_data.data, bytes);
   } else {
-    size_t have = t->dtype == MLC_DT_F32 ? tp->n_float_data : t->dtype == MLC_DT_I64 ? tp->n_int64_data : tp->n_int32_data;
-    if (have != (size_t)numel) {
-      nerr(I, "%s: holds %zu values, its shape needs %lld", what, have, (long long)numel);
-      return false;
-    }
     for (int64_t i = 0; i < numel; i++) {
       uint8_t *p = data + (size_t)i * esz;
       if (t->dtype == MLC_DT_F32) memcpy(p, &tp->float_data[i], 4);
