@@ -1,0 +1,184 @@
+/* mlc compile, and what every model command starts with: read the file,
+ * parse and lower it (or import it: frontend/onnx/ for a .onnx file), run
+ * the passes.  compile --target then builds for the target and writes the
+ * artifact, bundled (bundle.c). */
+#define _XOPEN_SOURCE 700 /* fileno */
+#include "driver/cli.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "driver/bundle.h"
+#include "passes/passes.h"
+#include "runtime/dist/bootstrap.h"
+
+#define MAX_SOURCE_BYTES (64u << 20)
+#define MAX_ONNX_BYTES (2040u << 20) /* protobuf's limit is 2 GiB */
+
+/* Reads the whole file; NULL with a message on failure. */
+static char *read_file(const char *path, size_t max, size_t *out_len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    fprintf(stderr, "mlc: cannot open '%s': %s\n", path, strerror(errno));
+    return NULL;
+  }
+  struct stat st;
+  if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+    fprintf(stderr, "mlc: '%s' is a directory, not a model file\n", path);
+    fclose(f);
+    return NULL;
+  }
+  size_t cap = 1 << 16, len = 0;
+  char *buf = malloc(cap + 1);
+  for (;;) {
+    if (!buf) { fprintf(stderr, "mlc: out of memory reading '%s'\n", path); fclose(f); return NULL; }
+    size_t got = fread(buf + len, 1, cap - len, f);
+    len += got;
+    if (len > max) {
+      fprintf(stderr, "mlc: '%s' is larger than %zu MB; that is not a model description\n", path, max >> 20);
+      free(buf);
+      fclose(f);
+      return NULL;
+    }
+    if (got == 0) break;
+    if (len == cap) {
+      cap *= 2;
+      char *nb = realloc(buf, cap + 1);
+      if (!nb) free(buf);
+      buf = nb;
+    }
+  }
+  if (ferror(f)) {
+    fprintf(stderr, "mlc: cannot read '%s': %s\n", path, strerror(errno));
+    free(buf);
+    fclose(f);
+    return NULL;
+  }
+  fclose(f);
+  buf[len] = 0;
+  *out_len = len;
+  return buf;
+}
+
+/* Whether the fsdp pass shards the train block's units: always for a
+ * target whose descriptor says so (cuda-nccl); on the CPU with --fsdp, or
+ * when a launcher started several ranks (the artifact itself runs at any
+ * world size). */
+static bool sharded(const options *o) {
+  const mlc_target *t = mlc_target_find(o->target);
+  if (o->fsdp || (t && t->sharded)) return true;
+  mlc_dist_env e;
+  mlc_status st = mlc_dist_env_read(&e);
+  if (st) { mlc_status_free(st); return false; }
+  return e.world > 1;
+}
+
+/* The pass pipeline that both frontends end with (below). */
+static int passes(const options *o, mlc_program *prog, mlc_diag *diag, bool ok, double t0);
+
+static bool is_onnx(const char *path) {
+  size_t n = strlen(path);
+  return n >= 5 && !strcmp(path + n - 5, ".onnx");
+}
+
+/* model.onnx: frontend/onnx/ instead of the .mdl frontend; the passes are the same. */
+static int onnx_frontend(const options *o, mlc_program *prog, mlc_diag *diag, const char *src, size_t len, double t0,
+                         double t1, onnx_weights *weights) {
+  if (o->entry || (o->emit && !strcmp(o->emit, "ast"))) {
+    fprintf(stderr, "mlc: %s does not apply to an ONNX model\n", o->entry ? "--entry" : "--emit ast");
+    return EXIT_USAGE;
+  }
+#ifdef MLC_HAVE_ONNX
+  bool ok = mlc_onnx_import(prog, diag, o->file, (const uint8_t *)src, len, o->defines, o->ndefines, weights);
+  mlc_options_apply(prog, &o->cg);
+  if (o->time_passes) fprintf(stderr, "mlc: time per phase\n  %-12s %9.3f ms\n  %-12s %9.3f ms\n", "read",
+                              (t1 - t0) * 1e3, "import", (mlc_now() - t1) * 1e3);
+  return passes(o, prog, diag, ok, t0);
+#else
+  (void)prog, (void)diag, (void)src, (void)len, (void)t0, (void)t1, (void)weights;
+  fprintf(stderr, "mlc: this mlc was built without the ONNX frontend (configure with -DMLC_FRONTEND_ONNX=ON, which "
+          "needs libprotobuf-c-dev, protobuf-c-compiler and libonnx-dev)\n");
+  return EXIT_NO_TARGET;
+#endif
+}
+
+int mlc_cmd_frontend(const options *o, mlc_program *prog, mlc_diag *diag, char **src, onnx_weights *weights) {
+  FILE *tf = o->time_passes ? stderr : NULL;
+  double t0 = mlc_now();
+  size_t len;
+  bool onnx = is_onnx(o->file);
+  *src = read_file(o->file, onnx ? MAX_ONNX_BYTES : MAX_SOURCE_BYTES, &len);
+  if (!*src) return EXIT_USER;
+  double t1 = mlc_now();
+  if (onnx) return onnx_frontend(o, prog, diag, *src, len, t0, t1, weights);
+  uint32_t fid = mlc_diag_add_source(diag, o->file, *src, len), ntoks;
+  mlc_token *toks = mlc_lex(prog->arena, diag, fid, *src, len, &ntoks);
+  /* After a lexing error the parser would only report its consequences. */
+  mlc_ast_file *ast = diag->errors ? NULL : mlc_parse(prog->arena, diag, toks, ntoks);
+  double t2 = mlc_now();
+  if (tf) fprintf(tf, "mlc: time per phase\n  %-12s %9.3f ms\n  %-12s %9.3f ms\n", "read", (t1 - t0) * 1e3, "parse", (t2 - t1) * 1e3);
+  if (!diag->errors && o->emit && !strcmp(o->emit, "ast")) mlc_ast_print(stdout, ast);
+  mlc_lower_options lo = {o->defines, o->ndefines, o->entry, 0, o->no_train, o->accum};
+  bool ok = !diag->errors && mlc_lower(prog, diag, ast, &lo);
+  if (ok && o->artifact_name) prog->name = o->artifact_name;
+  mlc_options_apply(prog, &o->cg);
+  double t3 = mlc_now();
+  if (tf) fprintf(tf, "  %-12s %9.3f ms\n", "lower", (t3 - t2) * 1e3);
+  return passes(o, prog, diag, ok, t0);
+}
+
+/* The pass pipeline after either frontend; -1 to go on, or the exit status. */
+static int passes(const options *o, mlc_program *prog, mlc_diag *diag, bool ok, double t0) {
+  FILE *tf = o->time_passes ? stderr : NULL;
+  mlc_pipeline_options po = {o->print_after, stdout, tf, o->target, sharded(o), false};
+  ok = ok && mlc_pipeline_run(prog, diag, &po);
+  if (tf) fprintf(tf, "  %-12s %9.3f ms\n", "total", (mlc_now() - t0) * 1e3);
+  if (!ok) {
+    mlc_diag_summary(diag);
+    return EXIT_USER;
+  }
+  if (o->emit && !strcmp(o->emit, "ir")) mlc_print_program(stdout, prog);
+  if (o->stats) mlc_print_stats(stdout, prog);
+  return -1;
+}
+
+#if defined(MLC_HAVE_CPU) || defined(MLC_HAVE_CUDA) || defined(MLC_HAVE_SPIRV)
+/* After a target wrote an artifact: the bundle (bundle.c: lib<name>.a with
+ * the runtime inside, and the target's object files), then what it holds
+ * (`files`: the target's own), or what went wrong; the exit status. */
+static int wrote(const options *o, bool ok, char *err, size_t errn, const char *dir, const mlc_program *p,
+                 const mlc_target_files *files) {
+  if (ok) ok = mlc_bundle_artifact(dir, p->name, files->objects, files->nobjects, o->cc ? o->cc : "cc", err, errn);
+  if (!ok) {
+    fprintf(stderr, "mlc: %s\n", err);
+    return EXIT_USER;
+  }
+  fprintf(stderr, "mlc: wrote %s/%s.h, %s.c, %s, lib%s.a (all of it and the runtime), %s.cmake and %s.pc\n", dir,
+          p->name, p->name, files->what, p->name, p->name, p->name);
+  return EXIT_OK;
+}
+
+/* Builds the program for the target, then writes the artifact. */
+int mlc_cmd_compile(const options *o, mlc_program *prog) {
+  char err[512];
+  const mlc_driver_target *tgt = mlc_driver_target_find(o->target);
+  const char *dir = o->outdir ? o->outdir : "out";
+  mlc_status st = NULL;
+  int rc;
+  void *b = calloc(1, tgt->build_bytes);
+  mlc_dist_env env;
+  if (!b) st = mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory");
+  else st = mlc_dist_env_read(&env);
+  if (st) {
+    rc = mlc_cli_fail_status(st);
+  } else if (!(rc = tgt->build(b, prog, stderr, env.rank))) {
+    mlc_target_files files = {0};
+    rc = wrote(o, tgt->write(b, dir, o->file, &files, err, sizeof err), err, sizeof err, dir, prog, &files);
+  }
+  if (b && tgt->release) tgt->release(b);
+  free(b);
+  return rc;
+}
+#endif

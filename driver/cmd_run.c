@@ -1,0 +1,295 @@
+/* mlc run, bench and train (and profile, which runs as bench or train):
+ * builds the program for the target, opens its device and runs a session:
+ * run's forward and its outputs, bench's timed forwards, or train's steps
+ * (the loop is train.c's).  Several ranks share NCCL's id first. */
+#define _XOPEN_SOURCE 700 /* _exit */
+#include "driver/cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "driver/train.h"
+#include "passes/passes.h"
+#include "runtime/dist/bootstrap.h"
+#include "runtime/plan.h"
+
+#if defined(MLC_HAVE_CPU) || defined(MLC_HAVE_CUDA) || defined(MLC_HAVE_SPIRV)
+/* Reads a raw input file of exactly `bytes` bytes into dst. */
+static mlc_status read_exact(const char *path, const char *name, void *dst, uint64_t bytes, const char *shape) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return mlc_status_make(MLC_NOT_FOUND, "--input %s=%s: cannot open: %s", name, path, strerror(errno));
+  size_t got = fread(dst, 1, (size_t)bytes, f);
+  int extra = fgetc(f);
+  fclose(f);
+  if (got != bytes || extra != EOF)
+    return mlc_status_make(MLC_INVALID_ARGUMENT, "--input %s=%s: input '%s' is %s, %llu bytes of raw little-endian data; "
+                           "the file has %s", name, path, name, shape, (unsigned long long)bytes,
+                           got < bytes ? "fewer" : "more");
+  return NULL;
+}
+
+static const char *value_desc(const mlc_plan_value *v, char *buf, size_t n) {
+  /* A plan's dtype codes are mlc_dtype's. */
+  size_t k = (size_t)snprintf(buf, n, "%s[", mlc_dtype_name((mlc_dtype)v->shape.dtype));
+  for (int i = 0; i < v->shape.rank && k < n; i++) k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? ", " : "", (long long)v->shape.dims[i]);
+  if (k < n) snprintf(buf + k, n - k, "]");
+  return buf;
+}
+
+static const char *find_arg(const char *const *list, uint32_t n, const char *name) {
+  size_t len = strlen(name);
+  for (uint32_t i = 0; i < n; i++)
+    if (!strncmp(list[i], name, len) && list[i][len] == '=') return list[i] + len + 1;
+  return NULL;
+}
+
+/* Fills the inputs of `entry`: from files (run) or random values (bench). */
+static mlc_status set_inputs(const options *o, mlc_session *s, const mlc_plan_entry *e) {
+  for (uint32_t i = 0; i < o->ninputs; i++) {
+    bool known = false;
+    for (uint32_t k = 0; k < e->ninputs; k++) known |= !strncmp(o->inputs[i], e->inputs[k].name, strlen(e->inputs[k].name)) && o->inputs[i][strlen(e->inputs[k].name)] == '=';
+    if (!known) return mlc_status_make(MLC_NOT_FOUND, "--input %s: %s has no input of that name", o->inputs[i], e->name);
+  }
+  uint64_t rng = 0x6d6c63;
+  for (uint32_t k = 0; k < e->ninputs; k++) {
+    const mlc_plan_value *v = &e->values[e->inputs[k].value];
+    uint64_t bytes = mlc_plan_shape_bytes(&v->shape);
+    uint8_t *buf = malloc(bytes ? bytes : 1);
+    if (!buf) return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory for input %s", e->inputs[k].name);
+    char desc[160];
+    mlc_status st = NULL;
+    const char *path = find_arg(o->inputs, o->ninputs, e->inputs[k].name);
+    if (path) {
+      st = read_exact(path, e->inputs[k].name, buf, bytes, value_desc(v, desc, sizeof desc));
+    } else if (o->cmd == CMD_BENCH) {
+      /* Random data: floats in [-1, 1), integers in [0, 64) (valid token ids for any vocabulary of 64 or more). */
+      int esz = mlc_dtype_size((mlc_dtype)v->shape.dtype);
+      for (uint64_t j = 0; j < bytes / (uint64_t)esz; j++) {
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        uint32_t r = (uint32_t)(rng >> 33);
+        if (v->shape.dtype == 1) { float f = (float)r / 2147483648.0f - 1.0f; memcpy(buf + j * 4, &f, 4); }
+        else if (v->shape.dtype == 4) { int32_t x = (int32_t)(r % 64); memcpy(buf + j * 4, &x, 4); }
+        else if (v->shape.dtype == 5) { int64_t x = r % 64; memcpy(buf + j * 8, &x, 8); }
+        else if (v->shape.dtype == 6) buf[j] = (uint8_t)(r & 1);
+        else { uint16_t h = (uint16_t)(0x3c00 | (r & 0x3ff)); memcpy(buf + j * 2, &h, 2); } /* values in [1, 2) for f16 */
+      }
+    } else {
+      st = mlc_status_make(MLC_INVALID_ARGUMENT, "input '%s' (%s, %llu bytes) needs --input %s=FILE", e->inputs[k].name,
+                           value_desc(v, desc, sizeof desc), (unsigned long long)bytes, e->inputs[k].name);
+    }
+    if (!st) st = mlc_session_set_input(s, e->name, e->inputs[k].name, buf, (size_t)bytes);
+    free(buf);
+    if (st) return st;
+  }
+  return NULL;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static void print_output(const char *name, const void *data, const mlc_plan_value *v) {
+  char desc[160];
+  uint64_t n = mlc_plan_shape_bytes(&v->shape) / (uint64_t)mlc_dtype_size((mlc_dtype)v->shape.dtype);
+  printf("%s: %s", name, value_desc(v, desc, sizeof desc));
+  if (v->shape.dtype == 1) {
+    const float *f = data;
+    double sum = 0, asum = 0;
+    for (uint64_t i = 0; i < n; i++) sum += f[i], asum += fabs(f[i]);
+    printf("  mean %.6g  mean|x| %.6g  first", sum / (double)n, asum / (double)n);
+    for (uint64_t i = 0; i < n && i < 4; i++) printf(" %.6g", f[i]);
+  }
+  printf("\n");
+}
+
+/* Seconds a rank waits for its peers before the watchdog gives up on them:
+ * MLC_NCCL_TIMEOUT, else 45, so that a dead peer ends the others within a
+ * minute (a healthy step waits well under a second). */
+static double nccl_timeout(void) {
+  const char *e = getenv("MLC_NCCL_TIMEOUT");
+  double t = e ? atof(e) : 0;
+  return t > 0 ? t : 45;
+}
+
+/* NCCL's id on every rank: over TCP from rank 0 at MASTER_ADDR:MASTER_PORT,
+ * or, under mpirun without MASTER_ADDR, through MPI (an all-gather of the
+ * ids, keeping rank 0's). */
+static mlc_status nccl_id(const mlc_dist_env *env, uint8_t *id) {
+  if (env->world == 1 || env->master_addr[0] || strcmp(env->launcher, "mpirun")) return mlc_comm_nccl_id(env, id, nccl_timeout());
+  mlc_comm *mpi;
+  MLC_RETURN_IF_ERROR(mlc_comm_mpi_create(mlc_allocator_default(), &mpi));
+  uint8_t *all = calloc((size_t)env->world, MLC_NCCL_ID_BYTES);
+  mlc_status st = all ? NULL : mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory");
+  if (!st && env->rank == 0) st = mlc_comm_nccl_new_id(id);
+  if (!st) st = mpi->vt->all_gather(mpi, (uint64_t)(uintptr_t)id, (uint64_t)(uintptr_t)all, MLC_NCCL_ID_BYTES, NULL);
+  if (!st) memcpy(id, all, MLC_NCCL_ID_BYTES);
+  free(all);
+  mpi->vt->destroy(mpi);
+  return st;
+}
+
+#ifdef MLC_HAVE_CUDA
+/* The watchdog aborted the communicator and the GPU still does not return:
+ * this process cannot go on. */
+static void nccl_hang(const char *why) {
+  fprintf(stderr, "mlc: %s; exiting\n", why);
+  _exit(EXIT_USER);
+}
+#endif
+
+/* Builds the program for the target, then runs a session on it (run,
+ * bench, train). */
+int mlc_cmd_run(const options *o, mlc_program *prog, const onnx_weights *ow) {
+  const mlc_driver_target *tgt = mlc_driver_target_find(o->target);
+  bool nccl = tgt->nccl;
+  mlc_comm *comm = NULL;
+  mlc_status st = NULL;
+  void *b = calloc(1, tgt->build_bytes);
+  const uint8_t *plan_bytes = NULL;
+  size_t plan_n = 0;
+  int rc = EXIT_OK;
+  mlc_plan *plan = NULL;
+  mlc_session *s = NULL;
+  /* --trace and --roofline need the per-step timing that --profile turns on. */
+  mlc_session_options so = {NULL, NULL, NULL, o->threads, o->profile || o->trace || o->roofline, {0}, NULL};
+  mlc_dist_env env;
+  if (!b) { st = mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory"); goto fail; }
+  if ((st = mlc_dist_env_read(&env))) goto fail;
+  /* One GPU per rank: the launcher's local rank picks it unless --device does. */
+  int device = o->device_set ? o->device : nccl ? env.local_rank : o->device;
+  /* NCCL's id reaches every rank (TCP on MASTER_ADDR) first: a bad address
+   * fails at once, before compiling or touching a GPU. */
+  uint8_t id[MLC_NCCL_ID_BYTES] = {0};
+  if (nccl && (st = nccl_id(&env, id))) goto fail;
+  if ((rc = tgt->build(b, prog, stderr, env.rank))) goto out;
+  if ((rc = tgt->open(b, device, stderr, env.rank, &so, &plan_bytes, &plan_n)) >= 0) goto out;
+  rc = EXIT_OK;
+#ifdef MLC_HAVE_CUDA
+  if (nccl && (st = mlc_comm_nccl_create(&env, id, nccl_timeout(), nccl_hang, mlc_allocator_default(), &comm))) goto fail;
+#endif
+  if ((st = mlc_plan_parse(plan_bytes, plan_n, mlc_allocator_default(), &plan))) goto fail;
+  if (!comm && env.world > 1) {
+    if (tgt->one_device || !prog->train.shard)
+      st = mlc_status_make(MLC_INVALID_ARGUMENT, "%d ranks started, but %s; use --target cuda-nccl, or the CPU target "
+                           "with a train block that has shard = fsdp(...)", env.world,
+                           tgt->one_device ? mlc_arena_printf(prog->arena, "--target %s runs on one GPU", tgt->name)
+                                         : "the model is not sharded");
+    else if (strcmp(env.launcher, "mpirun"))
+      st = mlc_status_make(MLC_INVALID_ARGUMENT, "the CPU target's collectives run over MPI: start the %d ranks with "
+                           "mpirun, not %s", env.world, env.launcher);
+    else
+      st = mlc_comm_mpi_create(mlc_allocator_default(), &comm);
+    if (st) goto fail;
+  }
+  so.comm = comm;
+  st = mlc_session_create(plan, &so, &s);
+  so.device = NULL; /* the session owns it now, or has destroyed it */
+  if (st) goto fail;
+  /* bench: the timed runs only; profile's train steps: after the warm-up step */
+  if (o->trace && o->cmd != CMD_BENCH && !o->profile_warmup) mlc_session_set_trace(s, true);
+  if (o->weights) {
+    if ((st = mlc_session_load_weights(s, o->weights))) goto fail;
+  } else {
+    mlc_session_init_params(s, o->seed);
+#ifdef MLC_HAVE_ONNX
+    for (uint32_t i = 0; i < ow->n; i++) { /* the model's own values, not random ones */
+      void *at = mlc_session_param_data(s, ow->w[i].param);
+      if (!at) { st = mlc_status_make(MLC_INTERNAL, "cannot write parameter %u", ow->w[i].param); goto fail; }
+      memcpy(at, ow->w[i].data, ow->w[i].bytes);
+    }
+#else
+    (void)ow;
+#endif
+  }
+  if (o->resume && (st = mlc_session_load_checkpoint(s, o->resume))) goto fail;
+  if (o->cmd == CMD_TRAIN) {
+    mlc_train_args ta = {
+      .steps = o->steps, .data = o->data, .data_dtype = o->data_dtype, .inputs = o->inputs, .ninputs = o->ninputs,
+      .eval_inputs = o->eval_inputs, .neval_inputs = o->neval_inputs, .eval_split = o->eval_split,
+      .eval_every = o->eval_every, .shuffle = o->shuffle, .shuffle_seed = o->shuffle_seed,
+      .synthetic_ok = !strcmp(o->name, "profile"), .save = o->save, .save_every = o->save_every, .log = stdout,
+      .warmup = o->profile_warmup, .trace = o->trace != NULL,
+    };
+    if (mlc_session_rank(s)) ta.log = NULL; /* rank 0 prints the mean loss over the ranks */
+    int sig;
+    if ((st = mlc_train_loop(s, &ta, &sig))) goto fail;
+    if (sig) { /* stopped by SIGINT or SIGTERM, after saving */
+      rc = 128 + sig;
+      goto out;
+    }
+    if (o->export_weights && (st = mlc_session_save_weights(s, o->export_weights))) goto fail;
+    if (tgt->device_memory) printf("device memory held by mlc: %.2f GB (parameters, optimizer state, arenas, scratch)\n",
+                     mlc_session_device_bytes(s) / 1e9);
+    if ((st = mlc_cmd_profile_outputs(o, s, "train"))) goto fail;
+    goto out;
+  }
+  const mlc_plan_entry *e = mlc_plan_find_entry(plan, "forward");
+  if (!e) { st = mlc_status_make(MLC_NOT_FOUND, "the model has no forward"); goto fail; }
+  for (uint32_t i = 0; i < o->noutputs; i++) {
+    bool known = false;
+    for (uint32_t k = 0; k < e->noutputs; k++)
+      known |= !strncmp(o->outputs[i], e->outputs[k].name, strlen(e->outputs[k].name)) && o->outputs[i][strlen(e->outputs[k].name)] == '=';
+    if (!known) { st = mlc_status_make(MLC_NOT_FOUND, "--output %s: forward has no output of that name (it has '%s')", o->outputs[i], e->outputs[0].name); goto fail; }
+  }
+  if ((st = set_inputs(o, s, e))) goto fail;
+  if (o->cmd == CMD_RUN) {
+    if ((st = mlc_session_run(s, "forward"))) goto fail;
+    for (uint32_t k = 0; k < e->noutputs; k++) {
+      const void *data;
+      const mlc_plan_shape *shape;
+      if ((st = mlc_session_output(s, "forward", e->outputs[k].name, &data, &shape))) goto fail;
+      const mlc_plan_value *v = &e->values[e->outputs[k].value];
+      print_output(e->outputs[k].name, data, v);
+      const char *path = find_arg(o->outputs, o->noutputs, e->outputs[k].name);
+      if (path) {
+        FILE *f = fopen(path, "wb");
+        uint64_t n = mlc_plan_shape_bytes(shape);
+        if (!f || fwrite(data, 1, (size_t)n, f) != n || fclose(f)) {
+          st = mlc_status_make(MLC_IO, "--output %s=%s: cannot write: %s", e->outputs[k].name, path, strerror(errno));
+          goto fail;
+        }
+      }
+    }
+  } else {
+    int warm = o->warmup >= 0 ? o->warmup : 3, runs = o->runs ? o->runs : 10;
+    for (int i = 0; i < warm; i++)
+      if ((st = mlc_session_run(s, "forward"))) goto fail;
+    mlc_session_reset_profile(s);
+    if (o->trace) mlc_session_set_trace(s, true);
+    double *t = malloc((size_t)runs * sizeof *t);
+    if (!t) { st = mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory"); goto fail; }
+    for (int i = 0; i < runs && !st; i++) {
+      double t0 = mlc_now();
+      st = mlc_session_run(s, "forward");
+      t[i] = (mlc_now() - t0) * 1e3;
+    }
+    if (!st) {
+      qsort(t, (size_t)runs, sizeof *t, cmp_double);
+      double flops = 0;
+      for (uint32_t i = 0; i < e->nsteps; i++) flops += e->steps[i].flops;
+      double med = runs % 2 ? t[runs / 2] : (t[runs / 2 - 1] + t[runs / 2]) / 2;
+      printf("%s forward on %s: median %.3f ms, min %.3f, max %.3f over %d runs after %d warm-up; %.1f GFLOP/s\n",
+             prog->name, o->target, med, t[0], t[runs - 1], runs, warm, flops / (med * 1e-3) / 1e9);
+      if (tgt->device_memory) printf("device memory held by mlc: %.2f GB (parameters, arenas, scratch)\n", mlc_session_device_bytes(s) / 1e9);
+    }
+    free(t);
+    if (st) goto fail;
+  }
+  if ((st = mlc_cmd_profile_outputs(o, s, "forward"))) goto fail;
+  goto out;
+fail:
+  rc = mlc_cli_fail_status(st);
+out:
+  if (!s && so.device) so.device->vt->destroy(so.device);
+  mlc_session_destroy(s);
+  if (comm) comm->vt->destroy(comm);
+  mlc_plan_free(plan);
+  if (b && tgt->release) tgt->release(b);
+  free(b);
+  return rc;
+}
+#endif
