@@ -9,18 +9,24 @@
  *                     the plan's bytes (both inputs read, the output written).
  * Inputs are random (never zeros: a GEMM runs faster on zeros).  Each is
  * run for at least 300 ms to warm up the clocks, then 20 times; the ceiling
- * is the median rate (the best is printed beside it).
+ * is the median rate (the best is printed beside it).  While the GEMM's
+ * timed runs go, a thread samples the SM clock (NVML, where the target can
+ * read it): the seed's rule judges kernels against the datasheet's peaks at
+ * that clock (runtime/profile.h).
  */
 #include "driver/calibrate.h"
 
 #include <getopt.h>
 #include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "driver/nvml.h"
 #include "frontend/frontend.h"
 #include "passes/passes.h"
 #include "runtime/cuda/driver.h"
@@ -130,11 +136,36 @@ static mlc_status open_probe(const mlc_driver_target *t, mlc_program *prog, void
   return NULL;
 }
 
+/* The SM clock, sampled every millisecond by a thread of its own while the
+ * timed runs go (the GPU drops its clock under load: power and heat). */
+enum { CLOCK_SAMPLES = 8192 };
+typedef struct {
+  mlc_nvml *nvml;
+  atomic_bool stop;
+  unsigned mhz[CLOCK_SAMPLES], max_mhz;
+  int n;
+} clock_sampler;
+
+static void *sample_clock(void *arg) {
+  clock_sampler *cs = arg;
+  while (!atomic_load(&cs->stop) && cs->n < CLOCK_SAMPLES) {
+    unsigned now, max;
+    if (mlc_nvml_sm_clock(cs->nvml, &now, &max)) cs->mhz[cs->n++] = now, cs->max_mhz = max;
+    nanosleep(&(struct timespec){0, 1000000}, NULL);
+  }
+  return NULL;
+}
+
+static int cmp_unsigned(const void *a, const void *b) {
+  unsigned x = *(const unsigned *)a, y = *(const unsigned *)b;
+  return (x > y) - (x < y);
+}
+
 /* Per-run seconds of the probe's forward (runs of them: at most TIMED_RUNS),
  * timed by the device's own timers (CUDA events, Vulkan timestamps); its
  * work (FLOPs or bytes) from the plan.  *name: the device's description. */
 static mlc_status run_probe(const mlc_driver_target *t, const probe *pr, int ordinal, int runs, double *seconds, double *work,
-                            char *name, size_t namen) {
+                            char *name, size_t namen, clock_sampler *clock) {
   mlc_arena arena;
   mlc_arena_init(&arena);
   mlc_diag diag;
@@ -178,9 +209,15 @@ static mlc_status run_probe(const mlc_driver_target *t, const probe *pr, int ord
   for (uint32_t i = 0; i < e->nsteps; i++) *work += pr->flops ? e->steps[i].flops : e->steps[i].bytes;
   double t0 = mlc_now();
   for (int r = 0; !st && (r < 3 || mlc_now() - t0 < WARMUP_SECONDS); r++) st = mlc_session_run(s, "forward");
+  pthread_t sampler;
+  bool sampling = clock && clock->nvml && !st && !pthread_create(&sampler, NULL, sample_clock, clock);
   for (int r = 0; r < runs && !st; r++) {
     st = mlc_session_run(s, "forward");
     seconds[r] = td->last;
+  }
+  if (sampling) {
+    atomic_store(&clock->stop, true);
+    pthread_join(sampler, NULL);
   }
 out:
   mlc_session_destroy(s);
@@ -258,6 +295,9 @@ int mlc_calibrate_gpu(const mlc_driver_target *t, int argc, char **argv) {
    * doubling) until one run takes long enough to time well, or the CUDA size
    * is reached. */
   const long long max_n = 8192, max_rows = 16384, copy_cols = 8192;
+  clock_sampler *clock = calloc(1, sizeof *clock);
+  if (!clock) return fail(mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory"));
+  clock->nvml = t->clock_open ? t->clock_open((int)ordinal) : NULL;
   double med[2], best[2];
   long long size[2];
   char name[256] = "";
@@ -267,35 +307,44 @@ int mlc_calibrate_gpu(const mlc_driver_target *t, int argc, char **argv) {
     double sec[TIMED_RUNS], work = 0, enough = gemm ? 0.02 : 0.005;
     for (;;) {
       char *src = probe_source(gemm, sz, gemm ? sz : copy_cols);
-      if (!src) return fail(mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory"));
+      if (!src) { st = mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory"); break; }
       probe pr = {gemm ? "bf16 GEMM" : "f32 add", src, gemm};
       bool last = !grow || sz >= (gemm ? max_n : max_rows);
       int runs = last ? TIMED_RUNS : 1;
-      st = run_probe(t, &pr, (int)ordinal, runs, sec, &work, name, sizeof name);
+      st = run_probe(t, &pr, (int)ordinal, runs, sec, &work, name, sizeof name, gemm && last ? clock : NULL);
       free(src);
-      if (st) return fail(st);
+      if (st) break;
       if (last) break;
       if (sec[0] >= enough) { /* long enough: now measure at this size */
         last = true;
         src = probe_source(gemm, sz, gemm ? sz : copy_cols);
-        if (!src) return fail(mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory"));
+        if (!src) { st = mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory"); break; }
         pr.source = src;
-        st = run_probe(t, &pr, (int)ordinal, TIMED_RUNS, sec, &work, name, sizeof name);
+        st = run_probe(t, &pr, (int)ordinal, TIMED_RUNS, sec, &work, name, sizeof name, gemm ? clock : NULL);
         free(src);
-        if (st) return fail(st);
         break;
       }
       sz *= 2;
     }
+    if (st) break;
     size[p] = sz;
     if (gemm) fprintf(stderr, "mlc: %s: bf16 GEMM %lld^3, median of %d runs\n", name, sz, TIMED_RUNS);
     else fprintf(stderr, "mlc: %s: f32 add of two %lld x %lld tensors, median of %d runs\n", name, sz, copy_cols, TIMED_RUNS);
     qsort(sec, TIMED_RUNS, sizeof *sec, cmp_double);
     double m = (sec[TIMED_RUNS / 2 - 1] + sec[TIMED_RUNS / 2]) / 2;
-    if (!(m > 0) || !(work > 0)) return fail(mlc_status_make(MLC_INTERNAL, "the %s took no time", gemm ? "GEMM" : "add"));
+    if (!(m > 0) || !(work > 0)) { st = mlc_status_make(MLC_INTERNAL, "the %s took no time", gemm ? "GEMM" : "add"); break; }
     med[p] = work / m;
     best[p] = work / sec[0];
   }
+  /* the median SM clock while the GEMM ran */
+  unsigned sm_mhz = 0, sm_max_mhz = clock->max_mhz;
+  if (clock->n) {
+    qsort(clock->mhz, (size_t)clock->n, sizeof *clock->mhz, cmp_unsigned);
+    sm_mhz = clock->mhz[clock->n / 2];
+  }
+  mlc_nvml_close(clock->nvml);
+  free(clock);
+  if (st) return fail(st);
   mlc_ceilings cl;
   mlc_ceilings_gpu_datasheet(name, &cl);
   cl.peak_flops = med[0];
@@ -306,6 +355,7 @@ int mlc_calibrate_gpu(const mlc_driver_target *t, int argc, char **argv) {
   cl.unit_flops[MLC_UNIT_TC16] = med[0];
   cl.unit_from[MLC_UNIT_TC16] = MLC_CEIL_MEASURED;
   cl.bandwidth_from = MLC_CEIL_MEASURED;
+  if (sm_mhz && sm_max_mhz >= sm_mhz) cl.sm_mhz = sm_mhz, cl.sm_max_mhz = sm_max_mhz;
   time_t now = time(NULL);
   struct tm tm;
   gmtime_r(&now, &tm);
@@ -321,6 +371,20 @@ int mlc_calibrate_gpu(const mlc_driver_target *t, int argc, char **argv) {
          med[1] / 1e9, best[1] / 1e9, med[0] / med[1], path);
   mlc_profile_print_units(&cl, stdout);
   return EXIT_OK;
+}
+
+mlc_nvml *mlc_calibrate_cuda_clock(int ordinal) {
+  mlc_cuda_driver drv;
+  mlc_status st = mlc_cuda_driver_load(&drv);
+  char bus[64] = "";
+  CUdevice dev;
+  if (!st && !drv.cuDeviceGet(&dev, ordinal) && drv.cuDeviceGetPCIBusId(bus, sizeof bus, dev)) bus[0] = 0;
+  mlc_cuda_driver_unload(&drv);
+  mlc_nvml *n = NULL;
+  if (!st && bus[0]) st = mlc_nvml_open(bus, &n);
+  if (st) fprintf(stderr, "mlc: the SM clock under load is not measured: %s\n", mlc_status_message(st));
+  mlc_status_free(st);
+  return n;
 }
 
 mlc_status mlc_calibrate_cuda_available(void) {

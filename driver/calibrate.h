@@ -14,6 +14,9 @@
  * driver's exit status (0 success, 1 error, e.g. no NVIDIA driver or no
  * Vulkan device, 2 usage error, 3 internal error, 4 not built). */
 int mlc_calibrate_gpu(const mlc_driver_target *t, int argc, char **argv);
+/* The CUDA target's `clock_open`: NVML for CUDA device `ordinal` (by its PCI
+ * bus id), or NULL, saying why on stderr. */
+mlc_nvml *mlc_calibrate_cuda_clock(int ordinal);
 /* The CUDA target's `available`: the driver library loads. */
 mlc_status mlc_calibrate_cuda_available(void);
 /* The CPU's calibration (driver/cmd_calibrate.c): memory bandwidth and the

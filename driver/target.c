@@ -47,7 +47,8 @@ static const mlc_driver_target targets[] = {
 #ifdef MLC_HAVE_CUDA
     .build_bytes = sizeof(mlc_cuda_build), .build = mlc_cuda_target_build, .write = mlc_cuda_target_write,
     .open = mlc_cuda_target_open, .release = mlc_cuda_target_release, .calibrate = mlc_calibrate_gpu,
-    .available = mlc_calibrate_cuda_available, .supports_op = mlc_cuda_target_supports_op,
+    .available = mlc_calibrate_cuda_available, .clock_open = mlc_calibrate_cuda_clock,
+    .supports_op = mlc_cuda_target_supports_op,
 #endif
   },
   {

@@ -23,6 +23,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "driver/nvml.h"
 #include "ir/ir.h"
 #include "runtime/session.h"
 
@@ -83,6 +84,9 @@ struct mlc_driver_target {
    * before calibrate compiles anything; NULL: nothing to check. */
   mlc_status (*available)(void);
   int (*calibrate)(const mlc_driver_target *t, int argc, char **argv);
+  /* A reader of its GPU's SM clock, which calibrate samples while its GEMM
+   * runs (driver/nvml.h); NULL, or NULL returned: the clock is not measured. */
+  mlc_nvml *(*clock_open)(int ordinal);
   /* Whether its code generator has a kernel for op; false with the message
    * that the code generator gives when it meets one. */
   bool (*supports_op)(mlc_op op, char *why, size_t whyn);

@@ -33,6 +33,13 @@ double mlc_ceilings_unit_peak(const mlc_ceilings *c, mlc_unit u) {
   return (unsigned)u < MLC_NUNITS && c->unit_flops[u] > 0 ? c->unit_flops[u] : c->peak_flops;
 }
 
+double mlc_ceilings_rule_peak(const mlc_ceilings *c, mlc_unit u) {
+  if ((unsigned)u >= MLC_NUNITS || !(c->hw_flops[u] > 0)) return mlc_ceilings_unit_peak(c, u);
+  return c->sm_mhz > 0 && c->sm_max_mhz > 0 ? c->hw_flops[u] * c->sm_mhz / c->sm_max_mhz : c->hw_flops[u];
+}
+
+double mlc_ceilings_rule_bandwidth(const mlc_ceilings *c) { return c->hw_bandwidth > 0 ? c->hw_bandwidth : c->bandwidth; }
+
 const char *mlc_profile_unit_str(mlc_unit u, uint32_t products, char *buf, size_t n) {
   if (products > 1) snprintf(buf, n, "%sx%u", mlc_unit_name(u), products);
   else snprintf(buf, n, "%s", mlc_unit_name(u));
@@ -63,6 +70,14 @@ void mlc_profile_print_units(const mlc_ceilings *c, FILE *out) {
           c->calibrated ? "measured" : mlc_ceiling_source_name(c->bandwidth_from));
   if (c->l2_bandwidth > 0) fprintf(out, ", L2 %.1f GB/s (%s)", c->l2_bandwidth / 1e9, mlc_ceiling_source_name(c->l2_from));
   fputc('\n', out);
+  if (c->hw_bandwidth > 0) {
+    fprintf(out, "  the rule's percentages: of the datasheet's peaks");
+    if (c->sm_mhz > 0 && c->sm_max_mhz > 0)
+      fprintf(out, " at the SM clock measured under load (%.0f of %.0f MHz: compute peaks x %.3f)", c->sm_mhz, c->sm_max_mhz,
+              c->sm_mhz / c->sm_max_mhz);
+    else fprintf(out, " at their boost clock (the clock under load is not measured: run mlc calibrate)");
+    fprintf(out, ", HBM %.1f GB/s\n", c->hw_bandwidth / 1e9);
+  }
 }
 
 void mlc_profile_cpu_model(char *buf, size_t n) {
@@ -151,6 +166,9 @@ static bool load_entry(const char *path, const char *key, mlc_ceilings *out, boo
                           : cJSON_IsString(from) && !strcmp(from->valuestring, "datasheet") ? MLC_CEIL_DATASHEET
                                                                                               : MLC_CEIL_DEFAULT;
     }
+    const cJSON *mhz = cJSON_GetObjectItemCaseSensitive(e, "sm_mhz"), *max = cJSON_GetObjectItemCaseSensitive(e, "sm_max_mhz");
+    if (cJSON_IsNumber(mhz) && cJSON_IsNumber(max) && mhz->valuedouble > 0 && max->valuedouble >= mhz->valuedouble)
+      out->sm_mhz = mhz->valuedouble, out->sm_max_mhz = max->valuedouble;
     const cJSON *l2 = cJSON_GetObjectItemCaseSensitive(e, "l2_gbs");
     if (cJSON_IsNumber(l2) && l2->valuedouble > 0) {
       out->l2_bandwidth = l2->valuedouble * 1e9;
@@ -202,7 +220,8 @@ void mlc_ceilings_gpu_datasheet(const char *name, mlc_ceilings *out) {
       double units[MLC_NUNITS] = {[MLC_UNIT_FP32] = known[i].fp32, [MLC_UNIT_TC16] = known[i].bf16,
                                   [MLC_UNIT_TF32] = known[i].tf32, [MLC_UNIT_FP8] = known[i].fp8};
       for (int u = 0; u < MLC_NUNITS; u++)
-        if (units[u] > 0) out->unit_flops[u] = units[u] * 1e12, out->unit_from[u] = MLC_CEIL_DATASHEET;
+        if (units[u] > 0) out->unit_flops[u] = out->hw_flops[u] = units[u] * 1e12, out->unit_from[u] = MLC_CEIL_DATASHEET;
+      out->hw_bandwidth = out->bandwidth;
       snprintf(out->source, sizeof out->source, "NVIDIA's datasheet for the %s: dense tensor-core and FP32 peaks, HBM "
                "bandwidth (not calibrated on this GPU: run `mlc calibrate --target cuda` or `--target spirv`)", known[i].match);
     }
@@ -249,6 +268,10 @@ mlc_status mlc_ceilings_save_file(const char *path, const mlc_ceilings *c) {
       cJSON_AddStringToObject(ue, "from", mlc_ceiling_source_name(c->unit_from[u]));
     }
     if (c->l2_bandwidth > 0 && c->l2_from == MLC_CEIL_MEASURED) cJSON_AddNumberToObject(e, "l2_gbs", c->l2_bandwidth / 1e9);
+    if (c->sm_mhz > 0 && c->sm_max_mhz > 0) {
+      cJSON_AddNumberToObject(e, "sm_mhz", c->sm_mhz);
+      cJSON_AddNumberToObject(e, "sm_max_mhz", c->sm_max_mhz);
+    }
   }
   char *text = cJSON_Print(root);
   cJSON_Delete(root);
@@ -370,11 +393,12 @@ void mlc_profile_classify(const mlc_profile_kernel *k, const mlc_ceilings *c, ml
   v->byte_rate = t > 0 ? k->bytes / t : 0;
   v->intensity = k->bytes > 0 ? k->flops / k->bytes : 0;
   v->roof = fmin(peak, v->intensity * c->bandwidth);
-  v->pct_compute = 100 * v->flop_rate / peak;
-  v->pct_memory = 100 * v->byte_rate / c->bandwidth;
-  /* = max(pct_compute, pct_memory) when the kernel has FLOPs */
+  /* The rule's percentages are of the hardware's peaks (see mlc_ceilings);
+   * % of roof is of the roofs, which calibrate measures as reached. */
+  v->pct_compute = 100 * v->flop_rate / (mlc_ceilings_rule_peak(c, v->unit) / products);
+  v->pct_memory = 100 * v->byte_rate / mlc_ceilings_rule_bandwidth(c);
   if (k->flops > 0 && v->roof > 0) v->pct_roof = 100 * v->flop_rate / v->roof;
-  else v->pct_roof = v->pct_memory;
+  else v->pct_roof = 100 * v->byte_rate / c->bandwidth;
   bool tiny = k->flops < MLC_PROFILE_TINY_FLOPS && k->bytes < MLC_PROFILE_TINY_BYTES;
   if (t < c->latency_s || tiny) {
     v->bound = MLC_BOUND_LATENCY;

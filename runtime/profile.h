@@ -62,6 +62,13 @@ typedef struct {
   mlc_ceiling_source bandwidth_from;
   double l2_bandwidth;                        /* bytes/s of a copy that stays in L2; 0: unknown */
   mlc_ceiling_source l2_from;
+  /* The hardware's peaks, against which the seed's rule judges a kernel (as
+   * Nsight Compute's "% of peak" does): a GPU's datasheet, each compute peak
+   * scaled by the SM clock measured under load over the clock the datasheet
+   * assumes; 0: the roofs above (a CPU). */
+  double hw_flops[MLC_NUNITS];
+  double hw_bandwidth;
+  double sm_mhz, sm_max_mhz; /* the SM clock under load (mlc calibrate, NVML) and its maximum; 0: unknown */
   int sms;              /* the GPU's SM count (from its name), 0 on a CPU */
   char device[128];     /* the CPU's model name, or the GPU's "NVIDIA H200 (sm_90, 132 SMs)" */
   char source[256];     /* where the numbers came from, for the table's header */
@@ -71,6 +78,10 @@ typedef struct {
 
 /* The peak FLOP/s of unit u: its own, else peak_flops. */
 double mlc_ceilings_unit_peak(const mlc_ceilings *c, mlc_unit u);
+/* The peaks the seed's rule takes percentages of: unit u's FLOP/s (the
+ * hardware's at the measured clock, else the unit's roof) and bytes/s. */
+double mlc_ceilings_rule_peak(const mlc_ceilings *c, mlc_unit u);
+double mlc_ceilings_rule_bandwidth(const mlc_ceilings *c);
 /* "bf16", "fp32", "tf32x3": a unit and its products per FLOP; returns buf. */
 const char *mlc_profile_unit_str(mlc_unit u, uint32_t products, char *buf, size_t n);
 /* The line "  units: bf16 989.4 TFLOP/s (datasheet), ..., HBM 4800 GB/s (measured), L2 .." of a profile's header. */

@@ -1059,7 +1059,7 @@ void mlc_session_print_profile_ceilings(const mlc_session *s, const char *entry,
           c->peak_flops / 1e9, c->bandwidth / 1e9, c->peak_flops / c->bandwidth, c->latency_s * 1e6, c->device);
   mlc_profile_print_units(c, out);
   fprintf(out, "  from %s\n", c->source);
-  fprintf(out, "  bound (the seed's rule, as ncu's is judged): compute above %.0f%% of the unit's roof with memory under "
+  fprintf(out, "  bound (the seed's rule, as ncu's is judged): compute above %.0f%% of the unit's peak with memory under "
                "%.0f%% of HBM; memory above %.0f%% of HBM with compute under %.0f%%; else latency, as under %.0f us\n",
           MLC_RULE_HIGH_PCT, MLC_RULE_COMPUTE_MEM_PCT, MLC_RULE_HIGH_PCT, MLC_RULE_MEMORY_SM_PCT, c->latency_s * 1e6);
   fprintf(out, "%-24s %-24s %6s %9s %9s %6s %8s %7s %7s %-7s %-7s %6s  %s\n", "Name", "Scope", "Calls", "Total ms", "Avg ms",

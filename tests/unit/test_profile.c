@@ -549,6 +549,66 @@ static void units_per_dtype(void **state) {
   }
 }
 
+/* Calibrated ceilings with the SM clock measured under load (the H200 on
+ * 2026-12-02: bf16 718 TFLOP/s and 4296.7 GB/s reached by calibrate's own
+ * kernels; ncu's "% of peak" was the datasheet's at about 1755 of 1980
+ * MHz).  The rule takes percentages of the datasheet's peaks at that clock
+ * and of its HBM; % of roof stays of the reached roofs. */
+static void rule_peaks_at_clock(void **state) {
+  (void)state;
+  mlc_ceilings c = h200();
+  c.calibrated = true;
+  c.peak_flops = c.unit_flops[MLC_UNIT_TC16] = 718e12;
+  c.bandwidth = 4296.7e9;
+  /* before the clock is known: the datasheet's peaks as they are */
+  assert_float_equal(mlc_ceilings_rule_peak(&c, MLC_UNIT_TC16), 989.4e12, 1e6);
+  c.sm_mhz = 1755, c.sm_max_mhz = 1980;
+  double at = 1755.0 / 1980;
+  assert_float_equal(mlc_ceilings_rule_peak(&c, MLC_UNIT_TC16), 989.4e12 * at, 1e6);
+  assert_float_equal(mlc_ceilings_rule_peak(&c, MLC_UNIT_FP32), 66.9e12 * at, 1e6);
+  assert_float_equal(mlc_ceilings_rule_bandwidth(&c), 4.8e12, 1e3);
+  /* A bf16 GEMM at 620 TFLOP/s: 86% of the reached roof, 70.7% of the
+   * hardware at its clock: bound by neither, as ncu's SM 70% said. */
+  double f = 2.0 * 4096 * 4096 * 2048, b = 2.0 * (4096.0 * 2048 * 2 + 4096.0 * 4096);
+  mlc_profile_verdict v = judge("matmul%1", f, b, f / 620e12, MLC_UNIT_TC16, 1, NULL, &c);
+  assert_float_equal(v.pct_roof, 100 * 620 / 718.0, 1e-6);
+  assert_float_equal(v.pct_compute, 100 * 620e12 / (989.4e12 * at), 1e-6);
+  assert_int_equal(v.bound, MLC_BOUND_LATENCY);
+  /* at 700 TFLOP/s: 79.8% at the clock: compute */
+  v = judge("matmul%1", f, b, f / 700e12, MLC_UNIT_TC16, 1, NULL, &c);
+  assert_int_equal(v.bound, MLC_BOUND_COMPUTE);
+  /* An add at 3.5 TB/s: 81.5% of the reached 4296.7 GB/s, 72.9% of HBM:
+   * neither; at 3.7 TB/s (77.1% of HBM): memory. */
+  double nb = 3.0 * 8192 * 8192 * 4;
+  v = judge("add%2", nb / 12, nb, nb / 3.5e12, MLC_UNIT_FP32, 1, NULL, &c);
+  assert_float_equal(v.pct_roof, 100 * 3.5e12 / 4296.7e9, 1e-6);
+  assert_float_equal(v.pct_memory, 100 * 3.5 / 4.8, 1e-6);
+  assert_int_equal(v.bound, MLC_BOUND_LATENCY);
+  v = judge("add%2", nb / 12, nb, nb / 3.7e12, MLC_UNIT_FP32, 1, NULL, &c);
+  assert_int_equal(v.bound, MLC_BOUND_MEMORY);
+  /* The clock survives the cache and the header says what the rule takes. */
+  char path[256];
+  tmp_path(path, sizeof path, "clock/ceilings-cuda.json");
+  assert_null(mlc_ceilings_save_file(path, &c));
+  mlc_ceilings got;
+  mlc_ceilings_gpu_file(path, c.device, &got);
+  assert_float_equal(got.sm_mhz, 1755, 1e-9);
+  assert_float_equal(got.sm_max_mhz, 1980, 1e-9);
+  assert_float_equal(got.hw_flops[MLC_UNIT_TC16], 989.4e12, 1e6);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f2 = open_memstream(&buf, &len);
+  mlc_profile_print_units(&got, f2);
+  fclose(f2);
+  assert_non_null(strstr(buf, "\n  the rule's percentages: of the datasheet's peaks at the SM clock measured under load (1755 of "
+                              "1980 MHz: compute peaks x 0.886), HBM 4800.0 GB/s\n"));
+  free(buf);
+  unlink(path);
+  char dir[256];
+  tmp_path(dir, sizeof dir, "clock");
+  rmdir(dir);
+}
+
 /* Below MLC_PROFILE_NEAR_PCT of both roofs: bound by neither, and the
  * launch names the likely cause.  The numbers are the issue's f32
  * attention_grad on the H200: 0.44 TFLOP/s and 2.45 GB/s. */
@@ -632,7 +692,9 @@ static void unit_ceilings_cache(void **state) {
   mlc_profile_print_units(&got, f);
   fclose(f);
   assert_string_equal(buf, "  units: fp32 50.0 TFLOP/s (measured), bf16 700.0 TFLOP/s (measured), tf32 494.7 TFLOP/s "
-                           "(datasheet), fp8 1978.9 TFLOP/s (datasheet); memory 4100.0 GB/s (measured), L2 9000.0 GB/s (measured)\n");
+                           "(datasheet), fp8 1978.9 TFLOP/s (datasheet); memory 4100.0 GB/s (measured), L2 9000.0 GB/s (measured)\n"
+                           "  the rule's percentages: of the datasheet's peaks at their boost clock (the clock under load is not "
+                           "measured: run mlc calibrate), HBM 4800.0 GB/s\n");
   free(buf);
   /* An old entry: no "units". */
   FILE *o = fopen(path, "w");
@@ -1015,7 +1077,8 @@ int main(int argc, char **argv) {
     cmocka_unit_test(trace_json), cmocka_unit_test(profiling_off_records_nothing),
     cmocka_unit_test(gpu_ceilings), cmocka_unit_test(collective_names),
     cmocka_unit_test(trace_ranks_streams_collectives),
-    cmocka_unit_test(units_per_dtype), cmocka_unit_test(neither_roof), cmocka_unit_test(unit_ceilings_cache),
+    cmocka_unit_test(units_per_dtype),
+    cmocka_unit_test(rule_peaks_at_clock), cmocka_unit_test(neither_roof), cmocka_unit_test(unit_ceilings_cache),
     cmocka_unit_test(roofline_roof_per_unit), cmocka_unit_test(ncu_csv_raw), cmocka_unit_test(ncu_csv_h200), cmocka_unit_test(ncu_rule_and_formats),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
