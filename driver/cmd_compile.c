@@ -129,11 +129,30 @@ int mlc_cmd_frontend(const options *o, mlc_program *prog, mlc_diag *diag, char *
   return passes(o, prog, diag, ok, t0);
 }
 
+/* Every op the frontend made has a kernel on the target, or an error at the
+ * op's source.  The passes add only ops of targets that have them (and the
+ * gradients of ops checked here), so this runs before them. */
+static bool target_supports(const options *o, const mlc_program *prog, mlc_diag *diag) {
+  const mlc_driver_target *tgt = o->target ? mlc_driver_target_find(o->target) : NULL;
+  if (!tgt || !tgt->supports_op) return true;
+  bool ok = true, seen[MLC_OP_COUNT] = {0};
+  for (uint32_t k = 0; k < prog->nfuncs; k++)
+    for (uint32_t i = 0; i < prog->funcs[k].n; i++) {
+      const mlc_node *n = &prog->funcs[k].nodes[i];
+      char why[160];
+      if (seen[n->op] || tgt->supports_op((mlc_op)n->op, why, sizeof why)) continue;
+      seen[n->op] = true; /* once per op */
+      mlc_error(diag, n->loc, "%s", why);
+      ok = false;
+    }
+  return ok;
+}
+
 /* The pass pipeline after either frontend; -1 to go on, or the exit status. */
 static int passes(const options *o, mlc_program *prog, mlc_diag *diag, bool ok, double t0) {
   FILE *tf = o->time_passes ? stderr : NULL;
   mlc_pipeline_options po = {o->print_after, stdout, tf, o->target, sharded(o), false};
-  ok = ok && mlc_pipeline_run(prog, diag, &po);
+  ok = ok && target_supports(o, prog, diag) && mlc_pipeline_run(prog, diag, &po);
   if (tf) fprintf(tf, "  %-12s %9.3f ms\n", "total", (mlc_now() - t0) * 1e3);
   if (!ok) {
     mlc_diag_summary(diag);

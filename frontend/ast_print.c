@@ -12,6 +12,24 @@ static void pargs(FILE *o, const mlc_ast_arg *a, uint32_t n) {
   }
 }
 
+const char *mlc_ast_op_name(char op) {
+  switch (op) {
+  case '^': return "**";
+  case 'l': return "<=";
+  case 'g': return ">=";
+  case 'e': return "==";
+  case 'n': return "!=";
+  case '+': return "+";
+  case '-': return "-";
+  case '*': return "*";
+  case '/': return "/";
+  case '@': return "@";
+  case '<': return "<";
+  case '>': return ">";
+  default: return "?";
+  }
+}
+
 static void pexpr(FILE *o, const mlc_ast_expr *e) {
   if (!e) { fprintf(o, "<error>"); return; }
   switch (e->kind) {
@@ -19,9 +37,10 @@ static void pexpr(FILE *o, const mlc_ast_expr *e) {
   case AST_FLOAT: fprintf(o, "%.9g", e->fval); break;
   case AST_BOOL: fprintf(o, e->ival ? "true" : "false"); break;
   case AST_NAME: fprintf(o, "%s", e->name); break;
+  case AST_STRING: fprintf(o, "\"%s\"", e->name); break;
   case AST_NEG: fprintf(o, "(neg "); pexpr(o, e->lhs); fputc(')', o); break;
   case AST_BINARY:
-    fprintf(o, "(%c ", e->op);
+    fprintf(o, "(%s ", mlc_ast_op_name(e->op));
     pexpr(o, e->lhs);
     fputc(' ', o);
     pexpr(o, e->rhs);

@@ -36,7 +36,7 @@ bool mlc_tok_is(const mlc_token *t, const char *s);
 /* ---- AST ---- */
 
 typedef enum {
-  AST_INT, AST_FLOAT, AST_BOOL, AST_NAME, AST_BINARY, AST_NEG, AST_CALL, AST_LIST, AST_INDEX,
+  AST_INT, AST_FLOAT, AST_BOOL, AST_NAME, AST_BINARY, AST_NEG, AST_CALL, AST_LIST, AST_INDEX, AST_STRING,
 } mlc_ast_expr_kind;
 
 typedef struct mlc_ast_expr mlc_ast_expr;
@@ -48,11 +48,11 @@ typedef struct {
 
 struct mlc_ast_expr {
   uint8_t kind;
-  char op;            /* AST_BINARY: one of + - * / @ */
+  char op;            /* AST_BINARY: one of + - * / @, ^ for **, < > for themselves, l (<=), g (>=), e (==), n (!=) */
   mlc_loc loc;
   int64_t ival;       /* AST_INT, AST_BOOL */
   double fval;        /* AST_FLOAT */
-  const char *name;   /* AST_NAME, AST_CALL (callee name) */
+  const char *name;   /* AST_NAME, AST_CALL (callee name), AST_STRING (its text) */
   mlc_ast_expr *lhs, *rhs; /* AST_BINARY; AST_NEG uses lhs; AST_INDEX: lhs[rhs] */
   mlc_ast_arg *args;  /* AST_CALL arguments; AST_LIST elements (unnamed) */
   uint32_t nargs;
@@ -153,6 +153,8 @@ typedef struct {
  * statement.  Returns the (possibly partial) AST; check diag->errors. */
 mlc_ast_file *mlc_parse(mlc_arena *a, mlc_diag *d, const mlc_token *toks, uint32_t ntoks);
 void mlc_ast_print(FILE *out, const mlc_ast_file *f);
+/* A binary operator as the source spells it ("<=" for the code 'l'). */
+const char *mlc_ast_op_name(char op);
 
 /* ---- lowering ---- */
 

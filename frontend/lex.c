@@ -89,7 +89,24 @@ mlc_token *mlc_lex(mlc_arena *a, mlc_diag *d, uint32_t file, const char *src, si
         if (errno == ERANGE) mlc_error(d, t.loc, "integer literal '%s' is too large (the limit is 2^63-1)", buf);
         t.fval = (double)t.ival;
       }
-    } else if (strchr("{}()[],:=+-*/@.", c) && c) {
+    } else if (p + 1 < end && (!memcmp(p, "<=", 2) || !memcmp(p, ">=", 2) || !memcmp(p, "==", 2) ||
+                               !memcmp(p, "!=", 2) || !memcmp(p, "**", 2))) {
+      t.kind = TK_PUNCT;
+      t.len = 2;
+      p += 2;
+    } else if (c == '"') { /* a string: no escapes, one line */
+      const char *q = p + 1;
+      while (q < end && *q != '"' && *q != '\n') q++;
+      if (q == end || *q != '"') {
+        mlc_error(d, t.loc, "unterminated string");
+        p = q;
+        continue;
+      }
+      t.kind = TK_STRING;
+      t.s = p + 1;
+      t.len = (uint32_t)(q - p - 1);
+      p = q + 1;
+    } else if (strchr("{}()[],:=+-*/@.<>", c) && c) {
       t.kind = TK_PUNCT;
       t.len = 1;
       p++;

@@ -58,6 +58,7 @@ static const char *kind_name(mlc_lowerer *L, mlc_value v) {
   case V_MODULE: return v.mod->is_list && !v.mod->callable ? "a module list" : "a module";
   case V_NONE: return "none";
   case V_PARAM: return "a parameter";
+  case V_STR: return mlc_arena_printf(L->a, "the string \"%s\"", v.str);
   default: return "an error";
   }
 }
@@ -215,20 +216,26 @@ static mlc_value fold(mlc_lowerer *L, char op, mlc_value a, mlc_value b, mlc_loc
     case '+': ovf = __builtin_add_overflow(a.i, b.i, &r); break;
     case '-': ovf = __builtin_sub_overflow(a.i, b.i, &r); break;
     case '*': ovf = __builtin_mul_overflow(a.i, b.i, &r); break;
+    case '^': {
+      double fr = pow((double)a.i, (double)b.i);
+      if (b.i < 0 || !(fabs(fr) < 9007199254740992.0)) return fold(L, op, vnum_f((double)a.i), b, loc);
+      return vnum_i((int64_t)fr);
+    }
     case '/':
       if (b.i == 0) { mlc_error(L->d, loc, "division by zero"); return mlc_verr(); }
       if (a.i == INT64_MIN && b.i == -1) { ovf = true; break; }
       if (a.i % b.i == 0) return vnum_i(a.i / b.i);
       return vnum_f((double)a.i / (double)b.i);
     default:
-      mlc_error(L->d, loc, "'%c' needs tensor operands; both sides are numbers", op);
+      mlc_error(L->d, loc, "'%s' needs tensor operands; both sides are numbers", mlc_ast_op_name(op));
       return mlc_verr();
     }
-    if (ovf) { mlc_error(L->d, loc, "integer overflow in '%c'", op); return mlc_verr(); }
+    if (ovf) { mlc_error(L->d, loc, "integer overflow in '%s'", mlc_ast_op_name(op)); return mlc_verr(); }
     return vnum_i(r);
   }
   double r;
   switch (op) {
+  case '^': r = pow(a.f, b.f); break;
   case '+': r = a.f + b.f; break;
   case '-': r = a.f - b.f; break;
   case '*': r = a.f * b.f; break;
@@ -237,10 +244,10 @@ static mlc_value fold(mlc_lowerer *L, char op, mlc_value a, mlc_value b, mlc_loc
     r = a.f / b.f;
     break;
   default:
-    mlc_error(L->d, loc, "'%c' needs tensor operands; both sides are numbers", op);
+    mlc_error(L->d, loc, "'%s' needs tensor operands; both sides are numbers", mlc_ast_op_name(op));
     return mlc_verr();
   }
-  if (!isfinite(r)) { mlc_error(L->d, loc, "the result of '%c' is not a finite number", op); return mlc_verr(); }
+  if (!isfinite(r)) { mlc_error(L->d, loc, "the result of '%s' is not a finite number", mlc_ast_op_name(op)); return mlc_verr(); }
   return vnum_f(r);
 }
 
@@ -250,6 +257,10 @@ static mlc_op binop(char op) {
   case '-': return MLC_OP_SUB;
   case '*': return MLC_OP_MUL;
   case '/': return MLC_OP_DIV;
+  case '<': case '>': return MLC_OP_LT;
+  case 'l': case 'g': return MLC_OP_LE;
+  case 'e': return MLC_OP_EQ;
+  case 'n': return MLC_OP_NE;
   default: return MLC_OP_MATMUL;
   }
 }
@@ -265,21 +276,40 @@ static mlc_value as_tensor_like(mlc_lowerer *L, mlc_value num, mlc_value t, mlc_
   return mk_const(L, num.f, dt, loc);
 }
 
+/* x ** p and pow(x, p): the exponent is a number known at compile time. */
+static mlc_value power(mlc_lowerer *L, mlc_value x, mlc_value p, mlc_loc loc, mlc_loc ploc) {
+  if (x.kind == V_ERR || p.kind == V_ERR) return mlc_verr();
+  if (x.kind != V_TENSOR) {
+    mlc_error(L->d, loc, "the base of a power must be a tensor here, got %s", kind_name(L, x));
+    return mlc_verr();
+  }
+  if (p.kind != V_NUM) {
+    mlc_error(L->d, ploc, "the exponent must be a number known at compile time, got %s (a tensor exponent is not supported)",
+              kind_name(L, p));
+    return mlc_verr();
+  }
+  mlc_attrs a = {.f = p.f};
+  return mlc_emit(L, MLC_OP_POW, &x, 1, &a, NULL, loc);
+}
+
 static mlc_value binary(mlc_lowerer *L, char op, mlc_value a, mlc_value b, mlc_loc loc) {
   if (a.kind == V_ERR || b.kind == V_ERR) return mlc_verr();
   if (a.kind == V_NUM && b.kind == V_NUM) return fold(L, op, a, b, loc);
   bool a_ok = a.kind == V_TENSOR || a.kind == V_NUM, b_ok = b.kind == V_TENSOR || b.kind == V_NUM;
   if (!a_ok || !b_ok) {
-    mlc_error(L->d, loc, "'%c' cannot take %s and %s", op, kind_name(L, a), kind_name(L, b));
+    mlc_error(L->d, loc, "'%s' cannot take %s and %s", mlc_ast_op_name(op), kind_name(L, a), kind_name(L, b));
     return mlc_verr();
   }
   if (op == '@' && (a.kind != V_TENSOR || b.kind != V_TENSOR)) {
     mlc_error(L->d, loc, "'@' needs two tensors, got %s and %s", kind_name(L, a), kind_name(L, b));
     return mlc_verr();
   }
+  if (op == '^') return power(L, a, b, loc, loc);
   if (a.kind == V_NUM) a = as_tensor_like(L, a, b, loc);
   if (b.kind == V_NUM) b = as_tensor_like(L, b, a, loc);
-  mlc_value in[2] = {a, b};
+  /* a > b is b < a, and a >= b is b <= a: the IR has lt and le only. */
+  bool swap = op == '>' || op == 'g';
+  mlc_value in[2] = {swap ? b : a, swap ? a : b};
   return mlc_emit(L, binop(op), in, 2, NULL, NULL, loc);
 }
 
@@ -335,6 +365,7 @@ static mlc_value eval(mlc_lowerer *L, const mlc_ast_expr *e) {
     return binary(L, e->op, a, b, e->loc);
   }
   case AST_CALL: return call(L, e);
+  case AST_STRING: return (mlc_value){.kind = V_STR, .str = e->name};
   case AST_LIST: mlc_error(L->d, e->loc, "a list is only allowed as an argument of reshape, concat or betas"); return mlc_verr();
   }
   return mlc_verr();
@@ -1113,6 +1144,88 @@ static mlc_value prim_attention(mlc_lowerer *L, const mlc_ast_expr *e, mlc_op op
   return mlc_emit(L, op, v, 3, &a, NULL, e->loc);
 }
 
+/* gelu(x, approximate="none"): "tanh" picks PyTorch's tanh form. */
+static mlc_value prim_gelu(mlc_lowerer *L, const mlc_ast_expr *e, mlc_op op) {
+  static const char *const spec[] = {"x", "approximate="};
+  mlc_value v[2];
+  bool pr[2];
+  if (eval_args(L, e, spec, 2, v, pr).kind == V_ERR) return mlc_verr();
+  if (!mlc_want_tensor(L, v[0], argloc(e, spec, 2, 0), "the argument of gelu")) return mlc_verr();
+  if (pr[1]) {
+    if (v[1].kind != V_STR || (strcmp(v[1].str, "none") && strcmp(v[1].str, "tanh"))) {
+      mlc_error(L->d, argloc(e, spec, 2, 1), "approximate must be \"none\" or \"tanh\", got %s", kind_name(L, v[1]));
+      return mlc_verr();
+    }
+    if (!strcmp(v[1].str, "tanh")) op = MLC_OP_GELU_TANH;
+  }
+  return mlc_emit(L, op, v, 1, NULL, NULL, e->loc);
+}
+
+/* pow(x, exponent), as x ** exponent. */
+static mlc_value prim_pow(mlc_lowerer *L, const mlc_ast_expr *e, mlc_op op) {
+  (void)op;
+  static const char *const spec[] = {"x", "exponent"};
+  mlc_value v[2];
+  bool pr[2];
+  if (eval_args(L, e, spec, 2, v, pr).kind == V_ERR) return mlc_verr();
+  return power(L, v[0], v[1], e->loc, argloc(e, spec, 2, 1));
+}
+
+/* clamp(x, min=, max=): clamp_max(clamp_min(x, min), max), torch.clamp's
+ * order, so min > max gives max everywhere as it does in PyTorch. */
+static mlc_value prim_clamp(mlc_lowerer *L, const mlc_ast_expr *e, mlc_op op) {
+  (void)op;
+  static const char *const spec[] = {"x", "min=", "max="};
+  mlc_value v[3];
+  bool pr[3];
+  double lo, hi;
+  if (eval_args(L, e, spec, 3, v, pr).kind == V_ERR) return mlc_verr();
+  if (!mlc_want_tensor(L, v[0], argloc(e, spec, 3, 0), "the input of clamp")) return mlc_verr();
+  if (!pr[1] && !pr[2]) {
+    mlc_error(L->d, e->loc, "clamp needs min=, max= or both");
+    return mlc_verr();
+  }
+  if ((pr[1] && !mlc_want_float(L, v[1], argloc(e, spec, 3, 1), "clamp's min", &lo)) ||
+      (pr[2] && !mlc_want_float(L, v[2], argloc(e, spec, 3, 2), "clamp's max", &hi)))
+    return mlc_verr();
+  mlc_value x = v[0];
+  mlc_attrs a = {0};
+  if (pr[1]) a.f = lo, x = mlc_emit(L, MLC_OP_CLAMP_MIN, &x, 1, &a, NULL, e->loc);
+  if (pr[2]) a.f = hi, x = mlc_emit(L, MLC_OP_CLAMP_MAX, &x, 1, &a, NULL, e->loc);
+  return x;
+}
+
+/* where(condition, input, other): either branch may be a number. */
+static mlc_value prim_where(mlc_lowerer *L, const mlc_ast_expr *e, mlc_op op) {
+  static const char *const spec[] = {"condition", "input", "other"};
+  mlc_value v[3];
+  bool pr[3];
+  if (eval_args(L, e, spec, 3, v, pr).kind == V_ERR) return mlc_verr();
+  if (!mlc_want_tensor(L, v[0], argloc(e, spec, 3, 0), "where's condition")) return mlc_verr();
+  for (int k = 1; k <= 2; k++) {
+    if (v[k].kind == V_TENSOR || (v[k].kind == V_NUM && v[3 - k].kind == V_TENSOR)) continue;
+    mlc_error(L->d, argloc(e, spec, 3, (uint32_t)k), "where's %s must be a tensor%s, got %s", spec[k],
+              v[3 - k].kind == V_TENSOR ? " or a number" : "", kind_name(L, v[k]));
+    return mlc_verr();
+  }
+  if (v[1].kind == V_NUM) v[1] = as_tensor_like(L, v[1], v[2], argloc(e, spec, 3, 1));
+  if (v[2].kind == V_NUM) v[2] = as_tensor_like(L, v[2], v[1], argloc(e, spec, 3, 2));
+  return mlc_emit(L, op, v, 3, NULL, NULL, e->loc);
+}
+
+/* arange(end): i64[end] holding 0, 1, ..., end - 1 (torch.arange's dtype). */
+static mlc_value prim_arange(mlc_lowerer *L, const mlc_ast_expr *e, mlc_op op) {
+  static const char *const spec[] = {"end"};
+  mlc_value v[1];
+  bool pr[1];
+  int64_t n;
+  if (eval_args(L, e, spec, 1, v, pr).kind == V_ERR ||
+      !mlc_want_int(L, v[0], argloc(e, spec, 1, 0), "arange's end", 1, MLC_MAX_NUMEL, &n))
+    return mlc_verr();
+  mlc_type t = {.dtype = MLC_DT_I64, .rank = 1, .dim = {n}};
+  return mlc_emit(L, op, NULL, 0, NULL, &t, e->loc);
+}
+
 static const struct {
   const char *name;
   prim_fn fn;
@@ -1122,13 +1235,16 @@ static const struct {
   {"sqrt", prim_unary, MLC_OP_SQRT},       {"rsqrt", prim_unary, MLC_OP_RSQRT},
   {"tanh", prim_unary, MLC_OP_TANH},       {"sigmoid", prim_unary, MLC_OP_SIGMOID},
   {"relu", prim_unary, MLC_OP_RELU},       {"silu", prim_unary, MLC_OP_SILU},
-  {"gelu", prim_unary, MLC_OP_GELU},       {"softmax", prim_reduce, MLC_OP_SOFTMAX},
+  {"gelu", prim_gelu, MLC_OP_GELU},        {"softmax", prim_reduce, MLC_OP_SOFTMAX},
   {"sum", prim_reduce, MLC_OP_SUM},        {"mean", prim_reduce, MLC_OP_MEAN},
   {"max", prim_reduce, MLC_OP_MAX},        {"reshape", prim_reshape, MLC_OP_RESHAPE},
   {"transpose", prim_transpose, MLC_OP_TRANSPOSE}, {"slice", prim_slice, MLC_OP_SLICE},
   {"concat", prim_concat, MLC_OP_CONCAT},  {"cast", prim_cast, MLC_OP_CAST},
   {"matmul", prim_binary, MLC_OP_MATMUL},  {"cross_entropy", prim_binary, MLC_OP_CROSS_ENTROPY},
   {"attention", prim_attention, MLC_OP_ATTENTION},
+  {"abs", prim_unary, MLC_OP_ABS},         {"erf", prim_unary, MLC_OP_ERF},
+  {"pow", prim_pow, MLC_OP_POW},           {"clamp", prim_clamp, MLC_OP_CLAMP_MIN},
+  {"where", prim_where, MLC_OP_WHERE},     {"arange", prim_arange, MLC_OP_ARANGE},
 };
 
 static mlc_value call(mlc_lowerer *L, const mlc_ast_expr *e) {

@@ -5,7 +5,7 @@
 
 #include "frontend/frontend.h"
 
-typedef enum { V_ERR, V_NUM, V_BOOL, V_DTYPE, V_TENSOR, V_MODULE, V_PARAM, V_NONE } mlc_vkind;
+typedef enum { V_ERR, V_NUM, V_BOOL, V_DTYPE, V_TENSOR, V_MODULE, V_PARAM, V_NONE, V_STR } mlc_vkind;
 
 typedef struct mlc_instance mlc_instance;
 /* A value while evaluating: a compile-time number, a tensor (an IR node),
@@ -18,6 +18,7 @@ typedef struct {
   double f;       /* V_NUM */
   uint32_t node;  /* V_TENSOR */
   mlc_instance *mod; /* V_MODULE */
+  const char *str;   /* V_STR: a string literal, only an option's value (gelu's approximate=) */
 } mlc_value;
 
 typedef struct {

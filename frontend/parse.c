@@ -160,7 +160,7 @@ static void args(parser *P, mlc_ast_arg **out, uint32_t *out_n, const char *clos
   *out_n = n;
 }
 
-/* primary = INT | FLOAT | "true" | "false" | IDENT [ "(" args ")" ]
+/* primary = INT | FLOAT | STRING | "true" | "false" | IDENT [ "(" args ")" ]
  *         | "(" expr ")" | "[" [ expr { "," expr } ] "]" */
 static mlc_ast_expr *primary(parser *P) {
   const mlc_token *t = P->t;
@@ -174,6 +174,11 @@ static mlc_ast_expr *primary(parser *P) {
     e = new_expr(P, AST_INT, t->loc);
     e->ival = t->ival;
     e->fval = t->fval;
+    next(P);
+    return e;
+  case TK_STRING:
+    e = new_expr(P, AST_STRING, t->loc);
+    e->name = mlc_arena_strndup(P->a, t->s, t->len);
     next(P);
     return e;
   case TK_FLOAT:
@@ -223,7 +228,10 @@ static mlc_ast_expr *primary(parser *P) {
   return NULL;
 }
 
-/* unary = "-" unary | primary */
+static mlc_ast_expr *binary(parser *P, char op, mlc_ast_expr *lhs, mlc_ast_expr *rhs, mlc_loc loc);
+static bool count_op(parser *P);
+
+/* unary = "-" unary | primary [ "**" unary ]    (so -x ** 2 is -(x ** 2), as in Python) */
 static mlc_ast_expr *unary(parser *P) {
   if (++P->nest > MAX_DEPTH) {
     if (!P->panic) mlc_error(P->d, P->t->loc, "expression is nested too deeply (the limit is %d)", MAX_DEPTH);
@@ -239,6 +247,12 @@ static mlc_ast_expr *unary(parser *P) {
     if (!e->lhs) e = NULL;
   } else {
     e = primary(P);
+    if (e && continues(P) && is(P, "**")) {
+      mlc_loc loc = P->t->loc;
+      if (!count_op(P)) return NULL;
+      next(P);
+      e = binary(P, '^', e, unary(P), loc);
+    }
   }
   P->nest--;
   return e;
@@ -276,9 +290,8 @@ static mlc_ast_expr *term(parser *P) {
   return e;
 }
 
-/* expr = term { ("+" | "-") term } */
-static mlc_ast_expr *expr(parser *P) {
-  if (P->nest == 0) P->ops = 0; /* a new top-level expression */
+/* sum = term { ("+" | "-") term } */
+static mlc_ast_expr *sum(parser *P) {
   mlc_ast_expr *e = term(P);
   while (e && continues(P) && (is(P, "+") || is(P, "-"))) {
     char op = P->t->s[0];
@@ -286,6 +299,23 @@ static mlc_ast_expr *expr(parser *P) {
     if (!count_op(P)) return NULL;
     next(P);
     e = binary(P, op, e, term(P), loc);
+  }
+  return e;
+}
+
+/* expr = sum [ ("<" | "<=" | ">" | ">=" | "==" | "!=") sum ]    (comparisons do not chain) */
+static mlc_ast_expr *expr(parser *P) {
+  if (P->nest == 0) P->ops = 0; /* a new top-level expression */
+  mlc_ast_expr *e = sum(P);
+  static const char *const ops[] = {"<", "<=", ">", ">=", "==", "!="};
+  static const char codes[] = "<l>gen";
+  for (int k = 0; e && k < 6; k++) {
+    if (!continues(P) || !is(P, ops[k])) continue;
+    mlc_loc loc = P->t->loc;
+    if (!count_op(P)) return NULL;
+    next(P);
+    e = binary(P, codes[k], e, sum(P), loc);
+    break;
   }
   return e;
 }

@@ -37,11 +37,12 @@ void mlc_type_strides(const mlc_type *t, int64_t *stride) {
   }
 }
 
-int mlc_ew_layout(const mlc_func *f, const mlc_node *n, int64_t dims[MLC_MAX_RANK], int64_t st[3][MLC_MAX_RANK]) {
+int mlc_ew_layout(const mlc_func *f, const mlc_node *n, int64_t dims[MLC_MAX_RANK],
+                  int64_t st[MLC_EW_MAX_IN + 1][MLC_MAX_RANK]) {
   const mlc_type *ot = &n->type;
   int r = ot->rank, nin = n->nin;
-  MLC_ASSERT(nin >= 1 && nin <= 2);
-  memset(st, 0, 3 * sizeof *st);
+  MLC_ASSERT(nin >= 1 && nin <= MLC_EW_MAX_IN);
+  memset(st, 0, (MLC_EW_MAX_IN + 1) * sizeof *st);
   mlc_type_strides(ot, st[0]);
   for (int k = 0; k < r; k++) dims[k] = ot->dim[k];
   for (int i = 0; i < nin; i++) {

@@ -301,13 +301,16 @@ uint32_t mlc_func_copy_node(mlc_program *p, mlc_func *f, const mlc_node *n, cons
  * failure writes a one-line message to err and returns false. */
 bool mlc_infer_type(const mlc_program *p, const mlc_func *f, const mlc_node *n, mlc_type *out,
                     char *err, size_t errn);
-/* The iteration space of an elementwise node with up to two inputs (numpy
+/* The iteration space of an elementwise node with up to MLC_EW_MAX_IN
+ * inputs (numpy
  * broadcasting): dims[0..r) and, per operand (0 the output, 1.. the
  * inputs), element strides over them, 0 along a broadcast dimension.  Size-1
  * dimensions are dropped and neighbours merged where every operand is
  * contiguous across them, so a same-shape add has r = 1 and
  * x[b, s, d] + bias[d] has r = 2.  Returns r (0 for a single element). */
-int mlc_ew_layout(const mlc_func *f, const mlc_node *n, int64_t dims[MLC_MAX_RANK], int64_t st[3][MLC_MAX_RANK]);
+#define MLC_EW_MAX_IN 3 /* where(cond, a, b) */
+int mlc_ew_layout(const mlc_func *f, const mlc_node *n, int64_t dims[MLC_MAX_RANK],
+                  int64_t st[MLC_EW_MAX_IN + 1][MLC_MAX_RANK]);
 /* An op on a sharded flat parameter (the fsdp pass's cast of a shard, the
  * optimizer's update of one): each rank runs it on its own rows only. */
 bool mlc_node_sharded(const mlc_program *p, const mlc_func *f, const mlc_node *n);

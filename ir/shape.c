@@ -67,11 +67,8 @@ static bool shape_leaf(rule_ctx *c) {
   return check_numel(c, c->out);
 }
 
-static bool shape_broadcast(rule_ctx *c) {
-  const mlc_type *a = c->in[0], *b = c->in[1];
-  const char *opname = mlc_ops[c->n->op].name;
-  if (!same_dtype(c, a, b, opname)) return false;
-  if (a->dtype == MLC_DT_BOOL) return fail(c, "%s is not defined for bool tensors", opname);
+/* numpy's broadcast of a and b's shapes into o (a's dtype). */
+static bool broadcast2(rule_ctx *c, const mlc_type *a, const mlc_type *b, mlc_type *out) {
   mlc_type o = {.dtype = a->dtype, .rank = a->rank > b->rank ? a->rank : b->rank};
   for (int i = 0; i < o.rank; i++) { /* align from the right, as numpy does */
     int ia = i - (o.rank - a->rank), ib = i - (o.rank - b->rank);
@@ -81,6 +78,38 @@ static bool shape_broadcast(rule_ctx *c) {
                   i, (long long)da, (long long)db);
     o.dim[i] = da == 1 ? db : da;
   }
+  *out = o;
+  return true;
+}
+
+static bool shape_broadcast(rule_ctx *c) {
+  const mlc_type *a = c->in[0], *b = c->in[1];
+  const char *opname = mlc_ops[c->n->op].name;
+  if (!same_dtype(c, a, b, opname)) return false;
+  if (a->dtype == MLC_DT_BOOL) return fail(c, "%s is not defined for bool tensors", opname);
+  return broadcast2(c, a, b, c->out);
+}
+
+/* Comparisons: both operands of one dtype, broadcasting; the result is bool. */
+static bool shape_compare(rule_ctx *c) {
+  const mlc_type *a = c->in[0], *b = c->in[1];
+  if (!same_dtype(c, a, b, mlc_ops[c->n->op].name)) return false;
+  mlc_type o;
+  if (!broadcast2(c, a, b, &o)) return false;
+  o.dtype = MLC_DT_BOOL;
+  *c->out = o;
+  return true;
+}
+
+/* where(cond, a, b): cond bool, a and b of one dtype, the three broadcasting
+ * together. */
+static bool shape_where(rule_ctx *c) {
+  const mlc_type *k = c->in[0], *a = c->in[1], *b = c->in[2];
+  if (k->dtype != MLC_DT_BOOL) return fail(c, "where's condition must be a bool tensor, got %s (compare with < > == ...)", TSTR(k));
+  if (!same_dtype(c, a, b, "where")) return false;
+  mlc_type ab, o;
+  if (!broadcast2(c, a, b, &ab) || !broadcast2(c, k, &ab, &o)) return false;
+  o.dtype = a->dtype;
   *c->out = o;
   return true;
 }

@@ -264,6 +264,69 @@ static void vjp_relu(ad *c, uint32_t y, uint32_t g) { act_grad(c, y, g, MLC_OP_R
 static void vjp_silu(ad *c, uint32_t y, uint32_t g) { act_grad(c, y, g, MLC_OP_SILU_GRAD); }
 static void vjp_gelu(ad *c, uint32_t y, uint32_t g) { act_grad(c, y, g, MLC_OP_GELU_GRAD); }
 
+/* issue 27's ops.  Their rules follow PyTorch's derivatives.yaml, op for op,
+ * so the gradients round as PyTorch's do in 16-bit dtypes. */
+
+/* Comparisons are piecewise constant: their gradient is zero (and a bool
+ * result never needs one, so this rule does not run). */
+static void vjp_zero(ad *c, uint32_t y, uint32_t g) { (void)c, (void)y, (void)g; }
+
+static uint32_t where3(ad *c, uint32_t k, uint32_t a, uint32_t b) {
+  uint32_t ins[3] = {k, a, b};
+  return emit(c, MLC_OP_WHERE, ins, 3, NULL, NULL);
+}
+
+/* abs: g * sgn(x), sgn(0) = 0: where(x > 0, g, where(x < 0, -g, 0)). */
+static void vjp_abs(ad *c, uint32_t y, uint32_t g) {
+  uint32_t x = in(c, y, 0), z = scalar(c, 0.0, x);
+  uint32_t neg = where3(c, binary(c, MLC_OP_LT, x, z), unary(c, MLC_OP_NEG, g), scalar(c, 0.0, g));
+  accum(c, x, where3(c, binary(c, MLC_OP_LT, z, x), g, neg));
+}
+
+/* erf: g * 2/sqrt(pi) * exp(-x^2) */
+static void vjp_erf(ad *c, uint32_t y, uint32_t g) {
+  uint32_t x = in(c, y, 0);
+  uint32_t e = unary(c, MLC_OP_EXP, unary(c, MLC_OP_NEG, binary(c, MLC_OP_MUL, x, x)));
+  accum(c, x, binary(c, MLC_OP_MUL, g, scale(c, e, 1.12837916709551257390)));
+}
+
+/* pow: g * p x^(p-1), and 0 for p = 0 (pow_backward). */
+static void vjp_pow(ad *c, uint32_t y, uint32_t g) {
+  uint32_t x = in(c, y, 0);
+  double p = at(c, y).f;
+  if (p == 0) {
+    accum(c, x, binary(c, MLC_OP_MUL, g, scalar(c, 0.0, g)));
+    return;
+  }
+  uint32_t d = x;
+  if (p != 2) {
+    mlc_attrs a = {.f = p - 1};
+    d = emit(c, MLC_OP_POW, &x, 1, &a, NULL);
+  }
+  accum(c, x, binary(c, MLC_OP_MUL, g, scale(c, d, p)));
+}
+
+/* clamp_min, clamp_max: g where x is inside the bound (x >= lo, x <= hi;
+ * a NaN x gets 0), as clamp_backward's mask. */
+static void vjp_clamp_min(ad *c, uint32_t y, uint32_t g) {
+  uint32_t x = in(c, y, 0);
+  accum(c, x, where3(c, binary(c, MLC_OP_LE, scalar(c, at(c, y).f, x), x), g, scalar(c, 0.0, g)));
+}
+static void vjp_clamp_max(ad *c, uint32_t y, uint32_t g) {
+  uint32_t x = in(c, y, 0);
+  accum(c, x, where3(c, binary(c, MLC_OP_LE, x, scalar(c, at(c, y).f, x)), g, scalar(c, 0.0, g)));
+}
+
+static void vjp_gelu_tanh(ad *c, uint32_t y, uint32_t g) { act_grad(c, y, g, MLC_OP_GELU_TANH_GRAD); }
+
+/* where: the gradient goes to a where cond holds, to b elsewhere. */
+static void vjp_where(ad *c, uint32_t y, uint32_t g) {
+  uint32_t k = in(c, y, 0), a = in(c, y, 1), b = in(c, y, 2);
+  mlc_type ta = ty(c, a), tb = ty(c, b);
+  if (needs(c, a)) accum(c, a, unbroadcast(c, where3(c, k, g, scalar(c, 0.0, g)), &ta));
+  if (needs(c, b)) accum(c, b, unbroadcast(c, where3(c, k, scalar(c, 0.0, g), g), &tb));
+}
+
 /* The gradient goes back in the source's dtype. */
 static void vjp_cast(ad *c, uint32_t y, uint32_t g) {
   uint32_t x = in(c, y, 0);

@@ -201,7 +201,8 @@ const char *cc_const_lit(cc *c, const mlc_node *k);
 /* The expression for one elementwise op (ew) applied to compute-type
  * expressions x[0], x[1] of input dtype in_dt, giving the output's compute
  * type; NULL if op is not elementwise.  Fused kernels chain these. */
-const char *cc_ew_expr(cc *c, int op, int in_dt, int out_dt, const char *const *x);
+const char *cc_ew_expr(cc *c, int op, int in_dt, int out_dt, const mlc_attrs *a, const char *const *x); /* a: NULL in a fused program */
+bool cc_emit_arange(cc *c);
 
 /* A GEMM as both targets' emitters see it: codegen/gemm_shape.h (its dt is
  * also A's and B's dtype here). */

@@ -27,6 +27,7 @@ static emitter emitter_of(const cc_target *t, mlc_op op) {
   case MLC_OP_ADAMW: case MLC_OP_SGD:
     return cc_emit_misc;
   case MLC_OP_BROADCAST: return cc_emit_ew;
+  case MLC_OP_ARANGE: return cc_emit_arange;
   case MLC_OP_FUSED: return cc_emit_fused;
   case MLC_OP_ADAMW_MULTI: return t->metal ? NULL : cc_emit_adamw_multi;
   default: return (fl & MLC_F_EW) ? cc_emit_ew : NULL;

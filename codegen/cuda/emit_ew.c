@@ -1,7 +1,9 @@
 /* Elementwise kernels: add/sub/mul/div with numpy broadcasting, the unary
  * ops, cast, broadcast (a copy to a larger shape) and the activation
  * gradients relu_grad, silu_grad, gelu_grad (g, x), with the arithmetic of
- * the CPU target (codegen/llvm/emit_ew.c), which follows PyTorch.
+ * the CPU target (codegen/llvm/emit_ew.c), which follows PyTorch; issue 27's
+ * abs, erf, pow, clamp_min/max, gelu_tanh (and its gradient), the
+ * comparisons (bool results), where (three inputs) and arange (none).
  *
  * Each operand is described by strides over the output's dimensions (0
  * along a broadcast one), merged as far as every operand allows
@@ -19,9 +21,27 @@
 #define THREADS 256
 #define MAX_BLOCKS 65536
 
-const char *cc_ew_expr(cc *c, int op, int in_dt, int out_dt, const char *const *x) {
+const char *cc_ew_expr(cc *c, int op, int in_dt, int out_dt, const mlc_attrs *a, const char *const *x) {
   bool fl = mlc_dtype_is_float((mlc_dtype)in_dt);
   switch (op) {
+  case MLC_OP_ABS: return fl ? cc_fmt(c, "fabsf(%s)", x[0]) : cc_fmt(c, "(%s < 0 ? -%s : %s)", x[0], x[0], x[0]);
+  case MLC_OP_ERF: return cc_fmt(c, "erff(%s)", x[0]);
+  /* x * x for p = 2, as PyTorch; powf otherwise. */
+  case MLC_OP_POW:
+    if (!a) return NULL;
+    if (a->f == 2) return cc_fmt(c, "(%s * %s)", x[0], x[0]);
+    if (a->f == 0.5) return cc_fmt(c, "sqrtf(%s)", x[0]);
+    return cc_fmt(c, "powf(%s, %s)", x[0], cc_flit(c, a->f));
+  /* a NaN x stays NaN, as torch.clamp */
+  case MLC_OP_CLAMP_MIN: return a ? cc_fmt(c, "(%s < %s ? %s : %s)", x[0], cc_flit(c, a->f), cc_flit(c, a->f), x[0]) : NULL;
+  case MLC_OP_CLAMP_MAX: return a ? cc_fmt(c, "(%s > %s ? %s : %s)", x[0], cc_flit(c, a->f), cc_flit(c, a->f), x[0]) : NULL;
+  case MLC_OP_GELU_TANH: return cc_fmt(c, "mlc_gelu_tanh(%s)", x[0]);
+  case MLC_OP_GELU_TANH_GRAD: return cc_fmt(c, "mlc_gelu_tanh_grad(%s, %s)", x[0], x[1]);
+  case MLC_OP_LT: return cc_fmt(c, "(%s < %s)", x[0], x[1]);
+  case MLC_OP_LE: return cc_fmt(c, "(%s <= %s)", x[0], x[1]);
+  case MLC_OP_EQ: return cc_fmt(c, "(%s == %s)", x[0], x[1]);
+  case MLC_OP_NE: return cc_fmt(c, "(%s != %s)", x[0], x[1]);
+  case MLC_OP_WHERE: return cc_fmt(c, "(%s ? %s : %s)", x[0], x[1], x[2]);
   case MLC_OP_ADD: return cc_fmt(c, "(%s + %s)", x[0], x[1]);
   case MLC_OP_SUB: return cc_fmt(c, "(%s - %s)", x[0], x[1]);
   case MLC_OP_MUL: return cc_fmt(c, "(%s * %s)", x[0], x[1]);
@@ -66,12 +86,13 @@ static const char *const_lit(cc *c, const mlc_node *k) {
 bool cc_emit_ew(cc *c) {
   const mlc_node *n = c->n;
   int nin = n->nin;
-  if (nin < 1 || nin > 2) return cc_fail(c, "%s is not an elementwise op", mlc_ops[n->op].name);
-  int in_dt = cc_in(c, 0)->dtype, out_dt = n->type.dtype;
+  if (nin < 1 || nin > MLC_EW_MAX_IN) return cc_fail(c, "%s is not an elementwise op", mlc_ops[n->op].name);
+  /* where's operands are its branches; its condition is bool */
+  int in_dt = cc_in(c, n->op == MLC_OP_WHERE ? 1 : 0)->dtype, out_dt = n->type.dtype;
   const mlc_type *ot = &n->type;
-  int64_t dims[MLC_MAX_RANK], st[3][MLC_MAX_RANK];
+  int64_t dims[MLC_MAX_RANK], st[MLC_EW_MAX_IN + 1][MLC_MAX_RANK];
   int r = mlc_ew_layout(c->f, n, dims, st);
-  const mlc_node *cnst[3] = {0};
+  const mlc_node *cnst[MLC_EW_MAX_IN + 1] = {0};
   for (int i = 0; i < nin; i++)
     if (c->f->nodes[n->in[i]].op == MLC_OP_CONST) cnst[i + 1] = &c->f->nodes[n->in[i]];
   /* Four elements per thread when the innermost dimension allows it: each
@@ -87,7 +108,7 @@ bool cc_emit_ew(cc *c) {
   cc_printf(c, "  for (long long q = (long long)blockIdx.x * %d + threadIdx.x; q < %lldll; q += %lldll) {\n", THREADS,
             (long long)units, (long long)blocks * THREADS);
   cc_printf(c, "    long long i = q * %d;\n", V);
-  const char *x[2];
+  const char *x[MLC_EW_MAX_IN];
   for (int o = 1; o <= nin; o++) {
     if (cnst[o]) {
       x[o - 1] = const_lit(c, cnst[o]);
@@ -124,7 +145,7 @@ bool cc_emit_ew(cc *c) {
       x[o - 1] = cc_fmt(c, "x%d", o);
     }
   }
-  const char *y = cc_ew_expr(c, n->op, in_dt, out_dt, x);
+  const char *y = cc_ew_expr(c, n->op, in_dt, out_dt, &n->a, x);
   if (!y) return cc_fail(c, "%s is not an elementwise op", mlc_ops[n->op].name);
   if (vec) {
     cc_printf(c, "    mlc_x4<%s> r;\n#pragma unroll\n    for (int k = 0; k < 4; k++) %s\n", cc_stype(out_dt),
@@ -133,6 +154,17 @@ bool cc_emit_ew(cc *c) {
   } else {
     cc_printf(c, "    %s\n  }\n", cc_store(c, "out", out_dt, "i", y));
   }
+  cc_end(c);
+  return true;
+}
+
+/* arange: out[i] = i. */
+bool cc_emit_arange(cc *c) {
+  int64_t total = mlc_type_numel(&c->n->type), blocks = cc_ceil_div(total, THREADS);
+  if (blocks > MAX_BLOCKS) blocks = MAX_BLOCKS;
+  cc_begin(c, (uint64_t)blocks, THREADS, 0);
+  cc_printf(c, "  for (long long i = (long long)blockIdx.x * %d + threadIdx.x; i < %lldll; i += %lldll) out[i] = (%s)i;\n",
+            THREADS, (long long)total, (long long)blocks * THREADS, cc_stype(c->n->type.dtype));
   cc_end(c);
   return true;
 }

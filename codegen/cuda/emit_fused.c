@@ -107,7 +107,7 @@ static const char *eval(cc *c, const mlc_fused_prog *pr, uint32_t from, const ch
     const mlc_fused_ins *in = &pr->ins[j];
     const char *a[2];
     for (int k = 0; k < in->nin; k++) a[k] = in->arg[k] < 0 ? x[-1 - in->arg[k]] : cc_fmt(c, "t%d", in->arg[k]);
-    const char *e = cc_ew_expr(c, in->op, arg_dtype(c, pr, in->arg[0]), in->type.dtype, a);
+    const char *e = cc_ew_expr(c, in->op, arg_dtype(c, pr, in->arg[0]), in->type.dtype, NULL, a);
     MLC_ASSERT(e);
     if (j + 1 < pr->n) e = rounded(c, in->type.dtype, e);
     cc_printf(c, "%s%s t%u = %s;\n", ind, cc_ctype(in->type.dtype), j, e);

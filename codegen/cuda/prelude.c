@@ -98,6 +98,8 @@ const char mlc_metal_prelude[] =
     "MLC_FN float fmaf(float a, float b, float c) { return fma(a, b, c); }\n"
     "MLC_FN float fmaxf(float a, float b) { return fmax(a, b); }\n"
     "MLC_FN float fminf(float a, float b) { return fmin(a, b); }\n"
+    "MLC_FN float fabsf(float x) { return fabs(x); }\n"
+    "MLC_FN float powf(float x, float y) { return precise::pow(x, y); }\n"
     "// MSL has no erf: 1 - erfc(x) with the Chebyshev fit of Numerical Recipes'\n"
     "// erfcc (absolute error under 4e-7 in float over the whole line).\n"
     "MLC_FN float erff(float x) {\n"
@@ -154,4 +156,11 @@ const char mlc_cc_math_prelude[] =
     "MLC_FN float mlc_gelu_grad(float g, float x) {\n"
     "  float cdf = fmaf(0.5f, erff(x * 0.707106781f), 0.5f);\n"
     "  float pdf = expf(x * x * -0.5f) * 0.398942280f;\n"
-    "  return g * fmaf(x, pdf, cdf); }\n";
+    "  return g * fmaf(x, pdf, cdf); }\n"
+    "// gelu(approximate='tanh') and PyTorch's GeluBackward for it.\n"
+    "MLC_FN float mlc_gelu_tanh(float x) {\n"
+    "  float h = 0.5f * x; return fmaf(h, tanhf(0.797884561f * fmaf(x * x * x, 0.044715f, x)), h); }\n"
+    "MLC_FN float mlc_gelu_tanh_grad(float g, float x) {\n"
+    "  float x2 = x * x, th = tanhf(0.797884561f * fmaf(x2 * x, 0.044715f, x));\n"
+    "  float right = 0.5f * x * (1.f - th * th) * (0.797884561f * fmaf(x2, 0.134145f, 1.f));\n"
+    "  return g * (0.5f * (1.f + th) + right); }\n";

@@ -170,6 +170,7 @@ bool cg_fail(cg *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- op emitters: one kernel body each ---- */
 bool cg_emit_ew(cg *g);          /* emit_ew.c: binary, unary, cast, broadcast, activation grads */
+bool cg_emit_arange(cg *g);
 bool cg_emit_reduce(cg *g);      /* emit_reduce.c: sum, mean, max */
 bool cg_emit_softmax(cg *g);
 bool cg_emit_cross_entropy(cg *g);

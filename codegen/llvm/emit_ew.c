@@ -1,6 +1,8 @@
 /* Elementwise kernels: add/sub/mul/div with numpy broadcasting, the unary
  * ops, cast, broadcast (a copy to a larger shape), and the activation
- * gradients relu_grad, silu_grad and gelu_grad (g, x).
+ * gradients relu_grad, silu_grad, gelu_grad and gelu_tanh_grad (g, x);
+ * issue 27's abs, erf, pow, clamp_min/max, gelu_tanh, the comparisons (bool
+ * results) and where (three inputs); and arange, which has no input.
  *
  * The output and each input are described by strides over the output's
  * dimensions, an input's stride being 0 along a broadcast dimension.  Size-1
@@ -98,6 +100,87 @@ static LLVMValueRef b_gelu_grad(cg *g, LLVMValueRef *x, int dt) {
   return LLVMBuildFMul(g->b, x[0], cg_fma(g, v, pdf, cdf), "");
 }
 
+static LLVMValueRef b_abs(cg *g, LLVMValueRef *x, int dt) {
+  if (cg_is_float(dt)) {
+    LLVMTypeRef t = LLVMTypeOf(x[0]);
+    return cg_intrin(g, "llvm.fabs", &t, 1, x, 1);
+  }
+  LLVMValueRef neg = LLVMBuildICmp(g->b, LLVMIntSLT, x[0], LLVMConstNull(LLVMTypeOf(x[0])), "");
+  return LLVMBuildSelect(g->b, neg, LLVMBuildNeg(g->b, x[0], ""), x[0], "");
+}
+static LLVMValueRef b_erf(cg *g, LLVMValueRef *x, int dt) { return cg_erf(g, x[0]); }
+
+/* x ** p: products for an integral p up to 64 in size (exact for p = 2, as
+ * PyTorch's x * x), sqrt for +-0.5, else exp(p log x) (NaN for x < 0,
+ * 0 or inf at x = 0, as pow). */
+static LLVMValueRef b_pow(cg *g, LLVMValueRef *x, int dt) {
+  double p = g->n->a.f;
+  LLVMTypeRef t = LLVMTypeOf(x[0]);
+  LLVMValueRef one = cg_const(g, t, 1.0);
+  if (p == 0.5) return cg_sqrt(g, x[0]);
+  if (p == -0.5) return LLVMBuildFDiv(g->b, one, cg_sqrt(g, x[0]), "");
+  if (p == (double)(int)p && p >= -64 && p <= 64) {
+    unsigned k = (unsigned)(p < 0 ? -p : p);
+    LLVMValueRef r = NULL, sq = x[0];
+    for (; k; k >>= 1) {
+      if (k & 1) r = r ? LLVMBuildFMul(g->b, r, sq, "") : sq;
+      if (k > 1) sq = LLVMBuildFMul(g->b, sq, sq, "");
+    }
+    if (!r) return one;
+    return p < 0 ? LLVMBuildFDiv(g->b, one, r, "") : r;
+  }
+  return cg_exp(g, LLVMBuildFMul(g->b, cg_const(g, t, p), cg_log(g, x[0]), ""));
+}
+/* x < lo ? lo : x and x > hi ? hi : x: a NaN x stays NaN, as torch.clamp. */
+static LLVMValueRef b_clamp_min(cg *g, LLVMValueRef *x, int dt) {
+  LLVMValueRef lo = cg_const(g, LLVMTypeOf(x[0]), g->n->a.f);
+  return LLVMBuildSelect(g->b, LLVMBuildFCmp(g->b, LLVMRealOLT, x[0], lo, ""), lo, x[0], "");
+}
+static LLVMValueRef b_clamp_max(cg *g, LLVMValueRef *x, int dt) {
+  LLVMValueRef hi = cg_const(g, LLVMTypeOf(x[0]), g->n->a.f);
+  return LLVMBuildSelect(g->b, LLVMBuildFCmp(g->b, LLVMRealOGT, x[0], hi, ""), hi, x[0], "");
+}
+
+#define GELU_BETA 0.79788456080286535588 /* sqrt(2 / pi) */
+#define GELU_KAPPA 0.044715
+/* 0.5 x (1 + tanh(beta (x + kappa x^3))) */
+static LLVMValueRef b_gelu_tanh(cg *g, LLVMValueRef *x, int dt) {
+  LLVMTypeRef t = LLVMTypeOf(x[0]);
+  LLVMValueRef v = x[0], x3 = LLVMBuildFMul(g->b, LLVMBuildFMul(g->b, v, v, ""), v, "");
+  LLVMValueRef th = cg_tanh(g, LLVMBuildFMul(g->b, cg_const(g, t, GELU_BETA), cg_fma(g, x3, cg_const(g, t, GELU_KAPPA), v), ""));
+  LLVMValueRef h = LLVMBuildFMul(g->b, v, cg_const(g, t, 0.5), "");
+  return cg_fma(g, h, th, h);
+}
+/* GeluBackward (tanh): g (0.5 (1 + th) + 0.5 x (1 - th^2) beta (1 + 3 kappa x^2)). */
+static LLVMValueRef b_gelu_tanh_grad(cg *g, LLVMValueRef *x, int dt) {
+  LLVMTypeRef t = LLVMTypeOf(x[1]);
+  LLVMValueRef v = x[1], one = cg_const(g, t, 1.0), half = cg_const(g, t, 0.5);
+  LLVMValueRef x2 = LLVMBuildFMul(g->b, v, v, "");
+  LLVMValueRef inner = LLVMBuildFMul(g->b, cg_const(g, t, GELU_BETA), cg_fma(g, LLVMBuildFMul(g->b, x2, v, ""), cg_const(g, t, GELU_KAPPA), v), "");
+  LLVMValueRef th = cg_tanh(g, inner);
+  LLVMValueRef left_d = LLVMBuildFMul(g->b, half, LLVMBuildFAdd(g->b, one, th, ""), "");
+  LLVMValueRef tanh_d = LLVMBuildFSub(g->b, one, LLVMBuildFMul(g->b, th, th, ""), "");
+  LLVMValueRef inner_d = LLVMBuildFMul(g->b, cg_const(g, t, GELU_BETA), cg_fma(g, x2, cg_const(g, t, 3 * GELU_KAPPA), one), "");
+  LLVMValueRef right_d = LLVMBuildFMul(g->b, LLVMBuildFMul(g->b, LLVMBuildFMul(g->b, half, v, ""), tanh_d, ""), inner_d, "");
+  return LLVMBuildFMul(g->b, x[0], LLVMBuildFAdd(g->b, left_d, right_d, ""), "");
+}
+
+/* Comparisons give bool (i8 0 or 1).  Floats compare ordered, but for !=,
+ * which is true for NaN, as in PyTorch. */
+static LLVMValueRef cmp(cg *g, LLVMValueRef *x, int dt, LLVMRealPredicate fp, LLVMIntPredicate ip) {
+  LLVMValueRef c = cg_is_float(dt) ? LLVMBuildFCmp(g->b, fp, x[0], x[1], "") : LLVMBuildICmp(g->b, ip, x[0], x[1], "");
+  return LLVMBuildZExt(g->b, c, cg_ctype(g, MLC_DT_BOOL, cg_lanes(c)), "");
+}
+static LLVMValueRef b_lt(cg *g, LLVMValueRef *x, int dt) { return cmp(g, x, dt, LLVMRealOLT, LLVMIntSLT); }
+static LLVMValueRef b_le(cg *g, LLVMValueRef *x, int dt) { return cmp(g, x, dt, LLVMRealOLE, LLVMIntSLE); }
+static LLVMValueRef b_eq(cg *g, LLVMValueRef *x, int dt) { return cmp(g, x, dt, LLVMRealOEQ, LLVMIntEQ); }
+static LLVMValueRef b_ne(cg *g, LLVMValueRef *x, int dt) { return cmp(g, x, dt, LLVMRealUNE, LLVMIntNE); }
+/* where(cond, a, b); dt is the condition's (bool). */
+static LLVMValueRef b_where(cg *g, LLVMValueRef *x, int dt) {
+  LLVMValueRef c = LLVMBuildICmp(g->b, LLVMIntNE, x[0], LLVMConstNull(LLVMTypeOf(x[0])), "");
+  return LLVMBuildSelect(g->b, c, x[1], x[2], "");
+}
+
 static const ew_body bodies[MLC_OP_COUNT] = {
   [MLC_OP_ADD] = b_add,   [MLC_OP_SUB] = b_sub,   [MLC_OP_MUL] = b_mul,         [MLC_OP_DIV] = b_div,
   [MLC_OP_NEG] = b_neg,   [MLC_OP_EXP] = b_exp,   [MLC_OP_LOG] = b_log,         [MLC_OP_SQRT] = b_sqrt,
@@ -105,16 +188,20 @@ static const ew_body bodies[MLC_OP_COUNT] = {
   [MLC_OP_SILU] = b_silu, [MLC_OP_GELU] = b_gelu, [MLC_OP_CAST] = b_cast,
   [MLC_OP_BROADCAST] = b_copy, [MLC_OP_RELU_GRAD] = b_relu_grad, [MLC_OP_SILU_GRAD] = b_silu_grad,
   [MLC_OP_GELU_GRAD] = b_gelu_grad,
+  [MLC_OP_ABS] = b_abs,   [MLC_OP_ERF] = b_erf,   [MLC_OP_POW] = b_pow,
+  [MLC_OP_CLAMP_MIN] = b_clamp_min, [MLC_OP_CLAMP_MAX] = b_clamp_max, [MLC_OP_GELU_TANH] = b_gelu_tanh,
+  [MLC_OP_GELU_TANH_GRAD] = b_gelu_tanh_grad, [MLC_OP_LT] = b_lt, [MLC_OP_LE] = b_le, [MLC_OP_EQ] = b_eq,
+  [MLC_OP_NE] = b_ne, [MLC_OP_WHERE] = b_where,
 };
 
 typedef struct {
   int nin;
   int in_dt;             /* compute dtype of the inputs */
-  cg_buf buf[3];         /* out, in0, in1 */
-  bool inner_bcast[3];   /* stride 0 along the row */
-  const mlc_node *cnst[3]; /* CONST inputs, folded in */
-  LLVMValueRef base[3];  /* element offset of the row's start */
-  LLVMValueRef splat[3]; /* loaded once per row, for stride-0 inputs */
+  cg_buf buf[MLC_EW_MAX_IN + 1];         /* out, in0, in1, in2 */
+  bool inner_bcast[MLC_EW_MAX_IN + 1];   /* stride 0 along the row */
+  const mlc_node *cnst[MLC_EW_MAX_IN + 1]; /* CONST inputs, folded in */
+  LLVMValueRef base[MLC_EW_MAX_IN + 1];  /* element offset of the row's start */
+  LLVMValueRef splat[MLC_EW_MAX_IN + 1]; /* loaded once per row, for stride-0 inputs */
   ew_body body;
 } ew_ctx;
 
@@ -125,7 +212,7 @@ static LLVMValueRef row_scalar(cg *g, ew_ctx *c, int k) {
 }
 
 static void ew_step(cg *g, ew_ctx *c, LLVMValueRef j, int lanes, LLVMValueRef mask) {
-  LLVMValueRef x[2];
+  LLVMValueRef x[MLC_EW_MAX_IN];
   for (int k = 1; k <= c->nin; k++) {
     if (c->inner_bcast[k]) x[k - 1] = lanes == 1 ? c->splat[k] : cg_splat(g, c->splat[k], lanes);
     else x[k - 1] = cg_load(g, c->buf[k], cg_iadd(g, c->base[k], j), lanes, mask);
@@ -137,12 +224,12 @@ static void ew_step(cg *g, ew_ctx *c, LLVMValueRef j, int lanes, LLVMValueRef ma
 bool cg_emit_ew(cg *g) {
   const mlc_node *n = g->n;
   ew_ctx c = {.nin = n->nin, .body = bodies[n->op]};
-  if (!c.body || n->nin < 1 || n->nin > 2) return cg_fail(g, "%s is not an elementwise op", mlc_ops[n->op].name);
+  if (!c.body || n->nin < 1 || n->nin > MLC_EW_MAX_IN) return cg_fail(g, "%s is not an elementwise op", mlc_ops[n->op].name);
   c.in_dt = g->f->nodes[n->in[0]].type.dtype;
   c.buf[0] = g->out;
 
   /* Strides over the output's dimensions: [0] out, [1..] inputs. */
-  int64_t dims[MLC_MAX_RANK], st[3][MLC_MAX_RANK];
+  int64_t dims[MLC_MAX_RANK], st[MLC_EW_MAX_IN + 1][MLC_MAX_RANK];
   int r = mlc_ew_layout(g->f, n, dims, st);
   for (int i = 0; i < c.nin; i++) {
     const mlc_node *in = &g->f->nodes[n->in[i]];
@@ -193,6 +280,19 @@ bool cg_emit_ew(cg *g) {
     else ew_step(g, &c, j, g->vw, cg_mask(g, g->vw, (int)tail));
     cg_endif(g, &t);
   }
+  cg_end_for(g, &items, NULL);
+  return true;
+}
+
+/* arange: out[i] = i, as i64. */
+bool cg_emit_arange(cg *g) {
+  int64_t n = mlc_type_numel(&g->n->type);
+  g->items = 1;
+  cg_loop items, L;
+  cg_items_begin(g, &items);
+  LLVMValueRef i = cg_for(g, &L, cg_i64(g, 0), cg_i64(g, n), 1);
+  cg_store(g, g->out, i, cg_convert(g, i, MLC_DT_I64, g->n->type.dtype), NULL);
+  cg_end_for(g, &L, NULL);
   cg_end_for(g, &items, NULL);
   return true;
 }

@@ -54,6 +54,12 @@ static const emit_fn emitters[MLC_OP_COUNT] = {
   [MLC_OP_ATTENTION_GRAD] = cg_emit_attention_grad, [MLC_OP_CROSS_ENTROPY_GRAD] = cg_emit_cross_entropy_grad,
   /* optimizer updates */
   [MLC_OP_ADAMW] = cg_emit_optim,   [MLC_OP_SGD] = cg_emit_optim,
+  /* issue 27 */
+  [MLC_OP_ABS] = cg_emit_ew,        [MLC_OP_ERF] = cg_emit_ew,         [MLC_OP_POW] = cg_emit_ew,
+  [MLC_OP_CLAMP_MIN] = cg_emit_ew,  [MLC_OP_CLAMP_MAX] = cg_emit_ew,   [MLC_OP_GELU_TANH] = cg_emit_ew,
+  [MLC_OP_LT] = cg_emit_ew,         [MLC_OP_LE] = cg_emit_ew,          [MLC_OP_EQ] = cg_emit_ew,
+  [MLC_OP_NE] = cg_emit_ew,         [MLC_OP_WHERE] = cg_emit_ew,       [MLC_OP_ARANGE] = cg_emit_arange,
+  [MLC_OP_GELU_TANH_GRAD] = cg_emit_ew,
 };
 
 struct mlc_llvm_module {

@@ -151,7 +151,7 @@ uint32_t sv_ew_value(sb *b, int op, int dt, int out_dt, const uint32_t *x) {
 
 typedef struct {
   int r;
-  int64_t dims[MLC_MAX_RANK], st[3][MLC_MAX_RANK];
+  int64_t dims[MLC_MAX_RANK], st[MLC_EW_MAX_IN + 1][MLC_MAX_RANK];
 } ew_ctx;
 
 /* Element i: the operands, the op, the bits to store. */

@@ -156,6 +156,19 @@ CASES = [
     unary("relu", torch.relu, away0),
     unary("silu", F.silu),
     unary("gelu", F.gelu),
+    # issue 27: rules composed of other ops (abs, erf, pow, clamp, where) and gelu_tanh_grad
+    unary("abs", torch.abs, away0),
+    unary("erf", torch.erf),
+    Case("gelu_tanh", "param x: f32[4, 6]", 'gelu(x, approximate="tanh")', {"x": normal(4, 6)},
+         lambda P, I: F.gelu(P["x"], approximate="tanh")),
+    Case("pow", "param x: f32[4, 6]", "pow(x, 1.5) + x ** -2 + x ** 3 + x ** 0", {"x": positive(4, 6)},
+         lambda P, I: P["x"] ** 1.5 + P["x"] ** -2 + P["x"] ** 3 + P["x"] ** 0),
+    Case("clamp", "param x: f32[4, 6]", "clamp(x, min=-0.15, max=1.3) * x + clamp(x, max=0.1)", {"x": away0(4, 6)},  # bounds outside away0's |x| in [0.2, 1.2)
+         lambda P, I: P["x"].clamp(-0.15, 1.3) * P["x"] + P["x"].clamp(max=0.1)),
+    Case("where", "param x: f32[4, 6]\n param w: f32[6]", "where(x > 0.0, x * w, w - x) + where(w <= 0.0, x, 1.0)",
+         {"x": away0(4, 6), "w": away0(6)},
+         lambda P, I: torch.where(P["x"] > 0, P["x"] * P["w"], P["w"] - P["x"]) +
+         torch.where(P["w"] <= 0, P["x"], torch.ones((), dtype=torch.float64))),
     Case("cast_bf16", "param x: f32[4, 6]\n param w: f32[6]", "cast(cast(x, bf16) * cast(w, bf16), f32) + x",
          {"x": normal(4, 6), "w": normal(6)},
          lambda P, I: (P["x"].to(torch.bfloat16) * P["w"].to(torch.bfloat16)).double() + P["x"], lossy=True),

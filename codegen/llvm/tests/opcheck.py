@@ -167,6 +167,7 @@ def rmsnorm_ref(x, w, eps):
 
 
 FEPS = float(torch.finfo(torch.float32).eps)
+I27 = ("cpu", "cuda")  # issue 27's ops: the targets that have kernels for them
 
 
 class Case:
@@ -223,6 +224,43 @@ CASES = [
     unary("silu", F.silu, -8, 8),
     unary("gelu", F.gelu, -5, 5),
     Case("relu_i32", "x: i32[5, 31]", "relu(x)", lambda I, P: torch.relu(I["x"]), EXACT, {"x": (-50, 50)}),
+    # issue 27: no SPIR-V kernels yet (the spirv target refuses them), Metal untested here
+    Case("abs", "x: f32[3, 1000]", "abs(x)", lambda I, P: I["x"].abs(), EXACT, targets=I27),
+    Case("abs_i32", "x: i32[5, 31]", "abs(x)", lambda I, P: I["x"].abs(), EXACT, {"x": (-50, 50)}, targets=I27),
+    Case("erf", "x: f32[3, 1000]", "erf(x)", lambda I, P: torch.erf(I["x"]), EW, {"x": (-4, 4)}, targets=I27),
+    Case("pow_square", "x: f32[3, 1000]", "x ** 2", lambda I, P: I["x"] ** 2, EW, targets=I27),
+    Case("pow_int_neg", "x: f32[3, 1000]", "pow(x, -3)", lambda I, P: I["x"] ** -3, EW, {"x": (0.5, 2)}, targets=I27),
+    Case("pow_frac", "x: f32[3, 1000]", "pow(x, 1.7)", lambda I, P: I["x"] ** 1.7, EW, {"x": (0, 10)}, targets=I27),
+    Case("pow_frac_neg_base", "x: f32[3, 1000]", "x ** 0.5 + x ** 2.5", lambda I, P: I["x"] ** 0.5 + I["x"] ** 2.5,
+         EW, {"x": (-1, 1)}, targets=I27),  # NaN where x < 0, as torch
+    Case("pow_bf16", "x: f32[5, 333]", "cast(pow(cast(x, bf16), 3), f32)", lambda I, P: bf16(bf16(I["x"]) ** 3), LOW,
+         targets=I27),
+    Case("clamp", "x: f32[3, 1000]", "clamp(x, min=-0.5, max=1.25)", lambda I, P: I["x"].clamp(-0.5, 1.25), EXACT,
+         targets=I27),
+    Case("clamp_min_only", "x: f32[3, 1000]", "clamp(x, min=0.25)", lambda I, P: I["x"].clamp(min=0.25), EXACT,
+         targets=I27),
+    Case("clamp_crossed", "x: f32[3, 1000]", "clamp(x, min=1.0, max=-1.0)", lambda I, P: I["x"].clamp(1.0, -1.0),
+         EXACT, targets=I27),  # min > max: max everywhere, as torch.clamp
+    Case("gelu_tanh", "x: f32[3, 1000]", 'gelu(x, approximate="tanh")', lambda I, P: F.gelu(I["x"], approximate="tanh"),
+         EW, {"x": (-5, 5)}, targets=I27),
+    Case("gelu_tanh_bf16", "x: f32[5, 333]", 'cast(gelu(cast(x, bf16), approximate="tanh"), f32)',
+         lambda I, P: bf16(F.gelu(bf16(I["x"]), approximate="tanh")), LOW, {"x": (-5, 5)}, targets=I27),
+    Case("lt_bcast", "a: f32[4, 37, 53], b: f32[37, 1]", "a < b", lambda I, P: I["a"] < I["b"], EXACT, targets=I27),
+    Case("gt_scalar", "x: f32[3, 1000]", "x > 0.5", lambda I, P: I["x"] > 0.5, EXACT, targets=I27),
+    Case("le_ge_int", "a: i32[7, 33], b: i32[33]", "cast(a <= b, i32) + cast(a >= b, i32) * 2",
+         lambda I, P: (I["a"] <= I["b"]).long() + (I["a"] >= I["b"]).long() * 2, EXACT,
+         {"a": (-5, 5), "b": (-5, 5)}, targets=I27),
+    Case("eq_ne", "a: f32[7, 33], b: f32[7, 33]", "cast(a == b, f32) + cast(a != b, f32) * 2.0",
+         lambda I, P: (I["a"] == I["b"]).double() + (I["a"] != I["b"]).double() * 2, EXACT,
+         {"a": (-3, 3, "int"), "b": (-3, 3, "int")}, targets=I27),
+    Case("where_bcast", "c: f32[4, 1, 53], a: f32[37, 53], b: f32[4, 37, 1]", "where(c > 0.0, a, b)",
+         lambda I, P: torch.where(I["c"] > 0, I["a"], I["b"]), EXACT, targets=I27),
+    Case("where_scalar", "x: f32[3, 1000]", "where(x < 0.0, 0.0, x * 2.0)",
+         lambda I, P: torch.where(I["x"] < 0, torch.zeros(()).double(), I["x"] * 2), EXACT, targets=I27),
+    Case("arange", "x: i64[1]", "arange(37) + x", lambda I, P: torch.arange(37) + I["x"], EXACT,
+         {"x": (-100, 100)}, targets=I27),
+    Case("arange_positions", "x: f32[2, 16, 8]", "x + pos(arange(16))", lambda I, P: I["x"] + P["pos.weight"], EW,
+         members="pos = Embedding(16, 8)", targets=I27),
     # cast, and bf16/f16 storage with f32 compute
     Case("cast_bf16_roundtrip", "x: f32[7, 301]", "cast(cast(x, bf16), f32)", lambda I, P: bf16(I["x"]), EXACT,
          {"x": (-100, 100)}),
@@ -557,6 +595,10 @@ GRAD_CASES = [
     GradCase("gelu_grad", "gelu_grad", ["g: f32[3, 1000]", "x: f32[3, 1000]"], act_grad(F.gelu), EW, {"x": (-5, 5)}),
     GradCase("silu_grad_bf16", "silu_grad", ["g: bf16[5, 333]", "x: bf16[5, 333]"], act_grad(F.silu, bf16), LOW,
              {"x": (-8, 8)}),
+    GradCase("gelu_tanh_grad", "gelu_tanh_grad", ["g: f32[3, 1000]", "x: f32[3, 1000]"],
+             act_grad(lambda x: F.gelu(x, approximate="tanh")), EW, {"x": (-5, 5)}, targets=I27),
+    GradCase("gelu_tanh_grad_bf16", "gelu_tanh_grad", ["g: bf16[5, 333]", "x: bf16[5, 333]"],
+             act_grad(lambda x: F.gelu(x, approximate="tanh"), bf16), LOW, {"x": (-5, 5)}, targets=I27),
     GradCase("gelu_grad_f16", "gelu_grad", ["g: f16[5, 333]", "x: f16[5, 333]"], act_grad(F.gelu, f16), LOW,
              {"x": (-5, 5)}),
     # slice_grad: zeros with g at [start, end) on axis
