@@ -135,7 +135,7 @@ static void write_header(FILE *o, const mlc_program *p, const mlc_artifact *a) {
              " * output (runtime/tensor.h) and check dtype, shape and buffer size first:\n"
              " * MLC_INVALID_ARGUMENT naming the tensor and both sides. */\n", n, n, n, n, n, n);
   fprintf(o, "#ifndef MLC_MODEL_%s_H\n#define MLC_MODEL_%s_H\n\n", n, n);
-  fprintf(o, "#include <stdint.h>\n#include <stdio.h>\n\n#include \"runtime/status.h\"\n#include \"runtime/tensor.h\"\n\n");
+  fprintf(o, "#include <stddef.h>\n#include <stdint.h>\n#include <stdio.h>\n\n#include \"runtime/status.h\"\n#include \"runtime/tensor.h\"\n\n");
   fprintf(o, "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n");
   fprintf(o, "typedef struct %s %s;\n\n", n, n);
   fprintf(o, "typedef struct {\n  int threads; /* CPU: worker threads, 0: one per CPU */\n  int profile; /* time every kernel */\n"
@@ -148,6 +148,9 @@ static void write_header(FILE *o, const mlc_program *p, const mlc_artifact *a) {
   fprintf(o, "void %s_init_weights(%s *m, uint64_t seed);\n", n, n);
   fprintf(o, "/* safetensors with PyTorch's state_dict names, dtypes and shapes. */\n");
   fprintf(o, "mlc_status %s_load_weights(%s *m, const char *path);\n", n, n);
+  fprintf(o, "/* The same from the bytes of a safetensors file in memory (size bytes at\n"
+             " * data), with the same checks; the bytes are copied, not kept. */\n");
+  fprintf(o, "mlc_status %s_load_weights_memory(%s *m, const void *data, size_t size);\n", n, n);
   fprintf(o, "mlc_status %s_save_weights(const %s *m, const char *path);\n", n, n);
   fprintf(o, "/* Parameters, optimizer state and step count, written atomically with a\n"
              " * checksum that loading verifies. */\n");
@@ -325,6 +328,8 @@ static void write_source(FILE *o, const mlc_program *p, const mlc_artifact *a) {
   static const struct { const char *ret, *fn, *params, *call, *args; } wraps[] = {
     {"void", "init_weights", "%s *m, uint64_t seed", "mlc_session_init_params", "seed"},
     {"mlc_status", "load_weights", "%s *m, const char *path", "mlc_session_load_weights", "path"},
+    {"mlc_status", "load_weights_memory", "%s *m, const void *data, size_t size", "mlc_session_load_weights_memory",
+     "data, size"},
     {"mlc_status", "save_weights", "const %s *m, const char *path", "mlc_session_save_weights", "path"},
     {"mlc_status", "save_checkpoint", "const %s *m, const char *path", "mlc_session_save_checkpoint", "path"},
     {"mlc_status", "load_checkpoint", "%s *m, const char *path", "mlc_session_load_checkpoint", "path"},

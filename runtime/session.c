@@ -516,14 +516,27 @@ static mlc_status load_tensors(mlc_session *s, mlc_safetensors *f, const char *p
   return st;
 }
 
-mlc_status mlc_session_load_weights(mlc_session *s, const char *path) {
-  mlc_safetensors *f;
+/* Loads weights from a file (path) or from the caller's bytes (data, size);
+ * `label` starts every error message: the path, or "weights in memory". */
+static mlc_status load_weights(mlc_session *s, const char *path, const void *data, size_t size, const char *label) {
+  if (!path && !data)
+    return mlc_status_make(MLC_INVALID_ARGUMENT, "%s: no data (a NULL pointer of %zu bytes)", label, size);
   MLC_RETURN_IF_ERROR(sync_host(s)); /* the optimizer state stays as it is */
-  MLC_RETURN_IF_ERROR(mlc_safetensors_open_file(path, s->a, &f));
+  mlc_safetensors *f;
+  if (path) MLC_RETURN_IF_ERROR(mlc_safetensors_open_file(path, s->a, &f));
+  else MLC_RETURN_IF_ERROR(mlc_status_annotate(mlc_safetensors_open_memory(data, size, s->a, &f), "%s", label));
   s->dev_stale = !host_memory(s);
-  mlc_status st = load_tensors(s, f, path, ROLE_WEIGHT);
+  mlc_status st = load_tensors(s, f, label, ROLE_WEIGHT);
   mlc_safetensors_close(f);
   return st;
+}
+
+mlc_status mlc_session_load_weights(mlc_session *s, const char *path) {
+  return load_weights(s, path, NULL, 0, path);
+}
+
+mlc_status mlc_session_load_weights_memory(mlc_session *s, const void *data, size_t size) {
+  return load_weights(s, NULL, data, size, "weights in memory");
 }
 
 /* Writes the tensors of `role` (or all) with the given metadata. */
