@@ -87,7 +87,8 @@ if(MLC_BACKEND_CPU)
     COMMAND ${MLC_ROOT}/tests/packaging/two_models.sh $<TARGET_FILE:mlc> ${MLC_ROOT}
             ${CMAKE_CURRENT_BINARY_DIR}/two_models ${MLC_RUNTIME_LINK_OPTIONS})
   set_tests_properties(runtime.two_models PROPERTIES LABELS "runtime;cpu" TIMEOUT 300)
-  # Weights from memory against the file, truncated and corrupted bytes.
+  # Weights from memory against the file, truncated and corrupted bytes; an
+  # allocator passed in (counted, and refusing each request of create in turn).
   add_test(NAME runtime.artifact_api
     COMMAND ${MLC_ROOT}/tests/packaging/artifact_api.sh $<TARGET_FILE:mlc> ${MLC_ROOT}
             ${CMAKE_CURRENT_BINARY_DIR}/artifact_api ${MLC_RUNTIME_LINK_OPTIONS})

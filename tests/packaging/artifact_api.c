@@ -5,7 +5,11 @@
  *   - truncated and corrupted bytes give the status the file gives (code and
  *     message, past the prefix naming the source), naming the tensor where
  *     one is at fault; every buffer is an exact-size heap copy, so reading
- *     past its end fails under ASan in the sanitizer build.
+ *     past its end fails under ASan in the sanitizer build;
+ *   - an allocator passed in: a counting allocator sees every host
+ *     allocation of a model freed at destroy, and the outputs equal malloc's;
+ *     one that refuses its Nth request, for every N, gives a clean
+ *     OUT_OF_MEMORY from create and leaks nothing.
  * Prints "N passed, M failed". */
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +63,24 @@ static unsigned char *find(unsigned char *hay, size_t n, const char *needle) {
     if (!memcmp(hay + i, needle, k)) return hay + i;
   printf("FAIL the header has no %s\n", needle);
   exit(1);
+}
+
+/* Counts the blocks and bytes it hands out and takes back. */
+typedef struct {
+  size_t calls, live, bytes;
+} counter;
+
+static void *count_alloc(void *ctx, size_t n) {
+  counter *c = ctx;
+  void *p = malloc(n);
+  if (p) c->calls++, c->live++, c->bytes += n;
+  return p;
+}
+
+static void count_free(void *ctx, void *p) {
+  counter *c = ctx;
+  c->live--;
+  free(p);
 }
 
 static float x[BATCH * IN];
@@ -174,6 +196,42 @@ int main(int argc, char **argv) {
   if ((st = mlpb_load_weights_memory(from_mem, bytes, size))) die(st, "load weights from memory again");
   forward(from_mem, y_mem);
   check(!memcmp(y_mem, want, sizeof want), "the model runs after failed loads");
+
+  /* An allocator passed in. */
+  counter c = {0, 0, 0};
+  mlpb_options opt = {.threads = 2, .allocator = {count_alloc, count_free, &c}};
+  mlpb *counted;
+  if ((st = mlpb_create(&opt, &counted))) die(st, "create with a counting allocator");
+  size_t at_create = c.calls;
+  float y_counted[BATCH * OUT], loss;
+  int32_t labels[BATCH] = {3, 7};
+  if ((st = mlpb_load_weights_memory(counted, bytes, size))) die(st, "load weights with a counting allocator");
+  forward(counted, y_counted);
+  if ((st = mlpb_train_step(counted, x, labels, &loss))) die(st, "train step with a counting allocator");
+  size_t before_destroy = c.live;
+  mlpb_destroy(counted);
+  printf("  %zu allocations (%zu at create, %zu bytes in all), %zu live before destroy, %zu after\n", c.calls, at_create,
+         c.bytes, before_destroy, c.live);
+  check(at_create > 0 && c.bytes > 1000000 && c.live == 0, "a counting allocator sees every allocation freed at destroy");
+  check(!memcmp(y_counted, want, sizeof want), "outputs with the allocator passed in equal malloc's");
+
+  /* Refuse the Nth request of create, for every N. */
+  int clean = 1;
+  size_t n = 1;
+  for (;; n++) {
+    mlc_failing_allocator fa;
+    opt.allocator = mlc_allocator_failing(&fa, mlc_allocator_default(), n);
+    mlpb *m = NULL;
+    st = mlpb_create(&opt, &m);
+    if (st && (mlc_status_code(st) != MLC_OUT_OF_MEMORY || m)) clean = 0;
+    if (!st) mlpb_destroy(m);
+    if (fa.live) clean = 0;
+    if (!clean) printf("  refusing request %zu: %s, %zu blocks leaked\n", n, mlc_status_message(st), fa.live);
+    mlc_status_free(st);
+    if (!fa.failed || !clean) break;
+  }
+  printf("  create makes %zu requests\n", n - 1);
+  check(clean && n > 2, "refusing any one request of create gives OUT_OF_MEMORY and leaks nothing");
 
   free(bytes);
   mlpb_destroy(src);
