@@ -206,6 +206,9 @@ static void write_bytes(FILE *o, const char *name, const void *data, size_t n, b
 
 /* The CPU's kernels: symbols linked from the object files, found by name. */
 static void write_cpu_kernels(FILE *o, const mlc_artifact *a) {
+  fprintf(o, "/* The CPU the kernels were compiled for, and its features, which create checks. */\n"
+             "static const char cpu_name[] = \"%s\";\nstatic const char cpu_features[] = \"%s\";\n\n",
+          a->cpu ? a->cpu : "", a->cpu_features ? a->cpu_features : "");
   fprintf(o, "typedef void (*kernel_fn)(void **bufs, int64_t begin, int64_t end);\n");
   for (uint32_t i = 0; i < a->nkernels; i++)
     fprintf(o, "extern void k%u(void **, int64_t, int64_t) __asm__(\"%s\");\n", i, a->kernels[i]);
@@ -273,6 +276,7 @@ static void write_source(FILE *o, const mlc_program *p, const mlc_artifact *a) {
   fprintf(o, "#include \"runtime/plan.h\"\n#include \"runtime/session.h\"\n#include \"runtime/version.h\"\n");
   if (cuda) fprintf(o, "#include \"runtime/%s/device.h\"\n", a->metal ? "metal" : "cuda");
   if (a->vk_kernels) fprintf(o, "#include \"runtime/vulkan/device.h\"\n");
+  if (!cuda && !a->vk_kernels) fprintf(o, "#include \"runtime/cpu/features.h\"\n");
   fprintf(o, "\n");
   if (cuda) write_cuda_kernels(o, a);
   else if (a->vk_kernels) write_vk_kernels(o, a);
@@ -284,10 +288,15 @@ static void write_source(FILE *o, const mlc_program *p, const mlc_artifact *a) {
   fprintf(o, "/* The model's lock; const calls take it too. */\n"
              "static void lock(const %s *m) { pthread_mutex_lock((pthread_mutex_t *)&m->lock); }\n"
              "static void unlock(const %s *m) { pthread_mutex_unlock((pthread_mutex_t *)&m->lock); }\n\n", n, n);
+  /* The CPU's kernels need the features they were compiled for. */
+  char cpu_check[128] = "";
+  if (!cuda && !a->vk_kernels)
+    snprintf(cpu_check, sizeof cpu_check, "  if (!st) st = mlc_cpu_check_features(\"the model '%s'\", cpu_name, cpu_features);\n", n);
   fprintf(o,
           "mlc_status %s_create(const %s_options *opt, %s **out) {\n"
           "  *out = NULL;\n"
           "  mlc_status st = mlc_runtime_check_version(%d, \"the model '%s'\");\n"
+          "%s"
           "  if (st) return st;\n"
           "  mlc_allocator a = opt && opt->allocator.alloc ? opt->allocator : mlc_allocator_default();\n"
           "  %s *m = mlc_allocator_alloc(a, sizeof *m);\n"
@@ -299,7 +308,7 @@ static void write_source(FILE *o, const mlc_program *p, const mlc_artifact *a) {
           "    return mlc_status_make(MLC_OUT_OF_MEMORY, \"cannot create the model's lock\");\n"
           "  }\n"
           "  st = mlc_plan_parse(plan_bytes, sizeof plan_bytes, a, &m->plan);\n",
-          n, n, n, MLC_VERSION_NUMBER, n, n);
+          n, n, n, MLC_VERSION_NUMBER, n, cpu_check, n);
   if (cuda && a->metal) {
     fprintf(o,
             "  mlc_device *dev = NULL;\n"

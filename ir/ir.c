@@ -174,6 +174,12 @@ bool mlc_options_set(mlc_options *o, const char *name, const char *value, char *
     for (int i = 0; i < 6; i++) o->spirv_gemm_tile[i] = (int16_t)(i < n ? t[i] : 0);
     return true;
   }
+  if (!strcmp(name, "cpu") || !strcmp(name, "triple")) {
+    if (!*v) snprintf(err, errn, "--%s needs a value (%s)", name, *name == 'c' ? "native, baseline or an LLVM CPU name"
+                                                                             : "an LLVM target triple");
+    *(*name == 'c' ? &o->cpu : &o->triple) = *v ? value : NULL;
+    return *v != 0;
+  }
   if (!strcmp(name, "memory-budget")) {
     o->memory_budget = mlc_bytes_parse(v);
     if (o->memory_budget <= 0) snprintf(err, errn, "--memory-budget %s: expected a size in bytes, such as 14GB, 12.5GiB or 9e9", v);
@@ -223,6 +229,8 @@ void mlc_options_print(FILE *out, const mlc_options *o) {
   for (int i = 0; i < 6 && o->spirv_gemm_tile[i]; i++) fprintf(out, "%s%d", i ? "x" : "", o->spirv_gemm_tile[i]);
   char b[32];
   if (o->memory_budget) fprintf(out, " --memory-budget=%s", mlc_bytes_str(b, sizeof b, (double)o->memory_budget));
+  if (o->cpu) fprintf(out, " --cpu=%s", o->cpu);
+  if (o->triple) fprintf(out, " --triple=%s", o->triple);
   fputc('\n', out);
 }
 
