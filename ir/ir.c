@@ -174,11 +174,15 @@ bool mlc_options_set(mlc_options *o, const char *name, const char *value, char *
     for (int i = 0; i < 6; i++) o->spirv_gemm_tile[i] = (int16_t)(i < n ? t[i] : 0);
     return true;
   }
-  if (!strcmp(name, "cpu") || !strcmp(name, "triple")) {
-    if (!*v) snprintf(err, errn, "--%s needs a value (%s)", name, *name == 'c' ? "native, baseline or an LLVM CPU name"
-                                                                             : "an LLVM target triple");
-    *(*name == 'c' ? &o->cpu : &o->triple) = *v ? value : NULL;
-    return *v != 0;
+  if (!strcmp(name, "cpu") || !strcmp(name, "triple")) { /* checked by the code generator, which knows LLVM's names */
+    bool cpu = !strcmp(name, "cpu");
+    if (!*v) {
+      snprintf(err, errn, "--%s needs a value (%s)", name, cpu ? "native, baseline or an LLVM CPU name" : "an LLVM target triple");
+      return false;
+    }
+    if (cpu) o->cpu = value;
+    else o->triple = value;
+    return true;
   }
   if (!strcmp(name, "memory-budget")) {
     o->memory_budget = mlc_bytes_parse(v);
