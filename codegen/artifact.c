@@ -135,11 +135,15 @@ static void write_header(FILE *o, const mlc_program *p, const mlc_artifact *a) {
              " * output (runtime/tensor.h) and check dtype, shape and buffer size first:\n"
              " * MLC_INVALID_ARGUMENT naming the tensor and both sides. */\n", n, n, n, n, n, n);
   fprintf(o, "#ifndef MLC_MODEL_%s_H\n#define MLC_MODEL_%s_H\n\n", n, n);
-  fprintf(o, "#include <stdint.h>\n#include <stdio.h>\n\n#include \"runtime/status.h\"\n#include \"runtime/tensor.h\"\n\n");
+  fprintf(o, "#include <stddef.h>\n#include <stdint.h>\n#include <stdio.h>\n\n#include \"runtime/alloc.h\"\n#include \"runtime/status.h\"\n#include \"runtime/tensor.h\"\n\n");
   fprintf(o, "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n");
   fprintf(o, "typedef struct %s %s;\n\n", n, n);
   fprintf(o, "typedef struct {\n  int threads; /* CPU: worker threads, 0: one per CPU */\n  int profile; /* time every kernel */\n"
-             "  int device;  /* CUDA: which GPU; Vulkan: which device (mlc devices --target spirv) */\n} %s_options;\n\n", n);
+             "  int device;  /* CUDA: which GPU; Vulkan: which device (mlc devices --target spirv) */\n"
+             "  /* Every host allocation of the model (parameters, arenas, tables)\n"
+             "   * until destroy; {0}: malloc and free.  Error statuses and cJSON's\n"
+             "   * temporary trees come from the C heap (runtime/alloc.h). */\n"
+             "  mlc_allocator allocator;\n} %s_options;\n\n", n);
   fprintf(o, "/* opt may be NULL.  Parameters start at PyTorch's default initialisation\n"
              " * (seed 0); load weights to replace them.  Fails (MLC_UNIMPLEMENTED) when the\n"
              " * runtime linked in is not of the mlc version that generated this model. */\n");
@@ -148,6 +152,9 @@ static void write_header(FILE *o, const mlc_program *p, const mlc_artifact *a) {
   fprintf(o, "void %s_init_weights(%s *m, uint64_t seed);\n", n, n);
   fprintf(o, "/* safetensors with PyTorch's state_dict names, dtypes and shapes. */\n");
   fprintf(o, "mlc_status %s_load_weights(%s *m, const char *path);\n", n, n);
+  fprintf(o, "/* The same from the bytes of a safetensors file in memory (size bytes at\n"
+             " * data), with the same checks; the bytes are copied, not kept. */\n");
+  fprintf(o, "mlc_status %s_load_weights_memory(%s *m, const void *data, size_t size);\n", n, n);
   fprintf(o, "mlc_status %s_save_weights(const %s *m, const char *path);\n", n, n);
   fprintf(o, "/* Parameters, optimizer state and step count, written atomically with a\n"
              " * checksum that loading verifies. */\n");
@@ -199,6 +206,9 @@ static void write_bytes(FILE *o, const char *name, const void *data, size_t n, b
 
 /* The CPU's kernels: symbols linked from the object files, found by name. */
 static void write_cpu_kernels(FILE *o, const mlc_artifact *a) {
+  fprintf(o, "/* The CPU the kernels were compiled for, and its features, which create checks. */\n"
+             "static const char cpu_name[] = \"%s\";\nstatic const char cpu_features[] = \"%s\";\n\n",
+          a->cpu ? a->cpu : "", a->cpu_features ? a->cpu_features : "");
   fprintf(o, "typedef void (*kernel_fn)(void **bufs, int64_t begin, int64_t end);\n");
   for (uint32_t i = 0; i < a->nkernels; i++)
     fprintf(o, "extern void k%u(void **, int64_t, int64_t) __asm__(\"%s\");\n", i, a->kernels[i]);
@@ -266,52 +276,62 @@ static void write_source(FILE *o, const mlc_program *p, const mlc_artifact *a) {
   fprintf(o, "#include \"runtime/plan.h\"\n#include \"runtime/session.h\"\n#include \"runtime/version.h\"\n");
   if (cuda) fprintf(o, "#include \"runtime/%s/device.h\"\n", a->metal ? "metal" : "cuda");
   if (a->vk_kernels) fprintf(o, "#include \"runtime/vulkan/device.h\"\n");
+  if (!cuda && !a->vk_kernels) fprintf(o, "#include \"runtime/cpu/features.h\"\n");
   fprintf(o, "\n");
   if (cuda) write_cuda_kernels(o, a);
   else if (a->vk_kernels) write_vk_kernels(o, a);
   else write_cpu_kernels(o, a);
   write_bytes(o, "plan_bytes", a->plan, a->plan_bytes, false);
-  fprintf(o, "struct %s {\n  mlc_plan *plan;\n  mlc_session *session;\n"
+  fprintf(o, "struct %s {\n  mlc_allocator a; /* the options' or malloc's: the model came from it */\n"
+             "  mlc_plan *plan;\n  mlc_session *session;\n"
              "  pthread_mutex_t lock; /* every call holds it (the header's \"Threads\") */\n};\n\n", n);
   fprintf(o, "/* The model's lock; const calls take it too. */\n"
              "static void lock(const %s *m) { pthread_mutex_lock((pthread_mutex_t *)&m->lock); }\n"
              "static void unlock(const %s *m) { pthread_mutex_unlock((pthread_mutex_t *)&m->lock); }\n\n", n, n);
+  /* The CPU's kernels need the features they were compiled for. */
+  char cpu_check[128] = "";
+  if (!cuda && !a->vk_kernels)
+    snprintf(cpu_check, sizeof cpu_check, "  if (!st) st = mlc_cpu_check_features(\"the model '%s'\", cpu_name, cpu_features);\n", n);
   fprintf(o,
           "mlc_status %s_create(const %s_options *opt, %s **out) {\n"
           "  *out = NULL;\n"
           "  mlc_status st = mlc_runtime_check_version(%d, \"the model '%s'\");\n"
+          "%s"
           "  if (st) return st;\n"
-          "  %s *m = calloc(1, sizeof *m);\n"
+          "  mlc_allocator a = opt && opt->allocator.alloc ? opt->allocator : mlc_allocator_default();\n"
+          "  %s *m = mlc_allocator_alloc(a, sizeof *m);\n"
           "  if (!m) return mlc_status_make(MLC_OUT_OF_MEMORY, \"out of memory\");\n"
+          "  memset(m, 0, sizeof *m);\n"
+          "  m->a = a;\n"
           "  if (pthread_mutex_init(&m->lock, NULL)) {\n"
-          "    free(m);\n"
+          "    mlc_allocator_free(a, m);\n"
           "    return mlc_status_make(MLC_OUT_OF_MEMORY, \"cannot create the model's lock\");\n"
           "  }\n"
-          "  st = mlc_plan_parse(plan_bytes, sizeof plan_bytes, mlc_allocator_default(), &m->plan);\n",
-          n, n, n, MLC_VERSION_NUMBER, n, n);
+          "  st = mlc_plan_parse(plan_bytes, sizeof plan_bytes, a, &m->plan);\n",
+          n, n, n, MLC_VERSION_NUMBER, n, cpu_check, n);
   if (cuda && a->metal) {
     fprintf(o,
             "  mlc_device *dev = NULL;\n"
             "  mlc_metal_code code = {(const char *)cuda_source, %s, %zu, kernels, %u, stderr};\n"
-            "  if (!st) st = mlc_metal_device_create(&code, mlc_allocator_default(), &dev);\n"
-            "  mlc_session_options so = {dev, NULL, NULL, 0, opt && opt->profile, {0}, NULL};\n",
+            "  if (!st) st = mlc_metal_device_create(&code, a, &dev);\n"
+            "  mlc_session_options so = {dev, NULL, NULL, 0, opt && opt->profile, a, NULL};\n",
             a->cuda_image ? "cuda_image" : "NULL", a->cuda_image ? a->cuda_image_bytes : 0, a->ncuda_kernels);
   } else if (cuda) {
     fprintf(o,
             "  mlc_device *dev = NULL;\n"
             "  mlc_cuda_code code = {opt ? opt->device : 0, %s, %zu, (const char *)cuda_source, kernels, %u, stderr};\n"
-            "  if (!st) st = mlc_cuda_device_create(&code, mlc_allocator_default(), &dev);\n"
-            "  mlc_session_options so = {dev, NULL, NULL, 0, opt && opt->profile, {0}, NULL};\n",
+            "  if (!st) st = mlc_cuda_device_create(&code, a, &dev);\n"
+            "  mlc_session_options so = {dev, NULL, NULL, 0, opt && opt->profile, a, NULL};\n",
             a->cuda_image ? "cuda_image" : "NULL", a->cuda_image ? a->cuda_image_bytes : 0, a->ncuda_kernels);
   } else if (a->vk_kernels) {
     fprintf(o,
             "  mlc_device *dev = NULL;\n"
             "  mlc_vk_code code = {opt ? opt->device : 0, kernels, %u, stderr, false, NULL};\n"
-            "  if (!st) st = mlc_vk_device_create(&code, mlc_allocator_default(), &dev);\n"
-            "  mlc_session_options so = {dev, NULL, NULL, 0, opt && opt->profile, {0}, NULL};\n",
+            "  if (!st) st = mlc_vk_device_create(&code, a, &dev);\n"
+            "  mlc_session_options so = {dev, NULL, NULL, 0, opt && opt->profile, a, NULL};\n",
             a->nvk_kernels);
   } else {
-    fprintf(o, "  mlc_session_options so = {NULL, lookup, NULL, opt ? opt->threads : 0, opt && opt->profile, {0}, NULL};\n");
+    fprintf(o, "  mlc_session_options so = {NULL, lookup, NULL, opt ? opt->threads : 0, opt && opt->profile, a, NULL};\n");
   }
   fprintf(o,
           "  if (!st) st = mlc_session_create(m->plan, &so, &m->session);\n"
@@ -320,11 +340,13 @@ static void write_source(FILE *o, const mlc_program *p, const mlc_artifact *a) {
           "  *out = m;\n  return NULL;\n}\n\n",
           n);
   fprintf(o, "void %s_destroy(%s *m) {\n  if (!m) return;\n  mlc_session_destroy(m->session);\n  mlc_plan_free(m->plan);\n"
-             "  pthread_mutex_destroy(&m->lock);\n  free(m);\n}\n\n", n, n);
+             "  pthread_mutex_destroy(&m->lock);\n  mlc_allocator_free(m->a, m);\n}\n\n", n, n);
   /* The calls that wrap one session call: the lock around it. */
   static const struct { const char *ret, *fn, *params, *call, *args; } wraps[] = {
     {"void", "init_weights", "%s *m, uint64_t seed", "mlc_session_init_params", "seed"},
     {"mlc_status", "load_weights", "%s *m, const char *path", "mlc_session_load_weights", "path"},
+    {"mlc_status", "load_weights_memory", "%s *m, const void *data, size_t size", "mlc_session_load_weights_memory",
+     "data, size"},
     {"mlc_status", "save_weights", "const %s *m, const char *path", "mlc_session_save_weights", "path"},
     {"mlc_status", "save_checkpoint", "const %s *m, const char *path", "mlc_session_save_checkpoint", "path"},
     {"mlc_status", "load_checkpoint", "%s *m, const char *path", "mlc_session_load_checkpoint", "path"},

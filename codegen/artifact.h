@@ -22,6 +22,9 @@ typedef struct {
   uint32_t nkernels;
   const char *const *objects;    /* object files already written into dir (file names) */
   uint32_t nobjects;
+  /* CPU: the CPU the kernels are for and its features (LLVM's names), which
+   * <name>_create checks the machine for (runtime/cpu/features.h). */
+  const char *cpu, *cpu_features;
   /* CUDA or Metal (metal set): the launch table (kernels above are then
    * unused), the source (CUDA C or MSL) and, when nvcc (or Apple's metal
    * compiler) built one, the binary (fatbin or metallib), all embedded in

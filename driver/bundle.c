@@ -31,7 +31,7 @@
 #include "mlc_version.h"
 
 /* The headers <name>.h includes, with the ones they include. */
-static const char *const public_headers[] = {"status.h", "tensor.h", "version.h"};
+static const char *const public_headers[] = {"alloc.h", "status.h", "tensor.h", "version.h"};
 
 static bool exists(const char *path) { return access(path, R_OK) == 0; }
 

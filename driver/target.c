@@ -31,9 +31,23 @@ static const struct option spirv_options[] = {
   {0, 0, 0, 0},
 };
 
+/* The CPU target's options of emitted code. */
+static const struct option cpu_options[] = {
+  {"cpu", required_argument, 0, MLC_OPT_CODEGEN},
+  {"triple", required_argument, 0, MLC_OPT_CODEGEN},
+  {0, 0, 0, 0},
+};
+
 static const mlc_driver_target targets[] = {
   {
-    .name = "cpu", .what = "native CPU code through the LLVM C API", .listed = RUNS,
+    .name = "cpu", .what = "native CPU code through the LLVM C API", .listed = RUNS, .options = cpu_options,
+    .options_help =
+      "      --cpu NAME        (cpu) the CPU the code is for: native (this one, the default for run,\n"
+      "                        bench and train), baseline (x86-64-v2 on x86-64: SSE4.2, any x86-64\n"
+      "                        since about 2009; the default for compile -o) or an LLVM CPU name\n"
+      "                        (x86-64-v3, haswell, znver3, sapphirerapids); an artifact refuses at\n"
+      "                        create a machine that lacks one of its features\n"
+      "      --triple T        (cpu) the LLVM target triple (default: this machine's)\n",
     .not_built = "this mlc was built without the CPU target (configure with -DMLC_BACKEND_CPU=ON, which needs llvm-14-dev)",
 #ifdef MLC_HAVE_CPU
     .build_bytes = sizeof(mlc_cpu_build), .build = mlc_cpu_target_build, .write = mlc_cpu_target_write,

@@ -10,6 +10,7 @@
 #include "codegen/artifact.h"
 #include "codegen/plan.h"
 #include "passes/passes.h"
+#include "runtime/cpu/features.h"
 
 static const char *namer(void *ctx, const mlc_func *f, uint32_t node, uint64_t *out_work) {
   mlc_cpu_build *b = ctx;
@@ -31,7 +32,8 @@ bool mlc_cpu_compile(mlc_program *p, mlc_cpu_build *b, FILE *progress, char *err
       fprintf(progress, "mlc: [%u/%u] compiling %s (%u ops) for the CPU...", k + 1, p->nfuncs, f->name, f->n);
       fflush(progress);
     }
-    mlc_llvm_options o = {.symbol_prefix = mlc_arena_printf(p->arena, "%s.%s.", p->name, f->name)};
+    mlc_llvm_options o = {.triple = p->opts.triple, .cpu = p->opts.cpu,
+                          .symbol_prefix = mlc_arena_printf(p->arena, "%s.%s.", p->name, f->name)};
     if (!mlc_llvm_compile(p, f, &o, &b->mods[k], err, errn)) {
       if (progress) fprintf(progress, "\n");
       return false;
@@ -64,7 +66,8 @@ bool mlc_cpu_write_artifact(mlc_cpu_build *b, const char *dir, const char *sourc
   const char **objs = mlc_arena_alloc(p->arena, (p->nfuncs + 1) * sizeof *objs);
   uint32_t n = 0;
   mlc_artifact a = {.dir = dir, .source = source, .plan = b->plan, .plan_bytes = b->plan_bytes, .kernels = syms,
-                    .objects = objs};
+                    .objects = objs, .cpu = mlc_llvm_target_cpu(b->mods[0]),
+                    .cpu_features = mlc_llvm_target_features(b->mods[0])};
   if (!mlc_artifact_mkdir(dir, err, errn)) return false;
   for (uint32_t k = 0; k < p->nfuncs; k++) {
     for (uint32_t i = 0; i < mlc_llvm_kernel_count(b->mods[k]); i++) {
@@ -131,6 +134,15 @@ int mlc_cpu_target_open(void *vb, int ordinal, FILE *progress, int rank, mlc_ses
   mlc_cpu_build *b = vb;
   char err[512];
   (void)ordinal, (void)progress, (void)rank;
+  /* --cpu NAME: the same check as an artifact's create, before the kernels can die of SIGILL. */
+  mlc_status st = b->mods[0] ? mlc_cpu_check_features("the model", mlc_llvm_target_cpu(b->mods[0]),
+                                                      mlc_llvm_target_features(b->mods[0]))
+                             : NULL;
+  if (st) {
+    fprintf(stderr, "mlc: %s\n", mlc_status_message(st));
+    mlc_status_free(st);
+    return MLC_EXIT_USER;
+  }
   if (!mlc_cpu_jit(b, err, sizeof err)) {
     fprintf(stderr, "mlc: %s\n", err);
     return MLC_EXIT_INTERNAL;

@@ -175,6 +175,16 @@ bool mlc_options_set(mlc_options *o, const char *name, const char *value, char *
     for (int i = 0; i < 6; i++) o->spirv_gemm_tile[i] = (int16_t)(i < n ? t[i] : 0);
     return true;
   }
+  if (!strcmp(name, "cpu") || !strcmp(name, "triple")) { /* checked by the code generator, which knows LLVM's names */
+    bool cpu = !strcmp(name, "cpu");
+    if (!*v) {
+      snprintf(err, errn, "--%s needs a value (%s)", name, cpu ? "native, baseline or an LLVM CPU name" : "an LLVM target triple");
+      return false;
+    }
+    if (cpu) o->cpu = value;
+    else o->triple = value;
+    return true;
+  }
   if (!strcmp(name, "memory-budget")) {
     o->memory_budget = mlc_bytes_parse(v);
     if (o->memory_budget <= 0) snprintf(err, errn, "--memory-budget %s: expected a size in bytes, such as 14GB, 12.5GiB or 9e9", v);
@@ -224,6 +234,8 @@ void mlc_options_print(FILE *out, const mlc_options *o) {
   for (int i = 0; i < 6 && o->spirv_gemm_tile[i]; i++) fprintf(out, "%s%d", i ? "x" : "", o->spirv_gemm_tile[i]);
   char b[32];
   if (o->memory_budget) fprintf(out, " --memory-budget=%s", mlc_bytes_str(b, sizeof b, (double)o->memory_budget));
+  if (o->cpu) fprintf(out, " --cpu=%s", o->cpu);
+  if (o->triple) fprintf(out, " --triple=%s", o->triple);
   fputc('\n', out);
 }
 

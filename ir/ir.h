@@ -227,6 +227,9 @@ typedef struct {
   int64_t memory_budget;         /* --memory-budget (or the train block's memory_budget =): the bytes a
                                     training session may hold; the recompute pass recomputes cheap
                                     activations in the backward to stay within it (0: no budget) */
+  const char *cpu;               /* --cpu (cpu target): the LLVM CPU; NULL: native for run, bench and
+                                    train, "baseline" (portable) for compile -o */
+  const char *triple;            /* --triple (cpu target): the LLVM target triple; NULL: the host's */
 } mlc_options;
 
 /* "10GB", "9.5GiB", "512MB", "14e9" (bytes) -> bytes; -1 if it is none. */

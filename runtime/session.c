@@ -516,14 +516,27 @@ static mlc_status load_tensors(mlc_session *s, mlc_safetensors *f, const char *p
   return st;
 }
 
-mlc_status mlc_session_load_weights(mlc_session *s, const char *path) {
-  mlc_safetensors *f;
+/* Loads weights from a file (path) or from the caller's bytes (data, size);
+ * `label` starts every error message: the path, or "weights in memory". */
+static mlc_status load_weights(mlc_session *s, const char *path, const void *data, size_t size, const char *label) {
+  if (!path && !data)
+    return mlc_status_make(MLC_INVALID_ARGUMENT, "%s: no data (a NULL pointer of %zu bytes)", label, size);
   MLC_RETURN_IF_ERROR(sync_host(s)); /* the optimizer state stays as it is */
-  MLC_RETURN_IF_ERROR(mlc_safetensors_open_file(path, s->a, &f));
+  mlc_safetensors *f;
+  if (path) MLC_RETURN_IF_ERROR(mlc_safetensors_open_file(path, s->a, &f));
+  else MLC_RETURN_IF_ERROR(mlc_status_annotate(mlc_safetensors_open_memory(data, size, s->a, &f), "%s", label));
   s->dev_stale = !host_memory(s);
-  mlc_status st = load_tensors(s, f, path, ROLE_WEIGHT);
+  mlc_status st = load_tensors(s, f, label, ROLE_WEIGHT);
   mlc_safetensors_close(f);
   return st;
+}
+
+mlc_status mlc_session_load_weights(mlc_session *s, const char *path) {
+  return load_weights(s, path, NULL, 0, path);
+}
+
+mlc_status mlc_session_load_weights_memory(mlc_session *s, const void *data, size_t size) {
+  return load_weights(s, NULL, data, size, "weights in memory");
 }
 
 /* Writes the tensors of `role` (or all) with the given metadata. */
@@ -1014,8 +1027,8 @@ static void fmt_rate(char *buf, size_t n, double per_s) {
 }
 
 /* Steps of an entry, longest total time first; NULL when out of memory. */
-static uint32_t *steps_by_time(const entry_state *es) {
-  uint32_t n = es->e->nsteps, *order = malloc((n + 1) * sizeof *order);
+static uint32_t *steps_by_time(const mlc_session *s, const entry_state *es) {
+  uint32_t n = es->e->nsteps, *order = mlc_allocator_alloc_array(s->a, n + 1, sizeof *order);
   if (!order) return NULL;
   for (uint32_t i = 0; i < n; i++) order[i] = i;
   for (uint32_t i = 1; i < n; i++) /* insertion sort: a model has few steps */
@@ -1051,7 +1064,7 @@ void mlc_session_print_profile_ceilings(const mlc_session *s, const char *entry,
   if (st) { fprintf(out, "%s\n", mlc_status_message(st)); mlc_status_free(st); return; }
   const mlc_plan_entry *e = es->e;
   if (!es->runs) { fprintf(out, "no profiled runs of %s\n", entry); return; }
-  uint32_t *order = steps_by_time(es);
+  uint32_t *order = steps_by_time(s, es);
   if (!order) return;
   double total = 0;
   for (uint32_t i = 0; i < e->nsteps; i++) total += es->seconds[i];
@@ -1087,7 +1100,7 @@ void mlc_session_print_profile_ceilings(const mlc_session *s, const char *entry,
                "%.0f%% latency-bound\n", (int)e->nsteps, total / (double)es->runs * 1e3, (unsigned long long)es->runs,
           total > 0 ? 100 * by_bound[MLC_BOUND_MEMORY] / total : 0, total > 0 ? 100 * by_bound[MLC_BOUND_COMPUTE] / total : 0,
           total > 0 ? 100 * by_bound[MLC_BOUND_LATENCY] / total : 0);
-  free(order);
+  mlc_allocator_free(s->a, order);
 }
 
 mlc_status mlc_session_ncu_matches(const mlc_session *s, const char *entry, const mlc_ceilings *c, mlc_ncu_match **out,
@@ -1099,8 +1112,8 @@ mlc_status mlc_session_ncu_matches(const mlc_session *s, const char *entry, cons
   const mlc_plan_entry *e = es->e;
   if (!es->runs) return mlc_status_make(MLC_INVALID_ARGUMENT, "--ncu: no profiled runs of %s", entry);
   mlc_ncu_match *m = calloc(e->nsteps + 1, sizeof *m);
-  double *best = calloc(e->nsteps + 1, sizeof *best);
-  if (!m || !best) { free(m); free(best); return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory"); }
+  double *best = mlc_allocator_alloc_array(s->a, e->nsteps + 1, sizeof *best);
+  if (!m || !best) { free(m); mlc_allocator_free(s->a, best); return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory"); }
   uint32_t k = 0;
   for (uint32_t i = 0; i < e->nsteps; i++) {
     const char *sym = s->plan->kernels[e->steps[i].kernel];
@@ -1118,7 +1131,7 @@ mlc_status mlc_session_ncu_matches(const mlc_session *s, const char *entry, cons
     best[j] = es->seconds[i];
     if (j == k) k++;
   }
-  free(best);
+  mlc_allocator_free(s->a, best);
   *out = m;
   *n = k;
   return NULL;
@@ -1148,14 +1161,16 @@ static mlc_status write_trace_file(const mlc_session *s, const char *path, const
   return NULL;
 }
 
-/* Reads a whole file; NULL if it cannot. */
-static char *slurp(const char *path) {
+/* Reads a whole file into a block from `a`; NULL if it cannot. */
+static char *slurp(mlc_allocator a, const char *path) {
   FILE *f = fopen(path, "rb");
   if (!f) return NULL;
   char *buf = NULL;
   long n = fseek(f, 0, SEEK_END) ? -1 : ftell(f);
-  if (n >= 0 && !fseek(f, 0, SEEK_SET) && (buf = malloc((size_t)n + 1)) && fread(buf, 1, (size_t)n, f) == (size_t)n) buf[n] = 0;
-  else { free(buf); buf = NULL; }
+  if (n >= 0 && !fseek(f, 0, SEEK_SET) && (buf = mlc_allocator_alloc(a, (size_t)n + 1)) &&
+      fread(buf, 1, (size_t)n, f) == (size_t)n)
+    buf[n] = 0;
+  else { mlc_allocator_free(a, buf); buf = NULL; }
   fclose(f);
   return buf;
 }
@@ -1181,14 +1196,14 @@ mlc_status mlc_session_write_trace(const mlc_session *cs, const char *path) {
   cJSON_AddStringToObject(all, "displayTimeUnit", "ms");
   cJSON_AddItemToObject(all, "traceEvents", events);
   for (int r = 0; r < world && !st; r++) {
-    char *part = shard_path(s, path, r), *text = part ? slurp(part) : NULL;
+    char *part = shard_path(s, path, r), *text = part ? slurp(s->a, part) : NULL;
     cJSON *j = text ? cJSON_Parse(text) : NULL, *ev = cJSON_DetachItemFromObject(j, "traceEvents");
     if (!cJSON_IsArray(ev)) st = mlc_status_make(MLC_IO, "--trace %s: rank %d's part is missing or malformed", path, r);
     while (!st && cJSON_GetArraySize(ev) > 0) cJSON_AddItemToArray(events, cJSON_DetachItemFromArray(ev, 0));
     if (!st) remove(part);
     cJSON_Delete(ev);
     cJSON_Delete(j);
-    free(text);
+    mlc_allocator_free(s->a, text);
     mlc_allocator_free(s->a, part);
   }
   char *out = st ? NULL : cJSON_PrintUnformatted(all);
@@ -1208,7 +1223,7 @@ mlc_status mlc_session_write_roofline(const mlc_session *s, const char *entry, c
   MLC_RETURN_IF_ERROR(find_entry(s, entry, &es));
   const mlc_plan_entry *e = es->e;
   if (!es->runs) return mlc_status_make(MLC_INVALID_ARGUMENT, "--roofline: no profiled runs of %s", entry);
-  mlc_roofline_point *pts = malloc((e->nsteps + 1) * sizeof *pts);
+  mlc_roofline_point *pts = mlc_allocator_alloc_array(s->a, e->nsteps + 1, sizeof *pts);
   if (!pts) return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory");
   for (uint32_t i = 0; i < e->nsteps; i++) {
     double avg = es->seconds[i] / (double)es->runs;
@@ -1226,6 +1241,6 @@ mlc_status mlc_session_write_roofline(const mlc_session *s, const char *entry, c
     mlc_profile_write_roofline_svg(f, c, pts, e->nsteps, 12, title);
     if (ferror(f) | fclose(f)) r = mlc_status_make(MLC_IO, "--roofline %s: cannot write: %s", path, strerror(errno));
   }
-  free(pts);
+  mlc_allocator_free(s->a, pts);
   return r;
 }

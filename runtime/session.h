@@ -74,6 +74,11 @@ mlc_comm *mlc_session_comm(const mlc_session *s);
  * file with its exact dtype and shape, and the file may hold nothing else. */
 void mlc_session_init_params(mlc_session *s, uint64_t seed);
 MLC_MUST_USE mlc_status mlc_session_load_weights(mlc_session *s, const char *path);
+/* The same from safetensors bytes in the caller's memory, with the same
+ * checks; nothing is read outside [data, data + size), and the bytes are
+ * not kept.  Errors start "weights in memory:" where the file's name the
+ * file. */
+MLC_MUST_USE mlc_status mlc_session_load_weights_memory(mlc_session *s, const void *data, size_t size);
 MLC_MUST_USE mlc_status mlc_session_save_weights(const mlc_session *s, const char *path);
 /* The block a parameter lives in, for direct access (the host copy, brought up
  * to date first; the session then treats it as changed).  NULL if the

@@ -87,6 +87,18 @@ if(MLC_BACKEND_CPU)
     COMMAND ${MLC_ROOT}/tests/packaging/two_models.sh $<TARGET_FILE:mlc> ${MLC_ROOT}
             ${CMAKE_CURRENT_BINARY_DIR}/two_models ${MLC_RUNTIME_LINK_OPTIONS})
   set_tests_properties(runtime.two_models PROPERTIES LABELS "runtime;cpu" TIMEOUT 300)
+  # Weights from memory against the file, truncated and corrupted bytes; an
+  # allocator passed in (counted, and refusing each request of create in turn).
+  add_test(NAME runtime.artifact_api
+    COMMAND ${MLC_ROOT}/tests/packaging/artifact_api.sh $<TARGET_FILE:mlc> ${MLC_ROOT}
+            ${CMAKE_CURRENT_BINARY_DIR}/artifact_api ${MLC_RUNTIME_LINK_OPTIONS})
+  set_tests_properties(runtime.artifact_api PROPERTIES LABELS "runtime;cpu" TIMEOUT 300)
+  # --cpu and --triple: the baseline artifact against the native one, a CPU
+  # feature this host lacks refused at create, bad names refused at compile.
+  add_test(NAME runtime.cpu_targets
+    COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/cpu_targets.py $<TARGET_FILE:mlc> ${MLC_ROOT}
+            ${CMAKE_CURRENT_BINARY_DIR}/cpu_targets ${MLC_RUNTIME_LINK_OPTIONS})
+  set_tests_properties(runtime.cpu_targets PROPERTIES LABELS "runtime;cpu" TIMEOUT 300)
   add_test(NAME ref.run.errors
     COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/run_errors.py $<TARGET_FILE:mlc> ${MLC_ROOT} ${CMAKE_CURRENT_BINARY_DIR}/run_errors)
   foreach(mode f32 bf16)

@@ -192,31 +192,50 @@ static bool emit_kernel(cg *g, mlc_llvm_module *m, uint32_t id) {
   return true;
 }
 
+/* cpu_features.cpp */
+bool mlc_llvm_x86_cpu_features(const char *cpu, char *out, size_t n);
+
+/* The target machine for o's triple and CPU (llvm.h says what NULL,
+ * "native" and "baseline" mean), with the CPU's features spelled out in
+ * m->features, which the artifact records. */
 static bool make_target(mlc_llvm_module *m, const mlc_llvm_options *o, char *err, size_t errn) {
   LLVMInitializeNativeTarget();
   LLVMInitializeNativeAsmPrinter();
-  char *triple = LLVMGetDefaultTargetTriple();
+  char *triple = o && o->triple ? LLVMNormalizeTargetTriple(o->triple) : LLVMGetDefaultTargetTriple();
   LLVMTargetRef target;
   char *msg = NULL;
   if (LLVMGetTargetFromTriple(triple, &target, &msg)) {
-    fail(err, errn, "LLVM has no target for %s: %s", triple, msg ? msg : "?");
+    char host[128];
+    char *h = LLVMGetDefaultTargetTriple();
+    snprintf(host, sizeof host, "%s", h);
+    LLVMDisposeMessage(h);
+    fail(err, errn, "--triple %s: this mlc's LLVM has no target for it (it generates code for its host, %s)",
+         o && o->triple ? o->triple : triple, host);
     LLVMDisposeMessage(msg);
     LLVMDisposeMessage(triple);
     return false;
   }
-  if (o && o->cpu) {
-    m->cpu = strdup(o->cpu);
-  } else {
-    char *c = LLVMGetHostCPUName();
+  bool x86_64 = !strncmp(triple, "x86_64-", 7);
+  const char *cpu = o ? o->cpu : NULL;
+  if (cpu && !strcmp(cpu, "baseline")) cpu = x86_64 ? "x86-64-v2" : "generic";
+  if (!cpu || !strcmp(cpu, "native")) {
+    char *c = LLVMGetHostCPUName(), *f = LLVMGetHostCPUFeatures();
     m->cpu = strdup(c);
+    m->features = strdup(o && o->features ? o->features : f);
     LLVMDisposeMessage(c);
-  }
-  if (o && o->features) {
-    m->features = strdup(o->features);
-  } else {
-    char *f = LLVMGetHostCPUFeatures();
-    m->features = strdup(f);
     LLVMDisposeMessage(f);
+  } else {
+    char own[4096] = "";
+    if (x86_64 && !mlc_llvm_x86_cpu_features(cpu, own, sizeof own)) {
+      LLVMDisposeMessage(triple);
+      return fail(err, errn, "--cpu %s: not an x86-64 CPU that LLVM knows (try native, x86-64-v2, x86-64-v3, "
+                  "x86-64-v4, haswell, skylake-avx512, znver3 or sapphirerapids)", cpu);
+    }
+    const char *extra = o && o->features ? o->features : "";
+    size_t n = strlen(own) + strlen(extra) + 2;
+    m->cpu = strdup(cpu);
+    m->features = malloc(n);
+    if (m->features) snprintf(m->features, n, "%s%s%s", own, *own && *extra ? "," : "", extra);
   }
   if (!m->cpu || !m->features) {
     LLVMDisposeMessage(triple);
@@ -358,6 +377,7 @@ const mlc_llvm_kernel *mlc_llvm_kernel_at(const mlc_llvm_module *m, uint32_t i) 
   return i < m->nkernels ? &m->kernels[i] : NULL;
 }
 const char *mlc_llvm_target_cpu(const mlc_llvm_module *m) { return m->cpu; }
+const char *mlc_llvm_target_features(const mlc_llvm_module *m) { return m->features; }
 int mlc_llvm_vector_width(const mlc_llvm_module *m) { return m->vw; }
 void mlc_llvm_compile_seconds(const mlc_llvm_module *m, double *build, double *optimise) {
   *build = m->t_build;

@@ -27,8 +27,12 @@
 #include "runtime/cpu/kernel.h"
 
 typedef struct {
-  const char *cpu;      /* LLVM CPU name; NULL: the host's (LLVMGetHostCPUName) */
-  const char *features; /* "+avx2,+fma,..."; NULL: the host's */
+  const char *triple;   /* LLVM target triple; NULL: the host's (LLVMGetDefaultTargetTriple) */
+  const char *cpu;      /* LLVM CPU name ("haswell", "x86-64-v3"); NULL or "native": the host's CPU with
+                           its features; "baseline": the portable one (x86-64-v2 on x86-64, else
+                           "generic") */
+  const char *features; /* "+avx2,+fma,...": with a named CPU, added to its own; NULL: none added
+                           (the host's with the host's CPU) */
   int vector_width;     /* f32 lanes per vector; 0: 16 with AVX-512, 8 with AVX2, else 4 */
   bool no_opt;          /* skip default<O3>, to read the generated IR */
   const char *symbol_prefix; /* prepended to every kernel symbol ("minillm.forward."), so
@@ -55,8 +59,11 @@ void mlc_llvm_module_destroy(mlc_llvm_module *m);
 
 uint32_t mlc_llvm_kernel_count(const mlc_llvm_module *m);
 const mlc_llvm_kernel *mlc_llvm_kernel_at(const mlc_llvm_module *m, uint32_t i);
-/* The target it was compiled for: "sapphirerapids", and the vector width. */
+/* The target it was compiled for: "sapphirerapids", its features
+ * ("+avx512f,+avx2,...,-amx-tile": LLVM's names; a '-' one is off), and the
+ * vector width. */
 const char *mlc_llvm_target_cpu(const mlc_llvm_module *m);
+const char *mlc_llvm_target_features(const mlc_llvm_module *m);
 int mlc_llvm_vector_width(const mlc_llvm_module *m);
 /* Seconds spent building the IR and in LLVM's optimiser. */
 void mlc_llvm_compile_seconds(const mlc_llvm_module *m, double *build, double *optimise);

@@ -57,7 +57,8 @@ class _Tensor(ctypes.Structure):  # mlc_tensor
 
 
 class _Options(ctypes.Structure):  # <name>_options
-    _fields_ = [("threads", ctypes.c_int), ("profile", ctypes.c_int), ("device", ctypes.c_int)]
+    _fields_ = [("threads", ctypes.c_int), ("profile", ctypes.c_int), ("device", ctypes.c_int),
+                ("alloc", ctypes.c_void_p), ("free", ctypes.c_void_p), ("ctx", ctypes.c_void_p)]  # {0}: malloc
 
 
 class _Entry:

@@ -1,0 +1,33 @@
+/* The CPU features an artifact's kernels were compiled for, checked against
+ * the machine it runs on.
+ *
+ * `mlc compile --cpu NAME` records the CPU and its features (LLVM's names,
+ * "+avx2,+fma,...,-avx512f") in the artifact, whose create calls this first:
+ * kernels built for a feature the machine lacks would die of SIGILL at the
+ * first forward pass, so the model refuses to start instead and names the
+ * feature.  `mlc run --cpu NAME` checks the same before it runs the JIT's
+ * kernels.
+ *
+ * Only x86-64 is checked, through cpuid and xgetbv (the OS must also save
+ * the AVX and AVX-512 registers); features it has no cpuid bit for (sgx,
+ * retpoline and the like, which code generation does not use) are passed
+ * over.  Elsewhere every call succeeds. */
+#ifndef MLC_CPU_FEATURES_H
+#define MLC_CPU_FEATURES_H
+
+#include "runtime/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* NULL when this CPU has every '+' feature of `features`; else
+ * MLC_UNIMPLEMENTED naming `what` ("the model 'mlp'"), the CPU it was
+ * compiled for and the first feature missing. */
+MLC_MUST_USE mlc_status mlc_cpu_check_features(const char *what, const char *cpu, const char *features);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

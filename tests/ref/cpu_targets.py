@@ -1,0 +1,114 @@
+"""CPU targets (issue 25): mlc compile --cpu / --triple.
+
+examples/mlp.mdl at batch 2 is compiled three ways and linked into
+tests/packaging/cpu_model.c with one cc line each:
+  - the default for an artifact (baseline: x86-64-v2 on x86-64) and
+    --cpu native: both run, and their outputs agree within 1e-6 relative
+    (the native one has FMA and wider vectors, so not bit for bit);
+  - --cpu sapphirerapids, on a host without one of its features (most
+    AMD and pre-2023 Intel CPUs lack AVX-512 FP16): create fails with
+    MLC_UNIMPLEMENTED naming a feature /proc/cpuinfo does not list, and
+    `mlc run --cpu sapphirerapids` refuses the same way, not with SIGILL.
+    On a host with all of them that part is skipped, and says so.
+Then the compile errors: an unknown --triple and an unknown --cpu.
+
+Usage: cpu_targets.py MLC REPO_ROOT WORKDIR [LINK_FLAG ...]"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+
+from models import run
+
+TOL = 1e-6
+# LLVM's feature names where /proc/cpuinfo spells them otherwise.
+CPUINFO = {"avx512fp16": "avx512_fp16", "avx512bf16": "avx512_bf16", "avx512vnni": "avx512_vnni",
+           "avx512vbmi2": "avx512_vbmi2", "avx512bitalg": "avx512_bitalg", "avx512vpopcntdq": "avx512_vpopcntdq",
+           "avx512vp2intersect": "avx512_vp2intersect", "amx-tile": "amx_tile", "amx-int8": "amx_int8",
+           "amx-bf16": "amx_bf16", "avxvnni": "avx_vnni", "sse4.1": "sse4_1", "sse4.2": "sse4_2", "sse3": "pni",
+           "pclmul": "pclmulqdq", "sahf": "lahf_lm", "lzcnt": "abm", "crc32": "sse4_2", "prfchw": "3dnowprefetch"}
+
+passed = failed = 0
+
+
+def check(ok, what, detail=""):
+    global passed, failed
+    print(f"{'ok' if ok else 'FAIL'} {what}{': ' + detail if detail else ''}")
+    passed, failed = passed + ok, failed + (not ok)
+
+
+def host_flags():
+    for line in open("/proc/cpuinfo"):
+        if line.startswith("flags"):
+            return set(line.split(":", 1)[1].split())
+    return set()
+
+
+def main():
+    mlc, root, work = os.path.realpath(sys.argv[1]), os.path.realpath(sys.argv[2]), os.path.abspath(sys.argv[3])
+    flags = sys.argv[4:]
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    mdl = os.path.join(root, "examples", "mlp.mdl")
+    src = os.path.join(root, "tests", "packaging", "cpu_model.c")
+
+    def build(kind, cpu_args):
+        out = os.path.join(work, kind)
+        r = subprocess.run([mlc, "compile", mdl, "--target", "cpu", "--name", "mlpb", "batch=2", "-o", out] + cpu_args,
+                           capture_output=True, text=True)
+        if r.returncode:
+            sys.exit(f"FAIL: mlc compile {' '.join(cpu_args)}: {r.stderr}")
+        log = r.stderr
+        app = os.path.join(work, f"app-{kind}")
+        run(["cc", "-std=c11", "-Wall", "-Werror", src, f"-I{out}", os.path.join(out, "libmlpb.a"),
+             "-l:libcjson.so.1", "-lpthread", "-lm", "-ldl", "-o", app] + flags)
+        return app, log
+
+    outs = {}
+    for kind, args in (("baseline", []), ("native", ["--cpu", "native"])):
+        app, log = build(kind, args)
+        cpu = re.search(r"distinct\) for (\S+) in", log).group(1)
+        path = os.path.join(work, f"y-{kind}.bin")
+        run([app, path])
+        outs[kind] = np.fromfile(path, dtype=np.float32)
+        print(f"  {kind}: compiled for {cpu}")
+        if kind == "baseline":
+            check(cpu == "x86-64-v2", "an artifact is for x86-64-v2 unless --cpu says otherwise", cpu)
+    b, n = outs["baseline"].astype(np.float64), outs["native"].astype(np.float64)
+    err = float(np.abs(b - n).max() / np.abs(n).max())
+    check(err <= TOL, "the baseline artifact's outputs match the native one's", f"relative error {err:.3g} (tolerance {TOL})")
+
+    have = host_flags()
+    if "avx512_fp16" in have and "amx_tile" in have:
+        print("skipped: this CPU has every feature of sapphirerapids, so no artifact for it can fail here")
+    else:
+        app, _ = build("sapphirerapids", ["--cpu", "sapphirerapids"])
+        r = subprocess.run([app, os.path.join(work, "y-spr.bin")], capture_output=True, text=True)
+        m = re.search(r"^create: UNIMPLEMENTED: the model 'mlpb' was compiled for the CPU sapphirerapids, and this CPU "
+                      r"lacks its feature (\S+?)( \(and \d+ more of its features\))?: compile it again with --cpu "
+                      r"native \(this machine\) or --cpu baseline \(any x86-64 since about 2009\)$", r.stdout)
+        feature = m.group(1) if m else None
+        check(r.returncode == 3 and m is not None and CPUINFO.get(feature, feature) not in have,
+              "create refuses an artifact for a CPU feature this one lacks", (r.stdout + r.stderr).strip())
+        np.zeros((2, 784), dtype=np.float32).tofile(os.path.join(work, "x.bin"))
+        r = subprocess.run([mlc, "run", mdl, "--target", "cpu", "--no-train", "--cpu", "sapphirerapids", "batch=2",
+                            "--input", f"x={os.path.join(work, 'x.bin')}"], capture_output=True, text=True)
+        check(r.returncode == 1 and f"mlc: the model was compiled for the CPU sapphirerapids, and this CPU lacks its "
+              f"feature {feature}" in r.stderr, "mlc run --cpu refuses the same way", r.stderr.strip().splitlines()[-1])
+
+    for args, want in ((["--triple", "foo-bar-baz"], "mlc: --triple foo-bar-baz: this mlc's LLVM has no target for it"),
+                       (["--cpu", "pentium9"], "mlc: --cpu pentium9: not an x86-64 CPU that LLVM knows")):
+        r = subprocess.run([mlc, "compile", mdl, "--target", "cpu", "-o", os.path.join(work, "bad")] + args,
+                           capture_output=True, text=True)
+        line = r.stderr.strip().splitlines()[-1]
+        check(r.returncode == 1 and line.startswith(want), f"{args[0]} {args[1]} is a compile error", line)
+
+    print(f"{passed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
