@@ -95,28 +95,42 @@ def main():
         if dev == "cuda":
             torch.cuda.empty_cache()
 
-    # 2. one train step: loss and gradients
+    # 2. one train step: loss and gradients.  The gradients' reference is the
+    # f32 model's (no autocast): PyTorch's own bf16 autocast gradients are as
+    # far from it as 1e-2 to 1e-1 on a CPU without native bf16 (they were
+    # 9.7e-2 on an AMD EPYC, where mlc's were 9e-3), so each of mlc's must be
+    # within 5e-2 of the f32 gradient, or no further from it than 1.5 times
+    # PyTorch's bf16 one is.
     T = opcheck(args, cfg, "train", os.path.join(args.work, "train"))
-    ref = model_of(cfg, T["param"], dev)
     tok, tgt = T["input"]["tokens"].long().to(dev), T["input"]["targets"].long().to(dev)
-    with torch.autocast(dev, dtype=torch.bfloat16):
-        logits = ref(tok)
-    loss = F.cross_entropy(logits.float().view(-1, cfg["vocab"]), tgt.view(-1))
-    loss.backward()
+
+    def reference(autocast):
+        ref = model_of(cfg, T["param"], dev)
+        with torch.autocast(dev, dtype=torch.bfloat16, enabled=autocast):
+            logits = ref(tok)
+        loss = F.cross_entropy(logits.float().view(-1, cfg["vocab"]), tgt.view(-1))
+        loss.backward()
+        grads = {name: p.grad.cpu() for name, p in ref.named_parameters()}
+        del ref, logits
+        if dev == "cuda":
+            torch.cuda.empty_cache()
+        return loss.item(), grads
+
+    loss16, g16 = reference(True)
+    _, g32 = reference(False)
     got = T["output"]["loss"].item()
-    e = abs(got - loss.item()) / abs(loss.item())
-    check(e <= 2e-3, "first-step loss: mlc %.6f torch %.6f rel %.2e (tol 2e-3)" % (got, loss.item(), e))
-    worst, errs = ("", 0.0), []
-    for name, p in ref.named_parameters():
+    e = abs(got - loss16) / abs(loss16)
+    check(e <= 2e-3, "first-step loss: mlc %.6f torch %.6f rel %.2e (tol 2e-3)" % (got, loss16, e))
+    worst, errs = None, []  # (error over its tolerance, name, error, torch bf16's)
+    for name, want in g32.items():
         g = T["output"]["grad:" + name]
-        e = rel_err(g, p.grad.cpu())
-        cos = F.cosine_similarity(g.double().flatten(), p.grad.cpu().double().flatten(), dim=0).item()
+        e, et = rel_err(g, want), rel_err(g16[name], want)
+        cos = F.cosine_similarity(g.double().flatten(), want.double().flatten(), dim=0).item()
         errs.append(e)
-        print("  grad %-40s rel %.2e  cos %.6f" % (name, e, cos))
-        if e > worst[1]:
-            worst = (name, e)
-    check(worst[1] <= 5e-2, "gradients of all %d tensors: worst rel err %.2e (%s), median %.2e (tol 5e-2)" % (
-        len(errs), worst[1], worst[0], statistics.median(errs)))
+        print("  grad %-40s rel %.2e (torch bf16: %.2e)  cos %.6f" % (name, e, et, cos))
+        worst = max(worst or (0.0,), (e / max(5e-2, 1.5 * et), name, e, et))
+    check(worst[0] <= 1, "gradients of all %d tensors against f32's: worst rel err %.2e (%s; torch bf16's %.2e), median "
+          "%.2e (tol max(5e-2, 1.5 x torch bf16's))" % (len(errs), worst[2], worst[1], worst[3], statistics.median(errs)))
     if args.small:  # the AdamW update of that step, from mlc's own gradients (float64 reference)
         lr, b1, b2, eps, wd = 3e-4, 0.9, 0.999, 1e-8, 0.01
         worst = ("", 0.0)
@@ -132,7 +146,7 @@ def main():
                     worst = (name + what, e)
         check(worst[1] <= 1e-5, "AdamW update of every parameter and its state (step 1): worst rel err %.2e (%s) (tol 1e-5)" % (
             worst[1], worst[0]))
-    del ref, logits, loss, T
+    del T
     if dev == "cuda":
         torch.cuda.empty_cache()
     if args.target == "metal":
