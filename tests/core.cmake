@@ -183,6 +183,13 @@ if(MLC_BACKEND_CPU)
     COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/tied_lm.py $<TARGET_FILE:mlc> $<TARGET_FILE:train_entry>
             ${CMAKE_CURRENT_BINARY_DIR}/tied_lm)
   set_tests_properties(ref.train.tied PROPERTIES LABELS "ref;cpu" TIMEOUT 300)
+  # examples/gpt2.mdl (llm.c's GPT-2) at a small config against a PyTorch GPT:
+  # state_dict names, shapes and the tie, the 124M count, logits, gradients,
+  # 10 AdamW losses.
+  add_test(NAME ref.gpt2
+    COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/gpt2.py $<TARGET_FILE:mlc> $<TARGET_FILE:train_entry> ${MLC_ROOT}
+            ${CMAKE_CURRENT_BINARY_DIR}/gpt2)
+  set_tests_properties(ref.gpt2 PROPERTIES LABELS "ref;cpu" TIMEOUT 300)
 endif()
 # ---- autodiff (end) --------------------------------------------------------
 

@@ -37,18 +37,16 @@ printed for scale.
 Run with /usr/bin/python3 (Debian's torch 1.13 and numpy)."""
 import argparse
 import os
-import subprocess
 import sys
 import time
 import zlib
 
-import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from models import MiniLLM, RMSNorm, rel_err, write_safetensors  # noqa: E402
+from models import MiniLLM, RMSNorm, rel_err, run_entry, write_safetensors  # noqa: E402
 
 TOL_AUTOGRAD = 1e-4
 TOL_FD64 = 1e-4
@@ -244,24 +242,6 @@ def ref_loss(c, P, I):
     if c.ce:
         return F.cross_entropy(y.reshape(-1, y.shape[-1]), I[c.ce].long().reshape(-1))
     return (y * I["r"]).sum()
-
-
-def run_entry(exe, mdl, work, weights, inputs, extra=()):
-    cmd = [exe, mdl, work, "--weights", weights]
-    for name, path in inputs.items():
-        cmd += ["--input", f"{name}={path}"]
-    cmd += list(extra)
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        raise RuntimeError(f"train_entry failed ({r.returncode}): {' '.join(cmd)}\n{r.stderr}")
-    outs = {}
-    with open(os.path.join(work, "outputs.txt")) as f:
-        for line in f:
-            name, file, dtype, *dims = line.split()
-            assert dtype == "f32", line
-            outs[name] = torch.from_numpy(np.fromfile(os.path.join(work, file), dtype=np.float32).reshape(
-                [int(d) for d in dims]))
-    return outs
 
 
 def fd64(c, P, I):

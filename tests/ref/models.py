@@ -94,6 +94,41 @@ def run(cmd, **kw):
     return r.stdout
 
 
+def run_entry(exe, mdl, work, weights, inputs, extra=()):
+    """Runs tests/ref/train_entry.c (exe) on mdl with the weights and the inputs ({name: raw file}), its outputs
+    written to work; raises RuntimeError if it fails.  Returns {output name: f32 tensor}."""
+    import subprocess
+    import numpy as np
+    cmd = [exe, mdl, work, "--weights", weights]
+    for name, path in inputs.items():
+        cmd += ["--input", f"{name}={path}"]
+    cmd += list(extra)
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"train_entry failed ({r.returncode}): {' '.join(cmd)}\n{r.stderr}")
+    outs = {}
+    with open(os.path.join(work, "outputs.txt")) as f:
+        for line in f:
+            name, file, dtype, *dims = line.split()
+            assert dtype == "f32", line
+            outs[name] = torch.from_numpy(np.fromfile(os.path.join(work, file), dtype=np.float32).reshape(
+                [int(d) for d in dims]))
+    return outs
+
+
+def optimizer_losses(model, opt, loss_of, inputs, targets, batch, steps):
+    """torch's side of an `mlc train` run: `steps` steps of opt on model, step k on rows [k*batch, (k+1)*batch)
+    of inputs and targets, loss_of(model, inputs, targets) the loss.  Returns the losses before each update."""
+    losses = []
+    for k in range(steps):
+        loss = loss_of(model, inputs[k * batch:(k + 1) * batch], targets[k * batch:(k + 1) * batch])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
 def mlp_reference(work):
     """The apps' reference: PyTorch's MLP (seed 1), its weights as mlp.safetensors, and a batch of 32
     (x.bin, labels.bin) in work.  Returns (model, weights path, x, labels)."""

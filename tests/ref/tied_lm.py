@@ -26,7 +26,7 @@ import torch
 import torch.nn as nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from models import Checks, read_safetensors, rel_err, write_safetensors  # noqa: E402
+from models import Checks, optimizer_losses, read_safetensors, rel_err, write_safetensors  # noqa: E402
 
 V, D, B, T, STEPS, LR = 50, 16, 4, 8, 5, 1e-2
 MODEL = f"""config {{ vocab = {V}  dim = {D}  batch = {B}  seq = {T} }}
@@ -144,13 +144,7 @@ def main():
     ref2 = TiedLM()
     ref2.load_state_dict(sd)
     opt = torch.optim.AdamW(ref2.parameters(), lr=LR)
-    want = []
-    for k in range(STEPS):
-        l = loss_of(ref2, tok[k * B:(k + 1) * B], tgt[k * B:(k + 1) * B])
-        opt.zero_grad()
-        l.backward()
-        opt.step()
-        want.append(l.item())
+    want = optimizer_losses(ref2, opt, loss_of, tok, tgt, B, STEPS)
     r = subprocess.run([mlc, "train", p("tied.mdl"), "--target", "cpu", "--weights", p("w.safetensors"),
                         "--input", f"tokens={p('tok.npy')}", "--input", f"targets={p('tgt.npy')}",
                         "--steps", str(STEPS), "--export", p("out.safetensors")], capture_output=True, text=True)
