@@ -520,7 +520,7 @@ static mlc_status load_tensors(mlc_session *s, mlc_safetensors *f, const char *p
  * `label` starts every error message: the path, or "weights in memory". */
 static mlc_status load_weights(mlc_session *s, const char *path, const void *data, size_t size, const char *label) {
   if (!path && !data)
-    return mlc_status_make(MLC_INVALID_ARGUMENT, "%s: no data (a NULL pointer of %zu bytes)", label, size);
+    return mlc_status_make(MLC_INVALID_ARGUMENT, "%s: no data (a NULL pointer of %zu bytes)", label ? label : "weights", size);
   MLC_RETURN_IF_ERROR(sync_host(s)); /* the optimizer state stays as it is */
   mlc_safetensors *f;
   if (path) MLC_RETURN_IF_ERROR(mlc_safetensors_open_file(path, s->a, &f));
