@@ -64,7 +64,7 @@ build build -DCMAKE_BUILD_TYPE=RelWithDebInfo && run_suite tests build -LE bench
 if [ "${MLC_TEST_QUICK:-0}" != 1 ]; then
   build build-asan -DCMAKE_BUILD_TYPE=Debug -DMLC_SANITIZE=ON &&
     ASAN_OPTIONS=detect_leaks=1 run_suite tests-asan build-asan -LE "fuzz|slow|bench|valgrind"
-  CC=clang build build-fuzz -DCMAKE_BUILD_TYPE=Debug -DMLC_FUZZ=ON -DBUILD_TESTING=ON &&
+  CC=clang CXX=clang++ build build-fuzz -DCMAKE_BUILD_TYPE=Debug -DMLC_FUZZ=ON -DBUILD_TESTING=ON &&
     run_suite fuzz build-fuzz -L fuzz
 fi
 echo
