@@ -37,11 +37,11 @@ pack
 echo "## 4. ncu warp states"
 export PATH=$PATH:/usr/local/cuda/bin:$(ls -d /opt/nvidia/nsight-compute/* 2>/dev/null | head -1)
 secs="--section SpeedOfLight --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active\\.ratio"
-timeout 90 ncu --clock-control none $secs -k regex:gemm --launch-count 1 \
+timeout 90 ncu --clock-control none $secs -k regex:"mlc_(fused|matmul|linear)" --launch-count 1 \
   $mlc bench bench/gemm_linear.mdl --target cuda --runs 1 --warmup 0 M=8192 N=6144 K=2048 bias=true > $work/ncu/inproj.log 2>&1 || rc=1
-timeout 90 ncu --clock-control none $secs -k regex:gemm --launch-count 1 \
+timeout 90 ncu --clock-control none $secs -k regex:"mlc_(fused|matmul|linear)" --launch-count 1 \
   $mlc bench bench/gemm_linear.mdl --target cuda --runs 1 --warmup 0 M=8192 N=2048 K=8192 bias=false > $work/ncu/down.log 2>&1 || rc=1
-timeout 90 ncu --clock-control none $secs -k regex:gemm --launch-count 1 \
+timeout 90 ncu --clock-control none $secs -k regex:"mlc_(fused|matmul|linear)" --launch-count 1 \
   $mlc bench bench/gemm_f32_nn.mdl --target cuda --runs 1 --warmup 0 --f32-matmul 3xtf32 > $work/ncu/f32.log 2>&1 || rc=1
 for f in inproj down f32; do echo "### $f"; grep -E "mlc_|Duration|Throughput|Stall|Warp Cycles|Issued Warp|Eligible|Active Warps|Registers|Achieved Occ|Block Size|Grid Size|Shared Memory Config|stalled" $work/ncu/$f.log | awk '$NF+0 > 0.05 || !/stalled/' | head -60 | cut -c1-150; done
 pack
