@@ -153,7 +153,9 @@ static void end_metal(cc *c) {
             cc_stype(c->n->type.dtype), k, k + 1);
 }
 
-void cc_begin(cc *c, uint64_t grid, uint32_t block, uint32_t smem) {
+void cc_begin(cc *c, uint64_t grid, uint32_t block, uint32_t smem) { cc_begin_min(c, grid, block, smem, 1); }
+
+void cc_begin_min(cc *c, uint64_t grid, uint32_t block, uint32_t smem, uint32_t min_blocks) {
   MLC_ASSERT(c->nlaunch < CC_MAX_LAUNCH);
   c->launch[c->nlaunch] = (cc_launch){grid, block, smem};
   if (c->t->metal) {
@@ -161,7 +163,10 @@ void cc_begin(cc *c, uint64_t grid, uint32_t block, uint32_t smem) {
     c->nlaunch++;
     return;
   }
-  cc_printf(c, "extern \"C\" __global__ void __launch_bounds__(%u) @K@_%u(", block, c->nlaunch);
+  if (min_blocks > 1)
+    cc_printf(c, "extern \"C\" __global__ void __launch_bounds__(%u, %u) @K@_%u(", block, min_blocks, c->nlaunch);
+  else
+    cc_printf(c, "extern \"C\" __global__ void __launch_bounds__(%u) @K@_%u(", block, c->nlaunch);
   for (uint32_t k = 0; k < c->n->nin; k++)
     cc_printf(c, "const %s *%s in%u, ", cc_stype(cc_in(c, (int)k)->dtype), c->t->restrict_kw, k);
   cc_printf(c, "%s *%s out, unsigned char *%s scratch%s) {\n", cc_stype(c->n->type.dtype), c->t->restrict_kw,

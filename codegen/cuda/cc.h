@@ -107,6 +107,9 @@ void cc_printf(cc *c, const char *fmt, ...) __attribute__((format(printf, 2, 3))
  * launch number, so identical kernels get identical text.  The body follows
  * with cc_printf; cc_end closes it. */
 void cc_begin(cc *c, uint64_t grid, uint32_t block, uint32_t smem);
+/* cc_begin with min_blocks resident blocks per multiprocessor in the launch
+ * bound (CUDA: __launch_bounds__(block, min_blocks), which caps registers). */
+void cc_begin_min(cc *c, uint64_t grid, uint32_t block, uint32_t smem, uint32_t min_blocks);
 void cc_end(cc *c);
 
 /* Metal: the kernel text the shared emitters wrote, with what MSL spells

@@ -61,6 +61,8 @@
  */
 #include "codegen/cuda/cc.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef cc_gemm_desc gemm_desc;
@@ -75,6 +77,8 @@ typedef struct {
   int x;
   int bm, bn, bk, wm, wn, st;
   int tm, tn;
+  int occ; /* blocks per multiprocessor that the launch bound asks for (0: 1) */
+  int lag; /* wg: k-tiles of wgmma left running (mlc_gemm_wg's LAG; 0 or 1) */
 } gemm_cfg;
 
 /* The device code (cc_gemm_prelude) is codegen/cuda/gemm.cuh, embedded at build time. */
@@ -107,6 +111,18 @@ static int64_t gemm_smem(const gemm_desc *d, const gemm_cfg *g) {
   return g->st * (a + b) * 2;
 }
 
+/* For measuring the tile table (bench/gemm_tune.sh) only: MLC_CUDA_GEMM_WG
+ * = "BN,ST,OCC,LAG" replaces the choice for every bf16/f16 wgmma GEMM. */
+static bool wg_override(gemm_cfg *g) {
+  const char *e = getenv("MLC_CUDA_GEMM_WG");
+  int bn, st, occ, lag;
+  if (!e || sscanf(e, "%d,%d,%d,%d", &bn, &st, &occ, &lag) != 4 || (bn != 128 && bn != 256) || st < 3 || st > 8 ||
+      occ < 1 || occ > 2 || lag < 0 || lag > 1)
+    return false;
+  *g = (gemm_cfg){.tc = true, .wg = true, .bm = 128, .bn = bn, .bk = 64, .wm = 2, .wn = 4, .st = st, .occ = occ, .lag = lag};
+  return true;
+}
+
 static gemm_cfg gemm_pick(const gemm_desc *d, int x) {
   if (d->dt == MLC_DT_F32 && x) {
     /* wgmma from three quarters of a wave of 128 x 128 tiles (the MLP's 2000 x 1000: 128 tiles) */
@@ -122,10 +138,12 @@ static gemm_cfg gemm_pick(const gemm_desc *d, int x) {
   }
   /* sm_90a wgmma: 128 x BN x 64 tiles, rows 16-byte aligned (edges zero-filled) */
   if (d->K % 8 == 0 && d->N % 8 == 0 && (!d->a_km || d->M % 8 == 0) && d->K > 0) {
+    gemm_cfg o;
+    if (wg_override(&o)) return o;
     if (d->N >= 256 && gemm_tiles(d, 128, 256) >= 2 * GEMM_SMS)
-      return (gemm_cfg){.tc = true, .wg = true, .bm = 128, .bn = 256, .bk = 64, .wm = 2, .wn = 4, .st = 4};
+      return (gemm_cfg){.tc = true, .wg = true, .bm = 128, .bn = 256, .bk = 64, .wm = 2, .wn = 4, .st = 4, .lag = 1};
     if (gemm_tiles(d, 128, 128) >= GEMM_SMS)
-      return (gemm_cfg){.tc = true, .wg = true, .bm = 128, .bn = 128, .bk = 64, .wm = 2, .wn = 4, .st = 6};
+      return (gemm_cfg){.tc = true, .wg = true, .bm = 128, .bn = 128, .bk = 64, .wm = 2, .wn = 4, .st = 6, .lag = 1};
   }
   if (gemm_tiles(d, 128, 256) >= 2 * GEMM_SMS && d->N >= 256)
     return (gemm_cfg){.tc = true, .bm = 128, .bn = 256, .bk = 32, .wm = 2, .wn = 4, .st = 4};
@@ -203,7 +221,7 @@ static void gemm_emit_one(cc *c, const gemm_desc *d, const gemm_cfg *g, const ml
   int64_t tmn = cc_ceil_div(d->M, bm), tnn = cc_ceil_div(d->N, bn), batch = mlc_gemm_batch(d);
   uint32_t threads = g->tc ? (uint32_t)(g->wm * g->wn * 32) : 256;
   if (pr) cc_fused_epilogue(c, pr);
-  cc_begin(c, (uint64_t)(batch * tmn * tnn), threads, (uint32_t)gemm_smem(d, g));
+  cc_begin_min(c, (uint64_t)(batch * tmn * tnn), threads, (uint32_t)gemm_smem(d, g), g->occ > 1 ? (uint32_t)g->occ : 1);
   const char *T = cc_stype(d->dt);
   cc_printf(c, "  extern __shared__ __align__(16) unsigned char mlc_gemm_sm[];\n");
   if (g->x && g->wg)
@@ -214,7 +232,7 @@ static void gemm_emit_one(cc *c, const gemm_desc *d, const gemm_cfg *g, const ml
               g->bn, g->bk, g->wm, g->wn, g->st, d->a_km ? "true" : "false", d->b_nk ? "true" : "false",
               (long long)d->M, (long long)d->N, (long long)d->K);
   else if (g->wg)
-    cc_printf(c, "  typedef mlc_gemm_wg<%s, %d, %d, %s, %s, %lldLL, %lldLL, %lldLL> G;\n", T, g->bn, g->st,
+    cc_printf(c, "  typedef mlc_gemm_wg<%s, %d, %d, %d, %s, %s, %lldLL, %lldLL, %lldLL> G;\n", T, g->bn, g->st, g->lag,
               d->a_km ? "true" : "false", d->b_nk ? "true" : "false", (long long)d->M, (long long)d->N,
               (long long)d->K);
   else if (g->tc)

@@ -276,7 +276,10 @@ MLC_FN unsigned long long mlc_wg_desc(unsigned addr, unsigned lbo) {
          (unsigned long long)(1024 >> 4) << 32 | 1ull << 62;
 }
 #endif
-template <class T, int BN, int ST, bool AKM, bool BNK, long long M, long long N, long long K>
+// LAG: the k-tiles whose wgmma may still run when the next is issued (1:
+// wait<1>, ST - 2 tiles loaded ahead; 0: wait<0>, ST - 1 tiles ahead, for two
+// blocks a multiprocessor, where the other block keeps the tensor cores busy).
+template <class T, int BN, int ST, int LAG, bool AKM, bool BNK, long long M, long long N, long long K>
 struct mlc_gemm_wg {
   static constexpr int BM = 128, BK = 64, NT = 256;
   static constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE = A_BYTES + B_BYTES;
@@ -338,7 +341,7 @@ struct mlc_gemm_wg {
 #pragma unroll
     for (int i = 0; i < BN2; i++) d[i] = 0.f;
 #pragma unroll
-    for (int s = 0; s < ST - 2; s++) {
+    for (int s = 0; s < ST - 1 - LAG; s++) {
       if (s < KT) {
         OA::load(s0 + s * STAGE + sa, pa + s * OA::GK, A, ma, ka, s);
         OB::load(s0 + s * STAGE + A_BYTES + sb, pb + s * OB::GK, B, nb, kb, s);
@@ -351,12 +354,12 @@ struct mlc_gemm_wg {
 #pragma unroll 1
     for (int kt = 0; kt < KT; kt++) {
       // tile kt has landed (this thread's copies); make it visible to the async proxy and the block
-      mlc_gemm_cp_wait<ST - 3>();
+      mlc_gemm_cp_wait<ST - 2 - LAG>();
       mlc_fence_async_smem();
       __syncthreads();
-      // every warpgroup has finished the wgmma of tile kt - 2: refill its stage
+      // every warpgroup has finished the wgmma of tile kt - 1 - LAG: refill its stage
       {
-        int nk = kt + ST - 2, st = nk % ST;
+        int nk = kt + ST - 1 - LAG, st = nk % ST;
         if (nk < KT) {
           OA::load(s0 + st * STAGE + sa, pa + nk * OA::GK, A, ma, ka, nk);
           OB::load(s0 + st * STAGE + A_BYTES + sb, pb + nk * OB::GK, B, nb, kb, nk);
@@ -369,7 +372,7 @@ struct mlc_gemm_wg {
       for (int kk = 0; kk < BK / 16; kk++)
         mlc_wgmma<T, BN>::template mma<AKM ? 1 : 0, BNK ? 0 : 1>(d, da0 + so + (kk * KSA >> 4), db0 + so + (kk * KSB >> 4));
       mlc_wg_commit();
-      mlc_wg_wait<1>();
+      mlc_wg_wait<LAG>();
     }
     mlc_wg_wait<0>();
 #pragma unroll

@@ -11,7 +11,7 @@
 #endif
 
 enum { FUNC_ATTR_STATIC_SHARED = 1, FUNC_ATTR_NUM_REGS = 4 }; /* CUfunction_attribute */
-enum { ATTR_MAX_DYNAMIC_SHARED = 8, ATTR_CC_MAJOR = 75, ATTR_CC_MINOR = 76, ATTR_SM_COUNT = 16,
+enum { ATTR_MAX_DYNAMIC_SHARED = 8, ATTR_SHARED_CARVEOUT = 9, ATTR_CC_MAJOR = 75, ATTR_CC_MINOR = 76, ATTR_SM_COUNT = 16,
        ATTR_MEM_CLOCK_KHZ = 36, ATTR_MEM_BUS_BITS = 37, ATTR_CLOCK_KHZ = 13 };
 
 typedef struct {
@@ -123,8 +123,12 @@ static mlc_status cu_resolve(mlc_device *base, const char *symbol, void **out) {
           mlc_status_free(st);
           return r;
         }
-        if (k->launch[l].smem > 48 * 1024)
+        /* a kernel of over 48 KiB of shared memory asks for all of it: the
+         * carveout of L1 that lets two such blocks share a multiprocessor */
+        if (k->launch[l].smem > 48 * 1024) {
           MLC_RETURN_IF_ERROR(CK(d, cuFuncSetAttribute(kk->fn[l], ATTR_MAX_DYNAMIC_SHARED, (int)k->launch[l].smem)));
+          MLC_RETURN_IF_ERROR(CK(d, cuFuncSetAttribute(kk->fn[l], ATTR_SHARED_CARVEOUT, 100)));
+        }
         /* Only the profiler's occupancy hint reads these: a failure leaves 0 (unknown). */
         if (d->drv.cuFuncGetAttribute(&kk->regs[l], FUNC_ATTR_NUM_REGS, kk->fn[l])) kk->regs[l] = 0;
         if (d->drv.cuFuncGetAttribute(&kk->static_smem[l], FUNC_ATTR_STATIC_SHARED, kk->fn[l])) kk->static_smem[l] = 0;
