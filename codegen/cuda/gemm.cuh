@@ -802,7 +802,9 @@ struct mlc_gemm_wgx {
 #pragma unroll 1
     for (int kt = 0; kt < KT; kt++) {
       unsigned st = s0 + (unsigned)(kt & 1) * STAGE;
+#ifndef MLC_WGX_NOLOAD
       if (kt + 1 < KT) { OA::fetch(va, A, m0, kt + 1, tid); OB::fetch(vb, B, n0, kt + 1, tid); }
+#endif
       // this warpgroup's 64 rows of A: 64 * 128 bytes on
       const unsigned long long ah = mlc_wg_desc(st + wg * 8192, 16), al = mlc_wg_desc(st + A_T + wg * 8192, 16);
       const unsigned long long bh = mlc_wg_desc(st + 2 * A_T, 16), bl = mlc_wg_desc(st + 2 * A_T + B_T, 16);
@@ -810,6 +812,12 @@ struct mlc_gemm_wgx {
 #pragma unroll
       for (int kk = 0; kk < BK / 8; kk++) { // k-step of 8 = 32 bytes = 2 in the descriptor
         if (X == 3) {
+#ifdef MLC_WGX_NOPART
+          mlc_wgmma_tf32<1>(acc, al + 2 * kk, bh + 2 * kk);
+          mlc_wgmma_tf32<1>(acc, ah + 2 * kk, bl + 2 * kk);
+          mlc_wgmma_tf32<1>(acc, ah + 2 * kk, bh + 2 * kk);
+          continue;
+#endif
           if (kk == 0) mlc_wgmma_tf32<0>(part, al, bh);
           else mlc_wgmma_tf32<1>(part, al + 2 * kk, bh + 2 * kk);
           mlc_wgmma_tf32<1>(part, ah + 2 * kk, bl + 2 * kk);
@@ -820,16 +828,25 @@ struct mlc_gemm_wgx {
         }
       }
       mlc_wg_commit();
+#ifndef MLC_WGX_NOLOAD
       if (kt + 1 < KT) { // the other stage was last read by tile kt - 1's products, all finished
         unsigned nx = s0 + (unsigned)((kt + 1) & 1) * STAGE;
         OA::put(va, nx, nx + A_T, tid);
         OB::put(vb, nx + 2 * A_T, nx + 2 * A_T + B_T, tid);
         mlc_fence_async_smem();
       }
+#endif
       mlc_wg_wait<0>();
+#ifndef MLC_WGX_NOPART
 #pragma unroll
       for (int i = 0; i < 64; i++) { mlc_wg_fence_operand(part[i]); acc[i] += part[i]; }
+#else
+#pragma unroll
+      for (int i = 0; i < 64; i++) mlc_wg_fence_operand(acc[i]);
+#endif
+#ifndef MLC_WGX_NOSYNC
       __syncthreads();
+#endif
     }
     // acc[4i + e]: row 16 * warp + lane / 4 (+8 for e >= 2), column 8i + 2 (lane % 4) (+1 for odd e)
     int lane = tid & 31, w = (tid >> 5) & 3;
