@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On the GPU machine (device tool): what bounds the 3xTF32 GEMM
 # (mlc_gemm_wgx, codegen/cuda/gemm.cuh)? The same kernel built with parts of
-# its k-loop compiled out (MLC_WGX_NOLOAD: no global loads or split stores,
+# its k-loop compiled out or moved (MLC_WGX_LATE: the next tile's loads
+# issued after this tile's products, not before; MLC_WGX_NOLOAD: no global loads or split stores,
 # the products run on stale tiles; MLC_WGX_NOPART: the products accumulate
 # straight into acc, no per-tile partial sum; MLC_WGX_NOSYNC: no block
 # barrier a k-tile), through an nvcc wrapper (MLC_NVCC), each with its own
@@ -17,7 +18,9 @@ mlc=$PWD/build-gpu/mlc
 { echo "# bench/wgx_probe.sh, $(date -u '+%F %T') UTC, commit ${COMMIT:-?}"
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader; } | tee $work/env.log
 i=0
-for v in "" "-DMLC_WGX_NOPART" "-DMLC_WGX_NOLOAD" "-DMLC_WGX_NOLOAD -DMLC_WGX_NOPART" "-DMLC_WGX_NOLOAD -DMLC_WGX_NOPART -DMLC_WGX_NOSYNC"; do
+VARIANTS=${VARIANTS:-"|-DMLC_WGX_NOPART|-DMLC_WGX_NOLOAD|-DMLC_WGX_NOLOAD -DMLC_WGX_NOPART|-DMLC_WGX_NOLOAD -DMLC_WGX_NOPART -DMLC_WGX_NOSYNC"}
+IFS='|' read -ra vs <<< "$VARIANTS"
+for v in "${vs[@]}"; do
   i=$((i + 1))
   printf '#!/bin/sh\nexec /usr/local/cuda/bin/nvcc %s "$@"\n' "$v" > /tmp/nvcc$i && chmod +x /tmp/nvcc$i
   for shape in "nn M=4096 N=4096 K=4096" "nn M=8192 N=2048 K=8192" "tn M=2048 N=2048 K=8192"; do

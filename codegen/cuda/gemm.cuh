@@ -802,7 +802,7 @@ struct mlc_gemm_wgx {
 #pragma unroll 1
     for (int kt = 0; kt < KT; kt++) {
       unsigned st = s0 + (unsigned)(kt & 1) * STAGE;
-#ifndef MLC_WGX_NOLOAD
+#if !defined(MLC_WGX_NOLOAD) && !defined(MLC_WGX_LATE)
       if (kt + 1 < KT) { OA::fetch(va, A, m0, kt + 1, tid); OB::fetch(vb, B, n0, kt + 1, tid); }
 #endif
       // this warpgroup's 64 rows of A: 64 * 128 bytes on
@@ -828,6 +828,9 @@ struct mlc_gemm_wgx {
         }
       }
       mlc_wg_commit();
+#if defined(MLC_WGX_LATE) && !defined(MLC_WGX_NOLOAD)
+      if (kt + 1 < KT) { OA::fetch(va, A, m0, kt + 1, tid); OB::fetch(vb, B, n0, kt + 1, tid); }
+#endif
 #ifndef MLC_WGX_NOLOAD
       if (kt + 1 < KT) { // the other stage was last read by tile kt - 1's products, all finished
         unsigned nx = s0 + (unsigned)((kt + 1) & 1) * STAGE;
