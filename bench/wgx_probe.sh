@@ -1,13 +1,12 @@
 #!/usr/bin/env bash
 # On the GPU machine (device tool): what bounds the 3xTF32 GEMM
 # (mlc_gemm_wgx, codegen/cuda/gemm.cuh)? The same kernel built with parts of
-# its k-loop compiled out or moved (MLC_WGX_LATE: the next tile's loads
-# issued after this tile's products, not before; MLC_WGX_NOLOAD: no global loads or split stores,
-# the products run on stale tiles; MLC_WGX_NOPART: the products accumulate
-# straight into acc, no per-tile partial sum; MLC_WGX_NOSYNC: no block
-# barrier a k-tile), through an nvcc wrapper (MLC_NVCC), each with its own
-# kernel cache; plus the 1xTF32 mode. Timing only: the variants' results
-# are wrong on purpose. Needs build-gpu/. Logs in $OUT/logs.tgz.
+# its k-loop changed by a macro (today MLC_WGX_NOPART: the products
+# accumulate straight into acc, no per-tile partial sum), given as
+# VARIANTS="|-DX|-DY" through an nvcc wrapper (MLC_NVCC), each with its own
+# kernel cache; plus the 1xTF32 mode, and with ACCURACY=1 each variant's
+# accuracy against float64 (bench/f32_gemm.py --skip-speed). Needs
+# build-gpu/. Logs in $OUT/logs.tgz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 final=${OUT:-/tmp/mlc-wgx}
@@ -18,7 +17,7 @@ mlc=$PWD/build-gpu/mlc
 { echo "# bench/wgx_probe.sh, $(date -u '+%F %T') UTC, commit ${COMMIT:-?}"
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader; } | tee $work/env.log
 i=0
-VARIANTS=${VARIANTS:-"|-DMLC_WGX_NOPART|-DMLC_WGX_NOLOAD|-DMLC_WGX_NOLOAD -DMLC_WGX_NOPART|-DMLC_WGX_NOLOAD -DMLC_WGX_NOPART -DMLC_WGX_NOSYNC"}
+VARIANTS=${VARIANTS:-"|-DMLC_WGX_NOPART"}
 IFS='|' read -ra vs <<< "$VARIANTS"
 for v in "${vs[@]}"; do
   i=$((i + 1))
@@ -36,4 +35,15 @@ for shape in "M=4096 N=4096 K=4096"; do
   r=$(timeout 60 $mlc bench bench/gemm_f32_nn.mdl --target cuda --f32-matmul tf32 --runs 20 --warmup 3 $shape 2>&1 | grep -o "median [0-9.]* ms")
   echo "1xTF32 nn $shape: $r"
 done | tee -a $work/summary.log
+# ACCURACY=1: f32_gemm.py's accuracy table (against float64) for each variant
+if [ -n "${ACCURACY:-}" ]; then
+  i=0
+  for v in "${vs[@]}"; do
+    i=$((i + 1))
+    mkdir -p $work/acc$i
+    MLC_NVCC=/tmp/nvcc$i XDG_CACHE_HOME=/tmp/wgx-cache$i timeout 150 python3 bench/f32_gemm.py --mlc $mlc --target cuda \
+      --skip-speed --out $work/acc$i --work /tmp/f32acc$i > $work/acc$i/log 2>&1
+    echo "### accuracy, variant [${v:-none}]"; grep -E "^\|" $work/acc$i/f32_gemm.md | head -20
+  done | tee -a $work/summary.log
+fi
 tar -C $work -czf "$final/logs.tgz" .

@@ -788,57 +788,59 @@ struct mlc_gemm_wgx {
     int tid = threadIdx.x, wg = tid >> 7;
     long long m0 = (long long)tm * BM, n0 = (long long)tn * BN;
     unsigned s0 = (mlc_gemm_smem_u32(smraw) + 1023) & ~1023u;
-    // stage s: A hi, A lo, B hi, B lo
+    // stage s: A hi, A lo, B hi, B lo.  The registers va, vb carry tile
+    // kt + 1 from global memory: fetched while tile kt - 1's products run,
+    // split into the free stage while tile kt's run, so that a load's
+    // latency is hidden behind a whole tile of products.
     float va[OA::NC][4], vb[OB::NC][4];
     OA::fetch(va, A, m0, 0, tid);
     OB::fetch(vb, B, n0, 0, tid);
     OA::put(va, s0, s0 + A_T, tid);
     OB::put(vb, s0 + 2 * A_T, s0 + 2 * A_T + B_T, tid);
     mlc_fence_async_smem();
+    if (1 < KT) { OA::fetch(va, A, m0, 1, tid); OB::fetch(vb, B, n0, 1, tid); }
     __syncthreads();
-    float acc[64], part[64];
+    float acc[64];
+#ifndef MLC_WGX_NOPART
+    float part[64];
+#else
+    float (&part)[64] = acc;
+#endif
 #pragma unroll
     for (int i = 0; i < 64; i++) acc[i] = 0.f;
 #pragma unroll 1
     for (int kt = 0; kt < KT; kt++) {
       unsigned st = s0 + (unsigned)(kt & 1) * STAGE;
-#if !defined(MLC_WGX_NOLOAD) && !defined(MLC_WGX_LATE)
-      if (kt + 1 < KT) { OA::fetch(va, A, m0, kt + 1, tid); OB::fetch(vb, B, n0, kt + 1, tid); }
-#endif
       // this warpgroup's 64 rows of A: 64 * 128 bytes on
       const unsigned long long ah = mlc_wg_desc(st + wg * 8192, 16), al = mlc_wg_desc(st + A_T + wg * 8192, 16);
       const unsigned long long bh = mlc_wg_desc(st + 2 * A_T, 16), bl = mlc_wg_desc(st + 2 * A_T + B_T, 16);
       mlc_wg_fence();
 #pragma unroll
       for (int kk = 0; kk < BK / 8; kk++) { // k-step of 8 = 32 bytes = 2 in the descriptor
-        if (X == 3) {
-#ifdef MLC_WGX_NOPART
-          mlc_wgmma_tf32<1>(acc, al + 2 * kk, bh + 2 * kk);
-          mlc_wgmma_tf32<1>(acc, ah + 2 * kk, bl + 2 * kk);
-          mlc_wgmma_tf32<1>(acc, ah + 2 * kk, bh + 2 * kk);
-          continue;
+        // the first product of a tile starts the partial sum afresh (with MLC_WGX_NOPART: never)
+#ifndef MLC_WGX_NOPART
+        const bool fresh = kk == 0;
+#else
+        const bool fresh = false;
 #endif
-          if (kk == 0) mlc_wgmma_tf32<0>(part, al, bh);
+        if (X == 3) {
+          if (fresh) mlc_wgmma_tf32<0>(part, al, bh);
           else mlc_wgmma_tf32<1>(part, al + 2 * kk, bh + 2 * kk);
           mlc_wgmma_tf32<1>(part, ah + 2 * kk, bl + 2 * kk);
           mlc_wgmma_tf32<1>(part, ah + 2 * kk, bh + 2 * kk);
         } else {
-          if (kk == 0) mlc_wgmma_tf32<0>(part, ah, bh);
+          if (fresh) mlc_wgmma_tf32<0>(part, ah, bh);
           else mlc_wgmma_tf32<1>(part, ah + 2 * kk, bh + 2 * kk);
         }
       }
       mlc_wg_commit();
-#if defined(MLC_WGX_LATE) && !defined(MLC_WGX_NOLOAD)
-      if (kt + 1 < KT) { OA::fetch(va, A, m0, kt + 1, tid); OB::fetch(vb, B, n0, kt + 1, tid); }
-#endif
-#ifndef MLC_WGX_NOLOAD
       if (kt + 1 < KT) { // the other stage was last read by tile kt - 1's products, all finished
         unsigned nx = s0 + (unsigned)((kt + 1) & 1) * STAGE;
         OA::put(va, nx, nx + A_T, tid);
         OB::put(vb, nx + 2 * A_T, nx + 2 * A_T + B_T, tid);
         mlc_fence_async_smem();
       }
-#endif
+      if (kt + 2 < KT) { OA::fetch(va, A, m0, kt + 2, tid); OB::fetch(vb, B, n0, kt + 2, tid); }
       mlc_wg_wait<0>();
 #ifndef MLC_WGX_NOPART
 #pragma unroll
@@ -847,9 +849,7 @@ struct mlc_gemm_wgx {
 #pragma unroll
       for (int i = 0; i < 64; i++) mlc_wg_fence_operand(acc[i]);
 #endif
-#ifndef MLC_WGX_NOSYNC
       __syncthreads();
-#endif
     }
     // acc[4i + e]: row 16 * warp + lane / 4 (+8 for e >= 2), column 8i + 2 (lane % 4) (+1 for odd e)
     int lane = tid & 31, w = (tid >> 5) & 3;
