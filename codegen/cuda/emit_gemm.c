@@ -123,6 +123,15 @@ static bool wg_override(gemm_cfg *g) {
   return true;
 }
 
+/* Whether every row of A and B, in every batch, starts 4-byte aligned: the
+ * contiguous extents and the batch strides are even (16-bit elements). */
+static bool gemm_rows_even(const gemm_desc *d) {
+  if (d->K <= 0 || (d->a_km ? d->M : d->K) % 2 || (d->b_nk ? d->K : d->N) % 2) return false;
+  for (int k = 0; k < d->nb; k++)
+    if (d->bsa[k] % 2 || d->bsb[k] % 2) return false;
+  return true;
+}
+
 static gemm_cfg gemm_pick(const gemm_desc *d, int x) {
   if (d->dt == MLC_DT_F32 && x) {
     /* wgmma from three quarters of a wave of 128 x 128 tiles (the MLP's 2000 x 1000: 128 tiles) */
@@ -136,8 +145,9 @@ static gemm_cfg gemm_pick(const gemm_desc *d, int x) {
     if (gemm_tiles(d, 128, 128) >= GEMM_SMS) return (gemm_cfg){.tm = 8, .tn = 8, .bk = 8};
     return (gemm_cfg){.tm = 4, .tn = 4, .bk = 16};
   }
-  /* sm_90a wgmma: 128 x BN x 64 tiles, rows 16-byte aligned (edges zero-filled) */
-  if (d->K % 8 == 0 && d->N % 8 == 0 && (!d->a_km || d->M % 8 == 0) && d->K > 0) {
+  /* sm_90a wgmma: 128 x BN x 64 tiles, edges zero-filled; rows of A and B
+   * 4-byte aligned (copied 16 bytes at a time where they are 16-byte aligned) */
+  if (gemm_rows_even(d)) {
     gemm_cfg o;
     if (wg_override(&o)) return o;
     if (d->N >= 256 && gemm_tiles(d, 128, 256) >= 2 * GEMM_SMS)

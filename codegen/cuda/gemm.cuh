@@ -21,6 +21,9 @@ MLC_FN void mlc_gemm_ldsm_x4_t(unsigned *r, unsigned addr) {
 // 16 bytes global -> shared, asynchronously; zero-filled when !ok (src not read).
 MLC_FN void mlc_gemm_cp16(unsigned dst, const void *src, bool ok) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(dst), "l"(src), "r"(ok ? 16 : 0) : "memory"); }
+// 4 bytes global -> shared, asynchronously; zero-filled when !ok.
+MLC_FN void mlc_gemm_cp4(unsigned dst, const void *src, bool ok) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" :: "r"(dst), "l"(src), "r"(ok ? 4 : 0) : "memory"); }
 MLC_FN void mlc_gemm_cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N> MLC_FN void mlc_gemm_cp_wait() { asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory"); }
 // Grouped rasterisation: consecutive blocks walk G tile-rows down one
@@ -295,7 +298,9 @@ struct mlc_gemm_wg {
   // its coordinates (mn, k) in the operand at k-tile 0, then constant
   // strides per chunk i.  Chunks past MN or K are zero-filled (cp.async
   // src-size 0, reading nothing), checked only where MN % R or K % BK leave
-  // a partial tile.
+  // a partial tile.  Rows 16-byte aligned (LD % 8 == 0) copy a chunk at
+  // once; rows only 4-byte aligned (LD even) copy it in four pairs, each
+  // checked against the contiguous extent (K if KM, else MN).
   template <int R, bool KM, long long LD, long long MN> struct op {
     static constexpr int CPR = KM ? 8 : R / 8;            // 16-byte chunks per global row
     static constexpr int RPI = NT / CPR;                   // global rows per pass
@@ -312,13 +317,22 @@ struct mlc_gemm_wg {
         mn = mn0 + cc * 8; k = r;
       }
     }
+    static constexpr bool V16 = LD % 8 == 0;
     static MLC_FN void load(unsigned s, const unsigned short *g, const unsigned short *base, long long mn, int k, int kt) {
       long long k0 = (long long)kt * BK + k;
 #pragma unroll
       for (int i = 0; i < NI; i++) {
         bool ok = KM ? (FULL_MN || mn + i * RPI < MN) && (FULL_K || k0 < K)
                      : (FULL_K || k0 + i * RPI < K) && (FULL_MN || mn < MN);
-        mlc_gemm_cp16(s + i * SI, ok ? g + i * GI : base, ok);
+        if (V16) {
+          mlc_gemm_cp16(s + i * SI, ok ? g + i * GI : base, ok);
+        } else {
+#pragma unroll
+          for (int j = 0; j < 4; j++) {
+            bool in = ok && (KM ? k0 + 2 * j < K : mn + 2 * j < MN);
+            mlc_gemm_cp4(s + i * SI + 4 * j, in ? g + i * GI + 2 * j : base, in);
+          }
+        }
       }
     }
   };
@@ -405,7 +419,20 @@ struct mlc_gemm_wg {
       int r = ch / CPR, cc = ch % CPR * 8;
       uint4 raw = *(const uint4 *)(sc + r * CP + cc);
       long long row = m0 + r, col = n0 + cc;
-      if ((M % BM == 0 || row < M) && (N % BN == 0 || col < N)) e.st8(row * N + col, col, raw);
+      if ((M % BM == 0 || row < M) && (N % BN == 0 || col < N)) {
+        if (N % 8 == 0) {
+          e.st8(row * N + col, col, raw);
+        } else { // rows not 16-byte aligned: the chunk's elements one by one, up to column N
+          const unsigned w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+          for (int j = 0; j < 8; j++)
+            if (col + j < N) {
+              T v;
+              v.x = (unsigned short)(w[j >> 1] >> (16 * (j & 1)));
+              e.st1(row * N + col + j, col + j, to_f32(v));
+            }
+        }
+      }
     }
   }
 #else
@@ -546,9 +573,6 @@ MLC_FN void mlc_mma_tf32(float *d, const unsigned *a, const unsigned *b) {
 template <int X> MLC_FN void mlc_mma_x(float *d, const unsigned *ah, const unsigned *al, const unsigned *bh, const unsigned *bl) {
   if (X == 3) { mlc_mma_tf32(d, al, bh); mlc_mma_tf32(d, ah, bl); }
   mlc_mma_tf32(d, ah, bh); }
-// 4 bytes global -> shared, asynchronously; zero-filled when !ok.
-MLC_FN void mlc_gemm_cp4(unsigned dst, const void *src, bool ok) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" :: "r"(dst), "l"(src), "r"(ok ? 4 : 0) : "memory"); }
 // A ROWS x COLS tile of a row-major f32 matrix (leading dimension LD, RMAX x
 // CMAX valid) from (r0, c0) into shared memory with row pitch P floats, by
 // cp.async: 16 bytes a copy where rows are 16-byte aligned (LD % 4 == 0),

@@ -384,6 +384,13 @@ CASES = [
          members="lin = Linear(200, 1160, dtype=bf16)"),
     Case("matmul_bf16_wgmma_edges", "a: bf16[2040, 200], b: bf16[200, 1160]", "cast(a @ b, f32)",
          lambda I, P: bf16(I["a"] @ I["b"]), LOW),
+    # rows only 4-byte aligned (K, N even, not multiples of 8): the wgmma GEMM copies them in pairs,
+    # and an odd N stores element by element
+    Case("matmul_bf16_wgmma_rows4", "a: bf16[2040, 202], b: bf16[202, 1162]", "cast(a @ b, f32)",
+         lambda I, P: bf16(I["a"] @ I["b"]), LOW),
+    Case("fused_linear_bf16_wgmma_odd_n", "x: bf16[2040, 202]", "cast(lin(x), f32)",
+         lambda I, P: bf16(bf16(I["x"] @ P["lin.weight"].T) + P["lin.bias"]), LOW,
+         members="lin = Linear(202, 1161, dtype=bf16)"),
     # the rest
     Case("embedding", "idx: i32[3, 17]", "emb(idx)", lambda I, P: P["emb.weight"][I["idx"]], EXACT,
          {"idx": (0, 100)}, members="emb = Embedding(100, 24)"),
@@ -568,6 +575,8 @@ GRAD_CASES = [
     GradCase("matmul_tn_bf16_wgmma", "matmul_tn", ["a: bf16[256, 2048]", "b: bf16[256, 1152]"],
              lambda I, P: bf16(I["a"].T @ I["b"]), LOW, targets=("cuda", "metal", "spirv")),
     GradCase("matmul_tn_bf16_wgmma_edges", "matmul_tn", ["a: bf16[200, 2040]", "b: bf16[200, 1160]"],
+             lambda I, P: bf16(I["a"].T @ I["b"]), LOW, targets=("cuda", "metal", "spirv")),
+    GradCase("matmul_tn_bf16_wgmma_rows4", "matmul_tn", ["a: bf16[203, 2042]", "b: bf16[203, 1162]"],
              lambda I, P: bf16(I["a"].T @ I["b"]), LOW, targets=("cuda", "metal", "spirv")),
     # broadcast: numpy rules to the node's shape
     GradCase("broadcast_rank_up", "broadcast", ["x: f32[37, 1]"], lambda I, P: I["x"].broadcast_to(4, 37, 53), EXACT,
