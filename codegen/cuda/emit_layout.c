@@ -167,8 +167,17 @@ bool cc_emit_layout(cc *c) {
     int ax = n->a.axis;
     int64_t st[MLC_MAX_RANK];
     mlc_type_strides(xt, st);
-    begin_elements(c, ot, 1);
-    cc_printf(c, "    long long t = (long long)in1[i];\n    (void)c%d;\n", ax);
+    /* begin_elements' loop, without the axis' coordinate (the index gives it) */
+    int64_t total = mlc_type_numel(ot), blocks = cc_ceil_div(total, THREADS), below = 1;
+    if (blocks > MAX_BLOCKS) blocks = MAX_BLOCKS;
+    cc_begin(c, (uint64_t)blocks, THREADS, 0);
+    cc_printf(c, "  for (long long i = (long long)blockIdx.x * %d + threadIdx.x; i < %lldll; i += %lldll) {\n", THREADS,
+              (long long)total, (long long)blocks * THREADS);
+    for (int k = ot->rank - 1; k >= 0; k--) {
+      if (k != ax) cc_printf(c, "    long long c%d = i / %lldll %% %lldll;\n", k, (long long)below, (long long)ot->dim[k]);
+      below *= ot->dim[k];
+    }
+    cc_printf(c, "    long long t = (long long)in1[i];\n");
     cc_printf(c, "    if (t >= 0 && t < %lldll) out[i] = in0[0", (long long)xt->dim[ax]);
     for (int k = 0; k < xt->rank; k++)
       if (k == ax) cc_printf(c, " + t * %lldll", (long long)st[k]);
