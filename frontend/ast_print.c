@@ -48,6 +48,16 @@ static void pexpr(FILE *o, const mlc_ast_expr *e) {
     break;
   case AST_CALL: fprintf(o, "(call %s", e->name); pargs(o, e->args, e->nargs); fputc(')', o); break;
   case AST_LIST: fprintf(o, "(list"); pargs(o, e->args, e->nargs); fputc(')', o); break;
+  case AST_INDEX: fprintf(o, "(index "); pexpr(o, e->lhs); pargs(o, e->args, e->nargs); fputc(')', o); break;
+  case AST_SLICE:
+    fprintf(o, "(slice");
+    for (uint32_t i = 0; i < e->nargs; i++) {
+      fputc(' ', o);
+      if (e->args[i].value) pexpr(o, e->args[i].value);
+      else fputc('_', o);
+    }
+    fputc(')', o);
+    break;
   }
 }
 

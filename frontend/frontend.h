@@ -36,7 +36,7 @@ bool mlc_tok_is(const mlc_token *t, const char *s);
 /* ---- AST ---- */
 
 typedef enum {
-  AST_INT, AST_FLOAT, AST_BOOL, AST_NAME, AST_BINARY, AST_NEG, AST_CALL, AST_LIST, AST_INDEX, AST_STRING,
+  AST_INT, AST_FLOAT, AST_BOOL, AST_NAME, AST_BINARY, AST_NEG, AST_CALL, AST_LIST, AST_INDEX, AST_STRING, AST_SLICE,
 } mlc_ast_expr_kind;
 
 typedef struct mlc_ast_expr mlc_ast_expr;
@@ -53,8 +53,9 @@ struct mlc_ast_expr {
   int64_t ival;       /* AST_INT, AST_BOOL */
   double fval;        /* AST_FLOAT */
   const char *name;   /* AST_NAME, AST_CALL (callee name), AST_STRING (its text) */
-  mlc_ast_expr *lhs, *rhs; /* AST_BINARY; AST_NEG uses lhs; AST_INDEX: lhs[rhs] */
-  mlc_ast_arg *args;  /* AST_CALL arguments; AST_LIST elements (unnamed) */
+  mlc_ast_expr *lhs, *rhs; /* AST_BINARY; AST_NEG uses lhs; AST_INDEX: lhs[args] */
+  mlc_ast_arg *args;  /* AST_CALL arguments; AST_LIST elements (unnamed); AST_INDEX: one per axis;
+                         AST_SLICE: start, end, step (a NULL value where left out) */
   uint32_t nargs;
 };
 

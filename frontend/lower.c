@@ -316,6 +316,7 @@ static mlc_value binary(mlc_lowerer *L, char op, mlc_value a, mlc_value b, mlc_l
 /* ---- expressions ---- */
 
 static mlc_value eval(mlc_lowerer *L, const mlc_ast_expr *e);
+static mlc_value eval_index(mlc_lowerer *L, const mlc_ast_expr *e);
 static mlc_value call(mlc_lowerer *L, const mlc_ast_expr *e);
 
 static mlc_value lookup(mlc_lowerer *L, const char *name, mlc_loc loc) {
@@ -366,7 +367,9 @@ static mlc_value eval(mlc_lowerer *L, const mlc_ast_expr *e) {
   }
   case AST_CALL: return call(L, e);
   case AST_STRING: return (mlc_value){.kind = V_STR, .str = e->name};
-  case AST_LIST: mlc_error(L->d, e->loc, "a list is only allowed as an argument of reshape, concat or betas"); return mlc_verr();
+  case AST_LIST: mlc_error(L->d, e->loc, "a list is only allowed as an argument of reshape, permute, expand, concat or betas"); return mlc_verr();
+  case AST_INDEX: return L->f ? eval_index(L, e) : (mlc_error(L->d, e->loc, "indexing is only allowed inside forward"), mlc_verr());
+  case AST_SLICE: mlc_error(L->d, e->loc, "a slice a:b:s is only allowed inside [ ]"); return mlc_verr();
   }
   return mlc_verr();
 }
@@ -1058,22 +1061,330 @@ static mlc_value prim_transpose(mlc_lowerer *L, const mlc_ast_expr *e, mlc_op op
   return mlc_emit(L, op, v, 1, &a, NULL, e->loc);
 }
 
+/* x[start:end:step] on one axis, start < end both inside [0, n], step >= 1:
+ * the elements start, start + step, ... before end.  There is no strided
+ * op: with m elements, the span start .. start + m * step viewed as
+ * [m, step] on the axis keeps its first column (a slice, and reshapes,
+ * which are views); where that span runs past the axis, the last element is
+ * a slice of its own, concatenated.  Data movement only, so the result is
+ * exact, and the gradient comes from slice's and concat's rules. */
+static mlc_value strided_slice(mlc_lowerer *L, mlc_value x, int axis, int64_t start, int64_t end, int64_t step,
+                               mlc_loc loc) {
+  const mlc_type t = *mlc_value_type(L, x);
+  int64_t m = (end - start + step - 1) / step;
+  mlc_attrs a = {.axis = axis, .start = start, .end = start + (step == 1 ? end - start : 1)};
+  if (step == 1 || m == 1) return mlc_emit(L, MLC_OP_SLICE, &x, 1, &a, NULL, loc);
+  bool fits = start + m * step <= t.dim[axis];
+  int64_t full = fits ? m : m - 1; /* rows of [full, step] */
+  mlc_value head = x;
+  a.start = start, a.end = start + full * step;
+  if (a.start != 0 || a.end != t.dim[axis]) head = mlc_emit(L, MLC_OP_SLICE, &x, 1, &a, NULL, loc);
+  int64_t dims[MLC_MAX_RANK + 1];
+  int r = 0;
+  for (int k = 0; k < t.rank; k++) {
+    if (k == axis) dims[r++] = full, dims[r++] = step;
+    else dims[r++] = t.dim[k];
+  }
+  if (r > MLC_MAX_RANK) {
+    mlc_error(L->d, loc, "a strided slice of a tensor of rank %d needs one more dimension than mlc's %d", t.rank, MLC_MAX_RANK);
+    return mlc_verr();
+  }
+  head = mlc_reshape(L, head, dims, r, loc);
+  mlc_attrs col = {.axis = axis + 1, .start = 0, .end = 1};
+  head = mlc_emit(L, MLC_OP_SLICE, &head, 1, &col, NULL, loc);
+  memcpy(dims, t.dim, sizeof t.dim);
+  dims[axis] = full;
+  head = mlc_reshape(L, head, dims, t.rank, loc);
+  if (fits) return head;
+  mlc_attrs last = {.axis = axis, .start = start + full * step, .end = start + full * step + 1};
+  mlc_value parts[2] = {head, mlc_emit(L, MLC_OP_SLICE, &x, 1, &last, NULL, loc)};
+  mlc_attrs cat = {.axis = axis};
+  return mlc_emit(L, MLC_OP_CONCAT, parts, 2, &cat, NULL, loc);
+}
+
+/* slice(x, dim, start, end, step=1) */
 static mlc_value prim_slice(mlc_lowerer *L, const mlc_ast_expr *e, mlc_op op) {
-  static const char *const spec[] = {"x", "dim", "start", "end"};
-  mlc_value v[4];
-  bool pr[4];
-  if (eval_args(L, e, spec, 4, v, pr).kind == V_ERR) return mlc_verr();
-  if (!mlc_want_tensor(L, v[0], argloc(e, spec, 4, 0), "the input of slice")) return mlc_verr();
+  (void)op;
+  static const char *const spec[] = {"x", "dim", "start", "end", "step="};
+  mlc_value v[5];
+  bool pr[5];
+  if (eval_args(L, e, spec, 5, v, pr).kind == V_ERR) return mlc_verr();
+  if (!mlc_want_tensor(L, v[0], argloc(e, spec, 5, 0), "the input of slice")) return mlc_verr();
   const mlc_type *t = mlc_value_type(L, v[0]);
   mlc_attrs a = {0};
-  if (!axis_of(L, v[1], argloc(e, spec, 4, 1), t->rank, &a.axis)) return mlc_verr();
+  int64_t step = 1;
+  if (!axis_of(L, v[1], argloc(e, spec, 5, 1), t->rank, &a.axis)) return mlc_verr();
   int64_t n = t->dim[a.axis];
-  if (!mlc_want_int(L, v[2], argloc(e, spec, 4, 2), "start", -n, n, &a.start) ||
-      !mlc_want_int(L, v[3], argloc(e, spec, 4, 3), "end", -n, n, &a.end))
+  if (!mlc_want_int(L, v[2], argloc(e, spec, 5, 2), "start", -n, n, &a.start) ||
+      !mlc_want_int(L, v[3], argloc(e, spec, 5, 3), "end", -n, n, &a.end) ||
+      (pr[4] && !mlc_want_int(L, v[4], argloc(e, spec, 5, 4), "slice's step", 1, MLC_MAX_NUMEL, &step)))
     return mlc_verr();
   if (a.start < 0) a.start += n;
   if (a.end < 0) a.end += n;
-  return mlc_emit(L, op, v, 1, &a, NULL, e->loc);
+  if (step == 1) return mlc_emit(L, MLC_OP_SLICE, v, 1, &a, NULL, e->loc);
+  if (a.start >= a.end) { /* the shape rule's message */
+    return mlc_emit(L, MLC_OP_SLICE, v, 1, &a, NULL, e->loc);
+  }
+  return strided_slice(L, v[0], a.axis, a.start, a.end, step, e->loc);
+}
+
+/* x[i, a:b:s, ...]: one item per leading axis, as Python and PyTorch.  An
+ * integer picks one element and drops the axis; a slice's bounds are
+ * clamped to the axis as Python's are, and its step must be positive (as
+ * in PyTorch).  An empty result is an error: mlc has no empty tensors. */
+static mlc_value eval_index(mlc_lowerer *L, const mlc_ast_expr *e) {
+  mlc_value x = eval(L, e->lhs);
+  if (!mlc_want_tensor(L, x, e->lhs->loc, "the indexed value")) return mlc_verr();
+  const mlc_type t = *mlc_value_type(L, x);
+  if (e->nargs > t.rank) {
+    mlc_error(L->d, e->args[t.rank].loc, "too many indices: %u for a tensor of rank %d", e->nargs, t.rank);
+    return mlc_verr();
+  }
+  bool drop[MLC_MAX_RANK] = {0};
+  for (uint32_t k = 0; k < e->nargs && x.kind == V_TENSOR; k++) {
+    const mlc_ast_expr *it = e->args[k].value;
+    int64_t n = t.dim[k];
+    if (it->kind != AST_SLICE) {
+      int64_t i;
+      if (!mlc_want_int(L, eval(L, it), e->args[k].loc, "an index", -n, n - 1, &i)) return mlc_verr();
+      if (i < 0) i += n;
+      mlc_attrs a = {.axis = (int32_t)k, .start = i, .end = i + 1};
+      x = mlc_emit(L, MLC_OP_SLICE, &x, 1, &a, NULL, e->args[k].loc);
+      drop[k] = true;
+      continue;
+    }
+    int64_t b[3] = {0, n, 1};
+    static const char *const what[3] = {"a slice's start", "a slice's end", "a slice's step"};
+    for (int j = 0; j < 3; j++) {
+      if (!it->args[j].value) continue;
+      if (!mlc_want_int(L, eval(L, it->args[j].value), it->args[j].loc, what[j], j == 2 ? 1 : INT64_MIN / 2,
+                        j == 2 ? MLC_MAX_NUMEL : INT64_MAX / 2, &b[j]))
+        return mlc_verr();
+      if (j < 2) { /* Python: negative counts from the end, then clamp to [0, n] */
+        if (b[j] < 0) b[j] += n;
+        b[j] = b[j] < 0 ? 0 : b[j] > n ? n : b[j];
+      }
+    }
+    if (b[0] >= b[1]) {
+      mlc_error(L->d, it->loc, "the slice %lld:%lld of axis %u (size %lld) is empty; mlc has no empty tensors",
+                (long long)b[0], (long long)b[1], k, (long long)n);
+      return mlc_verr();
+    }
+    if (b[0] == 0 && b[1] == n && b[2] == 1) continue;
+    x = strided_slice(L, x, (int)k, b[0], b[1], b[2], it->loc);
+  }
+  if (x.kind != V_TENSOR) return mlc_verr();
+  const mlc_type *r = mlc_value_type(L, x);
+  int64_t dims[MLC_MAX_RANK];
+  int rank = 0;
+  for (int k = 0; k < r->rank; k++)
+    if (!drop[k]) dims[rank++] = r->dim[k];
+  return rank == r->rank ? x : mlc_reshape(L, x, dims, rank, e->loc);
+}
+
+/* A list of integers (dims of permute and expand) into v; false after an error. */
+static bool int_list(mlc_lowerer *L, const mlc_ast_expr *lst, const char *what, int64_t lo, int64_t *v, int *n) {
+  if (lst->kind != AST_LIST) {
+    mlc_error(L->d, lst->loc, "%s must be a list: [d0, d1, ...]", what);
+    return false;
+  }
+  if (lst->nargs > MLC_MAX_RANK) {
+    mlc_error(L->d, lst->loc, "%s has %u entries; mlc supports at most %d dimensions", what, lst->nargs, MLC_MAX_RANK);
+    return false;
+  }
+  for (uint32_t i = 0; i < lst->nargs; i++)
+    if (!mlc_want_int(L, eval(L, lst->args[i].value), lst->args[i].loc, "a dimension", lo, MLC_MAX_NUMEL, &v[i]))
+      return false;
+  *n = (int)lst->nargs;
+  return true;
+}
+
+/* permute(x, [d0, d1, ...]): output axis k is input axis dk, as
+ * torch.permute.  When the axes longer than 1 keep their order it is a
+ * reshape (a view); otherwise a chain of transposes (rank minus the
+ * permutation's cycles of them, each a copy). */
+static mlc_value prim_permute(mlc_lowerer *L, const mlc_ast_expr *e, mlc_op op) {
+  (void)op;
+  if (e->nargs != 2 || e->args[0].name || e->args[1].name) {
+    mlc_error(L->d, e->loc, "permute takes a tensor and a list of axes: permute(x, [0, 2, 1])");
+    return mlc_verr();
+  }
+  mlc_value x = eval(L, e->args[0].value);
+  if (!mlc_want_tensor(L, x, e->args[0].loc, "the input of permute")) return mlc_verr();
+  const mlc_type t = *mlc_value_type(L, x);
+  int64_t raw[MLC_MAX_RANK];
+  int n, perm[MLC_MAX_RANK];
+  if (!int_list(L, e->args[1].value, "permute's axes", INT64_MIN / 2, raw, &n)) return mlc_verr();
+  if (n != t.rank) {
+    char b[96];
+    mlc_error(L->d, e->args[1].loc, "permute of %s needs %d axes, got %d", mlc_type_str(&t, b, sizeof b), t.rank, n);
+    return mlc_verr();
+  }
+  bool seen[MLC_MAX_RANK] = {0};
+  for (int k = 0; k < n; k++) {
+    int32_t ax;
+    if (!axis_of(L, vnum_i(raw[k]), e->args[1].value->args[k].loc, t.rank, &ax)) return mlc_verr();
+    if (seen[ax]) {
+      mlc_error(L->d, e->args[1].value->args[k].loc, "axis %d appears twice in permute's axes", ax);
+      return mlc_verr();
+    }
+    seen[ax] = true;
+    perm[k] = ax;
+  }
+  int64_t dims[MLC_MAX_RANK];
+  int last = -1;
+  bool view = true;
+  for (int k = 0; k < n; k++) {
+    dims[k] = t.dim[perm[k]];
+    if (dims[k] == 1) continue;
+    view &= perm[k] > last;
+    last = perm[k];
+  }
+  if (view) return mlc_reshape(L, x, dims, n, e->loc);
+  int cur[MLC_MAX_RANK]; /* cur[k]: the input axis now at position k */
+  for (int k = 0; k < n; k++) cur[k] = k;
+  for (int k = 0; k < n && x.kind == V_TENSOR; k++) {
+    int j = k;
+    while (cur[j] != perm[k]) j++;
+    if (j == k) continue;
+    mlc_attrs a = {.axis = k, .axis2 = j};
+    x = mlc_emit(L, MLC_OP_TRANSPOSE, &x, 1, &a, NULL, e->loc);
+    int s = cur[k];
+    cur[k] = cur[j], cur[j] = s;
+  }
+  return x;
+}
+
+/* unsqueeze(x, dim): a new axis of size 1 at dim (-rank-1 <= dim <= rank). */
+static mlc_value prim_unsqueeze(mlc_lowerer *L, const mlc_ast_expr *e, mlc_op op) {
+  (void)op;
+  static const char *const spec[] = {"x", "dim"};
+  mlc_value v[2];
+  bool pr[2];
+  if (eval_args(L, e, spec, 2, v, pr).kind == V_ERR) return mlc_verr();
+  if (!mlc_want_tensor(L, v[0], argloc(e, spec, 2, 0), "the input of unsqueeze")) return mlc_verr();
+  const mlc_type t = *mlc_value_type(L, v[0]);
+  int32_t ax;
+  if (t.rank >= MLC_MAX_RANK) {
+    mlc_error(L->d, e->loc, "unsqueeze of a tensor of rank %d: mlc supports at most %d dimensions", t.rank, MLC_MAX_RANK);
+    return mlc_verr();
+  }
+  if (!axis_of(L, v[1], argloc(e, spec, 2, 1), t.rank + 1, &ax)) return mlc_verr();
+  int64_t dims[MLC_MAX_RANK];
+  for (int k = 0, r = 0; k <= t.rank; k++) dims[k] = k == ax ? 1 : t.dim[r++];
+  return mlc_reshape(L, v[0], dims, t.rank + 1, e->loc);
+}
+
+/* squeeze(x, dim): drops axis dim if its size is 1 (else x as it is, as
+ * torch.squeeze); squeeze(x) drops every axis of size 1. */
+static mlc_value prim_squeeze(mlc_lowerer *L, const mlc_ast_expr *e, mlc_op op) {
+  (void)op;
+  static const char *const spec[] = {"x", "dim="};
+  mlc_value v[2];
+  bool pr[2];
+  if (eval_args(L, e, spec, 2, v, pr).kind == V_ERR) return mlc_verr();
+  if (!mlc_want_tensor(L, v[0], argloc(e, spec, 2, 0), "the input of squeeze")) return mlc_verr();
+  const mlc_type t = *mlc_value_type(L, v[0]);
+  int32_t ax = -1;
+  if (pr[1] && !axis_of(L, v[1], argloc(e, spec, 2, 1), t.rank, &ax)) return mlc_verr();
+  int64_t dims[MLC_MAX_RANK];
+  int r = 0;
+  for (int k = 0; k < t.rank; k++)
+    if (t.dim[k] != 1 || (ax >= 0 && k != ax)) dims[r++] = t.dim[k];
+  return r == t.rank ? v[0] : mlc_reshape(L, v[0], dims, r, e->loc);
+}
+
+/* expand(x, [d0, ...]): x broadcast to the shape, as torch.expand: -1 keeps
+ * an axis, new axes go in front, only axes of size 1 stretch.  It is a
+ * broadcast op (a copy), whose gradient sums over the stretched axes. */
+static mlc_value prim_expand(mlc_lowerer *L, const mlc_ast_expr *e, mlc_op op) {
+  if (e->nargs != 2 || e->args[0].name || e->args[1].name) {
+    mlc_error(L->d, e->loc, "expand takes a tensor and a list of dimensions: expand(x, [batch, -1, dim])");
+    return mlc_verr();
+  }
+  mlc_value x = eval(L, e->args[0].value);
+  if (!mlc_want_tensor(L, x, e->args[0].loc, "the input of expand")) return mlc_verr();
+  const mlc_type t = *mlc_value_type(L, x);
+  const mlc_ast_expr *lst = e->args[1].value;
+  int64_t dims[MLC_MAX_RANK];
+  int n;
+  if (!int_list(L, lst, "expand's shape", -1, dims, &n)) return mlc_verr();
+  char b[96];
+  if (n < t.rank) {
+    mlc_error(L->d, lst->loc, "expand of %s to %d dimensions: it cannot drop axes", mlc_type_str(&t, b, sizeof b), n);
+    return mlc_verr();
+  }
+  int lead = n - t.rank;
+  for (int k = 0; k < n; k++) {
+    int64_t have = k >= lead ? t.dim[k - lead] : 0;
+    if (dims[k] == -1 && k < lead) {
+      mlc_error(L->d, lst->args[k].loc, "expand: -1 is not allowed for a new leading axis");
+      return mlc_verr();
+    }
+    if (dims[k] == -1) dims[k] = have;
+    if (dims[k] == 0) { mlc_error(L->d, lst->args[k].loc, "a dimension must be positive (or -1 to keep it)"); return mlc_verr(); }
+    if (k >= lead && have != 1 && have != dims[k]) {
+      mlc_error(L->d, lst->args[k].loc, "expand of %s: axis %d has size %lld, which only stretches from 1 (got %lld)",
+                mlc_type_str(&t, b, sizeof b), k - lead, (long long)have, (long long)dims[k]);
+      return mlc_verr();
+    }
+  }
+  mlc_type o = {.dtype = t.dtype, .rank = (uint8_t)n};
+  memcpy(o.dim, dims, sizeof dims);
+  if (mlc_type_eq(&o, &t)) return x;
+  if (n == t.rank) {
+    bool same = true;
+    for (int k = 0; k < n; k++) same &= o.dim[k] == t.dim[k];
+    if (same) return x;
+  }
+  int64_t numel = 1;
+  for (int k = 0; k < n; k++) numel = numel > MLC_MAX_NUMEL / dims[k] ? MLC_MAX_NUMEL + 1 : numel * dims[k];
+  if (numel == mlc_type_numel(&t)) return mlc_reshape(L, x, dims, n, e->loc); /* only new axes of 1 */
+  return mlc_emit(L, op, &x, 1, NULL, &o, e->loc);
+}
+
+/* gather(x, dim, index): torch.gather. */
+static mlc_value prim_gather(mlc_lowerer *L, const mlc_ast_expr *e, mlc_op op) {
+  static const char *const spec[] = {"x", "dim", "index"};
+  mlc_value v[3];
+  bool pr[3];
+  if (eval_args(L, e, spec, 3, v, pr).kind == V_ERR) return mlc_verr();
+  if (!mlc_want_tensor(L, v[0], argloc(e, spec, 3, 0), "the input of gather") ||
+      !mlc_want_tensor(L, v[2], argloc(e, spec, 3, 2), "gather's index"))
+    return mlc_verr();
+  mlc_attrs a = {0};
+  if (!axis_of(L, v[1], argloc(e, spec, 3, 1), mlc_value_type(L, v[0])->rank, &a.axis)) return mlc_verr();
+  mlc_value in[2] = {v[0], v[2]};
+  const mlc_type *it = mlc_value_type(L, v[2]);
+  if (it->dtype != MLC_DT_I32 && it->dtype != MLC_DT_I64) {
+    char b[96];
+    mlc_error(L->d, argloc(e, spec, 3, 2), "gather's index must be i32 or i64, got %s", mlc_type_str(it, b, sizeof b));
+    return mlc_verr();
+  }
+  return mlc_emit(L, op, in, 2, &a, NULL, e->loc);
+}
+
+/* argmax(x, dim=, keepdim=false), argmin: without dim, the index into the
+ * flattened x (an i64 scalar), as torch.argmax. */
+static mlc_value prim_argreduce(mlc_lowerer *L, const mlc_ast_expr *e, mlc_op op) {
+  static const char *const spec[] = {"x", "dim=", "keepdim="};
+  mlc_value v[3];
+  bool pr[3], keep = false;
+  if (eval_args(L, e, spec, 3, v, pr).kind == V_ERR) return mlc_verr();
+  if (!mlc_want_tensor(L, v[0], argloc(e, spec, 3, 0), "the input")) return mlc_verr();
+  const mlc_type t = *mlc_value_type(L, v[0]);
+  mlc_attrs a = {0};
+  if (pr[2] && !mlc_want_bool(L, v[2], argloc(e, spec, 3, 2), "keepdim", &keep)) return mlc_verr();
+  a.keepdim = keep;
+  if (pr[1]) {
+    if (!axis_of(L, v[1], argloc(e, spec, 3, 1), t.rank, &a.axis)) return mlc_verr();
+    return mlc_emit(L, op, v, 1, &a, NULL, e->loc);
+  }
+  int64_t numel = mlc_type_numel(&t), ones[MLC_MAX_RANK] = {1, 1, 1, 1, 1, 1};
+  mlc_value flat = t.rank == 1 ? v[0] : mlc_reshape(L, v[0], &numel, 1, e->loc);
+  a.keepdim = false;
+  mlc_value r = mlc_emit(L, op, &flat, 1, &a, NULL, e->loc);
+  return keep && t.rank ? mlc_reshape(L, r, ones, t.rank, e->loc) : r;
 }
 
 static mlc_value prim_concat(mlc_lowerer *L, const mlc_ast_expr *e, mlc_op op) {
@@ -1245,6 +1556,10 @@ static const struct {
   {"abs", prim_unary, MLC_OP_ABS},         {"erf", prim_unary, MLC_OP_ERF},
   {"pow", prim_pow, MLC_OP_POW},           {"clamp", prim_clamp, MLC_OP_CLAMP_MIN},
   {"where", prim_where, MLC_OP_WHERE},     {"arange", prim_arange, MLC_OP_ARANGE},
+  {"permute", prim_permute, MLC_OP_TRANSPOSE}, {"unsqueeze", prim_unsqueeze, MLC_OP_RESHAPE},
+  {"squeeze", prim_squeeze, MLC_OP_RESHAPE}, {"expand", prim_expand, MLC_OP_BROADCAST},
+  {"gather", prim_gather, MLC_OP_GATHER},  {"min", prim_reduce, MLC_OP_MIN},
+  {"argmax", prim_argreduce, MLC_OP_ARGMAX}, {"argmin", prim_argreduce, MLC_OP_ARGMIN},
 };
 
 static mlc_value call(mlc_lowerer *L, const mlc_ast_expr *e) {

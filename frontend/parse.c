@@ -231,7 +231,44 @@ static mlc_ast_expr *primary(parser *P) {
 static mlc_ast_expr *binary(parser *P, char op, mlc_ast_expr *lhs, mlc_ast_expr *rhs, mlc_loc loc);
 static bool count_op(parser *P);
 
-/* unary = "-" unary | primary [ "**" unary ]    (so -x ** 2 is -(x ** 2), as in Python) */
+/* index = "[" item { "," item } "]"     item = expr | [ expr ] ":" [ expr ] [ ":" [ expr ] ]
+ * (Python's subscript, one item per axis; the base has been parsed) */
+static mlc_ast_expr *subscript(parser *P, mlc_ast_expr *base) {
+  mlc_ast_expr *e = new_expr(P, AST_INDEX, P->t->loc);
+  e->lhs = base;
+  next(P);
+  P->depth++;
+  uint32_t cap = 0;
+  while (!P->panic) {
+    mlc_ast_arg item = {.loc = P->t->loc};
+    mlc_ast_expr *first = is(P, ":") ? NULL : expr(P);
+    if (!first && !is(P, ":")) break;
+    if (is(P, ":")) {
+      mlc_ast_expr *s = new_expr(P, AST_SLICE, item.loc);
+      s->nargs = 3;
+      s->args = mlc_arena_alloc(P->a, 3 * sizeof *s->args);
+      s->args[0] = (mlc_ast_arg){.loc = item.loc, .value = first};
+      for (int k = 1; k < 3 && accept(P, ":"); k++) {
+        s->args[k].loc = P->t->loc;
+        if (!is(P, ":") && !is(P, ",") && !is(P, "]")) s->args[k].value = expr(P);
+        if (P->panic) break;
+      }
+      first = s;
+    }
+    item.value = first;
+    if (e->nargs == cap) {
+      cap = cap ? cap * 2 : 4;
+      e->args = mlc_arena_grow(P->a, e->args, e->nargs * sizeof *e->args, cap * sizeof *e->args);
+    }
+    e->args[e->nargs++] = item;
+    if (!accept(P, ",")) break;
+  }
+  P->depth--;
+  if (P->panic || !expect(P, "]")) return NULL;
+  return e;
+}
+
+/* unary = "-" unary | primary { index } [ "**" unary ]    (so -x ** 2 is -(x ** 2), as in Python) */
 static mlc_ast_expr *unary(parser *P) {
   if (++P->nest > MAX_DEPTH) {
     if (!P->panic) mlc_error(P->d, P->t->loc, "expression is nested too deeply (the limit is %d)", MAX_DEPTH);
@@ -247,6 +284,7 @@ static mlc_ast_expr *unary(parser *P) {
     if (!e->lhs) e = NULL;
   } else {
     e = primary(P);
+    while (e && continues(P) && is(P, "[")) e = subscript(P, e);
     if (e && continues(P) && is(P, "**")) {
       mlc_loc loc = P->t->loc;
       if (!count_op(P)) return NULL;

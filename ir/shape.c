@@ -153,6 +153,13 @@ static bool shape_reduce(rule_ctx *c) {
   return true;
 }
 
+/* argmax, argmin: a reduction's shape, as i64 (torch's index dtype). */
+static bool shape_arg_reduce(rule_ctx *c) {
+  if (!shape_reduce(c)) return false;
+  c->out->dtype = MLC_DT_I64;
+  return true;
+}
+
 static bool shape_softmax(rule_ctx *c) {
   if (!check_axis(c, c->in[0], c->n->a.axis) || !need_float(c, c->in[0], "softmax")) return false;
   *c->out = *c->in[0];
@@ -292,6 +299,23 @@ static bool shape_embedding(rule_ctx *c) {
   c->out->dtype = w->dtype;
   c->out->dim[c->out->rank++] = w->dim[1];
   return check_numel(c, c->out);
+}
+
+/* gather(x, axis, index): index has x's rank and, off the axis, no
+ * dimension larger than x's (torch.gather's rule); the result has index's
+ * shape and x's dtype. */
+static bool shape_gather(rule_ctx *c) {
+  const mlc_type *x = c->in[0], *idx = c->in[1];
+  int ax = c->n->a.axis;
+  if (!check_axis(c, x, ax)) return false;
+  if (!is_int(idx)) return fail(c, "gather's index must be i32 or i64, got %s", TSTR(idx));
+  if (idx->rank != x->rank) return fail(c, "gather's index %s must have the rank of the input %s", TSTR(idx), TSTR(x));
+  for (int i = 0; i < x->rank; i++)
+    if (i != ax && idx->dim[i] > x->dim[i])
+      return fail(c, "gather's index %s is larger than the input %s in dimension %d", TSTR(idx), TSTR(x), i);
+  *c->out = *idx;
+  c->out->dtype = x->dtype;
+  return true;
 }
 
 static bool shape_norm(rule_ctx *c) {
@@ -434,6 +458,20 @@ static bool shape_embedding_grad(rule_ctx *c) {
   if (!ok) return fail(c, "embedding_grad of %s with indices %s into %s: shapes do not agree", TSTR(g), TSTR(idx), TSTR(&o));
   *c->out = o;
   return check_numel(c, &o);
+}
+
+static bool shape_gather_grad(rule_ctx *c) {
+  const mlc_type *g = c->in[0], *idx = c->in[1];
+  mlc_type o = c->n->type;
+  o.dtype = g->dtype;
+  int ax = c->n->a.axis;
+  if (!need_float(c, g, "gather_grad") || !is_int(idx)) return fail(c, "gather_grad needs a float gradient and int indices");
+  if (!check_numel(c, &o) || !check_axis(c, &o, ax)) return false;
+  bool ok = g->rank == o.rank && idx->rank == o.rank;
+  for (int i = 0; ok && i < o.rank; i++) ok = g->dim[i] == idx->dim[i] && (i == ax || idx->dim[i] <= o.dim[i]);
+  if (!ok) return fail(c, "gather_grad of %s with index %s into %s: shapes do not agree", TSTR(g), TSTR(idx), TSTR(&o));
+  *c->out = o;
+  return true;
 }
 
 static bool shape_norm_grad_x(rule_ctx *c) {
@@ -585,6 +623,16 @@ static void cost_embedding_grad(cost_ctx *c) {
   /* Read the gradient rows and indices, zero the table, add the rows in. */
   c->flops = tnumel(in_type(c, 0));
   c->bytes = 2 * tbytes(in_type(c, 0)) + tbytes(in_type(c, 1)) + tbytes(&c->n->type);
+}
+
+/* gather reads the index and one element of x per output element. */
+static void cost_gather(cost_ctx *c) { c->bytes = 2 * tbytes(&c->n->type) + tbytes(in_type(c, 1)); }
+
+/* gather_grad: each output element walks the index along the axis (the
+ * deterministic form of a scatter-add; codegen says why). */
+static void cost_gather_grad(cost_ctx *c) {
+  c->flops = tnumel(in_type(c, 0));
+  c->bytes = io_bytes(c);
 }
 
 static void cost_cross_entropy_grad(cost_ctx *c) { c->flops = 4 * tnumel(in_type(c, 1)); c->bytes = io_bytes(c); }

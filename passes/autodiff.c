@@ -21,8 +21,8 @@
  * forward node it comes from, so kernels and diagnostics keep the user's
  * module names.
  *
- * A rule that needs something autodiff cannot differentiate yet (max,
- * attention with q, k, v of different shapes) is a user error at the
+ * A rule that needs something autodiff cannot differentiate yet (attention
+ * with q, k, v of different shapes) is a user error at the
  * forward node's location.
  */
 #include <string.h>
@@ -360,6 +360,39 @@ static void vjp_mean(ad *c, uint32_t y, uint32_t g) {
   mlc_attrs a = at(c, y);
   uint32_t x = in(c, y, 0);
   accum(c, x, spread(c, scale(c, g, 1.0 / (double)ty(c, x).dim[a.axis]), x, a.axis, a.keepdim));
+}
+
+/* max, min (torch.amax, amin): g goes to the elements equal to the result,
+ * shared evenly among ties, as PyTorch's scale_grad_by_count does:
+ * (g / count) * mask. */
+static void vjp_extreme(ad *c, uint32_t y, uint32_t g) {
+  mlc_attrs a = at(c, y);
+  uint32_t x = in(c, y, 0);
+  mlc_type kept = ty(c, x);
+  kept.dim[a.axis] = 1;
+  uint32_t yk = reshape_to(c, y, &kept), gk = reshape_to(c, g, &kept);
+  mlc_type mt = {.dtype = ty(c, x).dtype};
+  uint32_t eq = binary(c, MLC_OP_EQ, x, yk);
+  uint32_t mask = emit(c, MLC_OP_CAST, &eq, 1, NULL, &mt);
+  uint32_t count = sum_axis(c, mask, a.axis, true);
+  accum(c, x, binary(c, MLC_OP_MUL, binary(c, MLC_OP_DIV, gk, count), mask));
+}
+
+/* broadcast (expand): the stretched axes sum back. */
+static void vjp_broadcast(ad *c, uint32_t y, uint32_t g) {
+  uint32_t x = in(c, y, 0);
+  mlc_type tx = ty(c, x);
+  accum(c, x, unbroadcast(c, g, &tx));
+}
+
+/* gather: g scatter-adds into x's shape at the indices; the index gets nothing. */
+static void vjp_gather(ad *c, uint32_t y, uint32_t g) {
+  uint32_t x = in(c, y, 0);
+  if (!needs(c, x)) return;
+  mlc_type tx = ty(c, x);
+  mlc_attrs a = {.axis = at(c, y).axis};
+  uint32_t ins[2] = {g, in(c, y, 1)};
+  accum(c, x, emit(c, MLC_OP_GATHER_GRAD, ins, 2, &a, &tx));
 }
 
 /* dx = y (g - sum(g y, axis)) */

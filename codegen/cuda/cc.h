@@ -177,8 +177,10 @@ static inline const mlc_type *cc_outt(const cc *c) { return &c->n->type; }
 
 /* ---- op emitters: each returns false with c->err set if it cannot ---- */
 bool cc_emit_ew(cc *c);          /* elementwise, with broadcasting; cast; broadcast; *_grad of activations */
-bool cc_emit_reduce(cc *c);      /* sum, mean, max, softmax */
-bool cc_emit_layout(cc *c);      /* transpose, slice, concat, slice_grad */
+bool cc_emit_reduce(cc *c);      /* sum, mean, max, min, softmax */
+bool cc_emit_argreduce(cc *c);   /* argmax, argmin (emit_reduce.c) */
+bool cc_emit_layout(cc *c);      /* transpose, slice, concat, gather, slice_grad */
+bool cc_emit_gather_grad(cc *c); /* gather_grad (emit_layout.c) */
 bool cc_emit_gemm(cc *c);        /* matmul, linear */
 bool cc_emit_attention(cc *c);   /* attention, attention_grad */
 bool cc_emit_norm(cc *c);        /* rmsnorm, layernorm and their grads */

@@ -30,6 +30,10 @@ static emitter emitter_of(const cc_target *t, mlc_op op) {
   case MLC_OP_ARANGE: return cc_emit_arange;
   case MLC_OP_FUSED: return cc_emit_fused;
   case MLC_OP_ADAMW_MULTI: return t->metal ? NULL : cc_emit_adamw_multi;
+  case MLC_OP_MIN: return cc_emit_reduce;
+  case MLC_OP_ARGMAX: case MLC_OP_ARGMIN: return cc_emit_argreduce;
+  case MLC_OP_GATHER: return cc_emit_layout;
+  case MLC_OP_GATHER_GRAD: return cc_emit_gather_grad;
   default: return (fl & MLC_F_EW) ? cc_emit_ew : NULL;
   }
 }

@@ -1,5 +1,6 @@
-/* Data movement: transpose (swap two axes), slice, concat and slice_grad
- * (zeros with g written at [start, end) on one axis).  Bits are copied as
+/* Data movement: transpose (swap two axes), slice, concat, gather,
+ * slice_grad (zeros with g written at [start, end) on one axis) and
+ * gather_grad.  Bits are copied as
  * they are, so every dtype moves exactly.
  *
  * A thread writes output elements i, i + stride, ...: it splits i into
@@ -160,7 +161,75 @@ bool cc_emit_layout(cc *c) {
     end_elements(c);
     return true;
   }
+  case MLC_OP_GATHER: {
+    /* out[c] = in0[c with c[axis] = index[c]]; an index outside the axis gives 0 */
+    const mlc_type *xt = cc_in(c, 0);
+    int ax = n->a.axis;
+    int64_t st[MLC_MAX_RANK];
+    mlc_type_strides(xt, st);
+    /* begin_elements' loop, without the axis' coordinate (the index gives it) */
+    int64_t total = mlc_type_numel(ot), blocks = cc_ceil_div(total, THREADS), below = 1;
+    if (blocks > MAX_BLOCKS) blocks = MAX_BLOCKS;
+    cc_begin(c, (uint64_t)blocks, THREADS, 0);
+    cc_printf(c, "  for (long long i = (long long)blockIdx.x * %d + threadIdx.x; i < %lldll; i += %lldll) {\n", THREADS,
+              (long long)total, (long long)blocks * THREADS);
+    for (int k = ot->rank - 1; k >= 0; k--) {
+      if (k != ax) cc_printf(c, "    long long c%d = i / %lldll %% %lldll;\n", k, (long long)below, (long long)ot->dim[k]);
+      below *= ot->dim[k];
+    }
+    cc_printf(c, "    long long t = (long long)in1[i];\n");
+    cc_printf(c, "    if (t >= 0 && t < %lldll) out[i] = in0[0", (long long)xt->dim[ax]);
+    for (int k = 0; k < xt->rank; k++)
+      if (k == ax) cc_printf(c, " + t * %lldll", (long long)st[k]);
+      else cc_printf(c, " + c%d * %lldll", k, (long long)st[k]);
+    cc_printf(c, "];\n    else out[i] = %s{};\n", cc_stype(ot->dtype));
+    end_elements(c);
+    return true;
+  }
   default:
     return cc_fail(c, "%s is not a layout op", mlc_ops[n->op].name);
   }
+}
+
+/* gather_grad: zeros of x's shape with g added at the indices along the
+ * axis (scatter-add).  One thread per line of the output along the axis:
+ * it zeroes the line and walks the index's line in order, so there are no
+ * atomics and the sums come out the same every run.  Sums in f32, rounded
+ * to the output's dtype at each store. */
+bool cc_emit_gather_grad(cc *c) {
+  const mlc_node *n = c->n;
+  const mlc_type *ot = &n->type, *it = cc_in(c, 1);
+  int ax = n->a.axis, dt = ot->dtype;
+  int64_t ost[MLC_MAX_RANK], ist[MLC_MAX_RANK], lines = 1, D = ot->dim[ax], R = it->dim[ax];
+  mlc_type_strides(ot, ost);
+  mlc_type_strides(it, ist);
+  for (int k = 0; k < ot->rank; k++)
+    if (k != ax) lines *= ot->dim[k];
+  int64_t blocks = cc_ceil_div(lines, THREADS);
+  if (blocks > MAX_BLOCKS) blocks = MAX_BLOCKS;
+  cc_begin(c, (uint64_t)blocks, THREADS, 0);
+  cc_printf(c, "  for (long long q = (long long)blockIdx.x * %d + threadIdx.x; q < %lldll; q += %lldll) {\n", THREADS,
+            (long long)lines, (long long)blocks * THREADS);
+  cc_printf(c, "    long long o = 0, g = 0;\n    bool inside = true;\n");
+  int64_t below = 1;
+  for (int k = ot->rank - 1; k >= 0; k--) {
+    if (k == ax) continue;
+    cc_printf(c, "    { long long ck = q / %lldll %% %lldll; o += ck * %lldll; g += ck * %lldll;", (long long)below,
+              (long long)ot->dim[k], (long long)ost[k], (long long)ist[k]);
+    if (it->dim[k] < ot->dim[k]) cc_printf(c, " inside = inside && ck < %lldll;", (long long)it->dim[k]);
+    cc_printf(c, " }\n");
+    below *= ot->dim[k];
+  }
+  cc_printf(c, "    for (long long j = 0; j < %lldll; j++) out[o + j * %lldll] = %s{};\n", (long long)D, (long long)ost[ax],
+            cc_stype(dt));
+  cc_printf(c, "    if (!inside) continue;\n");
+  cc_printf(c, "    for (long long j = 0; j < %lldll; j++) {\n", (long long)R);
+  cc_printf(c, "      long long t = (long long)in1[g + j * %lldll];\n", (long long)ist[ax]);
+  cc_printf(c, "      if (t < 0 || t >= %lldll) continue;\n", (long long)D);
+  const char *at = cc_fmt(c, "o + t * %lldll", (long long)ost[ax]);
+  cc_printf(c, "      %s\n    }\n  }\n",
+            cc_store(c, "out", dt, at, cc_fmt(c, "%s + %s", cc_load(c, "out", dt, at),
+                                             cc_load(c, "in0", dt, cc_fmt(c, "g + j * %lldll", (long long)ist[ax])))));
+  cc_end(c);
+  return true;
 }

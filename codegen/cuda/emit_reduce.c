@@ -1,4 +1,5 @@
-/* Reductions over one axis (sum, mean, max) and softmax along one axis.
+/* Reductions over one axis (sum, mean, max, min), softmax along one axis,
+ * and argmax, argmin.
  *
  * The input is viewed as [outer, len, inner] around the axis.  With
  * inner == 1 the axis is contiguous: one block of THREADS threads per row,
@@ -21,12 +22,14 @@ bool cc_emit_reduce(cc *c) {
   int64_t outer = 1, len = it->rank ? it->dim[ax] : 1, inner = 1;
   for (int k = 0; k < ax; k++) outer *= it->dim[k];
   for (int k = ax + 1; k < it->rank; k++) inner *= it->dim[k];
-  bool is_max = n->op == MLC_OP_MAX, is_softmax = n->op == MLC_OP_SOFTMAX;
+  bool is_max = n->op == MLC_OP_MAX, is_min = n->op == MLC_OP_MIN, is_softmax = n->op == MLC_OP_SOFTMAX;
   const char *acc = mlc_dtype_is_float((mlc_dtype)dt) ? "float" : cc_ctype(dt);
   const char *init = is_max ? (mlc_dtype_is_float((mlc_dtype)dt) ? "-MLC_INF"
                                : dt == MLC_DT_I64 ? "(-9223372036854775807ll - 1)" : dt == MLC_DT_I32 ? "(-2147483647 - 1)" : "0")
+                   : is_min ? (mlc_dtype_is_float((mlc_dtype)dt) ? "MLC_INF"
+                               : dt == MLC_DT_I64 ? "9223372036854775807ll" : dt == MLC_DT_I32 ? "2147483647" : "1")
                             : "0";
-  const char *combine = is_max ? "a = (v > a || v != v) ? v : a;" : "a += v;";
+  const char *combine = is_max ? "a = (v > a || v != v) ? v : a;" : is_min ? "a = (v < a || v != v) ? v : a;" : "a += v;";
   const char *scale = n->op == MLC_OP_MEAN ? cc_fmt(c, " / %s", cc_flit(c, (double)len)) : "";
   if (is_softmax && !mlc_dtype_is_float((mlc_dtype)dt)) return cc_fail(c, "softmax of an integer tensor");
 
@@ -42,7 +45,8 @@ bool cc_emit_reduce(cc *c) {
       cc_printf(c, "  for (long long j = threadIdx.x; j < %lldll; j += %d) { %s v = %s; %s }\n", (long long)len, THREADS,
                 acc, cc_load(c, "x", dt, "j"), combine);
       if (fl) {
-        cc_printf(c, "  a = %s(a, sh);\n", is_max ? "mlc_block_max" : "mlc_block_sum");
+        if (is_min) cc_printf(c, "  a = -mlc_block_max(-a, sh);\n"); /* min(x) = -max(-x), exactly */
+        else cc_printf(c, "  a = %s(a, sh);\n", is_max ? "mlc_block_max" : "mlc_block_sum");
       } else {
         /* Integers: through shared memory, thread 0 combining in order. */
         cc_printf(c, "  __shared__ %s part[%d];\n  part[threadIdx.x] = a;\n  __syncthreads();\n", acc, THREADS);
@@ -114,6 +118,36 @@ bool cc_emit_reduce(cc *c) {
               cc_store(c, "out", odt, at, cc_fmt(c, "expf(%s - m) * inv", cc_load(c, "in0", dt, at))));
   }
   cc_printf(c, "  }\n");
+  cc_end(c);
+  return true;
+}
+
+/* argmax, argmin: one thread per (outer, inner) column walks the axis and
+ * keeps the first extreme, a NaN counting as more extreme than anything (as
+ * torch.argmax, argmin); i64 indices.  A plain form: no block reduction for
+ * long rows. */
+bool cc_emit_argreduce(cc *c) {
+  const mlc_node *n = c->n;
+  const mlc_type *it = cc_in(c, 0);
+  int ax = n->a.axis, dt = it->dtype;
+  int64_t outer = 1, len = it->dim[ax], inner = 1;
+  for (int k = 0; k < ax; k++) outer *= it->dim[k];
+  for (int k = ax + 1; k < it->rank; k++) inner *= it->dim[k];
+  bool fl = mlc_dtype_is_float((mlc_dtype)dt), is_max = n->op == MLC_OP_ARGMAX;
+  const char *take = fl ? (is_max ? "v > best || (v != v && best == best)" : "v < best || (v != v && best == best)")
+                        : (is_max ? "v > best" : "v < best");
+  int64_t cols = outer * inner, blocks = cc_ceil_div(cols, THREADS);
+  if (blocks > MAX_BLOCKS) blocks = MAX_BLOCKS;
+  cc_begin(c, (uint64_t)blocks, THREADS, 0);
+  cc_printf(c, "  for (long long col = (long long)blockIdx.x * %d + threadIdx.x; col < %lldll; col += %lldll) {\n", THREADS,
+            (long long)cols, (long long)blocks * THREADS);
+  cc_printf(c, "    long long base = col / %lldll * %lldll + col %% %lldll, bi = 0;\n", (long long)inner,
+            (long long)(len * inner), (long long)inner);
+  cc_printf(c, "    %s best = %s;\n", cc_ctype(dt), cc_load(c, "in0", dt, "base"));
+  cc_printf(c, "    for (long long j = 1; j < %lldll; j++) {\n", (long long)len);
+  cc_printf(c, "      %s v = %s;\n", cc_ctype(dt), cc_load(c, "in0", dt, cc_fmt(c, "base + j * %lldll", (long long)inner)));
+  cc_printf(c, "      if (%s) { best = v; bi = j; }\n    }\n", take);
+  cc_printf(c, "    %s\n  }\n", cc_store(c, "out", MLC_DT_I64, "col", "bi"));
   cc_end(c);
   return true;
 }

@@ -164,6 +164,23 @@ static LLVMValueRef hreduce(cg *g, int dt, LLVMValueRef v, LLVMValueRef (*op)(cg
 LLVMValueRef cg_hsum(cg *g, int dt, LLVMValueRef v) { return hreduce(g, dt, v, cg_add); }
 LLVMValueRef cg_hmax(cg *g, int dt, LLVMValueRef v) { return hreduce(g, dt, v, cg_max); }
 
+LLVMValueRef cg_min(cg *g, int dt, LLVMValueRef a, LLVMValueRef b) {
+  LLVMValueRef lt = cg_is_float(dt) ? LLVMBuildFCmp(g->b, LLVMRealOLT, a, b, "") : LLVMBuildICmp(g->b, LLVMIntSLT, a, b, "");
+  return LLVMBuildSelect(g->b, lt, a, b, "");
+}
+
+LLVMValueRef cg_hmin(cg *g, int dt, LLVMValueRef v) { return hreduce(g, dt, v, cg_min); }
+
+LLVMValueRef cg_highest(cg *g, int dt, int lanes) {
+  LLVMTypeRef t = cg_ctype(g, dt, lanes);
+  switch (dt) {
+  case MLC_DT_I32: return cg_const_bits(g, t, 0x7fffffffu);
+  case MLC_DT_I64: return cg_const_bits(g, t, 0x7fffffffffffffffull);
+  case MLC_DT_BOOL: return cg_const_bits(g, t, 1);
+  default: return cg_const(g, t, __builtin_inf());
+  }
+}
+
 LLVMValueRef cg_lowest(cg *g, int dt, int lanes) {
   LLVMTypeRef t = cg_ctype(g, dt, lanes);
   switch (dt) {
@@ -447,11 +464,11 @@ void cg_row_map(cg *g, int64_t len, cg_row_fn fn, void *ctx) {
 }
 
 static LLVMValueRef red_op(cg *g, int dt, int op, LLVMValueRef a, LLVMValueRef b) {
-  return op == CG_RED_ADD ? cg_add(g, dt, a, b) : cg_max(g, dt, a, b);
+  return op == CG_RED_ADD ? cg_add(g, dt, a, b) : op == CG_RED_MIN ? cg_min(g, dt, a, b) : cg_max(g, dt, a, b);
 }
 
 static LLVMValueRef red_neutral(cg *g, int dt, int op, int lanes) {
-  return op == CG_RED_ADD ? LLVMConstNull(cg_ctype(g, dt, lanes)) : cg_lowest(g, dt, lanes);
+  return op == CG_RED_ADD ? LLVMConstNull(cg_ctype(g, dt, lanes)) : op == CG_RED_MIN ? cg_highest(g, dt, lanes) : cg_lowest(g, dt, lanes);
 }
 
 LLVMValueRef cg_row_reduce(cg *g, int64_t len, int dt, int op, cg_row_val_fn fn, void *ctx) {
@@ -478,5 +495,5 @@ LLVMValueRef cg_row_reduce(cg *g, int64_t len, int dt, int op, cg_row_val_fn fn,
     acc[NACC - 1] = red_op(g, dt, op, acc[NACC - 1], v);
   }
   LLVMValueRef v = red_op(g, dt, op, red_op(g, dt, op, acc[0], acc[1]), red_op(g, dt, op, acc[2], acc[3]));
-  return op == CG_RED_ADD ? cg_hsum(g, dt, v) : cg_hmax(g, dt, v);
+  return op == CG_RED_ADD ? cg_hsum(g, dt, v) : op == CG_RED_MIN ? cg_hmin(g, dt, v) : cg_hmax(g, dt, v);
 }

@@ -123,7 +123,7 @@ void cg_row_map(cg *g, int64_t len, cg_row_fn fn, void *ctx);
 /* Reduces the vectors fn returns over a row, with four accumulators for
  * instruction-level parallelism; lanes outside the row count as the neutral
  * element.  Returns a scalar. */
-enum { CG_RED_ADD, CG_RED_MAX };
+enum { CG_RED_ADD, CG_RED_MAX, CG_RED_MIN };
 typedef LLVMValueRef (*cg_row_val_fn)(cg *g, void *ctx, LLVMValueRef j, LLVMValueRef mask);
 LLVMValueRef cg_row_reduce(cg *g, int64_t len, int dt, int op, cg_row_val_fn fn, void *ctx);
 
@@ -149,6 +149,10 @@ LLVMValueRef cg_hsum(cg *g, int dt, LLVMValueRef v);
 LLVMValueRef cg_hmax(cg *g, int dt, LLVMValueRef v);
 /* -inf for floats, the minimum for integers. */
 LLVMValueRef cg_lowest(cg *g, int dt, int lanes);
+/* The mirrors for min: lane-wise min, horizontal min, +inf or the maximum. */
+LLVMValueRef cg_min(cg *g, int dt, LLVMValueRef a, LLVMValueRef b);
+LLVMValueRef cg_hmin(cg *g, int dt, LLVMValueRef v);
+LLVMValueRef cg_highest(cg *g, int dt, int lanes);
 /* Converts a compute value from dtype `from` to dtype `to`. */
 LLVMValueRef cg_convert(cg *g, LLVMValueRef v, int from, int to);
 
@@ -171,7 +175,8 @@ bool cg_fail(cg *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* ---- op emitters: one kernel body each ---- */
 bool cg_emit_ew(cg *g);          /* emit_ew.c: binary, unary, cast, broadcast, activation grads */
 bool cg_emit_arange(cg *g);
-bool cg_emit_reduce(cg *g);      /* emit_reduce.c: sum, mean, max */
+bool cg_emit_reduce(cg *g);      /* emit_reduce.c: sum, mean, max, min */
+bool cg_emit_argreduce(cg *g);   /* argmax, argmin */
 bool cg_emit_softmax(cg *g);
 bool cg_emit_cross_entropy(cg *g);
 bool cg_emit_cross_entropy_grad(cg *g);
@@ -187,6 +192,8 @@ bool cg_emit_slice_grad(cg *g);
 bool cg_emit_concat(cg *g);
 bool cg_emit_embedding(cg *g);
 bool cg_emit_embedding_grad(cg *g);
+bool cg_emit_gather(cg *g);
+bool cg_emit_gather_grad(cg *g);
 bool cg_emit_gemm(cg *g);        /* emit_gemm.c: matmul, linear */
 bool cg_emit_attention(cg *g);   /* emit_attention.c */
 bool cg_emit_optim(cg *g);       /* emit_optim.c: adamw, sgd */

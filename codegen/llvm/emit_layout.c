@@ -1,5 +1,6 @@
-/* Data movement: transpose (swap two axes), slice, concat, and embedding,
- * with the gradients of slice and embedding (slice_grad, embedding_grad).
+/* Data movement: transpose (swap two axes), slice, concat, embedding and
+ * gather, with the gradients of slice, embedding and gather (slice_grad,
+ * embedding_grad, gather_grad).
  *
  * These move bytes without arithmetic, so they copy raw storage (no
  * conversion) and lean on llvm.memcpy, which LLVM expands into vector moves
@@ -291,6 +292,91 @@ bool cg_emit_embedding_grad(cg *g) {
     cg_row_map(g, D, copy_row, &w);
     cg_end_for(g, &L, NULL);
   }
+  cg_end_for(g, &items, NULL);
+  return true;
+}
+
+/* ---- gather, gather_grad ---- */
+
+/* out[c] = x[c with c[axis] = index[c]] over index's shape (torch.gather).
+ * An index outside [0, x.dim[axis]) gives 0 (PyTorch raises an error; a
+ * kernel has no way to).  Bits are copied as they are. */
+bool cg_emit_gather(cg *g) {
+  const mlc_node *n = g->n;
+  const mlc_type *xt = &g->f->nodes[n->in[0]].type, *it = &g->f->nodes[n->in[1]].type;
+  int ax = n->a.axis;
+  int64_t st[1][MLC_MAX_RANK];
+  mlc_type_strides(xt, st[0]);
+  int64_t axstride = st[0][ax];
+  st[0][ax] = 0;
+  g->items = mlc_type_numel(it);
+  cg_loop items;
+  LLVMValueRef item = cg_items_begin(g, &items), off;
+  cg_unflatten(g, item, it->rank, it->dim, 1, (const int64_t(*)[MLC_MAX_RANK])st, &off);
+  LLVMValueRef t = cg_convert(g, cg_load(g, g->in[1], item, 1, NULL), g->in[1].dt, MLC_DT_I64);
+  cg_if_t c;
+  cg_if(g, &c, LLVMBuildICmp(g->b, LLVMIntULT, t, cg_i64(g, xt->dim[ax]), ""));
+  cg_store_raw(g, g->out, item, cg_load_raw(g, g->in[0], cg_idx(g, off, t, axstride), 1, NULL), NULL);
+  cg_else(g, &c);
+  cg_memset0(g, g->out, item, cg_i64(g, 1));
+  cg_endif(g, &c);
+  cg_end_for(g, &items, NULL);
+  return true;
+}
+
+/* out = zeros of x's shape, then out[c with c[axis] = index[c]] += g[c] for
+ * every c of index's shape (scatter-add), indices outside the axis skipped.
+ * A work item owns one line of out along the axis: it zeroes it and walks
+ * the index's line in order, so no two items write one element and the sums
+ * come out the same for any split over threads.  Sums are taken in the
+ * output's dtype (an f32 gradient in f32; 16-bit ones round at each add). */
+bool cg_emit_gather_grad(cg *g) {
+  const mlc_node *n = g->n;
+  const mlc_type *ot = &n->type, *it = &g->f->nodes[n->in[1]].type;
+  int ax = n->a.axis, r = ot->rank;
+  int64_t ost[MLC_MAX_RANK], ist[MLC_MAX_RANK];
+  mlc_type_strides(ot, ost);
+  mlc_type_strides(it, ist);
+  /* the line's coordinates: every axis but `axis`, over out's dims; strides
+   * into out, into index (and g), and unit strides for the axes where the
+   * index is shorter than out (those lines may lie outside the index) */
+  int64_t dims[MLC_MAX_RANK], st[2 + MLC_MAX_RANK][MLC_MAX_RANK] = {{0}};
+  int nd = 0, ncheck = 0, check_axis[MLC_MAX_RANK];
+  for (int k = 0; k < r; k++) {
+    if (k == ax) continue;
+    dims[nd] = ot->dim[k];
+    st[0][nd] = ost[k];
+    st[1][nd] = ist[k];
+    if (it->dim[k] < ot->dim[k]) {
+      st[2 + ncheck][nd] = 1;
+      check_axis[ncheck++] = k;
+    }
+    nd++;
+  }
+  int64_t lines = 1, D = ot->dim[ax], R = it->dim[ax];
+  for (int k = 0; k < nd; k++) lines *= dims[k];
+  g->items = lines;
+  cg_loop items, L;
+  LLVMValueRef item = cg_items_begin(g, &items), off[2 + MLC_MAX_RANK];
+  cg_unflatten(g, item, nd, dims, 2 + ncheck, (const int64_t(*)[MLC_MAX_RANK])st, off);
+  LLVMValueRef z = cg_for(g, &L, cg_i64(g, 0), cg_i64(g, D), 1);
+  cg_memset0(g, g->out, cg_idx(g, off[0], z, ost[ax]), cg_i64(g, 1));
+  cg_end_for(g, &L, NULL);
+  LLVMValueRef inside = LLVMConstInt(g->t_i1, 1, 0);
+  for (int q = 0; q < ncheck; q++)
+    inside = LLVMBuildAnd(g->b, inside, LLVMBuildICmp(g->b, LLVMIntULT, off[2 + q], cg_i64(g, it->dim[check_axis[q]]), ""), "");
+  cg_if_t in_index;
+  cg_if(g, &in_index, inside);
+  LLVMValueRef j = cg_for(g, &L, cg_i64(g, 0), cg_i64(g, R), 1);
+  LLVMValueRef gi = cg_idx(g, off[1], j, ist[ax]);
+  LLVMValueRef t = cg_convert(g, cg_load(g, g->in[1], gi, 1, NULL), g->in[1].dt, MLC_DT_I64);
+  cg_if_t ok;
+  cg_if(g, &ok, LLVMBuildICmp(g->b, LLVMIntULT, t, cg_i64(g, D), ""));
+  LLVMValueRef oi = cg_idx(g, off[0], t, ost[ax]);
+  cg_store(g, g->out, oi, LLVMBuildFAdd(g->b, cg_load(g, g->out, oi, 1, NULL), cg_load(g, g->in[0], gi, 1, NULL), ""), NULL);
+  cg_endif(g, &ok);
+  cg_end_for(g, &L, NULL);
+  cg_endif(g, &in_index);
   cg_end_for(g, &items, NULL);
   return true;
 }

@@ -51,12 +51,13 @@ static void red_column(cg *g, red_ctx *c, LLVMValueRef o, LLVMValueRef col, int6
                        LLVMValueRef mask) {
   const mlc_node *n = g->n;
   LLVMValueRef base = LLVMBuildAdd(g->b, LLVMBuildMul(g->b, o, cg_i64(g, R * inner), ""), col, "");
-  LLVMValueRef init = c->op == CG_RED_ADD ? LLVMConstNull(cg_ctype(g, c->dt, g->vw)) : cg_lowest(g, c->dt, g->vw);
+  LLVMValueRef init = c->op == CG_RED_ADD ? LLVMConstNull(cg_ctype(g, c->dt, g->vw))
+                     : c->op == CG_RED_MIN ? cg_highest(g, c->dt, g->vw) : cg_lowest(g, c->dt, g->vw);
   cg_loop L;
   LLVMValueRef r = cg_for(g, &L, cg_i64(g, 0), cg_i64(g, R), 1);
   LLVMValueRef acc = cg_carry(g, &L, init);
   LLVMValueRef x = cg_load(g, c->x, LLVMBuildAdd(g->b, base, LLVMBuildMul(g->b, r, cg_i64(g, inner), ""), ""), g->vw, mask);
-  LLVMValueRef next = c->op == CG_RED_ADD ? cg_add(g, c->dt, acc, x) : cg_max(g, c->dt, acc, x);
+  LLVMValueRef next = c->op == CG_RED_ADD ? cg_add(g, c->dt, acc, x) : c->op == CG_RED_MIN ? cg_min(g, c->dt, acc, x) : cg_max(g, c->dt, acc, x);
   cg_end_for(g, &L, &next);
   LLVMValueRef out = LLVMBuildAdd(g->b, LLVMBuildMul(g->b, o, cg_i64(g, inner), ""), col, "");
   cg_store(g, g->out, out, finish(g, n, L.phi[0], R), mask);
@@ -102,7 +103,8 @@ bool cg_emit_reduce(cg *g) {
   const mlc_type *it = &g->f->nodes[n->in[0]].type;
   int64_t outer, R, inner;
   view3(it, n->a.axis, &outer, &R, &inner);
-  red_ctx c = {.x = g->in[0], .dt = it->dtype, .op = n->op == MLC_OP_MAX ? CG_RED_MAX : CG_RED_ADD};
+  red_ctx c = {.x = g->in[0], .dt = it->dtype,
+               .op = n->op == MLC_OP_MAX ? CG_RED_MAX : n->op == MLC_OP_MIN ? CG_RED_MIN : CG_RED_ADD};
   if (inner == 1) {
     g->items = outer;
     cg_loop items;
@@ -115,6 +117,43 @@ bool cg_emit_reduce(cg *g) {
   }
   red_col_ctx cc = {c, R, inner};
   for_columns(g, outer, inner, red_column_fn, &cc);
+  return true;
+}
+
+/* ---- argmax, argmin ---- */
+
+/* out[o, i] = the first r with x[o, r, i] the largest (smallest) along the
+ * axis, a NaN counting as larger (smaller) than anything, as torch.argmax
+ * and argmin: a scalar walk per (o, i), with the best value and its index
+ * carried.  i64 indices. */
+bool cg_emit_argreduce(cg *g) {
+  const mlc_node *n = g->n;
+  const mlc_type *it = &g->f->nodes[n->in[0]].type;
+  int64_t outer, R, inner;
+  view3(it, n->a.axis, &outer, &R, &inner);
+  int dt = it->dtype;
+  bool fl = cg_is_float(dt), is_max = n->op == MLC_OP_ARGMAX;
+  g->items = outer * inner;
+  cg_loop items, L;
+  LLVMValueRef item = cg_items_begin(g, &items);
+  LLVMValueRef o = LLVMBuildUDiv(g->b, item, cg_i64(g, inner), ""), i = LLVMBuildURem(g->b, item, cg_i64(g, inner), "");
+  LLVMValueRef base = cg_iadd(g, cg_imulc(g, o, R * inner), i);
+  LLVMValueRef first = cg_load(g, g->in[0], base, 1, NULL);
+  LLVMValueRef r = cg_for(g, &L, cg_i64(g, 1), cg_i64(g, R), 1);
+  LLVMValueRef best = cg_carry(g, &L, first), bi = cg_carry(g, &L, cg_i64(g, 0));
+  LLVMValueRef x = cg_load(g, g->in[0], cg_idx(g, base, r, inner), 1, NULL);
+  LLVMValueRef take;
+  if (fl) { /* x beats best: strictly better, or x NaN and best not (unordered compare of best with itself) */
+    LLVMValueRef better = LLVMBuildFCmp(g->b, is_max ? LLVMRealOGT : LLVMRealOLT, x, best, "");
+    LLVMValueRef xnan = LLVMBuildFCmp(g->b, LLVMRealUNO, x, x, ""), bnan = LLVMBuildFCmp(g->b, LLVMRealUNO, best, best, "");
+    take = LLVMBuildOr(g->b, better, LLVMBuildAnd(g->b, xnan, LLVMBuildNot(g->b, bnan, ""), ""), "");
+  } else {
+    take = LLVMBuildICmp(g->b, is_max ? LLVMIntSGT : LLVMIntSLT, x, best, "");
+  }
+  LLVMValueRef next[2] = {LLVMBuildSelect(g->b, take, x, best, ""), LLVMBuildSelect(g->b, take, r, bi, "")};
+  cg_end_for(g, &L, next);
+  cg_store(g, g->out, item, L.phi[1], NULL);
+  cg_end_for(g, &items, NULL);
   return true;
 }
 

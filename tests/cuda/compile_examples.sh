@@ -43,6 +43,12 @@ for m in mlp linear minillm; do
     check "$m: the NVRTC cubin uses tensor cores too" "\"$cuobjdump\" -sass \"$work/$m.cubin\" | grep -q -E 'HMMA|HGMMA'"
   fi
 done
+# issue 27's ops, forward and backward (train entry): mlc's nvcc run builds them
+for t in "$root"/tests/cuda/issue27_*.mdl; do
+  m=$(basename "$t" .mdl)
+  "$mlc" compile "$t" --target cuda -o "$work/$m" 2> "$work/$m.log" || { cat "$work/$m.log"; exit 1; }
+  check "$m: nvcc built a fatbin, with no warning" "[ -s $work/$m/net.fatbin ] && ! grep -q -i warning \"$work/$m.log\""
+done
 # --f32-matmul ieee: f32 FMAs, no tensor-core instruction in the f32 MLP
 "$mlc" compile "$root/examples/mlp.mdl" --target cuda --f32-matmul ieee -o "$work/mlp_ieee" 2> "$work/mlp_ieee.log" ||
   { cat "$work/mlp_ieee.log"; exit 1; }

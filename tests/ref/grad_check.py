@@ -167,6 +167,26 @@ CASES = [
          {"x": away0(4, 6), "w": away0(6)},
          lambda P, I: torch.where(P["x"] > 0, P["x"] * P["w"], P["w"] - P["x"]) +
          torch.where(P["w"] <= 0, P["x"], torch.ones((), dtype=torch.float64))),
+    # issue 27, part 2: views lowered onto transpose/reshape/slice/concat, expand (broadcast's rule), strided
+    # indexing, gather (gather_grad's scatter-add), max/min (torch.amax/amin: ties share the gradient)
+    Case("views", "param x: f32[2, 1, 3]\n param w: f32[3, 4]",
+         "squeeze(permute(x, [2, 0, 1]), -1) * w[:, 1::2] + squeeze(unsqueeze(w, 0), 0)[:, :2]",
+         {"x": normal(2, 1, 3), "w": normal(3, 4)},
+         lambda P, I: P["x"].permute(2, 0, 1).squeeze(-1) * P["w"][:, 1::2] + P["w"][:, :2]),
+    Case("expand", "param x: f32[2, 1, 3]\n param w: f32[4, 2, 5, 3]", "expand(x, [4, 2, 5, -1]) * w",
+         {"x": normal(2, 1, 3), "w": normal(4, 2, 5, 3)}, lambda P, I: P["x"].expand(4, 2, 5, -1) * P["w"]),
+    Case("index_strided", "param x: f32[5, 7]", "x[1::2, ::3] * x[0:4:2, 2:5] + sum(slice(x, 1, 0, 7, step=2) ** 2)",
+         {"x": normal(5, 7)},
+         lambda P, I: P["x"][1::2, ::3] * P["x"][0:4:2, 2:5] + (P["x"][:, 0:7:2] ** 2).sum()),
+    Case("gather", "param x: f32[4, 6]\n param w: f32[4, 9]", "gather(x, 1, idx) * w + sum(gather(x, 0, jdx))",
+         {"x": normal(4, 6), "w": normal(4, 9)},
+         lambda P, I: torch.gather(P["x"], 1, I["idx"].long()) * P["w"] + torch.gather(P["x"], 0, I["jdx"].long()).sum(),
+         ints={"idx": ((4, 9), 6), "jdx": ((7, 5), 4)}),  # repeated indices, an index shorter than x on axis 1
+    Case("max_min", "param x: f32[3, 4, 5]",
+         "max(x, dim=1, keepdim=true) * min(x, dim=-1, keepdim=true) + max(concat([x, x], dim=2), dim=2, keepdim=true) + min(x)",
+         {"x": normal(3, 4, 5)},
+         lambda P, I: P["x"].amax(1, keepdim=True) * P["x"].amin(-1, keepdim=True) + torch.cat([P["x"], P["x"]], 2).amax(2, keepdim=True)
+         + P["x"].amin()),
     Case("cast_bf16", "param x: f32[4, 6]\n param w: f32[6]", "cast(cast(x, bf16) * cast(w, bf16), f32) + x",
          {"x": normal(4, 6), "w": normal(6)},
          lambda P, I: (P["x"].to(torch.bfloat16) * P["w"].to(torch.bfloat16)).double() + P["x"], lossy=True),

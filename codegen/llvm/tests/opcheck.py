@@ -261,6 +261,49 @@ CASES = [
          {"x": (-100, 100)}, targets=I27),
     Case("arange_positions", "x: f32[2, 16, 8]", "x + pos(arange(16))", lambda I, P: I["x"] + P["pos.weight"], EW,
          members="pos = Embedding(16, 8)", targets=I27),
+    # issue 27, part 2: views lowered onto transpose/reshape/broadcast/slice/concat (so on every target), and
+    # gather, min, argmax, argmin (kernels on cpu and cuda)
+    Case("permute_3d", "x: f32[4, 37, 53]", "permute(x, [2, 0, 1])", lambda I, P: I["x"].permute(2, 0, 1), EXACT),
+    Case("permute_4d_neg", "x: f32[2, 5, 3, 7]", "permute(x, [0, -2, -1, 1])", lambda I, P: I["x"].permute(0, 2, 3, 1),
+         EXACT),
+    Case("permute_view", "x: f32[3, 1, 40]", "permute(x, [1, 0, 2]) * 1.0", lambda I, P: I["x"].permute(1, 0, 2), EXACT),
+    Case("unsqueeze_squeeze", "x: f32[6, 1, 40], y: f32[6, 40]", "squeeze(x, 1) + squeeze(unsqueeze(y, -1), -1)",
+         lambda I, P: I["x"].squeeze(1) + I["y"].unsqueeze(-1).squeeze(-1), EW),
+    Case("unsqueeze_bcast", "x: f32[6, 40], y: f32[6]", "x * unsqueeze(y, 1)", lambda I, P: I["x"] * I["y"].unsqueeze(1),
+         EW),
+    Case("squeeze_all_noop", "x: f32[1, 6, 1, 5]", "squeeze(squeeze(x), 0) * 1.0",
+         lambda I, P: I["x"].squeeze().squeeze(0), EXACT),  # squeeze(dim) of a dim longer than 1 is a no-op
+    Case("expand", "x: f32[37, 1]", "expand(x, [4, -1, 53])", lambda I, P: I["x"].expand(4, -1, 53), EXACT),
+    Case("expand_i32", "x: i32[1, 3, 1]", "expand(x, [2, 3, 5])", lambda I, P: I["x"].expand(2, 3, 5), EXACT,
+         {"x": (-100, 100)}),
+    Case("slice_step", "x: f32[4, 37, 53]", "slice(x, 1, 2, 30, step=3)", lambda I, P: I["x"][:, 2:30:3], EXACT),
+    Case("slice_step_fits", "x: f32[4, 36, 5]", "slice(x, -2, 0, 36, step=4)", lambda I, P: I["x"][:, 0:36:4], EXACT),
+    Case("index_mixed", "x: f32[4, 37, 53]", "x[1, ::5, -20:-2:7]", lambda I, P: I["x"][1, ::5, -20:-2:7], EXACT),
+    Case("index_clamped", "x: f32[4, 37, 53]", "x[-100:100, 36, 3:]", lambda I, P: I["x"][-100:100, 36, 3:], EXACT),
+    Case("index_bf16", "x: bf16[9, 20]", "cast(x[1::2, ::3], f32)", lambda I, P: I["x"][1::2, ::3], EXACT),
+    Case("gather_last", "x: f32[4, 37, 53], i: i64[4, 37, 9]", "gather(x, -1, i)",
+         lambda I, P: torch.gather(I["x"], -1, I["i"]), EXACT, {"i": (0, 53)}, targets=I27),
+    Case("gather_mid_small", "x: f32[4, 37, 53], i: i32[3, 50, 20]", "gather(x, 1, i)",
+         lambda I, P: torch.gather(I["x"], 1, I["i"]), EXACT, {"i": (0, 37)}, targets=I27),
+    Case("gather_out_of_range", "x: f32[5, 8], i: i64[5, 8]", "gather(x, 1, i)",
+         lambda I, P: torch.where((I["i"] >= 0) & (I["i"] < 8), torch.gather(I["x"], 1, I["i"].clamp(0, 7)),
+                                  torch.zeros((), dtype=torch.float64)), EXACT, {"i": (-3, 11)}, targets=I27),
+    Case("gather_bf16", "x: bf16[6, 40], i: i64[6, 7]", "cast(gather(x, 1, i), f32)",
+         lambda I, P: torch.gather(I["x"], 1, I["i"]), EXACT, {"i": (0, 40)}, targets=I27),
+    Case("min_last_keepdim", "x: f32[4, 37, 53]", "min(x, dim=2, keepdim=true)",
+         lambda I, P: I["x"].amin(2, keepdim=True), EXACT, targets=I27),
+    Case("min_axis1_long", "x: f32[2, 100, 45]", "min(x, dim=1)", lambda I, P: I["x"].amin(1), EXACT, targets=I27),
+    Case("min_axis0", "x: f32[300, 7]", "min(x, dim=0)", lambda I, P: I["x"].amin(0), EXACT, targets=I27),
+    Case("min_all_i32", "x: i32[6, 70]", "min(x)", lambda I, P: I["x"].amin(), EXACT, {"x": (-1000, 1000)}, targets=I27),
+    Case("min_bf16", "x: bf16[4, 300]", "cast(min(x, dim=1), f32)", lambda I, P: I["x"].amin(1), EXACT, targets=I27),
+    Case("argmax_last", "x: f32[4, 37, 53]", "argmax(x, dim=-1)", lambda I, P: I["x"].argmax(-1), EXACT, targets=I27),
+    Case("argmax_ties", "x: f32[6, 40]", "argmax(x, dim=1, keepdim=true)", lambda I, P: I["x"].argmax(1, keepdim=True),
+         EXACT, {"x": (-2, 2, "int")}, targets=I27),  # the first of equal maxima, as torch
+    Case("argmin_axis0_i32", "x: i32[30, 7]", "cast(argmin(x, dim=0), i32)", lambda I, P: I["x"].argmin(0), EXACT,
+         {"x": (-3, 3)}, targets=I27),
+    Case("argmax_all", "x: f32[6, 70]", "argmax(x)", lambda I, P: I["x"].argmax(), EXACT, targets=I27),
+    Case("argmin_bf16", "x: bf16[5, 33]", "argmin(x, dim=1)", lambda I, P: I["x"].argmin(1), EXACT,
+         {"x": (-2, 2, "int")}, targets=I27),
     # cast, and bf16/f16 storage with f32 compute
     Case("cast_bf16_roundtrip", "x: f32[7, 301]", "cast(cast(x, bf16), f32)", lambda I, P: bf16(I["x"]), EXACT,
          {"x": (-100, 100)}),
@@ -562,6 +605,17 @@ def ce_grad_ref(rnd=lambda t: t):
     return ref
 
 
+def gather_grad_ref(shape, axis, rnd=lambda t: t):
+    """torch.gather's gradient; indices outside the axis contribute nothing
+    (the forward gives them 0)."""
+    def ref(I, P):
+        idx, n = I["idx"], shape[axis]
+        ok = (idx >= 0) & (idx < n)
+        return rnd(grad_of(lambda x: torch.gather(x, axis, idx.clamp(0, n - 1)) * ok, I["g"],
+                           [torch.zeros(shape, dtype=torch.float64)], [0])[0])
+    return ref
+
+
 def attn_ops(dt, shape):
     return ["%s: %s%s" % (n, dt, list(shape)) for n in ("g", "q", "k", "v")]
 
@@ -690,6 +744,17 @@ GRAD_CASES = [
              attention_grad_ref(0.1, True, f16), LOW, attrs={"causal": 1, "scale": 0.1}),
     GradCase("attention_grad_f16_tiles", "attention_grad", attn_ops("f16", [1, 1, 150, 24]),
              attention_grad_ref(0.2, True, f16), LOW, attrs={"causal": 1, "scale": 0.2}, same_bits=True),
+    # gather_grad: scatter-add along the axis, repeated and out-of-range indices, an index shorter than x
+    GradCase("gather_grad_last", "gather_grad", ["g: f32[4, 37, 9]", "idx: i64[4, 37, 9]"],
+             gather_grad_ref((4, 37, 53), -1), RED, {"idx": (0, 53)}, attrs={"axis": 2}, shape=[4, 37, 53],
+             same_bits=True, targets=I27),
+    GradCase("gather_grad_mid_small", "gather_grad", ["g: f32[3, 50, 20]", "idx: i32[3, 50, 20]"],
+             gather_grad_ref((4, 37, 53), 1), RED, {"idx": (-2, 40)}, attrs={"axis": 1}, shape=[4, 37, 53],
+             same_bits=True, targets=I27),
+    GradCase("gather_grad_first", "gather_grad", ["g: f32[30, 6]", "idx: i64[30, 6]"],
+             gather_grad_ref((5, 6), 0), RED, {"idx": (0, 5)}, attrs={"axis": 0}, shape=[5, 6], targets=I27),
+    GradCase("gather_grad_bf16", "gather_grad", ["g: bf16[6, 7]", "idx: i64[6, 7]"],
+             gather_grad_ref((6, 40), 1, bf16), LOW, {"idx": (0, 40)}, attrs={"axis": 1}, shape=[6, 40], targets=I27),
     # cross_entropy_grad: targets outside [0, C) skipped and not counted, as in the forward
     GradCase("cross_entropy_grad", "cross_entropy_grad", ["g: f32[]", "x: f32[2, 37, 100]", "t: i32[2, 37]"],
              ce_grad_ref(), RED, {"t": (-3, 103), "x": (-5, 5)}, same_bits=True),
