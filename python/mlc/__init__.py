@@ -3,6 +3,7 @@
     import mlc
     m = mlc.load("out/mlp")               # the folder `mlc compile --target cpu -o out/mlp` wrote
     m.load_weights("w.safetensors")       # PyTorch names, dtypes and shapes
+    m.load_weights(open("w.safetensors", "rb").read())   # or the file's bytes, from memory
     y = m.forward(x)                      # numpy arrays in, numpy arrays out
     loss = m.train_step(x, labels)        # one optimizer step; the loss before it
     m.save("ckpt")                        # weights, optimizer state and step count
@@ -140,6 +141,8 @@ class Model:
                          ("save_checkpoint", [P, ctypes.c_char_p]), ("load_checkpoint", [P, ctypes.c_char_p])):
             f = getattr(lib, f"{name}_{fn}")
             f.restype, f.argtypes = P, args
+        f = getattr(lib, f"{name}_load_weights_memory")
+        f.restype, f.argtypes = P, [P, ctypes.c_void_p, ctypes.c_size_t]
         getattr(lib, f"{name}_destroy").argtypes = [P]
         getattr(lib, f"{name}_destroy").restype = None
         getattr(lib, f"{name}_init_weights").argtypes = [P, ctypes.c_uint64]
@@ -193,9 +196,24 @@ class Model:
         """PyTorch's default initialisation, from mlc's random stream with this seed."""
         getattr(self._lib, f"{self.name}_init_weights")(self._m, seed)
 
-    def load_weights(self, path):
-        """safetensors with PyTorch's state_dict names, dtypes and shapes (strict)."""
-        self._check(getattr(self._lib, f"{self.name}_load_weights")(self._m, os.fsencode(path)))
+    def load_weights(self, source):
+        """safetensors with PyTorch's state_dict names, dtypes and shapes (strict).
+        source is a file's path (str or os.PathLike), or the bytes of such a
+        file already in memory: bytes, bytearray, memoryview, mmap or any
+        C-contiguous buffer (bytes are always contents, never a path).  Both go
+        through the same checks (<name>_load_weights, <name>_load_weights_memory);
+        the runtime's errors about bytes name them "weights in memory"."""
+        if isinstance(source, (str, os.PathLike)):
+            self._check(getattr(self._lib, f"{self.name}_load_weights")(self._m, os.fsencode(source)))
+            return
+        try:
+            data = np.frombuffer(source, dtype=np.uint8)  # a view: the C call copies what it keeps
+        except (TypeError, ValueError) as e:
+            raise TypeError(f"load_weights takes a path or the bytes of a safetensors file, got "
+                            f"{type(source).__name__} ({e})") from None
+        # An empty buffer still gets a pointer, so the runtime reports a short file, not a NULL one.
+        ptr = data.ctypes.data if data.size else ctypes.cast(ctypes.c_char_p(b""), ctypes.c_void_p)
+        self._check(getattr(self._lib, f"{self.name}_load_weights_memory")(self._m, ptr, data.size))
 
     def save_weights(self, path):
         self._check(getattr(self._lib, f"{self.name}_save_weights")(self._m, os.fsencode(path)))
