@@ -155,6 +155,9 @@ class Model:
         getattr(lib, f"{name}_schedule_steps").restype = ctypes.c_uint64
         getattr(lib, f"{name}_lr").argtypes = [P]
         getattr(lib, f"{name}_lr").restype = ctypes.c_double
+        self._cpu = getattr(lib, f"{name}_cpu", None)  # CPU artifacts only
+        if self._cpu is not None:
+            self._cpu.argtypes, self._cpu.restype = [P], ctypes.c_char_p
         self._entries = {}
         for entry, fname, ins, outs in _parse_header(header, name):
             f = getattr(lib, fname)
@@ -249,6 +252,13 @@ class Model:
     def lr(self):
         """The learning rate the next train_step takes (the train block's schedule at this step)."""
         return float(getattr(self._lib, f"{self.name}_lr")(self._m))
+
+    @property
+    def cpu(self):
+        """The CPU whose build of the kernels runs ("x86-64-v3"): the best of the
+        artifact's builds this machine has the features of, picked at load
+        (MLC_CPU_MAX=NAME in the environment caps it); None for a GPU model."""
+        return self._cpu(self._m).decode() if self._cpu is not None else None
 
     # ---- entry points -----------------------------------------------------
 

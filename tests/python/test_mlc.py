@@ -164,6 +164,21 @@ class Binding(unittest.TestCase):
         with self.assertRaisesRegex(TypeError, r"^load_weights takes a path or the bytes of a safetensors file, got int"):
             self.m.load_weights(5)
 
+    def test_cpu_builds(self):
+        """The artifact carries x86-64-v2, v3 and v4 kernels; MLC_CPU_MAX caps the one load picks."""
+        self.assertIn(self.m.cpu, ("x86-64-v2", "x86-64-v3", "x86-64-v4"))
+        x = self.x.numpy()
+        best = self.m.forward(x)
+        os.environ["MLC_CPU_MAX"] = "x86-64-v2"
+        try:
+            with mlc.load(ART) as m2:
+                m2.load_weights(self.weights)
+                self.assertEqual(m2.cpu, "x86-64-v2")
+                got = m2.forward(x)  # no FMA, four lanes: not bit for bit
+                self.assertLessEqual(np.abs(got - best).max() / np.abs(best).max(), 1e-6)
+        finally:
+            del os.environ["MLC_CPU_MAX"]
+
     def test_python_errors(self):
         with self.assertRaisesRegex(TypeError, r"^forward: missing input x$"):
             self.m.forward()
