@@ -192,6 +192,15 @@ static void write_header(FILE *o, const mlc_program *p, const mlc_artifact *a) {
     tensors_signature(o, p, f);
     fprintf(o, ";\n\n");
   }
+  if (!a->cuda_kernels && !a->vk_kernels) {
+    fprintf(o, "/* The CPU the running kernels were compiled for: of the builds this model\n"
+               " * carries (%s", a->cpu ? a->cpu : "");
+    for (uint32_t b = 0; b < a->ncpu_more; b++) fprintf(o, ", %s", a->cpu_more[b].cpu);
+    fprintf(o, "), the last whose features this\n"
+               " * machine has, picked at create; the environment variable MLC_CPU_MAX=NAME\n"
+               " * caps the pick at the build for NAME. */\n"
+               "const char *%s_cpu(const %s *m);\n\n", n, n);
+  }
   fprintf(o, "/* With profile on: one row per kernel, longest first. */\n");
   fprintf(o, "void %s_profile_print(const %s *m, const char *entry, FILE *out);\n\n", n, n);
   fprintf(o, "#ifdef __cplusplus\n}\n#endif\n\n#endif\n");
@@ -204,25 +213,50 @@ static void write_bytes(FILE *o, const char *name, const void *data, size_t n, b
   fprintf(o, "%s\n};\n\n", nul ? "0" : "");
 }
 
-/* The CPU's kernels: symbols linked from the object files, found by name. */
+/* The CPU's kernels: symbols linked from the object files, found by name,
+ * and the plan, one of each per build (the baseline's and, with
+ * multiversioning, those for stronger CPUs), of which create picks one. */
 static void write_cpu_kernels(FILE *o, const mlc_artifact *a) {
-  fprintf(o, "/* The CPU the kernels were compiled for, and its features, which create checks. */\n"
-             "static const char cpu_name[] = \"%s\";\nstatic const char cpu_features[] = \"%s\";\n\n",
-          a->cpu ? a->cpu : "", a->cpu_features ? a->cpu_features : "");
-  fprintf(o, "typedef void (*kernel_fn)(void **bufs, int64_t begin, int64_t end);\n");
-  for (uint32_t i = 0; i < a->nkernels; i++)
-    fprintf(o, "extern void k%u(void **, int64_t, int64_t) __asm__(\"%s\");\n", i, a->kernels[i]);
-  fprintf(o, "\nstatic const struct {\n  const char *name;\n  kernel_fn fn;\n} kernels[] = {\n");
-  for (uint32_t i = 0; i < a->nkernels; i++) fprintf(o, "  {\"%s\", k%u},\n", a->kernels[i], i);
-  if (!a->nkernels) fprintf(o, "  {\"\", 0},\n");
+  uint32_t nb = 1 + a->ncpu_more;
+  mlc_artifact_cpu_build base = {a->cpu ? a->cpu : "", a->cpu_features ? a->cpu_features : "", a->plan, a->plan_bytes,
+                                 a->kernels, a->nkernels};
+  fprintf(o, "/* The CPUs the kernels were compiled for (the most portable first) and their\n"
+             " * features: create runs the last build this CPU has every feature of. */\n"
+             "static const mlc_cpu_version cpu_versions[%u] = {\n", nb);
+  for (uint32_t b = 0; b < nb; b++) {
+    const mlc_artifact_cpu_build *B = b ? &a->cpu_more[b - 1] : &base;
+    fprintf(o, "  {\"%s\", \"%s\"},\n", B->cpu, B->features);
+  }
+  fprintf(o, "};\n\n");
+  fprintf(o, "typedef void (*kernel_fn)(void **bufs, int64_t begin, int64_t end);\n"
+             "typedef struct {\n  const char *name;\n  kernel_fn fn;\n} kernel;\n\n");
+  for (uint32_t b = 0; b < nb; b++) {
+    const mlc_artifact_cpu_build *B = b ? &a->cpu_more[b - 1] : &base;
+    fprintf(o, "/* Build %u: %s. */\n", b, B->cpu);
+    for (uint32_t i = 0; i < B->nkernels; i++)
+      fprintf(o, "extern void k%u_%u(void **, int64_t, int64_t) __asm__(\"%s\");\n", b, i, B->kernels[i]);
+    fprintf(o, "\nstatic const kernel kernels%u[] = {\n", b);
+    for (uint32_t i = 0; i < B->nkernels; i++) fprintf(o, "  {\"%s\", k%u_%u},\n", B->kernels[i], b, i);
+    if (!B->nkernels) fprintf(o, "  {\"\", 0},\n");
+    fprintf(o, "};\n\n");
+    char name[32];
+    snprintf(name, sizeof name, "plan_bytes%u", b);
+    write_bytes(o, name, B->plan, B->plan_bytes, false);
+  }
+  fprintf(o, "static const struct build {\n  const kernel *kernels;\n  size_t nkernels;\n"
+             "  const unsigned char *plan;\n  size_t plan_bytes;\n} builds[%u] = {\n", nb);
+  for (uint32_t b = 0; b < nb; b++)
+    fprintf(o, "  {kernels%u, sizeof kernels%u / sizeof *kernels%u, plan_bytes%u, sizeof plan_bytes%u},\n", b, b, b,
+            b, b);
   fprintf(o, "};\n\n");
   fprintf(o,
+          "/* ctx: the build create picked. */\n"
           "static void *lookup(void *ctx, const char *symbol) {\n"
-          "  (void)ctx;\n"
-          "  for (size_t i = 0; i < sizeof kernels / sizeof *kernels; i++)\n"
-          "    if (kernels[i].fn && !strcmp(kernels[i].name, symbol)) {\n"
+          "  const struct build *b = ctx;\n"
+          "  for (size_t i = 0; i < b->nkernels; i++)\n"
+          "    if (b->kernels[i].fn && !strcmp(b->kernels[i].name, symbol)) {\n"
           "      void *p;\n"
-          "      memcpy(&p, &kernels[i].fn, sizeof p);\n"
+          "      memcpy(&p, &b->kernels[i].fn, sizeof p);\n"
           "      return p;\n"
           "    }\n"
           "  return NULL;\n"
@@ -281,17 +315,23 @@ static void write_source(FILE *o, const mlc_program *p, const mlc_artifact *a) {
   if (cuda) write_cuda_kernels(o, a);
   else if (a->vk_kernels) write_vk_kernels(o, a);
   else write_cpu_kernels(o, a);
-  write_bytes(o, "plan_bytes", a->plan, a->plan_bytes, false);
+  bool cpu = !cuda && !a->vk_kernels;
+  if (!cpu) write_bytes(o, "plan_bytes", a->plan, a->plan_bytes, false);
   fprintf(o, "struct %s {\n  mlc_allocator a; /* the options' or malloc's: the model came from it */\n"
-             "  mlc_plan *plan;\n  mlc_session *session;\n"
-             "  pthread_mutex_t lock; /* every call holds it (the header's \"Threads\") */\n};\n\n", n);
+             "  mlc_plan *plan;\n  mlc_session *session;\n%s"
+             "  pthread_mutex_t lock; /* every call holds it (the header's \"Threads\") */\n};\n\n", n,
+          cpu ? "  int build; /* which of builds[] runs */\n" : "");
   fprintf(o, "/* The model's lock; const calls take it too. */\n"
              "static void lock(const %s *m) { pthread_mutex_lock((pthread_mutex_t *)&m->lock); }\n"
              "static void unlock(const %s *m) { pthread_mutex_unlock((pthread_mutex_t *)&m->lock); }\n\n", n, n);
-  /* The CPU's kernels need the features they were compiled for. */
-  char cpu_check[128] = "";
-  if (!cuda && !a->vk_kernels)
-    snprintf(cpu_check, sizeof cpu_check, "  if (!st) st = mlc_cpu_check_features(\"the model '%s'\", cpu_name, cpu_features);\n", n);
+  /* The CPU's kernels need the features they were compiled for: the best
+   * build this CPU has them all for. */
+  char cpu_check[192] = "";
+  if (cpu)
+    snprintf(cpu_check, sizeof cpu_check,
+             "  int build = 0;\n"
+             "  if (!st) st = mlc_cpu_pick_version(\"the model '%s'\", cpu_versions, %u, &build);\n", n,
+             1 + a->ncpu_more);
   fprintf(o,
           "mlc_status %s_create(const %s_options *opt, %s **out) {\n"
           "  *out = NULL;\n"
@@ -307,8 +347,10 @@ static void write_source(FILE *o, const mlc_program *p, const mlc_artifact *a) {
           "    mlc_allocator_free(a, m);\n"
           "    return mlc_status_make(MLC_OUT_OF_MEMORY, \"cannot create the model's lock\");\n"
           "  }\n"
-          "  st = mlc_plan_parse(plan_bytes, sizeof plan_bytes, a, &m->plan);\n",
-          n, n, n, MLC_VERSION_NUMBER, n, cpu_check, n);
+          "%s"
+          "  st = mlc_plan_parse(%s, a, &m->plan);\n",
+          n, n, n, MLC_VERSION_NUMBER, n, cpu_check, n, cpu ? "  m->build = build;\n" : "",
+          cpu ? "builds[build].plan, builds[build].plan_bytes" : "plan_bytes, sizeof plan_bytes");
   if (cuda && a->metal) {
     fprintf(o,
             "  mlc_device *dev = NULL;\n"
@@ -331,7 +373,8 @@ static void write_source(FILE *o, const mlc_program *p, const mlc_artifact *a) {
             "  mlc_session_options so = {dev, NULL, NULL, 0, opt && opt->profile, a, NULL};\n",
             a->nvk_kernels);
   } else {
-    fprintf(o, "  mlc_session_options so = {NULL, lookup, NULL, opt ? opt->threads : 0, opt && opt->profile, a, NULL};\n");
+    fprintf(o, "  mlc_session_options so = {NULL, lookup, (void *)&builds[build], opt ? opt->threads : 0, opt && opt->profile, "
+               "a, NULL};\n");
   }
   fprintf(o,
           "  if (!st) st = mlc_session_create(m->plan, &so, &m->session);\n"
@@ -339,6 +382,7 @@ static void write_source(FILE *o, const mlc_program *p, const mlc_artifact *a) {
           "  mlc_session_init_params(m->session, 0);\n"
           "  *out = m;\n  return NULL;\n}\n\n",
           n);
+  if (cpu) fprintf(o, "const char *%s_cpu(const %s *m) { return cpu_versions[m->build].cpu; }\n\n", n, n);
   fprintf(o, "void %s_destroy(%s *m) {\n  if (!m) return;\n  mlc_session_destroy(m->session);\n  mlc_plan_free(m->plan);\n"
              "  pthread_mutex_destroy(&m->lock);\n  mlc_allocator_free(m->a, m);\n}\n\n", n, n);
   /* The calls that wrap one session call: the lock around it. */

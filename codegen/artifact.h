@@ -13,6 +13,17 @@
 #include "runtime/cuda/kernel.h"
 #include "runtime/vulkan/kernel.h"
 
+/* CPU, function multiversioning: the same kernels compiled for a stronger
+ * CPU than the baseline's, with that build's plan (its GEMM block sizes,
+ * and so the work items, follow the vector width) and its symbols. */
+typedef struct {
+  const char *cpu, *features;
+  const uint8_t *plan;
+  size_t plan_bytes;
+  const char *const *kernels;
+  uint32_t nkernels;
+} mlc_artifact_cpu_build;
+
 typedef struct {
   const char *dir;               /* output folder; created if missing */
   const char *source;            /* the .mdl it came from, for the header comment */
@@ -25,6 +36,10 @@ typedef struct {
   /* CPU: the CPU the kernels are for and its features (LLVM's names), which
    * <name>_create checks the machine for (runtime/cpu/features.h). */
   const char *cpu, *cpu_features;
+  /* CPU: builds for stronger CPUs, weakest first; create runs the best the
+   * machine has (runtime/cpu/features.h: mlc_cpu_pick_version). */
+  const mlc_artifact_cpu_build *cpu_more;
+  uint32_t ncpu_more;
   /* CUDA or Metal (metal set): the launch table (kernels above are then
    * unused), the source (CUDA C or MSL) and, when nvcc (or Apple's metal
    * compiler) built one, the binary (fatbin or metallib), all embedded in

@@ -188,8 +188,12 @@ int mlc_cmd_compile(const options *o, mlc_program *prog) {
   int rc;
   void *b = calloc(1, tgt->build_bytes);
   mlc_dist_env env;
-  /* An artifact runs on machines other than this one: a portable CPU unless --cpu says otherwise. */
-  if (!prog->opts.cpu) prog->opts.cpu = "baseline";
+  /* An artifact runs on machines other than this one: a portable CPU unless --cpu says otherwise, and
+   * then builds for stronger CPUs beside it, of which create picks one. */
+  if (!prog->opts.cpu) {
+    prog->opts.cpu = "baseline";
+    prog->opts.cpu_versions = true;
+  }
   if (!b) st = mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory");
   else st = mlc_dist_env_read(&env);
   if (st) {

@@ -44,9 +44,11 @@ static const mlc_driver_target targets[] = {
     .options_help =
       "      --cpu NAME        (cpu) the CPU the code is for: native (this one, the default for run,\n"
       "                        bench and train), baseline (x86-64-v2 on x86-64: SSE4.2, any x86-64\n"
-      "                        since about 2009; the default for compile -o) or an LLVM CPU name\n"
-      "                        (x86-64-v3, haswell, znver3, sapphirerapids); an artifact refuses at\n"
-      "                        create a machine that lacks one of its features\n"
+      "                        since about 2009) or an LLVM CPU name (x86-64-v3, haswell, znver3,\n"
+      "                        sapphirerapids); an artifact refuses at create a machine that lacks\n"
+      "                        one of its features.  Without --cpu, compile -o builds the kernels\n"
+      "                        for x86-64-v2, x86-64-v3 (AVX2, FMA) and x86-64-v4 (AVX-512), and\n"
+      "                        create runs the best the machine has; with it, one build\n"
       "      --triple T        (cpu) the LLVM target triple (default: this machine's)\n",
     .not_built = "this mlc was built without the CPU target (configure with -DMLC_BACKEND_CPU=ON, which needs llvm-14-dev)",
 #ifdef MLC_HAVE_CPU

@@ -5,6 +5,7 @@
 #include "driver/target.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "codegen/artifact.h"
@@ -22,9 +23,14 @@ static const char *namer(void *ctx, const mlc_func *f, uint32_t node, uint64_t *
   return kern->name;
 }
 
-bool mlc_cpu_compile(mlc_program *p, mlc_cpu_build *b, FILE *progress, char *err, size_t errn) {
-  memset(b, 0, sizeof *b);
+/* One build: every function of p for `cpu`, its kernels' symbols prefixed
+ * "<model>.<entry>." (the baseline) or "<model>.<tag>.<entry>." (a build for
+ * a stronger CPU: model names are C identifiers and entry names fixed, so
+ * no two builds' symbols meet), and its plan. */
+static bool compile_for(mlc_program *p, mlc_cpu_build *b, const char *cpu, const char *tag, FILE *progress, char *err,
+                        size_t errn) {
   b->p = p;
+  b->tag = tag;
   for (uint32_t k = 0; k < p->nfuncs; k++) {
     const mlc_func *f = &p->funcs[k];
     double t0 = mlc_now();
@@ -32,8 +38,9 @@ bool mlc_cpu_compile(mlc_program *p, mlc_cpu_build *b, FILE *progress, char *err
       fprintf(progress, "mlc: [%u/%u] compiling %s (%u ops) for the CPU...", k + 1, p->nfuncs, f->name, f->n);
       fflush(progress);
     }
-    mlc_llvm_options o = {.triple = p->opts.triple, .cpu = p->opts.cpu,
-                          .symbol_prefix = mlc_arena_printf(p->arena, "%s.%s.", p->name, f->name)};
+    const char *prefix = tag ? mlc_arena_printf(p->arena, "%s.%s.%s.", p->name, tag, f->name)
+                             : mlc_arena_printf(p->arena, "%s.%s.", p->name, f->name);
+    mlc_llvm_options o = {.triple = p->opts.triple, .cpu = cpu, .symbol_prefix = prefix};
     if (!mlc_llvm_compile(p, f, &o, &b->mods[k], err, errn)) {
       if (progress) fprintf(progress, "\n");
       return false;
@@ -58,30 +65,78 @@ bool mlc_cpu_compile(mlc_program *p, mlc_cpu_build *b, FILE *progress, char *err
   return true;
 }
 
-bool mlc_cpu_write_artifact(mlc_cpu_build *b, const char *dir, const char *source, char *err, size_t errn) {
+bool mlc_cpu_compile(mlc_program *p, mlc_cpu_build *b, FILE *progress, char *err, size_t errn) {
+  memset(b, 0, sizeof *b);
+  if (!compile_for(p, b, p->opts.cpu, NULL, progress, err, errn)) return false;
+  /* Multiversioning, only over the x86-64 baseline: --cpu NAME (baseline
+   * included) or another architecture means one build. */
+  static const struct { const char *cpu, *tag; } more[MLC_CPU_MORE] = {{"x86-64-v3", "v3"}, {"x86-64-v4", "v4"}};
+  if (!p->opts.cpu_versions || !b->mods[0] || strcmp(mlc_llvm_target_cpu(b->mods[0]), "x86-64-v2")) return true;
+  for (int v = 0; v < MLC_CPU_MORE; v++) {
+    mlc_cpu_build *m = calloc(1, sizeof *m);
+    if (!m) {
+      snprintf(err, errn, "out of memory");
+      return false;
+    }
+    b->more[b->nmore++] = m;
+    if (!compile_for(p, m, more[v].cpu, more[v].tag, progress, err, errn)) return false;
+  }
+  return true;
+}
+
+/* The object file of entry point k in build b: <model>.<entry>.o, or <model>.<tag>.<entry>.o. */
+static const char *object_name(const mlc_cpu_build *b, uint32_t k) {
+  const mlc_program *p = b->p;
+  return b->tag ? mlc_arena_printf(p->arena, "%s.%s.%s.o", p->name, b->tag, p->funcs[k].name)
+                : mlc_arena_printf(p->arena, "%s.%s.o", p->name, p->funcs[k].name);
+}
+
+/* The symbols of one build's kernels (each once: nodes that share a kernel
+ * share its symbol) into syms, its object files (written into dir) into
+ * objs; counts in *nsyms and *nobjs. */
+static bool write_objects(mlc_cpu_build *b, const char *dir, const char **syms, uint32_t *nsyms, const char **objs,
+                          uint32_t *nobjs, char *err, size_t errn) {
   mlc_program *p = b->p;
-  uint32_t total = 0;
-  for (uint32_t k = 0; k < p->nfuncs; k++) total += mlc_llvm_kernel_count(b->mods[k]);
-  const char **syms = mlc_arena_alloc(p->arena, (total + 1) * sizeof *syms);
-  const char **objs = mlc_arena_alloc(p->arena, (p->nfuncs + 1) * sizeof *objs);
   uint32_t n = 0;
-  mlc_artifact a = {.dir = dir, .source = source, .plan = b->plan, .plan_bytes = b->plan_bytes, .kernels = syms,
-                    .objects = objs, .cpu = mlc_llvm_target_cpu(b->mods[0]),
-                    .cpu_features = mlc_llvm_target_features(b->mods[0])};
-  if (!mlc_artifact_mkdir(dir, err, errn)) return false;
   for (uint32_t k = 0; k < p->nfuncs; k++) {
     for (uint32_t i = 0; i < mlc_llvm_kernel_count(b->mods[k]); i++) {
-      /* Nodes that share a kernel share its symbol: declare each once. */
       const char *sym = mlc_llvm_kernel_at(b->mods[k], i)->name;
       bool seen = false;
       for (uint32_t j = 0; j < n && !seen; j++) seen = !strcmp(syms[j], sym);
       if (!seen) syms[n++] = sym;
     }
-    objs[k] = mlc_arena_printf(p->arena, "%s.%s.o", p->name, p->funcs[k].name);
-    if (!mlc_llvm_emit_object(b->mods[k], mlc_arena_printf(p->arena, "%s/%s", dir, objs[k]), err, errn)) return false;
+    const char *obj = object_name(b, k);
+    objs[(*nobjs)++] = obj;
+    if (!mlc_llvm_emit_object(b->mods[k], mlc_arena_printf(p->arena, "%s/%s", dir, obj), err, errn)) return false;
   }
-  a.nkernels = n;
-  a.nobjects = p->nfuncs;
+  *nsyms = n;
+  return true;
+}
+
+static uint32_t kernel_total(const mlc_cpu_build *b) {
+  uint32_t total = 0;
+  for (uint32_t k = 0; k < b->p->nfuncs; k++) total += mlc_llvm_kernel_count(b->mods[k]);
+  return total;
+}
+
+bool mlc_cpu_write_artifact(mlc_cpu_build *b, const char *dir, const char *source, char *err, size_t errn) {
+  mlc_program *p = b->p;
+  const char **objs = mlc_arena_alloc(p->arena, ((1 + b->nmore) * p->nfuncs + 1) * sizeof *objs);
+  const char **syms = mlc_arena_alloc(p->arena, (kernel_total(b) + 1) * sizeof *syms);
+  mlc_artifact_cpu_build *more = mlc_arena_alloc(p->arena, (b->nmore + 1) * sizeof *more);
+  mlc_artifact a = {.dir = dir, .source = source, .plan = b->plan, .plan_bytes = b->plan_bytes, .kernels = syms,
+                    .objects = objs, .cpu = mlc_llvm_target_cpu(b->mods[0]),
+                    .cpu_features = mlc_llvm_target_features(b->mods[0]), .cpu_more = more, .ncpu_more = b->nmore};
+  if (!mlc_artifact_mkdir(dir, err, errn)) return false;
+  if (!write_objects(b, dir, syms, &a.nkernels, objs, &a.nobjects, err, errn)) return false;
+  for (uint32_t v = 0; v < b->nmore; v++) {
+    mlc_cpu_build *m = b->more[v];
+    const char **msyms = mlc_arena_alloc(p->arena, (kernel_total(m) + 1) * sizeof *msyms);
+    more[v] = (mlc_artifact_cpu_build){.cpu = mlc_llvm_target_cpu(m->mods[0]),
+                                       .features = mlc_llvm_target_features(m->mods[0]), .plan = m->plan,
+                                       .plan_bytes = m->plan_bytes, .kernels = msyms};
+    if (!write_objects(m, dir, msyms, &more[v].nkernels, objs, &a.nobjects, err, errn)) return false;
+  }
   return mlc_artifact_write(p, &a, err, errn);
 }
 
@@ -101,6 +156,10 @@ void *mlc_cpu_lookup(void *build, const char *symbol) {
 }
 
 void mlc_cpu_build_free(mlc_cpu_build *b) {
+  for (uint32_t v = 0; v < b->nmore; v++) {
+    mlc_cpu_build_free(b->more[v]);
+    free(b->more[v]);
+  }
   for (uint32_t k = 0; k < MLC_MAX_FUNCS; k++) {
     if (b->jits[k]) mlc_llvm_jit_destroy(b->jits[k]);
     if (b->mods[k]) mlc_llvm_module_destroy(b->mods[k]);
@@ -122,10 +181,21 @@ int mlc_cpu_target_build(void *b, mlc_program *p, FILE *progress, int rank) {
 bool mlc_cpu_target_write(void *vb, const char *dir, const char *source, mlc_target_files *out, char *err, size_t errn) {
   mlc_cpu_build *b = vb;
   mlc_program *p = b->p;
-  for (uint32_t k = 0; k < p->nfuncs && out->nobjects < 64; k++)
-    out->objects[out->nobjects++] = mlc_arena_printf(p->arena, "%s.%s.o", p->name, p->funcs[k].name);
-  out->what = mlc_arena_printf(p->arena, "%u object file%s", p->nfuncs, p->nfuncs == 1 ? "" : "s");
-  return mlc_cpu_write_artifact(b, dir, source, err, errn);
+  if (!mlc_cpu_write_artifact(b, dir, source, err, errn)) return false;
+  uint32_t nobj = 0;
+  for (uint32_t v = 0; v <= b->nmore; v++) {
+    const mlc_cpu_build *m = v ? b->more[v - 1] : b;
+    for (uint32_t k = 0; k < p->nfuncs && out->nobjects < 64; k++, nobj++)
+      out->objects[out->nobjects++] = object_name(m, k);
+  }
+  out->what = mlc_arena_printf(p->arena, "%u object file%s", nobj, nobj == 1 ? "" : "s");
+  if (b->nmore) {
+    out->what = mlc_arena_printf(p->arena, "%s (the kernels for %s", out->what, mlc_llvm_target_cpu(b->mods[0]));
+    for (uint32_t v = 0; v < b->nmore; v++)
+      out->what = mlc_arena_printf(p->arena, "%s, %s", out->what, mlc_llvm_target_cpu(b->more[v]->mods[0]));
+    out->what = mlc_arena_printf(p->arena, "%s)", out->what);
+  }
+  return true;
 }
 
 /* No device: the session finds the JIT's kernels through the lookup. */

@@ -11,17 +11,29 @@
 #include "runtime/session.h"
 #include "driver/target.h"
 
-typedef struct {
+/* The CPUs an x86-64 artifact carries builds for beside its x86-64-v2
+ * baseline when p->opts.cpu_versions is set (mlc compile -o without --cpu). */
+#define MLC_CPU_MORE 2
+
+typedef struct mlc_cpu_build {
   mlc_program *p;
+  const char *tag;                     /* in the symbols of a build for a stronger CPU ("v3"); NULL: the baseline */
   mlc_llvm_module *mods[MLC_MAX_FUNCS];
   mlc_llvm_jit *jits[MLC_MAX_FUNCS];
   uint32_t *kernel_of[MLC_MAX_FUNCS]; /* per node: its kernel in mods[k], or UINT32_MAX */
   uint8_t *plan;                       /* mlc_plan_encode's bytes, in p's arena */
   size_t plan_bytes;
+  /* Function multiversioning: the same program compiled for x86-64-v3 and
+   * x86-64-v4, each with its own plan (GEMM block sizes, and so the work
+   * items, follow the vector width) and its own symbols; only the artifact
+   * uses them. */
+  struct mlc_cpu_build *more[MLC_CPU_MORE];
+  uint32_t nmore;
 } mlc_cpu_build;
 
 /* Compiles every function of p, printing progress to `progress` (may be
- * NULL), and encodes the plan. */
+ * NULL), and encodes the plan; with p->opts.cpu_versions, and a baseline
+ * for x86-64-v2, the builds for stronger CPUs too. */
 bool mlc_cpu_compile(mlc_program *p, mlc_cpu_build *b, FILE *progress, char *err, size_t errn);
 bool mlc_cpu_write_artifact(mlc_cpu_build *b, const char *dir, const char *source, char *err, size_t errn);
 /* JITs every module; then mlc_cpu_lookup finds kernels for a session. */

@@ -230,6 +230,9 @@ typedef struct {
   const char *cpu;               /* --cpu (cpu target): the LLVM CPU; NULL: native for run, bench and
                                     train, "baseline" (portable) for compile -o */
   const char *triple;            /* --triple (cpu target): the LLVM target triple; NULL: the host's */
+  bool cpu_versions;             /* compile -o without --cpu, on x86-64: the artifact carries its kernels for
+                                    x86-64-v3 and x86-64-v4 beside the x86-64-v2 baseline, and create runs the
+                                    best build the machine has (function multiversioning) */
 } mlc_options;
 
 /* "10GB", "9.5GiB", "512MB", "14e9" (bytes) -> bytes; -1 if it is none. */

@@ -3,6 +3,7 @@
     import mlc
     m = mlc.load("out/mlp")               # the folder `mlc compile --target cpu -o out/mlp` wrote
     m.load_weights("w.safetensors")       # PyTorch names, dtypes and shapes
+    m.load_weights(open("w.safetensors", "rb").read())   # or the file's bytes, from memory
     y = m.forward(x)                      # numpy arrays in, numpy arrays out
     loss = m.train_step(x, labels)        # one optimizer step; the loss before it
     m.save("ckpt")                        # weights, optimizer state and step count
@@ -140,6 +141,8 @@ class Model:
                          ("save_checkpoint", [P, ctypes.c_char_p]), ("load_checkpoint", [P, ctypes.c_char_p])):
             f = getattr(lib, f"{name}_{fn}")
             f.restype, f.argtypes = P, args
+        f = getattr(lib, f"{name}_load_weights_memory")
+        f.restype, f.argtypes = P, [P, ctypes.c_void_p, ctypes.c_size_t]
         getattr(lib, f"{name}_destroy").argtypes = [P]
         getattr(lib, f"{name}_destroy").restype = None
         getattr(lib, f"{name}_init_weights").argtypes = [P, ctypes.c_uint64]
@@ -152,6 +155,9 @@ class Model:
         getattr(lib, f"{name}_schedule_steps").restype = ctypes.c_uint64
         getattr(lib, f"{name}_lr").argtypes = [P]
         getattr(lib, f"{name}_lr").restype = ctypes.c_double
+        self._cpu = getattr(lib, f"{name}_cpu", None)  # CPU artifacts only
+        if self._cpu is not None:
+            self._cpu.argtypes, self._cpu.restype = [P], ctypes.c_char_p
         self._entries = {}
         for entry, fname, ins, outs in _parse_header(header, name):
             f = getattr(lib, fname)
@@ -193,9 +199,24 @@ class Model:
         """PyTorch's default initialisation, from mlc's random stream with this seed."""
         getattr(self._lib, f"{self.name}_init_weights")(self._m, seed)
 
-    def load_weights(self, path):
-        """safetensors with PyTorch's state_dict names, dtypes and shapes (strict)."""
-        self._check(getattr(self._lib, f"{self.name}_load_weights")(self._m, os.fsencode(path)))
+    def load_weights(self, source):
+        """safetensors with PyTorch's state_dict names, dtypes and shapes (strict).
+        source is a file's path (str or os.PathLike), or the bytes of such a
+        file already in memory: bytes, bytearray, memoryview, mmap or any
+        C-contiguous buffer (bytes are always contents, never a path).  Both go
+        through the same checks (<name>_load_weights, <name>_load_weights_memory);
+        the runtime's errors about bytes name them "weights in memory"."""
+        if isinstance(source, (str, os.PathLike)):
+            self._check(getattr(self._lib, f"{self.name}_load_weights")(self._m, os.fsencode(source)))
+            return
+        try:
+            data = np.frombuffer(source, dtype=np.uint8)  # a view: the C call copies what it keeps
+        except (TypeError, ValueError) as e:
+            raise TypeError(f"load_weights takes a path or the bytes of a safetensors file, got "
+                            f"{type(source).__name__} ({e})") from None
+        # An empty buffer still gets a pointer, so the runtime reports a short file, not a NULL one.
+        ptr = data.ctypes.data if data.size else ctypes.cast(ctypes.c_char_p(b""), ctypes.c_void_p)
+        self._check(getattr(self._lib, f"{self.name}_load_weights_memory")(self._m, ptr, data.size))
 
     def save_weights(self, path):
         self._check(getattr(self._lib, f"{self.name}_save_weights")(self._m, os.fsencode(path)))
@@ -231,6 +252,13 @@ class Model:
     def lr(self):
         """The learning rate the next train_step takes (the train block's schedule at this step)."""
         return float(getattr(self._lib, f"{self.name}_lr")(self._m))
+
+    @property
+    def cpu(self):
+        """The CPU whose build of the kernels runs ("x86-64-v3"): the best of the
+        artifact's builds this machine has the features of, picked at load
+        (MLC_CPU_MAX=NAME in the environment caps it); None for a GPU model."""
+        return self._cpu(self._m).decode() if self._cpu is not None else None
 
     # ---- entry points -----------------------------------------------------
 

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -76,18 +77,25 @@ static int has(const char *name, size_t n, uint32_t os) {
   return -1;
 }
 
-mlc_status mlc_cpu_check_features(const char *what, const char *cpu, const char *list) {
+/* How many of list's '+' features this CPU lacks; the first in *first
+ * (*first_n bytes). */
+static size_t lacks(const char *list, const char **first, size_t *first_n) {
   uint32_t os = xcr0();
-  const char *first = NULL;
-  size_t first_n = 0, missing = 0;
+  size_t missing = 0;
   for (const char *s = list; *s;) {
     size_t n = strcspn(s, ",");
     if (*s == '+' && has(s + 1, n - 1, os) == 0) {
-      if (!missing) first = s + 1, first_n = n - 1;
+      if (!missing) *first = s + 1, *first_n = n - 1;
       missing++;
     }
     s += n + (s[n] == ',');
   }
+  return missing;
+}
+
+mlc_status mlc_cpu_check_features(const char *what, const char *cpu, const char *list) {
+  const char *first = NULL;
+  size_t first_n = 0, missing = lacks(list, &first, &first_n);
   if (!missing) return NULL;
   char more[64] = "";
   if (missing > 1) snprintf(more, sizeof more, " (and %zu more of its features)", missing - 1);
@@ -96,7 +104,18 @@ mlc_status mlc_cpu_check_features(const char *what, const char *cpu, const char 
                          "about 2009)", what, cpu, (int)first_n, first, more);
 }
 
+static bool fits(const mlc_cpu_version *v) {
+  const char *first;
+  size_t first_n;
+  return lacks(v->features, &first, &first_n) == 0;
+}
+
 #else
+
+static bool fits(const mlc_cpu_version *v) {
+  (void)v;
+  return true;
+}
 
 mlc_status mlc_cpu_check_features(const char *what, const char *cpu, const char *features) {
   (void)what, (void)cpu, (void)features;
@@ -104,3 +123,27 @@ mlc_status mlc_cpu_check_features(const char *what, const char *cpu, const char 
 }
 
 #endif
+
+mlc_status mlc_cpu_pick_version(const char *what, const mlc_cpu_version *v, int n, int *out) {
+  *out = 0;
+  int last = n - 1;
+  const char *cap = getenv("MLC_CPU_MAX");
+  if (cap && *cap) {
+    while (last >= 0 && strcmp(v[last].cpu, cap)) last--;
+    if (last < 0) {
+      char names[256] = "";
+      for (int i = 0, len = 0; i < n && len < (int)sizeof names; i++)
+        len += snprintf(names + len, sizeof names - (size_t)len, "%s%s", i ? ", " : "", v[i].cpu);
+      return mlc_status_make(MLC_INVALID_ARGUMENT, "MLC_CPU_MAX=%s: %s carries no build for that CPU (it has %s)",
+                             cap, what, names);
+    }
+  }
+  /* The baseline's own check gives the message when even it does not fit. */
+  MLC_RETURN_IF_ERROR(mlc_cpu_check_features(what, v[0].cpu, v[0].features));
+  for (int i = last; i > 0; i--)
+    if (fits(&v[i])) {
+      *out = i;
+      break;
+    }
+  return NULL;
+}

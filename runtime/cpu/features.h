@@ -26,6 +26,22 @@ extern "C" {
  * compiled for and the first feature missing. */
 MLC_MUST_USE mlc_status mlc_cpu_check_features(const char *what, const char *cpu, const char *features);
 
+/* One build of an artifact's kernels: the CPU it was compiled for and its
+ * features, as mlc_cpu_check_features takes them. */
+typedef struct mlc_cpu_version {
+  const char *cpu, *features;
+} mlc_cpu_version;
+
+/* Function multiversioning: an artifact may carry its kernels compiled
+ * several times, v[0] for the most portable CPU (x86-64-v2) and each later
+ * one for a stronger one (x86-64-v3, x86-64-v4).  *out is the last of the
+ * n whose every '+' feature this CPU has.  The environment variable
+ * MLC_CPU_MAX, set to one of their CPU names, caps the choice at that build,
+ * so a machine can run (and test) a lower one than its best.  Errors: this
+ * CPU lacks a feature of v[0] (mlc_cpu_check_features' message), or
+ * MLC_CPU_MAX names none of the builds (MLC_INVALID_ARGUMENT, listing them). */
+MLC_MUST_USE mlc_status mlc_cpu_pick_version(const char *what, const mlc_cpu_version *v, int n, int *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,6 +1,7 @@
 /* Creates the model mlpb (examples/mlp.mdl at batch 2, compiled with some
  * --cpu), runs its forward pass on a fixed input with seed 0's weights and
- * writes the output as raw f32 to argv[1].  A failed create prints its
+ * writes the output as raw f32 to argv[1], and prints the CPU whose build of
+ * the kernels ran (mlpb_cpu).  A failed create prints its
  * status and exits 3, so tests/ref/cpu_targets.py tells it from a crash. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@ int main(int argc, char **argv) {
     mlc_status_free(st);
     return 3;
   }
+  printf("cpu: %s\n", mlpb_cpu(m)); /* the build create picked */
   st = mlpb_forward(m, x, y);
   FILE *f = st ? NULL : fopen(argv[1], "wb");
   int rc = st || !f || fwrite(y, sizeof y, 1, f) != 1;

@@ -4,8 +4,10 @@ The MLP of examples/mlp.mdl (inputs=16 hidden=32 batch=8) is compiled into
 an artifact; through `mlc.load` its forward must match torch's within 1e-5
 (relative to the largest logit), 5 train steps must follow torch.optim.SGD
 (lr 0.01, momentum 0.9) within 1e-5 (absolute, on the loss), a checkpoint
-must restore steps, weights and momentum exactly, and each misuse must raise
-mlc.Error with the runtime's exact message.  The same MLP with a decaying
+must restore steps, weights and momentum exactly, weights loaded from the
+file's bytes in memory must give the file's outputs bit for bit, and each
+misuse (a corrupt buffer among them) must raise mlc.Error with the runtime's
+exact message.  The same MLP with a decaying
 schedule and no steps= (AdamW(lr=1e-2, warmup=2, decay=cosine|linear,
 min_lr=1e-3)) refuses a step until schedule_steps is set, then takes the
 rates of llm.c's formula step by step (lr within 1e-12, past the end
@@ -124,6 +126,58 @@ class Binding(unittest.TestCase):
         with self.assertRaises(mlc.Error) as cm:
             self.m.load_weights(bad)
         self.assertEqual(str(cm.exception), bad + ": tensor 'net.4.weight' has shape [10, 31], the model needs [10, 32]")
+
+    def test_weights_from_memory(self):
+        """The file's bytes give what the file gives, bit for bit, from every kind of buffer."""
+        x = self.x.numpy()
+        from_file = self.m.forward(x)
+        with open(self.weights, "rb") as f:
+            blob = f.read()
+        with mlc.load(ART) as m2:  # mlc's own initialisation until a load replaces it
+            self.assertFalse(np.array_equal(m2.forward(x), from_file))
+            for buf in (blob, bytearray(blob), memoryview(blob), np.frombuffer(blob, np.uint8)):
+                m2.init_weights(seed=1)
+                m2.load_weights(buf)
+                np.testing.assert_array_equal(m2.forward(x), from_file, err_msg=type(buf).__name__)
+            m2.init_weights(seed=1)
+            m2.load_weights(self.weights)  # and the path still works
+            np.testing.assert_array_equal(m2.forward(x), from_file)
+
+    def test_corrupt_weights_in_memory(self):
+        with open(self.weights, "rb") as f:
+            blob = f.read()
+        cases = [
+            (b"", "weights in memory: safetensors: file is 0 bytes, too short for the 8-byte header length"),
+            (blob[:5], "weights in memory: safetensors: file is 5 bytes, too short for the 8-byte header length"),
+            (b"\xff" * 8 + blob[8:],
+             "weights in memory: safetensors: header length 18446744073709551615 is over the limit of 100000000 bytes"),
+            (blob[:-4], "weights in memory: safetensors: tensor 'net.4.weight': data_offsets [6440, 7720] run past "
+                        "the end of the 7716-byte data region"),
+        ]
+        x = self.x.numpy()
+        before = self.m.forward(x)
+        for buf, message in cases:
+            with self.assertRaises(mlc.Error) as cm:
+                self.m.load_weights(buf)
+            self.assertEqual((cm.exception.code, str(cm.exception)), ("DATA_LOSS", message))
+        np.testing.assert_array_equal(self.m.forward(x), before)  # a refused file changes nothing
+        with self.assertRaisesRegex(TypeError, r"^load_weights takes a path or the bytes of a safetensors file, got int"):
+            self.m.load_weights(5)
+
+    def test_cpu_builds(self):
+        """The artifact carries x86-64-v2, v3 and v4 kernels; MLC_CPU_MAX caps the one load picks."""
+        self.assertIn(self.m.cpu, ("x86-64-v2", "x86-64-v3", "x86-64-v4"))
+        x = self.x.numpy()
+        best = self.m.forward(x)
+        os.environ["MLC_CPU_MAX"] = "x86-64-v2"
+        try:
+            with mlc.load(ART) as m2:
+                m2.load_weights(self.weights)
+                self.assertEqual(m2.cpu, "x86-64-v2")
+                got = m2.forward(x)  # no FMA, four lanes: not bit for bit
+                self.assertLessEqual(np.abs(got - best).max() / np.abs(best).max(), 1e-6)
+        finally:
+            del os.environ["MLC_CPU_MAX"]
 
     def test_python_errors(self):
         with self.assertRaisesRegex(TypeError, r"^forward: missing input x$"):

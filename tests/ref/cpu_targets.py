@@ -1,10 +1,18 @@
-"""CPU targets (issue 25): mlc compile --cpu / --triple.
+"""CPU targets (issue 25): mlc compile --cpu / --triple, and function
+multiversioning.
 
-examples/mlp.mdl at batch 2 is compiled three ways and linked into
-tests/packaging/cpu_model.c with one cc line each:
-  - the default for an artifact (baseline: x86-64-v2 on x86-64) and
-    --cpu native: both run, and their outputs agree within 1e-6 relative
-    (the native one has FMA and wider vectors, so not bit for bit);
+examples/mlp.mdl at batch 2 is compiled several ways and linked into
+tests/packaging/cpu_model.c with one cc line each; the app prints the CPU
+whose build of the kernels ran (mlpb_cpu):
+  - the default for an artifact: kernels for x86-64-v2, x86-64-v3 and
+    x86-64-v4 (the objects hold no AVX, AVX2 with FMA, and AVX-512 on zmm);
+    create picks the best this host has, which /proc/cpuinfo predicts;
+    MLC_CPU_MAX=x86-64-v2 runs the baseline build, MLC_CPU_MAX=x86-64-v4 on a
+    host without AVX-512 still runs v3 (a cap, never a force), and a name
+    the artifact has no build for is refused with its list;
+  - --cpu baseline and --cpu native: one build each; all of these outputs
+    agree within 1e-6 relative (FMA and wider vectors change the rounding, so
+    not bit for bit);
   - --cpu sapphirerapids, on a host without one of its features (most
     AMD and pre-2023 Intel CPUs lack AVX-512 FP16): create fails with
     MLC_UNIMPLEMENTED naming a feature /proc/cpuinfo does not list, and
@@ -67,21 +75,67 @@ def main():
              "-l:libcjson.so.1", "-lpthread", "-lm", "-ldl", "-o", app] + flags)
         return app, log
 
-    outs = {}
-    for kind, args in (("baseline", []), ("native", ["--cpu", "native"])):
-        app, log = build(kind, args)
-        cpu = re.search(r"distinct\) for (\S+) in", log).group(1)
-        path = os.path.join(work, f"y-{kind}.bin")
-        run([app, path])
-        outs[kind] = np.fromfile(path, dtype=np.float32)
-        print(f"  {kind}: compiled for {cpu}")
-        if kind == "baseline":
-            check(cpu == "x86-64-v2", "an artifact is for x86-64-v2 unless --cpu says otherwise", cpu)
-    b, n = outs["baseline"].astype(np.float64), outs["native"].astype(np.float64)
-    err = float(np.abs(b - n).max() / np.abs(n).max())
-    check(err <= TOL, "the baseline artifact's outputs match the native one's", f"relative error {err:.3g} (tolerance {TOL})")
-
     have = host_flags()
+    # The x86-64 levels' features as /proc/cpuinfo spells them (abm: lzcnt).
+    v3 = {"avx", "avx2", "bmi1", "bmi2", "f16c", "fma", "abm", "movbe", "xsave"}
+    v4 = {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"}
+    best = "x86-64-v4" if v3 | v4 <= have else "x86-64-v3" if v3 <= have else "x86-64-v2"
+
+    def run_app(app, kind, env=None):
+        """The CPU the app's model ran on, and its output (None when create refused)."""
+        path = os.path.join(work, f"y-{kind}.bin")
+        r = subprocess.run([app, path], capture_output=True, text=True, env=dict(os.environ, **(env or {})))
+        m = re.match(r"cpu: (\S+)\n", r.stdout)
+        if r.returncode or not m:
+            return r.stdout.strip(), None
+        return m.group(1), np.fromfile(path, dtype=np.float32).astype(np.float64)
+
+    outs = {}
+    app, log = build("default", [])
+    built = re.findall(r"distinct\) for (\S+) in", log)
+    check(built == ["x86-64-v2"] * 2 + ["x86-64-v3"] * 2 + ["x86-64-v4"] * 2,
+          "an artifact carries builds for x86-64-v2, v3 and v4 unless --cpu says otherwise", " ".join(built))
+    asm = {}
+    for tag in ("", "v3.", "v4."):
+        obj = os.path.join(work, "default", f"mlpb.{tag}forward.o")
+        text = run(["objdump", "-d", "--no-show-raw-insn", obj])
+        asm[tag or "v2."] = (len(re.findall(r"%ymm", text)), len(re.findall(r"%zmm", text)), "vfmadd" in text)
+    check(asm["v2."] == (0, 0, False) and asm["v3."][0] > 0 and asm["v3."][1:] == (0, True) and asm["v4."][1] > 0,
+          "the builds' objects: no AVX in v2, AVX2 and FMA in v3, zmm in v4", str(asm))
+    cpu, outs["default"] = run_app(app, "default")
+    check(cpu == best, "create picks the best build this CPU has", f"{cpu}, /proc/cpuinfo says {best}")
+    cpu, outs["capped-v2"] = run_app(app, "capped-v2", {"MLC_CPU_MAX": "x86-64-v2"})
+    check(cpu == "x86-64-v2", "MLC_CPU_MAX=x86-64-v2 runs the baseline build", cpu)
+    cpu, _ = run_app(app, "capped-v4", {"MLC_CPU_MAX": "x86-64-v4"})
+    check(cpu == best, "MLC_CPU_MAX=x86-64-v4 caps, never forces", f"{cpu}, /proc/cpuinfo says {best}")
+    cpu, _ = run_app(app, "capped-bad", {"MLC_CPU_MAX": "pentium9"})
+    want = ("create: INVALID_ARGUMENT: MLC_CPU_MAX=pentium9: the model 'mlpb' carries no build for that CPU "
+            "(it has x86-64-v2, x86-64-v3, x86-64-v4)")
+    check(cpu == want, "MLC_CPU_MAX naming no build is refused", cpu)
+
+    for kind, args in (("baseline", ["--cpu", "baseline"]), ("native", ["--cpu", "native"])):
+        app, log = build(kind, args)
+        built = re.findall(r"distinct\) for (\S+) in", log)
+        print(f"  {kind}: compiled for {' '.join(built)}")
+        check(len(set(built)) == 1, f"--cpu {args[1]} is one build", " ".join(built))
+        cpu, outs[kind] = run_app(app, kind)
+        check(outs[kind] is not None and cpu == built[0], f"--cpu {args[1]} runs its build", cpu)
+        if kind == "baseline":
+            check(cpu == "x86-64-v2", "--cpu baseline is x86-64-v2", cpu)
+            cpu, _ = run_app(app, "baseline-capped", {"MLC_CPU_MAX": "x86-64-v3"})
+            check(cpu.endswith("carries no build for that CPU (it has x86-64-v2)"),
+                  "a one-build artifact has nothing to cap to", cpu)
+    n = outs["native"]
+    for kind in ("default", "capped-v2", "baseline"):
+        if outs[kind] is None:
+            check(False, f"{kind} ran")
+            continue
+        err = float(np.abs(outs[kind] - n).max() / np.abs(n).max())
+        check(err <= TOL, f"the {kind} artifact's outputs match the native one's",
+              f"relative error {err:.3g} (tolerance {TOL})")
+    check(np.array_equal(outs["capped-v2"], outs["baseline"]),
+          "the default artifact's baseline build gives --cpu baseline's outputs bit for bit")
+
     if "avx512_fp16" in have and "amx_tile" in have:
         print("skipped: this CPU has every feature of sapphirerapids, so no artifact for it can fail here")
     else:
