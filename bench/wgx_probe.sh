@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # On the GPU machine (device tool): what bounds the 3xTF32 GEMM
 # (mlc_gemm_wgx, codegen/cuda/gemm.cuh)? The same kernel built with parts of
-# its k-loop changed by a macro (today MLC_WGX_NOPART: the products
-# accumulate straight into acc, no per-tile partial sum), given as
-# VARIANTS="|-DX|-DY" through an nvcc wrapper (MLC_NVCC), each with its own
+# its k-loop changed by macros that a trial adds to gemm.cuh (2026-12-02:
+# MLC_WGX_NOLOAD, _NOPART, _NOSYNC, _LATE; bench/results/h200-2026-12-02f.md),
+# given as VARIANTS="|-DX|-DY" through an nvcc wrapper (MLC_NVCC), each with its own
 # kernel cache; plus the 1xTF32 mode, and with ACCURACY=1 each variant's
 # accuracy against float64 (bench/f32_gemm.py --skip-speed). Needs
 # build-gpu/. Logs in $OUT/logs.tgz.
@@ -17,7 +17,7 @@ mlc=$PWD/build-gpu/mlc
 { echo "# bench/wgx_probe.sh, $(date -u '+%F %T') UTC, commit ${COMMIT:-?}"
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader; } | tee $work/env.log
 i=0
-VARIANTS=${VARIANTS:-"|-DMLC_WGX_NOPART"}
+VARIANTS=${VARIANTS:-""}
 IFS='|' read -ra vs <<< "$VARIANTS"
 for v in "${vs[@]}"; do
   i=$((i + 1))

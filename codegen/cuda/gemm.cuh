@@ -824,12 +824,11 @@ struct mlc_gemm_wgx {
     mlc_fence_async_smem();
     if (1 < KT) { OA::fetch(va, A, m0, 1, tid); OB::fetch(vb, B, n0, 1, tid); }
     __syncthreads();
-    float acc[64];
-#ifndef MLC_WGX_NOPART
-    float part[64];
-#else
-    float (&part)[64] = acc;
-#endif
+    // part: this k-tile's products, added to acc once they are done.  Adding
+    // them straight into acc is 6-9 % faster but 10-50x less accurate
+    // (bench/results/h200-2026-12-02f.md): the tensor cores' sums into a
+    // large accumulator lose low bits that an f32 add keeps.
+    float acc[64], part[64];
 #pragma unroll
     for (int i = 0; i < 64; i++) acc[i] = 0.f;
 #pragma unroll 1
@@ -841,12 +840,7 @@ struct mlc_gemm_wgx {
       mlc_wg_fence();
 #pragma unroll
       for (int kk = 0; kk < BK / 8; kk++) { // k-step of 8 = 32 bytes = 2 in the descriptor
-        // the first product of a tile starts the partial sum afresh (with MLC_WGX_NOPART: never)
-#ifndef MLC_WGX_NOPART
-        const bool fresh = kk == 0;
-#else
-        const bool fresh = false;
-#endif
+        const bool fresh = kk == 0; // the first product of a tile starts the partial sum afresh
         if (X == 3) {
           if (fresh) mlc_wgmma_tf32<0>(part, al, bh);
           else mlc_wgmma_tf32<1>(part, al + 2 * kk, bh + 2 * kk);
@@ -866,13 +860,8 @@ struct mlc_gemm_wgx {
       }
       if (kt + 2 < KT) { OA::fetch(va, A, m0, kt + 2, tid); OB::fetch(vb, B, n0, kt + 2, tid); }
       mlc_wg_wait<0>();
-#ifndef MLC_WGX_NOPART
 #pragma unroll
       for (int i = 0; i < 64; i++) { mlc_wg_fence_operand(part[i]); acc[i] += part[i]; }
-#else
-#pragma unroll
-      for (int i = 0; i < 64; i++) mlc_wg_fence_operand(acc[i]);
-#endif
       __syncthreads();
     }
     // acc[4i + e]: row 16 * warp + lane / 4 (+8 for e >= 2), column 8i + 2 (lane % 4) (+1 for odd e)
