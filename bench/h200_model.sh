@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# On the GPU machine (device tool), one short call on the MiniLLM:
+#   1. bench/cuda_minillm.py --small: logits, gradients (each within
+#      max(5e-2, 1.5 x PyTorch bf16's error) of the f32 model's) and the AdamW
+#      step against PyTorch;
+#   2. the full bf16 forward (mlc bench) beside PyTorch eager
+#      (torch_baseline.py infer) in the same call;
+#   3. 12 train steps of examples/minillm.mdl (the step time; torch.compile
+#      is left out, its compile alone takes minutes).
+# Needs build-gpu/ and .yardstick/. Logs in $OUT/logs.tgz.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+final=${OUT:-/tmp/mlc-model}
+work=/tmp/model-logs
+rm -rf $work && mkdir -p $work "$final"
+. tests/gpu/env.sh $work
+mlc=build-gpu/mlc opcheck=build-gpu/codegen/cuda/mlc_opcheck
+rc=0
+pack() { tar -C $work -czf "$final/logs.tgz" .; }
+{ echo "# bench/h200_model.sh, $(date -u '+%F %T') UTC, commit ${COMMIT:-?}"
+  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader; } | tee $work/env.log
+echo "## 1. small MiniLLM against PyTorch"
+timeout 150 python3 bench/cuda_minillm.py --small --mlc $mlc --opcheck $opcheck --work /tmp/small > $work/minillm_small.log 2>&1 || rc=1
+grep -E "^ok|^FAIL|checks" $work/minillm_small.log | tail -15
+pack
+echo "## 2. forward, bf16"
+timeout 120 $mlc bench bench/minillm_bf16.mdl --target cuda --runs 10 --warmup 3 > $work/forward.log 2>&1 || rc=1
+grep median $work/forward.log
+timeout 150 python3 .yardstick/torch_baseline.py infer > $work/torch_infer.log 2>&1 || rc=1
+grep -iE "ms" $work/torch_infer.log | tail -4
+pack
+echo "## 3. train step"
+python3 -c "import torch; torch.manual_seed(0); torch.randint(0, 32000, (12 * 8 * 1024 + 1,), dtype=torch.int32).numpy().tofile('/tmp/tokens.bin')"
+timeout 150 $mlc train examples/minillm.mdl --target cuda --steps 12 --data /tmp/tokens.bin --data-dtype i32 > $work/train.log 2>&1 || rc=1
+grep -E "^step (1|12) " $work/train.log
+pack
+echo "rc=$rc"
+exit $rc
