@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The measurements behind the bf16/f16 wgmma GEMM's tile table
 (codegen/cuda/emit_gemm.c, gemm_pick): every shape of bench/gemm_shapes.py
-under each configuration given, through MLC_CUDA_GEMM_WG="BN,ST,OCC,LAG"
+under each configuration given, through --cuda-gemm-tile BN,ST,OCC,LAG
 (128 x BN tiles, ST stages, OCC blocks a multiprocessor, LAG k-tiles of
 wgmma left running), beside cuBLAS (torch) in the same call:
 
@@ -34,11 +34,9 @@ def bench_args(mlc, root, layout, M, N, K, bias, runs):
 
 
 def run(args, cfg):
-    env = dict(os.environ)
-    env.pop("MLC_CUDA_GEMM_WG", None)
     if cfg != "default":
-        env["MLC_CUDA_GEMM_WG"] = cfg
-    p = subprocess.run(args, capture_output=True, text=True, env=env)
+        args = args + ["--cuda-gemm-tile", cfg]
+    p = subprocess.run(args, capture_output=True, text=True)
     return p.returncode, p.stdout + p.stderr
 
 

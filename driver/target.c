@@ -31,6 +31,12 @@ static const struct option spirv_options[] = {
   {0, 0, 0, 0},
 };
 
+/* The CUDA target's options of emitted code. */
+static const struct option cuda_options[] = {
+  {"cuda-gemm-tile", required_argument, 0, MLC_OPT_CODEGEN},
+  {0, 0, 0, 0},
+};
+
 /* The CPU target's options of emitted code. */
 static const struct option cpu_options[] = {
   {"cpu", required_argument, 0, MLC_OPT_CODEGEN},
@@ -59,7 +65,11 @@ static const mlc_driver_target targets[] = {
   },
   {
     .name = "cuda", .what = "CUDA C for one GPU", .listed = RUNS, .one_device = true, .device_memory = true,
-    .ncu = true, .devices_hint = "CUDA: nvidia-smi -L", .not_built = CUDA_NOT_BUILT,
+    .ncu = true, .devices_hint = "CUDA: nvidia-smi -L", .not_built = CUDA_NOT_BUILT, .options = cuda_options,
+    .options_help =
+      "      --cuda-gemm-tile BN,ST,OCC,LAG  (cuda) every bf16/f16 wgmma GEMM's tile: 128 x BN, ST stages,\n"
+      "                        OCC blocks a multiprocessor, LAG k-tiles of products left running (for\n"
+      "                        measuring the tile table: bench/gemm_tune.py)\n",
 #ifdef MLC_HAVE_CUDA
     .build_bytes = sizeof(mlc_cuda_build), .build = mlc_cuda_target_build, .write = mlc_cuda_target_write,
     .open = mlc_cuda_target_open, .release = mlc_cuda_target_release, .calibrate = mlc_calibrate_gpu,

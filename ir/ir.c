@@ -175,6 +175,18 @@ bool mlc_options_set(mlc_options *o, const char *name, const char *value, char *
     for (int i = 0; i < 6; i++) o->spirv_gemm_tile[i] = (int16_t)(i < n ? t[i] : 0);
     return true;
   }
+  if (!strcmp(name, "cuda-gemm-tile")) {
+    int t[4] = {0}, n = sscanf(v, "%d,%d,%d,%d", &t[0], &t[1], &t[2], &t[3]);
+    bool ok = n == 4 && (t[0] == 128 || t[0] == 256) && t[1] >= 3 && t[1] <= 8 && t[2] >= 1 && t[2] <= 2 &&
+              t[3] >= 0 && t[3] <= 1 && (t[0] == 128 ? 32 : 48) * t[1] * t[2] <= 224; /* KiB of stages a multiprocessor */
+    if (!ok) {
+      snprintf(err, errn, "--cuda-gemm-tile %s: expected BN,ST,OCC,LAG: BN 128 or 256, ST 3..8 stages, OCC 1 or 2 "
+               "blocks a multiprocessor, LAG 0 or 1, with the stages of OCC blocks in 224 KiB (e.g. 256,4,1,1)", v);
+      return false;
+    }
+    for (int i = 0; i < 4; i++) o->cuda_gemm_tile[i] = (int16_t)t[i];
+    return true;
+  }
   if (!strcmp(name, "cpu") || !strcmp(name, "triple")) { /* checked by the code generator, which knows LLVM's names */
     bool cpu = !strcmp(name, "cpu");
     if (!*v) {
@@ -232,6 +244,9 @@ void mlc_options_print(FILE *out, const mlc_options *o) {
           o->spirv_emulate_coopmat ? " --spirv-emulate-coopmat" : "", o->spirv_rescale_always ? "always" : "lazy");
   if (!o->spirv_gemm_tile[0]) fprintf(out, "auto");
   for (int i = 0; i < 6 && o->spirv_gemm_tile[i]; i++) fprintf(out, "%s%d", i ? "x" : "", o->spirv_gemm_tile[i]);
+  if (o->cuda_gemm_tile[0])
+    fprintf(out, " --cuda-gemm-tile=%d,%d,%d,%d", o->cuda_gemm_tile[0], o->cuda_gemm_tile[1], o->cuda_gemm_tile[2],
+            o->cuda_gemm_tile[3]);
   char b[32];
   if (o->memory_budget) fprintf(out, " --memory-budget=%s", mlc_bytes_str(b, sizeof b, (double)o->memory_budget));
   if (o->cpu) fprintf(out, " --cpu=%s", o->cpu);

@@ -61,8 +61,6 @@
  */
 #include "codegen/cuda/cc.h"
 
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 typedef cc_gemm_desc gemm_desc;
@@ -111,15 +109,13 @@ static int64_t gemm_smem(const gemm_desc *d, const gemm_cfg *g) {
   return g->st * (a + b) * 2;
 }
 
-/* For measuring the tile table (bench/gemm_tune.sh) only: MLC_CUDA_GEMM_WG
- * = "BN,ST,OCC,LAG" replaces the choice for every bf16/f16 wgmma GEMM. */
-static bool wg_override(gemm_cfg *g) {
-  const char *e = getenv("MLC_CUDA_GEMM_WG");
-  int bn, st, occ, lag;
-  if (!e || sscanf(e, "%d,%d,%d,%d", &bn, &st, &occ, &lag) != 4 || (bn != 128 && bn != 256) || st < 3 || st > 8 ||
-      occ < 1 || occ > 2 || lag < 0 || lag > 1)
-    return false;
-  *g = (gemm_cfg){.tc = true, .wg = true, .bm = 128, .bn = bn, .bk = 64, .wm = 2, .wn = 4, .st = st, .occ = occ, .lag = lag};
+/* --cuda-gemm-tile=BN,ST,OCC,LAG (checked by mlc_options_set), for
+ * measuring the tile table (bench/gemm_tune.py): the choice for every
+ * bf16/f16 wgmma GEMM. */
+static bool wg_override(const mlc_options *o, gemm_cfg *g) {
+  const int16_t *t = o->cuda_gemm_tile;
+  if (!t[0]) return false;
+  *g = (gemm_cfg){.tc = true, .wg = true, .bm = 128, .bn = t[0], .bk = 64, .wm = 2, .wn = 4, .st = t[1], .occ = t[2], .lag = t[3]};
   return true;
 }
 
@@ -132,7 +128,7 @@ static bool gemm_rows_even(const gemm_desc *d) {
   return true;
 }
 
-static gemm_cfg gemm_pick(const gemm_desc *d, int x) {
+static gemm_cfg gemm_pick(const gemm_desc *d, int x, const mlc_options *o) {
   if (d->dt == MLC_DT_F32 && x) {
     /* wgmma from three quarters of a wave of 128 x 128 tiles (the MLP's 2000 x 1000: 128 tiles) */
     if (gemm_tiles(d, 128, 128) >= GEMM_SMS * 3 / 4)
@@ -148,8 +144,8 @@ static gemm_cfg gemm_pick(const gemm_desc *d, int x) {
   /* sm_90a wgmma: 128 x BN x 64 tiles, edges zero-filled; rows of A and B
    * 4-byte aligned (copied 16 bytes at a time where they are 16-byte aligned) */
   if (gemm_rows_even(d)) {
-    gemm_cfg o;
-    if (wg_override(&o)) return o;
+    gemm_cfg w;
+    if (wg_override(o, &w)) return w;
     if (d->N >= 256 && gemm_tiles(d, 128, 256) >= 2 * GEMM_SMS)
       return (gemm_cfg){.tc = true, .wg = true, .bm = 128, .bn = 256, .bk = 64, .wm = 2, .wn = 4, .st = 4, .lag = 1};
     if (gemm_tiles(d, 128, 128) >= GEMM_SMS)
@@ -286,7 +282,7 @@ bool cc_emit_gemm(cc *c) {
   mlc_fused_prog pr;
   bool fused;
   if (!cc_gemm_desc_node(c, &d, &pr, &fused)) return false;
-  gemm_cfg g = gemm_pick(&d, cc_f32_products(c));
+  gemm_cfg g = gemm_pick(&d, cc_f32_products(c), &c->p->opts);
   gemm_emit_cfg(c, &d, &g, fused ? &pr : NULL, gemm_split(&d, &g, fused));
   return true;
 }
