@@ -1,6 +1,7 @@
 /* The profiler's analysis: cached ceilings, roofline classification and
  * hints, and the SVG roofline.  See profile.h. */
 #include "runtime/profile.h"
+#include "runtime/tensor.h"
 
 #include <errno.h>
 #include <math.h>
@@ -378,6 +379,33 @@ static void neither_hint(const mlc_profile_kernel *k, const mlc_ceilings *c, mlc
              "(ncu's warp-stall reasons say which)", v->occupancy);
 }
 
+/* A GPU kernel that runs off its op's fast path (issue 20): attention or
+ * a GEMM on the FP32 cores.  The hint names the kernel and why (the rules
+ * are codegen/cuda/unit.c's, which follow the emitters'; docs/cli.md lists
+ * them).  False for everything else. */
+static bool generic_hint(const mlc_profile_kernel *k, const mlc_ceilings *c, mlc_profile_verdict *v) {
+  if (!c->gpu || k->unit != MLC_UNIT_FP32 || !k->nshapes) return false;
+  const mlc_plan_shape *a = k->shapes[0];
+  bool grad = name_is(k->name, "attention_grad") || name_is(k->name, "attention_grad_saved");
+  if (grad || name_is(k->name, "attention") || name_is(k->name, "attention_save")) {
+    long long d = a->rank ? (long long)a->dims[a->rank - 1] : 0;
+    if (a->dtype == MLC_DTYPE_BF16 || a->dtype == MLC_DTYPE_F16)
+      snprintf(v->hint, sizeof v->hint, "generic kernel, a warp per row: 16-bit attention%s takes the tensor cores "
+               "at head dim d %% %d == 0, d <= 128 (here %lld)", grad ? " gradient" : "", grad ? 32 : 16, d);
+    else
+      snprintf(v->hint, sizeof v->hint, "generic kernel, a warp per row: f32 attention%s takes the tensor cores at "
+               "head dim d %% 8 == 0, d <= %d (here %lld), not under --f32-matmul ieee", grad ? " gradient" : "",
+               grad ? 128 : 256, d);
+    return true;
+  }
+  if (name_is(k->name, "matmul") || name_is(k->name, "linear") || name_is(k->name, "matmul_tn")) {
+    snprintf(v->hint, sizeof v->hint, "f32 GEMM on the FP32 cores (--f32-matmul ieee): tf32x3 runs it on the "
+             "tensor cores at f32 accuracy");
+    return true;
+  }
+  return false;
+}
+
 mlc_bound mlc_bound_rule(double compute_pct, double memory_pct) {
   if (compute_pct > MLC_RULE_HIGH_PCT && memory_pct < MLC_RULE_COMPUTE_MEM_PCT) return MLC_BOUND_COMPUTE;
   if (memory_pct > MLC_RULE_HIGH_PCT && compute_pct < MLC_RULE_MEMORY_SM_PCT) return MLC_BOUND_MEMORY;
@@ -428,6 +456,7 @@ void mlc_profile_classify(const mlc_profile_kernel *k, const mlc_ceilings *c, ml
     else if (v->unit == MLC_UNIT_TC16) snprintf(v->hint, sizeof v->hint, "lower precision (FP8)");
     else snprintf(v->hint, sizeof v->hint, "lower precision (bf16/FP8)");
   }
+  if (t >= c->latency_s && !tiny) generic_hint(k, c, v); /* what to change first, whatever the bound */
 }
 
 void mlc_profile_json_string(FILE *f, const char *s) {

@@ -16,6 +16,7 @@
 
 #include "runtime/ncu.h"
 #include "runtime/profile.h"
+#include "runtime/tensor.h"
 #include "runtime/session.h"
 
 /* 100 GFLOP/s and 20 GB/s: the ridge at 5 FLOP/byte. */
@@ -56,6 +57,37 @@ static void memory_bound_elementwise(void **state) {
   assert_int_equal(v.bound, MLC_BOUND_LATENCY);
   assert_float_equal(v.pct_roof, 60.0, 1e-9);
   assert_string_equal(v.hint, "near the memory roof (60%): fuse with neighbours, quantise, or raise the batch");
+}
+
+/* Attention off its fast path, and f32 GEMMs under --f32-matmul ieee, run
+ * a generic kernel on the GPU's FP32 cores (issue 20): the hint names it,
+ * whatever the bound.  On tensor cores, or on the CPU, it does not. */
+static void generic_kernel_hint(void **state) {
+  (void)state;
+  mlc_ceilings c = test_ceilings();
+  c.gpu = true;
+  mlc_plan_shape q16 = shape(MLC_DTYPE_BF16, 3, 4, 300, 200), q32 = shape(MLC_DTYPE_F32, 3, 4, 300, 136);
+  const mlc_plan_shape *s16[] = {&q16, &q16, &q16, &q16}, *s32[] = {&q32, &q32, &q32, &q32, &q32};
+  mlc_profile_kernel k = {"attention%5", 1e9, 1e8, 0.1, s16, 4, MLC_UNIT_FP32, 1, NULL};
+  mlc_profile_verdict v;
+  mlc_profile_classify(&k, &c, &v);
+  assert_string_equal(v.hint, "generic kernel, a warp per row: 16-bit attention takes the tensor cores at head dim "
+                              "d % 16 == 0, d <= 128 (here 200)");
+  mlc_profile_kernel g = {"attention_grad%9", 1e9, 1e8, 0.1, s32, 5, MLC_UNIT_FP32, 1, NULL};
+  mlc_profile_classify(&g, &c, &v);
+  assert_string_equal(v.hint, "generic kernel, a warp per row: f32 attention gradient takes the tensor cores at head "
+                              "dim d % 8 == 0, d <= 128 (here 136), not under --f32-matmul ieee");
+  mlc_profile_kernel l = {"linear%3", 1e9, 1e8, 0.1, s32, 3, MLC_UNIT_FP32, 1, NULL};
+  mlc_profile_classify(&l, &c, &v);
+  assert_string_equal(v.hint, "f32 GEMM on the FP32 cores (--f32-matmul ieee): tf32x3 runs it on the tensor cores at "
+                              "f32 accuracy");
+  k.unit = MLC_UNIT_TC16; /* the fast path */
+  mlc_profile_classify(&k, &c, &v);
+  assert_null(strstr(v.hint, "generic"));
+  k.unit = MLC_UNIT_FP32;
+  c.gpu = false; /* the CPU has no other kernel */
+  mlc_profile_classify(&k, &c, &v);
+  assert_null(strstr(v.hint, "generic"));
 }
 
 /* The seed's rule itself (issue 24), at and beside each threshold. */
@@ -1069,7 +1101,7 @@ int main(int argc, char **argv) {
   }
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(memory_bound_elementwise),
-    cmocka_unit_test(seed_rule),
+    cmocka_unit_test(seed_rule), cmocka_unit_test(generic_kernel_hint),
       cmocka_unit_test(collective_hint), cmocka_unit_test(copy_uses_bandwidth),
     cmocka_unit_test(compute_bound_gemm),       cmocka_unit_test(misaligned_linear_names_n),
     cmocka_unit_test(misaligned_matmul_names_k), cmocka_unit_test(latency_bound),
