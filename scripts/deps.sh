@@ -9,6 +9,7 @@ pkgs=(
   libxxhash-dev libcjson-dev libcmocka-dev           # hashing, JSON, unit tests
   python3 python3-torch python3-numpy                # the numerical reference
   python3-sklearn                                    # the digits data set of examples/digits (ref.digits)
+  bible-kjv                                          # the King James Bible (and bible-kjv-text) of examples/kjv (ref.kjv)
   valgrind                                           # runtime memory checks
   openmpi-bin libopenmpi-dev                         # FSDP on the CPU: mpirun and the collectives (tests label dist)
   spirv-tools spirv-headers libvulkan-dev            # SPIR-V target: validator, optimizer, headers

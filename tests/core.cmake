@@ -141,6 +141,10 @@ if(MLC_BACKEND_CPU)
     add_test(NAME ref.digits
       COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/digits.py $<TARGET_FILE:mlc> ${MLC_ROOT} ${CMAKE_CURRENT_BINARY_DIR}/digits)
     set_tests_properties(ref.python.binding ref.digits PROPERTIES LABELS "ref;cpu" TIMEOUT 300)
+    # examples/kjv: a byte-level LM on Debian's King James Bible (bible-kjv), 200 steps.
+    add_test(NAME ref.kjv
+      COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/kjv.py $<TARGET_FILE:mlc> ${MLC_ROOT} ${CMAKE_CURRENT_BINARY_DIR}/kjv)
+    set_tests_properties(ref.kjv PROPERTIES LABELS "ref;cpu;slow" TIMEOUT 600)
   endif()
   # Resume, kill during a save, corrupt files: a dozen compiles, so "slow".
   add_test(NAME ref.train.checkpoints
