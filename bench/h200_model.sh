@@ -18,8 +18,7 @@ rm -rf $work && mkdir -p $work "$final"
 mlc=build-gpu/mlc opcheck=build-gpu/codegen/cuda/mlc_opcheck
 rc=0
 pack() { tar -C $work -czf "$final/logs.tgz" .; }
-{ echo "# bench/h200_model.sh, $(date -u '+%F %T') UTC, commit ${COMMIT:-?}"
-  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader; } | tee $work/env.log
+gpu_header bench/h200_model.sh $work/env.log
 has() { case " ${PARTS:-1 2 3} " in *" $1 "*) return 0;; esac; return 1; }
 if has 1; then
 echo "## 1. small MiniLLM against PyTorch"

@@ -13,8 +13,7 @@ rm -rf $work && mkdir -p $work "$final"
 mlc=build-gpu/mlc opcheck=build-gpu/codegen/cuda/mlc_opcheck
 rc=0
 pack() { tar -C $work -czf "$final/logs.tgz" .; }
-{ echo "# bench/h200_tune.sh, $(date -u '+%F %T') UTC, commit ${COMMIT:-?}"
-  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader; } | tee $work/env.log
+gpu_header bench/h200_tune.sh $work/env.log
 pack
 timeout ${TUNE_S:-420} python3 bench/gemm_tune.py --mlc $mlc --out $work ${CONFIGS:+--configs "$CONFIGS"} ${ONLY:+--only "$ONLY"} \
   > $work/gemm_tune.log 2>&1 || rc=1

@@ -14,8 +14,7 @@ work=/tmp/wgx-logs
 rm -rf $work && mkdir -p $work "$final"
 . tests/gpu/env.sh $work
 mlc=$PWD/build-gpu/mlc
-{ echo "# bench/wgx_probe.sh, $(date -u '+%F %T') UTC, commit ${COMMIT:-?}"
-  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader; } | tee $work/env.log
+gpu_header bench/wgx_probe.sh $work/env.log
 i=0
 VARIANTS=${VARIANTS:-""}
 IFS='|' read -ra vs <<< "$VARIANTS"

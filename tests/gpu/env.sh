@@ -6,3 +6,9 @@ out=${OUT:-$1}
 mkdir -p "$out"
 export LD_LIBRARY_PATH=$PWD/build-gpu/lib:${LD_LIBRARY_PATH:-}
 export XDG_CACHE_HOME=/tmp/mlc-cache PYTHONUNBUFFERED=1
+# The first lines of a GPU script's log, also printed: what ran, when, at
+# which commit ($COMMIT: the device's copy of .git may be stale), on what.
+gpu_header() {
+  { echo "# $1, $(date -u '+%F %T') UTC, commit ${COMMIT:-?}"
+    nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader; } | tee "$2"
+}
