@@ -15,19 +15,51 @@
 #include "passes/passes.h"
 #include "runtime/dist/bootstrap.h"
 #include "runtime/plan.h"
+#include "runtime/safetensors.h"
 
 #if defined(MLC_HAVE_CPU) || defined(MLC_HAVE_CUDA) || defined(MLC_HAVE_SPIRV)
+/* Why a raw input file of the wrong size is so, when its first bytes say it
+ * is a .npy, .npz or torch.save file, with the Python that writes raw data;
+ * "" otherwise. */
+static const char *raw_hint(const uint8_t *b, size_t n, const char *path, const char *name, uint8_t dtype, char *buf,
+                            size_t size) {
+  /* numpy's names for the plan's dtype codes; bf16 has none. */
+  static const char *const np_names[] = {NULL, "float32", NULL, "float16", "int32", "int64", "bool_"};
+  const char *np = dtype < 7 ? np_names[dtype] : NULL;
+  char conv[64] = "";
+  if (np) snprintf(conv, sizeof conv, ".astype(numpy.%s)", np);
+  switch (mlc_safetensors_sniff(b, n)) {
+  case MLC_ST_FOREIGN_NPY:
+    snprintf(buf, size, "\nit is a NumPy .npy file, which has a header; write the raw data in Python:\n"
+             "  numpy.load(\"%s\")%s.tofile(\"%s.bin\")", path, conv, name);
+    return buf;
+  case MLC_ST_FOREIGN_NPZ:
+    snprintf(buf, size, "\nit is a NumPy .npz archive (numpy.savez); write each input's raw data in Python:\n"
+             "  numpy.load(\"%s\")[\"%s\"]%s.tofile(\"%s.bin\")", path, name, conv, name);
+    return buf;
+  case MLC_ST_FOREIGN_TORCH_ZIP:
+  case MLC_ST_FOREIGN_TORCH_PICKLE:
+    snprintf(buf, size, "\nit is a PyTorch file (torch.save); write the tensor's raw data in Python:\n"
+             "  torch.load(\"%s\").numpy()%s.tofile(\"%s.bin\")  # torch.load(...)[\"%s\"] for a dict",
+             path, conv, name, name);
+    return buf;
+  default: return "";
+  }
+}
+
 /* Reads a raw input file of exactly `bytes` bytes into dst. */
-static mlc_status read_exact(const char *path, const char *name, void *dst, uint64_t bytes, const char *shape) {
+static mlc_status read_exact(const char *path, const char *name, void *dst, uint64_t bytes, const char *shape,
+                             uint8_t dtype) {
   FILE *f = fopen(path, "rb");
   if (!f) return mlc_status_make(MLC_NOT_FOUND, "--input %s=%s: cannot open: %s", name, path, strerror(errno));
   size_t got = fread(dst, 1, (size_t)bytes, f);
   int extra = fgetc(f);
   fclose(f);
+  char hint[768];
   if (got != bytes || extra != EOF)
     return mlc_status_make(MLC_INVALID_ARGUMENT, "--input %s=%s: input '%s' is %s, %llu bytes of raw little-endian data; "
-                           "the file has %s", name, path, name, shape, (unsigned long long)bytes,
-                           got < bytes ? "fewer" : "more");
+                           "the file has %s%s", name, path, name, shape, (unsigned long long)bytes,
+                           got < bytes ? "fewer" : "more", raw_hint(dst, got, path, name, dtype, hint, sizeof hint));
   return NULL;
 }
 
@@ -63,7 +95,7 @@ static mlc_status set_inputs(const options *o, mlc_session *s, const mlc_plan_en
     mlc_status st = NULL;
     const char *path = find_arg(o->inputs, o->ninputs, e->inputs[k].name);
     if (path) {
-      st = read_exact(path, e->inputs[k].name, buf, bytes, value_desc(v, desc, sizeof desc));
+      st = read_exact(path, e->inputs[k].name, buf, bytes, value_desc(v, desc, sizeof desc), v->shape.dtype);
     } else if (o->cmd == CMD_BENCH) {
       /* Random data: floats in [-1, 1), integers in [0, 64) (valid token ids for any vocabulary of 64 or more). */
       int esz = mlc_dtype_size((mlc_dtype)v->shape.dtype);

@@ -34,6 +34,7 @@ static void dims_str(char *buf, size_t n, int rank, const int64_t *dims) {
 typedef struct {
   uint8_t dtype;       /* the plan's code; 0 for a dtype no input can have */
   char dtype_name[48]; /* as the file names it: "float64 ('<f8')", "F64" */
+  const char *tensor;  /* safetensors: the tensor's name; NULL for .npy */
   int rank;
   int64_t dims[MLC_PLAN_MAX_RANK];
   const uint8_t *data;
@@ -156,6 +157,7 @@ static mlc_status st_parse(mlc_dataset_column *c, const char *path, const char *
     t = mlc_safetensors_tensor_at(f, 0);
   }
   a->dtype = st_dtype(t->dtype);
+  a->tensor = t->name;
   snprintf(a->dtype_name, sizeof a->dtype_name, "%s", mlc_safetensors_dtype_name(t->dtype));
   if (t->rank > MLC_PLAN_MAX_RANK)
     return mlc_status_make(MLC_INVALID_ARGUMENT, "%s: tensor '%s' has %d axes, more than %d", path, t->name, t->rank, MLC_PLAN_MAX_RANK);
@@ -190,20 +192,38 @@ static mlc_status map_file(mlc_dataset_column *c) {
 }
 
 /* Opens column c for input `in` (a value of shape v) and checks it. */
+/* A file of a format the dataset cannot read, told by its first bytes: what
+ * it is and how to convert it; a .npz also as one .npy per input. */
+static mlc_status foreign_file(const mlc_dataset_column *c, const char *in, mlc_safetensors_foreign kind) {
+  char what[700];
+  mlc_safetensors_foreign_message(kind, c->path, what, sizeof what);
+  if (kind == MLC_ST_FOREIGN_NPZ)
+    return mlc_status_make(MLC_INVALID_ARGUMENT, "%s: input '%s': %s\nor save each array as its own .npy, one --input "
+                           "NAME=FILE.npy per input:\n  numpy.save(\"%s.npy\", numpy.load(\"%s\")[\"%s\"])",
+                           c->path, in, what, in, c->path, in);
+  return mlc_status_make(MLC_INVALID_ARGUMENT, "%s: input '%s': %s", c->path, in, what);
+}
+
 static mlc_status open_column(mlc_dataset_column *c, const char *in, const mlc_plan_shape *v) {
-  if (!ends_with(c->path, ".npy") && !ends_with(c->path, ".safetensors"))
-    return mlc_status_make(MLC_INVALID_ARGUMENT, "%s: input '%s': expected a .npy or .safetensors file", c->path, in);
   MLC_RETURN_IF_ERROR(map_file(c));
+  /* By content first, so that a torch.save or .npz file is named whatever its name. */
+  mlc_safetensors_foreign kind = mlc_safetensors_sniff(c->map, (size_t)c->map_bytes);
+  bool npy = kind == MLC_ST_FOREIGN_NPY || (kind == MLC_ST_FOREIGN_NONE && ends_with(c->path, ".npy"));
+  if (kind != MLC_ST_FOREIGN_NONE && !npy) return foreign_file(c, in, kind);
+  if (!npy && !ends_with(c->path, ".safetensors"))
+    return mlc_status_make(MLC_INVALID_ARGUMENT, "%s: input '%s': expected a .npy or .safetensors file", c->path, in);
   array_info a = {0};
-  MLC_RETURN_IF_ERROR(ends_with(c->path, ".npy") ? npy_parse(c->map, c->map_bytes, c->path, &a) : st_parse(c, c->path, in, &a));
+  MLC_RETURN_IF_ERROR(npy ? npy_parse(c->map, c->map_bytes, c->path, &a) : st_parse(c, c->path, in, &a));
   char want[160], got[160];
   shape_str(want, sizeof want, v->dtype, v->rank, v->dims);
   dims_str(got, sizeof got, a.rank, a.dims);
   if (v->rank == 0)
     return mlc_status_make(MLC_INVALID_ARGUMENT, "%s: input '%s' is a scalar (%s): it has no rows to take batches of", c->path, in, want);
+  char tensor[160] = "";
+  if (a.tensor) snprintf(tensor, sizeof tensor, " tensor '%s'", a.tensor);
   if (a.dtype != v->dtype)
-    return mlc_status_make(MLC_INVALID_ARGUMENT, "%s: holds %s data, input '%s' is %s: convert it (numpy: a.astype(numpy.%s))",
-                           c->path, a.dtype_name, in, want,
+    return mlc_status_make(MLC_INVALID_ARGUMENT, "%s:%s holds %s data, input '%s' is %s: convert it (numpy: a.astype(numpy.%s))",
+                           c->path, tensor, a.dtype_name, in, want,
                            v->dtype == 1 ? "float32" : v->dtype == 3 ? "float16" : v->dtype == 4 ? "int32" : v->dtype == 5 ? "int64" : v->dtype == 6 ? "bool_" : "?");
   bool rows_match = a.rank == v->rank;
   for (int i = 1; rows_match && i < a.rank; i++) rows_match = a.dims[i] == v->dims[i];

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "driver/dataset.h"
+#include "runtime/safetensors.h"
 
 #define LLMC_MAGIC 20240520 /* llm.c's token files: 256 int32 of header, then uint16 tokens */
 
@@ -20,6 +21,9 @@ typedef struct {
   int32_t *tok; /* the whole file, as int32 */
   uint64_t n;
 } tokens;
+
+/* numpy's name for --data-dtype's tokens (u16 unless i32). */
+static const char *esz_name(const char *dtype) { return dtype && !strcmp(dtype, "i32") ? "int32" : "uint16"; }
 
 static mlc_status read_tokens(const char *path, const char *dtype, tokens *out) {
   FILE *f = fopen(path, "rb");
@@ -34,6 +38,27 @@ static mlc_status read_tokens(const char *path, const char *dtype, tokens *out) 
     return mlc_status_make(MLC_IO, "--data %s: cannot read it", path);
   }
   fclose(f);
+  /* Read as tokens, a .npy or torch.save file would train on its header and
+   * pickle bytes without a word: refuse the formats users try, by content. */
+  mlc_safetensors_foreign kind = mlc_safetensors_sniff(buf, (size_t)size);
+  if (kind != MLC_ST_FOREIGN_NONE) {
+    free(buf);
+    const char *load = kind == MLC_ST_FOREIGN_NPY ? "numpy.load(\"%s\")"
+                     : kind == MLC_ST_FOREIGN_NPZ ? "numpy.load(\"%s\")[\"tokens\"]"
+                     : kind == MLC_ST_FOREIGN_ZIP ? NULL : "torch.load(\"%s\").numpy()";
+    char line[600] = "";
+    if (load) {
+      char src[400];
+      snprintf(src, sizeof src, load, path);
+      snprintf(line, sizeof line, "; write them in Python:\n  %s.astype(numpy.%s).tofile(\"tokens.bin\")%s", src,
+               esz_name(dtype), kind == MLC_ST_FOREIGN_NPZ ? "  # the tokens' key in the archive" : "");
+    }
+    return mlc_status_make(MLC_INVALID_ARGUMENT, "--data %s: this is %s, not a token file; --data takes llm.c's .bin "
+                           "or raw little-endian %s tokens%s", path,
+                           kind == MLC_ST_FOREIGN_NPY ? "a NumPy .npy file" : kind == MLC_ST_FOREIGN_NPZ ? "a NumPy .npz archive"
+                           : kind == MLC_ST_FOREIGN_ZIP ? "a zip archive" : kind == MLC_ST_FOREIGN_PICKLE ? "a Python pickle"
+                           : "a PyTorch file (torch.save)", esz_name(dtype), line);
+  }
   int32_t hdr[3] = {0};
   if (size >= 1024) memcpy(hdr, buf, sizeof hdr);
   size_t off = 0, esz = dtype && !strcmp(dtype, "i32") ? 4 : 2;

@@ -392,32 +392,100 @@ static mlc_status mlc_st_build(const cJSON *root, const mlc_st_sizes *sz, const 
   return NULL;
 }
 
-/* For a file whose header length is impossible: what it is instead, when its
- * first bytes say (the files users try first), as the end of the message. */
-static const char *mlc_st_what(const uint8_t *b, size_t size) {
-  if (size >= 4 && !memcmp(b, "PK\x03\x04", 4))
-    return "; it is a zip archive, not safetensors: a PyTorch checkpoint (torch.save) or a NumPy .npz"
-           ": save the weights with safetensors.torch.save_file(model.state_dict(), \"w.safetensors\")";
-  if (size >= 2 && b[0] == 0x80 && b[1] >= 2 && b[1] <= 5)
-    return "; it is a Python pickle, not safetensors: a PyTorch checkpoint (torch.save)"
-           ": save the weights with safetensors.torch.save_file(model.state_dict(), \"w.safetensors\")";
-  if (size >= 6 && !memcmp(b, "\x93NUMPY", 6)) return "; it is a NumPy .npy array, not safetensors";
-  return "";
+mlc_safetensors_foreign mlc_safetensors_sniff(const void *data, size_t size) {
+  const uint8_t *b = data;
+  /* A zip's first local header: the name's length at 26, the name at 30.
+   * torch.save writes "<archive>/data.pkl" first; numpy.savez "<key>.npy". */
+  if (size >= 4 && !memcmp(b, "PK\x03\x04", 4)) {
+    size_t n = size >= 30 ? (size_t)b[26] | (size_t)b[27] << 8 : 0;
+    const char *name = (const char *)b + 30;
+    if (n == 0 || 30 + n > size) return MLC_ST_FOREIGN_ZIP;
+    if (n >= 4 && !memcmp(name + n - 4, ".npy", 4)) return MLC_ST_FOREIGN_NPZ;
+    if (n >= 8 && !memcmp(name + n - 8, "data.pkl", 8)) return MLC_ST_FOREIGN_TORCH_ZIP;
+    return MLC_ST_FOREIGN_ZIP;
+  }
+  /* Legacy torch.save pickles its magic number (a long) right after PROTO 2. */
+  static const uint8_t torch_magic[] = {0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};
+  if (size >= sizeof torch_magic && !memcmp(b, torch_magic, sizeof torch_magic)) return MLC_ST_FOREIGN_TORCH_PICKLE;
+  if (size >= 2 && b[0] == 0x80 && b[1] >= 2 && b[1] <= 5) return MLC_ST_FOREIGN_PICKLE;
+  if (size >= 6 && !memcmp(b, "\x93NUMPY", 6)) return MLC_ST_FOREIGN_NPY;
+  return MLC_ST_FOREIGN_NONE;
 }
+
+/* `path` for a Python string literal, and its name with .safetensors in place
+ * of its extension; placeholders where it is unknown or would need escapes. */
+static void mlc_st_paths(const char *path, const char *placeholder, char *in, char *out, size_t n) {
+  bool plain = path && *path && strlen(path) < n - 16;
+  for (const char *p = path; plain && *p; p++)
+    plain = (uint8_t)*p >= 0x20 && (uint8_t)*p < 0x7f && *p != '"' && *p != '\\';
+  snprintf(in, n, "%s", plain ? path : placeholder);
+  const char *slash = strrchr(in, '/'), *dot = strrchr(in, '.');
+  size_t stem = dot && dot > (slash ? slash + 1 : in) ? (size_t)(dot - in) : strlen(in);
+  snprintf(out, n, "%.*s.safetensors", (int)stem, in);
+}
+
+int mlc_safetensors_foreign_message(mlc_safetensors_foreign kind, const char *path, char *buf, size_t n) {
+  char in[256], out[256];
+  const char *torch = "  import torch, safetensors.torch\n"
+                      "  state = torch.load(\"%s\", map_location=\"cpu\")  # or model.state_dict()\n"
+                      "  safetensors.torch.save_file(state, \"%s\")";
+  char recipe[768];
+  switch (kind) {
+  case MLC_ST_FOREIGN_TORCH_ZIP:
+  case MLC_ST_FOREIGN_TORCH_PICKLE:
+  case MLC_ST_FOREIGN_PICKLE:
+    mlc_st_paths(path, "model.pt", in, out, sizeof in);
+    snprintf(recipe, sizeof recipe, torch, in, out);
+    return snprintf(buf, n, "%s, not safetensors; %s in Python:\n%s",
+                    kind == MLC_ST_FOREIGN_TORCH_ZIP ? "this is a PyTorch file (torch.save, zip format)"
+                    : kind == MLC_ST_FOREIGN_TORCH_PICKLE ? "this is a PyTorch file (torch.save, legacy pickle format)"
+                                                          : "this is a Python pickle (pickle.dump or torch.save)",
+                    kind == MLC_ST_FOREIGN_PICKLE ? "if PyTorch wrote it, convert it" : "convert it", recipe);
+  case MLC_ST_FOREIGN_NPZ:
+    mlc_st_paths(path, "data.npz", in, out, sizeof in);
+    return snprintf(buf, n, "this is a NumPy .npz archive (numpy.savez), not safetensors; convert it in Python:\n"
+                    "  import numpy, safetensors.numpy\n"
+                    "  safetensors.numpy.save_file(dict(numpy.load(\"%s\")), \"%s\")", in, out);
+  case MLC_ST_FOREIGN_NPY:
+    mlc_st_paths(path, "data.npy", in, out, sizeof in);
+    return snprintf(buf, n, "this is a NumPy .npy array, not safetensors; convert it in Python, naming the tensor:\n"
+                    "  import numpy, safetensors.numpy\n"
+                    "  safetensors.numpy.save_file({\"NAME\": numpy.load(\"%s\")}, \"%s\")", in, out);
+  case MLC_ST_FOREIGN_ZIP:
+    return snprintf(buf, n, "this is a zip archive, but neither torch.save's nor numpy.savez's, and not safetensors");
+  case MLC_ST_FOREIGN_NONE: break;
+  }
+  if (n) *buf = 0;
+  return 0;
+}
+
+/* open_memory, with the file's path (or NULL) for the conversion recipes. */
+static mlc_status mlc_st_open(const void *data, size_t size, const char *path, mlc_allocator allocator,
+                              mlc_safetensors **out_file);
 
 mlc_status mlc_safetensors_open_memory(const void *data, size_t size, mlc_allocator allocator,
                                        mlc_safetensors **out_file) {
+  return mlc_st_open(data, size, NULL, allocator, out_file);
+}
+
+static mlc_status mlc_st_open(const void *data, size_t size, const char *path, mlc_allocator allocator,
+                              mlc_safetensors **out_file) {
   *out_file = NULL;
   const uint8_t *bytes = data;
   if (size < 8)
     return mlc_st_corrupt("file is %zu bytes, too short for the 8-byte header length", size);
+  /* Told by their first bytes, before their header length is read as ours:
+   * the files users try first. */
+  char foreign[700];
+  if (mlc_safetensors_foreign_message(mlc_safetensors_sniff(bytes, size), path, foreign, sizeof foreign))
+    return mlc_st_invalid("%s", foreign);
   uint64_t n = mlc_st_load_le64(bytes);
   if (n > MLC_ST_MAX_HEADER)
-    return mlc_st_corrupt("header length %" PRIu64 " is over the limit of %u bytes%s", n,
-                          MLC_ST_MAX_HEADER, mlc_st_what(bytes, size));
+    return mlc_st_corrupt("header length %" PRIu64 " is over the limit of %u bytes", n,
+                          MLC_ST_MAX_HEADER);
   if (n > size - 8)
     return mlc_st_corrupt("header length %" PRIu64 " runs past the end of the file (%zu bytes "
-                          "follow the length)%s", n, size - 8, mlc_st_what(bytes, size));
+                          "follow the length)", n, size - 8);
   const char *header = (const char *)bytes + 8;
   size_t bad = mlc_st_utf8_check(header, (size_t)n);
   if (bad != n)
@@ -514,7 +582,7 @@ mlc_status mlc_safetensors_open_file(const char *path, mlc_allocator allocator,
     st = mlc_st_read_all(fd, (uint64_t)sb.st_size, allocator, &bytes);
   close(fd);
   if (!st) {
-    st = mlc_safetensors_open_memory(bytes, (size_t)sb.st_size, allocator, out_file);
+    st = mlc_st_open(bytes, (size_t)sb.st_size, path, allocator, out_file);
     if (st)
       mlc_allocator_free(allocator, bytes);
     else

@@ -99,6 +99,24 @@ MLC_MUST_USE mlc_status mlc_safetensors_open_memory(
     const void *data, size_t size, mlc_allocator allocator,
     mlc_safetensors **out_file);
 
+/* What a file that is not safetensors is, told by its first bytes: the
+ * formats users try first.  open_memory refuses them with MLC_INVALID_ARGUMENT
+ * and foreign_message's text, which says how to convert the file. */
+typedef enum {
+  MLC_ST_FOREIGN_NONE,         /* nothing known: maybe safetensors */
+  MLC_ST_FOREIGN_TORCH_ZIP,    /* torch.save since PyTorch 1.6 */
+  MLC_ST_FOREIGN_TORCH_PICKLE, /* torch.save(_use_new_zipfile_serialization=False) */
+  MLC_ST_FOREIGN_PICKLE,       /* any other pickle, protocol 2 to 5 */
+  MLC_ST_FOREIGN_NPZ,          /* numpy.savez, savez_compressed */
+  MLC_ST_FOREIGN_NPY,          /* numpy.save */
+  MLC_ST_FOREIGN_ZIP,          /* some other zip */
+} mlc_safetensors_foreign;
+mlc_safetensors_foreign mlc_safetensors_sniff(const void *data, size_t size);
+/* What `kind` is and how to convert it, with `path` (or a placeholder, for
+ * NULL) in the Python recipe, into buf as snprintf does; no "safetensors: "
+ * prefix.  Returns snprintf's length: 0, and "", for MLC_ST_FOREIGN_NONE. */
+int mlc_safetensors_foreign_message(mlc_safetensors_foreign kind, const char *path, char *buf, size_t n);
+
 /* Reads the whole file at `path` into memory from `allocator`, then parses
  * it.  Errors are prefixed with the path. */
 MLC_MUST_USE mlc_status mlc_safetensors_open_file(

@@ -18,6 +18,7 @@ import math
 import os
 import subprocess
 import sys
+import tempfile
 import unittest
 
 import numpy as np
@@ -163,6 +164,36 @@ class Binding(unittest.TestCase):
         np.testing.assert_array_equal(self.m.forward(x), before)  # a refused file changes nothing
         with self.assertRaisesRegex(TypeError, r"^load_weights takes a path or the bytes of a safetensors file, got int"):
             self.m.load_weights(5)
+
+    def test_torch_and_numpy_files(self):
+        """A torch.save or numpy.savez file, by path or bytes: what it is and the Python that converts it."""
+        with tempfile.TemporaryDirectory() as tmp:
+            self._torch_and_numpy_files(tmp)
+
+    def _torch_and_numpy_files(self, tmp):
+        pt, npz = os.path.join(tmp, "w.pt"), os.path.join(tmp, "w.npz")
+        torch.save({"net.0.bias": torch.zeros(3)}, pt)
+        np.savez(npz, x=np.zeros(3, np.float32))
+        recipe = ("convert it in Python:\n  import torch, safetensors.torch\n"
+                  "  state = torch.load(\"{0}\", map_location=\"cpu\")  # or model.state_dict()\n"
+                  "  safetensors.torch.save_file(state, \"{1}\")")
+        torch_is = "safetensors: this is a PyTorch file (torch.save, zip format), not safetensors; "
+        npz_is = "safetensors: this is a NumPy .npz archive (numpy.savez), not safetensors; convert it in Python:\n" \
+                 "  import numpy, safetensors.numpy\n  safetensors.numpy.save_file(dict(numpy.load(\"{0}\")), \"{1}\")"
+        with open(pt, "rb") as f:
+            pt_bytes = f.read()
+        with open(npz, "rb") as f:
+            npz_bytes = f.read()
+        cases = [
+            (pt, f"{pt}: {torch_is}" + recipe.format(pt, pt[:-3] + ".safetensors")),
+            (pt_bytes, f"weights in memory: {torch_is}" + recipe.format("model.pt", "model.safetensors")),
+            (npz, f"{npz}: " + npz_is.format(npz, npz[:-4] + ".safetensors")),
+            (npz_bytes, "weights in memory: " + npz_is.format("data.npz", "data.safetensors")),
+        ]
+        for source, message in cases:
+            with self.assertRaises(mlc.Error) as cm:
+                self.m.load_weights(source)
+            self.assertEqual((cm.exception.code, str(cm.exception)), ("INVALID_ARGUMENT", message))
 
     def test_cpu_builds(self):
         """The artifact carries x86-64-v2, v3 and v4 kernels; MLC_CPU_MAX caps the one load picks."""

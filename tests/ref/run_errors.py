@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 
+import numpy
 import torch
 
 from models import MLP, write_safetensors
@@ -42,6 +43,43 @@ def main():
     with open(garbage, "wb") as f:
         f.write(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json at all}")
     good = weights("good.safetensors", sd)
+    # Files users try, told by content whatever their names.
+    pt = os.path.join(work, "model.pt")
+    torch.save(sd, pt)
+    legacy = os.path.join(work, "legacy.bin")
+    torch.save(sd, legacy, _use_new_zipfile_serialization=False)
+    npz = os.path.join(work, "w.npz")
+    numpy.savez(npz, **{k: v.numpy() for k, v in sd.items()})
+    xnpy = os.path.join(work, "x.npy")
+    numpy.save(xnpy, torch.randn(32, 784).numpy().astype(numpy.float64))
+    torch_recipe = ("convert it in Python:\n"
+                    "  import torch, safetensors.torch\n"
+                    "  state = torch.load(\"{0}\", map_location=\"cpu\")  # or model.state_dict()\n"
+                    "  safetensors.torch.save_file(state, \"{1}\")")
+    exact = [
+        (["--weights", pt, "--input", f"x={x}"],
+         f"mlc: {pt}: safetensors: this is a PyTorch file (torch.save, zip format), not safetensors; "
+         + torch_recipe.format(pt, pt[:-3] + ".safetensors")),
+        (["--weights", legacy, "--input", f"x={x}"],
+         f"mlc: {legacy}: safetensors: this is a PyTorch file (torch.save, legacy pickle format), not safetensors; "
+         + torch_recipe.format(legacy, legacy[:-4] + ".safetensors")),
+        (["--weights", npz, "--input", f"x={x}"],
+         f"mlc: {npz}: safetensors: this is a NumPy .npz archive (numpy.savez), not safetensors; convert it in Python:\n"
+         "  import numpy, safetensors.numpy\n"
+         f"  safetensors.numpy.save_file(dict(numpy.load(\"{npz}\")), \"{npz[:-4]}.safetensors\")"),
+        (["--weights", good, "--input", f"x={xnpy}"],
+         f"mlc: --input x={xnpy}: input 'x' is f32[32, 784], 100352 bytes of raw little-endian data; the file has more\n"
+         "it is a NumPy .npy file, which has a header; write the raw data in Python:\n"
+         f"  numpy.load(\"{xnpy}\").astype(numpy.float32).tofile(\"x.bin\")"),
+        (["--weights", good, "--input", f"x={npz}"],
+         f"mlc: --input x={npz}: input 'x' is f32[32, 784], 100352 bytes of raw little-endian data; the file has more\n"
+         "it is a NumPy .npz archive (numpy.savez); write each input's raw data in Python:\n"
+         f"  numpy.load(\"{npz}\")[\"x\"].astype(numpy.float32).tofile(\"x.bin\")"),
+        (["--weights", good, "--input", f"x={pt}"],
+         f"mlc: --input x={pt}: input 'x' is f32[32, 784], 100352 bytes of raw little-endian data; the file has more\n"
+         "it is a PyTorch file (torch.save); write the tensor's raw data in Python:\n"
+         f"  torch.load(\"{pt}\").numpy().astype(numpy.float32).tofile(\"x.bin\")  # torch.load(...)[\"x\"] for a dict"),
+    ]
     cases = [
         (["--weights", weights("missing.safetensors", missing), "--input", f"x={x}"],
          "missing tensor 'net.2.bias' (f32), which the model needs"),
@@ -67,7 +105,14 @@ def main():
         ok = r.returncode == 1 and want in last and last.startswith("mlc: ")
         failed += not ok
         print(("ok   " if ok else "FAIL ") + last + ("" if ok else f"\n     exit {r.returncode}, wanted: {want}"))
-    print(f"{len(cases) - failed} passed, {failed} failed")
+    for args, want in exact:  # the whole message, of several lines
+        r = subprocess.run([mlc, "run", model, "--target", "cpu", *args], capture_output=True, text=True)
+        lines = r.stderr.strip().splitlines()
+        got = "\n".join(lines[-(want.count("\n") + 1):])
+        ok = r.returncode == 1 and got == want
+        failed += not ok
+        print(("ok   " if ok else "FAIL ") + got + ("" if ok else f"\n     exit {r.returncode}, wanted:\n{want}"))
+    print(f"{len(cases) + len(exact) - failed} passed, {failed} failed")
     sys.exit(1 if failed else 0)
 
 

@@ -45,6 +45,22 @@ def main():
     c = train(mlc, model, "--data", i32, "--data-dtype", "i32", "--steps", "3")
     check(len(a) == 3 and a == b == c, f"llm.c, u16 and i32 token files give the same losses {a}")
 
+    # A .npy or torch.save file is refused by content, not read as tokens.
+    npy, pt = os.path.join(work, "tok.npy"), os.path.join(work, "tok.pt")
+    np.save(npy, tok)
+    torch.save(torch.from_numpy(tok), pt)
+    for path, what, load, flags, dt in (
+            (npy, "a NumPy .npy file", f'numpy.load("{npy}")', [], "uint16"),
+            (pt, "a PyTorch file (torch.save)", f'torch.load("{pt}").numpy()', ["--data-dtype", "i32"], "int32")):
+        r = subprocess.run([mlc, "train", model, "--target", "cpu", *SMALL, "--data", path, *flags, "--steps", "1"],
+                           capture_output=True, text=True)
+        want = (f"mlc: --data {path}: this is {what}, not a token file; --data takes llm.c's .bin or raw little-endian "
+                f"{dt} tokens; write them in Python:\n  {load}.astype(numpy.{dt}).tofile(\"tokens.bin\")")
+        got = "\n".join(r.stderr.strip().splitlines()[-2:])
+        ok = r.returncode == 1 and got == want
+        check(ok, f"--data {os.path.basename(path)}: refused, with the Python that writes tokens"
+              + ("" if ok else f"\n got: {got}\nwant: {want}"))
+
     ck = os.path.join(work, "init.ckpt")
     subprocess.run([mlc, "train", model, "--target", "cpu", *SMALL, "--steps", "0", "--save", ck], check=True,
                    capture_output=True)

@@ -129,6 +129,8 @@ def main():
         f.write(whole[:128 + 1000])
     with open(p("x.csv"), "w") as f:
         f.write("1,2,3\n")
+    torch.save({"x": x}, p("x.pt"))  # both by content, whatever the name
+    np.savez(p("xy.data"), x=x.numpy(), labels=y.numpy())
     write_safetensors(p("two.safetensors"), {"a": x, "b": x}, {})
     write_safetensors(p("x64.safetensors"), {"x": x.double()}, {})
     X, Y = f"x={p('x.npy')}", f"labels={p('y.npy')}"
@@ -156,10 +158,21 @@ def main():
         (["--input", f"x={p('xf.npy')}", "--input", Y],
          f"{p('xf.npy')}: a Fortran-ordered array; save it C-ordered (numpy.ascontiguousarray)"),
         (["--input", f"x={p('x.csv')}", "--input", Y], f"{p('x.csv')}: input 'x': expected a .npy or .safetensors file"),
+        (["--input", f"x={p('x.pt')}", "--input", Y],
+         f"{p('x.pt')}: input 'x': this is a PyTorch file (torch.save, zip format), not safetensors; convert it in Python:\n"
+         "  import torch, safetensors.torch\n"
+         f"  state = torch.load(\"{p('x.pt')}\", map_location=\"cpu\")  # or model.state_dict()\n"
+         f"  safetensors.torch.save_file(state, \"{p('x.safetensors')}\")"),
+        (["--input", f"x={p('xy.data.npz')}", "--input", Y],
+         f"{p('xy.data.npz')}: input 'x': this is a NumPy .npz archive (numpy.savez), not safetensors; convert it in Python:\n"
+         "  import numpy, safetensors.numpy\n"
+         f"  safetensors.numpy.save_file(dict(numpy.load(\"{p('xy.data.npz')}\")), \"{p('xy.data.safetensors')}\")\n"
+         "or save each array as its own .npy, one --input NAME=FILE.npy per input:\n"
+         f"  numpy.save(\"x.npy\", numpy.load(\"{p('xy.data.npz')}\")[\"x\"])"),
         (["--input", f"x={p('two.safetensors')}", "--input", Y],
          f"{p('two.safetensors')}: no tensor named 'x' among its 2 (a file of one tensor may name it otherwise)"),
         (["--input", f"x={p('x64.safetensors')}", "--input", Y],
-         f"{p('x64.safetensors')}: holds F64 data, input 'x' is f32[8, 16]: convert it (numpy: a.astype(numpy.float32))"),
+         f"{p('x64.safetensors')}: tensor 'x' holds F64 data, input 'x' is f32[8, 16]: convert it (numpy: a.astype(numpy.float32))"),
         (["--input", X, "--input", Y, "--eval-split", "0.9"],
          "--eval-split 0.9: 41 of the 45 rows held out and 4 left to train on; each needs at least a batch (8 rows)"),
         (["--input", X, "--input", Y, "--eval-input", X, "--eval-input", f"labels={p('y2d.npy')}"],
@@ -187,7 +200,8 @@ def main():
             r = run(mlc, model, args + ["--steps", "2"])
             lines = [ln for ln in r.stderr.strip().splitlines() if not ln.startswith("Try ")]
             last = lines[-1] if lines else ""
-            check(f"exit {status}: {last}", r.returncode == status and last == "mlc: " + msg,
+            err = "\n".join(lines[-(msg.count("\n") + 1):])  # the whole message, of one line or several
+            check(f"exit {status}: {last}", r.returncode == status and err == "mlc: " + msg,
                   f"exit {r.returncode}, wanted {status} and: mlc: {msg}")
 
     # Without data: the warning.
