@@ -7,7 +7,7 @@ For each op and each of the targets cpu, cuda, metal and spirv, one of:
 
 - the target's supports_op (driver/target.c, as `mlc compile` asks it;
   OP_SUPPORT prints its answers) says yes, and at least one case of the
-  cross-target op check (codegen/llvm/tests/opcheck.py) that runs on that
+  cross-target op check (tests/ops/opcheck.py) that runs on that
   target has the op in its graph;
 - supports_op says no, with a message that names the op and the target
   (the one mlc compile prints at the op's file:line:col);
@@ -121,11 +121,11 @@ def main():
     ap.add_argument("op_support")
     ap.add_argument("root")
     ap.add_argument("--work", help="where the cases' models go (default: a temporary directory)")
-    ap.add_argument("--opcheck", help="the case list (default ROOT/codegen/llvm/tests/opcheck.py)")
+    ap.add_argument("--opcheck", help="the case list (default ROOT/tests/ops/opcheck.py)")
     args = ap.parse_args()
 
     ops = ops_def_names(args.root)
-    cases = opcheck_cases(args.opcheck or os.path.join(args.root, "codegen", "llvm", "tests", "opcheck.py"))
+    cases = opcheck_cases(args.opcheck or os.path.join(args.root, "tests", "ops", "opcheck.py"))
     with tempfile.TemporaryDirectory() as tmp:
         work = args.work or tmp
         models = {}  # a case's model, or None for a hand-built op
