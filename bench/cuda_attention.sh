@@ -33,12 +33,12 @@ rc=0
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
 } | tee "$out/env.log"
 if [ -n "${QUICK:-}" ]; then
-  timeout 100 python3 codegen/llvm/tests/opcheck.py ops --target cuda --jobs 16 --opcheck $opcheck --work /tmp/ops -k attention \
+  timeout 100 python3 tests/ops/opcheck.py ops --target cuda --jobs 16 --opcheck $opcheck --work /tmp/ops -k attention \
     > "$out/checks.log" 2>&1 || rc=1
   tail -1 "$out/checks.log"
 else
 {
-  timeout 150 python3 codegen/llvm/tests/opcheck.py ops --target cuda --jobs 16 --opcheck $opcheck --work /tmp/ops || rc=1
+  timeout 150 python3 tests/ops/opcheck.py ops --target cuda --jobs 16 --opcheck $opcheck --work /tmp/ops || rc=1
   timeout 60 compute-sanitizer --tool memcheck --error-exitcode 9 $opcheck examples/minillm.mdl /tmp/san --target cuda --func train \
     $small --range tokens=0,512 --range targets=0,512 > /tmp/san.log 2>&1 || rc=1
   echo "compute-sanitizer (memcheck), small MiniLLM train step: $(grep 'ERROR SUMMARY' /tmp/san.log)"

@@ -25,7 +25,7 @@ rc=0
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader 2>&1; } | tee "$out/env.log"
 
 echo "## op cases"
-timeout 100 python3 codegen/llvm/tests/opcheck.py ops --target $target --jobs ${JOBS:-16} --opcheck $opcheck --work /tmp/ops \
+timeout 100 python3 tests/ops/opcheck.py ops --target $target --jobs ${JOBS:-16} --opcheck $opcheck --work /tmp/ops \
   ${OPS_K:+-k "$OPS_K"} > "$out/ops.log" 2>&1 || rc=1
 grep -E "^FAIL|cases passed" "$out/ops.log"
 

@@ -15,7 +15,7 @@ rc=0
 {
   echo "# bench/cuda_final.sh, $(date -u +%F), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-  python3 codegen/llvm/tests/opcheck.py ops --target cuda --jobs 16 --opcheck $opcheck --work /tmp/ops || rc=1
+  python3 tests/ops/opcheck.py ops --target cuda --jobs 16 --opcheck $opcheck --work /tmp/ops || rc=1
   compute-sanitizer --tool memcheck --error-exitcode 9 $opcheck examples/minillm.mdl /tmp/san --target cuda --func train \
     vocab=512 dim=128 layers=2 heads=4 batch=2 seq=64 > /tmp/san.log 2>&1 || rc=1
   echo "compute-sanitizer (memcheck), small MiniLLM train step: $(grep 'ERROR SUMMARY' /tmp/san.log)"

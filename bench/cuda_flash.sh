@@ -26,7 +26,7 @@ CASES=${CASES:-"minillm:8,16,1024,128:false causal4096:2,16,4096,128:true d64cau
 case ${1:-} in
 check)
   for kw in attention mha; do
-    timeout 200 python3 codegen/llvm/tests/opcheck.py ops --target cuda --jobs 16 --opcheck $opcheck --work /tmp/ops-$kw -k $kw || rc=1
+    timeout 200 python3 tests/ops/opcheck.py ops --target cuda --jobs 16 --opcheck $opcheck --work /tmp/ops-$kw -k $kw || rc=1
   done > "$out/ops.log" 2>&1
   grep -E "^FAIL|cases passed" "$out/ops.log"
   for c in "s=333 causal=true" "s=300 causal=false"; do

@@ -46,7 +46,7 @@ python3 bench/cuda_minillm.py --skip-forward --mlc $B/mlc --opcheck $opcheck --w
 tail -8 "$out/minillm.log"
 rm -rf /tmp/full
 {
-  python3 codegen/llvm/tests/opcheck.py ops --target cuda --jobs 16 --opcheck $opcheck --work /tmp/ops || rc=1
+  python3 tests/ops/opcheck.py ops --target cuda --jobs 16 --opcheck $opcheck --work /tmp/ops || rc=1
   compute-sanitizer --tool memcheck --error-exitcode 9 $opcheck examples/minillm.mdl /tmp/san --target cuda --func train \
     $small --range tokens=0,512 --range targets=0,512 > /tmp/san.log 2>&1 || rc=1
   echo "compute-sanitizer (memcheck), small MiniLLM train step: $(grep 'ERROR SUMMARY' /tmp/san.log)"

@@ -20,7 +20,7 @@ rc=0
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader; } | tee "$out/env.log"
 case ${1:-} in
 check)
-  timeout 300 python3 codegen/llvm/tests/opcheck.py ops --target cuda --jobs 16 --opcheck $opcheck --work /tmp/ops \
+  timeout 300 python3 tests/ops/opcheck.py ops --target cuda --jobs 16 --opcheck $opcheck --work /tmp/ops \
     > "$out/ops.log" 2>&1 || rc=1
   grep -E "^FAIL|cases passed" "$out/ops.log"
   timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 $opcheck examples/minillm.mdl /tmp/san --target cuda \
@@ -33,7 +33,7 @@ attn)
   # the wgmma attention forward (head dim 128, not causal): its op cases, the small MiniLLM,
   # attention alone at the MiniLLM's shape against SDPA
   for kw in attention mha; do
-    timeout 150 python3 codegen/llvm/tests/opcheck.py ops --target cuda --jobs 16 --opcheck $opcheck --work /tmp/ops-$kw -k $kw || rc=1
+    timeout 150 python3 tests/ops/opcheck.py ops --target cuda --jobs 16 --opcheck $opcheck --work /tmp/ops-$kw -k $kw || rc=1
   done > "$out/attn_ops.log" 2>&1
   grep -E "^FAIL|cases passed" "$out/attn_ops.log"
   timeout 150 python3 bench/cuda_minillm.py --small --mlc $mlc --opcheck $opcheck --work /tmp/small > "$out/minillm_small.log" 2>&1 || rc=1

@@ -33,7 +33,7 @@ import torch.nn.functional as F
 
 root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, os.path.join(root, "tests", "ref"))
-sys.path.insert(0, os.path.join(root, "codegen", "llvm", "tests"))
+sys.path.insert(0, os.path.join(root, "tests", "ops"))
 from models import MiniLLM, write_safetensors, rel_err, Checks  # noqa: E402
 from opcheck import read_manifest, read_tensor  # noqa: E402
 

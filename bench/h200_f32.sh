@@ -12,7 +12,7 @@ rm -rf $work && mkdir -p $work/ops $work/f32 "$final"
 . tests/gpu/env.sh $work
 rc=0
 echo "## every op case (opcheck.py ops --target cuda)"
-timeout 260 python3 codegen/llvm/tests/opcheck.py ops --target cuda --jobs 16 \
+timeout 260 python3 tests/ops/opcheck.py ops --target cuda --jobs 16 \
   --opcheck build-gpu/codegen/cuda/mlc_opcheck --work /tmp/ops-all > $work/ops/ops.log 2>&1 || rc=1
 grep -E "^FAIL|cases passed" $work/ops/ops.log
 tar -C $work -czf "$final/logs.tgz" .

@@ -14,7 +14,7 @@ rm -rf $work && mkdir -p $work "$final"
 rc=0
 pack() { tar -C $work -czf "$final/logs.tgz" .; }
 echo "## every op case (opcheck.py ops --target cuda), commit ${COMMIT:-?}"
-timeout 90 python3 codegen/llvm/tests/opcheck.py ops --target cuda --jobs 16 \
+timeout 90 python3 tests/ops/opcheck.py ops --target cuda --jobs 16 \
   --opcheck build-gpu/codegen/cuda/mlc_opcheck --work /tmp/ops-all > $work/ops.log 2>&1 || rc=1
 grep -E "^FAIL|cases passed" $work/ops.log
 pack

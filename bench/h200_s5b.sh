@@ -16,7 +16,7 @@ rc=0
 pack() { tar -C $work -czf "$final/logs.tgz" .; }
 gpu_header bench/h200_s5b.sh $work/env.log
 echo "## 1. every op case"
-timeout 110 python3 codegen/llvm/tests/opcheck.py ops --target cuda --jobs 16 --opcheck $opcheck \
+timeout 110 python3 tests/ops/opcheck.py ops --target cuda --jobs 16 --opcheck $opcheck \
   --work /tmp/ops-all > $work/ops.log 2>&1 || rc=1
 grep -E "^FAIL|cases passed" $work/ops.log
 pack

@@ -6,7 +6,7 @@
 # Build and carry as bench/spirv_h200.sh's header says (build-vkgpu, .gl,
 # build-vkgpu/lib), and check those binaries on lavapipe first, the kernel's
 # emulation included:
-#   MLC_VK_VALIDATE=1 python3 codegen/llvm/tests/opcheck.py ops --target spirv --option=--spirv-emulate-coopmat \
+#   MLC_VK_VALIDATE=1 python3 tests/ops/opcheck.py ops --target spirv --option=--spirv-emulate-coopmat \
 #     -k attention --opcheck build-vkgpu/codegen/cuda/mlc_opcheck --work /tmp/o      (and -k mha)
 # Steps, each bounded by `timeout`:
 #   the attention and mha op cases against PyTorch through NVIDIA's driver
@@ -28,7 +28,7 @@ coop=--spirv-attention=coopmat
 } 2>&1 | tee "$out/env.log"
 {
   for k in attention mha; do
-    timeout 60 python3 codegen/llvm/tests/opcheck.py ops --target spirv --option=$coop -k $k --jobs 12 --opcheck $opcheck --work /tmp/ops
+    timeout 60 python3 tests/ops/opcheck.py ops --target spirv --option=$coop -k $k --jobs 12 --opcheck $opcheck --work /tmp/ops
   done
   x=${EXTRA_OPCHECK:-}
   if [ -n "$x" ] && [ -f "$x" ]; then

@@ -22,7 +22,7 @@ run() { # name, mlc, target
   echo "$1: $(grep -E '^step' "$out/train-$1.log" | sed -E 's/^step [0-9]+: loss ([0-9.]+).*/\1/' | tr '\n' ' ')"
 }
 { run cuda $mlc cuda; run spirv-new $mlc spirv; run spirv-old build-vkgpu-old/mlc spirv; } | tee "$out/losses.log"
-timeout 200 python3 codegen/llvm/tests/opcheck.py ops --target spirv --jobs 8 --opcheck $opcheck --work /tmp/ops -k 16 \
+timeout 200 python3 tests/ops/opcheck.py ops --target spirv --jobs 8 --opcheck $opcheck --work /tmp/ops -k 16 \
   > "$out/ops.log" 2>&1 || rc=1
 grep -E "^FAIL|cases passed" "$out/ops.log"
 (cd "$out" && tar czf logs.tgz *.log)

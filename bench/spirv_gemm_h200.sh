@@ -9,7 +9,7 @@
 # Build and carry as bench/spirv_h200.sh's header says (build-vkgpu, .gl,
 # build-vkgpu/lib), and check those binaries on lavapipe first, the
 # cooperative-matrix kernel's staging and store included (its emulation):
-#   python3 codegen/llvm/tests/opcheck.py ops --option=--spirv-emulate-coopmat --option=--spirv-gemm-tile=64x64x32x32 \
+#   python3 tests/ops/opcheck.py ops --option=--spirv-emulate-coopmat --option=--spirv-gemm-tile=64x64x32x32 \
 #     --target spirv -k mat --opcheck build-vkgpu/codegen/cuda/mlc_opcheck --work /tmp/o
 # Knobs: TILES="default BMxBNxWMxWN ..." (--spirv-gemm-tile of each f16
 # run; "default" is the code generator's choice), SKIP_OPS=1 (no op cases),
@@ -27,7 +27,7 @@ cd "$(dirname "$0")/.."
 } 2>&1 | tee "$out/env.log"
 if [ -z "${SKIP_OPS:-}" ]; then
   for k in mat lin; do # the matmul, matmul_tn, linear and fused-GEMM cases
-    timeout 90 python3 codegen/llvm/tests/opcheck.py ops --target spirv -k $k --jobs 12 --opcheck $opcheck --work /tmp/ops
+    timeout 90 python3 tests/ops/opcheck.py ops --target spirv -k $k --jobs 12 --opcheck $opcheck --work /tmp/ops
   done > "$out/ops.log" 2>&1
   echo "ops: $(grep -c ^PASS "$out/ops.log") passed, $(grep -c ^FAIL "$out/ops.log") failed"
   grep ^FAIL "$out/ops.log" | cut -c1-300

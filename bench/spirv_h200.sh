@@ -13,7 +13,7 @@
 #   carry: .gl build-vkgpu/mlc build-vkgpu/codegen/cuda/mlc_opcheck build-vkgpu/lib
 # and check those very binaries here on lavapipe first (a call spent on a
 # broken build measures nothing):
-#   python3 codegen/llvm/tests/opcheck.py ops --target spirv -k matmul --opcheck build-vkgpu/codegen/cuda/mlc_opcheck --work /tmp/o
+#   python3 tests/ops/opcheck.py ops --target spirv -k matmul --opcheck build-vkgpu/codegen/cuda/mlc_opcheck --work /tmp/o
 #   build-vkgpu/mlc bench bench/gemm_f16.mdl --target spirv n=256 --runs 2
 # Steps (each bounded, so that one slow step cannot eat the call):
 #   the devices mlc sees; every op case against PyTorch (opcheck.py --target
@@ -30,7 +30,7 @@ cd "$(dirname "$0")/.."
   $mlc devices --target spirv
 } 2>&1 | tee "$out/env.log"
 if [ -z "${SKIP_OPS:-}" ]; then # SKIP_OPS=1: the timings alone (the ops were checked on lavapipe)
-  timeout 75 python3 codegen/llvm/tests/opcheck.py ops --target spirv --jobs 12 --opcheck $opcheck --work /tmp/ops \
+  timeout 75 python3 tests/ops/opcheck.py ops --target spirv --jobs 12 --opcheck $opcheck --work /tmp/ops \
     > "$out/ops.log" 2>&1
   echo "ops: exit $?; $(tail -1 "$out/ops.log")"
 fi

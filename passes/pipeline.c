@@ -1,7 +1,8 @@
 /* The pipeline as a plain list: shapes first; the train block's passes
  * (precision, autodiff, fsdp, optimizer); with accum, one micro-batch's
- * forward and backward after the other (microbatch); the CUDA rewrites that change
- * what the backward keeps (attnsave) and when updates run (interleave);
+ * forward and backward after the other (microbatch); the rewrites that
+ * change what the backward keeps (attnsave, where the target's descriptor
+ * allows it: CUDA) and when updates run (interleave, on every target);
  * fuse, which groups nodes into kernels; recompute, which meets a memory
  * budget by computing cheap activations again in the backward; memplan
  * last, over the final order.  Each pass is its own file under passes/; --print-after names

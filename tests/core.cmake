@@ -258,3 +258,12 @@ endif()
 # No branch per target in driver/ or passes/: target names only in the registry (driver/target.c).
 add_test(NAME unit.target_names COMMAND sh ${MLC_ROOT}/tests/unit/target_names.sh ${MLC_ROOT})
 set_tests_properties(unit.target_names PROPERTIES LABELS unit TIMEOUT 30)
+
+# Every op of ir/ops.def on cpu, cuda, metal and spirv: a case of the op check
+# (opcheck.py) that runs there, or refused by the target's supports_op with a
+# message naming it (tests/unit/op_coverage.py lists the exemptions and why).
+add_executable(mlc_op_support ${MLC_ROOT}/tests/unit/op_support.c)
+target_link_libraries(mlc_op_support PRIVATE mlcdriver)
+add_test(NAME unit.op_coverage
+  COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/unit/op_coverage.py $<TARGET_FILE:mlc_op_support> ${MLC_ROOT})
+set_tests_properties(unit.op_coverage PROPERTIES LABELS unit TIMEOUT 30)

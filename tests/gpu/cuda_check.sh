@@ -14,8 +14,8 @@ opcheck=build-gpu/codegen/cuda/mlc_opcheck
 small="vocab=512 dim=128 layers=2 heads=4 batch=2 seq=64"
 rc=0
 { echo "# $(date -u +%F) commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; } | tee "$out/env.log"
-python3 codegen/llvm/tests/opcheck.py ops --target cuda --jobs 16 --opcheck $opcheck --work /tmp/ops 2>&1 | tee "$out/ops.log" || rc=1
-python3 codegen/llvm/tests/opcheck.py minillm --target cuda --opcheck $opcheck --model examples/minillm.mdl --work /tmp/mini 2>&1 | tee "$out/minillm.log" || rc=1
+python3 tests/ops/opcheck.py ops --target cuda --jobs 16 --opcheck $opcheck --work /tmp/ops 2>&1 | tee "$out/ops.log" || rc=1
+python3 tests/ops/opcheck.py minillm --target cuda --opcheck $opcheck --model examples/minillm.mdl --work /tmp/mini 2>&1 | tee "$out/minillm.log" || rc=1
 compute-sanitizer --tool memcheck --error-exitcode 9 $opcheck examples/minillm.mdl /tmp/san --target cuda --func train $small \
   --range tokens=0,512 --range targets=0,512 > "$out/sanitizer.log" 2>&1 || rc=1
 tail -5 "$out/sanitizer.log"

@@ -16,7 +16,7 @@ opcheck=build-gpu/codegen/cuda/mlc_opcheck
 rc=0
 { echo "# $(date -u '+%F %T') UTC, commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; } | tee "$out/env.log"
 for k in mha embedding attention; do
-  timeout 100 python3 codegen/llvm/tests/opcheck.py ops --target cuda --jobs 16 --opcheck $opcheck --work /tmp/ops-$k -k $k || rc=1
+  timeout 100 python3 tests/ops/opcheck.py ops --target cuda --jobs 16 --opcheck $opcheck --work /tmp/ops-$k -k $k || rc=1
 done 2>&1 | tee "$out/ops.log" | grep -E "FAIL|passed"
 timeout 120 python3 bench/cuda_minillm.py --small --mlc build-gpu/mlc --opcheck $opcheck --work /tmp/small > "$out/minillm_small.log" 2>&1 || rc=1
 grep -E "^ok|^FAIL|checks" "$out/minillm_small.log"

@@ -11,7 +11,7 @@ rc=0
 { echo "# tests/gpu/f32_check.sh, $(date -u '+%F %T') UTC, commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader; } | tee "$out/env.log"
 echo "## op cases (all, CUDA)"
-timeout 300 python3 codegen/llvm/tests/opcheck.py ops --target cuda --jobs 16 --opcheck $opcheck --work /tmp/ops \
+timeout 300 python3 tests/ops/opcheck.py ops --target cuda --jobs 16 --opcheck $opcheck --work /tmp/ops \
   > "$out/ops.log" 2>&1 || rc=1
 grep -E "^FAIL|cases passed|f32|attention" "$out/ops.log" | head -60
 echo "## compute-sanitizer: a small GPT-2-like f32 train step (causal attention d64, odd lengths)"
