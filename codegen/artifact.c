@@ -272,7 +272,18 @@ static void write_cuda_kernels(FILE *o, const mlc_artifact *a) {
     for (uint32_t l = 0; l < k->nlaunch; l++)
       fprintf(o, "%s{\"%s\", %u, %u, %u}", l ? ", " : "", k->launch[l].fn, k->launch[l].grid, k->launch[l].block,
               k->launch[l].smem);
-    fprintf(o, "}},\n");
+    fprintf(o, "}, %u, {", k->ntmap);
+    for (uint32_t t = 0; t < k->ntmap; t++) {
+      const mlc_cuda_tmap *m = &k->tmap[t];
+      fprintf(o, "%s{%u, %u, %u, %u, {", t ? ", " : "", m->arg, m->rank, m->elem_bytes, m->swizzle);
+      for (int d = 0; d < 5; d++) fprintf(o, "%s%lluu", d ? ", " : "", (unsigned long long)m->dim[d]);
+      fprintf(o, "}, {");
+      for (int d = 0; d < 4; d++) fprintf(o, "%s%lluu", d ? ", " : "", (unsigned long long)m->stride[d]);
+      fprintf(o, "}, {");
+      for (int d = 0; d < 5; d++) fprintf(o, "%s%uu", d ? ", " : "", m->box[d]);
+      fprintf(o, "}}");
+    }
+    fprintf(o, "%s}},\n", k->ntmap ? "" : "{0}");
   }
   fprintf(o, "};\n\n");
   write_bytes(o, "cuda_source", a->cuda_source, a->cuda_source_len, true);

@@ -646,6 +646,17 @@ MLC_FN void mlc_mbar_arrive(unsigned addr) {
 // arrives once this thread's cp.async so far have landed (the barrier counts it among its expected arrivals)
 MLC_FN void mlc_mbar_cp_arrive(unsigned addr) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" :: "r"(addr) : "memory"); }
+// arrives once, and expects `bytes` more from the bulk copies that complete on it
+MLC_FN void mlc_mbar_expect_tx(unsigned addr, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(addr), "r"(bytes) : "memory"); }
+// TMA: the box at (c0, c1, c2) of tensor map m (a __grid_constant__
+// parameter) into shared memory at dst (1024-aligned where m swizzles by
+// 128 bytes), its bytes counted on mbarrier bar
+MLC_FN void mlc_tma_load3(unsigned dst, const mlc_tmap &m, int c0, int c1, int c2, unsigned bar) {
+  asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];"
+               :: "r"(dst), "l"((unsigned long long)&m), "r"(c0), "r"(c1), "r"(c2), "r"(bar) : "memory"); }
+MLC_FN void mlc_tma_prefetch(const mlc_tmap &m) {
+  asm volatile("prefetch.tensormap [%0];" :: "l"((unsigned long long)&m) : "memory"); }
 MLC_FN void mlc_mbar_wait(unsigned addr, int parity) {
   asm volatile("{ .reg .pred p; W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1; @!p bra W; }"
                :: "r"(addr), "r"(parity) : "memory"); }
@@ -654,11 +665,13 @@ MLC_FN void mlc_mbar_wait(unsigned addr, int parity) {
 // mlc_attn_fwd_tc's; causal: each block stops at its diagonal, the last
 // tiles first).  A block is 128 query rows of one (batch, head): two
 // consumer warpgroups of 64 rows and a producer warpgroup (384 threads; the
-// producer gives up registers by setmaxnreg, the consumers take them).  The
-// producer loads q, then keys and values 128 at a time into an NS-stage
-// ring by cp.async, each stage's completion arriving on its mbarrier
-// (cp.async.mbarrier.arrive), and refills a stage once both consumers have
-// released it: the consumers never wait on each other.  Tiles lie in
+// producer gives up registers by setmaxnreg, the consumers take them).  One
+// producer thread loads q, then keys and values 128 at a time into an
+// NS-stage ring by TMA (tensor maps mq, mk, mv: boxes of 64 columns x 128
+// rows x 1 of [BH][S][D], or packed of [b][S][3 H D]), each stage's bytes
+// counted on its mbarrier, and refills a stage once both consumers have
+// released it: the consumers never wait on each other.  Rows past S read
+// as zeros (the map's bounds).  Tiles lie in
 // 128-byte-swizzled shared memory: each 128 x 128 tile is two 64-column
 // blocks of 128 rows x 128 bytes (a 16-byte chunk c of row r at block
 // c / 8, r * 128, swizzled by r % 8), which is q's and k's K-major layout
@@ -683,7 +696,8 @@ MLC_FN void mlc_attn_ldsw(unsigned base, const unsigned short *g, int r0, int ti
   }
 }
 template <class T, int NS, int BH, int SQ, int SK, int CAUSAL, int MODE, int H = 0>
-MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T *g, float *stats, float *dq, float sl2) {
+MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T *g, float *stats, float *dq, float sl2,
+                            const mlc_tmap &mq, const mlc_tmap &mk, const mlc_tmap &mv) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int D = 128, BM = 128, BKV = 128, TILE = 32768, RSI = H ? 3 * H * D : D, RSO = H ? H * D : D;
   constexpr int NT = (SQ + BM - 1) / BM, NKB = (SK + BKV - 1) / BKV;
@@ -697,9 +711,7 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
   const int m0 = tile * BM, r0 = m0 + wg * 64 + w * 16 + gq; /* a consumer's rows: r0, r0 + 8 */
   int nkb = NKB;
   if (CAUSAL) { int lim = ((m0 + BM < SQ ? m0 + BM : SQ) + BKV - 1) / BKV; nkb = lim < nkb ? lim : nkb; }
-  const unsigned short *qb = (const unsigned short *)(q + mlc_attn_row<H, SQ, D, RSI>(bh, 0));
-  const unsigned short *kb = H ? qb + H * D : (const unsigned short *)(k + (size_t)bh * SK * D);
-  const unsigned short *vb = H ? qb + 2 * H * D : (const unsigned short *)(v + (size_t)bh * SK * D);
+  (void)q, (void)k, (void)v;
   const unsigned sb = mlc_attn_saddr(mlc_attn_sm), s0 = (sb + 1023) & ~1023u, sQ = s0;
   auto sK = [&](int b) { return s0 + TILE * (1 + b); };
   auto sV = [&](int b) { return s0 + TILE * (1 + NS + b); };
@@ -709,25 +721,36 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
   auto empty = [&](int b) { return bar + 8 * (NS + b); };
   const unsigned qbar = bar + 16 * NS;
   if (tid == 0) {
-    for (int b = 0; b < NS; b++) { mlc_mbar_init(full(b), 128); mlc_mbar_init(empty(b), 256); }
-    mlc_mbar_init(qbar, 128);
+    for (int b = 0; b < NS; b++) { mlc_mbar_init(full(b), 1); mlc_mbar_init(empty(b), 256); }
+    mlc_mbar_init(qbar, 1);
     mlc_mbar_fence_init();
   }
   __syncthreads();
-  if (wg == 2) { /* the producer: q, then k and v NS blocks ahead of the consumers, by cp.async */
+  if (wg == 2) { /* the producer: q, then k and v NS blocks ahead of the consumers, by TMA from one thread */
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
-    const int pt = tid - 256;
-    mlc_attn_ldsw<128, SQ, RSI, 128, 2>(sQ, qb, m0, pt);
-    mlc_mbar_cp_arrive(qbar);
+    if (tid == 256) {
+      constexpr int HH = H ? H : 1;
+      /* q's, k's and v's first column and the third coordinate of this (batch, head) */
+      const int z = H ? bh / HH : bh, qc = H ? (bh % HH) * D : 0, kc = H ? H * D + qc : 0, vc = H ? 2 * H * D + qc : 0;
+      mlc_tma_prefetch(mq), mlc_tma_prefetch(mk), mlc_tma_prefetch(mv);
+      mlc_mbar_expect_tx(qbar, TILE);
+      mlc_tma_load3(sQ, mq, qc, m0, z, qbar);
+      mlc_tma_load3(sQ + TILE / 2, mq, qc + 64, m0, z, qbar);
 #pragma unroll 1
-    for (int j = 0; j < nkb; j++) {
-      const int b = j % NS;
-      if (j >= NS) mlc_mbar_wait(empty(b), ((j / NS) - 1) & 1);
-      mlc_attn_ldsw<128, SK, RSI, 128, 2>(sK(b), kb, j * BKV, pt);
-      mlc_attn_ldsw<128, SK, RSI, 128, 2>(sV(b), vb, j * BKV, pt);
-      mlc_mbar_cp_arrive(full(b));
+      for (int j = 0; j < nkb; j++) {
+        const int b = j % NS;
+        if (j >= NS) mlc_mbar_wait(empty(b), ((j / NS) - 1) & 1);
+#ifndef MLC_ATTN_PROBE_NOLOAD /* bench/attn_probe.sh: the consumers' speed without the loads */
+        mlc_mbar_expect_tx(full(b), 2 * TILE);
+        mlc_tma_load3(sK(b), mk, kc, j * BKV, z, full(b));
+        mlc_tma_load3(sK(b) + TILE / 2, mk, kc + 64, j * BKV, z, full(b));
+        mlc_tma_load3(sV(b), mv, vc, j * BKV, z, full(b));
+        mlc_tma_load3(sV(b) + TILE / 2, mv, vc + 64, j * BKV, z, full(b));
+#else
+        mlc_mbar_arrive(full(b));
+#endif
+      }
     }
-    mlc_attn_wait();
     return;
   }
   asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
@@ -776,8 +799,12 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
     mlc_attn_rowmax(mx, mrow, ms, corr);
 #pragma unroll
     for (int i = 0; i < 16; i++) {
+#ifndef MLC_ATTN_PROBE_NOEXP /* bench/attn_probe.sh: the speed without the exponentials */
       s[4 * i] = exp2f(s[4 * i] - ms[0]); s[4 * i + 1] = exp2f(s[4 * i + 1] - ms[0]);
       s[4 * i + 2] = exp2f(s[4 * i + 2] - ms[1]); s[4 * i + 3] = exp2f(s[4 * i + 3] - ms[1]);
+#else
+      s[4 * i] -= ms[0]; s[4 * i + 1] -= ms[0]; s[4 * i + 2] -= ms[1]; s[4 * i + 3] -= ms[1];
+#endif
       ls[0] += s[4 * i] + s[4 * i + 1];
       ls[1] += s[4 * i + 2] + s[4 * i + 3];
     }
@@ -809,11 +836,16 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
   // products.  Each turn waits for the other's signal and then signals it;
   // warpgroup 1 signals first and leaves out its last signal, so that every
   // wait has its signal.
+#ifndef MLC_ATTN_PROBE_NOTURN /* bench/attn_probe.sh: without the ping-pong */
   auto turn = [&]() { asm volatile("bar.sync %0, 256;" :: "r"(1 + wg) : "memory"); };
   auto pass = [&](bool last) {
     if (!(wg == 1 && last)) asm volatile("bar.arrive %0, 256;" :: "r"(2 - wg) : "memory");
   };
   if (wg == 1) asm volatile("bar.arrive 1, 256;" ::: "memory");
+#else
+  auto turn = [&]() {};
+  auto pass = [&](bool) {};
+#endif
   mlc_mbar_wait(qbar, 0);
   turn();
   issue_s(0);
@@ -857,6 +889,7 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
     }
   }
 #else
+  (void)mq, (void)mk, (void)mv;
   if (threadIdx.x >= 256) return; /* the producer warpgroup of the sm_90a kernel */
   mlc_attn_fwd_tc<T, 128, 8, 1, 64, BH, SQ, SK, CAUSAL, MODE, H>(q, k, v, out, g, stats, dq, sl2);
 #endif

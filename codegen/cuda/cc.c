@@ -169,9 +169,25 @@ void cc_begin_min(cc *c, uint64_t grid, uint32_t block, uint32_t smem, uint32_t 
     cc_printf(c, "extern \"C\" __global__ void __launch_bounds__(%u) @K@_%u(", block, c->nlaunch);
   for (uint32_t k = 0; k < c->n->nin; k++)
     cc_printf(c, "const %s *%s in%u, ", cc_stype(cc_in(c, (int)k)->dtype), c->t->restrict_kw, k);
-  cc_printf(c, "%s *%s out, unsigned char *%s scratch%s) {\n", cc_stype(c->n->type.dtype), c->t->restrict_kw,
-            c->t->restrict_kw, c->sharded ? ", const unsigned long long rows" : "");
+  cc_printf(c, "%s *%s out, unsigned char *%s scratch%s", cc_stype(c->n->type.dtype), c->t->restrict_kw,
+            c->t->restrict_kw, c->sharded ? ", const unsigned long long rows" : c->ntmap ? ", const unsigned long long" : "");
+  for (uint32_t i = 0; i < c->ntmap; i++) cc_printf(c, ", const __grid_constant__ mlc_tmap tm%u", i);
+  cc_printf(c, ") {\n");
   c->nlaunch++;
+}
+
+const char *cc_tmap(cc *c, uint32_t arg, uint32_t rank, uint32_t elem_bytes, const uint64_t *dim, const uint64_t *stride,
+                    const uint32_t *box, uint32_t swizzle) {
+  MLC_ASSERT(!c->t->metal && c->nlaunch == 0 && c->ntmap < MLC_CUDA_MAX_TMAP && rank >= 1 && rank <= 5);
+  mlc_cuda_tmap *m = &c->tmap[c->ntmap];
+  memset(m, 0, sizeof *m);
+  m->arg = arg, m->rank = rank, m->elem_bytes = elem_bytes, m->swizzle = swizzle; /* field by field: the padding stays zero for the kernel's hash */
+  for (uint32_t d = 0; d < rank; d++) {
+    m->dim[d] = dim[d];
+    m->box[d] = box[d];
+    if (d) m->stride[d - 1] = stride[d - 1];
+  }
+  return cc_fmt(c, "tm%u", c->ntmap++);
 }
 
 void cc_end(cc *c) {

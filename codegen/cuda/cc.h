@@ -41,6 +41,7 @@
 #include "ir/fused.h"
 #include "codegen/gemm_shape.h"
 #include "ir/ir.h"
+#include "runtime/cuda/kernel.h"
 
 /* What differs between the C-like targets. */
 typedef struct {
@@ -94,6 +95,10 @@ typedef struct {
   cc_launch launch[CC_MAX_LAUNCH];
   uint32_t nlaunch;
   uint64_t scratch;          /* bytes of scratch the launches share */
+  /* TMA tensor maps (cc_tmap, CUDA only): every launch takes them after
+   * the work items, which it then declares too (runtime/cuda/kernel.h). */
+  mlc_cuda_tmap tmap[MLC_CUDA_MAX_TMAP];
+  uint32_t ntmap;
   char err[256];
 } cc;
 
@@ -111,6 +116,12 @@ void cc_begin(cc *c, uint64_t grid, uint32_t block, uint32_t smem);
  * bound (CUDA: __launch_bounds__(block, min_blocks), which caps registers). */
 void cc_begin_min(cc *c, uint64_t grid, uint32_t block, uint32_t smem, uint32_t min_blocks);
 void cc_end(cc *c);
+/* Adds a tensor map over input `arg` for the launches that follow (call it
+ * before their cc_begin) and returns its parameter's name: a 2- to
+ * 5-dimensional view (dims innermost first, strides in bytes of dims 1..)
+ * of elem_bytes-byte elements, boxes of box[], swizzle 0 or 128. */
+const char *cc_tmap(cc *c, uint32_t arg, uint32_t rank, uint32_t elem_bytes, const uint64_t *dim, const uint64_t *stride,
+                    const uint32_t *box, uint32_t swizzle);
 
 /* Metal: the kernel text the shared emitters wrote, with what MSL spells
  * differently from CUDA C that no prelude macro can cover rewritten: the

@@ -102,6 +102,7 @@ static bool emit(const mlc_program *p, const cc_target *t, mlc_cuda_module *m, c
       XXH3_64bits_update(h, body.s, body.n);
       XXH3_64bits_update(h, c.launch, c.nlaunch * sizeof *c.launch);
       XXH3_64bits_update(h, &c.scratch, sizeof c.scratch);
+      XXH3_64bits_update(h, c.tmap, c.ntmap * sizeof *c.tmap);
       uint64_t hv = XXH3_64bits_digest(h);
       XXH3_freeState(h);
       uint32_t found = UINT32_MAX;
@@ -121,6 +122,8 @@ static bool emit(const mlc_program *p, const cc_target *t, mlc_cuda_module *m, c
         kd->symbol = sym;
         kd->scratch = c.scratch;
         kd->nlaunch = c.nlaunch;
+        kd->ntmap = c.ntmap;
+        memcpy(kd->tmap, c.tmap, c.ntmap * sizeof *c.tmap);
         for (uint32_t l = 0; l < c.nlaunch; l++) {
           if (c.launch[l].grid > 0x7fffffffu) {
             snprintf(err, errn, "%s %%%u (%s): a grid of %llu blocks is too large", f->name, i, mlc_ops[n->op].name,

@@ -131,9 +131,18 @@ static void bwd_x(cc *c, int x, int64_t D, int64_t BH, int64_t S, int causal, in
 static void fwd_tc(cc *c, const char *T, int64_t D, int64_t BH, int64_t SQ, int64_t SK, int causal, int mode, int64_t H,
                    const char *args, double scale) {
   if (MLC_ATTN_FWD_WG && D == 128 && mode != 1) { /* mlc_attn_fwd_wg: 128 rows, 384 threads */
+    /* its loads' tensor maps: q, k, v of [BH][S][D], or all three of packed [b][S][3 H D] */
+    const uint32_t box[3] = {64, 128, 1};
+    const char *tm[3];
+    for (uint32_t i = 0; i < 3; i++) {
+      int64_t s = i ? SK : SQ, cols = H ? 3 * H * D : D, z = H ? BH / H : BH;
+      const uint64_t dim[3] = {(uint64_t)cols, (uint64_t)s, (uint64_t)z}, stride[2] = {(uint64_t)(2 * cols), (uint64_t)(2 * cols * s)};
+      tm[i] = cc_tmap(c, H ? 0 : i, 3, 2, dim, stride, box, 128);
+    }
     cc_begin(c, (uint64_t)(BH * cc_ceil_div(SQ, 128)), 384, MLC_ATTN_WG_SMEM);
-    cc_printf(c, "  mlc_attn_fwd_wg<%s, %d, %lld, %lld, %lld, %d, %d, %lld>(%s, %s);\n", T, MLC_ATTN_WG_STAGES, (long long)BH,
-              (long long)SQ, (long long)SK, causal, mode, (long long)H, args, cc_flit(c, scale * 1.4426950408889634));
+    cc_printf(c, "  mlc_attn_fwd_wg<%s, %d, %lld, %lld, %lld, %d, %d, %lld>(%s, %s, %s, %s, %s);\n", T, MLC_ATTN_WG_STAGES,
+              (long long)BH, (long long)SQ, (long long)SK, causal, mode, (long long)H, args,
+              cc_flit(c, scale * 1.4426950408889634), tm[0], tm[1], tm[2]);
     cc_end(c);
     return;
   }

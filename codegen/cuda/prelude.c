@@ -14,6 +14,8 @@ const char mlc_cuda_prelude[] =
     "#define MLC_FN __device__ __forceinline__\n"
     "// Four elements, aligned for one vector load or store.\n"
     "template <class T> struct alignas(4 * sizeof(T)) mlc_x4 { T v[4]; };\n"
+    "// A TMA tensor map (CUtensorMap's size and alignment), passed by value (runtime/cuda/kernel.h).\n"
+    "struct alignas(64) mlc_tmap { unsigned long long w[16]; };\n"
     "MLC_FN float to_f32(float v) { return v; }\n"
     "MLC_FN float to_f32(mlc_bf16 v) { return __int_as_float((int)v.x << 16); }\n"
     "MLC_FN float to_f32(mlc_f16 v) { float f; asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(v.x)); return f; }\n"

@@ -14,10 +14,18 @@ enum { FUNC_ATTR_STATIC_SHARED = 1, FUNC_ATTR_NUM_REGS = 4 }; /* CUfunction_attr
 enum { ATTR_MAX_DYNAMIC_SHARED = 8, ATTR_SHARED_CARVEOUT = 9, ATTR_CC_MAJOR = 75, ATTR_CC_MINOR = 76, ATTR_SM_COUNT = 16,
        ATTR_MEM_CLOCK_KHZ = 36, ATTR_MEM_BUS_BITS = 37, ATTR_CLOCK_KHZ = 13 };
 
+/* A TMA tensor map's bytes (CUtensorMap: 128 bytes; the driver writes it
+ * 64-byte aligned, kept here unaligned, since the launch copies it). */
+typedef struct {
+  uint64_t w[16];
+} tmap_bytes;
+
 typedef struct {
   const mlc_cuda_kernel *k;
   CUfunction fn[MLC_CUDA_MAX_LAUNCH];
   int regs[MLC_CUDA_MAX_LAUNCH], static_smem[MLC_CUDA_MAX_LAUNCH]; /* for the profiler; 0: unknown */
+  tmap_bytes map[MLC_CUDA_MAX_TMAP]; /* the tensor maps of the last launch, encoded over map_at's addresses */
+  uint64_t map_at[MLC_CUDA_MAX_TMAP];
 } kernel;
 
 typedef struct {
@@ -193,12 +201,45 @@ static mlc_status grow_events(cuda_dev *d, uint32_t slot) {
   return NULL;
 }
 
+/* Kernel k's tensor maps over this launch's arguments (kernel.h), encoded
+ * again only where an address changed; zeroed before sm_90. */
+static mlc_status encode_tmaps(cuda_dev *d, kernel *k, const uint64_t *args, uint32_t nargs) {
+  enum { SWIZZLE_NONE = 0, SWIZZLE_128B = 3, L2_PROMOTION_256B = 3, OOB_FILL_ZERO = 0, INTERLEAVE_NONE = 0 };
+  for (uint32_t t = 0; t < k->k->ntmap; t++) {
+    const mlc_cuda_tmap *m = &k->k->tmap[t];
+    if (m->arg >= nargs || m->rank < 1 || m->rank > 5)
+      return mlc_status_make(MLC_INVALID_ARGUMENT, "kernel %s: tensor map %u names argument %u of %u", k->k->symbol, t, m->arg, nargs);
+    uint64_t at = args[m->arg];
+    if (k->map_at[t] == at && at) continue;
+    memset(&k->map[t], 0, sizeof k->map[t]);
+    k->map_at[t] = at;
+    if (d->cc_major < 9) continue;
+    /* CUtensorMapDataType: UINT8 0, UINT16 1, UINT32 2 (the bytes are copied as they are) */
+    int dtype = m->elem_bytes == 1 ? 0 : m->elem_bytes == 2 ? 1 : 2;
+    const unsigned ones[5] = {1, 1, 1, 1, 1};
+    struct { _Alignas(64) tmap_bytes b; } enc;
+    CUresult r = d->drv.cuTensorMapEncodeTiled(&enc.b, dtype, m->rank, (void *)(uintptr_t)at, m->dim, m->stride, m->box,
+                                               ones, INTERLEAVE_NONE, m->swizzle == 128 ? SWIZZLE_128B : SWIZZLE_NONE,
+                                               L2_PROMOTION_256B, OOB_FILL_ZERO);
+    if (r) {
+      k->map_at[t] = 0;
+      mlc_status st = mlc_cuda_check(&d->drv, r, "cuTensorMapEncodeTiled");
+      mlc_status e = mlc_status_make(MLC_INTERNAL, "kernel %s, tensor map %u over argument %u: %s", k->k->symbol, t, m->arg,
+                                     mlc_status_message(st));
+      mlc_status_free(st);
+      return e;
+    }
+    k->map[t] = enc.b;
+  }
+  return NULL;
+}
+
 static mlc_status cu_launch(mlc_device *base, void *kh, uint64_t work_items, const uint64_t *args, uint32_t nargs,
                             bool timing, uint32_t slot) {
   cuda_dev *d = (cuda_dev *)base;
   kernel *k = kh;
   CUdeviceptr vals[72];
-  void *params[72];
+  void *params[72 + MLC_CUDA_MAX_TMAP];
   if (nargs + 2 > 72) return mlc_status_make(MLC_INVALID_ARGUMENT, "kernel %s: too many arguments (%u)", k->k->symbol, nargs);
   for (uint32_t i = 0; i < nargs; i++) vals[i] = args[i];
   vals[nargs] = k->k->scratch ? d->scratch : 0;
@@ -208,6 +249,9 @@ static mlc_status cu_launch(mlc_device *base, void *kh, uint64_t work_items, con
    * the driver reads only the parameters a kernel has. */
   unsigned long long items = work_items;
   params[nargs + 1] = &items;
+  /* then the tensor maps */
+  MLC_RETURN_IF_ERROR(encode_tmaps(d, k, args, nargs));
+  for (uint32_t t = 0; t < k->k->ntmap; t++) params[nargs + 2 + t] = &k->map[t];
   if (timing) {
     MLC_RETURN_IF_ERROR(grow_events(d, slot));
     for (int e = 0; e < 2; e++)

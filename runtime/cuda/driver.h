@@ -11,6 +11,7 @@
 #define MLC_CUDA_DRIVER_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "runtime/status.h"
 

@@ -8,6 +8,14 @@
  * then the step's work items as an unsigned long long (only kernels on a
  * rank's shard of a flat parameter declare it: their rows).
  * Grids are 1-D.  Buffers are dense, row-major, 256-byte aligned.
+ *
+ * A kernel that loads by TMA (Hopper's tensor memory accelerator) lists
+ * the tensor maps it needs in `tmap`: for each, the runtime encodes a tiled
+ * map (cuTensorMapEncodeTiled) over the address of argument `arg` and
+ * passes it by value, 128 bytes, after the work items, in the list's order;
+ * such a kernel declares the work items too (and ignores them).  Where the
+ * device is older than sm_90 the maps are passed zeroed (only sm_90 code
+ * reads them).
  */
 #ifndef MLC_CUDA_KERNEL_H
 #define MLC_CUDA_KERNEL_H
@@ -26,11 +34,26 @@ typedef struct {
   uint32_t smem;          /* dynamic shared memory, bytes */
 } mlc_cuda_launch;
 
+#define MLC_CUDA_MAX_TMAP 4
+
+/* A tiled tensor map: `rank` dimensions, innermost first, of elements of
+ * `elem_bytes` (1, 2 or 4) bytes; strides in bytes of dimensions 1.. (each
+ * a multiple of 16); boxes of box[] elements; swizzle 0 (none) or 128 (the
+ * 128-byte swizzle of wgmma's shared-memory layout, box[0] x elem_bytes ==
+ * 128).  Elements outside the dimensions read as zero. */
+typedef struct {
+  uint32_t arg, rank, elem_bytes, swizzle;
+  uint64_t dim[5], stride[4];
+  uint32_t box[5];
+} mlc_cuda_tmap;
+
 typedef struct {
   const char *symbol;
   uint64_t scratch;
   uint32_t nlaunch;
   mlc_cuda_launch launch[MLC_CUDA_MAX_LAUNCH];
+  uint32_t ntmap;
+  mlc_cuda_tmap tmap[MLC_CUDA_MAX_TMAP];
 } mlc_cuda_kernel;
 
 #ifdef __cplusplus
