@@ -637,29 +637,6 @@ template <> struct mlc_attn_wgr<false> {
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1), "n"(TB)); }
 };
-// mbarriers in shared memory (addr: a shared address, 8-byte aligned)
-MLC_FN void mlc_mbar_init(unsigned addr, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(addr), "r"(count) : "memory"); }
-MLC_FN void mlc_mbar_fence_init() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
-MLC_FN void mlc_mbar_arrive(unsigned addr) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(addr) : "memory"); }
-// arrives once this thread's cp.async so far have landed (the barrier counts it among its expected arrivals)
-MLC_FN void mlc_mbar_cp_arrive(unsigned addr) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" :: "r"(addr) : "memory"); }
-// arrives once, and expects `bytes` more from the bulk copies that complete on it
-MLC_FN void mlc_mbar_expect_tx(unsigned addr, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(addr), "r"(bytes) : "memory"); }
-// TMA: the box at (c0, c1, c2) of tensor map m (a __grid_constant__
-// parameter) into shared memory at dst (1024-aligned where m swizzles by
-// 128 bytes), its bytes counted on mbarrier bar
-MLC_FN void mlc_tma_load3(unsigned dst, const mlc_tmap &m, int c0, int c1, int c2, unsigned bar) {
-  asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];"
-               :: "r"(dst), "l"((unsigned long long)&m), "r"(c0), "r"(c1), "r"(c2), "r"(bar) : "memory"); }
-MLC_FN void mlc_tma_prefetch(const mlc_tmap &m) {
-  asm volatile("prefetch.tensormap [%0];" :: "l"((unsigned long long)&m) : "memory"); }
-MLC_FN void mlc_mbar_wait(unsigned addr, int parity) {
-  asm volatile("{ .reg .pred p; W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1; @!p bra W; }"
-               :: "r"(addr), "r"(parity) : "memory"); }
 #endif
 // Forward on Hopper's wgmma (sm_90a; 16-bit T, D == 128; MODE 0 or 2 as
 // mlc_attn_fwd_tc's; causal: each block stops at its diagonal, the last

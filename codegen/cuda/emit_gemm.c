@@ -101,7 +101,7 @@ static int64_t gemm_smem(const gemm_desc *d, const gemm_cfg *g) {
   }
   if (g->wg) { /* mlc_gemm_wg::SMEM: its stages (+1024 to align them), or the fallback's */
     gemm_cfg f = {.tc = true, .bm = 128, .bn = g->bn, .bk = 32, .wm = 2, .wn = 4, .st = 4};
-    int64_t w = (int64_t)g->st * (128 + g->bn) * 64 * 2 + 1024, fb = gemm_smem(d, &f);
+    int64_t w = (int64_t)g->st * (128 + g->bn) * 64 * 2 + 1024 + 8 * g->st, fb = gemm_smem(d, &f); /* + the TMA mbarriers */
     return w > fb ? w : fb;
   }
   int64_t a = d->a_km ? (int64_t)g->bk * (g->bm + 8) : (int64_t)g->bm * (g->bk + 8);
@@ -227,6 +227,19 @@ static void gemm_emit_one(cc *c, const gemm_desc *d, const gemm_cfg *g, const ml
   int64_t tmn = cc_ceil_div(d->M, bm), tnn = cc_ceil_div(d->N, bn), batch = mlc_gemm_batch(d);
   uint32_t threads = g->tc ? (uint32_t)(g->wm * g->wn * 32) : 256;
   if (pr) cc_fused_epilogue(c, pr);
+  /* The wgmma GEMM loads by TMA where the tensor maps can describe A and B
+   * as stored: one product (no batch), rows 16-byte aligned. */
+  int64_t lda = d->a_km ? d->M : d->K, ldb = d->b_nk ? d->K : d->N;
+  bool tma = g->wg && !g->x && batch == 1 && lda % 8 == 0 && ldb % 8 == 0 && c->nlaunch == 0 && d->M < INT32_MAX &&
+             d->N < INT32_MAX && d->K < INT32_MAX;
+  if (tma) {
+    const uint64_t da[2] = {(uint64_t)(d->a_km ? d->M : d->K), (uint64_t)(d->a_km ? d->K : d->M)}, sa[1] = {(uint64_t)(2 * lda)};
+    const uint64_t db[2] = {(uint64_t)(d->b_nk ? d->K : d->N), (uint64_t)(d->b_nk ? d->N : d->K)}, sb[1] = {(uint64_t)(2 * ldb)};
+    const uint32_t ba[2] = {64, d->a_km ? 64 : 128}, bb[2] = {64, d->b_nk ? (uint32_t)g->bn : 64};
+    cc_tmap(c, 0, 2, 2, da, sa, ba, 128);
+    cc_tmap(c, 1, 2, 2, db, sb, bb, 128);
+  }
+  const char *maps = tma ? ", &tm0, &tm1" : "";
   cc_begin_min(c, (uint64_t)(batch * tmn * tnn), threads, (uint32_t)gemm_smem(d, g), g->occ > 1 ? (uint32_t)g->occ : 1);
   const char *T = cc_stype(d->dt);
   cc_printf(c, "  extern __shared__ __align__(16) unsigned char mlc_gemm_sm[];\n");
@@ -238,9 +251,9 @@ static void gemm_emit_one(cc *c, const gemm_desc *d, const gemm_cfg *g, const ml
               g->bn, g->bk, g->wm, g->wn, g->st, d->a_km ? "true" : "false", d->b_nk ? "true" : "false",
               (long long)d->M, (long long)d->N, (long long)d->K);
   else if (g->wg)
-    cc_printf(c, "  typedef mlc_gemm_wg<%s, %d, %d, %d, %s, %s, %lldLL, %lldLL, %lldLL> G;\n", T, g->bn, g->st, g->lag,
+    cc_printf(c, "  typedef mlc_gemm_wg<%s, %d, %d, %d, %s, %s, %lldLL, %lldLL, %lldLL, %s> G;\n", T, g->bn, g->st, g->lag,
               d->a_km ? "true" : "false", d->b_nk ? "true" : "false", (long long)d->M, (long long)d->N,
-              (long long)d->K);
+              (long long)d->K, tma ? "true" : "false");
   else if (g->tc)
     cc_printf(c, "  typedef mlc_gemm_tc<%s, %d, %d, %d, %d, %d, %d, %s, %s, %lldLL, %lldLL, %lldLL> G;\n", T, g->bm,
               g->bn, g->bk, g->wm, g->wn, g->st, d->a_km ? "true" : "false", d->b_nk ? "true" : "false",
@@ -267,9 +280,9 @@ static void gemm_emit_one(cc *c, const gemm_desc *d, const gemm_cfg *g, const ml
             GEMM_GROUP);
   if (pr) {
     cc_printf(c, "  const @K@_epi e = %s;\n", cc_fused_epilogue_init(c, oc));
-    cc_printf(c, "  G::run_e(in0 + %s, in1 + %s, e, tm, tn, mlc_gemm_sm);\n", oa, ob);
+    cc_printf(c, "  G::run_e(in0 + %s, in1 + %s, e, tm, tn, mlc_gemm_sm%s);\n", oa, ob, maps);
   } else {
-    cc_printf(c, "  G::run(in0 + %s, in1 + %s, %s + %s, tm, tn, mlc_gemm_sm);\n", oa, ob, dst, oc);
+    cc_printf(c, "  G::run(in0 + %s, in1 + %s, %s + %s, tm, tn, mlc_gemm_sm%s);\n", oa, ob, dst, oc, maps);
   }
   cc_end(c);
 }

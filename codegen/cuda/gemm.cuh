@@ -278,16 +278,52 @@ MLC_FN unsigned long long mlc_wg_desc(unsigned addr, unsigned lbo) {
   return (unsigned long long)((addr & 0x3FFFF) >> 4) | (unsigned long long)(lbo >> 4) << 16 |
          (unsigned long long)(1024 >> 4) << 32 | 1ull << 62;
 }
+// mbarriers in shared memory (addr: a shared address, 8-byte aligned)
+MLC_FN void mlc_mbar_init(unsigned addr, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(addr), "r"(count) : "memory"); }
+MLC_FN void mlc_mbar_fence_init() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
+MLC_FN void mlc_mbar_arrive(unsigned addr) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(addr) : "memory"); }
+// arrives once this thread's cp.async so far have landed (the barrier counts it among its expected arrivals)
+MLC_FN void mlc_mbar_cp_arrive(unsigned addr) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" :: "r"(addr) : "memory"); }
+// arrives once, and expects `bytes` more from the bulk copies that complete on it
+MLC_FN void mlc_mbar_expect_tx(unsigned addr, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(addr), "r"(bytes) : "memory"); }
+// TMA: the box at (c0, c1, c2) of tensor map m (a __grid_constant__
+// parameter) into shared memory at dst (1024-aligned where m swizzles by
+// 128 bytes), its bytes counted on mbarrier bar
+MLC_FN void mlc_tma_load3(unsigned dst, const mlc_tmap &m, int c0, int c1, int c2, unsigned bar) {
+  asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];"
+               :: "r"(dst), "l"((unsigned long long)&m), "r"(c0), "r"(c1), "r"(c2), "r"(bar) : "memory"); }
+MLC_FN void mlc_tma_load2(unsigned dst, const mlc_tmap &m, int c0, int c1, unsigned bar) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+               :: "r"(dst), "l"((unsigned long long)&m), "r"(c0), "r"(c1), "r"(bar) : "memory"); }
+MLC_FN void mlc_tma_prefetch(const mlc_tmap &m) {
+  asm volatile("prefetch.tensormap [%0];" :: "l"((unsigned long long)&m) : "memory"); }
+MLC_FN void mlc_mbar_wait(unsigned addr, int parity) {
+  asm volatile("{ .reg .pred p; W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1; @!p bra W; }"
+               :: "r"(addr), "r"(parity) : "memory"); }
 #endif
 // LAG: the k-tiles whose wgmma may still run when the next is issued (1:
 // wait<1>, ST - 2 tiles loaded ahead; 0: wait<0>, ST - 1 tiles ahead, for two
 // blocks a multiprocessor, where the other block keeps the tensor cores busy).
-template <class T, int BN, int ST, int LAG, bool AKM, bool BNK, long long M, long long N, long long K>
+// TMA: A and B come by TMA (tensor maps ma, mb over A and B as stored, 2-D,
+// 128-byte swizzle: K-major boxes of 64 x R, MN-major ones of 64 x 64), one
+// thread issuing each stage's loads, which complete on the stage's
+// mbarrier (after the stages); else by cp.async from every thread.
+#ifdef MLC_GEMM_PROBE_NOTMA /* bench probes: cp.async in place of TMA, to compare in one run */
+#define MLC_GEMM_TMA_OK false
+#else
+#define MLC_GEMM_TMA_OK true
+#endif
+template <class T, int BN, int ST, int LAG, bool AKM, bool BNK, long long M, long long N, long long K, bool TMA_ = false>
 struct mlc_gemm_wg {
+  static constexpr bool TMA = TMA_ && MLC_GEMM_TMA_OK;
   static constexpr int BM = 128, BK = 64, NT = 256;
   static constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE = A_BYTES + B_BYTES;
   typedef mlc_gemm_tc<T, BM, BN, 32, 2, 4, 4, AKM, BNK, M, N, K> F; // the fallback
-  static constexpr int SMEM_WG = ST * STAGE + 1024;
+  static constexpr int SMEM_WG = ST * STAGE + 1024 + 8 * ST;
   static_assert(BM * (BN + 8) * 2 <= ST * STAGE, "the staged epilogue tile fits in the stages");
   static constexpr int SMEM = SMEM_WG > F::SMEM ? SMEM_WG : F::SMEM;
   static constexpr long long LDA = AKM ? M : K, LDB = BNK ? K : N;
@@ -338,44 +374,75 @@ struct mlc_gemm_wg {
   };
   typedef op<BM, !AKM, LDA, M> OA;
   typedef op<BN, BNK, LDB, N> OB;
-  template <class E> static MLC_FN void run_e(const T *A_, const T *B_, const E &e, int tm, int tn, unsigned char *smraw) {
+  // TMA: k-tile kt of A and B into stage st, counted on its mbarrier (one thread)
+  static MLC_FN void tma_stage(unsigned s, unsigned bar, const mlc_tmap &ma, const mlc_tmap &mb, int m0, int n0, int kt) {
+    const int k0 = kt * BK;
+    mlc_mbar_expect_tx(bar, STAGE);
+    if (!AKM) mlc_tma_load2(s, ma, k0, m0, bar);
+    else
+#pragma unroll
+      for (int c = 0; c < BM / 64; c++) mlc_tma_load2(s + c * (BK * 128), ma, m0 + 64 * c, k0, bar);
+    if (BNK) mlc_tma_load2(s + A_BYTES, mb, k0, n0, bar);
+    else
+#pragma unroll
+      for (int c = 0; c < BN / 64; c++) mlc_tma_load2(s + A_BYTES + c * (BK * 128), mb, n0 + 64 * c, k0, bar);
+  }
+  template <class E> static MLC_FN void run_e(const T *A_, const T *B_, const E &e, int tm, int tn, unsigned char *smraw,
+                                              const mlc_tmap *ma = nullptr, const mlc_tmap *mb = nullptr) {
     const unsigned short *A = (const unsigned short *)A_, *B = (const unsigned short *)B_;
     int tid = threadIdx.x, wg = tid >> 7;
     long long m0 = (long long)tm * BM, n0 = (long long)tn * BN;
     unsigned s0 = (mlc_gemm_smem_u32(smraw) + 1023) & ~1023u;
+    const unsigned bar = s0 + ST * STAGE; /* TMA: the stages' mbarriers */
     long long ga, gb;
     unsigned sa, sb;
-    long long ma, nb;
+    long long ma_, nb;
     int ka, kb;
-    OA::at(tid, m0, ga, sa, ma, ka);
+    OA::at(tid, m0, ga, sa, ma_, ka);
     OB::at(tid, n0, gb, sb, nb, kb);
     const unsigned short *pa = A + ga, *pb = B + gb;
     constexpr int BN2 = BN / 2;
     float d[BN2];
 #pragma unroll
     for (int i = 0; i < BN2; i++) d[i] = 0.f;
-#pragma unroll
-    for (int s = 0; s < ST - 1 - LAG; s++) {
-      if (s < KT) {
-        OA::load(s0 + s * STAGE + sa, pa + s * OA::GK, A, ma, ka, s);
-        OB::load(s0 + s * STAGE + A_BYTES + sb, pb + s * OB::GK, B, nb, kb, s);
+    if (TMA) {
+      if (tid == 0) {
+        for (int s = 0; s < ST; s++) mlc_mbar_init(bar + 8 * s, 1);
+        mlc_mbar_fence_init();
+        mlc_tma_prefetch(*ma), mlc_tma_prefetch(*mb);
+        for (int s = 0; s < ST - 1 - LAG && s < KT; s++) tma_stage(s0 + s * STAGE, bar + 8 * s, *ma, *mb, (int)m0, (int)n0, s);
       }
-      mlc_gemm_cp_commit();
+      __syncthreads();
+    } else {
+#pragma unroll
+      for (int s = 0; s < ST - 1 - LAG; s++) {
+        if (s < KT) {
+          OA::load(s0 + s * STAGE + sa, pa + s * OA::GK, A, ma_, ka, s);
+          OB::load(s0 + s * STAGE + A_BYTES + sb, pb + s * OB::GK, B, nb, kb, s);
+        }
+        mlc_gemm_cp_commit();
+      }
     }
     // this warpgroup's A rows: 64 * wg (K-major: 64 rows of 128 bytes; MN-major: MN block wg)
     const unsigned long long da0 = mlc_wg_desc(s0 + wg * 8192, AKM ? BK * 128 : 16), db0 = mlc_wg_desc(s0 + A_BYTES, BNK ? 16 : BK * 128);
     constexpr unsigned KSA = AKM ? 2048 : 32, KSB = BNK ? 32 : 2048;
 #pragma unroll 1
     for (int kt = 0; kt < KT; kt++) {
-      // tile kt has landed (this thread's copies); make it visible to the async proxy and the block
-      mlc_gemm_cp_wait<ST - 2 - LAG>();
-      mlc_fence_async_smem();
-      __syncthreads();
-      // every warpgroup has finished the wgmma of tile kt - 1 - LAG: refill its stage
-      {
+      if (TMA) {
+        // tile kt has landed; every warpgroup has finished the wgmma of tile kt - 1 - LAG: refill its stage
+        mlc_mbar_wait(bar + 8 * (kt % ST), (kt / ST) & 1);
+        __syncthreads();
+        int nk = kt + ST - 1 - LAG;
+        if (tid == 0 && nk < KT) tma_stage(s0 + (nk % ST) * STAGE, bar + 8 * (nk % ST), *ma, *mb, (int)m0, (int)n0, nk);
+      } else {
+        // tile kt has landed (this thread's copies); make it visible to the async proxy and the block
+        mlc_gemm_cp_wait<ST - 2 - LAG>();
+        mlc_fence_async_smem();
+        __syncthreads();
+        // every warpgroup has finished the wgmma of tile kt - 1 - LAG: refill its stage
         int nk = kt + ST - 1 - LAG, st = nk % ST;
         if (nk < KT) {
-          OA::load(s0 + st * STAGE + sa, pa + nk * OA::GK, A, ma, ka, nk);
+          OA::load(s0 + st * STAGE + sa, pa + nk * OA::GK, A, ma_, ka, nk);
           OB::load(s0 + st * STAGE + A_BYTES + sb, pb + nk * OB::GK, B, nb, kb, nk);
         }
         mlc_gemm_cp_commit();
@@ -436,12 +503,14 @@ struct mlc_gemm_wg {
     }
   }
 #else
-  template <class E> static MLC_FN void run_e(const T *A, const T *B, const E &e, int tm, int tn, unsigned char *sm) {
+  template <class E> static MLC_FN void run_e(const T *A, const T *B, const E &e, int tm, int tn, unsigned char *sm,
+                                              const mlc_tmap * = nullptr, const mlc_tmap * = nullptr) {
     F::run_e(A, B, e, tm, tn, sm);
   }
 #endif
-  static MLC_FN void run(const T *A, const T *B, T *C, int tm, int tn, unsigned char *sm) {
-    run_e(A, B, mlc_gemm_out<T>{C}, tm, tn, sm);
+  static MLC_FN void run(const T *A, const T *B, T *C, int tm, int tn, unsigned char *sm, const mlc_tmap *ma = nullptr,
+                         const mlc_tmap *mb = nullptr) {
+    run_e(A, B, mlc_gemm_out<T>{C}, tm, tn, sm, ma, mb);
   }
 };
 // f32: exact FMAs on the SIMT cores.  A 16 x 16 thread grid, each thread
