@@ -275,7 +275,8 @@ static void write_cuda_kernels(FILE *o, const mlc_artifact *a) {
     fprintf(o, "}, %u, {", k->ntmap);
     for (uint32_t t = 0; t < k->ntmap; t++) {
       const mlc_cuda_tmap *m = &k->tmap[t];
-      fprintf(o, "%s{%u, %u, %u, %u, {", t ? ", " : "", m->arg, m->rank, m->elem_bytes, m->swizzle);
+      fprintf(o, "%s{%uu, %u, %u, %u, %lluu, {", t ? ", " : "", m->arg, m->rank, m->elem_bytes, m->swizzle,
+              (unsigned long long)m->offset);
       for (int d = 0; d < 5; d++) fprintf(o, "%s%lluu", d ? ", " : "", (unsigned long long)m->dim[d]);
       fprintf(o, "}, {");
       for (int d = 0; d < 4; d++) fprintf(o, "%s%lluu", d ? ", " : "", (unsigned long long)m->stride[d]);

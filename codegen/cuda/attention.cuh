@@ -876,8 +876,11 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
 // arguments as mlc_attn_bwd_tc's, whose launch it shares: a block per 128
 // keys of one (batch, head), 256 threads).  Warpgroup wg owns keys
 // j0 + 64 wg .. + 63 and walks the query rows 64 at a time (causal: from
-// the block's first key on), q and dO triple-buffered by cp.async in the
-// forward's 128-byte-swizzled layout (k and v loaded once, 128 rows):
+// the block's first key on), q, dO, lse2 and D triple-buffered by TMA
+// from one thread, two tiles ahead, q and dO in the forward's
+// 128-byte-swizzled layout (k and v loaded once, 128 rows; tensor maps mq,
+// mk, mv, mg of boxes 64 columns x 64 rows x 1 as the forward's, ml and md
+// of 64 floats of lse2 and D, flat [BH * S]):
 //   S^T = k q^T and dP^T = v dO^T: two m64n64 chains from shared memory;
 //   P^T = exp2(S^T sl2 - lse2), dS^T = P^T (dP^T - D) in registers, which
 //   are the A operands of dV += P^T dO and dK += dS^T q (m64n128, B = dO
@@ -888,11 +891,12 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
 //   into dq's accumulator, as mlc_attn_bwd_tc's.
 // dK and dV stay in registers (64 + 64 a thread) until the end.
 // Shared memory: k, v 32 KiB each, dS^T 16 KiB, q and dO 3 x 16 KiB each
-// (loaded two tiles ahead), lse2 and D 1.5 KiB, aligned to 1 KiB
-// (MLC_ATTN_BWD_WG_SMEM in emit_attention.c).
+// (loaded two tiles ahead), lse2 and D 1.5 KiB, 4 mbarriers, aligned to
+// 1 KiB (MLC_ATTN_BWD_WG_SMEM in emit_attention.c).
 template <class T, int BH, int S, int CAUSAL, int H = 0>
 MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *out, const float *lse2, const float *dsum,
-                            float *dq, float scale, float sl2) {
+                            float *dq, float scale, float sl2, const mlc_tmap &mq, const mlc_tmap &mk, const mlc_tmap &mv,
+                            const mlc_tmap &mg, const mlc_tmap &ml, const mlc_tmap &md) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int D = 128, BN = 128, BQ = 64, NJ = (S + BN - 1) / BN, NI = (S + BQ - 1) / BQ;
   constexpr int RSI = H ? 3 * H * D : D, RSG = H ? H * D : D, KT = BN * D * 2, QT = BQ * D * 2, ST = BN * BQ * 2;
@@ -902,11 +906,7 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
   else { jt = (int)(blockIdx.x % NJ); bh = (int)(blockIdx.x / NJ); }
   const int tid = threadIdx.x, wg = tid >> 7, lane = tid & 31, w = (tid >> 5) & 3, gq = lane >> 2, tq = lane & 3;
   const int j0 = jt * BN;
-  const size_t hb = (size_t)bh * S * D;
-  const unsigned short *qb = (const unsigned short *)(q + mlc_attn_row<H, S, D, RSI>(bh, 0));
-  const unsigned short *gb = (const unsigned short *)(g + mlc_attn_row<H, S, D, RSG>(bh, 0));
-  const unsigned short *kb = H ? qb + H * D : (const unsigned short *)(k + hb);
-  const unsigned short *vb = H ? qb + 2 * H * D : (const unsigned short *)(v + hb);
+  (void)g, (void)q, (void)k, (void)v, (void)lse2, (void)dsum;
   const unsigned sb = mlc_attn_saddr(mlc_attn_sm), s0 = (sb + 1023) & ~1023u, sK = s0, sV = s0 + KT, sT = s0 + 2 * KT;
   unsigned char *g0 = mlc_attn_sm + (s0 - sb); /* s0 as a generic pointer */
   /* NB buffers of q, dO, and lse2 and D ([NB][2][BQ] f32), filled two query tiles ahead */
@@ -915,24 +915,44 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
   auto sG = [&](int b) { return sT + ST + (NB + b) * QT; };
   const unsigned sL = sT + ST + 2 * NB * QT;
   const float *fL = (const float *)(g0 + 2 * KT + ST + 2 * NB * QT);
-  const float *lse = lse2 + (size_t)bh * S, *dsm = dsum + (size_t)bh * S;
   const int ib = CAUSAL ? j0 / BQ : 0;
-  // query tile it's q, dO, lse2 and D into buffer b (one cp.async group, committed even when past the end)
+  /* mbarriers after lse2 and D: full[NB] (a query tile's q, dO, lse2, D landed), k and v's */
+  const unsigned bar = sL + NB * 2 * BQ * 4, kvbar = bar + 8 * NB;
+  /* the tensor maps' coordinates for this (batch, head): q's, k's, v's and dO's first column, the third coordinate */
+  constexpr int HH = H ? H : 1;
+  const int z = H ? bh / HH : bh, hc = H ? (bh % HH) * D : 0, kc = H ? H * D + hc : 0, vc = H ? 2 * H * D + hc : 0;
+  // query tile it's q, dO, lse2 and D into buffer b by TMA (one thread; nothing past the last tile)
   auto load = [&](int it, int b) {
-    if (it < NI) {
-      mlc_attn_ldsw<BQ, S, RSI>(sQ(b), qb, it * BQ, tid);
-      mlc_attn_ldsw<BQ, S, RSG>(sG(b), gb, it * BQ, tid);
-      if (tid < 2 * BQ) {
-        int i = it * BQ + (tid & (BQ - 1));
-        mlc_attn_cp4(sL + 4 * (b * 2 * BQ + tid), (tid < BQ ? lse : dsm) + (i < S ? i : 0), i < S);
-      }
+    if (it >= NI) return;
+    const unsigned fb = bar + 8 * b;
+    mlc_mbar_expect_tx(fb, 2 * QT + 2 * BQ * 4);
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      mlc_tma_load3(sQ(b) + h * (QT / 2), mq, hc + 64 * h, it * BQ, z, fb);
+      mlc_tma_load3(sG(b) + h * (QT / 2), mg, hc + 64 * h, it * BQ, z, fb);
     }
-    mlc_attn_commit();
+    mlc_tma_load1(sL + 4 * (b * 2 * BQ), ml, bh * S + it * BQ, fb);
+    mlc_tma_load1(sL + 4 * (b * 2 * BQ + BQ), md, bh * S + it * BQ, fb);
   };
-  mlc_attn_ldsw<BN, S, RSI>(sK, kb, j0, tid);
-  mlc_attn_ldsw<BN, S, RSI>(sV, vb, j0, tid);
-  load(ib, 0);
-  load(ib + 1, 1);
+  if (tid == 0) {
+    for (int b = 0; b < NB; b++) mlc_mbar_init(bar + 8 * b, 1);
+    mlc_mbar_init(kvbar, 1);
+    mlc_mbar_fence_init();
+    mlc_tma_prefetch(mq), mlc_tma_prefetch(mk), mlc_tma_prefetch(mv), mlc_tma_prefetch(mg);
+    /* k and v: 128 rows each as two 64-column blocks, each loaded as two boxes of 64 rows */
+    mlc_mbar_expect_tx(kvbar, 2 * KT);
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+#pragma unroll
+      for (int p = 0; p < 2; p++) {
+        mlc_tma_load3(sK + h * (KT / 2) + p * (KT / 4), mk, kc + 64 * h, j0 + 64 * p, z, kvbar);
+        mlc_tma_load3(sV + h * (KT / 2) + p * (KT / 4), mv, vc + 64 * h, j0 + 64 * p, z, kvbar);
+      }
+    load(ib, 0);
+    load(ib + 1, 1);
+  }
+  __syncthreads(); /* the barriers are initialised */
+  mlc_mbar_wait(kvbar, 0);
   float dk[64], dv[64];
 #pragma unroll
   for (int i = 0; i < 64; i++) dk[i] = dv[i] = 0.f;
@@ -940,10 +960,9 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
 #pragma unroll 1
   for (int it = ib; it < NI; it++) {
     const int buf = (it - ib) % NB, i0 = it * BQ;
-    mlc_attn_wait_group<1>(); /* tile it landed (it + 1 may be in flight) */
-    mlc_fence_async_smem();
-    __syncthreads(); /* tile it landed for every thread; every warpgroup is past tile it - 1 */
-    load(it + 2, (buf + 2) % NB); /* into tile it - 1's buffer */
+    mlc_mbar_wait(bar + 8 * buf, ((it - ib) / NB) & 1); /* tile it landed */
+    __syncthreads(); /* every warpgroup is past tile it - 1 */
+    if (tid == 0) load(it + 2, (buf + 2) % NB); /* into tile it - 1's buffer */
     const float *cL = fL + buf * 2 * BQ;
     float st[32], dp[32];
 #pragma unroll
@@ -1028,6 +1047,7 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
   for (int r = 0; r < 2; r++)
     if (ka + r * 8 < S) mlc_attn_store_dkv<T, D, BH, S, H>(out, bh, ka + r * 8, r, tq, dk, dv, scale);
 #else
+  (void)mq, (void)mk, (void)mv, (void)mg, (void)ml, (void)md;
   mlc_attn_bwd_tc<T, 128, 8, 64, BH, S, CAUSAL, H>(g, q, k, v, out, lse2, dsum, dq, scale, sl2);
 #endif
 }

@@ -116,12 +116,13 @@ void cc_begin(cc *c, uint64_t grid, uint32_t block, uint32_t smem);
  * bound (CUDA: __launch_bounds__(block, min_blocks), which caps registers). */
 void cc_begin_min(cc *c, uint64_t grid, uint32_t block, uint32_t smem, uint32_t min_blocks);
 void cc_end(cc *c);
-/* Adds a tensor map over input `arg` for the launches that follow (call it
- * before their cc_begin) and returns its parameter's name: a 2- to
+/* Adds a tensor map at `offset` bytes into input `arg` (or the scratch
+ * block: MLC_CUDA_TMAP_SCRATCH) and returns its parameter's name; the
+ * launches begun after it declare it (those before ignore it): a 1- to
  * 5-dimensional view (dims innermost first, strides in bytes of dims 1..)
  * of elem_bytes-byte elements, boxes of box[], swizzle 0 or 128. */
-const char *cc_tmap(cc *c, uint32_t arg, uint32_t rank, uint32_t elem_bytes, const uint64_t *dim, const uint64_t *stride,
-                    const uint32_t *box, uint32_t swizzle);
+const char *cc_tmap(cc *c, uint32_t arg, uint64_t offset, uint32_t rank, uint32_t elem_bytes, const uint64_t *dim,
+                    const uint64_t *stride, const uint32_t *box, uint32_t swizzle);
 
 /* Metal: the kernel text the shared emitters wrote, with what MSL spells
  * differently from CUDA C that no prelude macro can cover rewritten: the

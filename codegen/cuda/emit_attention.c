@@ -137,7 +137,7 @@ static void fwd_tc(cc *c, const char *T, int64_t D, int64_t BH, int64_t SQ, int6
     for (uint32_t i = 0; i < 3; i++) {
       int64_t s = i ? SK : SQ, cols = H ? 3 * H * D : D, z = H ? BH / H : BH;
       const uint64_t dim[3] = {(uint64_t)cols, (uint64_t)s, (uint64_t)z}, stride[2] = {(uint64_t)(2 * cols), (uint64_t)(2 * cols * s)};
-      tm[i] = cc_tmap(c, H ? 0 : i, 3, 2, dim, stride, box, 128);
+      tm[i] = cc_tmap(c, H ? 0 : i, 0, 3, 2, dim, stride, box, 128);
     }
     cc_begin(c, (uint64_t)(BH * cc_ceil_div(SQ, 128)), 384, MLC_ATTN_WG_SMEM);
     cc_printf(c, "  mlc_attn_fwd_wg<%s, %d, %lld, %lld, %lld, %d, %d, %lld>(%s, %s, %s, %s, %s);\n", T, MLC_ATTN_WG_STAGES,
@@ -168,14 +168,19 @@ static void fwd_tc(cc *c, const char *T, int64_t D, int64_t BH, int64_t SQ, int6
 #ifndef MLC_ATTN_BWD_WG
 #define MLC_ATTN_BWD_WG 1
 #endif
-#define MLC_ATTN_BWD_WG_SMEM (2 * 32768 + 16384 + 6 * 16384 + 1536 + 1024)
+#define MLC_ATTN_BWD_WG_SMEM (2 * 32768 + 16384 + 6 * 16384 + 1536 + 32 + 1024)
+
+/* Where a kernel's f32 vector lies, for its tensor map: `off` bytes into
+ * input `arg` or into scratch (MLC_CUDA_TMAP_SCRATCH). */
+typedef struct { uint32_t arg; uint64_t off; } at;
 
 /* The tensor-core gradient's main pass and dq's conversion, given each
- * row's lse2 and D = dO . o, and dq's zeroed f32 accumulator.  A block:
- * W warps of 16 keys, over BQ query rows at a time.  args: g, q, k, v;
- * H > 0: packed (heads H). */
+ * row's lse2 and D = dO . o (at lse_at and dsum_at too), and dq's zeroed
+ * f32 accumulator.  A block: W warps of 16 keys, over BQ query rows at a
+ * time.  args: g, q, k, v (inputs 0..3, or 0, 1 packed); H > 0: packed
+ * (heads H). */
 static void bwd_tc(cc *c, const char *T, int64_t D, int64_t BH, int64_t S, int causal, int64_t H, const char *args,
-                   const char *lse2, const char *dsum, const char *dq, double scale) {
+                   const char *lse2, const char *dsum, at lse_at, at dsum_at, const char *dq, double scale) {
   int64_t W = MLC_ATTN_BWD_W, BQ = MLC_ATTN_BWD_BQ;
   if ((D / (W / (BQ / 16))) % 16) W = 4, BQ = 32; /* a -D tile with too few columns per warp for dq's product */
   int64_t LD = D + 8, N = BH * S * D, BN = 16 * W;
@@ -184,10 +189,24 @@ static void bwd_tc(cc *c, const char *T, int64_t D, int64_t BH, int64_t S, int c
   /* mlc_attn_bwd_wg shares mlc_attn_bwd_tc's launch at W = 8, BQ = 64 (its fallback off sm_90a) */
   bool wg = MLC_ATTN_BWD_WG && D == 128 && W == 8 && BQ == 64;
   if (wg && smem < MLC_ATTN_BWD_WG_SMEM) smem = MLC_ATTN_BWD_WG_SMEM;
+  const char *tm[6];
+  if (wg) { /* its loads' tensor maps: q, k, v, dO as [BH][S][D] (packed: [b][S][3 H D] and [b][S][H D]), lse2 and D flat */
+    const uint32_t box[3] = {64, 64, 1};
+    for (uint32_t i = 0; i < 4; i++) {
+      int64_t cols = H ? (i ? 3 : 1) * H * D : D, z = H ? BH / H : BH;
+      const uint64_t dim[3] = {(uint64_t)cols, (uint64_t)S, (uint64_t)z}, stride[2] = {(uint64_t)(2 * cols), (uint64_t)(2 * cols * S)};
+      tm[(i + 3) % 4] = cc_tmap(c, H ? (i ? 1 : 0) : i, 0, 3, 2, dim, stride, box, 128); /* dO first: tm[3] */
+    }
+    const uint64_t flat[1] = {(uint64_t)(BH * S)};
+    const uint32_t fbox[1] = {64};
+    tm[4] = cc_tmap(c, lse_at.arg, lse_at.off, 1, 4, flat, NULL, fbox, 0);
+    tm[5] = cc_tmap(c, dsum_at.arg, dsum_at.off, 1, 4, flat, NULL, fbox, 0);
+  }
   cc_begin(c, (uint64_t)(BH * cc_ceil_div(S, BN)), (uint32_t)(32 * W), (uint32_t)smem);
   if (wg)
-    cc_printf(c, "  mlc_attn_bwd_wg<%s, %lld, %lld, %d, %lld>(%s, out, %s, %s, %s, %s, %s);\n", T, (long long)BH,
-              (long long)S, causal, (long long)H, args, lse2, dsum, dq, sc, cc_flit(c, scale * 1.4426950408889634));
+    cc_printf(c, "  mlc_attn_bwd_wg<%s, %lld, %lld, %d, %lld>(%s, out, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s);\n", T,
+              (long long)BH, (long long)S, causal, (long long)H, args, lse2, dsum, dq, sc,
+              cc_flit(c, scale * 1.4426950408889634), tm[0], tm[1], tm[2], tm[3], tm[4], tm[5]);
   else
     cc_printf(c, "  mlc_attn_bwd_tc<%s, %lld, %lld, %lld, %lld, %lld, %d, %lld>(%s, out, %s, %s, %s, %s, %s);\n", T,
               (long long)D, (long long)W, (long long)BQ, (long long)BH, (long long)S, causal, (long long)H, args, lse2,
@@ -288,7 +307,8 @@ static bool emit_grad(cc *c) {
               (long long)(BH * S), (long long)S, (long long)H, sv, dsum);
     cc_end(c);
     bwd_tc(c, T, D, BH, S, causal, H, packed ? "in0, in1, in1, in1" : "in0, in1, in2, in3",
-           cc_fmt(c, "(const float *)(%s + %lld)", sv, (long long)N), dsum, "(float *)scratch", scale);
+           cc_fmt(c, "(const float *)(%s + %lld)", sv, (long long)N), dsum, (at){packed ? 2 : 4, (uint64_t)(2 * N)},
+           (at){MLC_CUDA_TMAP_SCRATCH, (uint64_t)(4 * N)}, "(float *)scratch", scale);
     return true;
   }
   if (tc) {
@@ -298,6 +318,7 @@ static bool emit_grad(cc *c) {
     const char *st = cc_fmt(c, "(float *)(scratch + %lld)", (long long)(4 * N));
     fwd_tc(c, T, D, BH, S, S, causal, 1, 0, cc_fmt(c, "in1, in2, in3, out, in0, %s, (float *)scratch", st), scale);
     bwd_tc(c, T, D, BH, S, causal, 0, "in0, in1, in2, in3", st, cc_fmt(c, "%s + %lld", st, (long long)(BH * S)),
+           (at){MLC_CUDA_TMAP_SCRATCH, (uint64_t)(4 * N)}, (at){MLC_CUDA_TMAP_SCRATCH, (uint64_t)(4 * N + 4 * BH * S)},
            "(float *)scratch", scale);
     return true;
   }

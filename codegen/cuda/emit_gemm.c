@@ -230,16 +230,16 @@ static void gemm_emit_one(cc *c, const gemm_desc *d, const gemm_cfg *g, const ml
   /* The wgmma GEMM loads by TMA where the tensor maps can describe A and B
    * as stored: one product (no batch), rows 16-byte aligned. */
   int64_t lda = d->a_km ? d->M : d->K, ldb = d->b_nk ? d->K : d->N;
-  bool tma = g->wg && !g->x && batch == 1 && lda % 8 == 0 && ldb % 8 == 0 && c->nlaunch == 0 && d->M < INT32_MAX &&
+  const char *maps = "";
+  bool tma = g->wg && !g->x && !c->sharded && c->ntmap + 2 <= MLC_CUDA_MAX_TMAP && batch == 1 && lda % 8 == 0 && ldb % 8 == 0 && d->M < INT32_MAX &&
              d->N < INT32_MAX && d->K < INT32_MAX;
   if (tma) {
     const uint64_t da[2] = {(uint64_t)(d->a_km ? d->M : d->K), (uint64_t)(d->a_km ? d->K : d->M)}, sa[1] = {(uint64_t)(2 * lda)};
     const uint64_t db[2] = {(uint64_t)(d->b_nk ? d->K : d->N), (uint64_t)(d->b_nk ? d->N : d->K)}, sb[1] = {(uint64_t)(2 * ldb)};
     const uint32_t ba[2] = {64, d->a_km ? 64 : 128}, bb[2] = {64, d->b_nk ? (uint32_t)g->bn : 64};
-    cc_tmap(c, 0, 2, 2, da, sa, ba, 128);
-    cc_tmap(c, 1, 2, 2, db, sb, bb, 128);
+    const char *ma = cc_tmap(c, 0, 0, 2, 2, da, sa, ba, 128), *mb = cc_tmap(c, 1, 0, 2, 2, db, sb, bb, 128);
+    maps = cc_fmt(c, ", &%s, &%s", ma, mb);
   }
-  const char *maps = tma ? ", &tm0, &tm1" : "";
   cc_begin_min(c, (uint64_t)(batch * tmn * tnn), threads, (uint32_t)gemm_smem(d, g), g->occ > 1 ? (uint32_t)g->occ : 1);
   const char *T = cc_stype(d->dt);
   cc_printf(c, "  extern __shared__ __align__(16) unsigned char mlc_gemm_sm[];\n");

@@ -296,6 +296,9 @@ MLC_FN void mlc_mbar_expect_tx(unsigned addr, unsigned bytes) {
 MLC_FN void mlc_tma_load3(unsigned dst, const mlc_tmap &m, int c0, int c1, int c2, unsigned bar) {
   asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];"
                :: "r"(dst), "l"((unsigned long long)&m), "r"(c0), "r"(c1), "r"(c2), "r"(bar) : "memory"); }
+MLC_FN void mlc_tma_load1(unsigned dst, const mlc_tmap &m, int c0, unsigned bar) {
+  asm volatile("cp.async.bulk.tensor.1d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2}], [%3];"
+               :: "r"(dst), "l"((unsigned long long)&m), "r"(c0), "r"(bar) : "memory"); }
 MLC_FN void mlc_tma_load2(unsigned dst, const mlc_tmap &m, int c0, int c1, unsigned bar) {
   asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
                :: "r"(dst), "l"((unsigned long long)&m), "r"(c0), "r"(c1), "r"(bar) : "memory"); }

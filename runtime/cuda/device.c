@@ -207,9 +207,9 @@ static mlc_status encode_tmaps(cuda_dev *d, kernel *k, const uint64_t *args, uin
   enum { SWIZZLE_NONE = 0, SWIZZLE_128B = 3, L2_PROMOTION_256B = 3, OOB_FILL_ZERO = 0, INTERLEAVE_NONE = 0 };
   for (uint32_t t = 0; t < k->k->ntmap; t++) {
     const mlc_cuda_tmap *m = &k->k->tmap[t];
-    if (m->arg >= nargs || m->rank < 1 || m->rank > 5)
+    if ((m->arg >= nargs && m->arg != MLC_CUDA_TMAP_SCRATCH) || m->rank < 1 || m->rank > 5)
       return mlc_status_make(MLC_INVALID_ARGUMENT, "kernel %s: tensor map %u names argument %u of %u", k->k->symbol, t, m->arg, nargs);
-    uint64_t at = args[m->arg];
+    uint64_t at = (m->arg == MLC_CUDA_TMAP_SCRATCH ? d->scratch : args[m->arg]) + m->offset;
     if (k->map_at[t] == at && at) continue;
     memset(&k->map[t], 0, sizeof k->map[t]);
     k->map_at[t] = at;

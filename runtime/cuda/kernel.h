@@ -11,9 +11,10 @@
  *
  * A kernel that loads by TMA (Hopper's tensor memory accelerator) lists
  * the tensor maps it needs in `tmap`: for each, the runtime encodes a tiled
- * map (cuTensorMapEncodeTiled) over the address of argument `arg` and
- * passes it by value, 128 bytes, after the work items, in the list's order;
- * such a kernel declares the work items too (and ignores them).  Where the
+ * map (cuTensorMapEncodeTiled) at `offset` bytes into argument `arg` (or
+ * into the scratch block: MLC_CUDA_TMAP_SCRATCH) and passes it by value,
+ * 128 bytes, after the work items, in the list's order; a launch that
+ * declares them declares the work items too (and ignores them).  Where the
  * device is older than sm_90 the maps are passed zeroed (only sm_90 code
  * reads them).
  */
@@ -34,7 +35,8 @@ typedef struct {
   uint32_t smem;          /* dynamic shared memory, bytes */
 } mlc_cuda_launch;
 
-#define MLC_CUDA_MAX_TMAP 4
+#define MLC_CUDA_MAX_TMAP 8
+#define MLC_CUDA_TMAP_SCRATCH 0xffffffffu
 
 /* A tiled tensor map: `rank` dimensions, innermost first, of elements of
  * `elem_bytes` (1, 2 or 4) bytes; strides in bytes of dimensions 1.. (each
@@ -43,7 +45,7 @@ typedef struct {
  * 128).  Elements outside the dimensions read as zero. */
 typedef struct {
   uint32_t arg, rank, elem_bytes, swizzle;
-  uint64_t dim[5], stride[4];
+  uint64_t offset, dim[5], stride[4];
   uint32_t box[5];
 } mlc_cuda_tmap;
 
