@@ -30,12 +30,14 @@ check)
   done > "$out/ops.log" 2>&1
   grep -E "^FAIL|cases passed" "$out/ops.log"
   for c in "s=333 causal=true" "s=300 causal=false"; do
+    l=${c// /_}
     timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 $mlc train bench/attention_bf16.mdl --target cuda \
-      --steps 1 b=1 h=2 $c > "$out/memcheck.log" 2>&1 || rc=1
-    echo "compute-sanitizer memcheck, attention train step b1 h2 $c: $(grep 'ERROR SUMMARY' "$out/memcheck.log")"
+      --steps 1 b=1 h=2 $c > "$out/memcheck_$l.log" 2>&1 || rc=1
+    echo "compute-sanitizer memcheck, attention train step b1 h2 $c: $(grep 'ERROR SUMMARY' "$out/memcheck_$l.log")"
+    grep "=========" "$out/memcheck_$l.log" | grep -v "COMPUTE-SANITIZER\|SUMMARY" | head -12
     timeout 120 compute-sanitizer --tool racecheck $mlc train bench/attention_bf16.mdl --target cuda \
-      --steps 1 b=1 h=2 $c > "$out/racecheck.log" 2>&1
-    echo "compute-sanitizer racecheck, attention train step b1 h2 $c: $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$out/racecheck.log" | head -1)"
+      --steps 1 b=1 h=2 $c > "$out/racecheck_$l.log" 2>&1
+    echo "compute-sanitizer racecheck, attention train step b1 h2 $c: $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$out/racecheck_$l.log" | head -1)"
   done | tee "$out/sanitizer.log"
   for c in $CASES; do
     IFS=: read -r name shape causal <<< "$c"

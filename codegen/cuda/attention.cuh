@@ -676,7 +676,7 @@ template <class T, int NS, int BH, int SQ, int SK, int CAUSAL, int MODE, int H =
 MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T *g, float *stats, float *dq, float sl2,
                             const mlc_tmap &mq, const mlc_tmap &mk, const mlc_tmap &mv) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  constexpr int D = 128, BM = 128, BKV = 128, TILE = 32768, RSI = H ? 3 * H * D : D, RSO = H ? H * D : D;
+  constexpr int D = 128, BM = 128, BKV = 128, TILE = 32768, RSO = H ? H * D : D;
   constexpr int NT = (SQ + BM - 1) / BM, NKB = (SK + BKV - 1) / BKV;
   constexpr bool BF = mlc_attn_isbf<T>::v;
   static_assert(MODE != 1 && (H == 0 || SQ == SK), "attention tile");
@@ -899,7 +899,7 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
                             const mlc_tmap &mg, const mlc_tmap &ml, const mlc_tmap &md) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int D = 128, BN = 128, BQ = 64, NJ = (S + BN - 1) / BN, NI = (S + BQ - 1) / BQ;
-  constexpr int RSI = H ? 3 * H * D : D, RSG = H ? H * D : D, KT = BN * D * 2, QT = BQ * D * 2, ST = BN * BQ * 2;
+  constexpr int KT = BN * D * 2, QT = BQ * D * 2, ST = BN * BQ * 2;
   constexpr bool BF = mlc_attn_isbf<T>::v;
   int jt, bh;
   if (CAUSAL) { jt = (int)(blockIdx.x / BH); bh = (int)(blockIdx.x % BH); }

@@ -178,7 +178,7 @@ void cc_begin_min(cc *c, uint64_t grid, uint32_t block, uint32_t smem, uint32_t 
 
 const char *cc_tmap(cc *c, uint32_t arg, uint64_t offset, uint32_t rank, uint32_t elem_bytes, const uint64_t *dim,
                     const uint64_t *stride, const uint32_t *box, uint32_t swizzle) {
-  MLC_ASSERT(!c->t->metal && !c->sharded && c->ntmap < MLC_CUDA_MAX_TMAP && rank >= 1 && rank <= 5);
+  MLC_ASSERT(!c->t->metal && !c->sharded && c->ntmap < MLC_CUDA_MAX_TMAP && rank >= 1 && rank <= 5 && offset % 16 == 0);
   mlc_cuda_tmap *m = &c->tmap[c->ntmap];
   memset(m, 0, sizeof *m);
   /* field by field: the padding stays zero for the kernel's hash */

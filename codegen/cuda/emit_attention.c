@@ -314,11 +314,12 @@ static bool emit_grad(cc *c) {
   if (tc) {
     /* scratch: dq's f32 accumulator [BH*S][D], then lse2 [BH*S] and D [BH*S],
      * both from the forward run again (phase 0) */
-    c->scratch = (uint64_t)(4 * N + 8 * BH * S);
+    int64_t ds = (BH * S + 3) / 4 * 4; /* D 16-byte aligned, as a tensor map must be */
+    c->scratch = (uint64_t)(4 * N + 4 * (ds + BH * S));
     const char *st = cc_fmt(c, "(float *)(scratch + %lld)", (long long)(4 * N));
     fwd_tc(c, T, D, BH, S, S, causal, 1, 0, cc_fmt(c, "in1, in2, in3, out, in0, %s, (float *)scratch", st), scale);
-    bwd_tc(c, T, D, BH, S, causal, 0, "in0, in1, in2, in3", st, cc_fmt(c, "%s + %lld", st, (long long)(BH * S)),
-           (at){MLC_CUDA_TMAP_SCRATCH, (uint64_t)(4 * N)}, (at){MLC_CUDA_TMAP_SCRATCH, (uint64_t)(4 * N + 4 * BH * S)},
+    bwd_tc(c, T, D, BH, S, causal, 0, "in0, in1, in2, in3", st, cc_fmt(c, "%s + %lld", st, (long long)ds),
+           (at){MLC_CUDA_TMAP_SCRATCH, (uint64_t)(4 * N)}, (at){MLC_CUDA_TMAP_SCRATCH, (uint64_t)(4 * (N + ds))},
            "(float *)scratch", scale);
     return true;
   }

@@ -224,8 +224,11 @@ static mlc_status encode_tmaps(cuda_dev *d, kernel *k, const uint64_t *args, uin
     if (r) {
       k->map_at[t] = 0;
       mlc_status st = mlc_cuda_check(&d->drv, r, "cuTensorMapEncodeTiled");
-      mlc_status e = mlc_status_make(MLC_INTERNAL, "kernel %s, tensor map %u over argument %u: %s", k->k->symbol, t, m->arg,
-                                     mlc_status_message(st));
+      char what[32];
+      if (m->arg == MLC_CUDA_TMAP_SCRATCH) snprintf(what, sizeof what, "the scratch block");
+      else snprintf(what, sizeof what, "argument %u", m->arg);
+      mlc_status e = mlc_status_make(MLC_INTERNAL, "kernel %s, tensor map %u at %llu bytes into %s: %s", k->k->symbol, t,
+                                     (unsigned long long)m->offset, what, mlc_status_message(st));
       mlc_status_free(st);
       return e;
     }
