@@ -877,7 +877,8 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
 // keys of one (batch, head), 256 threads).  Warpgroup wg owns keys
 // j0 + 64 wg .. + 63 and walks the query rows 64 at a time (causal: from
 // the block's first key on), q, dO, lse2 and D triple-buffered by TMA
-// from one thread, two tiles ahead, q and dO in the forward's
+// from one thread (lse2 and D by cp.async where S % 4 != 0: a TMA box's
+// innermost start must be 16-byte aligned), two tiles ahead, q and dO in the forward's
 // 128-byte-swizzled layout (k and v loaded once, 128 rows; tensor maps mq,
 // mk, mv, mg of boxes 64 columns x 64 rows x 1 as the forward's, ml and md
 // of 64 floats of lse2 and D, flat [BH * S]):
@@ -906,7 +907,11 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
   else { jt = (int)(blockIdx.x % NJ); bh = (int)(blockIdx.x / NJ); }
   const int tid = threadIdx.x, wg = tid >> 7, lane = tid & 31, w = (tid >> 5) & 3, gq = lane >> 2, tq = lane & 3;
   const int j0 = jt * BN;
-  (void)g, (void)q, (void)k, (void)v, (void)lse2, (void)dsum;
+  (void)g, (void)q, (void)k, (void)v;
+  /* lse2 and D by TMA where each row's start is 16-byte aligned (S % 4 == 0), as a box's innermost start must be;
+     else by cp.async from 128 threads, arriving on the same mbarrier */
+  constexpr bool LT = S % 4 == 0;
+  const float *lse = lse2 + (size_t)bh * S, *dsm = dsum + (size_t)bh * S;
   const unsigned sb = mlc_attn_saddr(mlc_attn_sm), s0 = (sb + 1023) & ~1023u, sK = s0, sV = s0 + KT, sT = s0 + 2 * KT;
   unsigned char *g0 = mlc_attn_sm + (s0 - sb); /* s0 as a generic pointer */
   /* NB buffers of q, dO, and lse2 and D ([NB][2][BQ] f32), filled two query tiles ahead */
@@ -921,21 +926,30 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
   /* the tensor maps' coordinates for this (batch, head): q's, k's, v's and dO's first column, the third coordinate */
   constexpr int HH = H ? H : 1;
   const int z = H ? bh / HH : bh, hc = H ? (bh % HH) * D : 0, kc = H ? H * D + hc : 0, vc = H ? 2 * H * D + hc : 0;
-  // query tile it's q, dO, lse2 and D into buffer b by TMA (one thread; nothing past the last tile)
+  // query tile it's q, dO (and lse2 and D if LT) into buffer b by TMA (one thread; nothing past the last tile)
   auto load = [&](int it, int b) {
     if (it >= NI) return;
     const unsigned fb = bar + 8 * b;
-    mlc_mbar_expect_tx(fb, 2 * QT + 2 * BQ * 4);
+    mlc_mbar_expect_tx(fb, 2 * QT + (LT ? 2 * BQ * 4 : 0));
 #pragma unroll
     for (int h = 0; h < 2; h++) {
       mlc_tma_load3(sQ(b) + h * (QT / 2), mq, hc + 64 * h, it * BQ, z, fb);
       mlc_tma_load3(sG(b) + h * (QT / 2), mg, hc + 64 * h, it * BQ, z, fb);
     }
-    mlc_tma_load1(sL + 4 * (b * 2 * BQ), ml, bh * S + it * BQ, fb);
-    mlc_tma_load1(sL + 4 * (b * 2 * BQ + BQ), md, bh * S + it * BQ, fb);
+    if (LT) {
+      mlc_tma_load1(sL + 4 * (b * 2 * BQ), ml, bh * S + it * BQ, fb);
+      mlc_tma_load1(sL + 4 * (b * 2 * BQ + BQ), md, bh * S + it * BQ, fb);
+    }
+  };
+  // !LT: tile it's lse2 and D by cp.async from threads 0..127, each arriving on buffer b's mbarrier once its copy lands
+  auto load_l = [&](int it, int b) {
+    if (LT || it >= NI || tid >= 2 * BQ) return;
+    const int i = it * BQ + (tid & (BQ - 1));
+    mlc_attn_cp4(sL + 4 * (b * 2 * BQ + tid), (tid < BQ ? lse : dsm) + (i < S ? i : 0), i < S);
+    mlc_mbar_cp_arrive(bar + 8 * b);
   };
   if (tid == 0) {
-    for (int b = 0; b < NB; b++) mlc_mbar_init(bar + 8 * b, 1);
+    for (int b = 0; b < NB; b++) mlc_mbar_init(bar + 8 * b, LT ? 1 : 1 + 2 * BQ);
     mlc_mbar_init(kvbar, 1);
     mlc_mbar_fence_init();
     mlc_tma_prefetch(mq), mlc_tma_prefetch(mk), mlc_tma_prefetch(mv), mlc_tma_prefetch(mg);
@@ -952,6 +966,8 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
     load(ib + 1, 1);
   }
   __syncthreads(); /* the barriers are initialised */
+  load_l(ib, 0);
+  load_l(ib + 1, 1);
   mlc_mbar_wait(kvbar, 0);
   float dk[64], dv[64];
 #pragma unroll
@@ -963,6 +979,7 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
     mlc_mbar_wait(bar + 8 * buf, ((it - ib) / NB) & 1); /* tile it landed */
     __syncthreads(); /* every warpgroup is past tile it - 1 */
     if (tid == 0) load(it + 2, (buf + 2) % NB); /* into tile it - 1's buffer */
+    load_l(it + 2, (buf + 2) % NB);
     const float *cL = fL + buf * 2 * BQ;
     float st[32], dp[32];
 #pragma unroll
