@@ -403,16 +403,23 @@ static bool recompute_func(mlc_pass_ctx *c, mlc_func *f, int64_t budget) {
     if (t <= budget) total = t;
     else on[i] = true;
   }
-  uint32_t k = 0;
-  for (uint32_t i = 0; i < m; i++) k += on[i];
+  uint32_t k = 0, kseg = 0, mseg = 0;
+  for (uint32_t i = 0; i < m; i++) {
+    k += on[i];
+    kseg += on[i] && cs[i].seg != NONE;
+    mseg += cs[i].seg != NONE;
+  }
   if (total > budget) {
     char b[4][32];
+    /* which segments there were, or none (no repeated units; fsdp; accum) */
+    const char *segs_str = mseg ? mlc_arena_printf(p->arena, "; then the forwards of %u of %u layers", kseg, mseg)
+                                : "; no layer whose forward can run again";
     mlc_error(c->d, p->train.loc,
-              "memory budget %s cannot be met: the planned total is %s, and recomputing in the backward (%u of %u: "
-              "casts, norms, activations, then whole layers' forwards) brings it to %s at the least (--memory-budget "
-              "%s or more; a smaller batch or sequence needs less)",
-              mlc_bytes_str(b[0], 32, (double)budget), mlc_bytes_str(b[1], 32, (double)before), k, m,
-              mlc_bytes_str(b[2], 32, (double)total), mlc_bytes_str(b[3], 32, round_up4(total)));
+              "memory budget %s cannot be met: the planned total is %s, and recomputing in the backward (%u of %u "
+              "cheap values: casts, norms, activations%s) brings it to %s at the least (--memory-budget %s or more; a "
+              "smaller batch or sequence needs less)",
+              mlc_bytes_str(b[0], 32, (double)budget), mlc_bytes_str(b[1], 32, (double)before), k - kseg, m - mseg,
+              segs_str, mlc_bytes_str(b[2], 32, (double)total), mlc_bytes_str(b[3], 32, round_up4(total)));
     return false;
   }
   plan_with(p, c->target, f, &orig, loss, cs, segs, on, m);
