@@ -49,8 +49,9 @@ void mlc_cli_usage(FILE *o) {
           "                        micro-batches of the declared batch and updates with the mean of their\n"
           "                        gradients; overrides the train block's accum = ...\n"
           "      --memory-budget B the bytes a training session may hold (14GB, 12.5GiB, 9e9): the\n"
-          "                        compiler recomputes cheap activations (casts, norms, SiLU) in the\n"
-          "                        backward until the plan fits, or says the smallest it can reach;\n"
+          "                        compiler recomputes cheap activations (casts, norms, SiLU), then\n"
+          "                        whole layers' forwards, in the backward until the plan fits, or\n"
+          "                        says the smallest it can reach;\n"
           "                        overrides the train block's memory_budget = ...; --stats lists them\n",
           mlc_driver_target_names(MLC_CMD_RUN, "|", "|", run, sizeof run),
           mlc_driver_target_names(MLC_CMD_BENCH, "|", "|", bench, sizeof bench),

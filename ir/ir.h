@@ -228,7 +228,8 @@ typedef struct {
                                     zero: the tile table's; bench/gemm_tune.py measures with it) */
   int64_t memory_budget;         /* --memory-budget (or the train block's memory_budget =): the bytes a
                                     training session may hold; the recompute pass recomputes cheap
-                                    activations in the backward to stay within it (0: no budget) */
+                                    activations, then whole layers' forwards, in the backward to stay
+                                    within it (0: no budget) */
   const char *cpu;               /* --cpu (cpu target): the LLVM CPU; NULL: native for run, bench and
                                     train, "baseline" (portable) for compile -o */
   const char *triple;            /* --triple (cpu target): the LLVM target triple; NULL: the host's */
@@ -249,11 +250,13 @@ bool mlc_options_set(mlc_options *o, const char *name, const char *value, char *
 /* One line: every option and its value, as the flags spell them. */
 void mlc_options_print(FILE *out, const mlc_options *o);
 
-/* A value the recompute pass computes again in the backward (--stats lists them). */
+/* A value the recompute pass computes again in the backward, or a whole
+ * segment (a layer's forward: nops > 0) (--stats lists them). */
 typedef struct {
-  mlc_op op;
-  mlc_type type;
-  const char *scope;
+  mlc_op op;           /* a single value's op */
+  mlc_type type;       /* a single value's type */
+  const char *scope;   /* the value's scope, or the segment's ("layers.3") */
+  uint32_t nops;       /* a segment: the nodes it runs again; 0: a single value */
   int64_t bytes;       /* what it no longer holds between the forward and the backward */
   double flops, moved; /* what computing it again costs */
 } mlc_recomputed;
@@ -272,6 +275,7 @@ typedef struct {
   mlc_options opts;
   struct {
     int64_t budget, before, after; /* the train entry's planned total without and with them */
+    double step_flops;             /* the train entry's FLOPs without them */
     mlc_recomputed *v;
     uint32_t n;
   } recompute; /* passes/recompute.c, when there is a memory budget */

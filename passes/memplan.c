@@ -128,6 +128,78 @@ static uint32_t in_place(const mlc_target *target, const mlc_func *f, uint32_t i
   return ok ? x : UINT32_MAX;
 }
 
+/* Under a memory budget (passes/recompute.c), a second placement of the
+ * values outside the pool, kept where its arena is smaller: the largest
+ * value first, each at the lowest offset free for its whole life.  The walk
+ * in order above places a value where the values of the forward have left
+ * gaps, so that the values kept for the backward lie scattered and a large
+ * one at the head of the backward (the logits) may find no gap that holds
+ * it; placed by size, the large ones are placed first.  Lives are as the
+ * walk has them: a value is alive from its node (inputs and constants from
+ * the start) to its last use, both included, and one whose bytes a node
+ * takes over lives on as that node.  Returns the arena's size (the walk's,
+ * `top`, if that is the smaller). */
+static int64_t by_size(mlc_program *p, mlc_func *f, const uint32_t *root, const uint32_t *last, const bool *inpool,
+                       const uint32_t *over_of, int64_t top) {
+  uint32_t n = f->n, m = 0;
+  typedef struct {
+    uint32_t node, from, to;
+    int64_t size, off;
+  } item;
+  item *it = mlc_arena_alloc(p->arena, (n + 1) * sizeof *it);
+  uint32_t *at = mlc_arena_alloc(p->arena, (n + 1) * sizeof *at); /* the item of a root */
+  for (uint32_t i = 0; i < n; i++) {
+    const mlc_node *nd = &f->nodes[i];
+    at[i] = UINT32_MAX;
+    if (nd->op == MLC_OP_PARAM || root[i] != i || inpool[i]) continue;
+    uint32_t to = last[i] == UINT32_MAX ? n : last[i];
+    if (over_of[i] != UINT32_MAX) { /* lives on in the item of the value it took over */
+      item *o = &it[at[over_of[i]]];
+      if (to > o->to) o->to = to;
+      at[i] = at[over_of[i]];
+      continue;
+    }
+    uint32_t from = nd->op == MLC_OP_CONST || nd->op == MLC_OP_INPUT ? 0 : i;
+    it[m] = (item){i, from, to, align_up((int64_t)mlc_type_numel(&nd->type) * mlc_dtype_size(nd->type.dtype)), 0};
+    at[i] = m++;
+  }
+  uint32_t *ord = mlc_arena_alloc(p->arena, (m + 1) * sizeof *ord), *done = mlc_arena_alloc(p->arena, (m + 1) * sizeof *done);
+  block *busy = mlc_arena_alloc(p->arena, (m + 1) * sizeof *busy);
+  for (uint32_t k = 0; k < m; k++) ord[k] = k;
+  for (uint32_t k = 1; k < m; k++) { /* by size, the largest first; then in order (insertion: few distinct sizes) */
+    uint32_t x = ord[k], j = k;
+    while (j > 0 && (it[ord[j - 1]].size < it[x].size || (it[ord[j - 1]].size == it[x].size && ord[j - 1] > x))) ord[j] = ord[j - 1], j--;
+    ord[j] = x;
+  }
+  int64_t end = 0;
+  uint32_t ndone = 0;
+  for (uint32_t k = 0; k < m; k++) {
+    item *x = &it[ord[k]];
+    uint32_t nb = 0;
+    for (uint32_t d = 0; d < ndone; d++) { /* the placed ones alive at the same time, by offset */
+      const item *y = &it[done[d]];
+      if (y->from > x->to || x->from > y->to) continue;
+      uint32_t j = nb++;
+      while (j > 0 && busy[j - 1].off > y->off) busy[j] = busy[j - 1], j--;
+      busy[j] = (block){y->off, y->size};
+    }
+    int64_t off = 0;
+    for (uint32_t j = 0; j < nb && busy[j].off < off + x->size; j++)
+      if (busy[j].off + busy[j].size > off) off = busy[j].off + busy[j].size;
+    x->off = off;
+    if (off + x->size > end) end = off + x->size;
+    if (end >= top) return top; /* no better */
+    done[ndone++] = ord[k];
+  }
+  for (uint32_t i = 0; i < n; i++) {
+    const mlc_node *nd = &f->nodes[i];
+    if (nd->op == MLC_OP_PARAM || inpool[i]) continue;
+    if (root[i] != i) f->offset[i] = f->offset[nd->in[0]] + view_bytes(nd);
+    else f->offset[i] = it[at[i]].off;
+  }
+  return end;
+}
+
 void mlc_memplan_func(mlc_program *p, mlc_func *f, const mlc_target *target) {
   uint32_t n = f->n;
   /* root[i]: the node whose storage i uses (itself, or through reshapes). */
@@ -168,6 +240,7 @@ void mlc_memplan_func(mlc_program *p, mlc_func *f, const mlc_target *target) {
     }
   for (uint32_t i = 0; i < n; i++) inpool[i] = root[i] == i ? pooled(p, f, users, i) : inpool[root[i]];
   block *pending = mlc_arena_alloc(p->arena, (n + 1) * sizeof *pending); /* pooled blocks dead, not yet free */
+  uint32_t *over_of = mlc_arena_alloc(p->arena, (n + 1) * sizeof *over_of); /* the input whose bytes i took, or UINT32_MAX */
   uint32_t npending = 0;
   /* Constants (written once, when the session starts) and inputs (written
    * by the caller, or the runtime's step count, before the run) are not
@@ -179,6 +252,7 @@ void mlc_memplan_func(mlc_program *p, mlc_func *f, const mlc_target *target) {
   for (uint32_t i = 0; i < n; i++) {
     const mlc_node *nd = &f->nodes[i];
     uint32_t over = UINT32_MAX;
+    over_of[i] = UINT32_MAX;
     if (nd->op == MLC_OP_PARAM) {
       f->offset[i] = -1;
     } else if (nd->op == MLC_OP_CONST || nd->op == MLC_OP_INPUT) {
@@ -187,6 +261,7 @@ void mlc_memplan_func(mlc_program *p, mlc_func *f, const mlc_target *target) {
       f->offset[i] = f->offset[nd->in[0]] + view_bytes(nd);
     } else if ((over = in_place(target, f, i, root, last, inpool)) != UINT32_MAX) {
       f->offset[i] = f->offset[over]; /* its bytes pass to i: not freed below */
+      over_of[i] = over;
     } else {
       int64_t size = align_up((int64_t)mlc_type_numel(&nd->type) * mlc_dtype_size(nd->type.dtype));
       f->offset[i] = inpool[i] ? place(&pl, &ptop, size) : place(&fl, &top, size);
@@ -208,6 +283,7 @@ void mlc_memplan_func(mlc_program *p, mlc_func *f, const mlc_target *target) {
       else release(&fl, f->offset[d], size);
     }
   }
+  if (p->opts.memory_budget > 0) top = by_size(p, f, root, last, inpool, over_of, top);
   /* The pool goes after the rest. */
   for (uint32_t i = 0; i < n; i++)
     if (inpool[i] && f->nodes[i].op != MLC_OP_PARAM) f->offset[i] += top;

@@ -45,7 +45,8 @@ bool mlc_pass_autodiff(mlc_pass_ctx *c);
 bool mlc_pass_memplan(mlc_pass_ctx *c);
 /* The memory plan of one function (f->offset, f->arena_bytes) for a target (or NULL). */
 void mlc_memplan_func(mlc_program *p, mlc_func *f, const mlc_target *target);
-/* A memory budget: cheap activations recomputed in the backward (passes/recompute.c). */
+/* A memory budget: cheap activations, then whole layers' forwards, recomputed in the
+ * backward (passes/recompute.c). */
 bool mlc_pass_recompute(mlc_pass_ctx *c);
 bool mlc_pass_optimizer(mlc_pass_ctx *c);
 /* Appends the train block's update of `param` by `grad` (its state as new

@@ -4,7 +4,8 @@
  * change what the backward keeps (attnsave, where the target's descriptor
  * allows it: CUDA) and when updates run (interleave, on every target);
  * fuse, which groups nodes into kernels; recompute, which meets a memory
- * budget by computing cheap activations again in the backward; memplan
+ * budget by computing cheap activations, then whole layers' forwards, again
+ * in the backward; memplan
  * last, over the final order.  Each pass is its own file under passes/; --print-after names
  * them as here. */
 #include <string.h>

@@ -17,11 +17,29 @@
  *     step's inputs; or
  *   - values the backward keeps anyway until that point, which are not
  *     candidates themselves (so that a recomputation never needs another).
- * The candidates are tried in order of bytes saved per FLOP spent (ties:
- * the larger first), and each one that makes the planned total smaller
+ *
+ * When those are not enough, whole segments (activation checkpointing): a
+ * segment is the forward of one repeated unit, the nodes whose scope
+ * starts with "name.N" ("layers.3": its norms, GEMMs, attention, casts).
+ * Of its values the forward keeps only those read outside the unit (its
+ * output: the residual stream, which the next unit reads); the rest that
+ * the unit's backward reads, with what they are computed from, run again
+ * in the backward, each right before the first node that reads it or a
+ * value made from it (so the first GEMM of the layer's backward does not
+ * wait for its attention), reading the kept residual of the unit before
+ * and parameters not yet updated there.  A unit's activations are then
+ * alive only during its own backward.  An attention that keeps its
+ * log-sum-exp (passes/attnsave.c) keeps the one of its new run.  Units
+ * that gather their weights (fsdp) or run a collective are left alone, and
+ * so is a step of several micro-batches.
+ *
+ * Single values come first, in order of bytes saved per FLOP spent (ties:
+ * the larger first), then the segments in the same order (a GEMM costs far
+ * more FLOPs per byte), and each one that makes the planned total smaller
  * (the entry's arena, as passes/memplan.c places it, every parameter and
  * the optimizer state: mlc_planned_session_bytes) is kept, until that
- * total is within the budget.  If all of them do not get there, the pass
+ * total is within the budget; then each one the budget is met without goes
+ * again, the dearest first.  If all of them do not get there, the pass
  * stops with an error that names the smallest total it reached.  Without
  * a budget, or within it already, it does nothing.
  *
@@ -54,10 +72,22 @@ static bool is_update(const mlc_node *n) {
 static int64_t node_bytes(const mlc_node *n) { return mlc_type_numel(&n->type) * mlc_dtype_size(n->type.dtype); }
 
 typedef struct {
-  uint32_t node, first; /* the value, and its first user in the backward */
+  uint32_t node, first; /* the value (a segment: its first node), and its first user in the backward */
+  uint32_t seg;         /* a segment's index in the segment table, or NONE for a single value */
   int64_t bytes;
   double flops, moved;  /* of one recomputation */
 } cand;
+
+/* A segment: the forward nodes of one repeated unit ("layers.3") that its
+ * backward needs, directly or to compute those, less what leaves the unit
+ * in the forward (its residual output: the next unit's input). */
+typedef struct {
+  const char *scope;
+  uint32_t *nodes, n; /* in order */
+  uint32_t *pos;      /* nodes[t] runs again right before node pos[t]: its first reader in the backward, or before
+                         that, that of what needs it (so that what the unit's backward reads late is made late) */
+  uint32_t first;     /* the least of them */
+} segment;
 
 static int by_ratio(const void *a, const void *b) {
   const cand *x = a, *y = b;
@@ -115,7 +145,7 @@ static uint32_t candidates(mlc_program *p, const mlc_func *f, uint32_t loss, can
       }
     }
     if (!ok) continue;
-    cand c = {v, u, node_bytes(nd), 0, 0};
+    cand c = {v, u, NONE, node_bytes(nd), 0, 0};
     mlc_node_cost(f, nd, &c.flops, &c.moved);
     out[m++] = c;
   }
@@ -123,24 +153,181 @@ static uint32_t candidates(mlc_program *p, const mlc_func *f, uint32_t loss, can
   return m;
 }
 
-/* f, rebuilt from `orig` with the candidates cs[c] that on[c] says recomputed. */
-static void rebuild(mlc_program *p, mlc_func *f, const mlc_func *orig, uint32_t loss, const cand *cs, const bool *on, uint32_t k) {
+/* The length of the unit part of a scope: up to and including its first
+ * component that is a number ("layers.3" of "layers.3.attn"); 0 if none. */
+static size_t unit_len(const char *scope) {
+  if (!scope) return 0;
+  for (const char *c = scope; *c;) {
+    const char *e = c;
+    while (*e >= '0' && *e <= '9') e++;
+    if (e > c && (*e == '.' || !*e)) return (size_t)(e - scope);
+    while (*c && *c != '.') c++;
+    if (*c) c++;
+  }
+  return 0;
+}
+
+/* The segments of f (each unit's forward, to be run again right before the
+ * first backward node that reads it), as candidates appended to out[]
+ * from index m, sorted among themselves; returns the new count.  A unit
+ * qualifies when its nodes read no collective's result and run none (fsdp
+ * gathers its weights again anyway), every parameter it reads is not
+ * updated yet at that point, and running it again spares something. */
+static uint32_t segments(mlc_program *p, const mlc_func *f, uint32_t loss, cand *out, uint32_t m, segment **out_segs) {
+  uint32_t n = f->n;
+  if (p->train.accum > 1) return m; /* before the loss lie earlier micro-batches' backwards */
+  uint32_t *root = mlc_arena_alloc(p->arena, (n + 1) * sizeof *root), *pr = mlc_arena_alloc(p->arena, (n + 1) * sizeof *pr);
+  uint32_t *first = mlc_arena_alloc(p->arena, (n + 1) * sizeof *first), *unit = mlc_arena_alloc(p->arena, (n + 1) * sizeof *unit);
+  uint32_t *upd = mlc_arena_alloc(p->arena, (n + 1) * sizeof *upd); /* per parameter: its first update after the loss */
+  bool *out_of_unit = mlc_arena_alloc(p->arena, (n + 1) * sizeof *out_of_unit), *need = mlc_arena_alloc(p->arena, (n + 1) * sizeof *need);
+  bool *bw_read = mlc_arena_alloc(p->arena, (n + 1) * sizeof *bw_read); /* per root: the backward reads it */
+  segment *segs = mlc_arena_alloc(p->arena, (n + 1) * sizeof *segs);
+  uint32_t nseg = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    const mlc_node *nd = &f->nodes[i];
+    bool view = (mlc_ops[nd->op].flags & MLC_F_VIEW) && nd->nin;
+    root[i] = view ? root[nd->in[0]] : i;
+    pr[i] = nd->op == MLC_OP_PARAM ? i : view ? pr[nd->in[0]] : NONE;
+    first[i] = upd[i] = unit[i] = NONE;
+    out_of_unit[i] = need[i] = bw_read[i] = false;
+  }
+  for (uint32_t i = 0; i < loss; i++) { /* the units of the forward's computing nodes */
+    const mlc_node *nd = &f->nodes[i];
+    size_t l = unit_len(nd->scope);
+    if (!l || (mlc_ops[nd->op].flags & MLC_F_LEAF)) continue;
+    uint32_t s = 0;
+    while (s < nseg && (strlen(segs[s].scope) != l || strncmp(segs[s].scope, nd->scope, l))) s++;
+    if (s == nseg) segs[nseg++] = (segment){mlc_arena_strndup(p->arena, nd->scope, l), NULL, 0, NULL, NONE};
+    unit[i] = s;
+  }
+  if (!nseg) return m;
+  bool *bad = mlc_arena_alloc(p->arena, (nseg + 1) * sizeof *bad);
+  memset(bad, 0, (nseg + 1) * sizeof *bad);
+  for (uint32_t i = 0; i < n; i++) {
+    const mlc_node *nd = &f->nodes[i];
+    if (i < loss && unit[i] != NONE && (mlc_ops[nd->op].flags & MLC_F_COLL)) bad[unit[i]] = true;
+    for (uint32_t k = 0; k < nd->nin; k++) {
+      uint32_t x = nd->in[k];
+      if (i > loss) {
+        if (first[x] == NONE) first[x] = i;
+        bw_read[root[x]] = true;
+        if (is_update(nd) && pr[x] != NONE && upd[pr[x]] == NONE) upd[pr[x]] = i;
+      } else if (unit[x] != NONE && unit[x] != unit[i]) {
+        out_of_unit[x] = out_of_unit[root[x]] = true; /* leaves its unit: kept */
+      }
+      if (i < loss && unit[i] != NONE && (mlc_ops[f->nodes[root[x]].op].flags & MLC_F_COLL)) bad[unit[i]] = true;
+    }
+  }
+  for (uint32_t o = 0; o < f->noutputs; o++) out_of_unit[root[f->outputs[o].node]] = true;
+  for (uint32_t i = 0; i < loss; i++) /* a view of a kept value is read as it is */
+    if (unit[i] != NONE && out_of_unit[root[i]]) out_of_unit[i] = true;
+  /* What each unit's backward needs: read there, or read by what is needed;
+   * and where it is needed first. */
+  uint32_t *pos = mlc_arena_alloc(p->arena, (n + 1) * sizeof *pos);
+  memcpy(pos, first, n * sizeof *pos);
+  for (uint32_t i = loss; i-- > 0;) {
+    if (unit[i] == NONE || out_of_unit[i]) continue;
+    need[i] = need[i] || first[i] != NONE;
+    if (!need[i]) continue;
+    const mlc_node *nd = &f->nodes[i];
+    for (uint32_t k = 0; k < nd->nin; k++) {
+      uint32_t x = nd->in[k];
+      if (unit[x] == unit[i] && !out_of_unit[x]) {
+        need[x] = true;
+        if (pos[i] < pos[x]) pos[x] = pos[i];
+      }
+    }
+  }
+  for (uint32_t i = 0; i < loss; i++) {
+    if (!need[i]) continue;
+    segment *sg = &segs[unit[i]];
+    sg->n++;
+    if (pos[i] < sg->first) sg->first = pos[i];
+  }
+  uint32_t m0 = m;
+  for (uint32_t s = 0; s < nseg; s++) {
+    segment *sg = &segs[s];
+    if (!sg->n || bad[s] || sg->first == NONE) continue;
+    sg->nodes = mlc_arena_alloc(p->arena, sg->n * sizeof *sg->nodes);
+    sg->pos = mlc_arena_alloc(p->arena, sg->n * sizeof *sg->pos);
+    cand c = {NONE, sg->first, s, 0, 0, 0};
+    uint32_t k = 0;
+    bool ok = true;
+    for (uint32_t i = 0; i < loss && ok; i++) {
+      if (!need[i] || unit[i] != s) continue;
+      const mlc_node *nd = &f->nodes[i];
+      for (uint32_t j = 0; j < nd->nin; j++) /* a parameter it reads: not updated yet */
+        if (pr[nd->in[j]] != NONE && upd[pr[nd->in[j]]] != NONE && upd[pr[nd->in[j]]] < pos[i]) ok = false;
+      if (c.node == NONE) c.node = i;
+      sg->pos[k] = pos[i];
+      sg->nodes[k++] = i;
+      double fl, mv;
+      mlc_node_cost(f, nd, &fl, &mv);
+      c.flops += fl;
+      c.moved += mv;
+      if (root[i] == i && bw_read[i]) c.bytes += node_bytes(nd);
+    }
+    if (ok && c.bytes >= MIN_BYTES) out[m++] = c;
+  }
+  qsort(out + m0, m - m0, sizeof *out, by_ratio);
+  *out_segs = segs;
+  return m;
+}
+
+/* A copy of nd in f, reading the latest copies of its inputs. */
+static uint32_t copy_of(mlc_program *p, mlc_func *f, const mlc_node *nd, const uint32_t *clone, const uint32_t *map, uint32_t **in,
+                        uint32_t *incap) {
+  if (nd->nin > *incap) {
+    *in = mlc_arena_alloc(p->arena, nd->nin * sizeof **in);
+    *incap = nd->nin;
+  }
+  for (uint32_t j = 0; j < nd->nin; j++) (*in)[j] = clone[nd->in[j]] != NONE ? clone[nd->in[j]] : map[nd->in[j]];
+  return mlc_func_copy_node(p, f, nd, *in);
+}
+
+/* f, rebuilt from `orig` with the candidates cs[c] that on[c] says recomputed:
+ * before each node i, the segments' nodes whose place is i (in order), then
+ * the single values whose first reader i is.  A single value inside a
+ * segment is made again only when the segment made it before i (its copy
+ * then dies sooner).  Every node after the loss reads the latest copy. */
+static void rebuild(mlc_program *p, mlc_func *f, const mlc_func *orig, uint32_t loss, const cand *cs, const segment *segs,
+                    const bool *on, uint32_t k) {
   uint32_t n = orig->n;
   uint32_t *map = mlc_arena_alloc(p->arena, (n + 1) * sizeof *map), *clone = mlc_arena_alloc(p->arena, (n + 1) * sizeof *clone);
+  uint32_t *made = mlc_arena_alloc(p->arena, (n + 1) * sizeof *made); /* where clone[v] was made */
   uint32_t *head = mlc_arena_alloc(p->arena, (n + 1) * sizeof *head), *next = mlc_arena_alloc(p->arena, (k + 1) * sizeof *next);
+  /* per node: the segments' nodes to make before it, a list through snext in node order */
+  uint32_t *shead = mlc_arena_alloc(p->arena, (n + 1) * sizeof *shead), *stail = mlc_arena_alloc(p->arena, (n + 1) * sizeof *stail);
+  uint32_t *snext = mlc_arena_alloc(p->arena, (n + 1) * sizeof *snext);
   uint32_t *in = mlc_arena_alloc(p->arena, 256 * sizeof *in);
   uint32_t incap = 256;
-  for (uint32_t i = 0; i < n; i++) head[i] = clone[i] = NONE;
+  for (uint32_t i = 0; i < n; i++) head[i] = clone[i] = shead[i] = NONE;
   for (uint32_t c = k; c-- > 0;) { /* each list in candidate order */
-    if (!on[c]) continue;
+    if (!on[c] || cs[c].seg != NONE) continue;
     next[c] = head[cs[c].first];
     head[cs[c].first] = c;
   }
+  for (uint32_t c = 0; c < k; c++) {
+    if (!on[c] || cs[c].seg == NONE) continue;
+    const segment *sg = &segs[cs[c].seg];
+    for (uint32_t t = 0; t < sg->n; t++) { /* in node order: units never read one another's copies */
+      uint32_t v = sg->nodes[t], at = sg->pos[t];
+      snext[v] = NONE;
+      if (shead[at] == NONE) shead[at] = v;
+      else snext[stail[at]] = v;
+      stail[at] = v;
+    }
+  }
   for (uint32_t i = 0; i < n; i++) {
+    for (uint32_t v = shead[i]; v != NONE; v = snext[v]) {
+      clone[v] = copy_of(p, f, &orig->nodes[v], clone, map, &in, &incap);
+      made[v] = i;
+    }
     for (uint32_t c = head[i]; c != NONE; c = next[c]) {
-      const mlc_node *v = &orig->nodes[cs[c].node];
-      for (uint32_t j = 0; j < v->nin; j++) in[j] = map[v->in[j]];
-      clone[cs[c].node] = mlc_func_copy_node(p, f, v, in);
+      uint32_t v = cs[c].node;
+      if (clone[v] != NONE && made[v] == i) continue; /* its segment made it here */
+      clone[v] = copy_of(p, f, &orig->nodes[v], clone, map, &in, &incap);
+      made[v] = i;
     }
     const mlc_node *nd = &orig->nodes[i];
     if (nd->nin > incap) {
@@ -164,9 +351,10 @@ static double round_up4(int64_t x) {
 }
 
 /* f rebuilt with the candidates on[] chooses, and planned: its planned total. */
-static int64_t plan_with(mlc_program *p, const mlc_target *target, mlc_func *f, const mlc_func *orig, uint32_t loss, const cand *cs, const bool *on, uint32_t k) {
+static int64_t plan_with(mlc_program *p, const mlc_target *target, mlc_func *f, const mlc_func *orig, uint32_t loss, const cand *cs,
+                         const segment *segs, const bool *on, uint32_t k) {
   mlc_func_take(f);
-  rebuild(p, f, orig, loss, cs, on, k);
+  rebuild(p, f, orig, loss, cs, segs, on, k);
   mlc_memplan_func(p, f, target);
   return mlc_planned_session_bytes(p, f);
 }
@@ -182,50 +370,68 @@ static bool recompute_func(mlc_pass_ctx *c, mlc_func *f, int64_t budget) {
   p->recompute.budget = budget;
   p->recompute.before = p->recompute.after = before;
   if (before <= budget) return true;
-  cand *cs = mlc_arena_alloc(p->arena, (f->n + 1) * sizeof *cs);
+  cand *cs = mlc_arena_alloc(p->arena, (2 * f->n + 1) * sizeof *cs);
+  segment *segs = NULL;
   uint32_t m = candidates(p, f, loss, cs);
+  m = segments(p, f, loss, cs, m, &segs); /* after the cheap ones: they cost GEMMs */
+  p->recompute.step_flops = 0;
+  for (uint32_t i = 0; i < f->n; i++) {
+    double fl, mv;
+    mlc_node_cost(f, &f->nodes[i], &fl, &mv);
+    p->recompute.step_flops += fl;
+  }
   mlc_func orig = mlc_func_take(f);
   /* Greedily, in that order: a candidate stays unless the plan gets
    * larger with it (the copy lives from its first use in the backward,
    * which may be where the backward's own peak is; and one that changes
-   * nothing alone may with the next), until the plan fits.  Then each one
-   * that the plan fits without goes again, the dearest first. */
+   * nothing alone may with the next: the last unit's segment), until the
+   * plan fits.  Then each one that the plan fits without goes again, the
+   * dearest first. */
   bool *on = mlc_arena_alloc(p->arena, (m + 1) * sizeof *on);
   memset(on, 0, (m + 1) * sizeof *on);
   int64_t total = before;
   for (uint32_t i = 0; i < m && total > budget; i++) {
     on[i] = true;
-    int64_t t = plan_with(p, c->target, f, &orig, loss, cs, on, m);
+    int64_t t = plan_with(p, c->target, f, &orig, loss, cs, segs, on, m);
     if (t <= total) total = t;
     else on[i] = false;
   }
   for (uint32_t i = m; i-- > 0 && total <= budget;) {
     if (!on[i]) continue;
     on[i] = false;
-    int64_t t = plan_with(p, c->target, f, &orig, loss, cs, on, m);
+    int64_t t = plan_with(p, c->target, f, &orig, loss, cs, segs, on, m);
     if (t <= budget) total = t;
     else on[i] = true;
   }
-  uint32_t k = 0;
-  for (uint32_t i = 0; i < m; i++) k += on[i];
+  uint32_t k = 0, kseg = 0, mseg = 0;
+  for (uint32_t i = 0; i < m; i++) {
+    k += on[i];
+    kseg += on[i] && cs[i].seg != NONE;
+    mseg += cs[i].seg != NONE;
+  }
   if (total > budget) {
     char b[4][32];
+    /* which segments there were, or none (no repeated units; fsdp; accum) */
+    const char *segs_str = mseg ? mlc_arena_printf(p->arena, "; then the forwards of %u of %u layers", kseg, mseg)
+                                : "; no layer whose forward can run again";
     mlc_error(c->d, p->train.loc,
-              "memory budget %s cannot be met: the planned total is %s, and recomputing cheap activations in the "
-              "backward (%u of %u: casts, norms, activations) brings it to %s at the least (--memory-budget %s or "
-              "more; a smaller batch or sequence needs less)",
-              mlc_bytes_str(b[0], 32, (double)budget), mlc_bytes_str(b[1], 32, (double)before), k, m,
-              mlc_bytes_str(b[2], 32, (double)total), mlc_bytes_str(b[3], 32, round_up4(total)));
+              "memory budget %s cannot be met: the planned total is %s, and recomputing in the backward (%u of %u "
+              "cheap values: casts, norms, activations%s) brings it to %s at the least (--memory-budget %s or more; a "
+              "smaller batch or sequence needs less)",
+              mlc_bytes_str(b[0], 32, (double)budget), mlc_bytes_str(b[1], 32, (double)before), k - kseg, m - mseg,
+              segs_str, mlc_bytes_str(b[2], 32, (double)total), mlc_bytes_str(b[3], 32, round_up4(total)));
     return false;
   }
-  plan_with(p, c->target, f, &orig, loss, cs, on, m);
+  plan_with(p, c->target, f, &orig, loss, cs, segs, on, m);
   p->recompute.after = total;
   p->recompute.n = k;
   p->recompute.v = mlc_arena_alloc(p->arena, (k + 1) * sizeof *p->recompute.v);
   for (uint32_t i = 0, j = 0; i < m; i++) {
     if (!on[i]) continue;
     const mlc_node *v = &orig.nodes[cs[i].node];
-    p->recompute.v[j++] = (mlc_recomputed){(mlc_op)v->op, v->type, v->scope, cs[i].bytes, cs[i].flops, cs[i].moved};
+    bool seg = cs[i].seg != NONE;
+    p->recompute.v[j++] = (mlc_recomputed){(mlc_op)v->op, v->type, seg ? segs[cs[i].seg].scope : v->scope, seg ? segs[cs[i].seg].n : 0,
+                                           cs[i].bytes, cs[i].flops, cs[i].moved};
   }
   return true;
 }

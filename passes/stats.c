@@ -46,15 +46,22 @@ static void print_recompute(FILE *out, const mlc_program *p) {
     fprintf(out, "met without recomputation (planned total %s)\n", mlc_bytes_str(b[1], 32, (double)p->recompute.before));
     return;
   }
-  fprintf(out, "%u values recomputed in the backward, %s kept less, planned total %s -> %s; they cost %.4g GFLOP "
-          "and %s moved a step\n", p->recompute.n, mlc_bytes_str(b[0], 32, bytes), mlc_bytes_str(b[1], 32, (double)p->recompute.before),
-          mlc_bytes_str(b[2], 32, (double)p->recompute.after), flops / 1e9, mlc_bytes_str(b[3], 32, moved));
+  uint32_t nseg = 0;
+  for (uint32_t i = 0; i < p->recompute.n; i++) nseg += p->recompute.v[i].nops > 0;
+  fprintf(out, "%u values and %u segments recomputed in the backward, %s kept less, planned total %s -> %s; they cost "
+          "%.4g GFLOP (%.2f %% of the step's %.4g GFLOP) and %s moved a step\n", p->recompute.n - nseg, nseg,
+          mlc_bytes_str(b[0], 32, bytes), mlc_bytes_str(b[1], 32, (double)p->recompute.before),
+          mlc_bytes_str(b[2], 32, (double)p->recompute.after), flops / 1e9,
+          p->recompute.step_flops > 0 ? 100 * flops / p->recompute.step_flops : 0, p->recompute.step_flops / 1e9,
+          mlc_bytes_str(b[3], 32, moved));
   char buf[128];
   for (uint32_t i = 0; i < p->recompute.n; i++) {
     const mlc_recomputed *r = &p->recompute.v[i];
-    fprintf(out, "    recompute %-9s %-26s %-24s %9s kept less, %9.4g FLOP, %9s moved\n", mlc_ops[r->op].name,
-            r->scope && *r->scope ? r->scope : "(top)", mlc_type_str(&r->type, buf, sizeof buf),
-            mlc_bytes_str(b[0], 32, (double)r->bytes), r->flops, mlc_bytes_str(b[1], 32, r->moved));
+    if (r->nops) snprintf(buf, sizeof buf, "(its forward: %u ops)", r->nops);
+    else mlc_type_str(&r->type, buf, sizeof buf);
+    fprintf(out, "    recompute %-9s %-26s %-24s %9s kept less, %9.4g FLOP, %9s moved\n", r->nops ? "segment" : mlc_ops[r->op].name,
+            r->scope && *r->scope ? r->scope : "(top)", buf, mlc_bytes_str(b[0], 32, (double)r->bytes), r->flops,
+            mlc_bytes_str(b[1], 32, r->moved));
   }
 }
 

@@ -30,6 +30,8 @@ mlc_golden(help              help.txt          --help)
 mlc_golden(mlp_accum.microbatch mlp_accum.microbatch compile examples/mlp.mdl --accum 2 --print-after=microbatch)
 # its planned memory: 4 micro-batches of 2 hold about one micro-batch's activations (batch=8 at accum 1: 6,951,680 bytes)
 mlc_golden(minillm_small_accum.stats minillm_small_accum.stats compile examples/minillm.mdl --stats --accum 4 ${SMALL})
+# a memory budget that cheap values alone cannot meet (they reach 7.85 MB): layer 0's forward runs again
+mlc_golden(minillm_small_budget.stats minillm_small_budget.stats compile examples/minillm.mdl --stats --memory-budget 7.4MB ${SMALL})
 
 # The parameter names, order and shapes must be PyTorch's state_dict.
 add_test(NAME ref.state_dict.minillm

@@ -246,6 +246,12 @@ static const mlc_func *compile_budget(compiled *c, const char *src, const char *
   return ok ? compiled_func(&c->prog, "train") : NULL;
 }
 
+static uint32_t count_segments(const mlc_program *p) {
+  uint32_t k = 0;
+  for (uint32_t i = 0; i < p->recompute.n; i++) k += p->recompute.v[i].nops > 0;
+  return k;
+}
+
 static void test_budget(void **state) {
   (void)state;
   const char *src = compiled_read(MLC_SOURCE_DIR "/examples/minillm.mdl");
@@ -271,6 +277,7 @@ static void test_budget(void **state) {
     if (!f2) fail_msg("%s: the budget it named (%s) is refused: %s", targets[t], num, c2.err);
     assert_true(mlc_planned_session_bytes(&c2.prog, f2) <= smallest);
     assert_true(c2.prog.recompute.n > 0);
+    assert_true(count_segments(&c2.prog) >= 1); /* the least budget needs a layer's forward run again */
     check_no_late_reads(f2);
     assert_int_equal(check_plan_disjoint(f0, t == 1), t == 1); /* CUDA: the head's gradient over its logits */
     assert_int_equal(check_plan_disjoint(f2, t == 1), t == 1);
@@ -286,9 +293,46 @@ static void test_budget(void **state) {
     assert_non_null(f4);
     assert_int_equal(c4.prog.recompute.n, 0);
     assert_int_equal(f4->n, f0->n);
-    assert_int_equal(f4->arena_bytes, f0->arena_bytes);
+    /* under a budget memplan also places by size, and keeps the smaller arena */
+    assert_true(f4->arena_bytes <= f0->arena_bytes);
+    assert_int_equal(check_plan_disjoint(f4, t == 1), t == 1);
     release(&c0), release(&c1), release(&c2), release(&c3), release(&c4);
   }
+}
+
+/* The seed's MiniLLM (bf16, one H200) in 10 GB, which recomputing cheap
+ * values alone cannot reach (parameters and AdamW state are 8.82 GB):
+ * whole layers' forwards run again in the backward, each right before its
+ * own gradient, and each reads only what the layer before it kept (the
+ * residual stream) and parameters not yet updated. */
+static void test_budget_segments_seed(void **state) {
+  (void)state;
+  const char *src = compiled_read(MLC_SOURCE_DIR "/examples/minillm.mdl");
+  assert_non_null(src);
+  compiled c;
+  mlc_pipeline_options po = {.target = "cuda"};
+  assert_true(compiled_frontend(&c, src, NULL, 0));
+  c.prog.opts.memory_budget = 10000000000;
+  if (!mlc_pipeline_run(&c.prog, &c.diag, &po)) {
+    fflush(c.errf);
+    fail_msg("10GB refused: %s", c.err);
+  }
+  const mlc_func *f = compiled_func(&c.prog, "train");
+  assert_non_null(f);
+  int64_t held = mlc_planned_session_bytes(&c.prog, f);
+  uint32_t segs = count_segments(&c.prog);
+  double added = 0;
+  for (uint32_t i = 0; i < c.prog.recompute.n; i++) added += c.prog.recompute.v[i].flops;
+  printf("  10GB: planned %lld bytes, %u segments, %.2f %% more FLOPs\n", (long long)held, segs,
+         100 * added / c.prog.recompute.step_flops);
+  assert_true(held <= 10000000000);
+  assert_true(segs > 0 && segs <= 12);
+  assert_true(added > 0 && added < 0.35 * c.prog.recompute.step_flops); /* at most a forward of the layers again */
+  for (uint32_t i = 0; i < c.prog.recompute.n; i++)
+    if (c.prog.recompute.v[i].nops) assert_true(!strncmp(c.prog.recompute.v[i].scope, "layers.", 7));
+  check_no_late_reads(f);
+  assert_int_equal(check_plan_disjoint(f, true), 1);
+  release(&c);
 }
 
 /* The passes follow the target's descriptor (ir/target.h), not its name:
@@ -325,6 +369,7 @@ int main(void) {
       cmocka_unit_test(test_cuda_groups_inside_backward),
       cmocka_unit_test(test_gradients_freed),
       cmocka_unit_test(test_budget),
+      cmocka_unit_test(test_budget_segments_seed),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
