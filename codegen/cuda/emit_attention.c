@@ -199,8 +199,10 @@ static void bwd_tc(cc *c, const char *T, int64_t D, int64_t BH, int64_t S, int c
     }
     const uint64_t flat[1] = {(uint64_t)(BH * S)};
     const uint32_t fbox[1] = {64};
+    /* where S % 4 != 0 the kernel loads lse2 and D by cp.async, and D may
+     * not start 16-byte aligned: the lse2 map stands in for D's */
     tm[4] = cc_tmap(c, lse_at.arg, lse_at.off, 1, 4, flat, NULL, fbox, 0);
-    tm[5] = cc_tmap(c, dsum_at.arg, dsum_at.off, 1, 4, flat, NULL, fbox, 0);
+    tm[5] = S % 4 ? tm[4] : cc_tmap(c, dsum_at.arg, dsum_at.off, 1, 4, flat, NULL, fbox, 0);
   }
   cc_begin(c, (uint64_t)(BH * cc_ceil_div(S, BN)), (uint32_t)(32 * W), (uint32_t)smem);
   if (wg)
@@ -314,12 +316,11 @@ static bool emit_grad(cc *c) {
   if (tc) {
     /* scratch: dq's f32 accumulator [BH*S][D], then lse2 [BH*S] and D [BH*S],
      * both from the forward run again (phase 0) */
-    int64_t ds = (BH * S + 3) / 4 * 4; /* D 16-byte aligned, as a tensor map must be */
-    c->scratch = (uint64_t)(4 * N + 4 * (ds + BH * S));
+    c->scratch = (uint64_t)(4 * N + 8 * BH * S);
     const char *st = cc_fmt(c, "(float *)(scratch + %lld)", (long long)(4 * N));
     fwd_tc(c, T, D, BH, S, S, causal, 1, 0, cc_fmt(c, "in1, in2, in3, out, in0, %s, (float *)scratch", st), scale);
-    bwd_tc(c, T, D, BH, S, causal, 0, "in0, in1, in2, in3", st, cc_fmt(c, "%s + %lld", st, (long long)ds),
-           (at){MLC_CUDA_TMAP_SCRATCH, (uint64_t)(4 * N)}, (at){MLC_CUDA_TMAP_SCRATCH, (uint64_t)(4 * (N + ds))},
+    bwd_tc(c, T, D, BH, S, causal, 0, "in0, in1, in2, in3", st, cc_fmt(c, "%s + %lld", st, (long long)(BH * S)),
+           (at){MLC_CUDA_TMAP_SCRATCH, (uint64_t)(4 * N)}, (at){MLC_CUDA_TMAP_SCRATCH, (uint64_t)(4 * (N + BH * S))},
            "(float *)scratch", scale);
     return true;
   }
