@@ -109,6 +109,12 @@ if(MLC_BACKEND_CPU)
   set_tests_properties(ref.run.minillm_small ref.app.mlp ref.artifact.mlp ref.run.errors ref.train.minillm_small.f32
                        ref.train.minillm_small.bf16 PROPERTIES
                        LABELS "ref;cpu" TIMEOUT 300)
+  # Incremental decoding (issue 29): mlc generate's greedy tokens and each
+  # step's logits against PyTorch's f32 greedy decode, from the same weights.
+  add_test(NAME ref.decode
+    COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/decode.py $<TARGET_FILE:mlc>
+            ${MLC_ROOT}/examples/minillm_causal.mdl ${CMAKE_CURRENT_BINARY_DIR}/ref_decode)
+  set_tests_properties(ref.decode PROPERTIES LABELS "unit;cpu" TIMEOUT 300)
   add_test(NAME ref.train.data_and_init
     COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/train_data.py $<TARGET_FILE:mlc> ${MLC_ROOT}/examples/minillm.mdl
             ${CMAKE_CURRENT_BINARY_DIR}/train_data)
