@@ -147,6 +147,11 @@ if(MLC_BACKEND_CPU)
     add_test(NAME ref.digits
       COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/digits.py $<TARGET_FILE:mlc> ${MLC_ROOT} ${CMAKE_CURRENT_BINARY_DIR}/digits)
     set_tests_properties(ref.python.binding ref.digits PROPERTIES LABELS "ref;cpu" TIMEOUT 300)
+    # Model.generate (the decode entries from Python) against PyTorch's greedy decode.
+    add_test(NAME ref.decode.python
+      COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/decode_python.py $<TARGET_FILE:mlc>
+              ${MLC_ROOT}/examples/minillm_causal.mdl ${CMAKE_CURRENT_BINARY_DIR}/ref_decode_python)
+    set_tests_properties(ref.decode.python PROPERTIES LABELS "unit;cpu" TIMEOUT 300)
     # examples/kjv: a byte-level LM on Debian's King James Bible (bible-kjv), 200 steps.
     add_test(NAME ref.kjv
       COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/kjv.py $<TARGET_FILE:mlc> ${MLC_ROOT} ${CMAKE_CURRENT_BINARY_DIR}/kjv)
