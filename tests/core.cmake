@@ -26,6 +26,9 @@ mlc_golden(minillm_small.fuse_cuda minillm_small.fuse_cuda compile examples/mini
 # the fsdp pass (CPU, one process): flat units, gathers prefetched one unit ahead, reduce-scatter + update per unit
 mlc_golden(minillm_small.fsdp minillm_small.fsdp.ir compile examples/minillm.mdl --fsdp --emit ir ${SMALL})
 mlc_golden(help              help.txt          --help)
+# A decode block's prefill and step entries: inputs, the KV caches, attention_kv.
+mlc_golden(minillm_causal_small.ir minillm_causal_small.ir compile examples/minillm_causal.mdl --no-train --emit ir
+           layers=1 max_ctx=32 prefill=8)
 # the microbatch pass: accum = 2 runs micro-batch 1's forward and backward, then micro-batch 0's
 mlc_golden(mlp_accum.microbatch mlp_accum.microbatch compile examples/mlp.mdl --accum 2 --print-after=microbatch)
 # its planned memory: 4 micro-batches of 2 hold about one micro-batch's activations (batch=8 at accum 1: 6,951,680 bytes)
