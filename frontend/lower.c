@@ -2221,7 +2221,7 @@ bool mlc_lower(mlc_program *p, mlc_diag *d, const mlc_ast_file *ast, const mlc_l
   if (!(opt->decode_only && ast->decode)) lower_forward(&L, root);
   if (ast->train && !opt->no_train && (!opt->entry || !strcmp(opt->entry, ast->train->model)))
     lower_train(&L, ast->train, root);
-  if (ast->decode && d->errors == errors0) {
+  if (ast->decode && d->errors == errors0 && (!opt->entry || !strcmp(opt->entry, ast->decode->model))) {
     if (strcmp(ast->decode->model, mod->name))
       mlc_error(d, ast->decode->model_loc, "the decode block names %s, but the model compiled is %s", ast->decode->model,
                 mod->name);
