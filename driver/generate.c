@@ -107,7 +107,7 @@ static int32_t pick(const float *logit, int64_t vocab, const mlc_generate_args *
   double thresh = -INFINITY;
   if (a->top_k > 0 && a->top_k < vocab) {
     for (int64_t i = 0; i < vocab; i++) scratch[i] = logit[i];
-    /* partial selection: k passes would be O(k vocab); a sort is simpler and fast enough here */
+    /* k passes of selection, O(k vocab): small beside a step for the k of sampling (tens) */
     int64_t k = a->top_k;
     for (int64_t i = 0; i < k; i++) {
       int64_t m = i;
