@@ -177,7 +177,7 @@ static mlc_status run_probe(const mlc_driver_target *t, const probe *pr, int ord
   mlc_session *s = NULL;
   mlc_status st = NULL;
   timed_dev *td = NULL;
-  mlc_lower_options lo = {NULL, 0, NULL, 0, false, 0};
+  mlc_lower_options lo = {NULL, 0, NULL, 0, false, 0, false};
   mlc_pipeline_options po = {.dump = stdout, .target = t->name};
   if (!mlc_frontend_run(&prog, &diag, "<calibrate>", pr->source, strlen(pr->source), &lo, NULL) ||
       !mlc_pipeline_run(&prog, &diag, &po)) {

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "driver/generate.h"
 #include "passes/passes.h"
 
 /* --help: the target lists come from the registry (driver/target.c). */
@@ -24,6 +25,8 @@ void mlc_cli_usage(FILE *o) {
           "       mlc train FILE.mdl --target %s --steps N [--data TOKENS | --input NAME=FILE ...] [--weights W] [--save CKPT] [--resume CKPT]\n"
           "       mlc profile FILE.mdl --target %s [--entry forward|train_step] [--steps N] [--trace F] [--roofline F]\n"
           "                    [--ncu | --ncu-csv F] [--ncu-json F]\n"
+          "       mlc generate FILE.mdl [--target cpu] [--weights W] --prompt TOKENS --max-new N\n"
+          "                    [--temperature T --top-k K --seed S] [--logits FILE]\n"
           "       mlc calibrate --target cpu [--threads N] | --target cuda|spirv [--device N]\n"
           "       mlc devices --target %s     list the Vulkan devices that --device N picks from\n"
           "       mlc --help | --version\n"
@@ -36,8 +39,9 @@ void mlc_cli_usage(FILE *o) {
           "  -D NAME=VALUE         override a config value (repeatable); a bare NAME=VALUE\n"
           "                        argument after FILE does the same\n"
           "      --entry MODULE    compile this module instead of the train block's (or the last)\n"
-          "      --no-train        (compile, run, bench) the forward alone: the train block's model and\n"
-          "                        config, but no train step, no optimizer state (a smaller artifact)\n"
+          "      --no-train        (compile, run, bench) no train step: the train block's model and\n"
+          "                        config, but no optimizer state (a smaller artifact); the forward and\n"
+          "                        a decode block's prefill and step stay\n"
           "      --time-passes     print how long each phase took, to standard error\n"
           "      --fsdp            shard the train block's fsdp(...) units across ranks (implied by\n"
           "                        --target cuda-nccl, and by a launcher that starts several ranks)\n"
@@ -116,6 +120,18 @@ void mlc_cli_usage(FILE *o) {
           "                        verdict (SM and memory throughput) beside mlc's, with the agreement\n"
           "      --ncu-csv FILE    the same from a CSV of `ncu --csv --page raw` (see docs/cli.md)\n"
           "      --ncu-json FILE   write that comparison as JSON\n"
+          "generate: a model with a decode block (docs/language.md): the prompt through its prefill entry,\n"
+          "          then one step per new token over the KV caches; prints the new token ids, and tokens/s\n"
+          "          of the prefill and of the decode, separately\n"
+          "      --prompt TOKENS   the prompt's token ids, separated by commas or spaces (1,2,3)\n"
+          "      --max-new N       how many tokens to generate; the prompt and N - 1 of them must fit in\n"
+          "                        the decode block's max_ctx\n"
+          "      --temperature T   0 (the default): greedy, the first largest logit (deterministic);\n"
+          "                        above 0: sample from softmax(logits / T)\n"
+          "      --top-k K         (with --temperature) sample from the K largest logits only\n"
+          "      --seed S          the sampling's seed (and the initial weights' without --weights)\n"
+          "      --logits FILE     write each new token's logits, raw f32 [N, vocab]\n"
+          "      --weights, --threads, --profile  as for run\n"
           "calibrate: measure this CPU's memory bandwidth and f32 GEMM peak, cache them in\n"
           "           ~/.cache/mlc/ceilings-cpu.json for --profile and --roofline; --target cuda|spirv:\n"
           "           device N's bandwidth and bf16 GEMM peak (mlc's own kernels), in ceilings-cuda.json\n"
@@ -149,6 +165,7 @@ enum {
   OPT_SEED, OPT_RUNS, OPT_WARMUP, OPT_STEPS, OPT_DATA, OPT_DATA_DTYPE, OPT_SAVE, OPT_RESUME, OPT_TRACE, OPT_ROOFLINE,
   OPT_DEVICE, OPT_FSDP, OPT_EXPORT, OPT_NAME, OPT_CC, OPT_NCU, OPT_NCU_CSV, OPT_NCU_JSON,
   OPT_EVAL_INPUT, OPT_EVAL_SPLIT, OPT_EVAL_EVERY, OPT_SHUFFLE, OPT_SAVE_EVERY, OPT_ACCUM,
+  OPT_PROMPT, OPT_MAX_NEW, OPT_TEMPERATURE, OPT_TOP_K, OPT_LOGITS,
   OPT_CODEGEN = MLC_OPT_CODEGEN, /* the options of emitted code, the targets' own among them */
 };
 
@@ -163,7 +180,8 @@ static bool takes(command cmd, int opt) {
   case OPT_INPUT: return cmd == CMD_RUN || cmd == CMD_TRAIN;
   case OPT_EVAL_INPUT: case OPT_EVAL_SPLIT: case OPT_EVAL_EVERY: case OPT_SHUFFLE: case OPT_SAVE_EVERY:
     return cmd == CMD_TRAIN;
-  case OPT_SEED: return cmd == CMD_RUN || cmd == CMD_TRAIN || cmd == CMD_PROFILE;
+  case OPT_SEED: return cmd == CMD_RUN || cmd == CMD_TRAIN || cmd == CMD_PROFILE || cmd == CMD_GENERATE;
+  case OPT_PROMPT: case OPT_MAX_NEW: case OPT_TEMPERATURE: case OPT_TOP_K: case OPT_LOGITS: return cmd == CMD_GENERATE;
   case OPT_STEPS: case OPT_DATA: case OPT_DATA_DTYPE: return cmd == CMD_TRAIN || cmd == CMD_PROFILE;
   case OPT_SAVE: case OPT_RESUME: case OPT_EXPORT: return cmd == CMD_TRAIN;
   case OPT_WEIGHTS: case OPT_PROFILE: case OPT_THREADS: case OPT_TRACE: case OPT_ROOFLINE: case OPT_DEVICE:
@@ -214,6 +232,9 @@ int mlc_cli_parse_args(options *o, int argc, char **argv) {
     {"name", required_argument, 0, OPT_NAME},   {"cc", required_argument, 0, OPT_CC},
     {"ncu", no_argument, 0, OPT_NCU}, {"ncu-csv", required_argument, 0, OPT_NCU_CSV},
     {"ncu-json", required_argument, 0, OPT_NCU_JSON},
+    {"prompt", required_argument, 0, OPT_PROMPT}, {"max-new", required_argument, 0, OPT_MAX_NEW},
+    {"temperature", required_argument, 0, OPT_TEMPERATURE}, {"top-k", required_argument, 0, OPT_TOP_K},
+    {"logits", required_argument, 0, OPT_LOGITS},
     /* the options of emitted code (mlc_options_set) */
     {"f32-matmul", required_argument, 0, OPT_CODEGEN}, {"memory-budget", required_argument, 0, OPT_CODEGEN},
     {"help", no_argument, 0, 'h'},
@@ -341,6 +362,22 @@ int mlc_cli_parse_args(options *o, int argc, char **argv) {
       o->data_dtype = optarg;
       break;
     case OPT_SAVE: o->save = optarg; break;
+    case OPT_PROMPT: o->prompt = optarg; break;
+    case OPT_LOGITS: o->logits_out = optarg; break;
+    case OPT_MAX_NEW:
+      if (!mlc_cli_parse_int(optarg, 1, 1 << 24, &o->max_new)) return mlc_cli_usage_error("--max-new %s: expected a number of tokens, 1 or more", optarg);
+      break;
+    case OPT_TOP_K:
+      if (!mlc_cli_parse_int(optarg, 0, INT32_MAX, &o->top_k)) return mlc_cli_usage_error("--top-k %s: expected a number of tokens (0: all)", optarg);
+      break;
+    case OPT_TEMPERATURE: {
+      char *end;
+      errno = 0;
+      o->temperature = strtod(optarg, &end);
+      if (!*optarg || *end || errno || !(o->temperature >= 0) || o->temperature > 1e6)
+        return mlc_cli_usage_error("--temperature %s: expected a number, 0 (greedy) or more", optarg);
+      break;
+    }
     case OPT_CODEGEN: {
       char err[256];
       if (!mlc_options_set(&o->cg, opts[idx].name, optarg, err, sizeof err)) return mlc_cli_usage_error("%s", err);
@@ -386,6 +423,21 @@ int mlc_cli_parse_args(options *o, int argc, char **argv) {
     } else {
       return mlc_cli_usage_error("profile --entry %s: expected forward or train_step", ep);
     }
+  }
+  if (o->cmd == CMD_GENERATE) {
+    if (!o->target) o->target = mlc_driver_default_target();
+    if (!o->prompt) return mlc_cli_usage_error("%s", "generate needs --prompt TOKENS (token ids: --prompt 1,2,3)");
+    int32_t *ids;
+    uint32_t nids;
+    mlc_status st = mlc_generate_parse_prompt(o->prompt, &ids, &nids);
+    if (st) {
+      int rc = mlc_cli_usage_error("%s", mlc_status_message(st));
+      mlc_status_free(st);
+      return rc;
+    }
+    free(ids);
+    if (!o->max_new) return mlc_cli_usage_error("%s", "generate needs --max-new N (the tokens to generate)");
+    if (o->top_k && o->temperature == 0) return mlc_cli_usage_error("%s", "--top-k samples: it needs --temperature T (above 0)");
   }
   if (!o->file) return mlc_cli_usage_error("%s needs a model file", o->name);
   if (o->emit && strcmp(o->emit, "ast") && strcmp(o->emit, "ir")) return mlc_cli_usage_error("--emit %s: expected ast or ir", o->emit);

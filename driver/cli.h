@@ -7,7 +7,8 @@
  *   cli.c            --help, the options and their checks, the exit-status helpers
  *   cmd_compile.c    what every model command starts with (read the file, the .mdl
  *                    or ONNX frontend, the passes) and compile's artifact
- *   cmd_run.c        run, bench and train: a session on the target's build
+ *   cmd_run.c        run, bench, train and generate: a session on the target's build
+ *   generate.c       generate's loop: prefill, then one step per new token
  *   cmd_profile.c    the --profile table, --trace, --roofline, and profile --ncu
  *   cmd_calibrate.c  calibrate: the target's own (calibrate.c for GPUs), the CPU's here
  *   cmd_devices.c    devices: the targets' devices, as --device numbers them
@@ -40,7 +41,7 @@ enum {
 #define MAX_DEFINES 256 /* -D and NAME=VALUE overrides */
 
 /* The model commands; profile becomes bench or train once parsed. */
-typedef enum { CMD_COMPILE, CMD_RUN, CMD_BENCH, CMD_TRAIN, CMD_PROFILE } command;
+typedef enum { CMD_COMPILE, CMD_RUN, CMD_BENCH, CMD_TRAIN, CMD_PROFILE, CMD_GENERATE } command;
 
 /* Everything the command line says. */
 typedef struct {
@@ -52,6 +53,9 @@ typedef struct {
   bool ncu;                                       /* profile --ncu: run the step under Nsight Compute too */
   const char *ncu_csv, *ncu_json;                 /* profile: ncu's CSV to compare with; the comparison as JSON */
   const char *artifact_name, *cc;                 /* compile */
+  const char *prompt, *logits_out;                /* generate: --prompt, --logits */
+  long max_new, top_k;                            /* generate: --max-new, --top-k */
+  double temperature;                             /* generate: --temperature (0: greedy) */
   long steps;
   const char *inputs[64], *outputs[64], *eval_inputs[64]; /* NAME=FILE */
   uint32_t ninputs, noutputs, neval_inputs;

@@ -104,7 +104,7 @@ static mlc_status measure_gemm(const char *target, int threads, double *out) {
   mlc_status st = NULL;
   float *buf = NULL;
   char err[512];
-  mlc_lower_options lo = {NULL, 0, NULL, 0, false, 0};
+  mlc_lower_options lo = {NULL, 0, NULL, 0, false, 0, false};
   mlc_pipeline_options po = {NULL, stdout, NULL, target, false, false};
   if (!mlc_frontend_run(&prog, &diag, "<calibrate>", src, sizeof src - 1, &lo, NULL) ||
       !mlc_pipeline_run(&prog, &diag, &po)) {

@@ -120,7 +120,9 @@ int mlc_cmd_frontend(const options *o, mlc_program *prog, mlc_diag *diag, char *
   double t2 = mlc_now();
   if (tf) fprintf(tf, "mlc: time per phase\n  %-12s %9.3f ms\n  %-12s %9.3f ms\n", "read", (t1 - t0) * 1e3, "parse", (t2 - t1) * 1e3);
   if (!diag->errors && o->emit && !strcmp(o->emit, "ast")) mlc_ast_print(stdout, ast);
-  mlc_lower_options lo = {o->defines, o->ndefines, o->entry, 0, o->no_train, o->accum};
+  /* generate runs the decode entries only: no train step to compile */
+  mlc_lower_options lo = {o->defines, o->ndefines, o->entry, 0, o->no_train || o->cmd == CMD_GENERATE, o->accum,
+                          o->cmd == CMD_GENERATE};
   bool ok = !diag->errors && mlc_lower(prog, diag, ast, &lo);
   if (ok && o->artifact_name) prog->name = o->artifact_name;
   mlc_options_apply(prog, &o->cg);

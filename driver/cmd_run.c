@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "driver/generate.h"
 #include "driver/train.h"
 #include "passes/passes.h"
 #include "runtime/dist/bootstrap.h"
@@ -173,8 +174,45 @@ static void nccl_hang(const char *why) {
 }
 #endif
 
+/* --logits FILE: each new token's logits, appended as they come. */
+typedef struct {
+  FILE *f;
+  bool failed;
+} logits_sink;
+
+static void write_logits(void *ctx, const float *logits, int64_t vocab) {
+  logits_sink *k = ctx;
+  if (k->f && fwrite(logits, sizeof *logits, (size_t)vocab, k->f) != (size_t)vocab) k->failed = true;
+}
+
+/* generate: the new tokens on one line, then the prefill's and the
+ * decode's rates on their own. */
+static mlc_status generate(const options *o, mlc_session *s) {
+  logits_sink sink = {0};
+  if (o->logits_out && !(sink.f = fopen(o->logits_out, "wb")))
+    return mlc_status_make(MLC_IO, "--logits %s: cannot write: %s", o->logits_out, strerror(errno));
+  mlc_generate_args a = {.prompt = o->prompt, .max_new = o->max_new, .temperature = o->temperature, .top_k = o->top_k,
+                         .seed = o->seed, .on_token = write_logits, .ctx = &sink};
+  mlc_generate_result r;
+  mlc_status st = mlc_generate(s, &a, &r);
+  if (sink.f && fclose(sink.f)) sink.failed = true;
+  if (!st && sink.failed) st = mlc_status_make(MLC_IO, "--logits %s: cannot write: %s", o->logits_out, strerror(errno));
+  if (st) return st;
+  printf("tokens:");
+  for (long i = 0; i < r.n; i++) printf(" %d", r.tokens[i]);
+  printf("\n");
+  printf("prefill: %u tokens in %.3f ms, %.1f tok/s\n", r.prompt_n, r.prefill_s * 1e3, r.prompt_n / r.prefill_s);
+  if (r.n > 1)
+    printf("decode: %ld tokens in %.3f ms, %.1f tok/s (%.3f ms per token)\n", r.n - 1, r.decode_s * 1e3,
+           (double)(r.n - 1) / r.decode_s, r.decode_s * 1e3 / (double)(r.n - 1));
+  else
+    printf("decode: no steps (--max-new 1: the prefill gives the first token)\n");
+  free(r.tokens);
+  return NULL;
+}
+
 /* Builds the program for the target, then runs a session on it (run,
- * bench, train). */
+ * bench, train, generate). */
 int mlc_cmd_run(const options *o, mlc_program *prog, const onnx_weights *ow) {
   const mlc_driver_target *tgt = mlc_driver_target_find(o->target);
   bool nccl = tgt->nccl;
@@ -238,6 +276,11 @@ int mlc_cmd_run(const options *o, mlc_program *prog, const onnx_weights *ow) {
 #endif
   }
   if (o->resume && (st = mlc_session_load_checkpoint(s, o->resume))) goto fail;
+  if (o->cmd == CMD_GENERATE) {
+    if ((st = generate(o, s))) goto fail;
+    if ((st = mlc_cmd_profile_outputs(o, s, "step"))) goto fail;
+    goto out;
+  }
   if (o->cmd == CMD_TRAIN) {
     mlc_train_args ta = {
       .steps = o->steps, .data = o->data, .data_dtype = o->data_dtype, .inputs = o->inputs, .ninputs = o->ninputs,

@@ -2,6 +2,7 @@
  *
  *   mlc compile FILE [options]     parse, lower, run the passes, emit
  *   mlc run|bench|train|profile FILE --target cpu [options]
+ *   mlc generate FILE --weights W --prompt TOKENS --max-new N   a decode block's text generation
  *   mlc calibrate --target cpu|cuda|spirv  measure and cache the roofline's ceilings (GPUs: calibrate.c)
  *   mlc devices --target spirv     list the devices that --device N picks from
  *   mlc --help | --version
@@ -95,7 +96,8 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "bench")) return cmd_main(CMD_BENCH, cmd, argc - 1, argv + 1);
   if (!strcmp(cmd, "train")) return cmd_main(CMD_TRAIN, cmd, argc - 1, argv + 1);
   if (!strcmp(cmd, "profile")) return cmd_main(CMD_PROFILE, cmd, argc - 1, argv + 1);
+  if (!strcmp(cmd, "generate")) return cmd_main(CMD_GENERATE, cmd, argc - 1, argv + 1);
   if (!strcmp(cmd, "devices")) return mlc_cmd_devices(argc - 1, argv + 1);
   if (!strcmp(cmd, "calibrate")) return mlc_cmd_calibrate(argc - 1, argv + 1);
-  return mlc_cli_usage_error("unknown command '%s' (commands: compile, run, bench, train, profile, calibrate, devices)", cmd);
+  return mlc_cli_usage_error("unknown command '%s' (commands: compile, run, bench, train, profile, generate, calibrate, devices)", cmd);
 }

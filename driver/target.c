@@ -121,6 +121,8 @@ const mlc_driver_target *mlc_driver_target_find(const char *name) {
   return NULL;
 }
 
+const char *mlc_driver_default_target(void) { return "cpu"; }
+
 const mlc_driver_target *mlc_driver_targets(unsigned *n) {
   *n = sizeof targets / sizeof *targets;
   return targets;

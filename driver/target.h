@@ -94,6 +94,8 @@ struct mlc_driver_target {
 
 /* The descriptor of --target NAME; NULL if there is none of that name. */
 const mlc_driver_target *mlc_driver_target_find(const char *name);
+/* The target of a command run without --target (generate): the host's, the CPU. */
+const char *mlc_driver_default_target(void);
 /* Every descriptor, in --help's order: n of them. */
 const mlc_driver_target *mlc_driver_targets(unsigned *n);
 /* The names of the targets listed under `cmd` (MLC_CMD_ bits; 0: every

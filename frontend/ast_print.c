@@ -146,4 +146,12 @@ void mlc_ast_print(FILE *o, const mlc_ast_file *f) {
     if (t->clip_grad_norm) { fprintf(o, "  clip_grad_norm = "); pexpr(o, t->clip_grad_norm); fputc('\n', o); }
     if (t->accum) { fprintf(o, "  accum = "); pexpr(o, t->accum); fputc('\n', o); }
   }
+  if (f->decode) {
+    const mlc_ast_decode *t = f->decode;
+    fprintf(o, "%u:%u decode %s", t->loc.line, t->loc.col, t->model);
+    if (t->has_args) { fputc('(', o); pargs(o, t->args, t->nargs); fputc(')', o); }
+    fputc('\n', o);
+    if (t->max_ctx) { fprintf(o, "  max_ctx = "); pexpr(o, t->max_ctx); fputc('\n', o); }
+    if (t->prefill) { fprintf(o, "  prefill = "); pexpr(o, t->prefill); fputc('\n', o); }
+  }
 }

@@ -232,8 +232,7 @@ static mlc_value mha_forward(mlc_lowerer *L, mlc_instance *m, const mlc_value *a
     }
   }
   for (int i = 0; i < 3; i++) qkv[i] = split_heads(L, qkv[i], h, loc);
-  mlc_attrs a = {.causal = m->causal, .f = 1.0 / sqrt((double)(e / h))};
-  mlc_value o = mlc_emit(L, MLC_OP_ATTENTION, qkv, 3, &a, NULL, loc);
+  mlc_value o = mlc_attention(L, qkv, m->causal, 1.0 / sqrt((double)(e / h)), loc);
   if (o.kind != V_TENSOR) return o;
   mlc_attrs tr = {.axis = 1, .axis2 = 2};
   o = mlc_emit(L, MLC_OP_TRANSPOSE, &o, 1, &tr, NULL, loc);

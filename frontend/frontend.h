@@ -142,12 +142,26 @@ typedef struct {
   mlc_ast_expr *accum;      /* an integer: micro-batches per step (frontend/lower.c) */
 } mlc_ast_train;
 
+/* decode M { max_ctx = 256  prefill = 16 }: the prefill and step entries
+ * (frontend/lower.c). */
+typedef struct {
+  mlc_loc loc;
+  const char *model;        /* module name */
+  mlc_loc model_loc;
+  mlc_ast_arg *args;        /* constructor arguments; NULL: from config by name */
+  uint32_t nargs;
+  bool has_args;
+  mlc_ast_expr *max_ctx;    /* an integer: the cache's positions (prompt and generated tokens) */
+  mlc_ast_expr *prefill;    /* an integer: tokens per prefill call; NULL: min(64, max_ctx) */
+} mlc_ast_decode;
+
 typedef struct {
   mlc_ast_config *config;
   uint32_t nconfig;
   mlc_ast_module *modules;
   uint32_t nmodules;
   mlc_ast_train *train;     /* NULL if none */
+  mlc_ast_decode *decode;   /* NULL if none */
 } mlc_ast_file;
 
 /* Parses tokens into an AST; reports syntax errors and recovers at the next
@@ -167,10 +181,11 @@ typedef struct {
 typedef struct {
   const mlc_define *defines;
   uint32_t ndefines;
-  const char *entry; /* module to compile; NULL: the train block's, else the last module */
+  const char *entry; /* module to compile; NULL: the train block's (else the decode block's), else the last module */
   uint64_t max_steps; /* statements lowering may evaluate; 0: the default (10 million) */
   bool no_train;      /* the forward alone: a train block's model and config, not its step (--no-train) */
   int64_t accum;      /* --accum: micro-batches per step, over the train block's accum =; 0: the block's */
+  bool decode_only;   /* a decode block's entries alone, without the forward (generate) */
 } mlc_lower_options;
 
 /* Lowers to IR.  Returns false if any error was reported. */

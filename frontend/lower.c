@@ -39,6 +39,15 @@ struct mlc_lowerer {
   uint32_t call_depth;
   uint64_t steps, max_steps;
   int64_t accum_flag; /* --accum, 0 if not given */
+  struct {              /* a decode block's entries (lower_decode) */
+    bool on;            /* lowering prefill or step: attention goes over the KV caches */
+    uint32_t pos;       /* the entry's pos input */
+    int64_t max_ctx;
+    mlc_instance *root; /* the model, whose forward's declared input the entry replaces */
+    uint32_t used;      /* attentions lowered so far in this entry */
+    uint32_t *cache;    /* per attention, in call order: its k cache (its v cache is the next parameter) */
+    uint32_t ncache, cap;
+  } dec;
   bool too_big;                /* a size limit was hit and reported: stop */
 };
 
@@ -204,6 +213,73 @@ uint32_t mlc_new_param(mlc_lowerer *L, mlc_instance *m, const char *name, mlc_ty
   uint32_t id = mlc_program_add_param(L->p, &prm);
   scope_set(L, &m->members, name, (mlc_value){.kind = V_PARAM, .i = id});
   return id;
+}
+
+/* The KV caches of the decode entries' i-th attention: made by the first
+ * entry (zero-initialised parameters of role MLC_ROLE_CACHE, named after
+ * the attention's module: "layers.0.attn.k_cache"), found by the next. */
+static bool kv_caches(mlc_lowerer *L, uint32_t i, const mlc_type *ct, mlc_loc loc, uint32_t *out) {
+  if (i < L->dec.ncache) {
+    *out = L->dec.cache[i];
+    if (mlc_type_eq(&L->p->params[*out].type, ct)) return true;
+    char a[96], b[96];
+    mlc_error(L->d, loc, "this attention needs a KV cache %s in the step entry, but %s in the prefill entry: the model must "
+              "attend the same way whatever the sequence length", mlc_type_str(ct, a, sizeof a),
+              mlc_type_str(&L->p->params[*out].type, b, sizeof b));
+    return false;
+  }
+  const char *path = L->self && L->self->path[0] ? L->self->path : "";
+  uint32_t first = L->p->nparams;
+  for (int kv = 0; kv < 2; kv++) {
+    const char *base = kv ? "v_cache" : "k_cache";
+    const char *name = path[0] ? mlc_arena_printf(L->a, "%s.%s", path, base) : base;
+    for (uint32_t k = 0; k < L->p->nparams; k++) /* a module with two attentions: number the second's */
+      if (!strcmp(L->p->params[k].name, name)) {
+        name = path[0] ? mlc_arena_printf(L->a, "%s.%s%u", path, base, i) : mlc_arena_printf(L->a, "%s%u", base, i);
+        break;
+      }
+    mlc_param prm = {.name = name, .type = *ct, .role = MLC_ROLE_CACHE, .init = MLC_INIT_ZEROS, .loc = loc};
+    mlc_program_add_param(L->p, &prm);
+  }
+  /* The entry's parameter-to-node map has one slot per parameter. */
+  uint32_t *pn = mlc_arena_alloc(L->a, (L->p->nparams + 1) * sizeof *pn);
+  memcpy(pn, L->param_node, first * sizeof *pn);
+  pn[first] = pn[first + 1] = UINT32_MAX;
+  L->param_node = pn;
+  if (L->dec.ncache == L->dec.cap) {
+    uint32_t cap = L->dec.cap ? 2 * L->dec.cap : 16;
+    L->dec.cache = mlc_arena_grow(L->a, L->dec.cache, L->dec.cap * sizeof *L->dec.cache, cap * sizeof *L->dec.cache);
+    L->dec.cap = cap;
+  }
+  L->dec.cache[L->dec.ncache++] = first;
+  *out = first;
+  return true;
+}
+
+mlc_value mlc_attention(mlc_lowerer *L, const mlc_value *qkv, bool causal, double scale, mlc_loc loc) {
+  mlc_attrs a = {.causal = causal, .f = scale};
+  if (!L->dec.on) return mlc_emit(L, MLC_OP_ATTENTION, qkv, 3, &a, NULL, loc);
+  for (int i = 0; i < 3; i++)
+    if (qkv[i].kind != V_TENSOR) return mlc_verr();
+  if (!causal) {
+    mlc_error(L->d, loc, "a decode entry attends over a KV cache, so its attention must be causal: use causal=true here");
+    return mlc_verr();
+  }
+  const mlc_type *q = mlc_value_type(L, qkv[0]);
+  if (q->rank != 4 || !mlc_type_eq(q, mlc_value_type(L, qkv[1])) || !mlc_type_eq(q, mlc_value_type(L, qkv[2]))) {
+    char b0[96], b1[96], b2[96];
+    mlc_error(L->d, loc, "attention over a KV cache needs q, k, v of one shape [batch, heads, seq, dim], got %s, %s, %s",
+              mlc_type_str(q, b0, sizeof b0), mlc_type_str(mlc_value_type(L, qkv[1]), b1, sizeof b1),
+              mlc_type_str(mlc_value_type(L, qkv[2]), b2, sizeof b2));
+    return mlc_verr();
+  }
+  mlc_type ct = *q;
+  ct.dim[2] = L->dec.max_ctx;
+  uint32_t kc;
+  if (!kv_caches(L, L->dec.used++, &ct, loc, &kc)) return mlc_verr();
+  mlc_value in[6] = {qkv[0], qkv[1], qkv[2], mlc_param_value(L, kc, loc), mlc_param_value(L, kc + 1, loc), vtensor(L->dec.pos)};
+  mlc_attrs ka = {.f = scale};
+  return mlc_emit(L, MLC_OP_ATTENTION_KV, in, 6, &ka, NULL, loc);
 }
 
 /* ---- compile-time arithmetic ---- */
@@ -833,7 +909,8 @@ static mlc_value call_user(mlc_lowerer *L, mlc_instance *m, const mlc_value *arg
   L->locals = NULL;
   bool ok = true;
   for (uint32_t i = 0; i < nargs && ok; i++) {
-    ok = check_type(L, args[i], &mod->fparams[i], loc);
+    /* A decode entry gives the model's forward its own sequence length. */
+    if (!(L->dec.on && m == L->dec.root)) ok = check_type(L, args[i], &mod->fparams[i], loc);
     scope_set(L, &locals, mod->fparams[i].name, args[i]);
   }
   L->locals = &locals;
@@ -1446,13 +1523,12 @@ static mlc_value prim_attention(mlc_lowerer *L, const mlc_ast_expr *e, mlc_op op
   if (eval_args(L, e, spec, 5, v, pr).kind == V_ERR) return mlc_verr();
   for (int i = 0; i < 3; i++)
     if (!mlc_want_tensor(L, v[i], argloc(e, spec, 5, (uint32_t)i), spec[i])) return mlc_verr();
-  mlc_attrs a = {0};
+  (void)op;
   if (pr[3] && !mlc_want_bool(L, v[3], argloc(e, spec, 5, 3), "causal", &causal)) return mlc_verr();
-  a.causal = causal;
   const mlc_type *q = mlc_value_type(L, v[0]);
-  a.f = q->rank == 4 ? 1.0 / sqrt((double)q->dim[3]) : 1.0;
-  if (pr[4] && !mlc_want_float(L, v[4], argloc(e, spec, 5, 4), "scale", &a.f)) return mlc_verr();
-  return mlc_emit(L, op, v, 3, &a, NULL, e->loc);
+  double scale = q->rank == 4 ? 1.0 / sqrt((double)q->dim[3]) : 1.0;
+  if (pr[4] && !mlc_want_float(L, v[4], argloc(e, spec, 5, 4), "scale", &scale)) return mlc_verr();
+  return mlc_attention(L, v, causal, scale, e->loc);
 }
 
 /* gelu(x, approximate="none"): "tanh" picks PyTorch's tanh form. */
@@ -2007,6 +2083,86 @@ static void lower_train(mlc_lowerer *L, const mlc_ast_train *t, mlc_instance *ro
   mlc_func_add_output(L->p, L->f, "loss", loss.node);
 }
 
+/* decode M { max_ctx = C  prefill = P }: two entries over the model's
+ * forward, which takes token ids [batch, seq] and returns logits
+ * [batch, seq, vocab]:
+ *   prefill(tokens i32[batch, P], pos i32[]) -> logits [batch, P, vocab]
+ *   step(tokens i32[batch, 1], pos i32[])    -> logits [batch, 1, vocab]
+ * Both run the forward at positions pos, pos + 1, ...: every causal
+ * attention becomes attention_kv over its own KV caches [batch, heads, C,
+ * dim] (mlc_attention), which the two entries share and update in place.  A
+ * prompt goes through prefill P tokens at a time (the last chunk padded:
+ * causality keeps the padding out of the real rows, and the step
+ * overwrites its cache rows before anything reads them); each new token
+ * through step. */
+static void lower_decode(mlc_lowerer *L, const mlc_ast_decode *dc, mlc_instance *root) {
+  const mlc_ast_module *mod = root->ast;
+  int64_t max_ctx = 0, prefill = 0;
+  if (!dc->max_ctx) {
+    mlc_error(L->d, dc->loc, "the decode block needs max_ctx = N: how many positions (prompt and generated tokens) its KV "
+              "caches hold");
+    return;
+  }
+  L->self = root; /* values may use the model's arguments, as its types do */
+  bool ok = mlc_want_int(L, eval(L, dc->max_ctx), dc->max_ctx->loc, "max_ctx", 1, (int64_t)1 << 24, &max_ctx);
+  prefill = max_ctx < 64 ? max_ctx : 64;
+  if (ok && dc->prefill) ok = mlc_want_int(L, eval(L, dc->prefill), dc->prefill->loc, "prefill (tokens per call, at most max_ctx)",
+                                           1, max_ctx, &prefill);
+  L->self = NULL;
+  if (!ok) return;
+  if (!mod->has_forward || mod->nfparams != 1 || !mod->fparams[0].type) {
+    mlc_error(L->d, mod->has_forward ? mod->forward_loc : mod->loc, "a decode block needs the model's forward to take one "
+              "typed input of token ids, such as forward(idx: i32[batch, seq])");
+    mlc_note(L->d, dc->model_loc, "the decode block is here");
+    return;
+  }
+  const mlc_ast_param *prm = &mod->fparams[0];
+  mlc_type t;
+  L->self = root;
+  ok = eval_type(L, prm->type, &t);
+  L->self = NULL;
+  if (!ok) return;
+  if (t.dtype != MLC_DT_I32 || t.rank != 2) {
+    char b[96];
+    mlc_error(L->d, prm->loc, "a decode block needs the model's forward to take token ids i32[batch, seq], but '%s' is %s",
+              prm->name, mlc_type_str(&t, b, sizeof b));
+    mlc_note(L->d, dc->model_loc, "the decode block is here");
+    return;
+  }
+  static const char *const names[2] = {"prefill", "step"};
+  const int64_t len[2] = {prefill, 1};
+  for (int e = 0; e < 2; e++) {
+    begin_func(L, names[e]);
+    mlc_type tt = t;
+    tt.dim[1] = len[e];
+    mlc_attrs a = {.name = "tokens"};
+    mlc_value tok = mlc_emit(L, MLC_OP_INPUT, NULL, 0, &a, &tt, prm->loc);
+    mlc_type pt = {.dtype = MLC_DT_I32, .rank = 0};
+    a.name = "pos";
+    mlc_value pos = mlc_emit(L, MLC_OP_INPUT, NULL, 0, &a, &pt, dc->loc);
+    if (tok.kind != V_TENSOR || pos.kind != V_TENSOR) return;
+    mlc_u32vec_push(L->a, &L->f->inputs, tok.node);
+    mlc_u32vec_push(L->a, &L->f->inputs, pos.node);
+    L->dec.on = true, L->dec.pos = pos.node, L->dec.max_ctx = max_ctx, L->dec.root = root, L->dec.used = 0;
+    mlc_value out = mlc_call_module(L, root, &tok, 1, mod->forward_loc);
+    L->dec.on = false;
+    if (out.kind != V_TENSOR) return;
+    const mlc_type *ot = mlc_value_type(L, out);
+    if (!mlc_dtype_is_float(ot->dtype) || ot->rank != 3 || ot->dim[0] != t.dim[0] || ot->dim[1] != len[e]) {
+      char b[96];
+      mlc_error(L->d, mod->forward_loc, "a decode block needs the model's forward to return logits [batch, seq, vocab], but "
+                "for %lld tokens it returns %s", (long long)len[e], mlc_type_str(ot, b, sizeof b));
+      return;
+    }
+    if (e == 1 && L->dec.used != L->dec.ncache) {
+      mlc_error(L->d, mod->forward_loc, "the step entry runs %u attentions over KV caches but the prefill entry %u: the model "
+                "must attend the same way whatever the sequence length", L->dec.used, L->dec.ncache);
+      return;
+    }
+    mlc_func_add_output(L->p, L->f, "logits", out.node);
+  }
+}
+
 bool mlc_lower(mlc_program *p, mlc_diag *d, const mlc_ast_file *ast, const mlc_lower_options *opt) {
   mlc_lowerer L = {.p = p, .d = d, .a = p->arena, .ast = ast, .max_steps = opt->max_steps ? opt->max_steps : MAX_STEPS,
                    .accum_flag = opt->accum};
@@ -2023,8 +2179,9 @@ bool mlc_lower(mlc_program *p, mlc_diag *d, const mlc_ast_file *ast, const mlc_l
         break;
       }
   }
-  const char *entry = opt->entry ? opt->entry : ast->train ? ast->train->model : NULL;
-  mlc_loc entry_loc = ast->train && !opt->entry ? ast->train->model_loc : (mlc_loc){0};
+  const char *entry = opt->entry ? opt->entry : ast->train ? ast->train->model : ast->decode ? ast->decode->model : NULL;
+  mlc_loc entry_loc = opt->entry ? (mlc_loc){0} : ast->train ? ast->train->model_loc : ast->decode ? ast->decode->model_loc
+                                                                                                     : (mlc_loc){0};
   const mlc_ast_module *mod = NULL;
   if (entry) {
     mod = find_module(&L, entry);
@@ -2052,11 +2209,25 @@ bool mlc_lower(mlc_program *p, mlc_diag *d, const mlc_ast_file *ast, const mlc_l
   for (char *c = lname; *c; c++)
     if (*c >= 'A' && *c <= 'Z') *c = (char)(*c - 'A' + 'a');
   p->name = lname;
-  mlc_instance *root = instantiate_root(&L, mod, opt->entry ? NULL : ast->train, mod->loc);
+  /* The constructor's arguments: the train block's, else the decode block's. */
+  mlc_ast_train dargs = {0};
+  const mlc_ast_train *ctor = ast->train;
+  if (!ctor && ast->decode) {
+    dargs.has_args = ast->decode->has_args, dargs.args = ast->decode->args, dargs.nargs = ast->decode->nargs;
+    ctor = &dargs;
+  }
+  mlc_instance *root = instantiate_root(&L, mod, opt->entry ? NULL : ctor, mod->loc);
   if (!root || d->errors > errors0) return false;
-  lower_forward(&L, root);
+  if (!(opt->decode_only && ast->decode)) lower_forward(&L, root);
   if (ast->train && !opt->no_train && (!opt->entry || !strcmp(opt->entry, ast->train->model)))
     lower_train(&L, ast->train, root);
+  if (ast->decode && d->errors == errors0 && (!opt->entry || !strcmp(opt->entry, ast->decode->model))) {
+    if (strcmp(ast->decode->model, mod->name))
+      mlc_error(d, ast->decode->model_loc, "the decode block names %s, but the model compiled is %s", ast->decode->model,
+                mod->name);
+    else
+      lower_decode(&L, ast->decode, root);
+  }
   if (d->errors == errors0) fold_ties(p);
   return d->errors == errors0;
 }

@@ -90,6 +90,11 @@ mlc_loc mlc_arg_loc(const mlc_call *c, const char *const *spec, uint32_t nspec, 
 
 uint32_t mlc_new_param(mlc_lowerer *L, mlc_instance *m, const char *name, mlc_type t, int init, double a, double b, mlc_loc loc);
 mlc_value mlc_param_value(mlc_lowerer *L, uint32_t param, mlc_loc loc);
+/* attention(q, k, v) [b, h, s, d]: the attention op, or, in a decode
+ * block's prefill and step entries, attention_kv over this call's KV caches
+ * (made the first time, shared by both entries); a non-causal attention is
+ * an error there. */
+mlc_value mlc_attention(mlc_lowerer *L, const mlc_value *qkv, bool causal, double scale, mlc_loc loc);
 /* Adds a node and runs its shape rule; on failure reports at loc. */
 mlc_value mlc_emit(mlc_lowerer *L, mlc_op op, const mlc_value *in, uint32_t nin, const mlc_attrs *a, const mlc_type *preset,
                    mlc_loc loc);

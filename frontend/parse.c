@@ -99,7 +99,7 @@ static void sync(parser *P) {
 /* A declaration keyword at the start of a line: the block before it was
  * not closed. */
 static bool at_decl(parser *P) {
-  return P->t->bol && (is(P, "config") || is(P, "module") || is(P, "train"));
+  return P->t->bol && (is(P, "config") || is(P, "module") || is(P, "train") || is(P, "decode"));
 }
 
 /* The '}' of a block opened at `open`. */
@@ -688,7 +688,52 @@ static void train(parser *P, mlc_ast_file *f, mlc_loc loc) {
   close_block(P, open);
 }
 
-/* file = { "config" config | "module" module | "train" train } EOF */
+/* decode = "decode" IDENT [ "(" args ")" ] "{" { dstmt } "}"
+ * dstmt  = "max_ctx" "=" expr | "prefill" "=" expr */
+static void decode(parser *P, mlc_ast_file *f, mlc_loc loc) {
+  mlc_ast_decode *t = mlc_arena_alloc(P->a, sizeof *t);
+  t->loc = loc;
+  t->model_loc = P->t->loc;
+  if (f->decode) {
+    mlc_error(P->d, loc, "only one decode block is allowed");
+    mlc_note(P->d, f->decode->loc, "the first decode block is here");
+    P->panic = true;
+    return;
+  }
+  f->decode = t;
+  if (!(t->model = ident(P, "the name of the module to decode with"))) return;
+  if (accept(P, "(")) {
+    t->has_args = true;
+    args(P, &t->args, &t->nargs, ")");
+    if (P->panic) return;
+  }
+  mlc_loc open = P->t->loc;
+  if (!expect(P, "{")) return;
+  while (!is(P, "}") && P->t->kind != TK_EOF && !at_decl(P)) {
+    P->start = P->t;
+    mlc_loc at = P->t->loc;
+    if (is(P, "max_ctx") || is(P, "prefill")) {
+      mlc_ast_expr **slot = is(P, "max_ctx") ? &t->max_ctx : &t->prefill;
+      const char *what = mlc_arena_strndup(P->a, P->t->s, P->t->len);
+      next(P);
+      if (*slot) {
+        mlc_error(P->d, at, "%s is already set", what);
+        mlc_note(P->d, (*slot)->loc, "it is first set here");
+      }
+      if (expect(P, "=")) *slot = expr(P);
+    } else {
+      expected(P, "max_ctx or prefill");
+    }
+    if (!P->panic && P->t->kind != TK_EOF && !P->t->bol && !is(P, "}")) expected(P, "the end of the statement (a new line)");
+    if (P->panic) {
+      if (at_decl(P)) break;
+      sync(P);
+    }
+  }
+  close_block(P, open);
+}
+
+/* file = { "config" config | "module" module | "train" train | "decode" decode } EOF */
 mlc_ast_file *mlc_parse(mlc_arena *a, mlc_diag *d, const mlc_token *toks, uint32_t ntoks) {
   parser P = {.a = a, .d = d, .t = toks, .end = toks + ntoks};
   mlc_ast_file *f = mlc_arena_alloc(a, sizeof *f);
@@ -698,11 +743,12 @@ mlc_ast_file *mlc_parse(mlc_arena *a, mlc_diag *d, const mlc_token *toks, uint32
     if (accept(&P, "config")) config(&P, f);
     else if (accept(&P, "module")) module(&P, f);
     else if (accept(&P, "train")) train(&P, f, loc);
-    else expected(&P, "'config', 'module' or 'train'");
+    else if (accept(&P, "decode")) decode(&P, f, loc);
+    else expected(&P, "'config', 'module', 'train' or 'decode'");
     if (P.panic) {
       /* At the top level, skip to the next line that starts a declaration. */
       while (P.t->kind != TK_EOF &&
-             !(P.t->bol && (is(&P, "config") || is(&P, "module") || is(&P, "train"))))
+             !(P.t->bol && (is(&P, "config") || is(&P, "module") || is(&P, "train") || is(&P, "decode"))))
         next(&P);
       P.panic = false;
       P.depth = 0;

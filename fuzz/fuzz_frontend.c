@@ -43,7 +43,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   mlc_diag_init(&diag, sink);
   mlc_program prog;
   mlc_program_init(&prog, &arena);
-  mlc_lower_options lo = {defs, ndefs, NULL, 200000, false, 0};
+  mlc_lower_options lo = {defs, ndefs, NULL, 200000, false, 0, false};
   mlc_ast_file *ast = NULL;
   if (mlc_frontend_run(&prog, &diag, "fuzz.mdl", src, size, &lo, &ast)) {
     mlc_pipeline_options po = {NULL, NULL, NULL, NULL, false, false};

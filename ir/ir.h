@@ -144,6 +144,7 @@ typedef enum {
   MLC_ROLE_WEIGHT,    /* a model parameter: in the state_dict */
   MLC_ROLE_OPT_STATE, /* optimizer state (AdamW's moments, SGD's momentum): in checkpoints only */
   MLC_ROLE_FLAT,      /* an FSDP unit's flat parameter (passes/fsdp.c): its weights live in it */
+  MLC_ROLE_CACHE,     /* a decode block's KV cache (attention_kv): zero at the start, in no weights file or checkpoint */
 } mlc_param_role;
 
 typedef struct {

@@ -349,6 +349,20 @@ static bool shape_attention(rule_ctx *c) {
   return true;
 }
 
+/* attention_kv: q, k, v [b, h, t, d], the caches [b, h, c, d] (c >= t), pos an i32 scalar. */
+static bool shape_attention_kv(rule_ctx *c) {
+  if (!shape_attention(c)) return false;
+  const mlc_type *q = c->in[0], *k = c->in[1], *v = c->in[2], *kc = c->in[3], *vc = c->in[4], *pos = c->in[5];
+  if (k->dim[2] != q->dim[2] || v->dim[3] != q->dim[3])
+    return fail(c, "attention_kv needs q, k, v of one shape, got %s, %s, %s", TSTR(q), TSTR(k), TSTR(v));
+  if (kc->rank != 4 || !mlc_type_eq(kc, vc) || kc->dtype != q->dtype || kc->dim[0] != q->dim[0] || kc->dim[1] != q->dim[1] ||
+      kc->dim[3] != q->dim[3] || kc->dim[2] < q->dim[2])
+    return fail(c, "attention_kv's caches must be [batch, heads, max_ctx, dim] of q's dtype with max_ctx >= %lld, got %s and %s "
+                "for q %s", (long long)q->dim[2], TSTR(kc), TSTR(vc), TSTR(q));
+  if (pos->dtype != MLC_DT_I32 || pos->rank != 0) return fail(c, "attention_kv's position must be an i32 scalar, got %s", TSTR(pos));
+  return true;
+}
+
 /* attention_save's flat result: the output [b, h, s, d], then an f32 per row
  * (in two slots of a 16-bit type, one of f32). */
 static int64_t attention_saved_numel(const mlc_type *q) {
@@ -617,6 +631,16 @@ static void cost_attention(cost_ctx *c) {
   double f = 2.0 * bh * sq * sk * (d + dv);
   c->flops = c->n->a.causal ? f / 2 : f;
   c->bytes = io_bytes(c);
+}
+
+/* attention_kv: the chunk against the whole cache at most (the valid prefix
+ * is a run-time length; the static count takes its worst case), plus
+ * writing the chunk's keys and values into the caches and reading them. */
+static void cost_attention_kv(cost_ctx *c) {
+  const mlc_type *q = in_type(c, 0), *kc = in_type(c, 3);
+  double bh = (double)q->dim[0] * q->dim[1], t = (double)q->dim[2], ctx = (double)kc->dim[2], d = (double)q->dim[3];
+  c->flops = 4.0 * bh * t * ctx * d;
+  c->bytes = 2 * tbytes(in_type(c, 0)) + 4 * tbytes(in_type(c, 1)) + 2 * tbytes(kc);
 }
 
 static void cost_embedding_grad(cost_ctx *c) {

@@ -69,7 +69,7 @@ void mlc_print_stats(FILE *out, const mlc_program *p) {
   char buf[128], num[64];
   double total = 0, bytes = 0;
   fprintf(out, "parameters of %s:\n", p->name);
-  double state = 0, nstate = 0, nflat = 0;
+  double state = 0, nstate = 0, nflat = 0, cache = 0, ncache = 0;
   bool sharded = false;
   for (uint32_t i = 0; i < p->nparams; i++) {
     const mlc_param *prm = &p->params[i];
@@ -77,6 +77,11 @@ void mlc_print_stats(FILE *out, const mlc_program *p) {
     sharded |= prm->sharded;
     if (prm->role == MLC_ROLE_FLAT) { /* the weights above live in it: counted there */
       nflat++;
+      continue;
+    }
+    if (prm->role == MLC_ROLE_CACHE) { /* a decode block's KV caches: summarised below */
+      cache += n * mlc_dtype_size(prm->type.dtype);
+      ncache++;
       continue;
     }
     if (prm->role != MLC_ROLE_WEIGHT) { /* optimizer state: summarised below */
@@ -92,8 +97,9 @@ void mlc_print_stats(FILE *out, const mlc_program *p) {
   for (uint32_t i = 0; i < p->nties; i++)
     fprintf(out, "  %-40s = %s (tied)\n", p->ties[i].name, p->params[p->ties[i].param].name);
   commas(num, sizeof num, total);
-  fprintf(out, "total: %s parameters in %u tensors (%.1f MB)\n", num, p->nparams - (uint32_t)(nstate + nflat), bytes / 1e6);
+  fprintf(out, "total: %s parameters in %u tensors (%.1f MB)\n", num, p->nparams - (uint32_t)(nstate + nflat + ncache), bytes / 1e6);
   if (nstate) fprintf(out, "optimizer state: %.0f tensors (%.1f MB)\n", nstate, state / 1e6);
+  if (ncache) fprintf(out, "KV caches: %.0f tensors (%.1f MB)\n", ncache, cache / 1e6);
   if (sharded)
     fprintf(out, "sharded (fsdp): %.0f flat units; each of N ranks holds about 1/N of the parameters and the optimizer "
             "state (and the whole arena below)\n", nflat);

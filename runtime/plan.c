@@ -189,7 +189,7 @@ static bool payload(rd *r, mlc_plan *pl) {
         !u8(r, &p.sharded) || !u32(r, &p.flat) || !u64(r, &p.flat_offset))
       return false;
     if (p.init > 3) return bad(r, "unknown initialiser");
-    if (p.role > 2) return bad(r, "unknown parameter role");
+    if (p.role > 3) return bad(r, "unknown parameter role");
     if (p.sharded > 1 || (p.sharded && (p.shape.rank != 2 || p.shape.dims[1] != MLC_PLAN_SHARD_ROW || p.shape.dtype != 1)))
       return bad(r, "a sharded parameter must be f32 [rows, 4096]");
     if (p.flat > pl->nparams) return bad(r, "a weight's flat parameter does not exist");

@@ -284,6 +284,7 @@ mlc_status mlc_session_create(const mlc_plan *plan, const mlc_session_options *o
     st = s->dev->vt->alloc(s->dev, total ? total : 1, &host);
     s->params = (uint8_t *)(uintptr_t)host;
     s->dparams = host;
+    if (!st) memset(s->params, 0, total); /* KV caches start at zero, whatever is loaded later */
   } else {
     s->params = mlc_allocator_alloc(a, total ? total : 1);
     if (!s->params) st = mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory for %llu bytes of parameters", (unsigned long long)total);
@@ -425,7 +426,7 @@ enum { ROLE_WEIGHT = 0, ALL_ROLES = 255 };
  * weights included), or everything a checkpoint needs (a sharded weight is
  * in its flat parameter there). */
 static bool in_file(const mlc_plan_param *p, int role) {
-  return role == ALL_ROLES ? !p->flat : p->role == role;
+  return role == ALL_ROLES ? !p->flat && p->role != 3 : p->role == role; /* KV caches (3): in neither */
 }
 
 /* Each tied name the file has must hold the same tensor as the other names

@@ -26,6 +26,9 @@ mlc_golden(minillm_small.fuse_cuda minillm_small.fuse_cuda compile examples/mini
 # the fsdp pass (CPU, one process): flat units, gathers prefetched one unit ahead, reduce-scatter + update per unit
 mlc_golden(minillm_small.fsdp minillm_small.fsdp.ir compile examples/minillm.mdl --fsdp --emit ir ${SMALL})
 mlc_golden(help              help.txt          --help)
+# A decode block's prefill and step entries: inputs, the KV caches, attention_kv.
+mlc_golden(minillm_causal_small.ir minillm_causal_small.ir compile examples/minillm_causal.mdl --no-train --emit ir
+           layers=1 max_ctx=32 prefill=8)
 # the microbatch pass: accum = 2 runs micro-batch 1's forward and backward, then micro-batch 0's
 mlc_golden(mlp_accum.microbatch mlp_accum.microbatch compile examples/mlp.mdl --accum 2 --print-after=microbatch)
 # its planned memory: 4 micro-batches of 2 hold about one micro-batch's activations (batch=8 at accum 1: 6,951,680 bytes)
@@ -111,6 +114,12 @@ if(MLC_BACKEND_CPU)
   set_tests_properties(ref.run.minillm_small ref.app.mlp ref.artifact.mlp ref.run.errors ref.train.minillm_small.f32
                        ref.train.minillm_small.bf16 PROPERTIES
                        LABELS "ref;cpu" TIMEOUT 300)
+  # Incremental decoding (issue 29): mlc generate's greedy tokens and each
+  # step's logits against PyTorch's f32 greedy decode, from the same weights.
+  add_test(NAME ref.decode
+    COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/decode.py $<TARGET_FILE:mlc>
+            ${MLC_ROOT}/examples/minillm_causal.mdl ${CMAKE_CURRENT_BINARY_DIR}/ref_decode)
+  set_tests_properties(ref.decode PROPERTIES LABELS "unit;cpu" TIMEOUT 300)
   add_test(NAME ref.train.data_and_init
     COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/train_data.py $<TARGET_FILE:mlc> ${MLC_ROOT}/examples/minillm.mdl
             ${CMAKE_CURRENT_BINARY_DIR}/train_data)
@@ -143,6 +152,11 @@ if(MLC_BACKEND_CPU)
     add_test(NAME ref.digits
       COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/digits.py $<TARGET_FILE:mlc> ${MLC_ROOT} ${CMAKE_CURRENT_BINARY_DIR}/digits)
     set_tests_properties(ref.python.binding ref.digits PROPERTIES LABELS "ref;cpu" TIMEOUT 300)
+    # Model.generate (the decode entries from Python) against PyTorch's greedy decode.
+    add_test(NAME ref.decode.python
+      COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/decode_python.py $<TARGET_FILE:mlc>
+              ${MLC_ROOT}/examples/minillm_causal.mdl ${CMAKE_CURRENT_BINARY_DIR}/ref_decode_python)
+    set_tests_properties(ref.decode.python PROPERTIES LABELS "unit;cpu" TIMEOUT 300)
     # examples/kjv: a byte-level LM on Debian's King James Bible (bible-kjv), 200 steps.
     add_test(NAME ref.kjv
       COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/kjv.py $<TARGET_FILE:mlc> ${MLC_ROOT} ${CMAKE_CURRENT_BINARY_DIR}/kjv)

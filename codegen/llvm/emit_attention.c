@@ -14,6 +14,13 @@
  * At the end out = acc / l.  Causal tiles stop at their last row's
  * diagonal, and row groups wholly above a key block skip it.  The causal
  * mask is PyTorch's is_causal one: key j is visible to query i when j <= i.
+ *
+ * attention_kv (a decode block's prefill and step) is the same loop over a
+ * KV cache: a work item is one (batch, head); it first copies the chunk's
+ * t keys and values into cache rows [pos, pos + t), then runs each query
+ * tile against the cache with the causal mask shifted by pos (key j is
+ * visible to query i when j <= pos + i), so the rows past the valid prefix
+ * are never read.  pos is read at run time and clamped to [0, max_ctx - t].
  */
 #include "codegen/llvm/cg.h"
 
@@ -28,7 +35,11 @@ typedef struct {
   cg_buf m, l, corr;        /* [QT]: running max, running sum, exp(m_old - m_new) */
   /* per item / key block */
   LLVMValueRef qbase, kbase, vbase, obase, i0, j0, kbv;
+  LLVMValueRef off;         /* attention_kv: the chunk's position (query i sees keys j <= off + i); NULL: 0 */
 } attn;
+
+/* i, shifted to its position in the sequence. */
+static LLVMValueRef at_pos(cg *g, const attn *A, LLVMValueRef i) { return A->off ? cg_iadd(g, i, A->off) : i; }
 
 /* S for rows [i0+rb, i0+rb+QB) against the packed key block, then the
  * online-softmax update of m and l; leaves P and corr on the stack. */
@@ -63,7 +74,7 @@ static void scores(cg *g, attn *A, LLVMValueRef rb) {
     for (int v = 0; v < 2; v++) { /* key j is visible if j < Sk (and j <= i when causal) */
       LLVMValueRef j = LLVMBuildAdd(g->b, cg_splat(g, cg_iaddc(g, A->j0, v * vw), vw), lane, "");
       LLVMValueRef ok = LLVMBuildICmp(g->b, LLVMIntSLT, j, cg_splat(g, cg_i64(g, A->Sk), vw), "");
-      if (A->causal) ok = LLVMBuildAnd(g->b, ok, LLVMBuildICmp(g->b, LLVMIntSLE, j, cg_splat(g, i, vw), ""), "");
+      if (A->causal) ok = LLVMBuildAnd(g->b, ok, LLVMBuildICmp(g->b, LLVMIntSLE, j, cg_splat(g, at_pos(g, A, i), vw), ""), "");
       s[v] = LLVMBuildSelect(g->b, ok, LLVMBuildFMul(g->b, L.phi[r * 2 + v], scale, ""), ninf, "");
     }
     LLVMValueRef mb = cg_hmax(g, MLC_DT_F32, cg_max(g, MLC_DT_F32, s[0], s[1]));
@@ -128,14 +139,57 @@ static void pack_keys(cg *g, attn *A) {
   cg_end_for(g, &Lj, NULL);
 }
 
+/* One query tile [i0, i0 + QT) of one (batch, head), its bases set. */
+static void tile(cg *g, attn *A) {
+  int vw = g->vw;
+  cg_loop L, Lk;
+  LLVMValueRef r = cg_for(g, &L, cg_i64(g, 0), cg_i64(g, A->QT), 1);
+  cg_store(g, A->m, r, LLVMConstReal(g->t_f32, -__builtin_inf()), NULL);
+  cg_store(g, A->l, r, LLVMConstReal(g->t_f32, 0), NULL);
+  cg_end_for(g, &L, NULL);
+  cg_memset0(g, A->acc, cg_i64(g, 0), cg_i64(g, A->QT * A->Dvp));
+
+  /* Key blocks; a causal tile needs keys up to its last row only. */
+  LLVMValueRef nkeys = cg_i64(g, A->Sk);
+  if (A->causal) nkeys = cg_min_i64(g, nkeys, at_pos(g, A, cg_iaddc(g, A->i0, A->QT)));
+  A->j0 = cg_for(g, &Lk, cg_i64(g, 0), nkeys, A->KB);
+  A->kbv = cg_block_len(g, A->j0, A->Sk, A->KB);
+  pack_keys(g, A);
+  LLVMValueRef rb = cg_for(g, &L, cg_i64(g, 0), cg_i64(g, A->QT), A->QB);
+  cg_if_t vis;
+  if (A->causal) { /* skip a row group that sees none of the block: its last row is above the first key */
+    LLVMValueRef last = at_pos(g, A, cg_iadd(g, A->i0, cg_iaddc(g, rb, A->QB - 1)));
+    cg_if(g, &vis, LLVMBuildICmp(g->b, LLVMIntSLE, A->j0, last, ""));
+  }
+  scores(g, A, rb);
+  accumulate(g, A, rb);
+  if (A->causal) cg_endif(g, &vis);
+  cg_end_for(g, &L, NULL);
+  cg_end_for(g, &Lk, NULL);
+
+  /* out = acc / l for the tile's rows that exist. */
+  LLVMValueRef nrows = cg_block_len(g, A->i0, A->Sq, A->QT);
+  r = cg_for(g, &L, cg_i64(g, 0), nrows, 1);
+  LLVMValueRef inv = cg_splat(g, LLVMBuildFDiv(g->b, LLVMConstReal(g->t_f32, 1.0), cg_load(g, A->l, r, 1, NULL), ""), vw);
+  LLVMValueRef arow = cg_imulc(g, r, A->Dvp);
+  LLVMValueRef orow = cg_idx(g, A->obase, cg_iadd(g, A->i0, r), A->Dv);
+  for (int64_t c = 0; c < A->Dv; c += vw) {
+    LLVMValueRef mask = A->Dv - c < vw ? cg_mask(g, vw, (int)(A->Dv - c)) : NULL;
+    LLVMValueRef a = cg_load(g, A->acc, cg_iaddc(g, arow, c), vw, NULL);
+    cg_store(g, A->o, cg_iaddc(g, orow, c), LLVMBuildFMul(g->b, a, inv, ""), mask);
+  }
+  cg_end_for(g, &L, NULL);
+}
+
 bool cg_emit_attention(cg *g) {
   const mlc_node *n = g->n;
-  const mlc_type *qt = &g->f->nodes[n->in[0]].type, *kt = &g->f->nodes[n->in[1]].type;
+  bool kv = n->op == MLC_OP_ATTENTION_KV;
+  const mlc_type *qt = &g->f->nodes[n->in[0]].type, *kt = &g->f->nodes[n->in[kv ? 3 : 1]].type;
   int vw = g->vw;
   attn A = {
     .Sq = qt->dim[2], .Sk = kt->dim[2], .D = qt->dim[3], .Dv = n->type.dim[3],
-    .causal = n->a.causal != 0, .scale = n->a.f, .KB = 2 * vw, .QB = vw >= 16 ? 8 : 4,
-    .q = g->in[0], .k = g->in[1], .v = g->in[2], .o = g->out,
+    .causal = kv || n->a.causal != 0, .scale = n->a.f, .KB = 2 * vw, .QB = vw >= 16 ? 8 : 4,
+    .q = g->in[0], .k = g->in[kv ? 3 : 1], .v = g->in[kv ? 4 : 2], .o = g->out,
   };
   A.QT = cg_round_up(A.Sq < 64 ? A.Sq : 64, A.QB);
   A.Dvp = cg_round_up(A.Dv, vw);
@@ -150,54 +204,35 @@ bool cg_emit_attention(cg *g) {
   A.m = cg_alloca(g, MLC_DT_F32, A.QT);
   A.l = cg_alloca(g, MLC_DT_F32, A.QT);
   A.corr = cg_alloca(g, MLC_DT_F32, A.QT);
-  g->items = BH * ntiles;
+  if (kv) {
+    /* pos, clamped so that the chunk's rows lie inside the cache */
+    LLVMValueRef pos = LLVMBuildSExt(g->b, cg_load(g, g->in[5], cg_i64(g, 0), 1, NULL), g->t_i64, "");
+    pos = cg_max(g, MLC_DT_I64, pos, cg_i64(g, 0));
+    A.off = cg_min_i64(g, pos, cg_i64(g, A.Sk - A.Sq));
+  }
+  g->items = kv ? BH : BH * ntiles;
 
-  /* item -> (batch * head, query tile) */
-  cg_loop items, L, Lk;
+  /* item -> (batch * head, query tile); attention_kv: (batch * head), its tiles in turn */
+  cg_loop items, Lt;
   LLVMValueRef item = cg_items_begin(g, &items);
-  LLVMValueRef bh = LLVMBuildUDiv(g->b, item, cg_i64(g, ntiles), "");
-  A.i0 = cg_imulc(g, LLVMBuildURem(g->b, item, cg_i64(g, ntiles), ""), A.QT);
+  LLVMValueRef bh = kv ? item : LLVMBuildUDiv(g->b, item, cg_i64(g, ntiles), "");
   A.qbase = cg_imulc(g, bh, A.Sq * A.D);
   A.kbase = cg_imulc(g, bh, A.Sk * A.D);
   A.vbase = cg_imulc(g, bh, A.Sk * A.Dv);
   A.obase = cg_imulc(g, bh, A.Sq * A.Dv);
-
-  LLVMValueRef r = cg_for(g, &L, cg_i64(g, 0), cg_i64(g, A.QT), 1);
-  cg_store(g, A.m, r, LLVMConstReal(g->t_f32, -__builtin_inf()), NULL);
-  cg_store(g, A.l, r, LLVMConstReal(g->t_f32, 0), NULL);
-  cg_end_for(g, &L, NULL);
-  cg_memset0(g, A.acc, cg_i64(g, 0), cg_i64(g, A.QT * A.Dvp));
-
-  /* Key blocks; a causal tile needs keys up to its last row only. */
-  LLVMValueRef nkeys = cg_i64(g, A.Sk);
-  if (A.causal) nkeys = cg_min_i64(g, nkeys, cg_iaddc(g, A.i0, A.QT));
-  A.j0 = cg_for(g, &Lk, cg_i64(g, 0), nkeys, A.KB);
-  A.kbv = cg_block_len(g, A.j0, A.Sk, A.KB);
-  pack_keys(g, &A);
-  LLVMValueRef rb = cg_for(g, &L, cg_i64(g, 0), cg_i64(g, A.QT), A.QB);
-  cg_if_t vis;
-  if (A.causal) { /* skip a row group that sees none of the block: its last row is above the first key */
-    LLVMValueRef last = cg_iadd(g, A.i0, cg_iaddc(g, rb, A.QB - 1));
-    cg_if(g, &vis, LLVMBuildICmp(g->b, LLVMIntSLE, A.j0, last, ""));
+  if (kv) {
+    /* the chunk's keys and values into cache rows [pos, pos + t) */
+    LLVMValueRef src = cg_imulc(g, bh, A.Sq * A.D);
+    cg_memcpy(g, A.k, cg_iadd(g, A.kbase, cg_imulc(g, A.off, A.D)), g->in[1], src, cg_i64(g, A.Sq * A.D));
+    cg_memcpy(g, A.v, cg_iadd(g, A.vbase, cg_imulc(g, A.off, A.Dv)), g->in[2], src, cg_i64(g, A.Sq * A.Dv));
+    LLVMValueRef t = cg_for(g, &Lt, cg_i64(g, 0), cg_i64(g, ntiles), 1);
+    A.i0 = cg_imulc(g, t, A.QT);
+    tile(g, &A);
+    cg_end_for(g, &Lt, NULL);
+  } else {
+    A.i0 = cg_imulc(g, LLVMBuildURem(g->b, item, cg_i64(g, ntiles), ""), A.QT);
+    tile(g, &A);
   }
-  scores(g, &A, rb);
-  accumulate(g, &A, rb);
-  if (A.causal) cg_endif(g, &vis);
-  cg_end_for(g, &L, NULL);
-  cg_end_for(g, &Lk, NULL);
-
-  /* out = acc / l for the tile's rows that exist. */
-  LLVMValueRef nrows = cg_block_len(g, A.i0, A.Sq, A.QT);
-  r = cg_for(g, &L, cg_i64(g, 0), nrows, 1);
-  LLVMValueRef inv = cg_splat(g, LLVMBuildFDiv(g->b, LLVMConstReal(g->t_f32, 1.0), cg_load(g, A.l, r, 1, NULL), ""), vw);
-  LLVMValueRef arow = cg_imulc(g, r, A.Dvp);
-  LLVMValueRef orow = cg_idx(g, A.obase, cg_iadd(g, A.i0, r), A.Dv);
-  for (int64_t c = 0; c < A.Dv; c += vw) {
-    LLVMValueRef mask = A.Dv - c < vw ? cg_mask(g, vw, (int)(A.Dv - c)) : NULL;
-    LLVMValueRef a = cg_load(g, A.acc, cg_iaddc(g, arow, c), vw, NULL);
-    cg_store(g, A.o, cg_iaddc(g, orow, c), LLVMBuildFMul(g->b, a, inv, ""), mask);
-  }
-  cg_end_for(g, &L, NULL);
   cg_end_for(g, &items, NULL);
   return true;
 }

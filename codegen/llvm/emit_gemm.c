@@ -27,6 +27,9 @@
  * choose_blocks keeps M blocks tall unless that would leave too few items
  * for the threads.  A shared pre-packed B (weights are constant) needs
  * scratch memory that the kernel ABI does not have yet.
+ *
+ * A linear of at most 4 rows (x[.., k], batch 1 decode) is a matrix-vector
+ * product instead: emit_gemv.c.
  */
 #include "codegen/llvm/cg.h"
 
@@ -294,6 +297,7 @@ static bool setup(cg *g, gemm *G) {
 }
 
 bool cg_emit_gemm(cg *g) {
+  if (cg_gemv_fits(g)) return cg_emit_gemv(g); /* a decode step's linear: no packing */
   gemm G = {0};
   if (!setup(g, &G)) return false;
   int64_t mblocks = cg_ceil_div(G.M, G.MB), nblocks = cg_ceil_div(G.N, G.NC);

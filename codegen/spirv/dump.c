@@ -60,7 +60,7 @@ int main(int argc, char **argv) {
   mlc_diag_init(&diag, stderr);
   mlc_program prog;
   mlc_program_init(&prog, &arena);
-  mlc_lower_options lo = {defs, nd, NULL, 0, false, 0};
+  mlc_lower_options lo = {defs, nd, NULL, 0, false, 0, false};
   mlc_pipeline_options po = {.dump = stdout, .target = "spirv"};
   int rc = 0;
   if (!mlc_frontend_run(&prog, &diag, argv[1], src, len, &lo, NULL) || !mlc_pipeline_run(&prog, &diag, &po)) {

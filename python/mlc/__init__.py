@@ -288,6 +288,8 @@ class Model:
         keep, tensors = [], []
         for n, dtype, _ in e.inputs:
             a = np.ascontiguousarray(given[n])
+            if np.ndim(given[n]) == 0:  # ascontiguousarray makes a scalar 1-d; a scalar input (decode's pos) is 0-d
+                a = a.reshape(())
             if a.dtype == np.float64 and dtype in ("f32", "f16"):  # Python floats and np.array([...]) literals
                 a = a.astype(_DTYPES[dtype][1])
             code = _CODE_OF_NUMPY.get(a.dtype)
@@ -317,6 +319,46 @@ class Model:
     def train_step(self, *args, **kwargs):
         """One optimizer step on a batch; the loss (of the weights before the step) as a float."""
         return float(self.run("train", *args, **kwargs))
+
+
+    def generate(self, prompt, max_new, temperature=0.0, top_k=0, seed=0):
+        """New token ids after `prompt` (token ids), with a decode block's
+        prefill and step entries, as `mlc generate` does: the prompt in
+        chunks of prefill's length (the last padded), then one step per
+        token. temperature 0: greedy (the first largest logit, as the
+        CLI); above 0: sampled from softmax(logits / temperature) over the
+        top_k largest (0: all) with numpy's generator seeded by `seed`
+        (not the CLI's generator: other samples for the same seed)."""
+        if "prefill" not in self._entries or "step" not in self._entries:
+            raise KeyError(f"{self.name} has no decode entries (prefill, step): add a decode block to the model")
+        prompt = [int(t) for t in prompt]
+        if not prompt or max_new < 1:
+            raise ValueError("generate needs a prompt of at least one token and max_new >= 1")
+        (_, _, (batch, chunk)), _ = self._entries["prefill"].inputs
+        vocab = self._entries["prefill"].outputs[0][2][2]
+        if min(prompt) < 0 or max(prompt) >= vocab:
+            raise ValueError(f"prompt tokens must be in [0, {vocab}): got {min(prompt)}..{max(prompt)}")
+        rng = np.random.default_rng(seed)
+
+        def pick(logits):
+            if temperature <= 0:
+                return int(np.argmax(logits))
+            z = logits.astype(np.float64) / temperature
+            if 0 < top_k < vocab:
+                z[z < np.sort(z)[-top_k]] = -np.inf
+            p = np.exp(z - z.max())
+            return int(rng.choice(vocab, p=p / p.sum()))
+
+        for at in range(0, len(prompt), chunk):
+            part = prompt[at:at + chunk]
+            tok = np.zeros((batch, chunk), np.int32)
+            tok[:, :len(part)] = part
+            logits = self.run("prefill", tok, np.array(at, np.int32))[0, len(part) - 1]
+        out = [pick(logits)]
+        for k in range(1, max_new):
+            tok = np.full((batch, 1), out[-1], np.int32)
+            out.append(pick(self.run("step", tok, np.array(len(prompt) + k - 1, np.int32))[0, 0]))
+        return out
 
 
 def load(folder, name=None, threads=0, profile=False, device=0):

@@ -387,6 +387,11 @@ CASES = [
          lambda I, P: f16(I["a"] @ I["b"]), LOW),
     Case("linear_37x53x29", "x: f32[2, 37, 53]", "lin(x)", lambda I, P: I["x"] @ P["lin.weight"].T, RED,
          members="lin = Linear(53, 29, bias=false)"),
+    # at most 4 rows: the CPU's GEMV (a decode step's linear); k and n off the vectors and row groups
+    Case("linear_gemv_1row", "x: f32[1, 1, 53]", "lin(x)", lambda I, P: I["x"] @ P["lin.weight"].T, RED,
+         members="lin = Linear(53, 29, bias=false)"),
+    Case("linear_gemv_bf16", "x: bf16[3, 64]", "cast(lin(x), f32)", lambda I, P: bf16(I["x"] @ P["lin.weight"].T), LOW,
+         members="lin = Linear(64, 130, bias=false, dtype=bf16)"),
     Case("linear_bias", "x: f32[37, 53]", "lin(x)", lambda I, P: F.linear(I["x"], P["lin.weight"], P["lin.bias"]),
          RED, members="lin = Linear(53, 29)"),
     Case("linear_k_blocks", "x: f32[100, 600]", "lin(x)", lambda I, P: I["x"] @ P["lin.weight"].T, RED,

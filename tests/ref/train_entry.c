@@ -108,7 +108,7 @@ int main(int argc, char **argv) {
   mlc_diag_init(&diag, stderr);
   mlc_program prog;
   mlc_program_init(&prog, &arena);
-  mlc_lower_options lo = {defs, ndefs, NULL, 0, false, 0};
+  mlc_lower_options lo = {defs, ndefs, NULL, 0, false, 0, false};
   mlc_pipeline_options po = {.keep_grads = true}; /* the grad:* outputs are what this checks */
   if (!mlc_frontend_run(&prog, &diag, model, src, len, &lo, NULL) || !mlc_pipeline_run(&prog, &diag, &po)) {
     mlc_diag_summary(&diag);

@@ -27,7 +27,7 @@ static inline bool compiled_frontend(compiled *c, const char *src, const mlc_def
   c->errf = open_memstream(&c->err, &c->errlen);
   mlc_diag_init(&c->diag, c->errf);
   mlc_program_init(&c->prog, &c->arena);
-  mlc_lower_options lo = {defs, ndefs, NULL, 0, false, 0};
+  mlc_lower_options lo = {defs, ndefs, NULL, 0, false, 0, false};
   return mlc_frontend_run(&c->prog, &c->diag, "t.mdl", src, strlen(src), &lo, NULL);
 }
 

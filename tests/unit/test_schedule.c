@@ -37,7 +37,7 @@ static int setup(void **state) {
   size_t len = fread(src, 1, sizeof src - 1, f);
   fclose(f);
   mlc_define defs[6] = {{"vocab", "512"}, {"dim", "128"}, {"layers", "3"}, {"heads", "4"}, {"batch", "2"}, {"seq", "64"}};
-  mlc_lower_options lo = {defs, 6, NULL, 0, false, 0};
+  mlc_lower_options lo = {defs, 6, NULL, 0, false, 0, false};
   mlc_pipeline_options po = {.target = "cuda-nccl", .fsdp = true};
   if (!mlc_frontend_run(&prog, &diag, "minillm.mdl", src, len, &lo, NULL) || !mlc_pipeline_run(&prog, &diag, &po)) return -1;
   for (uint32_t k = 0; k < prog.nfuncs; k++)

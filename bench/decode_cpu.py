@@ -1,0 +1,125 @@
+#!/usr/bin/python3
+"""CPU decode speed: `mlc generate` against PyTorch eager with a static KV cache,
+in the same call, from the same weights (examples/minillm_causal.mdl).
+
+    bench/decode_cpu.py MLC [--threads 2] [--runs 3] [NAME=VALUE ...]
+
+NAME=VALUE overrides the model's config (dim=512 layers=8 ...), for both.
+PyTorch's decode keeps a cache [batch, heads, max_ctx, head_dim] per layer,
+writes each step's keys and values at its position and attends over the valid
+prefix (eager, f32, torch.set_num_threads(threads)); its prefill runs the
+prompt at once.  Both generate greedily from the same prompt; the tokens must
+agree.  Prints each run's prefill and decode tokens/s and the median ratio
+of mlc's decode rate over PyTorch's.
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "ref"))
+from models import MiniLLM, write_safetensors  # noqa: E402
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+
+
+def rmsnorm(x, w):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + torch.finfo(x.dtype).eps) * w
+
+
+class Cached:
+    """The MiniLLM's forward over static KV caches, in eager PyTorch."""
+
+    def __init__(self, model, heads, max_ctx):
+        self.m, self.h = model, heads
+        d = model.embed.weight.shape[1]
+        self.k = [torch.zeros(1, heads, max_ctx, d // heads) for _ in model.layers]
+        self.v = [torch.zeros(1, heads, max_ctx, d // heads) for _ in model.layers]
+
+    def __call__(self, idx, pos):
+        t = idx.shape[1]
+        x = self.m.embed(idx)
+        mask = torch.ones(t, pos + t, dtype=torch.bool).tril(pos)
+        for i, layer in enumerate(self.m.layers):
+            a = layer.attn
+            h = rmsnorm(x, layer.norm1.weight)
+            q, k, v = F.linear(h, a.in_proj_weight, a.in_proj_bias).chunk(3, dim=-1)
+            q, k, v = (z.view(1, t, self.h, -1).transpose(1, 2) for z in (q, k, v))
+            self.k[i][:, :, pos:pos + t] = k
+            self.v[i][:, :, pos:pos + t] = v
+            kc, vc = self.k[i][:, :, :pos + t], self.v[i][:, :, :pos + t]
+            s = (q @ kc.transpose(-1, -2)) / (q.shape[-1] ** 0.5)
+            o = s.masked_fill(~mask, float("-inf")).softmax(-1) @ vc
+            o = F.linear(o.transpose(1, 2).reshape(1, t, -1), a.out_proj.weight, a.out_proj.bias)
+            x = x + o
+            x = x + layer.ffn(rmsnorm(x, layer.norm2.weight))
+        return self.m.head(x)
+
+
+def torch_generate(model, heads, max_ctx, prompt, n):
+    c = Cached(model, heads, max_ctx)
+    with torch.no_grad():
+        t0 = time.perf_counter()
+        logits = c(torch.tensor([prompt]), 0)
+        tok = [int(logits[0, -1].argmax())]
+        t1 = time.perf_counter()
+        for k in range(1, n):
+            logits = c(torch.tensor([[tok[-1]]]), len(prompt) + k - 1)
+            tok.append(int(logits[0, -1].argmax()))
+        t2 = time.perf_counter()
+    return tok, t1 - t0, t2 - t1
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("mlc")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--prompt-len", type=int, default=64)
+    ap.add_argument("--new", type=int, default=128)
+    ap.add_argument("defines", nargs="*")
+    a = ap.parse_intermixed_args()
+    cfg = dict(vocab=512, dim=128, layers=2, heads=4, max_ctx=256, prefill=16)
+    for d in a.defines:
+        k, v = d.split("=")
+        cfg[k] = int(v)
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+    model = MiniLLM(cfg["vocab"], cfg["dim"], cfg["layers"], cfg["heads"]).eval()
+    work = tempfile.mkdtemp(prefix="mlc_decode_")
+    weights = os.path.join(work, "w.safetensors")
+    write_safetensors(weights, {k: v.detach() for k, v in model.state_dict().items()}, {"format": "pt"})
+    prompt = torch.randint(0, cfg["vocab"], (a.prompt_len,)).tolist()
+    cmd = [a.mlc, "generate", os.path.join(ROOT, "examples", "minillm_causal.mdl"), "--threads", str(a.threads),
+           "--weights", weights, "--prompt", ",".join(map(str, prompt)), "--max-new", str(a.new)]
+    cmd += [f"{k}={v}" for k, v in cfg.items()] + ["batch=1"]
+    print("config:", " ".join(f"{k}={v}" for k, v in cfg.items()), f"threads={a.threads}",
+          f"prompt={a.prompt_len} new={a.new}")
+    print("mlc:", " ".join(cmd[:3] + ["..."] + cmd[-len(cfg) - 1:]))
+    ratios = []
+    for r in range(a.runs):
+        out = subprocess.run(cmd, capture_output=True, text=True)
+        if out.returncode:
+            sys.exit(out.stderr)
+        lines = {x.split(":")[0]: x for x in out.stdout.splitlines()}
+        mtok = [int(x) for x in lines["tokens"].split()[1:]]
+        m_pre = float(lines["prefill"].split(" ms")[0].split()[-1]) / 1e3
+        m_dec = float(lines["decode"].split(" ms")[0].split()[-1]) / 1e3
+        ttok, t_pre, t_dec = torch_generate(model, cfg["heads"], cfg["max_ctx"], prompt, a.new)
+        same = sum(x == y for x, y in zip(mtok, ttok))
+        n = a.new - 1
+        ratios.append((n / m_dec) / (n / t_dec))
+        print(f"run {r}: prefill mlc {a.prompt_len / m_pre:.1f} tok/s, torch {a.prompt_len / t_pre:.1f}; "
+              f"decode mlc {n / m_dec:.1f} tok/s ({m_dec / n * 1e3:.3f} ms), torch {n / t_dec:.1f} tok/s "
+              f"({t_dec / n * 1e3:.3f} ms); mlc/torch {ratios[-1]:.2f}x; tokens equal {same}/{a.new}")
+    ratios.sort()
+    print(f"decode mlc/torch (median of {a.runs}): {ratios[len(ratios) // 2]:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
