@@ -621,6 +621,31 @@ static void module(parser *P, mlc_ast_file *f) {
   f->modules[f->nmodules++] = m;
 }
 
+/* The head of a train or decode block after its keyword: the module's
+ * name and its arguments, then the block's "{" (its place in *open); false
+ * where they are not there. */
+static bool block_head(parser *P, const char *what, const char **model, mlc_ast_arg **out_args, uint32_t *nargs,
+                       bool *has_args, mlc_loc *open) {
+  if (!(*model = ident(P, what))) return false;
+  if (accept(P, "(")) {
+    *has_args = true;
+    args(P, out_args, nargs, ")");
+    if (P->panic) return false;
+  }
+  *open = P->t->loc;
+  return expect(P, "{");
+}
+
+/* After a statement of a train or decode block: a new line must follow;
+ * true where the block's statements stop (a declaration after an error). */
+static bool stmt_end(parser *P) {
+  if (!P->panic && P->t->kind != TK_EOF && !P->t->bol && !is(P, "}")) expected(P, "the end of the statement (a new line)");
+  if (!P->panic) return false;
+  if (at_decl(P)) return true;
+  sync(P);
+  return false;
+}
+
 /* train = "train" IDENT [ "(" args ")" ] "{" { tstmt } "}"
  * tstmt = "input" IDENT ":" type | "loss" "=" expr | "optimizer" "=" call
  *       | "precision" "(" args ")" | "shard" "=" call | "memory_budget" "=" expr
@@ -636,14 +661,8 @@ static void train(parser *P, mlc_ast_file *f, mlc_loc loc) {
     return;
   }
   f->train = t;
-  if (!(t->model = ident(P, "the name of the module to train"))) return;
-  if (accept(P, "(")) {
-    t->has_args = true;
-    args(P, &t->args, &t->nargs, ")");
-    if (P->panic) return;
-  }
-  mlc_loc open = P->t->loc;
-  if (!expect(P, "{")) return;
+  mlc_loc open;
+  if (!block_head(P, "the name of the module to train", &t->model, &t->args, &t->nargs, &t->has_args, &open)) return;
   while (!is(P, "}") && P->t->kind != TK_EOF && !at_decl(P)) {
     P->start = P->t;
     mlc_loc at = P->t->loc;
@@ -679,11 +698,7 @@ static void train(parser *P, mlc_ast_file *f, mlc_loc loc) {
     } else {
       expected(P, "input, loss, optimizer, precision, shard, memory_budget, clip_grad_norm or accum");
     }
-    if (!P->panic && P->t->kind != TK_EOF && !P->t->bol && !is(P, "}")) expected(P, "the end of the statement (a new line)");
-    if (P->panic) {
-      if (at_decl(P)) break;
-      sync(P);
-    }
+    if (stmt_end(P)) break;
   }
   close_block(P, open);
 }
@@ -701,14 +716,8 @@ static void decode(parser *P, mlc_ast_file *f, mlc_loc loc) {
     return;
   }
   f->decode = t;
-  if (!(t->model = ident(P, "the name of the module to decode with"))) return;
-  if (accept(P, "(")) {
-    t->has_args = true;
-    args(P, &t->args, &t->nargs, ")");
-    if (P->panic) return;
-  }
-  mlc_loc open = P->t->loc;
-  if (!expect(P, "{")) return;
+  mlc_loc open;
+  if (!block_head(P, "the name of the module to decode with", &t->model, &t->args, &t->nargs, &t->has_args, &open)) return;
   while (!is(P, "}") && P->t->kind != TK_EOF && !at_decl(P)) {
     P->start = P->t;
     mlc_loc at = P->t->loc;
@@ -724,11 +733,7 @@ static void decode(parser *P, mlc_ast_file *f, mlc_loc loc) {
     } else {
       expected(P, "max_ctx or prefill");
     }
-    if (!P->panic && P->t->kind != TK_EOF && !P->t->bol && !is(P, "}")) expected(P, "the end of the statement (a new line)");
-    if (P->panic) {
-      if (at_decl(P)) break;
-      sync(P);
-    }
+    if (stmt_end(P)) break;
   }
   close_block(P, open);
 }
