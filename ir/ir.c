@@ -176,7 +176,16 @@ bool mlc_options_set(mlc_options *o, const char *name, const char *value, char *
     return true;
   }
   if (!strcmp(name, "cuda-gemm-tile")) {
-    int t[4] = {0}, n = sscanf(v, "%d,%d,%d,%d", &t[0], &t[1], &t[2], &t[3]);
+    int t[4] = {0}, n;
+    if (sscanf(v, "pp,%d%n", &t[1], &n) == 1 && !v[n]) { /* the persistent ping-pong kernel, ST stages */
+      if (t[1] < 2 || t[1] > 6) {
+        snprintf(err, errn, "--cuda-gemm-tile %s: pp takes 2 to 6 stages (32 KiB each)", v);
+        return false;
+      }
+      o->cuda_gemm_tile[0] = -128, o->cuda_gemm_tile[1] = (int16_t)t[1], o->cuda_gemm_tile[2] = o->cuda_gemm_tile[3] = 0;
+      return true;
+    }
+    n = sscanf(v, "%d,%d,%d,%d", &t[0], &t[1], &t[2], &t[3]);
     bool ok = n == 4 && (t[0] == 128 || t[0] == 256) && t[1] >= 3 && t[1] <= 8 && t[2] >= 1 && t[2] <= 2 &&
               t[3] >= 0 && t[3] <= 1 && (t[0] == 128 ? 32 : 48) * t[1] * t[2] <= 224; /* KiB of stages a multiprocessor */
     if (!ok) {
@@ -244,7 +253,9 @@ void mlc_options_print(FILE *out, const mlc_options *o) {
           o->spirv_emulate_coopmat ? " --spirv-emulate-coopmat" : "", o->spirv_rescale_always ? "always" : "lazy");
   if (!o->spirv_gemm_tile[0]) fprintf(out, "auto");
   for (int i = 0; i < 6 && o->spirv_gemm_tile[i]; i++) fprintf(out, "%s%d", i ? "x" : "", o->spirv_gemm_tile[i]);
-  if (o->cuda_gemm_tile[0])
+  if (o->cuda_gemm_tile[0] < 0)
+    fprintf(out, " --cuda-gemm-tile=pp,%d", o->cuda_gemm_tile[1]);
+  else if (o->cuda_gemm_tile[0])
     fprintf(out, " --cuda-gemm-tile=%d,%d,%d,%d", o->cuda_gemm_tile[0], o->cuda_gemm_tile[1], o->cuda_gemm_tile[2],
             o->cuda_gemm_tile[3]);
   char b[32];

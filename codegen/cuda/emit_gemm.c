@@ -77,6 +77,8 @@ typedef struct {
   int tm, tn;
   int occ; /* blocks per multiprocessor that the launch bound asks for (0: 1) */
   int lag; /* wg: k-tiles of wgmma left running (mlc_gemm_wg's LAG; 0 or 1) */
+  bool pp;  /* wg: the persistent ping-pong kernel (mlc_gemm_pp: 128 x 128 a consumer warpgroup, st stages), where
+               TMA can load A and B; else mlc_gemm_wg at 128 x 128 */
 } gemm_cfg;
 
 /* The device code (cc_gemm_prelude) is codegen/cuda/gemm.cuh, embedded at build time. */
@@ -99,6 +101,11 @@ static int64_t gemm_smem(const gemm_desc *d, const gemm_cfg *g) {
     int64_t b = d->b_nk ? (int64_t)g->bn * (g->bk + 8) : (int64_t)g->bk * (g->bn + 4);
     return g->st * (a + b) * 4;
   }
+  if (g->pp) { /* mlc_gemm_pp::SMEM: its stages, their two mbarriers each, 1024 to align them; or the fallback's */
+    gemm_cfg f = {.tc = true, .bm = 128, .bn = 128, .bk = 32, .wm = 2, .wn = 4, .st = 4};
+    int64_t w = (int64_t)g->st * (128 + 128) * 64 * 2 + 16 * g->st + 1024, fb = gemm_smem(d, &f);
+    return w > fb ? w : fb;
+  }
   if (g->wg) { /* mlc_gemm_wg::SMEM: its stages (+1024 to align them), or the fallback's */
     gemm_cfg f = {.tc = true, .bm = 128, .bn = g->bn, .bk = 32, .wm = 2, .wn = 4, .st = 4};
     int64_t w = (int64_t)g->st * (128 + g->bn) * 64 * 2 + 1024 + 8 * g->st, fb = gemm_smem(d, &f); /* + the TMA mbarriers */
@@ -115,6 +122,10 @@ static int64_t gemm_smem(const gemm_desc *d, const gemm_cfg *g) {
 static bool wg_override(const mlc_options *o, gemm_cfg *g) {
   const int16_t *t = o->cuda_gemm_tile;
   if (!t[0]) return false;
+  if (t[0] < 0) { /* pp,ST */
+    *g = (gemm_cfg){.tc = true, .wg = true, .bm = 128, .bn = 128, .bk = 64, .wm = 2, .wn = 4, .st = t[1], .lag = 1, .pp = true};
+    return true;
+  }
   *g = (gemm_cfg){.tc = true, .wg = true, .bm = 128, .bn = t[0], .bk = 64, .wm = 2, .wn = 4, .st = t[1], .occ = t[2], .lag = t[3]};
   return true;
 }
@@ -239,6 +250,28 @@ static void gemm_emit_one(cc *c, const gemm_desc *d, const gemm_cfg *g, const ml
     const uint32_t ba[2] = {64, d->a_km ? 64 : 128}, bb[2] = {64, d->b_nk ? (uint32_t)g->bn : 64};
     const char *ma = cc_tmap(c, 0, 0, 2, 2, da, sa, ba, 128), *mb = cc_tmap(c, 1, 0, 2, 2, db, sb, bb, 128);
     maps = cc_fmt(c, ", &%s, &%s", ma, mb);
+  }
+  if (g->pp && tma) { /* persistent: a block a multiprocessor, 384 threads */
+    int64_t tiles = tmn * tnn;
+    cc_begin(c, (uint64_t)(tiles < GEMM_SMS ? tiles : GEMM_SMS), 384, (uint32_t)gemm_smem(d, g));
+    cc_printf(c, "  extern __shared__ __align__(16) unsigned char mlc_gemm_sm[];\n");
+    cc_printf(c, "  typedef mlc_gemm_pp<%s, %d, %s, %s, %lldLL, %lldLL, %lldLL, %d> G;\n", cc_stype(d->dt), g->st,
+              d->a_km ? "true" : "false", d->b_nk ? "true" : "false", (long long)d->M, (long long)d->N, (long long)d->K,
+              GEMM_GROUP);
+    if (pr) {
+      cc_printf(c, "  const @K@_epi e = %s;\n", cc_fused_epilogue_init(c, "0"));
+      cc_printf(c, "  G::run_e(in0, in1, e, mlc_gemm_sm%s);\n", maps);
+    } else {
+      cc_printf(c, "  G::run(in0, in1, %s, mlc_gemm_sm%s);\n", dst, maps);
+    }
+    cc_end(c);
+    return;
+  }
+  gemm_cfg wgc;
+  if (g->pp) { /* A or B not for TMA: the wgmma kernel at the same tile */
+    wgc = *g;
+    wgc.pp = false, wgc.st = 6;
+    g = &wgc;
   }
   cc_begin_min(c, (uint64_t)(batch * tmn * tnn), threads, (uint32_t)gemm_smem(d, g), g->occ > 1 ? (uint32_t)g->occ : 1);
   const char *T = cc_stype(d->dt);

@@ -516,6 +516,140 @@ struct mlc_gemm_wg {
     run_e(A, B, mlc_gemm_out<T>{C}, tm, tn, sm, ma, mb);
   }
 };
+// A persistent, warp-specialised GEMM (sm_90a; 16-bit T; C = A B as
+// mlc_gemm_wg's, which it shares its TMA stage loads with): 384 threads a
+// block, a block a multiprocessor, walking tiles blockIdx.x, + gridDim.x,
+// ... (grouped rasterisation, G tile-rows a group).  Warpgroup 0 is the
+// producer: one thread loads every tile's k-tiles of A and B by TMA into
+// an ST-stage ring, in order (a tile's k-tiles, then the next tile's).
+// Warpgroups 1 and 2 take the block's tiles in turn (1 the even ones of
+// its sequence, 2 the odd ones), each a 128 x 128 tile of its own (two
+// m64n128 accumulators: 128 registers), so that one stores its tile (the
+// epilogue: from the accumulators, st2 per pair of columns) while the
+// other's wgmmas run.  A consumer starts its main loop only once the other
+// has issued its last k-tile (named barriers 1 and 2, as the attention
+// forward's ping-pong): then every earlier use of each ring slot has been
+// waited for, so that its parity waits are never two phases ahead.
+// Barriers after the ring: full[ST] (a stage's bytes) and empty[ST] (its
+// consumer's wgmmas done: one arrival).  Elsewhere than sm_90a threads
+// 0..255 run mlc_gemm_tc on each tile in turn.
+template <class T, int ST, bool AKM, bool BNK, long long M, long long N, long long K, int G>
+struct mlc_gemm_pp {
+  static constexpr int BM = 128, BN = 128, BK = 64, NT = 384;
+  typedef mlc_gemm_wg<T, BN, ST, 1, AKM, BNK, M, N, K, true> W; // its stage layout and TMA loads
+  static constexpr int STAGE = W::STAGE, A_BYTES = W::A_BYTES;
+  static constexpr int TM = (int)((M + BM - 1) / BM), TN = (int)((N + BN - 1) / BN), TILES = TM * TN;
+  static constexpr int KT = (int)((K + BK - 1) / BK);
+  typedef mlc_gemm_tc<T, BM, BN, 32, 2, 4, 4, AKM, BNK, M, N, K> F; // the fallback
+  static constexpr int SMEM_PP = ST * STAGE + 16 * ST + 1024;
+  static constexpr int SMEM = SMEM_PP > F::SMEM ? SMEM_PP : F::SMEM;
+  // store the consumer's tile (tm, tn): d[h][4i + e] is row 64 h + 16 w + lane / 4 (+8 for e >= 2),
+  // column 8 i + 2 (lane % 4) (+1 for odd e)
+  template <class E> static MLC_FN void store(const E &e, const float (&d0)[64], const float (&d1)[64], int tm, int tn, int lt) {
+    const int w = lt >> 5, lane = lt & 31;
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+#pragma unroll
+      for (int i = 0; i < 16; i++)
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+          const long long row = (long long)tm * BM + 64 * h + 16 * w + (lane >> 2) + 8 * r;
+          const long long col = (long long)tn * BN + 8 * i + 2 * (lane & 3);
+          const float v0 = h ? d1[4 * i + 2 * r] : d0[4 * i + 2 * r], v1 = h ? d1[4 * i + 2 * r + 1] : d0[4 * i + 2 * r + 1];
+          if ((M % BM && row >= M) || (N % BN && col >= N)) continue;
+          if (N % 2 == 0) e.st2(row * N + col, col, v0, v1);
+          else {
+            e.st1(row * N + col, col, v0);
+            if (col + 1 < N) e.st1(row * N + col + 1, col + 1, v1);
+          }
+        }
+  }
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  template <class E> static MLC_FN void run_e(const T *, const T *, const E &e, unsigned char *smraw, const mlc_tmap *ma,
+                                              const mlc_tmap *mb) {
+    const int tid = threadIdx.x, wg = tid >> 7;
+    const unsigned s0 = (mlc_gemm_smem_u32(smraw) + 1023) & ~1023u, full = s0 + ST * STAGE, empty = full + 8 * ST;
+    if (tid == 0) {
+      for (int s = 0; s < ST; s++) { mlc_mbar_init(full + 8 * s, 1); mlc_mbar_init(empty + 8 * s, 1); }
+      mlc_mbar_fence_init();
+    }
+    __syncthreads();
+    if (wg == 0) { /* the producer */
+      asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+      if (tid == 0) {
+        mlc_tma_prefetch(*ma), mlc_tma_prefetch(*mb);
+        int pos = 0;
+        for (int t = blockIdx.x; t < TILES; t += gridDim.x) {
+          int tm, tn;
+          mlc_gemm_raster<TM, TN, G>((unsigned)t, tm, tn);
+#pragma unroll 1
+          for (int kt = 0; kt < KT; kt++, pos++) {
+            const int s = pos % ST;
+            if (pos >= ST) mlc_mbar_wait(empty + 8 * s, ((pos / ST) - 1) & 1);
+            W::tma_stage(s0 + s * STAGE, full + 8 * s, *ma, *mb, tm * BM, tn * BN, kt);
+          }
+        }
+      }
+      return;
+    }
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+    const int c = wg - 1, lt = tid & 127;
+    const int nseq = blockIdx.x < TILES ? (TILES - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0; /* this block's tiles */
+    // this consumer's turn to issue a main loop (named barrier 1 + c), and the other's after it (2 - c)
+    auto turn = [&]() { asm volatile("bar.sync %0, 256;" :: "r"(1 + c) : "memory"); };
+    auto pass = [&]() { asm volatile("bar.arrive %0, 256;" :: "r"(2 - c) : "memory"); };
+    if (c == 1) asm volatile("bar.arrive 1, 256;" ::: "memory"); /* consumer 0 goes first */
+    const unsigned long long da0 = mlc_wg_desc(s0, AKM ? BK * 128 : 16), da1 = mlc_wg_desc(s0 + 8192, AKM ? BK * 128 : 16);
+    const unsigned long long db = mlc_wg_desc(s0 + A_BYTES, BNK ? 16 : BK * 128);
+    constexpr unsigned KSA = AKM ? 2048 : 32, KSB = BNK ? 32 : 2048;
+#pragma unroll 1
+    for (int i = c; i < nseq; i += 2) {
+      int tm, tn;
+      mlc_gemm_raster<TM, TN, G>((unsigned)(blockIdx.x + i * gridDim.x), tm, tn);
+      float d0[64], d1[64];
+#pragma unroll
+      for (int j = 0; j < 64; j++) { d0[j] = d1[j] = 0.f; mlc_wg_fence_operand(d0[j]); mlc_wg_fence_operand(d1[j]); }
+      turn();
+      int pos = i * KT;
+#pragma unroll 1
+      for (int kt = 0; kt < KT; kt++, pos++) {
+        const int s = pos % ST;
+        mlc_mbar_wait(full + 8 * s, (pos / ST) & 1);
+        const unsigned so = (unsigned)(s * STAGE) >> 4;
+        mlc_wg_fence();
+#pragma unroll
+        for (int kk = 0; kk < BK / 16; kk++) {
+          mlc_wgmma<T, BN>::template mma<AKM ? 1 : 0, BNK ? 0 : 1>(d0, da0 + so + (kk * KSA >> 4), db + so + (kk * KSB >> 4));
+          mlc_wgmma<T, BN>::template mma<AKM ? 1 : 0, BNK ? 0 : 1>(d1, da1 + so + (kk * KSA >> 4), db + so + (kk * KSB >> 4));
+        }
+        mlc_wg_commit();
+        mlc_wg_wait<1>(); /* the k-tile before is done: its slot goes back to the producer */
+        if (kt > 0 && lt == 0) mlc_mbar_arrive(empty + 8 * ((pos - 1) % ST));
+      }
+      if (i + 1 < nseq) pass(); /* the other consumer's main loop may start */
+      mlc_wg_wait<0>();
+#pragma unroll
+      for (int j = 0; j < 64; j++) { mlc_wg_fence_operand(d0[j]); mlc_wg_fence_operand(d1[j]); }
+      if (lt == 0) mlc_mbar_arrive(empty + 8 * ((pos - 1) % ST));
+      store(e, d0, d1, tm, tn, lt);
+    }
+  }
+#else
+  template <class E> static MLC_FN void run_e(const T *A, const T *B, const E &e, unsigned char *sm, const mlc_tmap *,
+                                              const mlc_tmap *) {
+    if (threadIdx.x >= F::NT) return;
+    for (int t = blockIdx.x; t < TILES; t += gridDim.x) {
+      int tm, tn;
+      mlc_gemm_raster<TM, TN, G>((unsigned)t, tm, tn);
+      F::run_e(A, B, e, tm, tn, sm);
+      __syncthreads();
+    }
+  }
+#endif
+  static MLC_FN void run(const T *A, const T *B, T *C, unsigned char *sm, const mlc_tmap *ma, const mlc_tmap *mb) {
+    run_e(A, B, mlc_gemm_out<T>{C}, sm, ma, mb);
+  }
+};
 // f32: exact FMAs on the SIMT cores.  A 16 x 16 thread grid, each thread
 // TM x TN outputs strided by 16 (rows ty + 16i, columns tx + 16j); BK-deep
 // k-steps through shared memory held k-major (As[k][m], Bs[k][n]), loaded

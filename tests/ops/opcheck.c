@@ -479,7 +479,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--features") && next) lopt.features = argv[++i];
     else if (!strcmp(a, "--vw") && next) lopt.vector_width = atoi(argv[++i]);
 #endif
-    else if (!strncmp(a, "--f32-matmul=", 13) || !strncmp(a, "--spirv-", 8)) { /* options of emitted code, as mlc's */
+    else if (!strncmp(a, "--f32-matmul=", 13) || !strncmp(a, "--spirv-", 8) || !strncmp(a, "--cuda-", 7)) { /* options of emitted code, as mlc's */
       char name[64], err[256];
       const char *eq = strchr(a, '=');
       snprintf(name, sizeof name, "%.*s", (int)(eq ? eq - a - 2 : (long)strlen(a) - 2), a + 2);
