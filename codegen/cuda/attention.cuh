@@ -90,6 +90,8 @@ MLC_FN void mlc_attn_store_dkv(T *out, int bh, int key, int r, int tq, const flo
 // maximum over the 4 lanes that share the row; ms is that maximum (0 for a
 // row with no key yet, so exp2 of -inf stays 0), corr the factor for what
 // was summed under the old maximum; mrow takes the new one.
+// 2^x, flushing results below 2^-126 to zero: one MUFU.EX2 (exp2f adds a range fix-up)
+MLC_FN float mlc_ex2(float x) { float r; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x)); return r; }
 MLC_FN void mlc_attn_rowmax(float *mx, float *mrow, float *ms, float *corr) {
 #pragma unroll
   for (int r = 0; r < 2; r++) {
@@ -759,6 +761,38 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
     for (int i = 0; i < 64; i++) mlc_wg_fence_operand(s[i]);
     // s[4i + e]: row r0 (+8 for e >= 2), key j0 + 8i + 2 tq (+1 for odd e)
     const int j0 = j * BKV;
+#ifdef MLC_ATTN_FAST_SOFTMAX /* a trial, not yet run on a GPU (bench/attn_probe.sh VARIANTS="|-DMLC_ATTN_FAST_SOFTMAX"):
+   the maxima of the raw scores, then each p = ex2.approx.ftz(s sl2 - m) as one FFMA and one MUFU op (exp2f's
+   denormal handling and the separate scaling go) */
+    float mx[2] = {-MLC_INF, -MLC_INF};
+#pragma unroll
+    for (int i = 0; i < 16; i++) {
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        const int key = j0 + 8 * i + 2 * tq + (e & 1);
+        if ((SK % BKV && key >= SK) || (CAUSAL && key > r0 + (e >> 1) * 8)) s[4 * i + e] = -MLC_INF;
+      }
+      mx[0] = fmaxf(mx[0], fmaxf(s[4 * i], s[4 * i + 1]));
+      mx[1] = fmaxf(mx[1], fmaxf(s[4 * i + 2], s[4 * i + 3]));
+    }
+    float ms[2], ls[2] = {0.f, 0.f};
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+      const float m = fmaxf(mrow[r], mx[r] * sl2); /* sl2 > 0: the scaled maximum */
+      ms[r] = m == -MLC_INF ? 0.f : m;
+      corr[r] = exp2f(mrow[r] - ms[r]);
+      mrow[r] = m;
+    }
+#pragma unroll
+    for (int i = 0; i < 16; i++) {
+#pragma unroll
+      for (int e = 0; e < 4; e++) s[4 * i + e] = mlc_ex2(fmaf(s[4 * i + e], sl2, -ms[e >> 1]));
+      ls[0] += s[4 * i] + s[4 * i + 1];
+      ls[1] += s[4 * i + 2] + s[4 * i + 3];
+    }
+#else
     float mx[2] = {mrow[0], mrow[1]};
 #pragma unroll
     for (int i = 0; i < 16; i++) {
@@ -785,6 +819,7 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
       ls[0] += s[4 * i] + s[4 * i + 1];
       ls[1] += s[4 * i + 2] + s[4 * i + 3];
     }
+#endif
     lrow[0] = lrow[0] * corr[0] + ls[0];
     lrow[1] = lrow[1] * corr[1] + ls[1];
   };
