@@ -154,13 +154,16 @@ static bool same_dims(const mlc_type *a, const mlc_type *b) {
  * took 0.55 ms fused against 0.41 + 0.085 ms apart
  * (bench/results/attention-wg-2026-12-01/silu-fused/): the epilogue runs
  * with the tensor cores idle, one CTA per SM.  Those stay separate kernels
- * on CUDA until the epilogue overlaps the next tile's main loop.  Metal's
- * GEMM stores through threadgroup memory, coalesced, and takes every
- * epilogue. */
-static bool epilogue_pays(const mlc_func *f, const group *g, bool cuda) {
+ * on CUDA until the epilogue overlaps the next tile's main loop, as the
+ * persistent ping-pong kernel's does (--cuda-gemm-tile=pp,ST: one consumer
+ * warpgroup stores while the other multiplies), which therefore takes
+ * activations too (acts).  Metal's GEMM stores through threadgroup memory,
+ * coalesced, and takes every epilogue. */
+static bool epilogue_pays(const mlc_func *f, const group *g, bool cuda, bool acts) {
   if (!cuda) return true;
   const mlc_node *h = &f->nodes[g->head];
   if (f->nodes[g->mem[0]].type.dtype != h->type.dtype) return false; /* mem[0] is the root */
+  if (acts) return true;
   for (uint32_t j = 0; j < g->nmem; j++) {
     uint16_t op = f->nodes[g->mem[j]].op;
     if (op != MLC_OP_ADD && op != MLC_OP_SUB && op != MLC_OP_MUL && op != MLC_OP_NEG && op != MLC_OP_CAST) return false;
@@ -170,6 +173,7 @@ static bool epilogue_pays(const mlc_func *f, const group *g, bool cuda) {
 
 /* Groups elementwise trees (and a GEMM head where allowed) into FUSED nodes. */
 static bool fuse_groups(mlc_program *p, mlc_func *f, bool epilogues, bool cuda) {
+  bool acts = p->opts.cuda_gemm_tile[0] < 0; /* the persistent ping-pong GEMM */
   uint32_t *uses = count_uses(p, f);
   bool *taken = mlc_arena_alloc(p->arena, (f->n + 1) * sizeof *taken);
   memset(taken, 0, (f->n + 1) * sizeof *taken);
@@ -201,7 +205,7 @@ static bool fuse_groups(mlc_program *p, mlc_func *f, bool epilogues, bool cuda) 
           g.head = m->in[k];
       }
     }
-    if (g.head != UINT32_MAX && !epilogue_pays(f, &g, cuda)) g.head = UINT32_MAX;
+    if (g.head != UINT32_MAX && !epilogue_pays(f, &g, cuda, acts)) g.head = UINT32_MAX;
     if (g.nmem + (g.head != UINT32_MAX) < 2) continue;
     qsort(g.mem, g.nmem, sizeof *g.mem, cmp_u32); /* topological: inputs come first */
     text t = {.n = 0};
