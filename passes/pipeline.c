@@ -19,6 +19,7 @@ static const struct {
 } pipeline[] = {
   {"shapes", mlc_pass_shapes},
   {"precision", mlc_pass_precision},
+  {"quantize", mlc_pass_quantize},
   {"autodiff", mlc_pass_autodiff},
   {"fsdp", mlc_pass_fsdp},
   {"optimizer", mlc_pass_optimizer},
@@ -44,7 +45,7 @@ bool mlc_pipeline_has_pass(const char *name) {
   return false;
 }
 
-const char *mlc_pipeline_pass_names(void) { return "lower, shapes, precision, autodiff, fsdp, optimizer, microbatch, attnsave, interleave, fuse, recompute, memplan"; }
+const char *mlc_pipeline_pass_names(void) { return "lower, shapes, precision, quantize, autodiff, fsdp, optimizer, microbatch, attnsave, interleave, fuse, recompute, memplan"; }
 
 static void dump(const mlc_pipeline_options *o, const mlc_program *p, const char *name) {
   if (!o->print_after || !o->dump) return;

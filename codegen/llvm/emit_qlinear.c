@@ -1,0 +1,92 @@
+/* qlinear: y[m, n] = sum_k x[m, k] dequant(w)[n, k], the weight packed as
+ * runtime/quant.h lays it out (int8 or int4 codes, an f32 scale per group
+ * of a row), dequantised in registers: the f32 weight is never formed.
+ *
+ * A work item is NB rows of w.  For each group of RB rows and each row of
+ * x, per group of k: the RB rows' codes of L lanes are loaded as bytes
+ * (int8: L bytes; int4: L / 2 bytes, low nibble first, both sign-extended
+ * and interleaved back into element order), converted to f32 and
+ * multiplied with one load of x into RB group accumulators; at the group's
+ * end each accumulator is scaled by its row's scale into the row's sum.
+ * The scale is applied once a group, not once a weight.  L is the vector
+ * width, halved until it divides the group.  Rows past n read the last row
+ * and are not stored.  Like the GEMV (emit_gemv.c), this streams the
+ * weights once per row of x: it is meant for decode's few rows, and is
+ * correct (if slower than a GEMM) for a prefill's or a forward's many.
+ */
+#include "codegen/llvm/cg.h"
+
+#define NB 16
+#define RB 4
+
+/* L codes of a row starting at element j (a multiple of L), as f32. */
+static LLVMValueRef dequant_codes(cg *g, cg_buf bytes, LLVMValueRef row_byte, LLVMValueRef j, int bits, int L) {
+  LLVMTypeRef it = cg_vec(g->t_i32, L), ft = cg_vec(g->t_f32, L);
+  if (bits == 8) {
+    LLVMValueRef b = cg_load_raw(g, bytes, cg_iadd(g, row_byte, j), L, NULL); /* <L x i8> */
+    return LLVMBuildSIToFP(g->b, LLVMBuildSExt(g->b, b, it, ""), ft, "");
+  }
+  int h = L / 2;
+  LLVMTypeRef bt = cg_vec(g->t_i8, h);
+  LLVMValueRef b = cg_load_raw(g, bytes, cg_iadd(g, row_byte, LLVMBuildLShr(g->b, j, cg_i64(g, 1), "")), h, NULL);
+  LLVMValueRef four = cg_const_bits(g, bt, 4);
+  LLVMValueRef lo = LLVMBuildAShr(g->b, LLVMBuildShl(g->b, b, four, ""), four, ""); /* element 2t */
+  LLVMValueRef hi = LLVMBuildAShr(g->b, b, four, "");                             /* element 2t + 1 */
+  LLVMValueRef idx[32];
+  for (int t = 0; t < h; t++) idx[2 * t] = cg_i32(g, t), idx[2 * t + 1] = cg_i32(g, h + t);
+  LLVMValueRef v = LLVMBuildShuffleVector(g->b, lo, hi, LLVMConstVector(idx, (unsigned)L), "");
+  return LLVMBuildSIToFP(g->b, LLVMBuildSExt(g->b, v, it, ""), ft, "");
+}
+
+bool cg_emit_qlinear(cg *g) {
+  const mlc_node *n = g->n;
+  const mlc_type *xt = &g->f->nodes[n->in[0]].type, *wt = &g->f->nodes[n->in[1]].type;
+  int bits = n->a.qbits, group = n->a.qgroup, L = g->vw;
+  while (L > 4 && group % L) L /= 2;
+  if (group % L || L > 32) return cg_fail(g, "qlinear: a group of %d does not split into vectors", group);
+  int64_t K = xt->dim[xt->rank - 1], N = wt->dim[0], M = mlc_type_numel(xt) / K, words = wt->dim[1];
+  int64_t code_words = K * bits / 32, ngroups = K / group;
+  cg_buf x = g->in[0], y = g->out;
+  cg_buf bytes = {g->in[1].p, MLC_DT_BOOL}, scales = {g->in[1].p, MLC_DT_F32}; /* the packed rows, as bytes and as f32 */
+  LLVMTypeRef vt = cg_ctype(g, MLC_DT_F32, L);
+  g->items = cg_ceil_div(N, NB);
+
+  cg_loop items, Lr, Lm, Lg, Lj;
+  LLVMValueRef item = cg_items_begin(g, &items);
+  LLVMValueRef n0 = cg_imulc(g, item, NB);
+  LLVMValueRef nlen = cg_block_len(g, n0, N, NB);
+  LLVMValueRef r = cg_for(g, &Lr, cg_i64(g, 0), nlen, RB);
+  LLVMValueRef row[RB], row_byte[RB], row_scale[RB];
+  for (int i = 0; i < RB; i++) { /* rows past n read the last one; never stored */
+    row[i] = cg_min_i64(g, cg_iadd(g, n0, cg_iaddc(g, r, i)), cg_i64(g, N - 1));
+    row_byte[i] = cg_imulc(g, row[i], words * 4);
+    row_scale[i] = cg_iaddc(g, cg_imulc(g, row[i], words), code_words);
+  }
+  LLVMValueRef m = cg_for(g, &Lm, cg_i64(g, 0), cg_i64(g, M), 1);
+  LLVMValueRef xrow = cg_imulc(g, m, K);
+  LLVMValueRef gi = cg_for(g, &Lg, cg_i64(g, 0), cg_i64(g, ngroups), 1);
+  LLVMValueRef acc[RB], next[RB];
+  for (int i = 0; i < RB; i++) acc[i] = cg_carry(g, &Lg, LLVMConstNull(vt));
+  LLVMValueRef k0 = cg_imulc(g, gi, group);
+  LLVMValueRef j = cg_for(g, &Lj, k0, cg_iaddc(g, k0, group), L);
+  LLVMValueRef gacc[RB];
+  for (int i = 0; i < RB; i++) gacc[i] = cg_carry(g, &Lj, LLVMConstNull(vt));
+  LLVMValueRef xv = cg_load(g, x, cg_iadd(g, xrow, j), L, NULL);
+  for (int i = 0; i < RB; i++) next[i] = cg_fma(g, dequant_codes(g, bytes, row_byte[i], j, bits, L), xv, gacc[i]);
+  cg_end_for(g, &Lj, next);
+  for (int i = 0; i < RB; i++) {
+    LLVMValueRef s = cg_load(g, scales, cg_iadd(g, row_scale[i], gi), 1, NULL);
+    next[i] = cg_fma(g, cg_splat(g, s, L), Lj.phi[i], acc[i]);
+  }
+  cg_end_for(g, &Lg, next);
+  for (int i = 0; i < RB; i++) {
+    cg_if_t in;
+    cg_if(g, &in, LLVMBuildICmp(g->b, LLVMIntSLT, cg_iaddc(g, r, i), nlen, ""));
+    cg_store(g, y, cg_iadd(g, cg_imulc(g, m, N), cg_iadd(g, n0, cg_iaddc(g, r, i))), cg_hsum(g, MLC_DT_F32, Lg.phi[i]), NULL);
+    cg_endif(g, &in);
+  }
+  cg_end_for(g, &Lm, NULL);
+  cg_end_for(g, &Lr, NULL);
+  cg_end_for(g, &items, NULL);
+  return true;
+}
