@@ -120,6 +120,11 @@ if(MLC_BACKEND_CPU)
     COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/decode.py $<TARGET_FILE:mlc>
             ${MLC_ROOT}/examples/minillm_causal.mdl ${CMAKE_CURRENT_BINARY_DIR}/ref_decode)
   set_tests_properties(ref.decode PROPERTIES LABELS "unit;cpu" TIMEOUT 300)
+  # --quantize int8|int4 (issue 29): qlinear against numpy's dequantised product, the
+  # rounding's error bound against f32, groups of 32 to 256, one row and seven.
+  add_test(NAME ref.quant
+    COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/quant.py $<TARGET_FILE:mlc> ${CMAKE_CURRENT_BINARY_DIR}/ref_quant)
+  set_tests_properties(ref.quant PROPERTIES LABELS "unit;cpu" TIMEOUT 120)
   add_test(NAME ref.train.data_and_init
     COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/train_data.py $<TARGET_FILE:mlc> ${MLC_ROOT}/examples/minillm.mdl
             ${CMAKE_CURRENT_BINARY_DIR}/train_data)
