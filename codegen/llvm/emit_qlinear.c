@@ -3,13 +3,15 @@
  * of a row), dequantised in registers: the f32 weight is never formed.
  *
  * A work item is NB rows of w.  For each group of RB rows and each row of
- * x, per group of k: the RB rows' codes of L lanes are loaded as bytes
- * (int8: L bytes; int4: L / 2 bytes, low nibble first, both sign-extended
- * and interleaved back into element order), converted to f32 and
- * multiplied with one load of x into RB group accumulators; at the group's
- * end each accumulator is scaled by its row's scale into the row's sum.
+ * x, per group of k: one load of x feeds RB rows' codes, loaded as bytes
+ * and converted to f32, into RB group accumulators of L lanes.  int8: L
+ * codes in L bytes.  int4: 2L codes in L bytes, the even elements' in the
+ * low nibbles and the odd ones' in the high (sign-extended by i32 shifts),
+ * so x's 2L elements are split into its even and odd lanes once, and each
+ * row takes two FMAs, with no shuffle of its own.  At the group's end each
+ * accumulator is scaled by its row's scale into the row's sum.
  * The scale is applied once a group, not once a weight.  L is the vector
- * width, halved until it divides the group.  Rows past n read the last row
+ * width, halved until a step (L codes, 2L for int4) divides the group.  Rows past n read the last row
  * and are not stored.  Like the GEMV (emit_gemv.c), this streams the
  * weights once per row of x: it is meant for decode's few rows, and is
  * correct (if slower than a GEMM) for a prefill's or a forward's many.
@@ -19,31 +21,29 @@
 #define NB 16
 #define RB 4
 
-/* L codes of a row starting at element j (a multiple of L), as f32. */
-static LLVMValueRef dequant_codes(cg *g, cg_buf bytes, LLVMValueRef row_byte, LLVMValueRef j, int bits, int L) {
-  LLVMTypeRef it = cg_vec(g->t_i32, L), ft = cg_vec(g->t_f32, L);
-  if (bits == 8) {
-    LLVMValueRef b = cg_load_raw(g, bytes, cg_iadd(g, row_byte, j), L, NULL); /* <L x i8> */
-    return LLVMBuildSIToFP(g->b, LLVMBuildSExt(g->b, b, it, ""), ft, "");
-  }
-  int h = L / 2;
-  LLVMTypeRef bt = cg_vec(g->t_i8, h);
-  LLVMValueRef b = cg_load_raw(g, bytes, cg_iadd(g, row_byte, LLVMBuildLShr(g->b, j, cg_i64(g, 1), "")), h, NULL);
-  LLVMValueRef four = cg_const_bits(g, bt, 4);
-  LLVMValueRef lo = LLVMBuildAShr(g->b, LLVMBuildShl(g->b, b, four, ""), four, ""); /* element 2t */
-  LLVMValueRef hi = LLVMBuildAShr(g->b, b, four, "");                             /* element 2t + 1 */
+/* The low and the high nibbles of <h x i8> bytes as f32, sign-extended by
+ * shifts on i32 lanes (x86 has no byte shifts). */
+static void nibbles(cg *g, LLVMValueRef b, int h, LLVMValueRef *lo, LLVMValueRef *hi) {
+  LLVMTypeRef it = cg_vec(g->t_i32, h), ft = cg_vec(g->t_f32, h);
+  LLVMValueRef v = LLVMBuildSExt(g->b, b, it, "");
+  LLVMValueRef c28 = cg_const_bits(g, it, 28), c24 = cg_const_bits(g, it, 24);
+  *lo = LLVMBuildSIToFP(g->b, LLVMBuildAShr(g->b, LLVMBuildShl(g->b, v, c28, ""), c28, ""), ft, "");
+  *hi = LLVMBuildSIToFP(g->b, LLVMBuildAShr(g->b, LLVMBuildShl(g->b, v, c24, ""), c28, ""), ft, "");
+}
+
+/* Lanes first, first + 2, ... of v (2n lanes) as n lanes. */
+static LLVMValueRef every_other(cg *g, LLVMValueRef v, int n, int first) {
   LLVMValueRef idx[32];
-  for (int t = 0; t < h; t++) idx[2 * t] = cg_i32(g, t), idx[2 * t + 1] = cg_i32(g, h + t);
-  LLVMValueRef v = LLVMBuildShuffleVector(g->b, lo, hi, LLVMConstVector(idx, (unsigned)L), "");
-  return LLVMBuildSIToFP(g->b, LLVMBuildSExt(g->b, v, it, ""), ft, "");
+  for (int t = 0; t < n; t++) idx[t] = cg_i32(g, 2 * t + first);
+  return LLVMBuildShuffleVector(g->b, v, LLVMGetUndef(LLVMTypeOf(v)), LLVMConstVector(idx, (unsigned)n), "");
 }
 
 bool cg_emit_qlinear(cg *g) {
   const mlc_node *n = g->n;
   const mlc_type *xt = &g->f->nodes[n->in[0]].type, *wt = &g->f->nodes[n->in[1]].type;
-  int bits = n->a.qbits, group = n->a.qgroup, L = g->vw;
-  while (L > 4 && group % L) L /= 2;
-  if (group % L || L > 32) return cg_fail(g, "qlinear: a group of %d does not split into vectors", group);
+  int bits = n->a.qbits, group = n->a.qgroup, L = g->vw, per = bits == 4 ? 2 : 1; /* elements per lane a step */
+  while (L > 4 && group % (per * L)) L /= 2;
+  if (group % (per * L) || L > 16) return cg_fail(g, "qlinear: a group of %d does not split into vectors", group);
   int64_t K = xt->dim[xt->rank - 1], N = wt->dim[0], M = mlc_type_numel(xt) / K, words = wt->dim[1];
   int64_t code_words = K * bits / 32, ngroups = K / group;
   cg_buf x = g->in[0], y = g->out;
@@ -68,11 +68,26 @@ bool cg_emit_qlinear(cg *g) {
   LLVMValueRef acc[RB], next[RB];
   for (int i = 0; i < RB; i++) acc[i] = cg_carry(g, &Lg, LLVMConstNull(vt));
   LLVMValueRef k0 = cg_imulc(g, gi, group);
-  LLVMValueRef j = cg_for(g, &Lj, k0, cg_iaddc(g, k0, group), L);
+  LLVMValueRef j = cg_for(g, &Lj, k0, cg_iaddc(g, k0, group), per * L);
   LLVMValueRef gacc[RB];
   for (int i = 0; i < RB; i++) gacc[i] = cg_carry(g, &Lj, LLVMConstNull(vt));
-  LLVMValueRef xv = cg_load(g, x, cg_iadd(g, xrow, j), L, NULL);
-  for (int i = 0; i < RB; i++) next[i] = cg_fma(g, dequant_codes(g, bytes, row_byte[i], j, bits, L), xv, gacc[i]);
+  if (bits == 8) { /* L codes, L bytes */
+    LLVMValueRef xv = cg_load(g, x, cg_iadd(g, xrow, j), L, NULL);
+    for (int i = 0; i < RB; i++) {
+      LLVMValueRef b = cg_load_raw(g, bytes, cg_iadd(g, row_byte[i], j), L, NULL); /* <L x i8> */
+      LLVMValueRef w = LLVMBuildSIToFP(g->b, LLVMBuildSExt(g->b, b, cg_vec(g->t_i32, L), ""), vt, "");
+      next[i] = cg_fma(g, w, xv, gacc[i]);
+    }
+  } else { /* 2L codes, L bytes: the even elements' codes in the low nibbles, the odd ones' in the high */
+    LLVMValueRef xv = cg_load(g, x, cg_iadd(g, xrow, j), 2 * L, NULL);
+    LLVMValueRef xe = every_other(g, xv, L, 0), xo = every_other(g, xv, L, 1); /* once for RB rows */
+    LLVMValueRef jb = LLVMBuildLShr(g->b, j, cg_i64(g, 1), "");
+    for (int i = 0; i < RB; i++) {
+      LLVMValueRef lo, hi;
+      nibbles(g, cg_load_raw(g, bytes, cg_iadd(g, row_byte[i], jb), L, NULL), L, &lo, &hi);
+      next[i] = cg_fma(g, hi, xo, cg_fma(g, lo, xe, gacc[i]));
+    }
+  }
   cg_end_for(g, &Lj, next);
   for (int i = 0; i < RB; i++) {
     LLVMValueRef s = cg_load(g, scales, cg_iadd(g, row_scale[i], gi), 1, NULL);
