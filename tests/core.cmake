@@ -162,6 +162,11 @@ if(MLC_BACKEND_CPU)
       COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/decode_python.py $<TARGET_FILE:mlc>
               ${MLC_ROOT}/examples/minillm_causal.mdl ${CMAKE_CURRENT_BINARY_DIR}/ref_decode_python)
     set_tests_properties(ref.decode.python PROPERTIES LABELS "unit;cpu" TIMEOUT 300)
+    # --quantize int4 in an artifact: the Python binding's session packs the weights it initialises.
+    add_test(NAME ref.quant.python
+      COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/quant_python.py $<TARGET_FILE:mlc>
+              ${MLC_ROOT}/examples/minillm_causal.mdl ${CMAKE_CURRENT_BINARY_DIR}/ref_quant_python)
+    set_tests_properties(ref.quant.python PROPERTIES LABELS "unit;cpu" TIMEOUT 120)
     # examples/kjv: a byte-level LM on Debian's King James Bible (bible-kjv), 200 steps.
     add_test(NAME ref.kjv
       COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/kjv.py $<TARGET_FILE:mlc> ${MLC_ROOT} ${CMAKE_CURRENT_BINARY_DIR}/kjv)
