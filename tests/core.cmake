@@ -20,6 +20,8 @@ mlc_golden(minillm_notrain.stats minillm_notrain.stats compile examples/minillm.
 mlc_golden(mlp.ir            mlp.ir            compile examples/mlp.mdl --emit ir)
 mlc_golden(linear.ir         linear.ir         compile examples/linear.mdl --emit ir)
 mlc_golden(print_after_all   mlp.print_after   compile examples/mlp.mdl --print-after=all)
+# --quantize (issue 29): each linear over an f32 weight becomes qlinear over its packed form
+mlc_golden(mlp.quantize      mlp.quantize      compile examples/mlp.mdl --quantize int8:group=16 --print-after=quantize)
 # the fuse pass (GPU targets): fused groups, GEMM epilogues, adamw_multi (CUDA) on the small MiniLLM
 mlc_golden(minillm_small.fuse_cuda minillm_small.fuse_cuda compile examples/minillm.mdl --target cuda --print-after=fuse
            -o ${CMAKE_CURRENT_BINARY_DIR}/golden_fuse_cuda ${SMALL})
