@@ -46,7 +46,7 @@ static uint32_t packed_param(mlc_pass_ctx *c, uint32_t *packed, uint32_t w) {
   return packed[w] = mlc_program_add_param(p, &q);
 }
 
-/* Is node i a linear this pass rewrites: f32 x, weight an f32 matrix parameter? */
+/* Is n a linear this pass rewrites: f32 x, its weight an f32 matrix parameter? */
 static bool eligible(const mlc_program *p, const mlc_func *f, const mlc_node *n) {
   if (n->op != MLC_OP_LINEAR) return false;
   const mlc_node *w = &f->nodes[n->in[1]];
@@ -67,9 +67,10 @@ static bool rewrite(mlc_pass_ctx *c, mlc_func *f, uint32_t *packed) {
     uint32_t in[8];
     uint32_t *ins = n->nin <= 8 ? in : mlc_arena_alloc(p->arena, n->nin * sizeof *ins);
     for (uint32_t k = 0; k < n->nin; k++) ins[k] = map[n->in[k]];
-    uint32_t q = eligible(p, &old, n) ? packed_param(c, packed, old.nodes[n->in[1]].a.param) : NONE;
-    if (q == NONE) {
-      ok &= !eligible(p, &old, n);
+    bool quantize = eligible(p, &old, n);
+    uint32_t q = quantize ? packed_param(c, packed, old.nodes[n->in[1]].a.param) : NONE;
+    if (q == NONE) { /* not a linear over an f32 weight, or (an error) its k does not split into groups */
+      ok = ok && !quantize;
       map[i] = mlc_func_copy_node(p, f, n, ins);
       continue;
     }
