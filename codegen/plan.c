@@ -134,12 +134,13 @@ void mlc_plan_encode_units(const mlc_program *p, mlc_kernel_namer namer, void *c
     put_str(&w, prm->name);
     put_shape(&w, &prm->type);
     put_u8(&w, prm->init);
-    put_f64(&w, prm->init_a);
-    put_f64(&w, prm->init_b);
+    bool quant = prm->role == MLC_ROLE_QUANT; /* a packed weight: its bits, group and source in these fields */
+    put_f64(&w, quant ? prm->quant_bits : prm->init_a);
+    put_f64(&w, quant ? prm->quant_group : prm->init_b);
     put_u8(&w, prm->role);
     put_u8(&w, prm->sharded);
     put_u32(&w, prm->flat);
-    put_u64(&w, (uint64_t)prm->flat_offset);
+    put_u64(&w, quant ? prm->quant_of - 1 : (uint64_t)prm->flat_offset);
   }
   put_u32(&w, p->nties);
   for (uint32_t i = 0; i < p->nties; i++) {

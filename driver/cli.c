@@ -56,7 +56,11 @@ void mlc_cli_usage(FILE *o) {
           "                        compiler recomputes cheap activations (casts, norms, SiLU), then\n"
           "                        whole layers' forwards, in the backward until the plan fits, or\n"
           "                        says the smallest it can reach;\n"
-          "                        overrides the train block's memory_budget = ...; --stats lists them\n",
+          "                        overrides the train block's memory_budget = ...; --stats lists them\n"
+          "      --quantize Q      (cpu; compile, run, bench, generate) weight-only quantisation of the\n"
+          "                        linear layers: int8 or int4, symmetric, an f32 scale per group of G\n"
+          "                        weights of a row (int4:group=64; default group 128); packed from the\n"
+          "                        f32 weights at load; inference only: implies --no-train\n",
           mlc_driver_target_names(MLC_CMD_RUN, "|", "|", run, sizeof run),
           mlc_driver_target_names(MLC_CMD_BENCH, "|", "|", bench, sizeof bench),
           mlc_driver_target_names(MLC_CMD_TRAIN, "|", "|", train, sizeof train),
@@ -237,6 +241,7 @@ int mlc_cli_parse_args(options *o, int argc, char **argv) {
     {"logits", required_argument, 0, OPT_LOGITS},
     /* the options of emitted code (mlc_options_set) */
     {"f32-matmul", required_argument, 0, OPT_CODEGEN}, {"memory-budget", required_argument, 0, OPT_CODEGEN},
+    {"quantize", required_argument, 0, OPT_CODEGEN},
     {"help", no_argument, 0, 'h'},
   };
   /* the common options, then each target's own (the registry's) */
@@ -390,6 +395,10 @@ int mlc_cli_parse_args(options *o, int argc, char **argv) {
     case 'h': mlc_cli_usage(stdout); return EXIT_OK;
     }
   }
+  if (o->cg.quant_bits && o->cmd == CMD_TRAIN)
+    return mlc_cli_usage_error("%s", "--quantize: quantised graphs are inference only (qlinear has no gradient): train in "
+                                     "f32, then run or generate with --quantize and the trained weights");
+  if (o->cg.quant_bits) o->no_train = true; /* inference only: the forward and the decode entries */
   if (o->cmd == CMD_TRAIN && o->steps <= 0 && !o->save && !o->export_weights) return mlc_cli_usage_error("%s", "train needs --steps N");
   if (o->cmd == CMD_TRAIN) {
     if (o->data && o->ninputs) return mlc_cli_usage_error("%s", "--data and --input are two ways to give the data: use one");

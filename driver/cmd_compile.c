@@ -147,6 +147,15 @@ static bool target_supports(const options *o, const mlc_program *prog, mlc_diag 
       mlc_error(diag, n->loc, "%s", why);
       ok = false;
     }
+  /* --quantize makes qlinear (passes/quantize.c) of the linears: the target needs its kernel */
+  char why[160];
+  for (uint32_t k = 0; ok && prog->opts.quant_bits && k < prog->nfuncs; k++)
+    for (uint32_t i = 0; ok && i < prog->funcs[k].n; i++)
+      if (prog->funcs[k].nodes[i].op == MLC_OP_LINEAR && !tgt->supports_op(MLC_OP_QLINEAR, why, sizeof why)) {
+        mlc_error(diag, prog->funcs[k].nodes[i].loc, "--quantize int%d: %s; weight-only quantisation runs on the cpu target only",
+                  prog->opts.quant_bits, why);
+        ok = false;
+      }
   return ok;
 }
 

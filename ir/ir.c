@@ -113,6 +113,7 @@ char *mlc_type_str(const mlc_type *t, char *buf, size_t n) {
 #define A_EPS MLC_A_EPS
 #define A_CAUSAL MLC_A_CAUSAL
 #define A_SCALE MLC_A_SCALE
+#define A_QUANT MLC_A_QUANT
 const mlc_opinfo mlc_ops[MLC_OP_COUNT] = {
 #define X(e, name, arity, flags, attrs, shape, cost, vjp) [MLC_OP_##e] = {name, arity, flags, attrs},
 #include "ir/ops.def"
@@ -206,6 +207,21 @@ bool mlc_options_set(mlc_options *o, const char *name, const char *value, char *
     else o->triple = value;
     return true;
   }
+  if (!strcmp(name, "quantize")) {
+    int bits = !strncmp(v, "int8", 4) ? 8 : !strncmp(v, "int4", 4) ? 4 : 0, group = 128, n = 0;
+    const char *rest = v + (bits ? 4 : 0);
+    bool ok = bits && (!*rest || (sscanf(rest, ":group=%d%n", &group, &n) == 1 && !rest[n]));
+    if (!ok) {
+      snprintf(err, errn, "--quantize %s: expected int8 or int4, optionally with :group=G (int4:group=64)", v);
+      return false;
+    }
+    if (group < 8 || group > 65536 || group % 8) {
+      snprintf(err, errn, "--quantize %s: the group must be a multiple of 8 from 8 to 65536", v);
+      return false;
+    }
+    o->quant_bits = (uint8_t)bits, o->quant_group = group;
+    return true;
+  }
   if (!strcmp(name, "memory-budget")) {
     o->memory_budget = mlc_bytes_parse(v);
     if (o->memory_budget <= 0) snprintf(err, errn, "--memory-budget %s: expected a size in bytes, such as 14GB, 12.5GiB or 9e9", v);
@@ -262,6 +278,7 @@ void mlc_options_print(FILE *out, const mlc_options *o) {
   if (o->memory_budget) fprintf(out, " --memory-budget=%s", mlc_bytes_str(b, sizeof b, (double)o->memory_budget));
   if (o->cpu) fprintf(out, " --cpu=%s", o->cpu);
   if (o->triple) fprintf(out, " --triple=%s", o->triple);
+  if (o->quant_bits) fprintf(out, " --quantize=int%d:group=%d", o->quant_bits, o->quant_group);
   fputc('\n', out);
 }
 

@@ -92,6 +92,7 @@ enum {
   MLC_A_NAME = 1 << 0, MLC_A_PARAM = 1 << 1, MLC_A_VALUE = 1 << 2, MLC_A_DTYPE = 1 << 3,
   MLC_A_AXIS = 1 << 4, MLC_A_AXIS2 = 1 << 5, MLC_A_KEEPDIM = 1 << 6, MLC_A_SHAPE = 1 << 7,
   MLC_A_RANGE = 1 << 8, MLC_A_EPS = 1 << 9, MLC_A_CAUSAL = 1 << 10, MLC_A_SCALE = 1 << 11,
+  MLC_A_QUANT = 1 << 12,
 };
 
 typedef struct {
@@ -108,6 +109,7 @@ typedef struct {
   double f;            /* const value, eps, or attention scale */
   uint32_t param;      /* index into mlc_program.params */
   const char *name;    /* input name */
+  int32_t qbits, qgroup; /* qlinear: 4 or 8 bits a weight, a scale per qgroup weights of a row */
 } mlc_attrs;
 
 typedef struct {
@@ -145,7 +147,18 @@ typedef enum {
   MLC_ROLE_OPT_STATE, /* optimizer state (AdamW's moments, SGD's momentum): in checkpoints only */
   MLC_ROLE_FLAT,      /* an FSDP unit's flat parameter (passes/fsdp.c): its weights live in it */
   MLC_ROLE_CACHE,     /* a decode block's KV cache (attention_kv): zero at the start, in no weights file or checkpoint */
+  MLC_ROLE_QUANT,     /* a weight quantised by passes/quantize.c: packed by the runtime from its f32 weight (quant_of)
+                         whenever that one is loaded or initialised; in no weights file or checkpoint */
 } mlc_param_role;
+
+/* The packed form of a quantised weight w[n, k] (passes/quantize.c, the
+ * runtime's mlc_quant_pack, the CPU's qlinear kernel): i32 [n, mlc_quant_row_words],
+ * each row its k codes (bits / 32 words each: int8 four to a word, int4 eight,
+ * element j in bits [bits * (j % per_word), +bits) of word j / per_word, as
+ * two's complement), then k / group f32 scales (their bits, one a word).
+ * Symmetric: scale = max |w| over the group / qmax (qmax 127 or 7), code =
+ * round(w / scale) clamped to [-qmax, qmax], w ~ code * scale. */
+static inline int64_t mlc_quant_row_words(int64_t k, int bits, int group) { return k * bits / 32 + k / group; }
 
 typedef struct {
   const char *name; /* state_dict key: "layers.3.attn.in_proj_weight" */
@@ -158,6 +171,8 @@ typedef struct {
   uint32_t flat;    /* a weight of an FSDP unit: 1 + the index of its flat parameter; 0: none */
   int64_t flat_offset; /* where in the flat it starts, in elements */
   uint32_t tie;     /* while lowering: 1 + the parameter whose tensor this one is now; 0: its own */
+  uint32_t quant_of;   /* MLC_ROLE_QUANT: 1 + the f32 weight it is packed from */
+  int32_t quant_bits, quant_group;
 } mlc_param;
 
 /* Weight sharing (`head.weight = embed.weight`): one more state_dict name
@@ -237,6 +252,9 @@ typedef struct {
   bool cpu_versions;             /* compile -o without --cpu, on x86-64: the artifact carries its kernels for
                                     x86-64-v3 and x86-64-v4 beside the x86-64-v2 baseline, and create runs the
                                     best build the machine has (function multiversioning) */
+  uint8_t quant_bits;            /* --quantize int8|int4[:group=G]: weight-only quantisation of the linear
+                                    layers' weights (passes/quantize.c); 0: none */
+  int32_t quant_group;           /* weights per scale along a row (default 128) */
 } mlc_options;
 
 /* "10GB", "9.5GiB", "512MB", "14e9" (bytes) -> bytes; -1 if it is none. */

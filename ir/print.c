@@ -24,6 +24,7 @@ static void print_attrs(FILE *out, const mlc_program *p, const mlc_node *n) {
   if (m & MLC_A_EPS) fprintf(out, " eps=%.9g", n->a.f);
   if (m & MLC_A_CAUSAL) fprintf(out, " causal=%d", n->a.causal);
   if (m & MLC_A_SCALE) fprintf(out, " scale=%.9g", n->a.f);
+  if (m & MLC_A_QUANT) fprintf(out, " bits=%d group=%d", n->a.qbits, n->a.qgroup);
 }
 
 void mlc_print_func(FILE *out, const mlc_program *p, const mlc_func *f) {
@@ -56,6 +57,11 @@ void mlc_print_program(FILE *out, const mlc_program *p) {
   fprintf(out, "program %s\n", p->name);
   for (uint32_t i = 0; i < p->nparams; i++) {
     const mlc_param *prm = &p->params[i];
+    if (prm->role == MLC_ROLE_QUANT) { /* no initialiser of its own: the runtime packs it */
+      fprintf(out, "param %s : %s = int%d(%s, group=%d)\n", prm->name, mlc_type_str(&prm->type, buf, sizeof buf),
+              prm->quant_bits, p->params[prm->quant_of - 1].name, prm->quant_group);
+      continue;
+    }
     fprintf(out, "param %s : %s = %s", prm->name, mlc_type_str(&prm->type, buf, sizeof buf), init_name[prm->init]);
     if (prm->init == MLC_INIT_UNIFORM || prm->init == MLC_INIT_NORMAL)
       fprintf(out, "(%.9g, %.9g)", prm->init_a, prm->init_b);

@@ -288,6 +288,21 @@ static bool shape_linear(rule_ctx *c) {
   return check_numel(c, c->out);
 }
 
+static bool shape_qlinear(rule_ctx *c) {
+  const mlc_type *x = c->in[0], *w = c->in[1];
+  int bits = c->n->a.qbits, group = c->n->a.qgroup;
+  if (x->dtype != MLC_DT_F32 || x->rank < 1) return fail(c, "qlinear input must be f32 [.., k], got %s", TSTR(x));
+  int64_t k = x->dim[x->rank - 1];
+  if ((bits != 4 && bits != 8) || group <= 0 || group % 8 || k % group)
+    return fail(c, "qlinear of %s: %d bits in groups of %d do not fit", TSTR(x), bits, group);
+  if (w->dtype != MLC_DT_I32 || w->rank != 2 || w->dim[1] != mlc_quant_row_words(k, bits, group))
+    return fail(c, "qlinear of %s: packed weight %s is not i32 [n, %lld]", TSTR(x), TSTR(w),
+                (long long)mlc_quant_row_words(k, bits, group));
+  *c->out = *x;
+  c->out->dim[x->rank - 1] = w->dim[0];
+  return check_numel(c, c->out);
+}
+
 static bool is_int(const mlc_type *t) { return t->dtype == MLC_DT_I32 || t->dtype == MLC_DT_I64; }
 
 static bool shape_embedding(rule_ctx *c) {
@@ -603,6 +618,14 @@ static void cost_matmul_tn(cost_ctx *c) {
 
 static void cost_linear(cost_ctx *c) {
   c->flops = 2 * tnumel(&c->n->type) * (double)in_type(c, 1)->dim[1];
+  c->bytes = io_bytes(c);
+}
+
+/* The packed weight is what a decode step streams: a quarter (int8) or an
+ * eighth (int4) of the f32 weight's bytes, plus the scales. */
+static void cost_qlinear(cost_ctx *c) {
+  const mlc_type *x = in_type(c, 0);
+  c->flops = 2 * tnumel(&c->n->type) * (double)x->dim[x->rank - 1];
   c->bytes = io_bytes(c);
 }
 

@@ -56,6 +56,8 @@ uint32_t mlc_optimizer_update(mlc_program *p, mlc_func *f, uint32_t param, uint3
 /* Training with `shard = fsdp(...)` on a sharded target (passes/fsdp.c). */
 bool mlc_pass_fsdp(mlc_pass_ctx *c);
 bool mlc_pass_precision(mlc_pass_ctx *c);
+/* --quantize: linear layers' f32 weights -> qlinear over packed int8/int4 (passes/quantize.c). */
+bool mlc_pass_quantize(mlc_pass_ctx *c);
 /* The optimizer inside the backward: each update right after its gradient
  * is complete, the "grad:" outputs dropped (passes/interleave.c). */
 bool mlc_pass_interleave(mlc_pass_ctx *c);

@@ -5,7 +5,8 @@
  * allows it: CUDA) and when updates run (interleave, on every target);
  * fuse, which groups nodes into kernels; recompute, which meets a memory
  * budget by computing cheap activations, then whole layers' forwards, again
- * in the backward; memplan
+ * in the backward; quantize (--quantize only), which turns the linears of
+ * an inference program into qlinear over packed weights; memplan
  * last, over the final order.  Each pass is its own file under passes/; --print-after names
  * them as here. */
 #include <string.h>
@@ -27,6 +28,7 @@ static const struct {
   {"interleave", mlc_pass_interleave},
   {"fuse", mlc_pass_fuse},
   {"recompute", mlc_pass_recompute},
+  {"quantize", mlc_pass_quantize},
   {"memplan", mlc_pass_memplan},
 };
 #define NPASSES (sizeof pipeline / sizeof *pipeline)
@@ -44,7 +46,7 @@ bool mlc_pipeline_has_pass(const char *name) {
   return false;
 }
 
-const char *mlc_pipeline_pass_names(void) { return "lower, shapes, precision, autodiff, fsdp, optimizer, microbatch, attnsave, interleave, fuse, recompute, memplan"; }
+const char *mlc_pipeline_pass_names(void) { return "lower, shapes, precision, autodiff, fsdp, optimizer, microbatch, attnsave, interleave, fuse, recompute, quantize, memplan"; }
 
 static void dump(const mlc_pipeline_options *o, const mlc_program *p, const char *name) {
   if (!o->print_after || !o->dump) return;

@@ -69,7 +69,7 @@ void mlc_print_stats(FILE *out, const mlc_program *p) {
   char buf[128], num[64];
   double total = 0, bytes = 0;
   fprintf(out, "parameters of %s:\n", p->name);
-  double state = 0, nstate = 0, nflat = 0, cache = 0, ncache = 0;
+  double state = 0, nstate = 0, nflat = 0, cache = 0, ncache = 0, quant = 0, nquant = 0;
   bool sharded = false;
   for (uint32_t i = 0; i < p->nparams; i++) {
     const mlc_param *prm = &p->params[i];
@@ -82,6 +82,11 @@ void mlc_print_stats(FILE *out, const mlc_program *p) {
     if (prm->role == MLC_ROLE_CACHE) { /* a decode block's KV caches: summarised below */
       cache += n * mlc_dtype_size(prm->type.dtype);
       ncache++;
+      continue;
+    }
+    if (prm->role == MLC_ROLE_QUANT) { /* --quantize's packed weights: summarised below */
+      quant += n * mlc_dtype_size(prm->type.dtype);
+      nquant++;
       continue;
     }
     if (prm->role != MLC_ROLE_WEIGHT) { /* optimizer state: summarised below */
@@ -97,9 +102,12 @@ void mlc_print_stats(FILE *out, const mlc_program *p) {
   for (uint32_t i = 0; i < p->nties; i++)
     fprintf(out, "  %-40s = %s (tied)\n", p->ties[i].name, p->params[p->ties[i].param].name);
   commas(num, sizeof num, total);
-  fprintf(out, "total: %s parameters in %u tensors (%.1f MB)\n", num, p->nparams - (uint32_t)(nstate + nflat + ncache), bytes / 1e6);
+  fprintf(out, "total: %s parameters in %u tensors (%.1f MB)\n", num, p->nparams - (uint32_t)(nstate + nflat + ncache + nquant), bytes / 1e6);
   if (nstate) fprintf(out, "optimizer state: %.0f tensors (%.1f MB)\n", nstate, state / 1e6);
   if (ncache) fprintf(out, "KV caches: %.0f tensors (%.1f MB)\n", ncache, cache / 1e6);
+  if (nquant)
+    fprintf(out, "quantised weights (--quantize int%d:group=%d, packed at load from the f32 weights above): %.0f tensors "
+            "(%.1f MB)\n", p->opts.quant_bits, p->opts.quant_group, nquant, quant / 1e6);
   if (sharded)
     fprintf(out, "sharded (fsdp): %.0f flat units; each of N ranks holds about 1/N of the parameters and the optimizer "
             "state (and the whole arena below)\n", nflat);

@@ -189,7 +189,10 @@ static bool payload(rd *r, mlc_plan *pl) {
         !u8(r, &p.sharded) || !u32(r, &p.flat) || !u64(r, &p.flat_offset))
       return false;
     if (p.init > 3) return bad(r, "unknown initialiser");
-    if (p.role > 3) return bad(r, "unknown parameter role");
+    if (p.role > 4) return bad(r, "unknown parameter role");
+    if (p.role == 4 && (p.flat || p.sharded || p.shape.dtype != 4 || p.shape.rank != 2 || (p.a != 4 && p.a != 8) ||
+                        !(p.b >= 8 && p.b <= 65536) || p.flat_offset >= pl->nparams))
+      return bad(r, "a quantised weight must be i32 [n, words] of 4 or 8 bits, with a group and its f32 weight");
     if (p.sharded > 1 || (p.sharded && (p.shape.rank != 2 || p.shape.dims[1] != MLC_PLAN_SHARD_ROW || p.shape.dtype != 1)))
       return bad(r, "a sharded parameter must be f32 [rows, 4096]");
     if (p.flat > pl->nparams) return bad(r, "a weight's flat parameter does not exist");
@@ -198,6 +201,14 @@ static bool payload(rd *r, mlc_plan *pl) {
   pl->params = params;
   for (uint32_t i = 0; params && i < pl->nparams; i++) {
     const mlc_plan_param *p = &params[i];
+    if (p->role == 4) {
+      const mlc_plan_param *w = &params[p->flat_offset];
+      int64_t k = w->shape.rank == 2 ? w->shape.dims[1] : 0, g = (int64_t)p->b;
+      if (w->role != 0 || w->flat || w->shape.dtype != 1 || w->shape.dims[0] != p->shape.dims[0] || k % g ||
+          p->shape.dims[1] != k * (int64_t)p->a / 32 + k / g)
+        return bad(r, "a quantised weight does not match its f32 weight");
+      continue;
+    }
     if (!p->flat) continue;
     const mlc_plan_param *fl = &params[p->flat - 1];
     uint64_t n = mlc_plan_shape_bytes(&p->shape) / 4, cap = (uint64_t)fl->shape.dims[0] * MLC_PLAN_SHARD_ROW;

@@ -105,7 +105,9 @@ typedef struct {
   mlc_plan_shape shape;
   uint8_t init; /* 0 zeros, 1 ones, 2 uniform(a, b), 3 normal(mean a, std b) */
   double a, b;
-  uint8_t role; /* 0 a model weight (in the state_dict), 1 optimizer state (in checkpoints only), 2 a flat parameter, 3 a KV cache (in neither) */
+  uint8_t role; /* 0 a model weight (in the state_dict), 1 optimizer state (in checkpoints only), 2 a flat parameter, 3 a KV cache (in neither),
+                  4 a quantised weight (in neither): i32 [n, words] packed by the runtime from the f32 weight
+                  [n, k] whose index is flat_offset, a bits (4 or 8) and b weights per scale (runtime/quant.h) */
   uint8_t sharded;
   uint32_t flat;        /* 1 + the flat parameter it lives in; 0: its own storage */
   uint64_t flat_offset; /* elements */

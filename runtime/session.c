@@ -15,6 +15,7 @@
 
 #include "runtime/cpu/convert.h"
 #include "runtime/cpu/device.h"
+#include "runtime/quant.h"
 #include "runtime/ncu.h"
 #include "runtime/profile.h"
 #include "runtime/safetensors.h"
@@ -371,6 +372,18 @@ static uint64_t next_u64(uint64_t *state) {
 }
 static double next_unit(uint64_t *state) { return (double)(next_u64(state) >> 11) * 0x1.0p-53; }
 
+/* Packs every quantised weight (role 4) from its f32 weight, as it now is:
+ * after weights are loaded or drawn (runtime/quant.h). */
+static void pack_quantized(mlc_session *s) {
+  for (uint32_t i = 0; i < s->plan->nparams; i++) {
+    const mlc_plan_param *p = &s->plan->params[i];
+    if (p->role != 4) continue;
+    const mlc_plan_param *w = &s->plan->params[p->flat_offset];
+    mlc_quant_pack((const float *)(s->params + s->param_off[p->flat_offset]), w->shape.dims[0], w->shape.dims[1],
+                   (int)p->a, (int)p->b, (int32_t *)(s->params + s->param_off[i]));
+  }
+}
+
 void mlc_session_init_params(mlc_session *s, uint64_t seed) {
   uint64_t rng = seed;
   s->host_stale = false; /* every byte is rewritten */
@@ -401,6 +414,7 @@ void mlc_session_init_params(mlc_session *s, uint64_t seed) {
       if (k >= lo && k < hi) store_scalar(d + (k - lo) * esz, p->shape.dtype, v);
     }
   }
+  pack_quantized(s);
 }
 
 static const struct { uint8_t dtype; mlc_safetensors_dtype st; } dtype_map[] = {
@@ -426,7 +440,7 @@ enum { ROLE_WEIGHT = 0, ALL_ROLES = 255 };
  * weights included), or everything a checkpoint needs (a sharded weight is
  * in its flat parameter there). */
 static bool in_file(const mlc_plan_param *p, int role) {
-  return role == ALL_ROLES ? !p->flat && p->role != 3 : p->role == role; /* KV caches (3): in neither */
+  return role == ALL_ROLES ? !p->flat && p->role != 3 && p->role != 4 : p->role == role; /* KV caches (3), packed weights (4): in neither */
 }
 
 /* Each tied name the file has must hold the same tensor as the other names
@@ -529,6 +543,7 @@ static mlc_status load_weights(mlc_session *s, const char *path, const void *dat
   s->dev_stale = !host_memory(s);
   mlc_status st = load_tensors(s, f, label, ROLE_WEIGHT);
   mlc_safetensors_close(f);
+  if (!st) pack_quantized(s);
   return st;
 }
 
@@ -585,7 +600,8 @@ static uint64_t params_checksum(const mlc_session *s) {
   if (!h) return 0;
   XXH64_reset(h, 0);
   for (uint32_t i = 0; i < s->plan->nparams; i++)
-    XXH64_update(h, s->params + s->param_off[i], (size_t)param_bytes(s, i));
+    if (s->plan->params[i].role != 4) /* packed weights follow from the others */
+      XXH64_update(h, s->params + s->param_off[i], (size_t)param_bytes(s, i));
   uint64_t v = XXH64_digest(h);
   XXH64_freeState(h);
   return v;
@@ -796,6 +812,7 @@ mlc_status mlc_session_load_checkpoint(mlc_session *s, const char *path) {
       st = mlc_status_make(MLC_DATA_LOSS, "%s: checksum mismatch: the checkpoint is corrupt", file);
   }
   if (!st) s->step = nstep;
+  if (!st) pack_quantized(s);
   const char *sched = mlc_safetensors_metadata_get(f, "schedule_steps");
   if (!st && sched && !s->plan->schedule.steps) s->sched_steps = strtoull(sched, NULL, 10);
   mlc_safetensors_close(f);

@@ -197,6 +197,7 @@ bool cg_emit_gather_grad(cg *g);
 bool cg_emit_gemm(cg *g);        /* emit_gemm.c: matmul, linear */
 bool cg_gemv_fits(const cg *g);   /* emit_gemv.c: a linear of at most 4 rows, */
 bool cg_emit_gemv(cg *g);        /* which cg_emit_gemm hands to this GEMV */
+bool cg_emit_qlinear(cg *g);     /* emit_qlinear.c: --quantize's int8/int4 linear */
 bool cg_emit_attention(cg *g);   /* emit_attention.c */
 bool cg_emit_optim(cg *g);       /* emit_optim.c: adamw, sgd */
 bool cg_emit_attention_grad(cg *g); /* emit_attention_grad.c */

@@ -46,6 +46,7 @@ static const emit_fn emitters[MLC_OP_COUNT] = {
   [MLC_OP_RMSNORM] = cg_emit_rmsnorm, [MLC_OP_LAYERNORM] = cg_emit_layernorm,
   [MLC_OP_ATTENTION] = cg_emit_attention, [MLC_OP_CROSS_ENTROPY] = cg_emit_cross_entropy,
   [MLC_OP_ATTENTION_KV] = cg_emit_attention,
+  [MLC_OP_QLINEAR] = cg_emit_qlinear,
   /* gradients */
   [MLC_OP_BROADCAST] = cg_emit_ew,  [MLC_OP_RELU_GRAD] = cg_emit_ew,   [MLC_OP_SILU_GRAD] = cg_emit_ew,
   [MLC_OP_GELU_GRAD] = cg_emit_ew,  [MLC_OP_SLICE_GRAD] = cg_emit_slice_grad,

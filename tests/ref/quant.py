@@ -1,0 +1,114 @@
+"""--quantize int8|int4 against numpy: the packing's arithmetic written again
+here (symmetric per group, scale = max |w| / qmax, codes rounded half to even
+and clamped to [-qmax, qmax]), then x @ dequant(w)^T.
+
+- mlc's qlinear output matches numpy's product with the dequantised weight
+  to a relative error (max |mlc - numpy| / max |numpy|) of 1e-5: the same
+  arithmetic, only the order of the f32 sums differs.  This checks the codes,
+  their packing (int4's nibble order), the scales and the kernel.
+- The error against the f32 product stays within what the rounding allows:
+  each |w - dequant(w)| <= scale / 2, so |y - yq| <= sum_k |x_k| scale_g / 2
+  row by row (checked with 1 % slack), and int8's is under int4's.
+- Shapes: one row of x (decode's GEMV) and 7 (a prefill), n = 37 (not a
+  multiple of the kernel's 4 or 16 rows), k = 256 with groups of 32, 64, 128
+  and 256.
+- Teeth: the reference with int4's nibbles swapped, or scales per 2G, is
+  rejected by the same bound.
+
+Usage: quant.py MLC WORKDIR"""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "runtime", "tests"))
+from make_reference_st import write_safetensors  # noqa: E402
+
+K, N = 256, 37
+TOL = 1e-5
+
+MODEL = """
+config { rows = 1  k = 256  n = 37 }
+module Q(k, n) {
+    lin = Linear(k, n, bias=false)
+    forward(x: f32[rows, k]) { return lin(x) }
+}
+"""
+
+
+def dequant(w, bits, group, swap_nibbles=False):
+    qmax = 127.0 if bits == 8 else 7.0
+    g = w.reshape(w.shape[0], -1, group)
+    amax = np.abs(g).max(axis=2, keepdims=True)
+    scale = np.where(amax > 0, amax / np.float32(qmax), np.float32(1)).astype(np.float32)
+    q = np.clip(np.round(g / scale), -qmax, qmax).astype(np.float32)
+    if swap_nibbles:
+        q = q.reshape(w.shape[0], -1, 2)[:, :, ::-1].reshape(g.shape)
+    return (q * scale).reshape(w.shape).astype(np.float32), scale.reshape(w.shape[0], -1)
+
+
+def run(mlc, work, mdl, weights, x, rows, quant):
+    xf, yf = os.path.join(work, "x.bin"), os.path.join(work, "y.bin")
+    x.astype(np.float32).tofile(xf)
+    cmd = [mlc, "run", mdl, "--target", "cpu", f"rows={rows}", "--weights", weights, "--input", f"x={xf}",
+           "-o", f"output={yf}", "--threads", "2"] + (["--quantize", quant] if quant else [])
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"FAIL: {' '.join(cmd)}\n{r.stderr}")
+    return np.fromfile(yf, dtype=np.float32).reshape(rows, N)
+
+
+def main():
+    mlc, work = sys.argv[1:3]
+    os.makedirs(work, exist_ok=True)
+    mdl = os.path.join(work, "q.mdl")
+    open(mdl, "w").write(MODEL)
+    rng = np.random.default_rng(0)
+    w = (rng.standard_normal((N, K)) * 0.05).astype(np.float32)
+    w[3, :32] = 0  # a group of zeros: scale 1, codes 0
+    w[5, 7] = 1.0  # an outlier: its group's scale grows
+    weights = os.path.join(work, "w.safetensors")
+    write_safetensors(weights, {"lin.weight": torch.from_numpy(w)}, {})
+    failed = 0
+    for rows in (1, 7):
+        x = rng.standard_normal((rows, K)).astype(np.float32)
+        y32 = x.astype(np.float64) @ w.T.astype(np.float64)
+        out = run(mlc, work, mdl, weights, x, rows, None)
+        if np.abs(out - y32).max() / np.abs(y32).max() > TOL:
+            print(f"FAIL: f32 rows={rows} differs from numpy")
+            failed += 1
+        worst = {}
+        for bits in (8, 4):
+            for group in (32, 64, 128, 256):
+                quant = f"int{bits}:group={group}"
+                got = run(mlc, work, mdl, weights, x, rows, quant)
+                wq, scale = dequant(w, bits, group)
+                ref = x.astype(np.float64) @ wq.T.astype(np.float64)
+                err = np.abs(got - ref).max() / np.abs(ref).max()
+                # the rounding's bound, row by row of x and of w
+                xs = np.abs(x).reshape(rows, -1, group).sum(axis=2)  # (rows, K / group)
+                bound = 0.5 * xs @ scale.T                           # (rows, N)
+                drift = np.abs(got - y32)
+                within = bool((drift <= bound * 1.01 + 1e-6).all())
+                swapped, _ = dequant(w, bits, group, swap_nibbles=True)
+                teeth = np.abs(got - x @ swapped.T).max() / np.abs(ref).max() > 100 * TOL if bits == 4 else True
+                coarse, _ = dequant(w, bits, min(2 * group, K))
+                teeth2 = group == K or np.abs(got - x @ coarse.T).max() / np.abs(ref).max() > 100 * TOL
+                ok = err <= TOL and within and teeth and teeth2
+                worst[bits] = max(worst.get(bits, 0), float((drift / np.abs(y32).max()).max()))
+                print(f"{'ok' if ok else 'FAIL'}: rows={rows} {quant}: rel err vs numpy dequant {err:.2e} (tol {TOL}), "
+                      f"max |y - y_f32| / max|y_f32| {(drift.max() / np.abs(y32).max()):.3e}, within the rounding "
+                      f"bound: {within}")
+                failed += not ok
+        if not worst[8] < worst[4]:
+            print(f"FAIL: rows={rows}: int8's error {worst[8]:.3e} is not under int4's {worst[4]:.3e}")
+            failed += 1
+    if failed:
+        sys.exit(f"{failed} checks failed")
+    print("ok")
+
+
+if __name__ == "__main__":
+    main()
