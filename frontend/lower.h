@@ -5,9 +5,10 @@
 
 #include "frontend/frontend.h"
 
-typedef enum { V_ERR, V_NUM, V_BOOL, V_DTYPE, V_TENSOR, V_MODULE, V_PARAM, V_NONE, V_STR } mlc_vkind;
+typedef enum { V_ERR, V_NUM, V_BOOL, V_DTYPE, V_TENSOR, V_MODULE, V_PARAM, V_NONE, V_STR, V_TUPLE } mlc_vkind;
 
 typedef struct mlc_instance mlc_instance;
+typedef struct mlc_tuple mlc_tuple;
 /* A value while evaluating: a compile-time number, a tensor (an IR node),
  * or a module instance.  V_ERR means an error was already reported: every
  * operation passes it through silently, so one mistake gives one error. */
@@ -19,7 +20,18 @@ typedef struct {
   uint32_t node;  /* V_TENSOR */
   mlc_instance *mod; /* V_MODULE */
   const char *str;   /* V_STR: a string literal, only an option's value (gelu's approximate=) */
+  const mlc_tuple *tuple; /* V_TUPLE */
 } mlc_value;
+
+/* What `return a, b` gives: n >= 2 tensors, each named after the returned
+ * name (`logits`), or `output<i>` for an expression; the names become the
+ * entry's outputs when the model's own forward returns the tuple. */
+struct mlc_tuple {
+  uint32_t n;
+  const mlc_value *v;
+  const char *const *names;
+  const mlc_loc *locs; /* each returned expression */
+};
 
 typedef struct {
   const char *name;
