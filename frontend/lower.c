@@ -49,6 +49,7 @@ struct mlc_lowerer {
     uint32_t ncache, cap;
   } dec;
   bool too_big;                /* a size limit was hit and reported: stop */
+  uint32_t ndropout;           /* dropouts lowered into the train entry: the next one's RNG stream */
 };
 
 mlc_diag *mlc_lower_diag(mlc_lowerer *L) { return L->d; }
@@ -1641,6 +1642,49 @@ static mlc_value prim_clamp(mlc_lowerer *L, const mlc_ast_expr *e, mlc_op op) {
   return x;
 }
 
+/* dropout(x, p=0.5, seed=0): in the train entry, the op over the step
+ * number the runtime writes into "opt.step" (ir/ops.def gives the mask);
+ * each call gets a stream of its own.  In every other entry (forward,
+ * prefill, step) it is x, as nn.Dropout in eval mode. */
+static mlc_value prim_dropout(mlc_lowerer *L, const mlc_ast_expr *e, mlc_op op) {
+  static const char *const spec[] = {"x", "p=", "seed="};
+  mlc_value v[3];
+  bool pr[3];
+  double p = 0.5;
+  int64_t seed = 0;
+  if (eval_args(L, e, spec, 3, v, pr).kind == V_ERR) return mlc_verr();
+  if (!mlc_want_tensor(L, v[0], argloc(e, spec, 3, 0), "the input of dropout")) return mlc_verr();
+  if (pr[1] && !mlc_want_float(L, v[1], argloc(e, spec, 3, 1), "dropout's p", &p)) return mlc_verr();
+  if (!(p >= 0 && p < 1)) {
+    mlc_error(L->d, argloc(e, spec, 3, 1), "dropout's p must be at least 0 and less than 1, got %g", p);
+    return mlc_verr();
+  }
+  if (pr[2] && !mlc_want_int(L, v[2], argloc(e, spec, 3, 2), "dropout's seed", 0, UINT32_MAX, &seed)) return mlc_verr();
+  (void)op;
+  return mlc_dropout(L, v[0], p, (uint32_t)seed, argloc(e, spec, 3, 0), e->loc);
+}
+
+mlc_value mlc_dropout(mlc_lowerer *L, mlc_value x, double p, uint32_t seed, mlc_loc xloc, mlc_loc loc) {
+  if (!mlc_dtype_is_float(mlc_value_type(L, x)->dtype)) {
+    mlc_error(L->d, xloc, "dropout needs a floating-point tensor, got %s", kind_name(L, x));
+    return mlc_verr();
+  }
+  if (strcmp(L->f->name, "train") || p == 0) return x;
+  mlc_value step = {.kind = V_ERR};
+  for (uint32_t i = 0; i < L->f->inputs.n; i++)
+    if (!strcmp(L->f->nodes[L->f->inputs.v[i]].a.name, "opt.step")) step = vtensor(L->f->inputs.v[i]);
+  if (step.kind == V_ERR) {
+    mlc_attrs a = {.name = "opt.step"};
+    mlc_type t = {.dtype = MLC_DT_I64, .rank = 0};
+    step = mlc_emit(L, MLC_OP_INPUT, NULL, 0, &a, &t, loc);
+    if (step.kind != V_TENSOR) return mlc_verr();
+    mlc_u32vec_push(L->a, &L->f->inputs, step.node);
+  }
+  mlc_value in[2] = {x, step};
+  mlc_attrs a = {.f = p, .start = L->ndropout++, .end = seed};
+  return mlc_emit(L, MLC_OP_DROPOUT, in, 2, &a, NULL, loc);
+}
+
 /* where(condition, input, other): either branch may be a number. */
 static mlc_value prim_where(mlc_lowerer *L, const mlc_ast_expr *e, mlc_op op) {
   static const char *const spec[] = {"condition", "input", "other"};
@@ -1690,6 +1734,7 @@ static const struct {
   {"attention", prim_attention, MLC_OP_ATTENTION},
   {"abs", prim_unary, MLC_OP_ABS},         {"erf", prim_unary, MLC_OP_ERF},
   {"pow", prim_pow, MLC_OP_POW},           {"clamp", prim_clamp, MLC_OP_CLAMP_MIN},
+  {"dropout", prim_dropout, MLC_OP_DROPOUT},
   {"where", prim_where, MLC_OP_WHERE},     {"arange", prim_arange, MLC_OP_ARANGE},
   {"permute", prim_permute, MLC_OP_TRANSPOSE}, {"unsqueeze", prim_unsqueeze, MLC_OP_RESHAPE},
   {"squeeze", prim_squeeze, MLC_OP_RESHAPE}, {"expand", prim_expand, MLC_OP_BROADCAST},

@@ -60,6 +60,7 @@ struct mlc_instance {
   /* built-in modules: their configuration */
   int64_t dim[3];
   double eps;
+  double p;                   /* Dropout */
   bool has_eps, bias, causal;
   uint8_t dtype;
   uint32_t param[4];          /* indices of the built-in's own parameters */
@@ -106,6 +107,9 @@ mlc_value mlc_param_value(mlc_lowerer *L, uint32_t param, mlc_loc loc);
  * block's prefill and step entries, attention_kv over this call's KV caches
  * (made the first time, shared by both entries); a non-causal attention is
  * an error there. */
+/* dropout(x, p, seed): the op in the train entry, x itself elsewhere (and
+ * for p = 0); p in [0, 1) is the caller's to check. */
+mlc_value mlc_dropout(mlc_lowerer *L, mlc_value x, double p, uint32_t seed, mlc_loc xloc, mlc_loc loc);
 mlc_value mlc_attention(mlc_lowerer *L, const mlc_value *qkv, bool causal, double scale, mlc_loc loc);
 /* Adds a node and runs its shape rule; on failure reports at loc. */
 mlc_value mlc_emit(mlc_lowerer *L, mlc_op op, const mlc_value *in, uint32_t nin, const mlc_attrs *a, const mlc_type *preset,

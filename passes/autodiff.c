@@ -327,6 +327,15 @@ static void vjp_where(ad *c, uint32_t y, uint32_t g) {
   if (needs(c, b)) accum(c, b, unbroadcast(c, where3(c, k, scalar(c, 0.0, g), g), &tb));
 }
 
+/* dropout: the mask depends only on the element's index, the step and the
+ * op's stream and seed, so g goes back through the same mask and scale by a
+ * dropout of g with the same attributes and step. */
+static void vjp_dropout(ad *c, uint32_t y, uint32_t g) {
+  uint32_t ins[2] = {g, in(c, y, 1)};
+  mlc_attrs a = at(c, y);
+  accum(c, in(c, y, 0), emit(c, MLC_OP_DROPOUT, ins, 2, &a, NULL));
+}
+
 /* The gradient goes back in the source's dtype. */
 static void vjp_cast(ad *c, uint32_t y, uint32_t g) {
   uint32_t x = in(c, y, 0);

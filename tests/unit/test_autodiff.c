@@ -251,6 +251,7 @@ static const op_case cases[] = {
   {"issue27", "param x: f32[2, 3] = ones\n param w: f32[3]\n forward() { return abs(x) + erf(x) + pow(x, 1.5) + x ** 2 +"
               " clamp(x, min=0.1, max=2.0) + gelu(x, approximate=\"tanh\") + where(x < w, x, w) + where(x <= w, w, x) +"
               " where(x == w, x, 0.0) + where(x != w, 1.0, w) }", "", {"x", "w"}},
+  {"dropout", "param x: f32[2, 3]\n forward() { return dropout(x, p=0.3) * dropout(x, seed=7) }", "", {"x"}},
   {"reductions", "param x: f32[3, 4, 5]\n forward() { return sum(x, dim=1, keepdim=true) + mean(x, dim=2, keepdim=true) +"
                  " sum(mean(x, dim=0), dim=0) + reshape(sum(x, dim=1), [3, 1, 5]) }", "", {"x"}},
   {"softmax", "param x: f32[3, 4]\n forward() { return softmax(x, dim=0) * softmax(x) }", "", {"x"}},
