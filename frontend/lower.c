@@ -1874,8 +1874,27 @@ static void begin_func(mlc_lowerer *L, const char *name) {
   for (uint32_t i = 0; i < L->p->nparams; i++) L->param_node[i] = UINT32_MAX;
 }
 
+/* An entry's inputs and outputs are parameters of the generated C
+ * functions (<name>_forward(m, x, ..., logits, loss)), which take the model
+ * as `m` and keep a status in `st`: those names, and C's keywords, cannot
+ * name them. */
+static bool c_param_name_ok(mlc_lowerer *L, const char *name, mlc_loc loc, const char *what) {
+  static const char *const c_words[] = {
+    "m", "st", "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum",
+    "extern", "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return", "short",
+    "signed", "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void", "volatile", "while"};
+  for (size_t i = 0; i < sizeof c_words / sizeof *c_words; i++)
+    if (!strcmp(name, c_words[i])) {
+      mlc_error(L->d, loc, "%s '%s' would be a parameter of the generated C API, where %s; give it another name", what,
+                name, i < 2 ? "'m' is the model and 'st' a status" : "it is a C keyword");
+      return false;
+    }
+  return true;
+}
+
 static mlc_value add_input(mlc_lowerer *L, const mlc_ast_param *prm) {
   mlc_type t;
+  if (!c_param_name_ok(L, prm->name, prm->loc, "input")) return mlc_verr();
   if (!eval_type(L, prm->type, &t)) return mlc_verr();
   for (uint32_t i = 0; i < L->f->inputs.n; i++)
     if (!strcmp(L->f->nodes[L->f->inputs.v[i]].a.name, prm->name)) {
@@ -1932,7 +1951,7 @@ static void lower_forward(mlc_lowerer *L, mlc_instance *root) {
                   t->names[k], t->names[k]);
         clash = true;
       }
-    if (!clash) mlc_func_add_output(L->p, L->f, t->names[k], t->v[k].node);
+    if (!clash && c_param_name_ok(L, t->names[k], t->locs[k], "output")) mlc_func_add_output(L->p, L->f, t->names[k], t->v[k].node);
   }
 }
 
