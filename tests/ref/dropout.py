@@ -6,6 +6,8 @@ generator's known-answer vectors):
   so the masks and their gradients are the same;
 - a second run gives the same losses to the printed digit (a deterministic
   mask), and they differ from a run without dropout;
+- the compiled artifact's train_step, through Python, gives torch's losses
+  too (the runtime feeds it the step);
 - `mlc run` (the forward entry) has no dropout: within 1e-5 of torch's eval.
 Usage: dropout.py MLC REPO_ROOT WORKDIR"""
 import os
@@ -83,6 +85,16 @@ def main():
           f"got {got}, want {want}\n{log}")
     again, _ = train()
     check("a second run draws the same masks (the same losses)", again == got, f"{again} against {got}")
+    r = subprocess.run([mlc, "compile", model, "--target", "cpu", "--cpu", "baseline", "-o", p("out")],
+                       capture_output=True, text=True)
+    sys.path.insert(0, os.path.join(root, "python"))
+    import mlc as mlcpy
+    m = mlcpy.Model(p("out"))
+    m.load_weights(p("w.safetensors"))
+    steps = [m.train_step(x.numpy(), y.numpy()) for _ in range(4)]
+    err = max(abs(a - b) for a, b in zip(steps, want))
+    check(f"the artifact's train_step (Python) draws the same masks: 4 losses within {TOL} of torch (max {err:.2e})",
+          err <= TOL, f"{steps}")
     net.load_state_dict(sd)
     plain = ((net(x) - y) ** 2).mean().item()
     check(f"the first loss is not the loss without dropout ({plain:.6f})", len(got) > 0 and abs(got[0] - plain) > 1e-3)
