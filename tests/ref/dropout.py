@@ -5,7 +5,8 @@ generator's known-answer vectors):
   with stream 0 and 1's masks at step k; the losses within 1e-5 of torch's,
   so the masks and their gradients are the same;
 - a second run gives the same losses to the printed digit (a deterministic
-  mask), and they differ from a run without dropout;
+  mask), and they differ from a run without dropout; 2 steps saved and 2
+  resumed give the same 4;
 - the compiled artifact's train_step, through Python, gives torch's losses
   too (the runtime feeds it the step);
 - `mlc run` (the forward entry) has no dropout: within 1e-5 of torch's eval.
@@ -65,8 +66,8 @@ def main():
     np.save(p("y.npy"), y.numpy())
     x.numpy().tofile(p("x.bin"))
 
-    def train(extra=()):
-        r = subprocess.run([mlc, "train", model, "--target", "cpu", "--weights", p("w.safetensors"), "--steps", "4",
+    def train(extra=("--weights", p("w.safetensors"), "--steps", "4")):
+        r = subprocess.run([mlc, "train", model, "--target", "cpu",
                             "--input", f"x={p('x.npy')}", "--input", f"y={p('y.npy')}", *extra],
                            capture_output=True, text=True)
         return [float(v) for v in re.findall(r"^step \d+: loss (\S+) ", r.stdout, re.M)], r.stdout + r.stderr
@@ -85,6 +86,10 @@ def main():
           f"got {got}, want {want}\n{log}")
     again, _ = train()
     check("a second run draws the same masks (the same losses)", again == got, f"{again} against {got}")
+    first, _ = train(("--weights", p("w.safetensors"), "--steps", "2", "--save", p("two.ckpt")))
+    rest, log = train(("--resume", p("two.ckpt"), "--steps", "2"))
+    check("2 steps, then 2 more resumed from a checkpoint: the 4 steps' losses (the step count goes on)",
+          first + rest == got, f"{first} + {rest} against {got}\n{log}")
     r = subprocess.run([mlc, "compile", model, "--target", "cpu", "--cpu", "baseline", "-o", p("out")],
                        capture_output=True, text=True)
     sys.path.insert(0, os.path.join(root, "python"))
