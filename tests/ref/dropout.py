@@ -6,7 +6,8 @@ generator's known-answer vectors):
   so the masks and their gradients are the same;
 - a second run gives the same losses to the printed digit (a deterministic
   mask), and they differ from a run without dropout; 2 steps saved and 2
-  resumed give the same 4;
+  resumed give the same 4; in bf16 (-D compute=bf16) the losses are f32's
+  within 2e-2 (and mlc train prints a bf16 loss as its value);
 - the compiled artifact's train_step, through Python, gives torch's losses
   too (the runtime feeds it the step);
 - `mlc run` (the forward entry) has no dropout: within 1e-5 of torch's eval.
@@ -86,6 +87,10 @@ def main():
           f"got {got}, want {want}\n{log}")
     again, _ = train()
     check("a second run draws the same masks (the same losses)", again == got, f"{again} against {got}")
+    half, log = train(("--weights", p("w.safetensors"), "--steps", "4", "compute=bf16"))
+    err = max(abs(a - b) / abs(b) for a, b in zip(half, want)) if len(half) == 4 else float("inf")
+    check(f"in bf16 (precision(param=bf16), the loss printed from its bf16 value) the same masks: 4 losses within "
+          f"2e-2 relative of torch's f32 (max {err:.2e})", err <= 2e-2, f"{half} against {want}\n{log}")
     first, _ = train(("--weights", p("w.safetensors"), "--steps", "2", "--save", p("two.ckpt")))
     rest, log = train(("--resume", p("two.ckpt"), "--steps", "2"))
     check("2 steps, then 2 more resumed from a checkpoint: the 4 steps' losses (the step count goes on)",
