@@ -105,6 +105,13 @@ def main():
     err = max(abs(a - b) for a, b in zip(steps, want))
     check(f"the artifact's train_step (Python) draws the same masks: 4 losses within {TOL} of torch (max {err:.2e})",
           err <= TOL, f"{steps}")
+    r = subprocess.run([mlc, "compile", model, "--target", "cpu", "--cpu", "baseline", "-o", p("out_bf16"),
+                        "compute=bf16"], capture_output=True, text=True)
+    m = mlcpy.Model(p("out_bf16"))
+    m.load_weights(p("w.safetensors"))
+    steps = [round(m.train_step(x.numpy(), y.numpy()), 6) for _ in range(4)]
+    check("in bf16, Python's train_step gives mlc train's losses (a bf16 loss as its value)", steps == half,
+          f"{steps} against {half}")
     net.load_state_dict(sd)
     plain = ((net(x) - y) ** 2).mean().item()
     check(f"the first loss is not the loss without dropout ({plain:.6f})", len(got) > 0 and abs(got[0] - plain) > 1e-3)
