@@ -131,6 +131,24 @@ int mlc_cmd_frontend(const options *o, mlc_program *prog, mlc_diag *diag, char *
   return passes(o, prog, diag, ok, t0);
 }
 
+/* A causal attention whose q and k differ in length gets its gradient from
+ * primitive ops (passes/autodiff.c), its mask from arange, lt and where:
+ * in a train entry, those must have kernels too. */
+static bool causal_cross_grad_supported(const mlc_driver_target *tgt, const mlc_func *f, const mlc_node *n, mlc_diag *diag) {
+  if (strcmp(f->name, "train") || n->op != MLC_OP_ATTENTION || !n->a.causal ||
+      f->nodes[n->in[0]].type.dim[2] == f->nodes[n->in[1]].type.dim[2])
+    return true;
+  static const mlc_op need[] = {MLC_OP_ARANGE, MLC_OP_LT, MLC_OP_WHERE};
+  for (size_t i = 0; i < sizeof need / sizeof *need; i++) {
+    char why[160];
+    if (tgt->supports_op(need[i], why, sizeof why)) continue;
+    mlc_error(diag, n->loc, "the gradient of a causal attention whose query and key lengths differ needs %s, and %s",
+              mlc_ops[need[i]].name, why);
+    return false;
+  }
+  return true;
+}
+
 /* Every op the frontend made has a kernel on the target, or an error at the
  * op's source.  The passes add only ops of targets that have them (and the
  * gradients of ops checked here), so this runs before them. */
@@ -142,6 +160,7 @@ static bool target_supports(const options *o, const mlc_program *prog, mlc_diag 
     for (uint32_t i = 0; i < prog->funcs[k].n; i++) {
       const mlc_node *n = &prog->funcs[k].nodes[i];
       char why[160];
+      if (!causal_cross_grad_supported(tgt, &prog->funcs[k], n, diag)) ok = false;
       if (seen[n->op] || tgt->supports_op((mlc_op)n->op, why, sizeof why)) continue;
       seen[n->op] = true; /* once per op */
       mlc_error(diag, n->loc, "%s", why);

@@ -308,7 +308,14 @@ int mlc_cmd_run(const options *o, mlc_program *prog, const onnx_weights *ow) {
     bool known = false;
     for (uint32_t k = 0; k < e->noutputs; k++)
       known |= !strncmp(o->outputs[i], e->outputs[k].name, strlen(e->outputs[k].name)) && o->outputs[i][strlen(e->outputs[k].name)] == '=';
-    if (!known) { st = mlc_status_make(MLC_NOT_FOUND, "--output %s: forward has no output of that name (it has '%s')", o->outputs[i], e->outputs[0].name); goto fail; }
+    if (!known) {
+      char names[512] = "";
+      size_t len = 0;
+      for (uint32_t k = 0; k < e->noutputs && len < sizeof names; k++)
+        len += (size_t)snprintf(names + len, sizeof names - len, "%s'%s'", k ? ", " : "", e->outputs[k].name);
+      st = mlc_status_make(MLC_NOT_FOUND, "--output %s: forward has no output of that name (it has %s)", o->outputs[i], names);
+      goto fail;
+    }
   }
   if ((st = set_inputs(o, s, e))) goto fail;
   if (o->cmd == CMD_RUN) {

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "driver/dataset.h"
+#include "runtime/cpu/convert.h"
 #include "runtime/safetensors.h"
 
 #define LLMC_MAGIC 20240520 /* llm.c's token files: 256 int32 of header, then uint16 tokens */
@@ -92,6 +93,18 @@ static mlc_status read_tokens(const char *path, const char *dtype, tokens *out) 
   out->n = n;
   free(buf);
   return NULL;
+}
+
+/* The loss, a floating-point scalar of the train entry's dtype: f32, or
+ * bf16 or f16 where precision(param=...) computes it in 16 bits. */
+static float loss_value(const void *p, const mlc_plan_shape *shape) {
+  uint16_t h;
+  float f;
+  switch (shape->dtype) {
+  case 2: memcpy(&h, p, 2); return mlc_bf16_to_f32(h);
+  case 3: memcpy(&h, p, 2); return mlc_f16_to_f32(h);
+  default: memcpy(&f, p, 4); return f;
+  }
 }
 
 static double now(void) {
@@ -220,12 +233,10 @@ static mlc_status evaluate(mlc_session *s, const mlc_plan_entry *e, mlc_dataset 
   for (uint64_t b = 0; b < nb && !st; b++) {
     const void *loss;
     const mlc_plan_shape *shape;
-    float l;
     if ((st = mlc_dataset_set_batch(held, s, e, b)) || (st = mlc_session_run(s, "train")) ||
         (st = mlc_session_output(s, "train", "loss", &loss, &shape)))
       break;
-    memcpy(&l, loss, sizeof l);
-    sum += l;
+    sum += loss_value(loss, shape);
     st = mlc_session_state_restore(s, state, bytes);
   }
   free(state);
@@ -288,8 +299,7 @@ static mlc_status loop(mlc_session *s, const mlc_train_args *a, const mlc_plan_e
     const void *loss;
     const mlc_plan_shape *shape;
     if ((st = mlc_session_output(s, "train", "loss", &loss, &shape))) break;
-    float l;
-    memcpy(&l, loss, sizeof l);
+    float l = loss_value(loss, shape);
     double flags[2] = {l, stop_signal};
     if (world > 1) { /* the mean loss over the ranks, as FSDP's would be logged; any rank's signal stops all */
       if ((st = mlc_session_all_sum(s, flags, 2))) break;

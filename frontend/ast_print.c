@@ -83,8 +83,20 @@ static void pstmts(FILE *o, mlc_ast_stmt *const *s, uint32_t n, int ind) {
   for (uint32_t i = 0; i < n; i++) {
     fprintf(o, "%*s%u:%u ", ind, "", s[i]->loc.line, s[i]->loc.col);
     switch (s[i]->kind) {
-    case ST_ASSIGN: fprintf(o, "%s = ", s[i]->name); pexpr(o, s[i]->value); fputc('\n', o); break;
-    case ST_RETURN: fprintf(o, "return "); pexpr(o, s[i]->value); fputc('\n', o); break;
+    case ST_ASSIGN:
+      for (uint32_t k = 0; k < s[i]->nnames; k++) fprintf(o, "%s%s", k ? ", " : "", s[i]->names[k]);
+      fprintf(o, " = ");
+      pexpr(o, s[i]->value);
+      fputc('\n', o);
+      break;
+    case ST_RETURN:
+      fprintf(o, "return ");
+      for (uint32_t k = 0; k < s[i]->nvalues; k++) {
+        if (k) fprintf(o, ", ");
+        pexpr(o, s[i]->values[k]);
+      }
+      fputc('\n', o);
+      break;
     case ST_FOR:
       fprintf(o, "for %s in %s\n", s[i]->name, s[i]->iter);
       pstmts(o, s[i]->body, s[i]->nbody, ind + 2);

@@ -9,6 +9,7 @@
  *                                   in_proj_bias zeros, out_proj.weight U(-1/sqrt(dim), ..),
  *                                   out_proj.bias zeros; batch_first=True, no mask
  *   SiLU(), GELU(), ReLU()          no parameters
+ *   Dropout(p=0.5)                  no parameters; dropout(x, p) in training, x otherwise
  *   Sequential(m, ...)              children 0, 1, ...; calls them in order
  *
  * Every module with parameters also takes dtype= (default f32).
@@ -259,6 +260,27 @@ static mlc_value act_forward(mlc_lowerer *L, mlc_instance *m, const mlc_value *a
   return mlc_emit(L, op, args, 1, NULL, NULL, loc);
 }
 
+/* ---- Dropout ---- */
+
+static bool dropout_make(mlc_lowerer *L, mlc_instance *m, const mlc_call *c) {
+  static const char *const spec[] = {"p="};
+  mlc_value v[1];
+  bool pr[1];
+  m->p = 0.5;
+  if (!mlc_bind(L, c, spec, 1, v, pr)) return false;
+  if (pr[0] && !mlc_want_float(L, v[0], mlc_arg_loc(c, spec, 1, 0), "Dropout's p", &m->p)) return false;
+  if (!(m->p >= 0 && m->p < 1)) {
+    mlc_error(mlc_lower_diag(L), mlc_arg_loc(c, spec, 1, 0), "Dropout's p must be at least 0 and less than 1, got %g", m->p);
+    return false;
+  }
+  return true;
+}
+
+static mlc_value dropout_forward(mlc_lowerer *L, mlc_instance *m, const mlc_value *args, uint32_t n, mlc_loc loc) {
+  (void)n;
+  return mlc_dropout(L, args[0], m->p, 0, loc, loc);
+}
+
 /* ---- Sequential ---- */
 
 static bool sequential_make(mlc_lowerer *L, mlc_instance *m, const mlc_call *c) {
@@ -292,6 +314,7 @@ const mlc_builtin mlc_builtins[] = {
   {"SiLU", noargs_make, act_forward, 1, 1},
   {"GELU", noargs_make, act_forward, 1, 1},
   {"ReLU", noargs_make, act_forward, 1, 1},
+  {"Dropout", dropout_make, dropout_forward, 1, 1},
   {"Sequential", sequential_make, sequential_forward, 1, 1},
 };
 const uint32_t mlc_nbuiltins = sizeof mlc_builtins / sizeof *mlc_builtins;

@@ -71,8 +71,13 @@ typedef struct mlc_ast_stmt mlc_ast_stmt;
 struct mlc_ast_stmt {
   uint8_t kind;
   mlc_loc loc;
-  const char *name;     /* ST_ASSIGN target; ST_FOR loop variable */
-  mlc_ast_expr *value;  /* ST_ASSIGN, ST_RETURN */
+  const char *name;     /* ST_ASSIGN target (the first of names); ST_FOR loop variable */
+  mlc_ast_expr *value;  /* ST_ASSIGN, ST_RETURN (the first of values) */
+  const char **names;   /* ST_ASSIGN: a, b = f(x) unpacks into nnames (>= 1) names */
+  mlc_loc *name_locs;
+  uint32_t nnames;
+  mlc_ast_expr **values; /* ST_RETURN: return a, b gives nvalues (>= 1) outputs */
+  uint32_t nvalues;
   const char *iter;     /* ST_FOR: the module list */
   mlc_loc iter_loc;
   mlc_ast_stmt **body;  /* ST_FOR */

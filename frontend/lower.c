@@ -49,6 +49,7 @@ struct mlc_lowerer {
     uint32_t ncache, cap;
   } dec;
   bool too_big;                /* a size limit was hit and reported: stop */
+  uint32_t ndropout;           /* dropouts lowered into the train entry: the next one's RNG stream */
 };
 
 mlc_diag *mlc_lower_diag(mlc_lowerer *L) { return L->d; }
@@ -57,6 +58,13 @@ mlc_arena *mlc_lower_arena(mlc_lowerer *L) { return L->a; }
 static mlc_value vnum_i(int64_t i) { return (mlc_value){.kind = V_NUM, .is_int = true, .i = i, .f = (double)i}; }
 static mlc_value vnum_f(double f) { return (mlc_value){.kind = V_NUM, .f = f}; }
 static mlc_value vtensor(uint32_t n) { return (mlc_value){.kind = V_TENSOR, .node = n}; }
+
+/* "logits, loss": a tuple's names, for messages. */
+static const char *tuple_names(mlc_lowerer *L, const mlc_tuple *t) {
+  const char *s = t->names[0];
+  for (uint32_t i = 1; i < t->n; i++) s = mlc_arena_printf(L->a, "%s, %s", s, t->names[i]);
+  return s;
+}
 
 static const char *kind_name(mlc_lowerer *L, mlc_value v) {
   switch (v.kind) {
@@ -68,6 +76,7 @@ static const char *kind_name(mlc_lowerer *L, mlc_value v) {
   case V_NONE: return "none";
   case V_PARAM: return "a parameter";
   case V_STR: return mlc_arena_printf(L->a, "the string \"%s\"", v.str);
+  case V_TUPLE: return mlc_arena_printf(L->a, "%u values (%s)", v.tuple->n, tuple_names(L, v.tuple));
   default: return "an error";
   }
 }
@@ -964,6 +973,32 @@ mlc_value mlc_call_module(mlc_lowerer *L, mlc_instance *m, const mlc_value *args
   return r;
 }
 
+/* return a: a tensor.  return a, b, ...: a tuple of tensors, each named
+ * after its expression where that is a plain name (`return logits, loss`),
+ * else output<i>. */
+static mlc_value eval_return(mlc_lowerer *L, const mlc_ast_stmt *s) {
+  mlc_value *v = mlc_arena_alloc(L->a, s->nvalues * sizeof *v);
+  const char **names = mlc_arena_alloc(L->a, s->nvalues * sizeof *names);
+  mlc_loc *locs = mlc_arena_alloc(L->a, s->nvalues * sizeof *locs);
+  bool ok = true;
+  for (uint32_t k = 0; k < s->nvalues; k++) {
+    const mlc_ast_expr *e = s->values[k];
+    v[k] = eval(L, e);
+    if (v[k].kind != V_TENSOR && v[k].kind != V_ERR) {
+      mlc_error(L->d, e->loc, "forward must return %s, got %s", s->nvalues > 1 ? "tensors" : "a tensor", kind_name(L, v[k]));
+      v[k] = mlc_verr();
+    }
+    ok &= v[k].kind == V_TENSOR;
+    names[k] = e->kind == AST_NAME ? e->name : mlc_arena_printf(L->a, "output%u", k);
+    locs[k] = e->loc;
+  }
+  if (!ok) return mlc_verr();
+  if (s->nvalues == 1) return v[0];
+  mlc_tuple *t = mlc_arena_alloc(L->a, sizeof *t);
+  *t = (mlc_tuple){.n = s->nvalues, .v = v, .names = names, .locs = locs};
+  return (mlc_value){.kind = V_TUPLE, .tuple = t};
+}
+
 static bool run_stmts(mlc_lowerer *L, mlc_ast_stmt *const *body, uint32_t n, mlc_value *ret, bool *returned) {
   for (uint32_t i = 0; i < n && !L->too_big; i++) {
     const mlc_ast_stmt *s = body[i];
@@ -984,15 +1019,29 @@ static bool run_stmts(mlc_lowerer *L, mlc_ast_stmt *const *body, uint32_t n, mlc
         mlc_error(L->d, s->loc, "cannot assign a module to a name inside forward");
         v = mlc_verr();
       }
-      scope_set(L, L->locals, s->name, v);
+      if (s->nnames == 1) {
+        scope_set(L, L->locals, s->name, v);
+        break;
+      }
+      /* a, b = m(x): as many names as the tuple has values */
+      if (v.kind != V_TUPLE && v.kind != V_ERR) {
+        mlc_error(L->d, s->value->loc, "%u names to unpack into, but this is %s, not several values", s->nnames,
+                  kind_name(L, v));
+        v = mlc_verr();
+      } else if (v.kind == V_TUPLE && v.tuple->n != s->nnames) {
+        mlc_error(L->d, s->name_locs[0], "%u names to unpack into, but the value has %u (%s)", s->nnames, v.tuple->n,
+                  tuple_names(L, v.tuple));
+        v = mlc_verr();
+      }
+      for (uint32_t k = 0; k < s->nnames; k++) {
+        for (uint32_t j = 0; j < k; j++)
+          if (!strcmp(s->names[j], s->names[k])) mlc_error(L->d, s->name_locs[k], "'%s' is unpacked into twice", s->names[k]);
+        scope_set(L, L->locals, s->names[k], v.kind == V_TUPLE ? v.tuple->v[k] : v);
+      }
       break;
     }
     case ST_RETURN:
-      *ret = eval(L, s->value);
-      if (ret->kind != V_TENSOR && ret->kind != V_ERR) {
-        mlc_error(L->d, s->value->loc, "forward must return a tensor, got %s", kind_name(L, *ret));
-        *ret = mlc_verr();
-      }
+      *ret = eval_return(L, s);
       *returned = true;
       break;
     case ST_FOR: {
@@ -1211,6 +1260,17 @@ static mlc_value prim_slice(mlc_lowerer *L, const mlc_ast_expr *e, mlc_op op) {
  * in PyTorch).  An empty result is an error: mlc has no empty tensors. */
 static mlc_value eval_index(mlc_lowerer *L, const mlc_ast_expr *e) {
   mlc_value x = eval(L, e->lhs);
+  if (x.kind == V_TUPLE) { /* m(x)[1]: one of several returned values */
+    const mlc_tuple *t = x.tuple;
+    int64_t i;
+    if (e->nargs != 1 || e->args[0].value->kind == AST_SLICE) {
+      mlc_error(L->d, e->loc, "%s are indexed by one integer, as a Python tuple", kind_name(L, x));
+      return mlc_verr();
+    }
+    if (!mlc_want_int(L, eval(L, e->args[0].value), e->args[0].loc, "an index", -(int64_t)t->n, t->n - 1, &i))
+      return mlc_verr();
+    return t->v[i < 0 ? i + t->n : i];
+  }
   if (!mlc_want_tensor(L, x, e->lhs->loc, "the indexed value")) return mlc_verr();
   const mlc_type t = *mlc_value_type(L, x);
   if (e->nargs > t.rank) {
@@ -1582,6 +1642,49 @@ static mlc_value prim_clamp(mlc_lowerer *L, const mlc_ast_expr *e, mlc_op op) {
   return x;
 }
 
+/* dropout(x, p=0.5, seed=0): in the train entry, the op over the step
+ * number the runtime writes into "opt.step" (ir/ops.def gives the mask);
+ * each call gets a stream of its own.  In every other entry (forward,
+ * prefill, step) it is x, as nn.Dropout in eval mode. */
+static mlc_value prim_dropout(mlc_lowerer *L, const mlc_ast_expr *e, mlc_op op) {
+  static const char *const spec[] = {"x", "p=", "seed="};
+  mlc_value v[3];
+  bool pr[3];
+  double p = 0.5;
+  int64_t seed = 0;
+  if (eval_args(L, e, spec, 3, v, pr).kind == V_ERR) return mlc_verr();
+  if (!mlc_want_tensor(L, v[0], argloc(e, spec, 3, 0), "the input of dropout")) return mlc_verr();
+  if (pr[1] && !mlc_want_float(L, v[1], argloc(e, spec, 3, 1), "dropout's p", &p)) return mlc_verr();
+  if (!(p >= 0 && p < 1)) {
+    mlc_error(L->d, argloc(e, spec, 3, 1), "dropout's p must be at least 0 and less than 1, got %g", p);
+    return mlc_verr();
+  }
+  if (pr[2] && !mlc_want_int(L, v[2], argloc(e, spec, 3, 2), "dropout's seed", 0, UINT32_MAX, &seed)) return mlc_verr();
+  (void)op;
+  return mlc_dropout(L, v[0], p, (uint32_t)seed, argloc(e, spec, 3, 0), e->loc);
+}
+
+mlc_value mlc_dropout(mlc_lowerer *L, mlc_value x, double p, uint32_t seed, mlc_loc xloc, mlc_loc loc) {
+  if (!mlc_dtype_is_float(mlc_value_type(L, x)->dtype)) {
+    mlc_error(L->d, xloc, "dropout needs a floating-point tensor, got %s", kind_name(L, x));
+    return mlc_verr();
+  }
+  if (strcmp(L->f->name, "train") || p == 0) return x;
+  mlc_value step = {.kind = V_ERR};
+  for (uint32_t i = 0; i < L->f->inputs.n; i++)
+    if (!strcmp(L->f->nodes[L->f->inputs.v[i]].a.name, "opt.step")) step = vtensor(L->f->inputs.v[i]);
+  if (step.kind == V_ERR) {
+    mlc_attrs a = {.name = "opt.step"};
+    mlc_type t = {.dtype = MLC_DT_I64, .rank = 0};
+    step = mlc_emit(L, MLC_OP_INPUT, NULL, 0, &a, &t, loc);
+    if (step.kind != V_TENSOR) return mlc_verr();
+    mlc_u32vec_push(L->a, &L->f->inputs, step.node);
+  }
+  mlc_value in[2] = {x, step};
+  mlc_attrs a = {.f = p, .start = L->ndropout++, .end = seed};
+  return mlc_emit(L, MLC_OP_DROPOUT, in, 2, &a, NULL, loc);
+}
+
 /* where(condition, input, other): either branch may be a number. */
 static mlc_value prim_where(mlc_lowerer *L, const mlc_ast_expr *e, mlc_op op) {
   static const char *const spec[] = {"condition", "input", "other"};
@@ -1631,6 +1734,7 @@ static const struct {
   {"attention", prim_attention, MLC_OP_ATTENTION},
   {"abs", prim_unary, MLC_OP_ABS},         {"erf", prim_unary, MLC_OP_ERF},
   {"pow", prim_pow, MLC_OP_POW},           {"clamp", prim_clamp, MLC_OP_CLAMP_MIN},
+  {"dropout", prim_dropout, MLC_OP_DROPOUT},
   {"where", prim_where, MLC_OP_WHERE},     {"arange", prim_arange, MLC_OP_ARANGE},
   {"permute", prim_permute, MLC_OP_TRANSPOSE}, {"unsqueeze", prim_unsqueeze, MLC_OP_RESHAPE},
   {"squeeze", prim_squeeze, MLC_OP_RESHAPE}, {"expand", prim_expand, MLC_OP_BROADCAST},
@@ -1770,8 +1874,27 @@ static void begin_func(mlc_lowerer *L, const char *name) {
   for (uint32_t i = 0; i < L->p->nparams; i++) L->param_node[i] = UINT32_MAX;
 }
 
+/* An entry's inputs and outputs are parameters of the generated C
+ * functions (<name>_forward(m, x, ..., logits, loss)), which take the model
+ * as `m` and keep a status in `st`: those names, and C's keywords, cannot
+ * name them. */
+static bool c_param_name_ok(mlc_lowerer *L, const char *name, mlc_loc loc, const char *what) {
+  static const char *const c_words[] = {
+    "m", "st", "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum",
+    "extern", "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return", "short",
+    "signed", "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void", "volatile", "while"};
+  for (size_t i = 0; i < sizeof c_words / sizeof *c_words; i++)
+    if (!strcmp(name, c_words[i])) {
+      mlc_error(L->d, loc, "%s '%s' would be a parameter of the generated C API, where %s; give it another name", what,
+                name, i < 2 ? "'m' is the model and 'st' a status" : "it is a C keyword");
+      return false;
+    }
+  return true;
+}
+
 static mlc_value add_input(mlc_lowerer *L, const mlc_ast_param *prm) {
   mlc_type t;
+  if (!c_param_name_ok(L, prm->name, prm->loc, "input")) return mlc_verr();
   if (!eval_type(L, prm->type, &t)) return mlc_verr();
   for (uint32_t i = 0; i < L->f->inputs.n; i++)
     if (!strcmp(L->f->nodes[L->f->inputs.v[i]].a.name, prm->name)) {
@@ -1810,6 +1933,26 @@ static void lower_forward(mlc_lowerer *L, mlc_instance *root) {
   if (!ok) return;
   mlc_value out = mlc_call_module(L, root, args, mod->nfparams, mod->forward_loc);
   if (out.kind == V_TENSOR) mlc_func_add_output(L->p, L->f, "output", out.node);
+  if (out.kind != V_TUPLE) return;
+  /* Several outputs: their names are the C API's parameters beside the
+   * inputs', so they must differ from one another and from the inputs. */
+  const mlc_tuple *t = out.tuple;
+  for (uint32_t k = 0; k < t->n; k++) {
+    bool clash = false;
+    for (uint32_t j = 0; j < k && !clash; j++)
+      if (!strcmp(t->names[j], t->names[k])) {
+        mlc_error(L->d, t->locs[k], "the forward's outputs are named after what it returns, and '%s' is returned twice; "
+                  "give the second a name of its own", t->names[k]);
+        clash = true;
+      }
+    for (uint32_t i = 0; i < mod->nfparams && !clash; i++)
+      if (!strcmp(mod->fparams[i].name, t->names[k])) {
+        mlc_error(L->d, t->locs[k], "output '%s' would have the name of the forward's input '%s'; give it a name of its own",
+                  t->names[k], t->names[k]);
+        clash = true;
+      }
+    if (!clash && c_param_name_ok(L, t->names[k], t->locs[k], "output")) mlc_func_add_output(L->p, L->f, t->names[k], t->v[k].node);
+  }
 }
 
 /* The schedule's arguments of either optimizer, spec[first..first+3):
@@ -2146,6 +2289,9 @@ static void lower_decode(mlc_lowerer *L, const mlc_ast_decode *dc, mlc_instance 
     L->dec.on = true, L->dec.pos = pos.node, L->dec.max_ctx = max_ctx, L->dec.root = root, L->dec.used = 0;
     mlc_value out = mlc_call_module(L, root, &tok, 1, mod->forward_loc);
     L->dec.on = false;
+    if (out.kind == V_TUPLE)
+      mlc_error(L->d, out.tuple->locs[0], "a decode block needs the model's forward to return logits only, but it returns "
+                "%u values (%s)", out.tuple->n, tuple_names(L, out.tuple));
     if (out.kind != V_TENSOR) return;
     const mlc_type *ot = mlc_value_type(L, out);
     if (!mlc_dtype_is_float(ot->dtype) || ot->rank != 3 || ot->dim[0] != t.dim[0] || ot->dim[1] != len[e]) {

@@ -5,9 +5,10 @@
 
 #include "frontend/frontend.h"
 
-typedef enum { V_ERR, V_NUM, V_BOOL, V_DTYPE, V_TENSOR, V_MODULE, V_PARAM, V_NONE, V_STR } mlc_vkind;
+typedef enum { V_ERR, V_NUM, V_BOOL, V_DTYPE, V_TENSOR, V_MODULE, V_PARAM, V_NONE, V_STR, V_TUPLE } mlc_vkind;
 
 typedef struct mlc_instance mlc_instance;
+typedef struct mlc_tuple mlc_tuple;
 /* A value while evaluating: a compile-time number, a tensor (an IR node),
  * or a module instance.  V_ERR means an error was already reported: every
  * operation passes it through silently, so one mistake gives one error. */
@@ -19,7 +20,18 @@ typedef struct {
   uint32_t node;  /* V_TENSOR */
   mlc_instance *mod; /* V_MODULE */
   const char *str;   /* V_STR: a string literal, only an option's value (gelu's approximate=) */
+  const mlc_tuple *tuple; /* V_TUPLE */
 } mlc_value;
+
+/* What `return a, b` gives: n >= 2 tensors, each named after the returned
+ * name (`logits`), or `output<i>` for an expression; the names become the
+ * entry's outputs when the model's own forward returns the tuple. */
+struct mlc_tuple {
+  uint32_t n;
+  const mlc_value *v;
+  const char *const *names;
+  const mlc_loc *locs; /* each returned expression */
+};
 
 typedef struct {
   const char *name;
@@ -48,6 +60,7 @@ struct mlc_instance {
   /* built-in modules: their configuration */
   int64_t dim[3];
   double eps;
+  double p;                   /* Dropout */
   bool has_eps, bias, causal;
   uint8_t dtype;
   uint32_t param[4];          /* indices of the built-in's own parameters */
@@ -94,6 +107,9 @@ mlc_value mlc_param_value(mlc_lowerer *L, uint32_t param, mlc_loc loc);
  * block's prefill and step entries, attention_kv over this call's KV caches
  * (made the first time, shared by both entries); a non-causal attention is
  * an error there. */
+/* dropout(x, p, seed): the op in the train entry, x itself elsewhere (and
+ * for p = 0); p in [0, 1) is the caller's to check. */
+mlc_value mlc_dropout(mlc_lowerer *L, mlc_value x, double p, uint32_t seed, mlc_loc xloc, mlc_loc loc);
 mlc_value mlc_attention(mlc_lowerer *L, const mlc_value *qkv, bool causal, double scale, mlc_loc loc);
 /* Adds a node and runs its shape rule; on failure reports at loc. */
 mlc_value mlc_emit(mlc_lowerer *L, mlc_op op, const mlc_value *in, uint32_t nin, const mlc_attrs *a, const mlc_type *preset,

@@ -14,6 +14,7 @@
 #include "frontend/frontend.h"
 
 #define MAX_DEPTH 200
+#define MAX_RESULTS 64 /* values of one return, names of one unpacking */
 #define MAX_OPS 1000 /* binary operators in one expression: bounds the depth of the tree */
 
 typedef struct {
@@ -426,13 +427,23 @@ static void param_list(parser *P, mlc_ast_param **out, uint32_t *out_n, bool typ
 
 static mlc_ast_stmt **block(parser *P, uint32_t *out_n);
 
-/* stmt = "return" expr | "for" IDENT "in" IDENT block | IDENT "=" expr */
+/* stmt = "return" expr { "," expr } | "for" IDENT "in" IDENT block
+ *      | IDENT { "," IDENT } "=" expr */
 static mlc_ast_stmt *stmt(parser *P) {
   mlc_ast_stmt *s = mlc_arena_alloc(P->a, sizeof *s);
   s->loc = P->t->loc;
   if (accept(P, "return")) {
     s->kind = ST_RETURN;
-    s->value = expr(P);
+    do {
+      if (s->nvalues == MAX_RESULTS) {
+        mlc_error(P->d, P->t->loc, "a return gives at most %d values", MAX_RESULTS);
+        P->panic = true;
+        return NULL;
+      }
+      s->values = mlc_arena_grow(P->a, s->values, s->nvalues * sizeof *s->values, (s->nvalues + 1) * sizeof *s->values);
+      s->values[s->nvalues++] = expr(P);
+    } while (!P->panic && accept(P, ","));
+    s->value = s->values[0];
   } else if (accept(P, "for")) {
     s->kind = ST_FOR;
     if (!(s->name = ident(P, "a loop variable")) || !expect(P, "in")) return NULL;
@@ -441,7 +452,22 @@ static mlc_ast_stmt *stmt(parser *P) {
     s->body = block(P, &s->nbody);
   } else {
     s->kind = ST_ASSIGN;
-    if (!(s->name = ident(P, "a statement (name = expression, return or for)")) || !expect(P, "=")) return NULL;
+    do {
+      if (s->nnames == MAX_RESULTS) {
+        mlc_error(P->d, P->t->loc, "an assignment unpacks at most %d values", MAX_RESULTS);
+        P->panic = true;
+        return NULL;
+      }
+      mlc_loc at = P->t->loc;
+      const char *name = ident(P, s->nnames ? "a name to unpack into" : "a statement (name = expression, return or for)");
+      if (!name) return NULL;
+      s->names = mlc_arena_grow(P->a, s->names, s->nnames * sizeof *s->names, (s->nnames + 1) * sizeof *s->names);
+      s->name_locs = mlc_arena_grow(P->a, s->name_locs, s->nnames * sizeof *s->name_locs, (s->nnames + 1) * sizeof *s->name_locs);
+      s->name_locs[s->nnames] = at;
+      s->names[s->nnames++] = name;
+    } while (accept(P, ","));
+    s->name = s->names[0];
+    if (!expect(P, "=")) return NULL;
     s->value = expr(P);
   }
   if (P->panic || !end_of_stmt(P, "the end of the statement (a new line)")) return NULL;

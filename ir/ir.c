@@ -114,6 +114,7 @@ char *mlc_type_str(const mlc_type *t, char *buf, size_t n) {
 #define A_CAUSAL MLC_A_CAUSAL
 #define A_SCALE MLC_A_SCALE
 #define A_QUANT MLC_A_QUANT
+#define A_RNG MLC_A_RNG
 const mlc_opinfo mlc_ops[MLC_OP_COUNT] = {
 #define X(e, name, arity, flags, attrs, shape, cost, vjp) [MLC_OP_##e] = {name, arity, flags, attrs},
 #include "ir/ops.def"

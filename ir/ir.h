@@ -93,6 +93,7 @@ enum {
   MLC_A_AXIS = 1 << 4, MLC_A_AXIS2 = 1 << 5, MLC_A_KEEPDIM = 1 << 6, MLC_A_SHAPE = 1 << 7,
   MLC_A_RANGE = 1 << 8, MLC_A_EPS = 1 << 9, MLC_A_CAUSAL = 1 << 10, MLC_A_SCALE = 1 << 11,
   MLC_A_QUANT = 1 << 12,
+  MLC_A_RNG = 1 << 13, /* dropout's stream (start) and seed (end) */
 };
 
 typedef struct {
@@ -105,7 +106,7 @@ extern const mlc_opinfo mlc_ops[MLC_OP_COUNT];
 typedef struct {
   int32_t axis, axis2; /* normalised to 0..rank-1 by the builder */
   int32_t keepdim, causal;
-  int64_t start, end;  /* slice */
+  int64_t start, end;  /* slice; dropout: the RNG stream and seed */
   double f;            /* const value, eps, or attention scale */
   uint32_t param;      /* index into mlc_program.params */
   const char *name;    /* input name */

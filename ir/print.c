@@ -25,6 +25,7 @@ static void print_attrs(FILE *out, const mlc_program *p, const mlc_node *n) {
   if (m & MLC_A_CAUSAL) fprintf(out, " causal=%d", n->a.causal);
   if (m & MLC_A_SCALE) fprintf(out, " scale=%.9g", n->a.f);
   if (m & MLC_A_QUANT) fprintf(out, " bits=%d group=%d", n->a.qbits, n->a.qgroup);
+  if (m & MLC_A_RNG) fprintf(out, " stream=%lld seed=%lld", (long long)n->a.start, (long long)n->a.end);
 }
 
 void mlc_print_func(FILE *out, const mlc_program *p, const mlc_func *f) {

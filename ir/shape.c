@@ -126,6 +126,14 @@ static bool shape_unary_float(rule_ctx *c) {
   return true;
 }
 
+static bool shape_dropout(rule_ctx *c) {
+  if (!need_float(c, c->in[0], "dropout")) return false;
+  if (c->in[1]->dtype != MLC_DT_I64 || c->in[1]->rank != 0) return fail(c, "dropout's step must be i64[], got %s", TSTR(c->in[1]));
+  if (!(c->n->a.f >= 0 && c->n->a.f < 1)) return fail(c, "dropout's p must be in [0, 1), got %g", c->n->a.f);
+  *c->out = *c->in[0];
+  return true;
+}
+
 static bool shape_cast(rule_ctx *c) {
   if (c->n->type.dtype == MLC_DT_INVALID || c->n->type.dtype >= MLC_DT_COUNT) return fail(c, "cast to an invalid dtype");
   *c->out = *c->in[0];

@@ -25,6 +25,7 @@
  * with q, k, v of different shapes) is a user error at the
  * forward node's location.
  */
+#include <math.h>
 #include <string.h>
 
 #include "passes/passes.h"
@@ -327,6 +328,15 @@ static void vjp_where(ad *c, uint32_t y, uint32_t g) {
   if (needs(c, b)) accum(c, b, unbroadcast(c, where3(c, k, scalar(c, 0.0, g), g), &tb));
 }
 
+/* dropout: the mask depends only on the element's index, the step and the
+ * op's stream and seed, so g goes back through the same mask and scale by a
+ * dropout of g with the same attributes and step. */
+static void vjp_dropout(ad *c, uint32_t y, uint32_t g) {
+  uint32_t ins[2] = {g, in(c, y, 1)};
+  mlc_attrs a = at(c, y);
+  accum(c, in(c, y, 0), emit(c, MLC_OP_DROPOUT, ins, 2, &a, NULL));
+}
+
 /* The gradient goes back in the source's dtype. */
 static void vjp_cast(ad *c, uint32_t y, uint32_t g) {
   uint32_t x = in(c, y, 0);
@@ -549,17 +559,45 @@ static void vjp_layernorm(ad *c, uint32_t y, uint32_t g) {
   norm_vjp(c, y, g, MLC_OP_LAYERNORM_GRAD_X, MLC_OP_LAYERNORM_GRAD_W);
 }
 
+/* Attention whose q, k and v differ in shape (cross-attention: sq query
+ * rows over sk keys, v's head dim dv): the gradient from the ops that
+ * attention is made of, recomputing the probabilities.  An [sq, sk] matrix
+ * per head lives in the arena, where attention_grad's kernels keep tiles:
+ *   s = q k^T scale, masked to -inf where key j > query i when causal (the
+ *   forward's mask, PyTorch's is_causal: top-left aligned);  p = softmax(s)
+ *   dv = p^T g;  dp = g v^T;  ds = p (dp - sum(dp p, keys))
+ *   dq = ds k scale;  dk = ds^T q scale */
+static void attention_vjp_composed(ad *c, uint32_t y, uint32_t g) {
+  uint32_t q = in(c, y, 0), k = in(c, y, 1), v = in(c, y, 2);
+  mlc_attrs a = at(c, y);
+  mlc_type tq = ty(c, q), tk = ty(c, k);
+  uint32_t s = scale(c, binary(c, MLC_OP_MATMUL, q, transpose_last2(c, k)), a.f);
+  if (a.causal) {
+    mlc_type ti = {.dtype = MLC_DT_I64, .rank = 1, .dim = {tq.dim[2]}}, tj = {.dtype = MLC_DT_I64, .rank = 1, .dim = {tk.dim[2]}};
+    mlc_type ri = {.dtype = MLC_DT_I64, .rank = 2, .dim = {tq.dim[2], 1}}, rj = {.dtype = MLC_DT_I64, .rank = 2, .dim = {1, tk.dim[2]}};
+    uint32_t i = reshape_to(c, emit(c, MLC_OP_ARANGE, NULL, 0, NULL, &ti), &ri);
+    uint32_t j = reshape_to(c, emit(c, MLC_OP_ARANGE, NULL, 0, NULL, &tj), &rj);
+    uint32_t ins[3] = {binary(c, MLC_OP_LT, i, j), scalar(c, -INFINITY, s), s};
+    s = emit(c, MLC_OP_WHERE, ins, 3, NULL, NULL);
+  }
+  mlc_attrs last = {.axis = 3};
+  uint32_t p = emit(c, MLC_OP_SOFTMAX, &s, 1, &last, NULL);
+  if (needs(c, v)) accum(c, v, binary(c, MLC_OP_MATMUL, transpose_last2(c, p), g));
+  if (!needs(c, q) && !needs(c, k)) return;
+  uint32_t dp = binary(c, MLC_OP_MATMUL, g, transpose_last2(c, v));
+  uint32_t rows = sum_axis(c, binary(c, MLC_OP_MUL, dp, p), 3, true);
+  uint32_t ds = binary(c, MLC_OP_MUL, p, binary(c, MLC_OP_SUB, dp, rows));
+  if (needs(c, q)) accum(c, q, scale(c, binary(c, MLC_OP_MATMUL, ds, k), a.f));
+  if (needs(c, k)) accum(c, k, scale(c, binary(c, MLC_OP_MATMUL, transpose_last2(c, ds), q), a.f));
+}
+
 /* attention_grad gives dq, dk, dv stacked on a new leading axis; each is a
  * slice of it, viewed back as [b, h, s, d]. */
 static void vjp_attention(ad *c, uint32_t y, uint32_t g) {
   uint32_t q = in(c, y, 0), k = in(c, y, 1), v = in(c, y, 2);
   mlc_type tq = ty(c, q), tk = ty(c, k), tv = ty(c, v);
   if (!mlc_type_eq(&tq, &tk) || !mlc_type_eq(&tq, &tv)) {
-    char a[96], b[96], d[96];
-    const mlc_node *n = &c->f->nodes[y];
-    mlc_error(c->d, n->loc, "attention has no gradient yet for q %s, k %s, v %s: its gradient op needs q, k and v of one shape",
-              mlc_type_str(&tq, a, sizeof a), mlc_type_str(&tk, b, sizeof b), mlc_type_str(&tv, d, sizeof d));
-    c->failed = true;
+    attention_vjp_composed(c, y, g);
     return;
   }
   mlc_attrs a = at(c, y);

@@ -475,6 +475,39 @@ static mlc_status check_ties(const mlc_session *s, mlc_safetensors *f, const cha
   return NULL;
 }
 
+/* Whether some parameter of `role` is named `name` exactly. */
+static bool model_has(const mlc_session *s, const char *name, int role) {
+  for (uint32_t k = 0; k < s->plan->nparams; k++)
+    if (in_file(&s->plan->params[k], role) && !strcmp(s->plan->params[k].name, name)) return true;
+  return false;
+}
+
+/* The message for a parameter the file lacks.  A state dict saved through
+ * a wrapper has every name under a prefix (DDP's "module.", torch.compile's
+ * "_orig_mod.", a training loop's "model."), or lacks the model's: where
+ * the file has the name under a prefix, or a name the model has under one,
+ * say which, and how to rename in Python. */
+static mlc_status missing_tensor(const mlc_session *s, mlc_safetensors *f, const char *path, const mlc_plan_param *p,
+                                 int role) {
+  size_t n = strlen(p->name);
+  for (size_t i = 0; i < mlc_safetensors_count(f); i++) {
+    const char *name = mlc_safetensors_tensor_at(f, i)->name;
+    size_t m = strlen(name);
+    if (m > n && name[m - n - 1] == '.' && !strcmp(name + m - n, p->name))
+      return mlc_status_make(MLC_NOT_FOUND, "%s: missing tensor '%s' (%s), which the model needs; the file has '%s': "
+                             "its names start with '%.*s', which the model's do not; strip it in Python:\n"
+                             "  state = {k.removeprefix(\"%.*s\"): v for k, v in state.items()}",
+                             path, p->name, dtype_names[p->shape.dtype], name, (int)(m - n), name, (int)(m - n), name);
+    if (n > m && p->name[n - m - 1] == '.' && !strcmp(p->name + n - m, name) && !model_has(s, name, role))
+      return mlc_status_make(MLC_NOT_FOUND, "%s: missing tensor '%s' (%s), which the model needs; the file has '%s': "
+                             "the model's names start with '%.*s', which the file's do not; add it in Python:\n"
+                             "  state = {\"%.*s\" + k: v for k, v in state.items()}",
+                             path, p->name, dtype_names[p->shape.dtype], name, (int)(n - m), p->name, (int)(n - m), p->name);
+  }
+  return mlc_status_make(MLC_NOT_FOUND, "%s: missing tensor '%s' (%s), which the model needs", path, p->name,
+                         dtype_names[p->shape.dtype]);
+}
+
 /* Copies the tensors of `role` (or all) from an open file, strictly: each
  * must be there with its dtype and shape, and nothing else may be. */
 static mlc_status load_tensors(mlc_session *s, mlc_safetensors *f, const char *path, int role) {
@@ -495,8 +528,7 @@ static mlc_status load_tensors(mlc_session *s, mlc_safetensors *f, const char *p
         st = NULL;
       }
       if (!other) {
-        st = mlc_status_make(MLC_NOT_FOUND, "%s: missing tensor '%s' (%s), which the model needs", path, p->name,
-                             dtype_names[p->shape.dtype]);
+        st = missing_tensor(s, f, path, p, role);
         break;
       }
     }
@@ -509,7 +541,14 @@ static mlc_status load_tensors(mlc_session *s, mlc_safetensors *f, const char *p
     if (!same) {
       shape_str(want, sizeof want, ps->rank, ps->dims);
       shape_str(got, sizeof got, t->rank, t->shape);
-      st = mlc_status_make(MLC_INVALID_ARGUMENT, "%s: tensor '%s' has shape %s, the model needs %s", path, p->name, got, want);
+      /* Hugging Face's GPT-2 keeps its projections as Conv1D weights, [in, out]. */
+      if (t->rank == 2 && ps->rank == 2 && t->shape[0] == ps->dims[1] && t->shape[1] == ps->dims[0] && t->shape[0] != t->shape[1])
+        st = mlc_status_make(MLC_INVALID_ARGUMENT, "%s: tensor '%s' has shape %s, the model needs %s: it is stored "
+                             "transposed ([in, out], as Hugging Face's Conv1D keeps it; Linear keeps [out, in]); transpose "
+                             "it in Python:\n  state[\"%s\"] = state[\"%s\"].t().contiguous()",
+                             path, p->name, got, want, p->name, p->name);
+      else
+        st = mlc_status_make(MLC_INVALID_ARGUMENT, "%s: tensor '%s' has shape %s, the model needs %s", path, p->name, got, want);
     } else if (t->dtype != to_st(p->shape.dtype)) {
       st = mlc_status_make(MLC_INVALID_ARGUMENT, "%s: tensor '%s' is %s, the model needs %s", path, p->name,
                            mlc_safetensors_dtype_name(t->dtype), mlc_safetensors_dtype_name(to_st(p->shape.dtype)));

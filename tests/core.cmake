@@ -108,12 +108,22 @@ if(MLC_BACKEND_CPU)
   set_tests_properties(runtime.cpu_targets PROPERTIES LABELS "runtime;cpu" TIMEOUT 300)
   add_test(NAME ref.run.errors
     COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/run_errors.py $<TARGET_FILE:mlc> ${MLC_ROOT} ${CMAKE_CURRENT_BINARY_DIR}/run_errors)
+  # Several named outputs per entry: the C signature, mlc run's --output
+  # NAME=FILE and a train block taking the loss by index, against torch.
+  add_test(NAME ref.run.outputs
+    COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/outputs.py $<TARGET_FILE:mlc> ${MLC_ROOT} ${CMAKE_CURRENT_BINARY_DIR}/outputs)
+  # Cross-attention trains: an encoder-decoder's logits and AdamW losses against torch.
+  add_test(NAME ref.train.encdec
+    COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/encdec.py $<TARGET_FILE:mlc> ${MLC_ROOT} ${CMAKE_CURRENT_BINARY_DIR}/encdec)
+  # Dropout's Philox masks in training against torch, none in the forward.
+  add_test(NAME ref.train.dropout
+    COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/dropout.py $<TARGET_FILE:mlc> ${MLC_ROOT} ${CMAKE_CURRENT_BINARY_DIR}/dropout)
   foreach(mode f32 bf16)
     add_test(NAME ref.train.minillm_small.${mode}
       COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/train_minillm.py $<TARGET_FILE:mlc> ${MLC_ROOT}/examples/minillm.mdl
               ${CMAKE_CURRENT_BINARY_DIR}/train_minillm_${mode} ${mode})
   endforeach()
-  set_tests_properties(ref.run.minillm_small ref.app.mlp ref.artifact.mlp ref.run.errors ref.train.minillm_small.f32
+  set_tests_properties(ref.run.minillm_small ref.app.mlp ref.artifact.mlp ref.run.errors ref.run.outputs ref.train.dropout ref.train.encdec ref.train.minillm_small.f32
                        ref.train.minillm_small.bf16 PROPERTIES
                        LABELS "ref;cpu" TIMEOUT 300)
   # Incremental decoding (issue 29): mlc generate's greedy tokens and each

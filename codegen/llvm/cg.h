@@ -175,6 +175,7 @@ bool cg_fail(cg *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* ---- op emitters: one kernel body each ---- */
 bool cg_emit_ew(cg *g);          /* emit_ew.c: binary, unary, cast, broadcast, activation grads */
 bool cg_emit_arange(cg *g);
+bool cg_emit_dropout(cg *g);    /* Philox4x32-10 mask, training only */
 bool cg_emit_reduce(cg *g);      /* emit_reduce.c: sum, mean, max, min */
 bool cg_emit_argreduce(cg *g);   /* argmax, argmin */
 bool cg_emit_softmax(cg *g);

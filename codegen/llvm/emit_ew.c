@@ -2,7 +2,8 @@
  * ops, cast, broadcast (a copy to a larger shape), and the activation
  * gradients relu_grad, silu_grad, gelu_grad and gelu_tanh_grad (g, x);
  * issue 27's abs, erf, pow, clamp_min/max, gelu_tanh, the comparisons (bool
- * results) and where (three inputs); and arange, which has no input.
+ * results) and where (three inputs); arange, which has no input; and
+ * dropout's Philox mask.
  *
  * The output and each input are described by strides over the output's
  * dimensions, an input's stride being 0 along a broadcast dimension.  Size-1
@@ -17,6 +18,8 @@
  * the inputs converted to the compute type and works on scalars and vectors
  * alike.
  */
+#include <math.h>
+
 #include "codegen/llvm/cg.h"
 
 #define CHUNK 4096 /* elements per work item: a multiple of every vector width */
@@ -292,6 +295,58 @@ bool cg_emit_arange(cg *g) {
   cg_items_begin(g, &items);
   LLVMValueRef i = cg_for(g, &L, cg_i64(g, 0), cg_i64(g, n), 1);
   cg_store(g, g->out, i, cg_convert(g, i, MLC_DT_I64, g->n->type.dtype), NULL);
+  cg_end_for(g, &L, NULL);
+  cg_end_for(g, &items, NULL);
+  return true;
+}
+
+/* dropout(x, step): Philox4x32-10 per element (ir/ops.def gives the
+ * counter and key).  The key schedule is a compile-time constant (stream
+ * and seed are attributes); the counter's high words come from the step,
+ * read once per work item.  A work item is a chunk of CHUNK elements,
+ * walked one element at a time: ten rounds of two 32x32->64 products each
+ * outweigh the load and store. */
+static LLVMValueRef philox_word0(cg *g, LLVMValueRef c[4], uint32_t k0, uint32_t k1) {
+  LLVMValueRef m0 = LLVMConstInt(g->t_i64, 0xD2511F53u, false), m1 = LLVMConstInt(g->t_i64, 0xCD9E8D57u, false);
+  LLVMValueRef x[4] = {c[0], c[1], c[2], c[3]};
+  for (int r = 0; r < 10; r++) {
+    LLVMValueRef p0 = LLVMBuildMul(g->b, LLVMBuildZExt(g->b, x[0], g->t_i64, ""), m0, "");
+    LLVMValueRef p1 = LLVMBuildMul(g->b, LLVMBuildZExt(g->b, x[2], g->t_i64, ""), m1, "");
+    LLVMValueRef hi0 = LLVMBuildTrunc(g->b, LLVMBuildLShr(g->b, p0, cg_i64(g, 32), ""), g->t_i32, "");
+    LLVMValueRef lo0 = LLVMBuildTrunc(g->b, p0, g->t_i32, "");
+    LLVMValueRef hi1 = LLVMBuildTrunc(g->b, LLVMBuildLShr(g->b, p1, cg_i64(g, 32), ""), g->t_i32, "");
+    LLVMValueRef lo1 = LLVMBuildTrunc(g->b, p1, g->t_i32, "");
+    LLVMValueRef y0 = LLVMBuildXor(g->b, LLVMBuildXor(g->b, hi1, x[1], ""), LLVMConstInt(g->t_i32, k0, false), "");
+    LLVMValueRef y2 = LLVMBuildXor(g->b, LLVMBuildXor(g->b, hi0, x[3], ""), LLVMConstInt(g->t_i32, k1, false), "");
+    x[0] = y0, x[1] = lo1, x[2] = y2, x[3] = lo0;
+    k0 += 0x9E3779B9u, k1 += 0xBB67AE85u;
+  }
+  return x[0];
+}
+
+bool cg_emit_dropout(cg *g) {
+  const mlc_node *n = g->n;
+  int64_t numel = mlc_type_numel(&n->type);
+  double p = n->a.f;
+  double t = floor(p * 4294967296.0);
+  uint32_t threshold = t >= 4294967295.0 ? 4294967295u : (uint32_t)t;
+  g->items = cg_ceil_div(numel, CHUNK);
+  cg_loop items, L;
+  LLVMValueRef item = cg_items_begin(g, &items);
+  cg_buf step_buf = g->in[1];
+  LLVMValueRef step = cg_load(g, step_buf, cg_i64(g, 0), 1, NULL);
+  LLVMValueRef c2 = LLVMBuildTrunc(g->b, step, g->t_i32, "");
+  LLVMValueRef c3 = LLVMBuildTrunc(g->b, LLVMBuildLShr(g->b, step, cg_i64(g, 32), ""), g->t_i32, "");
+  LLVMValueRef start = cg_imulc(g, item, CHUNK);
+  LLVMValueRef end = cg_iadd(g, start, cg_block_len(g, start, numel, CHUNK));
+  LLVMValueRef i = cg_for(g, &L, start, end, 1);
+  LLVMValueRef c[4] = {LLVMBuildTrunc(g->b, i, g->t_i32, ""),
+                       LLVMBuildTrunc(g->b, LLVMBuildLShr(g->b, i, cg_i64(g, 32), ""), g->t_i32, ""), c2, c3};
+  LLVMValueRef w = philox_word0(g, c, (uint32_t)n->a.start, (uint32_t)n->a.end);
+  LLVMValueRef keep = LLVMBuildICmp(g->b, LLVMIntUGE, w, LLVMConstInt(g->t_i32, threshold, false), "");
+  LLVMValueRef x = cg_load(g, g->in[0], i, 1, NULL);
+  LLVMValueRef scaled = LLVMBuildFMul(g->b, x, cg_const(g, g->t_f32, (float)(1.0 / (1.0 - p))), "");
+  cg_store(g, g->out, i, LLVMBuildSelect(g->b, keep, scaled, cg_const(g, g->t_f32, 0.0), ""), NULL);
   cg_end_for(g, &L, NULL);
   cg_end_for(g, &items, NULL);
   return true;

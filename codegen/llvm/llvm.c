@@ -63,6 +63,7 @@ static const emit_fn emitters[MLC_OP_COUNT] = {
   [MLC_OP_NE] = cg_emit_ew,         [MLC_OP_WHERE] = cg_emit_ew,       [MLC_OP_ARANGE] = cg_emit_arange,
   [MLC_OP_GELU_TANH_GRAD] = cg_emit_ew,   [MLC_OP_MIN] = cg_emit_reduce,    [MLC_OP_ARGMAX] = cg_emit_argreduce,
   [MLC_OP_ARGMIN] = cg_emit_argreduce,  [MLC_OP_GATHER] = cg_emit_gather, [MLC_OP_GATHER_GRAD] = cg_emit_gather_grad,
+  [MLC_OP_DROPOUT] = cg_emit_dropout,
 };
 
 struct mlc_llvm_module {

@@ -318,7 +318,10 @@ class Model:
 
     def train_step(self, *args, **kwargs):
         """One optimizer step on a batch; the loss (of the weights before the step) as a float."""
-        return float(self.run("train", *args, **kwargs))
+        loss = self.run("train", *args, **kwargs)
+        if self._entries["train"].outputs[0][1] == "bf16":  # 16-bit training's loss comes as bf16 bits
+            return float((np.array([loss], dtype=np.uint32) << np.uint32(16)).view(np.float32)[0])
+        return float(loss)
 
 
     def generate(self, prompt, max_new, temperature=0.0, top_k=0, seed=0):

@@ -13,8 +13,8 @@
  *     --const VALUE:TYPE   a CONST operand
  *     --shape D0,D1,...    the node's result shape, for ops that take it
  *                          from the builder (broadcast, slice_grad, ...)
- *     --attr KEY=VALUE     axis, axis2, start, end, keepdim, causal (integers),
- *                          eps, scale (reals)
+ *     --attr KEY=VALUE     axis, axis2, start, end, keepdim, causal, stream, seed
+ *                          (integers), eps, scale, p (reals)
  *     --func NAME          entry point to run (default: forward)
  *     --entry MODULE       module to compile (as mlc compile --entry)
  *     --threads N          thread-pool size (default 1)
@@ -520,7 +520,9 @@ int main(int argc, char **argv) {
       else if (!strcmp(kv, "causal")) attrs.causal = atoi(v);
       else if (!strcmp(kv, "start")) attrs.start = atoll(v);
       else if (!strcmp(kv, "end")) attrs.end = atoll(v);
-      else if (!strcmp(kv, "eps") || !strcmp(kv, "scale")) attrs.f = atof(v);
+      else if (!strcmp(kv, "eps") || !strcmp(kv, "scale") || !strcmp(kv, "p")) attrs.f = atof(v);
+      else if (!strcmp(kv, "stream")) attrs.start = atoll(v);
+      else if (!strcmp(kv, "seed")) attrs.end = atoll(v);
       else die("--attr: unknown attribute '%s'", kv);
     } else if (a[0] != '-' && strchr(a, '=')) {
       if (ndefines == MAX_DEFINES) die("too many NAME=VALUE arguments");

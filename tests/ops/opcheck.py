@@ -612,6 +612,20 @@ def ce_grad_ref(rnd=lambda t: t):
     return ref
 
 
+def dropout_ref(p, stream, seed, rnd=lambda t: t):
+    """tests/ref/philox.py's mask (checked there against Philox's known-answer
+    vectors), x scaled by 1 / (1 - p) in f32 where kept."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "ref"))
+    from philox import dropout_mask
+
+    def ref(I, P):
+        x = I["x"]
+        keep = dropout_mask(tuple(x.shape), p, int(I["step"]), stream, seed)
+        scale = float(np.float32(1.0 / (1.0 - p)))
+        return rnd(torch.where(torch.from_numpy(keep), x * scale, torch.zeros_like(x)))
+    return ref
+
+
 def gather_grad_ref(shape, axis, rnd=lambda t: t):
     """torch.gather's gradient; indices outside the axis contribute nothing
     (the forward gives them 0)."""
@@ -762,6 +776,13 @@ GRAD_CASES = [
              gather_grad_ref((5, 6), 0), RED, {"idx": (0, 5)}, attrs={"axis": 0}, shape=[5, 6], targets=I27),
     GradCase("gather_grad_bf16", "gather_grad", ["g: bf16[6, 7]", "idx: i64[6, 7]"],
              gather_grad_ref((6, 40), 1, bf16), LOW, {"idx": (0, 40)}, attrs={"axis": 1}, shape=[6, 40], targets=I27),
+    # dropout (training only, so built by hand): the Philox mask, steps past 2^32 (the counter's high word)
+    GradCase("dropout_f32", "dropout", ["x: f32[3, 1000, 7]", "step: i64[]"], dropout_ref(0.25, 0, 0), EW,
+             {"step": (1, 1 << 40)}, attrs={"p": 0.25, "stream": 0, "seed": 0}, targets=("cpu",)),
+    GradCase("dropout_stream_seed", "dropout", ["x: f32[5, 9001]", "step: i64[]"], dropout_ref(0.9, 3, 77), EW,
+             {"step": (1, 100)}, attrs={"p": 0.9, "stream": 3, "seed": 77}, targets=("cpu",)),
+    GradCase("dropout_bf16", "dropout", ["x: bf16[6, 333]", "step: i64[]"], dropout_ref(0.5, 1, 5, bf16), LOW,
+             {"step": (1, 1000)}, attrs={"p": 0.5, "stream": 1, "seed": 5}, targets=("cpu",)),
     # cross_entropy_grad: targets outside [0, C) skipped and not counted, as in the forward
     GradCase("cross_entropy_grad", "cross_entropy_grad", ["g: f32[]", "x: f32[2, 37, 100]", "t: i32[2, 37]"],
              ce_grad_ref(), RED, {"t": (-3, 103), "x": (-5, 5)}, same_bits=True),

@@ -123,11 +123,18 @@ def mha(prefix, P, q, k, v, heads, bias=True, causal=False):
         m.in_proj_bias = P[prefix + "in_proj_bias"]
         m.out_proj.bias = P[prefix + "out_proj.bias"]
     mask = None
-    if causal:
-        s = q.shape[1]
-        mask = torch.triu(torch.ones(s, s, dtype=torch.bool), diagonal=1)
+    if causal:  # PyTorch's is_causal mask, top-left aligned when q and k differ in length
+        mask = torch.triu(torch.ones(q.shape[1], k.shape[1], dtype=torch.bool), diagonal=1)
     out, _ = m(q, k, v, need_weights=False, attn_mask=mask)
     return out
+
+
+def sdpa(q, k, v, scale, causal):
+    """softmax(q k^T scale [+ is_causal's mask]) v, written out (torch 1.13)."""
+    s = (q @ k.transpose(-2, -1)) * scale
+    if causal:
+        s = s.masked_fill(torch.triu(torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool), diagonal=1), float("-inf"))
+    return torch.softmax(s, -1) @ v
 
 
 def unary(name, fn, kind=normal):
@@ -236,6 +243,19 @@ CASES = [
          "a(x, y, y)", {"x": normal(2, 5, 8), "y": normal(2, 5, 8), "a.in_proj_weight": normal(24, 8),
                         "a.out_proj.weight": normal(8, 8)},
          lambda P, I: mha("a.", P, P["x"], P["y"], P["y"], 2, bias=False)),
+    # cross-attention: query and key lengths differ, so the gradient is composed of matmuls and softmax
+    Case("mha_cross_lengths", "param x: f32[2, 5, 8]\n param y: f32[2, 7, 8]\n a = MultiheadAttention(8, 2)", "a(x, y, y)",
+         {"x": normal(2, 5, 8), "y": normal(2, 7, 8), "a.in_proj_weight": normal(24, 8), "a.in_proj_bias": normal(24),
+          "a.out_proj.weight": normal(8, 8), "a.out_proj.bias": normal(8)},
+         lambda P, I: mha("a.", P, P["x"], P["y"], P["y"], 2)),
+    Case("mha_cross_causal", "param x: f32[2, 4, 8]\n param y: f32[2, 6, 8]\n a = MultiheadAttention(8, 2, causal=true)",
+         "a(x, y, y)", {"x": normal(2, 4, 8), "y": normal(2, 6, 8), "a.in_proj_weight": normal(24, 8),
+                        "a.in_proj_bias": normal(24), "a.out_proj.weight": normal(8, 8), "a.out_proj.bias": normal(8)},
+         lambda P, I: mha("a.", P, P["x"], P["y"], P["y"], 2, causal=True)),
+    Case("attention_cross_dv", "param q: f32[2, 3, 6, 4]\n param k: f32[2, 3, 5, 4]\n param v: f32[2, 3, 5, 7]",
+         "attention(q, k, v, causal=true, scale=0.3) + attention(q, k, v)",
+         {"q": normal(2, 3, 6, 4), "k": normal(2, 3, 5, 4), "v": normal(2, 3, 5, 7)},
+         lambda P, I: sdpa(P["q"], P["k"], P["v"], 0.3, True) + sdpa(P["q"], P["k"], P["v"], 0.5, False)),
     Case("cross_entropy", "param z: f32[2, 3, 7]", "z", {"z": normal(2, 3, 7)}, lambda P, I: P["z"],
          ints={"t": ((2, 3), 7)}, ce="t"),
     Case("cross_entropy_linear", "l = Linear(6, 7)\n param x: f32[4, 6]", "l(x)",

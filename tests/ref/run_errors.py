@@ -56,7 +56,23 @@ def main():
                     "  import torch, safetensors.torch\n"
                     "  state = torch.load(\"{0}\", map_location=\"cpu\")  # or model.state_dict()\n"
                     "  safetensors.torch.save_file(state, \"{1}\")")
+    ddp = weights("ddp.safetensors", {"module." + k: v for k, v in sd.items()})
+    bare = weights("bare.safetensors", {k[len("net."):]: v for k, v in sd.items()})
+    conv1d = weights("conv1d.safetensors", dict(sd, **{"net.0.weight": sd["net.0.weight"].t().contiguous()}))
     exact = [
+        # wrong names: a wrapper's prefix in the file, or the model's missing from it; a transposed weight
+        (["--weights", ddp, "--input", f"x={x}"],
+         f"mlc: {ddp}: missing tensor 'net.0.weight' (f32), which the model needs; the file has 'module.net.0.weight': "
+         "its names start with 'module.', which the model's do not; strip it in Python:\n"
+         "  state = {k.removeprefix(\"module.\"): v for k, v in state.items()}"),
+        (["--weights", bare, "--input", f"x={x}"],
+         f"mlc: {bare}: missing tensor 'net.0.weight' (f32), which the model needs; the file has '0.weight': "
+         "the model's names start with 'net.', which the file's do not; add it in Python:\n"
+         "  state = {\"net.\" + k: v for k, v in state.items()}"),
+        (["--weights", conv1d, "--input", f"x={x}"],
+         f"mlc: {conv1d}: tensor 'net.0.weight' has shape [784, 256], the model needs [256, 784]: it is stored "
+         "transposed ([in, out], as Hugging Face's Conv1D keeps it; Linear keeps [out, in]); transpose it in Python:\n"
+         "  state[\"net.0.weight\"] = state[\"net.0.weight\"].t().contiguous()"),
         (["--weights", pt, "--input", f"x={x}"],
          f"mlc: {pt}: safetensors: this is a PyTorch file (torch.save, zip format), not safetensors; "
          + torch_recipe.format(pt, pt[:-3] + ".safetensors")),
