@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine (device tool), one call:
-#   1. the trial attention softmax (-DMLC_ATTN_FAST_SOFTMAX): attn_probe.sh timing beside the
+#   1. the trial attention softmax (-DMLC_ATTN_FAST_SOFTMAX, the default since 547ac7a, so that today
+#      both variants are the same kernel): attn_probe.sh timing beside the
 #      unchanged kernel, and the attention op cases built with it (nvcc wrapper, own cache);
 #   2. the op cases (matmul, linear, fused) with --cuda-gemm-tile=$PP, under which passes/fuse.c
 #      now puts activations (SiLU, GELU, their gradients) into the GEMM's epilogue;
