@@ -95,23 +95,28 @@ def main():
     rest, log = train(("--resume", p("two.ckpt"), "--steps", "2"))
     check("2 steps, then 2 more resumed from a checkpoint: the 4 steps' losses (the step count goes on)",
           first + rest == got, f"{first} + {rest} against {got}\n{log}")
-    r = subprocess.run([mlc, "compile", model, "--target", "cpu", "--cpu", "baseline", "-o", p("out")],
-                       capture_output=True, text=True)
-    sys.path.insert(0, os.path.join(root, "python"))
-    import mlc as mlcpy
-    m = mlcpy.Model(p("out"))
-    m.load_weights(p("w.safetensors"))
-    steps = [m.train_step(x.numpy(), y.numpy()) for _ in range(4)]
-    err = max(abs(a - b) for a, b in zip(steps, want))
-    check(f"the artifact's train_step (Python) draws the same masks: 4 losses within {TOL} of torch (max {err:.2e})",
-          err <= TOL, f"{steps}")
-    r = subprocess.run([mlc, "compile", model, "--target", "cpu", "--cpu", "baseline", "-o", p("out_bf16"),
-                        "compute=bf16"], capture_output=True, text=True)
-    m = mlcpy.Model(p("out_bf16"))
-    m.load_weights(p("w.safetensors"))
-    steps = [round(m.train_step(x.numpy(), y.numpy()), 6) for _ in range(4)]
-    check("in bf16, Python's train_step gives mlc train's losses (a bf16 loss as its value)", steps == half,
-          f"{steps} against {half}")
+    if os.environ.get("MLC_SANITIZED") == "1":
+        # The binding dlopens the artifact's ASan-instrumented runtime into a
+        # python3 without ASan; the build without sanitizers runs this part.
+        print("skip the artifact's train_step from Python (sanitizer build)")
+    else:
+        r = subprocess.run([mlc, "compile", model, "--target", "cpu", "--cpu", "baseline", "-o", p("out")],
+                           capture_output=True, text=True)
+        sys.path.insert(0, os.path.join(root, "python"))
+        import mlc as mlcpy
+        m = mlcpy.Model(p("out"))
+        m.load_weights(p("w.safetensors"))
+        steps = [m.train_step(x.numpy(), y.numpy()) for _ in range(4)]
+        err = max(abs(a - b) for a, b in zip(steps, want))
+        check(f"the artifact's train_step (Python) draws the same masks: 4 losses within {TOL} of torch (max {err:.2e})",
+              err <= TOL, f"{steps}")
+        r = subprocess.run([mlc, "compile", model, "--target", "cpu", "--cpu", "baseline", "-o", p("out_bf16"),
+                            "compute=bf16"], capture_output=True, text=True)
+        m = mlcpy.Model(p("out_bf16"))
+        m.load_weights(p("w.safetensors"))
+        steps = [round(m.train_step(x.numpy(), y.numpy()), 6) for _ in range(4)]
+        check("in bf16, Python's train_step gives mlc train's losses (a bf16 loss as its value)", steps == half,
+              f"{steps} against {half}")
     net.load_state_dict(sd)
     plain = ((net(x) - y) ** 2).mean().item()
     check(f"the first loss is not the loss without dropout ({plain:.6f})", len(got) > 0 and abs(got[0] - plain) > 1e-3)
