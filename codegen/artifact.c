@@ -39,19 +39,17 @@ static void shape_comment(FILE *o, const mlc_type *t) {
   fprintf(o, "%s", mlc_type_str(t, buf, sizeof buf));
 }
 
-static FILE *open_out(const mlc_artifact *a, const char *name, const char *ext, char *err, size_t errn) {
+static mlc_status open_out(const mlc_artifact *a, const char *name, const char *ext, FILE **out) {
   char path[4096];
   snprintf(path, sizeof path, "%s/%s%s", a->dir, name, ext);
-  FILE *f = fopen(path, "w");
-  if (!f) snprintf(err, errn, "cannot write %s: %s", path, strerror(errno));
-  return f;
+  *out = fopen(path, "w");
+  return *out ? NULL : mlc_status_make(MLC_IO, "cannot write %s: %s", path, strerror(errno));
 }
 
-static bool close_out(FILE *f, const mlc_artifact *a, const char *name, const char *ext, char *err, size_t errn) {
+static mlc_status close_out(FILE *f, const mlc_artifact *a, const char *name, const char *ext) {
   bool ok = !ferror(f);
   ok &= fclose(f) == 0;
-  if (!ok) snprintf(err, errn, "cannot write %s/%s%s: %s", a->dir, name, ext, strerror(errno));
-  return ok;
+  return ok ? NULL : mlc_status_make(MLC_IO, "cannot write %s/%s%s: %s", a->dir, name, ext, strerror(errno));
 }
 
 /* The C name of an entry point: forward -> <name>_forward, train ->
@@ -501,38 +499,34 @@ static void write_pc(FILE *o, const mlc_program *p, const mlc_artifact *a) {
   fprintf(o, "Cflags: -I${prefix}\nLibs: ${prefix}/lib%s.a %s %s\n", p->name, DEPS_LINK, MLC_RUNTIME_LINK_OPTIONS);
 }
 
-bool mlc_artifact_mkdir(const char *dir, char *err, size_t errn) {
+mlc_status mlc_artifact_mkdir(const char *dir) {
   /* Like mkdir -p: each prefix that ends at a '/' first. */
   char path[4096];
   size_t n = strlen(dir);
-  if (n == 0 || n >= sizeof path) {
-    snprintf(err, errn, "bad output folder '%s'", dir);
-    return false;
-  }
+  if (n == 0 || n >= sizeof path) return mlc_status_make(MLC_INVALID_ARGUMENT, "bad output folder '%s'", dir);
   memcpy(path, dir, n + 1);
   for (size_t i = 1; i <= n; i++) {
     if (path[i] != '/' && path[i] != 0) continue;
     char c = path[i];
     path[i] = 0;
     struct stat st;
-    if (mkdir(path, 0777) && !(errno == EEXIST && stat(path, &st) == 0 && S_ISDIR(st.st_mode))) {
-      snprintf(err, errn, "cannot create the folder %s: %s", path, errno == EEXIST ? "a file of that name exists" : strerror(errno));
-      return false;
-    }
+    if (mkdir(path, 0777) && !(errno == EEXIST && stat(path, &st) == 0 && S_ISDIR(st.st_mode)))
+      return mlc_status_make(MLC_IO, "cannot create the folder %s: %s", path,
+                             errno == EEXIST ? "a file of that name exists" : strerror(errno));
     path[i] = c;
   }
-  return true;
+  return NULL;
 }
 
-bool mlc_artifact_write(const mlc_program *p, const mlc_artifact *a, char *err, size_t errn) {
-  if (!mlc_artifact_mkdir(a->dir, err, errn)) return false;
+mlc_status mlc_artifact_write(const mlc_program *p, const mlc_artifact *a) {
+  MLC_RETURN_IF_ERROR(mlc_artifact_mkdir(a->dir));
   static const char *const ext[] = {".h", ".c", ".cmake", ".pc"};
   void (*const writer[])(FILE *, const mlc_program *, const mlc_artifact *) = {write_header, write_source, write_cmake, write_pc};
   for (int i = 0; i < 4; i++) {
-    FILE *o = open_out(a, p->name, ext[i], err, errn);
-    if (!o) return false;
+    FILE *o;
+    MLC_RETURN_IF_ERROR(open_out(a, p->name, ext[i], &o));
     writer[i](o, p, a);
-    if (!close_out(o, a, p->name, ext[i], err, errn)) return false;
+    MLC_RETURN_IF_ERROR(close_out(o, a, p->name, ext[i]));
   }
-  return true;
+  return NULL;
 }

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "ir/ir.h"
+#include "runtime/status.h"
 #include "runtime/cuda/kernel.h"
 #include "runtime/vulkan/kernel.h"
 
@@ -57,9 +58,9 @@ typedef struct {
   uint32_t nvk_kernels;
 } mlc_artifact;
 
-/* Creates dir unless it exists. */
-bool mlc_artifact_mkdir(const char *dir, char *err, size_t errn);
-/* False with a message in err on an I/O failure. */
-bool mlc_artifact_write(const mlc_program *p, const mlc_artifact *a, char *err, size_t errn);
+/* Creates dir unless it exists (MLC_IO when it cannot). */
+MLC_MUST_USE mlc_status mlc_artifact_mkdir(const char *dir);
+/* MLC_IO on a failure to write. */
+MLC_MUST_USE mlc_status mlc_artifact_write(const mlc_program *p, const mlc_artifact *a);
 
 #endif

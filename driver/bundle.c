@@ -75,7 +75,7 @@ static int run_in(const char *dir, const char *const *argv, const char *in) {
   return WEXITSTATUS(status);
 }
 
-static bool copy_file(const char *from, const char *to, char *err, size_t errn) {
+static mlc_status copy_file(const char *from, const char *to) {
   FILE *in = fopen(from, "rb"), *out = in ? fopen(to, "wb") : NULL;
   bool ok = in && out;
   char buf[1 << 16];
@@ -84,26 +84,20 @@ static bool copy_file(const char *from, const char *to, char *err, size_t errn) 
   ok = ok && !ferror(in);
   if (out && fclose(out)) ok = false;
   if (in) fclose(in);
-  if (!ok) snprintf(err, errn, "cannot copy %s to %s: %s", from, to, strerror(errno));
-  return ok;
+  return ok ? NULL : mlc_status_make(MLC_IO, "cannot copy %s to %s: %s", from, to, strerror(errno));
 }
 
-bool mlc_bundle_artifact(const char *dir, const char *name, const char *const *objects, uint32_t nobjects,
-                         const char *cc, char *err, size_t errn) {
+mlc_status mlc_bundle_artifact(const char *dir, const char *name, const char *const *objects, uint32_t nobjects,
+                               const char *cc) {
   char inc[4096], lib[4096], from[4300], to[4300];
-  if (!find_runtime(inc, sizeof inc, lib, sizeof lib)) {
-    snprintf(err, errn, "cannot find libmlcrt.a to bundle into the artifact (looked for %s)", lib);
-    return false;
-  }
+  if (!find_runtime(inc, sizeof inc, lib, sizeof lib))
+    return mlc_status_make(MLC_UNIMPLEMENTED, "cannot find libmlcrt.a to bundle into the artifact (looked for %s)", lib);
   snprintf(to, sizeof to, "%s/runtime", dir);
-  if (mkdir(to, 0777) && errno != EEXIST) {
-    snprintf(err, errn, "cannot create the folder %s: %s", to, strerror(errno));
-    return false;
-  }
+  if (mkdir(to, 0777) && errno != EEXIST) return mlc_status_make(MLC_IO, "cannot create the folder %s: %s", to, strerror(errno));
   for (size_t i = 0; i < sizeof public_headers / sizeof *public_headers; i++) {
     snprintf(from, sizeof from, "%s/runtime/%s", inc, public_headers[i]);
     snprintf(to, sizeof to, "%s/runtime/%s", dir, public_headers[i]);
-    if (!copy_file(from, to, err, errn)) return false;
+    MLC_RETURN_IF_ERROR(copy_file(from, to));
   }
 
   char src[256], glue[256], archive[256], rt[256], mri[256], iflag[4200];
@@ -115,37 +109,28 @@ bool mlc_bundle_artifact(const char *dir, const char *name, const char *const *o
   snprintf(iflag, sizeof iflag, "-I%s", inc);
   const char *compile[] = {cc, "-std=c11", "-O2", "-fPIC", iflag, "-c", src, "-o", glue, NULL};
   int rc = run_in(dir, compile, NULL);
-  if (rc) {
-    snprintf(err, errn, rc < 0 || rc == 127 ? "cannot run the C compiler '%s' (--cc names another)"
-                                            : "the C compiler '%s' could not compile %s/%s.c (a bug in mlc)",
-             cc, dir, name);
-    return false;
-  }
+  if (rc < 0 || rc == 127) return mlc_status_make(MLC_INVALID_ARGUMENT, "cannot run the C compiler '%s' (--cc names another)", cc);
+  if (rc) return mlc_status_make(MLC_INTERNAL, "the C compiler '%s' could not compile %s/%s.c (a bug in mlc)", cc, dir, name);
 
   snprintf(to, sizeof to, "%s/%s", dir, rt);
-  if (!copy_file(lib, to, err, errn)) return false;
+  MLC_RETURN_IF_ERROR(copy_file(lib, to));
   snprintf(to, sizeof to, "%s/%s", dir, mri);
   FILE *f = fopen(to, "w");
-  if (!f) {
-    snprintf(err, errn, "cannot write %s: %s", to, strerror(errno));
-    return false;
-  }
+  if (!f) return mlc_status_make(MLC_IO, "cannot write %s: %s", to, strerror(errno));
   fprintf(f, "CREATE %s\nADDMOD %s\n", archive, glue);
   for (uint32_t i = 0; i < nobjects; i++) fprintf(f, "ADDMOD %s\n", objects[i]);
   fprintf(f, "ADDLIB %s\nSAVE\nEND\n", rt);
-  bool ok = fclose(f) == 0;
+  mlc_status st = fclose(f) == 0 ? NULL : mlc_status_make(MLC_IO, "cannot write %s: %s", to, strerror(errno));
   snprintf(to, sizeof to, "%s/%s", dir, archive);
   remove(to);
   const char *ar[] = {"ar", "-M", NULL};
-  if (ok && (rc = run_in(dir, ar, mri)) != 0) {
-    snprintf(err, errn, rc < 0 || rc == 127 ? "cannot run ar (binutils) to make %s/%s" : "ar could not make %s/%s", dir,
-             archive);
-    ok = false;
-  }
+  if (!st && (rc = run_in(dir, ar, mri)) != 0)
+    st = rc < 0 || rc == 127 ? mlc_status_make(MLC_UNIMPLEMENTED, "cannot run ar (binutils) to make %s/%s", dir, archive)
+                             : mlc_status_make(MLC_INTERNAL, "ar could not make %s/%s", dir, archive);
   const char *temps[] = {glue, rt, mri};
   for (size_t i = 0; i < 3; i++) {
     snprintf(to, sizeof to, "%s/%s", dir, temps[i]);
     remove(to);
   }
-  return ok;
+  return st;
 }

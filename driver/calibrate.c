@@ -127,11 +127,10 @@ static mlc_status open_probe(const mlc_driver_target *t, mlc_program *prog, void
                              const uint8_t **plan, size_t *plan_bytes) {
   FILE *progress = t->calibrate_grows ? NULL : stderr;
   mlc_session_options so = {0};
-  int rc = t->build(b, prog, progress, 0);
-  if (rc) return mlc_status_make(MLC_INTERNAL, "the calibration probe does not build for --target %s", t->name);
-  rc = t->open(b, ordinal, progress, 0, &so, plan, plan_bytes);
-  if (rc >= 0) return mlc_status_make(rc == MLC_EXIT_NO_TARGET ? MLC_UNIMPLEMENTED : MLC_INTERNAL,
-                                      "cannot open device %d for --target %s", ordinal, t->name);
+  mlc_status st = t->build(b, prog, progress, 0);
+  if (st) return mlc_status_annotate(st, "the calibration probe does not build for --target %s", t->name);
+  st = t->open(b, ordinal, progress, 0, &so, plan, plan_bytes);
+  if (st) return mlc_status_annotate(st, "cannot open device %d for --target %s", ordinal, t->name);
   *dev = so.device;
   return NULL;
 }
@@ -230,7 +229,7 @@ out:
 
 static int fail(mlc_status st) {
   fprintf(stderr, "mlc: %s\n", mlc_status_message(st));
-  int rc = mlc_status_code(st) == MLC_INTERNAL ? EXIT_INTERNAL : EXIT_USER;
+  int rc = mlc_exit_status(mlc_status_code(st));
   mlc_status_free(st);
   return rc;
 }

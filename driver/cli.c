@@ -141,7 +141,7 @@ void mlc_cli_usage(FILE *o) {
           "           device N's bandwidth and bf16 GEMM peak (mlc's own kernels), in ceilings-cuda.json\n"
           "\n"
           "exit status: 0 success, 1 error in the model or its data, 2 usage error,\n"
-          "             3 internal error, 4 target not available in this build,\n"
+          "             3 internal error, 4 not available (in this build or on this machine),\n"
           "             128+N train stopped by signal N (130 SIGINT, 143 SIGTERM)\n",
           mlc_pipeline_pass_names());
 }
@@ -487,5 +487,5 @@ int mlc_cli_fail_status(mlc_status st) {
   fprintf(stderr, "mlc: %s\n", mlc_status_message(st));
   mlc_status_code_t code = mlc_status_code(st);
   mlc_status_free(st);
-  return code == MLC_INTERNAL ? EXIT_INTERNAL : EXIT_USER;
+  return mlc_exit_status(code);
 }

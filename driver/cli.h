@@ -92,7 +92,7 @@ bool mlc_cli_parse_int(const char *s, long lo, long hi, long *out);
 int mlc_cli_parse_args(options *o, int argc, char **argv);
 /* Prints why `target` has no code generator; EXIT_NO_TARGET. */
 int mlc_cli_no_target(const char *target);
-/* Prints st's message and frees it; EXIT_INTERNAL or EXIT_USER by its code. */
+/* Prints st's message and frees it; the exit status of its code (mlc_exit_status). */
 int mlc_cli_fail_status(mlc_status st);
 
 /* cmd_compile.c: reads o->file, parses and lowers it (or imports it, .onnx)

@@ -103,7 +103,6 @@ static mlc_status measure_gemm(const char *target, int threads, double *out) {
   mlc_session *s = NULL;
   mlc_status st = NULL;
   float *buf = NULL;
-  char err[512];
   mlc_lower_options lo = {NULL, 0, NULL, 0, false, 0, false};
   mlc_pipeline_options po = {NULL, stdout, NULL, target, false, false};
   if (!mlc_frontend_run(&prog, &diag, "<calibrate>", src, sizeof src - 1, &lo, NULL) ||
@@ -111,10 +110,8 @@ static mlc_status measure_gemm(const char *target, int threads, double *out) {
     st = mlc_status_make(MLC_INTERNAL, "the calibration GEMM does not compile");
     goto out;
   }
-  if (!(built = mlc_cpu_compile(&prog, &b, NULL, err, sizeof err)) || !mlc_cpu_jit(&b, err, sizeof err)) {
-    st = mlc_status_make(MLC_INTERNAL, "%s", err);
-    goto out;
-  }
+  built = true; /* freed after a failure too */
+  if ((st = mlc_cpu_compile(&prog, &b, NULL)) || (st = mlc_cpu_jit(&b))) goto out;
   if ((st = mlc_plan_parse(b.plan, b.plan_bytes, mlc_allocator_default(), &plan))) goto out;
   mlc_session_options so = {NULL, mlc_cpu_lookup, &b, threads, false, {0}, NULL};
   if ((st = mlc_session_create(plan, &so, &s))) goto out;

@@ -194,30 +194,24 @@ static int passes(const options *o, mlc_program *prog, mlc_diag *diag, bool ok, 
 }
 
 #if defined(MLC_HAVE_CPU) || defined(MLC_HAVE_CUDA) || defined(MLC_HAVE_SPIRV)
-/* After a target wrote an artifact: the bundle (bundle.c: lib<name>.a with
- * the runtime inside, and the target's object files), then what it holds
- * (`files`: the target's own), or what went wrong; the exit status. */
-static int wrote(const options *o, bool ok, char *err, size_t errn, const char *dir, const mlc_program *p,
-                 const mlc_target_files *files) {
-  if (ok) ok = mlc_bundle_artifact(dir, p->name, files->objects, files->nobjects, o->cc ? o->cc : "cc", err, errn);
-  if (!ok) {
-    fprintf(stderr, "mlc: %s\n", err);
-    return EXIT_USER;
-  }
+/* After a target wrote its artifact files: the bundle (bundle.c: lib<name>.a
+ * with the runtime inside, and the target's object files), then what it
+ * holds (`files`: the target's own). */
+static mlc_status bundle(const options *o, const char *dir, const mlc_program *p, const mlc_target_files *files) {
+  MLC_RETURN_IF_ERROR(mlc_bundle_artifact(dir, p->name, files->objects, files->nobjects, o->cc ? o->cc : "cc"));
   fprintf(stderr, "mlc: wrote %s/%s.h, %s.c, %s, lib%s.a (all of it and the runtime), %s.cmake and %s.pc\n", dir,
           p->name, p->name, files->what, p->name, p->name, p->name);
-  return EXIT_OK;
+  return NULL;
 }
 
 /* Builds the program for the target, then writes the artifact. */
 int mlc_cmd_compile(const options *o, mlc_program *prog) {
-  char err[512];
   const mlc_driver_target *tgt = mlc_driver_target_find(o->target);
   const char *dir = o->outdir ? o->outdir : "out";
   mlc_status st = NULL;
-  int rc;
   void *b = calloc(1, tgt->build_bytes);
   mlc_dist_env env;
+  mlc_target_files files = {0};
   /* An artifact runs on machines other than this one: a portable CPU unless --cpu says otherwise, and
    * then builds for stronger CPUs beside it, of which create picks one. */
   if (!prog->opts.cpu) {
@@ -225,15 +219,12 @@ int mlc_cmd_compile(const options *o, mlc_program *prog) {
     prog->opts.cpu_versions = true;
   }
   if (!b) st = mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory");
-  else st = mlc_dist_env_read(&env);
-  if (st) {
-    rc = mlc_cli_fail_status(st);
-  } else if (!(rc = tgt->build(b, prog, stderr, env.rank))) {
-    mlc_target_files files = {0};
-    rc = wrote(o, tgt->write(b, dir, o->file, &files, err, sizeof err), err, sizeof err, dir, prog, &files);
-  }
+  if (!st) st = mlc_dist_env_read(&env);
+  if (!st) st = tgt->build(b, prog, stderr, env.rank);
+  if (!st) st = tgt->write(b, dir, o->file, &files);
+  if (!st) st = bundle(o, dir, prog, &files);
   if (b && tgt->release) tgt->release(b);
   free(b);
-  return rc;
+  return st ? mlc_cli_fail_status(st) : EXIT_OK;
 }
 #endif

@@ -235,9 +235,8 @@ int mlc_cmd_run(const options *o, mlc_program *prog, const onnx_weights *ow) {
    * fails at once, before compiling or touching a GPU. */
   uint8_t id[MLC_NCCL_ID_BYTES] = {0};
   if (nccl && (st = nccl_id(&env, id))) goto fail;
-  if ((rc = tgt->build(b, prog, stderr, env.rank))) goto out;
-  if ((rc = tgt->open(b, device, stderr, env.rank, &so, &plan_bytes, &plan_n)) >= 0) goto out;
-  rc = EXIT_OK;
+  if ((st = tgt->build(b, prog, stderr, env.rank))) goto fail;
+  if ((st = tgt->open(b, device, stderr, env.rank, &so, &plan_bytes, &plan_n))) goto fail;
 #ifdef MLC_HAVE_CUDA
   if (nccl && (st = mlc_comm_nccl_create(&env, id, nccl_timeout(), nccl_hang, mlc_allocator_default(), &comm))) goto fail;
 #endif

@@ -116,6 +116,15 @@ static const mlc_driver_target targets[] = {
   },
 };
 
+int mlc_exit_status(mlc_status_code_t code) {
+  switch (code) {
+  case MLC_OK: return MLC_EXIT_OK;
+  case MLC_INTERNAL: return MLC_EXIT_INTERNAL;
+  case MLC_UNIMPLEMENTED: return MLC_EXIT_NO_TARGET;
+  default: return MLC_EXIT_USER;
+  }
+}
+
 const mlc_driver_target *mlc_driver_target_find(const char *name) {
   for (unsigned i = 0; name && i < sizeof targets / sizeof *targets; i++)
     if (!strcmp(targets[i].name, name)) return &targets[i];

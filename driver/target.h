@@ -32,6 +32,13 @@ enum {
   MLC_EXIT_OK = 0, MLC_EXIT_USER = 1, MLC_EXIT_USAGE = 2, MLC_EXIT_INTERNAL = 3, MLC_EXIT_NO_TARGET = 4,
 };
 
+/* The one map from a status code (runtime/status.h, which the code
+ * generators and the runtime return) to an exit status: MLC_INTERNAL is a
+ * bug in mlc (3); MLC_UNIMPLEMENTED is something this build or this machine
+ * does not have, a target, driver or library (4); every other code is an
+ * error in the model, its data or the files asked for (1). */
+int mlc_exit_status(mlc_status_code_t code);
+
 /* getopt's code for an option of emitted code (mlc_options_set), as the
  * targets' own options have it. */
 #define MLC_OPT_CODEGEN 1000
@@ -70,14 +77,14 @@ struct mlc_driver_target {
   const char *options_help;
 
   /* The operations; NULL when not built.  `b` is build_bytes of zeroed
-   * memory that the driver owns.  build and open print their message and
-   * return the exit status when they fail (0 after build, -1 after open:
-   * go on); progress goes to `progress` (NULL: none), some of it only on
-   * rank 0. */
+   * memory that the driver owns.  Each returns a status whose code the
+   * driver maps to the exit status (mlc_exit_status); progress goes to
+   * `progress` (NULL: none), some of it only on rank 0. */
   size_t build_bytes;
-  int (*build)(void *b, mlc_program *p, FILE *progress, int rank);
-  bool (*write)(void *b, const char *dir, const char *source, mlc_target_files *out, char *err, size_t errn);
-  int (*open)(void *b, int ordinal, FILE *progress, int rank, mlc_session_options *so, const uint8_t **plan, size_t *plan_bytes);
+  mlc_status (*build)(void *b, mlc_program *p, FILE *progress, int rank);
+  mlc_status (*write)(void *b, const char *dir, const char *source, mlc_target_files *out);
+  mlc_status (*open)(void *b, int ordinal, FILE *progress, int rank, mlc_session_options *so, const uint8_t **plan,
+                     size_t *plan_bytes);
   void (*release)(void *b);
   mlc_status (*list_devices)(FILE *out);
   /* Whether its devices can be reached at all (a driver library): checked

@@ -27,8 +27,7 @@ static const char *namer(void *ctx, const mlc_func *f, uint32_t node, uint64_t *
  * "<model>.<entry>." (the baseline) or "<model>.<tag>.<entry>." (a build for
  * a stronger CPU: model names are C identifiers and entry names fixed, so
  * no two builds' symbols meet), and its plan. */
-static bool compile_for(mlc_program *p, mlc_cpu_build *b, const char *cpu, const char *tag, FILE *progress, char *err,
-                        size_t errn) {
+static mlc_status compile_for(mlc_program *p, mlc_cpu_build *b, const char *cpu, const char *tag, FILE *progress) {
   b->p = p;
   b->tag = tag;
   for (uint32_t k = 0; k < p->nfuncs; k++) {
@@ -41,9 +40,10 @@ static bool compile_for(mlc_program *p, mlc_cpu_build *b, const char *cpu, const
     const char *prefix = tag ? mlc_arena_printf(p->arena, "%s.%s.%s.", p->name, tag, f->name)
                              : mlc_arena_printf(p->arena, "%s.%s.", p->name, f->name);
     mlc_llvm_options o = {.triple = p->opts.triple, .cpu = cpu, .symbol_prefix = prefix};
-    if (!mlc_llvm_compile(p, f, &o, &b->mods[k], err, errn)) {
+    mlc_status st = mlc_llvm_compile(p, f, &o, &b->mods[k]);
+    if (st) {
       if (progress) fprintf(progress, "\n");
-      return false;
+      return st;
     }
     b->kernel_of[k] = mlc_arena_alloc(p->arena, (f->n + 1) * sizeof *b->kernel_of[k]);
     for (uint32_t i = 0; i < f->n; i++) b->kernel_of[k][i] = UINT32_MAX;
@@ -62,26 +62,23 @@ static bool compile_for(mlc_program *p, mlc_cpu_build *b, const char *cpu, const
     }
   }
   mlc_plan_encode(p, namer, b, &b->plan, &b->plan_bytes);
-  return true;
+  return NULL;
 }
 
-bool mlc_cpu_compile(mlc_program *p, mlc_cpu_build *b, FILE *progress, char *err, size_t errn) {
+mlc_status mlc_cpu_compile(mlc_program *p, mlc_cpu_build *b, FILE *progress) {
   memset(b, 0, sizeof *b);
-  if (!compile_for(p, b, p->opts.cpu, NULL, progress, err, errn)) return false;
+  MLC_RETURN_IF_ERROR(compile_for(p, b, p->opts.cpu, NULL, progress));
   /* Multiversioning, only over the x86-64 baseline: --cpu NAME (baseline
    * included) or another architecture means one build. */
   static const struct { const char *cpu, *tag; } more[MLC_CPU_MORE] = {{"x86-64-v3", "v3"}, {"x86-64-v4", "v4"}};
-  if (!p->opts.cpu_versions || !b->mods[0] || strcmp(mlc_llvm_target_cpu(b->mods[0]), "x86-64-v2")) return true;
+  if (!p->opts.cpu_versions || !b->mods[0] || strcmp(mlc_llvm_target_cpu(b->mods[0]), "x86-64-v2")) return NULL;
   for (int v = 0; v < MLC_CPU_MORE; v++) {
     mlc_cpu_build *m = calloc(1, sizeof *m);
-    if (!m) {
-      snprintf(err, errn, "out of memory");
-      return false;
-    }
+    if (!m) return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory");
     b->more[b->nmore++] = m;
-    if (!compile_for(p, m, more[v].cpu, more[v].tag, progress, err, errn)) return false;
+    MLC_RETURN_IF_ERROR(compile_for(p, m, more[v].cpu, more[v].tag, progress));
   }
-  return true;
+  return NULL;
 }
 
 /* The object file of entry point k in build b: <model>.<entry>.o, or <model>.<tag>.<entry>.o. */
@@ -94,8 +91,8 @@ static const char *object_name(const mlc_cpu_build *b, uint32_t k) {
 /* The symbols of one build's kernels (each once: nodes that share a kernel
  * share its symbol) into syms, its object files (written into dir) into
  * objs; counts in *nsyms and *nobjs. */
-static bool write_objects(mlc_cpu_build *b, const char *dir, const char **syms, uint32_t *nsyms, const char **objs,
-                          uint32_t *nobjs, char *err, size_t errn) {
+static mlc_status write_objects(mlc_cpu_build *b, const char *dir, const char **syms, uint32_t *nsyms, const char **objs,
+                                uint32_t *nobjs) {
   mlc_program *p = b->p;
   uint32_t n = 0;
   for (uint32_t k = 0; k < p->nfuncs; k++) {
@@ -107,10 +104,10 @@ static bool write_objects(mlc_cpu_build *b, const char *dir, const char **syms, 
     }
     const char *obj = object_name(b, k);
     objs[(*nobjs)++] = obj;
-    if (!mlc_llvm_emit_object(b->mods[k], mlc_arena_printf(p->arena, "%s/%s", dir, obj), err, errn)) return false;
+    MLC_RETURN_IF_ERROR(mlc_llvm_emit_object(b->mods[k], mlc_arena_printf(p->arena, "%s/%s", dir, obj)));
   }
   *nsyms = n;
-  return true;
+  return NULL;
 }
 
 static uint32_t kernel_total(const mlc_cpu_build *b) {
@@ -119,7 +116,7 @@ static uint32_t kernel_total(const mlc_cpu_build *b) {
   return total;
 }
 
-bool mlc_cpu_write_artifact(mlc_cpu_build *b, const char *dir, const char *source, char *err, size_t errn) {
+mlc_status mlc_cpu_write_artifact(mlc_cpu_build *b, const char *dir, const char *source) {
   mlc_program *p = b->p;
   const char **objs = mlc_arena_alloc(p->arena, ((1 + b->nmore) * p->nfuncs + 1) * sizeof *objs);
   const char **syms = mlc_arena_alloc(p->arena, (kernel_total(b) + 1) * sizeof *syms);
@@ -127,23 +124,22 @@ bool mlc_cpu_write_artifact(mlc_cpu_build *b, const char *dir, const char *sourc
   mlc_artifact a = {.dir = dir, .source = source, .plan = b->plan, .plan_bytes = b->plan_bytes, .kernels = syms,
                     .objects = objs, .cpu = mlc_llvm_target_cpu(b->mods[0]),
                     .cpu_features = mlc_llvm_target_features(b->mods[0]), .cpu_more = more, .ncpu_more = b->nmore};
-  if (!mlc_artifact_mkdir(dir, err, errn)) return false;
-  if (!write_objects(b, dir, syms, &a.nkernels, objs, &a.nobjects, err, errn)) return false;
+  MLC_RETURN_IF_ERROR(mlc_artifact_mkdir(dir));
+  MLC_RETURN_IF_ERROR(write_objects(b, dir, syms, &a.nkernels, objs, &a.nobjects));
   for (uint32_t v = 0; v < b->nmore; v++) {
     mlc_cpu_build *m = b->more[v];
     const char **msyms = mlc_arena_alloc(p->arena, (kernel_total(m) + 1) * sizeof *msyms);
     more[v] = (mlc_artifact_cpu_build){.cpu = mlc_llvm_target_cpu(m->mods[0]),
                                        .features = mlc_llvm_target_features(m->mods[0]), .plan = m->plan,
                                        .plan_bytes = m->plan_bytes, .kernels = msyms};
-    if (!write_objects(m, dir, msyms, &more[v].nkernels, objs, &a.nobjects, err, errn)) return false;
+    MLC_RETURN_IF_ERROR(write_objects(m, dir, msyms, &more[v].nkernels, objs, &a.nobjects));
   }
-  return mlc_artifact_write(p, &a, err, errn);
+  return mlc_artifact_write(p, &a);
 }
 
-bool mlc_cpu_jit(mlc_cpu_build *b, char *err, size_t errn) {
-  for (uint32_t k = 0; k < b->p->nfuncs; k++)
-    if (!mlc_llvm_jit_create(b->mods[k], &b->jits[k], err, errn)) return false;
-  return true;
+mlc_status mlc_cpu_jit(mlc_cpu_build *b) {
+  for (uint32_t k = 0; k < b->p->nfuncs; k++) MLC_RETURN_IF_ERROR(mlc_llvm_jit_create(b->mods[k], &b->jits[k]));
+  return NULL;
 }
 
 void *mlc_cpu_lookup(void *build, const char *symbol) {
@@ -169,19 +165,16 @@ void mlc_cpu_build_free(mlc_cpu_build *b) {
 
 /* The descriptor's operations (driver/target.h). */
 
-int mlc_cpu_target_build(void *b, mlc_program *p, FILE *progress, int rank) {
-  char err[512];
-  if (mlc_cpu_compile(p, b, rank ? NULL : progress, err, sizeof err)) return 0;
-  fprintf(stderr, "mlc: %s\n", err);
-  return MLC_EXIT_USER;
+mlc_status mlc_cpu_target_build(void *b, mlc_program *p, FILE *progress, int rank) {
+  return mlc_cpu_compile(p, b, rank ? NULL : progress);
 }
 
 /* Each entry point's kernels are one object file, <name>.<entry>.o, which
  * the bundle archives. */
-bool mlc_cpu_target_write(void *vb, const char *dir, const char *source, mlc_target_files *out, char *err, size_t errn) {
+mlc_status mlc_cpu_target_write(void *vb, const char *dir, const char *source, mlc_target_files *out) {
   mlc_cpu_build *b = vb;
   mlc_program *p = b->p;
-  if (!mlc_cpu_write_artifact(b, dir, source, err, errn)) return false;
+  MLC_RETURN_IF_ERROR(mlc_cpu_write_artifact(b, dir, source));
   uint32_t nobj = 0;
   for (uint32_t v = 0; v <= b->nmore; v++) {
     const mlc_cpu_build *m = v ? b->more[v - 1] : b;
@@ -195,33 +188,24 @@ bool mlc_cpu_target_write(void *vb, const char *dir, const char *source, mlc_tar
       out->what = mlc_arena_printf(p->arena, "%s, %s", out->what, mlc_llvm_target_cpu(b->more[v]->mods[0]));
     out->what = mlc_arena_printf(p->arena, "%s)", out->what);
   }
-  return true;
+  return NULL;
 }
 
 /* No device: the session finds the JIT's kernels through the lookup. */
-int mlc_cpu_target_open(void *vb, int ordinal, FILE *progress, int rank, mlc_session_options *so, const uint8_t **plan,
-                        size_t *plan_bytes) {
+mlc_status mlc_cpu_target_open(void *vb, int ordinal, FILE *progress, int rank, mlc_session_options *so,
+                               const uint8_t **plan, size_t *plan_bytes) {
   mlc_cpu_build *b = vb;
-  char err[512];
   (void)ordinal, (void)progress, (void)rank;
   /* --cpu NAME: the same check as an artifact's create, before the kernels can die of SIGILL. */
-  mlc_status st = b->mods[0] ? mlc_cpu_check_features("the model", mlc_llvm_target_cpu(b->mods[0]),
-                                                      mlc_llvm_target_features(b->mods[0]))
-                             : NULL;
-  if (st) {
-    fprintf(stderr, "mlc: %s\n", mlc_status_message(st));
-    mlc_status_free(st);
-    return MLC_EXIT_USER;
-  }
-  if (!mlc_cpu_jit(b, err, sizeof err)) {
-    fprintf(stderr, "mlc: %s\n", err);
-    return MLC_EXIT_INTERNAL;
-  }
+  if (b->mods[0])
+    MLC_RETURN_IF_ERROR(mlc_cpu_check_features("the model", mlc_llvm_target_cpu(b->mods[0]),
+                                               mlc_llvm_target_features(b->mods[0])));
+  MLC_RETURN_IF_ERROR(mlc_cpu_jit(b));
   *plan = b->plan;
   *plan_bytes = b->plan_bytes;
   so->lookup = mlc_cpu_lookup;
   so->lookup_ctx = b;
-  return -1;
+  return NULL;
 }
 
 void mlc_cpu_target_release(void *b) { mlc_cpu_build_free(b); }

@@ -34,17 +34,18 @@ typedef struct mlc_cpu_build {
 /* Compiles every function of p, printing progress to `progress` (may be
  * NULL), and encodes the plan; with p->opts.cpu_versions, and a baseline
  * for x86-64-v2, the builds for stronger CPUs too. */
-bool mlc_cpu_compile(mlc_program *p, mlc_cpu_build *b, FILE *progress, char *err, size_t errn);
-bool mlc_cpu_write_artifact(mlc_cpu_build *b, const char *dir, const char *source, char *err, size_t errn);
+MLC_MUST_USE mlc_status mlc_cpu_compile(mlc_program *p, mlc_cpu_build *b, FILE *progress);
+MLC_MUST_USE mlc_status mlc_cpu_write_artifact(mlc_cpu_build *b, const char *dir, const char *source);
 /* JITs every module; then mlc_cpu_lookup finds kernels for a session. */
-bool mlc_cpu_jit(mlc_cpu_build *b, char *err, size_t errn);
+MLC_MUST_USE mlc_status mlc_cpu_jit(mlc_cpu_build *b);
 void *mlc_cpu_lookup(void *build, const char *symbol);
 void mlc_cpu_build_free(mlc_cpu_build *b);
 
 /* The descriptor's operations (driver/target.h). */
-int mlc_cpu_target_build(void *b, mlc_program *p, FILE *progress, int rank);
-bool mlc_cpu_target_write(void *b, const char *dir, const char *source, mlc_target_files *out, char *err, size_t errn);
-int mlc_cpu_target_open(void *b, int ordinal, FILE *progress, int rank, mlc_session_options *so, const uint8_t **plan, size_t *plan_bytes);
+mlc_status mlc_cpu_target_build(void *b, mlc_program *p, FILE *progress, int rank);
+mlc_status mlc_cpu_target_write(void *b, const char *dir, const char *source, mlc_target_files *out);
+mlc_status mlc_cpu_target_open(void *b, int ordinal, FILE *progress, int rank, mlc_session_options *so,
+                                const uint8_t **plan, size_t *plan_bytes);
 bool mlc_cpu_target_supports_op(mlc_op op, char *why, size_t whyn);
 void mlc_cpu_target_release(void *b);
 

@@ -60,16 +60,15 @@ static bool find_nvcc(char *buf, size_t n) {
   return is_exec(buf);
 }
 
-static bool write_all(const char *path, const void *data, size_t n, char *err, size_t errn) {
+static mlc_status write_all(const char *path, const void *data, size_t n) {
   FILE *f = fopen(path, "wb");
   bool ok = f && fwrite(data, 1, n, f) == n;
   if (f) ok &= fclose(f) == 0;
-  if (!ok) snprintf(err, errn, "cannot write %s: %s", path, strerror(errno));
-  return ok;
+  return ok ? NULL : mlc_status_make(MLC_IO, "cannot write %s: %s", path, strerror(errno));
 }
 
 /* Runs nvcc on the source; the fatbin comes back malloc'ed. */
-static bool run_nvcc(mlc_cuda_build *b, FILE *progress, char *err, size_t errn) {
+static mlc_status run_nvcc(mlc_cuda_build *b, FILE *progress) {
   XXH64_state_t *h = XXH64_createState();
   XXH64_reset(h, 0);
   XXH64_update(h, b->mod.source, b->mod.source_len);
@@ -80,18 +79,15 @@ static bool run_nvcc(mlc_cuda_build *b, FILE *progress, char *err, size_t errn) 
   bool cached = mlc_cuda_cache_file(cache, sizeof cache, key, "fatbin");
   if (cached && (b->image = mlc_cuda_read_file(cache, &b->image_bytes))) {
     if (progress) fprintf(progress, "mlc: CUDA kernels from the cache (%s)\n", cache);
-    return true;
+    return NULL;
   }
   char dir[] = "/tmp/mlc-nvcc-XXXXXX";
-  if (!mkdtemp(dir)) {
-    snprintf(err, errn, "cannot make a temporary directory for nvcc: %s", strerror(errno));
-    return false;
-  }
+  if (!mkdtemp(dir)) return mlc_status_make(MLC_IO, "cannot make a temporary directory for nvcc: %s", strerror(errno));
   char src[64], out[64];
   snprintf(src, sizeof src, "%s/mlc.cu", dir);
   snprintf(out, sizeof out, "%s/mlc.fatbin", dir);
-  bool ok = write_all(src, b->mod.source, b->mod.source_len, err, errn);
-  if (ok) {
+  mlc_status st = write_all(src, b->mod.source, b->mod.source_len);
+  if (!st) {
     const char *argv[NFLAGS + 6];
     size_t k = 0;
     argv[k++] = b->nvcc;
@@ -106,33 +102,30 @@ static bool run_nvcc(mlc_cuda_build *b, FILE *progress, char *err, size_t errn) 
       fflush(progress);
     }
     int rc = mlc_run_tool(argv);
-    if (rc < 0) {
-      snprintf(err, errn, "cannot run %s", b->nvcc);
-      ok = false;
-    } else if (rc) {
-      snprintf(err, errn, "internal error: nvcc could not compile mlc's CUDA code (a bug in mlc); the source is %s", src);
-      ok = false;
-    }
-    if (progress) fprintf(progress, ok ? " %.1f s\n" : "\n", mlc_now() - t0);
-    if (ok && !(b->image = mlc_cuda_read_file(out, &b->image_bytes))) {
-      snprintf(err, errn, "nvcc wrote no %s", out);
-      ok = false;
-    }
-    if (ok && cached) mlc_cuda_write_file(cache, b->image, b->image_bytes);
+    if (rc < 0) st = mlc_status_make(MLC_IO, "cannot run %s", b->nvcc);
+    else if (rc)
+      st = mlc_status_make(MLC_INTERNAL, "internal error: nvcc could not compile mlc's CUDA code (a bug in mlc); the "
+                           "source is %s", src);
+    if (progress) fprintf(progress, !st ? " %.1f s\n" : "\n", mlc_now() - t0);
+    if (!st && !(b->image = mlc_cuda_read_file(out, &b->image_bytes)))
+      st = mlc_status_make(MLC_INTERNAL, "nvcc wrote no %s", out);
+    if (!st && cached) mlc_cuda_write_file(cache, b->image, b->image_bytes);
   }
-  if (ok) {
+  if (!st) {
     remove(src);
     remove(out);
     rmdir(dir);
   }
-  return ok;
+  return st;
 }
 
-bool mlc_cuda_build_program(mlc_program *p, mlc_cuda_build *b, bool compile, FILE *progress, char *err, size_t errn) {
+mlc_status mlc_cuda_build_program(mlc_program *p, mlc_cuda_build *b, bool compile, FILE *progress) {
   memset(b, 0, sizeof *b);
   b->p = p;
   double t0 = mlc_now();
-  if (!mlc_cuda_emit(p, &b->mod, err, errn)) return false;
+  char err[512];
+  if (!mlc_cuda_emit(p, &b->mod, err, sizeof err))
+    return mlc_status_make(strstr(err, "internal error") ? MLC_INTERNAL : MLC_INVALID_ARGUMENT, "%s", err);
   uint32_t steps = 0;
   for (uint32_t k = 0; k < p->nfuncs; k++)
     for (uint32_t i = 0; i < p->funcs[k].n; i++) steps += b->mod.kernel_of[k][i] != UINT32_MAX;
@@ -140,27 +133,27 @@ bool mlc_cuda_build_program(mlc_program *p, mlc_cuda_build *b, bool compile, FIL
     fprintf(progress, "mlc: emitted CUDA C for %u steps: %u distinct kernels, %zu KiB of source, in %.2f s\n", steps,
             b->mod.nkernels, b->mod.source_len / 1024, mlc_now() - t0);
   mlc_plan_encode_units(p, mlc_cuda_kernel_namer, &b->mod, mlc_cuda_kernel_unit, &b->plan, &b->plan_bytes);
-  if (compile && find_nvcc(b->nvcc, sizeof b->nvcc)) return run_nvcc(b, progress, err, errn);
+  if (compile && find_nvcc(b->nvcc, sizeof b->nvcc)) return run_nvcc(b, progress);
   if (!compile) b->nvcc[0] = 0;
   else if (progress) fprintf(progress, "mlc: no nvcc found: the runtime will compile the kernels with NVRTC\n");
   b->nvcc[0] = 0;
-  return true;
+  return NULL;
 }
 
-bool mlc_cuda_write_artifact(mlc_cuda_build *b, const char *dir, const char *source, char *err, size_t errn) {
+mlc_status mlc_cuda_write_artifact(mlc_cuda_build *b, const char *dir, const char *source) {
   mlc_program *p = b->p;
-  if (!mlc_artifact_mkdir(dir, err, errn)) return false;
+  MLC_RETURN_IF_ERROR(mlc_artifact_mkdir(dir));
   char path[4096];
   snprintf(path, sizeof path, "%s/%s.cu", dir, p->name);
-  if (!write_all(path, b->mod.source, b->mod.source_len, err, errn)) return false;
+  MLC_RETURN_IF_ERROR(write_all(path, b->mod.source, b->mod.source_len));
   if (b->image) {
     snprintf(path, sizeof path, "%s/%s.fatbin", dir, p->name);
-    if (!write_all(path, b->image, b->image_bytes, err, errn)) return false;
+    MLC_RETURN_IF_ERROR(write_all(path, b->image, b->image_bytes));
   }
   mlc_artifact a = {.dir = dir, .source = source, .plan = b->plan, .plan_bytes = b->plan_bytes,
                     .cuda_kernels = b->mod.kernels, .ncuda_kernels = b->mod.nkernels, .cuda_source = b->mod.source,
                     .cuda_source_len = b->mod.source_len, .cuda_image = b->image, .cuda_image_bytes = b->image_bytes};
-  return mlc_artifact_write(p, &a, err, errn);
+  return mlc_artifact_write(p, &a);
 }
 
 mlc_status mlc_cuda_open(mlc_cuda_build *b, int ordinal, FILE *progress, mlc_device **out) {
@@ -175,33 +168,25 @@ void mlc_cuda_build_free(mlc_cuda_build *b) {
 
 /* The descriptor's operations (driver/target.h). */
 
-int mlc_cuda_target_build(void *b, mlc_program *p, FILE *progress, int rank) {
-  char err[512];
+mlc_status mlc_cuda_target_build(void *b, mlc_program *p, FILE *progress, int rank) {
   (void)rank;
-  if (mlc_cuda_build_program(p, b, true, progress, err, sizeof err)) return 0;
-  fprintf(stderr, "mlc: %s\n", err);
-  return strstr(err, "internal error") ? MLC_EXIT_INTERNAL : MLC_EXIT_USER;
+  return mlc_cuda_build_program(p, b, true, progress);
 }
 
-bool mlc_cuda_target_write(void *vb, const char *dir, const char *source, mlc_target_files *out, char *err, size_t errn) {
+mlc_status mlc_cuda_target_write(void *vb, const char *dir, const char *source, mlc_target_files *out) {
   mlc_cuda_build *b = vb;
   mlc_program *p = b->p;
   out->what = b->image ? mlc_arena_printf(p->arena, "%s.cu, %s.fatbin", p->name, p->name)
                        : mlc_arena_printf(p->arena, "%s.cu (no nvcc: NVRTC compiles it at run time)", p->name);
-  return mlc_cuda_write_artifact(b, dir, source, err, errn);
+  return mlc_cuda_write_artifact(b, dir, source);
 }
 
-int mlc_cuda_target_open(void *vb, int ordinal, FILE *progress, int rank, mlc_session_options *so, const uint8_t **plan,
-                         size_t *plan_bytes) {
+mlc_status mlc_cuda_target_open(void *vb, int ordinal, FILE *progress, int rank, mlc_session_options *so,
+                                const uint8_t **plan, size_t *plan_bytes) {
   mlc_cuda_build *b = vb;
   *plan = b->plan;
   *plan_bytes = b->plan_bytes;
-  mlc_status st = mlc_cuda_open(b, ordinal, rank ? NULL : progress, &so->device);
-  if (!st) return -1;
-  int rc = mlc_status_code(st) == MLC_INTERNAL ? MLC_EXIT_INTERNAL : MLC_EXIT_USER;
-  fprintf(stderr, "mlc: %s\n", mlc_status_message(st));
-  mlc_status_free(st);
-  return rc;
+  return mlc_cuda_open(b, ordinal, rank ? NULL : progress, &so->device);
 }
 
 void mlc_cuda_target_release(void *b) { mlc_cuda_build_free(b); }

@@ -27,8 +27,8 @@ typedef struct {
 } mlc_cuda_build;
 
 /* Emits and encodes; with `compile`, also builds the fatbin if nvcc exists. */
-bool mlc_cuda_build_program(mlc_program *p, mlc_cuda_build *b, bool compile, FILE *progress, char *err, size_t errn);
-bool mlc_cuda_write_artifact(mlc_cuda_build *b, const char *dir, const char *source, char *err, size_t errn);
+MLC_MUST_USE mlc_status mlc_cuda_build_program(mlc_program *p, mlc_cuda_build *b, bool compile, FILE *progress);
+MLC_MUST_USE mlc_status mlc_cuda_write_artifact(mlc_cuda_build *b, const char *dir, const char *source);
 /* A CUDA device (GPU `ordinal`) with the build's kernels. */
 MLC_MUST_USE mlc_status mlc_cuda_open(mlc_cuda_build *b, int ordinal, FILE *progress, mlc_device **out);
 void mlc_cuda_build_free(mlc_cuda_build *b);
@@ -37,9 +37,10 @@ void mlc_cuda_build_free(mlc_cuda_build *b);
 int mlc_run_tool(const char *const *argv);
 
 /* The descriptor's operations (driver/target.h). */
-int mlc_cuda_target_build(void *b, mlc_program *p, FILE *progress, int rank);
-bool mlc_cuda_target_write(void *b, const char *dir, const char *source, mlc_target_files *out, char *err, size_t errn);
-int mlc_cuda_target_open(void *b, int ordinal, FILE *progress, int rank, mlc_session_options *so, const uint8_t **plan, size_t *plan_bytes);
+mlc_status mlc_cuda_target_build(void *b, mlc_program *p, FILE *progress, int rank);
+mlc_status mlc_cuda_target_write(void *b, const char *dir, const char *source, mlc_target_files *out);
+mlc_status mlc_cuda_target_open(void *b, int ordinal, FILE *progress, int rank, mlc_session_options *so,
+                                const uint8_t **plan, size_t *plan_bytes);
 bool mlc_cuda_target_supports_op(mlc_op op, char *why, size_t whyn);
 void mlc_cuda_target_release(void *b);
 

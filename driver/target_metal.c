@@ -31,11 +31,13 @@ static void *build_metallib(const char *dir, const char *name, size_t *out_n) {
   return mlc_cuda_read_file(lib, out_n);
 }
 
-bool mlc_metal_build_program(mlc_program *p, mlc_metal_build *b, FILE *progress, char *err, size_t errn) {
+mlc_status mlc_metal_build_program(mlc_program *p, mlc_metal_build *b, FILE *progress) {
   memset(b, 0, sizeof *b);
   b->p = p;
   double t0 = mlc_now();
-  if (!mlc_metal_emit(p, &b->mod, err, errn)) return false;
+  char err[512];
+  if (!mlc_metal_emit(p, &b->mod, err, sizeof err))
+    return mlc_status_make(strstr(err, "internal error") ? MLC_INTERNAL : MLC_INVALID_ARGUMENT, "%s", err);
   uint32_t steps = 0;
   for (uint32_t k = 0; k < p->nfuncs; k++)
     for (uint32_t i = 0; i < p->funcs[k].n; i++) steps += b->mod.kernel_of[k][i] != UINT32_MAX;
@@ -43,62 +45,52 @@ bool mlc_metal_build_program(mlc_program *p, mlc_metal_build *b, FILE *progress,
     fprintf(progress, "mlc: emitted MSL for %u steps: %u distinct kernels, %zu KiB of source, in %.2f s\n", steps,
             b->mod.nkernels, b->mod.source_len / 1024, mlc_now() - t0);
   mlc_plan_encode_units(p, mlc_cuda_kernel_namer, &b->mod, mlc_plan_unit_16bit_matrix, &b->plan, &b->plan_bytes);
-  return true;
+  return NULL;
 }
 
-bool mlc_metal_write_artifact(mlc_metal_build *b, const char *dir, const char *source, char *err, size_t errn) {
+mlc_status mlc_metal_write_artifact(mlc_metal_build *b, const char *dir, const char *source) {
   mlc_program *p = b->p;
-  if (!mlc_artifact_mkdir(dir, err, errn)) return false;
+  MLC_RETURN_IF_ERROR(mlc_artifact_mkdir(dir));
   char path[4096];
   snprintf(path, sizeof path, "%s/%s.metal", dir, p->name);
   FILE *f = fopen(path, "wb");
   bool ok = f && fwrite(b->mod.source, 1, b->mod.source_len, f) == b->mod.source_len;
   if (f) ok &= fclose(f) == 0;
-  if (!ok) {
-    snprintf(err, errn, "cannot write %s: %s", path, strerror(errno));
-    return false;
-  }
+  if (!ok) return mlc_status_make(MLC_IO, "cannot write %s: %s", path, strerror(errno));
   size_t nlib = 0;
   void *lib = build_metallib(dir, p->name, &nlib);
   mlc_artifact a = {.dir = dir, .source = source, .plan = b->plan, .plan_bytes = b->plan_bytes, .metal = true,
                     .cuda_kernels = b->mod.kernels, .ncuda_kernels = b->mod.nkernels, .cuda_source = b->mod.source,
                     .cuda_source_len = b->mod.source_len, .cuda_image = lib, .cuda_image_bytes = nlib};
-  bool ok2 = mlc_artifact_write(p, &a, err, errn);
+  mlc_status st = mlc_artifact_write(p, &a);
   free(lib);
-  return ok2;
+  return st;
 }
 
 /* The descriptor's operations (driver/target.h). */
 
-int mlc_metal_target_build(void *b, mlc_program *p, FILE *progress, int rank) {
-  char err[512];
+mlc_status mlc_metal_target_build(void *b, mlc_program *p, FILE *progress, int rank) {
   (void)rank;
-  if (mlc_metal_build_program(p, b, progress, err, sizeof err)) return 0;
-  fprintf(stderr, "mlc: %s\n", err);
-  return MLC_EXIT_USER;
+  return mlc_metal_build_program(p, b, progress);
 }
 
-bool mlc_metal_target_write(void *vb, const char *dir, const char *source, mlc_target_files *out, char *err, size_t errn) {
+mlc_status mlc_metal_target_write(void *vb, const char *dir, const char *source, mlc_target_files *out) {
   mlc_metal_build *b = vb;
   out->what = mlc_arena_printf(b->p->arena, "%s.metal (and %s.metallib where Apple's metal compiler exists; else "
                                "the runtime compiles the source)", b->p->name, b->p->name);
-  return mlc_metal_write_artifact(b, dir, source, err, errn);
+  return mlc_metal_write_artifact(b, dir, source);
 }
 
-/* A Metal device on Apple platforms; elsewhere it says it is not available (4). */
-int mlc_metal_target_open(void *vb, int ordinal, FILE *progress, int rank, mlc_session_options *so, const uint8_t **plan,
-                          size_t *plan_bytes) {
+/* A Metal device on Apple platforms; elsewhere MLC_UNIMPLEMENTED, which the
+ * driver reports as "not available" (4). */
+mlc_status mlc_metal_target_open(void *vb, int ordinal, FILE *progress, int rank, mlc_session_options *so,
+                                 const uint8_t **plan, size_t *plan_bytes) {
   mlc_metal_build *b = vb;
   (void)ordinal, (void)rank;
   *plan = b->plan;
   *plan_bytes = b->plan_bytes;
   mlc_metal_code code = {b->mod.source, NULL, 0, b->mod.kernels, b->mod.nkernels, progress};
-  mlc_status st = mlc_metal_device_create(&code, mlc_allocator_default(), &so->device);
-  if (!st) return -1;
-  int rc = mlc_status_code(st) == MLC_UNIMPLEMENTED ? MLC_EXIT_NO_TARGET : MLC_EXIT_USER;
-  fprintf(stderr, "mlc: %s\n", mlc_status_message(st));
-  mlc_status_free(st);
-  return rc;
+  return mlc_metal_device_create(&code, mlc_allocator_default(), &so->device);
 }
 
 bool mlc_metal_target_supports_op(mlc_op op, char *why, size_t whyn) {

@@ -20,13 +20,14 @@ typedef struct {
   size_t plan_bytes;
 } mlc_metal_build;
 
-bool mlc_metal_build_program(mlc_program *p, mlc_metal_build *b, FILE *progress, char *err, size_t errn);
-bool mlc_metal_write_artifact(mlc_metal_build *b, const char *dir, const char *source, char *err, size_t errn);
+MLC_MUST_USE mlc_status mlc_metal_build_program(mlc_program *p, mlc_metal_build *b, FILE *progress);
+MLC_MUST_USE mlc_status mlc_metal_write_artifact(mlc_metal_build *b, const char *dir, const char *source);
 
 /* The descriptor's operations (driver/target.h). */
-int mlc_metal_target_build(void *b, mlc_program *p, FILE *progress, int rank);
-bool mlc_metal_target_write(void *b, const char *dir, const char *source, mlc_target_files *out, char *err, size_t errn);
-int mlc_metal_target_open(void *b, int ordinal, FILE *progress, int rank, mlc_session_options *so, const uint8_t **plan, size_t *plan_bytes);
+mlc_status mlc_metal_target_build(void *b, mlc_program *p, FILE *progress, int rank);
+mlc_status mlc_metal_target_write(void *b, const char *dir, const char *source, mlc_target_files *out);
+mlc_status mlc_metal_target_open(void *b, int ordinal, FILE *progress, int rank, mlc_session_options *so,
+                                const uint8_t **plan, size_t *plan_bytes);
 bool mlc_metal_target_supports_op(mlc_op op, char *why, size_t whyn);
 
 #endif

@@ -10,12 +10,12 @@
 #include "passes/passes.h"
 #include "runtime/vulkan/device.h"
 
-bool mlc_spirv_build_program(mlc_program *p, mlc_spirv_build *b, FILE *progress, char *err, size_t errn) {
+mlc_status mlc_spirv_build_program(mlc_program *p, mlc_spirv_build *b, FILE *progress) {
   memset(b, 0, sizeof *b);
   b->p = p;
   double t0 = mlc_now();
   mlc_spirv_options o = {.coopmat = true, .optimize = true};
-  if (!mlc_spirv_emit(p, &o, &b->mod, err, errn)) return false;
+  MLC_RETURN_IF_ERROR(mlc_spirv_emit(p, &o, &b->mod));
   uint32_t steps = 0;
   size_t words = 0;
   for (uint32_t k = 0; k < p->nfuncs; k++)
@@ -25,12 +25,12 @@ bool mlc_spirv_build_program(mlc_program *p, mlc_spirv_build *b, FILE *progress,
     fprintf(progress, "mlc: emitted SPIR-V for %u steps: %u distinct kernels, %zu KiB, in %.2f s\n", steps,
             b->mod.nkernels, words * 4 / 1024, mlc_now() - t0);
   mlc_plan_encode_units(p, mlc_spirv_kernel_namer, &b->mod, mlc_plan_unit_16bit_matrix, &b->plan, &b->plan_bytes);
-  return true;
+  return NULL;
 }
 
-bool mlc_spirv_write_artifact(mlc_spirv_build *b, const char *dir, const char *source, char *err, size_t errn) {
+mlc_status mlc_spirv_write_artifact(mlc_spirv_build *b, const char *dir, const char *source) {
   mlc_program *p = b->p;
-  if (!mlc_artifact_mkdir(dir, err, errn)) return false;
+  MLC_RETURN_IF_ERROR(mlc_artifact_mkdir(dir));
   for (uint32_t i = 0; i < b->mod.nkernels; i++) {
     const mlc_vk_kernel *k = &b->mod.kernels[i];
     char path[4096];
@@ -38,14 +38,11 @@ bool mlc_spirv_write_artifact(mlc_spirv_build *b, const char *dir, const char *s
     FILE *f = fopen(path, "wb");
     bool ok = f && fwrite(k->words, 4, k->nwords, f) == k->nwords;
     if (f) ok &= fclose(f) == 0;
-    if (!ok) {
-      snprintf(err, errn, "cannot write %s: %s", path, strerror(errno));
-      return false;
-    }
+    if (!ok) return mlc_status_make(MLC_IO, "cannot write %s: %s", path, strerror(errno));
   }
   mlc_artifact a = {.dir = dir, .source = source, .plan = b->plan, .plan_bytes = b->plan_bytes,
                     .vk_kernels = b->mod.kernels, .nvk_kernels = b->mod.nkernels};
-  return mlc_artifact_write(p, &a, err, errn);
+  return mlc_artifact_write(p, &a);
 }
 
 mlc_status mlc_spirv_open(mlc_spirv_build *b, int ordinal, FILE *progress, mlc_device **out) {
@@ -55,34 +52,26 @@ mlc_status mlc_spirv_open(mlc_spirv_build *b, int ordinal, FILE *progress, mlc_d
 
 /* The descriptor's operations (driver/target.h). */
 
-int mlc_spirv_target_build(void *b, mlc_program *p, FILE *progress, int rank) {
-  char err[512];
+mlc_status mlc_spirv_target_build(void *b, mlc_program *p, FILE *progress, int rank) {
   (void)rank;
-  if (mlc_spirv_build_program(p, b, progress, err, sizeof err)) return 0;
-  fprintf(stderr, "mlc: %s\n", err);
-  return strstr(err, "internal error") ? MLC_EXIT_INTERNAL : MLC_EXIT_USER;
+  return mlc_spirv_build_program(p, b, progress);
 }
 
-bool mlc_spirv_target_write(void *vb, const char *dir, const char *source, mlc_target_files *out, char *err, size_t errn) {
+mlc_status mlc_spirv_target_write(void *vb, const char *dir, const char *source, mlc_target_files *out) {
   mlc_spirv_build *b = vb;
   out->what = mlc_arena_printf(b->p->arena, "%u SPIR-V modules (<symbol>.spv, also embedded in %s.c)", b->mod.nkernels,
                                b->p->name);
-  return mlc_spirv_write_artifact(b, dir, source, err, errn);
+  return mlc_spirv_write_artifact(b, dir, source);
 }
 
-/* Without Vulkan here: says so, and the target is not available (4). */
-int mlc_spirv_target_open(void *vb, int ordinal, FILE *progress, int rank, mlc_session_options *so, const uint8_t **plan,
-                          size_t *plan_bytes) {
+/* Without Vulkan here: MLC_UNIMPLEMENTED, which the driver reports as "not available" (4). */
+mlc_status mlc_spirv_target_open(void *vb, int ordinal, FILE *progress, int rank, mlc_session_options *so,
+                                 const uint8_t **plan, size_t *plan_bytes) {
   mlc_spirv_build *b = vb;
   (void)rank;
   *plan = b->plan;
   *plan_bytes = b->plan_bytes;
-  mlc_status st = mlc_spirv_open(b, ordinal, progress, &so->device);
-  if (!st) return -1;
-  mlc_status_code_t code = mlc_status_code(st);
-  fprintf(stderr, "mlc: %s\n", mlc_status_message(st));
-  mlc_status_free(st);
-  return code == MLC_UNIMPLEMENTED ? MLC_EXIT_NO_TARGET : code == MLC_INTERNAL ? MLC_EXIT_INTERNAL : MLC_EXIT_USER;
+  return mlc_spirv_open(b, ordinal, progress, &so->device);
 }
 
 bool mlc_spirv_target_supports_op(mlc_op op, char *why, size_t whyn) {

@@ -22,16 +22,17 @@ typedef struct {
   size_t plan_bytes;
 } mlc_spirv_build;
 
-bool mlc_spirv_build_program(mlc_program *p, mlc_spirv_build *b, FILE *progress, char *err, size_t errn);
-bool mlc_spirv_write_artifact(mlc_spirv_build *b, const char *dir, const char *source, char *err, size_t errn);
+MLC_MUST_USE mlc_status mlc_spirv_build_program(mlc_program *p, mlc_spirv_build *b, FILE *progress);
+MLC_MUST_USE mlc_status mlc_spirv_write_artifact(mlc_spirv_build *b, const char *dir, const char *source);
 /* A Vulkan device (number `ordinal`) with the build's kernels; validation
  * as MLC_VK_VALIDATE says. */
 MLC_MUST_USE mlc_status mlc_spirv_open(mlc_spirv_build *b, int ordinal, FILE *progress, mlc_device **out);
 
 /* The descriptor's operations (driver/target.h). */
-int mlc_spirv_target_build(void *b, mlc_program *p, FILE *progress, int rank);
-bool mlc_spirv_target_write(void *b, const char *dir, const char *source, mlc_target_files *out, char *err, size_t errn);
-int mlc_spirv_target_open(void *b, int ordinal, FILE *progress, int rank, mlc_session_options *so, const uint8_t **plan, size_t *plan_bytes);
+mlc_status mlc_spirv_target_build(void *b, mlc_program *p, FILE *progress, int rank);
+mlc_status mlc_spirv_target_write(void *b, const char *dir, const char *source, mlc_target_files *out);
+mlc_status mlc_spirv_target_open(void *b, int ordinal, FILE *progress, int rank, mlc_session_options *so,
+                                const uint8_t **plan, size_t *plan_bytes);
 bool mlc_spirv_target_supports_op(mlc_op op, char *why, size_t whyn);
 
 #endif

@@ -84,21 +84,23 @@ struct mlc_llvm_jit {
   uint32_t n;
 };
 
-static bool fail(char *err, size_t errn, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static bool fail(char *err, size_t errn, const char *fmt, ...) {
+static mlc_status fail(mlc_status_code_t code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static mlc_status fail(mlc_status_code_t code, const char *fmt, ...) {
+  char msg[1024];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(err, errn, fmt, ap);
+  vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  return false;
+  return mlc_status_make(code, "%s", msg);
 }
 
-/* Takes the message out of an LLVMErrorRef (consuming it). */
-static bool fail_llvm(char *err, size_t errn, const char *what, LLVMErrorRef e) {
+/* Takes the message out of an LLVMErrorRef (consuming it): a failure
+ * inside LLVM on code mlc generated, so MLC_INTERNAL. */
+static mlc_status fail_llvm(const char *what, LLVMErrorRef e) {
   char *m = LLVMGetErrorMessage(e);
-  fail(err, errn, "%s: %s", what, m);
+  mlc_status st = fail(MLC_INTERNAL, "%s: %s", what, m);
   LLVMDisposeErrorMessage(m);
-  return false;
+  return st;
 }
 
 static double now(void) {
@@ -202,7 +204,7 @@ bool mlc_llvm_x86_cpu_features(const char *cpu, char *out, size_t n);
 /* The target machine for o's triple and CPU (llvm.h says what NULL,
  * "native" and "baseline" mean), with the CPU's features spelled out in
  * m->features, which the artifact records. */
-static bool make_target(mlc_llvm_module *m, const mlc_llvm_options *o, char *err, size_t errn) {
+static mlc_status make_target(mlc_llvm_module *m, const mlc_llvm_options *o) {
   LLVMInitializeNativeTarget();
   LLVMInitializeNativeAsmPrinter();
   char *triple = o && o->triple ? LLVMNormalizeTargetTriple(o->triple) : LLVMGetDefaultTargetTriple();
@@ -213,11 +215,11 @@ static bool make_target(mlc_llvm_module *m, const mlc_llvm_options *o, char *err
     char *h = LLVMGetDefaultTargetTriple();
     snprintf(host, sizeof host, "%s", h);
     LLVMDisposeMessage(h);
-    fail(err, errn, "--triple %s: this mlc's LLVM has no target for it (it generates code for its host, %s)",
-         o && o->triple ? o->triple : triple, host);
+    mlc_status st = fail(MLC_INVALID_ARGUMENT, "--triple %s: this mlc's LLVM has no target for it (it generates code for "
+                         "its host, %s)", o && o->triple ? o->triple : triple, host);
     LLVMDisposeMessage(msg);
     LLVMDisposeMessage(triple);
-    return false;
+    return st;
   }
   bool x86_64 = !strncmp(triple, "x86_64-", 7);
   const char *cpu = o ? o->cpu : NULL;
@@ -232,7 +234,7 @@ static bool make_target(mlc_llvm_module *m, const mlc_llvm_options *o, char *err
     char own[4096] = "";
     if (x86_64 && !mlc_llvm_x86_cpu_features(cpu, own, sizeof own)) {
       LLVMDisposeMessage(triple);
-      return fail(err, errn, "--cpu %s: not an x86-64 CPU that LLVM knows (try native, x86-64-v2, x86-64-v3, "
+      return fail(MLC_INVALID_ARGUMENT, "--cpu %s: not an x86-64 CPU that LLVM knows (try native, x86-64-v2, x86-64-v3, "
                   "x86-64-v4, haswell, skylake-avx512, znver3 or sapphirerapids)", cpu);
     }
     const char *extra = o && o->features ? o->features : "";
@@ -243,13 +245,13 @@ static bool make_target(mlc_llvm_module *m, const mlc_llvm_options *o, char *err
   }
   if (!m->cpu || !m->features) {
     LLVMDisposeMessage(triple);
-    return fail(err, errn, "out of memory");
+    return fail(MLC_OUT_OF_MEMORY, "out of memory");
   }
   m->tm = LLVMCreateTargetMachine(target, triple, m->cpu, m->features, LLVMCodeGenLevelAggressive, LLVMRelocPIC,
                                   LLVMCodeModelDefault);
   LLVMSetTarget(m->mod, triple);
   LLVMDisposeMessage(triple);
-  if (!m->tm) return fail(err, errn, "LLVM cannot make a target machine for cpu '%s'", m->cpu);
+  if (!m->tm) return fail(MLC_INVALID_ARGUMENT, "LLVM cannot make a target machine for cpu '%s'", m->cpu);
   LLVMTargetDataRef dl = LLVMCreateTargetDataLayout(m->tm);
   LLVMSetModuleDataLayout(m->mod, dl);
   LLVMDisposeTargetData(dl);
@@ -258,22 +260,21 @@ static bool make_target(mlc_llvm_module *m, const mlc_llvm_options *o, char *err
   else if (has_feature(m->features, "+avx2") && has_feature(m->features, "+fma")) m->vw = 8;
   else m->vw = 4;
   m->f16c = has_feature(m->features, "+f16c");
-  return true;
+  return NULL;
 }
 
-bool mlc_llvm_compile(const mlc_program *p, const mlc_func *f, const mlc_llvm_options *o, mlc_llvm_module **out,
-                      char *err, size_t errn) {
+mlc_status mlc_llvm_compile(const mlc_program *p, const mlc_func *f, const mlc_llvm_options *o, mlc_llvm_module **out) {
   *out = NULL;
   double t0 = now();
   mlc_llvm_module *m = calloc(1, sizeof *m);
-  if (!m) return fail(err, errn, "out of memory");
+  if (!m) return fail(MLC_OUT_OF_MEMORY, "out of memory");
   m->ctx = LLVMContextCreate();
   m->mod = LLVMModuleCreateWithNameInContext(p->name ? p->name : "model", m->ctx);
   m->kernels = calloc(f->n ? f->n : 1, sizeof *m->kernels);
-  if (!m->kernels || !make_target(m, o, err, errn)) {
-    if (!m->kernels) fail(err, errn, "out of memory");
+  mlc_status st = m->kernels ? make_target(m, o) : fail(MLC_OUT_OF_MEMORY, "out of memory");
+  if (st) {
     mlc_llvm_module_destroy(m);
-    return false;
+    return st;
   }
   cg g = {.ctx = m->ctx, .mod = m->mod, .p = p, .f = f, .vw = m->vw, .f16c = m->f16c,
           .symbol_prefix = o && o->symbol_prefix ? o->symbol_prefix : ""};
@@ -296,15 +297,14 @@ bool mlc_llvm_compile(const mlc_program *p, const mlc_func *f, const mlc_llvm_op
    * fold into the code) matches an earlier kernel's reuses its function, so
    * twelve identical layers give one set of kernels. */
   uint64_t *hash = calloc(f->n ? f->n : 1, sizeof *hash);
-  bool ok = hash != NULL;
-  if (!ok) fail(err, errn, "out of memory");
-  for (uint32_t i = 0; i < f->n && ok; i++) {
+  if (!hash) st = fail(MLC_OUT_OF_MEMORY, "out of memory");
+  for (uint32_t i = 0; i < f->n && !st; i++) {
     const mlc_node *n = &f->nodes[i];
     unsigned fl = mlc_ops[n->op].flags;
     if (fl & (MLC_F_LEAF | MLC_F_VIEW | MLC_F_COLL)) continue;
     if (n->nin > 64) {
-      ok = cg_fail(&g, "%u inputs; the CPU backend takes at most 64", n->nin);
-      fail(err, errn, "node %%%u (%s): %s", i, mlc_ops[n->op].name, g.err);
+      cg_fail(&g, "%u inputs; the CPU backend takes at most 64", n->nin);
+      st = fail(MLC_INVALID_ARGUMENT, "node %%%u (%s): %s", i, mlc_ops[n->op].name, g.err);
       break;
     }
     uint32_t group[65], ng = 0;
@@ -323,24 +323,23 @@ bool mlc_llvm_compile(const mlc_program *p, const mlc_func *f, const mlc_llvm_op
       k->node = i;
       mlc_node_cost(f, n, &k->flops, &k->bytes);
       m->nkernels++;
-      if (!k->name) ok = false, fail(err, errn, "out of memory");
+      if (!k->name) st = fail(MLC_OUT_OF_MEMORY, "out of memory");
       continue;
     }
-    ok = emit_kernel(&g, m, i);
-    if (!ok) fail(err, errn, "node %%%u (%s): %s", i, mlc_ops[n->op].name, g.err);
+    if (!emit_kernel(&g, m, i)) st = fail(MLC_INVALID_ARGUMENT, "node %%%u (%s): %s", i, mlc_ops[n->op].name, g.err);
   }
   free(hash);
   LLVMDisposeBuilder(g.b);
-  if (!ok) {
+  if (st) {
     mlc_llvm_module_destroy(m);
-    return false;
+    return st;
   }
   char *vmsg = NULL;
   if (LLVMVerifyModule(m->mod, LLVMReturnStatusAction, &vmsg)) {
-    fail(err, errn, "internal error: the generated LLVM module does not verify: %.200s", vmsg ? vmsg : "?");
+    st = fail(MLC_INTERNAL, "internal error: the generated LLVM module does not verify: %.200s", vmsg ? vmsg : "?");
     LLVMDisposeMessage(vmsg);
     mlc_llvm_module_destroy(m);
-    return false;
+    return st;
   }
   LLVMDisposeMessage(vmsg);
   double t1 = now();
@@ -354,14 +353,14 @@ bool mlc_llvm_compile(const mlc_program *p, const mlc_func *f, const mlc_llvm_op
     LLVMErrorRef e = LLVMRunPasses(m->mod, "default<O3>", m->tm, po);
     LLVMDisposePassBuilderOptions(po);
     if (e) {
-      fail_llvm(err, errn, "LLVM optimisation", e);
+      st = fail_llvm("LLVM optimisation", e);
       mlc_llvm_module_destroy(m);
-      return false;
+      return st;
     }
   }
   m->t_opt = now() - t1;
   *out = m;
-  return true;
+  return NULL;
 }
 
 void mlc_llvm_module_destroy(mlc_llvm_module *m) {
@@ -388,40 +387,40 @@ void mlc_llvm_compile_seconds(const mlc_llvm_module *m, double *build, double *o
   *optimise = m->t_opt;
 }
 
-bool mlc_llvm_emit_object(mlc_llvm_module *m, const char *path, char *err, size_t errn) {
+mlc_status mlc_llvm_emit_object(mlc_llvm_module *m, const char *path) {
   char *msg = NULL;
   if (LLVMTargetMachineEmitToFile(m->tm, m->mod, (char *)path, LLVMObjectFile, &msg)) {
-    fail(err, errn, "cannot write %s: %s", path, msg ? msg : "?");
+    mlc_status st = fail(MLC_IO, "cannot write %s: %s", path, msg ? msg : "?");
     LLVMDisposeMessage(msg);
-    return false;
+    return st;
   }
-  return true;
+  return NULL;
 }
 
-bool mlc_llvm_emit_ir(mlc_llvm_module *m, const char *path, char *err, size_t errn) {
+mlc_status mlc_llvm_emit_ir(mlc_llvm_module *m, const char *path) {
   char *msg = NULL;
   if (LLVMPrintModuleToFile(m->mod, path, &msg)) {
-    fail(err, errn, "cannot write %s: %s", path, msg ? msg : "?");
+    mlc_status st = fail(MLC_IO, "cannot write %s: %s", path, msg ? msg : "?");
     LLVMDisposeMessage(msg);
-    return false;
+    return st;
   }
-  return true;
+  return NULL;
 }
 
-bool mlc_llvm_jit_create(mlc_llvm_module *m, mlc_llvm_jit **out, char *err, size_t errn) {
+mlc_status mlc_llvm_jit_create(mlc_llvm_module *m, mlc_llvm_jit **out) {
   *out = NULL;
   char *msg = NULL;
   LLVMMemoryBufferRef obj;
   if (LLVMTargetMachineEmitToMemoryBuffer(m->tm, m->mod, LLVMObjectFile, &msg, &obj)) {
-    fail(err, errn, "LLVM code generation: %s", msg ? msg : "?");
+    mlc_status st = fail(MLC_INTERNAL, "LLVM code generation: %s", msg ? msg : "?");
     LLVMDisposeMessage(msg);
-    return false;
+    return st;
   }
   mlc_llvm_jit *j = calloc(1, sizeof *j);
   if (!j || !(j->fns = calloc(m->nkernels ? m->nkernels : 1, sizeof *j->fns))) {
     free(j);
     LLVMDisposeMemoryBuffer(obj);
-    return fail(err, errn, "out of memory");
+    return fail(MLC_OUT_OF_MEMORY, "out of memory");
   }
   j->n = m->nkernels;
   LLVMErrorRef e = LLVMOrcCreateLLJIT(&j->jit, LLVMOrcCreateLLJITBuilder());
@@ -429,7 +428,7 @@ bool mlc_llvm_jit_create(mlc_llvm_module *m, mlc_llvm_jit **out, char *err, size
     LLVMDisposeMemoryBuffer(obj);
     free(j->fns);
     free(j);
-    return fail_llvm(err, errn, "cannot create the LLJIT", e);
+    return fail_llvm("cannot create the LLJIT", e);
   }
   LLVMOrcJITDylibRef jd = LLVMOrcLLJITGetMainJITDylib(j->jit);
   /* memcpy and memset, which LLVM may call for large copies, come from
@@ -439,25 +438,25 @@ bool mlc_llvm_jit_create(mlc_llvm_module *m, mlc_llvm_jit **out, char *err, size
   if (e) {
     LLVMDisposeMemoryBuffer(obj);
     mlc_llvm_jit_destroy(j);
-    return fail_llvm(err, errn, "LLJIT process symbols", e);
+    return fail_llvm("LLJIT process symbols", e);
   }
   LLVMOrcJITDylibAddGenerator(jd, gen);
   e = LLVMOrcLLJITAddObjectFile(j->jit, jd, obj); /* takes obj */
   if (e) {
     mlc_llvm_jit_destroy(j);
-    return fail_llvm(err, errn, "LLJIT cannot add the object", e);
+    return fail_llvm("LLJIT cannot add the object", e);
   }
   for (uint32_t i = 0; i < m->nkernels; i++) {
     LLVMOrcExecutorAddress addr = 0;
     e = LLVMOrcLLJITLookup(j->jit, &addr, m->kernels[i].name);
     if (e) {
       mlc_llvm_jit_destroy(j);
-      return fail_llvm(err, errn, "LLJIT lookup", e);
+      return fail_llvm("LLJIT lookup", e);
     }
     j->fns[i] = (mlc_cpu_kernel_fn)(uintptr_t)addr;
   }
   *out = j;
-  return true;
+  return NULL;
 }
 
 mlc_cpu_kernel_fn mlc_llvm_jit_kernel(const mlc_llvm_jit *j, uint32_t i) { return i < j->n ? j->fns[i] : NULL; }

@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "ir/ir.h"
+#include "runtime/status.h"
 #include "runtime/cpu/kernel.h"
 
 typedef struct {
@@ -53,8 +54,11 @@ typedef struct mlc_llvm_jit mlc_llvm_jit;
 /* Whether the code generator has a kernel for op (or it needs none): else
  * mlc_llvm_compile refuses it ("has no kernel for op"). */
 bool mlc_llvm_supports_op(mlc_op op);
-bool mlc_llvm_compile(const mlc_program *p, const mlc_func *f, const mlc_llvm_options *o, mlc_llvm_module **out,
-                      char *err, size_t errn);
+/* MLC_INVALID_ARGUMENT for a --triple or --cpu LLVM lacks, or a node the
+ * emitters refuse (the message names it); MLC_INTERNAL for a module that
+ * does not verify or an LLVM failure; MLC_OUT_OF_MEMORY. */
+MLC_MUST_USE mlc_status mlc_llvm_compile(const mlc_program *p, const mlc_func *f, const mlc_llvm_options *o,
+                                         mlc_llvm_module **out);
 void mlc_llvm_module_destroy(mlc_llvm_module *m);
 
 uint32_t mlc_llvm_kernel_count(const mlc_llvm_module *m);
@@ -68,14 +72,15 @@ int mlc_llvm_vector_width(const mlc_llvm_module *m);
 /* Seconds spent building the IR and in LLVM's optimiser. */
 void mlc_llvm_compile_seconds(const mlc_llvm_module *m, double *build, double *optimise);
 
-/* Writes a relocatable (PIC) object file, or the textual IR (.ll). */
-bool mlc_llvm_emit_object(mlc_llvm_module *m, const char *path, char *err, size_t errn);
-bool mlc_llvm_emit_ir(mlc_llvm_module *m, const char *path, char *err, size_t errn);
+/* Writes a relocatable (PIC) object file, or the textual IR (.ll); MLC_IO
+ * when it cannot. */
+MLC_MUST_USE mlc_status mlc_llvm_emit_object(mlc_llvm_module *m, const char *path);
+MLC_MUST_USE mlc_status mlc_llvm_emit_ir(mlc_llvm_module *m, const char *path);
 
 /* Compiles the module to machine code in this process.  The module stays
  * usable (for emit_*) and must outlive nothing: the JIT owns its own copy of
  * the code. */
-bool mlc_llvm_jit_create(mlc_llvm_module *m, mlc_llvm_jit **out, char *err, size_t errn);
+MLC_MUST_USE mlc_status mlc_llvm_jit_create(mlc_llvm_module *m, mlc_llvm_jit **out);
 /* The function pointer of kernel i (in mlc_llvm_kernel_at order). */
 mlc_cpu_kernel_fn mlc_llvm_jit_kernel(const mlc_llvm_jit *j, uint32_t i);
 /* A kernel by symbol name, NULL if there is none; `jit` is an

@@ -68,9 +68,10 @@ int main(int argc, char **argv) {
     goto out;
   }
   mlc_spirv_module m;
-  char err[1024];
-  if (!mlc_spirv_emit(&prog, &so, &m, err, sizeof err)) {
-    fprintf(stderr, "mlc_spirv_dump: %s\n", err);
+  mlc_status st = mlc_spirv_emit(&prog, &so, &m);
+  if (st) {
+    fprintf(stderr, "mlc_spirv_dump: %s\n", mlc_status_message(st));
+    mlc_status_free(st);
     rc = 1;
     goto out;
   }

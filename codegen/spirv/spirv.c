@@ -166,69 +166,63 @@ static bool has_coopmat_cap(const uint32_t *w, size_t n) {
 }
 
 /* Builds one node's module as the builder writes it (*w malloc'ed). */
-static bool make(const mlc_program *p, const mlc_func *f, uint32_t i, const mlc_spirv_options *o, bool coop, sv *s,
-                 uint32_t **words, size_t *nwords, char *err, size_t errn) {
+static mlc_status make(const mlc_program *p, const mlc_func *f, uint32_t i, const mlc_spirv_options *o, bool coop, sv *s,
+                       uint32_t **words, size_t *nwords) {
   const mlc_node *n = &f->nodes[i];
   emitter e = emitter_of((mlc_op)n->op);
-  if (!e) {
-    snprintf(err, errn, "%s %%%u (%s): the spirv target has no kernel for this op", f->name, i, mlc_ops[n->op].name);
-    return false;
-  }
-  if (n->nin + 2u > SB_MAX_BIND) {
-    snprintf(err, errn, "%s %%%u (%s): %u inputs are more than a Vulkan kernel here takes (%u)", f->name, i, mlc_ops[n->op].name,
-             n->nin, SB_MAX_BIND - 2);
-    return false;
-  }
+  if (!e)
+    return mlc_status_make(MLC_INVALID_ARGUMENT, "%s %%%u (%s): the spirv target has no kernel for this op", f->name, i,
+                           mlc_ops[n->op].name);
+  if (n->nin + 2u > SB_MAX_BIND)
+    return mlc_status_make(MLC_INVALID_ARGUMENT, "%s %%%u (%s): %u inputs are more than a Vulkan kernel here takes (%u)",
+                           f->name, i, mlc_ops[n->op].name, n->nin, SB_MAX_BIND - 2);
   sb b;
   sb_init(&b, n->nin + 2u);
   memset(s, 0, sizeof *s);
   *s = (sv){.p = p, .f = f, .n = n, .node = i, .o = o, .b = &b, .coopmat_variant = coop};
   if (!e(s)) {
-    snprintf(err, errn, "%s %%%u (%s): %s", f->name, i, mlc_ops[n->op].name, s->err);
     sb_free(&b);
-    return false;
+    return mlc_status_make(MLC_INVALID_ARGUMENT, "%s %%%u (%s): %s", f->name, i, mlc_ops[n->op].name, s->err);
   }
   MLC_ASSERT(s->nd > 0);
   *words = sb_finish(&b, nwords);
   sb_free(&b);
   s->b = NULL;
-  return true;
+  return NULL;
 }
 
 /* Validates, optimises and validates again a module; *w is replaced by
- * the optimised words (or freed on failure). */
-static bool finalize(const mlc_func *f, uint32_t i, const mlc_spirv_options *o, uint32_t **words, size_t *nwords, char *err,
-                     size_t errn) {
+ * the optimised words (or freed on failure).  A module that fails is a
+ * bug in the emitters: MLC_INTERNAL. */
+static mlc_status finalize(const mlc_func *f, uint32_t i, const mlc_spirv_options *o, uint32_t **words, size_t *nwords) {
   const mlc_node *n = &f->nodes[i];
   uint32_t *w = *words;
   size_t nw = *nwords;
   bool v13 = has_coopmat_cap(w, nw);
   char verr[512];
   if (!mlc_spirv_validate_env(w, nw, v13, verr, sizeof verr)) {
-    snprintf(err, errn, "internal error: the SPIR-V module of %s %%%u (%s) is invalid: %s", f->name, i, mlc_ops[n->op].name, verr);
     free(w);
-    return false;
+    return mlc_status_make(MLC_INTERNAL, "internal error: the SPIR-V module of %s %%%u (%s) is invalid: %s", f->name, i,
+                           mlc_ops[n->op].name, verr);
   }
   if (!o || o->optimize) {
     uint32_t *ow;
     size_t on;
     if (!mlc_spirv_optimize(w, nw, v13, &ow, &on, verr, sizeof verr)) {
-      snprintf(err, errn, "internal error: %s %%%u (%s): %s", f->name, i, mlc_ops[n->op].name, verr);
       free(w);
-      return false;
+      return mlc_status_make(MLC_INTERNAL, "internal error: %s %%%u (%s): %s", f->name, i, mlc_ops[n->op].name, verr);
     }
     free(w);
     w = ow, nw = on;
     if (!mlc_spirv_validate_env(w, nw, v13, verr, sizeof verr)) {
-      snprintf(err, errn, "internal error: the optimised SPIR-V module of %s %%%u (%s) is invalid: %s", f->name, i,
-               mlc_ops[n->op].name, verr);
       free(w);
-      return false;
+      return mlc_status_make(MLC_INTERNAL, "internal error: the optimised SPIR-V module of %s %%%u (%s) is invalid: %s",
+                             f->name, i, mlc_ops[n->op].name, verr);
     }
   }
   *words = w;
   *nwords = nw;
-  return true;
+  return NULL;
 }
 
 /* Modules as the builder wrote them, and the kernel each became: the same
@@ -313,18 +307,18 @@ static uint32_t add_kernel(table *t, const mlc_node *n, const sv *s, uint32_t *w
 
 /* The kernel of node i (coop: its cooperative-matrix variant), built or
  * found; *out UINT32_MAX when the emitter declined the variant. */
-static bool kernel_for(table *t, seen_set *ss, const mlc_program *p, const mlc_func *f, uint32_t i, const mlc_spirv_options *o,
-                       bool coop, uint32_t *out, char *err, size_t errn) {
+static mlc_status kernel_for(table *t, seen_set *ss, const mlc_program *p, const mlc_func *f, uint32_t i,
+                             const mlc_spirv_options *o, bool coop, uint32_t *out) {
   sv s;
-  uint32_t *w;
-  size_t nw;
-  if (!make(p, f, i, o, coop, &s, &w, &nw, err, errn)) return false;
+  uint32_t *w = NULL;
+  size_t nw = 0;
+  MLC_RETURN_IF_ERROR(make(p, f, i, o, coop, &s, &w, &nw));
   uint64_t h = XXH64(w, nw * 4, 0);
   uint32_t *k = seen_find(ss, w, nw, h);
   if (k) {
     free(w);
     *out = *k;
-    return true;
+    return NULL;
   }
   size_t rn = nw;
   uint32_t *raw = malloc(rn * 4);
@@ -334,45 +328,46 @@ static bool kernel_for(table *t, seen_set *ss, const mlc_program *p, const mlc_f
     free(w);
     seen_add(ss, raw, rn, h, UINT32_MAX);
     *out = UINT32_MAX;
-    return true;
+    return NULL;
   }
-  if (!finalize(f, i, o, &w, &nw, err, errn)) {
+  mlc_status st = finalize(f, i, o, &w, &nw);
+  if (st) {
     free(raw);
-    return false;
+    return st;
   }
   *out = add_kernel(t, &f->nodes[i], &s, w, nw);
   seen_add(ss, raw, rn, h, *out);
-  return true;
+  return NULL;
 }
 
-bool mlc_spirv_emit(const mlc_program *p, const mlc_spirv_options *o, mlc_spirv_module *out, char *err, size_t errn) {
+mlc_status mlc_spirv_emit(const mlc_program *p, const mlc_spirv_options *o, mlc_spirv_module *out) {
   memset(out, 0, sizeof *out);
   table t = {.m = out, .cap = 64, .a = p->arena};
   seen_set ss = {0};
   out->kernels = mlc_arena_alloc(p->arena, t.cap * sizeof *out->kernels);
   t.hashes = mlc_arena_alloc(p->arena, t.cap * sizeof *t.hashes);
-  bool ok = true;
-  for (uint32_t k = 0; k < p->nfuncs && ok; k++) {
+  mlc_status st = NULL;
+  for (uint32_t k = 0; k < p->nfuncs && !st; k++) {
     const mlc_func *f = &p->funcs[k];
     out->funcs[k] = f;
     out->kernel_of[k] = mlc_arena_alloc(p->arena, (f->n + 1) * sizeof **out->kernel_of);
-    for (uint32_t i = 0; i < f->n && ok; i++) {
+    for (uint32_t i = 0; i < f->n && !st; i++) {
       const mlc_node *n = &f->nodes[i];
       out->kernel_of[k][i] = UINT32_MAX;
       if (mlc_ops[n->op].flags & (MLC_F_LEAF | MLC_F_VIEW)) continue;
       uint32_t fb, cm = UINT32_MAX;
-      ok = kernel_for(&t, &ss, p, f, i, o, false, &fb, err, errn);
+      st = kernel_for(&t, &ss, p, f, i, o, false, &fb);
       bool mm = n->op == MLC_OP_MATMUL || n->op == MLC_OP_LINEAR || n->op == MLC_OP_MATMUL_TN || n->op == MLC_OP_FUSED ||
                 n->op == MLC_OP_ATTENTION; /* 16-bit attention forward: emit_attention.c's fwd_coop */
-      if (ok && o && o->coopmat && mm) {
-        ok = kernel_for(&t, &ss, p, f, i, o, true, &cm, err, errn);
-        if (ok && cm != UINT32_MAX) out->kernels[cm].fallback = fb;
+      if (!st && o && o->coopmat && mm) {
+        st = kernel_for(&t, &ss, p, f, i, o, true, &cm);
+        if (!st && cm != UINT32_MAX) out->kernels[cm].fallback = fb;
       }
       out->kernel_of[k][i] = cm != UINT32_MAX ? cm : fb;
     }
   }
   seen_free(&ss);
-  return ok;
+  return st;
 }
 
 const char *mlc_spirv_kernel_namer(void *ctx, const mlc_func *f, uint32_t node, uint64_t *out_work_items) {

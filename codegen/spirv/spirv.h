@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "ir/ir.h"
+#include "runtime/status.h"
 #include "runtime/vulkan/kernel.h"
 
 typedef struct {
@@ -32,9 +33,9 @@ typedef struct {
 } mlc_spirv_options;
 
 /* Emits the program (after memplan).  Everything lives in p's arena.
- * Returns false with a message in err when some node cannot be emitted or
- * a module fails validation (an internal error). */
-bool mlc_spirv_emit(const mlc_program *p, const mlc_spirv_options *o, mlc_spirv_module *out, char *err, size_t errn);
+ * MLC_INVALID_ARGUMENT when some node cannot be emitted (the message names
+ * it), MLC_INTERNAL when a module fails validation (a bug in mlc). */
+MLC_MUST_USE mlc_status mlc_spirv_emit(const mlc_program *p, const mlc_spirv_options *o, mlc_spirv_module *out);
 /* Whether the emitters have a kernel for op (or it needs none): else
  * mlc_spirv_emit refuses it ("has no kernel for this op"). */
 bool mlc_spirv_supports_op(mlc_op op);

@@ -386,10 +386,10 @@ static int run_session(mlc_program *prog, const mlc_func *f, const char *outdir,
 /* CUDA: nvcc or NVRTC, GPU 0. */
 static int run_cuda(mlc_program *prog, const mlc_func *f, const char *outdir, FILE *man, uint64_t seed,
                     const range *ranges, int nranges, int bench) {
-  char err[512];
   mlc_cuda_build b;
   double t0 = now();
-  if (!mlc_cuda_build_program(prog, &b, true, stderr, err, sizeof err)) die("cuda: %s", err);
+  mlc_status st = mlc_cuda_build_program(prog, &b, true, stderr);
+  if (st) die("cuda: %s", mlc_status_message(st));
   double t1 = now();
   mlc_device *dev;
   check(mlc_cuda_open(&b, 0, stderr, &dev), "cuda device");
@@ -402,10 +402,11 @@ static int run_cuda(mlc_program *prog, const mlc_func *f, const char *outdir, FI
  * (MLC_SOURCE_DIR, or $MLC_MSL_EMU) and run on the CPU. */
 static int run_metal(mlc_program *prog, const mlc_func *f, const char *outdir, FILE *man, uint64_t seed,
                      const range *ranges, int nranges, int bench) {
-  char err[512], metal[4096], so[4096], log[4096], header[4096];
+  char metal[4096], so[4096], log[4096], header[4096];
   mlc_metal_build b;
   double t0 = now();
-  if (!mlc_metal_build_program(prog, &b, NULL, err, sizeof err)) die("metal: %s", err);
+  mlc_status st = mlc_metal_build_program(prog, &b, NULL);
+  if (st) die("metal: %s", mlc_status_message(st));
   snprintf(metal, sizeof metal, "%s/model.metal", outdir);
   snprintf(so, sizeof so, "%s/model.so", outdir);
   snprintf(log, sizeof log, "%s/cxx.log", outdir);
@@ -425,16 +426,16 @@ static int run_metal(mlc_program *prog, const mlc_func *f, const char *outdir, F
  * message fails the case. */
 static int run_spirv(mlc_program *prog, const mlc_func *f, const char *outdir, FILE *man, uint64_t seed,
                      const range *ranges, int nranges, int bench) {
-  char err[512];
   mlc_spirv_build b;
   double t0 = now();
-  if (!mlc_spirv_build_program(prog, &b, NULL, err, sizeof err)) die("spirv: %s", err);
+  mlc_status st = mlc_spirv_build_program(prog, &b, NULL);
+  if (st) die("spirv: %s", mlc_status_message(st));
   double t1 = now();
   const char *env = getenv("MLC_VK_DEVICE");
   uint32_t messages = 0;
   mlc_vk_code code = {env && *env ? atoi(env) : 0, b.mod.kernels, b.mod.nkernels, stderr, false, &messages};
   mlc_device *dev;
-  mlc_status st = mlc_vk_device_create(&code, mlc_allocator_default(), &dev);
+  st = mlc_vk_device_create(&code, mlc_allocator_default(), &dev);
   if (st && mlc_status_code(st) == MLC_UNIMPLEMENTED && strstr(mlc_status_message(st), "no Vulkan")) {
     fprintf(stderr, "skipped: %s\n", mlc_status_message(st));
     exit(77);
@@ -597,17 +598,17 @@ int main(int argc, char **argv) {
   die("this build has no CPU target");
 #else
   /* code generation */
-  char err[512];
   mlc_llvm_module *mod;
-  if (!mlc_llvm_compile(&prog, f, &lopt, &mod, err, sizeof err)) die("compile: %s", err);
-  if (emit_ir && !mlc_llvm_emit_ir(mod, emit_ir, err, sizeof err)) die("%s", err);
-  if (emit_obj && !mlc_llvm_emit_object(mod, emit_obj, err, sizeof err)) die("%s", err);
+  mlc_status cst = mlc_llvm_compile(&prog, f, &lopt, &mod);
+  if (cst) die("compile: %s", mlc_status_message(cst));
+  if (emit_ir && (cst = mlc_llvm_emit_ir(mod, emit_ir))) die("%s", mlc_status_message(cst));
+  if (emit_obj && (cst = mlc_llvm_emit_object(mod, emit_obj))) die("%s", mlc_status_message(cst));
   mlc_llvm_jit *jit = NULL;
   void *lib = NULL;
   if (so) {
     if (!(lib = dlopen(so, RTLD_NOW | RTLD_LOCAL))) die("dlopen %s: %s", so, dlerror());
-  } else if (!mlc_llvm_jit_create(mod, &jit, err, sizeof err)) {
-    die("jit: %s", err);
+  } else if ((cst = mlc_llvm_jit_create(mod, &jit))) {
+    die("jit: %s", mlc_status_message(cst));
   }
   uint32_t nk = mlc_llvm_kernel_count(mod);
   mlc_cpu_step *steps = calloc(nk ? nk : 1, sizeof *steps);

@@ -114,9 +114,10 @@ int main(int argc, char **argv) {
     mlc_diag_summary(&diag);
     return 1;
   }
-  char err[512];
   mlc_cpu_build b;
-  if (!mlc_cpu_compile(&prog, &b, NULL, err, sizeof err) || !mlc_cpu_jit(&b, err, sizeof err)) die("%s%s", err, "");
+  mlc_status cst = mlc_cpu_compile(&prog, &b, NULL);
+  if (!cst) cst = mlc_cpu_jit(&b);
+  if (cst) die("%s%s", mlc_status_message(cst), "");
   mlc_plan *plan;
   check(mlc_plan_parse(b.plan, b.plan_bytes, mlc_allocator_default(), &plan));
   mlc_session_options so = {NULL, mlc_cpu_lookup, &b, threads, false, {0}, NULL};

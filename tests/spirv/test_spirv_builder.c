@@ -44,6 +44,12 @@ typedef struct {
 } prog;
 
 /* The options of emitted code that the programs below are made with. */
+
+/* mlc_spirv_emit, failing the test with its message. */
+static void emit_ok(const mlc_program *p, const mlc_spirv_options *o, mlc_spirv_module *m) {
+  mlc_status st = mlc_spirv_emit(p, o, m);
+  if (st) fail_msg("emit: %s", mlc_status_message(st));
+}
 static mlc_options g_opts;
 
 static prog *prog_new(void) {
@@ -192,7 +198,7 @@ static void test_dedup_and_names(void **state) {
   mlc_spirv_module m;
   mlc_spirv_options o = {.coopmat = false, .optimize = true};
   char err[512];
-  assert_true(mlc_spirv_emit(&g->p, &o, &m, err, sizeof err));
+  emit_ok(&g->p, &o, &m);
   assert_int_equal(m.nkernels, 2);
   uint64_t work;
   const char *s0 = mlc_spirv_kernel_namer(&m, g->f, adds[0], &work);
@@ -225,8 +231,8 @@ static void test_optimizer(void **state) {
   mlc_spirv_module m0, m1;
   mlc_spirv_options plain = {.coopmat = false, .optimize = false}, opt = {.coopmat = false, .optimize = true};
   char err[512];
-  assert_true(mlc_spirv_emit(&g->p, &plain, &m0, err, sizeof err));
-  assert_true(mlc_spirv_emit(&g->p, &opt, &m1, err, sizeof err));
+  emit_ok(&g->p, &plain, &m0);
+  emit_ok(&g->p, &opt, &m1);
   const mlc_vk_kernel *k0 = &m0.kernels[m0.kernel_of[0][sm]], *k1 = &m1.kernels[m1.kernel_of[0][sm]];
   assert_true(k1->nwords < k0->nwords);
   assert_true(mlc_spirv_validate(k0->words, k0->nwords, err, sizeof err));
@@ -251,7 +257,7 @@ static void test_coopmat_table(void **state) {
   mlc_spirv_module m;
   mlc_spirv_options o = {.coopmat = true, .optimize = true};
   char err[512];
-  assert_true(mlc_spirv_emit(&g->p, &o, &m, err, sizeof err));
+  emit_ok(&g->p, &o, &m);
   const mlc_vk_kernel *k = &m.kernels[m.kernel_of[0][mm]];
   assert_true(k->coopmat);
   assert_int_equal(k->coopmat_mnk[0], 16);
@@ -269,7 +275,7 @@ static void test_coopmat_table(void **state) {
   uint32_t fin[3] = {input(g, MLC_DT_F16, 2, dx), input(g, MLC_DT_F16, 2, dw), input(g, MLC_DT_F16, 1, dbias)};
   mlc_attrs fa = {.name = "linear($0, $1); add(#0, $2); silu(#1)"};
   uint32_t fz = node(g, MLC_OP_FUSED, fin, 3, &fa, 0);
-  assert_true(mlc_spirv_emit(&g->p, &o, &m, err, sizeof err));
+  emit_ok(&g->p, &o, &m);
   k = &m.kernels[m.kernel_of[0][fz]];
   assert_true(k->coopmat);
   assert_int_equal(m.kernels[k->fallback].nargs, 4);
@@ -589,8 +595,7 @@ static void check(const char *what, const tensor *out, const double *ref) {
 static void run_node(prog *g, uint32_t at, tensor *ins, int nin, tensor *out) {
   mlc_spirv_module m;
   mlc_spirv_options o = {.coopmat = false, .optimize = true};
-  char err[512];
-  if (!mlc_spirv_emit(&g->p, &o, &m, err, sizeof err)) fail_msg("emit: %s", err);
+  emit_ok(&g->p, &o, &m);
   const mlc_vk_kernel *k = &m.kernels[m.kernel_of[0][at]];
   void *bufs[40];
   size_t bytes[40];

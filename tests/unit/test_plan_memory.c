@@ -108,9 +108,10 @@ static float run_case(const char *entry, const char *compute, int64_t budget, ui
   assert_non_null(f);
   assert_non_null(other);
   double planned = (double)mlc_planned_session_bytes(prog, f);
-  char err[512];
   mlc_cpu_build b;
-  if (!mlc_cpu_compile(prog, &b, NULL, err, sizeof err) || !mlc_cpu_jit(&b, err, sizeof err)) fail_msg("%s", err);
+  mlc_status st = mlc_cpu_compile(prog, &b, NULL);
+  if (!st) st = mlc_cpu_jit(&b);
+  if (st) fail_msg("%s", mlc_status_message(st));
   mlc_plan *plan;
   check(mlc_plan_parse(b.plan, b.plan_bytes, mlc_allocator_default(), &plan));
 
