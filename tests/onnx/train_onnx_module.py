@@ -15,6 +15,8 @@ autodiff) with do_constant_folding=False, so that the initializers are the
 state_dict's tensors under their names.
 
 Checks, in f32:
+- `mlc run` of the .mdl's forward: the logits within 1e-5 of torch's
+  (max |mlc - torch| / max |torch|);
 - the 10 losses: max |mlc - torch| / |torch| <= 1e-5;
 - the weights after the 10 steps (`mlc train --export`): for every tensor,
   |mlc - torch| / |torch's update| <= 1e-4 in 2-norms, the difference
@@ -53,7 +55,7 @@ from e2e_transformer import Block, CausalSelfAttention  # noqa: E402
 
 VOCAB, DIM, HEADS, LAYERS, SEQ, BATCH = 256, 64, 4, 2, 16, 2
 STEPS, LR = 10, 1e-3
-LOSS_TOL, WEIGHT_TOL = 1e-5, 1e-4
+LOSS_TOL, WEIGHT_TOL, FORWARD_TOL = 1e-5, 1e-4, 1e-5
 
 MDL = f"""# written by tests/onnx/train_onnx_module.py
 config {{ batch = {BATCH}  seq = {SEQ} }}
@@ -140,6 +142,24 @@ def main():
     np.save(p("targets.npy"), targets.numpy())
 
     start = {k: v.clone() for k, v in model.state_dict().items()}
+    # The forward entry first: mlc run on the .mdl gives torch's logits.
+    with torch.no_grad():
+        logits = model(idx)
+    idx.numpy().tofile(p("idx.bin"))
+    cmd = [args.mlc, "run", p("tuned.mdl"), "--target", "cpu", "--input", f"idx={p('idx.bin')}",
+           "--output", f"output={p('logits.bin')}"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    print(" ".join(cmd))
+    if r.returncode != 0:
+        fail(f"mlc run exited {r.returncode}:\n{r.stdout}{r.stderr}")
+    got_logits = np.fromfile(p("logits.bin"), dtype=np.float32)
+    if got_logits.size != logits.numel():
+        fail(f"mlc run wrote {got_logits.size} logits, torch has {logits.numel()}")
+    err = float(np.abs(got_logits.reshape(logits.shape) - logits.numpy()).max() / logits.abs().max().item())
+    ok = err <= FORWARD_TOL
+    print(f"{'PASS' if ok else 'FAIL'} forward: logits {tuple(logits.shape)}, max |mlc - torch| / max |torch| = "
+          f"{err:.3g} (tolerance {FORWARD_TOL})")
+
     # PyTorch: the same 10 steps from the same weights, on the same batch.
     opt = torch.optim.AdamW(model.parameters(), lr=LR)
     want = []
@@ -160,8 +180,8 @@ def main():
     if len(got) != STEPS:
         fail(f"mlc train printed {len(got)} losses, not {STEPS}:\n{r.stdout}{r.stderr}")
     err = max(abs(a - b) / abs(b) for a, b in zip(got, want))
-    ok = err <= LOSS_TOL
-    print(f"{'PASS' if ok else 'FAIL'} losses: {STEPS} AdamW steps, max |mlc - torch| / |torch| = {err:.3g} "
+    ok = ok and err <= LOSS_TOL
+    print(f"{'PASS' if err <= LOSS_TOL else 'FAIL'} losses: {STEPS} AdamW steps, max |mlc - torch| / |torch| = {err:.3g} "
           f"(tolerance {LOSS_TOL}; torch {want[0]:.6f} -> {want[-1]:.6f}, mlc {got[0]:.6f} -> {got[-1]:.6f})")
     if not ok:
         print(f"  mlc   {got}\n  torch {want}")
