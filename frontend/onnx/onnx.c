@@ -2459,7 +2459,8 @@ static bool input_type(imp *I, const Onnx__ValueInfoProto *vi, mlc_type *t) {
     char *end;
     long long v = strtoll(def->value, &end, 10);
     if (*end || end == def->value || v < 1) {
-      nerr(I, "-D %s=%s: a dimension must be a positive integer", sym, def->value);
+      nerr(I, "%s %s%s%s: a dimension must be a positive integer", I->at.file ? "config value" : "-D", sym,
+           I->at.file ? " = " : "=", def->value);
       return false;
     }
     dims[i] = v;
