@@ -816,8 +816,8 @@ static void tie(mlc_lowerer *L, mlc_instance *m, const mlc_ast_member *mem) {
 /* After lowering: each tensor that several names share becomes one
  * parameter, named by the first of its names in state_dict order (the one
  * torch's named_parameters() yields) and holding the source's type and
- * initialisation; the other names become ties.  PARAM nodes are renumbered. */
-/* Returns the renumbering (old index -> new), or NULL when nothing is tied. */
+ * initialisation; the other names become ties.  PARAM nodes are renumbered.
+ * Returns the renumbering (old index -> new), or NULL when nothing is tied. */
 static const uint32_t *fold_ties(mlc_program *p) {
   uint32_t n = p->nparams, kept = 0, nties = 0;
   bool any = false;
