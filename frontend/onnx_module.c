@@ -44,7 +44,8 @@ static const char *resolve(mlc_lowerer *L, mlc_loc at, const char *path) {
   return mlc_arena_printf(mlc_lower_arena(L), "%.*s/%s", (int)(slash - src), src, path);
 }
 
-/* The whole file into the arena; NULL with an error at `at`. */
+/* The whole file, malloc'd (the caller frees it: the import copies what it
+ * keeps into the arena); NULL with an error at `at`. */
 static uint8_t *read_all(mlc_lowerer *L, mlc_loc at, const char *shown, const char *path, size_t *out_len) {
   mlc_diag *d = mlc_lower_diag(L);
   FILE *f = fopen(path, "rb");
@@ -64,13 +65,19 @@ static uint8_t *read_all(mlc_lowerer *L, mlc_loc at, const char *shown, const ch
     return NULL;
   }
   size_t len = (size_t)st.st_size;
-  uint8_t *buf = mlc_arena_alloc(mlc_lower_arena(L), len + 1);
+  uint8_t *buf = malloc(len + 1);
+  if (!buf) {
+    mlc_error(d, at, "out of memory reading '%s'", shown);
+    fclose(f);
+    return NULL;
+  }
   size_t got = fread(buf, 1, len, f);
   bool bad = got != len || ferror(f);
   int err = errno;
   fclose(f);
   if (bad) {
     mlc_error(d, at, "cannot read '%s': %s", shown, got != len && !err ? "the file changed while it was read" : strerror(err));
+    free(buf);
     return NULL;
   }
   *out_len = len;
@@ -103,7 +110,9 @@ bool mlc_onnx_module_make(mlc_lowerer *L, mlc_instance *m, const mlc_call *c) {
   mlc_program *g = mlc_arena_alloc(a, sizeof *g);
   mlc_program_init(g, a);
   mlc_onnx_weights w = {0};
-  if (!mlc_onnx_import_at(g, d, c->loc, v[0].str, buf, len, defs, ndefs, &w)) return false;
+  bool ok = mlc_onnx_import_at(g, d, c->loc, v[0].str, buf, len, defs, ndefs, &w);
+  free(buf);
+  if (!ok) return false;
   m->graph = g;
   m->graph_param = mlc_arena_alloc(a, (g->nparams + 1) * sizeof *m->graph_param);
   for (uint32_t i = 0; i < g->nparams; i++) {
