@@ -74,11 +74,7 @@ typedef struct {
 } options;
 
 /* An ONNX model's initializers: the values of its parameters. */
-#ifdef MLC_HAVE_ONNX
 typedef mlc_onnx_weights onnx_weights;
-#else
-typedef struct { uint32_t n; } onnx_weights;
-#endif
 
 /* --help, to o. */
 void mlc_cli_usage(FILE *o);

@@ -123,7 +123,8 @@ int mlc_cmd_frontend(const options *o, mlc_program *prog, mlc_diag *diag, char *
   /* generate runs the decode entries only: no train step to compile */
   mlc_lower_options lo = {o->defines, o->ndefines, o->entry, 0, o->no_train || o->cmd == CMD_GENERATE, o->accum,
                           o->cmd == CMD_GENERATE};
-  bool ok = !diag->errors && mlc_lower(prog, diag, ast, &lo);
+  mlc_lower_io io = {false, weights};
+  bool ok = !diag->errors && mlc_lower_io_run(prog, diag, ast, &lo, &io);
   if (ok && o->artifact_name) prog->name = o->artifact_name;
   mlc_options_apply(prog, &o->cg);
   double t3 = mlc_now();

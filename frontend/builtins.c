@@ -316,6 +316,7 @@ const mlc_builtin mlc_builtins[] = {
   {"ReLU", noargs_make, act_forward, 1, 1},
   {"Dropout", dropout_make, dropout_forward, 1, 1},
   {"Sequential", sequential_make, sequential_forward, 1, 1},
+  {"onnx", mlc_onnx_module_make, mlc_onnx_module_forward, 0, 64},
 };
 const uint32_t mlc_nbuiltins = sizeof mlc_builtins / sizeof *mlc_builtins;
 

@@ -193,11 +193,40 @@ typedef struct {
   bool decode_only;   /* a decode block's entries alone, without the forward (generate) */
 } mlc_lower_options;
 
+/* The values that come with a model for some of its parameters: an ONNX
+ * model's initializers (frontend/onnx/), whether the model is a .onnx file
+ * or a .mdl file that uses one as a module.  Each is the bytes of
+ * parameter `param`, little-endian, in the program's arena; `initializer`
+ * is false for a tensor of a Constant node. */
+typedef struct {
+  uint32_t param;
+  const void *data;
+  size_t bytes;
+  bool initializer;
+} mlc_onnx_weight;
+
+typedef struct {
+  mlc_onnx_weight *w;
+  uint32_t n;
+} mlc_onnx_weights;
+
+/* What lowering reads and gives besides the program, for onnx("m.onnx")
+ * modules (frontend/onnx_module.c).  Without it (NULL), files are read and
+ * the values are dropped. */
+typedef struct {
+  bool no_files;             /* onnx(...) is an error: nothing is read from disk (the fuzzer) */
+  mlc_onnx_weights *weights; /* the onnx(...) modules' initial values, for the driver to load; may be NULL */
+} mlc_lower_io;
+
 /* Lowers to IR.  Returns false if any error was reported. */
 bool mlc_lower(mlc_program *p, mlc_diag *d, const mlc_ast_file *ast, const mlc_lower_options *opt);
+bool mlc_lower_io_run(mlc_program *p, mlc_diag *d, const mlc_ast_file *ast, const mlc_lower_options *opt,
+                      const mlc_lower_io *io);
 
 /* Convenience for the driver, tests and fuzzers: lex, parse, lower. */
 bool mlc_frontend_run(mlc_program *p, mlc_diag *d, const char *name, const char *src, size_t len,
                       const mlc_lower_options *opt, mlc_ast_file **out_ast);
+bool mlc_frontend_run_io(mlc_program *p, mlc_diag *d, const char *name, const char *src, size_t len,
+                         const mlc_lower_options *opt, const mlc_lower_io *io, mlc_ast_file **out_ast);
 
 #endif

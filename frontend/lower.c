@@ -50,10 +50,34 @@ struct mlc_lowerer {
   } dec;
   bool too_big;                /* a size limit was hit and reported: stop */
   uint32_t ndropout;           /* dropouts lowered into the train entry: the next one's RNG stream */
+  const mlc_lower_io *io;      /* may be NULL */
+  mlc_onnx_weight *w;          /* onnx(...) modules' initial values */
+  uint32_t nw, wcap;
 };
 
 mlc_diag *mlc_lower_diag(mlc_lowerer *L) { return L->d; }
 mlc_arena *mlc_lower_arena(mlc_lowerer *L) { return L->a; }
+bool mlc_lower_no_files(mlc_lowerer *L) { return L->io && L->io->no_files; }
+const char *mlc_lower_entry(mlc_lowerer *L) { return L->f ? L->f->name : NULL; }
+
+void mlc_lower_add_weight(mlc_lowerer *L, mlc_onnx_weight w) {
+  if (L->nw == L->wcap) {
+    uint32_t cap = L->wcap ? L->wcap * 2 : 16;
+    L->w = mlc_arena_grow(L->a, L->w, L->nw * sizeof *L->w, cap * sizeof *L->w);
+    L->wcap = cap;
+  }
+  L->w[L->nw++] = w;
+}
+
+uint32_t mlc_lower_config_ints(mlc_lowerer *L, mlc_define **out) {
+  *out = mlc_arena_alloc(L->a, (L->config.n + 1) * sizeof **out);
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < L->config.n; i++) {
+    const mlc_binding *b = &L->config.v[i];
+    if (b->v.kind == V_NUM && b->v.is_int) (*out)[n++] = (mlc_define){b->name, mlc_arena_printf(L->a, "%lld", (long long)b->v.i)};
+  }
+  return n;
+}
 
 static mlc_value vnum_i(int64_t i) { return (mlc_value){.kind = V_NUM, .is_int = true, .i = i, .f = (double)i}; }
 static mlc_value vnum_f(double f) { return (mlc_value){.kind = V_NUM, .f = f}; }
@@ -792,12 +816,13 @@ static void tie(mlc_lowerer *L, mlc_instance *m, const mlc_ast_member *mem) {
 /* After lowering: each tensor that several names share becomes one
  * parameter, named by the first of its names in state_dict order (the one
  * torch's named_parameters() yields) and holding the source's type and
- * initialisation; the other names become ties.  PARAM nodes are renumbered. */
-static void fold_ties(mlc_program *p) {
+ * initialisation; the other names become ties.  PARAM nodes are renumbered.
+ * Returns the renumbering (old index -> new), or NULL when nothing is tied. */
+static const uint32_t *fold_ties(mlc_program *p) {
   uint32_t n = p->nparams, kept = 0, nties = 0;
   bool any = false;
   for (uint32_t i = 0; i < n; i++) any |= p->params[i].tie != 0;
-  if (!any) return;
+  if (!any) return NULL;
   uint32_t *to = mlc_arena_alloc(p->arena, n * sizeof *to);
   for (uint32_t i = 0; i < n; i++) to[i] = UINT32_MAX;
   mlc_param *np = mlc_arena_alloc(p->arena, n * sizeof *np);
@@ -823,6 +848,7 @@ static void fold_ties(mlc_program *p) {
   p->pcap = n;
   p->ties = ties;
   p->nties = nties;
+  return to;
 }
 
 mlc_value mlc_instantiate_child(mlc_lowerer *L, mlc_instance *parent, const char *name, const mlc_ast_expr *ctor) {
@@ -2310,8 +2336,13 @@ static void lower_decode(mlc_lowerer *L, const mlc_ast_decode *dc, mlc_instance 
 }
 
 bool mlc_lower(mlc_program *p, mlc_diag *d, const mlc_ast_file *ast, const mlc_lower_options *opt) {
+  return mlc_lower_io_run(p, d, ast, opt, NULL);
+}
+
+bool mlc_lower_io_run(mlc_program *p, mlc_diag *d, const mlc_ast_file *ast, const mlc_lower_options *opt,
+                      const mlc_lower_io *io) {
   mlc_lowerer L = {.p = p, .d = d, .a = p->arena, .ast = ast, .max_steps = opt->max_steps ? opt->max_steps : MAX_STEPS,
-                   .accum_flag = opt->accum};
+                   .accum_flag = opt->accum, .io = io};
   int errors0 = d->errors;
   eval_config(&L, opt);
   /* Module names must be unique and must not shadow built-ins. */
@@ -2374,17 +2405,29 @@ bool mlc_lower(mlc_program *p, mlc_diag *d, const mlc_ast_file *ast, const mlc_l
     else
       lower_decode(&L, ast->decode, root);
   }
-  if (d->errors == errors0) fold_ties(p);
-  return d->errors == errors0;
+  if (d->errors != errors0) return false;
+  /* An onnx(...) parameter tied to another takes that one's value. */
+  uint32_t nw = 0;
+  for (uint32_t i = 0; i < L.nw; i++)
+    if (!p->params[L.w[i].param].tie) L.w[nw++] = L.w[i];
+  const uint32_t *to = fold_ties(p);
+  for (uint32_t i = 0; to && i < nw; i++) L.w[i].param = to[L.w[i].param];
+  if (io && io->weights) *io->weights = (mlc_onnx_weights){L.w, nw};
+  return true;
 }
 
 bool mlc_frontend_run(mlc_program *p, mlc_diag *d, const char *name, const char *src, size_t len,
                       const mlc_lower_options *opt, mlc_ast_file **out_ast) {
+  return mlc_frontend_run_io(p, d, name, src, len, opt, NULL, out_ast);
+}
+
+bool mlc_frontend_run_io(mlc_program *p, mlc_diag *d, const char *name, const char *src, size_t len,
+                         const mlc_lower_options *opt, const mlc_lower_io *io, mlc_ast_file **out_ast) {
   uint32_t file = mlc_diag_add_source(d, name, src, len);
   uint32_t ntoks;
   mlc_token *toks = mlc_lex(p->arena, d, file, src, len, &ntoks);
   mlc_ast_file *ast = mlc_parse(p->arena, d, toks, ntoks);
   if (out_ast) *out_ast = ast;
   if (d->errors) return false;
-  return mlc_lower(p, d, ast, opt);
+  return mlc_lower_io_run(p, d, ast, opt, io);
 }

@@ -64,6 +64,11 @@ struct mlc_instance {
   bool has_eps, bias, causal;
   uint8_t dtype;
   uint32_t param[4];          /* indices of the built-in's own parameters */
+  /* onnx("m.onnx") (frontend/onnx_module.c): the graph imported on its own,
+   * and per parameter of it, the model's parameter it became */
+  const mlc_program *graph;
+  uint32_t *graph_param;
+  bool graph_trainable;       /* it has a float initializer */
 };
 
 typedef struct mlc_lowerer mlc_lowerer;
@@ -87,6 +92,9 @@ struct mlc_builtin {
 const mlc_builtin *mlc_builtin_find(const char *name);
 extern const mlc_builtin mlc_builtins[];
 extern const uint32_t mlc_nbuiltins;
+/* onnx("m.onnx"): an imported ONNX graph as a module (frontend/onnx_module.c) */
+bool mlc_onnx_module_make(mlc_lowerer *L, mlc_instance *m, const mlc_call *c);
+mlc_value mlc_onnx_module_forward(mlc_lowerer *L, mlc_instance *m, const mlc_value *args, uint32_t nargs, mlc_loc loc);
 
 /* --- services lower.c offers builtins.c --- */
 
@@ -120,6 +128,14 @@ mlc_value mlc_reshape(mlc_lowerer *L, mlc_value x, const int64_t *dims, int rank
 mlc_value mlc_instantiate_child(mlc_lowerer *L, mlc_instance *parent, const char *name, const mlc_ast_expr *ctor);
 mlc_value mlc_call_module(mlc_lowerer *L, mlc_instance *m, const mlc_value *args, uint32_t nargs, mlc_loc loc);
 mlc_diag *mlc_lower_diag(mlc_lowerer *L);
+/* For onnx(...): the integer config values as -D defines (they bind the
+ * graph's symbolic dimensions); whether reading files is off (the fuzzer);
+ * a parameter's initial value, for the driver to load; the entry point
+ * being lowered ("forward", "train", ...; NULL while instantiating). */
+uint32_t mlc_lower_config_ints(mlc_lowerer *L, mlc_define **out);
+bool mlc_lower_no_files(mlc_lowerer *L);
+void mlc_lower_add_weight(mlc_lowerer *L, mlc_onnx_weight w);
+const char *mlc_lower_entry(mlc_lowerer *L);
 mlc_arena *mlc_lower_arena(mlc_lowerer *L);
 
 static inline mlc_value mlc_verr(void) { return (mlc_value){.kind = V_ERR}; }

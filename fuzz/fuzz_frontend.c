@@ -44,8 +44,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   mlc_program prog;
   mlc_program_init(&prog, &arena);
   mlc_lower_options lo = {defs, ndefs, NULL, 200000, false, 0, false};
+  mlc_lower_io io = {true, NULL}; /* onnx("...") reads no file here */
   mlc_ast_file *ast = NULL;
-  if (mlc_frontend_run(&prog, &diag, "fuzz.mdl", src, size, &lo, &ast)) {
+  if (mlc_frontend_run_io(&prog, &diag, "fuzz.mdl", src, size, &lo, &io, &ast)) {
     mlc_pipeline_options po = {NULL, NULL, NULL, NULL, false, false};
     mlc_pipeline_run(&prog, &diag, &po);
     mlc_print_program(sink, &prog);

@@ -28,6 +28,10 @@ mlc_golden(minillm_small.fuse_cuda minillm_small.fuse_cuda compile examples/mini
 # the fsdp pass (CPU, one process): flat units, gathers prefetched one unit ahead, reduce-scatter + update per unit
 mlc_golden(minillm_small.fsdp minillm_small.fsdp.ir compile examples/minillm.mdl --fsdp --emit ir ${SMALL})
 mlc_golden(help              help.txt          --help)
+if(MLC_FRONTEND_ONNX)
+  # onnx("...") as a module: the graph's parameters, its nodes in each entry, autodiff and SGD over them
+  mlc_golden(onnx_module.ir  onnx_module.ir    compile tests/golden/onnx_module.mdl --emit ir)
+endif()
 # A decode block's prefill and step entries: inputs, the KV caches, attention_kv.
 mlc_golden(minillm_causal_small.ir minillm_causal_small.ir compile examples/minillm_causal.mdl --no-train --emit ir
            layers=1 max_ctx=32 prefill=8)

@@ -36,6 +36,7 @@ typedef struct {
   mlc_arena *a;
   mlc_func *f;
   const char *file;
+  mlc_loc at; /* a .mdl file's onnx("...") call, or {0} */
   int opset;
   const Onnx__NodeProto *n; /* the node being lowered, for messages */
   uint32_t ni;
@@ -62,10 +63,10 @@ static void nerr(imp *I, const char *fmt, ...) {
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   if (I->n)
-    mlc_error(I->d, (mlc_loc){0}, "%s: node %u '%s' (%s, opset %d): %s", I->file, I->ni, I->n->name ? I->n->name : "",
+    mlc_error(I->d, I->at, "%s: node %u '%s' (%s, opset %d): %s", I->file, I->ni, I->n->name ? I->n->name : "",
               I->n->op_type ? I->n->op_type : "", I->opset, msg);
   else
-    mlc_error(I->d, (mlc_loc){0}, "%s: %s", I->file, msg);
+    mlc_error(I->d, I->at, "%s: %s", I->file, msg);
 }
 
 /* ---- dtypes ---- */
@@ -314,7 +315,8 @@ static uint32_t add_weight(imp *I, const char *name, const val *x) {
     I->wcap = cap;
   }
   I->w[I->nw++] = (mlc_onnx_weight){id, x->data,
-                                    (size_t)mlc_type_numel(&x->type) * (size_t)mlc_dtype_size((mlc_dtype)x->type.dtype)};
+                                    (size_t)mlc_type_numel(&x->type) * (size_t)mlc_dtype_size((mlc_dtype)x->type.dtype),
+                                    x->init};
   return id;
 }
 
@@ -2445,6 +2447,11 @@ static bool input_type(imp *I, const Onnx__ValueInfoProto *vi, mlc_type *t) {
     const mlc_define *def = NULL;
     for (uint32_t k = 0; k < I->ndefs; k++)
       if (!strcmp(I->defs[k].name, sym)) def = &I->defs[k];
+    if (!def && I->at.file) {
+      nerr(I, "dimension %zu of graph input '%s' is the symbolic dimension '%s': bind it with a config value, "
+           "config { %s = N } (which -D %s=N overrides)", i, nm, sym, sym, sym);
+      return false;
+    }
     if (!def) {
       nerr(I, "dimension %zu of graph input '%s' is the symbolic dimension '%s': bind it with -D %s=VALUE", i, nm, sym, sym);
       return false;
@@ -2452,7 +2459,8 @@ static bool input_type(imp *I, const Onnx__ValueInfoProto *vi, mlc_type *t) {
     char *end;
     long long v = strtoll(def->value, &end, 10);
     if (*end || end == def->value || v < 1) {
-      nerr(I, "-D %s=%s: a dimension must be a positive integer", sym, def->value);
+      nerr(I, "%s %s%s%s: a dimension must be a positive integer", I->at.file ? "config value" : "-D", sym,
+           I->at.file ? " = " : "=", def->value);
       return false;
     }
     dims[i] = v;
@@ -2546,7 +2554,12 @@ static void pb_free(void *ctx, void *p) { free(p); }
 
 bool mlc_onnx_import(mlc_program *p, mlc_diag *d, const char *name, const uint8_t *buf, size_t len,
                      const mlc_define *defines, uint32_t ndefines, mlc_onnx_weights *out_w) {
-  imp I = {.p = p, .d = d, .a = p->arena, .file = name, .defs = defines, .ndefs = ndefines};
+  return mlc_onnx_import_at(p, d, (mlc_loc){0}, name, buf, len, defines, ndefines, out_w);
+}
+
+bool mlc_onnx_import_at(mlc_program *p, mlc_diag *d, mlc_loc at, const char *name, const uint8_t *buf, size_t len,
+                        const mlc_define *defines, uint32_t ndefines, mlc_onnx_weights *out_w) {
+  imp I = {.p = p, .d = d, .a = p->arena, .file = name, .at = at, .defs = defines, .ndefs = ndefines};
   int errors0 = d->errors;
   ProtobufCAllocator al = {pb_alloc, pb_free, NULL};
   Onnx__ModelProto *m = onnx__model_proto__unpack(&al, len, buf);

@@ -21,19 +21,6 @@
 
 #include "frontend/frontend.h"
 
-/* One initializer's value: the bytes of parameter `param`, little-endian,
- * in the program's arena. */
-typedef struct {
-  uint32_t param;
-  const void *data;
-  size_t bytes;
-} mlc_onnx_weight;
-
-typedef struct {
-  mlc_onnx_weight *w;
-  uint32_t n;
-} mlc_onnx_weights;
-
 /* Lowers the serialized ModelProto in buf[0..len) into p.  `name` is the
  * file's name for messages; defines bind symbolic dimensions (-D N=8).
  * Returns false if any error was reported to d.  out_w may be NULL. */
@@ -43,6 +30,12 @@ bool mlc_onnx_import(mlc_program *p, mlc_diag *d, const char *name, const uint8_
 /* An ONNX tensor name as mlc's inputs and outputs spell it: every character
  * other than [A-Za-z0-9_] becomes '_', and a leading digit gets a 't'
  * before it ("onnx::Add_3" -> "onnx__Add_3", "1" -> "t1"). */
+/* The same, for a graph that a .mdl file uses as a module (onnx("m.onnx")):
+ * every message also points at `at`, the call in the .mdl source, and a
+ * symbolic dimension is said to take the config value of its name. */
+bool mlc_onnx_import_at(mlc_program *p, mlc_diag *d, mlc_loc at, const char *name, const uint8_t *buf, size_t len,
+                        const mlc_define *defines, uint32_t ndefines, mlc_onnx_weights *out_w);
+
 const char *mlc_onnx_c_name(mlc_arena *a, const char *s);
 
 #endif
