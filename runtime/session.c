@@ -251,7 +251,10 @@ mlc_status mlc_session_create(const mlc_plan *plan, const mlc_session_options *o
   s->profile = opt->profile;
   mlc_status st = NULL;
   if (opt->device) s->dev = opt->device;
-  else if ((st = mlc_cpu_device_create(opt->lookup, opt->lookup_ctx, opt->threads, a, &s->dev))) {
+  else if ((st = mlc_device_create("cpu", 0,
+                                    &(mlc_device_options){a, MLC_CODE_CPU,
+                                                          &(mlc_cpu_code){opt->lookup, opt->lookup_ctx, opt->threads}},
+                                    &s->dev))) {
     mlc_session_destroy(s);
     return st;
   }
