@@ -1,4 +1,4 @@
-/* The CPU executor (see exec.h).
+/* The CPU executor (see exec.h): unused, to be deleted (issue 22, item 7).
  *
  * Buffers are 64-byte aligned, so kernels may use aligned vector accesses
  * on them later and no two buffers share a cache line.  Each step's argument

@@ -1,4 +1,10 @@
-/* A CPU executor for one IR function, enough to run and test compiled code.
+/* UNUSED, TO BE DELETED (issue 22, item 7).  Nothing calls this any more:
+ * opcheck's CPU path and runtime/cpu/tests run through sessions, like the
+ * GPU targets.  The file stays only because codegen/llvm/CMakeLists.txt
+ * still builds it into mlccpurt, which is not ours to edit while codegen/
+ * is being restructured; deleting it is that file's three-line change.
+ *
+ * A CPU executor for one IR function, enough to run and test compiled code.
  *
  * It takes the function's nodes and the compiled kernels (one per node that
  * computes something; see kernel.h for the ABI), allocates one buffer per
