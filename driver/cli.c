@@ -15,7 +15,7 @@
 
 /* --help: the target lists come from the registry (driver/target.c). */
 void mlc_cli_usage(FILE *o) {
-  char run[128], bench[128], train[128], profile[128], devices[128], all[128];
+  char run[128], bench[128], train[128], profile[128], all[128];
   unsigned nt;
   const mlc_driver_target *ts = mlc_driver_targets(&nt);
   fprintf(o,
@@ -28,7 +28,8 @@ void mlc_cli_usage(FILE *o) {
           "       mlc generate FILE.mdl [--target cpu] [--weights W] --prompt TOKENS --max-new N\n"
           "                    [--temperature T --top-k K --seed S] [--logits FILE]\n"
           "       mlc calibrate --target cpu [--threads N] | --target cuda|spirv [--device N]\n"
-          "       mlc devices --target %s     list the Vulkan devices that --device N picks from\n"
+          "       mlc devices [--target T]       list the devices of every runtime driver built (cpu, cuda,\n"
+          "                                      vulkan, metal), numbered as --device N takes them\n"
           "       mlc --help | --version\n"
           "\n"
           "Compiles a model written in .mdl (see docs/language.md and docs/cli.md).\n"
@@ -65,7 +66,6 @@ void mlc_cli_usage(FILE *o) {
           mlc_driver_target_names(MLC_CMD_BENCH, "|", "|", bench, sizeof bench),
           mlc_driver_target_names(MLC_CMD_TRAIN, "|", "|", train, sizeof train),
           mlc_driver_target_names(MLC_CMD_PROFILE, "|", "|", profile, sizeof profile),
-          mlc_driver_target_names(MLC_CMD_DEVICES, "|", "|", devices, sizeof devices),
           mlc_driver_target_names(0, ", ", " or ", all, sizeof all));
   for (unsigned i = 0; i < nt; i++)
     if (ts[i].options_help) fputs(ts[i].options_help, o);

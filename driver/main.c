@@ -4,7 +4,7 @@
  *   mlc run|bench|train|profile FILE --target cpu [options]
  *   mlc generate FILE --weights W --prompt TOKENS --max-new N   a decode block's text generation
  *   mlc calibrate --target cpu|cuda|spirv  measure and cache the roofline's ceilings (GPUs: calibrate.c)
- *   mlc devices --target spirv     list the devices that --device N picks from
+ *   mlc devices [--target T]       list the devices of every runtime driver (cmd_devices.c)
  *   mlc --help | --version
  *
  * Exit codes (also in --help and docs/cli.md):

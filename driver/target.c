@@ -10,7 +10,6 @@
 #endif
 #ifdef MLC_HAVE_SPIRV
 #include "driver/target_spirv.h"
-#include "runtime/vulkan/driver.h"
 #endif
 #ifdef MLC_HAVE_CUDA
 #include "driver/target_cuda.h"
@@ -46,7 +45,8 @@ static const struct option cpu_options[] = {
 
 static const mlc_driver_target targets[] = {
   {
-    .name = "cpu", .what = "native CPU code through the LLVM C API", .listed = RUNS, .options = cpu_options,
+    .name = "cpu", .what = "native CPU code through the LLVM C API", .listed = RUNS, .device_driver = "cpu",
+    .options = cpu_options,
     .options_help =
       "      --cpu NAME        (cpu) the CPU the code is for: native (this one, the default for run,\n"
       "                        bench and train), baseline (x86-64-v2 on x86-64: SSE4.2, any x86-64\n"
@@ -65,7 +65,7 @@ static const mlc_driver_target targets[] = {
   },
   {
     .name = "cuda", .what = "CUDA C for one GPU", .listed = RUNS, .one_device = true, .device_memory = true,
-    .ncu = true, .devices_hint = "CUDA: nvidia-smi -L", .not_built = CUDA_NOT_BUILT, .options = cuda_options,
+    .ncu = true, .device_driver = "cuda", .not_built = CUDA_NOT_BUILT, .options = cuda_options,
     .options_help =
       "      --cuda-gemm-tile BN,ST,OCC,LAG  (cuda) every bf16/f16 wgmma GEMM's tile: 128 x BN, ST stages,\n"
       "                        OCC blocks a multiprocessor, LAG k-tiles of products left running (for\n"
@@ -80,14 +80,15 @@ static const mlc_driver_target targets[] = {
   },
   {
     .name = "cuda-nccl", .what = "CUDA C with NCCL, FSDP-sharded over several GPUs", .listed = MLC_CMD_COMPILE | MLC_CMD_TRAIN,
-    .nccl = true, .one_device = true, .device_memory = true, .ncu = true, .not_built = CUDA_NOT_BUILT,
+    .nccl = true, .one_device = true, .device_memory = true, .ncu = true, .device_driver = "cuda",
+    .not_built = CUDA_NOT_BUILT,
 #ifdef MLC_HAVE_CUDA
     .build_bytes = sizeof(mlc_cuda_build), .build = mlc_cuda_target_build, .write = mlc_cuda_target_write,
     .open = mlc_cuda_target_open, .release = mlc_cuda_target_release, .supports_op = mlc_cuda_target_supports_op,
 #endif
   },
   {
-    .name = "spirv", .what = "SPIR-V for Vulkan compute", .listed = RUNS | MLC_CMD_DEVICES, .device_memory = true,
+    .name = "spirv", .what = "SPIR-V for Vulkan compute", .listed = RUNS, .device_memory = true, .device_driver = "vulkan",
     .calibrate_grows = true, .options = spirv_options,
     .options_help =
       "      --spirv-attention tiled|coopmat  (spirv) the attention forward on cooperative matrices\n"
@@ -100,14 +101,15 @@ static const mlc_driver_target targets[] = {
                  "spirv-tools, spirv-headers and libvulkan-dev)",
 #ifdef MLC_HAVE_SPIRV
     .build_bytes = sizeof(mlc_spirv_build), .build = mlc_spirv_target_build, .write = mlc_spirv_target_write,
-    .open = mlc_spirv_target_open, .list_devices = mlc_vk_list_devices, .supports_op = mlc_spirv_target_supports_op,
+    .open = mlc_spirv_target_open, .supports_op = mlc_spirv_target_supports_op,
 #ifdef MLC_HAVE_CUDA
     .calibrate = mlc_calibrate_gpu, /* calibrate.c builds with the CUDA target */
 #endif
 #endif
   },
   {
-    .name = "metal", .what = "Metal Shading Language", .listed = MLC_CMD_COMPILE, .not_built = CUDA_NOT_BUILT,
+    .name = "metal", .what = "Metal Shading Language", .listed = MLC_CMD_COMPILE, .device_driver = "metal",
+    .not_built = CUDA_NOT_BUILT,
     .calibrate_missing = "calibrate does not measure Metal GPUs yet; the profiler uses built-in ceilings and says so in its table",
 #ifdef MLC_HAVE_CUDA
     .build_bytes = sizeof(mlc_metal_build), .build = mlc_metal_target_build, .write = mlc_metal_target_write,

@@ -5,8 +5,9 @@
  *
  * A descriptor carries what the driver needs to tell targets apart (the
  * subcommands --help lists it under, its own options, whether it runs over
- * NCCL) and its operations: compile the program, write the artifact, open a
- * device (or the CPU's kernels) for a session, list devices, calibrate, and
+ * NCCL, the runtime driver its devices come from) and its operations:
+ * compile the program, write the artifact, open a device (or the CPU's
+ * kernels) for a session, calibrate, and
  * say whether its code generator has a kernel for an op.  The operations of
  * a target that is not built into this mlc are NULL; its `not_built` says
  * how to build it.  The pass-side capabilities stay in ir/target.h.
@@ -46,7 +47,7 @@ int mlc_exit_status(mlc_status_code_t code);
 /* The subcommands, as bits of mlc_driver_target.listed. */
 enum {
   MLC_CMD_COMPILE = 1 << 0, MLC_CMD_RUN = 1 << 1, MLC_CMD_BENCH = 1 << 2, MLC_CMD_TRAIN = 1 << 3,
-  MLC_CMD_PROFILE = 1 << 4, MLC_CMD_CALIBRATE = 1 << 5, MLC_CMD_DEVICES = 1 << 6,
+  MLC_CMD_PROFILE = 1 << 4, MLC_CMD_CALIBRATE = 1 << 5,
 };
 
 /* What an artifact holds beyond the C API, for the message after it. */
@@ -61,13 +62,14 @@ struct mlc_driver_target {
   const char *name;      /* as --target spells it */
   const char *what;      /* one line for --help and docs */
   const char *not_built; /* the message when its operations are not built in (how to build them) */
-  unsigned listed;       /* MLC_CMD_ bits: the subcommands --help lists it under; calibrate and
-                            devices also take only these */
+  unsigned listed;       /* MLC_CMD_ bits: the subcommands --help lists it under; calibrate
+                            also takes only these */
   bool nccl;             /* ranks joined over NCCL, one GPU per local rank (the id goes round first) */
   bool one_device;       /* several ranks need another target (its NCCL variant) */
   bool device_memory;    /* run, bench and train print the device memory mlc holds */
   bool ncu;              /* profile --ncu and --ncu-csv compare its kernels with Nsight Compute's */
-  const char *devices_hint;      /* where `mlc devices` does not list it: what does */
+  const char *device_driver;     /* the runtime's driver its sessions run on (runtime/device.h):
+                                    what `mlc devices --target T` lists */
   const char *calibrate_missing; /* calibrate does not measure it: why (exit status 4) */
   bool calibrate_grows;  /* calibrate: its devices range from a GPU to a CPU (lavapipe): the probes
                             grow from small sizes, built without progress messages */
@@ -86,7 +88,6 @@ struct mlc_driver_target {
   mlc_status (*open)(void *b, int ordinal, FILE *progress, int rank, mlc_session_options *so, const uint8_t **plan,
                      size_t *plan_bytes);
   void (*release)(void *b);
-  mlc_status (*list_devices)(FILE *out);
   /* Whether its devices can be reached at all (a driver library): checked
    * before calibrate compiles anything; NULL: nothing to check. */
   mlc_status (*available)(void);

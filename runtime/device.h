@@ -1,4 +1,5 @@
-/* Devices: the one vtable every runtime backend sits behind.
+/* Devices: the one vtable every runtime backend sits behind, and the one
+ * way to create them (mlc_device_create, over the registry of drivers).
  *
  * A session (session.c) is written once against this interface: memory on
  * the device, copies to and from it, kernels resolved by symbol, launches
@@ -78,6 +79,67 @@ struct mlc_device {
   mlc_allocator a;
   uint64_t allocated; /* bytes alloc has handed out so far (a session frees nothing until it ends) */
 };
+
+/* Drivers and devices, after IREE's HAL: a driver is a backend as this
+ * libmlcrt has it ("cpu", "cuda", "vulkan", "metal"), a device one of the
+ * things it runs on, numbered from 0.  One registry (runtime/registry.c)
+ * holds every driver, built into this library or not, so that a name it
+ * lacks gets a message that says why and what it has instead.
+ *
+ * A device runs the kernels it is created with, which come in its driver's
+ * own form (the kind below), as codegen emitted them:
+ *   MLC_CODE_CPU     mlc_cpu_code     (runtime/cpu/device.h)
+ *   MLC_CODE_CUDA    mlc_cuda_code    (runtime/cuda/device.h)
+ *   MLC_CODE_VULKAN  mlc_vk_code      (runtime/vulkan/device.h)
+ *   MLC_CODE_METAL   mlc_metal_code   (runtime/metal/device.h)
+ * The ordinal of mlc_device_create wins over the code's own `ordinal`. */
+typedef enum { MLC_CODE_NONE, MLC_CODE_CPU, MLC_CODE_CUDA, MLC_CODE_VULKAN, MLC_CODE_METAL } mlc_code_kind;
+
+typedef struct {
+  mlc_allocator allocator; /* {0}: malloc */
+  mlc_code_kind code_kind; /* must be the driver's; MLC_CODE_NONE with code NULL */
+  const void *code;        /* NULL: no kernels (memory and copies only; CUDA refuses) */
+} mlc_device_options;
+
+/* One device as its driver enumerates it. */
+typedef struct {
+  int ordinal;       /* what mlc_device_create (and --device N) takes */
+  char name[256];    /* "NVIDIA H200", "llvmpipe (LLVM 15.0.6, 256 bits)", the CPU's model name */
+  uint64_t memory;   /* bytes: device memory (Vulkan: device-local), the host's RAM for the CPU; 0: unknown */
+  char detail[512];  /* driver-specific, one line: the CPU's x86-64 level and features, a GPU's
+                        compute capability and SMs, a Vulkan device's kind, API, driver and
+                        cooperative-matrix shapes */
+} mlc_device_info;
+
+typedef struct {
+  const char *name;      /* "cpu", "cuda", "vulkan", "metal" */
+  const char *alias;     /* another name it answers to (the compiler target "spirv"); NULL: none */
+  const char *what;      /* one line: what it runs on */
+  mlc_code_kind code_kind;
+  /* NULL when this libmlcrt has the driver; else why not and how to build it. */
+  const char *not_built;
+  /* NULL when not built.  create: `code` is never NULL here (the registry
+   * passes a zeroed struct of the driver's kind).  enumerate: writes at most
+   * cap devices to out, sets *out_n to how many there are. */
+  mlc_status (*create)(int ordinal, const void *code, mlc_allocator a, mlc_device **out);
+  mlc_status (*enumerate)(mlc_device_info *out, uint32_t cap, uint32_t *out_n);
+} mlc_driver;
+
+/* Every driver of the registry, built or not, in a fixed order. */
+const mlc_driver *mlc_drivers(uint32_t *out_n);
+/* The driver called `name` (or its alias).  MLC_INVALID_ARGUMENT for a name
+ * no driver has, MLC_UNIMPLEMENTED for one this libmlcrt was built without;
+ * both messages list the drivers it has. */
+MLC_MUST_USE mlc_status mlc_driver_find(const char *name, const mlc_driver **out);
+/* Device `ordinal` of driver `driver`, running the kernels in `o` (NULL: no
+ * kernels, malloc).  The errors of mlc_driver_find, MLC_INVALID_ARGUMENT
+ * when the code is not of the driver's kind, then the driver's own
+ * (MLC_UNIMPLEMENTED without its system library, MLC_NOT_FOUND for an
+ * ordinal past its devices). */
+MLC_MUST_USE mlc_status mlc_device_create(const char *driver, int ordinal, const mlc_device_options *o,
+                                          mlc_device **out);
+/* The devices of `driver`: at most cap into out, their number in *out_n. */
+MLC_MUST_USE mlc_status mlc_device_enumerate(const char *driver, mlc_device_info *out, uint32_t cap, uint32_t *out_n);
 
 #ifdef __cplusplus
 }

@@ -250,8 +250,10 @@ mlc_status mlc_session_create(const mlc_plan *plan, const mlc_session_options *o
   s->a = a;
   s->profile = opt->profile;
   mlc_status st = NULL;
+  mlc_cpu_code cpu = {opt->lookup, opt->lookup_ctx, opt->threads};
+  mlc_device_options dopt = {a, MLC_CODE_CPU, &cpu};
   if (opt->device) s->dev = opt->device;
-  else if ((st = mlc_cpu_device_create(opt->lookup, opt->lookup_ctx, opt->threads, a, &s->dev))) {
+  else if ((st = mlc_device_create("cpu", 0, &dopt, &s->dev))) {
     mlc_session_destroy(s);
     return st;
   }

@@ -5,10 +5,10 @@
  * compiler planned), and the resolved kernels.  The typed API that
  * `mlc compile -o` generates (<name>.h) wraps these calls.
  *
- * The device sits behind runtime/device.h: the CPU (kernels of
- * runtime/cpu/kernel.h over a thread pool, found by name through a lookup
- * function: the ORC JIT's for `mlc run`, a table of linked symbols for an
- * artifact) or CUDA (runtime/cuda/device.h).  Parameters always have a host
+ * The device sits behind runtime/device.h, made by mlc_device_create: the
+ * CPU (kernels of runtime/cpu/kernel.h over a thread pool, found by name
+ * through a lookup function: the ORC JIT's for `mlc run`, a table of linked
+ * symbols for an artifact), CUDA, Vulkan or Metal.  Parameters always have a host
  * copy; on a device with its own memory the session keeps the two in step,
  * copying only when one side has changed (a train run changes the
  * device's; loading, initialising or param_data the host's).
@@ -38,9 +38,10 @@ extern "C" {
 typedef struct mlc_session mlc_session;
 
 typedef struct {
-  /* The device to run on; the session owns it from here on (it is
-   * destroyed with the session, or at once if creation fails).  NULL: the
-   * CPU, with kernels found through `lookup` and run on `threads` threads. */
+  /* The device to run on (mlc_device_create); the session owns it from
+   * here on (it is destroyed with the session, or at once if creation
+   * fails).  NULL: the registry's "cpu" device, with kernels found through
+   * `lookup` and run on `threads` threads. */
   mlc_device *device;
   mlc_symbol_lookup lookup;
   void *lookup_ctx;

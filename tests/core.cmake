@@ -309,6 +309,10 @@ endif()
 add_test(NAME unit.target_names COMMAND sh ${MLC_ROOT}/tests/unit/target_names.sh ${MLC_ROOT})
 set_tests_properties(unit.target_names PROPERTIES LABELS unit TIMEOUT 30)
 
+# mlc devices: every runtime driver (runtime/registry.c), the shape of each line, --target.
+add_test(NAME unit.devices COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/unit/devices.py $<TARGET_FILE:mlc>)
+set_tests_properties(unit.devices PROPERTIES LABELS "unit;diag" TIMEOUT 120)
+
 # Every op of ir/ops.def on cpu, cuda, metal and spirv: a case of the op check
 # (opcheck.py) that runs there, or refused by the target's supports_op with a
 # message naming it (tests/unit/op_coverage.py lists the exemptions and why).

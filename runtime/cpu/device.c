@@ -3,9 +3,12 @@
  * over the thread pool, timed with the monotonic clock. */
 #include "runtime/cpu/device.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "runtime/cpu/features.h"
 #include "runtime/cpu/kernel.h"
 #include "runtime/cpu/threadpool.h"
 #include "runtime/profile.h"
@@ -165,5 +168,18 @@ mlc_status mlc_cpu_device_create(mlc_symbol_lookup lookup, void *ctx, int thread
   mlc_status st = mlc_cpu_pool_create(threads, a, &d->pool);
   if (st) { mlc_allocator_free(a, d); return st; }
   *out = &d->base;
+  return NULL;
+}
+
+mlc_status mlc_cpu_enumerate(mlc_device_info *out, uint32_t cap, uint32_t *out_n) {
+  *out_n = 1;
+  if (!cap) return NULL;
+  memset(out, 0, sizeof *out);
+  mlc_profile_cpu_model(out->name, sizeof out->name);
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  out->memory = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+  char level[400];
+  mlc_cpu_host_describe(level, sizeof level);
+  snprintf(out->detail, sizeof out->detail, "%s; %ld CPUs online", level, sysconf(_SC_NPROCESSORS_ONLN));
   return NULL;
 }

@@ -124,6 +124,38 @@ mlc_status mlc_cpu_check_features(const char *what, const char *cpu, const char 
 
 #endif
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+/* The x86-64 psABI's levels, in LLVM's feature names. */
+static const mlc_cpu_version levels[] = {
+  {"x86-64-v2", "+cx16,+sahf,+popcnt,+sse3,+sse4.1,+sse4.2,+ssse3"},
+  {"x86-64-v3", "+avx,+avx2,+bmi,+bmi2,+f16c,+fma,+lzcnt,+movbe,+xsave"},
+  {"x86-64-v4", "+avx512f,+avx512bw,+avx512cd,+avx512dq,+avx512vl"},
+};
+
+/* The features kernels care for, in the order they came. */
+static const char *const shown[] = {
+  "sse4.2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512vnni", "avx512bf16", "avx512fp16",
+  "amx-tile", "amx-bf16", "amx-int8",
+};
+
+void mlc_cpu_host_describe(char *buf, size_t n) {
+  const char *level = "x86-64";
+  for (size_t i = 0; i < sizeof levels / sizeof *levels && fits(&levels[i]); i++) level = levels[i].cpu;
+  uint32_t os = xcr0();
+  size_t len = (size_t)snprintf(buf, n, "%s:", level);
+  for (size_t i = 0; i < sizeof shown / sizeof *shown && len < n; i++)
+    if (has(shown[i], strlen(shown[i]), os) == 1) len += (size_t)snprintf(buf + len, n - len, " %s", shown[i]);
+}
+#else
+void mlc_cpu_host_describe(char *buf, size_t n) {
+#if defined(__aarch64__)
+  snprintf(buf, n, "aarch64");
+#else
+  snprintf(buf, n, "not x86-64");
+#endif
+}
+#endif
+
 mlc_status mlc_cpu_pick_version(const char *what, const mlc_cpu_version *v, int n, int *out) {
   *out = 0;
   int last = n - 1;

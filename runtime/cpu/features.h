@@ -15,6 +15,8 @@
 #ifndef MLC_CPU_FEATURES_H
 #define MLC_CPU_FEATURES_H
 
+#include <stddef.h>
+
 #include "runtime/status.h"
 
 #ifdef __cplusplus
@@ -41,6 +43,13 @@ typedef struct mlc_cpu_version {
  * CPU lacks a feature of v[0] (mlc_cpu_check_features' message), or
  * MLC_CPU_MAX names none of the builds (MLC_INVALID_ARGUMENT, listing them). */
 MLC_MUST_USE mlc_status mlc_cpu_pick_version(const char *what, const mlc_cpu_version *v, int n, int *out);
+
+/* This CPU as `mlc devices` shows it: its x86-64 microarchitecture level
+ * ("x86-64-v3": the psABI's levels, each checked as mlc_cpu_check_features
+ * does, the OS's register state included) and the features of those that
+ * kernels use ("sse4.2 avx avx2 fma f16c"), as "x86-64-v3: sse4.2 avx ...".
+ * Elsewhere than x86-64: the architecture only. */
+void mlc_cpu_host_describe(char *buf, size_t n);
 
 #ifdef __cplusplus
 }

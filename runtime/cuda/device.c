@@ -1,6 +1,7 @@
 /* The CUDA device: see device.h. */
 #include "runtime/cuda/device.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -407,5 +408,34 @@ mlc_status mlc_cuda_device_create(const mlc_cuda_code *code, mlc_allocator a, ml
   return NULL;
 fail:
   cu_destroy(&d->base);
+  return st;
+}
+
+mlc_status mlc_cuda_enumerate(mlc_device_info *out, uint32_t cap, uint32_t *out_n) {
+  *out_n = 0;
+  mlc_cuda_driver drv;
+  MLC_RETURN_IF_ERROR(mlc_cuda_driver_load(&drv));
+  int count = 0;
+  mlc_status st = mlc_cuda_check(&drv, drv.cuDeviceGetCount(&count), "cuDeviceGetCount");
+  for (int i = 0; !st && i < count; i++) {
+    if ((uint32_t)i >= cap) continue;
+    mlc_device_info *info = &out[i];
+    memset(info, 0, sizeof *info);
+    info->ordinal = i;
+    CUdevice dev;
+    if ((st = mlc_cuda_check(&drv, drv.cuDeviceGet(&dev, i), "cuDeviceGet"))) break;
+    if (drv.cuDeviceGetName(info->name, sizeof info->name, dev)) snprintf(info->name, sizeof info->name, "CUDA device %d", i);
+    size_t bytes = 0;
+    if (!drv.cuDeviceTotalMem(&bytes, dev)) info->memory = bytes;
+    int major = 0, minor = 0, sms = 0;
+    drv.cuDeviceGetAttribute(&major, ATTR_CC_MAJOR, dev);
+    drv.cuDeviceGetAttribute(&minor, ATTR_CC_MINOR, dev);
+    drv.cuDeviceGetAttribute(&sms, ATTR_SM_COUNT, dev);
+    char bus[32] = "";
+    if (drv.cuDeviceGetPCIBusId(bus, sizeof bus, dev)) bus[0] = 0;
+    snprintf(info->detail, sizeof info->detail, "sm_%d%d, %d SMs%s%s", major, minor, sms, bus[0] ? ", PCI " : "", bus);
+  }
+  if (!st) *out_n = (uint32_t)count;
+  mlc_cuda_driver_unload(&drv);
   return st;
 }

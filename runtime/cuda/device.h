@@ -32,6 +32,9 @@ typedef struct {
 } mlc_cuda_code;
 
 MLC_MUST_USE mlc_status mlc_cuda_device_create(const mlc_cuda_code *code, mlc_allocator a, mlc_device **out);
+/* The GPUs the driver API sees (runtime/device.h): MLC_UNIMPLEMENTED
+ * without libcuda.so.1. */
+MLC_MUST_USE mlc_status mlc_cuda_enumerate(mlc_device_info *out, uint32_t cap, uint32_t *out_n);
 
 #ifdef __cplusplus
 }

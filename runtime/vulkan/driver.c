@@ -345,7 +345,8 @@ static const char *kind_name(VkPhysicalDeviceType t) {
   }
 }
 
-mlc_status mlc_vk_list_devices(FILE *out) {
+mlc_status mlc_vk_enumerate(mlc_device_info *out, uint32_t cap, uint32_t *out_n) {
+  *out_n = 0;
   mlc_vk_api *api = malloc(sizeof *api);
   if (!api) return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory");
   mlc_status st = mlc_vk_load(api, false, stderr);
@@ -353,23 +354,26 @@ mlc_status mlc_vk_list_devices(FILE *out) {
   VkPhysicalDevice *devs;
   uint32_t n;
   if ((st = mlc_vk_physical_devices(api, &devs, &n))) goto out;
-  if (!n) fprintf(out, "no Vulkan devices\n");
-  for (uint32_t i = 0; i < n; i++) {
+  for (uint32_t i = 0; i < n && i < cap; i++) {
+    mlc_device_info *info = &out[i];
+    memset(info, 0, sizeof *info);
+    info->ordinal = (int)i;
     VkPhysicalDeviceVulkan12Properties p12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_PROPERTIES};
     VkPhysicalDeviceProperties2 p = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &p12};
     api->vkGetPhysicalDeviceProperties2(devs[i], &p);
     VkPhysicalDeviceMemoryProperties mp;
     api->vkGetPhysicalDeviceMemoryProperties(devs[i], &mp);
-    uint64_t local = 0;
     for (uint32_t h = 0; h < mp.memoryHeapCount; h++)
-      if (mp.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) local += mp.memoryHeaps[h].size;
-    char shapes[512];
+      if (mp.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) info->memory += mp.memoryHeaps[h].size;
+    char shapes[256];
     mlc_vk_coopmat_shapes(api, devs[i], shapes, sizeof shapes);
     uint32_t v = p.properties.apiVersion;
-    fprintf(out, "%u: %s (%s), Vulkan %u.%u.%u, driver %s %s, %.1f GB device-local memory, cooperative matrix: %s\n", i,
-            p.properties.deviceName, kind_name(p.properties.deviceType), VK_API_VERSION_MAJOR(v), VK_API_VERSION_MINOR(v),
-            VK_API_VERSION_PATCH(v), p12.driverName, p12.driverInfo, local / 1e9, shapes[0] ? shapes : "no");
+    snprintf(info->name, sizeof info->name, "%s", p.properties.deviceName);
+    snprintf(info->detail, sizeof info->detail, "%s, Vulkan %u.%u.%u, driver %.64s %.128s, cooperative matrix: %.200s",
+             kind_name(p.properties.deviceType), VK_API_VERSION_MAJOR(v), VK_API_VERSION_MINOR(v),
+             VK_API_VERSION_PATCH(v), p12.driverName, p12.driverInfo, shapes[0] ? shapes : "no");
   }
+  *out_n = n;
   free(devs);
 out:
   mlc_vk_unload(api);

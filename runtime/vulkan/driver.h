@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <vulkan/vulkan.h>
 
+#include "runtime/device.h"
 #include "runtime/status.h"
 
 /* Cooperative matrices come in two extensions: VK_NV_cooperative_matrix
@@ -103,8 +104,9 @@ const char *mlc_vk_result_name(VkResult r);
 /* NULL for VK_SUCCESS, else "what: NAME (code)" (MLC_OUT_OF_MEMORY for the
  * out-of-memory results, MLC_INTERNAL otherwise). */
 MLC_MUST_USE mlc_status mlc_vk_check(VkResult r, const char *what);
-/* `mlc devices --target spirv`: one line per device with its index, name,
- * kind, API and driver versions, memory and cooperative-matrix shapes. */
-MLC_MUST_USE mlc_status mlc_vk_list_devices(FILE *out);
+/* The physical devices for the registry (runtime/device.h), numbered as
+ * mlc_vk_physical_devices orders them: name, device-local memory, and in
+ * `detail` the kind, API and driver versions and cooperative-matrix shapes. */
+MLC_MUST_USE mlc_status mlc_vk_enumerate(mlc_device_info *out, uint32_t cap, uint32_t *out_n);
 
 #endif

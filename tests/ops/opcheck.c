@@ -1,4 +1,4 @@
-/* opcheck: compile a .mdl model for the CPU, run it once on deterministic
+/* opcheck: compile a .mdl model for a target, run it once on deterministic
  * pseudo-random inputs and parameters, and write everything to a directory
  * so that opcheck.py can recompute it with PyTorch and compare.
  *
@@ -46,14 +46,20 @@
  * 16-bit patterns) and manifest.txt, one line per tensor
  *     input|param|state|output NAME DTYPE RANK DIM...
  * (state: optimizer state, a parameter outside the state_dict)
- * plus `kernel NAME ITEMS FLOPS BYTES SECONDS`, `target CPU VECTOR_WIDTH`,
- * `compile BUILD_S OPT_S` and, with --bench, `bench MEDIAN_S MIN_S`.
+ * plus `target CPU VECTOR_WIDTH` (GPUs: `target NAME 0`), `compile BUILD_S
+ * OPT_S` and, with --bench, `bench MEDIAN_S MIN_S` (and the session's
+ * profile table, per step, on standard output); on the CPU also
+ * `kernel NAME ITEMS FLOPS BYTES 0`, one per kernel.
+ *
+ * Every target runs through a session (runtime/session.h), as mlc run
+ * does; on the CPU its memory starts as 0xff bytes rather than zeros, so
+ * that an element a kernel forgets to write shows up.
  *
  * Parameters are drawn from their initialiser's distribution, except that
  * `ones` and `zeros` become 1 +- 0.5 and +-0.1 so the test sees them used,
- * and optimizer state is uniform in [0, 0.1).  On the GPU targets, a run of
- * the train entry also writes every parameter and state tensor after the
- * update as `updated` (updated.NAME.bin), so the optimizer can be checked.
+ * and optimizer state is uniform in [0, 0.1).  A run of the train entry
+ * also writes every parameter and state tensor after the update as
+ * `updated` (updated.NAME.bin), so the optimizer can be checked.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -70,7 +76,10 @@
 #include "runtime/cpu/convert.h"
 #ifdef MLC_HAVE_CPU
 #include "codegen/llvm/llvm.h"
-#include "runtime/cpu/exec.h"
+#include "codegen/plan.h"
+#include "runtime/cpu/device.h"
+#include "runtime/plan.h"
+#include "runtime/session.h"
 #endif
 #ifdef MLC_HAVE_CUDA
 #include "driver/target_cuda.h"
@@ -270,7 +279,7 @@ static int cmp_double(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-/* Where generated parameters and inputs go: the CPU executor or a session. */
+/* Where generated parameters and inputs go: a session (see session_sink). */
 typedef struct {
   void (*param)(void *ctx, uint32_t i, const void *data, size_t n);
   void (*input)(void *ctx, const char *name, const void *data, size_t n);
@@ -308,16 +317,7 @@ static void generate(const mlc_program *prog, const mlc_func *f, uint64_t seed, 
   }
 }
 
-#ifdef MLC_HAVE_CPU
-static void exec_param(void *ex, uint32_t i, const void *data, size_t n) {
-  check(mlc_cpu_exec_set_param(ex, i, data, n), "parameter");
-}
-static void exec_input(void *ex, const char *name, const void *data, size_t n) {
-  check(mlc_cpu_exec_set_input(ex, name, data, n), "input");
-}
-#endif
-
-#if defined(MLC_HAVE_CUDA) || defined(MLC_HAVE_SPIRV)
+#if defined(MLC_HAVE_CPU) || defined(MLC_HAVE_CUDA) || defined(MLC_HAVE_SPIRV)
 typedef struct {
   mlc_session *s;
   const char *entry;
@@ -335,11 +335,12 @@ static void session_input(void *ctx, const char *name, const void *data, size_t 
   check(mlc_session_set_input(k->s, k->entry, name, data, n), "input");
 }
 
-/* The GPU paths: the whole program through a target's code generator and
- * a session on its device, then the same manifest as the CPU path. */
+/* Every target: the program through its code generator and a session on
+ * its device, then the manifest.  The caller has written its target and
+ * compile lines. */
 static int run_session(mlc_program *prog, const mlc_func *f, const char *outdir, FILE *man, uint64_t seed,
                        const range *ranges, int nranges, int bench, const uint8_t *plan_bytes, size_t plan_n,
-                       mlc_device *dev, double compile_s, const char *target) {
+                       mlc_device *dev) {
   mlc_plan *plan;
   check(mlc_plan_parse(plan_bytes, plan_n, mlc_allocator_default(), &plan), "plan");
   mlc_session_options so = {dev, NULL, NULL, 0, bench > 0, {0}, NULL};
@@ -374,7 +375,6 @@ static int run_session(mlc_program *prog, const mlc_func *f, const char *outdir,
     free(times);
     mlc_session_print_profile(s, f->name, stdout);
   }
-  fprintf(man, "target %s 0\ncompile %.6f 0\n", target, compile_s);
   fclose(man);
   mlc_session_destroy(s);
   mlc_plan_free(plan);
@@ -393,7 +393,8 @@ static int run_cuda(mlc_program *prog, const mlc_func *f, const char *outdir, FI
   double t1 = now();
   mlc_device *dev;
   check(mlc_cuda_open(&b, 0, stderr, &dev), "cuda device");
-  int rc = run_session(prog, f, outdir, man, seed, ranges, nranges, bench, b.plan, b.plan_bytes, dev, t1 - t0, "cuda");
+  fprintf(man, "target cuda 0\ncompile %.6f 0\n", t1 - t0);
+  int rc = run_session(prog, f, outdir, man, seed, ranges, nranges, bench, b.plan, b.plan_bytes, dev);
   mlc_cuda_build_free(&b);
   return rc;
 }
@@ -418,7 +419,8 @@ static int run_metal(mlc_program *prog, const mlc_func *f, const char *outdir, F
   double t1 = now();
   mlc_device *dev;
   check(mlc_emu_device_create(so, b.mod.kernels, b.mod.nkernels, mlc_allocator_default(), &dev), "emulated metal device");
-  return run_session(prog, f, outdir, man, seed, ranges, nranges, bench, b.plan, b.plan_bytes, dev, t1 - t0, "metal-emu");
+  fprintf(man, "target metal-emu 0\ncompile %.6f 0\n", t1 - t0);
+  return run_session(prog, f, outdir, man, seed, ranges, nranges, bench, b.plan, b.plan_bytes, dev);
 }
 #endif
 #ifdef MLC_HAVE_SPIRV
@@ -441,8 +443,106 @@ static int run_spirv(mlc_program *prog, const mlc_func *f, const char *outdir, F
     exit(77);
   }
   check(st, "vulkan device");
-  int rc = run_session(prog, f, outdir, man, seed, ranges, nranges, bench, b.plan, b.plan_bytes, dev, t1 - t0, "spirv");
+  fprintf(man, "target spirv 0\ncompile %.6f 0\n", t1 - t0);
+  int rc = run_session(prog, f, outdir, man, seed, ranges, nranges, bench, b.plan, b.plan_bytes, dev);
   if (messages) die("%u Vulkan validation messages (above)", messages);
+  return rc;
+}
+#endif
+
+#ifdef MLC_HAVE_CPU
+/* The CPU: entry point f through the LLVM code generator (--cpu,
+ * --features, --vw), its kernels from the JIT or from a shared library
+ * (--so), run by a session on a device from the runtime's registry, as
+ * `mlc run --target cpu` runs them. */
+typedef struct {
+  const mlc_func *f;
+  mlc_llvm_module *mod;
+  uint32_t *kernel_of; /* per node of f: its kernel's index in mod, or UINT32_MAX */
+  mlc_llvm_jit *jit;
+  void *lib;
+} cpu_code;
+
+/* The plan's kernel names: f's, as the module names them; the program's
+ * other entry points get no steps (they are never run). */
+static const char *cpu_namer(void *ctx, const mlc_func *f, uint32_t node, uint64_t *out_work) {
+  cpu_code *c = ctx;
+  if (f != c->f || c->kernel_of[node] == UINT32_MAX) return NULL;
+  const mlc_llvm_kernel *k = mlc_llvm_kernel_at(c->mod, c->kernel_of[node]);
+  *out_work = (uint64_t)k->items;
+  return k->name;
+}
+
+static void *cpu_lookup(void *ctx, const char *symbol) {
+  cpu_code *c = ctx;
+  return c->lib ? dlsym(c->lib, symbol) : mlc_llvm_jit_symbol(c->jit, symbol);
+}
+
+/* The CPU device with every allocation filled with 0xff bytes (NaN, -1)
+ * instead of zeros: what the session writes (parameters, inputs,
+ * constants) goes over it, so an element a kernel forgets to write shows
+ * up instead of reading as 0. */
+static mlc_device_vt poison_vt;
+static mlc_status (*zeroed_alloc)(mlc_device *d, uint64_t bytes, uint64_t *out);
+
+static mlc_status poison_alloc(mlc_device *d, uint64_t bytes, uint64_t *out) {
+  MLC_RETURN_IF_ERROR(zeroed_alloc(d, bytes, out));
+  memset((void *)(uintptr_t)*out, 0xff, bytes);
+  return NULL;
+}
+
+static int run_cpu(mlc_program *prog, const mlc_func *f, const char *outdir, FILE *man, uint64_t seed,
+                   const range *ranges, int nranges, int bench, const mlc_llvm_options *lopt, int threads,
+                   const char *so, const char *emit_ir, const char *emit_obj) {
+  cpu_code c = {.f = f};
+  mlc_status st = mlc_llvm_compile(prog, f, lopt, &c.mod);
+  if (st) die("compile: %s", mlc_status_message(st));
+  if (emit_ir && (st = mlc_llvm_emit_ir(c.mod, emit_ir))) die("%s", mlc_status_message(st));
+  if (emit_obj && (st = mlc_llvm_emit_object(c.mod, emit_obj))) die("%s", mlc_status_message(st));
+  if (so) {
+    if (!(c.lib = dlopen(so, RTLD_NOW | RTLD_LOCAL))) die("dlopen %s: %s", so, dlerror());
+  } else if ((st = mlc_llvm_jit_create(c.mod, &c.jit))) {
+    die("jit: %s", mlc_status_message(st));
+  }
+  uint32_t nk = mlc_llvm_kernel_count(c.mod);
+  c.kernel_of = malloc((f->n + 1) * sizeof *c.kernel_of);
+  if (!c.kernel_of) die("out of memory");
+  for (uint32_t i = 0; i < f->n; i++) c.kernel_of[i] = UINT32_MAX;
+  for (uint32_t i = 0; i < nk; i++) {
+    const mlc_llvm_kernel *k = mlc_llvm_kernel_at(c.mod, i);
+    c.kernel_of[k->node] = i;
+    if (c.lib && !dlsym(c.lib, k->name)) die("%s has no kernel %s", so, k->name);
+    if (c.jit) { /* the JIT finds each kernel by index and by name alike */
+      mlc_cpu_kernel_fn fn = mlc_llvm_jit_kernel(c.jit, i);
+      void *by_name = mlc_llvm_jit_symbol(c.jit, k->name);
+      if (!fn || memcmp(&fn, &by_name, sizeof fn)) die("jit: kernel %s by name and by index differ", k->name);
+    }
+  }
+  uint8_t *plan;
+  size_t plan_n;
+  mlc_plan_encode(prog, cpu_namer, &c, &plan, &plan_n);
+
+  mlc_cpu_code code = {cpu_lookup, &c, threads};
+  mlc_device_options o = {mlc_allocator_default(), MLC_CODE_CPU, &code};
+  mlc_device *dev;
+  check(mlc_device_create("cpu", 0, &o, &dev), "cpu device");
+  poison_vt = *dev->vt;
+  zeroed_alloc = poison_vt.alloc;
+  poison_vt.alloc = poison_alloc;
+  dev->vt = &poison_vt;
+
+  for (uint32_t i = 0; i < nk; i++) {
+    const mlc_llvm_kernel *k = mlc_llvm_kernel_at(c.mod, i);
+    fprintf(man, "kernel %s %lld %.17g %.17g 0\n", k->name, (long long)k->items, k->flops, k->bytes);
+  }
+  double tb, to;
+  mlc_llvm_compile_seconds(c.mod, &tb, &to);
+  fprintf(man, "target %s %d\ncompile %.6f %.6f\n", mlc_llvm_target_cpu(c.mod), mlc_llvm_vector_width(c.mod), tb, to);
+  int rc = run_session(prog, f, outdir, man, seed, ranges, nranges, bench, plan, plan_n, dev);
+  free(c.kernel_of);
+  mlc_llvm_jit_destroy(c.jit);
+  if (c.lib) dlclose(c.lib);
+  mlc_llvm_module_destroy(c.mod);
   return rc;
 }
 #endif
@@ -597,90 +697,10 @@ int main(int argc, char **argv) {
   (void)threads, (void)so, (void)emit_obj, (void)emit_ir;
   die("this build has no CPU target");
 #else
-  /* code generation */
-  mlc_llvm_module *mod;
-  mlc_status cst = mlc_llvm_compile(&prog, f, &lopt, &mod);
-  if (cst) die("compile: %s", mlc_status_message(cst));
-  if (emit_ir && (cst = mlc_llvm_emit_ir(mod, emit_ir))) die("%s", mlc_status_message(cst));
-  if (emit_obj && (cst = mlc_llvm_emit_object(mod, emit_obj))) die("%s", mlc_status_message(cst));
-  mlc_llvm_jit *jit = NULL;
-  void *lib = NULL;
-  if (so) {
-    if (!(lib = dlopen(so, RTLD_NOW | RTLD_LOCAL))) die("dlopen %s: %s", so, dlerror());
-  } else if ((cst = mlc_llvm_jit_create(mod, &jit))) {
-    die("jit: %s", mlc_status_message(cst));
-  }
-  uint32_t nk = mlc_llvm_kernel_count(mod);
-  mlc_cpu_step *steps = calloc(nk ? nk : 1, sizeof *steps);
-  for (uint32_t i = 0; i < nk; i++) {
-    const mlc_llvm_kernel *k = mlc_llvm_kernel_at(mod, i);
-    mlc_cpu_kernel_fn fn = NULL;
-    if (lib) {
-      void *sym = dlsym(lib, k->name);
-      if (!sym) die("%s has no kernel %s", so, k->name);
-      memcpy(&fn, &sym, sizeof fn); /* POSIX: a data pointer from dlsym may hold a function */
-    } else {
-      fn = mlc_llvm_jit_kernel(jit, i);
-      void *by_name = mlc_llvm_jit_symbol(jit, k->name);
-      if (!fn || memcmp(&fn, &by_name, sizeof fn)) die("jit: kernel %s by name and by index differ", k->name);
-    }
-    steps[i] = (mlc_cpu_step){k->node, fn, k->items, k->name};
-  }
-  mlc_allocator alloc = mlc_allocator_default();
-  mlc_cpu_pool *pool;
-  check(mlc_cpu_pool_create(threads, alloc, &pool), "thread pool");
-  mlc_cpu_exec *ex;
-  check(mlc_cpu_exec_create(&prog, f, steps, nk, pool, alloc, &ex), "executor");
-
-
-  sink dst = {exec_param, exec_input, ex};
-  generate(&prog, f, seed, ranges, nranges, man, outdir, &dst);
-
-  /* Poison what the kernels compute (0xff bytes: NaN, -1), so that an
-   * element a kernel forgets to write shows up instead of reading as 0. */
-  for (uint32_t i = 0; i < f->n; i++)
-    if (!(mlc_ops[f->nodes[i].op].flags & (MLC_F_LEAF | MLC_F_VIEW)))
-      memset(mlc_cpu_exec_node_buffer(ex, i), 0xff, tensor_bytes(&f->nodes[i].type));
-  check(mlc_cpu_exec_run(ex), "run");
-  for (uint32_t i = 0; i < f->noutputs; i++) {
-    const void *data;
-    const mlc_type *t;
-    check(mlc_cpu_exec_output(ex, f->outputs[i].name, &data, &t), "output");
-    write_tensor(man, outdir, "output", f->outputs[i].name, t, data);
-  }
-
-  if (bench > 0) {
-    double *times = calloc((size_t)bench, sizeof *times);
-    check(mlc_cpu_exec_run(ex), "warm-up run");
-    mlc_cpu_exec_set_profiling(ex, true);
-    for (int r = 0; r < bench; r++) {
-      double t0 = now();
-      check(mlc_cpu_exec_run(ex), "benchmark run");
-      times[r] = now() - t0;
-    }
-    qsort(times, (size_t)bench, sizeof *times, cmp_double);
-    fprintf(man, "bench %.9g %.9g\n", times[bench / 2], times[0]);
-    free(times);
-  }
-  for (uint32_t i = 0; i < nk; i++) {
-    const mlc_llvm_kernel *k = mlc_llvm_kernel_at(mod, i);
-    fprintf(man, "kernel %s %lld %.17g %.17g %.9g\n", k->name, (long long)k->items, k->flops, k->bytes,
-            bench > 0 ? mlc_cpu_exec_step_seconds(ex, i) / bench : 0.0);
-  }
-  double tb, to;
-  mlc_llvm_compile_seconds(mod, &tb, &to);
-  fprintf(man, "target %s %d\ncompile %.6f %.6f\n", mlc_llvm_target_cpu(mod), mlc_llvm_vector_width(mod), tb, to);
-  fclose(man);
-
-  mlc_cpu_exec_destroy(ex);
-  mlc_cpu_pool_destroy(pool);
-  free(steps);
-  mlc_llvm_jit_destroy(jit);
-  if (lib) dlclose(lib);
-  mlc_llvm_module_destroy(mod);
+  int rc = run_cpu(&prog, f, outdir, man, seed, ranges, nranges, bench, &lopt, threads, so, emit_ir, emit_obj);
   mlc_arena_free(&arena);
   free(src);
   for (uint32_t i = 0; i < ndefines; i++) free((char *)defines[i].name);
-  return 0;
+  return rc;
 #endif
 }

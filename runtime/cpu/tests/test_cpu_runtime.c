@@ -1,17 +1,24 @@
 /* Unit tests of runtime/cpu without LLVM: the thread pool (every item runs
  * exactly once, for many sizes, chunkings and back-to-back jobs, and a pool
- * whose allocations fail cleans up) and the executor (buffers, views,
- * constants, inputs, parameters and step order, with hand-written kernels
- * that follow kernel.h's ABI).
+ * whose allocations fail cleans up) and the CPU device under a session
+ * (a plan encoded from a small graph: arena, view, constant, input,
+ * parameter and step order, with hand-written kernels that follow
+ * kernel.h's ABI).  The graph and its plan come from the compiler's side
+ * (ir/, passes' memplan, codegen/plan.c); the runtime sees only the plan.
  */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "codegen/plan.h"
 #include "ir/ir.h"
-#include "runtime/cpu/exec.h"
+#include "ir/target.h"
+#include "passes/passes.h"
+#include "runtime/cpu/kernel.h"
 #include "runtime/cpu/threadpool.h"
+#include "runtime/plan.h"
+#include "runtime/session.h"
 
 static int failures;
 #define CHECK(c)                                                         \
@@ -87,7 +94,7 @@ static void test_pool_oom(void) {
   mlc_status_free(st);
 }
 
-/* ---- executor ---- */
+/* ---- the CPU device under a session ---- */
 
 /* out[i] = a[i] + b[0]: b is a scalar (a CONST node). */
 static void k_add_scalar(void **bufs, int64_t b, int64_t e) {
@@ -103,11 +110,38 @@ static void k_mul(void **bufs, int64_t b, int64_t e) {
   for (int64_t i = b; i < e; i++) y[i] = x[i] * w[i];
 }
 
-static void test_exec(void) {
+typedef struct {
+  uint32_t add, mul;
+  bool lose_mul; /* the lookup does not find k_mul */
+} kernels;
+
+/* The plan's kernel names: the two computing nodes; the rest (input,
+ * constant, view, parameter) take no step. */
+static const char *namer(void *ctx, const mlc_func *f, uint32_t node, uint64_t *out_work) {
+  const kernels *k = ctx;
+  (void)f;
+  *out_work = 6;
+  return node == k->add ? "k_add_scalar" : node == k->mul ? "k_mul" : NULL;
+}
+
+static void *lookup(void *ctx, const char *symbol) {
+  const kernels *k = ctx;
+  mlc_cpu_kernel_fn fn = !strcmp(symbol, "k_add_scalar") ? k_add_scalar
+                         : !strcmp(symbol, "k_mul") && !k->lose_mul ? k_mul : NULL;
+  void *p;
+  memcpy(&p, &fn, sizeof p);
+  return p;
+}
+
+/* y = reshape(x + 1.5, [2, 3]) * w through the plan, a session and the CPU
+ * device (what replaced the IR-walking executor, runtime/cpu/exec.c, which
+ * linked the IR into the runtime). */
+static void test_session(void) {
   mlc_arena arena;
   mlc_arena_init(&arena);
   mlc_program p;
   mlc_program_init(&p, &arena);
+  p.name = "t";
   mlc_param prm = {.name = "w", .type = {.dtype = MLC_DT_F32, .rank = 2, .dim = {2, 3}}};
   uint32_t pw = mlc_program_add_param(&p, &prm);
   mlc_func *f = mlc_program_add_func(&p, "forward");
@@ -127,58 +161,69 @@ static void test_exec(void) {
   uint32_t mul = mlc_func_add(&p, f, MLC_OP_MUL, (uint32_t[]){rs, w}, 2, NULL, loc, "");
   f->nodes[mul].type = prm.type;
   mlc_func_add_output(&p, f, "y", mul);
-
-  mlc_cpu_pool *pool;
-  mlc_status st = mlc_cpu_pool_create(2, mlc_allocator_default(), &pool);
+  mlc_memplan_func(&p, f, mlc_target_find("cpu"));
+  kernels k = {add, mul, false};
+  uint8_t *bytes;
+  size_t n;
+  mlc_plan_encode(&p, namer, &k, &bytes, &n);
+  mlc_plan *plan;
+  mlc_status st = mlc_plan_parse(bytes, n, mlc_allocator_default(), &plan);
   CHECK(!st);
-  mlc_cpu_step steps[2] = {{add, k_add_scalar, 6, "add"}, {mul, k_mul, 6, "mul"}};
+  if (st) {
+    mlc_status_free(st);
+    mlc_arena_free(&arena);
+    return;
+  }
 
-  /* A missing kernel, a kernel for a leaf, and a duplicate are refused. */
-  mlc_cpu_exec *e = NULL;
-  st = mlc_cpu_exec_create(&p, f, steps, 1, pool, mlc_allocator_default(), &e);
-  CHECK(mlc_status_code(st) == MLC_INVALID_ARGUMENT && !e);
+  /* A kernel the lookup cannot find is refused at creation. */
+  mlc_session *s = NULL;
+  k.lose_mul = true;
+  mlc_session_options so = {.lookup = lookup, .lookup_ctx = &k, .threads = 2};
+  st = mlc_session_create(plan, &so, &s);
+  CHECK(mlc_status_code(st) == MLC_NOT_FOUND && !s && strstr(mlc_status_message(st), "k_mul"));
   mlc_status_free(st);
-  mlc_cpu_step bad[3] = {steps[0], steps[1], {w, k_mul, 6, "leaf"}};
-  st = mlc_cpu_exec_create(&p, f, bad, 3, pool, mlc_allocator_default(), &e);
-  CHECK(mlc_status_code(st) == MLC_INVALID_ARGUMENT && !e);
-  mlc_status_free(st);
+  k.lose_mul = false;
 
   /* Every allocation failure is reported and leaks nothing. */
-  for (size_t k = 1;; k++) {
+  for (size_t i = 1;; i++) {
     mlc_failing_allocator fa;
-    mlc_allocator a = mlc_allocator_failing(&fa, mlc_allocator_default(), k);
-    st = mlc_cpu_exec_create(&p, f, steps, 2, pool, a, &e);
+    so.allocator = mlc_allocator_failing(&fa, mlc_allocator_default(), i);
+    float xin[6] = {0};
+    st = mlc_session_create(plan, &so, &s);
+    if (!st) st = mlc_session_set_input(s, "forward", "x", xin, sizeof xin);
+    if (!st) st = mlc_session_run(s, "forward");
     if (st) {
       CHECK(mlc_status_code(st) == MLC_OUT_OF_MEMORY);
       mlc_status_free(st);
-    } else {
-      mlc_cpu_exec_destroy(e);
     }
+    mlc_session_destroy(s);
+    s = NULL;
     CHECK(fa.live == 0);
     if (!fa.failed) break;
   }
+  so.allocator = (mlc_allocator){0};
 
-  st = mlc_cpu_exec_create(&p, f, steps, 2, pool, mlc_allocator_default(), &e);
+  st = mlc_session_create(plan, &so, &s);
   CHECK(!st);
   float xin[6] = {0, 1, 2, 3, 4, 5}, win[6] = {1, 2, 3, 4, 5, 6};
-  st = mlc_cpu_exec_set_input(e, "x", xin, 5 * sizeof(float));
+  st = mlc_session_set_input(s, "forward", "x", xin, 5 * sizeof(float));
   CHECK(mlc_status_code(st) == MLC_INVALID_ARGUMENT);
   mlc_status_free(st);
-  st = mlc_cpu_exec_set_input(e, "nope", xin, sizeof xin);
+  st = mlc_session_set_input(s, "forward", "nope", xin, sizeof xin);
   CHECK(mlc_status_code(st) == MLC_NOT_FOUND);
   mlc_status_free(st);
-  CHECK(!mlc_cpu_exec_set_input(e, "x", xin, sizeof xin));
-  CHECK(!mlc_cpu_exec_set_param(e, pw, win, sizeof win));
-  CHECK(!mlc_cpu_exec_run(e));
-  const void *out;
-  const mlc_type *t;
-  CHECK(!mlc_cpu_exec_output(e, "y", &out, &t));
-  CHECK(t->rank == 2 && t->dim[0] == 2 && t->dim[1] == 3);
-  for (int i = 0; i < 6; i++) CHECK(((const float *)out)[i] == (xin[i] + 1.5f) * win[i]);
-  CHECK(mlc_cpu_exec_node_buffer(e, rs) == mlc_cpu_exec_node_buffer(e, add)); /* a view */
-  CHECK(((uintptr_t)mlc_cpu_exec_node_buffer(e, mul) & 63) == 0);
-  mlc_cpu_exec_destroy(e);
-  mlc_cpu_pool_destroy(pool);
+  CHECK(!mlc_session_set_input(s, "forward", "x", xin, sizeof xin));
+  float *wp = mlc_session_param_data(s, pw);
+  CHECK(wp != NULL);
+  if (wp) memcpy(wp, win, sizeof win);
+  CHECK(!mlc_session_run(s, "forward"));
+  const void *out = NULL;
+  const mlc_plan_shape *shape = NULL;
+  CHECK(!mlc_session_output(s, "forward", "y", &out, &shape));
+  CHECK(shape && shape->rank == 2 && shape->dims[0] == 2 && shape->dims[1] == 3);
+  for (int i = 0; out && i < 6; i++) CHECK(((const float *)out)[i] == (xin[i] + 1.5f) * win[i]);
+  mlc_session_destroy(s);
+  mlc_plan_free(plan);
   mlc_arena_free(&arena);
 }
 
@@ -188,7 +233,7 @@ int main(void) {
   test_pool_items(5);
   test_pool_items(0);
   test_pool_oom();
-  test_exec();
+  test_session();
   if (failures) {
     fprintf(stderr, "%d check(s) failed\n", failures);
     return 1;
