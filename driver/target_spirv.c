@@ -46,8 +46,9 @@ mlc_status mlc_spirv_write_artifact(mlc_spirv_build *b, const char *dir, const c
 }
 
 mlc_status mlc_spirv_open(mlc_spirv_build *b, int ordinal, FILE *progress, mlc_device **out) {
-  mlc_vk_code code = {.ordinal = ordinal, .kernels = b->mod.kernels, .nkernels = b->mod.nkernels, .progress = progress};
-  return mlc_vk_device_create(&code, mlc_allocator_default(), out);
+  mlc_vk_code code = {.kernels = b->mod.kernels, .nkernels = b->mod.nkernels, .progress = progress};
+  mlc_device_options o = {.allocator = mlc_allocator_default(), .code_kind = MLC_CODE_VULKAN, .code = &code};
+  return mlc_device_create("vulkan", ordinal, &o, out);
 }
 
 /* The descriptor's operations (driver/target.h). */
