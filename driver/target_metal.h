@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "codegen/cuda/cuda.h"
+#include "codegen/metal/metal.h"
 #include "driver/target.h"
 
 typedef struct {

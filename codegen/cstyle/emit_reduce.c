@@ -10,7 +10,7 @@
  * order, so results are reproducible run to run.  max propagates NaN, as
  * torch.amax does.
  */
-#include "codegen/cuda/cc.h"
+#include "codegen/cstyle/cc.h"
 
 #define THREADS 256
 #define MAX_BLOCKS 65536
@@ -23,7 +23,7 @@ bool cc_emit_reduce(cc *c) {
   for (int k = 0; k < ax; k++) outer *= it->dim[k];
   for (int k = ax + 1; k < it->rank; k++) inner *= it->dim[k];
   bool is_max = n->op == MLC_OP_MAX, is_min = n->op == MLC_OP_MIN, is_softmax = n->op == MLC_OP_SOFTMAX;
-  const char *acc = mlc_dtype_is_float((mlc_dtype)dt) ? "float" : cc_ctype(dt);
+  const char *acc = mlc_dtype_is_float((mlc_dtype)dt) ? "float" : cc_ctype(c, dt);
   const char *init = is_max ? (mlc_dtype_is_float((mlc_dtype)dt) ? "-MLC_INF"
                                : dt == MLC_DT_I64 ? "(-9223372036854775807ll - 1)" : dt == MLC_DT_I32 ? "(-2147483647 - 1)" : "0")
                    : is_min ? (mlc_dtype_is_float((mlc_dtype)dt) ? "MLC_INF"
@@ -39,7 +39,7 @@ bool cc_emit_reduce(cc *c) {
     bool fl = mlc_dtype_is_float((mlc_dtype)dt);
     if (fl) cc_printf(c, "  __shared__ float sh[32];\n"); /* for the block reductions */
     cc_printf(c, "  long long row = blockIdx.x;\n");
-    cc_printf(c, "  const %s%s *x = in0 + row * %lldll;\n", c->t->dev, cc_stype(dt), (long long)len);
+    cc_printf(c, "  const %s%s *x = in0 + row * %lldll;\n", c->t->dev, cc_stype(c, dt), (long long)len);
     if (!is_softmax) {
       cc_printf(c, "  %s a = %s;\n", acc, init);
       cc_printf(c, "  for (long long j = threadIdx.x; j < %lldll; j += %d) { %s v = %s; %s }\n", (long long)len, THREADS,
@@ -84,7 +84,7 @@ bool cc_emit_reduce(cc *c) {
               (long long)cb, (long long)cb);
     cc_printf(c, "  int w = threadIdx.x >> 5;\n  %s a = %s;\n", acc, init);
     cc_printf(c, "  if (col < %lldll) {\n", (long long)inner);
-    cc_printf(c, "    const %s%s *x = in0 + o * %lldll + col;\n", c->t->dev, cc_stype(dt), (long long)(len * inner));
+    cc_printf(c, "    const %s%s *x = in0 + o * %lldll + col;\n", c->t->dev, cc_stype(c, dt), (long long)(len * inner));
     cc_printf(c, "    for (long long j = w; j < %lldll; j += 8) { %s v = %s; %s }\n  }\n", (long long)len, acc,
               cc_load(c, "x", dt, cc_fmt(c, "j * %lldll", (long long)inner)), combine);
     cc_printf(c, "  part[w][threadIdx.x & 31] = a;\n  __syncthreads();\n");
@@ -143,9 +143,9 @@ bool cc_emit_argreduce(cc *c) {
             (long long)cols, (long long)blocks * THREADS);
   cc_printf(c, "    long long base = col / %lldll * %lldll + col %% %lldll, bi = 0;\n", (long long)inner,
             (long long)(len * inner), (long long)inner);
-  cc_printf(c, "    %s best = %s;\n", cc_ctype(dt), cc_load(c, "in0", dt, "base"));
+  cc_printf(c, "    %s best = %s;\n", cc_ctype(c, dt), cc_load(c, "in0", dt, "base"));
   cc_printf(c, "    for (long long j = 1; j < %lldll; j++) {\n", (long long)len);
-  cc_printf(c, "      %s v = %s;\n", cc_ctype(dt), cc_load(c, "in0", dt, cc_fmt(c, "base + j * %lldll", (long long)inner)));
+  cc_printf(c, "      %s v = %s;\n", cc_ctype(c, dt), cc_load(c, "in0", dt, cc_fmt(c, "base + j * %lldll", (long long)inner)));
   cc_printf(c, "      if (%s) { best = v; bi = j; }\n    }\n", take);
   cc_printf(c, "    %s\n  }\n", cc_store(c, "out", MLC_DT_I64, "col", "bi"));
   cc_end(c);

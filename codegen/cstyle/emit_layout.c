@@ -10,7 +10,7 @@
  * weight gradient, goes through a 32 x 32 tile in shared memory instead, so
  * that reads and writes both stay coalesced.
  */
-#include "codegen/cuda/cc.h"
+#include "codegen/cstyle/cc.h"
 
 #define THREADS 256
 #define MAX_BLOCKS 65536
@@ -36,7 +36,7 @@ static void begin_elements(cc *c, const mlc_type *ot, int V) {
 /* out[i..i+V) = src[at..at+V). */
 static const char *copy(cc *c, int V, const char *src, const char *at) {
   if (V == 1) return cc_fmt(c, "out[i] = %s[%s];", src, at);
-  const char *t = cc_stype(c->n->type.dtype);
+  const char *t = cc_stype(c, c->n->type.dtype);
   return cc_fmt(c, "*(%smlc_x4<%s> *)(out + i) = *(const %smlc_x4<%s> *)(%s + (%s));", c->t->dev, t, c->t->dev, t, src, at);
 }
 
@@ -69,7 +69,7 @@ static const char *offset(cc *c, const mlc_type *t, int axis, int64_t shift) {
 /* out[b, j, i] = in[b, i, j] for in [B, R, C]: one block per 32 x 32 tile. */
 static void transpose_last2(cc *c, int64_t B, int64_t R, int64_t C) {
   int64_t tr = cc_ceil_div(R, TILE), tc = cc_ceil_div(C, TILE);
-  const char *t = cc_stype(c->n->type.dtype);
+  const char *t = cc_stype(c, c->n->type.dtype);
   cc_begin(c, (uint64_t)(B * tr * tc), TILE * 8, 0);
   cc_printf(c, "  __shared__ %s tile[%d][%d];\n", t, TILE, TILE + 1);
   cc_printf(c, "  long long blk = blockIdx.x, b = blk / %lldll, r0 = (blk / %lldll %% %lldll) * %d, c0 = (blk %% %lldll) * %d;\n",
@@ -137,8 +137,8 @@ bool cc_emit_layout(cc *c) {
     cc_printf(c, "    if (c%d >= %lldll && c%d < %lldll) %s\n", ax, (long long)n->a.start, ax, (long long)n->a.end,
               copy(c, V, "in0", offset(c, cc_in(c, 0), ax, -n->a.start)));
     /* zero bits are zero in every dtype */
-    if (V == 1) cc_printf(c, "    else out[i] = %s{};\n", cc_stype(ot->dtype));
-    else cc_printf(c, "    else *(%smlc_x4<%s> *)(out + i) = mlc_x4<%s>{};\n", c->t->dev, cc_stype(ot->dtype), cc_stype(ot->dtype));
+    if (V == 1) cc_printf(c, "    else out[i] = %s{};\n", cc_stype(c, ot->dtype));
+    else cc_printf(c, "    else *(%smlc_x4<%s> *)(out + i) = mlc_x4<%s>{};\n", c->t->dev, cc_stype(c, ot->dtype), cc_stype(c, ot->dtype));
     end_elements(c);
     return true;
   }
@@ -182,7 +182,7 @@ bool cc_emit_layout(cc *c) {
     for (int k = 0; k < xt->rank; k++)
       if (k == ax) cc_printf(c, " + t * %lldll", (long long)st[k]);
       else cc_printf(c, " + c%d * %lldll", k, (long long)st[k]);
-    cc_printf(c, "];\n    else out[i] = %s{};\n", cc_stype(ot->dtype));
+    cc_printf(c, "];\n    else out[i] = %s{};\n", cc_stype(c, ot->dtype));
     end_elements(c);
     return true;
   }
@@ -221,7 +221,7 @@ bool cc_emit_gather_grad(cc *c) {
     below *= ot->dim[k];
   }
   cc_printf(c, "    for (long long j = 0; j < %lldll; j++) out[o + j * %lldll] = %s{};\n", (long long)D, (long long)ost[ax],
-            cc_stype(dt));
+            cc_stype(c, dt));
   cc_printf(c, "    if (!inside) continue;\n");
   cc_printf(c, "    for (long long j = 0; j < %lldll; j++) {\n", (long long)R);
   cc_printf(c, "      long long t = (long long)in1[g + j * %lldll];\n", (long long)ist[ax]);

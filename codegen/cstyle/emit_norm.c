@@ -23,7 +23,7 @@
  * per (chunk, column) in scratch; launch 2 adds the chunks of each column
  * in a fixed order (eight strided lanes, then the lanes in order).
  */
-#include "codegen/cuda/cc.h"
+#include "codegen/cstyle/cc.h"
 
 #define THREADS 256
 #define CACHE_MAX 32 /* floats per thread per cached array */
@@ -107,7 +107,7 @@ static bool emit_fwd(cc *c, bool layer) {
   bool has_w = n->nin > 1, has_b = n->nin > 2;
   cc_begin(c, (uint64_t)grid, THREADS, 0);
   cc_row_head(c, &rp);
-  cc_printf(c, "  const %s%s *xr = in0 + row * %lldll;\n", c->t->dev, cc_stype(dt), (long long)D);
+  cc_printf(c, "  const %s%s *xr = in0 + row * %lldll;\n", c->t->dev, cc_stype(c, dt), (long long)D);
   rowarr xa = {"xa", "xr", dt};
   cache_load(c, &rp, &xa, 1);
   row_stats(c, &rp, &xa, layer, n->a.f);
@@ -138,8 +138,8 @@ static bool emit_grad_x(cc *c, bool layer) {
   const char *invD = cc_flit(c, 1.0 / (double)D), *vi = cc_fmt(c, "v * %d", rp.vec);
   cc_begin(c, (uint64_t)grid, THREADS, 0);
   cc_row_head(c, &rp);
-  cc_printf(c, "  const %s%s *gr = in0 + row * %lldll;\n", c->t->dev, cc_stype(dt), (long long)D);
-  cc_printf(c, "  const %s%s *xr = in1 + row * %lldll;\n", c->t->dev, cc_stype(dt), (long long)D);
+  cc_printf(c, "  const %s%s *gr = in0 + row * %lldll;\n", c->t->dev, cc_stype(c, dt), (long long)D);
+  cc_printf(c, "  const %s%s *xr = in1 + row * %lldll;\n", c->t->dev, cc_stype(c, dt), (long long)D);
   rowarr a[2] = {{"xa", "xr", dt}, {"ga", "gr", dt}};
   cache_load(c, &rp, a, 2);
   row_stats(c, &rp, &a[0], layer, n->a.f);
@@ -184,7 +184,7 @@ static bool emit_grad_w(cc *c, bool layer) {
   nchunk = cc_ceil_div(R, RC);
   if (ntile * nchunk > 0x7fffffffll) return cc_fail(c, "grid too large");
   c->scratch = (uint64_t)(2 * R + nchunk * D) * 4;
-  const char *T = cc_stype(dt);
+  const char *T = cc_stype(c, dt);
 
   /* 0: per-row mean and rstd */
   cc_begin(c, (uint64_t)grid0, THREADS, 0);

@@ -36,7 +36,7 @@
  * output is left alone.  Formulas as torch.optim (see emit_optim.c); the
  * bias corrections are computed in f64 by every thread from the step.
  */
-#include "codegen/cuda/cc.h"
+#include "codegen/cstyle/cc.h"
 
 #define THREADS 256
 #define MAX_BLOCKS 4096 /* grid-stride kernels */
@@ -185,7 +185,7 @@ static bool emit_cross_entropy(cc *c) {
 
   cc_begin(c, (uint64_t)grid, THREADS, 0);
   cc_row_head(c, &rp);
-  cc_printf(c, "  const %s%s *xr = in0 + row * %lldll;\n", c->t->dev, cc_stype(dt), (long long)C);
+  cc_printf(c, "  const %s%s *xr = in0 + row * %lldll;\n", c->t->dev, cc_stype(c, dt), (long long)C);
   online_lse(c, &rp, dt);
   cc_printf(c, "  if (lane == 0) {\n    const long long t = (long long)in1[row];\n");
   cc_printf(c, "    const bool ok = t >= 0 && t < %lldll;\n", (long long)C);
@@ -234,8 +234,8 @@ static bool emit_cross_entropy_grad(cc *c) {
 
   cc_begin(c, (uint64_t)grid, THREADS, 0);
   cc_row_head(c, &rp);
-  cc_printf(c, "  const %s%s *xr = in1 + row * %lldll;\n  %s%s *yr = out + row * %lldll;\n", c->t->dev, cc_stype(dt), (long long)C,
-            c->t->dev, cc_stype(odt), (long long)C);
+  cc_printf(c, "  const %s%s *xr = in1 + row * %lldll;\n  %s%s *yr = out + row * %lldll;\n", c->t->dev, cc_stype(c, dt), (long long)C,
+            c->t->dev, cc_stype(c, odt), (long long)C);
   cc_printf(c, "  const long long t = (long long)in2[row];\n");
   cc_printf(c, "  if (t < 0 || t >= %lldll) { /* the whole row (block or warp) */\n", (long long)C);
   cc_printf(c, "    for (int v = lane; v < %lld; v += %d) {\n      float o[%d];\n#pragma unroll\n      for (int q = 0; q < %d; q++) o[q] = 0.f;\n",
@@ -269,7 +269,7 @@ static bool emit_optim(cc *c) {
   int vec = cc_pick_vec(P, mlc_dtype_size((mlc_dtype)dt));
   if (vec > 4) vec = 4; /* four state streams: keep registers down */
   int64_t nvt = P / vec;
-  const char *T = cc_stype(dt);
+  const char *T = cc_stype(c, dt);
   cc_begin(c, (uint64_t)gs_grid(nvt), THREADS, 0);
   bool mom = !adamw && tc->momentum != 0;
   cc_printf(c, "  %s%s *p = (%s%s *)in0;\n", c->t->dev, T, c->t->dev, T);
@@ -327,7 +327,7 @@ bool cc_emit_adamw_multi(cc *c) {
   int dt = cc_in(c, 0)->dtype;
   for (uint32_t t = 0; t < np; t++)
     if (cc_in(c, (int)(4 * t))->dtype != dt) return cc_fail(c, "adamw_multi over parameters of different dtypes");
-  const char *T = cc_stype(dt);
+  const char *T = cc_stype(c, dt);
   cc_printf(c, "MLC_FN void @K@_upd(float &p, float &m, float &v, float g, float step_size, float isb, float decay) {\n");
   cc_printf(c, "  const float pp = p * decay;\n");
   cc_printf(c, "  const float mm = fmaf(%s, m, %s * g);\n", cc_flit(c, tc->beta1), cc_flit(c, 1 - tc->beta1));

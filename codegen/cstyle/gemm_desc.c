@@ -1,7 +1,7 @@
 /* The GEMM descriptor both C-like targets build from a MATMUL, MATMUL_TN or
  * LINEAR node (or a FUSED group headed by one): the shared shape (codegen/gemm_shape.c), for the dtypes the
  * GEMM kernels have. */
-#include "codegen/cuda/cc.h"
+#include "codegen/cstyle/cc.h"
 
 bool cc_gemm_desc_of(cc *c, cc_gemm_desc *d) {
   const mlc_type *o = cc_outt(c);

@@ -4,7 +4,7 @@
  * elements, an argument the runtime passes after scratch; the grid is sized
  * for the nominal rows (one rank), and the blocks past a smaller shard find
  * nothing to do. */
-#include "codegen/cuda/cc.h"
+#include "codegen/cstyle/cc.h"
 
 #define THREADS 256
 #define VEC 4 /* MLC_SHARD_ROW is a multiple of it */
