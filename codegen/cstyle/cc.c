@@ -110,7 +110,7 @@ const char *cc_store(cc *c, const char *buf, int dt, const char *idx, const char
 
 const char *cc_const_lit(cc *c, const mlc_node *k) {
   if (mlc_dtype_is_float((mlc_dtype)k->type.dtype)) return cc_flit(c, k->a.f);
-  if (k->type.dtype == MLC_DT_I64) return cc_fmt(c, "%lldll", (long long)k->a.f);
+  if (k->type.dtype == MLC_DT_I64) return cc_fmt(c, "%lld$ll", (long long)k->a.f);
   return cc_fmt(c, "%lld", (long long)k->a.f);
 }
 
@@ -184,7 +184,7 @@ void cc_plan_rows(cc_rowplan *rp, int64_t R, int64_t D, int dt, int cache_max) {
 
 void cc_row_head(cc *c, const cc_rowplan *rp) {
   cc_printf(c, "  const int lane = threadIdx.x %% %d;\n", rp->tpr);
-  cc_printf(c, "  const long long row = (long long)blockIdx.x * %d + threadIdx.x / %d;\n", rp->rpb, rp->tpr);
-  if (rp->rpb > 1 && rp->R % rp->rpb) cc_printf(c, "  if (row >= %lldll) return; /* whole warps */\n", (long long)rp->R);
+  cc_printf(c, "  const $i64 row = ($i64)blockIdx.x * %d + threadIdx.x / %d;\n", rp->rpb, rp->tpr);
+  if (rp->rpb > 1 && rp->R % rp->rpb) cc_printf(c, "  if (row >= %lld$ll) return; /* whole warps */\n", (long long)rp->R);
   if (rp->tpr > 32) cc_printf(c, "  __shared__ float sh[32];\n");
 }

@@ -121,8 +121,6 @@ struct cc_dialect {
   /* Whether fused GEMM epilogues also take eight 16-bit columns at a time
    * (st8: CUDA's wgmma GEMM stores through shared memory). */
   bool epilogue_st8;
-  /* Rewrites a kernel's text after its emitter, or NULL. */
-  char *(*rewrite)(mlc_arena *a, const char *text, size_t n, size_t *out_n);
 };
 
 /* Appends kernel text; the template's $i64, $ll and $f64 become the

@@ -86,7 +86,6 @@ bool cc_emit_module(const mlc_program *p, const cc_dialect *t, mlc_cstyle_module
         return false;
       }
       MLC_ASSERT(c.nlaunch > 0 && body.s);
-      if (t->rewrite) body.s = t->rewrite(a, body.s, body.n, &body.n);
       /* The text and the launch shapes make the kernel. */
       XXH3_state_t *h = XXH3_createState();
       MLC_ASSERT(h);

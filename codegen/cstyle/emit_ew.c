@@ -79,7 +79,7 @@ const char *cc_ew_expr(cc *c, int op, int in_dt, int out_dt, const mlc_attrs *a,
 /* A CONST operand's value as a literal of its compute type. */
 static const char *const_lit(cc *c, const mlc_node *k) {
   if (mlc_dtype_is_float((mlc_dtype)k->type.dtype)) return cc_flit(c, k->a.f);
-  if (k->type.dtype == MLC_DT_I64) return cc_fmt(c, "%lldll", (long long)k->a.f);
+  if (k->type.dtype == MLC_DT_I64) return cc_fmt(c, "%lld$ll", (long long)k->a.f);
   return cc_fmt(c, "%lld", (long long)k->a.f);
 }
 
@@ -105,9 +105,9 @@ bool cc_emit_ew(cc *c) {
   int64_t blocks = cc_ceil_div(units, THREADS);
   if (blocks > MAX_BLOCKS) blocks = MAX_BLOCKS;
   cc_begin(c, (uint64_t)blocks, THREADS, 0);
-  cc_printf(c, "  for (long long q = (long long)blockIdx.x * %d + threadIdx.x; q < %lldll; q += %lldll) {\n", THREADS,
+  cc_printf(c, "  for ($i64 q = ($i64)blockIdx.x * %d + threadIdx.x; q < %lld$ll; q += %lld$ll) {\n", THREADS,
             (long long)units, (long long)blocks * THREADS);
-  cc_printf(c, "    long long i = q * %d;\n", V);
+  cc_printf(c, "    $i64 i = q * %d;\n", V);
   const char *x[MLC_EW_MAX_IN];
   for (int o = 1; o <= nin; o++) {
     if (cnst[o]) {
@@ -118,7 +118,7 @@ bool cc_emit_ew(cc *c) {
      * dimensions, each coordinate times the operand's stride. */
     bool same = true;
     for (int k = 0; k < r; k++) same &= st[o][k] == st[0][k];
-    cc_printf(c, "    long long o%d = ", o);
+    cc_printf(c, "    $i64 o%d = ", o);
     if (same) {
       cc_printf(c, "i;\n");
     } else {
@@ -126,7 +126,7 @@ bool cc_emit_ew(cc *c) {
       int64_t below = 1;
       for (int k = r - 1; k >= 0; k--) {
         if (st[o][k]) {
-          cc_printf(c, "%s(i / %lldll %% %lldll) * %lldll", any ? " + " : "", (long long)below, (long long)dims[k],
+          cc_printf(c, "%s(i / %lld$ll %% %lld$ll) * %lld$ll", any ? " + " : "", (long long)below, (long long)dims[k],
                     (long long)st[o][k]);
           any = true;
         }
@@ -163,7 +163,7 @@ bool cc_emit_arange(cc *c) {
   int64_t total = mlc_type_numel(&c->n->type), blocks = cc_ceil_div(total, THREADS);
   if (blocks > MAX_BLOCKS) blocks = MAX_BLOCKS;
   cc_begin(c, (uint64_t)blocks, THREADS, 0);
-  cc_printf(c, "  for (long long i = (long long)blockIdx.x * %d + threadIdx.x; i < %lldll; i += %lldll) out[i] = (%s)i;\n",
+  cc_printf(c, "  for ($i64 i = ($i64)blockIdx.x * %d + threadIdx.x; i < %lld$ll; i += %lld$ll) out[i] = (%s)i;\n",
             THREADS, (long long)total, (long long)blocks * THREADS, cc_stype(c, c->n->type.dtype));
   cc_end(c);
   return true;

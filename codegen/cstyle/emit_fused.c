@@ -80,11 +80,11 @@ static const char *offset_of(cc *c, const layout *L, int k, const char *idx, con
   int64_t below = 1;
   for (int q = L->r - 1; q >= 0; q--) {
     if (L->st[k][q]) {
-      const char *co = by_col && q == L->r - 1 ? col : below == 1 ? idx : cc_fmt(c, "%s / %lldll", idx, (long long)below);
-      if (q > 0 && !(by_col && q == L->r - 1)) co = cc_fmt(c, "(%s %% %lldll)", co, (long long)L->dims[q]);
+      const char *co = by_col && q == L->r - 1 ? col : below == 1 ? idx : cc_fmt(c, "%s / %lld$ll", idx, (long long)below);
+      if (q > 0 && !(by_col && q == L->r - 1)) co = cc_fmt(c, "(%s %% %lld$ll)", co, (long long)L->dims[q]);
       else co = cc_fmt(c, "(%s)", co);
       e = L->st[k][q] == 1 ? cc_fmt(c, "%s%s%s", e, *e ? " + " : "", co)
-                           : cc_fmt(c, "%s%s%s * %lldll", e, *e ? " + " : "", co, (long long)L->st[k][q]);
+                           : cc_fmt(c, "%s%s%s * %lld$ll", e, *e ? " + " : "", co, (long long)L->st[k][q]);
     }
     below *= L->dims[q];
   }
@@ -142,8 +142,8 @@ void cc_fused_epilogue(cc *c, const mlc_fused_prog *pr) {
   plan_layout(c, &L, 2);
   cc_printf(c, "struct @K@_epi {\n");
   for (int k = 2; k < nin; k++) cc_printf(c, "  %sconst %s *in%d;\n", dev, cc_stype(c, cc_in(c, k)->dtype), k);
-  cc_printf(c, "  %s%s *out;\n  long long b0;\n", dev, cc_stype(c, odt));
-  cc_printf(c, "  MLC_FN %s f(long long i, long long col, float acc) const {\n    (void)i, (void)col;\n", cc_ctype(c, odt));
+  cc_printf(c, "  %s%s *out;\n  $i64 b0;\n", dev, cc_stype(c, odt));
+  cc_printf(c, "  MLC_FN %s f($i64 i, $i64 col, float acc) const {\n    (void)i, (void)col;\n", cc_ctype(c, odt));
   const char *x[MLC_FUSED_MAX_IN] = {0};
   for (int k = 2; k < nin; k++) {
     const mlc_node *src = &c->f->nodes[c->n->in[k]];
@@ -157,23 +157,23 @@ void cc_fused_epilogue(cc *c, const mlc_fused_prog *pr) {
   }
   cc_printf(c, "    float t0 = %s;\n", rounded(c, gdt, "acc"));
   cc_printf(c, "    return %s;\n  }\n", eval(c, pr, 1, x, "    "));
-  cc_printf(c, "  MLC_FN void st1(long long i, long long col, float v) const { %s }\n",
+  cc_printf(c, "  MLC_FN void st1($i64 i, $i64 col, float v) const { %s }\n",
             cc_store(c, "out", odt, "b0 + i", "f(i, col, v)"));
   int osz = (int)mlc_dtype_size((mlc_dtype)odt);
   if (osz == 2)
-    cc_printf(c, "  MLC_FN void st2(long long i, long long col, float v0, float v1) const {\n"
+    cc_printf(c, "  MLC_FN void st2($i64 i, $i64 col, float v0, float v1) const {\n"
                  "    %s a = from_f32<%s>(f(i, col, v0)), b = from_f32<%s>(f(i + 1, col + 1, v1));\n"
                  "    *(%sunsigned *)(out + b0 + i) = (unsigned)a.x | (unsigned)b.x << 16;\n  }\n",
               cc_stype(c, odt), cc_stype(c, odt), cc_stype(c, odt), dev);
   else
-    cc_printf(c, "  MLC_FN void st2(long long i, long long col, float v0, float v1) const { st1(i, col, v0); "
+    cc_printf(c, "  MLC_FN void st2($i64 i, $i64 col, float v0, float v1) const { st1(i, col, v0); "
                  "st1(i + 1, col + 1, v1); }\n");
   /* CUDA's wgmma GEMM hands over eight neighbouring columns at a time, as
    * the GEMM's 16-bit values (already rounded) read from shared memory;
    * the result goes out in 16-byte stores */
   if (c->t->epilogue_st8 && mlc_dtype_size((mlc_dtype)gdt) == 2) {
     const char *G = cc_stype(c, gdt);
-    cc_printf(c, "  MLC_FN void st8(long long i, long long col, uint4 raw) const {\n"
+    cc_printf(c, "  MLC_FN void st8($i64 i, $i64 col, uint4 raw) const {\n"
                  "    const unsigned w[4] = {raw.x, raw.y, raw.z, raw.w};\n    %s v[8];\n"
                  "#pragma unroll\n    for (int k = 0; k < 8; k++) {\n"
                  "      %s g; g.x = (unsigned short)(w[k / 2] >> (k %% 2 * 16));\n"
@@ -217,9 +217,9 @@ bool cc_emit_fused(cc *c) {
   if (blocks > MAX_BLOCKS) blocks = MAX_BLOCKS;
   if (blocks < 1) blocks = 1;
   cc_begin(c, (uint64_t)blocks, THREADS, 0);
-  cc_printf(c, "  for (long long q = (long long)blockIdx.x * %d + threadIdx.x; q < %lldll; q += %lldll) {\n", THREADS,
+  cc_printf(c, "  for ($i64 q = ($i64)blockIdx.x * %d + threadIdx.x; q < %lld$ll; q += %lld$ll) {\n", THREADS,
             (long long)units, (long long)blocks * THREADS);
-  cc_printf(c, "    long long i = q * %d;\n", V);
+  cc_printf(c, "    $i64 i = q * %d;\n", V);
   const char *x[MLC_FUSED_MAX_IN];
   for (int k = 0; k < nin; k++) {
     if (cnst[k]) {

@@ -7,8 +7,6 @@
  * __syncthreads() and the rest. */
 #include "codegen/metal/metal.h"
 
-#include <string.h>
-
 #include "codegen/metal/metal_cc.h"
 
 static void module_begin(cc_text *src, const mlc_program *p) {
@@ -42,42 +40,6 @@ static void kernel_end(cc *c) {
             cc_stype(c, c->n->type.dtype), k, k + 1);
 }
 
-/* The kernel text the shared emitters wrote, with what MSL spells
- * differently from CUDA C rewritten: `long long` is `long`, the literal
- * suffix `ll` is `l`, and `double` is `float`. */
-static bool ident_char(char ch) { return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_'; }
-
-static char *metal_text(mlc_arena *a, const char *text, size_t n, size_t *out_n) {
-  char *r = mlc_arena_alloc(a, n + 1), *w = r;
-  for (size_t i = 0; i < n;) {
-    if (!strncmp(text + i, "long long", 9)) { /* the type */
-      memcpy(w, "long", 4);
-      w += 4;
-      i += 9;
-    } else if (!strncmp(text + i, "double", 6) && (i == 0 || !ident_char(text[i - 1])) && !ident_char(text[i + 6])) {
-      memcpy(w, "float", 5); /* MSL has no double */
-      w += 5;
-      i += 6;
-    } else if (i > 0 && text[i - 1] >= '0' && text[i - 1] <= '9' && !strncmp(text + i, "ll", 2) &&
-               !((text[i + 2] >= 'a' && text[i + 2] <= 'z') || (text[i + 2] >= 'A' && text[i + 2] <= 'Z') ||
-                 (text[i + 2] >= '0' && text[i + 2] <= '9') || text[i + 2] == '_')) { /* a literal's suffix */
-      /* only after a number that starts a token: 8192ll, not x2ll */
-      size_t j = i;
-      while (j > 0 && text[j - 1] >= '0' && text[j - 1] <= '9') j--;
-      bool literal = j == 0 || !((text[j - 1] >= 'a' && text[j - 1] <= 'z') || (text[j - 1] >= 'A' && text[j - 1] <= 'Z') ||
-                                 text[j - 1] == '_' || text[j - 1] == '.');
-      *w++ = 'l';
-      i += 2;
-      if (!literal) *w++ = 'l';
-    } else {
-      *w++ = text[i++];
-    }
-  }
-  *w = 0;
-  *out_n = (size_t)(w - r);
-  return r;
-}
-
 static const cc_dialect msl = {
     .name = "metal",
     .i64 = "long",
@@ -90,7 +52,6 @@ static const cc_dialect msl = {
     .kernel_end = kernel_end,
     .emit_gemm = cc_emit_gemm_msl,
     .emit_attention = cc_emit_attention_msl,
-    .rewrite = metal_text,
 };
 
 bool mlc_metal_emit(const mlc_program *p, mlc_cstyle_module *m, char *err, size_t errn) {
