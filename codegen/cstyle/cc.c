@@ -3,6 +3,7 @@
 #include "codegen/cstyle/cc.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -29,22 +30,31 @@ void cc_text_printf(cc_text *t, const char *fmt, ...) {
   va_end(ap);
 }
 
-/* The template with the dialect's spellings in place of $i64, $ll and
- * $f64; fmt itself when it names none (most do not).  The template is the
- * emitter's own text, never what its %s arguments bring. */
+/* What a template may name, and the dialect's field that spells it. */
+static const struct {
+  const char *name;
+  size_t field;
+} spellings[] = {
+    {"$i64", offsetof(cc_dialect, i64)},       {"$ll", offsetof(cc_dialect, i64_suffix)},
+    {"$f64", offsetof(cc_dialect, f64)},       {"$tid", offsetof(cc_dialect, thread_idx)},
+    {"$bid", offsetof(cc_dialect, block_idx)}, {"$gdim", offsetof(cc_dialect, grid_dim)},
+    {"$barrier", offsetof(cc_dialect, barrier)}, {"$shared", offsetof(cc_dialect, shared)},
+};
+
+/* The template with the dialect's spellings in place of the names above;
+ * fmt itself when it has none (most have).  The template is the emitter's
+ * own text, never what its %s arguments bring. */
 static const char *spell(const cc *c, const char *fmt) {
   if (!strchr(fmt, '$')) return fmt;
   cc_text t = {.a = c->p->arena};
   const char *s = fmt, *d;
   while ((d = strchr(s, '$'))) {
-    const char *w = NULL;
-    size_t len = 0;
-    if (!strncmp(d, "$i64", 4)) w = c->t->i64, len = 4;
-    else if (!strncmp(d, "$ll", 3)) w = c->t->i64_suffix, len = 3;
-    else if (!strncmp(d, "$f64", 4)) w = c->t->f64, len = 4;
-    MLC_ASSERT(w); /* a template names no other */
+    size_t k = 0, n = sizeof spellings / sizeof *spellings;
+    while (k < n && strncmp(d, spellings[k].name, strlen(spellings[k].name))) k++;
+    MLC_ASSERT(k < n); /* a template names no other */
+    const char *w = *(const char *const *)((const char *)c->t + spellings[k].field);
     cc_text_printf(&t, "%.*s%s", (int)(d - s), s, w);
-    s = d + len;
+    s = d + strlen(spellings[k].name);
   }
   cc_text_printf(&t, "%s", s);
   return t.s;
@@ -183,8 +193,8 @@ void cc_plan_rows(cc_rowplan *rp, int64_t R, int64_t D, int dt, int cache_max) {
 }
 
 void cc_row_head(cc *c, const cc_rowplan *rp) {
-  cc_printf(c, "  const int lane = threadIdx.x %% %d;\n", rp->tpr);
-  cc_printf(c, "  const $i64 row = ($i64)blockIdx.x * %d + threadIdx.x / %d;\n", rp->rpb, rp->tpr);
+  cc_printf(c, "  const int lane = $tid %% %d;\n", rp->tpr);
+  cc_printf(c, "  const $i64 row = ($i64)$bid * %d + $tid / %d;\n", rp->rpb, rp->tpr);
   if (rp->rpb > 1 && rp->R % rp->rpb) cc_printf(c, "  if (row >= %lld$ll) return; /* whole warps */\n", (long long)rp->R);
-  if (rp->tpr > 32) cc_printf(c, "  __shared__ float sh[32];\n");
+  if (rp->tpr > 32) cc_printf(c, "  $shared float sh[32];\n");
 }

@@ -7,11 +7,12 @@
  * the module's opening, the kernel header and footer, address spaces, the
  * type spellings, and the dialect's own GEMM and attention emitters.  The
  * shared op emitters here (emit_*.c) print kernel text with cc_printf,
- * whose templates name the type spellings as $i64, $ll and $f64; the
- * thread indices, shared memory and barriers are spelled as CUDA's
- * built-ins, which the Metal prelude maps.  Tensor-core code (mma.sync,
- * ldmatrix, cp.async, wgmma, TMA) lives in codegen/cuda/, simdgroup_matrix
- * code in codegen/metal/.
+ * whose templates name what the dialects spell differently as $i64, $ll,
+ * $f64 (types), $tid, $bid, $gdim (the thread's place), $barrier and
+ * $shared.  The rest (warp shuffles, atomics, expf) is spelled as in CUDA,
+ * which the Metal prelude maps.  Tensor-core code (mma.sync, ldmatrix,
+ * cp.async, wgmma, TMA) lives in codegen/cuda/, simdgroup_matrix code in
+ * codegen/metal/.
  *
  * One IR node becomes one "kernel" in the plan's sense: a step that the
  * runtime runs as one or more launches, in order, on one stream (see
@@ -96,14 +97,21 @@ typedef bool (*cc_emitter)(cc *c);
  * dialect (HIP, OpenCL C) fills in each. */
 struct cc_dialect {
   const char *name;       /* "cuda", "metal": the target, in messages */
-  /* Type spellings: cc_printf and cc_fmt put them where a template says
-   * $i64, $ll and $f64, and cc_stype names the 64-bit integer with i64. */
+  /* Type spellings, which templates name as $i64, $ll and $f64 (cc_printf
+   * and cc_fmt put in the dialect's); cc_stype names the 64-bit integer i64. */
   const char *i64;        /* 64-bit integer: "long long"; MSL "long" */
   const char *i64_suffix; /* its literals' suffix: "ll"; MSL "l" */
   const char *f64;        /* the widest float: "double"; MSL, which has none, "float" */
   /* Address spaces of the pointers the shared emitters declare. */
   const char *dev;        /* into device memory: "" or "device " */
   const char *thr;        /* to a thread's own variable: "" or "thread " */
+  /* The thread's place and the block's tools, which templates name as
+   * $tid, $bid, $gdim, $barrier and $shared. */
+  const char *thread_idx; /* thread index in the block: "threadIdx.x" */
+  const char *block_idx;  /* block index in the grid: "blockIdx.x" */
+  const char *grid_dim;   /* blocks in the grid: "gridDim.x" */
+  const char *barrier;    /* the block's barrier: "__syncthreads()" */
+  const char *shared;     /* qualifier of a block-shared array: "__shared__" */
   /* The module's first lines: a comment naming the model, and the preludes. */
   void (*module_begin)(cc_text *src, const mlc_program *p);
   /* The header of launch c->nlaunch, with the node's parameter list, up to
@@ -123,8 +131,9 @@ struct cc_dialect {
   bool epilogue_st8;
 };
 
-/* Appends kernel text; the template's $i64, $ll and $f64 become the
- * dialect's spellings (cc_dialect), as in cc_fmt. */
+/* Appends kernel text; the template's $i64, $ll, $f64, $tid, $bid, $gdim,
+ * $barrier and $shared become the dialect's spellings (cc_dialect), as in
+ * cc_fmt. */
 void cc_printf(cc *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Starts the next launch: prints the kernel function's header (the
@@ -159,7 +168,7 @@ const char *cc_ctype(const cc *c, int dt);
  * a store of a compute-type expression; buf is "in0", "out", ... */
 const char *cc_load(cc *c, const char *buf, int dt, const char *idx);
 const char *cc_store(cc *c, const char *buf, int dt, const char *idx, const char *val);
-/* printf into the program's arena, with the dialect's spellings for $i64, $ll and $f64. */
+/* printf into the program's arena, with the dialect's spellings (cc_printf). */
 const char *cc_fmt(cc *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A literal float that round-trips: "1.1920929e-07f", "-INFINITY" */
 const char *cc_flit(cc *c, double v);

@@ -105,7 +105,7 @@ bool cc_emit_ew(cc *c) {
   int64_t blocks = cc_ceil_div(units, THREADS);
   if (blocks > MAX_BLOCKS) blocks = MAX_BLOCKS;
   cc_begin(c, (uint64_t)blocks, THREADS, 0);
-  cc_printf(c, "  for ($i64 q = ($i64)blockIdx.x * %d + threadIdx.x; q < %lld$ll; q += %lld$ll) {\n", THREADS,
+  cc_printf(c, "  for ($i64 q = ($i64)$bid * %d + $tid; q < %lld$ll; q += %lld$ll) {\n", THREADS,
             (long long)units, (long long)blocks * THREADS);
   cc_printf(c, "    $i64 i = q * %d;\n", V);
   const char *x[MLC_EW_MAX_IN];
@@ -163,7 +163,7 @@ bool cc_emit_arange(cc *c) {
   int64_t total = mlc_type_numel(&c->n->type), blocks = cc_ceil_div(total, THREADS);
   if (blocks > MAX_BLOCKS) blocks = MAX_BLOCKS;
   cc_begin(c, (uint64_t)blocks, THREADS, 0);
-  cc_printf(c, "  for ($i64 i = ($i64)blockIdx.x * %d + threadIdx.x; i < %lld$ll; i += %lld$ll) out[i] = (%s)i;\n",
+  cc_printf(c, "  for ($i64 i = ($i64)$bid * %d + $tid; i < %lld$ll; i += %lld$ll) out[i] = (%s)i;\n",
             THREADS, (long long)total, (long long)blocks * THREADS, cc_stype(c, c->n->type.dtype));
   cc_end(c);
   return true;

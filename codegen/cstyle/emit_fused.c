@@ -217,7 +217,7 @@ bool cc_emit_fused(cc *c) {
   if (blocks > MAX_BLOCKS) blocks = MAX_BLOCKS;
   if (blocks < 1) blocks = 1;
   cc_begin(c, (uint64_t)blocks, THREADS, 0);
-  cc_printf(c, "  for ($i64 q = ($i64)blockIdx.x * %d + threadIdx.x; q < %lld$ll; q += %lld$ll) {\n", THREADS,
+  cc_printf(c, "  for ($i64 q = ($i64)$bid * %d + $tid; q < %lld$ll; q += %lld$ll) {\n", THREADS,
             (long long)units, (long long)blocks * THREADS);
   cc_printf(c, "    $i64 i = q * %d;\n", V);
   const char *x[MLC_FUSED_MAX_IN];

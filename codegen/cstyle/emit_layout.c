@@ -23,7 +23,7 @@ static void begin_elements(cc *c, const mlc_type *ot, int V) {
   int64_t total = mlc_type_numel(ot) / V, blocks = cc_ceil_div(total, THREADS);
   if (blocks > MAX_BLOCKS) blocks = MAX_BLOCKS;
   cc_begin(c, (uint64_t)blocks, THREADS, 0);
-  cc_printf(c, "  for ($i64 q = ($i64)blockIdx.x * %d + threadIdx.x; q < %lld$ll; q += %lld$ll) {\n", THREADS,
+  cc_printf(c, "  for ($i64 q = ($i64)$bid * %d + $tid; q < %lld$ll; q += %lld$ll) {\n", THREADS,
             (long long)total, (long long)blocks * THREADS);
   cc_printf(c, "    $i64 i = q * %d;\n", V);
   int64_t below = 1;
@@ -71,17 +71,17 @@ static void transpose_last2(cc *c, int64_t B, int64_t R, int64_t C) {
   int64_t tr = cc_ceil_div(R, TILE), tc = cc_ceil_div(C, TILE);
   const char *t = cc_stype(c, c->n->type.dtype);
   cc_begin(c, (uint64_t)(B * tr * tc), TILE * 8, 0);
-  cc_printf(c, "  __shared__ %s tile[%d][%d];\n", t, TILE, TILE + 1);
-  cc_printf(c, "  $i64 blk = blockIdx.x, b = blk / %lld$ll, r0 = (blk / %lld$ll %% %lld$ll) * %d, c0 = (blk %% %lld$ll) * %d;\n",
+  cc_printf(c, "  $shared %s tile[%d][%d];\n", t, TILE, TILE + 1);
+  cc_printf(c, "  $i64 blk = $bid, b = blk / %lld$ll, r0 = (blk / %lld$ll %% %lld$ll) * %d, c0 = (blk %% %lld$ll) * %d;\n",
             (long long)(tr * tc), (long long)tc, (long long)tr, TILE, (long long)tc, TILE);
-  cc_printf(c, "  int tx = threadIdx.x %% %d, ty = threadIdx.x / %d;\n", TILE, TILE);
+  cc_printf(c, "  int tx = $tid %% %d, ty = $tid / %d;\n", TILE, TILE);
   cc_printf(c, "  const %s%s *src = in0 + b * %lld$ll; %s%s *dst = out + b * %lld$ll;\n", c->t->dev, t, (long long)(R * C), c->t->dev, t,
             (long long)(R * C));
   cc_printf(c, "  for (int y = ty; y < %d; y += 8) {\n", TILE);
   cc_printf(c, "    $i64 r = r0 + y, cc = c0 + tx;\n");
   cc_printf(c, "    if (r < %lld$ll && cc < %lld$ll) tile[y][tx] = src[r * %lld$ll + cc];\n  }\n", (long long)R, (long long)C,
             (long long)C);
-  cc_printf(c, "  __syncthreads();\n");
+  cc_printf(c, "  $barrier;\n");
   cc_printf(c, "  for (int y = ty; y < %d; y += 8) {\n", TILE);
   cc_printf(c, "    $i64 cc = c0 + y, r = r0 + tx;\n");
   cc_printf(c, "    if (r < %lld$ll && cc < %lld$ll) dst[cc * %lld$ll + r] = tile[tx][y];\n  }\n", (long long)R, (long long)C,
@@ -171,7 +171,7 @@ bool cc_emit_layout(cc *c) {
     int64_t total = mlc_type_numel(ot), blocks = cc_ceil_div(total, THREADS), below = 1;
     if (blocks > MAX_BLOCKS) blocks = MAX_BLOCKS;
     cc_begin(c, (uint64_t)blocks, THREADS, 0);
-    cc_printf(c, "  for ($i64 i = ($i64)blockIdx.x * %d + threadIdx.x; i < %lld$ll; i += %lld$ll) {\n", THREADS,
+    cc_printf(c, "  for ($i64 i = ($i64)$bid * %d + $tid; i < %lld$ll; i += %lld$ll) {\n", THREADS,
               (long long)total, (long long)blocks * THREADS);
     for (int k = ot->rank - 1; k >= 0; k--) {
       if (k != ax) cc_printf(c, "    $i64 c%d = i / %lld$ll %% %lld$ll;\n", k, (long long)below, (long long)ot->dim[k]);
@@ -208,7 +208,7 @@ bool cc_emit_gather_grad(cc *c) {
   int64_t blocks = cc_ceil_div(lines, THREADS);
   if (blocks > MAX_BLOCKS) blocks = MAX_BLOCKS;
   cc_begin(c, (uint64_t)blocks, THREADS, 0);
-  cc_printf(c, "  for ($i64 q = ($i64)blockIdx.x * %d + threadIdx.x; q < %lld$ll; q += %lld$ll) {\n", THREADS,
+  cc_printf(c, "  for ($i64 q = ($i64)$bid * %d + $tid; q < %lld$ll; q += %lld$ll) {\n", THREADS,
             (long long)lines, (long long)blocks * THREADS);
   cc_printf(c, "    $i64 o = 0, g = 0;\n    bool inside = true;\n");
   int64_t below = 1;

@@ -62,7 +62,7 @@ static void gs_begin(cc *c, const char *var, int64_t n) {
    * the items of the nominal [R, 4096], so a row holds n / R of them. */
   const char *bound = c->sharded ? cc_fmt(c, "(%s)(rows * %lldull)", IT, (long long)(n * MLC_SHARD_ROW / mlc_type_numel(cc_in(c, 0))))
                                  : cc_fmt(c, "(%s)%lld$ll", IT, (long long)n);
-  cc_printf(c, "  for (%s %s = (%s)blockIdx.x * %d + threadIdx.x; %s < %s; %s += (%s)gridDim.x * %d) {\n", IT, var, IT,
+  cc_printf(c, "  for (%s %s = (%s)$bid * %d + $tid; %s < %s; %s += (%s)$gdim * %d) {\n", IT, var, IT,
             THREADS, var, bound, var, IT, THREADS);
 }
 
@@ -119,32 +119,32 @@ static bool emit_embedding_grad(cc *c) {
   cc_end(c);
 
   cc_begin(c, (uint64_t)(V * nch), THREADS, 0);
-  cc_printf(c, "  const $i64 k = blockIdx.x / %lld;\n  const int ch = blockIdx.x %% %lld;\n", (long long)nch, (long long)nch);
+  cc_printf(c, "  const $i64 k = $bid / %lld;\n  const int ch = $bid %% %lld;\n", (long long)nch, (long long)nch);
   cc_printf(c, "  const int h = ((const %sint *)scratch)[k], last = ((const %sint *)scratch)[%lld$ll + k];\n", c->t->dev, c->t->dev,
             (long long)V);
   cc_printf(c, "  float acc[%lld];\n#pragma unroll\n  for (int i = 0; i < %lld; i++) acc[i] = 0.f;\n", (long long)(nit * vec),
             (long long)(nit * vec));
   cc_printf(c, "  if (h != 0x7fffffff) {\n");
-  cc_printf(c, "    __shared__ int list[%d];\n    __shared__ int wc[%d];\n", THREADS, THREADS / 32);
-  cc_printf(c, "    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;\n");
+  cc_printf(c, "    $shared int list[%d];\n    $shared int wc[%d];\n", THREADS, THREADS / 32);
+  cc_printf(c, "    const int lane = $tid & 31, w = $tid >> 5;\n");
   cc_printf(c, "    for (int t0 = h; t0 <= last; t0 += %d) {\n", THREADS);
-  cc_printf(c, "      const int t = t0 + threadIdx.x;\n");
+  cc_printf(c, "      const int t = t0 + $tid;\n");
   cc_printf(c, "      const bool m = t < %lld && ($i64)in1[t] == k;\n", (long long)N);
   cc_printf(c, "      const unsigned b = __ballot_sync(0xffffffffu, m);\n");
-  cc_printf(c, "      if (lane == 0) wc[w] = __popc(b);\n      __syncthreads();\n");
+  cc_printf(c, "      if (lane == 0) wc[w] = __popc(b);\n      $barrier;\n");
   cc_printf(c, "      int off = 0, tot = 0;\n#pragma unroll\n      for (int j = 0; j < %d; j++) { off += j < w ? wc[j] : 0; tot += wc[j]; }\n",
             THREADS / 32);
-  cc_printf(c, "      if (m) list[off + __popc(b & ((1u << lane) - 1u))] = t;\n      __syncthreads();\n");
+  cc_printf(c, "      if (m) list[off + __popc(b & ((1u << lane) - 1u))] = t;\n      $barrier;\n");
   cc_printf(c, "      for (int j = 0; j < tot; j++) {\n        const $i64 tt = list[j];\n");
   cc_printf(c, "#pragma unroll\n        for (int it = 0; it < %lld; it++) {\n", (long long)nit);
-  cc_printf(c, "          const $i64 v = ($i64)ch * %lld + it * %d + threadIdx.x;\n", (long long)(nit * THREADS), THREADS);
+  cc_printf(c, "          const $i64 v = ($i64)ch * %lld + it * %d + $tid;\n", (long long)(nit * THREADS), THREADS);
   cc_printf(c, "          if (v < %lld$ll) {\n      float ga[%d];\n", (long long)nv, vec);
   cc_vec_load(c, vec, dt, "ga", "0", "in0", cc_fmt(c, "tt * %lld$ll + v * %d", (long long)D, vec));
   cc_printf(c, "#pragma unroll\n            for (int q = 0; q < %d; q++) acc[it * %d + q] += ga[q];\n          }\n        }\n      }\n",
             vec, vec);
-  cc_printf(c, "      __syncthreads();\n    }\n  }\n");
+  cc_printf(c, "      $barrier;\n    }\n  }\n");
   cc_printf(c, "#pragma unroll\n  for (int it = 0; it < %lld; it++) {\n", (long long)nit);
-  cc_printf(c, "    const $i64 v = ($i64)ch * %lld + it * %d + threadIdx.x;\n", (long long)(nit * THREADS), THREADS);
+  cc_printf(c, "    const $i64 v = ($i64)ch * %lld + it * %d + $tid;\n", (long long)(nit * THREADS), THREADS);
   cc_printf(c, "    if (v < %lld$ll) {\n      float o[%d];\n#pragma unroll\n      for (int q = 0; q < %d; q++) o[q] = acc[it * %d + q];\n",
             (long long)nv, vec, vec, vec);
   cc_vec_store(c, vec, dt, "out", cc_fmt(c, "k * %lld$ll + v * %d", (long long)D, vec), "o");
@@ -197,14 +197,14 @@ static bool emit_cross_entropy(cc *c) {
   cc_printf(c, "  const %sfloat *loss = (const %sfloat *)scratch;\n  const %sint *ok = (const %sint *)scratch + %lld$ll;\n", c->t->dev,
             c->t->dev, c->t->dev, c->t->dev, (long long)R);
   cc_printf(c, "  $f64 s = 0.0;\n  $i64 n = 0;\n");
-  cc_printf(c, "  for ($i64 r = threadIdx.x; r < %lld$ll; r += %d) if (ok[r]) { s += ($f64)loss[r]; n++; }\n", (long long)R,
+  cc_printf(c, "  for ($i64 r = $tid; r < %lld$ll; r += %d) if (ok[r]) { s += ($f64)loss[r]; n++; }\n", (long long)R,
             THREADS);
-  cc_printf(c, "  __shared__ $f64 ss[%d];\n  __shared__ $i64 sn[%d];\n", THREADS, THREADS);
-  cc_printf(c, "  ss[threadIdx.x] = s; sn[threadIdx.x] = n;\n  __syncthreads();\n");
+  cc_printf(c, "  $shared $f64 ss[%d];\n  $shared $i64 sn[%d];\n", THREADS, THREADS);
+  cc_printf(c, "  ss[$tid] = s; sn[$tid] = n;\n  $barrier;\n");
   cc_printf(c, "  for (int o = %d; o > 0; o >>= 1) {\n", THREADS / 2);
-  cc_printf(c, "    if ((int)threadIdx.x < o) { ss[threadIdx.x] += ss[threadIdx.x + o]; sn[threadIdx.x] += sn[threadIdx.x + o]; }\n");
-  cc_printf(c, "    __syncthreads();\n  }\n");
-  cc_printf(c, "  if (threadIdx.x == 0) out[0] = (float)(ss[0] / ($f64)sn[0]);\n");
+  cc_printf(c, "    if ((int)$tid < o) { ss[$tid] += ss[$tid + o]; sn[$tid] += sn[$tid + o]; }\n");
+  cc_printf(c, "    $barrier;\n  }\n");
+  cc_printf(c, "  if ($tid == 0) out[0] = (float)(ss[0] / ($f64)sn[0]);\n");
   cc_end(c);
   return true;
 }
@@ -224,12 +224,12 @@ static bool emit_cross_entropy_grad(cc *c) {
 
   cc_begin(c, 1, THREADS, 0);
   cc_printf(c, "  $i64 n = 0;\n");
-  cc_printf(c, "  for ($i64 r = threadIdx.x; r < %lld$ll; r += %d) { const $i64 t = ($i64)in2[r]; n += t >= 0 && t < %lld$ll; }\n",
+  cc_printf(c, "  for ($i64 r = $tid; r < %lld$ll; r += %d) { const $i64 t = ($i64)in2[r]; n += t >= 0 && t < %lld$ll; }\n",
             (long long)R, THREADS, (long long)C);
-  cc_printf(c, "  __shared__ $i64 sn[%d];\n  sn[threadIdx.x] = n;\n  __syncthreads();\n", THREADS);
+  cc_printf(c, "  $shared $i64 sn[%d];\n  sn[$tid] = n;\n  $barrier;\n", THREADS);
   cc_printf(c, "  for (int o = %d; o > 0; o >>= 1) {\n", THREADS / 2);
-  cc_printf(c, "    if ((int)threadIdx.x < o) sn[threadIdx.x] += sn[threadIdx.x + o];\n    __syncthreads();\n  }\n");
-  cc_printf(c, "  if (threadIdx.x == 0) ((%s$i64 *)scratch)[0] = sn[0];\n", c->t->dev);
+  cc_printf(c, "    if ((int)$tid < o) sn[$tid] += sn[$tid + o];\n    $barrier;\n  }\n");
+  cc_printf(c, "  if ($tid == 0) ((%s$i64 *)scratch)[0] = sn[0];\n", c->t->dev);
   cc_end(c);
 
   cc_begin(c, (uint64_t)grid, THREADS, 0);
@@ -340,13 +340,13 @@ bool cc_emit_adamw_multi(cc *c) {
   /* The step's scalars, in double, once a block rather than once a thread
    * (ncu on the H200 counted 52 instructions an element, the FP64 pipe 5 %
    * busy, with every thread computing the two pows). */
-  cc_printf(c, "  __shared__ float sc[3];\n  if (threadIdx.x == 0) {\n");
+  cc_printf(c, "  $shared float sc[3];\n  if ($tid == 0) {\n");
   cc_printf(c, "    const $f64 step = ($f64)in%u[0], lr = ($f64)in%u[0];\n", n->nin - 2, n->nin - 1);
   cc_printf(c, "    sc[0] = (float)(lr / (1.0 - pow(%.17g, step)));\n", tc->beta1);
   cc_printf(c, "    sc[1] = (float)(1.0 - lr * %.17g);\n", tc->weight_decay);
-  cc_printf(c, "    sc[2] = (float)(1.0 / sqrt(1.0 - pow(%.17g, step)));\n  }\n  __syncthreads();\n", tc->beta2);
+  cc_printf(c, "    sc[2] = (float)(1.0 / sqrt(1.0 - pow(%.17g, step)));\n  }\n  $barrier;\n", tc->beta2);
   cc_printf(c, "  const float step_size = sc[0], decay = sc[1], isb = sc[2];\n");
-  cc_printf(c, "  const unsigned b = blockIdx.x;\n  %s *p, *m, *vs;\n  const %s *g;\n  $i64 base, end;\n", T, T);
+  cc_printf(c, "  const unsigned b = $bid;\n  %s *p, *m, *vs;\n  const %s *g;\n  $i64 base, end;\n", T, T);
   int64_t first = 0;
   for (uint32_t t = 0; t < np; t++) {
     int64_t P = mlc_type_numel(cc_in(c, (int)(4 * t))), nb = cc_ceil_div(P, MULTI_CHUNK);
@@ -358,7 +358,7 @@ bool cc_emit_adamw_multi(cc *c) {
   }
   cc_printf(c, "  else return;\n");
   cc_printf(c, "  if (end > base + %d) end = base + %d;\n", MULTI_CHUNK, MULTI_CHUNK);
-  cc_printf(c, "  for ($i64 e = base + threadIdx.x * 4; e < end; e += %d) {\n", THREADS * 4);
+  cc_printf(c, "  for ($i64 e = base + $tid * 4; e < end; e += %d) {\n", THREADS * 4);
   cc_printf(c, "    if (e + 4 <= end) {\n      float pa[4], ga[4], ma[4], va[4];\n");
   cc_vec_load(c, 4, dt, "pa", "0", "p", "e");
   cc_vec_load(c, 4, dt, "ga", "0", "g", "e");

@@ -199,8 +199,8 @@ static bool emit_grad_w(cc *c, bool layer) {
 
   /* 1: partial column sums per chunk of rows */
   cc_begin(c, (uint64_t)(ntile * nchunk), THREADS, 0);
-  cc_printf(c, "  const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;\n");
-  cc_printf(c, "  const int tile = blockIdx.x %% %lld;\n  const $i64 chunk = blockIdx.x / %lld;\n", (long long)ntile,
+  cc_printf(c, "  const int tx = $tid & 31, ty = $tid >> 5;\n");
+  cc_printf(c, "  const int tile = $bid %% %lld;\n  const $i64 chunk = $bid / %lld;\n", (long long)ntile,
             (long long)ntile);
   cc_printf(c, "  const $i64 v = ($i64)tile * 32 + tx;\n  const %sfloat *st = (const %sfloat *)scratch;\n", c->t->dev,
             c->t->dev);
@@ -215,10 +215,10 @@ static bool emit_grad_w(cc *c, bool layer) {
   cc_vec_load(c, vec, dt, "xa", "0", "in1", at);
   cc_printf(c, "#pragma unroll\n      for (int q = 0; q < %d; q++) acc[q] = fmaf(ga[q] * (xa[q] - mean), rstd, acc[q]);\n", vec);
   cc_printf(c, "    }\n  }\n");
-  cc_printf(c, "  __shared__ float red[%d];\n", TY * 32 * vec);
+  cc_printf(c, "  $shared float red[%d];\n", TY * 32 * vec);
   cc_printf(c, "#pragma unroll\n  for (int q = 0; q < %d; q++) red[ty * %d + q * 32 + tx] = acc[q];\n", vec, 32 * vec);
-  cc_printf(c, "  __syncthreads();\n");
-  cc_printf(c, "  const int t = threadIdx.x;\n  const $i64 col = ($i64)tile * %d + t;\n", 32 * vec);
+  cc_printf(c, "  $barrier;\n");
+  cc_printf(c, "  const int t = $tid;\n  const $i64 col = ($i64)tile * %d + t;\n", 32 * vec);
   cc_printf(c, "  if (t < %d && col < %lld$ll) {\n    float s = 0.f;\n", 32 * vec, (long long)D);
   cc_printf(c, "    for (int y = 0; y < %d; y++) s += red[y * %d + (t %% %d) * 32 + t / %d];\n", TY, 32 * vec, vec, vec);
   cc_printf(c, "    ((%sfloat *)scratch)[%lld$ll + chunk * %lld$ll + col] = s;\n  }\n", c->t->dev, (long long)(2 * R), (long long)D);
@@ -227,14 +227,14 @@ static bool emit_grad_w(cc *c, bool layer) {
   /* 2: the chunks of each column: eight lanes of 32 columns, each lane
    * strided over the chunks, the lanes added in order */
   cc_begin(c, (uint64_t)cc_ceil_div(D, 32), THREADS, 0);
-  cc_printf(c, "  const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;\n");
-  cc_printf(c, "  const $i64 col = ($i64)blockIdx.x * 32 + tx;\n");
+  cc_printf(c, "  const int tx = $tid & 31, ty = $tid >> 5;\n");
+  cc_printf(c, "  const $i64 col = ($i64)$bid * 32 + tx;\n");
   cc_printf(c, "  const %sfloat *part = (const %sfloat *)scratch + %lld$ll;\n  float s = 0.f;\n", c->t->dev, c->t->dev,
             (long long)(2 * R));
   cc_printf(c, "  if (col < %lld$ll) {\n#pragma unroll 4\n", (long long)D);
   cc_printf(c, "    for ($i64 k = ty; k < %lld$ll; k += %d) s += part[k * %lld$ll + col];\n  }\n", (long long)nchunk, TY,
             (long long)D);
-  cc_printf(c, "  __shared__ float red[%d];\n  red[threadIdx.x] = s;\n  __syncthreads();\n", THREADS);
+  cc_printf(c, "  $shared float red[%d];\n  red[$tid] = s;\n  $barrier;\n", THREADS);
   cc_printf(c, "  if (ty == 0 && col < %lld$ll) {\n    s = red[tx];\n", (long long)D);
   cc_printf(c, "    for (int y = 1; y < %d; y++) s += red[y * 32 + tx];\n", TY);
   cc_printf(c, "    %s\n  }\n", cc_store(c, "out", odt, "col", "s"));

@@ -15,7 +15,7 @@ bool cc_emit_shard_cast(cc *c) {
   int64_t blocks = cc_ceil_div(rows * MLC_SHARD_ROW / VEC, THREADS);
   cc_begin(c, (uint64_t)(blocks > 4096 ? 4096 : blocks), THREADS, 0);
   cc_printf(c, "  const $i64 n = ($i64)rows * %d;\n", MLC_SHARD_ROW / VEC);
-  cc_printf(c, "  for ($i64 e = ($i64)blockIdx.x * %d + threadIdx.x; e < n; e += ($i64)gridDim.x * %d) {\n",
+  cc_printf(c, "  for ($i64 e = ($i64)$bid * %d + $tid; e < n; e += ($i64)$gdim * %d) {\n",
             THREADS, THREADS);
   cc_printf(c, "    float v[%d];\n", VEC);
   cc_vec_load(c, VEC, in->dtype, "v", "0", "in0", cc_fmt(c, "e * %d", VEC));

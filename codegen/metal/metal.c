@@ -1,10 +1,11 @@
 /* The MSL dialect of the C-like emitter (codegen/cstyle/cc.h): its table,
  * its kernel header and footer, and the target's entry points.
  *
- * The shared emitters spell the thread indices, shared memory and barriers
- * as CUDA's built-ins: the kernel header names its parameters threadIdx,
- * blockIdx and blockDim, and the Metal prelude maps __shared__,
- * __syncthreads() and the rest. */
+ * MSL spells the thread indices, shared memory and the barrier as CUDA
+ * does, so that the kernels of both read alike: the kernel header names its
+ * parameters threadIdx, blockIdx, blockDim and gridDim, and the Metal
+ * prelude maps __shared__, __syncthreads() and the rest (atomics, warp
+ * shuffles). */
 #include "codegen/metal/metal.h"
 
 #include "codegen/metal/metal_cc.h"
@@ -47,6 +48,12 @@ static const cc_dialect msl = {
     .f64 = "float",
     .dev = "device ",
     .thr = "thread ",
+    /* kernel_begin's parameter names; __syncthreads() and __shared__ are the prelude's macros */
+    .thread_idx = "threadIdx.x",
+    .block_idx = "blockIdx.x",
+    .grid_dim = "gridDim.x",
+    .barrier = "__syncthreads()",
+    .shared = "__shared__",
     .module_begin = module_begin,
     .kernel_begin = kernel_begin,
     .kernel_end = kernel_end,
