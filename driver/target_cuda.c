@@ -132,7 +132,12 @@ bool mlc_cuda_build_program(mlc_program *p, mlc_cuda_build *b, bool compile, FIL
   memset(b, 0, sizeof *b);
   b->p = p;
   double t0 = mlc_now();
-  if (!mlc_cuda_emit(p, &b->mod, err, errn)) return false;
+  mlc_status st = mlc_cuda_emit(p, &b->mod);
+  if (st) { /* the message as before, and the exit status follows it as before */
+    snprintf(err, errn, "%s", mlc_status_message(st));
+    mlc_status_free(st);
+    return false;
+  }
   uint32_t steps = 0;
   for (uint32_t k = 0; k < p->nfuncs; k++)
     for (uint32_t i = 0; i < p->funcs[k].n; i++) steps += b->mod.kernel_of[k][i] != UINT32_MAX;

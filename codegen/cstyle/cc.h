@@ -44,6 +44,7 @@
 #include "codegen/gemm_shape.h"
 #include "ir/ir.h"
 #include "codegen/cstyle/cstyle.h"
+#include "runtime/status.h"
 #include "runtime/cuda/kernel.h"
 
 #define CC_MAX_LAUNCH 4
@@ -89,6 +90,7 @@ struct cc {
   mlc_cuda_tmap tmap[MLC_CUDA_MAX_TMAP];
   uint32_t ntmap;
   char err[256];
+  bool internal;             /* err is a bug in mlc (cc_bug) */
 };
 
 typedef bool (*cc_emitter)(cc *c);
@@ -149,9 +151,11 @@ void cc_begin(cc *c, uint64_t grid, uint32_t block, uint32_t smem);
 void cc_begin_min(cc *c, uint64_t grid, uint32_t block, uint32_t smem, uint32_t min_blocks);
 void cc_end(cc *c);
 /* The module's text for the program in the dialect: the kernels of every
- * node, each distinct one once, and their launch table (emit.c).  False
- * with a message in err when some node cannot be emitted. */
-bool cc_emit_module(const mlc_program *p, const cc_dialect *t, mlc_cstyle_module *m, char *err, size_t errn);
+ * node, each distinct one once, and their launch table (emit.c).  A node
+ * that cannot be emitted is an error naming it: MLC_UNIMPLEMENTED for an
+ * op the dialect has no kernel for, MLC_INVALID_ARGUMENT for a shape or
+ * dtype its kernels do not take, MLC_INTERNAL for a bug in mlc. */
+MLC_MUST_USE mlc_status cc_emit_module(const mlc_program *p, const cc_dialect *t, mlc_cstyle_module *m);
 /* Whether the dialect has a kernel for op, or op needs none. */
 bool cc_supports_op(const cc_dialect *t, mlc_op op);
 
@@ -205,6 +209,10 @@ void cc_error(cc *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)))
  * that `return cc_fail(...)` leaves no "may be used uninitialized" behind in
  * optimised builds (an out-parameter a failing call does not set). */
 #define cc_fail(...) (cc_error(__VA_ARGS__), false)
+/* cc_fail for a node mlc should never have made (a broken invariant of the
+ * passes or the emitters): the module's status is MLC_INTERNAL, not
+ * MLC_INVALID_ARGUMENT. */
+#define cc_bug(c, ...) (cc_error((c), __VA_ARGS__), (c)->internal = true, false)
 
 static inline int64_t cc_ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 

@@ -56,7 +56,7 @@ static char *name_kernel(mlc_arena *a, const char *text, size_t n, const char *s
   return r;
 }
 
-bool cc_emit_module(const mlc_program *p, const cc_dialect *t, mlc_cstyle_module *m, char *err, size_t errn) {
+mlc_status cc_emit_module(const mlc_program *p, const cc_dialect *t, mlc_cstyle_module *m) {
   memset(m, 0, sizeof *m);
   m->p = p;
   mlc_arena *a = p->arena;
@@ -77,14 +77,12 @@ bool cc_emit_module(const mlc_program *p, const cc_dialect *t, mlc_cstyle_module
       cc_emitter e = sharded && n->op == MLC_OP_CAST ? cc_emit_shard_cast : emitter_of(t, (mlc_op)n->op);
       cc_text body = {.a = a};
       cc c = {.t = t, .p = p, .f = f, .n = n, .node = i, .out = &body, .sharded = sharded};
-      if (!e) {
-        snprintf(err, errn, "%s %%%u (%s): the %s target has no kernel for this op", f->name, i, mlc_ops[n->op].name, t->name);
-        return false;
-      }
-      if (!e(&c)) {
-        snprintf(err, errn, "%s %%%u (%s): %s", f->name, i, mlc_ops[n->op].name, c.err);
-        return false;
-      }
+      if (!e)
+        return mlc_status_make(MLC_UNIMPLEMENTED, "%s %%%u (%s): the %s target has no kernel for this op", f->name, i,
+                               mlc_ops[n->op].name, t->name);
+      if (!e(&c))
+        return mlc_status_make(c.internal ? MLC_INTERNAL : MLC_INVALID_ARGUMENT, "%s %%%u (%s): %s", f->name, i,
+                               mlc_ops[n->op].name, c.err);
       MLC_ASSERT(c.nlaunch > 0 && body.s);
       /* The text and the launch shapes make the kernel. */
       XXH3_state_t *h = XXH3_createState();
@@ -116,11 +114,9 @@ bool cc_emit_module(const mlc_program *p, const cc_dialect *t, mlc_cstyle_module
         kd->ntmap = c.ntmap;
         memcpy(kd->tmap, c.tmap, c.ntmap * sizeof *c.tmap);
         for (uint32_t l = 0; l < c.nlaunch; l++) {
-          if (c.launch[l].grid > 0x7fffffffu) {
-            snprintf(err, errn, "%s %%%u (%s): a grid of %llu blocks is too large", f->name, i, mlc_ops[n->op].name,
-                     (unsigned long long)c.launch[l].grid);
-            return false;
-          }
+          if (c.launch[l].grid > 0x7fffffffu)
+            return mlc_status_make(MLC_INVALID_ARGUMENT, "%s %%%u (%s): a grid of %llu blocks is too large", f->name, i,
+                                   mlc_ops[n->op].name, (unsigned long long)c.launch[l].grid);
           kd->launch[l] = (mlc_cuda_launch){mlc_arena_printf(a, "%s_%u", sym, l), (uint32_t)c.launch[l].grid,
                                             c.launch[l].block, c.launch[l].smem};
         }
@@ -133,7 +129,7 @@ bool cc_emit_module(const mlc_program *p, const cc_dialect *t, mlc_cstyle_module
   }
   m->source = src.s;
   m->source_len = src.n;
-  return true;
+  return NULL;
 }
 
 const char *mlc_cstyle_kernel_namer(void *ctx, const mlc_func *f, uint32_t node, uint64_t *out_work_items) {

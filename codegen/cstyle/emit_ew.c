@@ -86,7 +86,7 @@ static const char *const_lit(cc *c, const mlc_node *k) {
 bool cc_emit_ew(cc *c) {
   const mlc_node *n = c->n;
   int nin = n->nin;
-  if (nin < 1 || nin > MLC_EW_MAX_IN) return cc_fail(c, "%s is not an elementwise op", mlc_ops[n->op].name);
+  if (nin < 1 || nin > MLC_EW_MAX_IN) return cc_bug(c, "%s is not an elementwise op", mlc_ops[n->op].name);
   /* where's operands are its branches; its condition is bool */
   int in_dt = cc_in(c, n->op == MLC_OP_WHERE ? 1 : 0)->dtype, out_dt = n->type.dtype;
   const mlc_type *ot = &n->type;
@@ -146,7 +146,7 @@ bool cc_emit_ew(cc *c) {
     }
   }
   const char *y = cc_ew_expr(c, n->op, in_dt, out_dt, &n->a, x);
-  if (!y) return cc_fail(c, "%s is not an elementwise op", mlc_ops[n->op].name);
+  if (!y) return cc_bug(c, "%s is not an elementwise op", mlc_ops[n->op].name);
   if (vec) {
     cc_printf(c, "    mlc_x4<%s> r;\n#pragma unroll\n    for (int k = 0; k < 4; k++) %s\n", cc_stype(c, out_dt),
               cc_store(c, "r.v", out_dt, "k", y));

@@ -118,7 +118,7 @@ static const char *eval(cc *c, const mlc_fused_prog *pr, uint32_t from, const ch
 
 bool cc_fused_program(cc *c, mlc_fused_prog *pr) {
   char err[200];
-  if (!mlc_fused_program(c->f, c->n, pr, err, sizeof err)) return cc_fail(c, "%s", err);
+  if (!mlc_fused_program(c->f, c->n, pr, err, sizeof err)) return cc_bug(c, "%s", err);
   return true;
 }
 

@@ -187,7 +187,7 @@ bool cc_emit_layout(cc *c) {
     return true;
   }
   default:
-    return cc_fail(c, "%s is not a layout op", mlc_ops[n->op].name);
+    return cc_bug(c, "%s is not a layout op", mlc_ops[n->op].name);
   }
 }
 

@@ -326,7 +326,7 @@ bool cc_emit_adamw_multi(cc *c) {
   uint32_t np = (n->nin - 2) / 4;
   int dt = cc_in(c, 0)->dtype;
   for (uint32_t t = 0; t < np; t++)
-    if (cc_in(c, (int)(4 * t))->dtype != dt) return cc_fail(c, "adamw_multi over parameters of different dtypes");
+    if (cc_in(c, (int)(4 * t))->dtype != dt) return cc_bug(c, "adamw_multi over parameters of different dtypes");
   const char *T = cc_stype(c, dt);
   cc_printf(c, "MLC_FN void @K@_upd(float &p, float &m, float &v, float g, float step_size, float isb, float decay) {\n");
   cc_printf(c, "  const float pp = p * decay;\n");
@@ -385,6 +385,6 @@ bool cc_emit_misc(cc *c) {
   case MLC_OP_CROSS_ENTROPY: return emit_cross_entropy(c);
   case MLC_OP_CROSS_ENTROPY_GRAD: return emit_cross_entropy_grad(c);
   case MLC_OP_ADAMW: case MLC_OP_SGD: return emit_optim(c);
-  default: return cc_fail(c, "not a misc op");
+  default: return cc_bug(c, "not a misc op");
   }
 }

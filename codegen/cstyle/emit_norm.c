@@ -250,6 +250,6 @@ bool cc_emit_norm(cc *c) {
   case MLC_OP_LAYERNORM_GRAD_X: return emit_grad_x(c, true);
   case MLC_OP_RMSNORM_GRAD_W: return emit_grad_w(c, false);
   case MLC_OP_LAYERNORM_GRAD_W: return emit_grad_w(c, true);
-  default: return cc_fail(c, "not a norm op");
+  default: return cc_bug(c, "not a norm op");
   }
 }

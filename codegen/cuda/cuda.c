@@ -44,9 +44,7 @@ static const cc_dialect cuda = {
     .epilogue_st8 = true,
 };
 
-bool mlc_cuda_emit(const mlc_program *p, mlc_cuda_module *m, char *err, size_t errn) {
-  return cc_emit_module(p, &cuda, m, err, errn);
-}
+mlc_status mlc_cuda_emit(const mlc_program *p, mlc_cuda_module *m) { return cc_emit_module(p, &cuda, m); }
 
 bool mlc_cuda_supports_op(mlc_op op) { return cc_supports_op(&cuda, op); }
 

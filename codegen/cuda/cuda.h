@@ -13,13 +13,15 @@
 #include "codegen/cstyle/cstyle.h"
 #include "ir/ir.h"
 #include "runtime/cuda/kernel.h"
+#include "runtime/status.h"
 
 /* The module: the .cu text and its launch table (codegen/cstyle/cstyle.h). */
 typedef mlc_cstyle_module mlc_cuda_module;
 
 /* Emits the program (after memplan).  Everything lives in p's arena.
- * Returns false with a message in err when some node cannot be emitted. */
-bool mlc_cuda_emit(const mlc_program *p, mlc_cuda_module *out, char *err, size_t errn);
+ * NULL, or the status of the node that cannot be emitted (its message
+ * names the node; the codes are cc_emit_module's, codegen/cstyle/cc.h). */
+MLC_MUST_USE mlc_status mlc_cuda_emit(const mlc_program *p, mlc_cuda_module *out);
 
 /* Whether the emitters have a kernel for op (or it needs none): else
  * mlc_cuda_emit refuses it ("has no kernel for this op"). */

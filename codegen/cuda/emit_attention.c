@@ -258,7 +258,7 @@ static bool emit_fwd(cc *c) {
           scale);
     return true;
   }
-  if (save) return cc_fail(c, "attention_save of %s is not a tensor-core shape (passes/attnsave.c should not have made it)", T);
+  if (save) return cc_bug(c, "attention_save of %s is not a tensor-core shape (passes/attnsave.c should not have made it)", T);
   int64_t rows = BH * SQ;
   cc_begin(c, (uint64_t)(rows > 0 ? cc_ceil_div(rows, 4) : 1), 128, 0);
   cc_printf(c, "  mlc_attn_fwd_simt<%s, %lld, %lld, %lld, %lld, %lld, %d, 0>(in0, in1, in2, out, (const %s *)0, (float *)0, %s);\n",
@@ -300,7 +300,7 @@ static bool emit_grad(cc *c) {
   if (c->n->op == MLC_OP_ATTENTION_GRAD_SAVED) {
     /* scratch: dq's f32 accumulator [BH*S][D], then D [BH*S]; the saved
      * input holds the forward's output and then lse2 [BH*S] */
-    if (!tc) return cc_fail(c, "attention_grad_saved of %s is not a tensor-core shape", T);
+    if (!tc) return cc_bug(c, "attention_grad_saved of %s is not a tensor-core shape", T);
     const char *sv = packed ? "in2" : "in4";
     c->scratch = (uint64_t)(4 * N + 4 * BH * S);
     const char *dsum = cc_fmt(c, "(float *)(scratch + %lld)", (long long)(4 * N));
@@ -346,6 +346,6 @@ bool cc_emit_attention(cc *c) {
   switch (c->n->op) {
   case MLC_OP_ATTENTION: case MLC_OP_ATTENTION_SAVE: return emit_fwd(c);
   case MLC_OP_ATTENTION_GRAD: case MLC_OP_ATTENTION_GRAD_SAVED: return emit_grad(c);
-  default: return cc_fail(c, "cc_emit_attention: not an attention op");
+  default: return cc_bug(c, "cc_emit_attention: not an attention op");
   }
 }

@@ -119,6 +119,6 @@ bool cc_emit_attention_msl(cc *c) {
   switch (c->n->op) {
   case MLC_OP_ATTENTION: return emit_fwd(c);
   case MLC_OP_ATTENTION_GRAD: return emit_grad(c);
-  default: return cc_fail(c, "cc_emit_attention_msl: not an attention op");
+  default: return cc_bug(c, "cc_emit_attention_msl: not an attention op");
   }
 }

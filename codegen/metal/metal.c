@@ -61,8 +61,6 @@ static const cc_dialect msl = {
     .emit_attention = cc_emit_attention_msl,
 };
 
-bool mlc_metal_emit(const mlc_program *p, mlc_cstyle_module *m, char *err, size_t errn) {
-  return cc_emit_module(p, &msl, m, err, errn);
-}
+mlc_status mlc_metal_emit(const mlc_program *p, mlc_cstyle_module *m) { return cc_emit_module(p, &msl, m); }
 
 bool mlc_metal_supports_op(mlc_op op) { return cc_supports_op(&msl, op); }

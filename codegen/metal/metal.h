@@ -11,11 +11,12 @@
 
 #include "codegen/cstyle/cstyle.h"
 #include "ir/ir.h"
+#include "runtime/status.h"
 
 /* Emits the program (after memplan): MSL source (`source`) and the launch
- * table.  Everything lives in p's arena.  Returns false with a message in
- * err when some node cannot be emitted. */
-bool mlc_metal_emit(const mlc_program *p, mlc_cstyle_module *out, char *err, size_t errn);
+ * table.  Everything lives in p's arena.  NULL, or the status of the node
+ * that cannot be emitted (as mlc_cuda_emit's). */
+MLC_MUST_USE mlc_status mlc_metal_emit(const mlc_program *p, mlc_cstyle_module *out);
 
 /* Whether the emitters have a kernel for op (or it needs none): else
  * mlc_metal_emit refuses it ("has no kernel for this op"). */
