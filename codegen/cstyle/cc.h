@@ -139,12 +139,12 @@ struct cc_dialect {
 void cc_printf(cc *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Starts the next launch: prints the kernel function's header (the
- * dialect's kernel_begin) with the
- * node's parameter list (in0.., out, scratch) and `block` as its launch
- * bound, and records grid/block/smem.  The function's name is a placeholder
- * that the driver of the emitter replaces with the kernel's symbol and the
- * launch number, so identical kernels get identical text.  The body follows
- * with cc_printf; cc_end closes it. */
+ * dialect's kernel_begin) with the node's parameter list (in0.., out,
+ * scratch) and `block` as its launch bound, and records grid/block/smem.
+ * The function's name is a placeholder that the driver of the emitter
+ * (emit.c) replaces with the kernel's symbol and the launch number, so
+ * identical kernels get identical text.  The body follows with cc_printf;
+ * cc_end closes it. */
 void cc_begin(cc *c, uint64_t grid, uint32_t block, uint32_t smem);
 /* cc_begin with min_blocks resident blocks per multiprocessor in the launch
  * bound (CUDA: __launch_bounds__(block, min_blocks), which caps registers). */
