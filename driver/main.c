@@ -9,7 +9,7 @@
  *
  * Exit codes (also in --help and docs/cli.md):
  *   0 success, 1 error in the model (diagnostics printed), 2 usage error,
- *   3 internal error (a bug in mlc), 4 the target is not available in this build.
+ *   3 internal error (a bug in mlc), 4 not available (the target is not in this build, or what it needs is not on this machine).
  *
  * This file picks the command; each has a file of its own (driver/cli.h
  * lists them).

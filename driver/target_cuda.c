@@ -123,9 +123,7 @@ mlc_status mlc_cuda_build_program(mlc_program *p, mlc_cuda_build *b, bool compil
   memset(b, 0, sizeof *b);
   b->p = p;
   double t0 = mlc_now();
-  char err[512];
-  if (!mlc_cuda_emit(p, &b->mod, err, sizeof err))
-    return mlc_status_make(strstr(err, "internal error") ? MLC_INTERNAL : MLC_INVALID_ARGUMENT, "%s", err);
+  MLC_RETURN_IF_ERROR(mlc_cuda_emit(p, &b->mod));
   uint32_t steps = 0;
   for (uint32_t k = 0; k < p->nfuncs; k++)
     for (uint32_t i = 0; i < p->funcs[k].n; i++) steps += b->mod.kernel_of[k][i] != UINT32_MAX;

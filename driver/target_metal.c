@@ -35,16 +35,14 @@ mlc_status mlc_metal_build_program(mlc_program *p, mlc_metal_build *b, FILE *pro
   memset(b, 0, sizeof *b);
   b->p = p;
   double t0 = mlc_now();
-  char err[512];
-  if (!mlc_metal_emit(p, &b->mod, err, sizeof err))
-    return mlc_status_make(strstr(err, "internal error") ? MLC_INTERNAL : MLC_INVALID_ARGUMENT, "%s", err);
+  MLC_RETURN_IF_ERROR(mlc_metal_emit(p, &b->mod));
   uint32_t steps = 0;
   for (uint32_t k = 0; k < p->nfuncs; k++)
     for (uint32_t i = 0; i < p->funcs[k].n; i++) steps += b->mod.kernel_of[k][i] != UINT32_MAX;
   if (progress)
     fprintf(progress, "mlc: emitted MSL for %u steps: %u distinct kernels, %zu KiB of source, in %.2f s\n", steps,
             b->mod.nkernels, b->mod.source_len / 1024, mlc_now() - t0);
-  mlc_plan_encode_units(p, mlc_cuda_kernel_namer, &b->mod, mlc_plan_unit_16bit_matrix, &b->plan, &b->plan_bytes);
+  mlc_plan_encode_units(p, mlc_cstyle_kernel_namer, &b->mod, mlc_plan_unit_16bit_matrix, &b->plan, &b->plan_bytes);
   return NULL;
 }
 

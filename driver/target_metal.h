@@ -1,5 +1,5 @@
 /* The driver's side of the Metal target: emits the program as MSL through
- * the shared C-like emitter (codegen/cuda, cc_target_metal), encodes the
+ * the shared C-like emitter (codegen/cstyle, Metal's dialect), encodes the
  * plan, and writes the artifact: <name>.metal, and <name>.c embedding it
  * with the launch table.  On macOS, where `xcrun metal` exists, it also
  * builds <name>.metallib and embeds that. */
@@ -10,12 +10,12 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "codegen/cuda/cuda.h"
+#include "codegen/metal/metal.h"
 #include "driver/target.h"
 
 typedef struct {
   mlc_program *p;
-  mlc_cuda_module mod; /* source: the MSL */
+  mlc_cstyle_module mod; /* source: the MSL */
   uint8_t *plan;
   size_t plan_bytes;
 } mlc_metal_build;

@@ -53,7 +53,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "codegen/cuda/cc.h"
+#include "codegen/cuda/cuda_cc.h"
 
 /* The device code (cc_attention_prelude) is codegen/cuda/attention.cuh, embedded at build time. */
 
@@ -226,7 +226,7 @@ static bool emit_fwd(cc *c) {
   double scale = c->n->a.f;
   if (c->n->op == MLC_OP_ATTENTION_SAVE && c->n->nin == 1) { /* packed qkv [b, s, 3h, d] */
     const mlc_type *xt = cc_in(c, 0);
-    const char *T = cc_stype(xt->dtype);
+    const char *T = cc_stype(c, xt->dtype);
     int64_t H = xt->dim[2] / 3, BH = xt->dim[0] * H, S = xt->dim[1], D = xt->dim[3];
     int x = f32_x(c, xt->dtype, D, D, true);
     if (BH * S > INT32_MAX / 4 || S < 1 || D % (x ? 8 : 16) || D > 128 || !(is16(xt->dtype) || x))
@@ -237,7 +237,7 @@ static bool emit_fwd(cc *c) {
     return true;
   }
   const mlc_type *qt = cc_in(c, 0), *kt = cc_in(c, 1), *vt = cc_in(c, 2);
-  const char *T = cc_stype(qt->dtype);
+  const char *T = cc_stype(c, qt->dtype);
   int64_t BH = qt->dim[0] * qt->dim[1], SQ = qt->dim[2], SK = kt->dim[2], D = qt->dim[3], DV = vt->dim[3];
   if (BH * SQ > INT32_MAX / 4 || BH * SK > INT32_MAX / 4 || SK < 1)
     return cc_fail(c, "attention of q %lld x %lld rows and %lld keys is out of range for the CUDA kernel",
@@ -258,7 +258,7 @@ static bool emit_fwd(cc *c) {
           scale);
     return true;
   }
-  if (save) return cc_fail(c, "attention_save of %s is not a tensor-core shape (passes/attnsave.c should not have made it)", T);
+  if (save) return cc_bug(c, "attention_save of %s is not a tensor-core shape (passes/attnsave.c should not have made it)", T);
   int64_t rows = BH * SQ;
   cc_begin(c, (uint64_t)(rows > 0 ? cc_ceil_div(rows, 4) : 1), 128, 0);
   cc_printf(c, "  mlc_attn_fwd_simt<%s, %lld, %lld, %lld, %lld, %lld, %d, 0>(in0, in1, in2, out, (const %s *)0, (float *)0, %s);\n",
@@ -270,7 +270,7 @@ static bool emit_fwd(cc *c) {
 static bool emit_grad(cc *c) {
   bool packed = c->n->op == MLC_OP_ATTENTION_GRAD_SAVED && c->n->nin == 3; /* g [b, s, h, d], qkv [b, s, 3h, d], saved */
   const mlc_type *gt = cc_in(c, 0);
-  const char *T = cc_stype(gt->dtype);
+  const char *T = cc_stype(c, gt->dtype);
   int64_t H = packed ? gt->dim[2] : 0, BH = gt->dim[0] * (packed ? gt->dim[2] : gt->dim[1]),
           S = packed ? gt->dim[1] : gt->dim[2], D = gt->dim[3], N = BH * S * D;
   int causal = c->n->a.causal != 0;
@@ -300,7 +300,7 @@ static bool emit_grad(cc *c) {
   if (c->n->op == MLC_OP_ATTENTION_GRAD_SAVED) {
     /* scratch: dq's f32 accumulator [BH*S][D], then D [BH*S]; the saved
      * input holds the forward's output and then lse2 [BH*S] */
-    if (!tc) return cc_fail(c, "attention_grad_saved of %s is not a tensor-core shape", T);
+    if (!tc) return cc_bug(c, "attention_grad_saved of %s is not a tensor-core shape", T);
     const char *sv = packed ? "in2" : "in4";
     c->scratch = (uint64_t)(4 * N + 4 * BH * S);
     const char *dsum = cc_fmt(c, "(float *)(scratch + %lld)", (long long)(4 * N));
@@ -346,6 +346,6 @@ bool cc_emit_attention(cc *c) {
   switch (c->n->op) {
   case MLC_OP_ATTENTION: case MLC_OP_ATTENTION_SAVE: return emit_fwd(c);
   case MLC_OP_ATTENTION_GRAD: case MLC_OP_ATTENTION_GRAD_SAVED: return emit_grad(c);
-  default: return cc_fail(c, "cc_emit_attention: not an attention op");
+  default: return cc_bug(c, "cc_emit_attention: not an attention op");
   }
 }

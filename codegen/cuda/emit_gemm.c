@@ -59,7 +59,7 @@
  * relies on the runtime raising cudaFuncAttributeMaxDynamicSharedMemorySize
  * to the launch's smem.
  */
-#include "codegen/cuda/cc.h"
+#include "codegen/cuda/cuda_cc.h"
 
 #include <string.h>
 
@@ -255,7 +255,7 @@ static void gemm_emit_one(cc *c, const gemm_desc *d, const gemm_cfg *g, const ml
     int64_t tiles = tmn * tnn;
     cc_begin(c, (uint64_t)(tiles < GEMM_SMS ? tiles : GEMM_SMS), 384, (uint32_t)gemm_smem(d, g));
     cc_printf(c, "  extern __shared__ __align__(16) unsigned char mlc_gemm_sm[];\n");
-    cc_printf(c, "  typedef mlc_gemm_pp<%s, %d, %s, %s, %lldLL, %lldLL, %lldLL, %d> G;\n", cc_stype(d->dt), g->st,
+    cc_printf(c, "  typedef mlc_gemm_pp<%s, %d, %s, %s, %lldLL, %lldLL, %lldLL, %d> G;\n", cc_stype(c, d->dt), g->st,
               d->a_km ? "true" : "false", d->b_nk ? "true" : "false", (long long)d->M, (long long)d->N, (long long)d->K,
               GEMM_GROUP);
     if (pr) {
@@ -274,7 +274,7 @@ static void gemm_emit_one(cc *c, const gemm_desc *d, const gemm_cfg *g, const ml
     g = &wgc;
   }
   cc_begin_min(c, (uint64_t)(batch * tmn * tnn), threads, (uint32_t)gemm_smem(d, g), g->occ > 1 ? (uint32_t)g->occ : 1);
-  const char *T = cc_stype(d->dt);
+  const char *T = cc_stype(c, d->dt);
   cc_printf(c, "  extern __shared__ __align__(16) unsigned char mlc_gemm_sm[];\n");
   if (g->x && g->wg)
     cc_printf(c, "  typedef mlc_gemm_wgx<%d, %s, %s, %lldLL, %lldLL, %lldLL> G;\n", g->x, d->a_km ? "true" : "false",

@@ -22,7 +22,7 @@
  */
 #include <stdint.h>
 
-#include "codegen/cuda/cc.h"
+#include "codegen/metal/metal_cc.h"
 
 #define ATTN_SMEM 32768 /* bytes of threadgroup memory every Metal GPU has */
 
@@ -60,7 +60,7 @@ static const char *const TAIL = "mlc_smem, blockIdx.x, threadIdx.x, simd_id, sim
 
 static bool emit_fwd(cc *c) {
   const mlc_type *qt = cc_in(c, 0), *kt = cc_in(c, 1), *vt = cc_in(c, 2);
-  const char *T = cc_stype(qt->dtype);
+  const char *T = cc_stype(c, qt->dtype);
   int64_t BH = qt->dim[0] * qt->dim[1], SQ = qt->dim[2], SK = kt->dim[2], D = qt->dim[3], DV = vt->dim[3];
   int causal = c->n->a.causal != 0;
   if (BH * SQ > INT32_MAX / 2 || BH * SK > INT32_MAX / 2 || SK < 1 || D < 1 || DV < 1)
@@ -83,7 +83,7 @@ static bool emit_fwd(cc *c) {
 
 static bool emit_grad(cc *c) {
   const mlc_type *gt = cc_in(c, 0);
-  const char *T = cc_stype(gt->dtype);
+  const char *T = cc_stype(c, gt->dtype);
   int64_t BH = gt->dim[0] * gt->dim[1], S = gt->dim[2], D = gt->dim[3];
   int causal = c->n->a.causal != 0;
   if (BH * S > INT32_MAX / 2 || D < 1)
@@ -119,6 +119,6 @@ bool cc_emit_attention_msl(cc *c) {
   switch (c->n->op) {
   case MLC_OP_ATTENTION: return emit_fwd(c);
   case MLC_OP_ATTENTION_GRAD: return emit_grad(c);
-  default: return cc_fail(c, "cc_emit_attention_msl: not an attention op");
+  default: return cc_bug(c, "cc_emit_attention_msl: not an attention op");
   }
 }

@@ -29,7 +29,7 @@
  */
 #include <string.h>
 
-#include "codegen/cuda/cc.h"
+#include "codegen/metal/metal_cc.h"
 
 #define GEMM_TGS 32 /* threadgroups that keep an Apple GPU busy; only steers the tile choice */
 
@@ -81,9 +81,9 @@ static void gemm_emit_cfg(cc *c, const gemm_desc *d, const gemm_cfg *g, const ml
   }
   cc_printf(c, "  int tm = (int)(t / %lldu), tn = (int)(t %% %lldu);\n", (long long)tnn, (long long)tnn);
   const char *e = pr ? cc_fmt(c, "@K@_epi%s", cc_fused_epilogue_init(c, oc))
-                     : cc_fmt(c, "mlc_gemm_msl_out<%s>{out + %s}", cc_stype(d->dt), oc);
+                     : cc_fmt(c, "mlc_gemm_msl_out<%s>{out + %s}", cc_stype(c, d->dt), oc);
   cc_printf(c, "  mlc_gemm_msl<%s, %d, %d, %d, %d, %d, %s, %s, %lldL, %lldL, %lldL>(in0 + %s, in1 + %s, %s, tm, tn, mlc_smem, threadIdx.x, simd_id);\n",
-            cc_stype(d->dt), g->bm, g->bn, g->bk, g->wm, g->wn, d->a_km ? "true" : "false",
+            cc_stype(c, d->dt), g->bm, g->bn, g->bk, g->wm, g->wn, d->a_km ? "true" : "false",
             d->b_nk ? "true" : "false", (long long)d->M, (long long)d->N, (long long)d->K, oa, ob, e);
   cc_end(c);
 }

@@ -14,7 +14,7 @@
  * dimension is a multiple of 4; CONST operands are folded into the code as
  * literals.
  */
-#include "codegen/cuda/cc.h"
+#include "codegen/cstyle/cc.h"
 
 #include <string.h>
 
@@ -48,7 +48,7 @@ const char *cc_ew_expr(cc *c, int op, int in_dt, int out_dt, const mlc_attrs *a,
   /* Integer division truncates and gives 0 for a zero divisor, as the CPU target. */
   case MLC_OP_DIV:
     return fl ? cc_fmt(c, "(%s / %s)", x[0], x[1])
-              : cc_fmt(c, "(%s == 0 ? (%s)0 : %s / %s)", x[1], cc_ctype(in_dt), x[0], x[1]);
+              : cc_fmt(c, "(%s == 0 ? (%s)0 : %s / %s)", x[1], cc_ctype(c, in_dt), x[0], x[1]);
   case MLC_OP_NEG: return cc_fmt(c, "(-%s)", x[0]);
   case MLC_OP_EXP: return cc_fmt(c, "expf(%s)", x[0]);
   case MLC_OP_LOG: return cc_fmt(c, "logf(%s)", x[0]);
@@ -57,13 +57,13 @@ const char *cc_ew_expr(cc *c, int op, int in_dt, int out_dt, const mlc_attrs *a,
   case MLC_OP_TANH: return cc_fmt(c, "tanhf(%s)", x[0]);
   case MLC_OP_SIGMOID: return cc_fmt(c, "mlc_sigmoid(%s)", x[0]);
   /* x < 0 ? 0 : x lets NaN through, as torch.relu does. */
-  case MLC_OP_RELU: return cc_fmt(c, "(%s < 0 ? (%s)0 : %s)", x[0], cc_ctype(in_dt), x[0]);
+  case MLC_OP_RELU: return cc_fmt(c, "(%s < 0 ? (%s)0 : %s)", x[0], cc_ctype(c, in_dt), x[0]);
   case MLC_OP_SILU: return cc_fmt(c, "(%s / (1.f + expf(-%s)))", x[0], x[0]);
   case MLC_OP_GELU: return cc_fmt(c, "(0.5f * %s * (1.f + erff(%s * 0.707106781f)))", x[0], x[0]);
   case MLC_OP_BROADCAST: return x[0];
   case MLC_OP_CAST:
     if (out_dt == MLC_DT_BOOL) return cc_fmt(c, "(%s != 0)", x[0]);
-    return cc_fmt(c, "(%s)(%s)", cc_ctype(out_dt), x[0]);
+    return cc_fmt(c, "(%s)(%s)", cc_ctype(c, out_dt), x[0]);
   /* threshold_backward: x <= 0 ? 0 : g. */
   case MLC_OP_RELU_GRAD: return cc_fmt(c, "(%s <= 0.f ? 0.f : %s)", x[1], x[0]);
   /* silu_backward: g * s * (1 + x (1 - s)), s = sigmoid(x). */
@@ -79,14 +79,14 @@ const char *cc_ew_expr(cc *c, int op, int in_dt, int out_dt, const mlc_attrs *a,
 /* A CONST operand's value as a literal of its compute type. */
 static const char *const_lit(cc *c, const mlc_node *k) {
   if (mlc_dtype_is_float((mlc_dtype)k->type.dtype)) return cc_flit(c, k->a.f);
-  if (k->type.dtype == MLC_DT_I64) return cc_fmt(c, "%lldll", (long long)k->a.f);
+  if (k->type.dtype == MLC_DT_I64) return cc_fmt(c, "%lld$ll", (long long)k->a.f);
   return cc_fmt(c, "%lld", (long long)k->a.f);
 }
 
 bool cc_emit_ew(cc *c) {
   const mlc_node *n = c->n;
   int nin = n->nin;
-  if (nin < 1 || nin > MLC_EW_MAX_IN) return cc_fail(c, "%s is not an elementwise op", mlc_ops[n->op].name);
+  if (nin < 1 || nin > MLC_EW_MAX_IN) return cc_bug(c, "%s is not an elementwise op", mlc_ops[n->op].name);
   /* where's operands are its branches; its condition is bool */
   int in_dt = cc_in(c, n->op == MLC_OP_WHERE ? 1 : 0)->dtype, out_dt = n->type.dtype;
   const mlc_type *ot = &n->type;
@@ -105,9 +105,9 @@ bool cc_emit_ew(cc *c) {
   int64_t blocks = cc_ceil_div(units, THREADS);
   if (blocks > MAX_BLOCKS) blocks = MAX_BLOCKS;
   cc_begin(c, (uint64_t)blocks, THREADS, 0);
-  cc_printf(c, "  for (long long q = (long long)blockIdx.x * %d + threadIdx.x; q < %lldll; q += %lldll) {\n", THREADS,
+  cc_printf(c, "  for ($i64 q = ($i64)$bid * %d + $tid; q < %lld$ll; q += %lld$ll) {\n", THREADS,
             (long long)units, (long long)blocks * THREADS);
-  cc_printf(c, "    long long i = q * %d;\n", V);
+  cc_printf(c, "    $i64 i = q * %d;\n", V);
   const char *x[MLC_EW_MAX_IN];
   for (int o = 1; o <= nin; o++) {
     if (cnst[o]) {
@@ -118,7 +118,7 @@ bool cc_emit_ew(cc *c) {
      * dimensions, each coordinate times the operand's stride. */
     bool same = true;
     for (int k = 0; k < r; k++) same &= st[o][k] == st[0][k];
-    cc_printf(c, "    long long o%d = ", o);
+    cc_printf(c, "    $i64 o%d = ", o);
     if (same) {
       cc_printf(c, "i;\n");
     } else {
@@ -126,7 +126,7 @@ bool cc_emit_ew(cc *c) {
       int64_t below = 1;
       for (int k = r - 1; k >= 0; k--) {
         if (st[o][k]) {
-          cc_printf(c, "%s(i / %lldll %% %lldll) * %lldll", any ? " + " : "", (long long)below, (long long)dims[k],
+          cc_printf(c, "%s(i / %lld$ll %% %lld$ll) * %lld$ll", any ? " + " : "", (long long)below, (long long)dims[k],
                     (long long)st[o][k]);
           any = true;
         }
@@ -137,20 +137,20 @@ bool cc_emit_ew(cc *c) {
     const mlc_type *it = cc_in(c, o - 1);
     const char *in = cc_fmt(c, "in%d", o - 1);
     if (vec && st[o][r - 1] == 1) {
-      cc_printf(c, "    mlc_x4<%s> v%d = *(const %smlc_x4<%s> *)(%s + o%d);\n", cc_stype(it->dtype), o, c->t->dev,
-                cc_stype(it->dtype), in, o);
+      cc_printf(c, "    mlc_x4<%s> v%d = *(const %smlc_x4<%s> *)(%s + o%d);\n", cc_stype(c, it->dtype), o, c->t->dev,
+                cc_stype(c, it->dtype), in, o);
       x[o - 1] = cc_load(c, cc_fmt(c, "v%d.v", o), it->dtype, "k");
     } else {
-      cc_printf(c, "    %s x%d = %s;\n", cc_ctype(it->dtype), o, cc_load(c, in, it->dtype, cc_fmt(c, "o%d", o)));
+      cc_printf(c, "    %s x%d = %s;\n", cc_ctype(c, it->dtype), o, cc_load(c, in, it->dtype, cc_fmt(c, "o%d", o)));
       x[o - 1] = cc_fmt(c, "x%d", o);
     }
   }
   const char *y = cc_ew_expr(c, n->op, in_dt, out_dt, &n->a, x);
-  if (!y) return cc_fail(c, "%s is not an elementwise op", mlc_ops[n->op].name);
+  if (!y) return cc_bug(c, "%s is not an elementwise op", mlc_ops[n->op].name);
   if (vec) {
-    cc_printf(c, "    mlc_x4<%s> r;\n#pragma unroll\n    for (int k = 0; k < 4; k++) %s\n", cc_stype(out_dt),
+    cc_printf(c, "    mlc_x4<%s> r;\n#pragma unroll\n    for (int k = 0; k < 4; k++) %s\n", cc_stype(c, out_dt),
               cc_store(c, "r.v", out_dt, "k", y));
-    cc_printf(c, "    *(%smlc_x4<%s> *)(out + i) = r;\n  }\n", c->t->dev, cc_stype(out_dt));
+    cc_printf(c, "    *(%smlc_x4<%s> *)(out + i) = r;\n  }\n", c->t->dev, cc_stype(c, out_dt));
   } else {
     cc_printf(c, "    %s\n  }\n", cc_store(c, "out", out_dt, "i", y));
   }
@@ -163,8 +163,8 @@ bool cc_emit_arange(cc *c) {
   int64_t total = mlc_type_numel(&c->n->type), blocks = cc_ceil_div(total, THREADS);
   if (blocks > MAX_BLOCKS) blocks = MAX_BLOCKS;
   cc_begin(c, (uint64_t)blocks, THREADS, 0);
-  cc_printf(c, "  for (long long i = (long long)blockIdx.x * %d + threadIdx.x; i < %lldll; i += %lldll) out[i] = (%s)i;\n",
-            THREADS, (long long)total, (long long)blocks * THREADS, cc_stype(c->n->type.dtype));
+  cc_printf(c, "  for ($i64 i = ($i64)$bid * %d + $tid; i < %lld$ll; i += %lld$ll) out[i] = (%s)i;\n",
+            THREADS, (long long)total, (long long)blocks * THREADS, cc_stype(c, c->n->type.dtype));
   cc_end(c);
   return true;
 }

@@ -4,7 +4,7 @@
  * elements, an argument the runtime passes after scratch; the grid is sized
  * for the nominal rows (one rank), and the blocks past a smaller shard find
  * nothing to do. */
-#include "codegen/cuda/cc.h"
+#include "codegen/cstyle/cc.h"
 
 #define THREADS 256
 #define VEC 4 /* MLC_SHARD_ROW is a multiple of it */
@@ -14,8 +14,8 @@ bool cc_emit_shard_cast(cc *c) {
   int64_t rows = in->dim[0];
   int64_t blocks = cc_ceil_div(rows * MLC_SHARD_ROW / VEC, THREADS);
   cc_begin(c, (uint64_t)(blocks > 4096 ? 4096 : blocks), THREADS, 0);
-  cc_printf(c, "  const long long n = (long long)rows * %d;\n", MLC_SHARD_ROW / VEC);
-  cc_printf(c, "  for (long long e = (long long)blockIdx.x * %d + threadIdx.x; e < n; e += (long long)gridDim.x * %d) {\n",
+  cc_printf(c, "  const $i64 n = ($i64)rows * %d;\n", MLC_SHARD_ROW / VEC);
+  cc_printf(c, "  for ($i64 e = ($i64)$bid * %d + $tid; e < n; e += ($i64)$gdim * %d) {\n",
             THREADS, THREADS);
   cc_printf(c, "    float v[%d];\n", VEC);
   cc_vec_load(c, VEC, in->dtype, "v", "0", "in0", cc_fmt(c, "e * %d", VEC));

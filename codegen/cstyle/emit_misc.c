@@ -36,7 +36,7 @@
  * output is left alone.  Formulas as torch.optim (see emit_optim.c); the
  * bias corrections are computed in f64 by every thread from the step.
  */
-#include "codegen/cuda/cc.h"
+#include "codegen/cstyle/cc.h"
 
 #define THREADS 256
 #define MAX_BLOCKS 4096 /* grid-stride kernels */
@@ -51,18 +51,18 @@ static const char *red(cc *c, const cc_rowplan *rp, const char *op, const char *
 }
 
 /* Index type and grid of a grid-stride loop over n items. */
-static const char *gs_type(int64_t n) { return n > 0xffffffffll ? "long long" : "unsigned"; }
+static const char *gs_type(const cc *c, int64_t n) { return n > 0xffffffffll ? c->t->i64 : "unsigned"; }
 static int64_t gs_grid(int64_t n) {
   int64_t g = cc_ceil_div(n, THREADS);
   return g > MAX_BLOCKS ? MAX_BLOCKS : g < 1 ? 1 : g;
 }
 static void gs_begin(cc *c, const char *var, int64_t n) {
-  const char *IT = gs_type(n);
+  const char *IT = gs_type(c, n);
   /* On a shard (AdamW's update of one), the rank's rows bound it: n counts
    * the items of the nominal [R, 4096], so a row holds n / R of them. */
   const char *bound = c->sharded ? cc_fmt(c, "(%s)(rows * %lldull)", IT, (long long)(n * MLC_SHARD_ROW / mlc_type_numel(cc_in(c, 0))))
-                                 : cc_fmt(c, "(%s)%lldll", IT, (long long)n);
-  cc_printf(c, "  for (%s %s = (%s)blockIdx.x * %d + threadIdx.x; %s < %s; %s += (%s)gridDim.x * %d) {\n", IT, var, IT,
+                                 : cc_fmt(c, "(%s)%lld$ll", IT, (long long)n);
+  cc_printf(c, "  for (%s %s = (%s)$bid * %d + $tid; %s < %s; %s += (%s)$gdim * %d) {\n", IT, var, IT,
             THREADS, var, bound, var, IT, THREADS);
 }
 
@@ -80,10 +80,10 @@ static bool emit_embedding(cc *c) {
   cc_printf(c, "  const %s%s *w = (const %s%s *)in0;\n  %s%s *o = (%s%s *)out;\n", c->t->dev, VT, c->t->dev, VT, c->t->dev, VT,
             c->t->dev, VT);
   gs_begin(c, "e", total);
-  cc_printf(c, "    const %s t = e / %lldu, v = e %% %lldu;\n", gs_type(total), (long long)nv, (long long)nv);
-  cc_printf(c, "    const long long k = (long long)in1[t];\n    %s u = {};\n", VT);
-  cc_printf(c, "    if ((unsigned long long)k < %lldull) u = w[k * %lldll + v];\n", (long long)V, (long long)nv);
-  cc_printf(c, "    o[(long long)t * %lldll + v] = u;\n  }\n", (long long)nv);
+  cc_printf(c, "    const %s t = e / %lldu, v = e %% %lldu;\n", gs_type(c, total), (long long)nv, (long long)nv);
+  cc_printf(c, "    const $i64 k = ($i64)in1[t];\n    %s u = {};\n", VT);
+  cc_printf(c, "    if ((unsigned $i64)k < %lldull) u = w[k * %lld$ll + v];\n", (long long)V, (long long)nv);
+  cc_printf(c, "    o[($i64)t * %lld$ll + v] = u;\n  }\n", (long long)nv);
   cc_end(c);
   return true;
 }
@@ -104,50 +104,50 @@ static bool emit_embedding_grad(cc *c) {
 
   cc_begin(c, (uint64_t)gs_grid(V), THREADS, 0);
   gs_begin(c, "k", V);
-  cc_printf(c, "    ((%sint *)scratch)[k] = 0x7fffffff;\n    ((%sint *)scratch)[%lldll + k] = -1;\n  }\n", c->t->dev, c->t->dev,
+  cc_printf(c, "    ((%sint *)scratch)[k] = 0x7fffffff;\n    ((%sint *)scratch)[%lld$ll + k] = -1;\n  }\n", c->t->dev, c->t->dev,
             (long long)V);
   cc_end(c);
 
   cc_begin(c, (uint64_t)gs_grid(N > 0 ? N : 1), THREADS, 0);
   gs_begin(c, "t", N > 0 ? N : 1);
   if (N > 0) {
-    cc_printf(c, "    const long long k = (long long)in1[t];\n");
-    cc_printf(c, "    if (k >= 0 && k < %lldll) { atomicMin((%sint *)scratch + k, (int)t); atomicMax((%sint *)scratch + %lldll + k, (int)t); }\n",
+    cc_printf(c, "    const $i64 k = ($i64)in1[t];\n");
+    cc_printf(c, "    if (k >= 0 && k < %lld$ll) { atomicMin((%sint *)scratch + k, (int)t); atomicMax((%sint *)scratch + %lld$ll + k, (int)t); }\n",
               (long long)V, c->t->dev, c->t->dev, (long long)V);
   }
   cc_printf(c, "  }\n");
   cc_end(c);
 
   cc_begin(c, (uint64_t)(V * nch), THREADS, 0);
-  cc_printf(c, "  const long long k = blockIdx.x / %lld;\n  const int ch = blockIdx.x %% %lld;\n", (long long)nch, (long long)nch);
-  cc_printf(c, "  const int h = ((const %sint *)scratch)[k], last = ((const %sint *)scratch)[%lldll + k];\n", c->t->dev, c->t->dev,
+  cc_printf(c, "  const $i64 k = $bid / %lld;\n  const int ch = $bid %% %lld;\n", (long long)nch, (long long)nch);
+  cc_printf(c, "  const int h = ((const %sint *)scratch)[k], last = ((const %sint *)scratch)[%lld$ll + k];\n", c->t->dev, c->t->dev,
             (long long)V);
   cc_printf(c, "  float acc[%lld];\n#pragma unroll\n  for (int i = 0; i < %lld; i++) acc[i] = 0.f;\n", (long long)(nit * vec),
             (long long)(nit * vec));
   cc_printf(c, "  if (h != 0x7fffffff) {\n");
-  cc_printf(c, "    __shared__ int list[%d];\n    __shared__ int wc[%d];\n", THREADS, THREADS / 32);
-  cc_printf(c, "    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;\n");
+  cc_printf(c, "    $shared int list[%d];\n    $shared int wc[%d];\n", THREADS, THREADS / 32);
+  cc_printf(c, "    const int lane = $tid & 31, w = $tid >> 5;\n");
   cc_printf(c, "    for (int t0 = h; t0 <= last; t0 += %d) {\n", THREADS);
-  cc_printf(c, "      const int t = t0 + threadIdx.x;\n");
-  cc_printf(c, "      const bool m = t < %lld && (long long)in1[t] == k;\n", (long long)N);
+  cc_printf(c, "      const int t = t0 + $tid;\n");
+  cc_printf(c, "      const bool m = t < %lld && ($i64)in1[t] == k;\n", (long long)N);
   cc_printf(c, "      const unsigned b = __ballot_sync(0xffffffffu, m);\n");
-  cc_printf(c, "      if (lane == 0) wc[w] = __popc(b);\n      __syncthreads();\n");
+  cc_printf(c, "      if (lane == 0) wc[w] = __popc(b);\n      $barrier;\n");
   cc_printf(c, "      int off = 0, tot = 0;\n#pragma unroll\n      for (int j = 0; j < %d; j++) { off += j < w ? wc[j] : 0; tot += wc[j]; }\n",
             THREADS / 32);
-  cc_printf(c, "      if (m) list[off + __popc(b & ((1u << lane) - 1u))] = t;\n      __syncthreads();\n");
-  cc_printf(c, "      for (int j = 0; j < tot; j++) {\n        const long long tt = list[j];\n");
+  cc_printf(c, "      if (m) list[off + __popc(b & ((1u << lane) - 1u))] = t;\n      $barrier;\n");
+  cc_printf(c, "      for (int j = 0; j < tot; j++) {\n        const $i64 tt = list[j];\n");
   cc_printf(c, "#pragma unroll\n        for (int it = 0; it < %lld; it++) {\n", (long long)nit);
-  cc_printf(c, "          const long long v = (long long)ch * %lld + it * %d + threadIdx.x;\n", (long long)(nit * THREADS), THREADS);
-  cc_printf(c, "          if (v < %lldll) {\n      float ga[%d];\n", (long long)nv, vec);
-  cc_vec_load(c, vec, dt, "ga", "0", "in0", cc_fmt(c, "tt * %lldll + v * %d", (long long)D, vec));
+  cc_printf(c, "          const $i64 v = ($i64)ch * %lld + it * %d + $tid;\n", (long long)(nit * THREADS), THREADS);
+  cc_printf(c, "          if (v < %lld$ll) {\n      float ga[%d];\n", (long long)nv, vec);
+  cc_vec_load(c, vec, dt, "ga", "0", "in0", cc_fmt(c, "tt * %lld$ll + v * %d", (long long)D, vec));
   cc_printf(c, "#pragma unroll\n            for (int q = 0; q < %d; q++) acc[it * %d + q] += ga[q];\n          }\n        }\n      }\n",
             vec, vec);
-  cc_printf(c, "      __syncthreads();\n    }\n  }\n");
+  cc_printf(c, "      $barrier;\n    }\n  }\n");
   cc_printf(c, "#pragma unroll\n  for (int it = 0; it < %lld; it++) {\n", (long long)nit);
-  cc_printf(c, "    const long long v = (long long)ch * %lld + it * %d + threadIdx.x;\n", (long long)(nit * THREADS), THREADS);
-  cc_printf(c, "    if (v < %lldll) {\n      float o[%d];\n#pragma unroll\n      for (int q = 0; q < %d; q++) o[q] = acc[it * %d + q];\n",
+  cc_printf(c, "    const $i64 v = ($i64)ch * %lld + it * %d + $tid;\n", (long long)(nit * THREADS), THREADS);
+  cc_printf(c, "    if (v < %lld$ll) {\n      float o[%d];\n#pragma unroll\n      for (int q = 0; q < %d; q++) o[q] = acc[it * %d + q];\n",
             (long long)nv, vec, vec, vec);
-  cc_vec_store(c, vec, dt, "out", cc_fmt(c, "k * %lldll + v * %d", (long long)D, vec), "o");
+  cc_vec_store(c, vec, dt, "out", cc_fmt(c, "k * %lld$ll + v * %d", (long long)D, vec), "o");
   cc_printf(c, "    }\n  }\n");
   cc_end(c);
   return true;
@@ -185,26 +185,26 @@ static bool emit_cross_entropy(cc *c) {
 
   cc_begin(c, (uint64_t)grid, THREADS, 0);
   cc_row_head(c, &rp);
-  cc_printf(c, "  const %s%s *xr = in0 + row * %lldll;\n", c->t->dev, cc_stype(dt), (long long)C);
+  cc_printf(c, "  const %s%s *xr = in0 + row * %lld$ll;\n", c->t->dev, cc_stype(c, dt), (long long)C);
   online_lse(c, &rp, dt);
-  cc_printf(c, "  if (lane == 0) {\n    const long long t = (long long)in1[row];\n");
-  cc_printf(c, "    const bool ok = t >= 0 && t < %lldll;\n", (long long)C);
+  cc_printf(c, "  if (lane == 0) {\n    const $i64 t = ($i64)in1[row];\n");
+  cc_printf(c, "    const bool ok = t >= 0 && t < %lld$ll;\n", (long long)C);
   cc_printf(c, "    ((%sfloat *)scratch)[row] = ok ? (M + logf(S)) - to_f32(xr[t]) : 0.f;\n", c->t->dev);
-  cc_printf(c, "    ((%sint *)scratch)[%lldll + row] = ok;\n  }\n", c->t->dev, (long long)R);
+  cc_printf(c, "    ((%sint *)scratch)[%lld$ll + row] = ok;\n  }\n", c->t->dev, (long long)R);
   cc_end(c);
 
   cc_begin(c, 1, THREADS, 0);
-  cc_printf(c, "  const %sfloat *loss = (const %sfloat *)scratch;\n  const %sint *ok = (const %sint *)scratch + %lldll;\n", c->t->dev,
+  cc_printf(c, "  const %sfloat *loss = (const %sfloat *)scratch;\n  const %sint *ok = (const %sint *)scratch + %lld$ll;\n", c->t->dev,
             c->t->dev, c->t->dev, c->t->dev, (long long)R);
-  cc_printf(c, "  double s = 0.0;\n  long long n = 0;\n");
-  cc_printf(c, "  for (long long r = threadIdx.x; r < %lldll; r += %d) if (ok[r]) { s += (double)loss[r]; n++; }\n", (long long)R,
+  cc_printf(c, "  $f64 s = 0.0;\n  $i64 n = 0;\n");
+  cc_printf(c, "  for ($i64 r = $tid; r < %lld$ll; r += %d) if (ok[r]) { s += ($f64)loss[r]; n++; }\n", (long long)R,
             THREADS);
-  cc_printf(c, "  __shared__ double ss[%d];\n  __shared__ long long sn[%d];\n", THREADS, THREADS);
-  cc_printf(c, "  ss[threadIdx.x] = s; sn[threadIdx.x] = n;\n  __syncthreads();\n");
+  cc_printf(c, "  $shared $f64 ss[%d];\n  $shared $i64 sn[%d];\n", THREADS, THREADS);
+  cc_printf(c, "  ss[$tid] = s; sn[$tid] = n;\n  $barrier;\n");
   cc_printf(c, "  for (int o = %d; o > 0; o >>= 1) {\n", THREADS / 2);
-  cc_printf(c, "    if ((int)threadIdx.x < o) { ss[threadIdx.x] += ss[threadIdx.x + o]; sn[threadIdx.x] += sn[threadIdx.x + o]; }\n");
-  cc_printf(c, "    __syncthreads();\n  }\n");
-  cc_printf(c, "  if (threadIdx.x == 0) out[0] = (float)(ss[0] / (double)sn[0]);\n");
+  cc_printf(c, "    if ((int)$tid < o) { ss[$tid] += ss[$tid + o]; sn[$tid] += sn[$tid + o]; }\n");
+  cc_printf(c, "    $barrier;\n  }\n");
+  cc_printf(c, "  if ($tid == 0) out[0] = (float)(ss[0] / ($f64)sn[0]);\n");
   cc_end(c);
   return true;
 }
@@ -223,28 +223,28 @@ static bool emit_cross_entropy_grad(cc *c) {
   c->scratch = 8;
 
   cc_begin(c, 1, THREADS, 0);
-  cc_printf(c, "  long long n = 0;\n");
-  cc_printf(c, "  for (long long r = threadIdx.x; r < %lldll; r += %d) { const long long t = (long long)in2[r]; n += t >= 0 && t < %lldll; }\n",
+  cc_printf(c, "  $i64 n = 0;\n");
+  cc_printf(c, "  for ($i64 r = $tid; r < %lld$ll; r += %d) { const $i64 t = ($i64)in2[r]; n += t >= 0 && t < %lld$ll; }\n",
             (long long)R, THREADS, (long long)C);
-  cc_printf(c, "  __shared__ long long sn[%d];\n  sn[threadIdx.x] = n;\n  __syncthreads();\n", THREADS);
+  cc_printf(c, "  $shared $i64 sn[%d];\n  sn[$tid] = n;\n  $barrier;\n", THREADS);
   cc_printf(c, "  for (int o = %d; o > 0; o >>= 1) {\n", THREADS / 2);
-  cc_printf(c, "    if ((int)threadIdx.x < o) sn[threadIdx.x] += sn[threadIdx.x + o];\n    __syncthreads();\n  }\n");
-  cc_printf(c, "  if (threadIdx.x == 0) ((%slong long *)scratch)[0] = sn[0];\n", c->t->dev);
+  cc_printf(c, "    if ((int)$tid < o) sn[$tid] += sn[$tid + o];\n    $barrier;\n  }\n");
+  cc_printf(c, "  if ($tid == 0) ((%s$i64 *)scratch)[0] = sn[0];\n", c->t->dev);
   cc_end(c);
 
   cc_begin(c, (uint64_t)grid, THREADS, 0);
   cc_row_head(c, &rp);
-  cc_printf(c, "  const %s%s *xr = in1 + row * %lldll;\n  %s%s *yr = out + row * %lldll;\n", c->t->dev, cc_stype(dt), (long long)C,
-            c->t->dev, cc_stype(odt), (long long)C);
-  cc_printf(c, "  const long long t = (long long)in2[row];\n");
-  cc_printf(c, "  if (t < 0 || t >= %lldll) { /* the whole row (block or warp) */\n", (long long)C);
+  cc_printf(c, "  const %s%s *xr = in1 + row * %lld$ll;\n  %s%s *yr = out + row * %lld$ll;\n", c->t->dev, cc_stype(c, dt), (long long)C,
+            c->t->dev, cc_stype(c, odt), (long long)C);
+  cc_printf(c, "  const $i64 t = ($i64)in2[row];\n");
+  cc_printf(c, "  if (t < 0 || t >= %lld$ll) { /* the whole row (block or warp) */\n", (long long)C);
   cc_printf(c, "    for (int v = lane; v < %lld; v += %d) {\n      float o[%d];\n#pragma unroll\n      for (int q = 0; q < %d; q++) o[q] = 0.f;\n",
             (long long)rp.nv, rp.tpr, rp.vec, rp.vec);
   cc_vec_store(c, rp.vec, odt, "yr", cc_fmt(c, "v * %d", rp.vec), "o");
   cc_printf(c, "    }\n    return;\n  }\n");
   online_lse(c, &rp, dt);
   cc_printf(c, "  const float inv = 1.f / S;\n");
-  cc_printf(c, "  const float f = in0[0] / (float)((const %slong long *)scratch)[0];\n", c->t->dev);
+  cc_printf(c, "  const float f = in0[0] / (float)((const %s$i64 *)scratch)[0];\n", c->t->dev);
   cc_printf(c, "  for (int v = lane; v < %lld; v += %d) {\n    {\n      float xa[%d];\n", (long long)rp.nv, rp.tpr, rp.vec);
   cc_vec_load(c, rp.vec, dt, "xa", "0", "xr", cc_fmt(c, "v * %d", rp.vec));
   cc_printf(c, "      float o[%d];\n#pragma unroll\n      for (int q = 0; q < %d; q++) {\n", rp.vec, rp.vec);
@@ -269,21 +269,21 @@ static bool emit_optim(cc *c) {
   int vec = cc_pick_vec(P, mlc_dtype_size((mlc_dtype)dt));
   if (vec > 4) vec = 4; /* four state streams: keep registers down */
   int64_t nvt = P / vec;
-  const char *T = cc_stype(dt);
+  const char *T = cc_stype(c, dt);
   cc_begin(c, (uint64_t)gs_grid(nvt), THREADS, 0);
   bool mom = !adamw && tc->momentum != 0;
   cc_printf(c, "  %s%s *p = (%s%s *)in0;\n", c->t->dev, T, c->t->dev, T);
   if (adamw || mom) cc_printf(c, "  %s%s *m = (%s%s *)in2;\n", c->t->dev, T, c->t->dev, T);
   if (adamw) {
     cc_printf(c, "  %s%s *vs = (%s%s *)in3;\n", c->t->dev, T, c->t->dev, T);
-    cc_printf(c, "  const double step = (double)in4[0], lr = (double)in5[0];\n");
+    cc_printf(c, "  const $f64 step = ($f64)in4[0], lr = ($f64)in5[0];\n");
     cc_printf(c, "  const float step_size = (float)(lr / (1.0 - pow(%.17g, step)));\n", tc->beta1);
     cc_printf(c, "  const float decay = (float)(1.0 - lr * %.17g);\n", tc->weight_decay);
     cc_printf(c, "  const float isb = (float)(1.0 / sqrt(1.0 - pow(%.17g, step)));\n", tc->beta2);
   }
   if (!adamw) cc_printf(c, "  const float lr = in3[0];\n");
   gs_begin(c, "e", nvt);
-  const char *at = cc_fmt(c, "(long long)e * %d", vec);
+  const char *at = cc_fmt(c, "($i64)e * %d", vec);
   cc_printf(c, "      float pa[%d], ga[%d];\n", vec, vec);
   if (adamw || mom) cc_printf(c, "      float ma[%d];\n", vec);
   if (adamw) cc_printf(c, "      float va[%d];\n", vec);
@@ -326,8 +326,8 @@ bool cc_emit_adamw_multi(cc *c) {
   uint32_t np = (n->nin - 2) / 4;
   int dt = cc_in(c, 0)->dtype;
   for (uint32_t t = 0; t < np; t++)
-    if (cc_in(c, (int)(4 * t))->dtype != dt) return cc_fail(c, "adamw_multi over parameters of different dtypes");
-  const char *T = cc_stype(dt);
+    if (cc_in(c, (int)(4 * t))->dtype != dt) return cc_bug(c, "adamw_multi over parameters of different dtypes");
+  const char *T = cc_stype(c, dt);
   cc_printf(c, "MLC_FN void @K@_upd(float &p, float &m, float &v, float g, float step_size, float isb, float decay) {\n");
   cc_printf(c, "  const float pp = p * decay;\n");
   cc_printf(c, "  const float mm = fmaf(%s, m, %s * g);\n", cc_flit(c, tc->beta1), cc_flit(c, 1 - tc->beta1));
@@ -340,25 +340,25 @@ bool cc_emit_adamw_multi(cc *c) {
   /* The step's scalars, in double, once a block rather than once a thread
    * (ncu on the H200 counted 52 instructions an element, the FP64 pipe 5 %
    * busy, with every thread computing the two pows). */
-  cc_printf(c, "  __shared__ float sc[3];\n  if (threadIdx.x == 0) {\n");
-  cc_printf(c, "    const double step = (double)in%u[0], lr = (double)in%u[0];\n", n->nin - 2, n->nin - 1);
+  cc_printf(c, "  $shared float sc[3];\n  if ($tid == 0) {\n");
+  cc_printf(c, "    const $f64 step = ($f64)in%u[0], lr = ($f64)in%u[0];\n", n->nin - 2, n->nin - 1);
   cc_printf(c, "    sc[0] = (float)(lr / (1.0 - pow(%.17g, step)));\n", tc->beta1);
   cc_printf(c, "    sc[1] = (float)(1.0 - lr * %.17g);\n", tc->weight_decay);
-  cc_printf(c, "    sc[2] = (float)(1.0 / sqrt(1.0 - pow(%.17g, step)));\n  }\n  __syncthreads();\n", tc->beta2);
+  cc_printf(c, "    sc[2] = (float)(1.0 / sqrt(1.0 - pow(%.17g, step)));\n  }\n  $barrier;\n", tc->beta2);
   cc_printf(c, "  const float step_size = sc[0], decay = sc[1], isb = sc[2];\n");
-  cc_printf(c, "  const unsigned b = blockIdx.x;\n  %s *p, *m, *vs;\n  const %s *g;\n  long long base, end;\n", T, T);
+  cc_printf(c, "  const unsigned b = $bid;\n  %s *p, *m, *vs;\n  const %s *g;\n  $i64 base, end;\n", T, T);
   int64_t first = 0;
   for (uint32_t t = 0; t < np; t++) {
     int64_t P = mlc_type_numel(cc_in(c, (int)(4 * t))), nb = cc_ceil_div(P, MULTI_CHUNK);
     cc_printf(c, "  %sif (b < %lldu) {\n", t ? "else " : "", (long long)(first + nb));
     cc_printf(c, "    p = (%s *)in%u; g = in%u; m = (%s *)in%u; vs = (%s *)in%u;\n", T, 4 * t, 4 * t + 1, T, 4 * t + 2, T,
               4 * t + 3);
-    cc_printf(c, "    base = (long long)(b - %lldu) * %d; end = %lldll;\n  }\n", (long long)first, MULTI_CHUNK, (long long)P);
+    cc_printf(c, "    base = ($i64)(b - %lldu) * %d; end = %lld$ll;\n  }\n", (long long)first, MULTI_CHUNK, (long long)P);
     first += nb;
   }
   cc_printf(c, "  else return;\n");
   cc_printf(c, "  if (end > base + %d) end = base + %d;\n", MULTI_CHUNK, MULTI_CHUNK);
-  cc_printf(c, "  for (long long e = base + threadIdx.x * 4; e < end; e += %d) {\n", THREADS * 4);
+  cc_printf(c, "  for ($i64 e = base + $tid * 4; e < end; e += %d) {\n", THREADS * 4);
   cc_printf(c, "    if (e + 4 <= end) {\n      float pa[4], ga[4], ma[4], va[4];\n");
   cc_vec_load(c, 4, dt, "pa", "0", "p", "e");
   cc_vec_load(c, 4, dt, "ga", "0", "g", "e");
@@ -368,7 +368,7 @@ bool cc_emit_adamw_multi(cc *c) {
   cc_vec_store(c, 4, dt, "p", "e", "pa");
   cc_vec_store(c, 4, dt, "m", "e", "ma");
   cc_vec_store(c, 4, dt, "vs", "e", "va");
-  cc_printf(c, "    } else {\n      for (long long q = e; q < end; q++) {\n");
+  cc_printf(c, "    } else {\n      for ($i64 q = e; q < end; q++) {\n");
   cc_printf(c, "        float pq = %s, mq = %s, vq = %s;\n", cc_load(c, "p", dt, "q"), cc_load(c, "m", dt, "q"),
             cc_load(c, "vs", dt, "q"));
   cc_printf(c, "        @K@_upd(pq, mq, vq, %s, step_size, isb, decay);\n", cc_load(c, "g", dt, "q"));
@@ -385,6 +385,6 @@ bool cc_emit_misc(cc *c) {
   case MLC_OP_CROSS_ENTROPY: return emit_cross_entropy(c);
   case MLC_OP_CROSS_ENTROPY_GRAD: return emit_cross_entropy_grad(c);
   case MLC_OP_ADAMW: case MLC_OP_SGD: return emit_optim(c);
-  default: return cc_fail(c, "not a misc op");
+  default: return cc_bug(c, "not a misc op");
   }
 }

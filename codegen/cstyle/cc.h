@@ -1,38 +1,40 @@
 /* Internals of the C-like kernel emitter: CUDA C and MSL.
  *
  * CUDA C and the Metal Shading Language are both C++ dialects, so one
- * emitter writes both; what differs between them (how a kernel is declared,
- * how a thread finds its index, how shared memory and barriers are spelled)
- * sits in a table, cc_target.  Op emitters (emit_*.c) print kernel text
- * with cc_printf and use the table's spellings where the dialects differ;
- * tensor-core code (mma.sync, ldmatrix, cp.async, wgmma) is CUDA-only and says so.
- *
- * For Metal the same emitters run with cc_target_metal: cc_begin and
- * cc_end write an MSL `kernel` whose parameters are named like CUDA's
- * built-ins (threadIdx, blockIdx, blockDim), the Metal prelude maps the
- * rest, and cc_metal_text rewrites what a macro cannot.  GEMM and attention
- * have Metal emitters of their own (codegen/metal/, simdgroup_matrix).
+ * emitter writes both; what differs between them sits in a table,
+ * cc_dialect, which codegen/cuda/cuda.c and codegen/metal/metal.c fill in
+ * (as tinygrad's renderers override a few hooks of one C-style renderer):
+ * the module's opening, the kernel header and footer, address spaces, the
+ * type spellings, and the dialect's own GEMM and attention emitters.  The
+ * shared op emitters here (emit_*.c) print kernel text with cc_printf,
+ * whose templates name what the dialects spell differently as $i64, $ll,
+ * $f64 (types), $tid, $bid, $gdim (the thread's place), $barrier and
+ * $shared.  The rest (warp shuffles, atomics, expf) is spelled as in CUDA,
+ * which the Metal prelude maps.  Tensor-core code (mma.sync, ldmatrix,
+ * cp.async, wgmma, TMA) lives in codegen/cuda/, simdgroup_matrix code in
+ * codegen/metal/.
  *
  * One IR node becomes one "kernel" in the plan's sense: a step that the
  * runtime runs as one or more launches, in order, on one stream (see
- * runtime/cuda/kernel.h).  Each launch is one __global__ function with the
- * same parameter list:
+ * runtime/cuda/kernel.h, whose launch table Metal's runtime shares).  Each
+ * launch is one kernel function with the same parameter list:
  *
  *   (const T0 *in0, ..., const Tn-1 *in<n-1>, T *out, unsigned char *scratch)
  *
  * inputs in the IR's order, then the output, then a scratch block of the
  * size the emitter asked for (NULL when it asked for none).  Element types
  * are the storage types of the dtypes (cc_stype): float, mlc_bf16, mlc_f16,
- * int, long long, unsigned char.  Launches are 1-D grids; an emitter
- * decodes blockIdx.x into whatever tiling it chose.  All shapes are static,
- * so sizes, strides and loop bounds are printed as literals.
+ * int, the 64-bit integer, unsigned char.  Launches are 1-D grids; an
+ * emitter decodes blockIdx.x into whatever tiling it chose.  All shapes are
+ * static, so sizes, strides and loop bounds are printed as literals.
  *
- * The prelude (prelude.c) gives every module its helpers: conversions
- * between the storage types and f32 (to_f32, from_f32<T>), warp and block
- * reductions, and the PTX wrappers for tensor cores.
+ * The preludes (codegen/cuda/prelude.c, codegen/metal/prelude.c, and
+ * prelude.c here for the math both share) give every module its helpers:
+ * conversions between the storage types and f32 (to_f32, from_f32<T>),
+ * warp and block reductions, and the dialect's matrix-unit wrappers.
  */
-#ifndef MLC_CODEGEN_CUDA_CC_H
-#define MLC_CODEGEN_CUDA_CC_H
+#ifndef MLC_CODEGEN_CSTYLE_CC_H
+#define MLC_CODEGEN_CSTYLE_CC_H
 
 #include <stdarg.h>
 #include <stdbool.h>
@@ -41,26 +43,14 @@
 #include "ir/fused.h"
 #include "codegen/gemm_shape.h"
 #include "ir/ir.h"
+#include "codegen/cstyle/cstyle.h"
+#include "runtime/status.h"
 #include "runtime/cuda/kernel.h"
 
-/* What differs between the C-like targets. */
-typedef struct {
-  const char *name;        /* "cuda", "metal" */
-  const char *shared;      /* qualifier of a block-shared array: "__shared__" */
-  const char *barrier;     /* block-wide barrier: "__syncthreads()" */
-  const char *thread_idx;  /* thread index in the block: "threadIdx.x" */
-  const char *block_idx;   /* block index in the grid: "blockIdx.x" */
-  const char *restrict_kw; /* "__restrict__" */
-  const char *device_fn;   /* qualifier of a helper function: "__device__ __forceinline__" */
-  const char *dev;         /* address space of a pointer into device memory: "" or "device " */
-  const char *thr;         /* of a pointer to a thread's own variable: "" or "thread " */
-  bool tensor_cores;       /* mma.sync / ldmatrix / cp.async available (sm_80+) */
-  bool metal;              /* MSL: kernel header and footer of cc_begin/cc_end, and cc_metal_text */
-} cc_target;
-
-extern const cc_target cc_target_cuda, cc_target_metal;
-
 #define CC_MAX_LAUNCH 4
+
+typedef struct cc cc;
+typedef struct cc_dialect cc_dialect;
 
 typedef struct {
   uint64_t grid;   /* blocks */
@@ -79,8 +69,8 @@ void cc_text_printf(cc_text *t, const char *fmt, ...) __attribute__((format(prin
 void cc_text_vprintf(cc_text *t, const char *fmt, va_list ap);
 
 /* The emitter's state while it writes the launches of one node. */
-typedef struct {
-  const cc_target *t;
+struct cc {
+  const cc_dialect *t;
   const mlc_program *p;
   const mlc_func *f;
   const mlc_node *n;
@@ -100,50 +90,90 @@ typedef struct {
   mlc_cuda_tmap tmap[MLC_CUDA_MAX_TMAP];
   uint32_t ntmap;
   char err[256];
-} cc;
+  bool internal;             /* err is a bug in mlc (cc_bug) */
+};
 
-/* Appends kernel text. */
+typedef bool (*cc_emitter)(cc *c);
+
+/* What differs between the C-like dialects.  Every field is read: a new
+ * dialect (HIP, OpenCL C) fills in each. */
+struct cc_dialect {
+  const char *name;       /* "cuda", "metal": the target, in messages */
+  /* Type spellings, which templates name as $i64, $ll and $f64 (cc_printf
+   * and cc_fmt put in the dialect's); cc_stype names the 64-bit integer i64. */
+  const char *i64;        /* 64-bit integer: "long long"; MSL "long" */
+  const char *i64_suffix; /* its literals' suffix: "ll"; MSL "l" */
+  const char *f64;        /* the widest float: "double"; MSL, which has none, "float" */
+  /* Address spaces of the pointers the shared emitters declare. */
+  const char *dev;        /* into device memory: "" or "device " */
+  const char *thr;        /* to a thread's own variable: "" or "thread " */
+  /* The thread's place and the block's tools, which templates name as
+   * $tid, $bid, $gdim, $barrier and $shared. */
+  const char *thread_idx; /* thread index in the block: "threadIdx.x" */
+  const char *block_idx;  /* block index in the grid: "blockIdx.x" */
+  const char *grid_dim;   /* blocks in the grid: "gridDim.x" */
+  const char *barrier;    /* the block's barrier: "__syncthreads()" */
+  const char *shared;     /* qualifier of a block-shared array: "__shared__" */
+  /* The module's first lines: a comment naming the model, and the preludes. */
+  void (*module_begin)(cc_text *src, const mlc_program *p);
+  /* The header of launch c->nlaunch, with the node's parameter list, up to
+   * and including its opening brace; block and min_blocks are the launch
+   * bound (threads, resident blocks per multiprocessor). */
+  void (*kernel_begin)(cc *c, uint32_t block, uint32_t min_blocks);
+  /* What follows a kernel's closing brace: NULL, or Metal's entry point for
+   * its CPU emulator. */
+  void (*kernel_end)(cc *c);
+  /* The dialect's own emitters: matmul, linear, matmul_tn and fused groups
+   * headed by one; attention, attention_grad; and, NULL where the dialect
+   * has none (the driver then refuses the op), attention_save and
+   * attention_grad_saved, and adamw_multi. */
+  cc_emitter emit_gemm, emit_attention, emit_attention_saved, emit_adamw_multi;
+  /* Whether fused GEMM epilogues also take eight 16-bit columns at a time
+   * (st8: CUDA's wgmma GEMM stores through shared memory). */
+  bool epilogue_st8;
+};
+
+/* Appends kernel text; the template's $i64, $ll, $f64, $tid, $bid, $gdim,
+ * $barrier and $shared become the dialect's spellings (cc_dialect), as in
+ * cc_fmt. */
 void cc_printf(cc *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Starts the next launch: prints the __global__ function's header with the
- * node's parameter list (in0.., out, scratch) and `block` as its launch
- * bound, and records grid/block/smem.  The function's name is a placeholder
- * that the driver of the emitter replaces with the kernel's symbol and the
- * launch number, so identical kernels get identical text.  The body follows
- * with cc_printf; cc_end closes it. */
+/* Starts the next launch: prints the kernel function's header (the
+ * dialect's kernel_begin) with the node's parameter list (in0.., out,
+ * scratch) and `block` as its launch bound, and records grid/block/smem.
+ * The function's name is a placeholder that the driver of the emitter
+ * (emit.c) replaces with the kernel's symbol and the launch number, so
+ * identical kernels get identical text.  The body follows with cc_printf;
+ * cc_end closes it. */
 void cc_begin(cc *c, uint64_t grid, uint32_t block, uint32_t smem);
 /* cc_begin with min_blocks resident blocks per multiprocessor in the launch
  * bound (CUDA: __launch_bounds__(block, min_blocks), which caps registers). */
 void cc_begin_min(cc *c, uint64_t grid, uint32_t block, uint32_t smem, uint32_t min_blocks);
 void cc_end(cc *c);
-/* Adds a tensor map at `offset` bytes into input `arg` (or the scratch
- * block: MLC_CUDA_TMAP_SCRATCH) and returns its parameter's name; the
- * launches begun after it declare it (those before ignore it): a 1- to
- * 5-dimensional view (dims innermost first, strides in bytes of dims 1..)
- * of elem_bytes-byte elements, boxes of box[], swizzle 0 or 128. */
-const char *cc_tmap(cc *c, uint32_t arg, uint64_t offset, uint32_t rank, uint32_t elem_bytes, const uint64_t *dim,
-                    const uint64_t *stride, const uint32_t *box, uint32_t swizzle);
+/* The module's text for the program in the dialect: the kernels of every
+ * node, each distinct one once, and their launch table (emit.c).  A node
+ * that cannot be emitted is an error naming it: MLC_INVALID_ARGUMENT for
+ * an op the dialect has no kernel for (as the other targets say it: the
+ * model asks what this target cannot do) or a shape or dtype its kernels
+ * do not take, MLC_INTERNAL for a bug in mlc. */
+MLC_MUST_USE mlc_status cc_emit_module(const mlc_program *p, const cc_dialect *t, mlc_cstyle_module *m);
+/* Whether the dialect has a kernel for op, or op needs none. */
+bool cc_supports_op(const cc_dialect *t, mlc_op op);
 
-/* Metal: the kernel text the shared emitters wrote, with what MSL spells
- * differently from CUDA C that no prelude macro can cover rewritten: the
- * 64-bit integer type (`long long` is `long`, the literal suffix `ll` is
- * `l`).  Everything else (threadIdx, __syncthreads, __shared__, expf, ...)
- * is mapped by the Metal prelude. */
-char *cc_metal_text(mlc_arena *a, const char *text, size_t n, size_t *out_n);
-
-/* Storage type of a dtype: "float", "mlc_bf16", "mlc_f16", "int", "long long", "unsigned char". */
-const char *cc_stype(int dt);
+/* Storage type of a dtype: "float", "mlc_bf16", "mlc_f16", "int", the
+ * dialect's 64-bit integer, "unsigned char". */
+const char *cc_stype(const cc *c, int dt);
 
 /* TF32 products per f32 product on the tensor cores, as the program's
  * --f32-matmul says: 3 (tf32x3), 1 (tf32), or 0 (ieee: SIMT FMAs). */
 int cc_f32_products(const cc *c);
 /* Compute type: "float" for the float dtypes, else the storage type. */
-const char *cc_ctype(int dt);
+const char *cc_ctype(const cc *c, int dt);
 /* Load of element `idx` (an expression) of a buffer as its compute type, and
  * a store of a compute-type expression; buf is "in0", "out", ... */
 const char *cc_load(cc *c, const char *buf, int dt, const char *idx);
 const char *cc_store(cc *c, const char *buf, int dt, const char *idx, const char *val);
-/* printf into the program's arena. */
+/* printf into the program's arena, with the dialect's spellings (cc_printf). */
 const char *cc_fmt(cc *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A literal float that round-trips: "1.1920929e-07f", "-INFINITY" */
 const char *cc_flit(cc *c, double v);
@@ -180,6 +210,10 @@ void cc_error(cc *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)))
  * that `return cc_fail(...)` leaves no "may be used uninitialized" behind in
  * optimised builds (an out-parameter a failing call does not set). */
 #define cc_fail(...) (cc_error(__VA_ARGS__), false)
+/* cc_fail for a node mlc should never have made (a broken invariant of the
+ * passes or the emitters): the module's status is MLC_INTERNAL, not
+ * MLC_INVALID_ARGUMENT. */
+#define cc_bug(c, ...) (cc_error((c), __VA_ARGS__), (c)->internal = true, false)
 
 static inline int64_t cc_ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -193,13 +227,11 @@ bool cc_emit_reduce(cc *c);      /* sum, mean, max, min, softmax */
 bool cc_emit_argreduce(cc *c);   /* argmax, argmin (emit_reduce.c) */
 bool cc_emit_layout(cc *c);      /* transpose, slice, concat, gather, slice_grad */
 bool cc_emit_gather_grad(cc *c); /* gather_grad (emit_layout.c) */
-bool cc_emit_gemm(cc *c);        /* matmul, linear */
-bool cc_emit_attention(cc *c);   /* attention, attention_grad */
 bool cc_emit_norm(cc *c);        /* rmsnorm, layernorm and their grads */
 bool cc_emit_misc(cc *c);        /* embedding(+grad), cross_entropy(+grad), adamw, sgd */
 bool cc_emit_shard_cast(cc *c);  /* the fsdp pass's cast of a rank's shard (c->sharded) */
-bool cc_emit_fused(cc *c);       /* fused: elementwise groups; GEMM-headed ones go to the GEMM emitters */
-bool cc_emit_adamw_multi(cc *c); /* adamw_multi (emit_misc.c; CUDA) */
+bool cc_emit_fused(cc *c);       /* fused: elementwise groups; GEMM-headed ones go to the dialect's emit_gemm */
+bool cc_emit_adamw_multi(cc *c); /* adamw_multi (emit_misc.c), for dialects whose kernels take 72 arguments */
 
 /* Fused nodes (emit_fused.c; program format in ir/fused.h).  The node's
  * program, or false with c->err set; for a program that starts with a
@@ -221,7 +253,7 @@ const char *cc_const_lit(cc *c, const mlc_node *k);
 const char *cc_ew_expr(cc *c, int op, int in_dt, int out_dt, const mlc_attrs *a, const char *const *x); /* a: NULL in a fused program */
 bool cc_emit_arange(cc *c);
 
-/* A GEMM as both targets' emitters see it: codegen/gemm_shape.h (its dt is
+/* A GEMM as both dialects' emitters see it: codegen/gemm_shape.h (its dt is
  * also A's and B's dtype here). */
 typedef mlc_gemm_shape cc_gemm_desc;
 bool cc_gemm_desc_of(cc *c, cc_gemm_desc *d); /* gemm_desc.c: the shape, or a failure for a dtype without GEMMs */
@@ -229,15 +261,7 @@ bool cc_gemm_desc_of(cc *c, cc_gemm_desc *d); /* gemm_desc.c: the shape, or a fa
  * one: then *fused is set and pr holds the group's program. */
 bool cc_gemm_desc_node(cc *c, cc_gemm_desc *d, mlc_fused_prog *pr, bool *fused);
 
-bool cc_emit_gemm_msl(cc *c);      /* Metal: matmul, linear, matmul_tn with simdgroup_matrix */
-bool cc_emit_attention_msl(cc *c); /* Metal: attention, attention_grad */
-
-/* Device helpers the GEMM and attention emitters add to the prelude
- * (tensor-core wrappers and the like), embedded from the .cuh / .metal
- * files at build time. */
-extern const char cc_gemm_prelude[];
-extern const char cc_attention_prelude[];
-extern const char cc_gemm_prelude_msl[];
-extern const char cc_attention_prelude_msl[];
+/* The math both preludes end with (prelude.c). */
+extern const char mlc_cc_math_prelude[];
 
 #endif

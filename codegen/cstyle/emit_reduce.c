@@ -10,7 +10,7 @@
  * order, so results are reproducible run to run.  max propagates NaN, as
  * torch.amax does.
  */
-#include "codegen/cuda/cc.h"
+#include "codegen/cstyle/cc.h"
 
 #define THREADS 256
 #define MAX_BLOCKS 65536
@@ -23,11 +23,11 @@ bool cc_emit_reduce(cc *c) {
   for (int k = 0; k < ax; k++) outer *= it->dim[k];
   for (int k = ax + 1; k < it->rank; k++) inner *= it->dim[k];
   bool is_max = n->op == MLC_OP_MAX, is_min = n->op == MLC_OP_MIN, is_softmax = n->op == MLC_OP_SOFTMAX;
-  const char *acc = mlc_dtype_is_float((mlc_dtype)dt) ? "float" : cc_ctype(dt);
+  const char *acc = mlc_dtype_is_float((mlc_dtype)dt) ? "float" : cc_ctype(c, dt);
   const char *init = is_max ? (mlc_dtype_is_float((mlc_dtype)dt) ? "-MLC_INF"
-                               : dt == MLC_DT_I64 ? "(-9223372036854775807ll - 1)" : dt == MLC_DT_I32 ? "(-2147483647 - 1)" : "0")
+                               : dt == MLC_DT_I64 ? cc_fmt(c, "(-9223372036854775807$ll - 1)") : dt == MLC_DT_I32 ? "(-2147483647 - 1)" : "0")
                    : is_min ? (mlc_dtype_is_float((mlc_dtype)dt) ? "MLC_INF"
-                               : dt == MLC_DT_I64 ? "9223372036854775807ll" : dt == MLC_DT_I32 ? "2147483647" : "1")
+                               : dt == MLC_DT_I64 ? cc_fmt(c, "9223372036854775807$ll") : dt == MLC_DT_I32 ? "2147483647" : "1")
                             : "0";
   const char *combine = is_max ? "a = (v > a || v != v) ? v : a;" : is_min ? "a = (v < a || v != v) ? v : a;" : "a += v;";
   const char *scale = n->op == MLC_OP_MEAN ? cc_fmt(c, " / %s", cc_flit(c, (double)len)) : "";
@@ -37,34 +37,34 @@ bool cc_emit_reduce(cc *c) {
     if ((uint64_t)outer > 0x7fffffffu) return cc_fail(c, "too many rows (%lld)", (long long)outer);
     cc_begin(c, (uint64_t)outer, THREADS, 0);
     bool fl = mlc_dtype_is_float((mlc_dtype)dt);
-    if (fl) cc_printf(c, "  __shared__ float sh[32];\n"); /* for the block reductions */
-    cc_printf(c, "  long long row = blockIdx.x;\n");
-    cc_printf(c, "  const %s%s *x = in0 + row * %lldll;\n", c->t->dev, cc_stype(dt), (long long)len);
+    if (fl) cc_printf(c, "  $shared float sh[32];\n"); /* for the block reductions */
+    cc_printf(c, "  $i64 row = $bid;\n");
+    cc_printf(c, "  const %s%s *x = in0 + row * %lld$ll;\n", c->t->dev, cc_stype(c, dt), (long long)len);
     if (!is_softmax) {
       cc_printf(c, "  %s a = %s;\n", acc, init);
-      cc_printf(c, "  for (long long j = threadIdx.x; j < %lldll; j += %d) { %s v = %s; %s }\n", (long long)len, THREADS,
+      cc_printf(c, "  for ($i64 j = $tid; j < %lld$ll; j += %d) { %s v = %s; %s }\n", (long long)len, THREADS,
                 acc, cc_load(c, "x", dt, "j"), combine);
       if (fl) {
         if (is_min) cc_printf(c, "  a = -mlc_block_max(-a, sh);\n"); /* min(x) = -max(-x), exactly */
         else cc_printf(c, "  a = %s(a, sh);\n", is_max ? "mlc_block_max" : "mlc_block_sum");
       } else {
         /* Integers: through shared memory, thread 0 combining in order. */
-        cc_printf(c, "  __shared__ %s part[%d];\n  part[threadIdx.x] = a;\n  __syncthreads();\n", acc, THREADS);
-        cc_printf(c, "  if (threadIdx.x == 0) { a = part[0]; for (int t = 1; t < %d; t++) { %s v = part[t]; %s } part[0] = a; }\n",
+        cc_printf(c, "  $shared %s part[%d];\n  part[$tid] = a;\n  $barrier;\n", acc, THREADS);
+        cc_printf(c, "  if ($tid == 0) { a = part[0]; for (int t = 1; t < %d; t++) { %s v = part[t]; %s } part[0] = a; }\n",
                   THREADS, acc, combine);
-        cc_printf(c, "  __syncthreads();\n  a = part[0];\n");
+        cc_printf(c, "  $barrier;\n  a = part[0];\n");
       }
-      cc_printf(c, "  if (threadIdx.x == 0) %s\n", cc_store(c, "out", odt, "row", cc_fmt(c, "a%s", scale)));
+      cc_printf(c, "  if ($tid == 0) %s\n", cc_store(c, "out", odt, "row", cc_fmt(c, "a%s", scale)));
     } else {
       cc_printf(c, "  float m = -MLC_INF;\n");
-      cc_printf(c, "  for (long long j = threadIdx.x; j < %lldll; j += %d) m = fmaxf(m, %s);\n", (long long)len, THREADS,
+      cc_printf(c, "  for ($i64 j = $tid; j < %lld$ll; j += %d) m = fmaxf(m, %s);\n", (long long)len, THREADS,
                 cc_load(c, "x", dt, "j"));
       cc_printf(c, "  m = mlc_block_max(m, sh);\n  float s = 0.f;\n");
-      cc_printf(c, "  for (long long j = threadIdx.x; j < %lldll; j += %d) s += expf(%s - m);\n", (long long)len, THREADS,
+      cc_printf(c, "  for ($i64 j = $tid; j < %lld$ll; j += %d) s += expf(%s - m);\n", (long long)len, THREADS,
                 cc_load(c, "x", dt, "j"));
       cc_printf(c, "  s = mlc_block_sum(s, sh);\n  float inv = 1.f / s;\n");
-      cc_printf(c, "  for (long long j = threadIdx.x; j < %lldll; j += %d) %s\n", (long long)len, THREADS,
-                cc_store(c, "out", odt, cc_fmt(c, "row * %lldll + j", (long long)len),
+      cc_printf(c, "  for ($i64 j = $tid; j < %lld$ll; j += %d) %s\n", (long long)len, THREADS,
+                cc_store(c, "out", odt, cc_fmt(c, "row * %lld$ll + j", (long long)len),
                          cc_fmt(c, "expf(%s - m) * inv", cc_load(c, "x", dt, "j"))));
     }
     cc_end(c);
@@ -79,19 +79,19 @@ bool cc_emit_reduce(cc *c) {
     int64_t cb = cc_ceil_div(inner, 32), blocks = outer * cb;
     if ((uint64_t)blocks > 0x7fffffffu) return cc_fail(c, "too many columns (%lld)", (long long)(outer * inner));
     cc_begin(c, (uint64_t)blocks, THREADS, 0);
-    cc_printf(c, "  __shared__ %s part[8][33];\n", acc);
-    cc_printf(c, "  long long o = blockIdx.x / %lldll, col = (blockIdx.x %% %lldll) * 32 + (threadIdx.x & 31);\n",
+    cc_printf(c, "  $shared %s part[8][33];\n", acc);
+    cc_printf(c, "  $i64 o = $bid / %lld$ll, col = ($bid %% %lld$ll) * 32 + ($tid & 31);\n",
               (long long)cb, (long long)cb);
-    cc_printf(c, "  int w = threadIdx.x >> 5;\n  %s a = %s;\n", acc, init);
-    cc_printf(c, "  if (col < %lldll) {\n", (long long)inner);
-    cc_printf(c, "    const %s%s *x = in0 + o * %lldll + col;\n", c->t->dev, cc_stype(dt), (long long)(len * inner));
-    cc_printf(c, "    for (long long j = w; j < %lldll; j += 8) { %s v = %s; %s }\n  }\n", (long long)len, acc,
-              cc_load(c, "x", dt, cc_fmt(c, "j * %lldll", (long long)inner)), combine);
-    cc_printf(c, "  part[w][threadIdx.x & 31] = a;\n  __syncthreads();\n");
-    cc_printf(c, "  if (w == 0 && col < %lldll) {\n", (long long)inner);
-    cc_printf(c, "    a = part[0][threadIdx.x];\n");
-    cc_printf(c, "    for (int k = 1; k < 8; k++) { %s v = part[k][threadIdx.x]; %s }\n", acc, combine);
-    cc_printf(c, "    %s\n  }\n", cc_store(c, "out", odt, cc_fmt(c, "o * %lldll + col", (long long)inner), cc_fmt(c, "a%s", scale)));
+    cc_printf(c, "  int w = $tid >> 5;\n  %s a = %s;\n", acc, init);
+    cc_printf(c, "  if (col < %lld$ll) {\n", (long long)inner);
+    cc_printf(c, "    const %s%s *x = in0 + o * %lld$ll + col;\n", c->t->dev, cc_stype(c, dt), (long long)(len * inner));
+    cc_printf(c, "    for ($i64 j = w; j < %lld$ll; j += 8) { %s v = %s; %s }\n  }\n", (long long)len, acc,
+              cc_load(c, "x", dt, cc_fmt(c, "j * %lld$ll", (long long)inner)), combine);
+    cc_printf(c, "  part[w][$tid & 31] = a;\n  $barrier;\n");
+    cc_printf(c, "  if (w == 0 && col < %lld$ll) {\n", (long long)inner);
+    cc_printf(c, "    a = part[0][$tid];\n");
+    cc_printf(c, "    for (int k = 1; k < 8; k++) { %s v = part[k][$tid]; %s }\n", acc, combine);
+    cc_printf(c, "    %s\n  }\n", cc_store(c, "out", odt, cc_fmt(c, "o * %lld$ll + col", (long long)inner), cc_fmt(c, "a%s", scale)));
     cc_end(c);
     return true;
   }
@@ -99,22 +99,22 @@ bool cc_emit_reduce(cc *c) {
   int64_t cols = outer * inner, blocks = cc_ceil_div(cols, THREADS);
   if (blocks > MAX_BLOCKS) blocks = MAX_BLOCKS;
   cc_begin(c, (uint64_t)blocks, THREADS, 0);
-  cc_printf(c, "  for (long long col = (long long)blockIdx.x * %d + threadIdx.x; col < %lldll; col += %lldll) {\n", THREADS,
+  cc_printf(c, "  for ($i64 col = ($i64)$bid * %d + $tid; col < %lld$ll; col += %lld$ll) {\n", THREADS,
             (long long)cols, (long long)blocks * THREADS);
-  cc_printf(c, "    long long base = col / %lldll * %lldll + col %% %lldll;\n", (long long)inner, (long long)(len * inner),
+  cc_printf(c, "    $i64 base = col / %lld$ll * %lld$ll + col %% %lld$ll;\n", (long long)inner, (long long)(len * inner),
             (long long)inner);
-  const char *at = cc_fmt(c, "base + j * %lldll", (long long)inner);
+  const char *at = cc_fmt(c, "base + j * %lld$ll", (long long)inner);
   if (!is_softmax) {
     cc_printf(c, "    %s a = %s;\n", acc, init);
-    cc_printf(c, "    for (long long j = 0; j < %lldll; j++) { %s v = %s; %s }\n", (long long)len, acc, cc_load(c, "in0", dt, at),
+    cc_printf(c, "    for ($i64 j = 0; j < %lld$ll; j++) { %s v = %s; %s }\n", (long long)len, acc, cc_load(c, "in0", dt, at),
               combine);
     cc_printf(c, "    %s\n", cc_store(c, "out", odt, "col", cc_fmt(c, "a%s", scale)));
   } else {
     cc_printf(c, "    float m = -MLC_INF, s = 0.f;\n");
-    cc_printf(c, "    for (long long j = 0; j < %lldll; j++) m = fmaxf(m, %s);\n", (long long)len, cc_load(c, "in0", dt, at));
-    cc_printf(c, "    for (long long j = 0; j < %lldll; j++) s += expf(%s - m);\n", (long long)len, cc_load(c, "in0", dt, at));
+    cc_printf(c, "    for ($i64 j = 0; j < %lld$ll; j++) m = fmaxf(m, %s);\n", (long long)len, cc_load(c, "in0", dt, at));
+    cc_printf(c, "    for ($i64 j = 0; j < %lld$ll; j++) s += expf(%s - m);\n", (long long)len, cc_load(c, "in0", dt, at));
     cc_printf(c, "    float inv = 1.f / s;\n");
-    cc_printf(c, "    for (long long j = 0; j < %lldll; j++) %s\n", (long long)len,
+    cc_printf(c, "    for ($i64 j = 0; j < %lld$ll; j++) %s\n", (long long)len,
               cc_store(c, "out", odt, at, cc_fmt(c, "expf(%s - m) * inv", cc_load(c, "in0", dt, at))));
   }
   cc_printf(c, "  }\n");
@@ -139,13 +139,13 @@ bool cc_emit_argreduce(cc *c) {
   int64_t cols = outer * inner, blocks = cc_ceil_div(cols, THREADS);
   if (blocks > MAX_BLOCKS) blocks = MAX_BLOCKS;
   cc_begin(c, (uint64_t)blocks, THREADS, 0);
-  cc_printf(c, "  for (long long col = (long long)blockIdx.x * %d + threadIdx.x; col < %lldll; col += %lldll) {\n", THREADS,
+  cc_printf(c, "  for ($i64 col = ($i64)$bid * %d + $tid; col < %lld$ll; col += %lld$ll) {\n", THREADS,
             (long long)cols, (long long)blocks * THREADS);
-  cc_printf(c, "    long long base = col / %lldll * %lldll + col %% %lldll, bi = 0;\n", (long long)inner,
+  cc_printf(c, "    $i64 base = col / %lld$ll * %lld$ll + col %% %lld$ll, bi = 0;\n", (long long)inner,
             (long long)(len * inner), (long long)inner);
-  cc_printf(c, "    %s best = %s;\n", cc_ctype(dt), cc_load(c, "in0", dt, "base"));
-  cc_printf(c, "    for (long long j = 1; j < %lldll; j++) {\n", (long long)len);
-  cc_printf(c, "      %s v = %s;\n", cc_ctype(dt), cc_load(c, "in0", dt, cc_fmt(c, "base + j * %lldll", (long long)inner)));
+  cc_printf(c, "    %s best = %s;\n", cc_ctype(c, dt), cc_load(c, "in0", dt, "base"));
+  cc_printf(c, "    for ($i64 j = 1; j < %lld$ll; j++) {\n", (long long)len);
+  cc_printf(c, "      %s v = %s;\n", cc_ctype(c, dt), cc_load(c, "in0", dt, cc_fmt(c, "base + j * %lld$ll", (long long)inner)));
   cc_printf(c, "      if (%s) { best = v; bi = j; }\n    }\n", take);
   cc_printf(c, "    %s\n  }\n", cc_store(c, "out", MLC_DT_I64, "col", "bi"));
   cc_end(c);

@@ -10,7 +10,7 @@
  * weight gradient, goes through a 32 x 32 tile in shared memory instead, so
  * that reads and writes both stay coalesced.
  */
-#include "codegen/cuda/cc.h"
+#include "codegen/cstyle/cc.h"
 
 #define THREADS 256
 #define MAX_BLOCKS 65536
@@ -23,12 +23,12 @@ static void begin_elements(cc *c, const mlc_type *ot, int V) {
   int64_t total = mlc_type_numel(ot) / V, blocks = cc_ceil_div(total, THREADS);
   if (blocks > MAX_BLOCKS) blocks = MAX_BLOCKS;
   cc_begin(c, (uint64_t)blocks, THREADS, 0);
-  cc_printf(c, "  for (long long q = (long long)blockIdx.x * %d + threadIdx.x; q < %lldll; q += %lldll) {\n", THREADS,
+  cc_printf(c, "  for ($i64 q = ($i64)$bid * %d + $tid; q < %lld$ll; q += %lld$ll) {\n", THREADS,
             (long long)total, (long long)blocks * THREADS);
-  cc_printf(c, "    long long i = q * %d;\n", V);
+  cc_printf(c, "    $i64 i = q * %d;\n", V);
   int64_t below = 1;
   for (int k = ot->rank - 1; k >= 0; k--) {
-    cc_printf(c, "    long long c%d = i / %lldll %% %lldll;\n", k, (long long)below, (long long)ot->dim[k]);
+    cc_printf(c, "    $i64 c%d = i / %lld$ll %% %lld$ll;\n", k, (long long)below, (long long)ot->dim[k]);
     below *= ot->dim[k];
   }
 }
@@ -36,7 +36,7 @@ static void begin_elements(cc *c, const mlc_type *ot, int V) {
 /* out[i..i+V) = src[at..at+V). */
 static const char *copy(cc *c, int V, const char *src, const char *at) {
   if (V == 1) return cc_fmt(c, "out[i] = %s[%s];", src, at);
-  const char *t = cc_stype(c->n->type.dtype);
+  const char *t = cc_stype(c, c->n->type.dtype);
   return cc_fmt(c, "*(%smlc_x4<%s> *)(out + i) = *(const %smlc_x4<%s> *)(%s + (%s));", c->t->dev, t, c->t->dev, t, src, at);
 }
 
@@ -60,8 +60,8 @@ static const char *offset(cc *c, const mlc_type *t, int axis, int64_t shift) {
   mlc_type_strides(t, st);
   const char *e = "0";
   for (int k = 0; k < t->rank; k++) {
-    if (k == axis && shift) e = cc_fmt(c, "%s + (c%d + %lldll) * %lldll", e, k, (long long)shift, (long long)st[k]);
-    else e = cc_fmt(c, "%s + c%d * %lldll", e, k, (long long)st[k]);
+    if (k == axis && shift) e = cc_fmt(c, "%s + (c%d + %lld$ll) * %lld$ll", e, k, (long long)shift, (long long)st[k]);
+    else e = cc_fmt(c, "%s + c%d * %lld$ll", e, k, (long long)st[k]);
   }
   return e;
 }
@@ -69,22 +69,22 @@ static const char *offset(cc *c, const mlc_type *t, int axis, int64_t shift) {
 /* out[b, j, i] = in[b, i, j] for in [B, R, C]: one block per 32 x 32 tile. */
 static void transpose_last2(cc *c, int64_t B, int64_t R, int64_t C) {
   int64_t tr = cc_ceil_div(R, TILE), tc = cc_ceil_div(C, TILE);
-  const char *t = cc_stype(c->n->type.dtype);
+  const char *t = cc_stype(c, c->n->type.dtype);
   cc_begin(c, (uint64_t)(B * tr * tc), TILE * 8, 0);
-  cc_printf(c, "  __shared__ %s tile[%d][%d];\n", t, TILE, TILE + 1);
-  cc_printf(c, "  long long blk = blockIdx.x, b = blk / %lldll, r0 = (blk / %lldll %% %lldll) * %d, c0 = (blk %% %lldll) * %d;\n",
+  cc_printf(c, "  $shared %s tile[%d][%d];\n", t, TILE, TILE + 1);
+  cc_printf(c, "  $i64 blk = $bid, b = blk / %lld$ll, r0 = (blk / %lld$ll %% %lld$ll) * %d, c0 = (blk %% %lld$ll) * %d;\n",
             (long long)(tr * tc), (long long)tc, (long long)tr, TILE, (long long)tc, TILE);
-  cc_printf(c, "  int tx = threadIdx.x %% %d, ty = threadIdx.x / %d;\n", TILE, TILE);
-  cc_printf(c, "  const %s%s *src = in0 + b * %lldll; %s%s *dst = out + b * %lldll;\n", c->t->dev, t, (long long)(R * C), c->t->dev, t,
+  cc_printf(c, "  int tx = $tid %% %d, ty = $tid / %d;\n", TILE, TILE);
+  cc_printf(c, "  const %s%s *src = in0 + b * %lld$ll; %s%s *dst = out + b * %lld$ll;\n", c->t->dev, t, (long long)(R * C), c->t->dev, t,
             (long long)(R * C));
   cc_printf(c, "  for (int y = ty; y < %d; y += 8) {\n", TILE);
-  cc_printf(c, "    long long r = r0 + y, cc = c0 + tx;\n");
-  cc_printf(c, "    if (r < %lldll && cc < %lldll) tile[y][tx] = src[r * %lldll + cc];\n  }\n", (long long)R, (long long)C,
+  cc_printf(c, "    $i64 r = r0 + y, cc = c0 + tx;\n");
+  cc_printf(c, "    if (r < %lld$ll && cc < %lld$ll) tile[y][tx] = src[r * %lld$ll + cc];\n  }\n", (long long)R, (long long)C,
             (long long)C);
-  cc_printf(c, "  __syncthreads();\n");
+  cc_printf(c, "  $barrier;\n");
   cc_printf(c, "  for (int y = ty; y < %d; y += 8) {\n", TILE);
-  cc_printf(c, "    long long cc = c0 + y, r = r0 + tx;\n");
-  cc_printf(c, "    if (r < %lldll && cc < %lldll) dst[cc * %lldll + r] = tile[tx][y];\n  }\n", (long long)R, (long long)C,
+  cc_printf(c, "    $i64 cc = c0 + y, r = r0 + tx;\n");
+  cc_printf(c, "    if (r < %lld$ll && cc < %lld$ll) dst[cc * %lld$ll + r] = tile[tx][y];\n  }\n", (long long)R, (long long)C,
             (long long)R);
   cc_end(c);
 }
@@ -115,10 +115,10 @@ bool cc_emit_layout(cc *c) {
     mlc_type_strides(it, st);
     int V = b == it->rank - 1 ? 1 : width(ot, -1, 0, 0);
     begin_elements(c, ot, V);
-    cc_printf(c, "    long long src = 0");
+    cc_printf(c, "    $i64 src = 0");
     for (int k = 0; k < ot->rank; k++) {
       int ik = k == a ? b : k == b ? a : k;
-      cc_printf(c, " + c%d * %lldll", k, (long long)st[ik]);
+      cc_printf(c, " + c%d * %lld$ll", k, (long long)st[ik]);
     }
     cc_printf(c, ";\n    %s\n", copy(c, V, "in0", "src"));
     end_elements(c);
@@ -134,11 +134,11 @@ bool cc_emit_layout(cc *c) {
   case MLC_OP_SLICE_GRAD: {
     int ax = n->a.axis, V = width(ot, ax, n->a.start, n->a.end);
     begin_elements(c, ot, V);
-    cc_printf(c, "    if (c%d >= %lldll && c%d < %lldll) %s\n", ax, (long long)n->a.start, ax, (long long)n->a.end,
+    cc_printf(c, "    if (c%d >= %lld$ll && c%d < %lld$ll) %s\n", ax, (long long)n->a.start, ax, (long long)n->a.end,
               copy(c, V, "in0", offset(c, cc_in(c, 0), ax, -n->a.start)));
     /* zero bits are zero in every dtype */
-    if (V == 1) cc_printf(c, "    else out[i] = %s{};\n", cc_stype(ot->dtype));
-    else cc_printf(c, "    else *(%smlc_x4<%s> *)(out + i) = mlc_x4<%s>{};\n", c->t->dev, cc_stype(ot->dtype), cc_stype(ot->dtype));
+    if (V == 1) cc_printf(c, "    else out[i] = %s{};\n", cc_stype(c, ot->dtype));
+    else cc_printf(c, "    else *(%smlc_x4<%s> *)(out + i) = mlc_x4<%s>{};\n", c->t->dev, cc_stype(c, ot->dtype), cc_stype(c, ot->dtype));
     end_elements(c);
     return true;
   }
@@ -154,7 +154,7 @@ bool cc_emit_layout(cc *c) {
     for (uint32_t k = 0; k < n->nin; k++) {
       const mlc_type *it = cc_in(c, (int)k);
       int64_t len = it->dim[ax];
-      cc_printf(c, "    %sif (c%d < %lldll) %s\n", k ? "else " : "", ax, (long long)(at + len),
+      cc_printf(c, "    %sif (c%d < %lld$ll) %s\n", k ? "else " : "", ax, (long long)(at + len),
                 copy(c, V, cc_fmt(c, "in%u", k), offset(c, it, ax, -at)));
       at += len;
     }
@@ -171,23 +171,23 @@ bool cc_emit_layout(cc *c) {
     int64_t total = mlc_type_numel(ot), blocks = cc_ceil_div(total, THREADS), below = 1;
     if (blocks > MAX_BLOCKS) blocks = MAX_BLOCKS;
     cc_begin(c, (uint64_t)blocks, THREADS, 0);
-    cc_printf(c, "  for (long long i = (long long)blockIdx.x * %d + threadIdx.x; i < %lldll; i += %lldll) {\n", THREADS,
+    cc_printf(c, "  for ($i64 i = ($i64)$bid * %d + $tid; i < %lld$ll; i += %lld$ll) {\n", THREADS,
               (long long)total, (long long)blocks * THREADS);
     for (int k = ot->rank - 1; k >= 0; k--) {
-      if (k != ax) cc_printf(c, "    long long c%d = i / %lldll %% %lldll;\n", k, (long long)below, (long long)ot->dim[k]);
+      if (k != ax) cc_printf(c, "    $i64 c%d = i / %lld$ll %% %lld$ll;\n", k, (long long)below, (long long)ot->dim[k]);
       below *= ot->dim[k];
     }
-    cc_printf(c, "    long long t = (long long)in1[i];\n");
-    cc_printf(c, "    if (t >= 0 && t < %lldll) out[i] = in0[0", (long long)xt->dim[ax]);
+    cc_printf(c, "    $i64 t = ($i64)in1[i];\n");
+    cc_printf(c, "    if (t >= 0 && t < %lld$ll) out[i] = in0[0", (long long)xt->dim[ax]);
     for (int k = 0; k < xt->rank; k++)
-      if (k == ax) cc_printf(c, " + t * %lldll", (long long)st[k]);
-      else cc_printf(c, " + c%d * %lldll", k, (long long)st[k]);
-    cc_printf(c, "];\n    else out[i] = %s{};\n", cc_stype(ot->dtype));
+      if (k == ax) cc_printf(c, " + t * %lld$ll", (long long)st[k]);
+      else cc_printf(c, " + c%d * %lld$ll", k, (long long)st[k]);
+    cc_printf(c, "];\n    else out[i] = %s{};\n", cc_stype(c, ot->dtype));
     end_elements(c);
     return true;
   }
   default:
-    return cc_fail(c, "%s is not a layout op", mlc_ops[n->op].name);
+    return cc_bug(c, "%s is not a layout op", mlc_ops[n->op].name);
   }
 }
 
@@ -208,28 +208,28 @@ bool cc_emit_gather_grad(cc *c) {
   int64_t blocks = cc_ceil_div(lines, THREADS);
   if (blocks > MAX_BLOCKS) blocks = MAX_BLOCKS;
   cc_begin(c, (uint64_t)blocks, THREADS, 0);
-  cc_printf(c, "  for (long long q = (long long)blockIdx.x * %d + threadIdx.x; q < %lldll; q += %lldll) {\n", THREADS,
+  cc_printf(c, "  for ($i64 q = ($i64)$bid * %d + $tid; q < %lld$ll; q += %lld$ll) {\n", THREADS,
             (long long)lines, (long long)blocks * THREADS);
-  cc_printf(c, "    long long o = 0, g = 0;\n    bool inside = true;\n");
+  cc_printf(c, "    $i64 o = 0, g = 0;\n    bool inside = true;\n");
   int64_t below = 1;
   for (int k = ot->rank - 1; k >= 0; k--) {
     if (k == ax) continue;
-    cc_printf(c, "    { long long ck = q / %lldll %% %lldll; o += ck * %lldll; g += ck * %lldll;", (long long)below,
+    cc_printf(c, "    { $i64 ck = q / %lld$ll %% %lld$ll; o += ck * %lld$ll; g += ck * %lld$ll;", (long long)below,
               (long long)ot->dim[k], (long long)ost[k], (long long)ist[k]);
-    if (it->dim[k] < ot->dim[k]) cc_printf(c, " inside = inside && ck < %lldll;", (long long)it->dim[k]);
+    if (it->dim[k] < ot->dim[k]) cc_printf(c, " inside = inside && ck < %lld$ll;", (long long)it->dim[k]);
     cc_printf(c, " }\n");
     below *= ot->dim[k];
   }
-  cc_printf(c, "    for (long long j = 0; j < %lldll; j++) out[o + j * %lldll] = %s{};\n", (long long)D, (long long)ost[ax],
-            cc_stype(dt));
+  cc_printf(c, "    for ($i64 j = 0; j < %lld$ll; j++) out[o + j * %lld$ll] = %s{};\n", (long long)D, (long long)ost[ax],
+            cc_stype(c, dt));
   cc_printf(c, "    if (!inside) continue;\n");
-  cc_printf(c, "    for (long long j = 0; j < %lldll; j++) {\n", (long long)R);
-  cc_printf(c, "      long long t = (long long)in1[g + j * %lldll];\n", (long long)ist[ax]);
-  cc_printf(c, "      if (t < 0 || t >= %lldll) continue;\n", (long long)D);
-  const char *at = cc_fmt(c, "o + t * %lldll", (long long)ost[ax]);
+  cc_printf(c, "    for ($i64 j = 0; j < %lld$ll; j++) {\n", (long long)R);
+  cc_printf(c, "      $i64 t = ($i64)in1[g + j * %lld$ll];\n", (long long)ist[ax]);
+  cc_printf(c, "      if (t < 0 || t >= %lld$ll) continue;\n", (long long)D);
+  const char *at = cc_fmt(c, "o + t * %lld$ll", (long long)ost[ax]);
   cc_printf(c, "      %s\n    }\n  }\n",
             cc_store(c, "out", dt, at, cc_fmt(c, "%s + %s", cc_load(c, "out", dt, at),
-                                             cc_load(c, "in0", dt, cc_fmt(c, "g + j * %lldll", (long long)ist[ax])))));
+                                             cc_load(c, "in0", dt, cc_fmt(c, "g + j * %lld$ll", (long long)ist[ax])))));
   cc_end(c);
   return true;
 }

@@ -11,14 +11,15 @@
  * last one is stored.
  *
  * A program that starts with a GEMM is that GEMM with the rest as its
- * epilogue: the GEMM emitters (emit_gemm.c, codegen/metal/emit_gemm.c) call
- * cc_fused_epilogue for a struct @K@_epi that the GEMM's store calls per
+ * epilogue: the dialects' GEMM emitters (codegen/cuda/emit_gemm.c,
+ * codegen/metal/emit_gemm.c) call cc_fused_epilogue for a struct @K@_epi
+ * that the GEMM's store calls per
  * element (st1), per pair of neighbouring columns (st2) with the f32
  * accumulator, or (CUDA's wgmma GEMM) per eight columns of the GEMM's
  * 16-bit values (st8), each with the flat index and the column; it rounds
  * that to the GEMM's dtype, runs the epilogue and stores the result.
  */
-#include "codegen/cuda/cc.h"
+#include "codegen/cstyle/cc.h"
 
 #include <string.h>
 
@@ -79,11 +80,11 @@ static const char *offset_of(cc *c, const layout *L, int k, const char *idx, con
   int64_t below = 1;
   for (int q = L->r - 1; q >= 0; q--) {
     if (L->st[k][q]) {
-      const char *co = by_col && q == L->r - 1 ? col : below == 1 ? idx : cc_fmt(c, "%s / %lldll", idx, (long long)below);
-      if (q > 0 && !(by_col && q == L->r - 1)) co = cc_fmt(c, "(%s %% %lldll)", co, (long long)L->dims[q]);
+      const char *co = by_col && q == L->r - 1 ? col : below == 1 ? idx : cc_fmt(c, "%s / %lld$ll", idx, (long long)below);
+      if (q > 0 && !(by_col && q == L->r - 1)) co = cc_fmt(c, "(%s %% %lld$ll)", co, (long long)L->dims[q]);
       else co = cc_fmt(c, "(%s)", co);
       e = L->st[k][q] == 1 ? cc_fmt(c, "%s%s%s", e, *e ? " + " : "", co)
-                           : cc_fmt(c, "%s%s%s * %lldll", e, *e ? " + " : "", co, (long long)L->st[k][q]);
+                           : cc_fmt(c, "%s%s%s * %lld$ll", e, *e ? " + " : "", co, (long long)L->st[k][q]);
     }
     below *= L->dims[q];
   }
@@ -97,7 +98,7 @@ static int arg_dtype(const cc *c, const mlc_fused_prog *pr, int arg) {
 /* The expression that rounds compute-type value v to dtype dt and back. */
 static const char *rounded(cc *c, int dt, const char *v) {
   if (!mlc_dtype_is_float((mlc_dtype)dt) || dt == MLC_DT_F32) return v;
-  return cc_fmt(c, "to_f32(from_f32<%s>(%s))", cc_stype(dt), v);
+  return cc_fmt(c, "to_f32(from_f32<%s>(%s))", cc_stype(c, dt), v);
 }
 
 /* Prints instructions from..n-1 as locals t<j> (x[k]: input k's value,
@@ -110,14 +111,14 @@ static const char *eval(cc *c, const mlc_fused_prog *pr, uint32_t from, const ch
     const char *e = cc_ew_expr(c, in->op, arg_dtype(c, pr, in->arg[0]), in->type.dtype, NULL, a);
     MLC_ASSERT(e);
     if (j + 1 < pr->n) e = rounded(c, in->type.dtype, e);
-    cc_printf(c, "%s%s t%u = %s;\n", ind, cc_ctype(in->type.dtype), j, e);
+    cc_printf(c, "%s%s t%u = %s;\n", ind, cc_ctype(c, in->type.dtype), j, e);
   }
   return cc_fmt(c, "t%u", pr->n - 1);
 }
 
 bool cc_fused_program(cc *c, mlc_fused_prog *pr) {
   char err[200];
-  if (!mlc_fused_program(c->f, c->n, pr, err, sizeof err)) return cc_fail(c, "%s", err);
+  if (!mlc_fused_program(c->f, c->n, pr, err, sizeof err)) return cc_bug(c, "%s", err);
   return true;
 }
 
@@ -140,9 +141,9 @@ void cc_fused_epilogue(cc *c, const mlc_fused_prog *pr) {
   layout L;
   plan_layout(c, &L, 2);
   cc_printf(c, "struct @K@_epi {\n");
-  for (int k = 2; k < nin; k++) cc_printf(c, "  %sconst %s *in%d;\n", dev, cc_stype(cc_in(c, k)->dtype), k);
-  cc_printf(c, "  %s%s *out;\n  long long b0;\n", dev, cc_stype(odt));
-  cc_printf(c, "  MLC_FN %s f(long long i, long long col, float acc) const {\n    (void)i, (void)col;\n", cc_ctype(odt));
+  for (int k = 2; k < nin; k++) cc_printf(c, "  %sconst %s *in%d;\n", dev, cc_stype(c, cc_in(c, k)->dtype), k);
+  cc_printf(c, "  %s%s *out;\n  $i64 b0;\n", dev, cc_stype(c, odt));
+  cc_printf(c, "  MLC_FN %s f($i64 i, $i64 col, float acc) const {\n    (void)i, (void)col;\n", cc_ctype(c, odt));
   const char *x[MLC_FUSED_MAX_IN] = {0};
   for (int k = 2; k < nin; k++) {
     const mlc_node *src = &c->f->nodes[c->n->in[k]];
@@ -150,38 +151,38 @@ void cc_fused_epilogue(cc *c, const mlc_fused_prog *pr) {
       x[k] = cc_const_lit(c, src);
       continue;
     }
-    cc_printf(c, "    %s x%d = %s;\n", cc_ctype(src->type.dtype), k,
+    cc_printf(c, "    %s x%d = %s;\n", cc_ctype(c, src->type.dtype), k,
               cc_load(c, cc_fmt(c, "in%d", k), src->type.dtype, offset_of(c, &L, k, "(b0 + i)", "col", N)));
     x[k] = cc_fmt(c, "x%d", k);
   }
   cc_printf(c, "    float t0 = %s;\n", rounded(c, gdt, "acc"));
   cc_printf(c, "    return %s;\n  }\n", eval(c, pr, 1, x, "    "));
-  cc_printf(c, "  MLC_FN void st1(long long i, long long col, float v) const { %s }\n",
+  cc_printf(c, "  MLC_FN void st1($i64 i, $i64 col, float v) const { %s }\n",
             cc_store(c, "out", odt, "b0 + i", "f(i, col, v)"));
   int osz = (int)mlc_dtype_size((mlc_dtype)odt);
   if (osz == 2)
-    cc_printf(c, "  MLC_FN void st2(long long i, long long col, float v0, float v1) const {\n"
+    cc_printf(c, "  MLC_FN void st2($i64 i, $i64 col, float v0, float v1) const {\n"
                  "    %s a = from_f32<%s>(f(i, col, v0)), b = from_f32<%s>(f(i + 1, col + 1, v1));\n"
                  "    *(%sunsigned *)(out + b0 + i) = (unsigned)a.x | (unsigned)b.x << 16;\n  }\n",
-              cc_stype(odt), cc_stype(odt), cc_stype(odt), dev);
+              cc_stype(c, odt), cc_stype(c, odt), cc_stype(c, odt), dev);
   else
-    cc_printf(c, "  MLC_FN void st2(long long i, long long col, float v0, float v1) const { st1(i, col, v0); "
+    cc_printf(c, "  MLC_FN void st2($i64 i, $i64 col, float v0, float v1) const { st1(i, col, v0); "
                  "st1(i + 1, col + 1, v1); }\n");
   /* CUDA's wgmma GEMM hands over eight neighbouring columns at a time, as
    * the GEMM's 16-bit values (already rounded) read from shared memory;
    * the result goes out in 16-byte stores */
-  if (!c->t->metal && mlc_dtype_size((mlc_dtype)gdt) == 2) {
-    const char *G = cc_stype(gdt);
-    cc_printf(c, "  MLC_FN void st8(long long i, long long col, uint4 raw) const {\n"
+  if (c->t->epilogue_st8 && mlc_dtype_size((mlc_dtype)gdt) == 2) {
+    const char *G = cc_stype(c, gdt);
+    cc_printf(c, "  MLC_FN void st8($i64 i, $i64 col, uint4 raw) const {\n"
                  "    const unsigned w[4] = {raw.x, raw.y, raw.z, raw.w};\n    %s v[8];\n"
                  "#pragma unroll\n    for (int k = 0; k < 8; k++) {\n"
                  "      %s g; g.x = (unsigned short)(w[k / 2] >> (k %% 2 * 16));\n"
-                 "      v[k] = f(i + k, col + k, to_f32(g));\n    }\n", cc_ctype(odt), G);
+                 "      v[k] = f(i + k, col + k, to_f32(g));\n    }\n", cc_ctype(c, odt), G);
     if (osz == 2)
       cc_printf(c, "    unsigned r[4];\n#pragma unroll\n    for (int k = 0; k < 4; k++)\n"
                    "      r[k] = (unsigned)from_f32<%s>(v[2 * k]).x | (unsigned)from_f32<%s>(v[2 * k + 1]).x << 16;\n"
                    "    *(uint4 *)(out + b0 + i) = make_uint4(r[0], r[1], r[2], r[3]);\n  }\n",
-                cc_stype(odt), cc_stype(odt));
+                cc_stype(c, odt), cc_stype(c, odt));
     else /* wider outputs (not made today: passes/fuse.c keeps widening epilogues apart on CUDA) */
       cc_printf(c, "#pragma unroll\n    for (int k = 0; k < 8; k++) %s\n  }\n",
                 cc_store(c, "out", odt, "b0 + i + k", "v[k]"));
@@ -198,7 +199,7 @@ const char *cc_fused_epilogue_init(cc *c, const char *boff) {
 bool cc_emit_fused(cc *c) {
   mlc_fused_prog pr;
   if (!cc_fused_program(c, &pr)) return false;
-  if (!(mlc_ops[pr.ins[0].op].flags & MLC_F_EW)) return c->t->metal ? cc_emit_gemm_msl(c) : cc_emit_gemm(c);
+  if (!(mlc_ops[pr.ins[0].op].flags & MLC_F_EW)) return c->t->emit_gemm(c);
   const mlc_node *n = c->n;
   int nin = n->nin, out_dt = n->type.dtype;
   layout L;
@@ -216,9 +217,9 @@ bool cc_emit_fused(cc *c) {
   if (blocks > MAX_BLOCKS) blocks = MAX_BLOCKS;
   if (blocks < 1) blocks = 1;
   cc_begin(c, (uint64_t)blocks, THREADS, 0);
-  cc_printf(c, "  for (long long q = (long long)blockIdx.x * %d + threadIdx.x; q < %lldll; q += %lldll) {\n", THREADS,
+  cc_printf(c, "  for ($i64 q = ($i64)$bid * %d + $tid; q < %lld$ll; q += %lld$ll) {\n", THREADS,
             (long long)units, (long long)blocks * THREADS);
-  cc_printf(c, "    long long i = q * %d;\n", V);
+  cc_printf(c, "    $i64 i = q * %d;\n", V);
   const char *x[MLC_FUSED_MAX_IN];
   for (int k = 0; k < nin; k++) {
     if (cnst[k]) {
@@ -228,18 +229,18 @@ bool cc_emit_fused(cc *c) {
     int dt = cc_in(c, k)->dtype;
     const char *off = offset_of(c, &L, k, "i", NULL, 0), *in = cc_fmt(c, "in%d", k);
     if (vec && L.st[k][r - 1] == 1) {
-      cc_printf(c, "    mlc_x4<%s> v%d = *(const %smlc_x4<%s> *)(%s + %s);\n", cc_stype(dt), k, c->t->dev, cc_stype(dt), in, off);
+      cc_printf(c, "    mlc_x4<%s> v%d = *(const %smlc_x4<%s> *)(%s + %s);\n", cc_stype(c, dt), k, c->t->dev, cc_stype(c, dt), in, off);
       x[k] = cc_load(c, cc_fmt(c, "v%d.v", k), dt, "k");
     } else {
-      cc_printf(c, "    %s x%d = %s;\n", cc_ctype(dt), k, cc_load(c, in, dt, off));
+      cc_printf(c, "    %s x%d = %s;\n", cc_ctype(c, dt), k, cc_load(c, in, dt, off));
       x[k] = cc_fmt(c, "x%d", k);
     }
   }
   if (vec) {
-    cc_printf(c, "    mlc_x4<%s> r;\n#pragma unroll\n    for (int k = 0; k < 4; k++) {\n", cc_stype(out_dt));
+    cc_printf(c, "    mlc_x4<%s> r;\n#pragma unroll\n    for (int k = 0; k < 4; k++) {\n", cc_stype(c, out_dt));
     const char *y = eval(c, &pr, 0, x, "      ");
     cc_printf(c, "      %s\n    }\n", cc_store(c, "r.v", out_dt, "k", y));
-    cc_printf(c, "    *(%smlc_x4<%s> *)(out + i) = r;\n  }\n", c->t->dev, cc_stype(out_dt));
+    cc_printf(c, "    *(%smlc_x4<%s> *)(out + i) = r;\n  }\n", c->t->dev, cc_stype(c, out_dt));
   } else {
     const char *y = eval(c, &pr, 0, x, "    ");
     cc_printf(c, "    %s\n  }\n", cc_store(c, "out", out_dt, "i", y));

@@ -1,7 +1,7 @@
 /* The GEMM descriptor both C-like targets build from a MATMUL, MATMUL_TN or
  * LINEAR node (or a FUSED group headed by one): the shared shape (codegen/gemm_shape.c), for the dtypes the
  * GEMM kernels have. */
-#include "codegen/cuda/cc.h"
+#include "codegen/cstyle/cc.h"
 
 bool cc_gemm_desc_of(cc *c, cc_gemm_desc *d) {
   const mlc_type *o = cc_outt(c);
@@ -16,7 +16,7 @@ bool cc_gemm_desc_node(cc *c, cc_gemm_desc *d, mlc_fused_prog *pr, bool *fused) 
   if (!*fused) return cc_gemm_desc_of(c, d);
   mlc_node gn;
   if (!cc_fused_program(c, pr)) return false;
-  if (!cc_fused_gemm_node(c, pr, &gn)) return cc_fail(c, "fused program without a GEMM");
+  if (!cc_fused_gemm_node(c, pr, &gn)) return cc_bug(c, "fused program without a GEMM");
   const mlc_node *n = c->n; /* the GEMM's operands are the group's first inputs */
   c->n = &gn;
   bool ok = cc_gemm_desc_of(c, d);

@@ -23,7 +23,7 @@
  * per (chunk, column) in scratch; launch 2 adds the chunks of each column
  * in a fixed order (eight strided lanes, then the lanes in order).
  */
-#include "codegen/cuda/cc.h"
+#include "codegen/cstyle/cc.h"
 
 #define THREADS 256
 #define CACHE_MAX 32 /* floats per thread per cached array */
@@ -107,7 +107,7 @@ static bool emit_fwd(cc *c, bool layer) {
   bool has_w = n->nin > 1, has_b = n->nin > 2;
   cc_begin(c, (uint64_t)grid, THREADS, 0);
   cc_row_head(c, &rp);
-  cc_printf(c, "  const %s%s *xr = in0 + row * %lldll;\n", c->t->dev, cc_stype(dt), (long long)D);
+  cc_printf(c, "  const %s%s *xr = in0 + row * %lld$ll;\n", c->t->dev, cc_stype(c, dt), (long long)D);
   rowarr xa = {"xa", "xr", dt};
   cache_load(c, &rp, &xa, 1);
   row_stats(c, &rp, &xa, layer, n->a.f);
@@ -119,7 +119,7 @@ static bool emit_fwd(cc *c, bool layer) {
   if (has_w) cc_printf(c, "        y = y * wa[q];\n");
   if (has_b) cc_printf(c, "        y = y + ba[q];\n");
   cc_printf(c, "        o[q] = y;\n      }\n");
-  cc_vec_store(c, rp.vec, dt, "out", cc_fmt(c, "row * %lldll + v * %d", (long long)D, rp.vec), "o");
+  cc_vec_store(c, rp.vec, dt, "out", cc_fmt(c, "row * %lld$ll + v * %d", (long long)D, rp.vec), "o");
   pass_end(c);
   cc_end(c);
   return true;
@@ -138,8 +138,8 @@ static bool emit_grad_x(cc *c, bool layer) {
   const char *invD = cc_flit(c, 1.0 / (double)D), *vi = cc_fmt(c, "v * %d", rp.vec);
   cc_begin(c, (uint64_t)grid, THREADS, 0);
   cc_row_head(c, &rp);
-  cc_printf(c, "  const %s%s *gr = in0 + row * %lldll;\n", c->t->dev, cc_stype(dt), (long long)D);
-  cc_printf(c, "  const %s%s *xr = in1 + row * %lldll;\n", c->t->dev, cc_stype(dt), (long long)D);
+  cc_printf(c, "  const %s%s *gr = in0 + row * %lld$ll;\n", c->t->dev, cc_stype(c, dt), (long long)D);
+  cc_printf(c, "  const %s%s *xr = in1 + row * %lld$ll;\n", c->t->dev, cc_stype(c, dt), (long long)D);
   rowarr a[2] = {{"xa", "xr", dt}, {"ga", "gr", dt}};
   cache_load(c, &rp, a, 2);
   row_stats(c, &rp, &a[0], layer, n->a.f);
@@ -158,7 +158,7 @@ static bool emit_grad_x(cc *c, bool layer) {
   cc_printf(c, "      float o[%d];\n#pragma unroll\n      for (int q = 0; q < %d; q++) {\n", rp.vec, rp.vec);
   cc_printf(c, "        float h = ga[%s + q]%s, xc = xa[%s + q] - mean;\n", B, has_w ? " * wa[q]" : "", B);
   cc_printf(c, "        o[q] = h * rstd%s - xc * ca;\n      }\n", layer ? " - cb" : "");
-  cc_vec_store(c, rp.vec, dt, "out", cc_fmt(c, "row * %lldll + v * %d", (long long)D, rp.vec), "o");
+  cc_vec_store(c, rp.vec, dt, "out", cc_fmt(c, "row * %lld$ll + v * %d", (long long)D, rp.vec), "o");
   pass_end(c);
   cc_end(c);
   return true;
@@ -184,12 +184,12 @@ static bool emit_grad_w(cc *c, bool layer) {
   nchunk = cc_ceil_div(R, RC);
   if (ntile * nchunk > 0x7fffffffll) return cc_fail(c, "grid too large");
   c->scratch = (uint64_t)(2 * R + nchunk * D) * 4;
-  const char *T = cc_stype(dt);
+  const char *T = cc_stype(c, dt);
 
   /* 0: per-row mean and rstd */
   cc_begin(c, (uint64_t)grid0, THREADS, 0);
   cc_row_head(c, &rp);
-  cc_printf(c, "  const %s%s *xr = in1 + row * %lldll;\n", c->t->dev, T, (long long)D);
+  cc_printf(c, "  const %s%s *xr = in1 + row * %lld$ll;\n", c->t->dev, T, (long long)D);
   rowarr xa = {"xa", "xr", dt};
   cache_load(c, &rp, &xa, 1);
   row_stats(c, &rp, &xa, layer, n->a.f);
@@ -199,43 +199,43 @@ static bool emit_grad_w(cc *c, bool layer) {
 
   /* 1: partial column sums per chunk of rows */
   cc_begin(c, (uint64_t)(ntile * nchunk), THREADS, 0);
-  cc_printf(c, "  const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;\n");
-  cc_printf(c, "  const int tile = blockIdx.x %% %lld;\n  const long long chunk = blockIdx.x / %lld;\n", (long long)ntile,
+  cc_printf(c, "  const int tx = $tid & 31, ty = $tid >> 5;\n");
+  cc_printf(c, "  const int tile = $bid %% %lld;\n  const $i64 chunk = $bid / %lld;\n", (long long)ntile,
             (long long)ntile);
-  cc_printf(c, "  const long long v = (long long)tile * 32 + tx;\n  const %sfloat *st = (const %sfloat *)scratch;\n", c->t->dev,
+  cc_printf(c, "  const $i64 v = ($i64)tile * 32 + tx;\n  const %sfloat *st = (const %sfloat *)scratch;\n", c->t->dev,
             c->t->dev);
   cc_printf(c, "  float acc[%d];\n#pragma unroll\n  for (int q = 0; q < %d; q++) acc[q] = 0.f;\n", vec, vec);
-  cc_printf(c, "  if (v < %lldll) {\n", (long long)nv);
-  cc_printf(c, "    long long r1 = chunk * %lldll + %lldll;\n    if (r1 > %lldll) r1 = %lldll;\n", (long long)RC, (long long)RC,
+  cc_printf(c, "  if (v < %lld$ll) {\n", (long long)nv);
+  cc_printf(c, "    $i64 r1 = chunk * %lld$ll + %lld$ll;\n    if (r1 > %lld$ll) r1 = %lld$ll;\n", (long long)RC, (long long)RC,
             (long long)R, (long long)R);
-  cc_printf(c, "#pragma unroll 4\n    for (long long r = chunk * %lldll + ty; r < r1; r += %d) {\n", (long long)RC, TY);
+  cc_printf(c, "#pragma unroll 4\n    for ($i64 r = chunk * %lld$ll + ty; r < r1; r += %d) {\n", (long long)RC, TY);
   cc_printf(c, "      const float mean = st[2 * r], rstd = st[2 * r + 1];\n      float ga[%d], xa[%d];\n", vec, vec);
-  const char *at = cc_fmt(c, "r * %lldll + v * %d", (long long)D, vec);
+  const char *at = cc_fmt(c, "r * %lld$ll + v * %d", (long long)D, vec);
   cc_vec_load(c, vec, dt, "ga", "0", "in0", at);
   cc_vec_load(c, vec, dt, "xa", "0", "in1", at);
   cc_printf(c, "#pragma unroll\n      for (int q = 0; q < %d; q++) acc[q] = fmaf(ga[q] * (xa[q] - mean), rstd, acc[q]);\n", vec);
   cc_printf(c, "    }\n  }\n");
-  cc_printf(c, "  __shared__ float red[%d];\n", TY * 32 * vec);
+  cc_printf(c, "  $shared float red[%d];\n", TY * 32 * vec);
   cc_printf(c, "#pragma unroll\n  for (int q = 0; q < %d; q++) red[ty * %d + q * 32 + tx] = acc[q];\n", vec, 32 * vec);
-  cc_printf(c, "  __syncthreads();\n");
-  cc_printf(c, "  const int t = threadIdx.x;\n  const long long col = (long long)tile * %d + t;\n", 32 * vec);
-  cc_printf(c, "  if (t < %d && col < %lldll) {\n    float s = 0.f;\n", 32 * vec, (long long)D);
+  cc_printf(c, "  $barrier;\n");
+  cc_printf(c, "  const int t = $tid;\n  const $i64 col = ($i64)tile * %d + t;\n", 32 * vec);
+  cc_printf(c, "  if (t < %d && col < %lld$ll) {\n    float s = 0.f;\n", 32 * vec, (long long)D);
   cc_printf(c, "    for (int y = 0; y < %d; y++) s += red[y * %d + (t %% %d) * 32 + t / %d];\n", TY, 32 * vec, vec, vec);
-  cc_printf(c, "    ((%sfloat *)scratch)[%lldll + chunk * %lldll + col] = s;\n  }\n", c->t->dev, (long long)(2 * R), (long long)D);
+  cc_printf(c, "    ((%sfloat *)scratch)[%lld$ll + chunk * %lld$ll + col] = s;\n  }\n", c->t->dev, (long long)(2 * R), (long long)D);
   cc_end(c);
 
   /* 2: the chunks of each column: eight lanes of 32 columns, each lane
    * strided over the chunks, the lanes added in order */
   cc_begin(c, (uint64_t)cc_ceil_div(D, 32), THREADS, 0);
-  cc_printf(c, "  const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;\n");
-  cc_printf(c, "  const long long col = (long long)blockIdx.x * 32 + tx;\n");
-  cc_printf(c, "  const %sfloat *part = (const %sfloat *)scratch + %lldll;\n  float s = 0.f;\n", c->t->dev, c->t->dev,
+  cc_printf(c, "  const int tx = $tid & 31, ty = $tid >> 5;\n");
+  cc_printf(c, "  const $i64 col = ($i64)$bid * 32 + tx;\n");
+  cc_printf(c, "  const %sfloat *part = (const %sfloat *)scratch + %lld$ll;\n  float s = 0.f;\n", c->t->dev, c->t->dev,
             (long long)(2 * R));
-  cc_printf(c, "  if (col < %lldll) {\n#pragma unroll 4\n", (long long)D);
-  cc_printf(c, "    for (long long k = ty; k < %lldll; k += %d) s += part[k * %lldll + col];\n  }\n", (long long)nchunk, TY,
+  cc_printf(c, "  if (col < %lld$ll) {\n#pragma unroll 4\n", (long long)D);
+  cc_printf(c, "    for ($i64 k = ty; k < %lld$ll; k += %d) s += part[k * %lld$ll + col];\n  }\n", (long long)nchunk, TY,
             (long long)D);
-  cc_printf(c, "  __shared__ float red[%d];\n  red[threadIdx.x] = s;\n  __syncthreads();\n", THREADS);
-  cc_printf(c, "  if (ty == 0 && col < %lldll) {\n    s = red[tx];\n", (long long)D);
+  cc_printf(c, "  $shared float red[%d];\n  red[$tid] = s;\n  $barrier;\n", THREADS);
+  cc_printf(c, "  if (ty == 0 && col < %lld$ll) {\n    s = red[tx];\n", (long long)D);
   cc_printf(c, "    for (int y = 1; y < %d; y++) s += red[y * 32 + tx];\n", TY);
   cc_printf(c, "    %s\n  }\n", cc_store(c, "out", odt, "col", "s"));
   cc_end(c);
@@ -250,6 +250,6 @@ bool cc_emit_norm(cc *c) {
   case MLC_OP_LAYERNORM_GRAD_X: return emit_grad_x(c, true);
   case MLC_OP_RMSNORM_GRAD_W: return emit_grad_w(c, false);
   case MLC_OP_LAYERNORM_GRAD_W: return emit_grad_w(c, true);
-  default: return cc_fail(c, "not a norm op");
+  default: return cc_bug(c, "not a norm op");
   }
 }

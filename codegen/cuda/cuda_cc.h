@@ -1,0 +1,25 @@
+/* The CUDA dialect's own pieces of the C-like emitter (codegen/cstyle/cc.h):
+ * its GEMM and attention emitters, which run on the tensor cores, the TMA
+ * tensor maps they take, and their device code. */
+#ifndef MLC_CODEGEN_CUDA_CC_H
+#define MLC_CODEGEN_CUDA_CC_H
+
+#include "codegen/cstyle/cc.h"
+
+bool cc_emit_gemm(cc *c);      /* matmul, linear, matmul_tn, fused groups headed by one (emit_gemm.c) */
+bool cc_emit_attention(cc *c); /* attention, attention_grad, attention_save, attention_grad_saved */
+
+/* Adds a tensor map at `offset` bytes into input `arg` (or the scratch
+ * block: MLC_CUDA_TMAP_SCRATCH) and returns its parameter's name; the
+ * launches begun after it declare it (those before ignore it): a 1- to
+ * 5-dimensional view (dims innermost first, strides in bytes of dims 1..)
+ * of elem_bytes-byte elements, boxes of box[], swizzle 0 or 128 (tma.c). */
+const char *cc_tmap(cc *c, uint32_t arg, uint64_t offset, uint32_t rank, uint32_t elem_bytes, const uint64_t *dim,
+                    const uint64_t *stride, const uint32_t *box, uint32_t swizzle);
+
+/* The device helpers the GEMM and attention emitters instantiate, embedded
+ * from gemm.cuh and attention.cuh at build time. */
+extern const char cc_gemm_prelude[];
+extern const char cc_attention_prelude[];
+
+#endif
