@@ -1,0 +1,406 @@
+/* Attention, the cooperative-matrix forward of 16-bit heads (see attention.h and the overview in emit_attention.c). */
+#include <stdlib.h>
+
+#include "codegen/spirv/attention.h"
+
+/* ---- the cooperative-matrix forward (FlashAttention style) ----
+ *
+ * For 16-bit q, k, v with d == dv, d % 16 == 0, d <= 128, on devices with
+ * SPV_NV_cooperative_matrix (the GEMM's 16 x 16 x 16, f16 x f16 + f32; see
+ * emit_gemm.c's emit_coopmat): a workgroup of 4 subgroups of 32 per 64 query
+ * rows of one (batch, head), subgroup sg owning rows 16 sg.. of them.
+ *   - The Q tile is staged once in shared memory as f16 (bf16 converted, as
+ *     the GEMM does: 11 bits of mantissa, f16's range), and each subgroup
+ *     keeps its 16 x d of it as d / 16 A operands in registers.
+ *   - Per block of AK keys (64, or 32 where 64 would not fit), K and V are
+ *     staged as f16, a 16-byte quad at a time, in lines of d padded by a
+ *     quad; rows past sk are zeros.
+ *   - S = Q K^T: AK / 16 accumulators (K as the column-major B operand), each
+ *     stored through a 16 x 16 f32 scratch of the subgroup's own, from which
+ *     lane (r, h) = (lane / 2, lane % 2) takes row r's 8 columns 8 h.. .
+ *   - Online softmax in the lanes, base 2 (scores times scale log2 e): the
+ *     row's block max from the two lanes of a row through shared memory; a
+ *     lane keeps its row's reference max m and its part of l (the two parts
+ *     are added at the end); masked scores (keys past sk; causal: key > row)
+ *     are -inf.  m moves only when some row of the subgroup has grown past
+ *     its m by more than ALAZY (the subgroup votes), so the rescale of O, an
+ *     accumulator's trip through the scratch and back, is rare; in between
+ *     P = exp2(s - m) <= 2^ALAZY, which f16 holds.
+ *   - P (f16, 16 x AK) goes to the subgroup's shared memory, is loaded as
+ *     AK / 16 A operands, and O += P V runs on d / 16 accumulators (V the
+ *     row-major B operand) that live through the whole loop.
+ *   - At the end O through the scratch to the lanes, O / l, rounded once, a
+ *     word (two neighbours) at a time.
+ * Shared memory: K and V blocks (the Q tile before the loop, in their
+ * place), per subgroup P (its scratch in the same place: S is read before P
+ * is written, O's rescale is done before P is written, P is in registers
+ * before the next block's S is stored), and the row maxima.
+ *
+ * emulate (--spirv-emulate-coopmat, for lavapipe, as the GEMM's): the
+ * same staging, softmax and vote, P in shared memory, masking and store,
+ * with each lane's 8 values of every accumulator computed by scalar FMAs
+ * from the shared memory (Q from a private copy of the lane's row; O kept
+ * by the lanes), no cooperative matrices; the subgroup's synchronisation
+ * and vote become the workgroup's (lavapipe's subgroups are narrower than
+ * 32; a rescale more is no error).  Its shared memory limit is lavapipe's
+ * 32 KiB, so d > 64 takes blocks of 32 keys there, 64 on NVIDIA (same code,
+ * one constant).  What it does not check: the cooperative loads, stores and
+ * products themselves and the scratch's layout (as for the GEMM).
+ *
+ * Not yet measured or checked on NVIDIA's driver, so off by default:
+ * --spirv-attention=coopmat turns the variant on;
+ * --spirv-attention-rescale=always rescales O at every block (for
+ * measurements).  These are the program's options (mlc_options). */
+
+#define AQ 64          /* query rows per workgroup */
+#define ASG 4          /* subgroups of 32 per workgroup */
+#define ACQ 8          /* f16 in a quad (uvec4) */
+#define ASCR (16 * 5)  /* quads of a 16 x 16 f32 scratch: lines of 4 quads and a quad of padding */
+
+typedef struct {
+  int ak;        /* keys per block */
+  uint32_t lq;   /* quads per line of Q, K, V (d / 8 + 1) */
+  uint32_t pl;   /* quads per line of P (ak / 8 + 1) */
+  uint32_t vq;   /* V's first quad */
+  uint32_t sgq;  /* quads per subgroup (P, or the scratch) */
+  uint32_t pq;   /* the first subgroup's first quad */
+  uint32_t total;
+} coop_attn;
+
+static coop_attn coop_attn_of(int64_t D, int ak) {
+  coop_attn c = {.ak = ak, .lq = (uint32_t)(D / ACQ + 1), .pl = (uint32_t)(ak / ACQ + 1)};
+  c.vq = (uint32_t)ak * c.lq;
+  c.pq = 2 * c.vq;
+  c.sgq = 16 * c.pl > ASCR ? 16 * c.pl : ASCR;
+  c.total = c.pq + ASG * c.sgq;
+  MLC_ASSERT(AQ * c.lq <= c.pq); /* the Q tile fits where K and V go */
+  return c;
+}
+
+/* The bytes of shared memory of the kernel: the quads and the row maxima. */
+static uint32_t coop_attn_bytes(const coop_attn *c) { return 16 * c->total + 4 * 32 * ASG; }
+
+/* f16 element e (counted from the start of the uvec4 array sh) as f32. */
+static uint32_t attn_sh_half(sb *b, uint32_t sh, uint32_t e) {
+  uint32_t quad = sb_sh_ld(b, sh, sb_uvec4_type(b), sb_shr(b, e, sb_u32(b, 3)));
+  uint32_t a[2] = {quad, sb_and(b, sb_shr(b, e, sb_u32(b, 1)), sb_u32(b, 3))};
+  uint32_t w = sb_op(b, SpvOpVectorExtractDynamic, b->t_u32, 2, a);
+  return sb_f16tof(b, sb_and(b, sb_shr(b, w, sb_mulc(b, sb_and(b, e, sb_u32(b, 1)), 16)), sb_u32(b, 0xffff)));
+}
+
+/* Rows r0.. r0 + nrows - 1 of a [.., D] 16-bit operand (binding bind, row 0
+ * at element base, a multiple of 8) into shared sh as f16 lines of c->lq
+ * quads from quad dst; rows at or past `limit` as zeros.  All 32 ASG
+ * threads take part. */
+static void coop_stage(attn *A, const coop_attn *c, uint32_t sh, uint32_t bind, uint32_t base, uint32_t r0, int nrows,
+                       uint32_t limit, uint32_t dst) {
+  sb *b = A->b;
+  uint32_t per = (uint32_t)(A->D / ACQ), total = (uint32_t)nrows * per, threads = 32 * ASG, q4 = sb_uvec4_type(b);
+  uint32_t lid = sb_lid(b), qbase = sb_shr(b, base, sb_u32(b, 3)), zero = sb_u32(b, 0);
+  for (uint32_t i = 0; i < (total + threads - 1) / threads; i++) {
+    uint32_t u = sb_addc(b, lid, i * threads);
+    sb_if g;
+    if (total % threads) sb_if_begin(b, &g, sb_ult(b, u, sb_u32(b, total)), false);
+    uint32_t line = sb_div(b, u, sb_u32(b, per)), q = sb_mod(b, u, sb_u32(b, per)), r = sb_add(b, r0, line);
+    uint32_t ok = sb_ult(b, r, limit);
+    uint32_t at = sb_add(b, qbase, sb_add(b, sb_mulc(b, r, per), q));
+    uint32_t v = sb_ld4(b, bind, sb_select(b, b->t_u32, ok, at, zero)), w[4]; /* out of range: quad 0, zeros stored */
+    for (uint32_t k = 0; k < 4; k++) {
+      uint32_t a[2] = {v, k}, x = sb_op(b, SpvOpCompositeExtract, b->t_u32, 2, a);
+      if (A->dt == MLC_DT_BF16) /* a bf16 pair as an f16 pair */
+        x = sb_pack_h2(b, sb_bits2f(b, sb_shl(b, x, sb_u32(b, 16))), sb_bits2f(b, sb_and(b, x, sb_u32(b, 0xffff0000u))));
+      w[k] = sb_select(b, b->t_u32, ok, x, zero);
+    }
+    sb_sh_st(b, sh, q4, sb_add(b, sb_addc(b, sb_mulc(b, line, c->lq), dst), q), sb_op(b, SpvOpCompositeConstruct, q4, 4, w));
+    if (total % threads) sb_if_end(b, &g);
+  }
+}
+
+typedef struct {
+  sb *b;
+  bool emulate;
+  uint32_t sh, mat_h, mat_f, zero, pq;
+} coop_ctx;
+
+/* The synchronisation among a subgroup's lanes (the workgroup's when
+ * emulating: the "subgroup" of 32 is not lavapipe's). */
+static void csync(const coop_ctx *k) {
+  if (k->emulate) sb_barrier(k->b);
+  else sb_subgroup_barrier(k->b);
+}
+
+/* A 16 x 16 f16 matrix from shared quad q (a uniform id), lines `stride`
+ * quads apart, column-major or not. */
+static uint32_t cload(const coop_ctx *k, uint32_t q, uint32_t stride, bool colmajor) {
+  sb *b = k->b;
+  uint32_t pa[2] = {k->sh, q};
+  uint32_t la[3] = {sb_op(b, SpvOpAccessChain, k->pq, 2, pa), sb_u32(b, stride), sb_bool(b, colmajor)};
+  return sb_op(b, SpvOpCooperativeMatrixLoadNV, k->mat_h, 3, la);
+}
+
+/* Accumulator acc through the scratch at quad scr to the lane: row r's
+ * columns col..col + 7 (at = scr + r * 5 + col / 4, the lane's first quad). */
+static void cthrough(const coop_ctx *k, uint32_t acc, uint32_t scr, uint32_t at, uint32_t *v) {
+  sb *b = k->b;
+  uint32_t pc[2] = {k->sh, scr};
+  uint32_t st[4] = {sb_op(b, SpvOpAccessChain, k->pq, 2, pc), acc, sb_u32(b, 5), sb_bool(b, false)};
+  sb_op0(b, SpvOpCooperativeMatrixStoreNV, 4, st);
+  csync(k);
+  for (uint32_t h = 0; h < 2; h++) {
+    uint32_t quad = sb_sh_ld(b, k->sh, sb_uvec4_type(b), sb_addc(b, at, h));
+    for (uint32_t c = 0; c < 4; c++) {
+      uint32_t a[2] = {quad, c};
+      v[4 * h + c] = sb_bits2f(b, sb_op(b, SpvOpCompositeExtract, b->t_u32, 2, a));
+    }
+  }
+  csync(k); /* read before the next accumulator (or P) overwrites it */
+}
+
+/* Stores 8 values v[e] * f at output element `at` + e (`at` even; pairs as
+ * one word for 16-bit outputs). */
+static void store8(attn *A, uint32_t at, const uint32_t *v, uint32_t f) {
+  sv *s = A->s;
+  sb *b = A->b;
+  int odt = s->n->type.dtype;
+  for (int e = 0; e < 8; e += 2) {
+    uint32_t x = sb_addc(b, at, (uint32_t)e), y = sb_fmul(b, v[e], f), y2 = sb_fmul(b, v[e + 1], f);
+    if (mlc_dtype_size((mlc_dtype)odt) == 2) {
+      sb_stw(b, sv_out(s), sb_shr(b, x, sb_u32(b, 1)),
+             sb_or(b, sb_f2bits_dt(b, odt, y), sb_shl(b, sb_f2bits_dt(b, odt, y2), sb_u32(b, 16))));
+    } else {
+      sb_store_f(b, sv_out(s), odt, x, y);
+      sb_store_f(b, sv_out(s), odt, sb_addc(b, x, 1), y2);
+    }
+  }
+}
+
+#define ALAZY 8.f /* the rescale is skipped while no row's max grew past its reference by more (base 2): P <= 2^8 */
+
+void attn_fwd_coop(attn *A, bool emulate) {
+  sv *s = A->s;
+  sb *b = A->b;
+  int64_t D = A->D, nt = sv_ceil_div(A->SQ, AQ), groups = A->BH * nt;
+  /* blocks of 64 keys where they fit (NVIDIA's 48 KiB, lavapipe's 32) */
+  uint32_t limit = emulate ? 32768u : 49152u;
+  coop_attn c = coop_attn_of(D, 64);
+  if (coop_attn_bytes(&c) + (emulate ? 512 : 0) > limit) c = coop_attn_of(D, 32);
+  MLC_ASSERT(coop_attn_bytes(&c) + (emulate ? 512 : 0) <= limit);
+  int ak = c.ak, nd = (int)(D / 16), nk = ak / 16;
+  bool lazy = !s->p->opts.spirv_rescale_always; /* --spirv-attention-rescale=always: O at every block (for measurements) */
+  uint32_t q4 = sb_uvec4_type(b);
+  coop_ctx k = {.b = b, .emulate = emulate};
+  if (!emulate) {
+    sb_capability(b, SpvCapabilityCooperativeMatrixNV);
+    sb_extension(b, "SPV_NV_cooperative_matrix");
+    uint32_t h = sb_f16_type(b), scope = sb_u32(b, SpvScopeSubgroup), sixteen = sb_u32(b, 16);
+    uint32_t ta[4] = {h, scope, sixteen, sixteen}, tc[4] = {b->t_f32, scope, sixteen, sixteen};
+    k.mat_h = sb_type(b, SpvOpTypeCooperativeMatrixNV, 4, ta);
+    k.mat_f = sb_type(b, SpvOpTypeCooperativeMatrixNV, 4, tc);
+    uint32_t f0 = sb_f32(b, 0.f);
+    k.zero = sb_constant(b, SpvOpConstantComposite, k.mat_f, 1, &f0);
+  }
+  k.pq = sb_ptr(b, SpvStorageClassWorkgroup, q4);
+  k.sh = sb_shared(b, q4, c.total);                         /* [K | V (Q first)] [ASG][P or scratch] */
+  uint32_t mx = sb_shared(b, b->t_f32, 32 * ASG);           /* [ASG * 32]: a lane's row max, then its l */
+  uint32_t red = emulate ? sb_shared(b, b->t_f32, 32 * ASG) : 0; /* [ASG * 32]: the emulation's vote */
+  uint32_t grp = sv_begin(s, (uint64_t)groups, 32 * ASG);
+  sb_if guard;
+  sb_if_begin(b, &guard, sb_ult(b, grp, sb_u32(b, (uint32_t)groups)), false);
+  uint32_t bh = sb_div(b, grp, sb_u32(b, (uint32_t)nt)), q0 = sb_mulc(b, sb_mod(b, grp, sb_u32(b, (uint32_t)nt)), AQ);
+  uint32_t lid = sb_lid(b), sg = sb_shr(b, lid, sb_u32(b, 5)), lane = sb_and(b, lid, sb_u32(b, 31));
+  uint32_t r = sb_shr(b, lane, sb_u32(b, 1)), hf = sb_and(b, lane, sb_u32(b, 1)), col = sb_mulc(b, hf, 8);
+  uint32_t SQ = sb_u32(b, (uint32_t)A->SQ), SK = sb_u32(b, (uint32_t)A->SK), st0 = sb_u32(b, 0);
+  uint32_t qi = sb_add(b, q0, sb_add(b, sb_mulc(b, sg, 16), r)); /* the lane's query row */
+  uint32_t scr = sb_addc(b, sb_mulc(b, sg, c.sgq), c.pq);      /* the subgroup's P and scratch */
+  uint32_t lat = sb_add(b, scr, sb_add(b, sb_mulc(b, r, 5), sb_shr(b, col, sb_u32(b, 2))));
+  uint32_t kvbase = sb_mulc(b, bh, (uint32_t)(A->SK * D));
+  uint32_t partner = sb_op2(b, SpvOpBitwiseXor, b->t_u32, lid, sb_u32(b, 1));
+
+  /* the Q tile, into registers */
+  coop_stage(A, &c, k.sh, 0, sb_mulc(b, bh, (uint32_t)(A->SQ * D)), q0, AQ, SQ, 0);
+  sb_barrier(b);
+  uint32_t qm[8];
+  sb_lv qv = {0};
+  uint32_t qline = sb_mulc(b, sb_mulc(b, sg, 16), c.lq); /* the subgroup's first line of Q */
+  if (!emulate) {
+    for (int t = 0; t < nd; t++) qm[t] = cload(&k, sb_addc(b, qline, (uint32_t)(2 * t)), c.lq, false);
+  } else {
+    qv = sb_local_array(b, b->t_f32, (uint32_t)D);
+    uint32_t e0 = sb_mulc(b, sb_add(b, qline, sb_mulc(b, r, c.lq)), ACQ);
+    sb_loop l;
+    uint32_t d = sb_for(b, &l, st0, sb_u32(b, (uint32_t)D), sb_u32(b, 1));
+    sb_arr_st(b, qv, d, attn_sh_half(b, k.sh, sb_add(b, e0, d)));
+    sb_for_end(b, &l);
+  }
+  sb_barrier(b); /* the Q tile is read: K and V may overwrite it */
+
+  /* O: d / 16 accumulators (emulating: the lane's 8 values of each) */
+  sb_lv oacc[8], o[8][8], m = sb_local(b, b->t_f32, sb_f32(b, -__builtin_inff())), lsum = sb_local(b, b->t_f32, sb_f32(b, 0.f));
+  for (int j = 0; j < nd; j++) {
+    if (!emulate) oacc[j] = sb_local(b, k.mat_f, k.zero);
+    else
+      for (int e = 0; e < 8; e++) o[j][e] = sb_local(b, b->t_f32, sb_f32(b, 0.f));
+  }
+  uint32_t kend = SK;
+  if (A->causal) { /* keys up to the tile's last row */
+    uint32_t a[2] = {sb_addc(b, q0, AQ), SQ}, last = sb_glsl(b, GLSLstd450UMin, b->t_u32, 2, a), c2[2] = {last, SK};
+    kend = sb_glsl(b, GLSLstd450UMin, b->t_u32, 2, c2);
+  }
+  sb_loop kl;
+  uint32_t k0 = sb_for(b, &kl, st0, kend, sb_u32(b, (uint32_t)ak));
+  coop_stage(A, &c, k.sh, 1, kvbase, k0, ak, SK, 0);
+  coop_stage(A, &c, k.sh, 2, kvbase, k0, ak, SK, c.vq);
+  sb_barrier(b);
+
+  /* S: the lane's 8 scores of each 16 keys, scaled to base 2, masked */
+  uint32_t sc[4][8], ninf = sb_f32(b, -__builtin_inff()), scale2 = sb_f32(b, A->scale * 1.4426950408889634f);
+  uint32_t bmax = ninf;
+  for (int jb = 0; jb < nk; jb++) {
+    uint32_t v[8];
+    if (!emulate) {
+      uint32_t acc = k.zero;
+      for (int t = 0; t < nd; t++) { /* K's lines 16 jb.., d 16 t..: K^T's 16 x 16 piece, column-major */
+        uint32_t kb = cload(&k, sb_u32(b, (uint32_t)(16 * jb) * c.lq + (uint32_t)(2 * t)), c.lq, true);
+        uint32_t ma[3] = {qm[t], kb, acc};
+        acc = sb_op(b, SpvOpCooperativeMatrixMulAddNV, k.mat_f, 3, ma);
+      }
+      cthrough(&k, acc, scr, lat, v);
+    } else {
+      for (int e = 0; e < 8; e++) {
+        sb_lv a = sb_local(b, b->t_f32, sb_f32(b, 0.f));
+        uint32_t e0 = sb_mulc(b, sb_mulc(b, sb_add(b, col, sb_u32(b, (uint32_t)(16 * jb + e))), c.lq), ACQ);
+        sb_loop l;
+        uint32_t d = sb_for(b, &l, st0, sb_u32(b, (uint32_t)D), sb_u32(b, 1));
+        sb_st(b, a, sb_fma(b, sb_arr_ld(b, qv, d), attn_sh_half(b, k.sh, sb_add(b, e0, d)), sb_ld(b, a)));
+        sb_for_end(b, &l);
+        v[e] = sb_ld(b, a);
+      }
+    }
+    for (int e = 0; e < 8; e++) {
+      uint32_t key = sb_add(b, k0, sb_add(b, col, sb_u32(b, (uint32_t)(16 * jb + e)))), vis = sb_ult(b, key, SK);
+      if (A->causal) vis = sb_land(b, vis, sb_op2(b, SpvOpULessThanEqual, b->t_bool, key, qi));
+      sc[jb][e] = sb_select(b, b->t_f32, vis, sb_fmul(b, v[e], scale2), ninf);
+      bmax = sb_fmax(b, bmax, sc[jb][e]);
+    }
+  }
+  /* the row's max: this lane's and its neighbour's (lane ^ 1) */
+  sb_sh_st(b, mx, b->t_f32, lid, bmax);
+  csync(&k);
+  bmax = sb_fmax(b, bmax, sb_sh_ld(b, mx, b->t_f32, partner));
+  /* The reference max m moves to the row's max when, for some row of the
+   * subgroup, that grew past m by more than ALAZY (then O and l are
+   * rescaled by exp2(m_old - m_new)); else m stays and P <= 2^ALAZY (f16
+   * holds it).  Rows with nothing visible yet keep m = -inf and use 0 in its
+   * place, so that no inf - inf appears. */
+  uint32_t mo = sb_ld(b, m), mn = sb_fmax(b, mo, bmax), re = sb_bool(b, true);
+  if (lazy) {
+    uint32_t need = sb_op2(b, SpvOpFOrdGreaterThan, b->t_bool, mn, sb_fadd(b, mo, sb_f32(b, ALAZY)));
+    if (!emulate) { /* the subgroup's vote */
+      sb_capability(b, SpvCapabilityGroupNonUniformVote);
+      re = sb_op2(b, SpvOpGroupNonUniformAny, b->t_bool, sb_u32(b, SpvScopeSubgroup), need);
+    } else { /* the workgroup's (a rescale more is no error) */
+      uint32_t any = sb_wg_reduce(b, red, sb_select(b, b->t_f32, need, sb_f32(b, 1.f), sb_f32(b, 0.f)), true);
+      re = sb_op2(b, SpvOpFOrdGreaterThan, b->t_bool, any, sb_f32(b, 0.5f));
+    }
+    mn = sb_select(b, b->t_f32, re, mn, mo);
+  }
+  uint32_t ms = sb_select(b, b->t_f32, sb_op2(b, SpvOpFOrdEqual, b->t_bool, mn, ninf), sb_f32(b, 0.f), mn);
+  uint32_t corr = sb_glsl1(b, GLSLstd450Exp2, b->t_f32, sb_fsub(b, mo, ms)), ls = sb_fmul(b, sb_ld(b, lsum), corr);
+  sb_st(b, m, mn);
+  if (!emulate) { /* O's rows times corr, through the scratch (before P takes its place) */
+    sb_if rs;
+    if (lazy) sb_if_begin(b, &rs, re, false);
+    for (int j = 0; j < nd; j++) {
+      uint32_t pc[2] = {k.sh, scr};
+      uint32_t st[4] = {sb_op(b, SpvOpAccessChain, k.pq, 2, pc), sb_ld(b, oacc[j]), sb_u32(b, 5), sb_bool(b, false)};
+      sb_op0(b, SpvOpCooperativeMatrixStoreNV, 4, st);
+      csync(&k);
+      for (uint32_t h = 0; h < 2; h++) {
+        uint32_t qa = sb_addc(b, lat, h), quad = sb_sh_ld(b, k.sh, q4, qa), w[4];
+        for (uint32_t e = 0; e < 4; e++) {
+          uint32_t a[2] = {quad, e};
+          w[e] = sb_f2bits(b, sb_fmul(b, sb_bits2f(b, sb_op(b, SpvOpCompositeExtract, b->t_u32, 2, a)), corr));
+        }
+        sb_sh_st(b, k.sh, q4, qa, sb_op(b, SpvOpCompositeConstruct, q4, 4, w));
+      }
+      csync(&k);
+      uint32_t pl[2] = {k.sh, scr};
+      uint32_t la[3] = {sb_op(b, SpvOpAccessChain, k.pq, 2, pl), sb_u32(b, 5), sb_bool(b, false)};
+      sb_st(b, oacc[j], sb_op(b, SpvOpCooperativeMatrixLoadNV, k.mat_f, 3, la));
+      csync(&k); /* loaded before the next one is stored */
+    }
+    if (lazy) sb_if_end(b, &rs);
+  }
+  /* P as f16: row r, keys 16 jb + col.. a quad */
+  uint32_t prow = sb_add(b, scr, sb_add(b, sb_mulc(b, r, c.pl), hf));
+  for (int jb = 0; jb < nk; jb++) {
+    uint32_t p[8], w[4];
+    for (int e = 0; e < 8; e++) {
+      p[e] = sb_glsl1(b, GLSLstd450Exp2, b->t_f32, sb_fsub(b, sc[jb][e], ms));
+      ls = sb_fadd(b, ls, p[e]);
+    }
+    for (int e = 0; e < 4; e++) w[e] = sb_pack_h2(b, p[2 * e], p[2 * e + 1]);
+    sb_sh_st(b, k.sh, q4, sb_addc(b, prow, (uint32_t)(2 * jb)), sb_op(b, SpvOpCompositeConstruct, q4, 4, w));
+  }
+  sb_st(b, lsum, ls);
+  csync(&k);
+  /* O += P V, 16 columns of d at a time */
+  if (!emulate) {
+    uint32_t pm[4];
+    for (int t = 0; t < nk; t++) pm[t] = cload(&k, sb_addc(b, scr, (uint32_t)(2 * t)), c.pl, false);
+    for (int j = 0; j < nd; j++) {
+      uint32_t acc = sb_ld(b, oacc[j]);
+      for (int t = 0; t < nk; t++) { /* V's lines 16 t.., d 16 j.. */
+        uint32_t vb = cload(&k, sb_u32(b, c.vq + (uint32_t)(16 * t) * c.lq + (uint32_t)(2 * j)), c.lq, false);
+        uint32_t ma[3] = {pm[t], vb, acc};
+        acc = sb_op(b, SpvOpCooperativeMatrixMulAddNV, k.mat_f, 3, ma);
+      }
+      sb_st(b, oacc[j], acc);
+    }
+  } else {
+    uint32_t pe = sb_mulc(b, sb_add(b, scr, sb_mulc(b, r, c.pl)), ACQ);
+    for (int j = 0; j < nd; j++)
+      for (int e = 0; e < 8; e++) {
+        sb_lv a = sb_local(b, b->t_f32, sb_f32(b, 0.f));
+        uint32_t ve = sb_add(b, sb_u32(b, c.vq * ACQ + (uint32_t)(16 * j + e)), col);
+        sb_loop l;
+        uint32_t t = sb_for(b, &l, st0, sb_u32(b, (uint32_t)ak), sb_u32(b, 1));
+        uint32_t vt = attn_sh_half(b, k.sh, sb_add(b, ve, sb_mulc(b, t, c.lq * ACQ)));
+        sb_st(b, a, sb_fma(b, attn_sh_half(b, k.sh, sb_add(b, pe, t)), vt, sb_ld(b, a)));
+        sb_for_end(b, &l);
+        sb_st(b, o[j][e], sb_fma(b, sb_ld(b, o[j][e]), corr, sb_ld(b, a)));
+      }
+  }
+  sb_barrier(b); /* K, V and P are read: the next block may overwrite them */
+  sb_for_end(b, &kl);
+
+  /* l: this lane's part and its neighbour's */
+  sb_sh_st(b, mx, b->t_f32, lid, sb_ld(b, lsum));
+  csync(&k);
+  uint32_t l2 = sb_fadd(b, sb_ld(b, lsum), sb_sh_ld(b, mx, b->t_f32, partner));
+  uint32_t inv = sb_fdiv(b, sb_f32(b, 1.f), l2), ov[8][8];
+  for (int j = 0; j < nd; j++) { /* through the scratch outside the store's condition (subgroup-wide) */
+    if (!emulate) cthrough(&k, sb_ld(b, oacc[j]), scr, lat, ov[j]);
+    else
+      for (int e = 0; e < 8; e++) ov[j][e] = sb_ld(b, o[j][e]);
+  }
+  sb_if w;
+  sb_if_begin(b, &w, sb_ult(b, qi, SQ), false);
+  uint32_t at = sb_add(b, sb_mulc(b, sb_add(b, sb_mulc(b, bh, (uint32_t)A->SQ), qi), (uint32_t)A->DV), col);
+  for (int j = 0; j < nd; j++) store8(A, sb_addc(b, at, (uint32_t)(16 * j)), ov[j], inv);
+  sb_if_end(b, &w);
+  sb_if_end(b, &guard);
+  sv_end(s);
+  sv_coopmat16(s, emulate);
+}
+
+/* Whether the cooperative-matrix forward takes this attention: as the
+ * variant for devices with cooperative matrices only under
+ * --spirv-attention=coopmat (it has not yet run on NVIDIA's driver:
+ * bench/results/spirv-attention-2026-11-30.md); its emulation under
+ * --spirv-emulate-coopmat. */
+bool attn_coop_fits(const attn *A, bool grad, bool variant) {
+  if (grad || (variant && !A->s->p->opts.spirv_attention_coopmat)) return false;
+  return (A->dt == MLC_DT_BF16 || A->dt == MLC_DT_F16) && A->D == A->DV && A->D % 16 == 0 && A->D <= 128 &&
+         A->s->n->type.dtype == A->dt;
+}
