@@ -277,6 +277,7 @@ def main():
     ap.add_argument("--device", choices=["cuda", "cpu"], help="PyTorch's device (default: the target's)")
     ap.add_argument("--small", action="store_true", help="tests/ref/gpt2.py's small config (a CPU dry run)")
     ap.add_argument("--batch", type=int, help="batch (default: the .mdl's, 4)")
+    ap.add_argument("--seq", type=int, help="seq (default: the .mdl's, 1024; at most block_size)")
     ap.add_argument("--steps", type=int, help="steps (default 20, --small 10)")
     ap.add_argument("--warmup", type=int, default=3, help="first steps left out of the medians")
     ap.add_argument("--tol", type=float, help="relative loss tolerance (default 1e-4; 2e-2 for bf16)")
@@ -303,6 +304,8 @@ def main():
         cfg = {k: config[k] for k in MODEL_KEYS + ("batch", "seq")}
     if args.batch:
         cfg["batch"] = args.batch
+    if args.seq:
+        cfg["seq"] = args.seq
     args.steps = args.steps or (10 if args.small else 20)
     args.tol = args.tol or (2e-2 if bf16 else 1e-4)
     attention = args.torch_attention or ("sdpa" if hasattr(F, "scaled_dot_product_attention") else "math")
@@ -314,7 +317,7 @@ def main():
                                            capture_output=True, text=True).stdout.strip() or "?"
     hardware = "%s, torch %s" % ((torch.cuda.get_device_name() + " (one GPU)") if dev == "cuda" else
                                  "the CPU (%d threads)" % torch.get_num_threads(), torch.__version__)
-    st = dict(commit=commit, date=datetime.datetime.utcnow().strftime("%Y-%m-%d"), hardware=hardware,
+    st = dict(commit=commit, date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"), hardware=hardware,
               command=args.command or " ".join(["python3"] + sys.argv), config=cfg, adamw=adamw,
               precision=precision, bf16=bf16, torch_precision=args.torch_precision, attention=attention,
               fused=fused, device=dev, target=args.target, steps=args.steps, warmup=args.warmup, tol=args.tol,
