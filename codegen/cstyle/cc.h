@@ -252,6 +252,7 @@ const char *cc_const_lit(cc *c, const mlc_node *k);
  * type; NULL if op is not elementwise.  Fused kernels chain these. */
 const char *cc_ew_expr(cc *c, int op, int in_dt, int out_dt, const mlc_attrs *a, const char *const *x); /* a: NULL in a fused program */
 bool cc_emit_arange(cc *c);
+bool cc_emit_dropout(cc *c); /* dropout's Philox mask, as the CPU target's (emit_ew.c) */
 
 /* A GEMM as both dialects' emitters see it: codegen/gemm_shape.h (its dt is
  * also A's and B's dtype here). */

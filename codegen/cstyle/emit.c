@@ -27,6 +27,7 @@ static cc_emitter emitter_of(const cc_dialect *t, mlc_op op) {
     return cc_emit_misc;
   case MLC_OP_BROADCAST: return cc_emit_ew;
   case MLC_OP_ARANGE: return cc_emit_arange;
+  case MLC_OP_DROPOUT: return cc_emit_dropout;
   case MLC_OP_FUSED: return cc_emit_fused;
   case MLC_OP_ADAMW_MULTI: return t->emit_adamw_multi;
   case MLC_OP_MIN: return cc_emit_reduce;

@@ -16,6 +16,7 @@
  */
 #include "codegen/cstyle/cc.h"
 
+#include <math.h>
 #include <string.h>
 
 #define THREADS 256
@@ -165,6 +166,31 @@ bool cc_emit_arange(cc *c) {
   cc_begin(c, (uint64_t)blocks, THREADS, 0);
   cc_printf(c, "  for ($i64 i = ($i64)$bid * %d + $tid; i < %lld$ll; i += %lld$ll) out[i] = (%s)i;\n",
             THREADS, (long long)total, (long long)blocks * THREADS, cc_stype(c, c->n->type.dtype));
+  cc_end(c);
+  return true;
+}
+
+/* dropout(x, step): element i is kept where the first word of Philox4x32-10
+ * (mlc_philox0) of counter (i low, i high, step low, step high) under key
+ * (stream, seed), the attributes, is at least p 2^32, and scaled by
+ * 1 / (1 - p): the CPU target's mask (codegen/llvm/emit_ew.c), bit for bit,
+ * so that a model drops the same elements on every target. */
+bool cc_emit_dropout(cc *c) {
+  const mlc_node *n = c->n;
+  int64_t total = mlc_type_numel(&n->type), blocks = cc_ceil_div(total, THREADS);
+  if (blocks > MAX_BLOCKS) blocks = MAX_BLOCKS;
+  double p = n->a.f, t = floor(p * 4294967296.0);
+  unsigned threshold = t >= 4294967295.0 ? 4294967295u : (unsigned)t;
+  int dt = n->type.dtype;
+  cc_begin(c, (uint64_t)blocks, THREADS, 0);
+  cc_printf(c, "  const $i64 step = in1[0];\n");
+  cc_printf(c, "  const unsigned s0 = (unsigned)step, s1 = (unsigned)(step >> 32);\n");
+  cc_printf(c, "  for ($i64 i = ($i64)$bid * %d + $tid; i < %lld$ll; i += %lld$ll) {\n", THREADS, (long long)total,
+            (long long)blocks * THREADS);
+  cc_printf(c, "    const bool keep = mlc_philox0((unsigned)i, (unsigned)(i >> 32), s0, s1, %uu, %uu) >= %uu;\n",
+            (unsigned)n->a.start, (unsigned)n->a.end, threshold);
+  cc_printf(c, "    %s\n  }\n",
+            cc_store(c, "out", dt, "i", cc_fmt(c, "(keep ? %s * %s : 0.f)", cc_load(c, "in0", dt, "i"), cc_flit(c, (float)(1.0 / (1.0 - p))))));
   cc_end(c);
   return true;
 }

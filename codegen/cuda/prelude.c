@@ -23,6 +23,7 @@ const char mlc_cuda_prelude[] =
     "  mlc_bf16 r; asm(\"cvt.rn.bf16.f32 %0, %1;\" : \"=h\"(r.x) : \"f\"(v)); return r; }\n"
     "template <> MLC_FN mlc_f16 from_f32<mlc_f16>(float v) {\n"
     "  mlc_f16 r; asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(r.x) : \"f\"(v)); return r; }\n"
+    "MLC_FN unsigned mlc_umulhi(unsigned a, unsigned b) { return __umulhi(a, b); }\n"
     "MLC_FN float mlc_warp_sum(float v) {\n"
     "  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);\n"
     "  return v; }\n"

@@ -29,6 +29,7 @@ const char mlc_metal_prelude[] =
     "struct mlc_f16 { ushort x; };\n"
     "// Four elements, aligned for one vector load or store.\n"
     "template <class T> struct alignas(4 * sizeof(T)) mlc_x4 { T v[4]; };\n"
+    "MLC_FN uint mlc_umulhi(uint a, uint b) { return mulhi(a, b); }\n"
     "MLC_FN float to_f32(float v) { return v; }\n"
     "MLC_FN float to_f32(mlc_bf16 v) { return as_type<float>((uint)v.x << 16); }\n"
     "MLC_FN float to_f32(mlc_f16 v) { return float(as_type<half>(v.x)); }\n"

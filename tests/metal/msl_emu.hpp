@@ -345,6 +345,8 @@ using std::isfinite; using std::signbit; using std::copysign; using std::erf; us
 using std::atan; using std::atan2; using std::sinh; using std::cosh; using std::log10;
 
 inline float rsqrt(float x) { return 1.0f / std::sqrt(x); }
+/* the high 32 bits of the 64-bit product (MSL's integer mulhi) */
+inline uint mulhi(uint a, uint b) { return (uint)(((uint64_t)a * b) >> 32); }
 
 /* half / bfloat overloads: compute in float, round once. */
 #define MLC_UNARY16(f, expr)                                                        \

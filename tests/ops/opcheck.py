@@ -778,11 +778,11 @@ GRAD_CASES = [
              gather_grad_ref((6, 40), 1, bf16), LOW, {"idx": (0, 40)}, attrs={"axis": 1}, shape=[6, 40], targets=I27),
     # dropout (training only, so built by hand): the Philox mask, steps past 2^32 (the counter's high word)
     GradCase("dropout_f32", "dropout", ["x: f32[3, 1000, 7]", "step: i64[]"], dropout_ref(0.25, 0, 0), EW,
-             {"step": (1, 1 << 40)}, attrs={"p": 0.25, "stream": 0, "seed": 0}, targets=("cpu",)),
+             {"step": (1, 1 << 40)}, attrs={"p": 0.25, "stream": 0, "seed": 0}, targets=I27),
     GradCase("dropout_stream_seed", "dropout", ["x: f32[5, 9001]", "step: i64[]"], dropout_ref(0.9, 3, 77), EW,
-             {"step": (1, 100)}, attrs={"p": 0.9, "stream": 3, "seed": 77}, targets=("cpu",)),
+             {"step": (1, 100)}, attrs={"p": 0.9, "stream": 3, "seed": 77}, targets=I27),
     GradCase("dropout_bf16", "dropout", ["x: bf16[6, 333]", "step: i64[]"], dropout_ref(0.5, 1, 5, bf16), LOW,
-             {"step": (1, 1000)}, attrs={"p": 0.5, "stream": 1, "seed": 5}, targets=("cpu",)),
+             {"step": (1, 1000)}, attrs={"p": 0.5, "stream": 1, "seed": 5}, targets=I27),
     # cross_entropy_grad: targets outside [0, C) skipped and not counted, as in the forward
     GradCase("cross_entropy_grad", "cross_entropy_grad", ["g: f32[]", "x: f32[2, 37, 100]", "t: i32[2, 37]"],
              ce_grad_ref(), RED, {"t": (-3, 103), "x": (-5, 5)}, same_bits=True),
