@@ -2,7 +2,8 @@
 # On the GPU machine (device tool, nvidia-h200), one call: the
 # warp-specialised 3xTF32 GEMM (mlc_gemm_wgx: a producer warpgroup, two
 # consumers, a ring of 3 stages) checked and measured.
-#   1. every CUDA op case against PyTorch (the GPU numerics check)
+#   1. every CUDA op case against PyTorch (the GPU numerics check), and
+#      tests/ref/dropout.py on cuda
 #   2. bench/cuda_f32.sh: the f32 GEMM table and accuracy against
 #      torch.matmul f32, the GPT-2-like and MLP models against eager, f32.json
 #   3. compute-sanitizer memcheck and racecheck on an f32 GEMM with edges
@@ -21,6 +22,9 @@ t0=$(date +%s)
 timeout 240 python3 tests/ops/opcheck.py ops --target cuda --jobs 16 \
   --opcheck build-gpu/codegen/cuda/mlc_opcheck --work /tmp/ops-all > $work/ops/ops.log 2>&1 || rc=1
 grep -E "^FAIL|cases passed" $work/ops/ops.log; echo "ops: $(( $(date +%s) - t0 )) s"
+echo "## dropout on cuda (tests/ref/dropout.py against PyTorch and the CPU's Philox masks)"
+timeout 100 python3 tests/ref/dropout.py build-gpu/mlc . $work/dropout cuda > $work/dropout.log 2>&1 || rc=1
+grep -E "^(ok|FAIL|not ok)|passed|failed" $work/dropout.log | tail -12
 tar -C $work -czf "$final/logs.tgz" .
 OUT=$work/f32 OPS_K=${OPS_K:-matmul_tn_f32_split} bash bench/cuda_f32.sh || rc=1
 cp $work/f32/f32.json "$final/" 2>/dev/null
