@@ -1022,6 +1022,17 @@ struct mlc_gemm_wgx {
   };
   typedef op<!AKM, LDA, M> OA;
   typedef op<BNK, LDB, N> OB;
+  // k-tile kt, held in va and vb, split into its stage once the consumers are done with the stage's last tile
+  static MLC_FN void produce(const float (&va)[OA::NC][4], const float (&vb)[OB::NC][4], int kt, unsigned s0,
+                             unsigned full, unsigned empty, int tid) {
+    const int s = kt % ST;
+    if (kt >= ST) mlc_mbar_wait(empty + 8 * s, (kt / ST - 1) & 1);
+    const unsigned st = s0 + (unsigned)s * STAGE;
+    OA::put(va, st, st + A_T, tid);
+    OB::put(vb, st + PARTS * A_T, st + PARTS * A_T + B_T, tid);
+    mlc_fence_async_smem(); // the generic proxy's stores, seen by wgmma's async proxy
+    mlc_mbar_arrive(full + 8 * s);
+  }
   template <class E> static MLC_FN void run_e(const float *A, const float *B, const E &e, int tm, int tn, unsigned char *smraw) {
     const int tid = threadIdx.x, wg = tid >> 7;
     const long long m0 = (long long)tm * BM, n0 = (long long)tn * BN;
@@ -1033,22 +1044,26 @@ struct mlc_gemm_wgx {
     }
     __syncthreads(); // the last block-wide barrier: the roles part here
     if (wg == 0) {
-      // The producer: tile kt + 1 is loaded into registers while it waits
-      // for tile kt + 1's stage to be free (the consumers' products of tile
-      // kt + 1 - ST done), so that a load's latency hides behind a wait.
-      float va[OA::NC][4], vb[OB::NC][4];
-      OA::fetch(va, A, m0, 0, tid);
-      OB::fetch(vb, B, n0, 0, tid);
+      // The producer: two k-tiles in registers, so that two tiles' loads
+      // are in flight while it splits and stores a third (with one, a
+      // load's whole latency sat between two stores, and the products
+      // waited on it: 5-27 % slower than threads that load and multiply in
+      // turn).  Tile kt + 2 is fetched as soon as tile kt is stored.  The
+      // 128 floats take registers that the consumers give up (160 each
+      // suffice them: 64 sums, 64 partial sums), 192 here.
+      asm volatile("setmaxnreg.inc.sync.aligned.u32 192;");
+      float va0[OA::NC][4], vb0[OB::NC][4], va1[OA::NC][4], vb1[OB::NC][4];
+      OA::fetch(va0, A, m0, 0, tid);
+      OB::fetch(vb0, B, n0, 0, tid);
+      if (1 < KT) { OA::fetch(va1, A, m0, 1, tid); OB::fetch(vb1, B, n0, 1, tid); }
 #pragma unroll 1
-      for (int kt = 0; kt < KT; kt++) {
-        const int s = kt % ST;
-        if (kt >= ST) mlc_mbar_wait(empty + 8 * s, (kt / ST - 1) & 1);
-        const unsigned st = s0 + (unsigned)s * STAGE;
-        OA::put(va, st, st + A_T, tid);
-        OB::put(vb, st + PARTS * A_T, st + PARTS * A_T + B_T, tid);
-        mlc_fence_async_smem(); // the generic proxy's stores, seen by wgmma's async proxy
-        mlc_mbar_arrive(full + 8 * s);
-        if (kt + 1 < KT) { OA::fetch(va, A, m0, kt + 1, tid); OB::fetch(vb, B, n0, kt + 1, tid); }
+      for (int kt = 0; kt < KT; kt += 2) {
+        produce(va0, vb0, kt, s0, full, empty, tid);
+        if (kt + 2 < KT) { OA::fetch(va0, A, m0, kt + 2, tid); OB::fetch(vb0, B, n0, kt + 2, tid); }
+        if (kt + 1 < KT) {
+          produce(va1, vb1, kt + 1, s0, full, empty, tid);
+          if (kt + 3 < KT) { OA::fetch(va1, A, m0, kt + 3, tid); OB::fetch(vb1, B, n0, kt + 3, tid); }
+        }
       }
       return;
     }
@@ -1057,6 +1072,7 @@ struct mlc_gemm_wgx {
     // faster but 10-50x less accurate (bench/results/h200-2026-12-02f.md):
     // the tensor cores' sums into a large accumulator lose low bits that an
     // f32 add keeps.
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 160;");
     const int cw = wg - 1;
     float acc[64], part[64];
 #pragma unroll
