@@ -144,7 +144,12 @@ static void write_header(FILE *o, const mlc_program *p, const mlc_artifact *a) {
              "  mlc_allocator allocator;\n} %s_options;\n\n", n);
   fprintf(o, "/* opt may be NULL.  Parameters start at PyTorch's default initialisation\n"
              " * (seed 0); load weights to replace them.  Fails (MLC_UNIMPLEMENTED) when the\n"
-             " * runtime linked in is not of the mlc version that generated this model. */\n");
+             " * runtime linked in is not of the mlc version that generated this model.\n"
+             " * Memory is taken as it is first needed: the parameters here, an entry's\n"
+             " * arena at its first call, and the optimizer state at the first train step\n"
+             " * or load_checkpoint (that call returns MLC_OUT_OF_MEMORY if it cannot be\n"
+             " * had, and forward goes on working); a model that only runs forward never\n"
+             " * holds it. */\n");
   fprintf(o, "mlc_status %s_create(const %s_options *opt, %s **out);\n", n, n, n);
   fprintf(o, "void %s_destroy(%s *m);\n\n", n, n);
   fprintf(o, "void %s_init_weights(%s *m, uint64_t seed);\n", n, n);
@@ -154,8 +159,8 @@ static void write_header(FILE *o, const mlc_program *p, const mlc_artifact *a) {
              " * data), with the same checks; the bytes are copied, not kept. */\n");
   fprintf(o, "mlc_status %s_load_weights_memory(%s *m, const void *data, size_t size);\n", n, n);
   fprintf(o, "mlc_status %s_save_weights(const %s *m, const char *path);\n", n, n);
-  fprintf(o, "/* Parameters, optimizer state and step count, written atomically with a\n"
-             " * checksum that loading verifies. */\n");
+  fprintf(o, "/* Parameters, optimizer state (zeros before the first train step) and step\n"
+             " * count, written atomically with a checksum that loading verifies. */\n");
   fprintf(o, "mlc_status %s_save_checkpoint(const %s *m, const char *path);\n", n, n);
   fprintf(o, "mlc_status %s_load_checkpoint(%s *m, const char *path);\n", n, n);
   fprintf(o, "/* Optimizer steps taken. */\nuint64_t %s_steps(const %s *m);\n", n, n);

@@ -72,7 +72,8 @@ bool mlc_pass_fuse(mlc_pass_ctx *c);
 /* --stats (passes/stats.c): parameters, op counts, FLOPs. */
 void mlc_print_stats(FILE *out, const mlc_program *p);
 /* The device memory a session that runs only entry f holds, as planned:
- * f's arena and every parameter and optimizer state (one rank). */
+ * f's arena and every parameter, and the optimizer state when f reads it
+ * (the runtime makes the state at the first use of such an entry; one rank). */
 int64_t mlc_planned_session_bytes(const mlc_program *p, const mlc_func *f);
 
 #endif

@@ -21,14 +21,25 @@ static void commas(char *buf, size_t n, double v) {
   buf[len] = 0;
 }
 
+/* Whether f reads the optimizer state (the train entry does). */
+static bool uses_state(const mlc_program *p, const mlc_func *f) {
+  for (uint32_t i = 0; i < f->n; i++)
+    if (f->nodes[i].op == MLC_OP_PARAM && p->params[f->nodes[i].a.param].role == MLC_ROLE_OPT_STATE) return true;
+  return false;
+}
+
 int64_t mlc_planned_session_bytes(const mlc_program *p, const mlc_func *f) {
-  /* as runtime/session.c lays them out: one block, each parameter (weights
-   * inside an fsdp flat excepted) at a 64-byte boundary */
-  int64_t total = 0;
-  for (uint32_t i = 0; i < p->nparams; i++)
+  /* as runtime/session.c lays them out: two blocks, the parameters and the
+   * optimizer state, each parameter (weights inside an fsdp flat excepted)
+   * at a 64-byte boundary; the state's block only once an entry that reads
+   * it has run */
+  int64_t total = 0, state = 0;
+  for (uint32_t i = 0; i < p->nparams; i++) {
+    int64_t *end = p->params[i].role == MLC_ROLE_OPT_STATE ? &state : &total;
     if (!p->params[i].flat)
-      total = (total + mlc_type_numel(&p->params[i].type) * mlc_dtype_size(p->params[i].type.dtype) + 63) / 64 * 64;
-  return total + f->arena_bytes;
+      *end = (*end + mlc_type_numel(&p->params[i].type) * mlc_dtype_size(p->params[i].type.dtype) + 63) / 64 * 64;
+  }
+  return total + (uses_state(p, f) ? state : 0) + f->arena_bytes;
 }
 
 /* What the recompute pass chose for the memory budget, and its cost. */
@@ -133,7 +144,8 @@ void mlc_print_stats(FILE *out, const mlc_program *p) {
       int64_t held = mlc_planned_session_bytes(p, f);
       commas(num, sizeof num, (double)held);
       fprintf(out, "  planned total: %s bytes (%.3f GB) held by a session that runs %s%s (its arena and every parameter%s)\n",
-              num, (double)held / 1e9, f->name, sharded ? " on one rank" : "", state ? " and optimizer state" : "");
+              num, (double)held / 1e9, f->name, sharded ? " on one rank" : "",
+              !state ? "" : uses_state(p, f) ? " and optimizer state" : "; no optimizer state until it trains");
       if (!strcmp(f->name, "train")) print_recompute(out, p);
     }
   }

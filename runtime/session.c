@@ -1,7 +1,8 @@
 /* Sessions over any device behind runtime/device.h's vtable (CPU, CUDA,
- * Vulkan, Metal): parameters in one block, an arena per entry point made
- * at its first use, kernels resolved by name at creation, steps run in
- * order on the device, timed when profiling is on. */
+ * Vulkan, Metal): parameters in one block, the optimizer state in another
+ * made when a call first needs it, an arena per entry point made at its
+ * first use, kernels resolved by name at creation, steps run in order on
+ * the device, timed when profiling is on. */
 #include "runtime/session.h"
 
 #include <errno.h>
@@ -48,12 +49,18 @@ struct mlc_session {
   mlc_allocator a;
   mlc_device *dev;
   bool profile;
-  uint8_t *params;        /* all parameters and optimizer state, 64-byte aligned each (host) */
+  uint8_t *params;        /* every parameter but the optimizer state, 64-byte aligned each (host) */
   uint64_t dparams;       /* the same on the device (== params on the CPU) */
   uint64_t params_bytes;
-  bool host_stale;        /* the device's parameters are newer than params */
-  bool dev_stale;         /* params is newer than the device's */
-  uint64_t *param_off;
+  /* The optimizer state (role 1), laid out the same way: NULL (and 0) until
+   * a call first needs it (ensure_state), so that a session that only runs
+   * forward never holds it. */
+  uint8_t *state;
+  uint64_t dstate;
+  uint64_t state_bytes;   /* what it takes, held or not */
+  bool host_stale;        /* the device's parameters (and state) are newer than the host's */
+  bool dev_stale;         /* the host's are newer than the device's */
+  uint64_t *param_off;    /* per parameter: its offset in its block (params, or state for role 1) */
   mlc_plan_shape *pshape; /* per parameter: its shape here (a sharded one's rows are this rank's) */
   mlc_comm *comm;         /* the ranks' collectives (FSDP) */
   bool own_comm;
@@ -67,6 +74,19 @@ struct mlc_session {
 };
 
 static uint64_t align64(uint64_t x) { return (x + 63) & ~(uint64_t)63; }
+
+enum { ROLE_STATE = 1 }; /* mlc_plan_param.role of optimizer state */
+
+static bool is_state(const mlc_session *s, uint32_t i) { return s->plan->params[i].role == ROLE_STATE; }
+
+/* A parameter's storage on the host and on the device (for optimizer state:
+ * only once ensure_state has made it). */
+static uint8_t *host_at(const mlc_session *s, uint32_t i) {
+  return (is_state(s, i) ? s->state : s->params) + s->param_off[i];
+}
+static uint64_t dev_at(const mlc_session *s, uint32_t i) {
+  return (is_state(s, i) ? s->dstate : s->dparams) + s->param_off[i];
+}
 
 /* Bytes of this rank's rows of a sharded [rows, 4096] value. */
 static uint64_t shard_bytes(const mlc_session *s, const mlc_plan_shape *sh) {
@@ -92,7 +112,7 @@ static bool flat_part(const mlc_session *s, uint32_t i, uint64_t *lo, uint64_t *
   uint64_t from = a > first ? a : first, to = b < first + per ? b : first + per;
   *lo = from - a;
   *hi = to - a;
-  *at = s->params + s->param_off[fl] + (from - first) * 4;
+  *at = host_at(s, fl) + (from - first) * 4;
   return true;
 }
 static bool host_memory(const mlc_session *s) { return s->dev->vt->host_memory; }
@@ -125,6 +145,11 @@ void mlc_session_destroy(mlc_session *s) {
   mlc_allocator_free(s->a, s->events);
   if (s->dev && s->sum_buf) s->dev->vt->free(s->dev, s->sum_buf);
   if (s->dev && s->dparams && !host_memory(s)) s->dev->vt->free(s->dev, s->dparams);
+  if (s->dev && s->dstate && !host_memory(s)) s->dev->vt->free(s->dev, s->dstate);
+  if (s->state) {
+    if (s->dev && host_memory(s)) s->dev->vt->free(s->dev, (uint64_t)(uintptr_t)s->state);
+    else mlc_allocator_free(s->a, s->state);
+  }
   if (s->params) { /* the CPU device's memory, or the session's own host copy */
     if (s->dev && host_memory(s)) s->dev->vt->free(s->dev, (uint64_t)(uintptr_t)s->params);
     else mlc_allocator_free(s->a, s->params);
@@ -199,6 +224,38 @@ static mlc_status create_entry(mlc_session *s, entry_state *es) {
   return NULL;
 }
 
+/* The optimizer state, made (zero, as a fresh optimizer's) at the first
+ * call that needs it: the first use of an entry that updates it (train:
+ * its input, run or output), loading a checkpoint, putting a training state
+ * back, or param_data of a state tensor.  A session that only ever runs
+ * forward never holds it.  When the memory is not there, nothing is kept:
+ * the error (the device's code, MLC_OUT_OF_MEMORY on the CPU) says how much
+ * was asked for, and the session goes on running forward as before. */
+static mlc_status ensure_state(mlc_session *s) {
+  if (s->state || !s->state_bytes) return NULL;
+  uint64_t n = s->state_bytes, dev = 0;
+  uint8_t *host = NULL;
+  mlc_status st = NULL;
+  if (host_memory(s)) {
+    if (!(st = s->dev->vt->alloc(s->dev, n, &dev))) host = (uint8_t *)(uintptr_t)dev;
+  } else if (!(host = mlc_allocator_alloc(s->a, n))) {
+    st = mlc_status_make(MLC_OUT_OF_MEMORY, "out of host memory");
+  } else if ((st = s->dev->vt->alloc(s->dev, n, &dev))) {
+    mlc_allocator_free(s->a, host);
+    host = NULL;
+  }
+  if (st) {
+    mlc_status r = mlc_status_make(mlc_status_code(st), "the optimizer state (%llu bytes): %s", (unsigned long long)n,
+                                   mlc_status_message(st));
+    mlc_status_free(st);
+    return r;
+  }
+  memset(host, 0, n); /* the device's block comes zeroed (device.h) */
+  s->state = host;
+  s->dstate = dev;
+  return NULL;
+}
+
 /* The entry's arena, made at its first use (an input, a run, an output) and
  * kept until the session ends: a session that only trains never holds the
  * forward's arena, so what it holds is what `mlc compile --stats` plans for
@@ -207,6 +264,10 @@ static mlc_status create_entry(mlc_session *s, entry_state *es) {
 static mlc_status bind_entry(mlc_session *s, entry_state *es) {
   if (es->bound) return NULL;
   const mlc_plan_entry *e = es->e;
+  bool uses_state = false; /* the train entry: it updates the optimizer state */
+  for (uint32_t i = 0; i < e->nvalues && !uses_state; i++)
+    uses_state = e->values[i].param != MLC_PLAN_NO_PARAM && is_state(s, e->values[i].param);
+  if (uses_state) MLC_RETURN_IF_ERROR(ensure_state(s));
   mlc_status st = es->arena ? NULL : s->dev->vt->alloc(s->dev, e->arena_bytes ? e->arena_bytes : 1, &es->arena);
   if (st) {
     mlc_status r = mlc_status_make(mlc_status_code(st), "the arena of entry %s (%llu bytes): %s", e->name,
@@ -216,7 +277,7 @@ static mlc_status bind_entry(mlc_session *s, entry_state *es) {
   }
   for (uint32_t i = 0; i < e->nvalues; i++) {
     const mlc_plan_value *v = &e->values[i];
-    es->addr[i] = v->param != MLC_PLAN_NO_PARAM ? s->dparams + s->param_off[v->param] : es->arena + (uint64_t)v->offset;
+    es->addr[i] = v->param != MLC_PLAN_NO_PARAM ? dev_at(s, v->param) : es->arena + (uint64_t)v->offset;
     if (v->rank_slice) { /* this rank's rows of the buffer there */
       uint64_t bytes = shard_bytes(s, &v->shape), end = (uint64_t)v->offset + bytes * (uint64_t)(s->comm->rank + 1);
       if (end > e->arena_bytes)
@@ -272,15 +333,17 @@ mlc_status mlc_session_create(const mlc_plan *plan, const mlc_session_options *o
   s->pshape = mlc_allocator_alloc_array(a, plan->nparams + 1, sizeof *s->pshape);
   if (!st && !s->pshape) st = mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory");
   if (st) { mlc_session_destroy(s); return st; }
-  uint64_t total = 0;
+  uint64_t total = 0, state = 0;
   for (uint32_t i = 0; i < plan->nparams; i++) {
     const mlc_plan_param *p = &plan->params[i];
+    uint64_t *end = is_state(s, i) ? &state : &total;
     s->pshape[i] = p->shape;
     if (p->sharded) s->pshape[i].dims[0] = (int64_t)mlc_plan_shard_rows((uint64_t)p->shape.dims[0], s->comm->world);
-    s->param_off[i] = total;
-    if (!p->flat) total = align64(total + mlc_plan_shape_bytes(&s->pshape[i]));
+    s->param_off[i] = *end;
+    if (!p->flat) *end = align64(*end + mlc_plan_shape_bytes(&s->pshape[i]));
   }
   s->params_bytes = total;
+  s->state_bytes = state; /* made later, by ensure_state */
   /* The host block comes from the CPU device's allocator or the session's own. */
   uint64_t host = 0;
   if (host_memory(s)) {
@@ -317,20 +380,31 @@ mlc_status mlc_session_create(const mlc_plan *plan, const mlc_session_options *o
 
 const mlc_plan *mlc_session_plan(const mlc_session *s) { return s->plan; }
 
-/* Brings the host copy of the parameters up to date. */
+/* Brings the host copy of the parameters (and the state, if held) up to date. */
 static mlc_status sync_host(const mlc_session *cs) {
   mlc_session *s = (mlc_session *)cs;
   if (!s->host_stale) return NULL;
   MLC_RETURN_IF_ERROR(s->dev->vt->read(s->dev, s->params, s->dparams, s->params_bytes));
+  if (s->state) MLC_RETURN_IF_ERROR(s->dev->vt->read(s->dev, s->state, s->dstate, s->state_bytes));
   s->host_stale = false;
+  return NULL;
+}
+
+/* The device's copy of the parameters (and the state, if held) brought up to date. */
+static mlc_status sync_device(mlc_session *s) {
+  if (!s->dev_stale) return NULL;
+  MLC_RETURN_IF_ERROR(s->dev->vt->write(s->dev, s->dparams, s->params, s->params_bytes));
+  if (s->state) MLC_RETURN_IF_ERROR(s->dev->vt->write(s->dev, s->dstate, s->state, s->state_bytes));
+  s->dev_stale = false;
   return NULL;
 }
 
 void *mlc_session_param_data(mlc_session *s, uint32_t param) {
   mlc_status st = sync_host(s);
+  if (!st && is_state(s, param)) st = ensure_state(s); /* the caller may read or write it */
   if (st) { mlc_status_free(st); return NULL; }
   uint64_t lo, hi;
-  uint8_t *at = s->params + s->param_off[param];
+  uint8_t *at = host_at(s, param);
   if (s->plan->params[param].flat && (s->comm->world > 1 || !flat_part(s, param, &lo, &hi, &at))) return NULL;
   s->dev_stale = !host_memory(s); /* the caller may write */
   return at;
@@ -381,8 +455,8 @@ static void pack_quantized(mlc_session *s) {
     const mlc_plan_param *p = &s->plan->params[i];
     if (p->role != 4) continue;
     const mlc_plan_param *w = &s->plan->params[p->flat_offset];
-    mlc_quant_pack((const float *)(s->params + s->param_off[p->flat_offset]), w->shape.dims[0], w->shape.dims[1],
-                   (int)p->a, (int)p->b, (int32_t *)(s->params + s->param_off[i]));
+    mlc_quant_pack((const float *)host_at(s, (uint32_t)p->flat_offset), w->shape.dims[0], w->shape.dims[1],
+                   (int)p->a, (int)p->b, (int32_t *)host_at(s, i));
   }
 }
 
@@ -391,13 +465,15 @@ void mlc_session_init_params(mlc_session *s, uint64_t seed) {
   s->host_stale = false; /* every byte is rewritten */
   s->dev_stale = !host_memory(s);
   /* Flat parameters and their state start at zero (padding included);
-   * their weights are drawn below, in plan order, as they would be unsharded. */
+   * their weights are drawn below, in plan order, as they would be unsharded.
+   * Optimizer state not yet made is zero when it is (ensure_state), and its
+   * init is zeros, which draws nothing from the RNG. */
   for (uint32_t i = 0; i < s->plan->nparams; i++)
-    if (s->plan->params[i].sharded) memset(s->params + s->param_off[i], 0, param_bytes(s, i));
+    if (s->plan->params[i].sharded && (s->state || !is_state(s, i))) memset(host_at(s, i), 0, param_bytes(s, i));
   for (uint32_t i = 0; i < s->plan->nparams; i++) {
     const mlc_plan_param *p = &s->plan->params[i];
-    if (p->role == 2) continue;
-    uint8_t *d = s->params + s->param_off[i];
+    if (p->role == 2 || (is_state(s, i) && !s->state)) continue;
+    uint8_t *d = host_at(s, i);
     size_t esz = mlc_plan_shape_bytes(&(mlc_plan_shape){.dtype = p->shape.dtype});
     uint64_t n = mlc_plan_shape_bytes(&s->pshape[i]) / (esz ? esz : 1), lo = 0, hi = n;
     if (p->flat && !flat_part(s, i, &lo, &hi, &d)) lo = hi = n;
@@ -555,7 +631,7 @@ static mlc_status load_tensors(mlc_session *s, mlc_safetensors *f, const char *p
       st = mlc_status_make(MLC_INVALID_ARGUMENT, "%s: tensor '%s' is %s, the model needs %s", path, p->name,
                            mlc_safetensors_dtype_name(t->dtype), mlc_safetensors_dtype_name(to_st(p->shape.dtype)));
     } else if (!p->flat) {
-      memcpy(s->params + s->param_off[i], t->data, t->nbytes);
+      memcpy(host_at(s, i), t->data, t->nbytes); /* a checkpoint's state: the caller made it (ensure_state) */
     } else if (flat_part(s, i, &lo, &hi, &at)) { /* this rank's part of a sharded weight */
       memcpy(at, (const uint8_t *)t->data + lo * 4, (hi - lo) * 4);
     }
@@ -596,18 +672,32 @@ mlc_status mlc_session_load_weights_memory(mlc_session *s, const void *data, siz
   return load_weights(s, NULL, data, size, "weights in memory");
 }
 
-/* Writes the tensors of `role` (or all) with the given metadata. */
+/* Writes the tensors of `role` (or all) with the given metadata.  Optimizer
+ * state the session has not made (it never trained) is written as the zeros
+ * it would start from, out of one zero block the size of its largest tensor,
+ * which is freed again: saving does not make the session hold the state. */
 static mlc_status save_tensors(const mlc_session *s, const char *path, int role, const mlc_safetensors_kv *meta,
                                size_t nmeta) {
   uint32_t n = 0;
   MLC_RETURN_IF_ERROR(sync_host(s));
+  uint64_t zero_bytes = 0;
+  for (uint32_t i = 0; i < s->plan->nparams && !s->state; i++)
+    if (in_file(&s->plan->params[i], role) && is_state(s, i) && param_bytes(s, i) > zero_bytes) zero_bytes = param_bytes(s, i);
+  uint8_t *zeros = zero_bytes ? mlc_allocator_alloc(s->a, zero_bytes) : NULL;
+  if (zero_bytes && !zeros)
+    return mlc_status_make(MLC_OUT_OF_MEMORY, "%s: out of memory for %llu bytes of zero optimizer state", path,
+                           (unsigned long long)zero_bytes);
+  if (zeros) memset(zeros, 0, zero_bytes);
   mlc_safetensors_entry *ents = mlc_allocator_alloc_array(s->a, s->plan->nparams + s->plan->nties + 1, sizeof *ents);
-  if (!ents) return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory");
+  if (!ents) {
+    mlc_allocator_free(s->a, zeros);
+    return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory");
+  }
   mlc_status st = NULL;
   for (uint32_t i = 0; i < s->plan->nparams && !st; i++) {
     const mlc_plan_param *p = &s->plan->params[i];
     if (!in_file(p, role)) continue;
-    const uint8_t *data = s->params + s->param_off[i];
+    const uint8_t *data = is_state(s, i) && !s->state ? zeros : host_at(s, i);
     uint64_t lo, hi;
     uint8_t *at;
     if (p->flat) { /* whole only with one rank */
@@ -627,6 +717,7 @@ static mlc_status save_tensors(const mlc_session *s, const char *path, int role,
   }
   if (!st) st = mlc_safetensors_save(path, ents, n, meta, nmeta, s->a);
   mlc_allocator_free(s->a, ents);
+  mlc_allocator_free(s->a, zeros);
   return st;
 }
 
@@ -635,14 +726,21 @@ mlc_status mlc_session_save_weights(const mlc_session *s, const char *path) {
   return save_tensors(s, path, ROLE_WEIGHT, &meta, 1);
 }
 
-/* xxHash64 over every parameter and state tensor, in plan order. */
+/* xxHash64 over every parameter and state tensor, in plan order (state not
+ * yet made as the zeros it would start from). */
 static uint64_t params_checksum(const mlc_session *s) {
+  static const uint8_t zeros[4096];
   XXH64_state_t *h = XXH64_createState();
   if (!h) return 0;
   XXH64_reset(h, 0);
-  for (uint32_t i = 0; i < s->plan->nparams; i++)
-    if (s->plan->params[i].role != 4) /* packed weights follow from the others */
-      XXH64_update(h, s->params + s->param_off[i], (size_t)param_bytes(s, i));
+  for (uint32_t i = 0; i < s->plan->nparams; i++) {
+    if (s->plan->params[i].role == 4) continue; /* packed weights follow from the others */
+    if (is_state(s, i) && !s->state)
+      for (uint64_t left = param_bytes(s, i); left; left -= left < sizeof zeros ? left : sizeof zeros)
+        XXH64_update(h, zeros, (size_t)(left < sizeof zeros ? left : sizeof zeros));
+    else
+      XXH64_update(h, host_at(s, i), (size_t)param_bytes(s, i));
+  }
   uint64_t v = XXH64_digest(h);
   XXH64_freeState(h);
   return v;
@@ -794,13 +892,13 @@ static mlc_status load_gathered(mlc_session *s, const char *first, int world) {
       XXH64_update(h, t->data, t->nbytes);
       if (!p->sharded) { /* not sharded: every rank holds it whole */
         if (t->nbytes != param_bytes(s, i)) st = mlc_status_make(MLC_DATA_LOSS, "%s: tensor '%s' has the wrong size", file, p->name);
-        else if (r == 0) memcpy(s->params + s->param_off[i], t->data, t->nbytes);
+        else if (r == 0) memcpy(host_at(s, i), t->data, t->nbytes);
         continue;
       }
       uint64_t rows = mlc_plan_shard_rows((uint64_t)p->shape.dims[0], world), row = MLC_PLAN_SHARD_ROW * 4;
       uint64_t have = (uint64_t)s->pshape[i].dims[0], from = rows * (uint64_t)r;
       if (t->nbytes != rows * row) { st = mlc_status_make(MLC_DATA_LOSS, "%s: tensor '%s' has the wrong size", file, p->name); break; }
-      if (from < have) memcpy(s->params + s->param_off[i] + from * row, t->data, (size_t)((from + rows > have ? have - from : rows) * row));
+      if (from < have) memcpy(host_at(s, i) + from * row, t->data, (size_t)((from + rows > have ? have - from : rows) * row));
     }
     if (!st && h && strtoull(sum, NULL, 16) != XXH64_digest(h))
       st = mlc_status_make(MLC_DATA_LOSS, "%s: checksum mismatch: the checkpoint is corrupt", file);
@@ -817,6 +915,8 @@ mlc_status mlc_session_load_checkpoint(mlc_session *s, const char *path) {
   char *shard = NULL;
   int world = 0;
   MLC_RETURN_IF_ERROR(read_manifest(s, path, &shard, &world));
+  mlc_status est = ensure_state(s); /* a checkpoint carries the optimizer state */
+  if (est) { mlc_allocator_free(s->a, shard); return mlc_status_annotate(est, "%s", path); }
   if (world) {
     s->host_stale = false;
     s->dev_stale = !host_memory(s);
@@ -871,15 +971,19 @@ uint64_t mlc_session_schedule_steps(const mlc_session *s) { return s->sched_step
 
 double mlc_session_lr(const mlc_session *s) { return mlc_plan_lr(&s->plan->schedule, s->step, s->sched_steps); }
 
-uint64_t mlc_session_state_bytes(const mlc_session *s) { return s->params_bytes + sizeof s->step; }
+/* The buffer: the parameters' block, the state's block, the step count. */
+uint64_t mlc_session_state_bytes(const mlc_session *s) { return s->params_bytes + s->state_bytes + sizeof s->step; }
 
 mlc_status mlc_session_state_save(const mlc_session *s, void *buf, uint64_t bytes) {
   if (bytes != mlc_session_state_bytes(s))
     return mlc_status_make(MLC_INVALID_ARGUMENT, "the training state is %llu bytes, got a buffer of %llu",
                            (unsigned long long)mlc_session_state_bytes(s), (unsigned long long)bytes);
   MLC_RETURN_IF_ERROR(sync_host(s));
-  memcpy(buf, s->params, s->params_bytes);
-  memcpy((uint8_t *)buf + s->params_bytes, &s->step, sizeof s->step);
+  uint8_t *b = buf;
+  memcpy(b, s->params, s->params_bytes);
+  if (s->state) memcpy(b + s->params_bytes, s->state, s->state_bytes);
+  else memset(b + s->params_bytes, 0, s->state_bytes); /* not made yet: the zeros it starts from */
+  memcpy(b + s->params_bytes + s->state_bytes, &s->step, sizeof s->step);
   return NULL;
 }
 
@@ -887,8 +991,11 @@ mlc_status mlc_session_state_restore(mlc_session *s, const void *buf, uint64_t b
   if (bytes != mlc_session_state_bytes(s))
     return mlc_status_make(MLC_INVALID_ARGUMENT, "the training state is %llu bytes, got %llu",
                            (unsigned long long)mlc_session_state_bytes(s), (unsigned long long)bytes);
-  memcpy(s->params, buf, s->params_bytes);
-  memcpy(&s->step, (const uint8_t *)buf + s->params_bytes, sizeof s->step);
+  MLC_RETURN_IF_ERROR(ensure_state(s));
+  const uint8_t *b = buf;
+  memcpy(s->params, b, s->params_bytes);
+  if (s->state_bytes) memcpy(s->state, b + s->params_bytes, s->state_bytes);
+  memcpy(&s->step, b + s->params_bytes + s->state_bytes, sizeof s->step);
   s->host_stale = false;
   s->dev_stale = !host_memory(s);
   return NULL;
@@ -976,10 +1083,7 @@ mlc_status mlc_session_run(mlc_session *s, const char *entry) {
   entry_state *es;
   MLC_RETURN_IF_ERROR(find_bound_entry(s, entry, &es));
   const mlc_device_vt *vt = s->dev->vt;
-  if (s->dev_stale) {
-    MLC_RETURN_IF_ERROR(vt->write(s->dev, s->dparams, s->params, s->params_bytes));
-    s->dev_stale = false;
-  }
+  MLC_RETURN_IF_ERROR(sync_device(s));
   /* A run of the train entry is one optimizer step. */
   bool steps_optimizer = !strcmp(entry, "train");
   for (uint32_t i = 0; i < es->e->ninputs; i++)

@@ -1,8 +1,11 @@
 /* Sessions: the runtime's generic C API.
  *
  * A session runs one plan on one device.  It owns the model's parameters
- * (one block, in the plan's order), one arena per entry point (the size the
- * compiler planned), and the resolved kernels.  The typed API that
+ * (one block, in the plan's order), the optimizer state (another block,
+ * made at the first call that needs it: see below), one arena per entry
+ * point (the size the compiler planned, made at the entry's first use), and
+ * the resolved kernels.  A session that only ever runs forward holds the
+ * parameters and the forward's arena, nothing of the train step's.  The typed API that
  * `mlc compile -o` generates (<name>.h) wraps these calls.
  *
  * The device sits behind runtime/device.h, made by mlc_device_create: the
@@ -89,7 +92,17 @@ void *mlc_session_param_data(mlc_session *s, uint32_t param);
 /* Checkpoints: every parameter and the optimizer's state, with the step
  * count and an xxHash64 checksum of all the data in the metadata, written
  * atomically (temporary file, fsync, rename).  Loading verifies the
- * checksum and refuses a corrupt, truncated or mismatched file. */
+ * checksum and refuses a corrupt, truncated or mismatched file.
+ *
+ * The optimizer state (AdamW's moments) is made, zero, at the first call
+ * that needs it: the first use of the train entry (an input, a run, an
+ * output), loading a checkpoint, mlc_session_state_restore, or
+ * mlc_session_param_data of a state tensor.  If its memory is not there,
+ * that call fails (MLC_OUT_OF_MEMORY, or the device's own code) and the
+ * session runs forward as before.  Saving a checkpoint of a session that
+ * never made it writes the zeros it would start from (a valid checkpoint,
+ * the same as before the change that made the state lazy), without making
+ * the session hold it. */
 MLC_MUST_USE mlc_status mlc_session_save_checkpoint(const mlc_session *s, const char *path);
 MLC_MUST_USE mlc_status mlc_session_load_checkpoint(mlc_session *s, const char *path);
 /* Optimizer steps taken: each successful run of the "train" entry is one,
@@ -106,8 +119,9 @@ uint64_t mlc_session_schedule_steps(const mlc_session *s);
 double mlc_session_lr(const mlc_session *s);
 
 /* The whole training state (parameters, optimizer state, step count) copied
- * out into `bytes` bytes at `buf` (mlc_session_state_bytes of them), and put
- * back.  mlc train's validation loss runs the train entry on held-out
+ * out into `bytes` bytes at `buf` (mlc_session_state_bytes of them, the
+ * state counted whether it is held yet or not: zeros if not), and put
+ * back (which makes the state).  mlc train's validation loss runs the train entry on held-out
  * batches (its loss is that of the state before the update) and puts the
  * state back after each, so evaluating changes nothing. */
 uint64_t mlc_session_state_bytes(const mlc_session *s);
@@ -128,8 +142,10 @@ MLC_MUST_USE mlc_status mlc_session_output(const mlc_session *s, const char *ent
  * what bounds it, the share of its roof, and a hint.  The first form uses
  * this CPU's cached calibration (or built-in defaults, and says so). */
 void mlc_session_print_profile(const mlc_session *s, const char *entry, FILE *out);
-/* Bytes of device memory the session holds: parameters, optimizer state,
- * the arenas of every entry point, kernels' scratch. */
+/* Bytes of device memory the session holds now: the parameters, the
+ * arenas of the entries used so far, kernels' scratch, and the optimizer
+ * state once a call has made it (a session that only runs forward never
+ * does). */
 uint64_t mlc_session_device_bytes(const mlc_session *s);
 /* The ceilings the first form uses: this CPU's calibration, or a GPU's datasheet figures. */
 void mlc_session_ceilings(const mlc_session *s, mlc_ceilings *c);

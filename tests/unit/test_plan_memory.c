@@ -10,7 +10,9 @@
  * peak over the whole session, its tables and the CPU device's own
  * included, must be within 5 % of the plan; so must the bytes the device
  * reports (mlc_session_device_bytes).  A session that only trains must not
- * hold the forward's arena. */
+ * hold the forward's arena; one that only runs forward holds neither the
+ * train entry's arena nor the optimizer state, which the first train step
+ * makes (test_forward_then_train, to the byte). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -29,10 +32,12 @@
 
 typedef struct {
   size_t live, peak;
+  size_t refuse_from; /* refuse every request of at least this many bytes; 0: none */
 } counter;
 
 static void *count_alloc(void *ctx, size_t n) {
   counter *c = ctx;
+  if (c->refuse_from && n >= c->refuse_from) return NULL;
   size_t *b = malloc(n + 16); /* the size in front, 16 bytes keep the alignment */
   if (!b) return NULL;
   b[0] = n;
@@ -115,7 +120,7 @@ static float run_case(const char *entry, const char *compute, int64_t budget, ui
   mlc_plan *plan;
   check(mlc_plan_parse(b.plan, b.plan_bytes, mlc_allocator_default(), &plan));
 
-  counter c = {0, 0};
+  counter c = {0, 0, 0};
   mlc_session_options so = {NULL, mlc_cpu_lookup, &b, 2, false, {count_alloc, count_free, &c}, NULL};
   mlc_session *s;
   check(mlc_session_create(plan, &so, &s));
@@ -196,6 +201,127 @@ static void test_forward(void **state) {
   run_case("forward", "bf16", 0, NULL);
 }
 
+/* The two blocks of a session as runtime/session.c lays them out, computed
+ * here from the plan: every parameter but the optimizer state (fsdp weights
+ * inside a flat excepted), and the state, each at a 64-byte boundary. */
+static void blocks(const mlc_plan *plan, uint64_t *params, uint64_t *state) {
+  *params = *state = 0;
+  for (uint32_t i = 0; i < plan->nparams; i++) {
+    const mlc_plan_param *p = &plan->params[i];
+    uint64_t *end = p->role == 1 ? state : params;
+    if (!p->flat) *end = (*end + mlc_plan_shape_bytes(&p->shape) + 63) / 64 * 64;
+  }
+}
+
+static void set_ids(mlc_session *s, const mlc_plan_entry *e, const int32_t *ids, size_t bytes) {
+  for (uint32_t k = 0; k < e->ninputs; k++)
+    if (strncmp(e->inputs[k].name, "opt.", 4)) check(mlc_session_set_input(s, e->name, e->inputs[k].name, ids, bytes));
+}
+
+static float output0(mlc_session *s, const mlc_plan_entry *e) {
+  const void *out;
+  const mlc_plan_shape *shape;
+  check(mlc_session_output(s, e->name, e->outputs[0].name, &out, &shape));
+  assert_int_equal(shape->dtype, 1);
+  return *(const float *)out;
+}
+
+/* A session of a model with a train step that runs only forward holds the
+ * parameters and the forward's arena, to the byte, and no optimizer state;
+ * saving a checkpoint then still makes none.  When the state's memory is
+ * not there, the first train step fails with MLC_OUT_OF_MEMORY and forward
+ * runs on, unchanged.  The first train step that gets it holds the state
+ * and the train arena too.  The checkpoint saved before it (zero state) is
+ * valid: a fresh session that loads it holds the state at once, and its
+ * train step has the same loss to the bit. */
+static void test_forward_then_train(void **state) {
+  (void)state;
+  const char *src = compiled_read(MLC_SOURCE_DIR "/examples/minillm.mdl");
+  assert_non_null(src);
+  mlc_define defs[7] = {{"vocab", "512"}, {"dim", "128"}, {"layers", "2"}, {"heads", "4"},
+                        {"batch", "2"}, {"seq", "64"}, {"compute", "f32"}};
+  compiled cc;
+  mlc_pipeline_options po = {.target = "cpu"};
+  assert_true(compiled_frontend(&cc, src, defs, 7));
+  assert_true(mlc_pipeline_run(&cc.prog, &cc.diag, &po));
+  mlc_cpu_build b;
+  mlc_status st = mlc_cpu_compile(&cc.prog, &b, NULL);
+  if (!st) st = mlc_cpu_jit(&b);
+  if (st) fail_msg("%s", mlc_status_message(st));
+  mlc_plan *plan;
+  check(mlc_plan_parse(b.plan, b.plan_bytes, mlc_allocator_default(), &plan));
+  const mlc_plan_entry *fwd = mlc_plan_find_entry(plan, "forward"), *train = mlc_plan_find_entry(plan, "train");
+  assert_non_null(fwd);
+  assert_non_null(train);
+  uint64_t params, opt;
+  blocks(plan, &params, &opt);
+  printf("parameters %llu bytes, optimizer state %llu, forward arena %llu, train arena %llu\n", (unsigned long long)params,
+         (unsigned long long)opt, (unsigned long long)fwd->arena_bytes, (unsigned long long)train->arena_bytes);
+  assert_true(opt > params); /* AdamW: two moments per weight */
+  assert_int_equal(mlc_planned_session_bytes(&cc.prog, compiled_func(&cc.prog, "forward")), params + fwd->arena_bytes);
+  assert_int_equal(mlc_planned_session_bytes(&cc.prog, compiled_func(&cc.prog, "train")), params + opt + train->arena_bytes);
+
+  counter c = {0, 0, 0};
+  mlc_session_options so = {NULL, mlc_cpu_lookup, &b, 2, false, {count_alloc, count_free, &c}, NULL};
+  mlc_session *s;
+  check(mlc_session_create(plan, &so, &s));
+  mlc_session_init_params(s, 1);
+  int32_t ids[2 * 64];
+  for (int i = 0; i < 2 * 64; i++) ids[i] = (i * 37) % 512;
+  set_ids(s, fwd, ids, sizeof ids);
+  check(mlc_session_run(s, "forward"));
+  float logit = output0(s, fwd);
+  uint64_t held = mlc_session_device_bytes(s);
+  printf("  forward only: %llu bytes held, peak through the allocator %zu\n", (unsigned long long)held, c.peak);
+  assert_int_equal(held, params + fwd->arena_bytes);
+  assert_true(c.peak < params + fwd->arena_bytes + opt / 10); /* the session's tables: tens of KB */
+
+  char ckpt[] = "/tmp/mlc_lazy_state_XXXXXX";
+  int fd = mkstemp(ckpt);
+  assert_true(fd >= 0);
+  close(fd);
+  check(mlc_session_save_checkpoint(s, ckpt));
+  assert_int_equal(mlc_session_device_bytes(s), held);
+
+  c.refuse_from = opt; /* the state's block: the only request that large */
+  st = mlc_session_run(s, "train"); /* its first use: the arena and the state are made here */
+  assert_non_null(st);
+  printf("  train step without the memory: %s: %s\n", mlc_status_code_name(mlc_status_code(st)), mlc_status_message(st));
+  assert_int_equal(mlc_status_code(st), MLC_OUT_OF_MEMORY);
+  assert_non_null(strstr(mlc_status_message(st), "optimizer state"));
+  mlc_status_free(st);
+  assert_int_equal(mlc_session_device_bytes(s), held);
+  assert_int_equal(mlc_session_step(s), 0);
+  check(mlc_session_run(s, "forward"));
+  float again = output0(s, fwd);
+  assert_memory_equal(&logit, &again, sizeof logit);
+  c.refuse_from = 0;
+
+  set_ids(s, train, ids, sizeof ids);
+  check(mlc_session_run(s, "train"));
+  float loss = output0(s, train);
+  printf("  after one train step: %llu bytes held (loss %.9g)\n", (unsigned long long)mlc_session_device_bytes(s), loss);
+  assert_int_equal(mlc_session_device_bytes(s), params + fwd->arena_bytes + opt + train->arena_bytes);
+  assert_int_equal(mlc_session_step(s), 1);
+  mlc_session_destroy(s);
+  assert_int_equal(c.live, 0);
+
+  mlc_session *r;
+  check(mlc_session_create(plan, &so, &r));
+  check(mlc_session_load_checkpoint(r, ckpt));
+  assert_int_equal(mlc_session_device_bytes(r), params + opt);
+  set_ids(r, train, ids, sizeof ids);
+  check(mlc_session_run(r, "train"));
+  float resumed = output0(r, train);
+  assert_memory_equal(&loss, &resumed, sizeof loss);
+  mlc_session_destroy(r);
+  assert_int_equal(c.live, 0);
+  remove(ckpt);
+  mlc_plan_free(plan);
+  mlc_cpu_build_free(&b);
+  release(&cc);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_train_bf16),
@@ -203,6 +329,7 @@ int main(void) {
       cmocka_unit_test(test_train_bf16_budget),
       cmocka_unit_test(test_train_bf16_budget_segments),
       cmocka_unit_test(test_forward),
+      cmocka_unit_test(test_forward_then_train),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
