@@ -1050,8 +1050,11 @@ struct mlc_gemm_wgx {
       // waited on it: 5-27 % slower than threads that load and multiply in
       // turn).  Tile kt + 2 is fetched as soon as tile kt is stored.  The
       // 128 floats take registers that the consumers give up (160 each
-      // suffice them: 64 sums, 64 partial sums), 192 here.
-      asm volatile("setmaxnreg.inc.sync.aligned.u32 192;");
+      // suffice them: 64 sums, 64 partial sums): 184 here, so that the
+      // block holds no more than the 384 x 168 it was launched with
+      // (setmaxnreg.inc takes only what the block's own .dec released; 192
+      // waited forever on the H200).
+      asm volatile("setmaxnreg.inc.sync.aligned.u32 184;");
       float va0[OA::NC][4], vb0[OB::NC][4], va1[OA::NC][4], vb1[OB::NC][4];
       OA::fetch(va0, A, m0, 0, tid);
       OB::fetch(vb0, B, n0, 0, tid);
