@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# On the GPU machine (device tool, nvidia-h200), one call: the
-# warp-specialised 3xTF32 GEMM (mlc_gemm_wgx: a producer warpgroup, two
-# consumers, a ring of 3 stages) checked and measured.
+# On the GPU machine (device tool, nvidia-h200), one call: the 3xTF32 GEMM
+# (mlc_gemm_wgx, as build-gpu/ has it) checked and measured.  Written for
+# the warp-specialised kernel (a producer warpgroup, two consumers, a ring
+# of 3 stages; branch wgx-ws), measured 2026-12-03 in
+# bench/results/h200-2026-12-03b.md; main kept the kernel before it.
 #   1. every CUDA op case against PyTorch (the GPU numerics check), and
 #      tests/ref/dropout.py on cuda
 #   2. bench/cuda_f32.sh: the f32 GEMM table and accuracy against

@@ -40,8 +40,7 @@
  *    split into a TF32 high part and residual and three products a step
  *    (3xTF32), or one (tf32); any shape.  With 3/4 of a wave of 128 x 128 tiles:
  *    mlc_gemm_wgx, wgmma.m64n128k8 tf32 on sm_90a from K-major swizzled
- *    tiles that a producer warpgroup fills through registers (split on the
- *    way) around a ring of stages, for two consumer warpgroups (384 threads).
+ *    tiles that the threads fill through registers (split on the way).
  *    Otherwise mlc_gemm_x3, mma.sync m16n8k8 tf32, 128x64x32 tiles of 8
  *    warps or 64x64x32 of 4, a 3-stage cp.async ring (16-byte copies where
  *    rows are 16-byte aligned, else 4).
@@ -92,10 +91,9 @@ static int64_t gemm_tiles(const gemm_desc *d, int bm, int bn) {
 
 static int64_t gemm_smem(const gemm_desc *d, const gemm_cfg *g) {
   if (!g->tc) return 2 * (int64_t)g->bk * 16 * (g->tm + g->tn) * 4;
-  if (g->x && g->wg) { /* mlc_gemm_wgx::SMEM: ST stages of the hi (and lo) parts, 1024 to align them, two
-                          mbarriers a stage; or its fallback's */
+  if (g->x && g->wg) { /* mlc_gemm_wgx::SMEM: two stages of hi and lo, or its fallback's */
     gemm_cfg f = {.tc = true, .x = g->x, .bm = 128, .bn = 128, .bk = 32, .wm = 4, .wn = 2, .st = 3};
-    int64_t w = (int64_t)g->st * (g->x == 3 ? 2 : 1) * (g->bm + g->bn) * 128 + 1024 + 16 * g->st, fb = gemm_smem(d, &f);
+    int64_t w = 2 * 2 * (int64_t)(g->bm + g->bn) * 128 + 1024, fb = gemm_smem(d, &f);
     return w > fb ? w : fb;
   }
   if (g->x) { /* mlc_gemm_x3::SMEM */
@@ -141,16 +139,11 @@ static bool gemm_rows_even(const gemm_desc *d) {
   return true;
 }
 
-/* mlc_gemm_wgx: 128 x 128 x 32 tiles, a producer warpgroup and two
- * consumers (3 x 4 warps), ST stages as the kernel has them (its ST). */
-static gemm_cfg wgx_cfg(int x) {
-  return (gemm_cfg){.tc = true, .wg = true, .x = x, .bm = 128, .bn = 128, .bk = 32, .wm = 3, .wn = 4, .st = x == 3 ? 3 : 6};
-}
-
 static gemm_cfg gemm_pick(const gemm_desc *d, int x, const mlc_options *o) {
   if (d->dt == MLC_DT_F32 && x) {
     /* wgmma from three quarters of a wave of 128 x 128 tiles (the MLP's 2000 x 1000: 128 tiles) */
-    if (gemm_tiles(d, 128, 128) >= GEMM_SMS * 3 / 4) return wgx_cfg(x);
+    if (gemm_tiles(d, 128, 128) >= GEMM_SMS * 3 / 4)
+      return (gemm_cfg){.tc = true, .wg = true, .x = x, .bm = 128, .bn = 128, .bk = 32, .wm = 2, .wn = 4, .st = 2};
     if (gemm_tiles(d, 128, 64) >= GEMM_SMS)
       return (gemm_cfg){.tc = true, .x = x, .bm = 128, .bn = 64, .bk = 32, .wm = 4, .wn = 2, .st = 3};
     return (gemm_cfg){.tc = true, .x = x, .bm = 64, .bn = 64, .bk = 32, .wm = 2, .wn = 2, .st = 3};
@@ -215,7 +208,7 @@ static void gemm_emit_cfg(cc *c, const gemm_desc *d, const gemm_cfg *g, const ml
     p.bdim[0] = s;
     p.bsa[0] = p.K * d->M;
     p.bsb[0] = p.K * d->N;
-    gemm_cfg w = wgx_cfg(g->x);
+    gemm_cfg w = {.tc = true, .wg = true, .x = g->x, .bm = 128, .bn = 128, .bk = 32, .wm = 2, .wn = 4, .st = 2};
     c->scratch = (uint64_t)(s * d->M * d->N * 4);
     gemm_emit_one(c, &p, &w, NULL, "(float *)scratch");
     int64_t mn = d->M * d->N;

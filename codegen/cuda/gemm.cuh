@@ -937,24 +937,18 @@ struct mlc_gemm_x3 {
   }
 };
 // f32 on Hopper's wgmma (sm_90a): C[M,N] = A B for one 128 x 128 tile, X
-// TF32 products a step as mlc_mma_x (X = 3: 3xTF32), warp-specialised.
-// wgmma takes TF32 operands only K-major, so both come through registers:
-// a producer warpgroup loads each k-tile (32 deep) of A and B from global
-// memory, splits it into TF32 high parts and residuals, and stores both
-// into K-major 128-byte-swizzled tiles (a row of 32 k at 128 bytes, chunk
-// c of row r at (c ^ (r & 7)) * 16), whatever the operand's layout in
-// memory: K-contiguous rows 16 bytes a thread, MN-contiguous ones a thread
-// a column of 4 k (coalesced across the warp).  The tiles go round a ring
-// of ST stages, each with a "full" mbarrier (the producer's 128 threads
-// arrive after their stores) and an "empty" one (the consumers' 256 arrive
-// once their products have read it).  Two consumer warpgroups of 64 rows
-// each run only wgmma.m64n128k8 and the sums, so that the loads and splits
-// of later tiles overlap the products (with every thread doing both, in
-// turn, the kernel ran at half its roof: bench/results/h200-2026-12-02f.md).
-// A k-tile's 12 products sum apart and join the accumulators rounded (the
-// tensor cores truncate as they add).  Any shape: edges zero-filled, stores
-// predicated.  Elsewhere than sm_90a the launch runs mlc_gemm_x3 on the
-// first 256 threads.
+// TF32 products a step as mlc_mma_x (X = 3: 3xTF32).  wgmma takes TF32
+// operands only K-major, so both come through registers: each thread loads
+// its share of the next k-tile (32 deep) while the tensor cores work on this
+// one, splits it into TF32 high parts and residuals, and stores both into
+// K-major 128-byte-swizzled tiles (a row of 32 k at 128 bytes, chunk c of
+// row r at (c ^ (r & 7)) * 16), whatever the operand's layout in memory:
+// K-contiguous rows 16 bytes a thread, MN-contiguous ones a thread a
+// column of 4 k (coalesced across the warp).  Two stages; two warpgroups of
+// 64 rows, wgmma.m64n128k8; a k-tile's 12 products sum apart and join the
+// accumulators rounded (the tensor cores truncate as they add).  Any
+// shape: edges zero-filled, stores predicated.  Elsewhere than sm_90a the
+// launch runs mlc_gemm_x3.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 template <int SD> MLC_FN void mlc_wgmma_tf32(float *d, unsigned long long a, unsigned long long b) {
   asm volatile("{ .reg .pred p; setp.ne.b32 p, %66, 0; wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1; }"
@@ -963,25 +957,23 @@ template <int SD> MLC_FN void mlc_wgmma_tf32(float *d, unsigned long long a, uns
 #endif
 template <int X, bool AKM, bool BNK, long long M, long long N, long long K>
 struct mlc_gemm_wgx {
-  static constexpr int BM = 128, BN = 128, BK = 32, NT = 384, PT = 128; // PT: the producer's threads
-  static constexpr int PARTS = X == 3 ? 2 : 1;                          // hi (and lo) of each operand
-  static constexpr int A_T = BM * 128, B_T = BN * 128;                  // bytes of one part of a tile
-  static constexpr int STAGE = PARTS * (A_T + B_T);                     // A hi, (A lo,) B hi, (B lo)
-  static constexpr int ST = X == 3 ? 3 : 6;
-  typedef mlc_gemm_x3<X, 128, 128, 32, 4, 2, 3, AKM, BNK, M, N, K> F; // the fallback (256 threads)
-  static constexpr int SMEM_WG = ST * STAGE + 1024 + 16 * ST;         // + alignment, the 2 ST mbarriers
+  static constexpr int BM = 128, BN = 128, BK = 32, NT = 256;
+  static constexpr int A_T = BM * 128, B_T = BN * 128;   // bytes of one part of a tile
+  static constexpr int STAGE = 2 * (A_T + B_T);           // hi and lo of A and B
+  typedef mlc_gemm_x3<X, 128, 128, 32, 4, 2, 3, AKM, BNK, M, N, K> F; // the fallback
+  static constexpr int SMEM_WG = 2 * STAGE + 1024;
   static constexpr int SMEM = SMEM_WG > F::SMEM ? SMEM_WG : F::SMEM;
   static constexpr long long LDA = AKM ? M : K, LDB = BNK ? K : N;
   static constexpr int KT = (int)((K + BK - 1) / BK);
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   // One operand's R x 32 tile: KM (K-contiguous in memory, leading
-  // dimension LD) or not; MN valid rows.  Each producer thread holds NC chunks of 4.
+  // dimension LD) or not; MN valid rows.  Each thread holds 4 chunks of 4.
   template <bool KM, long long LD, long long MN> struct op {
-    static constexpr int R = 128, NC = R * BK / 4 / PT;
+    static constexpr int R = 128, NC = R * BK / 4 / NT;
     typedef typename mlc_gemm_index<(MN + R) * LD + K + BK >= 0x7fffffffLL>::type I;
     // chunk i of this thread: (row r of the tile, k-chunk q of 4)
     static MLC_FN void at(int tid, int i, int &r, int &q) {
-      int c = tid + i * PT;
+      int c = tid + i * NT;
       if (KM) { r = c >> 3; q = c & 7; } else { r = c % R; q = c / R; }
     }
     static MLC_FN void fetch(float (&v)[NC][4], const float *g, long long mn0, int kt, int tid) {
@@ -1013,7 +1005,7 @@ struct mlc_gemm_wgx {
         unsigned o = (unsigned)(r * 128 + ((q ^ (r & 7)) << 4));
         unsigned h[4], l[4];
 #pragma unroll
-        for (int j = 0; j < 4; j++) mlc_tf32_split<X>(v[i][j], h[j], l[j]);
+        for (int j = 0; j < 4; j++) mlc_tf32_split<3>(v[i][j], h[j], l[j]);
         asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(hi + o), "r"(h[0]), "r"(h[1]), "r"(h[2]), "r"(h[3]) : "memory");
         if (X == 3)
           asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(lo + o), "r"(l[0]), "r"(l[1]), "r"(l[2]), "r"(l[3]) : "memory");
@@ -1022,72 +1014,35 @@ struct mlc_gemm_wgx {
   };
   typedef op<!AKM, LDA, M> OA;
   typedef op<BNK, LDB, N> OB;
-  // k-tile kt, held in va and vb, split into its stage once the consumers are done with the stage's last tile
-  static MLC_FN void produce(const float (&va)[OA::NC][4], const float (&vb)[OB::NC][4], int kt, unsigned s0,
-                             unsigned full, unsigned empty, int tid) {
-    const int s = kt % ST;
-    if (kt >= ST) mlc_mbar_wait(empty + 8 * s, (kt / ST - 1) & 1);
-    const unsigned st = s0 + (unsigned)s * STAGE;
-    OA::put(va, st, st + A_T, tid);
-    OB::put(vb, st + PARTS * A_T, st + PARTS * A_T + B_T, tid);
-    mlc_fence_async_smem(); // the generic proxy's stores, seen by wgmma's async proxy
-    mlc_mbar_arrive(full + 8 * s);
-  }
   template <class E> static MLC_FN void run_e(const float *A, const float *B, const E &e, int tm, int tn, unsigned char *smraw) {
-    const int tid = threadIdx.x, wg = tid >> 7;
-    const long long m0 = (long long)tm * BM, n0 = (long long)tn * BN;
-    const unsigned s0 = (mlc_gemm_smem_u32(smraw) + 1023) & ~1023u;
-    const unsigned full = s0 + ST * STAGE, empty = full + 8 * ST; // the stages' mbarriers
-    if (tid == 0) {
-      for (int s = 0; s < ST; s++) { mlc_mbar_init(full + 8 * s, PT); mlc_mbar_init(empty + 8 * s, NT - PT); }
-      mlc_mbar_fence_init();
-    }
-    __syncthreads(); // the last block-wide barrier: the roles part here
-    if (wg == 0) {
-      // The producer: two k-tiles in registers, so that two tiles' loads
-      // are in flight while it splits and stores a third (with one, a
-      // load's whole latency sat between two stores, and the products
-      // waited on it: 5-27 % slower than threads that load and multiply in
-      // turn).  Tile kt + 2 is fetched as soon as tile kt is stored.  The
-      // 128 floats take registers that the consumers give up (160 each
-      // suffice them: 64 sums, 64 partial sums): 184 here, so that the
-      // block holds no more than the 384 x 168 it was launched with
-      // (setmaxnreg.inc takes only what the block's own .dec released; 192
-      // waited forever on the H200).
-      asm volatile("setmaxnreg.inc.sync.aligned.u32 184;");
-      float va0[OA::NC][4], vb0[OB::NC][4], va1[OA::NC][4], vb1[OB::NC][4];
-      OA::fetch(va0, A, m0, 0, tid);
-      OB::fetch(vb0, B, n0, 0, tid);
-      if (1 < KT) { OA::fetch(va1, A, m0, 1, tid); OB::fetch(vb1, B, n0, 1, tid); }
-#pragma unroll 1
-      for (int kt = 0; kt < KT; kt += 2) {
-        produce(va0, vb0, kt, s0, full, empty, tid);
-        if (kt + 2 < KT) { OA::fetch(va0, A, m0, kt + 2, tid); OB::fetch(vb0, B, n0, kt + 2, tid); }
-        if (kt + 1 < KT) {
-          produce(va1, vb1, kt + 1, s0, full, empty, tid);
-          if (kt + 3 < KT) { OA::fetch(va1, A, m0, kt + 3, tid); OB::fetch(vb1, B, n0, kt + 3, tid); }
-        }
-      }
-      return;
-    }
-    // A consumer: 64 rows of the tile.  part: this k-tile's products, added
-    // to acc once they are done.  Adding them straight into acc is 6-9 %
-    // faster but 10-50x less accurate (bench/results/h200-2026-12-02f.md):
-    // the tensor cores' sums into a large accumulator lose low bits that an
-    // f32 add keeps.
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 160;");
-    const int cw = wg - 1;
+    int tid = threadIdx.x, wg = tid >> 7;
+    long long m0 = (long long)tm * BM, n0 = (long long)tn * BN;
+    unsigned s0 = (mlc_gemm_smem_u32(smraw) + 1023) & ~1023u;
+    // stage s: A hi, A lo, B hi, B lo.  The registers va, vb carry tile
+    // kt + 1 from global memory: fetched while tile kt - 1's products run,
+    // split into the free stage while tile kt's run, so that a load's
+    // latency is hidden behind a whole tile of products.
+    float va[OA::NC][4], vb[OB::NC][4];
+    OA::fetch(va, A, m0, 0, tid);
+    OB::fetch(vb, B, n0, 0, tid);
+    OA::put(va, s0, s0 + A_T, tid);
+    OB::put(vb, s0 + 2 * A_T, s0 + 2 * A_T + B_T, tid);
+    mlc_fence_async_smem();
+    if (1 < KT) { OA::fetch(va, A, m0, 1, tid); OB::fetch(vb, B, n0, 1, tid); }
+    __syncthreads();
+    // part: this k-tile's products, added to acc once they are done.  Adding
+    // them straight into acc is 6-9 % faster but 10-50x less accurate
+    // (bench/results/h200-2026-12-02f.md): the tensor cores' sums into a
+    // large accumulator lose low bits that an f32 add keeps.
     float acc[64], part[64];
 #pragma unroll
     for (int i = 0; i < 64; i++) acc[i] = 0.f;
 #pragma unroll 1
     for (int kt = 0; kt < KT; kt++) {
-      const int s = kt % ST;
-      mlc_mbar_wait(full + 8 * s, (kt / ST) & 1);
-      const unsigned st = s0 + (unsigned)s * STAGE;
+      unsigned st = s0 + (unsigned)(kt & 1) * STAGE;
       // this warpgroup's 64 rows of A: 64 * 128 bytes on
-      const unsigned long long ah = mlc_wg_desc(st + cw * 8192, 16), al = mlc_wg_desc(st + A_T + cw * 8192, 16);
-      const unsigned long long bh = mlc_wg_desc(st + PARTS * A_T, 16), bl = mlc_wg_desc(st + PARTS * A_T + B_T, 16);
+      const unsigned long long ah = mlc_wg_desc(st + wg * 8192, 16), al = mlc_wg_desc(st + A_T + wg * 8192, 16);
+      const unsigned long long bh = mlc_wg_desc(st + 2 * A_T, 16), bl = mlc_wg_desc(st + 2 * A_T + B_T, 16);
       mlc_wg_fence();
 #pragma unroll
       for (int kk = 0; kk < BK / 8; kk++) { // k-step of 8 = 32 bytes = 2 in the descriptor
@@ -1103,14 +1058,21 @@ struct mlc_gemm_wgx {
         }
       }
       mlc_wg_commit();
+      if (kt + 1 < KT) { // the other stage was last read by tile kt - 1's products, all finished
+        unsigned nx = s0 + (unsigned)((kt + 1) & 1) * STAGE;
+        OA::put(va, nx, nx + A_T, tid);
+        OB::put(vb, nx + 2 * A_T, nx + 2 * A_T + B_T, tid);
+        mlc_fence_async_smem();
+      }
+      if (kt + 2 < KT) { OA::fetch(va, A, m0, kt + 2, tid); OB::fetch(vb, B, n0, kt + 2, tid); }
       mlc_wg_wait<0>();
-      mlc_mbar_arrive(empty + 8 * s); // this thread's share of the stage is read
 #pragma unroll
       for (int i = 0; i < 64; i++) { mlc_wg_fence_operand(part[i]); acc[i] += part[i]; }
+      __syncthreads();
     }
     // acc[4i + e]: row 16 * warp + lane / 4 (+8 for e >= 2), column 8i + 2 (lane % 4) (+1 for odd e)
     int lane = tid & 31, w = (tid >> 5) & 3;
-    long long r0 = m0 + cw * 64 + w * 16 + (lane >> 2), c0 = n0 + 2 * (lane & 3);
+    long long r0 = m0 + wg * 64 + w * 16 + (lane >> 2), c0 = n0 + 2 * (lane & 3);
 #pragma unroll
     for (int i = 0; i < 16; i++)
 #pragma unroll
@@ -1121,7 +1083,6 @@ struct mlc_gemm_wgx {
   }
 #else
   template <class E> static MLC_FN void run_e(const float *A, const float *B, const E &e, int tm, int tn, unsigned char *sm) {
-    if (threadIdx.x >= F::NT) return; // the fallback's warps; exited threads do not hold its barriers
     F::run_e(A, B, e, tm, tn, sm);
   }
 #endif
