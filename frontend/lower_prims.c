@@ -657,31 +657,34 @@ static mlc_value prim_arange(mlc_lowerer *L, const mlc_ast_expr *e, mlc_op op) {
   return mlc_emit(L, op, NULL, 0, NULL, &t, e->loc);
 }
 
+/* The functions whose binding is their own; every op that ops.def marks
+ * CALL is also callable by its name (call_binder). */
 static const struct {
   const char *name;
   prim_fn fn;
   mlc_op op;
 } prims[] = {
-  {"exp", prim_unary, MLC_OP_EXP},         {"log", prim_unary, MLC_OP_LOG},
-  {"sqrt", prim_unary, MLC_OP_SQRT},       {"rsqrt", prim_unary, MLC_OP_RSQRT},
-  {"tanh", prim_unary, MLC_OP_TANH},       {"sigmoid", prim_unary, MLC_OP_SIGMOID},
-  {"relu", prim_unary, MLC_OP_RELU},       {"silu", prim_unary, MLC_OP_SILU},
-  {"gelu", prim_gelu, MLC_OP_GELU},        {"softmax", prim_reduce, MLC_OP_SOFTMAX},
-  {"sum", prim_reduce, MLC_OP_SUM},        {"mean", prim_reduce, MLC_OP_MEAN},
-  {"max", prim_reduce, MLC_OP_MAX},        {"reshape", prim_reshape, MLC_OP_RESHAPE},
+  {"gelu", prim_gelu, MLC_OP_GELU},        {"reshape", prim_reshape, MLC_OP_RESHAPE},
   {"transpose", prim_transpose, MLC_OP_TRANSPOSE}, {"slice", prim_slice, MLC_OP_SLICE},
   {"concat", prim_concat, MLC_OP_CONCAT},  {"cast", prim_cast, MLC_OP_CAST},
-  {"matmul", prim_binary, MLC_OP_MATMUL},  {"cross_entropy", prim_binary, MLC_OP_CROSS_ENTROPY},
   {"attention", prim_attention, MLC_OP_ATTENTION},
-  {"abs", prim_unary, MLC_OP_ABS},         {"erf", prim_unary, MLC_OP_ERF},
   {"pow", prim_pow, MLC_OP_POW},           {"clamp", prim_clamp, MLC_OP_CLAMP_MIN},
   {"dropout", prim_dropout, MLC_OP_DROPOUT},
   {"where", prim_where, MLC_OP_WHERE},     {"arange", prim_arange, MLC_OP_ARANGE},
   {"permute", prim_permute, MLC_OP_TRANSPOSE}, {"unsqueeze", prim_unsqueeze, MLC_OP_RESHAPE},
   {"squeeze", prim_squeeze, MLC_OP_RESHAPE}, {"expand", prim_expand, MLC_OP_BROADCAST},
-  {"gather", prim_gather, MLC_OP_GATHER},  {"min", prim_reduce, MLC_OP_MIN},
-  {"argmax", prim_argreduce, MLC_OP_ARGMAX}, {"argmin", prim_argreduce, MLC_OP_ARGMIN},
+  {"gather", prim_gather, MLC_OP_GATHER},
 };
+
+/* How a CALL op's arguments bind (ir/ops.def): two tensors; a reduction's
+ * x, dim= and keepdim=; or one tensor.  NULL for an op not callable. */
+static prim_fn call_binder(mlc_op op) {
+  const mlc_opinfo *o = &mlc_ops[op];
+  if (!(o->flags & MLC_F_CALL)) return NULL;
+  if (o->arity == 2) return prim_binary;
+  if (o->flags & MLC_F_RED) return o->flags & MLC_F_ARG ? prim_argreduce : prim_reduce;
+  return prim_unary;
+}
 
 mlc_value lw_call(mlc_lowerer *L, const mlc_ast_expr *e) {
   if (!L->f) {
@@ -711,6 +714,8 @@ mlc_value lw_call(mlc_lowerer *L, const mlc_ast_expr *e) {
   }
   for (size_t i = 0; i < sizeof prims / sizeof *prims; i++)
     if (!strcmp(prims[i].name, e->name)) return prims[i].fn(L, e, prims[i].op);
+  for (int op = 0; op < MLC_OP_COUNT; op++)
+    if (call_binder((mlc_op)op) && !strcmp(mlc_ops[op].name, e->name)) return call_binder((mlc_op)op)(L, e, (mlc_op)op);
   if (lw_find_module(L, e->name) || mlc_builtin_find(e->name)) {
     mlc_error(L->d, e->loc, "module %s must be created as a member of the module (name = %s(...)), not inside forward",
               e->name, e->name);
@@ -718,6 +723,8 @@ mlc_value lw_call(mlc_lowerer *L, const mlc_ast_expr *e) {
   }
   suggest s = {.want = e->name, .dist = 99};
   for (size_t i = 0; i < sizeof prims / sizeof *prims; i++) lw_consider(&s, prims[i].name);
+  for (int op = 0; op < MLC_OP_COUNT; op++)
+    if (call_binder((mlc_op)op)) lw_consider(&s, mlc_ops[op].name);
   if (L->self) lw_consider_scope(&s, &L->self->members);
   lw_consider_scope(&s, L->locals);
   mlc_error(L->d, e->loc, "unknown function '%s'%s", e->name, lw_hint(L, &s));

@@ -101,6 +101,8 @@ char *mlc_type_str(const mlc_type *t, char *buf, size_t n) {
 #define VIEW MLC_F_VIEW
 #define LEAF MLC_F_LEAF
 #define COLL MLC_F_COLL
+#define CALL MLC_F_CALL
+#define ARG MLC_F_ARG
 #define A_NAME MLC_A_NAME
 #define A_PARAM MLC_A_PARAM
 #define A_VALUE MLC_A_VALUE

@@ -86,7 +86,7 @@ typedef enum {
 /* Op flags and attribute masks.  ops.def spells them without the prefix. */
 enum {
   MLC_F_EW = 1 << 0, MLC_F_RED = 1 << 1, MLC_F_FUSE = 1 << 2, MLC_F_MM = 1 << 3,
-  MLC_F_VIEW = 1 << 4, MLC_F_LEAF = 1 << 5, MLC_F_COLL = 1 << 6,
+  MLC_F_VIEW = 1 << 4, MLC_F_LEAF = 1 << 5, MLC_F_COLL = 1 << 6, MLC_F_CALL = 1 << 7, MLC_F_ARG = 1 << 8,
 };
 enum {
   MLC_A_NAME = 1 << 0, MLC_A_PARAM = 1 << 1, MLC_A_VALUE = 1 << 2, MLC_A_DTYPE = 1 << 3,
