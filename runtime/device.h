@@ -1,7 +1,7 @@
 /* Devices: the one vtable every runtime backend sits behind, and the one
  * way to create them (mlc_device_create, over the registry of drivers).
  *
- * A session (session.c) is written once against this interface: memory on
+ * A session (session*.c) is written once against this interface: memory on
  * the device, copies to and from it, kernels resolved by symbol, launches
  * in plan order, and per-step timing when profiling.  Addresses are device
  * addresses as 64-bit integers; on the CPU they are host pointers and the

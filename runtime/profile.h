@@ -4,8 +4,9 @@
  * Everything here is a pure function of numbers the caller gives (FLOP and
  * byte counts from the plan, measured seconds, the device's ceilings, the
  * shapes of a step's arguments), so tests drive it with synthetic timings.
- * The session (runtime/session.c) gathers the numbers; the driver measures
- * the ceilings (`mlc calibrate`) and this file caches them.
+ * The session gathers the numbers (runtime/session.c) and hands them here
+ * (runtime/session_profile.c); the driver measures the ceilings
+ * (`mlc calibrate`) and this file caches them.
  *
  * The roofline model: a kernel doing F FLOPs over B bytes has arithmetic
  * intensity I = F / B.  The best it can reach is min(peak, I * bandwidth):
