@@ -213,6 +213,72 @@ static mlc_status generate(const options *o, mlc_session *s) {
 
 /* Builds the program for the target, then runs a session on it (run,
  * bench, train, generate). */
+#ifdef MLC_HAVE_ONNX
+static mlc_safetensors_dtype st_dtype_of(mlc_dtype dt) {
+  switch (dt) {
+  case MLC_DT_F32: return MLC_ST_F32;
+  case MLC_DT_BF16: return MLC_ST_BF16;
+  case MLC_DT_F16: return MLC_ST_F16;
+  case MLC_DT_I32: return MLC_ST_I32;
+  case MLC_DT_I64: return MLC_ST_I64;
+  case MLC_DT_BOOL: return MLC_ST_BOOL;
+  default: return MLC_ST_DTYPE_COUNT;
+  }
+}
+
+/* --weights for a model with ONNX values (a .onnx model, or onnx(...)
+ * modules): the tensors that are never trained (integer tensors, Constant
+ * nodes' tensors, frozen initializers) are part of the graph, so the file
+ * may leave them out, as a torch state_dict does, and they keep the graph's
+ * values.  The file's tensors and those go to the session as one file in
+ * memory; everything else is the session's strict load (a trainable tensor
+ * that is missing is an error naming it). */
+static mlc_status load_weights(mlc_session *s, const mlc_program *prog, const onnx_weights *ow, const char *path) {
+  mlc_safetensors *f;
+  MLC_RETURN_IF_ERROR(mlc_safetensors_open_file(path, mlc_allocator_default(), &f));
+  size_t nf = mlc_safetensors_count(f), n = 0;
+  mlc_safetensors_entry *e = calloc(nf + ow->n + 1, sizeof *e);
+  if (!e) {
+    mlc_safetensors_close(f);
+    return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory");
+  }
+  for (size_t i = 0; i < nf; i++) {
+    const mlc_safetensors_tensor *t = mlc_safetensors_tensor_at(f, i);
+    e[n++] = (mlc_safetensors_entry){t->name, t->dtype, t->rank, t->shape, t->data};
+  }
+  for (uint32_t i = 0; i < ow->n; i++) {
+    const mlc_param *p = &prog->params[ow->w[i].param];
+    const mlc_safetensors_tensor *t;
+    if (!p->frozen && mlc_dtype_is_float((mlc_dtype)p->type.dtype)) continue; /* trained: the file's */
+    mlc_status miss = mlc_safetensors_find(f, p->name, &t);
+    if (!miss) continue;
+    mlc_status_free(miss);
+    e[n++] = (mlc_safetensors_entry){p->name, st_dtype_of((mlc_dtype)p->type.dtype), p->type.rank, p->type.dim,
+                                     ow->w[i].data};
+  }
+  mlc_status st = NULL;
+  if (n == nf) {
+    st = mlc_session_load_weights(s, path);
+  } else {
+    void *bytes = NULL;
+    size_t size = 0;
+    st = mlc_safetensors_serialize(e, n, NULL, 0, mlc_allocator_default(), &bytes, &size);
+    if (!st) st = mlc_session_load_weights_memory(s, bytes, size);
+    if (bytes) mlc_allocator_free(mlc_allocator_default(), bytes);
+    static const char label[] = "weights in memory";
+    const char *m = st ? mlc_status_message(st) : "";
+    if (st && !strncmp(m, label, sizeof label - 1)) { /* the messages name the user's file */
+      mlc_status named = mlc_status_make(mlc_status_code(st), "%s%s", path, m + sizeof label - 1);
+      mlc_status_free(st);
+      st = named;
+    }
+  }
+  free(e);
+  mlc_safetensors_close(f);
+  return st;
+}
+#endif
+
 int mlc_cmd_run(const options *o, mlc_program *prog, const onnx_weights *ow) {
   const mlc_driver_target *tgt = mlc_driver_target_find(o->target);
   bool nccl = tgt->nccl;
@@ -261,7 +327,11 @@ int mlc_cmd_run(const options *o, mlc_program *prog, const onnx_weights *ow) {
   /* bench: the timed runs only; profile's train steps: after the warm-up step */
   if (o->trace && o->cmd != CMD_BENCH && !o->profile_warmup) mlc_session_set_trace(s, true);
   if (o->weights) {
+#ifdef MLC_HAVE_ONNX
+    if ((st = ow->n ? load_weights(s, prog, ow, o->weights) : mlc_session_load_weights(s, o->weights))) goto fail;
+#else
     if ((st = mlc_session_load_weights(s, o->weights))) goto fail;
+#endif
   } else {
     mlc_session_init_params(s, o->seed);
 #ifdef MLC_HAVE_ONNX

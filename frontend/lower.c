@@ -31,6 +31,8 @@ void mlc_lower_add_weight(mlc_lowerer *L, mlc_onnx_weight w) {
   L->w[L->nw++] = w;
 }
 
+void mlc_lower_freeze_param(mlc_lowerer *L, uint32_t param) { L->p->params[param].frozen = true; }
+
 uint32_t mlc_lower_config_ints(mlc_lowerer *L, mlc_define **out) {
   *out = mlc_arena_alloc(L->a, (L->config.n + 1) * sizeof **out);
   uint32_t n = 0;

@@ -68,7 +68,7 @@ struct mlc_instance {
    * and per parameter of it, the model's parameter it became */
   const mlc_program *graph;
   uint32_t *graph_param;
-  bool graph_trainable;       /* it has a float initializer */
+  bool graph_trainable;       /* it has a float initializer that is not frozen */
 };
 
 typedef struct mlc_lowerer mlc_lowerer;
@@ -137,6 +137,8 @@ bool mlc_lower_no_files(mlc_lowerer *L);
 void mlc_lower_add_weight(mlc_lowerer *L, mlc_onnx_weight w);
 const char *mlc_lower_entry(mlc_lowerer *L);
 mlc_arena *mlc_lower_arena(mlc_lowerer *L);
+/* Marks a parameter as one the optimizer never updates (mlc_param.frozen). */
+void mlc_lower_freeze_param(mlc_lowerer *L, uint32_t param);
 
 static inline mlc_value mlc_verr(void) { return (mlc_value){.kind = V_ERR}; }
 

@@ -85,13 +85,90 @@ static uint8_t *read_all(mlc_lowerer *L, mlc_loc at, const char *shown, const ch
 }
 #endif
 
+#ifdef MLC_HAVE_ONNX
+/* Whether float initializer `name` of graph g is the (one) parameter it
+ * lowered to: the names in frozen= and trainable= must be such. */
+static uint32_t float_initializer(const mlc_program *g, const mlc_onnx_weights *w, const char *name) {
+  for (uint32_t i = 0; i < w->n; i++) {
+    const mlc_param *gp = &g->params[w->w[i].param];
+    if (w->w[i].initializer && mlc_dtype_is_float((mlc_dtype)gp->type.dtype) && !strcmp(gp->name, name))
+      return w->w[i].param;
+  }
+  return UINT32_MAX;
+}
+
+/* frozen=[...] or trainable=[...]: which float initializers are trained.
+ * Marks the graph's parameters (g->params[].frozen) for the others; false
+ * after an error at a name. */
+static bool choose_trained(mlc_lowerer *L, mlc_instance *m, mlc_program *g, const mlc_onnx_weights *w,
+                           const mlc_ast_expr *list, bool trainable, const char *file) {
+  mlc_diag *d = mlc_lower_diag(L);
+  const char *opt = trainable ? "trainable" : "frozen";
+  if (list->kind != AST_LIST) {
+    mlc_error(d, list->loc, "%s takes a list of the graph's initializer names: %s=[\"pos_table\"]", opt, opt);
+    return false;
+  }
+  bool *named = mlc_arena_alloc(mlc_lower_arena(L), (g->nparams + 1) * sizeof *named);
+  bool ok = true;
+  for (uint32_t k = 0; k < list->nargs; k++) {
+    const mlc_ast_expr *e = list->args[k].value;
+    if (e->kind != AST_STRING) {
+      mlc_error(d, e->loc, "%s takes the names of the graph's initializers as strings", opt);
+      ok = false;
+      continue;
+    }
+    uint32_t id = float_initializer(g, w, e->name);
+    if (id != UINT32_MAX) {
+      named[id] = true;
+      continue;
+    }
+    size_t np = strlen(m->path);
+    const char *hint = "";
+    if (m->path[0] && !strncmp(e->name, m->path, np) && e->name[np] == '.' &&
+        float_initializer(g, w, e->name + np + 1) != UINT32_MAX)
+      hint = mlc_arena_printf(mlc_lower_arena(L), " (the names are the ONNX file's, without '%s.': \"%s\")", m->path,
+                              e->name + np + 1);
+    mlc_error(d, e->loc, "'%s' is not a float initializer of '%s'%s", e->name, file, hint);
+    ok = false;
+  }
+  if (!ok) return false;
+  for (uint32_t i = 0; i < w->n; i++) {
+    uint32_t id = w->w[i].param;
+    if (w->w[i].initializer && mlc_dtype_is_float((mlc_dtype)g->params[id].type.dtype) && named[id] != trainable)
+      g->params[id].frozen = true;
+  }
+  return true;
+}
+#endif
+
 bool mlc_onnx_module_make(mlc_lowerer *L, mlc_instance *m, const mlc_call *c) {
   static const char *const spec[] = {"path"};
   mlc_diag *d = mlc_lower_diag(L);
   mlc_value v[1];
   bool pr[1];
-  if (!mlc_bind(L, c, spec, 1, v, pr)) return false;
-  mlc_loc ploc = mlc_arg_loc(c, spec, 1, 0);
+  /* frozen= and trainable= are lists: taken out by hand, the path bound
+   * through mlc_bind. */
+  const mlc_ast_expr *frozen = NULL, *trainable = NULL;
+  mlc_ast_arg *rest = mlc_arena_alloc(mlc_lower_arena(L), (c->nargs + 1) * sizeof *rest);
+  uint32_t nrest = 0;
+  for (uint32_t i = 0; i < c->nargs; i++) {
+    const mlc_ast_arg *a = &c->args[i];
+    if (a->name && !strcmp(a->name, "frozen")) frozen = a->value;
+    else if (a->name && !strcmp(a->name, "trainable")) trainable = a->value;
+    else rest[nrest++] = *a;
+  }
+  if (frozen && trainable) {
+    mlc_error(d, trainable->loc, "onnx takes frozen= or trainable=, not both: one list says which initializers are "
+              "trained");
+    return false;
+  }
+  mlc_call cc = {rest, nrest, c->loc, c->callee};
+  if (!mlc_bind(L, &cc, spec, 1, v, pr)) return false;
+  if (!pr[0]) {
+    mlc_error(d, c->loc, "onnx takes the path of a .onnx file: onnx(\"model.onnx\")");
+    return false;
+  }
+  mlc_loc ploc = mlc_arg_loc(&cc, spec, 1, 0);
   if (v[0].kind != V_STR) {
     if (v[0].kind != V_ERR) mlc_error(d, ploc, "onnx takes the path of a .onnx file as a string: onnx(\"model.onnx\")");
     return false;
@@ -113,15 +190,19 @@ bool mlc_onnx_module_make(mlc_lowerer *L, mlc_instance *m, const mlc_call *c) {
   bool ok = mlc_onnx_import_at(g, d, c->loc, v[0].str, buf, len, defs, ndefs, &w);
   free(buf);
   if (!ok) return false;
+  if ((frozen || trainable) && !choose_trained(L, m, g, &w, frozen ? frozen : trainable, trainable != NULL, v[0].str))
+    return false;
   m->graph = g;
   m->graph_param = mlc_arena_alloc(a, (g->nparams + 1) * sizeof *m->graph_param);
   for (uint32_t i = 0; i < g->nparams; i++) {
     const mlc_param *gp = &g->params[i];
     m->graph_param[i] = mlc_new_param(L, m, gp->name, gp->type, MLC_INIT_ZEROS, 0, 0, c->loc);
+    if (gp->frozen) mlc_lower_freeze_param(L, m->graph_param[i]);
   }
   for (uint32_t i = 0; i < w.n; i++) {
     mlc_onnx_weight x = w.w[i];
-    m->graph_trainable |= x.initializer && mlc_dtype_is_float((mlc_dtype)g->params[x.param].type.dtype);
+    const mlc_param *gp = &g->params[x.param];
+    m->graph_trainable |= !gp->frozen && mlc_dtype_is_float((mlc_dtype)gp->type.dtype);
     x.param = m->graph_param[x.param];
     mlc_lower_add_weight(L, x);
   }
@@ -165,7 +246,8 @@ mlc_value mlc_onnx_module_forward(mlc_lowerer *L, mlc_instance *m, const mlc_val
   if (!check_args(L, m, gf, args, nargs, loc)) return mlc_verr();
   const char *entry = mlc_lower_entry(L);
   if (entry && !strcmp(entry, "train") && !m->graph_trainable) {
-    mlc_error(d, loc, "%s is an ONNX graph with no float initializers: the train block has nothing of it to train", m->path);
+    mlc_error(d, loc, "%s is an ONNX graph with no trainable float initializer (frozen= and trainable= say which are "
+              "trained): the train block has nothing of it to train", m->path);
     return mlc_verr();
   }
   if (gf->noutputs > 64) {

@@ -172,6 +172,8 @@ typedef struct {
   uint32_t flat;    /* a weight of an FSDP unit: 1 + the index of its flat parameter; 0: none */
   int64_t flat_offset; /* where in the flat it starts, in elements */
   uint32_t tie;     /* while lowering: 1 + the parameter whose tensor this one is now; 0: its own */
+  bool frozen;      /* a weight that is no model parameter of PyTorch's (an ONNX graph's buffer or constant): in the
+                       state_dict, but autodiff gives it no gradient, so no optimizer updates it */
   uint32_t quant_of;   /* MLC_ROLE_QUANT: 1 + the f32 weight it is packed from */
   int32_t quant_bits, quant_group;
 } mlc_param;

@@ -643,7 +643,7 @@ static bool differentiate(mlc_pass_ctx *pc, mlc_func *f) {
     const mlc_node *nd = &f->nodes[i];
     c.grad[i] = NONE;
     if (!mlc_dtype_is_float(nd->type.dtype)) continue; /* integers carry no gradient */
-    reach[i] = nd->op == MLC_OP_PARAM;
+    reach[i] = nd->op == MLC_OP_PARAM && !p->params[nd->a.param].frozen;
     for (uint32_t k = 0; k < nd->nin && !reach[i]; k++) reach[i] = reach[nd->in[k]];
   }
   live[loss] = true;
