@@ -25,13 +25,20 @@ status is 1 when a test listed in FILE does not pass (a regression).
 
   tests/onnx/run_conformance.py --mlc build/mlc [--suite node] [--target cpu]
       [--jobs 2] [--expected tests/onnx/expected_pass.txt [--only-expected] [--check]]
-      [--write-passes FILE] [--filter REGEX]
+      [--write-passes FILE] [--filter REGEX] [--record DIR]
+
+--record DIR keeps, for every test that passes, what its run needed: per data
+set the model as mlc compiled it (with any inputs frozen), the inputs as raw
+files, the expected outputs as .npy and the command's arguments (manifest.json).
+tests/onnx/replay.py runs such a folder on another target where neither the
+test data nor the onnx package is installed (the GPU machine).
 """
 import argparse
 import collections
 import concurrent.futures
 import os
 import re
+import json
 import shutil
 import subprocess
 import sys
@@ -97,8 +104,25 @@ def classify(stderr, rc):
     return "ERROR", last[:200]
 
 
-def run_one(mlc, target, test_dir, work):
-    """Runs every data set of one test; returns (status, reason)."""
+def record_set(rec, s, path, args, inputs, expected):
+    """Copies one passing data set into rec/<set>: the model, the inputs, the
+    expected outputs and the arguments, with the files named relative to it."""
+    d = os.path.join(rec, s)
+    os.makedirs(d, exist_ok=True)
+    shutil.copyfile(path, os.path.join(d, "model.onnx"))
+    for f in inputs:
+        shutil.copyfile(f, os.path.join(d, os.path.basename(f)))
+    outs = []
+    for name, want in expected:
+        np.save(os.path.join(d, "want_%s.npy" % c_name(name)), want)
+        outs.append(c_name(name))
+    with open(os.path.join(d, "manifest.json"), "w") as f:
+        json.dump({"args": args, "outputs": outs}, f)
+
+
+def run_one(mlc, target, test_dir, work, rec=None):
+    """Runs every data set of one test; returns (status, reason).  With rec,
+    a passing test's data sets are recorded there (record_set)."""
     model_path = os.path.join(test_dir, "model.onnx")
     try:
         model = onnx.load(model_path)
@@ -151,6 +175,7 @@ def run_one(mlc, target, test_dir, work):
                 path = os.path.join(work, "frozen.onnx")
                 onnx.save(m, path)
             cmd = [mlc, "run", path, "--target", target]
+            args, inputs = [], []  # for --record: the arguments after the target, files by base name
             # symbolic dimensions: bound with -D from the data set's shapes
             syms = {}
             for vi in model.graph.input:
@@ -159,12 +184,15 @@ def run_one(mlc, target, test_dir, work):
                         syms[d.dim_param] = values[vi.name].shape[k]
             for name, v in sorted(syms.items()):
                 cmd += ["-D", "%s=%d" % (name, v)]
+                args += ["-D", "%s=%d" % (name, v)]
             for name, arr in values.items():
                 if name in frozen or arr.dtype == object:  # strings: mlc refuses the model first
                     continue
                 f = os.path.join(work, "in_%s.bin" % c_name(name))
                 np.ascontiguousarray(arr).astype(arr.dtype.newbyteorder("<"), copy=False).tofile(f)
                 cmd += ["--input", "%s=%s" % (c_name(name), f)]
+                args += ["--input", "%s=%s" % (c_name(name), os.path.basename(f))]
+                inputs.append(f)
             for name, _ in expected:
                 cmd += ["--output", "%s=%s" % (c_name(name), os.path.join(work, "out_%s.bin" % c_name(name)))]
             try:
@@ -191,6 +219,9 @@ def run_one(mlc, target, test_dir, work):
             except AssertionError:
                 err = np.abs(got.astype(np.float64) - want.astype(np.float64))
                 return "FAIL", "%s (%s): max abs error %.3g" % (name, s, float(np.nanmax(err)))
+        if rec:
+            # the next data set may overwrite frozen.onnx and the inputs: copy now
+            record_set(rec, s, path, args, inputs, expected)
     return "PASS", ""
 
 
@@ -208,6 +239,7 @@ def main():
     ap.add_argument("--write-passes", help="write the suite/test names that passed to this file")
     ap.add_argument("--work", help="scratch folder (default: a temporary one)")
     ap.add_argument("--quiet", action="store_true", help="print only failures, errors and the summary")
+    ap.add_argument("--record", help="keep every passing test's runs in this folder for tests/onnx/replay.py")
     a = ap.parse_args()
 
     if not os.path.isdir(a.data):
@@ -231,7 +263,8 @@ def main():
     work = a.work or tempfile.mkdtemp(prefix="mlc-onnx-")
     results = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=a.jobs) as ex:
-        futs = {ex.submit(run_one, a.mlc, a.target, d, os.path.join(work, s, t)): (s, t) for s, t, d in tests}
+        futs = {ex.submit(run_one, a.mlc, a.target, d, os.path.join(work, s, t),
+                          os.path.join(a.record, s, t) if a.record else None): (s, t) for s, t, d in tests}
         for fu in concurrent.futures.as_completed(futs):
             s, t = futs[fu]
             try:
@@ -239,6 +272,8 @@ def main():
             except Exception as e:  # noqa: BLE001 - the runner's own failure is that test's error
                 st, why = "ERROR", "runner: %s: %s" % (type(e).__name__, e)
             results[(s, t)] = (st, why)
+            if a.record and st != "PASS":  # only passing tests are kept
+                shutil.rmtree(os.path.join(a.record, s, t), ignore_errors=True)
             if not a.quiet or st in ("FAIL", "ERROR"):
                 print("%-11s %s/%s%s" % (st, s, t, ": " + why if why else ""), flush=True)
     if not a.work:
