@@ -81,7 +81,10 @@ static uint32_t int_lt0(sb *b, uint32_t t, uint32_t x) {
 static uint32_t cast(sb *b, int from, int to, uint32_t x) {
   uint32_t ot = ctype(b, to), it = ctype(b, from);
   if (to == MLC_DT_BOOL) {
-    uint32_t nz = is_f(from) ? sb_op2(b, SpvOpFUnordNotEqual, b->t_bool, x, fc(b, 0))
+    /* a float is nonzero when a bit other than the sign is set: NaN too.  On
+     * the bits, since a driver may compile float compares assuming no NaN
+     * (NVIDIA's turned FUnordNotEqual(NaN, 0) false: ONNX's IsNaN failed). */
+    uint32_t nz = is_f(from) ? sb_op2(b, SpvOpINotEqual, b->t_bool, sb_and(b, sb_f2bits(b, x), sb_u32(b, 0x7fffffffu)), sb_u32(b, 0))
                              : sb_op2(b, SpvOpINotEqual, b->t_bool, x, it == b->t_u32 ? sb_u32(b, 0) : sb_u64(b, 0));
     return sb_select(b, b->t_u32, nz, sb_u32(b, 1), sb_u32(b, 0));
   }
@@ -123,8 +126,15 @@ uint32_t sv_ew_value(sb *b, int op, int dt, int out_dt, const uint32_t *x) {
   }
   case MLC_OP_SIGMOID: return sigmoid(b, x[0]);
   case MLC_OP_RELU: {
-    /* x < 0 ? 0 : x lets NaN through, as torch.relu does */
-    if (fl) return sb_select(b, F, sb_flt(b, x[0], fc(b, 0)), fc(b, 0), x[0]);
+    /* 0 where x < 0, else x: NaN goes through, as torch.relu lets it.  Decided
+     * on the bits (sign set, not a NaN), since a driver may turn a float
+     * select into max(x, 0), which drops NaN on NVIDIA's GPUs. */
+    if (fl) {
+      uint32_t u = sb_f2bits(b, x[0]);
+      uint32_t neg = sb_op2(b, SpvOpSLessThan, b->t_bool, u, sb_u32(b, 0));
+      uint32_t num = sb_op2(b, SpvOpULessThanEqual, b->t_bool, sb_and(b, u, sb_u32(b, 0x7fffffffu)), sb_u32(b, 0x7f800000u));
+      return sb_select(b, F, sb_op2(b, SpvOpLogicalAnd, b->t_bool, neg, num), fc(b, 0), x[0]);
+    }
     return sb_select(b, T, int_lt0(b, T, x[0]), T == b->t_u32 ? sb_u32(b, 0) : sb_u64(b, 0), x[0]);
   }
   case MLC_OP_SILU: return sb_fdiv(b, x[0], sb_fadd(b, fc(b, 1), sb_exp(b, sb_op1(b, SpvOpFNegate, F, x[0]))));
