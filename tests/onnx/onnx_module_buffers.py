@@ -49,6 +49,7 @@ try:
     import torch.nn.functional as F
     import onnx
     from onnx import TensorProto, helper, numpy_helper
+    from safetensors_file import read_safetensors  # this folder's, next to this file
 except ImportError as e:  # pragma: no cover - a machine without torch
     print(f"skipped: {e} (the test exports its model with torch.onnx.export)")
     sys.exit(77)
@@ -85,21 +86,6 @@ def write_safetensors(path, tensors):
     h += b" " * (-len(h) % 8)
     with open(path, "wb") as f:
         f.write(len(h).to_bytes(8, "little") + h + b"".join(blobs))
-
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        n = int.from_bytes(f.read(8), "little")
-        header = json.loads(f.read(n))
-        data = f.read()
-    dt = {"F32": np.float32, "I64": np.int64, "I32": np.int32, "BOOL": np.bool_}
-    out = {}
-    for k, v in header.items():
-        if k == "__metadata__":
-            continue
-        a, b = v["data_offsets"]
-        out[k] = np.frombuffer(data[a:b], dtype=dt[v["dtype"]]).reshape(v["shape"])
-    return out
 
 
 def mdl(option, shard=""):
