@@ -335,11 +335,9 @@ int mlc_cmd_run(const options *o, mlc_program *prog, const onnx_weights *ow) {
   } else {
     mlc_session_init_params(s, o->seed);
 #ifdef MLC_HAVE_ONNX
-    for (uint32_t i = 0; i < ow->n; i++) { /* the model's own values, not random ones */
-      void *at = mlc_session_param_data(s, ow->w[i].param);
-      if (!at) { st = mlc_status_make(MLC_INTERNAL, "cannot write parameter %u", ow->w[i].param); goto fail; }
-      memcpy(at, ow->w[i].data, ow->w[i].bytes);
-    }
+    /* The model's own values, not random ones (each rank its part of a sharded one). */
+    for (uint32_t i = 0; i < ow->n; i++)
+      if ((st = mlc_session_set_param(s, ow->w[i].param, ow->w[i].data, ow->w[i].bytes))) goto fail;
 #else
     (void)ow;
 #endif

@@ -26,6 +26,14 @@
  * ranks lands on this rank's rows of that buffer, in place), and the
  * optimizer updates the shard at once, so no unit's full gradient outlives
  * its reduce-scatter.  The "grad:<weight>" outputs of the unit's weights go.
+ *
+ * Frozen weights (mlc_param.frozen: an ONNX graph's buffers and constants,
+ * frozen= / trainable=) stay out of the units: each rank holds them whole,
+ * as an unsharded program does, read as plain params.  They have no
+ * gradient, so sharding them would buy only memory, and would cost a
+ * gather per use, flat rows of optimizer state that AdamW's weight decay
+ * would then move (the flat's update covers every row), and a place in
+ * an f32 flat for integer constants that cannot live there.
  */
 #include <string.h>
 
@@ -265,7 +273,7 @@ bool mlc_pass_fsdp(mlc_pass_ctx *cx) {
   c.units = mlc_arena_alloc(p->arena, (nparams + 1) * sizeof *c.units);
   for (uint32_t k = 0; k < nparams; k++) {
     c.unit_of[k] = NONE;
-    if (p->params[k].role != MLC_ROLE_WEIGHT) continue;
+    if (p->params[k].role != MLC_ROLE_WEIGHT || p->params[k].frozen) continue; /* frozen: whole on every rank (above) */
     const char *name = unit_name(p, p->params[k].name);
     uint32_t u = 0;
     while (u < c.nunits && strcmp(c.units[u].name, name)) u++;

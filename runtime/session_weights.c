@@ -237,6 +237,23 @@ mlc_status mlc_session_load_weights_memory(mlc_session *s, const void *data, siz
   return load_weights(s, NULL, data, size, "weights in memory");
 }
 
+mlc_status mlc_session_set_param(mlc_session *s, uint32_t param, const void *data, size_t bytes) {
+  if (param >= s->plan->nparams || s->plan->params[param].role != 0)
+    return mlc_status_make(MLC_INVALID_ARGUMENT, "parameter %u is not a model weight", param);
+  const mlc_plan_param *p = &s->plan->params[param];
+  if (bytes != mlc_plan_shape_bytes(&p->shape))
+    return mlc_status_make(MLC_INVALID_ARGUMENT, "parameter %s: %zu bytes given, it has %llu", p->name, bytes,
+                           (unsigned long long)mlc_plan_shape_bytes(&p->shape));
+  MLC_RETURN_IF_ERROR(mlc_sess_sync_host(s));
+  uint64_t lo = 0, hi = bytes / 4;
+  uint8_t *at = host_at(s, param);
+  if (p->flat && !flat_part(s, param, &lo, &hi, &at)) return NULL; /* another rank holds all of it */
+  if (p->flat) memcpy(at, (const uint8_t *)data + lo * 4, (hi - lo) * 4); /* an f32 weight's part (plan.c checks) */
+  else memcpy(at, data, bytes);
+  s->dev_stale = !host_memory(s);
+  return NULL;
+}
+
 /* Writes the tensors of `role` (or all) with the given metadata.  Optimizer
  * state the session has not made (it never trained) is written as the zeros
  * it would start from, out of one zero block the size of its largest tensor,

@@ -19,14 +19,26 @@ under their names.
   values, not the ONNX file's) loads with `mlc run --weights`, into the
   .onnx model and into the .mdl module, and gives torch's logits within
   1e-5; without one trainable tensor it is an error naming it.
+--check fsdp: frozen=["pos_table"] under `shard = fsdp(net)` (passes/fsdp.c):
+  5 AdamW steps on 2 * batch rows, unsharded in one process (batch 4), with
+  --fsdp in one process, and across 2 ranks under mpirun (batch 2 each;
+  saved as a sharded checkpoint, exported by one rank).  Every run's losses
+  within 1e-5 (relative) of torch's and of the unsharded run's; pos_table
+  and the integer constant bit for bit their starting values in every
+  export; the trained parameters within 1e-4 of the unsharded run's and of
+  torch's (|a - b| / |the update|, 2-norms).  And `mlc compile --stats` of a
+  graph with a large frozen table: the optimizer state under --fsdp is the
+  unsharded one's, that of the trainable weight alone.
 
-Exits 77 (a skip) where torch or onnx is missing.
+Exits 77 (a skip) where torch or onnx is missing, and --check fsdp where
+mpirun is.
 
-Usage: onnx_module_buffers.py --mlc MLC --check frozen|weights [--work DIR]"""
+Usage: onnx_module_buffers.py --mlc MLC --check frozen|weights|fsdp [--work DIR]"""
 import argparse
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -35,7 +47,9 @@ try:
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
-    import onnx  # noqa: F401
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    from safetensors_file import read_safetensors  # this folder's, next to this file
 except ImportError as e:  # pragma: no cover - a machine without torch
     print(f"skipped: {e} (the test exports its model with torch.onnx.export)")
     sys.exit(77)
@@ -74,22 +88,7 @@ def write_safetensors(path, tensors):
         f.write(len(h).to_bytes(8, "little") + h + b"".join(blobs))
 
 
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        n = int.from_bytes(f.read(8), "little")
-        header = json.loads(f.read(n))
-        data = f.read()
-    dt = {"F32": np.float32, "I64": np.int64, "I32": np.int32, "BOOL": np.bool_}
-    out = {}
-    for k, v in header.items():
-        if k == "__metadata__":
-            continue
-        a, b = v["data_offsets"]
-        out[k] = np.frombuffer(data[a:b], dtype=dt[v["dtype"]]).reshape(v["shape"])
-    return out
-
-
-def mdl(option):
+def mdl(option, shard=""):
     return f"""config {{ batch = {BATCH}  seq = {SEQ} }}
 
 module Tuned {{
@@ -103,35 +102,43 @@ train Tuned {{
     input idx: i64[batch, seq]
     input targets: i64[batch, seq]
     loss = cross_entropy(model(idx), targets)
-    optimizer = AdamW(lr={LR})
+    optimizer = AdamW(lr={LR}){shard}
 }}
 """
 
 
-def mlc(args, *cmd):
-    cmd = [args.mlc, *cmd]
+def mlc(args, *cmd, ranks=0):
+    """Runs mlc, under `mpirun -np ranks` if ranks."""
+    cmd, env = [args.mlc, *cmd], None
+    if ranks:
+        cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np", str(ranks), *cmd]
+        # No leak check under mpirun (the ASan build): Open MPI's own
+        # allocations cannot be told from mlc's (tests/dist/fsdp_mpi.sh).
+        asan = os.environ.get("ASAN_OPTIONS")
+        env = dict(os.environ, ASAN_OPTIONS=(asan + ":" if asan else "") + "detect_leaks=0")
     print(" ".join(cmd))
-    return subprocess.run(cmd, capture_output=True, text=True)
+    return subprocess.run(cmd, capture_output=True, text=True, env=env)
 
 
-def setup(args):
+def setup(args, rows=BATCH):
+    """The model, `rows` rows of data, and the export (its batch axis free where rows differs from BATCH)."""
     torch.manual_seed(0)
     model = Buffered()
     model.eval()
-    idx = torch.randint(0, VOCAB, (BATCH, SEQ), dtype=torch.int64)
-    targets = torch.randint(0, VOCAB, (BATCH, SEQ), dtype=torch.int64)
+    idx = torch.randint(0, VOCAB, (rows, SEQ), dtype=torch.int64)
+    targets = torch.randint(0, VOCAB, (rows, SEQ), dtype=torch.int64)
     p = lambda name: os.path.join(args.work, name)  # noqa: E731
+    dynamic = {"idx": {0: "batch"}, "logits": {0: "batch"}} if rows != BATCH else None
     torch.onnx.export(model, (idx,), p("buffered.onnx"), input_names=["idx"], output_names=["logits"],
-                      opset_version=14, do_constant_folding=False)
+                      opset_version=14, do_constant_folding=False, dynamic_axes=dynamic)
     np.save(p("idx.npy"), idx.numpy())
     np.save(p("targets.npy"), targets.numpy())
     idx.numpy().tofile(p("idx.bin"))
     return model, idx, targets, p
 
 
-def check_frozen(args):
-    model, idx, targets, p = setup(args)
-    start = {k: v.clone() for k, v in model.state_dict().items()}
+def torch_train(model, idx, targets):
+    """STEPS AdamW steps of torch on the whole batch: the losses (the model is trained in place)."""
     opt = torch.optim.AdamW(model.parameters(), lr=LR)
     want = []
     for _ in range(STEPS):
@@ -140,6 +147,13 @@ def check_frozen(args):
         loss.backward()
         opt.step()
         want.append(loss.item())
+    return want
+
+
+def check_frozen(args):
+    model, idx, targets, p = setup(args)
+    start = {k: v.clone() for k, v in model.state_dict().items()}
+    want = torch_train(model, idx, targets)
     params = [n for n, _ in model.named_parameters()]
     ok = True
     options = [', frozen=["pos_table"]', ", trainable=[" + ", ".join(f'"{n}"' for n in params) + "]"]
@@ -221,15 +235,127 @@ def check_weights(args):
     return ok
 
 
+def check_fsdp(args):
+    if not shutil.which("mpirun"):
+        print("skipped: mpirun not installed (Debian openmpi-bin)")
+        sys.exit(77)
+    model, idx, targets, p = setup(args, rows=2 * BATCH)
+    # The starting values: the graph's initializers, and its Constant nodes'
+    # tensors (the permutation, in no state_dict, is one).
+    graph = onnx.load(p("buffered.onnx")).graph
+    start = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+    start.update({n.output[0]: numpy_helper.to_array(a.t) for n in graph.node if n.op_type == "Constant"
+                  for a in n.attribute if a.name == "value"})
+    want = torch_train(model, idx, targets)
+    trained = {n: t.detach().numpy() for n, t in model.named_parameters()}
+    with open(p("sharded.mdl"), "w") as f:
+        f.write(mdl(', frozen=["pos_table"]', "\n    shard = fsdp(net)"))
+    data = ["--input", f"idx={p('idx.npy')}", "--input", f"targets={p('targets.npy')}"]
+    common = ["train", p("sharded.mdl"), "--target", "cpu", "--steps", str(STEPS), "--threads", "1", *data]
+    # The runs: name -> (extra arguments, ranks).  Each rank of the 2 takes
+    # its BATCH rows of the 2 * BATCH a step, the one process all of them.
+    runs = {
+        "unsharded": ([f"batch={2 * BATCH}", "--export", p("unsharded.safetensors")], 0),
+        "fsdp world 1": (["--fsdp", f"batch={2 * BATCH}", "--export", p("fsdp1.safetensors")], 0),
+        "fsdp world 2": ([f"batch={BATCH}", "--save", p("fsdp2.ckpt")], 2),
+    }
+    ok, losses = True, {}
+    for name, (extra, ranks) in runs.items():
+        r = mlc(args, *common, *extra, ranks=ranks)
+        got = [float(v) for v in re.findall(r"^step \d+: loss (\S+)", r.stdout, re.M)]
+        if r.returncode == 0 and len(got) == STEPS and ranks:  # one process gathers the shards into PyTorch's names
+            r = mlc(args, "train", p("sharded.mdl"), "--target", "cpu", "--fsdp", f"batch={BATCH}", "--steps", "0",
+                    *data, "--resume", p("fsdp2.ckpt"), "--export", p("fsdp2.safetensors"))
+        if r.returncode != 0 or len(got) != STEPS:
+            print(f"FAIL {name}: mlc exited {r.returncode} with {len(got)} losses of {STEPS}:\n{r.stdout}{r.stderr}")
+            ok = False
+            continue
+        losses[name] = got
+    if "unsharded" not in losses:
+        return False
+    exports = {"unsharded": "unsharded", "fsdp world 1": "fsdp1", "fsdp world 2": "fsdp2"}
+    weights = {name: read_safetensors(p(f"{exports[name]}.safetensors")) for name in losses}
+    fixed = sorted(k for k in weights["unsharded"] if k[len("net."):] not in trained)
+    if "net.pos_table" not in fixed or len(fixed) != 2:
+        print(f"FAIL the tensors not trained are {fixed}: expected net.pos_table and the permutation")
+        return False
+    for name, got in losses.items():
+        e_torch = max(abs(a - b) / abs(b) for a, b in zip(got, want))
+        e_ref = max(abs(a - b) / abs(b) for a, b in zip(got, losses["unsharded"]))
+        lok = max(e_torch, e_ref) <= LOSS_TOL
+        print(f"{'PASS' if lok else 'FAIL'} {name} losses: max relative difference from torch {e_torch:.3g}, from the "
+              f"unsharded run {e_ref:.3g} (tolerance {LOSS_TOL}; mlc {got[0]:.6f} -> {got[-1]:.6f})")
+        w = weights[name]
+        for k in fixed:  # pos_table, and the int64 permutation
+            w0 = start[k[len("net."):]]
+            same = k in w and w[k].dtype == w0.dtype and np.array_equal(w[k], w0)
+            print(f"{'PASS' if same else 'FAIL'} {name}: {k} (not trained) bit for bit its starting value"
+                  + ("" if same or k not in w else f" (changed by up to {np.abs(w[k] - w0).max():.3g})"))
+            ok = ok and same
+        worst, worst_name = 0.0, ""
+        for n, ref in trained.items():
+            for against, b in (("torch", ref), ("unsharded", weights["unsharded"]["net." + n])):
+                e = float(np.linalg.norm(w["net." + n] - b) / max(np.linalg.norm(ref - start[n]), 1e-30))
+                if e > worst:
+                    worst, worst_name = e, f"{n} against {against}"
+        wok = worst <= WEIGHT_TOL
+        print(f"{'PASS' if wok else 'FAIL'} {name} parameters: max |mlc - ref| / |torch's update| = {worst:.3g} "
+              f"({worst_name}; tolerance {WEIGHT_TOL})")
+        ok = ok and lok and wok
+    return check_fsdp_stats(args, p) and ok
+
+
+def check_fsdp_stats(args, p):
+    """--stats with and without --fsdp: optimizer state for the trainable weight alone, not the frozen table."""
+    # x [batch, 256] @ w [256, 256] (trained: 16 rows of a flat, 0.26 MB)
+    # @ table [256, 4096] (frozen: 4.2 MB).  Sizes in whole rows of 4096
+    # elements, so that the flat has no padding and the two runs' state agree exactly.
+    rng = np.random.default_rng(0)
+    init = [numpy_helper.from_array(rng.normal(size=s).astype(np.float32), n)
+            for n, s in (("w", (256, 256)), ("table", (256, 4096)))]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("MatMul", ["h", "table"], ["logits"])]
+    g = helper.make_graph(nodes, "frozen_table", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [BATCH, 256])],
+                          [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [BATCH, 4096])], init)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), p("table.onnx"))
+    with open(p("table.mdl"), "w") as f:
+        f.write(f"""config {{ batch = {BATCH} }}
+module Tabled {{
+    net = onnx("table.onnx", frozen=["table"])
+    forward(x: f32[batch, 256]) {{
+        return net(x)
+    }}
+}}
+train Tabled {{
+    input x: f32[batch, 256]
+    input y: i64[batch]
+    loss = cross_entropy(model(x), y)
+    optimizer = AdamW(lr={LR})
+    shard = fsdp(net)
+}}
+""")
+    state = {}
+    for flag in ("", "--fsdp"):
+        r = mlc(args, "compile", p("table.mdl"), "--stats", *([flag] if flag else []))
+        m = re.search(r"^optimizer state: (\d+) tensors \(([0-9.]+) MB\)", r.stdout, re.M)
+        if r.returncode != 0 or not m:
+            print(f"FAIL mlc compile --stats {flag} exited {r.returncode}, no optimizer state line:\n{r.stdout}{r.stderr}")
+            return False
+        state[flag or "unsharded"] = float(m.group(2))
+    ok = state["--fsdp"] == state["unsharded"] == 0.5  # exp_avg and exp_avg_sq of w: 2 * 256 * 256 * 4 bytes
+    print(f"{'PASS' if ok else 'FAIL'} --stats optimizer state with a frozen 4.2 MB table: {state['unsharded']} MB "
+          f"unsharded, {state['--fsdp']} MB with --fsdp (expected 0.5 MB, w's alone)")
+    return ok
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--mlc", required=True)
-    ap.add_argument("--check", required=True, choices=["frozen", "weights"])
+    ap.add_argument("--check", required=True, choices=["frozen", "weights", "fsdp"])
     ap.add_argument("--work", default="/tmp/mlc_onnx_buffers")
     args = ap.parse_args()
     args.work = os.path.join(os.path.abspath(args.work), args.check)
     os.makedirs(args.work, exist_ok=True)
-    ok = check_frozen(args) if args.check == "frozen" else check_weights(args)
+    ok = {"frozen": check_frozen, "weights": check_weights, "fsdp": check_fsdp}[args.check](args)
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1
 

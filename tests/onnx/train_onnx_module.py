@@ -35,7 +35,6 @@ Exits 77 (a skip) where torch or onnx is missing.
 
 Usage: train_onnx_module.py --mlc MLC [--work DIR]"""
 import argparse
-import json
 import os
 import re
 import subprocess
@@ -53,6 +52,7 @@ except ImportError as e:  # pragma: no cover - a machine without torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from e2e_transformer import Block, CausalSelfAttention  # noqa: E402
+from safetensors_file import read_safetensors  # noqa: E402
 
 VOCAB, DIM, HEADS, LAYERS, SEQ, BATCH = 256, 64, 4, 2, 16, 2
 STEPS, LR = 10, 1e-3
@@ -93,21 +93,6 @@ class TrainGPT(nn.Module):
         for b in self.blocks:
             x = b(x)
         return self.head(self.ln_f(x))
-
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        n = int.from_bytes(f.read(8), "little")
-        header = json.loads(f.read(n))
-        data = f.read()
-    dt = {"F32": np.float32, "I64": np.int64, "I32": np.int32, "BOOL": np.bool_}
-    out = {}
-    for k, v in header.items():
-        if k == "__metadata__":
-            continue
-        a, b = v["data_offsets"]
-        out[k] = np.frombuffer(data[a:b], dtype=dt[v["dtype"]]).reshape(v["shape"])
-    return out
 
 
 def fail(msg):

@@ -222,6 +222,18 @@ static void test_session(void) {
   CHECK(!mlc_session_output(s, "forward", "y", &out, &shape));
   CHECK(shape && shape->rank == 2 && shape->dims[0] == 2 && shape->dims[1] == 3);
   for (int i = 0; out && i < 6; i++) CHECK(((const float *)out)[i] == (xin[i] + 1.5f) * win[i]);
+  /* The same weight through mlc_session_set_param: the whole tensor or an error. */
+  float w2[6] = {-1, 0.5f, 2, -3, 7, 0.25f};
+  st = mlc_session_set_param(s, pw, w2, 5 * sizeof(float));
+  CHECK(mlc_status_code(st) == MLC_INVALID_ARGUMENT);
+  mlc_status_free(st);
+  st = mlc_session_set_param(s, plan->nparams, w2, sizeof w2);
+  CHECK(mlc_status_code(st) == MLC_INVALID_ARGUMENT);
+  mlc_status_free(st);
+  CHECK(!mlc_session_set_param(s, pw, w2, sizeof w2));
+  CHECK(!mlc_session_run(s, "forward"));
+  CHECK(!mlc_session_output(s, "forward", "y", &out, &shape));
+  for (int i = 0; out && i < 6; i++) CHECK(((const float *)out)[i] == (xin[i] + 1.5f) * w2[i]);
   mlc_session_destroy(s);
   mlc_plan_free(plan);
   mlc_arena_free(&arena);
