@@ -970,7 +970,8 @@ struct mlc_gemm_wgx {
   // dimension LD) or not; MN valid rows.  Each thread holds 4 chunks of 4.
   template <bool KM, long long LD, long long MN> struct op {
     static constexpr int R = 128, NC = R * BK / 4 / NT;
-    typedef typename mlc_gemm_index<(MN + R) * LD + K + BK >= 0x7fffffffLL>::type I;
+    // the largest offset formed: rows of LD are MN + R long (K-contiguous) or K + BK long
+    typedef typename mlc_gemm_index<(KM ? (MN + R) * LD + K + BK : (K + BK) * LD + MN + R) >= 0x7fffffffLL>::type I;
     // chunk i of this thread: (row r of the tile, k-chunk q of 4)
     static MLC_FN void at(int tid, int i, int &r, int &q) {
       int c = tid + i * NT;
