@@ -13,9 +13,16 @@ dynamic ('batch', 'seq'), bound at compile time with -D.
 The check: max |mlc - torch| / max |torch| <= 1e-4 in f32.  Exits 77 (a
 skip) where torch or onnx is missing.
 
-Usage: e2e_transformer.py --mlc MLC [--work DIR] [--target cpu]"""
+With --record DIR, each model that passes is also kept in DIR/e2e/ as
+tests/onnx/replay.py reads it (the .onnx, the tokens, torch's logits, the
+arguments and this tolerance), so that the GPU machine, whose torch may export
+differently or not at all, checks Debian's export on --target cuda.
+
+Usage: e2e_transformer.py --mlc MLC [--work DIR] [--target cpu] [--record DIR]"""
 import argparse
+import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -141,6 +148,15 @@ def check(args, model, label, path, defines, opset, batch=BATCH, seq=SEQ):
     print(f"{'PASS' if ok else 'FAIL'} {label} (opset {opset}): logits {tuple(want.shape)}, "
           f"max |mlc - torch| / max |torch| = {err:.3g} (max |torch| {scale:.3g}, tolerance {TOL})")
     print("  " + " ".join(mlc))
+    if ok and args.record:
+        d = os.path.join(args.record, "e2e", f"tinygpt_{label}", "test_data_set_0")
+        os.makedirs(d, exist_ok=True)
+        shutil.copyfile(path, os.path.join(d, "model.onnx"))
+        shutil.copyfile(idx_file, os.path.join(d, "in_idx.bin"))
+        np.save(os.path.join(d, "want_logits.npy"), want.numpy())
+        with open(os.path.join(d, "manifest.json"), "w") as f:
+            json.dump({"args": [*defines, "--input", "idx=in_idx.bin"], "outputs": ["logits"],
+                       "scaled_tol": TOL}, f)
     return ok
 
 
@@ -149,6 +165,7 @@ def main():
     ap.add_argument("--mlc", required=True)
     ap.add_argument("--work", default="e2e_transformer")
     ap.add_argument("--target", default="cpu")
+    ap.add_argument("--record", help="keep the passing models for tests/onnx/replay.py here")
     args = ap.parse_args()
     try:
         import onnx  # noqa: F401  (torch.onnx.export needs it)

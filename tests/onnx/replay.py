@@ -7,7 +7,10 @@ Each recorded data set holds the model as mlc compiled it on the recording
 target, its inputs as raw files, the expected outputs (.npy, ONNX's own) and
 the arguments of `mlc run`.  This runs `mlc run model.onnx --target T ARGS`
 and compares as the runner does (numpy.testing: rtol 1e-3, atol 1e-7, NaNs
-equal).  Every test ends PASS, FAIL (an output differs), UNSUPPORTED (mlc
+equal), or where the manifest gives "losses" (kind "train",
+tests/onnx/train_onnx_module.py --record) `mlc train`'s printed losses against
+torch's, or where it gives "scaled_tol" (a whole model's output,
+tests/onnx/e2e_transformer.py --record) as max |got - want| / max |want|.  Every test ends PASS, FAIL (an output differs), UNSUPPORTED (mlc
 refused it with an error naming the op or dtype on this target) or ERROR
 (anything else); the last line is the summary.  Exit status 1 when a test does
 not pass, unless --no-check.
@@ -35,6 +38,23 @@ def replay(mlc, target, test_dir, timeout):
         for x in m["args"]:  # --input NAME=FILE: the file is in d
             args.append(re.sub(r"^(\w+)=(.*)$", lambda g: "%s=%s" % (g.group(1), os.path.join(d, g.group(2))), x)
                         if args and args[-1] == "--input" else x)
+        if m.get("kind") == "train":  # train_onnx_module.py --record: the losses of `mlc train` against torch's
+            cmd = [mlc, "train", os.path.join(d, m["model"]), "--target", target] + args
+            try:
+                p = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=timeout)
+            except subprocess.TimeoutExpired:
+                return "ERROR", "timeout (%d s)" % timeout
+            if p.returncode != 0:
+                last = p.stderr.strip().splitlines()[-1] if p.stderr.strip() else "exit status %d" % p.returncode
+                return ("UNSUPPORTED" if p.returncode == 1 else "ERROR"), last[:240]
+            got = [float(v) for v in re.findall(r"^step \d+: loss (\S+)", p.stdout, re.M)]
+            want = m["losses"]
+            if len(got) != len(want):
+                return "FAIL", "mlc train printed %d losses, torch has %d" % (len(got), len(want))
+            err = max(abs(a - b) / abs(b) for a, b in zip(got, want))
+            if not err <= m["loss_tol"]:
+                return "FAIL", "losses: max |mlc - torch| / |torch| = %.3g, tolerance %g" % (err, m["loss_tol"])
+            continue
         cmd = [mlc, "run", os.path.join(d, "model.onnx"), "--target", target] + args
         for name in m["outputs"]:
             cmd += ["--output", "%s=%s" % (name, os.path.join(d, "got_%s.bin" % name))]
@@ -51,6 +71,12 @@ def replay(mlc, target, test_dir, timeout):
             got = np.fromfile(os.path.join(d, "got_%s.bin" % name), dtype=want.dtype.newbyteorder("<"))
             if got.size != want.size:
                 return "FAIL", "%s: %d elements, expected %d" % (name, got.size, want.size)
+            if "scaled_tol" in m:  # a whole model's output: max |got - want| / max |want| (e2e_transformer.py)
+                err = float(np.abs(got.reshape(want.shape).astype(np.float64) - want).max() / np.abs(want).max())
+                if not err <= m["scaled_tol"]:
+                    return "FAIL", "%s (%s): max |mlc - torch| / max |torch| = %.3g, tolerance %g" % (
+                        name, s, err, m["scaled_tol"])
+                continue
             try:
                 np.testing.assert_allclose(got.reshape(want.shape), want, rtol=1e-3, atol=1e-7, equal_nan=True)
             except AssertionError:

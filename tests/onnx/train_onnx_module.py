@@ -35,8 +35,10 @@ Exits 77 (a skip) where torch or onnx is missing.
 
 Usage: train_onnx_module.py --mlc MLC [--work DIR]"""
 import argparse
+import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -171,6 +173,14 @@ def check(args, opset):
           f"(tolerance {LOSS_TOL}; torch {want[0]:.6f} -> {want[-1]:.6f}, mlc {got[0]:.6f} -> {got[-1]:.6f})")
     if not ok:
         print(f"  mlc   {got}\n  torch {want}")
+    if err <= LOSS_TOL and args.record:  # for tests/onnx/replay.py on another target
+        d = os.path.join(args.record, "train", "tinygpt_adamw", "test_data_set_0")
+        os.makedirs(d, exist_ok=True)
+        for f in ("tuned.mdl", "tinygpt_train.onnx", "idx.npy", "targets.npy"):
+            shutil.copyfile(p(f), os.path.join(d, f))
+        with open(os.path.join(d, "manifest.json"), "w") as f:
+            json.dump({"kind": "train", "model": "tuned.mdl", "outputs": [], "losses": want, "loss_tol": LOSS_TOL,
+                       "args": ["--steps", str(STEPS), "--input", "idx=idx.npy", "--input", "targets=targets.npy"]}, f)
 
     # The float tensors are the initializers; the others are the graph's
     # compile-time constants (a Constant node's mask, the iota that Where
@@ -218,6 +228,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mlc", required=True)
     ap.add_argument("--work", default="train_onnx_module")
+    ap.add_argument("--record", help="keep the run for tests/onnx/replay.py (torch's losses, the files) here")
     args = ap.parse_args()
     ok = True
     for opset in (14, 17):
