@@ -17,6 +17,7 @@
 #include "codegen/plan.h"
 #include "frontend/frontend.h"
 #include "passes/passes.h"
+#include "runtime/cuda/device.h"
 #include "runtime/plan.h"
 #include "runtime/session.h"
 
@@ -369,6 +370,18 @@ static void test_executables(void **state) {
       assert_int_equal(pl->entries[k].steps[i].nargs, pl->dispatch[pl->entries[k].steps[i].kernel].nargs);
   assert_null(mlc_plan_find_kernel(pl, "no such kernel"));
 
+  /* The CUDA device reads its launch table and tensor maps from the plan
+   * before it looks for a GPU: a corrupt map is refused here too. */
+  mlc_cuda_code code = {.plan = pl};
+  mlc_device *dev = NULL;
+  mlc_status st = mlc_cuda_device_create(&code, mlc_allocator_default(), &dev);
+  if (dev) dev->vt->destroy(dev);
+  assert_true(!st || mlc_status_code(st) != MLC_DATA_LOSS);
+  mlc_status_free(st);
+  uint8_t *ext = (uint8_t *)pl->dispatch[0].extra;
+  ext[4 + 4] = 9; /* the map's rank */
+  st = mlc_cuda_device_create(&code, mlc_allocator_default(), &dev);
+  expect_loss(st, "corrupt plan: the tensor maps of CUDA kernel");
   mlc_plan_free(pl);
 
   /* Faults, each with the checksum fixed up so the structure is what fails. */
