@@ -250,6 +250,42 @@ static void *dummy_lookup(void *ctx, const char *symbol) {
   return p;
 }
 
+/* The CPU's code is native: a session looks each kernel up by its launch's
+ * entry point, as the dispatch record names it (here not the kernel's own
+ * name), and a native kernel of two launches is refused. */
+static void *entry_lookup(void *ctx, const char *symbol) { return strncmp(symbol, "entry.", 6) ? NULL : dummy_lookup(ctx, symbol); }
+
+static void test_native(void **state) {
+  (void)state;
+  mlc_plan *pl;
+  assert_null(mlc_plan_parse(bytes, nbytes, mlc_allocator_default(), &pl));
+  uint32_t n = pl->nkernels;
+  mlc_plan_kernel_code *r = mlc_arena_alloc(&arena, n * sizeof *r);
+  for (uint32_t i = 0; i < n; i++) {
+    r[i] = (mlc_plan_kernel_code){.symbol = mlc_arena_strdup(&arena, pl->kernels[i]), .nlaunch = 1};
+    r[i].launch[0].entry = mlc_arena_printf(&arena, "entry.%u", i);
+  }
+  mlc_plan_free(pl);
+  static const mlc_plan_executable native = {MLC_PLAN_FORMAT_NATIVE, NULL, 0};
+  mlc_plan_code code = {1, &native, n, r, false};
+  uint8_t *b;
+  size_t nb;
+  mlc_plan_encode_code(&prog, namer, NULL, NULL, &code, &b, &nb);
+  assert_null(mlc_plan_parse(b, nb, mlc_allocator_default(), &pl));
+  mlc_session_options so = {NULL, entry_lookup, NULL, 1, false, {0}, NULL};
+  mlc_session *s = NULL;
+  mlc_status st = mlc_session_create(pl, &so, &s);
+  if (st) fail_msg("%s", mlc_status_message(st));
+  mlc_session_destroy(s);
+  mlc_plan_free(pl);
+  r[0].nlaunch = 2;
+  r[0].launch[1].entry = "entry.again";
+  mlc_plan_encode_code(&prog, namer, NULL, NULL, &code, &b, &nb);
+  assert_null(mlc_plan_parse(b, nb, mlc_allocator_default(), &pl));
+  expect_loss(mlc_session_create(pl, &so, &s), "native kernel");
+  mlc_plan_free(pl);
+}
+
 static void test_session_failing_allocator(void **state) {
   (void)state;
   mlc_plan *pl;
@@ -434,6 +470,7 @@ int main(void) {
     cmocka_unit_test(test_roundtrip),
     cmocka_unit_test(test_corrupt),
     cmocka_unit_test(test_executables),
+    cmocka_unit_test(test_native),
     cmocka_unit_test(test_quantized),
     cmocka_unit_test(test_failing_allocator),
     cmocka_unit_test(test_session_failing_allocator),
