@@ -1,6 +1,6 @@
 /* The artifact `mlc compile --target T -o DIR` writes for an application to
- * link: <name>.h (a typed C API), <name>.c (the plan bytes, the kernel
- * table and the glue), the target's compiled kernels, and <name>.cmake and
+ * link: <name>.h (a typed C API), <name>.c (the plan bytes, which carry the
+ * GPU's code, and the glue; the CPU's symbols, which cannot be bytes), the target's compiled kernels, and <name>.cmake and
  * <name>.pc to link it all with CMake or pkg-config. */
 #ifndef MLC_CODEGEN_ARTIFACT_H
 #define MLC_CODEGEN_ARTIFACT_H
@@ -12,7 +12,6 @@
 #include "ir/ir.h"
 #include "runtime/status.h"
 #include "runtime/cuda/kernel.h"
-#include "runtime/vulkan/kernel.h"
 
 /* CPU, function multiversioning: the same kernels compiled for a stronger
  * CPU than the baseline's, with that build's plan (its GEMM block sizes,
@@ -41,10 +40,13 @@ typedef struct {
    * machine has (runtime/cpu/features.h: mlc_cpu_pick_version). */
   const mlc_artifact_cpu_build *cpu_more;
   uint32_t ncpu_more;
-  /* CUDA or Metal (metal set): the launch table (kernels above are then
-   * unused), the source (CUDA C or MSL) and, when nvcc (or Apple's metal
-   * compiler) built one, the binary (fatbin or metallib), all embedded in
-   * <name>.c. */
+  /* GPUs: the runtime driver whose device runs the plan ("cuda", "vulkan"),
+   * which takes every kernel from the plan's executables section; NULL:
+   * the CPU's kernels (linked, found by name) or Metal's. */
+  const char *device_driver;
+  /* Metal (metal set), which still takes its kernels from C tables: the
+   * launch table (kernels above are then unused), the MSL source and, when
+   * Apple's metal compiler built one, the metallib, embedded in <name>.c. */
   bool metal;
   const mlc_cuda_kernel *cuda_kernels;
   uint32_t ncuda_kernels;
@@ -52,10 +54,6 @@ typedef struct {
   size_t cuda_source_len;
   const void *cuda_image;
   size_t cuda_image_bytes;
-  /* SPIR-V: the Vulkan kernel table with every module's words, embedded in
-   * <name>.c (kernels above are then unused). */
-  const mlc_vk_kernel *vk_kernels;
-  uint32_t nvk_kernels;
 } mlc_artifact;
 
 /* Creates dir unless it exists (MLC_IO when it cannot). */

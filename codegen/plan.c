@@ -1,7 +1,9 @@
 /* Writes the binary plan described in runtime/plan.h from the IR: one value
  * per node (its arena offset from memplan, or its parameter), the entry
  * point's inputs and outputs, and one step per node that the target runs
- * as a kernel, with its inputs then its output as arguments. */
+ * as a kernel, with its inputs then its output as arguments; and the code
+ * the target emitted (executables and dispatch records), taken from its
+ * kernel table, so that the plan alone is what the runtime needs. */
 #include "codegen/plan.h"
 
 #include <string.h>
@@ -18,6 +20,7 @@ typedef struct {
 } wbuf;
 
 static void put(wbuf *w, const void *src, size_t n) {
+  if (!n) return;
   if (w->n + n > w->cap) {
     size_t cap = w->cap ? w->cap * 2 : 4096;
     while (cap < w->n + n) cap *= 2;
@@ -101,9 +104,81 @@ void mlc_plan_encode(const mlc_program *p, mlc_kernel_namer namer, void *ctx, ui
 
 void mlc_plan_encode_units(const mlc_program *p, mlc_kernel_namer namer, void *ctx, mlc_kernel_unit unit_of, uint8_t **out,
                            size_t *out_n) {
+  mlc_plan_encode_code(p, namer, ctx, unit_of, NULL, out, out_n);
+}
+
+/* CUDA's tensor maps, as runtime/plan.h lays out the extra bytes. */
+static void cuda_extra(mlc_arena *a, const mlc_cuda_kernel *k, mlc_plan_kernel_code *r) {
+  if (!k->ntmap) return;
+  wbuf w = {.a = a};
+  put_u32(&w, k->ntmap);
+  for (uint32_t t = 0; t < k->ntmap; t++) {
+    const mlc_cuda_tmap *m = &k->tmap[t];
+    put_u32(&w, m->arg);
+    put_u32(&w, m->rank);
+    put_u32(&w, m->elem_bytes);
+    put_u32(&w, m->swizzle);
+    put_u64(&w, m->offset);
+    for (int d = 0; d < 5; d++) put_u64(&w, m->dim[d]);
+    for (int d = 0; d < 4; d++) put_u64(&w, m->stride[d]);
+    for (int d = 0; d < 5; d++) put_u32(&w, m->box[d]);
+  }
+  r->extra = w.buf;
+  r->extra_bytes = (uint32_t)w.n;
+}
+
+void mlc_plan_code_cuda(mlc_arena *a, const mlc_cuda_kernel *k, uint32_t n, const char *format, const void *code,
+                        size_t bytes, mlc_plan_code *out) {
+  mlc_plan_executable *x = mlc_arena_alloc(a, sizeof *x);
+  MLC_ASSERT(bytes <= UINT32_MAX);
+  *x = (mlc_plan_executable){format, code, (uint32_t)bytes};
+  mlc_plan_kernel_code *r = mlc_arena_alloc(a, (n + 1) * sizeof *r);
+  for (uint32_t i = 0; i < n; i++) {
+    MLC_ASSERT(k[i].nlaunch >= 1 && k[i].nlaunch <= MLC_PLAN_MAX_LAUNCH);
+    r[i] = (mlc_plan_kernel_code){.symbol = k[i].symbol, .scratch = k[i].scratch, .nlaunch = k[i].nlaunch};
+    for (uint32_t l = 0; l < k[i].nlaunch; l++) /* grids are 1-D */
+      r[i].launch[l] = (mlc_plan_launch){k[i].launch[l].fn, {k[i].launch[l].grid, 1, 1}, {k[i].launch[l].block, 1, 1},
+                                         k[i].launch[l].smem};
+    cuda_extra(a, &k[i], &r[i]);
+  }
+  *out = (mlc_plan_code){1, x, n, r, false};
+}
+
+void mlc_plan_code_vulkan(mlc_arena *a, const mlc_vk_kernel *k, uint32_t n, mlc_plan_code *out) {
+  mlc_plan_executable *x = mlc_arena_alloc(a, (n + 1) * sizeof *x);
+  mlc_plan_kernel_code *r = mlc_arena_alloc(a, (n + 1) * sizeof *r);
+  for (uint32_t i = 0; i < n; i++) {
+    MLC_ASSERT(k[i].ndispatch >= 1 && k[i].ndispatch <= MLC_PLAN_MAX_LAUNCH && k[i].nwords <= UINT32_MAX / 4);
+    /* The words as little-endian bytes, whatever the compiler's host. */
+    wbuf code = {.a = a};
+    for (size_t j = 0; j < k[i].nwords; j++) put_u32(&code, k[i].words[j]);
+    x[i] = (mlc_plan_executable){MLC_PLAN_FORMAT_SPIRV, code.buf, (uint32_t)code.n};
+    r[i] = (mlc_plan_kernel_code){.symbol = k[i].symbol, .executable = i, .nargs = k[i].nargs, .scratch = k[i].scratch,
+                                  .nlaunch = k[i].ndispatch};
+    for (uint32_t l = 0; l < k[i].ndispatch; l++) {
+      const mlc_vk_dispatch *d = &k[i].dispatch[l];
+      r[i].launch[l] = (mlc_plan_launch){d->entry, {d->groups[0], d->groups[1], d->groups[2]},
+                                         {d->local[0], d->local[1], d->local[2]}, 0};
+    }
+    wbuf w = {.a = a};
+    put_u8(&w, k[i].coopmat);
+    for (int j = 0; j < 3; j++) put_u32(&w, k[i].coopmat_mnk[j]);
+    put_u32(&w, k[i].fallback); /* a kernel index here is one of the plan (mlc_plan_code) */
+    r[i].extra = w.buf;
+    r[i].extra_bytes = (uint32_t)w.n;
+  }
+  *out = (mlc_plan_code){n, x, n, r, false};
+}
+
+void mlc_plan_encode_code(const mlc_program *p, mlc_kernel_namer namer, void *ctx, mlc_kernel_unit unit_of,
+                          const mlc_plan_code *code, uint8_t **out, size_t *out_n) {
   mlc_arena *a = p->arena;
-  /* Kernels first, so the table can precede the entries that use them. */
+  static const mlc_plan_code none = {0};
+  if (!code) code = &none;
+  /* Kernels first, so the table can precede the entries that use them:
+   * the code's own in its order, then those only steps name. */
   names kernels = {0};
+  for (uint32_t i = 0; i < code->nkernels; i++) MLC_ASSERT(intern(a, &kernels, code->kernels[i].symbol) == i);
   uint32_t **kid = mlc_arena_alloc(a, (p->nfuncs + 1) * sizeof *kid);
   uint64_t **work = mlc_arena_alloc(a, (p->nfuncs + 1) * sizeof *work);
   for (uint32_t k = 0; k < p->nfuncs; k++) {
@@ -147,8 +222,67 @@ void mlc_plan_encode_units(const mlc_program *p, mlc_kernel_namer namer, void *c
     put_str(&w, p->ties[i].name);
     put_u32(&w, p->ties[i].param);
   }
+  /* Every kernel's argument count, from the steps that run it. */
+  uint32_t *nargs = mlc_arena_alloc(a, (kernels.n + 1) * sizeof *nargs);
+  memset(nargs, 0, (kernels.n + 1) * sizeof *nargs);
+  for (uint32_t k = 0; k < p->nfuncs; k++)
+    for (uint32_t i = 0; i < p->funcs[k].n; i++) {
+      uint32_t id = kid[k][i], n = p->funcs[k].nodes[i].nin + 1u;
+      if (id == UINT32_MAX) continue;
+      MLC_ASSERT(!nargs[id] || nargs[id] == n); /* one kernel, one signature */
+      nargs[id] = n;
+    }
+  bool native = code->native;
+  put_u32(&w, code->nexecutables + native);
+  for (uint32_t i = 0; i < code->nexecutables; i++) {
+    const mlc_plan_executable *x = &code->executables[i];
+    put_str(&w, x->format);
+    put_u32(&w, x->bytes);
+    put(&w, x->code, x->bytes);
+  }
+  if (native) {
+    put_str(&w, MLC_PLAN_FORMAT_NATIVE);
+    put_u32(&w, 0);
+  }
   put_u32(&w, kernels.n);
-  for (uint32_t i = 0; i < kernels.n; i++) put_str(&w, kernels.v[i]);
+  for (uint32_t i = 0; i < kernels.n; i++) {
+    const char *sym = kernels.v[i];
+    put_str(&w, sym);
+    bool coll = !strcmp(sym, MLC_PLAN_ALL_GATHER) || !strcmp(sym, MLC_PLAN_REDUCE_SCATTER);
+    if (i < code->nkernels) {
+      const mlc_plan_kernel_code *r = &code->kernels[i];
+      MLC_ASSERT(r->executable < code->nexecutables && r->nlaunch >= 1 && r->nlaunch <= MLC_PLAN_MAX_LAUNCH);
+      MLC_ASSERT(!r->nargs || !nargs[i] || r->nargs == nargs[i]);
+      put_u32(&w, r->executable);
+      put_u32(&w, r->nargs ? r->nargs : nargs[i]);
+      put_u64(&w, r->scratch);
+      put_u32(&w, r->nlaunch);
+      for (uint32_t l = 0; l < r->nlaunch; l++) {
+        const mlc_plan_launch *L = &r->launch[l];
+        put_str(&w, L->entry);
+        for (int j = 0; j < 3; j++) put_u32(&w, L->grid[j]);
+        for (int j = 0; j < 3; j++) put_u32(&w, L->block[j]);
+        put_u32(&w, L->smem);
+      }
+      put_u32(&w, r->extra_bytes);
+      put(&w, r->extra, r->extra_bytes);
+    } else if (native && !coll) { /* one launch of the symbol itself */
+      put_u32(&w, code->nexecutables);
+      put_u32(&w, nargs[i]);
+      put_u64(&w, 0);
+      put_u32(&w, 1);
+      put_str(&w, sym);
+      for (int j = 0; j < 7; j++) put_u32(&w, 0);
+      put_u32(&w, 0);
+    } else { /* a collective, or a plan without code */
+      MLC_ASSERT(coll || !code->nexecutables);
+      put_u32(&w, MLC_PLAN_NO_EXECUTABLE);
+      put_u32(&w, nargs[i]);
+      put_u64(&w, 0);
+      put_u32(&w, 0);
+      put_u32(&w, 0);
+    }
+  }
   put_u32(&w, p->nfuncs);
   for (uint32_t k = 0; k < p->nfuncs; k++) {
     const mlc_func *f = &p->funcs[k];

@@ -101,7 +101,7 @@ static const mlc_driver_target targets[] = {
                  "spirv-tools, spirv-headers and libvulkan-dev)",
 #ifdef MLC_HAVE_SPIRV
     .build_bytes = sizeof(mlc_spirv_build), .build = mlc_spirv_target_build, .write = mlc_spirv_target_write,
-    .open = mlc_spirv_target_open, .supports_op = mlc_spirv_target_supports_op,
+    .open = mlc_spirv_target_open, .release = mlc_spirv_target_release, .supports_op = mlc_spirv_target_supports_op,
 #ifdef MLC_HAVE_CUDA
     .calibrate = mlc_calibrate_gpu, /* calibrate.c builds with the CUDA target */
 #endif

@@ -61,7 +61,10 @@ static mlc_status compile_for(mlc_program *p, mlc_cpu_build *b, const char *cpu,
               mlc_now() - t0);
     }
   }
-  mlc_plan_encode(p, namer, b, &b->plan, &b->plan_bytes);
+  /* The code is linked into the host program: a "native" executable, each
+   * kernel launched under its own symbol. */
+  mlc_plan_code native = {.native = true};
+  mlc_plan_encode_code(p, namer, b, NULL, &native, &b->plan, &b->plan_bytes);
   return NULL;
 }
 

@@ -130,11 +130,21 @@ mlc_status mlc_cuda_build_program(mlc_program *p, mlc_cuda_build *b, bool compil
   if (progress)
     fprintf(progress, "mlc: emitted CUDA C for %u steps: %u distinct kernels, %zu KiB of source, in %.2f s\n", steps,
             b->mod.nkernels, b->mod.source_len / 1024, mlc_now() - t0);
-  mlc_plan_encode_units(p, mlc_cuda_kernel_namer, &b->mod, mlc_cuda_kernel_unit, &b->plan, &b->plan_bytes);
-  if (compile && find_nvcc(b->nvcc, sizeof b->nvcc)) return run_nvcc(b, progress);
-  if (!compile) b->nvcc[0] = 0;
-  else if (progress) fprintf(progress, "mlc: no nvcc found: the runtime will compile the kernels with NVRTC\n");
-  b->nvcc[0] = 0;
+  if (compile && find_nvcc(b->nvcc, sizeof b->nvcc)) {
+    MLC_RETURN_IF_ERROR(run_nvcc(b, progress));
+  } else {
+    if (compile && progress) fprintf(progress, "mlc: no nvcc found: the runtime will compile the kernels with NVRTC\n");
+    b->nvcc[0] = 0;
+  }
+  /* The plan carries the code: the fatbin, or the source for NVRTC. */
+  mlc_plan_code code;
+  if (b->image)
+    mlc_plan_code_cuda(p->arena, b->mod.kernels, b->mod.nkernels, MLC_PLAN_FORMAT_CUDA_FATBIN, b->image, b->image_bytes,
+                       &code);
+  else
+    mlc_plan_code_cuda(p->arena, b->mod.kernels, b->mod.nkernels, MLC_PLAN_FORMAT_CUDA_SOURCE, b->mod.source,
+                       b->mod.source_len, &code);
+  mlc_plan_encode_code(p, mlc_cuda_kernel_namer, &b->mod, mlc_cuda_kernel_unit, &code, &b->plan, &b->plan_bytes);
   return NULL;
 }
 
@@ -149,19 +159,21 @@ mlc_status mlc_cuda_write_artifact(mlc_cuda_build *b, const char *dir, const cha
     MLC_RETURN_IF_ERROR(write_all(path, b->image, b->image_bytes));
   }
   mlc_artifact a = {.dir = dir, .source = source, .plan = b->plan, .plan_bytes = b->plan_bytes,
-                    .cuda_kernels = b->mod.kernels, .ncuda_kernels = b->mod.nkernels, .cuda_source = b->mod.source,
-                    .cuda_source_len = b->mod.source_len, .cuda_image = b->image, .cuda_image_bytes = b->image_bytes};
+                    .device_driver = "cuda"};
   return mlc_artifact_write(p, &a);
 }
 
 mlc_status mlc_cuda_open(mlc_cuda_build *b, int ordinal, FILE *progress, mlc_device **out) {
-  mlc_cuda_code code = {ordinal, b->image, b->image_bytes, b->mod.source, b->mod.kernels, b->mod.nkernels, progress};
+  if (!b->parsed) MLC_RETURN_IF_ERROR(mlc_plan_parse(b->plan, b->plan_bytes, mlc_allocator_default(), &b->parsed));
+  mlc_cuda_code code = {.ordinal = ordinal, .progress = progress, .plan = b->parsed};
   return mlc_cuda_device_create(&code, mlc_allocator_default(), out);
 }
 
 void mlc_cuda_build_free(mlc_cuda_build *b) {
   free(b->image);
   b->image = NULL;
+  mlc_plan_free(b->parsed);
+  b->parsed = NULL;
 }
 
 /* The descriptor's operations (driver/target.h). */

@@ -14,6 +14,7 @@
 
 #include "codegen/cuda/cuda.h"
 #include "runtime/device.h"
+#include "runtime/plan.h"
 #include "driver/target.h"
 
 typedef struct {
@@ -24,12 +25,14 @@ typedef struct {
   void *image;         /* the fatbin (malloc'ed), or NULL without nvcc */
   size_t image_bytes;
   char nvcc[1024];     /* the nvcc used, or "" */
+  mlc_plan *parsed;    /* the plan as the device reads its kernels from it (open), or NULL */
 } mlc_cuda_build;
 
-/* Emits and encodes; with `compile`, also builds the fatbin if nvcc exists. */
+/* Emits, builds the fatbin if nvcc exists and `compile` asks for it, and
+ * encodes the plan with the fatbin or else the source as its executable. */
 MLC_MUST_USE mlc_status mlc_cuda_build_program(mlc_program *p, mlc_cuda_build *b, bool compile, FILE *progress);
 MLC_MUST_USE mlc_status mlc_cuda_write_artifact(mlc_cuda_build *b, const char *dir, const char *source);
-/* A CUDA device (GPU `ordinal`) with the build's kernels. */
+/* A CUDA device (GPU `ordinal`) with the kernels of the build's plan. */
 MLC_MUST_USE mlc_status mlc_cuda_open(mlc_cuda_build *b, int ordinal, FILE *progress, mlc_device **out);
 void mlc_cuda_build_free(mlc_cuda_build *b);
 /* Runs argv[0] (looked up on PATH) with argv and waits: its exit status, or

@@ -42,7 +42,12 @@ mlc_status mlc_metal_build_program(mlc_program *p, mlc_metal_build *b, FILE *pro
   if (progress)
     fprintf(progress, "mlc: emitted MSL for %u steps: %u distinct kernels, %zu KiB of source, in %.2f s\n", steps,
             b->mod.nkernels, b->mod.source_len / 1024, mlc_now() - t0);
-  mlc_plan_encode_units(p, mlc_cstyle_kernel_namer, &b->mod, mlc_plan_unit_16bit_matrix, &b->plan, &b->plan_bytes);
+  /* The plan carries the MSL (the Metal device still reads the artifact's
+   * C tables: runtime/metal/device.h). */
+  mlc_plan_code code;
+  mlc_plan_code_cuda(p->arena, b->mod.kernels, b->mod.nkernels, MLC_PLAN_FORMAT_MSL, b->mod.source, b->mod.source_len,
+                     &code);
+  mlc_plan_encode_code(p, mlc_cstyle_kernel_namer, &b->mod, mlc_plan_unit_16bit_matrix, &code, &b->plan, &b->plan_bytes);
   return NULL;
 }
 

@@ -24,7 +24,9 @@ mlc_status mlc_spirv_build_program(mlc_program *p, mlc_spirv_build *b, FILE *pro
   if (progress)
     fprintf(progress, "mlc: emitted SPIR-V for %u steps: %u distinct kernels, %zu KiB, in %.2f s\n", steps,
             b->mod.nkernels, words * 4 / 1024, mlc_now() - t0);
-  mlc_plan_encode_units(p, mlc_spirv_kernel_namer, &b->mod, mlc_plan_unit_16bit_matrix, &b->plan, &b->plan_bytes);
+  mlc_plan_code code; /* the plan carries every module */
+  mlc_plan_code_vulkan(p->arena, b->mod.kernels, b->mod.nkernels, &code);
+  mlc_plan_encode_code(p, mlc_spirv_kernel_namer, &b->mod, mlc_plan_unit_16bit_matrix, &code, &b->plan, &b->plan_bytes);
   return NULL;
 }
 
@@ -41,17 +43,25 @@ mlc_status mlc_spirv_write_artifact(mlc_spirv_build *b, const char *dir, const c
     if (!ok) return mlc_status_make(MLC_IO, "cannot write %s: %s", path, strerror(errno));
   }
   mlc_artifact a = {.dir = dir, .source = source, .plan = b->plan, .plan_bytes = b->plan_bytes,
-                    .vk_kernels = b->mod.kernels, .nvk_kernels = b->mod.nkernels};
+                    .device_driver = "vulkan"};
   return mlc_artifact_write(p, &a);
 }
 
 mlc_status mlc_spirv_open(mlc_spirv_build *b, int ordinal, FILE *progress, mlc_device **out) {
-  mlc_vk_code code = {.kernels = b->mod.kernels, .nkernels = b->mod.nkernels, .progress = progress};
+  if (!b->parsed) MLC_RETURN_IF_ERROR(mlc_plan_parse(b->plan, b->plan_bytes, mlc_allocator_default(), &b->parsed));
+  mlc_vk_code code = {.progress = progress, .plan = b->parsed};
   mlc_device_options o = {.allocator = mlc_allocator_default(), .code_kind = MLC_CODE_VULKAN, .code = &code};
   return mlc_device_create("vulkan", ordinal, &o, out);
 }
 
+void mlc_spirv_build_free(mlc_spirv_build *b) {
+  mlc_plan_free(b->parsed);
+  b->parsed = NULL;
+}
+
 /* The descriptor's operations (driver/target.h). */
+
+void mlc_spirv_target_release(void *b) { mlc_spirv_build_free(b); }
 
 mlc_status mlc_spirv_target_build(void *b, mlc_program *p, FILE *progress, int rank) {
   (void)rank;

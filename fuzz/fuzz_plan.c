@@ -1,7 +1,9 @@
 /* libFuzzer harness for the runtime's plan reader.  The input is a plan
  * payload: the harness writes a valid header (length and checksum) in
  * front of it, so the fuzzer explores the parser rather than the checksum.
- * Corpus: plans written by the compiler (fuzz/corpus/plan). */
+ * Corpus: plans written by the compiler (fuzz/corpus/plan: tests/unit/test_plan.c
+ * writes them, MLC_PLAN_SEED=DIR: a plan without code and one with an
+ * executables section). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +34,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       for (uint32_t s = 0; s < e->nsteps; s++)
         for (uint32_t a = 0; a < e->steps[s].nargs; a++) sink += e->values[e->steps[s].args[a]].offset;
       sink += strlen(e->name);
+    }
+    for (uint32_t k = 0; k < pl->nkernels; k++) {
+      const mlc_plan_dispatch *d = &pl->dispatch[k];
+      if (d->executable != MLC_PLAN_NO_EXECUTABLE) sink += pl->executables[d->executable].bytes;
+      for (uint32_t l = 0; l < d->nlaunch; l++) sink += strlen(d->launch[l].entry) + d->launch[l].grid[2];
+      if (d->extra_bytes) sink += d->extra[d->extra_bytes - 1];
     }
     (void)sink;
   }

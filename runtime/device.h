@@ -92,6 +92,9 @@ struct mlc_device {
  *   MLC_CODE_CUDA    mlc_cuda_code    (runtime/cuda/device.h)
  *   MLC_CODE_VULKAN  mlc_vk_code      (runtime/vulkan/device.h)
  *   MLC_CODE_METAL   mlc_metal_code   (runtime/metal/device.h)
+ * CUDA's and Vulkan's code may instead name a plan (`plan`), whose
+ * executables section holds the kernels (runtime/plan.h): how mlc run and
+ * generated artifacts create them.
  * The ordinal of mlc_device_create wins over the code's own `ordinal`. */
 typedef enum { MLC_CODE_NONE, MLC_CODE_CPU, MLC_CODE_CUDA, MLC_CODE_VULKAN, MLC_CODE_METAL } mlc_code_kind;
 

@@ -120,7 +120,7 @@ static bool ids(rd *r, uint32_t n, uint32_t limit, const uint32_t **out, const c
   return true;
 }
 
-static bool entry(rd *r, mlc_plan_entry *e, uint32_t nparams, uint32_t nkernels) {
+static bool entry(rd *r, mlc_plan_entry *e, const mlc_plan *pl) {
   if (!str(r, &e->name) || !u64(r, &e->arena_bytes)) return false;
   if (!count(r, &e->nvalues, 23, "value count too large")) return false;
   mlc_plan_value *vals = take(r, (size_t)e->nvalues * sizeof *vals + 1);
@@ -139,7 +139,7 @@ static bool entry(rd *r, mlc_plan_entry *e, uint32_t nparams, uint32_t nkernels)
     if (v.param == MLC_PLAN_NO_PARAM) {
       uint64_t size = mlc_plan_shape_bytes(&v.shape);
       if (off > e->arena_bytes || size > e->arena_bytes - off) return bad(r, "value outside the arena");
-    } else if (v.param >= nparams) {
+    } else if (v.param >= pl->nparams) {
       return bad(r, "value refers to a parameter that does not exist");
     }
     if (vals) vals[i] = v;
@@ -163,7 +163,7 @@ static bool entry(rd *r, mlc_plan_entry *e, uint32_t nparams, uint32_t nkernels)
   for (uint32_t i = 0; i < e->nsteps; i++) {
     mlc_plan_step s;
     if (!u32(r, &s.kernel) || !str(r, &s.name) || !str(r, &s.scope) || !u32(r, &s.stream)) return false;
-    if (s.kernel >= nkernels) return bad(r, "step refers to a kernel that does not exist");
+    if (s.kernel >= pl->nkernels) return bad(r, "step refers to a kernel that does not exist");
     if (!count(r, &s.nwait, 4, "wait count too large") || !ids(r, s.nwait, i, &s.wait, "step waits on a later step")) return false;
     if (!count(r, &s.nargs, 4, "argument count too large") ||
         !ids(r, s.nargs, e->nvalues, &s.args, "step argument refers to a value that does not exist"))
@@ -176,6 +176,79 @@ static bool entry(rd *r, mlc_plan_entry *e, uint32_t nparams, uint32_t nkernels)
     if (steps) steps[i] = s;
   }
   e->steps = steps;
+  return true;
+}
+
+/* A blob: like a string, but any bytes, copied 16-byte aligned with a NUL
+ * after them. */
+static bool blob(rd *r, const uint8_t **out, uint32_t *out_n) {
+  uint32_t n;
+  if (!u32(r, &n) || !need(r, n, "blob runs past the end")) return false;
+  uint8_t *d = take(r, (size_t)n + 1);
+  if (d) {
+    memcpy(d, r->p, n);
+    d[n] = 0; /* so that source text is a C string */
+  }
+  *out = d;
+  *out_n = n;
+  r->p += n;
+  return true;
+}
+
+static bool executables(rd *r, mlc_plan *pl) {
+  if (!count(r, &pl->nexecutables, 8, "executable count too large")) return false;
+  mlc_plan_executable *x = take(r, (size_t)pl->nexecutables * sizeof *x + 1);
+  for (uint32_t i = 0; i < pl->nexecutables; i++) {
+    mlc_plan_executable e;
+    if (!str(r, &e.format) || !blob(r, &e.code, &e.bytes)) return false;
+    if (e.format && !*e.format) return bad(r, "an executable without a format");
+    if (x) x[i] = e;
+  }
+  pl->executables = x;
+  return true;
+}
+
+/* The kernel table: each kernel's symbol and dispatch record. */
+static bool kernels(rd *r, mlc_plan *pl) {
+  if (!count(r, &pl->nkernels, 28, "kernel count too large")) return false;
+  const char **names = take(r, (size_t)pl->nkernels * sizeof *names + 1);
+  mlc_plan_dispatch *ds = take(r, (size_t)pl->nkernels * sizeof *ds + 1);
+  for (uint32_t i = 0; i < pl->nkernels; i++) {
+    const char *k;
+    mlc_plan_dispatch d;
+    if (!str(r, &k) || !u32(r, &d.executable) || !u32(r, &d.nargs) || !u64(r, &d.scratch)) return false;
+    if (d.executable >= pl->nexecutables && d.executable != MLC_PLAN_NO_EXECUTABLE)
+      return bad(r, "a kernel's executable does not exist");
+    if (d.scratch > ((uint64_t)1 << 48)) return bad(r, "a kernel's scratch block is out of range");
+    if (!count(r, &d.nlaunch, 32, "launch count too large")) return false;
+    if (d.nlaunch > MLC_PLAN_MAX_LAUNCH) return bad(r, "a kernel has more launches than MLC_PLAN_MAX_LAUNCH");
+    if (d.executable != MLC_PLAN_NO_EXECUTABLE && !d.nlaunch) return bad(r, "a kernel with an executable has no launch");
+    mlc_plan_launch *ls = take(r, (size_t)d.nlaunch * sizeof *ls + 1);
+    for (uint32_t l = 0; l < d.nlaunch; l++) {
+      mlc_plan_launch L;
+      if (!str(r, &L.entry)) return false;
+      for (int j = 0; j < 3; j++)
+        if (!u32(r, &L.grid[j])) return false;
+      for (int j = 0; j < 3; j++)
+        if (!u32(r, &L.block[j])) return false;
+      if (!u32(r, &L.smem)) return false;
+      if (L.entry && !*L.entry) return bad(r, "a launch without an entry point");
+      /* Either a grid of at least one block in each dimension, or none at
+       * all (native code, whose work items decide). */
+      bool none = !L.grid[0] && !L.grid[1] && !L.grid[2], some = L.grid[0] && L.grid[1] && L.grid[2];
+      if (!none && !some) return bad(r, "a launch's grid has an empty dimension");
+      if ((uint64_t)L.block[0] * L.block[1] * L.block[2] > 65536 || L.block[0] > 65536 || L.block[1] > 65536 ||
+          L.block[2] > 65536)
+        return bad(r, "a launch's block is too large");
+      if (ls) ls[l] = L;
+    }
+    d.launch = ls;
+    if (!blob(r, &d.extra, &d.extra_bytes)) return false;
+    if (names) names[i] = k;
+    if (ds) ds[i] = d;
+  }
+  pl->kernels = names;
+  pl->dispatch = ds;
   return true;
 }
 
@@ -224,20 +297,13 @@ static bool payload(rd *r, mlc_plan *pl) {
     if (ties) ties[i] = t;
   }
   pl->ties = ties;
-  if (!count(r, &pl->nkernels, 4, "kernel count too large")) return false;
-  const char **kernels = take(r, (size_t)pl->nkernels * sizeof *kernels + 1);
-  for (uint32_t i = 0; i < pl->nkernels; i++) {
-    const char *k;
-    if (!str(r, &k)) return false;
-    if (kernels) kernels[i] = k;
-  }
-  pl->kernels = kernels;
+  if (!executables(r, pl) || !kernels(r, pl)) return false;
   if (!count(r, &pl->nentries, 28, "entry count too large")) return false;
   mlc_plan_entry *entries = take(r, (size_t)pl->nentries * sizeof *entries + 1);
   for (uint32_t i = 0; i < pl->nentries; i++) {
     mlc_plan_entry e;
     memset(&e, 0, sizeof e);
-    if (!entry(r, &e, pl->nparams, pl->nkernels)) return false;
+    if (!entry(r, &e, pl)) return false;
     if (entries) entries[i] = e;
   }
   pl->entries = entries;
@@ -283,8 +349,18 @@ mlc_status mlc_plan_parse(const void *bytes, size_t n, mlc_allocator a, mlc_plan
     return r2.err;
   }
   pl->allocator = a;
-  /* Checks that need the parameters, which the counting run had not kept. */
-  for (uint32_t k = 0; k < pl->nentries; k++)
+  /* Checks that need the parameters and kernels, which the counting run had
+   * not kept. */
+  for (uint32_t k = 0; k < pl->nentries; k++) {
+    for (uint32_t i = 0; i < pl->entries[k].nsteps; i++) {
+      const mlc_plan_step *s = &pl->entries[k].steps[i];
+      if (s->nargs == pl->dispatch[s->kernel].nargs) continue;
+      mlc_status st = mlc_status_make(MLC_DATA_LOSS, "corrupt plan: step %s of entry %s passes %u arguments to kernel %s, "
+                                      "which takes %u", s->name, pl->entries[k].name, s->nargs, pl->kernels[s->kernel],
+                                      pl->dispatch[s->kernel].nargs);
+      mlc_allocator_free(a, mem);
+      return st;
+    }
     for (uint32_t i = 0; i < pl->entries[k].nvalues; i++) {
       const mlc_plan_value *v = &pl->entries[k].values[i];
       if (v->param == MLC_PLAN_NO_PARAM) continue;
@@ -298,6 +374,7 @@ mlc_status mlc_plan_parse(const void *bytes, size_t n, mlc_allocator a, mlc_plan
         return st;
       }
     }
+  }
   *out_plan = pl;
   return NULL;
 }
@@ -310,6 +387,34 @@ const mlc_plan_entry *mlc_plan_find_entry(const mlc_plan *plan, const char *name
   for (uint32_t i = 0; i < plan->nentries; i++)
     if (!strcmp(plan->entries[i].name, name)) return &plan->entries[i];
   return NULL;
+}
+
+const mlc_plan_dispatch *mlc_plan_find_kernel(const mlc_plan *plan, const char *symbol) {
+  for (uint32_t i = 0; i < plan->nkernels; i++)
+    if (!strcmp(plan->kernels[i], symbol)) return &plan->dispatch[i];
+  return NULL;
+}
+
+bool mlc_plan_read_u8(mlc_plan_cursor *c, uint8_t *v) {
+  if (c->end - c->p < 1) return false;
+  *v = *c->p++;
+  return true;
+}
+
+bool mlc_plan_read_u32(mlc_plan_cursor *c, uint32_t *v) {
+  if (c->end - c->p < 4) return false;
+  *v = (uint32_t)c->p[0] | (uint32_t)c->p[1] << 8 | (uint32_t)c->p[2] << 16 | (uint32_t)c->p[3] << 24;
+  c->p += 4;
+  return true;
+}
+
+bool mlc_plan_read_u64(mlc_plan_cursor *c, uint64_t *v) {
+  uint32_t lo, hi;
+  if (c->end - c->p < 8) return false;
+  mlc_plan_read_u32(c, &lo);
+  mlc_plan_read_u32(c, &hi);
+  *v = (uint64_t)hi << 32 | lo;
+  return true;
 }
 
 double mlc_plan_lr(const mlc_plan_schedule *s, uint64_t step, uint64_t total) {

@@ -16,7 +16,10 @@
  *            u32 nparams   { str name, dtype, shape, u8 init, f64 a, f64 b, u8 role,
  *                            u8 sharded, u32 flat, u64 flat_offset }
  *            u32 nties     { str name, u32 param }   (weight sharing: another state_dict name of a weight)
- *            u32 nkernels  { str symbol }
+ *            u32 nexecutables { str format, blob code }
+ *            u32 nkernels  { str symbol, u32 executable, u32 nargs, u64 scratch,
+ *                            u32 nlaunches { str entry, u32 grid[3], u32 block[3], u32 smem },
+ *                            blob extra }
  *            u32 nentries  { str name, u64 arena_bytes,
  *                            u32 nvalues  { dtype, shape, i64 offset, u32 param (0xffffffff: arena),
  *                                           u8 is_const, f64 value (a scalar the runtime writes once),
@@ -29,6 +32,7 @@
  *                                           u8 unit, u8 products } }
  *            schedule f64 lr, f64 min_lr, u64 warmup, u64 steps, u8 decay
  *   str   = u32 length, then that many bytes (no NUL)
+ *   blob  = u32 length, then that many bytes (any)
  *   dtype = u8 (mlc_dtype of ir/ir.h: 1 f32, 2 bf16, 3 f16, 4 i32, 5 i64, 6 bool)
  *   shape = u8 rank (<= 6), then rank x i64 dims (> 0)
  *
@@ -49,6 +53,33 @@
  * "mlc_all_gather" or "mlc_reduce_scatter" are collectives the runtime
  * carries out itself, arguments (input, output).
  *
+ * Executables (the code a plan runs, so that the plan is the whole
+ * contract between compiler and runtime): each is a code blob with a
+ * format tag saying which backend loads it and how:
+ *   "cuda-fatbin"  a fatbin (cubin/PTX) for cuModuleLoadData, every kernel's functions in it
+ *   "cuda-source"  CUDA C, compiled with NVRTC at first use (no nvcc at compile time)
+ *   "spirv"        one SPIR-V module (a whole number of 32-bit words), one kernel's entry points
+ *   "msl"          Metal Shading Language source ("metallib": Apple's compiled form)
+ *   "native"       empty: the code is linked into the host program (the CPU's
+ *                  kernels), launches resolved by their entry names
+ * Each kernel then has a dispatch record: the executable its code is in
+ * (MLC_PLAN_NO_EXECUTABLE: none in this plan, as for the collectives the
+ * runtime carries out itself or a plan made without code), its argument
+ * count (every step of the kernel passes that many values), the bytes of
+ * the scratch block a step of it gets to itself, and its launches, run in
+ * order with the same arguments: the entry point (a __global__ function,
+ * an OpEntryPoint, a native symbol), the grid (blocks or workgroups in x, y,
+ * z, each >= 1; all 0 for "native", whose work items a thread pool cuts),
+ * the block (threads in x, y, z; on SPIR-V the local-size specialisation
+ * constants, 0: the module's own) and the dynamic shared memory in bytes.
+ * `extra` holds what only one backend needs, in that backend's encoding,
+ * read and checked by it (little-endian, like the rest):
+ *   cuda-*  u32 ntmaps { u32 arg, u32 rank, u32 elem_bytes, u32 swizzle, u64 offset,
+ *                        u64 dim[5], u64 stride[4], u32 box[5] }   (runtime/cuda/kernel.h)
+ *   spirv   u8 coopmat, u32 m, u32 n, u32 k, u32 fallback (a kernel of this plan;
+ *           0xffffffff: none)                                      (runtime/vulkan/kernel.h)
+ *   others  empty
+ *
  * The schedule is the train block's learning rate over the steps
  * (mlc_plan_lr): the runtime writes it into an entry's input "opt.lr" before
  * each run, as it writes its step count into "opt.step".  `steps` 0: the
@@ -58,12 +89,15 @@
  * checksum, every count and length, dtypes, shapes, that arena values fit in
  * the arena, that a value viewing a parameter has its dtype and size, and
  * that every id refers to something that exists (a step may only wait on an
- * earlier step).  A plan that fails any check is refused
+ * earlier step), that each kernel's executable exists, that its launches
+ * are 1..MLC_PLAN_MAX_LAUNCH with grids and blocks in range, and that every
+ * step passes its kernel's argument count.  A plan that fails any check is refused
  * with MLC_DATA_LOSS and a message saying what is wrong.
  */
 #ifndef MLC_PLAN_H
 #define MLC_PLAN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -75,13 +109,23 @@ extern "C" {
 #endif
 
 #define MLC_PLAN_MAGIC "MLCPLAN"
-#define MLC_PLAN_VERSION 5u
+#define MLC_PLAN_VERSION 6u
 #define MLC_PLAN_HEADER_BYTES 32u
 #define MLC_PLAN_MAX_RANK 6
 #define MLC_PLAN_NO_PARAM 0xffffffffu
 #define MLC_PLAN_SHARD_ROW 4096 /* MLC_SHARD_ROW of ir/ir.h */
 #define MLC_PLAN_ALL_GATHER "mlc_all_gather"
 #define MLC_PLAN_REDUCE_SCATTER "mlc_reduce_scatter"
+#define MLC_PLAN_NO_EXECUTABLE 0xffffffffu
+#define MLC_PLAN_MAX_LAUNCH 8
+
+/* Executable format tags (see above). */
+#define MLC_PLAN_FORMAT_CUDA_FATBIN "cuda-fatbin"
+#define MLC_PLAN_FORMAT_CUDA_SOURCE "cuda-source"
+#define MLC_PLAN_FORMAT_SPIRV "spirv"
+#define MLC_PLAN_FORMAT_MSL "msl"
+#define MLC_PLAN_FORMAT_METALLIB "metallib"
+#define MLC_PLAN_FORMAT_NATIVE "native"
 
 /* The arithmetic units of a step (runtime/profile.h's mlc_unit). */
 enum {
@@ -148,6 +192,30 @@ typedef struct {
   uint8_t products;  /* the unit's products per FLOP, 1..3 */
 } mlc_plan_step;
 
+/* Code in one format (MLC_PLAN_FORMAT_*). */
+typedef struct {
+  const char *format;
+  const uint8_t *code; /* 16-byte aligned, with a NUL after the bytes (source text is a C string) */
+  uint32_t bytes;
+} mlc_plan_executable;
+
+typedef struct {
+  const char *entry;
+  uint32_t grid[3], block[3];
+  uint32_t smem; /* dynamic shared memory, bytes */
+} mlc_plan_launch;
+
+/* How kernel i of the plan runs: mlc_plan.dispatch[i]. */
+typedef struct {
+  uint32_t executable; /* MLC_PLAN_NO_EXECUTABLE: none */
+  uint32_t nargs;
+  uint64_t scratch;
+  uint32_t nlaunch;
+  const mlc_plan_launch *launch;
+  const uint8_t *extra; /* the format's own (see above) */
+  uint32_t extra_bytes;
+} mlc_plan_dispatch;
+
 typedef struct {
   const char *name;
   uint64_t arena_bytes;
@@ -181,12 +249,26 @@ typedef struct mlc_plan {
   mlc_allocator allocator; /* what the plan was allocated with */
   uint32_t nties;
   const mlc_plan_tie *ties;
+  uint32_t nexecutables;
+  const mlc_plan_executable *executables;
+  const mlc_plan_dispatch *dispatch; /* [nkernels]: kernels[i]'s record */
 } mlc_plan;
 
 /* Parses and validates a plan.  The result does not point into `bytes`. */
 MLC_MUST_USE mlc_status mlc_plan_parse(const void *bytes, size_t n, mlc_allocator a, mlc_plan **out_plan);
 void mlc_plan_free(mlc_plan *plan);
 const mlc_plan_entry *mlc_plan_find_entry(const mlc_plan *plan, const char *name);
+/* The executable of kernel `symbol` and its record, for a backend taking its
+ * kernels from the plan; NULL when the plan has no such kernel. */
+const mlc_plan_dispatch *mlc_plan_find_kernel(const mlc_plan *plan, const char *symbol);
+/* A reader over a dispatch record's extra bytes, for the backends: each
+ * call returns false (and reads nothing) when too few bytes remain. */
+typedef struct {
+  const uint8_t *p, *end;
+} mlc_plan_cursor;
+bool mlc_plan_read_u8(mlc_plan_cursor *c, uint8_t *v);
+bool mlc_plan_read_u32(mlc_plan_cursor *c, uint32_t *v);
+bool mlc_plan_read_u64(mlc_plan_cursor *c, uint64_t *v);
 /* Bytes of one value of this shape. */
 uint64_t mlc_plan_shape_bytes(const mlc_plan_shape *s);
 

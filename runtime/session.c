@@ -119,6 +119,15 @@ static mlc_status create_entry(mlc_session *s, entry_state *es) {
   for (uint32_t i = 0; i < e->nsteps; i++) {
     const mlc_plan_step *stp = &e->steps[i];
     const char *sym = pl->kernels[stp->kernel];
+    /* Native code (the CPU's, linked into this program) is found by its
+     * launch's entry point, as the plan's dispatch record names it. */
+    const mlc_plan_dispatch *ds = pl->dispatch ? &pl->dispatch[stp->kernel] : NULL;
+    if (ds && ds->executable != MLC_PLAN_NO_EXECUTABLE &&
+        !strcmp(pl->executables[ds->executable].format, MLC_PLAN_FORMAT_NATIVE)) {
+      if (ds->nlaunch != 1)
+        return mlc_status_make(MLC_DATA_LOSS, "corrupt plan: native kernel %s has %u launches, not one", sym, ds->nlaunch);
+      sym = ds->launch[0].entry;
+    }
     if (!strcmp(sym, MLC_PLAN_ALL_GATHER) || !strcmp(sym, MLC_PLAN_REDUCE_SCATTER)) {
       es->kern[i] = NULL; /* a collective: the session runs it */
       if (stp->nargs != 2) return mlc_status_make(MLC_DATA_LOSS, "step %s of %s: a collective takes two values", stp->name, e->name);

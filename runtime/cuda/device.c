@@ -7,6 +7,7 @@
 
 #include "runtime/cuda/compile.h"
 #include "runtime/cuda/driver.h"
+#include "runtime/plan.h"
 #ifdef MLC_HAVE_NVTX
 #include <nvtx3/nvToolsExt.h> /* header-only; a no-op unless a tool (nsys, ncu) injects itself */
 #endif
@@ -42,6 +43,7 @@ typedef struct {
   CUmodule mod;
   mlc_cuda_code code;
   kernel *kernels;          /* [code.nkernels], resolved lazily */
+  mlc_cuda_kernel *table;   /* the launch table made from the plan, or NULL */
   CUdeviceptr scratch;
   uint64_t scratch_bytes;
   CUevent origin;
@@ -76,6 +78,7 @@ static void cu_destroy(mlc_device *base) {
   mlc_allocator_free(d->base.a, d->sig);
   mlc_allocator_free(d->base.a, d->used);
   mlc_allocator_free(d->base.a, d->kernels);
+  mlc_allocator_free(d->base.a, d->table);
   mlc_allocator_free(d->base.a, d);
 }
 
@@ -355,6 +358,75 @@ static mlc_status cu_signal(mlc_device *base, uint32_t step) {
 
 static void *cu_stream(mlc_device *base) { return ((cuda_dev *)base)->stream; }
 
+/* CUDA's extra bytes of a dispatch record (runtime/plan.h): its tensor maps. */
+static bool tmaps_from_plan(const mlc_plan_dispatch *ds, mlc_cuda_kernel *k) {
+  uint32_t nargs = ds->nargs;
+  mlc_plan_cursor c = {ds->extra, ds->extra + ds->extra_bytes};
+  if (!ds->extra_bytes) return true;
+  if (!mlc_plan_read_u32(&c, &k->ntmap) || k->ntmap > MLC_CUDA_MAX_TMAP) return false;
+  for (uint32_t t = 0; t < k->ntmap; t++) {
+    mlc_cuda_tmap *m = &k->tmap[t];
+    bool ok = mlc_plan_read_u32(&c, &m->arg) && mlc_plan_read_u32(&c, &m->rank) && mlc_plan_read_u32(&c, &m->elem_bytes) &&
+              mlc_plan_read_u32(&c, &m->swizzle) && mlc_plan_read_u64(&c, &m->offset);
+    for (int i = 0; ok && i < 5; i++) ok = mlc_plan_read_u64(&c, &m->dim[i]);
+    for (int i = 0; ok && i < 4; i++) ok = mlc_plan_read_u64(&c, &m->stride[i]);
+    for (int i = 0; ok && i < 5; i++) ok = mlc_plan_read_u32(&c, &m->box[i]);
+    if (!ok || m->rank < 1 || m->rank > 5 || (m->elem_bytes != 1 && m->elem_bytes != 2 && m->elem_bytes != 4) ||
+        (m->swizzle != 0 && m->swizzle != 128) || (m->arg >= nargs && m->arg != MLC_CUDA_TMAP_SCRATCH))
+      return false;
+  }
+  return c.p == c.end;
+}
+
+/* The plan's CUDA executable and its kernels' launch table (kernel.h), for
+ * a device created with code->plan: the first executable of a CUDA format,
+ * and every kernel whose code is in it.  Anything out of range is
+ * MLC_DATA_LOSS, as the plan reader's own checks. */
+static mlc_status code_from_plan(cuda_dev *d, const mlc_plan *pl) {
+  uint32_t x = 0;
+  while (x < pl->nexecutables && strcmp(pl->executables[x].format, MLC_PLAN_FORMAT_CUDA_FATBIN) &&
+         strcmp(pl->executables[x].format, MLC_PLAN_FORMAT_CUDA_SOURCE))
+    x++;
+  if (x == pl->nexecutables)
+    return mlc_status_make(MLC_INVALID_ARGUMENT, "the plan of %s has no CUDA executable (compile it with --target cuda)",
+                           pl->model);
+  const mlc_plan_executable *e = &pl->executables[x];
+  bool source = !strcmp(e->format, MLC_PLAN_FORMAT_CUDA_SOURCE);
+  if (source && memchr(e->code, 0, e->bytes))
+    return mlc_status_make(MLC_DATA_LOSS, "corrupt plan: its CUDA source holds a NUL byte");
+  d->table = mlc_allocator_alloc_array(d->base.a, pl->nkernels + 1, sizeof *d->table);
+  if (!d->table) return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory for the CUDA launch table");
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < pl->nkernels; i++) {
+    const mlc_plan_dispatch *ds = &pl->dispatch[i];
+    if (ds->executable != x) continue;
+    mlc_cuda_kernel *k = &d->table[n++];
+    memset(k, 0, sizeof *k);
+    k->symbol = pl->kernels[i];
+    k->scratch = ds->scratch;
+    k->nlaunch = ds->nlaunch;
+    if (ds->nlaunch > MLC_CUDA_MAX_LAUNCH)
+      return mlc_status_make(MLC_DATA_LOSS, "corrupt plan: CUDA kernel %s has %u launches, more than %d", k->symbol,
+                             ds->nlaunch, MLC_CUDA_MAX_LAUNCH);
+    for (uint32_t l = 0; l < ds->nlaunch; l++) {
+      const mlc_plan_launch *L = &ds->launch[l];
+      if (L->grid[0] < 1 || L->grid[1] != 1 || L->grid[2] != 1 || L->block[0] < 1 || L->block[0] > 1024 ||
+          L->block[1] != 1 || L->block[2] != 1)
+        return mlc_status_make(MLC_DATA_LOSS, "corrupt plan: CUDA kernel %s, launch %u: grid and block must be 1-D, "
+                               "with 1..1024 threads", k->symbol, l);
+      k->launch[l] = (mlc_cuda_launch){L->entry, L->grid[0], L->block[0], L->smem};
+    }
+    if (!tmaps_from_plan(ds, k))
+      return mlc_status_make(MLC_DATA_LOSS, "corrupt plan: the tensor maps of CUDA kernel %s", k->symbol);
+  }
+  d->code.kernels = d->table;
+  d->code.nkernels = n;
+  d->code.image = source ? NULL : e->code;
+  d->code.image_size = source ? 0 : e->bytes;
+  d->code.source = source ? (const char *)e->code : NULL;
+  return NULL;
+}
+
 static const mlc_device_vt cuda_vt = {
     "cuda", false, cu_destroy, cu_alloc, cu_free, cu_write, cu_read, cu_resolve, cu_launch, cu_finish, cu_describe,
     cu_range_push, cu_range_pop, cu_stream, cu_mark, cu_order, cu_signal, cu_kernel_launch,
@@ -368,8 +440,11 @@ mlc_status mlc_cuda_device_create(const mlc_cuda_code *code, mlc_allocator a, ml
   d->base.vt = &cuda_vt;
   d->base.a = a;
   d->code = *code;
-  mlc_status st = mlc_cuda_driver_load(&d->drv);
-  if (st) { mlc_allocator_free(a, d); return st; }
+  mlc_status st = code->plan ? code_from_plan(d, code->plan) : NULL;
+  if (st) { cu_destroy(&d->base); return st; }
+  code = &d->code;
+  st = mlc_cuda_driver_load(&d->drv);
+  if (st) { cu_destroy(&d->base); return st; }
   int count = 0;
   if ((st = CK(d, cuDeviceGetCount(&count)))) goto fail;
   if (code->ordinal < 0 || code->ordinal >= count) {

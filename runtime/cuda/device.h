@@ -29,6 +29,11 @@ typedef struct {
   const mlc_cuda_kernel *kernels; /* the launch table */
   uint32_t nkernels;
   FILE *progress;                 /* NULL: quiet */
+  /* The plan whose executables section holds the kernels (a "cuda-fatbin"
+   * or "cuda-source" executable and its kernels' dispatch records): then
+   * image, source and kernels above are unused.  It must outlive the
+   * device. */
+  const struct mlc_plan *plan;
 } mlc_cuda_code;
 
 MLC_MUST_USE mlc_status mlc_cuda_device_create(const mlc_cuda_code *code, mlc_allocator a, mlc_device **out);

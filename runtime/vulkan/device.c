@@ -7,6 +7,7 @@
 #include <xxhash.h>
 
 #include "runtime/cuda/compile.h" /* mlc_cuda_read_file, mlc_cuda_write_file: the cache's file helpers */
+#include "runtime/plan.h"
 #include "runtime/profile.h"      /* mlc_cache_path */
 #include "runtime/vulkan/driver.h"
 
@@ -68,6 +69,7 @@ typedef struct {
   char cache_path[1024];
   uint32_t new_pipelines;
   kernel *kernels;            /* [code.nkernels], built on first resolve */
+  mlc_vk_kernel *table;       /* the kernel table made from the plan, or NULL */
   VkDescriptorSetLayout dsl[MAX_ARGS + 1]; /* by nargs: nargs + 1 storage buffers */
   VkPipelineLayout layout[MAX_ARGS + 1];
   VkDescriptorPool *pools;    /* [made_pools]; the first npools in use, the last of those filling */
@@ -768,6 +770,7 @@ static void vk_destroy(mlc_device *base) {
     fprintf(d->code.progress, "mlc: %u Vulkan validation message%s (see above)\n", d->api.messages,
             d->api.messages == 1 ? "" : "s");
   mlc_allocator_free(a, d->kernels);
+  mlc_allocator_free(a, d->table);
   mlc_allocator_free(a, d->pools);
   mlc_allocator_free(a, d->sets);
   mlc_allocator_free(a, d->blocks);
@@ -908,6 +911,62 @@ static mlc_status read_origin(vk_dev *d) {
                                      VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT));
 }
 
+/* The kernel table (kernel.h) of a device created with code->plan: one
+ * entry per kernel of the plan, so that a fallback's index is the same in
+ * both; a kernel whose code is not SPIR-V gets no dispatches, which resolve
+ * refuses.  Anything out of range is MLC_DATA_LOSS, as the plan reader's
+ * own checks. */
+static mlc_status code_from_plan(vk_dev *d, const mlc_plan *pl) {
+  d->table = mlc_allocator_alloc_array(d->base.a, pl->nkernels + 1, sizeof *d->table);
+  if (!d->table) return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory for the Vulkan kernel table");
+  bool any = false;
+  for (uint32_t i = 0; i < pl->nkernels; i++) {
+    const mlc_plan_dispatch *ds = &pl->dispatch[i];
+    mlc_vk_kernel *k = &d->table[i];
+    memset(k, 0, sizeof *k);
+    k->symbol = pl->kernels[i];
+    k->fallback = MLC_VK_NO_FALLBACK;
+    if (ds->executable == MLC_PLAN_NO_EXECUTABLE || strcmp(pl->executables[ds->executable].format, MLC_PLAN_FORMAT_SPIRV))
+      continue;
+    any = true;
+    const mlc_plan_executable *e = &pl->executables[ds->executable];
+    /* The words are little-endian, as this host's (the plan copied them 16-byte aligned). */
+    uint32_t magic = e->bytes >= 20 ? (uint32_t)e->code[0] | (uint32_t)e->code[1] << 8 | (uint32_t)e->code[2] << 16 |
+                                          (uint32_t)e->code[3] << 24
+                                    : 0;
+    if (e->bytes % 4 || magic != 0x07230203u)
+      return mlc_status_make(MLC_DATA_LOSS, "corrupt plan: Vulkan kernel %s's executable is no SPIR-V module", k->symbol);
+    k->words = (const uint32_t *)(const void *)e->code;
+    k->nwords = e->bytes / 4;
+    k->nargs = ds->nargs;
+    k->scratch = ds->scratch;
+    k->ndispatch = ds->nlaunch;
+    if (ds->nlaunch > MLC_VK_MAX_DISPATCH)
+      return mlc_status_make(MLC_DATA_LOSS, "corrupt plan: Vulkan kernel %s has %u dispatches, more than %d", k->symbol,
+                             ds->nlaunch, MLC_VK_MAX_DISPATCH);
+    for (uint32_t l = 0; l < ds->nlaunch; l++) {
+      const mlc_plan_launch *L = &ds->launch[l];
+      if (!L->grid[0])
+        return mlc_status_make(MLC_DATA_LOSS, "corrupt plan: Vulkan kernel %s, dispatch %u: no workgroups", k->symbol, l);
+      k->dispatch[l] = (mlc_vk_dispatch){L->entry, {L->grid[0], L->grid[1], L->grid[2]},
+                                         {L->block[0], L->block[1], L->block[2]}};
+    }
+    /* The extra bytes (runtime/plan.h): the cooperative-matrix tile and the fallback. */
+    mlc_plan_cursor c = {ds->extra, ds->extra + ds->extra_bytes};
+    bool ok = mlc_plan_read_u8(&c, &k->coopmat);
+    for (int j = 0; ok && j < 3; j++) ok = mlc_plan_read_u32(&c, &k->coopmat_mnk[j]);
+    ok = ok && mlc_plan_read_u32(&c, &k->fallback) && c.p == c.end && k->coopmat <= 1 &&
+         (k->fallback < pl->nkernels || k->fallback == MLC_VK_NO_FALLBACK);
+    if (!ok) return mlc_status_make(MLC_DATA_LOSS, "corrupt plan: the cooperative-matrix record of Vulkan kernel %s", k->symbol);
+  }
+  if (!any && pl->nkernels)
+    return mlc_status_make(MLC_INVALID_ARGUMENT, "the plan of %s has no SPIR-V executable (compile it with --target spirv)",
+                           pl->model);
+  d->code.kernels = d->table;
+  d->code.nkernels = pl->nkernels;
+  return NULL;
+}
+
 mlc_status mlc_vk_device_create(const mlc_vk_code *code, mlc_allocator a, mlc_device **out) {
   *out = NULL;
   vk_dev *d = mlc_allocator_alloc(a, sizeof *d);
@@ -923,6 +982,8 @@ mlc_status mlc_vk_device_create(const mlc_vk_code *code, mlc_allocator a, mlc_de
     mlc_allocator_free(a, d);
     return st;
   }
+  if (code->plan && (st = code_from_plan(d, code->plan))) goto fail;
+  code = &d->code;
   VkPhysicalDevice *devs = NULL;
   uint32_t n = 0;
   if ((st = mlc_vk_physical_devices(&d->api, &devs, &n))) goto fail;

@@ -42,6 +42,10 @@ typedef struct {
   FILE *progress;                /* notes (which device, validation messages); NULL: quiet */
   bool validate;                 /* the Khronos validation layer (also MLC_VK_VALIDATE=1) */
   uint32_t *messages;            /* if not NULL: set to the validation messages counted when the device is destroyed */
+  /* The plan whose executables section holds the kernels ("spirv"
+   * executables and their kernels' dispatch records): then kernels above
+   * are unused.  It must outlive the device. */
+  const struct mlc_plan *plan;
 } mlc_vk_code;
 
 MLC_MUST_USE mlc_status mlc_vk_device_create(const mlc_vk_code *code, mlc_allocator a, mlc_device **out);

@@ -435,7 +435,9 @@ static int run_spirv(mlc_program *prog, const mlc_func *f, const char *outdir, F
   double t1 = now();
   const char *env = getenv("MLC_VK_DEVICE");
   uint32_t messages = 0;
-  mlc_vk_code code = {env && *env ? atoi(env) : 0, b.mod.kernels, b.mod.nkernels, stderr, false, &messages};
+  mlc_plan *pl; /* the device takes its kernels from the plan, as mlc run's does */
+  check(mlc_plan_parse(b.plan, b.plan_bytes, mlc_allocator_default(), &pl), "plan");
+  mlc_vk_code code = {.ordinal = env && *env ? atoi(env) : 0, .progress = stderr, .messages = &messages, .plan = pl};
   mlc_device *dev;
   st = mlc_vk_device_create(&code, mlc_allocator_default(), &dev);
   if (st && mlc_status_code(st) == MLC_UNIMPLEMENTED && strstr(mlc_status_message(st), "no Vulkan")) {
@@ -445,6 +447,7 @@ static int run_spirv(mlc_program *prog, const mlc_func *f, const char *outdir, F
   check(st, "vulkan device");
   fprintf(man, "target spirv 0\ncompile %.6f 0\n", t1 - t0);
   int rc = run_session(prog, f, outdir, man, seed, ranges, nranges, bench, b.plan, b.plan_bytes, dev);
+  mlc_plan_free(pl);
   if (messages) die("%u Vulkan validation messages (above)", messages);
   return rc;
 }

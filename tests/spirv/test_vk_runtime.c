@@ -107,7 +107,7 @@ int main(void) {
        {{"add", {(N + 63) / 64, 1, 1}, {64, 0, 0}}, {"dbl", {(N + 127) / 128, 1, 1}, {128, 1, 1}}}, 1, {3, 5, 7}, 0},
   };
   uint32_t messages = 0;
-  mlc_vk_code code = {0, kernels, 2, stderr, true, &messages};
+  mlc_vk_code code = {0, kernels, 2, stderr, true, &messages, NULL};
   mlc_device *d = NULL;
   mlc_status st = mlc_vk_device_create(&code, mlc_allocator_default(), &d);
   if (st && mlc_status_code(st) == MLC_UNIMPLEMENTED && strstr(mlc_status_message(st), "no Vulkan")) {

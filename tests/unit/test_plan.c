@@ -2,7 +2,8 @@
  * (codegen/plan.c), the runtime parses it (runtime/plan.c), and what comes
  * back must be what went in.  Then corrupted plans, one fault at a time,
  * must be refused with MLC_DATA_LOSS, and a failing allocator must give a
- * clean error. */
+ * clean error.  The executables section (code blobs and dispatch records)
+ * goes through the same round trip and the same faults. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,6 +17,7 @@
 #include "codegen/plan.h"
 #include "frontend/frontend.h"
 #include "passes/passes.h"
+#include "runtime/cuda/device.h"
 #include "runtime/plan.h"
 #include "runtime/session.h"
 
@@ -50,14 +52,19 @@ static int setup(void **state) {
   mlc_pipeline_options po = {0};
   if (!mlc_frontend_run(&prog, &diag, "minillm.mdl", src, len, &lo, NULL) || !mlc_pipeline_run(&prog, &diag, &po)) return -1;
   mlc_plan_encode(&prog, namer, NULL, &bytes, &nbytes);
-  /* MLC_PLAN_SEED=path writes the payload as a seed for fuzz/fuzz_plan. */
-  const char *seed = getenv("MLC_PLAN_SEED");
-  if (seed) {
-    FILE *o = fopen(seed, "wb");
-    if (!o || fwrite(bytes + MLC_PLAN_HEADER_BYTES, 1, nbytes - MLC_PLAN_HEADER_BYTES, o) != nbytes - MLC_PLAN_HEADER_BYTES) return -1;
-    fclose(o);
-  }
   return 0;
+}
+
+/* MLC_PLAN_SEED=DIR writes a plan's payload as DIR/<name> for fuzz/fuzz_plan. */
+static void write_seed(const char *name, const uint8_t *b, size_t n) {
+  const char *dir = getenv("MLC_PLAN_SEED");
+  if (!dir) return;
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *o = fopen(path, "wb");
+  assert_non_null(o);
+  assert_int_equal(fwrite(b + MLC_PLAN_HEADER_BYTES, 1, n - MLC_PLAN_HEADER_BYTES, o), n - MLC_PLAN_HEADER_BYTES);
+  fclose(o);
 }
 
 static int teardown(void **state) {
@@ -68,6 +75,7 @@ static int teardown(void **state) {
 
 static void test_roundtrip(void **state) {
   (void)state;
+  write_seed("minillm_small.payload", bytes, nbytes);
   mlc_plan *pl;
   mlc_status st = mlc_plan_parse(bytes, nbytes, mlc_allocator_default(), &pl);
   assert_null(st);
@@ -242,6 +250,42 @@ static void *dummy_lookup(void *ctx, const char *symbol) {
   return p;
 }
 
+/* The CPU's code is native: a session looks each kernel up by its launch's
+ * entry point, as the dispatch record names it (here not the kernel's own
+ * name), and a native kernel of two launches is refused. */
+static void *entry_lookup(void *ctx, const char *symbol) { return strncmp(symbol, "entry.", 6) ? NULL : dummy_lookup(ctx, symbol); }
+
+static void test_native(void **state) {
+  (void)state;
+  mlc_plan *pl;
+  assert_null(mlc_plan_parse(bytes, nbytes, mlc_allocator_default(), &pl));
+  uint32_t n = pl->nkernels;
+  mlc_plan_kernel_code *r = mlc_arena_alloc(&arena, n * sizeof *r);
+  for (uint32_t i = 0; i < n; i++) {
+    r[i] = (mlc_plan_kernel_code){.symbol = mlc_arena_strdup(&arena, pl->kernels[i]), .nlaunch = 1};
+    r[i].launch[0].entry = mlc_arena_printf(&arena, "entry.%u", i);
+  }
+  mlc_plan_free(pl);
+  static const mlc_plan_executable native = {MLC_PLAN_FORMAT_NATIVE, NULL, 0};
+  mlc_plan_code code = {1, &native, n, r, false};
+  uint8_t *b;
+  size_t nb;
+  mlc_plan_encode_code(&prog, namer, NULL, NULL, &code, &b, &nb);
+  assert_null(mlc_plan_parse(b, nb, mlc_allocator_default(), &pl));
+  mlc_session_options so = {NULL, entry_lookup, NULL, 1, false, {0}, NULL};
+  mlc_session *s = NULL;
+  mlc_status st = mlc_session_create(pl, &so, &s);
+  if (st) fail_msg("%s", mlc_status_message(st));
+  mlc_session_destroy(s);
+  mlc_plan_free(pl);
+  r[0].nlaunch = 2;
+  r[0].launch[1].entry = "entry.again";
+  mlc_plan_encode_code(&prog, namer, NULL, NULL, &code, &b, &nb);
+  assert_null(mlc_plan_parse(b, nb, mlc_allocator_default(), &pl));
+  expect_loss(mlc_session_create(pl, &so, &s), "native kernel");
+  mlc_plan_free(pl);
+}
+
 static void test_session_failing_allocator(void **state) {
   (void)state;
   mlc_plan *pl;
@@ -281,10 +325,152 @@ static void test_session_failing_allocator(void **state) {
   mlc_plan_free(pl);
 }
 
+/* The plan's code: a CUDA source executable for the even kernels, a
+ * "spirv" one for the odd ones, each kernel two launches and, for the even
+ * ones, a tensor map in the extra bytes. */
+static const char cuda_text[] = "extern \"C\" __global__ void k(float *x) {}\n";
+static const uint8_t spirv_bytes[20] = {0x03, 0x02, 0x23, 0x07, 0, 3, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0};
+
+static void code_plan(mlc_arena *a, uint8_t **out, size_t *out_n, uint32_t *out_nkernels) {
+  mlc_plan *pl;
+  assert_null(mlc_plan_parse(bytes, nbytes, mlc_allocator_default(), &pl));
+  uint32_t n = pl->nkernels;
+  mlc_plan_executable *x = mlc_arena_alloc(a, 2 * sizeof *x);
+  x[0] = (mlc_plan_executable){MLC_PLAN_FORMAT_CUDA_SOURCE, (const uint8_t *)cuda_text, sizeof cuda_text - 1};
+  x[1] = (mlc_plan_executable){MLC_PLAN_FORMAT_SPIRV, spirv_bytes, sizeof spirv_bytes};
+  mlc_plan_kernel_code *r = mlc_arena_alloc(a, n * sizeof *r);
+  for (uint32_t i = 0; i < n; i++) {
+    r[i] = (mlc_plan_kernel_code){.symbol = mlc_arena_strdup(a, pl->kernels[i]), .executable = i % 2,
+                                  .scratch = 1000 + i, .nlaunch = 2};
+    r[i].launch[0] = (mlc_plan_launch){"first", {i + 1, 1, 1}, {128, 1, 1}, 64 * i};
+    r[i].launch[1] = (mlc_plan_launch){"second", {2, 1, 1}, {256, 1, 1}, 0};
+    if (i % 2) {
+      r[i].launch[1].grid[1] = 3; /* SPIR-V grids are 3-D */
+      continue;
+    }
+    mlc_cuda_kernel k = {.symbol = "k", .nlaunch = 1, .launch = {{"k", 1, 32, 0}}, .ntmap = 1};
+    k.tmap[0] = (mlc_cuda_tmap){.arg = 0, .rank = 2, .elem_bytes = 2, .swizzle = 128, .offset = 16,
+                                .dim = {64, 32}, .stride = {128}, .box = {64, 8}};
+    mlc_plan_code one;
+    mlc_plan_code_cuda(a, &k, 1, MLC_PLAN_FORMAT_CUDA_SOURCE, cuda_text, 0, &one);
+    r[i].extra = one.kernels[0].extra;
+    r[i].extra_bytes = one.kernels[0].extra_bytes;
+  }
+  mlc_plan_free(pl);
+  mlc_plan_code code = {2, x, n, r, false};
+  mlc_plan_encode_code(&prog, namer, NULL, NULL, &code, out, out_n);
+  *out_nkernels = n;
+}
+
+/* Where the u32 after kernel `sym`'s name starts (its executable). */
+static size_t after_symbol(const uint8_t *b, size_t n, const char *sym) {
+  size_t len = strlen(sym);
+  for (size_t i = MLC_PLAN_HEADER_BYTES; i + 4 + len <= n; i++)
+    if (b[i] == (uint8_t)len && !b[i + 1] && !b[i + 2] && !b[i + 3] && !memcmp(b + i + 4, sym, len)) return i + 4 + len;
+  fail_msg("no kernel %s in the plan", sym);
+  return 0;
+}
+
+static void test_executables(void **state) {
+  (void)state;
+  uint8_t *b;
+  size_t n;
+  uint32_t nk;
+  code_plan(&arena, &b, &n, &nk);
+  write_seed("code.payload", b, n);
+  mlc_plan *pl;
+  assert_null(mlc_plan_parse(b, n, mlc_allocator_default(), &pl));
+  assert_int_equal(pl->nexecutables, 2);
+  assert_string_equal(pl->executables[0].format, "cuda-source");
+  assert_int_equal(pl->executables[0].bytes, sizeof cuda_text - 1);
+  assert_string_equal((const char *)pl->executables[0].code, cuda_text); /* NUL-terminated by the reader */
+  assert_memory_equal(pl->executables[1].code, spirv_bytes, sizeof spirv_bytes);
+  assert_int_equal(pl->nkernels, nk);
+  for (uint32_t i = 0; i < nk; i++) {
+    const mlc_plan_dispatch *d = &pl->dispatch[i];
+    assert_ptr_equal(mlc_plan_find_kernel(pl, pl->kernels[i]), d);
+    assert_int_equal(d->executable, i % 2);
+    assert_int_equal(d->scratch, 1000 + i);
+    assert_int_equal(d->nlaunch, 2);
+    assert_string_equal(d->launch[0].entry, "first");
+    assert_int_equal(d->launch[0].grid[0], i + 1);
+    assert_int_equal(d->launch[0].smem, 64 * i);
+    assert_int_equal(d->launch[1].block[0], 256);
+    assert_int_equal(d->launch[1].grid[1], i % 2 ? 3 : 1);
+    assert_int_equal(d->extra_bytes, i % 2 ? 0 : 4 + 4 * 4 + 8 + 9 * 8 + 5 * 4);
+    assert_true(d->nargs >= 1);
+  }
+  /* Every step passes its kernel's argument count (the reader checked). */
+  for (uint32_t k = 0; k < pl->nentries; k++)
+    for (uint32_t i = 0; i < pl->entries[k].nsteps; i++)
+      assert_int_equal(pl->entries[k].steps[i].nargs, pl->dispatch[pl->entries[k].steps[i].kernel].nargs);
+  assert_null(mlc_plan_find_kernel(pl, "no such kernel"));
+
+  /* The CUDA device reads its launch table and tensor maps from the plan
+   * before it looks for a GPU: a corrupt map is refused here too. */
+  mlc_cuda_code code = {.plan = pl};
+  mlc_device *dev = NULL;
+  mlc_status st = mlc_cuda_device_create(&code, mlc_allocator_default(), &dev);
+  if (dev) dev->vt->destroy(dev);
+  assert_true(!st || mlc_status_code(st) != MLC_DATA_LOSS);
+  mlc_status_free(st);
+  uint8_t *ext = (uint8_t *)pl->dispatch[0].extra;
+  ext[4 + 4] = 9; /* the map's rank */
+  st = mlc_cuda_device_create(&code, mlc_allocator_default(), &dev);
+  expect_loss(st, "corrupt plan: the tensor maps of CUDA kernel");
+  mlc_plan_free(pl);
+
+  /* Faults, each with the checksum fixed up so the structure is what fails. */
+  uint8_t *c = malloc(n);
+  const char *k0 = NULL, *k1 = NULL;
+  assert_null(mlc_plan_parse(b, n, mlc_allocator_default(), &pl));
+  k0 = mlc_arena_strdup(&arena, pl->kernels[0]);
+  k1 = mlc_arena_strdup(&arena, pl->kernels[1]);
+  mlc_plan_free(pl);
+  size_t at0 = after_symbol(b, n, k0), at1 = after_symbol(b, n, k1);
+  memcpy(c, b, n);
+  c[at0] = 7; /* executable 7 of 2 */
+  expect_loss(parse_copy(c, n, true), "a kernel's executable does not exist");
+  memcpy(c, b, n);
+  c[at0 + 4] ^= 1; /* nargs: the steps no longer agree */
+  expect_loss(parse_copy(c, n, true), "arguments to kernel");
+  memcpy(c, b, n);
+  c[at0 + 16] = MLC_PLAN_MAX_LAUNCH + 1; /* nlaunches */
+  expect_loss(parse_copy(c, n, true), "corrupt plan:");
+  memcpy(c, b, n);
+  c[at0 + 20 + 4 + 5] = 0; /* launch 0's grid[0] ("first" is 5 bytes) */
+  expect_loss(parse_copy(c, n, true), "a launch's grid has an empty dimension");
+  memcpy(c, b, n);
+  c[at0 + 20 + 4 + 5 + 12 + 2] = 0x10; /* launch 0's block[0]: 128 + 2^20 threads */
+  expect_loss(parse_copy(c, n, true), "a launch's block is too large");
+  memcpy(c, b, n);
+  c[at1 + 16] = 0; /* no launches, with an executable */
+  expect_loss(parse_copy(c, n, true), "corrupt plan:");
+  /* The executables: their count, and the first one's length. */
+  size_t ex = after_symbol(b, n, "cuda-source") - strlen("cuda-source") - 8;
+  memcpy(c, b, n);
+  c[ex + 3] = 0x40;
+  expect_loss(parse_copy(c, n, true), "executable count too large");
+  memcpy(c, b, n);
+  c[ex + 4 + 4 + strlen("cuda-source") + 2] = 0x7f;
+  expect_loss(parse_copy(c, n, true), "blob runs past the end");
+  /* Every truncation inside the section is refused with a message. */
+  for (size_t cut = ex; cut < at1 + 64; cut++) {
+    mlc_status t = parse_copy(b, cut, true);
+    assert_non_null(t);
+    assert_int_equal(mlc_status_code(t), MLC_DATA_LOSS);
+    assert_non_null(strstr(mlc_status_message(t), "corrupt plan:"));
+    mlc_status_free(t);
+  }
+  free(c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_roundtrip),
     cmocka_unit_test(test_corrupt),
+    cmocka_unit_test(test_executables),
+    cmocka_unit_test(test_native),
     cmocka_unit_test(test_quantized),
     cmocka_unit_test(test_failing_allocator),
     cmocka_unit_test(test_session_failing_allocator),

@@ -346,7 +346,7 @@ static void profiling_off_records_nothing(void **state) {
   mlc_plan_step steps[] = {{0, "a%1", "", 0, 0, 2, NULL, args, 4, 16, 128, 0, MLC_PLAN_UNIT_FP32, 1}, {0, "b%2", "", 0, 0, 2, NULL, args, 4, 16, 128, 0, MLC_PLAN_UNIT_FP32, 1}};
   mlc_plan_entry entry = {"forward", 128, 2, 0, 0, 2, vals, NULL, NULL, steps};
   const char *kernels[] = {"k0"};
-  mlc_plan plan = {"test", 0, 1, 1, NULL, kernels, &entry, {0, 0, 0, 0, 0}, {0}, 0, NULL};
+  mlc_plan plan = {"test", 0, 1, 1, NULL, kernels, &entry, {0, 0, 0, 0, 0}, {0}, 0, NULL, 0, NULL, NULL};
   for (int profile = 0; profile < 2; profile++) {
     static counting_dev cd;
     memset(&cd, 0, sizeof cd);
@@ -383,7 +383,7 @@ static void trace_json(void **state) {
   };
   mlc_plan_entry entry = {"forward", 256, 3, 0, 0, 2, vals, NULL, NULL, steps};
   const char *kernels[] = {"k0"};
-  mlc_plan plan = {"test", 0, 1, 1, NULL, kernels, &entry, {0, 0, 0, 0, 0}, {0}, 0, NULL};
+  mlc_plan plan = {"test", 0, 1, 1, NULL, kernels, &entry, {0, 0, 0, 0, 0}, {0}, 0, NULL, 0, NULL, NULL};
   mlc_session_options so = {NULL, lookup, NULL, 1, true, {0}, NULL};
   mlc_session *s;
   assert_null(mlc_session_create(&plan, &so, &s));
