@@ -82,8 +82,9 @@ static uint32_t cast(sb *b, int from, int to, uint32_t x) {
   uint32_t ot = ctype(b, to), it = ctype(b, from);
   if (to == MLC_DT_BOOL) {
     /* a float is nonzero when a bit other than the sign is set: NaN too.  On
-     * the bits, since a driver may compile float compares assuming no NaN
-     * (NVIDIA's turned FUnordNotEqual(NaN, 0) false: ONNX's IsNaN failed). */
+     * the bits, since a driver may compile float compares assuming no NaN:
+     * with this and relu (below) in their float forms, ONNX's IsNaN gave 0
+     * for NaN on NVIDIA's driver (bench/results/h200-2026-12-03d.md). */
     uint32_t nz = is_f(from) ? sb_op2(b, SpvOpINotEqual, b->t_bool, sb_and(b, sb_f2bits(b, x), sb_u32(b, 0x7fffffffu)), sb_u32(b, 0))
                              : sb_op2(b, SpvOpINotEqual, b->t_bool, x, it == b->t_u32 ? sb_u32(b, 0) : sb_u64(b, 0));
     return sb_select(b, b->t_u32, nz, sb_u32(b, 1), sb_u32(b, 0));
@@ -127,8 +128,8 @@ uint32_t sv_ew_value(sb *b, int op, int dt, int out_dt, const uint32_t *x) {
   case MLC_OP_SIGMOID: return sigmoid(b, x[0]);
   case MLC_OP_RELU: {
     /* 0 where x < 0, else x: NaN goes through, as torch.relu lets it.  Decided
-     * on the bits (sign set, not a NaN), since a driver may turn a float
-     * select into max(x, 0), which drops NaN on NVIDIA's GPUs. */
+     * on the bits (sign set, not a NaN), since a driver may turn the float
+     * select into max(x, 0), which drops NaN (see the cast to bool above). */
     if (fl) {
       uint32_t u = sb_f2bits(b, x[0]);
       uint32_t neg = sb_op2(b, SpvOpSLessThan, b->t_bool, u, sb_u32(b, 0));
