@@ -91,7 +91,7 @@ static int onnx_frontend(const options *o, mlc_program *prog, mlc_diag *diag, co
     return EXIT_USAGE;
   }
 #ifdef MLC_HAVE_ONNX
-  bool ok = mlc_onnx_import(prog, diag, o->file, (const uint8_t *)src, len, o->defines, o->ndefines, weights);
+  bool ok = mlc_onnx_import(prog, diag, o->file, o->file, (const uint8_t *)src, len, o->defines, o->ndefines, weights);
   mlc_options_apply(prog, &o->cg);
   if (o->time_passes) fprintf(stderr, "mlc: time per phase\n  %-12s %9.3f ms\n  %-12s %9.3f ms\n", "read",
                               (t1 - t0) * 1e3, "import", (mlc_now() - t1) * 1e3);

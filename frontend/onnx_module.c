@@ -180,14 +180,15 @@ bool mlc_onnx_module_make(mlc_lowerer *L, mlc_instance *m, const mlc_call *c) {
 #ifdef MLC_HAVE_ONNX
   mlc_arena *a = mlc_lower_arena(L);
   size_t len = 0;
-  uint8_t *buf = read_all(L, ploc, v[0].str, resolve(L, ploc, v[0].str), &len);
+  const char *path = resolve(L, ploc, v[0].str);
+  uint8_t *buf = read_all(L, ploc, v[0].str, path, &len);
   if (!buf) return false;
   mlc_define *defs;
   uint32_t ndefs = mlc_lower_config_ints(L, &defs);
   mlc_program *g = mlc_arena_alloc(a, sizeof *g);
   mlc_program_init(g, a);
   mlc_onnx_weights w = {0};
-  bool ok = mlc_onnx_import_at(g, d, c->loc, v[0].str, buf, len, defs, ndefs, &w);
+  bool ok = mlc_onnx_import_at(g, d, c->loc, v[0].str, path, buf, len, defs, ndefs, &w);
   free(buf);
   if (!ok) return false;
   if ((frozen || trainable) && !choose_trained(L, m, g, &w, frozen ? frozen : trainable, trainable != NULL, v[0].str))

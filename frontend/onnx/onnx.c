@@ -8,12 +8,15 @@
  * table at the end of the file; an op that is not in it, or an attribute a
  * handler does not list, is an error naming the node.
  */
+#define _XOPEN_SOURCE 700 /* fileno, fseeko */
 #include "frontend/onnx/onnx.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "onnx.pb-c.h"
 
@@ -36,6 +39,7 @@ typedef struct {
   mlc_arena *a;
   mlc_func *f;
   const char *file;
+  const char *dir; /* the .onnx file's directory, for external data; NULL: the model comes from no file */
   mlc_loc at; /* a .mdl file's onnx("...") call, or {0} */
   int opset;
   const Onnx__NodeProto *n; /* the node being lowered, for messages */
@@ -505,16 +509,119 @@ static bool dims_numel(imp *I, const int64_t *dims, size_t n, const char *what, 
   return true;
 }
 
-/* A TensorProto's type and its data, copied into the arena. */
-static bool read_tensor(imp *I, const Onnx__TensorProto *tp, const char *what, mlc_type *t, const uint8_t **out) {
-  if (tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
-    nerr(I, "%s: data in external files is not supported", what);
+/* ---- external data ---- */
+
+/* A non-negative decimal integer, as external_data's offset and length are written. */
+static bool parse_size(const char *s, uint64_t *out) {
+  if (!s || !*s) return false;
+  uint64_t v = 0;
+  for (; *s; s++) {
+    if (*s < '0' || *s > '9' || v > (UINT64_MAX - 9) / 10) return false;
+    v = v * 10 + (uint64_t)(*s - '0');
+  }
+  *out = v;
+  return true;
+}
+
+/* A tensor whose bytes lie in a file of their own (data_location EXTERNAL):
+ * external_data's `location` is a path relative to the .onnx file's
+ * directory, `offset` and `length` (both optional; without length the data
+ * runs to the end of the file) say where, and `checksum` (a SHA-1 of the
+ * file) is accepted but not checked.  The bytes are read into the arena, as
+ * raw_data's are copied, so nothing points into the file once it is closed.
+ * Like onnx.checker, an absolute location or one with a '..' component is
+ * refused: a model must not name files outside its directory. */
+static bool read_external(imp *I, const Onnx__TensorProto *tp, const char *what, size_t bytes, const uint8_t **out) {
+  const char *loc = NULL, *off_s = NULL, *len_s = NULL;
+  for (size_t i = 0; i < tp->n_external_data; i++) {
+    const char *k = tp->external_data[i]->key ? tp->external_data[i]->key : "";
+    const char *v = tp->external_data[i]->value ? tp->external_data[i]->value : "";
+    if (!strcmp(k, "location")) loc = v;
+    else if (!strcmp(k, "offset")) off_s = v;
+    else if (!strcmp(k, "length")) len_s = v;
+    else if (strcmp(k, "checksum")) {
+      nerr(I, "%s: unknown external_data key '%s' (ONNX has location, offset, length and checksum)", what, k);
+      return false;
+    }
+  }
+  if (!loc || !loc[0]) {
+    nerr(I, "%s: its data is external but external_data has no location", what);
     return false;
   }
+  if (!I->dir) {
+    nerr(I, "%s: data in external files ('%s') is not read here: the model does not come from a file", what, loc);
+    return false;
+  }
+  if (loc[0] == '/') {
+    nerr(I, "%s: external data location '%s' is an absolute path; ONNX wants one relative to the model's "
+         "directory (onnx.checker refuses it too)", what, loc);
+    return false;
+  }
+  for (const char *c = loc; *c;) {
+    size_t n = strcspn(c, "/");
+    if (n == 2 && c[0] == '.' && c[1] == '.') {
+      nerr(I, "%s: external data location '%s' leaves the model's directory with '..' (onnx.checker refuses it "
+           "too)", what, loc);
+      return false;
+    }
+    c += n + (c[n] == '/');
+  }
+  uint64_t off = 0, len = 0;
+  if (off_s && !parse_size(off_s, &off)) {
+    nerr(I, "%s: external data offset '%s' is not a byte count", what, off_s);
+    return false;
+  }
+  if (len_s && !parse_size(len_s, &len)) {
+    nerr(I, "%s: external data length '%s' is not a byte count", what, len_s);
+    return false;
+  }
+  const char *path = I->dir[0] ? mlc_arena_printf(I->a, "%s/%s", I->dir, loc) : loc;
+  FILE *f = fopen(path, "rb");
+  struct stat st;
+  if (!f) {
+    nerr(I, "%s: cannot read external data '%s': %s", what, path, strerror(errno));
+    return false;
+  }
+  if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+    nerr(I, "%s: external data '%s' is not a regular file", what, path);
+    fclose(f);
+    return false;
+  }
+  uint64_t size = (uint64_t)st.st_size;
+  if (off > size || (len_s && len > size - off)) {
+    if (len_s)
+      nerr(I, "%s: external data '%s' has %llu bytes; offset %llu and length %llu reach past its end", what, path,
+           (unsigned long long)size, (unsigned long long)off, (unsigned long long)len);
+    else
+      nerr(I, "%s: external data '%s' has %llu bytes; offset %llu is past its end", what, path,
+           (unsigned long long)size, (unsigned long long)off);
+    fclose(f);
+    return false;
+  }
+  if (!len_s) len = size - off;
+  if (len != bytes) {
+    nerr(I, "%s: external data '%s' holds %llu bytes (offset %llu), its shape needs %zu", what, path,
+         (unsigned long long)len, (unsigned long long)off, bytes);
+    fclose(f);
+    return false;
+  }
+  /* the size is checked against the file above, so this room is backed by data */
+  uint8_t *data = mlc_arena_alloc(I->a, bytes + 1);
+  bool ok = fseeko(f, (off_t)off, SEEK_SET) == 0 && fread(data, 1, bytes, f) == bytes;
+  if (!ok) nerr(I, "%s: cannot read %zu bytes at offset %llu of external data '%s'", what, bytes, (unsigned long long)off, path);
+  fclose(f);
+  *out = data;
+  return ok;
+}
+
+/* A TensorProto's type and its data, copied into the arena. */
+static bool read_tensor(imp *I, const Onnx__TensorProto *tp, const char *what, mlc_type *t, const uint8_t **out) {
   if (!want_dtype(I, tp->has_data_type ? tp->data_type : 0, what, &t->dtype)) return false;
   if (!dims_numel(I, tp->dims, tp->n_dims, what, t)) return false;
   int64_t numel = mlc_type_numel(t);
   size_t esz = (size_t)mlc_dtype_size((mlc_dtype)t->dtype), bytes = (size_t)numel * esz;
+  if (tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
+    return read_external(I, tp, what, bytes, out);
   /* the data must be there before its room is taken: a shape alone may claim terabytes */
   size_t have = t->dtype == MLC_DT_F32 ? tp->n_float_data : t->dtype == MLC_DT_I64 ? tp->n_int64_data : tp->n_int32_data;
   if (tp->has_raw_data && tp->raw_data.len != bytes) {
@@ -2553,14 +2660,19 @@ static void lower_graph(imp *I, const Onnx__ModelProto *m) {
 static void *pb_alloc(void *ctx, size_t n) { return malloc(n ? n : 1); }
 static void pb_free(void *ctx, void *p) { free(p); }
 
-bool mlc_onnx_import(mlc_program *p, mlc_diag *d, const char *name, const uint8_t *buf, size_t len,
+bool mlc_onnx_import(mlc_program *p, mlc_diag *d, const char *name, const char *path, const uint8_t *buf, size_t len,
                      const mlc_define *defines, uint32_t ndefines, mlc_onnx_weights *out_w) {
-  return mlc_onnx_import_at(p, d, (mlc_loc){0}, name, buf, len, defines, ndefines, out_w);
+  return mlc_onnx_import_at(p, d, (mlc_loc){0}, name, path, buf, len, defines, ndefines, out_w);
 }
 
-bool mlc_onnx_import_at(mlc_program *p, mlc_diag *d, mlc_loc at, const char *name, const uint8_t *buf, size_t len,
-                        const mlc_define *defines, uint32_t ndefines, mlc_onnx_weights *out_w) {
+bool mlc_onnx_import_at(mlc_program *p, mlc_diag *d, mlc_loc at, const char *name, const char *path,
+                        const uint8_t *buf, size_t len, const mlc_define *defines, uint32_t ndefines,
+                        mlc_onnx_weights *out_w) {
   imp I = {.p = p, .d = d, .a = p->arena, .file = name, .at = at, .defs = defines, .ndefs = ndefines};
+  if (path) { /* external data is relative to the .onnx file's own directory ("" for the current one) */
+    const char *slash = strrchr(path, '/');
+    I.dir = !slash ? "" : slash == path ? "/" : mlc_arena_printf(p->arena, "%.*s", (int)(slash - path), path);
+  }
   int errors0 = d->errors;
   ProtobufCAllocator al = {pb_alloc, pb_free, NULL};
   Onnx__ModelProto *m = onnx__model_proto__unpack(&al, len, buf);

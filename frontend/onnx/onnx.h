@@ -22,9 +22,13 @@
 #include "frontend/frontend.h"
 
 /* Lowers the serialized ModelProto in buf[0..len) into p.  `name` is the
- * file's name for messages; defines bind symbolic dimensions (-D N=8).
- * Returns false if any error was reported to d.  out_w may be NULL. */
-bool mlc_onnx_import(mlc_program *p, mlc_diag *d, const char *name, const uint8_t *buf, size_t len,
+ * file's name for messages; `path` is where the file lies, whose directory
+ * external data (TensorProto.external_data's location) is relative to, or
+ * NULL when the bytes come from no file (the fuzzer): a tensor with external
+ * data is then an error, so nothing else is read.  defines bind symbolic
+ * dimensions (-D N=8).  Returns false if any error was reported to d.
+ * out_w may be NULL. */
+bool mlc_onnx_import(mlc_program *p, mlc_diag *d, const char *name, const char *path, const uint8_t *buf, size_t len,
                      const mlc_define *defines, uint32_t ndefines, mlc_onnx_weights *out_w);
 
 /* An ONNX tensor name as mlc's inputs and outputs spell it: every character
@@ -33,8 +37,9 @@ bool mlc_onnx_import(mlc_program *p, mlc_diag *d, const char *name, const uint8_
 /* The same, for a graph that a .mdl file uses as a module (onnx("m.onnx")):
  * every message also points at `at`, the call in the .mdl source, and a
  * symbolic dimension is said to take the config value of its name. */
-bool mlc_onnx_import_at(mlc_program *p, mlc_diag *d, mlc_loc at, const char *name, const uint8_t *buf, size_t len,
-                        const mlc_define *defines, uint32_t ndefines, mlc_onnx_weights *out_w);
+bool mlc_onnx_import_at(mlc_program *p, mlc_diag *d, mlc_loc at, const char *name, const char *path,
+                        const uint8_t *buf, size_t len, const mlc_define *defines, uint32_t ndefines,
+                        mlc_onnx_weights *out_w);
 
 const char *mlc_onnx_c_name(mlc_arena *a, const char *s);
 
