@@ -117,6 +117,12 @@ uint32_t sb_f32(sb *b, float v) {
   return sb_constant(b, SpvOpConstant, b->t_f32, 1, &w);
 }
 
+bool sb_is_f32(sb *b, uint32_t id, float v) {
+  uint32_t key[3] = {SpvOpConstant, b->t_f32};
+  memcpy(&key[2], &v, 4);
+  return id && intern(b, key, 3) == id; /* looked up, never made */
+}
+
 uint32_t sb_u64_type(sb *b) {
   if (!b->t_u64) {
     sb_capability(b, SpvCapabilityInt64);

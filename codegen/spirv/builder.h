@@ -108,6 +108,8 @@ uint32_t sb_array_type(sb *b, uint32_t elem, uint32_t n);
 uint32_t sb_constant(sb *b, SpvOp op, uint32_t type, uint32_t n, const uint32_t *v);
 uint32_t sb_u32(sb *b, uint32_t v);
 uint32_t sb_f32(sb *b, float v);
+/* Whether id is the f32 constant v, bit for bit (-0.0 is not 0.0). */
+bool sb_is_f32(sb *b, uint32_t id, float v);
 uint32_t sb_u64(sb *b, uint64_t v);
 uint32_t sb_u64_type(sb *b); /* adds the Int64 capability */
 uint32_t sb_bool(sb *b, bool v);

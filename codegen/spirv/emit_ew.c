@@ -98,16 +98,56 @@ static uint32_t cast(sb *b, int from, int to, uint32_t x) {
   return sb_op1(b, from == MLC_DT_BOOL ? SpvOpUConvert : SpvOpSConvert, ot, x);
 }
 
+/* Float x op y.  An operation with a constant zero operand is not left to
+ * the compilers: SPIRV-Tools' folding rules (spirv-opt -O) rewrite x * 0
+ * and 0 / x to 0, x + 0 to x and 0 - x to -x, and lavapipe's code generator
+ * does the same with a literal zero even under NoContraction and
+ * SignedZeroInfNanPreserve; Vulkan allows it.  IEEE arithmetic differs
+ * where x is an infinity, a NaN or a zero (inf * 0 is NaN: ONNX's IsInf is
+ * built on it; -0 + 0 is +0), so those cases are computed exactly on the
+ * bits of x.  The folds that are exact (x + -0, x - 0, -0 - x, x * 1) are
+ * left to the compilers. */
+static uint32_t farith(sb *b, SpvOp op, uint32_t x, uint32_t y) {
+  bool zx = sb_is_f32(b, x, 0.0f), mx = sb_is_f32(b, x, -0.0f), zy = sb_is_f32(b, y, 0.0f), my = sb_is_f32(b, y, -0.0f);
+  uint32_t v = 0; /* the operand other than the zero */
+  bool neg = false, add = false;
+  if (op == SpvOpFMul && (zx || mx)) v = y, neg = mx;
+  else if (op == SpvOpFMul && (zy || my)) v = x, neg = my;
+  else if (op == SpvOpFDiv && (zx || mx)) v = y, neg = mx;
+  else if (op == SpvOpFAdd && zx) v = y, add = true;
+  else if ((op == SpvOpFAdd && zy) || (op == SpvOpFSub && my)) v = x, add = true;
+  else if (op == SpvOpFSub && zx) v = y;
+  if (!v) return sb_op2(b, op, b->t_f32, x, y);
+  uint32_t u = sb_f2bits(b, v), T = b->t_u32, B = b->t_bool;
+  uint32_t mag = sb_and(b, u, sb_u32(b, 0x7fffffffu)), sgn = sb_u32(b, 0x80000000u), r;
+  if (op == SpvOpFMul || op == SpvOpFDiv) {
+    /* a zero with the sign of v's xor the zero's; NaN where v is an
+     * infinity or a NaN (x * 0), a zero or a NaN (0 / x) */
+    uint32_t s = sb_and(b, u, sgn);
+    if (neg) s = sb_op2(b, SpvOpBitwiseXor, T, s, sgn);
+    uint32_t nan = op == SpvOpFMul ? sb_op2(b, SpvOpUGreaterThanEqual, B, mag, sb_u32(b, 0x7f800000u))
+                                   : sb_op2(b, SpvOpLogicalOr, B, sb_op2(b, SpvOpIEqual, B, mag, sb_u32(b, 0)),
+                                            sb_op2(b, SpvOpUGreaterThan, B, mag, sb_u32(b, 0x7f800000u)));
+    r = sb_select(b, T, nan, sb_u32(b, 0x7fc00000u), s);
+  } else if (add) {
+    r = sb_select(b, T, sb_op2(b, SpvOpIEqual, B, u, sgn), sb_u32(b, 0), u); /* v + 0: -0 becomes +0 */
+  } else {
+    /* 0 - v: -v, but +0 for either zero */
+    r = sb_select(b, T, sb_op2(b, SpvOpIEqual, B, mag, sb_u32(b, 0)), sb_u32(b, 0), sb_op2(b, SpvOpBitwiseXor, T, u, sgn));
+  }
+  return sb_bits2f(b, r);
+}
+
 /* The op applied to compute-type values x[0], x[1] of input dtype dt. */
 uint32_t sv_ew_value(sb *b, int op, int dt, int out_dt, const uint32_t *x) {
   uint32_t F = b->t_f32, T = ctype(b, dt);
   bool fl = is_f(dt);
   switch (op) {
-  case MLC_OP_ADD: return sb_op2(b, fl ? SpvOpFAdd : SpvOpIAdd, T, x[0], x[1]);
-  case MLC_OP_SUB: return sb_op2(b, fl ? SpvOpFSub : SpvOpISub, T, x[0], x[1]);
-  case MLC_OP_MUL: return sb_op2(b, fl ? SpvOpFMul : SpvOpIMul, T, x[0], x[1]);
+  case MLC_OP_ADD: return fl ? farith(b, SpvOpFAdd, x[0], x[1]) : sb_op2(b, SpvOpIAdd, T, x[0], x[1]);
+  case MLC_OP_SUB: return fl ? farith(b, SpvOpFSub, x[0], x[1]) : sb_op2(b, SpvOpISub, T, x[0], x[1]);
+  case MLC_OP_MUL: return fl ? farith(b, SpvOpFMul, x[0], x[1]) : sb_op2(b, SpvOpIMul, T, x[0], x[1]);
   case MLC_OP_DIV: {
-    if (fl) return sb_fdiv(b, x[0], x[1]);
+    if (fl) return farith(b, SpvOpFDiv, x[0], x[1]);
     /* integer division truncates; a zero divisor gives 0, as the CPU target */
     uint32_t zero = T == b->t_u32 ? sb_u32(b, 0) : sb_u64(b, 0), one = T == b->t_u32 ? sb_u32(b, 1) : sb_u64(b, 1);
     uint32_t z = sb_op2(b, SpvOpIEqual, b->t_bool, x[1], zero);
