@@ -18,13 +18,8 @@ cd "$(dirname "$0")/.."
 final=${OUT:-/tmp/mlc-final}
 work=/tmp/final
 rm -rf $work && mkdir -p $work "$final"
-for f in .gl/*.deb; do dpkg -x "$f" /; done
-ldconfig
 . tests/gpu/env.sh $work
-export MLC_VK_VALIDATE=0
-if ! ls /usr/share/vulkan/icd.d/nvidia* /etc/vulkan/icd.d/nvidia* > /dev/null 2>&1; then
-  export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-fi
+vk_loader
 gpu_header bench/h200_final.sh $work/env.log
 rc=0 t0=$(date +%s)
 save() { tar -C $work -czf "$final/logs.tgz" . 2>/dev/null; echo "(at $(( $(date +%s) - t0 )) s)"; }

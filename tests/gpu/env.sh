@@ -12,3 +12,13 @@ gpu_header() {
   { echo "# $1, $(date -u '+%F %T') UTC, commit ${COMMIT:-?}"
     nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader; } | tee "$2"
 }
+# For the SPIR-V target: the Vulkan loader from the carried .gl debs (the
+# device's README.md says why) and NVIDIA's ICD, without the validation layers.
+vk_loader() {
+  for f in .gl/*.deb; do dpkg -x "$f" /; done
+  ldconfig
+  export MLC_VK_VALIDATE=0
+  if ! ls /usr/share/vulkan/icd.d/nvidia* /etc/vulkan/icd.d/nvidia* > /dev/null 2>&1; then
+    export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+  fi
+}
