@@ -29,6 +29,19 @@ import sys
 import numpy as np
 
 
+def run_mlc(cmd, timeout):
+    """(the finished process, None), or (None, (status, reason)) when mlc failed."""
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None, ("ERROR", "timeout (%d s)" % timeout)
+    if p.returncode != 0:
+        last = p.stderr.strip().splitlines()[-1] if p.stderr.strip() else "exit status %d" % p.returncode
+        # the CLI's exit status 1 is a user-facing refusal (an op, a dtype the target lacks)
+        return None, (("UNSUPPORTED" if p.returncode == 1 else "ERROR"), last[:240])
+    return p, None
+
+
 def replay(mlc, target, test_dir, timeout):
     for s in sorted(os.listdir(test_dir)):
         d = os.path.join(test_dir, s)
@@ -40,13 +53,9 @@ def replay(mlc, target, test_dir, timeout):
                         if args and args[-1] == "--input" else x)
         if m.get("kind") == "train":  # train_onnx_module.py --record: the losses of `mlc train` against torch's
             cmd = [mlc, "train", os.path.join(d, m["model"]), "--target", target] + args
-            try:
-                p = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=timeout)
-            except subprocess.TimeoutExpired:
-                return "ERROR", "timeout (%d s)" % timeout
-            if p.returncode != 0:
-                last = p.stderr.strip().splitlines()[-1] if p.stderr.strip() else "exit status %d" % p.returncode
-                return ("UNSUPPORTED" if p.returncode == 1 else "ERROR"), last[:240]
+            p, why = run_mlc(cmd, timeout)
+            if why:
+                return why
             got = [float(v) for v in re.findall(r"^step \d+: loss (\S+)", p.stdout, re.M)]
             want = m["losses"]
             if len(got) != len(want):
@@ -58,14 +67,9 @@ def replay(mlc, target, test_dir, timeout):
         cmd = [mlc, "run", os.path.join(d, "model.onnx"), "--target", target] + args
         for name in m["outputs"]:
             cmd += ["--output", "%s=%s" % (name, os.path.join(d, "got_%s.bin" % name))]
-        try:
-            p = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return "ERROR", "timeout (%d s)" % timeout
-        if p.returncode != 0:
-            last = p.stderr.strip().splitlines()[-1] if p.stderr.strip() else "exit status %d" % p.returncode
-            # the CLI's exit status 1 is a user-facing refusal (an op, a dtype the target lacks)
-            return ("UNSUPPORTED" if p.returncode == 1 else "ERROR"), last[:240]
+        p, why = run_mlc(cmd, timeout)
+        if why:
+            return why
         for name in m["outputs"]:
             want = np.load(os.path.join(d, "want_%s.npy" % name), allow_pickle=False)
             got = np.fromfile(os.path.join(d, "got_%s.bin" % name), dtype=want.dtype.newbyteorder("<"))
