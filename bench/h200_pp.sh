@@ -5,8 +5,9 @@
 #   1. the GEMM, linear and fused op cases with --cuda-gemm-tile=pp,6 (opcheck.py --option);
 #   2. compute-sanitizer memcheck, racecheck and synccheck on two pp GEMMs (a fused linear
 #      8192x6144x2048 with bias, an nn 2000x2048x1000 with a partial k-tile);
-#   3. bench/gemm_tune.py: default against pp,6 / pp,5 / pp,4, beside cuBLAS, at the MiniLLM's shapes;
-#   4. the MiniLLM bf16 forward and 12 train steps, default and pp,6.
+#   3. bench/gemm_tune.py: default against pp,6 / pp,5 / pp,4 (or CONFIGS), beside cuBLAS, at the MiniLLM's shapes;
+#   4. the MiniLLM bf16 forward and 12 train steps, default and pp,6 (or PP).
+# PP=co,4 CONFIGS="default;co,4;co,3" measures the cooperative kernel instead.
 # Needs build-gpu/. Logs in $OUT/logs.tgz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -36,7 +37,7 @@ for t in memcheck racecheck synccheck; do
 done
 pack
 echo "## 3. tiles against cuBLAS"
-timeout 300 python3 bench/gemm_tune.py --mlc $mlc --out $work/tune --configs "default;pp,6;pp,5;pp,4" > $work/tune.log 2>&1 || rc=1
+timeout 360 python3 bench/gemm_tune.py --mlc $mlc --out $work/tune --configs "${CONFIGS:-default;pp,6;pp,5;pp,4}" > $work/tune.log 2>&1 || rc=1
 cat $work/tune/gemm_tune.md 2>/dev/null | head -30
 pack
 echo "## 4. MiniLLM: default, then $PP"

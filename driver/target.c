@@ -70,7 +70,8 @@ static const mlc_driver_target targets[] = {
       "      --cuda-gemm-tile BN,ST,OCC,LAG  (cuda) every bf16/f16 wgmma GEMM's tile: 128 x BN, ST stages,\n"
       "                        OCC blocks a multiprocessor, LAG k-tiles of products left running (for\n"
       "                        measuring the tile table: bench/gemm_tune.py); pp,ST: the persistent\n"
-      "                        ping-pong kernel with ST stages (not yet run on a GPU)\n",
+      "                        ping-pong kernel with ST stages (2-6); co,ST: the persistent\n"
+      "                        cooperative kernel, 128 x 256 tiles, ST stages (2-4)\n",
 #ifdef MLC_HAVE_CUDA
     .build_bytes = sizeof(mlc_cuda_build), .build = mlc_cuda_target_build, .write = mlc_cuda_target_write,
     .open = mlc_cuda_target_open, .release = mlc_cuda_target_release, .calibrate = mlc_calibrate_gpu,

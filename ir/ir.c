@@ -181,12 +181,16 @@ bool mlc_options_set(mlc_options *o, const char *name, const char *value, char *
   }
   if (!strcmp(name, "cuda-gemm-tile")) {
     int t[4] = {0}, n;
-    if (sscanf(v, "pp,%d%n", &t[1], &n) == 1 && !v[n]) { /* the persistent ping-pong kernel, ST stages */
-      if (t[1] < 2 || t[1] > 6) {
-        snprintf(err, errn, "--cuda-gemm-tile %s: pp takes 2 to 6 stages (32 KiB each)", v);
+    /* the persistent kernels, ST stages: pp (ping-pong, 128 x 128 a consumer) or co (cooperative, 128 x 256) */
+    char kind[3] = {0};
+    if (sscanf(v, "%2[a-z],%d%n", kind, &t[1], &n) == 2 && !v[n] && (!strcmp(kind, "pp") || !strcmp(kind, "co"))) {
+      bool co = kind[0] == 'c';
+      if (t[1] < 2 || t[1] > (co ? 4 : 6)) {
+        snprintf(err, errn, "--cuda-gemm-tile %s: %s takes 2 to %d stages (%d KiB each)", v, kind, co ? 4 : 6, co ? 48 : 32);
         return false;
       }
-      o->cuda_gemm_tile[0] = -128, o->cuda_gemm_tile[1] = (int16_t)t[1], o->cuda_gemm_tile[2] = o->cuda_gemm_tile[3] = 0;
+      o->cuda_gemm_tile[0] = co ? -256 : -128, o->cuda_gemm_tile[1] = (int16_t)t[1];
+      o->cuda_gemm_tile[2] = o->cuda_gemm_tile[3] = 0;
       return true;
     }
     n = sscanf(v, "%d,%d,%d,%d", &t[0], &t[1], &t[2], &t[3]);
@@ -273,7 +277,7 @@ void mlc_options_print(FILE *out, const mlc_options *o) {
   if (!o->spirv_gemm_tile[0]) fprintf(out, "auto");
   for (int i = 0; i < 6 && o->spirv_gemm_tile[i]; i++) fprintf(out, "%s%d", i ? "x" : "", o->spirv_gemm_tile[i]);
   if (o->cuda_gemm_tile[0] < 0)
-    fprintf(out, " --cuda-gemm-tile=pp,%d", o->cuda_gemm_tile[1]);
+    fprintf(out, " --cuda-gemm-tile=%s,%d", o->cuda_gemm_tile[0] == -256 ? "co" : "pp", o->cuda_gemm_tile[1]);
   else if (o->cuda_gemm_tile[0])
     fprintf(out, " --cuda-gemm-tile=%d,%d,%d,%d", o->cuda_gemm_tile[0], o->cuda_gemm_tile[1], o->cuda_gemm_tile[2],
             o->cuda_gemm_tile[3]);

@@ -153,11 +153,14 @@ static bool same_dims(const mlc_type *a, const mlc_type *b) {
  * there still loses: the FFN's linear then SiLU (8192 x 8192 x 2048 bf16)
  * took 0.55 ms fused against 0.41 + 0.085 ms apart
  * (bench/results/attention-wg-2026-12-01/silu-fused/): the epilogue runs
- * with the tensor cores idle, one CTA per SM.  Those stay separate kernels
- * on CUDA until the epilogue overlaps the next tile's main loop, as the
- * persistent ping-pong kernel's does (--cuda-gemm-tile=pp,ST: one consumer
- * warpgroup stores while the other multiplies), which therefore takes
- * activations too (acts).  Metal's GEMM stores through threadgroup memory,
+ * with the tensor cores idle, one CTA per SM, and SiLU was then expf and a
+ * division to the last ulp, some 30 instructions an element.  SiLU is now
+ * the special-function unit's exp and reciprocal on CUDA (mlc_silu in
+ * codegen/cuda/prelude.c) and goes into the epilogue; the other
+ * activations stay separate kernels on CUDA unless the epilogue overlaps
+ * the next tile's main loop, as the persistent ping-pong kernel's does
+ * (--cuda-gemm-tile=pp,ST: one consumer warpgroup stores while the other
+ * multiplies), which therefore takes them all (acts).  Metal's GEMM stores through threadgroup memory,
  * coalesced, and takes every epilogue. */
 static bool epilogue_pays(const mlc_func *f, const group *g, bool cuda, bool acts) {
   if (!cuda) return true;
@@ -166,14 +169,16 @@ static bool epilogue_pays(const mlc_func *f, const group *g, bool cuda, bool act
   if (acts) return true;
   for (uint32_t j = 0; j < g->nmem; j++) {
     uint16_t op = f->nodes[g->mem[j]].op;
-    if (op != MLC_OP_ADD && op != MLC_OP_SUB && op != MLC_OP_MUL && op != MLC_OP_NEG && op != MLC_OP_CAST) return false;
+    if (op != MLC_OP_ADD && op != MLC_OP_SUB && op != MLC_OP_MUL && op != MLC_OP_NEG && op != MLC_OP_CAST &&
+        op != MLC_OP_SILU)
+      return false;
   }
   return true;
 }
 
 /* Groups elementwise trees (and a GEMM head where allowed) into FUSED nodes. */
 static bool fuse_groups(mlc_program *p, mlc_func *f, bool epilogues, bool cuda) {
-  bool acts = p->opts.cuda_gemm_tile[0] < 0; /* the persistent ping-pong GEMM */
+  bool acts = p->opts.cuda_gemm_tile[0] == -128; /* the persistent ping-pong GEMM */
   uint32_t *uses = count_uses(p, f);
   bool *taken = mlc_arena_alloc(p->arena, (f->n + 1) * sizeof *taken);
   memset(taken, 0, (f->n + 1) * sizeof *taken);

@@ -59,7 +59,7 @@ const char *cc_ew_expr(cc *c, int op, int in_dt, int out_dt, const mlc_attrs *a,
   case MLC_OP_SIGMOID: return cc_fmt(c, "mlc_sigmoid(%s)", x[0]);
   /* x < 0 ? 0 : x lets NaN through, as torch.relu does. */
   case MLC_OP_RELU: return cc_fmt(c, "(%s < 0 ? (%s)0 : %s)", x[0], cc_ctype(c, in_dt), x[0]);
-  case MLC_OP_SILU: return cc_fmt(c, "(%s / (1.f + expf(-%s)))", x[0], x[0]);
+  case MLC_OP_SILU: return cc_fmt(c, "mlc_silu(%s)", x[0]); /* each prelude's */
   case MLC_OP_GELU: return cc_fmt(c, "(0.5f * %s * (1.f + erff(%s * 0.707106781f)))", x[0], x[0]);
   case MLC_OP_BROADCAST: return x[0];
   case MLC_OP_CAST:

@@ -143,20 +143,28 @@ void cc_fused_epilogue(cc *c, const mlc_fused_prog *pr) {
   cc_printf(c, "struct @K@_epi {\n");
   for (int k = 2; k < nin; k++) cc_printf(c, "  %sconst %s *in%d;\n", dev, cc_stype(c, cc_in(c, k)->dtype), k);
   cc_printf(c, "  %s%s *out;\n  $i64 b0;\n", dev, cc_stype(c, odt));
-  cc_printf(c, "  MLC_FN %s f($i64 i, $i64 col, float acc) const {\n    (void)i, (void)col;\n", cc_ctype(c, odt));
-  const char *x[MLC_FUSED_MAX_IN] = {0};
+  /* fx: the program on the accumulator and the inputs' values; f: the
+   * same, loading the inputs of the element at flat index i, column col */
+  const char *x[MLC_FUSED_MAX_IN] = {0}, *off[MLC_FUSED_MAX_IN] = {0}, *params = "", *args = "";
   for (int k = 2; k < nin; k++) {
     const mlc_node *src = &c->f->nodes[c->n->in[k]];
     if (src->op == MLC_OP_CONST) {
       x[k] = cc_const_lit(c, src);
       continue;
     }
-    cc_printf(c, "    %s x%d = %s;\n", cc_ctype(c, src->type.dtype), k,
-              cc_load(c, cc_fmt(c, "in%d", k), src->type.dtype, offset_of(c, &L, k, "(b0 + i)", "col", N)));
+    off[k] = offset_of(c, &L, k, "(b0 + i)", "col", N);
     x[k] = cc_fmt(c, "x%d", k);
+    params = cc_fmt(c, "%s, %s x%d", params, cc_ctype(c, src->type.dtype), k);
+    args = cc_fmt(c, "%s, x%d", args, k);
   }
+  cc_printf(c, "  MLC_FN %s fx(float acc%s) const {\n", cc_ctype(c, odt), params);
   cc_printf(c, "    float t0 = %s;\n", rounded(c, gdt, "acc"));
   cc_printf(c, "    return %s;\n  }\n", eval(c, pr, 1, x, "    "));
+  cc_printf(c, "  MLC_FN %s f($i64 i, $i64 col, float acc) const {\n    (void)i, (void)col;\n", cc_ctype(c, odt));
+  for (int k = 2; k < nin; k++)
+    if (off[k])
+      cc_printf(c, "    %s x%d = %s;\n", cc_ctype(c, cc_in(c, k)->dtype), k, cc_load(c, cc_fmt(c, "in%d", k), cc_in(c, k)->dtype, off[k]));
+  cc_printf(c, "    return fx(acc%s);\n  }\n", args);
   cc_printf(c, "  MLC_FN void st1($i64 i, $i64 col, float v) const { %s }\n",
             cc_store(c, "out", odt, "b0 + i", "f(i, col, v)"));
   int osz = (int)mlc_dtype_size((mlc_dtype)odt);
@@ -173,11 +181,41 @@ void cc_fused_epilogue(cc *c, const mlc_fused_prog *pr) {
    * the result goes out in 16-byte stores */
   if (c->t->epilogue_st8 && mlc_dtype_size((mlc_dtype)gdt) == 2) {
     const char *G = cc_stype(c, gdt);
+    /* a 16-bit input laid out as the output, or a bias along the columns,
+     * comes as one 16-byte load where its address is 16-byte aligned
+     * (i and col are multiples of 8 here), else element by element */
     cc_printf(c, "  MLC_FN void st8($i64 i, $i64 col, uint4 raw) const {\n"
-                 "    const unsigned w[4] = {raw.x, raw.y, raw.z, raw.w};\n    %s v[8];\n"
-                 "#pragma unroll\n    for (int k = 0; k < 8; k++) {\n"
+                 "    const unsigned w[4] = {raw.x, raw.y, raw.z, raw.w};\n");
+    bool vec[MLC_FUSED_MAX_IN] = {0};
+    for (int k = 2; k < nin; k++) {
+      if (!off[k]) continue;
+      int dt = cc_in(c, k)->dtype;
+      vec[k] = mlc_dtype_size((mlc_dtype)dt) == 2 && (!strcmp(off[k], "(b0 + i)") || !strcmp(off[k], "((col))"));
+      if (vec[k]) {
+        const char *S = cc_stype(c, dt);
+        cc_printf(c, "    const %s *p%d = in%d + %s;\n    unsigned u%d[4];\n", S, k, k, off[k], k);
+        cc_printf(c, "    if (((unsigned long long)p%d & 15) == 0) {\n"
+                     "      const uint4 q = *(const uint4 *)p%d;\n"
+                     "      u%d[0] = q.x, u%d[1] = q.y, u%d[2] = q.z, u%d[3] = q.w;\n"
+                     "    } else {\n#pragma unroll\n"
+                     "      for (int k = 0; k < 4; k++) u%d[k] = (unsigned)p%d[2 * k].x | (unsigned)p%d[2 * k + 1].x << 16;\n"
+                     "    }\n", k, k, k, k, k, k, k, k, k);
+      }
+    }
+    cc_printf(c, "    %s v[8];\n#pragma unroll\n    for (int k = 0; k < 8; k++) {\n"
                  "      %s g; g.x = (unsigned short)(w[k / 2] >> (k %% 2 * 16));\n"
-                 "      v[k] = f(i + k, col + k, to_f32(g));\n    }\n", cc_ctype(c, odt), G);
+                 "      const $i64 ik = i + k, ck = col + k;\n      (void)ik, (void)ck;\n", cc_ctype(c, odt), G);
+    for (int k = 2; k < nin; k++) {
+      if (!off[k]) continue;
+      int dt = cc_in(c, k)->dtype;
+      if (vec[k])
+        cc_printf(c, "      %s h%d; h%d.x = (unsigned short)(u%d[k / 2] >> (k %% 2 * 16));\n      %s x%d = to_f32(h%d);\n",
+                  cc_stype(c, dt), k, k, k, cc_ctype(c, dt), k, k);
+      else
+        cc_printf(c, "      %s x%d = %s;\n", cc_ctype(c, dt), k,
+                  cc_load(c, cc_fmt(c, "in%d", k), dt, offset_of(c, &L, k, "(b0 + ik)", "ck", N)));
+    }
+    cc_printf(c, "      v[k] = fx(to_f32(g)%s);\n    }\n", args);
     if (osz == 2)
       cc_printf(c, "    unsigned r[4];\n#pragma unroll\n    for (int k = 0; k < 4; k++)\n"
                    "      r[k] = (unsigned)from_f32<%s>(v[2 * k]).x | (unsigned)from_f32<%s>(v[2 * k + 1]).x << 16;\n"

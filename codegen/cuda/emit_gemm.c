@@ -77,8 +77,9 @@ typedef struct {
   int tm, tn;
   int occ; /* blocks per multiprocessor that the launch bound asks for (0: 1) */
   int lag; /* wg: k-tiles of wgmma left running (mlc_gemm_wg's LAG; 0 or 1) */
-  bool pp;  /* wg: the persistent ping-pong kernel (mlc_gemm_pp: 128 x 128 a consumer warpgroup, st stages), where
-               TMA can load A and B; else mlc_gemm_wg at 128 x 128 */
+  bool pp;  /* wg: the persistent warp-specialised kernel (mlc_gemm_pp, st stages; bn 128: ping-pong, 128 x 128 a
+               consumer warpgroup; bn 256: cooperative, 128 x 256 tiles), where TMA can load A and B; else
+               mlc_gemm_wg at 128 x bn */
 } gemm_cfg;
 
 /* The device code (cc_gemm_prelude) is codegen/cuda/gemm.cuh, embedded at build time. */
@@ -102,8 +103,8 @@ static int64_t gemm_smem(const gemm_desc *d, const gemm_cfg *g) {
     return g->st * (a + b) * 4;
   }
   if (g->pp) { /* mlc_gemm_pp::SMEM: its stages, their two mbarriers each, 1024 to align them; or the fallback's */
-    gemm_cfg f = {.tc = true, .bm = 128, .bn = 128, .bk = 32, .wm = 2, .wn = 4, .st = 4};
-    int64_t w = (int64_t)g->st * (128 + 128) * 64 * 2 + 16 * g->st + 1024, fb = gemm_smem(d, &f);
+    gemm_cfg f = {.tc = true, .bm = 128, .bn = g->bn, .bk = 32, .wm = 2, .wn = 4, .st = 4};
+    int64_t w = (int64_t)g->st * (128 + g->bn) * 64 * 2 + 16 * g->st + 1024, fb = gemm_smem(d, &f);
     return w > fb ? w : fb;
   }
   if (g->wg) { /* mlc_gemm_wg::SMEM: its stages (+1024 to align them), or the fallback's */
@@ -122,8 +123,8 @@ static int64_t gemm_smem(const gemm_desc *d, const gemm_cfg *g) {
 static bool wg_override(const mlc_options *o, gemm_cfg *g) {
   const int16_t *t = o->cuda_gemm_tile;
   if (!t[0]) return false;
-  if (t[0] < 0) { /* pp,ST */
-    *g = (gemm_cfg){.tc = true, .wg = true, .bm = 128, .bn = 128, .bk = 64, .wm = 2, .wn = 4, .st = t[1], .lag = 1, .pp = true};
+  if (t[0] < 0) { /* pp,ST (-128) or co,ST (-256) */
+    *g = (gemm_cfg){.tc = true, .wg = true, .bm = 128, .bn = -t[0], .bk = 64, .wm = 2, .wn = 4, .st = t[1], .lag = 1, .pp = true};
     return true;
   }
   *g = (gemm_cfg){.tc = true, .wg = true, .bm = 128, .bn = t[0], .bk = 64, .wm = 2, .wn = 4, .st = t[1], .occ = t[2], .lag = t[3]};
@@ -255,7 +256,7 @@ static void gemm_emit_one(cc *c, const gemm_desc *d, const gemm_cfg *g, const ml
     int64_t tiles = tmn * tnn;
     cc_begin(c, (uint64_t)(tiles < GEMM_SMS ? tiles : GEMM_SMS), 384, (uint32_t)gemm_smem(d, g));
     cc_printf(c, "  extern __shared__ __align__(16) unsigned char mlc_gemm_sm[];\n");
-    cc_printf(c, "  typedef mlc_gemm_pp<%s, %d, %s, %s, %lldLL, %lldLL, %lldLL, %d> G;\n", cc_stype(c, d->dt), g->st,
+    cc_printf(c, "  typedef mlc_gemm_pp<%s, %d, %d, %s, %s, %lldLL, %lldLL, %lldLL, %d> G;\n", cc_stype(c, d->dt), g->bn, g->st,
               d->a_km ? "true" : "false", d->b_nk ? "true" : "false", (long long)d->M, (long long)d->N, (long long)d->K,
               GEMM_GROUP);
     if (pr) {
@@ -270,7 +271,7 @@ static void gemm_emit_one(cc *c, const gemm_desc *d, const gemm_cfg *g, const ml
   gemm_cfg wgc;
   if (g->pp) { /* A or B not for TMA: the wgmma kernel at the same tile */
     wgc = *g;
-    wgc.pp = false, wgc.st = 6;
+    wgc.pp = false, wgc.st = g->bn == 256 ? 4 : 6;
     g = &wgc;
   }
   cc_begin_min(c, (uint64_t)(batch * tmn * tnn), threads, (uint32_t)gemm_smem(d, g), g->occ > 1 ? (uint32_t)g->occ : 1);

@@ -522,26 +522,51 @@ struct mlc_gemm_wg {
 // ... (grouped rasterisation, G tile-rows a group).  Warpgroup 0 is the
 // producer: one thread loads every tile's k-tiles of A and B by TMA into
 // an ST-stage ring, in order (a tile's k-tiles, then the next tile's).
-// Warpgroups 1 and 2 take the block's tiles in turn (1 the even ones of
-// its sequence, 2 the odd ones), each a 128 x 128 tile of its own (two
-// m64n128 accumulators: 128 registers), so that one stores its tile (the
-// epilogue: from the accumulators, st2 per pair of columns) while the
-// other's wgmmas run.  A consumer starts its main loop only once the other
-// has issued its last k-tile (named barriers 1 and 2, as the attention
-// forward's ping-pong): then every earlier use of each ring slot has been
-// waited for, so that its parity waits are never two phases ahead.
+// BN 128, ping-pong: warpgroups 1 and 2 take the block's tiles in turn (1
+// the even ones of its sequence, 2 the odd ones), each a 128 x 128 tile of
+// its own (two m64n128 accumulators: 128 registers), so that one stores its
+// tile (the epilogue: from the accumulators, st2 per pair of columns) while
+// the other's wgmmas run.  A consumer starts its main loop only once the
+// other has issued its last k-tile (named barriers 1 and 2, as the
+// attention forward's ping-pong): then every earlier use of each ring slot
+// has been waited for, so that its parity waits are never two phases ahead.
+// BN 256, cooperative: both consumers work on every 128 x 256 tile, each on
+// 64 rows of it (one m64n256 accumulator: 128 registers), and store their
+// halves together; the producer meanwhile loads the next tile's first
+// k-tiles, so that only the stores themselves leave the tensor cores idle.
 // Barriers after the ring: full[ST] (a stage's bytes) and empty[ST] (its
-// consumer's wgmmas done: one arrival).  Elsewhere than sm_90a threads
-// 0..255 run mlc_gemm_tc on each tile in turn.
-template <class T, int ST, bool AKM, bool BNK, long long M, long long N, long long K, int G>
+// consumers' wgmmas done: one arrival a consumer that reads the stage).
+// Elsewhere than sm_90a threads 0..255 run mlc_gemm_tc on each tile in turn.
+template <class T, int BN_, int ST, bool AKM, bool BNK, long long M, long long N, long long K, int G>
 struct mlc_gemm_pp {
-  static constexpr int BM = 128, BN = 128, BK = 64, NT = 384;
+  static constexpr int BM = 128, BN = BN_, BK = 64, NT = 384;
+  static constexpr bool CO = BN == 256; /* cooperative; else ping-pong */
+  static_assert(BN == 128 || BN == 256, "mlc_gemm_pp: 128 (ping-pong) or 256 (cooperative) columns a tile");
   typedef mlc_gemm_wg<T, BN, ST, 1, AKM, BNK, M, N, K, true> W; // its stage layout and TMA loads
   static constexpr int STAGE = W::STAGE, A_BYTES = W::A_BYTES;
   static constexpr int TM = (int)((M + BM - 1) / BM), TN = (int)((N + BN - 1) / BN), TILES = TM * TN;
   static constexpr int KT = (int)((K + BK - 1) / BK);
   typedef mlc_gemm_tc<T, BM, BN, 32, 2, 4, 4, AKM, BNK, M, N, K> F; // the fallback
   static constexpr int SMEM_PP = ST * STAGE + 16 * ST + 1024;
+  // cooperative: store consumer c's half of the tile (tm, tn): d[4i + e] is row 64 c + 16 w + lane / 4
+  // (+8 for e >= 2), column 8 i + 2 (lane % 4) (+1 for odd e)
+  template <class E> static MLC_FN void store_co(const E &e, const float (&d)[128], int tm, int tn, int c, int lt) {
+    const int w = lt >> 5, lane = lt & 31;
+#pragma unroll
+    for (int i = 0; i < 32; i++)
+#pragma unroll
+      for (int r = 0; r < 2; r++) {
+        const long long row = (long long)tm * BM + 64 * c + 16 * w + (lane >> 2) + 8 * r;
+        const long long col = (long long)tn * BN + 8 * i + 2 * (lane & 3);
+        const float v0 = d[4 * i + 2 * r], v1 = d[4 * i + 2 * r + 1];
+        if ((M % BM && row >= M) || (N % BN && col >= N)) continue;
+        if (N % 2 == 0) e.st2(row * N + col, col, v0, v1);
+        else {
+          e.st1(row * N + col, col, v0);
+          if (col + 1 < N) e.st1(row * N + col + 1, col + 1, v1);
+        }
+      }
+  }
   static constexpr int SMEM = SMEM_PP > F::SMEM ? SMEM_PP : F::SMEM;
   // store the consumer's tile (tm, tn): d[h][4i + e] is row 64 h + 16 w + lane / 4 (+8 for e >= 2),
   // column 8 i + 2 (lane % 4) (+1 for odd e)
@@ -570,7 +595,7 @@ struct mlc_gemm_pp {
     const int tid = threadIdx.x, wg = tid >> 7;
     const unsigned s0 = (mlc_gemm_smem_u32(smraw) + 1023) & ~1023u, full = s0 + ST * STAGE, empty = full + 8 * ST;
     if (tid == 0) {
-      for (int s = 0; s < ST; s++) { mlc_mbar_init(full + 8 * s, 1); mlc_mbar_init(empty + 8 * s, 1); }
+      for (int s = 0; s < ST; s++) { mlc_mbar_init(full + 8 * s, 1); mlc_mbar_init(empty + 8 * s, CO ? 2 : 1); }
       mlc_mbar_fence_init();
     }
     __syncthreads();
@@ -595,43 +620,76 @@ struct mlc_gemm_pp {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
     const int c = wg - 1, lt = tid & 127;
     const int nseq = blockIdx.x < TILES ? (TILES - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0; /* this block's tiles */
-    // this consumer's turn to issue a main loop (named barrier 1 + c), and the other's after it (2 - c)
-    auto turn = [&]() { asm volatile("bar.sync %0, 256;" :: "r"(1 + c) : "memory"); };
-    auto pass = [&]() { asm volatile("bar.arrive %0, 256;" :: "r"(2 - c) : "memory"); };
-    if (c == 1) asm volatile("bar.arrive 1, 256;" ::: "memory"); /* consumer 0 goes first */
-    const unsigned long long da0 = mlc_wg_desc(s0, AKM ? BK * 128 : 16), da1 = mlc_wg_desc(s0 + 8192, AKM ? BK * 128 : 16);
-    const unsigned long long db = mlc_wg_desc(s0 + A_BYTES, BNK ? 16 : BK * 128);
     constexpr unsigned KSA = AKM ? 2048 : 32, KSB = BNK ? 32 : 2048;
+    if constexpr (CO) {
+      // this consumer's 64 rows of A: K-major, 64 rows of 128 bytes; MN-major, MN block c (BK x 128 bytes)
+      const unsigned long long da = mlc_wg_desc(s0 + c * 8192, AKM ? BK * 128 : 16);
+      const unsigned long long db = mlc_wg_desc(s0 + A_BYTES, BNK ? 16 : BK * 128);
 #pragma unroll 1
-    for (int i = c; i < nseq; i += 2) {
-      int tm, tn;
-      mlc_gemm_raster<TM, TN, G>((unsigned)(blockIdx.x + i * gridDim.x), tm, tn);
-      float d0[64], d1[64];
+      for (int i = 0; i < nseq; i++) {
+        int tm, tn;
+        mlc_gemm_raster<TM, TN, G>((unsigned)(blockIdx.x + i * gridDim.x), tm, tn);
+        float d[128];
 #pragma unroll
-      for (int j = 0; j < 64; j++) { d0[j] = d1[j] = 0.f; mlc_wg_fence_operand(d0[j]); mlc_wg_fence_operand(d1[j]); }
-      turn();
-      int pos = i * KT;
+        for (int j = 0; j < 128; j++) { d[j] = 0.f; mlc_wg_fence_operand(d[j]); }
+        int pos = i * KT;
 #pragma unroll 1
-      for (int kt = 0; kt < KT; kt++, pos++) {
-        const int s = pos % ST;
-        mlc_mbar_wait(full + 8 * s, (pos / ST) & 1);
-        const unsigned so = (unsigned)(s * STAGE) >> 4;
-        mlc_wg_fence();
+        for (int kt = 0; kt < KT; kt++, pos++) {
+          const int s = pos % ST;
+          mlc_mbar_wait(full + 8 * s, (pos / ST) & 1);
+          const unsigned so = (unsigned)(s * STAGE) >> 4;
+          mlc_wg_fence();
 #pragma unroll
-        for (int kk = 0; kk < BK / 16; kk++) {
-          mlc_wgmma<T, BN>::template mma<AKM ? 1 : 0, BNK ? 0 : 1>(d0, da0 + so + (kk * KSA >> 4), db + so + (kk * KSB >> 4));
-          mlc_wgmma<T, BN>::template mma<AKM ? 1 : 0, BNK ? 0 : 1>(d1, da1 + so + (kk * KSA >> 4), db + so + (kk * KSB >> 4));
+          for (int kk = 0; kk < BK / 16; kk++)
+            mlc_wgmma<T, 256>::template mma<AKM ? 1 : 0, BNK ? 0 : 1>(d, da + so + (kk * KSA >> 4), db + so + (kk * KSB >> 4));
+          mlc_wg_commit();
+          mlc_wg_wait<1>(); /* the k-tile before is done: this consumer is through with its slot */
+          if (kt > 0 && lt == 0) mlc_mbar_arrive(empty + 8 * ((pos - 1) % ST));
         }
-        mlc_wg_commit();
-        mlc_wg_wait<1>(); /* the k-tile before is done: its slot goes back to the producer */
-        if (kt > 0 && lt == 0) mlc_mbar_arrive(empty + 8 * ((pos - 1) % ST));
-      }
-      if (i + 1 < nseq) pass(); /* the other consumer's main loop may start */
-      mlc_wg_wait<0>();
+        mlc_wg_wait<0>();
 #pragma unroll
-      for (int j = 0; j < 64; j++) { mlc_wg_fence_operand(d0[j]); mlc_wg_fence_operand(d1[j]); }
-      if (lt == 0) mlc_mbar_arrive(empty + 8 * ((pos - 1) % ST));
-      store(e, d0, d1, tm, tn, lt);
+        for (int j = 0; j < 128; j++) mlc_wg_fence_operand(d[j]);
+        if (lt == 0) mlc_mbar_arrive(empty + 8 * ((pos - 1) % ST));
+        store_co(e, d, tm, tn, c, lt);
+      }
+    } else {
+      // this consumer's turn to issue a main loop (named barrier 1 + c), and the other's after it (2 - c)
+      auto turn = [&]() { asm volatile("bar.sync %0, 256;" :: "r"(1 + c) : "memory"); };
+      auto pass = [&]() { asm volatile("bar.arrive %0, 256;" :: "r"(2 - c) : "memory"); };
+      if (c == 1) asm volatile("bar.arrive 1, 256;" ::: "memory"); /* consumer 0 goes first */
+      const unsigned long long da0 = mlc_wg_desc(s0, AKM ? BK * 128 : 16), da1 = mlc_wg_desc(s0 + 8192, AKM ? BK * 128 : 16);
+      const unsigned long long db = mlc_wg_desc(s0 + A_BYTES, BNK ? 16 : BK * 128);
+#pragma unroll 1
+      for (int i = c; i < nseq; i += 2) {
+        int tm, tn;
+        mlc_gemm_raster<TM, TN, G>((unsigned)(blockIdx.x + i * gridDim.x), tm, tn);
+        float d0[64], d1[64];
+#pragma unroll
+        for (int j = 0; j < 64; j++) { d0[j] = d1[j] = 0.f; mlc_wg_fence_operand(d0[j]); mlc_wg_fence_operand(d1[j]); }
+        turn();
+        int pos = i * KT;
+#pragma unroll 1
+        for (int kt = 0; kt < KT; kt++, pos++) {
+          const int s = pos % ST;
+          mlc_mbar_wait(full + 8 * s, (pos / ST) & 1);
+          const unsigned so = (unsigned)(s * STAGE) >> 4;
+          mlc_wg_fence();
+#pragma unroll
+          for (int kk = 0; kk < BK / 16; kk++) {
+            mlc_wgmma<T, BN>::template mma<AKM ? 1 : 0, BNK ? 0 : 1>(d0, da0 + so + (kk * KSA >> 4), db + so + (kk * KSB >> 4));
+            mlc_wgmma<T, BN>::template mma<AKM ? 1 : 0, BNK ? 0 : 1>(d1, da1 + so + (kk * KSA >> 4), db + so + (kk * KSB >> 4));
+          }
+          mlc_wg_commit();
+          mlc_wg_wait<1>(); /* the k-tile before is done: its slot goes back to the producer */
+          if (kt > 0 && lt == 0) mlc_mbar_arrive(empty + 8 * ((pos - 1) % ST));
+        }
+        if (i + 1 < nseq) pass(); /* the other consumer's main loop may start */
+        mlc_wg_wait<0>();
+#pragma unroll
+        for (int j = 0; j < 64; j++) { mlc_wg_fence_operand(d0[j]); mlc_wg_fence_operand(d1[j]); }
+        if (lt == 0) mlc_mbar_arrive(empty + 8 * ((pos - 1) % ST));
+        store(e, d0, d1, tm, tn, lt);
+      }
     }
   }
 #else

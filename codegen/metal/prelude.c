@@ -62,6 +62,7 @@ const char mlc_metal_prelude[] =
     "            t * 0.17087277f)))))))));\n"
     "  return x >= 0.f ? 1.f - r : r - 1.f; }\n"
     "#endif\n"
+    "MLC_FN float mlc_silu(float x) { return x / (1.f + expf(-x)); }\n"
     "MLC_FN float __int_as_float(int x) { return as_type<float>(x); }\n"
     "MLC_FN int __float_as_int(float x) { return as_type<int>(x); }\n"
     "template <class T> MLC_FN T __shfl_xor_sync(uint, T v, int o) { return simd_shuffle_xor(v, (ushort)o); }\n"
