@@ -185,7 +185,7 @@ bool mlc_options_set(mlc_options *o, const char *name, const char *value, char *
     char kind[3] = {0};
     if (sscanf(v, "%2[a-z],%d%n", kind, &t[1], &n) == 2 && !v[n] && (!strcmp(kind, "pp") || !strcmp(kind, "co"))) {
       bool co = kind[0] == 'c';
-      if (t[1] < 2 || t[1] > (co ? 4 : 6)) {
+      if (t[1] < 2 || t[1] > (co ? 4 : 6)) { /* co: 48 KiB a stage and 33 or 66 KiB of staging rows */
         snprintf(err, errn, "--cuda-gemm-tile %s: %s takes 2 to %d stages (%d KiB each)", v, kind, co ? 4 : 6, co ? 48 : 32);
         return false;
       }

@@ -102,9 +102,11 @@ static int64_t gemm_smem(const gemm_desc *d, const gemm_cfg *g) {
     int64_t b = d->b_nk ? (int64_t)g->bn * (g->bk + 8) : (int64_t)g->bk * (g->bn + 4);
     return g->st * (a + b) * 4;
   }
-  if (g->pp) { /* mlc_gemm_pp::SMEM: its stages, their two mbarriers each, 1024 to align them; or the fallback's */
+  if (g->pp) { /* mlc_gemm_pp::SMEM: its stages, the cooperative kernel's staging rows (2 x 64 x (bn + 8)
+                 16-bit, one set of 64 with 4 stages), two mbarriers a stage, 1024 to align them; or the fallback's */
     gemm_cfg f = {.tc = true, .bm = 128, .bn = g->bn, .bk = 32, .wm = 2, .wn = 4, .st = 4};
-    int64_t w = (int64_t)g->st * (128 + g->bn) * 64 * 2 + 16 * g->st + 1024, fb = gemm_smem(d, &f);
+    int64_t epi = g->bn == 256 ? (g->st >= 4 ? 1 : 2) * 64 * (int64_t)(g->bn + 8) * 2 : 0;
+    int64_t w = (int64_t)g->st * (128 + g->bn) * 64 * 2 + epi + 16 * g->st + 1024, fb = gemm_smem(d, &f);
     return w > fb ? w : fb;
   }
   if (g->wg) { /* mlc_gemm_wg::SMEM: its stages (+1024 to align them), or the fallback's */
@@ -140,7 +142,7 @@ static bool gemm_rows_even(const gemm_desc *d) {
   return true;
 }
 
-static gemm_cfg gemm_pick(const gemm_desc *d, int x, const mlc_options *o) {
+static gemm_cfg gemm_pick(const gemm_desc *d, int x, bool fused, const mlc_options *o) {
   if (d->dt == MLC_DT_F32 && x) {
     /* wgmma from three quarters of a wave of 128 x 128 tiles (the MLP's 2000 x 1000: 128 tiles) */
     if (gemm_tiles(d, 128, 128) >= GEMM_SMS * 3 / 4)
@@ -158,6 +160,12 @@ static gemm_cfg gemm_pick(const gemm_desc *d, int x, const mlc_options *o) {
   if (gemm_rows_even(d)) {
     gemm_cfg w;
     if (wg_override(o, &w)) return w;
+    /* the persistent cooperative kernel (co,4) for a GEMM of its own with whole 128 x 256 tiles: on the
+     * H200 it was 1-6 % faster than the 128 x 256 kernel at 13 of the MiniLLM's 18 shapes, and slower
+     * with a bias epilogue and at ragged edges (bench/results/h200-2026-12-03f.md) */
+    if (d->N >= 256 && gemm_tiles(d, 128, 256) >= 2 * GEMM_SMS && !fused && mlc_gemm_batch(d) == 1 &&
+        d->M % 128 == 0 && d->N % 256 == 0)
+      return (gemm_cfg){.tc = true, .wg = true, .bm = 128, .bn = 256, .bk = 64, .wm = 2, .wn = 4, .st = 4, .lag = 1, .pp = true};
     if (d->N >= 256 && gemm_tiles(d, 128, 256) >= 2 * GEMM_SMS)
       return (gemm_cfg){.tc = true, .wg = true, .bm = 128, .bn = 256, .bk = 64, .wm = 2, .wn = 4, .st = 4, .lag = 1};
     if (gemm_tiles(d, 128, 128) >= GEMM_SMS)
@@ -329,7 +337,7 @@ bool cc_emit_gemm(cc *c) {
   mlc_fused_prog pr;
   bool fused;
   if (!cc_gemm_desc_node(c, &d, &pr, &fused)) return false;
-  gemm_cfg g = gemm_pick(&d, cc_f32_products(c), &c->p->opts);
+  gemm_cfg g = gemm_pick(&d, cc_f32_products(c), fused, &c->p->opts);
   gemm_emit_cfg(c, &d, &g, fused ? &pr : NULL, gemm_split(&d, &g, fused));
   return true;
 }

@@ -331,6 +331,49 @@ struct mlc_gemm_wg {
   static constexpr int SMEM = SMEM_WG > F::SMEM ? SMEM_WG : F::SMEM;
   static constexpr long long LDA = AKM ? M : K, LDB = BNK ? K : N;
   static constexpr int KT = (int)((K + BK - 1) / BK);
+  // The staged epilogue (the wgmma kernels' stores): a warpgroup's 64 x BN
+  // accumulators d, rounded to T, into shared memory at sc (64 rows of CP
+  // elements, padded by 16 bytes so that the pair stores of a warp hit 32
+  // different banks); then ROWS x BN of them back in 16-byte chunks, a warp
+  // along a row, to the epilogue's st8 and coalesced global stores, rows
+  // from m0 (NTH threads, t this thread's index among them).
+  // d[4i + e]: row 16 * warp + lane / 4 (+8 for e >= 2), column 8i + 2 (lane % 4) (+1 for odd e)
+  static constexpr int CP = BN + 8;
+  static MLC_FN void stage(const float *d, unsigned short *sc, int lt) {
+    const int lane = lt & 31, w = lt >> 5;
+    const int r0 = w * 16 + (lane >> 2), c0 = 2 * (lane & 3);
+#pragma unroll
+    for (int i = 0; i < BN / 8; i++) {
+      T a = from_f32<T>(d[4 * i]), b = from_f32<T>(d[4 * i + 1]);
+      T a8 = from_f32<T>(d[4 * i + 2]), b8 = from_f32<T>(d[4 * i + 3]);
+      *(unsigned *)(sc + r0 * CP + c0 + 8 * i) = (unsigned)a.x | (unsigned)b.x << 16;
+      *(unsigned *)(sc + (r0 + 8) * CP + c0 + 8 * i) = (unsigned)a8.x | (unsigned)b8.x << 16;
+    }
+  }
+  template <int ROWS, int NTH, class E>
+  static MLC_FN void drain(const E &e, const unsigned short *sc, long long m0, long long n0, int t) {
+    constexpr int CPR = BN / 8; // 16-byte chunks per row
+#pragma unroll 4
+    for (int ch = t; ch < ROWS * CPR; ch += NTH) {
+      int r = ch / CPR, cc = ch % CPR * 8;
+      uint4 raw = *(const uint4 *)(sc + r * CP + cc);
+      long long row = m0 + r, col = n0 + cc;
+      if ((M % BM == 0 || row < M) && (N % BN == 0 || col < N)) {
+        if (N % 8 == 0) {
+          e.st8(row * N + col, col, raw);
+        } else { // rows not 16-byte aligned: the chunk's elements one by one, up to column N
+          const unsigned w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+          for (int j = 0; j < 8; j++)
+            if (col + j < N) {
+              T v;
+              v.x = (unsigned short)(w[j >> 1] >> (16 * (j & 1)));
+              e.st1(row * N + col + j, col + j, to_f32(v));
+            }
+        }
+      }
+    }
+  }
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   // One operand: R (MN extent, MN valid) x BK; KM: K-major.  This thread's
   // chunks: a global element offset (at k-tile 0), a shared byte offset and
@@ -463,47 +506,12 @@ struct mlc_gemm_wg {
     for (int i = 0; i < BN2; i++) mlc_wg_fence_operand(d[i]);
     mlc_gemm_cp_wait<0>();
     // The epilogue goes through shared memory (the stages are free once
-    // every warpgroup is past its last wgmma): the accumulators, rounded to
-    // T, into a 128 x BN tile with rows padded by 16 bytes (the pair stores
-    // of a warp hit 32 different banks), then back in 16-byte chunks, a
-    // warp along a row, to the epilogue's st8 and coalesced global stores.
-    // d[4i + e]: row 16 * warp + lane / 4 (+8 for e >= 2), column 8i + 2 (lane % 4) (+1 for odd e)
+    // every warpgroup is past its last wgmma): stage, then drain.
     __syncthreads();
-    constexpr int CP = BN + 8; // staged row pitch, elements
     unsigned short *sc = (unsigned short *)(smraw + (s0 - mlc_gemm_smem_u32(smraw)));
-    {
-      int lane = tid & 31, w = (tid >> 5) & 3;
-      int r0 = wg * 64 + w * 16 + (lane >> 2), c0 = 2 * (lane & 3);
-#pragma unroll
-      for (int i = 0; i < BN / 8; i++) {
-        T a = from_f32<T>(d[4 * i]), b = from_f32<T>(d[4 * i + 1]);
-        T a8 = from_f32<T>(d[4 * i + 2]), b8 = from_f32<T>(d[4 * i + 3]);
-        *(unsigned *)(sc + r0 * CP + c0 + 8 * i) = (unsigned)a.x | (unsigned)b.x << 16;
-        *(unsigned *)(sc + (r0 + 8) * CP + c0 + 8 * i) = (unsigned)a8.x | (unsigned)b8.x << 16;
-      }
-    }
+    stage(d, sc + wg * 64 * CP, tid & 127);
     __syncthreads();
-    constexpr int CPR = BN / 8; // 16-byte chunks per row
-#pragma unroll 4
-    for (int ch = tid; ch < BM * CPR; ch += NT) {
-      int r = ch / CPR, cc = ch % CPR * 8;
-      uint4 raw = *(const uint4 *)(sc + r * CP + cc);
-      long long row = m0 + r, col = n0 + cc;
-      if ((M % BM == 0 || row < M) && (N % BN == 0 || col < N)) {
-        if (N % 8 == 0) {
-          e.st8(row * N + col, col, raw);
-        } else { // rows not 16-byte aligned: the chunk's elements one by one, up to column N
-          const unsigned w[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-          for (int j = 0; j < 8; j++)
-            if (col + j < N) {
-              T v;
-              v.x = (unsigned short)(w[j >> 1] >> (16 * (j & 1)));
-              e.st1(row * N + col + j, col + j, to_f32(v));
-            }
-        }
-      }
-    }
+    drain<BM, NT>(e, sc, m0, n0, tid);
   }
 #else
   template <class E> static MLC_FN void run_e(const T *A, const T *B, const E &e, int tm, int tn, unsigned char *sm,
@@ -532,8 +540,11 @@ struct mlc_gemm_wg {
 // has been waited for, so that its parity waits are never two phases ahead.
 // BN 256, cooperative: both consumers work on every 128 x 256 tile, each on
 // 64 rows of it (one m64n256 accumulator: 128 registers), and store their
-// halves together; the producer meanwhile loads the next tile's first
-// k-tiles, so that only the stores themselves leave the tensor cores idle.
+// halves together, each through its own staging rows after the ring (as
+// mlc_gemm_wg's epilogue: 16-byte stores), or with 4 stages through one set
+// of rows that they take in turn (the first may go on with its next tile's
+// products meanwhile); the producer meanwhile loads the next tile's first
+// k-tiles, so that only the stores leave the tensor cores idle.
 // Barriers after the ring: full[ST] (a stage's bytes) and empty[ST] (its
 // consumers' wgmmas done: one arrival a consumer that reads the stage).
 // Elsewhere than sm_90a threads 0..255 run mlc_gemm_tc on each tile in turn.
@@ -547,26 +558,11 @@ struct mlc_gemm_pp {
   static constexpr int TM = (int)((M + BM - 1) / BM), TN = (int)((N + BN - 1) / BN), TILES = TM * TN;
   static constexpr int KT = (int)((K + BK - 1) / BK);
   typedef mlc_gemm_tc<T, BM, BN, 32, 2, 4, 4, AKM, BNK, M, N, K> F; // the fallback
-  static constexpr int SMEM_PP = ST * STAGE + 16 * ST + 1024;
-  // cooperative: store consumer c's half of the tile (tm, tn): d[4i + e] is row 64 c + 16 w + lane / 4
-  // (+8 for e >= 2), column 8 i + 2 (lane % 4) (+1 for odd e)
-  template <class E> static MLC_FN void store_co(const E &e, const float (&d)[128], int tm, int tn, int c, int lt) {
-    const int w = lt >> 5, lane = lt & 31;
-#pragma unroll
-    for (int i = 0; i < 32; i++)
-#pragma unroll
-      for (int r = 0; r < 2; r++) {
-        const long long row = (long long)tm * BM + 64 * c + 16 * w + (lane >> 2) + 8 * r;
-        const long long col = (long long)tn * BN + 8 * i + 2 * (lane & 3);
-        const float v0 = d[4 * i + 2 * r], v1 = d[4 * i + 2 * r + 1];
-        if ((M % BM && row >= M) || (N % BN && col >= N)) continue;
-        if (N % 2 == 0) e.st2(row * N + col, col, v0, v1);
-        else {
-          e.st1(row * N + col, col, v0);
-          if (col + 1 < N) e.st1(row * N + col + 1, col + 1, v1);
-        }
-      }
-  }
+  // cooperative: each consumer stages its 64 x BN half for the epilogue (W::stage, W::drain) after the
+  // ring, in rows of its own, or (SHARE: 4 stages, where two sets of rows do not fit) in the same rows in turn
+  static constexpr bool SHARE = CO && ST >= 4;
+  static constexpr int EPI = CO ? (SHARE ? 1 : 2) * 64 * W::CP * 2 : 0;
+  static constexpr int SMEM_PP = ST * STAGE + EPI + 16 * ST + 1024;
   static constexpr int SMEM = SMEM_PP > F::SMEM ? SMEM_PP : F::SMEM;
   // store the consumer's tile (tm, tn): d[h][4i + e] is row 64 h + 16 w + lane / 4 (+8 for e >= 2),
   // column 8 i + 2 (lane % 4) (+1 for odd e)
@@ -593,7 +589,7 @@ struct mlc_gemm_pp {
   template <class E> static MLC_FN void run_e(const T *, const T *, const E &e, unsigned char *smraw, const mlc_tmap *ma,
                                               const mlc_tmap *mb) {
     const int tid = threadIdx.x, wg = tid >> 7;
-    const unsigned s0 = (mlc_gemm_smem_u32(smraw) + 1023) & ~1023u, full = s0 + ST * STAGE, empty = full + 8 * ST;
+    const unsigned s0 = (mlc_gemm_smem_u32(smraw) + 1023) & ~1023u, full = s0 + ST * STAGE + EPI, empty = full + 8 * ST;
     if (tid == 0) {
       for (int s = 0; s < ST; s++) { mlc_mbar_init(full + 8 * s, 1); mlc_mbar_init(empty + 8 * s, CO ? 2 : 1); }
       mlc_mbar_fence_init();
@@ -625,6 +621,7 @@ struct mlc_gemm_pp {
       // this consumer's 64 rows of A: K-major, 64 rows of 128 bytes; MN-major, MN block c (BK x 128 bytes)
       const unsigned long long da = mlc_wg_desc(s0 + c * 8192, AKM ? BK * 128 : 16);
       const unsigned long long db = mlc_wg_desc(s0 + A_BYTES, BNK ? 16 : BK * 128);
+      unsigned short *sc = (unsigned short *)(smraw + (s0 + ST * STAGE - mlc_gemm_smem_u32(smraw))) + (SHARE ? 0 : c * 64 * W::CP);
 #pragma unroll 1
       for (int i = 0; i < nseq; i++) {
         int tm, tn;
@@ -650,7 +647,16 @@ struct mlc_gemm_pp {
 #pragma unroll
         for (int j = 0; j < 128; j++) mlc_wg_fence_operand(d[j]);
         if (lt == 0) mlc_mbar_arrive(empty + 8 * ((pos - 1) % ST));
-        store_co(e, d, tm, tn, c, lt);
+        // the epilogue through the staging rows (named barrier 1 + c: this consumer's 128 threads); shared
+        // rows are taken in turn: consumer 0 once 1 has drained the tile before (barrier 3), 1 after 0 (4)
+        if (SHARE && c == 0 && i > 0) asm volatile("bar.sync 3, 256;" ::: "memory");
+        if (SHARE && c == 1) asm volatile("bar.sync 4, 256;" ::: "memory");
+        W::stage(d, sc, lt);
+        asm volatile("bar.sync %0, 128;" :: "r"(1 + c) : "memory");
+        W::template drain<64, 128>(e, sc, (long long)tm * BM + 64 * c, (long long)tn * BN, lt);
+        asm volatile("bar.sync %0, 128;" :: "r"(1 + c) : "memory");
+        if (SHARE && c == 0) asm volatile("bar.arrive 4, 256;" ::: "memory");
+        if (SHARE && c == 1 && i + 1 < nseq) asm volatile("bar.arrive 3, 256;" ::: "memory");
       }
     } else {
       // this consumer's turn to issue a main loop (named barrier 1 + c), and the other's after it (2 - c)
