@@ -586,6 +586,20 @@ struct mlc_gemm_pp {
         }
   }
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  // A consumer's k-tile pos of the ring: wait for its bytes; its stage's offset (16-byte units) for the descriptors
+  static MLC_FN unsigned ktile(unsigned full, int pos) {
+    const int s = pos % ST;
+    mlc_mbar_wait(full + 8 * s, (pos / ST) & 1);
+    mlc_wg_fence();
+    return (unsigned)(s * STAGE) >> 4;
+  }
+  // after issuing k-tile pos's wgmmas: commit them, wait for the k-tile before (unless this is the tile's
+  // first), and give its slot back to the producer (one arrival a consumer)
+  static MLC_FN void release(unsigned empty, int pos, bool first, int lt) {
+    mlc_wg_commit();
+    mlc_wg_wait<1>();
+    if (!first && lt == 0) mlc_mbar_arrive(empty + 8 * ((pos - 1) % ST));
+  }
   template <class E> static MLC_FN void run_e(const T *, const T *, const E &e, unsigned char *smraw, const mlc_tmap *ma,
                                               const mlc_tmap *mb) {
     const int tid = threadIdx.x, wg = tid >> 7;
@@ -632,16 +646,11 @@ struct mlc_gemm_pp {
         int pos = i * KT;
 #pragma unroll 1
         for (int kt = 0; kt < KT; kt++, pos++) {
-          const int s = pos % ST;
-          mlc_mbar_wait(full + 8 * s, (pos / ST) & 1);
-          const unsigned so = (unsigned)(s * STAGE) >> 4;
-          mlc_wg_fence();
+          const unsigned so = ktile(full, pos);
 #pragma unroll
           for (int kk = 0; kk < BK / 16; kk++)
             mlc_wgmma<T, 256>::template mma<AKM ? 1 : 0, BNK ? 0 : 1>(d, da + so + (kk * KSA >> 4), db + so + (kk * KSB >> 4));
-          mlc_wg_commit();
-          mlc_wg_wait<1>(); /* the k-tile before is done: this consumer is through with its slot */
-          if (kt > 0 && lt == 0) mlc_mbar_arrive(empty + 8 * ((pos - 1) % ST));
+          release(empty, pos, kt == 0, lt);
         }
         mlc_wg_wait<0>();
 #pragma unroll
@@ -676,18 +685,13 @@ struct mlc_gemm_pp {
         int pos = i * KT;
 #pragma unroll 1
         for (int kt = 0; kt < KT; kt++, pos++) {
-          const int s = pos % ST;
-          mlc_mbar_wait(full + 8 * s, (pos / ST) & 1);
-          const unsigned so = (unsigned)(s * STAGE) >> 4;
-          mlc_wg_fence();
+          const unsigned so = ktile(full, pos);
 #pragma unroll
           for (int kk = 0; kk < BK / 16; kk++) {
             mlc_wgmma<T, BN>::template mma<AKM ? 1 : 0, BNK ? 0 : 1>(d0, da0 + so + (kk * KSA >> 4), db + so + (kk * KSB >> 4));
             mlc_wgmma<T, BN>::template mma<AKM ? 1 : 0, BNK ? 0 : 1>(d1, da1 + so + (kk * KSA >> 4), db + so + (kk * KSB >> 4));
           }
-          mlc_wg_commit();
-          mlc_wg_wait<1>(); /* the k-tile before is done: its slot goes back to the producer */
-          if (kt > 0 && lt == 0) mlc_mbar_arrive(empty + 8 * ((pos - 1) % ST));
+          release(empty, pos, kt == 0, lt);
         }
         if (i + 1 < nseq) pass(); /* the other consumer's main loop may start */
         mlc_wg_wait<0>();
