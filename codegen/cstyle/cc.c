@@ -114,7 +114,7 @@ const char *cc_load(cc *c, const char *buf, int dt, const char *idx) {
 }
 
 const char *cc_store(cc *c, const char *buf, int dt, const char *idx, const char *val) {
-  if (mlc_dtype_is_float((mlc_dtype)dt)) return cc_fmt(c, "%s[%s] = from_f32<%s>(%s);", buf, idx, cc_stype(c, dt), val);
+  if (mlc_dtype_is_float((mlc_dtype)dt)) return cc_fmt(c, "%s[%s] = mlc_store_cvt<%s>(%s);", buf, idx, cc_stype(c, dt), val);
   return cc_fmt(c, "%s[%s] = (%s)(%s);", buf, idx, cc_stype(c, dt), val);
 }
 
@@ -174,11 +174,11 @@ void cc_vec_load(cc *c, int vec, int dt, const char *dst, const char *off, const
 void cc_vec_store(cc *c, int vec, int dt, const char *dst, const char *idx, const char *src) {
   const char *T = cc_stype(c, dt), *VT = cc_vtype(vec * mlc_dtype_size((mlc_dtype)dt));
   if (vec == 1) {
-    cc_printf(c, "      %s[%s] = from_f32<%s>(%s[0]);\n", dst, idx, T, src);
+    cc_printf(c, "      %s[%s] = mlc_store_cvt<%s>(%s[0]);\n", dst, idx, T, src);
     return;
   }
   cc_printf(c, "      { %s u_; %s%s *e_ = (%s%s *)&u_;\n", VT, c->t->thr, T, c->t->thr, T);
-  cc_printf(c, "#pragma unroll\n        for (int q = 0; q < %d; q++) e_[q] = from_f32<%s>(%s[q]);\n", vec, T, src);
+  cc_printf(c, "#pragma unroll\n        for (int q = 0; q < %d; q++) e_[q] = mlc_store_cvt<%s>(%s[q]);\n", vec, T, src);
   cc_printf(c, "        *(%s%s *)(%s + (%s)) = u_; }\n", c->t->dev, VT, dst, idx);
 }
 

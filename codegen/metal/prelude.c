@@ -42,6 +42,8 @@ const char mlc_metal_prelude[] =
     "  return mlc_bf16{(ushort)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16)}; }\n"
     "// f16: MSL's float-to-half conversion rounds to nearest even.\n"
     "template <> MLC_FN mlc_f16 from_f32<mlc_f16>(float v) { return mlc_f16{as_type<ushort>(half(v))}; }\n"
+    "// The stores' conversion (CUDA's differs for a bf16 NaN; MSL's from_f32 already keeps it).\n"
+    "template <class T> MLC_FN T mlc_store_cvt(float v) { return from_f32<T>(v); }\n"
     "// CUDA's math names (C++ has them already, so not when emulated).\n"
     "#ifndef MLC_MSL_EMULATION\n"
     "MLC_FN float expf(float x) { return precise::exp(x); }\n"
