@@ -71,7 +71,8 @@ static const mlc_driver_target targets[] = {
       "                        OCC blocks a multiprocessor, LAG k-tiles of products left running (for\n"
       "                        measuring the tile table: bench/gemm_tune.py); pp,ST: the persistent\n"
       "                        ping-pong kernel with ST stages (2-6); co,ST: the persistent\n"
-      "                        cooperative kernel, 128 x 256 tiles, ST stages (2-4)\n",
+      "                        cooperative kernel, 128 x 256 tiles, ST stages (2-4); cs,ST: the same\n"
+      "                        with its stores by TMA (not yet run on a GPU)\n",
 #ifdef MLC_HAVE_CUDA
     .build_bytes = sizeof(mlc_cuda_build), .build = mlc_cuda_target_build, .write = mlc_cuda_target_write,
     .open = mlc_cuda_target_open, .release = mlc_cuda_target_release, .calibrate = mlc_calibrate_gpu,

@@ -183,14 +183,15 @@ bool mlc_options_set(mlc_options *o, const char *name, const char *value, char *
     int t[4] = {0}, n;
     /* the persistent kernels, ST stages: pp (ping-pong, 128 x 128 a consumer) or co (cooperative, 128 x 256) */
     char kind[3] = {0};
-    if (sscanf(v, "%2[a-z],%d%n", kind, &t[1], &n) == 2 && !v[n] && (!strcmp(kind, "pp") || !strcmp(kind, "co"))) {
+    if (sscanf(v, "%2[a-z],%d%n", kind, &t[1], &n) == 2 && !v[n] &&
+        (!strcmp(kind, "pp") || !strcmp(kind, "co") || !strcmp(kind, "cs"))) {
       bool co = kind[0] == 'c';
       if (t[1] < 2 || t[1] > (co ? 4 : 6)) { /* co: 48 KiB a stage and 33 or 66 KiB of staging rows */
         snprintf(err, errn, "--cuda-gemm-tile %s: %s takes 2 to %d stages (%d KiB each)", v, kind, co ? 4 : 6, co ? 48 : 32);
         return false;
       }
       o->cuda_gemm_tile[0] = co ? -256 : -128, o->cuda_gemm_tile[1] = (int16_t)t[1];
-      o->cuda_gemm_tile[2] = o->cuda_gemm_tile[3] = 0;
+      o->cuda_gemm_tile[2] = !strcmp(kind, "cs"), o->cuda_gemm_tile[3] = 0; /* cs: co with its stores by TMA */
       return true;
     }
     n = sscanf(v, "%d,%d,%d,%d", &t[0], &t[1], &t[2], &t[3]);
@@ -198,7 +199,8 @@ bool mlc_options_set(mlc_options *o, const char *name, const char *value, char *
               t[3] >= 0 && t[3] <= 1 && (t[0] == 128 ? 32 : 48) * t[1] * t[2] <= 224; /* KiB of stages a multiprocessor */
     if (!ok) {
       snprintf(err, errn, "--cuda-gemm-tile %s: expected BN,ST,OCC,LAG: BN 128 or 256, ST 3..8 stages, OCC 1 or 2 "
-               "blocks a multiprocessor, LAG 0 or 1, with the stages of OCC blocks in 224 KiB (e.g. 256,4,1,1)", v);
+               "blocks a multiprocessor, LAG 0 or 1, with the stages of OCC blocks in 224 KiB (e.g. 256,4,1,1); or "
+               "pp,ST, co,ST or cs,ST for the persistent kernels", v);
       return false;
     }
     for (int i = 0; i < 4; i++) o->cuda_gemm_tile[i] = (int16_t)t[i];
@@ -277,7 +279,8 @@ void mlc_options_print(FILE *out, const mlc_options *o) {
   if (!o->spirv_gemm_tile[0]) fprintf(out, "auto");
   for (int i = 0; i < 6 && o->spirv_gemm_tile[i]; i++) fprintf(out, "%s%d", i ? "x" : "", o->spirv_gemm_tile[i]);
   if (o->cuda_gemm_tile[0] < 0)
-    fprintf(out, " --cuda-gemm-tile=%s,%d", o->cuda_gemm_tile[0] == -256 ? "co" : "pp", o->cuda_gemm_tile[1]);
+    fprintf(out, " --cuda-gemm-tile=%s,%d",
+            o->cuda_gemm_tile[0] == -128 ? "pp" : o->cuda_gemm_tile[2] ? "cs" : "co", o->cuda_gemm_tile[1]);
   else if (o->cuda_gemm_tile[0])
     fprintf(out, " --cuda-gemm-tile=%d,%d,%d,%d", o->cuda_gemm_tile[0], o->cuda_gemm_tile[1], o->cuda_gemm_tile[2],
             o->cuda_gemm_tile[3]);

@@ -80,6 +80,7 @@ typedef struct {
   bool pp;  /* wg: the persistent warp-specialised kernel (mlc_gemm_pp, st stages; bn 128: ping-pong, 128 x 128 a
                consumer warpgroup; bn 256: cooperative, 128 x 256 tiles), where TMA can load A and B; else
                mlc_gemm_wg at 128 x bn */
+  bool ts;  /* pp, bn 256: its stores by TMA (--cuda-gemm-tile=cs,ST), where C's rows are 16-byte aligned */
 } gemm_cfg;
 
 /* The device code (cc_gemm_prelude) is codegen/cuda/gemm.cuh, embedded at build time. */
@@ -105,7 +106,7 @@ static int64_t gemm_smem(const gemm_desc *d, const gemm_cfg *g) {
   if (g->pp) { /* mlc_gemm_pp::SMEM: its stages, the cooperative kernel's staging rows (2 x 64 x (bn + 8)
                  16-bit, one set of 64 with 4 stages), two mbarriers a stage, 1024 to align them; or the fallback's */
     gemm_cfg f = {.tc = true, .bm = 128, .bn = g->bn, .bk = 32, .wm = 2, .wn = 4, .st = 4};
-    int64_t epi = g->bn == 256 ? (g->st >= 4 ? 1 : 2) * 64 * (int64_t)(g->bn + 8) * 2 : 0;
+    int64_t epi = g->bn != 256 ? 0 : g->ts ? 2 * 2 * 8192 : (g->st >= 4 ? 1 : 2) * 64 * (int64_t)(g->bn + 8) * 2;
     int64_t w = (int64_t)g->st * (128 + g->bn) * 64 * 2 + epi + 16 * g->st + 1024, fb = gemm_smem(d, &f);
     return w > fb ? w : fb;
   }
@@ -125,8 +126,9 @@ static int64_t gemm_smem(const gemm_desc *d, const gemm_cfg *g) {
 static bool wg_override(const mlc_options *o, gemm_cfg *g) {
   const int16_t *t = o->cuda_gemm_tile;
   if (!t[0]) return false;
-  if (t[0] < 0) { /* pp,ST (-128) or co,ST (-256) */
-    *g = (gemm_cfg){.tc = true, .wg = true, .bm = 128, .bn = -t[0], .bk = 64, .wm = 2, .wn = 4, .st = t[1], .lag = 1, .pp = true};
+  if (t[0] < 0) { /* pp,ST (-128), co,ST (-256) or cs,ST (-256 and 1) */
+    *g = (gemm_cfg){.tc = true, .wg = true, .bm = 128, .bn = -t[0], .bk = 64, .wm = 2, .wn = 4, .st = t[1], .lag = 1, .pp = true,
+                    .ts = t[2] == 1};
     return true;
   }
   *g = (gemm_cfg){.tc = true, .wg = true, .bm = 128, .bn = t[0], .bk = 64, .wm = 2, .wn = 4, .st = t[1], .occ = t[2], .lag = t[3]};
@@ -260,13 +262,24 @@ static void gemm_emit_one(cc *c, const gemm_desc *d, const gemm_cfg *g, const ml
     const char *ma = cc_tmap(c, 0, 0, 2, 2, da, sa, ba, 128), *mb = cc_tmap(c, 1, 0, 2, 2, db, sb, bb, 128);
     maps = cc_fmt(c, ", &%s, &%s", ma, mb);
   }
+  gemm_cfg tsc;
+  if (g->pp && g->ts && !(tma && d->N % 8 == 0 && c->ntmap + 1 <= MLC_CUDA_MAX_TMAP)) { /* C not for a TMA store */
+    tsc = *g;
+    tsc.ts = false;
+    g = &tsc;
+  }
+  if (g->pp && tma && g->ts) { /* C by TMA: 64 x 64 boxes, 128-byte swizzle; C is the argument after the inputs */
+    const uint64_t dc[2] = {(uint64_t)d->N, (uint64_t)d->M}, sc[1] = {(uint64_t)(2 * d->N)};
+    const uint32_t bc[2] = {64, 64};
+    maps = cc_fmt(c, "%s, &%s", maps, cc_tmap(c, c->n->nin, 0, 2, 2, dc, sc, bc, 128));
+  }
   if (g->pp && tma) { /* persistent: a block a multiprocessor, 384 threads */
     int64_t tiles = tmn * tnn;
     cc_begin(c, (uint64_t)(tiles < GEMM_SMS ? tiles : GEMM_SMS), 384, (uint32_t)gemm_smem(d, g));
     cc_printf(c, "  extern __shared__ __align__(16) unsigned char mlc_gemm_sm[];\n");
-    cc_printf(c, "  typedef mlc_gemm_pp<%s, %d, %d, %s, %s, %lldLL, %lldLL, %lldLL, %d> G;\n", cc_stype(c, d->dt), g->bn, g->st,
+    cc_printf(c, "  typedef mlc_gemm_pp<%s, %d, %d, %s, %s, %lldLL, %lldLL, %lldLL, %d%s> G;\n", cc_stype(c, d->dt), g->bn, g->st,
               d->a_km ? "true" : "false", d->b_nk ? "true" : "false", (long long)d->M, (long long)d->N, (long long)d->K,
-              GEMM_GROUP);
+              GEMM_GROUP, g->ts ? ", true" : "");
     if (pr) {
       cc_printf(c, "  const @K@_epi e = %s;\n", cc_fused_epilogue_init(c, "0"));
       cc_printf(c, "  G::run_e(in0, in1, e, mlc_gemm_sm%s);\n", maps);

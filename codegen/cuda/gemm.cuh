@@ -45,6 +45,7 @@ template <int TM, int TN, int G> MLC_FN void mlc_gemm_raster(unsigned t, int &tm
 // same calls.
 template <class T> struct mlc_gemm_out {
   T *C;
+  MLC_FN float f(long long, long long, float v) const { return v; } // the value to store (epilogues: after their program)
   MLC_FN void st1(long long i, long long, float v) const { C[i] = from_f32<T>(v); }
   MLC_FN void st2(long long i, long long, float v0, float v1) const {
     T a = from_f32<T>(v0), b = from_f32<T>(v1);
@@ -302,6 +303,15 @@ MLC_FN void mlc_tma_load1(unsigned dst, const mlc_tmap &m, int c0, unsigned bar)
 MLC_FN void mlc_tma_load2(unsigned dst, const mlc_tmap &m, int c0, int c1, unsigned bar) {
   asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
                :: "r"(dst), "l"((unsigned long long)&m), "r"(c0), "r"(c1), "r"(bar) : "memory"); }
+// TMA store: the box at (c0, c1) of tensor map m from shared memory at src, in this thread's bulk
+// group; commit closes the group, wait_read<N> waits until at most N groups still read shared memory
+// (the buffer may be written again), wait_all<N> until they are complete.
+MLC_FN void mlc_tma_store2(unsigned src, const mlc_tmap &m, int c0, int c1) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];"
+               :: "l"((unsigned long long)&m), "r"(c0), "r"(c1), "r"(src) : "memory"); }
+MLC_FN void mlc_bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+template <int N> MLC_FN void mlc_bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read %0;" :: "n"(N) : "memory"); }
+template <int N> MLC_FN void mlc_bulk_wait_all() { asm volatile("cp.async.bulk.wait_group %0;" :: "n"(N) : "memory"); }
 MLC_FN void mlc_tma_prefetch(const mlc_tmap &m) {
   asm volatile("prefetch.tensormap [%0];" :: "l"((unsigned long long)&m) : "memory"); }
 MLC_FN void mlc_mbar_wait(unsigned addr, int parity) {
@@ -548,7 +558,7 @@ struct mlc_gemm_wg {
 // Barriers after the ring: full[ST] (a stage's bytes) and empty[ST] (its
 // consumers' wgmmas done: one arrival a consumer that reads the stage).
 // Elsewhere than sm_90a threads 0..255 run mlc_gemm_tc on each tile in turn.
-template <class T, int BN_, int ST, bool AKM, bool BNK, long long M, long long N, long long K, int G>
+template <class T, int BN_, int ST, bool AKM, bool BNK, long long M, long long N, long long K, int G, bool TS = false>
 struct mlc_gemm_pp {
   static constexpr int BM = 128, BN = BN_, BK = 64, NT = 384;
   static constexpr bool CO = BN == 256; /* cooperative; else ping-pong */
@@ -560,8 +570,12 @@ struct mlc_gemm_pp {
   typedef mlc_gemm_tc<T, BM, BN, 32, 2, 4, 4, AKM, BNK, M, N, K> F; // the fallback
   // cooperative: each consumer stages its 64 x BN half for the epilogue (W::stage, W::drain) after the
   // ring, in rows of its own, or (SHARE: 4 stages, where two sets of rows do not fit) in the same rows in turn
-  static constexpr bool SHARE = CO && ST >= 4;
-  static constexpr int EPI = CO ? (SHARE ? 1 : 2) * 64 * W::CP * 2 : 0;
+  // TS (cooperative only, --cuda-gemm-tile=cs,ST): the stores by TMA from two 8 KiB buffers a consumer
+  // (64 x 64 subtiles, 128-byte swizzled: row r's 16-byte chunk q at q ^ (r % 8)), through tensor map mc
+  // over C, so that a consumer goes on to its next tile while the last subtiles are written out
+  static_assert(!TS || BN == 256, "mlc_gemm_pp: TMA stores only in the cooperative kernel");
+  static constexpr bool SHARE = CO && !TS && ST >= 4;
+  static constexpr int EPI = TS ? 2 * 2 * 8192 : CO ? (SHARE ? 1 : 2) * 64 * W::CP * 2 : 0;
   static constexpr int SMEM_PP = ST * STAGE + EPI + 16 * ST + 1024;
   static constexpr int SMEM = SMEM_PP > F::SMEM ? SMEM_PP : F::SMEM;
   // store the consumer's tile (tm, tn): d[h][4i + e] is row 64 h + 16 w + lane / 4 (+8 for e >= 2),
@@ -600,8 +614,43 @@ struct mlc_gemm_pp {
     mlc_wg_wait<1>();
     if (!first && lt == 0) mlc_mbar_arrive(empty + 8 * ((pos - 1) % ST));
   }
+  // TS: consumer c's half of tile (tm, tn), its accumulators d (as W::stage reads them), through
+  // f (the epilogue's program; rows past M and columns past N are zeros that the TMA store clips)
+  // into subtile buffers at buf, stored by its thread 0 (lt)
+  template <class E> static MLC_FN void store_tma(const E &e, const float *d, unsigned char *smraw, unsigned buf,
+                                                  const mlc_tmap &mc, int tm, int tn, int c, int lt) {
+    const int w = lt >> 5, lane = lt & 31, r0 = w * 16 + (lane >> 2);
+    const long long row0 = (long long)tm * BM + 64 * c;
+    unsigned char *gbuf = smraw + (buf - mlc_gemm_smem_u32(smraw));
+#pragma unroll
+    for (int q = 0; q < BN / 64; q++) {
+      // the store that last read this buffer (two subtiles ago, perhaps of the tile before) is done reading
+      if (lt == 0) mlc_bulk_wait_read<1>();
+      asm volatile("bar.sync %0, 128;" :: "r"(1 + c) : "memory");
+      const unsigned bo = (unsigned)(q & 1) * 8192;
+#pragma unroll
+      for (int ii = 0; ii < 8; ii++) {
+        const int i = 8 * q + ii;
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+          const int r = r0 + 8 * h;
+          const long long grow = row0 + r, gcol = (long long)tn * BN + 8 * i + 2 * (lane & 3);
+          const bool in = (M % BM == 0 || grow < M) && (N % BN == 0 || gcol < N);
+          const T a = from_f32<T>(in ? e.f(grow * N + gcol, gcol, d[4 * i + 2 * h]) : 0.f);
+          const T b = from_f32<T>(in ? e.f(grow * N + gcol + 1, gcol + 1, d[4 * i + 2 * h + 1]) : 0.f);
+          *(unsigned *)(gbuf + bo + r * 128 + ((ii ^ (r & 7)) << 4) + 4 * (lane & 3)) = (unsigned)a.x | (unsigned)b.x << 16;
+        }
+      }
+      mlc_fence_async_smem(); // this thread's writes, before the async proxy reads them
+      asm volatile("bar.sync %0, 128;" :: "r"(1 + c) : "memory");
+      if (lt == 0) {
+        mlc_tma_store2(buf + bo, mc, (int)(tn * BN + 64 * q), (int)row0);
+        mlc_bulk_commit();
+      }
+    }
+  }
   template <class E> static MLC_FN void run_e(const T *, const T *, const E &e, unsigned char *smraw, const mlc_tmap *ma,
-                                              const mlc_tmap *mb) {
+                                              const mlc_tmap *mb, const mlc_tmap *mc = nullptr) {
     const int tid = threadIdx.x, wg = tid >> 7;
     const unsigned s0 = (mlc_gemm_smem_u32(smraw) + 1023) & ~1023u, full = s0 + ST * STAGE + EPI, empty = full + 8 * ST;
     if (tid == 0) {
@@ -656,6 +705,10 @@ struct mlc_gemm_pp {
 #pragma unroll
         for (int j = 0; j < 128; j++) mlc_wg_fence_operand(d[j]);
         if (lt == 0) mlc_mbar_arrive(empty + 8 * ((pos - 1) % ST));
+        if constexpr (TS) {
+          store_tma(e, d, smraw, s0 + ST * STAGE + c * 16384, *mc, tm, tn, c, lt);
+          continue;
+        }
         // the epilogue through the staging rows (named barrier 1 + c: this consumer's 128 threads); shared
         // rows are taken in turn: consumer 0 once 1 has drained the tile before (barrier 3), 1 after 0 (4)
         if (SHARE && c == 0 && i > 0) asm volatile("bar.sync 3, 256;" ::: "memory");
@@ -667,6 +720,7 @@ struct mlc_gemm_pp {
         if (SHARE && c == 0) asm volatile("bar.arrive 4, 256;" ::: "memory");
         if (SHARE && c == 1 && i + 1 < nseq) asm volatile("bar.arrive 3, 256;" ::: "memory");
       }
+      if (TS && lt == 0) mlc_bulk_wait_all<0>(); /* the last stores complete before the block ends */
     } else {
       // this consumer's turn to issue a main loop (named barrier 1 + c), and the other's after it (2 - c)
       auto turn = [&]() { asm volatile("bar.sync %0, 256;" :: "r"(1 + c) : "memory"); };
@@ -704,7 +758,7 @@ struct mlc_gemm_pp {
   }
 #else
   template <class E> static MLC_FN void run_e(const T *A, const T *B, const E &e, unsigned char *sm, const mlc_tmap *,
-                                              const mlc_tmap *) {
+                                              const mlc_tmap *, const mlc_tmap * = nullptr) {
     if (threadIdx.x >= F::NT) return;
     for (int t = blockIdx.x; t < TILES; t += gridDim.x) {
       int tm, tn;
@@ -714,8 +768,9 @@ struct mlc_gemm_pp {
     }
   }
 #endif
-  static MLC_FN void run(const T *A, const T *B, T *C, unsigned char *sm, const mlc_tmap *ma, const mlc_tmap *mb) {
-    run_e(A, B, mlc_gemm_out<T>{C}, sm, ma, mb);
+  static MLC_FN void run(const T *A, const T *B, T *C, unsigned char *sm, const mlc_tmap *ma, const mlc_tmap *mb,
+                         const mlc_tmap *mc = nullptr) {
+    run_e(A, B, mlc_gemm_out<T>{C}, sm, ma, mb, mc);
   }
 };
 // f32: exact FMAs on the SIMT cores.  A 16 x 16 thread grid, each thread
