@@ -25,6 +25,7 @@
 static const struct option spirv_options[] = {
   {"spirv-attention", required_argument, 0, MLC_OPT_CODEGEN},
   {"spirv-emulate-coopmat", no_argument, 0, MLC_OPT_CODEGEN},
+  {"spirv-coopmat", required_argument, 0, MLC_OPT_CODEGEN},
   {"spirv-attention-rescale", required_argument, 0, MLC_OPT_CODEGEN},
   {"spirv-gemm-tile", required_argument, 0, MLC_OPT_CODEGEN},
   {0, 0, 0, 0},
@@ -97,6 +98,8 @@ static const mlc_driver_target targets[] = {
       "                        for devices that have them (default tiled: not yet run on NVIDIA's driver)\n"
       "      --spirv-emulate-coopmat  (spirv) the cooperative-matrix kernels with scalar FMAs in their\n"
       "                        place, on any device (to check them where there are none)\n"
+      "      --spirv-coopmat nv|khr  (spirv) the cooperative-matrix extension the kernels use (default\n"
+      "                        nv; khr: translated from the validated NV module, not yet run on a GPU)\n"
       "      --spirv-attention-rescale lazy|always  (spirv) when that attention rescales its output\n"
       "      --spirv-gemm-tile BMxBNxWMxWN[xBK[xSTAGES]]  (spirv) the cooperative-matrix GEMM's tile\n",
     .not_built = "this mlc was built without the SPIR-V target (configure with -DMLC_BACKEND_SPIRV=ON, which needs "

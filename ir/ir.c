@@ -162,6 +162,12 @@ bool mlc_options_set(mlc_options *o, const char *name, const char *value, char *
     o->spirv_emulate_coopmat = true;
     return !value;
   }
+  if (!strcmp(name, "spirv-coopmat")) {
+    bool ok = !strcmp(v, "nv") || !strcmp(v, "khr");
+    if (!ok) snprintf(err, errn, "--spirv-coopmat %s: expected nv (the default) or khr", v);
+    o->spirv_coopmat_khr = !strcmp(v, "khr");
+    return ok;
+  }
   if (!strcmp(name, "spirv-attention-rescale")) {
     bool ok = !strcmp(v, "always") || !strcmp(v, "lazy");
     if (!ok) snprintf(err, errn, "--spirv-attention-rescale %s: expected lazy (the default) or always", v);
@@ -273,9 +279,10 @@ void mlc_options_apply(mlc_program *p, const mlc_options *flags) {
 }
 
 void mlc_options_print(FILE *out, const mlc_options *o) {
-  fprintf(out, "options: --f32-matmul=%s --spirv-attention=%s%s --spirv-attention-rescale=%s --spirv-gemm-tile=",
+  fprintf(out, "options: --f32-matmul=%s --spirv-attention=%s%s%s --spirv-attention-rescale=%s --spirv-gemm-tile=",
           mlc_f32_matmul_name((mlc_f32_matmul)o->f32_matmul), o->spirv_attention_coopmat ? "coopmat" : "tiled",
-          o->spirv_emulate_coopmat ? " --spirv-emulate-coopmat" : "", o->spirv_rescale_always ? "always" : "lazy");
+          o->spirv_emulate_coopmat ? " --spirv-emulate-coopmat" : "", o->spirv_coopmat_khr ? " --spirv-coopmat=khr" : "",
+          o->spirv_rescale_always ? "always" : "lazy");
   if (!o->spirv_gemm_tile[0]) fprintf(out, "auto");
   for (int i = 0; i < 6 && o->spirv_gemm_tile[i]; i++) fprintf(out, "%s%d", i ? "x" : "", o->spirv_gemm_tile[i]);
   if (o->cuda_gemm_tile[0] < 0)

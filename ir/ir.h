@@ -239,6 +239,9 @@ typedef struct {
   bool spirv_emulate_coopmat;    /* --spirv-emulate-coopmat: the cooperative-matrix GEMM and attention
                                     forward with scalar FMAs in their place, on any device (their check
                                     on lavapipe) */
+  bool spirv_coopmat_khr;        /* --spirv-coopmat=khr: cooperative-matrix modules in their
+                                    SPV_KHR_cooperative_matrix form, translated from the validated NV
+                                    one (codegen/spirv/khr.h; default nv) */
   bool spirv_rescale_always;     /* --spirv-attention-rescale=always: that attention rescales its output at
                                     every block of keys (default lazy: when a row's max grew past 2^8) */
   int16_t spirv_gemm_tile[6];    /* --spirv-gemm-tile=BMxBNxWMxWN[xBK[xSTAGES]] for the cooperative-matrix

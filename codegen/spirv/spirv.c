@@ -13,6 +13,7 @@
 #include <xxhash.h>
 
 #include "codegen/spirv/emit.h"
+#include "codegen/spirv/khr.h"
 
 typedef bool (*emitter)(sv *s);
 
@@ -194,7 +195,8 @@ static mlc_status make(const mlc_program *p, const mlc_func *f, uint32_t i, cons
 /* Validates, optimises and validates again a module; *w is replaced by
  * the optimised words (or freed on failure).  A module that fails is a
  * bug in the emitters: MLC_INTERNAL. */
-static mlc_status finalize(const mlc_func *f, uint32_t i, const mlc_spirv_options *o, uint32_t **words, size_t *nwords) {
+static mlc_status finalize(const mlc_func *f, uint32_t i, const mlc_spirv_options *o, bool khr, uint32_t **words,
+                           size_t *nwords) {
   const mlc_node *n = &f->nodes[i];
   uint32_t *w = *words;
   size_t nw = *nwords;
@@ -219,6 +221,21 @@ static mlc_status finalize(const mlc_func *f, uint32_t i, const mlc_spirv_option
       return mlc_status_make(MLC_INTERNAL, "internal error: the optimised SPIR-V module of %s %%%u (%s) is invalid: %s",
                              f->name, i, mlc_ops[n->op].name, verr);
     }
+  }
+  if (khr && v13) { /* --spirv-coopmat=khr: the validated NV module, translated and checked (khr.h) */
+    uint32_t *kw;
+    size_t kn;
+    bool ok = mlc_spirv_nv_to_khr(w, nw, &kw, &kn, verr, sizeof verr);
+    free(w);
+    if (!ok)
+      return mlc_status_make(MLC_INTERNAL, "internal error: %s %%%u (%s): SPV_KHR_cooperative_matrix: %s", f->name, i,
+                             mlc_ops[n->op].name, verr);
+    if (!mlc_spirv_khr_check(kw, kn, verr, sizeof verr)) {
+      free(kw);
+      return mlc_status_make(MLC_INTERNAL, "internal error: the KHR SPIR-V module of %s %%%u (%s) is malformed: %s",
+                             f->name, i, mlc_ops[n->op].name, verr);
+    }
+    w = kw, nw = kn;
   }
   *words = w;
   *nwords = nw;
@@ -330,7 +347,7 @@ static mlc_status kernel_for(table *t, seen_set *ss, const mlc_program *p, const
     *out = UINT32_MAX;
     return NULL;
   }
-  mlc_status st = finalize(f, i, o, &w, &nw);
+  mlc_status st = finalize(f, i, o, p->opts.spirv_coopmat_khr, &w, &nw);
   if (st) {
     free(raw);
     return st;

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Every cooperative-matrix module mlc emits for the GEMM benches (f16; bf16
+# GEMMs have none: they keep the portable kernel) and for a small f16
+# MiniLLM with --spirv-attention=coopmat (GEMMs, fused GEMMs and the
+# attention forward), compiled with --spirv-coopmat=khr: each is KHR and
+# passes the translator's structural checks (test_spirv_khr check), and
+# there are as many as the NV build has.  mlc validated each one as NV with
+# spvValidate before translating it.
+# Usage: khr_models.sh MLC TEST_SPIRV_KHR ROOT WORKDIR
+set -euo pipefail
+mlc=$1 check=$2 root=$3 work=$4
+rm -rf "$work" && mkdir -p "$work"
+small=(-D vocab=512 -D dim=128 -D layers=2 -D heads=4 -D batch=2 -D seq=64 -D compute=f16 --spirv-attention=coopmat)
+fail=0
+coopmat_count() { # modules declaring a cooperative-matrix capability (NV 5357 or KHR 6022)
+  python3 - "$1" "$2" <<'PY'
+import glob, struct, sys
+n = 0
+for f in glob.glob(sys.argv[1] + "/*.spv"):
+    b = open(f, "rb").read(); w = struct.unpack("<%dI" % (len(b) // 4), b); i = 5
+    while i < len(w) and w[i] & 0xffff == 17:
+        n += w[i + 1] == int(sys.argv[2]); i += w[i] >> 16
+print(n)
+PY
+}
+for m in gemm_f16 gemm_bf16 minillm; do
+  case $m in minillm) src=$root/examples/minillm.mdl args=("${small[@]}") ;; *) src=$root/bench/$m.mdl args=() ;; esac
+  for form in nv khr; do
+    "$mlc" compile "$src" --target spirv --spirv-coopmat=$form "${args[@]}" -o "$work/$m-$form" > "$work/$m-$form.log" 2>&1 ||
+      { cat "$work/$m-$form.log"; exit 1; }
+  done
+  nv=$(coopmat_count "$work/$m-nv" 5357) khr=$(coopmat_count "$work/$m-khr" 6022)
+  out=$("$check" check "$work/$m-khr"/*.spv) || { echo "FAIL $m: $out"; fail=1; continue; }
+  want=1; [ $m = gemm_bf16 ] && want=0
+  if [ "$nv" = "$khr" ] && { [ "$khr" -gt 0 ] || [ $want = 0 ]; }; then
+    echo "ok   $m: $out; $nv NV modules in the default build"
+  else
+    echo "FAIL $m: $khr KHR modules, $nv NV ones"; fail=1
+  fi
+done
+[ $fail -eq 0 ]
