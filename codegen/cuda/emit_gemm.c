@@ -144,7 +144,7 @@ static bool gemm_rows_even(const gemm_desc *d) {
   return true;
 }
 
-static gemm_cfg gemm_pick(const gemm_desc *d, int x, bool fused, const mlc_options *o) {
+static gemm_cfg gemm_pick(const gemm_desc *d, int x, const mlc_options *o) {
   if (d->dt == MLC_DT_F32 && x) {
     /* wgmma from three quarters of a wave of 128 x 128 tiles (the MLP's 2000 x 1000: 128 tiles) */
     if (gemm_tiles(d, 128, 128) >= GEMM_SMS * 3 / 4)
@@ -162,12 +162,12 @@ static gemm_cfg gemm_pick(const gemm_desc *d, int x, bool fused, const mlc_optio
   if (gemm_rows_even(d)) {
     gemm_cfg w;
     if (wg_override(o, &w)) return w;
-    /* the persistent cooperative kernel (co,4) for a GEMM of its own with whole 128 x 256 tiles: on the
-     * H200 it was 1-6 % faster than the 128 x 256 kernel at 13 of the MiniLLM's 18 shapes, and slower
-     * with a bias epilogue and at ragged edges (bench/results/h200-2026-12-03f.md) */
-    if (d->N >= 256 && gemm_tiles(d, 128, 256) >= 2 * GEMM_SMS && !fused && mlc_gemm_batch(d) == 1 &&
-        d->M % 128 == 0 && d->N % 256 == 0)
-      return (gemm_cfg){.tc = true, .wg = true, .bm = 128, .bn = 256, .bk = 64, .wm = 2, .wn = 4, .st = 4, .lag = 1, .pp = true};
+    /* the persistent cooperative kernel with TMA stores (cs,4) wherever C's rows suit the store: on the H200
+     * it was 0-9 % faster than the 128 x 256 kernel at 16 of the MiniLLM's 18 shapes (bias epilogues and
+     * ragged edges included), level at the other two (bench/results/h200-2026-12-04.md) */
+    if (d->N >= 256 && d->N % 8 == 0 && gemm_tiles(d, 128, 256) >= 2 * GEMM_SMS && mlc_gemm_batch(d) == 1)
+      return (gemm_cfg){.tc = true, .wg = true, .bm = 128, .bn = 256, .bk = 64, .wm = 2, .wn = 4, .st = 4, .lag = 1, .pp = true,
+                        .ts = true};
     if (d->N >= 256 && gemm_tiles(d, 128, 256) >= 2 * GEMM_SMS)
       return (gemm_cfg){.tc = true, .wg = true, .bm = 128, .bn = 256, .bk = 64, .wm = 2, .wn = 4, .st = 4, .lag = 1};
     if (gemm_tiles(d, 128, 128) >= GEMM_SMS)
@@ -263,7 +263,7 @@ static void gemm_emit_one(cc *c, const gemm_desc *d, const gemm_cfg *g, const ml
     maps = cc_fmt(c, ", &%s, &%s", ma, mb);
   }
   gemm_cfg tsc;
-  if (g->pp && g->ts && !(tma && d->N % 8 == 0 && c->ntmap + 1 <= MLC_CUDA_MAX_TMAP)) { /* C not for a TMA store */
+  if (g->pp && g->ts && !(tma && d->N % 8 == 0 && c->n->type.dtype == d->dt && c->ntmap + 1 <= MLC_CUDA_MAX_TMAP)) { /* C not for a TMA store */
     tsc = *g;
     tsc.ts = false;
     g = &tsc;
@@ -350,7 +350,7 @@ bool cc_emit_gemm(cc *c) {
   mlc_fused_prog pr;
   bool fused;
   if (!cc_gemm_desc_node(c, &d, &pr, &fused)) return false;
-  gemm_cfg g = gemm_pick(&d, cc_f32_products(c), fused, &c->p->opts);
+  gemm_cfg g = gemm_pick(&d, cc_f32_products(c), &c->p->opts);
   gemm_emit_cfg(c, &d, &g, fused ? &pr : NULL, gemm_split(&d, &g, fused));
   return true;
 }
