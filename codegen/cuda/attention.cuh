@@ -624,34 +624,47 @@ MLC_FN void mlc_attn_bwd_q_simt(const T *g, const T *q, const T *k, const T *v, 
 }
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-// wgmma m64n128k16 with A from registers (four 16-bit pairs, mma.sync's A
-// fragment layout) and B from a shared-memory descriptor; f32 accumulators.
-template <bool BF> struct mlc_attn_wgr;
-template <> struct mlc_attn_wgr<true> {
+// wgmma m64nNk16 (N 128 or 64) with A from registers (four 16-bit pairs,
+// mma.sync's A fragment layout) and B from a shared-memory descriptor; f32
+// accumulators.
+template <bool BF, int N = 128> struct mlc_attn_wgr;
+template <> struct mlc_attn_wgr<true, 128> {
   template <int TB> static MLC_FN void mma(float *d, const unsigned *a, unsigned long long b) {
     asm volatile("{ .reg .pred p; setp.ne.b32 p, %69, 0; wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1, %70; }"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1), "n"(TB)); }
 };
-template <> struct mlc_attn_wgr<false> {
+template <> struct mlc_attn_wgr<false, 128> {
   template <int TB> static MLC_FN void mma(float *d, const unsigned *a, unsigned long long b) {
     asm volatile("{ .reg .pred p; setp.ne.b32 p, %69, 0; wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1, %70; }"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1), "n"(TB)); }
 };
+template <> struct mlc_attn_wgr<true, 64> {
+  template <int TB> static MLC_FN void mma(float *d, const unsigned *a, unsigned long long b) {
+    asm volatile("{ .reg .pred p; setp.ne.b32 p, %37, 0; wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, %38; }"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1), "n"(TB)); }
+};
+template <> struct mlc_attn_wgr<false, 64> {
+  template <int TB> static MLC_FN void mma(float *d, const unsigned *a, unsigned long long b) {
+    asm volatile("{ .reg .pred p; setp.ne.b32 p, %37, 0; wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, %38; }"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1), "n"(TB)); }
+};
 #endif
-// Forward on Hopper's wgmma (sm_90a; 16-bit T, D == 128; MODE 0 or 2 as
+// Forward on Hopper's wgmma (sm_90a; 16-bit T, D 128 or 64; MODE 0 or 2 as
 // mlc_attn_fwd_tc's; causal: each block stops at its diagonal, the last
 // tiles first).  A block is 128 query rows of one (batch, head): two
 // consumer warpgroups of 64 rows and a producer warpgroup (384 threads; the
 // producer gives up registers by setmaxnreg, the consumers take them).  One
 // producer thread loads q, then keys and values 128 at a time into an
 // NS-stage ring by TMA (tensor maps mq, mk, mv: boxes of 64 columns x 128
-// rows x 1 of [BH][S][D], or packed of [b][S][3 H D]), each stage's bytes
+// rows x 1 of [BH][S][D], or packed of [b][S][3 H D]; D / 64 a tile), each stage's bytes
 // counted on its mbarrier, and refills a stage once both consumers have
 // released it: the consumers never wait on each other.  Rows past S read
 // as zeros (the map's bounds).  Tiles lie in
-// 128-byte-swizzled shared memory: each 128 x 128 tile is two 64-column
+// 128-byte-swizzled shared memory: each 128 x D tile is D / 64 64-column
 // blocks of 128 rows x 128 bytes (a 16-byte chunk c of row r at block
 // c / 8, r * 128, swizzled by r % 8), which is q's and k's K-major layout
 // for S = q k^T and, read the other way, v's MN-major one for o += p v.
@@ -660,8 +673,8 @@ template <> struct mlc_attn_wgr<false> {
 // softmax in base 2 as mlc_attn_fwd_tc's.
 // Elsewhere than sm_90a the same launch runs mlc_attn_fwd_tc with 8 warps
 // of one row tile, keys 64 at a time (the producer warpgroup returns).
-// Shared memory: (1 + 2 NS) x 32 KiB, the barriers, 1 KiB of alignment
-// (MLC_ATTN_WG_SMEM in emit_attention.c).
+// Shared memory: (1 + 2 NS) x D / 4 KiB, the barriers, 1 KiB of alignment
+// (attn_wg_smem in emit_attention.c).
 // Rows [r0, r0 + R) of 128 16-bit columns (rows RS elements apart, rows
 // past S zero) into that layout by NTH threads: two 64-column blocks of R
 // rows x 128 bytes, block 1 at R * 128 bytes.
@@ -674,14 +687,14 @@ MLC_FN void mlc_attn_ldsw(unsigned base, const unsigned short *g, int r0, int ti
     mlc_attn_cp16(base + (c >> 3) * (R * 128) + r * 128 + (((c & 7) ^ (r & 7)) << 4), g + (size_t)(ok ? gr : 0) * RS + c * 8, ok);
   }
 }
-template <class T, int NS, int BH, int SQ, int SK, int CAUSAL, int MODE, int H = 0>
+template <class T, int D, int NS, int BH, int SQ, int SK, int CAUSAL, int MODE, int H = 0>
 MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T *g, float *stats, float *dq, float sl2,
                             const mlc_tmap &mq, const mlc_tmap &mk, const mlc_tmap &mv) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  constexpr int D = 128, BM = 128, BKV = 128, TILE = 32768, RSO = H ? H * D : D;
+  constexpr int BM = 128, BKV = 128, TILE = BM * D * 2, NB = D / 64, RSO = H ? H * D : D;
   constexpr int NT = (SQ + BM - 1) / BM, NKB = (SK + BKV - 1) / BKV;
   constexpr bool BF = mlc_attn_isbf<T>::v;
-  static_assert(MODE != 1 && (H == 0 || SQ == SK), "attention tile");
+  static_assert(MODE != 1 && (H == 0 || SQ == SK) && (D == 64 || D == 128), "attention tile");
   (void)g, (void)dq;
   int tile, bh;
   if (CAUSAL) { tile = NT - 1 - (int)(blockIdx.x / BH); bh = (int)(blockIdx.x % BH); }
@@ -713,18 +726,19 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
       const int z = H ? bh / HH : bh, qc = H ? (bh % HH) * D : 0, kc = H ? H * D + qc : 0, vc = H ? 2 * H * D + qc : 0;
       mlc_tma_prefetch(mq), mlc_tma_prefetch(mk), mlc_tma_prefetch(mv);
       mlc_mbar_expect_tx(qbar, TILE);
-      mlc_tma_load3(sQ, mq, qc, m0, z, qbar);
-      mlc_tma_load3(sQ + TILE / 2, mq, qc + 64, m0, z, qbar);
+#pragma unroll
+      for (int c = 0; c < NB; c++) mlc_tma_load3(sQ + c * 16384, mq, qc + 64 * c, m0, z, qbar);
 #pragma unroll 1
       for (int j = 0; j < nkb; j++) {
         const int b = j % NS;
         if (j >= NS) mlc_mbar_wait(empty(b), ((j / NS) - 1) & 1);
 #ifndef MLC_ATTN_PROBE_NOLOAD /* bench/attn_probe.sh: the consumers' speed without the loads */
         mlc_mbar_expect_tx(full(b), 2 * TILE);
-        mlc_tma_load3(sK(b), mk, kc, j * BKV, z, full(b));
-        mlc_tma_load3(sK(b) + TILE / 2, mk, kc + 64, j * BKV, z, full(b));
-        mlc_tma_load3(sV(b), mv, vc, j * BKV, z, full(b));
-        mlc_tma_load3(sV(b) + TILE / 2, mv, vc + 64, j * BKV, z, full(b));
+#pragma unroll
+        for (int c = 0; c < NB; c++) {
+          mlc_tma_load3(sK(b) + c * 16384, mk, kc + 64 * c, j * BKV, z, full(b));
+          mlc_tma_load3(sV(b) + c * 16384, mv, vc + 64 * c, j * BKV, z, full(b));
+        }
 #else
         mlc_mbar_arrive(full(b));
 #endif
@@ -736,10 +750,11 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
   // Two consumer warpgroups of 64 rows.  Block j's S = q k^T is issued
   // before block j - 1's o += p v, and its softmax runs while that product
   // does; o is rescaled once that product is done.
-  float o[64], s[64], mrow[2] = {-MLC_INF, -MLC_INF}, lrow[2] = {0.f, 0.f}, corr[2] = {1.f, 1.f};
+  constexpr int NO = D / 2; /* o's accumulators a thread */
+  float o[NO], s[64], mrow[2] = {-MLC_INF, -MLC_INF}, lrow[2] = {0.f, 0.f}, corr[2] = {1.f, 1.f};
   unsigned pa[8][4];
 #pragma unroll
-  for (int i = 0; i < 64; i++) { o[i] = 0.f; mlc_wg_fence_operand(o[i]); }
+  for (int i = 0; i < NO; i++) { o[i] = 0.f; mlc_wg_fence_operand(o[i]); }
   // scores of block j into s (issued, not waited for)
   auto issue_s = [&](int j) {
     const int b = j % NS;
@@ -804,7 +819,7 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
   // o *= corr, and p (s as the A operand of p v: keys 16 kk .. 16 kk + 15)
   auto rescale_pack = [&]() {
 #pragma unroll
-    for (int i = 0; i < 16; i++) {
+    for (int i = 0; i < NO / 4; i++) {
       o[4 * i] *= corr[0]; o[4 * i + 1] *= corr[0]; o[4 * i + 2] *= corr[1]; o[4 * i + 3] *= corr[1];
     }
 #pragma unroll
@@ -815,10 +830,10 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
   // o += p v for block j (issued)
   auto issue_pv = [&](int j) {
 #pragma unroll
-    for (int i = 0; i < 64; i++) mlc_wg_fence_operand(o[i]);
+    for (int i = 0; i < NO; i++) mlc_wg_fence_operand(o[i]);
     mlc_wg_fence();
 #pragma unroll
-    for (int kk = 0; kk < 8; kk++) mlc_attn_wgr<BF>::template mma<1>(o, pa[kk], mlc_wg_desc(sV(j % NS) + kk * 2048, 16384));
+    for (int kk = 0; kk < 8; kk++) mlc_attn_wgr<BF, D>::template mma<1>(o, pa[kk], mlc_wg_desc(sV(j % NS) + kk * 2048, 16384));
     mlc_wg_commit();
   };
   // Ping-pong: the warpgroups take turns to issue their products (named
@@ -854,7 +869,7 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
     softmax(j + 1);
     mlc_wg_wait<0>();
 #pragma unroll
-    for (int i = 0; i < 64; i++) mlc_wg_fence_operand(o[i]);
+    for (int i = 0; i < NO; i++) mlc_wg_fence_operand(o[i]);
     mlc_mbar_arrive(empty(j % NS));
     rescale_pack();
   }
@@ -863,7 +878,7 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
   pass(true);
   mlc_wg_wait<0>();
 #pragma unroll
-  for (int i = 0; i < 64; i++) mlc_wg_fence_operand(o[i]);
+  for (int i = 0; i < NO; i++) mlc_wg_fence_operand(o[i]);
   // o[4i + e]: row r0 (+8 for e >= 2), column 8i + 2 tq (+1 for odd e)
 #pragma unroll
   for (int r = 0; r < 2; r++) {
@@ -874,14 +889,14 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
     if (row < SQ) {
       unsigned *orow = (unsigned *)(out + mlc_attn_row<H, SQ, D, RSO>(bh, row));
 #pragma unroll
-      for (int i = 0; i < 16; i++) orow[i * 4 + tq] = mlc_attn_pack<BF>(o[4 * i + 2 * r] * inv, o[4 * i + 2 * r + 1] * inv);
+      for (int i = 0; i < NO / 4; i++) orow[i * 4 + tq] = mlc_attn_pack<BF>(o[4 * i + 2 * r] * inv, o[4 * i + 2 * r + 1] * inv);
       if (MODE == 2 && tq == 0) stats[(size_t)bh * SQ + row] = mrow[r] + log2f(lrow[r]);
     }
   }
 #else
   (void)mq, (void)mk, (void)mv;
   if (threadIdx.x >= 256) return; /* the producer warpgroup of the sm_90a kernel */
-  mlc_attn_fwd_tc<T, 128, 8, 1, 64, BH, SQ, SK, CAUSAL, MODE, H>(q, k, v, out, g, stats, dq, sl2);
+  mlc_attn_fwd_tc<T, D, 8, 1, 64, BH, SQ, SK, CAUSAL, MODE, H>(q, k, v, out, g, stats, dq, sl2);
 #endif
 }
 

@@ -12,9 +12,10 @@
  * (causal: 64; cp.async, double-buffered); S = q k^T and o += p v on the
  * tensor cores (mma.sync m16n8k16, f32 accumulators), the online softmax in
  * registers in base 2.  Causal tiles stop at their diagonal.  Head dim 128
- * on sm_90a: mlc_attn_fwd_wg instead (wgmma, a producer warpgroup feeding a
- * 3-stage cp.async/mbarrier ring, two consumer warpgroups of 64 rows taking
- * turns, each issuing the next block's q k^T before this block's softmax).
+ * or 64 on sm_90a: mlc_attn_fwd_wg instead (wgmma, a producer warpgroup
+ * feeding a 3-stage TMA/mbarrier ring, two consumer warpgroups of 64 rows
+ * taking turns, each issuing the next block's q k^T before this block's
+ * softmax).
  * Everything else (f32, other head dims): a warp per query row, exact f32.
  *
  * attention_save(q, k, v) (passes/attnsave.c): the forward, also writing
@@ -69,9 +70,9 @@
 #ifndef MLC_ATTN_FWD_BK
 #define MLC_ATTN_FWD_BK 32
 #endif
-/* Head dim 128: the wgmma forward on sm_90a (mlc_attn_fwd_wg: two
+/* Head dim 128 or 64: the wgmma forward on sm_90a (mlc_attn_fwd_wg: two
  * consumer warpgroups and a producer; its shared memory: q and
- * MLC_ATTN_WG_STAGES stages of k and v, 128 x 128 each, the stages'
+ * MLC_ATTN_WG_STAGES stages of k and v, 128 x D each, the stages'
  * mbarriers, aligned to 1 KiB).  -DMLC_ATTN_FWD_WG=0 turns it off, to
  * compare. */
 #ifndef MLC_ATTN_FWD_WG
@@ -80,7 +81,7 @@
 #ifndef MLC_ATTN_WG_STAGES
 #define MLC_ATTN_WG_STAGES 3
 #endif
-#define MLC_ATTN_WG_SMEM ((1 + 2 * MLC_ATTN_WG_STAGES) * 32768 + 16 * MLC_ATTN_WG_STAGES + 8 + 1024)
+static uint32_t attn_wg_smem(int64_t d) { return (uint32_t)((1 + 2 * MLC_ATTN_WG_STAGES) * 256 * d + 16 * MLC_ATTN_WG_STAGES + 8 + 1024); }
 typedef struct { int64_t w, mt, bk; } fwd_tile;
 static fwd_tile fwd_tile_of(bool causal) {
   if (causal) return (fwd_tile){4, 1, 64};
@@ -130,7 +131,7 @@ static void bwd_x(cc *c, int x, int64_t D, int64_t BH, int64_t S, int causal, in
  * H > 0: packed (heads H). */
 static void fwd_tc(cc *c, const char *T, int64_t D, int64_t BH, int64_t SQ, int64_t SK, int causal, int mode, int64_t H,
                    const char *args, double scale) {
-  if (MLC_ATTN_FWD_WG && D == 128 && mode != 1) { /* mlc_attn_fwd_wg: 128 rows, 384 threads */
+  if (MLC_ATTN_FWD_WG && (D == 128 || D == 64) && mode != 1) { /* mlc_attn_fwd_wg: 128 rows, 384 threads */
     /* its loads' tensor maps: q, k, v of [BH][S][D], or all three of packed [b][S][3 H D] */
     const uint32_t box[3] = {64, 128, 1};
     const char *tm[3];
@@ -139,9 +140,9 @@ static void fwd_tc(cc *c, const char *T, int64_t D, int64_t BH, int64_t SQ, int6
       const uint64_t dim[3] = {(uint64_t)cols, (uint64_t)s, (uint64_t)z}, stride[2] = {(uint64_t)(2 * cols), (uint64_t)(2 * cols * s)};
       tm[i] = cc_tmap(c, H ? 0 : i, 0, 3, 2, dim, stride, box, 128);
     }
-    cc_begin(c, (uint64_t)(BH * cc_ceil_div(SQ, 128)), 384, MLC_ATTN_WG_SMEM);
-    cc_printf(c, "  mlc_attn_fwd_wg<%s, %d, %lld, %lld, %lld, %d, %d, %lld>(%s, %s, %s, %s, %s);\n", T, MLC_ATTN_WG_STAGES,
-              (long long)BH, (long long)SQ, (long long)SK, causal, mode, (long long)H, args,
+    cc_begin(c, (uint64_t)(BH * cc_ceil_div(SQ, 128)), 384, attn_wg_smem(D));
+    cc_printf(c, "  mlc_attn_fwd_wg<%s, %lld, %d, %lld, %lld, %lld, %d, %d, %lld>(%s, %s, %s, %s, %s);\n", T, (long long)D,
+              MLC_ATTN_WG_STAGES, (long long)BH, (long long)SQ, (long long)SK, causal, mode, (long long)H, args,
               cc_flit(c, scale * 1.4426950408889634), tm[0], tm[1], tm[2]);
     cc_end(c);
     return;

@@ -488,6 +488,15 @@ CASES = [
          {"q": (-3, 3), "k": (-3, 3)}),
     Case("mha_bf16_d128", "x: bf16[2, 200, 256]", "cast(attn(x, x, x), f32)", mha_ref(False), LOW,
          members="attn = MultiheadAttention(256, 2, dtype=bf16)"),
+    # head dim 64 on the same wgmma forward: causal and cross, lengths off its blocks, f16 and bf16, and packed
+    Case("attention_f16_d64_causal", "q: f16[2, 2, 333, 64], k: f16[2, 2, 333, 64], v: f16[2, 2, 333, 64]",
+         "cast(attention(q, k, v, causal=true), f32)", lambda I, P: f16(attn_ref(I["q"], I["k"], I["v"], 0.125, True)), LOW,
+         {"q": (-3, 3), "k": (-3, 3)}),
+    Case("attention_bf16_d64_cross", "q: bf16[1, 3, 260, 64], k: bf16[1, 3, 129, 64], v: bf16[1, 3, 129, 64]",
+         "cast(attention(q, k, v), f32)", lambda I, P: bf16(attn_ref(I["q"], I["k"], I["v"], 0.125, False)), LOW,
+         {"q": (-3, 3), "k": (-3, 3)}),
+    Case("mha_bf16_d64_causal", "x: bf16[2, 300, 128]", "cast(attn(x, x, x), f32)", mha_ref(True), LOW,
+         members="attn = MultiheadAttention(128, 2, causal=true, dtype=bf16)"),
     # MultiheadAttention in bf16: on CUDA the attnsave pass reads q, k, v from the in-projection as they lie
     Case("mha_bf16", "x: bf16[2, 40, 64]", "cast(attn(x, x, x), f32)", mha_ref(False), LOW,
          members="attn = MultiheadAttention(64, 2, dtype=bf16)"),
