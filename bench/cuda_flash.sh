@@ -29,7 +29,7 @@ check)
     timeout 200 python3 tests/ops/opcheck.py ops --target cuda --jobs 16 --opcheck $opcheck --work /tmp/ops-$kw -k $kw || rc=1
   done > "$out/ops.log" 2>&1
   grep -E "^FAIL|cases passed" "$out/ops.log"
-  for c in "s=333 causal=true" "s=300 causal=false"; do
+  for c in "s=333 causal=true" "s=300 causal=false" "s=333 causal=true d=64"; do
     l=${c// /_}
     timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 $mlc train bench/attention_bf16.mdl --target cuda \
       --steps 1 b=1 h=2 $c > "$out/memcheck_$l.log" 2>&1 || rc=1
