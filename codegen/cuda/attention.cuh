@@ -900,7 +900,7 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
 #endif
 }
 
-// The gradient's main pass on Hopper's wgmma (sm_90a; 16-bit T, D == 128;
+// The gradient's main pass on Hopper's wgmma (sm_90a; 16-bit T, D 128 or 64;
 // arguments as mlc_attn_bwd_tc's, whose launch it shares: a block per 128
 // keys of one (batch, head), 256 threads).  Warpgroup wg owns keys
 // j0 + 64 wg .. + 63 and walks the query rows 64 at a time (causal: from
@@ -915,20 +915,22 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
 //   are the A operands of dV += P^T dO and dK += dS^T q (m64n128, B = dO
 //   and q read MN-major), issued before dS^T is stored, swizzled, as a
 //   [128 keys][64 queries] tile;
-//   dq[64 rows] += dS k: warpgroup wg takes columns 64 wg .. + 63, A = that
-//   tile read MN-major (transposed), B = k's column block wg; f32 red.v4
-//   into dq's accumulator, as mlc_attn_bwd_tc's.
-// dK and dV stay in registers (64 + 64 a thread) until the end.
-// Shared memory: k, v 32 KiB each, dS^T 16 KiB, q and dO 3 x 16 KiB each
-// (loaded two tiles ahead), lse2 and D 1.5 KiB, 4 mbarriers, aligned to
-// 1 KiB (MLC_ATTN_BWD_WG_SMEM in emit_attention.c).
-template <class T, int BH, int S, int CAUSAL, int H = 0>
+//   dq[64 rows] += dS k: warpgroup wg takes columns 64 wg .. + 63 (head dim
+//   64: warpgroup 0 alone), A = that tile read MN-major (transposed), B =
+//   k's column block wg; f32 red.v4 into dq's accumulator, as
+//   mlc_attn_bwd_tc's.
+// dK and dV stay in registers (D / 2 + D / 2 a thread) until the end.
+// Shared memory: k, v D / 4 KiB each, dS^T 16 KiB, q and dO 3 x D / 8 KiB
+// each (loaded two tiles ahead), lse2 and D 1.5 KiB, 4 mbarriers, aligned
+// to 1 KiB (attn_bwd_wg_smem in emit_attention.c).
+template <class T, int D, int BH, int S, int CAUSAL, int H = 0>
 MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *out, const float *lse2, const float *dsum,
                             float *dq, float scale, float sl2, const mlc_tmap &mq, const mlc_tmap &mk, const mlc_tmap &mv,
                             const mlc_tmap &mg, const mlc_tmap &ml, const mlc_tmap &md) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  constexpr int D = 128, BN = 128, BQ = 64, NJ = (S + BN - 1) / BN, NI = (S + BQ - 1) / BQ;
-  constexpr int KT = BN * D * 2, QT = BQ * D * 2, ST = BN * BQ * 2;
+  constexpr int BN = 128, BQ = 64, NJ = (S + BN - 1) / BN, NI = (S + BQ - 1) / BQ, NC = D / 64 /* 64-column blocks */;
+  constexpr int KT = BN * D * 2, QT = BQ * D * 2, ST = BN * BQ * 2, NA = D / 2 /* dk's and dv's accumulators a thread */;
+  static_assert(D == 64 || D == 128, "attention_grad tile");
   constexpr bool BF = mlc_attn_isbf<T>::v;
   int jt, bh;
   if (CAUSAL) { jt = (int)(blockIdx.x / BH); bh = (int)(blockIdx.x % BH); }
@@ -960,9 +962,9 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
     const unsigned fb = bar + 8 * b;
     mlc_mbar_expect_tx(fb, 2 * QT + (LT ? 2 * BQ * 4 : 0));
 #pragma unroll
-    for (int h = 0; h < 2; h++) {
-      mlc_tma_load3(sQ(b) + h * (QT / 2), mq, hc + 64 * h, it * BQ, z, fb);
-      mlc_tma_load3(sG(b) + h * (QT / 2), mg, hc + 64 * h, it * BQ, z, fb);
+    for (int h = 0; h < NC; h++) {
+      mlc_tma_load3(sQ(b) + h * (BQ * 128), mq, hc + 64 * h, it * BQ, z, fb);
+      mlc_tma_load3(sG(b) + h * (BQ * 128), mg, hc + 64 * h, it * BQ, z, fb);
     }
     if (LT) {
       mlc_tma_load1(sL + 4 * (b * 2 * BQ), ml, bh * S + it * BQ, fb);
@@ -981,14 +983,14 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
     mlc_mbar_init(kvbar, 1);
     mlc_mbar_fence_init();
     mlc_tma_prefetch(mq), mlc_tma_prefetch(mk), mlc_tma_prefetch(mv), mlc_tma_prefetch(mg);
-    /* k and v: 128 rows each as two 64-column blocks, each loaded as two boxes of 64 rows */
+    /* k and v: 128 rows each as D / 64 64-column blocks, each loaded as two boxes of 64 rows */
     mlc_mbar_expect_tx(kvbar, 2 * KT);
 #pragma unroll
-    for (int h = 0; h < 2; h++)
+    for (int h = 0; h < NC; h++)
 #pragma unroll
       for (int p = 0; p < 2; p++) {
-        mlc_tma_load3(sK + h * (KT / 2) + p * (KT / 4), mk, kc + 64 * h, j0 + 64 * p, z, kvbar);
-        mlc_tma_load3(sV + h * (KT / 2) + p * (KT / 4), mv, vc + 64 * h, j0 + 64 * p, z, kvbar);
+        mlc_tma_load3(sK + h * (BN * 128) + p * 8192, mk, kc + 64 * h, j0 + 64 * p, z, kvbar);
+        mlc_tma_load3(sV + h * (BN * 128) + p * 8192, mv, vc + 64 * h, j0 + 64 * p, z, kvbar);
       }
     load(ib, 0);
     load(ib + 1, 1);
@@ -997,9 +999,9 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
   load_l(ib, 0);
   load_l(ib + 1, 1);
   mlc_mbar_wait(kvbar, 0);
-  float dk[64], dv[64];
+  float dk[NA], dv[NA];
 #pragma unroll
-  for (int i = 0; i < 64; i++) dk[i] = dv[i] = 0.f;
+  for (int i = 0; i < NA; i++) dk[i] = dv[i] = 0.f;
   const int kl = wg * 64 + w * 16 + gq, ka = j0 + kl; /* this thread's keys: ka, ka + 8 (kl, kl + 8 in the block) */
 #pragma unroll 1
   for (int it = ib; it < NI; it++) {
@@ -1043,12 +1045,12 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
         sa[kk][r] = mlc_attn_pack<BF>(dp[8 * kk + 2 * r], dp[8 * kk + 2 * r + 1]);
       }
 #pragma unroll
-    for (int i = 0; i < 64; i++) { mlc_wg_fence_operand(dv[i]); mlc_wg_fence_operand(dk[i]); }
+    for (int i = 0; i < NA; i++) { mlc_wg_fence_operand(dv[i]); mlc_wg_fence_operand(dk[i]); }
     mlc_wg_fence();
 #pragma unroll
-    for (int kk = 0; kk < 4; kk++) mlc_attn_wgr<BF>::template mma<1>(dv, pa[kk], mlc_wg_desc(sG(buf) + kk * 2048, BQ * 128));
+    for (int kk = 0; kk < 4; kk++) mlc_attn_wgr<BF, D>::template mma<1>(dv, pa[kk], mlc_wg_desc(sG(buf) + kk * 2048, BQ * 128));
 #pragma unroll
-    for (int kk = 0; kk < 4; kk++) mlc_attn_wgr<BF>::template mma<1>(dk, sa[kk], mlc_wg_desc(sQ(buf) + kk * 2048, BQ * 128));
+    for (int kk = 0; kk < 4; kk++) mlc_attn_wgr<BF, D>::template mma<1>(dk, sa[kk], mlc_wg_desc(sQ(buf) + kk * 2048, BQ * 128));
     mlc_wg_commit();
     // dS^T into [128 keys][64 queries], row kl at kl * 128, its 16-byte chunk c at c ^ (kl % 8)
 #pragma unroll
@@ -1060,6 +1062,12 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
       }
     mlc_fence_async_smem();
     __syncthreads(); /* both warpgroups' dS^T stored */
+    if (D == 64 && wg == 1) { /* head dim 64: warpgroup 0 takes all of dq's 64 columns */
+      mlc_wg_wait<0>();
+#pragma unroll
+      for (int i = 0; i < NA; i++) { mlc_wg_fence_operand(dv[i]); mlc_wg_fence_operand(dk[i]); }
+      continue;
+    }
     float dqa[32];
 #pragma unroll
     for (int i = 0; i < 32; i++) { dqa[i] = 0.f; mlc_wg_fence_operand(dqa[i]); }
@@ -1072,7 +1080,7 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
 #pragma unroll
     for (int i = 0; i < 32; i++) mlc_wg_fence_operand(dqa[i]);
 #pragma unroll
-    for (int i = 0; i < 64; i++) { mlc_wg_fence_operand(dv[i]); mlc_wg_fence_operand(dk[i]); }
+    for (int i = 0; i < NA; i++) { mlc_wg_fence_operand(dv[i]); mlc_wg_fence_operand(dk[i]); }
     { /* dqa[4t + e]: query i0 + 16 w + gq (+8 for e >= 2), column 64 wg + 8t + 2 tq (+1 for odd e); lane pairs
          swap halves so that each adds 4 columns of one row (red.v4) */
       const bool odd = tq & 1;
@@ -1093,7 +1101,7 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
     if (ka + r * 8 < S) mlc_attn_store_dkv<T, D, BH, S, H>(out, bh, ka + r * 8, r, tq, dk, dv, scale);
 #else
   (void)mq, (void)mk, (void)mv, (void)mg, (void)ml, (void)md;
-  mlc_attn_bwd_tc<T, 128, 8, 64, BH, S, CAUSAL, H>(g, q, k, v, out, lse2, dsum, dq, scale, sl2);
+  mlc_attn_bwd_tc<T, D, 8, 64, BH, S, CAUSAL, H>(g, q, k, v, out, lse2, dsum, dq, scale, sl2);
 #endif
 }
 

@@ -31,8 +31,8 @@
  *      the query rows 64 at a time, S and dP again, P, dS; dk and dv summed
  *      in registers and stored, dq summed by f32 atomics into scratch
  *      (red.global.add.v4 on sm_90, scalar atomicAdd before); head dim 128
- *      on sm_90a: the same on wgmma (mlc_attn_bwd_wg: two warpgroups of 64
- *      keys, q and dO three tiles deep).  Otherwise: a warp per key row
+ *      or 64 on sm_90a: the same on wgmma (mlc_attn_bwd_wg: two warpgroups
+ *      of 64 keys, q and dO three tiles deep).  Otherwise: a warp per key row
  *      (dk, dv);
  *   2. tensor cores: dq's accumulator times scale, converted; otherwise a
  *      warp per query row computes dq.
@@ -162,14 +162,14 @@ static void fwd_tc(cc *c, const char *T, int64_t D, int64_t BH, int64_t SQ, int6
 #ifndef MLC_ATTN_BWD_BQ
 #define MLC_ATTN_BWD_BQ 64
 #endif
-/* Head dim 128: the gradient's main pass on wgmma (mlc_attn_bwd_wg; its
- * shared memory: k, v 128 x 128, dS^T 128 x 64, three buffers each of q,
- * dO 64 x 128, lse2 and D, aligned to 1 KiB).  -DMLC_ATTN_BWD_WG=0 turns
- * it off, to compare. */
+/* Head dim 128 or 64: the gradient's main pass on wgmma (mlc_attn_bwd_wg;
+ * its shared memory: k, v 128 x D, dS^T 128 x 64, three buffers each of q,
+ * dO 64 x D, lse2 and D, aligned to 1 KiB).  -DMLC_ATTN_BWD_WG=0 turns it
+ * off, to compare. */
 #ifndef MLC_ATTN_BWD_WG
 #define MLC_ATTN_BWD_WG 1
 #endif
-#define MLC_ATTN_BWD_WG_SMEM (2 * 32768 + 16384 + 6 * 16384 + 1536 + 32 + 1024)
+static int64_t attn_bwd_wg_smem(int64_t d) { return 2 * 256 * d + 16384 + 6 * 128 * d + 1536 + 32 + 1024; }
 
 /* Where a kernel's f32 vector lies, for its tensor map: `off` bytes into
  * input `arg` or into scratch (MLC_CUDA_TMAP_SCRATCH). */
@@ -188,8 +188,8 @@ static void bwd_tc(cc *c, const char *T, int64_t D, int64_t BH, int64_t S, int c
   int64_t smem = 2 * (2 * BN * LD + 4 * BQ * LD + BN * (BQ + 8)) + 4 * 4 * BQ;
   const char *sc = cc_flit(c, scale);
   /* mlc_attn_bwd_wg shares mlc_attn_bwd_tc's launch at W = 8, BQ = 64 (its fallback off sm_90a) */
-  bool wg = MLC_ATTN_BWD_WG && D == 128 && W == 8 && BQ == 64;
-  if (wg && smem < MLC_ATTN_BWD_WG_SMEM) smem = MLC_ATTN_BWD_WG_SMEM;
+  bool wg = MLC_ATTN_BWD_WG && (D == 128 || D == 64) && W == 8 && BQ == 64;
+  if (wg && smem < attn_bwd_wg_smem(D)) smem = attn_bwd_wg_smem(D);
   const char *tm[6];
   if (wg) { /* its loads' tensor maps: q, k, v, dO as [BH][S][D] (packed: [b][S][3 H D] and [b][S][H D]), lse2 and D flat */
     const uint32_t box[3] = {64, 64, 1};
@@ -207,8 +207,8 @@ static void bwd_tc(cc *c, const char *T, int64_t D, int64_t BH, int64_t S, int c
   }
   cc_begin(c, (uint64_t)(BH * cc_ceil_div(S, BN)), (uint32_t)(32 * W), (uint32_t)smem);
   if (wg)
-    cc_printf(c, "  mlc_attn_bwd_wg<%s, %lld, %lld, %d, %lld>(%s, out, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s);\n", T,
-              (long long)BH, (long long)S, causal, (long long)H, args, lse2, dsum, dq, sc,
+    cc_printf(c, "  mlc_attn_bwd_wg<%s, %lld, %lld, %lld, %d, %lld>(%s, out, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s);\n", T,
+              (long long)D, (long long)BH, (long long)S, causal, (long long)H, args, lse2, dsum, dq, sc,
               cc_flit(c, scale * 1.4426950408889634), tm[0], tm[1], tm[2], tm[3], tm[4], tm[5]);
   else
     cc_printf(c, "  mlc_attn_bwd_tc<%s, %lld, %lld, %lld, %lld, %lld, %d, %lld>(%s, out, %s, %s, %s, %s, %s);\n", T,
