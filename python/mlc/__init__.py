@@ -225,6 +225,8 @@ class Model:
         lib.mlc_status_code_name.argtypes = [ctypes.c_int]
         lib.mlc_status_free.restype = None
         lib.mlc_status_free.argtypes = [ctypes.c_void_p]
+        lib.mlc_runtime_version.restype, lib.mlc_runtime_version.argtypes = ctypes.c_int, []
+        self.runtime_version = int(lib.mlc_runtime_version())  # MLC_VERSION_NUMBER: 200 is 0.2.0
         P = ctypes.c_void_p
         for fn, args in (("create", [P, P]), ("load_weights", [P, ctypes.c_char_p]), ("save_weights", [P, ctypes.c_char_p]),
                          ("save_checkpoint", [P, ctypes.c_char_p]), ("load_checkpoint", [P, ctypes.c_char_p])):
@@ -404,6 +406,10 @@ class Model:
             if dev[0] not in (_DL_CUDA, _DL_CUDA_MANAGED):
                 raise TypeError(f"{what} is a tensor on {_DL_DEVICES.get(dev[0], f'DLPack device type {dev[0]}')}:{dev[1]}; "
                                 f"mlc takes host arrays and CUDA tensors")
+            if self.runtime_version < 200:  # its mlc_tensor has no memory field: it would read the GPU address as host memory
+                v = self.runtime_version
+                raise TypeError(f"{what} is on the GPU, but {self.name} was compiled by mlc {v // 10000}.{v // 100 % 100}."
+                                f"{v % 100}, whose runtime takes no GPU tensors: compile it again with mlc 0.2.0 or later")
             capsule, t, shape = _device_tensor(a, what)
             code = 2 if dtype == "bf16" and (t.dtype.code, t.dtype.bits) == (1, 16) else \
                 _DTYPES[_DL_DTYPES[(t.dtype.code, t.dtype.bits)]][0]
