@@ -22,8 +22,8 @@ Options, for a GPU machine (bench/h200_artifact.sh) rather than CI:
                   libcjson1 (build-gpu/lib): on LIBRARY_PATH and LD_LIBRARY_PATH;
   --hide          rename REPO_ROOT (and the folder of MLC) away while the
                   programs are built and run, so nothing can reach into them.
-Where pkg-config or Ninja is missing, the pkg-config build is skipped (and
-said so) and CMake uses its default generator."""
+Where pkg-config or a C++ compiler is missing, that build is skipped (and
+said so); without Ninja, CMake uses its default generator."""
 import glob
 import os
 import shutil
@@ -121,6 +121,9 @@ def build_apps(work, model, archives, flags, env):
     apps = {}
     gen = ["-G", "Ninja"] if shutil.which("ninja") else []
     for kind, src in (("cmake-c", "app"), ("cmake-cxx", "app_cpp")):
+        if kind == "cmake-cxx" and not (shutil.which("c++") or shutil.which("g++") or os.environ.get("CXX")):
+            print("skipped the C++ app: this machine has no C++ compiler")
+            continue
         build = os.path.join(work, kind)
         run(["cmake", "-S", os.path.join(work, "src", src), "-B", build, *gen, f"-DMODEL_DIR={model}"], env=env)
         run(["cmake", "--build", build], env=env)
