@@ -22,7 +22,7 @@
 #     SGD step, a forward again; compares the logits, the loss and the logits
 #     after the step with PyTorch's (on the CPU, f32): relative error at most
 #     1e-4 each (the artifact's f32 GEMMs are 3xTF32 on the tensor cores).
-# Logs in $OUT/logs.tgz.
+# Logs in $OUT/artifact-logs.tgz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -34,7 +34,7 @@ gpu_header bench/h200_artifact.sh $work/env.log
 { cmake --version | head -1; cc --version | head -1; echo "ninja: $(command -v ninja || echo none)";
   echo "pkg-config: $(command -v pkg-config || echo none)"; python3 -c 'import torch; print("torch", torch.__version__)'
 } 2>&1 | tee -a $work/env.log
-save() { tar -C $work -czf "$final/logs.tgz" --exclude=./check --exclude=./carried --exclude=./lib .; }
+save() { tar -C $work -czf "$final/artifact-logs.tgz" --exclude=./check --exclude=./carried --exclude=./lib .; }
 rc=0
 tar xzf build-gpu/artifacts/mlp.tgz -C $work/carried && ls -la $work/carried/mlp | tee -a $work/env.log || rc=1
 cp build-gpu/lib/libcjson.so.1 $work/lib/ || rc=1

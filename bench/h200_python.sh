@@ -11,7 +11,7 @@
 # binding's first load links the archive against), build-gpu/mlc (mlc run,
 # the reference; built from the same tree, so that it runs the same
 # kernels).  COMMIT=<hash> names the tree in the logs.  Logs in
-# $OUT/logs.tgz, and the summary in $OUT/python.log.
+# $OUT/python-logs.tgz, and the summary in $OUT/python.log.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 final=${OUT:-/tmp/mlc-python}
@@ -31,6 +31,6 @@ if [ $rc = 0 ]; then
   rc=${PIPESTATUS[0]}
 fi
 cp $work/python.log "$final/" 2>/dev/null
-tar -C $work -czf "$final/logs.tgz" --exclude='*.safetensors' --exclude='*.bin' --exclude=./minillm .
+tar -C $work -czf "$final/python-logs.tgz" --exclude='*.safetensors' --exclude='*.bin' --exclude=./minillm .
 echo "rc=$rc"
 exit $rc
