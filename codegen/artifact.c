@@ -87,8 +87,9 @@ static void tensors_signature(FILE *o, const mlc_program *p, const mlc_func *f) 
   fprintf(o, ")");
 }
 
-/* The _tensors form: each tensor checked against the model's type, then
- * the typed call. */
+/* The _tensors form: each tensor checked against the model's type, then,
+ * under the lock, each input set from its tensor, the run, and each output
+ * copied into its tensor (host memory, or the device's: runtime/tensor.h). */
 static void write_tensors_entry(FILE *o, const mlc_program *p, const mlc_func *f) {
   tensors_signature(o, p, f);
   fprintf(o, " {\n  mlc_status st;\n");
@@ -103,15 +104,23 @@ static void write_tensors_entry(FILE *o, const mlc_program *p, const mlc_func *f
     fprintf(o, "  if ((st = mlc_tensor_check(%s, \"%s_%s\", \"%s\", \"%s\", (mlc_dtype_code)%d, %d, %s_dims))) return st;\n",
             name, p->name, entry_suffix(f), in ? "input" : "output", name, (int)nd->type.dtype, nd->type.rank, name);
   }
-  fprintf(o, "  return %s_%s(m", p->name, entry_suffix(f));
+  fprintf(o, "  lock(m);\n  st = NULL;\n");
   for (uint32_t i = 0; i < f->inputs.n; i++) {
     const mlc_node *nd = &f->nodes[f->inputs.v[i]];
-    if (user_input(nd)) fprintf(o, ", (const %s *)%s->data", ctype(nd->type.dtype), nd->a.name);
+    if (user_input(nd))
+      fprintf(o, "  if (!st) st = mlc_session_set_input_tensor(m->session, \"%s\", \"%s\", %s);\n", f->name, nd->a.name,
+              nd->a.name);
   }
+  for (uint32_t i = 0; i < f->noutputs; i++) /* before the run, which a train step cannot undo */
+    if (user_output(f, i))
+      fprintf(o, "  if (!st) st = mlc_session_check_tensor(m->session, \"%s\", false, \"%s\", %s);\n", f->name,
+              f->outputs[i].name, f->outputs[i].name);
+  fprintf(o, "  if (!st) st = mlc_session_run(m->session, \"%s\");\n", f->name);
   for (uint32_t i = 0; i < f->noutputs; i++)
     if (user_output(f, i))
-      fprintf(o, ", (%s *)%s->data", ctype(f->nodes[f->outputs[i].node].type.dtype), f->outputs[i].name);
-  fprintf(o, ");\n}\n\n");
+      fprintf(o, "  if (!st) st = mlc_session_output_tensor(m->session, \"%s\", \"%s\", %s);\n", f->name,
+              f->outputs[i].name, f->outputs[i].name);
+  fprintf(o, "  unlock(m);\n  return st;\n}\n\n");
 }
 
 static void write_header(FILE *o, const mlc_program *p, const mlc_artifact *a) {
@@ -133,7 +142,9 @@ static void write_header(FILE *o, const mlc_program *p, const mlc_artifact *a) {
              " * The typed calls (%s_forward(m, x, ...)) trust the caller for the size of\n"
              " * every buffer.  Their _tensors forms take an mlc_tensor per input and\n"
              " * output (runtime/tensor.h) and check dtype, shape and buffer size first:\n"
-             " * MLC_INVALID_ARGUMENT naming the tensor and both sides. */\n", n, n, n, n, n, n);
+             " * MLC_INVALID_ARGUMENT naming the tensor and both sides.  On a GPU model a\n"
+             " * tensor may also be in the GPU's memory (memory = MLC_MEMORY_DEVICE): copied\n"
+             " * device to device into and out of the model, with no host copy. */\n", n, n, n, n, n, n);
   fprintf(o, "#ifndef MLC_MODEL_%s_H\n#define MLC_MODEL_%s_H\n\n", n, n);
   fprintf(o, "#include <stddef.h>\n#include <stdint.h>\n#include <stdio.h>\n\n#include \"runtime/alloc.h\"\n#include \"runtime/status.h\"\n#include \"runtime/tensor.h\"\n\n");
   fprintf(o, "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n");

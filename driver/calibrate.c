@@ -92,9 +92,15 @@ static mlc_status td_signal(mlc_device *d, uint32_t step) {
 static void td_kernel_launch(mlc_device *d, void *k, mlc_profile_launch *out) {
   if (in_of(d)->vt->kernel_launch) in_of(d)->vt->kernel_launch(in_of(d), k, out);
 }
+static mlc_status td_check_external(mlc_device *d, uint64_t ext, uint64_t bytes, int ordinal) {
+  return in_of(d)->vt->check_external(in_of(d), ext, bytes, ordinal); /* the CUDA device's: it has them */
+}
+static mlc_status td_copy_external(mlc_device *d, uint64_t addr, uint64_t ext, uint64_t bytes, bool in) {
+  return in_of(d)->vt->copy_external(in_of(d), addr, ext, bytes, in);
+}
 static const mlc_device_vt timed_vt = {"cuda", false, td_destroy, td_alloc, td_free, td_write, td_read, td_resolve,
                                        td_launch, td_finish, td_describe, td_push, td_pop, td_stream, td_mark,
-                                       td_order, td_signal, td_kernel_launch};
+                                       td_order, td_signal, td_kernel_launch, td_check_external, td_copy_external};
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;

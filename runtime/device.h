@@ -72,6 +72,18 @@ typedef struct {
    * block, shared memory, registers); NULL where there is none to know
    * (the CPU). */
   void (*kernel_launch)(mlc_device *d, void *kernel, mlc_profile_launch *out);
+  /* A caller's buffer on this device (a torch tensor's data pointer:
+   * runtime/tensor.h's MLC_MEMORY_DEVICE), `bytes` long at `ext`:
+   * check_external says whether it is memory of this device, which its
+   * driver numbers `ordinal`, from its first byte to its last;
+   * copy_external copies it device to device to or from the session's
+   * memory at `addr` (in: from ext to addr; else from addr to ext), after
+   * the work queued before it on the device (the caller's too: torch's
+   * streams share the context), done when it returns.  NULL where the device
+   * has no memory of its own (the CPU) or takes no caller's buffers (Vulkan,
+   * Metal). */
+  mlc_status (*check_external)(mlc_device *d, uint64_t ext, uint64_t bytes, int ordinal);
+  mlc_status (*copy_external)(mlc_device *d, uint64_t addr, uint64_t ext, uint64_t bytes, bool in);
 } mlc_device_vt;
 
 struct mlc_device {

@@ -408,6 +408,75 @@ mlc_status mlc_session_set_input(mlc_session *s, const char *entry, const char *
   return mlc_status_make(MLC_NOT_FOUND, "entry %s has no input '%s'", entry, name);
 }
 
+/* A caller's buffer in the device's memory (mlc_tensor's MLC_MEMORY_DEVICE),
+ * `bytes` of it: checked by the device, then copied device to device (copy
+ * false: checked only). */
+static mlc_status external(const mlc_session *s, const char *entry, const char *kind, const char *name,
+                           const mlc_tensor *t, uint64_t addr, uint64_t bytes, bool in, bool copy) {
+  const mlc_device_vt *vt = s->dev->vt;
+  if (!vt->check_external || !vt->copy_external)
+    return mlc_status_make(MLC_INVALID_ARGUMENT,
+                           "%s '%s' of %s is in device memory (device %d), but the model runs on the %s, which takes "
+                           "%s in host memory",
+                           kind, name, entry, t->device, vt->name, vt->host_memory ? "tensors" : "a caller's tensors");
+  uint64_t ext = (uint64_t)(uintptr_t)t->data;
+  mlc_status st = vt->check_external(s->dev, ext, bytes, t->device);
+  if (!st && copy) st = vt->copy_external(s->dev, addr, ext, bytes, in);
+  if (!st) return NULL;
+  mlc_status r = mlc_status_make(mlc_status_code(st), "%s '%s' of %s, in device memory: %s", kind, name, entry,
+                                 mlc_status_message(st));
+  mlc_status_free(st);
+  return r;
+}
+
+/* The entry's input or output `name`: its arena address and bytes. */
+static mlc_status find_value(const mlc_session *s, const char *entry, bool input, const char *name, uint64_t *addr,
+                             uint64_t *bytes) {
+  entry_state *es;
+  MLC_RETURN_IF_ERROR(find_bound_entry(s, entry, &es));
+  uint32_t n = input ? es->e->ninputs : es->e->noutputs;
+  for (uint32_t i = 0; i < n; i++) {
+    const char *vn = input ? es->e->inputs[i].name : es->e->outputs[i].name;
+    uint32_t v = input ? es->e->inputs[i].value : es->e->outputs[i].value;
+    if (strcmp(vn, name)) continue;
+    *addr = es->addr[v];
+    *bytes = mlc_plan_shape_bytes(&es->e->values[v].shape);
+    return NULL;
+  }
+  return mlc_status_make(MLC_NOT_FOUND, "entry %s has no %s '%s'", entry, input ? "input" : "output", name);
+}
+
+mlc_status mlc_session_check_tensor(const mlc_session *s, const char *entry, bool input, const char *name,
+                                    const mlc_tensor *t) {
+  uint64_t addr, want;
+  MLC_RETURN_IF_ERROR(find_value(s, entry, input, name, &addr, &want));
+  const char *kind = input ? "input" : "output";
+  if (t->bytes < want)
+    return mlc_status_make(MLC_INVALID_ARGUMENT, "%s '%s' of %s is %llu bytes, got a buffer of %zu bytes", kind, name,
+                           entry, (unsigned long long)want, t->bytes);
+  return t->memory == MLC_MEMORY_HOST ? NULL : external(s, entry, kind, name, t, addr, want, input, false);
+}
+
+mlc_status mlc_session_set_input_tensor(mlc_session *s, const char *entry, const char *name, const mlc_tensor *t) {
+  uint64_t addr, want;
+  MLC_RETURN_IF_ERROR(mlc_session_check_tensor(s, entry, true, name, t));
+  MLC_RETURN_IF_ERROR(find_value(s, entry, true, name, &addr, &want));
+  if (t->memory == MLC_MEMORY_HOST) return s->dev->vt->write(s->dev, addr, t->data, want);
+  return external(s, entry, "input", name, t, addr, want, true, true);
+}
+
+mlc_status mlc_session_output_tensor(const mlc_session *s, const char *entry, const char *name, const mlc_tensor *t) {
+  uint64_t addr, want;
+  MLC_RETURN_IF_ERROR(mlc_session_check_tensor(s, entry, false, name, t));
+  MLC_RETURN_IF_ERROR(find_value(s, entry, false, name, &addr, &want));
+  if (t->memory != MLC_MEMORY_HOST) return external(s, entry, "output", name, t, addr, want, false, true);
+  if (host_memory(s)) {
+    if (want) memcpy(t->data, (const void *)(uintptr_t)addr, want);
+    return NULL;
+  }
+  return s->dev->vt->read(s->dev, t->data, addr, want);
+}
+
 /* Appends a trace event; false when out of memory. */
 static bool record_event(mlc_session *s, uint32_t entry, uint32_t step, double t0, double dt) {
   if (s->nevents == s->cap_events) {

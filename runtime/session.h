@@ -33,6 +33,7 @@
 #include "runtime/plan.h"
 #include "runtime/profile.h"
 #include "runtime/status.h"
+#include "runtime/tensor.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -135,10 +136,30 @@ MLC_MUST_USE mlc_status mlc_session_state_restore(mlc_session *s, const void *bu
 /* Copies an input; `bytes` must be its exact size. */
 MLC_MUST_USE mlc_status mlc_session_set_input(mlc_session *s, const char *entry, const char *name, const void *data,
                                               size_t bytes);
+/* The same from a caller's tensor (runtime/tensor.h; its dtype and shape
+ * checked already, by mlc_tensor_check): host memory is copied as above;
+ * memory of the session's device (MLC_MEMORY_DEVICE) is checked and copied
+ * device to device by the device (mlc_device_vt's copy_external), and
+ * refused with MLC_INVALID_ARGUMENT by a device without memory of its own. */
+MLC_MUST_USE mlc_status mlc_session_set_input_tensor(mlc_session *s, const char *entry, const char *name,
+                                                     const mlc_tensor *t);
+/* What those two check of a caller's tensor for the entry's input (or
+ * output) `name`, without copying: its size, and device memory where the
+ * device can take it (the driver's check of the address).  The artifact
+ * checks its outputs so before a run, so that a train step that cannot
+ * write its loss does not take the step. */
+MLC_MUST_USE mlc_status mlc_session_check_tensor(const mlc_session *s, const char *entry, bool input, const char *name,
+                                                 const mlc_tensor *t);
 MLC_MUST_USE mlc_status mlc_session_run(mlc_session *s, const char *entry);
 /* The output's bytes (valid until the next run) and shape. */
 MLC_MUST_USE mlc_status mlc_session_output(const mlc_session *s, const char *entry, const char *name,
                                            const void **out_data, const mlc_plan_shape **out_shape);
+
+/* An output copied into a caller's tensor after a run: to host memory
+ * (read from the device straight into it), or device to device as
+ * mlc_session_set_input_tensor copies inputs. */
+MLC_MUST_USE mlc_status mlc_session_output_tensor(const mlc_session *s, const char *entry, const char *name,
+                                                  const mlc_tensor *t);
 
 /* With profiling on: a table in the style of torch.profiler's
  * key_averages(), one row per step, sorted by total time, with each step's

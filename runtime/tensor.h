@@ -8,6 +8,16 @@
  * tensor's size.  A mismatch is MLC_INVALID_ARGUMENT naming the entry point,
  * the tensor and both sides ("forward: input 'x' is f32[32, 784] (100352
  * bytes), got a buffer of 400 bytes").
+ *
+ * A tensor's buffer is host memory unless `memory` says it is the memory of
+ * the model's device (since 0.2.0): on a CUDA model, a CUdeviceptr on the
+ * GPU the model runs on (a torch tensor's data_ptr()), which the runtime
+ * checks (cuPointerGetAttribute: device memory, of that GPU, all `bytes` of
+ * it in one allocation) and then copies device to device: an input from it
+ * into the model's arena, an output from the arena into it, with no host
+ * copy.  They are copies on the GPU, not the caller's buffer bound in place
+ * of the arena's.  A model on a device without memory of its own (the CPU)
+ * refuses device tensors (MLC_INVALID_ARGUMENT).
  */
 #ifndef MLC_TENSOR_H
 #define MLC_TENSOR_H
@@ -33,19 +43,28 @@ typedef enum mlc_dtype_code {
 
 #define MLC_TENSOR_MAX_RANK 6
 
+/* Where a tensor's buffer lives. */
+typedef enum mlc_memory {
+  MLC_MEMORY_HOST = 0,   /* the process's memory (what {0} gives) */
+  MLC_MEMORY_DEVICE = 1, /* the model's device's: on CUDA, a CUdeviceptr on GPU `device` */
+} mlc_memory;
+
 typedef struct mlc_tensor {
   mlc_dtype_code dtype;
   int rank;                          /* 0 to MLC_TENSOR_MAX_RANK */
   int64_t dims[MLC_TENSOR_MAX_RANK]; /* the first `rank` are used */
   void *data;                        /* read for inputs, written for outputs */
   size_t bytes;                      /* the size of the buffer at data */
+  mlc_memory memory;                 /* since 0.2.0; 0: host memory */
+  int device;                        /* MLC_MEMORY_DEVICE: the device's number (the model's options' device) */
 } mlc_tensor;
 
 /* The bytes of a tensor of that dtype and shape (0 for an unknown dtype). */
 size_t mlc_tensor_nbytes(mlc_dtype_code dtype, int rank, const int64_t *dims);
 
 /* NULL when `t` describes a tensor of exactly `dtype` and shape
- * dims[0..rank) in a buffer of at least that many bytes; else
+ * dims[0..rank) in a buffer of at least that many bytes, in memory of a
+ * known kind; else
  * MLC_INVALID_ARGUMENT saying what differs, naming `entry`, the `kind`
  * ("input" or "output") and `name`. */
 MLC_MUST_USE mlc_status mlc_tensor_check(const mlc_tensor *t, const char *entry, const char *kind, const char *name,

@@ -17,9 +17,11 @@ extern "C" {
 #endif
 
 #define MLC_VERSION_MAJOR 0
-#define MLC_VERSION_MINOR 1
+#define MLC_VERSION_MINOR 2
 #define MLC_VERSION_PATCH 0
-/* One number for comparisons: 0.1.0 is 100, 1.2.3 is 10203. */
+/* One number for comparisons: 0.2.0 is 200, 1.2.3 is 10203.
+ * 0.2.0: mlc_tensor gained `memory` and `device` (runtime/tensor.h), tensors
+ * in the model's device memory. */
 #define MLC_VERSION_NUMBER (MLC_VERSION_MAJOR * 10000 + MLC_VERSION_MINOR * 100 + MLC_VERSION_PATCH)
 
 /* MLC_VERSION_NUMBER as the library was built (the header an application

@@ -8,6 +8,19 @@
     loss = m.train_step(x, labels)        # one optimizer step; the loss before it
     m.save("ckpt")                        # weights, optimizer state and step count
 
+    g = mlc.load("out/minillm_cuda")      # a --target cuda artifact
+    logits = g.forward(tokens)            # tokens: a torch CUDA tensor; logits: a new one on that GPU
+    g.forward(tokens, out=logits)         # or into the caller's tensor
+    loss = g.train_step(tokens, targets)  # torch CUDA tensors in; the loss, a float
+
+Tensors on a GPU come in through DLPack (__dlpack__, __dlpack_device__:
+torch, CuPy, JAX), with no torch import here, and their pointers go to the
+C API as device memory (runtime/tensor.h, MLC_MEMORY_DEVICE): the runtime
+checks each address and copies it device to device into the model's arena,
+and each output from the arena into its tensor.  No host copy, but one copy
+on the GPU per input and output: the caller's buffers are not bound in
+place of the arena's.
+
 The artifact's C API (<name>.h) is the contract.  Every call goes through
 its checked form (<name>_<entry>_tensors), which checks dtype, shape and
 buffer size before touching memory, and every error the runtime reports
@@ -28,6 +41,7 @@ import hashlib
 import os
 import re
 import subprocess
+import sys
 
 import numpy as np
 
@@ -43,6 +57,81 @@ _CODE_OF_NUMPY = {np.dtype(np.float32): 1, np.dtype(np.float16): 3, np.dtype(np.
                   np.dtype(np.bool_): 6}
 
 
+# DLPack (dlpack.h): device types, and (type code, bits) of the dtypes mlc has.
+_DL_CPU, _DL_CUDA, _DL_CUDA_HOST, _DL_CUDA_MANAGED = 1, 2, 3, 13
+_DL_DEVICES = {1: "cpu", 2: "cuda", 3: "cuda_host", 4: "opencl", 7: "vulkan", 8: "metal", 10: "rocm", 13: "cuda_managed"}
+_DL_DTYPES = {(2, 32): "f32", (4, 16): "bf16", (2, 16): "f16", (0, 32): "i32", (0, 64): "i64", (6, 8): "bool",
+              (1, 8): "bool"}  # torch before 2.2 exports bool as uint8
+_DL_NAMES = {0: "int", 1: "uint", 2: "float", 4: "bfloat", 5: "complex", 6: "bool"}
+# The torch dtypes of the outputs made for torch inputs.
+_TORCH_DTYPES = {"f32": "float32", "bf16": "bfloat16", "f16": "float16", "i32": "int32", "i64": "int64", "bool": "bool"}
+_MEMORY_HOST, _MEMORY_DEVICE = 0, 1  # mlc_memory
+
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):  # the head of DLManagedTensor, which the capsule points to
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32), ("dtype", _DLDataType),
+                ("shape", ctypes.POINTER(ctypes.c_int64)), ("strides", ctypes.POINTER(ctypes.c_int64)),
+                ("byte_offset", ctypes.c_uint64)]
+
+
+_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer.restype, _capsule_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+
+
+def _dlpack_device(a):
+    """(device type, device id) of an object that speaks DLPack, else None."""
+    f = getattr(a, "__dlpack_device__", None)
+    if f is None:
+        return None
+    try:
+        dev = f()
+        return int(dev[0]), int(dev[1])
+    except Exception:  # a producer that cannot say: treat it as an array
+        return None
+
+
+def _device_tensor(a, what):
+    """(capsule, _DLTensor) of a GPU tensor, its layout checked: C-contiguous,
+    one lane, a dtype mlc has.  The capsule keeps the memory alive; it is
+    left named "dltensor", so its destructor gives the tensor back."""
+    if getattr(a, "requires_grad", False) and hasattr(a, "detach"):  # torch exports no tensor that requires grad
+        a = a.detach()
+    try:
+        capsule = a.__dlpack__()
+    except Exception as e:
+        raise TypeError(f"{what}: its __dlpack__() failed: {e}") from None
+    ptr = _capsule_pointer(capsule, b"dltensor")
+    if not ptr:
+        raise TypeError(f"{what}: __dlpack__() gave no DLPack tensor capsule")
+    t = ctypes.cast(ptr, ctypes.POINTER(_DLTensor)).contents
+    code, bits, lanes = t.dtype.code, t.dtype.bits, t.dtype.lanes
+    if lanes != 1 or (code, bits) not in _DL_DTYPES:
+        raise TypeError(f"{what} is {_DL_NAMES.get(code, f'type code {code} ')}{bits}"
+                        f"{f' x{lanes}' if lanes != 1 else ''} on the GPU, which no mlc dtype matches, and mlc "
+                        f"converts no GPU tensor (convert it first, e.g. x.float())")
+    if t.ndim > _MAX_RANK:
+        raise TypeError(f"{what} has {t.ndim} axes, more than {_MAX_RANK}")
+    shape = [t.shape[i] for i in range(t.ndim)]
+    if t.strides:
+        want, step = [], 1
+        for d in reversed(shape):
+            want.insert(0, step)
+            step *= d
+        got = [t.strides[i] for i in range(t.ndim)]
+        if any(g != w and d != 1 for g, w, d in zip(got, want, shape)):
+            raise ValueError(f"{what} is not contiguous (strides {tuple(got)} in elements, shape {tuple(shape)}): "
+                             f"pass x.contiguous()")
+    return capsule, t, shape
+
+
 class Error(RuntimeError):
     """An error the mlc runtime reported: str(e) is its message, e.code its
     status code's name ("INVALID_ARGUMENT", "NOT_FOUND", ...)."""
@@ -52,9 +141,9 @@ class Error(RuntimeError):
         self.code = code
 
 
-class _Tensor(ctypes.Structure):  # mlc_tensor
+class _Tensor(ctypes.Structure):  # mlc_tensor (runtime 0.2.0 and later)
     _fields_ = [("dtype", ctypes.c_int), ("rank", ctypes.c_int), ("dims", ctypes.c_int64 * _MAX_RANK),
-                ("data", ctypes.c_void_p), ("bytes", ctypes.c_size_t)]
+                ("data", ctypes.c_void_p), ("bytes", ctypes.c_size_t), ("memory", ctypes.c_int), ("device", ctypes.c_int)]
 
 
 class _Options(ctypes.Structure):  # <name>_options
@@ -136,6 +225,8 @@ class Model:
         lib.mlc_status_code_name.argtypes = [ctypes.c_int]
         lib.mlc_status_free.restype = None
         lib.mlc_status_free.argtypes = [ctypes.c_void_p]
+        lib.mlc_runtime_version.restype, lib.mlc_runtime_version.argtypes = ctypes.c_int, []
+        self.runtime_version = int(lib.mlc_runtime_version())  # MLC_VERSION_NUMBER: 200 is 0.2.0
         P = ctypes.c_void_p
         for fn, args in (("create", [P, P]), ("load_weights", [P, ctypes.c_char_p]), ("save_weights", [P, ctypes.c_char_p]),
                          ("save_checkpoint", [P, ctypes.c_char_p]), ("load_checkpoint", [P, ctypes.c_char_p])):
@@ -266,9 +357,16 @@ class Model:
         """{entry: {"inputs": [(name, dtype, shape)], "outputs": [...]}}"""
         return {e.name: {"inputs": list(e.inputs), "outputs": list(e.outputs)} for e in self._entries.values()}
 
-    def run(self, entry, *args, **kwargs):
-        """Runs an entry point on numpy arrays, given in the order of its
-        inputs or by name; returns its outputs (one array, or a tuple)."""
+    def run(self, entry, *args, out=None, **kwargs):
+        """Runs an entry point, its inputs given in order or by name; returns
+        its outputs (one, or a tuple).  Inputs are numpy arrays (or anything
+        numpy takes), or tensors on the GPU the model runs on through DLPack
+        (a CUDA artifact; torch, CuPy).  Outputs are new numpy arrays when
+        every input is in host memory, new torch tensors on the inputs' GPU
+        when a torch tensor came from there; out= gives them instead (a
+        tensor, or a sequence, one per output: numpy arrays or GPU tensors,
+        written in place and returned).  An input named "out" is given by
+        position."""
         if entry not in self._entries:
             raise KeyError(f"{self.name} has no entry point '{entry}' (it has {', '.join(self._entries)})")
         e = self._entries[entry]
@@ -285,41 +383,94 @@ class Model:
         missing = [n for n in names if n not in given]
         if missing:
             raise TypeError(f"{entry}: missing input{'s' if len(missing) > 1 else ''} {', '.join(missing)}")
-        keep, tensors = [], []
+        keep, tensors, gpu = [], [], None  # gpu: (device id, a torch tensor or None) of the first GPU input
         for n, dtype, _ in e.inputs:
-            a = np.ascontiguousarray(given[n])
-            if np.ndim(given[n]) == 0:  # ascontiguousarray makes a scalar 1-d; a scalar input (decode's pos) is 0-d
-                a = a.reshape(())
-            if a.dtype == np.float64 and dtype in ("f32", "f16"):  # Python floats and np.array([...]) literals
-                a = a.astype(_DTYPES[dtype][1])
-            code = _CODE_OF_NUMPY.get(a.dtype)
-            if a.dtype == np.uint16 and dtype == "bf16":
-                code = 2
-            if code is None:
-                raise TypeError(f"{entry}: input '{n}' is a numpy {a.dtype} array, which no mlc dtype matches "
-                                f"(the model takes {dtype})")
-            if a.ndim > _MAX_RANK:
-                raise TypeError(f"{entry}: input '{n}' has {a.ndim} axes, more than {_MAX_RANK}")
-            keep.append(a)
-            tensors.append(_Tensor(code, a.ndim, (ctypes.c_int64 * _MAX_RANK)(*a.shape), a.ctypes.data, a.nbytes))
-        outs = []
-        for n, dtype, shape in e.outputs:
-            a = np.empty(shape, dtype=_DTYPES[dtype][1])
-            outs.append(a)
-            tensors.append(_Tensor(_DTYPES[dtype][0], len(shape), (ctypes.c_int64 * _MAX_RANK)(*shape), a.ctypes.data,
-                                   a.nbytes))
+            t, held, dev = self._tensor(given[n], f"{entry}: input '{n}'", dtype, True)
+            keep.append(held)
+            tensors.append(t)
+            if dev is not None and gpu is None:
+                gpu = dev
+        outs = self._outputs(entry, e, out, gpu)
+        for (n, dtype, _), o in zip(e.outputs, outs):
+            t, held, _ = self._tensor(o, f"{entry}: output '{n}'", dtype, False)
+            keep.append(held)
+            tensors.append(t)
         self._check(e.func(self._m, *[ctypes.byref(t) for t in tensors]))
-        del keep
+        del keep  # the capsules and arrays, alive until the call is done
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _tensor(self, a, what, dtype, is_input):
+        """(mlc_tensor, what keeps its memory alive, (device id, torch tensor or None) or None)."""
+        dev = _dlpack_device(a)
+        if dev is not None and dev[0] not in (_DL_CPU, _DL_CUDA_HOST):
+            if dev[0] not in (_DL_CUDA, _DL_CUDA_MANAGED):
+                raise TypeError(f"{what} is a tensor on {_DL_DEVICES.get(dev[0], f'DLPack device type {dev[0]}')}:{dev[1]}; "
+                                f"mlc takes host arrays and CUDA tensors")
+            if self.runtime_version < 200:  # its mlc_tensor has no memory field: it would read the GPU address as host memory
+                v = self.runtime_version
+                raise TypeError(f"{what} is on the GPU, but {self.name} was compiled by mlc {v // 10000}.{v // 100 % 100}."
+                                f"{v % 100}, whose runtime takes no GPU tensors: compile it again with mlc 0.2.0 or later")
+            capsule, t, shape = _device_tensor(a, what)
+            code = 2 if dtype == "bf16" and (t.dtype.code, t.dtype.bits) == (1, 16) else \
+                _DTYPES[_DL_DTYPES[(t.dtype.code, t.dtype.bits)]][0]
+            nbytes = t.dtype.bits // 8
+            for d in shape:
+                nbytes *= d
+            data = (t.data or 0) + t.byte_offset
+            torch_like = a if type(a).__module__.split(".")[0] == "torch" else None
+            return (_Tensor(code, t.ndim, (ctypes.c_int64 * _MAX_RANK)(*shape), data, nbytes, _MEMORY_DEVICE,
+                            t.device.device_id), capsule, (t.device.device_id, torch_like))
+        if is_input:
+            arr = np.ascontiguousarray(a)
+            if np.ndim(a) == 0:  # ascontiguousarray makes a scalar 1-d; a scalar input (decode's pos) is 0-d
+                arr = arr.reshape(())
+            if arr.dtype == np.float64 and dtype in ("f32", "f16"):  # Python floats and np.array([...]) literals
+                arr = arr.astype(_DTYPES[dtype][1])
+        else:
+            arr = a
+            if not isinstance(arr, np.ndarray):
+                raise TypeError(f"{what}: out= takes numpy arrays or GPU tensors, got {type(a).__name__}")
+            if not arr.flags.c_contiguous or not arr.flags.writeable:
+                raise ValueError(f"{what}: the out= array must be C-contiguous and writable")
+        code = _CODE_OF_NUMPY.get(arr.dtype)
+        if arr.dtype == np.uint16 and dtype == "bf16":
+            code = 2
+        if code is None:
+            raise TypeError(f"{what} is a numpy {arr.dtype} array, which no mlc dtype matches (the model takes {dtype})")
+        if arr.ndim > _MAX_RANK:
+            raise TypeError(f"{what} has {arr.ndim} axes, more than {_MAX_RANK}")
+        return (_Tensor(code, arr.ndim, (ctypes.c_int64 * _MAX_RANK)(*arr.shape), arr.ctypes.data, arr.nbytes,
+                        _MEMORY_HOST, 0), arr, None)
+
+    def _outputs(self, entry, e, out, gpu):
+        """The output buffers: out= as given, or new ones where the inputs are."""
+        if out is not None:
+            outs = list(out) if isinstance(out, (list, tuple)) else [out]
+            if len(outs) != len(e.outputs):
+                raise TypeError(f"{entry} has {len(e.outputs)} output{'s' if len(e.outputs) != 1 else ''} "
+                                f"({', '.join(n for n, _, _ in e.outputs)}), out= gives {len(outs)}")
+            return outs
+        if gpu is None:
+            return [np.empty(shape, dtype=_DTYPES[dtype][1]) for _, dtype, shape in e.outputs]
+        device, like = gpu
+        if like is None:
+            raise TypeError(f"{entry}: the inputs are GPU tensors but not torch's; give the outputs with out=")
+        torch = sys.modules["torch"]
+        return [torch.empty(shape, dtype=getattr(torch, _TORCH_DTYPES[dtype]), device=like.device)
+                for _, dtype, shape in e.outputs]
 
     def forward(self, *args, **kwargs):
         """The model's forward on numpy arrays; its output."""
         return self.run("forward", *args, **kwargs)
 
     def train_step(self, *args, **kwargs):
-        """One optimizer step on a batch; the loss (of the weights before the step) as a float."""
-        loss = self.run("train", *args, **kwargs)
-        if self._entries["train"].outputs[0][1] == "bf16":  # 16-bit training's loss comes as bf16 bits
+        """One optimizer step on a batch; the loss (of the weights before the step) as a float.
+        With GPU tensors in, the loss alone comes back to the host (4 bytes)."""
+        if "train" not in self._entries:
+            raise KeyError(f"{self.name} has no train entry (compiled without a train block?)")
+        _, dtype, shape = self._entries["train"].outputs[0]
+        loss = self.run("train", *args, out=np.empty(shape, dtype=_DTYPES[dtype][1]), **kwargs)
+        if dtype == "bf16":  # 16-bit training's loss comes as bf16 bits
             return float((np.array([loss], dtype=np.uint32) << np.uint32(16)).view(np.float32)[0])
         return float(loss)
 

@@ -121,6 +121,41 @@ static mlc_status cu_read(mlc_device *base, void *dst, uint64_t src, uint64_t n)
   return CK(d, cuMemcpyDtoH(dst, src, n));
 }
 
+enum { PTR_ATTR_MEMORY_TYPE = 2, PTR_ATTR_DEVICE_ORDINAL = 9, MEMORYTYPE_DEVICE = 2 }; /* CUpointer_attribute, CUmemorytype */
+
+/* What the driver knows of a caller's address: device memory, and of which GPU. */
+static mlc_status check_external(cuda_dev *d, CUdeviceptr p, const char *which, int ordinal) {
+  unsigned type = 0;
+  int on = -1;
+  CUresult r = d->drv.cuPointerGetAttribute(&type, PTR_ATTR_MEMORY_TYPE, p);
+  if (r || type != MEMORYTYPE_DEVICE)
+    return mlc_status_make(MLC_INVALID_ARGUMENT, "its %s byte (0x%llx) is not in GPU memory (%s): a host buffer given "
+                           "as device memory?", which, (unsigned long long)p,
+                           r ? "the driver knows no such address" : "the driver says host memory");
+  if (d->drv.cuPointerGetAttribute(&on, PTR_ATTR_DEVICE_ORDINAL, p) == 0 && on != ordinal)
+    return mlc_status_make(MLC_INVALID_ARGUMENT, "its %s byte is on GPU %d, the model runs on GPU %d", which, on, ordinal);
+  return NULL;
+}
+
+static mlc_status cu_check_external(mlc_device *base, uint64_t ext, uint64_t n, int ordinal) {
+  cuda_dev *d = (cuda_dev *)base;
+  if (ordinal != d->code.ordinal)
+    return mlc_status_make(MLC_INVALID_ARGUMENT, "it is said to be on GPU %d, and the model runs on GPU %d", ordinal,
+                           d->code.ordinal);
+  if (!n) return NULL;
+  MLC_RETURN_IF_ERROR(check_external(d, ext, "first", ordinal));
+  return check_external(d, ext + n - 1, "last", ordinal);
+}
+
+static mlc_status cu_copy_external(mlc_device *base, uint64_t addr, uint64_t ext, uint64_t n, bool in) {
+  cuda_dev *d = (cuda_dev *)base;
+  if (!n) return NULL;
+  MLC_RETURN_IF_ERROR(CK(d, cuCtxSetCurrent(d->ctx)));
+  MLC_RETURN_IF_ERROR(CK(d, cuCtxSynchronize()));
+  MLC_RETURN_IF_ERROR(in ? CK(d, cuMemcpyDtoD(addr, ext, n)) : CK(d, cuMemcpyDtoD(ext, addr, n)));
+  return CK(d, cuCtxSynchronize());
+}
+
 static mlc_status cu_resolve(mlc_device *base, const char *symbol, void **out) {
   cuda_dev *d = (cuda_dev *)base;
   for (uint32_t i = 0; i < d->code.nkernels; i++) {
@@ -429,7 +464,7 @@ static mlc_status code_from_plan(cuda_dev *d, const mlc_plan *pl) {
 
 static const mlc_device_vt cuda_vt = {
     "cuda", false, cu_destroy, cu_alloc, cu_free, cu_write, cu_read, cu_resolve, cu_launch, cu_finish, cu_describe,
-    cu_range_push, cu_range_pop, cu_stream, cu_mark, cu_order, cu_signal, cu_kernel_launch,
+    cu_range_push, cu_range_pop, cu_stream, cu_mark, cu_order, cu_signal, cu_kernel_launch, cu_check_external, cu_copy_external,
 };
 
 mlc_status mlc_cuda_device_create(const mlc_cuda_code *code, mlc_allocator a, mlc_device **out) {

@@ -44,7 +44,7 @@ APP
 cat > "$work/app/CMakeLists.txt" <<'APP'
 cmake_minimum_required(VERSION 3.20)
 project(installed_app C)
-find_package(mlc 0.1 CONFIG REQUIRED)
+find_package(mlc 0.2 CONFIG REQUIRED)
 add_executable(app app.c)
 target_link_libraries(app PRIVATE mlc::runtime)
 APP
@@ -57,7 +57,7 @@ cc -std=c11 "$work/app/app.c" -o "$work/app/app-pc" $(pkg-config --cflags --libs
 # shellcheck disable=SC2046
 cc -std=c11 "$work/app/app.c" -o "$work/app/app-static" $(pkg-config --cflags mlcrt) "$p/lib/libmlcrt.a" \
   $(pkg-config --static --libs-only-other --libs-only-l mlcrt | sed 's/-lmlcrt//') "$@" || fail "pkg-config --static mlcrt"
-expect="runtime 100 (header 100)
+expect="runtime 200 (header 200)
 INVALID_ARGUMENT: f: input 'x' is f32[4], got f32[3]"
 for app in "$work/app/build/app" "$work/app/app-pc" "$work/app/app-static"; do
   got=$(LD_LIBRARY_PATH=$p/lib "$app" 2>&1)

@@ -8,6 +8,7 @@
  *   - two threads call mlp4_forward on one model 200 times each with their
  *     own inputs, and every output equals that input's single-thread output
  *     bit for bit (the model's lock serialises them);
+ *   - a tensor in device memory is refused by these CPU models, by name;
  *   - the version check names both versions.
  * Prints "N passed, M failed". */
 #include <pthread.h>
@@ -86,23 +87,38 @@ int main(void) {
 
   /* The checked calls. */
   static float small[100];
-  mlc_tensor tx = {MLC_DTYPE_F32, 2, {1, IN}, small, sizeof small};
-  mlc_tensor ty = {MLC_DTYPE_F32, 2, {1, OUT}, y1, sizeof y1};
+  mlc_tensor tx = {MLC_DTYPE_F32, 2, {1, IN}, small, sizeof small, MLC_MEMORY_HOST, 0};
+  mlc_tensor ty = {MLC_DTYPE_F32, 2, {1, OUT}, y1, sizeof y1, MLC_MEMORY_HOST, 0};
   check_status(mlp1_forward_tensors(a, &tx, &ty), MLC_INVALID_ARGUMENT,
                "mlp1_forward: input 'x' is f32[1, 784] (3136 bytes), got a buffer of 400 bytes", "a short input buffer");
-  mlc_tensor tx4 = {MLC_DTYPE_F32, 2, {4, IN}, x[0], sizeof x[0]};
+  mlc_tensor tx4 = {MLC_DTYPE_F32, 2, {4, IN}, x[0], sizeof x[0], MLC_MEMORY_HOST, 0};
   check_status(mlp1_forward_tensors(a, &tx4, &ty), MLC_INVALID_ARGUMENT,
                "mlp1_forward: input 'x' is f32[1, 784], got f32[4, 784]", "a wrong shape");
-  mlc_tensor tx1 = {MLC_DTYPE_F32, 2, {1, IN}, x[0], IN * sizeof(float)};
-  mlc_tensor tyb = {MLC_DTYPE_BF16, 2, {1, OUT}, y1, sizeof y1};
+  mlc_tensor tx1 = {MLC_DTYPE_F32, 2, {1, IN}, x[0], IN * sizeof(float), MLC_MEMORY_HOST, 0};
+  mlc_tensor tyb = {MLC_DTYPE_BF16, 2, {1, OUT}, y1, sizeof y1, MLC_MEMORY_HOST, 0};
   check_status(mlp1_forward_tensors(a, &tx1, &tyb), MLC_INVALID_ARGUMENT,
                "mlp1_forward: output 'output' is f32[1, 10], got bf16[1, 10]", "a wrong dtype");
   float yt[OUT];
-  mlc_tensor tyt = {MLC_DTYPE_F32, 2, {1, OUT}, yt, sizeof yt};
+  mlc_tensor tyt = {MLC_DTYPE_F32, 2, {1, OUT}, yt, sizeof yt, MLC_MEMORY_HOST, 0};
   st = mlp1_forward_tensors(a, &tx1, &tyt);
   int agree = !st && !mlp1_forward(a, x[0], y1) && !memcmp(yt, y1, sizeof yt);
   mlc_status_free(st);
   check(agree, "the checked call runs the model like the typed one");
+  /* A tensor in device memory: the CPU has none, and says so before reading
+   * the buffer (a GPU address here would crash a copy); an unknown kind. */
+  mlc_tensor txd = {MLC_DTYPE_F32, 2, {1, IN}, x[0], IN * sizeof(float), MLC_MEMORY_DEVICE, 0};
+  check_status(mlp1_forward_tensors(a, &txd, &tyt), MLC_INVALID_ARGUMENT,
+               "input 'x' of forward is in device memory (device 0), but the model runs on the cpu, which takes "
+               "tensors in host memory",
+               "a device tensor given to a CPU model");
+  mlc_tensor tyd = {MLC_DTYPE_F32, 2, {1, OUT}, yt, sizeof yt, MLC_MEMORY_DEVICE, 1};
+  check_status(mlp1_forward_tensors(a, &tx1, &tyd), MLC_INVALID_ARGUMENT,
+               "output 'output' of forward is in device memory (device 1), but the model runs on the cpu, which takes "
+               "tensors in host memory",
+               "a device output given to a CPU model");
+  mlc_tensor txk = {MLC_DTYPE_F32, 2, {1, IN}, x[0], IN * sizeof(float), (mlc_memory)7, 0};
+  check_status(mlp1_forward_tensors(a, &txk, &tyt), MLC_INVALID_ARGUMENT,
+               "mlp1_forward: input 'x': unknown memory kind 7 (0: host, 1: the model's device)", "an unknown memory kind");
 
   /* Two threads on one model. */
   for (int k = 0; k < 2; k++)

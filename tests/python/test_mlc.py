@@ -12,8 +12,12 @@ schedule and no steps= (AdamW(lr=1e-2, warmup=2, decay=cosine|linear,
 min_lr=1e-3)) refuses a step until schedule_steps is set, then takes the
 rates of llm.c's formula step by step (lr within 1e-12, past the end
 min_lr), and its losses follow torch.optim.AdamW fed those rates within 1e-5.
+GPU tensors through DLPack, as far as a machine without a GPU can check them
+(DeviceTensors: a fake CUDA tensor over host memory): the errors, a CPU
+model's refusal of device memory without a step taken, and out=.
 
 Usage: test_mlc.py MLC REPO_ROOT WORKDIR"""
+import ctypes
 import math
 import os
 import subprocess
@@ -219,6 +223,124 @@ class Binding(unittest.TestCase):
             self.m.forward(np.zeros((8, 16), np.uint8))
         with self.assertRaisesRegex(FileNotFoundError, "no such folder"):
             mlc.load(os.path.join(WORK, "nowhere"))
+
+
+class _DLManaged(ctypes.Structure):  # DLManagedTensor
+    _fields_ = [("t", mlc._DLTensor), ("ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
+
+
+_capsule_new = ctypes.pythonapi.PyCapsule_New
+_capsule_new.restype, _capsule_new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+_DLTENSOR = b"dltensor"  # the capsule keeps a pointer to its name
+
+
+class FakeGPUTensor:
+    """What the binding sees of a CUDA tensor, on a machine without one: an
+    object that speaks DLPack and says it is on a device, over a numpy
+    buffer (host memory, which the runtime must never be handed as device
+    memory unchecked)."""
+
+    def __init__(self, arr, device=(2, 0), dtype=None, lanes=1, strides=None):
+        self.arr = arr if arr.flags.c_contiguous else np.ascontiguousarray(arr)  # 0-d stays 0-d
+        self.device = device
+        code, bits = dtype or {np.dtype(np.float32): (2, 32), np.dtype(np.int32): (0, 32),
+                               np.dtype(np.float64): (2, 64)}[self.arr.dtype]
+        nd = self.arr.ndim
+        self.shape = (ctypes.c_int64 * max(nd, 1))(*self.arr.shape)
+        self.strides = (ctypes.c_int64 * max(nd, 1))(*strides) if strides else None
+        t = mlc._DLTensor(self.arr.ctypes.data, mlc._DLDevice(*device), nd, mlc._DLDataType(code, bits, lanes),
+                          self.shape, self.strides, 0)
+        self.managed = _DLManaged(t, None, None)
+
+    def __dlpack_device__(self):
+        return self.device
+
+    def __dlpack__(self, stream=None):
+        return _capsule_new(ctypes.addressof(self.managed), _DLTENSOR, None)
+
+
+class DeviceTensors(unittest.TestCase):
+    """GPU tensors through DLPack (issue 26), the parts a CPU machine can
+    check: each misuse raises a clear exception before any memory is
+    touched, a CPU model refuses device memory by name without taking a
+    step, and host tensors (numpy, torch's CPU tensors, out=) run as before.
+    The GPU side is bench/h200_python.sh's."""
+
+    def setUp(self):
+        self.m = mlc.load(ART)
+        self.x = np.random.default_rng(0).standard_normal((8, 16)).astype(np.float32)
+        self.y = np.arange(8, dtype=np.int32) % 10
+
+    def tearDown(self):
+        self.m.close()
+
+    def assertMlcError(self, call, message):
+        with self.assertRaises(mlc.Error) as cm:
+            call()
+        self.assertEqual((cm.exception.code, str(cm.exception)), ("INVALID_ARGUMENT", message))
+
+    def test_cpu_model_refuses_device_memory(self):
+        self.assertMlcError(lambda: self.m.forward(FakeGPUTensor(self.x), out=np.empty((8, 10), np.float32)),
+                            "input 'x' of forward is in device memory (device 0), but the model runs on the cpu, "
+                            "which takes tensors in host memory")
+        self.assertMlcError(lambda: self.m.forward(self.x, out=FakeGPUTensor(np.empty((8, 10), np.float32), (2, 1))),
+                            "output 'output' of forward is in device memory (device 1), but the model runs on the cpu, "
+                            "which takes tensors in host memory")
+        self.assertMlcError(lambda: self.m.train_step(FakeGPUTensor(self.x), self.y),
+                            "input 'x' of train is in device memory (device 0), but the model runs on the cpu, "
+                            "which takes tensors in host memory")
+        # An output the step could not write is refused before the step.
+        self.assertMlcError(lambda: self.m.run("train", self.x, self.y, out=FakeGPUTensor(np.zeros((), np.float32))),
+                            "output 'loss' of train is in device memory (device 0), but the model runs on the cpu, "
+                            "which takes tensors in host memory")
+        self.assertEqual(self.m.steps, 0)
+
+    def test_layout_and_dtype_errors(self):
+        out = np.empty((8, 10), np.float32)
+        with self.assertRaisesRegex(ValueError, r"^forward: input 'x' is not contiguous \(strides \(1, 8\) in elements, "
+                                                r"shape \(8, 16\)\): pass x.contiguous\(\)$"):
+            self.m.forward(FakeGPUTensor(self.x, strides=(1, 8)), out=out)
+        with self.assertRaisesRegex(TypeError, r"^forward: input 'x' is float64 on the GPU, which no mlc dtype matches, "
+                                               r"and mlc converts no GPU tensor"):
+            self.m.forward(FakeGPUTensor(self.x.astype(np.float64)), out=out)
+        with self.assertRaisesRegex(TypeError, r"^forward: input 'x' is float32 x4 on the GPU"):
+            self.m.forward(FakeGPUTensor(self.x, lanes=4), out=out)
+        with self.assertRaisesRegex(TypeError, r"^forward: input 'x' is a tensor on metal:0; mlc takes host arrays and "
+                                               r"CUDA tensors$"):
+            self.m.forward(FakeGPUTensor(self.x, device=(8, 0)), out=out)
+        with self.assertRaisesRegex(TypeError, r"^forward: the inputs are GPU tensors but not torch's; give the outputs "
+                                               r"with out=$"):
+            self.m.forward(FakeGPUTensor(self.x))
+        # A wrong shape or dtype on the device is the runtime's check, as for host memory.
+        self.assertMlcError(lambda: self.m.forward(FakeGPUTensor(self.x[:4]), out=out),
+                            "mlp_forward: input 'x' is f32[8, 16], got f32[4, 16]")
+        self.assertMlcError(lambda: self.m.forward(FakeGPUTensor(self.x.view(np.int32)), out=out),
+                            "mlp_forward: input 'x' is f32[8, 16], got i32[8, 16]")
+
+    def test_out_errors(self):
+        with self.assertRaisesRegex(TypeError, r"^forward has 1 output \(output\), out= gives 2$"):
+            self.m.forward(self.x, out=(np.empty((8, 10), np.float32),) * 2)
+        with self.assertRaisesRegex(ValueError, r"^forward: output 'output': the out= array must be C-contiguous and "
+                                                r"writable$"):
+            self.m.forward(self.x, out=np.empty((10, 8), np.float32).T)
+        ro = np.empty((8, 10), np.float32)
+        ro.flags.writeable = False
+        with self.assertRaisesRegex(ValueError, "C-contiguous and writable"):
+            self.m.forward(self.x, out=ro)
+        with self.assertRaisesRegex(TypeError, r"^forward: output 'output': out= takes numpy arrays or GPU tensors, "
+                                               r"got float$"):
+            self.m.forward(self.x, out=0.0)
+        with self.assertRaisesRegex(TypeError, r"^forward: output 'output' is a numpy float64 array"):
+            self.m.forward(self.x, out=np.empty((8, 10), np.float64))
+
+    def test_host_paths_unchanged(self):
+        want = self.m.forward(self.x)
+        out = np.full((8, 10), np.nan, np.float32)
+        self.assertIs(self.m.forward(self.x, out=out), out)
+        np.testing.assert_array_equal(out, want)
+        np.testing.assert_array_equal(self.m.forward(torch.from_numpy(self.x)), want)  # torch's CPU tensors: DLPack says cpu
+        self.assertEqual(self.m.train_step(torch.from_numpy(self.x), torch.from_numpy(self.y)),
+                         mlc.load(ART).train_step(self.x, self.y))
 
 
 def schedule_lr(step, lr, min_lr, warmup, total, decay):
