@@ -772,6 +772,11 @@ GRAD_CASES = [
              attention_grad_ref(128 ** -0.5, True, bf16), LOW, attrs={"causal": 1, "scale": 128 ** -0.5}),
     GradCase("attention_grad_f16_d128_causal_long", "attention_grad", attn_ops("f16", [1, 1, 700, 128]),
              attention_grad_ref(0.1, True, f16), LOW, attrs={"causal": 1, "scale": 0.1}),
+    # head dim 64 on the same wgmma gradient: warpgroup 0 alone takes dq's columns
+    GradCase("attention_grad_bf16_d64", "attention_grad", attn_ops("bf16", [2, 2, 300, 64]),
+             attention_grad_ref(0.125, False, bf16), LOW, attrs={"causal": 0, "scale": 0.125}),
+    GradCase("attention_grad_f16_d64_causal", "attention_grad", attn_ops("f16", [1, 3, 333, 64]),
+             attention_grad_ref(0.125, True, f16), LOW, attrs={"causal": 1, "scale": 0.125}),
     GradCase("attention_grad_f16_tiles", "attention_grad", attn_ops("f16", [1, 1, 150, 24]),
              attention_grad_ref(0.2, True, f16), LOW, attrs={"causal": 1, "scale": 0.2}, same_bits=True),
     # gather_grad: scatter-add along the axis, repeated and out-of-range indices, an index shorter than x
