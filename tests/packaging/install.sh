@@ -8,7 +8,9 @@
 #     pkg-config --static; each prints exactly the expected lines;
 #   - the installed mlc compiles examples/mlp.mdl, whose artifact (the
 #     installed runtime inside) is built four ways and checked against
-#     PyTorch (tests/ref/artifact_check.py).
+#     PyTorch (tests/ref/artifact_check.py);
+#   - the installed Python package runs that artifact and gives the C app's
+#     logits bit for bit.
 # Usage: install.sh BUILD_DIR ROOT WORKDIR [LINK_FLAG ...]
 set -uo pipefail
 build=$(realpath "$1") root=$(realpath "$2") work=$3
@@ -68,4 +70,21 @@ $expect"
   echo "ok $app"
 done
 ldd "$work/app/app-static" | grep -q libmlcrt && fail "app-static links libmlcrt.so"
-/usr/bin/python3 "$root/tests/ref/artifact_check.py" "$p/bin/mlc" "$root" "$work/artifact" "$@"
+/usr/bin/python3 "$root/tests/ref/artifact_check.py" "$p/bin/mlc" "$root" "$work/artifact" "$@" || exit 1
+# the Python package as installed (lib/python3/dist-packages), not the source tree's, on the moved artifact:
+# its logits on the same weights and batch are the C app's (logits-cc.bin, before its SGD step) bit for bit
+a=$work/artifact
+PYTHONPATH=$p/lib/python3/dist-packages /usr/bin/python3 - "$p" "$a/moved/mlp" "$a" <<'PY' || fail "the installed Python package"
+import sys
+import numpy as np
+prefix, model, work = sys.argv[1:4]
+import mlc
+assert mlc.__file__.startswith(prefix), f"mlc imported from {mlc.__file__}, not from {prefix}"
+m = mlc.load(model)
+m.load_weights(f"{work}/mlp.safetensors")
+x = np.fromfile(f"{work}/x.bin", dtype=np.float32).reshape(32, -1)
+got = np.asarray(m.forward(x)).reshape(32, 10)
+want = np.fromfile(f"{work}/logits-cc.bin", dtype=np.float32).reshape(2, 32, 10)[0]
+assert np.array_equal(got, want), f"logits differ from the C app's by {np.abs(got - want).max()}"
+print(f"ok python from {prefix}/lib/python3/dist-packages: logits equal to the cc app's")
+PY
