@@ -21,6 +21,47 @@
 #include "runtime/version.h"
 
 /* The model file's name without its folder: an artifact names no path. */
+/* The artifact's C (artifact.c's format strings) declares the model as
+ * `typedef struct NAME NAME`; these names are taken there already. */
+const char *mlc_artifact_name_clash(const char *name) {
+  static const char *const keywords[] = {
+      "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum", "extern", "float",
+      "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return", "short", "signed", "sizeof",
+      "static", "struct", "switch", "typedef", "union", "unsigned", "void", "volatile", "while", "bool", "true",
+      "false", "alignas", "alignof", "and", "and_eq", "asm", "bitand", "bitor", "catch", "char8_t", "char16_t",
+      "char32_t", "class", "compl", "concept", "consteval", "constexpr", "constinit", "const_cast", "co_await",
+      "co_return", "co_yield", "decltype", "delete", "dynamic_cast", "explicit", "export", "friend", "mutable",
+      "namespace", "new", "noexcept", "not", "not_eq", "nullptr", "operator", "or", "or_eq", "private", "protected",
+      "public", "reinterpret_cast", "requires", "static_assert", "static_cast", "template", "this", "thread_local",
+      "throw", "try", "typeid", "typename", "using", "virtual", "wchar_t", "xor", "xor_eq"};
+  static const char *const libc[] = {"FILE", "NULL", "size_t", "int8_t", "int16_t", "int32_t", "int64_t", "uint8_t",
+                                     "uint16_t", "uint32_t", "uint64_t", "memcpy", "memset", "strcmp", "stderr",
+                                     "malloc", "calloc", "realloc", "free", "main", "errno"};
+  /* each one checked by compiling an artifact's C with it (a CPU and a CUDA artifact); the rest of that code's
+   * identifiers (m, data, size, ...) coexist with the type */
+  static const char *const own[] = {"a", "build", "builds", "cpu_versions", "kernel", "lock", "lookup", "opt", "out",
+                                    "plan_bytes", "st", "unlock"};
+  for (size_t i = 0; i < sizeof keywords / sizeof *keywords; i++)
+    if (!strcmp(name, keywords[i])) return "a C or C++ keyword";
+  for (size_t i = 0; i < sizeof libc / sizeof *libc; i++)
+    if (!strcmp(name, libc[i])) return "a name of the C library that the artifact's code uses";
+  if (!strncmp(name, "pthread_", 8)) return "a name of pthreads, which the artifact's code uses";
+  if (!strncmp(name, "mlc_", 4) || !strncmp(name, "MLC_", 4)) return "in the runtime's own prefix (mlc_)";
+  if (!strncmp(name, "__", 2)) return "reserved to C implementations (a leading __)";
+  for (size_t i = 0; i < sizeof own / sizeof *own; i++)
+    if (!strcmp(name, own[i])) return "a name that the artifact's code uses for its own variables and functions";
+  /* numbered names of that code: kernels0, plan_bytes1, k0_12 */
+  static const char *const numbered[] = {"kernels", "plan_bytes", "k"};
+  for (size_t i = 0; i < sizeof numbered / sizeof *numbered; i++) {
+    size_t n = strlen(numbered[i]);
+    if (strncmp(name, numbered[i], n) || !name[n]) continue;
+    const char *c = name + n;
+    while ((*c >= '0' && *c <= '9') || *c == '_') c++;
+    if (!*c) return "a name that the artifact's code uses for its own variables and functions";
+  }
+  return NULL;
+}
+
 static const char *source_name(const mlc_artifact *a) {
   const char *slash = strrchr(a->source, '/');
   return slash ? slash + 1 : a->source;

@@ -56,6 +56,10 @@ typedef struct {
   size_t cuda_image_bytes;
 } mlc_artifact;
 
+/* Why `name` cannot name an artifact (its C type and its functions' prefix):
+ * a C or C++ keyword, a name of the C library or pthreads that the artifact's
+ * code uses, or one of that code's own identifiers; NULL where it can. */
+const char *mlc_artifact_name_clash(const char *name);
 /* Creates dir unless it exists (MLC_IO when it cannot). */
 MLC_MUST_USE mlc_status mlc_artifact_mkdir(const char *dir);
 /* MLC_IO on a failure to write. */

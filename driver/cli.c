@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codegen/artifact.h"
 #include "driver/generate.h"
 #include "passes/passes.h"
 
@@ -284,10 +285,18 @@ int mlc_cli_parse_args(options *o, int argc, char **argv) {
       o->ndefines++;
       break;
     case OPT_EMIT: o->emit = optarg; break;
-    case OPT_NAME:
+    case OPT_NAME: {
       if (!c_identifier(optarg)) return mlc_cli_usage_error("--name %s: expected a C identifier of at most 64 characters", optarg);
+      const char *clash = mlc_artifact_name_clash(optarg);
+      if (clash) {
+        char msg[300];
+        snprintf(msg, sizeof msg, "--name %s: cannot name an artifact's C type and functions: it is %s; choose another",
+                 optarg, clash);
+        return mlc_cli_usage_error("%s", msg);
+      }
       o->artifact_name = optarg;
       break;
+    }
     case OPT_CC: o->cc = optarg; break;
     case OPT_NCU: o->ncu = true; break;
     case OPT_NCU_CSV: o->ncu_csv = optarg; break;

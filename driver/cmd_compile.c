@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "codegen/artifact.h"
 #include "driver/bundle.h"
 #include "passes/passes.h"
 #include "runtime/dist/bootstrap.h"
@@ -126,6 +127,13 @@ int mlc_cmd_frontend(const options *o, mlc_program *prog, mlc_diag *diag, char *
   mlc_lower_io io = {false, weights};
   bool ok = !diag->errors && mlc_lower_io_run(prog, diag, ast, &lo, &io);
   if (ok && o->artifact_name) prog->name = o->artifact_name;
+  /* an artifact's name must be free in its C; --name was checked with the options */
+  const char *clash = ok && o->cmd == CMD_COMPILE && o->target && !o->artifact_name ? mlc_artifact_name_clash(prog->name) : NULL;
+  if (clash) {
+    mlc_error(diag, prog->name_loc, "the model's name '%s' (this module's, in lower case) cannot name the artifact's C type and "
+              "functions: it is %s; give the artifact another name with --name NAME", prog->name, clash);
+    ok = false;
+  }
   mlc_options_apply(prog, &o->cg);
   double t3 = mlc_now();
   if (tf) fprintf(tf, "  %-12s %9.3f ms\n", "lower", (t3 - t2) * 1e3);

@@ -586,6 +586,7 @@ bool mlc_lower_io_run(mlc_program *p, mlc_diag *d, const mlc_ast_file *ast, cons
   for (char *c = lname; *c; c++)
     if (*c >= 'A' && *c <= 'Z') *c = (char)(*c - 'A' + 'a');
   p->name = lname;
+  p->name_loc = mod->loc;
   /* The constructor's arguments: the train block's, else the decode block's. */
   mlc_ast_train dargs = {0};
   const mlc_ast_train *ctor = ast->train;

@@ -290,6 +290,7 @@ typedef struct {
 typedef struct {
   mlc_arena *arena;
   const char *name;     /* artifact name: the model module's name, lower-cased */
+  mlc_loc name_loc;     /* that module's name in the source ({0}: none, e.g. ONNX) */
   mlc_param *params;
   uint32_t nparams, pcap;
   mlc_tie *ties;        /* state_dict names that share another parameter's tensor */
