@@ -39,6 +39,12 @@ for m in mlp linear minillm; do
   # detect_leaks=0: libnvrtc keeps a 72 KiB allocation from its start-up to
   # the end, which LeakSanitizer (the sanitizer build of this test) reports.
   check "$m: NVRTC compiles the same source for sm_90a" "ASAN_OPTIONS=detect_leaks=0 \"$test_nvrtc\" \"$out/$name.cu\" \"$work/$m.cubin\" > \"$work/$m.nvrtc.log\" 2>&1"
+  if [ $m = minillm ]; then
+    # the tile rule (emit_gemm.c, gemm_pick): each of its 14 distinct bf16 GEMMs of two or more waves of 128 x 256
+    # tiles (the projections, FFN and head, forward, dX and dW) on the cooperative kernel with TMA stores (cs,4)
+    cs=$(grep -o 'mlc_gemm_pp<mlc_bf16, 256, 4, [a-z]*, [a-z]*, [0-9]*LL, [0-9]*LL, [0-9]*LL, 8, true>' "$out/$name.cu" | sort -u | wc -l)
+    check "$m: its 14 big bf16 GEMMs on the cooperative TMA-store kernel ($cs)" "[ $cs -eq 14 ]"
+  fi
   if [ $m = minillm ] && [ -x "$cuobjdump" ]; then
     check "$m: the NVRTC cubin uses tensor cores too" "\"$cuobjdump\" -sass \"$work/$m.cubin\" | grep -q -E 'HMMA|HGMMA'"
   fi
