@@ -428,12 +428,12 @@ static bool emit_coopmat(sv *s, const gemm_desc *d, bool emulate) {
   /* the subgroup's first quad of A and of B in a stage */
   uint32_t abase = A.o.along_k ? sb_mulc(b, wm0, (uint32_t)A.lineq) : sb_shr(b, wm0, sb_u32(b, 3));
   uint32_t bbase = sb_addc(b, B.o.along_k ? sb_mulc(b, wn0, (uint32_t)B.lineq) : sb_shr(b, wn0, sb_u32(b, 3)), B.base);
-  sb_lv acc[4][4], eacc[4][4][8];
+  sb_lv acc[16], eacc[16][8]; /* [ti * tj], ti * tj <= 16 (coop_tile_ok) */
   for (int i = 0; i < ti; i++)
     for (int j = 0; j < tj; j++) {
-      if (!emulate) acc[i][j] = sb_local(b, mat_f, zero);
+      if (!emulate) acc[i * tj + j] = sb_local(b, mat_f, zero);
       else
-        for (int c = 0; c < 8; c++) eacc[i][j][c] = sb_local(b, b->t_f32, sb_f32(b, 0.f));
+        for (int c = 0; c < 8; c++) eacc[i * tj + j][c] = sb_local(b, b->t_f32, sb_f32(b, 0.f));
     }
   sb_lv va[16], vb[16]; /* the quads in flight */
   for (int i = 0; i < 16; i++) va[i] = sb_local(b, q4, 0), vb[i] = sb_local(b, q4, 0);
@@ -468,7 +468,7 @@ static bool emit_coopmat(sv *s, const gemm_desc *d, bool emulate) {
   if (!emulate) {
     uint32_t ab = sb_add(b, cur, abase), bb = sb_add(b, cur, bbase), pq = sb_ptr(b, SpvStorageClassWorkgroup, q4);
     for (int kk = 0; kk < ct.bk; kk += 16) {
-      uint32_t am[4], bm[4];
+      uint32_t am[16], bm[16];
       for (int i = 0; i < ti; i++) { /* A's rows wm0 + 16 i.., k kk.. */
         uint32_t off = A.o.along_k ? (uint32_t)(16 * i * A.lineq + kk / CQ) : (uint32_t)(kk * A.lineq + 16 * i / CQ);
         uint32_t pa[2] = {sh, sb_addc(b, ab, off)};
@@ -483,8 +483,8 @@ static bool emit_coopmat(sv *s, const gemm_desc *d, bool emulate) {
       }
       for (int i = 0; i < ti; i++)
         for (int j = 0; j < tj; j++) {
-          uint32_t ma[3] = {am[i], bm[j], sb_ld(b, acc[i][j])};
-          sb_st(b, acc[i][j], sb_op(b, SpvOpCooperativeMatrixMulAddNV, mat_f, 3, ma));
+          uint32_t ma[3] = {am[i], bm[j], sb_ld(b, acc[i * tj + j])};
+          sb_st(b, acc[i * tj + j], sb_op(b, SpvOpCooperativeMatrixMulAddNV, mat_f, 3, ma));
         }
     }
   } else {
@@ -500,7 +500,7 @@ static bool emit_coopmat(sv *s, const gemm_desc *d, bool emulate) {
           uint32_t n = sb_add(b, wn0, sb_addc(b, col, (uint32_t)(16 * j + c)));
           uint32_t eb = B.o.along_k ? sb_add(b, sb_mulc(b, sb_add(b, qb, sb_mulc(b, n, (uint32_t)B.lineq)), CQ), kk)
                                     : sb_add(b, sb_mulc(b, sb_add(b, qb, sb_mulc(b, kk, (uint32_t)B.lineq)), CQ), n);
-          sb_st(b, eacc[i][j][c], sb_fma(b, a, sh_half(b, sh, eb), sb_ld(b, eacc[i][j][c])));
+          sb_st(b, eacc[i * tj + j][c], sb_fma(b, a, sh_half(b, sh, eb), sb_ld(b, eacc[i * tj + j][c])));
         }
     }
     sb_for_end(b, &lk);
@@ -523,7 +523,7 @@ static bool emit_coopmat(sv *s, const gemm_desc *d, bool emulate) {
       uint32_t v[8];
       if (!emulate) {
         uint32_t pc[2] = {sh, scr};
-        uint32_t st[4] = {sb_op(b, SpvOpAccessChain, pq, 2, pc), sb_ld(b, acc[i][j]), sb_u32(b, 16 / 4 + CPAD), sb_bool(b, false)};
+        uint32_t st[4] = {sb_op(b, SpvOpAccessChain, pq, 2, pc), sb_ld(b, acc[i * tj + j]), sb_u32(b, 16 / 4 + CPAD), sb_bool(b, false)};
         sb_op0(b, SpvOpCooperativeMatrixStoreNV, 4, st);
         sb_subgroup_barrier(b);
         uint32_t at = sb_add(b, scr, sb_add(b, sb_mulc(b, row, 16 / 4 + CPAD), sb_shr(b, col, sb_u32(b, 2))));
@@ -536,7 +536,7 @@ static bool emit_coopmat(sv *s, const gemm_desc *d, bool emulate) {
         }
         sb_subgroup_barrier(b); /* all read before the next accumulator overwrites them */
       } else {
-        for (int c = 0; c < 8; c++) v[c] = sb_ld(b, eacc[i][j][c]);
+        for (int c = 0; c < 8; c++) v[c] = sb_ld(b, eacc[i * tj + j][c]);
       }
       uint32_t m = sb_add(b, t.m0, sb_add(b, wm0, sb_addc(b, row, (uint32_t)(16 * i))));
       uint32_t n = sb_add(b, t.n0, sb_add(b, wn0, sb_addc(b, col, (uint32_t)(16 * j))));
