@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every cooperative-matrix module mlc emits for the GEMM benches (f16; bf16
-# GEMMs have none: they keep the portable kernel) and for a small f16
+# GEMMs have one in the KHR form only, with bf16 matrices, and keep the
+# portable kernel alone in the NV build) and for a small f16
 # MiniLLM with --spirv-attention=coopmat (GEMMs, fused GEMMs and the
 # attention forward), compiled with --spirv-coopmat=khr: each is KHR and
 # passes the translator's structural checks (test_spirv_khr check), and
@@ -8,7 +9,7 @@
 # spvValidate before translating it.
 # With TEST_VK_COOPMAT, the runtime's scanner (runtime/vulkan/coopmat.h)
 # reads every module of both forms: each cooperative-matrix one multiplies
-# 16x16x16 f16 x f16 + f32 -> f32 and nothing else, what the device check
+# 16x16x16 f16 x f16 (or, KHR, bf16 x bf16) + f32 -> f32 and nothing else, what the device check
 # will ask the driver's list for.
 # Usage: khr_models.sh MLC TEST_SPIRV_KHR ROOT WORKDIR [TEST_VK_COOPMAT]
 set -euo pipefail
@@ -41,8 +42,10 @@ for m in gemm_f16 gemm_bf16 minillm; do
       echo "ok   $m $form scan: $s"
     done
   fi
-  want=1; [ $m = gemm_bf16 ] && want=0
-  if [ "$nv" = "$khr" ] && { [ "$khr" -gt 0 ] || [ $want = 0 ]; }; then
+  # bf16 GEMMs have cooperative matrices in the KHR form only (bf16
+  # matrices, SPV_KHR_bfloat16); their NV build keeps the portable kernel
+  want_nv=$khr; [ $m = gemm_bf16 ] && want_nv=0
+  if [ "$nv" = "$want_nv" ] && [ "$khr" -gt 0 ]; then
     echo "ok   $m: $out; $nv NV modules in the default build"
   else
     echo "FAIL $m: $khr KHR modules, $nv NV ones"; fail=1
