@@ -820,8 +820,11 @@ static mlc_status make_device(vk_dev *d) {
   }
   bool has_khr = mlc_vk_has_extension(&d->api, d->phys, MLC_VK_COOPMAT_EXT);
   bool has_nv = mlc_vk_has_extension(&d->api, d->phys, MLC_VK_COOPMAT_NV_EXT);
+  bool has_bf16 = has_khr && mlc_vk_has_extension(&d->api, d->phys, MLC_VK_BF16_EXT);
+  mlc_vk_bf16_features bf = {.sType = MLC_VK_STYPE_BF16_FEATURES};
   void **core_tail = tail;
   if (has_khr) { *tail = &khr; tail = &khr.pNext; }
+  if (has_bf16) { *tail = &bf; tail = &bf.pNext; }
   if (has_nv) *tail = &nv;
   d->api.vkGetPhysicalDeviceFeatures2(d->phys, &f2);
   /* Everything the device offers (the kernels declare what they use),
@@ -834,16 +837,26 @@ static mlc_status make_device(vk_dev *d) {
   nv.cooperativeMatrixRobustBufferAccess = VK_FALSE;
   d->coopmat_khr = has_khr && khr.cooperativeMatrix;
   d->coopmat_nv = has_nv && nv.cooperativeMatrix;
-  for (int kind = MLC_VK_COOPMAT_KHR; kind <= MLC_VK_COOPMAT_NV; kind++)
-    if (kind == MLC_VK_COOPMAT_KHR ? d->coopmat_khr : d->coopmat_nv)
-      d->coopmat_props[kind] = mlc_vk_coopmat_properties_of(&d->api, d->phys, (mlc_vk_coopmat_kind)kind, &d->n_coopmat_props[kind]);
+  /* bf16 matrices (the KHR bf16 GEMMs) where the driver has them; the
+   * cooperative-matrix check (coopmat.h) finds out whether it lists them */
+  bool bf16_coop = d->coopmat_khr && has_bf16 && bf.shaderBFloat16Type && bf.shaderBFloat16CooperativeMatrix;
+  for (int kind = MLC_VK_COOPMAT_KHR; kind <= MLC_VK_COOPMAT_NV; kind++) {
+    if (!(kind == MLC_VK_COOPMAT_KHR ? d->coopmat_khr : d->coopmat_nv)) continue;
+    mlc_vk_coopmat_properties *p = mlc_vk_coopmat_properties_of(&d->api, d->phys, (mlc_vk_coopmat_kind)kind, &d->n_coopmat_props[kind]);
+    uint32_t n = 0; /* without the bf16 feature enabled, a listed bf16 multiply cannot be used */
+    for (uint32_t j = 0; p && j < d->n_coopmat_props[kind]; j++)
+      if (bf16_coop || (p[j].AType != MLC_VK_COMPONENT_BF16 && p[j].BType != MLC_VK_COMPONENT_BF16)) p[n++] = p[j];
+    d->coopmat_props[kind] = p;
+    d->n_coopmat_props[kind] = n;
+  }
   /* Chain again with only the extensions that are enabled. */
-  const char *exts[3];
+  const char *exts[4];
   uint32_t next = 0;
   tail = core_tail;
   *tail = NULL;
-  khr.pNext = nv.pNext = NULL;
+  khr.pNext = nv.pNext = bf.pNext = NULL;
   if (d->coopmat_khr) { *tail = &khr; tail = &khr.pNext; exts[next++] = MLC_VK_COOPMAT_EXT; }
+  if (bf16_coop) { *tail = &bf; tail = &bf.pNext; exts[next++] = MLC_VK_BF16_EXT; }
   if (d->coopmat_nv) { *tail = &nv; exts[next++] = MLC_VK_COOPMAT_NV_EXT; }
   VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR pe = {
       .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR, .pipelineExecutableInfo = VK_TRUE};

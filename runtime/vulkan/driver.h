@@ -46,6 +46,17 @@ typedef struct {
   VkBool32 saturatingAccumulation;
   int32_t scope;
 } mlc_vk_coopmat_properties;
+/* VK_KHR_shader_bfloat16 (1.4.311): bf16 as a cooperative matrix's component
+ * (VkPhysicalDeviceShaderBfloat16FeaturesKHR). */
+#define MLC_VK_BF16_EXT "VK_KHR_shader_bfloat16"
+#define MLC_VK_STYPE_BF16_FEATURES ((VkStructureType)1000141000)
+typedef struct {
+  VkStructureType sType;
+  void *pNext;
+  VkBool32 shaderBFloat16Type;
+  VkBool32 shaderBFloat16DotProduct;
+  VkBool32 shaderBFloat16CooperativeMatrix;
+} mlc_vk_bf16_features;
 typedef VkResult (*mlc_vk_coopmat_query)(VkPhysicalDevice, uint32_t *, mlc_vk_coopmat_properties *);
 typedef enum { MLC_VK_COOPMAT_KHR, MLC_VK_COOPMAT_NV } mlc_vk_coopmat_kind;
 
