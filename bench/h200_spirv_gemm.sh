@@ -3,8 +3,9 @@
 # target's cooperative-matrix GEMM at 4096^3 over workgroup tiles
 # (--spirv-gemm-tile) and both forms (--spirv-coopmat=khr|nv), f16 and bf16,
 # beside torch.matmul (cuBLAS) f16 and bf16 in the same call; the fastest
-# configuration of each form checked against torch (bench/spirv_gemm_sweep.py
-# says what and in which order).  Writes $OUT/gemm_sweep.md, gemm_sweep.json,
+# configuration of each dtype and form checked against torch
+# (bench/spirv_gemm_sweep.py says what and in which order).  bf16 runs on
+# cooperative matrices with khr only (bf16 matrices, VK_KHR_shader_bfloat16).  Writes $OUT/gemm_sweep.md, gemm_sweep.json,
 # env.log and logs/; prints the best per dtype.
 #
 # Uses build-gpu/mlc (the CUDA-only build, which also runs --target spirv)
