@@ -30,6 +30,7 @@ typedef struct {
   uint32_t nd;
   uint64_t scratch;
   bool coopmat;
+  bool coop_bf16;         /* its 16-bit matrices hold bf16 bits: KHR form only, A and B typed bf16 there (khr.h) */
   uint32_t mnk[3];
   char err[256];
 } sv;

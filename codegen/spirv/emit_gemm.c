@@ -236,6 +236,7 @@ typedef struct {
   int lines, lineq;
   uint32_t base; /* its first quad in a stage */
   bool quad;     /* whole quads in range or out: one 16-byte load each */
+  bool raw;      /* bf16 staged as its own bits (the KHR bf16 kernel), not converted to f16 */
   bool exact;    /* quads, and tiles that divide the operand: every quad read is in range */
 } coop_operand;
 
@@ -299,8 +300,8 @@ static bool coop_quads(sv *s, const gemm_desc *d, const operand *o, int k) {
   return true;
 }
 
-/* Quad u of the operand's k-slice at k0, as 8 f16 (a uvec4); elements out
- * of range are zeros. */
+/* Quad u of the operand's k-slice at k0, as 8 f16 (a uvec4), or 8 bf16
+ * when c->raw; elements out of range are zeros. */
 static uint32_t coop_fetch(sb *b, const coop_operand *c, uint32_t k0, uint32_t u) {
   const operand *o = &c->o;
   uint32_t q4 = sb_uvec4_type(b), per = sb_u32(b, (uint32_t)((o->along_k ? c->bk : c->rows) / CQ));
@@ -310,7 +311,7 @@ static uint32_t coop_fetch(sb *b, const coop_operand *c, uint32_t k0, uint32_t u
   if (c->exact) { /* no checks (k0 is at most K - bk here) */
     uint32_t at = o->along_k ? sb_add(b, sb_mulc(b, gr, (uint32_t)o->ld), gk) : sb_add(b, sb_mulc(b, gk, (uint32_t)o->ld), gr);
     uint32_t v = sb_ld4(b, o->bind, sb_shr(b, sb_add(b, o->off, at), sb_u32(b, 3)));
-    if (o->dt != MLC_DT_BF16) return v;
+    if (o->dt != MLC_DT_BF16 || c->raw) return v;
     for (uint32_t i = 0; i < 4; i++) { /* a bf16 pair as an f16 pair */
       uint32_t a[2] = {v, i}, x = sb_op(b, SpvOpCompositeExtract, b->t_u32, 2, a);
       w[i] = sb_pack_h2(b, sb_bits2f(b, sb_shl(b, x, sb_u32(b, 16))), sb_bits2f(b, sb_and(b, x, sb_u32(b, 0xffff0000u))));
@@ -324,7 +325,7 @@ static uint32_t coop_fetch(sb *b, const coop_operand *c, uint32_t k0, uint32_t u
     uint32_t v = sb_ld4(b, o->bind, sb_select(b, b->t_u32, ok, at, sb_u32(b, 0))); /* out of range: read quad 0, count zeros */
     for (uint32_t i = 0; i < 4; i++) {
       uint32_t a[2] = {v, i}, x = sb_op(b, SpvOpCompositeExtract, b->t_u32, 2, a);
-      if (o->dt == MLC_DT_BF16) /* a bf16 pair as an f16 pair */
+      if (o->dt == MLC_DT_BF16 && !c->raw) /* a bf16 pair as an f16 pair */
         x = sb_pack_h2(b, sb_bits2f(b, sb_shl(b, x, sb_u32(b, 16))), sb_bits2f(b, sb_and(b, x, sb_u32(b, 0xffff0000u))));
       w[i] = sb_select(b, b->t_u32, ok, x, sb_u32(b, 0));
     }
@@ -338,7 +339,11 @@ static uint32_t coop_fetch(sb *b, const coop_operand *c, uint32_t k0, uint32_t u
     at = sb_select(b, b->t_u32, ok, sb_add(b, o->off, at), sb_u32(b, 0));
     x[e] = sb_select(b, b->t_f32, ok, sb_load_f(b, o->bind, o->dt, at), sb_f32(b, 0.f));
   }
-  for (int i = 0; i < 4; i++) w[i] = sb_pack_h2(b, x[2 * i], x[2 * i + 1]);
+  for (int i = 0; i < 4; i++)
+    if (c->raw) /* bf16 values are f32s with zero low halves: their bits are the upper ones */
+      w[i] = sb_or(b, sb_shr(b, sb_f2bits(b, x[2 * i]), sb_u32(b, 16)), sb_and(b, sb_f2bits(b, x[2 * i + 1]), sb_u32(b, 0xffff0000u)));
+    else
+      w[i] = sb_pack_h2(b, x[2 * i], x[2 * i + 1]);
   return sb_op(b, SpvOpCompositeConstruct, q4, 4, w);
 }
 
@@ -360,13 +365,14 @@ static void coop_store_all(sb *b, const coop_operand *c, uint32_t sh, uint32_t s
   }
 }
 
-/* f16 element e (counted in f16 from the start of sh) as f32: the
- * emulation's read (see emit_coopmat). */
-static uint32_t sh_half(sb *b, uint32_t sh, uint32_t e) {
+/* 16-bit element e (counted from the start of sh) as f32, an f16 or (raw)
+ * a bf16: the emulation's read (see emit_coopmat). */
+static uint32_t sh_half(sb *b, uint32_t sh, uint32_t e, bool raw) {
   uint32_t quad = sb_sh_ld(b, sh, sb_uvec4_type(b), sb_shr(b, e, sb_u32(b, 3)));
   uint32_t a[2] = {quad, sb_and(b, sb_shr(b, e, sb_u32(b, 1)), sb_u32(b, 3))};
   uint32_t w = sb_op(b, SpvOpVectorExtractDynamic, b->t_u32, 2, a);
-  return sb_f16tof(b, sb_and(b, sb_shr(b, w, sb_mulc(b, sb_and(b, e, sb_u32(b, 1)), 16)), sb_u32(b, 0xffff)));
+  uint32_t h = sb_and(b, sb_shr(b, w, sb_mulc(b, sb_and(b, e, sb_u32(b, 1)), 16)), sb_u32(b, 0xffff));
+  return raw ? sb_bits2f(b, sb_shl(b, h, sb_u32(b, 16))) : sb_f16tof(b, h);
 }
 
 /* The cooperative-matrix kernel (see the top of the file): a workgroup of
@@ -385,7 +391,7 @@ static uint32_t sh_half(sb *b, uint32_t sh, uint32_t e) {
  * matrices: a check of the staging and the store on a device without them
  * (--spirv-emulate-coopmat makes it the portable kernel of f16
  * GEMMs, which lavapipe runs). */
-static bool emit_coopmat(sv *s, const gemm_desc *d, bool emulate) {
+static bool emit_coopmat(sv *s, const gemm_desc *d, bool emulate, bool bf16) {
   sb *b = s->b;
   coop_tile ct = coop_tile_of(s->p, d);
   int sx_n = ct.bn / ct.wn, threads = 32 * (ct.bm / ct.wm) * sx_n, ti = ct.wm / 16, tj = ct.wn / 16;
@@ -401,7 +407,7 @@ static bool emit_coopmat(sv *s, const gemm_desc *d, bool emulate) {
     uint32_t f0 = sb_f32(b, 0.f);
     zero = sb_constant(b, SpvOpConstantComposite, mat_f, 1, &f0);
   }
-  coop_operand A = {.o.along_k = !d->g.a_km}, B = {.o.along_k = d->g.b_nk};
+  coop_operand A = {.o.along_k = !d->g.a_km, .raw = bf16}, B = {.o.along_k = d->g.b_nk, .raw = bf16};
   coop_layout(&A, ct.bm, ct.bk, 0);
   coop_layout(&B, ct.bn, ct.bk, (uint32_t)(A.lines * A.lineq));
   uint32_t stage_q = B.base + (uint32_t)(B.lines * B.lineq), scratch_q = 16 * (16 / 4 + CPAD); /* a subgroup's 16 x 16 f32 */
@@ -428,12 +434,12 @@ static bool emit_coopmat(sv *s, const gemm_desc *d, bool emulate) {
   /* the subgroup's first quad of A and of B in a stage */
   uint32_t abase = A.o.along_k ? sb_mulc(b, wm0, (uint32_t)A.lineq) : sb_shr(b, wm0, sb_u32(b, 3));
   uint32_t bbase = sb_addc(b, B.o.along_k ? sb_mulc(b, wn0, (uint32_t)B.lineq) : sb_shr(b, wn0, sb_u32(b, 3)), B.base);
-  sb_lv acc[4][4], eacc[4][4][8];
+  sb_lv acc[16], eacc[16][8]; /* [ti * tj], ti * tj <= 16 (coop_tile_ok) */
   for (int i = 0; i < ti; i++)
     for (int j = 0; j < tj; j++) {
-      if (!emulate) acc[i][j] = sb_local(b, mat_f, zero);
+      if (!emulate) acc[i * tj + j] = sb_local(b, mat_f, zero);
       else
-        for (int c = 0; c < 8; c++) eacc[i][j][c] = sb_local(b, b->t_f32, sb_f32(b, 0.f));
+        for (int c = 0; c < 8; c++) eacc[i * tj + j][c] = sb_local(b, b->t_f32, sb_f32(b, 0.f));
     }
   sb_lv va[16], vb[16]; /* the quads in flight */
   for (int i = 0; i < 16; i++) va[i] = sb_local(b, q4, 0), vb[i] = sb_local(b, q4, 0);
@@ -468,7 +474,7 @@ static bool emit_coopmat(sv *s, const gemm_desc *d, bool emulate) {
   if (!emulate) {
     uint32_t ab = sb_add(b, cur, abase), bb = sb_add(b, cur, bbase), pq = sb_ptr(b, SpvStorageClassWorkgroup, q4);
     for (int kk = 0; kk < ct.bk; kk += 16) {
-      uint32_t am[4], bm[4];
+      uint32_t am[16], bm[16];
       for (int i = 0; i < ti; i++) { /* A's rows wm0 + 16 i.., k kk.. */
         uint32_t off = A.o.along_k ? (uint32_t)(16 * i * A.lineq + kk / CQ) : (uint32_t)(kk * A.lineq + 16 * i / CQ);
         uint32_t pa[2] = {sh, sb_addc(b, ab, off)};
@@ -483,8 +489,8 @@ static bool emit_coopmat(sv *s, const gemm_desc *d, bool emulate) {
       }
       for (int i = 0; i < ti; i++)
         for (int j = 0; j < tj; j++) {
-          uint32_t ma[3] = {am[i], bm[j], sb_ld(b, acc[i][j])};
-          sb_st(b, acc[i][j], sb_op(b, SpvOpCooperativeMatrixMulAddNV, mat_f, 3, ma));
+          uint32_t ma[3] = {am[i], bm[j], sb_ld(b, acc[i * tj + j])};
+          sb_st(b, acc[i * tj + j], sb_op(b, SpvOpCooperativeMatrixMulAddNV, mat_f, 3, ma));
         }
     }
   } else {
@@ -494,13 +500,13 @@ static bool emit_coopmat(sv *s, const gemm_desc *d, bool emulate) {
       uint32_t m = sb_add(b, wm0, sb_addc(b, row, (uint32_t)(16 * i)));
       uint32_t ea = A.o.along_k ? sb_add(b, sb_mulc(b, sb_add(b, qa, sb_mulc(b, m, (uint32_t)A.lineq)), CQ), kk)
                                 : sb_add(b, sb_mulc(b, sb_add(b, qa, sb_mulc(b, kk, (uint32_t)A.lineq)), CQ), m);
-      uint32_t a = sh_half(b, sh, ea);
+      uint32_t a = sh_half(b, sh, ea, bf16);
       for (int j = 0; j < tj; j++)
         for (int c = 0; c < 8; c++) {
           uint32_t n = sb_add(b, wn0, sb_addc(b, col, (uint32_t)(16 * j + c)));
           uint32_t eb = B.o.along_k ? sb_add(b, sb_mulc(b, sb_add(b, qb, sb_mulc(b, n, (uint32_t)B.lineq)), CQ), kk)
                                     : sb_add(b, sb_mulc(b, sb_add(b, qb, sb_mulc(b, kk, (uint32_t)B.lineq)), CQ), n);
-          sb_st(b, eacc[i][j][c], sb_fma(b, a, sh_half(b, sh, eb), sb_ld(b, eacc[i][j][c])));
+          sb_st(b, eacc[i * tj + j][c], sb_fma(b, a, sh_half(b, sh, eb, bf16), sb_ld(b, eacc[i * tj + j][c])));
         }
     }
     sb_for_end(b, &lk);
@@ -523,7 +529,7 @@ static bool emit_coopmat(sv *s, const gemm_desc *d, bool emulate) {
       uint32_t v[8];
       if (!emulate) {
         uint32_t pc[2] = {sh, scr};
-        uint32_t st[4] = {sb_op(b, SpvOpAccessChain, pq, 2, pc), sb_ld(b, acc[i][j]), sb_u32(b, 16 / 4 + CPAD), sb_bool(b, false)};
+        uint32_t st[4] = {sb_op(b, SpvOpAccessChain, pq, 2, pc), sb_ld(b, acc[i * tj + j]), sb_u32(b, 16 / 4 + CPAD), sb_bool(b, false)};
         sb_op0(b, SpvOpCooperativeMatrixStoreNV, 4, st);
         sb_subgroup_barrier(b);
         uint32_t at = sb_add(b, scr, sb_add(b, sb_mulc(b, row, 16 / 4 + CPAD), sb_shr(b, col, sb_u32(b, 2))));
@@ -536,7 +542,7 @@ static bool emit_coopmat(sv *s, const gemm_desc *d, bool emulate) {
         }
         sb_subgroup_barrier(b); /* all read before the next accumulator overwrites them */
       } else {
-        for (int c = 0; c < 8; c++) v[c] = sb_ld(b, eacc[i][j][c]);
+        for (int c = 0; c < 8; c++) v[c] = sb_ld(b, eacc[i * tj + j][c]);
       }
       uint32_t m = sb_add(b, t.m0, sb_add(b, wm0, sb_addc(b, row, (uint32_t)(16 * i))));
       uint32_t n = sb_add(b, t.n0, sb_add(b, wn0, sb_addc(b, col, (uint32_t)(16 * j))));
@@ -559,6 +565,7 @@ static bool emit_coopmat(sv *s, const gemm_desc *d, bool emulate) {
   sb_if_end(b, &guard);
   sv_end(s);
   sv_coopmat16(s, emulate);
+  s->coop_bf16 = bf16 && !emulate;
   return true;
 }
 
@@ -574,19 +581,22 @@ bool sv_emit_gemm_of(sv *s, int op, const mlc_type *otype, sv_epi_fn epi, void *
   for (int k = 0; k < 2; k++)
     if (!sv_check_size(s, mlc_type_numel(sv_in(s, k)))) return false;
   if (!sv_check_size(s, mlc_type_numel(otype))) return false;
-  /* f16 operands only: f32 and bf16 ones would lose precision or range as f16 (see the top) */
+  /* f16 operands, and bf16 ones in the KHR form (bf16 matrices, staged as
+   * their own bits); f32 ones, and bf16 ones as f16, would lose precision
+   * or range (see the top) */
   bool f16 = sv_in(s, 0)->dtype == MLC_DT_F16 && sv_in(s, 1)->dtype == MLC_DT_F16;
+  bool bf16 = sv_in(s, 0)->dtype == MLC_DT_BF16 && sv_in(s, 1)->dtype == MLC_DT_BF16 && s->p->opts.spirv_coopmat_khr;
   if (s->coopmat_variant) {
-    if (!f16) { /* the portable kernel only */
+    if (!f16 && !bf16) { /* the portable kernel only */
       sb_entry_begin(s->b, "main0", 1, 1, (uint32_t[2]){0, 0});
       sb_entry_end(s->b);
       s->nd = 1;
       return true;
     }
-    return emit_coopmat(s, &d, false);
+    return emit_coopmat(s, &d, false, bf16);
   }
   /* the check of the cooperative-matrix kernel's staging and store (emit_coopmat) */
-  if (f16 && s->p->opts.spirv_emulate_coopmat) return emit_coopmat(s, &d, true);
+  if ((f16 || bf16) && s->p->opts.spirv_emulate_coopmat) return emit_coopmat(s, &d, true, bf16);
   return emit_tiled(s, &d);
 }
 

@@ -49,6 +49,8 @@ typedef struct {
   uint32_t int_t;          /* the 32-bit integer type of the first NV type's rows */
   uint32_t cval[NROLES];   /* ids of int_t constants 0, 1, 2 (existing or new) */
   bool need_val[NROLES];
+  bool bf16;               /* A and B hold bf16 bits (mlc_spirv_nv_to_khr_bf16) */
+  uint32_t f16_t, bf16_t;  /* the module's OpTypeFloat 16, and the new bf16 type */
   char *err;
   size_t errn;
 } xl;
@@ -363,6 +365,11 @@ static void constants(xl *x) {
 }
 
 static void write_constants(xl *x, vec *v) {
+  if (x->bf16) { /* the bf16 component, before the first matrix type */
+    x->bf16_t = x->nbound++;
+    uint32_t in[4] = {4u << 16 | SpvOpTypeFloat, x->bf16_t, 16, MLC_SPV_FP_BFLOAT16};
+    put_ins(v, in, 4);
+  }
   for (uint32_t c = 0; c < NROLES; c++) {
     if (!x->need_val[c] || x->cval[c]) continue;
     x->cval[c] = x->nbound++;
@@ -392,6 +399,15 @@ static bool rewrite_one(xl *x, vec *v, size_t i, uint32_t *tmp) {
   case SpvOpCapability:
     if (in[1] == SpvCapabilityCooperativeMatrixNV) tmp[1] = MLC_SPV_CAP_COOPMAT_KHR;
     put_ins(v, tmp, len);
+    if (in[1] == SpvCapabilityCooperativeMatrixNV && x->bf16) {
+      uint32_t caps[4] = {2u << 16 | SpvOpCapability, MLC_SPV_CAP_BFLOAT16_TYPE, 2u << 16 | SpvOpCapability,
+                          MLC_SPV_CAP_BFLOAT16_COOPMAT};
+      put_ins(v, caps, 4);
+    }
+    break;
+  case SpvOpTypeFloat:
+    if (len == 3 && in[2] == 16) x->f16_t = in[1];
+    put_ins(v, tmp, len);
     break;
   case SpvOpExtension:
     if (!strncmp((const char *)(in + 1), "SPV_NV_cooperative_matrix", (len - 1) * 4)) {
@@ -400,6 +416,13 @@ static bool rewrite_one(xl *x, vec *v, size_t i, uint32_t *tmp) {
       memcpy(words, name, sizeof words);
       put(v, 8u << 16 | SpvOpExtension);
       put_ins(v, words, 7);
+      if (x->bf16) {
+        static const char bf[20] = "SPV_KHR_bfloat16"; /* 16 bytes + NUL, padded to 5 words */
+        uint32_t bw[5];
+        memcpy(bw, bf, sizeof bw);
+        put(v, 6u << 16 | SpvOpExtension);
+        put_ins(v, bw, 5);
+      }
     } else {
       put_ins(v, tmp, len);
     }
@@ -407,7 +430,13 @@ static bool rewrite_one(xl *x, vec *v, size_t i, uint32_t *tmp) {
   case SpvOpTypeCooperativeMatrixNV: /* (result, component, scope, rows, columns) + use */
     for (int r = 0; r < NROLES; r++)
       if (x->used[in[1]] >> r & 1) {
-        uint32_t t[7] = {7u << 16 | MLC_SPV_OP_TYPE_COOPMAT_KHR, x->var[in[1]][r], in[2], in[3], in[4], in[5], x->cval[r]};
+        uint32_t comp = in[2];
+        if (x->bf16 && r != MLC_COOPMAT_USE_ACC) {
+          if (!x->f16_t || comp != x->f16_t)
+            return fail(x, "the %s matrix %%%u of a bf16 kernel is not of the module's f16 type", role_name(r), in[1]);
+          comp = x->bf16_t;
+        }
+        uint32_t t[7] = {7u << 16 | MLC_SPV_OP_TYPE_COOPMAT_KHR, x->var[in[1]][r], comp, in[3], in[4], in[5], x->cval[r]};
         put_ins(v, t, 7);
       }
     break;
@@ -475,9 +504,9 @@ static bool rewrite(xl *x, vec *v) {
   return true;
 }
 
-bool mlc_spirv_nv_to_khr(const uint32_t *words, size_t n, uint32_t **out, size_t *out_n, char *err, size_t errn) {
+static bool translate(const uint32_t *words, size_t n, bool bf16, uint32_t **out, size_t *out_n, char *err, size_t errn) {
   *out = NULL, *out_n = 0;
-  xl x = {.w = words, .n = n, .err = err, .errn = errn};
+  xl x = {.w = words, .n = n, .err = err, .errn = errn, .bf16 = bf16};
   if (n < 5 || words[0] != SpvMagicNumber) return fail(&x, "not a SPIR-V module");
   x.bound = words[3];
   size_t b = x.bound;
@@ -502,4 +531,12 @@ bool mlc_spirv_nv_to_khr(const uint32_t *words, size_t n, uint32_t **out, size_t
   }
   *out = v.w, *out_n = v.n;
   return true;
+}
+
+bool mlc_spirv_nv_to_khr(const uint32_t *words, size_t n, uint32_t **out, size_t *out_n, char *err, size_t errn) {
+  return translate(words, n, false, out, out_n, err, errn);
+}
+
+bool mlc_spirv_nv_to_khr_bf16(const uint32_t *words, size_t n, uint32_t **out, size_t *out_n, char *err, size_t errn) {
+  return translate(words, n, true, out, out_n, err, errn);
 }

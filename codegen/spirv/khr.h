@@ -31,6 +31,9 @@ enum {
   MLC_SPV_OP_COOPMAT_MULADD_KHR = 4459,
   MLC_SPV_OP_COOPMAT_LENGTH_KHR = 4460,
 };
+/* SPV_KHR_bfloat16: OpTypeFloat 16 with this FP encoding is bf16, and
+ * these capabilities let cooperative matrices have it as their component. */
+enum { MLC_SPV_FP_BFLOAT16 = 0, MLC_SPV_CAP_BFLOAT16_TYPE = 5116, MLC_SPV_CAP_BFLOAT16_COOPMAT = 5118 };
 /* CooperativeMatrixUse and CooperativeMatrixLayout */
 enum { MLC_COOPMAT_USE_A = 0, MLC_COOPMAT_USE_B = 1, MLC_COOPMAT_USE_ACC = 2 };
 enum { MLC_COOPMAT_ROW_MAJOR = 0, MLC_COOPMAT_COLUMN_MAJOR = 1 };
@@ -39,14 +42,22 @@ enum { MLC_COOPMAT_ROW_MAJOR = 0, MLC_COOPMAT_COLUMN_MAJOR = 1 };
  * the caller frees) of *out_n words.  False with a message in err when the
  * module has something the translation does not handle or cannot infer. */
 bool mlc_spirv_nv_to_khr(const uint32_t *words, size_t n, uint32_t **out, size_t *out_n, char *err, size_t errn);
+/* The same for a module whose 16-bit A and B matrices hold bf16 bits
+ * (emit_gemm.c's bf16 kernel, valid as NV only as f16): in the KHR form
+ * their component is SPV_KHR_bfloat16's bf16 (a new OpTypeFloat 16
+ * BFloat16KHR, with its capabilities and extension); an A or B matrix of
+ * another component than the module's f16 is an error. */
+bool mlc_spirv_nv_to_khr_bf16(const uint32_t *words, size_t n, uint32_t **out, size_t *out_n, char *err, size_t errn);
 
 /* Structural checks of a KHR module (what spvValidate would be asked, as far
  * as the translation is concerned): a well-formed header and instruction
  * stream, every result id under the bound and defined once, ids defined
  * before use, no NV opcode, capability or extension left, KHR types whose
- * operands are constants (use 0..2), loads and stores with a layout
- * constant, and each MulAdd's A, B and C of the uses and shapes its
- * position asks for.  False with the first problem in err. */
+ * operands are constants (use 0..2) and whose component is a scalar type
+ * (bf16 only with SPV_KHR_bfloat16's capabilities and extension), loads and
+ * stores with a layout constant, and each MulAdd's A, B and C of the uses
+ * and shapes its position asks for, A and B of one component.  False with
+ * the first problem in err. */
 bool mlc_spirv_khr_check(const uint32_t *words, size_t n, char *err, size_t errn);
 
 #endif

@@ -23,6 +23,7 @@ typedef struct {
   uint32_t bound;
   size_t *def;      /* [bound] offset of each id's definition (0: none) */
   uint32_t *vtype;  /* [bound] result type of each id */
+  bool bf16;        /* SPV_KHR_bfloat16's capabilities and extension are declared */
   char *err;
   size_t errn;
 } ck;
@@ -140,6 +141,12 @@ static bool check_coop(ck *c, size_t at, const uint32_t *in) {
   switch (op) {
   case MLC_SPV_OP_TYPE_COOPMAT_KHR: {
     if (len != 7) return bad(c, at, "OpTypeCooperativeMatrixKHR has %u words", len);
+    uint32_t ct = in[2] < c->bound ? opcode(c, in[2]) : 0;
+    if (ct != SpvOpTypeFloat && ct != SpvOpTypeInt) return bad(c, at, "the component of %%%u is not a scalar type", in[1]);
+    const uint32_t *f = c->w + c->def[in[2]];
+    if (ct == SpvOpTypeFloat && f[0] >> 16 == 4 && (f[3] != MLC_SPV_FP_BFLOAT16 || !c->bf16))
+      return bad(c, at, "the component of %%%u is a float of encoding %u without SPV_KHR_bfloat16's capabilities and extension",
+                 in[1], f[3]);
     int64_t use = const32(c, in[6]);
     if (use < 0 || use > 2) return bad(c, at, "the use of %%%u is not a 32-bit constant 0..2", in[1]);
     return true;
@@ -161,6 +168,7 @@ static bool check_coop(ck *c, size_t at, const uint32_t *in) {
     if (len != 6) return bad(c, at, "OpCooperativeMatrixMulAddKHR with %u words (float matrices take no operands mask)", len);
     if (!r || !a || !b || !acc) return bad(c, at, "a MulAdd operand is no KHR matrix");
     if (const32(c, a[6]) != MLC_COOPMAT_USE_A) return bad(c, at, "MulAdd's A (%%%u) has not the use MatrixAKHR", in[3]);
+    if (a[2] != b[2]) return bad(c, at, "MulAdd's A and B have different components (%%%u, %%%u)", a[2], b[2]);
     if (const32(c, b[6]) != MLC_COOPMAT_USE_B) return bad(c, at, "MulAdd's B (%%%u) has not the use MatrixBKHR", in[4]);
     if (const32(c, r[6]) != MLC_COOPMAT_USE_ACC || vt(c, in[5]) != in[1])
       return bad(c, at, "MulAdd's C and result must be the same accumulator type");
@@ -195,7 +203,7 @@ static bool check_coop(ck *c, size_t at, const uint32_t *in) {
 
 static bool check(ck *c) {
   const uint32_t *w = c->w;
-  bool any_khr = false, cap = false, ext = false;
+  bool any_khr = false, cap = false, ext = false, bf_type = false, bf_coop = false, bf_ext = false;
   /* definitions first: OpPhi may name later ones */
   for (size_t i = 5; i < c->n;) {
     uint32_t op = w[i] & 0xffff, len = w[i] >> 16;
@@ -207,11 +215,14 @@ static bool check(ck *c) {
       return bad(c, i, "NV cooperative-matrix opcode %u", op);
     if (op == SpvOpCapability && w[i + 1] == SpvCapabilityCooperativeMatrixNV) return bad(c, i, "capability CooperativeMatrixNV");
     if (op == SpvOpCapability && w[i + 1] == MLC_SPV_CAP_COOPMAT_KHR) cap = true;
+    if (op == SpvOpCapability && w[i + 1] == MLC_SPV_CAP_BFLOAT16_TYPE) bf_type = true;
+    if (op == SpvOpCapability && w[i + 1] == MLC_SPV_CAP_BFLOAT16_COOPMAT) bf_coop = true;
     if (op == SpvOpExtension) {
       const char *name = (const char *)(w + i + 1);
       size_t max = (len - 1) * 4;
       if (!strncmp(name, "SPV_NV_cooperative_matrix", max)) return bad(c, i, "extension SPV_NV_cooperative_matrix");
       if (!strncmp(name, "SPV_KHR_cooperative_matrix", max)) ext = true;
+      if (!strncmp(name, "SPV_KHR_bfloat16", max)) bf_ext = true;
     }
     if (has_res) {
       uint32_t id = w[i + (has_type ? 2 : 1)];
@@ -223,6 +234,7 @@ static bool check(ck *c) {
     i += len;
   }
   if (any_khr && (!cap || !ext)) return bad(c, 0, "KHR cooperative matrices without the capability and the extension");
+  c->bf16 = bf_type && bf_coop && bf_ext;
   for (size_t i = 5; i < c->n; i += w[i] >> 16)
     if (!check_ids(c, i, w + i) || !check_coop(c, i, w + i)) return false;
   return true;

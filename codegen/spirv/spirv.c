@@ -195,7 +195,7 @@ static mlc_status make(const mlc_program *p, const mlc_func *f, uint32_t i, cons
 /* Validates, optimises and validates again a module; *w is replaced by
  * the optimised words (or freed on failure).  A module that fails is a
  * bug in the emitters: MLC_INTERNAL. */
-static mlc_status finalize(const mlc_func *f, uint32_t i, const mlc_spirv_options *o, bool khr, uint32_t **words,
+static mlc_status finalize(const mlc_func *f, uint32_t i, const mlc_spirv_options *o, bool khr, bool bf16, uint32_t **words,
                            size_t *nwords) {
   const mlc_node *n = &f->nodes[i];
   uint32_t *w = *words;
@@ -225,7 +225,8 @@ static mlc_status finalize(const mlc_func *f, uint32_t i, const mlc_spirv_option
   if (khr && v13) { /* --spirv-coopmat=khr: the validated NV module, translated and checked (khr.h) */
     uint32_t *kw;
     size_t kn;
-    bool ok = mlc_spirv_nv_to_khr(w, nw, &kw, &kn, verr, sizeof verr);
+    /* a bf16 GEMM's NV form holds bf16 bits in f16 matrices: only its KHR form says bf16 */
+    bool ok = bf16 ? mlc_spirv_nv_to_khr_bf16(w, nw, &kw, &kn, verr, sizeof verr) : mlc_spirv_nv_to_khr(w, nw, &kw, &kn, verr, sizeof verr);
     free(w);
     if (!ok)
       return mlc_status_make(MLC_INTERNAL, "internal error: %s %%%u (%s): SPV_KHR_cooperative_matrix: %s", f->name, i,
@@ -347,7 +348,8 @@ static mlc_status kernel_for(table *t, seen_set *ss, const mlc_program *p, const
     *out = UINT32_MAX;
     return NULL;
   }
-  mlc_status st = finalize(f, i, o, p->opts.spirv_coopmat_khr, &w, &nw);
+  MLC_ASSERT(!s.coop_bf16 || p->opts.spirv_coopmat_khr); /* never shipped in its NV form */
+  mlc_status st = finalize(f, i, o, p->opts.spirv_coopmat_khr, s.coop_bf16, &w, &nw);
   if (st) {
     free(raw);
     return st;

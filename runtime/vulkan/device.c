@@ -9,6 +9,7 @@
 #include "runtime/cuda/compile.h" /* mlc_cuda_read_file, mlc_cuda_write_file: the cache's file helpers */
 #include "runtime/plan.h"
 #include "runtime/profile.h"      /* mlc_cache_path */
+#include "runtime/vulkan/coopmat.h"
 #include "runtime/vulkan/driver.h"
 
 #define MAX_ARGS 72           /* arguments of one step, as on CUDA */
@@ -61,6 +62,8 @@ typedef struct {
   VkQueue queue;
   uint32_t family;
   bool unified, coopmat_khr, coopmat_nv, timestamps;
+  mlc_vk_coopmat_properties *coopmat_props[2]; /* by mlc_vk_coopmat_kind, [n_coopmat_props[kind]] (malloc'ed) */
+  uint32_t n_coopmat_props[2];
   char driver[2 * VK_MAX_DRIVER_NAME_SIZE + 2 * VK_MAX_DRIVER_INFO_SIZE];
   VkCommandPool cmd_pool;
   VkCommandBuffer once;       /* copies, fills, the clock's origin */
@@ -420,19 +423,6 @@ static mlc_status build_kernel(vk_dev *d, kernel *kk, const mlc_vk_kernel *k) {
   return NULL;
 }
 
-/* Whether the module declares SPV_NV_cooperative_matrix's capability (else
- * a cooperative-matrix kernel is taken to use the KHR extension's). */
-static bool uses_nv(const mlc_vk_kernel *k) {
-  enum { OP_CAPABILITY = 17, OP_FUNCTION = 54, CAP_COOPMAT_NV = 5357 };
-  for (size_t i = 5; i < k->nwords;) {
-    uint32_t len = k->words[i] >> 16, op = k->words[i] & 0xffff;
-    if (op == OP_FUNCTION || !len) break; /* capabilities come first */
-    if (op == OP_CAPABILITY && len > 1 && k->words[i + 1] == CAP_COOPMAT_NV) return true;
-    i += len;
-  }
-  return false;
-}
-
 static mlc_status vk_resolve(mlc_device *base, const char *symbol, void **out) {
   vk_dev *d = (vk_dev *)base;
   for (uint32_t i = 0; i < d->code.nkernels; i++) {
@@ -440,16 +430,15 @@ static mlc_status vk_resolve(mlc_device *base, const char *symbol, void **out) {
     if (strcmp(k->symbol, symbol)) continue;
     kernel *kk = &d->kernels[i];
     if (!kk->k) {
-      const mlc_vk_kernel *use = k;
-      mlc_vk_coopmat_kind kind = uses_nv(k) ? MLC_VK_COOPMAT_NV : MLC_VK_COOPMAT_KHR;
-      bool have = kind == MLC_VK_COOPMAT_NV ? d->coopmat_nv : d->coopmat_khr;
-      if (k->coopmat && !(have && mlc_vk_coopmat_supported(&d->api, d->phys, kind, k->coopmat_mnk))) {
-        if (k->fallback >= d->code.nkernels)
-          return mlc_status_make(MLC_UNIMPLEMENTED, "Vulkan kernel %s needs %ux%ux%u cooperative matrices, which %s lacks, "
-                                 "and has no fallback", symbol, k->coopmat_mnk[0], k->coopmat_mnk[1], k->coopmat_mnk[2],
-                                 d->props.deviceName);
-        use = &d->code.kernels[k->fallback];
-      }
+      /* a cooperative-matrix kernel only when the device offers every
+       * multiply its words do, else the first fallback it runs (coopmat.h) */
+      mlc_vk_coopmat_caps caps = {.device = d->props.deviceName,
+                                  .enabled = {d->coopmat_khr, d->coopmat_nv},
+                                  .props = {d->coopmat_props[0], d->coopmat_props[1]},
+                                  .nprops = {d->n_coopmat_props[0], d->n_coopmat_props[1]}};
+      uint32_t pick;
+      MLC_RETURN_IF_ERROR(mlc_vk_coopmat_pick(base->a, &caps, d->code.kernels, d->code.nkernels, i, &pick));
+      const mlc_vk_kernel *use = &d->code.kernels[pick];
       if (use->nargs != k->nargs)
         return mlc_status_make(MLC_INVALID_ARGUMENT, "Vulkan kernel %s: its fallback %s takes %u arguments, not %u", symbol,
                                use->symbol, use->nargs, k->nargs);
@@ -765,6 +754,8 @@ static void vk_destroy(mlc_device *base) {
     d->api.vkDestroyDevice(d->dev, NULL);
   }
   mlc_vk_unload(&d->api);
+  free(d->coopmat_props[0]);
+  free(d->coopmat_props[1]);
   if (d->code.messages) *d->code.messages = d->api.messages;
   if (d->api.messages && d->code.progress)
     fprintf(d->code.progress, "mlc: %u Vulkan validation message%s (see above)\n", d->api.messages,
@@ -829,8 +820,11 @@ static mlc_status make_device(vk_dev *d) {
   }
   bool has_khr = mlc_vk_has_extension(&d->api, d->phys, MLC_VK_COOPMAT_EXT);
   bool has_nv = mlc_vk_has_extension(&d->api, d->phys, MLC_VK_COOPMAT_NV_EXT);
+  bool has_bf16 = has_khr && mlc_vk_has_extension(&d->api, d->phys, MLC_VK_BF16_EXT);
+  mlc_vk_bf16_features bf = {.sType = MLC_VK_STYPE_BF16_FEATURES};
   void **core_tail = tail;
   if (has_khr) { *tail = &khr; tail = &khr.pNext; }
+  if (has_bf16) { *tail = &bf; tail = &bf.pNext; }
   if (has_nv) *tail = &nv;
   d->api.vkGetPhysicalDeviceFeatures2(d->phys, &f2);
   /* Everything the device offers (the kernels declare what they use),
@@ -843,13 +837,26 @@ static mlc_status make_device(vk_dev *d) {
   nv.cooperativeMatrixRobustBufferAccess = VK_FALSE;
   d->coopmat_khr = has_khr && khr.cooperativeMatrix;
   d->coopmat_nv = has_nv && nv.cooperativeMatrix;
+  /* bf16 matrices (the KHR bf16 GEMMs) where the driver has them; the
+   * cooperative-matrix check (coopmat.h) finds out whether it lists them */
+  bool bf16_coop = d->coopmat_khr && has_bf16 && bf.shaderBFloat16Type && bf.shaderBFloat16CooperativeMatrix;
+  for (int kind = MLC_VK_COOPMAT_KHR; kind <= MLC_VK_COOPMAT_NV; kind++) {
+    if (!(kind == MLC_VK_COOPMAT_KHR ? d->coopmat_khr : d->coopmat_nv)) continue;
+    mlc_vk_coopmat_properties *p = mlc_vk_coopmat_properties_of(&d->api, d->phys, (mlc_vk_coopmat_kind)kind, &d->n_coopmat_props[kind]);
+    uint32_t n = 0; /* without the bf16 feature enabled, a listed bf16 multiply cannot be used */
+    for (uint32_t j = 0; p && j < d->n_coopmat_props[kind]; j++)
+      if (bf16_coop || (p[j].AType != MLC_VK_COMPONENT_BF16 && p[j].BType != MLC_VK_COMPONENT_BF16)) p[n++] = p[j];
+    d->coopmat_props[kind] = p;
+    d->n_coopmat_props[kind] = n;
+  }
   /* Chain again with only the extensions that are enabled. */
-  const char *exts[3];
+  const char *exts[4];
   uint32_t next = 0;
   tail = core_tail;
   *tail = NULL;
-  khr.pNext = nv.pNext = NULL;
+  khr.pNext = nv.pNext = bf.pNext = NULL;
   if (d->coopmat_khr) { *tail = &khr; tail = &khr.pNext; exts[next++] = MLC_VK_COOPMAT_EXT; }
+  if (bf16_coop) { *tail = &bf; tail = &bf.pNext; exts[next++] = MLC_VK_BF16_EXT; }
   if (d->coopmat_nv) { *tail = &nv; exts[next++] = MLC_VK_COOPMAT_NV_EXT; }
   VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR pe = {
       .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR, .pipelineExecutableInfo = VK_TRUE};

@@ -3,6 +3,8 @@
 #define _GNU_SOURCE /* dl_iterate_phdr */
 #include "runtime/vulkan/driver.h"
 
+#include "runtime/vulkan/coopmat.h"
+
 #include <dlfcn.h>
 #include <link.h>
 #include <stdlib.h>
@@ -269,8 +271,8 @@ bool mlc_vk_has_extension(const mlc_vk_api *api, VkPhysicalDevice dev, const cha
 
 /* The device's cooperative-matrix properties through one extension
  * (malloc'ed; NV's are converted to KHR's layout), or NULL. */
-static mlc_vk_coopmat_properties *coopmat_props(const mlc_vk_api *api, VkPhysicalDevice dev, mlc_vk_coopmat_kind kind,
-                                                uint32_t *out_n) {
+mlc_vk_coopmat_properties *mlc_vk_coopmat_properties_of(const mlc_vk_api *api, VkPhysicalDevice dev, mlc_vk_coopmat_kind kind,
+                                                         uint32_t *out_n) {
   *out_n = 0;
   uint32_t n = 0;
   mlc_vk_coopmat_properties *p = NULL;
@@ -302,37 +304,25 @@ static mlc_vk_coopmat_properties *coopmat_props(const mlc_vk_api *api, VkPhysica
   return p;
 }
 
-static bool usable(const mlc_vk_coopmat_properties *p) {
-  return p->scope == MLC_VK_SCOPE_SUBGROUP && p->AType == p->BType &&
-         (p->AType == MLC_VK_COMPONENT_F16 || p->AType == MLC_VK_COMPONENT_BF16) && p->CType == MLC_VK_COMPONENT_F32 &&
-         p->ResultType == MLC_VK_COMPONENT_F32;
-}
-
 void mlc_vk_coopmat_shapes(const mlc_vk_api *api, VkPhysicalDevice dev, char *buf, size_t n) {
-  size_t len = 0;
-  buf[0] = 0;
-  for (int kind = MLC_VK_COOPMAT_KHR; kind <= MLC_VK_COOPMAT_NV; kind++) {
-    uint32_t np;
-    mlc_vk_coopmat_properties *p = coopmat_props(api, dev, (mlc_vk_coopmat_kind)kind, &np);
-    for (uint32_t i = 0; i < np && len + 1 < n; i++)
-      if (usable(&p[i])) {
-        int w = snprintf(buf + len, n - len, "%s%ux%ux%u %s (%s)", len ? ", " : "", p[i].MSize, p[i].NSize, p[i].KSize,
-                         p[i].AType == MLC_VK_COMPONENT_F16 ? "f16" : "bf16", kind == MLC_VK_COOPMAT_NV ? "NV" : "KHR");
-        if (w < 0) break;
-        len += (size_t)w < n - len ? (size_t)w : n - len - 1;
-      }
-    free(p);
-  }
-}
-
-bool mlc_vk_coopmat_supported(const mlc_vk_api *api, VkPhysicalDevice dev, mlc_vk_coopmat_kind kind, const uint32_t mnk[3]) {
-  uint32_t np;
-  mlc_vk_coopmat_properties *p = coopmat_props(api, dev, kind, &np);
-  bool ok = false;
-  for (uint32_t i = 0; i < np && !ok; i++)
-    ok = usable(&p[i]) && p[i].MSize == mnk[0] && p[i].NSize == mnk[1] && p[i].KSize == mnk[2];
-  free(p);
-  return ok;
+  uint32_t np[2];
+  mlc_vk_coopmat_properties *p[2];
+  for (int kind = MLC_VK_COOPMAT_KHR; kind <= MLC_VK_COOPMAT_NV; kind++)
+    p[kind] = mlc_vk_coopmat_properties_of(api, dev, (mlc_vk_coopmat_kind)kind, &np[kind]);
+  /* NV's list is most often KHR's again: then it is not written twice */
+  bool same = np[0] == np[1];
+  for (uint32_t i = 0; same && i < np[0]; i++) same = mlc_vk_coopmat_offered(&(mlc_vk_coopmat_use){
+      p[1][i].MSize, p[1][i].NSize, p[1][i].KSize, p[1][i].AType, p[1][i].BType, p[1][i].CType, p[1][i].ResultType,
+      p[1][i].scope}, p[0], np[0]);
+  char l[2][512];
+  for (int kind = 0; kind < 2; kind++) mlc_vk_coopmat_list(p[kind], np[kind], l[kind], sizeof l[kind]);
+  if (!np[0] && !np[1]) snprintf(buf, n, "no");
+  else if (!np[1]) snprintf(buf, n, "KHR %s", l[0]);
+  else if (!np[0]) snprintf(buf, n, "NV %s", l[1]);
+  else if (same) snprintf(buf, n, "KHR and NV %s", l[0]);
+  else snprintf(buf, n, "KHR %s; NV %s", l[0], l[1]);
+  free(p[0]);
+  free(p[1]);
 }
 
 static const char *kind_name(VkPhysicalDeviceType t) {
@@ -365,13 +355,13 @@ mlc_status mlc_vk_enumerate(mlc_device_info *out, uint32_t cap, uint32_t *out_n)
     api->vkGetPhysicalDeviceMemoryProperties(devs[i], &mp);
     for (uint32_t h = 0; h < mp.memoryHeapCount; h++)
       if (mp.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) info->memory += mp.memoryHeaps[h].size;
-    char shapes[256];
+    char shapes[400];
     mlc_vk_coopmat_shapes(api, devs[i], shapes, sizeof shapes);
     uint32_t v = p.properties.apiVersion;
     snprintf(info->name, sizeof info->name, "%s", p.properties.deviceName);
-    snprintf(info->detail, sizeof info->detail, "%s, Vulkan %u.%u.%u, driver %.64s %.128s, cooperative matrix: %.200s",
+    snprintf(info->detail, sizeof info->detail, "%s, Vulkan %u.%u.%u, driver %.48s %.64s, cooperative matrix: %.300s",
              kind_name(p.properties.deviceType), VK_API_VERSION_MAJOR(v), VK_API_VERSION_MINOR(v),
-             VK_API_VERSION_PATCH(v), p12.driverName, p12.driverInfo, shapes[0] ? shapes : "no");
+             VK_API_VERSION_PATCH(v), p12.driverName, p12.driverInfo, shapes);
   }
   *out_n = n;
   free(devs);

@@ -46,6 +46,17 @@ typedef struct {
   VkBool32 saturatingAccumulation;
   int32_t scope;
 } mlc_vk_coopmat_properties;
+/* VK_KHR_shader_bfloat16 (1.4.311): bf16 as a cooperative matrix's component
+ * (VkPhysicalDeviceShaderBfloat16FeaturesKHR). */
+#define MLC_VK_BF16_EXT "VK_KHR_shader_bfloat16"
+#define MLC_VK_STYPE_BF16_FEATURES ((VkStructureType)1000141000)
+typedef struct {
+  VkStructureType sType;
+  void *pNext;
+  VkBool32 shaderBFloat16Type;
+  VkBool32 shaderBFloat16DotProduct;
+  VkBool32 shaderBFloat16CooperativeMatrix;
+} mlc_vk_bf16_features;
 typedef VkResult (*mlc_vk_coopmat_query)(VkPhysicalDevice, uint32_t *, mlc_vk_coopmat_properties *);
 typedef enum { MLC_VK_COOPMAT_KHR, MLC_VK_COOPMAT_NV } mlc_vk_coopmat_kind;
 
@@ -92,13 +103,14 @@ void mlc_vk_unload(mlc_vk_api *api);
 MLC_MUST_USE mlc_status mlc_vk_physical_devices(const mlc_vk_api *api, VkPhysicalDevice **out, uint32_t *out_n);
 /* Whether dev has the extension. */
 bool mlc_vk_has_extension(const mlc_vk_api *api, VkPhysicalDevice dev, const char *name);
-/* The cooperative-matrix shapes with f16 or bf16 inputs and f32
- * accumulation at subgroup scope that dev supports through either
- * extension, as "MxNxK type (KHR|NV), ..." (empty without them). */
+/* The device's cooperative-matrix multiplies through the extension `kind`
+ * (VkCooperativeMatrixPropertiesKHR, or NV's in that layout), *out_n of
+ * them, malloc'ed; NULL without the extension or its query. */
+mlc_vk_coopmat_properties *mlc_vk_coopmat_properties_of(const mlc_vk_api *api, VkPhysicalDevice dev, mlc_vk_coopmat_kind kind,
+                                                         uint32_t *out_n);
+/* Both lists for `mlc devices`: "KHR and NV 16x16x16 f16->f32, ...",
+ * "KHR ...; NV ..." when they differ, or "no" (coopmat.h's notation). */
 void mlc_vk_coopmat_shapes(const mlc_vk_api *api, VkPhysicalDevice dev, char *buf, size_t n);
-/* Whether dev supports, through the extension `kind`, an MxNxK subgroup
- * cooperative matrix with f16 or bf16 inputs and an f32 accumulator. */
-bool mlc_vk_coopmat_supported(const mlc_vk_api *api, VkPhysicalDevice dev, mlc_vk_coopmat_kind kind, const uint32_t mnk[3]);
 /* "VK_ERROR_DEVICE_LOST", ... */
 const char *mlc_vk_result_name(VkResult r);
 /* NULL for VK_SUCCESS, else "what: NAME (code)" (MLC_OUT_OF_MEMORY for the

@@ -17,11 +17,14 @@
  * groups[0] x groups[1] x groups[2] workgroups; the module fixes the
  * workgroup size with LocalSize, or with LocalSizeId on specialisation
  * constant ids 0..2, whose values `local` gives (0: keep the default).
- * Kernels that use VK_KHR_cooperative_matrix set `coopmat`; the runtime
- * only builds them when the device reports the extension and the shapes the
- * kernel uses (`coopmat_mnk`, `coopmat_types` in the codegen's terms), and
- * otherwise uses `fallback`, the index of a kernel with the same arguments
- * that needs nothing beyond Vulkan 1.2 compute.
+ * Kernels that use cooperative matrices (VK_KHR_cooperative_matrix, or
+ * NV's, as the module's capability says) set `coopmat`; the runtime builds
+ * one only when the device has that extension and lists every multiply the
+ * module's words do (shape and types, read by runtime/vulkan/coopmat.h;
+ * `coopmat_mnk` is the code generator's note of the shape, for tables), and
+ * otherwise takes `fallback`, the index of a kernel with the same arguments:
+ * one that needs nothing beyond Vulkan 1.2 compute, or another
+ * cooperative-matrix kernel (another shape), checked the same way in turn.
  */
 #ifndef MLC_VULKAN_KERNEL_H
 #define MLC_VULKAN_KERNEL_H

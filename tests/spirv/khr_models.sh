@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # Every cooperative-matrix module mlc emits for the GEMM benches (f16; bf16
-# GEMMs have none: they keep the portable kernel) and for a small f16
+# GEMMs have one in the KHR form only, with bf16 matrices, and keep the
+# portable kernel alone in the NV build) and for a small f16
 # MiniLLM with --spirv-attention=coopmat (GEMMs, fused GEMMs and the
 # attention forward), compiled with --spirv-coopmat=khr: each is KHR and
 # passes the translator's structural checks (test_spirv_khr check), and
 # there are as many as the NV build has.  mlc validated each one as NV with
 # spvValidate before translating it.
-# Usage: khr_models.sh MLC TEST_SPIRV_KHR ROOT WORKDIR
+# With TEST_VK_COOPMAT, the runtime's scanner (runtime/vulkan/coopmat.h)
+# reads every module of both forms: each cooperative-matrix one multiplies
+# 16x16x16 f16 x f16 (or, KHR, bf16 x bf16) + f32 -> f32 and nothing else, what the device check
+# will ask the driver's list for.
+# Usage: khr_models.sh MLC TEST_SPIRV_KHR ROOT WORKDIR [TEST_VK_COOPMAT]
 set -euo pipefail
-mlc=$1 check=$2 root=$3 work=$4
+mlc=$1 check=$2 root=$3 work=$4 scan=${5:-}
 rm -rf "$work" && mkdir -p "$work"
 small=(-D vocab=512 -D dim=128 -D layers=2 -D heads=4 -D batch=2 -D seq=64 -D compute=f16 --spirv-attention=coopmat)
 fail=0
@@ -31,8 +36,16 @@ for m in gemm_f16 gemm_bf16 minillm; do
   done
   nv=$(coopmat_count "$work/$m-nv" 5357) khr=$(coopmat_count "$work/$m-khr" 6022)
   out=$("$check" check "$work/$m-khr"/*.spv) || { echo "FAIL $m: $out"; fail=1; continue; }
-  want=1; [ $m = gemm_bf16 ] && want=0
-  if [ "$nv" = "$khr" ] && { [ "$khr" -gt 0 ] || [ $want = 0 ]; }; then
+  if [ -n "$scan" ]; then
+    for form in nv khr; do
+      s=$("$scan" scan "$work/$m-$form"/*.spv 2>&1) || { echo "FAIL $m $form scan: $s"; fail=1; continue; }
+      echo "ok   $m $form scan: $s"
+    done
+  fi
+  # bf16 GEMMs have cooperative matrices in the KHR form only (bf16
+  # matrices, SPV_KHR_bfloat16); their NV build keeps the portable kernel
+  want_nv=$khr; [ $m = gemm_bf16 ] && want_nv=0
+  if [ "$nv" = "$want_nv" ] && [ "$khr" -gt 0 ]; then
     echo "ok   $m: $out; $nv NV modules in the default build"
   else
     echo "FAIL $m: $khr KHR modules, $nv NV ones"; fail=1

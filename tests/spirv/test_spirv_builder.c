@@ -847,6 +847,21 @@ static void test_coopmat_emulated(void **state) {
   assert_true(mlc_options_set(&g_opts, "spirv-gemm-tile", "64x64x32x32x64x1", err, sizeof err)); /* one stage, slices of 64 */
   gemm_case(MLC_OP_MATMUL, MLC_DT_F16, 128, 192, 128);
   gemm_case(MLC_OP_LINEAR, MLC_DT_F16, 50, 64, 72);
+  /* subgroup tiles of 8 x 2 and 2 x 8 accumulators (more than 4 a side:
+   * the emitter once kept them in 4 x 4 arrays) */
+  assert_true(mlc_options_set(&g_opts, "spirv-gemm-tile", "128x64x128x32x32x2", err, sizeof err));
+  gemm_case(MLC_OP_MATMUL, MLC_DT_F16, 128, 128, 64);
+  assert_true(mlc_options_set(&g_opts, "spirv-gemm-tile", "64x128x32x128x32x2", err, sizeof err));
+  gemm_case(MLC_OP_MATMUL_TN, MLC_DT_F16, 70, 130, 48);
+  /* bf16 staged as its own bits, as the KHR form's bf16 kernel stages it
+   * (--spirv-coopmat=khr): whole tiles, checked quads, element by element,
+   * A along m and B along n */
+  g_opts.spirv_coopmat_khr = true;
+  assert_true(mlc_options_set(&g_opts, "spirv-gemm-tile", "64x64x32x32x32x2", err, sizeof err));
+  gemm_case(MLC_OP_MATMUL, MLC_DT_BF16, 128, 128, 64);
+  gemm_case(MLC_OP_LINEAR, MLC_DT_BF16, 37, 72, 40);
+  gemm_case(MLC_OP_MATMUL, MLC_DT_BF16, 33, 70, 38);
+  gemm_case(MLC_OP_MATMUL_TN, MLC_DT_BF16, 70, 64, 48);
 }
 
 static int coopmat_emulated_end(void **state) { /* also after a failed case */

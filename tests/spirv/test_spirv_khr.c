@@ -366,6 +366,64 @@ static void test_emitted_gemms(void **state) {
   for (int khr = 0; khr < 2; khr++) mlc_arena_free(&g[khr]->a), free(g[khr]);
 }
 
+/* A bf16 GEMM: in the NV build the portable kernel alone; with khr a
+ * cooperative-matrix kernel whose A and B are bf16 (SPV_KHR_bfloat16: a new
+ * OpTypeFloat 16 BFloat16KHR, its two capabilities and its extension), the
+ * accumulator f32, and which the checker refuses without the capabilities. */
+static void test_bf16_gemm(void **state) {
+  (void)state;
+  for (int khr = 0; khr < 2; khr++) {
+    prog *g = prog_new(khr);
+    int64_t da[2] = {40, 48}, db[2] = {48, 24};
+    uint32_t in[2] = {input(g, MLC_DT_BF16, 2, da), input(g, MLC_DT_BF16, 2, db)};
+    uint32_t at = node(g, MLC_OP_MATMUL, in, 2, NULL);
+    mlc_spirv_module m;
+    mlc_spirv_options o = {.coopmat = true, .optimize = true};
+    mlc_status st = mlc_spirv_emit(&g->p, &o, &m);
+    if (st) fail_msg("emit: %s", mlc_status_message(st));
+    const mlc_vk_kernel *k = &m.kernels[m.kernel_of[0][at]];
+    assert_int_equal(k->coopmat, khr);
+    if (khr) {
+      const uint32_t *w = k->words;
+      size_t n = k->nwords, bf = 0;
+      independent_checks(w, n);
+      int caps = 0, ext = 0;
+      for (size_t i = 5; i < n; i += w[i] >> 16) {
+        uint32_t op = w[i] & 0xffff, len = w[i] >> 16;
+        if (op == SpvOpCapability) caps += w[i + 1] == MLC_SPV_CAP_BFLOAT16_TYPE || w[i + 1] == MLC_SPV_CAP_BFLOAT16_COOPMAT;
+        if (op == SpvOpExtension) ext += !strcmp((const char *)(w + i + 1), "SPV_KHR_bfloat16");
+        if (op == SpvOpTypeFloat && len == 4) {
+          assert_int_equal(w[i + 2], 16);
+          assert_int_equal(w[i + 3], MLC_SPV_FP_BFLOAT16);
+          bf = w[i + 1];
+        }
+      }
+      assert_int_equal(caps, 2);
+      assert_int_equal(ext, 1);
+      assert_true(bf);
+      size_t mad = nth_op(w, n, MLC_SPV_OP_COOPMAT_MULADD_KHR, 0);
+      for (int j = 3; j <= 5; j++) {
+        size_t t = def_of(w, n, type_of(w, n, w[mad + j]));
+        uint32_t comp = w[t + 2];
+        if (j < 5) assert_int_equal(comp, bf);
+        else assert_int_equal(w[def_of(w, n, comp)] & 0xffff, SpvOpTypeFloat), assert_int_equal(w[def_of(w, n, comp) + 2], 32);
+      }
+      char err[512];
+      assert_true(mlc_spirv_khr_check(w, n, err, sizeof err));
+      uint32_t *cut = malloc(n * sizeof *cut); /* the BFloat16CooperativeMatrixKHR capability made Shader again */
+      memcpy(cut, w, n * sizeof *cut);
+      for (size_t i = 5; i < n; i += cut[i] >> 16)
+        if ((cut[i] & 0xffff) == SpvOpCapability && cut[i + 1] == MLC_SPV_CAP_BFLOAT16_COOPMAT) cut[i + 1] = SpvCapabilityShader;
+      assert_false(mlc_spirv_khr_check(cut, n, err, sizeof err));
+      assert_non_null(strstr(err, "without SPV_KHR_bfloat16's capabilities and extension"));
+      free(cut);
+      assert_false(m.kernels[k->fallback].coopmat);
+    }
+    mlc_arena_free(&g->a);
+    free(g);
+  }
+}
+
 /* ---------------------------------------------------------------- files */
 
 static int check_files(int argc, char **argv) {
@@ -404,7 +462,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest unit[] = {
       cmocka_unit_test(test_gemm_exact),      cmocka_unit_test(test_constant_operand),
       cmocka_unit_test(test_errors),          cmocka_unit_test(test_checker_refuses),
-      cmocka_unit_test(test_emitted_gemms),
+      cmocka_unit_test(test_emitted_gemms),   cmocka_unit_test(test_bf16_gemm),
   };
   return cmocka_run_group_tests_name("spirv.khr", unit, NULL, NULL);
 }
