@@ -448,7 +448,7 @@ static mlc_status find_value(const mlc_session *s, const char *entry, bool input
 
 mlc_status mlc_session_check_tensor(const mlc_session *s, const char *entry, bool input, const char *name,
                                     const mlc_tensor *t) {
-  uint64_t addr, want;
+  uint64_t addr = 0, want = 0;
   MLC_RETURN_IF_ERROR(find_value(s, entry, input, name, &addr, &want));
   const char *kind = input ? "input" : "output";
   if (t->bytes < want)
@@ -458,7 +458,7 @@ mlc_status mlc_session_check_tensor(const mlc_session *s, const char *entry, boo
 }
 
 mlc_status mlc_session_set_input_tensor(mlc_session *s, const char *entry, const char *name, const mlc_tensor *t) {
-  uint64_t addr, want;
+  uint64_t addr = 0, want = 0;
   MLC_RETURN_IF_ERROR(mlc_session_check_tensor(s, entry, true, name, t));
   MLC_RETURN_IF_ERROR(find_value(s, entry, true, name, &addr, &want));
   if (t->memory == MLC_MEMORY_HOST) return s->dev->vt->write(s->dev, addr, t->data, want);
@@ -466,7 +466,7 @@ mlc_status mlc_session_set_input_tensor(mlc_session *s, const char *entry, const
 }
 
 mlc_status mlc_session_output_tensor(const mlc_session *s, const char *entry, const char *name, const mlc_tensor *t) {
-  uint64_t addr, want;
+  uint64_t addr = 0, want = 0;
   MLC_RETURN_IF_ERROR(mlc_session_check_tensor(s, entry, false, name, t));
   MLC_RETURN_IF_ERROR(find_value(s, entry, false, name, &addr, &want));
   if (t->memory != MLC_MEMORY_HOST) return external(s, entry, "output", name, t, addr, want, false, true);

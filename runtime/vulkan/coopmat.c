@@ -81,13 +81,13 @@ mlc_status mlc_vk_coopmat_scan(mlc_allocator al, const uint32_t *w, size_t n, ml
     if ((op == OP_CONSTANT || op == OP_SPEC_CONSTANT) && len > 3 && x[2] < bound)
       s[x[2]] = (slot){op == OP_CONSTANT ? T_CONST : T_SPEC, x[3]};
     if ((op == OP_TYPE_COOPMAT_NV && len == 6) || (op == OP_TYPE_COOPMAT_KHR && len == 7)) {
-      mat m;
+      mat m = {0};
       if (x[1] >= bound || x[2] >= bound || s[x[2]].tag != T_COMPONENT) {
         st = mlc_status_make(MLC_INVALID_ARGUMENT, "cooperative-matrix type at word %zu: its component is not a scalar type", i);
         break;
       }
       m.comp = (int32_t)s[x[2]].v;
-      uint32_t scope;
+      uint32_t scope = 0;
       if ((st = constant(s, bound, x[3], i, "scope", &scope)) || (st = constant(s, bound, x[4], i, "row count", &m.rows)) ||
           (st = constant(s, bound, x[5], i, "column count", &m.cols)))
         break;
