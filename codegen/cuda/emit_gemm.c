@@ -162,9 +162,10 @@ static gemm_cfg gemm_pick(const gemm_desc *d, int x, const mlc_options *o) {
   if (gemm_rows_even(d)) {
     gemm_cfg w;
     if (wg_override(o, &w)) return w;
-    /* the persistent cooperative kernel with TMA stores (cs,4) wherever C's rows suit the store: on the H200
-     * it was 0-9 % faster than the 128 x 256 kernel at 16 of the MiniLLM's 18 shapes (bias epilogues and
-     * ragged edges included), level at the other two (bench/results/h200-2026-12-04.md) */
+    /* the persistent cooperative kernel with TMA stores (cs,4) wherever C's rows suit the store: forced on
+     * every shape of bench/gemm_shapes.py on the H200, it was best or level at 16 of 18 (up to 8 % ahead,
+     * bias epilogues and ragged edges included); with this rule the MiniLLM's 15 shapes run at 1.00-1.22x
+     * cuBLAS (bench/results/h200-2026-12-04.md) */
     if (d->N >= 256 && d->N % 8 == 0 && gemm_tiles(d, 128, 256) >= 2 * GEMM_SMS && mlc_gemm_batch(d) == 1)
       return (gemm_cfg){.tc = true, .wg = true, .bm = 128, .bn = 256, .bk = 64, .wm = 2, .wn = 4, .st = 4, .lag = 1, .pp = true,
                         .ts = true};
