@@ -30,6 +30,7 @@
 #include "codegen/spirv/emit.h" /* mlc_spirv_optimize, mlc_spirv_validate_env */
 #include "codegen/spirv/khr.h"
 #include "codegen/spirv/spirv.h"
+#include "runtime/cuda/compile.h" /* mlc_cuda_read_file */
 
 /* ---------------------------------------------------------------- reading words */
 
@@ -429,14 +430,10 @@ static void test_bf16_gemm(void **state) {
 static int check_files(int argc, char **argv) {
   int khr = 0, plain = 0;
   for (int i = 0; i < argc; i++) {
-    FILE *f = fopen(argv[i], "rb");
-    if (!f) return fprintf(stderr, "cannot open %s\n", argv[i]), 1;
-    fseek(f, 0, SEEK_END);
-    long bytes = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint32_t *w = malloc((size_t)bytes);
-    size_t n = fread(w, 4, (size_t)bytes / 4, f);
-    fclose(f);
+    size_t bytes = 0;
+    uint32_t *w = mlc_cuda_read_file(argv[i], &bytes);
+    if (!w) return fprintf(stderr, "cannot read %s\n", argv[i]), 1;
+    size_t n = bytes / 4;
     bool coop = false, nv = false;
     for (size_t k = 5; k + 1 < n && (w[k] & 0xffff) == SpvOpCapability; k += w[k] >> 16) {
       coop |= w[k + 1] == MLC_SPV_CAP_COOPMAT_KHR;

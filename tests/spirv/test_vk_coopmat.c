@@ -30,6 +30,7 @@
 #include "codegen/spirv/khr.h"
 #include "codegen/spirv/spirv.h"
 #include "runtime/vulkan/coopmat.h"
+#include "runtime/cuda/compile.h" /* mlc_cuda_read_file */
 
 enum { F16 = MLC_VK_COMPONENT_F16, F32 = MLC_VK_COMPONENT_F32, BF16 = MLC_VK_COMPONENT_BF16, S8 = 3, S32 = 5, SUB = 3 };
 
@@ -344,14 +345,10 @@ static void test_alloc_failure(void **state) {
 static int scan_files(int argc, char **argv) {
   int f16 = 0, bf16 = 0;
   for (int i = 0; i < argc; i++) {
-    FILE *f = fopen(argv[i], "rb");
-    if (!f) return fprintf(stderr, "cannot open %s\n", argv[i]), 1;
-    fseek(f, 0, SEEK_END);
-    long bytes = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint32_t *w = malloc((size_t)bytes);
-    size_t n = fread(w, 4, (size_t)bytes / 4, f);
-    fclose(f);
+    size_t bytes = 0;
+    uint32_t *w = mlc_cuda_read_file(argv[i], &bytes);
+    if (!w) return fprintf(stderr, "cannot read %s\n", argv[i]), 1;
+    size_t n = bytes / 4;
     mlc_vk_coopmat_use u[8];
     uint32_t nu;
     mlc_vk_coopmat_kind kind;
