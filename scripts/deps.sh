@@ -8,6 +8,7 @@ pkgs=(
   clang llvm-14-dev libclang-rt-14-dev               # CPU backend, libFuzzer, sanitizers, Metal emulation (clang++)
   libxxhash-dev libcjson-dev libcmocka-dev           # hashing, JSON, unit tests
   python3 python3-torch python3-numpy                # the numerical reference
+  python3-pip python3-setuptools                     # pip install python/ (build.install)
   python3-sklearn                                    # the digits data set of examples/digits (ref.digits)
   bible-kjv                                          # the King James Bible (and bible-kjv-text) of examples/kjv (ref.kjv)
   valgrind                                           # runtime memory checks

@@ -36,6 +36,8 @@ The entry points and their tensors are read from the comment above each
 entry point in <name>.h ("in  x  f32[32, 784]"), which mlc generates in
 one fixed form.
 """
+__version__ = "0.2.0"  # runtime/version.h's (build.install checks that they agree)
+
 import ctypes
 import hashlib
 import os

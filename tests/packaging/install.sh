@@ -88,3 +88,23 @@ want = np.fromfile(f"{work}/logits-cc.bin", dtype=np.float32).reshape(2, 32, 10)
 assert np.array_equal(got, want), f"logits differ from the C app's by {np.abs(got - want).max()}"
 print(f"ok python from {prefix}/lib/python3/dist-packages: logits equal to the cc app's")
 PY
+# pip: the package from python/ (pyproject.toml) into a folder of its own, offline, then the same check;
+# its version is the runtime's (mlc --version)
+rm -rf "$work/pip" "$work/python" && cp -r "$root/python" "$work/python" # setuptools writes beside the sources
+/usr/bin/python3 -m pip install --quiet --no-build-isolation --no-deps --no-index --target "$work/pip" "$work/python" \
+  > "$work/pip.log" 2>&1 || { cat "$work/pip.log"; fail "pip install python/"; }
+PYTHONPATH=$work/pip /usr/bin/python3 - "$work/pip" "$a/moved/mlp" "$a" "$("$p/bin/mlc" --version)" <<'PY' || fail "the pip-installed Python package"
+import sys
+import numpy as np
+prefix, model, work, version = sys.argv[1:5]
+import mlc
+assert mlc.__file__.startswith(prefix), f"mlc imported from {mlc.__file__}, not from {prefix}"
+assert version == f"mlc {mlc.__version__}", f"the package is {mlc.__version__}, the compiler says {version!r}"
+m = mlc.load(model)
+m.load_weights(f"{work}/mlp.safetensors")
+x = np.fromfile(f"{work}/x.bin", dtype=np.float32).reshape(32, -1)
+got = np.asarray(m.forward(x)).reshape(32, 10)
+want = np.fromfile(f"{work}/logits-cc.bin", dtype=np.float32).reshape(2, 32, 10)[0]
+assert np.array_equal(got, want), f"logits differ from the C app's by {np.abs(got - want).max()}"
+print(f"ok pip install python/ ({version}): logits equal to the cc app's")
+PY
