@@ -9,8 +9,8 @@
 #   - the installed mlc compiles examples/mlp.mdl, whose artifact (the
 #     installed runtime inside) is built four ways and checked against
 #     PyTorch (tests/ref/artifact_check.py);
-#   - the installed Python package runs that artifact and gives the C app's
-#     logits bit for bit.
+#   - the Python package, installed by cmake and by pip, runs that artifact
+#     and gives the C app's logits bit for bit.
 # Usage: install.sh BUILD_DIR ROOT WORKDIR [LINK_FLAG ...]
 set -uo pipefail
 build=$(realpath "$1") root=$(realpath "$2") work=$3
@@ -71,32 +71,15 @@ $expect"
 done
 ldd "$work/app/app-static" | grep -q libmlcrt && fail "app-static links libmlcrt.so"
 /usr/bin/python3 "$root/tests/ref/artifact_check.py" "$p/bin/mlc" "$root" "$work/artifact" "$@" || exit 1
-# the Python package as installed (lib/python3/dist-packages), not the source tree's, on the moved artifact:
-# its logits on the same weights and batch are the C app's (logits-cc.bin, before its SGD step) bit for bit
+# the Python package, installed two ways, on the moved artifact: imported from where it was installed (not the
+# source tree), its version the compiler's, its logits on the same weights and batch the C app's (logits-cc.bin,
+# before its SGD step) bit for bit
 a=$work/artifact
-PYTHONPATH=$p/lib/python3/dist-packages /usr/bin/python3 - "$p" "$a/moved/mlp" "$a" <<'PY' || fail "the installed Python package"
+check_python() { # DIR WHAT
+  PYTHONPATH=$1 /usr/bin/python3 - "$1" "$a/moved/mlp" "$a" "$("$p/bin/mlc" --version)" "$2" <<'PY' || fail "$2"
 import sys
 import numpy as np
-prefix, model, work = sys.argv[1:4]
-import mlc
-assert mlc.__file__.startswith(prefix), f"mlc imported from {mlc.__file__}, not from {prefix}"
-m = mlc.load(model)
-m.load_weights(f"{work}/mlp.safetensors")
-x = np.fromfile(f"{work}/x.bin", dtype=np.float32).reshape(32, -1)
-got = np.asarray(m.forward(x)).reshape(32, 10)
-want = np.fromfile(f"{work}/logits-cc.bin", dtype=np.float32).reshape(2, 32, 10)[0]
-assert np.array_equal(got, want), f"logits differ from the C app's by {np.abs(got - want).max()}"
-print(f"ok python from {prefix}/lib/python3/dist-packages: logits equal to the cc app's")
-PY
-# pip: the package from python/ (pyproject.toml) into a folder of its own, offline, then the same check;
-# its version is the runtime's (mlc --version)
-rm -rf "$work/pip" "$work/python" && cp -r "$root/python" "$work/python" # setuptools writes beside the sources
-/usr/bin/python3 -m pip install --quiet --no-build-isolation --no-deps --no-index --target "$work/pip" "$work/python" \
-  > "$work/pip.log" 2>&1 || { cat "$work/pip.log"; fail "pip install python/"; }
-PYTHONPATH=$work/pip /usr/bin/python3 - "$work/pip" "$a/moved/mlp" "$a" "$("$p/bin/mlc" --version)" <<'PY' || fail "the pip-installed Python package"
-import sys
-import numpy as np
-prefix, model, work, version = sys.argv[1:5]
+prefix, model, work, version, what = sys.argv[1:6]
 import mlc
 assert mlc.__file__.startswith(prefix), f"mlc imported from {mlc.__file__}, not from {prefix}"
 assert version == f"mlc {mlc.__version__}", f"the package is {mlc.__version__}, the compiler says {version!r}"
@@ -106,5 +89,12 @@ x = np.fromfile(f"{work}/x.bin", dtype=np.float32).reshape(32, -1)
 got = np.asarray(m.forward(x)).reshape(32, 10)
 want = np.fromfile(f"{work}/logits-cc.bin", dtype=np.float32).reshape(2, 32, 10)[0]
 assert np.array_equal(got, want), f"logits differ from the C app's by {np.abs(got - want).max()}"
-print(f"ok pip install python/ ({version}): logits equal to the cc app's")
+print(f"ok {what} ({version}): logits equal to the cc app's")
 PY
+}
+check_python "$p/lib/python3/dist-packages" "python from the installed prefix"
+# pip: the package from python/ (pyproject.toml) into a folder of its own, offline
+rm -rf "$work/pip" "$work/python" && cp -r "$root/python" "$work/python" # setuptools writes beside the sources
+/usr/bin/python3 -m pip install --quiet --no-build-isolation --no-deps --no-index --target "$work/pip" "$work/python" \
+  > "$work/pip.log" 2>&1 || { cat "$work/pip.log"; fail "pip install python/"; }
+check_python "$work/pip" "pip install python/"
