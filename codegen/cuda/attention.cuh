@@ -914,13 +914,17 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
 //   P^T = exp2(S^T sl2 - lse2), dS^T = P^T (dP^T - D) in registers, which
 //   are the A operands of dV += P^T dO and dK += dS^T q (m64n128, B = dO
 //   and q read MN-major), issued before dS^T is stored, swizzled, as a
-//   [128 keys][64 queries] tile;
+//   [128 keys][64 queries] tile (one of two, by the tile's parity);
 //   dq[64 rows] += dS k: warpgroup wg takes columns 64 wg .. + 63 (head dim
 //   64: warpgroup 0 alone), A = that tile read MN-major (transposed), B =
 //   k's column block wg; f32 red.v4 into dq's accumulator, as
 //   mlc_attn_bwd_tc's.
 // dK and dV stay in registers (D / 2 + D / 2 a thread) until the end.
-// Shared memory: k, v D / 4 KiB each, dS^T 16 KiB, q and dO 3 x D / 8 KiB
+// One block barrier a tile, after the dS^T stores: past it both warpgroups
+// are done with the previous tile, so its q, dO, lse2 and D buffer is
+// refilled there (with the tile two ahead), and the dS^T tile that the
+// next tile overwrites was last read two tiles back.
+// Shared memory: k, v D / 4 KiB each, dS^T 2 x 16 KiB, q and dO 3 x D / 8 KiB
 // each (loaded two tiles ahead), lse2 and D 1.5 KiB, 4 mbarriers, aligned
 // to 1 KiB (attn_bwd_wg_smem in emit_attention.c).
 template <class T, int D, int BH, int S, int CAUSAL, int H = 0>
@@ -944,12 +948,12 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
   const float *lse = lse2 + (size_t)bh * S, *dsm = dsum + (size_t)bh * S;
   const unsigned sb = mlc_attn_saddr(mlc_attn_sm), s0 = (sb + 1023) & ~1023u, sK = s0, sV = s0 + KT, sT = s0 + 2 * KT;
   unsigned char *g0 = mlc_attn_sm + (s0 - sb); /* s0 as a generic pointer */
-  /* NB buffers of q, dO, and lse2 and D ([NB][2][BQ] f32), filled two query tiles ahead */
+  /* two dS^T tiles at sT; NB buffers of q, dO, and lse2 and D ([NB][2][BQ] f32), filled two query tiles ahead */
   constexpr int NB = 3;
-  auto sQ = [&](int b) { return sT + ST + b * QT; };
-  auto sG = [&](int b) { return sT + ST + (NB + b) * QT; };
-  const unsigned sL = sT + ST + 2 * NB * QT;
-  const float *fL = (const float *)(g0 + 2 * KT + ST + 2 * NB * QT);
+  auto sQ = [&](int b) { return sT + 2 * ST + b * QT; };
+  auto sG = [&](int b) { return sT + 2 * ST + (NB + b) * QT; };
+  const unsigned sL = sT + 2 * ST + 2 * NB * QT;
+  const float *fL = (const float *)(g0 + 2 * KT + 2 * ST + 2 * NB * QT);
   const int ib = CAUSAL ? j0 / BQ : 0;
   /* mbarriers after lse2 and D: full[NB] (a query tile's q, dO, lse2, D landed), k and v's */
   const unsigned bar = sL + NB * 2 * BQ * 4, kvbar = bar + 8 * NB;
@@ -1005,11 +1009,8 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
   const int kl = wg * 64 + w * 16 + gq, ka = j0 + kl; /* this thread's keys: ka, ka + 8 (kl, kl + 8 in the block) */
 #pragma unroll 1
   for (int it = ib; it < NI; it++) {
-    const int buf = (it - ib) % NB, i0 = it * BQ;
+    const int buf = (it - ib) % NB, i0 = it * BQ, tb = (it & 1) * ST /* this tile's dS^T, at sT + tb */;
     mlc_mbar_wait(bar + 8 * buf, ((it - ib) / NB) & 1); /* tile it landed */
-    __syncthreads(); /* every warpgroup is past tile it - 1 */
-    if (tid == 0) load(it + 2, (buf + 2) % NB); /* into tile it - 1's buffer */
-    load_l(it + 2, (buf + 2) % NB);
     const float *cL = fL + buf * 2 * BQ;
     float st[32], dp[32];
 #pragma unroll
@@ -1058,10 +1059,15 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
 #pragma unroll
       for (int r = 0; r < 4; r++) {
         const int row = kl + (r & 1) * 8, c = 2 * kk + (r >> 1);
-        *(unsigned *)(g0 + 2 * KT + row * 128 + ((c ^ (row & 7)) << 4) + 4 * tq) = sa[kk][r];
+        *(unsigned *)(g0 + 2 * KT + tb + row * 128 + ((c ^ (row & 7)) << 4) + 4 * tq) = sa[kk][r];
       }
     mlc_fence_async_smem();
-    __syncthreads(); /* both warpgroups' dS^T stored */
+    /* both warpgroups' dS^T stored, and both done with tile it - 1 (its wgmma waited for), so tile it - 1's buffer
+       takes tile it + 2.  This is the tile's only block barrier: a warpgroup gets at most one tile ahead of the other,
+       and the dS^T tile that tile it + 1 writes was last read by tile it - 1's dq product, which both have waited for. */
+    __syncthreads();
+    if (tid == 0) load(it + 2, (buf + 2) % NB);
+    load_l(it + 2, (buf + 2) % NB);
     if (D == 64 && wg == 1) { /* head dim 64: warpgroup 0 takes all of dq's 64 columns */
       mlc_wg_wait<0>();
 #pragma unroll
@@ -1074,7 +1080,7 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
     mlc_wg_fence();
 #pragma unroll
     for (int kk = 0; kk < BN / 16; kk++)
-      mlc_wgmma<T, 64>::template mma<1, 1>(dqa, mlc_wg_desc(sT + kk * 2048, BN * 128), mlc_wg_desc(sK + wg * (BN * 128) + kk * 2048, BN * 128));
+      mlc_wgmma<T, 64>::template mma<1, 1>(dqa, mlc_wg_desc(sT + tb + kk * 2048, BN * 128), mlc_wg_desc(sK + wg * (BN * 128) + kk * 2048, BN * 128));
     mlc_wg_commit();
     mlc_wg_wait<0>();
 #pragma unroll

@@ -163,13 +163,13 @@ static void fwd_tc(cc *c, const char *T, int64_t D, int64_t BH, int64_t SQ, int6
 #define MLC_ATTN_BWD_BQ 64
 #endif
 /* Head dim 128 or 64: the gradient's main pass on wgmma (mlc_attn_bwd_wg;
- * its shared memory: k, v 128 x D, dS^T 128 x 64, three buffers each of q,
- * dO 64 x D, lse2 and D, aligned to 1 KiB).  -DMLC_ATTN_BWD_WG=0 turns it
- * off, to compare. */
+ * its shared memory: k, v 128 x D, two dS^T 128 x 64, three buffers each
+ * of q, dO 64 x D, lse2 and D, aligned to 1 KiB: 194.5 KiB at D 128).
+ * -DMLC_ATTN_BWD_WG=0 turns it off, to compare. */
 #ifndef MLC_ATTN_BWD_WG
 #define MLC_ATTN_BWD_WG 1
 #endif
-static int64_t attn_bwd_wg_smem(int64_t d) { return 2 * 256 * d + 16384 + 6 * 128 * d + 1536 + 32 + 1024; }
+static int64_t attn_bwd_wg_smem(int64_t d) { return 2 * 256 * d + 2 * 16384 + 6 * 128 * d + 1536 + 32 + 1024; }
 
 /* Where a kernel's f32 vector lies, for its tensor map: `off` bytes into
  * input `arg` or into scratch (MLC_CUDA_TMAP_SCRATCH). */
