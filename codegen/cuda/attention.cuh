@@ -910,8 +910,9 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
 // 128-byte-swizzled layout (k and v loaded once, 128 rows; tensor maps mq,
 // mk, mv, mg of boxes 64 columns x 64 rows x 1 as the forward's, ml and md
 // of 64 floats of lse2 and D, flat [BH * S]):
-//   S^T = k q^T and dP^T = v dO^T: two m64n64 chains from shared memory;
-//   P^T = exp2(S^T sl2 - lse2), dS^T = P^T (dP^T - D) in registers, which
+//   S^T = k q^T and dP^T = v dO^T: two m64n64 chains from shared memory,
+//   two commit groups, so that P^T = exp2(S^T sl2 - lse2) runs while dP^T's
+//   chain does; dS^T = P^T (dP^T - D), both in registers, which
 //   are the A operands of dV += P^T dO and dK += dS^T q (m64n128, B = dO
 //   and q read MN-major), issued before dS^T is stored, swizzled, as a
 //   [128 keys][64 queries] tile (one of two, by the tile's parity);
@@ -1016,17 +1017,25 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
 #pragma unroll
     for (int i = 0; i < 32; i++) { st[i] = dp[i] = 0.f; mlc_wg_fence_operand(st[i]); mlc_wg_fence_operand(dp[i]); }
     mlc_wg_fence();
+    /* S^T's chain, then dP^T's, each its own commit group, so that wait<1> retires S^T's alone and P^T's
+       exponentials run under dP^T's.  Every path reaches this point with no group in flight (each tile ends in a
+       wait<0>): ptxas must see which wait retires which, or it serialises the wgmma (C7514). */
 #pragma unroll
     for (int kk = 0; kk < D / 16; kk++) {
       const unsigned ok = (unsigned)((kk >> 2) * (BN * 128) + (kk & 3) * 32), oq = (unsigned)((kk >> 2) * (BQ * 128) + (kk & 3) * 32);
       mlc_wgmma<T, 64>::template mma<0, 0>(st, mlc_wg_desc(sK + wg * 8192 + ok, 16), mlc_wg_desc(sQ(buf) + oq, 16));
+    }
+    mlc_wg_commit();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++) {
+      const unsigned ok = (unsigned)((kk >> 2) * (BN * 128) + (kk & 3) * 32), oq = (unsigned)((kk >> 2) * (BQ * 128) + (kk & 3) * 32);
       mlc_wgmma<T, 64>::template mma<0, 0>(dp, mlc_wg_desc(sV + wg * 8192 + ok, 16), mlc_wg_desc(sG(buf) + oq, 16));
     }
     mlc_wg_commit();
-    mlc_wg_wait<0>();
+    mlc_wg_wait<1>();
 #pragma unroll
-    for (int i = 0; i < 32; i++) { mlc_wg_fence_operand(st[i]); mlc_wg_fence_operand(dp[i]); }
-    // st[4i + e]: key ka (+8 for e >= 2), query i0 + 8i + 2 tq (+1 for odd e)
+    for (int i = 0; i < 32; i++) mlc_wg_fence_operand(st[i]);
+    // st[4i + e]: key ka (+8 for e >= 2), query i0 + 8i + 2 tq (+1 for odd e); P^T in place while dP^T runs
 #pragma unroll
     for (int i = 0; i < 8; i++)
 #pragma unroll
@@ -1035,8 +1044,14 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
         float p = mlc_ex2(fmaf(st[4 * i + e], sl2, -cL[qi])); /* as the forward: one FFMA, one MUFU op */
         if ((S % BQ && qg >= S) || (S % BN && key >= S) || (CAUSAL && key > qg)) p = 0.f;
         st[4 * i + e] = p;
-        dp[4 * i + e] = p * (dp[4 * i + e] - cL[BQ + qi]);
       }
+    mlc_wg_wait<0>();
+#pragma unroll
+    for (int i = 0; i < 32; i++) mlc_wg_fence_operand(dp[i]);
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) dp[4 * i + e] = st[4 * i + e] * (dp[4 * i + e] - cL[BQ + 8 * i + 2 * tq + (e & 1)]);
     unsigned pa[4][4], sa[4][4]; /* P^T and dS^T as A operands: queries 16 kk .. 16 kk + 15 */
 #pragma unroll
     for (int kk = 0; kk < 4; kk++)
