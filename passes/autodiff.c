@@ -261,7 +261,12 @@ static void act_grad(ad *c, uint32_t y, uint32_t g, mlc_op op) {
   uint32_t x = in(c, y, 0);
   accum(c, x, binary(c, op, g, x));
 }
-static void vjp_relu(ad *c, uint32_t y, uint32_t g) { act_grad(c, y, g, MLC_OP_RELU_GRAD); }
+/* relu's gradient reads the output, as PyTorch's ReluBackward does
+ * (threshold_backward(g, result, 0)): y <= 0 exactly where x <= 0, and a NaN
+ * passes through relu.  The input then has relu as its only reader, so on
+ * the GPU targets a linear layer's GEMM takes relu into its epilogue, and the
+ * pre-activation is not kept for the backward. */
+static void vjp_relu(ad *c, uint32_t y, uint32_t g) { accum(c, in(c, y, 0), binary(c, MLC_OP_RELU_GRAD, g, y)); }
 static void vjp_silu(ad *c, uint32_t y, uint32_t g) { act_grad(c, y, g, MLC_OP_SILU_GRAD); }
 static void vjp_gelu(ad *c, uint32_t y, uint32_t g) { act_grad(c, y, g, MLC_OP_GELU_GRAD); }
 
