@@ -156,7 +156,8 @@ static bool same_dims(const mlc_type *a, const mlc_type *b) {
  * with the tensor cores idle, one CTA per SM, and SiLU was then expf and a
  * division to the last ulp, some 30 instructions an element.  SiLU is now
  * the special-function unit's exp and reciprocal on CUDA (mlc_silu in
- * codegen/cuda/prelude.c) and goes into the epilogue; the other
+ * codegen/cuda/prelude.c) and goes into the epilogue, as do ReLU and its
+ * gradient (a compare and a select, no dearer than the add); the other
  * activations stay separate kernels on CUDA unless the epilogue overlaps
  * the next tile's main loop, as the persistent ping-pong kernel's does
  * (--cuda-gemm-tile=pp,ST: one consumer warpgroup stores while the other
@@ -170,10 +171,23 @@ static bool epilogue_pays(const mlc_func *f, const group *g, bool cuda, bool act
   for (uint32_t j = 0; j < g->nmem; j++) {
     uint16_t op = f->nodes[g->mem[j]].op;
     if (op != MLC_OP_ADD && op != MLC_OP_SUB && op != MLC_OP_MUL && op != MLC_OP_NEG && op != MLC_OP_CAST &&
-        op != MLC_OP_SILU)
+        op != MLC_OP_SILU && op != MLC_OP_RELU && op != MLC_OP_RELU_GRAD)
       return false;
   }
   return true;
+}
+
+/* Whether an optimizer update runs between nodes a and b (a < b).  The
+ * interleave pass puts each update after the last reader of what it
+ * writes; a GEMM that joins a group as its head would, at the group's
+ * root, read its weight after the update (the input gradient's GEMM
+ * before a ReLU's gradient, with the weight's update between them). */
+static bool update_between(const mlc_func *f, uint32_t a, uint32_t b) {
+  for (uint32_t i = a + 1; i < b; i++) {
+    uint16_t op = f->nodes[i].op;
+    if (op == MLC_OP_ADAMW || op == MLC_OP_SGD || op == MLC_OP_ADAMW_MULTI) return true;
+  }
+  return false;
 }
 
 /* Groups elementwise trees (and a GEMM head where allowed) into FUSED nodes. */
@@ -232,7 +246,27 @@ static bool fuse_groups(mlc_program *p, mlc_func *f, bool epilogues, bool cuda) 
       put(&t, ")");
     }
     if (t.full) continue; /* too many inputs or too long: leave the group unfused */
-    mlc_node *n = &f->nodes[r];
+    /* Where the FUSED node goes: at the root, unless an update runs between
+     * the head and the root; then at the head, where every outside input
+     * must already be made (else the group stays unfused). */
+    uint32_t at = r;
+    if (g.head != UINT32_MAX && update_between(f, g.head, r)) {
+      at = g.head;
+      for (uint32_t e = 0; e < g.next; e++)
+        if (g.ext[e] > g.head) at = UINT32_MAX;
+      if (at == UINT32_MAX) continue;
+    }
+    mlc_node *n = &f->nodes[at];
+    if (at != r) { /* the head's node becomes the group; the root's readers read it instead */
+      n->type = f->nodes[r].type;
+      n->scope = f->nodes[r].scope;
+      n->loc = f->nodes[r].loc;
+      for (uint32_t i = r + 1; i < f->n; i++)
+        for (uint32_t k = 0; k < f->nodes[i].nin; k++)
+          if (f->nodes[i].in[k] == r) f->nodes[i].in[k] = at;
+      for (uint32_t o = 0; o < f->noutputs; o++)
+        if (f->outputs[o].node == r) f->outputs[o].node = at;
+    }
     n->op = MLC_OP_FUSED;
     n->nin = (uint16_t)g.next;
     n->in = mlc_arena_alloc(p->arena, g.next * sizeof *n->in);

@@ -87,14 +87,51 @@ static void test_metal_epilogue(void **state) {
   release(&c);
 }
 
-/* CUDA: relu is not taken into the GEMM's store (epilogue_pays), so the
- * linear stays and the three elementwise ops are one kernel. */
+/* the same with tanh, an activation CUDA's GEMM store does not take */
+static const char *tanh_src =
+    "module M {\n"
+    "  lin = Linear(64, 16)\n"
+    "  forward(x: f32[32, 64], r: f32[32, 16]) {\n"
+    "    return tanh(lin(x)) + r\n"
+    "  }\n"
+    "}\n";
+
+/* A deep ReLU MLP's train step: relu's gradient reads relu's output */
+static const char *relu_train_src =
+    "module M {\n"
+    "  a = Linear(64, 64)\n"
+    "  b = Linear(64, 64)\n"
+    "  c = Linear(64, 4)\n"
+    "  forward(x: f32[32, 64]) { return c(relu(b(relu(a(x))))) }\n"
+    "}\n"
+    "train M {\n"
+    "  input x: f32[32, 64]\n"
+    "  loss = sum(model(x))\n"
+    "  optimizer = SGD(lr=1e-3, momentum=0.9)\n"
+    "}\n";
+
+/* CUDA: tanh is not taken into the GEMM's store (epilogue_pays), so the
+ * linear stays and the three elementwise ops are one kernel; relu (a
+ * compare and a select) is, as on Metal; in the train step each input
+ * gradient's GEMM takes relu's gradient, though the weight's update comes
+ * between the GEMM and relu_grad (the group then sits at the GEMM). */
 static void test_cuda_policy(void **state) {
   (void)state;
   compiled c;
   char *s = run(&c, mlp_src, "cuda", "forward");
+  assert_non_null(strstr(s, "\"linear($0, $1); add(#0, $2); relu(#1); add(#2, $3)\" : f32[32, 16]"));
+  assert_int_equal(count(s, " = linear "), 0);
+  free(s);
+  release(&c);
+  s = run(&c, relu_train_src, "cuda", "train");
+  assert_int_equal(count(s, "\"linear($0, $1); add(#0, $2); relu(#1)\" : f32[32, 64]"), 2);
+  assert_int_equal(count(s, "\"matmul($0, $1); relu_grad(#0, $2)\" : f32[32, 64]"), 2);
+  assert_int_equal(count(s, " = relu"), 0);
+  free(s);
+  release(&c);
+  s = run(&c, tanh_src, "cuda", "forward");
   assert_non_null(strstr(s, " = linear %0, %2 : f32[32, 16]"));
-  assert_non_null(strstr(s, "\"add($0, $1); relu(#0); add(#1, $2)\" : f32[32, 16]"));
+  assert_non_null(strstr(s, "\"add($0, $1); tanh(#0); add(#1, $2)\" : f32[32, 16]"));
   assert_int_equal(count(s, " = fused "), 1);
   /* an elementwise group runs on no matrix unit; the linear does */
   const mlc_func *f = &c.prog.funcs[0];
