@@ -3,9 +3,11 @@
  *
  * The input is viewed as [outer, len, inner] around the axis.  With
  * inner == 1 the axis is contiguous: one block of THREADS threads per row,
- * strided over the row (coalesced), then a block reduction.  Otherwise
- * each thread owns one (outer, inner) column and walks the axis; adjacent
- * threads read adjacent columns, so loads stay coalesced.  Sums accumulate
+ * strided over the row (coalesced), then a block reduction.  With 8
+ * columns or more and a long axis, a block takes 8 to 32 adjacent columns
+ * and its threads split the axis (below).  Otherwise each thread owns one
+ * (outer, inner) column and walks the axis; adjacent threads read adjacent
+ * columns, so loads stay coalesced.  Sums accumulate
  * in f32 for the float dtypes (in the dtype itself for integers), in a fixed
  * order, so results are reproducible run to run.  max propagates NaN, as
  * torch.amax does.
@@ -14,6 +16,8 @@
 
 #define THREADS 256
 #define MAX_BLOCKS 65536
+#define MIN_BLOCKS 256 /* enough to keep a large GPU's multiprocessors busy */
+#define UNROLL 8
 
 bool cc_emit_reduce(cc *c) {
   const mlc_node *n = c->n;
@@ -71,26 +75,42 @@ bool cc_emit_reduce(cc *c) {
     return true;
   }
 
-  /* Wide columns and long axes (the bias gradients: sum over 8192 rows of
-   * [8192, 6144]): a block takes 32 adjacent columns, its 8 warps split the
-   * axis between them (warp w sums rows w, w + 8, ...), and the 8 partial
-   * sums are combined in warp order, so the result is the same every run. */
-  if (!is_softmax && inner >= 32 && len >= 64) {
-    int64_t cb = cc_ceil_div(inner, 32), blocks = outer * cb;
+  /* Columns along a long axis (the bias gradients: sum over 4000 rows of
+   * [4000, 768]): a block takes CW adjacent columns, its 256 threads 256 / CW
+   * rows at a time (thread t: column t % CW, row t / CW), with UNROLL
+   * partial results a thread so that as many loads are in flight; then the
+   * block's partials are combined in thread order, so the result is the same
+   * every run.  CW is 32 where that still makes MIN_BLOCKS blocks, else 16 or
+   * 8 (a 32-byte sector of f32): at 32 columns a block, [4000, 768] was 24
+   * blocks, 108 of the H200's 132 SMs idle and 15 us for 12 MB
+   * (bench/results/h200-2026-12-03c/areg-logs.tgz, gpt2like_profile.log). */
+  if (!is_softmax && inner >= 8 && len >= 64) {
+    int64_t cw = 32;
+    while (cw > 8 && outer * cc_ceil_div(inner, cw) < MIN_BLOCKS) cw /= 2;
+    int64_t cb = cc_ceil_div(inner, cw), blocks = outer * cb, rows = THREADS / cw;
     if ((uint64_t)blocks > 0x7fffffffu) return cc_fail(c, "too many columns (%lld)", (long long)(outer * inner));
     cc_begin(c, (uint64_t)blocks, THREADS, 0);
-    cc_printf(c, "  $shared %s part[8][33];\n", acc);
-    cc_printf(c, "  $i64 o = $bid / %lld$ll, col = ($bid %% %lld$ll) * 32 + ($tid & 31);\n",
-              (long long)cb, (long long)cb);
-    cc_printf(c, "  int w = $tid >> 5;\n  %s a = %s;\n", acc, init);
+    cc_printf(c, "  $shared %s part[%d];\n", acc, THREADS);
+    cc_printf(c, "  $i64 o = $bid / %lld$ll, col = ($bid %% %lld$ll) * %lld + ($tid %% %lld);\n", (long long)cb,
+              (long long)cb, (long long)cw, (long long)cw);
+    cc_printf(c, "  %s a = %s;\n", acc, init);
     cc_printf(c, "  if (col < %lld$ll) {\n", (long long)inner);
     cc_printf(c, "    const %s%s *x = in0 + o * %lld$ll + col;\n", c->t->dev, cc_stype(c, dt), (long long)(len * inner));
-    cc_printf(c, "    for ($i64 j = w; j < %lld$ll; j += 8) { %s v = %s; %s }\n  }\n", (long long)len, acc,
+    cc_printf(c, "    %s r[%d];\n#pragma unroll\n    for (int u = 0; u < %d; u++) r[u] = %s;\n", acc, UNROLL, UNROLL, init);
+    cc_printf(c, "    $i64 j = $tid / %lld;\n", (long long)cw);
+    const char *ld = cc_load(c, "x", dt, cc_fmt(c, "(j + u * %lld) * %lld$ll", (long long)rows, (long long)inner));
+    cc_printf(c, "    for (; j + %lld < %lld$ll; j += %lld)\n", (long long)((UNROLL - 1) * rows), (long long)len,
+              (long long)(UNROLL * rows));
+    cc_printf(c, "#pragma unroll\n      for (int u = 0; u < %d; u++) { %s a = r[u], v = %s; %s r[u] = a; }\n", UNROLL, acc, ld,
+              combine);
+    cc_printf(c, "    for (; j < %lld$ll; j += %lld) { %s v = %s; %s }\n", (long long)len, (long long)rows, acc,
               cc_load(c, "x", dt, cc_fmt(c, "j * %lld$ll", (long long)inner)), combine);
-    cc_printf(c, "  part[w][$tid & 31] = a;\n  $barrier;\n");
-    cc_printf(c, "  if (w == 0 && col < %lld$ll) {\n", (long long)inner);
-    cc_printf(c, "    a = part[0][$tid];\n");
-    cc_printf(c, "    for (int k = 1; k < 8; k++) { %s v = part[k][$tid]; %s }\n", acc, combine);
+    cc_printf(c, "#pragma unroll\n    for (int u = 0; u < %d; u++) { %s v = r[u]; %s }\n  }\n", UNROLL, acc, combine);
+    cc_printf(c, "  part[$tid] = a;\n  $barrier;\n");
+    cc_printf(c, "  if ($tid < %lld && col < %lld$ll) {\n", (long long)cw, (long long)inner);
+    cc_printf(c, "    a = part[$tid];\n");
+    cc_printf(c, "    for (int k = 1; k < %lld; k++) { %s v = part[k * %lld + $tid]; %s }\n", (long long)rows, acc,
+              (long long)cw, combine);
     cc_printf(c, "    %s\n  }\n", cc_store(c, "out", odt, cc_fmt(c, "o * %lld$ll + col", (long long)inner), cc_fmt(c, "a%s", scale)));
     cc_end(c);
     return true;
