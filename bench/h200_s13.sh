@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# On the GPU machine (device tool), two calls of about nine minutes each:
+#   PART=check  every CUDA op case against PyTorch (float64 references; the
+#               GPU numerics check), then bench/cuda_flash.sh check without its
+#               op cases: compute-sanitizer on the attention gradient at odd
+#               lengths and attention against SDPA at three shapes
+#   PART=bench  bench/cuda_f32.sh (f32 GEMM table, the GPT-2-like model and the
+#               MLP against eager, f32.json), then bench/cuda_flash.sh model
+#               without the gradient check (MiniLLM train step and bf16
+#               forward against torch_baseline.py)
+# Carry build-gpu/mlc, build-gpu/lib, build-gpu/codegen/cuda/mlc_opcheck and
+# .yardstick.  Logs in $OUT/logs.tgz (the device returns 8 files), f32.json beside.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+final=${OUT:-/tmp/mlc-s13}
+work=/tmp/s13
+rm -rf $work && mkdir -p $work "$final"
+. tests/gpu/env.sh $work
+pack() { tar -C $work -czf "$final/logs.tgz" .; }
+rc=0
+case ${PART:-check} in
+check)
+  echo "## every op case (opcheck.py ops --target cuda)"
+  mkdir -p $work/ops
+  s=$(date +%s)
+  timeout 280 python3 tests/ops/opcheck.py ops --target cuda --jobs 16 \
+    --opcheck build-gpu/codegen/cuda/mlc_opcheck --work /tmp/ops-all > $work/ops/ops.log 2>&1 || rc=1
+  grep -E "^FAIL|cases passed" $work/ops/ops.log
+  echo "($(( $(date +%s) - s )) s)"
+  pack
+  echo "## attention: sanitizers and timing"
+  OUT=$work/flash SKIP_OPS=1 timeout 270 bash bench/cuda_flash.sh check || rc=1
+  ;;
+bench)
+  echo "## f32"
+  OUT=$work/f32 OPS_K=sum_axis0_wide timeout 340 bash bench/cuda_f32.sh || rc=1
+  cp $work/f32/f32.json "$final/" 2>/dev/null
+  pack
+  echo "## MiniLLM"
+  OUT=$work/model SKIP_MINILLM=1 timeout 220 bash bench/cuda_flash.sh model || rc=1
+  ;;
+esac
+pack
+echo "rc=$rc"
+exit $rc
