@@ -8,6 +8,8 @@
 #               MLP against eager, f32.json), then bench/cuda_flash.sh model
 #               without the gradient check (MiniLLM train step and bf16
 #               forward against torch_baseline.py)
+#   PART=models the reduction op cases (-k axis), then bench/f32_models.py with
+#               profiles (the two f32 models against eager) alone
 # Carry build-gpu/mlc, build-gpu/lib, build-gpu/codegen/cuda/mlc_opcheck and
 # .yardstick.  Logs in $OUT/logs.tgz (the device returns 8 files), f32.json beside.
 set -uo pipefail
@@ -38,6 +40,15 @@ bench)
   pack
   echo "## MiniLLM"
   OUT=$work/model SKIP_MINILLM=1 timeout 220 bash bench/cuda_flash.sh model || rc=1
+  ;;
+models)
+  mkdir -p $work/f32
+  timeout 100 python3 tests/ops/opcheck.py ops --target cuda --jobs 16 --opcheck build-gpu/codegen/cuda/mlc_opcheck \
+    --work /tmp/ops-axis -k axis > $work/f32/ops.log 2>&1 || rc=1
+  grep -E "^FAIL|cases passed" $work/f32/ops.log
+  timeout 200 python3 bench/f32_models.py --mlc build-gpu/mlc --target cuda --out $work/f32 --profile \
+    --f32-matmul 3xtf32 > $work/f32/f32_models.log 2>&1 || rc=1
+  grep -E "^(gpt2like|mlp): " $work/f32/f32_models.log
   ;;
 esac
 pack

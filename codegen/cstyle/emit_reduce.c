@@ -16,7 +16,8 @@
 
 #define THREADS 256
 #define MAX_BLOCKS 65536
-#define MIN_BLOCKS 256 /* enough to keep a large GPU's multiprocessors busy */
+#define MIN_BLOCKS 512 /* four of 256 threads on each of the H200's 132 SMs: enough loads in flight */
+#define MAX_CHUNKS 64
 #define UNROLL 8
 
 bool cc_emit_reduce(cc *c) {
@@ -79,31 +80,47 @@ bool cc_emit_reduce(cc *c) {
    * [4000, 768]): a block takes CW adjacent columns, its 256 threads 256 / CW
    * rows at a time (thread t: column t % CW, row t / CW), with UNROLL
    * partial results a thread so that as many loads are in flight; then the
-   * block's partials are combined in thread order, so the result is the same
-   * every run.  CW is 32 where that still makes MIN_BLOCKS blocks, else 16 or
-   * 8 (a 32-byte sector of f32): at 32 columns a block, [4000, 768] was 24
-   * blocks, 108 of the H200's 132 SMs idle and 15 us for 12 MB
-   * (bench/results/h200-2026-12-03c/areg-logs.tgz, gpt2like_profile.log). */
+   * block's partials are combined in thread order.  CW is 32 where that
+   * makes MIN_BLOCKS blocks, else 16 or 8 (a 32-byte sector of f32).  Where
+   * even 8 leaves fewer blocks, CW is 32 again and the axis is cut into
+   * NCHUNK chunks, one block each; the blocks write partial results to
+   * scratch and a second launch adds each column's chunks in chunk order.
+   * Every sum is so taken in the same order every run.  At 32 columns a
+   * block and no chunks, [4000, 768] was 24 blocks and 15 us for 12 MB
+   * (bench/results/h200-2026-12-03c/areg-logs.tgz, gpt2like_profile.log);
+   * at 8 columns, [2000, 1000] was 125 blocks, 13 us for 8 MB (620 GB/s:
+   * too few loads in flight; bench/results/h200-2026-12-04b). */
   if (!is_softmax && inner >= 8 && len >= 64) {
     int64_t cw = 32;
     while (cw > 8 && outer * cc_ceil_div(inner, cw) < MIN_BLOCKS) cw /= 2;
-    int64_t cb = cc_ceil_div(inner, cw), blocks = outer * cb, rows = THREADS / cw;
+    if (outer * cc_ceil_div(inner, cw) < MIN_BLOCKS && inner >= 32) cw = 32; /* chunks anyway: whole 128-byte rows */
+    int64_t cb = cc_ceil_div(inner, cw), rows = THREADS / cw, step = rows * UNROLL, nchunk = 1, rc = len;
+    if (outer * cb < MIN_BLOCKS) {
+      nchunk = cc_ceil_div(MIN_BLOCKS, outer * cb);
+      if (nchunk > MAX_CHUNKS) nchunk = MAX_CHUNKS;
+      rc = cc_ceil_div(cc_ceil_div(len, nchunk), step) * step;
+      nchunk = cc_ceil_div(len, rc);
+    }
+    int64_t blocks = outer * cb * nchunk;
     if ((uint64_t)blocks > 0x7fffffffu) return cc_fail(c, "too many columns (%lld)", (long long)(outer * inner));
+    if (nchunk > 1) c->scratch = (uint64_t)(outer * nchunk * inner) * (mlc_dtype_is_float((mlc_dtype)dt) ? 4u : (uint64_t)mlc_dtype_size((mlc_dtype)dt));
     cc_begin(c, (uint64_t)blocks, THREADS, 0);
     cc_printf(c, "  $shared %s part[%d];\n", acc, THREADS);
-    cc_printf(c, "  $i64 o = $bid / %lld$ll, col = ($bid %% %lld$ll) * %lld + ($tid %% %lld);\n", (long long)cb,
+    cc_printf(c, "  const $i64 chunk = $bid / %lld$ll, ob = $bid %% %lld$ll;\n", (long long)(outer * cb), (long long)(outer * cb));
+    cc_printf(c, "  const $i64 o = ob / %lld$ll, col = (ob %% %lld$ll) * %lld + ($tid %% %lld);\n", (long long)cb,
               (long long)cb, (long long)cw, (long long)cw);
     cc_printf(c, "  %s a = %s;\n", acc, init);
     cc_printf(c, "  if (col < %lld$ll) {\n", (long long)inner);
     cc_printf(c, "    const %s%s *x = in0 + o * %lld$ll + col;\n", c->t->dev, cc_stype(c, dt), (long long)(len * inner));
     cc_printf(c, "    %s r[%d];\n#pragma unroll\n    for (int u = 0; u < %d; u++) r[u] = %s;\n", acc, UNROLL, UNROLL, init);
-    cc_printf(c, "    $i64 j = $tid / %lld;\n", (long long)cw);
+    cc_printf(c, "    $i64 j = chunk * %lld$ll + $tid / %lld, j1 = chunk * %lld$ll + %lld$ll;\n", (long long)rc, (long long)cw,
+              (long long)rc, (long long)rc);
+    cc_printf(c, "    if (j1 > %lld$ll) j1 = %lld$ll;\n", (long long)len, (long long)len);
     const char *ld = cc_load(c, "x", dt, cc_fmt(c, "(j + u * %lld) * %lld$ll", (long long)rows, (long long)inner));
-    cc_printf(c, "    for (; j + %lld < %lld$ll; j += %lld)\n", (long long)((UNROLL - 1) * rows), (long long)len,
-              (long long)(UNROLL * rows));
+    cc_printf(c, "    for (; j + %lld < j1; j += %lld)\n", (long long)((UNROLL - 1) * rows), (long long)step);
     cc_printf(c, "#pragma unroll\n      for (int u = 0; u < %d; u++) { %s a = r[u], v = %s; %s r[u] = a; }\n", UNROLL, acc, ld,
               combine);
-    cc_printf(c, "    for (; j < %lld$ll; j += %lld) { %s v = %s; %s }\n", (long long)len, (long long)rows, acc,
+    cc_printf(c, "    for (; j < j1; j += %lld) { %s v = %s; %s }\n", (long long)rows, acc,
               cc_load(c, "x", dt, cc_fmt(c, "j * %lld$ll", (long long)inner)), combine);
     cc_printf(c, "#pragma unroll\n    for (int u = 0; u < %d; u++) { %s v = r[u]; %s }\n  }\n", UNROLL, acc, combine);
     cc_printf(c, "  part[$tid] = a;\n  $barrier;\n");
@@ -111,7 +128,24 @@ bool cc_emit_reduce(cc *c) {
     cc_printf(c, "    a = part[$tid];\n");
     cc_printf(c, "    for (int k = 1; k < %lld; k++) { %s v = part[k * %lld + $tid]; %s }\n", (long long)rows, acc,
               (long long)cw, combine);
-    cc_printf(c, "    %s\n  }\n", cc_store(c, "out", odt, cc_fmt(c, "o * %lld$ll + col", (long long)inner), cc_fmt(c, "a%s", scale)));
+    if (nchunk == 1)
+      cc_printf(c, "    %s\n  }\n", cc_store(c, "out", odt, cc_fmt(c, "o * %lld$ll + col", (long long)inner), cc_fmt(c, "a%s", scale)));
+    else
+      cc_printf(c, "    ((%s%s *)scratch)[(o * %lld$ll + chunk) * %lld$ll + col] = a;\n  }\n", c->t->dev, acc, (long long)nchunk,
+                (long long)inner);
+    cc_end(c);
+    if (nchunk == 1) return true;
+    /* each (outer, column) adds its chunks in order */
+    int64_t cols = outer * inner;
+    if ((uint64_t)cc_ceil_div(cols, THREADS) > 0x7fffffffu) return cc_fail(c, "too many columns (%lld)", (long long)cols);
+    cc_begin(c, (uint64_t)cc_ceil_div(cols, THREADS), THREADS, 0);
+    cc_printf(c, "  const $i64 i = ($i64)$bid * %d + $tid;\n  if (i >= %lld$ll) return;\n", THREADS, (long long)cols);
+    cc_printf(c, "  const %s%s *p = (const %s%s *)scratch + i / %lld$ll * %lld$ll + i %% %lld$ll;\n", c->t->dev, acc, c->t->dev,
+              acc, (long long)inner, (long long)(nchunk * inner), (long long)inner);
+    cc_printf(c, "  %s a = p[0];\n", acc);
+    cc_printf(c, "  for (int k = 1; k < %lld; k++) { %s v = p[k * %lld$ll]; %s }\n", (long long)nchunk, acc, (long long)inner,
+              combine);
+    cc_printf(c, "  %s\n", cc_store(c, "out", odt, "i", cc_fmt(c, "a%s", scale)));
     cc_end(c);
     return true;
   }

@@ -346,11 +346,14 @@ CASES = [
     Case("sum_axis0_long", "x: f32[300, 70]", "sum(x, dim=0)", lambda I, P: I["x"].sum(0), RED),
     Case("max_axis1_long", "x: f32[2, 100, 45]", "max(x, dim=1)", lambda I, P: I["x"].amax(1), EXACT),
     Case("mean_axis0_bf16", "x: bf16[512, 96]", "cast(mean(x, dim=0), f32)", lambda I, P: bf16(I["x"].mean(0)), LOW),
-    # the GPU's column reduction at 8, 16 and 32 columns a block, rows off its unrolled stride
+    # the GPU's column reduction at 8, 16 and 32 columns a block, rows off its unrolled stride; the axis
+    # cut into chunks (wide, i32, mean, max: partials in scratch, a second launch) and not (cols16, min)
     Case("sum_axis0_wide", "x: f32[1001, 777]", "sum(x, dim=0)", lambda I, P: I["x"].sum(0), RED),
     Case("sum_axis1_cols16", "x: f32[3, 333, 1500]", "sum(x, dim=1)", lambda I, P: I["x"].sum(1), RED),
     Case("sum_i32_axis0_long", "x: i32[203, 33]", "sum(x, dim=0)", lambda I, P: I["x"].sum(0), EXACT, {"x": (-50, 50)}),
     Case("min_axis0_long", "x: f32[129, 16]", "min(x, dim=0)", lambda I, P: I["x"].amin(0), EXACT, targets=I27),
+    Case("mean_axis0_chunks", "x: f32[700, 40]", "mean(x, dim=0)", lambda I, P: I["x"].mean(0), RED),
+    Case("max_axis1_chunks", "x: f32[3, 500, 64]", "max(x, dim=1)", lambda I, P: I["x"].amax(1), EXACT),
     Case("softmax_last", "x: f32[6, 1000]", "softmax(x, dim=-1)", lambda I, P: torch.softmax(I["x"], -1), RED,
          {"x": (-10, 10)}),
     Case("softmax_short_rows", "x: f32[50, 7]", "softmax(x)", lambda I, P: torch.softmax(I["x"], -1), RED,
