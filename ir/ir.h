@@ -352,6 +352,10 @@ int mlc_ew_layout(const mlc_func *f, const mlc_node *n, int64_t dims[MLC_MAX_RAN
 /* An op on a sharded flat parameter (the fsdp pass's cast of a shard, the
  * optimizer's update of one): each rank runs it on its own rows only. */
 bool mlc_node_sharded(const mlc_program *p, const mlc_func *f, const mlc_node *n);
+/* An optimizer update (it writes its parameter and state in place): adamw, sgd, or a group of either. */
+static inline bool mlc_op_is_update(int op) {
+  return op == MLC_OP_ADAMW || op == MLC_OP_SGD || op == MLC_OP_ADAMW_MULTI || op == MLC_OP_SGD_MULTI;
+}
 /* FLOPs and bytes moved by one node, for --stats and the roofline. */
 void mlc_node_cost(const mlc_func *f, const mlc_node *n, double *flops, double *bytes);
 

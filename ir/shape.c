@@ -804,22 +804,28 @@ static bool shape_fused(rule_ctx *c) {
   return check_numel(c, c->out);
 }
 
-/* (param, grad, m, v) per parameter, then the step and the learning rate. */
+/* adamw_multi: (param, grad, m, v) per parameter, then the step and the
+ * learning rate; sgd_multi: (param, grad, momentum buffer) per parameter,
+ * then the learning rate. */
 static bool shape_update_multi(rule_ctx *c) {
   const mlc_node *n = c->n;
-  if (n->nin < 6 || (n->nin - 2) % 4)
-    return fail(c, "adamw_multi takes 4 inputs per parameter, the step and the learning rate, got %u", n->nin);
-  for (uint32_t k = 0; k + 2 < n->nin; k += 4) {
+  bool adamw = n->op == MLC_OP_ADAMW_MULTI;
+  uint32_t per = adamw ? 4 : 3, tail = adamw ? 2 : 1;
+  const char *what = mlc_ops[n->op].name;
+  if (n->nin < per + tail || (n->nin - tail) % per)
+    return fail(c, "%s takes %u inputs per parameter, then %s, got %u", what, per,
+                adamw ? "the step and the learning rate" : "the learning rate", n->nin);
+  for (uint32_t k = 0; k + tail < n->nin; k += per) {
     const mlc_type *p = &c->f->nodes[n->in[k]].type;
-    if (!need_float(c, p, "adamw_multi")) return false;
-    for (int i = 1; i < 4; i++)
+    if (!need_float(c, p, what)) return false;
+    for (uint32_t i = 1; i < per; i++)
       if (!mlc_type_eq(p, &c->f->nodes[n->in[k + i]].type))
-        return fail(c, "adamw_multi of parameter %s: the gradient and state must have the parameter's type", TSTR(p));
+        return fail(c, "%s of parameter %s: the gradient and state must have the parameter's type", what, TSTR(p));
   }
   const mlc_type *st = &c->f->nodes[n->in[n->nin - 2]].type, *lr = &c->f->nodes[n->in[n->nin - 1]].type;
-  if (st->dtype != MLC_DT_I64 || st->rank != 0) return fail(c, "adamw_multi's step must be an i64 scalar, got %s", TSTR(st));
+  if (adamw && (st->dtype != MLC_DT_I64 || st->rank != 0)) return fail(c, "adamw_multi's step must be an i64 scalar, got %s", TSTR(st));
   if (lr->dtype != MLC_DT_F32 || lr->rank != 0)
-    return fail(c, "adamw_multi's learning rate must be an f32 scalar, got %s", TSTR(lr));
+    return fail(c, "%s's learning rate must be an f32 scalar, got %s", what, TSTR(lr));
   *c->out = (mlc_type){.dtype = MLC_DT_F32, .rank = 0};
   return true;
 }
@@ -849,11 +855,14 @@ static void cost_fused(cost_ctx *c) {
   }
 }
 
+/* as cost_update's, per parameter */
 static void cost_update_multi(cost_ctx *c) {
-  for (uint32_t k = 0; k + 2 < c->n->nin; k += 4) {
+  bool adamw = c->n->op == MLC_OP_ADAMW_MULTI;
+  uint32_t per = adamw ? 4 : 3, tail = adamw ? 2 : 1;
+  for (uint32_t k = 0; k + tail < c->n->nin; k += per) {
     const mlc_type *p = in_type(c, (int)k);
-    c->flops += 14 * tnumel(p);
-    c->bytes += 7 * tbytes(p);
+    c->flops += (adamw ? 14 : 4) * tnumel(p);
+    c->bytes += (adamw ? 7 : 5) * tbytes(p);
   }
 }
 

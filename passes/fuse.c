@@ -21,16 +21,17 @@
  *    CUDA only those that pay: epilogue_pays).  Only groups of two ops or
  *    more become FUSED nodes; a lone op keeps its own kernel.
  *
- * 3. CUDA (one GPU): the AdamW updates of a step -> adamw_multi nodes of up to
- *    ADAMW_GROUP parameters each, one launch per group instead of one per
- *    tensor, grouped by readiness inside the backward (group_adamw).  (One
+ * 3. CUDA (one GPU): the AdamW (SGD) updates of a step -> adamw_multi
+ *    (sgd_multi) nodes of up to UPDATE_GROUP parameters each, one launch per
+ *    group instead of one per tensor, grouped by readiness inside the
+ *    backward (group_updates).  (One
  *    launch for all would need more kernel arguments than the CUDA runtime
  *    passes: 72.  Metal keeps one update per tensor: a Metal kernel takes
  *    at most 31 buffers.)
  *
  * The CPU target packs GEMM operands into its own layout and fuses in its
  * own code generator; it does not run this pass, and no other pass sees
- * matmul_tn, fused or adamw_multi.
+ * matmul_tn, fused, adamw_multi or sgd_multi.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -42,9 +43,9 @@
 #include "passes/passes.h"
 
 
-#define ADAMW_GROUP 16 /* 4 * 16 + 1 inputs, the output and scratch: 67 of the CUDA runtime's 72 arguments
-                          (checked against the target's max_kernel_args) */
-#define ADAMW_HOLD ((int64_t)32 << 20) /* a group's gradients, in bytes: see group_adamw */
+#define UPDATE_GROUP 16 /* adamw: 4 * 16 + 2 inputs, the output and scratch: 68 of the CUDA runtime's 72 arguments
+                           (checked against the target's max_kernel_args) */
+#define UPDATE_HOLD ((int64_t)32 << 20) /* a group's gradients, in bytes: see group_updates */
 
 static bool rewrite_tn(mlc_func *f) {
   bool changed = false;
@@ -183,10 +184,8 @@ static bool epilogue_pays(const mlc_func *f, const group *g, bool cuda, bool act
  * root, read its weight after the update (the input gradient's GEMM
  * before a ReLU's gradient, with the weight's update between them). */
 static bool update_between(const mlc_func *f, uint32_t a, uint32_t b) {
-  for (uint32_t i = a + 1; i < b; i++) {
-    uint16_t op = f->nodes[i].op;
-    if (op == MLC_OP_ADAMW || op == MLC_OP_SGD || op == MLC_OP_ADAMW_MULTI) return true;
-  }
+  for (uint32_t i = a + 1; i < b; i++)
+    if (mlc_op_is_update(f->nodes[i].op)) return true;
   return false;
 }
 
@@ -284,41 +283,40 @@ static bool fuse_groups(mlc_program *p, mlc_func *f, bool epilogues, bool cuda) 
   return changed;
 }
 
-/* AdamW updates in groups: one adamw_multi node per group, in the place of
- * its last member.  The interleave pass has put each update right after
- * its gradient is complete, so the order of the updates is the order in
- * which they become ready; a group is a run of updates in that order, and
- * each member's gradient stays alive until the group runs.  A group closes
- * at ADAMW_GROUP members or once its gradients reach ADAMW_HOLD bytes: a
- * large gradient is updated, and freed, as soon as it is complete, and the
- * small ones (biases, norm weights) wait for the next large one, holding
- * little.  The outputs that named the single updates name the group's
- * token. */
-static bool group_adamw(mlc_program *p, mlc_func *f) {
-  uint32_t n0 = f->n, nad = 0;
+/* AdamW or SGD updates in groups: one adamw_multi or sgd_multi node per
+ * group, in the place of its last member.  The interleave pass has put
+ * each update right after its gradient is complete, so the order of the
+ * updates is the order in which they become ready; a group is a run of
+ * updates of one kind in that order, and each member's gradient stays
+ * alive until the group runs.  A group closes at UPDATE_GROUP members or
+ * once its gradients reach UPDATE_HOLD bytes: a large gradient is updated,
+ * and freed, as soon as it is complete, and the small ones (biases, norm
+ * weights) wait for the next large one, holding little.  The outputs that
+ * named the single updates name the group's token. */
+static bool group_updates(mlc_program *p, mlc_func *f, mlc_op one, mlc_op multi) {
+  /* per parameter: (param, grad, state...); then the shared scalars (adamw: step, lr; sgd: lr) */
+  const uint32_t per = one == MLC_OP_ADAMW ? 4 : 3, tail = one == MLC_OP_ADAMW ? 2 : 1;
+  uint32_t n0 = f->n, nup = 0;
   /* A sharded update (fsdp) runs on this rank's rows only and stays where
    * the fsdp pass put it, right after its reduce-scatter. */
-  for (uint32_t i = 0; i < n0; i++) nad += f->nodes[i].op == MLC_OP_ADAMW && !mlc_node_sharded(p, f, &f->nodes[i]);
-  if (nad < 2) return false;
+  for (uint32_t i = 0; i < n0; i++) nup += f->nodes[i].op == one && !mlc_node_sharded(p, f, &f->nodes[i]);
+  if (nup < 2) return false;
   uint32_t *tok = mlc_arena_alloc(p->arena, n0 * sizeof *tok);
   for (uint32_t i = 0; i < n0; i++) tok[i] = UINT32_MAX;
-  uint32_t in[4 * ADAMW_GROUP + 2], k = 0, members[ADAMW_GROUP];
+  uint32_t in[4 * UPDATE_GROUP + 2], k = 0, members[UPDATE_GROUP];
   int64_t held = 0;
   for (uint32_t i = 0; i < n0; i++) {
-    if (f->nodes[i].op != MLC_OP_ADAMW || mlc_node_sharded(p, f, &f->nodes[i])) continue;
-    memcpy(in + 4 * k, f->nodes[i].in, 4 * sizeof *in);
-    in[4 * ADAMW_GROUP] = f->nodes[i].in[4];
-    in[4 * ADAMW_GROUP + 1] = f->nodes[i].in[5];
+    if (f->nodes[i].op != one || mlc_node_sharded(p, f, &f->nodes[i])) continue;
+    memcpy(in + per * k, f->nodes[i].in, per * sizeof *in);
     const mlc_node *g = &f->nodes[f->nodes[i].in[1]];
     held += mlc_type_numel(&g->type) * mlc_dtype_size(g->type.dtype);
     members[k++] = i;
-    if (--nad && k < ADAMW_GROUP && held < ADAMW_HOLD) continue;
-    in[4 * k] = in[4 * ADAMW_GROUP];
-    in[4 * k + 1] = in[4 * ADAMW_GROUP + 1];
+    if (--nup && k < UPDATE_GROUP && held < UPDATE_HOLD) continue;
+    memcpy(in + per * k, f->nodes[i].in + per, tail * sizeof *in); /* the last member's scalars: the same node for all */
     /* the last member's node becomes the group: every member's inputs come before it */
     mlc_node *n = &f->nodes[i];
-    n->op = MLC_OP_ADAMW_MULTI;
-    n->nin = (uint16_t)(4 * k + 2);
+    n->op = multi;
+    n->nin = (uint16_t)(per * k + tail);
     n->in = mlc_arena_alloc(p->arena, n->nin * sizeof *n->in);
     memcpy(n->in, in, n->nin * sizeof *n->in);
     n->scope = "";
@@ -337,13 +335,14 @@ static bool group_adamw(mlc_program *p, mlc_func *f) {
 bool mlc_pass_fuse(mlc_pass_ctx *c) {
   const mlc_target *t = c->target;
   if (!t || !t->gpu) return true;
-  MLC_ASSERT(!t->adamw_groups || !t->max_kernel_args || 4 * ADAMW_GROUP + 3 <= t->max_kernel_args);
+  MLC_ASSERT(!t->update_groups || !t->max_kernel_args || 4 * UPDATE_GROUP + 3 <= t->max_kernel_args);
   for (uint32_t k = 0; k < c->p->nfuncs; k++) {
     mlc_func *f = &c->p->funcs[k];
     bool changed = rewrite_tn(f);
     if (changed) mlc_func_compact(c->p, f);
     changed = fuse_groups(c->p, f, true, t->epilogues_that_pay);
-    if (t->adamw_groups) changed |= group_adamw(c->p, f);
+    if (t->update_groups) changed |= group_updates(c->p, f, MLC_OP_ADAMW, MLC_OP_ADAMW_MULTI);
+    if (t->update_groups) changed |= group_updates(c->p, f, MLC_OP_SGD, MLC_OP_SGD_MULTI);
     if (changed) mlc_func_compact(c->p, f);
   }
   return true;

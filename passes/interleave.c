@@ -34,7 +34,7 @@
 #define NONE UINT32_MAX
 
 static bool is_update(const mlc_program *p, const mlc_func *f, const mlc_node *n) {
-  return (n->op == MLC_OP_ADAMW || n->op == MLC_OP_SGD || n->op == MLC_OP_ADAMW_MULTI) && !mlc_node_sharded(p, f, n);
+  return mlc_op_is_update(n->op) && !mlc_node_sharded(p, f, n);
 }
 
 static bool is_leaf(const mlc_node *n) { return (mlc_ops[n->op].flags & MLC_F_LEAF) != 0; }

@@ -66,7 +66,7 @@ static bool cheap_op(const mlc_node *n) {
 }
 
 static bool is_update(const mlc_node *n) {
-  return n->op == MLC_OP_ADAMW || n->op == MLC_OP_SGD || n->op == MLC_OP_ADAMW_MULTI;
+  return mlc_op_is_update(n->op);
 }
 
 static int64_t node_bytes(const mlc_node *n) { return mlc_type_numel(&n->type) * mlc_dtype_size(n->type.dtype); }

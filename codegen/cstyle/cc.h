@@ -126,8 +126,8 @@ struct cc_dialect {
   /* The dialect's own emitters: matmul, linear, matmul_tn and fused groups
    * headed by one; attention, attention_grad; and, NULL where the dialect
    * has none (the driver then refuses the op), attention_save and
-   * attention_grad_saved, and adamw_multi. */
-  cc_emitter emit_gemm, emit_attention, emit_attention_saved, emit_adamw_multi;
+   * attention_grad_saved, and adamw_multi and sgd_multi. */
+  cc_emitter emit_gemm, emit_attention, emit_attention_saved, emit_update_multi;
   /* Whether fused GEMM epilogues also take eight 16-bit columns at a time
    * (st8: CUDA's wgmma GEMM stores through shared memory). */
   bool epilogue_st8;
@@ -231,7 +231,7 @@ bool cc_emit_norm(cc *c);        /* rmsnorm, layernorm and their grads */
 bool cc_emit_misc(cc *c);        /* embedding(+grad), cross_entropy(+grad), adamw, sgd */
 bool cc_emit_shard_cast(cc *c);  /* the fsdp pass's cast of a rank's shard (c->sharded) */
 bool cc_emit_fused(cc *c);       /* fused: elementwise groups; GEMM-headed ones go to the dialect's emit_gemm */
-bool cc_emit_adamw_multi(cc *c); /* adamw_multi (emit_misc.c), for dialects whose kernels take 72 arguments */
+bool cc_emit_update_multi(cc *c); /* adamw_multi, sgd_multi (emit_misc.c), for dialects whose kernels take 72 arguments */
 
 /* Fused nodes (emit_fused.c; program format in ir/fused.h).  The node's
  * program, or false with c->err set; for a program that starts with a

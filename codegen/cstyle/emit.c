@@ -29,7 +29,7 @@ static cc_emitter emitter_of(const cc_dialect *t, mlc_op op) {
   case MLC_OP_ARANGE: return cc_emit_arange;
   case MLC_OP_DROPOUT: return cc_emit_dropout;
   case MLC_OP_FUSED: return cc_emit_fused;
-  case MLC_OP_ADAMW_MULTI: return t->emit_adamw_multi;
+  case MLC_OP_ADAMW_MULTI: case MLC_OP_SGD_MULTI: return t->emit_update_multi;
   case MLC_OP_MIN: return cc_emit_reduce;
   case MLC_OP_ARGMAX: case MLC_OP_ARGMIN: return cc_emit_argreduce;
   case MLC_OP_GATHER: return cc_emit_layout;

@@ -312,68 +312,89 @@ static bool emit_optim(cc *c) {
   return true;
 }
 
-/* ---- adamw_multi: the AdamW updates of up to 16 parameters in one launch ----
+/* ---- adamw_multi, sgd_multi: the updates of up to 16 parameters in one launch ----
  *
- * The same math as emit_optim's AdamW, element for element.  Blocks of
+ * The same math as emit_optim's, element for element.  Blocks of
  * MULTI_CHUNK elements are dealt out tensor after tensor (sizes are static,
  * so the block ranges are literals); a block finds its tensor with a chain
  * of compares, the same for all its threads. */
 #define MULTI_CHUNK (THREADS * 4 * 8)
 
-bool cc_emit_adamw_multi(cc *c) {
+bool cc_emit_update_multi(cc *c) {
   const mlc_node *n = c->n;
   const mlc_train_config *tc = &c->p->train;
-  uint32_t np = (n->nin - 2) / 4;
+  bool adamw = n->op == MLC_OP_ADAMW_MULTI, mom = !adamw && tc->momentum != 0;
+  uint32_t per = adamw ? 4 : 3, np = (n->nin - (adamw ? 2 : 1)) / per;
   int dt = cc_in(c, 0)->dtype;
   for (uint32_t t = 0; t < np; t++)
-    if (cc_in(c, (int)(4 * t))->dtype != dt) return cc_bug(c, "adamw_multi over parameters of different dtypes");
+    if (cc_in(c, (int)(per * t))->dtype != dt) return cc_bug(c, "%s over parameters of different dtypes", mlc_ops[n->op].name);
   const char *T = cc_stype(c, dt);
-  cc_printf(c, "MLC_FN void @K@_upd(float &p, float &m, float &v, float g, float step_size, float isb, float decay) {\n");
-  cc_printf(c, "  const float pp = p * decay;\n");
-  cc_printf(c, "  const float mm = fmaf(%s, m, %s * g);\n", cc_flit(c, tc->beta1), cc_flit(c, 1 - tc->beta1));
-  cc_printf(c, "  const float vv = fmaf(%s, v, %s * (g * g));\n", cc_flit(c, tc->beta2), cc_flit(c, 1 - tc->beta2));
-  cc_printf(c, "  const float den = fmaf(sqrtf(vv), isb, %s);\n", cc_flit(c, tc->eps));
-  cc_printf(c, "  p = pp - (step_size * mm) / den;\n  m = mm;\n  v = vv;\n}\n");
+  if (adamw) {
+    cc_printf(c, "MLC_FN void @K@_upd(float &p, float &m, float &v, float g, float step_size, float isb, float decay) {\n");
+    cc_printf(c, "  const float pp = p * decay;\n");
+    cc_printf(c, "  const float mm = fmaf(%s, m, %s * g);\n", cc_flit(c, tc->beta1), cc_flit(c, 1 - tc->beta1));
+    cc_printf(c, "  const float vv = fmaf(%s, v, %s * (g * g));\n", cc_flit(c, tc->beta2), cc_flit(c, 1 - tc->beta2));
+    cc_printf(c, "  const float den = fmaf(sqrtf(vv), isb, %s);\n", cc_flit(c, tc->eps));
+    cc_printf(c, "  p = pp - (step_size * mm) / den;\n  m = mm;\n  v = vv;\n}\n");
+  } else {
+    cc_printf(c, "MLC_FN void @K@_upd(float &p, float &m, float g, float lr) {\n");
+    cc_printf(c, "  const float d = fmaf(%s, p, g);\n", cc_flit(c, tc->weight_decay));
+    if (mom) cc_printf(c, "  m = fmaf(%s, m, d);\n", cc_flit(c, tc->momentum));
+    cc_printf(c, "  p = p - lr * %s;\n}\n", mom ? "m" : "d");
+  }
   int64_t blocks = 0;
-  for (uint32_t t = 0; t < np; t++) blocks += cc_ceil_div(mlc_type_numel(cc_in(c, (int)(4 * t))), MULTI_CHUNK);
+  for (uint32_t t = 0; t < np; t++) blocks += cc_ceil_div(mlc_type_numel(cc_in(c, (int)(per * t))), MULTI_CHUNK);
   cc_begin(c, (uint64_t)blocks, THREADS, 0);
-  /* The step's scalars, in double, once a block rather than once a thread
-   * (ncu on the H200 counted 52 instructions an element, the FP64 pipe 5 %
-   * busy, with every thread computing the two pows). */
-  cc_printf(c, "  $shared float sc[3];\n  if ($tid == 0) {\n");
-  cc_printf(c, "    const $f64 step = ($f64)in%u[0], lr = ($f64)in%u[0];\n", n->nin - 2, n->nin - 1);
-  cc_printf(c, "    sc[0] = (float)(lr / (1.0 - pow(%.17g, step)));\n", tc->beta1);
-  cc_printf(c, "    sc[1] = (float)(1.0 - lr * %.17g);\n", tc->weight_decay);
-  cc_printf(c, "    sc[2] = (float)(1.0 / sqrt(1.0 - pow(%.17g, step)));\n  }\n  $barrier;\n", tc->beta2);
-  cc_printf(c, "  const float step_size = sc[0], decay = sc[1], isb = sc[2];\n");
-  cc_printf(c, "  const unsigned b = $bid;\n  %s *p, *m, *vs;\n  const %s *g;\n  $i64 base, end;\n", T, T);
+  if (adamw) {
+    /* The step's scalars, in double, once a block rather than once a thread
+     * (ncu on the H200 counted 52 instructions an element, the FP64 pipe 5 %
+     * busy, with every thread computing the two pows). */
+    cc_printf(c, "  $shared float sc[3];\n  if ($tid == 0) {\n");
+    cc_printf(c, "    const $f64 step = ($f64)in%u[0], lr = ($f64)in%u[0];\n", n->nin - 2, n->nin - 1);
+    cc_printf(c, "    sc[0] = (float)(lr / (1.0 - pow(%.17g, step)));\n", tc->beta1);
+    cc_printf(c, "    sc[1] = (float)(1.0 - lr * %.17g);\n", tc->weight_decay);
+    cc_printf(c, "    sc[2] = (float)(1.0 / sqrt(1.0 - pow(%.17g, step)));\n  }\n  $barrier;\n", tc->beta2);
+    cc_printf(c, "  const float step_size = sc[0], decay = sc[1], isb = sc[2];\n");
+  } else {
+    cc_printf(c, "  const float lr = in%u[0];\n", n->nin - 1);
+  }
+  cc_printf(c, "  const unsigned b = $bid;\n  %s *p, *m%s;\n  const %s *g;\n  $i64 base, end;\n", T, adamw ? ", *vs" : "", T);
   int64_t first = 0;
   for (uint32_t t = 0; t < np; t++) {
-    int64_t P = mlc_type_numel(cc_in(c, (int)(4 * t))), nb = cc_ceil_div(P, MULTI_CHUNK);
+    int64_t P = mlc_type_numel(cc_in(c, (int)(per * t))), nb = cc_ceil_div(P, MULTI_CHUNK);
     cc_printf(c, "  %sif (b < %lldu) {\n", t ? "else " : "", (long long)(first + nb));
-    cc_printf(c, "    p = (%s *)in%u; g = in%u; m = (%s *)in%u; vs = (%s *)in%u;\n", T, 4 * t, 4 * t + 1, T, 4 * t + 2, T,
-              4 * t + 3);
-    cc_printf(c, "    base = ($i64)(b - %lldu) * %d; end = %lld$ll;\n  }\n", (long long)first, MULTI_CHUNK, (long long)P);
+    cc_printf(c, "    p = (%s *)in%u; g = in%u; m = (%s *)in%u;", T, per * t, per * t + 1, T, per * t + 2);
+    if (adamw) cc_printf(c, " vs = (%s *)in%u;", T, per * t + 3);
+    cc_printf(c, "\n    base = ($i64)(b - %lldu) * %d; end = %lld$ll;\n  }\n", (long long)first, MULTI_CHUNK, (long long)P);
     first += nb;
   }
   cc_printf(c, "  else return;\n");
   cc_printf(c, "  if (end > base + %d) end = base + %d;\n", MULTI_CHUNK, MULTI_CHUNK);
   cc_printf(c, "  for ($i64 e = base + $tid * 4; e < end; e += %d) {\n", THREADS * 4);
-  cc_printf(c, "    if (e + 4 <= end) {\n      float pa[4], ga[4], ma[4], va[4];\n");
+  cc_printf(c, "    if (e + 4 <= end) {\n      float pa[4], ga[4], ma[4]%s;\n", adamw ? ", va[4]" : "");
   cc_vec_load(c, 4, dt, "pa", "0", "p", "e");
   cc_vec_load(c, 4, dt, "ga", "0", "g", "e");
-  cc_vec_load(c, 4, dt, "ma", "0", "m", "e");
-  cc_vec_load(c, 4, dt, "va", "0", "vs", "e");
-  cc_printf(c, "#pragma unroll\n      for (int q = 0; q < 4; q++) @K@_upd(pa[q], ma[q], va[q], ga[q], step_size, isb, decay);\n");
+  if (adamw || mom) cc_vec_load(c, 4, dt, "ma", "0", "m", "e");
+  if (adamw) cc_vec_load(c, 4, dt, "va", "0", "vs", "e");
+  if (adamw)
+    cc_printf(c, "#pragma unroll\n      for (int q = 0; q < 4; q++) @K@_upd(pa[q], ma[q], va[q], ga[q], step_size, isb, decay);\n");
+  else
+    cc_printf(c, "#pragma unroll\n      for (int q = 0; q < 4; q++) @K@_upd(pa[q], ma[q], ga[q], lr);\n");
   cc_vec_store(c, 4, dt, "p", "e", "pa");
-  cc_vec_store(c, 4, dt, "m", "e", "ma");
-  cc_vec_store(c, 4, dt, "vs", "e", "va");
+  if (adamw || mom) cc_vec_store(c, 4, dt, "m", "e", "ma");
+  if (adamw) cc_vec_store(c, 4, dt, "vs", "e", "va");
   cc_printf(c, "    } else {\n      for ($i64 q = e; q < end; q++) {\n");
-  cc_printf(c, "        float pq = %s, mq = %s, vq = %s;\n", cc_load(c, "p", dt, "q"), cc_load(c, "m", dt, "q"),
-            cc_load(c, "vs", dt, "q"));
-  cc_printf(c, "        @K@_upd(pq, mq, vq, %s, step_size, isb, decay);\n", cc_load(c, "g", dt, "q"));
-  cc_printf(c, "        %s %s %s\n      }\n    }\n  }\n", cc_store(c, "p", dt, "q", "pq"), cc_store(c, "m", dt, "q", "mq"),
-            cc_store(c, "vs", dt, "q", "vq"));
+  cc_printf(c, "        float pq = %s, mq = %s;\n", cc_load(c, "p", dt, "q"), (adamw || mom) ? cc_load(c, "m", dt, "q") : "0.f");
+  if (adamw) {
+    cc_printf(c, "        float vq = %s;\n", cc_load(c, "vs", dt, "q"));
+    cc_printf(c, "        @K@_upd(pq, mq, vq, %s, step_size, isb, decay);\n", cc_load(c, "g", dt, "q"));
+  } else {
+    cc_printf(c, "        @K@_upd(pq, mq, %s, lr);\n", cc_load(c, "g", dt, "q"));
+  }
+  cc_printf(c, "        %s\n", cc_store(c, "p", dt, "q", "pq"));
+  if (adamw || mom) cc_printf(c, "        %s\n", cc_store(c, "m", dt, "q", "mq"));
+  if (adamw) cc_printf(c, "        %s\n", cc_store(c, "vs", dt, "q", "vq"));
+  cc_printf(c, "      }\n    }\n  }\n");
   cc_end(c);
   return true;
 }

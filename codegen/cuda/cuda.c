@@ -40,7 +40,7 @@ static const cc_dialect cuda = {
     .emit_gemm = cc_emit_gemm,
     .emit_attention = cc_emit_attention,
     .emit_attention_saved = cc_emit_attention,
-    .emit_adamw_multi = cc_emit_adamw_multi,
+    .emit_update_multi = cc_emit_update_multi,
     .epilogue_st8 = true,
 };
 

@@ -39,6 +39,8 @@ TARGETS = ("cpu", "cuda", "metal", "spirv")
 EXEMPT = {
     "fused": "the fuse pass's groups (GPU targets): opcheck's fused_* cases make them, but only after that pass",
     "adamw_multi": "the fuse pass's one-kernel AdamW (CUDA): the MiniLLM's CUDA train step (tests/gpu/cuda_check.sh)",
+    "sgd_multi": "the fuse pass's one-kernel SGD (CUDA): the deep MLP's 20 steps and final weights against "
+                 "torch.optim.SGD (bench/f32_models.py, on the GPU)",
     "attention_save": "the attnsave pass (CUDA, 16-bit training graphs): the MiniLLM's CUDA train step",
     "attention_grad_saved": "the attnsave pass, as attention_save",
     "adamw": "the optimizer pass: no opcheck case; ref.train.* check the step against torch.optim on the CPU",

@@ -194,21 +194,36 @@ static void test_shape_rule(void **state) {
   release(&c);
 }
 
-/* CUDA: one adamw_multi for both parameters' updates; Metal keeps one per tensor. */
-static void test_adamw_multi(void **state) {
-  (void)state;
+/* The same model trained with SGD (momentum), for sgd_multi. */
+static const char *sgd_src =
+    "module M {\n"
+    "  a = Linear(8, 8)\n"
+    "  b = Linear(8, 4, bias=false)\n"
+    "  forward(x: f32[2, 8]) { return b(a(x)) }\n"
+    "}\n"
+    "train M {\n"
+    "  input x: f32[2, 8]\n"
+    "  loss = sum(model(x))\n"
+    "  optimizer = SGD(lr=1e-3, momentum=0.9)\n"
+    "}\n";
+
+/* CUDA: one group node (multi) for the three parameters' updates (one),
+ * nin inputs, every update output its token; Metal keeps one per tensor. */
+static void check_update_multi(const char *src, mlc_op one, mlc_op multi, uint32_t nin) {
   compiled c;
-  char *s = run(&c, adamw_src, "cuda", "train");
-  assert_int_equal(count(s, " = adamw_multi "), 1);
-  assert_int_equal(count(s, " = adamw "), 0);
-  /* 3 parameters (a.weight, a.bias, b.weight): 12 inputs, the step and the rate, every update output its token */
+  char pat1[32], patm[32];
+  snprintf(pat1, sizeof pat1, " = %s ", mlc_ops[one].name);
+  snprintf(patm, sizeof patm, " = %s ", mlc_ops[multi].name);
+  char *s = run(&c, src, "cuda", "train");
+  assert_int_equal(count(s, patm), 1);
+  assert_int_equal(count(s, pat1), 0);
   const mlc_func *f = NULL;
   for (uint32_t k = 0; k < c.prog.nfuncs; k++)
     if (!strcmp(c.prog.funcs[k].name, "train")) f = &c.prog.funcs[k];
   uint32_t tok = UINT32_MAX, nupd = 0;
   for (uint32_t i = 0; i < f->n; i++)
-    if (f->nodes[i].op == MLC_OP_ADAMW_MULTI) tok = i;
-  assert_int_equal(f->nodes[tok].nin, 14);
+    if (f->nodes[i].op == multi) tok = i;
+  assert_int_equal(f->nodes[tok].nin, nin);
   for (uint32_t o = 0; o < f->noutputs; o++)
     if (!strncmp(f->outputs[o].name, "update:", 7)) {
       assert_int_equal(f->outputs[o].node, tok);
@@ -217,11 +232,22 @@ static void test_adamw_multi(void **state) {
   assert_int_equal(nupd, 3);
   free(s);
   release(&c);
-  s = run(&c, adamw_src, "metal", "train");
-  assert_int_equal(count(s, " = adamw_multi "), 0);
-  assert_int_equal(count(s, " = adamw "), 3);
+  s = run(&c, src, "metal", "train");
+  assert_int_equal(count(s, patm), 0);
+  assert_int_equal(count(s, pat1), 3);
   free(s);
   release(&c);
+}
+
+/* 3 parameters (a.weight, a.bias, b.weight): adamw_multi takes 4 inputs
+ * each, the step and the rate; sgd_multi 3 each and the rate. */
+static void test_adamw_multi(void **state) {
+  (void)state;
+  check_update_multi(adamw_src, MLC_OP_ADAMW, MLC_OP_ADAMW_MULTI, 14);
+}
+static void test_sgd_multi(void **state) {
+  (void)state;
+  check_update_multi(sgd_src, MLC_OP_SGD, MLC_OP_SGD_MULTI, 10);
 }
 
 /* attention of bf16 [1, 2, 16, D] parameters, trained */
@@ -323,6 +349,7 @@ int main(void) {
       cmocka_unit_test(test_cuda_policy),
       cmocka_unit_test(test_shape_rule),
       cmocka_unit_test(test_adamw_multi),
+      cmocka_unit_test(test_sgd_multi),
       cmocka_unit_test(test_attnsave),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

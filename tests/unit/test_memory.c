@@ -34,7 +34,7 @@ static const mlc_func *compile(compiled *c, const char *src, const mlc_define *d
 }
 
 static bool is_update(const mlc_node *n) {
-  return n->op == MLC_OP_ADAMW || n->op == MLC_OP_SGD || n->op == MLC_OP_ADAMW_MULTI;
+  return mlc_op_is_update(n->op);
 }
 static bool is_leaf(const mlc_node *n) { return (mlc_ops[n->op].flags & MLC_F_LEAF) != 0; }
 
@@ -48,11 +48,13 @@ static uint32_t param_of(const mlc_func *f, uint32_t v) {
 /* Does update u write parameter node w in place (the parameter or its state)? */
 static bool writes(const mlc_func *f, uint32_t u, uint32_t w) {
   const mlc_node *n = &f->nodes[u];
-  uint32_t ngroups = n->op == MLC_OP_ADAMW_MULTI ? n->nin / 4 : 1;
+  bool sgd = n->op == MLC_OP_SGD || n->op == MLC_OP_SGD_MULTI;
+  uint32_t per = sgd ? 3 : 4;
+  uint32_t ngroups = n->op == MLC_OP_ADAMW_MULTI || n->op == MLC_OP_SGD_MULTI ? n->nin / per : 1;
   for (uint32_t g = 0; g < ngroups; g++) {
-    const uint32_t *in = n->in + 4 * g;
+    const uint32_t *in = n->in + per * g;
     if (param_of(f, in[0]) == w || param_of(f, in[2]) == w) return true;
-    if (n->op != MLC_OP_SGD && param_of(f, in[3]) == w) return true;
+    if (!sgd && param_of(f, in[3]) == w) return true;
   }
   return false;
 }
@@ -193,10 +195,11 @@ static void test_cuda_groups_inside_backward(void **state) {
 
 /* Gradients that dominate memory (wide layers, two rows a batch): with the
  * updates inside the backward, memplan holds about one gradient at a time,
- * not all of them. */
+ * not all of them; under AdamW and under SGD (on CUDA, adamw_multi and
+ * sgd_multi groups). */
 static void test_gradients_freed(void **state) {
   (void)state;
-  static const char src[] =
+  static const char fmt[] =
       "config { batch = 2  width = 2048 }\n"
       "module Deep(width) {\n"
       "    net = Sequential(Linear(width, width), ReLU(), Linear(width, width), ReLU(), Linear(width, width), ReLU(),\n"
@@ -207,23 +210,30 @@ static void test_gradients_freed(void **state) {
       "    input x: f32[batch, width]\n"
       "    input labels: i32[batch]\n"
       "    loss = cross_entropy(model(x), labels)\n"
-      "    optimizer = AdamW(lr=0.001)\n"
+      "    optimizer = %s\n"
       "}\n";
-  const char *targets[] = {"cpu", "cuda"};
+  const char *targets[] = {"cpu", "cuda"}, *optimizers[] = {"AdamW(lr=0.001)", "SGD(lr=0.001, momentum=0.9)"};
   int64_t weight = 2048 * 2048 * 4; /* one weight's f32 gradient: 16 MiB */
-  for (int t = 0; t < 2; t++) {
+  for (int t = 0; t < 4; t++) {
+    char src[sizeof fmt + 64];
+    snprintf(src, sizeof src, fmt, optimizers[t / 2]);
     compiled freed, kept;
-    const mlc_func *ff = compile(&freed, src, NULL, 0, targets[t], false), *fk = compile(&kept, src, NULL, 0, targets[t], true);
+    const mlc_func *ff = compile(&freed, src, NULL, 0, targets[t % 2], false), *fk = compile(&kept, src, NULL, 0, targets[t % 2], true);
     assert_non_null(ff);
     assert_non_null(fk);
     assert_int_equal(count_grad_outputs(ff), 0);
     assert_int_equal(count_grad_outputs(fk), 12);
     check_no_late_reads(ff);
     /* six weight gradients alive at the end when kept; otherwise the one
-     * being made, and on CUDA those of the AdamW group waiting for it
+     * being made, and on CUDA those of the update group waiting for it
      * (32 MiB: two of these) */
     assert_true(fk->arena_bytes >= 6 * weight);
-    assert_true(ff->arena_bytes <= (t ? 3 : 1) * weight + weight / 4);
+    assert_true(ff->arena_bytes <= (t % 2 ? 3 : 1) * weight + weight / 4);
+    if (t % 2) {
+      uint32_t groups = 0;
+      for (uint32_t i = 0; i < ff->n; i++) groups += ff->nodes[i].op == (t / 2 ? MLC_OP_SGD_MULTI : MLC_OP_ADAMW_MULTI);
+      assert_true(groups >= 2);
+    }
     release(&freed);
     release(&kept);
   }
@@ -346,7 +356,7 @@ static void test_target_descriptors(void **state) {
   assert_true(n >= 5);
   for (unsigned i = 0; i < n; i++) {
     assert_ptr_equal(mlc_target_find(all[i].name), &all[i]);
-    if (all[i].adamw_groups) assert_true(!all[i].max_kernel_args || 4 * 16 + 3 <= all[i].max_kernel_args);
+    if (all[i].update_groups) assert_true(!all[i].max_kernel_args || 4 * 16 + 3 <= all[i].max_kernel_args);
   }
   assert_null(mlc_target_find("hip"));
   assert_null(mlc_target_find(NULL));
