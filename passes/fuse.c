@@ -162,17 +162,13 @@ static bool same_dims(const mlc_type *a, const mlc_type *b) {
  * activations stay separate kernels on CUDA unless the epilogue overlaps
  * the next tile's main loop, as the persistent ping-pong kernel's does
  * (--cuda-gemm-tile=pp,ST: one consumer warpgroup stores while the other
- * multiplies), which therefore takes them all (acts).  So does an f32 GEMM
- * of three TF32 products (x3: --f32-matmul 3xtf32, the default), whose
- * main loop is three times a 16-bit one's and whose epilogue is then a
- * small part (gpt2like's GELU gradient after the dX GEMM:
- * bench/results/h200-2026-12-04b).  Metal's GEMM stores through threadgroup
- * memory, coalesced, and takes every epilogue. */
-static bool epilogue_pays(const mlc_func *f, const group *g, bool cuda, bool acts, bool x3) {
+ * multiplies), which therefore takes them all (acts).  Metal's GEMM stores through threadgroup memory,
+ * coalesced, and takes every epilogue. */
+static bool epilogue_pays(const mlc_func *f, const group *g, bool cuda, bool acts) {
   if (!cuda) return true;
   const mlc_node *h = &f->nodes[g->head];
   if (f->nodes[g->mem[0]].type.dtype != h->type.dtype) return false; /* mem[0] is the root */
-  if (acts || (x3 && h->type.dtype == MLC_DT_F32)) return true;
+  if (acts) return true;
   for (uint32_t j = 0; j < g->nmem; j++) {
     uint16_t op = f->nodes[g->mem[j]].op;
     if (op != MLC_OP_ADD && op != MLC_OP_SUB && op != MLC_OP_MUL && op != MLC_OP_NEG && op != MLC_OP_CAST &&
@@ -196,7 +192,6 @@ static bool update_between(const mlc_func *f, uint32_t a, uint32_t b) {
 /* Groups elementwise trees (and a GEMM head where allowed) into FUSED nodes. */
 static bool fuse_groups(mlc_program *p, mlc_func *f, bool epilogues, bool cuda) {
   bool acts = p->opts.cuda_gemm_tile[0] == -128; /* the persistent ping-pong GEMM */
-  bool x3 = p->opts.f32_matmul != MLC_F32MM_IEEE && p->opts.f32_matmul != MLC_F32MM_TF32;
   uint32_t *uses = count_uses(p, f);
   bool *taken = mlc_arena_alloc(p->arena, (f->n + 1) * sizeof *taken);
   memset(taken, 0, (f->n + 1) * sizeof *taken);
@@ -228,7 +223,7 @@ static bool fuse_groups(mlc_program *p, mlc_func *f, bool epilogues, bool cuda) 
           g.head = m->in[k];
       }
     }
-    if (g.head != UINT32_MAX && !epilogue_pays(f, &g, cuda, acts, x3)) g.head = UINT32_MAX;
+    if (g.head != UINT32_MAX && !epilogue_pays(f, &g, cuda, acts)) g.head = UINT32_MAX;
     if (g.nmem + (g.head != UINT32_MAX) < 2) continue;
     qsort(g.mem, g.nmem, sizeof *g.mem, cmp_u32); /* topological: inputs come first */
     text t = {.n = 0};

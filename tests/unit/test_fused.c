@@ -38,10 +38,9 @@ static const char *adamw_src =
     "  optimizer = AdamW(lr=1e-3)\n"
     "}\n";
 
-/* Runs the pipeline for target (f32 GEMMs in mode f32mm) and returns the function's text. */
-static char *run_f32mm(compiled *c, const char *src, const char *target, const char *func, mlc_f32_matmul f32mm) {
+/* Runs the pipeline for target and returns the function's text. */
+static char *run(compiled *c, const char *src, const char *target, const char *func) {
   assert_true(compiled_frontend(c, src, NULL, 0));
-  c->prog.opts.f32_matmul = (uint8_t)f32mm;
   mlc_pipeline_options o = {.target = target};
   assert_true(mlc_pipeline_run(&c->prog, &c->diag, &o));
   for (uint32_t k = 0; k < c->prog.nfuncs; k++) {
@@ -55,9 +54,6 @@ static char *run_f32mm(compiled *c, const char *src, const char *target, const c
   }
   fail_msg("no function %s", func);
   return NULL;
-}
-static char *run(compiled *c, const char *src, const char *target, const char *func) {
-  return run_f32mm(c, src, target, func, MLC_F32MM_DEFAULT);
 }
 
 static int count(const char *s, const char *what) {
@@ -133,14 +129,7 @@ static void test_cuda_policy(void **state) {
   assert_int_equal(count(s, " = relu"), 0);
   free(s);
   release(&c);
-  /* f32 GEMMs of three TF32 products (the default) take every activation;
-   * with one product (or ieee) tanh stays out of the linear's epilogue */
   s = run(&c, tanh_src, "cuda", "forward");
-  assert_non_null(strstr(s, "\"linear($0, $1); add(#0, $2); tanh(#1); add(#2, $3)\" : f32[32, 16]"));
-  assert_int_equal(count(s, " = fused "), 1);
-  free(s);
-  release(&c);
-  s = run_f32mm(&c, tanh_src, "cuda", "forward", MLC_F32MM_TF32);
   assert_non_null(strstr(s, " = linear %0, %2 : f32[32, 16]"));
   assert_non_null(strstr(s, "\"add($0, $1); tanh(#0); add(#1, $2)\" : f32[32, 16]"));
   assert_int_equal(count(s, " = fused "), 1);
