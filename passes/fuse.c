@@ -162,8 +162,13 @@ static bool same_dims(const mlc_type *a, const mlc_type *b) {
  * activations stay separate kernels on CUDA unless the epilogue overlaps
  * the next tile's main loop, as the persistent ping-pong kernel's does
  * (--cuda-gemm-tile=pp,ST: one consumer warpgroup stores while the other
- * multiplies), which therefore takes them all (acts).  Metal's GEMM stores through threadgroup memory,
- * coalesced, and takes every epilogue. */
+ * multiplies), which therefore takes them all (acts).  An f32 GEMM of three
+ * TF32 products, whose main loop is three times a 16-bit one's, does not
+ * change this: gpt2like's c_proj dX GEMM with gelu_tanh_grad in its
+ * epilogue took 0.331 ms against 0.266 + 0.038 ms apart
+ * (bench/results/h200-2026-12-04b/f32-20e501c/gpt2like_profile.log).
+ * Metal's GEMM stores through threadgroup memory, coalesced, and takes
+ * every epilogue. */
 static bool epilogue_pays(const mlc_func *f, const group *g, bool cuda, bool acts) {
   if (!cuda) return true;
   const mlc_node *h = &f->nodes[g->head];
