@@ -10,6 +10,9 @@
 #               forward against torch_baseline.py)
 #   PART=models the reduction op cases (-k axis), then bench/f32_models.py with
 #               profiles (the two f32 models against eager) alone
+#   PART=ab     gpt2like (bench/f32_models.py --models gpt2like, with profiles)
+#               under build-gpu/mlc and each $VARIANTS build's mlc (carry
+#               them too), alternating, twice
 # Carry build-gpu/mlc, build-gpu/lib, build-gpu/codegen/cuda/mlc_opcheck and
 # .yardstick.  Logs in $OUT/logs.tgz (the device returns 8 files), f32.json beside.
 set -uo pipefail
@@ -50,6 +53,17 @@ models) # OPS_K=SUBSTR: these op cases first (default: axis, the reductions; "" 
   timeout 200 python3 bench/f32_models.py --mlc build-gpu/mlc --target cuda --out $work/f32 --profile \
     --f32-matmul 3xtf32 > $work/f32/f32_models.log 2>&1 || rc=1
   grep -E "^(gpt2like|mlp): " $work/f32/f32_models.log
+  ;;
+ab)
+  for round in 1 2; do
+    for b in build-gpu ${VARIANTS:-}; do
+      mkdir -p $work/ab-$b-$round
+      timeout 120 python3 bench/f32_models.py --mlc $b/mlc --target cuda --out $work/ab-$b-$round --profile \
+        --models gpt2like --f32-matmul 3xtf32 --work /tmp/f32ab > $work/ab-$b-$round/f32_models.log 2>&1 || rc=1
+      echo "$b round $round: $(grep -E '^gpt2like: ' $work/ab-$b-$round/f32_models.log)"
+      grep -E "^attention" $work/ab-$b-$round/gpt2like_profile.log | head -2 | cut -c1-70
+    done
+  done
   ;;
 esac
 pack

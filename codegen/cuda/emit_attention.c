@@ -98,8 +98,13 @@ static int f32_x(const cc *c, int dt, int64_t d, int64_t dv, bool grad) {
   return cc_f32_products(c);
 }
 
-/* The f32 tiles: keys (forward, dq) or query rows (dk, dv) a step, by head dim. */
-static int64_t f32_step(int64_t d) { return d <= 64 ? 64 : d <= 128 ? 32 : 16; }
+/* The f32 tiles: keys (forward, dq) or query rows (dk, dv) a step, by head
+ * dim; -DMLC_ATTN_X_STEP64=N builds another step for head dims up to 64, to
+ * compare. */
+#ifndef MLC_ATTN_X_STEP64
+#define MLC_ATTN_X_STEP64 64
+#endif
+static int64_t f32_step(int64_t d) { return d <= 64 ? MLC_ATTN_X_STEP64 : d <= 128 ? 32 : 16; }
 
 /* The f32 forward (mlc_attn_fwd_x), one launch of 4 warps; args as fwd_tc's less dq. */
 static void fwd_x(cc *c, int x, int64_t D, int64_t BH, int64_t SQ, int64_t SK, int causal, int mode, int64_t H,
