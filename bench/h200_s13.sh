@@ -10,6 +10,8 @@
 #               forward against torch_baseline.py)
 #   PART=models the reduction op cases (-k axis), then bench/f32_models.py with
 #               profiles (the two f32 models against eager) alone
+#   PART=ncu    Nsight Compute on the f32 attention gradient's three launches
+#               (gpt2like, one layer): speed of light, warp stalls, occupancy
 #   PART=ab     gpt2like (bench/f32_models.py --models gpt2like, with profiles)
 #               under build-gpu/mlc and each $VARIANTS build's mlc (carry
 #               them too), alternating, twice
@@ -53,6 +55,16 @@ models) # OPS_K=SUBSTR: these op cases first (default: axis, the reductions; "" 
   timeout 200 python3 bench/f32_models.py --mlc build-gpu/mlc --target cuda --out $work/f32 --profile \
     --f32-matmul 3xtf32 > $work/f32/f32_models.log 2>&1 || rc=1
   grep -E "^(gpt2like|mlp): " $work/f32/f32_models.log
+  ;;
+ncu)
+  export PATH=$PATH:/usr/local/cuda/bin:$(ls -d /opt/nvidia/nsight-compute/* 2>/dev/null | head -1)
+  timeout 300 ncu --clock-control none --kernel-name regex:attention_grad_saved --launch-count 3 \
+    --section SpeedOfLight --section WarpStateStats --section Occupancy --section LaunchStats \
+    --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+    build-gpu/mlc profile bench/gpt2like_f32.mdl --target cuda --entry train_step --steps 1 layers=1 \
+    > $work/ncu_attention_grad_f32.log 2>&1 || rc=1
+  grep -E "mlc_attention|Duration|Compute \(SM\) Throughput|Memory Throughput|Achieved Occupancy|Registers Per|Stall|Issue Slots|Warp Cycles Per Issued" \
+    $work/ncu_attention_grad_f32.log | head -60
   ;;
 ab)
   for round in 1 2; do
