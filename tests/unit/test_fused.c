@@ -26,7 +26,8 @@ static const char *mlp_src =
     "  }\n"
     "}\n";
 
-static const char *adamw_src =
+/* Two linear layers trained with optimizer %s (AdamW or SGD: the update groups). */
+static const char *update_src =
     "module M {\n"
     "  a = Linear(8, 8)\n"
     "  b = Linear(8, 4, bias=false)\n"
@@ -35,7 +36,7 @@ static const char *adamw_src =
     "train M {\n"
     "  input x: f32[2, 8]\n"
     "  loss = sum(model(x))\n"
-    "  optimizer = AdamW(lr=1e-3)\n"
+    "  optimizer = %s\n"
     "}\n";
 
 /* Runs the pipeline for target and returns the function's text. */
@@ -194,23 +195,12 @@ static void test_shape_rule(void **state) {
   release(&c);
 }
 
-/* The same model trained with SGD (momentum), for sgd_multi. */
-static const char *sgd_src =
-    "module M {\n"
-    "  a = Linear(8, 8)\n"
-    "  b = Linear(8, 4, bias=false)\n"
-    "  forward(x: f32[2, 8]) { return b(a(x)) }\n"
-    "}\n"
-    "train M {\n"
-    "  input x: f32[2, 8]\n"
-    "  loss = sum(model(x))\n"
-    "  optimizer = SGD(lr=1e-3, momentum=0.9)\n"
-    "}\n";
-
 /* CUDA: one group node (multi) for the three parameters' updates (one),
  * nin inputs, every update output its token; Metal keeps one per tensor. */
-static void check_update_multi(const char *src, mlc_op one, mlc_op multi, uint32_t nin) {
+static void check_update_multi(const char *optimizer, mlc_op one, mlc_op multi, uint32_t nin) {
   compiled c;
+  char src[512];
+  snprintf(src, sizeof src, update_src, optimizer);
   char pat1[32], patm[32];
   snprintf(pat1, sizeof pat1, " = %s ", mlc_ops[one].name);
   snprintf(patm, sizeof patm, " = %s ", mlc_ops[multi].name);
@@ -243,11 +233,11 @@ static void check_update_multi(const char *src, mlc_op one, mlc_op multi, uint32
  * each, the step and the rate; sgd_multi 3 each and the rate. */
 static void test_adamw_multi(void **state) {
   (void)state;
-  check_update_multi(adamw_src, MLC_OP_ADAMW, MLC_OP_ADAMW_MULTI, 14);
+  check_update_multi("AdamW(lr=1e-3)", MLC_OP_ADAMW, MLC_OP_ADAMW_MULTI, 14);
 }
 static void test_sgd_multi(void **state) {
   (void)state;
-  check_update_multi(sgd_src, MLC_OP_SGD, MLC_OP_SGD_MULTI, 10);
+  check_update_multi("SGD(lr=1e-3, momentum=0.9)", MLC_OP_SGD, MLC_OP_SGD_MULTI, 10);
 }
 
 /* attention of bf16 [1, 2, 16, D] parameters, trained */
