@@ -323,7 +323,7 @@ static bool emit_optim(cc *c) {
 bool cc_emit_update_multi(cc *c) {
   const mlc_node *n = c->n;
   const mlc_train_config *tc = &c->p->train;
-  bool adamw = n->op == MLC_OP_ADAMW_MULTI, mom = !adamw && tc->momentum != 0;
+  bool adamw = n->op == MLC_OP_ADAMW_MULTI, mom = !adamw && tc->momentum != 0, state = adamw || mom;
   uint32_t per = adamw ? 4 : 3, np = (n->nin - (adamw ? 2 : 1)) / per;
   int dt = cc_in(c, 0)->dtype;
   for (uint32_t t = 0; t < np; t++)
@@ -337,7 +337,7 @@ bool cc_emit_update_multi(cc *c) {
     cc_printf(c, "  const float den = fmaf(sqrtf(vv), isb, %s);\n", cc_flit(c, tc->eps));
     cc_printf(c, "  p = pp - (step_size * mm) / den;\n  m = mm;\n  v = vv;\n}\n");
   } else {
-    cc_printf(c, "MLC_FN void @K@_upd(float &p, float &m, float g, float lr) {\n");
+    cc_printf(c, "MLC_FN void @K@_upd(float &p, %sfloat g, float lr) {\n", mom ? "float &m, " : "");
     cc_printf(c, "  const float d = fmaf(%s, p, g);\n", cc_flit(c, tc->weight_decay));
     if (mom) cc_printf(c, "  m = fmaf(%s, m, d);\n", cc_flit(c, tc->momentum));
     cc_printf(c, "  p = p - lr * %s;\n}\n", mom ? "m" : "d");
@@ -358,12 +358,14 @@ bool cc_emit_update_multi(cc *c) {
   } else {
     cc_printf(c, "  const float lr = in%u[0];\n", n->nin - 1);
   }
-  cc_printf(c, "  const unsigned b = $bid;\n  %s *p, *m%s;\n  const %s *g;\n  $i64 base, end;\n", T, adamw ? ", *vs" : "", T);
+  cc_printf(c, "  const unsigned b = $bid;\n  %s *p%s%s;\n  const %s *g;\n  $i64 base, end;\n", T, state ? ", *m" : "",
+            adamw ? ", *vs" : "", T);
   int64_t first = 0;
   for (uint32_t t = 0; t < np; t++) {
     int64_t P = mlc_type_numel(cc_in(c, (int)(per * t))), nb = cc_ceil_div(P, MULTI_CHUNK);
     cc_printf(c, "  %sif (b < %lldu) {\n", t ? "else " : "", (long long)(first + nb));
-    cc_printf(c, "    p = (%s *)in%u; g = in%u; m = (%s *)in%u;", T, per * t, per * t + 1, T, per * t + 2);
+    cc_printf(c, "    p = (%s *)in%u; g = in%u;", T, per * t, per * t + 1);
+    if (state) cc_printf(c, " m = (%s *)in%u;", T, per * t + 2);
     if (adamw) cc_printf(c, " vs = (%s *)in%u;", T, per * t + 3);
     cc_printf(c, "\n    base = ($i64)(b - %lldu) * %d; end = %lld$ll;\n  }\n", (long long)first, MULTI_CHUNK, (long long)P);
     first += nb;
@@ -371,28 +373,29 @@ bool cc_emit_update_multi(cc *c) {
   cc_printf(c, "  else return;\n");
   cc_printf(c, "  if (end > base + %d) end = base + %d;\n", MULTI_CHUNK, MULTI_CHUNK);
   cc_printf(c, "  for ($i64 e = base + $tid * 4; e < end; e += %d) {\n", THREADS * 4);
-  cc_printf(c, "    if (e + 4 <= end) {\n      float pa[4], ga[4], ma[4]%s;\n", adamw ? ", va[4]" : "");
+  cc_printf(c, "    if (e + 4 <= end) {\n      float pa[4], ga[4]%s%s;\n", state ? ", ma[4]" : "", adamw ? ", va[4]" : "");
   cc_vec_load(c, 4, dt, "pa", "0", "p", "e");
   cc_vec_load(c, 4, dt, "ga", "0", "g", "e");
-  if (adamw || mom) cc_vec_load(c, 4, dt, "ma", "0", "m", "e");
+  if (state) cc_vec_load(c, 4, dt, "ma", "0", "m", "e");
   if (adamw) cc_vec_load(c, 4, dt, "va", "0", "vs", "e");
   if (adamw)
     cc_printf(c, "#pragma unroll\n      for (int q = 0; q < 4; q++) @K@_upd(pa[q], ma[q], va[q], ga[q], step_size, isb, decay);\n");
   else
-    cc_printf(c, "#pragma unroll\n      for (int q = 0; q < 4; q++) @K@_upd(pa[q], ma[q], ga[q], lr);\n");
+    cc_printf(c, "#pragma unroll\n      for (int q = 0; q < 4; q++) @K@_upd(pa[q], %sga[q], lr);\n", mom ? "ma[q], " : "");
   cc_vec_store(c, 4, dt, "p", "e", "pa");
-  if (adamw || mom) cc_vec_store(c, 4, dt, "m", "e", "ma");
+  if (state) cc_vec_store(c, 4, dt, "m", "e", "ma");
   if (adamw) cc_vec_store(c, 4, dt, "vs", "e", "va");
   cc_printf(c, "    } else {\n      for ($i64 q = e; q < end; q++) {\n");
-  cc_printf(c, "        float pq = %s, mq = %s;\n", cc_load(c, "p", dt, "q"), (adamw || mom) ? cc_load(c, "m", dt, "q") : "0.f");
+  cc_printf(c, "        float pq = %s;\n", cc_load(c, "p", dt, "q"));
+  if (state) cc_printf(c, "        float mq = %s;\n", cc_load(c, "m", dt, "q"));
   if (adamw) {
     cc_printf(c, "        float vq = %s;\n", cc_load(c, "vs", dt, "q"));
     cc_printf(c, "        @K@_upd(pq, mq, vq, %s, step_size, isb, decay);\n", cc_load(c, "g", dt, "q"));
   } else {
-    cc_printf(c, "        @K@_upd(pq, mq, %s, lr);\n", cc_load(c, "g", dt, "q"));
+    cc_printf(c, "        @K@_upd(pq, %s%s, lr);\n", mom ? "mq, " : "", cc_load(c, "g", dt, "q"));
   }
   cc_printf(c, "        %s\n", cc_store(c, "p", dt, "q", "pq"));
-  if (adamw || mom) cc_printf(c, "        %s\n", cc_store(c, "m", dt, "q", "mq"));
+  if (state) cc_printf(c, "        %s\n", cc_store(c, "m", dt, "q", "mq"));
   if (adamw) cc_printf(c, "        %s\n", cc_store(c, "vs", dt, "q", "vq"));
   cc_printf(c, "      }\n    }\n  }\n");
   cc_end(c);
