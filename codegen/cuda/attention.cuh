@@ -1141,9 +1141,28 @@ MLC_FN void mlc_attn_ld32(float *s, const float *g, int r0) {
     bool ok = gr < S;
     mlc_attn_cp16(mlc_attn_saddr(s + r * LD + cc * 4), g + (size_t)(ok ? gr : 0) * RS + cc * 4, ok);
   } }
+// Split on load: the R x D tile at s (pitch D + 4) in place into its TF32
+// high parts, the residuals to lo (same pitch), by the block's NTH threads,
+// so that the warps sharing the tile read ready operands.
+template <int X, int D, int R, int NTH> MLC_FN void mlc_attn_x_split(float *s, float *lo) {
+  const int CH = D / 4, LD = D + 4;
+  for (int c = threadIdx.x; c < R * CH; c += NTH) {
+    int r = c / CH, o = r * LD + (c - r * CH) * 4;
+    float4 v = *(const float4 *)(s + o);
+    unsigned h[4], l[4];
+    mlc_tf32_split<X>(v.x, h[0], l[0]); mlc_tf32_split<X>(v.y, h[1], l[1]);
+    mlc_tf32_split<X>(v.z, h[2], l[2]); mlc_tf32_split<X>(v.w, h[3], l[3]);
+    *(uint4 *)(s + o) = make_uint4(h[0], h[1], h[2], h[3]);
+    if (X == 3) *(uint4 *)(lo + o) = make_uint4(l[0], l[1], l[2], l[3]);
+  } }
+// element i of a B operand: PB (split on load) its parts from s and sl, else split here
+template <int X, bool PB> MLC_FN void mlc_attn_x_get(const float *s, const float *sl, int i, unsigned &h, unsigned &l) {
+  if (PB) { h = __float_as_uint(s[i]); if (X == 3) l = __float_as_uint(sl[i]); }
+  else mlc_tf32_split<X>(s[i], h, l); }
 // acc[16 x N] += A[16 x D] B[N x D]^T: A's 16 rows at sa, B's N rows at sb,
-// both in shared memory with pitch D + 4.
-template <int X, int D, int N> MLC_FN void mlc_attn_x_abt(float (*acc)[4], const float *sa, const float *sb, int g, int t) {
+// both in shared memory with pitch D + 4; PB: B split on load, residuals at sbl.
+template <int X, int D, int N, bool PB = false>
+MLC_FN void mlc_attn_x_abt(float (*acc)[4], const float *sa, const float *sb, int g, int t, const float *sbl = nullptr) {
   const int P = D + 4;
 #pragma unroll
   for (int kk = 0; kk < D; kk += 8) {
@@ -1155,16 +1174,17 @@ template <int X, int D, int N> MLC_FN void mlc_attn_x_abt(float (*acc)[4], const
 #pragma unroll
     for (int n = 0; n < N / 8; n++) {
       unsigned bh[2], bl[2];
-      mlc_tf32_split<X>(sb[(n * 8 + g) * P + kk + t], bh[0], bl[0]);
-      mlc_tf32_split<X>(sb[(n * 8 + g) * P + kk + t + 4], bh[1], bl[1]);
+      mlc_attn_x_get<X, PB>(sb, sbl, (n * 8 + g) * P + kk + t, bh[0], bl[0]);
+      mlc_attn_x_get<X, PB>(sb, sbl, (n * 8 + g) * P + kk + t + 4, bh[1], bl[1]);
       mlc_mma_x<X>(acc[n], ah, al, bh, bl);
     }
   } }
 // acc[16 x D] += C[16 x K] B[K x D]: C in registers as mma's accumulator
 // fragments (c[j]: rows g, g + 8, columns 8j + 2t, + 1; they are the A
 // fragment of the 8-deep step j with k slots t, t + 4 as columns 2t, 2t + 1),
-// B's K rows at sb with pitch D + 4.
-template <int X, int K, int D> MLC_FN void mlc_attn_x_cb(float (*acc)[4], const float (*c)[4], const float *sb, int g, int t) {
+// B's K rows at sb with pitch D + 4 (PB: split on load, residuals at sbl).
+template <int X, int K, int D, bool PB = false>
+MLC_FN void mlc_attn_x_cb(float (*acc)[4], const float (*c)[4], const float *sb, int g, int t, const float *sbl = nullptr) {
   const int P = D + 4;
 #pragma unroll
   for (int j = 0; j < K / 8; j++) {
@@ -1173,12 +1193,12 @@ template <int X, int K, int D> MLC_FN void mlc_attn_x_cb(float (*acc)[4], const 
     mlc_tf32_split<X>(c[j][2], ah[1], al[1]);
     mlc_tf32_split<X>(c[j][1], ah[2], al[2]);
     mlc_tf32_split<X>(c[j][3], ah[3], al[3]);
-    const float *b = sb + (8 * j + 2 * t) * P + g;
+    const int b = (8 * j + 2 * t) * P + g;
 #pragma unroll
     for (int dn = 0; dn < D / 8; dn++) {
       unsigned bh[2], bl[2];
-      mlc_tf32_split<X>(b[dn * 8], bh[0], bl[0]);
-      mlc_tf32_split<X>(b[P + dn * 8], bh[1], bl[1]);
+      mlc_attn_x_get<X, PB>(sb, sbl, b + dn * 8, bh[0], bl[0]);
+      mlc_attn_x_get<X, PB>(sb, sbl, b + P + dn * 8, bh[1], bl[1]);
       mlc_mma_x<X>(acc[dn], ah, al, bh, bl);
     }
   } }
@@ -1188,8 +1208,9 @@ template <int X, int K, int D> MLC_FN void mlc_attn_x_cb(float (*acc)[4], const 
 // softmax of mlc_attn_fwd_tc.  MODE 0: out = o; MODE 2 (attention_save):
 // also stats[row] = lse2; MODE 1 (attention_grad's statistics; g = dO):
 // stats[row] = lse2 and stats[BH*SQ + row] = dO . o, no output.
-// H > 0: packed as for mlc_attn_fwd_tc.
-template <int X, int D, int W, int BK, int BH, int SQ, int SK, int CAUSAL, int MODE, int H = 0>
+// H > 0: packed as for mlc_attn_fwd_tc.  PS: k and v split on load (the
+// four warps read them; mlc_attn_x_split), residuals after the two buffers.
+template <int X, int D, int W, int BK, int BH, int SQ, int SK, int CAUSAL, int MODE, int H = 0, int PS = 0>
 MLC_FN void mlc_attn_fwd_x(const float *q, const float *k, const float *v, float *out, const float *g, float *stats, float sl2) {
   const int BM = 16 * W, LD = D + 4, NT = (SQ + BM - 1) / BM, NTH = 32 * W, RSI = H ? 3 * H * D : D, RSO = H ? H * D : D;
   static_assert(D % 8 == 0 && BK % 8 == 0 && (H == 0 || (SQ == SK && MODE != 1)), "attention tile");
@@ -1200,7 +1221,7 @@ MLC_FN void mlc_attn_fwd_x(const float *q, const float *k, const float *v, float
   const int m0 = tile * BM;
   const float *qb = q + mlc_attn_row<H, SQ, D, RSI>(bh, 0);
   const float *kb = H ? qb + H * D : k + (size_t)bh * SK * D, *vb = H ? qb + 2 * H * D : v + (size_t)bh * SK * D;
-  float *sQ = (float *)mlc_attn_sm, *sK = sQ + BM * LD, *sV = sK + 2 * BK * LD;
+  float *sQ = (float *)mlc_attn_sm, *sK = sQ + BM * LD, *sV = sK + 2 * BK * LD, *sKl = sV + 2 * BK * LD, *sVl = sKl + BK * LD;
   int nkb = (SK + BK - 1) / BK;
   if (CAUSAL) { int lim = ((m0 + BM < SQ ? m0 + BM : SQ) + BK - 1) / BK; nkb = lim < nkb ? lim : nkb; }
   mlc_attn_ld32<D, BM, NTH, SQ, RSI>(sQ, qb, m0);
@@ -1221,11 +1242,16 @@ MLC_FN void mlc_attn_fwd_x(const float *q, const float *k, const float *v, float
       mlc_attn_ld32<D, BK, NTH, SK, RSI>(sV + nb * BK * LD, vb, (kbi + 1) * BK);
       mlc_attn_commit();
     }
-    const float *cK = sK + (kbi & 1) * BK * LD, *cV = sV + (kbi & 1) * BK * LD;
+    float *cK = sK + (kbi & 1) * BK * LD, *cV = sV + (kbi & 1) * BK * LD;
+    if (PS) {
+      mlc_attn_x_split<X, D, BK, NTH>(cK, sKl);
+      mlc_attn_x_split<X, D, BK, NTH>(cV, sVl);
+      __syncthreads();
+    }
     float s[BK / 8][4];
 #pragma unroll
     for (int t = 0; t < BK / 8; t++) s[t][0] = s[t][1] = s[t][2] = s[t][3] = 0.f;
-    mlc_attn_x_abt<X, D, BK>(s, sQ + w * 16 * LD, cK, gq, tq);
+    mlc_attn_x_abt<X, D, BK, PS>(s, sQ + w * 16 * LD, cK, gq, tq, sKl);
     const int j0 = kbi * BK;
     const bool need = (j0 + BK > SK) || (CAUSAL && j0 + BK - 1 > m0 + w * 16);
     float mx[2] = {mrow[0], mrow[1]};
@@ -1258,7 +1284,7 @@ MLC_FN void mlc_attn_fwd_x(const float *q, const float *k, const float *v, float
       float pv[D / 8][4];
 #pragma unroll
       for (int t = 0; t < D / 8; t++) pv[t][0] = pv[t][1] = pv[t][2] = pv[t][3] = 0.f;
-      mlc_attn_x_cb<X, BK, D>(pv, s, cV, gq, tq);
+      mlc_attn_x_cb<X, BK, D, PS>(pv, s, cV, gq, tq, sVl);
 #pragma unroll
       for (int t = 0; t < D / 8; t++) {
         o[t][0] = o[t][0] * corr[0] + pv[t][0]; o[t][1] = o[t][1] * corr[0] + pv[t][1];
@@ -1267,7 +1293,7 @@ MLC_FN void mlc_attn_fwd_x(const float *q, const float *k, const float *v, float
     } else { /* registers: no room for a second accumulator */
 #pragma unroll
       for (int t = 0; t < D / 8; t++) { o[t][0] *= corr[0]; o[t][1] *= corr[0]; o[t][2] *= corr[1]; o[t][3] *= corr[1]; }
-      mlc_attn_x_cb<X, BK, D>(o, s, cV, gq, tq);
+      mlc_attn_x_cb<X, BK, D, PS>(o, s, cV, gq, tq, sVl);
     }
   }
   float inv[2];
@@ -1316,8 +1342,10 @@ MLC_FN void mlc_attn_fwd_x(const float *q, const float *k, const float *v, float
 //    time (causal: up to its last row), S, dP, dS; dq += dS k; writes dq
 //    times scale.
 // out is [3, BH, S, D] (dq, dk, dv); H > 0: q, k, v one [b, s, 3H, D], g
-// [b, s, H, D], and dq, dk, dv written into out [b, s, 3H, D].
-template <int X, int D, int W, int BQ, int BH, int S, int CAUSAL, int H = 0>
+// [b, s, H, D], and dq, dk, dv written into out [b, s, 3H, D].  PS: the
+// tiles the four warps share (q and dO here, k and v in the dq launch) split
+// on load (mlc_attn_x_split), their residuals after the two buffers.
+template <int X, int D, int W, int BQ, int BH, int S, int CAUSAL, int H = 0, int PS = 0>
 MLC_FN void mlc_attn_bwd_kv_x(const float *g, const float *q, const float *k, const float *v, float *out,
                               const float *lse2, const float *dsum, float scale, float sl2) {
   const int BN = 16 * W, LD = D + 4, NTH = 32 * W, NJ = (S + BN - 1) / BN, NI = (S + BQ - 1) / BQ;
@@ -1332,6 +1360,7 @@ MLC_FN void mlc_attn_bwd_kv_x(const float *g, const float *q, const float *k, co
   const float *kb = H ? qb + H * D : k + hb, *vb = H ? qb + 2 * H * D : v + hb;
   float *sK = (float *)mlc_attn_sm, *sV = sK + BN * LD, *sQ = sV + BN * LD, *sG = sQ + 2 * BQ * LD;
   float *sL = sG + 2 * BQ * LD; /* [2][2][BQ]: lse2, D */
+  float *sQl = sL + 4 * BQ, *sGl = sQl + BQ * LD;
   const float *lse = lse2 + (size_t)bh * S, *dsm = dsum + (size_t)bh * S;
   const int ib = CAUSAL ? j0 / BQ : 0;
   mlc_attn_ld32<D, BN, NTH, S, RSI>(sK, kb, j0);
@@ -1362,14 +1391,19 @@ MLC_FN void mlc_attn_bwd_kv_x(const float *g, const float *q, const float *k, co
         sL[(buf ^ 1) * 2 * BQ + tid] = i < S ? (tid < BQ ? lse[i] : dsm[i]) : 0.f;
       }
     }
-    const float *cQ = sQ + buf * BQ * LD, *cG = sG + buf * BQ * LD, *cL = sL + buf * 2 * BQ;
+    float *cQ = sQ + buf * BQ * LD, *cG = sG + buf * BQ * LD, *cL = sL + buf * 2 * BQ;
+    if (PS) {
+      mlc_attn_x_split<X, D, BQ, NTH>(cQ, sQl);
+      mlc_attn_x_split<X, D, BQ, NTH>(cG, sGl);
+      __syncthreads();
+    }
     float st[BQ / 8][4], dp[BQ / 8][4];
 #pragma unroll
     for (int t = 0; t < BQ / 8; t++)
 #pragma unroll
       for (int e = 0; e < 4; e++) st[t][e] = dp[t][e] = 0.f;
-    mlc_attn_x_abt<X, D, BQ>(st, sK + w * 16 * LD, cQ, gq, tq);
-    mlc_attn_x_abt<X, D, BQ>(dp, sV + w * 16 * LD, cG, gq, tq);
+    mlc_attn_x_abt<X, D, BQ, PS>(st, sK + w * 16 * LD, cQ, gq, tq, sQl);
+    mlc_attn_x_abt<X, D, BQ, PS>(dp, sV + w * 16 * LD, cG, gq, tq, sGl);
 #pragma unroll
     for (int t = 0; t < BQ / 8; t++)
 #pragma unroll
@@ -1380,14 +1414,14 @@ MLC_FN void mlc_attn_bwd_kv_x(const float *g, const float *q, const float *k, co
         st[t][e] = p;
         dp[t][e] = p * (dp[t][e] - cL[BQ + qi]);
       }
-    mlc_attn_x_cb<X, BQ, D>(dv, st, cG, gq, tq);
-    mlc_attn_x_cb<X, BQ, D>(dk, dp, cQ, gq, tq);
+    mlc_attn_x_cb<X, BQ, D, PS>(dv, st, cG, gq, tq, sGl);
+    mlc_attn_x_cb<X, BQ, D, PS>(dk, dp, cQ, gq, tq, sQl);
   }
 #pragma unroll
   for (int r = 0; r < 2; r++)
     if (ka + r * 8 < S) mlc_attn_store_dkv<float, D, BH, S, H>(out, bh, ka + r * 8, r, tq, &dk[0][0], &dv[0][0], scale);
 }
-template <int X, int D, int W, int BK, int BH, int S, int CAUSAL, int H = 0>
+template <int X, int D, int W, int BK, int BH, int S, int CAUSAL, int H = 0, int PS = 0>
 MLC_FN void mlc_attn_bwd_q_x(const float *g, const float *q, const float *k, const float *v, float *out,
                              const float *lse2, const float *dsum, float scale, float sl2) {
   const int BM = 16 * W, LD = D + 4, NTH = 32 * W, NT = (S + BM - 1) / BM, RSI = H ? 3 * H * D : D, RSG = H ? H * D : D;
@@ -1401,6 +1435,7 @@ MLC_FN void mlc_attn_bwd_q_x(const float *g, const float *q, const float *k, con
   const float *qb = q + mlc_attn_row<H, S, D, RSI>(bh, 0), *gb = g + mlc_attn_row<H, S, D, RSG>(bh, 0);
   const float *kb = H ? qb + H * D : k + hb, *vb = H ? qb + 2 * H * D : v + hb;
   float *sQ = (float *)mlc_attn_sm, *sG = sQ + BM * LD, *sK = sG + BM * LD, *sV = sK + 2 * BK * LD;
+  float *sKl = sV + 2 * BK * LD, *sVl = sKl + BK * LD;
   int nkb = (S + BK - 1) / BK;
   if (CAUSAL) { int lim = ((m0 + BM < S ? m0 + BM : S) + BK - 1) / BK; nkb = lim < nkb ? lim : nkb; }
   mlc_attn_ld32<D, BM, NTH, S, RSI>(sQ, qb, m0);
@@ -1428,14 +1463,19 @@ MLC_FN void mlc_attn_bwd_q_x(const float *g, const float *q, const float *k, con
       mlc_attn_ld32<D, BK, NTH, S, RSI>(sV + nb * BK * LD, vb, (kbi + 1) * BK);
       mlc_attn_commit();
     }
-    const float *cK = sK + (kbi & 1) * BK * LD, *cV = sV + (kbi & 1) * BK * LD;
+    float *cK = sK + (kbi & 1) * BK * LD, *cV = sV + (kbi & 1) * BK * LD;
+    if (PS) {
+      mlc_attn_x_split<X, D, BK, NTH>(cK, sKl);
+      mlc_attn_x_split<X, D, BK, NTH>(cV, sVl);
+      __syncthreads();
+    }
     float s[BK / 8][4], dp[BK / 8][4];
 #pragma unroll
     for (int t = 0; t < BK / 8; t++)
 #pragma unroll
       for (int e = 0; e < 4; e++) s[t][e] = dp[t][e] = 0.f;
-    mlc_attn_x_abt<X, D, BK>(s, sQ + w * 16 * LD, cK, gq, tq);
-    mlc_attn_x_abt<X, D, BK>(dp, sG + w * 16 * LD, cV, gq, tq);
+    mlc_attn_x_abt<X, D, BK, PS>(s, sQ + w * 16 * LD, cK, gq, tq, sKl);
+    mlc_attn_x_abt<X, D, BK, PS>(dp, sG + w * 16 * LD, cV, gq, tq, sVl);
     const int j0 = kbi * BK;
 #pragma unroll
     for (int t = 0; t < BK / 8; t++)
@@ -1446,7 +1486,7 @@ MLC_FN void mlc_attn_bwd_q_x(const float *g, const float *q, const float *k, con
         if (row >= S || key >= S || (CAUSAL && key > row)) p = 0.f;
         dp[t][e] = p * (dp[t][e] - ds[r]);
       }
-    mlc_attn_x_cb<X, BK, D>(dq, dp, cK, gq, tq);
+    mlc_attn_x_cb<X, BK, D, PS>(dq, dp, cK, gq, tq, sKl);
   }
 #pragma unroll
   for (int r = 0; r < 2; r++) {

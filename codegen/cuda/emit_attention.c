@@ -98,37 +98,43 @@ static int f32_x(const cc *c, int dt, int64_t d, int64_t dv, bool grad) {
   return cc_f32_products(c);
 }
 
-/* The f32 tiles: keys (forward, dq) or query rows (dk, dv) a step, by head
- * dim; -DMLC_ATTN_X_STEP64=N builds another step for head dims up to 64, to
- * compare. */
-#ifndef MLC_ATTN_X_STEP64
-#define MLC_ATTN_X_STEP64 64
+/* Split on load (the kernels' PS): up to this head dim, the tiles that a
+ * block's four warps share are split into TF32 parts once, as they arrive,
+ * in place, their residuals in one more tile; 0 splits every read. */
+#ifndef MLC_ATTN_X_PRESPLIT
+#define MLC_ATTN_X_PRESPLIT 64
 #endif
-static int64_t f32_step(int64_t d) { return d <= 64 ? MLC_ATTN_X_STEP64 : d <= 128 ? 32 : 16; }
+static int f32_ps(int64_t d) { return d <= MLC_ATTN_X_PRESPLIT; }
+
+/* The f32 tiles: keys (forward, dq) or query rows (dk, dv) a step, by head
+ * dim; split on load takes three tiles of a step where two are loaded. */
+static int64_t f32_step(int64_t d) { return d <= 64 ? (f32_ps(d) ? 32 : 64) : d <= 128 ? 32 : 16; }
 
 /* The f32 forward (mlc_attn_fwd_x), one launch of 4 warps; args as fwd_tc's less dq. */
 static void fwd_x(cc *c, int x, int64_t D, int64_t BH, int64_t SQ, int64_t SK, int causal, int mode, int64_t H,
                   const char *args, double scale) {
-  int64_t W = 4, BK = f32_step(D), BM = 16 * W, LD = D + 4;
-  cc_begin(c, (uint64_t)(BH * cc_ceil_div(SQ, BM)), (uint32_t)(32 * W), (uint32_t)(4 * (BM * LD + 4 * BK * LD)));
-  cc_printf(c, "  mlc_attn_fwd_x<%d, %lld, %lld, %lld, %lld, %lld, %lld, %d, %d, %lld>(%s, %s);\n", x, (long long)D,
-            (long long)W, (long long)BK, (long long)BH, (long long)SQ, (long long)SK, causal, mode, (long long)H, args,
-            cc_flit(c, scale * 1.4426950408889634));
+  int64_t W = 4, BK = f32_step(D), BM = 16 * W, LD = D + 4, ps = f32_ps(D);
+  cc_begin(c, (uint64_t)(BH * cc_ceil_div(SQ, BM)), (uint32_t)(32 * W), (uint32_t)(4 * (BM + (4 + 2 * ps) * BK) * LD));
+  cc_printf(c, "  mlc_attn_fwd_x<%d, %lld, %lld, %lld, %lld, %lld, %lld, %d, %d, %lld, %d>(%s, %s);\n", x, (long long)D,
+            (long long)W, (long long)BK, (long long)BH, (long long)SQ, (long long)SK, causal, mode, (long long)H, (int)ps,
+            args, cc_flit(c, scale * 1.4426950408889634));
   cc_end(c);
 }
 
 /* The f32 gradient's two launches (dk and dv, then dq), given lse2 and D. */
 static void bwd_x(cc *c, int x, int64_t D, int64_t BH, int64_t S, int causal, int64_t H, const char *args,
                   const char *lse2, const char *dsum, double scale) {
-  int64_t W = 4, B = 16 * W, ST = f32_step(D), LD = D + 4;
+  int64_t W = 4, B = 16 * W, ST = f32_step(D), LD = D + 4, ps = f32_ps(D), tiles = (2 * B + (4 + 2 * ps) * ST) * LD;
   const char *sc = cc_flit(c, scale), *sl2 = cc_flit(c, scale * 1.4426950408889634);
-  cc_begin(c, (uint64_t)(BH * cc_ceil_div(S, B)), (uint32_t)(32 * W), (uint32_t)(4 * ((2 * B + 4 * ST) * LD + 4 * ST)));
-  cc_printf(c, "  mlc_attn_bwd_kv_x<%d, %lld, %lld, %lld, %lld, %lld, %d, %lld>(%s, out, %s, %s, %s, %s);\n", x, (long long)D,
-            (long long)W, (long long)ST, (long long)BH, (long long)S, causal, (long long)H, args, lse2, dsum, sc, sl2);
+  cc_begin(c, (uint64_t)(BH * cc_ceil_div(S, B)), (uint32_t)(32 * W), (uint32_t)(4 * (tiles + 4 * ST)));
+  cc_printf(c, "  mlc_attn_bwd_kv_x<%d, %lld, %lld, %lld, %lld, %lld, %d, %lld, %d>(%s, out, %s, %s, %s, %s);\n", x,
+            (long long)D, (long long)W, (long long)ST, (long long)BH, (long long)S, causal, (long long)H, (int)ps, args, lse2,
+            dsum, sc, sl2);
   cc_end(c);
-  cc_begin(c, (uint64_t)(BH * cc_ceil_div(S, B)), (uint32_t)(32 * W), (uint32_t)(4 * (2 * B + 4 * ST) * LD));
-  cc_printf(c, "  mlc_attn_bwd_q_x<%d, %lld, %lld, %lld, %lld, %lld, %d, %lld>(%s, out, %s, %s, %s, %s);\n", x, (long long)D,
-            (long long)W, (long long)ST, (long long)BH, (long long)S, causal, (long long)H, args, lse2, dsum, sc, sl2);
+  cc_begin(c, (uint64_t)(BH * cc_ceil_div(S, B)), (uint32_t)(32 * W), (uint32_t)(4 * tiles));
+  cc_printf(c, "  mlc_attn_bwd_q_x<%d, %lld, %lld, %lld, %lld, %lld, %d, %lld, %d>(%s, out, %s, %s, %s, %s);\n", x,
+            (long long)D, (long long)W, (long long)ST, (long long)BH, (long long)S, causal, (long long)H, (int)ps, args, lse2,
+            dsum, sc, sl2);
   cc_end(c);
 }
 

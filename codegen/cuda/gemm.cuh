@@ -876,7 +876,7 @@ struct mlc_gemm_f32 {
 };
 // f32 on the tensor cores (mma.sync m16n8k8 tf32, f32 accumulate).  X = 3
 // (3xTF32): each operand x splits into big = tf32(x) and small =
-// tf32(x - big), and a b is taken as a_small b_big + a_big b_small +
+// x - big (read by the tensor cores as TF32), and a b is taken as a_small b_big + a_big b_small +
 // a_big b_big, which keeps about 21 of f32's 24 significant bits (the
 // dropped a_small b_small is below 2^-22 of the product); X = 1: one TF32
 // product (10 bits).  Fragments of an 8-deep k-step: thread (g = lane / 4,
@@ -889,10 +889,18 @@ MLC_FN unsigned mlc_tf32(float x) {
   unsigned r;
   asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
   return r; }
-// x's TF32 parts: hi[0] = tf32(x); X == 3: lo[0] = tf32(x - hi[0]).
+// x's TF32 parts: hi = tf32(x) (cvt.rna: an add and a mask on sm_90); X ==
+// 3: lo = x - hi as it is, for the tensor cores read a TF32 operand's top 19
+// bits and so truncate it there (below 2^-21 of x where rounding it too gives
+// 2^-22; CUTLASS's fast-accurate f32 takes its small part so).  The split is
+// most of the f32 kernels' integer work: rounding lo as well (-DMLC_TF32_SPLIT=0,
+// three instructions more) made gpt2like's train step 6 % slower.
+#ifndef MLC_TF32_SPLIT
+#define MLC_TF32_SPLIT 1
+#endif
 template <int X> MLC_FN void mlc_tf32_split(float x, unsigned &hi, unsigned &lo) {
   hi = mlc_tf32(x);
-  if (X == 3) lo = mlc_tf32(x - __uint_as_float(hi));
+  if (X == 3) lo = MLC_TF32_SPLIT ? __float_as_uint(x - __uint_as_float(hi)) : mlc_tf32(x - __uint_as_float(hi));
 }
 MLC_FN void mlc_mma_tf32(float *d, const unsigned *a, const unsigned *b) {
   asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
