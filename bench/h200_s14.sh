@@ -16,6 +16,7 @@
 #   PART=check every CUDA op case against float64 (the GPU numerics check),
 #              then compute-sanitizer memcheck and racecheck on f32 attention
 #              train steps (bench/attention_bf16.mdl in f32) at odd lengths,
+#              head dim 36 (padded to 40 by passes/attnpad.c),
 #              head dims 64 (split on load) and 128
 #   PART=bench bench/cuda_f32.sh: the f32 GEMM table and accuracy, the two f32
 #              models against eager, f32.json (copied to $OUT)
@@ -69,7 +70,7 @@ check)
   grep -E "^FAIL|cases passed" $work/ops/ops.log
   pack
   sed 's/bf16/f32/g' bench/attention_bf16.mdl > /tmp/attention_f32.mdl
-  for c in "s=333 causal=true d=64" "s=300 causal=false d=64" "s=333 causal=true d=128"; do
+  for c in "s=333 causal=true d=64" "s=300 causal=false d=64" "s=333 causal=true d=128" "s=200 causal=true d=36"; do
     l=${c// /_}
     timeout 100 compute-sanitizer --tool memcheck --error-exitcode 9 build-gpu/mlc train /tmp/attention_f32.mdl --target cuda \
       --steps 1 b=1 h=2 $c > $work/san/memcheck_$l.log 2>&1 || rc=1

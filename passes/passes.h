@@ -64,6 +64,8 @@ bool mlc_pass_interleave(mlc_pass_ctx *c);
 /* accum = n: each micro-batch's forward and backward before the next's
  * (passes/microbatch.c). */
 bool mlc_pass_microbatch(mlc_pass_ctx *c);
+/* CUDA targets: attention at a head dim its kernels do not take runs zero-padded to one they do (passes/attnpad.c). */
+bool mlc_pass_attnpad(mlc_pass_ctx *c);
 /* CUDA targets: attention keeps its log-sum-exp for its gradient (passes/attnsave.c). */
 bool mlc_pass_attnsave(mlc_pass_ctx *c);
 /* GPU targets: matmul(transpose(a), b) -> matmul_tn(a, b), then dead nodes go. */

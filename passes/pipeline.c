@@ -1,6 +1,7 @@
 /* The pipeline as a plain list: shapes first; the train block's passes
  * (precision, autodiff, fsdp, optimizer); with accum, one micro-batch's
- * forward and backward after the other (microbatch); the rewrites that
+ * forward and backward after the other (microbatch); attention padded to
+ * a head dim the target's kernels take (attnpad); the rewrites that
  * change what the backward keeps (attnsave, where the target's descriptor
  * allows it: CUDA) and when updates run (interleave, on every target);
  * fuse, which groups nodes into kernels; recompute, which meets a memory
@@ -24,6 +25,7 @@ static const struct {
   {"fsdp", mlc_pass_fsdp},
   {"optimizer", mlc_pass_optimizer},
   {"microbatch", mlc_pass_microbatch},
+  {"attnpad", mlc_pass_attnpad},
   {"attnsave", mlc_pass_attnsave},
   {"interleave", mlc_pass_interleave},
   {"fuse", mlc_pass_fuse},
@@ -46,7 +48,7 @@ bool mlc_pipeline_has_pass(const char *name) {
   return false;
 }
 
-const char *mlc_pipeline_pass_names(void) { return "lower, shapes, precision, autodiff, fsdp, optimizer, microbatch, attnsave, interleave, fuse, recompute, quantize, memplan"; }
+const char *mlc_pipeline_pass_names(void) { return "lower, shapes, precision, autodiff, fsdp, optimizer, microbatch, attnpad, attnsave, interleave, fuse, recompute, quantize, memplan"; }
 
 static void dump(const mlc_pipeline_options *o, const mlc_program *p, const char *name) {
   if (!o->print_after || !o->dump) return;

@@ -16,7 +16,10 @@
  * feeding a 3-stage TMA/mbarrier ring, two consumer warpgroups of 64 rows
  * taking turns, each issuing the next block's q k^T before this block's
  * softmax).
- * Everything else (f32, other head dims): a warp per query row, exact f32.
+ * f32 on the tensor cores: below.  Everything else: a warp per query row,
+ * exact f32; passes/attnpad.c pads head dims up to 128 that the tensor-core
+ * kernels do not take, so this is left to 16-bit past 128, f32 past 256 (or
+ * past 128 for the gradient) and --f32-matmul ieee.
  *
  * attention_save(q, k, v) (passes/attnsave.c): the forward, also writing
  * each row's log-sum-exp (base 2) after the output.  attention_save(qkv),

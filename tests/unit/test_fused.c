@@ -1,7 +1,8 @@
 /* Unit tests of fused nodes (ir/fused.h) and the fuse pass (passes/fuse.c):
  * the groups it makes for Metal and CUDA, exactly as printed; the shape
  * rule's errors for malformed programs; the cost rule; adamw_multi.  And the
- * attnsave pass (passes/attnsave.c): which attentions keep their statistics. */
+ * attnsave pass (passes/attnsave.c): which attentions keep their statistics;
+ * the attnpad pass (passes/attnpad.c): which run zero-padded. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -322,8 +323,7 @@ static void test_attnsave(void **state) {
   assert_int_equal(count(s, " = attention_grad_saved "), 1);
   free(s);
   release(&c);
-  const struct { const char *dt, *target; int d; } keep[] = {{"bf16", "metal", 32}, {"f32", "cuda", 20}, {"bf16", "cuda", 24},
-                                                             {"f16", "cpu", 64}};
+  const struct { const char *dt, *target; int d; } keep[] = {{"bf16", "metal", 32}, {"bf16", "cuda", 136}, {"f16", "cpu", 64}};
   for (size_t i = 0; i < sizeof keep / sizeof *keep; i++) {
     s = run(&c, attn_src(src, sizeof src, keep[i].dt, keep[i].d), keep[i].target, "train");
     assert_int_equal(count(s, " = attention_save "), 0);
@@ -331,6 +331,53 @@ static void test_attnsave(void **state) {
     free(s);
     release(&c);
   }
+}
+
+/* attnpad (passes/attnpad.c): on CUDA, head dims the tensor-core kernels do
+ * not take run zero-padded to the next multiple (8 for f32, 32 for 16 bits),
+ * the pads shared by the forward and its gradient, so attnsave still pairs
+ * them; the outputs are sliced back. */
+static void test_attnpad(void **state) {
+  (void)state;
+  char src[1024];
+  compiled c;
+  const struct { const char *dt; int d; const char *save; } pad[] = {
+      {"f32", 20, "causal=0 scale=0.223606798 : f32[800]"},   /* 1*2*16*24, then a slot for each of 32 rows */
+      {"bf16", 24, "causal=0 scale=0.204124145 : bf16[1088]"}, /* 1*2*16*32, then 2 slots for each of 32 rows */
+  };
+  for (size_t i = 0; i < sizeof pad / sizeof *pad; i++) {
+    char *s = run(&c, attn_src(src, sizeof src, pad[i].dt, pad[i].d), "cuda", "train");
+    assert_int_equal(count(s, " = slice_grad "), 4); /* q, k, v and the output's gradient */
+    assert_int_equal(count(s, " = attention_save "), 1);
+    assert_non_null(strstr(s, pad[i].save));
+    assert_int_equal(count(s, " = attention_grad_saved "), 1);
+    char want[64];
+    snprintf(want, sizeof want, "axis=4 start=0 end=%d : %s[3, 1, 2, 16, %d]", pad[i].d, pad[i].dt, pad[i].d);
+    assert_non_null(strstr(s, want)); /* dq, dk, dv sliced back */
+    free(s);
+    release(&c);
+  }
+  /* a 16-bit forward its kernel takes (d % 16 == 0) with no gradient: as it is; trained: padded to 64 */
+  char *s = run(&c, attn_src(src, sizeof src, "bf16", 48), "cuda", "forward");
+  assert_int_equal(count(s, " = slice_grad "), 0);
+  assert_int_equal(count(s, " = attention "), 1);
+  free(s);
+  release(&c);
+  s = run(&c, attn_src(src, sizeof src, "bf16", 48), "cuda", "train");
+  assert_int_equal(count(s, " = slice_grad "), 4);
+  assert_non_null(strstr(s, ": bf16[1, 2, 16, 64]"));
+  free(s);
+  release(&c);
+  /* other targets and head dims past 128: unchanged */
+  s = run(&c, attn_src(src, sizeof src, "f32", 20), "metal", "train");
+  assert_int_equal(count(s, " = slice_grad "), 0);
+  free(s);
+  release(&c);
+  s = run(&c, attn_src(src, sizeof src, "f32", 130), "cuda", "train");
+  assert_int_equal(count(s, " = slice_grad "), 0);
+  assert_int_equal(count(s, " = attention_grad "), 1);
+  free(s);
+  release(&c);
 }
 
 int main(void) {
@@ -341,6 +388,7 @@ int main(void) {
       cmocka_unit_test(test_adamw_multi),
       cmocka_unit_test(test_sgd_multi),
       cmocka_unit_test(test_attnsave),
+      cmocka_unit_test(test_attnpad),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
