@@ -12,6 +12,7 @@
 #   PART=dims  issue 20 item 3: attention alone (bench/attention_bf16.mdl, and
 #              in f32) at head dims 8 to 256, forward and train step, per-kernel
 #              profiles: which kernel each takes, its FLOP/s and its hint
+#              (DTS and DIMS narrow it)
 #   PART=sass  the SASS of mlc_tf32_split under each MLC_TF32_SPLIT (cuobjdump)
 #   PART=check every CUDA op case against float64 (the GPU numerics check),
 #              then compute-sanitizer memcheck and racecheck on f32 attention
@@ -88,8 +89,8 @@ dims)
   mkdir -p $work/dims
   sed 's/bf16/f32/g' bench/attention_bf16.mdl > /tmp/attention_f32.mdl
   cp bench/attention_bf16.mdl /tmp/attention_bf16.mdl
-  for dt in f32 bf16; do
-    for d in 8 36 64 128 136 200 256; do
+  for dt in ${DTS:-f32 bf16}; do
+    for d in ${DIMS:-8 36 64 128 136 200 256}; do
       l=$work/dims/${dt}_d$d.log
       timeout 60 build-gpu/mlc profile /tmp/attention_$dt.mdl --target cuda --entry train_step --steps 3 \
         b=4 h=8 s=1024 d=$d causal=true > $l 2>&1 || { rc=1; tail -3 $l; }

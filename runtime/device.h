@@ -23,8 +23,9 @@ extern "C" {
 typedef struct mlc_device mlc_device;
 
 /* A GPU kernel's launch, as the runtime knows it (the CUDA launch table and
- * cuFuncGetAttribute at load).  For a kernel of several launches, the one
- * with the most threads. */
+ * cuFuncGetAttribute at load).  For a kernel of several launches, the main
+ * one: the most registers a thread, then the most shared memory a block
+ * (runtime/cuda/device.c, cu_kernel_launch). */
 typedef struct {
   uint32_t grid, block;  /* blocks, threads per block; 0: unknown (CPU) */
   uint32_t smem;         /* shared memory per block, dynamic + static, bytes */
