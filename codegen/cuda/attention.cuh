@@ -1345,9 +1345,14 @@ MLC_FN void mlc_attn_fwd_x(const float *q, const float *k, const float *v, float
 // [b, s, H, D], and dq, dk, dv written into out [b, s, 3H, D].  PS: the
 // tiles the four warps share (q and dO here, k and v in the dq launch) split
 // on load (mlc_attn_x_split), their residuals after the two buffers.
-template <int X, int D, int W, int BQ, int BH, int S, int CAUSAL, int H = 0, int PS = 0>
+// DQ: one pass, no dq launch.  Each query tile's dS^T goes through shared
+// memory ([16 W keys][BQ + 4]), and the block's four warps take dq's part
+// from these keys, dS k (16 rows and D / 2 columns each), adding it by
+// red.global.add.v2.f32 into the f32 accumulator dqa ([BH S][D], zeroed
+// before; scaled and stored by mlc_attn_cvt after).
+template <int X, int D, int W, int BQ, int BH, int S, int CAUSAL, int H = 0, int PS = 0, int DQ = 0>
 MLC_FN void mlc_attn_bwd_kv_x(const float *g, const float *q, const float *k, const float *v, float *out,
-                              const float *lse2, const float *dsum, float scale, float sl2) {
+                              const float *lse2, const float *dsum, float scale, float sl2, float *dqa = nullptr) {
   const int BN = 16 * W, LD = D + 4, NTH = 32 * W, NJ = (S + BN - 1) / BN, NI = (S + BQ - 1) / BQ;
   static_assert(D % 8 == 0 && BQ % 8 == 0 && 2 * BQ <= NTH, "attention_grad tile");
   int jt, bh;
@@ -1360,7 +1365,9 @@ MLC_FN void mlc_attn_bwd_kv_x(const float *g, const float *q, const float *k, co
   const float *kb = H ? qb + H * D : k + hb, *vb = H ? qb + 2 * H * D : v + hb;
   float *sK = (float *)mlc_attn_sm, *sV = sK + BN * LD, *sQ = sV + BN * LD, *sG = sQ + 2 * BQ * LD;
   float *sL = sG + 2 * BQ * LD; /* [2][2][BQ]: lse2, D */
-  float *sQl = sL + 4 * BQ, *sGl = sQl + BQ * LD;
+  float *sQl = sL + 4 * BQ, *sGl = sQl + BQ * LD, *sD = sL + 4 * BQ + (PS ? 2 * BQ * LD : 0);
+  const int PQ = BQ + 4; /* sD's pitch: both of its reads below hit 32 banks */
+  static_assert(!DQ || (W == 4 && BQ == 32 && D % 16 == 0), "attention_grad one pass: 4 warps, 32 query rows a step");
   const float *lse = lse2 + (size_t)bh * S, *dsm = dsum + (size_t)bh * S;
   const int ib = CAUSAL ? j0 / BQ : 0;
   mlc_attn_ld32<D, BN, NTH, S, RSI>(sK, kb, j0);
@@ -1414,8 +1421,50 @@ MLC_FN void mlc_attn_bwd_kv_x(const float *g, const float *q, const float *k, co
         st[t][e] = p;
         dp[t][e] = p * (dp[t][e] - cL[BQ + qi]);
       }
+    if (DQ) /* dS^T, this warp's 16 keys */
+#pragma unroll
+      for (int t = 0; t < BQ / 8; t++)
+#pragma unroll
+        for (int r = 0; r < 2; r++)
+          *(float2 *)(sD + (w * 16 + gq + 8 * r) * PQ + t * 8 + 2 * tq) = make_float2(dp[t][2 * r], dp[t][2 * r + 1]);
     mlc_attn_x_cb<X, BQ, D, PS>(dv, st, cG, gq, tq, sGl);
     mlc_attn_x_cb<X, BQ, D, PS>(dk, dp, cQ, gq, tq, sQl);
+    if (DQ) {
+      __syncthreads();
+      /* dq[i0 + q0 .. + 16][c0 .. + D / 2] += dS k over the block's keys: A = dS (sD read transposed), B = k
+         (sK), k slots t and t + 4 taken as keys 8j + 2t and 8j + 2t + 1 as in mlc_attn_x_cb */
+      const int q0 = (w & 1) * 16, c0 = (w >> 1) * (D / 2);
+      float acc[D / 16][4];
+#pragma unroll
+      for (int n = 0; n < D / 16; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+#pragma unroll
+      for (int j = 0; j < BN / 8; j++) {
+        const float *a = sD + (8 * j + 2 * tq) * PQ + q0 + gq;
+        unsigned ah[4], al[4];
+        mlc_tf32_split<X>(a[0], ah[0], al[0]);
+        mlc_tf32_split<X>(a[8], ah[1], al[1]);
+        mlc_tf32_split<X>(a[PQ], ah[2], al[2]);
+        mlc_tf32_split<X>(a[PQ + 8], ah[3], al[3]);
+        const float *b = sK + (8 * j + 2 * tq) * LD + c0 + gq;
+#pragma unroll
+        for (int n = 0; n < D / 16; n++) {
+          unsigned bh[2], bl[2];
+          mlc_tf32_split<X>(b[n * 8], bh[0], bl[0]);
+          mlc_tf32_split<X>(b[LD + n * 8], bh[1], bl[1]);
+          mlc_mma_x<X>(acc[n], ah, al, bh, bl);
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < 2; r++) {
+        const int row = i0 + q0 + gq + 8 * r;
+        if (row < S) {
+          float *dr = dqa + ((size_t)bh * S + row) * D + c0 + 2 * tq;
+#pragma unroll
+          for (int n = 0; n < D / 16; n++)
+            asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" :: "l"(dr + n * 8), "f"(acc[n][2 * r]), "f"(acc[n][2 * r + 1]) : "memory");
+        }
+      }
+    }
   }
 #pragma unroll
   for (int r = 0; r < 2; r++)

@@ -113,6 +113,15 @@ static int f32_ps(int64_t d) { return d <= MLC_ATTN_X_PRESPLIT; }
  * dim; split on load takes three tiles of a step where two are loaded. */
 static int64_t f32_step(int64_t d) { return d <= 64 ? (f32_ps(d) ? 32 : 64) : d <= 128 ? 32 : 16; }
 
+/* The f32 gradient in one pass (mlc_attn_bwd_kv_x's DQ: dq by atomics
+ * into an f32 accumulator, no second launch over the query rows), where
+ * the statistics are saved and the tiles split on load; -DMLC_ATTN_X_DQ=0
+ * keeps two passes, to compare. */
+#ifndef MLC_ATTN_X_DQ
+#define MLC_ATTN_X_DQ 1
+#endif
+static bool f32_one_pass(int64_t d) { return MLC_ATTN_X_DQ && f32_ps(d) && f32_step(d) == 32 && d % 16 == 0; }
+
 /* The f32 forward (mlc_attn_fwd_x), one launch of 4 warps; args as fwd_tc's less dq. */
 static void fwd_x(cc *c, int x, int64_t D, int64_t BH, int64_t SQ, int64_t SK, int causal, int mode, int64_t H,
                   const char *args, double scale) {
@@ -124,16 +133,26 @@ static void fwd_x(cc *c, int x, int64_t D, int64_t BH, int64_t SQ, int64_t SK, i
   cc_end(c);
 }
 
-/* The f32 gradient's two launches (dk and dv, then dq), given lse2 and D. */
+/* The f32 gradient's launches given lse2 and D: dk and dv, then dq; or,
+ * given dq's zeroed f32 accumulator dqa, dk, dv and dq's sum in one pass,
+ * then dq scaled into place (mlc_attn_cvt). */
 static void bwd_x(cc *c, int x, int64_t D, int64_t BH, int64_t S, int causal, int64_t H, const char *args,
-                  const char *lse2, const char *dsum, double scale) {
+                  const char *lse2, const char *dsum, const char *dqa, double scale) {
   int64_t W = 4, B = 16 * W, ST = f32_step(D), LD = D + 4, ps = f32_ps(D), tiles = (2 * B + (4 + 2 * ps) * ST) * LD;
   const char *sc = cc_flit(c, scale), *sl2 = cc_flit(c, scale * 1.4426950408889634);
-  cc_begin(c, (uint64_t)(BH * cc_ceil_div(S, B)), (uint32_t)(32 * W), (uint32_t)(4 * (tiles + 4 * ST)));
-  cc_printf(c, "  mlc_attn_bwd_kv_x<%d, %lld, %lld, %lld, %lld, %lld, %d, %lld, %d>(%s, out, %s, %s, %s, %s);\n", x,
-            (long long)D, (long long)W, (long long)ST, (long long)BH, (long long)S, causal, (long long)H, (int)ps, args, lse2,
-            dsum, sc, sl2);
+  cc_begin(c, (uint64_t)(BH * cc_ceil_div(S, B)), (uint32_t)(32 * W), (uint32_t)(4 * (tiles + 4 * ST + (dqa ? B * (ST + 4) : 0))));
+  cc_printf(c, "  mlc_attn_bwd_kv_x<%d, %lld, %lld, %lld, %lld, %lld, %d, %lld, %d, %d>(%s, out, %s, %s, %s, %s%s%s);\n", x,
+            (long long)D, (long long)W, (long long)ST, (long long)BH, (long long)S, causal, (long long)H, (int)ps, dqa != NULL,
+            args, lse2, dsum, sc, sl2, dqa ? ", " : "", dqa ? dqa : "");
   cc_end(c);
+  if (dqa) {
+    int64_t N = BH * S * D, blocks = cc_ceil_div(N, 256);
+    cc_begin(c, (uint64_t)(blocks < 132 * 16 ? blocks : 132 * 16), 256, 0);
+    cc_printf(c, "  mlc_attn_cvt<float, %lld, %lld, %lld>(%s, out, %lldull, %s);\n", (long long)D, (long long)S, (long long)H,
+              dqa, (long long)N, sc);
+    cc_end(c);
+    return;
+  }
   cc_begin(c, (uint64_t)(BH * cc_ceil_div(S, B)), (uint32_t)(32 * W), (uint32_t)(4 * tiles));
   cc_printf(c, "  mlc_attn_bwd_q_x<%d, %lld, %lld, %lld, %lld, %lld, %d, %lld, %d>(%s, out, %s, %s, %s, %s);\n", x,
             (long long)D, (long long)W, (long long)ST, (long long)BH, (long long)S, causal, (long long)H, (int)ps, args, lse2,
@@ -295,21 +314,23 @@ static bool emit_grad(cc *c) {
   bool tc = is16(gt->dtype) && D % 32 == 0 && D <= 128;
   int x = f32_x(c, gt->dtype, D, D, true);
   if (x) {
-    /* scratch: lse2 [BH*S] (unless saved) and D [BH*S] */
-    bool saved = c->n->op == MLC_OP_ATTENTION_GRAD_SAVED;
+    /* scratch: lse2 [BH*S] (unless saved) and D [BH*S]; in one pass
+     * (saved only), dq's f32 accumulator [BH*S][D] before them */
+    bool saved = c->n->op == MLC_OP_ATTENTION_GRAD_SAVED, one = saved && f32_one_pass(D);
     const char *sv = packed ? "in2" : "in4", *args = packed ? "in0, in1, in1, in1" : "in0, in1, in2, in3";
     const char *lse2 = saved ? cc_fmt(c, "(const float *)(%s + %lld)", sv, (long long)N) : "(const float *)scratch";
-    const char *dsum = saved ? "(float *)scratch" : cc_fmt(c, "(float *)scratch + %lld", (long long)(BH * S));
-    c->scratch = (uint64_t)((saved ? 4 : 8) * BH * S);
+    const char *dsum = saved ? cc_fmt(c, "(float *)scratch + %lld", (long long)(one ? N : 0))
+                             : cc_fmt(c, "(float *)scratch + %lld", (long long)(BH * S));
+    c->scratch = (uint64_t)((saved ? 4 : 8) * BH * S + (one ? 4 * N : 0));
     if (saved) {
       cc_begin(c, (uint64_t)cc_ceil_div(BH * S, 8), 256, 0);
-      cc_printf(c, "  mlc_attn_prep<float, %lld, %lld, %lld, %lld>(in0, %s, %s, (float *)0);\n", (long long)D,
-                (long long)(BH * S), (long long)S, (long long)H, sv, dsum);
+      cc_printf(c, "  mlc_attn_prep<float, %lld, %lld, %lld, %lld>(in0, %s, %s, %s);\n", (long long)D, (long long)(BH * S),
+                (long long)S, (long long)H, sv, dsum, one ? "(float *)scratch" : "(float *)0");
       cc_end(c);
     } else {
       fwd_x(c, x, D, BH, S, S, causal, 1, 0, "in1, in2, in3, out, in0, (float *)scratch", scale);
     }
-    bwd_x(c, x, D, BH, S, causal, H, args, lse2, dsum, scale);
+    bwd_x(c, x, D, BH, S, causal, H, args, lse2, dsum, one ? "(float *)scratch" : NULL, scale);
     return true;
   }
   if (c->n->op == MLC_OP_ATTENTION_GRAD_SAVED) {
