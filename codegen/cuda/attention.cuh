@@ -1434,7 +1434,7 @@ MLC_FN void mlc_attn_bwd_kv_x(const float *g, const float *q, const float *k, co
       /* dq[i0 + q0 .. + 16][c0 .. + D / 2] += dS k over the block's keys: A = dS (sD read transposed), B = k
          (sK), k slots t and t + 4 taken as keys 8j + 2t and 8j + 2t + 1 as in mlc_attn_x_cb */
       const int q0 = (w & 1) * 16, c0 = (w >> 1) * (D / 2);
-      float acc[D / 16][4];
+      float acc[D >= 16 ? D / 16 : 1][4]; /* (instantiated, unused, at smaller D without DQ) */
 #pragma unroll
       for (int n = 0; n < D / 16; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
 #pragma unroll
