@@ -39,9 +39,11 @@
  *      (dk, dv);
  *   2. tensor cores: dq's accumulator times scale, converted; otherwise a
  *      warp per query row computes dq.
- * f32 on the tensor cores (d % 8 == 0, d <= 128): launch 0 as above (no dq
- * to zero), then mlc_attn_bwd_kv_x (per 64 keys: dk, dv) and
- * mlc_attn_bwd_q_x (per 64 query rows: dq), each recomputing S and dP.
+ * f32 on the tensor cores (d % 8 == 0, d <= 128): launch 0 as above, then
+ * mlc_attn_bwd_kv_x (per 64 keys: dk, dv) and mlc_attn_bwd_q_x (per 64
+ * query rows: dq), each recomputing S and dP; with the statistics saved and
+ * d % 16 == 0, d <= 64: one pass instead, mlc_attn_bwd_kv_x also adding dq
+ * by f32 atomics into scratch (zeroed by launch 0), then mlc_attn_cvt.
  * attention_grad_saved(g, q, k, v, saved): launch 0 is only D = dO . o from
  * the saved output (and dq's zeroing); lse2 is read from what was saved.
  * Packed, attention_grad_saved(g [b, s, h, d], qkv [b, s, 3h, d], saved):
