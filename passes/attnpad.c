@@ -60,15 +60,9 @@ static bool forward_fits(const mlc_func *f, uint32_t y) {
   return true;
 }
 
-/* A node of type t (the rule checks it). */
 static uint32_t add(mlc_program *p, mlc_func *f, mlc_op op, const uint32_t *in, uint32_t nin, const mlc_attrs *a,
                     const mlc_node *like, const mlc_type *t) {
-  uint32_t id = mlc_func_add(p, f, op, in, nin, a, like->loc, like->scope);
-  mlc_node *n = &f->nodes[id];
-  n->type = *t;
-  char err[256];
-  if (!mlc_infer_type(p, f, n, &n->type, err, sizeof err)) MLC_ICE("attnpad: %s", err);
-  return id;
+  return mlc_pass_add_node(p, f, op, in, nin, a, like, t, "attnpad");
 }
 
 /* x (new node ids) with its last axis zero-padded to dp; one node per

@@ -132,15 +132,9 @@ static void find_packed(const mlc_func *f, const uint32_t *uses, pair *pr) {
   pr->x = x, pr->o_t = ot, pr->g_bshd = f->nodes[g->in[0]].in[0], pr->concat = cat;
 }
 
-/* A node of type t (the rule checks it, or works it out). */
 static uint32_t add(mlc_program *p, mlc_func *f, mlc_op op, const uint32_t *in, uint32_t nin, const mlc_attrs *a,
                     const mlc_node *like, const mlc_type *t) {
-  uint32_t id = mlc_func_add(p, f, op, in, nin, a, like->loc, like->scope);
-  mlc_node *n = &f->nodes[id];
-  n->type = *t;
-  char err[256];
-  if (!mlc_infer_type(p, f, n, &n->type, err, sizeof err)) MLC_ICE("attnsave: %s", err);
-  return id;
+  return mlc_pass_add_node(p, f, op, in, nin, a, like, t, "attnsave");
 }
 
 static uint32_t view(mlc_program *p, mlc_func *f, uint32_t of, const mlc_node *like, const mlc_type *t) {

@@ -19,6 +19,12 @@ typedef struct {
 
 typedef bool (*mlc_pass_fn)(mlc_pass_ctx *c);
 
+/* For a pass that adds nodes (passes/pipeline.c): op of `in` with loc and
+ * scope of `like`, of type t, which the op's rule checks (or works out, for
+ * ops whose rule gives it); a failure is an internal error of pass `who`. */
+uint32_t mlc_pass_add_node(mlc_program *p, mlc_func *f, mlc_op op, const uint32_t *in, uint32_t nin, const mlc_attrs *a,
+                           const mlc_node *like, const mlc_type *t, const char *who);
+
 typedef struct {
   const char *print_after; /* pass name, "all", or NULL */
   FILE *dump;              /* where --print-after goes */

@@ -35,6 +35,16 @@ static const struct {
 };
 #define NPASSES (sizeof pipeline / sizeof *pipeline)
 
+uint32_t mlc_pass_add_node(mlc_program *p, mlc_func *f, mlc_op op, const uint32_t *in, uint32_t nin, const mlc_attrs *a,
+                           const mlc_node *like, const mlc_type *t, const char *who) {
+  uint32_t id = mlc_func_add(p, f, op, in, nin, a, like->loc, like->scope);
+  mlc_node *n = &f->nodes[id];
+  n->type = *t;
+  char err[256];
+  if (!mlc_infer_type(p, f, n, &n->type, err, sizeof err)) MLC_ICE("%s: %s", who, err);
+  return id;
+}
+
 double mlc_now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
