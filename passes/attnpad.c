@@ -22,8 +22,6 @@
  * attn_save_max_head (a 16-bit forward with no gradient stays at a
  * multiple of 16, which its kernel takes).  Past that (16-bit d > 128, say) the generic kernels
  * stay, and the profile's hint names them (codegen/cuda/unit.c). */
-#include <string.h>
-
 #include "passes/passes.h"
 
 #define NONE UINT32_MAX
@@ -79,18 +77,15 @@ static uint32_t pad_of(mlc_program *p, mlc_func *f, uint32_t old, uint32_t x, in
 }
 
 static void rewrite(mlc_program *p, const mlc_target *t, mlc_func *f) {
-  bool any = false;
-  for (uint32_t i = 0; i < f->n && !any; i++) {
-    const mlc_node *n = &f->nodes[i];
-    any = (n->op == MLC_OP_ATTENTION || n->op == MLC_OP_ATTENTION_GRAD) && !forward_fits(f, i) && padded_dim(p, t, f, n);
-  }
-  if (!any) return;
   uint32_t n0 = f->n;
-  int64_t *dps = mlc_arena_alloc(p->arena, (n0 + 1) * sizeof *dps);
+  int64_t *dps = mlc_arena_alloc(p->arena, (n0 + 1) * sizeof *dps); /* the head dim each node runs at padded, or 0 */
+  bool any = false;
   for (uint32_t i = 0; i < n0; i++) {
     const mlc_node *n = &f->nodes[i];
     dps[i] = (n->op == MLC_OP_ATTENTION || n->op == MLC_OP_ATTENTION_GRAD) && !forward_fits(f, i) ? padded_dim(p, t, f, n) : 0;
+    any |= dps[i] != 0;
   }
+  if (!any) return;
   mlc_func old = mlc_func_take(f);
   uint32_t *map = mlc_arena_alloc(p->arena, (n0 + 1) * sizeof *map), *pad = mlc_arena_alloc(p->arena, (n0 + 1) * sizeof *pad);
   int64_t *pad_dp = mlc_arena_alloc(p->arena, (n0 + 1) * sizeof *pad_dp);

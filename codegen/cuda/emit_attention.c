@@ -135,6 +135,16 @@ static void fwd_x(cc *c, int x, int64_t D, int64_t BH, int64_t SQ, int64_t SK, i
   cc_end(c);
 }
 
+/* dq's f32 accumulator times scale, converted into out's dq (packed, H > 0:
+ * its place in [b, s, 3H, D]); a grid-stride launch of at most 16 blocks an SM. */
+static void dq_cvt(cc *c, const char *T, int64_t D, int64_t BH, int64_t S, int64_t H, const char *dq, const char *sc) {
+  int64_t N = BH * S * D, blocks = cc_ceil_div(N, 256);
+  cc_begin(c, (uint64_t)(blocks < 132 * 16 ? blocks : 132 * 16), 256, 0);
+  cc_printf(c, "  mlc_attn_cvt<%s, %lld, %lld, %lld>(%s, out, %lldull, %s);\n", T, (long long)D, (long long)S, (long long)H, dq,
+            (long long)N, sc);
+  cc_end(c);
+}
+
 /* The f32 gradient's launches given lse2 and D: dk and dv, then dq; or,
  * given dq's zeroed f32 accumulator dqa, dk, dv and dq's sum in one pass,
  * then dq scaled into place (mlc_attn_cvt). */
@@ -148,11 +158,7 @@ static void bwd_x(cc *c, int x, int64_t D, int64_t BH, int64_t S, int causal, in
             args, lse2, dsum, sc, sl2, dqa ? ", " : "", dqa ? dqa : "");
   cc_end(c);
   if (dqa) {
-    int64_t N = BH * S * D, blocks = cc_ceil_div(N, 256);
-    cc_begin(c, (uint64_t)(blocks < 132 * 16 ? blocks : 132 * 16), 256, 0);
-    cc_printf(c, "  mlc_attn_cvt<float, %lld, %lld, %lld>(%s, out, %lldull, %s);\n", (long long)D, (long long)S, (long long)H,
-              dqa, (long long)N, sc);
-    cc_end(c);
+    dq_cvt(c, "float", D, BH, S, H, dqa, sc);
     return;
   }
   cc_begin(c, (uint64_t)(BH * cc_ceil_div(S, B)), (uint32_t)(32 * W), (uint32_t)(4 * tiles));
@@ -219,7 +225,7 @@ static void bwd_tc(cc *c, const char *T, int64_t D, int64_t BH, int64_t S, int c
                    const char *lse2, const char *dsum, at lse_at, at dsum_at, const char *dq, double scale) {
   int64_t W = MLC_ATTN_BWD_W, BQ = MLC_ATTN_BWD_BQ;
   if ((D / (W / (BQ / 16))) % 16) W = 4, BQ = 32; /* a -D tile with too few columns per warp for dq's product */
-  int64_t LD = D + 8, N = BH * S * D, BN = 16 * W;
+  int64_t LD = D + 8, BN = 16 * W;
   int64_t smem = 2 * (2 * BN * LD + 4 * BQ * LD + BN * (BQ + 8)) + 4 * 4 * BQ;
   const char *sc = cc_flit(c, scale);
   /* mlc_attn_bwd_wg shares mlc_attn_bwd_tc's launch at W = 8, BQ = 64 (its fallback off sm_90a) */
@@ -250,11 +256,7 @@ static void bwd_tc(cc *c, const char *T, int64_t D, int64_t BH, int64_t S, int c
               (long long)D, (long long)W, (long long)BQ, (long long)BH, (long long)S, causal, (long long)H, args, lse2,
               dsum, dq, sc, cc_flit(c, scale * 1.4426950408889634));
   cc_end(c);
-  int64_t blocks = cc_ceil_div(N, 256);
-  cc_begin(c, (uint64_t)(blocks < 132 * 16 ? blocks : 132 * 16), 256, 0);
-  cc_printf(c, "  mlc_attn_cvt<%s, %lld, %lld, %lld>(%s, out, %lldull, %s);\n", T, (long long)D, (long long)S, (long long)H,
-            dq, (long long)N, sc);
-  cc_end(c);
+  dq_cvt(c, T, D, BH, S, H, dq, sc);
 }
 
 static bool emit_fwd(cc *c) {
@@ -321,8 +323,7 @@ static bool emit_grad(cc *c) {
     bool saved = c->n->op == MLC_OP_ATTENTION_GRAD_SAVED, one = saved && f32_one_pass(D);
     const char *sv = packed ? "in2" : "in4", *args = packed ? "in0, in1, in1, in1" : "in0, in1, in2, in3";
     const char *lse2 = saved ? cc_fmt(c, "(const float *)(%s + %lld)", sv, (long long)N) : "(const float *)scratch";
-    const char *dsum = saved ? cc_fmt(c, "(float *)scratch + %lld", (long long)(one ? N : 0))
-                             : cc_fmt(c, "(float *)scratch + %lld", (long long)(BH * S));
+    const char *dsum = cc_fmt(c, "(float *)scratch + %lld", (long long)(saved ? (one ? N : 0) : BH * S));
     c->scratch = (uint64_t)((saved ? 4 : 8) * BH * S + (one ? 4 * N : 0));
     if (saved) {
       cc_begin(c, (uint64_t)cc_ceil_div(BH * S, 8), 256, 0);
