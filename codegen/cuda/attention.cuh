@@ -454,33 +454,58 @@ MLC_FN void mlc_attn_bwd_tc(const T *g, const T *q, const T *k, const T *v, T *o
     if (ka + r * 8 < S) mlc_attn_store_dkv<T, D, BH, S, H>(out, bh, ka + r * 8, r, tq, &dk[0][0], &dv[0][0], scale);
 }
 
-// attention_grad_saved's first pass: a warp per row of dO, dsum[row] =
-// dO . o (o: the saved forward output), and that row of dq's f32
-// accumulator zeroed (dq != 0).
+// attention_grad_saved's first pass: dsum[row] = dO . o (o: the saved
+// forward output), and that row of dq's f32 accumulator zeroed (dq != 0).
+// L lanes a row (a power of two, at most 32), 32 / L rows a warp, 8 warps a
+// block; where D % 4 == 0 each lane reads 4 elements at a time.
 // H > 0: g and o packed [b, s, H, D].
-template <class T, int D, int ROWS, int S, int H = 0>
+template <class T, int D, int ROWS, int S, int H = 0, int L = 32>
 MLC_FN void mlc_attn_prep(const T *g, const T *o, float *dsum, float *dq) {
-  const int row = (int)blockIdx.x * 8 + (int)(threadIdx.x >> 5), lane = threadIdx.x & 31;
-  if (row >= ROWS) return;
-  const size_t at = mlc_attn_row<H, S, D, H * D>(row / S, row % S);
-  const T *gr = g + at, *orow = o + at;
+  static_assert(L > 0 && L <= 32 && (L & (L - 1)) == 0, "lanes a row");
+  const int lane = threadIdx.x & 31, l = lane % L;
+  const int row = ((int)blockIdx.x * 8 + (int)(threadIdx.x >> 5)) * (32 / L) + lane / L;
+  const bool in = row < ROWS; /* no early return before the shuffles, which take every lane */
   float acc = 0.f;
+  if (in) {
+    const size_t at = mlc_attn_row<H, S, D, H * D>(row / S, row % S);
+    if constexpr (D % 4 == 0) {
+      const mlc_x4<T> *gr = (const mlc_x4<T> *)(g + at), *orow = (const mlc_x4<T> *)(o + at);
 #pragma unroll
-  for (int e = lane; e < D; e += 32) acc += to_f32(gr[e]) * to_f32(orow[e]);
+      for (int e = l; e < D / 4; e += L) {
+        const mlc_x4<T> a = gr[e], b = orow[e];
 #pragma unroll
-  for (int m = 16; m > 0; m >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, m);
-  if (lane == 0) dsum[row] = acc;
+        for (int j = 0; j < 4; j++) acc += to_f32(a.v[j]) * to_f32(b.v[j]);
+      }
+    } else {
+#pragma unroll
+      for (int e = l; e < D; e += L) acc += to_f32(g[at + e]) * to_f32(o[at + e]);
+    }
+  }
+#pragma unroll
+  for (int m = L / 2; m > 0; m >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, m);
+  if (!in) return;
+  if (l == 0) dsum[row] = acc;
   if (!dq) return; /* the f32 gradient has no accumulator to zero */
   float4 *z = (float4 *)(dq + (size_t)row * D);
-  for (int e = lane; e < D / 4; e += 32) z[e] = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int e = l; e < D / 4; e += L) z[e] = make_float4(0.f, 0.f, 0.f, 0.f);
 }
 
 // out[i] = x[i] * scale in T, for the first n elements (dq's conversion);
-// H > 0: into dq's place in a packed [b, s, 3H, D].
+// H > 0: into dq's place in a packed [b, s, 3H, D].  Where D % 4 == 0 (so n
+// too), 4 elements a thread at a time: one float4 in, 4 T out.
 template <class T, int D = 1, int S = 1, int H = 0> MLC_FN void mlc_attn_cvt(const float *x, T *out, size_t n, float scale) {
-  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+  constexpr int V = D % 4 == 0 ? 4 : 1;
+  for (size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * V; i < n; i += (size_t)gridDim.x * blockDim.x * V) {
     size_t r = i / D, to = H ? mlc_attn_row<H, S, D, 3 * H * D>((int)(r / S), (int)(r % S)) + i % D : i;
-    out[to] = from_f32<T>(x[i] * scale);
+    if constexpr (V == 4) {
+      const float4 a = *(const float4 *)(x + i);
+      mlc_x4<T> b;
+      b.v[0] = from_f32<T>(a.x * scale), b.v[1] = from_f32<T>(a.y * scale);
+      b.v[2] = from_f32<T>(a.z * scale), b.v[3] = from_f32<T>(a.w * scale);
+      *(mlc_x4<T> *)(out + to) = b;
+    } else {
+      out[to] = from_f32<T>(x[i] * scale);
+    }
   }
 }
 
@@ -1041,7 +1066,11 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
 #pragma unroll
       for (int e = 0; e < 4; e++) {
         const int qi = 8 * i + 2 * tq + (e & 1), qg = i0 + qi, key = ka + (e >> 1) * 8;
+#ifndef MLC_ATTN_PROBE_BWD_NOEXP /* bench/h200_s15.sh probe: the speed without the exponentials */
         float p = mlc_ex2(fmaf(st[4 * i + e], sl2, -cL[qi])); /* as the forward: one FFMA, one MUFU op */
+#else
+        float p = fmaf(st[4 * i + e], sl2, -cL[qi]);
+#endif
         if ((S % BQ && qg >= S) || (S % BN && key >= S) || (CAUSAL && key > qg)) p = 0.f;
         st[4 * i + e] = p;
       }
@@ -1083,7 +1112,11 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
     __syncthreads();
     if (tid == 0) load(it + 2, (buf + 2) % NB);
     load_l(it + 2, (buf + 2) % NB);
+#ifdef MLC_ATTN_PROBE_BWD_NODQ /* bench/h200_s15.sh probe: the speed without dq's product and reductions */
+    if (true) {
+#else
     if (D == 64 && wg == 1) { /* head dim 64: warpgroup 0 takes all of dq's 64 columns */
+#endif
       mlc_wg_wait<0>();
 #pragma unroll
       for (int i = 0; i < NA; i++) { mlc_wg_fence_operand(dv[i]); mlc_wg_fence_operand(dk[i]); }
@@ -1112,7 +1145,11 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
         float r0 = __shfl_xor_sync(0xffffffffu, odd ? dqa[4 * t] : dqa[4 * t + 2], 1);
         float r1 = __shfl_xor_sync(0xffffffffu, odd ? dqa[4 * t + 1] : dqa[4 * t + 3], 1);
         float v0 = odd ? r0 : dqa[4 * t], v1 = odd ? r1 : dqa[4 * t + 1], v2 = odd ? dqa[4 * t + 2] : r0, v3 = odd ? dqa[4 * t + 3] : r1;
+#ifdef MLC_ATTN_PROBE_BWD_NORED /* bench/h200_s15.sh probe: dq's product without its reductions */
+        if (row < 0)
+#else
         if (row < S)
+#endif
           asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" :: "l"(dr + t * 8), "f"(v0), "f"(v1), "f"(v2), "f"(v3) : "memory");
       }
     }

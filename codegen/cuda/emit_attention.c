@@ -138,10 +138,25 @@ static void fwd_x(cc *c, int x, int64_t D, int64_t BH, int64_t SQ, int64_t SK, i
 /* dq's f32 accumulator times scale, converted into out's dq (packed, H > 0:
  * its place in [b, s, 3H, D]); a grid-stride launch of at most 16 blocks an SM. */
 static void dq_cvt(cc *c, const char *T, int64_t D, int64_t BH, int64_t S, int64_t H, const char *dq, const char *sc) {
-  int64_t N = BH * S * D, blocks = cc_ceil_div(N, 256);
+  int64_t N = BH * S * D, blocks = cc_ceil_div(N, 256 * (D % 4 ? 1 : 4)); /* 4 elements a thread where D % 4 == 0 */
   cc_begin(c, (uint64_t)(blocks < 132 * 16 ? blocks : 132 * 16), 256, 0);
   cc_printf(c, "  mlc_attn_cvt<%s, %lld, %lld, %lld>(%s, out, %lldull, %s);\n", T, (long long)D, (long long)S, (long long)H, dq,
             (long long)N, sc);
+  cc_end(c);
+}
+
+/* attention_grad_saved's first launch (mlc_attn_prep): D = dO . o into
+ * dsum, and dq's f32 accumulator zeroed where dq is not "(float *)0".  L
+ * lanes a row: D / 4 (4 elements each) rounded down to a power of two, at
+ * most 32; 8 warps a block, 32 / L rows a warp. */
+static void prep(cc *c, const char *T, int64_t D, int64_t BH, int64_t S, int64_t H, const char *o, const char *dsum,
+                 const char *dq) {
+  int64_t L = 32;
+  if (D % 4 == 0)
+    while (L > D / 4 && L > 1) L /= 2;
+  cc_begin(c, (uint64_t)cc_ceil_div(BH * S, 8 * (32 / L)), 256, 0);
+  cc_printf(c, "  mlc_attn_prep<%s, %lld, %lld, %lld, %lld, %lld>(in0, %s, %s, %s);\n", T, (long long)D, (long long)(BH * S),
+            (long long)S, (long long)H, (long long)L, o, dsum, dq);
   cc_end(c);
 }
 
@@ -326,10 +341,7 @@ static bool emit_grad(cc *c) {
     const char *dsum = cc_fmt(c, "(float *)scratch + %lld", (long long)(saved ? (one ? N : 0) : BH * S));
     c->scratch = (uint64_t)((saved ? 4 : 8) * BH * S + (one ? 4 * N : 0));
     if (saved) {
-      cc_begin(c, (uint64_t)cc_ceil_div(BH * S, 8), 256, 0);
-      cc_printf(c, "  mlc_attn_prep<float, %lld, %lld, %lld, %lld>(in0, %s, %s, %s);\n", (long long)D, (long long)(BH * S),
-                (long long)S, (long long)H, sv, dsum, one ? "(float *)scratch" : "(float *)0");
-      cc_end(c);
+      prep(c, "float", D, BH, S, H, sv, dsum, one ? "(float *)scratch" : "(float *)0");
     } else {
       fwd_x(c, x, D, BH, S, S, causal, 1, 0, "in1, in2, in3, out, in0, (float *)scratch", scale);
     }
@@ -343,10 +355,7 @@ static bool emit_grad(cc *c) {
     const char *sv = packed ? "in2" : "in4";
     c->scratch = (uint64_t)(4 * N + 4 * BH * S);
     const char *dsum = cc_fmt(c, "(float *)(scratch + %lld)", (long long)(4 * N));
-    cc_begin(c, (uint64_t)cc_ceil_div(BH * S, 8), 256, 0);
-    cc_printf(c, "  mlc_attn_prep<%s, %lld, %lld, %lld, %lld>(in0, %s, %s, (float *)scratch);\n", T, (long long)D,
-              (long long)(BH * S), (long long)S, (long long)H, sv, dsum);
-    cc_end(c);
+    prep(c, T, D, BH, S, H, sv, dsum, "(float *)scratch");
     bwd_tc(c, T, D, BH, S, causal, H, packed ? "in0, in1, in1, in1" : "in0, in1, in2, in3",
            cc_fmt(c, "(const float *)(%s + %lld)", sv, (long long)N), dsum, (at){packed ? 2 : 4, (uint64_t)(2 * N)},
            (at){MLC_CUDA_TMAP_SCRATCH, (uint64_t)(4 * N)}, "(float *)scratch", scale);
