@@ -40,6 +40,7 @@ probe)
     grep -E "^FAIL|cases passed" $work/ops.log; }
   VARIANTS=${VARIANTS-"|-DMLC_ATTN_PROBE_BWD_NORED|-DMLC_ATTN_PROBE_BWD_NODQ|-DMLC_ATTN_PROBE_BWD_NOEXP"}
   IFS='|' read -ra vs <<< "$VARIANTS"
+  [ ${#vs[@]} -gt 0 ] || vs=("")
   for round in 1 2; do
     for b in ${BUILDS:-build-gpu}; do
       i=0

@@ -459,9 +459,11 @@ MLC_FN void mlc_attn_bwd_tc(const T *g, const T *q, const T *k, const T *v, T *o
 // L lanes a row (a power of two, at most 32), 32 / L rows a warp, 8 warps a
 // block; where D % 4 == 0 each lane reads 4 elements at a time.
 // H > 0: g and o packed [b, s, H, D].
-template <class T, int D, int ROWS, int S, int H = 0, int L = 32>
+// The accumulator has RP >= ROWS rows of D (mlc_attn_bwd_wg's FR: the query
+// tiles padded to 64 rows), all zeroed; the grid covers RP rows.
+template <class T, int D, int ROWS, int S, int H = 0, int L = 32, int RP = ROWS>
 MLC_FN void mlc_attn_prep(const T *g, const T *o, float *dsum, float *dq) {
-  static_assert(L > 0 && L <= 32 && (L & (L - 1)) == 0, "lanes a row");
+  static_assert(L > 0 && L <= 32 && (L & (L - 1)) == 0 && RP >= ROWS, "lanes a row");
   const int lane = threadIdx.x & 31, l = lane % L;
   const int row = ((int)blockIdx.x * 8 + (int)(threadIdx.x >> 5)) * (32 / L) + lane / L;
   const bool in = row < ROWS; /* no early return before the shuffles, which take every lane */
@@ -483,17 +485,49 @@ MLC_FN void mlc_attn_prep(const T *g, const T *o, float *dsum, float *dq) {
   }
 #pragma unroll
   for (int m = L / 2; m > 0; m >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, m);
-  if (!in) return;
-  if (l == 0) dsum[row] = acc;
-  if (!dq) return; /* the f32 gradient has no accumulator to zero */
+  if (in && l == 0) dsum[row] = acc;
+  if (!dq || row >= RP) return; /* the f32 gradient has no accumulator to zero */
   float4 *z = (float4 *)(dq + (size_t)row * D);
   for (int e = l; e < D / 4; e += L) z[e] = make_float4(0.f, 0.f, 0.f, 0.f);
 }
 
-// out[i] = x[i] * scale in T, for the first n elements (dq's conversion);
-// H > 0: into dq's place in a packed [b, s, 3H, D].  Where D % 4 == 0 (so n
-// too), 4 elements a thread at a time: one float4 in, 4 T out.
-template <class T, int D = 1, int S = 1, int H = 0> MLC_FN void mlc_attn_cvt(const float *x, T *out, size_t n, float scale) {
+// out[i] = x[i] * scale in T, for the n = BH * S * D elements of dq
+// (dq's conversion); H > 0: into dq's place in a packed [b, s, 3H, D].
+// Where D % 4 == 0, 4 elements a thread at a time: one float4 in, 4 T out.
+// FR (D 64 or 128, sm_90a, where mlc_attn_bwd_wg wrote x in fragment
+// order): a thread takes one row pair's 8 columns from 4 consecutive
+// float4 of a 64-row chunk (its threads tq = 0..3).
+template <class T, int D = 1, int S = 1, int H = 0, int FR = 0>
+MLC_FN void mlc_attn_cvt(const float *x, T *out, size_t n, float scale) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  if constexpr (FR) {
+    constexpr int NC = D / 64, NI = (S + 63) / 64;
+    const size_t groups = n / ((size_t)S * D) * NI * NC * 256; /* (bh, tile, chunk) x 8 column octets x 32 row pairs */
+    for (size_t gi = (size_t)blockIdx.x * blockDim.x + threadIdx.x; gi < groups; gi += (size_t)gridDim.x * blockDim.x) {
+      const size_t ch = gi / 256;
+      const int r = (int)(gi % 256), t = r / 32, wq = r % 32 /* 8 w + gq */, c = (int)(ch % NC) * 64 + 8 * t;
+      const int bh = (int)(ch / (NC * NI)), row = (int)(ch / NC % NI) * 64 + (wq >> 3) * 16 + (wq & 7);
+      const float4 *src = (const float4 *)x + ch * 1024 + t * 128 + wq * 4;
+      const float4 a0 = src[0], a1 = src[1], a2 = src[2], a3 = src[3];
+      mlc_x4<T> lo, hi;
+      if (row < S) {
+        T *o = out + (H ? mlc_attn_row<H, S, D, 3 * H * D>(bh, row) : ((size_t)bh * S + row) * D) + c;
+        lo.v[0] = from_f32<T>(a0.x * scale), lo.v[1] = from_f32<T>(a0.y * scale), lo.v[2] = from_f32<T>(a1.x * scale);
+        lo.v[3] = from_f32<T>(a1.y * scale), hi.v[0] = from_f32<T>(a2.x * scale), hi.v[1] = from_f32<T>(a2.y * scale);
+        hi.v[2] = from_f32<T>(a3.x * scale), hi.v[3] = from_f32<T>(a3.y * scale);
+        ((mlc_x4<T> *)o)[0] = lo, ((mlc_x4<T> *)o)[1] = hi;
+      }
+      if (row + 8 < S) {
+        T *o = out + (H ? mlc_attn_row<H, S, D, 3 * H * D>(bh, row + 8) : ((size_t)bh * S + row + 8) * D) + c;
+        lo.v[0] = from_f32<T>(a0.z * scale), lo.v[1] = from_f32<T>(a0.w * scale), lo.v[2] = from_f32<T>(a1.z * scale);
+        lo.v[3] = from_f32<T>(a1.w * scale), hi.v[0] = from_f32<T>(a2.z * scale), hi.v[1] = from_f32<T>(a2.w * scale);
+        hi.v[2] = from_f32<T>(a3.z * scale), hi.v[3] = from_f32<T>(a3.w * scale);
+        ((mlc_x4<T> *)o)[0] = lo, ((mlc_x4<T> *)o)[1] = hi;
+      }
+    }
+    return;
+  }
+#endif
   constexpr int V = D % 4 == 0 ? 4 : 1;
   for (size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * V; i < n; i += (size_t)gridDim.x * blockDim.x * V) {
     size_t r = i / D, to = H ? mlc_attn_row<H, S, D, 3 * H * D>((int)(r / S), (int)(r % S)) + i % D : i;
@@ -953,7 +987,7 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
 // Shared memory: k, v D / 4 KiB each, dS^T 2 x 16 KiB, q and dO 3 x D / 8 KiB
 // each (loaded two tiles ahead), lse2 and D 1.5 KiB, 4 mbarriers, aligned
 // to 1 KiB (attn_bwd_wg_smem in emit_attention.c).
-template <class T, int D, int BH, int S, int CAUSAL, int H = 0>
+template <class T, int D, int BH, int S, int CAUSAL, int H = 0, int FR = 0>
 MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *out, const float *lse2, const float *dsum,
                             float *dq, float scale, float sl2, const mlc_tmap &mq, const mlc_tmap &mk, const mlc_tmap &mv,
                             const mlc_tmap &mg, const mlc_tmap &ml, const mlc_tmap &md) {
@@ -981,8 +1015,9 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
   const unsigned sL = sT + 2 * ST + 2 * NB * QT;
   const float *fL = (const float *)(g0 + 2 * KT + 2 * ST + 2 * NB * QT);
   const int ib = CAUSAL ? j0 / BQ : 0;
-  /* mbarriers after lse2 and D: full[NB] (a query tile's q, dO, lse2, D landed), k and v's */
-  const unsigned bar = sL + NB * 2 * BQ * 4, kvbar = bar + 8 * NB;
+  /* mbarriers after lse2 and D: full[NB] (a query tile's q, dO, lse2, D landed), k and v's; FR: then dq's
+     staging chunks, 16 KiB a warpgroup that takes dq columns, 128-byte aligned */
+  const unsigned bar = sL + NB * 2 * BQ * 4, kvbar = bar + 8 * NB, sZ = (kvbar + 8 + 127) & ~127u;
   /* the tensor maps' coordinates for this (batch, head): q's, k's, v's and dO's first column, the third coordinate */
   constexpr int HH = H ? H : 1;
   const int z = H ? bh / HH : bh, hc = H ? (bh % HH) * D : 0, kc = H ? H * D + hc : 0, vc = H ? 2 * H * D + hc : 0;
@@ -1109,6 +1144,7 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
     /* both warpgroups' dS^T stored, and both done with tile it - 1 (its wgmma waited for), so tile it - 1's buffer
        takes tile it + 2.  This is the tile's only block barrier: a warpgroup gets at most one tile ahead of the other,
        and the dS^T tile that tile it + 1 writes was last read by tile it - 1's dq product, which both have waited for. */
+    if (FR && (tid & 127) == 0) mlc_bulk_wait_read<0>(); /* this warpgroup's staging chunk read by the last reduce-add */
     __syncthreads();
     if (tid == 0) load(it + 2, (buf + 2) % NB);
     load_l(it + 2, (buf + 2) % NB);
@@ -1135,6 +1171,24 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
     for (int i = 0; i < 32; i++) mlc_wg_fence_operand(dqa[i]);
 #pragma unroll
     for (int i = 0; i < NA; i++) { mlc_wg_fence_operand(dv[i]); mlc_wg_fence_operand(dk[i]); }
+    if constexpr (FR) {
+      /* FR: dq's accumulator is in fragment order, a 16 KiB chunk per (bh, query tile, warpgroup), in which this
+         thread's float4 t holds dqa[4t .. 4t + 3] at (128 t + tid % 128) x 16 bytes (mlc_attn_cvt reads it so).
+         Staged so (consecutive threads, consecutive 16 bytes: no bank conflict), then one thread adds the whole
+         chunk into L2 with one bulk reduce-add, which runs while the next tile's products do. */
+      float4 *z = (float4 *)(g0 + (sZ - s0) + wg * 16384);
+#pragma unroll
+      for (int t = 0; t < 8; t++) z[t * 128 + (tid & 127)] = make_float4(dqa[4 * t], dqa[4 * t + 1], dqa[4 * t + 2], dqa[4 * t + 3]);
+      mlc_fence_async_smem(); /* the stores, visible to the bulk copy (the async proxy) */
+      asm volatile("bar.sync %0, 128;" :: "r"(1 + wg) : "memory");
+      if ((tid & 127) == 0) {
+        float *gz = dq + ((size_t)(bh * NI + it) * NC + wg) * 4096;
+        asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], 16384;"
+                     :: "l"(gz), "r"(sZ + wg * 16384) : "memory");
+        mlc_bulk_commit();
+      }
+      continue;
+    }
     { /* dqa[4t + e]: query i0 + 16 w + gq (+8 for e >= 2), column 64 wg + 8t + 2 tq (+1 for odd e); lane pairs
          swap halves so that each adds 4 columns of one row (red.v4) */
       const bool odd = tq & 1;
@@ -1154,6 +1208,7 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
       }
     }
   }
+  if (FR && (tid & 127) == 0) mlc_bulk_wait_all<0>(); /* the last reduce-add done before the block's shared memory goes */
 #pragma unroll
   for (int r = 0; r < 2; r++)
     if (ka + r * 8 < S) mlc_attn_store_dkv<T, D, BH, S, H>(out, bh, ka + r * 8, r, tq, dk, dv, scale);

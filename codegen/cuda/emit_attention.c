@@ -137,26 +137,27 @@ static void fwd_x(cc *c, int x, int64_t D, int64_t BH, int64_t SQ, int64_t SK, i
 
 /* dq's f32 accumulator times scale, converted into out's dq (packed, H > 0:
  * its place in [b, s, 3H, D]); a grid-stride launch of at most 16 blocks an SM. */
-static void dq_cvt(cc *c, const char *T, int64_t D, int64_t BH, int64_t S, int64_t H, const char *dq, const char *sc) {
+static void dq_cvt(cc *c, const char *T, int64_t D, int64_t BH, int64_t S, int64_t H, const char *dq, const char *sc, bool fr) {
   int64_t N = BH * S * D, blocks = cc_ceil_div(N, 256 * (D % 4 ? 1 : 4)); /* 4 elements a thread where D % 4 == 0 */
   cc_begin(c, (uint64_t)(blocks < 132 * 16 ? blocks : 132 * 16), 256, 0);
-  cc_printf(c, "  mlc_attn_cvt<%s, %lld, %lld, %lld>(%s, out, %lldull, %s);\n", T, (long long)D, (long long)S, (long long)H, dq,
-            (long long)N, sc);
+  cc_printf(c, "  mlc_attn_cvt<%s, %lld, %lld, %lld, %d>(%s, out, %lldull, %s);\n", T, (long long)D, (long long)S, (long long)H,
+            (int)fr, dq, (long long)N, sc);
   cc_end(c);
 }
 
 /* attention_grad_saved's first launch (mlc_attn_prep): D = dO . o into
- * dsum, and dq's f32 accumulator zeroed where dq is not "(float *)0".  L
+ * dsum, and dq's f32 accumulator of `rows` rows (at least BH * S) zeroed
+ * where dq is not "(float *)0".  L
  * lanes a row: D / 4 (4 elements each) rounded down to a power of two, at
  * most 32; 8 warps a block, 32 / L rows a warp. */
 static void prep(cc *c, const char *T, int64_t D, int64_t BH, int64_t S, int64_t H, const char *o, const char *dsum,
-                 const char *dq) {
+                 const char *dq, int64_t rows) {
   int64_t L = 32;
   if (D % 4 == 0)
     while (L > D / 4 && L > 1) L /= 2;
-  cc_begin(c, (uint64_t)cc_ceil_div(BH * S, 8 * (32 / L)), 256, 0);
-  cc_printf(c, "  mlc_attn_prep<%s, %lld, %lld, %lld, %lld, %lld>(in0, %s, %s, %s);\n", T, (long long)D, (long long)(BH * S),
-            (long long)S, (long long)H, (long long)L, o, dsum, dq);
+  cc_begin(c, (uint64_t)cc_ceil_div(rows, 8 * (32 / L)), 256, 0);
+  cc_printf(c, "  mlc_attn_prep<%s, %lld, %lld, %lld, %lld, %lld, %lld>(in0, %s, %s, %s);\n", T, (long long)D,
+            (long long)(BH * S), (long long)S, (long long)H, (long long)L, (long long)rows, o, dsum, dq);
   cc_end(c);
 }
 
@@ -173,7 +174,7 @@ static void bwd_x(cc *c, int x, int64_t D, int64_t BH, int64_t S, int causal, in
             args, lse2, dsum, sc, sl2, dqa ? ", " : "", dqa ? dqa : "");
   cc_end(c);
   if (dqa) {
-    dq_cvt(c, "float", D, BH, S, H, dqa, sc);
+    dq_cvt(c, "float", D, BH, S, H, dqa, sc, false);
     return;
   }
   cc_begin(c, (uint64_t)(BH * cc_ceil_div(S, B)), (uint32_t)(32 * W), (uint32_t)(4 * tiles));
@@ -225,7 +226,20 @@ static void fwd_tc(cc *c, const char *T, int64_t D, int64_t BH, int64_t SQ, int6
 #ifndef MLC_ATTN_BWD_WG
 #define MLC_ATTN_BWD_WG 1
 #endif
-static int64_t attn_bwd_wg_smem(int64_t d) { return 2 * 256 * d + 2 * 16384 + 6 * 128 * d + 1536 + 32 + 1024; }
+/* dq's reduce-add in mlc_attn_bwd_wg (FR, with the statistics saved): each
+ * warpgroup's 64 x 64 block of a query tile is staged in shared memory and
+ * added into an f32 accumulator in fragment order by one bulk reduce-add
+ * (16 KiB of shared memory a warpgroup that takes dq columns, D / 64 of
+ * them), which mlc_attn_cvt reads back; -DMLC_ATTN_BWD_BULK=0 keeps the
+ * red.global.add.v4.f32 of every thread into a row-major accumulator. */
+#ifndef MLC_ATTN_BWD_BULK
+#define MLC_ATTN_BWD_BULK 1
+#endif
+static int64_t attn_bwd_wg_smem(int64_t d, bool fr) {
+  return 2 * 256 * d + 2 * 16384 + 6 * 128 * d + 1536 + 32 + 1024 + (fr ? 96 + d / 64 * 16384 : 0);
+}
+/* Whether bwd_tc's launch takes mlc_attn_bwd_wg at head dim d. */
+static bool bwd_wg(int64_t d) { return MLC_ATTN_BWD_WG && (d == 128 || d == 64) && MLC_ATTN_BWD_W == 8 && MLC_ATTN_BWD_BQ == 64; }
 
 /* Where a kernel's f32 vector lies, for its tensor map: `off` bytes into
  * input `arg` or into scratch (MLC_CUDA_TMAP_SCRATCH). */
@@ -237,15 +251,16 @@ typedef struct { uint32_t arg; uint64_t off; } at;
  * time.  args: g, q, k, v (inputs 0..3, or 0, 1 packed); H > 0: packed
  * (heads H). */
 static void bwd_tc(cc *c, const char *T, int64_t D, int64_t BH, int64_t S, int causal, int64_t H, const char *args,
-                   const char *lse2, const char *dsum, at lse_at, at dsum_at, const char *dq, double scale) {
+                   const char *lse2, const char *dsum, at lse_at, at dsum_at, const char *dq, double scale, bool fr) {
   int64_t W = MLC_ATTN_BWD_W, BQ = MLC_ATTN_BWD_BQ;
   if ((D / (W / (BQ / 16))) % 16) W = 4, BQ = 32; /* a -D tile with too few columns per warp for dq's product */
   int64_t LD = D + 8, BN = 16 * W;
   int64_t smem = 2 * (2 * BN * LD + 4 * BQ * LD + BN * (BQ + 8)) + 4 * 4 * BQ;
   const char *sc = cc_flit(c, scale);
   /* mlc_attn_bwd_wg shares mlc_attn_bwd_tc's launch at W = 8, BQ = 64 (its fallback off sm_90a) */
-  bool wg = MLC_ATTN_BWD_WG && (D == 128 || D == 64) && W == 8 && BQ == 64;
-  if (wg && smem < attn_bwd_wg_smem(D)) smem = attn_bwd_wg_smem(D);
+  bool wg = bwd_wg(D) && W == 8 && BQ == 64;
+  fr = fr && wg;
+  if (wg && smem < attn_bwd_wg_smem(D, fr)) smem = attn_bwd_wg_smem(D, fr);
   const char *tm[6];
   if (wg) { /* its loads' tensor maps: q, k, v, dO as [BH][S][D] (packed: [b][S][3 H D] and [b][S][H D]), lse2 and D flat */
     const uint32_t box[3] = {64, 64, 1};
@@ -263,15 +278,15 @@ static void bwd_tc(cc *c, const char *T, int64_t D, int64_t BH, int64_t S, int c
   }
   cc_begin(c, (uint64_t)(BH * cc_ceil_div(S, BN)), (uint32_t)(32 * W), (uint32_t)smem);
   if (wg)
-    cc_printf(c, "  mlc_attn_bwd_wg<%s, %lld, %lld, %lld, %d, %lld>(%s, out, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s);\n", T,
-              (long long)D, (long long)BH, (long long)S, causal, (long long)H, args, lse2, dsum, dq, sc,
+    cc_printf(c, "  mlc_attn_bwd_wg<%s, %lld, %lld, %lld, %d, %lld, %d>(%s, out, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s);\n", T,
+              (long long)D, (long long)BH, (long long)S, causal, (long long)H, (int)fr, args, lse2, dsum, dq, sc,
               cc_flit(c, scale * 1.4426950408889634), tm[0], tm[1], tm[2], tm[3], tm[4], tm[5]);
   else
     cc_printf(c, "  mlc_attn_bwd_tc<%s, %lld, %lld, %lld, %lld, %lld, %d, %lld>(%s, out, %s, %s, %s, %s, %s);\n", T,
               (long long)D, (long long)W, (long long)BQ, (long long)BH, (long long)S, causal, (long long)H, args, lse2,
               dsum, dq, sc, cc_flit(c, scale * 1.4426950408889634));
   cc_end(c);
-  dq_cvt(c, T, D, BH, S, H, dq, sc);
+  dq_cvt(c, T, D, BH, S, H, dq, sc, fr);
 }
 
 static bool emit_fwd(cc *c) {
@@ -341,7 +356,7 @@ static bool emit_grad(cc *c) {
     const char *dsum = cc_fmt(c, "(float *)scratch + %lld", (long long)(saved ? (one ? N : 0) : BH * S));
     c->scratch = (uint64_t)((saved ? 4 : 8) * BH * S + (one ? 4 * N : 0));
     if (saved) {
-      prep(c, "float", D, BH, S, H, sv, dsum, one ? "(float *)scratch" : "(float *)0");
+      prep(c, "float", D, BH, S, H, sv, dsum, one ? "(float *)scratch" : "(float *)0", BH * S);
     } else {
       fwd_x(c, x, D, BH, S, S, causal, 1, 0, "in1, in2, in3, out, in0, (float *)scratch", scale);
     }
@@ -352,13 +367,16 @@ static bool emit_grad(cc *c) {
     /* scratch: dq's f32 accumulator [BH*S][D], then D [BH*S]; the saved
      * input holds the forward's output and then lse2 [BH*S] */
     if (!tc) return cc_bug(c, "attention_grad_saved of %s is not a tensor-core shape", T);
+    /* FR (dq's bulk reduce-add): the accumulator's query tiles padded to 64 rows */
+    bool fr = MLC_ATTN_BWD_BULK && bwd_wg(D);
+    int64_t rows = fr ? BH * cc_ceil_div(S, 64) * 64 : BH * S, A = 4 * rows * D;
     const char *sv = packed ? "in2" : "in4";
-    c->scratch = (uint64_t)(4 * N + 4 * BH * S);
-    const char *dsum = cc_fmt(c, "(float *)(scratch + %lld)", (long long)(4 * N));
-    prep(c, T, D, BH, S, H, sv, dsum, "(float *)scratch");
+    c->scratch = (uint64_t)(A + 4 * BH * S);
+    const char *dsum = cc_fmt(c, "(float *)(scratch + %lld)", (long long)A);
+    prep(c, T, D, BH, S, H, sv, dsum, "(float *)scratch", rows);
     bwd_tc(c, T, D, BH, S, causal, H, packed ? "in0, in1, in1, in1" : "in0, in1, in2, in3",
            cc_fmt(c, "(const float *)(%s + %lld)", sv, (long long)N), dsum, (at){packed ? 2 : 4, (uint64_t)(2 * N)},
-           (at){MLC_CUDA_TMAP_SCRATCH, (uint64_t)(4 * N)}, "(float *)scratch", scale);
+           (at){MLC_CUDA_TMAP_SCRATCH, (uint64_t)A}, "(float *)scratch", scale, fr);
     return true;
   }
   if (tc) {
@@ -369,7 +387,7 @@ static bool emit_grad(cc *c) {
     fwd_tc(c, T, D, BH, S, S, causal, 1, 0, cc_fmt(c, "in1, in2, in3, out, in0, %s, (float *)scratch", st), scale);
     bwd_tc(c, T, D, BH, S, causal, 0, "in0, in1, in2, in3", st, cc_fmt(c, "%s + %lld", st, (long long)(BH * S)),
            (at){MLC_CUDA_TMAP_SCRATCH, (uint64_t)(4 * N)}, (at){MLC_CUDA_TMAP_SCRATCH, (uint64_t)(4 * (N + BH * S))},
-           "(float *)scratch", scale);
+           "(float *)scratch", scale, false);
     return true;
   }
   const char *sc = cc_flit(c, scale);
