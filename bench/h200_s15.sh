@@ -11,7 +11,8 @@
 #               "build-old build-gpu": an older tree's kernels, A/B); SDPA at
 #               the same shapes; then Nsight Compute on the three launches of
 #               attention_grad_saved at the MiniLLM's shape (durations,
-#               --clock-control none; the main one's warp stalls).  OPS_K=SUBSTR:
+#               --clock-control none; the main one's warp stalls; NCU_CASES:
+#               "b=8 h=16 s=1024 d=128|..." other shapes).  OPS_K=SUBSTR:
 #               those op cases first
 #   PART=check  every CUDA op case against float64 (the GPU numerics check;
 #               SKIP_OPS=1 leaves them out), then bench/cuda_flash.sh check
@@ -65,13 +66,17 @@ probe)
   done | tee -a $work/summary.log
   pack
   for b in ${BUILDS:-build-gpu}; do
-    XDG_CACHE_HOME=/tmp/cache-ncu-$b timeout 240 ncu --clock-control none --kernel-name regex:attention_grad_saved \
-      --launch-count 3 --section SpeedOfLight --section WarpStateStats --section LaunchStats --section Occupancy \
-      $b/mlc profile bench/attention_bf16.mdl --target cuda --entry train_step --steps 1 b=8 h=16 s=1024 d=128 \
-      > $work/ncu-$b.log 2>&1 || rc=1
-    echo "## ncu $b"
-    grep -E "mlc_attention|Duration|Compute \(SM\) Throughput|Memory Throughput|Registers Per|Warp Cycles Per Issued" \
-      $work/ncu-$b.log | head -30
+    IFS='|' read -ra ncs <<< "${NCU_CASES:-b=8 h=16 s=1024 d=128}"
+    for nc in "${ncs[@]}"; do
+      l=${nc// /_}
+      XDG_CACHE_HOME=/tmp/cache-ncu-$b timeout 240 ncu --clock-control none --kernel-name regex:attention_grad_saved \
+        --launch-count 3 --section SpeedOfLight --section WarpStateStats --section LaunchStats --section Occupancy \
+        $b/mlc profile bench/attention_bf16.mdl --target cuda --entry train_step --steps 1 $nc \
+        > $work/ncu-$b-$l.log 2>&1 || rc=1
+      echo "## ncu $b $nc"
+      grep -E "mlc_attention|Duration|Compute \(SM\) Throughput|Memory Throughput|Registers Per|Warp Cycles Per Issued" \
+        $work/ncu-$b-$l.log | head -30
+    done
   done
   ;;
 check)

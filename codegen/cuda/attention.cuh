@@ -495,34 +495,28 @@ MLC_FN void mlc_attn_prep(const T *g, const T *o, float *dsum, float *dq) {
 // (dq's conversion); H > 0: into dq's place in a packed [b, s, 3H, D].
 // Where D % 4 == 0, 4 elements a thread at a time: one float4 in, 4 T out.
 // FR (D 64 or 128, sm_90a, where mlc_attn_bwd_wg wrote x in fragment
-// order): a thread takes one row pair's 8 columns from 4 consecutive
-// float4 of a 64-row chunk (its threads tq = 0..3).
+// order): a warp takes one row pair of a 64-row chunk, lane (8 columns o,
+// tq) the float4 o x 128 + tq of that pair's 4 (as the kernel's threads
+// wrote them), and stores 2 columns of each row: a row's 64 columns in one
+// store instruction of the warp.
 template <class T, int D = 1, int S = 1, int H = 0, int FR = 0>
 MLC_FN void mlc_attn_cvt(const float *x, T *out, size_t n, float scale) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   if constexpr (FR) {
     constexpr int NC = D / 64, NI = (S + 63) / 64;
-    const size_t groups = n / ((size_t)S * D) * NI * NC * 256; /* (bh, tile, chunk) x 8 column octets x 32 row pairs */
-    for (size_t gi = (size_t)blockIdx.x * blockDim.x + threadIdx.x; gi < groups; gi += (size_t)gridDim.x * blockDim.x) {
-      const size_t ch = gi / 256;
-      const int r = (int)(gi % 256), t = r / 32, wq = r % 32 /* 8 w + gq */, c = (int)(ch % NC) * 64 + 8 * t;
+    const size_t warps = n / ((size_t)S * D) * NI * NC * 32; /* (bh, tile, chunk) x 32 row pairs */
+    const int lane = threadIdx.x & 31, o = lane >> 2, tq = lane & 3;
+    for (size_t gw = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; gw < warps; gw += ((size_t)gridDim.x * blockDim.x) >> 5) {
+      const size_t ch = gw / 32;
+      const int wq = (int)(gw % 32) /* 8 w + gq */, c = (int)(ch % NC) * 64 + 8 * o + 2 * tq;
       const int bh = (int)(ch / (NC * NI)), row = (int)(ch / NC % NI) * 64 + (wq >> 3) * 16 + (wq & 7);
-      const float4 *src = (const float4 *)x + ch * 1024 + t * 128 + wq * 4;
-      const float4 a0 = src[0], a1 = src[1], a2 = src[2], a3 = src[3];
-      mlc_x4<T> lo, hi;
-      if (row < S) {
-        T *o = out + (H ? mlc_attn_row<H, S, D, 3 * H * D>(bh, row) : ((size_t)bh * S + row) * D) + c;
-        lo.v[0] = from_f32<T>(a0.x * scale), lo.v[1] = from_f32<T>(a0.y * scale), lo.v[2] = from_f32<T>(a1.x * scale);
-        lo.v[3] = from_f32<T>(a1.y * scale), hi.v[0] = from_f32<T>(a2.x * scale), hi.v[1] = from_f32<T>(a2.y * scale);
-        hi.v[2] = from_f32<T>(a3.x * scale), hi.v[3] = from_f32<T>(a3.y * scale);
-        ((mlc_x4<T> *)o)[0] = lo, ((mlc_x4<T> *)o)[1] = hi;
-      }
-      if (row + 8 < S) {
-        T *o = out + (H ? mlc_attn_row<H, S, D, 3 * H * D>(bh, row + 8) : ((size_t)bh * S + row + 8) * D) + c;
-        lo.v[0] = from_f32<T>(a0.z * scale), lo.v[1] = from_f32<T>(a0.w * scale), lo.v[2] = from_f32<T>(a1.z * scale);
-        lo.v[3] = from_f32<T>(a1.w * scale), hi.v[0] = from_f32<T>(a2.z * scale), hi.v[1] = from_f32<T>(a2.w * scale);
-        hi.v[2] = from_f32<T>(a3.z * scale), hi.v[3] = from_f32<T>(a3.w * scale);
-        ((mlc_x4<T> *)o)[0] = lo, ((mlc_x4<T> *)o)[1] = hi;
+      const float4 a = ((const float4 *)x)[ch * 1024 + o * 128 + wq * 4 + tq];
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        const int r = row + 8 * h;
+        if (r < S)
+          mlc_attn_st2(out + (H ? mlc_attn_row<H, S, D, 3 * H * D>(bh, r) : ((size_t)bh * S + r) * D), c / 2,
+                       (h ? a.z : a.x) * scale, (h ? a.w : a.y) * scale);
       }
     }
     return;
@@ -987,6 +981,9 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
 // Shared memory: k, v D / 4 KiB each, dS^T 2 x 16 KiB, q and dO 3 x D / 8 KiB
 // each (loaded two tiles ahead), lse2 and D 1.5 KiB, 4 mbarriers, aligned
 // to 1 KiB (attn_bwd_wg_smem in emit_attention.c).
+#ifndef MLC_ATTN_BWD_DQ_SPLIT
+#define MLC_ATTN_BWD_DQ_SPLIT 0
+#endif
 template <class T, int D, int BH, int S, int CAUSAL, int H = 0, int FR = 0>
 MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *out, const float *lse2, const float *dsum,
                             float *dq, float scale, float sl2, const mlc_tmap &mq, const mlc_tmap &mk, const mlc_tmap &mv,
@@ -996,6 +993,9 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
   constexpr int KT = BN * D * 2, QT = BQ * D * 2, ST = BN * BQ * 2, NA = D / 2 /* dk's and dv's accumulators a thread */;
   static_assert(D == 64 || D == 128, "attention_grad tile");
   constexpr bool BF = mlc_attn_isbf<T>::v;
+  /* SPLIT (FR, head dim 64): each warpgroup adds its own 64 keys' part of dq's 64 columns, so both share the
+     product (two reduce-adds into one chunk) where warpgroup 0 alone took it */
+  constexpr bool SPLIT = FR && D == 64 && MLC_ATTN_BWD_DQ_SPLIT;
   int jt, bh;
   if (CAUSAL) { jt = (int)(blockIdx.x / BH); bh = (int)(blockIdx.x % BH); }
   else { jt = (int)(blockIdx.x % NJ); bh = (int)(blockIdx.x / NJ); }
@@ -1151,7 +1151,7 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
 #ifdef MLC_ATTN_PROBE_BWD_NODQ /* bench/h200_s15.sh probe: the speed without dq's product and reductions */
     if (true) {
 #else
-    if (D == 64 && wg == 1) { /* head dim 64: warpgroup 0 takes all of dq's 64 columns */
+    if (D == 64 && wg == 1 && !SPLIT) { /* head dim 64: warpgroup 0 takes all of dq's 64 columns */
 #endif
       mlc_wg_wait<0>();
 #pragma unroll
@@ -1163,8 +1163,11 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
     for (int i = 0; i < 32; i++) { dqa[i] = 0.f; mlc_wg_fence_operand(dqa[i]); }
     mlc_wg_fence();
 #pragma unroll
-    for (int kk = 0; kk < BN / 16; kk++)
-      mlc_wgmma<T, 64>::template mma<1, 1>(dqa, mlc_wg_desc(sT + tb + kk * 2048, BN * 128), mlc_wg_desc(sK + wg * (BN * 128) + kk * 2048, BN * 128));
+    for (int k = 0; k < (SPLIT ? 4 : BN / 16); k++) {
+      const int kk = SPLIT ? 4 * wg + k : k; /* SPLIT: this warpgroup's 64 keys, all 64 columns */
+      mlc_wgmma<T, 64>::template mma<1, 1>(dqa, mlc_wg_desc(sT + tb + kk * 2048, BN * 128),
+                                           mlc_wg_desc(sK + (SPLIT ? 0 : wg * (BN * 128)) + kk * 2048, BN * 128));
+    }
     mlc_wg_commit();
     mlc_wg_wait<0>();
 #pragma unroll
@@ -1182,7 +1185,7 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
       mlc_fence_async_smem(); /* the stores, visible to the bulk copy (the async proxy) */
       asm volatile("bar.sync %0, 128;" :: "r"(1 + wg) : "memory");
       if ((tid & 127) == 0) {
-        float *gz = dq + ((size_t)(bh * NI + it) * NC + wg) * 4096;
+        float *gz = dq + ((size_t)(bh * NI + it) * NC + (SPLIT ? 0 : wg)) * 4096;
         asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], 16384;"
                      :: "l"(gz), "r"(sZ + wg * 16384) : "memory");
         mlc_bulk_commit();
