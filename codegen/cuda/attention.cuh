@@ -971,19 +971,22 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
 //   [128 keys][64 queries] tile (one of two, by the tile's parity);
 //   dq[64 rows] += dS k: warpgroup wg takes columns 64 wg .. + 63 (head dim
 //   64: warpgroup 0 alone), A = that tile read MN-major (transposed), B =
-//   k's column block wg; f32 red.v4 into dq's accumulator, as
-//   mlc_attn_bwd_tc's.
+//   k's column block wg.  FR: the 64 x 64 result is stored to a staging
+//   chunk of shared memory in fragment order and one thread of the
+//   warpgroup adds it into dq's f32 accumulator with one bulk reduce-add
+//   (cp.reduce.async.bulk .add.f32, 16 KiB; the accumulator in fragment
+//   order, read back by mlc_attn_cvt); else f32 red.v4 from every thread
+//   into a row-major accumulator, as mlc_attn_bwd_tc's.  (On the H200 at
+//   b8 h16 s1024 d128 the red.v4 cost a third of the kernel's time.)
 // dK and dV stay in registers (D / 2 + D / 2 a thread) until the end.
 // One block barrier a tile, after the dS^T stores: past it both warpgroups
 // are done with the previous tile, so its q, dO, lse2 and D buffer is
 // refilled there (with the tile two ahead), and the dS^T tile that the
 // next tile overwrites was last read two tiles back.
 // Shared memory: k, v D / 4 KiB each, dS^T 2 x 16 KiB, q and dO 3 x D / 8 KiB
-// each (loaded two tiles ahead), lse2 and D 1.5 KiB, 4 mbarriers, aligned
-// to 1 KiB (attn_bwd_wg_smem in emit_attention.c).
-#ifndef MLC_ATTN_BWD_DQ_SPLIT
-#define MLC_ATTN_BWD_DQ_SPLIT 0
-#endif
+// each (loaded two tiles ahead), lse2 and D 1.5 KiB, 4 mbarriers, FR: the
+// staging chunks (D / 64 x 16 KiB), aligned to 1 KiB (attn_bwd_wg_smem in
+// emit_attention.c; 226.6 KiB at D 128).
 template <class T, int D, int BH, int S, int CAUSAL, int H = 0, int FR = 0>
 MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *out, const float *lse2, const float *dsum,
                             float *dq, float scale, float sl2, const mlc_tmap &mq, const mlc_tmap &mk, const mlc_tmap &mv,
@@ -993,9 +996,6 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
   constexpr int KT = BN * D * 2, QT = BQ * D * 2, ST = BN * BQ * 2, NA = D / 2 /* dk's and dv's accumulators a thread */;
   static_assert(D == 64 || D == 128, "attention_grad tile");
   constexpr bool BF = mlc_attn_isbf<T>::v;
-  /* SPLIT (FR, head dim 64): each warpgroup adds its own 64 keys' part of dq's 64 columns, so both share the
-     product (two reduce-adds into one chunk) where warpgroup 0 alone took it */
-  constexpr bool SPLIT = FR && D == 64 && MLC_ATTN_BWD_DQ_SPLIT;
   int jt, bh;
   if (CAUSAL) { jt = (int)(blockIdx.x / BH); bh = (int)(blockIdx.x % BH); }
   else { jt = (int)(blockIdx.x % NJ); bh = (int)(blockIdx.x / NJ); }
@@ -1151,7 +1151,7 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
 #ifdef MLC_ATTN_PROBE_BWD_NODQ /* bench/h200_s15.sh probe: the speed without dq's product and reductions */
     if (true) {
 #else
-    if (D == 64 && wg == 1 && !SPLIT) { /* head dim 64: warpgroup 0 takes all of dq's 64 columns */
+    if (D == 64 && wg == 1) { /* head dim 64: warpgroup 0 takes all of dq's 64 columns */
 #endif
       mlc_wg_wait<0>();
 #pragma unroll
@@ -1163,11 +1163,8 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
     for (int i = 0; i < 32; i++) { dqa[i] = 0.f; mlc_wg_fence_operand(dqa[i]); }
     mlc_wg_fence();
 #pragma unroll
-    for (int k = 0; k < (SPLIT ? 4 : BN / 16); k++) {
-      const int kk = SPLIT ? 4 * wg + k : k; /* SPLIT: this warpgroup's 64 keys, all 64 columns */
-      mlc_wgmma<T, 64>::template mma<1, 1>(dqa, mlc_wg_desc(sT + tb + kk * 2048, BN * 128),
-                                           mlc_wg_desc(sK + (SPLIT ? 0 : wg * (BN * 128)) + kk * 2048, BN * 128));
-    }
+    for (int kk = 0; kk < BN / 16; kk++)
+      mlc_wgmma<T, 64>::template mma<1, 1>(dqa, mlc_wg_desc(sT + tb + kk * 2048, BN * 128), mlc_wg_desc(sK + wg * (BN * 128) + kk * 2048, BN * 128));
     mlc_wg_commit();
     mlc_wg_wait<0>();
 #pragma unroll
@@ -1185,7 +1182,7 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
       mlc_fence_async_smem(); /* the stores, visible to the bulk copy (the async proxy) */
       asm volatile("bar.sync %0, 128;" :: "r"(1 + wg) : "memory");
       if ((tid & 127) == 0) {
-        float *gz = dq + ((size_t)(bh * NI + it) * NC + (SPLIT ? 0 : wg)) * 4096;
+        float *gz = dq + ((size_t)(bh * NI + it) * NC + wg) * 4096;
         asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], 16384;"
                      :: "l"(gz), "r"(sZ + wg * 16384) : "memory");
         mlc_bulk_commit();

@@ -229,13 +229,14 @@ static void fwd_tc(cc *c, const char *T, int64_t D, int64_t BH, int64_t SQ, int6
 /* dq's reduce-add in mlc_attn_bwd_wg (FR, with the statistics saved): each
  * warpgroup's 64 x 64 block of a query tile is staged in shared memory and
  * added into an f32 accumulator in fragment order by one bulk reduce-add
- * (16 KiB of shared memory a warpgroup), which mlc_attn_cvt reads back; -DMLC_ATTN_BWD_BULK=0 keeps the
+ * (16 KiB of shared memory a warpgroup that takes dq columns, D / 64 of
+ * them), which mlc_attn_cvt reads back; -DMLC_ATTN_BWD_BULK=0 keeps the
  * red.global.add.v4.f32 of every thread into a row-major accumulator. */
 #ifndef MLC_ATTN_BWD_BULK
 #define MLC_ATTN_BWD_BULK 1
 #endif
 static int64_t attn_bwd_wg_smem(int64_t d, bool fr) {
-  return 2 * 256 * d + 2 * 16384 + 6 * 128 * d + 1536 + 32 + 1024 + (fr ? 96 + 2 * 16384 : 0);
+  return 2 * 256 * d + 2 * 16384 + 6 * 128 * d + 1536 + 32 + 1024 + (fr ? 96 + d / 64 * 16384 : 0);
 }
 /* Whether bwd_tc's launch takes mlc_attn_bwd_wg at head dim d. */
 static bool bwd_wg(int64_t d) { return MLC_ATTN_BWD_WG && (d == 128 || d == 64) && MLC_ATTN_BWD_W == 8 && MLC_ATTN_BWD_BQ == 64; }
