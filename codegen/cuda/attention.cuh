@@ -515,7 +515,7 @@ MLC_FN void mlc_attn_cvt(const float *x, T *out, size_t n, float scale) {
       for (int h = 0; h < 2; h++) {
         const int r = row + 8 * h;
         if (r < S)
-          mlc_attn_st2(out + (H ? mlc_attn_row<H, S, D, 3 * H * D>(bh, r) : ((size_t)bh * S + r) * D), c / 2,
+          mlc_attn_st2(out + mlc_attn_row<H, S, D, 3 * H * D>(bh, r), c / 2,
                        (h ? a.z : a.x) * scale, (h ? a.w : a.y) * scale);
       }
     }
