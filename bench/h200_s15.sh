@@ -12,7 +12,7 @@
 #               the same shapes; then Nsight Compute on the three launches of
 #               attention_grad_saved at the MiniLLM's shape (durations,
 #               --clock-control none; the main one's warp stalls; NCU_CASES:
-#               "b=8 h=16 s=1024 d=128|..." other shapes).  OPS_K=SUBSTR:
+#               "b=8 h=16 s=1024 d=128|..." other shapes; SKIP_NCU=1 none).  OPS_K=SUBSTR:
 #               those op cases first
 #   PART=check  every CUDA op case against float64 (the GPU numerics check;
 #               SKIP_OPS=1 leaves them out), then bench/cuda_flash.sh check
@@ -65,7 +65,7 @@ probe)
       tee $work/torch-$name.log | grep -E "sdpa" | head -2 | tr '\n' ' ')"
   done | tee -a $work/summary.log
   pack
-  for b in ${BUILDS:-build-gpu}; do
+  [ -n "${SKIP_NCU:-}" ] || for b in ${BUILDS:-build-gpu}; do
     IFS='|' read -ra ncs <<< "${NCU_CASES:-b=8 h=16 s=1024 d=128}"
     for nc in "${ncs[@]}"; do
       l=${nc// /_}
