@@ -987,22 +987,12 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
 // each (loaded two tiles ahead), lse2 and D 1.5 KiB, 4 mbarriers, FR: the
 // staging chunks (D / 64 x 16 KiB), aligned to 1 KiB (attn_bwd_wg_smem in
 // emit_attention.c; 226.6 KiB at D 128).
-// L2 hints of mlc_attn_bwd_wg's TMA traffic (a trial, bench/h200_s15.sh):
-// bit 0, the q, dO, lse2 and D loads evict_last (every key block of the
-// head reads them again); bit 1, dq's bulk reduce-adds evict_last.
-#ifndef MLC_ATTN_BWD_HINT
-#define MLC_ATTN_BWD_HINT 0
-#endif
+// An L2 policy: keep these lines (dq's accumulator, which the key blocks of
+// a head add into one after another).
 MLC_FN unsigned long long mlc_l2_evict_last() {
   unsigned long long p;
   asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p));
   return p; }
-MLC_FN void mlc_tma_load3_hint(unsigned dst, const mlc_tmap &m, int c0, int c1, int c2, unsigned bar, unsigned long long pol) {
-  asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, {%2, %3, %4}], [%5], %6;"
-               :: "r"(dst), "l"((unsigned long long)&m), "r"(c0), "r"(c1), "r"(c2), "r"(bar), "l"(pol) : "memory"); }
-MLC_FN void mlc_tma_load1_hint(unsigned dst, const mlc_tmap &m, int c0, unsigned bar, unsigned long long pol) {
-  asm volatile("cp.async.bulk.tensor.1d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, {%2}], [%3], %4;"
-               :: "r"(dst), "l"((unsigned long long)&m), "r"(c0), "r"(bar), "l"(pol) : "memory"); }
 template <class T, int D, int BH, int S, int CAUSAL, int H = 0, int FR = 0>
 MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *out, const float *lse2, const float *dsum,
                             float *dq, float scale, float sl2, const mlc_tmap &mq, const mlc_tmap &mk, const mlc_tmap &mv,
@@ -1042,19 +1032,6 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
     if (it >= NI) return;
     const unsigned fb = bar + 8 * b;
     mlc_mbar_expect_tx(fb, 2 * QT + (LT ? 2 * BQ * 4 : 0));
-    if (MLC_ATTN_BWD_HINT & 1) {
-      const unsigned long long pol = mlc_l2_evict_last();
-#pragma unroll
-      for (int h = 0; h < NC; h++) {
-        mlc_tma_load3_hint(sQ(b) + h * (BQ * 128), mq, hc + 64 * h, it * BQ, z, fb, pol);
-        mlc_tma_load3_hint(sG(b) + h * (BQ * 128), mg, hc + 64 * h, it * BQ, z, fb, pol);
-      }
-      if (LT) {
-        mlc_tma_load1_hint(sL + 4 * (b * 2 * BQ), ml, bh * S + it * BQ, fb, pol);
-        mlc_tma_load1_hint(sL + 4 * (b * 2 * BQ + BQ), md, bh * S + it * BQ, fb, pol);
-      }
-      return;
-    }
 #pragma unroll
     for (int h = 0; h < NC; h++) {
       mlc_tma_load3(sQ(b) + h * (BQ * 128), mq, hc + 64 * h, it * BQ, z, fb);
@@ -1212,12 +1189,10 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
       asm volatile("bar.sync %0, 128;" :: "r"(1 + wg) : "memory");
       if ((tid & 127) == 0) {
         float *gz = dq + ((size_t)(bh * NI + it) * NC + wg) * 4096;
-        if (MLC_ATTN_BWD_HINT & 2)
-          asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.L2::cache_hint.add.f32 [%0], [%1], 16384, %2;"
-                       :: "l"(gz), "r"(sZ + wg * 16384), "l"(mlc_l2_evict_last()) : "memory");
-        else
-          asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], 16384;"
-                       :: "l"(gz), "r"(sZ + wg * 16384) : "memory");
+        /* evict_last: 1 % faster at the three shapes of bench/results/h200-2026-12-04d.md §7 (hints on the
+           q/dO loads gave nothing) */
+        asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.L2::cache_hint.add.f32 [%0], [%1], 16384, %2;"
+                     :: "l"(gz), "r"(sZ + wg * 16384), "l"(mlc_l2_evict_last()) : "memory");
         mlc_bulk_commit();
       }
       continue;
