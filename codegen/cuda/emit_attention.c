@@ -46,6 +46,9 @@
  * by f32 atomics into scratch (zeroed by launch 0), then mlc_attn_cvt.
  * attention_grad_saved(g, q, k, v, saved): launch 0 is only D = dO . o from
  * the saved output (and dq's zeroing); lse2 is read from what was saved.
+ * There mlc_attn_bwd_wg stages each warpgroup's dq block in shared memory
+ * and adds it with one bulk reduce-add into an accumulator in fragment
+ * order (query tiles padded to 64 rows), which launch 2 reads back.
  * Packed, attention_grad_saved(g [b, s, h, d], qkv [b, s, 3h, d], saved):
  * the same launches reading and writing [b, s, ...] rows, dq, dk, dv into
  * [b, s, 3h, d].
@@ -147,9 +150,9 @@ static void dq_cvt(cc *c, const char *T, int64_t D, int64_t BH, int64_t S, int64
 
 /* attention_grad_saved's first launch (mlc_attn_prep): D = dO . o into
  * dsum, and dq's f32 accumulator of `rows` rows (at least BH * S) zeroed
- * where dq is not "(float *)0".  L
- * lanes a row: D / 4 (4 elements each) rounded down to a power of two, at
- * most 32; 8 warps a block, 32 / L rows a warp. */
+ * where dq is not "(float *)0".  L lanes a row: D / 4 (4 elements each)
+ * rounded down to a power of two, at most 32; 8 warps a block, 32 / L rows
+ * a warp. */
 static void prep(cc *c, const char *T, int64_t D, int64_t BH, int64_t S, int64_t H, const char *o, const char *dsum,
                  const char *dq, int64_t rows) {
   int64_t L = 32;
@@ -364,10 +367,10 @@ static bool emit_grad(cc *c) {
     return true;
   }
   if (c->n->op == MLC_OP_ATTENTION_GRAD_SAVED) {
-    /* scratch: dq's f32 accumulator [BH*S][D], then D [BH*S]; the saved
-     * input holds the forward's output and then lse2 [BH*S] */
+    /* scratch: dq's f32 accumulator [BH*S][D] (FR: [BH][S rounded up to 64][D]
+     * in fragment order), then D [BH*S]; the saved input holds the forward's
+     * output and then lse2 [BH*S] */
     if (!tc) return cc_bug(c, "attention_grad_saved of %s is not a tensor-core shape", T);
-    /* FR (dq's bulk reduce-add): the accumulator's query tiles padded to 64 rows */
     bool fr = MLC_ATTN_BWD_BULK && bwd_wg(D);
     int64_t rows = fr ? BH * cc_ceil_div(S, 64) * 64 : BH * S, A = 4 * rows * D;
     const char *sv = packed ? "in2" : "in4";
