@@ -953,6 +953,13 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
 #endif
 }
 
+// An L2 policy: keep these lines (dq's accumulator, which the key blocks of
+// a head add into one after another).
+MLC_FN unsigned long long mlc_l2_evict_last() {
+  unsigned long long p;
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p));
+  return p; }
+
 // The gradient's main pass on Hopper's wgmma (sm_90a; 16-bit T, D 128 or 64;
 // arguments as mlc_attn_bwd_tc's, whose launch it shares: a block per 128
 // keys of one (batch, head), 256 threads).  Warpgroup wg owns keys
@@ -987,12 +994,6 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
 // each (loaded two tiles ahead), lse2 and D 1.5 KiB, 4 mbarriers, FR: the
 // staging chunks (D / 64 x 16 KiB), aligned to 1 KiB (attn_bwd_wg_smem in
 // emit_attention.c; 226.6 KiB at D 128).
-// An L2 policy: keep these lines (dq's accumulator, which the key blocks of
-// a head add into one after another).
-MLC_FN unsigned long long mlc_l2_evict_last() {
-  unsigned long long p;
-  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p));
-  return p; }
 template <class T, int D, int BH, int S, int CAUSAL, int H = 0, int FR = 0>
 MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *out, const float *lse2, const float *dsum,
                             float *dq, float scale, float sl2, const mlc_tmap &mq, const mlc_tmap &mk, const mlc_tmap &mv,
