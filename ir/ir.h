@@ -356,6 +356,15 @@ bool mlc_node_sharded(const mlc_program *p, const mlc_func *f, const mlc_node *n
 static inline bool mlc_op_is_update(int op) {
   return op == MLC_OP_ADAMW || op == MLC_OP_SGD || op == MLC_OP_ADAMW_MULTI || op == MLC_OP_SGD_MULTI;
 }
+/* An update's inputs: *per a parameter (adamw: param, grad, m, v; sgd:
+ * param, grad, momentum buffer), then *tail shared scalars (adamw: the step
+ * and the learning rate; sgd: the learning rate).  A single update is one
+ * parameter's worth; adamw_multi and sgd_multi repeat the first part. */
+static inline void mlc_update_layout(int op, uint32_t *per, uint32_t *tail) {
+  bool adamw = op == MLC_OP_ADAMW || op == MLC_OP_ADAMW_MULTI;
+  *per = adamw ? 4 : 3;
+  *tail = adamw ? 2 : 1;
+}
 /* FLOPs and bytes moved by one node, for --stats and the roofline. */
 void mlc_node_cost(const mlc_func *f, const mlc_node *n, double *flops, double *bytes);
 

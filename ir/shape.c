@@ -810,7 +810,8 @@ static bool shape_fused(rule_ctx *c) {
 static bool shape_update_multi(rule_ctx *c) {
   const mlc_node *n = c->n;
   bool adamw = n->op == MLC_OP_ADAMW_MULTI;
-  uint32_t per = adamw ? 4 : 3, tail = adamw ? 2 : 1;
+  uint32_t per, tail;
+  mlc_update_layout(n->op, &per, &tail);
   const char *what = mlc_ops[n->op].name;
   if (n->nin < per + tail || (n->nin - tail) % per)
     return fail(c, "%s takes %u inputs per parameter, then %s, got %u", what, per,
@@ -858,7 +859,8 @@ static void cost_fused(cost_ctx *c) {
 /* as cost_update's, per parameter */
 static void cost_update_multi(cost_ctx *c) {
   bool adamw = c->n->op == MLC_OP_ADAMW_MULTI;
-  uint32_t per = adamw ? 4 : 3, tail = adamw ? 2 : 1;
+  uint32_t per, tail;
+  mlc_update_layout(c->n->op, &per, &tail);
   for (uint32_t k = 0; k + tail < c->n->nin; k += per) {
     const mlc_type *p = in_type(c, (int)k);
     c->flops += (adamw ? 14 : 4) * tnumel(p);

@@ -300,7 +300,8 @@ static bool fuse_groups(mlc_program *p, mlc_func *f, bool epilogues, bool cuda) 
  * named the single updates name the group's token. */
 static bool group_updates(mlc_program *p, mlc_func *f, mlc_op one, mlc_op multi) {
   /* per parameter: (param, grad, state...); then the shared scalars (adamw: step, lr; sgd: lr) */
-  const uint32_t per = one == MLC_OP_ADAMW ? 4 : 3, tail = one == MLC_OP_ADAMW ? 2 : 1;
+  uint32_t per, tail;
+  mlc_update_layout(one, &per, &tail);
   uint32_t n0 = f->n, nup = 0;
   /* A sharded update (fsdp) runs on this rank's rows only and stays where
    * the fsdp pass put it, right after its reduce-scatter. */

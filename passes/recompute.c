@@ -65,10 +65,6 @@ static bool cheap_op(const mlc_node *n) {
   }
 }
 
-static bool is_update(const mlc_node *n) {
-  return mlc_op_is_update(n->op);
-}
-
 static int64_t node_bytes(const mlc_node *n) { return mlc_type_numel(&n->type) * mlc_dtype_size(n->type.dtype); }
 
 typedef struct {
@@ -138,7 +134,7 @@ static uint32_t candidates(mlc_program *p, const mlc_func *f, uint32_t loss, can
       uint32_t x = nd->in[k];
       if (pr[x] != NONE) { /* a parameter: not yet updated at u */
         for (uint32_t w = loss + 1; w < u && ok; w++)
-          if (is_update(&f->nodes[w]))
+          if (mlc_op_is_update(f->nodes[w].op))
             for (uint32_t j = 0; j < f->nodes[w].nin; j++) ok &= pr[f->nodes[w].in[j]] != pr[x];
       } else if (!(mlc_ops[f->nodes[x].op].flags & MLC_F_LEAF)) { /* kept anyway up to u, and not recomputed itself */
         ok = !big_cheap[x] && (last[root[x]] >= u || output[root[x]]);
@@ -211,7 +207,7 @@ static uint32_t segments(mlc_program *p, const mlc_func *f, uint32_t loss, cand 
       if (i > loss) {
         if (first[x] == NONE) first[x] = i;
         bw_read[root[x]] = true;
-        if (is_update(nd) && pr[x] != NONE && upd[pr[x]] == NONE) upd[pr[x]] = i;
+        if (mlc_op_is_update(nd->op) && pr[x] != NONE && upd[pr[x]] == NONE) upd[pr[x]] = i;
       } else if (unit[x] != NONE && unit[x] != unit[i]) {
         out_of_unit[x] = out_of_unit[root[x]] = true; /* leaves its unit: kept */
       }

@@ -324,7 +324,9 @@ bool cc_emit_update_multi(cc *c) {
   const mlc_node *n = c->n;
   const mlc_train_config *tc = &c->p->train;
   bool adamw = n->op == MLC_OP_ADAMW_MULTI, mom = !adamw && tc->momentum != 0, state = adamw || mom;
-  uint32_t per = adamw ? 4 : 3, np = (n->nin - (adamw ? 2 : 1)) / per;
+  uint32_t per, tail;
+  mlc_update_layout(n->op, &per, &tail);
+  const uint32_t np = (n->nin - tail) / per;
   int dt = cc_in(c, 0)->dtype;
   for (uint32_t t = 0; t < np; t++)
     if (cc_in(c, (int)(per * t))->dtype != dt) return cc_bug(c, "%s over parameters of different dtypes", mlc_ops[n->op].name);

@@ -33,9 +33,6 @@ static const mlc_func *compile(compiled *c, const char *src, const mlc_define *d
   return ok ? compiled_func(&c->prog, "train") : NULL;
 }
 
-static bool is_update(const mlc_node *n) {
-  return mlc_op_is_update(n->op);
-}
 static bool is_leaf(const mlc_node *n) { return (mlc_ops[n->op].flags & MLC_F_LEAF) != 0; }
 
 /* The parameter node a value's storage is (through views), or UINT32_MAX. */
@@ -49,8 +46,9 @@ static uint32_t param_of(const mlc_func *f, uint32_t v) {
 static bool writes(const mlc_func *f, uint32_t u, uint32_t w) {
   const mlc_node *n = &f->nodes[u];
   bool sgd = n->op == MLC_OP_SGD || n->op == MLC_OP_SGD_MULTI;
-  uint32_t per = sgd ? 3 : 4;
-  uint32_t ngroups = n->op == MLC_OP_ADAMW_MULTI || n->op == MLC_OP_SGD_MULTI ? n->nin / per : 1;
+  uint32_t per, tail;
+  mlc_update_layout(n->op, &per, &tail);
+  const uint32_t ngroups = (n->nin - tail) / per;
   for (uint32_t g = 0; g < ngroups; g++) {
     const uint32_t *in = n->in + per * g;
     if (param_of(f, in[0]) == w || param_of(f, in[2]) == w) return true;
@@ -62,10 +60,10 @@ static bool writes(const mlc_func *f, uint32_t u, uint32_t w) {
 /* No node after an update reads what the update wrote. */
 static void check_no_late_reads(const mlc_func *f) {
   for (uint32_t u = 0; u < f->n; u++) {
-    if (!is_update(&f->nodes[u])) continue;
+    if (!mlc_op_is_update(f->nodes[u].op)) continue;
     for (uint32_t i = u + 1; i < f->n; i++) {
       const mlc_node *n = &f->nodes[i];
-      if (is_update(n)) continue;
+      if (mlc_op_is_update(n->op)) continue;
       for (uint32_t k = 0; k < n->nin; k++) {
         uint32_t w = param_of(f, n->in[k]);
         if (w != UINT32_MAX && writes(f, u, w))
@@ -147,9 +145,9 @@ static void test_cpu_updates_at_ready_points(void **state) {
         if (!is_leaf(&f->nodes[n->in[k]]) && n->in[k] > ready) ready = n->in[k];
       for (uint32_t i = 0; i < u; i++)
         for (uint32_t k = 0; k < f->nodes[i].nin; k++)
-          if (!is_update(&f->nodes[i]) && param_of(f, f->nodes[i].in[k]) == n->in[0] && i > ready) ready = i;
+          if (!mlc_op_is_update(f->nodes[i].op) && param_of(f, f->nodes[i].in[k]) == n->in[0] && i > ready) ready = i;
       for (uint32_t i = ready + 1; i < u; i++)
-        if (!is_leaf(&f->nodes[i]) && !is_update(&f->nodes[i]))
+        if (!is_leaf(&f->nodes[i]) && !mlc_op_is_update(f->nodes[i].op))
           fail_msg("compute=%s: update %%%u waits for %%%u but comes after %%%u (%s)", bf16 ? "bf16" : "f32", u, ready, i,
                    mlc_ops[f->nodes[i].op].name);
     }
