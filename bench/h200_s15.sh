@@ -32,8 +32,7 @@ export PATH=$PATH:/usr/local/cuda/bin:$(ls -d /opt/nvidia/nsight-compute/* 2>/de
 pack() { tar -C $work -czf "$final/logs.tgz" .; }
 CASES=${CASES:-"minillm:8,16,1024,128:false causal4096:2,16,4096,128:true d64causal:8,16,1000,64:true"}
 rc=0
-{ echo "# bench/h200_s15.sh PART=${PART:-}, $(date -u '+%F %T') UTC, commit ${COMMIT:-?}"
-  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader; } | tee $work/env.log
+gpu_header "bench/h200_s15.sh PART=${PART:-}" $work/env.log
 case ${PART:-} in
 probe)
   [ -z "${OPS_K:-}" ] || { timeout 200 python3 tests/ops/opcheck.py ops --target cuda --jobs 16 \
