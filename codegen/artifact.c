@@ -355,7 +355,7 @@ static void write_source(FILE *o, const mlc_program *p, const mlc_artifact *a) {
   fprintf(o, "#include \"%s.h\"\n\n#include <pthread.h>\n#include <stdlib.h>\n#include <string.h>\n\n", n);
   fprintf(o, "#include \"runtime/plan.h\"\n#include \"runtime/session.h\"\n#include \"runtime/version.h\"\n");
   if (metal) fprintf(o, "#include \"runtime/metal/device.h\"\n");
-  else if (gpu) fprintf(o, "#include \"runtime/%s/device.h\"\n", a->device_driver);
+  else if (gpu) fprintf(o, "#include \"runtime/device.h\"\n");
   else fprintf(o, "#include \"runtime/cpu/features.h\"\n");
   fprintf(o, "\n");
   if (metal) write_metal_kernels(o, a);
@@ -405,14 +405,12 @@ static void write_source(FILE *o, const mlc_program *p, const mlc_artifact *a) {
             "  mlc_session_options so = {dev, NULL, NULL, 0, opt && opt->profile, a, NULL};\n",
             a->cuda_image ? "cuda_image" : "NULL", a->cuda_image ? a->cuda_image_bytes : 0, a->ncuda_kernels);
   } else if (gpu) {
-    /* The device reads its kernels from the plan. */
-    bool cu = !strcmp(a->device_driver, "cuda");
+    /* The device, of the driver the plan's code is for, reads its kernels from the plan. */
     fprintf(o,
             "  mlc_device *dev = NULL;\n"
-            "  %s code = {.ordinal = opt ? opt->device : 0, .progress = stderr, .plan = m->plan};\n"
-            "  if (!st) st = %s(&code, a, &dev);\n"
-            "  mlc_session_options so = {dev, NULL, NULL, 0, opt && opt->profile, a, NULL};\n",
-            cu ? "mlc_cuda_code" : "mlc_vk_code", cu ? "mlc_cuda_device_create" : "mlc_vk_device_create");
+            "  mlc_device_options dopt = {.allocator = a, .plan = m->plan, .progress = stderr};\n"
+            "  if (!st) st = mlc_device_create(NULL, opt ? opt->device : 0, &dopt, &dev);\n"
+            "  mlc_session_options so = {dev, NULL, NULL, 0, opt && opt->profile, a, NULL};\n");
   } else {
     fprintf(o, "  mlc_session_options so = {NULL, lookup, (void *)&builds[build], opt ? opt->threads : 0, opt && opt->profile, "
                "a, NULL};\n");
@@ -559,5 +557,13 @@ mlc_status mlc_artifact_write(const mlc_program *p, const mlc_artifact *a) {
     writer[i](o, p, a);
     MLC_RETURN_IF_ERROR(close_out(o, a, p->name, ext[i]));
   }
-  return NULL;
+  if (!a->device_driver) return NULL;
+  /* The plan carries the GPU's code: as a file of its own too, which runs
+   * with the runtime alone (mlc run DIR/<name>.mlcplan, mlc_plan_read_file). */
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s.mlcplan", a->dir, p->name);
+  FILE *f = fopen(path, "wb");
+  bool ok = f && fwrite(a->plan, 1, a->plan_bytes, f) == a->plan_bytes;
+  if (f) ok &= fclose(f) == 0;
+  return ok ? NULL : mlc_status_make(MLC_IO, "cannot write %s: %s", path, strerror(errno));
 }

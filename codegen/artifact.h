@@ -41,8 +41,9 @@ typedef struct {
   const mlc_artifact_cpu_build *cpu_more;
   uint32_t ncpu_more;
   /* GPUs: the runtime driver whose device runs the plan ("cuda", "vulkan"),
-   * which takes every kernel from the plan's executables section; NULL:
-   * the CPU's kernels (linked, found by name) or Metal's. */
+   * which takes every kernel from the plan's executables section (the
+   * artifact also writes the plan as <name>.mlcplan); NULL: the CPU's
+   * kernels (linked, found by name) or Metal's. */
   const char *device_driver;
   /* Metal (metal set), which still takes its kernels from C tables: the
    * launch table (kernels above are then unused), the MSL source and, when

@@ -28,6 +28,8 @@ void mlc_cli_usage(FILE *o) {
           "                    [--ncu | --ncu-csv F] [--ncu-json F]\n"
           "       mlc generate FILE.mdl [--target cpu] [--weights W] --prompt TOKENS --max-new N\n"
           "                    [--temperature T --top-k K --seed S] [--logits FILE]\n"
+          "       mlc run|bench|train|profile DIR/NAME.mlcplan [options]   a compiled plan (compile -o writes one\n"
+          "                    for cuda and spirv), run without compiling, on the device its code is for\n"
           "       mlc calibrate --target cpu [--threads N] | --target cuda|spirv [--device N]\n"
           "       mlc devices [--target T]       list the devices of every runtime driver built (cpu, cuda,\n"
           "                                      vulkan, metal), numbered as --device N takes them\n"
@@ -197,6 +199,20 @@ static bool takes(command cmd, int opt) {
   }
 }
 
+/* The options that say how to compile, which a compiled plan has no use for. */
+static bool compile_only(int opt) {
+  switch (opt) {
+  case 'D': case OPT_ENTRY: case OPT_TIME: case OPT_FSDP: case OPT_CODEGEN: case OPT_EMIT: case OPT_PRINT_AFTER:
+  case OPT_STATS: case OPT_NO_TRAIN: case OPT_ACCUM: return true;
+  default: return false;
+  }
+}
+
+bool mlc_cli_is_plan(const char *file) {
+  size_t n = file ? strlen(file) : 0;
+  return n > 8 && !strcmp(file + n - 8, ".mlcplan");
+}
+
 bool mlc_cli_parse_int(const char *s, long lo, long hi, long *out) {
   char *end;
   errno = 0;
@@ -262,7 +278,10 @@ int mlc_cli_parse_args(options *o, int argc, char **argv) {
     if (c == -1) { /* a positional argument: the file, or NAME=VALUE */
       const char *arg = argv[optind++];
       if (!o->file && !strchr(arg, '=')) o->file = arg;
-      else if (o->ndefines < MAX_DEFINES && parse_define(arg, &o->defines[o->ndefines])) o->ndefines++;
+      else if (o->ndefines < MAX_DEFINES && parse_define(arg, &o->defines[o->ndefines])) {
+        o->ndefines++;
+        if (!o->compile_only[0]) snprintf(o->compile_only, sizeof o->compile_only, "%s", arg);
+      }
       else if (o->file) return mlc_cli_usage_error("unexpected argument '%s' (only one model file is compiled at a time)", arg);
       else return mlc_cli_usage_error("'%s' is not a NAME=VALUE override", arg);
       continue;
@@ -272,6 +291,10 @@ int mlc_cli_parse_args(options *o, int argc, char **argv) {
       fprintf(stderr, "mlc: %s does not take %s%s\nTry 'mlc --help'.\n", o->name, c < 256 ? "-" : "--",
               c < 256 ? (char[2]){(char)c, 0} : opts[idx].name);
       return EXIT_USAGE;
+    }
+    if (compile_only(c) && !o->compile_only[0]) {
+      if (c < 256) snprintf(o->compile_only, sizeof o->compile_only, "-%c", c);
+      else snprintf(o->compile_only, sizeof o->compile_only, "--%s", opts[idx].name);
     }
     switch (c) {
     case 't': o->target = optarg; break;
@@ -458,6 +481,20 @@ int mlc_cli_parse_args(options *o, int argc, char **argv) {
     if (o->top_k && o->temperature == 0) return mlc_cli_usage_error("%s", "--top-k samples: it needs --temperature T (above 0)");
   }
   if (!o->file) return mlc_cli_usage_error("%s needs a model file", o->name);
+  if (mlc_cli_is_plan(o->file)) {
+    /* A compiled plan (mlc compile -o DIR writes DIR/<name>.mlcplan): its
+     * code is made, and its device is the one its code is for. */
+    if (o->cmd == CMD_COMPILE || o->cmd == CMD_GENERATE)
+      return mlc_cli_usage_error("%s is a compiled plan, which mlc run, bench, train and profile take; "
+                                 "compile and generate take the model's .mdl", o->file);
+    if (o->compile_only[0]) {
+      char msg[400];
+      snprintf(msg, sizeof msg, "%s says how to compile, but %s is compiled already (give it to mlc compile with the "
+               "model's .mdl)", o->compile_only, o->file);
+      return mlc_cli_usage_error("%s", msg);
+    }
+    if (o->ncu || o->ncu_csv) return mlc_cli_usage_error("%s", "--ncu and --ncu-csv take the model's .mdl, not a plan");
+  }
   if (o->emit && strcmp(o->emit, "ast") && strcmp(o->emit, "ir")) return mlc_cli_usage_error("--emit %s: expected ast or ir", o->emit);
   if (o->print_after && !mlc_pipeline_has_pass(o->print_after)) {
     fprintf(stderr, "mlc: --print-after %s: no such pass (passes: %s, or all)\n", o->print_after, mlc_pipeline_pass_names());
@@ -471,7 +508,8 @@ int mlc_cli_parse_args(options *o, int argc, char **argv) {
   }
   if (o->cmd == CMD_COMPILE && o->outdir && !o->target)
     return mlc_cli_usage_error("%s", "-o needs --target: without a target there is no artifact");
-  if (o->cmd != CMD_COMPILE && !o->target) return mlc_cli_usage_error("%s needs --target (cpu or cuda)", o->name);
+  if (o->cmd != CMD_COMPILE && !o->target && !mlc_cli_is_plan(o->file))
+    return mlc_cli_usage_error("%s needs --target (cpu or cuda)", o->name);
   for (uint32_t i = 0; i < o->ninputs + o->noutputs + o->neval_inputs; i++) {
     bool in = i < o->ninputs, out = !in && i < o->ninputs + o->noutputs;
     const char *a = in ? o->inputs[i] : out ? o->outputs[i - o->ninputs] : o->eval_inputs[i - o->ninputs - o->noutputs];

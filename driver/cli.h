@@ -65,6 +65,7 @@ typedef struct {
   bool shuffle;                       /* train: --shuffle SEED */
   unsigned long long shuffle_seed;
   bool time_passes, stats, profile, fsdp, device_set, no_train;
+  char compile_only[64]; /* the first option given that says how to compile ("-D", "--f32-matmul") */
   mlc_options cg; /* the flags that change emitted code; f32_matmul 0: as the model says */
   long profile_warmup; /* mlc profile --entry train_step: steps before the profile starts */
   int threads, runs, warmup, device;
@@ -86,6 +87,8 @@ bool mlc_cli_parse_int(const char *s, long lo, long hi, long *out);
  * the exit status (help printed, or a usage error).  o->defines' names are
  * the caller's to free. */
 int mlc_cli_parse_args(options *o, int argc, char **argv);
+/* Whether `file` names a compiled plan (FILE.mlcplan) rather than a model. */
+bool mlc_cli_is_plan(const char *file);
 /* Prints why `target` has no code generator; EXIT_NO_TARGET. */
 int mlc_cli_no_target(const char *target);
 /* Prints st's message and frees it; the exit status of its code (mlc_exit_status). */
@@ -101,6 +104,9 @@ int mlc_cmd_compile(const options *o, mlc_program *prog);
 /* cmd_run.c: run, bench and train (profile runs as bench or train): builds
  * for o->target and runs a session on it; the exit status. */
 int mlc_cmd_run(const options *o, mlc_program *prog, const onnx_weights *ow);
+/* cmd_run.c: the same for a compiled plan, o->file (FILE.mlcplan), on the
+ * device of the driver its code is for; the exit status. */
+int mlc_cmd_run_plan(const options *o);
 /* cmd_profile.c: after the runs, the --profile table, the --trace and
  * --roofline files and the comparison with ncu, for entry. */
 mlc_status mlc_cmd_profile_outputs(const options *o, mlc_session *s, const char *entry);

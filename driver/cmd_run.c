@@ -1,7 +1,9 @@
 /* mlc run, bench and train (and profile, which runs as bench or train):
  * builds the program for the target, opens its device and runs a session:
  * run's forward and its outputs, bench's timed forwards, or train's steps
- * (the loop is train.c's).  Several ranks share NCCL's id first. */
+ * (the loop is train.c's).  Several ranks share NCCL's id first.  A compiled
+ * plan (FILE.mlcplan) skips the build: its device is the one of the driver
+ * its code is for, made from the plan alone. */
 #define _XOPEN_SOURCE 700 /* _exit */
 #include "driver/cli.h"
 
@@ -279,56 +281,24 @@ static mlc_status load_weights(mlc_session *s, const mlc_program *prog, const on
 }
 #endif
 
-int mlc_cmd_run(const options *o, mlc_program *prog, const onnx_weights *ow) {
-  const mlc_driver_target *tgt = mlc_driver_target_find(o->target);
-  bool nccl = tgt->nccl;
-  mlc_comm *comm = NULL;
-  mlc_status st = NULL;
-  void *b = calloc(1, tgt->build_bytes);
-  const uint8_t *plan_bytes = NULL;
-  size_t plan_n = 0;
-  int rc = EXIT_OK;
-  mlc_plan *plan = NULL;
+/* Everything after the device is open: a session over `plan` on
+ * so->device (the session's from here on, made or not), its weights, then
+ * run's outputs, bench's timed forwards, generate's tokens or train's steps.
+ * `prog` and `ow` are the program's, NULL for a compiled plan (an ONNX
+ * model's graph values come from them); `where` names the device in bench's
+ * line, and `device_memory` says to print what it holds.  The exit status. */
+static int run_session(const options *o, const mlc_plan *plan, mlc_session_options *so, const mlc_program *prog,
+                       const onnx_weights *ow, const char *where, bool device_memory) {
   mlc_session *s = NULL;
-  /* --trace and --roofline need the per-step timing that --profile turns on. */
-  mlc_session_options so = {NULL, NULL, NULL, o->threads, o->profile || o->trace || o->roofline, {0}, NULL};
-  mlc_dist_env env;
-  if (!b) { st = mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory"); goto fail; }
-  if ((st = mlc_dist_env_read(&env))) goto fail;
-  /* One GPU per rank: the launcher's local rank picks it unless --device does. */
-  int device = o->device_set ? o->device : nccl ? env.local_rank : o->device;
-  /* NCCL's id reaches every rank (TCP on MASTER_ADDR) first: a bad address
-   * fails at once, before compiling or touching a GPU. */
-  uint8_t id[MLC_NCCL_ID_BYTES] = {0};
-  if (nccl && (st = nccl_id(&env, id))) goto fail;
-  if ((st = tgt->build(b, prog, stderr, env.rank))) goto fail;
-  if ((st = tgt->open(b, device, stderr, env.rank, &so, &plan_bytes, &plan_n))) goto fail;
-#ifdef MLC_HAVE_CUDA
-  if (nccl && (st = mlc_comm_nccl_create(&env, id, nccl_timeout(), nccl_hang, mlc_allocator_default(), &comm))) goto fail;
-#endif
-  if ((st = mlc_plan_parse(plan_bytes, plan_n, mlc_allocator_default(), &plan))) goto fail;
-  if (!comm && env.world > 1) {
-    if (tgt->one_device || !prog->train.shard)
-      st = mlc_status_make(MLC_INVALID_ARGUMENT, "%d ranks started, but %s; use --target cuda-nccl, or the CPU target "
-                           "with a train block that has shard = fsdp(...)", env.world,
-                           tgt->one_device ? mlc_arena_printf(prog->arena, "--target %s runs on one GPU", tgt->name)
-                                         : "the model is not sharded");
-    else if (strcmp(env.launcher, "mpirun"))
-      st = mlc_status_make(MLC_INVALID_ARGUMENT, "the CPU target's collectives run over MPI: start the %d ranks with "
-                           "mpirun, not %s", env.world, env.launcher);
-    else
-      st = mlc_comm_mpi_create(mlc_allocator_default(), &comm);
-    if (st) goto fail;
-  }
-  so.comm = comm;
-  st = mlc_session_create(plan, &so, &s);
-  so.device = NULL; /* the session owns it now, or has destroyed it */
+  mlc_status st = mlc_session_create(plan, so, &s);
+  so->device = NULL; /* the session owns it now, or has destroyed it */
+  int rc = EXIT_OK;
   if (st) goto fail;
   /* bench: the timed runs only; profile's train steps: after the warm-up step */
   if (o->trace && o->cmd != CMD_BENCH && !o->profile_warmup) mlc_session_set_trace(s, true);
   if (o->weights) {
 #ifdef MLC_HAVE_ONNX
-    if ((st = ow->n ? load_weights(s, prog, ow, o->weights) : mlc_session_load_weights(s, o->weights))) goto fail;
+    if ((st = ow && ow->n ? load_weights(s, prog, ow, o->weights) : mlc_session_load_weights(s, o->weights))) goto fail;
 #else
     if ((st = mlc_session_load_weights(s, o->weights))) goto fail;
 #endif
@@ -336,9 +306,10 @@ int mlc_cmd_run(const options *o, mlc_program *prog, const onnx_weights *ow) {
     mlc_session_init_params(s, o->seed);
 #ifdef MLC_HAVE_ONNX
     /* The model's own values, not random ones (each rank its part of a sharded one). */
-    for (uint32_t i = 0; i < ow->n; i++)
+    for (uint32_t i = 0; ow && i < ow->n; i++)
       if ((st = mlc_session_set_param(s, ow->w[i].param, ow->w[i].data, ow->w[i].bytes))) goto fail;
 #else
+    (void)prog;
     (void)ow;
 #endif
   }
@@ -364,7 +335,7 @@ int mlc_cmd_run(const options *o, mlc_program *prog, const onnx_weights *ow) {
       goto out;
     }
     if (o->export_weights && (st = mlc_session_save_weights(s, o->export_weights))) goto fail;
-    if (tgt->device_memory) printf("device memory held by mlc: %.2f GB (parameters, optimizer state, arenas, scratch)\n",
+    if (device_memory) printf("device memory held by mlc: %.2f GB (parameters, optimizer state, arenas, scratch)\n",
                      mlc_session_device_bytes(s) / 1e9);
     if ((st = mlc_cmd_profile_outputs(o, s, "train"))) goto fail;
     goto out;
@@ -422,8 +393,8 @@ int mlc_cmd_run(const options *o, mlc_program *prog, const onnx_weights *ow) {
       for (uint32_t i = 0; i < e->nsteps; i++) flops += e->steps[i].flops;
       double med = runs % 2 ? t[runs / 2] : (t[runs / 2 - 1] + t[runs / 2]) / 2;
       printf("%s forward on %s: median %.3f ms, min %.3f, max %.3f over %d runs after %d warm-up; %.1f GFLOP/s\n",
-             prog->name, o->target, med, t[0], t[runs - 1], runs, warm, flops / (med * 1e-3) / 1e9);
-      if (tgt->device_memory) printf("device memory held by mlc: %.2f GB (parameters, arenas, scratch)\n", mlc_session_device_bytes(s) / 1e9);
+             plan->model, where, med, t[0], t[runs - 1], runs, warm, flops / (med * 1e-3) / 1e9);
+      if (device_memory) printf("device memory held by mlc: %.2f GB (parameters, arenas, scratch)\n", mlc_session_device_bytes(s) / 1e9);
     }
     free(t);
     if (st) goto fail;
@@ -433,12 +404,96 @@ int mlc_cmd_run(const options *o, mlc_program *prog, const onnx_weights *ow) {
 fail:
   rc = mlc_cli_fail_status(st);
 out:
-  if (!s && so.device) so.device->vt->destroy(so.device);
   mlc_session_destroy(s);
+  return rc;
+}
+
+int mlc_cmd_run(const options *o, mlc_program *prog, const onnx_weights *ow) {
+  const mlc_driver_target *tgt = mlc_driver_target_find(o->target);
+  bool nccl = tgt->nccl;
+  mlc_comm *comm = NULL;
+  mlc_status st = NULL;
+  void *b = calloc(1, tgt->build_bytes);
+  const uint8_t *plan_bytes = NULL;
+  size_t plan_n = 0;
+  int rc = EXIT_OK;
+  mlc_plan *plan = NULL;
+  /* --trace and --roofline need the per-step timing that --profile turns on. */
+  mlc_session_options so = {NULL, NULL, NULL, o->threads, o->profile || o->trace || o->roofline, {0}, NULL};
+  mlc_dist_env env;
+  if (!b) { st = mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory"); goto fail; }
+  if ((st = mlc_dist_env_read(&env))) goto fail;
+  /* One GPU per rank: the launcher's local rank picks it unless --device does. */
+  int device = o->device_set ? o->device : nccl ? env.local_rank : o->device;
+  /* NCCL's id reaches every rank (TCP on MASTER_ADDR) first: a bad address
+   * fails at once, before compiling or touching a GPU. */
+  uint8_t id[MLC_NCCL_ID_BYTES] = {0};
+  if (nccl && (st = nccl_id(&env, id))) goto fail;
+  if ((st = tgt->build(b, prog, stderr, env.rank))) goto fail;
+  if ((st = tgt->open(b, device, stderr, env.rank, &so, &plan_bytes, &plan_n))) goto fail;
+#ifdef MLC_HAVE_CUDA
+  if (nccl && (st = mlc_comm_nccl_create(&env, id, nccl_timeout(), nccl_hang, mlc_allocator_default(), &comm))) goto fail;
+#endif
+  if ((st = mlc_plan_parse(plan_bytes, plan_n, mlc_allocator_default(), &plan))) goto fail;
+  if (!comm && env.world > 1) {
+    if (tgt->one_device || !prog->train.shard)
+      st = mlc_status_make(MLC_INVALID_ARGUMENT, "%d ranks started, but %s; use --target cuda-nccl, or the CPU target "
+                           "with a train block that has shard = fsdp(...)", env.world,
+                           tgt->one_device ? mlc_arena_printf(prog->arena, "--target %s runs on one GPU", tgt->name)
+                                         : "the model is not sharded");
+    else if (strcmp(env.launcher, "mpirun"))
+      st = mlc_status_make(MLC_INVALID_ARGUMENT, "the CPU target's collectives run over MPI: start the %d ranks with "
+                           "mpirun, not %s", env.world, env.launcher);
+    else
+      st = mlc_comm_mpi_create(mlc_allocator_default(), &comm);
+    if (st) goto fail;
+  }
+  so.comm = comm;
+  rc = run_session(o, plan, &so, prog, ow, o->target, tgt->device_memory);
+  goto out;
+fail:
+  rc = mlc_cli_fail_status(st);
+out:
+  if (so.device) so.device->vt->destroy(so.device);
   if (comm) comm->vt->destroy(comm);
   mlc_plan_free(plan);
   if (b && tgt->release) tgt->release(b);
   free(b);
+  return rc;
+}
+
+/* The --target whose sessions run on driver `d` (spirv for vulkan); NULL: none. */
+static const mlc_driver_target *target_of_driver(const mlc_driver *d) {
+  unsigned n;
+  const mlc_driver_target *t = mlc_driver_targets(&n);
+  for (unsigned i = 0; i < n; i++)
+    if (t[i].device_driver && !strcmp(t[i].device_driver, d->name)) return &t[i];
+  return NULL;
+}
+
+int mlc_cmd_run_plan(const options *o) {
+  mlc_plan *plan = NULL;
+  mlc_session_options so = {NULL, NULL, NULL, o->threads, o->profile || o->trace || o->roofline, {0}, NULL};
+  mlc_dist_env env;
+  const mlc_driver *d;
+  mlc_status st = mlc_dist_env_read(&env);
+  if (!st && env.world > 1)
+    st = mlc_status_make(MLC_INVALID_ARGUMENT, "%d ranks started, but a compiled plan runs on one: start one process, "
+                         "or give the ranks the model's .mdl", env.world);
+  if (!st) st = mlc_plan_read_file(o->file, mlc_allocator_default(), &plan);
+  if (!st) st = mlc_driver_for_plan(plan, &d);
+  const mlc_driver_target *tgt = st ? NULL : target_of_driver(d);
+  if (!st && o->target && (!tgt || strcmp(mlc_driver_target_find(o->target)->device_driver, d->name)))
+    st = mlc_status_make(MLC_INVALID_ARGUMENT, "--target %s: %s holds code for the %s driver%s%s%s (or leave --target "
+                         "out: a plan's code says where it runs)", o->target, o->file, d->name, tgt ? " (--target " : "",
+                         tgt ? tgt->name : "", tgt ? ")" : "");
+  if (!st) {
+    mlc_device_options dopt = {.allocator = mlc_allocator_default(), .plan = plan, .progress = stderr};
+    st = mlc_device_create(NULL, o->device, &dopt, &so.device);
+  }
+  int rc = st ? mlc_cli_fail_status(st)
+              : run_session(o, plan, &so, NULL, NULL, tgt ? tgt->name : d->name, !so.device->vt->host_memory);
+  mlc_plan_free(plan);
   return rc;
 }
 #endif

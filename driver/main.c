@@ -2,6 +2,7 @@
  *
  *   mlc compile FILE [options]     parse, lower, run the passes, emit
  *   mlc run|bench|train|profile FILE --target cpu [options]
+ *   mlc run|bench|train|profile DIR/NAME.mlcplan [options]   a compiled plan, on its code's device
  *   mlc generate FILE --weights W --prompt TOKENS --max-new N   a decode block's text generation
  *   mlc calibrate --target cpu|cuda|spirv  measure and cache the roofline's ceilings (GPUs: calibrate.c)
  *   mlc devices [--target T]       list the devices of every runtime driver (cmd_devices.c)
@@ -37,6 +38,14 @@ static int cmd_main(command cmd, const char *name, int argc, char **argv) {
   int rc = mlc_cli_parse_args(&o, argc, argv);
   char ncu_csv[1100];
   if (rc < 0 && o.ncu) rc = mlc_cmd_profile_ncu(&o, argc, argv, ncu_csv, sizeof ncu_csv);
+  if (rc < 0 && mlc_cli_is_plan(o.file)) { /* compiled already: no frontend, no target's build */
+#if defined(MLC_HAVE_CPU) || defined(MLC_HAVE_CUDA) || defined(MLC_HAVE_SPIRV)
+    rc = mlc_cmd_run_plan(&o);
+#else
+    fprintf(stderr, "mlc: this mlc has no runtime to run %s: it was built without a target\n", o.file);
+    rc = EXIT_NO_TARGET;
+#endif
+  }
   if (rc < 0) {
     mlc_arena arena;
     mlc_arena_init(&arena);

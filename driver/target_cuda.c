@@ -165,8 +165,8 @@ mlc_status mlc_cuda_write_artifact(mlc_cuda_build *b, const char *dir, const cha
 
 mlc_status mlc_cuda_open(mlc_cuda_build *b, int ordinal, FILE *progress, mlc_device **out) {
   if (!b->parsed) MLC_RETURN_IF_ERROR(mlc_plan_parse(b->plan, b->plan_bytes, mlc_allocator_default(), &b->parsed));
-  mlc_cuda_code code = {.ordinal = ordinal, .progress = progress, .plan = b->parsed};
-  return mlc_cuda_device_create(&code, mlc_allocator_default(), out);
+  mlc_device_options o = {.allocator = mlc_allocator_default(), .plan = b->parsed, .progress = progress};
+  return mlc_device_create("cuda", ordinal, &o, out);
 }
 
 void mlc_cuda_build_free(mlc_cuda_build *b) {
@@ -186,8 +186,10 @@ mlc_status mlc_cuda_target_build(void *b, mlc_program *p, FILE *progress, int ra
 mlc_status mlc_cuda_target_write(void *vb, const char *dir, const char *source, mlc_target_files *out) {
   mlc_cuda_build *b = vb;
   mlc_program *p = b->p;
-  out->what = b->image ? mlc_arena_printf(p->arena, "%s.cu, %s.fatbin", p->name, p->name)
-                       : mlc_arena_printf(p->arena, "%s.cu (no nvcc: NVRTC compiles it at run time)", p->name);
+  out->what = b->image ? mlc_arena_printf(p->arena, "%s.cu, %s.fatbin, %s.mlcplan (the plan with its kernels)", p->name,
+                                          p->name, p->name)
+                       : mlc_arena_printf(p->arena, "%s.cu (no nvcc: NVRTC compiles it at run time), %s.mlcplan (the "
+                                          "plan with its kernels)", p->name, p->name);
   return mlc_cuda_write_artifact(b, dir, source);
 }
 

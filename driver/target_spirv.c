@@ -49,8 +49,7 @@ mlc_status mlc_spirv_write_artifact(mlc_spirv_build *b, const char *dir, const c
 
 mlc_status mlc_spirv_open(mlc_spirv_build *b, int ordinal, FILE *progress, mlc_device **out) {
   if (!b->parsed) MLC_RETURN_IF_ERROR(mlc_plan_parse(b->plan, b->plan_bytes, mlc_allocator_default(), &b->parsed));
-  mlc_vk_code code = {.progress = progress, .plan = b->parsed};
-  mlc_device_options o = {.allocator = mlc_allocator_default(), .code_kind = MLC_CODE_VULKAN, .code = &code};
+  mlc_device_options o = {.allocator = mlc_allocator_default(), .plan = b->parsed, .progress = progress};
   return mlc_device_create("vulkan", ordinal, &o, out);
 }
 
@@ -70,8 +69,8 @@ mlc_status mlc_spirv_target_build(void *b, mlc_program *p, FILE *progress, int r
 
 mlc_status mlc_spirv_target_write(void *vb, const char *dir, const char *source, mlc_target_files *out) {
   mlc_spirv_build *b = vb;
-  out->what = mlc_arena_printf(b->p->arena, "%u SPIR-V modules (<symbol>.spv, also embedded in %s.c)", b->mod.nkernels,
-                               b->p->name);
+  out->what = mlc_arena_printf(b->p->arena, "%u SPIR-V modules (<symbol>.spv, also embedded in %s.c), %s.mlcplan (the "
+                               "plan with its kernels)", b->mod.nkernels, b->p->name, b->p->name);
   return mlc_spirv_write_artifact(b, dir, source);
 }
 

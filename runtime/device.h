@@ -12,6 +12,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "runtime/alloc.h"
 #include "runtime/status.h"
@@ -106,15 +107,28 @@ struct mlc_device {
  *   MLC_CODE_VULKAN  mlc_vk_code      (runtime/vulkan/device.h)
  *   MLC_CODE_METAL   mlc_metal_code   (runtime/metal/device.h)
  * CUDA's and Vulkan's code may instead name a plan (`plan`), whose
- * executables section holds the kernels (runtime/plan.h): how mlc run and
- * generated artifacts create them.
- * The ordinal of mlc_device_create wins over the code's own `ordinal`. */
+ * executables section holds the kernels (runtime/plan.h).
+ * The ordinal of mlc_device_create wins over the code's own `ordinal`.
+ *
+ * The usual way, and the one that needs nothing of a backend's own: the
+ * options' `plan` alone (code NULL, code_kind MLC_CODE_NONE), and the driver
+ * NULL to take the one that runs the plan's executables
+ * (mlc_driver_for_plan).  How mlc run and generated artifacts create their
+ * devices, and all a program that loads a plan file needs (docs/runtime.md). */
 typedef enum { MLC_CODE_NONE, MLC_CODE_CPU, MLC_CODE_CUDA, MLC_CODE_VULKAN, MLC_CODE_METAL } mlc_code_kind;
+
+struct mlc_plan;
 
 typedef struct {
   mlc_allocator allocator; /* {0}: malloc */
   mlc_code_kind code_kind; /* must be the driver's; MLC_CODE_NONE with code NULL */
-  const void *code;        /* NULL: no kernels (memory and copies only; CUDA refuses) */
+  const void *code;        /* NULL: no kernels (memory and copies only; CUDA refuses), or the plan's */
+  /* With code NULL: the plan whose executables section holds the kernels,
+   * which must outlive the device.  A plan whose kernels are native code
+   * (the CPU's, linked into a program) cannot make a device alone: that
+   * takes an mlc_cpu_code with the program's lookup. */
+  const struct mlc_plan *plan;
+  FILE *progress; /* the driver's notes (compiling CUDA source, which Vulkan device); NULL: quiet */
 } mlc_device_options;
 
 /* One device as its driver enumerates it. */
@@ -132,12 +146,17 @@ typedef struct {
   const char *alias;     /* another name it answers to (the compiler target "spirv"); NULL: none */
   const char *what;      /* one line: what it runs on */
   mlc_code_kind code_kind;
+  /* The executable formats of a plan it runs (runtime/plan.h), NULL-ended. */
+  const char *const *formats;
   /* NULL when this libmlcrt has the driver; else why not and how to build it. */
   const char *not_built;
   /* NULL when not built.  create: `code` is never NULL here (the registry
    * passes a zeroed struct of the driver's kind).  enumerate: writes at most
    * cap devices to out, sets *out_n to how many there are. */
   mlc_status (*create)(int ordinal, const void *code, mlc_allocator a, mlc_device **out);
+  /* Writes into *code (its kind's struct, zeroed) the code that runs
+   * `plan`'s executables; NULL, or an error saying why not (native code). */
+  mlc_status (*plan_code)(const struct mlc_plan *plan, FILE *progress, void *code);
   mlc_status (*enumerate)(mlc_device_info *out, uint32_t cap, uint32_t *out_n);
 } mlc_driver;
 
@@ -147,11 +166,18 @@ const mlc_driver *mlc_drivers(uint32_t *out_n);
  * no driver has, MLC_UNIMPLEMENTED for one this libmlcrt was built without;
  * both messages list the drivers it has. */
 MLC_MUST_USE mlc_status mlc_driver_find(const char *name, const mlc_driver **out);
+/* The driver that runs `plan`'s kernels, from its executables' formats:
+ * MLC_INVALID_ARGUMENT for a plan without code or with the formats of two
+ * drivers, MLC_UNIMPLEMENTED for a driver this libmlcrt was built without
+ * (or a format none has). */
+MLC_MUST_USE mlc_status mlc_driver_for_plan(const struct mlc_plan *plan, const mlc_driver **out);
 /* Device `ordinal` of driver `driver`, running the kernels in `o` (NULL: no
- * kernels, malloc).  The errors of mlc_driver_find, MLC_INVALID_ARGUMENT
- * when the code is not of the driver's kind, then the driver's own
- * (MLC_UNIMPLEMENTED without its system library, MLC_NOT_FOUND for an
- * ordinal past its devices). */
+ * kernels, malloc): its code, or else its plan's.  `driver` NULL: the
+ * plan's (mlc_driver_for_plan; o->plan must be set).  The errors of
+ * mlc_driver_find, MLC_INVALID_ARGUMENT when the code is not of the
+ * driver's kind or the plan's executables are not its own, then the
+ * driver's (MLC_UNIMPLEMENTED without its system library, MLC_NOT_FOUND for
+ * an ordinal past its devices). */
 MLC_MUST_USE mlc_status mlc_device_create(const char *driver, int ordinal, const mlc_device_options *o,
                                           mlc_device **out);
 /* The devices of `driver`: at most cap into out, their number in *out_n. */

@@ -7,8 +7,10 @@
  */
 #include "runtime/plan.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 #include <xxhash.h>
 
@@ -424,4 +426,42 @@ double mlc_plan_lr(const mlc_plan_schedule *s, uint64_t step, uint64_t total) {
   double r = (double)(step - s->warmup) / (double)(total - s->warmup);
   double coeff = s->decay == MLC_PLAN_DECAY_COSINE ? 0.5 * (1.0 + cos(3.14159265358979323846 * r)) : 1.0 - r;
   return s->min_lr + coeff * (s->lr - s->min_lr);
+}
+
+mlc_status mlc_plan_read_file(const char *path, mlc_allocator a, mlc_plan **out_plan) {
+  *out_plan = NULL;
+  FILE *f = fopen(path, "rb");
+  if (!f) return mlc_status_make(errno == ENOENT ? MLC_NOT_FOUND : MLC_IO, "%s: cannot open: %s", path, strerror(errno));
+  uint8_t head[MLC_PLAN_HEADER_BYTES];
+  size_t got = fread(head, 1, sizeof head, f);
+  mlc_status st = NULL;
+  uint64_t len = 0;
+  if (got < sizeof head || memcmp(head, MLC_PLAN_MAGIC, 8)) {
+    st = ferror(f) ? mlc_status_make(MLC_IO, "%s: cannot read: %s", path, strerror(errno))
+                   : mlc_status_make(MLC_DATA_LOSS, "%s: not an mlc plan (it does not start with \"%s\"); "
+                                     "mlc compile --target cuda|spirv -o DIR writes one as DIR/<name>.mlcplan", path,
+                                     MLC_PLAN_MAGIC);
+  } else {
+    for (int i = 7; i >= 0; i--) len = len << 8 | head[16 + i]; /* payload_bytes, little-endian */
+    /* The file's size first, so that a corrupt length allocates nothing. */
+    long size = fseek(f, 0, SEEK_END) ? -1 : ftell(f);
+    if (size < 0 || fseek(f, (long)sizeof head, SEEK_SET))
+      st = mlc_status_make(MLC_IO, "%s: cannot read: %s", path, strerror(errno));
+    else if ((uint64_t)size - sizeof head != len)
+      st = mlc_status_make(MLC_DATA_LOSS, "%s: its header says %llu bytes of plan follow it, but %llu do (truncated, or "
+                           "not written whole?)", path, (unsigned long long)len,
+                           (unsigned long long)((uint64_t)size - sizeof head));
+  }
+  uint8_t *buf = st ? NULL : mlc_allocator_alloc(a, (size_t)len + sizeof head);
+  if (!st && !buf)
+    st = mlc_status_make(MLC_OUT_OF_MEMORY, "%s: out of memory for a %llu-byte plan", path, (unsigned long long)len);
+  if (!st) {
+    memcpy(buf, head, sizeof head);
+    size_t n = sizeof head + fread(buf + sizeof head, 1, (size_t)len, f);
+    if (ferror(f)) st = mlc_status_make(MLC_IO, "%s: cannot read: %s", path, strerror(errno));
+    else if ((st = mlc_plan_parse(buf, n, a, out_plan))) st = mlc_status_annotate(st, "%s", path);
+  }
+  if (buf) mlc_allocator_free(a, buf);
+  fclose(f);
+  return st;
 }

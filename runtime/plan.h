@@ -256,6 +256,10 @@ typedef struct mlc_plan {
 
 /* Parses and validates a plan.  The result does not point into `bytes`. */
 MLC_MUST_USE mlc_status mlc_plan_parse(const void *bytes, size_t n, mlc_allocator a, mlc_plan **out_plan);
+/* The same from a file (`mlc compile -o DIR` writes DIR/<name>.mlcplan for
+ * the GPU targets): errors name the path; MLC_NOT_FOUND for a missing file,
+ * MLC_DATA_LOSS for one that is not a whole plan. */
+MLC_MUST_USE mlc_status mlc_plan_read_file(const char *path, mlc_allocator a, mlc_plan **out_plan);
 void mlc_plan_free(mlc_plan *plan);
 const mlc_plan_entry *mlc_plan_find_entry(const mlc_plan *plan, const char *name);
 /* The executable of kernel `symbol` and its record, for a backend taking its

@@ -14,6 +14,7 @@
 #include "runtime/cpu/device.h"
 #include "runtime/cuda/device.h"
 #include "runtime/metal/device.h"
+#include "runtime/plan.h"
 #ifdef MLC_RT_VULKAN
 #include "runtime/vulkan/device.h"
 #include "runtime/vulkan/driver.h"
@@ -23,6 +24,22 @@ static mlc_status cpu_create(int ordinal, const void *code, mlc_allocator a, mlc
   const mlc_cpu_code *c = code;
   if (ordinal != 0) return mlc_status_make(MLC_NOT_FOUND, "no CPU device %d: the CPU is device 0", ordinal);
   return mlc_cpu_device_create(c->lookup, c->lookup_ctx, c->threads, a, out);
+}
+
+/* A CPU plan's kernels are symbols of the program it is linked into. */
+static mlc_status cpu_plan_code(const mlc_plan *plan, FILE *progress, void *code) {
+  (void)code;
+  (void)progress;
+  return mlc_status_make(MLC_INVALID_ARGUMENT,
+                         "the plan of %s runs native code, the CPU's kernels, which are linked into its artifact "
+                         "(lib%s.a), not carried by the plan: create the CPU device with that program's lookup "
+                         "(mlc_cpu_code), use the artifact's %s_create, or run the model's .mdl",
+                         plan->model, plan->model, plan->model);
+}
+
+static mlc_status cuda_plan_code(const mlc_plan *plan, FILE *progress, void *code) {
+  *(mlc_cuda_code *)code = (mlc_cuda_code){.plan = plan, .progress = progress};
+  return NULL;
 }
 
 static mlc_status cuda_create(int ordinal, const void *code, mlc_allocator a, mlc_device **out) {
@@ -39,7 +56,22 @@ static mlc_status vulkan_create(int ordinal, const void *code, mlc_allocator a, 
 }
 #endif
 
+#ifdef MLC_RT_VULKAN
+static mlc_status vulkan_plan_code(const mlc_plan *plan, FILE *progress, void *code) {
+  *(mlc_vk_code *)code = (mlc_vk_code){.plan = plan, .progress = progress};
+  return NULL;
+}
+#endif
+
 #ifdef MLC_RT_METAL
+static mlc_status metal_plan_code(const mlc_plan *plan, FILE *progress, void *code) {
+  (void)code;
+  (void)progress;
+  return mlc_status_make(MLC_UNIMPLEMENTED,
+                         "the Metal device does not take its kernels from a plan yet: use the artifact's %s_create",
+                         plan->model);
+}
+
 static mlc_status metal_create(int ordinal, const void *code, mlc_allocator a, mlc_device **out) {
   if (ordinal != 0) return mlc_status_make(MLC_NOT_FOUND, "no Metal device %d: mlc uses the system's default, 0", ordinal);
   return mlc_metal_device_create(code, a, out);
@@ -56,23 +88,31 @@ typedef union {
 #endif
 } any_code;
 
+static const char *const cpu_formats[] = {MLC_PLAN_FORMAT_NATIVE, NULL};
+static const char *const cuda_formats[] = {MLC_PLAN_FORMAT_CUDA_FATBIN, MLC_PLAN_FORMAT_CUDA_SOURCE, NULL};
+static const char *const vulkan_formats[] = {MLC_PLAN_FORMAT_SPIRV, NULL};
+static const char *const metal_formats[] = {MLC_PLAN_FORMAT_MSL, MLC_PLAN_FORMAT_METALLIB, NULL};
+
 static const mlc_driver drivers[] = {
   {.name = "cpu", .what = "this machine's CPU: kernels compiled through LLVM, over a thread pool",
-   .code_kind = MLC_CODE_CPU, .create = cpu_create, .enumerate = mlc_cpu_enumerate},
+   .code_kind = MLC_CODE_CPU, .formats = cpu_formats, .create = cpu_create, .plan_code = cpu_plan_code,
+   .enumerate = mlc_cpu_enumerate},
   {.name = "cuda", .what = "NVIDIA GPUs through the driver API (libcuda.so.1, loaded at run time)",
-   .code_kind = MLC_CODE_CUDA, .create = cuda_create, .enumerate = mlc_cuda_enumerate},
+   .code_kind = MLC_CODE_CUDA, .formats = cuda_formats, .create = cuda_create, .plan_code = cuda_plan_code,
+   .enumerate = mlc_cuda_enumerate},
   {.name = "vulkan", .alias = "spirv", .what = "Vulkan compute devices (libvulkan.so.1, loaded at run time)",
-   .code_kind = MLC_CODE_VULKAN,
+   .code_kind = MLC_CODE_VULKAN, .formats = vulkan_formats,
 #ifdef MLC_RT_VULKAN
-   .create = vulkan_create, .enumerate = mlc_vk_enumerate,
+   .create = vulkan_create, .plan_code = vulkan_plan_code, .enumerate = mlc_vk_enumerate,
 #else
    .not_built = "this libmlcrt was built without Vulkan (configure with -DMLC_BACKEND_SPIRV=ON, which needs "
                 "libvulkan-dev)",
 #endif
   },
   {.name = "metal", .what = "the system's Metal GPU (Apple platforms)", .code_kind = MLC_CODE_METAL,
+   .formats = metal_formats,
 #ifdef MLC_RT_METAL
-   .create = metal_create,
+   .create = metal_create, .plan_code = metal_plan_code,
 #else
    .not_built = "this libmlcrt was built without Metal, which runs only on Apple platforms (on macOS, configure "
                 "with -DMLC_BACKEND_METAL=ON)",
@@ -116,15 +156,56 @@ mlc_status mlc_driver_find(const char *name, const mlc_driver **out) {
                          built_names(built, sizeof built));
 }
 
+/* The row whose formats list `format`; NULL: none. */
+static const mlc_driver *format_driver(const char *format) {
+  for (size_t i = 0; i < NDRIVERS; i++)
+    for (const char *const *f = drivers[i].formats; *f; f++)
+      if (!strcmp(*f, format)) return &drivers[i];
+  return NULL;
+}
+
+mlc_status mlc_driver_for_plan(const mlc_plan *plan, const mlc_driver **out) {
+  *out = NULL;
+  const mlc_driver *d = NULL;
+  const char *first = NULL;
+  for (uint32_t i = 0; i < plan->nexecutables; i++) {
+    const char *f = plan->executables[i].format;
+    const mlc_driver *x = format_driver(f);
+    if (!x)
+      return mlc_status_make(MLC_UNIMPLEMENTED, "the plan of %s has code in format '%s', which no device driver of "
+                             "this libmlcrt runs (a newer mlc's?)", plan->model, f);
+    if (d && x != d)
+      return mlc_status_make(MLC_INVALID_ARGUMENT, "the plan of %s has code for two device drivers, %s ('%s') and %s "
+                             "('%s'): one device cannot run it", plan->model, d->name, first, x->name, f);
+    d = x;
+    first = first ? first : f;
+  }
+  if (!d)
+    return mlc_status_make(MLC_INVALID_ARGUMENT, "the plan of %s carries no code (no executables): compile it with "
+                           "--target cuda or spirv", plan->model);
+  return mlc_driver_find(d->name, out); /* MLC_UNIMPLEMENTED with the message when not built */
+}
+
 mlc_status mlc_device_create(const char *driver, int ordinal, const mlc_device_options *o, mlc_device **out) {
   *out = NULL;
-  const mlc_driver *d;
-  MLC_RETURN_IF_ERROR(mlc_driver_find(driver, &d));
   static const mlc_device_options none = {0};
   if (!o) o = &none;
+  const mlc_driver *d = NULL, *pd = NULL; /* the named driver; the plan's, when the code is the plan's */
+  if (o->plan && !o->code) MLC_RETURN_IF_ERROR(mlc_driver_for_plan(o->plan, &pd));
+  if (driver) MLC_RETURN_IF_ERROR(mlc_driver_find(driver, &d));
+  else if (!(d = pd))
+    return mlc_status_make(MLC_INVALID_ARGUMENT, "mlc_device_create: no driver named, and no plan to take it from%s",
+                           o->code ? " (the options carry code, which needs its driver named)" : "");
   const void *code = o->code;
   any_code zero;
-  if (!code) {
+  if (pd) {
+    if (pd != d)
+      return mlc_status_make(MLC_INVALID_ARGUMENT, "device driver '%s' cannot run the plan of %s: its code is for %s",
+                             d->name, o->plan->model, pd->name);
+    memset(&zero, 0, sizeof zero);
+    MLC_RETURN_IF_ERROR(d->plan_code(o->plan, o->progress, &zero));
+    code = &zero;
+  } else if (!code) {
     if (o->code_kind != MLC_CODE_NONE && o->code_kind != d->code_kind)
       return mlc_status_make(MLC_INVALID_ARGUMENT, "device driver '%s': code of kind %d, not its own (%d)", d->name,
                              (int)o->code_kind, (int)d->code_kind);

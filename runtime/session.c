@@ -237,7 +237,7 @@ mlc_status mlc_session_create(const mlc_plan *plan, const mlc_session_options *o
   s->profile = opt->profile;
   mlc_status st = NULL;
   mlc_cpu_code cpu = {opt->lookup, opt->lookup_ctx, opt->threads};
-  mlc_device_options dopt = {a, MLC_CODE_CPU, &cpu};
+  mlc_device_options dopt = {.allocator = a, .code_kind = MLC_CODE_CPU, .code = &cpu};
   if (opt->device) s->dev = opt->device;
   else if ((st = mlc_device_create("cpu", 0, &dopt, &s->dev))) {
     mlc_session_destroy(s);

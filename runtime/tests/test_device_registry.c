@@ -116,7 +116,7 @@ static void *lookup(void *ctx, const char *symbol) {
 /* A CPU device through the registry: memory, copies, a kernel by name. */
 static mlc_status run_cpu(mlc_allocator a, float *out) {
   mlc_cpu_code code = {lookup, NULL, 2};
-  mlc_device_options o = {a, MLC_CODE_CPU, &code};
+  mlc_device_options o = {.allocator = a, .code_kind = MLC_CODE_CPU, .code = &code};
   mlc_device *d;
   MLC_RETURN_IF_ERROR(mlc_device_create("cpu", 0, &o, &d));
   mlc_status st = NULL;

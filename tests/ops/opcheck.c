@@ -526,7 +526,7 @@ static int run_cpu(mlc_program *prog, const mlc_func *f, const char *outdir, FIL
   mlc_plan_encode(prog, cpu_namer, &c, &plan, &plan_n);
 
   mlc_cpu_code code = {cpu_lookup, &c, threads};
-  mlc_device_options o = {mlc_allocator_default(), MLC_CODE_CPU, &code};
+  mlc_device_options o = {.allocator = mlc_allocator_default(), .code_kind = MLC_CODE_CPU, .code = &code};
   mlc_device *dev;
   check(mlc_device_create("cpu", 0, &o, &dev), "cpu device");
   poison_vt = *dev->vt;

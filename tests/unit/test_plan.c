@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <xxhash.h>
@@ -465,12 +466,157 @@ static void test_executables(void **state) {
   free(c);
 }
 
+/* Asserts st has the code and its message contains `part`, then frees it. */
+static void fails(mlc_status st, mlc_status_code_t code, const char *part) {
+  if (!st) fail_msg("expected %s with '%s', got success", mlc_status_code_name(code), part);
+  if (mlc_status_code(st) != code || !strstr(mlc_status_message(st), part))
+    fail_msg("expected %s with '%s', got %s: %s", mlc_status_code_name(code), part,
+             mlc_status_code_name(mlc_status_code(st)), mlc_status_message(st));
+  mlc_status_free(st);
+}
+
+/* The test plan with every kernel in one executable of `format`: one launch
+ * of one block, or none for native code. */
+static mlc_plan *format_plan(const char *format, const uint8_t *code, uint32_t code_bytes) {
+  mlc_plan *pl;
+  assert_null(mlc_plan_parse(bytes, nbytes, mlc_allocator_default(), &pl));
+  uint32_t n = pl->nkernels;
+  bool native = !strcmp(format, MLC_PLAN_FORMAT_NATIVE);
+  mlc_plan_kernel_code *r = mlc_arena_alloc(&arena, n * sizeof *r);
+  for (uint32_t i = 0; i < n; i++) {
+    r[i] = (mlc_plan_kernel_code){.symbol = mlc_arena_strdup(&arena, pl->kernels[i]), .nlaunch = 1};
+    r[i].launch[0] = native ? (mlc_plan_launch){.entry = "k"} : (mlc_plan_launch){"k", {1, 1, 1}, {64, 1, 1}, 0};
+  }
+  mlc_plan_free(pl);
+  mlc_plan_executable *x = mlc_arena_alloc(&arena, sizeof *x);
+  *x = (mlc_plan_executable){mlc_arena_strdup(&arena, format), code, code_bytes};
+  mlc_plan_code c = {1, x, n, r, false};
+  uint8_t *b;
+  size_t nb;
+  mlc_plan_encode_code(&prog, namer, NULL, NULL, &c, &b, &nb);
+  assert_null(mlc_plan_parse(b, nb, mlc_allocator_default(), &pl));
+  return pl;
+}
+
+/* mlc_device_create from a plan alone: the driver its executables' format
+ * names, and the errors for plans that name none, two, an unknown one, or
+ * native code (which a plan cannot carry). */
+static void test_device_from_plan(void **state) {
+  (void)state;
+  const mlc_driver *d = (const mlc_driver *)&d;
+  mlc_device *dev = (mlc_device *)&d;
+  mlc_device_options o = {.plan = NULL};
+  fails(mlc_device_create(NULL, 0, &o, &dev), MLC_INVALID_ARGUMENT, "no driver named, and no plan");
+  assert_null(dev);
+
+  mlc_plan *pl;
+  assert_null(mlc_plan_parse(bytes, nbytes, mlc_allocator_default(), &pl));
+  fails(mlc_driver_for_plan(pl, &d), MLC_INVALID_ARGUMENT, "carries no code (no executables)");
+  assert_null(d);
+  o.plan = pl;
+  fails(mlc_device_create(NULL, 0, &o, &dev), MLC_INVALID_ARGUMENT, "carries no code");
+  mlc_plan_free(pl);
+
+  uint8_t *b;
+  size_t n;
+  uint32_t nk;
+  code_plan(&arena, &b, &n, &nk);
+  assert_null(mlc_plan_parse(b, n, mlc_allocator_default(), &pl));
+  fails(mlc_driver_for_plan(pl, &d), MLC_INVALID_ARGUMENT,
+        "has code for two device drivers, cuda ('cuda-source') and vulkan ('spirv'): one device cannot run it");
+  mlc_plan_free(pl);
+
+  pl = format_plan("hip-hsaco", spirv_bytes, sizeof spirv_bytes);
+  fails(mlc_driver_for_plan(pl, &d), MLC_UNIMPLEMENTED, "code in format 'hip-hsaco', which no device driver");
+  mlc_plan_free(pl);
+
+  pl = format_plan(MLC_PLAN_FORMAT_NATIVE, NULL, 0);
+  assert_null(mlc_driver_for_plan(pl, &d));
+  assert_string_equal(d->name, "cpu");
+  o.plan = pl;
+  fails(mlc_device_create(NULL, 0, &o, &dev), MLC_INVALID_ARGUMENT, "runs native code, the CPU's kernels");
+  fails(mlc_device_create("cpu", 0, &o, &dev), MLC_INVALID_ARGUMENT, "which are linked into its artifact");
+  mlc_plan_free(pl);
+
+  pl = format_plan(MLC_PLAN_FORMAT_CUDA_SOURCE, (const uint8_t *)cuda_text, sizeof cuda_text - 1);
+  assert_null(mlc_driver_for_plan(pl, &d));
+  assert_string_equal(d->name, "cuda");
+  o.plan = pl;
+  fails(mlc_device_create("cpu", 0, &o, &dev), MLC_INVALID_ARGUMENT,
+        "device driver 'cpu' cannot run the plan of minillm: its code is for cuda");
+  /* Without a GPU the CUDA driver says so; with one, the kernel does not
+   * compile or the device is made: never an argument error. */
+  mlc_status st = mlc_device_create(NULL, 0, &o, &dev);
+  if (dev) dev->vt->destroy(dev);
+  assert_true(!st || mlc_status_code(st) != MLC_INVALID_ARGUMENT);
+  mlc_status_free(st);
+  mlc_plan_free(pl);
+
+  pl = format_plan(MLC_PLAN_FORMAT_SPIRV, spirv_bytes, sizeof spirv_bytes);
+  const mlc_driver *vk;
+  mlc_status built = mlc_driver_find("vulkan", &vk);
+  if (built) fails(mlc_driver_for_plan(pl, &d), MLC_UNIMPLEMENTED, "built without Vulkan");
+  else {
+    assert_null(mlc_driver_for_plan(pl, &d));
+    assert_ptr_equal(d, vk);
+  }
+  mlc_status_free(built);
+  mlc_plan_free(pl);
+}
+
+/* mlc_plan_read_file: the plan back from its file, and a clear refusal,
+ * naming the file, of a missing, foreign, truncated, longer or corrupt one. */
+static void test_read_file(void **state) {
+  (void)state;
+  char path[] = "/tmp/mlc_test_plan_XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  close(fd);
+  const uint8_t *b = bytes;
+  struct { size_t len; const char *tail; mlc_status_code_t code; const char *part; } cases[] = {
+    {nbytes, NULL, MLC_OK, NULL},
+    {nbytes - 1, NULL, MLC_DATA_LOSS, "bytes of plan follow it, but"},
+    {nbytes, "x", MLC_DATA_LOSS, "bytes of plan follow it, but"},
+    {10, NULL, MLC_DATA_LOSS, "not an mlc plan (it does not start with \"MLCPLAN\")"},
+    {0, "hello\n", MLC_DATA_LOSS, "not an mlc plan"},
+    {nbytes, "", MLC_DATA_LOSS, "checksum mismatch"}, /* a flipped byte, below */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    uint8_t *c = malloc(nbytes);
+    memcpy(c, b, nbytes);
+    if (i == 5) c[nbytes - 3] ^= 0x20;
+    assert_int_equal(fwrite(c, 1, cases[i].len, f), cases[i].len);
+    free(c);
+    if (cases[i].tail) fputs(cases[i].tail, f);
+    fclose(f);
+    mlc_plan *pl = (mlc_plan *)path;
+    mlc_status st = mlc_plan_read_file(path, mlc_allocator_default(), &pl);
+    if (cases[i].code == MLC_OK) {
+      if (st) fail_msg("%s", mlc_status_message(st));
+      assert_string_equal(pl->model, "minillm");
+      mlc_plan_free(pl);
+      continue;
+    }
+    assert_null(pl);
+    assert_non_null(st);
+    assert_non_null(strstr(mlc_status_message(st), path)); /* the message names the file */
+    fails(st, cases[i].code, cases[i].part);
+  }
+  unlink(path);
+  mlc_plan *pl;
+  fails(mlc_plan_read_file(path, mlc_allocator_default(), &pl), MLC_NOT_FOUND, "cannot open");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_roundtrip),
     cmocka_unit_test(test_corrupt),
     cmocka_unit_test(test_executables),
     cmocka_unit_test(test_native),
+    cmocka_unit_test(test_device_from_plan),
+    cmocka_unit_test(test_read_file),
     cmocka_unit_test(test_quantized),
     cmocka_unit_test(test_failing_allocator),
     cmocka_unit_test(test_session_failing_allocator),
