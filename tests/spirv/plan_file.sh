@@ -7,15 +7,21 @@
 #     for bit as C computes it in f32.
 #  2. by `mlc run|train DIR/mlp.mlcplan`: the forward's output and the
 #     checkpoint after 3 training steps are byte-identical to those of
-#     `mlc run|train mlp.mdl --target spirv`.
+#     `mlc run|train mlp.mdl --target spirv` (or cuda).
 # Then the refusals, each with its message and exit status: a plan given
 # options that say how to compile, compile and generate of a plan, a
 # --target its code is not for, a missing, foreign, truncated and corrupt
 # file.
-# Usage: plan_file.sh MLC SRCDIR WORKDIR PLAN_APP (tests/spirv/plan_app.c,
-# linked against libmlcrt alone).  Exit 77 without any Vulkan driver.
+# Usage: plan_file.sh MLC SRCDIR WORKDIR PLAN_APP [TARGET] (PLAN_APP:
+# tests/spirv/plan_app.c linked against libmlcrt alone; TARGET spirv, the
+# default, or cuda, on a GPU machine).  Exit 77 without the target's driver.
 set -u
-mlc=$1 src=$2 work=$3 app=$4
+mlc=$1 src=$2 work=$3 app=$4 target=${5:-spirv}
+case $target in
+  spirv) driver=vulkan ;;
+  cuda) driver=cuda ;;
+  *) echo "plan_file.sh: TARGET is spirv or cuda"; exit 2 ;;
+esac
 rm -rf "$work" && mkdir -p "$work" || exit 1
 fail() { echo "FAIL: $*"; exit 1; }
 
@@ -25,19 +31,19 @@ module Ew(n) {
     forward(a: f32[n], b: f32[n]) { return a * b + a }
 }
 MDL
-"$mlc" compile "$work/ew.mdl" --target spirv -o "$work/ew" 2> "$work/compile.log" || { cat "$work/compile.log"; exit 1; }
+"$mlc" compile "$work/ew.mdl" --target $target -o "$work/ew" 2> "$work/compile.log" || { cat "$work/compile.log"; exit 1; }
 grep -q "ew.mlcplan (the plan with its kernels)" "$work/compile.log" || fail "compile does not say it wrote ew.mlcplan"
 [ -s "$work/ew/ew.mlcplan" ] || fail "no ew.mlcplan in the artifact"
 "$app" "$work/ew/ew.mlcplan" > "$work/app.log" 2>&1
 rc=$?
 cat "$work/app.log"
-if grep -q "no Vulkan" "$work/app.log"; then echo "no Vulkan driver here: skipped"; exit 77; fi
+if grep -Eq "no Vulkan|no NVIDIA driver" "$work/app.log"; then echo "no $driver driver here: skipped"; exit 77; fi
 [ $rc -eq 0 ] || fail "plan_app: exit status $rc"
 if grep -Eq "Vulkan validation (error|warning)|validation message" "$work/app.log"; then fail "validation messages"; fi
 
 # mlc run and train of the plan, against the same from the .mdl.
 mdl=$src/examples/mlp.mdl
-"$mlc" compile "$mdl" --target spirv -o "$work/mlp" 2> "$work/compile2.log" || { cat "$work/compile2.log"; exit 1; }
+"$mlc" compile "$mdl" --target $target -o "$work/mlp" 2> "$work/compile2.log" || { cat "$work/compile2.log"; exit 1; }
 plan=$work/mlp/mlp.mlcplan
 python3 - "$work" <<'PY' || fail "cannot write the inputs"
 import struct, sys
@@ -51,14 +57,14 @@ def npy(path, descr, shape, data):  # the .npy format, version 1.0
 npy(w + "/xs.npy", "<f4", (128, 784), struct.pack("<%df" % (4 * len(xs)), *(xs * 4)))
 npy(w + "/labels.npy", "<i4", (128,), struct.pack("<128i", *[(i * 3) % 10 for i in range(128)]))
 PY
-"$mlc" run "$mdl" --target spirv --input x="$work/x.bin" -o output="$work/y_mdl.bin" > "$work/run_mdl.log" 2>&1 \
+"$mlc" run "$mdl" --target $target --input x="$work/x.bin" -o output="$work/y_mdl.bin" > "$work/run_mdl.log" 2>&1 \
   || { cat "$work/run_mdl.log"; fail "run of the .mdl"; }
 "$mlc" run "$plan" --input x="$work/x.bin" -o output="$work/y_plan.bin" > "$work/run_plan.log" 2>&1 \
   || { cat "$work/run_plan.log"; fail "run of the plan"; }
 cmp "$work/y_mdl.bin" "$work/y_plan.bin" || fail "the plan's forward differs from the .mdl's"
 grep -q "^output: f32\[32, 10\]" "$work/run_plan.log" || fail "run of the plan prints no output line"
 for how in mdl plan; do
-  if [ $how = mdl ]; then m=$mdl; t="--target spirv"; else m=$plan; t=""; fi
+  if [ $how = mdl ]; then m=$mdl; t="--target $target"; else m=$plan; t=""; fi
   # shellcheck disable=SC2086
   "$mlc" train "$m" $t --steps 3 --input x="$work/xs.npy" --input labels="$work/labels.npy" \
     --save "$work/ck_$how.mlcck" > "$work/train_$how.log" 2>&1 || { cat "$work/train_$how.log"; fail "train of the $how"; }
@@ -81,7 +87,7 @@ expect 2 "batch=4 says how to compile" run "$plan" batch=4
 expect 2 "--f32-matmul says how to compile" bench "$plan" --f32-matmul ieee
 expect 2 "--accum says how to compile" train "$plan" --steps 1 --accum 2
 expect 2 "is a compiled plan, which mlc run, bench, train and profile take" compile "$plan"
-expect 1 "--target cpu: $plan holds code for the vulkan driver (--target spirv)" run "$plan" --target cpu --input x="$work/x.bin"
+expect 1 "--target cpu: $plan holds code for the $driver driver (--target $target)" run "$plan" --target cpu --input x="$work/x.bin"
 expect 1 "$work/none.mlcplan: cannot open" run "$work/none.mlcplan"
 echo "not a plan" > "$work/text.mlcplan"
 expect 1 "not an mlc plan" run "$work/text.mlcplan"
