@@ -39,23 +39,25 @@ static range value_range(const mlc_program *p, const mlc_func *f, uint32_t v) {
 static bool overlap(range a, range b) { return a.lo < b.hi && b.lo < a.hi; }
 
 /* The ranges a node reads (its inputs) and writes (its output, and what an
- * optimizer update changes in place). */
+ * optimizer update changes in place: every input but the gradients and the
+ * shared scalars, for each parameter of a group).  wr holds nin + 1. */
 static uint32_t touches(const mlc_program *p, const mlc_func *f, uint32_t i, range *rd, range *wr, uint32_t *nwr) {
   const mlc_node *n = &f->nodes[i];
   for (uint32_t k = 0; k < n->nin; k++) rd[k] = value_range(p, f, n->in[k]);
   *nwr = 0;
   wr[(*nwr)++] = value_range(p, f, i);
-  if (n->op == MLC_OP_ADAMW || n->op == MLC_OP_SGD) {
-    wr[(*nwr)++] = rd[0];
-    wr[(*nwr)++] = rd[2];
-    if (n->op == MLC_OP_ADAMW) wr[(*nwr)++] = rd[3];
+  if (mlc_op_is_update(n->op)) {
+    uint32_t per, tail;
+    mlc_update_layout(n->op, &per, &tail);
+    for (uint32_t k = 0; k + tail < n->nin; k++)
+      if (k % per != 1) wr[(*nwr)++] = rd[k];
   }
   return n->nin;
 }
 
 /* What one step reads and writes, worked out once. */
 typedef struct {
-  range *rd, wr[4];
+  range *rd, *wr;
   uint32_t nrd, nwr;
 } step_io;
 
@@ -92,6 +94,7 @@ void mlc_schedule(const mlc_program *p, const mlc_func *f, const uint32_t *kid, 
   step_io *io = mlc_arena_alloc(a, (nsteps + 1) * sizeof *io);
   for (uint32_t s = 0; s < nsteps; s++) {
     io[s].rd = mlc_arena_alloc(a, (f->nodes[node_of[s]].nin + 1) * sizeof *io[s].rd);
+    io[s].wr = mlc_arena_alloc(a, (f->nodes[node_of[s]].nin + 1) * sizeof *io[s].wr);
     io[s].nrd = touches(p, f, node_of[s], io[s].rd, io[s].wr, &io[s].nwr);
   }
   for (uint32_t s = 0; s < nsteps; s++) {
