@@ -29,6 +29,7 @@
 #endif
 #include "driver/target.h"
 #include "ir/ir.h"
+#include "runtime/safetensors.h"
 #include "runtime/session.h"
 #include "runtime/status.h"
 
@@ -100,7 +101,11 @@ int mlc_cli_fail_status(mlc_status st);
 int mlc_cmd_frontend(const options *o, mlc_program *prog, mlc_diag *diag, char **src, onnx_weights *weights);
 /* cmd_compile.c: compile --target: builds the program for o->target and
  * writes the artifact; the exit status. */
-int mlc_cmd_compile(const options *o, mlc_program *prog);
+int mlc_cmd_compile(const options *o, mlc_program *prog, const onnx_weights *ow);
+#ifdef MLC_HAVE_ONNX
+/* The safetensors dtype of an IR dtype (MLC_ST_DTYPE_COUNT: none). */
+mlc_safetensors_dtype mlc_cli_st_dtype(mlc_dtype dt);
+#endif
 /* cmd_run.c: run, bench and train (profile runs as bench or train): builds
  * for o->target and runs a session on it; the exit status. */
 int mlc_cmd_run(const options *o, mlc_program *prog, const onnx_weights *ow);

@@ -213,8 +213,50 @@ static mlc_status bundle(const options *o, const char *dir, const mlc_program *p
   return NULL;
 }
 
+#ifdef MLC_HAVE_ONNX
+mlc_safetensors_dtype mlc_cli_st_dtype(mlc_dtype dt) {
+  switch (dt) {
+  case MLC_DT_F32: return MLC_ST_F32;
+  case MLC_DT_BF16: return MLC_ST_BF16;
+  case MLC_DT_F16: return MLC_ST_F16;
+  case MLC_DT_I32: return MLC_ST_I32;
+  case MLC_DT_I64: return MLC_ST_I64;
+  case MLC_DT_BOOL: return MLC_ST_BOOL;
+  default: return MLC_ST_DTYPE_COUNT;
+  }
+}
+#endif
+
+/* The values of an ONNX model's initializers (and Constant tensors), which
+ * the plan does not carry (their parameters' init is MLC_INIT_GIVEN), as
+ * DIR/<name>.safetensors, under their parameters' names; its name in *out,
+ * "" when the model has none. */
+static mlc_status write_given(const char *dir, const mlc_program *prog, const onnx_weights *ow, char *out, size_t n) {
+  out[0] = 0;
+#ifdef MLC_HAVE_ONNX
+  if (!ow || !ow->n) return NULL;
+  mlc_safetensors_entry *e = calloc(ow->n, sizeof *e);
+  if (!e) return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory");
+  for (uint32_t i = 0; i < ow->n; i++) {
+    const mlc_param *p = &prog->params[ow->w[i].param];
+    e[i] = (mlc_safetensors_entry){p->name, mlc_cli_st_dtype((mlc_dtype)p->type.dtype), p->type.rank, p->type.dim,
+                                   ow->w[i].data};
+  }
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s.safetensors", dir, prog->name);
+  static const mlc_safetensors_kv meta[] = {{"format", "pt"}};
+  mlc_status st = mlc_safetensors_save(path, e, ow->n, meta, 1, mlc_allocator_default());
+  free(e);
+  if (!st) snprintf(out, n, "%s.safetensors", prog->name);
+  return st;
+#else
+  (void)dir, (void)prog, (void)ow, (void)n;
+  return NULL;
+#endif
+}
+
 /* Builds the program for the target, then writes the artifact. */
-int mlc_cmd_compile(const options *o, mlc_program *prog) {
+int mlc_cmd_compile(const options *o, mlc_program *prog, const onnx_weights *ow) {
   const mlc_driver_target *tgt = mlc_driver_target_find(o->target);
   const char *dir = o->outdir ? o->outdir : "out";
   mlc_status st = NULL;
@@ -231,7 +273,12 @@ int mlc_cmd_compile(const options *o, mlc_program *prog) {
   if (!st) st = mlc_dist_env_read(&env);
   if (!st) st = tgt->build(b, prog, stderr, env.rank);
   if (!st) st = tgt->write(b, dir, o->file, &files);
+  char given[300];
+  if (!st) st = write_given(dir, prog, ow, given, sizeof given);
   if (!st) st = bundle(o, dir, prog, &files);
+  if (!st && given[0])
+    fprintf(stderr, "mlc: wrote %s/%s, the values of the model's initializers, which the artifact does not carry: load "
+            "them before it runs (%s_load_weights, mlc run --weights)\n", dir, given, prog->name);
   if (b && tgt->release) tgt->release(b);
   free(b);
   return st ? mlc_cli_fail_status(st) : EXIT_OK;

@@ -213,20 +213,7 @@ static mlc_status generate(const options *o, mlc_session *s) {
   return NULL;
 }
 
-/* Builds the program for the target, then runs a session on it (run,
- * bench, train, generate). */
 #ifdef MLC_HAVE_ONNX
-static mlc_safetensors_dtype st_dtype_of(mlc_dtype dt) {
-  switch (dt) {
-  case MLC_DT_F32: return MLC_ST_F32;
-  case MLC_DT_BF16: return MLC_ST_BF16;
-  case MLC_DT_F16: return MLC_ST_F16;
-  case MLC_DT_I32: return MLC_ST_I32;
-  case MLC_DT_I64: return MLC_ST_I64;
-  case MLC_DT_BOOL: return MLC_ST_BOOL;
-  default: return MLC_ST_DTYPE_COUNT;
-  }
-}
 
 /* --weights for a model with ONNX values (a .onnx model, or onnx(...)
  * modules): the tensors that are never trained (integer tensors, Constant
@@ -255,7 +242,7 @@ static mlc_status load_weights(mlc_session *s, const mlc_program *prog, const on
     mlc_status miss = mlc_safetensors_find(f, p->name, &t);
     if (!miss) continue;
     mlc_status_free(miss);
-    e[n++] = (mlc_safetensors_entry){p->name, st_dtype_of((mlc_dtype)p->type.dtype), p->type.rank, p->type.dim,
+    e[n++] = (mlc_safetensors_entry){p->name, mlc_cli_st_dtype((mlc_dtype)p->type.dtype), p->type.rank, p->type.dim,
                                      ow->w[i].data};
   }
   mlc_status st = NULL;

@@ -61,7 +61,7 @@ static int cmd_main(command cmd, const char *name, int argc, char **argv) {
       const mlc_driver_target *t = mlc_driver_target_find(o.target);
       if (t && t->build) {
 #if defined(MLC_HAVE_CPU) || defined(MLC_HAVE_CUDA) || defined(MLC_HAVE_SPIRV)
-        rc = o.cmd == CMD_COMPILE ? mlc_cmd_compile(&o, &prog) : mlc_cmd_run(&o, &prog, &ow);
+        rc = o.cmd == CMD_COMPILE ? mlc_cmd_compile(&o, &prog, &ow) : mlc_cmd_run(&o, &prog, &ow);
 #endif
       } else if (t) {
         fprintf(stderr, "mlc: %s\n", t->not_built);

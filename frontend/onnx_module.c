@@ -197,7 +197,7 @@ bool mlc_onnx_module_make(mlc_lowerer *L, mlc_instance *m, const mlc_call *c) {
   m->graph_param = mlc_arena_alloc(a, (g->nparams + 1) * sizeof *m->graph_param);
   for (uint32_t i = 0; i < g->nparams; i++) {
     const mlc_param *gp = &g->params[i];
-    m->graph_param[i] = mlc_new_param(L, m, gp->name, gp->type, MLC_INIT_ZEROS, 0, 0, c->loc);
+    m->graph_param[i] = mlc_new_param(L, m, gp->name, gp->type, MLC_INIT_GIVEN, 0, 0, c->loc);
     if (gp->frozen) mlc_lower_freeze_param(L, m->graph_param[i]);
   }
   for (uint32_t i = 0; i < w.n; i++) {

@@ -141,7 +141,11 @@ typedef struct {
   int64_t arena_bytes;
 } mlc_func;
 
-typedef enum { MLC_INIT_ZEROS, MLC_INIT_ONES, MLC_INIT_UNIFORM, MLC_INIT_NORMAL } mlc_init_kind;
+/* How a parameter starts: zeros, ones, uniform(a, b), normal(a, b), or
+ * given, its value in the model's file (an ONNX initializer or Constant
+ * tensor), which the plan does not carry: a session must load it before it
+ * runs (mlc compile -o writes those values as DIR/<name>.safetensors). */
+typedef enum { MLC_INIT_ZEROS, MLC_INIT_ONES, MLC_INIT_UNIFORM, MLC_INIT_NORMAL, MLC_INIT_GIVEN } mlc_init_kind;
 
 typedef enum {
   MLC_ROLE_WEIGHT,    /* a model parameter: in the state_dict */

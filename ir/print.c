@@ -10,7 +10,7 @@
 
 #include "ir/ir.h"
 
-static const char *init_name[] = {"zeros", "ones", "uniform", "normal"};
+static const char *init_name[] = {"zeros", "ones", "uniform", "normal", "given"};
 
 static void print_attrs(FILE *out, const mlc_program *p, const mlc_node *n) {
   unsigned m = mlc_ops[n->op].attrs;

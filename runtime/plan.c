@@ -263,7 +263,7 @@ static bool payload(rd *r, mlc_plan *pl) {
     if (!str(r, &p.name) || !shape(r, &p.shape) || !u8(r, &p.init) || !f64(r, &p.a) || !f64(r, &p.b) || !u8(r, &p.role) ||
         !u8(r, &p.sharded) || !u32(r, &p.flat) || !u64(r, &p.flat_offset))
       return false;
-    if (p.init > 3) return bad(r, "unknown initialiser");
+    if (p.init > 4) return bad(r, "unknown initialiser");
     if (p.role > 4) return bad(r, "unknown parameter role");
     if (p.role == 4 && (p.flat || p.sharded || p.shape.dtype != 4 || p.shape.rank != 2 || (p.a != 4 && p.a != 8) ||
                         !(p.b >= 8 && p.b <= 65536) || p.flat_offset >= pl->nparams))

@@ -109,7 +109,7 @@ extern "C" {
 #endif
 
 #define MLC_PLAN_MAGIC "MLCPLAN"
-#define MLC_PLAN_VERSION 6u
+#define MLC_PLAN_VERSION 7u
 #define MLC_PLAN_HEADER_BYTES 32u
 #define MLC_PLAN_MAX_RANK 6
 #define MLC_PLAN_NO_PARAM 0xffffffffu
@@ -147,7 +147,8 @@ typedef struct {
 typedef struct {
   const char *name;
   mlc_plan_shape shape;
-  uint8_t init; /* 0 zeros, 1 ones, 2 uniform(a, b), 3 normal(mean a, std b) */
+  uint8_t init; /* 0 zeros, 1 ones, 2 uniform(a, b), 3 normal(mean a, std b), 4 given: the model file's value
+                  (an ONNX initializer), which the plan does not carry: a session runs only once it is loaded */
   double a, b;
   uint8_t role; /* 0 a model weight (in the state_dict), 1 optimizer state (in checkpoints only), 2 a flat parameter, 3 a KV cache (in neither),
                   4 a quantised weight (in neither): i32 [n, words] packed by the runtime from the f32 weight

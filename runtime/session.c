@@ -63,6 +63,7 @@ void mlc_session_destroy(mlc_session *s) {
     else mlc_allocator_free(s->a, s->params);
   }
   mlc_allocator_free(s->a, s->param_off);
+  mlc_allocator_free(s->a, s->given_unset);
   mlc_allocator_free(s->a, s->pshape);
   if (s->own_comm) s->comm->vt->destroy(s->comm);
   if (s->dev) s->dev->vt->destroy(s->dev);
@@ -244,7 +245,9 @@ mlc_status mlc_session_create(const mlc_plan *plan, const mlc_session_options *o
     return st;
   }
   s->param_off = mlc_allocator_alloc_array(a, plan->nparams + 1, sizeof *s->param_off);
-  if (!s->param_off) { mlc_session_destroy(s); return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory"); }
+  s->given_unset = mlc_allocator_alloc(a, plan->nparams + 1);
+  if (!s->param_off || !s->given_unset) { mlc_session_destroy(s); return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory"); }
+  mlc_sess_given_reset(s);
   bool sharded = false;
   for (uint32_t i = 0; i < plan->nparams; i++) sharded |= plan->params[i].sharded;
   if (opt->comm) s->comm = opt->comm;
@@ -521,8 +524,23 @@ static mlc_status collective(mlc_session *s, entry_state *es, uint32_t i) {
   return NULL;
 }
 
+/* A run needs every given weight loaded: zeros in their place would give
+ * wrong numbers without an error. */
+static mlc_status check_given(const mlc_session *s) {
+  char more[40] = "";
+  if (s->ngiven_unset > 1) snprintf(more, sizeof more, " (and %u more)", s->ngiven_unset - 1);
+  for (uint32_t i = 0; i < s->plan->nparams && s->ngiven_unset; i++)
+    if (s->given_unset[i])
+      return mlc_status_make(MLC_INVALID_ARGUMENT, "the weight '%s'%s of %s takes its value from the model's file, which "
+                             "the plan does not carry: load the weights first (mlc compile -o DIR writes them as "
+                             "DIR/%s.safetensors; mlc run --weights FILE, <name>_load_weights)",
+                             s->plan->params[i].name, more, s->plan->model, s->plan->model);
+  return NULL;
+}
+
 mlc_status mlc_session_run(mlc_session *s, const char *entry) {
   entry_state *es;
+  MLC_RETURN_IF_ERROR(check_given(s));
   MLC_RETURN_IF_ERROR(find_bound_entry(s, entry, &es));
   const mlc_device_vt *vt = s->dev->vt;
   MLC_RETURN_IF_ERROR(sync_device(s));

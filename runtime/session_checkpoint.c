@@ -201,7 +201,7 @@ static mlc_status load_gathered(mlc_session *s, const char *first, int world) {
   return st;
 }
 
-mlc_status mlc_session_load_checkpoint(mlc_session *s, const char *path) {
+static mlc_status load_checkpoint(mlc_session *s, const char *path) {
   char *shard = NULL;
   int world = 0;
   MLC_RETURN_IF_ERROR(read_manifest(s, path, &shard, &world));
@@ -251,6 +251,12 @@ mlc_status mlc_session_load_checkpoint(mlc_session *s, const char *path) {
   return st;
 }
 
+mlc_status mlc_session_load_checkpoint(mlc_session *s, const char *path) {
+  mlc_status st = load_checkpoint(s, path);
+  if (!st) mlc_sess_given_loaded(s, UINT32_MAX); /* every weight, as a whole weights file */
+  return st;
+}
+
 /* The buffer: the parameters' block, the state's block, the step count. */
 uint64_t mlc_session_state_bytes(const mlc_session *s) { return s->params_bytes + s->state_bytes + sizeof s->step; }
 
@@ -278,5 +284,6 @@ mlc_status mlc_session_state_restore(mlc_session *s, const void *buf, uint64_t b
   memcpy(&s->step, b + s->params_bytes + s->state_bytes, sizeof s->step);
   s->host_stale = false;
   s->dev_stale = !host_memory(s);
+  mlc_sess_given_loaded(s, UINT32_MAX);
   return NULL;
 }

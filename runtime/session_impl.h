@@ -62,6 +62,11 @@ struct mlc_session {
   bool host_stale;        /* the device's parameters (and state) are newer than the host's */
   bool dev_stale;         /* the host's are newer than the device's */
   uint64_t *param_off;    /* per parameter: its offset in its block (params, or state for role 1) */
+  /* Given weights (init 4: the model file's values, which the plan does not
+   * carry) not loaded since the session started or init_params: per
+   * parameter, and how many; a run refuses while any is (mlc_sess_given). */
+  uint8_t *given_unset;
+  uint32_t ngiven_unset;
   mlc_plan_shape *pshape; /* per parameter: its shape here (a sharded one's rows are this rank's) */
   mlc_comm *comm;         /* the ranks' collectives (FSDP) */
   bool own_comm;
@@ -75,6 +80,23 @@ struct mlc_session {
 };
 
 enum { ROLE_STATE = 1 }; /* mlc_plan_param.role of optimizer state */
+enum { INIT_GIVEN = 4 };  /* mlc_plan_param.init of a weight whose value is the model file's */
+
+/* The given weights' bookkeeping: `param` loaded (UINT32_MAX: every one, as
+ * a whole weights file or checkpoint loads them), or all unloaded again
+ * (reset: init_params, which leaves them zero). */
+static inline void mlc_sess_given_loaded(mlc_session *s, uint32_t param) {
+  for (uint32_t i = 0; i < s->plan->nparams && s->ngiven_unset; i++)
+    if ((param == UINT32_MAX || i == param) && s->given_unset[i]) {
+      s->given_unset[i] = 0;
+      s->ngiven_unset--;
+    }
+}
+static inline void mlc_sess_given_reset(mlc_session *s) {
+  s->ngiven_unset = 0;
+  for (uint32_t i = 0; i < s->plan->nparams; i++)
+    s->ngiven_unset += s->given_unset[i] = s->plan->params[i].init == INIT_GIVEN;
+}
 
 enum { ROLE_WEIGHT = 0, ALL_ROLES = 255 }; /* a file's `role`: weights, or all a checkpoint holds (mlc_sess_in_file) */
 

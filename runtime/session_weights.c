@@ -65,6 +65,7 @@ void mlc_session_init_params(mlc_session *s, uint64_t seed) {
       if (k >= lo && k < hi) mlc_sess_store_scalar(d + (k - lo) * esz, p->shape.dtype, v);
     }
   }
+  mlc_sess_given_reset(s); /* zeros: not their values */
   mlc_sess_pack_quantized(s);
 }
 
@@ -226,6 +227,7 @@ static mlc_status load_weights(mlc_session *s, const char *path, const void *dat
   mlc_status st = mlc_sess_load_tensors(s, f, label, ROLE_WEIGHT);
   mlc_safetensors_close(f);
   if (!st) mlc_sess_pack_quantized(s);
+  if (!st) mlc_sess_given_loaded(s, UINT32_MAX); /* a strict load: every weight */
   return st;
 }
 
@@ -247,6 +249,7 @@ mlc_status mlc_session_set_param(mlc_session *s, uint32_t param, const void *dat
   MLC_RETURN_IF_ERROR(mlc_sess_sync_host(s));
   uint64_t lo = 0, hi = bytes / 4;
   uint8_t *at = host_at(s, param);
+  mlc_sess_given_loaded(s, param);
   if (p->flat && !flat_part(s, param, &lo, &hi, &at)) return NULL; /* another rank holds all of it */
   if (p->flat) memcpy(at, (const uint8_t *)data + lo * 4, (hi - lo) * 4); /* an f32 weight's part (plan.c checks) */
   else memcpy(at, data, bytes);

@@ -312,7 +312,7 @@ static uint32_t vabs(imp *I, uint32_t x) {
 
 static uint32_t add_weight(imp *I, const char *name, const val *x) {
   /* A Constant node's tensor is part of the graph: never trained. */
-  mlc_param prm = {.name = name, .type = x->type, .role = MLC_ROLE_WEIGHT, .init = MLC_INIT_ZEROS, .frozen = !x->init};
+  mlc_param prm = {.name = name, .type = x->type, .role = MLC_ROLE_WEIGHT, .init = MLC_INIT_GIVEN, .frozen = !x->init};
   uint32_t id = mlc_program_add_param(I->p, &prm);
   if (I->nw == I->wcap) {
     uint32_t cap = I->wcap ? I->wcap * 2 : 16;
