@@ -190,6 +190,7 @@ void mlc_plan_encode_code(const mlc_program *p, mlc_kernel_namer namer, void *ct
       const mlc_node *n = &f->nodes[i];
       const char *name = n->op == MLC_OP_ALL_GATHER       ? MLC_PLAN_ALL_GATHER
                          : n->op == MLC_OP_REDUCE_SCATTER ? MLC_PLAN_REDUCE_SCATTER
+                         : n->op == MLC_OP_ALL_REDUCE     ? MLC_PLAN_ALL_REDUCE
                                                           : namer(ctx, f, i, &work[k][i]);
       if (mlc_ops[n->op].flags & MLC_F_COLL) work[k][i] = 1;
       kid[k][i] = name ? intern(a, &kernels, name) : UINT32_MAX;
@@ -248,7 +249,7 @@ void mlc_plan_encode_code(const mlc_program *p, mlc_kernel_namer namer, void *ct
   for (uint32_t i = 0; i < kernels.n; i++) {
     const char *sym = kernels.v[i];
     put_str(&w, sym);
-    bool coll = !strcmp(sym, MLC_PLAN_ALL_GATHER) || !strcmp(sym, MLC_PLAN_REDUCE_SCATTER);
+    bool coll = !strcmp(sym, MLC_PLAN_ALL_GATHER) || !strcmp(sym, MLC_PLAN_REDUCE_SCATTER) || !strcmp(sym, MLC_PLAN_ALL_REDUCE);
     if (i < code->nkernels) {
       const mlc_plan_kernel_code *r = &code->kernels[i];
       MLC_ASSERT(r->executable < code->nexecutables && r->nlaunch >= 1 && r->nlaunch <= MLC_PLAN_MAX_LAUNCH);

@@ -346,6 +346,7 @@ void mlc_func_add_output(mlc_program *p, mlc_func *f, const char *name, uint32_t
 }
 
 bool mlc_node_sharded(const mlc_program *p, const mlc_func *f, const mlc_node *n) {
+  if (n->op == MLC_OP_MUL) return f->nodes[n->in[0]].op == MLC_OP_REDUCE_SCATTER; /* fsdp's clipping of a gradient shard */
   if (n->op != MLC_OP_CAST && n->op != MLC_OP_ADAMW && n->op != MLC_OP_SGD) return false;
   const mlc_node *x = &f->nodes[n->in[0]];
   return x->op == MLC_OP_PARAM && p->params[x->a.param].sharded;

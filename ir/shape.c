@@ -213,6 +213,12 @@ static bool shape_reduce_scatter(rule_ctx *c) {
   return true;
 }
 
+static bool shape_all_reduce(rule_ctx *c) {
+  if (c->in[0]->dtype != MLC_DT_F32) return fail(c, "all_reduce sums f32 values, not %s", TSTR(c->in[0]));
+  *c->out = *c->in[0];
+  return true;
+}
+
 static bool shape_transpose(rule_ctx *c) {
   const mlc_type *t = c->in[0];
   if (!check_axis(c, t, c->n->a.axis) || !check_axis(c, t, c->n->a.axis2)) return false;
@@ -610,6 +616,7 @@ static void cost_copy(cost_ctx *c) { c->bytes = io_bytes(c); }
  * but its own shard of it); the runtime knows the world size. */
 static void cost_all_gather(cost_ctx *c) { c->bytes = tbytes(in_type(c, 0)); }
 static void cost_reduce_scatter(cost_ctx *c) { c->flops = tnumel(&c->n->type); c->bytes = tbytes(&c->n->type); }
+static void cost_all_reduce(cost_ctx *c) { c->flops = tnumel(&c->n->type); c->bytes = tbytes(&c->n->type); }
 static void cost_norm(cost_ctx *c) { c->flops = 4 * tnumel(&c->n->type); c->bytes = io_bytes(c); }
 static void cost_cross_entropy(cost_ctx *c) { c->flops = 4 * tnumel(in_type(c, 0)); c->bytes = io_bytes(c); }
 

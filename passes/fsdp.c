@@ -27,6 +27,16 @@
  * optimizer updates the shard at once, so no unit's full gradient outlives
  * its reduce-scatter.  The "grad:<weight>" outputs of the unit's weights go.
  *
+ * clip_grad_norm = C is torch.nn.utils.clip_grad_norm_ over the whole
+ * (unsharded) gradient, as without sharding (passes/optimizer.c): here the
+ * updates wait until every unit is reduce-scattered; each rank sums the
+ * squares of its rows of every unit's reduced gradient, an all_reduce adds
+ * the ranks' sums up, and each shard is scaled by min(1, C / (norm + 1e-6))
+ * before its update ("grad_norm" is the norm before clipping).  A flat's
+ * padding holds zeros, and frozen weights have no gradient, so nothing is
+ * counted twice (see clip()).  Every unit's reduced gradient then stays
+ * alive until the last one is: the memory of clipping, as unsharded.
+ *
  * Frozen weights (mlc_param.frozen: an ONNX graph's buffers and constants,
  * frozen= / trainable=) stay out of the units: each rank holds them whole,
  * as an unsharded program does, read as plain params.  They have no
@@ -119,8 +129,9 @@ static uint32_t weight(fsdp_ctx *c, uint32_t param, int phase, uint8_t dt) {
 }
 
 /* Packs unit u's gradients into one flat f32 buffer, reduce-scatters it and
- * updates the shard. */
-static void reduce(fsdp_ctx *c, uint32_t u, const uint32_t *grad_of, uint32_t *step) {
+ * updates the shard (with clipping, clip() does that later); returns the
+ * reduce-scatter. */
+static uint32_t reduce(fsdp_ctx *c, uint32_t u, const uint32_t *grad_of, uint32_t *step) {
   unit *un = &c->units[u];
   mlc_program *p = c->p;
   uint32_t *pieces = mlc_arena_alloc(p->arena, (2 * un->nweights + 2) * sizeof *pieces);
@@ -146,7 +157,57 @@ static void reduce(fsdp_ctx *c, uint32_t u, const uint32_t *grad_of, uint32_t *s
   }
   uint32_t flat = add(c, MLC_OP_CONCAT, pieces, np, &(mlc_attrs){.axis = 0}, NULL, un->name);
   uint32_t rs = add(c, MLC_OP_REDUCE_SCATTER, &flat, 1, NULL, NULL, un->name);
-  if (p->train.opt != MLC_OPT_NONE) mlc_optimizer_update(p, c->f, un->flat, rs, step);
+  if (p->train.opt != MLC_OPT_NONE && !(p->train.clip > 0)) mlc_optimizer_update(p, c->f, un->flat, rs, step);
+  return rs;
+}
+
+/* clip_grad_norm = C over the units' reduced gradients rs[u] (NONE for a
+ * unit without one), then every unit's update.  A rank holds the rows
+ * [0, mlc_shard_rows(R, world)) of each: each such row's sum of squares
+ * counts, the others (another rank's, stale in this rank's buffer) are
+ * dropped by where(), not multiplied by 0, so a NaN there cannot leak in.
+ * Row k is this rank's when k < ceil(R / world), that is k * world < R;
+ * the world size is a run-time value, the input "opt.world" that the
+ * runtime writes as it writes "opt.step".  The padding of a flat is zeros
+ * (reduce's concat), so it adds nothing.  The ranks' sums are then added
+ * up (all_reduce) and the factor made as the optimizer pass makes it. */
+static void clip(fsdp_ctx *c, const uint32_t *rs, uint32_t *step) {
+  mlc_program *p = c->p;
+  mlc_func *f = c->f;
+  mlc_attrs wa = {.name = "opt.world"};
+  uint32_t world = mlc_func_add(p, f, MLC_OP_INPUT, NULL, 0, &wa, p->train.clip_loc, "");
+  f->nodes[world].type = (mlc_type){.dtype = MLC_DT_I64, .rank = 0};
+  mlc_u32vec_push(p->arena, &f->inputs, world);
+  mlc_type scalar = {.dtype = MLC_DT_F32, .rank = 0}, count = {.dtype = MLC_DT_I64, .rank = 0};
+  uint32_t zero = add(c, MLC_OP_CONST, NULL, 0, &(mlc_attrs){.f = 0}, &scalar, "clip"), local = NONE;
+  for (uint32_t u = 0; u < c->nunits; u++) {
+    if (rs[u] == NONE) continue;
+    int64_t rows = c->units[u].rows;
+    uint32_t sq_in[2] = {rs[u], rs[u]};
+    uint32_t sq = add(c, MLC_OP_MUL, sq_in, 2, NULL, NULL, "clip");                   /* [R, 4096], this rank's rows */
+    uint32_t per_row = add(c, MLC_OP_SUM, &sq, 1, &(mlc_attrs){.axis = 1}, NULL, "clip"); /* [R] */
+    mlc_type it = {.dtype = MLC_DT_I64, .rank = 1, .dim = {rows}};
+    uint32_t k = add(c, MLC_OP_ARANGE, NULL, 0, NULL, &it, "clip");
+    uint32_t kw_in[2] = {k, world};
+    uint32_t kw = add(c, MLC_OP_MUL, kw_in, 2, NULL, NULL, "clip");
+    uint32_t mine_in[2] = {kw, add(c, MLC_OP_CONST, NULL, 0, &(mlc_attrs){.f = (double)rows}, &count, "clip")};
+    uint32_t mine = add(c, MLC_OP_LT, mine_in, 2, NULL, NULL, "clip");
+    uint32_t kept_in[3] = {mine, per_row, zero};
+    uint32_t kept = add(c, MLC_OP_WHERE, kept_in, 3, NULL, NULL, "clip");
+    uint32_t part = add(c, MLC_OP_SUM, &kept, 1, &(mlc_attrs){.axis = 0}, NULL, "clip");
+    uint32_t sum_in[2] = {local, part};
+    local = local == NONE ? part : add(c, MLC_OP_ADD, sum_in, 2, NULL, NULL, "clip");
+  }
+  if (local == NONE) return;
+  uint32_t total = add(c, MLC_OP_ALL_REDUCE, &local, 1, NULL, NULL, "clip"), norm;
+  uint32_t factor = mlc_clip_factor(p, f, total, &norm);
+  mlc_func_add_output(p, f, "grad_norm", norm);
+  for (uint32_t u = 0; u < c->nunits; u++) {
+    if (rs[u] == NONE) continue;
+    uint32_t in[2] = {rs[u], factor};
+    uint32_t g = add(c, MLC_OP_MUL, in, 2, NULL, NULL, c->units[u].name); /* this rank's rows, as the update's */
+    mlc_optimizer_update(p, f, c->units[u].flat, g, step);
+  }
 }
 
 static bool rebuild(fsdp_ctx *c, mlc_func *f, bool train) {
@@ -206,6 +267,8 @@ static bool rebuild(fsdp_ctx *c, mlc_func *f, bool train) {
    * phase, so the backward reads a gather of its own. */
   uint32_t *param_of = mlc_arena_alloc(p->arena, (old.n + 1) * sizeof *param_of);
   uint32_t step = NONE;
+  uint32_t *rs = mlc_arena_alloc(p->arena, (c->nunits + 1) * sizeof *rs); /* per unit: its reduce-scatter, or NONE */
+  for (uint32_t u = 0; u < c->nunits; u++) rs[u] = NONE;
   for (uint32_t i = 0; i < old.n; i++) {
     const mlc_node *n = &old.nodes[i];
     int phase = train && loss != NONE && i > loss;
@@ -231,8 +294,9 @@ static bool rebuild(fsdp_ctx *c, mlc_func *f, bool train) {
     for (uint32_t o = 0; o < old.noutputs; o++)
       if (out_param[o] != NONE && old.outputs[o].node == i) grad_of[out_param[o]] = map[i];
     for (uint32_t u = 0; u < c->nunits; u++)
-      if (c->units[u].last_grad == i) reduce(c, u, grad_of, &step);
+      if (c->units[u].last_grad == i) rs[u] = reduce(c, u, grad_of, &step);
   }
+  if (train && p->train.opt != MLC_OPT_NONE && p->train.clip > 0) clip(c, rs, &step);
   for (uint32_t o = 0; o < old.noutputs; o++) {
     if (out_param[o] != NONE) continue; /* reduced and applied where it was computed */
     uint32_t j = old.outputs[o].node;
@@ -259,14 +323,6 @@ static const char *unit_name(mlc_program *p, const char *w) {
 bool mlc_pass_fsdp(mlc_pass_ctx *cx) {
   mlc_program *p = cx->p;
   if (!cx->fsdp || !p->train.shard) return true;
-  /* Clipping needs the norm of the whole gradient before any update, but
-   * each unit here updates its shard right after its reduce-scatter, and
-   * the norm would need the ranks' sums of squares all-reduced first. */
-  if (p->train.clip > 0) {
-    mlc_error(cx->d, p->train.clip_loc, "clip_grad_norm is not supported with shard = fsdp(...) yet: the global norm "
-              "needs every rank's gradient shards before any unit's update; drop clip_grad_norm or the sharding");
-    return false;
-  }
   fsdp_ctx c = {.p = p};
   uint32_t nparams = p->nparams;
   c.unit_of = mlc_arena_alloc(p->arena, (nparams + 1) * sizeof *c.unit_of);

@@ -100,7 +100,8 @@ static bool aliases(const mlc_node *n) {
 
 /* FSDP's buffers between the streams (see codegen/schedule.c): a unit's
  * gathered parameters, its packed gradients, and what the communication
- * stream itself writes (the casts of the shards, the updates' tokens).
+ * stream itself writes (the casts of the shards, the updates' tokens,
+ * clipping's scaled shards and all_reduce) or reads (all_reduce's input).
  * They get a pool of their own after the rest of the arena, so that no
  * compute kernel reuses their bytes while the communication stream may
  * still read or write them; and a pooled block is reused only after the
@@ -108,8 +109,9 @@ static bool aliases(const mlc_node *n) {
  * gradients need not wait for the previous unit's reduce-scatter. */
 static bool pooled(const mlc_program *p, const mlc_func *f, const uint32_t *users, uint32_t i) {
   const mlc_node *n = &f->nodes[i];
-  return n->op == MLC_OP_ALL_GATHER || mlc_node_sharded(p, f, n) ||
-         (n->op == MLC_OP_CONCAT && users[i] < f->n && f->nodes[users[i]].op == MLC_OP_REDUCE_SCATTER);
+  int user = users[i] < f->n ? f->nodes[users[i]].op : MLC_OP_COUNT; /* its one user's op, if one */
+  return n->op == MLC_OP_ALL_GATHER || n->op == MLC_OP_ALL_REDUCE || mlc_node_sharded(p, f, n) ||
+         (n->op == MLC_OP_CONCAT && user == MLC_OP_REDUCE_SCATTER) || user == MLC_OP_ALL_REDUCE;
 }
 
 static int64_t view_bytes(const mlc_node *n) {

@@ -20,7 +20,9 @@
  * -max(-r, -1) over a two-element concat, exactly.  The norm before
  * clipping is the output "grad_norm".  Every update then waits for every
  * gradient, so the interleave pass cannot free a gradient early: the
- * memory of clipping, as in PyTorch.
+ * memory of clipping, as in PyTorch.  Under fsdp the fsdp pass clips
+ * (passes/fsdp.c): the sum of squares comes from the ranks' gradient
+ * shards, and mlc_clip_factor makes the same factor of it.
  */
 #include <string.h>
 
@@ -98,6 +100,21 @@ static uint32_t clip_reshape(mlc_program *p, mlc_func *f, uint32_t x, int64_t nu
   return clip_node(p, f, MLC_OP_RESHAPE, &x, 1, NULL, &t);
 }
 
+uint32_t mlc_clip_factor(mlc_program *p, mlc_func *f, uint32_t sumsq, uint32_t *norm) {
+  *norm = clip_node(p, f, MLC_OP_SQRT, &sumsq, 1, NULL, NULL);
+  uint32_t den_in[2] = {*norm, clip_const(p, f, 1e-6)};
+  uint32_t den = clip_node(p, f, MLC_OP_ADD, den_in, 2, NULL, NULL);
+  uint32_t r_in[2] = {clip_const(p, f, p->train.clip), den};
+  uint32_t r = clip_node(p, f, MLC_OP_DIV, r_in, 2, NULL, NULL);
+  /* min(r, 1) = -max(-r, -1), exactly */
+  uint32_t pair[2] = {clip_reshape(p, f, clip_node(p, f, MLC_OP_NEG, &r, 1, NULL, NULL), 1),
+                      clip_reshape(p, f, clip_const(p, f, -1.0), 1)};
+  mlc_attrs ax = {.axis = 0};
+  uint32_t both = clip_node(p, f, MLC_OP_CONCAT, pair, 2, &ax, NULL);
+  uint32_t mx = clip_node(p, f, MLC_OP_MAX, &both, 1, &ax, NULL);
+  return clip_node(p, f, MLC_OP_NEG, &mx, 1, NULL, NULL);
+}
+
 /* The factor min(1, max_norm / (norm + 1e-6)) of the gradients grad[0..n),
  * and their norm in *norm. */
 static uint32_t clip_factor(mlc_program *p, mlc_func *f, const uint32_t *grad, uint32_t n, uint32_t *norm) {
@@ -121,18 +138,7 @@ static uint32_t clip_factor(mlc_program *p, mlc_func *f, const uint32_t *grad, u
       total = clip_node(p, f, MLC_OP_ADD, in, 2, NULL, NULL);
     }
   }
-  *norm = clip_node(p, f, MLC_OP_SQRT, &total, 1, NULL, NULL);
-  uint32_t den_in[2] = {*norm, clip_const(p, f, 1e-6)};
-  uint32_t den = clip_node(p, f, MLC_OP_ADD, den_in, 2, NULL, NULL);
-  uint32_t r_in[2] = {clip_const(p, f, p->train.clip), den};
-  uint32_t r = clip_node(p, f, MLC_OP_DIV, r_in, 2, NULL, NULL);
-  /* min(r, 1) = -max(-r, -1), exactly */
-  uint32_t pair[2] = {clip_reshape(p, f, clip_node(p, f, MLC_OP_NEG, &r, 1, NULL, NULL), 1),
-                      clip_reshape(p, f, clip_const(p, f, -1.0), 1)};
-  mlc_attrs ax = {.axis = 0};
-  uint32_t both = clip_node(p, f, MLC_OP_CONCAT, pair, 2, &ax, NULL);
-  uint32_t mx = clip_node(p, f, MLC_OP_MAX, &both, 1, &ax, NULL);
-  return clip_node(p, f, MLC_OP_NEG, &mx, 1, NULL, NULL);
+  return mlc_clip_factor(p, f, total, norm);
 }
 
 bool mlc_pass_optimizer(mlc_pass_ctx *c) {

@@ -59,6 +59,10 @@ bool mlc_pass_optimizer(mlc_pass_ctx *c);
  * parameters, the update op, an "update:<name>" output) where the function
  * now ends; *step is the "opt.step" input, found or made on first need. */
 uint32_t mlc_optimizer_update(mlc_program *p, mlc_func *f, uint32_t param, uint32_t grad, uint32_t *step);
+/* clip_grad_norm: from the gradients' sum of squares sumsq (f32[]), their
+ * norm in *norm and the factor min(1, C / (norm + 1e-6)) that scales them,
+ * as torch.nn.utils.clip_grad_norm_ (nodes of scope "clip"). */
+uint32_t mlc_clip_factor(mlc_program *p, mlc_func *f, uint32_t sumsq, uint32_t *norm);
 /* Training with `shard = fsdp(...)` on a sharded target (passes/fsdp.c). */
 bool mlc_pass_fsdp(mlc_pass_ctx *c);
 bool mlc_pass_precision(mlc_pass_ctx *c);

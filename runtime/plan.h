@@ -50,8 +50,11 @@
  * [R, 4096] is this rank's rows of the arena buffer at its offset (the
  * runtime adds rank x its shard's bytes).  A `sharded` step runs
  * mlc_shard_rows(work_items, world) work items.  Steps whose kernel is
- * "mlc_all_gather" or "mlc_reduce_scatter" are collectives the runtime
- * carries out itself, arguments (input, output).
+ * "mlc_all_gather", "mlc_reduce_scatter" or "mlc_all_reduce" (an f32
+ * value summed over the ranks: clip_grad_norm's sum of squares) are
+ * collectives the runtime carries out itself, arguments (input, output).
+ * An entry's i64[] input "opt.world" is the number of ranks, which the
+ * runtime writes before each run.
  *
  * Executables (the code a plan runs, so that the plan is the whole
  * contract between compiler and runtime): each is a code blob with a
@@ -116,6 +119,7 @@ extern "C" {
 #define MLC_PLAN_SHARD_ROW 4096 /* MLC_SHARD_ROW of ir/ir.h */
 #define MLC_PLAN_ALL_GATHER "mlc_all_gather"
 #define MLC_PLAN_REDUCE_SCATTER "mlc_reduce_scatter"
+#define MLC_PLAN_ALL_REDUCE "mlc_all_reduce"
 #define MLC_PLAN_NO_EXECUTABLE 0xffffffffu
 #define MLC_PLAN_MAX_LAUNCH 8
 

@@ -431,7 +431,7 @@ void mlc_profile_classify(const mlc_profile_kernel *k, const mlc_ceilings *c, ml
   if (t < c->latency_s || tiny) {
     v->bound = MLC_BOUND_LATENCY;
     snprintf(v->hint, sizeof v->hint, "too small to fill the %s: fuse with neighbours or batch more work", c->gpu ? "GPU" : "CPU");
-  } else if (name_is(k->name, "all_gather") || name_is(k->name, "reduce_scatter")) {
+  } else if (name_is(k->name, "all_gather") || name_is(k->name, "reduce_scatter") || name_is(k->name, "all_reduce")) {
     /* A collective moves bytes between GPUs: its roof is the link, not HBM. */
     v->bound = MLC_BOUND_MEMORY;
     snprintf(v->hint, sizeof v->hint, "communication: hide it behind compute (prefetch), or send bf16");

@@ -129,7 +129,7 @@ static mlc_status create_entry(mlc_session *s, entry_state *es) {
         return mlc_status_make(MLC_DATA_LOSS, "corrupt plan: native kernel %s has %u launches, not one", sym, ds->nlaunch);
       sym = ds->launch[0].entry;
     }
-    if (!strcmp(sym, MLC_PLAN_ALL_GATHER) || !strcmp(sym, MLC_PLAN_REDUCE_SCATTER)) {
+    if (!strcmp(sym, MLC_PLAN_ALL_GATHER) || !strcmp(sym, MLC_PLAN_REDUCE_SCATTER) || !strcmp(sym, MLC_PLAN_ALL_REDUCE)) {
       es->kern[i] = NULL; /* a collective: the session runs it */
       if (stp->nargs != 2) return mlc_status_make(MLC_DATA_LOSS, "step %s of %s: a collective takes two values", stp->name, e->name);
     } else if ((st = s->dev->vt->resolve(s->dev, sym, &es->kern[i]))) {
@@ -495,14 +495,21 @@ static bool record_event(mlc_session *s, uint32_t entry, uint32_t step, double t
   return true;
 }
 
-/* A collective step: all_gather(shard, flat) or reduce_scatter(flat, rank slice). */
+/* A collective step: all_gather(shard, flat), reduce_scatter(flat, rank
+ * slice) or all_reduce(x, sum of every rank's x). */
 static mlc_status collective(mlc_session *s, entry_state *es, uint32_t i) {
   const mlc_plan_entry *e = es->e;
   const mlc_plan_step *st = &e->steps[i];
   const mlc_plan_value *in = &e->values[st->args[0]], *out = &e->values[st->args[1]];
   void *stream = s->dev->vt->stream ? s->dev->vt->stream(s->dev) : NULL;
   mlc_status err;
-  if (!strcmp(s->plan->kernels[st->kernel], MLC_PLAN_ALL_GATHER)) {
+  const char *sym = s->plan->kernels[st->kernel];
+  if (!strcmp(sym, MLC_PLAN_ALL_REDUCE)) {
+    if (in->shape.dtype != 1 || out->shape.dtype != 1 || mlc_plan_shape_bytes(&in->shape) != mlc_plan_shape_bytes(&out->shape))
+      return mlc_status_make(MLC_DATA_LOSS, "step %s: all_reduce must write f32 values of its input's shape", st->name);
+    err = s->comm->vt->all_reduce_sum(s->comm, es->addr[st->args[0]], es->addr[st->args[1]],
+                                      mlc_plan_shape_bytes(&in->shape) / 4, stream);
+  } else if (!strcmp(sym, MLC_PLAN_ALL_GATHER)) {
     if (in->shape.rank != 2 || in->shape.dims[1] != MLC_PLAN_SHARD_ROW)
       return mlc_status_make(MLC_DATA_LOSS, "step %s: all_gather of a value that is not a shard", st->name);
     uint64_t bytes = shard_bytes(s, &in->shape);
@@ -558,6 +565,9 @@ mlc_status mlc_session_run(mlc_session *s, const char *entry) {
                                "in the optimizer of the train block, or call mlc_session_set_schedule_steps");
       float lr = (float)mlc_session_lr(s);
       MLC_RETURN_IF_ERROR(vt->write(s->dev, es->addr[es->e->inputs[i].value], &lr, sizeof lr));
+    } else if (!strcmp(es->e->inputs[i].name, "opt.world")) { /* fsdp's clipping: which rows of a shard are this rank's */
+      int64_t world = s->comm->world;
+      MLC_RETURN_IF_ERROR(vt->write(s->dev, es->addr[es->e->inputs[i].value], &world, sizeof world));
     }
   if (vt->range_push) vt->range_push(s->dev, entry);
   mlc_status err = NULL;

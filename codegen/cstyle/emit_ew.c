@@ -106,8 +106,12 @@ bool cc_emit_ew(cc *c) {
   int64_t blocks = cc_ceil_div(units, THREADS);
   if (blocks > MAX_BLOCKS) blocks = MAX_BLOCKS;
   cc_begin(c, (uint64_t)blocks, THREADS, 0);
-  cc_printf(c, "  for ($i64 q = ($i64)$bid * %d + $tid; q < %lld$ll; q += %lld$ll) {\n", THREADS,
-            (long long)units, (long long)blocks * THREADS);
+  /* On a shard (fsdp's clipping: a mul of a reduce-scatter's rows), the
+   * rank's rows bound it, as in emit_misc.c's gs_begin. */
+  if (c->sharded && (ot->rank != 2 || ot->dim[1] != MLC_SHARD_ROW)) return cc_bug(c, "a sharded %s that is not [rows, %d]",
+                                                                                 mlc_ops[n->op].name, MLC_SHARD_ROW);
+  const char *bound = c->sharded ? cc_fmt(c, "($i64)rows * %d$ll", MLC_SHARD_ROW / V) : cc_fmt(c, "%lld$ll", (long long)units);
+  cc_printf(c, "  for ($i64 q = ($i64)$bid * %d + $tid; q < %s; q += %lld$ll) {\n", THREADS, bound, (long long)blocks * THREADS);
   cc_printf(c, "    $i64 i = q * %d;\n", V);
   const char *x[MLC_EW_MAX_IN];
   for (int o = 1; o <= nin; o++) {

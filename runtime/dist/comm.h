@@ -1,5 +1,6 @@
 /* Communicators: the collectives a sharded session runs between ranks
- * (FSDP's all-gather and reduce-scatter), behind one vtable.
+ * (FSDP's all-gather and reduce-scatter, and the all-reduce of clipping),
+ * behind one vtable.
  *
  * Implementations: "local" (one rank, host memory: copies), "mpi" (Open
  * MPI, host memory: the CPU target under mpirun) and "nccl" (device memory,
@@ -34,6 +35,9 @@ typedef struct {
   /* data holds world * count f32 on every rank: afterwards this rank's
    * count values at data + rank * count * 4 are the mean over the ranks. */
   mlc_status (*reduce_scatter_mean)(mlc_comm *c, uint64_t data, uint64_t count, void *stream);
+  /* recv[0, count) = the sum over the ranks of send[0, count), f32, on
+   * every rank (clip_grad_norm's sum of squares under fsdp). */
+  mlc_status (*all_reduce_sum)(mlc_comm *c, uint64_t send, uint64_t recv, uint64_t count, void *stream);
   /* Host values summed over the ranks (losses, agreeing on errors). */
   mlc_status (*all_reduce_host)(mlc_comm *c, double *v, int n);
   mlc_status (*barrier)(mlc_comm *c);

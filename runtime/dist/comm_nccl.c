@@ -151,6 +151,12 @@ static mlc_status nc_reduce_scatter(mlc_comm *base, uint64_t data, uint64_t coun
                                    (cudaStream_t)stream), "ncclReduceScatter");
 }
 
+static mlc_status nc_all_reduce_sum(mlc_comm *base, uint64_t send, uint64_t recv, uint64_t count, void *stream) {
+  nccl_comm *c = (nccl_comm *)base;
+  return check(c, c->AllReduce((const void *)(uintptr_t)send, (void *)(uintptr_t)recv, count, ncclFloat32, ncclSum, c->comm,
+                               (cudaStream_t)stream), "ncclAllReduce");
+}
+
 /* Host values: through a small device buffer would need CUDA here; NCCL
  * takes host memory only with CUDA's unified addressing of registered
  * pages, so the driver averages losses on the GPU side instead. */
@@ -164,7 +170,15 @@ static mlc_status nc_barrier(mlc_comm *base) {
   return NULL; /* collectives on one stream are ordered; the session synchronises its stream */
 }
 
-static const mlc_comm_vt nccl_vt = {"nccl", nc_destroy, nc_all_gather, nc_reduce_scatter, nc_all_reduce, nc_barrier};
+static const mlc_comm_vt nccl_vt = {
+  .name = "nccl",
+  .destroy = nc_destroy,
+  .all_gather = nc_all_gather,
+  .reduce_scatter_mean = nc_reduce_scatter,
+  .all_reduce_sum = nc_all_reduce_sum,
+  .all_reduce_host = nc_all_reduce,
+  .barrier = nc_barrier,
+};
 
 mlc_status mlc_comm_nccl_new_id(void *id) {
   void *lib = NULL;

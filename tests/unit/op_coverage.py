@@ -48,6 +48,7 @@ EXEMPT = {
     "view": "the fsdp pass (views of a flat parameter): the dist.fsdp.* tests",
     "all_gather": "the fsdp pass's collective: the dist.fsdp.* tests",
     "reduce_scatter": "the fsdp pass's collective: the dist.fsdp.* tests",
+    "all_reduce": "the fsdp pass's collective for clip_grad_norm: dist.fsdp.clip",
     "attention_kv": "a decode block's prefill and step entries (over the KV caches), never a forward's: "
                     "ref.decode checks them against PyTorch's greedy decode on the CPU; cuda, metal and spirv refuse it",
     "qlinear": "the quantize pass (--quantize, the CPU only): ref.quant checks it against numpy's dequantised "
