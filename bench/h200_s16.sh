@@ -9,7 +9,10 @@
 #   3. tests/spirv/plan_file.sh for cuda and for spirv: <name>.mlcplan run by
 #      a program linked against libmlcrt alone (tests/spirv/plan_app.c,
 #      compiled here against build-gpu's libmlcrt.a) and by mlc run and
-#      train, byte-identical to the .mdl's.
+#      train, byte-identical to the .mdl's;
+#   4. tests/dist/fsdp_clip.py with cuda-nccl: clip_grad_norm under fsdp on
+#      one GPU through NCCL with one rank (the sharded kernels and the
+#      all_reduce, written and reviewed without a GPU), against PyTorch.
 # Carry build-gpu/mlc, build-gpu/lib, build-gpu/runtime/libmlcrt.a and
 # build-gpu/codegen/cuda/mlc_opcheck.  Logs in $OUT/logs.tgz; a summary on
 # standard output.
@@ -47,6 +50,10 @@ for t in cuda spirv; do
   [ $r -eq 0 ] || rc=1
   echo "plan_file.sh $t: exit $r ($(tail -1 $work/plan_file_$t.log | cut -c1-160))"
 done
+PATH=$PATH:/usr/local/cuda/bin XDG_CACHE_HOME=$work/cache timeout 200 python3 tests/dist/fsdp_clip.py $mlc $work/clip \
+  cuda-nccl > $work/fsdp_clip.log 2>&1 || rc=1
+echo "fsdp_clip.py cuda-nccl: $(tail -1 $work/fsdp_clip.log)"
+grep -E "^FAIL" $work/fsdp_clip.log | head -5
 pack
 echo "rc=$rc"
 exit $rc

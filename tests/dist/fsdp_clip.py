@@ -18,8 +18,13 @@ batches of 16 of 160 random rows (step k takes rows 16k..16k+15):
 - (b) and (c) against (a): losses within 1e-6 (relative), norms within
   1e-4, weights within 1e-6.
 
-Skipped (77) without mpirun or torch.  Fails on an mlc that refuses
-clip_grad_norm with fsdp (no losses).  Usage: fsdp_clip.py MLC WORKDIR"""
+With TARGET cuda-nccl (a GPU machine: bench/h200_s16.sh), one run instead:
+--target cuda-nccl in one process (NCCL with one rank: the sharded kernels,
+the all_reduce on NCCL's stream), f32 products in IEEE f32 (--f32-matmul
+ieee), against torch as (b) is.
+
+Skipped (77) without mpirun (cpu) or torch.  Fails on an mlc that refuses
+clip_grad_norm with fsdp (no losses).  Usage: fsdp_clip.py MLC WORKDIR [TARGET]"""
 import os
 import re
 import shutil
@@ -92,7 +97,8 @@ def rel(got, want):
 
 def main():
     exe, work = sys.argv[1], os.path.abspath(sys.argv[2])
-    if not shutil.which("mpirun"):
+    target = sys.argv[3] if len(sys.argv) > 3 else "cpu"
+    if target == "cpu" and not shutil.which("mpirun"):
         print("SKIP: mpirun not installed (Debian openmpi-bin)")
         return 77
     os.makedirs(work, exist_ok=True)
@@ -106,8 +112,9 @@ def main():
     np.save(p("y.npy"), y.numpy())
     with open(p("clip.mdl"), "w") as f:
         f.write(MODEL.format(batch=B, lr=LR, clip=CLIP))
-    common = [exe, "train", p("clip.mdl"), "--target", "cpu", "--threads", "1", "--weights", p("w.safetensors"),
+    common = [exe, "train", p("clip.mdl"), "--target", target, "--weights", p("w.safetensors"),
               "--input", f"x={p('x.npy')}", "--input", f"labels={p('y.npy')}"]
+    common += ["--threads", "1"] if target == "cpu" else ["--f32-matmul", "ieee"]
     want, wnorm, wsd = reference(sd, x, y)
     check = Checks()
     check(min(wnorm) > CLIP, f"torch's gradient norms all above clip_grad_norm = {CLIP}: every step clips "
@@ -118,6 +125,8 @@ def main():
         "--fsdp, 1 rank": (["--fsdp", f"batch={B}", "--steps", str(STEPS), "--export", p("b.safetensors")], 0),
         "2 ranks": ([f"batch={B // 2}", "--steps", str(STEPS), "--save", p("c.ckpt")], 2),
     }
+    if target != "cpu":
+        runs = {f"{target}, 1 rank": ([f"batch={B}", "--steps", str(STEPS), "--export", p("b.safetensors")], 0)}
     got = {}
     for name, (extra, ranks) in runs.items():
         r = mlc(common + extra, ranks)
@@ -128,7 +137,7 @@ def main():
             rows = rows if g.returncode == 0 else []
         check(len(rows) == STEPS, f"{name}: {len(rows)} steps of {STEPS} ran, each with its loss and gradient norm")
         if len(rows) == STEPS:
-            export = {"unsharded": "a", "--fsdp, 1 rank": "b", "2 ranks": "c"}[name]
+            export = {"unsharded": "a", "2 ranks": "c"}.get(name, "b")
             got[name] = ([float(v[1]) for v in rows], [float(v[2]) for v in rows],
                          read_safetensors(p(f"{export}.safetensors"))[0])
 
