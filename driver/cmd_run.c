@@ -478,8 +478,23 @@ int mlc_cmd_run_plan(const options *o) {
     mlc_device_options dopt = {.allocator = mlc_allocator_default(), .plan = plan, .progress = stderr};
     st = mlc_device_create(NULL, o->device, &dopt, &so.device);
   }
+  /* An ONNX model's plan needs the model's values, which compile -o wrote
+   * beside it as <model>.safetensors: taken from there without --weights. */
+  options with = *o;
+  char values[4096];
+  bool given = false;
+  for (uint32_t i = 0; !st && i < plan->nparams; i++) given |= plan->params[i].init == 4;
+  if (!st && given && !o->weights) {
+    const char *slash = strrchr(o->file, '/');
+    int dir = slash ? (int)(slash - o->file) : 1;
+    snprintf(values, sizeof values, "%.*s/%s.safetensors", dir, slash ? o->file : ".", plan->model);
+    if (!access(values, R_OK)) {
+      with.weights = values;
+      fprintf(stderr, "mlc: the model's values from %s (compile -o wrote them beside the plan)\n", values);
+    }
+  }
   int rc = st ? mlc_cli_fail_status(st)
-              : run_session(o, plan, &so, NULL, NULL, tgt ? tgt->name : d->name, !so.device->vt->host_memory);
+              : run_session(&with, plan, &so, NULL, NULL, tgt ? tgt->name : d->name, !so.device->vt->host_memory);
   mlc_plan_free(plan);
   return rc;
 }

@@ -12,7 +12,8 @@ built, spirv (the <name>.mlcplan run by `mlc run`):
     that are parameters (Reshape's shape is folded at compile time) under
     their names, bit for bit;
   - a run before the weights are loaded fails with the message, naming a
-    weight and the file;
+    weight and the file (for mlc run: a plan without its values beside it;
+    beside it, they are loaded, and it says so);
   - after loading them, the output is numpy's within 1e-6 (f32).
 Exits 77 (a skip) without onnx.
 Usage: artifact_weights.py --mlc MLC [--work DIR]"""
@@ -116,19 +117,24 @@ elif r.returncode != 0:
     check(False, f"mlc compile --target spirv: {r.stderr}")
 else:
     plan = os.path.join(spv, "given.mlcplan")
-    out = os.path.join(w, "y.bin")
-    r = run([args.mlc, "run", plan, "--input", "x=" + os.path.join(w, "x.bin")])
+    alone = os.path.join(w, "alone.mlcplan")  # without its values beside it
+    shutil.copy(plan, alone)
+    xin = "x=" + os.path.join(w, "x.bin")
+    r = run([args.mlc, "run", alone, "--input", xin])
     if "no Vulkan" in r.stderr:
         print("spirv: no Vulkan driver here, skipped")
     else:
         check(r.returncode == 1 and "the weight '" in r.stderr and "given.safetensors" in r.stderr,
-              f"mlc run of the plan without --weights: exit {r.returncode}, {r.stderr.strip().splitlines()[-1:]}")
-        r = run([args.mlc, "run", plan, "--input", "x=" + os.path.join(w, "x.bin"), "--weights",
-                 os.path.join(spv, "given.safetensors"), "--output", "y=" + out])
-        check(r.returncode == 0, f"mlc run of the plan with --weights: exit {r.returncode} {r.stderr[-300:]}")
-        if r.returncode == 0:
-            err = float(np.max(np.abs(np.fromfile(out, np.float32).reshape(3, 4) - want)))
-            check(err <= TOL, f"the plan after --weights: max |mlc - numpy| {err:.3g} (tolerance {TOL})")
+              f"mlc run of a plan without its values: exit {r.returncode}, {r.stderr.strip().splitlines()[-1:]}")
+        for how, extra in (("--weights", ["--weights", os.path.join(spv, "given.safetensors")]),
+                           ("the values beside the plan", [])):
+            out = os.path.join(w, "y.bin")
+            r = run([args.mlc, "run", alone if extra else plan, "--input", xin, "--output", "y=" + out, *extra])
+            check(r.returncode == 0 and (extra or "the model's values from" in r.stderr),
+                  f"mlc run of the plan, {how}: exit {r.returncode} {r.stderr[-300:]}")
+            if r.returncode == 0:
+                err = float(np.max(np.abs(np.fromfile(out, np.float32).reshape(3, 4) - want)))
+                check(err <= TOL, f"the plan, {how}: max |mlc - numpy| {err:.3g} (tolerance {TOL})")
 
 print(f"{'FAILED: ' + str(len(failures)) if failures else 'all passed'}")
 sys.exit(1 if failures else 0)
