@@ -483,7 +483,7 @@ int mlc_cmd_run_plan(const options *o) {
   options with = *o;
   char values[4096];
   bool given = false;
-  for (uint32_t i = 0; !st && i < plan->nparams; i++) given |= plan->params[i].init == 4;
+  for (uint32_t i = 0; !st && i < plan->nparams; i++) given |= plan->params[i].init == MLC_PLAN_INIT_GIVEN;
   if (!st && given && !o->weights) {
     const char *slash = strrchr(o->file, '/');
     int dir = slash ? (int)(slash - o->file) : 1;

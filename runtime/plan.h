@@ -122,6 +122,7 @@ extern "C" {
 #define MLC_PLAN_ALL_REDUCE "mlc_all_reduce"
 #define MLC_PLAN_NO_EXECUTABLE 0xffffffffu
 #define MLC_PLAN_MAX_LAUNCH 8
+#define MLC_PLAN_INIT_GIVEN 4 /* mlc_plan_param.init: the model file's value, which a session must load */
 
 /* Executable format tags (see above). */
 #define MLC_PLAN_FORMAT_CUDA_FATBIN "cuda-fatbin"

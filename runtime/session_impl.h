@@ -64,7 +64,7 @@ struct mlc_session {
   uint64_t *param_off;    /* per parameter: its offset in its block (params, or state for role 1) */
   /* Given weights (init 4: the model file's values, which the plan does not
    * carry) not loaded since the session started or init_params: per
-   * parameter, and how many; a run refuses while any is (mlc_sess_given). */
+   * parameter, and how many; a run refuses while any is (session.c's check_given). */
   uint8_t *given_unset;
   uint32_t ngiven_unset;
   mlc_plan_shape *pshape; /* per parameter: its shape here (a sharded one's rows are this rank's) */
@@ -80,7 +80,6 @@ struct mlc_session {
 };
 
 enum { ROLE_STATE = 1 }; /* mlc_plan_param.role of optimizer state */
-enum { INIT_GIVEN = 4 };  /* mlc_plan_param.init of a weight whose value is the model file's */
 
 /* The given weights' bookkeeping: `param` loaded (UINT32_MAX: every one, as
  * a whole weights file or checkpoint loads them), or all unloaded again
@@ -95,7 +94,7 @@ static inline void mlc_sess_given_loaded(mlc_session *s, uint32_t param) {
 static inline void mlc_sess_given_reset(mlc_session *s) {
   s->ngiven_unset = 0;
   for (uint32_t i = 0; i < s->plan->nparams; i++)
-    s->ngiven_unset += s->given_unset[i] = s->plan->params[i].init == INIT_GIVEN;
+    s->ngiven_unset += s->given_unset[i] = s->plan->params[i].init == MLC_PLAN_INIT_GIVEN;
 }
 
 enum { ROLE_WEIGHT = 0, ALL_ROLES = 255 }; /* a file's `role`: weights, or all a checkpoint holds (mlc_sess_in_file) */
