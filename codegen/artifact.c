@@ -205,6 +205,13 @@ static void write_header(FILE *o, const mlc_program *p, const mlc_artifact *a) {
              " * had, and forward goes on working); a model that only runs forward never\n"
              " * holds it. */\n");
   fprintf(o, "mlc_status %s_create(const %s_options *opt, %s **out);\n", n, n, n);
+  bool given = false;
+  for (uint32_t i = 0; i < p->nparams; i++) given |= p->params[i].init == MLC_INIT_GIVEN;
+  if (given)
+    fprintf(o, "/* The model's values (its ONNX initializers) are not in the plan: mlc\n"
+               " * compile -o wrote them beside this file, as the file named here.  Load\n"
+               " * them (%s_load_weights) before the first run, which fails until then. */\n"
+               "#define MLC_MODEL_%s_WEIGHTS \"%s.safetensors\"\n", n, n, n);
   fprintf(o, "void %s_destroy(%s *m);\n\n", n, n);
   fprintf(o, "void %s_init_weights(%s *m, uint64_t seed);\n", n, n);
   fprintf(o, "/* safetensors with PyTorch's state_dict names, dtypes and shapes. */\n");

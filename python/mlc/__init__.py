@@ -262,6 +262,10 @@ class Model:
         handle = ctypes.c_void_p()
         self._check(getattr(lib, f"{name}_create")(ctypes.byref(opt), ctypes.byref(handle)))
         self._m = handle
+        # An ONNX model's values, which mlc compile -o wrote beside the artifact (its header names the file).
+        given = re.search(r'#define MLC_MODEL_%s_WEIGHTS "([^"]+)"' % re.escape(name), header)
+        if given and os.path.exists(os.path.join(folder, given.group(1))):
+            self.load_weights(os.path.join(folder, given.group(1)))
 
     def _check(self, st):
         if st:

@@ -12,8 +12,9 @@ built, spirv (the <name>.mlcplan run by `mlc run`):
     that are parameters (Reshape's shape is folded at compile time) under
     their names, bit for bit;
   - a run before the weights are loaded fails with the message, naming a
-    weight and the file (for mlc run: a plan without its values beside it;
-    beside it, they are loaded, and it says so);
+    weight and the file (the values moved away from the artifact; for mlc
+    run: a plan without its values beside it); beside it, mlc.load and mlc
+    run load them (the header names the file: MLC_MODEL_<name>_WEIGHTS);
   - after loading them, the output is numpy's within 1e-6 (f32).
 Exits 77 (a skip) without onnx.
 Usage: artifact_weights.py --mlc MLC [--work DIR]"""
@@ -96,6 +97,13 @@ if os.path.exists(values):
     check(names == ["B", "W", "c"], f"the file's tensors: {names} (want B, W, c)")
     same = all(n in got and np.array_equal(got[n], v) for n, v in (("W", W), ("B", B), ("c", C)))
     check(same, "the initializers and the Constant's tensor bit for bit")
+with open(os.path.join(art, "given.h")) as f:
+    check('#define MLC_MODEL_given_WEIGHTS "given.safetensors"' in f.read(), "given.h names the values' file")
+y = mlcpy.load(art).forward(x)  # the binding loads the file the header names
+err = float(np.max(np.abs(y - want)))
+check(err <= TOL, f"the artifact through mlc.load: max |mlc - numpy| {err:.3g} (tolerance {TOL})")
+moved = os.path.join(w, "values.safetensors")
+os.rename(values, moved)
 m = mlcpy.load(art)
 try:
     m.forward(x)
@@ -103,7 +111,7 @@ try:
 except mlcpy.Error as e:
     check("takes its value from the model's file" in str(e) and "given.safetensors" in str(e),
           f"the artifact refuses to run without its weights: {e}")
-m.load_weights(values)
+m.load_weights(moved)
 y = m.forward(x)
 err = float(np.max(np.abs(y - want)))
 check(err <= TOL, f"the artifact after load_weights: max |mlc - numpy| {err:.3g} (tolerance {TOL})")
