@@ -292,7 +292,8 @@ int mlc_cli_parse_args(options *o, int argc, char **argv) {
               c < 256 ? (char[2]){(char)c, 0} : opts[idx].name);
       return EXIT_USAGE;
     }
-    if (compile_only(c) && !o->compile_only[0]) {
+    /* (profile's --entry picks the entry point to time, not what to compile) */
+    if (compile_only(c) && !(c == OPT_ENTRY && o->cmd == CMD_PROFILE) && !o->compile_only[0]) {
       if (c < 256) snprintf(o->compile_only, sizeof o->compile_only, "-%c", c);
       else snprintf(o->compile_only, sizeof o->compile_only, "--%s", opts[idx].name);
     }

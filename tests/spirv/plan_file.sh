@@ -71,6 +71,9 @@ for how in mdl plan; do
 done
 cmp "$work/ck_mdl.mlcck" "$work/ck_plan.mlcck" || fail "3 steps from the plan give another checkpoint than from the .mdl"
 grep "^step 3: loss" "$work/train_plan.log" || fail "train of the plan prints no step 3"
+# profile's --entry picks what to time (not what to compile): taken with a plan.
+"$mlc" profile "$plan" --entry train_step --steps 2 > "$work/profile.log" 2>&1 || { cat "$work/profile.log"; fail "profile of the plan"; }
+grep -q "steps, .* ms per run over 2 runs" "$work/profile.log" || fail "profile of the plan prints no summary"
 
 # The refusals: exit status and message.
 expect() { # STATUS MESSAGE-PART mlc ARGS...
