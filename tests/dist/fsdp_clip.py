@@ -36,7 +36,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "ref"))
 try:
     import numpy as np
     import torch
-    from models import MLP, Checks, read_safetensors, write_safetensors
+    from models import MLP, Checks, mlp_mdl, read_safetensors, write_safetensors
 except ImportError as e:
     print(f"SKIP: {e} (Debian python3-torch)")
     sys.exit(77)
@@ -44,20 +44,6 @@ except ImportError as e:
 B, STEPS, CLIP, LR = 16, 10, 0.5, 1e-2
 LOSS_TOL, NORM_TOL = 1e-6, 1e-4
 WEIGHT_TOL, WEIGHT_TOL_UNSHARDED = 1e-5, 1e-6  # against torch; against mlc's unsharded run
-MODEL = """config {{ batch = {batch}  inputs = 16  hidden = 100  classes = 10 }}
-module MLP(inputs, hidden, classes) {{
-    net = Sequential(Linear(inputs, hidden), GELU(), Linear(hidden, hidden), GELU(), Linear(hidden, classes))
-    forward(x: f32[batch, inputs]) {{ return net(x) }}
-}}
-train MLP {{
-    input x:      f32[batch, inputs]
-    input labels: i32[batch]
-    loss           = cross_entropy(model(x), labels)
-    optimizer      = AdamW(lr={lr})
-    clip_grad_norm = {clip}
-    shard          = fsdp(net)
-}}
-"""
 LINE = re.compile(r"^step (\d+): loss (\S+), grad norm (\S+) \(", re.M)
 
 
@@ -111,7 +97,7 @@ def main():
     np.save(p("x.npy"), x.numpy())
     np.save(p("y.npy"), y.numpy())
     with open(p("clip.mdl"), "w") as f:
-        f.write(MODEL.format(batch=B, lr=LR, clip=CLIP))
+        f.write(mlp_mdl(B, 100, f"    optimizer = AdamW(lr={LR})\n    clip_grad_norm = {CLIP}\n    shard = fsdp(net)\n"))
     common = [exe, "train", p("clip.mdl"), "--target", target, "--weights", p("w.safetensors"),
               "--input", f"x={p('x.npy')}", "--input", f"labels={p('y.npy')}"]
     common += ["--threads", "1"] if target == "cpu" else ["--f32-matmul", "ieee"]

@@ -63,6 +63,23 @@ class MLP(nn.Module):
         return self.net(x)
 
 
+def mlp_mdl(batch, hidden, train):
+    """MLP(16, hidden, 10) above as a .mdl, for the tests that train it
+    against torch: `train` is its train block's lines after the inputs and
+    the loss (the optimizer and whatever follows it), each ending in a newline."""
+    return f"""config {{ batch = {batch}  inputs = 16  hidden = {hidden}  classes = 10 }}
+module MLP(inputs, hidden, classes) {{
+    net = Sequential(Linear(inputs, hidden), GELU(), Linear(hidden, hidden), GELU(), Linear(hidden, classes))
+    forward(x: f32[batch, inputs]) {{ return net(x) }}
+}}
+train MLP {{
+    input x:      f32[batch, inputs]
+    input labels: i32[batch]
+    loss      = cross_entropy(model(x), labels)
+{train}}}
+"""
+
+
 def rel_err(got, ref):
     """max |got - ref| / max |ref|: the error measure every reference test states."""
     return float((got.double() - ref.double()).abs().max() / ref.double().abs().max())

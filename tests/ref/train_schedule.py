@@ -32,21 +32,9 @@ import sys
 import numpy as np
 import torch
 
-from models import MLP, Checks, read_safetensors, write_safetensors
+from models import MLP, Checks, mlp_mdl, read_safetensors, write_safetensors
 
 B, STEPS = 16, 20
-MODEL = """config {{ batch = {batch}  inputs = 16  hidden = 32  classes = 10 }}
-module MLP(inputs, hidden, classes) {{
-    net = Sequential(Linear(inputs, hidden), GELU(), Linear(hidden, hidden), GELU(), Linear(hidden, classes))
-    forward(x: f32[batch, inputs]) {{ return net(x) }}
-}}
-train MLP {{
-    input x:      f32[batch, inputs]
-    input labels: i32[batch]
-    loss      = cross_entropy(model(x), labels)
-    optimizer = {opt}
-{extra}}}
-"""
 
 
 def llmc_lr(base, warmup, total, min_lr, decay):
@@ -132,7 +120,7 @@ def main():
     def train(name, opt, extra, args, batch=B):
         path = p(name + ".mdl")
         with open(path, "w") as f:
-            f.write(MODEL.format(batch=batch, opt=opt, extra=extra))
+            f.write(mlp_mdl(batch, 32, f"    optimizer = {opt}\n{extra}"))
         r = subprocess.run([mlc, "train", path, "--target", "cpu", *data, *args], capture_output=True, text=True)
         if r.returncode:
             print(r.stdout + r.stderr)
