@@ -117,13 +117,15 @@ MLC_FN void mlc_attn_rowmax(float *mx, float *mrow, float *ms, float *corr) {
 // H > 0: packed (mlc_attn_row): q, k, v are one [b, s, 3H, D] (SQ == SK) and
 // out is [b, s, H, D].
 template <class T, int D, int W, int MT, int BK, int BH, int SQ, int SK, int CAUSAL, int MODE, int H = 0>
-MLC_FN void mlc_attn_fwd_tc(const T *q, const T *k, const T *v, T *out, const T *g, float *stats, float *dq, float sl2) {
+MLC_FN void mlc_attn_fwd_tc(const T *q, const T *k, const T *v, T *out, const T *g, float *stats, float *dq, float sl2,
+                            int item = -1) {
   const bool BF = mlc_attn_isbf<T>::v;
   const int BM = 16 * MT * W, LD = D + 8, NT = (SQ + BM - 1) / BM, NTH = 32 * W, RSI = H ? 3 * H * D : D, RSO = H ? H * D : D;
   static_assert(BK % 16 == 0 && (H == 0 || (SQ == SK && MODE != 1)), "attention tile");
+  const int it = item < 0 ? (int)blockIdx.x : item; /* the work item: blockIdx.x, or a persistent launch's */
   int tile, bh;
-  if (CAUSAL) { tile = NT - 1 - (int)(blockIdx.x / BH); bh = (int)(blockIdx.x % BH); }
-  else { tile = (int)(blockIdx.x % NT); bh = (int)(blockIdx.x / NT); }
+  if (CAUSAL) { tile = NT - 1 - it / BH; bh = it % BH; }
+  else { tile = it % NT; bh = it / NT; }
   const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, gq = lane >> 2, tq = lane & 3;
   const int m0 = tile * BM, wr = w * 16 * MT; /* the warp's first row in the block */
   const T *qb = q + mlc_attn_row<H, SQ, D, RSI>(bh, 0);
@@ -707,16 +709,21 @@ template <> struct mlc_attn_wgr<false, 64> {
 };
 #endif
 // Forward on Hopper's wgmma (sm_90a; 16-bit T, D 128 or 64; MODE 0 or 2 as
-// mlc_attn_fwd_tc's; causal: each block stops at its diagonal, the last
-// tiles first).  A block is 128 query rows of one (batch, head): two
-// consumer warpgroups of 64 rows and a producer warpgroup (384 threads; the
-// producer gives up registers by setmaxnreg, the consumers take them).  One
-// producer thread loads q, then keys and values 128 at a time into an
-// NS-stage ring by TMA (tensor maps mq, mk, mv: boxes of 64 columns x 128
-// rows x 1 of [BH][S][D], or packed of [b][S][3 H D]; D / 64 a tile), each stage's bytes
-// counted on its mbarrier, and refills a stage once both consumers have
-// released it: the consumers never wait on each other.  Rows past S read
-// as zeros (the map's bounds).  Tiles lie in
+// mlc_attn_fwd_tc's; causal: each work item stops at its diagonal, the last
+// tiles first).  A work item is 128 query rows of one (batch, head); the
+// block is persistent and takes items blockIdx.x, + gridDim.x, ... (the
+// launch: at most a block a multiprocessor).  Two consumer warpgroups of
+// 64 rows and a producer warpgroup (384 threads; the producer gives up
+// registers by setmaxnreg, the consumers take them).  Producer warp 0 loads
+// keys and values 128 at a time into an NS-stage ring by TMA, the blocks of
+// all the block's items one after another; warp 1 loads each item's q once
+// both consumers have issued their last scores of the previous item, so the
+// next item's q and first keys land under this one's last products and
+// stores (tensor maps mq, mk, mv: boxes of 64 columns x 128 rows x 1 of
+// [BH][S][D], or packed of [b][S][3 H D]; D / 64 a tile), each stage's
+// bytes counted on its mbarrier; a stage is refilled once both consumers
+// have released it: the consumers never wait on each other.  Rows past S
+// read as zeros (the map's bounds).  Tiles lie in
 // 128-byte-swizzled shared memory: each 128 x D tile is D / 64 64-column
 // blocks of 128 rows x 128 bytes (a 16-byte chunk c of row r at block
 // c / 8, r * 128, swizzled by r % 8), which is q's and k's K-major layout
@@ -725,7 +732,8 @@ template <> struct mlc_attn_wgr<false, 64> {
 // operand of p v (the S accumulators' layout is the A fragment's).  Online
 // softmax in base 2 as mlc_attn_fwd_tc's.
 // Elsewhere than sm_90a the same launch runs mlc_attn_fwd_tc with 8 warps
-// of one row tile, keys 64 at a time (the producer warpgroup returns).
+// on each of the block's items in turn, keys 64 at a time (the producer
+// warpgroup returns).
 // Shared memory: (1 + 2 NS) x D / 4 KiB, the barriers, 1 KiB of alignment
 // (attn_wg_smem in emit_attention.c).
 // Rows [r0, r0 + R) of 128 16-bit columns (rows RS elements apart, rows
@@ -743,58 +751,75 @@ MLC_FN void mlc_attn_ldsw(unsigned base, const unsigned short *g, int r0, int ti
 template <class T, int D, int NS, int BH, int SQ, int SK, int CAUSAL, int MODE, int H = 0>
 MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T *g, float *stats, float *dq, float sl2,
                             const mlc_tmap &mq, const mlc_tmap &mk, const mlc_tmap &mv) {
+  constexpr int BM = 128, NT = (SQ + BM - 1) / BM, TILES = NT * BH;
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  constexpr int BM = 128, BKV = 128, TILE = BM * D * 2, NB = D / 64, RSO = H ? H * D : D;
-  constexpr int NT = (SQ + BM - 1) / BM, NKB = (SK + BKV - 1) / BKV;
+  constexpr int BKV = 128, TILE = BM * D * 2, NB = D / 64, RSO = H ? H * D : D, NKB = (SK + BKV - 1) / BKV;
   constexpr bool BF = mlc_attn_isbf<T>::v;
   static_assert(MODE != 1 && (H == 0 || SQ == SK) && (D == 64 || D == 128), "attention tile");
-  (void)g, (void)dq;
-  int tile, bh;
-  if (CAUSAL) { tile = NT - 1 - (int)(blockIdx.x / BH); bh = (int)(blockIdx.x % BH); }
-  else { tile = (int)(blockIdx.x % NT); bh = (int)(blockIdx.x / NT); }
+  (void)g, (void)dq, (void)q, (void)k, (void)v;
+  /* work item t: a 128-row query tile of one (batch, head); causal: the longest (last) tiles first */
+  auto tile_of = [](int t) { return CAUSAL ? NT - 1 - t / BH : t % NT; };
+  auto bh_of = [](int t) { return CAUSAL ? t % BH : t / NT; };
+  auto nkb_of = [](int tile) {
+    int n = NKB;
+    if (CAUSAL) { int lim = ((tile * BM + BM < SQ ? tile * BM + BM : SQ) + BKV - 1) / BKV; n = lim < n ? lim : n; }
+    return n;
+  };
   const int tid = threadIdx.x, wg = tid >> 7, lane = tid & 31, w = (tid >> 5) & 3, gq = lane >> 2, tq = lane & 3;
-  const int m0 = tile * BM, r0 = m0 + wg * 64 + w * 16 + gq; /* a consumer's rows: r0, r0 + 8 */
-  int nkb = NKB;
-  if (CAUSAL) { int lim = ((m0 + BM < SQ ? m0 + BM : SQ) + BKV - 1) / BKV; nkb = lim < nkb ? lim : nkb; }
-  (void)q, (void)k, (void)v;
   const unsigned sb = mlc_attn_saddr(mlc_attn_sm), s0 = (sb + 1023) & ~1023u, sQ = s0;
   auto sK = [&](int b) { return s0 + TILE * (1 + b); };
   auto sV = [&](int b) { return s0 + TILE * (1 + NS + b); };
-  /* mbarriers after the tiles: full[NS] (k and v of a stage landed), empty[NS] (both consumers done with it), q's */
+  /* mbarriers after the tiles: full[NS] (k and v of a stage landed), empty[NS] (both consumers done with it),
+     q's (landed) and q's empty (both consumers' last scores of the tile are done) */
   const unsigned bar = s0 + TILE * (1 + 2 * NS);
   auto full = [&](int b) { return bar + 8 * b; };
   auto empty = [&](int b) { return bar + 8 * (NS + b); };
-  const unsigned qbar = bar + 16 * NS;
+  const unsigned qbar = bar + 16 * NS, qempty = qbar + 8;
   if (tid == 0) {
     for (int b = 0; b < NS; b++) { mlc_mbar_init(full(b), 1); mlc_mbar_init(empty(b), 256); }
     mlc_mbar_init(qbar, 1);
+    mlc_mbar_init(qempty, 256);
     mlc_mbar_fence_init();
   }
   __syncthreads();
-  if (wg == 2) { /* the producer: q, then k and v NS blocks ahead of the consumers, by TMA from one thread */
+  /* The block is persistent: it takes work items blockIdx.x, + gridDim.x, ... (the launch: at most one block a
+     multiprocessor), so that the next item's q and first keys and values load while this one's last products,
+     normalisation and stores run.  Warp 0 of the producer loads k and v, NS blocks ahead of the consumers, the
+     blocks of all items in one ring; warp 1 loads each item's q once the consumers are done with the last. */
+  if (wg == 2) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
-    if (tid == 256) {
+    if (tid == 256 || tid == 288) {
       constexpr int HH = H ? H : 1;
-      /* q's, k's and v's first column and the third coordinate of this (batch, head) */
-      const int z = H ? bh / HH : bh, qc = H ? (bh % HH) * D : 0, kc = H ? H * D + qc : 0, vc = H ? 2 * H * D + qc : 0;
-      mlc_tma_prefetch(mq), mlc_tma_prefetch(mk), mlc_tma_prefetch(mv);
-      mlc_mbar_expect_tx(qbar, TILE);
-#pragma unroll
-      for (int c = 0; c < NB; c++) mlc_tma_load3(sQ + c * 16384, mq, qc + 64 * c, m0, z, qbar);
+      if (tid == 256) mlc_tma_prefetch(mk), mlc_tma_prefetch(mv);
+      else mlc_tma_prefetch(mq);
+      int it = 0; /* k and v blocks issued, over all items */
 #pragma unroll 1
-      for (int j = 0; j < nkb; j++) {
-        const int b = j % NS;
-        if (j >= NS) mlc_mbar_wait(empty(b), ((j / NS) - 1) & 1);
-#ifndef MLC_ATTN_PROBE_NOLOAD /* bench/attn_probe.sh: the consumers' speed without the loads */
-        mlc_mbar_expect_tx(full(b), 2 * TILE);
+      for (int t = blockIdx.x, n = 0; t < TILES; t += gridDim.x, n++) {
+        const int tile = tile_of(t), bh = bh_of(t), nkb = nkb_of(tile);
+        /* q's, k's and v's first column and the third coordinate of this (batch, head) */
+        const int z = H ? bh / HH : bh, qc = H ? (bh % HH) * D : 0, kc = H ? H * D + qc : 0, vc = H ? 2 * H * D + qc : 0;
+        if (tid == 288) {
+          if (n) mlc_mbar_wait(qempty, (n - 1) & 1);
+          mlc_mbar_expect_tx(qbar, TILE);
 #pragma unroll
-        for (int c = 0; c < NB; c++) {
-          mlc_tma_load3(sK(b) + c * 16384, mk, kc + 64 * c, j * BKV, z, full(b));
-          mlc_tma_load3(sV(b) + c * 16384, mv, vc + 64 * c, j * BKV, z, full(b));
+          for (int c = 0; c < NB; c++) mlc_tma_load3(sQ + c * 16384, mq, qc + 64 * c, tile * BM, z, qbar);
+          continue;
         }
+#pragma unroll 1
+        for (int j = 0; j < nkb; j++, it++) {
+          const int b = it % NS;
+          if (it >= NS) mlc_mbar_wait(empty(b), ((it / NS) - 1) & 1);
+#ifndef MLC_ATTN_PROBE_NOLOAD /* bench/attn_probe.sh: the consumers' speed without the loads */
+          mlc_mbar_expect_tx(full(b), 2 * TILE);
+#pragma unroll
+          for (int c = 0; c < NB; c++) {
+            mlc_tma_load3(sK(b) + c * 16384, mk, kc + 64 * c, j * BKV, z, full(b));
+            mlc_tma_load3(sV(b) + c * 16384, mv, vc + 64 * c, j * BKV, z, full(b));
+          }
 #else
-        mlc_mbar_arrive(full(b));
+          mlc_mbar_arrive(full(b));
 #endif
+        }
       }
     }
     return;
@@ -804,14 +829,15 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
   // before block j - 1's o += p v, and its softmax runs while that product
   // does; o is rescaled once that product is done.
   constexpr int NO = D / 2; /* o's accumulators a thread */
-  float o[NO], s[64], mrow[2] = {-MLC_INF, -MLC_INF}, lrow[2] = {0.f, 0.f}, corr[2] = {1.f, 1.f};
+  float o[NO], s[64], mrow[2], lrow[2], corr[2];
   unsigned pa[8][4];
-#pragma unroll
-  for (int i = 0; i < NO; i++) { o[i] = 0.f; mlc_wg_fence_operand(o[i]); }
+  /* the work item's tile, (batch, head), key blocks, this thread's rows (r0, r0 + 8), and the ring index of its
+     first key block */
+  int tile = 0, bh = 0, nkb = 0, r0 = 0, it0 = 0;
   // scores of block j into s (issued, not waited for)
   auto issue_s = [&](int j) {
-    const int b = j % NS;
-    mlc_mbar_wait(full(b), (j / NS) & 1);
+    const int b = (it0 + j) % NS;
+    mlc_mbar_wait(full(b), ((it0 + j) / NS) & 1);
     mlc_fence_async_smem();
 #pragma unroll
     for (int i = 0; i < 64; i++) { s[i] = 0.f; mlc_wg_fence_operand(s[i]); }
@@ -886,7 +912,7 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
     for (int i = 0; i < NO; i++) mlc_wg_fence_operand(o[i]);
     mlc_wg_fence();
 #pragma unroll
-    for (int kk = 0; kk < 8; kk++) mlc_attn_wgr<BF, D>::template mma<1>(o, pa[kk], mlc_wg_desc(sV(j % NS) + kk * 2048, 16384));
+    for (int kk = 0; kk < 8; kk++) mlc_attn_wgr<BF, D>::template mma<1>(o, pa[kk], mlc_wg_desc(sV((it0 + j) % NS) + kk * 2048, 16384));
     mlc_wg_commit();
   };
   // Ping-pong: the warpgroups take turns to issue their products (named
@@ -904,52 +930,69 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
   auto turn = [&]() {};
   auto pass = [&](bool) {};
 #endif
-  mlc_mbar_wait(qbar, 0);
-  turn();
-  issue_s(0);
-  pass(false);
-  mlc_wg_wait<0>();
-  softmax(0);
-  rescale_pack();
-  /* the same groups in flight on every path (the last block peeled), so that ptxas sees which wait retires which */
 #pragma unroll 1
-  for (int j = 0; j + 1 < nkb; j++) {
+  for (int t = blockIdx.x, n = 0; t < TILES; t += gridDim.x, n++) {
+    tile = tile_of(t), bh = bh_of(t), nkb = nkb_of(tile), r0 = tile * BM + wg * 64 + w * 16 + gq;
+    const bool final = t + (int)gridDim.x >= TILES; /* this block's last item */
+#pragma unroll
+    for (int i = 0; i < NO; i++) { o[i] = 0.f; mlc_wg_fence_operand(o[i]); }
+#pragma unroll
+    for (int r = 0; r < 2; r++) mrow[r] = -MLC_INF, lrow[r] = 0.f, corr[r] = 1.f;
+    mlc_mbar_wait(qbar, n & 1);
     turn();
-    issue_s(j + 1);
-    issue_pv(j);
+    issue_s(0);
     pass(false);
-    mlc_wg_wait<1>();
-    softmax(j + 1);
+    mlc_wg_wait<0>();
+    if (nkb == 1) mlc_mbar_arrive(qempty); /* q's last read */
+    softmax(0);
+    rescale_pack();
+    /* the same groups in flight on every path (the last block peeled), so that ptxas sees which wait retires which */
+#pragma unroll 1
+    for (int j = 0; j + 1 < nkb; j++) {
+      turn();
+      issue_s(j + 1);
+      issue_pv(j);
+      pass(false);
+      mlc_wg_wait<1>();
+      if (j + 2 == nkb) mlc_mbar_arrive(qempty); /* q's last read */
+      softmax(j + 1);
+      mlc_wg_wait<0>();
+#pragma unroll
+      for (int i = 0; i < NO; i++) mlc_wg_fence_operand(o[i]);
+      mlc_mbar_arrive(empty((it0 + j) % NS));
+      rescale_pack();
+    }
+    turn();
+    issue_pv(nkb - 1);
+    pass(final);
     mlc_wg_wait<0>();
 #pragma unroll
     for (int i = 0; i < NO; i++) mlc_wg_fence_operand(o[i]);
-    mlc_mbar_arrive(empty(j % NS));
-    rescale_pack();
-  }
-  turn();
-  issue_pv(nkb - 1);
-  pass(true);
-  mlc_wg_wait<0>();
+    mlc_mbar_arrive(empty((it0 + nkb - 1) % NS));
+    it0 += nkb;
+    // o[4i + e]: row r0 (+8 for e >= 2), column 8i + 2 tq (+1 for odd e)
 #pragma unroll
-  for (int i = 0; i < NO; i++) mlc_wg_fence_operand(o[i]);
-  // o[4i + e]: row r0 (+8 for e >= 2), column 8i + 2 tq (+1 for odd e)
+    for (int r = 0; r < 2; r++) {
+      lrow[r] += __shfl_xor_sync(0xffffffffu, lrow[r], 1);
+      lrow[r] += __shfl_xor_sync(0xffffffffu, lrow[r], 2);
+      float inv = lrow[r] > 0.f ? 1.f / lrow[r] : 0.f;
+      int row = r0 + 8 * r;
+      if (row < SQ) {
+        unsigned *orow = (unsigned *)(out + mlc_attn_row<H, SQ, D, RSO>(bh, row));
 #pragma unroll
-  for (int r = 0; r < 2; r++) {
-    lrow[r] += __shfl_xor_sync(0xffffffffu, lrow[r], 1);
-    lrow[r] += __shfl_xor_sync(0xffffffffu, lrow[r], 2);
-    float inv = lrow[r] > 0.f ? 1.f / lrow[r] : 0.f;
-    int row = r0 + 8 * r;
-    if (row < SQ) {
-      unsigned *orow = (unsigned *)(out + mlc_attn_row<H, SQ, D, RSO>(bh, row));
-#pragma unroll
-      for (int i = 0; i < NO / 4; i++) orow[i * 4 + tq] = mlc_attn_pack<BF>(o[4 * i + 2 * r] * inv, o[4 * i + 2 * r + 1] * inv);
-      if (MODE == 2 && tq == 0) stats[(size_t)bh * SQ + row] = mrow[r] + log2f(lrow[r]);
+        for (int i = 0; i < NO / 4; i++) orow[i * 4 + tq] = mlc_attn_pack<BF>(o[4 * i + 2 * r] * inv, o[4 * i + 2 * r + 1] * inv);
+        if (MODE == 2 && tq == 0) stats[(size_t)bh * SQ + row] = mrow[r] + log2f(lrow[r]);
+      }
     }
   }
 #else
   (void)mq, (void)mk, (void)mv;
   if (threadIdx.x >= 256) return; /* the producer warpgroup of the sm_90a kernel */
-  mlc_attn_fwd_tc<T, D, 8, 1, 64, BH, SQ, SK, CAUSAL, MODE, H>(q, k, v, out, g, stats, dq, sl2);
+#pragma unroll 1
+  for (int t = blockIdx.x; t < TILES; t += gridDim.x) {
+    mlc_attn_fwd_tc<T, D, 8, 1, 64, BH, SQ, SK, CAUSAL, MODE, H>(q, k, v, out, g, stats, dq, sl2, t);
+    __syncthreads(); /* as mlc_attn_fwd_tc's own: its shared memory is the next item's */
+  }
 #endif
 }
 

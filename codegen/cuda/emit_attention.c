@@ -79,8 +79,8 @@
 #define MLC_ATTN_FWD_BK 32
 #endif
 /* Head dim 128 or 64: the wgmma forward on sm_90a (mlc_attn_fwd_wg: two
- * consumer warpgroups and a producer; its shared memory: q and
- * MLC_ATTN_WG_STAGES stages of k and v, 128 x D each, the stages'
+ * consumer warpgroups and a producer, persistent; its shared memory: q and
+ * MLC_ATTN_WG_STAGES stages of k and v, 128 x D each, the stages' and q's
  * mbarriers, aligned to 1 KiB).  -DMLC_ATTN_FWD_WG=0 turns it off, to
  * compare. */
 #ifndef MLC_ATTN_FWD_WG
@@ -89,7 +89,12 @@
 #ifndef MLC_ATTN_WG_STAGES
 #define MLC_ATTN_WG_STAGES 3
 #endif
-static uint32_t attn_wg_smem(int64_t d) { return (uint32_t)((1 + 2 * MLC_ATTN_WG_STAGES) * 256 * d + 16 * MLC_ATTN_WG_STAGES + 8 + 1024); }
+static uint32_t attn_wg_smem(int64_t d) { return (uint32_t)((1 + 2 * MLC_ATTN_WG_STAGES) * 256 * d + 16 * MLC_ATTN_WG_STAGES + 16 + 1024); }
+/* mlc_attn_fwd_wg is persistent: at most this many blocks (the multiprocessors of an H100/H200; a smaller GPU
+ * runs the same work items, a block taking more of them), each walking work items gridDim.x apart. */
+#ifndef MLC_ATTN_FWD_SMS
+#define MLC_ATTN_FWD_SMS 132
+#endif
 typedef struct { int64_t w, mt, bk; } fwd_tile;
 static fwd_tile fwd_tile_of(bool causal) {
   if (causal) return (fwd_tile){4, 1, 64};
@@ -200,7 +205,8 @@ static void fwd_tc(cc *c, const char *T, int64_t D, int64_t BH, int64_t SQ, int6
       const uint64_t dim[3] = {(uint64_t)cols, (uint64_t)s, (uint64_t)z}, stride[2] = {(uint64_t)(2 * cols), (uint64_t)(2 * cols * s)};
       tm[i] = cc_tmap(c, H ? 0 : i, 0, 3, 2, dim, stride, box, 128);
     }
-    cc_begin(c, (uint64_t)(BH * cc_ceil_div(SQ, 128)), 384, attn_wg_smem(D));
+    int64_t items = BH * cc_ceil_div(SQ, 128);
+    cc_begin(c, (uint64_t)(items < MLC_ATTN_FWD_SMS ? items : MLC_ATTN_FWD_SMS), 384, attn_wg_smem(D));
     cc_printf(c, "  mlc_attn_fwd_wg<%s, %lld, %d, %lld, %lld, %lld, %d, %d, %lld>(%s, %s, %s, %s, %s);\n", T, (long long)D,
               MLC_ATTN_WG_STAGES, (long long)BH, (long long)SQ, (long long)SK, causal, mode, (long long)H, args,
               cc_flit(c, scale * 1.4426950408889634), tm[0], tm[1], tm[2]);

@@ -505,6 +505,16 @@ CASES = [
          {"q": (-3, 3), "k": (-3, 3)}),
     Case("mha_bf16_d64_causal", "x: bf16[2, 300, 128]", "cast(attn(x, x, x), f32)", mha_ref(True), LOW,
          members="attn = MultiheadAttention(128, 2, causal=true, dtype=bf16)"),
+    # more 128-row work items than an H200 has multiprocessors: the persistent wgmma forward's blocks take several
+    # each, one key/value ring over all of them (causal: a different number of key blocks an item)
+    Case("attention_bf16_d128_items", "q: bf16[4, 12, 390, 128], k: bf16[4, 12, 390, 128], v: bf16[4, 12, 390, 128]",
+         "cast(attention(q, k, v), f32)", lambda I, P: bf16(attn_ref(I["q"], I["k"], I["v"], 128 ** -0.5, False)), LOW,
+         {"q": (-3, 3), "k": (-3, 3)}, targets=("cuda",)),
+    Case("attention_f16_d64_causal_items", "q: f16[4, 8, 600, 64], k: f16[4, 8, 600, 64], v: f16[4, 8, 600, 64]",
+         "cast(attention(q, k, v, causal=true), f32)", lambda I, P: f16(attn_ref(I["q"], I["k"], I["v"], 0.125, True)), LOW,
+         {"q": (-3, 3), "k": (-3, 3)}, targets=("cuda",)),
+    Case("mha_bf16_d64_causal_items", "x: bf16[8, 520, 256]", "cast(attn(x, x, x), f32)", mha_ref(True, 4), LOW,
+         members="attn = MultiheadAttention(256, 4, causal=true, dtype=bf16)", targets=("cuda",)),
     # MultiheadAttention in bf16: on CUDA the attnsave pass reads q, k, v from the in-projection as they lie
     Case("mha_bf16", "x: bf16[2, 40, 64]", "cast(attn(x, x, x), f32)", mha_ref(False), LOW,
          members="attn = MultiheadAttention(64, 2, dtype=bf16)"),

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# On the GPU machine (device tool), session 17: the persistent wgmma
+# attention forward (mlc_attn_fwd_wg, codegen/cuda/attention.cuh; issue 19).
+#   PART=ab     the forward alone (mlc profile bench/attention_bf16.mdl, its
+#               `attention` row) at each of $CASES under each build of
+#               BUILDS (default "build-base build-gpu": the tree before the
+#               change and this one, A/B), two rounds; PyTorch's SDPA at the
+#               same shapes; then the op cases with more work items than
+#               multiprocessors (-k _items), then bench/h200_s16.sh (every
+#               CUDA op case against float64, the SPIR-V op cases on NVIDIA,
+#               plan files, clip_grad_norm through NCCL) unless SKIP_S16=1
+#   PART=check  bench/cuda_flash.sh check with its op cases (attention, mha)
+#   PART=model  bench/cuda_flash.sh model (the MiniLLM's gradients against
+#               PyTorch unless SKIP_MINILLM=1; train step and bf16 forward
+#               against eager and torch.compile)
+# Carry build-gpu/mlc, build-gpu/lib, build-gpu/codegen/cuda/mlc_opcheck,
+# build-gpu/runtime/libmlcrt.a, .yardstick and each of BUILDS' mlc.  Logs in
+# $OUT/logs.tgz; a summary on standard output.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+final=${OUT:-/tmp/mlc-s17}
+work=/tmp/s17
+rm -rf $work && mkdir -p $work "$final"
+. tests/gpu/env.sh $work
+export PATH=$PATH:/usr/local/cuda/bin:$(ls -d /opt/nvidia/nsight-compute/* 2>/dev/null | head -1)
+pack() { tar -C $work -czf "$final/logs.tgz" .; }
+CASES=${CASES:-"minillm:8,16,1024,128:false causal4096:2,16,4096,128:true d64causal:8,16,1000,64:true"}
+rc=0
+gpu_header "bench/h200_s17.sh PART=${PART:-}" $work/env.log
+case ${PART:-} in
+ab)
+  for round in 1 2; do
+    for b in ${BUILDS:-build-base build-gpu}; do
+      for c in $CASES; do
+        IFS=: read -r name shape causal <<< "$c"
+        IFS=, read -r bb h s d <<< "$shape"
+        r=$(XDG_CACHE_HOME=/tmp/cache-$b timeout 120 $b/mlc profile bench/attention_bf16.mdl --target cuda --steps 20 \
+            b=$bb h=$h s=$s d=$d causal=$causal 2>&1 | tee -a $work/profile-$b.log | grep -E "^attention" | head -1 | cut -c1-100)
+        echo "round $round $b $name: $r"
+      done
+    done
+  done | tee $work/summary.log
+  for c in $CASES; do
+    IFS=: read -r name shape causal <<< "$c"
+    echo "$name: $(timeout 120 python3 bench/attention_torch.py --shape "$shape" $([ "$causal" = true ] && echo --causal) 2>&1 |
+      tee $work/torch-$name.log | grep -E "sdpa" | head -2 | tr '\n' ' ')"
+  done | tee -a $work/summary.log
+  pack
+  timeout 150 python3 tests/ops/opcheck.py ops --target cuda --jobs 3 --opcheck build-gpu/codegen/cuda/mlc_opcheck \
+    --work /tmp/ops-items -k _items > $work/ops_items.log 2>&1 || rc=1
+  grep -E "^FAIL|cases passed" $work/ops_items.log
+  pack
+  if [ -z "${SKIP_S16:-}" ]; then
+    mkdir -p $work/s16
+    OUT=$work/s16 timeout 420 bash bench/h200_s16.sh || rc=1
+  fi
+  ;;
+check)
+  mkdir -p $work/flash
+  OUT=$work/flash CASES="$CASES" timeout 500 bash bench/cuda_flash.sh check || rc=1
+  ;;
+model)
+  mkdir -p $work/model
+  OUT=$work/model SKIP_MINILLM=${SKIP_MINILLM:-} timeout 560 bash bench/cuda_flash.sh model || rc=1
+  ;;
+*) echo "usage: PART=ab|check|model bash bench/h200_s17.sh"; exit 2 ;;
+esac
+pack
+echo "rc=$rc"
+exit $rc
