@@ -5,7 +5,9 @@
 #               `attention` row) at each of $CASES under each build of
 #               BUILDS (default "build-base build-gpu": the tree before the
 #               change and this one, A/B), two rounds; PyTorch's SDPA at the
-#               same shapes; then the op cases with more work items than
+#               same shapes; VARIANTS="|-DX|..." build-gpu's forward under
+#               each probe macro at PROBE_CASES; NCU=1 Nsight Compute on
+#               its forward at the MiniLLM's shape; then the op cases with more work items than
 #               multiprocessors (-k _items), then bench/h200_s16.sh (every
 #               CUDA op case against float64, the SPIR-V op cases on NVIDIA,
 #               plan files, clip_grad_norm through NCCL) unless SKIP_S16=1
@@ -45,6 +47,32 @@ ab)
     echo "$name: $(timeout 120 python3 bench/attention_torch.py --shape "$shape" $([ "$causal" = true ] && echo --causal) 2>&1 |
       tee $work/torch-$name.log | grep -E "sdpa" | head -2 | tr '\n' ' ')"
   done | tee -a $work/summary.log
+  pack
+  # VARIANTS="|-DX|-DY": build-gpu's forward under each probe macro (through an nvcc wrapper, each with a kernel
+  # cache of its own) at PROBE_CASES
+  IFS='|' read -ra vs <<< "${VARIANTS:-}"
+  i=0
+  for v in "${vs[@]}"; do
+    i=$((i + 1))
+    printf '#!/bin/sh\nexec /usr/local/cuda/bin/nvcc %s "$@"\n' "$v" > /tmp/nvcc$i && chmod +x /tmp/nvcc$i
+    for c in ${PROBE_CASES:-minillm:8,16,1024,128:false}; do
+      IFS=: read -r name shape causal <<< "$c"
+      IFS=, read -r bb h s d <<< "$shape"
+      r=$(MLC_NVCC=/tmp/nvcc$i XDG_CACHE_HOME=/tmp/cache-v$i timeout 120 build-gpu/mlc profile bench/attention_bf16.mdl \
+          --target cuda --steps 20 b=$bb h=$h s=$s d=$d causal=$causal 2>&1 | tee -a $work/probe-$i.log |
+          grep -E "^attention" | head -1 | cut -c1-100)
+      echo "variant [${v:-none}] $name: $r"
+    done
+  done | tee -a $work/summary.log
+  # NCU=1: Nsight Compute on build-gpu's forward at the MiniLLM's shape
+  if [ -n "${NCU:-}" ]; then
+    XDG_CACHE_HOME=/tmp/cache-build-gpu timeout 200 ncu --kernel-name regex:mlc_attention --launch-count 1 \
+      --section SpeedOfLight --section WarpStateStats --section ComputeWorkloadAnalysis --section LaunchStats \
+      --section Occupancy --section MemoryWorkloadAnalysis build-gpu/mlc profile bench/attention_bf16.mdl --target cuda \
+      --steps 1 > $work/ncu.log 2>&1 || rc=1
+    grep -E "Duration|Throughput|Stall|Pipe|Issue|Warp Cycles|Eligible|Registers|L2 Hit|Executed Ipc" $work/ncu.log |
+      head -50 | tee -a $work/summary.log
+  fi
   pack
   timeout 150 python3 tests/ops/opcheck.py ops --target cuda --jobs 3 --opcheck build-gpu/codegen/cuda/mlc_opcheck \
     --work /tmp/ops-items -k _items > $work/ops_items.log 2>&1 || rc=1

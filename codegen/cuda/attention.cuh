@@ -711,8 +711,9 @@ template <> struct mlc_attn_wgr<false, 64> {
 // Forward on Hopper's wgmma (sm_90a; 16-bit T, D 128 or 64; MODE 0 or 2 as
 // mlc_attn_fwd_tc's; causal: each work item stops at its diagonal, the last
 // tiles first).  A work item is 128 query rows of one (batch, head); the
-// block is persistent and takes items blockIdx.x, + gridDim.x, ... (the
-// launch: at most a block a multiprocessor).  Two consumer warpgroups of
+// block is persistent and takes one item of each round of gridDim.x items,
+// rounds in turn forwards and backwards (the launch: at most a block a
+// multiprocessor).  Two consumer warpgroups of
 // 64 rows and a producer warpgroup (384 threads; the producer gives up
 // registers by setmaxnreg, the consumers take them).  Producer warp 0 loads
 // keys and values 128 at a time into an NS-stage ring by TMA, the blocks of
@@ -759,6 +760,9 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
   (void)g, (void)dq, (void)q, (void)k, (void)v;
   /* work item t: a 128-row query tile of one (batch, head); causal: the longest (last) tiles first */
   auto tile_of = [](int t) { return CAUSAL ? NT - 1 - t / BH : t % NT; };
+  /* the block's item of round r: rounds of gridDim.x items, taken in turn forwards and backwards (so that, causal,
+     a block that had one of the longest items of a round has one of the shortest of the next), past TILES none */
+  auto item = [](int r) { return r * (int)gridDim.x + (r & 1 ? (int)gridDim.x - 1 - (int)blockIdx.x : (int)blockIdx.x); };
   auto bh_of = [](int t) { return CAUSAL ? t % BH : t / NT; };
   auto nkb_of = [](int tile) {
     int n = NKB;
@@ -782,7 +786,7 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
     mlc_mbar_fence_init();
   }
   __syncthreads();
-  /* The block is persistent: it takes work items blockIdx.x, + gridDim.x, ... (the launch: at most one block a
+  /* The block is persistent: it takes the items item(0), item(1), ... (the launch: at most one block a
      multiprocessor), so that the next item's q and first keys and values load while this one's last products,
      normalisation and stores run.  Warp 0 of the producer loads k and v, NS blocks ahead of the consumers, the
      blocks of all items in one ring; warp 1 loads each item's q once the consumers are done with the last. */
@@ -794,7 +798,9 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
       else mlc_tma_prefetch(mq);
       int it = 0; /* k and v blocks issued, over all items */
 #pragma unroll 1
-      for (int t = blockIdx.x, n = 0; t < TILES; t += gridDim.x, n++) {
+      for (int r = 0, n = 0; r * (int)gridDim.x < TILES; r++, n++) {
+        const int t = item(r);
+        if (t >= TILES) continue; /* the last round's */
         const int tile = tile_of(t), bh = bh_of(t), nkb = nkb_of(tile);
         /* q's, k's and v's first column and the third coordinate of this (batch, head) */
         const int z = H ? bh / HH : bh, qc = H ? (bh % HH) * D : 0, kc = H ? H * D + qc : 0, vc = H ? 2 * H * D + qc : 0;
@@ -931,9 +937,11 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
   auto pass = [&](bool) {};
 #endif
 #pragma unroll 1
-  for (int t = blockIdx.x, n = 0; t < TILES; t += gridDim.x, n++) {
+  for (int r = 0, n = 0; r * (int)gridDim.x < TILES; r++, n++) {
+    const int t = item(r);
+    if (t >= TILES) continue; /* the last round's */
     tile = tile_of(t), bh = bh_of(t), nkb = nkb_of(tile), r0 = tile * BM + wg * 64 + w * 16 + gq;
-    const bool final = t + (int)gridDim.x >= TILES; /* this block's last item */
+    const bool final = item(r + 1) >= TILES; /* this block's last item (only the last round can lack one) */
 #pragma unroll
     for (int i = 0; i < NO; i++) { o[i] = 0.f; mlc_wg_fence_operand(o[i]); }
 #pragma unroll

@@ -91,7 +91,7 @@
 #endif
 static uint32_t attn_wg_smem(int64_t d) { return (uint32_t)((1 + 2 * MLC_ATTN_WG_STAGES) * 256 * d + 16 * MLC_ATTN_WG_STAGES + 16 + 1024); }
 /* mlc_attn_fwd_wg is persistent: at most this many blocks (the multiprocessors of an H100/H200; a smaller GPU
- * runs the same work items, a block taking more of them), each walking work items gridDim.x apart. */
+ * runs the same work items, a block taking more of them), each taking one item of every gridDim.x. */
 #ifndef MLC_ATTN_FWD_SMS
 #define MLC_ATTN_FWD_SMS 132
 #endif

@@ -18,10 +18,14 @@ batches of 16 of 160 random rows (step k takes rows 16k..16k+15):
 - (b) and (c) against (a): losses within 1e-6 (relative), norms within
   1e-4, weights within 1e-6.
 
-With TARGET cuda-nccl (a GPU machine: bench/h200_s16.sh), one run instead:
---target cuda-nccl in one process (NCCL with one rank: the sharded kernels,
-the all_reduce on NCCL's stream), f32 products in IEEE f32 (--f32-matmul
-ieee), against torch as (b) is.
+With TARGET cuda-nccl (a GPU machine: bench/h200_s16.sh), two runs instead,
+f32 products in IEEE f32 (--f32-matmul ieee): (a) unsharded with --target
+cuda and (b) --target cuda-nccl in one process (NCCL with one rank: the
+sharded kernels, the all_reduce on NCCL's stream); checked as on the CPU,
+except that the weights are within 3e-5 of torch's (the GPU sums in other
+orders, and AdamW's division by sqrt(v) magnifies that where a gradient is
+near zero: 1.4e-5 measured on the H200 on 2026-12-05); (b) against (a)
+stays within 1e-6.
 
 Skipped (77) without mpirun (cpu) or torch.  Fails on an mlc that refuses
 clip_grad_norm with fsdp (no losses).  Usage: fsdp_clip.py MLC WORKDIR [TARGET]"""
@@ -44,6 +48,7 @@ except ImportError as e:
 B, STEPS, CLIP, LR = 16, 10, 0.5, 1e-2
 LOSS_TOL, NORM_TOL = 1e-6, 1e-4
 WEIGHT_TOL, WEIGHT_TOL_UNSHARDED = 1e-5, 1e-6  # against torch; against mlc's unsharded run
+WEIGHT_TOL_GPU = 3e-5  # against torch, on the GPU (the docstring says why)
 LINE = re.compile(r"^step (\d+): loss (\S+), grad norm (\S+) \(", re.M)
 
 
@@ -98,27 +103,31 @@ def main():
     np.save(p("y.npy"), y.numpy())
     with open(p("clip.mdl"), "w") as f:
         f.write(mlp_mdl(B, 100, f"    optimizer = AdamW(lr={LR})\n    clip_grad_norm = {CLIP}\n    shard = fsdp(net)\n"))
-    common = [exe, "train", p("clip.mdl"), "--target", target, "--weights", p("w.safetensors"),
+    common = [exe, "train", p("clip.mdl"), "--weights", p("w.safetensors"),
               "--input", f"x={p('x.npy')}", "--input", f"labels={p('y.npy')}"]
     common += ["--threads", "1"] if target == "cpu" else ["--f32-matmul", "ieee"]
+    wtol = WEIGHT_TOL if target == "cpu" else WEIGHT_TOL_GPU
     want, wnorm, wsd = reference(sd, x, y)
     check = Checks()
     check(min(wnorm) > CLIP, f"torch's gradient norms all above clip_grad_norm = {CLIP}: every step clips "
           f"(least {min(wnorm):.4f}, most {max(wnorm):.4f})")
 
+    cpu = ["--target", "cpu"]
     runs = {  # name -> (arguments, ranks)
-        "unsharded": ([f"batch={B}", "--steps", str(STEPS), "--export", p("a.safetensors")], 0),
-        "--fsdp, 1 rank": (["--fsdp", f"batch={B}", "--steps", str(STEPS), "--export", p("b.safetensors")], 0),
-        "2 ranks": ([f"batch={B // 2}", "--steps", str(STEPS), "--save", p("c.ckpt")], 2),
+        "unsharded": (cpu + [f"batch={B}", "--steps", str(STEPS), "--export", p("a.safetensors")], 0),
+        "--fsdp, 1 rank": (cpu + ["--fsdp", f"batch={B}", "--steps", str(STEPS), "--export", p("b.safetensors")], 0),
+        "2 ranks": (cpu + [f"batch={B // 2}", "--steps", str(STEPS), "--save", p("c.ckpt")], 2),
     }
     if target != "cpu":
-        runs = {f"{target}, 1 rank": ([f"batch={B}", "--steps", str(STEPS), "--export", p("b.safetensors")], 0)}
+        runs = {"unsharded": (["--target", "cuda", f"batch={B}", "--steps", str(STEPS), "--export", p("a.safetensors")], 0),
+                f"{target}, 1 rank": (["--target", target, f"batch={B}", "--steps", str(STEPS),
+                                       "--export", p("b.safetensors")], 0)}
     got = {}
     for name, (extra, ranks) in runs.items():
         r = mlc(common + extra, ranks)
         rows = LINE.findall(r.stdout) if r.returncode == 0 else []
         if ranks and len(rows) == STEPS:  # one process gathers the 2 shards into PyTorch's names
-            g = mlc(common + ["--fsdp", f"batch={B // 2}", "--steps", "0", "--resume", p("c.ckpt"),
+            g = mlc(common + cpu + ["--fsdp", f"batch={B // 2}", "--steps", "0", "--resume", p("c.ckpt"),
                               "--export", p("c.safetensors")])
             rows = rows if g.returncode == 0 else []
         check(len(rows) == STEPS, f"{name}: {len(rows)} steps of {STEPS} ran, each with its loss and gradient norm")
@@ -134,7 +143,7 @@ def main():
         check(el <= LOSS_TOL, f"{name}: losses within {LOSS_TOL} (relative) of torch's (max {el:.2e})")
         check(en <= NORM_TOL and min(norms) > CLIP,
               f"{name}: gradient norms within {NORM_TOL} of clip_grad_norm_'s, all above {CLIP} (max {en:.2e})")
-        check(ew <= WEIGHT_TOL, f"{name}: weights after {STEPS} steps within {WEIGHT_TOL} (relative) of torch's "
+        check(ew <= wtol, f"{name}: weights after {STEPS} steps within {wtol} (relative) of torch's "
               f"(max {ew:.2e})")
         if name != "unsharded" and "unsharded" in got:
             a = got["unsharded"]

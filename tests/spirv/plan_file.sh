@@ -4,7 +4,8 @@
 #  1. by a C program that has no generated code (plan_app.c): mlc_plan_read_file, then
 #     mlc_device_create(NULL, ...) with the plan alone (the driver is the
 #     one its code is for), then a session.  Its outputs are a * b + a bit
-#     for bit as C computes it in f32.
+#     for bit as C computes it in f32, rounded twice or (a fused multiply-add,
+#     as NVIDIA's compilers make it) once.
 #  2. by `mlc run|train DIR/mlp.mlcplan`: the forward's output and the
 #     checkpoint after 3 training steps are byte-identical to those of
 #     `mlc run|train mlp.mdl --target spirv` (or cuda).
