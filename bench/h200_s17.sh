@@ -12,6 +12,7 @@
 #               CUDA op case against float64, the SPIR-V op cases on NVIDIA,
 #               plan files, clip_grad_norm through NCCL) unless SKIP_S16=1
 #   PART=check  bench/cuda_flash.sh check with its op cases (attention, mha)
+#   PART=final  check (SKIP_OPS=1: without the op cases), then model
 #   PART=model  bench/cuda_flash.sh model (the MiniLLM's gradients against
 #               PyTorch unless SKIP_MINILLM=1; train step and bf16 forward
 #               against eager and torch.compile)
@@ -87,11 +88,17 @@ check)
   mkdir -p $work/flash
   OUT=$work/flash CASES="$CASES" timeout 500 bash bench/cuda_flash.sh check || rc=1
   ;;
+final) # check without its op cases (SKIP_OPS=1: a caller whose PART=ab ran them all at the same kernels), then model
+  mkdir -p $work/flash $work/model
+  OUT=$work/flash SKIP_OPS=${SKIP_OPS:-} CASES="$CASES" timeout 260 bash bench/cuda_flash.sh check || rc=1
+  pack
+  OUT=$work/model SKIP_MINILLM=${SKIP_MINILLM:-} timeout 320 bash bench/cuda_flash.sh model || rc=1
+  ;;
 model)
   mkdir -p $work/model
   OUT=$work/model SKIP_MINILLM=${SKIP_MINILLM:-} timeout 560 bash bench/cuda_flash.sh model || rc=1
   ;;
-*) echo "usage: PART=ab|check|model bash bench/h200_s17.sh"; exit 2 ;;
+*) echo "usage: PART=ab|check|final|model bash bench/h200_s17.sh"; exit 2 ;;
 esac
 pack
 echo "rc=$rc"
