@@ -7,8 +7,11 @@
 #               change and this one, A/B), two rounds; PyTorch's SDPA at the
 #               same shapes; VARIANTS="|-DX|..." build-gpu's forward under
 #               each probe macro at PROBE_CASES; NCU=1 Nsight Compute on
-#               its forward at the MiniLLM's shape; then the op cases with more work items than
-#               multiprocessors (-k _items), then bench/h200_s16.sh (every
+#               its forward at the MiniLLM's shape; then the op cases of -k
+#               each of OPS_K (default _items: more work items than
+#               multiprocessors); SANITIZE="cfg|cfg": compute-sanitizer
+#               memcheck and racecheck on the attention train step at each;
+#               then bench/h200_s16.sh (every
 #               CUDA op case against float64, the SPIR-V op cases on NVIDIA,
 #               plan files, clip_grad_norm through NCCL) unless SKIP_S16=1
 #   PART=check  bench/cuda_flash.sh check with its op cases (attention, mha)
@@ -75,9 +78,23 @@ ab)
       head -50 | tee -a $work/summary.log
   fi
   pack
-  timeout 150 python3 tests/ops/opcheck.py ops --target cuda --jobs 3 --opcheck build-gpu/codegen/cuda/mlc_opcheck \
-    --work /tmp/ops-items -k _items > $work/ops_items.log 2>&1 || rc=1
-  grep -E "^FAIL|cases passed" $work/ops_items.log
+  for k in ${OPS_K:-_items}; do
+    timeout 150 python3 tests/ops/opcheck.py ops --target cuda --jobs 16 --opcheck build-gpu/codegen/cuda/mlc_opcheck \
+      --work /tmp/ops-$k -k $k > $work/ops_$k.log 2>&1 || rc=1
+    echo "op cases -k $k: $(grep -E 'cases passed' $work/ops_$k.log)"
+    grep -E "^FAIL" $work/ops_$k.log | head -5 | cut -c1-200
+  done
+  # SANITIZE="b=4 h=12 s=300 causal=true d=64|...": compute-sanitizer memcheck and racecheck on the attention
+  # train step at each
+  IFS='|' read -ra scs <<< "${SANITIZE:-}"
+  for c in "${scs[@]}"; do
+    l=${c// /_}
+    for tool in memcheck racecheck; do
+      timeout 120 compute-sanitizer --tool $tool build-gpu/mlc train bench/attention_bf16.mdl --target cuda --steps 1 $c \
+        > $work/${tool}_$l.log 2>&1 || rc=1
+      echo "compute-sanitizer $tool, attention train step $c: $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' $work/${tool}_$l.log | head -1)"
+    done
+  done
   pack
   if [ -z "${SKIP_S16:-}" ]; then
     mkdir -p $work/s16
