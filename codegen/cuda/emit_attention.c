@@ -89,10 +89,13 @@
 #ifndef MLC_ATTN_WG_STAGES
 #define MLC_ATTN_WG_STAGES 3
 #endif
-/* Consumer warpgroups of mlc_attn_fwd_wg (NC: 64 query rows each) by head dim: 3 at 64 (192-row items, as
- * FlashAttention-3's tile table has at head dim 64), 2 at 128; -DMLC_ATTN_FWD_NC64=2 takes 2 at 64 too. */
+/* Consumer warpgroups of mlc_attn_fwd_wg (NC: 64 query rows each) at head dim 64: 2 (128-row items) as at 128.
+ * -DMLC_ATTN_FWD_NC64=3 takes 192-row items there (FlashAttention-3's tile at head dim 64), to compare: on the
+ * H200 (bench/results/h200-2026-12-05.md §4) it passed every attention op case and measured no faster at b8 h16
+ * s1024 not causal (0.0930 against 0.0933 ms) and 40 % slower at s1000 causal (0.0910 against 0.0652): 192-row
+ * items on 128-key blocks compute a third more masked blocks on the diagonal. */
 #ifndef MLC_ATTN_FWD_NC64
-#define MLC_ATTN_FWD_NC64 3
+#define MLC_ATTN_FWD_NC64 2
 #endif
 static int attn_wg_nc(int64_t d) { return d == 64 ? MLC_ATTN_FWD_NC64 : 2; }
 static uint32_t attn_wg_smem(int64_t d) {
