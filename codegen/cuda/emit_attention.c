@@ -89,18 +89,7 @@
 #ifndef MLC_ATTN_WG_STAGES
 #define MLC_ATTN_WG_STAGES 3
 #endif
-/* Consumer warpgroups of mlc_attn_fwd_wg (NC: 64 query rows each) at head dim 64: 2 (128-row items) as at 128.
- * -DMLC_ATTN_FWD_NC64=3 takes 192-row items there (FlashAttention-3's tile at head dim 64), to compare: on the
- * H200 (bench/results/h200-2026-12-05.md §4) it passed every attention op case and measured no faster at b8 h16
- * s1024 not causal (0.0930 against 0.0933 ms) and 40 % slower at s1000 causal (0.0910 against 0.0652): 192-row
- * items on 128-key blocks compute a third more masked blocks on the diagonal. */
-#ifndef MLC_ATTN_FWD_NC64
-#define MLC_ATTN_FWD_NC64 2
-#endif
-static int attn_wg_nc(int64_t d) { return d == 64 ? MLC_ATTN_FWD_NC64 : 2; }
-static uint32_t attn_wg_smem(int64_t d) {
-  return (uint32_t)((64 * attn_wg_nc(d) + 2 * MLC_ATTN_WG_STAGES * 128) * 2 * d + 16 * MLC_ATTN_WG_STAGES + 16 + 1024);
-}
+static uint32_t attn_wg_smem(int64_t d) { return (uint32_t)((1 + 2 * MLC_ATTN_WG_STAGES) * 256 * d + 16 * MLC_ATTN_WG_STAGES + 16 + 1024); }
 /* mlc_attn_fwd_wg is persistent: at most this many blocks (the multiprocessors of an H100/H200; a smaller GPU
  * runs the same work items, a block taking more of them), each taking one item of every gridDim.x. */
 #ifndef MLC_ATTN_FWD_SMS
@@ -207,20 +196,19 @@ static void bwd_x(cc *c, int x, int64_t D, int64_t BH, int64_t S, int causal, in
  * H > 0: packed (heads H). */
 static void fwd_tc(cc *c, const char *T, int64_t D, int64_t BH, int64_t SQ, int64_t SK, int causal, int mode, int64_t H,
                    const char *args, double scale) {
-  if (MLC_ATTN_FWD_WG && (D == 128 || D == 64) && mode != 1) { /* mlc_attn_fwd_wg: 64 NC rows, 128 (NC + 1) threads */
-    int nc = attn_wg_nc(D);
-    /* its loads' tensor maps: q (boxes of 64 NC rows), k, v (128 rows) of [BH][S][D], or of packed [b][S][3 H D] */
+  if (MLC_ATTN_FWD_WG && (D == 128 || D == 64) && mode != 1) { /* mlc_attn_fwd_wg: 128 rows, 384 threads */
+    /* its loads' tensor maps: q, k, v of [BH][S][D], or all three of packed [b][S][3 H D] */
+    const uint32_t box[3] = {64, 128, 1};
     const char *tm[3];
     for (uint32_t i = 0; i < 3; i++) {
       int64_t s = i ? SK : SQ, cols = H ? 3 * H * D : D, z = H ? BH / H : BH;
       const uint64_t dim[3] = {(uint64_t)cols, (uint64_t)s, (uint64_t)z}, stride[2] = {(uint64_t)(2 * cols), (uint64_t)(2 * cols * s)};
-      const uint32_t box[3] = {64, i ? 128 : 64 * (uint32_t)nc, 1};
       tm[i] = cc_tmap(c, H ? 0 : i, 0, 3, 2, dim, stride, box, 128);
     }
-    int64_t items = BH * cc_ceil_div(SQ, 64 * nc);
-    cc_begin(c, (uint64_t)(items < MLC_ATTN_FWD_SMS ? items : MLC_ATTN_FWD_SMS), (uint32_t)(128 * (nc + 1)), attn_wg_smem(D));
-    cc_printf(c, "  mlc_attn_fwd_wg<%s, %lld, %d, %lld, %lld, %lld, %d, %d, %lld, %d>(%s, %s, %s, %s, %s);\n", T, (long long)D,
-              MLC_ATTN_WG_STAGES, (long long)BH, (long long)SQ, (long long)SK, causal, mode, (long long)H, nc, args,
+    int64_t items = BH * cc_ceil_div(SQ, 128);
+    cc_begin(c, (uint64_t)(items < MLC_ATTN_FWD_SMS ? items : MLC_ATTN_FWD_SMS), 384, attn_wg_smem(D));
+    cc_printf(c, "  mlc_attn_fwd_wg<%s, %lld, %d, %lld, %lld, %lld, %d, %d, %lld>(%s, %s, %s, %s, %s);\n", T, (long long)D,
+              MLC_ATTN_WG_STAGES, (long long)BH, (long long)SQ, (long long)SK, causal, mode, (long long)H, args,
               cc_flit(c, scale * 1.4426950408889634), tm[0], tm[1], tm[2]);
     cc_end(c);
     return;
