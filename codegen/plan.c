@@ -1,9 +1,10 @@
 /* Writes the binary plan described in runtime/plan.h from the IR: one value
- * per node (its arena offset from memplan, or its parameter), the entry
- * point's inputs and outputs, and one step per node that the target runs
- * as a kernel, with its inputs then its output as arguments; and the code
- * the target emitted (executables and dispatch records), taken from its
- * kernel table, so that the plan alone is what the runtime needs. */
+ * per node (its arena offset from memplan, or its parameter, and the value
+ * whose storage it views, if any), the entry point's inputs and outputs,
+ * and one step per node that the target runs as a kernel, with its inputs
+ * then its output as arguments; and the code the target emitted
+ * (executables and dispatch records), taken from its kernel table, so that
+ * the plan alone is what the runtime needs. */
 #include "codegen/plan.h"
 
 #include <string.h>
@@ -11,6 +12,7 @@
 
 #include "codegen/schedule.h"
 #include "ir/fused.h"
+#include "passes/passes.h"
 #include "runtime/plan.h"
 
 typedef struct {
@@ -302,6 +304,8 @@ void mlc_plan_encode_code(const mlc_program *p, mlc_kernel_namer namer, void *ct
       put_u8(&w, n->op == MLC_OP_CONST);
       put_f64(&w, n->op == MLC_OP_CONST ? n->a.f : 0);
       put_u8(&w, n->op == MLC_OP_REDUCE_SCATTER);
+      uint32_t storage = mlc_memplan_root(f, i); /* views told from reuses of the same bytes */
+      put_u32(&w, storage == i ? MLC_PLAN_NO_VALUE : storage);
     }
     put_u32(&w, f->inputs.n);
     for (uint32_t i = 0; i < f->inputs.n; i++) {

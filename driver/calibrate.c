@@ -98,7 +98,7 @@ static mlc_status td_check_external(mlc_device *d, uint64_t ext, uint64_t bytes,
 static mlc_status td_copy_external(mlc_device *d, uint64_t addr, uint64_t ext, uint64_t bytes, bool in) {
   return in_of(d)->vt->copy_external(in_of(d), addr, ext, bytes, in);
 }
-static const mlc_device_vt timed_vt = {"cuda", false, td_destroy, td_alloc, td_free, td_write, td_read, td_resolve,
+static const mlc_device_vt timed_vt = {"cuda", false, false, td_destroy, td_alloc, td_free, td_write, td_read, td_resolve,
                                        td_launch, td_finish, td_describe, td_push, td_pop, td_stream, td_mark,
                                        td_order, td_signal, td_kernel_launch, td_check_external, td_copy_external};
 

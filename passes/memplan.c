@@ -98,6 +98,11 @@ static bool aliases(const mlc_node *n) {
   return n->op == MLC_OP_RESHAPE || n->op == MLC_OP_VIEW || n->op == MLC_OP_REDUCE_SCATTER;
 }
 
+uint32_t mlc_memplan_root(const mlc_func *f, uint32_t node) {
+  while (aliases(&f->nodes[node])) node = f->nodes[node].in[0];
+  return node;
+}
+
 /* FSDP's buffers between the streams (see codegen/schedule.c): a unit's
  * gathered parameters, its packed gradients, and what the communication
  * stream itself writes (the casts of the shards, the updates' tokens,

@@ -51,6 +51,10 @@ bool mlc_pass_autodiff(mlc_pass_ctx *c);
 bool mlc_pass_memplan(mlc_pass_ctx *c);
 /* The memory plan of one function (f->offset, f->arena_bytes) for a target (or NULL). */
 void mlc_memplan_func(mlc_program *p, mlc_func *f, const mlc_target *target);
+/* The node whose storage `node` uses, as memplan places it: the node
+ * itself, or the root its chain of views (reshape, view, reduce-scatter)
+ * leads to.  The plan's view_of (codegen/plan.c). */
+uint32_t mlc_memplan_root(const mlc_func *f, uint32_t node);
 /* A memory budget: cheap activations, then whole layers' forwards, recomputed in the
  * backward (passes/recompute.c). */
 bool mlc_pass_recompute(mlc_pass_ctx *c);

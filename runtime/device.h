@@ -37,6 +37,12 @@ typedef struct {
 typedef struct {
   const char *name;            /* "cpu", "cuda" */
   bool host_memory;            /* device addresses are host pointers */
+  /* A kernel may take any host pointer as an argument, not only addresses
+   * alloc handed out, so that a caller's buffer can stand in for a value of
+   * the arena (mlc_session_bind_input): the CPU's.  Metal's addresses are
+   * host pointers too, but a launch must find each one in a buffer of its
+   * own; CUDA and Vulkan take device memory only. */
+  bool host_pointers;
   void (*destroy)(mlc_device *d);
   mlc_status (*alloc)(mlc_device *d, uint64_t bytes, uint64_t *out_addr); /* zeroed */
   void (*free)(mlc_device *d, uint64_t addr);

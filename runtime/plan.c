@@ -124,14 +124,15 @@ static bool ids(rd *r, uint32_t n, uint32_t limit, const uint32_t **out, const c
 
 static bool entry(rd *r, mlc_plan_entry *e, const mlc_plan *pl) {
   if (!str(r, &e->name) || !u64(r, &e->arena_bytes)) return false;
-  if (!count(r, &e->nvalues, 23, "value count too large")) return false;
+  if (!count(r, &e->nvalues, 27, "value count too large")) return false;
   mlc_plan_value *vals = take(r, (size_t)e->nvalues * sizeof *vals + 1);
   for (uint32_t i = 0; i < e->nvalues; i++) {
     mlc_plan_value v;
     uint64_t off;
     if (!shape(r, &v.shape) || !u64(r, &off) || !u32(r, &v.param) || !u8(r, &v.is_const) || !f64(r, &v.value) ||
-        !u8(r, &v.rank_slice))
+        !u8(r, &v.rank_slice) || !u32(r, &v.view_of))
       return false;
+    if (v.view_of != MLC_PLAN_NO_VALUE && v.view_of >= i) return bad(r, "a value views itself or a later value");
     if (v.rank_slice > 1 || (v.rank_slice && (v.param != MLC_PLAN_NO_PARAM || v.shape.rank != 2 ||
                                               v.shape.dims[1] != MLC_PLAN_SHARD_ROW)))
       return bad(r, "a rank slice must be an arena value [rows, 4096]");
@@ -319,6 +320,24 @@ static bool payload(rd *r, mlc_plan *pl) {
   return true;
 }
 
+/* What is wrong with value i of e as a view (NULL: nothing, or no view):
+ * its root must have storage of its own, in the same place, around the
+ * view's bytes.  A rank slice's bytes are its nominal [rows, 4096], of
+ * which each rank holds a part. */
+static const char *view_error(const mlc_plan_entry *e, uint32_t i) {
+  const mlc_plan_value *v = &e->values[i];
+  if (v->view_of == MLC_PLAN_NO_VALUE) return NULL;
+  const mlc_plan_value *root = &e->values[v->view_of];
+  if (root->view_of != MLC_PLAN_NO_VALUE) return "views a value that is a view itself";
+  if (root->param != v->param) return "views a value in another place (the arena, or another parameter)";
+  if (v->param != MLC_PLAN_NO_PARAM) return NULL; /* the whole parameter: checked below */
+  uint64_t bytes = mlc_plan_shape_bytes(&v->shape), rbytes = mlc_plan_shape_bytes(&root->shape);
+  if (v->offset < root->offset || (uint64_t)(v->offset - root->offset) > rbytes ||
+      bytes > rbytes - (uint64_t)(v->offset - root->offset))
+    return "views bytes outside its root";
+  return NULL;
+}
+
 mlc_status mlc_plan_parse(const void *bytes, size_t n, mlc_allocator a, mlc_plan **out_plan) {
   *out_plan = NULL;
   const uint8_t *b = bytes;
@@ -360,6 +379,13 @@ mlc_status mlc_plan_parse(const void *bytes, size_t n, mlc_allocator a, mlc_plan
       mlc_status st = mlc_status_make(MLC_DATA_LOSS, "corrupt plan: step %s of entry %s passes %u arguments to kernel %s, "
                                       "which takes %u", s->name, pl->entries[k].name, s->nargs, pl->kernels[s->kernel],
                                       pl->dispatch[s->kernel].nargs);
+      mlc_allocator_free(a, mem);
+      return st;
+    }
+    for (uint32_t i = 0; i < pl->entries[k].nvalues; i++) {
+      const char *why = view_error(&pl->entries[k], i);
+      if (!why) continue;
+      mlc_status st = mlc_status_make(MLC_DATA_LOSS, "corrupt plan: value %u of entry %s %s", i, pl->entries[k].name, why);
       mlc_allocator_free(a, mem);
       return st;
     }

@@ -23,7 +23,7 @@
  *            u32 nentries  { str name, u64 arena_bytes,
  *                            u32 nvalues  { dtype, shape, i64 offset, u32 param (0xffffffff: arena),
  *                                           u8 is_const, f64 value (a scalar the runtime writes once),
- *                                           u8 rank_slice }
+ *                                           u8 rank_slice, u32 view_of (0xffffffff: none) }
  *                            u32 ninputs  { str name, u32 value }
  *                            u32 noutputs { str name, u32 value }
  *                            u32 nsteps   { u32 kernel, str name, str scope, u32 stream,
@@ -83,6 +83,15 @@
  *           0xffffffff: none)                                      (runtime/vulkan/kernel.h)
  *   others  empty
  *
+ * Views (v8): a value whose storage is another's (a reshape, fsdp's view
+ * at an offset, a reduce-scatter's rank slice: passes/memplan.c) names that
+ * value, its root, in `view_of`; a value with storage of its own has
+ * MLC_PLAN_NO_VALUE.  Two values at the same bytes are either views of one
+ * root, or live at different times (memplan reuses a dead value's bytes):
+ * the offsets alone cannot tell the two apart, and a session that moves a
+ * value to a caller's buffer (mlc_session_bind_input) must move its views
+ * and only them.
+ *
  * The schedule is the train block's learning rate over the steps
  * (mlc_plan_lr): the runtime writes it into an entry's input "opt.lr" before
  * each run, as it writes its step count into "opt.step".  `steps` 0: the
@@ -112,10 +121,11 @@ extern "C" {
 #endif
 
 #define MLC_PLAN_MAGIC "MLCPLAN"
-#define MLC_PLAN_VERSION 7u
+#define MLC_PLAN_VERSION 8u
 #define MLC_PLAN_HEADER_BYTES 32u
 #define MLC_PLAN_MAX_RANK 6
 #define MLC_PLAN_NO_PARAM 0xffffffffu
+#define MLC_PLAN_NO_VALUE 0xffffffffu /* mlc_plan_value.view_of of a value with storage of its own */
 #define MLC_PLAN_SHARD_ROW 4096 /* MLC_SHARD_ROW of ir/ir.h */
 #define MLC_PLAN_ALL_GATHER "mlc_all_gather"
 #define MLC_PLAN_REDUCE_SCATTER "mlc_reduce_scatter"
@@ -178,6 +188,7 @@ typedef struct {
   uint8_t is_const; /* a scalar constant: the runtime stores `value` at the offset once */
   double value;
   uint8_t rank_slice; /* this rank's rows of the buffer at offset */
+  uint32_t view_of;   /* the value whose storage this one views (its root); MLC_PLAN_NO_VALUE: its own */
 } mlc_plan_value;
 
 typedef struct {

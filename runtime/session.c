@@ -5,7 +5,8 @@
  * the device, timed when profiling is on.
  *
  * This file is the core: create and destroy, the two blocks and keeping the
- * host's and the device's copies in step, entries and their arenas, inputs,
+ * host's and the device's copies in step, entries and their arenas, inputs
+ * (copied, or a caller's buffers bound in place of the arena for one run),
  * runs (collectives included), outputs.  Weights are in session_weights.c,
  * checkpoints in session_checkpoint.c, the profile and the trace in
  * session_profile.c; session_impl.h holds what they share. */
@@ -46,6 +47,8 @@ void mlc_session_destroy(mlc_session *s) {
         for (uint32_t i = 0; i < es->e->nsteps; i++) mlc_allocator_free(s->a, (void *)es->label[i]);
       mlc_allocator_free(s->a, (void *)es->label);
       mlc_allocator_free(s->a, es->addr);
+      mlc_allocator_free(s->a, es->in_place);
+      mlc_allocator_free(s->a, es->moved);
       if (s->dev && es->arena) s->dev->vt->free(s->dev, es->arena);
     }
   }
@@ -101,6 +104,8 @@ static mlc_status create_entry(mlc_session *s, entry_state *es) {
   es->last = mlc_allocator_alloc_array(s->a, e->nsteps + 1, sizeof *es->last);
   es->label = mlc_allocator_alloc_array(s->a, e->nsteps + 1, sizeof *es->label);
   es->signal = mlc_allocator_alloc_array(s->a, e->nsteps + 1, sizeof *es->signal);
+  es->in_place = mlc_allocator_alloc_array(s->a, e->nvalues + 1, sizeof *es->in_place);
+  es->moved = mlc_allocator_alloc_array(s->a, e->nvalues + 1, sizeof *es->moved);
   if (es->signal) {
     memset(es->signal, 0, (e->nsteps + 1) * sizeof *es->signal);
     for (uint32_t i = 0; i < e->nsteps; i++)
@@ -111,8 +116,10 @@ static mlc_status create_entry(mlc_session *s, entry_state *es) {
   if (es->args) memset(es->args, 0, (e->nsteps + 1) * sizeof *es->args);
   if (es->host) memset(es->host, 0, (e->nvalues + 1) * sizeof *es->host);
   if (!es->addr || !es->host || !es->args || !es->kern || !es->seconds || !es->start || !es->last || !es->label ||
-      !es->signal)
+      !es->signal || !es->in_place || !es->moved)
     return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory for entry %s", e->name);
+  memset(es->in_place, 0, (e->nvalues + 1) * sizeof *es->in_place);
+  memset(es->moved, 0, (e->nvalues + 1) * sizeof *es->moved);
   memset(es->seconds, 0, (e->nsteps + 1) * sizeof *es->seconds);
   memset(es->start, 0, (e->nsteps + 1) * sizeof *es->start);
   memset(es->last, 0, (e->nsteps + 1) * sizeof *es->last);
@@ -393,22 +400,157 @@ static mlc_status find_bound_entry(const mlc_session *s, const char *name, entry
   return bind_entry((mlc_session *)s, *out);
 }
 
-mlc_status mlc_session_set_input(mlc_session *s, const char *entry, const char *name, const void *data, size_t bytes) {
+/* ---- caller's buffers in place of the arena ------------------------------
+ * A binding moves a root (a value with storage of its own: the plan's
+ * view_of) and every view of it to the caller's buffer, by patching the
+ * step arguments that name them; values that only reuse the root's bytes at
+ * other times keep the arena's.  unbind puts the arena's addresses back. */
+
+/* The value whose storage v is: v, or the root it views. */
+static uint32_t root_of(const mlc_plan_entry *e, uint32_t v) {
+  return e->values[v].view_of == MLC_PLAN_NO_VALUE ? v : e->values[v].view_of;
+}
+
+/* Points every step argument in root r's storage at `to`, at the same
+ * distance from it as in the arena (0: back to the arena). */
+static void patch(entry_state *es, uint32_t r, uint64_t to) {
+  const mlc_plan_entry *e = es->e;
+  for (uint32_t i = 0; i < e->nsteps; i++)
+    for (uint32_t j = 0; j < e->steps[i].nargs; j++) {
+      uint32_t v = e->steps[i].args[j];
+      if (root_of(e, v) == r) es->args[i][j] = to ? to + (es->addr[v] - es->addr[r]) : es->addr[v];
+    }
+  if (to && !es->in_place[r]) es->nin_place++;
+  else if (!to && es->in_place[r]) es->nin_place--;
+  es->in_place[r] = to;
+}
+
+/* Every binding of the entry undone. */
+static void unbind(entry_state *es) {
+  for (uint32_t r = 0; r < es->e->nvalues && es->nin_place; r++)
+    if (es->in_place[r]) patch(es, r, 0);
+}
+
+/* Where value v's bytes are after the last run: the arena's, or a caller's
+ * buffer that run wrote in place. */
+static uint64_t result_addr(const entry_state *es, uint32_t v) {
+  uint32_t r = root_of(es->e, v);
+  return es->any_moved && es->moved[r] ? es->moved[r] + (es->addr[v] - es->addr[r]) : es->addr[v];
+}
+
+static bool runtime_input(const char *name) {
+  return !strcmp(name, "opt.step") || !strcmp(name, "opt.lr") || !strcmp(name, "opt.world");
+}
+
+/* Whether root r is the storage of one of the entry's inputs (or outputs). */
+static bool io_root(const mlc_plan_entry *e, bool input, uint32_t r) {
+  for (uint32_t i = 0; i < (input ? e->ninputs : e->noutputs); i++)
+    if (root_of(e, input ? e->inputs[i].value : e->outputs[i].value) == r) return true;
+  return false;
+}
+
+/* Why value v, an input or output called `name`, cannot have its root
+ * bound to a caller's buffer of `bytes` at `data`; NULL if it can. */
+static const char *bind_refusal(const mlc_session *s, const entry_state *es, bool input, const char *name, uint32_t v,
+                                uint64_t data, uint64_t bytes) {
+  const mlc_plan_entry *e = es->e;
+  uint32_t r = root_of(e, v);
+  const mlc_plan_value *rv = &e->values[r];
+  if (!s->dev->vt->host_pointers) return "this device's kernels take only its own memory";
+  if (rv->param != MLC_PLAN_NO_PARAM) return "it is a parameter, or a view of one";
+  if (rv->is_const) return "it is a constant, which the session writes once";
+  if (input && runtime_input(name)) return "the runtime writes it before each run";
+  if (es->addr[v] != es->addr[r] || mlc_plan_shape_bytes(&rv->shape) != bytes) return "it is part of a larger value";
+  if (io_root(e, !input, r)) return input ? "it is also an output of the entry" : "it is also an input of the entry";
+  for (uint32_t i = 0; i < e->nsteps; i++) {
+    if (es->kern[i]) continue; /* a kernel's step; collectives have none */
+    for (uint32_t j = 0; j < e->steps[i].nargs; j++)
+      if (root_of(e, e->steps[i].args[j]) == r) return "a collective, which runs on the arena's addresses, takes it";
+  }
+  /* A kernel may assume that what it writes overlaps nothing it reads: the
+   * buffer of an output overlaps no other bound one (inputs, only read, may
+   * share theirs). */
+  for (uint32_t o = 0; o < e->nvalues && es->nin_place; o++) {
+    uint64_t at = es->in_place[o];
+    if (o == r || !at || at >= data + bytes || data >= at + mlc_plan_shape_bytes(&e->values[o].shape)) continue;
+    if (!input || io_root(e, false, o)) return "its buffer overlaps another one bound to the entry";
+  }
+  return NULL;
+}
+
+/* mlc_session_bind_input and bind_output. */
+static mlc_status bind(mlc_session *s, const char *entry, bool input, const char *name, const void *data, size_t bytes) {
   entry_state *es;
   MLC_RETURN_IF_ERROR(find_bound_entry(s, entry, &es));
+  const mlc_plan_entry *e = es->e;
+  const char *kind = input ? "input" : "output";
+  uint32_t n = input ? e->ninputs : e->noutputs, v = UINT32_MAX;
+  for (uint32_t i = 0; i < n && v == UINT32_MAX; i++)
+    if (!strcmp(input ? e->inputs[i].name : e->outputs[i].name, name)) v = input ? e->inputs[i].value : e->outputs[i].value;
+  if (v == UINT32_MAX) return mlc_status_make(MLC_NOT_FOUND, "entry %s has no %s '%s'", entry, kind, name);
+  const mlc_plan_value *pv = &e->values[v];
+  uint64_t want = mlc_plan_shape_bytes(&pv->shape), at = (uint64_t)(uintptr_t)data;
+  if (bytes != want) {
+    char sh[128];
+    mlc_sess_shape_str(sh, sizeof sh, pv->shape.rank, pv->shape.dims);
+    return mlc_status_make(MLC_INVALID_ARGUMENT, "cannot bind %s '%s' of %s: it is %s%s (%llu bytes), got %zu bytes", kind,
+                           name, entry, mlc_sess_dtype_names[pv->shape.dtype], sh, (unsigned long long)want, bytes);
+  }
+  if (!data || at % 16)
+    return mlc_status_make(MLC_INVALID_ARGUMENT, "cannot bind %s '%s' of %s: the buffer at %p is not 16-byte aligned, as "
+                           "the kernels' vector loads need (copy it instead)", kind, name, entry, data);
+  const char *why = bind_refusal(s, es, input, name, v, at, want);
+  if (why)
+    return mlc_status_make(MLC_UNIMPLEMENTED, "cannot bind %s '%s' of %s on the %s: %s (copy it instead)", kind, name, entry,
+                           s->dev->vt->name, why);
+  patch(es, root_of(e, v), at);
+  return NULL;
+}
+
+mlc_status mlc_session_bind_input(mlc_session *s, const char *entry, const char *name, const void *data, size_t bytes) {
+  return bind(s, entry, true, name, data, bytes);
+}
+
+mlc_status mlc_session_bind_output(mlc_session *s, const char *entry, const char *name, void *data, size_t bytes) {
+  return bind(s, entry, false, name, data, bytes);
+}
+
+mlc_status mlc_session_unbind(mlc_session *s, const char *entry) {
+  entry_state *es;
+  MLC_RETURN_IF_ERROR(mlc_sess_find_entry(s, entry, &es));
+  if (es->bound) unbind(es);
+  return NULL;
+}
+
+/* The entry and the value of its input `name`, with any binding of the
+ * value's storage undone: what a copy into the arena needs. */
+static mlc_status input_for_copy(mlc_session *s, const char *entry, const char *name, entry_state **out_es,
+                                  uint32_t *out_v) {
+  MLC_RETURN_IF_ERROR(find_bound_entry(s, entry, out_es));
+  entry_state *es = *out_es;
   for (uint32_t i = 0; i < es->e->ninputs; i++) {
     if (strcmp(es->e->inputs[i].name, name)) continue;
-    const mlc_plan_value *v = &es->e->values[es->e->inputs[i].value];
-    uint64_t want = mlc_plan_shape_bytes(&v->shape);
-    if (bytes != want) {
-      char sh[128];
-      mlc_sess_shape_str(sh, sizeof sh, v->shape.rank, v->shape.dims);
-      return mlc_status_make(MLC_INVALID_ARGUMENT, "input '%s' of %s is %s%s (%llu bytes), got %zu bytes", name, entry,
-                             mlc_sess_dtype_names[v->shape.dtype], sh, (unsigned long long)want, bytes);
-    }
-    return s->dev->vt->write(s->dev, es->addr[es->e->inputs[i].value], data, bytes);
+    *out_v = es->e->inputs[i].value;
+    uint32_t r = root_of(es->e, *out_v);
+    if (es->in_place[r]) patch(es, r, 0);
+    return NULL;
   }
   return mlc_status_make(MLC_NOT_FOUND, "entry %s has no input '%s'", entry, name);
+}
+
+mlc_status mlc_session_set_input(mlc_session *s, const char *entry, const char *name, const void *data, size_t bytes) {
+  entry_state *es;
+  uint32_t iv;
+  MLC_RETURN_IF_ERROR(input_for_copy(s, entry, name, &es, &iv));
+  const mlc_plan_value *v = &es->e->values[iv];
+  uint64_t want = mlc_plan_shape_bytes(&v->shape);
+  if (bytes != want) {
+    char sh[128];
+    mlc_sess_shape_str(sh, sizeof sh, v->shape.rank, v->shape.dims);
+    return mlc_status_make(MLC_INVALID_ARGUMENT, "input '%s' of %s is %s%s (%llu bytes), got %zu bytes", name, entry,
+                           mlc_sess_dtype_names[v->shape.dtype], sh, (unsigned long long)want, bytes);
+  }
+  return s->dev->vt->write(s->dev, es->addr[iv], data, bytes);
 }
 
 /* A caller's buffer in the device's memory (mlc_tensor's MLC_MEMORY_DEVICE),
@@ -442,39 +584,59 @@ static mlc_status find_value(const mlc_session *s, const char *entry, bool input
     const char *vn = input ? es->e->inputs[i].name : es->e->outputs[i].name;
     uint32_t v = input ? es->e->inputs[i].value : es->e->outputs[i].value;
     if (strcmp(vn, name)) continue;
-    *addr = es->addr[v];
+    *addr = input ? es->addr[v] : result_addr(es, v);
     *bytes = mlc_plan_shape_bytes(&es->e->values[v].shape);
     return NULL;
   }
   return mlc_status_make(MLC_NOT_FOUND, "entry %s has no %s '%s'", entry, input ? "input" : "output", name);
 }
 
-mlc_status mlc_session_check_tensor(const mlc_session *s, const char *entry, bool input, const char *name,
-                                    const mlc_tensor *t) {
+/* mlc_session_check_tensor without binding anything. */
+static mlc_status check_tensor(const mlc_session *s, const char *entry, bool input, const char *name, const mlc_tensor *t) {
   uint64_t addr = 0, want = 0;
   MLC_RETURN_IF_ERROR(find_value(s, entry, input, name, &addr, &want));
   const char *kind = input ? "input" : "output";
   if (t->bytes < want)
     return mlc_status_make(MLC_INVALID_ARGUMENT, "%s '%s' of %s is %llu bytes, got a buffer of %zu bytes", kind, name,
                            entry, (unsigned long long)want, t->bytes);
-  return t->memory == MLC_MEMORY_HOST ? NULL : external(s, entry, kind, name, t, addr, want, input, false);
+  return t->memory != MLC_MEMORY_DEVICE ? NULL : external(s, entry, kind, name, t, addr, want, input, false);
+}
+
+mlc_status mlc_session_check_tensor(const mlc_session *s, const char *entry, bool input, const char *name,
+                                    const mlc_tensor *t) {
+  MLC_RETURN_IF_ERROR(check_tensor(s, entry, input, name, t));
+  if (input || t->memory != MLC_MEMORY_HOST_IN_PLACE) return NULL;
+  uint64_t addr = 0, want = 0;
+  MLC_RETURN_IF_ERROR(find_value(s, entry, false, name, &addr, &want));
+  /* Where it cannot be bound, the run writes the arena and output_tensor copies. */
+  mlc_status_free(mlc_session_bind_output((mlc_session *)s, entry, name, t->data, want));
+  return NULL;
 }
 
 mlc_status mlc_session_set_input_tensor(mlc_session *s, const char *entry, const char *name, const mlc_tensor *t) {
   uint64_t addr = 0, want = 0;
-  MLC_RETURN_IF_ERROR(mlc_session_check_tensor(s, entry, true, name, t));
+  MLC_RETURN_IF_ERROR(check_tensor(s, entry, true, name, t));
   MLC_RETURN_IF_ERROR(find_value(s, entry, true, name, &addr, &want));
-  if (t->memory == MLC_MEMORY_HOST) return s->dev->vt->write(s->dev, addr, t->data, want);
+  if (t->memory == MLC_MEMORY_HOST_IN_PLACE) {
+    mlc_status st = mlc_session_bind_input(s, entry, name, t->data, want);
+    if (!st) return NULL;
+    mlc_status_free(st); /* copied instead, below */
+  }
+  entry_state *es;
+  uint32_t v;
+  MLC_RETURN_IF_ERROR(input_for_copy(s, entry, name, &es, &v)); /* the arena's again, if bound before */
+  if (t->memory != MLC_MEMORY_DEVICE) return s->dev->vt->write(s->dev, es->addr[v], t->data, want);
   return external(s, entry, "input", name, t, addr, want, true, true);
 }
 
 mlc_status mlc_session_output_tensor(const mlc_session *s, const char *entry, const char *name, const mlc_tensor *t) {
   uint64_t addr = 0, want = 0;
-  MLC_RETURN_IF_ERROR(mlc_session_check_tensor(s, entry, false, name, t));
+  MLC_RETURN_IF_ERROR(check_tensor(s, entry, false, name, t));
   MLC_RETURN_IF_ERROR(find_value(s, entry, false, name, &addr, &want));
-  if (t->memory != MLC_MEMORY_HOST) return external(s, entry, "output", name, t, addr, want, false, true);
+  if (t->memory == MLC_MEMORY_DEVICE) return external(s, entry, "output", name, t, addr, want, false, true);
   if (host_memory(s)) {
-    if (want) memcpy(t->data, (const void *)(uintptr_t)addr, want);
+    if (want && t->data != (void *)(uintptr_t)addr) /* else the run wrote it there, bound */
+      memcpy(t->data, (const void *)(uintptr_t)addr, want);
     return NULL;
   }
   return s->dev->vt->read(s->dev, t->data, addr, want);
@@ -546,10 +708,8 @@ static mlc_status check_given(const mlc_session *s) {
   return NULL;
 }
 
-mlc_status mlc_session_run(mlc_session *s, const char *entry) {
-  entry_state *es;
-  MLC_RETURN_IF_ERROR(check_given(s));
-  MLC_RETURN_IF_ERROR(find_bound_entry(s, entry, &es));
+/* mlc_session_run's work, the bindings left to it. */
+static mlc_status run(mlc_session *s, const char *entry, entry_state *es) {
   const mlc_device_vt *vt = s->dev->vt;
   MLC_RETURN_IF_ERROR(sync_device(s));
   /* A run of the train entry is one optimizer step. */
@@ -609,6 +769,21 @@ mlc_status mlc_session_run(mlc_session *s, const char *entry) {
   return NULL;
 }
 
+mlc_status mlc_session_run(mlc_session *s, const char *entry) {
+  entry_state *es;
+  MLC_RETURN_IF_ERROR(mlc_sess_find_entry(s, entry, &es));
+  mlc_status st = check_given(s);
+  if (!st) st = bind_entry(s, es);
+  if (!st) st = run(s, entry, es);
+  /* The outputs are where this run wrote them (none after a failed run); a
+   * binding never outlives the run it was made for. */
+  if (es->any_moved || es->nin_place)
+    for (uint32_t r = 0; r < es->e->nvalues; r++) es->moved[r] = st ? 0 : es->in_place[r];
+  es->any_moved = !st && es->nin_place;
+  unbind(es);
+  return st;
+}
+
 mlc_status mlc_session_output(const mlc_session *s, const char *entry, const char *name, const void **out_data,
                               const mlc_plan_shape **out_shape) {
   entry_state *es;
@@ -619,7 +794,7 @@ mlc_status mlc_session_output(const mlc_session *s, const char *entry, const cha
       uint64_t bytes = mlc_plan_shape_bytes(&es->e->values[v].shape);
       *out_shape = &es->e->values[v].shape;
       if (host_memory(s)) {
-        *out_data = (const void *)(uintptr_t)es->addr[v];
+        *out_data = (const void *)(uintptr_t)result_addr(es, v);
         return NULL;
       }
       if (!es->host[v] && !(es->host[v] = mlc_allocator_alloc(s->a, bytes ? bytes : 1)))

@@ -14,7 +14,10 @@
  * symbols for an artifact), CUDA, Vulkan or Metal.  Parameters always have a host
  * copy; on a device with its own memory the session keeps the two in step,
  * copying only when one side has changed (a train run changes the
- * device's; loading, initialising or param_data the host's).
+ * device's; loading, initialising or param_data the host's).  Where the
+ * device's kernels take host pointers (the CPU), a caller's buffers can
+ * stand in for an entry's inputs and outputs for one run, with no copy
+ * (mlc_session_bind_input).
  *
  * Every call returns a status (NULL is OK); nothing prints unless asked to,
  * and nothing exits.
@@ -133,11 +136,14 @@ uint64_t mlc_session_state_bytes(const mlc_session *s);
 MLC_MUST_USE mlc_status mlc_session_state_save(const mlc_session *s, void *buf, uint64_t bytes);
 MLC_MUST_USE mlc_status mlc_session_state_restore(mlc_session *s, const void *buf, uint64_t bytes);
 
-/* Copies an input; `bytes` must be its exact size. */
+/* Copies an input; `bytes` must be its exact size.  An input bound to a
+ * caller's buffer (below) is the arena's again from here on. */
 MLC_MUST_USE mlc_status mlc_session_set_input(mlc_session *s, const char *entry, const char *name, const void *data,
                                               size_t bytes);
 /* The same from a caller's tensor (runtime/tensor.h; its dtype and shape
  * checked already, by mlc_tensor_check): host memory is copied as above;
+ * MLC_MEMORY_HOST_IN_PLACE memory is bound for the next run
+ * (mlc_session_bind_input) where it can be, else copied;
  * memory of the session's device (MLC_MEMORY_DEVICE) is checked and copied
  * device to device by the device (mlc_device_vt's copy_external), and
  * refused with MLC_INVALID_ARGUMENT by a device without memory of its own. */
@@ -147,17 +153,57 @@ MLC_MUST_USE mlc_status mlc_session_set_input_tensor(mlc_session *s, const char 
  * output) `name`, without copying: its size, and device memory where the
  * device can take it (the driver's check of the address).  The artifact
  * checks its outputs so before a run, so that a train step that cannot
- * write its loss does not take the step. */
+ * write its loss does not take the step.  Being the one call it makes for an
+ * output before the run, this also binds an output in
+ * MLC_MEMORY_HOST_IN_PLACE memory where it can (mlc_session_bind_output;
+ * where not, the run writes the arena and output_tensor copies), as
+ * set_input_tensor binds such an input. */
 MLC_MUST_USE mlc_status mlc_session_check_tensor(const mlc_session *s, const char *entry, bool input, const char *name,
                                                  const mlc_tensor *t);
+/* A caller's buffer in place of the arena, for the entry's next run only:
+ * the run reads input `name` from `data` (bytes: its exact size) as it
+ * goes, with no copy, so what the caller writes there before the run is
+ * what the run sees; bind_output has the run write the output there (no
+ * mlc_session_output_tensor needed).  The session moves the value and every
+ * view of its storage (the plan's view_of: a reshape of the input, say),
+ * and only those; for an output, the value whose storage it views, whose
+ * every write and read then uses the buffer.  The buffer must stay alive
+ * and, for an output, untouched until the run is done.
+ *
+ * A binding lasts until the end of the entry's next run, failed or not,
+ * or until mlc_session_unbind, or, for an input, until set_input or
+ * set_input_tensor copies into it.  After a run, mlc_session_output and
+ * output_tensor read a bound output from the caller's buffer, until the
+ * next run.
+ *
+ * Refused, with nothing bound, so that the caller copies instead:
+ * MLC_INVALID_ARGUMENT when `bytes` is not the value's size or `data` is
+ * not 16-byte aligned (the kernels' vector loads); MLC_UNIMPLEMENTED when
+ * the device's kernels take only its own memory (mlc_device_vt's
+ * host_pointers: all but the CPU), the value is a parameter or a view of
+ * one, a constant, an input the runtime writes itself ("opt.step",
+ * "opt.lr", "opt.world"), part of a larger value, both an input and an
+ * output (`return x`, or a reshape of it), taken by a collective (fsdp), or
+ * when the buffer overlaps another one bound to the entry that a run
+ * writes; MLC_NOT_FOUND for a name the entry does not have.  A second
+ * binding of the same storage replaces the first. */
+MLC_MUST_USE mlc_status mlc_session_bind_input(mlc_session *s, const char *entry, const char *name, const void *data,
+                                               size_t bytes);
+MLC_MUST_USE mlc_status mlc_session_bind_output(mlc_session *s, const char *entry, const char *name, void *data,
+                                                size_t bytes);
+/* Every binding of the entry undone (for a caller that binds, then does
+ * not run). */
+MLC_MUST_USE mlc_status mlc_session_unbind(mlc_session *s, const char *entry);
 MLC_MUST_USE mlc_status mlc_session_run(mlc_session *s, const char *entry);
-/* The output's bytes (valid until the next run) and shape. */
+/* The output's bytes (valid until the next run: the arena's, or the
+ * caller's buffer the run wrote it to) and shape. */
 MLC_MUST_USE mlc_status mlc_session_output(const mlc_session *s, const char *entry, const char *name,
                                            const void **out_data, const mlc_plan_shape **out_shape);
 
 /* An output copied into a caller's tensor after a run: to host memory
- * (read from the device straight into it), or device to device as
- * mlc_session_set_input_tensor copies inputs. */
+ * (read from the device straight into it; nothing when the run wrote it
+ * there, bound), or device to device as mlc_session_set_input_tensor
+ * copies inputs. */
 MLC_MUST_USE mlc_status mlc_session_output_tensor(const mlc_session *s, const char *entry, const char *name,
                                                   const mlc_tensor *t);
 

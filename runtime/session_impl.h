@@ -37,6 +37,14 @@ typedef struct {
   bool *signal;           /* per step: a later step of another stream waits for it */
   bool bound;             /* the arena is made and every address filled in (bind_entry) */
   uint64_t runs;
+  /* Caller's buffers in place of the arena (mlc_session_bind_input and
+   * bind_output), per value with storage of its own (a root: the plan's
+   * view_of): where the next run takes its bytes (0: the arena), and where
+   * the last run left them.  Undone after every run (session.c's unbind). */
+  uint64_t *in_place;     /* per value */
+  uint64_t *moved;        /* per value */
+  uint32_t nin_place;     /* roots with in_place set */
+  bool any_moved;
 } entry_state;
 
 /* One step of one run, for the trace. */

@@ -47,6 +47,15 @@ typedef enum mlc_dtype_code {
 typedef enum mlc_memory {
   MLC_MEMORY_HOST = 0,   /* the process's memory (what {0} gives) */
   MLC_MEMORY_DEVICE = 1, /* the model's device's: on CUDA, a CUdeviceptr on GPU `device` */
+  /* Host memory that the call may use in place of the model's own for the
+   * length of the call, with no copy: read by the run as it goes (an
+   * input) or written by it (an output), where the runtime can bind it
+   * (mlc_session_bind_input in runtime/session.h: the CPU, a 16-byte aligned
+   * buffer, a value that is no parameter, ...), else copied as
+   * MLC_MEMORY_HOST.  Since the runtime that has mlc_session_bind_input (the
+   * Python binding asks for that symbol); no other thread may touch the
+   * buffer during the call. */
+  MLC_MEMORY_HOST_IN_PLACE = 2,
 } mlc_memory;
 
 typedef struct mlc_tensor {

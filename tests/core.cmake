@@ -130,8 +130,13 @@ if(MLC_BACKEND_CPU)
   set_tests_properties(ref.run.minillm_small ref.app.mlp ref.artifact.mlp ref.run.errors ref.run.outputs ref.train.dropout ref.train.encdec ref.train.minillm_small.f32
                        ref.train.minillm_small.bf16 PROPERTIES
                        LABELS "ref;cpu" TIMEOUT 300)
+  # numpy arrays bound in place of the arena (issue 26): through the artifact's
+  # runtime and through mlc.load, against the copying path bit for bit.
+  add_test(NAME ref.python.zero_copy
+    COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/zero_copy.py $<TARGET_FILE:mlc> ${MLC_ROOT} ${CMAKE_CURRENT_BINARY_DIR}/zero_copy)
+  set_tests_properties(ref.python.zero_copy PROPERTIES LABELS "ref;cpu" TIMEOUT 120 SKIP_RETURN_CODE 77)
   if(MLC_SANITIZE) # their Python-binding parts dlopen an instrumented runtime into a python3 without ASan
-    set_tests_properties(ref.run.outputs ref.train.dropout PROPERTIES ENVIRONMENT MLC_SANITIZED=1)
+    set_tests_properties(ref.run.outputs ref.train.dropout ref.python.zero_copy PROPERTIES ENVIRONMENT MLC_SANITIZED=1)
   endif()
   # Incremental decoding (issue 29): mlc generate's greedy tokens and each
   # step's logits against PyTorch's f32 greedy decode, from the same weights.
@@ -302,6 +307,15 @@ if(MLC_BACKEND_CPU)
   target_compile_definitions(test_plan_memory PRIVATE MLC_SOURCE_DIR="${MLC_ROOT}")
   add_test(NAME unit.plan_memory COMMAND test_plan_memory)
   set_tests_properties(unit.plan_memory PROPERTIES LABELS "unit;cpu" TIMEOUT 300)
+endif()
+# A caller's buffers bound in place of the arena (mlc_session_bind_input,
+# bind_output) against the copying path, bit for bit, and each refusal.
+if(MLC_BACKEND_CPU)
+  add_executable(test_bind ${MLC_ROOT}/tests/unit/test_bind.c ${MLC_ROOT}/driver/target_cpu.c)
+  target_link_libraries(test_bind PRIVATE mlccore mlcrt mlcllvm PkgConfig::CMOCKA)
+  target_compile_definitions(test_bind PRIVATE MLC_SOURCE_DIR="${MLC_ROOT}")
+  add_test(NAME unit.bind COMMAND test_bind)
+  set_tests_properties(unit.bind PROPERTIES LABELS "unit;cpu;runtime" TIMEOUT 120)
 endif()
 # ---- memory (end) ----------------------------------------------------------
 

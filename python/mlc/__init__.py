@@ -13,13 +13,23 @@
     g.forward(tokens, out=logits)         # or into the caller's tensor
     loss = g.train_step(tokens, targets)  # torch CUDA tensors in; the loss, a float
 
+numpy arrays on a CPU model are not copied: they go to the C API as host
+memory the call may use in place (runtime/tensor.h,
+MLC_MEMORY_HOST_IN_PLACE), and the runtime binds each one in place of the
+model's own for that call (mlc_session_bind_input, bind_output): the
+kernels read the inputs from the caller's arrays and write the outputs
+straight into the arrays returned (or given with out=).  Where the runtime
+cannot bind one (an array not 16-byte aligned, an input that is also an
+output, an output that is a weight), it copies that one, as it does every
+array for a GPU model and for an artifact whose runtime predates binding.
+
 Tensors on a GPU come in through DLPack (__dlpack__, __dlpack_device__:
 torch, CuPy, JAX), with no torch import here, and their pointers go to the
 C API as device memory (runtime/tensor.h, MLC_MEMORY_DEVICE): the runtime
 checks each address and copies it device to device into the model's arena,
 and each output from the arena into its tensor.  No host copy, but one copy
 on the GPU per input and output: the caller's buffers are not bound in
-place of the arena's.
+place of the arena's (docs/notes/zero-copy-tensors.md says what that needs).
 
 The artifact's C API (<name>.h) is the contract.  Every call goes through
 its checked form (<name>_<entry>_tensors), which checks dtype, shape and
@@ -67,7 +77,7 @@ _DL_DTYPES = {(2, 32): "f32", (4, 16): "bf16", (2, 16): "f16", (0, 32): "i32", (
 _DL_NAMES = {0: "int", 1: "uint", 2: "float", 4: "bfloat", 5: "complex", 6: "bool"}
 # The torch dtypes of the outputs made for torch inputs.
 _TORCH_DTYPES = {"f32": "float32", "bf16": "bfloat16", "f16": "float16", "i32": "int32", "i64": "int64", "bool": "bool"}
-_MEMORY_HOST, _MEMORY_DEVICE = 0, 1  # mlc_memory
+_MEMORY_HOST, _MEMORY_DEVICE, _MEMORY_HOST_IN_PLACE = 0, 1, 2  # mlc_memory
 
 
 class _DLDevice(ctypes.Structure):
@@ -251,6 +261,9 @@ class Model:
         self._cpu = getattr(lib, f"{name}_cpu", None)  # CPU artifacts only
         if self._cpu is not None:
             self._cpu.argtypes, self._cpu.restype = [P], ctypes.c_char_p
+        # numpy arrays bound in place of the arena's, where the runtime has binding (since
+        # mlc_session_bind_input) and the model runs on the CPU; the runtime copies what it cannot bind.
+        self._in_place = self._cpu is not None and hasattr(lib, "mlc_session_bind_input")
         self._entries = {}
         for entry, fname, ins, outs in _parse_header(header, name):
             f = getattr(lib, fname)
@@ -445,8 +458,9 @@ class Model:
             raise TypeError(f"{what} is a numpy {arr.dtype} array, which no mlc dtype matches (the model takes {dtype})")
         if arr.ndim > _MAX_RANK:
             raise TypeError(f"{what} has {arr.ndim} axes, more than {_MAX_RANK}")
+        memory = _MEMORY_HOST_IN_PLACE if self._in_place else _MEMORY_HOST
         return (_Tensor(code, arr.ndim, (ctypes.c_int64 * _MAX_RANK)(*arr.shape), arr.ctypes.data, arr.nbytes,
-                        _MEMORY_HOST, 0), arr, None)
+                        memory, 0), arr, None)
 
     def _outputs(self, entry, e, out, gpu):
         """The output buffers: out= as given, or new ones where the inputs are."""

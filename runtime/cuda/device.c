@@ -470,7 +470,7 @@ static mlc_status code_from_plan(cuda_dev *d, const mlc_plan *pl) {
 }
 
 static const mlc_device_vt cuda_vt = {
-    "cuda", false, cu_destroy, cu_alloc, cu_free, cu_write, cu_read, cu_resolve, cu_launch, cu_finish, cu_describe,
+    "cuda", false, false, cu_destroy, cu_alloc, cu_free, cu_write, cu_read, cu_resolve, cu_launch, cu_finish, cu_describe,
     cu_range_push, cu_range_pop, cu_stream, cu_mark, cu_order, cu_signal, cu_kernel_launch, cu_check_external, cu_copy_external,
 };
 

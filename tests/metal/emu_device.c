@@ -123,7 +123,7 @@ static mlc_status emu_finish(mlc_device *b, uint32_t nslots, double *seconds, do
 static void emu_describe(mlc_device *b, char *buf, size_t n) { snprintf(buf, n, "emulated Metal (MSL as C++ on the CPU)"); }
 
 static const mlc_device_vt emu_vt = {
-    "metal-emu", true, emu_destroy, emu_alloc, emu_free, emu_write, emu_read, emu_resolve, emu_launch, emu_finish,
+    "metal-emu", true, false, emu_destroy, emu_alloc, emu_free, emu_write, emu_read, emu_resolve, emu_launch, emu_finish,
     emu_describe, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
 };
 

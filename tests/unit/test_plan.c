@@ -222,6 +222,86 @@ static void test_quantized(void **state) {
   mlc_arena_free(&a); /* the plans' bytes too */
 }
 
+/* The encoded record of value v (plan.h's layout), found in the plan's
+ * bytes by its content; NULL if it is not there. */
+static uint8_t *value_record(uint8_t *b, size_t n, const mlc_plan_value *v, size_t *out_len) {
+  uint8_t rec[80];
+  size_t k = 0;
+  uint64_t u;
+  rec[k++] = v->shape.dtype;
+  rec[k++] = v->shape.rank;
+  for (int i = 0; i < v->shape.rank + 4; i++) {
+    if (i < v->shape.rank) u = (uint64_t)v->shape.dims[i];
+    else if (i == v->shape.rank) u = (uint64_t)(v->param == MLC_PLAN_NO_PARAM ? v->offset : 0);
+    else if (i == v->shape.rank + 1) u = v->param;
+    else if (i == v->shape.rank + 2) u = v->is_const;
+    else memcpy(&u, &v->value, 8);
+    int width = i < v->shape.rank + 1 || i == v->shape.rank + 3 ? 8 : i == v->shape.rank + 1 ? 4 : 1;
+    for (int j = 0; j < width; j++) rec[k++] = (uint8_t)(u >> (8 * j));
+  }
+  rec[k++] = v->rank_slice;
+  for (int j = 0; j < 4; j++) rec[k++] = (uint8_t)(v->view_of >> (8 * j));
+  *out_len = k;
+  for (size_t i = 0; i + k <= n; i++)
+    if (!memcmp(b + i, rec, k)) return b + i;
+  return NULL;
+}
+
+/* Plan v8's view_of: memplan's root of every view, none for the rest; and
+ * the reader's checks of it, each on a copy of the plan with one view's
+ * root replaced. */
+static void test_views(void **state) {
+  (void)state;
+  mlc_plan *pl;
+  assert_null(mlc_plan_parse(bytes, nbytes, mlc_allocator_default(), &pl));
+  const mlc_func *f = &prog.funcs[0];
+  const mlc_plan_entry *e = mlc_plan_find_entry(pl, f->name);
+  assert_non_null(e);
+  uint32_t nviews = 0, first = UINT32_MAX, second = UINT32_MAX, param_root = UINT32_MAX;
+  for (uint32_t i = 0; i < e->nvalues; i++) {
+    uint32_t root = mlc_memplan_root(f, i);
+    assert_int_equal(e->values[i].view_of, root == i ? MLC_PLAN_NO_VALUE : root);
+    if (root == i && e->values[i].param != MLC_PLAN_NO_PARAM && param_root == UINT32_MAX) param_root = i;
+    if (root == i || e->values[i].param != MLC_PLAN_NO_PARAM) continue;
+    nviews++;
+    if (first == UINT32_MAX) first = i;
+    else if (second == UINT32_MAX && e->values[i].offset == e->values[first].offset) second = i;
+  }
+  printf("  %u views of arena values among %u values of %s\n", nviews, e->nvalues, e->name);
+  assert_true(nviews >= 2 && second != UINT32_MAX && param_root < first);
+  /* a root that holds none of first's bytes: the earliest arena root elsewhere */
+  uint32_t elsewhere = UINT32_MAX;
+  const mlc_plan_value *fv = &e->values[first];
+  for (uint32_t i = 0; i < first && elsewhere == UINT32_MAX; i++) {
+    const mlc_plan_value *v = &e->values[i];
+    if (v->view_of == MLC_PLAN_NO_VALUE && v->param == MLC_PLAN_NO_PARAM &&
+        (v->offset + (int64_t)mlc_plan_shape_bytes(&v->shape) <= fv->offset || v->offset > fv->offset))
+      elsewhere = i;
+  }
+  assert_int_not_equal(elsewhere, UINT32_MAX);
+  struct {
+    uint32_t value, root;
+    const char *want;
+  } cases[] = {
+    {second, first, "views a value that is a view itself"},
+    {first, second, "a value views itself or a later value"},
+    {first, first, "a value views itself or a later value"},
+    {first, param_root, "views a value in another place"},
+    {first, elsewhere, "views bytes outside its root"},
+  };
+  uint8_t *c = malloc(nbytes);
+  for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+    memcpy(c, bytes, nbytes);
+    size_t len;
+    uint8_t *rec = value_record(c, nbytes, &e->values[cases[k].value], &len);
+    assert_non_null(rec);
+    for (int j = 0; j < 4; j++) rec[len - 4 + j] = (uint8_t)(cases[k].root >> (8 * j));
+    expect_loss(parse_copy(c, nbytes, true), cases[k].want);
+  }
+  free(c);
+  mlc_plan_free(pl);
+}
+
 static void test_failing_allocator(void **state) {
   (void)state;
   mlc_failing_allocator fa;
@@ -613,6 +693,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_roundtrip),
     cmocka_unit_test(test_corrupt),
+    cmocka_unit_test(test_views),
     cmocka_unit_test(test_executables),
     cmocka_unit_test(test_native),
     cmocka_unit_test(test_device_from_plan),

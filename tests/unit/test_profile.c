@@ -332,7 +332,7 @@ static mlc_status cd_finish(mlc_device *d, uint32_t n, double *sec, double *star
   return ((counting_dev *)d)->cpu->vt->finish(((counting_dev *)d)->cpu, n, sec, start);
 }
 static void cd_describe(mlc_device *d, char *buf, size_t n) { snprintf(buf, n, "counting CPU"); }
-static const mlc_device_vt counting_vt = {"counting", true, cd_destroy, cd_alloc, cd_free, cd_write, cd_read, cd_resolve,
+static const mlc_device_vt counting_vt = {"counting", true, false, cd_destroy, cd_alloc, cd_free, cd_write, cd_read, cd_resolve,
                                           cd_launch, cd_finish, cd_describe, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 
 
@@ -341,7 +341,7 @@ static const mlc_device_vt counting_vt = {"counting", true, cd_destroy, cd_alloc
 static void profiling_off_records_nothing(void **state) {
   (void)state;
   mlc_plan_value vals[2];
-  for (int i = 0; i < 2; i++) vals[i] = (mlc_plan_value){shape(1, 2, 4, 4, 0), 64 * i, MLC_PLAN_NO_PARAM, 0, 0, 0};
+  for (int i = 0; i < 2; i++) vals[i] = (mlc_plan_value){shape(1, 2, 4, 4, 0), 64 * i, MLC_PLAN_NO_PARAM, 0, 0, 0, MLC_PLAN_NO_VALUE};
   uint32_t args[] = {0, 1};
   mlc_plan_step steps[] = {{0, "a%1", "", 0, 0, 2, NULL, args, 4, 16, 128, 0, MLC_PLAN_UNIT_FP32, 1}, {0, "b%2", "", 0, 0, 2, NULL, args, 4, 16, 128, 0, MLC_PLAN_UNIT_FP32, 1}};
   mlc_plan_entry entry = {"forward", 128, 2, 0, 0, 2, vals, NULL, NULL, steps};
@@ -374,7 +374,7 @@ static void profiling_off_records_nothing(void **state) {
 static void trace_json(void **state) {
   (void)state;
   mlc_plan_value vals[3];
-  for (int i = 0; i < 3; i++) vals[i] = (mlc_plan_value){shape(1, 2, 4, 4, 0), 64 * i, MLC_PLAN_NO_PARAM, 0, 0, 0};
+  for (int i = 0; i < 3; i++) vals[i] = (mlc_plan_value){shape(1, 2, 4, 4, 0), 64 * i, MLC_PLAN_NO_PARAM, 0, 0, 0, MLC_PLAN_NO_VALUE};
   vals[2].shape = shape(1, 3, 2, 4, 4);
   uint32_t args[] = {0, 1, 2}, wait0[] = {0};
   mlc_plan_step steps[] = {
@@ -965,12 +965,12 @@ static const double syn_start[SYN_STEPS] = {0.001, 0.0012, 0.0013}, syn_dur[SYN_
 
 static void write_synthetic_trace(FILE *f) {
   static mlc_plan_value vals[6];
-  vals[0] = (mlc_plan_value){shape(2, 2, 1024, 2048, 0), 0, MLC_PLAN_NO_PARAM, 0, 0, 0};
-  vals[1] = (mlc_plan_value){shape(2, 2, 4096, 2048, 0), 0, MLC_PLAN_NO_PARAM, 0, 0, 0};
-  vals[2] = (mlc_plan_value){shape(2, 3, 8, 512, 2048), 0, MLC_PLAN_NO_PARAM, 0, 0, 0};
-  vals[3] = (mlc_plan_value){shape(2, 3, 8, 512, 4096), 0, MLC_PLAN_NO_PARAM, 0, 0, 0};
-  vals[4] = (mlc_plan_value){shape(1, 2, 4096, 2048, 0), 0, MLC_PLAN_NO_PARAM, 0, 0, 0};
-  vals[5] = (mlc_plan_value){shape(1, 2, 1024, 2048, 0), 0, MLC_PLAN_NO_PARAM, 0, 0, 0};
+  vals[0] = (mlc_plan_value){shape(2, 2, 1024, 2048, 0), 0, MLC_PLAN_NO_PARAM, 0, 0, 0, MLC_PLAN_NO_VALUE};
+  vals[1] = (mlc_plan_value){shape(2, 2, 4096, 2048, 0), 0, MLC_PLAN_NO_PARAM, 0, 0, 0, MLC_PLAN_NO_VALUE};
+  vals[2] = (mlc_plan_value){shape(2, 3, 8, 512, 2048), 0, MLC_PLAN_NO_PARAM, 0, 0, 0, MLC_PLAN_NO_VALUE};
+  vals[3] = (mlc_plan_value){shape(2, 3, 8, 512, 4096), 0, MLC_PLAN_NO_PARAM, 0, 0, 0, MLC_PLAN_NO_VALUE};
+  vals[4] = (mlc_plan_value){shape(1, 2, 4096, 2048, 0), 0, MLC_PLAN_NO_PARAM, 0, 0, 0, MLC_PLAN_NO_VALUE};
+  vals[5] = (mlc_plan_value){shape(1, 2, 1024, 2048, 0), 0, MLC_PLAN_NO_PARAM, 0, 0, 0, MLC_PLAN_NO_VALUE};
   static const uint32_t ag[] = {0, 1}, lin[] = {2, 1, 3}, rs[] = {4, 5};
   static mlc_plan_step steps[SYN_STEPS];
   steps[0] = (mlc_plan_step){0, "all_gather%1", "layers.0", 1, 0, 2, NULL, ag, 1, 0, 12582912, 0, MLC_PLAN_UNIT_FP32, 1};
