@@ -299,23 +299,22 @@ target_link_libraries(test_memory PRIVATE mlccore PkgConfig::CMOCKA)
 target_compile_definitions(test_memory PRIVATE MLC_SOURCE_DIR="${MLC_ROOT}")
 add_test(NAME unit.memory COMMAND test_memory)
 set_tests_properties(unit.memory PROPERTIES LABELS unit TIMEOUT 60)
-# The plan must be true: what a CPU session holds (counted through its
-# allocator) is the planned total of --stats, within 5 %.
+# A cmocka test that compiles models for the CPU and JIT-compiles them
+# (tests/unit/test_NAME.c with the driver's CPU target): unit.NAME.
+function(mlc_cpu_unit name labels timeout)
+  add_executable(test_${name} ${MLC_ROOT}/tests/unit/test_${name}.c ${MLC_ROOT}/driver/target_cpu.c)
+  target_link_libraries(test_${name} PRIVATE mlccore mlcrt mlcllvm PkgConfig::CMOCKA)
+  target_compile_definitions(test_${name} PRIVATE MLC_SOURCE_DIR="${MLC_ROOT}")
+  add_test(NAME unit.${name} COMMAND test_${name})
+  set_tests_properties(unit.${name} PROPERTIES LABELS "${labels}" TIMEOUT ${timeout})
+endfunction()
 if(MLC_BACKEND_CPU)
-  add_executable(test_plan_memory ${MLC_ROOT}/tests/unit/test_plan_memory.c ${MLC_ROOT}/driver/target_cpu.c)
-  target_link_libraries(test_plan_memory PRIVATE mlccore mlcrt mlcllvm PkgConfig::CMOCKA)
-  target_compile_definitions(test_plan_memory PRIVATE MLC_SOURCE_DIR="${MLC_ROOT}")
-  add_test(NAME unit.plan_memory COMMAND test_plan_memory)
-  set_tests_properties(unit.plan_memory PROPERTIES LABELS "unit;cpu" TIMEOUT 300)
-endif()
-# A caller's buffers bound in place of the arena (mlc_session_bind_input,
-# bind_output) against the copying path, bit for bit, and each refusal.
-if(MLC_BACKEND_CPU)
-  add_executable(test_bind ${MLC_ROOT}/tests/unit/test_bind.c ${MLC_ROOT}/driver/target_cpu.c)
-  target_link_libraries(test_bind PRIVATE mlccore mlcrt mlcllvm PkgConfig::CMOCKA)
-  target_compile_definitions(test_bind PRIVATE MLC_SOURCE_DIR="${MLC_ROOT}")
-  add_test(NAME unit.bind COMMAND test_bind)
-  set_tests_properties(unit.bind PROPERTIES LABELS "unit;cpu;runtime" TIMEOUT 120)
+  # The plan must be true: what a CPU session holds (counted through its
+  # allocator) is the planned total of --stats, within 5 %.
+  mlc_cpu_unit(plan_memory "unit;cpu" 300)
+  # A caller's buffers bound in place of the arena (mlc_session_bind_input,
+  # bind_output) against the copying path, bit for bit, and each refusal.
+  mlc_cpu_unit(bind "unit;cpu;runtime" 120)
 endif()
 # ---- memory (end) ----------------------------------------------------------
 
