@@ -53,6 +53,11 @@ void mlc_cli_usage(FILE *o) {
           "                        three TF32 products, about f32's accuracy; the default), ieee (f32\n"
           "                        FMAs, no tensor cores) or tf32 (one TF32 product); overrides the\n"
           "                        train block's precision(f32_matmul=...)\n"
+          "      --matmul M        (cpu; compile, train) the train step's linears: fp8 (forward and both\n"
+          "                        gradient GEMMs on e4m3 x and w and e5m2 gradients, a power-of-two\n"
+          "                        scale per tensor; emulated on the CPU), fp8:grad=e4m3, or plain (the\n"
+          "                        compute dtype's GEMMs); overrides precision(matmul=fp8, fp8_grad=...);\n"
+          "                        the head and linears off multiples of 16 stay plain (--stats lists them)\n"
           "      --accum N         (compile, train, profile) gradient accumulation: each step takes N\n"
           "                        micro-batches of the declared batch and updates with the mean of their\n"
           "                        gradients; overrides the train block's accum = ...\n"
@@ -258,7 +263,7 @@ int mlc_cli_parse_args(options *o, int argc, char **argv) {
     {"logits", required_argument, 0, OPT_LOGITS},
     /* the options of emitted code (mlc_options_set) */
     {"f32-matmul", required_argument, 0, OPT_CODEGEN}, {"memory-budget", required_argument, 0, OPT_CODEGEN},
-    {"quantize", required_argument, 0, OPT_CODEGEN},
+    {"quantize", required_argument, 0, OPT_CODEGEN}, {"matmul", required_argument, 0, OPT_CODEGEN},
     {"help", no_argument, 0, 'h'},
   };
   /* the common options, then each target's own (the registry's) */

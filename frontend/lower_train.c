@@ -291,20 +291,36 @@ static void lower_train_config(mlc_lowerer *L, const mlc_ast_train *t, mlc_insta
     mlc_ast_arg *rest = mlc_arena_alloc(L->a, (e->nargs + 1) * sizeof *rest);
     uint32_t nrest = 0;
     bool mm = false;
+    const mlc_ast_arg *fp8_grad = NULL;
+    bool fp8 = false, grad_e4m3 = false;
     for (uint32_t i = 0; e->kind == AST_CALL && i < e->nargs; i++) {
       const mlc_ast_arg *a = &e->args[i];
-      if (!a->name || strcmp(a->name, "f32_matmul")) { rest[nrest++] = *a; continue; }
-      mlc_f32_matmul m = a->value->kind == AST_NAME ? mlc_f32_matmul_parse(a->value->name) : MLC_F32MM_DEFAULT;
-      if (m == MLC_F32MM_DEFAULT)
-        mlc_error(L->d, a->value->loc, "f32_matmul must be tf32x3, ieee or tf32");
-      L->p->opts.f32_matmul = (uint8_t)m;
+      const char *word = a->name && a->value->kind == AST_NAME ? a->value->name : "";
+      if (a->name && !strcmp(a->name, "f32_matmul")) {
+        mlc_f32_matmul m = mlc_f32_matmul_parse(word);
+        if (m == MLC_F32MM_DEFAULT) mlc_error(L->d, a->value->loc, "f32_matmul must be tf32x3, ieee or tf32");
+        L->p->opts.f32_matmul = (uint8_t)m;
+      } else if (a->name && !strcmp(a->name, "matmul")) { /* issue 30: the linears' GEMMs in FP8 (passes/fp8.c) */
+        if (strcmp(word, "fp8")) mlc_error(L->d, a->value->loc, "matmul must be fp8 (the GEMMs of the linears in FP8)");
+        else fp8 = true;
+      } else if (a->name && !strcmp(a->name, "fp8_grad")) {
+        fp8_grad = a;
+        if (strcmp(word, "e5m2") && strcmp(word, "e4m3")) mlc_error(L->d, a->value->loc, "fp8_grad must be e5m2 or e4m3");
+        grad_e4m3 = !strcmp(word, "e4m3");
+      } else {
+        rest[nrest++] = *a;
+        continue;
+      }
       mm = true;
     }
+    if (fp8) L->p->opts.matmul = grad_e4m3 ? MLC_MATMUL_FP8_E4M3_GRAD : MLC_MATMUL_FP8;
+    else if (fp8_grad)
+      mlc_error(L->d, fp8_grad->loc, "fp8_grad is the gradients' format under matmul=fp8, which this precision() does not ask for");
     mlc_call c = {rest, nrest, e->loc, "precision"};
     mlc_value v[2];
     bool pr[2];
     if (e->kind != AST_CALL) mlc_error(L->d, e->loc, "expected precision(param=bf16, reduce=f32)");
-    else if (mm && nrest == 0) { /* precision(f32_matmul=...) alone */ }
+    else if (mm && nrest == 0) { /* precision(f32_matmul=...) or precision(matmul=fp8) alone */ }
     else if (mlc_bind(L, &c, spec, 2, v, pr) && mlc_want_dtype(L, v[0], mlc_arg_loc(&c, spec, 2, 0), "param", &tc->param_dtype)) {
       tc->reduce_dtype = MLC_DT_F32;
       if (pr[1]) mlc_want_dtype(L, v[1], mlc_arg_loc(&c, spec, 2, 1), "reduce", &tc->reduce_dtype);

@@ -17,6 +17,13 @@ const char *mlc_dtype_name(mlc_dtype t) { return t < MLC_DT_COUNT ? dtypes[t].na
 int mlc_dtype_size(mlc_dtype t) { return t < MLC_DT_COUNT ? dtypes[t].size : 0; }
 bool mlc_dtype_is_float(mlc_dtype t) { return t < MLC_DT_COUNT && dtypes[t].is_float; }
 
+int mlc_f8_scale_exp(float amax, float fmax) {
+  float r = fmax / (amax > 1e-12f ? amax : 1e-12f); /* a normal f32 from 2^-126 up for every finite amax */
+  uint32_t u;
+  memcpy(&u, &r, sizeof u);
+  return (int)((u >> 23) & 0xff) - 127;
+}
+
 mlc_dtype mlc_dtype_from_name(const char *s, size_t n) {
   for (int t = 1; t < MLC_DT_COUNT; t++)
     if (strlen(dtypes[t].name) == n && !memcmp(dtypes[t].name, s, n)) return (mlc_dtype)t;
@@ -144,12 +151,32 @@ const char *mlc_f32_matmul_name(mlc_f32_matmul m) {
   }
 }
 
+mlc_matmul_mode mlc_matmul_parse(const char *s) {
+  if (!strcmp(s, "fp8") || !strcmp(s, "fp8:grad=e5m2")) return MLC_MATMUL_FP8;
+  if (!strcmp(s, "fp8:grad=e4m3")) return MLC_MATMUL_FP8_E4M3_GRAD;
+  if (!strcmp(s, "plain")) return MLC_MATMUL_PLAIN;
+  return MLC_MATMUL_DEFAULT;
+}
+
+const char *mlc_matmul_name(mlc_matmul_mode m) {
+  switch (m) {
+  case MLC_MATMUL_FP8: return "fp8";
+  case MLC_MATMUL_FP8_E4M3_GRAD: return "fp8:grad=e4m3";
+  default: return "plain";
+  }
+}
+
 bool mlc_options_set(mlc_options *o, const char *name, const char *value, char *err, size_t errn) {
   const char *v = value ? value : "";
   if (!strcmp(name, "f32-matmul")) {
     o->f32_matmul = (uint8_t)mlc_f32_matmul_parse(v);
     if (!o->f32_matmul) snprintf(err, errn, "--f32-matmul %s: expected tf32x3 (or 3xtf32), ieee or tf32", v);
     return o->f32_matmul != MLC_F32MM_DEFAULT;
+  }
+  if (!strcmp(name, "matmul")) {
+    o->matmul = (uint8_t)mlc_matmul_parse(v);
+    if (!o->matmul) snprintf(err, errn, "--matmul %s: expected fp8, fp8:grad=e4m3 (or e5m2, fp8's own) or plain", v);
+    return o->matmul != MLC_MATMUL_DEFAULT;
   }
   if (!strcmp(name, "spirv-attention")) {
     bool ok = !strcmp(v, "coopmat") || !strcmp(v, "tiled");
@@ -271,10 +298,11 @@ int64_t mlc_bytes_parse(const char *s) {
 }
 
 void mlc_options_apply(mlc_program *p, const mlc_options *flags) {
-  uint8_t mm = p->opts.f32_matmul;
+  uint8_t mm = p->opts.f32_matmul, matmul = p->opts.matmul;
   int64_t budget = p->opts.memory_budget;
   p->opts = *flags;
   if (!flags->f32_matmul) p->opts.f32_matmul = mm;
+  if (!flags->matmul) p->opts.matmul = matmul;
   if (!flags->memory_budget) p->opts.memory_budget = budget;
 }
 
@@ -296,6 +324,7 @@ void mlc_options_print(FILE *out, const mlc_options *o) {
   if (o->cpu) fprintf(out, " --cpu=%s", o->cpu);
   if (o->triple) fprintf(out, " --triple=%s", o->triple);
   if (o->quant_bits) fprintf(out, " --quantize=int%d:group=%d", o->quant_bits, o->quant_group);
+  if (mlc_matmul_is_fp8(o->matmul)) fprintf(out, " --matmul=%s", mlc_matmul_name((mlc_matmul_mode)o->matmul));
   fputc('\n', out);
 }
 

@@ -31,8 +31,18 @@
   X(F16,  "f16",  2, 1)        \
   X(I32,  "i32",  4, 0)        \
   X(I64,  "i64",  8, 0)        \
-  X(BOOL, "bool", 1, 0)
+  X(BOOL, "bool", 1, 0)        \
+  X(F8E4M3, "f8e4m3", 1, 0)    \
+  X(F8E5M2, "f8e5m2", 1, 0)
 
+/* f8e4m3 and f8e5m2 (OCP 8-bit floating point: e4m3fn, max 448, no inf,
+ * NaN S.1111.111; e5m2, max 57344, IEEE inf and NaN) are storage formats
+ * of the fp8 pass (passes/fp8.c): only quant makes them, only scaled_mm,
+ * transpose, reshape and view read them (mlc_infer_type refuses them
+ * everywhere else), so they count as no float dtype.  Quantising x with a
+ * tensor's amax: e = mlc_f8_scale_exp(amax, fmax), code = RNE(x * 2^e),
+ * finite values past +-fmax saturate to +-fmax, NaN stays NaN; a NaN or
+ * infinite amax makes every code NaN, so a blow-up shows in the loss. */
 typedef enum {
   MLC_DT_INVALID,
 #define X(e, n, b, f) MLC_DT_##e,
@@ -44,6 +54,14 @@ typedef enum {
 const char *mlc_dtype_name(mlc_dtype t);
 int mlc_dtype_size(mlc_dtype t);
 bool mlc_dtype_is_float(mlc_dtype t);
+static inline bool mlc_dtype_is_f8(int t) { return t == MLC_DT_F8E4M3 || t == MLC_DT_F8E5M2; }
+/* The largest finite value of an f8 dtype: 448 or 57344. */
+static inline float mlc_f8_max(int t) { return t == MLC_DT_F8E4M3 ? 448.0f : 57344.0f; }
+/* The power of two that scales a tensor of largest magnitude amax (finite)
+ * into an f8 dtype of largest value fmax: floor(log2(fmax / max(amax,
+ * 1e-12))), the quotient rounded to f32 first, as every target computes it
+ * (torchao's amax_to_scale with round_scales_to_power_of_2). */
+int mlc_f8_scale_exp(float amax, float fmax);
 mlc_dtype mlc_dtype_from_name(const char *s, size_t n); /* MLC_DT_INVALID if none */
 
 /* FSDP's flat parameters (passes/fsdp.c): a unit's parameters, each padded
@@ -111,7 +129,13 @@ typedef struct {
   uint32_t param;      /* index into mlc_program.params */
   const char *name;    /* input name */
   int32_t qbits, qgroup; /* qlinear: 4 or 8 bits a weight, a scale per qgroup weights of a row */
+  /* Set by autodiff on the two matmuls of a linear's gradient, for the fp8
+   * pass: 1 + the linear's node, and which GEMM (MLC_MM_DX: dx = g w;
+   * MLC_MM_DW: dw = g^T x).  Not printed or hashed: no attribute bit. */
+  uint32_t mm_of;
+  uint8_t mm_role;
 } mlc_attrs;
+enum { MLC_MM_NONE, MLC_MM_DX, MLC_MM_DW };
 
 typedef struct {
   uint16_t op;
@@ -265,7 +289,18 @@ typedef struct {
   uint8_t quant_bits;            /* --quantize int8|int4[:group=G]: weight-only quantisation of the linear
                                     layers' weights (passes/quantize.c); 0: none */
   int32_t quant_group;           /* weights per scale along a row (default 128) */
+  uint8_t matmul;                /* --matmul (or a train block's precision(matmul=fp8, fp8_grad=)):
+                                    mlc_matmul_mode, FP8 GEMMs for the train entry's linears (passes/fp8.c) */
 } mlc_options;
+
+/* How a train entry's linears multiply (issue 30).  FP8: forward and both
+ * gradient GEMMs on e4m3 x and w, the output's gradient in e5m2 (torchao's
+ * tensorwise recipe) or e4m3, each scaled per tensor by a power of two. */
+typedef enum { MLC_MATMUL_DEFAULT, MLC_MATMUL_PLAIN, MLC_MATMUL_FP8, MLC_MATMUL_FP8_E4M3_GRAD } mlc_matmul_mode;
+static inline bool mlc_matmul_is_fp8(int m) { return m == MLC_MATMUL_FP8 || m == MLC_MATMUL_FP8_E4M3_GRAD; }
+/* "fp8", "fp8:grad=e5m2", "fp8:grad=e4m3", "plain" -> the mode; MLC_MATMUL_DEFAULT if none. */
+mlc_matmul_mode mlc_matmul_parse(const char *s);
+const char *mlc_matmul_name(mlc_matmul_mode m);
 
 /* "10GB", "9.5GiB", "512MB", "14e9" (bytes) -> bytes; -1 if it is none. */
 int64_t mlc_bytes_parse(const char *s);
@@ -290,6 +325,13 @@ typedef struct {
   double flops, moved; /* what computing it again costs */
 } mlc_recomputed;
 
+/* A linear of the train entry under --matmul=fp8 (passes/fp8.c), for --stats. */
+typedef struct {
+  const char *scope;
+  int64_t m, n, k;
+  const char *why; /* NULL: its three GEMMs run in FP8; else why it keeps the compute dtype */
+} mlc_fp8_linear;
+
 #define MLC_MAX_FUNCS 4
 typedef struct {
   mlc_arena *arena;
@@ -309,10 +351,14 @@ typedef struct {
     mlc_recomputed *v;
     uint32_t n;
   } recompute; /* passes/recompute.c, when there is a memory budget */
+  struct {
+    mlc_fp8_linear *v;
+    uint32_t n, cap;
+  } fp8; /* passes/fp8.c, under --matmul=fp8 */
 } mlc_program;
 
 void mlc_program_init(mlc_program *p, mlc_arena *a);
-/* The flags' options onto p's: all of them, but f32_matmul and
+/* The flags' options onto p's: all of them, but f32_matmul, matmul and
  * memory_budget only where the flag was given (they override the train
  * block's). */
 void mlc_options_apply(mlc_program *p, const mlc_options *flags);

@@ -135,9 +135,10 @@ static bool shape_dropout(rule_ctx *c) {
 }
 
 static bool shape_cast(rule_ctx *c) {
-  if (c->n->type.dtype == MLC_DT_INVALID || c->n->type.dtype >= MLC_DT_COUNT) return fail(c, "cast to an invalid dtype");
+  uint8_t dt = c->n->type.dtype; /* read first: out may be the node's own type */
+  if (dt == MLC_DT_INVALID || dt >= MLC_DT_COUNT) return fail(c, "cast to an invalid dtype");
   *c->out = *c->in[0];
-  c->out->dtype = c->n->type.dtype;
+  c->out->dtype = dt;
   return true;
 }
 
@@ -315,6 +316,31 @@ static bool shape_qlinear(rule_ctx *c) {
   *c->out = *x;
   c->out->dim[x->rank - 1] = w->dim[0];
   return check_numel(c, c->out);
+}
+
+static bool is_amax(const mlc_type *t) { return t->dtype == MLC_DT_F32 && t->rank == 0; }
+
+static bool shape_quant(rule_ctx *c) {
+  const mlc_type *x = c->in[0];
+  uint8_t dt = c->n->type.dtype; /* read first: out may be the node's own type */
+  if (!mlc_dtype_is_f8(dt)) return fail(c, "quant must give f8e4m3 or f8e5m2, not %s", mlc_dtype_name(dt));
+  if (!need_float(c, x, "quant")) return false;
+  if (!is_amax(c->in[1])) return fail(c, "quant's amax must be f32[], got %s", TSTR(c->in[1]));
+  *c->out = *x;
+  c->out->dtype = dt;
+  return true;
+}
+
+static bool shape_scaled_mm(rule_ctx *c) {
+  const mlc_type *a = c->in[0], *b = c->in[1];
+  uint8_t dt = c->n->type.dtype;
+  if (!mlc_dtype_is_float(dt)) return fail(c, "scaled_mm gives f32, bf16 or f16, not %s", mlc_dtype_name(dt));
+  if (!mlc_dtype_is_f8(a->dtype) || !mlc_dtype_is_f8(b->dtype) || a->rank != 2 || b->rank != 2 || a->dim[1] != b->dim[1])
+    return fail(c, "scaled_mm needs f8 operands a[m, k] and b[n, k], got %s and %s", TSTR(a), TSTR(b));
+  if (!is_amax(c->in[2]) || !is_amax(c->in[3]))
+    return fail(c, "scaled_mm's amaxes must be f32[], got %s and %s", TSTR(c->in[2]), TSTR(c->in[3]));
+  *c->out = (mlc_type){.dtype = dt, .rank = 2, .dim = {a->dim[0], b->dim[0]}};
+  return true;
 }
 
 static bool is_int(const mlc_type *t) { return t->dtype == MLC_DT_I32 || t->dtype == MLC_DT_I64; }
@@ -644,6 +670,11 @@ static void cost_qlinear(cost_ctx *c) {
   c->bytes = io_bytes(c);
 }
 
+static void cost_scaled_mm(cost_ctx *c) {
+  c->flops = 2 * tnumel(&c->n->type) * (double)in_type(c, 0)->dim[1];
+  c->bytes = io_bytes(c);
+}
+
 static void cost_embedding(cost_ctx *c) {
   /* Only the gathered rows are read, not the whole table. */
   c->bytes = 2 * tbytes(&c->n->type) + tbytes(in_type(c, 1));
@@ -880,6 +911,17 @@ bool mlc_infer_type(const mlc_program *p, const mlc_func *f, const mlc_node *n, 
   (void)p;
   rule_ctx c = {.f = f, .n = n, .out = out, .err = err, .errn = errn};
   for (int i = 0; i < n->nin && i < 8; i++) c.in[i] = &f->nodes[n->in[i]].type;
+  /* f8 is storage only: made by quant, read by scaled_mm and moved by the layout ops
+   * (and an input's, for mlc_opcheck's cases of those two) */
+  bool f8_ok = n->op == MLC_OP_QUANT || n->op == MLC_OP_SCALED_MM || n->op == MLC_OP_TRANSPOSE ||
+               n->op == MLC_OP_RESHAPE || n->op == MLC_OP_VIEW || n->op == MLC_OP_INPUT;
+  for (int i = 0; i < n->nin && !f8_ok; i++)
+    if (mlc_dtype_is_f8(f->nodes[n->in[i]].type.dtype))
+      return fail(&c, "%s cannot read %s: the f8 formats hold the operands of the FP8 GEMMs that precision(matmul=fp8) "
+                  "makes, and no op computes in them", mlc_ops[n->op].name, mlc_dtype_name(f->nodes[n->in[i]].type.dtype));
+  if (!f8_ok && mlc_dtype_is_f8(n->type.dtype))
+    return fail(&c, "%s cannot give %s: the f8 formats hold the operands of the FP8 GEMMs that precision(matmul=fp8) "
+                "makes, and no op computes in them", mlc_ops[n->op].name, mlc_dtype_name(n->type.dtype));
   switch (n->op) {
 #define X(e, name, arity, flags, attrs, shape, cost, vjp) case MLC_OP_##e: return shape(&c);
 #include "ir/ops.def"

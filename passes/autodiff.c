@@ -512,13 +512,20 @@ static void vjp_matmul(ad *c, uint32_t y, uint32_t g) {
 }
 
 /* y[.., n] = x[.., k] @ w[n, k]^T: dx = g @ w; dw = g^T x over all rows. */
+/* The matmul mm of linear y's gradient, tagged for the fp8 pass. */
+static uint32_t tag_mm(ad *c, uint32_t mm, uint32_t y, uint8_t role) {
+  c->f->nodes[mm].a.mm_of = y + 1;
+  c->f->nodes[mm].a.mm_role = role;
+  return mm;
+}
+
 static void vjp_linear(ad *c, uint32_t y, uint32_t g) {
   uint32_t x = in(c, y, 0), w = in(c, y, 1);
   mlc_type tx = ty(c, x), tw = ty(c, w);
   int64_t n = tw.dim[0], k = tw.dim[1], rows = mlc_type_numel(&tx) / k;
   if (needs(c, x)) {
     if (tx.rank >= 2) {
-      accum(c, x, binary(c, MLC_OP_MATMUL, g, w));
+      accum(c, x, tag_mm(c, binary(c, MLC_OP_MATMUL, g, w), y, MLC_MM_DX));
     } else { /* x[k]: matmul needs a matrix */
       uint32_t dx = binary(c, MLC_OP_MATMUL, reshape2(c, g, 1, n), w);
       accum(c, x, reshape_to(c, dx, &tx));
@@ -526,7 +533,7 @@ static void vjp_linear(ad *c, uint32_t y, uint32_t g) {
   }
   if (needs(c, w)) {
     uint32_t gt = transpose(c, reshape2(c, g, rows, n), 0, 1); /* [n, rows] */
-    accum(c, w, binary(c, MLC_OP_MATMUL, gt, reshape2(c, x, rows, k)));
+    accum(c, w, tag_mm(c, binary(c, MLC_OP_MATMUL, gt, reshape2(c, x, rows, k)), y, MLC_MM_DW));
   }
 }
 

@@ -70,6 +70,8 @@ uint32_t mlc_clip_factor(mlc_program *p, mlc_func *f, uint32_t sumsq, uint32_t *
 /* Training with `shard = fsdp(...)` on a sharded target (passes/fsdp.c). */
 bool mlc_pass_fsdp(mlc_pass_ctx *c);
 bool mlc_pass_precision(mlc_pass_ctx *c);
+/* --matmul=fp8: the train entry's linears' three GEMMs as scaled_mm of quantised operands (passes/fp8.c). */
+bool mlc_pass_fp8(mlc_pass_ctx *c);
 /* --quantize: linear layers' f32 weights -> qlinear over packed int8/int4 (passes/quantize.c). */
 bool mlc_pass_quantize(mlc_pass_ctx *c);
 /* The optimizer inside the backward: each update right after its gradient

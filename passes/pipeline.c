@@ -1,5 +1,5 @@
 /* The pipeline as a plain list: shapes first; the train block's passes
- * (precision, autodiff, fsdp, optimizer); with accum, one micro-batch's
+ * (precision, autodiff, fp8 under --matmul=fp8, fsdp, optimizer); with accum, one micro-batch's
  * forward and backward after the other (microbatch); attention padded to
  * a head dim the target's kernels take (attnpad); the rewrites that
  * change what the backward keeps (attnsave, where the target's descriptor
@@ -22,6 +22,7 @@ static const struct {
   {"shapes", mlc_pass_shapes},
   {"precision", mlc_pass_precision},
   {"autodiff", mlc_pass_autodiff},
+  {"fp8", mlc_pass_fp8},
   {"fsdp", mlc_pass_fsdp},
   {"optimizer", mlc_pass_optimizer},
   {"microbatch", mlc_pass_microbatch},
@@ -58,7 +59,7 @@ bool mlc_pipeline_has_pass(const char *name) {
   return false;
 }
 
-const char *mlc_pipeline_pass_names(void) { return "lower, shapes, precision, autodiff, fsdp, optimizer, microbatch, attnpad, attnsave, interleave, fuse, recompute, quantize, memplan"; }
+const char *mlc_pipeline_pass_names(void) { return "lower, shapes, precision, autodiff, fp8, fsdp, optimizer, microbatch, attnpad, attnsave, interleave, fuse, recompute, quantize, memplan"; }
 
 static void dump(const mlc_pipeline_options *o, const mlc_program *p, const char *name) {
   if (!o->print_after || !o->dump) return;

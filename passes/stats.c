@@ -76,6 +76,23 @@ static void print_recompute(FILE *out, const mlc_program *p) {
   }
 }
 
+/* --matmul=fp8: each linear of the train entry, in FP8 or not and why. */
+static void print_fp8(FILE *out, const mlc_program *p) {
+  if (!mlc_matmul_is_fp8(p->opts.matmul)) return;
+  uint32_t n8 = 0;
+  for (uint32_t i = 0; i < p->fp8.n; i++) n8 += !p->fp8.v[i].why;
+  fprintf(out, "  fp8 (--matmul=%s): %u of %u linears in FP8, forward and both gradients (x, w e4m3; g %s; a scale "
+          "per tensor)\n", mlc_matmul_name((mlc_matmul_mode)p->opts.matmul), n8, p->fp8.n,
+          p->opts.matmul == MLC_MATMUL_FP8_E4M3_GRAD ? "e4m3" : "e5m2");
+  for (uint32_t i = 0; i < p->fp8.n; i++) {
+    const mlc_fp8_linear *l = &p->fp8.v[i];
+    char shape[64];
+    snprintf(shape, sizeof shape, "%lldx%lldx%lld", (long long)l->m, (long long)l->n, (long long)l->k);
+    fprintf(out, "    linear %-30s %-18s %s%s\n", l->scope && *l->scope ? l->scope : "(top)", shape, l->why ? "kept: " : "fp8",
+            l->why ? l->why : "");
+  }
+}
+
 void mlc_print_stats(FILE *out, const mlc_program *p) {
   char buf[128], num[64];
   double total = 0, bytes = 0;
@@ -137,6 +154,7 @@ void mlc_print_stats(FILE *out, const mlc_program *p) {
     for (int op = 0; op < MLC_OP_COUNT; op++)
       if (count[op]) fprintf(out, "  %-16s %u\n", mlc_ops[op].name, count[op]);
     fprintf(out, "  %.4g GFLOP, %.4g GB moved by unfused ops\n", flops / 1e9, moved / 1e9);
+    if (!strcmp(f->name, "train")) print_fp8(out, p);
     if (f->offset) {
       commas(num, sizeof num, (double)f->arena_bytes);
       fprintf(out, "  planned peak: %s bytes (%.3f GB) of activations, inputs and outputs, plus %.3f GB of parameters%s\n",

@@ -88,7 +88,7 @@ static bool str(rd *r, const char **s) {
 }
 
 uint64_t mlc_plan_shape_bytes(const mlc_plan_shape *s) {
-  static const uint8_t size[] = {0, 4, 2, 2, 4, 8, 1};
+  static const uint8_t size[] = {0, 4, 2, 2, 4, 8, 1, 1, 1};
   uint64_t n = s->dtype < sizeof size ? size[s->dtype] : 0;
   for (int i = 0; i < s->rank; i++) n *= (uint64_t)s->dims[i];
   return n;
@@ -97,7 +97,7 @@ uint64_t mlc_plan_shape_bytes(const mlc_plan_shape *s) {
 static bool shape(rd *r, mlc_plan_shape *s) {
   memset(s, 0, sizeof *s);
   if (!u8(r, &s->dtype) || !u8(r, &s->rank)) return false;
-  if (s->dtype < 1 || s->dtype > 6) return bad(r, "unknown dtype");
+  if (s->dtype < 1 || s->dtype > 8) return bad(r, "unknown dtype");
   if (s->rank > MLC_PLAN_MAX_RANK) return bad(r, "rank above 6");
   uint64_t numel = 1;
   for (int i = 0; i < s->rank; i++) {

@@ -33,7 +33,7 @@
  *            schedule f64 lr, f64 min_lr, u64 warmup, u64 steps, u8 decay
  *   str   = u32 length, then that many bytes (no NUL)
  *   blob  = u32 length, then that many bytes (any)
- *   dtype = u8 (mlc_dtype of ir/ir.h: 1 f32, 2 bf16, 3 f16, 4 i32, 5 i64, 6 bool)
+ *   dtype = u8 (mlc_dtype of ir/ir.h: 1 f32, 2 bf16, 3 f16, 4 i32, 5 i64, 6 bool, 7 f8e4m3, 8 f8e5m2)
  *   shape = u8 rank (<= 6), then rank x i64 dims (> 0)
  *
  * A step's `unit` is the arithmetic unit its FLOPs run on, as the target's

@@ -84,7 +84,7 @@ void mlc_sess_store_scalar(void *dst, uint8_t dtype, double v) {
   }
 }
 
-const char *const mlc_sess_dtype_names[] = {"?", "f32", "bf16", "f16", "i32", "i64", "bool"};
+const char *const mlc_sess_dtype_names[] = {"?", "f32", "bf16", "f16", "i32", "i64", "bool", "f8e4m3", "f8e5m2"};
 
 void mlc_sess_shape_str(char *buf, size_t n, int rank, const int64_t *dims) {
   size_t k = (size_t)snprintf(buf, n, "[");

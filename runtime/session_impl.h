@@ -142,7 +142,7 @@ static inline bool host_memory(const mlc_session *s) { return s->dev->vt->host_m
 
 /* session.c */
 void mlc_sess_store_scalar(void *dst, uint8_t dtype, double v);
-extern const char *const mlc_sess_dtype_names[7]; /* by plan dtype: "?", "f32", "bf16", "f16", "i32", "i64", "bool" */
+extern const char *const mlc_sess_dtype_names[9]; /* by plan dtype: "?", "f32", "bf16", "f16", "i32", "i64", "bool", "f8e4m3", "f8e5m2" */
 void mlc_sess_shape_str(char *buf, size_t n, int rank, const int64_t *dims); /* "[2, 3]" */
 mlc_status mlc_sess_ensure_state(mlc_session *s);     /* the optimizer state, made at the first call that needs it */
 mlc_status mlc_sess_sync_host(const mlc_session *cs); /* the host copy of the parameters brought up to date */

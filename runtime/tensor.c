@@ -6,8 +6,8 @@
 
 #include "runtime/version.h"
 
-static const char *const dtype_names[] = {"?", "f32", "bf16", "f16", "i32", "i64", "bool"};
-static const size_t dtype_bytes[] = {0, 4, 2, 2, 4, 8, 1};
+static const char *const dtype_names[] = {"?", "f32", "bf16", "f16", "i32", "i64", "bool", "f8e4m3", "f8e5m2"};
+static const size_t dtype_bytes[] = {0, 4, 2, 2, 4, 8, 1, 1, 1};
 
 static const char *dtype_name(mlc_dtype_code d) {
   return (unsigned)d < sizeof dtype_names / sizeof *dtype_names ? dtype_names[d] : "?";

@@ -39,6 +39,8 @@ typedef enum mlc_dtype_code {
   MLC_DTYPE_I32 = 4,
   MLC_DTYPE_I64 = 5,
   MLC_DTYPE_BOOL = 6, /* one byte */
+  MLC_DTYPE_F8E4M3 = 7, /* one byte, OCP e4m3fn: the fp8 pass's values inside a plan (ir/ir.h) */
+  MLC_DTYPE_F8E5M2 = 8, /* one byte, OCP e5m2 */
 } mlc_dtype_code;
 
 #define MLC_TENSOR_MAX_RANK 6

@@ -22,6 +22,10 @@ mlc_golden(linear.ir         linear.ir         compile examples/linear.mdl --emi
 mlc_golden(print_after_all   mlp.print_after   compile examples/mlp.mdl --print-after=all)
 # --quantize (issue 29): each linear over an f32 weight becomes qlinear over its packed form
 mlc_golden(mlp.quantize      mlp.quantize      compile examples/mlp.mdl --quantize int8:group=16 --print-after=quantize)
+# --matmul=fp8 (issue 30): each linear's three GEMMs as scaled_mm of quant(...) operands, the head kept;
+# and the MiniLLM's verdicts per linear in --stats
+mlc_golden(mlp.fp8           mlp.fp8           compile examples/mlp.mdl --matmul=fp8 --print-after=fp8)
+mlc_golden(minillm_small_fp8.stats minillm_small_fp8.stats compile examples/minillm.mdl --matmul=fp8 --stats ${SMALL} compute=bf16)
 # the fuse pass (GPU targets): fused groups, GEMM epilogues, adamw_multi (CUDA) on the small MiniLLM
 mlc_golden(minillm_small.fuse_cuda minillm_small.fuse_cuda compile examples/minillm.mdl --target cuda --print-after=fuse
            -o ${CMAKE_CURRENT_BINARY_DIR}/golden_fuse_cuda ${SMALL})
@@ -236,6 +240,12 @@ if(MLC_BACKEND_CPU)
     COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/grad_check.py minillm $<TARGET_FILE:train_entry> ${CMAKE_CURRENT_BINARY_DIR}/grad_check
             --model ${MLC_ROOT}/examples/minillm.mdl)
   set_tests_properties(ref.grad.ops ref.grad.minillm_small PROPERTIES LABELS "ref;cpu" TIMEOUT 600)
+  # FP8 (issue 30): quant byte for byte and scaled_mm against tests/ref/fp8_ref.py,
+  # and a train step under precision(matmul=fp8) against numpy's recipe.
+  add_test(NAME ref.fp8
+    COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/fp8.py $<TARGET_FILE:mlc_opcheck> $<TARGET_FILE:train_entry> ${MLC_ROOT}
+            ${CMAKE_CURRENT_BINARY_DIR}/ref_fp8)
+  set_tests_properties(ref.fp8 PROPERTIES LABELS "unit;cpu" TIMEOUT 300)
   # Weight sharing (head.weight = embed.weight): names, count, loss, gradients
   # and 5 AdamW steps of a tied-embedding LM against torch; loading checks.
   add_test(NAME ref.train.tied

@@ -5,6 +5,8 @@
  * The module uses LLVM 14's typed pointers; buffers travel as i8* and are
  * cast to the element type at each access, which the optimiser folds away.
  */
+#include <math.h>
+
 #include "codegen/llvm/cg.h"
 
 #include <stdarg.h>
@@ -22,7 +24,7 @@ bool cg_fail(cg *g, const char *fmt, ...) {
 int64_t cg_ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t cg_round_up(int64_t a, int64_t b) { return cg_ceil_div(a, b) * b; }
 
-bool cg_is_float(int dt) { return dt == MLC_DT_F32 || dt == MLC_DT_BF16 || dt == MLC_DT_F16; }
+bool cg_is_float(int dt) { return dt == MLC_DT_F32 || dt == MLC_DT_BF16 || dt == MLC_DT_F16 || mlc_dtype_is_f8(dt); }
 
 /* ---- types and constants ---- */
 
@@ -50,7 +52,7 @@ LLVMTypeRef cg_stype(cg *g, int dt) {
   case MLC_DT_F16: return g->t_f16;
   case MLC_DT_I32: return g->t_i32;
   case MLC_DT_I64: return g->t_i64;
-  case MLC_DT_BOOL: return g->t_i8;
+  case MLC_DT_BOOL: case MLC_DT_F8E4M3: case MLC_DT_F8E5M2: return g->t_i8;
   default: return g->t_f32;
   }
 }
@@ -259,6 +261,68 @@ static LLVMValueRef f32_to_f16_int(cg *g, LLVMValueRef v) {
   return LLVMBuildTrunc(g->b, LLVMBuildOr(g->b, r, sign, ""), cg_vec(g->t_i16, lanes), "");
 }
 
+/* f8 (ir/ir.h).  Decoding: e5m2 is the top byte of an f16; e4m3's normal
+ * codes move their 7 magnitude bits under f32's exponent and rebias it,
+ * its subnormals (exponent 0) are m * 2^-9, and S.1111.111 is NaN.
+ * Encoding rounds to nearest even on f32's bits: normals keep 3 (e4m3) or 2
+ * (e5m2) mantissa bits, subnormals round by one f32 addition whose ulp is
+ * the format's subnormal step; a NaN gives the NaN code, and finite values
+ * past the largest, and infinities, saturate to it (PTX's cvt.satfinite). */
+static LLVMValueRef f8_to_f32(cg *g, LLVMValueRef v, int dt) {
+  int lanes = cg_lanes(v);
+  LLVMTypeRef it = cg_vec(g->t_i32, lanes), ft = cg_vec(g->t_f32, lanes);
+  LLVMValueRef u = LLVMBuildZExt(g->b, v, it, "");
+  if (dt == MLC_DT_F8E5M2) {
+    LLVMValueRef h = LLVMBuildTrunc(g->b, LLVMBuildShl(g->b, u, cg_const_bits(g, it, 8), ""), cg_vec(g->t_i16, lanes), "");
+    return f16_to_f32_int(g, h);
+  }
+  LLVMValueRef sign = LLVMBuildShl(g->b, LLVMBuildAnd(g->b, u, cg_const_bits(g, it, 0x80), ""), cg_const_bits(g, it, 24), "");
+  LLVMValueRef mag = LLVMBuildAnd(g->b, u, cg_const_bits(g, it, 0x7f), "");
+  LLVMValueRef normal = LLVMBuildAdd(g->b, LLVMBuildShl(g->b, mag, cg_const_bits(g, it, 20), ""), cg_const_bits(g, it, 120u << 23), "");
+  LLVMValueRef sub = LLVMBuildFMul(g->b, LLVMBuildUIToFP(g->b, mag, ft, ""), cg_const(g, ft, 0x1p-9), "");
+  LLVMValueRef r = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntULT, mag, cg_const_bits(g, it, 8), ""),
+                                   LLVMBuildBitCast(g->b, sub, it, ""), normal, "");
+  r = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, mag, cg_const_bits(g, it, 0x7f), ""),
+                      cg_const_bits(g, it, 0x7fc00000), r, "");
+  return LLVMBuildBitCast(g->b, LLVMBuildOr(g->b, r, sign, ""), ft, "");
+}
+
+static LLVMValueRef f32_to_f8(cg *g, LLVMValueRef v, int dt) {
+  int lanes = cg_lanes(v);
+  bool e4 = dt == MLC_DT_F8E4M3;
+  int mbits = e4 ? 3 : 2, bias = e4 ? 7 : 15, shift = 23 - mbits;
+  LLVMTypeRef it = cg_vec(g->t_i32, lanes), ft = cg_vec(g->t_f32, lanes);
+  LLVMValueRef x = LLVMBuildBitCast(g->b, v, it, "");
+  LLVMValueRef sign = LLVMBuildAnd(g->b, LLVMBuildLShr(g->b, x, cg_const_bits(g, it, 24), ""), cg_const_bits(g, it, 0x80), "");
+  LLVMValueRef a = LLVMBuildBitCast(g->b, LLVMBuildAnd(g->b, x, cg_const_bits(g, it, 0x7fffffff), ""), ft, "");
+  LLVMValueRef fmax = cg_const(g, ft, mlc_f8_max(dt));
+  a = LLVMBuildSelect(g->b, LLVMBuildFCmp(g->b, LLVMRealOGT, a, fmax, ""), fmax, a, ""); /* inf too; NaN stays */
+  LLVMValueRef ax = LLVMBuildBitCast(g->b, a, it, "");
+  /* normal: RNE on the low `shift` bits, then the exponent rebiased */
+  LLVMValueRef odd = LLVMBuildAnd(g->b, LLVMBuildLShr(g->b, ax, cg_const_bits(g, it, (uint64_t)shift), ""), cg_const_bits(g, it, 1), "");
+  LLVMValueRef nrm = LLVMBuildAdd(g->b, ax, cg_const_bits(g, it, (1u << (shift - 1)) - 1), "");
+  nrm = LLVMBuildLShr(g->b, LLVMBuildAdd(g->b, nrm, odd, ""), cg_const_bits(g, it, (uint64_t)shift), "");
+  nrm = LLVMBuildSub(g->b, nrm, cg_const_bits(g, it, (uint64_t)(127 - bias) << mbits), "");
+  /* subnormal (below 2^(1 - bias)): a + 2^(23 + step exponent) rounds a to a multiple of the step */
+  int step = 1 - bias - mbits; /* the subnormal step is 2^step */
+  LLVMValueRef magic = cg_const(g, ft, ldexp(1.0, 23 + step));
+  LLVMValueRef den = LLVMBuildSub(g->b, LLVMBuildBitCast(g->b, LLVMBuildFAdd(g->b, a, magic, ""), it, ""),
+                                  LLVMBuildBitCast(g->b, magic, it, ""), "");
+  LLVMValueRef r = LLVMBuildSelect(g->b, LLVMBuildFCmp(g->b, LLVMRealOLT, a, cg_const(g, ft, ldexp(1.0, 1 - bias)), ""), den, nrm, "");
+  r = LLVMBuildSelect(g->b, LLVMBuildFCmp(g->b, LLVMRealUNO, a, a, ""), cg_const_bits(g, it, 0x7f), r, "");
+  return LLVMBuildTrunc(g->b, LLVMBuildOr(g->b, r, sign, ""), cg_vec(g->t_i8, lanes), "");
+}
+
+LLVMValueRef cg_f8_scale(cg *g, LLVMValueRef amax, int dt, bool inverse) {
+  LLVMTypeRef ft = LLVMTypeOf(amax), it = cg_vec(g->t_i32, cg_lanes(amax));
+  LLVMValueRef tiny = cg_const(g, ft, 1e-12);
+  LLVMValueRef a = LLVMBuildSelect(g->b, LLVMBuildFCmp(g->b, LLVMRealOGT, amax, tiny, ""), amax, tiny, "");
+  LLVMValueRef r = LLVMBuildFDiv(g->b, cg_const(g, ft, mlc_f8_max(dt)), a, "");
+  LLVMValueRef e = LLVMBuildAnd(g->b, LLVMBuildBitCast(g->b, r, it, ""), cg_const_bits(g, it, 0x7f800000), ""); /* 2^e's bits */
+  if (inverse) e = LLVMBuildSub(g->b, cg_const_bits(g, it, 254u << 23), e, ""); /* 2^-e */
+  return LLVMBuildBitCast(g->b, e, ft, "");
+}
+
 static LLVMValueRef from_storage(cg *g, LLVMValueRef v, int dt) {
   int lanes = cg_lanes(v);
   if (dt == MLC_DT_BF16) {
@@ -267,6 +331,7 @@ static LLVMValueRef from_storage(cg *g, LLVMValueRef v, int dt) {
     return LLVMBuildBitCast(g->b, w, cg_vec(g->t_f32, lanes), "");
   }
   if (dt == MLC_DT_F16) return g->f16c ? LLVMBuildFPExt(g->b, v, cg_vec(g->t_f32, lanes), "") : f16_to_f32_int(g, v);
+  if (mlc_dtype_is_f8(dt)) return f8_to_f32(g, v, dt);
   return v;
 }
 
@@ -288,6 +353,7 @@ static LLVMValueRef to_storage(cg *g, LLVMValueRef v, int dt) {
     if (g->f16c) return LLVMBuildFPTrunc(g->b, v, cg_vec(g->t_f16, lanes), "");
     return LLVMBuildBitCast(g->b, f32_to_f16_int(g, v), cg_vec(g->t_f16, lanes), "");
   }
+  if (mlc_dtype_is_f8(dt)) return f32_to_f8(g, v, dt);
   return v;
 }
 

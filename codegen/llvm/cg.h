@@ -153,6 +153,11 @@ LLVMValueRef cg_lowest(cg *g, int dt, int lanes);
 LLVMValueRef cg_min(cg *g, int dt, LLVMValueRef a, LLVMValueRef b);
 LLVMValueRef cg_hmin(cg *g, int dt, LLVMValueRef v);
 LLVMValueRef cg_highest(cg *g, int dt, int lanes);
+/* The power of two 2^e (inverse: 2^-e) that quantises a tensor of largest
+ * magnitude amax (f32, scalar or vector) into f8 dtype dt: e =
+ * mlc_f8_scale_exp(amax, fmax) (ir/ir.h), the exponent of fmax / max(amax,
+ * 1e-12).  The caller handles a non-finite amax. */
+LLVMValueRef cg_f8_scale(cg *g, LLVMValueRef amax, int dt, bool inverse);
 /* Converts a compute value from dtype `from` to dtype `to`. */
 LLVMValueRef cg_convert(cg *g, LLVMValueRef v, int from, int to);
 

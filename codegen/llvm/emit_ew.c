@@ -2,8 +2,8 @@
  * ops, cast, broadcast (a copy to a larger shape), and the activation
  * gradients relu_grad, silu_grad, gelu_grad and gelu_tanh_grad (g, x);
  * issue 27's abs, erf, pow, clamp_min/max, gelu_tanh, the comparisons (bool
- * results) and where (three inputs); arange, which has no input; and
- * dropout's Philox mask.
+ * results) and where (three inputs); arange, which has no input;
+ * dropout's Philox mask; and issue 30's quant (x and its amax to f8).
  *
  * The output and each input are described by strides over the output's
  * dimensions, an input's stride being 0 along a broadcast dimension.  Size-1
@@ -184,6 +184,15 @@ static LLVMValueRef b_where(cg *g, LLVMValueRef *x, int dt) {
   return LLVMBuildSelect(g->b, c, x[1], x[2], "");
 }
 
+/* quant(x, amax): x * 2^e, which the store rounds to the node's f8 dtype;
+ * NaN everywhere when amax is NaN or infinite. */
+static LLVMValueRef b_quant(cg *g, LLVMValueRef *x, int dt) {
+  LLVMTypeRef t = LLVMTypeOf(x[1]);
+  LLVMValueRef s = cg_f8_scale(g, x[1], g->n->type.dtype, false);
+  LLVMValueRef finite = LLVMBuildFCmp(g->b, LLVMRealOLT, cg_intrin(g, "llvm.fabs", &t, 1, &x[1], 1), cg_const(g, t, INFINITY), "");
+  return LLVMBuildSelect(g->b, finite, LLVMBuildFMul(g->b, x[0], s, ""), cg_const(g, t, NAN), "");
+}
+
 static const ew_body bodies[MLC_OP_COUNT] = {
   [MLC_OP_ADD] = b_add,   [MLC_OP_SUB] = b_sub,   [MLC_OP_MUL] = b_mul,         [MLC_OP_DIV] = b_div,
   [MLC_OP_NEG] = b_neg,   [MLC_OP_EXP] = b_exp,   [MLC_OP_LOG] = b_log,         [MLC_OP_SQRT] = b_sqrt,
@@ -194,7 +203,7 @@ static const ew_body bodies[MLC_OP_COUNT] = {
   [MLC_OP_ABS] = b_abs,   [MLC_OP_ERF] = b_erf,   [MLC_OP_POW] = b_pow,
   [MLC_OP_CLAMP_MIN] = b_clamp_min, [MLC_OP_CLAMP_MAX] = b_clamp_max, [MLC_OP_GELU_TANH] = b_gelu_tanh,
   [MLC_OP_GELU_TANH_GRAD] = b_gelu_tanh_grad, [MLC_OP_LT] = b_lt, [MLC_OP_LE] = b_le, [MLC_OP_EQ] = b_eq,
-  [MLC_OP_NE] = b_ne, [MLC_OP_WHERE] = b_where,
+  [MLC_OP_NE] = b_ne, [MLC_OP_WHERE] = b_where, [MLC_OP_QUANT] = b_quant,
 };
 
 typedef struct {

@@ -1,5 +1,6 @@
-/* GEMM kernels for matmul (a[.., m, k] @ b[.., k, n], batch dims broadcast)
- * and linear (x[.., k] @ w[n, k]^T).
+/* GEMM kernels for matmul (a[.., m, k] @ b[.., k, n], batch dims broadcast),
+ * linear (x[.., k] @ w[n, k]^T) and scaled_mm (linear's layout on f8
+ * operands, decoded and unscaled as they are packed).
  *
  * The structure is the BLIS one, specialised at compile time to the shape:
  *
@@ -44,6 +45,7 @@ typedef struct {
   int MR, NR, NRV, vw;
   bool c_scratch;
   cg_buf A, B, C, Ap, Bp, Cp;
+  LLVMValueRef sa, sb;               /* scaled_mm: 2^-ea and 2^-eb, which the packs apply to A and B; else NULL */
   /* per item */
   LLVMValueRef aoff, boff, coff, m0, n0, mlen, nlen, k0, kc, first;
 } gemm;
@@ -72,6 +74,13 @@ static void choose_blocks(gemm *G) {
 }
 
 /* ---- packing ---- */
+
+/* Elements of A or B in f32, each times its operand's scale (scaled_mm:
+ * exact, a power of two times a value of at most 4 significant bits). */
+static LLVMValueRef load_scaled(cg *g, cg_buf b, LLVMValueRef s, LLVMValueRef idx, int lanes, LLVMValueRef mask) {
+  LLVMValueRef v = cg_load(g, b, idx, lanes, mask);
+  return s ? LLVMBuildFMul(g->b, v, lanes > 1 ? cg_splat(g, s, lanes) : s, "") : v;
+}
 
 /* Lanes of vector v of an NR-wide panel row that hold real columns when the
  * panel has only nt < NR of them. */
@@ -111,7 +120,7 @@ static void pack_b_panel(cg *g, gemm *G, LLVMValueRef p, int64_t nt) {
     for (int v = 0; v < G->NRV; v++) {
       int nv = lanes_valid(G, v, nt);
       LLVMValueRef x = LLVMConstNull(cg_ctype(g, MLC_DT_F32, G->vw));
-      if (nv > 0) x = cg_load(g, G->B, cg_iaddc(g, src, v * G->vw), G->vw, nv < G->vw ? cg_mask(g, G->vw, nv) : NULL);
+      if (nv > 0) x = load_scaled(g, G->B, G->sb, cg_iaddc(g, src, v * G->vw), G->vw, nv < G->vw ? cg_mask(g, G->vw, nv) : NULL);
       cg_store(g, G->Bp, cg_iaddc(g, d, v * G->vw), x, NULL);
     }
     cg_end_for(g, &Lk, NULL);
@@ -128,7 +137,7 @@ static void pack_b_panel(cg *g, gemm *G, LLVMValueRef p, int64_t nt) {
     LLVMValueRef k = cg_for(g, &Lk, cg_i64(g, 0), kvec, G->vw);
     for (int v = 0; v < G->NRV; v++) {
       LLVMValueRef rows[64];
-      for (int l = 0; l < G->vw; l++) rows[l] = cg_load(g, G->B, cg_iadd(g, src[v * G->vw + l], k), G->vw, NULL);
+      for (int l = 0; l < G->vw; l++) rows[l] = load_scaled(g, G->B, G->sb, cg_iadd(g, src[v * G->vw + l], k), G->vw, NULL);
       transpose(g, rows, G->vw);
       for (int l = 0; l < G->vw; l++)
         cg_store(g, G->Bp, cg_iaddc(g, cg_idx(g, dst, cg_iaddc(g, k, l), G->NR), v * G->vw), rows[l], NULL);
@@ -138,7 +147,7 @@ static void pack_b_panel(cg *g, gemm *G, LLVMValueRef p, int64_t nt) {
   LLVMValueRef j = cg_for(g, &Lj, cg_i64(g, 0), cg_i64(g, nt), 1);
   LLVMValueRef src = cg_iadd(g, cg_idx(g, G->boff, cg_iadd(g, n, j), G->K), G->k0);
   LLVMValueRef k = cg_for(g, &Lk, kvec, G->kc, 1);
-  cg_store(g, G->Bp, cg_iadd(g, cg_idx(g, dst, k, G->NR), j), cg_load(g, G->B, cg_iadd(g, src, k), 1, NULL), NULL);
+  cg_store(g, G->Bp, cg_iadd(g, cg_idx(g, dst, k, G->NR), j), load_scaled(g, G->B, G->sb, cg_iadd(g, src, k), 1, NULL), NULL);
   cg_end_for(g, &Lk, NULL);
   cg_end_for(g, &Lj, NULL);
   if (nt < G->NR) {
@@ -163,14 +172,14 @@ static void pack_a_strip(cg *g, gemm *G, LLVMValueRef r0, int rows) {
     kvec = cg_imulc(g, LLVMBuildUDiv(g->b, G->kc, cg_i64(g, vw), ""), vw);
     LLVMValueRef k = cg_for(g, &Lk, cg_i64(g, 0), kvec, vw), v[64], mask = cg_mask(g, vw, G->MR);
     for (int i = 0; i < vw; i++)
-      v[i] = i < rows ? cg_load(g, G->A, cg_iadd(g, src[i], k), vw, NULL) : LLVMConstNull(cg_ctype(g, MLC_DT_F32, vw));
+      v[i] = i < rows ? load_scaled(g, G->A, G->sa, cg_iadd(g, src[i], k), vw, NULL) : LLVMConstNull(cg_ctype(g, MLC_DT_F32, vw));
     transpose(g, v, vw);
     for (int kk = 0; kk < vw; kk++) cg_store(g, G->Ap, cg_idx(g, dst, cg_iaddc(g, k, kk), G->MR), v[kk], mask);
     cg_end_for(g, &Lk, NULL);
   }
   LLVMValueRef k = cg_for(g, &Lk, kvec, G->kc, 1);
   for (int i = 0; i < rows; i++)
-    cg_store(g, G->Ap, cg_iaddc(g, cg_idx(g, dst, k, G->MR), i), cg_load(g, G->A, cg_iadd(g, src[i], k), 1, NULL), NULL);
+    cg_store(g, G->Ap, cg_iaddc(g, cg_idx(g, dst, k, G->MR), i), load_scaled(g, G->A, G->sa, cg_iadd(g, src[i], k), 1, NULL), NULL);
   cg_end_for(g, &Lk, NULL);
 }
 
@@ -269,7 +278,7 @@ static bool setup(cg *g, gemm *G) {
   G->A = g->in[0];
   G->B = g->in[1];
   G->C = g->out;
-  if (n->op == MLC_OP_LINEAR) {
+  if (n->op == MLC_OP_LINEAR || n->op == MLC_OP_SCALED_MM) {
     G->bt = true;
     G->K = at->dim[at->rank - 1];
     G->N = bt->dim[0];
@@ -291,6 +300,10 @@ static bool setup(cg *g, gemm *G) {
     }
   }
   if (G->MR > 16) return cg_fail(g, "gemm: MR %d is more than 16", G->MR);
+  if (n->op == MLC_OP_SCALED_MM) { /* the amaxes' scales, undone as A and B are packed */
+    G->sa = cg_f8_scale(g, cg_load(g, g->in[2], cg_i64(g, 0), 1, NULL), at->dtype, true);
+    G->sb = cg_f8_scale(g, cg_load(g, g->in[3], cg_i64(g, 0), 1, NULL), bt->dtype, true);
+  }
   G->c_scratch = ct->dtype != MLC_DT_F32;
   choose_blocks(G);
   return true;

@@ -47,6 +47,7 @@ static const emit_fn emitters[MLC_OP_COUNT] = {
   [MLC_OP_ATTENTION] = cg_emit_attention, [MLC_OP_CROSS_ENTROPY] = cg_emit_cross_entropy,
   [MLC_OP_ATTENTION_KV] = cg_emit_attention,
   [MLC_OP_QLINEAR] = cg_emit_qlinear,
+  [MLC_OP_QUANT] = cg_emit_ew,      [MLC_OP_SCALED_MM] = cg_emit_gemm,
   /* gradients */
   [MLC_OP_BROADCAST] = cg_emit_ew,  [MLC_OP_RELU_GRAD] = cg_emit_ew,   [MLC_OP_SILU_GRAD] = cg_emit_ew,
   [MLC_OP_GELU_GRAD] = cg_emit_ew,  [MLC_OP_SLICE_GRAD] = cg_emit_slice_grad,

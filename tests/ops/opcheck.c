@@ -13,6 +13,8 @@
  *     --const VALUE:TYPE   a CONST operand
  *     --shape D0,D1,...    the node's result shape, for ops that take it
  *                          from the builder (broadcast, slice_grad, ...)
+ *     --dtype DT           the node's result dtype, for ops that take it from
+ *                          the builder (cast, quant, scaled_mm)
  *     --attr KEY=VALUE     axis, axis2, start, end, keepdim, causal, stream, seed
  *                          (integers), eps, scale, p (reals)
  *     --func NAME          entry point to run (default: forward)
@@ -23,6 +25,8 @@
  *                          (integers: LO..HI-1; `int`: floats rounded down to
  *                          integers, so that exact zeros occur); default
  *                          [-2, 2) and 0..15
+ *     --input-file NAME=PATH  input NAME's raw bytes (row-major, its dtype)
+ *                          instead of random values
  *     --bench N            after the checked run, time N more runs
  *     --target cpu|cuda|metal|spirv  where to run (default cpu); cuda compiles with
  *                          nvcc or NVRTC and runs on GPU 0 through a session;
@@ -102,6 +106,7 @@ typedef struct {
   const char *name;
   double lo, hi;
   bool integer;
+  const char *file; /* --input-file: the input's bytes, not a range */
 } range;
 
 #define MAX_OPERANDS 16
@@ -160,6 +165,7 @@ static void fill(void *dst, int dt, int64_t n, uint64_t *s, gen_fn gen, const vo
     case MLC_DT_I32: ((int32_t *)dst)[i] = (int32_t)v; break;
     case MLC_DT_I64: ((int64_t *)dst)[i] = (int64_t)v; break;
     case MLC_DT_BOOL: ((uint8_t *)dst)[i] = v != 0; break;
+    case MLC_DT_F8E4M3: case MLC_DT_F8E5M2: ((uint8_t *)dst)[i] = 0; break; /* f8 inputs come from --input-file */
     default: die("unsupported dtype %d", dt);
     }
   }
@@ -311,6 +317,15 @@ static void generate(const mlc_program *prog, const mlc_func *f, uint64_t seed, 
     size_t n = tensor_bytes(&in->type);
     void *data = malloc(n ? n : 1);
     fill(data, in->type.dtype, mlc_type_numel(&in->type), &s, gen_uniform, &u);
+    for (int r = 0; r < nranges; r++) {
+      if (!ranges[r].file || strcmp(ranges[r].name, in->a.name)) continue;
+      FILE *fp = fopen(ranges[r].file, "rb");
+      if (!fp) die("--input-file %s: cannot open %s", in->a.name, ranges[r].file);
+      size_t got = fread(data, 1, n, fp);
+      bool more = fgetc(fp) != EOF;
+      fclose(fp);
+      if (got != n || more) die("--input-file %s: %s does not hold exactly the %zu bytes of the input", in->a.name, ranges[r].file, n);
+    }
     to->input(to->ctx, in->a.name, data, n);
     write_tensor(man, outdir, "input", in->a.name, &in->type, data);
     free(data);
@@ -596,7 +611,16 @@ int main(int argc, char **argv) {
       if (!eq || !comma || nranges == MAX_RANGES) die("--range wants NAME=LO,HI[,int], got '%s'", spec);
       *eq = 0;
       char *flag = strchr(comma + 1, ',');
-      ranges[nranges++] = (range){spec, atof(eq + 1), atof(comma + 1), flag && !strcmp(flag, ",int")};
+      ranges[nranges++] = (range){spec, atof(eq + 1), atof(comma + 1), flag && !strcmp(flag, ",int"), NULL};
+    } else if (!strcmp(a, "--input-file") && next) {
+      char *spec = argv[++i], *eq = strchr(spec, '=');
+      if (!eq || nranges == MAX_RANGES) die("--input-file wants NAME=PATH, got '%s'", spec);
+      *eq = 0;
+      ranges[nranges++] = (range){.name = spec, .file = eq + 1};
+    } else if (!strcmp(a, "--dtype") && next) {
+      shape.dtype = (uint8_t)mlc_dtype_from_name(argv[i + 1], strlen(argv[i + 1]));
+      if (!shape.dtype) die("--dtype: no dtype '%s'", argv[i + 1]);
+      i++;
     } else if (!strcmp(a, "--op") && next) {
       opname = argv[++i];
     } else if ((!strcmp(a, "--in") || !strcmp(a, "--const")) && next) {
