@@ -148,6 +148,14 @@ if(MLC_BACKEND_CPU)
     COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/decode.py $<TARGET_FILE:mlc>
             ${MLC_ROOT}/examples/minillm_causal.mdl ${CMAKE_CURRENT_BINARY_DIR}/ref_decode)
   set_tests_properties(ref.decode PROPERTIES LABELS "unit;cpu" TIMEOUT 300)
+  if(MLC_BACKEND_SPIRV)
+    # the same greedy decode through the SPIR-V target (attention_kv over the caches) on lavapipe
+    add_test(NAME spirv.decode
+      COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/decode.py $<TARGET_FILE:mlc>
+              ${MLC_ROOT}/examples/minillm_causal.mdl ${CMAKE_CURRENT_BINARY_DIR}/spirv_decode --target spirv)
+    set_tests_properties(spirv.decode PROPERTIES LABELS spirv TIMEOUT 600 SKIP_RETURN_CODE 77
+                         ENVIRONMENT "MLC_VK_VALIDATE=1;XDG_CACHE_HOME=${CMAKE_CURRENT_BINARY_DIR}/spirv_cache_decode")
+  endif()
   # --quantize int8|int4 (issue 29): qlinear against numpy's dequantised product, the
   # rounding's error bound against f32, groups of 32 to 256, one row and seven.
   add_test(NAME ref.quant

@@ -21,6 +21,7 @@ typedef struct {
   int64_t BH, SQ, SK, D, DV;
   bool causal;
   float scale;
+  bool kv;       /* attention_kv: k, v the chunk's (bindings 1, 2), the caches at 3, 4, pos at 5 */
 } attn;
 
 /* attention_plain.c */
@@ -29,6 +30,9 @@ bool attn_grad_plain(attn *A);
 /* attention_tiled.c */
 bool attn_fwd_tiled(attn *A);
 bool attn_grad_tiled(attn *A);
+/* attention_kv (a decode block's prefill and step): the chunk's keys and
+ * values into the caches, then the tiled forward over the caches. */
+bool attn_kv_tiled(attn *A);
 /* attention_coop.c: whether the cooperative-matrix forward takes the node
  * (variant: as the variant for devices with cooperative matrices), and the
  * kernel (emulate: scalar FMAs in place of the matrices, for lavapipe). */

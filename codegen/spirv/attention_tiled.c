@@ -62,10 +62,18 @@ static tiles tiles_of(attn *A) {
                  sb_shared(b, b->t_f32, BQ * (BKV + 1))};
 }
 
+/* attention_kv's pos (binding 5, i32) clamped to [0, sk - t], as the CPU's kernel clamps it. */
+static uint32_t kv_offset(attn *A) {
+  sb *b = A->b;
+  uint32_t a[2] = {sb_ldw(b, 5, sb_u32(b, 0)), sb_u32(b, 0)};
+  uint32_t c[2] = {sb_glsl(b, GLSLstd450SMax, b->t_u32, 2, a), sb_u32(b, (uint32_t)(A->SK - A->SQ))};
+  return sb_glsl(b, GLSLstd450UMin, b->t_u32, 2, c);
+}
+
 static void fwd_tiled(attn *A, const tiles *T, bool stats) {
   sv *s = A->s;
   sb *b = A->b;
-  uint32_t qb = stats ? 1 : 0, kb = qb + 1, vb = qb + 2;
+  uint32_t qb = stats ? 1 : 0, kb = A->kv ? 3 : qb + 1, vb = A->kv ? 4 : qb + 2;
   int64_t D = A->D, DV = A->DV, nt = sv_ceil_div(A->SQ, BQ), groups = A->BH * nt;
   uint32_t Ks = T->t0, Vs = T->t1, Ps = T->ps;
   uint32_t grp = sv_begin(s, (uint64_t)groups, BQ);
@@ -80,9 +88,10 @@ static void fwd_tiled(attn *A, const tiles *T, bool stats) {
   for (int c = 0; c < DV; c++) o[c] = sb_local(b, b->t_f32, sb_f32(b, 0.f));
   for (int j = 0; j < BKV; j++) sc[j] = sb_local(b, b->t_f32, 0);
   sb_lv m = sb_local(b, b->t_f32, sb_f32(b, -__builtin_inff())), l = sb_local(b, b->t_f32, sb_f32(b, 0.f));
-  uint32_t kend = SK;
+  uint32_t kend = SK, off = A->kv ? kv_offset(A) : 0; /* attention_kv: query i sees keys up to off + i */
   if (A->causal) { /* keys up to the tile's last row */
-    uint32_t a[2] = {sb_addc(b, q0, BQ), SQ}, last = sb_glsl(b, GLSLstd450UMin, b->t_u32, 2, a), c2[2] = {last, SK};
+    uint32_t a[2] = {sb_addc(b, q0, BQ), SQ}, last = sb_glsl(b, GLSLstd450UMin, b->t_u32, 2, a);
+    uint32_t c2[2] = {A->kv ? sb_add(b, last, off) : last, SK};
     kend = sb_glsl(b, GLSLstd450UMin, b->t_u32, 2, c2);
   }
   sb_loop kl;
@@ -103,7 +112,7 @@ static void fwd_tiled(attn *A, const tiles *T, bool stats) {
   uint32_t mo = sb_ld(b, m), mx = mo, sv_[BKV];
   for (int j = 0; j < BKV; j++) {
     uint32_t key = sb_addc(b, k0, (uint32_t)j), vis = sb_ult(b, key, SK);
-    if (A->causal) vis = sb_land(b, vis, sb_op2(b, SpvOpULessThanEqual, b->t_bool, key, qi));
+    if (A->causal) vis = sb_land(b, vis, sb_op2(b, SpvOpULessThanEqual, b->t_bool, key, A->kv ? sb_add(b, qi, off) : qi));
     sv_[j] = sb_select(b, b->t_f32, vis, sb_fmul(b, sb_ld(b, sc[j]), sb_f32(b, A->scale)), sb_f32(b, -__builtin_inff()));
     mx = sb_fmax(b, mx, sv_[j]);
   }
@@ -283,5 +292,35 @@ bool attn_grad_tiled(attn *A) {
   kv_tiled(A, &T, false);
   kv_tiled(A, &T, true);
   q_tiled(A, &T);
+  return true;
+}
+
+/* Rows of the chunk (binding src, [BH, t, w words]) into cache rows
+ * [off, off + t) (binding dst, [BH, sk, w words]), a word a thread. */
+static void kv_copy(attn *A, uint32_t src, uint32_t dst, int64_t w, uint32_t off) {
+  sv *s = A->s;
+  sb *b = A->b;
+  sv_gs g;
+  uint32_t i = sv_gs_begin(s, &g, A->BH * A->SQ * w), per = sb_u32(b, (uint32_t)(A->SQ * w));
+  uint32_t at = sb_add(b, sb_mulc(b, sb_div(b, i, per), (uint32_t)(A->SK * w)), sb_add(b, sb_mulc(b, off, (uint32_t)w), sb_mod(b, i, per)));
+  sb_stw(b, dst, at, sb_ldw(b, src, i));
+  sv_gs_end(s, &g);
+}
+
+bool attn_kv_tiled(attn *A) {
+  sv *s = A->s;
+  int es = mlc_dtype_size((mlc_dtype)A->dt);
+  if ((A->D * es) % 4 || (A->DV * es) % 4)
+    return sv_fail(s, "attention_kv: 16-bit heads of an odd dim (%lld, %lld) do not fill whole words of the caches",
+                   (long long)A->D, (long long)A->DV);
+  int64_t wk = A->D * es / 4, wv = A->DV * es / 4, n = A->BH * A->SQ * (wk > wv ? wk : wv);
+  int64_t groups = sv_ceil_div(n, SV_THREADS);
+  tiles T = tiles_of(A); /* the module's shared memory, before its first entry point (as attn_grad_tiled) */
+  sv_begin(s, (uint64_t)(groups < SV_MAX_GROUPS ? groups : SV_MAX_GROUPS), SV_THREADS);
+  uint32_t off = kv_offset(A);
+  kv_copy(A, 1, 3, wk, off);
+  kv_copy(A, 2, 4, wv, off);
+  sv_end(s);
+  fwd_tiled(A, &T, false);
   return true;
 }

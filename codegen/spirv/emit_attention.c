@@ -16,20 +16,28 @@
  *     2. per key row j: dk_j = scale sum_i dS_ij q_i, dS_ij = P_ij (dO_i.v_j - D_i);
  *     3. per query row i: dq_i = scale sum_j dS_ij k_j.
  * Larger heads: the same per thread with rows in private arrays (plain).
+ * attention_kv (decode): one dispatch copies the chunk's keys and values
+ * into cache rows [pos, pos + t), then the tiled forward runs over the
+ * caches with the causal mask shifted by pos (d, dv <= 128).
  * The forward of 16-bit heads of d <= 128 has a cooperative-matrix variant
  * (attention_coop.c, FlashAttention style; the tiled kernel is its fallback).
  */
 #include "codegen/spirv/attention.h"
 
 bool sv_emit_attention(sv *s) {
-  bool grad = s->n->op == MLC_OP_ATTENTION_GRAD;
-  const mlc_type *qt = sv_in(s, grad ? 1 : 0), *kt = sv_in(s, grad ? 2 : 1), *vt = sv_in(s, grad ? 3 : 2);
+  bool grad = s->n->op == MLC_OP_ATTENTION_GRAD, kv = s->n->op == MLC_OP_ATTENTION_KV;
+  const mlc_type *qt = sv_in(s, grad ? 1 : 0), *kt = sv_in(s, grad ? 2 : kv ? 3 : 1), *vt = sv_in(s, grad ? 3 : kv ? 4 : 2);
   attn A = {.s = s, .b = s->b, .dt = qt->dtype, .BH = qt->dim[0] * qt->dim[1], .SQ = qt->dim[2], .SK = kt->dim[2],
-            .D = qt->dim[3], .DV = vt->dim[3], .causal = s->n->a.causal != 0, .scale = (float)s->n->a.f};
+            .D = qt->dim[3], .DV = vt->dim[3], .causal = kv || s->n->a.causal != 0, .scale = (float)s->n->a.f, .kv = kv};
   if (!mlc_dtype_is_float((mlc_dtype)A.dt)) return sv_fail(s, "attention of an integer tensor");
   if (!sv_check_size(s, mlc_type_numel(&s->n->type)) || !sv_check_size(s, mlc_type_numel(kt)) || !sv_check_size(s, mlc_type_numel(vt)))
     return false;
   if (A.SK < 1 || A.D < 1 || A.DV < 1) return sv_fail(s, "attention with no keys");
+  if (kv) { /* no cooperative-matrix variant (spirv.c asks for none) */
+    if (A.D > 128 || A.DV > 128) return sv_fail(s, "attention_kv: head dims %lld and %lld; the spirv kernel takes up to 128",
+                                                (long long)A.D, (long long)A.DV);
+    return attn_kv_tiled(&A);
+  }
   if (s->coopmat_variant) {
     if (!attn_coop_fits(&A, grad, true)) { /* declined: the kernel below alone */
       sb_entry_begin(s->b, "main0", 1, 1, (uint32_t[2]){0, 0});

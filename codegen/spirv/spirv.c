@@ -20,7 +20,7 @@ typedef bool (*emitter)(sv *s);
 static emitter emitter_of(mlc_op op) {
   switch (op) {
   case MLC_OP_MATMUL: case MLC_OP_LINEAR: case MLC_OP_MATMUL_TN: return sv_emit_gemm;
-  case MLC_OP_ATTENTION: case MLC_OP_ATTENTION_GRAD: return sv_emit_attention;
+  case MLC_OP_ATTENTION: case MLC_OP_ATTENTION_GRAD: case MLC_OP_ATTENTION_KV: return sv_emit_attention;
   case MLC_OP_SUM: case MLC_OP_MEAN: case MLC_OP_MAX: case MLC_OP_SOFTMAX: return sv_emit_reduce;
   case MLC_OP_TRANSPOSE: case MLC_OP_SLICE: case MLC_OP_CONCAT: case MLC_OP_SLICE_GRAD: return sv_emit_layout;
   case MLC_OP_RMSNORM: case MLC_OP_LAYERNORM: case MLC_OP_RMSNORM_GRAD_X: case MLC_OP_RMSNORM_GRAD_W:

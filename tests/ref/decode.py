@@ -13,7 +13,13 @@ decode of the same model, from the same random weights (saved as safetensors).
 - The check has teeth: one weight changed in the file gives other tokens.
 - Sampling with a seed repeats itself; bad prompts are clear errors.
 
-Usage: decode.py MLC MODEL.mdl WORKDIR"""
+With --target spirv (a Vulkan device: lavapipe in CI; exit 77 without one)
+the greedy tokens, the logits and the teeth check run through the SPIR-V
+target's attention_kv and the rest of its kernels, under the validation
+layer when MLC_VK_VALIDATE=1; sampling and the errors are the driver's and
+run on the CPU only.
+
+Usage: decode.py MLC MODEL.mdl WORKDIR [--target spirv]"""
 import os
 import subprocess
 import sys
@@ -57,9 +63,12 @@ def torch_greedy(model, prompt, n):
     return seq[len(prompt):], torch.stack(logits)
 
 
+TARGET = ["--threads", "2"]
+
+
 def generate(mlc, model, weights, prompt, n, work, extra=()):
     logits = os.path.join(work, "logits.bin")
-    cmd = [mlc, "generate", model, *DEFINES, "--threads", "2", "--weights", weights, "--prompt",
+    cmd = [mlc, "generate", model, *DEFINES, *TARGET, "--weights", weights, "--prompt",
            ",".join(map(str, prompt)), "--max-new", str(n), "--logits", logits, *extra]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
@@ -78,8 +87,15 @@ def expect_error(mlc, model, weights, args, words):
 
 
 def main():
+    global TARGET
     mlc, model, work = sys.argv[1:4]
     os.makedirs(work, exist_ok=True)
+    spirv = sys.argv[4:6] == ["--target", "spirv"]
+    if spirv:
+        if subprocess.run([mlc, "devices", "--target", "spirv"], capture_output=True).returncode != 0:
+            print("no Vulkan device")
+            sys.exit(77)
+        TARGET = ["--target", "spirv"]
     torch.manual_seed(0)
     ref = CausalMiniLLM(**CFG).eval()
     with torch.no_grad():  # the attention biases start at zero in PyTorch; make them count
@@ -120,6 +136,8 @@ def main():
     print(f"{'ok' if caught else 'FAIL'}: with layers.1.ffn.2.weight * 1.05 the check fails "
           f"(relative error {rel_err(bad_logits[:1], want_logits[:1]):.3g})")
     ok &= caught
+    if spirv:
+        sys.exit(0 if ok else 1)
 
     # Sampling: the same seed gives the same tokens.
     s1, _, _ = generate(mlc, model, weights, prompt, 8, work, ["--temperature", "0.8", "--top-k", "20", "--seed", "7"])
