@@ -38,7 +38,10 @@
  * scratch of their own in shared memory to the bounds-checked, converted
  * store.  Shapes that are not whole tiles or quads take checked loads.
  *
- * Both kernels take an epilogue for fused programs (emit_fused.c): what is
+ * A linear of at most 4 rows (a decode step's) takes a matrix-vector kernel
+ * instead (emit_gemv): a workgroup per output column, w's row read once.
+ *
+ * The kernels take an epilogue for fused programs (emit_fused.c): what is
  * stored for each accumulator.
  */
 #include <stdio.h>
@@ -205,6 +208,64 @@ static bool emit_tiled(sv *s, const gemm_desc *d) {
       }
       sb_if_end(b, &w);
     }
+  }
+  sb_if_end(b, &guard);
+  sv_end(s);
+  return true;
+}
+
+/* ---- the matrix-vector kernel ---- */
+
+#define GEMV_MAX_M 4     /* rows of A: a decode step's batch */
+#define GEMV_THREADS 64
+
+/* A linear of at most GEMV_MAX_M rows (x [m, k] @ w [n, k]^T, no batch):
+ * the tiles above would spend all but m of their 64 or 128 rows. */
+static bool gemv_fits(const gemm_desc *d) { return batch_of(d) == 1 && d->g.M <= GEMV_MAX_M && !d->g.a_km && d->g.b_nk; }
+
+/* A workgroup of GEMV_THREADS per output column n: each thread sums every
+ * GEMV_THREADS-th k of w's row n (a word, two neighbours, at a time for
+ * 16-bit operands with an even k: w is read once, in order, across the
+ * workgroup) against each row of x, the workgroup adds the threads' sums,
+ * and thread 0 stores the m outputs through the epilogue. */
+static bool emit_gemv(sv *s, const gemm_desc *d) {
+  sb *b = s->b;
+  int64_t M = d->g.M, N = d->g.N, K = d->g.K;
+  int adt = sv_in(s, 0)->dtype, bdt = sv_in(s, 1)->dtype;
+  bool pairs = adt == bdt && mlc_dtype_size((mlc_dtype)adt) == 2 && K % 2 == 0;
+  uint32_t red = sb_shared(b, b->t_f32, GEMV_THREADS);
+  uint32_t n = sv_begin(s, (uint64_t)N, GEMV_THREADS);
+  sb_if guard;
+  sb_if_begin(b, &guard, sb_ult(b, n, sb_u32(b, (uint32_t)N)), false); /* a whole workgroup in or out */
+  sb_lv acc[GEMV_MAX_M];
+  for (int m = 0; m < M; m++) acc[m] = sb_local(b, b->t_f32, sb_f32(b, 0.f));
+  int64_t units = pairs ? K / 2 : K;
+  sb_loop l;
+  uint32_t u = sb_for(b, &l, sb_lid(b), sb_u32(b, (uint32_t)units), sb_u32(b, GEMV_THREADS));
+  if (pairs) {
+    uint32_t m16 = sb_u32(b, 0xffffu), s16 = sb_u32(b, 16);
+    uint32_t (*half)(sb *, uint32_t) = adt == MLC_DT_BF16 ? sb_bf16tof : sb_f16tof;
+    uint32_t wb = sb_ldw(b, 1, sb_add(b, sb_mulc(b, n, (uint32_t)units), u));
+    uint32_t b0 = half(b, sb_and(b, wb, m16)), b1 = half(b, sb_shr(b, wb, s16));
+    for (int m = 0; m < M; m++) {
+      uint32_t wa = sb_ldw(b, 0, sb_addc(b, u, (uint32_t)(m * units)));
+      uint32_t a0 = half(b, sb_and(b, wa, m16)), a1 = half(b, sb_shr(b, wa, s16));
+      sb_st(b, acc[m], sb_fma(b, a1, b1, sb_fma(b, a0, b0, sb_ld(b, acc[m]))));
+    }
+  } else {
+    uint32_t bv = sb_load_f(b, 1, bdt, sb_add(b, sb_mulc(b, n, (uint32_t)K), u));
+    for (int m = 0; m < M; m++)
+      sb_st(b, acc[m], sb_fma(b, sb_load_f(b, 0, adt, sb_addc(b, u, (uint32_t)(m * K))), bv, sb_ld(b, acc[m])));
+  }
+  sb_for_end(b, &l);
+  for (int m = 0; m < M; m++) {
+    uint32_t sum = sb_wg_reduce(b, red, sb_ld(b, acc[m]), false);
+    sb_if first;
+    sb_if_begin(b, &first, sb_ieq(b, sb_lid(b), sb_u32(b, 0)), false);
+    uint32_t at = sb_addc(b, n, (uint32_t)(m * N)), lo, hi;
+    out_bits(s, d, at, sum, &lo, &hi);
+    sb_store_bits(b, sv_out(s), d->odt, at, lo, hi);
+    sb_if_end(b, &first);
   }
   sb_if_end(b, &guard);
   sv_end(s);
@@ -587,7 +648,7 @@ bool sv_emit_gemm_of(sv *s, int op, const mlc_type *otype, sv_epi_fn epi, void *
   bool f16 = sv_in(s, 0)->dtype == MLC_DT_F16 && sv_in(s, 1)->dtype == MLC_DT_F16;
   bool bf16 = sv_in(s, 0)->dtype == MLC_DT_BF16 && sv_in(s, 1)->dtype == MLC_DT_BF16 && s->p->opts.spirv_coopmat_khr;
   if (s->coopmat_variant) {
-    if (!f16 && !bf16) { /* the portable kernel only */
+    if ((!f16 && !bf16) || gemv_fits(&d)) { /* the portable kernel (or the GEMV) only */
       sb_entry_begin(s->b, "main0", 1, 1, (uint32_t[2]){0, 0});
       sb_entry_end(s->b);
       s->nd = 1;
@@ -596,6 +657,7 @@ bool sv_emit_gemm_of(sv *s, int op, const mlc_type *otype, sv_epi_fn epi, void *
     return emit_coopmat(s, &d, false, bf16);
   }
   /* the check of the cooperative-matrix kernel's staging and store (emit_coopmat) */
+  if (gemv_fits(&d)) return emit_gemv(s, &d);
   if ((f16 || bf16) && s->p->opts.spirv_emulate_coopmat) return emit_coopmat(s, &d, true, bf16);
   return emit_tiled(s, &d);
 }

@@ -400,6 +400,10 @@ CASES = [
          members="lin = Linear(53, 29, bias=false)"),
     Case("linear_gemv_bf16", "x: bf16[3, 64]", "cast(lin(x), f32)", lambda I, P: bf16(I["x"] @ P["lin.weight"].T), LOW,
          members="lin = Linear(64, 130, bias=false, dtype=bf16)"),
+    # four rows, an odd k (no word pairs) and a bias: the spirv GEMV with its epilogue, 16-bit stores alone
+    Case("linear_gemv_bf16_odd_k_bias", "x: bf16[2, 2, 45]", "cast(lin(x), f32)",
+         lambda I, P: bf16(F.linear(I["x"], P["lin.weight"], P["lin.bias"])), LOW,
+         members="lin = Linear(45, 67, dtype=bf16)"),
     Case("linear_bias", "x: f32[37, 53]", "lin(x)", lambda I, P: F.linear(I["x"], P["lin.weight"], P["lin.bias"]),
          RED, members="lin = Linear(53, 29)"),
     Case("linear_k_blocks", "x: f32[100, 600]", "lin(x)", lambda I, P: I["x"] @ P["lin.weight"].T, RED,
