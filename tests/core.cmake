@@ -161,6 +161,12 @@ if(MLC_BACKEND_CPU)
   add_test(NAME ref.quant
     COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/quant.py $<TARGET_FILE:mlc> ${CMAKE_CURRENT_BINARY_DIR}/ref_quant)
   set_tests_properties(ref.quant PROPERTIES LABELS "unit;cpu" TIMEOUT 120)
+  if(MLC_BACKEND_SPIRV)
+    add_test(NAME spirv.quant
+      COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/quant.py $<TARGET_FILE:mlc> ${CMAKE_CURRENT_BINARY_DIR}/spirv_quant --target spirv)
+    set_tests_properties(spirv.quant PROPERTIES LABELS spirv TIMEOUT 600 SKIP_RETURN_CODE 77
+                         ENVIRONMENT "MLC_VK_VALIDATE=1;XDG_CACHE_HOME=${CMAKE_CURRENT_BINARY_DIR}/spirv_cache_quant")
+  endif()
   add_test(NAME ref.train.data_and_init
     COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/train_data.py $<TARGET_FILE:mlc> ${MLC_ROOT}/examples/minillm.mdl
             ${CMAKE_CURRENT_BINARY_DIR}/train_data)

@@ -107,7 +107,8 @@ bool sv_emit_layout(sv *s);    /* transpose, slice, concat, slice_grad */
 bool sv_emit_gemm(sv *s);      /* matmul, linear, matmul_tn (s->coopmat_variant: cooperative matrices) */
 bool sv_emit_norm(sv *s);      /* rmsnorm, layernorm and their grads */
 bool sv_emit_misc(sv *s);      /* embedding(+grad), cross_entropy(+grad), adamw, sgd */
-bool sv_emit_attention(sv *s); /* attention, attention_grad */
+bool sv_emit_attention(sv *s); /* attention, attention_grad, attention_kv */
+bool sv_emit_qlinear(sv *s);   /* --quantize's int8/int4 linear */
 bool sv_emit_fused(sv *s);     /* FUSED: an elementwise program, or a GEMM with it as epilogue */
 
 /* A GEMM (matmul, linear, matmul_tn as op, result type otype) of the node's

@@ -31,6 +31,7 @@ static emitter emitter_of(mlc_op op) {
     return sv_emit_misc;
   case MLC_OP_BROADCAST: return sv_emit_ew;
   case MLC_OP_FUSED: return sv_emit_fused;
+  case MLC_OP_QLINEAR: return sv_emit_qlinear;
   /* issue 27's ops have no SPIR-V kernels yet: the driver refuses them at
    * the user's source (driver/cmd_compile.c) */
   case MLC_OP_ABS: case MLC_OP_ERF: case MLC_OP_POW: case MLC_OP_CLAMP_MIN: case MLC_OP_CLAMP_MAX:

@@ -15,7 +15,11 @@ and clamped to [-qmax, qmax]), then x @ dequant(w)^T.
 - Teeth: the reference with int4's nibbles swapped, or scales per 2G, is
   rejected by the same bound.
 
-Usage: quant.py MLC WORKDIR"""
+With --target spirv (a Vulkan device: lavapipe in CI; exit 77 without one)
+the same checks run through the SPIR-V target's qlinear kernels: its GEMV
+(one row) and its thread-per-output kernel (7 rows).
+
+Usage: quant.py MLC WORKDIR [--target spirv]"""
 import os
 import subprocess
 import sys
@@ -49,11 +53,14 @@ def dequant(w, bits, group, swap_nibbles=False):
     return (q * scale).reshape(w.shape).astype(np.float32), scale.reshape(w.shape[0], -1)
 
 
+TARGET = ["--target", "cpu", "--threads", "2"]
+
+
 def run(mlc, work, mdl, weights, x, rows, quant):
     xf, yf = os.path.join(work, "x.bin"), os.path.join(work, "y.bin")
     x.astype(np.float32).tofile(xf)
-    cmd = [mlc, "run", mdl, "--target", "cpu", f"rows={rows}", "--weights", weights, "--input", f"x={xf}",
-           "-o", f"output={yf}", "--threads", "2"] + (["--quantize", quant] if quant else [])
+    cmd = [mlc, "run", mdl, *TARGET, f"rows={rows}", "--weights", weights, "--input", f"x={xf}",
+           "-o", f"output={yf}"] + (["--quantize", quant] if quant else [])
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit(f"FAIL: {' '.join(cmd)}\n{r.stderr}")
@@ -61,8 +68,14 @@ def run(mlc, work, mdl, weights, x, rows, quant):
 
 
 def main():
+    global TARGET
     mlc, work = sys.argv[1:3]
     os.makedirs(work, exist_ok=True)
+    if sys.argv[3:5] == ["--target", "spirv"]:
+        if subprocess.run([mlc, "devices", "--target", "spirv"], capture_output=True).returncode != 0:
+            print("no Vulkan device")
+            sys.exit(77)
+        TARGET = ["--target", "spirv"]
     mdl = os.path.join(work, "q.mdl")
     open(mdl, "w").write(MODEL)
     rng = np.random.default_rng(0)

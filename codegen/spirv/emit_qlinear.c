@@ -1,0 +1,96 @@
+/* qlinear (--quantize int8|int4): y[m, n] = sum_k x[m, k] dequant(w)[n, k],
+ * w packed as runtime/quant.h lays it out: per row its k codes (int8 four to
+ * a word, int4 eight, element j in bits [bits (j % per), +bits), two's
+ * complement), then an f32 scale per group of k.  A word of codes lies
+ * inside one group (groups are multiples of 8), so its codes' sum is
+ * scaled once.  Dequantised in registers: no f32 weight is formed.
+ *
+ * At most 4 rows of x (a decode step): a workgroup of 64 per output column,
+ * each thread taking every 64th word of codes of w's row against each row
+ * of x, a shared-memory tree adding the threads' sums (as emit_gemm.c's
+ * GEMV).  More rows (a prefill): a thread per output, walking the row of
+ * codes; correct, and meant for a prompt's few dozen rows. */
+#include "codegen/spirv/emit.h"
+
+#define QV_MAX_M 4
+#define QV_THREADS 64
+
+typedef struct {
+  int bits, per;          /* bits a code, codes a word */
+  int64_t M, N, K, group;
+  int64_t cw, rw;         /* words of codes a row, words a row (codes and scales) */
+} qshape;
+
+/* sum over the word's codes of code * x[m][k0 + e] for each row m (xrow[m]:
+ * its first element), times the word's group's scale, into acc[m]. */
+static void word(sv *s, const qshape *q, uint32_t n, uint32_t c, const uint32_t *xrow, int rows, sb_lv *acc) {
+  sb *b = s->b;
+  uint32_t w = sb_ldw(b, 1, sb_add(b, sb_mulc(b, n, (uint32_t)q->rw), c));
+  uint32_t k0 = sb_mulc(b, c, (uint32_t)q->per);
+  uint32_t g = sb_div(b, k0, sb_u32(b, (uint32_t)q->group));
+  uint32_t scale = sb_bits2f(b, sb_ldw(b, 1, sb_add(b, sb_mulc(b, n, (uint32_t)q->rw), sb_addc(b, g, (uint32_t)q->cw))));
+  uint32_t code[8];
+  for (int e = 0; e < q->per; e++) { /* shift the code to the top, then arithmetically back: sign-extended */
+    uint32_t up = sb_shl(b, w, sb_u32(b, (uint32_t)(32 - q->bits * (e + 1))));
+    code[e] = sb_op1(b, SpvOpConvertSToF, b->t_f32, sb_op2(b, SpvOpShiftRightArithmetic, b->t_u32, up, sb_u32(b, (uint32_t)(32 - q->bits))));
+  }
+  for (int m = 0; m < rows; m++) {
+    uint32_t sum = sb_f32(b, 0.f), at = sb_add(b, xrow[m], k0);
+    for (int e = 0; e < q->per; e++) sum = sb_fma(b, code[e], sb_load_f(b, 0, MLC_DT_F32, sb_addc(b, at, (uint32_t)e)), sum);
+    sb_st(b, acc[m], sb_fma(b, sum, scale, sb_ld(b, acc[m])));
+  }
+}
+
+static void gemv(sv *s, const qshape *q) {
+  sb *b = s->b;
+  uint32_t red = sb_shared(b, b->t_f32, QV_THREADS);
+  uint32_t n = sv_begin(s, (uint64_t)q->N, QV_THREADS);
+  sb_if guard;
+  sb_if_begin(b, &guard, sb_ult(b, n, sb_u32(b, (uint32_t)q->N)), false); /* a whole workgroup in or out */
+  sb_lv acc[QV_MAX_M];
+  uint32_t xrow[QV_MAX_M] = {0};
+  for (int m = 0; m < q->M; m++) acc[m] = sb_local(b, b->t_f32, sb_f32(b, 0.f)), xrow[m] = sb_u32(b, (uint32_t)(m * q->K));
+  sb_loop l;
+  uint32_t c = sb_for(b, &l, sb_lid(b), sb_u32(b, (uint32_t)q->cw), sb_u32(b, QV_THREADS));
+  word(s, q, n, c, xrow, (int)q->M, acc);
+  sb_for_end(b, &l);
+  for (int m = 0; m < q->M; m++) {
+    uint32_t sum = sb_wg_reduce(b, red, sb_ld(b, acc[m]), false);
+    sb_if first;
+    sb_if_begin(b, &first, sb_ieq(b, sb_lid(b), sb_u32(b, 0)), false);
+    sb_stw(b, sv_out(s), sb_addc(b, n, (uint32_t)(m * q->N)), sb_f2bits(b, sum));
+    sb_if_end(b, &first);
+  }
+  sb_if_end(b, &guard);
+  sv_end(s);
+}
+
+static void rows(sv *s, const qshape *q) {
+  sb *b = s->b;
+  sv_gs g;
+  uint32_t i = sv_items_begin(s, &g, q->M * q->N), n = sb_mod(b, i, sb_u32(b, (uint32_t)q->N));
+  uint32_t xrow = sb_mulc(b, sb_div(b, i, sb_u32(b, (uint32_t)q->N)), (uint32_t)q->K);
+  sb_lv acc = sb_local(b, b->t_f32, sb_f32(b, 0.f));
+  sb_loop l;
+  uint32_t c = sb_for(b, &l, sb_u32(b, 0), sb_u32(b, (uint32_t)q->cw), sb_u32(b, 1));
+  word(s, q, n, c, &xrow, 1, &acc);
+  sb_for_end(b, &l);
+  sb_stw(b, sv_out(s), i, sb_f2bits(b, sb_ld(b, acc)));
+  sv_items_end(s, &g);
+}
+
+bool sv_emit_qlinear(sv *s) {
+  const mlc_type *x = sv_in(s, 0), *w = sv_in(s, 1);
+  qshape q = {.bits = s->n->a.qbits, .group = s->n->a.qgroup, .K = x->dim[x->rank - 1], .N = w->dim[0]};
+  q.per = 32 / q.bits;
+  q.M = mlc_type_numel(x) / q.K;
+  q.cw = q.K * q.bits / 32;
+  q.rw = w->dim[1];
+  if (x->dtype != MLC_DT_F32 || (q.bits != 4 && q.bits != 8) || q.group % 8 || q.K % q.group || q.rw != q.cw + q.K / q.group)
+    return sv_fail(s, "qlinear of %s with %d-bit codes in groups of %lld: not the packed layout", mlc_dtype_name((mlc_dtype)x->dtype),
+                   q.bits, (long long)q.group);
+  if (!sv_check_size(s, mlc_type_numel(x)) || !sv_check_size(s, mlc_type_numel(w)) || !sv_check_size(s, q.M * q.N)) return false;
+  if (q.M <= QV_MAX_M) gemv(s, &q);
+  else rows(s, &q);
+  return true;
+}
