@@ -193,10 +193,18 @@ static mlc_status generate(const options *o, mlc_session *s) {
   logits_sink sink = {0};
   if (o->logits_out && !(sink.f = fopen(o->logits_out, "wb")))
     return mlc_status_make(MLC_IO, "--logits %s: cannot write: %s", o->logits_out, strerror(errno));
-  mlc_generate_args a = {.prompt = o->prompt, .max_new = o->max_new, .temperature = o->temperature, .top_k = o->top_k,
-                         .seed = o->seed, .on_token = write_logits, .ctx = &sink};
+  int32_t *prompt;
+  uint32_t nprompt;
+  mlc_status st = mlc_generate_parse_prompt(o->prompt, &prompt, &nprompt);
+  if (st) {
+    if (sink.f) fclose(sink.f);
+    return st;
+  }
+  mlc_generate_args a = {.prompt = prompt, .prompt_n = nprompt, .max_new = o->max_new, .temperature = o->temperature,
+                         .top_k = o->top_k, .seed = o->seed, .on_token = write_logits, .ctx = &sink};
   mlc_generate_result r;
-  mlc_status st = mlc_generate(s, &a, &r);
+  st = mlc_generate(s, &a, &r);
+  free(prompt);
   if (sink.f && fclose(sink.f)) sink.failed = true;
   if (!st && sink.failed) st = mlc_status_make(MLC_IO, "--logits %s: cannot write: %s", o->logits_out, strerror(errno));
   if (st) return st;

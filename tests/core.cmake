@@ -108,6 +108,11 @@ if(MLC_BACKEND_CPU)
     COMMAND ${MLC_ROOT}/tests/packaging/artifact_api.sh $<TARGET_FILE:mlc> ${MLC_ROOT}
             ${CMAKE_CURRENT_BINARY_DIR}/artifact_api ${MLC_RUNTIME_LINK_OPTIONS})
   set_tests_properties(runtime.artifact_api PROPERTIES LABELS "runtime;cpu" TIMEOUT 300)
+  # <name>_generate (issue 29): an application's greedy and sampled tokens equal mlc generate's; its refusals.
+  add_test(NAME runtime.generate_app
+    COMMAND ${MLC_ROOT}/tests/packaging/generate_app.sh $<TARGET_FILE:mlc> ${MLC_ROOT}
+            ${CMAKE_CURRENT_BINARY_DIR}/generate_app ${MLC_RUNTIME_LINK_OPTIONS})
+  set_tests_properties(runtime.generate_app PROPERTIES LABELS "runtime;cpu" TIMEOUT 300)
   # --cpu and --triple: the baseline artifact against the native one, a CPU
   # feature this host lacks refused at create, bad names refused at compile.
   add_test(NAME runtime.cpu_targets
