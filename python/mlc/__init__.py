@@ -258,6 +258,12 @@ class Model:
         getattr(lib, f"{name}_schedule_steps").restype = ctypes.c_uint64
         getattr(lib, f"{name}_lr").argtypes = [P]
         getattr(lib, f"{name}_lr").restype = ctypes.c_double
+        # the runtime's generate loop (artifacts of a decode block, since mlc_generate): the CLI's sampling
+        self._generate = getattr(lib, f"{name}_generate", None)
+        if self._generate is not None:
+            self._generate.restype = P
+            self._generate.argtypes = [P, ctypes.POINTER(ctypes.c_int32), ctypes.c_uint32, ctypes.c_uint32, ctypes.c_double,
+                                       ctypes.c_uint32, ctypes.c_uint64, ctypes.POINTER(ctypes.c_int32)]
         self._cpu = getattr(lib, f"{name}_cpu", None)  # CPU artifacts only
         if self._cpu is not None:
             self._cpu.argtypes, self._cpu.restype = [P], ctypes.c_char_p
@@ -501,8 +507,10 @@ class Model:
         chunks of prefill's length (the last padded), then one step per
         token. temperature 0: greedy (the first largest logit, as the
         CLI); above 0: sampled from softmax(logits / temperature) over the
-        top_k largest (0: all) with numpy's generator seeded by `seed`
-        (not the CLI's generator: other samples for the same seed)."""
+        top_k largest (0: all), seeded by `seed`.  Artifacts that have
+        <name>_generate run the runtime's loop, the CLI's: the same tokens
+        as `mlc generate --seed` for a seed; older ones run it here, with
+        numpy's generator (other samples for the same seed)."""
         if "prefill" not in self._entries or "step" not in self._entries:
             raise KeyError(f"{self.name} has no decode entries (prefill, step): add a decode block to the model")
         prompt = [int(t) for t in prompt]
@@ -512,6 +520,13 @@ class Model:
         vocab = self._entries["prefill"].outputs[0][2][2]
         if min(prompt) < 0 or max(prompt) >= vocab:
             raise ValueError(f"prompt tokens must be in [0, {vocab}): got {min(prompt)}..{max(prompt)}")
+        if self._generate is not None:
+            p = np.ascontiguousarray(prompt, np.int32)
+            out = np.zeros(max_new, np.int32)
+            ptr = ctypes.POINTER(ctypes.c_int32)
+            self._check(self._generate(self._m, p.ctypes.data_as(ptr), len(prompt), max_new, float(temperature),
+                                       int(top_k), int(seed), out.ctypes.data_as(ptr)))
+            return [int(t) for t in out]
         rng = np.random.default_rng(seed)
 
         def pick(logits):

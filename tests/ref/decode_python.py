@@ -3,7 +3,8 @@ examples/minillm_causal.mdl (its prefill and step entries), with the weights
 of decode.py, must give PyTorch's f32 greedy tokens (32 of them) and the
 prefill logits at the prompt's last position within 1e-4 (run("prefill", ...)
 on the prompt's second chunk, whose first chunk the caches hold from
-generate), with the scalar pos as a 0-d array.
+generate), with the scalar pos as a 0-d array; and 8 sampled tokens
+(temperature 0.8, top-k 20, seed 7) equal to `mlc generate`'s.
 
 Usage: decode_python.py MLC MODEL.mdl WORKDIR"""
 import os
@@ -50,6 +51,14 @@ def main():
     print(f"{'ok' if err <= TOL else 'FAIL'}: prefill logits at the prompt's last position: relative error {err:.3g} "
           f"(tolerance {TOL})")
     ok &= err <= TOL
+    # sampling: the runtime's loop (<name>_generate), so the CLI's tokens for the same weights and seed
+    sampled = m.generate(prompt, 8, temperature=0.8, top_k=20, seed=7)
+    r = subprocess.run([exe, "generate", model, *DEFINES, "--weights", weights, "--prompt", ",".join(map(str, prompt)),
+                        "--max-new", "8", "--temperature", "0.8", "--top-k", "20", "--seed", "7"], capture_output=True, text=True)
+    cli = [int(t) for t in next(x for x in r.stdout.splitlines() if x.startswith("tokens:")).split()[1:]] if not r.returncode else None
+    same = sampled == cli
+    print(f"{'ok' if same else 'FAIL'}: sampled (temperature 0.8, top-k 20, seed 7): {sampled}, mlc generate's {cli}")
+    ok &= same
     sys.exit(0 if ok else 1)
 
 
