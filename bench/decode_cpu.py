@@ -1,8 +1,14 @@
 #!/usr/bin/python3
-"""CPU decode speed: `mlc generate` against PyTorch eager with a static KV cache,
+"""Decode speed: `mlc generate` against PyTorch eager with a static KV cache,
 in the same call, from the same weights (examples/minillm_causal.mdl).
 
-    bench/decode_cpu.py MLC [--threads 2] [--runs 3] [NAME=VALUE ...]
+    bench/decode_cpu.py MLC [--threads 2] [--runs 3] [--target cpu|spirv] [--quantize Q]
+                        [--torch-device cpu|cuda] [NAME=VALUE ...]
+
+--target picks mlc's target (spirv: a Vulkan device, lavapipe here, NVIDIA's
+driver on the GPU machine); --quantize passes mlc generate's (the tokens may
+then differ from PyTorch's f32 ones); --torch-device runs PyTorch's side on
+the GPU (timed with synchronisation), for comparing a GPU target.
 
 NAME=VALUE overrides the model's config (dim=512 layers=8 ...), for both.
 PyTorch's decode keeps a cache [batch, heads, max_ctx, head_dim] per layer,
@@ -35,16 +41,16 @@ def rmsnorm(x, w):
 class Cached:
     """The MiniLLM's forward over static KV caches, in eager PyTorch."""
 
-    def __init__(self, model, heads, max_ctx):
+    def __init__(self, model, heads, max_ctx, device="cpu"):
         self.m, self.h = model, heads
         d = model.embed.weight.shape[1]
-        self.k = [torch.zeros(1, heads, max_ctx, d // heads) for _ in model.layers]
-        self.v = [torch.zeros(1, heads, max_ctx, d // heads) for _ in model.layers]
+        self.k = [torch.zeros(1, heads, max_ctx, d // heads, device=device) for _ in model.layers]
+        self.v = [torch.zeros(1, heads, max_ctx, d // heads, device=device) for _ in model.layers]
 
     def __call__(self, idx, pos):
         t = idx.shape[1]
         x = self.m.embed(idx)
-        mask = torch.ones(t, pos + t, dtype=torch.bool).tril(pos)
+        mask = torch.ones(t, pos + t, dtype=torch.bool, device=idx.device).tril(pos)
         for i, layer in enumerate(self.m.layers):
             a = layer.attn
             h = rmsnorm(x, layer.norm1.weight)
@@ -61,16 +67,19 @@ class Cached:
         return self.m.head(x)
 
 
-def torch_generate(model, heads, max_ctx, prompt, n):
-    c = Cached(model, heads, max_ctx)
+def torch_generate(model, heads, max_ctx, prompt, n, device="cpu"):
+    c = Cached(model, heads, max_ctx, device)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     with torch.no_grad():
+        sync()
         t0 = time.perf_counter()
-        logits = c(torch.tensor([prompt]), 0)
-        tok = [int(logits[0, -1].argmax())]
+        logits = c(torch.tensor([prompt], device=device), 0)
+        tok = [int(logits[0, -1].argmax())]  # .item() synchronises
         t1 = time.perf_counter()
         for k in range(1, n):
-            logits = c(torch.tensor([[tok[-1]]]), len(prompt) + k - 1)
+            logits = c(torch.tensor([[tok[-1]]], device=device), len(prompt) + k - 1)
             tok.append(int(logits[0, -1].argmax()))
+        sync()
         t2 = time.perf_counter()
     return tok, t1 - t0, t2 - t1
 
@@ -82,6 +91,9 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--prompt-len", type=int, default=64)
     ap.add_argument("--new", type=int, default=128)
+    ap.add_argument("--target", default="cpu")
+    ap.add_argument("--quantize")
+    ap.add_argument("--torch-device", default="cpu")
     ap.add_argument("defines", nargs="*")
     a = ap.parse_intermixed_args()
     cfg = dict(vocab=512, dim=128, layers=2, heads=4, max_ctx=256, prefill=16)
@@ -95,11 +107,14 @@ def main():
     weights = os.path.join(work, "w.safetensors")
     write_safetensors(weights, {k: v.detach() for k, v in model.state_dict().items()}, {"format": "pt"})
     prompt = torch.randint(0, cfg["vocab"], (a.prompt_len,)).tolist()
-    cmd = [a.mlc, "generate", os.path.join(ROOT, "examples", "minillm_causal.mdl"), "--threads", str(a.threads),
+    cmd = [a.mlc, "generate", os.path.join(ROOT, "examples", "minillm_causal.mdl"), "--target", a.target,
            "--weights", weights, "--prompt", ",".join(map(str, prompt)), "--max-new", str(a.new)]
+    cmd += ["--threads", str(a.threads)] if a.target == "cpu" else []
+    cmd += ["--quantize", a.quantize] if a.quantize else []
     cmd += [f"{k}={v}" for k, v in cfg.items()] + ["batch=1"]
     print("config:", " ".join(f"{k}={v}" for k, v in cfg.items()), f"threads={a.threads}",
-          f"prompt={a.prompt_len} new={a.new}")
+          f"prompt={a.prompt_len} new={a.new} target={a.target} quantize={a.quantize} torch={a.torch_device}")
+    tmodel = model.to(a.torch_device)
     print("mlc:", " ".join(cmd[:3] + ["..."] + cmd[-len(cfg) - 1:]))
     ratios = []
     for r in range(a.runs):
@@ -110,7 +125,7 @@ def main():
         mtok = [int(x) for x in lines["tokens"].split()[1:]]
         m_pre = float(lines["prefill"].split(" ms")[0].split()[-1]) / 1e3
         m_dec = float(lines["decode"].split(" ms")[0].split()[-1]) / 1e3
-        ttok, t_pre, t_dec = torch_generate(model, cfg["heads"], cfg["max_ctx"], prompt, a.new)
+        ttok, t_pre, t_dec = torch_generate(tmodel, cfg["heads"], cfg["max_ctx"], prompt, a.new, a.torch_device)
         same = sum(x == y for x, y in zip(mtok, ttok))
         n = a.new - 1
         ratios.append((n / m_dec) / (n / t_dec))
