@@ -58,6 +58,10 @@ void mlc_cli_usage(FILE *o) {
           "                        scale per tensor; emulated on the CPU), fp8:grad=e4m3, or plain (the\n"
           "                        compute dtype's GEMMs); overrides precision(matmul=fp8, fp8_grad=...);\n"
           "                        the head and linears off multiples of 16 stay plain (--stats lists them)\n"
+          "      --fp8-keep S      under --matmul=fp8, the linears that stay plain: comma-separated scopes\n"
+          "                        (a linear at or below one: layers.0,head) in place of the default, the\n"
+          "                        linear that feeds the loss; \"\" converts that one too; overrides\n"
+          "                        precision(fp8_keep=[...])\n"
           "      --accum N         (compile, train, profile) gradient accumulation: each step takes N\n"
           "                        micro-batches of the declared batch and updates with the mean of their\n"
           "                        gradients; overrides the train block's accum = ...\n"
@@ -264,6 +268,7 @@ int mlc_cli_parse_args(options *o, int argc, char **argv) {
     /* the options of emitted code (mlc_options_set) */
     {"f32-matmul", required_argument, 0, OPT_CODEGEN}, {"memory-budget", required_argument, 0, OPT_CODEGEN},
     {"quantize", required_argument, 0, OPT_CODEGEN}, {"matmul", required_argument, 0, OPT_CODEGEN},
+    {"fp8-keep", required_argument, 0, OPT_CODEGEN},
     {"help", no_argument, 0, 'h'},
   };
   /* the common options, then each target's own (the registry's) */

@@ -291,7 +291,7 @@ static void lower_train_config(mlc_lowerer *L, const mlc_ast_train *t, mlc_insta
     mlc_ast_arg *rest = mlc_arena_alloc(L->a, (e->nargs + 1) * sizeof *rest);
     uint32_t nrest = 0;
     bool mm = false;
-    const mlc_ast_arg *fp8_grad = NULL;
+    const mlc_ast_arg *fp8_grad = NULL, *fp8_keep = NULL;
     bool fp8 = false, grad_e4m3 = false;
     for (uint32_t i = 0; e->kind == AST_CALL && i < e->nargs; i++) {
       const mlc_ast_arg *a = &e->args[i];
@@ -303,6 +303,25 @@ static void lower_train_config(mlc_lowerer *L, const mlc_ast_train *t, mlc_insta
       } else if (a->name && !strcmp(a->name, "matmul")) { /* issue 30: the linears' GEMMs in FP8 (passes/fp8.c) */
         if (strcmp(word, "fp8")) mlc_error(L->d, a->value->loc, "matmul must be fp8 (the GEMMs of the linears in FP8)");
         else fp8 = true;
+      } else if (a->name && !strcmp(a->name, "fp8_keep")) { /* ["layers.0", "head"]: scopes whose linears stay plain */
+        const mlc_ast_expr *l = a->value;
+        size_t len = 1;
+        bool ok = l->kind == AST_LIST;
+        for (uint32_t k = 0; ok && k < l->nargs; k++) {
+          ok = l->args[k].value->kind == AST_STRING && l->args[k].value->name[0] && !strchr(l->args[k].value->name, ',');
+          if (ok) len += strlen(l->args[k].value->name) + 1;
+        }
+        if (!ok) {
+          mlc_error(L->d, a->value->loc, "fp8_keep must be a list of module scopes as strings: [\"layers.0\", \"head\"]");
+        } else {
+          char *keep = mlc_arena_alloc(L->p->arena, len);
+          for (uint32_t k = 0; k < l->nargs; k++) {
+            if (k) strcat(keep, ",");
+            strcat(keep, l->args[k].value->name);
+          }
+          L->p->opts.fp8_keep = keep;
+        }
+        fp8_keep = a;
       } else if (a->name && !strcmp(a->name, "fp8_grad")) {
         fp8_grad = a;
         if (strcmp(word, "e5m2") && strcmp(word, "e4m3")) mlc_error(L->d, a->value->loc, "fp8_grad must be e5m2 or e4m3");
@@ -314,8 +333,9 @@ static void lower_train_config(mlc_lowerer *L, const mlc_ast_train *t, mlc_insta
       mm = true;
     }
     if (fp8) L->p->opts.matmul = grad_e4m3 ? MLC_MATMUL_FP8_E4M3_GRAD : MLC_MATMUL_FP8;
-    else if (fp8_grad)
-      mlc_error(L->d, fp8_grad->loc, "fp8_grad is the gradients' format under matmul=fp8, which this precision() does not ask for");
+    else if (fp8_grad || fp8_keep)
+      mlc_error(L->d, (fp8_grad ? fp8_grad : fp8_keep)->loc, "%s is for matmul=fp8, which this precision() does not ask for",
+                fp8_grad ? "fp8_grad" : "fp8_keep");
     mlc_call c = {rest, nrest, e->loc, "precision"};
     mlc_value v[2];
     bool pr[2];

@@ -178,6 +178,10 @@ bool mlc_options_set(mlc_options *o, const char *name, const char *value, char *
     if (!o->matmul) snprintf(err, errn, "--matmul %s: expected fp8, fp8:grad=e4m3 (or e5m2, fp8's own) or plain", v);
     return o->matmul != MLC_MATMUL_DEFAULT;
   }
+  if (!strcmp(name, "fp8-keep")) {
+    o->fp8_keep = v; /* "" keeps none */
+    return true;
+  }
   if (!strcmp(name, "spirv-attention")) {
     bool ok = !strcmp(v, "coopmat") || !strcmp(v, "tiled");
     if (!ok) snprintf(err, errn, "--spirv-attention %s: expected tiled (the default) or coopmat", v);
@@ -300,7 +304,9 @@ int64_t mlc_bytes_parse(const char *s) {
 void mlc_options_apply(mlc_program *p, const mlc_options *flags) {
   uint8_t mm = p->opts.f32_matmul, matmul = p->opts.matmul;
   int64_t budget = p->opts.memory_budget;
+  const char *keep = p->opts.fp8_keep;
   p->opts = *flags;
+  if (!flags->fp8_keep) p->opts.fp8_keep = keep;
   if (!flags->f32_matmul) p->opts.f32_matmul = mm;
   if (!flags->matmul) p->opts.matmul = matmul;
   if (!flags->memory_budget) p->opts.memory_budget = budget;
@@ -325,6 +331,7 @@ void mlc_options_print(FILE *out, const mlc_options *o) {
   if (o->triple) fprintf(out, " --triple=%s", o->triple);
   if (o->quant_bits) fprintf(out, " --quantize=int%d:group=%d", o->quant_bits, o->quant_group);
   if (mlc_matmul_is_fp8(o->matmul)) fprintf(out, " --matmul=%s", mlc_matmul_name((mlc_matmul_mode)o->matmul));
+  if (mlc_matmul_is_fp8(o->matmul) && o->fp8_keep) fprintf(out, " --fp8-keep=%s", o->fp8_keep);
   fputc('\n', out);
 }
 

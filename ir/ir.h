@@ -291,6 +291,10 @@ typedef struct {
   int32_t quant_group;           /* weights per scale along a row (default 128) */
   uint8_t matmul;                /* --matmul (or a train block's precision(matmul=fp8, fp8_grad=)):
                                     mlc_matmul_mode, FP8 GEMMs for the train entry's linears (passes/fp8.c) */
+  const char *fp8_keep;          /* --fp8-keep (or precision(fp8_keep=[...])): comma-separated scopes whose
+                                    linears (the scope or below it) keep the compute dtype under fp8, in
+                                    place of the default rule (the linear that feeds the loss); "" keeps
+                                    none; NULL: the default */
 } mlc_options;
 
 /* How a train entry's linears multiply (issue 30).  FP8: forward and both
@@ -358,8 +362,8 @@ typedef struct {
 } mlc_program;
 
 void mlc_program_init(mlc_program *p, mlc_arena *a);
-/* The flags' options onto p's: all of them, but f32_matmul, matmul and
- * memory_budget only where the flag was given (they override the train
+/* The flags' options onto p's: all of them, but f32_matmul, matmul,
+ * fp8_keep and memory_budget only where the flag was given (they override the train
  * block's). */
 void mlc_options_apply(mlc_program *p, const mlc_options *flags);
 mlc_func *mlc_program_add_func(mlc_program *p, const char *name);

@@ -22,11 +22,14 @@
  * Which linears: every linear over a 2-D parameter (or its cast to the
  * compute dtype) with an input of rank 2 or more, except
  * - the one whose output feeds the loss (the head: torchao's recipes and
- *   torchtitan leave the last layer in high precision), and
+ *   torchtitan leave the last layer in high precision), or, given
+ *   fp8_keep (--fp8-keep), those whose scope is one of its scopes or below
+ *   one, in place of that rule, and
  * - one whose m, n or k is not a multiple of 16 (the GPU's FP8 tiles load
  *   16-byte rows of each operand and of its transpose).
  * --stats lists every linear with its verdict (mlc_program.fp8).
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "passes/passes.h"
@@ -117,13 +120,24 @@ static uint32_t scaled_mm(fp8 *c, uint32_t a8, uint32_t a, uint32_t b8, uint32_t
   return reshape(c, mm, &like->type, like);
 }
 
+/* Whether scope is one of the comma-separated scopes of keep, or below one. */
+static bool kept(const char *keep, const char *scope) {
+  for (const char *k = keep; *k;) {
+    size_t n = strcspn(k, ",");
+    if (n && !strncmp(scope, k, n) && (scope[n] == 0 || scope[n] == '.')) return true;
+    k += n + (k[n] == ',');
+  }
+  return false;
+}
+
 /* NULL if linear n of `f` goes to FP8, else why not; feeds_loss marks the head. */
 static const char *verdict(const mlc_program *p, const mlc_func *f, const mlc_node *n, bool feeds_loss) {
   const mlc_node *x = &f->nodes[n->in[0]], *w = &f->nodes[n->in[1]];
   if (w->op == MLC_OP_CAST) w = &f->nodes[w->in[0]];
   if (w->op != MLC_OP_PARAM || p->params[w->a.param].type.rank != 2) return "weight is not a parameter";
   if (x->type.rank < 2) return "input is a vector";
-  if (feeds_loss) return "feeds the loss";
+  if (p->opts.fp8_keep ? kept(p->opts.fp8_keep, n->scope ? n->scope : "") : feeds_loss)
+    return p->opts.fp8_keep ? "fp8_keep" : "feeds the loss";
   int64_t k = x->type.dim[x->type.rank - 1], m = mlc_type_numel(&x->type) / k, nn = n->type.dim[n->type.rank - 1];
   if (m % 16 || nn % 16 || k % 16) return "m, n or k % 16";
   return NULL;
@@ -200,11 +214,33 @@ static void rewrite(mlc_program *p, mlc_func *f, uint8_t grad_dt) {
   mlc_func_compact(p, f); /* the bf16 GEMMs and the transposes of g they read */
 }
 
+/* Each scope of fp8_keep must name some linear of the train step: a typo
+ * would keep nothing and say nothing. */
+static bool keep_scopes_match(mlc_pass_ctx *c) {
+  const mlc_program *p = c->p;
+  bool ok = true;
+  for (const char *k = p->opts.fp8_keep; k && *k;) {
+    size_t n = strcspn(k, ",");
+    char one[256];
+    snprintf(one, sizeof one, "%.*s", (int)(n < sizeof one ? n : sizeof one - 1), k);
+    bool hit = false;
+    for (uint32_t i = 0; i < p->fp8.n && !hit; i++) hit = kept(one, p->fp8.v[i].scope ? p->fp8.v[i].scope : "");
+    if (!hit && n) {
+      mlc_error(c->d, p->train.loc, "fp8_keep: '%s' is the scope of no linear of the train step (--stats lists them "
+                "under --matmul=fp8)", one);
+      ok = false;
+    }
+    k += n + (k[n] == ',');
+  }
+  return ok;
+}
+
 bool mlc_pass_fp8(mlc_pass_ctx *c) {
   mlc_program *p = c->p;
   if (!mlc_matmul_is_fp8(p->opts.matmul)) return true;
   uint8_t grad_dt = p->opts.matmul == MLC_MATMUL_FP8_E4M3_GRAD ? MLC_DT_F8E4M3 : MLC_DT_F8E5M2;
+  bool train = false;
   for (uint32_t i = 0; i < p->nfuncs; i++)
-    if (!strcmp(p->funcs[i].name, "train")) rewrite(p, &p->funcs[i], grad_dt);
-  return true;
+    if (!strcmp(p->funcs[i].name, "train")) rewrite(p, &p->funcs[i], grad_dt), train = true;
+  return !train || keep_scopes_match(c);
 }

@@ -26,6 +26,8 @@ mlc_golden(mlp.quantize      mlp.quantize      compile examples/mlp.mdl --quanti
 # and the MiniLLM's verdicts per linear in --stats
 mlc_golden(mlp.fp8           mlp.fp8           compile examples/mlp.mdl --matmul=fp8 --print-after=fp8)
 mlc_golden(minillm_small_fp8.stats minillm_small_fp8.stats compile examples/minillm.mdl --matmul=fp8 --stats ${SMALL} compute=bf16)
+# precision(matmul=fp8, fp8_grad=e4m3, fp8_keep=[...]) in the train block: the listed scopes stay f32, the head converts
+mlc_golden(fp8_keep.stats    fp8_keep.stats    compile tests/golden/fp8_keep.mdl --stats)
 # the fuse pass (GPU targets): fused groups, GEMM epilogues, adamw_multi (CUDA) on the small MiniLLM
 mlc_golden(minillm_small.fuse_cuda minillm_small.fuse_cuda compile examples/minillm.mdl --target cuda --print-after=fuse
            -o ${CMAKE_CURRENT_BINARY_DIR}/golden_fuse_cuda ${SMALL})
