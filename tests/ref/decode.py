@@ -73,6 +73,8 @@ def generate(mlc, model, weights, prompt, n, work, extra=()):
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit(f"mlc generate failed ({r.returncode}):\n{r.stderr}")
+    if "Vulkan validation" in r.stderr:  # MLC_VK_VALIDATE=1 on a Vulkan target: a message of the layer
+        sys.exit(f"FAIL: Vulkan validation messages:\n{r.stderr}")
     line = [x for x in r.stdout.splitlines() if x.startswith("tokens:")][0]
     toks = [int(x) for x in line.split()[1:]]
     got = torch.from_numpy(np.fromfile(logits, dtype=np.float32).reshape(len(toks), CFG["vocab"]))

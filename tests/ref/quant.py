@@ -62,7 +62,7 @@ def run(mlc, work, mdl, weights, x, rows, quant):
     cmd = [mlc, "run", mdl, *TARGET, f"rows={rows}", "--weights", weights, "--input", f"x={xf}",
            "-o", f"output={yf}"] + (["--quantize", quant] if quant else [])
     r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
+    if r.returncode != 0 or "Vulkan validation" in r.stderr:  # MLC_VK_VALIDATE=1 on spirv: a message of the layer
         sys.exit(f"FAIL: {' '.join(cmd)}\n{r.stderr}")
     return np.fromfile(yf, dtype=np.float32).reshape(rows, N)
 
