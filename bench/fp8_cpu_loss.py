@@ -22,6 +22,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples", "kjv"))
+from plot import frame  # noqa: E402  (the axes, ticks and labels, as examples/kjv's plot)
+
 mlc, root, out = sys.argv[1:4]
 os.makedirs(out, exist_ok=True)
 data = os.path.join(out, "data")
@@ -84,20 +87,8 @@ dash = {"small": "", "wide": "5,3"}
 ys = [avg(t, s) for (c, m), (t, v) in res.items() for s in range(10, CONFIGS[c][1] + 1, 10)]
 xmax = max(steps for _, steps in CONFIGS.values())
 y0, y1 = min(ys) * 0.95, max(ys) * 1.02
-X = lambda s: L + s / xmax * (W - L - R)  # noqa: E731
-Y = lambda v: H - B - (v - y0) / (y1 - y0) * (H - T - B)  # noqa: E731
-o = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">',
-     f'<rect width="{W}" height="{H}" fill="white"/>',
-     f'<text x="{(W - R) / 2}" y="20" text-anchor="middle" font-size="14">FP8 (emulated, CPU) vs f32: examples/gpt2.mdl on the KJV bytes</text>',
-     f'<line x1="{L}" y1="{H - B}" x2="{W - R}" y2="{H - B}" stroke="black"/>',
-     f'<line x1="{L}" y1="{T}" x2="{L}" y2="{H - B}" stroke="black"/>']
-for i in range(6):
-    v, s = y0 + (y1 - y0) * i / 5, xmax * i / 5
-    o.append(f'<text x="{L - 8}" y="{Y(v) + 4:.1f}" text-anchor="end">{v:.2f}</text>')
-    o.append(f'<text x="{X(s):.1f}" y="{H - B + 18}" text-anchor="middle">{s:.0f}</text>')
-o.append(f'<text x="{(L + W - R) / 2}" y="{H - 10}" text-anchor="middle">step</text>')
-o.append(f'<text x="15" y="{(T + H - B) / 2}" text-anchor="middle" transform="rotate(-90 15 {(T + H - B) / 2})">'
-         'training loss, 10-step mean (nats a byte)</text>')
+o, X, Y = frame(W, H, L, R, T, B, 0, xmax, y0, y1, "FP8 (emulated, CPU) vs f32: examples/gpt2.mdl on the KJV bytes",
+               "training loss, 10-step mean (nats a byte)", ".2f")
 k = 0
 for (c, m), (t, v) in res.items():
     pts = " ".join(f"{X(s):.1f},{Y(avg(t, s)):.1f}" for s in range(10, CONFIGS[c][1] + 1, 10))
