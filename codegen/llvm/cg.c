@@ -5,10 +5,9 @@
  * The module uses LLVM 14's typed pointers; buffers travel as i8* and are
  * cast to the element type at each access, which the optimiser folds away.
  */
-#include <math.h>
-
 #include "codegen/llvm/cg.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
