@@ -14,6 +14,9 @@
 #      on the GPU (f32, static KV cache), at CONFIGS (default the small model
 #      and one at dim 1024, 8 layers, vocab 32000), f32 and --quantize
 #      int8/int4.
+#   4. FP8's ceiling (issue 30, plan step 1's first half): bench/fp8_ceiling.py,
+#      cuBLAS's e4m3 GEMM (torch._scaled_mm) against its bf16 one at the
+#      MiniLLM's 15 GEMM shapes, fast and promoted accumulation.
 # Carry build-gpu/mlc, build-gpu/lib, build-gpu/codegen/cuda/mlc_opcheck,
 # build-gpu/runtime/libmlcrt.a and .gl.  Logs in $OUT/logs.tgz; a summary on
 # standard output.
@@ -51,6 +54,11 @@ for c in ${CONFIGS:-"small:" "d1024:dim=1024 layers=8 heads=16 vocab=32000 max_c
       > $work/speed_${name}_${q:-f32}.log 2>&1 || rc=1
     echo "decode $name ${q:-f32}: $(grep -E '^run 2|median' $work/speed_${name}_${q:-f32}.log | cut -c1-220 | tr '\n' ' ')"
   done
+done
+pack
+for acc in fast promote; do
+  timeout 200 python3 bench/fp8_ceiling.py --accum $acc > $work/fp8_ceiling_$acc.log 2>&1 || rc=1
+  echo "fp8 ceiling ($acc): $(tail -1 $work/fp8_ceiling_$acc.log)"
 done
 pack
 echo "rc=$rc"
