@@ -640,6 +640,29 @@ def attention_grad_ref(scale, causal, rnd=lambda t: t):
                                                 [I["q"], I["k"], I["v"]], [0, 1, 2])))
 
 
+KV = ("cpu", "spirv")  # the targets with attention_kv
+
+
+def kv_ops(dt, b, h, t, d, ctx):
+    """attention_kv's operands: q, k, v [b, h, t, d], the caches [b, h, ctx, d], pos."""
+    return [f"{n}: {dt}[{b}, {h}, {t}, {d}]" for n in "qkv"] + [f"{n}: {dt}[{b}, {h}, {ctx}, {d}]" for n in ("kc", "vc")] + \
+           ["pos: i32[]"]
+
+
+def attention_kv_ref(scale, rnd=lambda t: t):
+    """k, v into cache rows [pos, pos + t) (pos clamped to [0, ctx - t], as the kernels do), then query i
+    attends over rows [0, pos + i]: the rows before pos are the caches' (random here, as earlier tokens')."""
+    def ref(I, P):
+        q, kc, vc = I["q"], I["kc"].clone(), I["vc"].clone()
+        t, ctx = q.shape[2], kc.shape[2]
+        pos = max(0, min(int(I["pos"]), ctx - t))
+        kc[:, :, pos:pos + t], vc[:, :, pos:pos + t] = I["k"], I["v"]
+        s = (q @ kc.transpose(-1, -2)) * scale
+        masked = torch.arange(ctx)[None, :] > pos + torch.arange(t)[:, None]
+        return rnd(s.masked_fill(masked, float("-inf")).softmax(-1) @ vc)
+    return ref
+
+
 def ce_grad_ref(rnd=lambda t: t):
     """Targets outside [0, C) are skipped and left out of the mean, as the
     forward kernel does: PyTorch's ignore_index."""
@@ -847,6 +870,16 @@ GRAD_CASES = [
              ce_grad_ref(), RED, {"t": (0, 7)}),
     GradCase("cross_entropy_grad_bf16", "cross_entropy_grad", ["g: f32[]", "x: bf16[6, 50]", "t: i32[6]"],
              ce_grad_ref(bf16), LOW, {"t": (0, 50), "x": (-5, 5)}),
+    # attention_kv (a decode block's prefill and step; the caches as inputs here): a chunk at pos, one
+    # token, a bf16 chunk, a head dim off the multiples, and a pos past max_ctx - t (clamped)
+    GradCase("attention_kv_chunk", "attention_kv", kv_ops("f32", 1, 2, 5, 16, 24), attention_kv_ref(0.25), RED,
+             {"pos": (6, 7)}, attrs={"scale": 0.25}, targets=KV),
+    GradCase("attention_kv_step", "attention_kv", kv_ops("f32", 2, 3, 1, 32, 40), attention_kv_ref(32 ** -0.5), RED,
+             {"pos": (17, 18)}, attrs={"scale": 32 ** -0.5}, targets=KV),
+    GradCase("attention_kv_bf16", "attention_kv", kv_ops("bf16", 1, 2, 7, 64, 80), attention_kv_ref(0.125, bf16), LOW,
+             {"pos": (30, 31)}, attrs={"scale": 0.125}, targets=KV),
+    GradCase("attention_kv_d20_clamped", "attention_kv", kv_ops("f32", 1, 1, 4, 20, 9), attention_kv_ref(0.3), RED,
+             {"pos": (8, 9)}, attrs={"scale": 0.3}, targets=KV),
 ]
 CASES += GRAD_CASES
 
