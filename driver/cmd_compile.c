@@ -170,10 +170,15 @@ static bool target_supports(const options *o, const mlc_program *prog, mlc_diag 
       const mlc_node *n = &prog->funcs[k].nodes[i];
       char why[160];
       if (!causal_cross_grad_supported(tgt, &prog->funcs[k], n, diag)) ok = false;
-      if (seen[n->op] || tgt->supports_op((mlc_op)n->op, why, sizeof why)) continue;
-      seen[n->op] = true; /* once per op */
-      mlc_error(diag, n->loc, "%s", why);
-      ok = false;
+      if (seen[n->op]) continue;
+      if (!tgt->supports_op((mlc_op)n->op, why, sizeof why)) {
+        seen[n->op] = true; /* once per op */
+        mlc_error(diag, n->loc, "%s", why);
+        ok = false;
+      } else if (tgt->supports_node && !tgt->supports_node(&prog->funcs[k], n, why, sizeof why)) { /* the op, not these shapes */
+        mlc_error(diag, n->loc, "%s", why);
+        ok = false;
+      }
     }
   /* --quantize makes qlinear (passes/quantize.c) of the linears: the target needs its kernel */
   char why[160];

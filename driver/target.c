@@ -107,6 +107,7 @@ static const mlc_driver_target targets[] = {
 #ifdef MLC_HAVE_SPIRV
     .build_bytes = sizeof(mlc_spirv_build), .build = mlc_spirv_target_build, .write = mlc_spirv_target_write,
     .open = mlc_spirv_target_open, .release = mlc_spirv_target_release, .supports_op = mlc_spirv_target_supports_op,
+    .supports_node = mlc_spirv_supports_node,
 #ifdef MLC_HAVE_CUDA
     .calibrate = mlc_calibrate_gpu, /* calibrate.c builds with the CUDA target */
 #endif

@@ -98,6 +98,9 @@ struct mlc_driver_target {
   /* Whether its code generator has a kernel for op; false with the message
    * that the code generator gives when it meets one. */
   bool (*supports_op)(mlc_op op, char *why, size_t whyn);
+  /* Whether its kernel for a node's op (supports_op said yes) takes the
+   * node's shapes and dtypes; false with the message; NULL: every node. */
+  bool (*supports_node)(const mlc_func *f, const mlc_node *n, char *why, size_t whyn);
 };
 
 /* The descriptor of --target NAME; NULL if there is none of that name. */

@@ -31,8 +31,10 @@ bool attn_grad_plain(attn *A);
 bool attn_fwd_tiled(attn *A);
 bool attn_grad_tiled(attn *A);
 /* attention_kv (a decode block's prefill and step): the chunk's keys and
- * values into the caches, then the tiled forward over the caches. */
+ * values into the caches, then the tiled forward over the caches; whether it
+ * takes heads of dims d and dv of dtype dt (false with the message). */
 bool attn_kv_tiled(attn *A);
+bool attn_kv_fits(int dt, int64_t d, int64_t dv, char *why, size_t whyn);
 /* attention_coop.c: whether the cooperative-matrix forward takes the node
  * (variant: as the variant for devices with cooperative matrices), and the
  * kernel (emulate: scalar FMAs in place of the matrices, for lavapipe). */

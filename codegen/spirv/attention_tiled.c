@@ -1,4 +1,5 @@
 /* Attention, tiled: rows through shared memory, head dims up to 128 (see attention.h and the overview in emit_attention.c). */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "codegen/spirv/attention.h"
@@ -307,12 +308,23 @@ static void kv_copy(attn *A, uint32_t src, uint32_t dst, int64_t w, uint32_t off
   sv_gs_end(s, &g);
 }
 
+bool attn_kv_fits(int dt, int64_t d, int64_t dv, char *why, size_t whyn) {
+  int es = mlc_dtype_size((mlc_dtype)dt);
+  if (d > 128 || dv > 128)
+    snprintf(why, whyn, "attention_kv: heads of dims %lld and %lld; the spirv kernel takes up to 128", (long long)d, (long long)dv);
+  else if ((d * es) % 4 || (dv * es) % 4)
+    snprintf(why, whyn, "attention_kv: %s heads of an odd dim (%lld, %lld) do not fill whole words of the caches on spirv",
+             mlc_dtype_name((mlc_dtype)dt), (long long)d, (long long)dv);
+  else
+    return true;
+  return false;
+}
+
 bool attn_kv_tiled(attn *A) {
   sv *s = A->s;
   int es = mlc_dtype_size((mlc_dtype)A->dt);
-  if ((A->D * es) % 4 || (A->DV * es) % 4)
-    return sv_fail(s, "attention_kv: 16-bit heads of an odd dim (%lld, %lld) do not fill whole words of the caches",
-                   (long long)A->D, (long long)A->DV);
+  char why[200];
+  if (!attn_kv_fits(A->dt, A->D, A->DV, why, sizeof why)) return sv_fail(s, "%s", why);
   int64_t wk = A->D * es / 4, wv = A->DV * es / 4, n = A->BH * A->SQ * (wk > wv ? wk : wv);
   int64_t groups = sv_ceil_div(n, SV_THREADS);
   tiles T = tiles_of(A); /* the module's shared memory, before its first entry point (as attn_grad_tiled) */

@@ -33,11 +33,7 @@ bool sv_emit_attention(sv *s) {
   if (!sv_check_size(s, mlc_type_numel(&s->n->type)) || !sv_check_size(s, mlc_type_numel(kt)) || !sv_check_size(s, mlc_type_numel(vt)))
     return false;
   if (A.SK < 1 || A.D < 1 || A.DV < 1) return sv_fail(s, "attention with no keys");
-  if (kv) { /* no cooperative-matrix variant (spirv.c asks for none) */
-    if (A.D > 128 || A.DV > 128) return sv_fail(s, "attention_kv: head dims %lld and %lld; the spirv kernel takes up to 128",
-                                                (long long)A.D, (long long)A.DV);
-    return attn_kv_tiled(&A);
-  }
+  if (kv) return attn_kv_tiled(&A); /* no cooperative-matrix variant (spirv.c asks for none) */
   if (s->coopmat_variant) {
     if (!attn_coop_fits(&A, grad, true)) { /* declined: the kernel below alone */
       sb_entry_begin(s->b, "main0", 1, 1, (uint32_t[2]){0, 0});

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "codegen/spirv/attention.h"
 #include "codegen/spirv/emit.h"
 #include "codegen/spirv/khr.h"
 
@@ -405,4 +406,10 @@ const char *mlc_spirv_kernel_namer(void *ctx, const mlc_func *f, uint32_t node, 
  * every other op (collectives have none). */
 bool mlc_spirv_supports_op(mlc_op op) {
   return (mlc_ops[op].flags & (MLC_F_LEAF | MLC_F_VIEW)) || emitter_of(op);
+}
+
+bool mlc_spirv_supports_node(const mlc_func *f, const mlc_node *n, char *why, size_t whyn) {
+  if (n->op != MLC_OP_ATTENTION_KV) return true;
+  const mlc_type *q = &f->nodes[n->in[0]].type, *v = &f->nodes[n->in[2]].type;
+  return attn_kv_fits(q->dtype, q->dim[3], v->dim[3], why, whyn);
 }

@@ -39,6 +39,9 @@ MLC_MUST_USE mlc_status mlc_spirv_emit(const mlc_program *p, const mlc_spirv_opt
 /* Whether the emitters have a kernel for op (or it needs none): else
  * mlc_spirv_emit refuses it ("has no kernel for this op"). */
 bool mlc_spirv_supports_op(mlc_op op);
+/* Whether the kernel for n's op takes n's shapes and dtypes (attention_kv:
+ * head dims up to 128, even for 16-bit ones); false with the message. */
+bool mlc_spirv_supports_node(const mlc_func *f, const mlc_node *n, char *why, size_t whyn);
 
 /* A namer for mlc_plan_encode (codegen/plan.h): ctx is the module. */
 const char *mlc_spirv_kernel_namer(void *ctx, const mlc_func *f, uint32_t node, uint64_t *out_work_items);
