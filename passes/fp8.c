@@ -29,7 +29,6 @@
  *   16-byte rows of each operand and of its transpose).
  * --stats lists every linear with its verdict (mlc_program.fp8).
  */
-#include <stdio.h>
 #include <string.h>
 
 #include "passes/passes.h"
@@ -120,13 +119,15 @@ static uint32_t scaled_mm(fp8 *c, uint32_t a8, uint32_t a, uint32_t b8, uint32_t
   return reshape(c, mm, &like->type, like);
 }
 
+/* Whether scope is the n-character scope k, or below it. */
+static bool under(const char *scope, const char *k, size_t n) {
+  return n && !strncmp(scope, k, n) && (scope[n] == 0 || scope[n] == '.');
+}
+
 /* Whether scope is one of the comma-separated scopes of keep, or below one. */
 static bool kept(const char *keep, const char *scope) {
-  for (const char *k = keep; *k;) {
-    size_t n = strcspn(k, ",");
-    if (n && !strncmp(scope, k, n) && (scope[n] == 0 || scope[n] == '.')) return true;
-    k += n + (k[n] == ',');
-  }
+  for (const char *k = keep; *k; k += strcspn(k, ",") + (k[strcspn(k, ",")] == ','))
+    if (under(scope, k, strcspn(k, ","))) return true;
   return false;
 }
 
@@ -164,9 +165,8 @@ static void record(mlc_program *p, const mlc_func *f, const mlc_node *n, const c
   int64_t k = x->dim[x->rank - 1];
   if (p->fp8.n == p->fp8.cap) {
     uint32_t cap = p->fp8.cap ? 2 * p->fp8.cap : 16;
-    mlc_fp8_linear *v = mlc_arena_alloc(p->arena, cap * sizeof *v);
-    if (p->fp8.n) memcpy(v, p->fp8.v, p->fp8.n * sizeof *v);
-    p->fp8.v = v, p->fp8.cap = cap;
+    p->fp8.v = mlc_arena_grow(p->arena, p->fp8.v, p->fp8.n * sizeof *p->fp8.v, cap * sizeof *p->fp8.v);
+    p->fp8.cap = cap;
   }
   p->fp8.v[p->fp8.n++] = (mlc_fp8_linear){n->scope, mlc_type_numel(x) / k, n->type.dim[n->type.rank - 1], k, why};
 }
@@ -221,13 +221,11 @@ static bool keep_scopes_match(mlc_pass_ctx *c) {
   bool ok = true;
   for (const char *k = p->opts.fp8_keep; k && *k;) {
     size_t n = strcspn(k, ",");
-    char one[256];
-    snprintf(one, sizeof one, "%.*s", (int)(n < sizeof one ? n : sizeof one - 1), k);
     bool hit = false;
-    for (uint32_t i = 0; i < p->fp8.n && !hit; i++) hit = kept(one, p->fp8.v[i].scope ? p->fp8.v[i].scope : "");
+    for (uint32_t i = 0; i < p->fp8.n && !hit; i++) hit = under(p->fp8.v[i].scope ? p->fp8.v[i].scope : "", k, n);
     if (!hit && n) {
-      mlc_error(c->d, p->train.loc, "fp8_keep: '%s' is the scope of no linear of the train step (--stats lists them "
-                "under --matmul=fp8)", one);
+      mlc_error(c->d, p->train.loc, "fp8_keep: '%.*s' is the scope of no linear of the train step (--stats lists them "
+                "under --matmul=fp8)", (int)n, k);
       ok = false;
     }
     k += n + (k[n] == ',');
