@@ -17,6 +17,8 @@
 #   4. FP8's ceiling (issue 30, plan step 1's first half): bench/fp8_ceiling.py,
 #      cuBLAS's e4m3 GEMM (torch._scaled_mm) against its bf16 one at the
 #      MiniLLM's 15 GEMM shapes, fast and promoted accumulation.
+# PART=checks runs 1 and 2, PART=speed 3 and 4 (each inside one call's ten
+# minutes); unset, all four.
 # Carry build-gpu/mlc, build-gpu/lib, build-gpu/codegen/cuda/mlc_opcheck,
 # build-gpu/runtime/libmlcrt.a and .gl.  Logs in $OUT/logs.tgz; a summary on
 # standard output.
@@ -33,6 +35,8 @@ mlc=$PWD/build-gpu/mlc opcheck=build-gpu/codegen/cuda/mlc_opcheck
 rc=0
 gpu_header bench/h200_s18.sh $work/env.log
 $mlc devices >> $work/env.log 2>&1
+part=${PART:-all}
+if [ $part != speed ]; then
 for t in cuda spirv; do
   for kw in gemv linear $([ $t = spirv ] && echo attention); do
     timeout 150 python3 tests/ops/opcheck.py ops --target $t --jobs 12 --opcheck $opcheck --work /tmp/ops-$t-$kw -k $kw \
@@ -47,6 +51,8 @@ echo "spirv decode against PyTorch: $(grep -E 'greedy tokens|logits:|FAIL' $work
 timeout 240 python3 tests/ref/quant.py $mlc $work/quant --target spirv > $work/quant.log 2>&1 || rc=1
 echo "spirv qlinear against numpy: $(grep -c '^ok' $work/quant.log) ok, $(grep -c '^FAIL' $work/quant.log) FAIL"
 pack
+fi
+if [ $part != checks ]; then
 for c in ${CONFIGS:-"small:" "d1024:dim=1024 layers=8 heads=16 vocab=32000 max_ctx=512"}; do
   name=${c%%:*} defs=${c#*:}
   for q in "" int8 int4:group=64; do
@@ -61,5 +67,6 @@ for acc in fast promote; do
   echo "fp8 ceiling ($acc): $(tail -1 $work/fp8_ceiling_$acc.log)"
 done
 pack
+fi
 echo "rc=$rc"
 exit $rc
