@@ -2,13 +2,23 @@
 """Decode speed: `mlc generate` against PyTorch eager with a static KV cache,
 in the same call, from the same weights (examples/minillm_causal.mdl).
 
-    bench/decode_cpu.py MLC [--threads 2] [--runs 3] [--target cpu|spirv] [--quantize Q]
-                        [--torch-device cpu|cuda] [NAME=VALUE ...]
+    bench/decode_cpu.py MLC [--threads 2] [--runs 3] [--target cpu|spirv|cuda] [--quantize Q]
+                        [--torch-device cpu|cuda] [--dtype f32|bf16] [NAME=VALUE ...]
 
 --target picks mlc's target (spirv: a Vulkan device, lavapipe here, NVIDIA's
 driver on the GPU machine); --quantize passes mlc generate's (the tokens may
 then differ from PyTorch's f32 ones); --torch-device runs PyTorch's side on
-the GPU (timed with synchronisation), for comparing a GPU target.
+the GPU (timed with synchronisation), for comparing a GPU target.  --dtype
+bf16 runs bench/minillm_causal_bf16.mdl (bf16 parameters, f32 logits) against
+the same model in bf16 in PyTorch, caches bf16 too; random weights make bf16
+argmax ties likely, so its tokens are counted, not required to agree.
+
+With --torch-device cuda it also prints the bandwidth limit of a decode
+step: the bytes a token reads (every parameter but the embedding table, of
+which one row, plus the valid rows of both caches of every layer at the
+decode's mean position) over the device's copy bandwidth, measured in the
+same call (a 2 GiB device-to-device copy, read plus written bytes, median of
+10), and mlc's fraction of that limit.
 
 NAME=VALUE overrides the model's config (dim=512 layers=8 ...), for both.
 PyTorch's decode keeps a cache [batch, heads, max_ctx, head_dim] per layer,
@@ -43,9 +53,9 @@ class Cached:
 
     def __init__(self, model, heads, max_ctx, device="cpu"):
         self.m, self.h = model, heads
-        d = model.embed.weight.shape[1]
-        self.k = [torch.zeros(1, heads, max_ctx, d // heads, device=device) for _ in model.layers]
-        self.v = [torch.zeros(1, heads, max_ctx, d // heads, device=device) for _ in model.layers]
+        d, dt = model.embed.weight.shape[1], model.embed.weight.dtype
+        self.k = [torch.zeros(1, heads, max_ctx, d // heads, device=device, dtype=dt) for _ in model.layers]
+        self.v = [torch.zeros(1, heads, max_ctx, d // heads, device=device, dtype=dt) for _ in model.layers]
 
     def __call__(self, idx, pos):
         t = idx.shape[1]
@@ -64,7 +74,7 @@ class Cached:
             o = F.linear(o.transpose(1, 2).reshape(1, t, -1), a.out_proj.weight, a.out_proj.bias)
             x = x + o
             x = x + layer.ffn(rmsnorm(x, layer.norm2.weight))
-        return self.m.head(x)
+        return self.m.head(x).float()
 
 
 def torch_generate(model, heads, max_ctx, prompt, n, device="cpu"):
@@ -84,6 +94,32 @@ def torch_generate(model, heads, max_ctx, prompt, n, device="cpu"):
     return tok, t1 - t0, t2 - t1
 
 
+def copy_bandwidth(device):
+    """Bytes per second of a device-to-device copy (read + written), median of 10."""
+    src = torch.empty(1 << 30, dtype=torch.int16, device=device)
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    ts = []
+    for _ in range(10):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        dst.copy_(src)
+        b.record()
+        b.synchronize()
+        ts.append(a.elapsed_time(b) / 1e3)
+    ts.sort()
+    return 2 * src.numel() * src.element_size() / ts[len(ts) // 2]
+
+
+def token_bytes(model, cfg, mean_pos):
+    """Bytes one decode step reads: the parameters (one row of the embedding) and both caches' valid rows."""
+    b = 0
+    for name, p in model.named_parameters():
+        b += (p.shape[-1] if name == "embed.weight" else p.numel()) * p.element_size()
+    es = model.embed.weight.element_size()
+    return b + 2 * cfg["layers"] * mean_pos * cfg["dim"] * es
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("mlc")
@@ -94,6 +130,7 @@ def main():
     ap.add_argument("--target", default="cpu")
     ap.add_argument("--quantize")
     ap.add_argument("--torch-device", default="cpu")
+    ap.add_argument("--dtype", choices=["f32", "bf16"], default="f32")
     ap.add_argument("defines", nargs="*")
     a = ap.parse_intermixed_args()
     cfg = dict(vocab=512, dim=128, layers=2, heads=4, max_ctx=256, prefill=16)
@@ -103,20 +140,25 @@ def main():
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     model = MiniLLM(cfg["vocab"], cfg["dim"], cfg["layers"], cfg["heads"]).eval()
+    if a.dtype == "bf16":
+        model = model.to(torch.bfloat16)
     work = tempfile.mkdtemp(prefix="mlc_decode_")
     weights = os.path.join(work, "w.safetensors")
     write_safetensors(weights, {k: v.detach() for k, v in model.state_dict().items()}, {"format": "pt"})
     prompt = torch.randint(0, cfg["vocab"], (a.prompt_len,)).tolist()
-    cmd = [a.mlc, "generate", os.path.join(ROOT, "examples", "minillm_causal.mdl"), "--target", a.target,
+    mdl = os.path.join(ROOT, "bench", "minillm_causal_bf16.mdl") if a.dtype == "bf16" else \
+        os.path.join(ROOT, "examples", "minillm_causal.mdl")
+    cmd = [a.mlc, "generate", mdl, "--target", a.target,
            "--weights", weights, "--prompt", ",".join(map(str, prompt)), "--max-new", str(a.new)]
     cmd += ["--threads", str(a.threads)] if a.target == "cpu" else []
     cmd += ["--quantize", a.quantize] if a.quantize else []
     cmd += [f"{k}={v}" for k, v in cfg.items()] + ["batch=1"]
     print("config:", " ".join(f"{k}={v}" for k, v in cfg.items()), f"threads={a.threads}",
-          f"prompt={a.prompt_len} new={a.new} target={a.target} quantize={a.quantize} torch={a.torch_device}")
+          f"prompt={a.prompt_len} new={a.new} target={a.target} quantize={a.quantize} torch={a.torch_device} "
+          f"dtype={a.dtype}")
     tmodel = model.to(a.torch_device)
     print("mlc:", " ".join(cmd[:3] + ["..."] + cmd[-len(cfg) - 1:]))
-    ratios = []
+    ratios, decs = [], []
     for r in range(a.runs):
         out = subprocess.run(cmd, capture_output=True, text=True)
         if out.returncode:
@@ -129,11 +171,19 @@ def main():
         same = sum(x == y for x, y in zip(mtok, ttok))
         n = a.new - 1
         ratios.append((n / m_dec) / (n / t_dec))
+        decs.append(m_dec / n)
         print(f"run {r}: prefill mlc {a.prompt_len / m_pre:.1f} tok/s, torch {a.prompt_len / t_pre:.1f}; "
               f"decode mlc {n / m_dec:.1f} tok/s ({m_dec / n * 1e3:.3f} ms), torch {n / t_dec:.1f} tok/s "
               f"({t_dec / n * 1e3:.3f} ms); mlc/torch {ratios[-1]:.2f}x; tokens equal {same}/{a.new}")
     ratios.sort()
     print(f"decode mlc/torch (median of {a.runs}): {ratios[len(ratios) // 2]:.2f}x")
+    if a.torch_device == "cuda":
+        bw = copy_bandwidth(a.torch_device)
+        tb = token_bytes(model, cfg, a.prompt_len + a.new / 2)
+        limit = tb / bw
+        med = sorted(decs)[len(decs) // 2]
+        print(f"bandwidth: copy {bw / 1e12:.3f} TB/s; {tb / 1e9:.4f} GB a token; limit {limit * 1e3:.4f} ms a token; "
+              f"mlc at {limit / med:.3f} of it (median {med * 1e3:.4f} ms a token)")
 
 
 if __name__ == "__main__":

@@ -79,6 +79,7 @@ static const mlc_driver_target targets[] = {
     .open = mlc_cuda_target_open, .release = mlc_cuda_target_release, .calibrate = mlc_calibrate_gpu,
     .available = mlc_calibrate_cuda_available, .clock_open = mlc_calibrate_cuda_clock,
     .supports_op = mlc_cuda_target_supports_op,
+    .supports_node = mlc_cuda_supports_node,
 #endif
   },
   {
@@ -88,6 +89,7 @@ static const mlc_driver_target targets[] = {
 #ifdef MLC_HAVE_CUDA
     .build_bytes = sizeof(mlc_cuda_build), .build = mlc_cuda_target_build, .write = mlc_cuda_target_write,
     .open = mlc_cuda_target_open, .release = mlc_cuda_target_release, .supports_op = mlc_cuda_target_supports_op,
+    .supports_node = mlc_cuda_supports_node,
 #endif
   },
   {

@@ -1699,3 +1699,122 @@ MLC_FN void mlc_attn_bwd_q_x(const float *g, const float *q, const float *k, con
     }
   }
 }
+
+// attention_kv (a decode block's prefill and step), one launch: a block of
+// W warps per (batch * head, query row i) of a chunk of SQ rows at position
+// off = pos clamped to [0, SK - SQ].  Query i sees keys j <= off + i: rows
+// j < off from the caches, rows off .. off + i from the chunk's own k and v.
+// The block also copies the chunk's row i of k and v into cache row off + i.
+// No block reads a cache row that this launch writes, so the copy needs no
+// ordering against the reads.  Each warp takes KB keys at a time (warp w
+// the keys w KB .. w KB + KB - 1 of every W KB), its lanes splitting the head
+// dim (E elements each, one vector load where D is 32 E and E a power of
+// two), the KB dot products summed across the warp together; an online
+// softmax in base 2 per warp, the warps' (max, sum, row) merged at the end
+// through shared memory.  Exact f32 arithmetic on 16-bit or f32 storage.
+template <int BYTES> struct mlc_kv_vec;
+template <> struct mlc_kv_vec<2> { typedef unsigned short t; };
+template <> struct mlc_kv_vec<4> { typedef unsigned t; };
+template <> struct mlc_kv_vec<8> { typedef uint2 t; };
+template <> struct mlc_kv_vec<16> { typedef uint4 t; };
+// Elements p[0 .. E) as f32: vector loads of up to 16 bytes (VEC: p is
+// aligned to E elements, E a power of two), else element by element up to n.
+template <class T, int E, bool VEC> MLC_FN void mlc_kv_ld(const T *p, int n, float *f) {
+  if (VEC) {
+    constexpr int B = E * (int)sizeof(T) >= 16 ? 16 : E * (int)sizeof(T), PER = B / (int)sizeof(T);
+#pragma unroll
+    for (int c = 0; c < E / PER; c++) {
+      union { typename mlc_kv_vec<B>::t v; T e[PER]; } u;
+      u.v = *(const typename mlc_kv_vec<B>::t *)(p + c * PER);
+#pragma unroll
+      for (int e = 0; e < PER; e++) f[c * PER + e] = to_f32(u.e[e]);
+    }
+  } else {
+#pragma unroll
+    for (int e = 0; e < E; e++) f[e] = e < n ? to_f32(p[e]) : 0.f;
+  }
+}
+template <class T, int D, int SQ, int SK, int W>
+MLC_FN void mlc_attn_kv(const T *q, const T *k, const T *v, T *kc, T *vc, const int *pos, T *out, float sl2) {
+  constexpr int E = (D + 31) / 32, KB = 8;
+  constexpr bool VEC = D % 32 == 0 && (E & (E - 1)) == 0;
+  __shared__ float s_m[W], s_l[W], s_o[W][D];
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, i = (int)(blockIdx.x % SQ);
+  const long long bh = blockIdx.x / SQ;
+  const int p0 = *pos, off = p0 < 0 ? 0 : p0 > SK - SQ ? SK - SQ : p0, kend = off + i + 1;
+  const T *kq = k + bh * SQ * D, *vq = v + bh * SQ * D;
+  T *kb = kc + bh * SK * D, *vb = vc + bh * SK * D;
+  for (int d = threadIdx.x; d < D; d += W * 32) {
+    kb[(long long)(off + i) * D + d] = kq[(long long)i * D + d];
+    vb[(long long)(off + i) * D + d] = vq[(long long)i * D + d];
+  }
+  const int d0 = lane * E, n = D - d0; // this lane's elements: d0 .. d0 + min(E, n)
+  float qf[E], acc[E];
+  if (n > 0) mlc_kv_ld<T, E, VEC>(q + (bh * SQ + i) * D + d0, n, qf);
+  else
+#pragma unroll
+    for (int e = 0; e < E; e++) qf[e] = 0.f;
+#pragma unroll
+  for (int e = 0; e < E; e++) acc[e] = 0.f;
+  float m = -MLC_INF, l = 0.f;
+  for (int j0 = w * KB; j0 < kend; j0 += W * KB) {
+    float s[KB], vf[KB][E];
+#pragma unroll
+    for (int t = 0; t < KB; t++) {
+      const int j = j0 + t;
+      float kf[E];
+      if (j < kend && n > 0) {
+        const long long kr = j < off ? (long long)j * D : 0, cr = (long long)(j - off) * D;
+        mlc_kv_ld<T, E, VEC>(j < off ? kb + kr + d0 : kq + cr + d0, n, kf);
+        mlc_kv_ld<T, E, VEC>(j < off ? vb + kr + d0 : vq + cr + d0, n, vf[t]);
+      } else {
+#pragma unroll
+        for (int e = 0; e < E; e++) kf[e] = vf[t][e] = 0.f;
+      }
+      float part = 0.f;
+#pragma unroll
+      for (int e = 0; e < E; e++) part += qf[e] * kf[e];
+      s[t] = part;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+      for (int t = 0; t < KB; t++) s[t] += __shfl_xor_sync(0xffffffffu, s[t], o);
+    float mb = -MLC_INF;
+#pragma unroll
+    for (int t = 0; t < KB; t++) {
+      s[t] = j0 + t < kend ? s[t] * sl2 : -MLC_INF;
+      mb = fmaxf(mb, s[t]);
+    }
+    const float mn = fmaxf(m, mb), corr = exp2f(m - mn);
+    l *= corr;
+#pragma unroll
+    for (int e = 0; e < E; e++) acc[e] *= corr;
+#pragma unroll
+    for (int t = 0; t < KB; t++) {
+      const float p = exp2f(s[t] - mn);
+      l += p;
+#pragma unroll
+      for (int e = 0; e < E; e++) acc[e] += p * vf[t][e];
+    }
+    m = mn;
+  }
+  if (lane == 0) s_m[w] = m, s_l[w] = l;
+#pragma unroll
+  for (int e = 0; e < E; e++)
+    if (e < n) s_o[w][d0 + e] = acc[e];
+  __syncthreads();
+  float mx = -MLC_INF;
+#pragma unroll
+  for (int u = 0; u < W; u++) mx = fmaxf(mx, s_m[u]);
+  for (int d = threadIdx.x; d < D; d += W * 32) {
+    float sum = 0.f, o = 0.f;
+#pragma unroll
+    for (int u = 0; u < W; u++) {
+      const float c = s_m[u] == -MLC_INF ? 0.f : exp2f(s_m[u] - mx);
+      sum += s_l[u] * c;
+      o += s_o[u][d] * c;
+    }
+    out[(bh * SQ + i) * D + d] = mlc_store_cvt<T>(o / sum);
+  }
+}

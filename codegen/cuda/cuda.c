@@ -40,6 +40,7 @@ static const cc_dialect cuda = {
     .emit_gemm = cc_emit_gemm,
     .emit_attention = cc_emit_attention,
     .emit_attention_saved = cc_emit_attention,
+    .emit_attention_kv = cc_emit_attention_kv,
     .emit_update_multi = cc_emit_update_multi,
     .epilogue_st8 = true,
 };
@@ -47,6 +48,12 @@ static const cc_dialect cuda = {
 mlc_status mlc_cuda_emit(const mlc_program *p, mlc_cuda_module *m) { return cc_emit_module(p, &cuda, m); }
 
 bool mlc_cuda_supports_op(mlc_op op) { return cc_supports_op(&cuda, op); }
+
+bool mlc_cuda_supports_node(const mlc_func *f, const mlc_node *n, char *why, size_t whyn) {
+  if (n->op != MLC_OP_ATTENTION_KV) return true;
+  const mlc_type *q = &f->nodes[n->in[0]].type;
+  return cc_attn_kv_fits(q->dim[3], why, whyn);
+}
 
 const char *mlc_cuda_kernel_namer(void *ctx, const mlc_func *f, uint32_t node, uint64_t *out_work_items) {
   return mlc_cstyle_kernel_namer(ctx, f, node, out_work_items);

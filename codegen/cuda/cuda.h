@@ -26,6 +26,9 @@ MLC_MUST_USE mlc_status mlc_cuda_emit(const mlc_program *p, mlc_cuda_module *out
 /* Whether the emitters have a kernel for op (or it needs none): else
  * mlc_cuda_emit refuses it ("has no kernel for this op"). */
 bool mlc_cuda_supports_op(mlc_op op);
+/* Whether the kernel of n's op takes its shapes (attention_kv: head dims up
+ * to 256), else why not, for an error at n's source. */
+bool mlc_cuda_supports_node(const mlc_func *f, const mlc_node *n, char *why, size_t whyn);
 
 /* A namer for mlc_plan_encode (codegen/plan.h): ctx is the module
  * (mlc_cstyle_kernel_namer, under the name the driver calls it by). */

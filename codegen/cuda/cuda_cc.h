@@ -8,6 +8,9 @@
 
 bool cc_emit_gemm(cc *c);      /* matmul, linear, matmul_tn, fused groups headed by one (emit_gemm.c) */
 bool cc_emit_attention(cc *c); /* attention, attention_grad, attention_save, attention_grad_saved */
+bool cc_emit_attention_kv(cc *c); /* attention_kv (emit_attention.c) */
+/* Whether mlc_attn_kv takes heads of dim d; else why not. */
+bool cc_attn_kv_fits(int64_t d, char *why, size_t whyn);
 
 /* Adds a tensor map at `offset` bytes into input `arg` (or the scratch
  * block: MLC_CUDA_TMAP_SCRATCH) and returns its parameter's name; the

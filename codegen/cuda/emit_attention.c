@@ -53,6 +53,12 @@
  * the same launches reading and writing [b, s, ...] rows, dq, dk, dv into
  * [b, s, 3h, d].
  *
+ * attention_kv(q, k, v, k_cache, v_cache, pos) (a decode block's prefill
+ * and step), one launch, mlc_attn_kv: a block per query row of the chunk,
+ * its warps splitting the keys, each warp 8 keys at a time with its lanes
+ * splitting the head dim (up to 256); it also writes the chunk's row into
+ * the caches.  Exact f32 arithmetic.
+ *
  * The tiles were chosen on the H200 (bench/results/cuda-attention-2026-11-30.md);
  * -DMLC_ATTN_FWD_W/_MT/_BK and -DMLC_ATTN_BWD_W/_BQ build others, to compare.
  *
@@ -61,6 +67,7 @@
  */
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "codegen/cuda/cuda_cc.h"
 
@@ -413,6 +420,33 @@ static bool emit_grad(cc *c) {
   cc_begin(c, grid, 128, 0);
   cc_printf(c, "  mlc_attn_bwd_q_simt<%s, %lld, %lld, %lld, %d>(in0, in1, in2, in3, out, (const float *)scratch, %s);\n", T,
             (long long)D, (long long)BH, (long long)S, causal, sc);
+  cc_end(c);
+  return true;
+}
+
+/* attention_kv's one launch (mlc_attn_kv): a block of 4 warps per query
+ * row of the chunk, each (batch, head) taking the caches' rows before pos
+ * and the chunk's own rows after, so the copy into the caches and the
+ * reads need no order between them. */
+#define MLC_ATTN_KV_W 4
+bool cc_attn_kv_fits(int64_t d, char *why, size_t whyn) {
+  if (d >= 1 && d <= 256) return true;
+  snprintf(why, whyn, "attention_kv: heads of dim %lld; the cuda kernel takes up to 256", (long long)d);
+  return false;
+}
+
+bool cc_emit_attention_kv(cc *c) {
+  const mlc_type *qt = cc_in(c, 0), *ct = cc_in(c, 3);
+  int64_t BH = qt->dim[0] * qt->dim[1], SQ = qt->dim[2], SK = ct->dim[2], D = qt->dim[3];
+  char why[160];
+  if (!cc_attn_kv_fits(D, why, sizeof why)) return cc_fail(c, "%s", why);
+  if (BH * SQ > INT32_MAX || SK * D > INT32_MAX || SQ > SK)
+    return cc_fail(c, "attention_kv of %lld x %lld rows over %lld cached is out of range for the CUDA kernel", (long long)BH,
+                   (long long)SQ, (long long)SK);
+  const char *T = cc_stype(c, qt->dtype);
+  cc_begin(c, (uint64_t)(BH * SQ), 32 * MLC_ATTN_KV_W, 0);
+  cc_printf(c, "  mlc_attn_kv<%s, %lld, %lld, %lld, %d>(in0, in1, in2, (%s *)in3, (%s *)in4, in5, out, %s);\n", T, (long long)D,
+            (long long)SQ, (long long)SK, MLC_ATTN_KV_W, T, T, cc_flit(c, c->n->a.f * 1.4426950408889634));
   cc_end(c);
   return true;
 }

@@ -55,6 +55,10 @@
  *    (plus the partials' traffic) model a quarter less time than one
  *    product of all of K (gemm_split).
  *
+ *  - linear of at most 4 rows (a decode step): mlc_gemv, a warp per
+ *    output column reading the weight's row 16 bytes a lane at a time,
+ *    exact f32 sums, the fused epilogue per element; any dtype and K.
+ *
  * Shared memory is dynamic; the larger tiles need more than 48 KiB, which
  * relies on the runtime raising cudaFuncAttributeMaxDynamicSharedMemorySize
  * to the launch's smem.
@@ -344,6 +348,24 @@ static void gemm_emit_one(cc *c, const gemm_desc *d, const gemm_cfg *g, const ml
 }
 
 
+/* A linear of at most GEMV_ROWS rows: mlc_gemv, a warp per output column. */
+#define GEMV_ROWS 4
+#define GEMV_WARPS 8 /* a block's */
+static bool gemv_fits(const cc *c, const gemm_desc *d) {
+  return d->b_nk && !d->a_km && mlc_gemm_batch(d) == 1 && d->M >= 1 && d->M <= GEMV_ROWS && d->K >= 1 && !c->sharded && d->N <= INT32_MAX * (int64_t)GEMV_WARPS;
+}
+
+static void gemv_emit(cc *c, const gemm_desc *d, const mlc_fused_prog *pr) {
+  if (pr) cc_fused_epilogue(c, pr);
+  cc_begin(c, (uint64_t)cc_ceil_div(d->N, GEMV_WARPS), 32 * GEMV_WARPS, 0);
+  const char *T = cc_stype(c, d->dt);
+  cc_printf(c, "  typedef mlc_gemv<%s, %d, %lldLL, %lldLL, %d> G;\n", T, (int)d->M, (long long)d->N, (long long)d->K, GEMV_WARPS);
+  if (pr) cc_printf(c, "  const @K@_epi e = %s;\n", cc_fused_epilogue_init(c, "0"));
+  else cc_printf(c, "  const mlc_gemm_out<%s> e = {out};\n", T);
+  cc_printf(c, "  G::run(in0, in1, e);\n");
+  cc_end(c);
+}
+
 /* A GEMM node, or a FUSED node whose program starts with one (its GEMM
  * described as a node of its own; the epilogue from the program). */
 bool cc_emit_gemm(cc *c) {
@@ -351,6 +373,10 @@ bool cc_emit_gemm(cc *c) {
   mlc_fused_prog pr;
   bool fused;
   if (!cc_gemm_desc_node(c, &d, &pr, &fused)) return false;
+  if (gemv_fits(c, &d)) {
+    gemv_emit(c, &d, fused ? &pr : NULL);
+    return true;
+  }
   gemm_cfg g = gemm_pick(&d, cc_f32_products(c), &c->p->opts);
   gemm_emit_cfg(c, &d, &g, fused ? &pr : NULL, gemm_split(&d, &g, fused));
   return true;

@@ -1222,3 +1222,62 @@ struct mlc_gemm_wgx {
     run_e(A, B, mlc_gemm_out<float>{C}, tm, tn, sm);
   }
 };
+
+// linear of at most 4 rows (a decode step's x [1, 1, k]): a matrix-vector
+// product, bound by reading the weight once.  A warp per output column n:
+// its lanes read w's row n 16 bytes at a time (VEC: K a multiple of 8
+// 16-bit or 4 f32 elements, so every row starts 16-byte aligned), each
+// lane's loads of the row issued before its sums, x's M rows (small, in
+// L1) beside them; the lanes' partial sums meet by shuffles, and lane 0
+// stores the M results through the epilogue e (st1, as the GEMMs').
+template <class T, int M, long long N, long long K, int WPB> struct mlc_gemv {
+  static constexpr int V = 16 / (int)sizeof(T);
+  static constexpr bool VEC = K % V == 0;
+  static constexpr long long STEP = 32LL * V, FULL = VEC ? K / STEP : 0;
+  union vec { uint4 u; T e[16 / sizeof(T)]; };
+  template <class Ep> static MLC_FN void run(const T *x, const T *w, const Ep &e) {
+    const int lane = threadIdx.x & 31;
+    const long long n = (long long)blockIdx.x * WPB + (threadIdx.x >> 5);
+    if (n >= N) return;
+    const T *wr = w + n * K;
+    float acc[M];
+#pragma unroll
+    for (int m = 0; m < M; m++) acc[m] = 0.f;
+    if (VEC) {
+#pragma unroll 8
+      for (long long it = 0; it < FULL; it++) {
+        const long long k = it * STEP + lane * V;
+        vec wv, xv;
+        wv.u = __ldg((const uint4 *)(wr + k));
+#pragma unroll
+        for (int m = 0; m < M; m++) {
+          xv.u = __ldg((const uint4 *)(x + m * K + k));
+#pragma unroll
+          for (int j = 0; j < V; j++) acc[m] += to_f32(xv.e[j]) * to_f32(wv.e[j]);
+        }
+      }
+      const long long k = FULL * STEP + lane * V;
+      if (k < K) {
+        vec wv, xv;
+        wv.u = __ldg((const uint4 *)(wr + k));
+#pragma unroll
+        for (int m = 0; m < M; m++) {
+          xv.u = __ldg((const uint4 *)(x + m * K + k));
+#pragma unroll
+          for (int j = 0; j < V; j++) acc[m] += to_f32(xv.e[j]) * to_f32(wv.e[j]);
+        }
+      }
+    } else {
+      for (long long k = lane; k < K; k += 32) {
+        const float wk = to_f32(wr[k]);
+#pragma unroll
+        for (int m = 0; m < M; m++) acc[m] += to_f32(x[m * K + k]) * wk;
+      }
+    }
+#pragma unroll
+    for (int m = 0; m < M; m++) acc[m] = mlc_warp_sum(acc[m]);
+    if (lane == 0)
+#pragma unroll
+      for (int m = 0; m < M; m++) e.st1(m * N + n, n, acc[m]);
+  }
+};

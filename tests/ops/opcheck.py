@@ -404,6 +404,13 @@ CASES = [
     Case("linear_gemv_bf16_odd_k_bias", "x: bf16[2, 2, 45]", "cast(lin(x), f32)",
          lambda I, P: bf16(F.linear(I["x"], P["lin.weight"], P["lin.bias"])), LOW,
          members="lin = Linear(45, 67, dtype=bf16)"),
+    # one row, k past the 16-byte vectors of a warp's pass (2056 = 8 x 256 + 8: one lane's tail) with
+    # SiLU in the epilogue; f32 in vectors of four
+    Case("linear_gemv_bf16_k2056_silu", "x: bf16[1, 2056]", "cast(silu(lin(x)), f32)",
+         lambda I, P: bf16(F.silu(bf16(I["x"] @ P["lin.weight"].T))), LOW,
+         members="lin = Linear(2056, 40, bias=false, dtype=bf16)"),
+    Case("linear_gemv_f32_k516", "x: f32[2, 516]", "lin(x)", lambda I, P: I["x"] @ P["lin.weight"].T, RED,
+         members="lin = Linear(516, 33, bias=false)"),
     Case("linear_bias", "x: f32[37, 53]", "lin(x)", lambda I, P: F.linear(I["x"], P["lin.weight"], P["lin.bias"]),
          RED, members="lin = Linear(53, 29)"),
     Case("linear_k_blocks", "x: f32[100, 600]", "lin(x)", lambda I, P: I["x"] @ P["lin.weight"].T, RED,
@@ -640,7 +647,7 @@ def attention_grad_ref(scale, causal, rnd=lambda t: t):
                                                 [I["q"], I["k"], I["v"]], [0, 1, 2])))
 
 
-KV = ("cpu", "spirv")  # the targets with attention_kv
+KV = ("cpu", "cuda", "spirv")  # the targets with attention_kv
 
 
 def kv_ops(dt, b, h, t, d, ctx):
@@ -880,6 +887,12 @@ GRAD_CASES = [
              {"pos": (30, 31)}, attrs={"scale": 0.125}, targets=KV),
     GradCase("attention_kv_d20_clamped", "attention_kv", kv_ops("f32", 1, 1, 4, 20, 9), attention_kv_ref(0.3), RED,
              {"pos": (8, 9)}, attrs={"scale": 0.3}, targets=KV),
+    # a decode step over a long prefix (CUDA: 251 keys, eight rounds of its four warps' eight keys), and
+    # a head dim of 96 (three elements a lane, no vector loads) in a chunk
+    GradCase("attention_kv_bf16_d128_long", "attention_kv", kv_ops("bf16", 1, 2, 1, 128, 300), attention_kv_ref(128 ** -0.5, bf16),
+             LOW, {"pos": (250, 251)}, attrs={"scale": 128 ** -0.5}, targets=KV),
+    GradCase("attention_kv_d96_chunk", "attention_kv", kv_ops("f32", 2, 1, 3, 96, 70), attention_kv_ref(96 ** -0.5), RED,
+             {"pos": (41, 42)}, attrs={"scale": 96 ** -0.5}, targets=KV),
 ]
 CASES += GRAD_CASES
 

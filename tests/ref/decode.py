@@ -17,9 +17,10 @@ With --target spirv (a Vulkan device: lavapipe in CI; exit 77 without one)
 the greedy tokens, the logits and the teeth check run through the SPIR-V
 target's attention_kv and the rest of its kernels, under the validation
 layer when MLC_VK_VALIDATE=1; sampling and the errors are the driver's and
-run on the CPU only.
+run on the CPU only.  --target cuda does the same through the CUDA target
+(its attention_kv and GEMV; exit 77 without a GPU).
 
-Usage: decode.py MLC MODEL.mdl WORKDIR [--target spirv]"""
+Usage: decode.py MLC MODEL.mdl WORKDIR [--target spirv|cuda]"""
 import os
 import subprocess
 import sys
@@ -92,12 +93,12 @@ def main():
     global TARGET
     mlc, model, work = sys.argv[1:4]
     os.makedirs(work, exist_ok=True)
-    spirv = sys.argv[4:6] == ["--target", "spirv"]
-    if spirv:
-        if subprocess.run([mlc, "devices", "--target", "spirv"], capture_output=True).returncode != 0:
-            print("no Vulkan device")
+    gpu = sys.argv[5] if sys.argv[4:5] == ["--target"] and sys.argv[5:6] in (["spirv"], ["cuda"]) else None
+    if gpu:
+        if subprocess.run([mlc, "devices", "--target", gpu], capture_output=True).returncode != 0:
+            print(f"no {gpu} device")
             sys.exit(77)
-        TARGET = ["--target", "spirv"]
+        TARGET = ["--target", gpu]
     torch.manual_seed(0)
     ref = CausalMiniLLM(**CFG).eval()
     with torch.no_grad():  # the attention biases start at zero in PyTorch; make them count
@@ -138,7 +139,7 @@ def main():
     print(f"{'ok' if caught else 'FAIL'}: with layers.1.ffn.2.weight * 1.05 the check fails "
           f"(relative error {rel_err(bad_logits[:1], want_logits[:1]):.3g})")
     ok &= caught
-    if spirv:
+    if gpu:
         sys.exit(0 if ok else 1)
 
     # Sampling: the same seed gives the same tokens.
