@@ -7,10 +7,13 @@
 #      and linear and matmul (unchanged kernels beside them).
 #   2. tests/ref/decode.py --target cuda: 32 greedy tokens and each token's
 #      logits against PyTorch's f32 decode of the same weights.
+#      tests/ref/quant.py --target cuda: qlinear int8/int4 (mlc_qgemv, one
+#      row and seven) against numpy's dequantised product.
 #   3. Decode speed against PyTorch eager on the same GPU (static KV cache),
 #      bench/decode_cpu.py --target cuda --torch-device cuda, at the
 #      MiniLLM's size (vocab 32000, dim 2048, 12 layers, 16 heads, max_ctx
-#      1024), in bf16 and f32, with the bandwidth limit measured in the call.
+#      1024): bf16, f32 with --quantize int4 (group 128) and int8, and f32,
+#      with the bandwidth limit measured in the call.
 #   PART=spirv: bench/h200_s18.sh PART=checks (the spirv GEMV, decode and
 #      qlinear on NVIDIA's Vulkan driver).
 # Carry build-gpu/mlc, build-gpu/lib, build-gpu/codegen/cuda/mlc_opcheck,
@@ -38,14 +41,19 @@ done
 pack
 timeout 200 python3 tests/ref/decode.py $mlc examples/minillm_causal.mdl $work/decode --target cuda > $work/decode.log 2>&1 || rc=1
 echo "cuda decode against PyTorch: $(grep -E 'greedy tokens|logits:|FAIL|ok:' $work/decode.log | tr '\n' ' ' | cut -c1-600)"
+timeout 120 python3 tests/ref/quant.py $mlc $work/quant --target cuda > $work/quant.log 2>&1 || rc=1
+echo "cuda qlinear against numpy: $(grep -c '^ok' $work/quant.log) ok, $(grep -c '^FAIL' $work/quant.log) FAIL"
+grep -E '^FAIL|Traceback|Error' $work/quant.log | head -3 | cut -c1-300
 pack
 big="vocab=32000 dim=2048 layers=12 heads=16 max_ctx=1024"
-for c in ${SPEED:-"bf16:$big" "f32:$big"}; do
-  dt=${c%%:*} defs=${c#*:}
-  timeout 300 python3 bench/decode_cpu.py $mlc --target cuda --torch-device cuda --runs 3 --new 128 --dtype $dt $defs \
-    > $work/speed_$dt.log 2>&1 || rc=1
-  echo "decode $dt: $(grep -E '^run|median|bandwidth' $work/speed_$dt.log | cut -c1-260 | tr '\n' ' ')"
-  tail -3 $work/speed_$dt.log | grep -iE "error|Traceback|exit" | head -3
+# name:dtype:quantize (empty: none)
+for c in ${SPEED:-bf16:bf16: int4:f32:int4 f32:f32: int8:f32:int8}; do
+  IFS=: read -r name dt q <<< "$c"
+  timeout 150 python3 bench/decode_cpu.py $mlc --target cuda --torch-device cuda --runs 3 --new 128 --dtype $dt \
+    ${q:+--quantize $q} $big > $work/speed_$name.log 2>&1 || rc=1
+  echo "decode $name: $(grep -E '^run|median|bandwidth' $work/speed_$name.log | cut -c1-260 | tr '\n' ' ')"
+  tail -3 $work/speed_$name.log | grep -iE "error|Traceback|exit" | head -3
+  pack
 done
 pack
 echo "rc=$rc"

@@ -41,6 +41,7 @@ static const cc_dialect cuda = {
     .emit_attention = cc_emit_attention,
     .emit_attention_saved = cc_emit_attention,
     .emit_attention_kv = cc_emit_attention_kv,
+    .emit_qlinear = cc_emit_qlinear,
     .emit_update_multi = cc_emit_update_multi,
     .epilogue_st8 = true,
 };

@@ -9,6 +9,7 @@
 bool cc_emit_gemm(cc *c);      /* matmul, linear, matmul_tn, fused groups headed by one (emit_gemm.c) */
 bool cc_emit_attention(cc *c); /* attention, attention_grad, attention_save, attention_grad_saved */
 bool cc_emit_attention_kv(cc *c); /* attention_kv (emit_attention.c) */
+bool cc_emit_qlinear(cc *c);      /* qlinear, --quantize's (emit_qlinear.c) */
 /* Whether mlc_attn_kv takes heads of dim d; else why not. */
 bool cc_attn_kv_fits(int64_t d, char *why, size_t whyn);
 

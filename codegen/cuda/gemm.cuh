@@ -1281,3 +1281,66 @@ template <class T, int M, long long N, long long K, int WPB> struct mlc_gemv {
       for (int m = 0; m < M; m++) e.st1(m * N + n, n, acc[m]);
   }
 };
+
+// qlinear (--quantize int8|int4): y[m][n] = sum_k x[m][k] code[n][k] scale,
+// w packed as runtime/quant.h lays it out (per row its K codes, PER = 32 /
+// BITS to a word, element j in bits [BITS (j % PER), + BITS), two's
+// complement; then K / G f32 scales).  x and y f32.  A warp per output
+// column and MB rows of x: its lanes take the row's words of codes (four at
+// a time, 16 bytes, where rows of words are 16-byte aligned: V4), each word
+// dequantised in registers against x's rows and scaled once (a word lies in
+// one group: G is a multiple of 8); the lanes' sums meet by shuffles.  Up to
+// MB rows share each word; more rows take more blocks (blockIdx.x / NB).
+template <int BITS, int MB, long long M, long long N, long long K, long long G, int WPB> struct mlc_qgemv {
+  static constexpr int PER = 32 / BITS;
+  static constexpr long long CW = K / PER, RW = CW + K / G, NB = (N + WPB - 1) / WPB;
+  static constexpr bool V4 = CW % 4 == 0 && RW % 4 == 0;
+  static MLC_FN void word(unsigned w, long long c, const float *x, int rows, const unsigned *row, float *acc) {
+    const long long k0 = c * PER;
+    const float s = __uint_as_float(__ldg(row + CW + k0 / G));
+    float code[PER];
+#pragma unroll
+    for (int e = 0; e < PER; e++) code[e] = (float)((int)(w << (32 - BITS * (e + 1))) >> (32 - BITS));
+#pragma unroll
+    for (int m = 0; m < MB; m++) {
+      if (m >= rows) break;
+      const float4 *xr = (const float4 *)(x + m * K + k0);
+      float sum = 0.f;
+#pragma unroll
+      for (int q = 0; q < PER / 4; q++) {
+        const float4 v = __ldg(xr + q);
+        sum += code[4 * q] * v.x + code[4 * q + 1] * v.y + code[4 * q + 2] * v.z + code[4 * q + 3] * v.w;
+      }
+      acc[m] += sum * s;
+    }
+  }
+  static MLC_FN void run(const int *wq, const float *x, float *y) {
+    const int lane = threadIdx.x & 31;
+    const long long n = (long long)(blockIdx.x % NB) * WPB + (threadIdx.x >> 5), r0 = (long long)(blockIdx.x / NB) * MB;
+    if (n >= N) return;
+    const int rows = M - r0 < MB ? (int)(M - r0) : MB;
+    const unsigned *row = (const unsigned *)wq + n * RW;
+    x += r0 * K;
+    float acc[MB];
+#pragma unroll
+    for (int m = 0; m < MB; m++) acc[m] = 0.f;
+    if (V4) {
+#pragma unroll 4
+      for (long long c = lane; c < CW / 4; c += 32) {
+        const uint4 u = __ldg((const uint4 *)row + c);
+        word(u.x, 4 * c, x, rows, row, acc);
+        word(u.y, 4 * c + 1, x, rows, row, acc);
+        word(u.z, 4 * c + 2, x, rows, row, acc);
+        word(u.w, 4 * c + 3, x, rows, row, acc);
+      }
+    } else {
+      for (long long c = lane; c < CW; c += 32) word(__ldg(row + c), c, x, rows, row, acc);
+    }
+#pragma unroll
+    for (int m = 0; m < MB; m++) acc[m] = mlc_warp_sum(acc[m]);
+    if (lane == 0)
+#pragma unroll
+      for (int m = 0; m < MB; m++)
+        if (m < rows) y[(r0 + m) * N + n] = acc[m];
+  }
+};

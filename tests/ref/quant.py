@@ -19,7 +19,9 @@ With --target spirv (a Vulkan device: lavapipe in CI; exit 77 without one)
 the same checks run through the SPIR-V target's qlinear kernels: its GEMV
 (one row) and its thread-per-output kernel (7 rows).
 
-Usage: quant.py MLC WORKDIR [--target spirv]"""
+--target cuda runs them through the CUDA target's qlinear (mlc_qgemv).
+
+Usage: quant.py MLC WORKDIR [--target spirv|cuda]"""
 import os
 import subprocess
 import sys
@@ -71,11 +73,11 @@ def main():
     global TARGET
     mlc, work = sys.argv[1:3]
     os.makedirs(work, exist_ok=True)
-    if sys.argv[3:5] == ["--target", "spirv"]:
-        if subprocess.run([mlc, "devices", "--target", "spirv"], capture_output=True).returncode != 0:
-            print("no Vulkan device")
+    if sys.argv[3:4] == ["--target"] and sys.argv[4:5] in (["spirv"], ["cuda"]):
+        if subprocess.run([mlc, "devices", "--target", sys.argv[4]], capture_output=True).returncode != 0:
+            print(f"no {sys.argv[4]} device")
             sys.exit(77)
-        TARGET = ["--target", "spirv"]
+        TARGET = ["--target", sys.argv[4]]
     mdl = os.path.join(work, "q.mdl")
     open(mdl, "w").write(MODEL)
     rng = np.random.default_rng(0)
