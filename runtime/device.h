@@ -92,6 +92,18 @@ typedef struct {
    * Metal). */
   mlc_status (*check_external)(mlc_device *d, uint64_t ext, uint64_t bytes, int ordinal);
   mlc_status (*copy_external)(mlc_device *d, uint64_t addr, uint64_t ext, uint64_t bytes, bool in);
+  /* Recorded launches (CUDA graphs), NULL where the device has none: after
+   * record_begin the launches are recorded instead of run, until record_end
+   * hands back the recording; replay queues it (as the launches would be,
+   * in order); record_free drops one.  record_begin may refuse with
+   * MLC_UNIMPLEMENTED (turned off): the session then launches as before.
+   * The session records an entry that runs on one stream with no
+   * collective and no timing (session.c's recordable), and replays it while
+   * every step's arguments stay the same. */
+  mlc_status (*record_begin)(mlc_device *d);
+  mlc_status (*record_end)(mlc_device *d, void **out);
+  mlc_status (*replay)(mlc_device *d, void *rec);
+  void (*record_free)(mlc_device *d, void *rec);
 } mlc_device_vt;
 
 struct mlc_device {

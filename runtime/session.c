@@ -13,6 +13,7 @@
 #include "runtime/session_impl.h"
 
 #include <string.h>
+#include <xxhash.h>
 
 #include "runtime/cpu/convert.h"
 #include "runtime/cpu/device.h"
@@ -49,6 +50,7 @@ void mlc_session_destroy(mlc_session *s) {
       mlc_allocator_free(s->a, es->addr);
       mlc_allocator_free(s->a, es->in_place);
       mlc_allocator_free(s->a, es->moved);
+      if (es->rec) s->dev->vt->record_free(s->dev, es->rec);
       if (s->dev && es->arena) s->dev->vt->free(s->dev, es->arena);
     }
   }
@@ -708,6 +710,75 @@ static mlc_status check_given(const mlc_session *s) {
   return NULL;
 }
 
+/* Whether the entry's launches may be recorded once and replayed (see
+ * runtime/device.h's record_begin): every step a kernel on stream 0, none
+ * waited for, and not the train entry, whose optimizer steps are left to
+ * plain launches.  The key of a recording: its steps' argument addresses. */
+static bool recordable(const mlc_session *s, const char *entry, const entry_state *es) {
+  if (es->rec_off || s->profile || !s->dev->vt->record_begin || !strcmp(entry, "train")) return false;
+  for (uint32_t i = 0; i < es->e->nsteps; i++)
+    if (!es->kern[i] || es->e->steps[i].stream || es->e->steps[i].nwait || es->signal[i]) return false;
+  return true;
+}
+
+static uint64_t args_key(const entry_state *es) {
+  uint64_t h = 0; /* each step's hash seeds the next's */
+  for (uint32_t i = 0; i < es->e->nsteps; i++) h = XXH64(es->args[i], es->e->steps[i].nargs * sizeof *es->args[i], h);
+  return h;
+}
+
+/* The steps' launches, each after its stream's waits (plan order). */
+static mlc_status launch_steps(mlc_session *s, entry_state *es) {
+  const mlc_device_vt *vt = s->dev->vt;
+  mlc_status err = NULL;
+  for (uint32_t i = 0; i < es->e->nsteps && !err; i++) {
+    const mlc_plan_step *st = &es->e->steps[i];
+    if (vt->range_push) vt->range_push(s->dev, es->label[i]);
+    if (vt->order) err = vt->order(s->dev, st->stream, st->wait, st->nwait); /* streams: see codegen/schedule.c */
+    if (!err && !es->kern[i]) {
+      bool timed = s->profile && vt->mark;
+      if (timed) err = vt->mark(s->dev, i, false);
+      if (!err) err = collective(s, es, i);
+      if (!err && timed) err = vt->mark(s->dev, i, true);
+    } else if (!err) {
+      err = vt->launch(s->dev, es->kern[i], st->sharded ? mlc_plan_shard_rows(st->work_items, s->comm->world) : st->work_items,
+                       es->args[i], st->nargs, s->profile, i);
+    }
+    if (!err && es->signal[i] && vt->signal) err = vt->signal(s->dev, i);
+    if (vt->range_pop) vt->range_pop(s->dev);
+  }
+  return err;
+}
+
+/* launch_steps, or its recording replayed: recorded on the first run (and
+ * again when the arguments move), the recording then queued. */
+static mlc_status launch_or_replay(mlc_session *s, const char *entry, entry_state *es) {
+  const mlc_device_vt *vt = s->dev->vt;
+  if (!recordable(s, entry, es)) return launch_steps(s, es);
+  uint64_t key = args_key(es);
+  if (es->rec && es->rec_key == key) return vt->replay(s->dev, es->rec);
+  if (es->rec) vt->record_free(s->dev, es->rec);
+  es->rec = NULL;
+  mlc_status err = vt->record_begin(s->dev);
+  if (err && mlc_status_code(err) == MLC_UNIMPLEMENTED) { /* turned off: plain launches from now on */
+    mlc_status_free(err);
+    es->rec_off = true;
+    return launch_steps(s, es);
+  }
+  MLC_RETURN_IF_ERROR(err);
+  err = launch_steps(s, es);
+  void *rec = NULL;
+  mlc_status end = vt->record_end(s->dev, &rec);
+  if (!err) err = end;
+  else mlc_status_free(end);
+  if (err) {
+    if (rec) vt->record_free(s->dev, rec);
+    return err;
+  }
+  es->rec = rec, es->rec_key = key;
+  return vt->replay(s->dev, rec);
+}
+
 /* mlc_session_run's work, the bindings left to it. */
 static mlc_status run(mlc_session *s, const char *entry, entry_state *es) {
   const mlc_device_vt *vt = s->dev->vt;
@@ -731,23 +802,7 @@ static mlc_status run(mlc_session *s, const char *entry, entry_state *es) {
       MLC_RETURN_IF_ERROR(vt->write(s->dev, es->addr[es->e->inputs[i].value], &world, sizeof world));
     }
   if (vt->range_push) vt->range_push(s->dev, entry);
-  mlc_status err = NULL;
-  for (uint32_t i = 0; i < es->e->nsteps && !err; i++) {
-    const mlc_plan_step *st = &es->e->steps[i];
-    if (vt->range_push) vt->range_push(s->dev, es->label[i]);
-    if (vt->order) err = vt->order(s->dev, st->stream, st->wait, st->nwait); /* streams: see codegen/schedule.c */
-    if (!err && !es->kern[i]) {
-      bool timed = s->profile && vt->mark;
-      if (timed) err = vt->mark(s->dev, i, false);
-      if (!err) err = collective(s, es, i);
-      if (!err && timed) err = vt->mark(s->dev, i, true);
-    } else if (!err) {
-      err = vt->launch(s->dev, es->kern[i], st->sharded ? mlc_plan_shard_rows(st->work_items, s->comm->world) : st->work_items,
-                       es->args[i], st->nargs, s->profile, i);
-    }
-    if (!err && es->signal[i] && vt->signal) err = vt->signal(s->dev, i);
-    if (vt->range_pop) vt->range_pop(s->dev);
-  }
+  mlc_status err = launch_or_replay(s, entry, es);
   if (vt->range_pop) vt->range_pop(s->dev);
   MLC_RETURN_IF_ERROR(err);
   mlc_comm_busy(s->comm, true); /* the watchdog keeps the deadline while the device runs the step */

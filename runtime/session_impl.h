@@ -45,6 +45,13 @@ typedef struct {
   uint64_t *moved;        /* per value */
   uint32_t nin_place;     /* roots with in_place set */
   bool any_moved;
+  /* The device's recording of the steps' launches (vt->record_begin: CUDA
+   * graphs), replayed while the arguments hash to rec_key; rec_off: this
+   * entry is not recorded (a collective, a second stream, the train entry,
+   * or the device refused). */
+  void *rec;
+  uint64_t rec_key;
+  bool rec_off;
 } entry_state;
 
 /* One step of one run, for the trace. */

@@ -52,6 +52,7 @@ typedef struct {
   uint32_t *used;           /* [cap_ev]: slots timed since the last finish */
   char name[256];
   int cc_major, cc_minor, sms;
+  bool no_graphs;           /* MLC_CUDA_GRAPHS=0: record_begin refuses */
 } cuda_dev;
 
 #define CK(d, call) mlc_cuda_check(&(d)->drv, (d)->drv.call, #call)
@@ -469,9 +470,42 @@ static mlc_status code_from_plan(cuda_dev *d, const mlc_plan *pl) {
   return NULL;
 }
 
+/* Recorded launches: a CUDA graph captured from the compute stream (relaxed
+ * mode: the capture refuses nothing the launches do), instantiated once. */
+static mlc_status cu_record_begin(mlc_device *base) {
+  cuda_dev *d = (cuda_dev *)base;
+  if (d->no_graphs) return mlc_status_make(MLC_UNIMPLEMENTED, "CUDA graphs are off (MLC_CUDA_GRAPHS=0)");
+  d->cur = 0;
+  d->stream = d->streams[0];
+  return CK(d, cuStreamBeginCapture(d->stream, 2 /* CU_STREAM_CAPTURE_MODE_RELAXED */));
+}
+
+static mlc_status cu_record_end(mlc_device *base, void **out) {
+  cuda_dev *d = (cuda_dev *)base;
+  CUgraph g = NULL;
+  CUgraphExec x = NULL;
+  *out = NULL;
+  mlc_status st = CK(d, cuStreamEndCapture(d->stream, &g));
+  if (!st) st = CK(d, cuGraphInstantiate(&x, g, 0));
+  if (g) d->drv.cuGraphDestroy(g);
+  if (!st) *out = x;
+  return st;
+}
+
+static mlc_status cu_replay(mlc_device *base, void *rec) {
+  cuda_dev *d = (cuda_dev *)base;
+  return CK(d, cuGraphLaunch((CUgraphExec)rec, d->stream));
+}
+
+static void cu_record_free(mlc_device *base, void *rec) {
+  cuda_dev *d = (cuda_dev *)base;
+  if (rec) d->drv.cuGraphExecDestroy((CUgraphExec)rec);
+}
+
 static const mlc_device_vt cuda_vt = {
     "cuda", false, false, cu_destroy, cu_alloc, cu_free, cu_write, cu_read, cu_resolve, cu_launch, cu_finish, cu_describe,
     cu_range_push, cu_range_pop, cu_stream, cu_mark, cu_order, cu_signal, cu_kernel_launch, cu_check_external, cu_copy_external,
+    cu_record_begin, cu_record_end, cu_replay, cu_record_free,
 };
 
 mlc_status mlc_cuda_device_create(const mlc_cuda_code *code, mlc_allocator a, mlc_device **out) {
@@ -482,6 +516,8 @@ mlc_status mlc_cuda_device_create(const mlc_cuda_code *code, mlc_allocator a, ml
   d->base.vt = &cuda_vt;
   d->base.a = a;
   d->code = *code;
+  const char *graphs = getenv("MLC_CUDA_GRAPHS");
+  d->no_graphs = graphs && !strcmp(graphs, "0");
   mlc_status st = code->plan ? code_from_plan(d, code->plan) : NULL;
   if (st) { cu_destroy(&d->base); return st; }
   code = &d->code;

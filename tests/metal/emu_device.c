@@ -124,7 +124,7 @@ static void emu_describe(mlc_device *b, char *buf, size_t n) { snprintf(buf, n, 
 
 static const mlc_device_vt emu_vt = {
     "metal-emu", true, false, emu_destroy, emu_alloc, emu_free, emu_write, emu_read, emu_resolve, emu_launch, emu_finish,
-    emu_describe, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+    emu_describe, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
 };
 
 mlc_status mlc_emu_compile(const char *metal, const char *so, const char *header, const char *log) {
