@@ -13,7 +13,8 @@
 #      bench/decode_cpu.py --target cuda --torch-device cuda, at the
 #      MiniLLM's size (vocab 32000, dim 2048, 12 layers, 16 heads, max_ctx
 #      1024): bf16, f32 with --quantize int4 (group 128) and int8, and f32,
-#      with the bandwidth limit measured in the call.
+#      with the bandwidth limit measured in the call; bf16 again with
+#      MLC_CUDA_GRAPHS=0 (every launch from the host, no graph).
 #   PART=spirv: bench/h200_s18.sh PART=checks (the spirv GEMV, decode and
 #      qlinear on NVIDIA's Vulkan driver).
 # Carry build-gpu/mlc, build-gpu/lib, build-gpu/codegen/cuda/mlc_opcheck,
@@ -46,10 +47,11 @@ echo "cuda qlinear against numpy: $(grep -c '^ok' $work/quant.log) ok, $(grep -c
 grep -E '^FAIL|Traceback|Error' $work/quant.log | head -3 | cut -c1-300
 pack
 big="vocab=32000 dim=2048 layers=12 heads=16 max_ctx=1024"
-# name:dtype:quantize (empty: none)
-for c in ${SPEED:-bf16:bf16: int4:f32:int4 f32:f32: int8:f32:int8}; do
+# name:dtype:quantize (empty: none); a name ending in -nographs runs with MLC_CUDA_GRAPHS=0
+for c in ${SPEED:-bf16:bf16: bf16-nographs:bf16: int4:f32:int4 f32:f32: int8:f32:int8}; do
   IFS=: read -r name dt q <<< "$c"
-  timeout 150 python3 bench/decode_cpu.py $mlc --target cuda --torch-device cuda --runs 3 --new 128 --dtype $dt \
+  g=1; [ "${name%-nographs}" != "$name" ] && g=0
+  MLC_CUDA_GRAPHS=$g timeout 150 python3 bench/decode_cpu.py $mlc --target cuda --torch-device cuda --runs 3 --new 128 --dtype $dt \
     ${q:+--quantize $q} $big > $work/speed_$name.log 2>&1 || rc=1
   echo "decode $name: $(grep -E '^run|median|bandwidth' $work/speed_$name.log | cut -c1-260 | tr '\n' ' ')"
   tail -3 $work/speed_$name.log | grep -iE "error|Traceback|exit" | head -3
