@@ -1235,6 +1235,17 @@ template <class T, int M, long long N, long long K, int WPB> struct mlc_gemv {
   static constexpr bool VEC = K % V == 0;
   static constexpr long long STEP = 32LL * V, FULL = VEC ? K / STEP : 0;
   union vec { uint4 u; T e[16 / sizeof(T)]; };
+  // elements k .. k + V - 1 of the weight's row against x's rows, into acc
+  static MLC_FN void step(const T *x, const T *wr, long long k, float *acc) {
+    vec wv, xv;
+    wv.u = __ldg((const uint4 *)(wr + k));
+#pragma unroll
+    for (int m = 0; m < M; m++) {
+      xv.u = __ldg((const uint4 *)(x + m * K + k));
+#pragma unroll
+      for (int j = 0; j < V; j++) acc[m] += to_f32(xv.e[j]) * to_f32(wv.e[j]);
+    }
+  }
   template <class Ep> static MLC_FN void run(const T *x, const T *w, const Ep &e) {
     const int lane = threadIdx.x & 31;
     const long long n = (long long)blockIdx.x * WPB + (threadIdx.x >> 5);
@@ -1245,28 +1256,8 @@ template <class T, int M, long long N, long long K, int WPB> struct mlc_gemv {
     for (int m = 0; m < M; m++) acc[m] = 0.f;
     if (VEC) {
 #pragma unroll 8
-      for (long long it = 0; it < FULL; it++) {
-        const long long k = it * STEP + lane * V;
-        vec wv, xv;
-        wv.u = __ldg((const uint4 *)(wr + k));
-#pragma unroll
-        for (int m = 0; m < M; m++) {
-          xv.u = __ldg((const uint4 *)(x + m * K + k));
-#pragma unroll
-          for (int j = 0; j < V; j++) acc[m] += to_f32(xv.e[j]) * to_f32(wv.e[j]);
-        }
-      }
-      const long long k = FULL * STEP + lane * V;
-      if (k < K) {
-        vec wv, xv;
-        wv.u = __ldg((const uint4 *)(wr + k));
-#pragma unroll
-        for (int m = 0; m < M; m++) {
-          xv.u = __ldg((const uint4 *)(x + m * K + k));
-#pragma unroll
-          for (int j = 0; j < V; j++) acc[m] += to_f32(xv.e[j]) * to_f32(wv.e[j]);
-        }
-      }
+      for (long long it = 0; it < FULL; it++) step(x, wr, it * STEP + lane * V, acc);
+      if (FULL * STEP + lane * V < K) step(x, wr, FULL * STEP + lane * V, acc); // the tail: K % STEP / V lanes
     } else {
       for (long long k = lane; k < K; k += 32) {
         const float wk = to_f32(wr[k]);
