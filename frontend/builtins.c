@@ -178,14 +178,25 @@ static bool mha_make(mlc_lowerer *L, mlc_instance *m, const mlc_call *c) {
   return true;
 }
 
+/* x [B, A, C, D] with axes 1 and 2 swapped: a transpose, or where A or C
+ * is 1 (a decode step's one token) a reshape, since the bytes stay where
+ * they are (no kernel). */
+static mlc_value swap12(mlc_lowerer *L, mlc_value x, mlc_loc loc) {
+  const mlc_type *t = mlc_value_type(L, x);
+  if (t->dim[1] == 1 || t->dim[2] == 1) {
+    int64_t d[4] = {t->dim[0], t->dim[2], t->dim[1], t->dim[3]};
+    return mlc_reshape(L, x, d, 4, loc);
+  }
+  mlc_attrs a = {.axis = 1, .axis2 = 2};
+  return mlc_emit(L, MLC_OP_TRANSPOSE, &x, 1, &a, NULL, loc);
+}
+
 /* [B, S, E] -> [B, H, S, E/H] */
 static mlc_value split_heads(mlc_lowerer *L, mlc_value x, int64_t h, mlc_loc loc) {
   if (x.kind != V_TENSOR) return x;
   const mlc_type *t = mlc_value_type(L, x);
   int64_t d[4] = {t->dim[0], t->dim[1], h, t->dim[2] / h};
-  mlc_value r = mlc_reshape(L, x, d, 4, loc);
-  mlc_attrs a = {.axis = 1, .axis2 = 2};
-  return mlc_emit(L, MLC_OP_TRANSPOSE, &r, 1, &a, NULL, loc);
+  return swap12(L, mlc_reshape(L, x, d, 4, loc), loc);
 }
 
 static mlc_value mha_forward(mlc_lowerer *L, mlc_instance *m, const mlc_value *args, uint32_t n, mlc_loc loc) {
@@ -235,8 +246,7 @@ static mlc_value mha_forward(mlc_lowerer *L, mlc_instance *m, const mlc_value *a
   for (int i = 0; i < 3; i++) qkv[i] = split_heads(L, qkv[i], h, loc);
   mlc_value o = mlc_attention(L, qkv, m->causal, 1.0 / sqrt((double)(e / h)), loc);
   if (o.kind != V_TENSOR) return o;
-  mlc_attrs tr = {.axis = 1, .axis2 = 2};
-  o = mlc_emit(L, MLC_OP_TRANSPOSE, &o, 1, &tr, NULL, loc);
+  o = swap12(L, o, loc);
   const mlc_type *qt = mlc_value_type(L, q);
   int64_t d[3] = {qt->dim[0], qt->dim[1], e};
   o = mlc_reshape(L, o, d, 3, loc);
