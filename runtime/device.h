@@ -98,8 +98,8 @@ typedef struct {
    * in order); record_free drops one.  record_begin may refuse with
    * MLC_UNIMPLEMENTED (turned off): the session then launches as before.
    * The session records an entry that runs on one stream with no
-   * collective and no timing (session.c's recordable), and replays it while
-   * every step's arguments stay the same. */
+   * collective and no timing (session.c's recordable) on its second run in
+   * a row with the same arguments, and replays it while they stay. */
   mlc_status (*record_begin)(mlc_device *d);
   mlc_status (*record_end)(mlc_device *d, void **out);
   mlc_status (*replay)(mlc_device *d, void *rec);

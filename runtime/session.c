@@ -750,13 +750,17 @@ static mlc_status launch_steps(mlc_session *s, entry_state *es) {
   return err;
 }
 
-/* launch_steps, or its recording replayed: recorded on the first run (and
- * again when the arguments move), the recording then queued. */
+/* launch_steps, or its recording replayed: recorded on the second run in a
+ * row with the same arguments (a caller who binds other buffers every run,
+ * as Python's with fresh tensors may, keeps plain launches instead of
+ * paying a recording each time), then queued while they stay. */
 static mlc_status launch_or_replay(mlc_session *s, const char *entry, entry_state *es) {
   const mlc_device_vt *vt = s->dev->vt;
   if (!recordable(s, entry, es)) return launch_steps(s, es);
-  uint64_t key = args_key(es);
+  uint64_t key = args_key(es), last = es->last_key;
+  es->last_key = key;
   if (es->rec && es->rec_key == key) return vt->replay(s->dev, es->rec);
+  if (key != last) return launch_steps(s, es);
   if (es->rec) vt->record_free(s->dev, es->rec);
   es->rec = NULL;
   mlc_status err = vt->record_begin(s->dev);

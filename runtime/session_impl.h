@@ -46,11 +46,12 @@ typedef struct {
   uint32_t nin_place;     /* roots with in_place set */
   bool any_moved;
   /* The device's recording of the steps' launches (vt->record_begin: CUDA
-   * graphs), replayed while the arguments hash to rec_key; rec_off: this
-   * entry is not recorded (a collective, a second stream, the train entry,
-   * or the device refused). */
+   * graphs), replayed while the arguments hash to rec_key; last_key: the
+   * arguments of the run before (a recording is made on the second run in
+   * a row with the same ones); rec_off: this entry is not recorded (the
+   * device refused). */
   void *rec;
-  uint64_t rec_key;
+  uint64_t rec_key, last_key;
   bool rec_off;
 } entry_state;
 

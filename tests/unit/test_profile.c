@@ -302,6 +302,10 @@ typedef struct {
   mlc_device base;
   mlc_device *cpu;
   int launches, timed;
+  /* record_begin .. record_end (recording_vt): the launches kept, not run */
+  bool recording;
+  int nrec, records, replays, frees;
+  struct { void *k; uint64_t items, args[4]; uint32_t nargs; } rec[8];
 } counting_dev;
 
 static void cd_destroy(mlc_device *d) {
@@ -324,6 +328,12 @@ static mlc_status cd_resolve(mlc_device *d, const char *sym, void **out) {
 static mlc_status cd_launch(mlc_device *d, void *k, uint64_t items, const uint64_t *args, uint32_t nargs, bool timing,
                             uint32_t slot) {
   counting_dev *c = (counting_dev *)d;
+  if (c->recording) {
+    assert_true(c->nrec < 8 && nargs <= 4 && !timing);
+    c->rec[c->nrec].k = k, c->rec[c->nrec].items = items, c->rec[c->nrec].nargs = nargs;
+    memcpy(c->rec[c->nrec++].args, args, nargs * sizeof *args);
+    return NULL;
+  }
   c->launches++;
   c->timed += timing;
   return c->cpu->vt->launch(c->cpu, k, items, args, nargs, timing, slot);
@@ -335,6 +345,33 @@ static void cd_describe(mlc_device *d, char *buf, size_t n) { snprintf(buf, n, "
 static const mlc_device_vt counting_vt = {"counting", true, false, cd_destroy, cd_alloc, cd_free, cd_write, cd_read, cd_resolve,
                                           cd_launch, cd_finish, cd_describe, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
                                           NULL, NULL, NULL, NULL};
+
+/* The same with recorded launches, as CUDA graphs give them: one recording
+ * (the handle is the device itself), replayed by running its launches. */
+static mlc_status cd_record_begin(mlc_device *d) {
+  counting_dev *c = (counting_dev *)d;
+  assert_false(c->recording);
+  c->recording = true, c->nrec = 0;
+  return NULL;
+}
+static mlc_status cd_record_end(mlc_device *d, void **out) {
+  counting_dev *c = (counting_dev *)d;
+  c->recording = false;
+  c->records++;
+  *out = c;
+  return NULL;
+}
+static mlc_status cd_replay(mlc_device *d, void *rec) {
+  counting_dev *c = rec;
+  c->replays++;
+  for (int i = 0; i < c->nrec; i++)
+    MLC_RETURN_IF_ERROR(c->cpu->vt->launch(c->cpu, c->rec[i].k, c->rec[i].items, c->rec[i].args, c->rec[i].nargs, false, 0));
+  return NULL;
+}
+static void cd_record_free(mlc_device *d, void *rec) { ((counting_dev *)d)->frees++; }
+static const mlc_device_vt recording_vt = {"recording", true, true, cd_destroy, cd_alloc, cd_free, cd_write, cd_read, cd_resolve,
+                                           cd_launch, cd_finish, cd_describe, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+                                           cd_record_begin, cd_record_end, cd_replay, cd_record_free};
 
 
 /* With profiling off, no step is timed and nothing is recorded; with it
@@ -369,6 +406,74 @@ static void profiling_off_records_nothing(void **state) {
     else assert_string_equal(tab, "no profiled runs of forward\n");
     free(tab);
     mlc_session_destroy(s);
+  }
+}
+
+/* Recorded launches (runtime/device.h's record_begin): an entry's launches
+ * are recorded on its second run with the same arguments and replayed from
+ * then on, with its outputs as plain launches give them; other arguments (a
+ * caller's buffer bound in place) launch plainly, and a recording is made
+ * again once they repeat; a profiled session never records. */
+static void add_kernel(void **bufs, int64_t begin, int64_t end) {
+  const float *a = bufs[0];
+  float *o = bufs[1];
+  for (int64_t i = begin; i < end; i++) o[i] = a[i] + 1.f;
+}
+static void *add_lookup(void *ctx, const char *symbol) {
+  (void)ctx;
+  void *p;
+  void (*fn)(void **, int64_t, int64_t) = add_kernel;
+  memcpy(&p, &fn, sizeof p);
+  return strcmp(symbol, "k0") ? NULL : p;
+}
+static void recorded_launches_replay(void **state) {
+  (void)state;
+  mlc_plan_value vals[3];
+  for (int i = 0; i < 3; i++) vals[i] = (mlc_plan_value){shape(1, 1, 4, 0, 0), 64 * i, MLC_PLAN_NO_PARAM, 0, 0, 0, MLC_PLAN_NO_VALUE};
+  uint32_t a01[] = {0, 1}, a12[] = {1, 2};
+  mlc_plan_step steps[] = {{0, "a%1", "", 0, 0, 2, NULL, a01, 4, 16, 32, 0, MLC_PLAN_UNIT_FP32, 1},
+                           {0, "b%2", "", 0, 0, 2, NULL, a12, 4, 16, 32, 0, MLC_PLAN_UNIT_FP32, 1}};
+  mlc_plan_io in = {"x", 0}, out = {"y", 2};
+  mlc_plan_entry entry = {"forward", 192, 3, 1, 1, 2, vals, &in, &out, steps};
+  const char *kernels[] = {"k0"};
+  mlc_plan plan = {"test", 0, 1, 1, NULL, kernels, &entry, {0, 0, 0, 0, 0}, {0}, 0, NULL, 0, NULL, NULL};
+  for (int profile = 0; profile < 2; profile++) {
+    static counting_dev cd;
+    memset(&cd, 0, sizeof cd);
+    cd.base.vt = &recording_vt;
+    assert_null(mlc_cpu_device_create(add_lookup, NULL, 1, mlc_allocator_default(), &cd.cpu));
+    mlc_session_options so = {&cd.base, NULL, NULL, 1, profile, {0}, NULL};
+    mlc_session *s;
+    assert_null(mlc_session_create(&plan, &so, &s));
+    for (int r = 0; r < 5; r++) {
+      const float x[4] = {(float)r, 1, 2, 3};
+      assert_null(mlc_session_set_input(s, "forward", "x", x, sizeof x));
+      assert_null(mlc_session_run(s, "forward"));
+      const void *y;
+      const mlc_plan_shape *sh;
+      assert_null(mlc_session_output(s, "forward", "y", &y, &sh));
+      assert_float_equal(((const float *)y)[0], (float)r + 2, 0);
+      assert_float_equal(((const float *)y)[3], 5, 0);
+    }
+    /* profiled: five runs of two plain launches; else one plain run, then a recording replayed four times */
+    assert_int_equal(cd.launches, profile ? 10 : 2);
+    assert_int_equal(cd.records, profile ? 0 : 1);
+    assert_int_equal(cd.replays, profile ? 0 : 4);
+    if (!profile) {
+      /* a caller's output buffer moves the arguments: plain launches, then a recording again */
+      float mine[4];
+      for (int r = 0; r < 3; r++) {
+        assert_null(mlc_session_bind_output(s, "forward", "y", mine, sizeof mine));
+        assert_null(mlc_session_run(s, "forward"));
+        assert_float_equal(mine[0], 6, 0);
+      }
+      assert_int_equal(cd.launches, 4);
+      assert_int_equal(cd.records, 2);
+      assert_int_equal(cd.replays, 6);
+      assert_int_equal(cd.frees, 1);
+    }
+    mlc_session_destroy(s);
+    if (!profile) assert_int_equal(cd.frees, 2);
   }
 }
 
@@ -1110,7 +1215,7 @@ int main(int argc, char **argv) {
     cmocka_unit_test(trace_json), cmocka_unit_test(profiling_off_records_nothing),
     cmocka_unit_test(gpu_ceilings), cmocka_unit_test(collective_names),
     cmocka_unit_test(trace_ranks_streams_collectives),
-    cmocka_unit_test(units_per_dtype),
+    cmocka_unit_test(units_per_dtype), cmocka_unit_test(recorded_launches_replay),
     cmocka_unit_test(rule_peaks_at_clock), cmocka_unit_test(neither_roof), cmocka_unit_test(unit_ceilings_cache),
     cmocka_unit_test(roofline_roof_per_unit), cmocka_unit_test(ncu_csv_raw), cmocka_unit_test(ncu_csv_h200), cmocka_unit_test(ncu_rule_and_formats),
   };
