@@ -52,7 +52,7 @@ typedef struct {
   uint32_t *used;           /* [cap_ev]: slots timed since the last finish */
   char name[256];
   int cc_major, cc_minor, sms;
-  bool no_graphs;           /* MLC_CUDA_GRAPHS=0: record_begin refuses */
+  bool no_graphs;           /* record_begin refuses: MLC_CUDA_GRAPHS is not 1 */
 } cuda_dev;
 
 #define CK(d, call) mlc_cuda_check(&(d)->drv, (d)->drv.call, #call)
@@ -474,7 +474,7 @@ static mlc_status code_from_plan(cuda_dev *d, const mlc_plan *pl) {
  * mode: the capture refuses nothing the launches do), instantiated once. */
 static mlc_status cu_record_begin(mlc_device *base) {
   cuda_dev *d = (cuda_dev *)base;
-  if (d->no_graphs) return mlc_status_make(MLC_UNIMPLEMENTED, "CUDA graphs are off (MLC_CUDA_GRAPHS=0)");
+  if (d->no_graphs) return mlc_status_make(MLC_UNIMPLEMENTED, "CUDA graphs are off (MLC_CUDA_GRAPHS=1 turns them on)");
   d->cur = 0;
   d->stream = d->streams[0];
   return CK(d, cuStreamBeginCapture(d->stream, 2 /* CU_STREAM_CAPTURE_MODE_RELAXED */));
@@ -516,8 +516,10 @@ mlc_status mlc_cuda_device_create(const mlc_cuda_code *code, mlc_allocator a, ml
   d->base.vt = &cuda_vt;
   d->base.a = a;
   d->code = *code;
+  /* Recorded launches are opt-in until they have run on a GPU (written in
+   * session 19 without one): MLC_CUDA_GRAPHS=1. */
   const char *graphs = getenv("MLC_CUDA_GRAPHS");
-  d->no_graphs = graphs && !strcmp(graphs, "0");
+  d->no_graphs = !graphs || strcmp(graphs, "1");
   mlc_status st = code->plan ? code_from_plan(d, code->plan) : NULL;
   if (st) { cu_destroy(&d->base); return st; }
   code = &d->code;
