@@ -374,6 +374,19 @@ static const mlc_device_vt recording_vt = {"recording", true, true, cd_destroy, 
                                            cd_record_begin, cd_record_end, cd_replay, cd_record_free};
 
 
+/* A session of plan on cd, a counting device of table vt over the CPU
+ * device with the kernels of look. */
+static mlc_session *counting_session(counting_dev *cd, const mlc_device_vt *vt, mlc_symbol_lookup look, const mlc_plan *plan,
+                                     bool profile) {
+  memset(cd, 0, sizeof *cd);
+  cd->base.vt = vt;
+  assert_null(mlc_cpu_device_create(look, NULL, 1, mlc_allocator_default(), &cd->cpu));
+  mlc_session_options so = {&cd->base, NULL, NULL, 1, profile, {0}, NULL};
+  mlc_session *s;
+  assert_null(mlc_session_create(plan, &so, &s));
+  return s;
+}
+
 /* With profiling off, no step is timed and nothing is recorded; with it
  * on, every step of every run is. */
 static void profiling_off_records_nothing(void **state) {
@@ -387,12 +400,7 @@ static void profiling_off_records_nothing(void **state) {
   mlc_plan plan = {"test", 0, 1, 1, NULL, kernels, &entry, {0, 0, 0, 0, 0}, {0}, 0, NULL, 0, NULL, NULL};
   for (int profile = 0; profile < 2; profile++) {
     static counting_dev cd;
-    memset(&cd, 0, sizeof cd);
-    cd.base.vt = &counting_vt;
-    assert_null(mlc_cpu_device_create(lookup, NULL, 1, mlc_allocator_default(), &cd.cpu));
-    mlc_session_options so = {&cd.base, NULL, NULL, 1, profile, {0}, NULL};
-    mlc_session *s;
-    assert_null(mlc_session_create(&plan, &so, &s));
+    mlc_session *s = counting_session(&cd, &counting_vt, lookup, &plan, profile);
     mlc_session_set_trace(s, true);
     for (int r = 0; r < 5; r++) assert_null(mlc_session_run(s, "forward"));
     assert_int_equal(cd.launches, 10);
@@ -439,12 +447,7 @@ static void recorded_launches_replay(void **state) {
   mlc_plan plan = {"test", 0, 1, 1, NULL, kernels, &entry, {0, 0, 0, 0, 0}, {0}, 0, NULL, 0, NULL, NULL};
   for (int profile = 0; profile < 2; profile++) {
     static counting_dev cd;
-    memset(&cd, 0, sizeof cd);
-    cd.base.vt = &recording_vt;
-    assert_null(mlc_cpu_device_create(add_lookup, NULL, 1, mlc_allocator_default(), &cd.cpu));
-    mlc_session_options so = {&cd.base, NULL, NULL, 1, profile, {0}, NULL};
-    mlc_session *s;
-    assert_null(mlc_session_create(&plan, &so, &s));
+    mlc_session *s = counting_session(&cd, &recording_vt, add_lookup, &plan, profile);
     for (int r = 0; r < 5; r++) {
       const float x[4] = {(float)r, 1, 2, 3};
       assert_null(mlc_session_set_input(s, "forward", "x", x, sizeof x));
