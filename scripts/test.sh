@@ -13,6 +13,12 @@ failed=0
 status=0
 logdir=build-logs
 mkdir -p "$logdir"
+# Mesa's shader cache (the pipelines lavapipe compiled), one for the three
+# suites: the sanitizer suite then finds the kernels the first suite had
+# lavapipe compile, where compiling them again in Mesa's LLVM under ASan's
+# allocator takes ten to twenty times as long (and is not our code).  mlc's
+# own cache stays per build, so each build's compiler still runs.
+export MESA_SHADER_CACHE_DIR=${MESA_SHADER_CACHE_DIR:-$PWD/$logdir/mesa-shader-cache}
 
 run_suite() { # name, build dir, ctest args...
   local name=$1 dir=$2

@@ -3,10 +3,13 @@
 #include "tests/metal/emu_device.h"
 
 #include <dlfcn.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "runtime/cpu/device.h"
 
@@ -127,12 +130,40 @@ static const mlc_device_vt emu_vt = {
     emu_describe, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
 };
 
+/* The flags the header is precompiled with and every .metal compiled with:
+ * a precompiled header is only used under the same ones. */
+#define EMU_FLAGS "-std=c++17 -O1 -Wall -Wextra -Werror -pthread -fPIC"
+
+static bool newer_than(const char *a, const char *b) { /* a exists and is not older than b */
+  struct stat sa, sb;
+  return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_mtime >= sb.st_mtime;
+}
+
+/* With $MLC_EMU_PCH, the header is compiled once into that file (again when
+ * the header is newer) and each .metal includes it precompiled: the header
+ * is most of a small kernel's compile time.  Jobs that build it at the same
+ * time each write their own file and rename it into place. */
+static const char *emu_pch(const char *cxx, const char *header, const char *log) {
+  const char *pch = getenv("MLC_EMU_PCH");
+  if (!pch || !*pch) return NULL;
+  if (newer_than(pch, header)) return pch;
+  char tmp[4096], cmd[8192];
+  snprintf(tmp, sizeof tmp, "%s.%ld.tmp", pch, (long)getpid());
+  snprintf(cmd, sizeof cmd, "%s " EMU_FLAGS " -x c++-header '%s' -o '%s' > '%s' 2>&1", cxx, header, tmp, log);
+  if (system(cmd) || rename(tmp, pch)) {
+    remove(tmp);
+    return NULL; /* compile with -include instead, which reports what is wrong */
+  }
+  return pch;
+}
+
 mlc_status mlc_emu_compile(const char *metal, const char *so, const char *header, const char *log) {
   const char *cxx = getenv("MLC_EMU_CXX");
+  if (!cxx || !*cxx) cxx = "clang++";
+  const char *pch = emu_pch(cxx, header, log);
   char cmd[8192];
-  snprintf(cmd, sizeof cmd,
-           "%s -std=c++17 -O1 -Wall -Wextra -Werror -pthread -fPIC -shared -include '%s' -x c++ '%s' -o '%s' > '%s' 2>&1",
-           cxx && *cxx ? cxx : "clang++", header, metal, so, log);
+  snprintf(cmd, sizeof cmd, "%s " EMU_FLAGS " -shared %s '%s' -x c++ '%s' -o '%s' > '%s' 2>&1", cxx,
+           pch ? "-include-pch" : "-include", pch ? pch : header, metal, so, log);
   int rc = system(cmd);
   if (rc) return mlc_status_make(MLC_INTERNAL, "the emitted MSL does not compile against %s (see %s)", header, log);
   return NULL;

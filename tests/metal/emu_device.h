@@ -10,7 +10,8 @@
 #include "runtime/device.h"
 
 /* Compiles `metal` (a .metal file) into `so` with $MLC_EMU_CXX (default
- * clang++), -Wall -Wextra -Werror; the compiler's output goes to `log`. */
+ * clang++), -Wall -Wextra -Werror; the compiler's output goes to `log`.  With
+ * $MLC_EMU_PCH (a file name) the header is precompiled there once and reused. */
 MLC_MUST_USE mlc_status mlc_emu_compile(const char *metal, const char *so, const char *header, const char *log);
 MLC_MUST_USE mlc_status mlc_emu_device_create(const char *so, const mlc_cuda_kernel *kernels, uint32_t nkernels,
                                               mlc_allocator a, mlc_device **out);

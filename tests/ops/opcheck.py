@@ -48,6 +48,7 @@ torch.matmul / F.linear, and for linear also torch's oneDNN path
 """
 import argparse
 import os
+import re
 import subprocess
 import sys
 import time
@@ -920,9 +921,21 @@ def run_case(args, c):
     return err, why
 
 
+def sample_arg(text):
+    """K/N with 0 <= K < N, for --sample."""
+    m = re.fullmatch(r"(\d+)/(\d+)", text)
+    if not m or int(m.group(2)) == 0 or int(m.group(1)) >= int(m.group(2)):
+        raise argparse.ArgumentTypeError("expected K/N with 0 <= K < N, got %r" % text)
+    return int(m.group(1)), int(m.group(2))
+
+
 def cmd_ops(args):
     os.makedirs(args.work, exist_ok=True)
     cases = [c for c in CASES if (not args.k or args.k in c.name) and args.target in c.targets]
+    if args.sample:  # K/N: the cases whose place in that list is K modulo N
+        k, n = args.sample
+        print("sample %d/%d: %d of %d cases" % (k, n, len(cases[k::n]), len(cases)))
+        cases = cases[k::n]
     # Cases are independent processes; with --jobs they overlap (compiling
     # CUDA kernels with nvcc is most of a GPU case's time).
     import concurrent.futures
@@ -1095,12 +1108,17 @@ def main():
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("-k", help="ops: only cases whose name contains this")
+    ap.add_argument("--sample", type=sample_arg, metavar="K/N",
+                    help="ops: only every Nth case, starting at the Kth (the suite built with sanitizers)")
     ap.add_argument("--option", action="append", metavar="--NAME[=VALUE]",
                     help="an option of emitted code passed to mlc_opcheck, e.g. --option=--spirv-emulate-coopmat")
     ap.add_argument("--cpu", help="compile for LLVM CPU NAME[:FEATURES] instead of the host, "
                     "e.g. haswell:+avx2,+fma,+f16c (8-lane kernels) or x86-64 (SSE2, 4 lanes, no F16C)")
     args = ap.parse_args()
     torch.manual_seed(0)
+    if args.target == "metal":  # the emulator's header, precompiled once for every case (tests/metal/emu_device.c)
+        os.makedirs(args.work, exist_ok=True)
+        os.environ.setdefault("MLC_EMU_PCH", os.path.join(os.path.abspath(args.work), "msl_emu.pch"))
     return {"ops": cmd_ops, "minillm": cmd_minillm, "objfile": cmd_objfile, "bench": cmd_bench}[args.mode](args)
 
 
