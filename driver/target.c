@@ -121,7 +121,7 @@ static const mlc_driver_target targets[] = {
     .calibrate_missing = "calibrate does not measure Metal GPUs yet; the profiler uses built-in ceilings and says so in its table",
 #ifdef MLC_HAVE_CUDA
     .build_bytes = sizeof(mlc_metal_build), .build = mlc_metal_target_build, .write = mlc_metal_target_write,
-    .open = mlc_metal_target_open, .supports_op = mlc_metal_target_supports_op,
+    .open = mlc_metal_target_open, .supports_op = mlc_metal_target_supports_op, .supports_node = mlc_metal_supports_node,
 #endif
   },
 };

@@ -220,3 +220,66 @@ inline void mlc_attn_bwd_q_msl(device const T *g, device const T *q, device cons
       if ((int)lane + 32 * t < D) out[hb + (long)i * D + (int)lane + 32 * t] = from_f32<T>(acc[r][t] * scale);
   }
 }
+
+// attention_kv (a decode block's prefill and step): one threadgroup of W
+// SIMD groups per (batch * head, query row i of the chunk of SQ rows at
+// pos).  Query i sees the caches' rows before pos and the chunk's own rows
+// pos .. pos + i; the threadgroup also copies its chunk row into the caches
+// at pos + i, which no threadgroup of this launch reads.  A SIMD group takes
+// keys W apart, lane l columns l, l + 32, ...; its online softmax (base 2:
+// sl2 is the scale times log2 e) meets the others' in threadgroup memory:
+// [W] maxima, [W] sums, then [W][D] partial rows.  pos is clamped to
+// [0, SK - SQ] as on the other targets.
+template <class T, int D, int SQ, int SK, int W>
+inline void mlc_attn_kv_msl(device const T *q, device const T *k, device const T *v, device T *kc, device T *vc,
+                            device const int *pos, device T *out, float sl2, threadgroup uchar *smem, uint bid,
+                            uint tid, uint sid, uint lane) {
+  const int E = (D + 31) / 32, i = (int)bid % SQ;
+  const long bh = (long)bid / SQ;
+  threadgroup float *s_m = (threadgroup float *)smem, *s_l = s_m + W, *s_o = s_l + W;
+  const int p0 = *pos, off = p0 < 0 ? 0 : p0 > SK - SQ ? SK - SQ : p0, kend = off + i + 1;
+  device const T *kq = k + bh * SQ * D, *vq = v + bh * SQ * D;
+  device T *kb = kc + bh * SK * D, *vb = vc + bh * SK * D;
+  for (int d = (int)tid; d < D; d += W * 32) {
+    kb[(long)(off + i) * D + d] = kq[(long)i * D + d];
+    vb[(long)(off + i) * D + d] = vq[(long)i * D + d];
+  }
+  float qf[E], acc[E];
+  for (int e = 0; e < E; e++) {
+    const int d = (int)lane + 32 * e;
+    qf[e] = d < D ? to_f32(q[(bh * SQ + i) * D + d]) : 0.f;
+    acc[e] = 0.f;
+  }
+  float m = -MLC_INF, l = 0.f;
+  for (int j = (int)sid; j < kend; j += W) {
+    device const T *kr = j < off ? kb + (long)j * D : kq + (long)(j - off) * D;
+    device const T *vr = j < off ? vb + (long)j * D : vq + (long)(j - off) * D;
+    float part = 0.f;
+    for (int e = 0; e < E; e++) {
+      const int d = (int)lane + 32 * e;
+      if (d < D) part = fma(qf[e], to_f32(kr[d]), part);
+    }
+    const float s = simd_sum(part) * sl2, mn = max(m, s), corr = precise::exp2(m - mn), p = precise::exp2(s - mn);
+    l = l * corr + p;
+    for (int e = 0; e < E; e++) {
+      const int d = (int)lane + 32 * e;
+      acc[e] = acc[e] * corr + (d < D ? p * to_f32(vr[d]) : 0.f);
+    }
+    m = mn;
+  }
+  if (lane == 0) s_m[sid] = m, s_l[sid] = l;
+  for (int e = 0; e < E; e++)
+    if ((int)lane + 32 * e < D) s_o[sid * D + lane + 32 * e] = acc[e];
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  float mx = -MLC_INF;
+  for (int u = 0; u < W; u++) mx = max(mx, s_m[u]);
+  for (int d = (int)tid; d < D; d += W * 32) {
+    float sum = 0.f, o = 0.f;
+    for (int u = 0; u < W; u++) {
+      const float c = s_m[u] == -MLC_INF ? 0.f : precise::exp2(s_m[u] - mx);
+      sum += s_l[u] * c;
+      o += s_o[u * D + d] * c;
+    }
+    out[(bh * SQ + i) * D + d] = from_f32<T>(o / sum);
+  }
+}

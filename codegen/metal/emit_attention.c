@@ -21,6 +21,7 @@
  *   2. per query block: P and dS again over the keys; dq.
  */
 #include <stdint.h>
+#include <stdio.h>
 
 #include "codegen/metal/metal_cc.h"
 
@@ -111,6 +112,34 @@ static bool emit_grad(cc *c) {
   cc_begin(c, (uint64_t)(BH * cc_ceil_div(S, 4 * g.rpw)), 128, (uint32_t)attn_smem(K_Q, g, D, D));
   cc_printf(c, "  mlc_attn_bwd_q_msl<%s, %lld, %lld, %lld, %d, %d, %d>(in0, in1, in2, in3, out, (device const float *)scratch, %s, %s",
             T, (long long)D, (long long)BH, (long long)S, causal, g.rpw, g.bs, sc, TAIL);
+  cc_end(c);
+  return true;
+}
+
+/* attention_kv(q, k, v, k_cache, v_cache, pos), one launch of
+ * mlc_attn_kv_msl: a threadgroup of KV_W SIMD groups per (batch * head,
+ * query row of the chunk).  Threadgroup memory: 2 KV_W + KV_W D floats. */
+#define KV_W 4
+#define KV_MAX_D 256
+
+bool cc_attn_kv_fits_msl(int64_t d, char *why, size_t whyn) {
+  if (d >= 1 && d <= KV_MAX_D) return true;
+  snprintf(why, whyn, "attention_kv: heads of dim %lld; the metal kernel takes up to %d", (long long)d, KV_MAX_D);
+  return false;
+}
+
+bool cc_emit_attention_kv_msl(cc *c) {
+  const mlc_type *qt = cc_in(c, 0), *ct = cc_in(c, 3);
+  int64_t BH = qt->dim[0] * qt->dim[1], SQ = qt->dim[2], SK = ct->dim[2], D = qt->dim[3];
+  char why[160];
+  if (!cc_attn_kv_fits_msl(D, why, sizeof why)) return cc_fail(c, "%s", why);
+  if (BH * SQ > INT32_MAX || SK * D > INT32_MAX || SQ > SK || SQ < 1)
+    return cc_fail(c, "attention_kv of %lld x %lld rows over %lld cached is out of range for the Metal kernel", (long long)BH,
+                   (long long)SQ, (long long)SK);
+  const char *T = cc_stype(c, qt->dtype);
+  cc_begin(c, (uint64_t)(BH * SQ), 32 * KV_W, (uint32_t)(4 * (2 * KV_W + KV_W * D)));
+  cc_printf(c, "  mlc_attn_kv_msl<%s, %lld, %lld, %lld, %d>(in0, in1, in2, (device %s *)in3, (device %s *)in4, in5, out, %s, %s", T,
+            (long long)D, (long long)SQ, (long long)SK, KV_W, T, T, cc_flit(c, c->n->a.f * 1.4426950408889634), TAIL);
   cc_end(c);
   return true;
 }

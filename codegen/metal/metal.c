@@ -59,8 +59,14 @@ static const cc_dialect msl = {
     .kernel_end = kernel_end,
     .emit_gemm = cc_emit_gemm_msl,
     .emit_attention = cc_emit_attention_msl,
+    .emit_attention_kv = cc_emit_attention_kv_msl,
 };
 
 mlc_status mlc_metal_emit(const mlc_program *p, mlc_cstyle_module *m) { return cc_emit_module(p, &msl, m); }
 
 bool mlc_metal_supports_op(mlc_op op) { return cc_supports_op(&msl, op); }
+
+bool mlc_metal_supports_node(const mlc_func *f, const mlc_node *n, char *why, size_t whyn) {
+  if (n->op != MLC_OP_ATTENTION_KV) return true;
+  return cc_attn_kv_fits_msl(f->nodes[n->in[0]].type.dim[3], why, whyn);
+}

@@ -21,6 +21,9 @@ MLC_MUST_USE mlc_status mlc_metal_emit(const mlc_program *p, mlc_cstyle_module *
 /* Whether the emitters have a kernel for op (or it needs none): else
  * mlc_metal_emit refuses it ("has no kernel for this op"). */
 bool mlc_metal_supports_op(mlc_op op);
+/* Whether a supported op's kernel takes this node's shapes (attention_kv's
+ * head dim); else false with the reason in why. */
+bool mlc_metal_supports_node(const mlc_func *f, const mlc_node *n, char *why, size_t whyn);
 
 /* The helpers every module starts with (prelude.c). */
 extern const char mlc_metal_prelude[];

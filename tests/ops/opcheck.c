@@ -63,7 +63,8 @@
  * `ones` and `zeros` become 1 +- 0.5 and +-0.1 so the test sees them used,
  * and optimizer state is uniform in [0, 0.1).  A run of the train entry
  * also writes every parameter and state tensor after the update as
- * `updated` (updated.NAME.bin), so the optimizer can be checked.
+ * `updated` (updated.NAME.bin), so the optimizer can be checked, and a run
+ * of a decode entry (prefill, step) every KV cache after it.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -371,7 +372,8 @@ static int run_session(mlc_program *prog, const mlc_func *f, const char *outdir,
     check(mlc_session_output(s, f->name, f->outputs[i].name, &data, &shape), "output");
     write_tensor(man, outdir, "output", f->outputs[i].name, &f->nodes[f->outputs[i].node].type, data);
   }
-  for (uint32_t i = 0; !strcmp(f->name, "train") && i < prog->nparams; i++) {
+  for (uint32_t i = 0; i < prog->nparams; i++) {
+    if (strcmp(f->name, "train") && prog->params[i].role != MLC_ROLE_CACHE) continue;
     const void *data = mlc_session_param_data(s, i);
     if (!data) die("cannot read the parameters back");
     write_tensor(man, outdir, "updated", prog->params[i].name, &prog->params[i].type, data);

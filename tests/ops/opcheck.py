@@ -648,7 +648,7 @@ def attention_grad_ref(scale, causal, rnd=lambda t: t):
                                                 [I["q"], I["k"], I["v"]], [0, 1, 2])))
 
 
-KV = ("cpu", "cuda", "spirv")  # the targets with attention_kv
+KV = ("cpu", "cuda", "metal", "spirv")  # the targets with attention_kv
 
 
 def kv_ops(dt, b, h, t, d, ctx):
