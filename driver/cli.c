@@ -70,7 +70,7 @@ void mlc_cli_usage(FILE *o) {
           "                        whole layers' forwards, in the backward until the plan fits, or\n"
           "                        says the smallest it can reach;\n"
           "                        overrides the train block's memory_budget = ...; --stats lists them\n"
-          "      --quantize Q      (cpu, spirv, cuda; compile, run, bench, generate) weight-only quantisation of the\n"
+          "      --quantize Q      (cpu, spirv, cuda, metal; compile, run, bench, generate) weight-only quantisation of the\n"
           "                        linear layers: int8 or int4, symmetric, an f32 scale per group of G\n"
           "                        weights of a row (int4:group=64; default group 128); packed from the\n"
           "                        f32 weights at load; inference only: implies --no-train\n",

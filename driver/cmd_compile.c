@@ -185,7 +185,7 @@ static bool target_supports(const options *o, const mlc_program *prog, mlc_diag 
   for (uint32_t k = 0; ok && prog->opts.quant_bits && k < prog->nfuncs; k++)
     for (uint32_t i = 0; ok && i < prog->funcs[k].n; i++)
       if (prog->funcs[k].nodes[i].op == MLC_OP_LINEAR && !tgt->supports_op(MLC_OP_QLINEAR, why, sizeof why)) {
-        mlc_error(diag, prog->funcs[k].nodes[i].loc, "--quantize int%d: %s; weight-only quantisation runs on the cpu, spirv and cuda targets",
+        mlc_error(diag, prog->funcs[k].nodes[i].loc, "--quantize int%d: %s; weight-only quantisation runs on the cpu, spirv, cuda and metal targets",
                   prog->opts.quant_bits, why);
         ok = false;
       }

@@ -4,10 +4,12 @@
  * a head dim the target's kernels take (attnpad); the rewrites that
  * change what the backward keeps (attnsave, where the target's descriptor
  * allows it: CUDA) and when updates run (interleave, on every target);
- * fuse, which groups nodes into kernels; recompute, which meets a memory
- * budget by computing cheap activations, then whole layers' forwards, again
- * in the backward; quantize (--quantize only), which turns the linears of
- * an inference program into qlinear over packed weights; memplan
+ * quantize (--quantize only), which turns the linears of an inference
+ * program into qlinear over packed weights, before fuse, so that a linear
+ * with an epilogue is quantised too (fuse leaves a qlinear a kernel of its
+ * own); fuse, which groups nodes into kernels; recompute, which meets a
+ * memory budget by computing cheap activations, then whole layers'
+ * forwards, again in the backward; memplan
  * last, over the final order.  Each pass is its own file under passes/; --print-after names
  * them as here. */
 #include <string.h>
@@ -29,9 +31,9 @@ static const struct {
   {"attnpad", mlc_pass_attnpad},
   {"attnsave", mlc_pass_attnsave},
   {"interleave", mlc_pass_interleave},
+  {"quantize", mlc_pass_quantize},
   {"fuse", mlc_pass_fuse},
   {"recompute", mlc_pass_recompute},
-  {"quantize", mlc_pass_quantize},
   {"memplan", mlc_pass_memplan},
 };
 #define NPASSES (sizeof pipeline / sizeof *pipeline)
@@ -59,7 +61,7 @@ bool mlc_pipeline_has_pass(const char *name) {
   return false;
 }
 
-const char *mlc_pipeline_pass_names(void) { return "lower, shapes, precision, autodiff, fp8, fsdp, optimizer, microbatch, attnpad, attnsave, interleave, fuse, recompute, quantize, memplan"; }
+const char *mlc_pipeline_pass_names(void) { return "lower, shapes, precision, autodiff, fp8, fsdp, optimizer, microbatch, attnpad, attnsave, interleave, quantize, fuse, recompute, memplan"; }
 
 static void dump(const mlc_pipeline_options *o, const mlc_program *p, const char *name) {
   if (!o->print_after || !o->dump) return;

@@ -72,3 +72,39 @@ inline void mlc_gemm_msl(device const T *a, device const T *b, const E ep, int t
     if (gm < M && gn < N) ep.st1(gm * N + gn, gn, Cs[r * LDC + n]);
   }
 }
+
+// qlinear (--quantize int8|int4): y[M][N] = x[M][K] dequant(w)^T, x and y
+// f32, w packed as runtime/quant.h lays it out: per output column a row of
+// K / (32 / BITS) words of codes (the first code in the low bits, each a
+// signed BITS-bit integer) then K / G f32 scales.  A SIMD group per output
+// column and up to MB rows of x; its lanes take the row's words 32 apart,
+// dequantise each in registers (no f32 weight is formed) against the rows
+// of x, scale each word's sum once (a word lies in one group: G is a
+// multiple of 8) and meet by simd_sum.  WPB SIMD groups per threadgroup.
+template <int BITS, int MB, long M, long N, long K, long G, int WPB>
+inline void mlc_qgemv_msl(device const int *wq, device const float *x, device float *y, uint bid, uint sid, uint lane) {
+  const int PER = 32 / BITS;
+  const long CW = K / PER, RW = CW + K / G, NB = (N + WPB - 1) / WPB;
+  const long n = (long)(bid % NB) * WPB + sid, r0 = (long)(bid / NB) * MB;
+  if (n >= N) return;
+  const int rows = M - r0 < MB ? (int)(M - r0) : MB;
+  device const uint *row = (device const uint *)wq + n * RW;
+  device const float *xr = x + r0 * K;
+  float acc[MB];
+  for (int m = 0; m < MB; m++) acc[m] = 0.f;
+  for (long c = lane; c < CW; c += 32) {
+    const uint w = row[c];
+    const long k0 = c * PER;
+    const float s = as_type<float>(row[CW + k0 / G]);
+    float code[PER];
+    for (int e = 0; e < PER; e++) code[e] = (float)((int)(w << (32 - BITS * (e + 1))) >> (32 - BITS));
+    for (int m = 0; m < rows; m++) {
+      float sum = 0.f;
+      for (int e = 0; e < PER; e++) sum = fma(code[e], xr[m * K + k0 + e], sum);
+      acc[m] = fma(sum, s, acc[m]);
+    }
+  }
+  for (int m = 0; m < MB; m++) acc[m] = simd_sum(acc[m]);
+  if (lane == 0)
+    for (int m = 0; m < rows; m++) y[(r0 + m) * N + n] = acc[m];
+}

@@ -60,6 +60,7 @@ static const cc_dialect msl = {
     .emit_gemm = cc_emit_gemm_msl,
     .emit_attention = cc_emit_attention_msl,
     .emit_attention_kv = cc_emit_attention_kv_msl,
+    .emit_qlinear = cc_emit_qlinear_msl,
 };
 
 mlc_status mlc_metal_emit(const mlc_program *p, mlc_cstyle_module *m) { return cc_emit_module(p, &msl, m); }

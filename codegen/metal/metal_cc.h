@@ -7,6 +7,7 @@
 #include "codegen/cstyle/cc.h"
 
 bool cc_emit_gemm_msl(cc *c);      /* matmul, linear, matmul_tn, fused groups headed by one (emit_gemm.c) */
+bool cc_emit_qlinear_msl(cc *c);   /* qlinear, --quantize's (emit_gemm.c) */
 bool cc_emit_attention_msl(cc *c); /* attention, attention_grad (emit_attention.c) */
 bool cc_emit_attention_kv_msl(cc *c); /* attention_kv, a decode block's (emit_attention.c) */
 /* Whether attention_kv's kernel takes heads of dim d; else why not. */

@@ -1,12 +1,16 @@
 #!/usr/bin/python3
 """A decode block on the Metal target, through the CPU emulator
 (tests/metal/msl_emu.hpp): the prefill and step entries of a causal MiniLLM
-(examples/minillm_causal.mdl in f32, bench/minillm_causal_bf16.mdl in bf16)
-run once each by mlc_opcheck on metal and on cpu from the same parameters,
-KV caches (random, as earlier tokens' would be), tokens and position.  The
-cpu target's decode is checked against PyTorch by ref.decode; here
+(examples/minillm_causal.mdl in f32, bench/minillm_causal_bf16.mdl in bf16,
+its step only) run once each by mlc_opcheck on metal and on cpu from the same parameters,
+KV caches (random, as earlier tokens' would be), tokens and position; the
+f32 model also with --quantize int8 (step) and int4 (group 32), every linear a
+qlinear over weights packed from the same f32 ones.  The cpu target's
+decode is checked against PyTorch by ref.decode, its qlinear against numpy
+by ref.quant; here
 
-  - the logits agree: max |metal - cpu| / max |cpu| <= 1e-5 (f32), 2e-2 (bf16);
+  - the logits agree: max |metal - cpu| / max |cpu| <= 1e-5 (f32, int8, int4),
+    2e-2 (bf16);
   - each KV cache after the call agrees in the rows [pos, pos + t) the call
     writes, to the same tolerance (they come from the in-projection GEMMs,
     which round differently on the two targets);
@@ -46,16 +50,18 @@ def main():
     opcheck, root, work = sys.argv[1], sys.argv[2], os.path.abspath(sys.argv[3])
     os.makedirs(work, exist_ok=True)
     os.environ.setdefault("MLC_EMU_PCH", os.path.join(work, "msl_emu.pch"))
-    models = (("f32", os.path.join(root, "examples", "minillm_causal.mdl"), 1e-5),
-              ("bf16", os.path.join(root, "bench", "minillm_causal_bf16.mdl"), 2e-2))
+    f32 = os.path.join(root, "examples", "minillm_causal.mdl")
+    both, step = (("prefill", 21), ("step", 40)), (("step", 40),)
+    models = (("f32", f32, 1e-5, [], both), ("bf16", os.path.join(root, "bench", "minillm_causal_bf16.mdl"), 2e-2, [], step),
+              ("int8", f32, 1e-5, ["--quantize=int8"], step), ("int4", f32, 1e-5, ["--quantize=int4:group=32"], both))
     failed = 0
-    for dt, model, tol in models:
-        for func, pos in (("prefill", 21), ("step", 40)):
+    for dt, model, tol, extra, funcs in models:
+        for func, pos in funcs:
             runs = {}
             for target in ("cpu", "metal"):
                 d = os.path.join(work, "%s_%s_%s" % (dt, func, target))
                 r = subprocess.run([opcheck, model, d, "--func", func, "--target", target, "--seed", "3",
-                                    "--range", "tokens=0,512,int", "--range", "pos=%d,%d,int" % (pos, pos + 1)],
+                                    "--range", "tokens=0,512,int", "--range", "pos=%d,%d,int" % (pos, pos + 1), *extra],
                                    capture_output=True, text=True)
                 if r.returncode != 0:
                     print("FAIL %s %s on %s: mlc_opcheck exited %d\n%s%s" % (dt, func, target, r.returncode, r.stdout,

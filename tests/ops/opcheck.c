@@ -35,6 +35,9 @@
  *                          spirv runs on Vulkan device $MLC_VK_DEVICE (default
  *                          0), exit 77 without a Vulkan driver, and fails on
  *                          any validation message (MLC_VK_VALIDATE=1)
+ *     --quantize=Q, --f32-matmul=M, --spirv-*=V, --cuda-*=V  as mlc's options
+ *                          (--quantize: the packed weights from the drawn
+ *                          f32 ones, as the runtime packs them at load)
  *     --cpu NAME           target this LLVM CPU instead of the host
  *     --features STR       with --cpu: LLVM features, e.g. +avx2,+fma,+f16c
  *                          (default none beyond the CPU's own)
@@ -300,6 +303,7 @@ static void generate(const mlc_program *prog, const mlc_func *f, uint64_t seed, 
   uint64_t s = seed * 0x2545f4914f6cdd1dull;
   for (uint32_t i = 0; i < prog->nparams; i++) {
     const mlc_param *prm = &prog->params[i];
+    if (prm->role == MLC_ROLE_QUANT) continue; /* packed from its f32 weight (run_session) */
     size_t n = tensor_bytes(&prm->type);
     void *data = malloc(n ? n : 1);
     fill(data, prm->type.dtype, mlc_type_numel(&prm->type), &s, gen_param, prm);
@@ -365,6 +369,16 @@ static int run_session(mlc_program *prog, const mlc_func *f, const char *outdir,
   session_sink k = {s, f->name};
   sink to = {session_param, session_input, &k};
   generate(prog, f, seed, ranges, nranges, man, outdir, &to);
+  /* --quantize: the packed weights come from the f32 ones as the runtime
+   * packs them at load, so the weights go out to a file and back in. */
+  for (uint32_t i = 0; i < prog->nparams; i++) {
+    if (prog->params[i].role != MLC_ROLE_QUANT) continue;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/weights.safetensors", outdir);
+    check(mlc_session_save_weights(s, path), "save the weights to pack");
+    check(mlc_session_load_weights(s, path), "load the weights to pack");
+    break;
+  }
   check(mlc_session_run(s, f->name), "run");
   for (uint32_t i = 0; i < f->noutputs; i++) {
     const void *data;
@@ -600,7 +614,8 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--features") && next) lopt.features = argv[++i];
     else if (!strcmp(a, "--vw") && next) lopt.vector_width = atoi(argv[++i]);
 #endif
-    else if (!strncmp(a, "--f32-matmul=", 13) || !strncmp(a, "--spirv-", 8) || !strncmp(a, "--cuda-", 7)) { /* options of emitted code, as mlc's */
+    else if (!strncmp(a, "--f32-matmul=", 13) || !strncmp(a, "--spirv-", 8) || !strncmp(a, "--cuda-", 7) ||
+             !strncmp(a, "--quantize=", 11)) { /* options of emitted code, as mlc's */
       char name[64], err[256];
       const char *eq = strchr(a, '=');
       snprintf(name, sizeof name, "%.*s", (int)(eq ? eq - a - 2 : (long)strlen(a) - 2), a + 2);
@@ -683,7 +698,8 @@ int main(int argc, char **argv) {
     model = opname;
   } else {
     src = read_all(model, &len);
-    mlc_lower_options lo = {.defines = defines, .ndefines = ndefines, .entry = entry};
+    /* --quantize is inference only, as in mlc: no train step */
+    mlc_lower_options lo = {.defines = defines, .ndefines = ndefines, .entry = entry, .no_train = opts.quant_bits != 0};
     if (!mlc_frontend_run(&prog, &diag, model, src, len, &lo, NULL)) die("%s does not compile", model);
   }
   mlc_options_apply(&prog, &opts);
