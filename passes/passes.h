@@ -55,6 +55,8 @@ void mlc_memplan_func(mlc_program *p, mlc_func *f, const mlc_target *target);
  * itself, or the root its chain of views (reshape, view, reduce-scatter)
  * leads to.  The plan's view_of (codegen/plan.c). */
 uint32_t mlc_memplan_root(const mlc_func *f, uint32_t node);
+/* Slices that are one contiguous range of their input, as views of it (passes/views.c). */
+bool mlc_pass_views(mlc_pass_ctx *c);
 /* A memory budget: cheap activations, then whole layers' forwards, recomputed in the
  * backward (passes/recompute.c). */
 bool mlc_pass_recompute(mlc_pass_ctx *c);

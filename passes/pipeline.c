@@ -7,7 +7,8 @@
  * quantize (--quantize only), which turns the linears of an inference
  * program into qlinear over packed weights, before fuse, so that a linear
  * with an epilogue is quantised too (fuse leaves a qlinear a kernel of its
- * own); fuse, which groups nodes into kernels; recompute, which meets a
+ * own); views, which makes a slice that is one contiguous range of its input
+ * (a decode step's q, k and v) a view of it; fuse, which groups nodes into kernels; recompute, which meets a
  * memory budget by computing cheap activations, then whole layers'
  * forwards, again in the backward; memplan
  * last, over the final order.  Each pass is its own file under passes/; --print-after names
@@ -32,6 +33,7 @@ static const struct {
   {"attnsave", mlc_pass_attnsave},
   {"interleave", mlc_pass_interleave},
   {"quantize", mlc_pass_quantize},
+  {"views", mlc_pass_views},
   {"fuse", mlc_pass_fuse},
   {"recompute", mlc_pass_recompute},
   {"memplan", mlc_pass_memplan},
@@ -61,7 +63,7 @@ bool mlc_pipeline_has_pass(const char *name) {
   return false;
 }
 
-const char *mlc_pipeline_pass_names(void) { return "lower, shapes, precision, autodiff, fp8, fsdp, optimizer, microbatch, attnpad, attnsave, interleave, quantize, fuse, recompute, memplan"; }
+const char *mlc_pipeline_pass_names(void) { return "lower, shapes, precision, autodiff, fp8, fsdp, optimizer, microbatch, attnpad, attnsave, interleave, quantize, views, fuse, recompute, memplan"; }
 
 static void dump(const mlc_pipeline_options *o, const mlc_program *p, const char *name) {
   if (!o->print_after || !o->dump) return;
