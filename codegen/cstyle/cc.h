@@ -263,6 +263,15 @@ bool cc_gemm_desc_of(cc *c, cc_gemm_desc *d); /* gemm_desc.c: the shape, or a fa
  * one: then *fused is set and pr holds the group's program. */
 bool cc_gemm_desc_node(cc *c, cc_gemm_desc *d, mlc_fused_prog *pr, bool *fused);
 
+/* A qlinear node's shape (--quantize): y[m, n] = x[m, k] dequant(w)^T with
+ * x f32 and w packed as runtime/quant.h lays it out; false (cc_fail) where
+ * the node is not that layout. */
+typedef struct {
+  int bits;
+  int64_t m, n, k, group;
+} cc_qlinear_shape;
+bool cc_qlinear_shape_of(cc *c, cc_qlinear_shape *q);
+
 /* The math both preludes end with (prelude.c). */
 extern const char mlc_cc_math_prelude[];
 
