@@ -234,7 +234,8 @@ static void check_plan(const mlc_func *f) {
   uint32_t n = f->n;
   uint32_t *first = calloc(n, sizeof *first), *lastu = calloc(n, sizeof *lastu), *store = calloc(n, sizeof *store);
   for (uint32_t i = 0; i < n; i++) {
-    store[i] = f->nodes[i].op == MLC_OP_RESHAPE ? store[f->nodes[i].in[0]] : i;
+    /* a reshape or a view (at an offset, within its input: ir/shape.c) uses its input's bytes */
+    store[i] = f->nodes[i].op == MLC_OP_RESHAPE || f->nodes[i].op == MLC_OP_VIEW ? store[f->nodes[i].in[0]] : i;
     first[i] = i;
     lastu[i] = i;
   }
