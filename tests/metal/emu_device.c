@@ -146,7 +146,8 @@ static bool newer_than(const char *a, const char *b) { /* a exists and is not ol
 static const char *emu_pch(const char *cxx, const char *header, const char *log) {
   const char *pch = getenv("MLC_EMU_PCH");
   if (!pch || !*pch) return NULL;
-  if (newer_than(pch, header)) return pch;
+  /* this binary is newer after a rebuild, which may have changed the flags */
+  if (newer_than(pch, header) && newer_than(pch, "/proc/self/exe")) return pch;
   char tmp[4096], cmd[8192];
   snprintf(tmp, sizeof tmp, "%s.%ld.tmp", pch, (long)getpid());
   snprintf(cmd, sizeof cmd, "%s " EMU_FLAGS " -x c++-header '%s' -o '%s' > '%s' 2>&1", cxx, header, tmp, log);
@@ -165,6 +166,11 @@ mlc_status mlc_emu_compile(const char *metal, const char *so, const char *header
   snprintf(cmd, sizeof cmd, "%s " EMU_FLAGS " -shared %s '%s' -x c++ '%s' -o '%s' > '%s' 2>&1", cxx,
            pch ? "-include-pch" : "-include", pch ? pch : header, metal, so, log);
   int rc = system(cmd);
+  if (rc && pch) { /* a precompiled header the compiler would not take: the header itself */
+    snprintf(cmd, sizeof cmd, "%s " EMU_FLAGS " -shared -include '%s' -x c++ '%s' -o '%s' > '%s' 2>&1", cxx, header, metal, so,
+             log);
+    rc = system(cmd);
+  }
   if (rc) return mlc_status_make(MLC_INTERNAL, "the emitted MSL does not compile against %s (see %s)", header, log);
   return NULL;
 }
