@@ -8,8 +8,9 @@
  * must start on a 256-byte boundary (memplan's alignment, which every
  * target's vector loads and Vulkan's storage-buffer offsets accept), and
  * its input must live in the arena: not a parameter or a constant, whose
- * bytes are bound outside it, and not an entry input, which a caller may
- * bind to its own buffer.  A slice an entry returns stays a copy.
+ * bytes are bound outside it, not an entry input, which a caller may bind
+ * to its own buffer, and not a collective's result, which memplan keeps in
+ * the communication stream's pool.  A slice an entry returns stays a copy.
  */
 #include "passes/passes.h"
 
@@ -18,7 +19,8 @@
 static bool in_arena(const mlc_func *f, uint32_t v) {
   v = mlc_memplan_root(f, v);
   int op = f->nodes[v].op;
-  return op != MLC_OP_PARAM && op != MLC_OP_CONST && op != MLC_OP_INPUT;
+  /* nor a collective's result, which memplan pools apart for the communication stream */
+  return op != MLC_OP_PARAM && op != MLC_OP_CONST && op != MLC_OP_INPUT && !(mlc_ops[op].flags & MLC_F_COLL);
 }
 
 static bool returned(const mlc_func *f, uint32_t v) {
