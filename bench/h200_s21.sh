@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# On the GPU machine (device tool), session 21 (2026-12-05): the GPU checks
+# owed by sessions 19 and 20, whose changes (the views pass, quantize before
+# fuse, CUDA decode kernels) ran on nvcc only.
+#   PART=check   every CUDA op case against PyTorch in float64; the MiniLLM's
+#                logits (opcheck minillm); compute-sanitizer memcheck on the
+#                small MiniLLM's train step; tests/ref/decode.py and
+#                tests/ref/quant.py on --target cuda, with MLC_CUDA_GRAPHS=1.
+#   PART=model   bench/cuda_flash.sh model: the MiniLLM's gradients and 20
+#                AdamW steps against PyTorch, then the train step and the bf16
+#                forward against eager and torch.compile.
+#   PART=decode  decode speed against PyTorch eager (bench/decode_cpu.py) at the
+#                MiniLLM's size: SPEED="name:dtype:quantize ..." (a name ending
+#                in -nographs runs with MLC_CUDA_GRAPHS=0).
+# Carry build-gpu/mlc, build-gpu/lib, build-gpu/codegen/cuda/mlc_opcheck,
+# build-gpu/runtime/libmlcrt.a and .yardstick.  Logs in $OUT/logs.tgz; a
+# summary on standard output, each step with its seconds.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+part=${PART:-check}
+final=${OUT:-/tmp/mlc-s21}
+work=/tmp/s21
+rm -rf $work && mkdir -p $work "$final"
+. tests/gpu/env.sh $work
+export PATH=$PATH:/usr/local/cuda/bin
+pack() { tar -C $work -czf "$final/logs.tgz" .; }
+mlc=$PWD/build-gpu/mlc opcheck=build-gpu/codegen/cuda/mlc_opcheck
+rc=0
+t0=$SECONDS
+took() { echo "  ($((SECONDS - t0)) s)"; t0=$SECONDS; }
+gpu_header "bench/h200_s21.sh PART=$part" $work/env.log
+case $part in
+check)
+  timeout 260 python3 tests/ops/opcheck.py ops --target cuda --jobs 16 --opcheck $opcheck --work /tmp/ops \
+    > $work/ops.log 2>&1 || rc=1
+  echo "cuda op cases: $(grep -E 'cases passed' $work/ops.log)"; grep -E '^FAIL' $work/ops.log | head -8 | cut -c1-300; took
+  pack
+  timeout 90 python3 tests/ops/opcheck.py minillm --target cuda --opcheck $opcheck --model examples/minillm.mdl --work /tmp/mini \
+    > $work/minillm.log 2>&1 || rc=1
+  echo "minillm logits: $(tail -2 $work/minillm.log | tr '\n' ' ' | cut -c1-300)"; took
+  small="vocab=512 dim=128 layers=2 heads=4 batch=2 seq=64"
+  timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 $opcheck examples/minillm.mdl /tmp/san --target cuda \
+    --func train $small --range tokens=0,512 --range targets=0,512 > $work/sanitizer.log 2>&1 || rc=1
+  echo "memcheck train step: $(grep -E 'ERROR SUMMARY' $work/sanitizer.log | tail -1)"; took
+  pack
+  export MLC_CUDA_GRAPHS=1
+  timeout 120 python3 tests/ref/decode.py $mlc examples/minillm_causal.mdl $work/decode --target cuda > $work/decode.log 2>&1 || rc=1
+  echo "cuda decode against PyTorch: $(grep -E 'greedy tokens|logits:|FAIL|ok' $work/decode.log | tr '\n' ' ' | cut -c1-500)"; took
+  timeout 90 python3 tests/ref/quant.py $mlc $work/quant --target cuda > $work/quant.log 2>&1 || rc=1
+  echo "cuda qlinear against numpy: $(grep -c '^ok' $work/quant.log) ok, $(grep -c '^FAIL' $work/quant.log) FAIL"
+  grep -E '^FAIL|Traceback|Error' $work/quant.log | head -3 | cut -c1-300; took
+  ;;
+model)
+  mkdir -p $work/model
+  OUT=$work/model SKIP_MINILLM=${SKIP_MINILLM:-} timeout 540 bash bench/cuda_flash.sh model || rc=1
+  took
+  ;;
+decode)
+  big="vocab=32000 dim=2048 layers=12 heads=16 max_ctx=1024"
+  for c in ${SPEED:-bf16:bf16: bf16-nographs:bf16: int4:f32:int4 int8:f32:int8 f32:f32:}; do
+    IFS=: read -r name dt q <<< "$c"
+    g=1; [ "${name%-nographs}" != "$name" ] && g=0
+    MLC_CUDA_GRAPHS=$g timeout 120 python3 bench/decode_cpu.py $mlc --target cuda --torch-device cuda --runs 3 --new 128 \
+      --dtype $dt ${q:+--quantize $q} $big > $work/speed_$name.log 2>&1 || rc=1
+    echo "decode $name: $(grep -E '^run|median|bandwidth' $work/speed_$name.log | cut -c1-260 | tr '\n' ' ')"
+    tail -3 $work/speed_$name.log | grep -iE "error|Traceback|exit" | head -3; took
+    pack
+  done
+  ;;
+*) echo "usage: PART=check|model|decode bash bench/h200_s21.sh"; exit 2 ;;
+esac
+pack
+echo "rc=$rc"
+exit $rc
