@@ -1720,7 +1720,7 @@ template <> struct mlc_kv_vec<16> { typedef uint4 t; };
 // Elements p[0 .. E) as f32: vector loads of up to 16 bytes (VEC: p is
 // aligned to E elements, E a power of two), else element by element up to n.
 template <class T, int E, bool VEC> MLC_FN void mlc_kv_ld(const T *p, int n, float *f) {
-  if (VEC) {
+  if constexpr (VEC) { // not instantiated otherwise: E * sizeof(T) need not be a vector's size
     constexpr int B = E * (int)sizeof(T) >= 16 ? 16 : E * (int)sizeof(T), PER = B / (int)sizeof(T);
 #pragma unroll
     for (int c = 0; c < E / PER; c++) {
