@@ -9,6 +9,11 @@
 #   PART=model   bench/cuda_flash.sh model: the MiniLLM's gradients and 20
 #                AdamW steps against PyTorch, then the train step and the bf16
 #                forward against eager and torch.compile.
+#   PART=kernels the decode kernels changed after the first calls (mlc_qgemv,
+#                mlc_gemv's split, attention_kv's warps): the linear and
+#                attention_kv op cases, quant.py and decode.py on cuda, decode
+#                speed (bf16, int4, int8), --cuda-gemv-ks 1 against the rule
+#                (two rounds), and ncu's per-kernel times of a step.
 #   PART=decode  decode speed against PyTorch eager (bench/decode_cpu.py) at the
 #                MiniLLM's size: SPEED="name:dtype:quantize ..." (a name ending
 #                in -nographs runs with MLC_CUDA_GRAPHS=0).
@@ -67,7 +72,41 @@ decode)
     pack
   done
   ;;
-*) echo "usage: PART=check|model|decode bash bench/h200_s21.sh"; exit 2 ;;
+kernels) # the decode kernels of the session's second half: checks, speed, an A/B of the GEMV's split, ncu
+  export MLC_CUDA_GRAPHS=1
+  for kw in linear attention_kv; do
+    timeout 150 python3 tests/ops/opcheck.py ops --target cuda --jobs 16 --opcheck $opcheck --work /tmp/ops-$kw -k $kw \
+      > $work/ops_$kw.log 2>&1 || rc=1
+    echo "cuda op cases -k $kw: $(grep -E 'cases passed' $work/ops_$kw.log)"; grep -E '^FAIL' $work/ops_$kw.log | head -5 | cut -c1-400
+  done; took
+  timeout 90 python3 tests/ref/quant.py $mlc $work/quant --target cuda > $work/quant.log 2>&1 || rc=1
+  echo "cuda qlinear against numpy: $(grep -c '^ok:' $work/quant.log) ok, $(grep -c '^FAIL' $work/quant.log) FAIL"
+  grep -E '^FAIL|Traceback|Error' $work/quant.log | head -3 | cut -c1-300; took
+  timeout 90 python3 tests/ref/decode.py $mlc examples/minillm_causal.mdl $work/decode --target cuda > $work/decode.log 2>&1 || rc=1
+  echo "cuda decode against PyTorch: $(grep -E 'greedy tokens|logits:|FAIL' $work/decode.log | tr '\n' ' ' | cut -c1-300)"; took
+  pack
+  big="vocab=32000 dim=2048 layers=12 heads=16 max_ctx=1024"
+  for c in bf16:bf16: int4:f32:int4 int8:f32:int8; do
+    IFS=: read -r name dt q <<< "$c"
+    timeout 100 python3 bench/decode_cpu.py $mlc --target cuda --torch-device cuda --runs 3 --new 128 \
+      --dtype $dt ${q:+--quantize $q} $big > $work/speed_$name.log 2>&1 || rc=1
+    echo "decode $name: $(grep -E 'median|bandwidth' $work/speed_$name.log | cut -c1-200 | tr '\n' ' ')"; took
+  done
+  pack
+  p64=$(python3 -c "print(','.join(str(i * 37 % 32000) for i in range(64)))")
+  for r in 1 2; do for ks in 1 auto; do
+    timeout 60 $mlc generate bench/minillm_causal_bf16.mdl --target cuda --prompt $p64 --max-new 130 $big prefill=16 batch=1 \
+      $([ $ks = auto ] || echo --cuda-gemv-ks $ks) > $work/ab_ks${ks}_$r.log 2>&1 || rc=1
+    echo "bf16 gemv ks=$ks round $r: $(grep -E '^decode' $work/ab_ks${ks}_$r.log)"
+  done; done; took
+  p16=$(python3 -c "print(','.join(str(i * 37 % 32000) for i in range(16)))")
+  for c in bf16:bench/minillm_causal_bf16.mdl: int4:examples/minillm_causal.mdl:int4; do
+    IFS=: read -r name mdl q <<< "$c"
+    MLC_CUDA_GRAPHS=0 timeout 100 ncu --csv --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed \
+      $mlc generate $mdl --target cuda --prompt $p16 --max-new 3 ${q:+--quantize $q} $big prefill=16 batch=1 > $work/ncu_$name.csv 2> $work/ncu_$name.err || rc=1
+  done; took
+  ;;
+*) echo "usage: PART=check|model|decode|kernels bash bench/h200_s21.sh"; exit 2 ;;
 esac
 pack
 echo "rc=$rc"

@@ -34,6 +34,7 @@ static const struct option spirv_options[] = {
 /* The CUDA target's options of emitted code. */
 static const struct option cuda_options[] = {
   {"cuda-gemm-tile", required_argument, 0, MLC_OPT_CODEGEN},
+  {"cuda-gemv-ks", required_argument, 0, MLC_OPT_CODEGEN},
   {0, 0, 0, 0},
 };
 
@@ -73,7 +74,9 @@ static const mlc_driver_target targets[] = {
       "                        measuring the tile table: bench/gemm_tune.py); pp,ST: the persistent\n"
       "                        ping-pong kernel with ST stages (2-6); co,ST: the persistent\n"
       "                        cooperative kernel, 128 x 256 tiles, ST stages (2-4); cs,ST: the same\n"
-      "                        with its stores by TMA (not yet run on a GPU)\n",
+      "                        with its stores by TMA (not yet run on a GPU)\n"
+      "      --cuda-gemv-ks N  (cuda) warps per output column (1, 2, 4 or 8) of every linear of at most 4\n"
+      "                        rows (a decode step's), in place of the rule (for measuring it)\n",
 #ifdef MLC_HAVE_CUDA
     .build_bytes = sizeof(mlc_cuda_build), .build = mlc_cuda_target_build, .write = mlc_cuda_target_write,
     .open = mlc_cuda_target_open, .release = mlc_cuda_target_release, .calibrate = mlc_calibrate_gpu,

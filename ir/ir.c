@@ -216,6 +216,15 @@ bool mlc_options_set(mlc_options *o, const char *name, const char *value, char *
     for (int i = 0; i < 6; i++) o->spirv_gemm_tile[i] = (int16_t)(i < n ? t[i] : 0);
     return true;
   }
+  if (!strcmp(name, "cuda-gemv-ks")) {
+    int ks, n;
+    if (sscanf(v, "%d%n", &ks, &n) != 1 || v[n] || (ks != 1 && ks != 2 && ks != 4 && ks != 8)) {
+      snprintf(err, errn, "--cuda-gemv-ks %s: expected 1, 2, 4 or 8 warps per output column", v);
+      return false;
+    }
+    o->cuda_gemv_ks = (int8_t)ks;
+    return true;
+  }
   if (!strcmp(name, "cuda-gemm-tile")) {
     int t[4] = {0}, n;
     /* the persistent kernels, ST stages: pp (ping-pong, 128 x 128 a consumer) or co (cooperative, 128 x 256) */
@@ -325,6 +334,7 @@ void mlc_options_print(FILE *out, const mlc_options *o) {
   else if (o->cuda_gemm_tile[0])
     fprintf(out, " --cuda-gemm-tile=%d,%d,%d,%d", o->cuda_gemm_tile[0], o->cuda_gemm_tile[1], o->cuda_gemm_tile[2],
             o->cuda_gemm_tile[3]);
+  if (o->cuda_gemv_ks) fprintf(out, " --cuda-gemv-ks=%d", o->cuda_gemv_ks);
   char b[32];
   if (o->memory_budget) fprintf(out, " --memory-budget=%s", mlc_bytes_str(b, sizeof b, (double)o->memory_budget));
   if (o->cpu) fprintf(out, " --cpu=%s", o->cpu);

@@ -274,6 +274,8 @@ typedef struct {
                                     every block of keys (default lazy: when a row's max grew past 2^8) */
   int16_t spirv_gemm_tile[6];    /* --spirv-gemm-tile=BMxBNxWMxWN[xBK[xSTAGES]] for the cooperative-matrix
                                     GEMM (all zero: its rule's) */
+  int8_t cuda_gemv_ks;           /* --cuda-gemv-ks=1|2|4|8: the warps per output column of every linear of
+                                    at most 4 rows (0: emit_gemm.c's rule; for measuring it) */
   int16_t cuda_gemm_tile[4];     /* --cuda-gemm-tile=BN,ST,OCC,LAG for every bf16/f16 wgmma GEMM (all
                                     zero: the tile table's; bench/gemm_tune.py measures with it) */
   int64_t memory_budget;         /* --memory-budget (or the train block's memory_budget =): the bytes a

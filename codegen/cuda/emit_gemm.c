@@ -55,7 +55,7 @@
  *    (plus the partials' traffic) model a quarter less time than one
  *    product of all of K (gemm_split).
  *
- *  - linear of at most 4 rows (a decode step): mlc_gemv, a warp per
+ *  - linear of at most 4 rows (a decode step): mlc_gemv, 1 to 8 warps per
  *    output column reading the weight's row 16 bytes a lane at a time,
  *    exact f32 sums, the fused epilogue per element; any dtype and K.
  *
@@ -348,18 +348,32 @@ static void gemm_emit_one(cc *c, const gemm_desc *d, const gemm_cfg *g, const ml
 }
 
 
-/* A linear of at most GEMV_ROWS rows: mlc_gemv, a warp per output column. */
+/* A linear of at most GEMV_ROWS rows: mlc_gemv, KS warps per output
+ * column.  KS doubles (up to GEMV_WARPS) while the product has fewer than
+ * GEMV_MIN_WARPS warps and each would still read 2 KiB of the row or more:
+ * on the H100 (2026-12-05, ncu) a warp per column read 8192 x 2048 bf16 at
+ * 2.26 TB/s, 2048 x 8192 (2048 warps of 16 KiB) at 1.85 and 2048 x 2048 at
+ * 1.22.  --cuda-gemv-ks sets KS (for measuring). */
 #define GEMV_ROWS 4
 #define GEMV_WARPS 8 /* a block's */
+#define GEMV_MIN_WARPS 8192
 static bool gemv_fits(const cc *c, const gemm_desc *d) {
   return d->b_nk && !d->a_km && mlc_gemm_batch(d) == 1 && d->M >= 1 && d->M <= GEMV_ROWS && d->K >= 1 && !c->sharded && d->N <= INT32_MAX * (int64_t)GEMV_WARPS;
 }
 
+static int gemv_ks(const cc *c, const gemm_desc *d, int64_t esize) {
+  int ks = c->p->opts.cuda_gemv_ks;
+  if (ks) return ks;
+  for (ks = 1; ks < GEMV_WARPS && d->N * ks < GEMV_MIN_WARPS && d->K * esize / (2 * ks) >= 2048;) ks *= 2;
+  return ks;
+}
+
 static void gemv_emit(cc *c, const gemm_desc *d, const mlc_fused_prog *pr) {
   if (pr) cc_fused_epilogue(c, pr);
-  cc_begin(c, (uint64_t)cc_ceil_div(d->N, GEMV_WARPS), 32 * GEMV_WARPS, 0);
+  const int ks = gemv_ks(c, d, mlc_dtype_size(d->dt));
+  cc_begin(c, (uint64_t)cc_ceil_div(d->N, GEMV_WARPS / ks), 32 * GEMV_WARPS, 0);
   const char *T = cc_stype(c, d->dt);
-  cc_printf(c, "  typedef mlc_gemv<%s, %d, %lldLL, %lldLL, %d> G;\n", T, (int)d->M, (long long)d->N, (long long)d->K, GEMV_WARPS);
+  cc_printf(c, "  typedef mlc_gemv<%s, %d, %lldLL, %lldLL, %d, %d> G;\n", T, (int)d->M, (long long)d->N, (long long)d->K, GEMV_WARPS, ks);
   if (pr) cc_printf(c, "  const @K@_epi e = %s;\n", cc_fused_epilogue_init(c, "0"));
   else cc_printf(c, "  const mlc_gemm_out<%s> e = {out};\n", T);
   cc_printf(c, "  G::run(in0, in1, e);\n");

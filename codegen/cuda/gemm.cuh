@@ -1224,16 +1224,19 @@ struct mlc_gemm_wgx {
 };
 
 // linear of at most 4 rows (a decode step's x [1, 1, k]): a matrix-vector
-// product, bound by reading the weight once.  A warp per output column n:
-// its lanes read w's row n 16 bytes at a time (VEC: K a multiple of 8
-// 16-bit or 4 f32 elements, so every row starts 16-byte aligned), each
-// lane's loads of the row issued before its sums, x's M rows (small, in
-// L1) beside them; the lanes' partial sums meet by shuffles, and lane 0
-// stores the M results through the epilogue e (st1, as the GEMMs').
-template <class T, int M, long long N, long long K, int WPB> struct mlc_gemv {
-  static constexpr int V = 16 / (int)sizeof(T);
+// product, bound by reading the weight once.  KS warps per output column n
+// (a block's WPB warps take WPB / KS columns), each warp a span of the row
+// in whole STEP pieces: its lanes read w's row 16 bytes at a time (VEC: K
+// a multiple of 8 16-bit or 4 f32 elements, so every row starts 16-byte
+// aligned), each lane's loads issued before its sums, x's M rows (small,
+// in L1) beside them; the lanes' partial sums meet by shuffles, the KS
+// warps' in shared memory in a fixed order, and one lane stores the M
+// results through the epilogue e (st1, as the GEMMs').  KS > 1 where K is
+// long: more warps, each with fewer loads in a row to wait for.
+template <class T, int M, long long N, long long K, int WPB, int KS> struct mlc_gemv {
+  static constexpr int V = 16 / (int)sizeof(T), CPB = WPB / KS;
   static constexpr bool VEC = K % V == 0;
-  static constexpr long long STEP = 32LL * V, FULL = VEC ? K / STEP : 0;
+  static constexpr long long STEP = 32LL * V, PIECES = (K + STEP - 1) / STEP, SPAN = (PIECES + KS - 1) / KS * STEP;
   union vec { uint4 u; T e[16 / sizeof(T)]; };
   // elements k .. k + V - 1 of the weight's row against x's rows, into acc
   static MLC_FN void step(const T *x, const T *wr, long long k, float *acc) {
@@ -1247,27 +1250,44 @@ template <class T, int M, long long N, long long K, int WPB> struct mlc_gemv {
     }
   }
   template <class Ep> static MLC_FN void run(const T *x, const T *w, const Ep &e) {
-    const int lane = threadIdx.x & 31;
-    const long long n = (long long)blockIdx.x * WPB + (threadIdx.x >> 5);
-    if (n >= N) return;
-    const T *wr = w + n * K;
+    const int lane = threadIdx.x & 31, wi = threadIdx.x >> 5, ks = wi % KS;
+    const long long n = (long long)blockIdx.x * CPB + wi / KS;
+    const T *wr = w + (n < N ? n : N - 1) * K;
     float acc[M];
 #pragma unroll
     for (int m = 0; m < M; m++) acc[m] = 0.f;
-    if (VEC) {
+    const long long lo = ks * SPAN, hi = lo + SPAN < K ? lo + SPAN : K;
+    if (n < N && lo < K) { // a split past the row's end (KS SPAN may pass K) reads nothing
+      if (VEC) {
+        const long long full = lo + (hi - lo) / STEP * STEP; // whole pieces end here; the tail is K % STEP / V lanes
 #pragma unroll 8
-      for (long long it = 0; it < FULL; it++) step(x, wr, it * STEP + lane * V, acc);
-      if (FULL * STEP + lane * V < K) step(x, wr, FULL * STEP + lane * V, acc); // the tail: K % STEP / V lanes
-    } else {
-      for (long long k = lane; k < K; k += 32) {
-        const float wk = to_f32(wr[k]);
+        for (long long k = lo + lane * V; k < full; k += STEP) step(x, wr, k, acc);
+        if (full + lane * V < hi) step(x, wr, full + lane * V, acc);
+      } else {
+        for (long long k = lo + lane; k < hi; k += 32) {
+          const float wk = to_f32(wr[k]);
 #pragma unroll
-        for (int m = 0; m < M; m++) acc[m] += to_f32(x[m * K + k]) * wk;
+          for (int m = 0; m < M; m++) acc[m] += to_f32(x[m * K + k]) * wk;
+        }
       }
     }
 #pragma unroll
     for (int m = 0; m < M; m++) acc[m] = mlc_warp_sum(acc[m]);
-    if (lane == 0)
+    if (KS > 1) {
+      __shared__ float red[WPB][M];
+      if (lane == 0)
+#pragma unroll
+        for (int m = 0; m < M; m++) red[wi][m] = acc[m];
+      __syncthreads();
+      if (ks == 0 && lane == 0)
+#pragma unroll
+        for (int m = 0; m < M; m++) {
+          acc[m] = red[wi][m];
+#pragma unroll
+          for (int k = 1; k < KS; k++) acc[m] += red[wi + k][m];
+        }
+    }
+    if (n < N && ks == 0 && lane == 0)
 #pragma unroll
       for (int m = 0; m < M; m++) e.st1(m * N + n, n, acc[m]);
   }
@@ -1276,62 +1296,79 @@ template <class T, int M, long long N, long long K, int WPB> struct mlc_gemv {
 // qlinear (--quantize int8|int4): y[m][n] = sum_k x[m][k] code[n][k] scale,
 // w packed as runtime/quant.h lays it out (per row its K codes, PER = 32 /
 // BITS to a word, element j in bits [BITS (j % PER), + BITS), two's
-// complement; then K / G f32 scales).  x and y f32.  A warp per output
-// column and MB rows of x: its lanes take the row's words of codes (four at
-// a time, 16 bytes, where rows of words are 16-byte aligned: V4), each word
-// dequantised in registers against x's rows and scaled once (a word lies in
-// one group: G is a multiple of 8); the lanes' sums meet by shuffles.  Up to
-// MB rows share each word; more rows take more blocks (blockIdx.x / NB).
-template <int BITS, int MB, long long M, long long N, long long K, long long G, int WPB> struct mlc_qgemv {
+// complement; then K / G f32 scales).  x and y f32.  A block of KS warps
+// takes C output columns and MB rows of x.  Its warps split each row's CW
+// words of codes into KS spans of whole 128-byte lines; a warp's lanes take
+// consecutive words (one coalesced 128-byte load a column), so the PER
+// floats of x a word multiplies (16-byte loads, a lane's next to its
+// neighbour's) are read once for the C columns.  Each word is dequantised in
+// registers and scaled once (a word lies in one group: G is a multiple of
+// 8); the lanes' sums meet by shuffles, the warps' in shared memory, in a
+// fixed order.  More rows take more blocks (blockIdx.x / NB).
+template <int BITS, int MB, long long M, long long N, long long K, long long G, int C, int KS> struct mlc_qgemv {
   static constexpr int PER = 32 / BITS;
-  static constexpr long long CW = K / PER, RW = CW + K / G, NB = (N + WPB - 1) / WPB;
-  static constexpr bool V4 = CW % 4 == 0 && RW % 4 == 0;
-  static MLC_FN void word(unsigned w, long long c, const float *x, int rows, const unsigned *row, float *acc) {
-    const long long k0 = c * PER;
-    const float s = __uint_as_float(__ldg(row + CW + k0 / G));
-    float code[PER];
-#pragma unroll
-    for (int e = 0; e < PER; e++) code[e] = (float)((int)(w << (32 - BITS * (e + 1))) >> (32 - BITS));
-#pragma unroll
-    for (int m = 0; m < MB; m++) {
-      if (m >= rows) break;
-      const float4 *xr = (const float4 *)(x + m * K + k0);
-      float sum = 0.f;
-#pragma unroll
-      for (int q = 0; q < PER / 4; q++) {
-        const float4 v = __ldg(xr + q);
-        sum += code[4 * q] * v.x + code[4 * q + 1] * v.y + code[4 * q + 2] * v.z + code[4 * q + 3] * v.w;
-      }
-      acc[m] += sum * s;
-    }
-  }
+  static constexpr long long CW = K / PER, RW = CW + K / G, NB = (N + C - 1) / C;
+  static constexpr long long SPAN = ((CW + KS - 1) / KS + 31) / 32 * 32; // a warp's words
   static MLC_FN void run(const int *wq, const float *x, float *y) {
-    const int lane = threadIdx.x & 31;
-    const long long n = (long long)(blockIdx.x % NB) * WPB + (threadIdx.x >> 5), r0 = (long long)(blockIdx.x / NB) * MB;
-    if (n >= N) return;
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const long long n0 = (long long)(blockIdx.x % NB) * C, r0 = (long long)(blockIdx.x / NB) * MB;
     const int rows = M - r0 < MB ? (int)(M - r0) : MB;
-    const unsigned *row = (const unsigned *)wq + n * RW;
+    const unsigned *row[C];
+#pragma unroll
+    for (int j = 0; j < C; j++) row[j] = (const unsigned *)wq + (n0 + j < N ? n0 + j : N - 1) * RW;
     x += r0 * K;
-    float acc[MB];
+    float acc[C][MB];
 #pragma unroll
-    for (int m = 0; m < MB; m++) acc[m] = 0.f;
-    if (V4) {
+    for (int j = 0; j < C; j++)
+#pragma unroll
+      for (int m = 0; m < MB; m++) acc[j][m] = 0.f;
+    const long long hi = (w + 1) * SPAN < CW ? (w + 1) * SPAN : CW;
 #pragma unroll 4
-      for (long long c = lane; c < CW / 4; c += 32) {
-        const uint4 u = __ldg((const uint4 *)row + c);
-        word(u.x, 4 * c, x, rows, row, acc);
-        word(u.y, 4 * c + 1, x, rows, row, acc);
-        word(u.z, 4 * c + 2, x, rows, row, acc);
-        word(u.w, 4 * c + 3, x, rows, row, acc);
+    for (long long c = w * SPAN + lane; c < hi; c += 32) {
+      const long long k0 = c * PER;
+      float code[C][PER], s[C];
+#pragma unroll
+      for (int j = 0; j < C; j++) {
+        const unsigned u = __ldg(row[j] + c);
+        s[j] = __uint_as_float(__ldg(row[j] + CW + k0 / G));
+#pragma unroll
+        for (int e = 0; e < PER; e++) code[j][e] = (float)((int)(u << (32 - BITS * (e + 1))) >> (32 - BITS));
       }
-    } else {
-      for (long long c = lane; c < CW; c += 32) word(__ldg(row + c), c, x, rows, row, acc);
+#pragma unroll
+      for (int m = 0; m < MB; m++) {
+        if (m >= rows) break;
+        const float4 *xr = (const float4 *)(x + m * K + k0);
+        float xv[PER];
+#pragma unroll
+        for (int q = 0; q < PER / 4; q++) {
+          const float4 v = __ldg(xr + q);
+          xv[4 * q] = v.x, xv[4 * q + 1] = v.y, xv[4 * q + 2] = v.z, xv[4 * q + 3] = v.w;
+        }
+#pragma unroll
+        for (int j = 0; j < C; j++) {
+          float sum = 0.f;
+#pragma unroll
+          for (int e = 0; e < PER; e++) sum += code[j][e] * xv[e];
+          acc[j][m] += sum * s[j];
+        }
+      }
     }
+    __shared__ float red[KS][C * MB];
 #pragma unroll
-    for (int m = 0; m < MB; m++) acc[m] = mlc_warp_sum(acc[m]);
-    if (lane == 0)
+    for (int j = 0; j < C; j++)
 #pragma unroll
-      for (int m = 0; m < MB; m++)
-        if (m < rows) y[(r0 + m) * N + n] = acc[m];
+      for (int m = 0; m < MB; m++) {
+        const float v = mlc_warp_sum(acc[j][m]);
+        if (lane == 0) red[w][j * MB + m] = v;
+      }
+    __syncthreads();
+    for (int t = threadIdx.x; t < C * MB; t += 32 * KS) {
+      const int j = t / MB, m = t % MB;
+      if (n0 + j >= N || m >= rows) continue;
+      float v = 0.f;
+#pragma unroll
+      for (int k = 0; k < KS; k++) v += red[k][t];
+      y[(r0 + m) * N + n0 + j] = v;
+    }
   }
 };

@@ -412,6 +412,10 @@ CASES = [
          members="lin = Linear(2056, 40, bias=false, dtype=bf16)"),
     Case("linear_gemv_f32_k516", "x: f32[2, 516]", "lin(x)", lambda I, P: I["x"] @ P["lin.weight"].T, RED,
          members="lin = Linear(516, 33, bias=false)"),
+    # two rows and a bias, k = 4100 f32 (16 KiB a row): CUDA's GEMV splits each row over 8 warps of 640
+    # elements, the seventh with a one-lane tail and the eighth past the row's end
+    Case("linear_gemv_f32_k4100_bias", "x: f32[2, 4100]", "lin(x)",
+         lambda I, P: F.linear(I["x"], P["lin.weight"], P["lin.bias"]), RED, members="lin = Linear(4100, 20)"),
     Case("linear_bias", "x: f32[37, 53]", "lin(x)", lambda I, P: F.linear(I["x"], P["lin.weight"], P["lin.bias"]),
          RED, members="lin = Linear(53, 29)"),
     Case("linear_k_blocks", "x: f32[100, 600]", "lin(x)", lambda I, P: I["x"] @ P["lin.weight"].T, RED,

@@ -10,8 +10,10 @@ and clamped to [-qmax, qmax]), then x @ dequant(w)^T.
   each |w - dequant(w)| <= scale / 2, so |y - yq| <= sum_k |x_k| scale_g / 2
   row by row (checked with 1 % slack), and int8's is under int4's.
 - Shapes: one row of x (decode's GEMV) and 7 (a prefill), n = 37 (not a
-  multiple of the kernel's 4 or 16 rows), k = 256 with groups of 32, 64, 128
-  and 256.
+  multiple of the CUDA kernel's 4 columns), k = 256 with groups of 32, 64,
+  128 and 256; then 20 rows (the CUDA kernel's 8 a block, twice and a part)
+  and k = 768 with one row (its 8 warps' spans of 12 int4 words), groups of
+  32 and 128.
 - Teeth: the reference with int4's nibbles swapped, or scales per 2G, is
   rejected by the same bound.
 
@@ -32,7 +34,8 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "runtime", "tests"))
 from make_reference_st import write_safetensors  # noqa: E402
 
-K, N = 256, 37
+N = 37
+ALL = (32, 64, 128, 256)
 TOL = 1e-5
 
 MODEL = """
@@ -61,7 +64,7 @@ TARGET = ["--target", "cpu", "--threads", "2"]
 def run(mlc, work, mdl, weights, x, rows, quant):
     xf, yf = os.path.join(work, "x.bin"), os.path.join(work, "y.bin")
     x.astype(np.float32).tofile(xf)
-    cmd = [mlc, "run", mdl, *TARGET, f"rows={rows}", "--weights", weights, "--input", f"x={xf}",
+    cmd = [mlc, "run", mdl, *TARGET, f"rows={rows}", f"k={x.shape[1]}", "--weights", weights, "--input", f"x={xf}",
            "-o", f"output={yf}"] + (["--quantize", quant] if quant else [])
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0 or "Vulkan validation" in r.stderr:  # MLC_VK_VALIDATE=1 on spirv: a message of the layer
@@ -81,13 +84,15 @@ def main():
     mdl = os.path.join(work, "q.mdl")
     open(mdl, "w").write(MODEL)
     rng = np.random.default_rng(0)
-    w = (rng.standard_normal((N, K)) * 0.05).astype(np.float32)
-    w[3, :32] = 0  # a group of zeros: scale 1, codes 0
-    w[5, 7] = 1.0  # an outlier: its group's scale grows
-    weights = os.path.join(work, "w.safetensors")
-    write_safetensors(weights, {"lin.weight": torch.from_numpy(w)}, {})
     failed = 0
-    for rows in (1, 7):
+    # (k, rows, groups): the CUDA kernel takes 8 rows a block (20: two and a
+    # part) and splits a row's words 8 ways (k = 768: 12 int4 words a warp)
+    for K, rows, groups in ((256, 1, ALL), (256, 7, ALL), (256, 20, (32, 128)), (768, 1, (32, 128))):
+        w = (rng.standard_normal((N, K)) * 0.05).astype(np.float32)
+        w[3, :32] = 0  # a group of zeros: scale 1, codes 0
+        w[5, 7] = 1.0  # an outlier: its group's scale grows
+        weights = os.path.join(work, "w.safetensors")
+        write_safetensors(weights, {"lin.weight": torch.from_numpy(w)}, {})
         x = rng.standard_normal((rows, K)).astype(np.float32)
         y32 = x.astype(np.float64) @ w.T.astype(np.float64)
         out = run(mlc, work, mdl, weights, x, rows, None)
@@ -96,7 +101,7 @@ def main():
             failed += 1
         worst = {}
         for bits in (8, 4):
-            for group in (32, 64, 128, 256):
+            for group in groups:
                 quant = f"int{bits}:group={group}"
                 got = run(mlc, work, mdl, weights, x, rows, quant)
                 wq, scale = dequant(w, bits, group)
@@ -113,7 +118,7 @@ def main():
                 teeth2 = group == K or np.abs(got - x @ coarse.T).max() / np.abs(ref).max() > 100 * TOL
                 ok = err <= TOL and within and teeth and teeth2
                 worst[bits] = max(worst.get(bits, 0), float((drift / np.abs(y32).max()).max()))
-                print(f"{'ok' if ok else 'FAIL'}: rows={rows} {quant}: rel err vs numpy dequant {err:.2e} (tol {TOL}), "
+                print(f"{'ok' if ok else 'FAIL'}: rows={rows} k={K} {quant}: rel err vs numpy dequant {err:.2e} (tol {TOL}), "
                       f"max |y - y_f32| / max|y_f32| {(drift.max() / np.abs(y32).max()):.3e}, within the rounding "
                       f"bound: {within}")
                 failed += not ok
