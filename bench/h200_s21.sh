@@ -14,6 +14,8 @@
 #                attention_kv op cases, quant.py and decode.py on cuda, decode
 #                speed (bf16, int4, int8), --cuda-gemv-ks 1 against the rule
 #                (two rounds), and ncu's per-kernel times of a step.
+#   PART=final   after PART=kernels: quant.py and decode.py on cuda, then
+#                decode speed (int4, bf16, int8; two runs each).
 #   PART=decode  decode speed against PyTorch eager (bench/decode_cpu.py) at the
 #                MiniLLM's size: SPEED="name:dtype:quantize ..." (a name ending
 #                in -nographs runs with MLC_CUDA_GRAPHS=0).
@@ -106,7 +108,24 @@ kernels) # the decode kernels of the session's second half: checks, speed, an A/
       $mlc generate $mdl --target cuda --prompt $p16 --max-new 3 ${q:+--quantize $q} $big prefill=16 batch=1 > $work/ncu_$name.csv 2> $work/ncu_$name.err || rc=1
   done; took
   ;;
-*) echo "usage: PART=check|model|decode|kernels bash bench/h200_s21.sh"; exit 2 ;;
+final) # the last device minutes: qgemv without I2F and fewer warps, the GEMV's rule at 4 KiB a warp
+  export MLC_CUDA_GRAPHS=1
+  timeout 60 python3 tests/ref/quant.py $mlc $work/quant --target cuda > $work/quant.log 2>&1 || rc=1
+  echo "cuda qlinear against numpy: $(grep -c '^ok:' $work/quant.log) ok, $(grep -c '^FAIL' $work/quant.log) FAIL"
+  grep -E '^FAIL|Traceback|Error' $work/quant.log | head -3 | cut -c1-300; took
+  timeout 40 python3 tests/ref/decode.py $mlc examples/minillm_causal.mdl $work/decode --target cuda > $work/decode.log 2>&1 || rc=1
+  echo "cuda decode against PyTorch: $(grep -E 'greedy tokens|logits:|FAIL' $work/decode.log | tr '\n' ' ' | cut -c1-300)"; took
+  pack
+  big="vocab=32000 dim=2048 layers=12 heads=16 max_ctx=1024"
+  for c in int4:f32:int4 bf16:bf16: int8:f32:int8; do
+    IFS=: read -r name dt q <<< "$c"
+    timeout 70 python3 bench/decode_cpu.py $mlc --target cuda --torch-device cuda --runs 2 --new 128 \
+      --dtype $dt ${q:+--quantize $q} $big > $work/speed_$name.log 2>&1 || rc=1
+    echo "decode $name: $(grep -E '^run|median|bandwidth' $work/speed_$name.log | cut -c1-200 | tr '\n' ' ')"; took
+    pack
+  done
+  ;;
+*) echo "usage: PART=check|model|decode|kernels|final bash bench/h200_s21.sh"; exit 2 ;;
 esac
 pack
 echo "rc=$rc"

@@ -350,10 +350,12 @@ static void gemm_emit_one(cc *c, const gemm_desc *d, const gemm_cfg *g, const ml
 
 /* A linear of at most GEMV_ROWS rows: mlc_gemv, KS warps per output
  * column.  KS doubles (up to GEMV_WARPS) while the product has fewer than
- * GEMV_MIN_WARPS warps and each would still read 2 KiB of the row or more:
- * on the H100 (2026-12-05, ncu) a warp per column read 8192 x 2048 bf16 at
- * 2.26 TB/s, 2048 x 8192 (2048 warps of 16 KiB) at 1.85 and 2048 x 2048 at
- * 1.22.  --cuda-gemv-ks sets KS (for measuring). */
+ * GEMV_MIN_WARPS warps and each would still read 4 KiB of the row or more.
+ * On the H100 (2026-12-05, ncu, bf16): a warp per column read 8192 x 2048
+ * at 2.26 TB/s and 2048 x 8192 at 1.85, which 4 warps a column raised to
+ * 1.92; 2 warps a column lowered 6144 x 2048 from 2.18 to 1.88 (2 KiB a
+ * warp), so rows of 4 KiB stay whole.  The whole decode step did not move
+ * (0.833-0.839 ms both ways).  --cuda-gemv-ks sets KS (for measuring). */
 #define GEMV_ROWS 4
 #define GEMV_WARPS 8 /* a block's */
 #define GEMV_MIN_WARPS 8192
@@ -364,7 +366,7 @@ static bool gemv_fits(const cc *c, const gemm_desc *d) {
 static int gemv_ks(const cc *c, const gemm_desc *d, int64_t esize) {
   int ks = c->p->opts.cuda_gemv_ks;
   if (ks) return ks;
-  for (ks = 1; ks < GEMV_WARPS && d->N * ks < GEMV_MIN_WARPS && d->K * esize / (2 * ks) >= 2048;) ks *= 2;
+  for (ks = 1; ks < GEMV_WARPS && d->N * ks < GEMV_MIN_WARPS && d->K * esize / (2 * ks) >= 4096;) ks *= 2;
   return ks;
 }
 

@@ -1309,6 +1309,11 @@ template <int BITS, int MB, long long M, long long N, long long K, long long G, 
   static constexpr int PER = 32 / BITS;
   static constexpr long long CW = K / PER, RW = CW + K / G, NB = (N + C - 1) / C;
   static constexpr long long SPAN = ((CW + KS - 1) / KS + 31) / 32 * 32; // a warp's words
+  // codes as floats without I2F (a quarter-rate conversion): the word with
+  // each code's sign bit flipped holds code + HALF unsigned; OR'd into 2^23's
+  // mantissa that is 2^23 + code + HALF exactly, and one subtraction leaves
+  // the code.
+  static constexpr unsigned MASK = (1u << BITS) - 1, HALF = 1u << (BITS - 1), FLIP = BITS == 4 ? 0x88888888u : 0x80808080u;
   static MLC_FN void run(const int *wq, const float *x, float *y) {
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     const long long n0 = (long long)(blockIdx.x % NB) * C, r0 = (long long)(blockIdx.x / NB) * MB;
@@ -1329,10 +1334,10 @@ template <int BITS, int MB, long long M, long long N, long long K, long long G, 
       float code[C][PER], s[C];
 #pragma unroll
       for (int j = 0; j < C; j++) {
-        const unsigned u = __ldg(row[j] + c);
+        const unsigned u = __ldg(row[j] + c) ^ FLIP;
         s[j] = __uint_as_float(__ldg(row[j] + CW + k0 / G));
 #pragma unroll
-        for (int e = 0; e < PER; e++) code[j][e] = (float)((int)(u << (32 - BITS * (e + 1))) >> (32 - BITS));
+        for (int e = 0; e < PER; e++) code[j][e] = __uint_as_float(0x4B000000u | (u >> (BITS * e) & MASK)) - (8388608.0f + HALF);
       }
 #pragma unroll
       for (int m = 0; m < MB; m++) {

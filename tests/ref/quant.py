@@ -12,8 +12,8 @@ and clamped to [-qmax, qmax]), then x @ dequant(w)^T.
 - Shapes: one row of x (decode's GEMV) and 7 (a prefill), n = 37 (not a
   multiple of the CUDA kernel's 4 columns), k = 256 with groups of 32, 64,
   128 and 256; then 20 rows (the CUDA kernel's 8 a block, twice and a part)
-  and k = 768 with one row (its 8 warps' spans of 12 int4 words), groups of
-  32 and 128.
+  and k = 2304 with one row (its warps' spans of 160 words, the last
+  shorter), groups of 32 and 128.
 - Teeth: the reference with int4's nibbles swapped, or scales per 2G, is
   rejected by the same bound.
 
@@ -86,8 +86,10 @@ def main():
     rng = np.random.default_rng(0)
     failed = 0
     # (k, rows, groups): the CUDA kernel takes 8 rows a block (20: two and a
-    # part) and splits a row's words 8 ways (k = 768: 12 int4 words a warp)
-    for K, rows, groups in ((256, 1, ALL), (256, 7, ALL), (256, 20, (32, 128)), (768, 1, (32, 128))):
+    # part) and splits a row's words over warps of 160 words where a row has
+    # 256 or more (k = 2304: int4's 288 words over 2 warps, int8's 576 over 4,
+    # the last warp's span short)
+    for K, rows, groups in ((256, 1, ALL), (256, 7, ALL), (256, 20, (32, 128)), (2304, 1, (32, 128))):
         w = (rng.standard_normal((N, K)) * 0.05).astype(np.float32)
         w[3, :32] = 0  # a group of zeros: scale 1, codes 0
         w[5, 7] = 1.0  # an outlier: its group's scale grows
