@@ -12,6 +12,7 @@
 #include "codegen/plan.h"
 #include "passes/passes.h"
 #include "runtime/cpu/features.h"
+#include "runtime/profile.h"
 
 static const char *namer(void *ctx, const mlc_func *f, uint32_t node, uint64_t *out_work) {
   mlc_cpu_build *b = ctx;
@@ -39,7 +40,9 @@ static mlc_status compile_for(mlc_program *p, mlc_cpu_build *b, const char *cpu,
     }
     const char *prefix = tag ? mlc_arena_printf(p->arena, "%s.%s.%s.", p->name, tag, f->name)
                              : mlc_arena_printf(p->arena, "%s.%s.", p->name, f->name);
-    mlc_llvm_options o = {.triple = p->opts.triple, .cpu = cpu, .symbol_prefix = prefix};
+    char cache[1024];
+    mlc_llvm_options o = {.triple = p->opts.triple, .cpu = cpu, .symbol_prefix = prefix,
+                          .cache_dir = mlc_cpu_cache_dir(cache, sizeof cache) ? cache : NULL};
     mlc_status st = mlc_llvm_compile(p, f, &o, &b->mods[k]);
     if (st) {
       if (progress) fprintf(progress, "\n");

@@ -110,6 +110,14 @@ bool mlc_cache_path(char *buf, size_t n, const char *file) {
 
 bool mlc_ceilings_cache_path(char *buf, size_t n) { return mlc_cache_path(buf, n, "ceilings-cpu.json"); }
 
+bool mlc_cpu_cache_dir(char *buf, size_t n) {
+  const char *off = getenv("MLC_CPU_CACHE");
+  if ((off && !strcmp(off, "0")) || !mlc_cache_path(buf, n, "cpu/")) return false;
+  mlc_mkdir_parents(buf);
+  buf[strlen(buf) - 1] = 0; /* without its trailing '/' */
+  return true;
+}
+
 void mlc_mkdir_parents(const char *path) {
   char d[1024];
   snprintf(d, sizeof d, "%s", path);

@@ -121,6 +121,11 @@ if(MLC_BACKEND_CPU)
     COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/cpu_targets.py $<TARGET_FILE:mlc> ${MLC_ROOT}
             ${CMAKE_CURRENT_BINARY_DIR}/cpu_targets ${MLC_RUNTIME_LINK_OPTIONS})
   set_tests_properties(runtime.cpu_targets PROPERTIES LABELS "runtime;cpu" TIMEOUT 300)
+  # The CPU object cache: hits give the same bytes; damaged, cut or swapped
+  # files are compiled again; another --cpu has its own; MLC_CPU_CACHE=0.
+  add_test(NAME runtime.cpu_cache
+    COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/cpu_cache.py $<TARGET_FILE:mlc> ${MLC_ROOT} ${CMAKE_CURRENT_BINARY_DIR}/cpu_cache)
+  set_tests_properties(runtime.cpu_cache PROPERTIES LABELS "runtime;cpu" TIMEOUT 300)
   add_test(NAME ref.run.errors
     COMMAND ${MLC_PYTHON} ${MLC_ROOT}/tests/ref/run_errors.py $<TARGET_FILE:mlc> ${MLC_ROOT} ${CMAKE_CURRENT_BINARY_DIR}/run_errors)
   # Several named outputs per entry: the C signature, mlc run's --output

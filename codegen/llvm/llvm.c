@@ -11,6 +11,13 @@
  * The JIT compiles the optimised module to an object in memory with the same
  * target machine that writes object files, and links that into an ORC
  * LLJIT, so both ways out run identical machine code.
+ *
+ * With options' cache_dir, that object is kept in a file named by XXH3 of
+ * the unoptimised module's text, the CPU, its features and LLVM's version
+ * (what decides the machine code).  A module seen before skips default<O3>
+ * and code generation, most of a compile; the file carries its length and
+ * hash, and one that does not match them (torn, truncated, edited) is
+ * compiled again and replaced.
  */
 #include "codegen/llvm/llvm.h"
 
@@ -22,11 +29,14 @@
 #include <llvm-c/Target.h>
 #include <llvm-c/TargetMachine.h>
 #include <llvm-c/Transforms/PassBuilder.h>
+#include <llvm/Config/llvm-config.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
 
 #include "codegen/llvm/cg.h"
 
@@ -77,6 +87,10 @@ struct mlc_llvm_module {
   mlc_llvm_kernel *kernels;
   uint32_t nkernels;
   double t_build, t_opt;
+  bool optimised;        /* default<O3> ran (or no_opt asked for none) */
+  char *cache_file;      /* the object's file in the cache; NULL: no cache */
+  uint64_t cache_key;    /* XXH3 of what decides the object (the file's name) */
+  LLVMMemoryBufferRef obj; /* the object from the cache, where it had one */
 };
 
 struct mlc_llvm_jit {
@@ -264,6 +278,121 @@ static mlc_status make_target(mlc_llvm_module *m, const mlc_llvm_options *o) {
   return NULL;
 }
 
+/* The object cache's file format: magic, the key (the file's name), the
+ * object's length and its XXH3, then the object. */
+#define OBJ_MAGIC "mlc-cpu-obj-1\n"
+enum { OBJ_HEAD = sizeof OBJ_MAGIC - 1 + 24 };
+
+/* m's file in dir: XXH3 of the module's text (before default<O3>), the
+ * target machine's CPU and features, and LLVM's version. */
+static char *cache_file_of(mlc_llvm_module *m, const char *dir) {
+  char *text = LLVMPrintModuleToString(m->mod);
+  if (!text) return NULL;
+  XXH3_state_t *st = XXH3_createState();
+  if (!st) {
+    LLVMDisposeMessage(text);
+    return NULL;
+  }
+  XXH3_64bits_reset(st);
+  const char *parts[] = {OBJ_MAGIC, LLVM_VERSION_STRING, m->cpu, m->features, text};
+  for (size_t i = 0; i < sizeof parts / sizeof *parts; i++) XXH3_64bits_update(st, parts[i], strlen(parts[i]) + 1);
+  unsigned long long h = (unsigned long long)XXH3_64bits_digest(st);
+  m->cache_key = h;
+  XXH3_freeState(st);
+  LLVMDisposeMessage(text);
+  size_t n = strlen(dir) + 40;
+  char *path = malloc(n);
+  if (path) snprintf(path, n, "%s/%016llx.o", dir, h);
+  return path;
+}
+
+static void put_u64(unsigned char *b, uint64_t v) {
+  for (int i = 0; i < 8; i++) b[i] = (unsigned char)(v >> (8 * i));
+}
+static uint64_t get_u64(const unsigned char *b) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; i++) v |= (uint64_t)b[i] << (8 * i);
+  return v;
+}
+
+/* The cached object at path, or NULL (none, or one that does not check:
+ * another key's, or torn). */
+static LLVMMemoryBufferRef cache_read(const char *path, uint64_t key) {
+  FILE *fp = fopen(path, "rb");
+  if (!fp) return NULL;
+  unsigned char head[OBJ_HEAD];
+  LLVMMemoryBufferRef buf = NULL;
+  if (fread(head, 1, OBJ_HEAD, fp) == OBJ_HEAD && !memcmp(head, OBJ_MAGIC, OBJ_HEAD - 24) &&
+      get_u64(head + OBJ_HEAD - 24) == key) {
+    uint64_t len = get_u64(head + OBJ_HEAD - 16), h = get_u64(head + OBJ_HEAD - 8);
+    char *data = len > 0 && len < ((uint64_t)1 << 32) ? malloc(len) : NULL;
+    int extra;
+    if (data && fread(data, 1, len, fp) == len && (extra = fgetc(fp)) == EOF && XXH3_64bits(data, len) == h)
+      buf = LLVMCreateMemoryBufferWithMemoryRangeCopy(data, len, "cached object");
+    free(data);
+  }
+  fclose(fp);
+  return buf;
+}
+
+/* The object into the cache: a temporary file renamed into place, so that
+ * processes sharing the cache see the whole file or none.  Failures leave
+ * no file and are not errors (the cache is only a shortcut). */
+static void cache_write(const char *path, uint64_t key, LLVMMemoryBufferRef obj) {
+  const char *data = LLVMGetBufferStart(obj);
+  size_t len = LLVMGetBufferSize(obj);
+  size_t n = strlen(path) + 32;
+  char *tmp = malloc(n);
+  if (!tmp) return;
+  snprintf(tmp, n, "%s.%ld.tmp", path, (long)getpid());
+  unsigned char head[OBJ_HEAD];
+  memcpy(head, OBJ_MAGIC, OBJ_HEAD - 24);
+  put_u64(head + OBJ_HEAD - 24, key);
+  put_u64(head + OBJ_HEAD - 16, len);
+  put_u64(head + OBJ_HEAD - 8, XXH3_64bits(data, len));
+  FILE *fp = fopen(tmp, "wb");
+  bool ok = fp && fwrite(head, 1, OBJ_HEAD, fp) == OBJ_HEAD && fwrite(data, 1, len, fp) == len;
+  if (fp && fclose(fp)) ok = false;
+  if (!ok || rename(tmp, path)) remove(tmp);
+  free(tmp);
+}
+
+/* default<O3> on m's module, once. */
+static mlc_status optimise(mlc_llvm_module *m) {
+  if (m->optimised) return NULL;
+  double t1 = now();
+  LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
+  LLVMPassBuilderOptionsSetLoopVectorization(po, 1);
+  LLVMPassBuilderOptionsSetSLPVectorization(po, 1);
+  LLVMPassBuilderOptionsSetLoopUnrolling(po, 1);
+  LLVMPassBuilderOptionsSetLoopInterleaving(po, 1);
+  LLVMErrorRef e = LLVMRunPasses(m->mod, "default<O3>", m->tm, po);
+  LLVMDisposePassBuilderOptions(po);
+  m->t_opt += now() - t1;
+  if (e) return fail_llvm("LLVM optimisation", e);
+  m->optimised = true;
+  return NULL;
+}
+
+/* m's object code, in a buffer the caller owns: from the cache, or
+ * optimised and generated now (and then kept in the cache). */
+static mlc_status object_of(mlc_llvm_module *m, LLVMMemoryBufferRef *out) {
+  *out = NULL;
+  if (m->obj) {
+    *out = LLVMCreateMemoryBufferWithMemoryRangeCopy(LLVMGetBufferStart(m->obj), LLVMGetBufferSize(m->obj), "object");
+    return *out ? NULL : fail(MLC_OUT_OF_MEMORY, "out of memory");
+  }
+  MLC_RETURN_IF_ERROR(optimise(m));
+  char *msg = NULL;
+  if (LLVMTargetMachineEmitToMemoryBuffer(m->tm, m->mod, LLVMObjectFile, &msg, out)) {
+    mlc_status st = fail(MLC_INTERNAL, "LLVM code generation: %s", msg ? msg : "?");
+    LLVMDisposeMessage(msg);
+    return st;
+  }
+  if (m->cache_file) cache_write(m->cache_file, m->cache_key, *out);
+  return NULL;
+}
+
 mlc_status mlc_llvm_compile(const mlc_program *p, const mlc_func *f, const mlc_llvm_options *o, mlc_llvm_module **out) {
   *out = NULL;
   double t0 = now();
@@ -343,23 +472,19 @@ mlc_status mlc_llvm_compile(const mlc_program *p, const mlc_func *f, const mlc_l
     return st;
   }
   LLVMDisposeMessage(vmsg);
-  double t1 = now();
-  m->t_build = t1 - t0;
-  if (!(o && o->no_opt)) {
-    LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
-    LLVMPassBuilderOptionsSetLoopVectorization(po, 1);
-    LLVMPassBuilderOptionsSetSLPVectorization(po, 1);
-    LLVMPassBuilderOptionsSetLoopUnrolling(po, 1);
-    LLVMPassBuilderOptionsSetLoopInterleaving(po, 1);
-    LLVMErrorRef e = LLVMRunPasses(m->mod, "default<O3>", m->tm, po);
-    LLVMDisposePassBuilderOptions(po);
-    if (e) {
-      st = fail_llvm("LLVM optimisation", e);
-      mlc_llvm_module_destroy(m);
-      return st;
-    }
+  m->t_build = now() - t0;
+  m->optimised = o && o->no_opt;
+  /* a module with no_opt is for reading its IR: never cached */
+  if (o && o->cache_dir && *o->cache_dir && !m->optimised) {
+    m->cache_file = cache_file_of(m, o->cache_dir);
+    m->obj = m->cache_file ? cache_read(m->cache_file, m->cache_key) : NULL;
   }
-  m->t_opt = now() - t1;
+  /* default<O3> now, unless the cache has the object: the module's IR is
+   * then left unoptimised, and mlc_llvm_emit_ir optimises it first */
+  if (!m->obj && (st = optimise(m))) {
+    mlc_llvm_module_destroy(m);
+    return st;
+  }
   *out = m;
   return NULL;
 }
@@ -371,6 +496,8 @@ void mlc_llvm_module_destroy(mlc_llvm_module *m) {
   if (m->tm) LLVMDisposeTargetMachine(m->tm);
   if (m->mod) LLVMDisposeModule(m->mod);
   if (m->ctx) LLVMContextDispose(m->ctx);
+  if (m->obj) LLVMDisposeMemoryBuffer(m->obj);
+  free(m->cache_file);
   free(m->cpu);
   free(m->features);
   free(m);
@@ -389,16 +516,18 @@ void mlc_llvm_compile_seconds(const mlc_llvm_module *m, double *build, double *o
 }
 
 mlc_status mlc_llvm_emit_object(mlc_llvm_module *m, const char *path) {
-  char *msg = NULL;
-  if (LLVMTargetMachineEmitToFile(m->tm, m->mod, (char *)path, LLVMObjectFile, &msg)) {
-    mlc_status st = fail(MLC_IO, "cannot write %s: %s", path, msg ? msg : "?");
-    LLVMDisposeMessage(msg);
-    return st;
-  }
-  return NULL;
+  LLVMMemoryBufferRef obj;
+  MLC_RETURN_IF_ERROR(object_of(m, &obj));
+  FILE *fp = fopen(path, "wb");
+  size_t len = LLVMGetBufferSize(obj);
+  bool ok = fp && fwrite(LLVMGetBufferStart(obj), 1, len, fp) == len;
+  if (fp && fclose(fp)) ok = false;
+  LLVMDisposeMemoryBuffer(obj);
+  return ok ? NULL : fail(MLC_IO, "cannot write %s", path);
 }
 
 mlc_status mlc_llvm_emit_ir(mlc_llvm_module *m, const char *path) {
+  MLC_RETURN_IF_ERROR(optimise(m)); /* a module whose object came from the cache was not optimised */
   char *msg = NULL;
   if (LLVMPrintModuleToFile(m->mod, path, &msg)) {
     mlc_status st = fail(MLC_IO, "cannot write %s: %s", path, msg ? msg : "?");
@@ -410,13 +539,8 @@ mlc_status mlc_llvm_emit_ir(mlc_llvm_module *m, const char *path) {
 
 mlc_status mlc_llvm_jit_create(mlc_llvm_module *m, mlc_llvm_jit **out) {
   *out = NULL;
-  char *msg = NULL;
   LLVMMemoryBufferRef obj;
-  if (LLVMTargetMachineEmitToMemoryBuffer(m->tm, m->mod, LLVMObjectFile, &msg, &obj)) {
-    mlc_status st = fail(MLC_INTERNAL, "LLVM code generation: %s", msg ? msg : "?");
-    LLVMDisposeMessage(msg);
-    return st;
-  }
+  MLC_RETURN_IF_ERROR(object_of(m, &obj));
   mlc_llvm_jit *j = calloc(1, sizeof *j);
   if (!j || !(j->fns = calloc(m->nkernels ? m->nkernels : 1, sizeof *j->fns))) {
     free(j);

@@ -36,6 +36,9 @@ typedef struct {
                            (the host's with the host's CPU) */
   int vector_width;     /* f32 lanes per vector; 0: 16 with AVX-512, 8 with AVX2, else 4 */
   bool no_opt;          /* skip default<O3>, to read the generated IR */
+  const char *cache_dir; /* where object code is kept by a hash of the module (before default<O3>),
+                            the target machine and LLVM's version: a module seen before skips
+                            LLVM's optimiser and code generator.  NULL: no cache */
   const char *symbol_prefix; /* prepended to every kernel symbol ("minillm.forward."), so
                                 several entry points and models link into one program */
 } mlc_llvm_options;

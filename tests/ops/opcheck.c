@@ -87,6 +87,7 @@
 #include "codegen/plan.h"
 #include "runtime/cpu/device.h"
 #include "runtime/plan.h"
+#include "runtime/profile.h"
 #include "runtime/session.h"
 #endif
 #ifdef MLC_HAVE_CUDA
@@ -680,6 +681,8 @@ int main(int argc, char **argv) {
   }
 #ifdef MLC_HAVE_CPU
   if (lopt.cpu && !lopt.features) lopt.features = "";
+  char cache[1024];
+  if (mlc_cpu_cache_dir(cache, sizeof cache)) lopt.cache_dir = cache;
 #endif
   if (!(model || opname) || !outdir) die("usage: mlc_opcheck MODEL.mdl OUTDIR [options] [NAME=VALUE ...]");
   if (mkdir(outdir, 0777) && errno != EEXIST) die("cannot create %s: %s", outdir, strerror(errno));
