@@ -35,6 +35,27 @@ mlc=$PWD/build-gpu/mlc opcheck=build-gpu/codegen/cuda/mlc_opcheck
 rc=0
 t0=$SECONDS
 took() { echo "  ($((SECONDS - t0)) s)"; t0=$SECONDS; }
+# tests/ref/quant.py and tests/ref/decode.py on cuda, each with a time limit
+quant_decode() { # quant's seconds, decode's seconds
+  timeout $1 python3 tests/ref/quant.py $mlc $work/quant --target cuda > $work/quant.log 2>&1 || rc=1
+  echo "cuda qlinear against numpy: $(grep -c '^ok:' $work/quant.log) ok, $(grep -c '^FAIL' $work/quant.log) FAIL"
+  grep -E '^FAIL|Traceback|Error' $work/quant.log | head -3 | cut -c1-300; took
+  timeout $2 python3 tests/ref/decode.py $mlc examples/minillm_causal.mdl $work/decode --target cuda > $work/decode.log 2>&1 || rc=1
+  echo "cuda decode against PyTorch: $(grep -E 'greedy tokens|logits:|FAIL' $work/decode.log | tr '\n' ' ' | cut -c1-300)"; took
+  pack
+}
+# bench/decode_cpu.py at the MiniLLM's size: runs, seconds each, then name:dtype:quantize ...
+speed() {
+  local runs=$1 limit=$2 c name dt q
+  shift 2
+  for c in "$@"; do
+    IFS=: read -r name dt q <<< "$c"
+    timeout $limit python3 bench/decode_cpu.py $mlc --target cuda --torch-device cuda --runs $runs --new 128 \
+      --dtype $dt ${q:+--quantize $q} vocab=32000 dim=2048 layers=12 heads=16 max_ctx=1024 > $work/speed_$name.log 2>&1 || rc=1
+    echo "decode $name: $(grep -E '^run|median|bandwidth' $work/speed_$name.log | cut -c1-200 | tr '\n' ' ')"; took
+    pack
+  done
+}
 gpu_header "bench/h200_s21.sh PART=$part" $work/env.log
 case $part in
 check)
@@ -53,48 +74,9 @@ check)
   export MLC_CUDA_GRAPHS=1
   timeout 120 python3 tests/ref/decode.py $mlc examples/minillm_causal.mdl $work/decode --target cuda > $work/decode.log 2>&1 || rc=1
   echo "cuda decode against PyTorch: $(grep -E 'greedy tokens|logits:|FAIL|ok' $work/decode.log | tr '\n' ' ' | cut -c1-500)"; took
-  timeout 90 python3 tests/ref/quant.py $mlc $work/quant --target cuda > $work/quant.log 2>&1 || rc=1
-  echo "cuda qlinear against numpy: $(grep -c '^ok' $work/quant.log) ok, $(grep -c '^FAIL' $work/quant.log) FAIL"
-  grep -E '^FAIL|Traceback|Error' $work/quant.log | head -3 | cut -c1-300; took
-  ;;
-model)
-  mkdir -p $work/model
-  OUT=$work/model SKIP_MINILLM=${SKIP_MINILLM:-} timeout 540 bash bench/cuda_flash.sh model || rc=1
-  took
-  ;;
-decode)
+  quant_decode 90 90
+  speed 3 100 bf16:bf16: int4:f32:int4 int8:f32:int8
   big="vocab=32000 dim=2048 layers=12 heads=16 max_ctx=1024"
-  for c in ${SPEED:-bf16:bf16: bf16-nographs:bf16: int4:f32:int4 int8:f32:int8 f32:f32:}; do
-    IFS=: read -r name dt q <<< "$c"
-    g=1; [ "${name%-nographs}" != "$name" ] && g=0
-    MLC_CUDA_GRAPHS=$g timeout 120 python3 bench/decode_cpu.py $mlc --target cuda --torch-device cuda --runs 3 --new 128 \
-      --dtype $dt ${q:+--quantize $q} $big > $work/speed_$name.log 2>&1 || rc=1
-    echo "decode $name: $(grep -E '^run|median|bandwidth' $work/speed_$name.log | cut -c1-260 | tr '\n' ' ')"
-    tail -3 $work/speed_$name.log | grep -iE "error|Traceback|exit" | head -3; took
-    pack
-  done
-  ;;
-kernels) # the decode kernels of the session's second half: checks, speed, an A/B of the GEMV's split, ncu
-  export MLC_CUDA_GRAPHS=1
-  for kw in linear attention_kv; do
-    timeout 150 python3 tests/ops/opcheck.py ops --target cuda --jobs 16 --opcheck $opcheck --work /tmp/ops-$kw -k $kw \
-      > $work/ops_$kw.log 2>&1 || rc=1
-    echo "cuda op cases -k $kw: $(grep -E 'cases passed' $work/ops_$kw.log)"; grep -E '^FAIL' $work/ops_$kw.log | head -5 | cut -c1-400
-  done; took
-  timeout 90 python3 tests/ref/quant.py $mlc $work/quant --target cuda > $work/quant.log 2>&1 || rc=1
-  echo "cuda qlinear against numpy: $(grep -c '^ok:' $work/quant.log) ok, $(grep -c '^FAIL' $work/quant.log) FAIL"
-  grep -E '^FAIL|Traceback|Error' $work/quant.log | head -3 | cut -c1-300; took
-  timeout 90 python3 tests/ref/decode.py $mlc examples/minillm_causal.mdl $work/decode --target cuda > $work/decode.log 2>&1 || rc=1
-  echo "cuda decode against PyTorch: $(grep -E 'greedy tokens|logits:|FAIL' $work/decode.log | tr '\n' ' ' | cut -c1-300)"; took
-  pack
-  big="vocab=32000 dim=2048 layers=12 heads=16 max_ctx=1024"
-  for c in bf16:bf16: int4:f32:int4 int8:f32:int8; do
-    IFS=: read -r name dt q <<< "$c"
-    timeout 100 python3 bench/decode_cpu.py $mlc --target cuda --torch-device cuda --runs 3 --new 128 \
-      --dtype $dt ${q:+--quantize $q} $big > $work/speed_$name.log 2>&1 || rc=1
-    echo "decode $name: $(grep -E 'median|bandwidth' $work/speed_$name.log | cut -c1-200 | tr '\n' ' ')"; took
-  done
-  pack
   p64=$(python3 -c "print(','.join(str(i * 37 % 32000) for i in range(64)))")
   for r in 1 2; do for ks in 1 auto; do
     timeout 60 $mlc generate bench/minillm_causal_bf16.mdl --target cuda --prompt $p64 --max-new 130 $big prefill=16 batch=1 \
@@ -110,20 +92,8 @@ kernels) # the decode kernels of the session's second half: checks, speed, an A/
   ;;
 final) # the last device minutes: qgemv without I2F and fewer warps, the GEMV's rule at 4 KiB a warp
   export MLC_CUDA_GRAPHS=1
-  timeout 60 python3 tests/ref/quant.py $mlc $work/quant --target cuda > $work/quant.log 2>&1 || rc=1
-  echo "cuda qlinear against numpy: $(grep -c '^ok:' $work/quant.log) ok, $(grep -c '^FAIL' $work/quant.log) FAIL"
-  grep -E '^FAIL|Traceback|Error' $work/quant.log | head -3 | cut -c1-300; took
-  timeout 40 python3 tests/ref/decode.py $mlc examples/minillm_causal.mdl $work/decode --target cuda > $work/decode.log 2>&1 || rc=1
-  echo "cuda decode against PyTorch: $(grep -E 'greedy tokens|logits:|FAIL' $work/decode.log | tr '\n' ' ' | cut -c1-300)"; took
-  pack
-  big="vocab=32000 dim=2048 layers=12 heads=16 max_ctx=1024"
-  for c in int4:f32:int4 bf16:bf16: int8:f32:int8; do
-    IFS=: read -r name dt q <<< "$c"
-    timeout 70 python3 bench/decode_cpu.py $mlc --target cuda --torch-device cuda --runs 2 --new 128 \
-      --dtype $dt ${q:+--quantize $q} $big > $work/speed_$name.log 2>&1 || rc=1
-    echo "decode $name: $(grep -E '^run|median|bandwidth' $work/speed_$name.log | cut -c1-200 | tr '\n' ' ')"; took
-    pack
-  done
+  quant_decode 60 40
+  speed 2 70 int4:f32:int4 bf16:bf16: int8:f32:int8
   ;;
 *) echo "usage: PART=check|model|decode|kernels|final bash bench/h200_s21.sh"; exit 2 ;;
 esac
