@@ -15,9 +15,9 @@
  * With options' cache_dir, that object is kept in a file named by XXH3 of
  * the unoptimised module's text, the CPU, its features and LLVM's version
  * (what decides the machine code).  A module seen before skips default<O3>
- * and code generation, most of a compile; the file carries its length and
- * hash, and one that does not match them (torn, truncated, edited) is
- * compiled again and replaced.
+ * and code generation, most of a compile; the file carries its key, its
+ * length and its hash, and one that does not match them (torn, truncated,
+ * edited, another module's) is compiled again and replaced.
  */
 #include "codegen/llvm/llvm.h"
 
@@ -326,8 +326,7 @@ static LLVMMemoryBufferRef cache_read(const char *path, uint64_t key) {
       get_u64(head + OBJ_HEAD - 24) == key) {
     uint64_t len = get_u64(head + OBJ_HEAD - 16), h = get_u64(head + OBJ_HEAD - 8);
     char *data = len > 0 && len < ((uint64_t)1 << 32) ? malloc(len) : NULL;
-    int extra;
-    if (data && fread(data, 1, len, fp) == len && (extra = fgetc(fp)) == EOF && XXH3_64bits(data, len) == h)
+    if (data && fread(data, 1, len, fp) == len && fgetc(fp) == EOF && XXH3_64bits(data, len) == h)
       buf = LLVMCreateMemoryBufferWithMemoryRangeCopy(data, len, "cached object");
     free(data);
   }
