@@ -201,7 +201,7 @@ static mlc_status generate(const options *o, mlc_session *s) {
     return st;
   }
   mlc_generate_args a = {.prompt = prompt, .prompt_n = nprompt, .max_new = o->max_new, .temperature = o->temperature,
-                         .top_k = o->top_k, .seed = o->seed, .on_token = write_logits, .ctx = &sink};
+                         .top_k = o->top_k, .seed = o->seed, .on_token = write_logits, .ctx = &sink, .warmup = true};
   mlc_generate_result r;
   st = mlc_generate(s, &a, &r);
   free(prompt);

@@ -130,6 +130,24 @@ mlc_status mlc_generate(mlc_session *s, const mlc_generate_args *a, mlc_generate
   uint64_t rng = a->seed;
   const float *logits = NULL;
   const mlc_plan_shape *lshape;
+  /* the warm-up: the prompt's first chunk at position 0, then a step of its
+   * first token at position 0.  The cache rows they write are written again
+   * before any step reads them: rows 0 .. chunk - 1 by the prefill below,
+   * and each row at or past the prompt's end by the step at that position,
+   * which writes its row before it attends to it. */
+  if (!st && a->warmup && a->max_new > 0) {
+    int32_t pos = 0;
+    for (int64_t b = 0; b < batch; b++)
+      for (int64_t j = 0; j < chunk; j++) tok[b * chunk + j] = j < (int64_t)n ? prompt[j] : 0;
+    if (!(st = mlc_session_set_input(s, "prefill", "tokens", tok, (size_t)(batch * chunk) * sizeof *tok)) &&
+        !(st = mlc_session_set_input(s, "prefill", "pos", &pos, sizeof pos)) && !(st = mlc_session_run(s, "prefill")) &&
+        a->max_new > 1) {
+      for (int64_t b = 0; b < batch; b++) tok[b] = prompt[0];
+      if (!(st = mlc_session_set_input(s, "step", "tokens", tok, (size_t)batch * sizeof *tok)) &&
+          !(st = mlc_session_set_input(s, "step", "pos", &pos, sizeof pos)))
+        st = mlc_session_run(s, "step");
+    }
+  }
   /* prefill, chunk by chunk */
   double t0 = now_s();
   for (uint32_t at = 0; at < n && !st && a->max_new > 0; at += (uint32_t)chunk) {

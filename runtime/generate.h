@@ -5,6 +5,7 @@
 #ifndef MLC_RUNTIME_GENERATE_H
 #define MLC_RUNTIME_GENERATE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "runtime/session.h"
@@ -24,6 +25,11 @@ typedef struct {
   /* Called with each new token's logits (row 0), before the next step; may be NULL. */
   void (*on_token)(void *ctx, const float *logits, int64_t vocab);
   void *ctx;
+  /* One untimed prefill chunk and step before the timed ones, so that a
+   * device's one-time costs of an entry's first run (kernels loaded on first
+   * launch, a graph captured) are not counted as the prefill's and the first
+   * step's; the tokens are the same either way.  mlc generate sets it. */
+  bool warmup;
 } mlc_generate_args;
 
 typedef struct {
