@@ -429,9 +429,10 @@ static bool emit_grad(cc *c) {
  * and the chunk's own rows after, so the copy into the caches and the
  * reads need no order between them.  W is 4, or 16 where the blocks are
  * fewer than two a multiprocessor of the H100's 132 and a lane holds at
- * most 4 elements (d <= 128): a decode step's one row per head took 8.8 us
- * at 16 blocks of 4 warps (MiniLLM, 16 heads, ncu, 2026-12-05), each warp
- * walking a quarter of the keys 8 at a time. */
+ * most 4 elements (d <= 128), so a few blocks walk the keys in fewer
+ * rounds.  Measured on the H100 (ncu, 2026-12-05, the MiniLLM's decode
+ * step: 16 blocks, 17 keys): 8.8 us at 4 warps, 8.6 at 16; the time there
+ * is latency (pos, then the rows, then the merge), not the keys' loop. */
 #define MLC_ATTN_KV_W 4
 #define MLC_ATTN_KV_W_FEW 16
 bool cc_attn_kv_fits(int64_t d, char *why, size_t whyn) {

@@ -1,6 +1,6 @@
 /* qlinear on CUDA (--quantize int8|int4): y[m, n] = sum_k x[m, k]
  * dequant(w)[n, k], x and y f32, w packed as runtime/quant.h lays it out.
- * One launch of mlc_qgemv (gemm.cuh): a block of QV_WARPS warps per
+ * One launch of mlc_qgemv (gemm.cuh): a block of up to QV_WARPS warps per
  * QV_COLS output columns and up to QV_ROWS rows of x, the warps splitting
  * the row's words, the codes dequantised in registers (no f32 weight is
  * formed), each word's sum scaled once.  A decode step's one row reads the
