@@ -16,6 +16,7 @@
 #include "codegen/plan.h"
 #include "passes/passes.h"
 #include "runtime/cuda/compile.h"
+#include "runtime/profile.h"
 #include "runtime/cuda/device.h"
 
 extern char **environ;
@@ -77,7 +78,7 @@ static mlc_status run_nvcc(mlc_cuda_build *b, FILE *progress) {
   XXH64_freeState(h);
   char cache[1024];
   bool cached = mlc_cuda_cache_file(cache, sizeof cache, key, "fatbin");
-  if (cached && (b->image = mlc_cuda_read_file(cache, &b->image_bytes))) {
+  if (cached && (b->image = mlc_read_file(cache, &b->image_bytes))) {
     if (progress) fprintf(progress, "mlc: CUDA kernels from the cache (%s)\n", cache);
     return NULL;
   }
@@ -107,9 +108,9 @@ static mlc_status run_nvcc(mlc_cuda_build *b, FILE *progress) {
       st = mlc_status_make(MLC_INTERNAL, "internal error: nvcc could not compile mlc's CUDA code (a bug in mlc); the "
                            "source is %s", src);
     if (progress) fprintf(progress, !st ? " %.1f s\n" : "\n", mlc_now() - t0);
-    if (!st && !(b->image = mlc_cuda_read_file(out, &b->image_bytes)))
+    if (!st && !(b->image = mlc_read_file(out, &b->image_bytes)))
       st = mlc_status_make(MLC_INTERNAL, "nvcc wrote no %s", out);
-    if (!st && cached) mlc_cuda_write_file(cache, b->image, b->image_bytes);
+    if (!st && cached) mlc_write_file(cache, b->image, b->image_bytes);
   }
   if (!st) {
     remove(src);

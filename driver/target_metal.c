@@ -10,7 +10,7 @@
 #include "codegen/plan.h"
 #include "driver/target_cuda.h"
 #include "passes/passes.h"
-#include "runtime/cuda/compile.h"
+#include "runtime/profile.h" /* mlc_read_file */
 #include "runtime/metal/device.h"
 
 /* On macOS: <name>.metal -> .air -> .metallib with Apple's compiler
@@ -28,7 +28,7 @@ static void *build_metallib(const char *dir, const char *name, size_t *out_n) {
   const char *link[] = {"xcrun", "-sdk", "macosx", "metallib", air, "-o", lib, NULL};
   if (mlc_run_tool(compile) != 0 || mlc_run_tool(link) != 0) return NULL;
   remove(air);
-  return mlc_cuda_read_file(lib, out_n);
+  return mlc_read_file(lib, out_n);
 }
 
 mlc_status mlc_metal_build_program(mlc_program *p, mlc_metal_build *b, FILE *progress) {

@@ -19,7 +19,6 @@
 static bool in_arena(const mlc_func *f, uint32_t v) {
   v = mlc_memplan_root(f, v);
   int op = f->nodes[v].op;
-  /* nor a collective's result, which memplan pools apart for the communication stream */
   return op != MLC_OP_PARAM && op != MLC_OP_CONST && op != MLC_OP_INPUT && !(mlc_ops[op].flags & MLC_F_COLL);
 }
 

@@ -100,6 +100,14 @@ static int32_t pick(const float *logit, int64_t vocab, const mlc_generate_args *
   return (int32_t)best;
 }
 
+/* One run of the prefill (tok: batch x chunk tokens) or of the step (tok:
+ * batch tokens) at position pos. */
+static mlc_status run_at(mlc_session *s, const char *entry, const int32_t *tok, int64_t ntok, int32_t pos) {
+  mlc_status st = mlc_session_set_input(s, entry, "tokens", tok, (size_t)ntok * sizeof *tok);
+  if (!st) st = mlc_session_set_input(s, entry, "pos", &pos, sizeof pos);
+  return st ? st : mlc_session_run(s, entry);
+}
+
 mlc_status mlc_generate(mlc_session *s, const mlc_generate_args *a, mlc_generate_result *r) {
   memset(r, 0, sizeof *r);
   const mlc_plan_entry *pre, *step;
@@ -136,17 +144,11 @@ mlc_status mlc_generate(mlc_session *s, const mlc_generate_args *a, mlc_generate
    * and each row at or past the prompt's end by the step at that position,
    * which writes its row before it attends to it. */
   if (!st && a->warmup && a->max_new > 0) {
-    int32_t pos = 0;
     for (int64_t b = 0; b < batch; b++)
       for (int64_t j = 0; j < chunk; j++) tok[b * chunk + j] = j < (int64_t)n ? prompt[j] : 0;
-    if (!(st = mlc_session_set_input(s, "prefill", "tokens", tok, (size_t)(batch * chunk) * sizeof *tok)) &&
-        !(st = mlc_session_set_input(s, "prefill", "pos", &pos, sizeof pos)) && !(st = mlc_session_run(s, "prefill")) &&
-        a->max_new > 1) {
-      for (int64_t b = 0; b < batch; b++) tok[b] = prompt[0];
-      if (!(st = mlc_session_set_input(s, "step", "tokens", tok, (size_t)batch * sizeof *tok)) &&
-          !(st = mlc_session_set_input(s, "step", "pos", &pos, sizeof pos)))
-        st = mlc_session_run(s, "step");
-    }
+    st = run_at(s, "prefill", tok, batch * chunk, 0);
+    for (int64_t b = 0; b < batch; b++) tok[b] = prompt[0];
+    if (!st && a->max_new > 1) st = run_at(s, "step", tok, batch, 0);
   }
   /* prefill, chunk by chunk */
   double t0 = now_s();
@@ -154,9 +156,7 @@ mlc_status mlc_generate(mlc_session *s, const mlc_generate_args *a, mlc_generate
     int64_t len = n - at < chunk ? n - at : chunk;
     for (int64_t b = 0; b < batch; b++)
       for (int64_t j = 0; j < chunk; j++) tok[b * chunk + j] = j < len ? prompt[at + j] : 0;
-    int32_t pos = (int32_t)at;
-    if (!(st = mlc_session_set_input(s, "prefill", "tokens", tok, (size_t)(batch * chunk) * sizeof *tok)) &&
-        !(st = mlc_session_set_input(s, "prefill", "pos", &pos, sizeof pos)) && !(st = mlc_session_run(s, "prefill")) &&
+    if (!(st = run_at(s, "prefill", tok, batch * chunk, (int32_t)at)) &&
         !(st = mlc_session_output(s, "prefill", "logits", (const void **)&logits, &lshape)))
       logits += (len - 1) * vocab; /* the prompt's last position in this chunk */
   }
@@ -168,10 +168,8 @@ mlc_status mlc_generate(mlc_session *s, const mlc_generate_args *a, mlc_generate
   /* decode, one token at a time */
   t0 = now_s();
   for (long k = 1; k < a->max_new && !st; k++) {
-    int32_t pos = (int32_t)(n + k - 1);
     for (int64_t b = 0; b < batch; b++) tok[b] = r->tokens[k - 1];
-    if ((st = mlc_session_set_input(s, "step", "tokens", tok, (size_t)batch * sizeof *tok)) ||
-        (st = mlc_session_set_input(s, "step", "pos", &pos, sizeof pos)) || (st = mlc_session_run(s, "step")) ||
+    if ((st = run_at(s, "step", tok, batch, (int32_t)(n + k - 1))) ||
         (st = mlc_session_output(s, "step", "logits", (const void **)&logits, &lshape)))
       break;
     r->tokens[r->n++] = pick(logits, vocab, a, &rng, scratch);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -110,12 +111,38 @@ bool mlc_cache_path(char *buf, size_t n, const char *file) {
 
 bool mlc_ceilings_cache_path(char *buf, size_t n) { return mlc_cache_path(buf, n, "ceilings-cpu.json"); }
 
+void *mlc_read_file(const char *path, size_t *out_n) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  char *buf = NULL;
+  long len = fseek(f, 0, SEEK_END) ? -1 : ftell(f);
+  if (len > 0 && !fseek(f, 0, SEEK_SET) && (buf = malloc((size_t)len + 1))) {
+    if (fread(buf, 1, (size_t)len, f) == (size_t)len) {
+      buf[len] = 0;
+      *out_n = (size_t)len;
+    } else {
+      free(buf);
+      buf = NULL;
+    }
+  }
+  fclose(f);
+  return buf;
+}
+
+void mlc_write_file(const char *path, const void *data, size_t n) {
+  char tmp[1100];
+  snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
+  mlc_mkdir_parents(path);
+  FILE *f = fopen(tmp, "wb");
+  if (!f) return;
+  bool ok = fwrite(data, 1, n, f) == n;
+  ok &= fclose(f) == 0;
+  if (!ok || rename(tmp, path)) remove(tmp);
+}
+
 bool mlc_cpu_cache_dir(char *buf, size_t n) {
   const char *off = getenv("MLC_CPU_CACHE");
-  if ((off && !strcmp(off, "0")) || !mlc_cache_path(buf, n, "cpu/")) return false;
-  mlc_mkdir_parents(buf);
-  buf[strlen(buf) - 1] = 0; /* without its trailing '/' */
-  return true;
+  return !(off && !strcmp(off, "0")) && mlc_cache_path(buf, n, "cpu");
 }
 
 void mlc_mkdir_parents(const char *path) {

@@ -96,8 +96,13 @@ void mlc_profile_cpu_model(char *buf, size_t n);
 bool mlc_cache_path(char *buf, size_t n, const char *file);
 /* Creates the directories above a file's path, as needed. */
 void mlc_mkdir_parents(const char *path);
-/* The CPU target's object cache, mlc's cache's cpu/ (made if missing):
- * false where there is none to use, or MLC_CPU_CACHE=0 turns it off. */
+/* Reads a whole file (malloc'ed, with a 0 after its bytes), or returns NULL. */
+void *mlc_read_file(const char *path, size_t *out_n);
+/* Writes a file atomically (its folders made, a temporary file, then
+ * rename), as mlc's caches do; best effort. */
+void mlc_write_file(const char *path, const void *data, size_t n);
+/* The CPU target's object cache, mlc's cache's cpu/ (mlc_write_file makes
+ * it): false where there is none to use, or MLC_CPU_CACHE=0 turns it off. */
 bool mlc_cpu_cache_dir(char *buf, size_t n);
 /* $XDG_CACHE_HOME/mlc/ceilings-cpu.json, else $HOME/.cache/mlc/ceilings-cpu.json. */
 bool mlc_ceilings_cache_path(char *buf, size_t n);

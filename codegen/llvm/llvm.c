@@ -35,10 +35,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 #include <xxhash.h>
 
 #include "codegen/llvm/cg.h"
+#include "runtime/profile.h" /* mlc_read_file, mlc_write_file */
 
 typedef bool (*emit_fn)(cg *g);
 
@@ -318,42 +318,30 @@ static uint64_t get_u64(const unsigned char *b) {
 /* The cached object at path, or NULL (none, or one that does not check:
  * another key's, or torn). */
 static LLVMMemoryBufferRef cache_read(const char *path, uint64_t key) {
-  FILE *fp = fopen(path, "rb");
-  if (!fp) return NULL;
-  unsigned char head[OBJ_HEAD];
+  size_t n = 0;
+  unsigned char *f = mlc_read_file(path, &n);
   LLVMMemoryBufferRef buf = NULL;
-  if (fread(head, 1, OBJ_HEAD, fp) == OBJ_HEAD && !memcmp(head, OBJ_MAGIC, OBJ_HEAD - 24) &&
-      get_u64(head + OBJ_HEAD - 24) == key) {
-    uint64_t len = get_u64(head + OBJ_HEAD - 16), h = get_u64(head + OBJ_HEAD - 8);
-    char *data = len > 0 && len < ((uint64_t)1 << 32) ? malloc(len) : NULL;
-    if (data && fread(data, 1, len, fp) == len && fgetc(fp) == EOF && XXH3_64bits(data, len) == h)
-      buf = LLVMCreateMemoryBufferWithMemoryRangeCopy(data, len, "cached object");
-    free(data);
-  }
-  fclose(fp);
+  if (f && n > OBJ_HEAD && !memcmp(f, OBJ_MAGIC, OBJ_HEAD - 24) && get_u64(f + OBJ_HEAD - 24) == key &&
+      get_u64(f + OBJ_HEAD - 16) == n - OBJ_HEAD && XXH3_64bits(f + OBJ_HEAD, n - OBJ_HEAD) == get_u64(f + OBJ_HEAD - 8))
+    buf = LLVMCreateMemoryBufferWithMemoryRangeCopy((const char *)f + OBJ_HEAD, n - OBJ_HEAD, "cached object");
+  free(f);
   return buf;
 }
 
-/* The object into the cache: a temporary file renamed into place, so that
- * processes sharing the cache see the whole file or none.  Failures leave
- * no file and are not errors (the cache is only a shortcut). */
+/* The object into the cache (mlc_write_file: whole or not at all, for
+ * processes sharing the cache; a failure is no error, the cache being only
+ * a shortcut). */
 static void cache_write(const char *path, uint64_t key, LLVMMemoryBufferRef obj) {
-  const char *data = LLVMGetBufferStart(obj);
   size_t len = LLVMGetBufferSize(obj);
-  size_t n = strlen(path) + 32;
-  char *tmp = malloc(n);
-  if (!tmp) return;
-  snprintf(tmp, n, "%s.%ld.tmp", path, (long)getpid());
-  unsigned char head[OBJ_HEAD];
-  memcpy(head, OBJ_MAGIC, OBJ_HEAD - 24);
-  put_u64(head + OBJ_HEAD - 24, key);
-  put_u64(head + OBJ_HEAD - 16, len);
-  put_u64(head + OBJ_HEAD - 8, XXH3_64bits(data, len));
-  FILE *fp = fopen(tmp, "wb");
-  bool ok = fp && fwrite(head, 1, OBJ_HEAD, fp) == OBJ_HEAD && fwrite(data, 1, len, fp) == len;
-  if (fp && fclose(fp)) ok = false;
-  if (!ok || rename(tmp, path)) remove(tmp);
-  free(tmp);
+  unsigned char *f = malloc(OBJ_HEAD + len);
+  if (!f) return;
+  memcpy(f, OBJ_MAGIC, OBJ_HEAD - 24);
+  put_u64(f + OBJ_HEAD - 24, key);
+  put_u64(f + OBJ_HEAD - 16, len);
+  put_u64(f + OBJ_HEAD - 8, XXH3_64bits(LLVMGetBufferStart(obj), len));
+  memcpy(f + OBJ_HEAD, LLVMGetBufferStart(obj), len);
+  mlc_write_file(path, f, OBJ_HEAD + len);
+  free(f);
 }
 
 /* default<O3> on m's module, once. */

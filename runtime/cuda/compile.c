@@ -16,35 +16,6 @@ bool mlc_cuda_cache_file(char *buf, size_t n, uint64_t key, const char *suffix) 
   return mlc_cache_path(buf, n, name);
 }
 
-void *mlc_cuda_read_file(const char *path, size_t *out_n) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  char *buf = NULL;
-  long len = fseek(f, 0, SEEK_END) ? -1 : ftell(f);
-  if (len > 0 && !fseek(f, 0, SEEK_SET) && (buf = malloc((size_t)len + 1))) {
-    if (fread(buf, 1, (size_t)len, f) == (size_t)len) {
-      buf[len] = 0;
-      *out_n = (size_t)len;
-    } else {
-      free(buf);
-      buf = NULL;
-    }
-  }
-  fclose(f);
-  return buf;
-}
-
-void mlc_cuda_write_file(const char *path, const void *data, size_t n) {
-  char tmp[1100];
-  snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
-  mlc_mkdir_parents(path);
-  FILE *f = fopen(tmp, "wb");
-  if (!f) return;
-  bool ok = fwrite(data, 1, n, f) == n;
-  ok &= fclose(f) == 0;
-  if (!ok || rename(tmp, path)) remove(tmp);
-}
-
 typedef int nvrtcResult;
 typedef struct nvrtc_prog *nvrtcProgram;
 typedef struct {
@@ -107,7 +78,7 @@ mlc_status mlc_cuda_compile_nvrtc(const char *source, int major, int minor, FILE
   XXH64_freeState(h);
   char path[1024];
   bool cached = mlc_cuda_cache_file(path, sizeof path, key, "cubin");
-  if (cached && (*out = mlc_cuda_read_file(path, out_n))) return NULL;
+  if (cached && (*out = mlc_read_file(path, out_n))) return NULL;
 
   nvrtc_api n;
   MLC_RETURN_IF_ERROR(load_nvrtc(&n));
@@ -142,7 +113,7 @@ mlc_status mlc_cuda_compile_nvrtc(const char *source, int major, int minor, FILE
     if (progress)
       fprintf(progress, "mlc: compiled in %.1f s; cached as %s\n", (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec),
               cached ? path : "(no cache directory)");
-    if (cached) mlc_cuda_write_file(path, *out, *out_n);
+    if (cached) mlc_write_file(path, *out, *out_n);
   }
   return st;
 }

@@ -24,10 +24,6 @@ extern "C" {
 /* The cache file for a key and suffix ("cubin", "fatbin"), or false when
  * there is no home directory. */
 bool mlc_cuda_cache_file(char *buf, size_t n, uint64_t key, const char *suffix);
-/* Reads a whole file (malloc'ed), or returns NULL. */
-void *mlc_cuda_read_file(const char *path, size_t *out_n);
-/* Writes a file atomically (temporary file, then rename); best effort. */
-void mlc_cuda_write_file(const char *path, const void *data, size_t n);
 
 /* Compiles `source` for compute capability major.minor (sm_90 becomes
  * sm_90a) into a cubin, or takes it from the cache.  *out is malloc'ed. */

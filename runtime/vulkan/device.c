@@ -6,9 +6,8 @@
 #include <string.h>
 #include <xxhash.h>
 
-#include "runtime/cuda/compile.h" /* mlc_cuda_read_file, mlc_cuda_write_file: the cache's file helpers */
 #include "runtime/plan.h"
-#include "runtime/profile.h"      /* mlc_cache_path */
+#include "runtime/profile.h"      /* mlc_cache_path, mlc_read_file, mlc_write_file */
 #include "runtime/vulkan/coopmat.h"
 #include "runtime/vulkan/driver.h"
 
@@ -721,7 +720,7 @@ static void save_cache(vk_dev *d) {
   if (!d->cache || !d->new_pipelines || !d->cache_path[0]) return;
   if (d->api.vkGetPipelineCacheData(d->dev, d->cache, &n, NULL) || !n) return;
   void *data = malloc(n);
-  if (data && d->api.vkGetPipelineCacheData(d->dev, d->cache, &n, data) == VK_SUCCESS) mlc_cuda_write_file(d->cache_path, data, n);
+  if (data && d->api.vkGetPipelineCacheData(d->dev, d->cache, &n, data) == VK_SUCCESS) mlc_write_file(d->cache_path, data, n);
   free(data);
 }
 
@@ -893,7 +892,7 @@ static mlc_status make_cache(vk_dev *d) {
   snprintf(name + k, sizeof name - (size_t)k, ".bin");
   size_t n = 0;
   void *data = NULL;
-  if (mlc_cache_path(d->cache_path, sizeof d->cache_path, name)) data = mlc_cuda_read_file(d->cache_path, &n);
+  if (mlc_cache_path(d->cache_path, sizeof d->cache_path, name)) data = mlc_read_file(d->cache_path, &n);
   else d->cache_path[0] = 0;
   VkPipelineCacheCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO, .initialDataSize = data ? n : 0,
                                   .pInitialData = data};

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "runtime/cuda/compile.h"
+#include "runtime/profile.h"
 
 int main(int argc, char **argv) {
   if (argc != 3) {
@@ -14,7 +15,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   size_t n = 0;
-  char *src = mlc_cuda_read_file(argv[1], &n);
+  char *src = mlc_read_file(argv[1], &n);
   if (!src) {
     fprintf(stderr, "cannot read %s\n", argv[1]);
     return 1;

@@ -30,7 +30,7 @@
 #include "codegen/spirv/emit.h" /* mlc_spirv_optimize, mlc_spirv_validate_env */
 #include "codegen/spirv/khr.h"
 #include "codegen/spirv/spirv.h"
-#include "runtime/cuda/compile.h" /* mlc_cuda_read_file */
+#include "runtime/profile.h" /* mlc_read_file */
 
 /* ---------------------------------------------------------------- reading words */
 
@@ -431,7 +431,7 @@ static int check_files(int argc, char **argv) {
   int khr = 0, plain = 0;
   for (int i = 0; i < argc; i++) {
     size_t bytes = 0;
-    uint32_t *w = mlc_cuda_read_file(argv[i], &bytes);
+    uint32_t *w = mlc_read_file(argv[i], &bytes);
     if (!w) return fprintf(stderr, "cannot read %s\n", argv[i]), 1;
     size_t n = bytes / 4;
     bool coop = false, nv = false;

@@ -30,7 +30,7 @@
 #include "codegen/spirv/khr.h"
 #include "codegen/spirv/spirv.h"
 #include "runtime/vulkan/coopmat.h"
-#include "runtime/cuda/compile.h" /* mlc_cuda_read_file */
+#include "runtime/profile.h" /* mlc_read_file */
 
 enum { F16 = MLC_VK_COMPONENT_F16, F32 = MLC_VK_COMPONENT_F32, BF16 = MLC_VK_COMPONENT_BF16, S8 = 3, S32 = 5, SUB = 3 };
 
@@ -346,7 +346,7 @@ static int scan_files(int argc, char **argv) {
   int f16 = 0, bf16 = 0;
   for (int i = 0; i < argc; i++) {
     size_t bytes = 0;
-    uint32_t *w = mlc_cuda_read_file(argv[i], &bytes);
+    uint32_t *w = mlc_read_file(argv[i], &bytes);
     if (!w) return fprintf(stderr, "cannot read %s\n", argv[i]), 1;
     size_t n = bytes / 4;
     mlc_vk_coopmat_use u[8];
