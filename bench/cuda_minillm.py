@@ -20,6 +20,7 @@ against PyTorch on the GPU when there is one, else on the CPU; exit status
      step's loss within 1e-2 relative; mlc's step time from the same run.
 
 Usage: cuda_minillm.py --mlc BIN --opcheck BIN --work DIR [--small] [--steps 20] [--target cuda|metal|spirv]
+                       [--set KEY=N ...]
 """
 import argparse
 import os
@@ -73,8 +74,16 @@ def main():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--skip-forward", action="store_true", help="skip check 1 (the f32 forward)")
     ap.add_argument("--target", default="cuda", choices=["cuda", "metal", "spirv"])
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=N",
+                    help="override one of the config's sizes (vocab, dim, layers, heads, batch, seq), e.g. "
+                         "--set dim=512 --set heads=2 for heads of 256")
     args = ap.parse_args()
-    cfg = SMALL if args.small else FULL
+    cfg = dict(SMALL if args.small else FULL)
+    for kv in args.set:
+        k, _, n = kv.partition("=")
+        if k not in cfg or not n.isdigit():
+            ap.error("--set %s: want KEY=N with KEY one of %s" % (kv, ", ".join(cfg)))
+        cfg[k] = int(n)
     dev = "cuda" if args.target == "cuda" or (args.target == "spirv" and torch.cuda.is_available()) else "cpu"
     if dev == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = False

@@ -426,11 +426,10 @@ static bool generic_hint(const mlc_profile_kernel *k, const mlc_ceilings *c, mlc
     long long d = a->rank ? (long long)a->dims[a->rank - 1] : 0;
     if (a->dtype == MLC_DTYPE_BF16 || a->dtype == MLC_DTYPE_F16)
       snprintf(v->hint, sizeof v->hint, "generic kernel, a warp per row: 16-bit attention%s takes the tensor cores "
-               "at head dim d %% %d == 0, d <= 128 (here %lld)", grad ? " gradient" : "", grad ? 32 : 16, d);
+               "at head dim d %% %d == 0, d <= 256 (here %lld)", grad ? " gradient" : "", grad ? 32 : 16, d);
     else
       snprintf(v->hint, sizeof v->hint, "generic kernel, a warp per row: f32 attention%s takes the tensor cores at "
-               "head dim d %% 8 == 0, d <= %d (here %lld), not under --f32-matmul ieee", grad ? " gradient" : "",
-               grad ? 128 : 256, d);
+               "head dim d %% 8 == 0, d <= 256 (here %lld), not under --f32-matmul ieee", grad ? " gradient" : "", d);
     return true;
   }
   if (name_is(k->name, "matmul") || name_is(k->name, "linear") || name_is(k->name, "matmul_tn")) {

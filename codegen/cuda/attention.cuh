@@ -73,15 +73,16 @@ template <class T> MLC_FN void mlc_attn_st2(T *row, int p, float a, float b) {
 // attention_grad's output ([3][BH][S][D]: dq, dk, dv; packed: dk and dv in
 // [b, s, 3H, D]): columns 8t + 2 tq (+1) from acc[4t + 2r] (+1), r the half
 // of the accumulator tile the key is in.
-template <class T, int D, int BH, int S, int H>
+// PART 1 stores dv alone, PART 2 dk alone (the other pointer unread).
+template <class T, int D, int BH, int S, int H, int PART = 0>
 MLC_FN void mlc_attn_store_dkv(T *out, int bh, int key, int r, int tq, const float *dk, const float *dv, float scale) {
   const size_t N = (size_t)BH * S * D, hb = (size_t)bh * S * D;
   T *kr = H ? out + mlc_attn_row<H, S, D, 3 * H * D>(bh, key) + H * D : out + N + hb + (size_t)key * D;
   T *vr = H ? kr + H * D : out + 2 * N + hb + (size_t)key * D;
 #pragma unroll
   for (int t = 0; t < D / 8; t++) {
-    mlc_attn_st2(kr, t * 4 + tq, dk[4 * t + 2 * r] * scale, dk[4 * t + 2 * r + 1] * scale);
-    mlc_attn_st2(vr, t * 4 + tq, dv[4 * t + 2 * r], dv[4 * t + 2 * r + 1]);
+    if constexpr (PART != 1) mlc_attn_st2(kr, t * 4 + tq, dk[4 * t + 2 * r] * scale, dk[4 * t + 2 * r + 1] * scale);
+    if constexpr (PART != 2) mlc_attn_st2(vr, t * 4 + tq, dv[4 * t + 2 * r], dv[4 * t + 2 * r + 1]);
   }
 }
 
@@ -290,14 +291,20 @@ MLC_FN void mlc_attn_fwd_tc(const T *q, const T *k, const T *v, T *out, const T 
 // More keys per block means fewer passes over q and dO and fewer dq atomics.
 // H > 0: packed (mlc_attn_row): q, k, v one [b, s, 3H, D], g [b, s, H, D],
 // and dk, dv written into out [b, s, 3H, D] (dq's accumulator stays [BH][S][D]).
-template <class T, int D, int W, int BQ, int BH, int S, int CAUSAL, int H = 0>
+// PART 0: all of that.  Past head dim 128 a warp's 16 keys of dk and dv
+// would hold 2 D / 2 registers a thread, so two launches share the work:
+// PART 1 sums dv alone (S, P, P^T dO: no dP, no dq), PART 2 dk and dq.
+template <class T, int D, int W, int BQ, int BH, int S, int CAUSAL, int H = 0, int PART = 0>
 MLC_FN void mlc_attn_bwd_tc(const T *g, const T *q, const T *k, const T *v, T *out, const float *lse2, const float *dsum,
                             float *dq, float scale, float sl2) {
   const bool BF = mlc_attn_isbf<T>::v;
   const int BN = 16 * W, LD = D + 8, LDS = BQ + 8, NTH = 32 * W, NJ = (S + BN - 1) / BN, NI = (S + BQ - 1) / BQ;
   /* dq's product: BQ / 16 row tiles, the warps of each taking COLS columns */
   const int RT = BQ / 16, COLS = D / (W / RT);
-  static_assert(W % RT == 0 && COLS % 16 == 0 && 2 * BQ <= NTH, "attention_grad tile");
+  /* ... CH of them at a time (one chunk at head dims up to 128) */
+  const int CH = COLS <= 64 ? COLS : COLS % 64 == 0 ? 64 : COLS % 32 == 0 ? 32 : 16;
+  constexpr bool DK = PART != 1, DV = PART != 2;
+  static_assert(W % RT == 0 && COLS % 16 == 0 && 2 * BQ <= NTH && PART >= 0 && PART <= 2, "attention_grad tile");
   int jt, bh;
   if (CAUSAL) { jt = (int)(blockIdx.x / BH); bh = (int)(blockIdx.x % BH); }
   else { jt = (int)(blockIdx.x % NJ); bh = (int)(blockIdx.x / NJ); }
@@ -313,7 +320,7 @@ MLC_FN void mlc_attn_bwd_tc(const T *g, const T *q, const T *k, const T *v, T *o
   const float *lse = lse2 + (size_t)bh * S, *dsm = dsum + (size_t)bh * S;
   const int ib = CAUSAL ? j0 / BQ : 0;
   mlc_attn_ld<D, BN, NTH, S, RSI>(sK, kb, j0);
-  mlc_attn_ld<D, BN, NTH, S, RSI>(sV, vb, j0);
+  if constexpr (DK) mlc_attn_ld<D, BN, NTH, S, RSI>(sV, vb, j0);
   mlc_attn_ld<D, BQ, NTH, S, RSI>(sQ, qb, ib * BQ);
   mlc_attn_ld<D, BQ, NTH, S, RSG>(sG, gb, ib * BQ);
   mlc_attn_commit();
@@ -321,11 +328,14 @@ MLC_FN void mlc_attn_bwd_tc(const T *g, const T *q, const T *k, const T *v, T *o
     int i = ib * BQ + (tid & (BQ - 1));
     sL[tid] = i < S ? (tid < BQ ? lse[i] : dsm[i]) : 0.f;
   }
-  float dk[D / 8][4], dv[D / 8][4];
+  float dk[DK ? D / 8 : 1][4], dv[DV ? D / 8 : 1][4];
 #pragma unroll
   for (int t = 0; t < D / 8; t++)
 #pragma unroll
-    for (int e = 0; e < 4; e++) dk[t][e] = dv[t][e] = 0.f;
+    for (int e = 0; e < 4; e++) {
+      if constexpr (DK) dk[t][e] = 0.f;
+      if constexpr (DV) dv[t][e] = 0.f;
+    }
   const int ka = j0 + w * 16 + gq; /* this thread's keys: ka, ka + 8 */
   for (int it = ib; it < NI; it++) {
     const int buf = (it - ib) & 1, i0 = it * BQ;
@@ -351,7 +361,7 @@ MLC_FN void mlc_attn_bwd_tc(const T *g, const T *q, const T *k, const T *v, T *o
     for (int kk = 0; kk < D / 16; kk++) {
       unsigned ak[4], av[4];
       mlc_attn_ldm(ak, mlc_attn_saddr(sK + (w * 16 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8));
-      mlc_attn_ldm(av, mlc_attn_saddr(sV + (w * 16 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8));
+      if constexpr (DK) mlc_attn_ldm(av, mlc_attn_saddr(sV + (w * 16 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8));
 #pragma unroll
       for (int nn = 0; nn < BQ / 16; nn++) {
         unsigned b[4];
@@ -359,9 +369,11 @@ MLC_FN void mlc_attn_bwd_tc(const T *g, const T *q, const T *k, const T *v, T *o
         mlc_attn_ldm(b, mlc_attn_saddr(cQ + off));
         mlc_attn_mma<BF>(st[2 * nn], ak, b[0], b[1]);
         mlc_attn_mma<BF>(st[2 * nn + 1], ak, b[2], b[3]);
-        mlc_attn_ldm(b, mlc_attn_saddr(cG + off));
-        mlc_attn_mma<BF>(dp[2 * nn], av, b[0], b[1]);
-        mlc_attn_mma<BF>(dp[2 * nn + 1], av, b[2], b[3]);
+        if constexpr (DK) {
+          mlc_attn_ldm(b, mlc_attn_saddr(cG + off));
+          mlc_attn_mma<BF>(dp[2 * nn], av, b[0], b[1]);
+          mlc_attn_mma<BF>(dp[2 * nn + 1], av, b[2], b[3]);
+        }
       }
     }
 #pragma unroll
@@ -372,7 +384,7 @@ MLC_FN void mlc_attn_bwd_tc(const T *g, const T *q, const T *k, const T *v, T *o
         float p = exp2f(st[t][e] * sl2 - cL[qi]);
         if (qg >= S || key >= S || (CAUSAL && key > qg)) p = 0.f;
         st[t][e] = p;
-        dp[t][e] = p * (dp[t][e] - cL[BQ + qi]);
+        if constexpr (DK) dp[t][e] = p * (dp[t][e] - cL[BQ + qi]);
       }
 #pragma unroll
     for (int kk = 0; kk < BQ / 16; kk++) {
@@ -381,42 +393,49 @@ MLC_FN void mlc_attn_bwd_tc(const T *g, const T *q, const T *k, const T *v, T *o
       ap[1] = mlc_attn_pack<BF>(st[2 * kk][2], st[2 * kk][3]);
       ap[2] = mlc_attn_pack<BF>(st[2 * kk + 1][0], st[2 * kk + 1][1]);
       ap[3] = mlc_attn_pack<BF>(st[2 * kk + 1][2], st[2 * kk + 1][3]);
-      as[0] = mlc_attn_pack<BF>(dp[2 * kk][0], dp[2 * kk][1]);
-      as[1] = mlc_attn_pack<BF>(dp[2 * kk][2], dp[2 * kk][3]);
-      as[2] = mlc_attn_pack<BF>(dp[2 * kk + 1][0], dp[2 * kk + 1][1]);
-      as[3] = mlc_attn_pack<BF>(dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
-      unsigned *srow = (unsigned *)(sS + (w * 16 + gq) * LDS + kk * 16 + 2 * tq);
-      srow[0] = as[0];
-      srow[4 * LDS] = as[1];
-      srow[4] = as[2];
-      srow[4 * LDS + 4] = as[3];
+      if constexpr (DK) {
+        as[0] = mlc_attn_pack<BF>(dp[2 * kk][0], dp[2 * kk][1]);
+        as[1] = mlc_attn_pack<BF>(dp[2 * kk][2], dp[2 * kk][3]);
+        as[2] = mlc_attn_pack<BF>(dp[2 * kk + 1][0], dp[2 * kk + 1][1]);
+        as[3] = mlc_attn_pack<BF>(dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
+        unsigned *srow = (unsigned *)(sS + (w * 16 + gq) * LDS + kk * 16 + 2 * tq);
+        srow[0] = as[0];
+        srow[4 * LDS] = as[1];
+        srow[4] = as[2];
+        srow[4 * LDS + 4] = as[3];
+      }
 #pragma unroll
       for (int dn = 0; dn < D / 16; dn++) {
         unsigned b[4];
         int off = (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + dn * 16 + (lane >> 4) * 8;
-        mlc_attn_ldmt(b, mlc_attn_saddr(cG + off));
-        mlc_attn_mma<BF>(dv[2 * dn], ap, b[0], b[1]);
-        mlc_attn_mma<BF>(dv[2 * dn + 1], ap, b[2], b[3]);
-        mlc_attn_ldmt(b, mlc_attn_saddr(cQ + off));
-        mlc_attn_mma<BF>(dk[2 * dn], as, b[0], b[1]);
-        mlc_attn_mma<BF>(dk[2 * dn + 1], as, b[2], b[3]);
+        if constexpr (DV) {
+          mlc_attn_ldmt(b, mlc_attn_saddr(cG + off));
+          mlc_attn_mma<BF>(dv[2 * dn], ap, b[0], b[1]);
+          mlc_attn_mma<BF>(dv[2 * dn + 1], ap, b[2], b[3]);
+        }
+        if constexpr (DK) {
+          mlc_attn_ldmt(b, mlc_attn_saddr(cQ + off));
+          mlc_attn_mma<BF>(dk[2 * dn], as, b[0], b[1]);
+          mlc_attn_mma<BF>(dk[2 * dn + 1], as, b[2], b[3]);
+        }
       }
     }
+    if constexpr (!DK) continue; /* PART 1: no dq */
     __syncthreads();
-    /* dq[i0 .. i0+BQ][:] += dS k: warp w takes 16 rows (w % RT) and COLS columns (w / RT) */
-    {
+    /* dq[i0 .. i0+BQ][:] += dS k: warp w takes 16 rows (w % RT) and COLS columns (w / RT), CH at a time */
+    for (int c0 = 0; c0 < COLS; c0 += CH) {
       const int qt = w % RT, dh = w / RT;
-      float acc[COLS / 8][4];
+      float acc[CH / 8][4];
 #pragma unroll
-      for (int t = 0; t < COLS / 8; t++) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.f;
+      for (int t = 0; t < CH / 8; t++) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.f;
 #pragma unroll
       for (int kk = 0; kk < BN / 16; kk++) {
         unsigned a[4];
         mlc_attn_ldmt(a, mlc_attn_saddr(sS + (kk * 16 + ((lane >> 4) << 3) + (lane & 7)) * LDS + qt * 16 + ((lane >> 3) & 1) * 8));
 #pragma unroll
-        for (int dn = 0; dn < COLS / 16; dn++) {
+        for (int dn = 0; dn < CH / 16; dn++) {
           unsigned b[4];
-          mlc_attn_ldmt(b, mlc_attn_saddr(sK + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + dh * COLS + dn * 16 + (lane >> 4) * 8));
+          mlc_attn_ldmt(b, mlc_attn_saddr(sK + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + dh * COLS + c0 + dn * 16 + (lane >> 4) * 8));
           mlc_attn_mma<BF>(acc[2 * dn], a, b[0], b[1]);
           mlc_attn_mma<BF>(acc[2 * dn + 1], a, b[2], b[3]);
         }
@@ -425,9 +444,9 @@ MLC_FN void mlc_attn_bwd_tc(const T *g, const T *q, const T *k, const T *v, T *o
       { /* lane pairs swap halves so that each adds 4 columns of one row: red.v4 */
         const bool odd = tq & 1;
         const int row = i0 + qt * 16 + gq + (odd ? 8 : 0);
-        float *dr = dq + ((size_t)bh * S + (row < S ? row : 0)) * D + dh * COLS + 2 * (tq & ~1);
+        float *dr = dq + ((size_t)bh * S + (row < S ? row : 0)) * D + dh * COLS + c0 + 2 * (tq & ~1);
 #pragma unroll
-        for (int t = 0; t < COLS / 8; t++) {
+        for (int t = 0; t < CH / 8; t++) {
           float r0 = __shfl_xor_sync(0xffffffffu, odd ? acc[t][0] : acc[t][2], 1);
           float r1 = __shfl_xor_sync(0xffffffffu, odd ? acc[t][1] : acc[t][3], 1);
           float v0 = odd ? r0 : acc[t][0], v1 = odd ? r1 : acc[t][1], v2 = odd ? acc[t][2] : r0, v3 = odd ? acc[t][3] : r1;
@@ -440,9 +459,9 @@ MLC_FN void mlc_attn_bwd_tc(const T *g, const T *q, const T *k, const T *v, T *o
       for (int r = 0; r < 2; r++) {
         int row = i0 + qt * 16 + gq + r * 8;
         if (row < S) {
-          float *dr = dq + ((size_t)bh * S + row) * D + dh * COLS + 2 * tq;
+          float *dr = dq + ((size_t)bh * S + row) * D + dh * COLS + c0 + 2 * tq;
 #pragma unroll
-          for (int t = 0; t < COLS / 8; t++) {
+          for (int t = 0; t < CH / 8; t++) {
             atomicAdd(dr + t * 8, acc[t][2 * r]);
             atomicAdd(dr + t * 8 + 1, acc[t][2 * r + 1]);
           }
@@ -453,7 +472,7 @@ MLC_FN void mlc_attn_bwd_tc(const T *g, const T *q, const T *k, const T *v, T *o
   }
 #pragma unroll
   for (int r = 0; r < 2; r++)
-    if (ka + r * 8 < S) mlc_attn_store_dkv<T, D, BH, S, H>(out, bh, ka + r * 8, r, tq, &dk[0][0], &dv[0][0], scale);
+    if (ka + r * 8 < S) mlc_attn_store_dkv<T, D, BH, S, H, PART>(out, bh, ka + r * 8, r, tq, &dk[0][0], &dv[0][0], scale);
 }
 
 // attention_grad_saved's first pass: dsum[row] = dO . o (o: the saved
@@ -1502,7 +1521,9 @@ MLC_FN void mlc_attn_fwd_x(const float *q, const float *k, const float *v, float
 // from these keys, dS k (16 rows and D / 2 columns each), adding it by
 // red.global.add.v2.f32 into the f32 accumulator dqa ([BH S][D], zeroed
 // before; scaled and stored by mlc_attn_cvt after).
-template <int X, int D, int W, int BQ, int BH, int S, int CAUSAL, int H = 0, int PS = 0, int DQ = 0>
+// PART as mlc_attn_bwd_tc's: past head dim 128, PART 1 sums dv alone and
+// PART 2 dk alone (two launches, each under 255 registers a thread).
+template <int X, int D, int W, int BQ, int BH, int S, int CAUSAL, int H = 0, int PS = 0, int DQ = 0, int PART = 0>
 MLC_FN void mlc_attn_bwd_kv_x(const float *g, const float *q, const float *k, const float *v, float *out,
                               const float *lse2, const float *dsum, float scale, float sl2, float *dqa = nullptr) {
   const int BN = 16 * W, LD = D + 4, NTH = 32 * W, NJ = (S + BN - 1) / BN, NI = (S + BQ - 1) / BQ;
@@ -1519,11 +1540,12 @@ MLC_FN void mlc_attn_bwd_kv_x(const float *g, const float *q, const float *k, co
   float *sL = sG + 2 * BQ * LD; /* [2][2][BQ]: lse2, D */
   float *sQl = sL + 4 * BQ, *sGl = sQl + BQ * LD, *sD = sL + 4 * BQ + (PS ? 2 * BQ * LD : 0);
   const int PQ = BQ + 4; /* sD's pitch: both of its reads below hit 32 banks */
-  static_assert(!DQ || (W == 4 && BQ == 32 && D % 16 == 0), "attention_grad one pass: 4 warps, 32 query rows a step");
+  static_assert(!DQ || (W == 4 && BQ == 32 && D % 16 == 0 && PART == 0), "attention_grad one pass: 4 warps, 32 query rows a step");
+  constexpr bool DK = PART != 1, DV = PART != 2;
   const float *lse = lse2 + (size_t)bh * S, *dsm = dsum + (size_t)bh * S;
   const int ib = CAUSAL ? j0 / BQ : 0;
   mlc_attn_ld32<D, BN, NTH, S, RSI>(sK, kb, j0);
-  mlc_attn_ld32<D, BN, NTH, S, RSI>(sV, vb, j0);
+  if constexpr (DK) mlc_attn_ld32<D, BN, NTH, S, RSI>(sV, vb, j0);
   mlc_attn_ld32<D, BQ, NTH, S, RSI>(sQ, qb, ib * BQ);
   mlc_attn_ld32<D, BQ, NTH, S, RSG>(sG, gb, ib * BQ);
   mlc_attn_commit();
@@ -1531,11 +1553,14 @@ MLC_FN void mlc_attn_bwd_kv_x(const float *g, const float *q, const float *k, co
     int i = ib * BQ + tid % BQ;
     sL[tid] = i < S ? (tid < BQ ? lse[i] : dsm[i]) : 0.f;
   }
-  float dk[D / 8][4], dv[D / 8][4];
+  float dk[DK ? D / 8 : 1][4], dv[DV ? D / 8 : 1][4];
 #pragma unroll
   for (int t = 0; t < D / 8; t++)
 #pragma unroll
-    for (int e = 0; e < 4; e++) dk[t][e] = dv[t][e] = 0.f;
+    for (int e = 0; e < 4; e++) {
+      if constexpr (DK) dk[t][e] = 0.f;
+      if constexpr (DV) dv[t][e] = 0.f;
+    }
   const int ka = j0 + w * 16 + gq; /* this thread's keys: ka, ka + 8 */
   for (int it = ib; it < NI; it++) {
     const int buf = (it - ib) & 1, i0 = it * BQ;
@@ -1562,7 +1587,7 @@ MLC_FN void mlc_attn_bwd_kv_x(const float *g, const float *q, const float *k, co
 #pragma unroll
       for (int e = 0; e < 4; e++) st[t][e] = dp[t][e] = 0.f;
     mlc_attn_x_abt<X, D, BQ, PS>(st, sK + w * 16 * LD, cQ, gq, tq, sQl);
-    mlc_attn_x_abt<X, D, BQ, PS>(dp, sV + w * 16 * LD, cG, gq, tq, sGl);
+    if constexpr (DK) mlc_attn_x_abt<X, D, BQ, PS>(dp, sV + w * 16 * LD, cG, gq, tq, sGl);
 #pragma unroll
     for (int t = 0; t < BQ / 8; t++)
 #pragma unroll
@@ -1571,7 +1596,7 @@ MLC_FN void mlc_attn_bwd_kv_x(const float *g, const float *q, const float *k, co
         float p = exp2f(st[t][e] * sl2 - cL[qi]);
         if (qg >= S || key >= S || (CAUSAL && key > qg)) p = 0.f;
         st[t][e] = p;
-        dp[t][e] = p * (dp[t][e] - cL[BQ + qi]);
+        if constexpr (DK) dp[t][e] = p * (dp[t][e] - cL[BQ + qi]);
       }
     if (DQ) /* dS^T, this warp's 16 keys */
 #pragma unroll
@@ -1579,8 +1604,8 @@ MLC_FN void mlc_attn_bwd_kv_x(const float *g, const float *q, const float *k, co
 #pragma unroll
         for (int r = 0; r < 2; r++)
           *(float2 *)(sD + (w * 16 + gq + 8 * r) * PQ + t * 8 + 2 * tq) = make_float2(dp[t][2 * r], dp[t][2 * r + 1]);
-    mlc_attn_x_cb<X, BQ, D, PS>(dv, st, cG, gq, tq, sGl);
-    mlc_attn_x_cb<X, BQ, D, PS>(dk, dp, cQ, gq, tq, sQl);
+    if constexpr (DV) mlc_attn_x_cb<X, BQ, D, PS>(dv, st, cG, gq, tq, sGl);
+    if constexpr (DK) mlc_attn_x_cb<X, BQ, D, PS>(dk, dp, cQ, gq, tq, sQl);
     if (DQ) {
       __syncthreads();
       /* dq[i0 + q0 .. + 16][c0 .. + D / 2] += dS k over the block's keys: A = dS (sD read transposed), B = k
@@ -1620,7 +1645,7 @@ MLC_FN void mlc_attn_bwd_kv_x(const float *g, const float *q, const float *k, co
   }
 #pragma unroll
   for (int r = 0; r < 2; r++)
-    if (ka + r * 8 < S) mlc_attn_store_dkv<float, D, BH, S, H>(out, bh, ka + r * 8, r, tq, &dk[0][0], &dv[0][0], scale);
+    if (ka + r * 8 < S) mlc_attn_store_dkv<float, D, BH, S, H, PART>(out, bh, ka + r * 8, r, tq, &dk[0][0], &dv[0][0], scale);
 }
 template <int X, int D, int W, int BK, int BH, int S, int CAUSAL, int H = 0, int PS = 0>
 MLC_FN void mlc_attn_bwd_q_x(const float *g, const float *q, const float *k, const float *v, float *out,

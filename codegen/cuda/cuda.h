@@ -34,6 +34,11 @@ bool mlc_cuda_supports_node(const mlc_func *f, const mlc_node *n, char *why, siz
  * (mlc_cstyle_kernel_namer, under the name the driver calls it by). */
 const char *mlc_cuda_kernel_namer(void *ctx, const mlc_func *f, uint32_t node, uint64_t *out_work_items);
 
+/* The largest head dim of the tensor-core attention kernels (forward and
+ * gradient; emit_attention.c says which tiles take which); unit.c's rule
+ * and the targets' attn_save_max_head (ir/target.c) follow it. */
+#define MLC_CUDA_ATTN_MAX_HEAD 256
+
 /* The unit rule of the CUDA kernels for mlc_plan_encode_units (codegen/cuda/unit.c). */
 uint8_t mlc_cuda_kernel_unit(const mlc_program *p, const mlc_func *f, uint32_t node, uint8_t *out_products);
 

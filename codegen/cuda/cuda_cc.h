@@ -5,6 +5,7 @@
 #define MLC_CODEGEN_CUDA_CC_H
 
 #include "codegen/cstyle/cc.h"
+#include "codegen/cuda/cuda.h"
 
 bool cc_emit_gemm(cc *c);      /* matmul, linear, matmul_tn, fused groups headed by one (emit_gemm.c) */
 bool cc_emit_attention(cc *c); /* attention, attention_grad, attention_save, attention_grad_saved */

@@ -103,7 +103,8 @@ static uint32_t attn_wg_smem(int64_t d) { return (uint32_t)((1 + 2 * MLC_ATTN_WG
 #define MLC_ATTN_FWD_SMS 132
 #endif
 typedef struct { int64_t w, mt, bk; } fwd_tile;
-static fwd_tile fwd_tile_of(bool causal) {
+static fwd_tile fwd_tile_of(bool causal, int64_t d) {
+  if (d > 128) return (fwd_tile){4, 1, 32}; /* a warp's 16 rows of o: d / 2 registers a thread */
   if (causal) return (fwd_tile){4, 1, 64};
   return (fwd_tile){MLC_ATTN_FWD_W, MLC_ATTN_FWD_MT, MLC_ATTN_FWD_BK};
 }
@@ -112,9 +113,9 @@ static bool is16(int dt) { return dt == MLC_DT_BF16 || dt == MLC_DT_F16; }
 
 /* f32 on the tensor cores: the TF32 products per product (3 or 1), or 0
  * where the SIMT kernels run (--f32-matmul ieee, or a head dim past the
- * kernel's: the forward takes d % 8 == 0 up to 256, the gradient up to 128). */
-static int f32_x(const cc *c, int dt, int64_t d, int64_t dv, bool grad) {
-  if (dt != MLC_DT_F32 || d != dv || d % 8 || d > (grad ? 128 : 256)) return 0;
+ * kernels': d % 8 == 0 up to MLC_CUDA_ATTN_MAX_HEAD). */
+static int f32_x(const cc *c, int dt, int64_t d, int64_t dv) {
+  if (dt != MLC_DT_F32 || d != dv || d % 8 || d > MLC_CUDA_ATTN_MAX_HEAD) return 0;
   return cc_f32_products(c);
 }
 
@@ -178,16 +179,19 @@ static void prep(cc *c, const char *T, int64_t D, int64_t BH, int64_t S, int64_t
 
 /* The f32 gradient's launches given lse2 and D: dk and dv, then dq; or,
  * given dq's zeroed f32 accumulator dqa, dk, dv and dq's sum in one pass,
- * then dq scaled into place (mlc_attn_cvt). */
+ * then dq scaled into place (mlc_attn_cvt).  Past head dim 128, dv and dk
+ * in a launch each (the kernel's PART 1 and 2). */
 static void bwd_x(cc *c, int x, int64_t D, int64_t BH, int64_t S, int causal, int64_t H, const char *args,
                   const char *lse2, const char *dsum, const char *dqa, double scale) {
   int64_t W = 4, B = 16 * W, ST = f32_step(D), LD = D + 4, ps = f32_ps(D), tiles = (2 * B + (4 + 2 * ps) * ST) * LD;
   const char *sc = cc_flit(c, scale), *sl2 = cc_flit(c, scale * 1.4426950408889634);
-  cc_begin(c, (uint64_t)(BH * cc_ceil_div(S, B)), (uint32_t)(32 * W), (uint32_t)(4 * (tiles + 4 * ST + (dqa ? B * (ST + 4) : 0))));
-  cc_printf(c, "  mlc_attn_bwd_kv_x<%d, %lld, %lld, %lld, %lld, %lld, %d, %lld, %d, %d>(%s, out, %s, %s, %s, %s%s%s);\n", x,
-            (long long)D, (long long)W, (long long)ST, (long long)BH, (long long)S, causal, (long long)H, (int)ps, dqa != NULL,
-            args, lse2, dsum, sc, sl2, dqa ? ", " : "", dqa ? dqa : "");
-  cc_end(c);
+  for (int part = D > 128; part <= (D > 128 ? 2 : 0); part++) {
+    cc_begin(c, (uint64_t)(BH * cc_ceil_div(S, B)), (uint32_t)(32 * W), (uint32_t)(4 * (tiles + 4 * ST + (dqa ? B * (ST + 4) : 0))));
+    cc_printf(c, "  mlc_attn_bwd_kv_x<%d, %lld, %lld, %lld, %lld, %lld, %d, %lld, %d, %d, %d>(%s, out, %s, %s, %s, %s%s%s);\n", x,
+              (long long)D, (long long)W, (long long)ST, (long long)BH, (long long)S, causal, (long long)H, (int)ps, dqa != NULL,
+              part, args, lse2, dsum, sc, sl2, dqa ? ", " : "", dqa ? dqa : "");
+    cc_end(c);
+  }
   if (dqa) {
     dq_cvt(c, "float", D, BH, S, H, dqa, sc, false);
     return;
@@ -220,7 +224,7 @@ static void fwd_tc(cc *c, const char *T, int64_t D, int64_t BH, int64_t SQ, int6
     cc_end(c);
     return;
   }
-  fwd_tile t = fwd_tile_of(causal);
+  fwd_tile t = fwd_tile_of(causal, D);
   int64_t BM = 16 * t.mt * t.w, LD = D + 8;
   cc_begin(c, (uint64_t)(BH * cc_ceil_div(SQ, BM)), (uint32_t)(32 * t.w), (uint32_t)(2 * (BM * LD + 4 * t.bk * LD)));
   cc_printf(c, "  mlc_attn_fwd_tc<%s, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %d, %d, %lld>(%s, %s);\n", T, (long long)D,
@@ -269,7 +273,10 @@ typedef struct { uint32_t arg; uint64_t off; } at;
 static void bwd_tc(cc *c, const char *T, int64_t D, int64_t BH, int64_t S, int causal, int64_t H, const char *args,
                    const char *lse2, const char *dsum, at lse_at, at dsum_at, const char *dq, double scale, bool fr) {
   int64_t W = MLC_ATTN_BWD_W, BQ = MLC_ATTN_BWD_BQ;
-  if ((D / (W / (BQ / 16))) % 16) W = 4, BQ = 32; /* a -D tile with too few columns per warp for dq's product */
+  /* a -D tile with too few columns per warp for dq's product; or past head
+   * dim 128, where 64 keys and 32 query rows a step keep the shared memory
+   * under 141 KiB (D 256) */
+  if ((D / (W / (BQ / 16))) % 16 || D > 128) W = 4, BQ = 32;
   int64_t LD = D + 8, BN = 16 * W;
   int64_t smem = 2 * (2 * BN * LD + 4 * BQ * LD + BN * (BQ + 8)) + 4 * 4 * BQ;
   const char *sc = cc_flit(c, scale);
@@ -292,6 +299,17 @@ static void bwd_tc(cc *c, const char *T, int64_t D, int64_t BH, int64_t S, int c
     tm[4] = cc_tmap(c, lse_at.arg, lse_at.off, 1, 4, flat, NULL, fbox, 0);
     tm[5] = S % 4 ? tm[4] : cc_tmap(c, dsum_at.arg, dsum_at.off, 1, 4, flat, NULL, fbox, 0);
   }
+  if (D > 128) { /* dv, then dk and dq: the kernel's PART 1 and 2 */
+    for (int part = 1; part <= 2; part++) {
+      cc_begin(c, (uint64_t)(BH * cc_ceil_div(S, BN)), (uint32_t)(32 * W), (uint32_t)smem);
+      cc_printf(c, "  mlc_attn_bwd_tc<%s, %lld, %lld, %lld, %lld, %lld, %d, %lld, %d>(%s, out, %s, %s, %s, %s, %s);\n", T,
+                (long long)D, (long long)W, (long long)BQ, (long long)BH, (long long)S, causal, (long long)H, part, args, lse2,
+                dsum, dq, sc, cc_flit(c, scale * 1.4426950408889634));
+      cc_end(c);
+    }
+    dq_cvt(c, T, D, BH, S, H, dq, sc, false);
+    return;
+  }
   cc_begin(c, (uint64_t)(BH * cc_ceil_div(S, BN)), (uint32_t)(32 * W), (uint32_t)smem);
   if (wg)
     cc_printf(c, "  mlc_attn_bwd_wg<%s, %lld, %lld, %lld, %d, %lld, %d>(%s, out, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s);\n", T,
@@ -312,8 +330,8 @@ static bool emit_fwd(cc *c) {
     const mlc_type *xt = cc_in(c, 0);
     const char *T = cc_stype(c, xt->dtype);
     int64_t H = xt->dim[2] / 3, BH = xt->dim[0] * H, S = xt->dim[1], D = xt->dim[3];
-    int x = f32_x(c, xt->dtype, D, D, true);
-    if (BH * S > INT32_MAX / 4 || S < 1 || D % (x ? 8 : 16) || D > 128 || !(is16(xt->dtype) || x))
+    int x = f32_x(c, xt->dtype, D, D);
+    if (BH * S > INT32_MAX / 4 || S < 1 || D % (x ? 8 : 16) || D > MLC_CUDA_ATTN_MAX_HEAD || !(is16(xt->dtype) || x))
       return cc_fail(c, "attention_save of %lld x %lld rows is out of range for the CUDA kernel", (long long)BH, (long long)S);
     const char *args = cc_fmt(c, "in0, in0, in0, out, (const %s *)0, (float *)(out + %lld)", T, (long long)(BH * S * D));
     if (x) fwd_x(c, x, D, BH, S, S, causal, 2, H, args, scale);
@@ -327,14 +345,14 @@ static bool emit_fwd(cc *c) {
     return cc_fail(c, "attention of q %lld x %lld rows and %lld keys is out of range for the CUDA kernel",
                    (long long)BH, (long long)SQ, (long long)SK);
   bool save = c->n->op == MLC_OP_ATTENTION_SAVE;
-  if (is16(qt->dtype) && D == DV && D % 16 == 0 && D <= 128) {
+  if (is16(qt->dtype) && D == DV && D % 16 == 0 && D <= MLC_CUDA_ATTN_MAX_HEAD) {
     fwd_tc(c, T, D, BH, SQ, SK, causal, save ? 2 : 0, 0,
            save ? cc_fmt(c, "in0, in1, in2, out, (const %s *)0, (float *)(out + %lld), (float *)0", T, (long long)(BH * SQ * D))
                 : cc_fmt(c, "in0, in1, in2, out, (const %s *)0, (float *)0, (float *)0", T),
            scale);
     return true;
   }
-  int x = f32_x(c, qt->dtype, D, DV, save);
+  int x = f32_x(c, qt->dtype, D, DV);
   if (x) {
     fwd_x(c, x, D, BH, SQ, SK, causal, save ? 2 : 0, 0,
           save ? cc_fmt(c, "in0, in1, in2, out, (const float *)0, (float *)(out + %lld)", (long long)(BH * SQ * D))
@@ -361,8 +379,8 @@ static bool emit_grad(cc *c) {
   double scale = c->n->a.f;
   if (BH * S > INT32_MAX / 4 || S < 1)
     return cc_fail(c, "attention_grad of %lld x %lld rows is out of range for the CUDA kernel", (long long)BH, (long long)S);
-  bool tc = is16(gt->dtype) && D % 32 == 0 && D <= 128;
-  int x = f32_x(c, gt->dtype, D, D, true);
+  bool tc = is16(gt->dtype) && D % 32 == 0 && D <= MLC_CUDA_ATTN_MAX_HEAD;
+  int x = f32_x(c, gt->dtype, D, D);
   if (x) {
     /* scratch: lse2 [BH*S] (unless saved) and D [BH*S]; in one pass
      * (saved only), dq's f32 accumulator [BH*S][D] before them */

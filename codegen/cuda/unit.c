@@ -10,11 +10,11 @@
  *   GEMMs (matmul, linear, matmul_tn): bf16/f16 on the tensor cores; f32
  *     on TF32 tensor cores under --f32-matmul tf32x3 (3 products) or tf32
  *     (1), on the FP32 FMAs under ieee.
- *   attention forward: 16-bit with d == dv, d % 16 == 0, d <= 128 on the
- *     tensor cores; f32 with d == dv, d % 8 == 0, d <= 256 on TF32 unless
- *     ieee; else FP32.
- *   attention gradient: 16-bit with d % 32 == 0, d <= 128 on the tensor
- *     cores; f32 with d % 8 == 0, d <= 128 on TF32 unless ieee; else FP32.
+ *   attention forward: 16-bit with d == dv, d % 16 == 0, d <= 256
+ *     (MLC_CUDA_ATTN_MAX_HEAD) on the tensor cores; f32 with d == dv,
+ *     d % 8 == 0, d <= 256 on TF32 unless ieee; else FP32.
+ *   attention gradient: 16-bit with d % 32 == 0, d <= 256 on the tensor
+ *     cores; f32 with d % 8 == 0, d <= 256 on TF32 unless ieee; else FP32.
  *     (Its first launch, the forward again, runs on the same unit.)
  *   linear of at most 4 rows (mlc_gemv), attention_kv and qlinear: FP32.
  *   a fused group led by a GEMM (ir/fused.h): that GEMM's unit.
@@ -49,10 +49,10 @@ uint8_t mlc_cuda_kernel_unit(const mlc_program *p, const mlc_func *f, uint32_t n
       dv = v->rank ? v->dim[v->rank - 1] : 0;
     }
     if (is16(a->dtype)) {
-      bool tc = grad ? d % 32 == 0 && d <= 128 : d == dv && d % 16 == 0 && d <= 128;
+      bool tc = d <= MLC_CUDA_ATTN_MAX_HEAD && (grad ? d % 32 == 0 : d == dv && d % 16 == 0);
       return tc ? MLC_PLAN_UNIT_TC16 : MLC_PLAN_UNIT_FP32;
     }
-    if (a->dtype != MLC_DT_F32 || d != dv || d % 8 || d > (grad ? 128 : 256) || !f32_products) return MLC_PLAN_UNIT_FP32;
+    if (a->dtype != MLC_DT_F32 || d != dv || d % 8 || d > MLC_CUDA_ATTN_MAX_HEAD || !f32_products) return MLC_PLAN_UNIT_FP32;
     *out_products = f32_products;
     return MLC_PLAN_UNIT_TF32;
   }

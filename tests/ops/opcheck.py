@@ -566,12 +566,19 @@ CASES = [
          "attention(q, k, v, causal=true)", lambda I, P: attn_ref(I["q"], I["k"], I["v"], 256 ** -0.5, True), EW,
          targets=("cpu", "cuda")),
     # head dims the tensor-core kernels do not take: on CUDA the attnpad pass pads them with zero columns
-    # (36 and 20 -> 40 here); past 128 on 16 bits the generic kernel (a warp per row) stays
+    # (36 and 20 -> 40 here; 16-bit 200 -> 208); past 256 the generic kernel (a warp per row) stays
     Case("attention_f32_d36_cross_dv", "q: f32[1, 2, 50, 36], k: f32[1, 2, 70, 36], v: f32[1, 2, 70, 20]",
          "attention(q, k, v)", lambda I, P: attn_ref(I["q"], I["k"], I["v"], 36 ** -0.5, False), EW,
          targets=("cpu", "cuda")),
     Case("attention_bf16_d200", "q: bf16[1, 1, 40, 200], k: bf16[1, 1, 40, 200], v: bf16[1, 1, 40, 200]",
          "cast(attention(q, k, v, causal=true), f32)", lambda I, P: bf16(attn_ref(I["q"], I["k"], I["v"], 200 ** -0.5, True)),
+         LOW, targets=("cpu", "cuda")),
+    # head dims 129 to 256 on the tensor cores: one row tile a warp (16-bit), lengths off every tile
+    Case("attention_bf16_d256", "q: bf16[2, 2, 300, 256], k: bf16[2, 2, 300, 256], v: bf16[2, 2, 300, 256]",
+         "cast(attention(q, k, v), f32)", lambda I, P: bf16(attn_ref(I["q"], I["k"], I["v"], 256 ** -0.5, False)), LOW,
+         {"q": (-3, 3), "k": (-3, 3)}, targets=("cpu", "cuda")),
+    Case("attention_f16_d192_causal", "q: f16[1, 2, 333, 192], k: f16[1, 2, 333, 192], v: f16[1, 2, 333, 192]",
+         "cast(attention(q, k, v, causal=true), f32)", lambda I, P: f16(attn_ref(I["q"], I["k"], I["v"], 192 ** -0.5, True)),
          LOW, targets=("cpu", "cuda")),
     Case("mha_f32", "x: f32[2, 100, 128]", "attn(x, x, x)", mha_ref(False, rnd=lambda t: t), EW,
          members="attn = MultiheadAttention(128, 2)", targets=("cpu", "cuda")),
@@ -828,6 +835,20 @@ GRAD_CASES = [
              targets=("cpu", "cuda")),
     GradCase("attention_grad_bf16_d136", "attention_grad", attn_ops("bf16", [1, 1, 40, 136]),
              attention_grad_ref(136 ** -0.5, False, bf16), LOW, attrs={"causal": 0, "scale": 136 ** -0.5},
+             targets=("cpu", "cuda")),
+    # head dims 129 to 256 on the tensor cores: dv and dk in a launch each (16-bit and f32), the 16-bit
+    # dq by atomics, lengths off every tile
+    GradCase("attention_grad_bf16_d256_causal", "attention_grad", attn_ops("bf16", [1, 2, 333, 256]),
+             attention_grad_ref(256 ** -0.5, True, bf16), LOW, attrs={"causal": 1, "scale": 256 ** -0.5},
+             targets=("cpu", "cuda")),
+    GradCase("attention_grad_f16_d160", "attention_grad", attn_ops("f16", [2, 1, 150, 160]),
+             attention_grad_ref(160 ** -0.5, False, f16), LOW, attrs={"causal": 0, "scale": 160 ** -0.5},
+             targets=("cpu", "cuda")),
+    GradCase("attention_grad_f32_d256_causal", "attention_grad", attn_ops("f32", [1, 2, 200, 256]),
+             attention_grad_ref(256 ** -0.5, True), EW, attrs={"causal": 1, "scale": 256 ** -0.5},
+             targets=("cpu", "cuda")),
+    GradCase("attention_grad_f32_d200", "attention_grad", attn_ops("f32", [1, 1, 150, 200]),
+             attention_grad_ref(200 ** -0.5, False), EW, attrs={"causal": 0, "scale": 200 ** -0.5},
              targets=("cpu", "cuda")),
     GradCase("matmul_tn_f32_wg", "matmul_tn", ["a: f32[1003, 1536]", "b: f32[1003, 1600]"],
              lambda I, P: I["a"].T @ I["b"], EW, targets=("cuda",)),

@@ -325,7 +325,7 @@ static void test_attnsave(void **state) {
   assert_int_equal(count(s, " = attention_grad_saved "), 1);
   free(s);
   release(&c);
-  const struct { const char *dt, *target; int d; } keep[] = {{"bf16", "metal", 32}, {"bf16", "cuda", 136}, {"f16", "cpu", 64}};
+  const struct { const char *dt, *target; int d; } keep[] = {{"bf16", "metal", 32}, {"bf16", "cuda", 288}, {"f16", "cpu", 64}};
   for (size_t i = 0; i < sizeof keep / sizeof *keep; i++) {
     s = run(&c, attn_src(src, sizeof src, keep[i].dt, keep[i].d), keep[i].target, "train");
     assert_int_equal(count(s, " = attention_save "), 0);
@@ -370,12 +370,24 @@ static void test_attnpad(void **state) {
   assert_non_null(strstr(s, ": bf16[1, 2, 16, 64]"));
   free(s);
   release(&c);
-  /* other targets and head dims past 128: unchanged */
+  /* past 128, up to the kernels' 256 (MLC_CUDA_ATTN_MAX_HEAD): padded too */
+  const struct { const char *dt; int d; const char *shape; } big[] = {{"bf16", 136, ": bf16[1, 2, 16, 160]"},
+                                                                       {"f32", 130, ": f32[1, 2, 16, 136]"}};
+  for (size_t i = 0; i < sizeof big / sizeof *big; i++) {
+    s = run(&c, attn_src(src, sizeof src, big[i].dt, big[i].d), "cuda", "train");
+    assert_int_equal(count(s, " = slice_grad "), 4);
+    assert_non_null(strstr(s, big[i].shape));
+    assert_int_equal(count(s, " = attention_save "), 1);
+    assert_int_equal(count(s, " = attention_grad_saved "), 1);
+    free(s);
+    release(&c);
+  }
+  /* other targets and head dims past 256: unchanged */
   s = run(&c, attn_src(src, sizeof src, "f32", 20), "metal", "train");
   assert_int_equal(count(s, " = slice_grad "), 0);
   free(s);
   release(&c);
-  s = run(&c, attn_src(src, sizeof src, "f32", 130), "cuda", "train");
+  s = run(&c, attn_src(src, sizeof src, "f32", 260), "cuda", "train");
   assert_int_equal(count(s, " = slice_grad "), 0);
   assert_int_equal(count(s, " = attention_grad "), 1);
   free(s);

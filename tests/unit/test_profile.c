@@ -66,17 +66,17 @@ static void generic_kernel_hint(void **state) {
   (void)state;
   mlc_ceilings c = test_ceilings();
   c.gpu = true;
-  mlc_plan_shape q16 = shape(MLC_DTYPE_BF16, 3, 4, 300, 200), q32 = shape(MLC_DTYPE_F32, 3, 4, 300, 136);
+  mlc_plan_shape q16 = shape(MLC_DTYPE_BF16, 3, 4, 300, 200), q32 = shape(MLC_DTYPE_F32, 3, 4, 300, 300);
   const mlc_plan_shape *s16[] = {&q16, &q16, &q16, &q16}, *s32[] = {&q32, &q32, &q32, &q32, &q32};
   mlc_profile_kernel k = {"attention%5", 1e9, 1e8, 0.1, s16, 4, MLC_UNIT_FP32, 1, NULL};
   mlc_profile_verdict v;
   mlc_profile_classify(&k, &c, &v);
   assert_string_equal(v.hint, "generic kernel, a warp per row: 16-bit attention takes the tensor cores at head dim "
-                              "d % 16 == 0, d <= 128 (here 200)");
+                              "d % 16 == 0, d <= 256 (here 200)");
   mlc_profile_kernel g = {"attention_grad%9", 1e9, 1e8, 0.1, s32, 5, MLC_UNIT_FP32, 1, NULL};
   mlc_profile_classify(&g, &c, &v);
   assert_string_equal(v.hint, "generic kernel, a warp per row: f32 attention gradient takes the tensor cores at head "
-                              "dim d % 8 == 0, d <= 128 (here 136), not under --f32-matmul ieee");
+                              "dim d % 8 == 0, d <= 256 (here 300), not under --f32-matmul ieee");
   mlc_profile_kernel l = {"linear%3", 1e9, 1e8, 0.1, s32, 3, MLC_UNIT_FP32, 1, NULL};
   mlc_profile_classify(&l, &c, &v);
   assert_string_equal(v.hint, "f32 GEMM on the FP32 cores (--f32-matmul ieee): tf32x3 runs it on the tensor cores at "

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# On the GPU machine (device tool), session 22 (2026-12-05): attention at
+# head dims 129 to 256 on the tensor cores (issue 20 item 3).
+#   PART=attn   the numerics, then the speed:
+#               - every attention and mha op case on --target cuda against
+#                 PyTorch in float64 (OPS_K narrows);
+#               - bench/cuda_minillm.py --small at heads of 256 and of 160
+#                 (the packed attention_save and attention_grad_saved of a
+#                 real model: logits, gradients, 20 AdamW steps against PyTorch);
+#               - compute-sanitizer memcheck and racecheck on attention train
+#                 steps (bench/attention_bf16.mdl, and in f32) at head dims
+#                 256 and 160, odd lengths;
+#               - PART=dims's table.
+#   PART=dims   attention alone (bench/attention_bf16.mdl, and in f32), b4 h8
+#               s1024 causal, `mlc profile --entry train_step`: each kernel's
+#               FLOP/s at head dims DIMS (default 64 128 136 200 256), both
+#               dtypes (DTS), and PyTorch SDPA's bf16 forward and backward at
+#               d 128 and 256 for scale.
+# Carry build-gpu/mlc, build-gpu/lib, build-gpu/codegen/cuda/mlc_opcheck,
+# build-gpu/runtime/libmlcrt.a and .yardstick.  Logs in $OUT/logs.tgz; a
+# summary on standard output, each step with its seconds.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+part=${PART:-attn}
+final=${OUT:-/tmp/mlc-s22}
+work=/tmp/s22
+rm -rf $work && mkdir -p $work "$final"
+. tests/gpu/env.sh $work
+export PATH=$PATH:/usr/local/cuda/bin
+pack() { tar -C $work -czf "$final/logs.tgz" .; }
+mlc=$PWD/build-gpu/mlc opcheck=build-gpu/codegen/cuda/mlc_opcheck
+rc=0
+t0=$SECONDS
+took() { echo "  ($((SECONDS - t0)) s)"; t0=$SECONDS; }
+sed 's/bf16/f32/g' bench/attention_bf16.mdl > /tmp/attention_f32.mdl
+cp bench/attention_bf16.mdl /tmp/attention_bf16.mdl
+dims() {
+  mkdir -p $work/dims
+  for dt in ${DTS:-bf16 f32}; do
+    for d in ${DIMS:-64 128 136 200 256}; do
+      l=$work/dims/${dt}_d$d.log
+      timeout 90 $mlc profile /tmp/attention_$dt.mdl --target cuda --entry train_step --steps 3 \
+        b=4 h=8 s=1024 d=$d causal=true > $l 2>&1 || { rc=1; tail -3 $l; }
+      echo "== $dt d=$d"
+      grep -E "^attention" $l | tr -s ' ' | cut -c1-200
+    done
+    took
+    pack
+  done
+  for d in 128 256; do
+    timeout 60 python3 bench/attention_torch.py --shape 4,8,1024,$d --causal > $work/dims/torch_d$d.log 2>&1 || rc=1
+    echo "== torch SDPA bf16 d=$d: $(grep -vE '^#|^$' $work/dims/torch_d$d.log | tr '\n' ' ' | cut -c1-300)"
+  done
+  took
+}
+gpu_header "bench/h200_s22.sh PART=$part" $work/env.log
+case $part in
+attn)
+  for k in ${OPS_K:-attention mha}; do
+    timeout 200 python3 tests/ops/opcheck.py ops --target cuda --jobs 16 --opcheck $opcheck --work /tmp/ops-$k -k $k \
+      > $work/ops_$k.log 2>&1 || rc=1
+    echo "cuda op cases -k $k: $(grep -E 'cases passed' $work/ops_$k.log)"; grep -E '^FAIL' $work/ops_$k.log | head -8 | cut -c1-300
+  done
+  took
+  pack
+  for c in "d256:512:2:300" "d160:320:2:200"; do
+    IFS=: read -r n dim heads seq <<< "$c"
+    timeout 150 python3 bench/cuda_minillm.py --mlc $mlc --opcheck $opcheck --work /tmp/mini-$n --small --steps 20 \
+      --set dim=$dim --set heads=$heads --set seq=$seq > $work/minillm_$n.log 2>&1 || rc=1
+    echo "cuda_minillm --small dim $dim heads $heads seq $seq: $(grep -cE '^ok|^PASS' $work/minillm_$n.log) ok," \
+      "$(grep -cE '^FAIL' $work/minillm_$n.log) FAIL; $(tail -1 $work/minillm_$n.log | cut -c1-200)"
+    grep -E '^FAIL|Traceback|Error' $work/minillm_$n.log | head -4 | cut -c1-300
+  done
+  took
+  pack
+  mkdir -p $work/san
+  for c in "bf16:s=333 causal=true d=256" "bf16:s=200 causal=false d=160" "f32:s=200 causal=true d=256" "f32:s=150 causal=false d=200"; do
+    dt=${c%%:*} cfg=${c#*:} l=${dt}_${cfg// /_}
+    for tool in memcheck racecheck; do
+      timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 $mlc train /tmp/attention_$dt.mdl --target cuda \
+        --steps 1 b=1 h=2 $cfg > $work/san/${tool}_$l.log 2>&1 || rc=1
+      echo "$tool $dt attention train step b1 h2 $cfg: $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' $work/san/${tool}_$l.log | head -1)"
+    done
+  done
+  took
+  pack
+  dims
+  ;;
+dims) dims ;;
+esac
+pack
+echo "rc=$rc"
+exit $rc
