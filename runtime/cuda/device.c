@@ -53,6 +53,7 @@ typedef struct {
   char name[256];
   int cc_major, cc_minor, sms;
   bool no_graphs;           /* record_begin refuses: MLC_CUDA_GRAPHS is not 1 */
+  bool pdl;                 /* programmatic dependent launch: MLC_CUDA_PDL=1 on sm_90 and later */
 } cuda_dev;
 
 #define CK(d, call) mlc_cuda_check(&(d)->drv, (d)->drv.call, #call)
@@ -310,7 +311,15 @@ static mlc_status cu_launch(mlc_device *base, void *kh, uint64_t work_items, con
   }
   for (uint32_t l = 0; l < k->k->nlaunch; l++) {
     const mlc_cuda_launch *L = &k->k->launch[l];
-    CUresult r = d->drv.cuLaunchKernel(k->fn[l], L->grid, 1, 1, L->block, 1, 1, L->smem, d->stream, params, NULL);
+    CUresult r;
+    if (d->pdl) { /* the kernel may start under its predecessor's tail: it opens with griddepcontrol.wait */
+      CUlaunchAttribute at = {.id = MLC_CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION};
+      at.value.programmatic_stream_serialization_allowed = 1;
+      CUlaunchConfig cfg = {L->grid, 1, 1, L->block, 1, 1, L->smem, d->stream, &at, 1};
+      r = d->drv.cuLaunchKernelEx(&cfg, k->fn[l], params, NULL);
+    } else {
+      r = d->drv.cuLaunchKernel(k->fn[l], L->grid, 1, 1, L->block, 1, 1, L->smem, d->stream, params, NULL);
+    }
     if (r) {
       mlc_status st = mlc_cuda_check(&d->drv, r, "cuLaunchKernel");
       mlc_status e = mlc_status_make(MLC_INTERNAL, "launching %s (grid %u, block %u, %u bytes of shared memory): %s", L->fn,
@@ -536,6 +545,11 @@ mlc_status mlc_cuda_device_create(const mlc_cuda_code *code, mlc_allocator a, ml
   d->drv.cuDeviceGetAttribute(&d->cc_major, ATTR_CC_MAJOR, d->dev);
   d->drv.cuDeviceGetAttribute(&d->cc_minor, ATTR_CC_MINOR, d->dev);
   d->drv.cuDeviceGetAttribute(&d->sms, ATTR_SM_COUNT, d->dev);
+  /* Programmatic dependent launch, opt-in while it is measured (every
+   * kernel that mlc emits opens with griddepcontrol.wait, codegen/cuda/
+   * prelude.c; code compiled by an mlc before that must not run so). */
+  const char *pdl = getenv("MLC_CUDA_PDL");
+  d->pdl = pdl && !strcmp(pdl, "1") && d->cc_major >= 9;
   if ((st = CK(d, cuDevicePrimaryCtxRetain(&d->ctx, d->dev)))) goto fail;
   if ((st = CK(d, cuCtxSetCurrent(d->ctx)))) goto fail;
   if ((st = CK(d, cuStreamCreate(&d->streams[0], 0)))) goto fail;

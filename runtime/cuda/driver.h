@@ -25,6 +25,23 @@ typedef struct CUstream_st *CUstream;
 typedef struct CUevent_st *CUevent;
 typedef struct CUgraph_st *CUgraph;
 typedef struct CUgraphExec_st *CUgraphExec;
+/* cuLaunchKernelEx's configuration, as cuda.h (12.x, 13.x) lays it out: an
+ * attribute is its id, padding to 8 bytes, then a 64-byte value. */
+enum { MLC_CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6 };
+typedef struct {
+  int id;
+  char pad[4];
+  union {
+    char bytes[64];
+    int programmatic_stream_serialization_allowed;
+  } value;
+} CUlaunchAttribute;
+typedef struct {
+  unsigned grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_bytes;
+  CUstream stream;
+  CUlaunchAttribute *attrs;
+  unsigned nattrs;
+} CUlaunchConfig;
 
 typedef struct {
   void *lib; /* the dlopen handle */
