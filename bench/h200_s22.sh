@@ -16,6 +16,17 @@
 #               FLOP/s at head dims DIMS (default 64 128 136 200 256), both
 #               dtypes (DTS), and PyTorch SDPA's bf16 forward and backward at
 #               d 128 and 256 for scale.
+#   PART=pdl    programmatic dependent launch (MLC_CUDA_PDL=1), CUDA graphs on:
+#               its numerics (the attention, linear and attention_kv op cases,
+#               tests/ref/decode.py, cuda_minillm.py --small), then decode speed
+#               (bf16 and int4 at the MiniLLM's size, PDL 0 and 1 alternating,
+#               two rounds) and the MiniLLM train step and bf16 forward under
+#               each.
+#   PART=pdl2   VARIANTS (name:MLC_CUDA_PDL:nvcc flags, alternating, two rounds):
+#               decode bf16 and the train step.  Run on 2026-12-05 with a prelude
+#               whose mlc_pdl_enter also triggered launch_dependents unless
+#               -DMLC_PDL_NO_TRIGGER (the "notrig" variant); the trigger is gone
+#               since, so "on" and "notrig" now build the same kernels.
 # Carry build-gpu/mlc, build-gpu/lib, build-gpu/codegen/cuda/mlc_opcheck,
 # build-gpu/runtime/libmlcrt.a and .yardstick.  Logs in $OUT/logs.tgz; a
 # summary on standard output, each step with its seconds.
@@ -85,6 +96,60 @@ attn)
   took
   pack
   dims
+  ;;
+pdl)
+  export MLC_CUDA_GRAPHS=1
+  for k in attention linear attention_kv; do
+    MLC_CUDA_PDL=1 timeout 200 python3 tests/ops/opcheck.py ops --target cuda --jobs 16 --opcheck $opcheck --work /tmp/pops-$k \
+      -k $k > $work/pdl_ops_$k.log 2>&1 || rc=1
+    echo "PDL cuda op cases -k $k: $(grep -E 'cases passed' $work/pdl_ops_$k.log)"; grep -E '^FAIL' $work/pdl_ops_$k.log | head -5 | cut -c1-300
+  done
+  MLC_CUDA_PDL=1 timeout 120 python3 tests/ref/decode.py $mlc examples/minillm_causal.mdl $work/decode --target cuda > $work/pdl_decode.log 2>&1 || rc=1
+  echo "PDL decode against PyTorch: $(grep -E 'greedy tokens|logits:|FAIL' $work/pdl_decode.log | tr '\n' ' ' | cut -c1-300)"
+  MLC_CUDA_PDL=1 timeout 150 python3 bench/cuda_minillm.py --mlc $mlc --opcheck $opcheck --work /tmp/pmini --small --steps 20 \
+    > $work/pdl_minillm.log 2>&1 || rc=1
+  echo "PDL cuda_minillm --small: $(grep -c '^ok' $work/pdl_minillm.log) ok, $(grep -c '^FAIL' $work/pdl_minillm.log) FAIL"
+  took
+  pack
+  for round in 1 2; do
+    for p in 0 1; do
+      for c in bf16:bf16: int4:f32:int4; do
+        IFS=: read -r name dt q <<< "$c"
+        l=$work/speed_${name}_pdl${p}_r$round.log
+        MLC_CUDA_PDL=$p timeout 100 python3 bench/decode_cpu.py $mlc --target cuda --torch-device cuda --runs 3 --new 128 \
+          --dtype $dt ${q:+--quantize $q} vocab=32000 dim=2048 layers=12 heads=16 max_ctx=1024 > $l 2>&1 || rc=1
+        echo "decode $name PDL=$p round $round: $(grep -E 'median|ms/token|bandwidth' $l | cut -c1-160 | tr '\n' ' ')"
+      done
+    done
+    pack
+  done
+  took
+  python3 -c "import torch; torch.manual_seed(0); torch.randint(0, 32000, (12 * 8 * 1024 + 1,), dtype=torch.int32).numpy().tofile('/tmp/tokens.bin')"
+  for p in 0 1 0 1; do
+    l=$work/model_pdl$p.log
+    { MLC_CUDA_PDL=$p timeout 120 $mlc train examples/minillm.mdl --target cuda --steps 12 --data /tmp/tokens.bin --data-dtype i32
+      MLC_CUDA_PDL=$p timeout 120 $mlc bench bench/minillm_bf16.mdl --target cuda --runs 10 --warmup 3; } >> $l 2>&1 || rc=1
+    echo "MiniLLM PDL=$p: $(grep -E 'median|^step 12' $l | tail -2 | tr '\n' ' ' | cut -c1-250)"
+  done
+  took
+  ;;
+pdl2) # VARIANTS of name:MLC_CUDA_PDL:nvcc flags, alternating, two rounds: decode bf16, the train step
+  export MLC_CUDA_GRAPHS=1
+  python3 -c "import torch; torch.manual_seed(0); torch.randint(0, 32000, (12 * 8 * 1024 + 1,), dtype=torch.int32).numpy().tofile('/tmp/tokens.bin')"
+  for round in 1 2; do
+    for v in ${VARIANTS:-off:0: on:1: notrig:1:-DMLC_PDL_NO_TRIGGER}; do
+      IFS=: read -r n p fl <<< "$v"
+      printf '#!/bin/sh\nexec /usr/local/cuda/bin/nvcc %s "$@"\n' "$fl" > /tmp/nvcc-$n
+      chmod +x /tmp/nvcc-$n
+      l=$work/pdl2_${n}_r$round.log
+      { MLC_NVCC=/tmp/nvcc-$n XDG_CACHE_HOME=/tmp/cache-$n MLC_CUDA_PDL=$p timeout 100 python3 bench/decode_cpu.py $mlc --target cuda \
+          --torch-device cuda --runs 3 --new 128 --dtype bf16 vocab=32000 dim=2048 layers=12 heads=16 max_ctx=1024
+        MLC_NVCC=/tmp/nvcc-$n XDG_CACHE_HOME=/tmp/cache-$n MLC_CUDA_PDL=$p timeout 120 $mlc train examples/minillm.mdl --target cuda \
+          --steps 12 --data /tmp/tokens.bin --data-dtype i32; } > $l 2>&1 || rc=1
+      echo "$n round $round: $(grep -E 'mlc at|^step 1[12]' $l | cut -c1-160 | tr '\n' ' ')"
+    done
+    pack
+  done
   ;;
 dims) dims ;;
 esac

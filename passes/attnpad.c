@@ -20,7 +20,7 @@
  * multiple of the target's (attn_save_head_16 or _32: the gradient's
  * kernels', also taken by the forward's), padded to one that is, at most
  * attn_save_max_head (a 16-bit forward with no gradient stays at a
- * multiple of 16, which its kernel takes).  Past that (16-bit d > 128, say) the generic kernels
+ * multiple of 16, which its kernel takes).  Past that (d > 256) the generic kernels
  * stay, and the profile's hint names them (codegen/cuda/unit.c). */
 #include "passes/passes.h"
 

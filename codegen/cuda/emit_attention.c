@@ -5,11 +5,12 @@
  * emitted launches call them with every shape as a template argument, so
  * all loop bounds and strides are constants.
  *
- * attention(q, k, v), 16-bit types with d == dv, d % 16 == 0 and d <= 128:
- * a block per 128 query rows of one (batch, head) (causal: 64), 4 warps of
- * 2 row tiles of 16 (causal: 4 of 1), so each k and v fragment feeds two
+ * attention(q, k, v), 16-bit types with d == dv, d % 16 == 0 and d <= 256:
+ * a block per 128 query rows of one (batch, head) (causal, or d > 128: 64),
+ * 4 warps of 2 row tiles of 16 (causal or d > 128: 4 of 1, where a tile's
+ * o takes d / 2 registers a thread), so each k and v fragment feeds two
  * row tiles; keys and values stream through shared memory 32 rows at a time
- * (causal: 64; cp.async, double-buffered); S = q k^T and o += p v on the
+ * (causal at d <= 128: 64; cp.async, double-buffered); S = q k^T and o += p v on the
  * tensor cores (mma.sync m16n8k16, f32 accumulators), the online softmax in
  * registers in base 2.  Causal tiles stop at their diagonal.  Head dim 128
  * or 64 on sm_90a: mlc_attn_fwd_wg instead (wgmma, a producer warpgroup
@@ -17,9 +18,9 @@
  * taking turns, each issuing the next block's q k^T before this block's
  * softmax).
  * f32 on the tensor cores: below.  Everything else: a warp per query row,
- * exact f32; passes/attnpad.c pads head dims up to 128 that the tensor-core
- * kernels do not take, so this is left to 16-bit past 128, f32 past 256 (or
- * past 128 for the gradient) and --f32-matmul ieee.
+ * exact f32; passes/attnpad.c pads head dims up to 256 that the tensor-core
+ * kernels do not take, so this is left to head dims past 256 and
+ * --f32-matmul ieee.
  *
  * attention_save(q, k, v) (passes/attnsave.c): the forward, also writing
  * each row's log-sum-exp (base 2) after the output.  attention_save(qkv),
@@ -30,17 +31,21 @@
  *   0. per query tile: the forward again, giving each row's log-sum-exp and
  *      D = dO . o into scratch (and, on tensor cores, zeroing dq's f32
  *      accumulator);
- *   1. 16-bit, d % 32 == 0, d <= 128: per 128 keys (8 warps of 16), over
+ *   1. 16-bit, d % 32 == 0, d <= 256: per 128 keys (8 warps of 16), over
  *      the query rows 64 at a time, S and dP again, P, dS; dk and dv summed
  *      in registers and stored, dq summed by f32 atomics into scratch
  *      (red.global.add.v4 on sm_90, scalar atomicAdd before); head dim 128
  *      or 64 on sm_90a: the same on wgmma (mlc_attn_bwd_wg: two warpgroups
- *      of 64 keys, q and dO three tiles deep).  Otherwise: a warp per key row
+ *      of 64 keys, q and dO three tiles deep).  Past d = 128: 64 keys (4
+ *      warps), 32 query rows a step, in two launches (dv alone, then dk and
+ *      dq: a warp's 16 keys of both would be d registers a thread).
+ *      Otherwise: a warp per key row
  *      (dk, dv);
  *   2. tensor cores: dq's accumulator times scale, converted; otherwise a
  *      warp per query row computes dq.
- * f32 on the tensor cores (d % 8 == 0, d <= 128): launch 0 as above, then
- * mlc_attn_bwd_kv_x (per 64 keys: dk, dv) and mlc_attn_bwd_q_x (per 64
+ * f32 on the tensor cores (d % 8 == 0, d <= 256): launch 0 as above, then
+ * mlc_attn_bwd_kv_x (per 64 keys: dk, dv; past d = 128 a launch for dv and
+ * one for dk) and mlc_attn_bwd_q_x (per 64
  * query rows: dq), each recomputing S and dP; with the statistics saved and
  * d % 16 == 0, d <= 64: one pass instead, mlc_attn_bwd_kv_x also adding dq
  * by f32 atomics into scratch (zeroed by launch 0), then mlc_attn_cvt.
