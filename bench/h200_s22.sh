@@ -27,6 +27,11 @@
 #               whose mlc_pdl_enter also triggered launch_dependents unless
 #               -DMLC_PDL_NO_TRIGGER (the "notrig" variant); the trigger is gone
 #               since, so "on" and "notrig" now build the same kernels.
+#   PART=final  the GPU numerics of the final tree (PDL on, its default): every
+#               CUDA op case, tests/ref/decode.py and quant.py (graphs on),
+#               cuda_minillm.py --small, memcheck of the small MiniLLM's train
+#               step; PART=dims's table; decode bf16 and the MiniLLM train step
+#               and forward with MLC_CUDA_PDL=0 and without, alternating.
 # Carry build-gpu/mlc, build-gpu/lib, build-gpu/codegen/cuda/mlc_opcheck,
 # build-gpu/runtime/libmlcrt.a and .yardstick.  Logs in $OUT/logs.tgz; a
 # summary on standard output, each step with its seconds.
@@ -150,6 +155,41 @@ pdl2) # VARIANTS of name:MLC_CUDA_PDL:nvcc flags, alternating, two rounds: decod
     done
     pack
   done
+  ;;
+final)
+  timeout 280 python3 tests/ops/opcheck.py ops --target cuda --jobs 16 --opcheck $opcheck --work /tmp/ops > $work/ops.log 2>&1 || rc=1
+  echo "cuda op cases: $(grep -E 'cases passed' $work/ops.log)"; grep -E '^FAIL' $work/ops.log | head -8 | cut -c1-300
+  took
+  pack
+  MLC_CUDA_GRAPHS=1 timeout 120 python3 tests/ref/decode.py $mlc examples/minillm_causal.mdl $work/decode --target cuda \
+    > $work/decode.log 2>&1 || rc=1
+  rm -rf $work/decode
+  echo "decode against PyTorch: $(grep -E 'greedy tokens|logits:|FAIL' $work/decode.log | tr '\n' ' ' | cut -c1-300)"
+  MLC_CUDA_GRAPHS=1 timeout 90 python3 tests/ref/quant.py $mlc $work/quant --target cuda > $work/quant.log 2>&1 || rc=1
+  rm -rf $work/quant
+  echo "qlinear against numpy: $(grep -c '^ok:' $work/quant.log) ok, $(grep -c '^FAIL' $work/quant.log) FAIL"
+  timeout 150 python3 bench/cuda_minillm.py --mlc $mlc --opcheck $opcheck --work /tmp/fmini --small --steps 20 \
+    > $work/minillm_small.log 2>&1 || rc=1
+  echo "cuda_minillm --small: $(grep -c '^ok' $work/minillm_small.log) ok, $(grep -c '^FAIL' $work/minillm_small.log) FAIL"
+  small="vocab=512 dim=128 layers=2 heads=4 batch=2 seq=64"
+  timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 $opcheck examples/minillm.mdl /tmp/san --target cuda \
+    --func train $small --range tokens=0,512 --range targets=0,512 > $work/memcheck_minillm.log 2>&1 || rc=1
+  echo "memcheck small MiniLLM train step: $(grep -E 'ERROR SUMMARY' $work/memcheck_minillm.log | tail -1)"
+  took
+  pack
+  dims
+  pack
+  export MLC_CUDA_GRAPHS=1
+  python3 -c "import torch; torch.manual_seed(0); torch.randint(0, 32000, (12 * 8 * 1024 + 1,), dtype=torch.int32).numpy().tofile('/tmp/tokens.bin')"
+  for p in 0 1; do
+    l=$work/final_pdl$p.log
+    { MLC_CUDA_PDL=$p timeout 100 python3 bench/decode_cpu.py $mlc --target cuda --torch-device cuda --runs 3 --new 128 \
+        --dtype bf16 vocab=32000 dim=2048 layers=12 heads=16 max_ctx=1024
+      MLC_CUDA_PDL=$p timeout 120 $mlc train examples/minillm.mdl --target cuda --steps 12 --data /tmp/tokens.bin --data-dtype i32
+      MLC_CUDA_PDL=$p timeout 120 $mlc bench bench/minillm_bf16.mdl --target cuda --runs 10 --warmup 3; } > $l 2>&1 || rc=1
+    echo "MLC_CUDA_PDL=$p: $(grep -E 'mlc at|^step 1[12]|median' $l | cut -c1-140 | tr '\n' ' ')"
+  done
+  took
   ;;
 dims) dims ;;
 esac

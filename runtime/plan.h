@@ -121,7 +121,10 @@ extern "C" {
 #endif
 
 #define MLC_PLAN_MAGIC "MLCPLAN"
-#define MLC_PLAN_VERSION 8u
+/* 9: the same layout as 8; every CUDA kernel of a version-9 plan opens
+ * with griddepcontrol.wait (codegen/cuda/prelude.c), so the runtime may
+ * launch it with programmatic dependent launch (runtime/cuda/device.c). */
+#define MLC_PLAN_VERSION 9u
 #define MLC_PLAN_HEADER_BYTES 32u
 #define MLC_PLAN_MAX_RANK 6
 #define MLC_PLAN_NO_PARAM 0xffffffffu
