@@ -304,27 +304,19 @@ static void bwd_tc(cc *c, const char *T, int64_t D, int64_t BH, int64_t S, int c
     tm[4] = cc_tmap(c, lse_at.arg, lse_at.off, 1, 4, flat, NULL, fbox, 0);
     tm[5] = S % 4 ? tm[4] : cc_tmap(c, dsum_at.arg, dsum_at.off, 1, 4, flat, NULL, fbox, 0);
   }
-  if (D > 128) { /* dv, then dk and dq: the kernel's PART 1 and 2 */
-    for (int part = 1; part <= 2; part++) {
-      cc_begin(c, (uint64_t)(BH * cc_ceil_div(S, BN)), (uint32_t)(32 * W), (uint32_t)smem);
+  /* past head dim 128 (never wg): dv, then dk and dq, the kernel's PART 1 and 2 */
+  for (int part = D > 128; part <= (D > 128 ? 2 : 0); part++) {
+    cc_begin(c, (uint64_t)(BH * cc_ceil_div(S, BN)), (uint32_t)(32 * W), (uint32_t)smem);
+    if (wg)
+      cc_printf(c, "  mlc_attn_bwd_wg<%s, %lld, %lld, %lld, %d, %lld, %d>(%s, out, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s);\n", T,
+                (long long)D, (long long)BH, (long long)S, causal, (long long)H, (int)fr, args, lse2, dsum, dq, sc,
+                cc_flit(c, scale * 1.4426950408889634), tm[0], tm[1], tm[2], tm[3], tm[4], tm[5]);
+    else
       cc_printf(c, "  mlc_attn_bwd_tc<%s, %lld, %lld, %lld, %lld, %lld, %d, %lld, %d>(%s, out, %s, %s, %s, %s, %s);\n", T,
                 (long long)D, (long long)W, (long long)BQ, (long long)BH, (long long)S, causal, (long long)H, part, args, lse2,
                 dsum, dq, sc, cc_flit(c, scale * 1.4426950408889634));
-      cc_end(c);
-    }
-    dq_cvt(c, T, D, BH, S, H, dq, sc, false);
-    return;
+    cc_end(c);
   }
-  cc_begin(c, (uint64_t)(BH * cc_ceil_div(S, BN)), (uint32_t)(32 * W), (uint32_t)smem);
-  if (wg)
-    cc_printf(c, "  mlc_attn_bwd_wg<%s, %lld, %lld, %lld, %d, %lld, %d>(%s, out, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s);\n", T,
-              (long long)D, (long long)BH, (long long)S, causal, (long long)H, (int)fr, args, lse2, dsum, dq, sc,
-              cc_flit(c, scale * 1.4426950408889634), tm[0], tm[1], tm[2], tm[3], tm[4], tm[5]);
-  else
-    cc_printf(c, "  mlc_attn_bwd_tc<%s, %lld, %lld, %lld, %lld, %lld, %d, %lld>(%s, out, %s, %s, %s, %s, %s);\n", T,
-              (long long)D, (long long)W, (long long)BQ, (long long)BH, (long long)S, causal, (long long)H, args, lse2,
-              dsum, dq, sc, cc_flit(c, scale * 1.4426950408889634));
-  cc_end(c);
   dq_cvt(c, T, D, BH, S, H, dq, sc, fr);
 }
 
