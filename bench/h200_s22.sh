@@ -32,6 +32,8 @@
 #               cuda_minillm.py --small, memcheck of the small MiniLLM's train
 #               step; decode bf16 and the MiniLLM train step with
 #               MLC_CUDA_PDL=0 and without; on an H200, PART=dims's table.
+#   PART=mini   PART=final's numerics alone: every CUDA op case, decode.py,
+#               cuda_minillm.py --small.
 # Carry build-gpu/mlc, build-gpu/lib, build-gpu/codegen/cuda/mlc_opcheck,
 # build-gpu/runtime/libmlcrt.a and .yardstick.  Logs in $OUT/logs.tgz; a
 # summary on standard output, each step with its seconds.
@@ -190,6 +192,21 @@ final)
   done
   took
   ! nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 || dims # the table, on an H200 only
+  ;;
+mini) # PART=final's numerics alone (the device budget): every op case, decode.py, cuda_minillm.py --small
+  timeout 200 python3 tests/ops/opcheck.py ops --target cuda --jobs 16 --opcheck $opcheck --work /tmp/ops > $work/ops.log 2>&1 || rc=1
+  echo "cuda op cases: $(grep -E 'cases passed' $work/ops.log)"; grep -E '^FAIL' $work/ops.log | head -8 | cut -c1-300
+  took
+  pack
+  MLC_CUDA_GRAPHS=1 timeout 60 python3 tests/ref/decode.py $mlc examples/minillm_causal.mdl $work/decode --target cuda \
+    > $work/decode.log 2>&1 || rc=1
+  rm -rf $work/decode
+  echo "decode against PyTorch: $(grep -E 'greedy tokens|logits:|FAIL' $work/decode.log | tr '\n' ' ' | cut -c1-300)"
+  pack
+  timeout 60 python3 bench/cuda_minillm.py --mlc $mlc --opcheck $opcheck --work /tmp/fmini --small --steps 20 \
+    > $work/minillm_small.log 2>&1 || rc=1
+  echo "cuda_minillm --small: $(grep -c '^ok' $work/minillm_small.log) ok, $(grep -c '^FAIL' $work/minillm_small.log) FAIL"
+  took
   ;;
 dims) dims ;;
 esac
