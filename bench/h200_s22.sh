@@ -158,21 +158,25 @@ pdl2) # VARIANTS of name:MLC_CUDA_PDL:nvcc flags, alternating, two rounds: decod
     pack
   done
   ;;
-final)
-  timeout 280 python3 tests/ops/opcheck.py ops --target cuda --jobs 16 --opcheck $opcheck --work /tmp/ops > $work/ops.log 2>&1 || rc=1
+final|mini) # mini: the numerics alone (every op case, decode.py, cuda_minillm.py --small), for a short budget
+  timeout 200 python3 tests/ops/opcheck.py ops --target cuda --jobs 16 --opcheck $opcheck --work /tmp/ops > $work/ops.log 2>&1 || rc=1
   echo "cuda op cases: $(grep -E 'cases passed' $work/ops.log)"; grep -E '^FAIL' $work/ops.log | head -8 | cut -c1-300
   took
   pack
-  MLC_CUDA_GRAPHS=1 timeout 120 python3 tests/ref/decode.py $mlc examples/minillm_causal.mdl $work/decode --target cuda \
+  MLC_CUDA_GRAPHS=1 timeout 60 python3 tests/ref/decode.py $mlc examples/minillm_causal.mdl $work/decode --target cuda \
     > $work/decode.log 2>&1 || rc=1
   rm -rf $work/decode
   echo "decode against PyTorch: $(grep -E 'greedy tokens|logits:|FAIL' $work/decode.log | tr '\n' ' ' | cut -c1-300)"
+  pack
+  timeout 60 python3 bench/cuda_minillm.py --mlc $mlc --opcheck $opcheck --work /tmp/fmini --small --steps 20 \
+    > $work/minillm_small.log 2>&1 || rc=1
+  echo "cuda_minillm --small: $(grep -c '^ok' $work/minillm_small.log) ok, $(grep -c '^FAIL' $work/minillm_small.log) FAIL"
+  took
+  pack
+  [ $part = final ] || { echo "rc=$rc"; exit $rc; }
   MLC_CUDA_GRAPHS=1 timeout 90 python3 tests/ref/quant.py $mlc $work/quant --target cuda > $work/quant.log 2>&1 || rc=1
   rm -rf $work/quant
   echo "qlinear against numpy: $(grep -c '^ok:' $work/quant.log) ok, $(grep -c '^FAIL' $work/quant.log) FAIL"
-  timeout 150 python3 bench/cuda_minillm.py --mlc $mlc --opcheck $opcheck --work /tmp/fmini --small --steps 20 \
-    > $work/minillm_small.log 2>&1 || rc=1
-  echo "cuda_minillm --small: $(grep -c '^ok' $work/minillm_small.log) ok, $(grep -c '^FAIL' $work/minillm_small.log) FAIL"
   small="vocab=512 dim=128 layers=2 heads=4 batch=2 seq=64"
   timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 $opcheck examples/minillm.mdl /tmp/san --target cuda \
     --func train $small --range tokens=0,512 --range targets=0,512 > $work/memcheck_minillm.log 2>&1 || rc=1
@@ -192,21 +196,6 @@ final)
   done
   took
   ! nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 || dims # the table, on an H200 only
-  ;;
-mini) # PART=final's numerics alone (the device budget): every op case, decode.py, cuda_minillm.py --small
-  timeout 200 python3 tests/ops/opcheck.py ops --target cuda --jobs 16 --opcheck $opcheck --work /tmp/ops > $work/ops.log 2>&1 || rc=1
-  echo "cuda op cases: $(grep -E 'cases passed' $work/ops.log)"; grep -E '^FAIL' $work/ops.log | head -8 | cut -c1-300
-  took
-  pack
-  MLC_CUDA_GRAPHS=1 timeout 60 python3 tests/ref/decode.py $mlc examples/minillm_causal.mdl $work/decode --target cuda \
-    > $work/decode.log 2>&1 || rc=1
-  rm -rf $work/decode
-  echo "decode against PyTorch: $(grep -E 'greedy tokens|logits:|FAIL' $work/decode.log | tr '\n' ' ' | cut -c1-300)"
-  pack
-  timeout 60 python3 bench/cuda_minillm.py --mlc $mlc --opcheck $opcheck --work /tmp/fmini --small --steps 20 \
-    > $work/minillm_small.log 2>&1 || rc=1
-  echo "cuda_minillm --small: $(grep -c '^ok' $work/minillm_small.log) ok, $(grep -c '^FAIL' $work/minillm_small.log) FAIL"
-  took
   ;;
 dims) dims ;;
 esac
