@@ -42,6 +42,9 @@ typedef struct {
   CUlaunchAttribute *attrs;
   unsigned nattrs;
 } CUlaunchConfig;
+_Static_assert(sizeof(CUlaunchAttribute) == 72 && offsetof(CUlaunchAttribute, value) == 8 &&
+                   (sizeof(void *) != 8 || (sizeof(CUlaunchConfig) == 56 && offsetof(CUlaunchConfig, attrs) == 40)),
+               "cuLaunchKernelEx's structures as cuda.h lays them out");
 
 typedef struct {
   void *lib; /* the dlopen handle */

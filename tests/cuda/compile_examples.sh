@@ -39,6 +39,10 @@ for m in mlp linear minillm; do
   # detect_leaks=0: libnvrtc keeps a 72 KiB allocation from its start-up to
   # the end, which LeakSanitizer (the sanitizer build of this test) reports.
   check "$m: NVRTC compiles the same source for sm_90a" "ASAN_OPTIONS=detect_leaks=0 \"$test_nvrtc\" \"$out/$name.cu\" \"$work/$m.cubin\" > \"$work/$m.nvrtc.log\" 2>&1"
+  # programmatic dependent launch (runtime/cuda/device.c) is safe only if every kernel waits first
+  kernels=$(grep -c '__global__ void' "$out/$name.cu")
+  waits=$(awk '/__global__ void/ { k = 1; next } k && /^  mlc_pdl_enter\(\);$/ { n++ } { k = 0 } END { print n + 0 }' "$out/$name.cu")
+  check "$m: each of its $kernels kernels opens with mlc_pdl_enter ($waits)" "[ $kernels -gt 0 ] && [ $waits -eq $kernels ]"
   if [ $m = minillm ]; then
     # the tile rule (emit_gemm.c, gemm_pick): each of its 14 distinct bf16 GEMMs of two or more waves of 128 x 256
     # tiles (the projections, FFN and head, forward, dX and dW) on the cooperative kernel with TMA stores (cs,4)
