@@ -321,7 +321,7 @@ static mlc_status cu_launch(mlc_device *base, void *kh, uint64_t work_items, con
       r = d->drv.cuLaunchKernel(k->fn[l], L->grid, 1, 1, L->block, 1, 1, L->smem, d->stream, params, NULL);
     }
     if (r) {
-      mlc_status st = mlc_cuda_check(&d->drv, r, "cuLaunchKernel");
+      mlc_status st = mlc_cuda_check(&d->drv, r, d->pdl ? "cuLaunchKernelEx" : "cuLaunchKernel");
       mlc_status e = mlc_status_make(MLC_INTERNAL, "launching %s (grid %u, block %u, %u bytes of shared memory): %s", L->fn,
                                      L->grid, L->block, L->smem, mlc_status_message(st));
       mlc_status_free(st);
