@@ -292,7 +292,7 @@ MLC_FN void mlc_attn_fwd_tc(const T *q, const T *k, const T *v, T *out, const T 
 // H > 0: packed (mlc_attn_row): q, k, v one [b, s, 3H, D], g [b, s, H, D],
 // and dk, dv written into out [b, s, 3H, D] (dq's accumulator stays [BH][S][D]).
 // PART 0: all of that.  Past head dim 128 a warp's 16 keys of dk and dv
-// would hold 2 D / 2 registers a thread, so two launches share the work:
+// would take D registers a thread (D / 2 each), so two launches share the work:
 // PART 1 sums dv alone (S, P, P^T dO: no dP, no dq), PART 2 dk and dq.
 template <class T, int D, int W, int BQ, int BH, int S, int CAUSAL, int H = 0, int PART = 0>
 MLC_FN void mlc_attn_bwd_tc(const T *g, const T *q, const T *k, const T *v, T *out, const float *lse2, const float *dsum,
