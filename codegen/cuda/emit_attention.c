@@ -116,6 +116,11 @@ static fwd_tile fwd_tile_of(bool causal, int64_t d) {
 
 static bool is16(int dt) { return dt == MLC_DT_BF16 || dt == MLC_DT_F16; }
 
+/* Past head dim 128 the gradients sum dv in one launch and dk (and dq) in
+ * another, the kernels' PART 1 and 2 (mlc_attn_bwd_tc, mlc_attn_bwd_kv_x);
+ * else both in one, PART 0. */
+static bool dkv_split(int64_t d) { return d > 128; }
+
 /* f32 on the tensor cores: the TF32 products per product (3 or 1), or 0
  * where the SIMT kernels run (--f32-matmul ieee, or a head dim past the
  * kernels': d % 8 == 0 up to MLC_CUDA_ATTN_MAX_HEAD). */
@@ -184,13 +189,12 @@ static void prep(cc *c, const char *T, int64_t D, int64_t BH, int64_t S, int64_t
 
 /* The f32 gradient's launches given lse2 and D: dk and dv, then dq; or,
  * given dq's zeroed f32 accumulator dqa, dk, dv and dq's sum in one pass,
- * then dq scaled into place (mlc_attn_cvt).  Past head dim 128, dv and dk
- * in a launch each (the kernel's PART 1 and 2). */
+ * then dq scaled into place (mlc_attn_cvt); dv and dk split as dkv_split says. */
 static void bwd_x(cc *c, int x, int64_t D, int64_t BH, int64_t S, int causal, int64_t H, const char *args,
                   const char *lse2, const char *dsum, const char *dqa, double scale) {
   int64_t W = 4, B = 16 * W, ST = f32_step(D), LD = D + 4, ps = f32_ps(D), tiles = (2 * B + (4 + 2 * ps) * ST) * LD;
   const char *sc = cc_flit(c, scale), *sl2 = cc_flit(c, scale * 1.4426950408889634);
-  for (int part = D > 128; part <= (D > 128 ? 2 : 0); part++) {
+  for (int part = dkv_split(D); part <= 2 * dkv_split(D); part++) {
     cc_begin(c, (uint64_t)(BH * cc_ceil_div(S, B)), (uint32_t)(32 * W), (uint32_t)(4 * (tiles + 4 * ST + (dqa ? B * (ST + 4) : 0))));
     cc_printf(c, "  mlc_attn_bwd_kv_x<%d, %lld, %lld, %lld, %lld, %lld, %d, %lld, %d, %d, %d>(%s, out, %s, %s, %s, %s%s%s);\n", x,
               (long long)D, (long long)W, (long long)ST, (long long)BH, (long long)S, causal, (long long)H, (int)ps, dqa != NULL,
@@ -278,10 +282,10 @@ typedef struct { uint32_t arg; uint64_t off; } at;
 static void bwd_tc(cc *c, const char *T, int64_t D, int64_t BH, int64_t S, int causal, int64_t H, const char *args,
                    const char *lse2, const char *dsum, at lse_at, at dsum_at, const char *dq, double scale, bool fr) {
   int64_t W = MLC_ATTN_BWD_W, BQ = MLC_ATTN_BWD_BQ;
-  /* a -D tile with too few columns per warp for dq's product; or past head
-   * dim 128, where 64 keys and 32 query rows a step keep the shared memory
-   * under 141 KiB (D 256) */
-  if ((D / (W / (BQ / 16))) % 16 || D > 128) W = 4, BQ = 32;
+  /* a -D tile with too few columns per warp for dq's product; or split
+   * (never wg), where 64 keys and 32 query rows a step keep the shared
+   * memory under 141 KiB (D 256) */
+  if ((D / (W / (BQ / 16))) % 16 || dkv_split(D)) W = 4, BQ = 32;
   int64_t LD = D + 8, BN = 16 * W;
   int64_t smem = 2 * (2 * BN * LD + 4 * BQ * LD + BN * (BQ + 8)) + 4 * 4 * BQ;
   const char *sc = cc_flit(c, scale);
@@ -304,8 +308,7 @@ static void bwd_tc(cc *c, const char *T, int64_t D, int64_t BH, int64_t S, int c
     tm[4] = cc_tmap(c, lse_at.arg, lse_at.off, 1, 4, flat, NULL, fbox, 0);
     tm[5] = S % 4 ? tm[4] : cc_tmap(c, dsum_at.arg, dsum_at.off, 1, 4, flat, NULL, fbox, 0);
   }
-  /* past head dim 128 (never wg): dv, then dk and dq, the kernel's PART 1 and 2 */
-  for (int part = D > 128; part <= (D > 128 ? 2 : 0); part++) {
+  for (int part = dkv_split(D); part <= 2 * dkv_split(D); part++) {
     cc_begin(c, (uint64_t)(BH * cc_ceil_div(S, BN)), (uint32_t)(32 * W), (uint32_t)smem);
     if (wg)
       cc_printf(c, "  mlc_attn_bwd_wg<%s, %lld, %lld, %lld, %d, %lld, %d>(%s, out, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s);\n", T,

@@ -21,27 +21,11 @@
 
 #include "driver/target.h"
 #include "frontend/frontend.h"
-
-static char *read_all(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  char *buf = NULL;
-  long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
-  if (n >= 0 && fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)n + 1)) &&
-      fread(buf, 1, (size_t)n, f) == (size_t)n) {
-    buf[n] = 0;
-    *len = (size_t)n;
-  } else {
-    free(buf);
-    buf = NULL;
-  }
-  fclose(f);
-  return buf;
-}
+#include "runtime/profile.h"
 
 static bool print_graph(const char *path) {
   size_t len;
-  char *src = read_all(path, &len);
+  char *src = mlc_read_file(path, &len);
   if (!src) {
     fprintf(stderr, "op_support: cannot read %s\n", path);
     return false;
