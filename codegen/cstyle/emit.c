@@ -72,6 +72,8 @@ mlc_status cc_emit_module(const mlc_program *p, const cc_dialect *t, mlc_cstyle_
     const mlc_func *f = &p->funcs[k];
     m->funcs[k] = f;
     m->kernel_of[k] = mlc_arena_alloc(a, (f->n + 1) * sizeof **m->kernel_of);
+    bool decode = false;
+    for (uint32_t i = 0; i < f->n; i++) decode |= f->nodes[i].op == MLC_OP_ATTENTION_KV;
     for (uint32_t i = 0; i < f->n; i++) {
       const mlc_node *n = &f->nodes[i];
       m->kernel_of[k][i] = UINT32_MAX;
@@ -79,7 +81,7 @@ mlc_status cc_emit_module(const mlc_program *p, const cc_dialect *t, mlc_cstyle_
       bool sharded = mlc_node_sharded(p, f, n);
       cc_emitter e = sharded && n->op == MLC_OP_CAST ? cc_emit_shard_cast : emitter_of(t, (mlc_op)n->op);
       cc_text body = {.a = a};
-      cc c = {.t = t, .p = p, .f = f, .n = n, .node = i, .out = &body, .sharded = sharded};
+      cc c = {.t = t, .p = p, .f = f, .n = n, .node = i, .out = &body, .sharded = sharded, .decode = decode};
       if (!e)
         return mlc_status_make(MLC_INVALID_ARGUMENT, "%s %%%u (%s): the %s target has no kernel for this op", f->name, i,
                                mlc_ops[n->op].name, t->name);

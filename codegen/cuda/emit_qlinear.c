@@ -27,9 +27,11 @@ bool cc_emit_qlinear(cc *c) {
    * words ran at 430-770 GB/s and those of 1024 at 1 TB/s */
   int ks = 1;
   while (ks < QV_WARPS && q.k * q.bits / 32 / (2 * ks) >= QV_WARP_WORDS) ks *= 2;
+  const char *Q = cc_fmt(c, "mlc_qgemv<%d, %d, %lldLL, %lldLL, %lldLL, %lldLL, %d, %d>", q.bits, (int)MB, (long long)q.m, (long long)q.n,
+                         (long long)q.k, (long long)q.group, QV_COLS, ks);
+  c->pre_wait = cc_fmt(c, "%s::prefetch(in1);", Q); /* a hint, as gemv_emit's */
   cc_begin(c, (uint64_t)blocks, 32 * ks, 0);
-  cc_printf(c, "  mlc_qgemv<%d, %d, %lldLL, %lldLL, %lldLL, %lldLL, %d, %d>::run(in1, in0, out);\n", q.bits, (int)MB, (long long)q.m,
-            (long long)q.n, (long long)q.k, (long long)q.group, QV_COLS, ks);
+  cc_printf(c, "  %s::run(in1, in0, out);\n", Q);
   cc_end(c);
   return true;
 }

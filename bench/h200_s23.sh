@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# On the GPU machine (device tool), session 23 (2026-12-06): a decode step's
+# kernels let the next launch at once (mlc_pdl_trigger) and its GEMVs
+# prefetch their weights into L2 before they wait (issue 29).
+#   PART=decode  the numerics (tests/ref/decode.py and quant.py with CUDA
+#                graphs, the op cases -k linear and -k attention_kv), then
+#                decode speed at the MiniLLM's size, bf16 and int4, under
+#                VARIANTS (name:MLC_CUDA_PDL:nvcc flags; each its own kernel
+#                cache), in turn, two rounds while the time lasts (LIMIT s).
+#   PART=mini    the final tree's numerics: every CUDA op case, decode.py,
+#                quant.py, cuda_minillm.py --small; on an H200 also
+#                bench/h200_s22.sh's head-dim table (PART=dims).
+# Carry build-gpu/mlc, build-gpu/lib, build-gpu/codegen/cuda/mlc_opcheck,
+# build-gpu/runtime/libmlcrt.a and .yardstick.  Logs in $OUT/logs.tgz; a
+# summary on standard output, each step with its seconds.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+part=${PART:-decode}
+final=${OUT:-/tmp/mlc-s23}
+work=/tmp/s23
+rm -rf $work && mkdir -p $work "$final"
+. tests/gpu/env.sh $work
+export PATH=$PATH:/usr/local/cuda/bin
+pack() { tar -C $work -czf "$final/logs.tgz" .; }
+mlc=$PWD/build-gpu/mlc opcheck=build-gpu/codegen/cuda/mlc_opcheck
+rc=0 t0=$SECONDS
+took() { echo "  ($((SECONDS - t0)) s, $SECONDS in all)"; t0=$SECONDS; }
+gpu_header "bench/h200_s23.sh PART=$part" $work/env.log
+numerics() { # decode.py and quant.py with graphs, then op cases -k each of $1
+  MLC_CUDA_GRAPHS=1 timeout 90 python3 tests/ref/decode.py $mlc examples/minillm_causal.mdl $work/decode --target cuda \
+    > $work/decode.log 2>&1 || rc=1
+  rm -rf $work/decode
+  echo "decode against PyTorch: $(grep -E 'greedy tokens|logits:|FAIL' $work/decode.log | tr '\n' ' ' | cut -c1-300)"
+  MLC_CUDA_GRAPHS=1 timeout 120 python3 tests/ref/quant.py $mlc $work/quant --target cuda > $work/quant.log 2>&1 || rc=1
+  rm -rf $work/quant
+  echo "qlinear against numpy: $(grep -c '^ok:' $work/quant.log) ok, $(grep -c '^FAIL' $work/quant.log) FAIL"
+  grep -E '^FAIL' $work/quant.log | head -4 | cut -c1-300
+  took
+  pack
+  for k in $1; do
+    timeout 240 python3 tests/ops/opcheck.py ops --target cuda --jobs 16 --opcheck $opcheck --work /tmp/ops-$k ${k:+-k $k} \
+      > $work/ops_${k:-all}.log 2>&1 || rc=1
+    echo "cuda op cases ${k:+-k $k}: $(grep -E 'cases passed' $work/ops_${k:-all}.log)"
+    grep -E '^FAIL' $work/ops_${k:-all}.log | head -8 | cut -c1-300
+  done
+  took
+  pack
+}
+case $part in
+decode)
+  numerics "linear attention_kv"
+  export MLC_CUDA_GRAPHS=1
+  for round in 1 2; do
+    for v in ${VARIANTS:-off:0: wait:1:-DMLC_PDL_NO_TRIGGER_-DMLC_NO_PREFETCH both:1: trig:1:-DMLC_NO_PREFETCH pref:1:-DMLC_PDL_NO_TRIGGER}; do
+      IFS=: read -r n p fl <<< "$v"
+      printf '#!/bin/sh\nexec /usr/local/cuda/bin/nvcc %s "$@"\n' "${fl//_-/ -}" > /tmp/nvcc-$n
+      chmod +x /tmp/nvcc-$n
+      for c in ${DTYPES:-bf16:bf16: int4:f32:int4}; do
+        IFS=: read -r name dt q <<< "$c"
+        [ $((SECONDS + 60)) -lt ${LIMIT:-560} ] || { echo "time's up: $n $name round $round not run"; continue; }
+        l=$work/speed_${name}_${n}_r$round.log
+        MLC_NVCC=/tmp/nvcc-$n XDG_CACHE_HOME=/tmp/cache-$n MLC_CUDA_PDL=$p timeout 100 python3 bench/decode_cpu.py $mlc \
+          --target cuda --torch-device cuda --runs ${RUNS:-2} --new 128 --dtype $dt ${q:+--quantize $q} \
+          vocab=32000 dim=2048 layers=12 heads=16 max_ctx=1024 > $l 2>&1 || rc=1
+        echo "decode $name $n round $round: $(grep -E 'decode mlc/torch|bandwidth' $l | cut -c1-160 | tr '\n' ' ')"
+      done
+      pack
+    done
+    took
+  done
+  ;;
+mini)
+  numerics ""
+  timeout 90 python3 bench/cuda_minillm.py --mlc $mlc --opcheck $opcheck --work /tmp/fmini --small --steps 20 \
+    > $work/minillm_small.log 2>&1 || rc=1
+  echo "cuda_minillm --small: $(grep -c '^ok' $work/minillm_small.log) ok, $(grep -c '^FAIL' $work/minillm_small.log) FAIL"
+  took
+  pack
+  if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && [ $((SECONDS + 150)) -lt ${LIMIT:-560} ]; then
+    OUT=$work/dims PART=dims bash bench/h200_s22.sh > $work/dims.log 2>&1 || rc=1
+    cat $work/dims.log
+  fi
+  ;;
+esac
+pack
+echo "rc=$rc"
+exit $rc
