@@ -8,11 +8,14 @@
 #                VARIANTS (name:MLC_CUDA_PDL:nvcc flags; each its own kernel
 #                cache), in turn, two rounds while the time lasts (LIMIT s).
 #   PART=mini    the final tree's numerics: every CUDA op case, decode.py,
-#                quant.py, cuda_minillm.py --small; on an H200 also
-#                bench/h200_s22.sh's head-dim table (PART=dims).
+#                quant.py, cuda_minillm.py --small; then bench/h200_python.sh
+#                (the Python binding from torch CUDA tensors, with no copy)
+#                where build-gpu/artifacts was carried; on an H200, while the
+#                time lasts, bench/h200_s22.sh's head-dim table (PART=dims).
 # Carry build-gpu/mlc, build-gpu/lib, build-gpu/codegen/cuda/mlc_opcheck,
-# build-gpu/runtime/libmlcrt.a and .yardstick.  Logs in $OUT/logs.tgz; a
-# summary on standard output, each step with its seconds.
+# build-gpu/runtime/libmlcrt.a and .yardstick (and build-gpu/artifacts, from
+# bench/artifact_prep.sh).  Logs in $OUT/logs.tgz; a summary on standard
+# output, each step with its seconds.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 part=${PART:-decode}
@@ -76,6 +79,12 @@ mini)
   echo "cuda_minillm --small: $(grep -c '^ok' $work/minillm_small.log) ok, $(grep -c '^FAIL' $work/minillm_small.log) FAIL"
   took
   pack
+  if [ -f build-gpu/artifacts/minillm.tgz ]; then
+    OUT=$work/python LIMIT=150 bash bench/h200_python.sh > $work/python.log 2>&1 || rc=1
+    grep -E '^FAIL|passed,' $work/python.log | cut -c1-300
+    took
+    pack
+  fi
   if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && [ $((SECONDS + 150)) -lt ${LIMIT:-560} ]; then
     OUT=$work/dims PART=dims bash bench/h200_s22.sh > $work/dims.log 2>&1 || rc=1
     cat $work/dims.log

@@ -104,6 +104,14 @@ typedef struct {
   mlc_status (*record_end)(mlc_device *d, void **out);
   mlc_status (*replay)(mlc_device *d, void *rec);
   void (*record_free)(mlc_device *d, void *rec);
+  /* A caller's buffer of this device's memory as a kernel argument in
+   * place of the session's own (mlc_session_bind_input, from a tensor in
+   * MLC_MEMORY_DEVICE_IN_PLACE memory): checks it as check_external does,
+   * then waits for the work queued on the device before it (the caller's
+   * streams too), so that a run queued after it reads what the caller
+   * wrote.  NULL where kernels take only the device's own allocations
+   * (Vulkan) or where device memory is host memory (the CPU, Metal). */
+  mlc_status (*bind_external)(mlc_device *d, uint64_t ext, uint64_t bytes, int ordinal);
 } mlc_device_vt;
 
 struct mlc_device {

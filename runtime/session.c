@@ -454,11 +454,12 @@ static bool io_root(const mlc_plan_entry *e, bool input, uint32_t r) {
 /* Why value v, an input or output called `name`, cannot have its root
  * bound to a caller's buffer of `bytes` at `data`; NULL if it can. */
 static const char *bind_refusal(const mlc_session *s, const entry_state *es, bool input, const char *name, uint32_t v,
-                                uint64_t data, uint64_t bytes) {
+                                uint64_t data, uint64_t bytes, bool device) {
   const mlc_plan_entry *e = es->e;
   uint32_t r = root_of(e, v);
   const mlc_plan_value *rv = &e->values[r];
-  if (!s->dev->vt->host_pointers) return "this device's kernels take only its own memory";
+  if (!device && !s->dev->vt->host_pointers) return "this device's kernels take only its own memory";
+  if (device && !s->dev->vt->bind_external) return "this device's kernels take only the session's own allocations";
   if (rv->param != MLC_PLAN_NO_PARAM) return "it is a parameter, or a view of one";
   if (rv->is_const) return "it is a constant, which the session writes once";
   if (input && runtime_input(name)) return "the runtime writes it before each run";
@@ -480,8 +481,11 @@ static const char *bind_refusal(const mlc_session *s, const entry_state *es, boo
   return NULL;
 }
 
-/* mlc_session_bind_input and bind_output. */
-static mlc_status bind(mlc_session *s, const char *entry, bool input, const char *name, const void *data, size_t bytes) {
+/* mlc_session_bind_input and bind_output (device false: host memory at
+ * `at`), and the binding of a tensor in MLC_MEMORY_DEVICE_IN_PLACE memory
+ * (device true: memory of the session's device, its GPU `ordinal`). */
+static mlc_status bind(mlc_session *s, const char *entry, bool input, const char *name, uint64_t at, size_t bytes,
+                       bool device, int ordinal) {
   entry_state *es;
   MLC_RETURN_IF_ERROR(find_bound_entry(s, entry, &es));
   const mlc_plan_entry *e = es->e;
@@ -491,30 +495,71 @@ static mlc_status bind(mlc_session *s, const char *entry, bool input, const char
     if (!strcmp(input ? e->inputs[i].name : e->outputs[i].name, name)) v = input ? e->inputs[i].value : e->outputs[i].value;
   if (v == UINT32_MAX) return mlc_status_make(MLC_NOT_FOUND, "entry %s has no %s '%s'", entry, kind, name);
   const mlc_plan_value *pv = &e->values[v];
-  uint64_t want = mlc_plan_shape_bytes(&pv->shape), at = (uint64_t)(uintptr_t)data;
+  uint64_t want = mlc_plan_shape_bytes(&pv->shape);
   if (bytes != want) {
     char sh[128];
     mlc_sess_shape_str(sh, sizeof sh, pv->shape.rank, pv->shape.dims);
     return mlc_status_make(MLC_INVALID_ARGUMENT, "cannot bind %s '%s' of %s: it is %s%s (%llu bytes), got %zu bytes", kind,
                            name, entry, mlc_sess_dtype_names[pv->shape.dtype], sh, (unsigned long long)want, bytes);
   }
-  if (!data || at % 16)
-    return mlc_status_make(MLC_INVALID_ARGUMENT, "cannot bind %s '%s' of %s: the buffer at %p is not 16-byte aligned, as "
-                           "the kernels' vector loads need (copy it instead)", kind, name, entry, data);
-  const char *why = bind_refusal(s, es, input, name, v, at, want);
+  if (!at || at % 16)
+    return mlc_status_make(MLC_INVALID_ARGUMENT, "cannot bind %s '%s' of %s: the buffer at 0x%llx is not 16-byte aligned, "
+                           "as the kernels' vector loads and tensor maps need (copy it instead)", kind, name, entry,
+                           (unsigned long long)at);
+  const char *why = bind_refusal(s, es, input, name, v, at, want, device);
   if (why)
     return mlc_status_make(MLC_UNIMPLEMENTED, "cannot bind %s '%s' of %s on the %s: %s (copy it instead)", kind, name, entry,
                            s->dev->vt->name, why);
+  if (device) {
+    mlc_status st = s->dev->vt->bind_external(s->dev, at, want, ordinal);
+    if (st) {
+      mlc_status r = mlc_status_make(mlc_status_code(st), "cannot bind %s '%s' of %s, in device memory: %s", kind, name,
+                                     entry, mlc_status_message(st));
+      mlc_status_free(st);
+      return r;
+    }
+  }
   patch(es, root_of(e, v), at);
   return NULL;
 }
 
 mlc_status mlc_session_bind_input(mlc_session *s, const char *entry, const char *name, const void *data, size_t bytes) {
-  return bind(s, entry, true, name, data, bytes);
+  return bind(s, entry, true, name, (uint64_t)(uintptr_t)data, bytes, false, 0);
 }
 
 mlc_status mlc_session_bind_output(mlc_session *s, const char *entry, const char *name, void *data, size_t bytes) {
-  return bind(s, entry, false, name, data, bytes);
+  return bind(s, entry, false, name, (uint64_t)(uintptr_t)data, bytes, false, 0);
+}
+
+bool mlc_session_is_bound(const mlc_session *s, const char *entry, bool input, const char *name) {
+  entry_state *es;
+  mlc_status st = mlc_sess_find_entry((mlc_session *)s, entry, &es);
+  if (st) {
+    mlc_status_free(st);
+    return false;
+  }
+  const mlc_plan_entry *e = es->e;
+  for (uint32_t i = 0; i < (input ? e->ninputs : e->noutputs); i++)
+    if (!strcmp(input ? e->inputs[i].name : e->outputs[i].name, name))
+      return es->in_place && es->in_place[root_of(e, input ? e->inputs[i].value : e->outputs[i].value)] != 0;
+  return false;
+}
+
+/* A tensor the call may use in place (MLC_MEMORY_HOST_IN_PLACE or
+ * DEVICE_IN_PLACE), bound as the entry's input or output `name` of `bytes`;
+ * NULL if bound. */
+static mlc_status bind_tensor(mlc_session *s, const char *entry, bool input, const char *name, const mlc_tensor *t,
+                              uint64_t bytes) {
+  bool device = t->memory == MLC_MEMORY_DEVICE_IN_PLACE;
+  return bind(s, entry, input, name, (uint64_t)(uintptr_t)t->data, bytes, device, device ? t->device : 0);
+}
+
+static bool in_place(const mlc_tensor *t) {
+  return t->memory == MLC_MEMORY_HOST_IN_PLACE || t->memory == MLC_MEMORY_DEVICE_IN_PLACE;
+}
+
+static bool device_memory(const mlc_tensor *t) {
+  return t->memory == MLC_MEMORY_DEVICE || t->memory == MLC_MEMORY_DEVICE_IN_PLACE;
 }
 
 mlc_status mlc_session_unbind(mlc_session *s, const char *entry) {
@@ -601,17 +646,17 @@ static mlc_status check_tensor(const mlc_session *s, const char *entry, bool inp
   if (t->bytes < want)
     return mlc_status_make(MLC_INVALID_ARGUMENT, "%s '%s' of %s is %llu bytes, got a buffer of %zu bytes", kind, name,
                            entry, (unsigned long long)want, t->bytes);
-  return t->memory != MLC_MEMORY_DEVICE ? NULL : external(s, entry, kind, name, t, addr, want, input, false);
+  return !device_memory(t) ? NULL : external(s, entry, kind, name, t, addr, want, input, false);
 }
 
 mlc_status mlc_session_check_tensor(const mlc_session *s, const char *entry, bool input, const char *name,
                                     const mlc_tensor *t) {
   MLC_RETURN_IF_ERROR(check_tensor(s, entry, input, name, t));
-  if (input || t->memory != MLC_MEMORY_HOST_IN_PLACE) return NULL;
+  if (input || !in_place(t)) return NULL;
   uint64_t addr = 0, want = 0;
   MLC_RETURN_IF_ERROR(find_value(s, entry, false, name, &addr, &want));
   /* Where it cannot be bound, the run writes the arena and output_tensor copies. */
-  mlc_status_free(mlc_session_bind_output((mlc_session *)s, entry, name, t->data, want));
+  mlc_status_free(bind_tensor((mlc_session *)s, entry, false, name, t, want));
   return NULL;
 }
 
@@ -619,15 +664,15 @@ mlc_status mlc_session_set_input_tensor(mlc_session *s, const char *entry, const
   uint64_t addr = 0, want = 0;
   MLC_RETURN_IF_ERROR(check_tensor(s, entry, true, name, t));
   MLC_RETURN_IF_ERROR(find_value(s, entry, true, name, &addr, &want));
-  if (t->memory == MLC_MEMORY_HOST_IN_PLACE) {
-    mlc_status st = mlc_session_bind_input(s, entry, name, t->data, want);
+  if (in_place(t)) {
+    mlc_status st = bind_tensor(s, entry, true, name, t, want);
     if (!st) return NULL;
     mlc_status_free(st); /* copied instead, below */
   }
   entry_state *es;
   uint32_t v;
   MLC_RETURN_IF_ERROR(input_for_copy(s, entry, name, &es, &v)); /* the arena's again, if bound before */
-  if (t->memory != MLC_MEMORY_DEVICE) return s->dev->vt->write(s->dev, es->addr[v], t->data, want);
+  if (!device_memory(t)) return s->dev->vt->write(s->dev, es->addr[v], t->data, want);
   return external(s, entry, "input", name, t, addr, want, true, true);
 }
 
@@ -635,7 +680,8 @@ mlc_status mlc_session_output_tensor(const mlc_session *s, const char *entry, co
   uint64_t addr = 0, want = 0;
   MLC_RETURN_IF_ERROR(check_tensor(s, entry, false, name, t));
   MLC_RETURN_IF_ERROR(find_value(s, entry, false, name, &addr, &want));
-  if (t->memory == MLC_MEMORY_DEVICE) return external(s, entry, "output", name, t, addr, want, false, true);
+  if (device_memory(t)) /* unless the run wrote it there, bound */
+    return want && t->data == (void *)(uintptr_t)addr ? NULL : external(s, entry, "output", name, t, addr, want, false, true);
   if (host_memory(s)) {
     if (want && t->data != (void *)(uintptr_t)addr) /* else the run wrote it there, bound */
       memcpy(t->data, (const void *)(uintptr_t)addr, want);
@@ -858,7 +904,7 @@ mlc_status mlc_session_output(const mlc_session *s, const char *entry, const cha
       }
       if (!es->host[v] && !(es->host[v] = mlc_allocator_alloc(s->a, bytes ? bytes : 1)))
         return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory for output '%s' (%llu bytes)", name, (unsigned long long)bytes);
-      MLC_RETURN_IF_ERROR(s->dev->vt->read(s->dev, es->host[v], es->addr[v], bytes));
+      MLC_RETURN_IF_ERROR(s->dev->vt->read(s->dev, es->host[v], result_addr(es, v), bytes)); /* a bound output: the caller's */
       *out_data = es->host[v];
       return NULL;
     }

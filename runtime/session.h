@@ -146,7 +146,10 @@ MLC_MUST_USE mlc_status mlc_session_set_input(mlc_session *s, const char *entry,
  * (mlc_session_bind_input) where it can be, else copied;
  * memory of the session's device (MLC_MEMORY_DEVICE) is checked and copied
  * device to device by the device (mlc_device_vt's copy_external), and
- * refused with MLC_INVALID_ARGUMENT by a device without memory of its own. */
+ * refused with MLC_INVALID_ARGUMENT by a device without memory of its own;
+ * MLC_MEMORY_DEVICE_IN_PLACE memory is checked, then bound for the next run
+ * where the device's kernels can take it (mlc_device_vt's bind_external:
+ * CUDA) and bind_input's rules allow, else copied as MLC_MEMORY_DEVICE. */
 MLC_MUST_USE mlc_status mlc_session_set_input_tensor(mlc_session *s, const char *entry, const char *name,
                                                      const mlc_tensor *t);
 /* What those two check of a caller's tensor for the entry's input (or
@@ -155,7 +158,7 @@ MLC_MUST_USE mlc_status mlc_session_set_input_tensor(mlc_session *s, const char 
  * checks its outputs so before a run, so that a train step that cannot
  * write its loss does not take the step.  Being the one call it makes for an
  * output before the run, this also binds an output in
- * MLC_MEMORY_HOST_IN_PLACE memory where it can (mlc_session_bind_output;
+ * MLC_MEMORY_HOST_IN_PLACE or DEVICE_IN_PLACE memory where it can (mlc_session_bind_output;
  * where not, the run writes the arena and output_tensor copies), as
  * set_input_tensor binds such an input. */
 MLC_MUST_USE mlc_status mlc_session_check_tensor(const mlc_session *s, const char *entry, bool input, const char *name,
@@ -191,6 +194,9 @@ MLC_MUST_USE mlc_status mlc_session_bind_input(mlc_session *s, const char *entry
                                                size_t bytes);
 MLC_MUST_USE mlc_status mlc_session_bind_output(mlc_session *s, const char *entry, const char *name, void *data,
                                                 size_t bytes);
+/* Whether the entry's input (or output) `name` is bound to a caller's
+ * buffer for its next run (false for a name it does not have). */
+bool mlc_session_is_bound(const mlc_session *s, const char *entry, bool input, const char *name);
 /* Every binding of the entry undone (for a caller that binds, then does
  * not run). */
 MLC_MUST_USE mlc_status mlc_session_unbind(mlc_session *s, const char *entry);

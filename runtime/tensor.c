@@ -44,9 +44,10 @@ mlc_status mlc_tensor_check(const mlc_tensor *t, const char *entry, const char *
     type_str(got, sizeof got, t->dtype, t->rank, t->dims);
     return mlc_status_make(MLC_INVALID_ARGUMENT, "%s: %s '%s' is %s, got %s", entry, kind, name, want, got);
   }
-  if (t->memory != MLC_MEMORY_HOST && t->memory != MLC_MEMORY_DEVICE && t->memory != MLC_MEMORY_HOST_IN_PLACE)
+  if (t->memory != MLC_MEMORY_HOST && t->memory != MLC_MEMORY_DEVICE && t->memory != MLC_MEMORY_HOST_IN_PLACE &&
+      t->memory != MLC_MEMORY_DEVICE_IN_PLACE)
     return mlc_status_make(MLC_INVALID_ARGUMENT, "%s: %s '%s': unknown memory kind %d (0: host, 1: the model's device, "
-                           "2: host, in place)",
+                           "2: host, in place, 3: the model's device, in place)",
                            entry, kind, name, (int)t->memory);
   if (t->bytes < need)
     return mlc_status_make(MLC_INVALID_ARGUMENT, "%s: %s '%s' is %s (%zu bytes), got a buffer of %zu bytes", entry, kind,

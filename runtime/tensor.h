@@ -58,6 +58,15 @@ typedef enum mlc_memory {
    * Python binding asks for that symbol); no other thread may touch the
    * buffer during the call. */
   MLC_MEMORY_HOST_IN_PLACE = 2,
+  /* The model's device's memory (as MLC_MEMORY_DEVICE, on GPU `device`),
+   * which the call may use in place of the model's own in the same way:
+   * bound where the device's kernels can take it (mlc_device_vt's
+   * bind_external: CUDA), else copied device to device as
+   * MLC_MEMORY_DEVICE.  The work queued on the device before the call (the
+   * caller's streams too) is done before the run reads it.  Since the
+   * runtime that has mlc_session_is_bound (the Python binding asks for
+   * that symbol). */
+  MLC_MEMORY_DEVICE_IN_PLACE = 3,
 } mlc_memory;
 
 typedef struct mlc_tensor {
@@ -67,7 +76,7 @@ typedef struct mlc_tensor {
   void *data;                        /* read for inputs, written for outputs */
   size_t bytes;                      /* the size of the buffer at data */
   mlc_memory memory;                 /* since 0.2.0; 0: host memory */
-  int device;                        /* MLC_MEMORY_DEVICE: the device's number (the model's options' device) */
+  int device;                        /* MLC_MEMORY_DEVICE(_IN_PLACE): the device's number (the model's options' device) */
 } mlc_tensor;
 
 /* The bytes of a tensor of that dtype and shape (0 for an unknown dtype). */

@@ -25,11 +25,15 @@ array for a GPU model and for an artifact whose runtime predates binding.
 
 Tensors on a GPU come in through DLPack (__dlpack__, __dlpack_device__:
 torch, CuPy, JAX), with no torch import here, and their pointers go to the
-C API as device memory (runtime/tensor.h, MLC_MEMORY_DEVICE): the runtime
-checks each address and copies it device to device into the model's arena,
-and each output from the arena into its tensor.  No host copy, but one copy
-on the GPU per input and output: the caller's buffers are not bound in
-place of the arena's (docs/notes/zero-copy-tensors.md says what that needs).
+C API as device memory the call may use in place (runtime/tensor.h,
+MLC_MEMORY_DEVICE_IN_PLACE): the runtime checks each address, waits for the
+work queued on the GPU before the call (the caller's streams too), and binds
+it in place of the arena's, so that the kernels read the inputs from the
+caller's tensors and write the outputs into the tensors returned (or given
+with out=): no copy at all.  What it cannot bind (a tensor not 16-byte
+aligned, such as a slice at an odd offset; an input that is also an output)
+it copies device to device, as it copies every tensor for an artifact whose
+runtime predates device binding (MLC_MEMORY_DEVICE).
 
 The artifact's C API (<name>.h) is the contract.  Every call goes through
 its checked form (<name>_<entry>_tensors), which checks dtype, shape and
@@ -77,7 +81,7 @@ _DL_DTYPES = {(2, 32): "f32", (4, 16): "bf16", (2, 16): "f16", (0, 32): "i32", (
 _DL_NAMES = {0: "int", 1: "uint", 2: "float", 4: "bfloat", 5: "complex", 6: "bool"}
 # The torch dtypes of the outputs made for torch inputs.
 _TORCH_DTYPES = {"f32": "float32", "bf16": "bfloat16", "f16": "float16", "i32": "int32", "i64": "int64", "bool": "bool"}
-_MEMORY_HOST, _MEMORY_DEVICE, _MEMORY_HOST_IN_PLACE = 0, 1, 2  # mlc_memory
+_MEMORY_HOST, _MEMORY_DEVICE, _MEMORY_HOST_IN_PLACE, _MEMORY_DEVICE_IN_PLACE = 0, 1, 2, 3  # mlc_memory
 
 
 class _DLDevice(ctypes.Structure):
@@ -270,6 +274,8 @@ class Model:
         # numpy arrays bound in place of the arena's, where the runtime has binding (since
         # mlc_session_bind_input) and the model runs on the CPU; the runtime copies what it cannot bind.
         self._in_place = self._cpu is not None and hasattr(lib, "mlc_session_bind_input")
+        # GPU tensors bound the same way where the runtime binds device memory (since mlc_session_is_bound)
+        self._device_in_place = hasattr(lib, "mlc_session_is_bound")
         self._entries = {}
         for entry, fname, ins, outs in _parse_header(header, name):
             f = getattr(lib, fname)
@@ -443,7 +449,8 @@ class Model:
                 nbytes *= d
             data = (t.data or 0) + t.byte_offset
             torch_like = a if type(a).__module__.split(".")[0] == "torch" else None
-            return (_Tensor(code, t.ndim, (ctypes.c_int64 * _MAX_RANK)(*shape), data, nbytes, _MEMORY_DEVICE,
+            memory = _MEMORY_DEVICE_IN_PLACE if self._device_in_place else _MEMORY_DEVICE
+            return (_Tensor(code, t.ndim, (ctypes.c_int64 * _MAX_RANK)(*shape), data, nbytes, memory,
                             t.device.device_id), capsule, (t.device.device_id, torch_like))
         if is_input:
             arr = np.ascontiguousarray(a)

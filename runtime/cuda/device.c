@@ -158,6 +158,16 @@ static mlc_status cu_copy_external(mlc_device *base, uint64_t addr, uint64_t ext
   return CK(d, cuCtxSynchronize());
 }
 
+/* A caller's device memory as a kernel argument: the kernels run in this
+ * context (the device's primary one, which torch's streams share), so any
+ * address of its GPU will do once the caller's work on it is done. */
+static mlc_status cu_bind_external(mlc_device *base, uint64_t ext, uint64_t n, int ordinal) {
+  cuda_dev *d = (cuda_dev *)base;
+  MLC_RETURN_IF_ERROR(cu_check_external(base, ext, n, ordinal));
+  MLC_RETURN_IF_ERROR(CK(d, cuCtxSetCurrent(d->ctx)));
+  return CK(d, cuCtxSynchronize());
+}
+
 static mlc_status cu_resolve(mlc_device *base, const char *symbol, void **out) {
   cuda_dev *d = (cuda_dev *)base;
   for (uint32_t i = 0; i < d->code.nkernels; i++) {
@@ -514,7 +524,7 @@ static void cu_record_free(mlc_device *base, void *rec) {
 static const mlc_device_vt cuda_vt = {
     "cuda", false, false, cu_destroy, cu_alloc, cu_free, cu_write, cu_read, cu_resolve, cu_launch, cu_finish, cu_describe,
     cu_range_push, cu_range_pop, cu_stream, cu_mark, cu_order, cu_signal, cu_kernel_launch, cu_check_external, cu_copy_external,
-    cu_record_begin, cu_record_end, cu_replay, cu_record_free,
+    cu_record_begin, cu_record_end, cu_replay, cu_record_free, cu_bind_external,
 };
 
 mlc_status mlc_cuda_device_create(const mlc_cuda_code *code, mlc_allocator a, mlc_device **out) {

@@ -308,8 +308,15 @@ static void test_tensors(void **state) {
   check(mlc_session_set_input_tensor(m.s, "forward", "x", &tx));
   memcpy(xbuf, x1, 128 * sizeof *xbuf); /* bound: the run sees it */
   memset(obuf, 0, 128 * sizeof *obuf);
+  assert_false(mlc_session_is_bound(m.s, "forward", false, "output0"));
   check(mlc_session_check_tensor(m.s, "forward", false, "output0", &to));
+  assert_true(mlc_session_is_bound(m.s, "forward", true, "x"));
+  assert_true(mlc_session_is_bound(m.s, "forward", false, "output0"));
+  assert_false(mlc_session_is_bound(m.s, "forward", true, "output0")); /* no such input */
+  assert_false(mlc_session_is_bound(m.s, "forward", true, "nope"));
+  assert_false(mlc_session_is_bound(m.s, "nope", true, "x"));
   check(mlc_session_run(m.s, "forward"));
+  assert_false(mlc_session_is_bound(m.s, "forward", true, "x")); /* for one run only */
   assert_memory_equal(obuf, ref1, 128 * sizeof *obuf);
   check(mlc_session_output_tensor(m.s, "forward", "output0", &to));
   assert_memory_equal(obuf, ref1, 128 * sizeof *obuf);
@@ -318,6 +325,7 @@ static void test_tensors(void **state) {
   memcpy(odd, x0, 128 * sizeof *odd);
   tx = f32_tensor(odd, 2, 8, 16, MLC_MEMORY_HOST_IN_PLACE);
   check(mlc_session_set_input_tensor(m.s, "forward", "x", &tx));
+  assert_false(mlc_session_is_bound(m.s, "forward", true, "x"));
   memcpy(odd, x1, 128 * sizeof *odd);
   check(mlc_session_check_tensor(m.s, "forward", false, "output0", &to));
   check(mlc_session_run(m.s, "forward"));
@@ -335,6 +343,16 @@ static void test_tensors(void **state) {
   assert_memory_equal(obuf, zero, sizeof zero); /* not written by the run */
   check(mlc_session_output_tensor(m.s, "forward", "output0", &to));
   assert_memory_equal(obuf, ref1, 128 * sizeof *obuf);
+  /* Device memory, in place or not, on the CPU: refused, naming it, with nothing bound. */
+  for (int k = 0; k < 2; k++) {
+    tx = f32_tensor(xbuf, 2, 8, 16, k ? MLC_MEMORY_DEVICE_IN_PLACE : MLC_MEMORY_DEVICE);
+    mlc_status st = mlc_session_set_input_tensor(m.s, "forward", "x", &tx);
+    assert_non_null(st);
+    assert_int_equal(mlc_status_code(st), MLC_INVALID_ARGUMENT);
+    assert_non_null(strstr(mlc_status_message(st), "input 'x' of forward is in device memory"));
+    mlc_status_free(st);
+    assert_false(mlc_session_is_bound(m.s, "forward", true, "x"));
+  }
   free(x0), free(x1), free(z), free(ref0), free(ref1), free(xbuf), free(obuf);
   close_model(&m);
 }

@@ -344,7 +344,7 @@ static mlc_status cd_finish(mlc_device *d, uint32_t n, double *sec, double *star
 static void cd_describe(mlc_device *d, char *buf, size_t n) { snprintf(buf, n, "counting CPU"); }
 static const mlc_device_vt counting_vt = {"counting", true, false, cd_destroy, cd_alloc, cd_free, cd_write, cd_read, cd_resolve,
                                           cd_launch, cd_finish, cd_describe, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-                                          NULL, NULL, NULL, NULL};
+                                          NULL, NULL, NULL, NULL, NULL};
 
 /* The same with recorded launches, as CUDA graphs give them: one recording
  * (the handle is the device itself), replayed by running its launches. */
@@ -371,7 +371,7 @@ static mlc_status cd_replay(mlc_device *d, void *rec) {
 static void cd_record_free(mlc_device *d, void *rec) { ((counting_dev *)d)->frees++; }
 static const mlc_device_vt recording_vt = {"recording", true, true, cd_destroy, cd_alloc, cd_free, cd_write, cd_read, cd_resolve,
                                            cd_launch, cd_finish, cd_describe, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-                                           cd_record_begin, cd_record_end, cd_replay, cd_record_free};
+                                           cd_record_begin, cd_record_end, cd_replay, cd_record_free, NULL};
 
 
 /* A session of plan on cd, a counting device of table vt over the CPU
