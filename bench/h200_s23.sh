@@ -3,8 +3,8 @@
 # kernels let the next launch at once (mlc_pdl_trigger) and its GEMVs
 # prefetch their weights into L2 before they wait (issue 29).
 #   PART=decode  the numerics (tests/ref/decode.py and quant.py with CUDA
-#                graphs, the op cases -k linear and -k attention_kv), then
-#                decode speed at the MiniLLM's size, bf16 and int4, under
+#                graphs, the op cases -k linear and -k attention_kv), the
+#                Python binding (as PART=mini), then decode speed at the MiniLLM's size, bf16 and int4, under
 #                VARIANTS (name:MLC_CUDA_PDL:nvcc flags; each its own kernel
 #                cache), in turn, two rounds while the time lasts (LIMIT s).
 #   PART=mini    the final tree's numerics: every CUDA op case, decode.py,
@@ -49,12 +49,20 @@ numerics() { # decode.py and quant.py with graphs, then op cases -k each of $1
   took
   pack
 }
+python_binding() { # bench/h200_python.sh, where build-gpu/artifacts was carried
+  [ -f build-gpu/artifacts/minillm.tgz ] || return 0
+  OUT=$work/python LIMIT=150 bash bench/h200_python.sh > $work/python.log 2>&1 || rc=1
+  grep -E '^FAIL|passed,' $work/python.log | cut -c1-300
+  took
+  pack
+}
 case $part in
 decode)
   numerics "linear attention_kv"
+  python_binding
   export MLC_CUDA_GRAPHS=1
   for round in 1 2; do
-    for v in ${VARIANTS:-off:0: wait:1:-DMLC_PDL_NO_TRIGGER_-DMLC_NO_PREFETCH both:1: trig:1:-DMLC_NO_PREFETCH pref:1:-DMLC_PDL_NO_TRIGGER}; do
+    for v in ${VARIANTS:-wait:1:-DMLC_PDL_NO_TRIGGER_-DMLC_NO_PREFETCH both:1: off:0: trig:1:-DMLC_NO_PREFETCH pref:1:-DMLC_PDL_NO_TRIGGER}; do
       IFS=: read -r n p fl <<< "$v"
       printf '#!/bin/sh\nexec /usr/local/cuda/bin/nvcc %s "$@"\n' "${fl//_-/ -}" > /tmp/nvcc-$n
       chmod +x /tmp/nvcc-$n
@@ -79,12 +87,7 @@ mini)
   echo "cuda_minillm --small: $(grep -c '^ok' $work/minillm_small.log) ok, $(grep -c '^FAIL' $work/minillm_small.log) FAIL"
   took
   pack
-  if [ -f build-gpu/artifacts/minillm.tgz ]; then
-    OUT=$work/python LIMIT=150 bash bench/h200_python.sh > $work/python.log 2>&1 || rc=1
-    grep -E '^FAIL|passed,' $work/python.log | cut -c1-300
-    took
-    pack
-  fi
+  python_binding
   if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && [ $((SECONDS + 150)) -lt ${LIMIT:-560} ]; then
     OUT=$work/dims PART=dims bash bench/h200_s22.sh > $work/dims.log 2>&1 || rc=1
     cat $work/dims.log
