@@ -11,9 +11,9 @@
  * An instruction is an op name from ir/ops.def (for cast, ".<dtype>" names
  * the result dtype) and its operands: $k the node's input k, #j the result
  * of instruction j < this one.  Every op is elementwise (EW flag), except
- * that instruction 0 may be a GEMM (matmul, linear, matmul_tn) of $0 and
- * $1: the rest of the program is then that GEMM's epilogue, applied as its
- * results are stored.  Each instruction's type comes from its op's shape
+ * that instruction 0 may be a GEMM (matmul, linear, matmul_tn, or, on CUDA,
+ * qlinear, written "qlinear.<bits>.<group>") of $0 and $1: the rest of the
+ * program is then that GEMM's epilogue, applied as its results are stored.  Each instruction's type comes from its op's shape
  * rule (ir/shape.c), so the op table stays the one source of truth; values
  * are rounded to each instruction's dtype as the unfused ops would have
  * stored them, so a fused group computes exactly what its parts did.
@@ -31,6 +31,7 @@ typedef struct {
   uint8_t nin;
   int16_t arg[2];  /* >= 0: instruction; < 0: node input -1 - arg */
   mlc_type type;   /* from the op's shape rule (cast: dtype from the text) */
+  int32_t qbits, qgroup; /* qlinear: from the text, as the node's attributes */
 } mlc_fused_ins;
 
 typedef struct {

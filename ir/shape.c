@@ -756,7 +756,7 @@ static const char *fused_skip(const char *s) {
   return s;
 }
 
-/* "op(args)" or "cast.dt(args)" instructions separated by ";". */
+/* "op(args)", "cast.dt(args)" or "qlinear.bits.group(args)" instructions separated by ";". */
 static bool fused_parse(rule_ctx *c, mlc_fused_prog *pr) {
   const char *s = c->n->a.name;
   if (!s) return fail(c, "fused node without a program");
@@ -772,7 +772,14 @@ static bool fused_parse(rule_ctx *c, mlc_fused_prog *pr) {
     if (op < 0) return fail(c, "fused program: unknown op '%.*s'", (int)len, s);
     in->op = (uint16_t)op;
     s += len;
-    if (*s == '.') {
+    if (op == MLC_OP_QLINEAR) {
+      char *end = (char *)s;
+      long b = *s == '.' ? strtol(s + 1, &end, 10) : 0, g = 0;
+      if (b > 0 && *end == '.') g = strtol(end + 1, &end, 10);
+      if (b <= 0 || b > 32 || g <= 0 || g > INT32_MAX) return fail(c, "fused program: qlinear without .<bits>.<group>");
+      in->qbits = (int32_t)b, in->qgroup = (int32_t)g;
+      s = end;
+    } else if (*s == '.') {
       size_t dl = strcspn(s + 1, "( ");
       in->type.dtype = (uint8_t)mlc_dtype_from_name(s + 1, dl);
       if (op != MLC_OP_CAST || in->type.dtype == MLC_DT_INVALID) return fail(c, "fused program: bad dtype '%.*s'", (int)dl, s + 1);
@@ -810,13 +817,14 @@ static bool fused_types(rule_ctx *c, mlc_fused_prog *pr) {
   for (uint32_t i = 0; i < pr->n; i++) {
     mlc_fused_ins *in = &pr->ins[i];
     unsigned fl = mlc_ops[in->op].flags;
-    bool gemm = in->op == MLC_OP_MATMUL || in->op == MLC_OP_LINEAR || in->op == MLC_OP_MATMUL_TN;
+    bool gemm = in->op == MLC_OP_MATMUL || in->op == MLC_OP_LINEAR || in->op == MLC_OP_MATMUL_TN || in->op == MLC_OP_QLINEAR;
     if (gemm ? i != 0 || in->nin != 2 || in->arg[0] != -1 || in->arg[1] != -2 : !(fl & MLC_F_EW))
       return fail(c, "fused program: %s at instruction %u (only a GEMM of $0, $1 first, then elementwise ops)",
                   mlc_ops[in->op].name, i);
     if (in->nin != mlc_ops[in->op].arity) return fail(c, "fused program: %s takes %d operands", mlc_ops[in->op].name, mlc_ops[in->op].arity);
     mlc_node fk = {.op = in->op, .nin = in->nin};
     fk.type.dtype = in->type.dtype;
+    fk.a.qbits = in->qbits, fk.a.qgroup = in->qgroup;
     rule_ctx rc = {.f = c->f, .n = &fk, .out = &in->type, .err = c->err, .errn = c->errn};
     for (int k = 0; k < in->nin; k++)
       rc.in[k] = in->arg[k] < 0 ? &c->f->nodes[c->n->in[-1 - in->arg[k]]].type : &pr->ins[in->arg[k]].type;
@@ -890,6 +898,7 @@ static void cost_fused(cost_ctx *c) {
     if (in->op == MLC_OP_MATMUL) n *= 2.0 * (double)in_type(c, 0)->dim[in_type(c, 0)->rank - 1];
     else if (in->op == MLC_OP_LINEAR) n *= 2.0 * (double)in_type(c, 1)->dim[1];
     else if (in->op == MLC_OP_MATMUL_TN) n *= 2.0 * (double)in_type(c, 0)->dim[0];
+    else if (in->op == MLC_OP_QLINEAR) n *= 2.0 * (double)in_type(c, 0)->dim[in_type(c, 0)->rank - 1];
     c->flops += n;
   }
 }

@@ -18,6 +18,8 @@ typedef struct {
   bool epilogues_that_pay;   /* fuse.c: only the GEMM epilogues its GEMM stores gain from (CUDA's; see
                                 epilogue_pays), not every one */
   bool update_groups;        /* fuse.c: AdamW and SGD updates in groups (adamw_multi, sgd_multi), one launch each */
+  bool qlinear_epilogues;    /* fuse.c: a qlinear (--quantize) heads an epilogue group as a GEMM does (its
+                                kernel stores through the group's epilogue: CUDA's mlc_qgemv) */
   int max_kernel_args;       /* arguments a kernel launch takes (CUDA's runtime: 72); 0: no limit */
   int attn_save_max_head;    /* passes/attnsave.c: an attention keeps its log-sum-exp for its gradient
                                 when its head dim is at most this (0: never) ... */

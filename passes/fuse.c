@@ -14,12 +14,14 @@
  *    only user is in the group, transitively: a tree of ops whose
  *    intermediates nobody else reads, run as one kernel, one pass over
  *    memory.  Then, if one of the group's outside inputs is a GEMM
- *    (matmul, linear, matmul_tn) of the group's shape that only the group
- *    reads, the GEMM joins as the head and the group becomes its epilogue,
- *    applied in the GEMM's store: the bias add, SiLU/GELU, residual add and
- *    cast after a linear layer, the cast of a weight gradient to f32 (on
- *    CUDA only those that pay: epilogue_pays).  Only groups of two ops or
- *    more become FUSED nodes; a lone op keeps its own kernel.
+ *    (matmul, linear, matmul_tn; on CUDA also qlinear, the weight-only
+ *    quantised linear of --quantize) of the group's shape that only the
+ *    group reads, the GEMM joins as the head and the group becomes its
+ *    epilogue, applied in the GEMM's store: the bias add, SiLU/GELU,
+ *    residual add and cast after a linear layer, the cast of a weight
+ *    gradient to f32 (on CUDA only those that pay: epilogue_pays).  Only
+ *    groups of two ops or more become FUSED nodes; a lone op keeps its own
+ *    kernel.
  *
  * 3. CUDA (one GPU): the AdamW (SGD) updates of a step -> adamw_multi
  *    (sgd_multi) nodes of up to UPDATE_GROUP parameters each, one launch per
@@ -195,7 +197,7 @@ static bool update_between(const mlc_func *f, uint32_t a, uint32_t b) {
 }
 
 /* Groups elementwise trees (and a GEMM head where allowed) into FUSED nodes. */
-static bool fuse_groups(mlc_program *p, mlc_func *f, bool epilogues, bool cuda) {
+static bool fuse_groups(mlc_program *p, mlc_func *f, bool epilogues, bool cuda, bool qlinear) {
   bool acts = p->opts.cuda_gemm_tile[0] == -128; /* the persistent ping-pong GEMM */
   uint32_t *uses = count_uses(p, f);
   bool *taken = mlc_arena_alloc(p->arena, (f->n + 1) * sizeof *taken);
@@ -223,8 +225,8 @@ static bool fuse_groups(mlc_program *p, mlc_func *f, bool epilogues, bool cuda) 
       const mlc_node *m = &f->nodes[g.mem[w]];
       for (uint32_t k = 0; k < m->nin && g.head == UINT32_MAX; k++) {
         const mlc_node *x = &f->nodes[m->in[k]];
-        if (!taken[m->in[k]] && gemm(x) && uses[m->in[k]] == 1 && same_dims(&x->type, &root->type) &&
-            mlc_dtype_is_float(root->type.dtype))
+        if (!taken[m->in[k]] && (gemm(x) || (qlinear && x->op == MLC_OP_QLINEAR)) && uses[m->in[k]] == 1 &&
+            same_dims(&x->type, &root->type) && mlc_dtype_is_float(root->type.dtype))
           g.head = m->in[k];
       }
     }
@@ -236,7 +238,8 @@ static bool fuse_groups(mlc_program *p, mlc_func *f, bool epilogues, bool cuda) 
       const mlc_node *h = &f->nodes[g.head];
       g.ext[g.next++] = h->in[0];
       g.ext[g.next++] = h->in[1];
-      put(&t, "%s($0, $1)", mlc_ops[h->op].name);
+      if (h->op == MLC_OP_QLINEAR) put(&t, "qlinear.%d.%d($0, $1)", h->a.qbits, h->a.qgroup);
+      else put(&t, "%s($0, $1)", mlc_ops[h->op].name);
     }
     for (uint32_t j = 0; j < g.nmem; j++) {
       const mlc_node *m = &f->nodes[g.mem[j]];
@@ -346,7 +349,7 @@ bool mlc_pass_fuse(mlc_pass_ctx *c) {
     mlc_func *f = &c->p->funcs[k];
     bool changed = rewrite_tn(f);
     if (changed) mlc_func_compact(c->p, f);
-    changed = fuse_groups(c->p, f, true, t->epilogues_that_pay);
+    changed = fuse_groups(c->p, f, true, t->epilogues_that_pay, t->qlinear_epilogues);
     if (t->update_groups) changed |= group_updates(c->p, f, MLC_OP_ADAMW, MLC_OP_ADAMW_MULTI);
     if (t->update_groups) changed |= group_updates(c->p, f, MLC_OP_SGD, MLC_OP_SGD_MULTI);
     if (changed) mlc_func_compact(c->p, f);

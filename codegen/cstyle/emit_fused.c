@@ -12,7 +12,8 @@
  *
  * A program that starts with a GEMM is that GEMM with the rest as its
  * epilogue: the dialects' GEMM emitters (codegen/cuda/emit_gemm.c,
- * codegen/metal/emit_gemm.c) call cc_fused_epilogue for a struct @K@_epi
+ * codegen/metal/emit_gemm.c; a qlinear head: codegen/cuda/emit_qlinear.c)
+ * call cc_fused_epilogue for a struct @K@_epi
  * that the GEMM's store calls per
  * element (st1), per pair of neighbouring columns (st2) with the f32
  * accumulator, or (CUDA's wgmma GEMM) per eight columns of the GEMM's
@@ -130,6 +131,7 @@ bool cc_fused_gemm_node(cc *c, const mlc_fused_prog *pr, mlc_node *g) {
   g->in = c->n->in;
   g->type = pr->ins[0].type;
   g->scope = c->n->scope;
+  g->a.qbits = pr->ins[0].qbits, g->a.qgroup = pr->ins[0].qgroup;
   return true;
 }
 
@@ -237,6 +239,8 @@ const char *cc_fused_epilogue_init(cc *c, const char *boff) {
 bool cc_emit_fused(cc *c) {
   mlc_fused_prog pr;
   if (!cc_fused_program(c, &pr)) return false;
+  if (pr.ins[0].op == MLC_OP_QLINEAR) /* fuse.c makes these only for targets with qlinear_epilogues */
+    return c->t->emit_qlinear ? c->t->emit_qlinear(c) : cc_fail(c, "a fused qlinear: the %s target has no kernel", c->t->name);
   if (!(mlc_ops[pr.ins[0].op].flags & MLC_F_EW)) return c->t->emit_gemm(c);
   const mlc_node *n = c->n;
   int nin = n->nin, out_dt = n->type.dtype;

@@ -5,6 +5,9 @@
  * the row's words, the codes dequantised in registers (no f32 weight is
  * formed), each word's sum scaled once.  A decode step's one row reads the
  * packed weight once; a prefill's rows share each word QV_ROWS at a time.
+ * A FUSED node headed by a qlinear (fuse.c, the target's qlinear_epilogues)
+ * stores through its epilogue (cc_fused_epilogue: the bias add, SiLU,
+ * residual add that follow the layer), as the GEMMs' do.
  * Measured on the H100 (2026-12-05, ncu): a warp per column with each lane
  * on 16 bytes of codes read x 128 bytes apart across the lanes, 32 L1
  * wavefronts a load, and ran at 250-400 GB/s; a lane per word reads x's
@@ -18,7 +21,19 @@
 
 bool cc_emit_qlinear(cc *c) {
   cc_qlinear_shape q;
-  if (!cc_qlinear_shape_of(c, &q)) return false;
+  mlc_fused_prog pr;
+  bool fused = c->n->op == MLC_OP_FUSED; /* qlinear with an epilogue (fuse.c): the shape is its head's */
+  if (fused) {
+    mlc_node gn;
+    if (!cc_fused_program(c, &pr) || !cc_fused_gemm_node(c, &pr, &gn)) return false;
+    const mlc_node *n = c->n;
+    c->n = &gn;
+    bool ok = cc_qlinear_shape_of(c, &q);
+    c->n = n;
+    if (!ok) return false;
+  } else if (!cc_qlinear_shape_of(c, &q)) {
+    return false;
+  }
   int64_t MB = q.m < QV_ROWS ? q.m : QV_ROWS, blocks = q.m < 1 ? 0 : cc_ceil_div(q.n, QV_COLS) * cc_ceil_div(q.m, MB);
   if (q.m < 1 || blocks > INT32_MAX)
     return cc_fail(c, "qlinear of %lld rows and %lld columns is out of range for the CUDA kernel", (long long)q.m, (long long)q.n);
@@ -30,8 +45,11 @@ bool cc_emit_qlinear(cc *c) {
   const char *Q = cc_fmt(c, "mlc_qgemv<%d, %d, %lldLL, %lldLL, %lldLL, %lldLL, %d, %d>", q.bits, (int)MB, (long long)q.m, (long long)q.n,
                          (long long)q.k, (long long)q.group, QV_COLS, ks);
   c->pre_wait = cc_fmt(c, "%s::prefetch(in1);", Q); /* a hint, as gemv_emit's */
+  if (fused) cc_fused_epilogue(c, &pr);
   cc_begin(c, (uint64_t)blocks, 32 * ks, 0);
-  cc_printf(c, "  %s::run(in1, in0, out);\n", Q);
+  if (fused) cc_printf(c, "  const @K@_epi e = %s;\n", cc_fused_epilogue_init(c, "0"));
+  else cc_printf(c, "  const mlc_gemm_out<float> e = {out};\n");
+  cc_printf(c, "  %s::run(in1, in0, e);\n", Q);
   cc_end(c);
   return true;
 }

@@ -1298,7 +1298,8 @@ template <class T, int M, long long N, long long K, int WPB, int KS> struct mlc_
   }
 };
 
-// qlinear (--quantize int8|int4): y[m][n] = sum_k x[m][k] code[n][k] scale,
+// qlinear (--quantize int8|int4): y[m][n] = sum_k x[m][k] code[n][k] scale
+// (stored through the epilogue e's st1, as the GEMMs' are),
 // w packed as runtime/quant.h lays it out (per row its K codes, PER = 32 /
 // BITS to a word, element j in bits [BITS (j % PER), + BITS), two's
 // complement; then K / G f32 scales).  x and y f32.  A block of KS warps
@@ -1326,7 +1327,7 @@ template <int BITS, int MB, long long M, long long N, long long K, long long G, 
     const long long n0 = (long long)blockIdx.x * C;
     mlc_prefetch_l2(wq, n0 * RW * 4, (n0 + C) * RW * 4, N * RW * 4);
   }
-  static MLC_FN void run(const int *wq, const float *x, float *y) {
+  template <class Ep> static MLC_FN void run(const int *wq, const float *x, const Ep &e) {
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     const long long n0 = (long long)(blockIdx.x % NB) * C, r0 = (long long)(blockIdx.x / NB) * MB;
     const int rows = M - r0 < MB ? (int)(M - r0) : MB;
@@ -1385,7 +1386,7 @@ template <int BITS, int MB, long long M, long long N, long long K, long long G, 
       float v = 0.f;
 #pragma unroll
       for (int k = 0; k < KS; k++) v += red[k][t];
-      y[(r0 + m) * N + n0 + j] = v;
+      e.st1((r0 + m) * N + n0 + j, n0 + j, v);
     }
   }
 };

@@ -75,6 +75,9 @@ for q in "" int4; do
   check "$m: no kernel of the forward triggers early ($fwd)" "[ $fwd -eq 0 ]"
   pf=$(grep -c -E '^  mlc_q?gemv<[^;]*>::prefetch\(in1\);$' "$out/minillm.cu" || true)
   check "$m: its GEMVs prefetch their weights ($pf)" "[ $pf -gt 0 ]"
+  # int4: the qlinears carry the adds and the SiLU that follow them (fuse.c, qlinear_epilogues)
+  lone=$(grep -c -E '^// step %[0-9]+ (add|silu) ' "$out/minillm.cu" || true)
+  [ -z "$q" ] || check "$m: no add or SiLU of the step in a kernel of its own ($lone)" "[ $lone -eq 0 ]"
 done
 # issue 27's ops, forward and backward (train entry): mlc's nvcc run builds them
 for t in "$root"/tests/cuda/issue27_*.mdl; do

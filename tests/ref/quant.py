@@ -16,6 +16,10 @@ and clamped to [-qmax, qmax]), then x @ dequant(w)^T.
   shorter), groups of 32 and 128.
 - Teeth: the reference with int4's nibbles swapped, or scales per 2G, is
   rejected by the same bound.
+- An epilogue: silu(x @ dequant(w)^T + b) + r (a bias, SiLU and a residual
+  add, which the CUDA target fuses into the qlinear's kernel, as a decode
+  step's layers have them) against numpy in float64 within 1e-5, one row
+  and 7, int8 and int4.
 
 With --target spirv (a Vulkan device: lavapipe in CI; exit 77 without one)
 the same checks run through the SPIR-V target's qlinear kernels: its GEMV
@@ -47,6 +51,16 @@ module Q(k, n) {
 """
 
 
+EPI_MODEL = """
+config { rows = 1  k = 256  n = 37 }
+module Q(k, n) {
+    lin = Linear(k, n, bias=true)
+    act = SiLU()
+    forward(x: f32[rows, k], r: f32[rows, n]) { return act(lin(x)) + r }
+}
+"""
+
+
 def dequant(w, bits, group, swap_nibbles=False):
     qmax = 127.0 if bits == 8 else 7.0
     g = w.reshape(w.shape[0], -1, group)
@@ -61,11 +75,13 @@ def dequant(w, bits, group, swap_nibbles=False):
 TARGET = ["--target", "cpu", "--threads", "2"]
 
 
-def run(mlc, work, mdl, weights, x, rows, quant):
-    xf, yf = os.path.join(work, "x.bin"), os.path.join(work, "y.bin")
+def run(mlc, work, mdl, weights, x, rows, quant, r=None):
+    xf, yf, rf = os.path.join(work, "x.bin"), os.path.join(work, "y.bin"), os.path.join(work, "r.bin")
     x.astype(np.float32).tofile(xf)
+    if r is not None:
+        r.astype(np.float32).tofile(rf)
     cmd = [mlc, "run", mdl, *TARGET, f"rows={rows}", f"k={x.shape[1]}", "--weights", weights, "--input", f"x={xf}",
-           "-o", f"output={yf}"] + (["--quantize", quant] if quant else [])
+           *(["--input", f"r={rf}"] if r is not None else []), "-o", f"output={yf}"] + (["--quantize", quant] if quant else [])
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0 or "Vulkan validation" in r.stderr:  # MLC_VK_VALIDATE=1 on spirv: a message of the layer
         sys.exit(f"FAIL: {' '.join(cmd)}\n{r.stderr}")
@@ -127,6 +143,30 @@ def main():
         if not worst[8] < worst[4]:
             print(f"FAIL: rows={rows}: int8's error {worst[8]:.3e} is not under int4's {worst[4]:.3e}")
             failed += 1
+    # the epilogue: bias, SiLU, residual
+    emdl = os.path.join(work, "qe.mdl")
+    open(emdl, "w").write(EPI_MODEL)
+    K = 256
+    w = (rng.standard_normal((N, K)) * 0.05).astype(np.float32)
+    b = (rng.standard_normal(N) * 0.5).astype(np.float32)
+    weights = os.path.join(work, "we.safetensors")
+    write_safetensors(weights, {"lin.weight": torch.from_numpy(w), "lin.bias": torch.from_numpy(b)}, {})
+    for rows in (1, 7):
+        x = rng.standard_normal((rows, K)).astype(np.float32)
+        r = rng.standard_normal((rows, N)).astype(np.float32)
+        for bits, group in ((8, 64), (4, 128)):
+            quant = f"int{bits}:group={group}"
+            got = run(mlc, work, emdl, weights, x, rows, quant, r)
+            wq, _ = dequant(w, bits, group)
+            z = x.astype(np.float64) @ wq.T.astype(np.float64) + b
+            ref = z / (1 + np.exp(-z)) + r
+            err = np.abs(got - ref).max() / np.abs(ref).max()
+            plain = z + r  # without the SiLU: the check has teeth
+            teeth = np.abs(got - plain).max() / np.abs(ref).max() > 100 * TOL
+            ok = err <= TOL and teeth
+            print(f"{'ok' if ok else 'FAIL'}: rows={rows} k={K} {quant} with a bias, SiLU and a residual add: rel err vs "
+                  f"numpy {err:.2e} (tol {TOL})")
+            failed += not ok
     if failed:
         sys.exit(f"{failed} checks failed")
     print("ok")
