@@ -5,8 +5,10 @@
 #   PART=decode  the numerics (tests/ref/decode.py and quant.py with CUDA
 #                graphs, the op cases -k linear and -k attention_kv), the
 #                Python binding (as PART=mini), then decode speed at the MiniLLM's size, bf16 and int4, under
-#                VARIANTS (name:MLC_CUDA_PDL:nvcc flags; each its own kernel
-#                cache), in turn, two rounds while the time lasts (LIMIT s).
+#                VARIANTS (name:MLC_CUDA_PDL:nvcc flags[:another mlc, e.g. the
+#                commit before's build-gpu/mlc.prev, skipped where not
+#                carried]; each its own kernel cache), in turn, two rounds
+#                while the time lasts (LIMIT s).
 #   PART=mini    the final tree's numerics: every CUDA op case, decode.py,
 #                quant.py, cuda_minillm.py --small; then bench/h200_python.sh
 #                (the Python binding from torch CUDA tensors, with no copy)
@@ -62,15 +64,17 @@ decode)
   python_binding
   export MLC_CUDA_GRAPHS=1
   for round in 1 2; do
-    for v in ${VARIANTS:-wait:1:-DMLC_PDL_NO_TRIGGER_-DMLC_NO_PREFETCH both:1: off:0: trig:1:-DMLC_NO_PREFETCH pref:1:-DMLC_PDL_NO_TRIGGER}; do
-      IFS=: read -r n p fl <<< "$v"
+    for v in ${VARIANTS:-wait:1:-DMLC_PDL_NO_TRIGGER_-DMLC_NO_PREFETCH both:1: prev:1::build-gpu/mlc.prev off:0: trig:1:-DMLC_NO_PREFETCH pref:1:-DMLC_PDL_NO_TRIGGER}; do
+      IFS=: read -r n p fl bin <<< "$v"
+      vm=$mlc
+      if [ -n "$bin" ]; then [ -x "$bin" ] && vm=$PWD/$bin || continue; fi
       printf '#!/bin/sh\nexec /usr/local/cuda/bin/nvcc %s "$@"\n' "${fl//_-/ -}" > /tmp/nvcc-$n
       chmod +x /tmp/nvcc-$n
       for c in ${DTYPES:-bf16:bf16: int4:f32:int4}; do
         IFS=: read -r name dt q <<< "$c"
         [ $((SECONDS + 60)) -lt ${LIMIT:-560} ] || { echo "time's up: $n $name round $round not run"; continue; }
         l=$work/speed_${name}_${n}_r$round.log
-        MLC_NVCC=/tmp/nvcc-$n XDG_CACHE_HOME=/tmp/cache-$n MLC_CUDA_PDL=$p timeout 100 python3 bench/decode_cpu.py $mlc \
+        MLC_NVCC=/tmp/nvcc-$n XDG_CACHE_HOME=/tmp/cache-$n MLC_CUDA_PDL=$p timeout 100 python3 bench/decode_cpu.py $vm \
           --target cuda --torch-device cuda --runs ${RUNS:-2} --new 128 --dtype $dt ${q:+--quantize $q} \
           vocab=32000 dim=2048 layers=12 heads=16 max_ctx=1024 > $l 2>&1 || rc=1
         echo "decode $name $n round $round: $(grep -E 'decode mlc/torch|bandwidth' $l | cut -c1-160 | tr '\n' ' ')"
