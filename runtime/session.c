@@ -533,7 +533,7 @@ mlc_status mlc_session_bind_output(mlc_session *s, const char *entry, const char
 
 bool mlc_session_is_bound(const mlc_session *s, const char *entry, bool input, const char *name) {
   entry_state *es;
-  mlc_status st = mlc_sess_find_entry((mlc_session *)s, entry, &es);
+  mlc_status st = mlc_sess_find_entry(s, entry, &es);
   if (st) {
     mlc_status_free(st);
     return false;
