@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # On the GPU machine (device tool), session 23 (2026-12-06): a decode step's
-# kernels let the next launch at once (mlc_pdl_trigger) and its GEMVs
-# prefetch their weights into L2 before they wait (issue 29).
+# kernels let the next launch at once (mlc_pdl_trigger), its qlinears carry
+# their epilogues (issue 29), and the Python binding binds GPU tensors in
+# place (issue 26).  At 71ebee4 the GEMVs also prefetched their weights into
+# L2 before they waited (-DMLC_NO_PREFETCH turned that off); that was slower
+# and is gone since.
 #   PART=decode  the numerics (tests/ref/decode.py and quant.py with CUDA
 #                graphs, the op cases -k linear and -k attention_kv), the
 #                Python binding (as PART=mini), then decode speed at the MiniLLM's size, bf16 and int4, under
@@ -12,8 +15,10 @@
 #   PART=mini    the final tree's numerics: every CUDA op case, decode.py,
 #                quant.py, cuda_minillm.py --small; then bench/h200_python.sh
 #                (the Python binding from torch CUDA tensors, with no copy)
-#                where build-gpu/artifacts was carried; on an H200, while the
-#                time lasts, bench/h200_s22.sh's head-dim table (PART=dims).
+#                where build-gpu/artifacts was carried; then, while the time
+#                lasts, one round of PART=decode's speed (the trigger against
+#                none) and on an H200 bench/h200_s22.sh's head-dim table
+#                (PART=dims).
 # Carry build-gpu/mlc, build-gpu/lib, build-gpu/codegen/cuda/mlc_opcheck,
 # build-gpu/runtime/libmlcrt.a and .yardstick (and build-gpu/artifacts, from
 # bench/artifact_prep.sh).  Logs in $OUT/logs.tgz; a summary on standard
@@ -58,13 +63,10 @@ python_binding() { # bench/h200_python.sh, where build-gpu/artifacts was carried
   took
   pack
 }
-case $part in
-decode)
-  numerics "linear attention_kv"
-  python_binding
+speed() { # decode speed under VARIANTS, rounds $@ (LIMIT: skip what would end past it)
   export MLC_CUDA_GRAPHS=1
-  for round in 1 2; do
-    for v in ${VARIANTS:-wait:1:-DMLC_PDL_NO_TRIGGER_-DMLC_NO_PREFETCH both:1: prev:1::build-gpu/mlc.prev off:0: trig:1:-DMLC_NO_PREFETCH pref:1:-DMLC_PDL_NO_TRIGGER}; do
+  for round in "$@"; do
+    for v in ${VARIANTS:-wait:1:-DMLC_PDL_NO_TRIGGER trig:1:}; do
       IFS=: read -r n p fl bin <<< "$v"
       vm=$mlc
       if [ -n "$bin" ]; then [ -x "$bin" ] && vm=$PWD/$bin || continue; fi
@@ -83,6 +85,12 @@ decode)
     done
     took
   done
+}
+case $part in
+decode)
+  numerics "linear attention_kv"
+  python_binding
+  speed 1 2
   ;;
 mini)
   numerics ""
@@ -92,6 +100,7 @@ mini)
   took
   pack
   python_binding
+  LIMIT=${SPEED_LIMIT:-${LIMIT:-560}} speed 1
   if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && [ $((SECONDS + 150)) -lt ${LIMIT:-560} ]; then
     OUT=$work/dims PART=dims bash bench/h200_s22.sh > $work/dims.log 2>&1 || rc=1
     cat $work/dims.log

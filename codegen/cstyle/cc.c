@@ -137,7 +137,6 @@ void cc_begin_min(cc *c, uint64_t grid, uint32_t block, uint32_t smem, uint32_t 
   MLC_ASSERT(c->nlaunch < CC_MAX_LAUNCH);
   c->launch[c->nlaunch] = (cc_launch){grid, block, smem};
   c->t->kernel_begin(c, block, min_blocks);
-  c->pre_wait = NULL;
   c->nlaunch++;
 }
 

@@ -86,11 +86,6 @@ struct cc {
    * once (programmatic dependent launch, prelude.c's mlc_pdl_trigger). */
   bool decode;
   /* set by the emitter */
-  /* A statement the kernel runs before it waits for the kernels before it
-   * (CUDA's mlc_pdl_enter), or NULL.  It may not read what they write: only
-   * a prefetch of the weights into L2, a hint that cannot change a result.
-   * Read by the next cc_begin. */
-  const char *pre_wait;
   cc_launch launch[CC_MAX_LAUNCH];
   uint32_t nlaunch;
   uint64_t scratch;          /* bytes of scratch the launches share */

@@ -375,7 +375,6 @@ static void gemv_emit(cc *c, const gemm_desc *d, const mlc_fused_prog *pr) {
   const int ks = gemv_ks(c, d, mlc_dtype_size(d->dt));
   const char *T = cc_stype(c, d->dt);
   const char *G = cc_fmt(c, "mlc_gemv<%s, %d, %lldLL, %lldLL, %d, %d>", T, (int)d->M, (long long)d->N, (long long)d->K, GEMV_WARPS, ks);
-  c->pre_wait = cc_fmt(c, "%s::prefetch(in1);", G); /* a hint: L2 is where every write meets, so it reads nothing stale */
   cc_begin(c, (uint64_t)cc_ceil_div(d->N, GEMV_WARPS / ks), 32 * GEMV_WARPS, 0);
   cc_printf(c, "  typedef %s G;\n", G);
   if (pr) cc_printf(c, "  const @K@_epi e = %s;\n", cc_fused_epilogue_init(c, "0"));

@@ -44,7 +44,6 @@ bool cc_emit_qlinear(cc *c) {
   while (ks < QV_WARPS && q.k * q.bits / 32 / (2 * ks) >= QV_WARP_WORDS) ks *= 2;
   const char *Q = cc_fmt(c, "mlc_qgemv<%d, %d, %lldLL, %lldLL, %lldLL, %lldLL, %d, %d>", q.bits, (int)MB, (long long)q.m, (long long)q.n,
                          (long long)q.k, (long long)q.group, QV_COLS, ks);
-  c->pre_wait = cc_fmt(c, "%s::prefetch(in1);", Q); /* a hint, as gemv_emit's */
   if (fused) cc_fused_epilogue(c, &pr);
   cc_begin(c, (uint64_t)blocks, 32 * ks, 0);
   if (fused) cc_printf(c, "  const @K@_epi e = %s;\n", cc_fused_epilogue_init(c, "0"));

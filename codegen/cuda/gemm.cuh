@@ -1249,11 +1249,6 @@ template <class T, int M, long long N, long long K, int WPB, int KS> struct mlc_
       for (int j = 0; j < V; j++) acc[m] += to_f32(xv.e[j]) * to_f32(wv.e[j]);
     }
   }
-  // the block's rows of w into L2 (before the kernel waits for its predecessor)
-  static MLC_FN void prefetch(const T *w) {
-    const long long n0 = (long long)blockIdx.x * CPB, es = sizeof(T);
-    mlc_prefetch_l2(w, n0 * K * es, (n0 + CPB) * K * es, N * K * es);
-  }
   template <class Ep> static MLC_FN void run(const T *x, const T *w, const Ep &e) {
     const int lane = threadIdx.x & 31, wi = threadIdx.x >> 5, ks = wi % KS;
     const long long n = (long long)blockIdx.x * CPB + wi / KS;
@@ -1320,13 +1315,6 @@ template <int BITS, int MB, long long M, long long N, long long K, long long G, 
   // mantissa that is 2^23 + code + HALF exactly, and one subtraction leaves
   // the code.
   static constexpr unsigned MASK = (1u << BITS) - 1, HALF = 1u << (BITS - 1), FLIP = BITS == 4 ? 0x88888888u : 0x80808080u;
-  // the block's C rows of codes and scales into L2 (before the kernel waits for its predecessor); the
-  // blocks of later rows of x read the same words and leave them to the first
-  static MLC_FN void prefetch(const int *wq) {
-    if (blockIdx.x >= NB) return;
-    const long long n0 = (long long)blockIdx.x * C;
-    mlc_prefetch_l2(wq, n0 * RW * 4, (n0 + C) * RW * 4, N * RW * 4);
-  }
   template <class Ep> static MLC_FN void run(const int *wq, const float *x, const Ep &e) {
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     const long long n0 = (long long)(blockIdx.x % NB) * C, r0 = (long long)(blockIdx.x / NB) * MB;

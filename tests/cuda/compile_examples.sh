@@ -41,9 +41,8 @@ for m in mlp linear minillm; do
   check "$m: NVRTC compiles the same source for sm_90a" "ASAN_OPTIONS=detect_leaks=0 \"$test_nvrtc\" \"$out/$name.cu\" \"$work/$m.cubin\" > \"$work/$m.nvrtc.log\" 2>&1"
   # programmatic dependent launch (runtime/cuda/device.c) is safe only if every kernel waits first
   kernels=$(grep -c '__global__ void' "$out/$name.cu")
-  # (a decode step's kernels trigger the next one first; a GEMV prefetches its weight into L2 first)
-  waits=$(awk '/__global__ void/ { k = 1; next }
-    k && /^  (mlc_pdl_trigger\(\)|mlc_q?gemv<[^;]*>::prefetch\(in1\));$/ { next }
+  # (a decode step's kernels trigger the next one first)
+  waits=$(awk '/__global__ void/ { k = 1; next } k && /^  mlc_pdl_trigger\(\);$/ { next }
     k && /^  mlc_pdl_enter\(\);$/ { n++ } { k = 0 } END { print n + 0 }' "$out/$name.cu")
   check "$m: each of its $kernels kernels opens with mlc_pdl_enter ($waits)" "[ $kernels -gt 0 ] && [ $waits -eq $kernels ]"
   if [ $m = minillm ]; then
@@ -57,14 +56,12 @@ for m in mlp linear minillm; do
   fi
 done
 # A decode step (examples/minillm_causal.mdl, f32 and --quantize int4): each of its kernels lets the next
-# launch at once (mlc_pdl_trigger), the forward's do not, and its GEMVs prefetch their weights into L2
-# before they wait (codegen/cuda/prelude.c)
+# launch at once (mlc_pdl_trigger, codegen/cuda/prelude.c), the forward's do not
 for q in "" int4; do
   m=minillm_causal${q:+_$q} out=$work/minillm_causal${q:+_$q}
   "$mlc" compile "$root/examples/minillm_causal.mdl" --target cuda -o "$out" ${q:+--quantize $q} 2> "$work/$m.log" || { cat "$work/$m.log"; exit 1; }
   kernels=$(grep -c '__global__ void' "$out/minillm.cu")
-  waits=$(awk '/__global__ void/ { k = 1; next }
-    k && /^  (mlc_pdl_trigger\(\)|mlc_q?gemv<[^;]*>::prefetch\(in1\));$/ { next }
+  waits=$(awk '/__global__ void/ { k = 1; next } k && /^  mlc_pdl_trigger\(\);$/ { next }
     k && /^  mlc_pdl_enter\(\);$/ { n++ } { k = 0 } END { print n + 0 }' "$out/minillm.cu")
   check "$m: each of its $kernels kernels opens with mlc_pdl_enter ($waits)" "[ $kernels -gt 0 ] && [ $waits -eq $kernels ]"
   step=$(awk '/^\/\/ step %/ { s = 1 } /^\/\/ [a-z_]+ %/ && !/^\/\/ step %/ { s = 0 } s && /__global__ void/ { k++ } s && /^  mlc_pdl_trigger\(\);$/ { t++ }
@@ -73,8 +70,6 @@ for q in "" int4; do
   check "$m: every one of the step's $sk kernels triggers the next ($st)" "[ $sk -gt 0 ] && [ $sk -eq $st ]"
   fwd=$(awk '/^\/\/ forward %/ { s = 1 } /^\/\/ [a-z_]+ %/ && !/^\/\/ forward %/ { s = 0 } s && /^  mlc_pdl_trigger\(\);$/ { t++ } END { print t + 0 }' "$out/minillm.cu")
   check "$m: no kernel of the forward triggers early ($fwd)" "[ $fwd -eq 0 ]"
-  pf=$(grep -c -E '^  mlc_q?gemv<[^;]*>::prefetch\(in1\);$' "$out/minillm.cu" || true)
-  check "$m: its GEMVs prefetch their weights ($pf)" "[ $pf -gt 0 ]"
   # int4: the qlinears carry the adds and the SiLU that follow them (fuse.c, qlinear_epilogues)
   lone=$(grep -c -E '^// step %[0-9]+ (add|silu) ' "$out/minillm.cu" || true)
   [ -z "$q" ] || check "$m: no add or SiLU of the step in a kernel of its own ($lone)" "[ $lone -eq 0 ]"
