@@ -118,7 +118,8 @@ int main(void) {
                "a device output given to a CPU model");
   mlc_tensor txk = {MLC_DTYPE_F32, 2, {1, IN}, x[0], IN * sizeof(float), (mlc_memory)7, 0};
   check_status(mlp1_forward_tensors(a, &txk, &tyt), MLC_INVALID_ARGUMENT,
-               "mlp1_forward: input 'x': unknown memory kind 7 (0: host, 1: the model's device, 2: host, in place)",
+               "mlp1_forward: input 'x': unknown memory kind 7 (0: host, 1: the model's device, 2: host, in place, "
+               "3: the model's device, in place)",
                "an unknown memory kind");
 
   /* Two threads on one model. */
