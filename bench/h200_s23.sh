@@ -48,7 +48,7 @@ numerics() { # decode.py and quant.py with graphs, then op cases -k each of $1
   took
   pack
   for k in $1; do
-    timeout 240 python3 tests/ops/opcheck.py ops --target cuda --jobs 16 --opcheck $opcheck --work /tmp/ops-$k ${k:+-k $k} \
+    timeout ${OPS_TIMEOUT:-240} python3 tests/ops/opcheck.py ops --target cuda --jobs 16 --opcheck $opcheck --work /tmp/ops-$k ${k:+-k $k} \
       > $work/ops_${k:-all}.log 2>&1 || rc=1
     echo "cuda op cases ${k:+-k $k}: $(grep -E 'cases passed' $work/ops_${k:-all}.log)"
     grep -E '^FAIL' $work/ops_${k:-all}.log | head -8 | cut -c1-300
