@@ -153,6 +153,46 @@ static void test_cuda_policy(void **state) {
   release(&c);
 }
 
+/* --quantize int4 (groups of 32): on CUDA the qlinear heads the group of its
+ * bias add, ReLU and residual add ("qlinear.<bits>.<group>", the target's
+ * qlinear_epilogues); Metal and SPIR-V keep the qlinear on its own. */
+static void test_qlinear_epilogue(void **state) {
+  (void)state;
+  const char *targets[] = {"cuda", "metal", "spirv"};
+  for (int t = 0; t < 3; t++) {
+    compiled c;
+    assert_true(compiled_frontend(&c, mlp_src, NULL, 0));
+    c.prog.opts.quant_bits = 4;
+    c.prog.opts.quant_group = 32;
+    mlc_pipeline_options o = {.target = targets[t]};
+    assert_true(mlc_pipeline_run(&c.prog, &c.diag, &o));
+    char *s = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&s, &n);
+    mlc_print_func(f, &c.prog, &c.prog.funcs[0]);
+    fclose(f);
+    if (t == 0) {
+      assert_non_null(strstr(s, "\"qlinear.4.32($0, $1); add(#0, $2); relu(#1); add(#2, $3)\" : f32[32, 16]"));
+      assert_int_equal(count(s, " = qlinear "), 0);
+      const mlc_func *fn = &c.prog.funcs[0];
+      for (uint32_t i = 0; i < fn->n; i++) { /* its unit: the qlinear's (FP32), its FLOPs: 2 k a result */
+        uint16_t op;
+        const mlc_type *a;
+        if (fn->nodes[i].op != MLC_OP_FUSED) continue;
+        assert_true(mlc_plan_mm_of(fn, i, &op, &a) && op == MLC_OP_QLINEAR);
+        double flops = 0, bytes = 0;
+        mlc_node_cost(fn, &fn->nodes[i], &flops, &bytes);
+        assert_true(flops >= 2.0 * 32 * 16 * 64);
+      }
+    } else {
+      assert_int_equal(count(s, " = qlinear "), 1);
+      assert_null(strstr(s, "qlinear."));
+    }
+    free(s);
+    release(&c);
+  }
+}
+
 /* The shape rule of a hand-made fused node: message for each malformation. */
 static void expect(compiled *c, const uint32_t *in, uint16_t nin, const char *prog, const char *want) {
   mlc_func *f = &c->prog.funcs[0];
@@ -193,6 +233,11 @@ static void test_shape_rule(void **state) {
   uint32_t xwx[3] = {0, 2, 0};
   expect(&c, xwx, 3, "linear($0, $1); add(#0, $2)", "cannot broadcast");
   expect(&c, rb, 2, "", "empty fused program");
+  expect(&c, xwb, 3, "qlinear($0, $1); add(#0, $2)", "qlinear without .<bits>.<group>");
+  expect(&c, xwb, 3, "qlinear.4($0, $1); add(#0, $2)", "qlinear without .<bits>.<group>");
+  expect(&c, xwb, 3, "qlinear.4.x($0, $1); add(#0, $2)", "qlinear without .<bits>.<group>");
+  expect(&c, xwb, 3, "qlinear.4.32($0, $1); add(#0, $2)", "packed weight"); /* an f32 weight is not the packed one */
+  expect(&c, rb, 2, "exp($0); qlinear.4.32($0, $1)", "qlinear at instruction 1");
   release(&c);
 }
 
@@ -399,6 +444,7 @@ int main(void) {
       cmocka_unit_test(test_metal_epilogue),
       cmocka_unit_test(test_cuda_policy),
       cmocka_unit_test(test_shape_rule),
+      cmocka_unit_test(test_qlinear_epilogue),
       cmocka_unit_test(test_adamw_multi),
       cmocka_unit_test(test_sgd_multi),
       cmocka_unit_test(test_attnsave),
