@@ -373,10 +373,9 @@ static int gemv_ks(const cc *c, const gemm_desc *d, int64_t esize) {
 static void gemv_emit(cc *c, const gemm_desc *d, const mlc_fused_prog *pr) {
   if (pr) cc_fused_epilogue(c, pr);
   const int ks = gemv_ks(c, d, mlc_dtype_size(d->dt));
-  const char *T = cc_stype(c, d->dt);
-  const char *G = cc_fmt(c, "mlc_gemv<%s, %d, %lldLL, %lldLL, %d, %d>", T, (int)d->M, (long long)d->N, (long long)d->K, GEMV_WARPS, ks);
   cc_begin(c, (uint64_t)cc_ceil_div(d->N, GEMV_WARPS / ks), 32 * GEMV_WARPS, 0);
-  cc_printf(c, "  typedef %s G;\n", G);
+  const char *T = cc_stype(c, d->dt);
+  cc_printf(c, "  typedef mlc_gemv<%s, %d, %lldLL, %lldLL, %d, %d> G;\n", T, (int)d->M, (long long)d->N, (long long)d->K, GEMV_WARPS, ks);
   if (pr) cc_printf(c, "  const @K@_epi e = %s;\n", cc_fused_epilogue_init(c, "0"));
   else cc_printf(c, "  const mlc_gemm_out<%s> e = {out};\n", T);
   cc_printf(c, "  G::run(in0, in1, e);\n");
