@@ -13,7 +13,8 @@
  * of instruction j < this one.  Every op is elementwise (EW flag), except
  * that instruction 0 may be a GEMM (matmul, linear, matmul_tn, or, on CUDA,
  * qlinear, written "qlinear.<bits>.<group>") of $0 and $1: the rest of the
- * program is then that GEMM's epilogue, applied as its results are stored.  Each instruction's type comes from its op's shape
+ * program is then that GEMM's epilogue, applied as its results are stored.
+ * Each instruction's type comes from its op's shape
  * rule (ir/shape.c), so the op table stays the one source of truth; values
  * are rounded to each instruction's dtype as the unfused ops would have
  * stored them, so a fused group computes exactly what its parts did.
