@@ -88,7 +88,7 @@ speed() { # decode speed under VARIANTS, rounds $@ (LIMIT: skip what would end p
 }
 case $part in
 decode)
-  numerics "linear attention_kv"
+  numerics "${OPS_K:-linear attention_kv}"
   python_binding
   speed 1 2
   ;;

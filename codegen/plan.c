@@ -84,10 +84,11 @@ bool mlc_plan_mm_of(const mlc_func *f, uint32_t node, uint16_t *op, const mlc_ty
   }
   mlc_fused_prog pr;
   char err[128];
-  if (n->op != MLC_OP_FUSED || !mlc_fused_program(f, n, &pr, err, sizeof err) || !pr.n ||
-      !(mlc_ops[pr.ins[0].op].flags & MLC_F_MM))
+  if (n->op != MLC_OP_FUSED || !mlc_fused_program(f, n, &pr, err, sizeof err) || pr.gemm < 0 ||
+      !(mlc_ops[pr.ins[pr.gemm].op].flags & MLC_F_MM))
     return false;
-  *op = pr.ins[0].op, *a = &f->nodes[n->in[0]].type; /* instruction 0's operands are $0 and $1 */
+  /* the GEMM's operands are $0 and $1 (after a prologue: its norm of $0, of $0's type) */
+  *op = pr.ins[pr.gemm].op, *a = &f->nodes[n->in[0]].type;
   return true;
 }
 

@@ -14,6 +14,12 @@
  * that instruction 0 may be a GEMM (matmul, linear, matmul_tn, or, on CUDA,
  * qlinear, written "qlinear.<bits>.<group>") of $0 and $1: the rest of the
  * program is then that GEMM's epilogue, applied as its results are stored.
+ * On CUDA a GEMM may also have a prologue: instruction 0 an rmsnorm of $0
+ * (weight $2 if it has one), written "rmsnorm.<eps>", and instruction 1 a
+ * linear or qlinear of #0 and $1 with at most the target's
+ * gemv_prologue_rows rows: the matrix-vector kernels normalise x as they
+ * read it, so a decode step's norm is no launch of its own.  The
+ * epilogue's own inputs then start at $3 ($2 without a norm weight).
  * Each instruction's type comes from its op's shape
  * rule (ir/shape.c), so the op table stays the one source of truth; values
  * are rounded to each instruction's dtype as the unfused ops would have
@@ -33,10 +39,13 @@ typedef struct {
   int16_t arg[2];  /* >= 0: instruction; < 0: node input -1 - arg */
   mlc_type type;   /* from the op's shape rule (cast: dtype from the text) */
   int32_t qbits, qgroup; /* qlinear: from the text, as the node's attributes */
+  double eps;            /* rmsnorm (a prologue): from the text */
 } mlc_fused_ins;
 
 typedef struct {
   uint32_t n;
+  int32_t gemm;   /* the GEMM's instruction: 0, 1 after a prologue, -1 in an elementwise program */
+  uint32_t epi_in; /* the first input the epilogue reads (2 after a GEMM, 3 after a prologue with a norm weight) */
   mlc_fused_ins ins[MLC_FUSED_MAX];
 } mlc_fused_prog;
 

@@ -756,7 +756,7 @@ static const char *fused_skip(const char *s) {
   return s;
 }
 
-/* "op(args)", "cast.dt(args)" or "qlinear.bits.group(args)" instructions separated by ";". */
+/* "op(args)", "cast.dt(args)", "qlinear.bits.group(args)" or "rmsnorm.eps(args)" instructions separated by ";". */
 static bool fused_parse(rule_ctx *c, mlc_fused_prog *pr) {
   const char *s = c->n->a.name;
   if (!s) return fail(c, "fused node without a program");
@@ -778,6 +778,11 @@ static bool fused_parse(rule_ctx *c, mlc_fused_prog *pr) {
       if (b > 0 && *end == '.') g = strtol(end + 1, &end, 10);
       if (b <= 0 || b > 32 || g <= 0 || g > INT32_MAX) return fail(c, "fused program: qlinear without .<bits>.<group>");
       in->qbits = (int32_t)b, in->qgroup = (int32_t)g;
+      s = end;
+    } else if (op == MLC_OP_RMSNORM) {
+      char *end = (char *)s;
+      in->eps = *s == '.' ? strtod(s + 1, &end) : -1.0;
+      if (end == s + 1 || !(in->eps >= 0.0)) return fail(c, "fused program: rmsnorm without .<eps>");
       s = end;
     } else if (*s == '.') {
       size_t dl = strcspn(s + 1, "( ");
@@ -814,24 +819,38 @@ static bool fused_parse(rule_ctx *c, mlc_fused_prog *pr) {
 /* Types every instruction with its op's own shape rule. */
 static bool fused_types(rule_ctx *c, mlc_fused_prog *pr) {
   if (!fused_parse(c, pr)) return false;
-  for (uint32_t i = 0; i < pr->n; i++) {
+  /* a prologue: rmsnorm($0[, $2]) before a linear or qlinear of #0 and $1 */
+  const mlc_fused_ins *p0 = &pr->ins[0];
+  bool pro = p0->op == MLC_OP_RMSNORM;
+  if (pro && (p0->arg[0] != -1 || (p0->nin == 2 && p0->arg[1] != -3) || pr->n < 2 ||
+              (pr->ins[1].op != MLC_OP_LINEAR && pr->ins[1].op != MLC_OP_QLINEAR)))
+    return fail(c, "fused program: a prologue is rmsnorm($0[, $2]) before a linear or qlinear of #0 and $1");
+  pr->gemm = pro ? 1 : -1;
+  for (uint32_t i = pro; i < pr->n; i++) {
     mlc_fused_ins *in = &pr->ins[i];
     unsigned fl = mlc_ops[in->op].flags;
     bool gemm = in->op == MLC_OP_MATMUL || in->op == MLC_OP_LINEAR || in->op == MLC_OP_MATMUL_TN || in->op == MLC_OP_QLINEAR;
-    if (gemm ? i != 0 || in->nin != 2 || in->arg[0] != -1 || in->arg[1] != -2 : !(fl & MLC_F_EW))
+    if (gemm ? i != (uint32_t)pro || in->nin != 2 || in->arg[0] != (pro ? 0 : -1) || in->arg[1] != -2 : !(fl & MLC_F_EW))
       return fail(c, "fused program: %s at instruction %u (only a GEMM of $0, $1 first, then elementwise ops)",
                   mlc_ops[in->op].name, i);
-    if (in->nin != mlc_ops[in->op].arity) return fail(c, "fused program: %s takes %d operands", mlc_ops[in->op].name, mlc_ops[in->op].arity);
+    if (gemm) pr->gemm = (int32_t)i;
+    for (int k = 0; pro && i > 1 && k < in->nin; k++)
+      if (in->arg[k] == 0) return fail(c, "fused program: the epilogue reads the prologue's #0");
+  }
+  pr->epi_in = pr->gemm < 0 ? 0 : pro ? 2u + (p0->nin == 2) : 2u;
+  for (uint32_t i = 0; i < pr->n; i++) {
+    mlc_fused_ins *in = &pr->ins[i];
+    if (mlc_ops[in->op].arity >= 0 && in->nin != mlc_ops[in->op].arity) return fail(c, "fused program: %s takes %d operands", mlc_ops[in->op].name, mlc_ops[in->op].arity);
     mlc_node fk = {.op = in->op, .nin = in->nin};
     fk.type.dtype = in->type.dtype;
-    fk.a.qbits = in->qbits, fk.a.qgroup = in->qgroup;
+    fk.a.qbits = in->qbits, fk.a.qgroup = in->qgroup, fk.a.f = in->eps;
     rule_ctx rc = {.f = c->f, .n = &fk, .out = &in->type, .err = c->err, .errn = c->errn};
     for (int k = 0; k < in->nin; k++)
       rc.in[k] = in->arg[k] < 0 ? &c->f->nodes[c->n->in[-1 - in->arg[k]]].type : &pr->ins[in->arg[k]].type;
     if (!shape_of(&rc)) return false;
   }
-  const mlc_fused_ins *g = &pr->ins[0], *last = &pr->ins[pr->n - 1];
-  if (!(mlc_ops[g->op].flags & MLC_F_EW) && (g->type.rank != last->type.rank ||
+  const mlc_fused_ins *g = &pr->ins[pr->gemm < 0 ? 0 : pr->gemm], *last = &pr->ins[pr->n - 1];
+  if (pr->gemm >= 0 && (g->type.rank != last->type.rank ||
       memcmp(g->type.dim, last->type.dim, sizeof g->type.dim[0] * g->type.rank)))
     return fail(c, "fused program: the epilogue of a GEMM [%s] must keep its shape, got %s", TSTR(&g->type), TSTR(&last->type));
   return true;

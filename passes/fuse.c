@@ -291,6 +291,78 @@ static bool fuse_groups(mlc_program *p, mlc_func *f, bool epilogues, bool cuda, 
   return changed;
 }
 
+/* Writes instruction in of a program as fused.h spells it, its operands
+ * renumbered for a prologue before it: #j as #(j + 1), $0 as #0 (the
+ * norm) where norm_x, $k as $(k + dk) from $2 on. */
+static void put_ins(text *t, const mlc_fused_ins *in, bool norm_x, int dk) {
+  put(t, "%s%s", t->n ? "; " : "", mlc_ops[in->op].name);
+  if (in->op == MLC_OP_CAST) put(t, ".%s", mlc_dtype_name(in->type.dtype));
+  if (in->op == MLC_OP_QLINEAR) put(t, ".%d.%d", in->qbits, in->qgroup);
+  put(t, "(");
+  for (int k = 0; k < in->nin; k++) {
+    int a = in->arg[k];
+    if (a >= 0) put(t, "%s#%d", k ? ", " : "", a + 1);
+    else if (a == -1 && norm_x) put(t, "%s#0", k ? ", " : "");
+    else put(t, "%s$%d", k ? ", " : "", -1 - a + (-1 - a >= 2 ? dk : 0));
+  }
+  put(t, ")");
+}
+
+/* An rmsnorm whose only reader is a linear or qlinear (alone or heading an
+ * epilogue group) of at most `rows` rows -> that GEMM's prologue
+ * (ir/fused.h): the decode step's norms before the in-projection, the FFN
+ * and the head are then read by the matrix-vector kernels, which normalise
+ * x as they read it, with no launch of their own.  The node's inputs
+ * become x, the weight, the norm's weight, then the epilogue's. */
+static bool fuse_prologues(mlc_program *p, mlc_func *f, int rows) {
+  uint32_t *uses = count_uses(p, f);
+  bool changed = false;
+  for (uint32_t i = 0; i < f->n; i++) {
+    mlc_node *n = &f->nodes[i];
+    mlc_fused_prog pr = {.n = 0};
+    char err[256];
+    bool fused = n->op == MLC_OP_FUSED;
+    if (fused && !mlc_fused_program(f, n, &pr, err, sizeof err)) MLC_ICE("fuse: %%%u: %s", i, err);
+    if (fused ? pr.gemm != 0 : n->nin != 2) continue;
+    uint16_t op = fused ? pr.ins[0].op : n->op;
+    if (op != MLC_OP_LINEAR && op != MLC_OP_QLINEAR) continue;
+    const mlc_node *r = &f->nodes[n->in[0]];
+    if (r->op != MLC_OP_RMSNORM || uses[n->in[0]] != 1 || !r->type.rank || mlc_node_sharded(p, f, r) ||
+        mlc_node_sharded(p, f, n) || update_between(f, n->in[0], i))
+      continue;
+    int64_t K = r->type.dim[r->type.rank - 1];
+    if (K < 1 || mlc_type_numel(&r->type) / K > rows) continue;
+    int w = r->nin == 2; /* the norm's weight */
+    uint32_t nin = n->nin + (uint32_t)w;
+    if (nin > MLC_FUSED_MAX_IN || (fused && pr.n + 1 > MLC_FUSED_MAX)) continue;
+    text t = {.n = 0};
+    put(&t, "rmsnorm.%.17g($0%s)", r->a.f, w ? ", $2" : "");
+    if (fused) {
+      for (uint32_t j = 0; j < pr.n; j++) put_ins(&t, &pr.ins[j], j == 0, w);
+    } else {
+      mlc_fused_ins g = {.op = op, .nin = 2, .arg = {-1, -2}, .qbits = n->a.qbits, .qgroup = n->a.qgroup};
+      put_ins(&t, &g, true, w);
+    }
+    if (t.full) continue;
+    uint32_t *in = mlc_arena_alloc(p->arena, nin * sizeof *in);
+    in[0] = r->in[0], in[1] = n->in[1];
+    if (w) in[2] = r->in[1];
+    for (uint32_t k = 2; k < n->nin; k++) in[k + w] = n->in[k];
+    mlc_type ty = n->type;
+    n->op = MLC_OP_FUSED;
+    n->nin = (uint16_t)nin;
+    n->in = in;
+    memset(&n->a, 0, sizeof n->a);
+    n->a.name = mlc_arena_strndup(p->arena, t.s, t.n);
+    mlc_type got;
+    if (!mlc_infer_type(p, f, n, &got, err, sizeof err) || !mlc_type_eq(&got, &ty))
+      MLC_ICE("fuse: prologue of %%%u (%s): %s", i, n->a.name, err);
+    uses[n->in[0]]++; /* the norm's x is read here now; the norm itself goes */
+    changed = true;
+  }
+  return changed;
+}
+
 /* AdamW or SGD updates in groups: one adamw_multi or sgd_multi node per
  * group, in the place of its last member.  The interleave pass has put
  * each update right after its gradient is complete, so the order of the
@@ -349,7 +421,10 @@ bool mlc_pass_fuse(mlc_pass_ctx *c) {
     mlc_func *f = &c->p->funcs[k];
     bool changed = rewrite_tn(f);
     if (changed) mlc_func_compact(c->p, f);
-    changed = fuse_groups(c->p, f, true, t->epilogues_that_pay, t->qlinear_epilogues);
+    if (fuse_groups(c->p, f, true, t->epilogues_that_pay, t->qlinear_epilogues)) mlc_func_compact(c->p, f);
+    /* on the compacted function: a GEMM taken into a group no longer reads its norm */
+    if (t->gemv_prologue_rows && fuse_prologues(c->p, f, t->gemv_prologue_rows)) mlc_func_compact(c->p, f);
+    changed = false;
     if (t->update_groups) changed |= group_updates(c->p, f, MLC_OP_ADAMW, MLC_OP_ADAMW_MULTI);
     if (t->update_groups) changed |= group_updates(c->p, f, MLC_OP_SGD, MLC_OP_SGD_MULTI);
     if (changed) mlc_func_compact(c->p, f);

@@ -136,6 +136,9 @@ struct cc_dialect {
   /* Whether fused GEMM epilogues also take eight 16-bit columns at a time
    * (st8: CUDA's wgmma GEMM stores through shared memory). */
   bool epilogue_st8;
+  /* Whether emit_gemm and emit_qlinear take an rmsnorm prologue (ir/fused.h;
+   * CUDA's matrix-vector kernels). */
+  bool gemv_prologues;
 };
 
 /* Appends kernel text; the template's $i64, $ll, $f64, $tid, $bid, $gdim,
@@ -248,7 +251,7 @@ bool cc_emit_update_multi(cc *c); /* adamw_multi, sgd_multi (emit_misc.c), for d
 bool cc_fused_program(cc *c, mlc_fused_prog *pr);
 bool cc_fused_gemm_node(cc *c, const mlc_fused_prog *pr, mlc_node *g);
 void cc_fused_epilogue(cc *c, const mlc_fused_prog *pr);
-const char *cc_fused_epilogue_init(cc *c, const char *boff);
+const char *cc_fused_epilogue_init(cc *c, const mlc_fused_prog *pr, const char *boff);
 /* A CONST node's value as a literal of its compute type. */
 const char *cc_const_lit(cc *c, const mlc_node *k);
 

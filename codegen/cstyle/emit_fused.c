@@ -124,31 +124,32 @@ bool cc_fused_program(cc *c, mlc_fused_prog *pr) {
 }
 
 bool cc_fused_gemm_node(cc *c, const mlc_fused_prog *pr, mlc_node *g) {
-  if (mlc_ops[pr->ins[0].op].flags & MLC_F_EW) return false;
+  if (pr->gemm < 0) return false;
+  const mlc_fused_ins *in = &pr->ins[pr->gemm];
   memset(g, 0, sizeof *g);
-  g->op = pr->ins[0].op;
+  g->op = in->op;
   g->nin = 2;
-  g->in = c->n->in;
-  g->type = pr->ins[0].type;
+  g->in = c->n->in; /* x (before its prologue: the norm keeps its type) and the weight */
+  g->type = in->type;
   g->scope = c->n->scope;
-  g->a.qbits = pr->ins[0].qbits, g->a.qgroup = pr->ins[0].qgroup;
+  g->a.qbits = in->qbits, g->a.qgroup = in->qgroup;
   return true;
 }
 
 void cc_fused_epilogue(cc *c, const mlc_fused_prog *pr) {
   const char *dev = c->t->dev;
-  int nin = c->n->nin, odt = c->n->type.dtype, gdt = pr->ins[0].type.dtype;
+  int nin = c->n->nin, odt = c->n->type.dtype, g = pr->gemm, gdt = pr->ins[g].type.dtype, e0 = (int)pr->epi_in;
   const mlc_type *ot = cc_outt(c);
   int64_t N = ot->rank ? ot->dim[ot->rank - 1] : 1;
   layout L;
-  plan_layout(c, &L, 2);
+  plan_layout(c, &L, e0);
   cc_printf(c, "struct @K@_epi {\n");
-  for (int k = 2; k < nin; k++) cc_printf(c, "  %sconst %s *in%d;\n", dev, cc_stype(c, cc_in(c, k)->dtype), k);
+  for (int k = e0; k < nin; k++) cc_printf(c, "  %sconst %s *in%d;\n", dev, cc_stype(c, cc_in(c, k)->dtype), k);
   cc_printf(c, "  %s%s *out;\n  $i64 b0;\n", dev, cc_stype(c, odt));
   /* fx: the program on the accumulator and the inputs' values; f: the
    * same, loading the inputs of the element at flat index i, column col */
   const char *x[MLC_FUSED_MAX_IN] = {0}, *off[MLC_FUSED_MAX_IN] = {0}, *params = "", *args = "";
-  for (int k = 2; k < nin; k++) {
+  for (int k = e0; k < nin; k++) {
     const mlc_node *src = &c->f->nodes[c->n->in[k]];
     if (src->op == MLC_OP_CONST) {
       x[k] = cc_const_lit(c, src);
@@ -160,10 +161,10 @@ void cc_fused_epilogue(cc *c, const mlc_fused_prog *pr) {
     args = cc_fmt(c, "%s, x%d", args, k);
   }
   cc_printf(c, "  MLC_FN %s fx(float acc%s) const {\n", cc_ctype(c, odt), params);
-  cc_printf(c, "    float t0 = %s;\n", rounded(c, gdt, "acc"));
-  cc_printf(c, "    return %s;\n  }\n", eval(c, pr, 1, x, "    "));
+  cc_printf(c, "    float t%d = %s;\n", g, rounded(c, gdt, "acc"));
+  cc_printf(c, "    return %s;\n  }\n", eval(c, pr, (uint32_t)g + 1, x, "    "));
   cc_printf(c, "  MLC_FN %s f($i64 i, $i64 col, float acc) const {\n    (void)i, (void)col;\n", cc_ctype(c, odt));
-  for (int k = 2; k < nin; k++)
+  for (int k = e0; k < nin; k++)
     if (off[k])
       cc_printf(c, "    %s x%d = %s;\n", cc_ctype(c, cc_in(c, k)->dtype), k, cc_load(c, cc_fmt(c, "in%d", k), cc_in(c, k)->dtype, off[k]));
   cc_printf(c, "    return fx(acc%s);\n  }\n", args);
@@ -189,7 +190,7 @@ void cc_fused_epilogue(cc *c, const mlc_fused_prog *pr) {
     cc_printf(c, "  MLC_FN void st8($i64 i, $i64 col, uint4 raw) const {\n"
                  "    const unsigned w[4] = {raw.x, raw.y, raw.z, raw.w};\n");
     bool vec[MLC_FUSED_MAX_IN] = {0};
-    for (int k = 2; k < nin; k++) {
+    for (int k = e0; k < nin; k++) {
       if (!off[k]) continue;
       int dt = cc_in(c, k)->dtype;
       vec[k] = mlc_dtype_size((mlc_dtype)dt) == 2 && (!strcmp(off[k], "(b0 + i)") || !strcmp(off[k], "((col))"));
@@ -207,7 +208,7 @@ void cc_fused_epilogue(cc *c, const mlc_fused_prog *pr) {
     cc_printf(c, "    %s v[8];\n#pragma unroll\n    for (int k = 0; k < 8; k++) {\n"
                  "      %s g; g.x = (unsigned short)(w[k / 2] >> (k %% 2 * 16));\n"
                  "      const $i64 ik = i + k, ck = col + k;\n      (void)ik, (void)ck;\n", cc_ctype(c, odt), G);
-    for (int k = 2; k < nin; k++) {
+    for (int k = e0; k < nin; k++) {
       if (!off[k]) continue;
       int dt = cc_in(c, k)->dtype;
       if (vec[k])
@@ -230,18 +231,20 @@ void cc_fused_epilogue(cc *c, const mlc_fused_prog *pr) {
   cc_printf(c, "};\n");
 }
 
-const char *cc_fused_epilogue_init(cc *c, const char *boff) {
+const char *cc_fused_epilogue_init(cc *c, const mlc_fused_prog *pr, const char *boff) {
   const char *s = "{";
-  for (int k = 2; k < c->n->nin; k++) s = cc_fmt(c, "%sin%d, ", s, k);
+  for (int k = (int)pr->epi_in; k < c->n->nin; k++) s = cc_fmt(c, "%sin%d, ", s, k);
   return cc_fmt(c, "%sout, %s}", s, boff);
 }
 
 bool cc_emit_fused(cc *c) {
   mlc_fused_prog pr;
   if (!cc_fused_program(c, &pr)) return false;
-  if (pr.ins[0].op == MLC_OP_QLINEAR) /* fuse.c makes these only for targets with qlinear_epilogues */
+  if (pr.gemm > 0 && !c->t->gemv_prologues) /* fuse.c makes these only for targets with gemv_prologue_rows */
+    return cc_fail(c, "a GEMM with a prologue: the %s target has no kernel for it", c->t->name);
+  if (pr.gemm >= 0 && pr.ins[pr.gemm].op == MLC_OP_QLINEAR) /* fuse.c makes these only for targets with qlinear_epilogues */
     return c->t->emit_qlinear ? c->t->emit_qlinear(c) : cc_fail(c, "a fused qlinear: the %s target has no kernel", c->t->name);
-  if (!(mlc_ops[pr.ins[0].op].flags & MLC_F_EW)) return c->t->emit_gemm(c);
+  if (pr.gemm >= 0) return c->t->emit_gemm(c);
   const mlc_node *n = c->n;
   int nin = n->nin, out_dt = n->type.dtype;
   layout L;

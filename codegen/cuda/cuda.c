@@ -48,6 +48,7 @@ static const cc_dialect cuda = {
     .emit_qlinear = cc_emit_qlinear,
     .emit_update_multi = cc_emit_update_multi,
     .epilogue_st8 = true,
+    .gemv_prologues = true,
 };
 
 mlc_status mlc_cuda_emit(const mlc_program *p, mlc_cuda_module *m) { return cc_emit_module(p, &cuda, m); }

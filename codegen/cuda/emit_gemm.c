@@ -286,7 +286,7 @@ static void gemm_emit_one(cc *c, const gemm_desc *d, const gemm_cfg *g, const ml
               d->a_km ? "true" : "false", d->b_nk ? "true" : "false", (long long)d->M, (long long)d->N, (long long)d->K,
               GEMM_GROUP, g->ts ? ", true" : "");
     if (pr) {
-      cc_printf(c, "  const @K@_epi e = %s;\n", cc_fused_epilogue_init(c, "0"));
+      cc_printf(c, "  const @K@_epi e = %s;\n", cc_fused_epilogue_init(c, pr, "0"));
       cc_printf(c, "  G::run_e(in0, in1, e, mlc_gemm_sm%s);\n", maps);
     } else {
       cc_printf(c, "  G::run(in0, in1, %s, mlc_gemm_sm%s);\n", dst, maps);
@@ -339,7 +339,7 @@ static void gemm_emit_one(cc *c, const gemm_desc *d, const gemm_cfg *g, const ml
   cc_printf(c, "  int tm, tn;\n  mlc_gemm_raster<%lld, %lld, %d>(t, tm, tn);\n", (long long)tmn, (long long)tnn,
             GEMM_GROUP);
   if (pr) {
-    cc_printf(c, "  const @K@_epi e = %s;\n", cc_fused_epilogue_init(c, oc));
+    cc_printf(c, "  const @K@_epi e = %s;\n", cc_fused_epilogue_init(c, pr, oc));
     cc_printf(c, "  G::run_e(in0 + %s, in1 + %s, e, tm, tn, mlc_gemm_sm%s);\n", oa, ob, maps);
   } else {
     cc_printf(c, "  G::run(in0 + %s, in1 + %s, %s + %s, tm, tn, mlc_gemm_sm%s);\n", oa, ob, dst, oc, maps);
@@ -370,15 +370,26 @@ static int gemv_ks(const cc *c, const gemm_desc *d, int64_t esize) {
   return ks;
 }
 
+const char *cc_gemv_x(cc *c, const mlc_fused_prog *pr, int dt, int64_t rows, int64_t K) {
+  const char *T = cc_stype(c, dt);
+  if (!pr || pr->gemm < 1) return cc_fmt(c, "mlc_gemv_x<%s, %lldLL>{in0}", T, (long long)K);
+  /* the rmsnorm kernel's row plan (emit_norm.c: blocks of CC_ROW_THREADS), so rstd is its to the bit */
+  cc_rowplan rp;
+  cc_plan_rows(&rp, rows, K, dt, 0);
+  bool w = pr->ins[0].nin == 2;
+  return cc_fmt(c, "mlc_gemv_rms<%s, %d, %lldLL, %d, %d, %s>{in0, %s, %s, %s}", T, (int)rows, (long long)K, rp.vec, rp.tpr,
+                w ? "true" : "false", w ? "in2" : "nullptr", cc_flit(c, 1.0 / (double)K), cc_flit(c, pr->ins[0].eps));
+}
+
 static void gemv_emit(cc *c, const gemm_desc *d, const mlc_fused_prog *pr) {
   if (pr) cc_fused_epilogue(c, pr);
   const int ks = gemv_ks(c, d, mlc_dtype_size(d->dt));
   cc_begin(c, (uint64_t)cc_ceil_div(d->N, GEMV_WARPS / ks), 32 * GEMV_WARPS, 0);
   const char *T = cc_stype(c, d->dt);
   cc_printf(c, "  typedef mlc_gemv<%s, %d, %lldLL, %lldLL, %d, %d> G;\n", T, (int)d->M, (long long)d->N, (long long)d->K, GEMV_WARPS, ks);
-  if (pr) cc_printf(c, "  const @K@_epi e = %s;\n", cc_fused_epilogue_init(c, "0"));
+  if (pr) cc_printf(c, "  const @K@_epi e = %s;\n", cc_fused_epilogue_init(c, pr, "0"));
   else cc_printf(c, "  const mlc_gemm_out<%s> e = {out};\n", T);
-  cc_printf(c, "  G::run(in0, in1, e);\n");
+  cc_printf(c, "  G::run(%s, in1, e);\n", cc_gemv_x(c, pr, d->dt, d->M, d->K));
   cc_end(c);
 }
 
@@ -393,6 +404,8 @@ bool cc_emit_gemm(cc *c) {
     gemv_emit(c, &d, fused ? &pr : NULL);
     return true;
   }
+  if (fused && pr.gemm > 0) /* fuse.c: gemv_prologue_rows, GEMV_ROWS here */
+    return cc_bug(c, "a GEMM of %lld rows with a prologue: only matrix-vector products take one", (long long)d.M);
   gemm_cfg g = gemm_pick(&d, cc_f32_products(c), &c->p->opts);
   gemm_emit_cfg(c, &d, &g, fused ? &pr : NULL, gemm_split(&d, &g, fused));
   return true;

@@ -46,9 +46,11 @@ bool cc_emit_qlinear(cc *c) {
                          (long long)q.k, (long long)q.group, QV_COLS, ks);
   if (fused) cc_fused_epilogue(c, &pr);
   cc_begin(c, (uint64_t)blocks, 32 * ks, 0);
-  if (fused) cc_printf(c, "  const @K@_epi e = %s;\n", cc_fused_epilogue_init(c, "0"));
+  if (fused) cc_printf(c, "  const @K@_epi e = %s;\n", cc_fused_epilogue_init(c, &pr, "0"));
   else cc_printf(c, "  const mlc_gemm_out<float> e = {out};\n");
-  cc_printf(c, "  %s::run(in1, in0, e);\n", Q);
+  if (fused && pr.gemm > 0 && MB != q.m) /* fuse.c: gemv_prologue_rows; mlc_gemv_rms needs all rows in the block */
+    return cc_bug(c, "a qlinear of %lld rows with a prologue", (long long)q.m);
+  cc_printf(c, "  %s::run(in1, %s, e);\n", Q, cc_gemv_x(c, fused ? &pr : NULL, MLC_DT_F32, MB, q.k));
   cc_end(c);
   return true;
 }

@@ -1223,6 +1223,90 @@ struct mlc_gemm_wgx {
   }
 };
 
+// x of mlc_gemv and mlc_qgemv as it is stored: from init(r0) on, the 16
+// bytes of row r0 + m from element k (16-byte aligned), or one element, as
+// floats.
+template <class T, long long K> struct mlc_gemv_x {
+  static constexpr int V = 16 / (int)sizeof(T);
+  const T *x;
+  MLC_FN void init(long long r0) { x += r0 * K; }
+  MLC_FN void vec(int m, long long k, float *o) const {
+    union { uint4 u; T e[V]; } a;
+    a.u = __ldg((const uint4 *)(x + m * K + k));
+#pragma unroll
+    for (int j = 0; j < V; j++) o[j] = to_f32(a.e[j]);
+  }
+  MLC_FN float one(int m, long long k) const { return to_f32(x[m * K + k]); }
+};
+
+// x through an rmsnorm, the prologue of a fused group (ir/fused.h): y =
+// x * rstd(x) [* w], rounded to T as the rmsnorm kernel stores it, formed as
+// it is read.  rstd is that kernel's to the bit (codegen/cstyle/emit_norm.c):
+// TPR threads a row, thread t summing the squares of its RV-element vectors
+// t, t + TPR, ... in order, then a warp's shuffles (TPR 32) or
+// mlc_block_sum's (TPR 256: each warp's sum, then the eight by shuffles).
+// Here each warp plays all TPR threads (RV, TPR and the literals invd and
+// eps come from the same plan), so it needs no other warp and no barrier;
+// x's M rows (from r0 on, all of them there) are a few KiB, read again from
+// L1.
+template <class T, int M, long long K, int RV, int TPR, bool W> struct mlc_gemv_rms {
+  static constexpr int V = 16 / (int)sizeof(T);
+  static constexpr long long NV = K / RV, NIT = (NV + TPR - 1) / TPR;
+  const T *x, *w;
+  float invd, eps;
+  float rstd[M];
+  MLC_FN void init(long long r0) {
+    x += r0 * K;
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int m = 0; m < M; m++) {
+      const T *xr = x + m * K;
+      float ws[TPR / 32];
+#pragma unroll
+      for (int pw = 0; pw < TPR / 32; pw++) {
+        const int t = pw * 32 + lane; // the thread played
+        const float mean = 0.f;
+        float s2 = 0.f;
+        for (long long it = 0; it < NIT; it++) {
+          const long long v = t + it * TPR;
+          if (v < NV) {
+            union { uint4 u; T e[V]; } a;
+            if (RV == V) a.u = __ldg((const uint4 *)(xr + v * RV)); // the kernel's 16-byte vectors
+#pragma unroll
+            for (int q = 0; q < RV; q++) {
+              float d = to_f32(RV == V ? a.e[q] : xr[v * RV + q]) - mean;
+              s2 += d * d;
+            }
+          }
+        }
+        ws[pw] = mlc_warp_sum(s2);
+      }
+      float s = ws[0];
+      if (TPR > 32) {
+        float v = 0.f;
+#pragma unroll
+        for (int pw = 0; pw < TPR / 32; pw++) v = lane == pw ? ws[pw] : v;
+        s = mlc_warp_sum(v);
+      }
+      rstd[m] = 1.f / sqrtf(s * invd + eps);
+    }
+  }
+  MLC_FN float y(int m, float xv, float wv) const {
+    const float mean = 0.f;
+    float r = (xv - mean) * rstd[m];
+    if (W) r = r * wv;
+    return to_f32(from_f32<T>(r));
+  }
+  MLC_FN void vec(int m, long long k, float *o) const {
+    union { uint4 u; T e[V]; } a, b;
+    a.u = __ldg((const uint4 *)(x + m * K + k));
+    if (W) b.u = __ldg((const uint4 *)(w + k));
+#pragma unroll
+    for (int j = 0; j < V; j++) o[j] = y(m, to_f32(a.e[j]), W ? to_f32(b.e[j]) : 1.f);
+  }
+  MLC_FN float one(int m, long long k) const { return y(m, to_f32(x[m * K + k]), W ? to_f32(w[k]) : 1.f); }
+};
+
 // linear of at most 4 rows (a decode step's x [1, 1, k]): a matrix-vector
 // product, bound by reading the weight once.  KS warps per output column n
 // (a block's WPB warps take WPB / KS columns), each warp a span of the row
@@ -1232,24 +1316,27 @@ struct mlc_gemm_wgx {
 // in L1) beside them; the lanes' partial sums meet by shuffles, the KS
 // warps' in shared memory in a fixed order, and one lane stores the M
 // results through the epilogue e (st1, as the GEMMs').  KS > 1 where K is
-// long: more warps, each with fewer loads in a row to wait for.
+// long: more warps, each with fewer loads in a row to wait for.  x reads
+// its values through X: mlc_gemv_x, or mlc_gemv_rms for a norm before it.
 template <class T, int M, long long N, long long K, int WPB, int KS> struct mlc_gemv {
   static constexpr int V = 16 / (int)sizeof(T), CPB = WPB / KS;
   static constexpr bool VEC = K % V == 0;
   static constexpr long long STEP = 32LL * V, PIECES = (K + STEP - 1) / STEP, SPAN = (PIECES + KS - 1) / KS * STEP;
   union vec { uint4 u; T e[16 / sizeof(T)]; };
   // elements k .. k + V - 1 of the weight's row against x's rows, into acc
-  static MLC_FN void step(const T *x, const T *wr, long long k, float *acc) {
-    vec wv, xv;
+  template <class X> static MLC_FN void step(const X &x, const T *wr, long long k, float *acc) {
+    vec wv;
     wv.u = __ldg((const uint4 *)(wr + k));
 #pragma unroll
     for (int m = 0; m < M; m++) {
-      xv.u = __ldg((const uint4 *)(x + m * K + k));
+      float xv[V];
+      x.vec(m, k, xv);
 #pragma unroll
-      for (int j = 0; j < V; j++) acc[m] += to_f32(xv.e[j]) * to_f32(wv.e[j]);
+      for (int j = 0; j < V; j++) acc[m] += xv[j] * to_f32(wv.e[j]);
     }
   }
-  template <class Ep> static MLC_FN void run(const T *x, const T *w, const Ep &e) {
+  template <class X, class Ep> static MLC_FN void run(X x, const T *w, const Ep &e) {
+    x.init(0);
     const int lane = threadIdx.x & 31, wi = threadIdx.x >> 5, ks = wi % KS;
     const long long n = (long long)blockIdx.x * CPB + wi / KS;
     const T *wr = w + (n < N ? n : N - 1) * K;
@@ -1267,7 +1354,7 @@ template <class T, int M, long long N, long long K, int WPB, int KS> struct mlc_
         for (long long k = lo + lane; k < hi; k += 32) {
           const float wk = to_f32(wr[k]);
 #pragma unroll
-          for (int m = 0; m < M; m++) acc[m] += to_f32(x[m * K + k]) * wk;
+          for (int m = 0; m < M; m++) acc[m] += x.one(m, k) * wk;
         }
       }
     }
@@ -1305,7 +1392,8 @@ template <class T, int M, long long N, long long K, int WPB, int KS> struct mlc_
 // neighbour's) are read once for the C columns.  Each word is dequantised in
 // registers and scaled once (a word lies in one group: G is a multiple of
 // 8); the lanes' sums meet by shuffles, the warps' in shared memory, in a
-// fixed order.  More rows take more blocks (blockIdx.x / NB).
+// fixed order.  More rows take more blocks (blockIdx.x / NB).  x reads its
+// values through X, as mlc_gemv's.
 template <int BITS, int MB, long long M, long long N, long long K, long long G, int C, int KS> struct mlc_qgemv {
   static constexpr int PER = 32 / BITS;
   static constexpr long long CW = K / PER, RW = CW + K / G, NB = (N + C - 1) / C;
@@ -1315,14 +1403,14 @@ template <int BITS, int MB, long long M, long long N, long long K, long long G, 
   // mantissa that is 2^23 + code + HALF exactly, and one subtraction leaves
   // the code.
   static constexpr unsigned MASK = (1u << BITS) - 1, HALF = 1u << (BITS - 1), FLIP = BITS == 4 ? 0x88888888u : 0x80808080u;
-  template <class Ep> static MLC_FN void run(const int *wq, const float *x, const Ep &e) {
+  template <class X, class Ep> static MLC_FN void run(const int *wq, X x, const Ep &e) {
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     const long long n0 = (long long)(blockIdx.x % NB) * C, r0 = (long long)(blockIdx.x / NB) * MB;
+    x.init(r0);
     const int rows = M - r0 < MB ? (int)(M - r0) : MB;
     const unsigned *row[C];
 #pragma unroll
     for (int j = 0; j < C; j++) row[j] = (const unsigned *)wq + (n0 + j < N ? n0 + j : N - 1) * RW;
-    x += r0 * K;
     float acc[C][MB];
 #pragma unroll
     for (int j = 0; j < C; j++)
@@ -1343,13 +1431,9 @@ template <int BITS, int MB, long long M, long long N, long long K, long long G, 
 #pragma unroll
       for (int m = 0; m < MB; m++) {
         if (m >= rows) break;
-        const float4 *xr = (const float4 *)(x + m * K + k0);
         float xv[PER];
 #pragma unroll
-        for (int q = 0; q < PER / 4; q++) {
-          const float4 v = __ldg(xr + q);
-          xv[4 * q] = v.x, xv[4 * q + 1] = v.y, xv[4 * q + 2] = v.z, xv[4 * q + 3] = v.w;
-        }
+        for (int q = 0; q < PER / 4; q++) x.vec(m, k0 + 4 * q, xv + 4 * q);
 #pragma unroll
         for (int j = 0; j < C; j++) {
           float sum = 0.f;

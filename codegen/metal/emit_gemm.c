@@ -80,7 +80,7 @@ static void gemm_emit_cfg(cc *c, const gemm_desc *d, const gemm_cfg *g, const ml
     oa = "oa", ob = "ob", oc = cc_fmt(c, "b * %lldL", (long long)(d->M * d->N));
   }
   cc_printf(c, "  int tm = (int)(t / %lldu), tn = (int)(t %% %lldu);\n", (long long)tnn, (long long)tnn);
-  const char *e = pr ? cc_fmt(c, "@K@_epi%s", cc_fused_epilogue_init(c, oc))
+  const char *e = pr ? cc_fmt(c, "@K@_epi%s", cc_fused_epilogue_init(c, pr, oc))
                      : cc_fmt(c, "mlc_gemm_msl_out<%s>{out + %s}", cc_stype(c, d->dt), oc);
   cc_printf(c, "  mlc_gemm_msl<%s, %d, %d, %d, %d, %d, %s, %s, %lldL, %lldL, %lldL>(in0 + %s, in1 + %s, %s, tm, tn, mlc_smem, threadIdx.x, simd_id);\n",
             cc_stype(c, d->dt), g->bm, g->bn, g->bk, g->wm, g->wn, d->a_km ? "true" : "false",

@@ -73,6 +73,12 @@ for q in "" int4; do
   # int4: the qlinears carry the adds and the SiLU that follow them (fuse.c, qlinear_epilogues)
   lone=$(grep -c -E '^// step %[0-9]+ (add|silu) ' "$out/minillm.cu" || true)
   [ -z "$q" ] || check "$m: no add or SiLU of the step in a kernel of its own ($lone)" "[ $lone -eq 0 ]"
+  # the step's norms are its GEMVs' prologues (fuse.c, gemv_prologue_rows), the forward's are kernels
+  norms=$(grep -c -E '^// step %[0-9]+ rmsnorm ' "$out/minillm.cu" || true)
+  pro=$(grep -c -E 'mlc_gemv_rms<' "$out/minillm.cu" || true)
+  fnorms=$(grep -c -E '^// forward %[0-9]+ rmsnorm ' "$out/minillm.cu" || true)
+  check "$m: no rmsnorm of the step in a kernel of its own ($norms; $pro GEMVs normalise x, the forward has $fnorms norms)" \
+    "[ $norms -eq 0 ] && [ $pro -gt 0 ] && [ $fnorms -gt 0 ]"
 done
 # issue 27's ops, forward and backward (train entry): mlc's nvcc run builds them
 for t in "$root"/tests/cuda/issue27_*.mdl; do

@@ -168,6 +168,7 @@ def rmsnorm_ref(x, w, eps):
 
 
 FEPS = float(torch.finfo(torch.float32).eps)
+BEPS = float(torch.finfo(torch.bfloat16).eps)
 I27 = ("cpu", "cuda", "metal")  # issue 27's ops: the targets that have kernels for them (Metal: CUDA's emitters)
 
 
@@ -416,6 +417,21 @@ CASES = [
     # elements, the seventh with a one-lane tail and the eighth past the row's end
     Case("linear_gemv_f32_k4100_bias", "x: f32[2, 4100]", "lin(x)",
          lambda I, P: F.linear(I["x"], P["lin.weight"], P["lin.bias"]), RED, members="lin = Linear(4100, 20)"),
+    # an rmsnorm read only by a linear of at most 4 rows: on CUDA the GEMV's prologue (passes/fuse.c,
+    # gemv_prologue_rows) normalises x as it reads it.  k odd: scalar loads, the norm's warp a row
+    Case("rmsnorm_gemv_prologue_f32", "x: f32[1, 1, 53]", "lin(norm(x))",
+         lambda I, P: F.linear(rmsnorm_ref(I["x"], P["norm.weight"], FEPS), P["lin.weight"], P["lin.bias"]), RED,
+         members="norm = RMSNorm(53)\n    lin = Linear(53, 29)"),
+    # bf16, k = 2048: the norm's block of 256 threads a row (each warp plays all of them); two rows, and
+    # a bias, SiLU and a residual add in the epilogue
+    Case("rmsnorm_gemv_prologue_bf16_k2048", "x: bf16[2, 2048], r: bf16[2, 96]", "cast(silu(lin(norm(x))) + r, f32)",
+         lambda I, P: bf16(bf16(F.silu(bf16(bf16(bf16(rmsnorm_ref(I["x"], P["norm.weight"], BEPS)) @ P["lin.weight"].T)
+                                            + P["lin.bias"]))) + I["r"]), LOW,
+         members="norm = RMSNorm(2048, dtype=bf16)\n    lin = Linear(2048, 96, dtype=bf16)"),
+    # four rows, a norm without a weight, k = 300 f32 (vectors of four, 75 of them: a warp a row)
+    Case("rmsnorm_gemv_prologue_plain", "x: f32[4, 300]", "lin(norm(x))",
+         lambda I, P: rmsnorm_ref(I["x"], 1.0, FEPS) @ P["lin.weight"].T, RED,
+         members="norm = RMSNorm(300, elementwise_affine=false)\n    lin = Linear(300, 50, bias=false)"),
     Case("linear_bias", "x: f32[37, 53]", "lin(x)", lambda I, P: F.linear(I["x"], P["lin.weight"], P["lin.bias"]),
          RED, members="lin = Linear(53, 29)"),
     Case("linear_k_blocks", "x: f32[100, 600]", "lin(x)", lambda I, P: I["x"] @ P["lin.weight"].T, RED,

@@ -193,6 +193,55 @@ static void test_qlinear_epilogue(void **state) {
   }
 }
 
+/* A norm read only by a linear: with at most 4 rows (a decode step's) the
+ * norm becomes the GEMM's prologue on CUDA, inputs x, weight, the norm's
+ * weight, then the epilogue's; with 32 rows, or on Metal and SPIR-V, it
+ * stays a node of its own. */
+static const char *norm_src =
+    "module M {\n"
+    "  norm = RMSNorm(64)\n"
+    "  lin = Linear(64, 16)\n"
+    "  forward(x: f32[%d, 64], r: f32[%d, 16]) {\n"
+    "    return silu(lin(norm(x))) + r\n"
+    "  }\n"
+    "}\n";
+
+static void test_gemv_prologue(void **state) {
+  (void)state;
+  const char *targets[] = {"cuda", "cuda", "metal", "spirv"};
+  const int rows[] = {2, 32, 2, 2};
+  for (int t = 0; t < 4; t++) {
+    char src[512];
+    snprintf(src, sizeof src, norm_src, rows[t], rows[t]);
+    compiled c;
+    char *s = run(&c, src, targets[t], "forward");
+    if (t == 0) {
+      /* eps = finfo(f32).eps, printed to be read back exactly */
+      assert_non_null(strstr(s, "= fused %0, %3, %2, %4, %1 \"rmsnorm.1.1920928955078125e-07($0, $2); linear(#0, $1); "
+                                "add(#1, $3); silu(#2); add(#3, $4)\" : f32[2, 16]"));
+      assert_int_equal(count(s, " = rmsnorm "), 0);
+      const mlc_func *fn = &c.prog.funcs[0];
+      for (uint32_t i = 0; i < fn->n; i++) { /* the plan's GEMM: the linear, of x */
+        uint16_t op;
+        const mlc_type *a;
+        if (fn->nodes[i].op != MLC_OP_FUSED) continue;
+        assert_true(mlc_plan_mm_of(fn, i, &op, &a) && op == MLC_OP_LINEAR && a->dim[0] == 2 && a->dim[1] == 64);
+        mlc_fused_prog pr;
+        char err[200];
+        assert_true(mlc_fused_program(fn, &fn->nodes[i], &pr, err, sizeof err));
+        assert_int_equal(pr.gemm, 1);
+        assert_int_equal(pr.epi_in, 3);
+        assert_true(pr.ins[0].eps == 1.1920928955078125e-07);
+      }
+    } else {
+      assert_int_equal(count(s, " = rmsnorm "), 1);
+      assert_null(strstr(s, "rmsnorm."));
+    }
+    free(s);
+    release(&c);
+  }
+}
+
 /* The shape rule of a hand-made fused node: message for each malformation. */
 static void expect(compiled *c, const uint32_t *in, uint16_t nin, const char *prog, const char *want) {
   mlc_func *f = &c->prog.funcs[0];
@@ -238,6 +287,19 @@ static void test_shape_rule(void **state) {
   expect(&c, xwb, 3, "qlinear.4.x($0, $1); add(#0, $2)", "qlinear without .<bits>.<group>");
   expect(&c, xwb, 3, "qlinear.4.32($0, $1); add(#0, $2)", "packed weight"); /* an f32 weight is not the packed one */
   expect(&c, rb, 2, "exp($0); qlinear.4.32($0, $1)", "qlinear at instruction 1");
+  /* prologues: x %0 [32, 64], weight %2 [16, 64], a norm weight and a bias (%3 [16] stands in: the
+   * norm's must be [64], so the last one fails on its shape) */
+  uint32_t xw[2] = {0, 2}, xwbb[4] = {0, 2, 3, 3};
+  expect(&c, xw, 2, "rmsnorm.1e-5($0); linear(#0, $1)", NULL);
+  expect(&c, xw, 2, "rmsnorm($0); linear(#0, $1)", "rmsnorm without .<eps>");
+  expect(&c, xw, 2, "rmsnorm.-1($0); linear(#0, $1)", "rmsnorm without .<eps>");
+  expect(&c, xw, 2, "rmsnorm.1e-5($0)", "a prologue is rmsnorm");
+  expect(&c, xw, 2, "rmsnorm.1e-5($1); linear(#0, $1)", "a prologue is rmsnorm");
+  expect(&c, xw, 2, "rmsnorm.1e-5($0); matmul(#0, $1)", "a prologue is rmsnorm");
+  expect(&c, xw, 2, "rmsnorm.1e-5($0); linear($0, $1)", "linear at instruction 1");
+  expect(&c, xw, 2, "rmsnorm.1e-5($0); linear(#0, $1); add(#1, #0)", "reads the prologue");
+  expect(&c, xw, 2, "linear($0, $1); rmsnorm.1e-5(#0)", "rmsnorm at instruction 1");
+  expect(&c, xwbb, 4, "rmsnorm.1e-5($0, $2); linear(#0, $1); add(#1, $3)", "weight");
   release(&c);
 }
 
@@ -445,6 +507,7 @@ int main(void) {
       cmocka_unit_test(test_cuda_policy),
       cmocka_unit_test(test_shape_rule),
       cmocka_unit_test(test_qlinear_epilogue),
+      cmocka_unit_test(test_gemv_prologue),
       cmocka_unit_test(test_adamw_multi),
       cmocka_unit_test(test_sgd_multi),
       cmocka_unit_test(test_attnsave),
