@@ -12,6 +12,10 @@
 #                commit before's build-gpu/mlc.prev, skipped where not
 #                carried]; each its own kernel cache), in turn, two rounds
 #                while the time lasts (LIMIT s).
+#   PART=prologue (session 24) PART=decode's numerics (OPS_K: linear prologue
+#                rmsnorm), bench/gemv_norm_bf16.mdl's kernels alone
+#                (mlc profile, this mlc and build-gpu/mlc.prev), then
+#                PART=decode's speed.
 #   PART=mini    the final tree's numerics: every CUDA op case, decode.py,
 #                quant.py, cuda_minillm.py --small; then bench/h200_python.sh
 #                (the Python binding from torch CUDA tensors, with no copy)
@@ -47,7 +51,8 @@ numerics() { # decode.py and quant.py with graphs, then op cases -k each of $1
   grep -E '^FAIL' $work/quant.log | head -4 | cut -c1-300
   took
   pack
-  for k in $1; do
+  for k in ${1:-_all}; do
+    [ "$k" = _all ] && k=
     timeout ${OPS_TIMEOUT:-240} python3 tests/ops/opcheck.py ops --target cuda --jobs 16 --opcheck $opcheck --work /tmp/ops-$k ${k:+-k $k} \
       > $work/ops_${k:-all}.log 2>&1 || rc=1
     echo "cuda op cases ${k:+-k $k}: $(grep -E 'cases passed' $work/ops_${k:-all}.log)"
@@ -86,7 +91,24 @@ speed() { # decode speed under VARIANTS, rounds $@ (LIMIT: skip what would end p
     took
   done
 }
+gemv_norm() { # bench/gemv_norm_bf16.mdl's kernels one by one, this mlc and build-gpu/mlc.prev where carried
+  for b in mlc mlc.prev; do
+    [ -x build-gpu/$b ] || continue
+    for n in 6144 8192 32000; do
+      XDG_CACHE_HOME=/tmp/cache-gn-$b timeout 60 build-gpu/$b profile bench/gemv_norm_bf16.mdl --target cuda --steps 200 n=$n \
+        > $work/gemv_norm_${b}_$n.log 2>&1 || rc=1
+      echo "$b n=$n: $(grep -E '^(linear|rmsnorm|fused)' $work/gemv_norm_${b}_$n.log | awk '{print $1, $5 * 1000 " us"}' | tr '\n' ' ')"
+    done
+  done
+  took
+  pack
+}
 case $part in
+prologue) # session 24: the rmsnorm prologue of the decode step's GEMVs
+  numerics "${OPS_K:-linear prologue rmsnorm}"
+  gemv_norm
+  speed 1 2
+  ;;
 decode)
   numerics "${OPS_K:-linear attention_kv}"
   python_binding

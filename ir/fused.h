@@ -16,10 +16,10 @@
  * program is then that GEMM's epilogue, applied as its results are stored.
  * On CUDA a GEMM may also have a prologue: instruction 0 an rmsnorm of $0
  * (weight $2 if it has one), written "rmsnorm.<eps>", and instruction 1 a
- * linear or qlinear of #0 and $1 with at most the target's
- * gemv_prologue_rows rows: the matrix-vector kernels normalise x as they
- * read it, so a decode step's norm is no launch of its own.  The
- * epilogue's own inputs then start at $3 ($2 without a norm weight).
+ * linear of #0 and $1 with at most the target's gemv_prologue_rows rows:
+ * the matrix-vector kernel normalises x first, so a decode step's norm is
+ * no launch of its own.  The epilogue's own inputs then start at $3 ($2
+ * without a norm weight).
  * Each instruction's type comes from its op's shape
  * rule (ir/shape.c), so the op table stays the one source of truth; values
  * are rounded to each instruction's dtype as the unfused ops would have

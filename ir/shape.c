@@ -819,12 +819,11 @@ static bool fused_parse(rule_ctx *c, mlc_fused_prog *pr) {
 /* Types every instruction with its op's own shape rule. */
 static bool fused_types(rule_ctx *c, mlc_fused_prog *pr) {
   if (!fused_parse(c, pr)) return false;
-  /* a prologue: rmsnorm($0[, $2]) before a linear or qlinear of #0 and $1 */
+  /* a prologue: rmsnorm($0[, $2]) before a linear of #0 and $1 */
   const mlc_fused_ins *p0 = &pr->ins[0];
   bool pro = p0->op == MLC_OP_RMSNORM;
-  if (pro && (p0->arg[0] != -1 || (p0->nin == 2 && p0->arg[1] != -3) || pr->n < 2 ||
-              (pr->ins[1].op != MLC_OP_LINEAR && pr->ins[1].op != MLC_OP_QLINEAR)))
-    return fail(c, "fused program: a prologue is rmsnorm($0[, $2]) before a linear or qlinear of #0 and $1");
+  if (pro && (p0->arg[0] != -1 || (p0->nin == 2 && p0->arg[1] != -3) || pr->n < 2 || pr->ins[1].op != MLC_OP_LINEAR))
+    return fail(c, "fused program: a prologue is rmsnorm($0[, $2]) before a linear of #0 and $1");
   pr->gemm = pro ? 1 : -1;
   for (uint32_t i = pro; i < pr->n; i++) {
     mlc_fused_ins *in = &pr->ins[i];

@@ -20,9 +20,9 @@ typedef struct {
   bool update_groups;        /* fuse.c: AdamW and SGD updates in groups (adamw_multi, sgd_multi), one launch each */
   bool qlinear_epilogues;    /* fuse.c: a qlinear (--quantize) heads an epilogue group as a GEMM does (its
                                 kernel stores through the group's epilogue: CUDA's mlc_qgemv) */
-  int gemv_prologue_rows;    /* fuse.c: an rmsnorm whose only reader is a linear or qlinear of at most this
-                                many rows becomes its prologue (ir/fused.h; CUDA's mlc_gemv and mlc_qgemv
-                                normalise x as they read it); 0: never */
+  int gemv_prologue_rows;    /* fuse.c: an rmsnorm whose only reader is a linear of at most this many rows ... */
+  int gemv_prologue_bytes;   /* ... and of at most this many bytes of x becomes its prologue (ir/fused.h;
+                                CUDA's mlc_gemv normalises x into shared memory); 0: never */
   int max_kernel_args;       /* arguments a kernel launch takes (CUDA's runtime: 72); 0: no limit */
   int attn_save_max_head;    /* passes/attnsave.c: an attention keeps its log-sum-exp for its gradient
                                 when its head dim is at most this (0: never) ... */

@@ -1,5 +1,5 @@
 /* fuse: rewrites for the GPU targets (CUDA, Metal), after the optimizer and before the
- * memory plan (so that what it removes is never allocated).  Three rewrites,
+ * memory plan (so that what it removes is never allocated).  Four rewrites,
  * then every node that nothing uses any more is dropped:
  *
  * 1. matmul(transpose(dY), X) -> matmul_tn(dY, X).  The weight gradients of
@@ -23,7 +23,13 @@
  *    groups of two ops or more become FUSED nodes; a lone op keeps its own
  *    kernel.
  *
- * 3. CUDA (one GPU): the AdamW (SGD) updates of a step -> adamw_multi
+ * 3. CUDA: an rmsnorm whose only reader is a linear of at most the
+ *    target's gemv_prologue_rows rows (a decode step's norms before the
+ *    in-projection, the FFN and the head) -> that GEMM's prologue
+ *    (fuse_prologues): the matrix-vector kernel normalises x first, and the
+ *    norm has no launch of its own.
+ *
+ * 4. CUDA (one GPU): the AdamW (SGD) updates of a step -> adamw_multi
  *    (sgd_multi) nodes of up to UPDATE_GROUP parameters each, one launch per
  *    group instead of one per tensor, grouped by readiness inside the
  *    backward (group_updates).  (One
@@ -308,13 +314,15 @@ static void put_ins(text *t, const mlc_fused_ins *in, bool norm_x, int dk) {
   put(t, ")");
 }
 
-/* An rmsnorm whose only reader is a linear or qlinear (alone or heading an
- * epilogue group) of at most `rows` rows -> that GEMM's prologue
- * (ir/fused.h): the decode step's norms before the in-projection, the FFN
- * and the head are then read by the matrix-vector kernels, which normalise
- * x as they read it, with no launch of their own.  The node's inputs
- * become x, the weight, the norm's weight, then the epilogue's. */
-static bool fuse_prologues(mlc_program *p, mlc_func *f, int rows) {
+/* An rmsnorm whose only reader is a linear (alone or heading an epilogue
+ * group) of at most `rows` rows and `bytes` bytes of x -> that GEMM's
+ * prologue (ir/fused.h): the decode step's norms before the in-projection,
+ * the FFN and the head are then done by the matrix-vector kernel's blocks,
+ * each of which normalises x into its shared memory first, with no launch
+ * of their own.  The node's inputs become x, the weight, the norm's
+ * weight, then the epilogue's.  (Not the qlinear's: its blocks are a warp
+ * or a few, each of which would read all of x for the statistics.) */
+static bool fuse_prologues(mlc_program *p, mlc_func *f, int rows, int bytes) {
   uint32_t *uses = count_uses(p, f);
   bool changed = false;
   for (uint32_t i = 0; i < f->n; i++) {
@@ -325,13 +333,15 @@ static bool fuse_prologues(mlc_program *p, mlc_func *f, int rows) {
     if (fused && !mlc_fused_program(f, n, &pr, err, sizeof err)) MLC_ICE("fuse: %%%u: %s", i, err);
     if (fused ? pr.gemm != 0 : n->nin != 2) continue;
     uint16_t op = fused ? pr.ins[0].op : n->op;
-    if (op != MLC_OP_LINEAR && op != MLC_OP_QLINEAR) continue;
+    if (op != MLC_OP_LINEAR) continue;
     const mlc_node *r = &f->nodes[n->in[0]];
     if (r->op != MLC_OP_RMSNORM || uses[n->in[0]] != 1 || !r->type.rank || mlc_node_sharded(p, f, r) ||
         mlc_node_sharded(p, f, n) || update_between(f, n->in[0], i))
       continue;
     int64_t K = r->type.dim[r->type.rank - 1];
-    if (K < 1 || mlc_type_numel(&r->type) / K > rows) continue;
+    if (K < 1 || mlc_type_numel(&r->type) / K > rows ||
+        mlc_type_numel(&r->type) * mlc_dtype_size(r->type.dtype) > bytes)
+      continue;
     int w = r->nin == 2; /* the norm's weight */
     uint32_t nin = n->nin + (uint32_t)w;
     if (nin > MLC_FUSED_MAX_IN || (fused && pr.n + 1 > MLC_FUSED_MAX)) continue;
@@ -423,7 +433,8 @@ bool mlc_pass_fuse(mlc_pass_ctx *c) {
     if (changed) mlc_func_compact(c->p, f);
     if (fuse_groups(c->p, f, true, t->epilogues_that_pay, t->qlinear_epilogues)) mlc_func_compact(c->p, f);
     /* on the compacted function: a GEMM taken into a group no longer reads its norm */
-    if (t->gemv_prologue_rows && fuse_prologues(c->p, f, t->gemv_prologue_rows)) mlc_func_compact(c->p, f);
+    if (t->gemv_prologue_rows && fuse_prologues(c->p, f, t->gemv_prologue_rows, t->gemv_prologue_bytes))
+      mlc_func_compact(c->p, f);
     changed = false;
     if (t->update_groups) changed |= group_updates(c->p, f, MLC_OP_ADAMW, MLC_OP_ADAMW_MULTI);
     if (t->update_groups) changed |= group_updates(c->p, f, MLC_OP_SGD, MLC_OP_SGD_MULTI);

@@ -370,6 +370,9 @@ static int gemv_ks(const cc *c, const gemm_desc *d, int64_t esize) {
   return ks;
 }
 
+/* mlc_gemv_rms plays the norm kernel's threads with the GEMV's block */
+_Static_assert(CC_ROW_THREADS == 32 * GEMV_WARPS, "a GEMV block is a norm kernel's block");
+
 const char *cc_gemv_x(cc *c, const mlc_fused_prog *pr, int dt, int64_t rows, int64_t K) {
   const char *T = cc_stype(c, dt);
   if (!pr || pr->gemm < 1) return cc_fmt(c, "mlc_gemv_x<%s, %lldLL>{in0}", T, (long long)K);

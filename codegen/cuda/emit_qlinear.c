@@ -26,6 +26,7 @@ bool cc_emit_qlinear(cc *c) {
   if (fused) {
     mlc_node gn;
     if (!cc_fused_program(c, &pr) || !cc_fused_gemm_node(c, &pr, &gn)) return false;
+    if (pr.gemm > 0) return cc_bug(c, "a qlinear with a prologue"); /* fuse.c makes them for linears only */
     const mlc_node *n = c->n;
     c->n = &gn;
     bool ok = cc_qlinear_shape_of(c, &q);
@@ -48,9 +49,7 @@ bool cc_emit_qlinear(cc *c) {
   cc_begin(c, (uint64_t)blocks, 32 * ks, 0);
   if (fused) cc_printf(c, "  const @K@_epi e = %s;\n", cc_fused_epilogue_init(c, &pr, "0"));
   else cc_printf(c, "  const mlc_gemm_out<float> e = {out};\n");
-  if (fused && pr.gemm > 0 && MB != q.m) /* fuse.c: gemv_prologue_rows; mlc_gemv_rms needs all rows in the block */
-    return cc_bug(c, "a qlinear of %lld rows with a prologue", (long long)q.m);
-  cc_printf(c, "  %s::run(in1, %s, e);\n", Q, cc_gemv_x(c, fused ? &pr : NULL, MLC_DT_F32, MB, q.k));
+  cc_printf(c, "  %s::run(in1, %s, e);\n", Q, cc_gemv_x(c, NULL, MLC_DT_F32, MB, q.k));
   cc_end(c);
   return true;
 }

@@ -1239,72 +1239,74 @@ template <class T, long long K> struct mlc_gemv_x {
   MLC_FN float one(int m, long long k) const { return to_f32(x[m * K + k]); }
 };
 
-// x through an rmsnorm, the prologue of a fused group (ir/fused.h): y =
-// x * rstd(x) [* w], rounded to T as the rmsnorm kernel stores it, formed as
-// it is read.  rstd is that kernel's to the bit (codegen/cstyle/emit_norm.c):
-// TPR threads a row, thread t summing the squares of its RV-element vectors
-// t, t + TPR, ... in order, then a warp's shuffles (TPR 32) or
-// mlc_block_sum's (TPR 256: each warp's sum, then the eight by shuffles).
-// Here each warp plays all TPR threads (RV, TPR and the literals invd and
-// eps come from the same plan), so it needs no other warp and no barrier;
-// x's M rows (from r0 on, all of them there) are a few KiB, read again from
-// L1.
+// x through an rmsnorm, the prologue of a fused group (ir/fused.h): the
+// block normalises x's M rows into shared memory once, y = x * rstd(x)
+// [* w] rounded to T as the rmsnorm kernel stores it, and the GEMV reads
+// them from there.  rstd is that kernel's to the bit
+// (codegen/cstyle/emit_norm.c, the same row plan: RV-element vectors, TPR
+// threads a row): with TPR 256 (the GEMV's block) each thread plays the
+// norm kernel's thread of its number, mlc_block_sum adds the same way;
+// with TPR 32 warp m plays row m's warp.  M * K elements of T fit the
+// block's static shared memory (the target's gemv_prologue_bytes).
 template <class T, int M, long long K, int RV, int TPR, bool W> struct mlc_gemv_rms {
   static constexpr int V = 16 / (int)sizeof(T);
   static constexpr long long NV = K / RV, NIT = (NV + TPR - 1) / TPR;
   const T *x, *w;
   float invd, eps;
-  float rstd[M];
-  MLC_FN void init(long long r0) {
-    x += r0 * K;
-    const int lane = threadIdx.x & 31;
-#pragma unroll
-    for (int m = 0; m < M; m++) {
-      const T *xr = x + m * K;
-      float ws[TPR / 32];
-#pragma unroll
-      for (int pw = 0; pw < TPR / 32; pw++) {
-        const int t = pw * 32 + lane; // the thread played
-        const float mean = 0.f;
-        float s2 = 0.f;
-        for (long long it = 0; it < NIT; it++) {
-          const long long v = t + it * TPR;
-          if (v < NV) {
-            union { uint4 u; T e[V]; } a;
-            if (RV == V) a.u = __ldg((const uint4 *)(xr + v * RV)); // the kernel's 16-byte vectors
-#pragma unroll
-            for (int q = 0; q < RV; q++) {
-              float d = to_f32(RV == V ? a.e[q] : xr[v * RV + q]) - mean;
-              s2 += d * d;
-            }
-          }
-        }
-        ws[pw] = mlc_warp_sum(s2);
-      }
-      float s = ws[0];
-      if (TPR > 32) {
-        float v = 0.f;
-#pragma unroll
-        for (int pw = 0; pw < TPR / 32; pw++) v = lane == pw ? ws[pw] : v;
-        s = mlc_warp_sum(v);
-      }
-      rstd[m] = 1.f / sqrtf(s * invd + eps);
-    }
-  }
-  MLC_FN float y(int m, float xv, float wv) const {
+  const T *ys;
+  // thread t's sum of squares of row xr, in the norm kernel's order
+  MLC_FN float squares(const T *xr, int t) const {
     const float mean = 0.f;
-    float r = (xv - mean) * rstd[m];
-    if (W) r = r * wv;
-    return to_f32(from_f32<T>(r));
+    float s2 = 0.f;
+    for (long long it = 0; it < NIT; it++) {
+      const long long v = t + it * TPR;
+      if (v < NV) {
+        union { uint4 u; T e[V]; } a;
+        if (RV == V) a.u = __ldg((const uint4 *)(xr + v * RV)); // the kernel's 16-byte vectors
+#pragma unroll
+        for (int q = 0; q < RV; q++) {
+          float d = to_f32(RV == V ? a.e[q] : xr[v * RV + q]) - mean;
+          s2 += d * d;
+        }
+      }
+    }
+    return s2;
+  }
+  MLC_FN void init(long long r0) {
+    __shared__ __align__(16) T sy[M * K];
+    __shared__ float rs[M];
+    const T *xb = x + r0 * K;
+    const int tid = threadIdx.x;
+    if (TPR > 32) { // TPR == blockDim.x: mlc_block_sum as the norm kernel's
+      __shared__ float sh[32];
+#pragma unroll
+      for (int m = 0; m < M; m++) {
+        const float s = mlc_block_sum(squares(xb + m * K, tid), sh);
+        if (tid == 0) rs[m] = 1.f / sqrtf(s * invd + eps);
+      }
+    } else if (tid / 32 < M) {
+      const int m = tid / 32;
+      const float s = mlc_warp_sum(squares(xb + m * K, tid % 32));
+      if (tid % 32 == 0) rs[m] = 1.f / sqrtf(s * invd + eps);
+    }
+    __syncthreads();
+    const float mean = 0.f;
+    for (long long i = tid; i < M * K; i += blockDim.x) {
+      const int m = (int)(i / K);
+      float r = (to_f32(xb[i]) - mean) * rs[m];
+      if (W) r = r * to_f32(w[i - m * K]);
+      sy[i] = from_f32<T>(r);
+    }
+    __syncthreads();
+    ys = sy;
   }
   MLC_FN void vec(int m, long long k, float *o) const {
-    union { uint4 u; T e[V]; } a, b;
-    a.u = __ldg((const uint4 *)(x + m * K + k));
-    if (W) b.u = __ldg((const uint4 *)(w + k));
+    union { uint4 u; T e[V]; } a;
+    a.u = *(const uint4 *)(ys + m * K + k);
 #pragma unroll
-    for (int j = 0; j < V; j++) o[j] = y(m, to_f32(a.e[j]), W ? to_f32(b.e[j]) : 1.f);
+    for (int j = 0; j < V; j++) o[j] = to_f32(a.e[j]);
   }
-  MLC_FN float one(int m, long long k) const { return y(m, to_f32(x[m * K + k]), W ? to_f32(w[k]) : 1.f); }
+  MLC_FN float one(int m, long long k) const { return to_f32(ys[m * K + k]); }
 };
 
 // linear of at most 4 rows (a decode step's x [1, 1, k]): a matrix-vector
