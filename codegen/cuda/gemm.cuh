@@ -1291,11 +1291,27 @@ template <class T, int M, long long K, int RV, int TPR, bool W> struct mlc_gemv_
     }
     __syncthreads();
     const float mean = 0.f;
-    for (long long i = tid; i < M * K; i += blockDim.x) {
-      const int m = (int)(i / K);
-      float r = (to_f32(xb[i]) - mean) * rs[m];
-      if (W) r = r * to_f32(w[i - m * K]);
-      sy[i] = from_f32<T>(r);
+    if (K % V == 0) { // 16 bytes a thread at a time
+      for (long long i = (long long)tid * V; i < M * K; i += (long long)blockDim.x * V) {
+        const int m = (int)(i / K);
+        union { uint4 u; T e[V]; } a, b, y;
+        a.u = __ldg((const uint4 *)(xb + i));
+        if (W) b.u = __ldg((const uint4 *)(w + (i - m * K)));
+#pragma unroll
+        for (int j = 0; j < V; j++) {
+          float r = (to_f32(a.e[j]) - mean) * rs[m];
+          if (W) r = r * to_f32(b.e[j]);
+          y.e[j] = from_f32<T>(r);
+        }
+        *(uint4 *)(sy + i) = y.u;
+      }
+    } else {
+      for (long long i = tid; i < M * K; i += blockDim.x) {
+        const int m = (int)(i / K);
+        float r = (to_f32(xb[i]) - mean) * rs[m];
+        if (W) r = r * to_f32(w[i - m * K]);
+        sy[i] = from_f32<T>(r);
+      }
     }
     __syncthreads();
     ys = sy;
