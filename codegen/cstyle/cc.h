@@ -86,9 +86,6 @@ struct cc {
    * once (programmatic dependent launch, prelude.c's mlc_pdl_trigger). */
   bool decode;
   /* set by the emitter */
-  /* The next kernel calls mlc_pdl_enter itself, after it has loaded what
-   * no kernel of the step writes (a decode step's GEMV weights: emit_gemm.c). */
-  bool late_enter;
   cc_launch launch[CC_MAX_LAUNCH];
   uint32_t nlaunch;
   uint64_t scratch;          /* bytes of scratch the launches share */

@@ -12,7 +12,7 @@ static void module_begin(cc_text *src, const mlc_program *p) {
 /* extern "C" __global__, the launch bound, restrict-qualified buffers; a
  * shard's rows (c->sharded) or the work items, then the TMA maps, by value;
  * the body opens with mlc_pdl_enter (prelude.c), after a decode step's
- * mlc_pdl_trigger, unless the emitter set late_enter for this kernel. */
+ * mlc_pdl_trigger. */
 static void kernel_begin(cc *c, uint32_t block, uint32_t min_blocks) {
   if (min_blocks > 1)
     cc_printf(c, "extern \"C\" __global__ void __launch_bounds__(%u, %u) @K@_%u(", block, min_blocks, c->nlaunch);
@@ -24,8 +24,7 @@ static void kernel_begin(cc *c, uint32_t block, uint32_t min_blocks) {
   for (uint32_t i = 0; i < c->ntmap; i++) cc_printf(c, ", const __grid_constant__ mlc_tmap tm%u", i);
   cc_printf(c, ") {\n");
   if (c->decode) cc_printf(c, "  mlc_pdl_trigger();\n");
-  if (!c->late_enter) cc_printf(c, "  mlc_pdl_enter();\n");
-  c->late_enter = false;
+  cc_printf(c, "  mlc_pdl_enter();\n");
 }
 
 static const cc_dialect cuda = {

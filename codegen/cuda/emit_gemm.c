@@ -384,31 +384,15 @@ const char *cc_gemv_x(cc *c, const mlc_fused_prog *pr, int dt, int64_t rows, int
                 w ? "true" : "false", w ? "in2" : "nullptr", cc_flit(c, 1.0 / (double)K), cc_flit(c, pr->ins[0].eps));
 }
 
-/* Whether node x is a parameter that no kernel of the function writes (a
- * KV cache is one that its attention_kv writes; an optimizer update writes
- * its parameter). */
-static bool read_only_param(const mlc_func *f, uint32_t x) {
-  if (f->nodes[x].op != MLC_OP_PARAM) return false;
-  for (uint32_t i = 0; i < f->n; i++) {
-    const mlc_node *n = &f->nodes[i];
-    if ((n->op == MLC_OP_ATTENTION_KV && (n->in[3] == x || n->in[4] == x)) || (mlc_op_is_update(n->op) && n->in[0] == x))
-      return false;
-  }
-  return true;
-}
-
 static void gemv_emit(cc *c, const gemm_desc *d, const mlc_fused_prog *pr) {
   if (pr) cc_fused_epilogue(c, pr);
   const int ks = gemv_ks(c, d, mlc_dtype_size(d->dt));
-  /* a decode step's weight: loaded before the kernel waits for the one before (mlc_gemv's EARLY) */
-  bool early = c->decode && read_only_param(c->f, c->n->in[1]);
-  c->late_enter = early;
   cc_begin(c, (uint64_t)cc_ceil_div(d->N, GEMV_WARPS / ks), 32 * GEMV_WARPS, 0);
   const char *T = cc_stype(c, d->dt);
   cc_printf(c, "  typedef mlc_gemv<%s, %d, %lldLL, %lldLL, %d, %d> G;\n", T, (int)d->M, (long long)d->N, (long long)d->K, GEMV_WARPS, ks);
   if (pr) cc_printf(c, "  const @K@_epi e = %s;\n", cc_fused_epilogue_init(c, pr, "0"));
   else cc_printf(c, "  const mlc_gemm_out<%s> e = {out};\n", T);
-  cc_printf(c, "  G::run%s(%s, in1, e);\n", early ? "<true>" : "", cc_gemv_x(c, pr, d->dt, d->M, d->K));
+  cc_printf(c, "  G::run(%s, in1, e);\n", cc_gemv_x(c, pr, d->dt, d->M, d->K));
   cc_end(c);
 }
 

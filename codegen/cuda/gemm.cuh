@@ -1342,8 +1342,9 @@ template <class T, int M, long long N, long long K, int WPB, int KS> struct mlc_
   static constexpr long long STEP = 32LL * V, PIECES = (K + STEP - 1) / STEP, SPAN = (PIECES + KS - 1) / KS * STEP;
   union vec { uint4 u; T e[16 / sizeof(T)]; };
   // elements k .. k + V - 1 of the weight's row against x's rows, into acc
-  // (step_w: the weight's already loaded)
-  template <class X> static MLC_FN void step_w(const X &x, const vec &wv, long long k, float *acc) {
+  template <class X> static MLC_FN void step(const X &x, const T *wr, long long k, float *acc) {
+    vec wv;
+    wv.u = __ldg((const uint4 *)(wr + k));
 #pragma unroll
     for (int m = 0; m < M; m++) {
       float xv[V];
@@ -1352,43 +1353,20 @@ template <class T, int M, long long N, long long K, int WPB, int KS> struct mlc_
       for (int j = 0; j < V; j++) acc[m] += xv[j] * to_f32(wv.e[j]);
     }
   }
-  template <class X> static MLC_FN void step(const X &x, const T *wr, long long k, float *acc) {
-    vec wv;
-    wv.u = __ldg((const uint4 *)(wr + k));
-    step_w(x, wv, k, acc);
-  }
-  // EARLY (a decode step's kernel whose weight no kernel of the step
-  // writes, emitted without the opening mlc_pdl_enter): the first PRE
-  // pieces of each lane's weight are loaded before griddepcontrol.wait, so
-  // they come from memory while the kernel before still runs; x after it.
-  // The pieces are summed in the same order either way.
-  static constexpr int PRE = VEC ? (SPAN / STEP < 8 ? (int)(SPAN / STEP) : 8) : 0;
-  template <bool EARLY = false, class X, class Ep> static MLC_FN void run(X x, const T *w, const Ep &e) {
+  template <class X, class Ep> static MLC_FN void run(X x, const T *w, const Ep &e) {
+    x.init(0);
     const int lane = threadIdx.x & 31, wi = threadIdx.x >> 5, ks = wi % KS;
     const long long n = (long long)blockIdx.x * CPB + wi / KS;
     const T *wr = w + (n < N ? n : N - 1) * K;
-    const long long lo = ks * SPAN, hi = lo + SPAN < K ? lo + SPAN : K;
-    const bool any = n < N && lo < K; // a split past the row's end (KS SPAN may pass K) reads nothing
-    const long long full = any ? lo + (hi - lo) / STEP * STEP : lo; // whole pieces end here; the tail is K % STEP / V lanes
-    constexpr int R = EARLY ? PRE : 0;
-    vec pre[R > 0 ? R : 1];
-#pragma unroll
-    for (int r = 0; r < R; r++) {
-      const long long k = lo + lane * V + r * STEP;
-      if (k < full) pre[r].u = __ldg((const uint4 *)(wr + k));
-    }
-    if (EARLY) mlc_pdl_enter();
-    x.init(0);
     float acc[M];
 #pragma unroll
     for (int m = 0; m < M; m++) acc[m] = 0.f;
-    if (any) {
+    const long long lo = ks * SPAN, hi = lo + SPAN < K ? lo + SPAN : K;
+    if (n < N && lo < K) { // a split past the row's end (KS SPAN may pass K) reads nothing
       if (VEC) {
-#pragma unroll
-        for (int r = 0; r < R; r++)
-          if (lo + lane * V + r * STEP < full) step_w(x, pre[r], lo + lane * V + r * STEP, acc);
+        const long long full = lo + (hi - lo) / STEP * STEP; // whole pieces end here; the tail is K % STEP / V lanes
 #pragma unroll 8
-        for (long long k = lo + lane * V + R * STEP; k < full; k += STEP) step(x, wr, k, acc);
+        for (long long k = lo + lane * V; k < full; k += STEP) step(x, wr, k, acc);
         if (full + lane * V < hi) step(x, wr, full + lane * V, acc);
       } else {
         for (long long k = lo + lane; k < hi; k += 32) {

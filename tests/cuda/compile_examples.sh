@@ -63,10 +63,7 @@ for q in "" int4; do
   kernels=$(grep -c '__global__ void' "$out/minillm.cu")
   waits=$(awk '/__global__ void/ { k = 1; next } k && /^  mlc_pdl_trigger\(\);$/ { next }
     k && /^  mlc_pdl_enter\(\);$/ { n++ } { k = 0 } END { print n + 0 }' "$out/minillm.cu")
-  # or, a step's GEMV of a weight nothing writes, loads it first and then waits (mlc_gemv's EARLY)
-  late=$(grep -c -E '^  G::run<true>\(' "$out/minillm.cu" || true)
-  check "$m: each of its $kernels kernels opens with mlc_pdl_enter ($waits) or waits after its weights ($late)" \
-    "[ $kernels -gt 0 ] && [ $((waits + late)) -eq $kernels ] && { [ -n \"$q\" ] || [ $late -gt 0 ]; }"
+  check "$m: each of its $kernels kernels opens with mlc_pdl_enter ($waits)" "[ $kernels -gt 0 ] && [ $waits -eq $kernels ]"
   step=$(awk '/^\/\/ step %/ { s = 1 } /^\/\/ [a-z_]+ %/ && !/^\/\/ step %/ { s = 0 } s && /__global__ void/ { k++ } s && /^  mlc_pdl_trigger\(\);$/ { t++ }
     END { print k + 0, t + 0 }' "$out/minillm.cu")
   read -r sk st <<< "$step"
