@@ -69,7 +69,7 @@ python_binding() { # bench/h200_python.sh, where build-gpu/artifacts was carried
   pack
 }
 speed() { # decode speed under VARIANTS, rounds $@ (LIMIT: skip what would end past it)
-  export MLC_CUDA_GRAPHS=1
+  export MLC_CUDA_GRAPHS=${GRAPHS:-1}
   for round in "$@"; do
     for v in ${VARIANTS:-wait:1:-DMLC_PDL_NO_TRIGGER trig:1:}; do
       IFS=: read -r n p fl bin <<< "$v"
@@ -104,6 +104,9 @@ gemv_norm() { # bench/gemv_norm_bf16.mdl's kernels one by one, this mlc and buil
   pack
 }
 case $part in
+speed) # PART=decode's speed alone (GRAPHS=0: without CUDA graphs, as mlc runs by default)
+  speed 1 2
+  ;;
 prologue) # session 24: the rmsnorm prologue of the decode step's GEMVs
   numerics "${OPS_K:-linear prologue rmsnorm}"
   gemv_norm
