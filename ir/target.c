@@ -20,7 +20,8 @@ static const mlc_target targets[] = {
      .attn_save_max_head = 256, .attn_save_head_16 = 32, .attn_save_head_32 = 8, .sharded = true},
     /* Metal: a kernel takes at most 31 buffers, so AdamW stays one update per tensor */
     {.name = "metal", .gpu = true, .max_kernel_args = 31},
-    {.name = "spirv", .gpu = true},
+    /* SPIR-V: its qlinear kernels store through an epilogue (codegen/spirv/emit_qlinear.c) */
+    {.name = "spirv", .gpu = true, .qlinear_epilogues = true},
 };
 
 const mlc_target *mlc_target_find(const char *name) {

@@ -12,6 +12,8 @@
  * A program that starts with a GEMM (of inputs 0 and 1) is that GEMM
  * (emit_gemm.c, both kernels) with the rest as the epilogue of its store:
  * the f32 accumulator rounded to the GEMM's dtype, then the instructions.
+ * So is one that starts with a qlinear (emit_qlinear.c), which has no
+ * cooperative-matrix variant.
  */
 #include "codegen/spirv/emit.h"
 #include "ir/fused.h"
@@ -97,14 +99,15 @@ bool sv_emit_fused(sv *s) {
     if (!sv_check_size(s, mlc_type_numel(sv_in(s, (int)k)))) return false;
   if (!sv_check_size(s, mlc_type_numel(z->ot))) return false;
   const mlc_fused_ins *g = &z->pr.ins[0];
-  for (uint32_t j = is_gemm(g->op) ? 1 : 0; j < z->pr.n; j++) {
+  for (uint32_t j = is_gemm(g->op) || g->op == MLC_OP_QLINEAR ? 1 : 0; j < z->pr.n; j++) {
     int op = z->pr.ins[j].op;
     if (op != MLC_OP_BROADCAST && !(mlc_ops[op].flags & MLC_F_EW))
       return sv_fail(s, "a fused program with %s (instruction %u): not elementwise", mlc_ops[op].name, j);
   }
-  if (is_gemm(g->op)) {
+  if (is_gemm(g->op) || g->op == MLC_OP_QLINEAR) {
     if (g->nin != 2 || g->arg[0] != -1 || g->arg[1] != -2) return sv_fail(s, "fused GEMM not of inputs 0 and 1");
-    return sv_emit_gemm_of(s, g->op, &g->type, epilogue, z, z->ot->dtype);
+    if (g->op != MLC_OP_QLINEAR) return sv_emit_gemm_of(s, g->op, &g->type, epilogue, z, z->ot->dtype);
+    if (!s->coopmat_variant) return sv_emit_qlinear_of(s, g->qbits, g->qgroup, epilogue, z, z->ot->dtype);
   }
   if (s->coopmat_variant) { /* nothing to do with cooperative matrices: declined */
     sb_entry_begin(s->b, "main0", 1, 1, (uint32_t[2]){0, 0});

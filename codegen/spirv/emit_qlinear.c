@@ -9,7 +9,11 @@
  * each thread taking every 64th word of codes of w's row against each row
  * of x, a shared-memory tree adding the threads' sums (as emit_gemm.c's
  * GEMV).  More rows (a prefill): a thread per output, walking the row of
- * codes; correct, and meant for a prompt's few dozen rows. */
+ * codes; correct, and meant for a prompt's few dozen rows.
+ *
+ * Both store through an epilogue where the qlinear heads a fused group (the
+ * fuse pass's qlinear_epilogues: the bias add, activation and residual add
+ * after it; emit_fused.c), as the GEMMs' kernels do. */
 #include "codegen/spirv/emit.h"
 
 #define QV_MAX_M 4
@@ -19,7 +23,18 @@ typedef struct {
   int bits, per;          /* bits a code, codes a word */
   int64_t M, N, K, group;
   int64_t cw, rw;         /* words of codes a row, words a row (codes and scales) */
+  int odt;                /* the store: dtype, and the epilogue (NULL: the f32 result) */
+  sv_epi_fn epi;
+  void *ctx;
 } qshape;
+
+/* Stores result v of flat output index at, through the epilogue. */
+static void store(sv *s, const qshape *q, uint32_t at, uint32_t v) {
+  uint32_t lo = 0, hi = 0;
+  if (q->epi) q->epi(s, q->ctx, at, v, &lo, &hi);
+  else lo = sb_f2bits(s->b, v);
+  sb_store_bits(s->b, sv_out(s), q->odt, at, lo, hi);
+}
 
 /* sum over the word's codes of code * x[m][k0 + e] for each row m (xrow[m]:
  * its first element), times the word's group's scale, into acc[m]. */
@@ -58,7 +73,7 @@ static void gemv(sv *s, const qshape *q) {
     uint32_t sum = sb_wg_reduce(b, red, sb_ld(b, acc[m]), false);
     sb_if first;
     sb_if_begin(b, &first, sb_ieq(b, sb_lid(b), sb_u32(b, 0)), false);
-    sb_stw(b, sv_out(s), sb_addc(b, n, (uint32_t)(m * q->N)), sb_f2bits(b, sum));
+    store(s, q, sb_addc(b, n, (uint32_t)(m * q->N)), sum);
     sb_if_end(b, &first);
   }
   sb_if_end(b, &guard);
@@ -75,13 +90,14 @@ static void rows(sv *s, const qshape *q) {
   uint32_t c = sb_for(b, &l, sb_u32(b, 0), sb_u32(b, (uint32_t)q->cw), sb_u32(b, 1));
   word(s, q, n, c, &xrow, 1, &acc);
   sb_for_end(b, &l);
-  sb_stw(b, sv_out(s), i, sb_f2bits(b, sb_ld(b, acc)));
+  store(s, q, i, sb_ld(b, acc));
   sv_items_end(s, &g);
 }
 
-bool sv_emit_qlinear(sv *s) {
+bool sv_emit_qlinear_of(sv *s, int bits, int group, sv_epi_fn epi, void *ctx, int epi_dt) {
   const mlc_type *x = sv_in(s, 0), *w = sv_in(s, 1);
-  qshape q = {.bits = s->n->a.qbits, .group = s->n->a.qgroup, .K = x->dim[x->rank - 1], .N = w->dim[0]};
+  qshape q = {.bits = bits, .group = group, .K = x->dim[x->rank - 1], .N = w->dim[0],
+              .odt = epi ? epi_dt : MLC_DT_F32, .epi = epi, .ctx = ctx};
   q.per = 32 / q.bits;
   q.M = mlc_type_numel(x) / q.K;
   q.cw = q.K * q.bits / 32;
@@ -94,3 +110,5 @@ bool sv_emit_qlinear(sv *s) {
   else rows(s, &q);
   return true;
 }
+
+bool sv_emit_qlinear(sv *s) { return sv_emit_qlinear_of(s, s->n->a.qbits, s->n->a.qgroup, NULL, NULL, 0); }
