@@ -11,10 +11,6 @@ bool cc_emit_gemm(cc *c);      /* matmul, linear, matmul_tn, fused groups headed
 bool cc_emit_attention(cc *c); /* attention, attention_grad, attention_save, attention_grad_saved */
 bool cc_emit_attention_kv(cc *c); /* attention_kv (emit_attention.c) */
 bool cc_emit_qlinear(cc *c);      /* qlinear, --quantize's (emit_qlinear.c) */
-/* The x argument of mlc_gemv and mlc_qgemv (gemm.cuh) for a GEMM of `rows`
- * rows of K dt elements: in0 as it is, or through pr's rmsnorm prologue
- * (emit_gemm.c). */
-const char *cc_gemv_x(cc *c, const mlc_fused_prog *pr, int dt, int64_t rows, int64_t K);
 /* Whether mlc_attn_kv takes heads of dim d; else why not. */
 bool cc_attn_kv_fits(int64_t d, char *why, size_t whyn);
 

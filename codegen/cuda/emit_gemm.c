@@ -373,7 +373,9 @@ static int gemv_ks(const cc *c, const gemm_desc *d, int64_t esize) {
 /* mlc_gemv_rms plays the norm kernel's threads with the GEMV's block */
 _Static_assert(CC_ROW_THREADS == 32 * GEMV_WARPS, "a GEMV block is a norm kernel's block");
 
-const char *cc_gemv_x(cc *c, const mlc_fused_prog *pr, int dt, int64_t rows, int64_t K) {
+/* The x argument of mlc_gemv (gemm.cuh) for a GEMM of `rows` rows of K dt
+ * elements: in0 as it is, or through pr's rmsnorm prologue. */
+static const char *gemv_x(cc *c, const mlc_fused_prog *pr, int dt, int64_t rows, int64_t K) {
   const char *T = cc_stype(c, dt);
   if (!pr || pr->gemm < 1) return cc_fmt(c, "mlc_gemv_x<%s, %lldLL>{in0}", T, (long long)K);
   /* the rmsnorm kernel's row plan (emit_norm.c: blocks of CC_ROW_THREADS), so rstd is its to the bit */
@@ -392,7 +394,7 @@ static void gemv_emit(cc *c, const gemm_desc *d, const mlc_fused_prog *pr) {
   cc_printf(c, "  typedef mlc_gemv<%s, %d, %lldLL, %lldLL, %d, %d> G;\n", T, (int)d->M, (long long)d->N, (long long)d->K, GEMV_WARPS, ks);
   if (pr) cc_printf(c, "  const @K@_epi e = %s;\n", cc_fused_epilogue_init(c, pr, "0"));
   else cc_printf(c, "  const mlc_gemm_out<%s> e = {out};\n", T);
-  cc_printf(c, "  G::run(%s, in1, e);\n", cc_gemv_x(c, pr, d->dt, d->M, d->K));
+  cc_printf(c, "  G::run(%s, in1, e);\n", gemv_x(c, pr, d->dt, d->M, d->K));
   cc_end(c);
 }
 

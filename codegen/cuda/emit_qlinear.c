@@ -49,7 +49,7 @@ bool cc_emit_qlinear(cc *c) {
   cc_begin(c, (uint64_t)blocks, 32 * ks, 0);
   if (fused) cc_printf(c, "  const @K@_epi e = %s;\n", cc_fused_epilogue_init(c, &pr, "0"));
   else cc_printf(c, "  const mlc_gemm_out<float> e = {out};\n");
-  cc_printf(c, "  %s::run(in1, %s, e);\n", Q, cc_gemv_x(c, NULL, MLC_DT_F32, MB, q.k));
+  cc_printf(c, "  %s::run(in1, in0, e);\n", Q);
   cc_end(c);
   return true;
 }

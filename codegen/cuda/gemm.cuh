@@ -1223,9 +1223,8 @@ struct mlc_gemm_wgx {
   }
 };
 
-// x of mlc_gemv and mlc_qgemv as it is stored: from init(r0) on, the 16
-// bytes of row r0 + m from element k (16-byte aligned), or one element, as
-// floats.
+// x of mlc_gemv as it is stored: from init(r0) on, the 16 bytes of row
+// r0 + m from element k (16-byte aligned), or one element, as floats.
 template <class T, long long K> struct mlc_gemv_x {
   static constexpr int V = 16 / (int)sizeof(T);
   const T *x;
@@ -1410,8 +1409,7 @@ template <class T, int M, long long N, long long K, int WPB, int KS> struct mlc_
 // neighbour's) are read once for the C columns.  Each word is dequantised in
 // registers and scaled once (a word lies in one group: G is a multiple of
 // 8); the lanes' sums meet by shuffles, the warps' in shared memory, in a
-// fixed order.  More rows take more blocks (blockIdx.x / NB).  x reads its
-// values through X, as mlc_gemv's.
+// fixed order.  More rows take more blocks (blockIdx.x / NB).
 template <int BITS, int MB, long long M, long long N, long long K, long long G, int C, int KS> struct mlc_qgemv {
   static constexpr int PER = 32 / BITS;
   static constexpr long long CW = K / PER, RW = CW + K / G, NB = (N + C - 1) / C;
@@ -1421,14 +1419,14 @@ template <int BITS, int MB, long long M, long long N, long long K, long long G, 
   // mantissa that is 2^23 + code + HALF exactly, and one subtraction leaves
   // the code.
   static constexpr unsigned MASK = (1u << BITS) - 1, HALF = 1u << (BITS - 1), FLIP = BITS == 4 ? 0x88888888u : 0x80808080u;
-  template <class X, class Ep> static MLC_FN void run(const int *wq, X x, const Ep &e) {
+  template <class Ep> static MLC_FN void run(const int *wq, const float *x, const Ep &e) {
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     const long long n0 = (long long)(blockIdx.x % NB) * C, r0 = (long long)(blockIdx.x / NB) * MB;
-    x.init(r0);
     const int rows = M - r0 < MB ? (int)(M - r0) : MB;
     const unsigned *row[C];
 #pragma unroll
     for (int j = 0; j < C; j++) row[j] = (const unsigned *)wq + (n0 + j < N ? n0 + j : N - 1) * RW;
+    x += r0 * K;
     float acc[C][MB];
 #pragma unroll
     for (int j = 0; j < C; j++)
@@ -1449,9 +1447,13 @@ template <int BITS, int MB, long long M, long long N, long long K, long long G, 
 #pragma unroll
       for (int m = 0; m < MB; m++) {
         if (m >= rows) break;
+        const float4 *xr = (const float4 *)(x + m * K + k0);
         float xv[PER];
 #pragma unroll
-        for (int q = 0; q < PER / 4; q++) x.vec(m, k0 + 4 * q, xv + 4 * q);
+        for (int q = 0; q < PER / 4; q++) {
+          const float4 v = __ldg(xr + q);
+          xv[4 * q] = v.x, xv[4 * q + 1] = v.y, xv[4 * q + 2] = v.z, xv[4 * q + 3] = v.w;
+        }
 #pragma unroll
         for (int j = 0; j < C; j++) {
           float sum = 0.f;
