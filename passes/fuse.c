@@ -297,13 +297,13 @@ static bool fuse_groups(mlc_program *p, mlc_func *f, bool epilogues, bool cuda, 
   return changed;
 }
 
-/* Writes instruction in of a program as fused.h spells it, its operands
+/* Writes instruction in of a linear's program (no qlinear: fuse_prologues
+ * takes none) as fused.h spells it, its operands
  * renumbered for a prologue before it: #j as #(j + 1), $0 as #0 (the
  * norm) where norm_x, $k as $(k + dk) from $2 on. */
 static void put_ins(text *t, const mlc_fused_ins *in, bool norm_x, int dk) {
   put(t, "%s%s", t->n ? "; " : "", mlc_ops[in->op].name);
   if (in->op == MLC_OP_CAST) put(t, ".%s", mlc_dtype_name(in->type.dtype));
-  if (in->op == MLC_OP_QLINEAR) put(t, ".%d.%d", in->qbits, in->qgroup);
   put(t, "(");
   for (int k = 0; k < in->nin; k++) {
     int a = in->arg[k];
@@ -350,7 +350,7 @@ static bool fuse_prologues(mlc_program *p, mlc_func *f, int rows, int bytes) {
     if (fused) {
       for (uint32_t j = 0; j < pr.n; j++) put_ins(&t, &pr.ins[j], j == 0, w);
     } else {
-      mlc_fused_ins g = {.op = op, .nin = 2, .arg = {-1, -2}, .qbits = n->a.qbits, .qgroup = n->a.qgroup};
+      mlc_fused_ins g = {.op = op, .nin = 2, .arg = {-1, -2}};
       put_ins(&t, &g, true, w);
     }
     if (t.full) continue;

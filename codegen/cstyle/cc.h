@@ -136,8 +136,8 @@ struct cc_dialect {
   /* Whether fused GEMM epilogues also take eight 16-bit columns at a time
    * (st8: CUDA's wgmma GEMM stores through shared memory). */
   bool epilogue_st8;
-  /* Whether emit_gemm and emit_qlinear take an rmsnorm prologue (ir/fused.h;
-   * CUDA's matrix-vector kernels). */
+  /* Whether emit_gemm takes an rmsnorm prologue (ir/fused.h; CUDA's
+   * matrix-vector kernel). */
   bool gemv_prologues;
 };
 
