@@ -194,8 +194,8 @@ static bool target_supports(const options *o, const mlc_program *prog, mlc_diag 
   for (uint32_t k = 0; k < prog->nfuncs; k++) train |= !strcmp(prog->funcs[k].name, "train");
   if (ok && train && mlc_matmul_is_fp8(prog->opts.matmul) &&
       !(tgt->supports_op(MLC_OP_SCALED_MM, why, sizeof why) && tgt->supports_op(MLC_OP_QUANT, why, sizeof why))) {
-    mlc_error(diag, prog->train.loc, "matmul=fp8: %s; FP8 training runs on the cpu target only for now (emulated; "
-              "issue 30), or train without --matmul=fp8 / precision(matmul=fp8)", why);
+    mlc_error(diag, prog->train.loc, "matmul=fp8: %s; FP8 training runs on the cuda target (Hopper's FP8 "
+              "tensor cores) and the cpu target (emulated), or train without --matmul=fp8 / precision(matmul=fp8)", why);
     ok = false;
   }
   return ok;

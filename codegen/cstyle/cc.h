@@ -130,9 +130,10 @@ struct cc_dialect {
   /* The dialect's own emitters: matmul, linear, matmul_tn and fused groups
    * headed by one; attention, attention_grad; and, NULL where the dialect
    * has none (the driver then refuses the op), attention_save and
-   * attention_grad_saved, attention_kv, qlinear, and adamw_multi and
-   * sgd_multi. */
+   * attention_grad_saved, attention_kv, qlinear, adamw_multi and
+   * sgd_multi, and FP8's quant and scaled_mm (issue 30). */
   cc_emitter emit_gemm, emit_attention, emit_attention_saved, emit_attention_kv, emit_qlinear, emit_update_multi;
+  cc_emitter emit_quant, emit_scaled_mm;
   /* Whether fused GEMM epilogues also take eight 16-bit columns at a time
    * (st8: CUDA's wgmma GEMM stores through shared memory). */
   bool epilogue_st8;

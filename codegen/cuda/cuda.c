@@ -47,6 +47,8 @@ static const cc_dialect cuda = {
     .emit_attention_kv = cc_emit_attention_kv,
     .emit_qlinear = cc_emit_qlinear,
     .emit_update_multi = cc_emit_update_multi,
+    .emit_quant = cc_emit_quant,
+    .emit_scaled_mm = cc_emit_scaled_mm,
     .epilogue_st8 = true,
     .gemv_prologues = true,
 };

@@ -11,6 +11,8 @@ bool cc_emit_gemm(cc *c);      /* matmul, linear, matmul_tn, fused groups headed
 bool cc_emit_attention(cc *c); /* attention, attention_grad, attention_save, attention_grad_saved */
 bool cc_emit_attention_kv(cc *c); /* attention_kv (emit_attention.c) */
 bool cc_emit_qlinear(cc *c);      /* qlinear, --quantize's (emit_qlinear.c) */
+bool cc_emit_quant(cc *c);        /* quant: x to FP8 under its amax's scale (emit_quant.c) */
+bool cc_emit_scaled_mm(cc *c);    /* scaled_mm: the FP8 GEMM (emit_gemm.c) */
 /* Whether mlc_attn_kv takes heads of dim d; else why not. */
 bool cc_attn_kv_fits(int64_t d, char *why, size_t whyn);
 

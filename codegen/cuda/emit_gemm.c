@@ -415,3 +415,53 @@ bool cc_emit_gemm(cc *c) {
   gemm_emit_cfg(c, &d, &g, fused ? &pr : NULL, gemm_split(&d, &g, fused));
   return true;
 }
+
+/* scaled_mm (issue 30, passes/fp8.c): C[m, n] = (A8 B8^T)[m, n] 2^-ea 2^-eb,
+ * A8 [M, K] and B8 [N, K] f8 codes (both K-major, as FP8 wgmma wants them),
+ * ea and eb the scales' exponents from the two amaxes (mlc_f8_scale),
+ * accumulated in f32, stored as the node's dtype (mlc_scaled_out).
+ *
+ * Where rows are 16-byte aligned (K % 16 == 0): mlc_gemm_pp's ping-pong
+ * kernel (128 x 128 tiles a consumer warpgroup, 6 stages of TMA loads) on
+ * mlc_f8x2, two codes a 16-bit element, so that the FP8 product is the
+ * 16-bit kernel's [M, K / 2] x [N, K / 2] with the FP8 wgmma
+ * (m64n128k32) in place of the 16-bit one; the compute_90 PTX runs its
+ * mma.sync fallback (m16n8k32).  Otherwise one thread an output, the codes
+ * decoded and summed in f32 (correct, slow: the fp8 pass makes scaled_mm
+ * only of linears whose dims are multiples of 16). */
+bool cc_emit_scaled_mm(cc *c) {
+  const mlc_node *n = c->n;
+  const mlc_type *at = cc_in(c, 0), *bt = cc_in(c, 1);
+  if (at->rank != 2 || bt->rank != 2 || !mlc_dtype_is_f8(at->dtype) || !mlc_dtype_is_f8(bt->dtype) || c->sharded)
+    return cc_bug(c, "scaled_mm of %s[rank %d] and %s[rank %d]", mlc_dtype_name((mlc_dtype)at->dtype), at->rank,
+                  mlc_dtype_name((mlc_dtype)bt->dtype), bt->rank);
+  const int64_t M = at->dim[0], K = at->dim[1], N = bt->dim[0];
+  const int ea = at->dtype == MLC_DT_F8E5M2, eb = bt->dtype == MLC_DT_F8E5M2;
+  const char *P = cc_fmt(c, "mlc_f8x2<%d, %d>", ea, eb);
+  const char *epi = cc_fmt(c, "  const mlc_scaled_out<%s> e = {out, mlc_f8_scale<%d>(in2[0], true) * mlc_f8_scale<%d>(in3[0], true)};\n",
+                           cc_stype(c, n->type.dtype), ea, eb);
+  if (K % 16 == 0 && K > 0 && M < INT32_MAX && N < INT32_MAX && c->ntmap + 2 <= MLC_CUDA_MAX_TMAP) {
+    const gemm_desc d = {.dt = MLC_DT_BF16, .M = M, .N = N, .K = K / 2, .b_nk = true};
+    const gemm_cfg g = {.tc = true, .wg = true, .bm = 128, .bn = 128, .bk = 64, .wm = 2, .wn = 4, .st = 6, .lag = 1, .pp = true};
+    const uint64_t da[2] = {(uint64_t)(K / 2), (uint64_t)M}, db[2] = {(uint64_t)(K / 2), (uint64_t)N}, st[1] = {(uint64_t)K};
+    const uint32_t box[2] = {64, 128};
+    const char *ma = cc_tmap(c, 0, 0, 2, 2, da, st, box, 128), *mb = cc_tmap(c, 1, 0, 2, 2, db, st, box, 128);
+    int64_t tiles = cc_ceil_div(M, 128) * cc_ceil_div(N, 128);
+    cc_begin(c, (uint64_t)(tiles < GEMM_SMS ? tiles : GEMM_SMS), 384, (uint32_t)gemm_smem(&d, &g));
+    cc_printf(c, "  extern __shared__ __align__(16) unsigned char mlc_gemm_sm[];\n");
+    cc_printf(c, "  typedef mlc_gemm_pp<%s, 128, %d, false, true, %lldLL, %lldLL, %lldLL, %d> G;\n%s", P, g.st, (long long)M,
+              (long long)N, (long long)(K / 2), GEMM_GROUP, epi);
+    cc_printf(c, "  G::run_e((const %s *)in0, (const %s *)in1, e, mlc_gemm_sm, &%s, &%s);\n", P, P, ma, mb);
+    cc_end(c);
+    return true;
+  }
+  const int64_t mn = M * N;
+  cc_begin(c, (uint64_t)cc_ceil_div(mn, 256), 256, 0);
+  cc_printf(c, "%s  const long long i = (long long)blockIdx.x * 256 + threadIdx.x;\n  if (i >= %lldLL) return;\n", epi, (long long)mn);
+  cc_printf(c, "  const long long r = i / %lldLL, col = i %% %lldLL;\n  float acc = 0.f;\n", (long long)N, (long long)N);
+  cc_printf(c, "  for (long long k = 0; k < %lldLL; k++) acc += mlc_f8_dec<%d>(in0[r * %lldLL + k]) * mlc_f8_dec<%d>(in1[col * %lldLL + k]);\n",
+            (long long)K, ea, (long long)K, eb, (long long)K);
+  cc_printf(c, "  e.st1(i, col, acc);\n");
+  cc_end(c);
+  return true;
+}

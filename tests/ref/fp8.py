@@ -2,6 +2,8 @@
 train step under precision(matmul=fp8), against tests/ref/fp8_ref.py.
 
   fp8.py OPCHECK TRAIN_ENTRY ROOT WORKDIR
+  fp8.py OPCHECK MLC ROOT WORKDIR --target cuda     (on a GPU: parts 1-3 on
+                                                    CUDA's kernels, and 4b)
 
 1. The reference itself: known code points (448 is 0x7e, 57344 is 0x7b,
    2^-9 and 2^-16 the smallest subnormals), ties to even (464 between 448
@@ -25,6 +27,13 @@ train step under precision(matmul=fp8), against tests/ref/fp8_ref.py.
    differ by between 1e-3 (FP8 really ran) and 0.5 (a loose bound: e5m2's
    rounding alone is up to 1/8 of each value) in relative L2.
 
+4b. (--target cuda) `mlc train --target cuda --steps 2` of tests/ref/fp8.mdl
+   from the same weights and batch: step 1's loss within 1e-5 of numpy's
+   recipe, and step 2's (after SGD with the FP8 gradients) within 1e-4 of
+   the recipe's second step, so the CUDA gradients are checked through the
+   update.  CUDA's FP8 products run on the tensor cores (wgmma), so parts
+   2-3 also hold them to the tolerances above.
+
 Run with /usr/bin/python3 (Debian's numpy and torch)."""
 import os
 import struct
@@ -38,6 +47,7 @@ import fp8_ref as R  # noqa: E402
 from models import Checks, run_entry, write_safetensors  # noqa: E402
 
 opcheck, train_entry, root, work = sys.argv[1:5]
+target = sys.argv[6] if len(sys.argv) > 6 and sys.argv[5] == "--target" else "cpu"
 os.makedirs(work, exist_ok=True)
 check = Checks()
 F32 = np.float32
@@ -66,7 +76,7 @@ def opcheck_run(name, op, ins, dtype, files):
     """mlc_opcheck --op op with inputs from raw files; returns the output's bytes."""
     d = os.path.join(work, name)
     os.makedirs(d, exist_ok=True)
-    cmd = [opcheck, "--op", op, d, "--dtype", dtype]
+    cmd = [opcheck, "--op", op, d, "--dtype", dtype, "--target", target]
     for n, t in ins:
         cmd += ["--in", f"{n}:{t}"]
     for n, data in files.items():
@@ -209,6 +219,27 @@ def step(fp8):
     G["l1.weight"] = mm(g1.T.copy(), x.T.copy(), "e5m2", "e4m3")
     G["l1.bias"] = f32(g1.sum(0))
     return loss, G
+
+
+if target == "cuda":  # 4b: train_entry is the mlc binary; two steps of SGD on the GPU
+    import re
+    mlc = train_entry
+    rl8, ref8 = step(True)
+    r = subprocess.run([mlc, "train", os.path.join(root, "tests/ref/fp8.mdl"), "--target", "cuda", "--steps", "2",
+                        "--weights", wpath, "--input", f"x={inputs['x']}", "--input", f"labels={inputs['labels']}"],
+                       capture_output=True, text=True)
+    losses = [float(v) for v in re.findall(r"step \d+: loss ([-0-9.e+naif]+)", r.stdout)]
+    check(r.returncode == 0 and len(losses) == 2, f"mlc train --target cuda --steps 2 ran: {r.stdout[-300:]}{r.stderr[-600:]}")
+    if len(losses) == 2:
+        W1 = dict(W)
+        for k in W:
+            W[k] = (W1[k] - F32(0.1) * ref8[k]).astype(F32)
+        rl8b, _ = step(True)
+        W.update(W1)
+        check(abs(losses[0] - rl8) <= 1e-5 * abs(rl8), f"cuda fp8 step 1: loss {losses[0]:.7f}, numpy's recipe {rl8:.7f}")
+        check(abs(losses[1] - rl8b) <= 1e-4 * abs(rl8b),
+              f"cuda fp8 step 2 (after SGD on the FP8 gradients): loss {losses[1]:.7f}, numpy's recipe {rl8b:.7f} (tolerance 1e-4)")
+    sys.exit(check.finish())
 
 
 def mlc_step(mdl, name):

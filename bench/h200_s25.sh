@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# On the GPU machine (device tool), session 25 (2026-12-06): FP8 on CUDA
+# (issue 30): quant and scaled_mm kernels, the MiniLLM train step under
+# --matmul=fp8.
+#   PART=fp8     tests/ref/fp8.py --target cuda (quant byte for byte, scaled_mm
+#                against float64, two SGD steps against numpy's recipe);
+#                bench/fp8_gemm.py (scaled_mm at the step's shapes beside
+#                torch._scaled_mm and bf16 cuBLAS); then the MiniLLM train
+#                step, bf16 and --matmul=fp8 (STEPS steps each, losses and
+#                ms), and mlc profile of the fp8 step's kernels.
+#   PART=ops     every CUDA op case (OPS_K to pick), as the GPU numerics check.
+# Carry build-gpu/mlc, build-gpu/lib, build-gpu/codegen/cuda/mlc_opcheck and
+# .yardstick.  Logs in $OUT/logs.tgz; a summary on standard output.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+part=${PART:-fp8}
+final=${OUT:-/tmp/mlc-s25}
+work=/tmp/s25
+rm -rf $work && mkdir -p $work "$final"
+. tests/gpu/env.sh $work
+export PATH=$PATH:/usr/local/cuda/bin
+pack() { tar -C $work -czf "$final/logs.tgz" .; }
+mlc=$PWD/build-gpu/mlc opcheck=$PWD/build-gpu/codegen/cuda/mlc_opcheck
+rc=0 t0=$SECONDS
+took() { echo "  ($((SECONDS - t0)) s, $SECONDS in all)"; t0=$SECONDS; }
+gpu_header "bench/h200_s25.sh PART=$part" $work/env.log
+train() { # $1 name, rest: extra options; median of steps 3..
+  timeout ${TRAIN_TIMEOUT:-150} $mlc train examples/minillm.mdl --target cuda --steps ${STEPS:-12} "${@:2}" > $work/train_$1.log 2>&1 || rc=1
+  echo "train $1: $(grep -E '^step' $work/train_$1.log | awk 'NR>=3 {gsub(/\(/,"",$5); print $5}' | sort -n | awk '{a[NR]=$1} END {print "median", a[int((NR+1)/2)], "ms of", NR, "steps"}')," \
+    "losses $(grep -E '^step' $work/train_$1.log | awk '{print $4}' | tr '\n' ' ' | cut -c1-200)"
+  grep -E "error|FAIL" $work/train_$1.log | head -3
+}
+case $part in
+fp8)
+  timeout 240 python3 tests/ref/fp8.py $opcheck $mlc . $work/fp8 --target cuda > $work/fp8_check.log 2>&1 || rc=1
+  echo "fp8.py --target cuda: $(grep -c '^ok' $work/fp8_check.log) ok, $(grep -c '^FAIL' $work/fp8_check.log) FAIL"
+  grep -E '^FAIL' $work/fp8_check.log | head -8 | cut -c1-400
+  tail -3 $work/fp8_check.log | cut -c1-300
+  took; pack
+  timeout 300 python3 bench/fp8_gemm.py $opcheck $work/gemm --json $work/fp8_gemm.json > $work/fp8_gemm.log 2>&1 || rc=1
+  cat $work/fp8_gemm.log | cut -c1-200
+  rm -rf $work/gemm
+  took; pack
+  train bf16
+  train fp8 --matmul=fp8
+  took; pack
+  XDG_CACHE_HOME=/tmp/cache-prof timeout 150 $mlc profile examples/minillm.mdl --target cuda --entry train_step --matmul=fp8 --steps 3 \
+    > $work/profile_fp8.log 2>&1 || rc=1
+  head -40 $work/profile_fp8.log | cut -c1-200
+  took
+  ;;
+ops)
+  timeout ${OPS_TIMEOUT:-400} python3 tests/ops/opcheck.py ops --target cuda --jobs 16 --opcheck $opcheck --work /tmp/ops ${OPS_K:+-k $OPS_K} \
+    > $work/ops.log 2>&1 || rc=1
+  echo "cuda op cases: $(grep -E 'cases passed' $work/ops.log)"
+  grep -E '^FAIL' $work/ops.log | head -8 | cut -c1-300
+  took
+  ;;
+esac
+pack
+echo "rc=$rc"
+exit $rc
