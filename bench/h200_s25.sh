@@ -48,6 +48,12 @@ fp8)
     > $work/profile_fp8.log 2>&1 || rc=1
   head -40 $work/profile_fp8.log | cut -c1-200
   took
+  for k in ${OPS_K:-chunks sum max min}; do
+    timeout 120 python3 tests/ops/opcheck.py ops --target cuda --jobs 16 --opcheck $opcheck --work /tmp/ops-$k -k $k > $work/ops_$k.log 2>&1 || rc=1
+    echo "cuda op cases -k $k: $(grep -E 'cases passed' $work/ops_$k.log)"
+    grep -E '^FAIL' $work/ops_$k.log | head -4 | cut -c1-300
+  done
+  took
   ;;
 ops)
   timeout ${OPS_TIMEOUT:-400} python3 tests/ops/opcheck.py ops --target cuda --jobs 16 --opcheck $opcheck --work /tmp/ops ${OPS_K:+-k $OPS_K} \

@@ -19,6 +19,27 @@
 #define MIN_BLOCKS 512 /* four of 256 threads on each of the H200's 132 SMs: enough loads in flight */
 #define MAX_CHUNKS 64
 #define UNROLL 8
+#define CHUNK_MIN 16384 /* elements of a row a block takes at least, where rows are cut into chunks */
+
+/* The block's reduction of x[0 .. n) (x and n declared by the caller; x of
+ * dtype dt), left in every thread's `a` (acc): strided over the threads,
+ * then across the block (floats: the prelude's block reductions; integers:
+ * thread 0 combines the threads' results in order). */
+static void block_reduce(cc *c, int dt, const char *acc, const char *init, const char *combine, bool is_max, bool is_min) {
+  bool fl = mlc_dtype_is_float((mlc_dtype)dt);
+  cc_printf(c, "  %s a = %s;\n", acc, init);
+  cc_printf(c, "  for ($i64 j = $tid; j < n; j += %d) { %s v = %s; %s }\n", THREADS, acc, cc_load(c, "x", dt, "j"), combine);
+  if (fl) {
+    cc_printf(c, "  $shared float sh[32];\n");
+    if (is_min) cc_printf(c, "  a = -mlc_block_max(-a, sh);\n"); /* min(x) = -max(-x), exactly */
+    else cc_printf(c, "  a = %s(a, sh);\n", is_max ? "mlc_block_max" : "mlc_block_sum");
+  } else {
+    cc_printf(c, "  $shared %s part[%d];\n  part[$tid] = a;\n  $barrier;\n", acc, THREADS);
+    cc_printf(c, "  if ($tid == 0) { a = part[0]; for (int t = 1; t < %d; t++) { %s v = part[t]; %s } part[0] = a; }\n", THREADS,
+              acc, combine);
+    cc_printf(c, "  $barrier;\n  a = part[0];\n");
+  }
+}
 
 bool cc_emit_reduce(cc *c) {
   const mlc_node *n = c->n;
@@ -40,27 +61,49 @@ bool cc_emit_reduce(cc *c) {
 
   if (inner == 1) {
     if ((uint64_t)outer > 0x7fffffffu) return cc_fail(c, "too many rows (%lld)", (long long)outer);
-    cc_begin(c, (uint64_t)outer, THREADS, 0);
     bool fl = mlc_dtype_is_float((mlc_dtype)dt);
-    if (fl) cc_printf(c, "  $shared float sh[32];\n"); /* for the block reductions */
+    if (!is_softmax) {
+      /* Few long rows (a whole tensor's amax, issue 30's FP8 scales: one row
+       * of 16 M elements took 8.9 ms on one block): each row cut into NCH
+       * chunks of at least CHUNK_MIN, one block each, whose results go to
+       * scratch (f32 for floats), and a second launch combines a row's
+       * chunks; the same order every run. */
+      int64_t nch = 1;
+      if (outer < MIN_BLOCKS && len >= 2 * CHUNK_MIN) {
+        nch = cc_ceil_div(MIN_BLOCKS, outer);
+        if (nch > len / CHUNK_MIN) nch = len / CHUNK_MIN;
+      }
+      int pdt = fl ? MLC_DT_F32 : dt;
+      int64_t chunk = cc_ceil_div(len, nch);
+      if (nch > 1) c->scratch = (uint64_t)(outer * nch) * (uint64_t)mlc_dtype_size((mlc_dtype)pdt);
+      const char *pt = cc_stype(c, pdt);
+      cc_begin(c, (uint64_t)(outer * nch), THREADS, 0);
+      cc_printf(c, "  $i64 row = $bid / %lld$ll, ch = $bid %% %lld$ll;\n", (long long)nch, (long long)nch);
+      cc_printf(c, "  const %s%s *x = in0 + row * %lld$ll + ch * %lld$ll;\n", c->t->dev, cc_stype(c, dt), (long long)len,
+                (long long)chunk);
+      cc_printf(c, "  const $i64 n = ch == %lld$ll ? %lld$ll : %lld$ll;\n", (long long)(nch - 1), (long long)(len - (nch - 1) * chunk),
+                (long long)chunk);
+      block_reduce(c, dt, acc, init, combine, is_max, is_min);
+      if (nch == 1) {
+        cc_printf(c, "  if ($tid == 0) %s\n", cc_store(c, "out", odt, "row", cc_fmt(c, "a%s", scale)));
+        cc_end(c);
+        return true;
+      }
+      cc_printf(c, "  if ($tid == 0) ((%s%s *)scratch)[$bid] = a;\n", c->t->dev, pt);
+      cc_end(c);
+      cc_begin(c, (uint64_t)outer, THREADS, 0);
+      cc_printf(c, "  $i64 row = $bid;\n  const %s%s *x = (const %s%s *)scratch + row * %lld$ll;\n  const $i64 n = %lld$ll;\n",
+                c->t->dev, pt, c->t->dev, pt, (long long)nch, (long long)nch);
+      block_reduce(c, pdt, acc, init, combine, is_max, is_min);
+      cc_printf(c, "  if ($tid == 0) %s\n", cc_store(c, "out", odt, "row", cc_fmt(c, "a%s", scale)));
+      cc_end(c);
+      return true;
+    }
+    cc_begin(c, (uint64_t)outer, THREADS, 0);
+    cc_printf(c, "  $shared float sh[32];\n"); /* for the block reductions */
     cc_printf(c, "  $i64 row = $bid;\n");
     cc_printf(c, "  const %s%s *x = in0 + row * %lld$ll;\n", c->t->dev, cc_stype(c, dt), (long long)len);
-    if (!is_softmax) {
-      cc_printf(c, "  %s a = %s;\n", acc, init);
-      cc_printf(c, "  for ($i64 j = $tid; j < %lld$ll; j += %d) { %s v = %s; %s }\n", (long long)len, THREADS,
-                acc, cc_load(c, "x", dt, "j"), combine);
-      if (fl) {
-        if (is_min) cc_printf(c, "  a = -mlc_block_max(-a, sh);\n"); /* min(x) = -max(-x), exactly */
-        else cc_printf(c, "  a = %s(a, sh);\n", is_max ? "mlc_block_max" : "mlc_block_sum");
-      } else {
-        /* Integers: through shared memory, thread 0 combining in order. */
-        cc_printf(c, "  $shared %s part[%d];\n  part[$tid] = a;\n  $barrier;\n", acc, THREADS);
-        cc_printf(c, "  if ($tid == 0) { a = part[0]; for (int t = 1; t < %d; t++) { %s v = part[t]; %s } part[0] = a; }\n",
-                  THREADS, acc, combine);
-        cc_printf(c, "  $barrier;\n  a = part[0];\n");
-      }
-      cc_printf(c, "  if ($tid == 0) %s\n", cc_store(c, "out", odt, "row", cc_fmt(c, "a%s", scale)));
-    } else {
+    {
       cc_printf(c, "  float m = -MLC_INF;\n");
       cc_printf(c, "  for ($i64 j = $tid; j < %lld$ll; j += %d) m = fmaxf(m, %s);\n", (long long)len, THREADS,
                 cc_load(c, "x", dt, "j"));

@@ -29,12 +29,13 @@ bool cc_emit_quant(cc *c) {
             (long long)units, (long long)blocks * THREADS);
   cc_printf(c, "    const long long i = q * %d;\n", v);
   if (v == 1) {
-    cc_printf(c, "    out[i] = (unsigned char)mlc_f8_enc<%d>(to_f32(in0[i]) * s);\n  }\n", e5);
+    cc_printf(c, "    const float x = to_f32(in0[i]);\n");
+    cc_printf(c, "    out[i] = (unsigned char)(mlc_f8_enc<%d>(x * s) | (__float_as_uint(x) >> 24 & 0x80u));\n  }\n", e5);
   } else {
     cc_printf(c, "    float x[%d];\n", v);
     cc_vec_load(c, v, xd, "x", "0", "in0", "i");
     cc_printf(c, "    unsigned r[%d] = {0};\n", v / 4);
-    cc_printf(c, "#pragma unroll\n    for (int k = 0; k < %d; k++) r[k >> 2] |= mlc_f8_enc<%d>(x[k] * s) << 8 * (k & 3);\n", v, e5);
+    cc_printf(c, "#pragma unroll\n    for (int k = 0; k < %d; k++) r[k >> 2] |= (mlc_f8_enc<%d>(x[k] * s) | (__float_as_uint(x[k]) >> 24 & 0x80u)) << 8 * (k & 3);\n", v, e5);
     cc_printf(c, "    *(%s *)(out + i) = %s;\n  }\n", v == 8 ? "uint2" : "unsigned", v == 8 ? "make_uint2(r[0], r[1])" : "r[0]");
   }
   cc_end(c);

@@ -10,6 +10,8 @@ MLC_FN unsigned mlc_gemm_smem_u32(const void *p) {
 // fragments hold the same bytes in the same registers.  Only K-major A and B (FP8 wgmma has no
 // transpose), and nothing converts these elements: the epilogue gets the f32 accumulators.
 template <int EA, int EB> struct mlc_f8x2 { unsigned short x; };
+template <class T> struct mlc_is_f8x2 { static constexpr bool v = false; };
+template <int EA, int EB> struct mlc_is_f8x2<mlc_f8x2<EA, EB>> { static constexpr bool v = true; };
 template <class T> MLC_FN void mlc_gemm_mma(float *d, const unsigned *a, const unsigned *b);
 template <> MLC_FN void mlc_gemm_mma<mlc_bf16>(float *d, const unsigned *a, const unsigned *b) {
   asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
@@ -304,29 +306,29 @@ template <> struct mlc_wgmma<mlc_f16, 64> {
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
       : "l"(a), "l"(b), "r"(1), "n"(TA), "n"(TB)); } };
 template <> struct mlc_wgmma<mlc_f8x2<0, 0>, 128> {
-  template <int TA, int TB> static MLC_FN void mma(float *d, unsigned long long a, unsigned long long b) {
+  template <int TA, int TB> static MLC_FN void mma(float *d, unsigned long long a, unsigned long long b, int acc = 1) {
     static_assert(TA == 0 && TB == 0, "FP8 wgmma reads K-major operands only");
     asm volatile("{ .reg .pred p; setp.ne.b32 p, %66, 0; wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1; }"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "l"(a), "l"(b), "r"(1)); } };
+      : "l"(a), "l"(b), "r"(acc)); } };
 template <> struct mlc_wgmma<mlc_f8x2<0, 1>, 128> {
-  template <int TA, int TB> static MLC_FN void mma(float *d, unsigned long long a, unsigned long long b) {
+  template <int TA, int TB> static MLC_FN void mma(float *d, unsigned long long a, unsigned long long b, int acc = 1) {
     static_assert(TA == 0 && TB == 0, "FP8 wgmma reads K-major operands only");
     asm volatile("{ .reg .pred p; setp.ne.b32 p, %66, 0; wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e5m2 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1; }"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "l"(a), "l"(b), "r"(1)); } };
+      : "l"(a), "l"(b), "r"(acc)); } };
 template <> struct mlc_wgmma<mlc_f8x2<1, 0>, 128> {
-  template <int TA, int TB> static MLC_FN void mma(float *d, unsigned long long a, unsigned long long b) {
+  template <int TA, int TB> static MLC_FN void mma(float *d, unsigned long long a, unsigned long long b, int acc = 1) {
     static_assert(TA == 0 && TB == 0, "FP8 wgmma reads K-major operands only");
     asm volatile("{ .reg .pred p; setp.ne.b32 p, %66, 0; wgmma.mma_async.sync.aligned.m64n128k32.f32.e5m2.e4m3 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1; }"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "l"(a), "l"(b), "r"(1)); } };
+      : "l"(a), "l"(b), "r"(acc)); } };
 template <> struct mlc_wgmma<mlc_f8x2<1, 1>, 128> {
-  template <int TA, int TB> static MLC_FN void mma(float *d, unsigned long long a, unsigned long long b) {
+  template <int TA, int TB> static MLC_FN void mma(float *d, unsigned long long a, unsigned long long b, int acc = 1) {
     static_assert(TA == 0 && TB == 0, "FP8 wgmma reads K-major operands only");
     asm volatile("{ .reg .pred p; setp.ne.b32 p, %66, 0; wgmma.mma_async.sync.aligned.m64n128k32.f32.e5m2.e5m2 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1; }"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "l"(a), "l"(b), "r"(1)); } };
+      : "l"(a), "l"(b), "r"(acc)); } };
 MLC_FN void mlc_wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 MLC_FN void mlc_wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 template <int N> MLC_FN void mlc_wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(N) : "memory"); }
@@ -625,6 +627,14 @@ template <class T, int BN_, int ST, bool AKM, bool BNK, long long M, long long N
 struct mlc_gemm_pp {
   static constexpr int BM = 128, BN = BN_, BK = 64, NT = 384;
   static constexpr bool CO = BN == 256; /* cooperative; else ping-pong */
+  // F8 (mlc_f8x2 operands, scaled_mm): cooperative 128 x 128 tiles, consumer c the tile's rows 64 c ..
+  // 64 c + 63, whose each k-tile (128 codes of k, four m64n128k32 wgmmas) sums into registers of its own
+  // and is then added into the f32 accumulators: Hopper's FP8 products keep about 14 bits as they sum
+  // (DeepSeek-V3's report, section 3.5.2), so a long K summed inside the tensor core loses precision
+  // (4e-3 to 9e-3 of the largest |C| at the MiniLLM's shapes, bench/results/h100-2026-12-06); two
+  // such registers sets in turn, so that one k-tile's wgmmas run while the one before is added
+  static constexpr bool F8 = mlc_is_f8x2<T>::v;
+  static_assert(!F8 || (BN == 128 && AKM == false && BNK == true), "mlc_gemm_pp: FP8 takes 128-column tiles of K-major A and B");
   static_assert(BN == 128 || BN == 256, "mlc_gemm_pp: 128 (ping-pong) or 256 (cooperative) columns a tile");
   typedef mlc_gemm_wg<T, BN, ST, 1, AKM, BNK, M, N, K, true> W; // its stage layout and TMA loads
   static constexpr int STAGE = W::STAGE, A_BYTES = W::A_BYTES;
@@ -717,7 +727,7 @@ struct mlc_gemm_pp {
     const int tid = threadIdx.x, wg = tid >> 7;
     const unsigned s0 = (mlc_gemm_smem_u32(smraw) + 1023) & ~1023u, full = s0 + ST * STAGE + EPI, empty = full + 8 * ST;
     if (tid == 0) {
-      for (int s = 0; s < ST; s++) { mlc_mbar_init(full + 8 * s, 1); mlc_mbar_init(empty + 8 * s, CO ? 2 : 1); }
+      for (int s = 0; s < ST; s++) { mlc_mbar_init(full + 8 * s, 1); mlc_mbar_init(empty + 8 * s, CO || F8 ? 2 : 1); }
       mlc_mbar_fence_init();
     }
     __syncthreads();
@@ -743,7 +753,60 @@ struct mlc_gemm_pp {
     const int c = wg - 1, lt = tid & 127;
     const int nseq = blockIdx.x < TILES ? (TILES - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0; /* this block's tiles */
     constexpr unsigned KSA = AKM ? 2048 : 32, KSB = BNK ? 32 : 2048;
-    if constexpr (CO) {
+    if constexpr (F8) {
+      const unsigned long long da = mlc_wg_desc(s0 + c * 8192, BK * 128), db = mlc_wg_desc(s0 + A_BYTES, 16);
+      // k-tile pos's four wgmmas into p (the first overwrites it), committed as a group
+      auto issue = [&](float (&p)[64], int pos) {
+        const unsigned so = ktile(full, pos);
+#pragma unroll
+        for (int kk = 0; kk < BK / 16; kk++)
+          mlc_wgmma<T, 128>::template mma<0, 0>(p, da + so + (kk * KSA >> 4), db + so + (kk * KSB >> 4), kk > 0);
+        mlc_wg_commit();
+      };
+      // the k-tile in p (pos) is done (wait<N>: N groups may still run): into acc, and its slot back
+      auto promote = [&](float (&acc)[64], float (&p)[64], int pos) {
+#pragma unroll
+        for (int j = 0; j < 64; j++) { mlc_wg_fence_operand(p[j]); acc[j] += p[j]; }
+        if (lt == 0) mlc_mbar_arrive(empty + 8 * (pos % ST));
+      };
+#pragma unroll 1
+      for (int i = 0; i < nseq; i++) {
+        int tm, tn;
+        mlc_gemm_raster<TM, TN, G>((unsigned)(blockIdx.x + i * gridDim.x), tm, tn);
+        float acc[64], p0[64], p1[64];
+#pragma unroll
+        for (int j = 0; j < 64; j++) { acc[j] = 0.f; mlc_wg_fence_operand(p0[j]); mlc_wg_fence_operand(p1[j]); }
+        const int base = i * KT;
+#pragma unroll 1
+        for (int kt = 0; kt < KT; kt += 2) {
+          issue(p0, base + kt);
+          if (kt > 0) { mlc_wg_wait<1>(); promote(acc, p1, base + kt - 1); }
+          if (kt + 1 < KT) {
+            issue(p1, base + kt + 1);
+            mlc_wg_wait<1>();
+            promote(acc, p0, base + kt);
+          }
+        }
+        mlc_wg_wait<0>();
+        if (KT % 2) promote(acc, p0, base + KT - 1);
+        else promote(acc, p1, base + KT - 1);
+        // consumer c's 64 x 128: acc[4i + e] is row 16 w + lane / 4 (+8 for e >= 2), column 8 i + 2 (lane % 4) (+1 for odd e)
+        const int w = lt >> 5, lane = lt & 31;
+#pragma unroll
+        for (int ii = 0; ii < 16; ii++)
+#pragma unroll
+          for (int r = 0; r < 2; r++) {
+            const long long row = (long long)tm * BM + 64 * c + 16 * w + (lane >> 2) + 8 * r;
+            const long long col = (long long)tn * BN + 8 * ii + 2 * (lane & 3);
+            if ((M % BM && row >= M) || (N % BN && col >= N)) continue;
+            if (N % 2 == 0) e.st2(row * N + col, col, acc[4 * ii + 2 * r], acc[4 * ii + 2 * r + 1]);
+            else {
+              e.st1(row * N + col, col, acc[4 * ii + 2 * r]);
+              if (col + 1 < N) e.st1(row * N + col + 1, col + 1, acc[4 * ii + 2 * r + 1]);
+            }
+          }
+      }
+    } else if constexpr (CO) {
       // this consumer's 64 rows of A: K-major, 64 rows of 128 bytes; MN-major, MN block c (BK x 128 bytes)
       const unsigned long long da = mlc_wg_desc(s0 + c * 8192, AKM ? BK * 128 : 16);
       const unsigned long long db = mlc_wg_desc(s0 + A_BYTES, BNK ? 16 : BK * 128);
