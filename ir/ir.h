@@ -134,6 +134,10 @@ typedef struct {
    * MLC_MM_DW: dw = g^T x).  Not printed or hashed: no attribute bit. */
   uint32_t mm_of;
   uint8_t mm_role;
+  /* Set by the fuse pass (GPU targets) on a max whose input was abs of x,
+   * which it then reads in abs's place: the max of |x| in one pass (the
+   * fp8 pass's amax).  Printed as abs=1. */
+  uint8_t abs_in;
 } mlc_attrs;
 enum { MLC_MM_NONE, MLC_MM_DX, MLC_MM_DW };
 

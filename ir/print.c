@@ -20,6 +20,7 @@ static void print_attrs(FILE *out, const mlc_program *p, const mlc_node *n) {
   if (m & MLC_A_AXIS) fprintf(out, " axis=%d", n->a.axis);
   if (m & MLC_A_AXIS2) fprintf(out, " axis2=%d", n->a.axis2);
   if (m & MLC_A_KEEPDIM) fprintf(out, " keepdim=%d", n->a.keepdim);
+  if (n->a.abs_in) fprintf(out, " abs=1");
   if (m & MLC_A_RANGE) fprintf(out, " start=%lld end=%lld", (long long)n->a.start, (long long)n->a.end);
   if (m & MLC_A_EPS) fprintf(out, " eps=%.9g", n->a.f);
   if (m & MLC_A_CAUSAL) fprintf(out, " causal=%d", n->a.causal);

@@ -1,5 +1,5 @@
 /* fuse: rewrites for the GPU targets (CUDA, Metal), after the optimizer and before the
- * memory plan (so that what it removes is never allocated).  Four rewrites,
+ * memory plan (so that what it removes is never allocated).  Five rewrites,
  * then every node that nothing uses any more is dropped:
  *
  * 1. matmul(transpose(dY), X) -> matmul_tn(dY, X).  The weight gradients of
@@ -36,6 +36,9 @@
  *    launch for all would need more kernel arguments than the CUDA runtime
  *    passes: 72.  Metal keeps one update per tensor: a Metal kernel takes
  *    at most 31 buffers.)
+ *
+ * 5. max(abs(x)) -> a max that reads |x| as it loads (fold_abs; first of
+ *    all, with 1).
  *
  * The CPU target packs GEMM operands into its own layout and fuses in its
  * own code generator; it does not run this pass, and no other pass sees
@@ -200,6 +203,26 @@ static bool update_between(const mlc_func *f, uint32_t a, uint32_t b) {
   for (uint32_t i = a + 1; i < b; i++)
     if (mlc_op_is_update(f->nodes[i].op)) return true;
   return false;
+}
+
+/* max(abs(x)) where only the max reads the abs -> max of x with abs_in
+ * (ir/ir.h): the reduction takes |x| as it loads, and the abs kernel, a
+ * pass that wrote |x| for the max to read again, goes.  The fp8 pass's
+ * amaxes are these (5.6 of 80.9 ms of the MiniLLM's FP8 step on an H100
+ * went to abs, bench/results/h100-2026-12-06). */
+static bool fold_abs(mlc_program *p, mlc_func *f) {
+  uint32_t *uses = count_uses(p, f);
+  bool changed = false;
+  for (uint32_t i = 0; i < f->n; i++) {
+    mlc_node *n = &f->nodes[i];
+    if (n->op != MLC_OP_MAX || n->a.abs_in) continue;
+    const mlc_node *a = &f->nodes[n->in[0]];
+    if (a->op != MLC_OP_ABS || uses[n->in[0]] != 1 || !mlc_dtype_is_float(a->type.dtype) || mlc_node_sharded(p, f, a)) continue;
+    n->in[0] = a->in[0];
+    n->a.abs_in = 1;
+    changed = true;
+  }
+  return changed;
 }
 
 /* Groups elementwise trees (and a GEMM head where allowed) into FUSED nodes. */
@@ -430,6 +453,7 @@ bool mlc_pass_fuse(mlc_pass_ctx *c) {
   for (uint32_t k = 0; k < c->p->nfuncs; k++) {
     mlc_func *f = &c->p->funcs[k];
     bool changed = rewrite_tn(f);
+    changed |= fold_abs(c->p, f);
     if (changed) mlc_func_compact(c->p, f);
     if (fuse_groups(c->p, f, true, t->epilogues_that_pay, t->qlinear_epilogues)) mlc_func_compact(c->p, f);
     /* on the compacted function: a GEMM taken into a group no longer reads its norm */

@@ -21,14 +21,19 @@
 #define UNROLL 8
 #define CHUNK_MIN 16384 /* elements of a row a block takes at least, where rows are cut into chunks */
 
+/* A load of the reduction's input as it reads it: |v| where the fuse pass
+ * folded an abs into a max (abs_in, ir/ir.h). */
+static const char *absx(cc *c, const char *v) { return c->n->a.abs_in ? cc_fmt(c, "fabsf(%s)", v) : v; }
+
 /* The block's reduction of x[0 .. n) (x and n declared by the caller; x of
- * dtype dt), left in every thread's `a` (acc): strided over the threads,
+ * dtype dt; abs_in: of |x|, ir/ir.h), left in every thread's `a` (acc): strided over the threads,
  * then across the block (floats: the prelude's block reductions; integers:
  * thread 0 combines the threads' results in order). */
-static void block_reduce(cc *c, int dt, const char *acc, const char *init, const char *combine, bool is_max, bool is_min) {
+static void block_reduce(cc *c, int dt, const char *acc, const char *init, const char *combine, bool is_max, bool is_min, bool abs_in) {
   bool fl = mlc_dtype_is_float((mlc_dtype)dt);
+  const char *ld = cc_load(c, "x", dt, "j");
   cc_printf(c, "  %s a = %s;\n", acc, init);
-  cc_printf(c, "  for ($i64 j = $tid; j < n; j += %d) { %s v = %s; %s }\n", THREADS, acc, cc_load(c, "x", dt, "j"), combine);
+  cc_printf(c, "  for ($i64 j = $tid; j < n; j += %d) { %s v = %s; %s }\n", THREADS, acc, abs_in ? absx(c, ld) : ld, combine);
   if (fl) {
     cc_printf(c, "  $shared float sh[32];\n");
     if (is_min) cc_printf(c, "  a = -mlc_block_max(-a, sh);\n"); /* min(x) = -max(-x), exactly */
@@ -83,7 +88,7 @@ bool cc_emit_reduce(cc *c) {
                 (long long)chunk);
       cc_printf(c, "  const $i64 n = ch == %lld$ll ? %lld$ll : %lld$ll;\n", (long long)(nch - 1), (long long)(len - (nch - 1) * chunk),
                 (long long)chunk);
-      block_reduce(c, dt, acc, init, combine, is_max, is_min);
+      block_reduce(c, dt, acc, init, combine, is_max, is_min, n->a.abs_in);
       if (nch == 1) {
         cc_printf(c, "  if ($tid == 0) %s\n", cc_store(c, "out", odt, "row", cc_fmt(c, "a%s", scale)));
         cc_end(c);
@@ -94,7 +99,7 @@ bool cc_emit_reduce(cc *c) {
       cc_begin(c, (uint64_t)outer, THREADS, 0);
       cc_printf(c, "  $i64 row = $bid;\n  const %s%s *x = (const %s%s *)scratch + row * %lld$ll;\n  const $i64 n = %lld$ll;\n",
                 c->t->dev, pt, c->t->dev, pt, (long long)nch, (long long)nch);
-      block_reduce(c, pdt, acc, init, combine, is_max, is_min);
+      block_reduce(c, pdt, acc, init, combine, is_max, is_min, false);
       cc_printf(c, "  if ($tid == 0) %s\n", cc_store(c, "out", odt, "row", cc_fmt(c, "a%s", scale)));
       cc_end(c);
       return true;
@@ -159,12 +164,12 @@ bool cc_emit_reduce(cc *c) {
     cc_printf(c, "    $i64 j = chunk * %lld$ll + $tid / %lld, j1 = chunk * %lld$ll + %lld$ll;\n", (long long)rc, (long long)cw,
               (long long)rc, (long long)rc);
     cc_printf(c, "    if (j1 > %lld$ll) j1 = %lld$ll;\n", (long long)len, (long long)len);
-    const char *ld = cc_load(c, "x", dt, cc_fmt(c, "(j + u * %lld) * %lld$ll", (long long)rows, (long long)inner));
+    const char *ld = absx(c, cc_load(c, "x", dt, cc_fmt(c, "(j + u * %lld) * %lld$ll", (long long)rows, (long long)inner)));
     cc_printf(c, "    for (; j + %lld < j1; j += %lld)\n", (long long)((UNROLL - 1) * rows), (long long)step);
     cc_printf(c, "#pragma unroll\n      for (int u = 0; u < %d; u++) { %s a = r[u], v = %s; %s r[u] = a; }\n", UNROLL, acc, ld,
               combine);
     cc_printf(c, "    for (; j < j1; j += %lld) { %s v = %s; %s }\n", (long long)rows, acc,
-              cc_load(c, "x", dt, cc_fmt(c, "j * %lld$ll", (long long)inner)), combine);
+              absx(c, cc_load(c, "x", dt, cc_fmt(c, "j * %lld$ll", (long long)inner))), combine);
     cc_printf(c, "#pragma unroll\n    for (int u = 0; u < %d; u++) { %s v = r[u]; %s }\n  }\n", UNROLL, acc, combine);
     cc_printf(c, "  part[$tid] = a;\n  $barrier;\n");
     cc_printf(c, "  if ($tid < %lld && col < %lld$ll) {\n", (long long)cw, (long long)inner);
@@ -203,7 +208,7 @@ bool cc_emit_reduce(cc *c) {
   const char *at = cc_fmt(c, "base + j * %lld$ll", (long long)inner);
   if (!is_softmax) {
     cc_printf(c, "    %s a = %s;\n", acc, init);
-    cc_printf(c, "    for ($i64 j = 0; j < %lld$ll; j++) { %s v = %s; %s }\n", (long long)len, acc, cc_load(c, "in0", dt, at),
+    cc_printf(c, "    for ($i64 j = 0; j < %lld$ll; j++) { %s v = %s; %s }\n", (long long)len, acc, absx(c, cc_load(c, "in0", dt, at)),
               combine);
     cc_printf(c, "    %s\n", cc_store(c, "out", odt, "col", cc_fmt(c, "a%s", scale)));
   } else {

@@ -631,8 +631,7 @@ struct mlc_gemm_pp {
   // 64 c + 63, whose each k-tile (128 codes of k, four m64n128k32 wgmmas) sums into registers of its own
   // and is then added into the f32 accumulators: Hopper's FP8 products keep about 14 bits as they sum
   // (DeepSeek-V3's report, section 3.5.2), so a long K summed inside the tensor core loses precision
-  // (4e-3 to 9e-3 of the largest |C| at the MiniLLM's shapes, bench/results/h100-2026-12-06); two
-  // such registers sets in turn, so that one k-tile's wgmmas run while the one before is added
+  // (4e-3 to 9e-3 of the largest |C| at the MiniLLM's shapes, bench/results/h100-2026-12-06)
   static constexpr bool F8 = mlc_is_f8x2<T>::v;
   static_assert(!F8 || (BN == 128 && AKM == false && BNK == true), "mlc_gemm_pp: FP8 takes 128-column tiles of K-major A and B");
   static_assert(BN == 128 || BN == 256, "mlc_gemm_pp: 128 (ping-pong) or 256 (cooperative) columns a tile");
@@ -763,7 +762,7 @@ struct mlc_gemm_pp {
           mlc_wgmma<T, 128>::template mma<0, 0>(p, da + so + (kk * KSA >> 4), db + so + (kk * KSB >> 4), kk > 0);
         mlc_wg_commit();
       };
-      // the k-tile in p (pos) is done (wait<N>: N groups may still run): into acc, and its slot back
+      // the k-tile in p (pos) is done: into acc, and its slot back
       auto promote = [&](float (&acc)[64], float (&p)[64], int pos) {
 #pragma unroll
         for (int j = 0; j < 64; j++) { mlc_wg_fence_operand(p[j]); acc[j] += p[j]; }
@@ -773,23 +772,20 @@ struct mlc_gemm_pp {
       for (int i = 0; i < nseq; i++) {
         int tm, tn;
         mlc_gemm_raster<TM, TN, G>((unsigned)(blockIdx.x + i * gridDim.x), tm, tn);
-        float acc[64], p0[64], p1[64];
+        float acc[64], p[64];
 #pragma unroll
-        for (int j = 0; j < 64; j++) { acc[j] = 0.f; mlc_wg_fence_operand(p0[j]); mlc_wg_fence_operand(p1[j]); }
+        for (int j = 0; j < 64; j++) { acc[j] = 0.f; p[j] = 0.f; mlc_wg_fence_operand(p[j]); }
+        // each k-tile summed apart in p, then added into acc: 128 registers of accumulators in all (a second
+        // p, so that one k-tile's wgmmas run while the last is added, made 192 and more than the 168 the
+        // 384-thread launch bound gives ptxas: it serialised the wgmmas, C7512); the other consumer's wgmmas
+        // keep the tensor cores busy meanwhile
         const int base = i * KT;
 #pragma unroll 1
-        for (int kt = 0; kt < KT; kt += 2) {
-          issue(p0, base + kt);
-          if (kt > 0) { mlc_wg_wait<1>(); promote(acc, p1, base + kt - 1); }
-          if (kt + 1 < KT) {
-            issue(p1, base + kt + 1);
-            mlc_wg_wait<1>();
-            promote(acc, p0, base + kt);
-          }
+        for (int kt = 0; kt < KT; kt++) {
+          issue(p, base + kt);
+          mlc_wg_wait<0>();
+          promote(acc, p, base + kt);
         }
-        mlc_wg_wait<0>();
-        if (KT % 2) promote(acc, p0, base + KT - 1);
-        else promote(acc, p1, base + KT - 1);
         // consumer c's 64 x 128: acc[4i + e] is row 16 w + lane / 4 (+8 for e >= 2), column 8 i + 2 (lane % 4) (+1 for odd e)
         const int w = lt >> 5, lane = lt & 31;
 #pragma unroll

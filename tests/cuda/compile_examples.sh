@@ -91,6 +91,16 @@ for t in "$root"/tests/cuda/issue27_*.mdl; do
   "$mlc" compile "$t" --target cuda -o "$work/$m" 2> "$work/$m.log" || { cat "$work/$m.log"; exit 1; }
   check "$m: nvcc built a fatbin, with no warning" "[ -s $work/$m/net.fatbin ] && ! grep -q -i warning \"$work/$m.log\""
 done
+# --matmul=fp8 (issue 30): the MiniLLM's train step at a small size whose FP8 GEMMs run several k-tiles
+# (the promotion loop of mlc_gemm_pp), compute in bf16: no serialised wgmma, FP8 wgmma in the PTX
+m=minillm_fp8
+"$mlc" compile "$root/examples/minillm.mdl" --target cuda --matmul=fp8 -o "$work/$m" vocab=512 dim=512 layers=1 heads=4 batch=4 seq=128 \
+  compute=bf16 2> "$work/$m.log" || { cat "$work/$m.log"; exit 1; }
+check "$m: nvcc built a fatbin, and ptxas reports no performance loss (C7514 and the like)" \
+  "[ -s $work/$m/minillm.fatbin ] && ! grep -E 'Potential Performance Loss|C75[0-9][0-9]|warning' \"$work/$m.log\""
+"$nvcc" -ptx -arch=sm_90a -std=c++17 -o "$work/$m.ptx" "$work/$m/minillm.cu"
+f8=$(grep -c -E 'wgmma\.mma_async\.sync\.aligned\.m64n128k32\.f32\.e(4m3|5m2)\.e4m3' "$work/$m.ptx" || true)
+check "$m: FP8 wgmma in the sm_90a PTX ($f8)" "[ $f8 -gt 0 ]"
 # --f32-matmul ieee: f32 FMAs, no tensor-core instruction in the f32 MLP
 "$mlc" compile "$root/examples/mlp.mdl" --target cuda --f32-matmul ieee -o "$work/mlp_ieee" 2> "$work/mlp_ieee.log" ||
   { cat "$work/mlp_ieee.log"; exit 1; }

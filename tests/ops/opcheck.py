@@ -358,6 +358,9 @@ CASES = [
     Case("max_axis1_chunks", "x: f32[3, 500, 64]", "max(x, dim=1)", lambda I, P: I["x"].amax(1), EXACT),
     # few long rows cut into chunks, one block each, then combined (the GPU targets; FP8's amax over a tensor)
     Case("max_all_chunks", "x: f32[300, 400]", "max(abs(x))", lambda I, P: I["x"].abs().amax(), EXACT, targets=I27),
+    Case("amax_cols", "x: f32[700, 40]", "max(abs(x), dim=0)", lambda I, P: I["x"].abs().amax(0), EXACT, targets=I27),
+    Case("amax_rows_bf16", "x: bf16[6, 1000]", "cast(max(abs(x), dim=1), f32)", lambda I, P: I["x"].abs().amax(1).float(), EXACT,
+         targets=I27),
     Case("sum_rows_chunks", "x: f32[3, 70001]", "sum(x, dim=1)", lambda I, P: I["x"].sum(1), RED),
     Case("min_bf16_chunks", "x: bf16[2, 50000]", "cast(min(x, dim=1), f32)", lambda I, P: I["x"].amin(1).float(), EXACT, targets=I27),
     Case("sum_i32_chunks", "x: i32[40000]", "sum(x)", lambda I, P: I["x"].sum(), EXACT, {"x": (-50, 50)}),
@@ -375,6 +378,9 @@ CASES = [
     Case("transpose_last2", "x: f32[3, 37, 53]", "transpose(x, -1, -2)", lambda I, P: I["x"].transpose(-1, -2),
          EXACT),
     Case("transpose_2d_big", "x: f32[300, 170]", "transpose(x, 0, 1)", lambda I, P: I["x"].t(), EXACT),
+    # 1-byte elements (FP8's codes move so): 64 x 64 tiles of words; ragged edges, a batch
+    Case("transpose_bool_words", "x: f32[3, 132, 200]", "cast(transpose(x > 0.0, 1, 2), f32)",
+         lambda I, P: (I["x"] > 0).transpose(1, 2).float(), EXACT, targets=I27),
     Case("transpose_bf16", "x: bf16[3, 17, 20]", "cast(transpose(x, 0, 2), f32)",
          lambda I, P: I["x"].transpose(0, 2), EXACT),
     Case("slice_last", "x: f32[2, 64, 384]", "slice(x, 2, 128, 256)", lambda I, P: I["x"][:, :, 128:256], EXACT),

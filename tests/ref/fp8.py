@@ -28,11 +28,11 @@ train step under precision(matmul=fp8), against tests/ref/fp8_ref.py.
    rounding alone is up to 1/8 of each value) in relative L2.
 
 4b. (--target cuda) `mlc train --target cuda --steps 2` of tests/ref/fp8.mdl
-   from the same weights and batch: step 1's loss within 1e-5 of numpy's
-   recipe, and step 2's (after SGD with the FP8 gradients) within 1e-4 of
+   from the same weights and batch: step 1's loss within 1e-4 of numpy's
+   recipe (not 1e-5: the tensor cores sum FP8 products in about 14 bits),
+   and step 2's (after SGD with the FP8 gradients) within 1e-4 of
    the recipe's second step, so the CUDA gradients are checked through the
-   update.  CUDA's FP8 products run on the tensor cores (wgmma), so parts
-   2-3 also hold them to the tolerances above.
+   update.
 
 Run with /usr/bin/python3 (Debian's numpy and torch)."""
 import os
@@ -241,7 +241,8 @@ if target == "cuda":  # 4b: train_entry is the mlc binary; two steps of SGD on t
             W[k] = (W1[k] - F32(0.1) * ref8[k]).astype(F32)
         rl8b, _ = step(True)
         W.update(W1)
-        check(abs(losses[0] - rl8) <= 1e-5 * abs(rl8), f"cuda fp8 step 1: loss {losses[0]:.7f}, numpy's recipe {rl8:.7f}")
+        check(abs(losses[0] - rl8) <= 1e-4 * abs(rl8),
+              f"cuda fp8 step 1: loss {losses[0]:.7f}, numpy's recipe {rl8:.7f} (tolerance 1e-4: the FP8 tensor cores' sums)")
         check(abs(losses[1] - rl8b) <= 1e-4 * abs(rl8b),
               f"cuda fp8 step 2 (after SGD on the FP8 gradients): loss {losses[1]:.7f}, numpy's recipe {rl8b:.7f} (tolerance 1e-4)")
     sys.exit(check.finish())
