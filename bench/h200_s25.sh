@@ -8,6 +8,8 @@
 #                torch._scaled_mm and bf16 cuBLAS); then the MiniLLM train
 #                step, bf16 and --matmul=fp8 (STEPS steps each, losses and
 #                ms), and mlc profile of the fp8 step's kernels.
+#   PART=loss    300 steps of the MiniLLM on the KJV bytes, bf16 and --matmul=fp8 (carry
+#                build-gpu/kjv.txt).
 #   PART=ops     every CUDA op case (OPS_K to pick), as the GPU numerics check.
 # Carry build-gpu/mlc, build-gpu/lib, build-gpu/codegen/cuda/mlc_opcheck and
 # .yardstick.  Logs in $OUT/logs.tgz; a summary on standard output.
@@ -54,6 +56,27 @@ fp8)
     grep -E '^FAIL' $work/ops_$k.log | head -4 | cut -c1-300
   done
   took
+  ;;
+loss) # 300 steps of the MiniLLM on the King James Bible's bytes (build-gpu/kjv.txt, carried: examples/kjv/prepare.py's
+  # text), windows of 1024 in the book's order, the last 2 % held out: bf16 and --matmul=fp8, the same init and batches
+  python3 - build-gpu/kjv.txt $work/kjv <<'PY'
+import os, sys
+import numpy as np
+b = np.frombuffer(open(sys.argv[1], "rb").read(), dtype=np.uint8).astype(np.int32)
+n = (len(b) - 1) // 1024
+os.makedirs(sys.argv[2], exist_ok=True)
+np.save(f"{sys.argv[2]}/idx.npy", b[:n * 1024].reshape(n, 1024))
+np.save(f"{sys.argv[2]}/targets.npy", b[1:n * 1024 + 1].reshape(n, 1024))
+print(f"{len(b)} bytes, {n} windows of 1024")
+PY
+  for mode in bf16 fp8; do
+    timeout 280 $mlc train examples/minillm.mdl --target cuda --steps ${STEPS:-300} --input tokens=$work/kjv/idx.npy \
+      --input targets=$work/kjv/targets.npy --eval-split 0.02 --eval-every 100 $([ $mode = fp8 ] && echo --matmul=fp8) \
+      > $work/loss_$mode.log 2>&1 || rc=1
+    echo "$mode: $(grep -E '^step' $work/loss_$mode.log | tail -1) / $(grep -E 'validation' $work/loss_$mode.log | tr '\n' ' ')"
+    grep -E "error" $work/loss_$mode.log | head -3
+    took; pack
+  done
   ;;
 ops)
   timeout ${OPS_TIMEOUT:-400} python3 tests/ops/opcheck.py ops --target cuda --jobs 16 --opcheck $opcheck --work /tmp/ops ${OPS_K:+-k $OPS_K} \

@@ -488,6 +488,7 @@ void mlc_profile_classify(const mlc_profile_kernel *k, const mlc_ceilings *c, ml
     if (v->unit == MLC_UNIT_TF32 && products > 1)
       snprintf(v->hint, sizeof v->hint, "lower precision: --f32-matmul tf32 (one product, not %.0f) or bf16", products);
     else if (v->unit == MLC_UNIT_TC16) snprintf(v->hint, sizeof v->hint, "lower precision (FP8)");
+    else if (v->unit == MLC_UNIT_FP8) snprintf(v->hint, sizeof v->hint, "FP8 already: the lowest precision there is");
     else snprintf(v->hint, sizeof v->hint, "lower precision (bf16/FP8)");
   }
   if (t >= c->latency_s && !tiny) generic_hint(k, c, v); /* what to change first, whatever the bound */

@@ -44,7 +44,7 @@ typedef enum {
   MLC_UNIT_FP32 = MLC_PLAN_UNIT_FP32, /* FP32 FMA on the SIMT cores (CPU: the vector FMA units) */
   MLC_UNIT_TC16 = MLC_PLAN_UNIT_TC16, /* tensor cores, bf16/f16 inputs, f32 accumulation */
   MLC_UNIT_TF32 = MLC_PLAN_UNIT_TF32, /* tensor cores, TF32 (f32 GEMMs under --f32-matmul tf32 or tf32x3) */
-  MLC_UNIT_FP8 = MLC_PLAN_UNIT_FP8,   /* tensor cores, fp8 inputs (no mlc kernel uses it yet: datasheet only) */
+  MLC_UNIT_FP8 = MLC_PLAN_UNIT_FP8,   /* tensor cores, fp8 inputs (CUDA's scaled_mm; its peak is the datasheet's) */
   MLC_NUNITS = MLC_PLAN_NUNITS
 } mlc_unit;
 /* "fp32", "bf16", "tf32", "fp8": the table's and the cache's name of a unit. */

@@ -29,11 +29,21 @@ static const char *absx(cc *c, const char *v) { return c->n->a.abs_in ? cc_fmt(c
  * dtype dt; abs_in: of |x|, ir/ir.h), left in every thread's `a` (acc): strided over the threads,
  * then across the block (floats: the prelude's block reductions; integers:
  * thread 0 combines the threads' results in order). */
-static void block_reduce(cc *c, int dt, const char *acc, const char *init, const char *combine, bool is_max, bool is_min, bool abs_in) {
+static void block_reduce(cc *c, int dt, const char *acc, const char *init, const char *combine, bool is_max, bool is_min, bool abs_in,
+                         int vec) {
   bool fl = mlc_dtype_is_float((mlc_dtype)dt);
   const char *ld = cc_load(c, "x", dt, "j");
   cc_printf(c, "  %s a = %s;\n", acc, init);
-  cc_printf(c, "  for ($i64 j = $tid; j < n; j += %d) { %s v = %s; %s }\n", THREADS, acc, abs_in ? absx(c, ld) : ld, combine);
+  if (vec > 1) { /* vec elements (16 bytes) a load where x is that aligned; the rest one by one */
+    cc_printf(c, "  for ($i64 q = $tid; q < n / %d; q += %d) {\n    float e[%d];\n", vec, THREADS, vec);
+    cc_vec_load(c, vec, dt, "e", "0", "x", cc_fmt(c, "q * %d", vec));
+    cc_printf(c, "#pragma unroll\n    for (int k = 0; k < %d; k++) { float v = %s; %s }\n  }\n", vec, abs_in ? "fabsf(e[k])" : "e[k]",
+              combine);
+    cc_printf(c, "  for ($i64 j = n / %d * %d + $tid; j < n; j += %d) { %s v = %s; %s }\n", vec, vec, THREADS, acc,
+              abs_in ? absx(c, ld) : ld, combine);
+  } else {
+    cc_printf(c, "  for ($i64 j = $tid; j < n; j += %d) { %s v = %s; %s }\n", THREADS, acc, abs_in ? absx(c, ld) : ld, combine);
+  }
   if (fl) {
     cc_printf(c, "  $shared float sh[32];\n");
     if (is_min) cc_printf(c, "  a = -mlc_block_max(-a, sh);\n"); /* min(x) = -max(-x), exactly */
@@ -79,7 +89,10 @@ bool cc_emit_reduce(cc *c) {
         if (nch > len / CHUNK_MIN) nch = len / CHUNK_MIN;
       }
       int pdt = fl ? MLC_DT_F32 : dt;
-      int64_t chunk = cc_ceil_div(len, nch);
+      /* floats 16 bytes a load where rows and chunks start so aligned (a chunk rounded up to whole
+         vectors still leaves the last chunk elements: nch <= len / CHUNK_MIN) */
+      int vec = fl && len % (16 / mlc_dtype_size((mlc_dtype)dt)) == 0 ? 16 / mlc_dtype_size((mlc_dtype)dt) : 1;
+      int64_t chunk = cc_ceil_div(cc_ceil_div(len, nch), vec) * vec;
       if (nch > 1) c->scratch = (uint64_t)(outer * nch) * (uint64_t)mlc_dtype_size((mlc_dtype)pdt);
       const char *pt = cc_stype(c, pdt);
       cc_begin(c, (uint64_t)(outer * nch), THREADS, 0);
@@ -88,7 +101,7 @@ bool cc_emit_reduce(cc *c) {
                 (long long)chunk);
       cc_printf(c, "  const $i64 n = ch == %lld$ll ? %lld$ll : %lld$ll;\n", (long long)(nch - 1), (long long)(len - (nch - 1) * chunk),
                 (long long)chunk);
-      block_reduce(c, dt, acc, init, combine, is_max, is_min, n->a.abs_in);
+      block_reduce(c, dt, acc, init, combine, is_max, is_min, n->a.abs_in, vec);
       if (nch == 1) {
         cc_printf(c, "  if ($tid == 0) %s\n", cc_store(c, "out", odt, "row", cc_fmt(c, "a%s", scale)));
         cc_end(c);
@@ -99,7 +112,7 @@ bool cc_emit_reduce(cc *c) {
       cc_begin(c, (uint64_t)outer, THREADS, 0);
       cc_printf(c, "  $i64 row = $bid;\n  const %s%s *x = (const %s%s *)scratch + row * %lld$ll;\n  const $i64 n = %lld$ll;\n",
                 c->t->dev, pt, c->t->dev, pt, (long long)nch, (long long)nch);
-      block_reduce(c, pdt, acc, init, combine, is_max, is_min, false);
+      block_reduce(c, pdt, acc, init, combine, is_max, is_min, false, 1);
       cc_printf(c, "  if ($tid == 0) %s\n", cc_store(c, "out", odt, "row", cc_fmt(c, "a%s", scale)));
       cc_end(c);
       return true;

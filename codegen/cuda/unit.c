@@ -17,10 +17,13 @@
  *     cores; f32 with d % 8 == 0, d <= 256 on TF32 unless ieee; else FP32.
  *     (Its first launch, the forward again, runs on the same unit.)
  *   linear of at most 4 rows (mlc_gemv), attention_kv and qlinear: FP32.
+ *   scaled_mm (issue 30): FP8 tensor cores where K % 16 == 0, else FP32.
  *   a fused group led by a GEMM (ir/fused.h): that GEMM's unit.
  *   everything else (elementwise, norms, reductions, softmax, AdamW,
  *     casts, embedding): FP32.
  */
+#include <stdint.h>
+
 #include "codegen/cuda/cuda.h"
 #include "codegen/plan.h"
 #include "runtime/plan.h"
@@ -35,6 +38,8 @@ uint8_t mlc_cuda_kernel_unit(const mlc_program *p, const mlc_func *f, uint32_t n
   if (!mlc_plan_mm_of(f, node, &op, &a)) return MLC_PLAN_UNIT_FP32; /* a fused group: its GEMM's unit */
   uint8_t f32_products = p->opts.f32_matmul == MLC_F32MM_IEEE ? 0 : p->opts.f32_matmul == MLC_F32MM_TF32 ? 1 : 3;
   if (op == MLC_OP_ATTENTION_KV || op == MLC_OP_QLINEAR) return MLC_PLAN_UNIT_FP32;
+  if (op == MLC_OP_SCALED_MM) /* emit_gemm.c: the FP8 wgmma where rows are 16-byte aligned, else one thread an output */
+    return a->rank == 2 && a->dim[1] % 16 == 0 && a->dim[0] < INT32_MAX ? MLC_PLAN_UNIT_FP8 : MLC_PLAN_UNIT_FP32;
   if (op == MLC_OP_LINEAR && a->rank && mlc_type_numel(a) >= 1 && mlc_type_numel(a) <= 4 * a->dim[a->rank - 1] &&
       !mlc_node_sharded(p, f, n))
     return MLC_PLAN_UNIT_FP32; /* emit_gemm.c's gemv_fits */

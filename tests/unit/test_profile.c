@@ -659,6 +659,15 @@ static void units_per_dtype(void **state) {
   assert_float_equal(v.pct_compute, 100 * 800 / 989.4, 1e-6);
   assert_float_equal(v.pct_roof, v.pct_compute, 1e-9);
   assert_string_equal(v.hint, "lower precision (FP8)");
+  /* FP8 (scaled_mm) at 1600 TFLOP/s: 80.9% of the FP8 tensor cores, compute-bound, and no lower
+   * precision to suggest; at 900 TFLOP/s (above every other unit's peak) 45.5%: neither bound. */
+  v = judge("scaled_mm%1", f, b16 / 2, f / 1600e12, MLC_UNIT_FP8, 1, NULL, &c);
+  assert_int_equal(v.bound, MLC_BOUND_COMPUTE);
+  assert_float_equal(v.pct_compute, 100 * 1600 / 1978.9, 1e-6);
+  assert_string_equal(v.hint, "FP8 already: the lowest precision there is");
+  v = judge("scaled_mm%1", f, b16 / 2, f / 900e12, MLC_UNIT_FP8, 1, NULL, &c);
+  assert_int_not_equal(v.bound, MLC_BOUND_COMPUTE);
+  assert_float_equal(v.pct_compute, 100 * 900 / 1978.9, 1e-6);
   /* f32 under tf32x3 at 140 TFLOP/s: three TF32 products a FLOP, so the
    * roof is 494.7 / 3 = 164.9 TFLOP/s and it is at 84.9% of it. */
   v = judge("matmul%2", f, b32, f / 140e12, MLC_UNIT_TF32, 3, NULL, &c);
