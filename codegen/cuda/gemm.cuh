@@ -94,15 +94,6 @@ template <class O> struct mlc_scaled_out {
     }
   }
 };
-// The same before a fused group's epilogue E (emit_fused.c): E stores the group's result of the
-// scaled accumulator.
-template <class E> struct mlc_scaled_epi {
-  E e;
-  float s;
-  MLC_FN float f(long long i, long long c, float v) const { return e.f(i, c, v * s); }
-  MLC_FN void st1(long long i, long long c, float v) const { e.st1(i, c, v * s); }
-  MLC_FN void st2(long long i, long long c, float v0, float v1) const { e.st2(i, c, v0 * s, v1 * s); }
-};
 template <bool WIDE> struct mlc_gemm_index { typedef int type; };
 template <> struct mlc_gemm_index<true> { typedef long long type; };
 template <int ROWS, int COLS, int P, bool VEC, int NT, long long LD, long long RMAX, long long CMAX>
