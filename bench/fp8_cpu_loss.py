@@ -17,13 +17,13 @@ batch noise), and of the validation loss at S.
 Usage: fp8_cpu_loss.py MLC ROOT OUTDIR   (writes OUTDIR/*.log, OUTDIR/loss.svg,
 OUTDIR/summary.md)"""
 import os
-import re
 import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples", "kjv"))
 from plot import frame  # noqa: E402  (the axes, ticks and labels, as examples/kjv's plot)
+from fp8_loss_plot import avg, read  # noqa: E402  (bench/: a log's losses, a 10-step mean)
 
 mlc, root, out = sys.argv[1:4]
 os.makedirs(out, exist_ok=True)
@@ -50,19 +50,7 @@ def run(cfg, mode):
         f.flush()
         subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, check=True)
     print(f"{cfg} {mode}: {time.time() - t0:.0f} s", flush=True)
-    train, val = {}, {}
-    for line in open(log):
-        m = re.match(r"step (\d+): loss ([-0-9.e]+)", line)
-        if m:
-            train[int(m.group(1))] = float(m.group(2))
-        m = re.match(r"step (\d+): validation ([-0-9.e]+)", line)
-        if m:
-            val[int(m.group(1))] = float(m.group(2))
-    return train, val
-
-
-def avg(train, s):
-    return sum(train[k] for k in range(s - 9, s + 1)) / 10
+    return read(log)
 
 
 res = {(c, m): run(c, m) for c in CONFIGS for m in MODES}

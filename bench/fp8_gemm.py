@@ -23,20 +23,7 @@ import subprocess
 
 import torch
 
-
-def timed(fn, iters):
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(iters):
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        ts.append(start.elapsed_time(end))
-    ts.sort()
-    return ts[len(ts) // 2]
+from fp8_ceiling import timed  # bench/: CUDA events, the median of iters
 
 
 def main():
@@ -101,7 +88,6 @@ def main():
         tot["mlc"] += count * med
         tot["fp8"] += count * t8
         tot["bf16"] += count * t16
-        del x, w, xb, wb, ref, got
         for n in files:
             os.remove(os.path.join(d, f"{n}.raw"))
     print(f"step's layer GEMMs and head forward: mlc fp8 {tot['mlc']:.2f} ms, cuBLAS fp8 {tot['fp8']:.2f}, "
