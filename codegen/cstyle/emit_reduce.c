@@ -33,16 +33,16 @@ static void block_reduce(cc *c, int dt, const char *acc, const char *init, const
                          int vec) {
   bool fl = mlc_dtype_is_float((mlc_dtype)dt);
   const char *ld = cc_load(c, "x", dt, "j");
+  if (abs_in) ld = cc_fmt(c, "fabsf(%s)", ld);
   cc_printf(c, "  %s a = %s;\n", acc, init);
   if (vec > 1) { /* vec elements (16 bytes) a load where x is that aligned; the rest one by one */
     cc_printf(c, "  for ($i64 q = $tid; q < n / %d; q += %d) {\n    float e[%d];\n", vec, THREADS, vec);
     cc_vec_load(c, vec, dt, "e", "0", "x", cc_fmt(c, "q * %d", vec));
     cc_printf(c, "#pragma unroll\n    for (int k = 0; k < %d; k++) { float v = %s; %s }\n  }\n", vec, abs_in ? "fabsf(e[k])" : "e[k]",
               combine);
-    cc_printf(c, "  for ($i64 j = n / %d * %d + $tid; j < n; j += %d) { %s v = %s; %s }\n", vec, vec, THREADS, acc,
-              abs_in ? absx(c, ld) : ld, combine);
+    cc_printf(c, "  for ($i64 j = n / %d * %d + $tid; j < n; j += %d) { %s v = %s; %s }\n", vec, vec, THREADS, acc, ld, combine);
   } else {
-    cc_printf(c, "  for ($i64 j = $tid; j < n; j += %d) { %s v = %s; %s }\n", THREADS, acc, abs_in ? absx(c, ld) : ld, combine);
+    cc_printf(c, "  for ($i64 j = $tid; j < n; j += %d) { %s v = %s; %s }\n", THREADS, acc, ld, combine);
   }
   if (fl) {
     cc_printf(c, "  $shared float sh[32];\n");
@@ -117,22 +117,21 @@ bool cc_emit_reduce(cc *c) {
       cc_end(c);
       return true;
     }
+    /* softmax: one block a row */
     cc_begin(c, (uint64_t)outer, THREADS, 0);
     cc_printf(c, "  $shared float sh[32];\n"); /* for the block reductions */
     cc_printf(c, "  $i64 row = $bid;\n");
     cc_printf(c, "  const %s%s *x = in0 + row * %lld$ll;\n", c->t->dev, cc_stype(c, dt), (long long)len);
-    {
-      cc_printf(c, "  float m = -MLC_INF;\n");
-      cc_printf(c, "  for ($i64 j = $tid; j < %lld$ll; j += %d) m = fmaxf(m, %s);\n", (long long)len, THREADS,
-                cc_load(c, "x", dt, "j"));
-      cc_printf(c, "  m = mlc_block_max(m, sh);\n  float s = 0.f;\n");
-      cc_printf(c, "  for ($i64 j = $tid; j < %lld$ll; j += %d) s += expf(%s - m);\n", (long long)len, THREADS,
-                cc_load(c, "x", dt, "j"));
-      cc_printf(c, "  s = mlc_block_sum(s, sh);\n  float inv = 1.f / s;\n");
-      cc_printf(c, "  for ($i64 j = $tid; j < %lld$ll; j += %d) %s\n", (long long)len, THREADS,
-                cc_store(c, "out", odt, cc_fmt(c, "row * %lld$ll + j", (long long)len),
-                         cc_fmt(c, "expf(%s - m) * inv", cc_load(c, "x", dt, "j"))));
-    }
+    cc_printf(c, "  float m = -MLC_INF;\n");
+    cc_printf(c, "  for ($i64 j = $tid; j < %lld$ll; j += %d) m = fmaxf(m, %s);\n", (long long)len, THREADS,
+              cc_load(c, "x", dt, "j"));
+    cc_printf(c, "  m = mlc_block_max(m, sh);\n  float s = 0.f;\n");
+    cc_printf(c, "  for ($i64 j = $tid; j < %lld$ll; j += %d) s += expf(%s - m);\n", (long long)len, THREADS,
+              cc_load(c, "x", dt, "j"));
+    cc_printf(c, "  s = mlc_block_sum(s, sh);\n  float inv = 1.f / s;\n");
+    cc_printf(c, "  for ($i64 j = $tid; j < %lld$ll; j += %d) %s\n", (long long)len, THREADS,
+              cc_store(c, "out", odt, cc_fmt(c, "row * %lld$ll + j", (long long)len),
+                       cc_fmt(c, "expf(%s - m) * inv", cc_load(c, "x", dt, "j"))));
     cc_end(c);
     return true;
   }

@@ -421,11 +421,12 @@ bool cc_emit_gemm(cc *c) {
  * ea and eb the scales' exponents from the two amaxes (mlc_f8_scale),
  * accumulated in f32, stored as the node's dtype (mlc_scaled_out).
  *
- * Where rows are 16-byte aligned (K % 16 == 0): mlc_gemm_pp's ping-pong
- * kernel (128 x 128 tiles a consumer warpgroup, 6 stages of TMA loads) on
- * mlc_f8x2, two codes a 16-bit element, so that the FP8 product is the
- * 16-bit kernel's [M, K / 2] x [N, K / 2] with the FP8 wgmma
- * (m64n128k32) in place of the 16-bit one; the compute_90 PTX runs its
+ * Where rows are 16-byte aligned (K % 16 == 0): mlc_gemm_pp on mlc_f8x2,
+ * two codes a 16-bit element, so that the FP8 product is the 16-bit
+ * kernel's [M, K / 2] x [N, K / 2] (its TMA loads, 6 stages) with the FP8
+ * wgmma (m64n128k32) in place of the 16-bit one: its F8 mode, 128 x 128
+ * tiles whose two consumer warpgroups take 64 rows each and add every
+ * k-tile's sums into f32 registers (gemm.cuh); the compute_90 PTX runs the
  * mma.sync fallback (m16n8k32).  Otherwise one thread an output, the codes
  * decoded and summed in f32 (correct, slow: the fp8 pass makes scaled_mm
  * only of linears whose dims are multiples of 16). */
