@@ -36,7 +36,6 @@ train step under precision(matmul=fp8), against tests/ref/fp8_ref.py.
 
 Run with /usr/bin/python3 (Debian's numpy and torch)."""
 import os
-import struct
 import subprocess
 import sys
 
