@@ -775,10 +775,9 @@ struct mlc_gemm_pp {
         float acc[64], p[64];
 #pragma unroll
         for (int j = 0; j < 64; j++) { acc[j] = 0.f; p[j] = 0.f; mlc_wg_fence_operand(p[j]); }
-        // each k-tile summed apart in p, then added into acc: 128 registers of accumulators in all (a second
-        // p, so that one k-tile's wgmmas run while the last is added, made 192 and more than the 168 the
-        // 384-thread launch bound gives ptxas: it serialised the wgmmas, C7512); the other consumer's wgmmas
-        // keep the tensor cores busy meanwhile
+        // each k-tile summed apart in p, then added into acc, the other consumer's wgmmas keeping the tensor
+        // cores busy meanwhile (a second p, so that this consumer's next k-tile runs while it adds, is commit
+        // 9c40de4: not yet timed, docs/notes/fp8-training.md)
         const int base = i * KT;
 #pragma unroll 1
         for (int kt = 0; kt < KT; kt++) {
