@@ -8,6 +8,7 @@
 #                torch._scaled_mm and bf16 cuBLAS); then the MiniLLM train
 #                step, bf16 and --matmul=fp8 (STEPS steps each, losses and
 #                ms), and mlc profile of the fp8 step's kernels.
+#   PART=quick   fp8.py --target cuda and the two train steps, alone.
 #   PART=loss    300 steps of the MiniLLM on the KJV bytes, bf16 and --matmul=fp8 (carry
 #                build-gpu/kjv.txt).
 #   PART=ops     every CUDA op case (OPS_K to pick), as the GPU numerics check.
@@ -55,6 +56,15 @@ fp8)
     echo "cuda op cases -k $k: $(grep -E 'cases passed' $work/ops_$k.log)"
     grep -E '^FAIL' $work/ops_$k.log | head -4 | cut -c1-300
   done
+  took
+  ;;
+quick) # PART=fp8's numerics (fp8.py) and the two train steps alone
+  timeout 120 python3 tests/ref/fp8.py $opcheck $mlc . $work/fp8 --target cuda > $work/fp8_check.log 2>&1 || rc=1
+  echo "fp8.py --target cuda: $(grep -c '^ok' $work/fp8_check.log) ok, $(grep -c '^FAIL' $work/fp8_check.log) FAIL"
+  grep -E '^FAIL' $work/fp8_check.log | head -8 | cut -c1-400
+  took; pack
+  train bf16
+  train fp8 --matmul=fp8
   took
   ;;
 loss) # 300 steps of the MiniLLM on the King James Bible's bytes (build-gpu/kjv.txt, carried: examples/kjv/prepare.py's

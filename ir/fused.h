@@ -8,11 +8,13 @@
  *
  *   %31 = fused %28, %29, %4 "cast.bf16($1); add($0, #0); add($2, #1)" : bf16[8, 1024, 2048]
  *
- * An instruction is an op name from ir/ops.def (for cast, ".<dtype>" names
- * the result dtype) and its operands: $k the node's input k, #j the result
+ * An instruction is an op name from ir/ops.def (for cast and scaled_mm,
+ * ".<dtype>" names the result dtype) and its operands: $k the node's input k, #j the result
  * of instruction j < this one.  Every op is elementwise (EW flag), except
  * that instruction 0 may be a GEMM (matmul, linear, matmul_tn, or, on CUDA,
- * qlinear, written "qlinear.<bits>.<group>") of $0 and $1: the rest of the
+ * qlinear, written "qlinear.<bits>.<group>") of $0 and $1, or (CUDA) a
+ * scaled_mm of $0 .. $3 (the FP8 operands and their amaxes; written
+ * "scaled_mm.<dtype>"): the rest of the
  * program is then that GEMM's epilogue, applied as its results are stored.
  * On CUDA a GEMM may also have a prologue: instruction 0 an rmsnorm of $0
  * (weight $2 if it has one), written "rmsnorm.<eps>", and instruction 1 a
@@ -36,7 +38,7 @@
 typedef struct {
   uint16_t op;     /* mlc_op */
   uint8_t nin;
-  int16_t arg[2];  /* >= 0: instruction; < 0: node input -1 - arg */
+  int16_t arg[4];  /* >= 0: instruction; < 0: node input -1 - arg (four: scaled_mm's; else two at most) */
   mlc_type type;   /* from the op's shape rule (cast: dtype from the text) */
   int32_t qbits, qgroup; /* qlinear: from the text, as the node's attributes */
   double eps;            /* rmsnorm (a prologue): from the text */
@@ -45,7 +47,7 @@ typedef struct {
 typedef struct {
   uint32_t n;
   int32_t gemm;   /* the GEMM's instruction: 0, 1 after a prologue, -1 in an elementwise program */
-  uint32_t epi_in; /* the first input the epilogue reads (2 after a GEMM, 3 after a prologue with a norm weight) */
+  uint32_t epi_in; /* the first input the epilogue reads (2 after a GEMM, 4 after a scaled_mm, 3 after a prologue with a norm weight) */
   mlc_fused_ins ins[MLC_FUSED_MAX];
 } mlc_fused_prog;
 

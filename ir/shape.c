@@ -335,11 +335,13 @@ static bool shape_scaled_mm(rule_ctx *c) {
   const mlc_type *a = c->in[0], *b = c->in[1];
   uint8_t dt = c->n->type.dtype;
   if (!mlc_dtype_is_float(dt)) return fail(c, "scaled_mm gives f32, bf16 or f16, not %s", mlc_dtype_name(dt));
-  if (!mlc_dtype_is_f8(a->dtype) || !mlc_dtype_is_f8(b->dtype) || a->rank != 2 || b->rank != 2 || a->dim[1] != b->dim[1])
-    return fail(c, "scaled_mm needs f8 operands a[m, k] and b[n, k], got %s and %s", TSTR(a), TSTR(b));
+  if (!mlc_dtype_is_f8(a->dtype) || !mlc_dtype_is_f8(b->dtype) || a->rank < 2 || b->rank != 2 || a->dim[a->rank - 1] != b->dim[1])
+    return fail(c, "scaled_mm needs f8 operands a[.., k] and b[n, k], got %s and %s", TSTR(a), TSTR(b));
   if (!is_amax(c->in[2]) || !is_amax(c->in[3]))
     return fail(c, "scaled_mm's amaxes must be f32[], got %s and %s", TSTR(c->in[2]), TSTR(c->in[3]));
-  *c->out = (mlc_type){.dtype = dt, .rank = 2, .dim = {a->dim[0], b->dim[0]}};
+  *c->out = *a; /* a's leading dims, as linear's */
+  c->out->dtype = dt;
+  c->out->dim[a->rank - 1] = b->dim[0];
   return true;
 }
 
@@ -671,7 +673,7 @@ static void cost_qlinear(cost_ctx *c) {
 }
 
 static void cost_scaled_mm(cost_ctx *c) {
-  c->flops = 2 * tnumel(&c->n->type) * (double)in_type(c, 0)->dim[1];
+  c->flops = 2 * tnumel(&c->n->type) * (double)in_type(c, 1)->dim[1]; /* K: b8 [n, k] */
   c->bytes = io_bytes(c);
 }
 
@@ -787,15 +789,17 @@ static bool fused_parse(rule_ctx *c, mlc_fused_prog *pr) {
     } else if (*s == '.') {
       size_t dl = strcspn(s + 1, "( ");
       in->type.dtype = (uint8_t)mlc_dtype_from_name(s + 1, dl);
-      if (op != MLC_OP_CAST || in->type.dtype == MLC_DT_INVALID) return fail(c, "fused program: bad dtype '%.*s'", (int)dl, s + 1);
+      if ((op != MLC_OP_CAST && op != MLC_OP_SCALED_MM) || in->type.dtype == MLC_DT_INVALID)
+        return fail(c, "fused program: bad dtype '%.*s'", (int)dl, s + 1);
       s += 1 + dl;
-    } else if (op == MLC_OP_CAST) {
-      return fail(c, "fused program: cast without a dtype");
+    } else if (op == MLC_OP_CAST || op == MLC_OP_SCALED_MM) {
+      return fail(c, "fused program: %s without a dtype", mlc_ops[op].name);
     }
     if (*s != '(') return fail(c, "fused program: '(' expected after %s", mlc_ops[op].name);
     s = fused_skip(s + 1);
     while (*s != ')') {
-      if (in->nin == 2) return fail(c, "fused program: more than two operands");
+      if (in->nin == (op == MLC_OP_SCALED_MM ? 4 : 2))
+        return fail(c, "fused program: more than %s operands", op == MLC_OP_SCALED_MM ? "four" : "two");
       char kind = *s;
       char *end;
       long v = strtol(s + 1, &end, 10);
@@ -828,15 +832,18 @@ static bool fused_types(rule_ctx *c, mlc_fused_prog *pr) {
   for (uint32_t i = pro; i < pr->n; i++) {
     mlc_fused_ins *in = &pr->ins[i];
     unsigned fl = mlc_ops[in->op].flags;
-    bool gemm = in->op == MLC_OP_MATMUL || in->op == MLC_OP_LINEAR || in->op == MLC_OP_MATMUL_TN || in->op == MLC_OP_QLINEAR;
-    if (gemm ? i != (uint32_t)pro || in->nin != 2 || in->arg[0] != (pro ? 0 : -1) || in->arg[1] != -2 : !(fl & MLC_F_EW))
-      return fail(c, "fused program: %s at instruction %u (only a GEMM of $0, $1 first, then elementwise ops)",
+    bool sm = in->op == MLC_OP_SCALED_MM;
+    bool gemm = in->op == MLC_OP_MATMUL || in->op == MLC_OP_LINEAR || in->op == MLC_OP_MATMUL_TN || in->op == MLC_OP_QLINEAR || sm;
+    bool args = sm ? !pro && in->nin == 4 && in->arg[0] == -1 && in->arg[1] == -2 && in->arg[2] == -3 && in->arg[3] == -4
+                   : in->nin == 2 && in->arg[0] == (pro ? 0 : -1) && in->arg[1] == -2;
+    if (gemm ? i != (uint32_t)pro || !args : !(fl & MLC_F_EW))
+      return fail(c, "fused program: %s at instruction %u (only a GEMM of $0, $1 (scaled_mm: $0 .. $3) first, then elementwise ops)",
                   mlc_ops[in->op].name, i);
     if (gemm) pr->gemm = (int32_t)i;
     for (int k = 0; pro && i > 1 && k < in->nin; k++)
       if (in->arg[k] == 0) return fail(c, "fused program: the epilogue reads the prologue's #0");
   }
-  pr->epi_in = pr->gemm < 0 ? 0 : pro ? 2u + (p0->nin == 2) : 2u;
+  pr->epi_in = pr->gemm < 0 ? 0 : pro ? 2u + (p0->nin == 2) : pr->ins[pr->gemm].op == MLC_OP_SCALED_MM ? 4u : 2u;
   for (uint32_t i = 0; i < pr->n; i++) {
     mlc_fused_ins *in = &pr->ins[i];
     if (mlc_ops[in->op].arity >= 0 && in->nin != mlc_ops[in->op].arity) return fail(c, "fused program: %s takes %d operands", mlc_ops[in->op].name, mlc_ops[in->op].arity);
@@ -916,7 +923,7 @@ static void cost_fused(cost_ctx *c) {
     if (in->op == MLC_OP_MATMUL) n *= 2.0 * (double)in_type(c, 0)->dim[in_type(c, 0)->rank - 1];
     else if (in->op == MLC_OP_LINEAR) n *= 2.0 * (double)in_type(c, 1)->dim[1];
     else if (in->op == MLC_OP_MATMUL_TN) n *= 2.0 * (double)in_type(c, 0)->dim[0];
-    else if (in->op == MLC_OP_QLINEAR) n *= 2.0 * (double)in_type(c, 0)->dim[in_type(c, 0)->rank - 1];
+    else if (in->op == MLC_OP_QLINEAR || in->op == MLC_OP_SCALED_MM) n *= 2.0 * (double)in_type(c, 0)->dim[in_type(c, 0)->rank - 1];
     c->flops += n;
   }
 }
@@ -938,10 +945,10 @@ bool mlc_infer_type(const mlc_program *p, const mlc_func *f, const mlc_node *n, 
   (void)p;
   rule_ctx c = {.f = f, .n = n, .out = out, .err = err, .errn = errn};
   for (int i = 0; i < n->nin && i < 8; i++) c.in[i] = &f->nodes[n->in[i]].type;
-  /* f8 is storage only: made by quant, read by scaled_mm and moved by the layout ops
-   * (and an input's, for mlc_opcheck's cases of those two) */
+  /* f8 is storage only: made by quant, read by scaled_mm (alone or heading a fused group's
+   * epilogue) and moved by the layout ops (and an input's, for mlc_opcheck's cases of those two) */
   bool f8_ok = n->op == MLC_OP_QUANT || n->op == MLC_OP_SCALED_MM || n->op == MLC_OP_TRANSPOSE ||
-               n->op == MLC_OP_RESHAPE || n->op == MLC_OP_VIEW || n->op == MLC_OP_INPUT;
+               n->op == MLC_OP_RESHAPE || n->op == MLC_OP_VIEW || n->op == MLC_OP_INPUT || n->op == MLC_OP_FUSED;
   for (int i = 0; i < n->nin && !f8_ok; i++)
     if (mlc_dtype_is_f8(f->nodes[n->in[i]].type.dtype))
       return fail(&c, "%s cannot read %s: the f8 formats hold the operands of the FP8 GEMMs that precision(matmul=fp8) "

@@ -20,6 +20,7 @@ typedef struct {
   bool update_groups;        /* fuse.c: AdamW and SGD updates in groups (adamw_multi, sgd_multi), one launch each */
   bool qlinear_epilogues;    /* fuse.c: a qlinear (--quantize) heads an epilogue group as a GEMM does (its
                                 kernel stores through the group's epilogue: CUDA's mlc_qgemv) */
+  bool scaled_mm_epilogues;  /* fuse.c: so does a scaled_mm (--matmul=fp8; CUDA's mlc_scaled_out) */
   int gemv_prologue_rows;    /* fuse.c: an rmsnorm whose only reader is a linear of at most this many rows ... */
   int gemv_prologue_bytes;   /* ... and of at most this many bytes of x becomes its prologue (ir/fused.h;
                                 CUDA's mlc_gemv normalises x into shared memory); 0: never */

@@ -110,13 +110,24 @@ static uint32_t quant(fp8 *c, uint32_t v, uint8_t dt, bool transposed, const mlc
 }
 
 /* scaled_mm(a8, b8) of old operands a and b (their bases' amaxes), in
- * `like`'s dtype and, reshaped, its shape. */
+ * `like`'s dtype and shape: where like is a8's rows with b8's rows as its
+ * last dim (the forward's and dx's [.., n]), a8 is viewed with like's
+ * leading dims and the product has like's shape, as linear's, so that the
+ * ops after it read it as they read the linear (and, on CUDA, take it as
+ * their epilogue group's head); else a 2-D product, reshaped. */
 static uint32_t scaled_mm(fp8 *c, uint32_t a8, uint32_t a, uint32_t b8, uint32_t b, const mlc_node *like) {
   mlc_type ta = type_of(c, a8), tb = type_of(c, b8);
+  const mlc_type *lt = &like->type;
   uint32_t in[4] = {a8, b8, amax_of(c, base(c->old, a), like), amax_of(c, base(c->old, b), like)};
+  if (lt->rank > 2 && lt->dim[lt->rank - 1] == tb.dim[0] && mlc_type_numel(lt) == ta.dim[0] * tb.dim[0]) {
+    mlc_type av = *lt;
+    av.dim[av.rank - 1] = ta.dim[1];
+    in[0] = reshape(c, a8, &av, like);
+    return add(c, MLC_OP_SCALED_MM, in, 4, NULL, like, *lt);
+  }
   uint32_t mm = add(c, MLC_OP_SCALED_MM, in, 4, NULL, like,
-                    (mlc_type){.dtype = like->type.dtype, .rank = 2, .dim = {ta.dim[0], tb.dim[0]}});
-  return reshape(c, mm, &like->type, like);
+                    (mlc_type){.dtype = lt->dtype, .rank = 2, .dim = {ta.dim[0], tb.dim[0]}});
+  return reshape(c, mm, lt, like);
 }
 
 /* Whether scope is the n-character scope k, or below it. */

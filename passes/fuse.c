@@ -15,7 +15,8 @@
  *    intermediates nobody else reads, run as one kernel, one pass over
  *    memory.  Then, if one of the group's outside inputs is a GEMM
  *    (matmul, linear, matmul_tn; on CUDA also qlinear, the weight-only
- *    quantised linear of --quantize) of the group's shape that only the
+ *    quantised linear of --quantize, and scaled_mm, the FP8 GEMM of
+ *    --matmul=fp8) of the group's shape that only the
  *    group reads, the GEMM joins as the head and the group becomes its
  *    epilogue, applied in the GEMM's store: the bias add, SiLU/GELU,
  *    residual add and cast after a linear layer, the cast of a weight
@@ -226,7 +227,7 @@ static bool fold_abs(mlc_program *p, mlc_func *f) {
 }
 
 /* Groups elementwise trees (and a GEMM head where allowed) into FUSED nodes. */
-static bool fuse_groups(mlc_program *p, mlc_func *f, bool epilogues, bool cuda, bool qlinear) {
+static bool fuse_groups(mlc_program *p, mlc_func *f, bool epilogues, bool cuda, bool qlinear, bool scaled) {
   bool acts = p->opts.cuda_gemm_tile[0] == -128; /* the persistent ping-pong GEMM */
   uint32_t *uses = count_uses(p, f);
   bool *taken = mlc_arena_alloc(p->arena, (f->n + 1) * sizeof *taken);
@@ -254,7 +255,8 @@ static bool fuse_groups(mlc_program *p, mlc_func *f, bool epilogues, bool cuda, 
       const mlc_node *m = &f->nodes[g.mem[w]];
       for (uint32_t k = 0; k < m->nin && g.head == UINT32_MAX; k++) {
         const mlc_node *x = &f->nodes[m->in[k]];
-        if (!taken[m->in[k]] && (gemm(x) || (qlinear && x->op == MLC_OP_QLINEAR)) && uses[m->in[k]] == 1 &&
+        if (!taken[m->in[k]] && (gemm(x) || (qlinear && x->op == MLC_OP_QLINEAR) || (scaled && x->op == MLC_OP_SCALED_MM)) &&
+            uses[m->in[k]] == 1 &&
             same_dims(&x->type, &root->type) && mlc_dtype_is_float(root->type.dtype))
           g.head = m->in[k];
       }
@@ -265,9 +267,9 @@ static bool fuse_groups(mlc_program *p, mlc_func *f, bool epilogues, bool cuda, 
     text t = {.n = 0};
     if (g.head != UINT32_MAX) {
       const mlc_node *h = &f->nodes[g.head];
-      g.ext[g.next++] = h->in[0];
-      g.ext[g.next++] = h->in[1];
+      for (uint32_t k = 0; k < h->nin; k++) g.ext[g.next++] = h->in[k]; /* two; scaled_mm's four */
       if (h->op == MLC_OP_QLINEAR) put(&t, "qlinear.%d.%d($0, $1)", h->a.qbits, h->a.qgroup);
+      else if (h->op == MLC_OP_SCALED_MM) put(&t, "scaled_mm.%s($0, $1, $2, $3)", mlc_dtype_name(h->type.dtype));
       else put(&t, "%s($0, $1)", mlc_ops[h->op].name);
     }
     for (uint32_t j = 0; j < g.nmem; j++) {
@@ -455,7 +457,7 @@ bool mlc_pass_fuse(mlc_pass_ctx *c) {
     bool changed = rewrite_tn(f);
     changed |= fold_abs(c->p, f);
     if (changed) mlc_func_compact(c->p, f);
-    if (fuse_groups(c->p, f, true, t->epilogues_that_pay, t->qlinear_epilogues)) mlc_func_compact(c->p, f);
+    if (fuse_groups(c->p, f, true, t->epilogues_that_pay, t->qlinear_epilogues, t->scaled_mm_epilogues)) mlc_func_compact(c->p, f);
     /* on the compacted function: a GEMM taken into a group no longer reads its norm */
     if (t->gemv_prologue_rows && fuse_prologues(c->p, f, t->gemv_prologue_rows, t->gemv_prologue_bytes))
       mlc_func_compact(c->p, f);

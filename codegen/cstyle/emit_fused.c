@@ -244,6 +244,8 @@ bool cc_emit_fused(cc *c) {
     return cc_fail(c, "a GEMM with a prologue: the %s target has no kernel for it", c->t->name);
   if (pr.gemm >= 0 && pr.ins[pr.gemm].op == MLC_OP_QLINEAR) /* fuse.c makes these only for targets with qlinear_epilogues */
     return c->t->emit_qlinear ? c->t->emit_qlinear(c) : cc_fail(c, "a fused qlinear: the %s target has no kernel", c->t->name);
+  if (pr.gemm >= 0 && pr.ins[pr.gemm].op == MLC_OP_SCALED_MM) /* fuse.c makes these only where scaled_mm_epilogues (CUDA) */
+    return c->t->emit_scaled_mm ? c->t->emit_scaled_mm(c) : cc_fail(c, "a fused scaled_mm: the %s target has no kernel", c->t->name);
   if (pr.gemm >= 0) return c->t->emit_gemm(c);
   const mlc_node *n = c->n;
   int nin = n->nin, out_dt = n->type.dtype;

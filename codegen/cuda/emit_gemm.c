@@ -433,14 +433,22 @@ bool cc_emit_gemm(cc *c) {
 bool cc_emit_scaled_mm(cc *c) {
   const mlc_node *n = c->n;
   const mlc_type *at = cc_in(c, 0), *bt = cc_in(c, 1);
-  if (at->rank != 2 || bt->rank != 2 || !mlc_dtype_is_f8(at->dtype) || !mlc_dtype_is_f8(bt->dtype) || c->sharded)
+  if (at->rank < 2 || bt->rank != 2 || !mlc_dtype_is_f8(at->dtype) || !mlc_dtype_is_f8(bt->dtype) || c->sharded)
     return cc_bug(c, "scaled_mm of %s[rank %d] and %s[rank %d]", mlc_dtype_name((mlc_dtype)at->dtype), at->rank,
                   mlc_dtype_name((mlc_dtype)bt->dtype), bt->rank);
-  const int64_t M = at->dim[0], K = at->dim[1], N = bt->dim[0];
+  const int64_t K = at->dim[at->rank - 1], M = mlc_type_numel(at) / K, N = bt->dim[0];
   const int ea = at->dtype == MLC_DT_F8E5M2, eb = bt->dtype == MLC_DT_F8E5M2;
   const char *P = cc_fmt(c, "mlc_f8x2<%d, %d>", ea, eb);
-  const char *epi = cc_fmt(c, "  const mlc_scaled_out<%s> e = {out, mlc_f8_scale<%d>(in2[0], true) * mlc_f8_scale<%d>(in3[0], true)};\n",
-                           cc_stype(c, n->type.dtype), ea, eb);
+  const char *scale = cc_fmt(c, "mlc_f8_scale<%d>(in2[0], true) * mlc_f8_scale<%d>(in3[0], true)", ea, eb);
+  const char *epi;
+  if (n->op == MLC_OP_FUSED) { /* heading an epilogue group: the group's store (emit_fused.c) of the scaled accumulator */
+    mlc_fused_prog pr;
+    if (!cc_fused_program(c, &pr)) return false;
+    cc_fused_epilogue(c, &pr);
+    epi = cc_fmt(c, "  const mlc_scaled_epi<@K@_epi> e = {%s, %s};\n", cc_fused_epilogue_init(c, &pr, "0"), scale);
+  } else {
+    epi = cc_fmt(c, "  const mlc_scaled_out<%s> e = {out, %s};\n", cc_stype(c, n->type.dtype), scale);
+  }
   if (K % 16 == 0 && K > 0 && M < INT32_MAX && N < INT32_MAX && c->ntmap + 2 <= MLC_CUDA_MAX_TMAP) {
     const gemm_desc d = {.dt = MLC_DT_BF16, .M = M, .N = N, .K = K / 2, .b_nk = true};
     const gemm_cfg g = {.tc = true, .wg = true, .bm = 128, .bn = 128, .bk = 64, .wm = 2, .wn = 4, .st = 6, .lag = 1, .pp = true};

@@ -39,7 +39,8 @@ uint8_t mlc_cuda_kernel_unit(const mlc_program *p, const mlc_func *f, uint32_t n
   uint8_t f32_products = p->opts.f32_matmul == MLC_F32MM_IEEE ? 0 : p->opts.f32_matmul == MLC_F32MM_TF32 ? 1 : 3;
   if (op == MLC_OP_ATTENTION_KV || op == MLC_OP_QLINEAR) return MLC_PLAN_UNIT_FP32;
   if (op == MLC_OP_SCALED_MM) /* emit_gemm.c: the FP8 wgmma where rows are 16-byte aligned, else one thread an output */
-    return a->rank == 2 && a->dim[1] % 16 == 0 && a->dim[0] < INT32_MAX ? MLC_PLAN_UNIT_FP8 : MLC_PLAN_UNIT_FP32;
+    return a->rank >= 2 && a->dim[a->rank - 1] % 16 == 0 && mlc_type_numel(a) / a->dim[a->rank - 1] < INT32_MAX ? MLC_PLAN_UNIT_FP8
+                                                                                                                : MLC_PLAN_UNIT_FP32;
   if (op == MLC_OP_LINEAR && a->rank && mlc_type_numel(a) >= 1 && mlc_type_numel(a) <= 4 * a->dim[a->rank - 1] &&
       !mlc_node_sharded(p, f, n))
     return MLC_PLAN_UNIT_FP32; /* emit_gemm.c's gemv_fits */
