@@ -8,7 +8,9 @@
 #                torch._scaled_mm and bf16 cuBLAS); then the MiniLLM train
 #                step, bf16 and --matmul=fp8 (STEPS steps each, losses and
 #                ms), and mlc profile of the fp8 step's kernels.
+#                build-gpu/base/mlc, where carried, is the previous commit's mlc: its fp8 step too.
 #   PART=quick   fp8.py --target cuda and the two train steps, alone.
+#   PART=torch8  bench/fp8_torch_step.py (PyTorch's FP8 and bf16 steps, eager and compiled), then mlc's two.
 #   PART=loss    300 steps of the MiniLLM on the KJV bytes, bf16 and --matmul=fp8 (carry
 #                build-gpu/kjv.txt).
 #   PART=ops     every CUDA op case (OPS_K to pick), as the GPU numerics check.
@@ -28,7 +30,7 @@ rc=0 t0=$SECONDS
 took() { echo "  ($((SECONDS - t0)) s, $SECONDS in all)"; t0=$SECONDS; }
 gpu_header "bench/h200_s25.sh PART=$part" $work/env.log
 train() { # $1 name, rest: extra options; median of steps 3..
-  timeout ${TRAIN_TIMEOUT:-150} $mlc train examples/minillm.mdl --target cuda --steps ${STEPS:-12} "${@:2}" > $work/train_$1.log 2>&1 || rc=1
+  timeout ${TRAIN_TIMEOUT:-150} ${MLCBIN:-$mlc} train examples/minillm.mdl --target cuda --steps ${STEPS:-12} "${@:2}" > $work/train_$1.log 2>&1 || rc=1
   echo "train $1: $(grep -E '^step' $work/train_$1.log | awk 'NR>=3 {gsub(/\(/,"",$5); print $5}' | sort -n | awk '{a[NR]=$1} END {print "median", a[int((NR+1)/2)], "ms of", NR, "steps"}')," \
     "losses $(grep -E '^step' $work/train_$1.log | awk '{print $4}' | tr '\n' ' ' | cut -c1-200)"
   grep -E "error|FAIL" $work/train_$1.log | head -3
@@ -46,6 +48,8 @@ fp8)
   took; pack
   train bf16
   train fp8 --matmul=fp8
+  # the previous commit's mlc, where carried (build-gpu/base/mlc), for the same step in the same call
+  [ -x build-gpu/base/mlc ] && MLCBIN=$PWD/build-gpu/base/mlc train fp8_base --matmul=fp8
   took; pack
   XDG_CACHE_HOME=/tmp/cache-prof timeout 150 $mlc profile examples/minillm.mdl --target cuda --entry train_step --matmul=fp8 --steps 3 \
     > $work/profile_fp8.log 2>&1 || rc=1
@@ -87,6 +91,16 @@ PY
     grep -E "error" $work/loss_$mode.log | head -3
     took; pack
   done
+  ;;
+torch8) # PyTorch's FP8 step (torchao where it imports, else torch._scaled_mm) beside its bf16 step, eager and compiled;
+  # then mlc's two steps in the same call
+  python3 -c "import torchao; print('torchao', torchao.__version__)" > $work/torchao.log 2>&1; head -1 $work/torchao.log | cut -c1-120
+  timeout ${TORCH_TIMEOUT:-420} python3 bench/fp8_torch_step.py --steps 8 --compile ${TORCH_COMPILE:-both} > $work/torch8.log 2>&1 || rc=1
+  cut -c1-400 $work/torch8.log | grep -v "^ *$" | tail -12
+  took; pack
+  train bf16
+  train fp8 --matmul=fp8
+  took
   ;;
 ops)
   timeout ${OPS_TIMEOUT:-400} python3 tests/ops/opcheck.py ops --target cuda --jobs 16 --opcheck $opcheck --work /tmp/ops ${OPS_K:+-k $OPS_K} \

@@ -755,47 +755,29 @@ struct mlc_gemm_pp {
           mlc_wgmma<T, 128>::template mma<0, 0>(p, da + so + (kk * KSA >> 4), db + so + (kk * KSB >> 4), kk > 0);
         mlc_wg_commit();
       };
-      // the k-tile in p (pos) is done: into acc, and its slot back.  The adds are volatile asm, so they stay
-      // after the wait before them and only read p (a "+f" fence on p defines it, and ptxas then serialises
-      // the wgmmas still writing the other set: C7515)
+      // the k-tile in p (pos) is done: into acc, and its slot back
       auto promote = [&](float (&acc)[64], float (&p)[64], int pos) {
 #pragma unroll
-        for (int j = 0; j < 64; j++) asm volatile("add.f32 %0, %0, %1;" : "+f"(acc[j]) : "f"(p[j]));
+        for (int j = 0; j < 64; j++) { mlc_wg_fence_operand(p[j]); acc[j] += p[j]; }
         if (lt == 0) mlc_mbar_arrive(empty + 8 * (pos % ST));
       };
 #pragma unroll 1
       for (int i = 0; i < nseq; i++) {
         int tm, tn;
         mlc_gemm_raster<TM, TN, G>((unsigned)(blockIdx.x + i * gridDim.x), tm, tn);
-        float acc[64], p[64], p1[64];
+        float acc[64], p[64];
 #pragma unroll
-        for (int j = 0; j < 64; j++) {
-          acc[j] = p[j] = p1[j] = 0.f;
-          mlc_wg_fence_operand(p[j]), mlc_wg_fence_operand(p1[j]);
-        }
-        // k-tiles 0, 2, 4, .. into p, 1, 3, .. into p1, so that one k-tile's wgmmas run while the one before is
-        // added into acc (192 registers of accumulators).  The loop is unrolled whole: with a back edge while a
-        // group is in flight ptxas serialised the wgmmas (C7512/C7514), as it did with the waits under a branch
+        for (int j = 0; j < 64; j++) { acc[j] = 0.f; p[j] = 0.f; mlc_wg_fence_operand(p[j]); }
+        // each k-tile summed apart in p, then added into acc, the other consumer's wgmmas keeping the tensor
+        // cores busy meanwhile.  A second p, so that this consumer's next k-tile runs while it adds (9c40de4,
+        // the k-loop unrolled whole), was within 1 % of this on an H100 and took nvcc 129 s instead of 16 for
+        // the MiniLLM's step (bench/results/h100-2026-12-06.md, session 26)
         const int base = i * KT;
-        issue(p, base);
-#pragma unroll
-        for (int kt = 1; kt + 1 < KT; kt += 2) {
-          issue(p1, base + kt);
-          mlc_wg_wait<1>();
-          promote(acc, p, base + kt - 1);
-          issue(p, base + kt + 1);
-          mlc_wg_wait<1>();
-          promote(acc, p1, base + kt);
-        }
-        if constexpr (KT % 2 == 0) {
-          issue(p1, base + KT - 1);
-          mlc_wg_wait<1>();
-          promote(acc, p, base + KT - 2);
+#pragma unroll 1
+        for (int kt = 0; kt < KT; kt++) {
+          issue(p, base + kt);
           mlc_wg_wait<0>();
-          promote(acc, p1, base + KT - 1);
-        } else {
-          mlc_wg_wait<0>();
-          promote(acc, p, base + KT - 1);
+          promote(acc, p, base + kt);
         }
         // consumer c's 64 x 128: acc[4i + e] is row 16 w + lane / 4 (+8 for e >= 2), column 8 i + 2 (lane % 4) (+1 for odd e)
         const int w = lt >> 5, lane = lt & 31;
