@@ -62,14 +62,22 @@ fp8)
   done
   took
   ;;
-quick) # PART=fp8's numerics (fp8.py) and the two train steps alone
+quick) # PART=fp8's numerics (fp8.py) and the two train steps alone (and the base's fp8 step; PROFILE=1: the profile too)
   timeout 120 python3 tests/ref/fp8.py $opcheck $mlc . $work/fp8 --target cuda > $work/fp8_check.log 2>&1 || rc=1
   echo "fp8.py --target cuda: $(grep -c '^ok' $work/fp8_check.log) ok, $(grep -c '^FAIL' $work/fp8_check.log) FAIL"
   grep -E '^FAIL' $work/fp8_check.log | head -8 | cut -c1-400
   took; pack
   train bf16
   train fp8 --matmul=fp8
-  took
+  [ -x build-gpu/base/mlc ] && MLCBIN=$PWD/build-gpu/base/mlc train fp8_base --matmul=fp8
+  took; pack
+  if [ "${PROFILE:-0}" = 1 ]; then
+    XDG_CACHE_HOME=/tmp/cache-prof timeout 150 $mlc profile examples/minillm.mdl --target cuda --entry train_step --matmul=fp8 --steps 3 \
+      > $work/profile_fp8.log 2>&1 || rc=1
+    awk 'NR>12 && $3 ~ /^[0-9]+$/ {split($1,a,"%"); s[a[1]]+=$4/$3; n[a[1]]++} END {for (k in s) printf "  %-24s %4d kernels %8.3f ms a step\n", k, n[k], s[k]}' \
+      $work/profile_fp8.log | sort -k4 -nr | head -14
+    took
+  fi
   ;;
 loss) # 300 steps of the MiniLLM on the King James Bible's bytes (build-gpu/kjv.txt, carried: examples/kjv/prepare.py's
   # text), windows of 1024 in the book's order, the last 2 % held out: bf16 and --matmul=fp8, the same init and batches
@@ -98,8 +106,7 @@ torch8) # PyTorch's FP8 step (torchao where it imports, else torch._scaled_mm) b
   timeout ${TORCH_TIMEOUT:-420} python3 bench/fp8_torch_step.py --steps 8 --compile ${TORCH_COMPILE:-both} > $work/torch8.log 2>&1 || rc=1
   cut -c1-400 $work/torch8.log | grep -v "^ *$" | tail -12
   took; pack
-  train bf16
-  train fp8 --matmul=fp8
+  if [ "${NO_MLC:-0}" != 1 ]; then train bf16; train fp8 --matmul=fp8; fi
   took
   ;;
 ops)

@@ -35,6 +35,7 @@ uint64_t mlc_hash_nodes(const mlc_program *p, const mlc_func *f, const uint32_t 
     key.nin = nd->nin;
     key.dtype = nd->type.dtype;
     key.rank = nd->type.rank;
+    key.pad[0] = nd->a.abs_in; /* a max of |x| (fuse.c) is not a max of x */
     memcpy(key.dim, nd->type.dim, nd->type.rank * sizeof key.dim[0]);
     unsigned m = mlc_ops[nd->op].attrs;
     if (m & MLC_A_AXIS) key.axis = nd->a.axis;

@@ -136,7 +136,9 @@ typedef struct {
   uint8_t mm_role;
   /* Set by the fuse pass (GPU targets) on a max whose input was abs of x,
    * which it then reads in abs's place: the max of |x| in one pass (the
-   * fp8 pass's amax).  Printed as abs=1. */
+   * fp8 pass's amax).  Printed as abs=1.  Such a max of a float narrower
+   * than f32 may give f32 (the node's type says which): the fuse pass folds
+   * the amax's cast to f32 into it, exactly, as a max is one of its inputs. */
   uint8_t abs_in;
 } mlc_attrs;
 enum { MLC_MM_NONE, MLC_MM_DX, MLC_MM_DW };

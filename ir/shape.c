@@ -154,6 +154,7 @@ static bool shape_reduce(rule_ctx *c) {
   if (c->n->op == MLC_OP_MEAN && !need_float(c, t, "mean")) return false;
   if (t->dtype == MLC_DT_BOOL) return fail(c, "%s is not defined for bool tensors", mlc_ops[c->n->op].name);
   mlc_type o = {.dtype = t->dtype};
+  if (c->n->a.abs_in && c->n->type.dtype == MLC_DT_F32 && mlc_dtype_is_float(t->dtype)) o.dtype = MLC_DT_F32; /* ir/ir.h */
   for (int i = 0; i < t->rank; i++) {
     if (i == c->n->a.axis && !c->n->a.keepdim) continue;
     o.dim[o.rank++] = i == c->n->a.axis ? 1 : t->dim[i];
@@ -329,6 +330,14 @@ static bool shape_quant(rule_ctx *c) {
   *c->out = *x;
   c->out->dtype = dt;
   return true;
+}
+
+static bool shape_quant_both(rule_ctx *c) {
+  const mlc_type *x = c->in[0];
+  if (x->rank != 2) return fail(c, "quant_both takes a matrix, not %s", TSTR(x));
+  if (!shape_quant(c)) return false;
+  *c->out = (mlc_type){.dtype = c->out->dtype, .rank = 1, .dim = {2 * x->dim[0] * x->dim[1]}};
+  return check_numel(c, c->out);
 }
 
 static bool shape_scaled_mm(rule_ctx *c) {
@@ -945,9 +954,9 @@ bool mlc_infer_type(const mlc_program *p, const mlc_func *f, const mlc_node *n, 
   (void)p;
   rule_ctx c = {.f = f, .n = n, .out = out, .err = err, .errn = errn};
   for (int i = 0; i < n->nin && i < 8; i++) c.in[i] = &f->nodes[n->in[i]].type;
-  /* f8 is storage only: made by quant, read by scaled_mm (alone or heading a fused group's
+  /* f8 is storage only: made by quant (and quant_both), read by scaled_mm (alone or heading a fused group's
    * epilogue) and moved by the layout ops (and an input's, for mlc_opcheck's cases of those two) */
-  bool f8_ok = n->op == MLC_OP_QUANT || n->op == MLC_OP_SCALED_MM || n->op == MLC_OP_TRANSPOSE ||
+  bool f8_ok = n->op == MLC_OP_QUANT || n->op == MLC_OP_QUANT_BOTH || n->op == MLC_OP_SCALED_MM || n->op == MLC_OP_TRANSPOSE ||
                n->op == MLC_OP_RESHAPE || n->op == MLC_OP_VIEW || n->op == MLC_OP_INPUT || n->op == MLC_OP_FUSED;
   for (int i = 0; i < n->nin && !f8_ok; i++)
     if (mlc_dtype_is_f8(f->nodes[n->in[i]].type.dtype))

@@ -12,7 +12,7 @@ static const mlc_target targets[] = {
        a linear of at most 4 rows is a matrix-vector product (codegen/cuda/emit_gemm.c's GEMV_ROWS), whose
        block normalises x for a prologue in static shared memory (48 KiB at most; 32 KiB leaves room) */
     {.name = "cuda", .gpu = true, .epilogues_that_pay = true, .update_groups = true, .qlinear_epilogues = true,
-     .scaled_mm_epilogues = true,
+     .scaled_mm_epilogues = true, .quant_both = true,
      .gemv_prologue_rows = 4, .gemv_prologue_bytes = 32768, .max_kernel_args = 72,
      .attn_save_max_head = 256, .attn_save_head_16 = 32, .attn_save_head_32 = 8, .ce_grad_in_place = true},
     /* FSDP over NCCL: the fsdp pass places the updates between the collectives itself */

@@ -21,6 +21,8 @@ typedef struct {
   bool qlinear_epilogues;    /* fuse.c: a qlinear (--quantize) heads an epilogue group as a GEMM does (its
                                 kernel stores through the group's epilogue: CUDA's mlc_qgemv) */
   bool scaled_mm_epilogues;  /* fuse.c: so does a scaled_mm (--matmul=fp8; CUDA's mlc_scaled_out) */
+  bool quant_both;           /* fp8.c: a tensor that FP8 GEMMs read in both layouts is quantised into both in
+                                one kernel (quant_both, CUDA's emit_quant.c) */
   int gemv_prologue_rows;    /* fuse.c: an rmsnorm whose only reader is a linear of at most this many rows ... */
   int gemv_prologue_bytes;   /* ... and of at most this many bytes of x becomes its prologue (ir/fused.h;
                                 CUDA's mlc_gemv normalises x into shared memory); 0: never */

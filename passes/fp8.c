@@ -14,7 +14,9 @@
  * tensorwise recipe.  Each tensor has one scale, a power of two from its
  * amax = max |v| (an all-axes max, then f32), computed and quantised once
  * however many GEMMs read it; the transposed layouts are transposes of the
- * f8 tensor, which the GPU targets would fold into the quant kernel.  The
+ * f8 tensor, or, on a target with quant_both (CUDA), a tensor read in both
+ * layouts is quantised into both by one kernel, whose halves two views
+ * take (x, w and g of each linear whose three GEMMs all run in FP8).  The
  * GEMMs' outputs keep the dtypes they had (the compute dtype), and
  * everything else (master weights, optimizer state, norms, attention, the
  * loss) is untouched.
@@ -42,6 +44,8 @@ typedef struct {
   uint32_t *map;        /* old node -> new node */
   uint32_t *amax;       /* old base node -> its amax in f (f32[]), or NONE */
   uint32_t *q[2], *qt[2]; /* by f8 dtype (e4m3, e5m2): old base node -> its [rows, cols] f8 tensor, and that transposed */
+  uint8_t *both[2];     /* by f8 dtype: old base node -> 1 (read in that layout), 2 (transposed), 3 (both) */
+  bool quant_both;      /* the target's: both layouts from one kernel */
   uint8_t grad_dt;      /* g's f8 dtype */
 } fp8;
 
@@ -95,10 +99,17 @@ static uint32_t quant(fp8 *c, uint32_t v, uint8_t dt, bool transposed, const mlc
   if (*q == NONE) {
     uint32_t x = c->map[b];
     mlc_type t = type_of(c, x);
-    int64_t cols = t.dim[t.rank - 1];
-    mlc_type m = {.dtype = dt, .rank = 2, .dim = {mlc_type_numel(&t) / cols, cols}};
+    int64_t cols = t.dim[t.rank - 1], rows = mlc_type_numel(&t) / cols;
+    mlc_type m = {.dtype = dt, .rank = 2, .dim = {rows, cols}};
     uint32_t in[2] = {reshape(c, x, &m, like), amax_of(c, b, like)};
-    *q = add(c, MLC_OP_QUANT, in, 2, NULL, like, m);
+    if (c->quant_both && c->both[dt - MLC_DT_F8E4M3][b] == 3) { /* one kernel, both layouts: views of its halves */
+      uint32_t qb = add(c, MLC_OP_QUANT_BOTH, in, 2, NULL, like, (mlc_type){.dtype = dt, .rank = 1, .dim = {2 * rows * cols}});
+      mlc_attrs lo = {.start = 0, .end = rows * cols}, hi = {.start = rows * cols, .end = 2 * rows * cols};
+      *q = add(c, MLC_OP_VIEW, &qb, 1, &lo, like, m);
+      *qt = add(c, MLC_OP_VIEW, &qb, 1, &hi, like, (mlc_type){.dtype = dt, .rank = 2, .dim = {cols, rows}});
+    } else {
+      *q = add(c, MLC_OP_QUANT, in, 2, NULL, like, m);
+    }
   }
   if (!transposed) return *q;
   if (*qt == NONE) {
@@ -182,15 +193,17 @@ static void record(mlc_program *p, const mlc_func *f, const mlc_node *n, const c
   p->fp8.v[p->fp8.n++] = (mlc_fp8_linear){n->scope, mlc_type_numel(x) / k, n->type.dim[n->type.rank - 1], k, why};
 }
 
-static void rewrite(mlc_program *p, mlc_func *f, uint8_t grad_dt) {
+static void rewrite(mlc_program *p, mlc_func *f, uint8_t grad_dt, bool quant_both) {
   mlc_func old = mlc_func_take(f);
   uint32_t n = old.n;
-  fp8 c = {.p = p, .f = f, .old = &old, .grad_dt = grad_dt};
+  fp8 c = {.p = p, .f = f, .old = &old, .quant_both = quant_both, .grad_dt = grad_dt};
   c.map = mlc_arena_alloc(p->arena, (n + 1) * sizeof *c.map);
   c.amax = mlc_arena_alloc(p->arena, (n + 1) * sizeof *c.amax);
   for (int d = 0; d < 2; d++) {
     c.q[d] = mlc_arena_alloc(p->arena, (n + 1) * sizeof *c.q[d]);
     c.qt[d] = mlc_arena_alloc(p->arena, (n + 1) * sizeof *c.qt[d]);
+    c.both[d] = mlc_arena_alloc(p->arena, (n + 1) * sizeof *c.both[d]);
+    memset(c.both[d], 0, (n + 1) * sizeof *c.both[d]);
   }
   bool *head = mlc_arena_alloc(p->arena, (n + 1) * sizeof *head), *fp = mlc_arena_alloc(p->arena, (n + 1) * sizeof *fp);
   for (uint32_t i = 0; i < n; i++) c.amax[i] = c.q[0][i] = c.q[1][i] = c.qt[0][i] = c.qt[1][i] = NONE;
@@ -201,6 +214,19 @@ static void rewrite(mlc_program *p, mlc_func *f, uint8_t grad_dt) {
     const char *why = verdict(p, &old, nd, head[i]);
     fp[i] = !why;
     record(p, &old, nd, why);
+  }
+  /* which layouts each quantised tensor is read in, by the same rules as below */
+  for (uint32_t i = 0; i < n; i++) {
+    const mlc_node *nd = &old.nodes[i];
+    uint32_t of = nd->op == MLC_OP_MATMUL && nd->a.mm_of ? nd->a.mm_of - 1 : NONE;
+    uint8_t *e4 = c.both[0], *gd = c.both[grad_dt - MLC_DT_F8E4M3];
+    if (nd->op == MLC_OP_LINEAR && fp[i]) {
+      e4[base(&old, nd->in[0])] |= 1, e4[base(&old, nd->in[1])] |= 1;
+    } else if (of != NONE && fp[of] && nd->a.mm_role == MLC_MM_DX) {
+      gd[base(&old, nd->in[0])] |= 1, e4[base(&old, nd->in[1])] |= 2;
+    } else if (of != NONE && fp[of] && nd->a.mm_role == MLC_MM_DW && old.nodes[nd->in[0]].op == MLC_OP_TRANSPOSE) {
+      gd[base(&old, old.nodes[nd->in[0]].in[0])] |= 2, e4[base(&old, nd->in[1])] |= 2;
+    }
   }
   for (uint32_t i = 0; i < n; i++) {
     const mlc_node *nd = &old.nodes[i];
@@ -250,6 +276,6 @@ bool mlc_pass_fp8(mlc_pass_ctx *c) {
   uint8_t grad_dt = p->opts.matmul == MLC_MATMUL_FP8_E4M3_GRAD ? MLC_DT_F8E4M3 : MLC_DT_F8E5M2;
   bool train = false;
   for (uint32_t i = 0; i < p->nfuncs; i++)
-    if (!strcmp(p->funcs[i].name, "train")) rewrite(p, &p->funcs[i], grad_dt), train = true;
+    if (!strcmp(p->funcs[i].name, "train")) rewrite(p, &p->funcs[i], grad_dt, c->target && c->target->quant_both), train = true;
   return !train || keep_scopes_match(c);
 }

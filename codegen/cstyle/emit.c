@@ -18,7 +18,7 @@ static cc_emitter emitter_of(const cc_dialect *t, mlc_op op) {
   case MLC_OP_ATTENTION_SAVE: case MLC_OP_ATTENTION_GRAD_SAVED: return t->emit_attention_saved;
   case MLC_OP_ATTENTION_KV: return t->emit_attention_kv;
   case MLC_OP_QLINEAR: return t->emit_qlinear;
-  case MLC_OP_QUANT: return t->emit_quant;
+  case MLC_OP_QUANT: case MLC_OP_QUANT_BOTH: return t->emit_quant;
   case MLC_OP_SCALED_MM: return t->emit_scaled_mm;
   case MLC_OP_SUM: case MLC_OP_MEAN: case MLC_OP_MAX: case MLC_OP_SOFTMAX: return cc_emit_reduce;
   case MLC_OP_TRANSPOSE: case MLC_OP_SLICE: case MLC_OP_CONCAT: case MLC_OP_SLICE_GRAD:

@@ -11,12 +11,59 @@
 
 #define THREADS 256
 #define MAX_BLOCKS 65536
+#define TILE 64 /* quant_both: a 64 x 64 tile of x a block */
+
+/* One code of x[k] scaled by s, with x's sign (NaN's too), as a word's byte k & 3. */
+static const char *code(cc *c, int e5, const char *x) {
+  return cc_fmt(c, "(mlc_f8_enc<%d>(%s * s) | (__float_as_uint(%s) >> 24 & 0x80u))", e5, x, x);
+}
+
+/* quant_both (the fuse of quant and transpose(quant) that passes/fp8.c
+ * makes where dx and dw read both layouts): out[0, R C) = the codes of
+ * x [R, C], out[R C, 2 R C) = the same codes transposed.  A block takes a
+ * 64 x 64 tile: each thread quantises 4 adjacent elements of a row into a
+ * word, stores it in x's layout and in shared memory, and after the barrier
+ * stores 4 bytes of a column as a word of the transposed layout
+ * (codegen/cstyle/emit_layout.c's byte transpose).  x read once, 2 bytes of
+ * codes written per element, where quant then transpose read x, wrote 1,
+ * read 1 and wrote 1 in two launches. */
+static bool quant_both(cc *c, int xd, int e5) {
+  const mlc_type *x = cc_in(c, 0);
+  const int64_t R = x->dim[0], C = x->dim[1], tr = cc_ceil_div(R, TILE), tc = cc_ceil_div(C, TILE);
+  const int W = TILE / 4; /* words a tile row */
+  if (x->rank != 2 || R % 4 || C % 4) return cc_bug(c, "quant_both of %s[%lld, %lld]", mlc_dtype_name((mlc_dtype)xd),
+                                                     (long long)R, (long long)C);
+  cc_begin(c, (uint64_t)(tr * tc), THREADS, 0);
+  cc_printf(c, "  $shared unsigned int tile[%d][%d];\n", TILE, W + 1);
+  cc_printf(c, "  const float am = in1[0];\n");
+  cc_printf(c, "  const float s = fabsf(am) < MLC_INF ? mlc_f8_scale<%d>(am, false) : __int_as_float(0x7fc00000);\n", e5);
+  cc_printf(c, "  const $i64 r0 = ($bid / %lld$ll) * %d, c0 = ($bid %% %lld$ll) * %d;\n", (long long)tc, TILE, (long long)tc, TILE);
+  cc_printf(c, "  const int tx = $tid %% %d, ty = $tid / %d;\n", W, W);
+  /* x's rows r0 + y, 4 elements from column c0 + 4 tx: codes in x's layout and in the tile */
+  cc_printf(c, "  for (int y = ty; y < %d; y += %d) {\n", TILE, THREADS / W);
+  cc_printf(c, "    const $i64 r = r0 + y, cc = c0 + 4 * tx;\n");
+  cc_printf(c, "    if (r < %lld$ll && cc < %lld$ll) {\n      float x[4];\n", (long long)R, (long long)C);
+  cc_vec_load(c, 4, xd, "x", "0", "in0", cc_fmt(c, "r * %lld$ll + cc", (long long)C));
+  cc_printf(c, "      const unsigned w = %s | %s << 8 | %s << 16 | %s << 24;\n", code(c, e5, "x[0]"), code(c, e5, "x[1]"),
+            code(c, e5, "x[2]"), code(c, e5, "x[3]"));
+  cc_printf(c, "      *(unsigned int *)(out + r * %lld$ll + cc) = w;\n      tile[y][tx] = w;\n    }\n  }\n", (long long)C);
+  cc_printf(c, "  $barrier;\n");
+  /* the transposed layout's rows c0 + y (x's columns), 4 bytes from its column r0 + 4 tx (x's rows) */
+  cc_printf(c, "  for (int y = ty; y < %d; y += %d) {\n", TILE, THREADS / W);
+  cc_printf(c, "    const $i64 cc = c0 + y, r = r0 + 4 * tx;\n    const int w = y >> 2, sh = 8 * (y & 3);\n");
+  cc_printf(c, "    if (r < %lld$ll && cc < %lld$ll) *(unsigned int *)(out + %lld$ll + cc * %lld$ll + r) = (tile[4 * tx][w] >> sh & 0xffu) | "
+               "(tile[4 * tx + 1][w] >> sh & 0xffu) << 8 | (tile[4 * tx + 2][w] >> sh & 0xffu) << 16 | (tile[4 * tx + 3][w] >> sh) << 24;\n  }\n",
+            (long long)R, (long long)C, (long long)(R * C), (long long)R);
+  cc_end(c);
+  return true;
+}
 
 bool cc_emit_quant(cc *c) {
   const mlc_node *n = c->n;
   int xd = cc_in(c, 0)->dtype, e5 = n->type.dtype == MLC_DT_F8E5M2;
   if (!mlc_dtype_is_float((mlc_dtype)xd) || !mlc_dtype_is_f8(n->type.dtype) || cc_in(c, 1)->dtype != MLC_DT_F32 || c->sharded)
     return cc_bug(c, "quant of %s to %s", mlc_dtype_name((mlc_dtype)xd), mlc_dtype_name((mlc_dtype)n->type.dtype));
+  if (n->op == MLC_OP_QUANT_BOTH) return quant_both(c, xd, e5);
   int64_t total = mlc_type_numel(&n->type);
   int v = total % 8 == 0 && mlc_dtype_size((mlc_dtype)xd) <= 2 ? 8 : total % 4 == 0 ? 4 : 1; /* x's load 16 bytes at most */
   int64_t units = total / v, blocks = cc_ceil_div(units, THREADS);
@@ -30,12 +77,12 @@ bool cc_emit_quant(cc *c) {
   cc_printf(c, "    const long long i = q * %d;\n", v);
   if (v == 1) {
     cc_printf(c, "    const float x = to_f32(in0[i]);\n");
-    cc_printf(c, "    out[i] = (unsigned char)(mlc_f8_enc<%d>(x * s) | (__float_as_uint(x) >> 24 & 0x80u));\n  }\n", e5);
+    cc_printf(c, "    out[i] = (unsigned char)%s;\n  }\n", code(c, e5, "x"));
   } else {
     cc_printf(c, "    float x[%d];\n", v);
     cc_vec_load(c, v, xd, "x", "0", "in0", "i");
     cc_printf(c, "    unsigned r[%d] = {0};\n", v / 4);
-    cc_printf(c, "#pragma unroll\n    for (int k = 0; k < %d; k++) r[k >> 2] |= (mlc_f8_enc<%d>(x[k] * s) | (__float_as_uint(x[k]) >> 24 & 0x80u)) << 8 * (k & 3);\n", v, e5);
+    cc_printf(c, "#pragma unroll\n    for (int k = 0; k < %d; k++) r[k >> 2] |= %s << 8 * (k & 3);\n", v, code(c, e5, "x[k]"));
     cc_printf(c, "    *(%s *)(out + i) = %s;\n  }\n", v == 8 ? "uint2" : "unsigned", v == 8 ? "make_uint2(r[0], r[1])" : "r[0]");
   }
   cc_end(c);

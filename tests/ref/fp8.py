@@ -138,6 +138,19 @@ for fmt in ("e4m3", "e5m2"):
     got = opcheck_run(f"quant_{fmt}_bf16", "quant", [("x", f"bf16[{xb.size}]"), ("amax", "f32[]")], dt,
                       {"x": bits, "amax": np.array(fmax, F32)})
     check(np.array_equal(got, R.quant(xb.astype(np.float64), fmax, fmt)), f"quant {fmt} from bf16: {xb.size} values byte for byte")
+    if target == "cuda":  # quant_both (the fp8 pass's on CUDA): the codes, then the same codes transposed
+        for rows, cols, src in ((80, 208, "f32"), (1040, 336, "bf16")):  # tiles of 64 cut at both edges
+            x = rng.normal(0, 2, (rows, cols)).astype(F32)
+            x.flat[: p.size] = p[: x.size]  # the probes (inf, NaN, midpoints) among them
+            x.flat[5] = -100.0  # amax 100: a scale that moves them
+            if src == "bf16":
+                x = ((x.view(np.uint32) >> 16) << 16).view(F32)  # exactly bf16
+            raw = (x.view(np.uint32) >> 16).astype(np.uint16) if src == "bf16" else x
+            got = opcheck_run(f"quant_both_{fmt}_{src}", "quant_both", [("x", f"{src}[{rows}, {cols}]"), ("amax", "f32[]")], dt,
+                              {"x": raw, "amax": np.array(100.0, F32)})
+            want = R.quant(x.astype(np.float64).ravel(), 100.0, fmt).reshape(rows, cols)
+            check(np.array_equal(got, np.concatenate([want.ravel(), want.T.ravel()])),
+                  f"quant_both {fmt} of {src}[{rows}, {cols}] at amax 100: the codes and their transpose byte for byte")
 
 
 # ---- 3. scaled_mm ----

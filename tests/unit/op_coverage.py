@@ -49,8 +49,12 @@ EXEMPT = {
     "all_gather": "the fsdp pass's collective: the dist.fsdp.* tests",
     "reduce_scatter": "the fsdp pass's collective: the dist.fsdp.* tests",
     "all_reduce": "the fsdp pass's collective for clip_grad_norm: dist.fsdp.clip",
-    "quant": "the fp8 pass (--matmul=fp8, the CPU only): ref.fp8 checks it byte for byte against "
-             "tests/ref/fp8_ref.py at every code point and midpoint; cuda, metal and spirv refuse it",
+    "quant": "the fp8 pass (--matmul=fp8, cpu and cuda): ref.fp8 checks it byte for byte against "
+             "tests/ref/fp8_ref.py at every code point and midpoint (with --target cuda on the GPU); metal and "
+             "spirv refuse it",
+    "quant_both": "the fp8 pass on CUDA (target quant_both): fp8.py --target cuda checks it byte for byte against "
+                  "the reference's codes and their transpose, and the CUDA train step against numpy's recipe; "
+                  "cpu, metal and spirv refuse it",
     "scaled_mm": "the fp8 pass, as quant: ref.fp8 checks it against numpy's float64 product of the decoded "
                  "operands, and a train step's gradients against numpy's fp8 recipe",
     "qlinear": "the quantize pass (--quantize, cpu and spirv): ref.quant (spirv.quant) checks it against numpy's "
