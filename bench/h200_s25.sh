@@ -91,7 +91,7 @@ np.save(f"{sys.argv[2]}/idx.npy", b[:n * 1024].reshape(n, 1024))
 np.save(f"{sys.argv[2]}/targets.npy", b[1:n * 1024 + 1].reshape(n, 1024))
 print(f"{len(b)} bytes, {n} windows of 1024")
 PY
-  for mode in bf16 fp8; do
+  for mode in ${LOSS_MODES:-bf16 fp8}; do
     timeout 280 $mlc train examples/minillm.mdl --target cuda --steps ${STEPS:-300} --input tokens=$work/kjv/idx.npy \
       --input targets=$work/kjv/targets.npy --eval-split 0.02 --eval-every 100 $([ $mode = fp8 ] && echo --matmul=fp8) \
       > $work/loss_$mode.log 2>&1 || rc=1
