@@ -503,9 +503,12 @@ struct barrier {
   std::atomic<uint32_t> sleepers{0};
   uint32_t n = 0;
   void reset(uint32_t nthreads) { n = nthreads; count.store(0); }
+  /* n is read before the arrival: once the last thread arrives, the next
+   * dispatch may reset() the barrier while this one is still returning. */
   void arrive_and_wait() {
+    const uint32_t need = n;
     uint32_t g = gen.load(std::memory_order_acquire);
-    if (count.fetch_add(1, std::memory_order_acq_rel) + 1 == n) {
+    if (count.fetch_add(1, std::memory_order_acq_rel) + 1 == need) {
       count.store(0, std::memory_order_relaxed);
       gen.fetch_add(1, std::memory_order_seq_cst); /* releases everyone's writes */
       if (sleepers.load(std::memory_order_seq_cst)) futex_wake(&gen);
@@ -817,11 +820,16 @@ class pool {
 
   pool() : simd_(new simd_area[32]) { workers_.emplace_back(new worker); }
 
+  /* A new thread gets its worker's address, not an index into workers_: the
+   * vector grows (and moves) while the threads just started run, and a thread
+   * that read workers_[i] then read the vector as it was reallocated (the rare
+   * segfault of test_msl_emu under load; ThreadSanitizer shows the race). */
   void ensure_workers(uint n) {
     while (workers_.size() < n) {
       uint i = (uint)workers_.size();
       workers_.emplace_back(new worker);
-      workers_[i]->th = std::thread([this, i] { loop(i); });
+      worker *w = workers_[i].get();
+      w->th = std::thread([this, i, w] { loop(i, *w); });
     }
   }
   void ensure_fibers(uint n) {
@@ -840,8 +848,7 @@ class pool {
     }
   }
 
-  void loop(uint i) {
-    worker &w = *workers_[i];
+  void loop(uint i, worker &w) {
     uint32_t seen = 0;
     for (;;) {
       wait_change(&w.go, seen, &w.sleepers);
