@@ -11,6 +11,7 @@
 #                build-gpu/base/mlc, where carried, is the previous commit's mlc: its fp8 step too.
 #   PART=quick   fp8.py --target cuda and the two train steps, alone.
 #   PART=torch8  bench/fp8_torch_step.py (PyTorch's FP8 and bf16 steps, eager and compiled), then mlc's two.
+#   PART=ncu8    ncu's stall reasons and pipe use on one scaled_mm (the FFN-up's forward shape).
 #   PART=loss    300 steps of the MiniLLM on the KJV bytes, bf16 and --matmul=fp8 (carry
 #                build-gpu/kjv.txt).
 #   PART=ops     every CUDA op case (OPS_K to pick), as the GPU numerics check.
@@ -107,6 +108,30 @@ torch8) # PyTorch's FP8 step (torchao where it imports, else torch._scaled_mm) b
   cut -c1-400 $work/torch8.log | grep -v "^ *$" | tail -12
   took; pack
   if [ "${NO_MLC:-0}" != 1 ]; then train bf16; train fp8 --matmul=fp8; fi
+  took
+  ;;
+ncu8) # Nsight Compute on one FP8 GEMM (scaled_mm 8192 x 8192 x 2048, e4m3, bf16 out, the FFN-up's forward, at 0.75x of
+  # cuBLAS's FP8 in sessions 25-26): where its warps stall, its tensor-pipe and memory throughput (ncu_scaled_mm.csv).
+  # Written in session 26 without a GPU left to run it: the metric names are from ncu's docs, not yet tried here.
+  d=$work/ncu8 && mkdir -p $d
+  python3 - $d <<'PY'
+import sys
+import numpy as np
+d = sys.argv[1]
+rng = np.random.default_rng(0)
+rng.integers(0, 0x7e, (8192, 2048), dtype=np.uint8).tofile(f"{d}/a.raw")  # finite e4m3 codes
+rng.integers(0, 0x7e, (8192, 2048), dtype=np.uint8).tofile(f"{d}/b.raw")
+np.array(448.0, np.float32).tofile(f"{d}/aa.raw")
+np.array(448.0, np.float32).tofile(f"{d}/ab.raw")
+PY
+  timeout 300 ncu --csv --kernel-name regex:mlc --launch-skip 2 --launch-count 1 \
+    --metrics gpu__time_duration.sum,sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_peak_sustained_elapsed,smsp__average_warp_latency_issue_stalled_barrier,smsp__average_warp_latency_issue_stalled_long_scoreboard,smsp__average_warp_latency_issue_stalled_wait,smsp__average_warp_latency_issue_stalled_math_pipe_throttle,smsp__average_warp_latency_issue_stalled_sleeping,launch__registers_per_thread,launch__occupancy_limit_registers \
+    $opcheck --op scaled_mm $d/run --dtype bf16 --target cuda --bench 3 --in "a:f8e4m3[8192, 2048]" --in "b:f8e4m3[8192, 2048]" \
+    --in "aa:f32[]" --in "ab:f32[]" --input-file a=$d/a.raw --input-file b=$d/b.raw --input-file aa=$d/aa.raw --input-file ab=$d/ab.raw \
+    > $work/ncu_scaled_mm.csv 2> $work/ncu_scaled_mm.err || rc=1
+  rm -f $d/*.raw
+  grep -E '"(gpu__time|sm__pipe|dram__|sm__throughput|smsp__average|launch__)' $work/ncu_scaled_mm.csv | awk -F'","' '{print $(NF-2), $(NF-1), $NF}' | head -20
+  tail -3 $work/ncu_scaled_mm.err
   took
   ;;
 ops)
