@@ -335,6 +335,12 @@ target_link_libraries(test_memory PRIVATE mlccore PkgConfig::CMOCKA)
 target_compile_definitions(test_memory PRIVATE MLC_SOURCE_DIR="${MLC_ROOT}")
 add_test(NAME unit.memory COMMAND test_memory)
 set_tests_properties(unit.memory PROPERTIES LABELS unit TIMEOUT 60)
+# The fp8 pass's graph on CUDA (quant_both and its views, amaxes in f32) and on the CPU (quant, transpose).
+add_executable(test_fp8 ${MLC_ROOT}/tests/unit/test_fp8.c)
+target_link_libraries(test_fp8 PRIVATE mlccore PkgConfig::CMOCKA)
+target_compile_definitions(test_fp8 PRIVATE MLC_SOURCE_DIR="${MLC_ROOT}")
+add_test(NAME unit.fp8 COMMAND test_fp8)
+set_tests_properties(unit.fp8 PROPERTIES LABELS unit TIMEOUT 60)
 # A cmocka test that compiles models for the CPU and JIT-compiles them
 # (tests/unit/test_NAME.c with the driver's CPU target): unit.NAME.
 function(mlc_cpu_unit name labels timeout)
