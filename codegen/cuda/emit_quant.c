@@ -1,4 +1,4 @@
-/* quant on CUDA (issue 30, passes/fp8.c): out = the node's f8 dtype of
+/* quant and quant_both on CUDA (issue 30, passes/fp8.c): out = the node's f8 dtype of
  * x * 2^e, e = mlc_f8_scale_exp(amax, fmax) (ir/ir.h), every code NaN where
  * amax is NaN or infinite; the CPU target's arithmetic (codegen/llvm/cg.c),
  * bit for bit, through the prelude's mlc_f8_scale and mlc_f8_enc.
@@ -6,7 +6,7 @@
  * A grid-stride loop over x, 8 (or 4) elements a thread when the count
  * allows: one vector load of x (16 bytes at most), one 8- or 4-byte store
  * of codes.  Every thread computes the scale from amax itself (one load and a
- * division, against a pass over the tensor). */
+ * division, against a pass over the tensor).  quant_both: see below. */
 #include "codegen/cuda/cuda_cc.h"
 
 #define THREADS 256
