@@ -36,11 +36,14 @@ train() { # $1 name, rest: extra options; median of steps 3..
     "losses $(grep -E '^step' $work/train_$1.log | awk '{print $4}' | tr '\n' ' ' | cut -c1-200)"
   grep -E "error|FAIL" $work/train_$1.log | head -3
 }
-case $part in
-fp8)
+fp8check() { # tests/ref/fp8.py on CUDA's kernels: quant, quant_both, scaled_mm, two SGD steps
   timeout 240 python3 tests/ref/fp8.py $opcheck $mlc . $work/fp8 --target cuda > $work/fp8_check.log 2>&1 || rc=1
   echo "fp8.py --target cuda: $(grep -c '^ok' $work/fp8_check.log) ok, $(grep -c '^FAIL' $work/fp8_check.log) FAIL"
   grep -E '^FAIL' $work/fp8_check.log | head -8 | cut -c1-400
+}
+case $part in
+fp8)
+  fp8check
   tail -3 $work/fp8_check.log | cut -c1-300
   took; pack
   timeout 300 python3 bench/fp8_gemm.py $opcheck $work/gemm --json $work/fp8_gemm.json > $work/fp8_gemm.log 2>&1 || rc=1
@@ -64,9 +67,7 @@ fp8)
   took
   ;;
 quick) # PART=fp8's numerics (fp8.py) and the two train steps alone (and the base's fp8 step; PROFILE=1: the profile too)
-  timeout 120 python3 tests/ref/fp8.py $opcheck $mlc . $work/fp8 --target cuda > $work/fp8_check.log 2>&1 || rc=1
-  echo "fp8.py --target cuda: $(grep -c '^ok' $work/fp8_check.log) ok, $(grep -c '^FAIL' $work/fp8_check.log) FAIL"
-  grep -E '^FAIL' $work/fp8_check.log | head -8 | cut -c1-400
+  fp8check
   took; pack
   train bf16
   train fp8 --matmul=fp8

@@ -193,6 +193,23 @@ static void record(mlc_program *p, const mlc_func *f, const mlc_node *n, const c
   p->fp8.v[p->fp8.n++] = (mlc_fp8_linear){n->scope, mlc_type_numel(x) / k, n->type.dim[n->type.rank - 1], k, why};
 }
 
+/* Which of an FP8 linear's three GEMMs old node nd is (fp: the linears that
+ * go to FP8), and its two operands as old values: forward x, w; dx g, w;
+ * dw g (under autodiff's transpose), x.  The first operand is e4m3 in the
+ * forward and g's dtype in the gradients, the second e4m3; transposed are
+ * w for dx, g and x for dw. */
+typedef enum { NOT_FP8, FWD, DX, DW } gemm_kind;
+
+static gemm_kind fp8_gemm(const mlc_func *old, const bool *fp, const mlc_node *nd, uint32_t *a, uint32_t *b) {
+  uint32_t of = nd->op == MLC_OP_MATMUL && nd->a.mm_of ? nd->a.mm_of - 1 : NONE;
+  gemm_kind k = nd->op == MLC_OP_LINEAR ? (fp[nd - old->nodes] ? FWD : NOT_FP8)
+                : of == NONE || !fp[of] ? NOT_FP8
+                : nd->a.mm_role == MLC_MM_DX ? DX
+                : nd->a.mm_role == MLC_MM_DW && old->nodes[nd->in[0]].op == MLC_OP_TRANSPOSE ? DW : NOT_FP8;
+  if (k != NOT_FP8) *a = k == DW ? old->nodes[nd->in[0]].in[0] : nd->in[0], *b = nd->in[1];
+  return k;
+}
+
 static void rewrite(mlc_program *p, mlc_func *f, uint8_t grad_dt, bool quant_both) {
   mlc_func old = mlc_func_take(f);
   uint32_t n = old.n;
@@ -215,37 +232,28 @@ static void rewrite(mlc_program *p, mlc_func *f, uint8_t grad_dt, bool quant_bot
     fp[i] = !why;
     record(p, &old, nd, why);
   }
-  /* which layouts each quantised tensor is read in, by the same rules as below */
+  /* which layouts each quantised tensor is read in (bit 0: as it is, bit 1: transposed), then the rewrite */
   for (uint32_t i = 0; i < n; i++) {
-    const mlc_node *nd = &old.nodes[i];
-    uint32_t of = nd->op == MLC_OP_MATMUL && nd->a.mm_of ? nd->a.mm_of - 1 : NONE;
-    uint8_t *e4 = c.both[0], *gd = c.both[grad_dt - MLC_DT_F8E4M3];
-    if (nd->op == MLC_OP_LINEAR && fp[i]) {
-      e4[base(&old, nd->in[0])] |= 1, e4[base(&old, nd->in[1])] |= 1;
-    } else if (of != NONE && fp[of] && nd->a.mm_role == MLC_MM_DX) {
-      gd[base(&old, nd->in[0])] |= 1, e4[base(&old, nd->in[1])] |= 2;
-    } else if (of != NONE && fp[of] && nd->a.mm_role == MLC_MM_DW && old.nodes[nd->in[0]].op == MLC_OP_TRANSPOSE) {
-      gd[base(&old, old.nodes[nd->in[0]].in[0])] |= 2, e4[base(&old, nd->in[1])] |= 2;
-    }
+    uint32_t a, b;
+    gemm_kind k = fp8_gemm(&old, fp, &old.nodes[i], &a, &b);
+    if (k == NOT_FP8) continue;
+    c.both[(k == FWD ? MLC_DT_F8E4M3 : grad_dt) - MLC_DT_F8E4M3][base(&old, a)] |= k == DW ? 2 : 1;
+    c.both[0][base(&old, b)] |= k == FWD ? 1 : 2;
   }
   for (uint32_t i = 0; i < n; i++) {
     const mlc_node *nd = &old.nodes[i];
+    uint32_t a, b;
+    gemm_kind k = fp8_gemm(&old, fp, nd, &a, &b);
+    if (k != NOT_FP8) { /* y = x w^T; dx = g w; dw = (g [rows, n])^T x [rows, k] */
+      /* b's first: the node order of the programs measured on the GPU (the calls' arguments, right to left) */
+      uint32_t b8 = quant(&c, b, MLC_DT_F8E4M3, k != FWD, nd), a8 = quant(&c, a, k == FWD ? MLC_DT_F8E4M3 : grad_dt, k == DW, nd);
+      c.map[i] = scaled_mm(&c, a8, a, b8, b, nd);
+      continue;
+    }
     uint32_t in[8];
     uint32_t *ins = nd->nin <= 8 ? in : mlc_arena_alloc(p->arena, nd->nin * sizeof *ins);
-    for (uint32_t k = 0; k < nd->nin; k++) ins[k] = c.map[nd->in[k]];
-    uint32_t of = nd->op == MLC_OP_MATMUL && nd->a.mm_of ? nd->a.mm_of - 1 : NONE;
-    if (nd->op == MLC_OP_LINEAR && fp[i]) { /* y = x w^T */
-      uint32_t x = nd->in[0], w = nd->in[1];
-      c.map[i] = scaled_mm(&c, quant(&c, x, MLC_DT_F8E4M3, false, nd), x, quant(&c, w, MLC_DT_F8E4M3, false, nd), w, nd);
-    } else if (of != NONE && fp[of] && nd->a.mm_role == MLC_MM_DX) { /* dx = g w */
-      uint32_t g = nd->in[0], w = nd->in[1];
-      c.map[i] = scaled_mm(&c, quant(&c, g, grad_dt, false, nd), g, quant(&c, w, MLC_DT_F8E4M3, true, nd), w, nd);
-    } else if (of != NONE && fp[of] && nd->a.mm_role == MLC_MM_DW && old.nodes[nd->in[0]].op == MLC_OP_TRANSPOSE) { /* dw = (g [rows, n])^T x [rows, k] */
-      uint32_t g = old.nodes[nd->in[0]].in[0], x = nd->in[1];
-      c.map[i] = scaled_mm(&c, quant(&c, g, grad_dt, true, nd), g, quant(&c, x, MLC_DT_F8E4M3, true, nd), x, nd);
-    } else {
-      c.map[i] = mlc_func_copy_node(p, f, nd, ins);
-    }
+    for (uint32_t j = 0; j < nd->nin; j++) ins[j] = c.map[nd->in[j]];
+    c.map[i] = mlc_func_copy_node(p, f, nd, ins);
   }
   for (uint32_t o = 0; o < old.noutputs; o++) mlc_func_add_output(p, f, old.outputs[o].name, c.map[old.outputs[o].node]);
   mlc_func_compact(p, f); /* the bf16 GEMMs and the transposes of g they read */

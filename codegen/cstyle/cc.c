@@ -171,6 +171,16 @@ void cc_vec_load(cc *c, int vec, int dt, const char *dst, const char *off, const
   cc_printf(c, "#pragma unroll\n        for (int q = 0; q < %d; q++) %s[%s + q] = to_f32(e_[q]); }\n", vec, dst, off);
 }
 
+void cc_byte_tile_store_transposed(cc *c, const char *dst, int64_t R, int64_t C) {
+  cc_printf(c, "  $barrier;\n");
+  /* output rows c0 + y (input columns), 4 bytes from column r0 + 4 tx (input rows) */
+  cc_printf(c, "  for (int y = ty; y < 64; y += %d) {\n", CC_BYTE_TILE / 16);
+  cc_printf(c, "    const $i64 cc = c0 + y, r = r0 + 4 * tx;\n    const int w = y >> 2, sh = 8 * (y & 3);\n");
+  cc_printf(c, "    if (r < %lld$ll && cc < %lld$ll) *(%sunsigned int *)(%s + cc * %lld$ll + r) = (tile[4 * tx][w] >> sh & 0xffu) | "
+               "(tile[4 * tx + 1][w] >> sh & 0xffu) << 8 | (tile[4 * tx + 2][w] >> sh & 0xffu) << 16 | (tile[4 * tx + 3][w] >> sh) << 24;\n  }\n",
+            (long long)R, (long long)C, c->t->dev, dst, (long long)R);
+}
+
 void cc_vec_store(cc *c, int vec, int dt, const char *dst, const char *idx, const char *src) {
   const char *T = cc_stype(c, dt), *VT = cc_vtype(vec * mlc_dtype_size((mlc_dtype)dt));
   if (vec == 1) {

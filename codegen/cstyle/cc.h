@@ -196,6 +196,15 @@ const char *cc_vtype(int bytes);
 void cc_vec_load(cc *c, int vec, int dt, const char *dst, const char *off, const char *src, const char *idx);
 void cc_vec_store(cc *c, int vec, int dt, const char *dst, const char *idx, const char *src);
 
+/* 1-byte transposes (FP8 codes) through a 64 x 64 tile of words, CC_BYTE_TILE
+ * threads a block: the tile is `unsigned int tile[64][17]`, row y's bytes
+ * 4 tx .. 4 tx + 3 as word tile[y][tx], for tx = $tid % 16, ty = $tid / 16,
+ * the block's corner at input row r0, column c0 of an [R, C] matrix.  This
+ * stores the tile transposed, a word of 4 bytes of an input column a thread,
+ * at dst[c * R + r] (dst a byte pointer expression), after a barrier. */
+#define CC_BYTE_TILE 256
+void cc_byte_tile_store_transposed(cc *c, const char *dst, int64_t R, int64_t C);
+
 /* Row kernels (norms, cross entropy): a warp of 32 threads per row while
  * rows have at most 128 vectors, else a block of CC_ROW_THREADS; rows per
  * block accordingly.  With cache_max > 0, `cache` says whether a thread's

@@ -95,28 +95,20 @@ static void transpose_last2(cc *c, int64_t B, int64_t R, int64_t C) {
  * about a quarter of the memory's speed: 6.8 ms of the MiniLLM's FP8 step on
  * an H100, bench/results/h100-2026-12-06). */
 static void transpose_last2_bytes(cc *c, int64_t B, int64_t R, int64_t C) {
-  const int T = 64, P = T + 4, W = T / 4;
-  int64_t tr = cc_ceil_div(R, T), tc = cc_ceil_div(C, T);
-  cc_begin(c, (uint64_t)(B * tr * tc), THREADS, 0);
-  cc_printf(c, "  $shared unsigned int tile[%d][%d];\n", T, P / 4); /* a row's bytes as words */
-  cc_printf(c, "  $i64 blk = $bid, b = blk / %lld$ll, r0 = (blk / %lld$ll %% %lld$ll) * %d, c0 = (blk %% %lld$ll) * %d;\n",
-            (long long)(tr * tc), (long long)tc, (long long)tr, T, (long long)tc, T);
-  cc_printf(c, "  int tx = $tid %% %d, ty = $tid / %d;\n", W, W);
+  int64_t tr = cc_ceil_div(R, 64), tc = cc_ceil_div(C, 64);
+  cc_begin(c, (uint64_t)(B * tr * tc), CC_BYTE_TILE, 0);
+  cc_printf(c, "  $shared unsigned int tile[64][17];\n"); /* a row's bytes as words, and a word of padding */
+  cc_printf(c, "  $i64 blk = $bid, b = blk / %lld$ll, r0 = (blk / %lld$ll %% %lld$ll) * 64, c0 = (blk %% %lld$ll) * 64;\n",
+            (long long)(tr * tc), (long long)tc, (long long)tr, (long long)tc);
+  cc_printf(c, "  int tx = $tid %% 16, ty = $tid / 16;\n");
   cc_printf(c, "  const %sunsigned char *src = in0 + b * %lld$ll; %sunsigned char *dst = out + b * %lld$ll;\n", c->t->dev,
             (long long)(R * C), c->t->dev, (long long)(R * C));
   /* input rows r0 + y, 4 bytes from column c0 + 4 tx */
-  cc_printf(c, "  for (int y = ty; y < %d; y += %d) {\n", T, THREADS / W);
+  cc_printf(c, "  for (int y = ty; y < 64; y += %d) {\n", CC_BYTE_TILE / 16);
   cc_printf(c, "    $i64 r = r0 + y, cc = c0 + 4 * tx;\n");
   cc_printf(c, "    if (r < %lld$ll && cc < %lld$ll) tile[y][tx] = *(const %sunsigned int *)(src + r * %lld$ll + cc);\n  }\n",
             (long long)R, (long long)C, c->t->dev, (long long)C);
-  cc_printf(c, "  $barrier;\n");
-  /* output rows c0 + y (input columns), 4 bytes from column r0 + 4 tx (input rows) */
-  cc_printf(c, "  for (int y = ty; y < %d; y += %d) {\n", T, THREADS / W);
-  cc_printf(c, "    $i64 cc = c0 + y, r = r0 + 4 * tx;\n");
-  cc_printf(c, "    const int w = y >> 2, sh = 8 * (y & 3);\n");
-  cc_printf(c, "    if (r < %lld$ll && cc < %lld$ll) *(%sunsigned int *)(dst + cc * %lld$ll + r) = (tile[4 * tx][w] >> sh & 0xffu) | "
-               "(tile[4 * tx + 1][w] >> sh & 0xffu) << 8 | (tile[4 * tx + 2][w] >> sh & 0xffu) << 16 | (tile[4 * tx + 3][w] >> sh) << 24;\n  }\n",
-            (long long)R, (long long)C, c->t->dev, (long long)R);
+  cc_byte_tile_store_transposed(c, "dst", R, C);
   cc_end(c);
 }
 

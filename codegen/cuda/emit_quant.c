@@ -11,7 +11,6 @@
 
 #define THREADS 256
 #define MAX_BLOCKS 65536
-#define TILE 64 /* quant_both: a 64 x 64 tile of x a block */
 
 /* One code of x[k] scaled by s, with x's sign (NaN's too), as a word's byte k & 3. */
 static const char *code(cc *c, int e5, const char *x) {
@@ -24,36 +23,29 @@ static const char *code(cc *c, int e5, const char *x) {
  * 64 x 64 tile: each thread quantises 4 adjacent elements of a row into a
  * word, stores it in x's layout and in shared memory, and after the barrier
  * stores 4 bytes of a column as a word of the transposed layout
- * (codegen/cstyle/emit_layout.c's byte transpose).  x read once, 2 bytes of
+ * (cc_byte_tile_store_transposed, as the byte transpose of emit_layout.c).  x read once, 2 bytes of
  * codes written per element, where quant then transpose read x, wrote 1,
  * read 1 and wrote 1 in two launches. */
 static bool quant_both(cc *c, int xd, int e5) {
   const mlc_type *x = cc_in(c, 0);
-  const int64_t R = x->dim[0], C = x->dim[1], tr = cc_ceil_div(R, TILE), tc = cc_ceil_div(C, TILE);
-  const int W = TILE / 4; /* words a tile row */
+  const int64_t R = x->dim[0], C = x->dim[1], tr = cc_ceil_div(R, 64), tc = cc_ceil_div(C, 64);
   if (x->rank != 2 || R % 4 || C % 4) return cc_bug(c, "quant_both of %s[%lld, %lld]", mlc_dtype_name((mlc_dtype)xd),
                                                      (long long)R, (long long)C);
-  cc_begin(c, (uint64_t)(tr * tc), THREADS, 0);
-  cc_printf(c, "  $shared unsigned int tile[%d][%d];\n", TILE, W + 1);
+  cc_begin(c, (uint64_t)(tr * tc), CC_BYTE_TILE, 0);
+  cc_printf(c, "  $shared unsigned int tile[64][17];\n");
   cc_printf(c, "  const float am = in1[0];\n");
   cc_printf(c, "  const float s = fabsf(am) < MLC_INF ? mlc_f8_scale<%d>(am, false) : __int_as_float(0x7fc00000);\n", e5);
-  cc_printf(c, "  const $i64 r0 = ($bid / %lld$ll) * %d, c0 = ($bid %% %lld$ll) * %d;\n", (long long)tc, TILE, (long long)tc, TILE);
-  cc_printf(c, "  const int tx = $tid %% %d, ty = $tid / %d;\n", W, W);
+  cc_printf(c, "  const $i64 r0 = ($bid / %lld$ll) * 64, c0 = ($bid %% %lld$ll) * 64;\n", (long long)tc, (long long)tc);
+  cc_printf(c, "  const int tx = $tid %% 16, ty = $tid / 16;\n");
   /* x's rows r0 + y, 4 elements from column c0 + 4 tx: codes in x's layout and in the tile */
-  cc_printf(c, "  for (int y = ty; y < %d; y += %d) {\n", TILE, THREADS / W);
+  cc_printf(c, "  for (int y = ty; y < 64; y += %d) {\n", CC_BYTE_TILE / 16);
   cc_printf(c, "    const $i64 r = r0 + y, cc = c0 + 4 * tx;\n");
   cc_printf(c, "    if (r < %lld$ll && cc < %lld$ll) {\n      float x[4];\n", (long long)R, (long long)C);
   cc_vec_load(c, 4, xd, "x", "0", "in0", cc_fmt(c, "r * %lld$ll + cc", (long long)C));
   cc_printf(c, "      const unsigned w = %s | %s << 8 | %s << 16 | %s << 24;\n", code(c, e5, "x[0]"), code(c, e5, "x[1]"),
             code(c, e5, "x[2]"), code(c, e5, "x[3]"));
   cc_printf(c, "      *(unsigned int *)(out + r * %lld$ll + cc) = w;\n      tile[y][tx] = w;\n    }\n  }\n", (long long)C);
-  cc_printf(c, "  $barrier;\n");
-  /* the transposed layout's rows c0 + y (x's columns), 4 bytes from its column r0 + 4 tx (x's rows) */
-  cc_printf(c, "  for (int y = ty; y < %d; y += %d) {\n", TILE, THREADS / W);
-  cc_printf(c, "    const $i64 cc = c0 + y, r = r0 + 4 * tx;\n    const int w = y >> 2, sh = 8 * (y & 3);\n");
-  cc_printf(c, "    if (r < %lld$ll && cc < %lld$ll) *(unsigned int *)(out + %lld$ll + cc * %lld$ll + r) = (tile[4 * tx][w] >> sh & 0xffu) | "
-               "(tile[4 * tx + 1][w] >> sh & 0xffu) << 8 | (tile[4 * tx + 2][w] >> sh & 0xffu) << 16 | (tile[4 * tx + 3][w] >> sh) << 24;\n  }\n",
-            (long long)R, (long long)C, (long long)(R * C), (long long)R);
+  cc_byte_tile_store_transposed(c, cc_fmt(c, "(out + %lld$ll)", (long long)(R * C)), R, C); /* the second half */
   cc_end(c);
   return true;
 }
