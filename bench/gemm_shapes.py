@@ -54,6 +54,18 @@ SHAPES = [
     ("odd tn", "tn", 2000, 2050, 8100, False),
 ]
 QUICK = {"in_proj", "ffn_up", "head", "in_proj dW", "odd linear"}
+# GEMMs of less than a wave of 128 x 128 tiles (under 132), for the tile rule's small-grid case
+# (bench/gemm_tune.py --set small); not part of the table
+SMALL = [
+    ("odd nn", "nn", 1000, 1000, 1000, False),
+    ("small linear", "linear", 1024, 1024, 4096, True),
+    ("small nn", "nn", 2048, 1024, 1024, False),
+    ("small tn", "tn", 1024, 2048, 2048, False),
+    ("small long k", "linear", 512, 2048, 8192, False),
+    ("small odd", "linear", 1000, 1500, 1000, True),
+    ("small no tma", "nn", 1000, 1002, 1000, False),
+    ("tiny", "nn", 256, 256, 256, False),
+]
 
 
 def torch_ms(layout, M, N, K, bias):

@@ -6,7 +6,7 @@ under each configuration given, through --cuda-gemm-tile BN,ST,OCC,LAG
 wgmma left running), beside cuBLAS (torch) in the same call:
 
     python3 bench/gemm_tune.py --mlc build-gpu/mlc --out $OUT \\
-        --configs "default;128,3,2,0;256,4,1,0"
+        --configs "default;128,3,2,0;256,4,1,0" [--set small]
 
 "default" is gemm_pick's own choice.  The kernels are compiled first, 8 at
 a time (`mlc bench --runs 1`, which fills the kernel cache); then each is
@@ -22,7 +22,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gemm_shapes import SHAPES, torch_ms  # noqa: E402
+from gemm_shapes import SHAPES, SMALL, torch_ms  # noqa: E402
 
 
 def bench_args(mlc, root, layout, M, N, K, bias, runs):
@@ -46,11 +46,13 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--configs", default="default;128,3,2,0;128,3,2,1;256,4,1,0")
     ap.add_argument("--only", default="", help="comma-separated names of SHAPES (default: all)")
+    ap.add_argument("--set", default="model", choices=["model", "small"],
+                    help="model: the MiniLLM's shapes and the odd ones (SHAPES); small: under a wave of tiles (SMALL)")
     a = ap.parse_args()
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     cfgs = a.configs.split(";")
     only = set(s for s in a.only.split(",") if s)
-    shapes = [s for s in SHAPES if not only or s[0] in only]
+    shapes = [s for s in (SMALL if a.set == "small" else SHAPES) if not only or s[0] in only]
     os.makedirs(a.out, exist_ok=True)
     log = open(os.path.join(a.out, "gemm_tune_mlc.log"), "w")
     jobs = [(s, c) for s in shapes for c in cfgs]

@@ -768,7 +768,7 @@ MLC_FN void mlc_attn_ldsw(unsigned base, const unsigned short *g, int r0, int ti
     mlc_attn_cp16(base + (c >> 3) * (R * 128) + r * 128 + (((c & 7) ^ (r & 7)) << 4), g + (size_t)(ok ? gr : 0) * RS + c * 8, ok);
   }
 }
-template <class T, int D, int NS, int BH, int SQ, int SK, int CAUSAL, int MODE, int H = 0>
+template <class T, int D, int NS, int BH, int SQ, int SK, int CAUSAL, int MODE, int H = 0, int CL = 1>
 MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T *g, float *stats, float *dq, float sl2,
                             const mlc_tmap &mq, const mlc_tmap &mk, const mlc_tmap &mv) {
   constexpr int BM = 128, NT = (SQ + BM - 1) / BM, TILES = NT * BH;
@@ -776,12 +776,21 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
   constexpr int BKV = 128, TILE = BM * D * 2, NB = D / 64, RSO = H ? H * D : D, NKB = (SK + BKV - 1) / BKV;
   constexpr bool BF = mlc_attn_isbf<T>::v;
   static_assert(MODE != 1 && (H == 0 || SQ == SK) && (D == 64 || D == 128), "attention tile");
+  /* CL 2: clusters of two blocks (the kernel is declared __cluster_dims__(2, 1, 1)) that take the two query tiles
+     2p and 2p + 1 of one (batch, head) at a time, so that they read the same keys and values: each block's
+     producer loads one of k and v and multicasts it into both blocks' rings, halving what the L2 sends */
+  static_assert(CL == 1 || (CL == 2 && !CAUSAL && NT % 2 == 0), "attention tile: pairs of query tiles, not causal");
   (void)g, (void)dq, (void)q, (void)k, (void)v;
+  const unsigned rank = CL == 2 ? mlc_cluster_rank() : 0;
   /* work item t: a 128-row query tile of one (batch, head); causal: the longest (last) tiles first */
   auto tile_of = [](int t) { return CAUSAL ? NT - 1 - t / BH : t % NT; };
   /* the block's item of round r: rounds of gridDim.x items, taken in turn forwards and backwards (so that, causal,
-     a block that had one of the longest items of a round has one of the shortest of the next), past TILES none */
-  auto item = [](int r) { return r * (int)gridDim.x + (r & 1 ? (int)gridDim.x - 1 - (int)blockIdx.x : (int)blockIdx.x); };
+     a block that had one of the longest items of a round has one of the shortest of the next), past TILES none;
+     CL 2: the same over pairs of items, a pair a cluster (blocks 2c and 2c + 1), rank r of it item 2p + r */
+  auto item = [rank](int r) {
+    const int n = (int)gridDim.x / CL, b = (int)blockIdx.x / CL;
+    return CL * (r * n + (r & 1 ? n - 1 - b : b)) + (int)rank;
+  };
   auto bh_of = [](int t) { return CAUSAL ? t % BH : t / NT; };
   auto nkb_of = [](int tile) {
     int n = NKB;
@@ -792,19 +801,21 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
   const unsigned sb = mlc_attn_saddr(mlc_attn_sm), s0 = (sb + 1023) & ~1023u, sQ = s0;
   auto sK = [&](int b) { return s0 + TILE * (1 + b); };
   auto sV = [&](int b) { return s0 + TILE * (1 + NS + b); };
-  /* mbarriers after the tiles: full[NS] (k and v of a stage landed), empty[NS] (both consumers done with it),
-     q's (landed) and q's empty (both consumers' last scores of the tile are done) */
+  /* mbarriers after the tiles: full[NS] (k and v of a stage landed), empty[NS] (both consumers done with it: their
+     256 threads; CL 2: each warp of both blocks' consumers once, 16), q's (landed) and q's empty (both consumers'
+     last scores of the tile are done) */
   const unsigned bar = s0 + TILE * (1 + 2 * NS);
   auto full = [&](int b) { return bar + 8 * b; };
   auto empty = [&](int b) { return bar + 8 * (NS + b); };
   const unsigned qbar = bar + 16 * NS, qempty = qbar + 8;
   if (tid == 0) {
-    for (int b = 0; b < NS; b++) { mlc_mbar_init(full(b), 1); mlc_mbar_init(empty(b), 256); }
+    for (int b = 0; b < NS; b++) { mlc_mbar_init(full(b), 1); mlc_mbar_init(empty(b), CL == 2 ? 16 : 256); }
     mlc_mbar_init(qbar, 1);
     mlc_mbar_init(qempty, 256);
     mlc_mbar_fence_init();
   }
-  __syncthreads();
+  if (CL == 2) mlc_cluster_sync(); /* the other block's barriers too, before a multicast reaches them */
+  else __syncthreads();
   /* The block is persistent: it takes the items item(0), item(1), ... (the launch: at most one block a
      multiprocessor), so that the next item's q and first keys and values load while this one's last products,
      normalisation and stores run.  Warp 0 of the producer loads k and v, NS blocks ahead of the consumers, the
@@ -835,11 +846,17 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
           const int b = it % NS;
           if (it >= NS) mlc_mbar_wait(empty(b), ((it / NS) - 1) & 1);
 #ifndef MLC_ATTN_PROBE_NOLOAD /* bench/attn_probe.sh: the consumers' speed without the loads */
-          mlc_mbar_expect_tx(full(b), 2 * TILE);
+          mlc_mbar_expect_tx(full(b), 2 * TILE); /* CL 2: half of it from the other block's multicast */
 #pragma unroll
           for (int c = 0; c < NB; c++) {
-            mlc_tma_load3(sK(b) + c * 16384, mk, kc + 64 * c, j * BKV, z, full(b));
-            mlc_tma_load3(sV(b) + c * 16384, mv, vc + 64 * c, j * BKV, z, full(b));
+            if (CL == 1) {
+              mlc_tma_load3(sK(b) + c * 16384, mk, kc + 64 * c, j * BKV, z, full(b));
+              mlc_tma_load3(sV(b) + c * 16384, mv, vc + 64 * c, j * BKV, z, full(b));
+            } else if (rank == 0) {
+              mlc_tma_load3_mc(sK(b) + c * 16384, mk, kc + 64 * c, j * BKV, z, full(b), 3);
+            } else {
+              mlc_tma_load3_mc(sV(b) + c * 16384, mv, vc + 64 * c, j * BKV, z, full(b), 3);
+            }
           }
 #else
           mlc_mbar_arrive(full(b));
@@ -847,6 +864,7 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
         }
       }
     }
+    if (CL == 2) mlc_cluster_sync(); /* neither block leaves while the other may still arrive on its barriers */
     return;
   }
   asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
@@ -856,6 +874,13 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
   constexpr int NO = D / 2; /* o's accumulators a thread */
   float o[NO], s[64], mrow[2] = {-MLC_INF, -MLC_INF}, lrow[2] = {0.f, 0.f}, corr[2] = {1.f, 1.f}; /* and each item's */
   unsigned pa[8][4];
+  /* a stage's k and v read by this thread's last product: CL 2, once a warp, in both blocks (the stage is refilled
+     in both by one multicast) */
+  auto release = [&](int b) {
+    if (CL == 1) { mlc_mbar_arrive(empty(b)); return; }
+    __syncwarp();
+    if (lane == 0) { mlc_mbar_arrive(empty(b)); mlc_mbar_arrive_remote(empty(b), rank ^ 1); }
+  };
   /* the work item's tile, (batch, head), key blocks, this thread's rows (r0, r0 + 8), and the ring index of its
      first key block */
   int tile = 0, bh = 0, nkb = 0, r0 = 0, it0 = 0;
@@ -986,7 +1011,7 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
       mlc_wg_wait<0>();
 #pragma unroll
       for (int i = 0; i < NO; i++) mlc_wg_fence_operand(o[i]);
-      mlc_mbar_arrive(empty((it0 + j) % NS));
+      release((it0 + j) % NS);
       rescale_pack();
     }
     turn();
@@ -995,7 +1020,7 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
     mlc_wg_wait<0>();
 #pragma unroll
     for (int i = 0; i < NO; i++) mlc_wg_fence_operand(o[i]);
-    mlc_mbar_arrive(empty((it0 + nkb - 1) % NS));
+    release((it0 + nkb - 1) % NS);
     it0 += nkb;
     // o[4i + e]: row r0 (+8 for e >= 2), column 8i + 2 tq (+1 for odd e)
 #pragma unroll
@@ -1012,6 +1037,7 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
       }
     }
   }
+  if (CL == 2) mlc_cluster_sync(); /* as the producer's */
 #else
   (void)mq, (void)mk, (void)mv;
   if (threadIdx.x >= 256) return; /* the producer warpgroup of the sm_90a kernel */

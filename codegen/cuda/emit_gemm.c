@@ -90,6 +90,9 @@ typedef struct {
 /* The device code (cc_gemm_prelude) is codegen/cuda/gemm.cuh, embedded at build time. */
 #define GEMM_SMS 132 /* multiprocessors of an H100/H200; only steers the tile choice */
 #define GEMM_GROUP 8 /* tile-rows per rasterisation group */
+#ifndef GEMM_SMALL_ST /* the stages of a GEMM of less than a wave (gemm_pick); 0: the 64 x 64 mma.sync kernel */
+#define GEMM_SMALL_ST 6
+#endif
 
 static int64_t gemm_tiles(const gemm_desc *d, int bm, int bn) {
   return mlc_gemm_batch(d) * cc_ceil_div(d->M, bm) * cc_ceil_div(d->N, bn);
@@ -177,6 +180,11 @@ static gemm_cfg gemm_pick(const gemm_desc *d, int x, const mlc_options *o) {
       return (gemm_cfg){.tc = true, .wg = true, .bm = 128, .bn = 256, .bk = 64, .wm = 2, .wn = 4, .st = 4, .lag = 1};
     if (gemm_tiles(d, 128, 128) >= GEMM_SMS)
       return (gemm_cfg){.tc = true, .wg = true, .bm = 128, .bn = 128, .bk = 64, .wm = 2, .wn = 4, .st = 6, .lag = 1};
+    /* under a wave of 128 x 128 tiles: the persistent kernel's 128 x 128 tiles (a block a tile, TMA loads; where
+       TMA cannot load A or B, mlc_gemm_wg at the same tile) rather than 64 x 64 mma.sync tiles */
+    if (mlc_gemm_batch(d) == 1 && GEMM_SMALL_ST)
+      return (gemm_cfg){.tc = true, .wg = true, .bm = 128, .bn = 128, .bk = 64, .wm = 2, .wn = 4, .st = GEMM_SMALL_ST, .lag = 1,
+                        .pp = true};
   }
   if (gemm_tiles(d, 128, 256) >= 2 * GEMM_SMS && d->N >= 256)
     return (gemm_cfg){.tc = true, .bm = 128, .bn = 256, .bk = 32, .wm = 2, .wn = 4, .st = 4};

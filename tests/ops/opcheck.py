@@ -558,6 +558,14 @@ CASES = [
          {"q": (-3, 3), "k": (-3, 3)}, targets=("cuda",)),
     Case("mha_bf16_d64_causal_items", "x: bf16[8, 520, 256]", "cast(attn(x, x, x), f32)", mha_ref(True, 4), LOW,
          members="attn = MultiheadAttention(256, 4, causal=true, dtype=bf16)", targets=("cuda",)),
+    # not causal with an even number of 128-row query tiles a head: on sm_90a the forward's blocks work in
+    # clusters of two on a head's tiles 2p and 2p + 1, k and v multicast into both: keys off the 128-key block
+    # (cross), and packed with more pairs than an H200 has clusters (several rounds, the last one partial)
+    Case("attention_f16_d64_cross_pairs", "q: f16[1, 3, 256, 64], k: f16[1, 3, 77, 64], v: f16[1, 3, 77, 64]",
+         "cast(attention(q, k, v), f32)", lambda I, P: f16(attn_ref(I["q"], I["k"], I["v"], 0.125, False)), LOW,
+         {"q": (-3, 3), "k": (-3, 3)}),
+    Case("mha_bf16_d128_pairs_items", "x: bf16[8, 1000, 512]", "cast(attn(x, x, x), f32)", mha_ref(False, 4), LOW,
+         members="attn = MultiheadAttention(512, 4, dtype=bf16)", targets=("cuda",)),
     # MultiheadAttention in bf16: on CUDA the attnsave pass reads q, k, v from the in-projection as they lie
     Case("mha_bf16", "x: bf16[2, 40, 64]", "cast(attn(x, x, x), f32)", mha_ref(False), LOW,
          members="attn = MultiheadAttention(64, 2, dtype=bf16)"),
