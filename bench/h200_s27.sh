@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # On the GPU machine (device tool), session 27: the attention forward in
-# clusters of two blocks with k and v multicast (issue 19), and the GEMM
+# clusters of two blocks with k and v multicast and the persistent
+# gradient (issue 19), and the GEMM
 # tile rule's small-grid case (issue 18), each beside the tree before it
 # (build-gpu/base/mlc, carried) in the same call.
-#   PART=one   bench/h200_s17.sh PART=ab with BUILDS="build-gpu/base build-gpu"
-#              (the forward alone at its CASES, two rounds, SDPA's kernels;
-#              the op cases of OPS_K; compute-sanitizer on the attention
-#              train step at SANITIZE), then PART=small
+#   PART=one   the op cases of OPS_K; attention at the MiniLLM's shape
+#              (`mlc profile`, forward and train_step entries), both builds,
+#              two rounds, and SDPA's kernels; compute-sanitizer memcheck and
+#              racecheck on the attention train step at SANITIZE; PART=small;
+#              then the train step's attention at s4096 causal and d64 causal
 #   PART=small bench/gemm_tune.py --set small (GEMMs of less than a wave of
 #              128 x 128 tiles) with build-gpu's rule and CONFIGS, and the
 #              base's rule, cuBLAS in the same call
@@ -30,14 +32,52 @@ small() {
   echo "## new rule"; cat "$final/small-new/gemm_tune.md"
   echo "## base rule"; cat "$final/small-base/gemm_tune.md"
 }
+# the attention rows of `mlc profile` (forward entry: attention; train_step: attention_save and its gradient)
+# under build $1 at config $2, entry $3, into log $4
+prof() {
+  XDG_CACHE_HOME=/tmp/cache-${1//\//_} timeout 150 $1/mlc profile bench/attention_bf16.mdl --target cuda --steps 10 \
+    ${3:+--entry $3} $2 >> "$4" 2>&1 || rc=1
+}
 case ${PART:-} in
 one)
-  mkdir -p "$final/ab"
-  OUT="$final/ab" BUILDS="build-gpu/base build-gpu" SKIP_S16=1 \
-    OPS_K="${OPS_K:-attention mha matmul linear fused}" \
-    SANITIZE="${SANITIZE:-b=1 h=2 s=256 causal=false d=128|b=2 h=3 s=500 causal=false d=64}" \
-    timeout 420 bash bench/h200_s17.sh || rc=1
+  # correctness first: op cases against float64 (the new build), compute-sanitizer on the attention train step
+  for k in ${OPS_K:-attention mha matmul linear fused}; do
+    timeout 170 python3 tests/ops/opcheck.py ops --target cuda --jobs 16 --opcheck build-gpu/codegen/cuda/mlc_opcheck \
+      --work /tmp/ops-$k -k $k > "$final/ops_$k.log" 2>&1 || rc=1
+    echo "op cases -k $k: $(grep -E 'cases passed' "$final/ops_$k.log")"
+    grep -E "^FAIL" "$final/ops_$k.log" | head -5 | cut -c1-200
+  done
+  # A/B at the MiniLLM's shape: forward alone, then the train step (attention_save, the gradient's kernels)
+  for r in 1 2; do
+    for b in build-gpu/base build-gpu; do
+      l="$final/ab-minillm-${b//\//_}-$r.log"
+      prof $b "b=8 h=16 s=1024 d=128 causal=false" "" "$l"
+      prof $b "b=8 h=16 s=1024 d=128 causal=false" train_step "$l"
+      echo "round $r $b minillm:"; grep -E "^attention" "$l" | cut -c1-90
+    done
+  done
+  timeout 100 python3 bench/attention_torch.py --shape 8,16,1024,128 > "$final/torch-minillm.log" 2>&1 || rc=1
+  grep -E "sdpa" "$final/torch-minillm.log" | head -3
+  IFS='|' read -ra scs <<< "${SANITIZE:-b=1 h=2 s=256 causal=false d=128|b=4 h=12 s=390 causal=false d=128|b=4 h=8 s=600 causal=true d=64}"
+  for c in "${scs[@]}"; do
+    l=${c// /_}
+    for tool in memcheck racecheck; do
+      timeout 150 compute-sanitizer --tool $tool build-gpu/mlc train bench/attention_bf16.mdl --target cuda --steps 1 $c \
+        > "$final/${tool}_$l.log" 2>&1 || rc=1
+      echo "compute-sanitizer $tool, attention train step $c: $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$final/${tool}_$l.log" | head -1)"
+    done
+  done
   small
+  for c in "causal4096:b=2 h=16 s=4096 d=128 causal=true:2,16,4096,128 --causal" "d64causal:b=8 h=16 s=1000 d=64 causal=true:8,16,1000,64 --causal"; do
+    IFS=: read -r name cfg tshape <<< "$c"
+    for b in build-gpu/base build-gpu; do
+      l="$final/ab-$name-${b//\//_}.log"
+      prof $b "$cfg" train_step "$l"
+      echo "$b $name:"; grep -E "^attention" "$l" | cut -c1-90
+    done
+    timeout 100 python3 bench/attention_torch.py --shape $tshape > "$final/torch-$name.log" 2>&1 || rc=1
+    grep -E "sdpa" "$final/torch-$name.log" | head -3
+  done
   ;;
 small) small ;;
 model)

@@ -318,8 +318,10 @@ static void bwd_tc(cc *c, const char *T, int64_t D, int64_t BH, int64_t S, int c
     tm[4] = cc_tmap(c, lse_at.arg, lse_at.off, 1, 4, flat, NULL, fbox, 0);
     tm[5] = S % 4 ? tm[4] : cc_tmap(c, dsum_at.arg, dsum_at.off, 1, 4, flat, NULL, fbox, 0);
   }
+  /* mlc_attn_bwd_wg is persistent: a block a multiprocessor (as the forward's) */
+  int64_t items = BH * cc_ceil_div(S, BN), grid = wg && items > MLC_ATTN_FWD_SMS ? MLC_ATTN_FWD_SMS : items;
   for (int part = dkv_split(D); part <= 2 * dkv_split(D); part++) {
-    cc_begin(c, (uint64_t)(BH * cc_ceil_div(S, BN)), (uint32_t)(32 * W), (uint32_t)smem);
+    cc_begin(c, (uint64_t)grid, (uint32_t)(32 * W), (uint32_t)smem);
     if (wg)
       cc_printf(c, "  mlc_attn_bwd_wg<%s, %lld, %lld, %lld, %d, %lld, %d>(%s, out, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s);\n", T,
                 (long long)D, (long long)BH, (long long)S, causal, (long long)H, (int)fr, args, lse2, dsum, dq, sc,

@@ -911,6 +911,15 @@ GRAD_CASES = [
              attention_grad_ref(0.125, False, bf16), LOW, attrs={"causal": 0, "scale": 0.125}),
     GradCase("attention_grad_f16_d64_causal", "attention_grad", attn_ops("f16", [1, 3, 333, 64]),
              attention_grad_ref(0.125, True, f16), LOW, attrs={"causal": 1, "scale": 0.125}),
+    # more 128-key work items than an H200 has multiprocessors: the persistent wgmma gradient's blocks take
+    # several each, its q/dO ring running on from one item into the next (lse2 and D by cp.async where
+    # S % 4 != 0; causal, items of different lengths, the last key block's only two query tiles)
+    GradCase("attention_grad_bf16_d128_items", "attention_grad", attn_ops("bf16", [4, 12, 390, 128]),
+             attention_grad_ref(128 ** -0.5, False, bf16), LOW, attrs={"causal": 0, "scale": 128 ** -0.5},
+             targets=("cuda",)),
+    GradCase("attention_grad_f16_d64_causal_items", "attention_grad", attn_ops("f16", [4, 8, 600, 64]),
+             attention_grad_ref(0.125, True, f16), LOW, {"q": (-3, 3), "k": (-3, 3)}, attrs={"causal": 1, "scale": 0.125},
+             targets=("cuda",)),
     GradCase("attention_grad_f16_tiles", "attention_grad", attn_ops("f16", [1, 1, 150, 24]),
              attention_grad_ref(0.2, True, f16), LOW, attrs={"causal": 1, "scale": 0.2}, same_bits=True),
     # gather_grad: scatter-add along the axis, repeated and out-of-range indices, an index shorter than x
