@@ -12,9 +12,10 @@
 #   PART=small bench/gemm_tune.py --set small (GEMMs of less than a wave of
 #              128 x 128 tiles) with build-gpu's rule and CONFIGS, and the
 #              base's rule, cuBLAS in the same call
-#   PART=model bench/cuda_flash.sh model (the MiniLLM's gradients against
-#              PyTorch, its train step and bf16 forward against eager and
-#              torch.compile), then the train step and forward of the base
+#   PART=model the MiniLLM's gradients and 20 steps against PyTorch
+#              (bench/cuda_minillm.py), its train step and bf16 forward
+#              under both builds (ROUNDS="1 2" for two rounds), and
+#              torch_baseline.py's eager and torch.compile
 # Carry build-gpu/mlc, build-gpu/lib, build-gpu/codegen/cuda/mlc_opcheck,
 # build-gpu/base, .yardstick.  Logs in $OUT; a summary on standard output.
 set -uo pipefail
@@ -81,18 +82,25 @@ one)
   ;;
 small) small ;;
 model)
-  mkdir -p "$final/model"
-  OUT="$final/model" SKIP_MINILLM=${SKIP_MINILLM:-} timeout 400 bash bench/cuda_flash.sh model || rc=1
-  for r in 1 2; do
-    for b in build-gpu/base build-gpu; do
+  # the MiniLLM's gradients and 20 AdamW steps against PyTorch (the new build)
+  timeout 240 python3 bench/cuda_minillm.py --skip-forward --mlc build-gpu/mlc --opcheck build-gpu/codegen/cuda/mlc_opcheck \
+    --work /tmp/full > "$final/minillm.log" 2>&1 || rc=1
+  grep -E "^ok|^FAIL|checks" "$final/minillm.log" | tail -8
+  rm -rf /tmp/full
+  # train step (median of steps 3..12) and bf16 forward (median of 10), new and base alternating
+  for r in ${ROUNDS:-1}; do
+    for b in build-gpu build-gpu/base; do
       l="$final/train-${b//\//_}-$r.log"
       XDG_CACHE_HOME=/tmp/cache-m-${b//\//_} timeout 150 $b/mlc train examples/minillm.mdl --target cuda --steps 12 > "$l" 2>&1 || rc=1
       t=$(grep -E '^step' "$l" | awk 'NR>=3 {gsub(/\(/,"",$5); print $5}' | sort -n | awk '{a[NR]=$1} END {print "median", a[int((NR+1)/2)], "ms of", NR, "steps"}')
-      f=$(XDG_CACHE_HOME=/tmp/cache-m-${b//\//_} timeout 100 $b/mlc bench bench/minillm_bf16.mdl --target cuda --runs 10 2>&1 |
-        tee -a "$final/fwd-${b//\//_}.log" | grep -o "median [0-9.]* ms")
+      f=$(XDG_CACHE_HOME=/tmp/cache-m-${b//\//_} timeout 100 $b/mlc bench bench/minillm_bf16.mdl --target cuda --runs 10 --warmup 3 2>&1 |
+        tee "$final/fwd-${b//\//_}-$r.log" | grep -o "median [0-9.]* ms")
       echo "round $r $b: train [$t] forward [$f]"
     done
   done
+  timeout 200 python3 .yardstick/torch_baseline.py train > "$final/torch.log" 2>&1 || rc=1
+  timeout 150 python3 .yardstick/torch_baseline.py infer >> "$final/torch.log" 2>&1 || rc=1
+  grep -iE "ms|step" "$final/torch.log" | tail -8
   ;;
 *) echo "usage: PART=one|small|model bash bench/h200_s27.sh"; exit 2 ;;
 esac
