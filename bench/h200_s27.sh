@@ -12,16 +12,20 @@
 #   PART=small bench/gemm_tune.py --set small (GEMMs of less than a wave of
 #              128 x 128 tiles) with build-gpu's rule and CONFIGS, and the
 #              base's rule, cuBLAS in the same call
+#   PART=final the op cases of matmul, linear and fused, bench/gemm_shapes.py,
+#              PART=small, and PART=model with SKIP_MINILLM=1
 #   PART=model the MiniLLM's gradients and 20 steps against PyTorch
 #              (bench/cuda_minillm.py), its train step and bf16 forward
 #              under both builds (ROUNDS="1 2" for two rounds), and
 #              torch_baseline.py's eager and torch.compile
 # Carry build-gpu/mlc, build-gpu/lib, build-gpu/codegen/cuda/mlc_opcheck,
-# build-gpu/base, .yardstick.  Logs in $OUT; a summary on standard output.
+# build-gpu/base, .yardstick.  Logs in $OUT/logs.tgz; a summary on standard output.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-final=${OUT:-/tmp/mlc-s27}
-mkdir -p "$final"
+dest=${OUT:-/tmp/mlc-s27}
+final=/tmp/s27-work # the logs, packed into $OUT/logs.tgz at the end
+[ -n "${NESTED:-}" ] || rm -rf $final
+mkdir -p "$final" "$dest"
 . tests/gpu/env.sh "$final"
 rc=0
 small() {
@@ -81,11 +85,24 @@ one)
   done
   ;;
 small) small ;;
+final) # after the attention changes went back (e8aaf76 -> the tree before them): the GEMM rule's op cases, the
+       # MiniLLM's GEMM shapes, the small set, then PART=model without its gradient check (SKIP_MINILLM=1)
+  for k in ${OPS_K:-matmul linear fused}; do
+    timeout 170 python3 tests/ops/opcheck.py ops --target cuda --jobs 16 --opcheck build-gpu/codegen/cuda/mlc_opcheck \
+      --work /tmp/ops-$k -k $k > "$final/ops_$k.log" 2>&1 || rc=1
+    echo "op cases -k $k: $(grep -E 'cases passed' "$final/ops_$k.log")"
+    grep -E "^FAIL" "$final/ops_$k.log" | head -5 | cut -c1-200
+  done
+  timeout 200 python3 bench/gemm_shapes.py --mlc build-gpu/mlc --out "$final/shapes" > "$final/shapes.log" 2>&1 || rc=1
+  cat "$final/shapes/gemm_shapes.md"; tail -1 "$final/shapes.log"
+  small
+  NESTED=1 SKIP_MINILLM=1 PART=model bash "$0" || rc=1
+  ;;
 model)
-  # the MiniLLM's gradients and 20 AdamW steps against PyTorch (the new build)
-  timeout 240 python3 bench/cuda_minillm.py --skip-forward --mlc build-gpu/mlc --opcheck build-gpu/codegen/cuda/mlc_opcheck \
+  # the MiniLLM's gradients and 20 AdamW steps against PyTorch (the new build; SKIP_MINILLM=1: not)
+  [ -n "${SKIP_MINILLM:-}" ] || timeout 240 python3 bench/cuda_minillm.py --skip-forward --mlc build-gpu/mlc --opcheck build-gpu/codegen/cuda/mlc_opcheck \
     --work /tmp/full > "$final/minillm.log" 2>&1 || rc=1
-  grep -E "^ok|^FAIL|checks" "$final/minillm.log" | tail -8
+  [ -n "${SKIP_MINILLM:-}" ] || grep -E "^ok|^FAIL|checks" "$final/minillm.log" | tail -8
   rm -rf /tmp/full
   # train step (median of steps 3..12) and bf16 forward (median of 10), new and base alternating
   for r in ${ROUNDS:-1}; do
@@ -95,14 +112,16 @@ model)
       t=$(grep -E '^step' "$l" | awk 'NR>=3 {gsub(/\(/,"",$5); print $5}' | sort -n | awk '{a[NR]=$1} END {print "median", a[int((NR+1)/2)], "ms of", NR, "steps"}')
       f=$(XDG_CACHE_HOME=/tmp/cache-m-${b//\//_} timeout 100 $b/mlc bench bench/minillm_bf16.mdl --target cuda --runs 10 --warmup 3 2>&1 |
         tee "$final/fwd-${b//\//_}-$r.log" | grep -o "median [0-9.]* ms")
-      echo "round $r $b: train [$t] forward [$f]"
+      echo "round $r $b: train [$t] forward [$f] losses $(grep -E '^step' "$l" | awk '{print $4}' | tr '\n' ' ')"
     done
   done
   timeout 200 python3 .yardstick/torch_baseline.py train > "$final/torch.log" 2>&1 || rc=1
   timeout 150 python3 .yardstick/torch_baseline.py infer >> "$final/torch.log" 2>&1 || rc=1
   grep -iE "ms|step" "$final/torch.log" | tail -8
   ;;
-*) echo "usage: PART=one|small|model bash bench/h200_s27.sh"; exit 2 ;;
+*) echo "usage: PART=one|small|model|final bash bench/h200_s27.sh"; exit 2 ;;
 esac
+# every log in one tarball (the device tool returns a limited number of files, none with '=' in its name)
+[ -n "${NESTED:-}" ] || tar -C "$final" -czf "$dest/logs.tgz" .
 echo "rc=$rc"
 exit $rc

@@ -138,7 +138,6 @@ void cc_begin_min(cc *c, uint64_t grid, uint32_t block, uint32_t smem, uint32_t 
   c->launch[c->nlaunch] = (cc_launch){grid, block, smem};
   c->t->kernel_begin(c, block, min_blocks);
   c->nlaunch++;
-  c->cluster = 0;
 }
 
 void cc_end(cc *c) {

@@ -93,10 +93,6 @@ struct cc {
    * the work items, which it then declares too (runtime/cuda/kernel.h). */
   mlc_cuda_tmap tmap[MLC_CUDA_MAX_TMAP];
   uint32_t ntmap;
-  /* CUDA: blocks a thread-block cluster of the next cc_begin's kernel (its
-   * __cluster_dims__; the grid a multiple of it), 0 or 1 for none; each
-   * cc_begin clears it. */
-  uint32_t cluster;
   char err[256];
   bool internal;             /* err is a bug in mlc (cc_bug) */
 };

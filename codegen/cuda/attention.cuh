@@ -296,7 +296,7 @@ MLC_FN void mlc_attn_fwd_tc(const T *q, const T *k, const T *v, T *out, const T 
 // PART 1 sums dv alone (S, P, P^T dO: no dP, no dq), PART 2 dk and dq.
 template <class T, int D, int W, int BQ, int BH, int S, int CAUSAL, int H = 0, int PART = 0>
 MLC_FN void mlc_attn_bwd_tc(const T *g, const T *q, const T *k, const T *v, T *out, const float *lse2, const float *dsum,
-                            float *dq, float scale, float sl2, int item = -1) {
+                            float *dq, float scale, float sl2) {
   const bool BF = mlc_attn_isbf<T>::v;
   const int BN = 16 * W, LD = D + 8, LDS = BQ + 8, NTH = 32 * W, NJ = (S + BN - 1) / BN, NI = (S + BQ - 1) / BQ;
   /* dq's product: BQ / 16 row tiles, the warps of each taking COLS columns */
@@ -306,9 +306,8 @@ MLC_FN void mlc_attn_bwd_tc(const T *g, const T *q, const T *k, const T *v, T *o
   constexpr bool DK = PART != 1, DV = PART != 2;
   static_assert(W % RT == 0 && COLS % 16 == 0 && 2 * BQ <= NTH && PART >= 0 && PART <= 2, "attention_grad tile");
   int jt, bh;
-  const int t = item < 0 ? (int)blockIdx.x : item; /* the work item: blockIdx.x, or a persistent launch's */
-  if (CAUSAL) { jt = t / BH; bh = t % BH; }
-  else { jt = t % NJ; bh = t / NJ; }
+  if (CAUSAL) { jt = (int)(blockIdx.x / BH); bh = (int)(blockIdx.x % BH); }
+  else { jt = (int)(blockIdx.x % NJ); bh = (int)(blockIdx.x / NJ); }
   const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, gq = lane >> 2, tq = lane & 3;
   const int j0 = jt * BN;
   const int RSI = H ? 3 * H * D : D, RSG = H ? H * D : D;
@@ -769,7 +768,7 @@ MLC_FN void mlc_attn_ldsw(unsigned base, const unsigned short *g, int r0, int ti
     mlc_attn_cp16(base + (c >> 3) * (R * 128) + r * 128 + (((c & 7) ^ (r & 7)) << 4), g + (size_t)(ok ? gr : 0) * RS + c * 8, ok);
   }
 }
-template <class T, int D, int NS, int BH, int SQ, int SK, int CAUSAL, int MODE, int H = 0, int CL = 1>
+template <class T, int D, int NS, int BH, int SQ, int SK, int CAUSAL, int MODE, int H = 0>
 MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T *g, float *stats, float *dq, float sl2,
                             const mlc_tmap &mq, const mlc_tmap &mk, const mlc_tmap &mv) {
   constexpr int BM = 128, NT = (SQ + BM - 1) / BM, TILES = NT * BH;
@@ -777,21 +776,12 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
   constexpr int BKV = 128, TILE = BM * D * 2, NB = D / 64, RSO = H ? H * D : D, NKB = (SK + BKV - 1) / BKV;
   constexpr bool BF = mlc_attn_isbf<T>::v;
   static_assert(MODE != 1 && (H == 0 || SQ == SK) && (D == 64 || D == 128), "attention tile");
-  /* CL 2: clusters of two blocks (the kernel is declared __cluster_dims__(2, 1, 1)) that take the two query tiles
-     2p and 2p + 1 of one (batch, head) at a time, so that they read the same keys and values: each block's
-     producer loads one of k and v and multicasts it into both blocks' rings, halving what the L2 sends */
-  static_assert(CL == 1 || (CL == 2 && !CAUSAL && NT % 2 == 0), "attention tile: pairs of query tiles, not causal");
   (void)g, (void)dq, (void)q, (void)k, (void)v;
-  const unsigned rank = CL == 2 ? mlc_cluster_rank() : 0;
   /* work item t: a 128-row query tile of one (batch, head); causal: the longest (last) tiles first */
   auto tile_of = [](int t) { return CAUSAL ? NT - 1 - t / BH : t % NT; };
   /* the block's item of round r: rounds of gridDim.x items, taken in turn forwards and backwards (so that, causal,
-     a block that had one of the longest items of a round has one of the shortest of the next), past TILES none;
-     CL 2: the same over pairs of items, a pair a cluster (blocks 2c and 2c + 1), rank r of it item 2p + r */
-  auto item = [rank](int r) {
-    const int n = (int)gridDim.x / CL, b = (int)blockIdx.x / CL;
-    return CL * (r * n + (r & 1 ? n - 1 - b : b)) + (int)rank;
-  };
+     a block that had one of the longest items of a round has one of the shortest of the next), past TILES none */
+  auto item = [](int r) { return r * (int)gridDim.x + (r & 1 ? (int)gridDim.x - 1 - (int)blockIdx.x : (int)blockIdx.x); };
   auto bh_of = [](int t) { return CAUSAL ? t % BH : t / NT; };
   auto nkb_of = [](int tile) {
     int n = NKB;
@@ -802,21 +792,19 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
   const unsigned sb = mlc_attn_saddr(mlc_attn_sm), s0 = (sb + 1023) & ~1023u, sQ = s0;
   auto sK = [&](int b) { return s0 + TILE * (1 + b); };
   auto sV = [&](int b) { return s0 + TILE * (1 + NS + b); };
-  /* mbarriers after the tiles: full[NS] (k and v of a stage landed), empty[NS] (both consumers done with it: their
-     256 threads; CL 2: each warp of both blocks' consumers once, 16), q's (landed) and q's empty (both consumers'
-     last scores of the tile are done) */
+  /* mbarriers after the tiles: full[NS] (k and v of a stage landed), empty[NS] (both consumers done with it),
+     q's (landed) and q's empty (both consumers' last scores of the tile are done) */
   const unsigned bar = s0 + TILE * (1 + 2 * NS);
   auto full = [&](int b) { return bar + 8 * b; };
   auto empty = [&](int b) { return bar + 8 * (NS + b); };
   const unsigned qbar = bar + 16 * NS, qempty = qbar + 8;
   if (tid == 0) {
-    for (int b = 0; b < NS; b++) { mlc_mbar_init(full(b), 1); mlc_mbar_init(empty(b), CL == 2 ? 16 : 256); }
+    for (int b = 0; b < NS; b++) { mlc_mbar_init(full(b), 1); mlc_mbar_init(empty(b), 256); }
     mlc_mbar_init(qbar, 1);
     mlc_mbar_init(qempty, 256);
     mlc_mbar_fence_init();
   }
-  if (CL == 2) mlc_cluster_sync(); /* the other block's barriers too, before a multicast reaches them */
-  else __syncthreads();
+  __syncthreads();
   /* The block is persistent: it takes the items item(0), item(1), ... (the launch: at most one block a
      multiprocessor), so that the next item's q and first keys and values load while this one's last products,
      normalisation and stores run.  Warp 0 of the producer loads k and v, NS blocks ahead of the consumers, the
@@ -847,17 +835,11 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
           const int b = it % NS;
           if (it >= NS) mlc_mbar_wait(empty(b), ((it / NS) - 1) & 1);
 #ifndef MLC_ATTN_PROBE_NOLOAD /* bench/attn_probe.sh: the consumers' speed without the loads */
-          mlc_mbar_expect_tx(full(b), 2 * TILE); /* CL 2: half of it from the other block's multicast */
+          mlc_mbar_expect_tx(full(b), 2 * TILE);
 #pragma unroll
           for (int c = 0; c < NB; c++) {
-            if (CL == 1) {
-              mlc_tma_load3(sK(b) + c * 16384, mk, kc + 64 * c, j * BKV, z, full(b));
-              mlc_tma_load3(sV(b) + c * 16384, mv, vc + 64 * c, j * BKV, z, full(b));
-            } else if (rank == 0) {
-              mlc_tma_load3_mc(sK(b) + c * 16384, mk, kc + 64 * c, j * BKV, z, full(b), 3);
-            } else {
-              mlc_tma_load3_mc(sV(b) + c * 16384, mv, vc + 64 * c, j * BKV, z, full(b), 3);
-            }
+            mlc_tma_load3(sK(b) + c * 16384, mk, kc + 64 * c, j * BKV, z, full(b));
+            mlc_tma_load3(sV(b) + c * 16384, mv, vc + 64 * c, j * BKV, z, full(b));
           }
 #else
           mlc_mbar_arrive(full(b));
@@ -865,7 +847,6 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
         }
       }
     }
-    if (CL == 2) mlc_cluster_sync(); /* neither block leaves while the other may still arrive on its barriers */
     return;
   }
   asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
@@ -875,13 +856,6 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
   constexpr int NO = D / 2; /* o's accumulators a thread */
   float o[NO], s[64], mrow[2] = {-MLC_INF, -MLC_INF}, lrow[2] = {0.f, 0.f}, corr[2] = {1.f, 1.f}; /* and each item's */
   unsigned pa[8][4];
-  /* a stage's k and v read by this thread's last product: CL 2, once a warp, in both blocks (the stage is refilled
-     in both by one multicast) */
-  auto release = [&](int b) {
-    if (CL == 1) { mlc_mbar_arrive(empty(b)); return; }
-    __syncwarp();
-    if (lane == 0) { mlc_mbar_arrive(empty(b)); mlc_mbar_arrive_remote(empty(b), rank ^ 1); }
-  };
   /* the work item's tile, (batch, head), key blocks, this thread's rows (r0, r0 + 8), and the ring index of its
      first key block */
   int tile = 0, bh = 0, nkb = 0, r0 = 0, it0 = 0;
@@ -1012,7 +986,7 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
       mlc_wg_wait<0>();
 #pragma unroll
       for (int i = 0; i < NO; i++) mlc_wg_fence_operand(o[i]);
-      release((it0 + j) % NS);
+      mlc_mbar_arrive(empty((it0 + j) % NS));
       rescale_pack();
     }
     turn();
@@ -1021,7 +995,7 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
     mlc_wg_wait<0>();
 #pragma unroll
     for (int i = 0; i < NO; i++) mlc_wg_fence_operand(o[i]);
-    release((it0 + nkb - 1) % NS);
+    mlc_mbar_arrive(empty((it0 + nkb - 1) % NS));
     it0 += nkb;
     // o[4i + e]: row r0 (+8 for e >= 2), column 8i + 2 tq (+1 for odd e)
 #pragma unroll
@@ -1038,7 +1012,6 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
       }
     }
   }
-  if (CL == 2) mlc_cluster_sync(); /* as the producer's */
 #else
   (void)mq, (void)mk, (void)mv;
   if (threadIdx.x >= 256) return; /* the producer warpgroup of the sm_90a kernel */
@@ -1100,21 +1073,16 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
   constexpr int KT = BN * D * 2, QT = BQ * D * 2, ST = BN * BQ * 2, NA = D / 2 /* dk's and dv's accumulators a thread */;
   static_assert(D == 64 || D == 128, "attention_grad tile");
   constexpr bool BF = mlc_attn_isbf<T>::v;
-  /* The block is persistent (a block a multiprocessor): it takes the work items item(0), item(1), ..., each a
-     128-key block jt of one (batch, head) bh (causal: the longest first), in rounds of gridDim.x taken in turn
-     forwards and backwards, as the forward's.  Its q/dO ring runs over all of them, so that the next item's first
-     query tiles load under this one's last; its k and v load while this one's dk and dv are stored. */
-  constexpr int ITEMS = NJ * BH;
-  auto item = [](int r) { return r * (int)gridDim.x + (r & 1 ? (int)gridDim.x - 1 - (int)blockIdx.x : (int)blockIdx.x); };
-  auto jt_of = [](int t) { return CAUSAL ? t / BH : t % NJ; };
-  auto bh_of = [](int t) { return CAUSAL ? t % BH : t / NJ; };
-  /* its first query tile (causal: the block's first key's) */
-  auto ib_of = [&](int t) { return CAUSAL ? jt_of(t) * BN / BQ : 0; };
+  int jt, bh;
+  if (CAUSAL) { jt = (int)(blockIdx.x / BH); bh = (int)(blockIdx.x % BH); }
+  else { jt = (int)(blockIdx.x % NJ); bh = (int)(blockIdx.x / NJ); }
   const int tid = threadIdx.x, wg = tid >> 7, lane = tid & 31, w = (tid >> 5) & 3, gq = lane >> 2, tq = lane & 3;
+  const int j0 = jt * BN;
   (void)g, (void)q, (void)k, (void)v;
   /* lse2 and D by TMA where each row's start is 16-byte aligned (S % 4 == 0), as a box's innermost start must be;
      else by cp.async from 128 threads, arriving on the same mbarrier */
   constexpr bool LT = S % 4 == 0;
+  const float *lse = lse2 + (size_t)bh * S, *dsm = dsum + (size_t)bh * S;
   const unsigned sb = mlc_attn_saddr(mlc_attn_sm), s0 = (sb + 1023) & ~1023u, sK = s0, sV = s0 + KT, sT = s0 + 2 * KT;
   unsigned char *g0 = mlc_attn_sm + (s0 - sb); /* s0 as a generic pointer */
   /* two dS^T tiles at sT; NB buffers of q, dO, and lse2 and D ([NB][2][BQ] f32), filled two query tiles ahead */
@@ -1123,28 +1091,16 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
   auto sG = [&](int b) { return sT + 2 * ST + (NB + b) * QT; };
   const unsigned sL = sT + 2 * ST + 2 * NB * QT;
   const float *fL = (const float *)(g0 + 2 * KT + 2 * ST + 2 * NB * QT);
+  const int ib = CAUSAL ? j0 / BQ : 0;
   /* mbarriers after lse2 and D: full[NB] (a query tile's q, dO, lse2, D landed), k and v's; FR: then dq's
      staging chunks, 16 KiB a warpgroup that takes dq columns, 128-byte aligned */
   const unsigned bar = sL + NB * 2 * BQ * 4, kvbar = bar + 8 * NB, sZ = (kvbar + 8 + 127) & ~127u;
-  /* the tensor maps' coordinates for (batch, head) bh: q's, k's, v's and dO's first column, the third coordinate */
+  /* the tensor maps' coordinates for this (batch, head): q's, k's, v's and dO's first column, the third coordinate */
   constexpr int HH = H ? H : 1;
-  auto z_of = [](int bh) { return H ? bh / HH : bh; };
-  auto hc_of = [](int bh) { return H ? (bh % HH) * D : 0; };
-  // k and v of item t (one thread): 128 rows each as D / 64 64-column blocks, each loaded as two boxes of 64 rows
-  auto load_kv = [&](int t) {
-    const int bh = bh_of(t), z = z_of(bh), hc = hc_of(bh), kc = H ? H * D + hc : 0, vc = H ? 2 * H * D + hc : 0;
-    mlc_mbar_expect_tx(kvbar, 2 * KT);
-#pragma unroll
-    for (int h = 0; h < NC; h++)
-#pragma unroll
-      for (int p = 0; p < 2; p++) {
-        mlc_tma_load3(sK + h * (BN * 128) + p * 8192, mk, kc + 64 * h, jt_of(t) * BN + 64 * p, z, kvbar);
-        mlc_tma_load3(sV + h * (BN * 128) + p * 8192, mv, vc + 64 * h, jt_of(t) * BN + 64 * p, z, kvbar);
-      }
-  };
-  // query tile it of item t's q, dO (and lse2 and D if LT) into buffer b by TMA
-  auto load = [&](int t, int it, int b) {
-    const int bh = bh_of(t), z = z_of(bh), hc = hc_of(bh);
+  const int z = H ? bh / HH : bh, hc = H ? (bh % HH) * D : 0, kc = H ? H * D + hc : 0, vc = H ? 2 * H * D + hc : 0;
+  // query tile it's q, dO (and lse2 and D if LT) into buffer b by TMA (one thread; nothing past the last tile)
+  auto load = [&](int it, int b) {
+    if (it >= NI) return;
     const unsigned fb = bar + 8 * b;
     mlc_mbar_expect_tx(fb, 2 * QT + (LT ? 2 * BQ * 4 : 0));
 #pragma unroll
@@ -1157,51 +1113,42 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
       mlc_tma_load1(sL + 4 * (b * 2 * BQ + BQ), md, bh * S + it * BQ, fb);
     }
   };
-  // !LT: query tile it of item t's lse2 and D into buffer b by cp.async from threads 0..127
-  auto load_l = [&](int t, int it, int b) {
-    if (LT || tid >= 2 * BQ) return;
+  // !LT: tile it's lse2 and D by cp.async from threads 0..127, each arriving on buffer b's mbarrier once its copy lands
+  auto load_l = [&](int it, int b) {
+    if (LT || it >= NI || tid >= 2 * BQ) return;
     const int i = it * BQ + (tid & (BQ - 1));
-    const float *l = (tid < BQ ? lse2 : dsum) + (size_t)bh_of(t) * S;
-    mlc_attn_cp4(sL + 4 * (b * 2 * BQ + tid), l + (i < S ? i : 0), i < S);
+    mlc_attn_cp4(sL + 4 * (b * 2 * BQ + tid), (tid < BQ ? lse : dsm) + (i < S ? i : 0), i < S);
     mlc_mbar_cp_arrive(bar + 8 * b);
-  };
-  /* The loads run two query tiles ahead of the products, over the items in turn: the next tile to load is tile
-     lit of round lr's item, lt of them loaded so far (its buffer lt % NB); past the block's last item, none. */
-  int lr = 0, lit = ib_of(item(0)), lt = 0;
-  // that tile's q, dO (and lse2 and D if LT) by TMA (thread 0), and (!LT) its lse2 and D by cp.async from threads
-  // 0..127, each arriving on the buffer's mbarrier once its copy lands; then the next tile.  Every thread keeps
-  // the cursor.
-  auto load_next = [&]() {
-    const int t = item(lr);
-    if (t >= ITEMS) return;
-    if (tid == 0) load(t, lit, lt % NB);
-    load_l(t, lit, lt % NB);
-    lt++;
-    if (++lit == NI) lr++, lit = ib_of(item(lr));
   };
   if (tid == 0) {
     for (int b = 0; b < NB; b++) mlc_mbar_init(bar + 8 * b, LT ? 1 : 1 + 2 * BQ);
     mlc_mbar_init(kvbar, 1);
     mlc_mbar_fence_init();
     mlc_tma_prefetch(mq), mlc_tma_prefetch(mk), mlc_tma_prefetch(mv), mlc_tma_prefetch(mg);
+    /* k and v: 128 rows each as D / 64 64-column blocks, each loaded as two boxes of 64 rows */
+    mlc_mbar_expect_tx(kvbar, 2 * KT);
+#pragma unroll
+    for (int h = 0; h < NC; h++)
+#pragma unroll
+      for (int p = 0; p < 2; p++) {
+        mlc_tma_load3(sK + h * (BN * 128) + p * 8192, mk, kc + 64 * h, j0 + 64 * p, z, kvbar);
+        mlc_tma_load3(sV + h * (BN * 128) + p * 8192, mv, vc + 64 * h, j0 + 64 * p, z, kvbar);
+      }
+    load(ib, 0);
+    load(ib + 1, 1);
   }
   __syncthreads(); /* the barriers are initialised */
-  if (tid == 0 && item(0) < ITEMS) load_kv(item(0));
-  load_next(); /* the first two query tiles */
-  load_next();
+  load_l(ib, 0);
+  load_l(ib + 1, 1);
+  mlc_mbar_wait(kvbar, 0);
   float dk[NA], dv[NA];
-  int gt = 0; /* query tiles done, over all items: tile gt's buffer is gt % NB */
-#pragma unroll 1
-  for (int r = 0; item(r) < ITEMS; r++) {
-  const int t = item(r), bh = bh_of(t), j0 = jt_of(t) * BN, ib = ib_of(t);
-  mlc_mbar_wait(kvbar, r & 1); /* this item's k and v landed */
 #pragma unroll
   for (int i = 0; i < NA; i++) dk[i] = dv[i] = 0.f;
   const int kl = wg * 64 + w * 16 + gq, ka = j0 + kl; /* this thread's keys: ka, ka + 8 (kl, kl + 8 in the block) */
 #pragma unroll 1
-  for (int it = ib; it < NI; it++, gt++) {
-    const int buf = gt % NB, i0 = it * BQ, tb = (gt & 1) * ST /* this tile's dS^T, at sT + tb */;
-    mlc_mbar_wait(bar + 8 * buf, (gt / NB) & 1); /* tile it landed */
+  for (int it = ib; it < NI; it++) {
+    const int buf = (it - ib) % NB, i0 = it * BQ, tb = (it & 1) * ST /* this tile's dS^T, at sT + tb */;
+    mlc_mbar_wait(bar + 8 * buf, ((it - ib) / NB) & 1); /* tile it landed */
     const float *cL = fL + buf * 2 * BQ;
     float st[32], dp[32];
 #pragma unroll
@@ -1276,7 +1223,8 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
        and the dS^T tile that tile it + 1 writes was last read by tile it - 1's dq product, which both have waited for. */
     if (FR && (tid & 127) == 0) mlc_bulk_wait_read<0>(); /* this warpgroup's staging chunk read by the last reduce-add */
     __syncthreads();
-    load_next(); /* two tiles ahead, into the buffer of tile gt - 1 (perhaps the next item's) */
+    if (tid == 0) load(it + 2, (buf + 2) % NB);
+    load_l(it + 2, (buf + 2) % NB);
 #ifdef MLC_ATTN_PROBE_BWD_NODQ /* bench/h200_s15.sh probe: the speed without dq's product and reductions */
     if (true) {
 #else
@@ -1339,23 +1287,13 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
       }
     }
   }
-  /* both warpgroups done with this item's k and v (their last products waited for): the next item's load while
-     this one's dk and dv are stored */
-  __syncthreads();
-  if (tid == 0 && item(r + 1) < ITEMS) load_kv(item(r + 1));
-#pragma unroll
-  for (int h = 0; h < 2; h++)
-    if (ka + h * 8 < S) mlc_attn_store_dkv<T, D, BH, S, H>(out, bh, ka + h * 8, h, tq, dk, dv, scale);
-  }
   if (FR && (tid & 127) == 0) mlc_bulk_wait_all<0>(); /* the last reduce-add done before the block's shared memory goes */
+#pragma unroll
+  for (int r = 0; r < 2; r++)
+    if (ka + r * 8 < S) mlc_attn_store_dkv<T, D, BH, S, H>(out, bh, ka + r * 8, r, tq, dk, dv, scale);
 #else
   (void)mq, (void)mk, (void)mv, (void)mg, (void)ml, (void)md;
-  constexpr int ITEMS = (S + 127) / 128 * BH; /* the sm_90a kernel's, a block taking several */
-#pragma unroll 1
-  for (int t = blockIdx.x; t < ITEMS; t += gridDim.x) {
-    mlc_attn_bwd_tc<T, D, 8, 64, BH, S, CAUSAL, H>(g, q, k, v, out, lse2, dsum, dq, scale, sl2, t);
-    __syncthreads(); /* its shared memory is the next item's */
-  }
+  mlc_attn_bwd_tc<T, D, 8, 64, BH, S, CAUSAL, H>(g, q, k, v, out, lse2, dsum, dq, scale, sl2);
 #endif
 }
 

@@ -9,17 +9,15 @@ static void module_begin(cc_text *src, const mlc_program *p) {
   cc_text_printf(src, "%s%s%s%s\n", mlc_cuda_prelude, mlc_cc_math_prelude, cc_gemm_prelude, cc_attention_prelude);
 }
 
-/* extern "C" __global__, the cluster's size (c->cluster), the launch bound, restrict-qualified buffers; a
+/* extern "C" __global__, the launch bound, restrict-qualified buffers; a
  * shard's rows (c->sharded) or the work items, then the TMA maps, by value;
  * the body opens with mlc_pdl_enter (prelude.c), after a decode step's
  * mlc_pdl_trigger. */
 static void kernel_begin(cc *c, uint32_t block, uint32_t min_blocks) {
-  cc_printf(c, "extern \"C\" __global__ void ");
-  if (c->cluster > 1) cc_printf(c, "__cluster_dims__(%u, 1, 1) ", c->cluster);
   if (min_blocks > 1)
-    cc_printf(c, "__launch_bounds__(%u, %u) @K@_%u(", block, min_blocks, c->nlaunch);
+    cc_printf(c, "extern \"C\" __global__ void __launch_bounds__(%u, %u) @K@_%u(", block, min_blocks, c->nlaunch);
   else
-    cc_printf(c, "__launch_bounds__(%u) @K@_%u(", block, c->nlaunch);
+    cc_printf(c, "extern \"C\" __global__ void __launch_bounds__(%u) @K@_%u(", block, c->nlaunch);
   for (uint32_t k = 0; k < c->n->nin; k++) cc_printf(c, "const %s *__restrict__ in%u, ", cc_stype(c, cc_in(c, (int)k)->dtype), k);
   cc_printf(c, "%s *__restrict__ out, unsigned char *__restrict__ scratch%s", cc_stype(c, c->n->type.dtype),
             c->sharded ? ", const unsigned long long rows" : c->ntmap ? ", const unsigned long long" : "");

@@ -107,10 +107,6 @@ static uint32_t attn_wg_smem(int64_t d) { return (uint32_t)((1 + 2 * MLC_ATTN_WG
 #ifndef MLC_ATTN_FWD_SMS
 #define MLC_ATTN_FWD_SMS 132
 #endif
-/* Its clusters where the items pair up (2; 1: none). */
-#ifndef MLC_ATTN_FWD_CL
-#define MLC_ATTN_FWD_CL 2
-#endif
 typedef struct { int64_t w, mt, bk; } fwd_tile;
 static fwd_tile fwd_tile_of(bool causal, int64_t d) {
   if (d > 128) return (fwd_tile){4, 1, 32}; /* a warp's 16 rows of o: d / 2 registers a thread */
@@ -230,15 +226,9 @@ static void fwd_tc(cc *c, const char *T, int64_t D, int64_t BH, int64_t SQ, int6
       tm[i] = cc_tmap(c, H ? 0 : i, 0, 3, 2, dim, stride, box, 128);
     }
     int64_t items = BH * cc_ceil_div(SQ, 128);
-    /* not causal, an even number of query tiles a head: clusters of two blocks on the two tiles of a pair, k and v
-       multicast (mlc_attn_fwd_wg's CL); the grid whole clusters */
-    int cl = MLC_ATTN_FWD_CL > 1 && !causal && cc_ceil_div(SQ, 128) % 2 == 0 ? 2 : 1;
-    int64_t grid = items < MLC_ATTN_FWD_SMS ? items : MLC_ATTN_FWD_SMS;
-    grid -= grid % cl;
-    c->cluster = (uint32_t)cl;
-    cc_begin(c, (uint64_t)grid, 384, attn_wg_smem(D));
-    cc_printf(c, "  mlc_attn_fwd_wg<%s, %lld, %d, %lld, %lld, %lld, %d, %d, %lld, %d>(%s, %s, %s, %s, %s);\n", T, (long long)D,
-              MLC_ATTN_WG_STAGES, (long long)BH, (long long)SQ, (long long)SK, causal, mode, (long long)H, cl, args,
+    cc_begin(c, (uint64_t)(items < MLC_ATTN_FWD_SMS ? items : MLC_ATTN_FWD_SMS), 384, attn_wg_smem(D));
+    cc_printf(c, "  mlc_attn_fwd_wg<%s, %lld, %d, %lld, %lld, %lld, %d, %d, %lld>(%s, %s, %s, %s, %s);\n", T, (long long)D,
+              MLC_ATTN_WG_STAGES, (long long)BH, (long long)SQ, (long long)SK, causal, mode, (long long)H, args,
               cc_flit(c, scale * 1.4426950408889634), tm[0], tm[1], tm[2]);
     cc_end(c);
     return;
@@ -318,10 +308,8 @@ static void bwd_tc(cc *c, const char *T, int64_t D, int64_t BH, int64_t S, int c
     tm[4] = cc_tmap(c, lse_at.arg, lse_at.off, 1, 4, flat, NULL, fbox, 0);
     tm[5] = S % 4 ? tm[4] : cc_tmap(c, dsum_at.arg, dsum_at.off, 1, 4, flat, NULL, fbox, 0);
   }
-  /* mlc_attn_bwd_wg is persistent: a block a multiprocessor (as the forward's) */
-  int64_t items = BH * cc_ceil_div(S, BN), grid = wg && items > MLC_ATTN_FWD_SMS ? MLC_ATTN_FWD_SMS : items;
   for (int part = dkv_split(D); part <= 2 * dkv_split(D); part++) {
-    cc_begin(c, (uint64_t)grid, (uint32_t)(32 * W), (uint32_t)smem);
+    cc_begin(c, (uint64_t)(BH * cc_ceil_div(S, BN)), (uint32_t)(32 * W), (uint32_t)smem);
     if (wg)
       cc_printf(c, "  mlc_attn_bwd_wg<%s, %lld, %lld, %lld, %d, %lld, %d>(%s, out, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s);\n", T,
                 (long long)D, (long long)BH, (long long)S, causal, (long long)H, (int)fr, args, lse2, dsum, dq, sc,

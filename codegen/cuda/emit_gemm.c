@@ -151,6 +151,15 @@ static bool gemm_rows_even(const gemm_desc *d) {
   return true;
 }
 
+/* Where the cooperative TMA-store kernel's 128 x 256 tiles suit d: two waves of them or more, or from three
+ * quarters of a wave to one (a tile a multiprocessor, where 128 x 128 tiles would take two rounds: the MiniLLM's
+ * out_proj dW, 2048 x 2048 x 8192, 0.087 ms against 0.118 on the 128 x 128 kernel and cuBLAS's 0.099 on an H100,
+ * bench/results/h100-2026-12-06.md, session 27). */
+static bool gemm_cs_waves(const gemm_desc *d) {
+  int64_t t = gemm_tiles(d, 128, 256);
+  return t >= 2 * GEMM_SMS || (t >= GEMM_SMS * 3 / 4 && t <= GEMM_SMS);
+}
+
 static gemm_cfg gemm_pick(const gemm_desc *d, int x, const mlc_options *o) {
   if (d->dt == MLC_DT_F32 && x) {
     /* wgmma from three quarters of a wave of 128 x 128 tiles (the MLP's 2000 x 1000: 128 tiles) */
@@ -173,7 +182,7 @@ static gemm_cfg gemm_pick(const gemm_desc *d, int x, const mlc_options *o) {
      * every shape of bench/gemm_shapes.py on the H200, it was best or level at 16 of 18 (up to 8 % ahead,
      * bias epilogues and ragged edges included); with this rule the MiniLLM's 15 shapes run at 1.00-1.22x
      * cuBLAS (bench/results/h200-2026-12-04.md) */
-    if (d->N >= 256 && d->N % 8 == 0 && gemm_tiles(d, 128, 256) >= 2 * GEMM_SMS && mlc_gemm_batch(d) == 1)
+    if (d->N >= 256 && d->N % 8 == 0 && gemm_cs_waves(d) && mlc_gemm_batch(d) == 1)
       return (gemm_cfg){.tc = true, .wg = true, .bm = 128, .bn = 256, .bk = 64, .wm = 2, .wn = 4, .st = 4, .lag = 1, .pp = true,
                         .ts = true};
     if (d->N >= 256 && gemm_tiles(d, 128, 256) >= 2 * GEMM_SMS)
@@ -181,7 +190,9 @@ static gemm_cfg gemm_pick(const gemm_desc *d, int x, const mlc_options *o) {
     if (gemm_tiles(d, 128, 128) >= GEMM_SMS)
       return (gemm_cfg){.tc = true, .wg = true, .bm = 128, .bn = 128, .bk = 64, .wm = 2, .wn = 4, .st = 6, .lag = 1};
     /* under a wave of 128 x 128 tiles: the persistent kernel's 128 x 128 tiles (a block a tile, TMA loads; where
-       TMA cannot load A or B, mlc_gemm_wg at the same tile) rather than 64 x 64 mma.sync tiles */
+       TMA cannot load A or B, mlc_gemm_wg at the same tile) rather than 64 x 64 mma.sync tiles.  On an H100
+       (bench/results/h100-2026-12-06.md, session 27), ms against the 64 x 64 kernel and cuBLAS: 1000^3 0.018 /
+       0.025 / 0.021, 1024 x 1024 x 4096 0.031 / 0.070 / 0.031, 512 x 2048 x 8192 0.051 / 0.127 / 0.047 */
     if (mlc_gemm_batch(d) == 1 && GEMM_SMALL_ST)
       return (gemm_cfg){.tc = true, .wg = true, .bm = 128, .bn = 128, .bk = 64, .wm = 2, .wn = 4, .st = GEMM_SMALL_ST, .lag = 1,
                         .pp = true};

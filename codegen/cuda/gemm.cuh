@@ -375,23 +375,6 @@ MLC_FN void mlc_tma_prefetch(const mlc_tmap &m) {
 MLC_FN void mlc_mbar_wait(unsigned addr, int parity) {
   asm volatile("{ .reg .pred p; W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1; @!p bra W; }"
                :: "r"(addr), "r"(parity) : "memory"); }
-// Thread-block clusters (a kernel declared __cluster_dims__): this block's rank in its cluster; a barrier
-// over every thread of the cluster; an arrival on the mbarrier at shared address addr of the block of
-// rank `rank` (its own address mapped into that block's shared memory); and a TMA load multicast to the
-// blocks of `mask`, the box landing at dst in each and counted on the mbarrier at bar in each.
-MLC_FN unsigned mlc_cluster_rank() {
-  unsigned r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-  return r; }
-MLC_FN void mlc_cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory"); }
-MLC_FN void mlc_mbar_arrive_remote(unsigned addr, unsigned rank) {
-  asm volatile("{ .reg .b32 a; mapa.shared::cluster.u32 a, %0, %1; mbarrier.arrive.release.cluster.shared::cluster.b64 _, [a]; }"
-               :: "r"(addr), "r"(rank) : "memory"); }
-MLC_FN void mlc_tma_load3_mc(unsigned dst, const mlc_tmap &m, int c0, int c1, int c2, unsigned bar, unsigned short mask) {
-  asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
-               " [%0], [%1, {%2, %3, %4}], [%5], %6;"
-               :: "r"(dst), "l"((unsigned long long)&m), "r"(c0), "r"(c1), "r"(c2), "r"(bar), "h"(mask) : "memory"); }
 #endif
 // LAG: the k-tiles whose wgmma may still run when the next is issued (1:
 // wait<1>, ST - 2 tiles loaded ahead; 0: wait<0>, ST - 1 tiles ahead, for two

@@ -558,9 +558,9 @@ CASES = [
          {"q": (-3, 3), "k": (-3, 3)}, targets=("cuda",)),
     Case("mha_bf16_d64_causal_items", "x: bf16[8, 520, 256]", "cast(attn(x, x, x), f32)", mha_ref(True, 4), LOW,
          members="attn = MultiheadAttention(256, 4, causal=true, dtype=bf16)", targets=("cuda",)),
-    # not causal with an even number of 128-row query tiles a head: on sm_90a the forward's blocks work in
-    # clusters of two on a head's tiles 2p and 2p + 1, k and v multicast into both: keys off the 128-key block
-    # (cross), and packed with more pairs than an H200 has clusters (several rounds, the last one partial)
+    # not causal with an even number of 128-row query tiles a head (as a forward whose blocks paired up a head's
+    # tiles would take them, tried in e8aaf76): keys off the 128-key block (cross), and packed with more pairs of
+    # items than an H200 has pairs of multiprocessors
     Case("attention_f16_d64_cross_pairs", "q: f16[1, 3, 256, 64], k: f16[1, 3, 77, 64], v: f16[1, 3, 77, 64]",
          "cast(attention(q, k, v), f32)", lambda I, P: f16(attn_ref(I["q"], I["k"], I["v"], 0.125, False)), LOW,
          {"q": (-3, 3), "k": (-3, 3)}),
@@ -911,9 +911,9 @@ GRAD_CASES = [
              attention_grad_ref(0.125, False, bf16), LOW, attrs={"causal": 0, "scale": 0.125}),
     GradCase("attention_grad_f16_d64_causal", "attention_grad", attn_ops("f16", [1, 3, 333, 64]),
              attention_grad_ref(0.125, True, f16), LOW, attrs={"causal": 1, "scale": 0.125}),
-    # more 128-key work items than an H200 has multiprocessors: the persistent wgmma gradient's blocks take
-    # several each, its q/dO ring running on from one item into the next (lse2 and D by cp.async where
-    # S % 4 != 0; causal, items of different lengths, the last key block's only two query tiles)
+    # more 128-key work items than an H200 has multiprocessors (a second wave of the wgmma gradient's blocks):
+    # lse2 and D by cp.async where S % 4 != 0; causal, items of different lengths, the last key block's only
+    # two query tiles
     GradCase("attention_grad_bf16_d128_items", "attention_grad", attn_ops("bf16", [4, 12, 390, 128]),
              attention_grad_ref(128 ** -0.5, False, bf16), LOW, attrs={"causal": 0, "scale": 128 ** -0.5},
              targets=("cuda",)),
