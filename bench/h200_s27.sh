@@ -13,7 +13,7 @@
 #              128 x 128 tiles) with build-gpu's rule and CONFIGS, and the
 #              base's rule, cuBLAS in the same call
 #   PART=final the op cases of matmul, linear and fused, bench/gemm_shapes.py,
-#              PART=small, and PART=model with SKIP_MINILLM=1
+#              and PART=model with SKIP_MINILLM=1
 #   PART=model the MiniLLM's gradients and 20 steps against PyTorch
 #              (bench/cuda_minillm.py), its train step and bf16 forward
 #              under both builds (ROUNDS="1 2" for two rounds), and
@@ -28,6 +28,7 @@ final=/tmp/s27-work # the logs, packed into $OUT/logs.tgz at the end
 mkdir -p "$final" "$dest"
 . tests/gpu/env.sh "$final"
 rc=0
+pack() { tar -C "$final" -czf "$dest/logs.tgz" .; }
 small() {
   mkdir -p "$final/small-new" "$final/small-base"
   timeout 200 python3 bench/gemm_tune.py --set small --mlc build-gpu/mlc --out "$final/small-new" \
@@ -86,7 +87,7 @@ one)
   ;;
 small) small ;;
 final) # after the attention changes went back (e8aaf76 -> the tree before them): the GEMM rule's op cases, the
-       # MiniLLM's GEMM shapes, the small set, then PART=model without its gradient check (SKIP_MINILLM=1)
+       # MiniLLM's GEMM shapes, then PART=model without its gradient check (SKIP_MINILLM=1)
   for k in ${OPS_K:-matmul linear fused}; do
     timeout 170 python3 tests/ops/opcheck.py ops --target cuda --jobs 16 --opcheck build-gpu/codegen/cuda/mlc_opcheck \
       --work /tmp/ops-$k -k $k > "$final/ops_$k.log" 2>&1 || rc=1
@@ -95,7 +96,7 @@ final) # after the attention changes went back (e8aaf76 -> the tree before them)
   done
   timeout 200 python3 bench/gemm_shapes.py --mlc build-gpu/mlc --out "$final/shapes" > "$final/shapes.log" 2>&1 || rc=1
   cat "$final/shapes/gemm_shapes.md"; tail -1 "$final/shapes.log"
-  small
+  pack
   NESTED=1 SKIP_MINILLM=1 PART=model bash "$0" || rc=1
   ;;
 model)
@@ -112,6 +113,7 @@ model)
       t=$(grep -E '^step' "$l" | awk 'NR>=3 {gsub(/\(/,"",$5); print $5}' | sort -n | awk '{a[NR]=$1} END {print "median", a[int((NR+1)/2)], "ms of", NR, "steps"}')
       f=$(XDG_CACHE_HOME=/tmp/cache-m-${b//\//_} timeout 100 $b/mlc bench bench/minillm_bf16.mdl --target cuda --runs 10 --warmup 3 2>&1 |
         tee "$final/fwd-${b//\//_}-$r.log" | grep -o "median [0-9.]* ms")
+      pack
       echo "round $r $b: train [$t] forward [$f] losses $(grep -E '^step' "$l" | awk '{print $4}' | tr '\n' ' ')"
     done
   done
@@ -122,6 +124,6 @@ model)
 *) echo "usage: PART=one|small|model|final bash bench/h200_s27.sh"; exit 2 ;;
 esac
 # every log in one tarball (the device tool returns a limited number of files, none with '=' in its name)
-[ -n "${NESTED:-}" ] || tar -C "$final" -czf "$dest/logs.tgz" .
+pack
 echo "rc=$rc"
 exit $rc
