@@ -105,21 +105,23 @@ model)
     --work /tmp/full > "$final/minillm.log" 2>&1 || rc=1
   [ -n "${SKIP_MINILLM:-}" ] || grep -E "^ok|^FAIL|checks" "$final/minillm.log" | tail -8
   rm -rf /tmp/full
-  # train step (median of steps 3..12) and bf16 forward (median of 10), new and base alternating
-  for r in ${ROUNDS:-1}; do
-    for b in build-gpu build-gpu/base; do
-      l="$final/train-${b//\//_}-$r.log"
-      XDG_CACHE_HOME=/tmp/cache-m-${b//\//_} timeout 150 $b/mlc train examples/minillm.mdl --target cuda --steps 12 > "$l" 2>&1 || rc=1
-      t=$(grep -E '^step' "$l" | awk 'NR>=3 {gsub(/\(/,"",$5); print $5}' | sort -n | awk '{a[NR]=$1} END {print "median", a[int((NR+1)/2)], "ms of", NR, "steps"}')
-      f=$(XDG_CACHE_HOME=/tmp/cache-m-${b//\//_} timeout 100 $b/mlc bench bench/minillm_bf16.mdl --target cuda --runs 10 --warmup 3 2>&1 |
-        tee "$final/fwd-${b//\//_}-$r.log" | grep -o "median [0-9.]* ms")
-      pack
-      echo "round $r $b: train [$t] forward [$f] losses $(grep -E '^step' "$l" | awk '{print $4}' | tr '\n' ' ')"
-    done
-  done
+  # train step (median of steps 3..12) and bf16 forward (median of 10): the new build, PyTorch, then the base
+  # (the base last: where the device time runs out, the comparison with PyTorch is what comes back)
+  mlcrun() {
+    local b=$1 r=$2 l="$final/train-${1//\//_}-$2.log" t f
+    XDG_CACHE_HOME=/tmp/cache-m-${b//\//_} timeout 150 $b/mlc train examples/minillm.mdl --target cuda --steps 12 > "$l" 2>&1 || rc=1
+    t=$(grep -E '^step' "$l" | awk 'NR>=3 {gsub(/\(/,"",$5); print $5}' | sort -n | awk '{a[NR]=$1} END {print "median", a[int((NR+1)/2)], "ms of", NR, "steps"}')
+    f=$(XDG_CACHE_HOME=/tmp/cache-m-${b//\//_} timeout 100 $b/mlc bench bench/minillm_bf16.mdl --target cuda --runs 10 --warmup 3 2>&1 |
+      tee "$final/fwd-${b//\//_}-$r.log" | grep -o "median [0-9.]* ms")
+    pack
+    echo "round $r $b: train [$t] forward [$f] losses $(grep -E '^step' "$l" | awk '{print $4}' | tr '\n' ' ')"
+  }
+  mlcrun build-gpu 1
   timeout 200 python3 .yardstick/torch_baseline.py train > "$final/torch.log" 2>&1 || rc=1
   timeout 150 python3 .yardstick/torch_baseline.py infer >> "$final/torch.log" 2>&1 || rc=1
+  pack
   grep -iE "ms|step" "$final/torch.log" | tail -8
+  mlcrun build-gpu/base 1
   ;;
 *) echo "usage: PART=one|small|model|final bash bench/h200_s27.sh"; exit 2 ;;
 esac

@@ -452,6 +452,9 @@ CASES = [
     # big enough for the GPU's wgmma path (>= 132 tiles of 128 x 128, K % 64 == 0)
     Case("matmul_bf16_wgmma", "a: bf16[2048, 256], b: bf16[256, 1152]", "cast(a @ b, f32)",
          lambda I, P: bf16(I["a"] @ I["b"]), LOW),
+    # one wave of 128 x 256 tiles (128 of them): the cooperative kernel, a tile a block
+    Case("matmul_bf16_one_wave", "a: bf16[1024, 512], b: bf16[512, 4096]", "cast(a @ b, f32)",
+         lambda I, P: bf16(I["a"] @ I["b"]), LOW, targets=("cuda",)),
     Case("linear_bf16_wgmma", "x: bf16[2048, 256]", "cast(lin(x), f32)", lambda I, P: bf16(I["x"] @ P["lin.weight"].T),
          LOW, members="lin = Linear(256, 1152, bias=false, dtype=bf16)"),
     # groups the GPU fuse pass makes one kernel of (passes/fuse.c): elementwise chains (bf16 values rounded
