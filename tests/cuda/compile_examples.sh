@@ -47,9 +47,12 @@ for m in mlp linear minillm; do
   check "$m: each of its $kernels kernels opens with mlc_pdl_enter ($waits)" "[ $kernels -gt 0 ] && [ $waits -eq $kernels ]"
   if [ $m = minillm ]; then
     # the tile rule (emit_gemm.c, gemm_pick): each of its 14 distinct bf16 GEMMs of two or more waves of 128 x 256
-    # tiles (the projections, FFN and head, forward, dX and dW) on the cooperative kernel with TMA stores (cs,4)
+    # tiles (the projections, FFN and head, forward, dX and dW), and out_proj's dW (2048 x 2048 x 8192: one wave of
+    # 128 such tiles), on the cooperative kernel with TMA stores (cs,4)
     cs=$(grep -o 'mlc_gemm_pp<mlc_bf16, 256, 4, [a-z]*, [a-z]*, [0-9]*LL, [0-9]*LL, [0-9]*LL, 8, true>' "$out/$name.cu" | sort -u | wc -l)
-    check "$m: its 14 big bf16 GEMMs on the cooperative TMA-store kernel ($cs)" "[ $cs -eq 14 ]"
+    check "$m: its 15 big bf16 GEMMs on the cooperative TMA-store kernel ($cs)" "[ $cs -eq 15 ]"
+    one=$(grep -c 'mlc_gemm_pp<mlc_bf16, 256, 4, true, false, 2048LL, 2048LL, 8192LL, 8, true>' "$out/$name.cu" || true)
+    check "$m: out_proj's dW, one wave of 128 x 256 tiles, among them ($one)" "[ $one -gt 0 ]"
   fi
   if [ $m = minillm ] && [ -x "$cuobjdump" ]; then
     check "$m: the NVRTC cubin uses tensor cores too" "\"$cuobjdump\" -sass \"$work/$m.cubin\" | grep -q -E 'HMMA|HGMMA'"
@@ -101,6 +104,10 @@ check "$m: nvcc built a fatbin, and ptxas reports no performance loss (C7514 and
 "$nvcc" -ptx -arch=sm_90a -std=c++17 -o "$work/$m.ptx" "$work/$m/minillm.cu"
 f8=$(grep -c -E 'wgmma\.mma_async\.sync\.aligned\.m64n128k32\.f32\.e(4m3|5m2)\.e4m3' "$work/$m.ptx" || true)
 check "$m: FP8 wgmma in the sm_90a PTX ($f8)" "[ $f8 -gt 0 ]"
+# its bf16 GEMMs of 512 x 512 x 512 (the head's three: 16 tiles of 128 x 128, under a wave) on the persistent
+# kernel's 128 x 128 tiles (gemm_pick's small-grid case), not 64 x 64 mma.sync tiles
+pp=$(grep -o 'mlc_gemm_pp<mlc_bf16, 128, 6, [a-z]*, [a-z]*, 512LL, 512LL, 512LL, 8>' "$work/$m/minillm.cu" | sort -u | wc -l)
+check "$m: its three bf16 GEMMs under a wave of tiles on the persistent 128 x 128 kernel ($pp)" "[ $pp -eq 3 ]"
 # --f32-matmul ieee: f32 FMAs, no tensor-core instruction in the f32 MLP
 "$mlc" compile "$root/examples/mlp.mdl" --target cuda --f32-matmul ieee -o "$work/mlp_ieee" 2> "$work/mlp_ieee.log" ||
   { cat "$work/mlp_ieee.log"; exit 1; }
