@@ -90,9 +90,6 @@ typedef struct {
 /* The device code (cc_gemm_prelude) is codegen/cuda/gemm.cuh, embedded at build time. */
 #define GEMM_SMS 132 /* multiprocessors of an H100/H200; only steers the tile choice */
 #define GEMM_GROUP 8 /* tile-rows per rasterisation group */
-#ifndef GEMM_SMALL_ST /* the stages of a GEMM of less than a wave (gemm_pick); 0: the 64 x 64 mma.sync kernel */
-#define GEMM_SMALL_ST 6
-#endif
 
 static int64_t gemm_tiles(const gemm_desc *d, int bm, int bn) {
   return mlc_gemm_batch(d) * cc_ceil_div(d->M, bm) * cc_ceil_div(d->N, bn);
@@ -193,9 +190,8 @@ static gemm_cfg gemm_pick(const gemm_desc *d, int x, const mlc_options *o) {
        TMA cannot load A or B, mlc_gemm_wg at the same tile) rather than 64 x 64 mma.sync tiles.  On an H100
        (bench/results/h100-2026-12-06.md, session 27), ms against the 64 x 64 kernel and cuBLAS: 1000^3 0.018 /
        0.025 / 0.021, 1024 x 1024 x 4096 0.031 / 0.070 / 0.031, 512 x 2048 x 8192 0.051 / 0.127 / 0.047 */
-    if (mlc_gemm_batch(d) == 1 && GEMM_SMALL_ST)
-      return (gemm_cfg){.tc = true, .wg = true, .bm = 128, .bn = 128, .bk = 64, .wm = 2, .wn = 4, .st = GEMM_SMALL_ST, .lag = 1,
-                        .pp = true};
+    if (mlc_gemm_batch(d) == 1)
+      return (gemm_cfg){.tc = true, .wg = true, .bm = 128, .bn = 128, .bk = 64, .wm = 2, .wn = 4, .st = 6, .lag = 1, .pp = true};
   }
   if (gemm_tiles(d, 128, 256) >= 2 * GEMM_SMS && d->N >= 256)
     return (gemm_cfg){.tc = true, .bm = 128, .bn = 256, .bk = 32, .wm = 2, .wn = 4, .st = 4};
