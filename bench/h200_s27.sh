@@ -14,6 +14,8 @@
 #              base's rule, cuBLAS in the same call
 #   PART=final the op cases of matmul, linear and fused, bench/gemm_shapes.py,
 #              and PART=model with SKIP_MINILLM=1
+#   PART=ncu   Nsight Compute on mlc's attention kernels and cuDNN's at the
+#              MiniLLM's shape, the same sections for both (not yet run)
 #   PART=model the MiniLLM's gradients and 20 steps against PyTorch
 #              (bench/cuda_minillm.py), its train step and bf16 forward
 #              under both builds (ROUNDS="1 2" for two rounds), and
@@ -123,7 +125,22 @@ model)
   grep -iE "ms|step" "$final/torch.log" | tail -8
   mlcrun build-gpu/base 1
   ;;
-*) echo "usage: PART=one|small|model|final bash bench/h200_s27.sh"; exit 2 ;;
+ncu) # Nsight Compute on mlc's attention kernels (the train step's: attention_save, the gradient's three launches)
+     # and on cuDNN's (SDPA's fprop, bprop and the kernels around them) at the MiniLLM's shape, the same sections for
+     # both, so that where the gradient's main pass loses its time to cuDNN's bprop can be read side by side
+  sec="--section SpeedOfLight --section WarpStateStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats"
+  XDG_CACHE_HOME=/tmp/cache-ncu timeout 240 ncu --clock-control none $sec -k regex:attention --launch-count 4 \
+    build-gpu/mlc profile bench/attention_bf16.mdl --target cuda --entry train_step --steps 1 b=8 h=16 s=1024 d=128 causal=false \
+    > "$final/ncu-mlc.log" 2>&1 || rc=1
+  timeout 240 ncu --clock-control none $sec -k regex:"cudnn|flash|sdpa" --launch-count 8 \
+    python3 bench/attention_torch.py --shape 8,16,1024,128 > "$final/ncu-cudnn.log" 2>&1 || rc=1
+  for f in ncu-mlc ncu-cudnn; do
+    echo "## $f"
+    grep -E "^  [a-zA-Z_].*\(|Duration|Compute \(SM\) Throughput|Memory Throughput|Issue Slots Busy|Executed Ipc Active|Registers Per|Achieved Occupancy|Warp Cycles Per Issued|Stall" \
+      "$final/$f.log" | head -60
+  done
+  ;;
+*) echo "usage: PART=one|small|model|final|ncu bash bench/h200_s27.sh"; exit 2 ;;
 esac
 # every log in one tarball (the device tool returns a limited number of files, none with '=' in its name)
 pack
