@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# On the GPU machine (device tool), session 27: the attention forward in
-# clusters of two blocks with k and v multicast and the persistent
-# gradient (issue 19), and the GEMM
-# tile rule's small-grid case (issue 18), each beside the tree before it
-# (build-gpu/base/mlc, carried) in the same call.
+# On the GPU machine (device tool), session 27: the GEMM tile rule's edges
+# (issue 18) and attention kernels (issue 19), each beside another tree's
+# build (build-gpu/base/mlc, carried; 1f58c77 in session 27) in the same
+# call.  PART=one measured e8aaf76's clustered forward and persistent
+# gradient, since backed out: on today's tree its A/B compares like with like.
 #   PART=one   the op cases of OPS_K; attention at the MiniLLM's shape
 #              (`mlc profile`, forward and train_step entries), both builds,
 #              two rounds, and SDPA's kernels; compute-sanitizer memcheck and
@@ -17,9 +17,9 @@
 #   PART=ncu   Nsight Compute on mlc's attention kernels and cuDNN's at the
 #              MiniLLM's shape, the same sections for both (not yet run)
 #   PART=model the MiniLLM's gradients and 20 steps against PyTorch
-#              (bench/cuda_minillm.py), its train step and bf16 forward
-#              under both builds (ROUNDS="1 2" for two rounds), and
-#              torch_baseline.py's eager and torch.compile
+#              (bench/cuda_minillm.py; SKIP_MINILLM=1: not), its train step
+#              and bf16 forward, torch_baseline.py's eager and torch.compile,
+#              then the base's train step and forward
 # Carry build-gpu/mlc, build-gpu/lib, build-gpu/codegen/cuda/mlc_opcheck,
 # build-gpu/base, .yardstick.  Logs in $OUT/logs.tgz; a summary on standard output.
 set -uo pipefail
@@ -40,6 +40,25 @@ small() {
   echo "## new rule"; cat "$final/small-new/gemm_tune.md"
   echo "## base rule"; cat "$final/small-base/gemm_tune.md"
 }
+# the op cases of -k each of $@ on the GPU, against float64
+ops() {
+  for k in "$@"; do
+    timeout 170 python3 tests/ops/opcheck.py ops --target cuda --jobs 16 --opcheck build-gpu/codegen/cuda/mlc_opcheck \
+      --work /tmp/ops-$k -k $k > "$final/ops_$k.log" 2>&1 || rc=1
+    echo "op cases -k $k: $(grep -E 'cases passed' "$final/ops_$k.log")"
+    grep -E "^FAIL" "$final/ops_$k.log" | head -5 | cut -c1-200
+  done
+}
+# build $1's MiniLLM train step (median of steps 3..12) and bf16 forward (median of 10), round $2
+mlcrun() {
+  local b=$1 r=$2 l="$final/train-${1//\//_}-$2.log" t f
+  XDG_CACHE_HOME=/tmp/cache-m-${b//\//_} timeout 150 $b/mlc train examples/minillm.mdl --target cuda --steps 12 > "$l" 2>&1 || rc=1
+  t=$(grep -E '^step' "$l" | awk 'NR>=3 {gsub(/\(/,"",$5); print $5}' | sort -n | awk '{a[NR]=$1} END {print "median", a[int((NR+1)/2)], "ms of", NR, "steps"}')
+  f=$(XDG_CACHE_HOME=/tmp/cache-m-${b//\//_} timeout 100 $b/mlc bench bench/minillm_bf16.mdl --target cuda --runs 10 --warmup 3 2>&1 |
+    tee "$final/fwd-${b//\//_}-$r.log" | grep -o "median [0-9.]* ms")
+  pack
+  echo "round $r $b: train [$t] forward [$f] losses $(grep -E '^step' "$l" | awk '{print $4}' | tr '\n' ' ')"
+}
 # the attention rows of `mlc profile` (forward entry: attention; train_step: attention_save and its gradient)
 # under build $1 at config $2, entry $3, into log $4
 prof() {
@@ -49,12 +68,7 @@ prof() {
 case ${PART:-} in
 one)
   # correctness first: op cases against float64 (the new build), compute-sanitizer on the attention train step
-  for k in ${OPS_K:-attention mha matmul linear fused}; do
-    timeout 170 python3 tests/ops/opcheck.py ops --target cuda --jobs 16 --opcheck build-gpu/codegen/cuda/mlc_opcheck \
-      --work /tmp/ops-$k -k $k > "$final/ops_$k.log" 2>&1 || rc=1
-    echo "op cases -k $k: $(grep -E 'cases passed' "$final/ops_$k.log")"
-    grep -E "^FAIL" "$final/ops_$k.log" | head -5 | cut -c1-200
-  done
+  ops ${OPS_K:-attention mha matmul linear fused}
   # A/B at the MiniLLM's shape: forward alone, then the train step (attention_save, the gradient's kernels)
   for r in 1 2; do
     for b in build-gpu/base build-gpu; do
@@ -90,12 +104,7 @@ one)
 small) small ;;
 final) # after the attention changes went back (e8aaf76 -> the tree before them): the GEMM rule's op cases, the
        # MiniLLM's GEMM shapes, then PART=model without its gradient check (SKIP_MINILLM=1)
-  for k in ${OPS_K:-matmul linear fused}; do
-    timeout 170 python3 tests/ops/opcheck.py ops --target cuda --jobs 16 --opcheck build-gpu/codegen/cuda/mlc_opcheck \
-      --work /tmp/ops-$k -k $k > "$final/ops_$k.log" 2>&1 || rc=1
-    echo "op cases -k $k: $(grep -E 'cases passed' "$final/ops_$k.log")"
-    grep -E "^FAIL" "$final/ops_$k.log" | head -5 | cut -c1-200
-  done
+  ops ${OPS_K:-matmul linear fused}
   timeout 200 python3 bench/gemm_shapes.py --mlc build-gpu/mlc --out "$final/shapes" > "$final/shapes.log" 2>&1 || rc=1
   cat "$final/shapes/gemm_shapes.md"; tail -1 "$final/shapes.log"
   pack
@@ -107,17 +116,8 @@ model)
     --work /tmp/full > "$final/minillm.log" 2>&1 || rc=1
   [ -n "${SKIP_MINILLM:-}" ] || grep -E "^ok|^FAIL|checks" "$final/minillm.log" | tail -8
   rm -rf /tmp/full
-  # train step (median of steps 3..12) and bf16 forward (median of 10): the new build, PyTorch, then the base
-  # (the base last: where the device time runs out, the comparison with PyTorch is what comes back)
-  mlcrun() {
-    local b=$1 r=$2 l="$final/train-${1//\//_}-$2.log" t f
-    XDG_CACHE_HOME=/tmp/cache-m-${b//\//_} timeout 150 $b/mlc train examples/minillm.mdl --target cuda --steps 12 > "$l" 2>&1 || rc=1
-    t=$(grep -E '^step' "$l" | awk 'NR>=3 {gsub(/\(/,"",$5); print $5}' | sort -n | awk '{a[NR]=$1} END {print "median", a[int((NR+1)/2)], "ms of", NR, "steps"}')
-    f=$(XDG_CACHE_HOME=/tmp/cache-m-${b//\//_} timeout 100 $b/mlc bench bench/minillm_bf16.mdl --target cuda --runs 10 --warmup 3 2>&1 |
-      tee "$final/fwd-${b//\//_}-$r.log" | grep -o "median [0-9.]* ms")
-    pack
-    echo "round $r $b: train [$t] forward [$f] losses $(grep -E '^step' "$l" | awk '{print $4}' | tr '\n' ' ')"
-  }
+  # the new build, PyTorch, then the base (last: where the device time runs out, the comparison with PyTorch is
+  # what comes back)
   mlcrun build-gpu 1
   timeout 200 python3 .yardstick/torch_baseline.py train > "$final/torch.log" 2>&1 || rc=1
   timeout 150 python3 .yardstick/torch_baseline.py infer >> "$final/torch.log" 2>&1 || rc=1
