@@ -132,11 +132,13 @@ void mlc_cli_usage(FILE *o) {
           "         train_step) over --steps N runs (default 10) after --warmup N (default 3 runs of\n"
           "         forward, 1 train step, which trains but is not timed), as bench or train would run it;\n"
           "         each kernel is judged against the roof of the unit it runs on (fp32, bf16, tf32, fp8)\n"
-          "         and HBM: memory, compute, or latency (below 50%% of both roofs)\n"
+          "         and HBM: memory, compute, or latency (neither: the rule in docs/cli.md)\n"
           "      --ncu             (cuda) also run the step under Nsight Compute (ncu on PATH) and put its\n"
           "                        verdict (SM and memory throughput) beside mlc's, with the agreement\n"
           "      --ncu-csv FILE    the same from a CSV of `ncu --csv --page raw` (see docs/cli.md)\n"
           "      --ncu-json FILE   write that comparison as JSON\n"
+          "      --flush-l2[=no]   (cuda) empty the L2 before each timed kernel, as ncu does before each it\n"
+          "                        measures (on with --ncu and --ncu-csv: their comparison is cold to cold)\n"
           "generate: a model with a decode block (docs/language.md): the prompt through its prefill entry,\n"
           "          then one step per new token over the KV caches; prints the new token ids, and tokens/s\n"
           "          of the prefill and of the decode, separately\n"
@@ -180,7 +182,7 @@ static bool parse_define(const char *arg, mlc_define *out) {
 enum {
   OPT_EMIT = 256, OPT_NO_TRAIN, OPT_PRINT_AFTER, OPT_TIME, OPT_STATS, OPT_ENTRY, OPT_WEIGHTS, OPT_INPUT, OPT_PROFILE, OPT_THREADS,
   OPT_SEED, OPT_RUNS, OPT_WARMUP, OPT_STEPS, OPT_DATA, OPT_DATA_DTYPE, OPT_SAVE, OPT_RESUME, OPT_TRACE, OPT_ROOFLINE,
-  OPT_DEVICE, OPT_FSDP, OPT_EXPORT, OPT_NAME, OPT_CC, OPT_NCU, OPT_NCU_CSV, OPT_NCU_JSON,
+  OPT_DEVICE, OPT_FSDP, OPT_EXPORT, OPT_NAME, OPT_CC, OPT_NCU, OPT_NCU_CSV, OPT_NCU_JSON, OPT_FLUSH_L2,
   OPT_EVAL_INPUT, OPT_EVAL_SPLIT, OPT_EVAL_EVERY, OPT_SHUFFLE, OPT_SAVE_EVERY, OPT_ACCUM,
   OPT_PROMPT, OPT_MAX_NEW, OPT_TEMPERATURE, OPT_TOP_K, OPT_LOGITS,
   OPT_CODEGEN = MLC_OPT_CODEGEN, /* the options of emitted code, the targets' own among them */
@@ -204,7 +206,7 @@ static bool takes(command cmd, int opt) {
   case OPT_WEIGHTS: case OPT_PROFILE: case OPT_THREADS: case OPT_TRACE: case OPT_ROOFLINE: case OPT_DEVICE:
     return cmd != CMD_COMPILE;
   case OPT_RUNS: case OPT_WARMUP: return cmd == CMD_BENCH || cmd == CMD_PROFILE;
-  case OPT_NCU: case OPT_NCU_CSV: case OPT_NCU_JSON: return cmd == CMD_PROFILE;
+  case OPT_NCU: case OPT_NCU_CSV: case OPT_NCU_JSON: case OPT_FLUSH_L2: return cmd == CMD_PROFILE;
   default: return false;
   }
 }
@@ -262,7 +264,7 @@ int mlc_cli_parse_args(options *o, int argc, char **argv) {
     {"save-every", required_argument, 0, OPT_SAVE_EVERY}, {"accum", required_argument, 0, OPT_ACCUM},
     {"name", required_argument, 0, OPT_NAME},   {"cc", required_argument, 0, OPT_CC},
     {"ncu", no_argument, 0, OPT_NCU}, {"ncu-csv", required_argument, 0, OPT_NCU_CSV},
-    {"ncu-json", required_argument, 0, OPT_NCU_JSON},
+    {"ncu-json", required_argument, 0, OPT_NCU_JSON}, {"flush-l2", optional_argument, 0, OPT_FLUSH_L2},
     {"prompt", required_argument, 0, OPT_PROMPT}, {"max-new", required_argument, 0, OPT_MAX_NEW},
     {"temperature", required_argument, 0, OPT_TEMPERATURE}, {"top-k", required_argument, 0, OPT_TOP_K},
     {"logits", required_argument, 0, OPT_LOGITS},
@@ -336,6 +338,11 @@ int mlc_cli_parse_args(options *o, int argc, char **argv) {
     case OPT_NCU: o->ncu = true; break;
     case OPT_NCU_CSV: o->ncu_csv = optarg; break;
     case OPT_NCU_JSON: o->ncu_json = optarg; break;
+    case OPT_FLUSH_L2:
+      if (optarg && strcmp(optarg, "yes") && strcmp(optarg, "no"))
+        return mlc_cli_usage_error("--flush-l2=%s: expected yes or no", optarg);
+      o->flush_l2 = !optarg || !strcmp(optarg, "yes");
+      break;
     case OPT_PRINT_AFTER: o->print_after = optarg; break;
     case OPT_TIME: o->time_passes = true; break;
     case OPT_NO_TRAIN: o->no_train = true; break;
@@ -465,6 +472,12 @@ int mlc_cli_parse_args(options *o, int argc, char **argv) {
       return mlc_cli_usage_error("%s", "--ncu and --ncu-csv compare CUDA kernels: they need --target cuda");
     if (o->ncu && o->ncu_csv) return mlc_cli_usage_error("%s", "--ncu runs ncu itself; --ncu-csv reads its CSV instead: give one");
     if (o->ncu_json && !o->ncu && !o->ncu_csv) return mlc_cli_usage_error("%s", "--ncu-json needs --ncu or --ncu-csv");
+    if (o->flush_l2 > 0 && (!t || !t->ncu))
+      return mlc_cli_usage_error("%s", "--flush-l2 empties a GPU's caches before each kernel: it needs --target cuda");
+    /* ncu measures each kernel with the caches flushed (its --cache-control
+     * all): mlc times its kernels the same way for the comparison, unless
+     * told --flush-l2=no. */
+    if ((o->ncu || o->ncu_csv) && o->flush_l2 < 0) o->flush_l2 = 1;
     o->profile = true;
     if (!strcmp(ep, "train") || !strcmp(ep, "train_step")) {
       o->cmd = CMD_TRAIN;

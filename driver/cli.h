@@ -52,6 +52,7 @@ typedef struct {
   const char *data, *data_dtype, *save, *resume, *export_weights; /* train */
   const char *trace, *roofline;                   /* run, bench, train */
   bool ncu;                                       /* profile --ncu: run the step under Nsight Compute too */
+  int flush_l2;                                   /* profile --flush-l2[=no]: 1 cold caches per kernel, 0 not, -1 unsaid */
   const char *ncu_csv, *ncu_json;                 /* profile: ncu's CSV to compare with; the comparison as JSON */
   const char *artifact_name, *cc;                 /* compile */
   const char *prompt, *logits_out;                /* generate: --prompt, --logits */

@@ -289,6 +289,7 @@ static int run_session(const options *o, const mlc_plan *plan, mlc_session_optio
   so->device = NULL; /* the session owns it now, or has destroyed it */
   int rc = EXIT_OK;
   if (st) goto fail;
+  if (o->flush_l2 > 0 && so->profile && (st = mlc_session_set_flush_caches(s, true))) goto fail;
   /* bench: the timed runs only; profile's train steps: after the warm-up step */
   if (o->trace && o->cmd != CMD_BENCH && !o->profile_warmup) mlc_session_set_trace(s, true);
   if (o->weights) {

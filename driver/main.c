@@ -34,7 +34,7 @@ static void on_crash(int sig) {
 /* compile, run, bench, train and profile: the options, the frontend and
  * the passes, then the target's build, written out or run. */
 static int cmd_main(command cmd, const char *name, int argc, char **argv) {
-  options o = {.cmd = cmd, .name = name, .warmup = -1};
+  options o = {.cmd = cmd, .name = name, .warmup = -1, .flush_l2 = -1};
   int rc = mlc_cli_parse_args(&o, argc, argv);
   char ncu_csv[1100];
   if (rc < 0 && o.ncu) rc = mlc_cmd_profile_ncu(&o, argc, argv, ncu_csv, sizeof ncu_csv);

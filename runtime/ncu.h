@@ -29,8 +29,9 @@ extern "C" {
 #define MLC_NCU_MEM "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"
 #define MLC_NCU_DRAM "dram__throughput.avg.pct_of_peak_sustained_elapsed"
 #define MLC_NCU_TIME "gpu__time_duration.sum"
+#define MLC_NCU_CLOCK "sm__cycles_elapsed.avg.per_second" /* the SM clock during the kernel (optional) */
 /* The --metrics list `mlc profile --ncu` asks for. */
-#define MLC_NCU_METRICS MLC_NCU_SM "," MLC_NCU_MEM "," MLC_NCU_DRAM "," MLC_NCU_TIME
+#define MLC_NCU_METRICS MLC_NCU_SM "," MLC_NCU_MEM "," MLC_NCU_DRAM "," MLC_NCU_TIME "," MLC_NCU_CLOCK
 
 /* ncu's verdict is the seed's rule (mlc_bound_rule, runtime/profile.h) on
  * its SM throughput and its HBM (DRAM) throughput, % of peak; where the
@@ -43,6 +44,7 @@ typedef struct {
   double mem_pct;     /* MLC_NCU_MEM; -1 if absent */
   double dram_pct;    /* MLC_NCU_DRAM; -1 if absent */
   double seconds;     /* MLC_NCU_TIME in seconds (its unit row or metric unit); 0 if absent */
+  double mhz;         /* MLC_NCU_CLOCK in MHz; 0 if absent */
 } mlc_ncu_row;
 
 typedef struct {
@@ -68,12 +70,17 @@ bool mlc_ncu_symbol(const char *kernel, char *buf, size_t n);
 typedef struct mlc_ncu_match_s {
   const char *symbol;     /* the plan's kernel symbol */
   const char *label;      /* the step that stands for it (the longest), for the table */
-  mlc_bound mlc;          /* mlc's verdict of that step */
+  mlc_bound mlc;          /* mlc's verdict of the kernel: its steps' FLOPs, bytes and time summed */
   double mlc_pct;         /* its % of roof */
   uint32_t launches;      /* ncu rows that matched (0: ncu did not profile it) */
   double sm_pct, mem_pct, dram_pct; /* ncu's, time-weighted over those rows */
   mlc_bound ncu;
   bool agree;
+  /* mlc's side of the rule (over every step of the kernel, as ncu's is
+   * over its launches): compute and memory % of the hardware's peaks, and
+   * the SM clock measured after the kernel (0: not measured) */
+  double mlc_compute, mlc_memory, mlc_mhz;
+  double ncu_mhz;         /* ncu's SM clock, time-weighted; 0 if absent */
 } mlc_ncu_match;
 
 /* Fills each match's ncu fields from the table's rows of its symbol (a

@@ -35,10 +35,20 @@ double mlc_ceilings_unit_peak(const mlc_ceilings *c, mlc_unit u) {
   return (unsigned)u < MLC_NUNITS && c->unit_flops[u] > 0 ? c->unit_flops[u] : c->peak_flops;
 }
 
-double mlc_ceilings_rule_peak(const mlc_ceilings *c, mlc_unit u) {
-  if ((unsigned)u >= MLC_NUNITS || !(c->hw_flops[u] > 0)) return mlc_ceilings_unit_peak(c, u);
-  return c->sm_mhz > 0 && c->sm_max_mhz > 0 ? c->hw_flops[u] * c->sm_mhz / c->sm_max_mhz : c->hw_flops[u];
+/* The clock rule_peak_at takes for a kernel measured at `mhz`. */
+static double rule_mhz(const mlc_ceilings *c, mlc_unit u, double mhz) {
+  if ((unsigned)u >= MLC_NUNITS || !(c->hw_clk_flops[u] > 0)) return 0;
+  return mhz > 0 ? mhz : c->sm_mhz > 0 ? c->sm_mhz : 0;
 }
+
+double mlc_ceilings_rule_peak_at(const mlc_ceilings *c, mlc_unit u, double mhz) {
+  double at = rule_mhz(c, u, mhz);
+  if (at > 0) return c->hw_clk_flops[u] * at * 1e6;
+  if ((unsigned)u < MLC_NUNITS && c->hw_flops[u] > 0) return c->hw_flops[u];
+  return mlc_ceilings_unit_peak(c, u);
+}
+
+double mlc_ceilings_rule_peak(const mlc_ceilings *c, mlc_unit u) { return mlc_ceilings_rule_peak_at(c, u, 0); }
 
 double mlc_ceilings_rule_bandwidth(const mlc_ceilings *c) { return c->hw_bandwidth > 0 ? c->hw_bandwidth : c->bandwidth; }
 
@@ -73,11 +83,19 @@ void mlc_profile_print_units(const mlc_ceilings *c, FILE *out) {
   if (c->l2_bandwidth > 0) fprintf(out, ", L2 %.1f GB/s (%s)", c->l2_bandwidth / 1e9, mlc_ceiling_source_name(c->l2_from));
   fputc('\n', out);
   if (c->hw_bandwidth > 0) {
-    fprintf(out, "  the rule's percentages: of the datasheet's peaks");
-    if (c->sm_mhz > 0 && c->sm_max_mhz > 0)
-      fprintf(out, " at the SM clock measured under load (%.0f of %.0f MHz: compute peaks x %.3f)", c->sm_mhz, c->sm_max_mhz,
-              c->sm_mhz / c->sm_max_mhz);
-    else fprintf(out, " at their boost clock (the clock under load is not measured: run mlc calibrate)");
+    bool per_clock = false;
+    for (int u = 0; u < MLC_NUNITS; u++) per_clock |= c->hw_clk_flops[u] > 0;
+    if (per_clock) {
+      fprintf(out, "  the rule's percentages: of each unit's FLOPs per clock (");
+      for (int u = 0, k = 0; u < MLC_NUNITS; u++)
+        if (c->hw_clk_flops[u] > 0)
+          fprintf(out, "%s%s %.0f", k++ ? ", " : "", mlc_unit_name((mlc_unit)u), c->hw_clk_flops[u] / (c->sms > 0 ? c->sms : 1));
+      fprintf(out, " an SM%s) at the SM clock each kernel ran at (measured after it; where not, ", c->sms > 0 ? ", x the SMs" : "");
+      if (c->sm_mhz > 0) fprintf(out, "the clock measured under load: %.0f MHz)", c->sm_mhz);
+      else fprintf(out, "the datasheet's peaks: run mlc calibrate to measure the clock under load)");
+    } else {
+      fprintf(out, "  the rule's percentages: of the datasheet's peaks");
+    }
     fprintf(out, ", HBM %.1f GB/s\n", c->hw_bandwidth / 1e9);
   }
 }
@@ -236,9 +254,16 @@ void mlc_ceilings_gpu_datasheet(const char *name, mlc_ceilings *out) {
    * TB/s: the H100/H200 datasheet (the H200 shares the H100's GH100 and
    * clocks, with HBM3e) and the A100 datasheet (80 GB SXM).  NVIDIA
    * publishes no L2 bandwidth: only `mlc calibrate` gives one. */
-  static const struct { const char *match; double bf16, tf32, fp8, fp32, tbs; } known[] = {
-    {"H200", 989.4, 494.7, 1978.9, 66.9, 4.8}, {"H100", 989.4, 494.7, 1978.9, 66.9, 3.35},
-    {"A100", 312, 156, 0, 19.5, 2.039},
+  static const struct {
+    const char *match;
+    double bf16, tf32, fp8, fp32, tbs;
+    double clk[MLC_NUNITS]; /* dense FLOPs per clock of one SM: fp32, bf16, tf32, fp8 (the architecture's) */
+  } known[] = {
+    /* sm_90: 128 FP32 lanes and 4 tensor cores of 512 bf16 FMAs a clock (989.4 = 132 x 4096 x 1.83 GHz, 66.9 = 132 x 256 x 1.98 GHz) */
+    {"H200", 989.4, 494.7, 1978.9, 66.9, 4.8, {256, 4096, 2048, 8192}},
+    {"H100", 989.4, 494.7, 1978.9, 66.9, 3.35, {256, 4096, 2048, 8192}},
+    /* sm_80: 64 FP32 lanes, 4 tensor cores of 256 (312 = 108 x 2048 x 1.41 GHz) */
+    {"A100", 312, 156, 0, 19.5, 2.039, {128, 2048, 1024, 0}},
   };
   memset(out, 0, sizeof *out);
   snprintf(out->device, sizeof out->device, "%s", name);
@@ -255,8 +280,10 @@ void mlc_ceilings_gpu_datasheet(const char *name, mlc_ceilings *out) {
       out->bandwidth_from = MLC_CEIL_DATASHEET;
       double units[MLC_NUNITS] = {[MLC_UNIT_FP32] = known[i].fp32, [MLC_UNIT_TC16] = known[i].bf16,
                                   [MLC_UNIT_TF32] = known[i].tf32, [MLC_UNIT_FP8] = known[i].fp8};
-      for (int u = 0; u < MLC_NUNITS; u++)
+      for (int u = 0; u < MLC_NUNITS; u++) {
         if (units[u] > 0) out->unit_flops[u] = out->hw_flops[u] = units[u] * 1e12, out->unit_from[u] = MLC_CEIL_DATASHEET;
+        out->hw_clk_flops[u] = known[i].clk[u] * out->sms;
+      }
       out->hw_bandwidth = out->bandwidth;
       snprintf(out->source, sizeof out->source, "NVIDIA's datasheet for the %s: dense tensor-core and FP32 peaks, HBM "
                "bandwidth (not calibrated on this GPU: run `mlc calibrate --target cuda` or `--target spirv`)", known[i].match);
@@ -457,7 +484,8 @@ void mlc_profile_classify(const mlc_profile_kernel *k, const mlc_ceilings *c, ml
   v->roof = fmin(peak, v->intensity * c->bandwidth);
   /* The rule's percentages are of the hardware's peaks (see mlc_ceilings);
    * % of roof is of the roofs, which calibrate measures as reached. */
-  v->pct_compute = 100 * v->flop_rate / (mlc_ceilings_rule_peak(c, v->unit) / products);
+  v->mhz = rule_mhz(c, v->unit, k->sm_mhz);
+  v->pct_compute = 100 * v->flop_rate / (mlc_ceilings_rule_peak_at(c, v->unit, k->sm_mhz) / products);
   v->pct_memory = 100 * v->byte_rate / mlc_ceilings_rule_bandwidth(c);
   if (k->flops > 0 && v->roof > 0) v->pct_roof = 100 * v->flop_rate / v->roof;
   else v->pct_roof = 100 * v->byte_rate / c->bandwidth;

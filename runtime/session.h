@@ -229,11 +229,16 @@ void mlc_session_ceilings(const mlc_session *s, mlc_ceilings *c);
 void mlc_session_print_profile_ceilings(const mlc_session *s, const char *entry, const mlc_ceilings *c, FILE *out);
 struct mlc_ncu_match_s; /* runtime/ncu.h */
 /* mlc's verdict of each distinct kernel of a profiled entry, for comparing
- * with Nsight Compute (runtime/ncu.h): one match per kernel symbol, its
- * longest step standing for it; *out is freed with free(). */
+ * with Nsight Compute (runtime/ncu.h): one match per kernel symbol, judged
+ * on its steps' FLOPs, bytes and time summed (ncu weighs its launches by
+ * time), its longest step naming it; *out is freed with free(). */
 MLC_MUST_USE mlc_status mlc_session_ncu_matches(const mlc_session *s, const char *entry, const mlc_ceilings *c,
                                                 struct mlc_ncu_match_s **out, uint32_t *n);
 void mlc_session_reset_profile(mlc_session *s);
+/* With profiling on, empty the caches before each timed step, as Nsight
+ * Compute does before each kernel it measures (CUDA: the L2, by reading a
+ * buffer twice its size); MLC_UNIMPLEMENTED on a device that cannot. */
+MLC_MUST_USE mlc_status mlc_session_set_flush_caches(mlc_session *s, bool on);
 /* With profiling on, also keep every step's start and duration, for
  * mlc_session_write_trace (which the reset does not clear). */
 void mlc_session_set_trace(mlc_session *s, bool on);
