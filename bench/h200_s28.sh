@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # On the GPU machine (device tool), session 28: issue 24's agreement with
 # Nsight Compute after three changes (the rule's compute peaks per clock at
-# the SM clock measured after each kernel, mlc's side of a kernel summed
-# over its steps, the L2 flushed before each timed kernel as ncu does).
+# the SM clock measured under load, mlc's side of a kernel summed over its
+# steps, the L2 flushed before each timed kernel as ncu does).
 #   PART=minillm  mlc calibrate --target cuda (when this machine has no
 #                 calibration yet), then the 2-layer MiniLLM train step
 #                 (bf16) under `mlc profile --ncu` (mlc cold, as ncu); then
 #                 the same ncu CSV against mlc's warm timings (--flush-l2=no)
 #   PART=gpt2     the same for the 2-layer GPT-2-like f32 model (3xTF32)
-#   PART=probe    (PART is a list; default "probe minillm") the clock probe's own check: the SM clock after each
-#                 kernel of the MiniLLM's full train step beside nvidia-smi's
+#   PART is a list; the default "minillm gpt2".  (PART=probe ran de28231's
+#   clock probe, since removed: call 1 of session 28.)
 # Carry build-gpu/mlc, build-gpu/lib.  Logs in $OUT/logs.tgz; a summary on
 # standard output.
 set -uo pipefail
@@ -34,7 +34,7 @@ compare() {
   local name=$1 model=$2 tmp=$final/tmp-$1
   shift 2
   mkdir -p "$tmp"
-  TMPDIR=$tmp timeout ${LIMIT_NCU:-280} $mlc profile $model --target cuda --entry train_step --steps 2 --ncu \
+  TMPDIR=$tmp timeout ${LIMIT_NCU:-230} $mlc profile $model --target cuda --entry train_step --steps 2 --ncu \
     --ncu-json "$final/${name}_cold.json" "$@" > "$final/${name}_cold.md" 2>&1 || rc=1
   echo "== $name, mlc cold (L2 flushed), as ncu:"; grep -E "^agreement|SM clock measured" "$final/${name}_cold.md" | tail -2
   local csv
@@ -48,19 +48,10 @@ compare() {
   grep -E "DISAGREE" "$final/${name}_cold.md" | cut -c1-170
   pack
 }
-for part in ${PART:-probe minillm}; do
+for part in ${PART:-minillm gpt2}; do
 case $part in
 minillm) calibrate; compare minillm_l2 examples/minillm.mdl layers=2 batch=2 ;;
 gpt2) calibrate; compare gpt2like_l2 bench/gpt2like_f32.mdl layers=2 ;;
-probe)
-  calibrate
-  nvidia-smi --query-gpu=clocks.sm,clocks.max.sm,power.draw --format=csv -lms 100 > "$final/smi.csv" 2>&1 &
-  smi=$!
-  timeout 120 $mlc profile examples/minillm.mdl --target cuda --entry train_step --steps 4 > "$final/probe.md" 2>&1 || rc=1
-  kill $smi 2>/dev/null
-  grep -E "SM clock measured|^ceilings|steps, " "$final/probe.md"
-  sort -t, -k1 -n "$final/smi.csv" | awk -F, 'NR>1 {print $1}' | sort -n | uniq -c | sort -k2 -n | tail -8
-  pack ;;
 esac
 done
 echo "rc=$rc"

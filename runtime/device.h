@@ -112,13 +112,9 @@ typedef struct {
    * wrote.  NULL where kernels take only the device's own allocations
    * (Vulkan) or where device memory is host memory (the CPU, Metal). */
   mlc_status (*bind_external)(mlc_device *d, uint64_t ext, uint64_t bytes, int ordinal);
-  /* The profiler's extras, NULL where a device has none (CUDA's:
-   * runtime/cuda/probe.h).  clocks writes, for the slots timed before the
-   * last finish, the SM clock in MHz each one's kernel ran at (measured
-   * right after it; 0 where not measured) and forgets them; flush_caches
-   * turns on or off emptying the caches before each timed launch, as
-   * Nsight Compute does before each kernel it measures. */
-  void (*clocks)(mlc_device *d, uint32_t nslots, double *mhz);
+  /* Turns on or off emptying the caches before each timed launch, as
+   * Nsight Compute does before each kernel it measures (CUDA's:
+   * runtime/cuda/flush.h); NULL where a device cannot. */
   mlc_status (*flush_caches)(mlc_device *d, bool on);
 } mlc_device_vt;
 

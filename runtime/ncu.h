@@ -77,9 +77,8 @@ typedef struct mlc_ncu_match_s {
   mlc_bound ncu;
   bool agree;
   /* mlc's side of the rule (over every step of the kernel, as ncu's is
-   * over its launches): compute and memory % of the hardware's peaks, and
-   * the SM clock measured after the kernel (0: not measured) */
-  double mlc_compute, mlc_memory, mlc_mhz;
+   * over its launches): compute and memory % of the hardware's peaks */
+  double mlc_compute, mlc_memory;
   double ncu_mhz;         /* ncu's SM clock, time-weighted; 0 if absent */
 } mlc_ncu_match;
 

@@ -35,20 +35,11 @@ double mlc_ceilings_unit_peak(const mlc_ceilings *c, mlc_unit u) {
   return (unsigned)u < MLC_NUNITS && c->unit_flops[u] > 0 ? c->unit_flops[u] : c->peak_flops;
 }
 
-/* The clock rule_peak_at takes for a kernel measured at `mhz`. */
-static double rule_mhz(const mlc_ceilings *c, mlc_unit u, double mhz) {
-  if ((unsigned)u >= MLC_NUNITS || !(c->hw_clk_flops[u] > 0)) return 0;
-  return mhz > 0 ? mhz : c->sm_mhz > 0 ? c->sm_mhz : 0;
+double mlc_ceilings_rule_peak(const mlc_ceilings *c, mlc_unit u) {
+  if ((unsigned)u >= MLC_NUNITS) return mlc_ceilings_unit_peak(c, u);
+  if (c->hw_clk_flops[u] > 0 && c->sm_mhz > 0) return c->hw_clk_flops[u] * c->sm_mhz * 1e6;
+  return c->hw_flops[u] > 0 ? c->hw_flops[u] : mlc_ceilings_unit_peak(c, u);
 }
-
-double mlc_ceilings_rule_peak_at(const mlc_ceilings *c, mlc_unit u, double mhz) {
-  double at = rule_mhz(c, u, mhz);
-  if (at > 0) return c->hw_clk_flops[u] * at * 1e6;
-  if ((unsigned)u < MLC_NUNITS && c->hw_flops[u] > 0) return c->hw_flops[u];
-  return mlc_ceilings_unit_peak(c, u);
-}
-
-double mlc_ceilings_rule_peak(const mlc_ceilings *c, mlc_unit u) { return mlc_ceilings_rule_peak_at(c, u, 0); }
 
 double mlc_ceilings_rule_bandwidth(const mlc_ceilings *c) { return c->hw_bandwidth > 0 ? c->hw_bandwidth : c->bandwidth; }
 
@@ -90,9 +81,9 @@ void mlc_profile_print_units(const mlc_ceilings *c, FILE *out) {
       for (int u = 0, k = 0; u < MLC_NUNITS; u++)
         if (c->hw_clk_flops[u] > 0)
           fprintf(out, "%s%s %.0f", k++ ? ", " : "", mlc_unit_name((mlc_unit)u), c->hw_clk_flops[u] / (c->sms > 0 ? c->sms : 1));
-      fprintf(out, " an SM%s) at the SM clock each kernel ran at (measured after it; where not, ", c->sms > 0 ? ", x the SMs" : "");
-      if (c->sm_mhz > 0) fprintf(out, "the clock measured under load: %.0f MHz)", c->sm_mhz);
-      else fprintf(out, "the datasheet's peaks: run mlc calibrate to measure the clock under load)");
+      fprintf(out, " an SM%s) ", c->sms > 0 ? ", x the SMs" : "");
+      if (c->sm_mhz > 0) fprintf(out, "at the SM clock measured under load (%.0f MHz)", c->sm_mhz);
+      else fprintf(out, "at the datasheet's clocks (the clock under load is not measured: run mlc calibrate)");
     } else {
       fprintf(out, "  the rule's percentages: of the datasheet's peaks");
     }
@@ -484,8 +475,7 @@ void mlc_profile_classify(const mlc_profile_kernel *k, const mlc_ceilings *c, ml
   v->roof = fmin(peak, v->intensity * c->bandwidth);
   /* The rule's percentages are of the hardware's peaks (see mlc_ceilings);
    * % of roof is of the roofs, which calibrate measures as reached. */
-  v->mhz = rule_mhz(c, v->unit, k->sm_mhz);
-  v->pct_compute = 100 * v->flop_rate / (mlc_ceilings_rule_peak_at(c, v->unit, k->sm_mhz) / products);
+  v->pct_compute = 100 * v->flop_rate / (mlc_ceilings_rule_peak(c, v->unit) / products);
   v->pct_memory = 100 * v->byte_rate / mlc_ceilings_rule_bandwidth(c);
   if (k->flops > 0 && v->roof > 0) v->pct_roof = 100 * v->flop_rate / v->roof;
   else v->pct_roof = 100 * v->byte_rate / c->bandwidth;

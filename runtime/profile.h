@@ -66,13 +66,13 @@ typedef struct {
   /* The hardware's peaks, against which the seed's rule judges a kernel (as
    * Nsight Compute's "% of peak" does, per cycle): each unit's FLOPs per
    * clock over the whole GPU (its SMs times an SM's rate, from the
-   * architecture), times the SM clock the kernel ran at (measured after
-   * it, mlc_profile_kernel.sm_mhz), else the clock measured under load
-   * (sm_mhz); without a clock, the datasheet's peaks (hw_flops) as they
-   * are.  NVIDIA's datasheets take their tensor-core peaks at 1830 MHz and
-   * their FP32 peak at 1980 MHz (H100, H200), so a datasheet peak scaled
-   * by one clock ratio is off by 8% for one or the other.  0: the roofs
-   * above (a CPU). */
+   * architecture) times the SM clock measured under load (sm_mhz: mlc
+   * calibrate's, while its GEMM ran, which is the clock ncu reads under
+   * the tensor-core kernels the rule's compute side is about); without
+   * that clock, the datasheet's peaks (hw_flops) as they are.  NVIDIA's
+   * datasheets take their tensor-core peaks at 1830 MHz and their FP32
+   * peak at 1980 MHz (H100, H200), so a datasheet peak scaled by one clock
+   * ratio is off by 8% for one or the other.  0: the roofs above (a CPU). */
   double hw_clk_flops[MLC_NUNITS];
   double hw_flops[MLC_NUNITS];
   double hw_bandwidth;
@@ -87,10 +87,8 @@ typedef struct {
 /* The peak FLOP/s of unit u: its own, else peak_flops. */
 double mlc_ceilings_unit_peak(const mlc_ceilings *c, mlc_unit u);
 /* The peaks the seed's rule takes percentages of: unit u's FLOP/s (the
- * hardware's at the SM clock `mhz`, else at the clock measured under load,
- * else the datasheet's, else the unit's roof) and bytes/s.  rule_peak is
- * rule_peak_at with no clock of the kernel's own (0). */
-double mlc_ceilings_rule_peak_at(const mlc_ceilings *c, mlc_unit u, double mhz);
+ * hardware's at the clock measured under load, else the datasheet's, else
+ * the unit's roof) and bytes/s. */
 double mlc_ceilings_rule_peak(const mlc_ceilings *c, mlc_unit u);
 double mlc_ceilings_rule_bandwidth(const mlc_ceilings *c);
 /* "bf16", "fp32", "tf32x3": a unit and its products per FLOP; returns buf. */
@@ -177,7 +175,6 @@ typedef struct {
   double pct_compute; /* achieved FLOP/s x products over the unit's peak, percent */
   double pct_memory;  /* achieved bytes/s over the memory bandwidth, percent */
   double occupancy;   /* percent; 0 when the launch is unknown */
-  double mhz;         /* the SM clock pct_compute is taken at; 0: none (the datasheet's peaks, or a CPU) */
   mlc_unit unit;
   mlc_bound bound;
   char hint[160];
@@ -194,7 +191,6 @@ typedef struct {
   mlc_unit unit;                    /* where its FLOPs run (the plan's step unit) */
   uint32_t products;                /* the unit's products per FLOP (3 for tf32x3); 0 means 1 */
   const mlc_profile_launch *launch; /* NULL: unknown */
-  double sm_mhz;                    /* the SM clock it ran at (CUDA: measured after each timed call); 0: unknown */
 } mlc_profile_kernel;
 
 void mlc_profile_classify(const mlc_profile_kernel *k, const mlc_ceilings *c, mlc_profile_verdict *out);

@@ -44,9 +44,6 @@ void mlc_session_destroy(mlc_session *s) {
       mlc_allocator_free(s->a, es->seconds);
       mlc_allocator_free(s->a, es->start);
       mlc_allocator_free(s->a, es->last);
-      mlc_allocator_free(s->a, es->last_mhz);
-      mlc_allocator_free(s->a, es->cycles);
-      mlc_allocator_free(s->a, es->clocked);
       if (es->label && es->e)
         for (uint32_t i = 0; i < es->e->nsteps; i++) mlc_allocator_free(s->a, (void *)es->label[i]);
       mlc_allocator_free(s->a, (void *)es->label);
@@ -107,11 +104,6 @@ static mlc_status create_entry(mlc_session *s, entry_state *es) {
   es->seconds = mlc_allocator_alloc_array(s->a, e->nsteps + 1, sizeof *es->seconds);
   es->start = mlc_allocator_alloc_array(s->a, e->nsteps + 1, sizeof *es->start);
   es->last = mlc_allocator_alloc_array(s->a, e->nsteps + 1, sizeof *es->last);
-  if (s->profile) { /* the clocks: only when profiling */
-    es->last_mhz = mlc_allocator_alloc_array(s->a, e->nsteps + 1, sizeof *es->last_mhz);
-    es->cycles = mlc_allocator_alloc_array(s->a, e->nsteps + 1, sizeof *es->cycles);
-    es->clocked = mlc_allocator_alloc_array(s->a, e->nsteps + 1, sizeof *es->clocked);
-  }
   es->label = mlc_allocator_alloc_array(s->a, e->nsteps + 1, sizeof *es->label);
   es->signal = mlc_allocator_alloc_array(s->a, e->nsteps + 1, sizeof *es->signal);
   es->in_place = mlc_allocator_alloc_array(s->a, e->nvalues + 1, sizeof *es->in_place);
@@ -125,19 +117,14 @@ static mlc_status create_entry(mlc_session *s, entry_state *es) {
   /* Zero the tables first: destroy frees whatever they hold. */
   if (es->args) memset(es->args, 0, (e->nsteps + 1) * sizeof *es->args);
   if (es->host) memset(es->host, 0, (e->nvalues + 1) * sizeof *es->host);
-  if (!es->addr || !es->host || !es->args || !es->kern || !es->seconds || !es->start || !es->last ||
-      (s->profile && (!es->last_mhz || !es->cycles || !es->clocked)) || !es->label || !es->signal || !es->in_place || !es->moved)
+  if (!es->addr || !es->host || !es->args || !es->kern || !es->seconds || !es->start || !es->last || !es->label ||
+      !es->signal || !es->in_place || !es->moved)
     return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory for entry %s", e->name);
   memset(es->in_place, 0, (e->nvalues + 1) * sizeof *es->in_place);
   memset(es->moved, 0, (e->nvalues + 1) * sizeof *es->moved);
   memset(es->seconds, 0, (e->nsteps + 1) * sizeof *es->seconds);
   memset(es->start, 0, (e->nsteps + 1) * sizeof *es->start);
   memset(es->last, 0, (e->nsteps + 1) * sizeof *es->last);
-  if (s->profile) {
-    memset(es->last_mhz, 0, (e->nsteps + 1) * sizeof *es->last_mhz);
-    memset(es->cycles, 0, (e->nsteps + 1) * sizeof *es->cycles);
-    memset(es->clocked, 0, (e->nsteps + 1) * sizeof *es->clocked);
-  }
   mlc_status st;
   for (uint32_t i = 0; i < e->nsteps; i++) {
     const mlc_plan_step *stp = &e->steps[i];
@@ -874,10 +861,8 @@ static mlc_status run(mlc_session *s, const char *entry, entry_state *es) {
   MLC_RETURN_IF_ERROR(err);
   if (s->profile) {
     es->runs++;
-    if (vt->clocks) vt->clocks(s->dev, es->e->nsteps, es->last_mhz);
     for (uint32_t i = 0; i < es->e->nsteps; i++) {
       es->seconds[i] += es->last[i];
-      if (es->last_mhz[i] > 0) es->cycles[i] += es->last_mhz[i] * es->last[i], es->clocked[i] += es->last[i];
       if (s->trace && !record_event(s, (uint32_t)(es - s->entries), i, es->start[i], es->last[i]))
         return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory for the trace (%zu events)", s->nevents);
     }

@@ -33,8 +33,6 @@ typedef struct {
   void **host;            /* per value: a host copy of an output (devices with their own memory) */
   double *seconds;        /* per step, summed over profiled runs */
   double *start, *last;   /* per step: start and seconds in the last profiled run */
-  double *last_mhz;       /* per step: its SM clock in the last profiled run (the device's clocks), 0: unknown */
-  double *cycles, *clocked; /* per step, over profiled runs: sum of MHz x seconds, and of seconds with a clock */
   const char **label;     /* per step: "scope name", for the device's profiler ranges */
   bool *signal;           /* per step: a later step of another stream waits for it */
   bool bound;             /* the arena is made and every address filled in (bind_entry) */

@@ -18,8 +18,6 @@
 void mlc_session_reset_profile(mlc_session *s) {
   for (uint32_t k = 0; k < s->plan->nentries; k++) {
     memset(s->entries[k].seconds, 0, s->plan->entries[k].nsteps * sizeof(double));
-    if (s->entries[k].cycles) memset(s->entries[k].cycles, 0, s->plan->entries[k].nsteps * sizeof(double));
-    if (s->entries[k].clocked) memset(s->entries[k].clocked, 0, s->plan->entries[k].nsteps * sizeof(double));
     s->entries[k].runs = 0;
   }
 }
@@ -38,28 +36,7 @@ static mlc_profile_kernel step_kernel(const mlc_session *s, const entry_state *e
   bool known = es->kern[i] && s->dev->vt->kernel_launch;
   if (known) s->dev->vt->kernel_launch(s->dev, es->kern[i], launch);
   return (mlc_profile_kernel){st->name, st->flops, st->bytes, seconds, shapes, n, (mlc_unit)st->unit, st->products,
-                              known && launch->grid ? launch : NULL, es->clocked && es->clocked[i] > 0 ? es->cycles[i] / es->clocked[i] : 0};
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-/* "  SM clock after each kernel (CUDA's probe): median 1755 MHz, 1620 to
- * 1980 MHz over 99 steps" when the device measured any. */
-static void print_clocks(const mlc_session *s, const entry_state *es, FILE *out) {
-  uint32_t n = 0;
-  double *mhz = mlc_allocator_alloc_array(s->a, es->e->nsteps + 1, sizeof *mhz);
-  if (!mhz) return;
-  for (uint32_t i = 0; i < es->e->nsteps && es->clocked; i++)
-    if (es->clocked[i] > 0) mhz[n++] = es->cycles[i] / es->clocked[i];
-  if (n) {
-    qsort(mhz, n, sizeof *mhz, cmp_double);
-    fprintf(out, "  SM clock measured after each kernel: median %.0f MHz, %.0f to %.0f MHz over %u steps (the rule's "
-                 "compute percentages are at each step's own)\n", mhz[n / 2], mhz[0], mhz[n - 1], n);
-  }
-  mlc_allocator_free(s->a, mhz);
+                              known && launch->grid ? launch : NULL};
 }
 
 static void fmt_rate(char *buf, size_t n, double per_s) {
@@ -111,7 +88,6 @@ void mlc_session_print_profile_ceilings(const mlc_session *s, const char *entry,
           c->peak_flops / 1e9, c->bandwidth / 1e9, c->peak_flops / c->bandwidth, c->latency_s * 1e6, c->device);
   mlc_profile_print_units(c, out);
   fprintf(out, "  from %s\n", c->source);
-  print_clocks(s, es, out);
   fprintf(out, "  bound (the seed's rule, as ncu's is judged): compute above %.0f%% of the unit's peak with memory under "
                "%.0f%% of HBM; memory above %.0f%% of HBM with compute under %.0f%%; else latency, as under %.0f us\n",
           MLC_RULE_HIGH_PCT, MLC_RULE_COMPUTE_MEM_PCT, MLC_RULE_HIGH_PCT, MLC_RULE_MEMORY_SM_PCT, c->latency_s * 1e6);
@@ -144,9 +120,9 @@ void mlc_session_print_profile_ceilings(const mlc_session *s, const char *entry,
 }
 
 /* One distinct kernel of an entry, over its steps: sums of one call's
- * FLOPs, bytes and seconds, of the clock's weights, and its longest step. */
+ * FLOPs, bytes and seconds, and its longest step. */
 typedef struct {
-  double flops, bytes, seconds, cycles, clocked, longest;
+  double flops, bytes, seconds, longest;
   uint32_t calls, step;
 } kernel_sum;
 
@@ -171,7 +147,6 @@ mlc_status mlc_session_ncu_matches(const mlc_session *s, const char *entry, cons
     double avg = es->seconds[i] / (double)es->runs;
     kernel_sum *t = &g[j];
     t->flops += e->steps[i].flops, t->bytes += e->steps[i].bytes, t->seconds += avg;
-    if (es->clocked) t->cycles += es->cycles[i], t->clocked += es->clocked[i];
     if (!t->calls++ || avg > t->longest) t->longest = avg, t->step = i;
   }
   /* ncu weighs its launches of a kernel by their time; so do these sums. */
@@ -181,11 +156,10 @@ mlc_status mlc_session_ncu_matches(const mlc_session *s, const char *entry, cons
     mlc_profile_launch launch;
     mlc_profile_kernel pk = step_kernel(s, es, t->step, t->longest, shapes, &launch);
     pk.flops = t->flops / t->calls, pk.bytes = t->bytes / t->calls, pk.seconds = t->seconds / t->calls;
-    pk.sm_mhz = t->clocked > 0 ? t->cycles / t->clocked : 0;
     mlc_profile_verdict v;
     mlc_profile_classify(&pk, c, &v);
     m[j].label = e->steps[t->step].name, m[j].mlc = v.bound, m[j].mlc_pct = v.pct_roof;
-    m[j].mlc_compute = v.pct_compute, m[j].mlc_memory = v.pct_memory, m[j].mlc_mhz = pk.sm_mhz;
+    m[j].mlc_compute = v.pct_compute, m[j].mlc_memory = v.pct_memory;
   }
   mlc_allocator_free(s->a, g);
   *out = m;

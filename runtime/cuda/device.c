@@ -7,7 +7,7 @@
 
 #include "runtime/cuda/compile.h"
 #include "runtime/cuda/driver.h"
-#include "runtime/cuda/probe.h"
+#include "runtime/cuda/flush.h"
 #include "runtime/plan.h"
 #ifdef MLC_HAVE_NVTX
 #include <nvtx3/nvToolsExt.h> /* header-only; a no-op unless a tool (nsys, ncu) injects itself */
@@ -51,7 +51,7 @@ typedef struct {
   CUevent *ev;              /* [2 * cap_ev]: start and end per slot */
   uint32_t cap_ev;
   uint32_t *used;           /* [cap_ev]: slots timed since the last finish */
-  mlc_cuda_probe probe;     /* the SM clock after each timed launch, the cache flush before it */
+  mlc_cuda_flush flush;     /* before each timed launch, on request: the L2 emptied */
   char name[256];
   int cc_major, cc_minor, sms;
   bool no_graphs;           /* record_begin refuses: MLC_CUDA_GRAPHS is not 1 */
@@ -71,7 +71,7 @@ static void cu_destroy(mlc_device *base) {
     for (uint32_t i = 0; i < 2 * d->cap_ev; i++)
       if (d->ev[i]) d->drv.cuEventDestroy(d->ev[i]);
     if (d->origin) d->drv.cuEventDestroy(d->origin);
-    mlc_cuda_probe_free(&d->drv, d->base.a, &d->probe);
+    mlc_cuda_flush_free(&d->drv, &d->flush);
     if (d->scratch) d->drv.cuMemFree(d->scratch);
     if (d->mod) d->drv.cuModuleUnload(d->mod);
     for (int i = 0; i < 2; i++)
@@ -320,7 +320,7 @@ static mlc_status cu_launch(mlc_device *base, void *kh, uint64_t work_items, con
     MLC_RETURN_IF_ERROR(grow_events(d, slot));
     for (int e = 0; e < 2; e++)
       if (!d->ev[2 * slot + e]) MLC_RETURN_IF_ERROR(CK(d, cuEventCreate(&d->ev[2 * slot + e], 0)));
-    MLC_RETURN_IF_ERROR(mlc_cuda_probe_before(&d->drv, d->base.a, &d->probe, d->stream));
+    MLC_RETURN_IF_ERROR(mlc_cuda_flush_queue(&d->drv, &d->flush, d->stream));
     MLC_RETURN_IF_ERROR(CK(d, cuEventRecord(d->ev[2 * slot], d->stream)));
   }
   for (uint32_t l = 0; l < k->k->nlaunch; l++) {
@@ -345,7 +345,6 @@ static mlc_status cu_launch(mlc_device *base, void *kh, uint64_t work_items, con
   if (timing) {
     MLC_RETURN_IF_ERROR(CK(d, cuEventRecord(d->ev[2 * slot + 1], d->stream)));
     d->used[slot] = 1;
-    MLC_RETURN_IF_ERROR(mlc_cuda_probe_after(&d->drv, d->base.a, &d->probe, d->stream, slot));
   }
   return NULL;
 }
@@ -366,21 +365,12 @@ static mlc_status cu_finish(mlc_device *base, uint32_t nslots, double *seconds, 
     start[i] = t0 * 1e-3;
     d->used[i] = 0;
   }
-  return mlc_cuda_probe_read(&d->drv, &d->probe);
-}
-
-static void cu_clocks(mlc_device *base, uint32_t nslots, double *mhz) {
-  cuda_dev *d = (cuda_dev *)base;
-  for (uint32_t i = 0; i < nslots; i++) {
-    bool known = d->probe.mhz && i < MLC_CUDA_PROBE_SLOTS;
-    mhz[i] = known ? d->probe.mhz[i] : 0;
-    if (known) d->probe.mhz[i] = 0;
-  }
+  return NULL;
 }
 
 static mlc_status cu_flush_caches(mlc_device *base, bool on) {
   cuda_dev *d = (cuda_dev *)base;
-  return mlc_cuda_probe_set_flush(&d->drv, d->base.a, &d->probe, on);
+  return mlc_cuda_flush_set(&d->drv, &d->flush, on);
 }
 
 static void cu_describe(mlc_device *base, char *buf, size_t n) {
@@ -543,7 +533,7 @@ static void cu_record_free(mlc_device *base, void *rec) {
 static const mlc_device_vt cuda_vt = {
     "cuda", false, false, cu_destroy, cu_alloc, cu_free, cu_write, cu_read, cu_resolve, cu_launch, cu_finish, cu_describe,
     cu_range_push, cu_range_pop, cu_stream, cu_mark, cu_order, cu_signal, cu_kernel_launch, cu_check_external, cu_copy_external,
-    cu_record_begin, cu_record_end, cu_replay, cu_record_free, cu_bind_external, cu_clocks, cu_flush_caches,
+    cu_record_begin, cu_record_end, cu_replay, cu_record_free, cu_bind_external, cu_flush_caches,
 };
 
 mlc_status mlc_cuda_device_create(const mlc_cuda_code *code, mlc_allocator a, mlc_device **out) {
@@ -574,8 +564,8 @@ mlc_status mlc_cuda_device_create(const mlc_cuda_code *code, mlc_allocator a, ml
   d->drv.cuDeviceGetAttribute(&d->cc_major, ATTR_CC_MAJOR, d->dev);
   d->drv.cuDeviceGetAttribute(&d->cc_minor, ATTR_CC_MINOR, d->dev);
   d->drv.cuDeviceGetAttribute(&d->sms, ATTR_SM_COUNT, d->dev);
-  d->probe.sms = d->sms;
-  d->drv.cuDeviceGetAttribute(&d->probe.l2_bytes, ATTR_L2_BYTES, d->dev);
+  d->flush.sms = d->sms;
+  d->drv.cuDeviceGetAttribute(&d->flush.l2_bytes, ATTR_L2_BYTES, d->dev);
   /* Programmatic dependent launch on sm_90 and later, unless
    * MLC_CUDA_PDL=0: every kernel that mlc emits opens with
    * griddepcontrol.wait (codegen/cuda/prelude.c), and a plan from an mlc

@@ -39,7 +39,7 @@ static mlc_plan_shape shape(uint8_t dtype, int rank, int64_t d0, int64_t d1, int
 static void memory_bound_elementwise(void **state) {
   (void)state;
   mlc_ceilings c = test_ceilings();
-  mlc_profile_kernel k = {"add%3", 1e6, 12e6, 0.75e-3, NULL, 0, MLC_UNIT_FP32, 1, NULL, 0};
+  mlc_profile_kernel k = {"add%3", 1e6, 12e6, 0.75e-3, NULL, 0, MLC_UNIT_FP32, 1, NULL};
   mlc_profile_verdict v;
   mlc_profile_classify(&k, &c, &v);
   assert_int_equal(v.bound, MLC_BOUND_MEMORY);
@@ -68,16 +68,16 @@ static void generic_kernel_hint(void **state) {
   c.gpu = true;
   mlc_plan_shape q16 = shape(MLC_DTYPE_BF16, 3, 4, 300, 200), q32 = shape(MLC_DTYPE_F32, 3, 4, 300, 300);
   const mlc_plan_shape *s16[] = {&q16, &q16, &q16, &q16}, *s32[] = {&q32, &q32, &q32, &q32, &q32};
-  mlc_profile_kernel k = {"attention%5", 1e9, 1e8, 0.1, s16, 4, MLC_UNIT_FP32, 1, NULL, 0};
+  mlc_profile_kernel k = {"attention%5", 1e9, 1e8, 0.1, s16, 4, MLC_UNIT_FP32, 1, NULL};
   mlc_profile_verdict v;
   mlc_profile_classify(&k, &c, &v);
   assert_string_equal(v.hint, "generic kernel, a warp per row: 16-bit attention takes the tensor cores at head dim "
                               "d % 16 == 0, d <= 256 (here 200)");
-  mlc_profile_kernel g = {"attention_grad%9", 1e9, 1e8, 0.1, s32, 5, MLC_UNIT_FP32, 1, NULL, 0};
+  mlc_profile_kernel g = {"attention_grad%9", 1e9, 1e8, 0.1, s32, 5, MLC_UNIT_FP32, 1, NULL};
   mlc_profile_classify(&g, &c, &v);
   assert_string_equal(v.hint, "generic kernel, a warp per row: f32 attention gradient takes the tensor cores at head "
                               "dim d % 8 == 0, d <= 256 (here 300), not under --f32-matmul ieee");
-  mlc_profile_kernel l = {"linear%3", 1e9, 1e8, 0.1, s32, 3, MLC_UNIT_FP32, 1, NULL, 0};
+  mlc_profile_kernel l = {"linear%3", 1e9, 1e8, 0.1, s32, 3, MLC_UNIT_FP32, 1, NULL};
   mlc_profile_classify(&l, &c, &v);
   assert_string_equal(v.hint, "f32 GEMM on the FP32 cores (--f32-matmul ieee): tf32x3 runs it on the tensor cores at "
                               "f32 accuracy");
@@ -110,13 +110,13 @@ static void collective_hint(void **state) {
   mlc_ceilings c = test_ceilings();
   const char *names[] = {"all_gather%4", "reduce_scatter%12"};
   for (int i = 0; i < 2; i++) {
-    mlc_profile_kernel k = {names[i], i ? 1e6 : 0, 50e6, 1e-3, NULL, 0, MLC_UNIT_FP32, 1, NULL, 0};
+    mlc_profile_kernel k = {names[i], i ? 1e6 : 0, 50e6, 1e-3, NULL, 0, MLC_UNIT_FP32, 1, NULL};
     mlc_profile_verdict v;
     mlc_profile_classify(&k, &c, &v);
     assert_int_equal(v.bound, MLC_BOUND_MEMORY);
     assert_string_equal(v.hint, "communication: hide it behind compute (prefetch), or send bf16");
   }
-  mlc_profile_kernel k = {"all_gathered%4", 0, 50e6, 1e-3, NULL, 0, MLC_UNIT_FP32, 1, NULL, 0}; /* only the op's own name */
+  mlc_profile_kernel k = {"all_gathered%4", 0, 50e6, 1e-3, NULL, 0, MLC_UNIT_FP32, 1, NULL}; /* only the op's own name */
   mlc_profile_verdict v;
   mlc_profile_classify(&k, &c, &v);
   assert_string_equal(v.hint, "fuse with neighbours, quantise (FP8/INT4), or raise the batch");
@@ -127,7 +127,7 @@ static void collective_hint(void **state) {
 static void copy_uses_bandwidth(void **state) {
   (void)state;
   mlc_ceilings c = test_ceilings();
-  mlc_profile_kernel k = {"transpose%9", 0, 10e6, 0.625e-3, NULL, 0, MLC_UNIT_FP32, 1, NULL, 0};
+  mlc_profile_kernel k = {"transpose%9", 0, 10e6, 0.625e-3, NULL, 0, MLC_UNIT_FP32, 1, NULL};
   mlc_profile_verdict v;
   mlc_profile_classify(&k, &c, &v);
   assert_int_equal(v.bound, MLC_BOUND_MEMORY);
@@ -143,7 +143,7 @@ static void compute_bound_gemm(void **state) {
   mlc_plan_shape a = shape(1, 2, 1024, 1024, 0), b = shape(1, 2, 1024, 1024, 0), o = shape(1, 2, 1024, 1024, 0);
   const mlc_plan_shape *sh[] = {&a, &b, &o};
   double flops = 2.0 * 1024 * 1024 * 1024, bytes = 3.0 * 4 * 1024 * 1024;
-  mlc_profile_kernel k = {"matmul%12", flops, bytes, 0.025, sh, 3, MLC_UNIT_FP32, 1, NULL, 0};
+  mlc_profile_kernel k = {"matmul%12", flops, bytes, 0.025, sh, 3, MLC_UNIT_FP32, 1, NULL};
   mlc_profile_verdict v;
   mlc_profile_classify(&k, &c, &v);
   assert_int_equal(v.bound, MLC_BOUND_COMPUTE);
@@ -165,7 +165,7 @@ static void misaligned_linear_names_n(void **state) {
   mlc_plan_shape x = shape(1, 3, 8, 128, 768), w = shape(1, 2, 1000, 768, 0), o = shape(1, 3, 8, 128, 1000);
   const mlc_plan_shape *sh[] = {&x, &w, &o};
   double flops = 2.0 * 1024 * 1000 * 768, bytes = 4.0 * (1024 * 768 + 1000 * 768 + 1024 * 1000);
-  mlc_profile_kernel k = {"linear%7", flops, bytes, 0.018, sh, 3, MLC_UNIT_FP32, 1, NULL, 0}; /* 87% */
+  mlc_profile_kernel k = {"linear%7", flops, bytes, 0.018, sh, 3, MLC_UNIT_FP32, 1, NULL}; /* 87% */
   int64_t m, n, kk;
   assert_true(mlc_profile_gemm_dims(&k, &m, &n, &kk));
   assert_int_equal(m, 1024);
@@ -184,13 +184,13 @@ static void misaligned_matmul_names_k(void **state) {
   mlc_plan_shape a = shape(1, 3, 4, 512, 300), b = shape(1, 3, 4, 300, 512), o = shape(1, 3, 4, 512, 512);
   const mlc_plan_shape *sh[] = {&a, &b, &o};
   double flops = 2.0 * 4 * 512 * 512 * 300, bytes = 4.0 * 4 * (512 * 300 * 2 + 512 * 512);
-  mlc_profile_kernel k = {"matmul", flops, bytes, 0.007, sh, 3, MLC_UNIT_FP32, 1, NULL, 0}; /* 90% */
+  mlc_profile_kernel k = {"matmul", flops, bytes, 0.007, sh, 3, MLC_UNIT_FP32, 1, NULL}; /* 90% */
   mlc_profile_verdict v;
   mlc_profile_classify(&k, &c, &v);
   assert_int_equal(v.bound, MLC_BOUND_COMPUTE);
   assert_string_equal(v.hint, "align K (=300) to a multiple of 64/128");
   /* Not a GEMM: a name that only starts like one. */
-  mlc_profile_kernel other = {"matmul_grad%3", flops, bytes, 0.007, sh, 3, MLC_UNIT_FP32, 1, NULL, 0};
+  mlc_profile_kernel other = {"matmul_grad%3", flops, bytes, 0.007, sh, 3, MLC_UNIT_FP32, 1, NULL};
   int64_t m, n, kk;
   assert_false(mlc_profile_gemm_dims(&other, &m, &n, &kk));
   mlc_profile_classify(&other, &c, &v);
@@ -202,12 +202,12 @@ static void latency_bound(void **state) {
   (void)state;
   mlc_ceilings c = test_ceilings();
   mlc_profile_verdict v;
-  mlc_profile_kernel tiny = {"add%1", 1000, 8000, 50e-6, NULL, 0, MLC_UNIT_FP32, 1, NULL, 0};
+  mlc_profile_kernel tiny = {"add%1", 1000, 8000, 50e-6, NULL, 0, MLC_UNIT_FP32, 1, NULL};
   mlc_profile_classify(&tiny, &c, &v);
   assert_int_equal(v.bound, MLC_BOUND_LATENCY);
   assert_string_equal(mlc_bound_name(v.bound), "latency");
   assert_string_equal(v.hint, "too small to fill the CPU: fuse with neighbours or batch more work");
-  mlc_profile_kernel quick = {"matmul%2", 2e5, 1e6, 10e-6, NULL, 0, MLC_UNIT_FP32, 1, NULL, 0};
+  mlc_profile_kernel quick = {"matmul%2", 2e5, 1e6, 10e-6, NULL, 0, MLC_UNIT_FP32, 1, NULL};
   mlc_profile_classify(&quick, &c, &v);
   assert_int_equal(v.bound, MLC_BOUND_LATENCY);
   quick.seconds = 60e-6; /* the same work over 20 us: 83% of the bandwidth, 3% of the FLOPs */
@@ -344,7 +344,7 @@ static mlc_status cd_finish(mlc_device *d, uint32_t n, double *sec, double *star
 static void cd_describe(mlc_device *d, char *buf, size_t n) { snprintf(buf, n, "counting CPU"); }
 static const mlc_device_vt counting_vt = {"counting", true, false, cd_destroy, cd_alloc, cd_free, cd_write, cd_read, cd_resolve,
                                           cd_launch, cd_finish, cd_describe, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-                                          NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+                                          NULL, NULL, NULL, NULL, NULL, NULL};
 
 /* The same with recorded launches, as CUDA graphs give them: one recording
  * (the handle is the device itself), replayed by running its launches. */
@@ -371,7 +371,7 @@ static mlc_status cd_replay(mlc_device *d, void *rec) {
 static void cd_record_free(mlc_device *d, void *rec) { ((counting_dev *)d)->frees++; }
 static const mlc_device_vt recording_vt = {"recording", true, true, cd_destroy, cd_alloc, cd_free, cd_write, cd_read, cd_resolve,
                                            cd_launch, cd_finish, cd_describe, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-                                           cd_record_begin, cd_record_end, cd_replay, cd_record_free, NULL, NULL, NULL};
+                                           cd_record_begin, cd_record_end, cd_replay, cd_record_free, NULL, NULL};
 
 
 /* A session of plan on cd, a counting device of table vt over the CPU
@@ -387,27 +387,22 @@ static mlc_session *counting_session(counting_dev *cd, const mlc_device_vt *vt, 
   return s;
 }
 
-/* A device that says each step took (slot + 1) ms and ran at 1500 MHz
- * (slot 0) or 1800 MHz (slot 1), as CUDA's clock probe would. */
+/* A device that says each step took (slot + 1) ms. */
 static mlc_status cd_finish_fixed(mlc_device *d, uint32_t n, double *sec, double *start) {
   MLC_RETURN_IF_ERROR(((counting_dev *)d)->cpu->vt->finish(((counting_dev *)d)->cpu, n, sec, start));
   for (uint32_t i = 0; i < n; i++) sec[i] = (i + 1) * 1e-3;
   return NULL;
 }
-static void cd_clocks(mlc_device *d, uint32_t n, double *mhz) {
-  (void)d;
-  for (uint32_t i = 0; i < n; i++) mhz[i] = i == 0 ? 1500 : 1800;
-}
 static void cd_describe_gpu(mlc_device *d, char *buf, size_t n) { snprintf(buf, n, "NVIDIA H200 (sm_90, 132 SMs)"); }
-static const mlc_device_vt clocking_vt = {"clocking", true, false, cd_destroy, cd_alloc, cd_free, cd_write, cd_read, cd_resolve,
-                                          cd_launch, cd_finish_fixed, cd_describe_gpu, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-                                          NULL, NULL, NULL, NULL, NULL, NULL, NULL, cd_clocks, NULL};
+static const mlc_device_vt fixed_vt = {"fixed", true, false, cd_destroy, cd_alloc, cd_free, cd_write, cd_read, cd_resolve,
+                                       cd_launch, cd_finish_fixed, cd_describe_gpu, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+                                       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 
 /* Two steps of one kernel: mlc's verdict beside ncu's is of the kernel as
  * a whole (its steps' FLOPs, bytes and seconds summed, as ncu weighs its
- * launches by time), at the clock measured after each step (weighted by
- * its time), and the profile's header names the clocks. */
-static void kernel_sums_and_clocks(void **state) {
+ * launches by time), named by its longer step; a device that cannot empty
+ * its caches says so. */
+static void kernel_sums(void **state) {
   (void)state;
   mlc_plan_value vals[2];
   for (int i = 0; i < 2; i++) vals[i] = (mlc_plan_value){shape(1, 2, 4, 4, 0), 64 * i, MLC_PLAN_NO_PARAM, 0, 0, 0, MLC_PLAN_NO_VALUE};
@@ -419,32 +414,29 @@ static void kernel_sums_and_clocks(void **state) {
   const char *kernels[] = {"k0"};
   mlc_plan plan = {"test", 0, 1, 1, NULL, kernels, &entry, {0, 0, 0, 0, 0}, {0}, 0, NULL, 0, NULL, NULL};
   static counting_dev cd;
-  mlc_session *s = counting_session(&cd, &clocking_vt, lookup, &plan, true);
+  mlc_session *s = counting_session(&cd, &fixed_vt, lookup, &plan, true);
+  mlc_status st = mlc_session_set_flush_caches(s, true);
+  assert_int_equal(mlc_status_code(st), MLC_UNIMPLEMENTED);
+  assert_non_null(strstr(mlc_status_message(st), "the fixed device cannot empty its caches"));
+  mlc_status_free(st);
+  assert_null(mlc_session_set_flush_caches(s, false));
   for (int r = 0; r < 3; r++) assert_null(mlc_session_run(s, "forward"));
   mlc_ceilings c;
   mlc_ceilings_gpu_datasheet("NVIDIA H200 (sm_90, 132 SMs)", &c);
+  c.sm_mhz = 1700, c.sm_max_mhz = 1980;
   mlc_ncu_match *m = NULL;
   uint32_t n = 0;
   assert_null(mlc_session_ncu_matches(s, "forward", &c, &m, &n));
   assert_int_equal(n, 1);
   assert_string_equal(m[0].symbol, "k0");
   assert_string_equal(m[0].label, "add%2"); /* the longer step names it */
-  double mhz = (1500 * 1e-3 + 1800 * 2e-3) / 3e-3; /* 1700 */
-  assert_float_equal(m[0].mlc_mhz, mhz, 1e-9);
   /* 6 GFLOP in 3 ms at 132 x 256 FLOPs a clock at 1700 MHz (3.5%); 12 GB
    * in 3 ms of 4.8 TB/s (83.3%): memory.  The second step alone would be
    * 104% of HBM, the first 42%. */
-  assert_float_equal(m[0].mlc_compute, 100 * (6e9 / 3e-3) / (132 * 256 * mhz * 1e6), 1e-9);
+  assert_float_equal(m[0].mlc_compute, 100 * (6e9 / 3e-3) / (132 * 256 * 1700e6), 1e-9);
   assert_float_equal(m[0].mlc_memory, 100 * (12e9 / 3e-3) / 4.8e12, 1e-9);
   assert_int_equal(m[0].mlc, MLC_BOUND_MEMORY);
   free(m);
-  char *tab = NULL;
-  size_t tlen = 0;
-  FILE *tf = open_memstream(&tab, &tlen);
-  mlc_session_print_profile_ceilings(s, "forward", &c, tf);
-  fclose(tf);
-  assert_non_null(strstr(tab, "  SM clock measured after each kernel: median 1800 MHz, 1500 to 1800 MHz over 2 steps"));
-  free(tab);
   mlc_session_destroy(s);
 }
 
@@ -675,7 +667,7 @@ static void gpu_ceilings(void **state) {
   assert_false(got.calibrated);
   assert_non_null(strstr(got.source, "built-in guesses"));
   mlc_profile_verdict v;
-  mlc_profile_kernel tiny = {"add%1", 1000, 8000, 50e-6, NULL, 0, MLC_UNIT_FP32, 1, NULL, 0};
+  mlc_profile_kernel tiny = {"add%1", 1000, 8000, 50e-6, NULL, 0, MLC_UNIT_FP32, 1, NULL};
   mlc_profile_classify(&tiny, &got, &v);
   assert_int_equal(v.bound, MLC_BOUND_LATENCY);
   assert_string_equal(v.hint, "too small to fill the GPU: fuse with neighbours or batch more work");
@@ -695,7 +687,7 @@ static mlc_ceilings h200(void) {
 
 static mlc_profile_verdict judge(const char *name, double flops, double bytes, double seconds, mlc_unit unit, uint32_t products,
                                  const mlc_profile_launch *launch, const mlc_ceilings *c) {
-  mlc_profile_kernel k = {name, flops, bytes, seconds, NULL, 0, unit, products, launch, 0};
+  mlc_profile_kernel k = {name, flops, bytes, seconds, NULL, 0, unit, products, launch};
   mlc_profile_verdict v;
   mlc_profile_classify(&k, c, &v);
   return v;
@@ -764,8 +756,9 @@ static void units_per_dtype(void **state) {
  * 2026-12-02: bf16 718 TFLOP/s and 4296.7 GB/s reached by calibrate's own
  * kernels, the SM at 1620 of 1980 MHz while its GEMM ran).  The rule takes
  * percentages of each unit's FLOPs per clock (sm_90: 4096 bf16, 256 FP32
- * an SM) at the clock the kernel ran at, else at that one, as ncu's "% of
- * peak sustained elapsed" counts per cycle; and of the datasheet's HBM.
+ * an SM) at that clock, as ncu's "% of peak sustained elapsed" counts per
+ * cycle (and ncu read 1575-1650 MHz under the MiniLLM's GEMMs on an H100
+ * whose calibration held 1575); and of the datasheet's HBM.
  * % of roof stays of the reached roofs. */
 static void rule_peaks_at_clock(void **state) {
   (void)state;
@@ -787,7 +780,6 @@ static void rule_peaks_at_clock(void **state) {
   double tc = 4096.0 * 132 * 1620e6; /* 875.9 TFLOP/s */
   assert_float_equal(mlc_ceilings_rule_peak(&c, MLC_UNIT_TC16), tc, 1e6);
   assert_float_equal(mlc_ceilings_rule_peak(&c, MLC_UNIT_FP32), 256.0 * 132 * 1620e6, 1e6);
-  assert_float_equal(mlc_ceilings_rule_peak_at(&c, MLC_UNIT_TC16, 1980), 4096.0 * 132 * 1980e6, 1e6);
   assert_float_equal(mlc_ceilings_rule_bandwidth(&c), 4.8e12, 1e3);
   /* A bf16 GEMM at 624 TFLOP/s (fused%29 of the MiniLLM on 2026-12-02,
    * ncu's SM 71.1%): 86.9% of the reached roof, 71.2% of the hardware at
@@ -797,18 +789,11 @@ static void rule_peaks_at_clock(void **state) {
   mlc_profile_verdict v = judge("matmul%1", f, b, f / 624e12, MLC_UNIT_TC16, 1, NULL, &c);
   assert_float_equal(v.pct_roof, 100 * 624 / 718.0, 1e-6);
   assert_float_equal(v.pct_compute, 100 * 624e12 / tc, 1e-6);
-  assert_float_equal(v.mhz, 1620, 1e-9);
   assert_int_equal(v.bound, MLC_BOUND_LATENCY);
   /* at 695 TFLOP/s (linear%57, ncu's SM 78.4%): 79.3%: compute */
   v = judge("matmul%1", f, b, f / 695e12, MLC_UNIT_TC16, 1, NULL, &c);
   assert_float_equal(v.pct_compute, 100 * 695e12 / tc, 1e-6);
   assert_int_equal(v.bound, MLC_BOUND_COMPUTE);
-  /* The same rate at a clock of the kernel's own, 1900 MHz: 67.7%, neither. */
-  mlc_profile_kernel k = {"matmul%1", f, b, f / 695e12, NULL, 0, MLC_UNIT_TC16, 1, NULL, 1900};
-  mlc_profile_classify(&k, &c, &v);
-  assert_float_equal(v.mhz, 1900, 1e-9);
-  assert_float_equal(v.pct_compute, 100 * 695e12 / (4096.0 * 132 * 1900e6), 1e-6);
-  assert_int_equal(v.bound, MLC_BOUND_LATENCY);
   /* An add at 3.5 TB/s: 81.5% of the reached 4296.7 GB/s, 72.9% of HBM:
    * neither; at 3.7 TB/s (77.1% of HBM): memory. */
   double nb = 3.0 * 8192 * 8192 * 4;
@@ -833,8 +818,7 @@ static void rule_peaks_at_clock(void **state) {
   mlc_profile_print_units(&got, f2);
   fclose(f2);
   assert_non_null(strstr(buf, "\n  the rule's percentages: of each unit's FLOPs per clock (fp32 256, bf16 4096, tf32 2048, "
-                              "fp8 8192 an SM, x the SMs) at the SM clock each kernel ran at (measured after it; where not, "
-                              "the clock measured under load: 1620 MHz), HBM 4800.0 GB/s\n"));
+                              "fp8 8192 an SM, x the SMs) at the SM clock measured under load (1620 MHz), HBM 4800.0 GB/s\n"));
   free(buf);
   unlink(path);
   char dir[256];
@@ -927,8 +911,8 @@ static void unit_ceilings_cache(void **state) {
   assert_string_equal(buf, "  units: fp32 50.0 TFLOP/s (measured), bf16 700.0 TFLOP/s (measured), tf32 494.7 TFLOP/s "
                            "(datasheet), fp8 1978.9 TFLOP/s (datasheet); memory 4100.0 GB/s (measured), L2 9000.0 GB/s (measured)\n"
                            "  the rule's percentages: of each unit's FLOPs per clock (fp32 256, bf16 4096, tf32 2048, fp8 8192 an SM, "
-                           "x the SMs) at the SM clock each kernel ran at (measured after it; where not, the datasheet's peaks: run "
-                           "mlc calibrate to measure the clock under load), HBM 4800.0 GB/s\n");
+                           "x the SMs) at the datasheet's clocks (the clock under load is not measured: run mlc calibrate), "
+                           "HBM 4800.0 GB/s\n");
   free(buf);
   /* An old entry: no "units". */
   FILE *o = fopen(path, "w");
@@ -1056,11 +1040,11 @@ static void ncu_csv_raw(void **state) {
   assert_false(mlc_ncu_symbol("mlc_matmul", sym, sizeof sym));
   /* mlc's verdicts of five kernels; ncu's from the rule. */
   mlc_ncu_match m[] = {
-    {"mlc_matmul_00112233445566aa", "matmul%3", MLC_BOUND_COMPUTE, 80, 0, 0, 0, 0, 0, false, 81.5, 20, 1755, 0},
-    {"mlc_rmsnorm_0123456789abcdef", "rmsnorm%1", MLC_BOUND_MEMORY, 83, 0, 0, 0, 0, 0, false, 3, 80, 0, 0},
-    {"mlc_attention_grad_aaaaaaaaaaaaaaaa", "attention_grad%9", MLC_BOUND_LATENCY, 2, 0, 0, 0, 0, 0, false, 2, 1, 0, 0},
-    {"mlc_adamw_bbbbbbbbbbbbbbbb", "adamw%20", MLC_BOUND_MEMORY, 66, 0, 0, 0, 0, 0, false, 4, 77, 0, 0},
-    {"mlc_cast_cccccccccccccccc", "cast%2", MLC_BOUND_MEMORY, 70, 0, 0, 0, 0, 0, false, 1, 76, 0, 0},
+    {"mlc_matmul_00112233445566aa", "matmul%3", MLC_BOUND_COMPUTE, 80, 0, 0, 0, 0, 0, false, 81.5, 20, 0},
+    {"mlc_rmsnorm_0123456789abcdef", "rmsnorm%1", MLC_BOUND_MEMORY, 83, 0, 0, 0, 0, 0, false, 3, 80, 0},
+    {"mlc_attention_grad_aaaaaaaaaaaaaaaa", "attention_grad%9", MLC_BOUND_LATENCY, 2, 0, 0, 0, 0, 0, false, 2, 1, 0},
+    {"mlc_adamw_bbbbbbbbbbbbbbbb", "adamw%20", MLC_BOUND_MEMORY, 66, 0, 0, 0, 0, 0, false, 4, 77, 0},
+    {"mlc_cast_cccccccccccccccc", "cast%2", MLC_BOUND_MEMORY, 70, 0, 0, 0, 0, 0, false, 1, 76, 0},
   };
   double agree;
   assert_int_equal(mlc_ncu_compare(&t, m, 5, &agree), 4);
@@ -1312,7 +1296,7 @@ int main(int argc, char **argv) {
     cmocka_unit_test(gpu_ceilings), cmocka_unit_test(collective_names),
     cmocka_unit_test(trace_ranks_streams_collectives),
     cmocka_unit_test(units_per_dtype), cmocka_unit_test(recorded_launches_replay),
-    cmocka_unit_test(rule_peaks_at_clock), cmocka_unit_test(kernel_sums_and_clocks), cmocka_unit_test(neither_roof), cmocka_unit_test(unit_ceilings_cache),
+    cmocka_unit_test(rule_peaks_at_clock), cmocka_unit_test(kernel_sums), cmocka_unit_test(neither_roof), cmocka_unit_test(unit_ceilings_cache),
     cmocka_unit_test(roofline_roof_per_unit), cmocka_unit_test(ncu_csv_raw), cmocka_unit_test(ncu_csv_h200), cmocka_unit_test(ncu_rule_and_formats),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
