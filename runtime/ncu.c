@@ -67,6 +67,12 @@ static double freq_unit(const char *u) {
   return 1e-6;
 }
 
+/* Bytes per unit of a size ("byte", "Kbyte", "Mbyte", "Gbyte"; ncu's are powers of 1000). */
+static double byte_unit(const char *u) {
+  if (!u || !*u) return 1;
+  return u[0] == 'K' || u[0] == 'k' ? 1e3 : u[0] == 'M' ? 1e6 : u[0] == 'G' ? 1e9 : u[0] == 'T' ? 1e12 : 1;
+}
+
 static int column(char **names, int n, const char *want) {
   for (int i = 0; i < n; i++)
     if (!strcmp(names[i], want)) return i;
@@ -88,7 +94,7 @@ static mlc_ncu_row *grow(mlc_ncu_table *t, uint32_t *cap) {
   }
   mlc_ncu_row *r = &t->rows[t->n++];
   memset(r, 0, sizeof *r);
-  r->sm_pct = r->mem_pct = r->dram_pct = -1;
+  r->sm_pct = r->mem_pct = r->dram_pct = r->bytes = -1;
   return r;
 }
 
@@ -99,6 +105,7 @@ static void set_metric(mlc_ncu_row *r, const char *metric, const char *unit, dou
   else if (!strcmp(metric, MLC_NCU_DRAM)) r->dram_pct = v;
   else if (!strcmp(metric, MLC_NCU_TIME)) r->seconds = v * time_unit(unit);
   else if (!strcmp(metric, MLC_NCU_CLOCK)) r->mhz = v * freq_unit(unit);
+  else if (!strcmp(metric, MLC_NCU_BYTES)) r->bytes = v * byte_unit(unit);
 }
 
 mlc_status mlc_ncu_parse_csv(const char *text, mlc_ncu_table *out) {
@@ -181,8 +188,8 @@ bool mlc_ncu_symbol(const char *kernel, char *buf, size_t n) {
 uint32_t mlc_ncu_compare(const mlc_ncu_table *t, mlc_ncu_match *m, uint32_t n, double *agree_out) {
   uint32_t compared = 0, agreed = 0;
   for (uint32_t i = 0; i < n; i++) {
-    double w = 0, sm = 0, mem = 0, dram = 0, clk = 0, clk_w = 0;
-    bool has_dram = true;
+    double w = 0, sm = 0, mem = 0, dram = 0, clk = 0, clk_w = 0, bytes = 0;
+    bool has_dram = true, has_bytes = true;
     m[i].launches = 0;
     for (uint32_t j = 0; j < t->n; j++) {
       char sym[160];
@@ -193,11 +200,14 @@ uint32_t mlc_ncu_compare(const mlc_ncu_table *t, mlc_ncu_match *m, uint32_t n, d
       if (r->dram_pct >= 0) dram += wj * r->dram_pct;
       else has_dram = false;
       if (r->mhz > 0) clk += wj * r->mhz, clk_w += wj;
+      if (r->bytes >= 0) bytes += r->bytes;
+      else has_bytes = false;
       m[i].launches++;
     }
     if (!m[i].launches) continue;
     m[i].sm_pct = sm / w, m[i].mem_pct = mem / w, m[i].dram_pct = has_dram ? dram / w : -1;
     m[i].ncu_mhz = clk_w > 0 ? clk / clk_w : 0;
+    m[i].ncu_bytes = has_bytes ? bytes / m[i].launches * (m[i].nlaunch ? m[i].nlaunch : 1) : -1;
     m[i].ncu = mlc_ncu_verdict(m[i].sm_pct, m[i].dram_pct >= 0 ? m[i].dram_pct : m[i].mem_pct);
     m[i].agree = m[i].ncu == m[i].mlc;
     compared++, agreed += m[i].agree;
@@ -210,20 +220,21 @@ void mlc_ncu_print(const mlc_ncu_match *m, uint32_t n, FILE *out) {
   fprintf(out, "ncu beside mlc (ncu: memory when DRAM > %.0f%% and SM < %.0f%%, compute when SM > %.0f%% and DRAM < %.0f%%, "
                "else latency; mlc's verdict is the same rule on its own estimates)\n", MLC_RULE_HIGH_PCT, MLC_RULE_MEMORY_SM_PCT,
           MLC_RULE_HIGH_PCT, MLC_RULE_COMPUTE_MEM_PCT);
-  fprintf(out, "%-24s %-32s %-8s %7s %7s %7s | %7s %7s %7s %5s %-8s %s\n", "Step", "Kernel", "mlc", "% roof", "Comp %",
-          "HBM %", "SM %", "Mem %", "DRAM %", "MHz", "ncu", "");
+  fprintf(out, "%-24s %-32s %-8s %7s %7s %7s | %7s %7s %7s %5s %6s %-8s %s\n", "Step", "Kernel", "mlc", "% roof", "Comp %",
+          "HBM %", "SM %", "Mem %", "DRAM %", "MHz", "B/plan", "ncu", "");
   uint32_t compared = 0, agreed = 0;
   for (uint32_t i = 0; i < n; i++) {
-    char nmhz[16] = "-", dram[16] = "-";
+    char nmhz[16] = "-", dram[16] = "-", share[16] = "-";
+    if (m[i].ncu_bytes >= 0 && m[i].mlc_bytes > 0) snprintf(share, sizeof share, "%.2f", m[i].ncu_bytes / m[i].mlc_bytes);
     if (m[i].ncu_mhz > 0) snprintf(nmhz, sizeof nmhz, "%.0f", m[i].ncu_mhz);
     if (m[i].dram_pct >= 0) snprintf(dram, sizeof dram, "%.1f", m[i].dram_pct);
     fprintf(out, "%-24.24s %-32.32s %-8s %6.1f%% %7.1f %7.1f | ", m[i].label, m[i].symbol, mlc_bound_name(m[i].mlc),
             m[i].mlc_pct, m[i].mlc_compute, m[i].mlc_memory);
     if (!m[i].launches) {
-      fprintf(out, "%7s %7s %7s %5s %-8s %s\n", "-", "-", "-", "-", "-", "(not profiled by ncu)");
+      fprintf(out, "%7s %7s %7s %5s %6s %-8s %s\n", "-", "-", "-", "-", "-", "-", "(not profiled by ncu)");
       continue;
     }
-    fprintf(out, "%7.1f %7.1f %7s %5s %-8s %s\n", m[i].sm_pct, m[i].mem_pct, dram, nmhz, mlc_bound_name(m[i].ncu),
+    fprintf(out, "%7.1f %7.1f %7s %5s %6s %-8s %s\n", m[i].sm_pct, m[i].mem_pct, dram, nmhz, share, mlc_bound_name(m[i].ncu),
             m[i].agree ? "" : "<- DISAGREE");
     compared++, agreed += m[i].agree;
   }
@@ -243,12 +254,12 @@ void mlc_ncu_write_json(const mlc_ncu_match *m, uint32_t n, const char *device, 
     mlc_profile_json_string(out, m[i].label);
     fprintf(out, ", \"kernel\": ");
     mlc_profile_json_string(out, m[i].symbol);
-    fprintf(out, ", \"mlc\": \"%s\", \"mlc_pct_roof\": %.4g, \"mlc_compute_pct\": %.4g, \"mlc_hbm_pct\": %.4g",
-            mlc_bound_name(m[i].mlc), m[i].mlc_pct, m[i].mlc_compute, m[i].mlc_memory);
+    fprintf(out, ", \"mlc\": \"%s\", \"mlc_pct_roof\": %.4g, \"mlc_compute_pct\": %.4g, \"mlc_hbm_pct\": %.4g, "
+            "\"mlc_bytes\": %.6g", mlc_bound_name(m[i].mlc), m[i].mlc_pct, m[i].mlc_compute, m[i].mlc_memory, m[i].mlc_bytes);
     if (m[i].launches)
       fprintf(out, ", \"ncu\": \"%s\", \"sm_pct\": %.4g, \"mem_pct\": %.4g, \"dram_pct\": %.4g, \"ncu_mhz\": %.4g, "
-              "\"launches\": %u, \"agree\": %s", mlc_bound_name(m[i].ncu), m[i].sm_pct, m[i].mem_pct, m[i].dram_pct,
-              m[i].ncu_mhz, m[i].launches, m[i].agree ? "true" : "false");
+              "\"ncu_bytes\": %.6g, \"launches\": %u, \"agree\": %s", mlc_bound_name(m[i].ncu), m[i].sm_pct, m[i].mem_pct,
+              m[i].dram_pct, m[i].ncu_mhz, m[i].ncu_bytes, m[i].launches, m[i].agree ? "true" : "false");
     else fprintf(out, ", \"ncu\": null");
     fputc('}', out);
   }

@@ -30,8 +30,9 @@ extern "C" {
 #define MLC_NCU_DRAM "dram__throughput.avg.pct_of_peak_sustained_elapsed"
 #define MLC_NCU_TIME "gpu__time_duration.sum"
 #define MLC_NCU_CLOCK "sm__cycles_elapsed.avg.per_second" /* the SM clock during the kernel (optional) */
+#define MLC_NCU_BYTES "dram__bytes.sum" /* the bytes that moved to and from DRAM during the kernel (optional) */
 /* The --metrics list `mlc profile --ncu` asks for. */
-#define MLC_NCU_METRICS MLC_NCU_SM "," MLC_NCU_MEM "," MLC_NCU_DRAM "," MLC_NCU_TIME "," MLC_NCU_CLOCK
+#define MLC_NCU_METRICS MLC_NCU_SM "," MLC_NCU_MEM "," MLC_NCU_DRAM "," MLC_NCU_TIME "," MLC_NCU_CLOCK "," MLC_NCU_BYTES
 
 /* ncu's verdict is the seed's rule (mlc_bound_rule, runtime/profile.h) on
  * its SM throughput and its HBM (DRAM) throughput, % of peak; where the
@@ -45,6 +46,7 @@ typedef struct {
   double dram_pct;    /* MLC_NCU_DRAM; -1 if absent */
   double seconds;     /* MLC_NCU_TIME in seconds (its unit row or metric unit); 0 if absent */
   double mhz;         /* MLC_NCU_CLOCK in MHz; 0 if absent */
+  double bytes;       /* MLC_NCU_BYTES in bytes; -1 if absent */
 } mlc_ncu_row;
 
 typedef struct {
@@ -77,9 +79,12 @@ typedef struct mlc_ncu_match_s {
   mlc_bound ncu;
   bool agree;
   /* mlc's side of the rule (over every step of the kernel, as ncu's is
-   * over its launches): compute and memory % of the hardware's peaks */
-  double mlc_compute, mlc_memory;
+   * over its launches): compute and memory % of the hardware's peaks, the
+   * bytes of one call as the plan counts them, and its launches */
+  double mlc_compute, mlc_memory, mlc_bytes;
+  uint32_t nlaunch;       /* launches per call; 0 means 1 */
   double ncu_mhz;         /* ncu's SM clock, time-weighted; 0 if absent */
+  double ncu_bytes;       /* DRAM bytes ncu saw move in one call (a launch's mean x nlaunch); -1 if absent */
 } mlc_ncu_match;
 
 /* Fills each match's ncu fields from the table's rows of its symbol (a

@@ -159,7 +159,8 @@ mlc_status mlc_session_ncu_matches(const mlc_session *s, const char *entry, cons
     mlc_profile_verdict v;
     mlc_profile_classify(&pk, c, &v);
     m[j].label = e->steps[t->step].name, m[j].mlc = v.bound, m[j].mlc_pct = v.pct_roof;
-    m[j].mlc_compute = v.pct_compute, m[j].mlc_memory = v.pct_memory;
+    m[j].mlc_compute = v.pct_compute, m[j].mlc_memory = v.pct_memory, m[j].mlc_bytes = pk.bytes;
+    m[j].nlaunch = launch.nlaunch;
   }
   mlc_allocator_free(s->a, g);
   *out = m;

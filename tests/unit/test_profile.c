@@ -1040,11 +1040,11 @@ static void ncu_csv_raw(void **state) {
   assert_false(mlc_ncu_symbol("mlc_matmul", sym, sizeof sym));
   /* mlc's verdicts of five kernels; ncu's from the rule. */
   mlc_ncu_match m[] = {
-    {"mlc_matmul_00112233445566aa", "matmul%3", MLC_BOUND_COMPUTE, 80, 0, 0, 0, 0, 0, false, 81.5, 20, 0},
-    {"mlc_rmsnorm_0123456789abcdef", "rmsnorm%1", MLC_BOUND_MEMORY, 83, 0, 0, 0, 0, 0, false, 3, 80, 0},
-    {"mlc_attention_grad_aaaaaaaaaaaaaaaa", "attention_grad%9", MLC_BOUND_LATENCY, 2, 0, 0, 0, 0, 0, false, 2, 1, 0},
-    {"mlc_adamw_bbbbbbbbbbbbbbbb", "adamw%20", MLC_BOUND_MEMORY, 66, 0, 0, 0, 0, 0, false, 4, 77, 0},
-    {"mlc_cast_cccccccccccccccc", "cast%2", MLC_BOUND_MEMORY, 70, 0, 0, 0, 0, 0, false, 1, 76, 0},
+    {"mlc_matmul_00112233445566aa", "matmul%3", MLC_BOUND_COMPUTE, 80, 0, 0, 0, 0, 0, false, 81.5, 20, 4e6, 1, 0, 0},
+    {"mlc_rmsnorm_0123456789abcdef", "rmsnorm%1", MLC_BOUND_MEMORY, 83, 0, 0, 0, 0, 0, false, 3, 80, 0, 0, 0, 0},
+    {"mlc_attention_grad_aaaaaaaaaaaaaaaa", "attention_grad%9", MLC_BOUND_LATENCY, 2, 0, 0, 0, 0, 0, false, 2, 1, 0, 0, 0, 0},
+    {"mlc_adamw_bbbbbbbbbbbbbbbb", "adamw%20", MLC_BOUND_MEMORY, 66, 0, 0, 0, 0, 0, false, 4, 77, 0, 0, 0, 0},
+    {"mlc_cast_cccccccccccccccc", "cast%2", MLC_BOUND_MEMORY, 70, 0, 0, 0, 0, 0, false, 1, 76, 0, 0, 0, 0},
   };
   double agree;
   assert_int_equal(mlc_ncu_compare(&t, m, 5, &agree), 4);
@@ -1104,6 +1104,10 @@ static void ncu_rule_and_formats(void **state) {
     "\"sm__throughput.avg.pct_of_peak_sustained_elapsed\",\"%\",\"18.5\"\n"
     "\"0\",\"7\",\"mlc\",\"h\",\"mlc_softmax_1111111111111111_0(float*)\",\"1\",\"7\",\"Command line profiler metrics\","
     "\"gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed\",\"%\",\"91.25\"\n"
+    "\"0\",\"7\",\"mlc\",\"h\",\"mlc_softmax_1111111111111111_0(float*)\",\"1\",\"7\",\"Command line profiler metrics\","
+    "\"sm__cycles_elapsed.avg.per_second\",\"hz\",\"1,955,877,476.12\"\n"
+    "\"0\",\"7\",\"mlc\",\"h\",\"mlc_softmax_1111111111111111_0(float*)\",\"1\",\"7\",\"Command line profiler metrics\","
+    "\"dram__bytes.sum\",\"Mbyte\",\"64.5\"\n"
     "\"1\",\"7\",\"mlc\",\"h\",\"mlc_softmax_1111111111111111_0(float*)\",\"1\",\"7\",\"Command line profiler metrics\","
     "\"sm__throughput.avg.pct_of_peak_sustained_elapsed\",\"%\",\"19.5\"\n"
     "\"1\",\"7\",\"mlc\",\"h\",\"mlc_softmax_1111111111111111_0(float*)\",\"1\",\"7\",\"Command line profiler metrics\","
@@ -1116,6 +1120,26 @@ static void ncu_rule_and_formats(void **state) {
   assert_float_equal(t.rows[0].sm_pct, 18.5, 1e-9);
   assert_float_equal(t.rows[0].mem_pct, 91.25, 1e-9);
   assert_float_equal(t.rows[1].sm_pct, 19.5, 1e-9);
+  /* ncu's SM clock and DRAM bytes, as this ncu prints them (optional: the second launch has none) */
+  assert_float_equal(t.rows[0].mhz, 1955.87747612, 1e-6);
+  assert_float_equal(t.rows[0].bytes, 64.5e6, 1e-3);
+  assert_float_equal(t.rows[1].mhz, 0, 0);
+  assert_float_equal(t.rows[1].bytes, -1, 0);
+  mlc_ncu_match sm = {"mlc_softmax_1111111111111111", "softmax%4", MLC_BOUND_MEMORY, 90, 0, 0, 0, 0, 0, false, 1, 80, 80e6, 1, 0, 0};
+  double agree;
+  assert_int_equal(mlc_ncu_compare(&t, &sm, 1, &agree), 1);
+  assert_float_equal(sm.ncu_bytes, -1, 0); /* a launch without it: unknown */
+  t.rows[1].bytes = 35.5e6, t.rows[1].mhz = 1900;
+  mlc_ncu_compare(&t, &sm, 1, &agree);
+  assert_float_equal(sm.ncu_bytes, 50e6, 1e-3); /* the mean of a launch, one launch a call */
+  assert_float_equal(sm.ncu_mhz, (1955.87747612 * 1.5e-3 + 1900 * 1e-6) / (1.5e-3 + 1e-6), 1e-6); /* by time; no time: 1 us */
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  mlc_ncu_print(&sm, 1, f);
+  fclose(f);
+  assert_non_null(strstr(buf, " 0.62 ")); /* DRAM bytes over the plan's: 50 of 80 MB */
+  free(buf);
   mlc_ncu_table_free(&t);
   mlc_status st = mlc_ncu_parse_csv("==PROF== nothing profiled\n", &t);
   assert_non_null(st);
