@@ -6,7 +6,14 @@
  * events:
  *   peak matrix rate: a bf16 GEMM of 8192^3 (f32 accumulation), the plan's FLOPs;
  *   copy bandwidth:   an f32 add of two 16384 x 8192 tensors (512 MiB each),
- *                     the plan's bytes (both inputs read, the output written).
+ *                     the plan's bytes (both inputs read, the output written);
+ * then the roof of each other unit a kernel can run on, where the target
+ * has it:
+ *   FP32 cores:       an f32 GEMM of 4096^3 under --f32-matmul ieee (CUDA;
+ *                     SPIR-V's f32 GEMM is its FP32 kernel anyway);
+ *   TF32 tensor cores: an f32 GEMM of 8192^3 under --f32-matmul tf32 (CUDA).
+ * FP8 keeps the datasheet's peak (no forward of the language runs on it),
+ * and a unit whose probe fails keeps the datasheet's, with a message.
  * Inputs are random (never zeros: a GEMM runs faster on zeros).  Each is
  * run for at least 300 ms to warm up the clocks, then 20 times; the ceiling
  * is the median rate (the best is printed beside it).  While the GEMM's
@@ -126,6 +133,7 @@ typedef struct {
   const char *what;   /* for messages */
   const char *source; /* the model */
   bool flops;         /* the rate of FLOPs, else of bytes */
+  const char *opt, *val; /* an option of emitted code to compile it with (--opt=val), or NULL */
 } probe;
 
 /* The probe's model built for the target and opened on device `ordinal`
@@ -185,8 +193,15 @@ static mlc_status run_probe(const mlc_driver_target *t, const probe *pr, int ord
   timed_dev *td = NULL;
   mlc_lower_options lo = {NULL, 0, NULL, 0, false, 0, false};
   mlc_pipeline_options po = {.dump = stdout, .target = t->name};
-  if (!mlc_frontend_run(&prog, &diag, "<calibrate>", pr->source, strlen(pr->source), &lo, NULL) ||
-      !mlc_pipeline_run(&prog, &diag, &po)) {
+  mlc_options flags = {0};
+  char err[256];
+  if (pr->opt && !mlc_options_set(&flags, pr->opt, pr->val, err, sizeof err)) {
+    st = mlc_status_make(MLC_INTERNAL, "the calibration's %s: %s", pr->what, err);
+    goto out;
+  }
+  bool ok = mlc_frontend_run(&prog, &diag, "<calibrate>", pr->source, strlen(pr->source), &lo, NULL);
+  if (ok) mlc_options_apply(&prog, &flags);
+  if (!ok || !mlc_pipeline_run(&prog, &diag, &po)) {
     st = mlc_status_make(MLC_INTERNAL, "the calibration's %s does not compile", pr->what);
     goto out;
   }
@@ -241,17 +256,62 @@ static int fail(mlc_status st) {
   return rc;
 }
 
-/* The two probes at a size: a bf16 GEMM of n^3, an f32 add of two m x n tensors. */
-static char *probe_source(bool gemm, long long m, long long n) {
+/* The probes at a size: a GEMM of n^3 in `dtype`, an f32 add of two m x n tensors (dtype NULL). */
+static char *probe_source(const char *dtype, long long m, long long n) {
   char *s = malloc(256);
   if (!s) return NULL;
-  if (gemm)
-    snprintf(s, 256, "config { n = %lld }\nmodule Gemm(n) {\n    forward(a: bf16[n, n], b: bf16[n, n]) {\n"
-                     "        return a @ b\n    }\n}\n", n);
+  if (dtype)
+    snprintf(s, 256, "config { n = %lld }\nmodule Gemm(n) {\n    forward(a: %s[n, n], b: %s[n, n]) {\n"
+                     "        return a @ b\n    }\n}\n", n, dtype, dtype);
   else
     snprintf(s, 256, "config { m = %lld  n = %lld }\nmodule Copy(m, n) {\n    forward(x: f32[m, n], y: f32[m, n]) {\n"
                      "        return x + y\n    }\n}\n", m, n);
   return s;
+}
+
+/* One ceiling to measure: a GEMM in `dtype` (NULL: the f32 add), compiled
+ * with --opt=val where given, up to `max` (n of the GEMM, rows of the add). */
+typedef struct {
+  const char *what, *dtype, *opt, *val;
+  long long max;
+} kind;
+
+/* Measures k's rate (FLOP/s of a GEMM, bytes/s of the add): the median and
+ * the best of TIMED_RUNS runs, at *size.  A target whose probes grow
+ * (Vulkan) doubles the size from small until one run takes long enough to
+ * time well, or the maximum is reached. */
+static mlc_status measure(const mlc_driver_target *t, const kind *k, int ordinal, long long copy_cols, clock_sampler *clock,
+                          char *name, size_t namen, double *med, double *best, long long *size) {
+  bool gemm = k->dtype != NULL, grow = t->calibrate_grows;
+  long long sz = grow ? (gemm ? 256 : 64) : k->max;
+  double sec[TIMED_RUNS], work = 0, enough = gemm ? 0.02 : 0.005;
+  mlc_status st = NULL;
+  for (;;) {
+    bool last = !grow || sz >= k->max;
+    char *src = probe_source(k->dtype, sz, gemm ? sz : copy_cols);
+    if (!src) return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory");
+    probe pr = {k->what, src, gemm, k->opt, k->val};
+    st = run_probe(t, &pr, ordinal, last ? TIMED_RUNS : 1, sec, &work, name, namen, last ? clock : NULL);
+    if (!st && !last && sec[0] >= enough) { /* long enough: now measure at this size */
+      last = true;
+      st = run_probe(t, &pr, ordinal, TIMED_RUNS, sec, &work, name, namen, clock);
+    }
+    free(src);
+    if (st || last) break;
+    sz *= 2;
+  }
+  if (st) return st;
+  *size = sz;
+  char with[96] = "";
+  if (k->opt) snprintf(with, sizeof with, " (--%s=%s)", k->opt, k->val);
+  if (gemm) fprintf(stderr, "mlc: %s: %s %lld^3%s, median of %d runs\n", name, k->what, sz, with, TIMED_RUNS);
+  else fprintf(stderr, "mlc: %s: %s of two %lld x %lld tensors, median of %d runs\n", name, k->what, sz, copy_cols, TIMED_RUNS);
+  qsort(sec, TIMED_RUNS, sizeof *sec, cmp_double);
+  double m = (sec[TIMED_RUNS / 2 - 1] + sec[TIMED_RUNS / 2]) / 2;
+  if (!(m > 0) || !(work > 0)) return mlc_status_make(MLC_INTERNAL, "the %s took no time", k->what);
+  *med = work / m;
+  *best = work / sec[0];
+  return NULL;
 }
 
 int mlc_calibrate_gpu(const mlc_driver_target *t, int argc, char **argv) {
@@ -259,7 +319,6 @@ int mlc_calibrate_gpu(const mlc_driver_target *t, int argc, char **argv) {
     {"target", required_argument, NULL, 't'}, {"device", required_argument, NULL, 'd'}, {"help", no_argument, NULL, 'h'}, {0},
   };
   const char *target = t->name;
-  bool grow = t->calibrate_grows;
   long ordinal = 0;
   int c;
   optind = 1;
@@ -277,8 +336,9 @@ int mlc_calibrate_gpu(const mlc_driver_target *t, int argc, char **argv) {
       break;
     case 'h':
       printf("usage: mlc calibrate --target cuda|spirv [--device N]\n"
-             "measures device N's peak bf16 matrix rate and memory bandwidth with mlc's own kernels and caches\n"
-             "them in ~/.cache/mlc/ceilings-cuda.json (by device name) for --profile and --roofline\n");
+             "measures device N's peak bf16 matrix rate, memory bandwidth and the roofs of its FP32 cores (and, on\n"
+             "CUDA, TF32 tensor cores) with mlc's own kernels and caches them in ~/.cache/mlc/ceilings-cuda.json\n"
+             "(by device name) for --profile and --roofline\n");
       return EXIT_OK;
     default:
       fprintf(stderr, "mlc: calibrate --target %s does not take '%s'\nTry 'mlc --help'.\n", target, argv[optind - 1]);
@@ -304,44 +364,13 @@ int mlc_calibrate_gpu(const mlc_driver_target *t, int argc, char **argv) {
   clock_sampler *clock = calloc(1, sizeof *clock);
   if (!clock) return fail(mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory"));
   clock->nvml = t->clock_open ? t->clock_open((int)ordinal) : NULL;
+  /* the bf16 GEMM (the SM clock sampled while it runs), then the add */
   double med[2], best[2];
   long long size[2];
   char name[256] = "";
-  for (int p = 0; p < 2; p++) {
-    bool gemm = p == 0;
-    long long sz = grow ? (gemm ? 256 : 64) : (gemm ? max_n : max_rows);
-    double sec[TIMED_RUNS], work = 0, enough = gemm ? 0.02 : 0.005;
-    for (;;) {
-      char *src = probe_source(gemm, sz, gemm ? sz : copy_cols);
-      if (!src) { st = mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory"); break; }
-      probe pr = {gemm ? "bf16 GEMM" : "f32 add", src, gemm};
-      bool last = !grow || sz >= (gemm ? max_n : max_rows);
-      int runs = last ? TIMED_RUNS : 1;
-      st = run_probe(t, &pr, (int)ordinal, runs, sec, &work, name, sizeof name, gemm && last ? clock : NULL);
-      free(src);
-      if (st) break;
-      if (last) break;
-      if (sec[0] >= enough) { /* long enough: now measure at this size */
-        last = true;
-        src = probe_source(gemm, sz, gemm ? sz : copy_cols);
-        if (!src) { st = mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory"); break; }
-        pr.source = src;
-        st = run_probe(t, &pr, (int)ordinal, TIMED_RUNS, sec, &work, name, sizeof name, gemm ? clock : NULL);
-        free(src);
-        break;
-      }
-      sz *= 2;
-    }
-    if (st) break;
-    size[p] = sz;
-    if (gemm) fprintf(stderr, "mlc: %s: bf16 GEMM %lld^3, median of %d runs\n", name, sz, TIMED_RUNS);
-    else fprintf(stderr, "mlc: %s: f32 add of two %lld x %lld tensors, median of %d runs\n", name, sz, copy_cols, TIMED_RUNS);
-    qsort(sec, TIMED_RUNS, sizeof *sec, cmp_double);
-    double m = (sec[TIMED_RUNS / 2 - 1] + sec[TIMED_RUNS / 2]) / 2;
-    if (!(m > 0) || !(work > 0)) { st = mlc_status_make(MLC_INTERNAL, "the %s took no time", gemm ? "GEMM" : "add"); break; }
-    med[p] = work / m;
-    best[p] = work / sec[0];
-  }
+  kind kinds[2] = {{"bf16 GEMM", "bf16", NULL, NULL, max_n}, {"f32 add", NULL, NULL, NULL, max_rows}};
+  for (int p = 0; p < 2 && !st; p++)
+    st = measure(t, &kinds[p], (int)ordinal, copy_cols, p == 0 ? clock : NULL, name, sizeof name, &med[p], &best[p], &size[p]);
   /* the median SM clock while the GEMM ran */
   unsigned sm_mhz = 0, sm_max_mhz = clock->max_mhz;
   if (clock->n) {
@@ -356,19 +385,43 @@ int mlc_calibrate_gpu(const mlc_driver_target *t, int argc, char **argv) {
   cl.peak_flops = med[0];
   cl.bandwidth = med[1];
   cl.calibrated = true;
-  /* Measured: the bf16 tensor cores and HBM; fp32, tf32 and fp8 stay the
-   * datasheet's (the cache says which), L2 unknown. */
+  /* Measured: the bf16 tensor cores and HBM, then the other units where the
+   * target has them; fp8 stays the datasheet's (the cache says which), L2
+   * unknown. */
   cl.unit_flops[MLC_UNIT_TC16] = med[0];
   cl.unit_from[MLC_UNIT_TC16] = MLC_CEIL_MEASURED;
   cl.bandwidth_from = MLC_CEIL_MEASURED;
+  bool cuda = !strncmp(target, "cuda", 4);
+  const struct { mlc_unit unit; kind k; } units[] = {
+    {MLC_UNIT_FP32, {"f32 GEMM", "f32", cuda ? "f32-matmul" : NULL, "ieee", 4096}},
+    {MLC_UNIT_TF32, {"f32 GEMM", "f32", "f32-matmul", "tf32", 8192}},
+  };
+  char measured[160] = "";
+  for (size_t u = 0; u < sizeof units / sizeof *units; u++) {
+    if (units[u].unit == MLC_UNIT_TF32 && !cuda) continue; /* no TF32 in SPIR-V */
+    double um = 0, ub = 0;
+    long long usz = 0;
+    mlc_status ust = measure(t, &units[u].k, (int)ordinal, copy_cols, NULL, name, sizeof name, &um, &ub, &usz);
+    if (ust) {
+      fprintf(stderr, "mlc: the %s roof is not measured (%s): the datasheet's stays\n", mlc_unit_name(units[u].unit),
+              mlc_status_message(ust));
+      mlc_status_free(ust);
+      continue;
+    }
+    cl.unit_flops[units[u].unit] = um;
+    cl.unit_from[units[u].unit] = MLC_CEIL_MEASURED;
+    size_t len = strlen(measured);
+    snprintf(measured + len, sizeof measured - len, ", %s f32 GEMM %lld^3%s%s", mlc_unit_name(units[u].unit), usz,
+             units[u].k.opt ? " --f32-matmul=" : "", units[u].k.opt ? units[u].k.val : "");
+  }
   if (sm_mhz && sm_max_mhz >= sm_mhz) cl.sm_mhz = sm_mhz, cl.sm_max_mhz = sm_max_mhz;
   time_t now = time(NULL);
   struct tm tm;
   gmtime_r(&now, &tm);
   char when[64];
   strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  snprintf(cl.source, sizeof cl.source, "%s (mlc calibrate --target %s: mlc's bf16 GEMM %lld^3 and f32 add of 2 x %lld x %lld, "
-           "median of %d)", when, target, size[0], size[1], copy_cols, TIMED_RUNS);
+  snprintf(cl.source, sizeof cl.source, "%s (mlc calibrate --target %s: mlc's bf16 GEMM %lld^3 and f32 add of 2 x %lld x %lld%s, "
+           "median of %d)", when, target, size[0], size[1], copy_cols, measured, TIMED_RUNS);
   if ((st = mlc_ceilings_save_file(path, &cl))) return fail(st);
   bool tera = med[0] >= 1e12; /* lavapipe measures GFLOP/s */
   printf("%s: %.1f %s peak (bf16 GEMM %lld^3; best run %.1f), %.1f GB/s memory (f32 add, read + write; best run "
