@@ -200,7 +200,7 @@ static mlc_status run_probe(const mlc_driver_target *t, const probe *pr, int ord
     goto out;
   }
   bool ok = mlc_frontend_run(&prog, &diag, "<calibrate>", pr->source, strlen(pr->source), &lo, NULL);
-  if (ok) mlc_options_apply(&prog, &flags);
+  if (ok && pr->opt) mlc_options_apply(&prog, &flags); /* as `mlc compile --opt=val` would */
   if (!ok || !mlc_pipeline_run(&prog, &diag, &po)) {
     st = mlc_status_make(MLC_INTERNAL, "the calibration's %s does not compile", pr->what);
     goto out;
