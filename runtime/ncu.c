@@ -218,8 +218,9 @@ uint32_t mlc_ncu_compare(const mlc_ncu_table *t, mlc_ncu_match *m, uint32_t n, d
 
 void mlc_ncu_print(const mlc_ncu_match *m, uint32_t n, FILE *out) {
   fprintf(out, "ncu beside mlc (ncu: memory when DRAM > %.0f%% and SM < %.0f%%, compute when SM > %.0f%% and DRAM < %.0f%%, "
-               "else latency; mlc's verdict is the same rule on its own estimates)\n", MLC_RULE_HIGH_PCT, MLC_RULE_MEMORY_SM_PCT,
-          MLC_RULE_HIGH_PCT, MLC_RULE_COMPUTE_MEM_PCT);
+               "else latency; mlc's verdict is the same rule on its own estimates, Comp %% and HBM %%, over all of a "
+               "kernel's steps; MHz: ncu's SM clock; B/plan: the DRAM bytes ncu saw a call move over the bytes the plan "
+               "counts)\n", MLC_RULE_HIGH_PCT, MLC_RULE_MEMORY_SM_PCT, MLC_RULE_HIGH_PCT, MLC_RULE_COMPUTE_MEM_PCT);
   fprintf(out, "%-24s %-32s %-8s %7s %7s %7s | %7s %7s %7s %5s %6s %-8s %s\n", "Step", "Kernel", "mlc", "% roof", "Comp %",
           "HBM %", "SM %", "Mem %", "DRAM %", "MHz", "B/plan", "ncu", "");
   uint32_t compared = 0, agreed = 0;
