@@ -112,7 +112,7 @@ int mlc_cmd_profile_ncu(options *o, int argc, char **argv, char *csv, size_t csv
   for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++) av[n++] = fixed[i];
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
-    if (!strcmp(a, "--ncu") || !strncmp(a, "--flush-l2", 10)) continue; /* ncu empties the caches itself */
+    if (!strcmp(a, "--ncu") || !strncmp(a, "--flush", 7)) continue; /* ncu empties the caches itself (getopt takes --flush for --flush-l2) */
     if (!strcmp(a, "--ncu-json") || !strcmp(a, "--trace") || !strcmp(a, "--roofline") || !strcmp(a, "--steps")) { i++; continue; }
     if (!strncmp(a, "--ncu-json=", 11) || !strncmp(a, "--trace=", 8) || !strncmp(a, "--roofline=", 11) || !strncmp(a, "--steps=", 8))
       continue;

@@ -58,10 +58,15 @@ mlc_status mlc_cuda_flush_set(const mlc_cuda_driver *drv, mlc_cuda_flush *f, boo
   if (!on) return NULL;
   if (!f->mod) {
     MLC_RETURN_IF_ERROR(CK(drv, cuModuleLoadData(&f->mod, ptx)));
-    MLC_RETURN_IF_ERROR(CK(drv, cuModuleGetFunction(&f->fn, f->mod, "rt_l2_flush")));
+    mlc_status st = CK(drv, cuModuleGetFunction(&f->fn, f->mod, "rt_l2_flush"));
+    if (st) {
+      drv->cuModuleUnload(f->mod);
+      f->mod = NULL, f->fn = NULL;
+      return st;
+    }
   }
   if (!f->buf) {
-    uint64_t l2 = f->l2_bytes > 0 ? (uint64_t)f->l2_bytes : 64u << 20; /* unknown: more than any GPU's so far */
+    uint64_t l2 = f->l2_bytes > 0 ? (uint64_t)f->l2_bytes : 128u << 20; /* unknown (the query failed): 128 MiB */
     f->bytes = 2 * l2 < (8u << 20) ? 8u << 20 : 2 * l2;
     mlc_status st = CK(drv, cuMemAlloc(&f->buf, f->bytes + 16)); /* + the sink */
     if (!st) st = CK(drv, cuMemsetD8(f->buf, 0, f->bytes + 16));

@@ -3,7 +3,10 @@
  * kernel, a kernel reads a buffer twice the L2's size, as Nsight Compute
  * empties the caches before each kernel it measures (--cache-control all).
  * Reads, so that the lines left behind are clean and the timed kernel pays
- * no write-backs of them.  The kernel is PTX here, compiled by the driver
+ * no write-backs of them.  The flush goes on the stream the timed step
+ * runs on, once a step: a step of the other stream may overlap it, and a
+ * step of several launches is flushed before its first only (ncu flushes
+ * before each launch).  The kernel is PTX here, compiled by the driver
  * when first used; it is not named mlc_*, so `ncu -k regex:^mlc_` skips it.
  *
  * (A kernel queued right after each timed one to count SM cycles against
