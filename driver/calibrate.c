@@ -420,8 +420,9 @@ int mlc_calibrate_gpu(const mlc_driver_target *t, int argc, char **argv) {
   gmtime_r(&now, &tm);
   char when[64];
   strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  snprintf(cl.source, sizeof cl.source, "%s (mlc calibrate --target %s: mlc's bf16 GEMM %lld^3 and f32 add of 2 x %lld x %lld%s, "
-           "median of %d)", when, target, size[0], size[1], copy_cols, measured, TIMED_RUNS);
+  int len = snprintf(cl.source, sizeof cl.source, "%s (mlc calibrate --target %s: mlc's bf16 GEMM %lld^3 and f32 add of 2 x "
+                     "%lld x %lld%s, median of %d)", when, target, size[0], size[1], copy_cols, measured, TIMED_RUNS);
+  if (len >= (int)sizeof cl.source) fprintf(stderr, "mlc: the cache's note of how the ceilings were measured is cut short\n");
   if ((st = mlc_ceilings_save_file(path, &cl))) return fail(st);
   bool tera = med[0] >= 1e12; /* lavapipe measures GFLOP/s */
   printf("%s: %.1f %s peak (bf16 GEMM %lld^3; best run %.1f), %.1f GB/s memory (f32 add, read + write; best run "
