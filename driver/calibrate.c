@@ -391,6 +391,17 @@ int mlc_calibrate_gpu(const mlc_driver_target *t, int argc, char **argv) {
   cl.unit_flops[MLC_UNIT_TC16] = med[0];
   cl.unit_from[MLC_UNIT_TC16] = MLC_CEIL_MEASURED;
   cl.bandwidth_from = MLC_CEIL_MEASURED;
+  if (sm_mhz && sm_max_mhz >= sm_mhz) cl.sm_mhz = sm_mhz, cl.sm_max_mhz = sm_max_mhz;
+  /* cached now, and again with the other units: a calibrate stopped
+   * while their probes run (a time limit) still leaves bf16 and HBM */
+  time_t now = time(NULL);
+  struct tm tm;
+  gmtime_r(&now, &tm);
+  char when[64];
+  strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  snprintf(cl.source, sizeof cl.source, "%s (mlc calibrate --target %s: mlc's bf16 GEMM %lld^3 and f32 add of 2 x %lld x %lld, "
+           "median of %d)", when, target, size[0], size[1], copy_cols, TIMED_RUNS);
+  if ((st = mlc_ceilings_save_file(path, &cl))) return fail(st);
   bool cuda = !strncmp(target, "cuda", 4);
   const struct { mlc_unit unit; kind k; } units[] = {
     {MLC_UNIT_FP32, {"f32 GEMM", "f32", cuda ? "f32-matmul" : NULL, "ieee", 4096}},
@@ -414,12 +425,6 @@ int mlc_calibrate_gpu(const mlc_driver_target *t, int argc, char **argv) {
     snprintf(measured + len, sizeof measured - len, ", %s f32 GEMM %lld^3%s%s", mlc_unit_name(units[u].unit), usz,
              units[u].k.opt ? " --f32-matmul=" : "", units[u].k.opt ? units[u].k.val : "");
   }
-  if (sm_mhz && sm_max_mhz >= sm_mhz) cl.sm_mhz = sm_mhz, cl.sm_max_mhz = sm_max_mhz;
-  time_t now = time(NULL);
-  struct tm tm;
-  gmtime_r(&now, &tm);
-  char when[64];
-  strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
   int len = snprintf(cl.source, sizeof cl.source, "%s (mlc calibrate --target %s: mlc's bf16 GEMM %lld^3 and f32 add of 2 x "
                      "%lld x %lld%s, median of %d)", when, target, size[0], size[1], copy_cols, measured, TIMED_RUNS);
   if (len >= (int)sizeof cl.source) fprintf(stderr, "mlc: the cache's note of how the ceilings were measured is cut short\n");
