@@ -314,6 +314,16 @@ static mlc_status measure(const mlc_driver_target *t, const kind *k, int ordinal
   return NULL;
 }
 
+/* Caches c with its note of how it was measured: the bf16 GEMM's n, the
+ * add's size, then `units` (", fp32 f32 GEMM 4096^3 --f32-matmul=ieee"...). */
+static mlc_status save(const char *path, mlc_ceilings *c, const char *when, const char *target, const long long size[2],
+                       long long copy_cols, const char *units) {
+  int len = snprintf(c->source, sizeof c->source, "%s (mlc calibrate --target %s: mlc's bf16 GEMM %lld^3 and f32 add of 2 x "
+                     "%lld x %lld%s, median of %d)", when, target, size[0], size[1], copy_cols, units, TIMED_RUNS);
+  if (len >= (int)sizeof c->source) fprintf(stderr, "mlc: the cache's note of how the ceilings were measured is cut short\n");
+  return mlc_ceilings_save_file(path, c);
+}
+
 int mlc_calibrate_gpu(const mlc_driver_target *t, int argc, char **argv) {
   static const struct option opts[] = {
     {"target", required_argument, NULL, 't'}, {"device", required_argument, NULL, 'd'}, {"help", no_argument, NULL, 'h'}, {0},
@@ -399,15 +409,13 @@ int mlc_calibrate_gpu(const mlc_driver_target *t, int argc, char **argv) {
   gmtime_r(&now, &tm);
   char when[64];
   strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  snprintf(cl.source, sizeof cl.source, "%s (mlc calibrate --target %s: mlc's bf16 GEMM %lld^3 and f32 add of 2 x %lld x %lld, "
-           "median of %d)", when, target, size[0], size[1], copy_cols, TIMED_RUNS);
-  if ((st = mlc_ceilings_save_file(path, &cl))) return fail(st);
+  char measured[160] = "";
+  if ((st = save(path, &cl, when, target, size, copy_cols, measured))) return fail(st);
   bool cuda = !strncmp(target, "cuda", 4);
   const struct { mlc_unit unit; kind k; } units[] = {
     {MLC_UNIT_FP32, {"f32 GEMM", "f32", cuda ? "f32-matmul" : NULL, "ieee", 4096}},
     {MLC_UNIT_TF32, {"f32 GEMM", "f32", "f32-matmul", "tf32", 8192}},
   };
-  char measured[160] = "";
   for (size_t u = 0; u < sizeof units / sizeof *units; u++) {
     if (units[u].unit == MLC_UNIT_TF32 && !cuda) continue; /* no TF32 in SPIR-V */
     double um = 0, ub = 0;
@@ -425,10 +433,7 @@ int mlc_calibrate_gpu(const mlc_driver_target *t, int argc, char **argv) {
     snprintf(measured + len, sizeof measured - len, ", %s f32 GEMM %lld^3%s%s", mlc_unit_name(units[u].unit), usz,
              units[u].k.opt ? " --f32-matmul=" : "", units[u].k.opt ? units[u].k.val : "");
   }
-  int len = snprintf(cl.source, sizeof cl.source, "%s (mlc calibrate --target %s: mlc's bf16 GEMM %lld^3 and f32 add of 2 x "
-                     "%lld x %lld%s, median of %d)", when, target, size[0], size[1], copy_cols, measured, TIMED_RUNS);
-  if (len >= (int)sizeof cl.source) fprintf(stderr, "mlc: the cache's note of how the ceilings were measured is cut short\n");
-  if ((st = mlc_ceilings_save_file(path, &cl))) return fail(st);
+  if ((st = save(path, &cl, when, target, size, copy_cols, measured))) return fail(st);
   bool tera = med[0] >= 1e12; /* lavapipe measures GFLOP/s */
   printf("%s: %.1f %s peak (bf16 GEMM %lld^3; best run %.1f), %.1f GB/s memory (f32 add, read + write; best run "
          "%.1f); ridge %.1f FLOP/byte\ncached in %s\n",
