@@ -108,7 +108,7 @@ static mlc_status td_copy_external(mlc_device *d, uint64_t addr, uint64_t ext, u
 static const mlc_device_vt timed_vt = {"cuda", false, false, td_destroy, td_alloc, td_free, td_write, td_read, td_resolve,
                                        td_launch, td_finish, td_describe, td_push, td_pop, td_stream, td_mark,
                                        td_order, td_signal, td_kernel_launch, td_check_external, td_copy_external,
-                                       NULL, NULL, NULL, NULL, NULL, NULL}; /* timing every launch: none recorded, nothing bound */
+                                       NULL, NULL, NULL, NULL, NULL, NULL, NULL}; /* timing every launch: none recorded, nothing bound */
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;

@@ -116,6 +116,10 @@ typedef struct {
    * Nsight Compute does before each kernel it measures (CUDA's:
    * runtime/cuda/flush.h); NULL where a device cannot. */
   mlc_status (*flush_caches)(mlc_device *d, bool on);
+  /* The size of the device's last-level cache in bytes (CUDA's L2), for
+   * the profiler's estimate of what a kernel leaves in it; NULL or 0:
+   * unknown. */
+  uint64_t (*cache_bytes)(mlc_device *d);
 } mlc_device_vt;
 
 struct mlc_device {

@@ -220,17 +220,18 @@ void mlc_ncu_print(const mlc_ncu_match *m, uint32_t n, FILE *out) {
   fprintf(out, "ncu beside mlc (ncu: memory when DRAM > %.0f%% and SM < %.0f%%, compute when SM > %.0f%% and DRAM < %.0f%%, "
                "else latency; mlc's verdict is the same rule on its own estimates, Comp %% and HBM %%, over all of a "
                "kernel's steps; MHz: ncu's SM clock; B/plan: the DRAM bytes ncu saw a call move over the bytes the plan "
-               "counts)\n", MLC_RULE_HIGH_PCT, MLC_RULE_MEMORY_SM_PCT, MLC_RULE_HIGH_PCT, MLC_RULE_COMPUTE_MEM_PCT);
-  fprintf(out, "%-24s %-32s %-8s %7s %7s %7s | %7s %7s %7s %5s %6s %-8s %s\n", "Step", "Kernel", "mlc", "% roof", "Comp %",
-          "HBM %", "SM %", "Mem %", "DRAM %", "MHz", "B/plan", "ncu", "");
+               "counts, and mlc's estimate of that share, est, which its HBM %% is of)\n", MLC_RULE_HIGH_PCT, MLC_RULE_MEMORY_SM_PCT, MLC_RULE_HIGH_PCT, MLC_RULE_COMPUTE_MEM_PCT);
+  fprintf(out, "%-24s %-32s %-8s %7s %7s %7s %5s | %7s %7s %7s %5s %6s %-8s %s\n", "Step", "Kernel", "mlc", "% roof",
+          "Comp %", "HBM %", "est", "SM %", "Mem %", "DRAM %", "MHz", "B/plan", "ncu", "");
   uint32_t compared = 0, agreed = 0;
   for (uint32_t i = 0; i < n; i++) {
-    char nmhz[16] = "-", dram[16] = "-", share[16] = "-";
+    char nmhz[16] = "-", dram[16] = "-", share[16] = "-", est[16] = "-";
+    if (m[i].mlc_bytes > 0) snprintf(est, sizeof est, "%.2f", m[i].mlc_dram / m[i].mlc_bytes);
     if (m[i].ncu_bytes >= 0 && m[i].mlc_bytes > 0) snprintf(share, sizeof share, "%.2f", m[i].ncu_bytes / m[i].mlc_bytes);
     if (m[i].ncu_mhz > 0) snprintf(nmhz, sizeof nmhz, "%.0f", m[i].ncu_mhz);
     if (m[i].dram_pct >= 0) snprintf(dram, sizeof dram, "%.1f", m[i].dram_pct);
-    fprintf(out, "%-24.24s %-32.32s %-8s %6.1f%% %7.1f %7.1f | ", m[i].label, m[i].symbol, mlc_bound_name(m[i].mlc),
-            m[i].mlc_pct, m[i].mlc_compute, m[i].mlc_memory);
+    fprintf(out, "%-24.24s %-32.32s %-8s %6.1f%% %7.1f %7.1f %5s | ", m[i].label, m[i].symbol, mlc_bound_name(m[i].mlc),
+            m[i].mlc_pct, m[i].mlc_compute, m[i].mlc_memory, est);
     if (!m[i].launches) {
       fprintf(out, "%7s %7s %7s %5s %6s %-8s %s\n", "-", "-", "-", "-", "-", "-", "(not profiled by ncu)");
       continue;
@@ -256,7 +257,8 @@ void mlc_ncu_write_json(const mlc_ncu_match *m, uint32_t n, const char *device, 
     fprintf(out, ", \"kernel\": ");
     mlc_profile_json_string(out, m[i].symbol);
     fprintf(out, ", \"mlc\": \"%s\", \"mlc_pct_roof\": %.4g, \"mlc_compute_pct\": %.4g, \"mlc_hbm_pct\": %.4g, "
-            "\"mlc_bytes\": %.6g", mlc_bound_name(m[i].mlc), m[i].mlc_pct, m[i].mlc_compute, m[i].mlc_memory, m[i].mlc_bytes);
+            "\"mlc_bytes\": %.6g, \"mlc_dram_bytes\": %.6g", mlc_bound_name(m[i].mlc), m[i].mlc_pct, m[i].mlc_compute,
+            m[i].mlc_memory, m[i].mlc_bytes, m[i].mlc_dram);
     if (m[i].launches)
       fprintf(out, ", \"ncu\": \"%s\", \"sm_pct\": %.4g, \"mem_pct\": %.4g, \"dram_pct\": %.4g, \"ncu_mhz\": %.4g, "
               "\"ncu_bytes\": %.6g, \"launches\": %u, \"agree\": %s", mlc_bound_name(m[i].ncu), m[i].sm_pct, m[i].mem_pct,

@@ -85,6 +85,7 @@ typedef struct mlc_ncu_match_s {
   uint32_t nlaunch;       /* launches per call; 0 means 1 */
   double ncu_mhz;         /* ncu's SM clock, time-weighted; 0 if absent */
   double ncu_bytes;       /* DRAM bytes ncu saw move in one call (a launch's mean x nlaunch); -1 if absent */
+  double mlc_dram;        /* of mlc_bytes, those mlc expects to reach DRAM while it runs (mlc_profile_dram_bytes) */
 } mlc_ncu_match;
 
 /* Fills each match's ncu fields from the table's rows of its symbol (a

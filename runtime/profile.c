@@ -464,6 +464,13 @@ mlc_bound mlc_bound_rule(double compute_pct, double memory_pct) {
   return MLC_BOUND_LATENCY;
 }
 
+double mlc_profile_dram_bytes(const mlc_profile_kernel *k, const mlc_ceilings *c) {
+  double b = k->bytes;
+  if (!k->cold || !(c->l2_bytes > 0) || !(b > 0) || !(k->write_bytes > 0)) return b;
+  double held = MLC_L2_HELD_SHARE * c->l2_bytes; /* the kernel's last bytes, in the L2 at its end */
+  return b - fmin(k->write_bytes, b) * fmin(1, held / b);
+}
+
 void mlc_profile_classify(const mlc_profile_kernel *k, const mlc_ceilings *c, mlc_profile_verdict *v) {
   memset(v, 0, sizeof *v);
   double t = k->seconds, products = k->products ? k->products : 1;
@@ -476,7 +483,8 @@ void mlc_profile_classify(const mlc_profile_kernel *k, const mlc_ceilings *c, ml
   /* The rule's percentages are of the hardware's peaks (see mlc_ceilings);
    * % of roof is of the roofs, which calibrate measures as reached. */
   v->pct_compute = 100 * v->flop_rate / (mlc_ceilings_rule_peak(c, v->unit) / products);
-  v->pct_memory = 100 * v->byte_rate / mlc_ceilings_rule_bandwidth(c);
+  v->dram_bytes = mlc_profile_dram_bytes(k, c);
+  v->pct_memory = t > 0 ? 100 * v->dram_bytes / t / mlc_ceilings_rule_bandwidth(c) : 0;
   if (k->flops > 0 && v->roof > 0) v->pct_roof = 100 * v->flop_rate / v->roof;
   else v->pct_roof = 100 * v->byte_rate / c->bandwidth;
   bool tiny = k->flops < MLC_PROFILE_TINY_FLOPS && k->bytes < MLC_PROFILE_TINY_BYTES;

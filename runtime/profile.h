@@ -62,6 +62,7 @@ typedef struct {
   mlc_ceiling_source unit_from[MLC_NUNITS];   /* where each came from */
   mlc_ceiling_source bandwidth_from;
   double l2_bandwidth;                        /* bytes/s of a copy that stays in L2; 0: unknown */
+  double l2_bytes;                            /* the L2's size (the device's); 0: unknown */
   mlc_ceiling_source l2_from;
   /* The hardware's peaks, against which the seed's rule judges a kernel (as
    * Nsight Compute's "% of peak" does, per cycle): each unit's FLOPs per
@@ -173,7 +174,8 @@ typedef struct {
   double roof;       /* FLOP/s the roofline allows at this intensity */
   double pct_roof;   /* achieved / roof, in percent (bytes/bandwidth for a kernel without FLOPs) */
   double pct_compute; /* achieved FLOP/s x products over the unit's peak, percent */
-  double pct_memory;  /* achieved bytes/s over the memory bandwidth, percent */
+  double pct_memory;  /* the DRAM bytes/s while it ran (dram_bytes) over the memory bandwidth, percent */
+  double dram_bytes;  /* of the kernel's bytes, those that reach DRAM while it runs (mlc_profile_dram_bytes) */
   double occupancy;   /* percent; 0 when the launch is unknown */
   mlc_unit unit;
   mlc_bound bound;
@@ -191,9 +193,25 @@ typedef struct {
   mlc_unit unit;                    /* where its FLOPs run (the plan's step unit) */
   uint32_t products;                /* the unit's products per FLOP (3 for tf32x3); 0 means 1 */
   const mlc_profile_launch *launch; /* NULL: unknown */
+  double write_bytes;               /* of `bytes`, those it writes (its output's) */
+  bool cold;                        /* the caches were emptied before it ran (mlc profile --flush-l2) */
 } mlc_profile_kernel;
 
 void mlc_profile_classify(const mlc_profile_kernel *k, const mlc_ceilings *c, mlc_profile_verdict *out);
+
+/* The bytes of kernel k that reach DRAM while it runs, the memory side of
+ * its verdict.  A kernel started on an emptied L2 (k->cold, as under Nsight
+ * Compute) ends with the last of its traffic still in the L2, and of that
+ * its writes are dirty lines written back later, in another kernel's time:
+ * the L2 is taken to hold the last MLC_L2_HELD_SHARE of its size of the
+ * kernel's bytes, dirty in the share the kernel writes (all of its writes
+ * when its bytes fit).  Measured on an H100 (bench/results/ncu-2026-12-06.md,
+ * ncu's dram__bytes over the plan's bytes): the large elementwise kernels
+ * left 32-42 MB of 50, median 35.  Warm (in a running step) a kernel pays
+ * its predecessor's dirty lines instead of its own, about as many: all of
+ * its bytes count. */
+#define MLC_L2_HELD_SHARE 0.7
+double mlc_profile_dram_bytes(const mlc_profile_kernel *k, const mlc_ceilings *c);
 
 /* A GEMM's M, N, K from the step name and its argument shapes: matmul
  * (a[..,m,k] @ b[..,k,n]) and linear (x[..,k] @ w[n,k]^T, M folds the

@@ -91,6 +91,7 @@ struct mlc_session {
   uint64_t sched_steps;   /* the learning-rate schedule's length: the plan's, or the caller's */
   entry_state *entries;
   bool trace;
+  bool flushing;          /* the caches are emptied before each timed kernel (mlc_session_set_flush_caches) */
   trace_event *events;    /* (nevents), grows by doubling */
   size_t nevents, cap_events;
 };

@@ -35,8 +35,9 @@ static mlc_profile_kernel step_kernel(const mlc_session *s, const entry_state *e
   memset(launch, 0, sizeof *launch);
   bool known = es->kern[i] && s->dev->vt->kernel_launch;
   if (known) s->dev->vt->kernel_launch(s->dev, es->kern[i], launch);
+  double written = st->nargs ? (double)mlc_plan_shape_bytes(shapes[n - 1]) : 0; /* the output, last */
   return (mlc_profile_kernel){st->name, st->flops, st->bytes, seconds, shapes, n, (mlc_unit)st->unit, st->products,
-                              known && launch->grid ? launch : NULL};
+                              known && launch->grid ? launch : NULL, written, s->flushing};
 }
 
 static void fmt_rate(char *buf, size_t n, double per_s) {
@@ -66,6 +67,7 @@ void mlc_session_ceilings(const mlc_session *s, mlc_ceilings *c) {
   char name[256];
   s->dev->vt->describe(s->dev, name, sizeof name);
   mlc_ceilings_gpu(name, c);
+  if (s->dev->vt->cache_bytes) c->l2_bytes = (double)s->dev->vt->cache_bytes(s->dev);
 }
 
 void mlc_session_print_profile(const mlc_session *s, const char *entry, FILE *out) {
@@ -122,7 +124,7 @@ void mlc_session_print_profile_ceilings(const mlc_session *s, const char *entry,
 /* One distinct kernel of an entry, over its steps: sums of one call's
  * FLOPs, bytes and seconds, and its longest step. */
 typedef struct {
-  double flops, bytes, seconds, longest;
+  double flops, bytes, written, seconds, longest;
   uint32_t calls, step;
 } kernel_sum;
 
@@ -146,7 +148,9 @@ mlc_status mlc_session_ncu_matches(const mlc_session *s, const char *entry, cons
     if (j == k) m[k].symbol = sym, memset(&g[k], 0, sizeof g[k]), k++;
     double avg = es->seconds[i] / (double)es->runs;
     kernel_sum *t = &g[j];
+    const mlc_plan_value *last = e->steps[i].nargs ? &e->values[e->steps[i].args[e->steps[i].nargs - 1]] : NULL;
     t->flops += e->steps[i].flops, t->bytes += e->steps[i].bytes, t->seconds += avg;
+    t->written += last ? (double)mlc_plan_shape_bytes(&last->shape) : 0;
     if (!t->calls++ || avg > t->longest) t->longest = avg, t->step = i;
   }
   /* ncu weighs its launches of a kernel by their time; so do these sums. */
@@ -156,10 +160,12 @@ mlc_status mlc_session_ncu_matches(const mlc_session *s, const char *entry, cons
     mlc_profile_launch launch;
     mlc_profile_kernel pk = step_kernel(s, es, t->step, t->longest, shapes, &launch);
     pk.flops = t->flops / t->calls, pk.bytes = t->bytes / t->calls, pk.seconds = t->seconds / t->calls;
+    pk.write_bytes = t->written / t->calls;
     mlc_profile_verdict v;
     mlc_profile_classify(&pk, c, &v);
     m[j].label = e->steps[t->step].name, m[j].mlc = v.bound, m[j].mlc_pct = v.pct_roof;
     m[j].mlc_compute = v.pct_compute, m[j].mlc_memory = v.pct_memory, m[j].mlc_bytes = pk.bytes;
+    m[j].mlc_dram = v.dram_bytes;
     m[j].nlaunch = launch.nlaunch;
   }
   mlc_allocator_free(s->a, g);
@@ -176,7 +182,9 @@ mlc_status mlc_session_set_flush_caches(mlc_session *s, bool on) {
     return mlc_status_make(MLC_UNIMPLEMENTED, "the %s device cannot empty its caches before each kernel (CUDA's can)",
                            s->dev->vt->name);
   }
-  return s->dev->vt->flush_caches(s->dev, on);
+  MLC_RETURN_IF_ERROR(s->dev->vt->flush_caches(s->dev, on));
+  s->flushing = on;
+  return NULL;
 }
 
 static mlc_status write_trace_file(const mlc_session *s, const char *path, const char *shown) {

@@ -152,7 +152,7 @@ static mlc_status cpu_mark(mlc_device *base, uint32_t slot, bool end) {
 
 static const mlc_device_vt cpu_vt = {
     "cpu", true, true, cpu_destroy, cpu_alloc, cpu_free, cpu_write, cpu_read, cpu_resolve, cpu_launch, cpu_finish, cpu_describe,
-    NULL, NULL, NULL, cpu_mark, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+    NULL, NULL, NULL, cpu_mark, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
 };
 
 mlc_status mlc_cpu_device_create(mlc_symbol_lookup lookup, void *ctx, int threads, mlc_allocator a, mlc_device **out) {

@@ -373,6 +373,11 @@ static mlc_status cu_flush_caches(mlc_device *base, bool on) {
   return mlc_cuda_flush_set(&d->drv, &d->flush, on);
 }
 
+static uint64_t cu_cache_bytes(mlc_device *base) {
+  cuda_dev *d = (cuda_dev *)base;
+  return d->flush.l2_bytes > 0 ? (uint64_t)d->flush.l2_bytes : 0;
+}
+
 static void cu_describe(mlc_device *base, char *buf, size_t n) {
   cuda_dev *d = (cuda_dev *)base;
   snprintf(buf, n, "%s (sm_%d%d, %d SMs)", d->name, d->cc_major, d->cc_minor, d->sms);
@@ -533,7 +538,7 @@ static void cu_record_free(mlc_device *base, void *rec) {
 static const mlc_device_vt cuda_vt = {
     "cuda", false, false, cu_destroy, cu_alloc, cu_free, cu_write, cu_read, cu_resolve, cu_launch, cu_finish, cu_describe,
     cu_range_push, cu_range_pop, cu_stream, cu_mark, cu_order, cu_signal, cu_kernel_launch, cu_check_external, cu_copy_external,
-    cu_record_begin, cu_record_end, cu_replay, cu_record_free, cu_bind_external, cu_flush_caches,
+    cu_record_begin, cu_record_end, cu_replay, cu_record_free, cu_bind_external, cu_flush_caches, cu_cache_bytes,
 };
 
 mlc_status mlc_cuda_device_create(const mlc_cuda_code *code, mlc_allocator a, mlc_device **out) {

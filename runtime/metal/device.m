@@ -418,7 +418,7 @@ static void mt_describe(mlc_device *base, char *buf, size_t n) {
 
 static const mlc_device_vt metal_vt = {
     "metal", true, false, mt_destroy, mt_alloc, mt_free, mt_write, mt_read, mt_resolve, mt_launch, mt_finish, mt_describe,
-    NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+    NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
 };
 
 /* The device: the system default, else (macOS) the first of all of them. */

@@ -773,7 +773,7 @@ static void vk_destroy(mlc_device *base) {
 
 static const mlc_device_vt vk_vt = {
     "vulkan", false, false, vk_destroy, vk_alloc, vk_free, vk_write, vk_read, vk_resolve, vk_launch, vk_finish, vk_describe,
-    NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+    NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
 };
 
 uint32_t mlc_vk_device_messages(const mlc_device *base) { return ((const vk_dev *)base)->api.messages; }

@@ -127,7 +127,7 @@ static void emu_describe(mlc_device *b, char *buf, size_t n) { snprintf(buf, n, 
 
 static const mlc_device_vt emu_vt = {
     "metal-emu", true, false, emu_destroy, emu_alloc, emu_free, emu_write, emu_read, emu_resolve, emu_launch, emu_finish,
-    emu_describe, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+    emu_describe, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
 };
 
 /* The flags the header is precompiled with and every .metal compiled with:

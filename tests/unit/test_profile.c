@@ -33,13 +33,53 @@ static mlc_plan_shape shape(uint8_t dtype, int rank, int64_t d0, int64_t d1, int
   return s;
 }
 
+/* The DRAM bytes of a kernel started on an emptied L2 (mlc profile
+ * --flush-l2, as under ncu): its writes still in the L2 at its end do not
+ * count.  The numbers are the H100's (50 MiB L2) and the MiniLLM's bf16 to
+ * f32 cast of 16M elements (32 MiB in, 64 MiB out), where ncu measured
+ * 0.79 of the plan's bytes (bench/results/ncu-2026-12-06.md, cast%130). */
+static void dram_bytes_after_flush(void **state) {
+  (void)state;
+  mlc_ceilings c = test_ceilings();
+  c.l2_bytes = 50.0 * (1 << 20);
+  double in = 32.0 * (1 << 20), out = 64.0 * (1 << 20), held = 0.7 * c.l2_bytes;
+  mlc_profile_kernel k = {"cast%130", 0, in + out, 1e-3, NULL, 0, MLC_UNIT_FP32, 1, NULL, out, true};
+  /* the last 35 MiB of its 96 MiB are in the L2 at its end, two thirds of them written */
+  assert_float_equal(mlc_profile_dram_bytes(&k, &c), in + out - out * held / (in + out), 1);
+  assert_float_equal(mlc_profile_dram_bytes(&k, &c) / (in + out), 0.757, 1e-3);
+  /* one that fits in the L2: none of its writes reach DRAM while it runs */
+  k.bytes = 24.0 * (1 << 20), k.write_bytes = 8.0 * (1 << 20);
+  assert_float_equal(mlc_profile_dram_bytes(&k, &c), 16.0 * (1 << 20), 1e-6);
+  /* warm (no flush), no known L2, or nothing written: every byte */
+  k.cold = false;
+  assert_float_equal(mlc_profile_dram_bytes(&k, &c), k.bytes, 0);
+  k.cold = true, c.l2_bytes = 0;
+  assert_float_equal(mlc_profile_dram_bytes(&k, &c), k.bytes, 0);
+  c.l2_bytes = 50.0 * (1 << 20), k.write_bytes = 0;
+  assert_float_equal(mlc_profile_dram_bytes(&k, &c), k.bytes, 0);
+  /* the verdict follows: 16 of the 20 GB/s of test_ceilings with every byte
+   * counted is memory-bound; cold, a kernel writing 9 of its 12 MB (they fit)
+   * moves 3 MB to DRAM, 4 GB/s: neither */
+  mlc_profile_kernel add = {"add%3", 1e6, 12e6, 0.75e-3, NULL, 0, MLC_UNIT_FP32, 1, NULL, 9e6, false};
+  mlc_profile_verdict v;
+  mlc_profile_classify(&add, &c, &v);
+  assert_int_equal(v.bound, MLC_BOUND_MEMORY);
+  assert_float_equal(v.dram_bytes, 12e6, 0);
+  add.cold = true;
+  mlc_profile_classify(&add, &c, &v);
+  assert_int_equal(v.bound, MLC_BOUND_LATENCY);
+  assert_float_equal(v.dram_bytes, 3e6, 1e-6);
+  assert_float_equal(v.pct_memory, 20.0, 1e-9);
+  assert_float_equal(v.byte_rate, 16e9, 1); /* the plan's bytes over its time, as before */
+}
+
 /* An elementwise add of 1M f32: 1e6 FLOPs over 12 MB, in 0.75 ms.
  * Intensity 1/12, roof 1.667 GFLOP/s, achieved 1.333 GFLOP/s: 80% of the
  * memory roof (16 of 20 GB/s) and 1.3% of the compute one. */
 static void memory_bound_elementwise(void **state) {
   (void)state;
   mlc_ceilings c = test_ceilings();
-  mlc_profile_kernel k = {"add%3", 1e6, 12e6, 0.75e-3, NULL, 0, MLC_UNIT_FP32, 1, NULL};
+  mlc_profile_kernel k = {"add%3", 1e6, 12e6, 0.75e-3, NULL, 0, MLC_UNIT_FP32, 1, NULL, 0, false};
   mlc_profile_verdict v;
   mlc_profile_classify(&k, &c, &v);
   assert_int_equal(v.bound, MLC_BOUND_MEMORY);
@@ -68,16 +108,16 @@ static void generic_kernel_hint(void **state) {
   c.gpu = true;
   mlc_plan_shape q16 = shape(MLC_DTYPE_BF16, 3, 4, 300, 200), q32 = shape(MLC_DTYPE_F32, 3, 4, 300, 300);
   const mlc_plan_shape *s16[] = {&q16, &q16, &q16, &q16}, *s32[] = {&q32, &q32, &q32, &q32, &q32};
-  mlc_profile_kernel k = {"attention%5", 1e9, 1e8, 0.1, s16, 4, MLC_UNIT_FP32, 1, NULL};
+  mlc_profile_kernel k = {"attention%5", 1e9, 1e8, 0.1, s16, 4, MLC_UNIT_FP32, 1, NULL, 0, false};
   mlc_profile_verdict v;
   mlc_profile_classify(&k, &c, &v);
   assert_string_equal(v.hint, "generic kernel, a warp per row: 16-bit attention takes the tensor cores at head dim "
                               "d % 16 == 0, d <= 256 (here 200)");
-  mlc_profile_kernel g = {"attention_grad%9", 1e9, 1e8, 0.1, s32, 5, MLC_UNIT_FP32, 1, NULL};
+  mlc_profile_kernel g = {"attention_grad%9", 1e9, 1e8, 0.1, s32, 5, MLC_UNIT_FP32, 1, NULL, 0, false};
   mlc_profile_classify(&g, &c, &v);
   assert_string_equal(v.hint, "generic kernel, a warp per row: f32 attention gradient takes the tensor cores at head "
                               "dim d % 8 == 0, d <= 256 (here 300), not under --f32-matmul ieee");
-  mlc_profile_kernel l = {"linear%3", 1e9, 1e8, 0.1, s32, 3, MLC_UNIT_FP32, 1, NULL};
+  mlc_profile_kernel l = {"linear%3", 1e9, 1e8, 0.1, s32, 3, MLC_UNIT_FP32, 1, NULL, 0, false};
   mlc_profile_classify(&l, &c, &v);
   assert_string_equal(v.hint, "f32 GEMM on the FP32 cores (--f32-matmul ieee): tf32x3 runs it on the tensor cores at "
                               "f32 accuracy");
@@ -110,13 +150,13 @@ static void collective_hint(void **state) {
   mlc_ceilings c = test_ceilings();
   const char *names[] = {"all_gather%4", "reduce_scatter%12"};
   for (int i = 0; i < 2; i++) {
-    mlc_profile_kernel k = {names[i], i ? 1e6 : 0, 50e6, 1e-3, NULL, 0, MLC_UNIT_FP32, 1, NULL};
+    mlc_profile_kernel k = {names[i], i ? 1e6 : 0, 50e6, 1e-3, NULL, 0, MLC_UNIT_FP32, 1, NULL, 0, false};
     mlc_profile_verdict v;
     mlc_profile_classify(&k, &c, &v);
     assert_int_equal(v.bound, MLC_BOUND_MEMORY);
     assert_string_equal(v.hint, "communication: hide it behind compute (prefetch), or send bf16");
   }
-  mlc_profile_kernel k = {"all_gathered%4", 0, 50e6, 1e-3, NULL, 0, MLC_UNIT_FP32, 1, NULL}; /* only the op's own name */
+  mlc_profile_kernel k = {"all_gathered%4", 0, 50e6, 1e-3, NULL, 0, MLC_UNIT_FP32, 1, NULL, 0, false}; /* only the op's own name */
   mlc_profile_verdict v;
   mlc_profile_classify(&k, &c, &v);
   assert_string_equal(v.hint, "fuse with neighbours, quantise (FP8/INT4), or raise the batch");
@@ -127,7 +167,7 @@ static void collective_hint(void **state) {
 static void copy_uses_bandwidth(void **state) {
   (void)state;
   mlc_ceilings c = test_ceilings();
-  mlc_profile_kernel k = {"transpose%9", 0, 10e6, 0.625e-3, NULL, 0, MLC_UNIT_FP32, 1, NULL};
+  mlc_profile_kernel k = {"transpose%9", 0, 10e6, 0.625e-3, NULL, 0, MLC_UNIT_FP32, 1, NULL, 0, false};
   mlc_profile_verdict v;
   mlc_profile_classify(&k, &c, &v);
   assert_int_equal(v.bound, MLC_BOUND_MEMORY);
@@ -143,7 +183,7 @@ static void compute_bound_gemm(void **state) {
   mlc_plan_shape a = shape(1, 2, 1024, 1024, 0), b = shape(1, 2, 1024, 1024, 0), o = shape(1, 2, 1024, 1024, 0);
   const mlc_plan_shape *sh[] = {&a, &b, &o};
   double flops = 2.0 * 1024 * 1024 * 1024, bytes = 3.0 * 4 * 1024 * 1024;
-  mlc_profile_kernel k = {"matmul%12", flops, bytes, 0.025, sh, 3, MLC_UNIT_FP32, 1, NULL};
+  mlc_profile_kernel k = {"matmul%12", flops, bytes, 0.025, sh, 3, MLC_UNIT_FP32, 1, NULL, 0, false};
   mlc_profile_verdict v;
   mlc_profile_classify(&k, &c, &v);
   assert_int_equal(v.bound, MLC_BOUND_COMPUTE);
@@ -165,7 +205,7 @@ static void misaligned_linear_names_n(void **state) {
   mlc_plan_shape x = shape(1, 3, 8, 128, 768), w = shape(1, 2, 1000, 768, 0), o = shape(1, 3, 8, 128, 1000);
   const mlc_plan_shape *sh[] = {&x, &w, &o};
   double flops = 2.0 * 1024 * 1000 * 768, bytes = 4.0 * (1024 * 768 + 1000 * 768 + 1024 * 1000);
-  mlc_profile_kernel k = {"linear%7", flops, bytes, 0.018, sh, 3, MLC_UNIT_FP32, 1, NULL}; /* 87% */
+  mlc_profile_kernel k = {"linear%7", flops, bytes, 0.018, sh, 3, MLC_UNIT_FP32, 1, NULL, 0, false}; /* 87% */
   int64_t m, n, kk;
   assert_true(mlc_profile_gemm_dims(&k, &m, &n, &kk));
   assert_int_equal(m, 1024);
@@ -184,13 +224,13 @@ static void misaligned_matmul_names_k(void **state) {
   mlc_plan_shape a = shape(1, 3, 4, 512, 300), b = shape(1, 3, 4, 300, 512), o = shape(1, 3, 4, 512, 512);
   const mlc_plan_shape *sh[] = {&a, &b, &o};
   double flops = 2.0 * 4 * 512 * 512 * 300, bytes = 4.0 * 4 * (512 * 300 * 2 + 512 * 512);
-  mlc_profile_kernel k = {"matmul", flops, bytes, 0.007, sh, 3, MLC_UNIT_FP32, 1, NULL}; /* 90% */
+  mlc_profile_kernel k = {"matmul", flops, bytes, 0.007, sh, 3, MLC_UNIT_FP32, 1, NULL, 0, false}; /* 90% */
   mlc_profile_verdict v;
   mlc_profile_classify(&k, &c, &v);
   assert_int_equal(v.bound, MLC_BOUND_COMPUTE);
   assert_string_equal(v.hint, "align K (=300) to a multiple of 64/128");
   /* Not a GEMM: a name that only starts like one. */
-  mlc_profile_kernel other = {"matmul_grad%3", flops, bytes, 0.007, sh, 3, MLC_UNIT_FP32, 1, NULL};
+  mlc_profile_kernel other = {"matmul_grad%3", flops, bytes, 0.007, sh, 3, MLC_UNIT_FP32, 1, NULL, 0, false};
   int64_t m, n, kk;
   assert_false(mlc_profile_gemm_dims(&other, &m, &n, &kk));
   mlc_profile_classify(&other, &c, &v);
@@ -202,12 +242,12 @@ static void latency_bound(void **state) {
   (void)state;
   mlc_ceilings c = test_ceilings();
   mlc_profile_verdict v;
-  mlc_profile_kernel tiny = {"add%1", 1000, 8000, 50e-6, NULL, 0, MLC_UNIT_FP32, 1, NULL};
+  mlc_profile_kernel tiny = {"add%1", 1000, 8000, 50e-6, NULL, 0, MLC_UNIT_FP32, 1, NULL, 0, false};
   mlc_profile_classify(&tiny, &c, &v);
   assert_int_equal(v.bound, MLC_BOUND_LATENCY);
   assert_string_equal(mlc_bound_name(v.bound), "latency");
   assert_string_equal(v.hint, "too small to fill the CPU: fuse with neighbours or batch more work");
-  mlc_profile_kernel quick = {"matmul%2", 2e5, 1e6, 10e-6, NULL, 0, MLC_UNIT_FP32, 1, NULL};
+  mlc_profile_kernel quick = {"matmul%2", 2e5, 1e6, 10e-6, NULL, 0, MLC_UNIT_FP32, 1, NULL, 0, false};
   mlc_profile_classify(&quick, &c, &v);
   assert_int_equal(v.bound, MLC_BOUND_LATENCY);
   quick.seconds = 60e-6; /* the same work over 20 us: 83% of the bandwidth, 3% of the FLOPs */
@@ -344,7 +384,7 @@ static mlc_status cd_finish(mlc_device *d, uint32_t n, double *sec, double *star
 static void cd_describe(mlc_device *d, char *buf, size_t n) { snprintf(buf, n, "counting CPU"); }
 static const mlc_device_vt counting_vt = {"counting", true, false, cd_destroy, cd_alloc, cd_free, cd_write, cd_read, cd_resolve,
                                           cd_launch, cd_finish, cd_describe, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-                                          NULL, NULL, NULL, NULL, NULL, NULL};
+                                          NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 
 /* The same with recorded launches, as CUDA graphs give them: one recording
  * (the handle is the device itself), replayed by running its launches. */
@@ -371,7 +411,7 @@ static mlc_status cd_replay(mlc_device *d, void *rec) {
 static void cd_record_free(mlc_device *d, void *rec) { ((counting_dev *)d)->frees++; }
 static const mlc_device_vt recording_vt = {"recording", true, true, cd_destroy, cd_alloc, cd_free, cd_write, cd_read, cd_resolve,
                                            cd_launch, cd_finish, cd_describe, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-                                           cd_record_begin, cd_record_end, cd_replay, cd_record_free, NULL, NULL};
+                                           cd_record_begin, cd_record_end, cd_replay, cd_record_free, NULL, NULL, NULL};
 
 
 /* A session of plan on cd, a counting device of table vt over the CPU
@@ -396,7 +436,7 @@ static mlc_status cd_finish_fixed(mlc_device *d, uint32_t n, double *sec, double
 static void cd_describe_gpu(mlc_device *d, char *buf, size_t n) { snprintf(buf, n, "NVIDIA H200 (sm_90, 132 SMs)"); }
 static const mlc_device_vt fixed_vt = {"fixed", true, false, cd_destroy, cd_alloc, cd_free, cd_write, cd_read, cd_resolve,
                                        cd_launch, cd_finish_fixed, cd_describe_gpu, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-                                       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+                                       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 
 /* Two steps of one kernel: mlc's verdict beside ncu's is of the kernel as
  * a whole (its steps' FLOPs, bytes and seconds summed, as ncu weighs its
@@ -667,7 +707,7 @@ static void gpu_ceilings(void **state) {
   assert_false(got.calibrated);
   assert_non_null(strstr(got.source, "built-in guesses"));
   mlc_profile_verdict v;
-  mlc_profile_kernel tiny = {"add%1", 1000, 8000, 50e-6, NULL, 0, MLC_UNIT_FP32, 1, NULL};
+  mlc_profile_kernel tiny = {"add%1", 1000, 8000, 50e-6, NULL, 0, MLC_UNIT_FP32, 1, NULL, 0, false};
   mlc_profile_classify(&tiny, &got, &v);
   assert_int_equal(v.bound, MLC_BOUND_LATENCY);
   assert_string_equal(v.hint, "too small to fill the GPU: fuse with neighbours or batch more work");
@@ -687,7 +727,7 @@ static mlc_ceilings h200(void) {
 
 static mlc_profile_verdict judge(const char *name, double flops, double bytes, double seconds, mlc_unit unit, uint32_t products,
                                  const mlc_profile_launch *launch, const mlc_ceilings *c) {
-  mlc_profile_kernel k = {name, flops, bytes, seconds, NULL, 0, unit, products, launch};
+  mlc_profile_kernel k = {name, flops, bytes, seconds, NULL, 0, unit, products, launch, 0, false};
   mlc_profile_verdict v;
   mlc_profile_classify(&k, c, &v);
   return v;
@@ -1040,11 +1080,11 @@ static void ncu_csv_raw(void **state) {
   assert_false(mlc_ncu_symbol("mlc_matmul", sym, sizeof sym));
   /* mlc's verdicts of five kernels; ncu's from the rule. */
   mlc_ncu_match m[] = {
-    {"mlc_matmul_00112233445566aa", "matmul%3", MLC_BOUND_COMPUTE, 80, 0, 0, 0, 0, 0, false, 81.5, 20, 4e6, 1, 0, 0},
-    {"mlc_rmsnorm_0123456789abcdef", "rmsnorm%1", MLC_BOUND_MEMORY, 83, 0, 0, 0, 0, 0, false, 3, 80, 0, 0, 0, 0},
-    {"mlc_attention_grad_aaaaaaaaaaaaaaaa", "attention_grad%9", MLC_BOUND_LATENCY, 2, 0, 0, 0, 0, 0, false, 2, 1, 0, 0, 0, 0},
-    {"mlc_adamw_bbbbbbbbbbbbbbbb", "adamw%20", MLC_BOUND_MEMORY, 66, 0, 0, 0, 0, 0, false, 4, 77, 0, 0, 0, 0},
-    {"mlc_cast_cccccccccccccccc", "cast%2", MLC_BOUND_MEMORY, 70, 0, 0, 0, 0, 0, false, 1, 76, 0, 0, 0, 0},
+    {"mlc_matmul_00112233445566aa", "matmul%3", MLC_BOUND_COMPUTE, 80, 0, 0, 0, 0, 0, false, 81.5, 20, 4e6, 1, 0, 0, 4e6},
+    {"mlc_rmsnorm_0123456789abcdef", "rmsnorm%1", MLC_BOUND_MEMORY, 83, 0, 0, 0, 0, 0, false, 3, 80, 0, 0, 0, 0, 0},
+    {"mlc_attention_grad_aaaaaaaaaaaaaaaa", "attention_grad%9", MLC_BOUND_LATENCY, 2, 0, 0, 0, 0, 0, false, 2, 1, 0, 0, 0, 0, 0},
+    {"mlc_adamw_bbbbbbbbbbbbbbbb", "adamw%20", MLC_BOUND_MEMORY, 66, 0, 0, 0, 0, 0, false, 4, 77, 0, 0, 0, 0, 0},
+    {"mlc_cast_cccccccccccccccc", "cast%2", MLC_BOUND_MEMORY, 70, 0, 0, 0, 0, 0, false, 1, 76, 0, 0, 0, 0, 0},
   };
   double agree;
   assert_int_equal(mlc_ncu_compare(&t, m, 5, &agree), 4);
@@ -1125,7 +1165,7 @@ static void ncu_rule_and_formats(void **state) {
   assert_float_equal(t.rows[0].bytes, 64.5e6, 1e-3);
   assert_float_equal(t.rows[1].mhz, 0, 0);
   assert_float_equal(t.rows[1].bytes, -1, 0);
-  mlc_ncu_match sm = {"mlc_softmax_1111111111111111", "softmax%4", MLC_BOUND_MEMORY, 90, 0, 0, 0, 0, 0, false, 1, 80, 80e6, 1, 0, 0};
+  mlc_ncu_match sm = {"mlc_softmax_1111111111111111", "softmax%4", MLC_BOUND_MEMORY, 90, 0, 0, 0, 0, 0, false, 1, 80, 80e6, 1, 0, 0, 80e6};
   double agree;
   assert_int_equal(mlc_ncu_compare(&t, &sm, 1, &agree), 1);
   assert_float_equal(sm.ncu_bytes, -1, 0); /* a launch without it: unknown */
@@ -1311,6 +1351,7 @@ int main(int argc, char **argv) {
   }
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(memory_bound_elementwise),
+      cmocka_unit_test(dram_bytes_after_flush),
     cmocka_unit_test(seed_rule), cmocka_unit_test(generic_kernel_hint),
       cmocka_unit_test(collective_hint), cmocka_unit_test(copy_uses_bandwidth),
     cmocka_unit_test(compute_bound_gemm),       cmocka_unit_test(misaligned_linear_names_n),
