@@ -11,9 +11,17 @@
  * has it:
  *   FP32 cores:       an f32 GEMM of 4096^3 under --f32-matmul ieee (CUDA;
  *                     SPIR-V's f32 GEMM is its FP32 kernel anyway);
- *   TF32 tensor cores: an f32 GEMM of 8192^3 under --f32-matmul tf32 (CUDA).
- * FP8 keeps the datasheet's peak (no forward of the language runs on it),
- * and a unit whose probe fails keeps the datasheet's, with a message.
+ *   TF32 tensor cores: an f32 GEMM of 8192^3 under --f32-matmul tf32 (CUDA);
+ *   FP8 tensor cores: a train step under --matmul fp8 whose linear is
+ *                     8192 x 8192 over 8192 rows (CUDA): its steps on the FP8
+ *                     unit (the forward's and the weight gradient's
+ *                     scaled_mm; no forward of the language runs on FP8)
+ *                     alone are timed, against their FLOPs;
+ *   L2 bandwidth:     an f32 add whose inputs and output fill half the L2
+ *                     (its size from the device: CUDA's), read and written
+ *                     in the L2 after the first run.
+ * A unit whose probe fails keeps the datasheet's peak (the L2 stays
+ * unknown), with a message.
  * Inputs are random (never zeros: a GEMM runs faster on zeros).  Each is
  * run for at least 300 ms to warm up the clocks, then 20 times; the ceiling
  * is the median rate (the best is printed beside it).  While the GEMM's
@@ -49,7 +57,8 @@ enum { TIMED_RUNS = 20 };
 typedef struct {
   mlc_device base;
   mlc_device *in;
-  double last; /* seconds of the last run's steps */
+  const bool *counted; /* the steps whose seconds count (the FP8 probe's GEMMs); NULL: all */
+  double last;         /* seconds of the last run's counted steps */
 } timed_dev;
 
 static mlc_device *in_of(mlc_device *d) { return ((timed_dev *)d)->in; }
@@ -74,8 +83,9 @@ static mlc_status td_launch(mlc_device *d, void *k, uint64_t items, const uint64
 }
 static mlc_status td_finish(mlc_device *d, uint32_t n, double *sec, double *start) {
   MLC_RETURN_IF_ERROR(in_of(d)->vt->finish(in_of(d), n, sec, start));
+  const bool *counted = ((timed_dev *)d)->counted;
   double t = 0;
-  for (uint32_t i = 0; i < n; i++) t += sec[i];
+  for (uint32_t i = 0; i < n; i++) t += !counted || counted[i] ? sec[i] : 0;
   ((timed_dev *)d)->last = t;
   return NULL;
 }
@@ -134,7 +144,16 @@ typedef struct {
   const char *source; /* the model */
   bool flops;         /* the rate of FLOPs, else of bytes */
   const char *opt, *val; /* an option of emitted code to compile it with (--opt=val), or NULL */
+  const char *entry;  /* the entry it runs: "forward", or "train" (the FP8 probe) */
+  int unit;           /* only the steps on this unit (mlc_unit) count; -1: every step */
 } probe;
+
+/* What a probe learnt of the device: its description, and the L2's size
+ * (0: unknown) that sizes the L2 probe. */
+typedef struct {
+  char name[256];
+  uint64_t l2_bytes;
+} dev_facts;
 
 /* The probe's model built for the target and opened on device `ordinal`
  * (the build in b, which the caller releases). */
@@ -179,7 +198,7 @@ static int cmp_unsigned(const void *a, const void *b) {
  * timed by the device's own timers (CUDA events, Vulkan timestamps); its
  * work (FLOPs or bytes) from the plan.  *name: the device's description. */
 static mlc_status run_probe(const mlc_driver_target *t, const probe *pr, int ordinal, int runs, double *seconds, double *work,
-                            char *name, size_t namen, clock_sampler *clock) {
+                            dev_facts *facts, clock_sampler *clock) {
   mlc_arena arena;
   mlc_arena_init(&arena);
   mlc_diag diag;
@@ -191,6 +210,8 @@ static mlc_status run_probe(const mlc_driver_target *t, const probe *pr, int ord
   mlc_session *s = NULL;
   mlc_status st = NULL;
   timed_dev *td = NULL;
+  bool *counted = NULL;
+  const char *entry = pr->entry ? pr->entry : "forward";
   mlc_lower_options lo = {NULL, 0, NULL, 0, false, 0, false};
   mlc_pipeline_options po = {.dump = stdout, .target = t->name};
   mlc_options flags = {0};
@@ -211,29 +232,41 @@ static mlc_status run_probe(const mlc_driver_target *t, const probe *pr, int ord
   if ((st = open_probe(t, &prog, b, ordinal, &td->in, &plan_bytes, &plan_n))) { free(td); goto out; }
   td->base.vt = &timed_vt;
   td->base.a = mlc_allocator_default();
-  td_describe(&td->base, name, namen);
+  td_describe(&td->base, facts->name, sizeof facts->name);
+  facts->l2_bytes = td->in->vt->cache_bytes ? td->in->vt->cache_bytes(td->in) : 0;
   if ((st = mlc_plan_parse(plan_bytes, plan_n, mlc_allocator_default(), &plan))) { td_destroy(&td->base); goto out; }
+  const mlc_plan_entry *e = mlc_plan_find_entry(plan, entry);
+  if (!e || !(counted = calloc(e->nsteps + 1, sizeof *counted))) {
+    st = e ? mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory") : mlc_status_make(MLC_INTERNAL, "the calibration's %s has no %s entry", pr->what, entry);
+    td_destroy(&td->base);
+    goto out;
+  }
+  *work = 0;
+  for (uint32_t i = 0; i < e->nsteps; i++) {
+    counted[i] = pr->unit < 0 || e->steps[i].unit == pr->unit;
+    if (counted[i]) *work += pr->flops ? e->steps[i].flops : e->steps[i].bytes;
+  }
+  td->counted = counted;
   mlc_session_options so = {&td->base, NULL, NULL, 0, true, {0}, NULL};
   if ((st = mlc_session_create(plan, &so, &s))) goto out; /* the session destroyed the device */
-  const mlc_plan_entry *e = mlc_plan_find_entry(plan, "forward");
   uint64_t rng = 0x63616c6962;
   for (uint32_t k = 0; k < e->ninputs && !st; k++) {
     const mlc_plan_value *v = &e->values[e->inputs[k].value];
+    if (!strncmp(e->inputs[k].name, "opt.", 4)) continue; /* the step and learning rate: the session's */
     uint64_t bytes = mlc_plan_shape_bytes(&v->shape);
-    uint8_t *buf = malloc(bytes);
+    uint8_t *buf = calloc(1, bytes);
     if (!buf) { st = mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory for %llu bytes", (unsigned long long)bytes); break; }
-    fill_random(buf, bytes, v->shape.dtype, &rng);
-    st = mlc_session_set_input(s, "forward", e->inputs[k].name, buf, (size_t)bytes);
+    if (v->shape.dtype != MLC_DT_I32) fill_random(buf, bytes, v->shape.dtype, &rng); /* labels: class 0 */
+    st = mlc_session_set_input(s, entry, e->inputs[k].name, buf, (size_t)bytes);
     free(buf);
   }
-  *work = 0;
-  for (uint32_t i = 0; i < e->nsteps; i++) *work += pr->flops ? e->steps[i].flops : e->steps[i].bytes;
+  if (!st && !(*work > 0)) st = mlc_status_make(MLC_INTERNAL, "the calibration's %s has no step to time", pr->what);
   double t0 = mlc_now();
-  for (int r = 0; !st && (r < 3 || mlc_now() - t0 < WARMUP_SECONDS); r++) st = mlc_session_run(s, "forward");
+  for (int r = 0; !st && (r < 3 || mlc_now() - t0 < WARMUP_SECONDS); r++) st = mlc_session_run(s, entry);
   pthread_t sampler;
   bool sampling = clock && clock->nvml && !st && !pthread_create(&sampler, NULL, sample_clock, clock);
   for (int r = 0; r < runs && !st; r++) {
-    st = mlc_session_run(s, "forward");
+    st = mlc_session_run(s, entry);
     seconds[r] = td->last;
   }
   if (sampling) {
@@ -242,6 +275,7 @@ static mlc_status run_probe(const mlc_driver_target *t, const probe *pr, int ord
   }
 out:
   mlc_session_destroy(s);
+  free(counted);
   mlc_plan_free(plan);
   if (b && t->release) t->release(b);
   free(b);
@@ -256,24 +290,36 @@ static int fail(mlc_status st) {
   return rc;
 }
 
-/* The probes at a size: a GEMM of n^3 in `dtype`, an f32 add of two m x n tensors (dtype NULL). */
-static char *probe_source(const char *dtype, long long m, long long n) {
-  char *s = malloc(256);
+/* The probes at a size: a GEMM of n^3 in `dtype`, an f32 add of two m x n
+ * tensors (dtype NULL), or (fp8) a train step whose first linear, n x n
+ * over n rows, runs on FP8 (the fp8 pass's scaled_mm: its forward and its
+ * weight gradient are the steps on the FP8 unit; the head, which feeds the
+ * loss, stays f32). */
+static char *probe_source(const char *dtype, bool fp8, long long m, long long n) {
+  enum { N = 640 };
+  char *s = malloc(N);
   if (!s) return NULL;
-  if (dtype)
-    snprintf(s, 256, "config { n = %lld }\nmodule Gemm(n) {\n    forward(a: %s[n, n], b: %s[n, n]) {\n"
-                     "        return a @ b\n    }\n}\n", n, dtype, dtype);
+  if (fp8)
+    snprintf(s, N, "config { n = %lld }\nmodule Fp8(n) {\n    l1 = Linear(n, n)\n    head = Linear(n, 16)\n"
+                   "    forward(x: f32[n, n]) {\n        return head(l1(x))\n    }\n}\n"
+                   "train Fp8 {\n    input x: f32[n, n]\n    input labels: i32[n]\n"
+                   "    loss = cross_entropy(model(x), labels)\n    optimizer = SGD(lr=0.001)\n    precision(matmul=fp8)\n}\n", n);
+  else if (dtype)
+    snprintf(s, N, "config { n = %lld }\nmodule Gemm(n) {\n    forward(a: %s[n, n], b: %s[n, n]) {\n"
+                   "        return a @ b\n    }\n}\n", n, dtype, dtype);
   else
-    snprintf(s, 256, "config { m = %lld  n = %lld }\nmodule Copy(m, n) {\n    forward(x: f32[m, n], y: f32[m, n]) {\n"
-                     "        return x + y\n    }\n}\n", m, n);
+    snprintf(s, N, "config { m = %lld  n = %lld }\nmodule Copy(m, n) {\n    forward(x: f32[m, n], y: f32[m, n]) {\n"
+                   "        return x + y\n    }\n}\n", m, n);
   return s;
 }
 
-/* One ceiling to measure: a GEMM in `dtype` (NULL: the f32 add), compiled
- * with --opt=val where given, up to `max` (n of the GEMM, rows of the add). */
+/* One ceiling to measure: a GEMM in `dtype` (NULL: the f32 add; fp8: the
+ * FP8 train step's GEMMs), compiled with --opt=val where given, up to `max`
+ * (n of the GEMM, rows of the add). */
 typedef struct {
   const char *what, *dtype, *opt, *val;
   long long max;
+  bool fp8;
 } kind;
 
 /* Measures k's rate (FLOP/s of a GEMM, bytes/s of the add): the median and
@@ -281,20 +327,20 @@ typedef struct {
  * (Vulkan) doubles the size from small until one run takes long enough to
  * time well, or the maximum is reached. */
 static mlc_status measure(const mlc_driver_target *t, const kind *k, int ordinal, long long copy_cols, clock_sampler *clock,
-                          char *name, size_t namen, double *med, double *best, long long *size) {
-  bool gemm = k->dtype != NULL, grow = t->calibrate_grows;
+                          dev_facts *facts, double *med, double *best, long long *size) {
+  bool gemm = k->dtype != NULL || k->fp8, grow = t->calibrate_grows;
   long long sz = grow ? (gemm ? 256 : 64) : k->max;
   double sec[TIMED_RUNS], work = 0, enough = gemm ? 0.02 : 0.005;
   mlc_status st = NULL;
   for (;;) {
     bool last = !grow || sz >= k->max;
-    char *src = probe_source(k->dtype, sz, gemm ? sz : copy_cols);
+    char *src = probe_source(k->dtype, k->fp8, sz, gemm ? sz : copy_cols);
     if (!src) return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory");
-    probe pr = {k->what, src, gemm, k->opt, k->val};
-    st = run_probe(t, &pr, ordinal, last ? TIMED_RUNS : 1, sec, &work, name, namen, last ? clock : NULL);
+    probe pr = {k->what, src, gemm, k->opt, k->val, k->fp8 ? "train" : "forward", k->fp8 ? MLC_UNIT_FP8 : -1};
+    st = run_probe(t, &pr, ordinal, last ? TIMED_RUNS : 1, sec, &work, facts, last ? clock : NULL);
     if (!st && !last && sec[0] >= enough) { /* long enough: now measure at this size */
       last = true;
-      st = run_probe(t, &pr, ordinal, TIMED_RUNS, sec, &work, name, namen, clock);
+      st = run_probe(t, &pr, ordinal, TIMED_RUNS, sec, &work, facts, clock);
     }
     free(src);
     if (st || last) break;
@@ -304,8 +350,9 @@ static mlc_status measure(const mlc_driver_target *t, const kind *k, int ordinal
   *size = sz;
   char with[96] = "";
   if (k->opt) snprintf(with, sizeof with, " (--%s=%s)", k->opt, k->val);
-  if (gemm) fprintf(stderr, "mlc: %s: %s %lld^3%s, median of %d runs\n", name, k->what, sz, with, TIMED_RUNS);
-  else fprintf(stderr, "mlc: %s: %s of two %lld x %lld tensors, median of %d runs\n", name, k->what, sz, copy_cols, TIMED_RUNS);
+  if (gemm) fprintf(stderr, "mlc: %s: %s %lld^3%s, median of %d runs\n", facts->name, k->what, sz, with, TIMED_RUNS);
+  else fprintf(stderr, "mlc: %s: %s of two %lld x %lld tensors, median of %d runs\n", facts->name, k->what, sz, copy_cols,
+               TIMED_RUNS);
   qsort(sec, TIMED_RUNS, sizeof *sec, cmp_double);
   double m = (sec[TIMED_RUNS / 2 - 1] + sec[TIMED_RUNS / 2]) / 2;
   if (!(m > 0) || !(work > 0)) return mlc_status_make(MLC_INTERNAL, "the %s took no time", k->what);
@@ -347,8 +394,8 @@ int mlc_calibrate_gpu(const mlc_driver_target *t, int argc, char **argv) {
     case 'h':
       printf("usage: mlc calibrate --target cuda|spirv [--device N]\n"
              "measures device N's peak bf16 matrix rate, memory bandwidth and the roofs of its FP32 cores (and, on\n"
-             "CUDA, TF32 tensor cores) with mlc's own kernels and caches them in ~/.cache/mlc/ceilings-cuda.json\n"
-             "(by device name) for --profile and --roofline\n");
+             "CUDA, its TF32 and FP8 tensor cores and its L2 bandwidth) with mlc's own kernels and caches them in\n"
+             "~/.cache/mlc/ceilings-cuda.json (by device name) for --profile and --roofline\n");
       return EXIT_OK;
     default:
       fprintf(stderr, "mlc: calibrate --target %s does not take '%s'\nTry 'mlc --help'.\n", target, argv[optind - 1]);
@@ -377,10 +424,11 @@ int mlc_calibrate_gpu(const mlc_driver_target *t, int argc, char **argv) {
   /* the bf16 GEMM (the SM clock sampled while it runs), then the add */
   double med[2], best[2];
   long long size[2];
-  char name[256] = "";
-  kind kinds[2] = {{"bf16 GEMM", "bf16", NULL, NULL, max_n}, {"f32 add", NULL, NULL, NULL, max_rows}};
+  dev_facts facts = {0};
+  const char *name = facts.name;
+  kind kinds[2] = {{"bf16 GEMM", "bf16", NULL, NULL, max_n, false}, {"f32 add", NULL, NULL, NULL, max_rows, false}};
   for (int p = 0; p < 2 && !st; p++)
-    st = measure(t, &kinds[p], (int)ordinal, copy_cols, p == 0 ? clock : NULL, name, sizeof name, &med[p], &best[p], &size[p]);
+    st = measure(t, &kinds[p], (int)ordinal, copy_cols, p == 0 ? clock : NULL, &facts, &med[p], &best[p], &size[p]);
   /* the median SM clock while the GEMM ran */
   unsigned sm_mhz = 0, sm_max_mhz = clock->max_mhz;
   if (clock->n) {
@@ -395,9 +443,9 @@ int mlc_calibrate_gpu(const mlc_driver_target *t, int argc, char **argv) {
   cl.peak_flops = med[0];
   cl.bandwidth = med[1];
   cl.calibrated = true;
-  /* Measured: the bf16 tensor cores and HBM, then the other units where the
-   * target has them; fp8 stays the datasheet's (the cache says which), L2
-   * unknown. */
+  /* Measured: the bf16 tensor cores and HBM, then the other units and the
+   * L2 where the target has them (a probe that fails leaves the datasheet's
+   * figure, or none for the L2, and the cache says which). */
   cl.unit_flops[MLC_UNIT_TC16] = med[0];
   cl.unit_from[MLC_UNIT_TC16] = MLC_CEIL_MEASURED;
   cl.bandwidth_from = MLC_CEIL_MEASURED;
@@ -409,29 +457,48 @@ int mlc_calibrate_gpu(const mlc_driver_target *t, int argc, char **argv) {
   gmtime_r(&now, &tm);
   char when[64];
   strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  char measured[160] = "";
+  char measured[256] = "";
   if ((st = save(path, &cl, when, target, size, copy_cols, measured))) return fail(st);
   bool cuda = !strncmp(target, "cuda", 4);
-  const struct { mlc_unit unit; kind k; } units[] = {
-    {MLC_UNIT_FP32, {"f32 GEMM", "f32", cuda ? "f32-matmul" : NULL, "ieee", 4096}},
-    {MLC_UNIT_TF32, {"f32 GEMM", "f32", "f32-matmul", "tf32", 8192}},
+  /* The L2: an f32 add whose two inputs and output fill half of it, so that
+   * after the first run every byte is read from and written to the L2. */
+  long long l2_rows = facts.l2_bytes ? (long long)(facts.l2_bytes / (6ull * (uint64_t)copy_cols * 4)) : 0;
+  enum { L2 = MLC_NUNITS }; /* the L2's row below: not a unit */
+  const struct { int unit; kind k; } units[] = {
+    {MLC_UNIT_FP32, {"f32 GEMM", "f32", cuda ? "f32-matmul" : NULL, "ieee", 4096, false}},
+    {MLC_UNIT_TF32, {"f32 GEMM", "f32", "f32-matmul", "tf32", 8192, false}},
+    {MLC_UNIT_FP8, {"FP8 GEMMs of a train step", NULL, NULL, NULL, 8192, true}},
+    {L2, {"f32 add in L2", NULL, NULL, NULL, l2_rows > 0 ? l2_rows : 1, false}},
   };
   for (size_t u = 0; u < sizeof units / sizeof *units; u++) {
-    if (units[u].unit == MLC_UNIT_TF32 && !cuda) continue; /* no TF32 in SPIR-V */
+    int unit = units[u].unit;
+    if ((unit == MLC_UNIT_TF32 || unit == MLC_UNIT_FP8) && !cuda) continue; /* neither in SPIR-V */
+    if (unit == L2 && l2_rows <= 0) {
+      fprintf(stderr, "mlc: the L2's bandwidth is not measured: the device does not say how large its L2 is\n");
+      continue;
+    }
     double um = 0, ub = 0;
     long long usz = 0;
-    mlc_status ust = measure(t, &units[u].k, (int)ordinal, copy_cols, NULL, name, sizeof name, &um, &ub, &usz);
+    const kind k = units[u].k;
+    mlc_status ust = measure(t, &k, (int)ordinal, copy_cols, NULL, &facts, &um, &ub, &usz);
     if (ust) {
-      fprintf(stderr, "mlc: the %s roof is not measured (%s): the datasheet's stays\n", mlc_unit_name(units[u].unit),
-              mlc_status_message(ust));
+      if (unit == L2) fprintf(stderr, "mlc: the L2's bandwidth is not measured (%s)\n", mlc_status_message(ust));
+      else fprintf(stderr, "mlc: the %s roof is not measured (%s): the datasheet's stays\n", mlc_unit_name((mlc_unit)unit),
+                   mlc_status_message(ust));
       mlc_status_free(ust);
       continue;
     }
-    cl.unit_flops[units[u].unit] = um;
-    cl.unit_from[units[u].unit] = MLC_CEIL_MEASURED;
     size_t len = strlen(measured);
-    snprintf(measured + len, sizeof measured - len, ", %s f32 GEMM %lld^3%s%s", mlc_unit_name(units[u].unit), usz,
-             units[u].k.opt ? " --f32-matmul=" : "", units[u].k.opt ? units[u].k.val : "");
+    if (unit == L2) {
+      cl.l2_bandwidth = um, cl.l2_from = MLC_CEIL_MEASURED;
+      snprintf(measured + len, sizeof measured - len, ", L2 f32 add of 2 x %lld x %lld", usz, copy_cols);
+      continue;
+    }
+    cl.unit_flops[unit] = um;
+    cl.unit_from[unit] = MLC_CEIL_MEASURED;
+    if (k.fp8) snprintf(measured + len, sizeof measured - len, ", fp8 train step's GEMMs %lld^3 (--matmul=fp8)", usz);
+    else snprintf(measured + len, sizeof measured - len, ", %s f32 GEMM %lld^3%s%s", mlc_unit_name((mlc_unit)unit), usz,
+                  k.opt ? " --f32-matmul=" : "", k.opt ? k.val : "");
   }
   if ((st = save(path, &cl, when, target, size, copy_cols, measured))) return fail(st);
   bool tera = med[0] >= 1e12; /* lavapipe measures GFLOP/s */

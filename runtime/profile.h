@@ -80,7 +80,7 @@ typedef struct {
   double sm_mhz, sm_max_mhz; /* the SM clock under load (mlc calibrate, NVML) and its maximum; 0: unknown */
   int sms;              /* the GPU's SM count (from its name), 0 on a CPU */
   char device[128];     /* the CPU's model name, or the GPU's "NVIDIA H200 (sm_90, 132 SMs)" */
-  char source[256];     /* where the numbers came from, for the table's header */
+  char source[384];     /* where the numbers came from, for the table's header */
   bool calibrated;      /* false: built-in defaults or a datasheet */
   bool gpu;             /* the ceilings of a GPU (the latency hint names it) */
 } mlc_ceilings;
