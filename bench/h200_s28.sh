@@ -26,8 +26,8 @@ calibrate() {
   [ -s /tmp/mlc-cache/mlc/ceilings-cuda.json ] && { echo "calibration: cached"; return; }
   { echo "# bench/h200_s28.sh, $(date -u '+%F %T') UTC, commit ${COMMIT:-?}"
     nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader; ncu --version | tail -1
-    timeout 200 $mlc calibrate --target cuda; } > "$final/calibrate.log" 2>&1 || rc=1
-  tail -4 "$final/calibrate.log"
+    timeout ${LIMIT_CAL:-260} $mlc calibrate --target cuda; } > "$final/calibrate.log" 2>&1 || rc=1
+  tail -9 "$final/calibrate.log"
 }
 # $1: name, $2: model, $3...: its config; cold (under ncu) then warm against the same CSV
 compare() {
