@@ -93,6 +93,9 @@ void mlc_session_print_profile_ceilings(const mlc_session *s, const char *entry,
   fprintf(out, "  bound (the seed's rule, as ncu's is judged): compute above %.0f%% of the unit's peak with memory under "
                "%.0f%% of HBM; memory above %.0f%% of HBM with compute under %.0f%%; else latency, as under %.0f us\n",
           MLC_RULE_HIGH_PCT, MLC_RULE_COMPUTE_MEM_PCT, MLC_RULE_HIGH_PCT, MLC_RULE_MEMORY_SM_PCT, c->latency_s * 1e6);
+  if (s->flushing && c->l2_bytes > 0)
+    fprintf(out, "  the L2 (%.0f MB) emptied before each kernel: its HBM %% is of the bytes expected to reach DRAM while it runs "
+                 "(its last writes stay in the L2: runtime/profile.h, MLC_L2_HELD_SHARE)\n", c->l2_bytes / 1e6);
   fprintf(out, "%-24s %-24s %6s %9s %9s %6s %8s %7s %7s %-7s %-7s %6s  %s\n", "Name", "Scope", "Calls", "Total ms", "Avg ms",
           "% step", "FLOP/s", "GB/s", "FLOP/B", "Unit", "Bound", "% roof", "Hint");
   double by_bound[3] = {0};
