@@ -28,6 +28,5 @@ const char *cc_tmap(cc *c, uint32_t arg, uint64_t offset, uint32_t rank, uint32_
  * from gemm.cuh and attention.cuh at build time. */
 extern const char cc_gemm_prelude[];
 extern const char cc_attention_prelude[];
-extern const char cc_qgemv_asym_prelude[]; /* qgemv_asym.cuh: only in modules of --quantize ...:asym */
 
 #endif

@@ -17,6 +17,5 @@ bool cc_attn_kv_fits_msl(int64_t d, char *why, size_t whyn);
  * attention.metal at build time. */
 extern const char cc_gemm_prelude_msl[];
 extern const char cc_attention_prelude_msl[];
-extern const char cc_qgemv_asym_prelude_msl[]; /* qgemv_asym.metal: only in modules of --quantize ...:asym */
 
 #endif

@@ -76,12 +76,12 @@ for q in "" int4 int4:asym; do
   # int4: the qlinears carry the adds and the SiLU that follow them (fuse.c, qlinear_epilogues)
   lone=$(grep -c -E '^// step %[0-9]+ (add|silu) ' "$out/minillm.cu" || true)
   [ -z "$q" ] || check "$m: no add or SiLU of the step in a kernel of its own ($lone)" "[ $lone -eq 0 ]"
-  # int4:asym: every qlinear is mlc_qgemv_asym (codegen/cuda/qgemv_asym.cuh), whose template only its module carries
-  sym=$(grep -c -E 'mlc_qgemv<' "$out/minillm.cu" || true) asym=$(grep -c -E 'mlc_qgemv_asym<' "$out/minillm.cu" || true)
+  # int4:asym: every qlinear is mlc_qgemv's asymmetric form (its last template argument true), int4's none
+  sym=$(grep -c -E 'mlc_qgemv<[^>]*, [0-9]+>::run' "$out/minillm.cu" || true)
+  asym=$(grep -c -E 'mlc_qgemv<[^>]*, true>::run' "$out/minillm.cu" || true)
   case $q in
-  *asym) check "$m: its qlinears are mlc_qgemv_asym ($asym; mlc_qgemv $sym)" "[ $asym -gt 1 ] && [ $sym -eq 0 ]" ;;
-  int4) check "$m: its qlinears are mlc_qgemv ($sym), the module has no mlc_qgemv_asym" \
-    "[ $sym -gt 1 ] && ! grep -q 'struct mlc_qgemv_asym' \"$out/minillm.cu\"" ;;
+  *asym) check "$m: its qlinears are asymmetric ($asym; symmetric $sym)" "[ $asym -gt 1 ] && [ $sym -eq 0 ]" ;;
+  int4) check "$m: its qlinears are symmetric ($sym; asymmetric $asym)" "[ $sym -gt 1 ] && [ $asym -eq 0 ]" ;;
   esac
   # f32: the step's norms are its GEMVs' prologues (fuse.c, gemv_prologue_rows), the forward's are
   # kernels; int4: the qlinears take none
