@@ -212,8 +212,8 @@ void mlc_plan_encode_code(const mlc_program *p, mlc_kernel_namer namer, void *ct
     const mlc_param *prm = &p->params[i];
     put_str(&w, prm->name);
     put_shape(&w, &prm->type);
-    put_u8(&w, prm->init);
-    bool quant = prm->role == MLC_ROLE_QUANT; /* a packed weight: its bits, group and source in these fields */
+    bool quant = prm->role == MLC_ROLE_QUANT; /* a packed weight: its scheme, bits, group and source in these fields */
+    put_u8(&w, quant ? (prm->quant_asym ? MLC_PLAN_QUANT_ASYM : 0) : prm->init);
     put_f64(&w, quant ? prm->quant_bits : prm->init_a);
     put_f64(&w, quant ? prm->quant_group : prm->init_b);
     put_u8(&w, prm->role);

@@ -134,8 +134,8 @@ void mlc_print_stats(FILE *out, const mlc_program *p) {
   if (nstate) fprintf(out, "optimizer state: %.0f tensors (%.1f MB)\n", nstate, state / 1e6);
   if (ncache) fprintf(out, "KV caches: %.0f tensors (%.1f MB)\n", ncache, cache / 1e6);
   if (nquant)
-    fprintf(out, "quantised weights (--quantize int%d:group=%d, packed at load from the f32 weights above): %.0f tensors "
-            "(%.1f MB)\n", p->opts.quant_bits, p->opts.quant_group, nquant, quant / 1e6);
+    fprintf(out, "quantised weights (--quantize int%d:group=%d%s, packed at load from the f32 weights above): %.0f tensors "
+            "(%.1f MB)\n", p->opts.quant_bits, p->opts.quant_group, p->opts.quant_asym ? ":asym" : "", nquant, quant / 1e6);
   if (sharded)
     fprintf(out, "sharded (fsdp): %.0f flat units; each of N ranks holds about 1/N of the parameters and the optimizer "
             "state (and the whole arena below)\n", nflat);

@@ -29,7 +29,7 @@ void mlc_sess_pack_quantized(mlc_session *s) {
     if (p->role != 4) continue;
     const mlc_plan_param *w = &s->plan->params[p->flat_offset];
     mlc_quant_pack((const float *)host_at(s, (uint32_t)p->flat_offset), w->shape.dims[0], w->shape.dims[1],
-                   (int)p->a, (int)p->b, (int32_t *)host_at(s, i));
+                   (int)p->a, (int)p->b, p->init == MLC_PLAN_QUANT_ASYM, (int32_t *)host_at(s, i));
   }
 }
 
@@ -45,7 +45,7 @@ void mlc_session_init_params(mlc_session *s, uint64_t seed) {
     if (s->plan->params[i].sharded && (s->state || !is_state(s, i))) memset(host_at(s, i), 0, param_bytes(s, i));
   for (uint32_t i = 0; i < s->plan->nparams; i++) {
     const mlc_plan_param *p = &s->plan->params[i];
-    if (p->role == 2 || (is_state(s, i) && !s->state)) continue;
+    if (p->role == 2 || p->role == 4 || (is_state(s, i) && !s->state)) continue; /* packed weights: below */
     uint8_t *d = host_at(s, i);
     size_t esz = mlc_plan_shape_bytes(&(mlc_plan_shape){.dtype = p->shape.dtype});
     uint64_t n = mlc_plan_shape_bytes(&s->pshape[i]) / (esz ? esz : 1), lo = 0, hi = n;

@@ -22,6 +22,12 @@ mlc_golden(linear.ir         linear.ir         compile examples/linear.mdl --emi
 mlc_golden(print_after_all   mlp.print_after   compile examples/mlp.mdl --print-after=all)
 # --quantize (issue 29): each linear over an f32 weight becomes qlinear over its packed form
 mlc_golden(mlp.quantize      mlp.quantize      compile examples/mlp.mdl --quantize int8:group=16 --print-after=quantize)
+# ... and with :asym: its packed parameters (codes, scales, mins), qlinear asym=1, --stats, and a fused
+# group's program headed by qlinear.4.16.asym
+mlc_golden(mlp.quantize_asym mlp.quantize_asym compile examples/mlp.mdl --quantize int4:group=16:asym --print-after=quantize)
+mlc_golden(mlp_asym.stats    mlp_asym.stats    compile examples/mlp.mdl --quantize int4:group=16:asym --stats)
+mlc_golden(mlp_asym.fuse_cuda mlp_asym.fuse_cuda compile examples/mlp.mdl --target cuda --quantize int4:group=16:asym
+           --print-after=fuse -o ${CMAKE_CURRENT_BINARY_DIR}/golden_asym_fuse_cuda)
 # --matmul=fp8 (issue 30): each linear's three GEMMs as scaled_mm of quant(...) operands, the head kept;
 # and the MiniLLM's verdicts per linear in --stats
 mlc_golden(mlp.fp8           mlp.fp8           compile examples/mlp.mdl --matmul=fp8 --print-after=fp8)
@@ -299,6 +305,13 @@ if(TARGET mlcrt)
   target_compile_definitions(test_profile PRIVATE MLC_SOURCE_DIR="${MLC_ROOT}")
   add_test(NAME unit.profile COMMAND test_profile)
   set_tests_properties(unit.profile PROPERTIES LABELS "unit;runtime" TIMEOUT 60)
+endif()
+# --quantize's packing (runtime/quant.c): symmetric and asymmetric words against ones worked out by hand.
+if(TARGET mlcrt)
+  add_executable(test_quant ${MLC_ROOT}/tests/unit/test_quant.c)
+  target_link_libraries(test_quant PRIVATE mlcrt PkgConfig::CMOCKA m)
+  add_test(NAME unit.quant COMMAND test_quant)
+  set_tests_properties(unit.quant PROPERTIES LABELS "unit;runtime" TIMEOUT 30)
 endif()
 # A real run: `mlc bench --trace --roofline` on the MLP, checked in Python.
 if(MLC_BACKEND_CPU)

@@ -1516,7 +1516,10 @@ template <class T, int M, long long N, long long K, int WPB, int KS> struct mlc_
 // (stored through the epilogue e's st1, as the GEMMs' are),
 // w packed as runtime/quant.h lays it out (per row its K codes, PER = 32 /
 // BITS to a word, element j in bits [BITS (j % PER), + BITS), two's
-// complement; then K / G f32 scales).  x and y f32.  A block of KS warps
+// complement; then K / G f32 scales).  ASYM (--quantize ...:asym): the
+// codes unsigned, then K / G f32 mins after the scales, and y = sum_k x (lo
+// + code scale): a word lies in one group, so per word s sum code x + lo
+// sum x, the word's sum of x taken once for the C columns.  x and y f32.  A block of KS warps
 // takes C output columns and MB rows of x.  Its warps split each row's CW
 // words of codes into KS spans of whole 128-byte lines; a warp's lanes take
 // consecutive words (one coalesced 128-byte load a column), so the PER
@@ -1525,15 +1528,16 @@ template <class T, int M, long long N, long long K, int WPB, int KS> struct mlc_
 // registers and scaled once (a word lies in one group: G is a multiple of
 // 8); the lanes' sums meet by shuffles, the warps' in shared memory, in a
 // fixed order.  More rows take more blocks (blockIdx.x / NB).
-template <int BITS, int MB, long long M, long long N, long long K, long long G, int C, int KS> struct mlc_qgemv {
+template <int BITS, int MB, long long M, long long N, long long K, long long G, int C, int KS, bool ASYM = false> struct mlc_qgemv {
   static constexpr int PER = 32 / BITS;
-  static constexpr long long CW = K / PER, RW = CW + K / G, NB = (N + C - 1) / C;
+  static constexpr long long CW = K / PER, GW = K / G, RW = CW + (ASYM ? 2 : 1) * GW, NB = (N + C - 1) / C;
   static constexpr long long SPAN = ((CW + KS - 1) / KS + 31) / 32 * 32; // a warp's words
   // codes as floats without I2F (a quarter-rate conversion): the word with
   // each code's sign bit flipped holds code + HALF unsigned; OR'd into 2^23's
   // mantissa that is 2^23 + code + HALF exactly, and one subtraction leaves
-  // the code.
-  static constexpr unsigned MASK = (1u << BITS) - 1, HALF = 1u << (BITS - 1), FLIP = BITS == 4 ? 0x88888888u : 0x80808080u;
+  // the code.  Unsigned codes (ASYM) need no flip.
+  static constexpr unsigned MASK = (1u << BITS) - 1, HALF = ASYM ? 0 : 1u << (BITS - 1),
+                            FLIP = ASYM ? 0 : BITS == 4 ? 0x88888888u : 0x80808080u;
   template <class Ep> static MLC_FN void run(const int *wq, const float *x, const Ep &e) {
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     const long long n0 = (long long)(blockIdx.x % NB) * C, r0 = (long long)(blockIdx.x / NB) * MB;
@@ -1551,11 +1555,12 @@ template <int BITS, int MB, long long M, long long N, long long K, long long G, 
 #pragma unroll 4
     for (long long c = w * SPAN + lane; c < hi; c += 32) {
       const long long k0 = c * PER;
-      float code[C][PER], s[C];
+      float code[C][PER], s[C], lo[C];
 #pragma unroll
       for (int j = 0; j < C; j++) {
         const unsigned u = __ldg(row[j] + c) ^ FLIP;
         s[j] = __uint_as_float(__ldg(row[j] + CW + k0 / G));
+        if constexpr (ASYM) lo[j] = __uint_as_float(__ldg(row[j] + CW + GW + k0 / G));
 #pragma unroll
         for (int e = 0; e < PER; e++) code[j][e] = __uint_as_float(0x4B000000u | (u >> (BITS * e) & MASK)) - (8388608.0f + HALF);
       }
@@ -1569,12 +1574,17 @@ template <int BITS, int MB, long long M, long long N, long long K, long long G, 
           const float4 v = __ldg(xr + q);
           xv[4 * q] = v.x, xv[4 * q + 1] = v.y, xv[4 * q + 2] = v.z, xv[4 * q + 3] = v.w;
         }
+        float xs = 0.f;
+        if constexpr (ASYM)
+#pragma unroll
+          for (int e = 0; e < PER; e++) xs += xv[e];
 #pragma unroll
         for (int j = 0; j < C; j++) {
           float sum = 0.f;
 #pragma unroll
           for (int e = 0; e < PER; e++) sum += code[j][e] * xv[e];
-          acc[j][m] += sum * s[j];
+          if constexpr (ASYM) acc[j][m] += sum * s[j] + xs * lo[j];
+          else acc[j][m] += sum * s[j];
         }
       }
     }

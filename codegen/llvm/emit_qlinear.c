@@ -1,6 +1,7 @@
 /* qlinear: y[m, n] = sum_k x[m, k] dequant(w)[n, k], the weight packed as
  * runtime/quant.h lays it out (int8 or int4 codes, an f32 scale per group
- * of a row), dequantised in registers: the f32 weight is never formed.
+ * of a row, and asymmetric an f32 min), dequantised in registers: the f32
+ * weight is never formed.
  *
  * A work item is NB rows of w.  For each group of RB rows and each row of
  * x, per group of k: one load of x feeds RB rows' codes, loaded as bytes
@@ -15,6 +16,11 @@
  * and are not stored.  Like the GEMV (emit_gemv.c), this streams the
  * weights once per row of x: it is meant for decode's few rows, and is
  * correct (if slower than a GEMM) for a prefill's or a forward's many.
+ *
+ * Asymmetric codes (--quantize ...:asym; unsigned: zero-extended, int4's
+ * nibbles masked and shifted) add the group's min times the group's sum of
+ * x, kept in one more accumulator that the RB rows share:
+ * sum_j (lo + code_j s) x_j = s sum_j code_j x_j + lo sum_j x_j.
  */
 #include "codegen/llvm/cg.h"
 
@@ -22,9 +28,15 @@
 #define RB 4
 
 /* The low and the high nibbles of <h x i8> bytes as f32, sign-extended by
- * shifts on i32 lanes (x86 has no byte shifts). */
-static void nibbles(cg *g, LLVMValueRef b, int h, LLVMValueRef *lo, LLVMValueRef *hi) {
+ * shifts on i32 lanes (x86 has no byte shifts); asymmetric codes unsigned. */
+static void nibbles(cg *g, LLVMValueRef b, int h, bool asym, LLVMValueRef *lo, LLVMValueRef *hi) {
   LLVMTypeRef it = cg_vec(g->t_i32, h), ft = cg_vec(g->t_f32, h);
+  if (asym) {
+    LLVMValueRef v = LLVMBuildZExt(g->b, b, it, "");
+    *lo = LLVMBuildSIToFP(g->b, LLVMBuildAnd(g->b, v, cg_const_bits(g, it, 15), ""), ft, "");
+    *hi = LLVMBuildSIToFP(g->b, LLVMBuildLShr(g->b, v, cg_const_bits(g, it, 4), ""), ft, "");
+    return;
+  }
   LLVMValueRef v = LLVMBuildSExt(g->b, b, it, "");
   LLVMValueRef c28 = cg_const_bits(g, it, 28), c24 = cg_const_bits(g, it, 24);
   *lo = LLVMBuildSIToFP(g->b, LLVMBuildAShr(g->b, LLVMBuildShl(g->b, v, c28, ""), c28, ""), ft, "");
@@ -42,6 +54,7 @@ bool cg_emit_qlinear(cg *g) {
   const mlc_node *n = g->n;
   const mlc_type *xt = &g->f->nodes[n->in[0]].type, *wt = &g->f->nodes[n->in[1]].type;
   int bits = n->a.qbits, group = n->a.qgroup, L = g->vw, per = bits == 4 ? 2 : 1; /* elements per lane a step */
+  bool asym = n->a.qasym;
   while (L > 4 && group % (per * L)) L /= 2;
   if (group % (per * L) || L > 16) return cg_fail(g, "qlinear: a group of %d does not split into vectors", group);
   int64_t K = xt->dim[xt->rank - 1], N = wt->dim[0], M = mlc_type_numel(xt) / K, words = wt->dim[1];
@@ -56,42 +69,51 @@ bool cg_emit_qlinear(cg *g) {
   LLVMValueRef n0 = cg_imulc(g, item, NB);
   LLVMValueRef nlen = cg_block_len(g, n0, N, NB);
   LLVMValueRef r = cg_for(g, &Lr, cg_i64(g, 0), nlen, RB);
-  LLVMValueRef row[RB], row_byte[RB], row_scale[RB];
+  LLVMValueRef row[RB], row_byte[RB], row_scale[RB], row_min[RB];
   for (int i = 0; i < RB; i++) { /* rows past n read the last one; never stored */
     row[i] = cg_min_i64(g, cg_iadd(g, n0, cg_iaddc(g, r, i)), cg_i64(g, N - 1));
     row_byte[i] = cg_imulc(g, row[i], words * 4);
     row_scale[i] = cg_iaddc(g, cg_imulc(g, row[i], words), code_words);
+    row_min[i] = asym ? cg_iaddc(g, row_scale[i], ngroups) : NULL;
   }
   LLVMValueRef m = cg_for(g, &Lm, cg_i64(g, 0), cg_i64(g, M), 1);
   LLVMValueRef xrow = cg_imulc(g, m, K);
   LLVMValueRef gi = cg_for(g, &Lg, cg_i64(g, 0), cg_i64(g, ngroups), 1);
-  LLVMValueRef acc[RB], next[RB];
+  LLVMValueRef acc[RB], next[RB + 1];
   for (int i = 0; i < RB; i++) acc[i] = cg_carry(g, &Lg, LLVMConstNull(vt));
   LLVMValueRef k0 = cg_imulc(g, gi, group);
   LLVMValueRef j = cg_for(g, &Lj, k0, cg_iaddc(g, k0, group), per * L);
-  LLVMValueRef gacc[RB];
+  LLVMValueRef gacc[RB], xsum = NULL; /* xsum: the group's sum of x so far (asymmetric only) */
   for (int i = 0; i < RB; i++) gacc[i] = cg_carry(g, &Lj, LLVMConstNull(vt));
+  if (asym) xsum = cg_carry(g, &Lj, LLVMConstNull(vt));
   if (bits == 8) { /* L codes, L bytes */
     LLVMValueRef xv = cg_load(g, x, cg_iadd(g, xrow, j), L, NULL);
     for (int i = 0; i < RB; i++) {
       LLVMValueRef b = cg_load_raw(g, bytes, cg_iadd(g, row_byte[i], j), L, NULL); /* <L x i8> */
-      LLVMValueRef w = LLVMBuildSIToFP(g->b, LLVMBuildSExt(g->b, b, cg_vec(g->t_i32, L), ""), vt, "");
-      next[i] = cg_fma(g, w, xv, gacc[i]);
+      LLVMTypeRef it = cg_vec(g->t_i32, L);
+      LLVMValueRef wi = asym ? LLVMBuildZExt(g->b, b, it, "") : LLVMBuildSExt(g->b, b, it, ""); /* unsigned or two's complement */
+      next[i] = cg_fma(g, LLVMBuildSIToFP(g->b, wi, vt, ""), xv, gacc[i]);
     }
+    if (asym) next[RB] = LLVMBuildFAdd(g->b, xsum, xv, "");
   } else { /* 2L codes, L bytes: the even elements' codes in the low nibbles, the odd ones' in the high */
     LLVMValueRef xv = cg_load(g, x, cg_iadd(g, xrow, j), 2 * L, NULL);
     LLVMValueRef xe = every_other(g, xv, L, 0), xo = every_other(g, xv, L, 1); /* once for RB rows */
     LLVMValueRef jb = LLVMBuildLShr(g->b, j, cg_i64(g, 1), "");
     for (int i = 0; i < RB; i++) {
       LLVMValueRef lo, hi;
-      nibbles(g, cg_load_raw(g, bytes, cg_iadd(g, row_byte[i], jb), L, NULL), L, &lo, &hi);
+      nibbles(g, cg_load_raw(g, bytes, cg_iadd(g, row_byte[i], jb), L, NULL), L, asym, &lo, &hi);
       next[i] = cg_fma(g, hi, xo, cg_fma(g, lo, xe, gacc[i]));
     }
+    if (asym) next[RB] = LLVMBuildFAdd(g->b, LLVMBuildFAdd(g->b, xsum, xe, ""), xo, "");
   }
   cg_end_for(g, &Lj, next);
   for (int i = 0; i < RB; i++) {
     LLVMValueRef s = cg_load(g, scales, cg_iadd(g, row_scale[i], gi), 1, NULL);
     next[i] = cg_fma(g, cg_splat(g, s, L), Lj.phi[i], acc[i]);
+    if (asym) { /* + the group's min times its sum of x */
+      LLVMValueRef lo = cg_load(g, scales, cg_iadd(g, row_min[i], gi), 1, NULL);
+      next[i] = cg_fma(g, cg_splat(g, lo, L), Lj.phi[RB], next[i]);
+    }
   }
   cg_end_for(g, &Lg, next);
   for (int i = 0; i < RB; i++) {

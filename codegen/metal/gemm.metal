@@ -81,10 +81,13 @@ inline void mlc_gemm_msl(device const T *a, device const T *b, const E ep, int t
 // dequantise each in registers (no f32 weight is formed) against the rows
 // of x, scale each word's sum once (a word lies in one group: G is a
 // multiple of 8) and meet by simd_sum.  WPB SIMD groups per threadgroup.
-template <int BITS, int MB, long M, long N, long K, long G, int WPB>
+// ASYM (--quantize ...:asym): the codes unsigned, K / G f32 mins after the
+// scales, and per word s sum code x + lo sum x (w read back as lo + code s).
+template <int BITS, int MB, long M, long N, long K, long G, int WPB, bool ASYM = false>
 inline void mlc_qgemv_msl(device const int *wq, device const float *x, device float *y, uint bid, uint sid, uint lane) {
   const int PER = 32 / BITS;
-  const long CW = K / PER, RW = CW + K / G, NB = (N + WPB - 1) / WPB;
+  const uint MASK = (1u << BITS) - 1;
+  const long CW = K / PER, GW = K / G, RW = CW + (ASYM ? 2 : 1) * GW, NB = (N + WPB - 1) / WPB;
   const long n = (long)(bid % NB) * WPB + sid, r0 = (long)(bid / NB) * MB;
   if (n >= N) return;
   const int rows = M - r0 < MB ? (int)(M - r0) : MB;
@@ -95,13 +98,18 @@ inline void mlc_qgemv_msl(device const int *wq, device const float *x, device fl
   for (long c = lane; c < CW; c += 32) {
     const uint w = row[c];
     const long k0 = c * PER;
-    const float s = as_type<float>(row[CW + k0 / G]);
+    const float s = as_type<float>(row[CW + k0 / G]), lo = ASYM ? as_type<float>(row[CW + GW + k0 / G]) : 0.f;
     float code[PER];
-    for (int e = 0; e < PER; e++) code[e] = (float)((int)(w << (32 - BITS * (e + 1))) >> (32 - BITS));
+    for (int e = 0; e < PER; e++)
+      code[e] = ASYM ? (float)(w >> (BITS * e) & MASK) : (float)((int)(w << (32 - BITS * (e + 1))) >> (32 - BITS));
     for (int m = 0; m < rows; m++) {
-      float sum = 0.f;
-      for (int e = 0; e < PER; e++) sum = fma(code[e], xr[m * K + k0 + e], sum);
-      acc[m] = fma(sum, s, acc[m]);
+      float sum = 0.f, xs = 0.f;
+      for (int e = 0; e < PER; e++) {
+        const float xv = xr[m * K + k0 + e];
+        sum = fma(code[e], xv, sum);
+        if (ASYM) xs += xv;
+      }
+      acc[m] = ASYM ? fma(xs, lo, fma(sum, s, acc[m])) : fma(sum, s, acc[m]);
     }
   }
   for (int m = 0; m < MB; m++) acc[m] = simd_sum(acc[m]);

@@ -1,9 +1,12 @@
-/* qlinear (--quantize int8|int4): y[m, n] = sum_k x[m, k] dequant(w)[n, k],
+/* qlinear (--quantize int8|int4[:asym]): y[m, n] = sum_k x[m, k] dequant(w)[n, k],
  * w packed as runtime/quant.h lays it out: per row its k codes (int8 four to
  * a word, int4 eight, element j in bits [bits (j % per), +bits), two's
- * complement), then an f32 scale per group of k.  A word of codes lies
- * inside one group (groups are multiples of 8), so its codes' sum is
- * scaled once.  Dequantised in registers: no f32 weight is formed.
+ * complement; asymmetric: unsigned), then an f32 scale per group of k (and,
+ * asymmetric, an f32 min per group).  A word of codes lies inside one group
+ * (groups are multiples of 8), so its codes' sum is scaled once; the
+ * asymmetric form adds the group's min times the word's sum of x
+ * (sum (lo + code s) x = s sum code x + lo sum x).  Dequantised in
+ * registers: no f32 weight is formed.
  *
  * At most 4 rows of x (a decode step): a workgroup of 64 per output column,
  * each thread taking every 64th word of codes of w's row against each row
@@ -21,6 +24,7 @@
 
 typedef struct {
   int bits, per;          /* bits a code, codes a word */
+  bool asym;              /* unsigned codes, and a min per group after the scales */
   int64_t M, N, K, group;
   int64_t cw, rw;         /* words of codes a row, words a row (codes and scales) */
   int odt;                /* the store: dtype, and the epilogue (NULL: the f32 result) */
@@ -37,22 +41,35 @@ static void store(sv *s, const qshape *q, uint32_t at, uint32_t v) {
 }
 
 /* sum over the word's codes of code * x[m][k0 + e] for each row m (xrow[m]:
- * its first element), times the word's group's scale, into acc[m]. */
+ * its first element), times the word's group's scale, into acc[m];
+ * asymmetric, plus the group's min times the word's sum of x. */
 static void word(sv *s, const qshape *q, uint32_t n, uint32_t c, const uint32_t *xrow, int rows, sb_lv *acc) {
   sb *b = s->b;
   uint32_t w = sb_ldw(b, 1, sb_add(b, sb_mulc(b, n, (uint32_t)q->rw), c));
   uint32_t k0 = sb_mulc(b, c, (uint32_t)q->per);
   uint32_t g = sb_div(b, k0, sb_u32(b, (uint32_t)q->group));
   uint32_t scale = sb_bits2f(b, sb_ldw(b, 1, sb_add(b, sb_mulc(b, n, (uint32_t)q->rw), sb_addc(b, g, (uint32_t)q->cw))));
-  uint32_t code[8];
-  for (int e = 0; e < q->per; e++) { /* shift the code to the top, then arithmetically back: sign-extended */
+  uint32_t code[8], lo = 0;
+  if (q->asym) {
+    uint32_t ngroups = (uint32_t)(q->K / q->group);
+    lo = sb_bits2f(b, sb_ldw(b, 1, sb_add(b, sb_mulc(b, n, (uint32_t)q->rw), sb_addc(b, g, (uint32_t)q->cw + ngroups))));
+    for (int e = 0; e < q->per; e++) /* unsigned: shifted down and masked */
+      code[e] = sb_op1(b, SpvOpConvertUToF, b->t_f32, sb_and(b, sb_shr(b, w, sb_u32(b, (uint32_t)(q->bits * e))),
+                                                             sb_u32(b, (1u << q->bits) - 1)));
+  }
+  for (int e = 0; e < q->per && !q->asym; e++) { /* shift the code to the top, then arithmetically back: sign-extended */
     uint32_t up = sb_shl(b, w, sb_u32(b, (uint32_t)(32 - q->bits * (e + 1))));
     code[e] = sb_op1(b, SpvOpConvertSToF, b->t_f32, sb_op2(b, SpvOpShiftRightArithmetic, b->t_u32, up, sb_u32(b, (uint32_t)(32 - q->bits))));
   }
   for (int m = 0; m < rows; m++) {
-    uint32_t sum = sb_f32(b, 0.f), at = sb_add(b, xrow[m], k0);
-    for (int e = 0; e < q->per; e++) sum = sb_fma(b, code[e], sb_load_f(b, 0, MLC_DT_F32, sb_addc(b, at, (uint32_t)e)), sum);
-    sb_st(b, acc[m], sb_fma(b, sum, scale, sb_ld(b, acc[m])));
+    uint32_t sum = sb_f32(b, 0.f), at = sb_add(b, xrow[m], k0), xsum = sum;
+    for (int e = 0; e < q->per; e++) {
+      uint32_t xv = sb_load_f(b, 0, MLC_DT_F32, sb_addc(b, at, (uint32_t)e));
+      sum = sb_fma(b, code[e], xv, sum);
+      if (q->asym) xsum = sb_fadd(b, xsum, xv);
+    }
+    uint32_t a = sb_fma(b, sum, scale, sb_ld(b, acc[m]));
+    sb_st(b, acc[m], q->asym ? sb_fma(b, xsum, lo, a) : a);
   }
 }
 
@@ -94,15 +111,16 @@ static void rows(sv *s, const qshape *q) {
   sv_items_end(s, &g);
 }
 
-bool sv_emit_qlinear_of(sv *s, int bits, int group, sv_epi_fn epi, void *ctx, int epi_dt) {
+bool sv_emit_qlinear_of(sv *s, int bits, int group, bool asym, sv_epi_fn epi, void *ctx, int epi_dt) {
   const mlc_type *x = sv_in(s, 0), *w = sv_in(s, 1);
-  qshape q = {.bits = bits, .group = group, .K = x->dim[x->rank - 1], .N = w->dim[0],
+  qshape q = {.bits = bits, .group = group, .asym = asym, .K = x->dim[x->rank - 1], .N = w->dim[0],
               .odt = epi ? epi_dt : MLC_DT_F32, .epi = epi, .ctx = ctx};
   q.per = 32 / q.bits;
   q.M = mlc_type_numel(x) / q.K;
   q.cw = q.K * q.bits / 32;
   q.rw = w->dim[1];
-  if (x->dtype != MLC_DT_F32 || (q.bits != 4 && q.bits != 8) || q.group % 8 || q.K % q.group || q.rw != q.cw + q.K / q.group)
+  if (x->dtype != MLC_DT_F32 || (q.bits != 4 && q.bits != 8) || q.group % 8 || q.K % q.group ||
+      q.rw != mlc_quant_row_words(q.K, q.bits, (int)q.group, q.asym))
     return sv_fail(s, "qlinear of %s with %d-bit codes in groups of %lld: not the packed layout", mlc_dtype_name((mlc_dtype)x->dtype),
                    q.bits, (long long)q.group);
   if (!sv_check_size(s, mlc_type_numel(x)) || !sv_check_size(s, mlc_type_numel(w)) || !sv_check_size(s, q.M * q.N)) return false;
@@ -111,4 +129,4 @@ bool sv_emit_qlinear_of(sv *s, int bits, int group, sv_epi_fn epi, void *ctx, in
   return true;
 }
 
-bool sv_emit_qlinear(sv *s) { return sv_emit_qlinear_of(s, s->n->a.qbits, s->n->a.qgroup, NULL, NULL, 0); }
+bool sv_emit_qlinear(sv *s) { return sv_emit_qlinear_of(s, s->n->a.qbits, s->n->a.qgroup, s->n->a.qasym, NULL, NULL, 0); }

@@ -58,10 +58,10 @@ for m in mlp linear minillm; do
     check "$m: the NVRTC cubin uses tensor cores too" "\"$cuobjdump\" -sass \"$work/$m.cubin\" | grep -q -E 'HMMA|HGMMA'"
   fi
 done
-# A decode step (examples/minillm_causal.mdl, f32 and --quantize int4): each of its kernels lets the next
-# launch at once (mlc_pdl_trigger, codegen/cuda/prelude.c), the forward's do not
-for q in "" int4; do
-  m=minillm_causal${q:+_$q} out=$work/minillm_causal${q:+_$q}
+# A decode step (examples/minillm_causal.mdl, f32, --quantize int4 and int4:asym): each of its kernels
+# lets the next launch at once (mlc_pdl_trigger, codegen/cuda/prelude.c), the forward's do not
+for q in "" int4 int4:asym; do
+  m=minillm_causal${q:+_${q/:/_}} out=$work/minillm_causal${q:+_${q/:/_}}
   "$mlc" compile "$root/examples/minillm_causal.mdl" --target cuda -o "$out" ${q:+--quantize $q} 2> "$work/$m.log" || { cat "$work/$m.log"; exit 1; }
   kernels=$(grep -c '__global__ void' "$out/minillm.cu")
   waits=$(awk '/__global__ void/ { k = 1; next } k && /^  mlc_pdl_trigger\(\);$/ { next }
@@ -76,6 +76,13 @@ for q in "" int4; do
   # int4: the qlinears carry the adds and the SiLU that follow them (fuse.c, qlinear_epilogues)
   lone=$(grep -c -E '^// step %[0-9]+ (add|silu) ' "$out/minillm.cu" || true)
   [ -z "$q" ] || check "$m: no add or SiLU of the step in a kernel of its own ($lone)" "[ $lone -eq 0 ]"
+  # int4:asym: every qlinear is mlc_qgemv's asymmetric form (its last template argument true), int4's none
+  sym=$(grep -c -E 'mlc_qgemv<[^>]*, [0-9]+>::run' "$out/minillm.cu" || true)
+  asym=$(grep -c -E 'mlc_qgemv<[^>]*, true>::run' "$out/minillm.cu" || true)
+  case $q in
+  *asym) check "$m: its qlinears are asymmetric ($asym; symmetric $sym)" "[ $asym -gt 1 ] && [ $sym -eq 0 ]" ;;
+  int4) check "$m: its qlinears are symmetric ($sym; asymmetric $asym)" "[ $sym -gt 1 ] && [ $asym -eq 0 ]" ;;
+  esac
   # f32: the step's norms are its GEMVs' prologues (fuse.c, gemv_prologue_rows), the forward's are
   # kernels; int4: the qlinears take none
   norms=$(grep -c -E '^// step %[0-9]+ rmsnorm ' "$out/minillm.cu" || true)

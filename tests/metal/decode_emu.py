@@ -4,8 +4,9 @@
 (examples/minillm_causal.mdl in f32, bench/minillm_causal_bf16.mdl in bf16,
 its step only) run once each by mlc_opcheck on metal and on cpu from the same parameters,
 KV caches (random, as earlier tokens' would be), tokens and position; the
-f32 model also with --quantize int8 (step) and int4 (group 32), every linear a
-qlinear over weights packed from the same f32 ones.  The cpu target's
+f32 model also with --quantize int8 (step) and int4 (group 32), symmetric and
+asymmetric (:asym), every linear a qlinear over weights packed from the same
+f32 ones.  The cpu target's
 decode is checked against PyTorch by ref.decode, its qlinear against numpy
 by ref.quant; here
 
@@ -53,7 +54,9 @@ def main():
     f32 = os.path.join(root, "examples", "minillm_causal.mdl")
     both, step = (("prefill", 21), ("step", 40)), (("step", 40),)
     models = (("f32", f32, 1e-5, [], both), ("bf16", os.path.join(root, "bench", "minillm_causal_bf16.mdl"), 2e-2, [], step),
-              ("int8", f32, 1e-5, ["--quantize=int8"], step), ("int4", f32, 1e-5, ["--quantize=int4:group=32"], both))
+              ("int8", f32, 1e-5, ["--quantize=int8"], step), ("int4", f32, 1e-5, ["--quantize=int4:group=32"], both),
+              ("int8asym", f32, 1e-5, ["--quantize=int8:asym"], step),
+              ("int4asym", f32, 1e-5, ["--quantize=int4:group=32:asym"], both))
     failed = 0
     for dt, model, tol, extra, funcs in models:
         for func, pos in funcs:

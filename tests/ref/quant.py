@@ -1,6 +1,8 @@
-"""--quantize int8|int4 against numpy: the packing's arithmetic written again
-here (symmetric per group, scale = max |w| / qmax, codes rounded half to even
-and clamped to [-qmax, qmax]), then x @ dequant(w)^T.
+"""--quantize int8|int4[:asym] against numpy: the packing's arithmetic written
+again here (symmetric per group: scale = max |w| / qmax, codes rounded half to
+even and clamped to [-qmax, qmax]; asymmetric: lo = min w, scale = (max w -
+lo) / (2^bits - 1), codes round((w - lo) / scale) clamped to [0, 2^bits - 1],
+read back as lo + code * scale), then x @ dequant(w)^T.
 
 - mlc's qlinear output matches numpy's product with the dequantised weight
   to a relative error (max |mlc - numpy| / max |numpy|) of 1e-5: the same
@@ -14,12 +16,18 @@ and clamped to [-qmax, qmax]), then x @ dequant(w)^T.
   128 and 256; then 20 rows (the CUDA kernel's 8 a block, twice and a part)
   and k = 2304 with one row (its warps' spans of 160 words, the last
   shorter), groups of 32 and 128.
-- Teeth: the reference with int4's nibbles swapped, or scales per 2G, is
-  rejected by the same bound.
+- Teeth: the reference with int4's nibbles swapped, or scales per 2G (3G
+  where 2G does not divide k), is rejected by the same bound; for the asymmetric form also the one that
+  reads its codes as two's complement (the symmetric form's), or leaves the
+  min out.
+- The asymmetric form (:asym) through the same checks, int8 and int4, on
+  k = 384 (groups 32, 64, 128) and 2304 (32, 128), one row, 7 and 20; the
+  weights hold a group of zeros, a constant group, a negative-only and a
+  positive-only group (of 32), and an outlier.
 - An epilogue: silu(x @ dequant(w)^T + b) + r (a bias, SiLU and a residual
   add, which the CUDA target fuses into the qlinear's kernel, as a decode
   step's layers have them) against numpy in float64 within 1e-5, one row
-  and 7, int8 and int4.
+  and 7, int8 and int4, symmetric and asymmetric.
 
 With --target spirv (a Vulkan device: lavapipe in CI; exit 77 without one)
 the same checks run through the SPIR-V target's qlinear kernels: its GEMV
@@ -61,15 +69,28 @@ module Q(k, n) {
 """
 
 
-def dequant(w, bits, group, swap_nibbles=False):
-    qmax = 127.0 if bits == 8 else 7.0
+def dequant(w, bits, group, swap_nibbles=False, asym=False, signed_codes=False, no_min=False):
+    """w's dequantised form (f32) and its scales (rows, K / group); the
+    keyword arguments after asym make the wrong references of the teeth."""
     g = w.reshape(w.shape[0], -1, group)
-    amax = np.abs(g).max(axis=2, keepdims=True)
-    scale = np.where(amax > 0, amax / np.float32(qmax), np.float32(1)).astype(np.float32)
-    q = np.clip(np.round(g / scale), -qmax, qmax).astype(np.float32)
+    if asym:  # all in f32, as runtime/quant.c computes it
+        qmax = np.float32(2 ** bits - 1)
+        lo, hi = np.nanmin(g, axis=2, keepdims=True), np.nanmax(g, axis=2, keepdims=True)
+        scale = np.where(hi > lo, (hi - lo) / qmax, np.float32(1)).astype(np.float32)
+        q = np.nan_to_num(np.clip(np.round((g - lo) / scale), 0, qmax), nan=0).astype(np.float32)
+        if signed_codes:  # the field read as two's complement
+            q = np.where(q >= 2 ** (bits - 1), q - 2 ** bits, q).astype(np.float32)
+        if no_min:
+            lo = np.zeros_like(lo)
+    else:
+        qmax = 127.0 if bits == 8 else 7.0
+        amax = np.abs(g).max(axis=2, keepdims=True)
+        scale = np.where(amax > 0, amax / np.float32(qmax), np.float32(1)).astype(np.float32)
+        q = np.clip(np.round(g / scale), -qmax, qmax).astype(np.float32)
+        lo = np.float32(0)
     if swap_nibbles:
         q = q.reshape(w.shape[0], -1, 2)[:, :, ::-1].reshape(g.shape)
-    return (q * scale).reshape(w.shape).astype(np.float32), scale.reshape(w.shape[0], -1)
+    return (lo + q * scale).reshape(w.shape).astype(np.float32), scale.reshape(w.shape[0], -1)
 
 
 TARGET = ["--target", "cpu", "--threads", "2"]
@@ -101,14 +122,20 @@ def main():
     open(mdl, "w").write(MODEL)
     rng = np.random.default_rng(0)
     failed = 0
-    # (k, rows, groups): the CUDA kernel takes 8 rows a block (20: two and a
-    # part) and splits a row's words over warps of 160 words where a row has
-    # 256 or more (k = 2304: int4's 288 words over 2 warps, int8's 576 over 4,
-    # the last warp's span short)
-    for K, rows, groups in ((256, 1, ALL), (256, 7, ALL), (256, 20, (32, 128)), (2304, 1, (32, 128))):
+    # (k, rows, groups, asym): the CUDA kernel takes 8 rows a block (20: two
+    # and a part) and splits a row's words over warps of 160 words where a row
+    # has 256 or more (k = 2304: int4's 288 words over 2 warps, int8's 576
+    # over 4, the last warp's span short)
+    cases = [(256, 1, ALL, False), (256, 7, ALL, False), (256, 20, (32, 128), False), (2304, 1, (32, 128), False),
+             (384, 1, (32, 64, 128), True), (384, 7, (32, 128), True), (384, 20, (64,), True), (2304, 1, (32, 128), True)]
+    for K, rows, groups, asym in cases:
         w = (rng.standard_normal((N, K)) * 0.05).astype(np.float32)
         w[3, :32] = 0  # a group of zeros: scale 1, codes 0
         w[5, 7] = 1.0  # an outlier: its group's scale grows
+        if asym:  # groups of 32 that the asymmetric form reads back in their own way
+            w[7, 32:64] = 0.03                      # constant: scale 1, codes 0, read back as lo exactly
+            w[9, 64:96] = -np.abs(w[9, 64:96])      # negative only: lo < hi <= 0
+            w[11, 96:128] = np.abs(w[11, 96:128])   # positive only: 0 <= lo < hi
         weights = os.path.join(work, "w.safetensors")
         write_safetensors(weights, {"lin.weight": torch.from_numpy(w)}, {})
         x = rng.standard_normal((rows, K)).astype(np.float32)
@@ -120,9 +147,9 @@ def main():
         worst = {}
         for bits in (8, 4):
             for group in groups:
-                quant = f"int{bits}:group={group}"
+                quant = f"int{bits}:group={group}" + (":asym" if asym else "")
                 got = run(mlc, work, mdl, weights, x, rows, quant)
-                wq, scale = dequant(w, bits, group)
+                wq, scale = dequant(w, bits, group, asym=asym)
                 ref = x.astype(np.float64) @ wq.T.astype(np.float64)
                 err = np.abs(got - ref).max() / np.abs(ref).max()
                 # the rounding's bound, row by row of x and of w
@@ -130,11 +157,14 @@ def main():
                 bound = 0.5 * xs @ scale.T                           # (rows, N)
                 drift = np.abs(got - y32)
                 within = bool((drift <= bound * 1.01 + 1e-6).all())
-                swapped, _ = dequant(w, bits, group, swap_nibbles=True)
-                teeth = np.abs(got - x @ swapped.T).max() / np.abs(ref).max() > 100 * TOL if bits == 4 else True
-                coarse, _ = dequant(w, bits, min(2 * group, K))
-                teeth2 = group == K or np.abs(got - x @ coarse.T).max() / np.abs(ref).max() > 100 * TOL
-                ok = err <= TOL and within and teeth and teeth2
+                def rejected(wrong):
+                    return np.abs(got - x @ wrong.T).max() / np.abs(ref).max() > 100 * TOL
+                teeth = bits == 8 or rejected(dequant(w, bits, group, swap_nibbles=True, asym=asym)[0])
+                coarse = [m * group for m in (2, 3) if K % (m * group) == 0][:1]  # 2G, or 3G where 2G does not divide K
+                teeth2 = group == K or rejected(dequant(w, bits, coarse[0], asym=asym)[0])
+                teeth3 = not asym or (rejected(dequant(w, bits, group, asym=True, signed_codes=True)[0]) and
+                                      rejected(dequant(w, bits, group, asym=True, no_min=True)[0]))
+                ok = err <= TOL and within and teeth and teeth2 and teeth3
                 worst[bits] = max(worst.get(bits, 0), float((drift / np.abs(y32).max()).max()))
                 print(f"{'ok' if ok else 'FAIL'}: rows={rows} k={K} {quant}: rel err vs numpy dequant {err:.2e} (tol {TOL}), "
                       f"max |y - y_f32| / max|y_f32| {(drift.max() / np.abs(y32).max()):.3e}, within the rounding "
@@ -154,10 +184,10 @@ def main():
     for rows in (1, 7):
         x = rng.standard_normal((rows, K)).astype(np.float32)
         r = rng.standard_normal((rows, N)).astype(np.float32)
-        for bits, group in ((8, 64), (4, 128)):
-            quant = f"int{bits}:group={group}"
+        for bits, group, asym in ((8, 64, False), (4, 128, False), (8, 64, True), (4, 32, True)):
+            quant = f"int{bits}:group={group}" + (":asym" if asym else "")
             got = run(mlc, work, emdl, weights, x, rows, quant, r)
-            wq, _ = dequant(w, bits, group)
+            wq, _ = dequant(w, bits, group, asym=asym)
             z = x.astype(np.float64) @ wq.T.astype(np.float64) + b
             ref = z / (1 + np.exp(-z)) + r
             err = np.abs(got - ref).max() / np.abs(ref).max()

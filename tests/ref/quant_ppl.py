@@ -2,14 +2,15 @@
 (examples/gpt2.mdl: 2 layers, 4 heads, width 128, context 64, tied
 embeddings) trained by mlc on the King James Bible (Debian's bible-kjv and
 bible-kjv-text, as examples/kjv/prepare.py cuts it), then the held-out
-perplexity of the same exported weights in f32, int8 and int4 (group 128,
-the default; symmetric, per group), from `mlc run`'s logits of the last 64
-windows (the end of Revelation, which no training window overlaps).
+perplexity of the same exported weights in f32, int8, int4 (group 128, the
+default; symmetric, per group) and int4:asym (the asymmetric form: a min and
+a scale per group), from `mlc run`'s logits of the last 64 windows (the end
+of Revelation, which no training window overlaps).
 
 Bars: the f32 model learned something (held-out perplexity under 14, where
 uniform guessing is 256; it was 11.47 after 600 steps when this was written,
-and 20.2 after 100); int4's perplexity within 2 % of f32's, int8's within
-0.5 %; int8 drifts less than int4.  Also: `mlc train
+and 20.2 after 100); int4's and int4:asym's perplexity within 2 % of f32's,
+int8's within 0.5 %; int8 drifts less than int4.  Also: `mlc train
 --quantize` is refused with its message.
 
 Usage: quant_ppl.py MLC ROOT WORKDIR [STEPS]"""
@@ -58,7 +59,7 @@ held.tofile(os.path.join(work, "held.bin"))
 
 
 def perplexity(quant):
-    out = os.path.join(work, f"logits_{quant or 'f32'}.bin")
+    out = os.path.join(work, f"logits_{(quant or 'f32').replace(':', '_')}.bin")
     run([mlc, "run", model, "--target", "cpu", *CFG, f"batch={EVAL}", "--threads", "2", "--weights", weights,
          "--input", f"idx={work}/held.bin", "-o", f"output={out}"] + (["--quantize", quant] if quant else []))
     z = np.fromfile(out, dtype=np.float32).reshape(EVAL, SEQ, 256).astype(np.float64)
@@ -68,12 +69,14 @@ def perplexity(quant):
     return float(np.exp(nll))
 
 
-ppl = {q: perplexity(q) for q in (None, "int8", "int4")}
+ppl = {q: perplexity(q) for q in (None, "int8", "int4", "int4:asym")}
 base = ppl[None]
-d8, d4 = ppl["int8"] / base - 1, ppl["int4"] / base - 1
+d8, d4, d4a = ppl["int8"] / base - 1, ppl["int4"] / base - 1, ppl["int4:asym"] / base - 1
 print(f"held-out perplexity ({EVAL} windows of {SEQ} bytes, {steps} steps): f32 {base:.4f}, "
-      f"int8 {ppl['int8']:.4f} ({100 * d8:+.3f} %), int4 {ppl['int4']:.4f} ({100 * d4:+.3f} %)")
-checks = [("learned", base < 14), ("int4 drift <= 2 %", abs(d4) <= 0.02), ("int8 drift <= 0.5 %", abs(d8) <= 0.005),
+      f"int8 {ppl['int8']:.4f} ({100 * d8:+.3f} %), int4 {ppl['int4']:.4f} ({100 * d4:+.3f} %), "
+      f"int4:asym {ppl['int4:asym']:.4f} ({100 * d4a:+.3f} %)")
+checks = [("learned", base < 14), ("int4 drift <= 2 %", abs(d4) <= 0.02), ("int4:asym drift <= 2 %", abs(d4a) <= 0.02),
+          ("int8 drift <= 0.5 %", abs(d8) <= 0.005),
           ("int8 drifts less than int4", abs(d8) < abs(d4)), ("train refused", refused)]
 for name, ok in checks:
     print(f"{'ok' if ok else 'FAIL'}: {name}")

@@ -175,17 +175,16 @@ static void test_corrupt(void **state) {
   free(c);
 }
 
-/* --quantize int4:group=64: each packed weight travels as role 4 with its
- * bits, group and f32 weight, and the reader refuses one whose f32 weight
- * does not match it. */
+/* --quantize int4:group=64[:asym]: each packed weight travels as role 4
+ * with its bits, group, scheme (init: 0 or MLC_PLAN_QUANT_ASYM) and f32
+ * weight, and the reader refuses one whose f32 weight does not match it,
+ * or whose words do not match its scheme. */
 static void test_quantized(void **state) {
   (void)state;
   mlc_arena a;
   mlc_arena_init(&a);
   mlc_diag diag;
   mlc_diag_init(&diag, stderr);
-  mlc_program q;
-  mlc_program_init(&q, &a);
   FILE *f = fopen(MLC_SOURCE_DIR "/examples/minillm.mdl", "rb");
   assert_non_null(f);
   static char src[8192];
@@ -194,31 +193,42 @@ static void test_quantized(void **state) {
   mlc_define defs[6] = {{"vocab", "512"}, {"dim", "128"}, {"layers", "2"}, {"heads", "4"}, {"batch", "2"}, {"seq", "64"}};
   mlc_lower_options lo = {defs, 6, NULL, 0, true, 0, false}; /* no train step: --quantize implies --no-train */
   mlc_pipeline_options po = {0};
-  assert_true(mlc_frontend_run(&q, &diag, "minillm.mdl", src, len, &lo, NULL));
-  q.opts.quant_bits = 4, q.opts.quant_group = 64;
-  assert_true(mlc_pipeline_run(&q, &diag, &po));
-  uint8_t *b;
-  size_t n;
-  mlc_plan_encode(&q, namer, NULL, &b, &n);
-  mlc_plan *pl;
-  assert_null(mlc_plan_parse(b, n, mlc_allocator_default(), &pl));
-  uint32_t packed = 0, last = 0;
-  for (uint32_t i = 0; i < pl->nparams; i++) {
-    const mlc_plan_param *p = &pl->params[i];
-    if (p->role != 4) continue;
-    const mlc_plan_param *w = &pl->params[p->flat_offset];
-    assert_true(p->a == 4 && p->b == 64 && p->shape.dtype == 4);
-    assert_string_equal(p->name + strlen("quant:"), w->name);
-    assert_int_equal(p->shape.dims[1], w->shape.dims[1] / 8 + w->shape.dims[1] / 64);
-    packed++, last = i;
+  for (int asym = 0; asym < 2; asym++) {
+    mlc_program q;
+    mlc_program_init(&q, &a);
+    assert_true(mlc_frontend_run(&q, &diag, "minillm.mdl", src, len, &lo, NULL));
+    q.opts.quant_bits = 4, q.opts.quant_group = 64, q.opts.quant_asym = asym;
+    assert_true(mlc_pipeline_run(&q, &diag, &po));
+    uint8_t *b;
+    size_t n;
+    mlc_plan_encode(&q, namer, NULL, &b, &n);
+    mlc_plan *pl;
+    assert_null(mlc_plan_parse(b, n, mlc_allocator_default(), &pl));
+    uint32_t packed = 0, last = 0;
+    for (uint32_t i = 0; i < pl->nparams; i++) {
+      const mlc_plan_param *p = &pl->params[i];
+      if (p->role != 4) continue;
+      const mlc_plan_param *w = &pl->params[p->flat_offset];
+      assert_true(p->a == 4 && p->b == 64 && p->shape.dtype == 4);
+      assert_int_equal(p->init, asym ? MLC_PLAN_QUANT_ASYM : 0);
+      assert_string_equal(p->name + strlen("quant:"), w->name);
+      assert_int_equal(p->shape.dims[1], w->shape.dims[1] / 8 + (asym ? 2 : 1) * (w->shape.dims[1] / 64));
+      packed++, last = i;
+    }
+    assert_int_equal(packed, 2 * 4 + 1); /* per layer: in_proj, out_proj, two ffn linears; and the head */
+    mlc_plan_free(pl);
+    if (asym) { /* the head's packed weight said to be symmetric: its words are the asymmetric form's */
+      q.params[last].quant_asym = false;
+      mlc_plan_encode(&q, namer, NULL, &b, &n);
+      expect_loss(parse_copy(b, n, false), "a quantised weight does not match its f32 weight");
+      q.params[last].quant_asym = true;
+    }
+    /* the head's packed weight, pointed at a norm's weight instead */
+    for (uint32_t i = 0; i < q.nparams; i++)
+      if (q.params[i].type.rank == 1) q.params[last].quant_of = i + 1;
+    mlc_plan_encode(&q, namer, NULL, &b, &n);
+    expect_loss(parse_copy(b, n, false), "a quantised weight does not match its f32 weight");
   }
-  assert_int_equal(packed, 2 * 4 + 1); /* per layer: in_proj, out_proj, two ffn linears; and the head */
-  mlc_plan_free(pl);
-  /* the head's packed weight, pointed at a norm's weight instead */
-  for (uint32_t i = 0; i < q.nparams; i++)
-    if (q.params[i].type.rank == 1) q.params[last].quant_of = i + 1;
-  mlc_plan_encode(&q, namer, NULL, &b, &n);
-  expect_loss(parse_copy(b, n, false), "a quantised weight does not match its f32 weight");
   mlc_arena_free(&a); /* the plans' bytes too */
 }
 
