@@ -1,5 +1,5 @@
-/* Attention, the cooperative-matrix forward of 16-bit heads and dv, dk of their gradient (see attention.h and the overview
- * in emit_attention.c). */
+/* Attention, the cooperative-matrix forward and gradient of 16-bit heads (see attention.h and the overview in
+ * emit_attention.c). */
 #include <stdlib.h>
 
 #include "codegen/spirv/attention.h"
@@ -404,11 +404,11 @@ void attn_fwd_coop(attn *A, bool emulate) {
   sv_coopmat16(s, emulate);
 }
 
-/* ---- the cooperative-matrix gradient: dv and dk (FlashAttention-2's backward) ----
+/* ---- the cooperative-matrix gradient (FlashAttention-2's backward) ----
  *
- * attention_grad of the heads the forward takes, three dispatches: 0 and 2
- * are the tiled kernel's dispatches 0 (L_i and D_i into scratch) and 3 (dq
- * per query row); dispatch 1, here, gives dv and dk.  A workgroup of 4
+ * attention_grad of the heads the forward takes, three dispatches: 0 is the
+ * tiled kernel's (L_i and D_i into scratch); 1 gives dv and dk, 2 dq, so
+ * that nothing is added by atomics.  Dispatch 1: a workgroup of 4
  * subgroups of 32 per 64 key rows of one (batch, head), subgroup sg owning
  * keys 16 sg.. of them; lane (r, h) as in the forward, with key row r.
  *   - K's and V's 16 x d of the subgroup are d / 16 A operands each in
@@ -424,6 +424,9 @@ void attn_fwd_coop(attn *A, bool emulate) {
  *     dS^T in the same place into dK += dS^T Q (dO and Q row-major B), on d / 16
  *     f32 accumulators each, which live through the loop; at the end through
  *     the scratch to the lanes, dk times scale.
+ * Dispatch 2 is the same with the roles swapped: 64 query rows, Q and dO in
+ * registers, K and V streamed (causal: up to the rows' last query), S and
+ * dP recomputed, and dS alone into dQ += dS K, times scale.
  * As in the forward, bf16 operands are staged as f16 (11 bits, f16's range:
  * values under 2^-24, such as tiny gradients dO, are lost), and so are P and
  * dS.  The module's shared memory holds the tiled kernels' tiles beside this
@@ -477,20 +480,20 @@ static void quad_vals(sb *b, int dt, uint32_t quad, uint32_t *x) {
   }
 }
 
-void attn_grad_coop(attn *A, bool emulate) {
+/* One dispatch of the gradient: dq false, dv and dk per 64 key rows (the
+ * rows' K and V in registers, Q and dO streamed); dq true, dq per 64 query
+ * rows (Q and dO in registers, K and V streamed, dS alone multiplied). */
+static void coop_grad_pass(attn *A, const coop_grad *cg, const coop_ctx *kc, bool dq) {
   sv *s = A->s;
   sb *b = A->b;
+  bool emulate = kc->emulate;
+  coop_grad c = *cg;
+  coop_ctx k = *kc;
   int64_t D = A->D, S = A->SQ, R = A->BH * S, nt = sv_ceil_div(S, AQ), groups = A->BH * nt;
-  attn_tiles T = attn_grad_tiles(A);
-  uint32_t limit = (emulate ? 32768u : 49152u) - attn_tiles_bytes(A);
-  coop_grad c = coop_grad_of(D, 64, emulate);
-  if (16 * c.total > limit) c = coop_grad_of(D, 32, emulate);
-  if (16 * c.total > limit) c = coop_grad_of(D, 16, emulate);
-  MLC_ASSERT(16 * c.total <= limit);
-  int gq = c.gq, nd = (int)(D / 16), ng = gq / 16;
+  int gq = c.gq, nd = (int)(D / 16), ng = gq / 16, g0 = dq ? 1 : 0;
   uint32_t q4 = sb_uvec4_type(b);
-  coop_ctx k = coop_ctx_of(b, emulate, c.total); /* [Q | dO] [ASG][P, dS or scratch]; K, V first */
-  attn_grad_stats_tiled(A, &T);
+  /* the bindings of the rows' operands (S's, dP's) and of the streamed ones */
+  uint32_t own[2] = {dq ? 1u : 2u, dq ? 0u : 3u}, str[2] = {dq ? 2u : 1u, dq ? 3u : 0u};
 
   uint32_t grp = sv_begin(s, (uint64_t)groups, 32 * ASG);
   sb_if guard;
@@ -499,7 +502,7 @@ void attn_grad_coop(attn *A, bool emulate) {
   uint32_t lid = sb_lid(b), sg = sb_shr(b, lid, sb_u32(b, 5)), lane = sb_and(b, lid, sb_u32(b, 31));
   uint32_t r = sb_shr(b, lane, sb_u32(b, 1)), hf = sb_and(b, lane, sb_u32(b, 1)), col = sb_mulc(b, hf, 8);
   uint32_t SS = sb_u32(b, (uint32_t)S), st0 = sb_u32(b, 0), sc2 = sv_scratch(s);
-  uint32_t kj = sb_add(b, j0, sb_add(b, sb_mulc(b, sg, 16), r)); /* the lane's key row */
+  uint32_t kj = sb_add(b, j0, sb_add(b, sb_mulc(b, sg, 16), r)); /* the lane's row (key, or query for dq) */
   uint32_t scr = sb_addc(b, sb_mulc(b, sg, c.sgq), c.pq);      /* the subgroup's P, dS and scratch */
   uint32_t lat = sb_add(b, scr, sb_add(b, sb_mulc(b, r, 5), sb_shr(b, col, sb_u32(b, 2))));
   uint32_t rbase = sb_mulc(b, bh, (uint32_t)S), obase = sb_mulc(b, rbase, (uint32_t)D);
@@ -509,7 +512,7 @@ void attn_grad_coop(attn *A, bool emulate) {
   if (!emulate) {
     uint32_t line = sb_mulc(b, sb_mulc(b, sg, 16), c.lq);
     for (int which = 0; which < 2; which++) {
-      coop_stage(A, c.lq, k.sh, 2 + (uint32_t)which, obase, j0, AQ, SS, 0);
+      coop_stage(A, c.lq, k.sh, own[which], obase, j0, AQ, SS, 0);
       sb_barrier(b);
       for (int t = 0; t < nd; t++) (which ? vm : km)[t] = cload(&k, sb_addc(b, line, (uint32_t)(2 * t)), c.lq, false);
       sb_barrier(b); /* read before the next staging overwrites it */
@@ -520,16 +523,22 @@ void attn_grad_coop(attn *A, bool emulate) {
 
   /* dV and dK: d / 16 accumulators each (emulating: the lane's 8 values of each) */
   sb_lv acc[2][8], ev[2][8][8];
-  for (int g = 0; g < 2; g++)
+  for (int g = g0; g < 2; g++)
     for (int j = 0; j < nd; j++) {
       if (!emulate) acc[g][j] = sb_local(b, k.mat_f, k.zero);
       else
         for (int e = 0; e < 8; e++) ev[g][j][e] = sb_local(b, b->t_f32, sb_f32(b, 0.f));
     }
   sb_loop il;
-  uint32_t i0 = sb_for(b, &il, A->causal ? j0 : st0, SS, sb_u32(b, (uint32_t)gq)); /* causal: gq divides 64 */
-  coop_stage(A, c.lq, k.sh, 1, obase, i0, gq, SS, 0);
-  coop_stage(A, c.lq, k.sh, 0, obase, i0, gq, SS, c.gq0);
+  uint32_t istart = st0, iend = SS; /* causal: from the block of the first key (gq divides 64), or to the last query */
+  if (A->causal && !dq) istart = j0;
+  if (A->causal && dq) {
+    uint32_t a[2] = {sb_addc(b, j0, AQ), SS};
+    iend = sb_glsl(b, GLSLstd450UMin, b->t_u32, 2, a);
+  }
+  uint32_t i0 = sb_for(b, &il, istart, iend, sb_u32(b, (uint32_t)gq));
+  coop_stage(A, c.lq, k.sh, str[0], obase, i0, gq, SS, 0);
+  coop_stage(A, c.lq, k.sh, str[1], obase, i0, gq, SS, c.gq0);
   sb_barrier(b);
 
   /* S^T and dP^T: the lane's 8 of each 16 queries; P^T and dS^T */
@@ -551,11 +560,11 @@ void attn_grad_coop(attn *A, bool emulate) {
         for (int e = 0; e < 8; e++) a[e] = sb_local(b, b->t_f32, sb_f32(b, 0.f));
         uint32_t line0 = sb_addc(b, sb_mulc(b, sb_addc(b, col, (uint32_t)(16 * jb)), c.lq), src);
         sb_loop l;
-        uint32_t dq = sb_for(b, &l, st0, sb_u32(b, (uint32_t)(D / ACQ)), sb_u32(b, 1)), kx[8];
-        quad_vals(b, A->dt, sb_ld4(b, g ? 3 : 2, sb_add(b, sb_shr(b, kat, sb_u32(b, 3)), dq)), kx);
+        uint32_t dq4 = sb_for(b, &l, st0, sb_u32(b, (uint32_t)(D / ACQ)), sb_u32(b, 1)), kx[8];
+        quad_vals(b, A->dt, sb_ld4(b, own[g], sb_add(b, sb_shr(b, kat, sb_u32(b, 3)), dq4)), kx);
         for (int e = 0; e < 8; e++) {
           uint32_t qx[8], x = sb_ld(b, a[e]);
-          quad_vals(b, MLC_DT_F16, sb_sh_ld(b, k.sh, q4, sb_add(b, sb_addc(b, line0, (uint32_t)e * c.lq), dq)), qx);
+          quad_vals(b, MLC_DT_F16, sb_sh_ld(b, k.sh, q4, sb_add(b, sb_addc(b, line0, (uint32_t)e * c.lq), dq4)), qx);
           for (int t = 0; t < 8; t++) x = sb_fma(b, sb_select(b, b->t_f32, kok, kx[t], sb_f32(b, 0.f)), qx[t], x);
           sb_st(b, a[e], x);
         }
@@ -563,10 +572,11 @@ void attn_grad_coop(attn *A, bool emulate) {
         for (int e = 0; e < 8; e++) v[g][e] = sb_ld(b, a[e]);
       }
     }
-    for (int e = 0; e < 8; e++) {
+    for (int e = 0; e < 8; e++) { /* qn: the column (query, or key for dq) */
       uint32_t qn = sb_add(b, i0, sb_add(b, col, sb_u32(b, (uint32_t)(16 * jb + e)))), vis = sb_ult(b, qn, SS);
-      if (A->causal) vis = sb_land(b, vis, sb_op2(b, SpvOpULessThanEqual, b->t_bool, kj, qn));
-      uint32_t qr = sb_add(b, rbase, sb_select(b, b->t_u32, vis, qn, st0));
+      if (A->causal) vis = sb_land(b, vis, sb_op2(b, SpvOpULessThanEqual, b->t_bool, dq ? qn : kj, dq ? kj : qn));
+      if (dq) vis = sb_land(b, vis, kok);
+      uint32_t qr = sb_add(b, rbase, sb_select(b, b->t_u32, vis, dq ? kj : qn, st0));
       uint32_t L = sb_bits2f(b, sb_ldw(b, sc2, qr)), Di = sb_bits2f(b, sb_ldw(b, sc2, sb_addc(b, qr, (uint32_t)R)));
       uint32_t pe = sb_exp(b, sb_fsub(b, sb_fmul(b, v[0][e], scale), L));
       p[jb][e] = sb_select(b, b->t_f32, vis, pe, sb_f32(b, 0.f));
@@ -576,14 +586,14 @@ void attn_grad_coop(attn *A, bool emulate) {
   /* dV += P^T dO, then dK += dS^T Q: the weights as f16 in the subgroup's
    * place (row r, queries 16 jb + col.. a quad) */
   uint32_t prow = sb_add(b, scr, sb_add(b, sb_mulc(b, r, c.pl), hf));
-  for (int g = 0; g < 2; g++) {
+  for (int g = g0; g < 2; g++) {
     for (int jb = 0; jb < ng; jb++) {
       uint32_t w[4];
       for (int e = 0; e < 4; e++) w[e] = sb_pack_h2(b, (g ? ds : p)[jb][2 * e], (g ? ds : p)[jb][2 * e + 1]);
       sb_sh_st(b, k.sh, q4, sb_addc(b, prow, (uint32_t)(2 * jb)), sb_op(b, SpvOpCompositeConstruct, q4, 4, w));
     }
     csync(&k);
-    uint32_t src = g ? 0 : c.gq0; /* dV's B operand is dO, dK's is Q */
+    uint32_t src = g ? 0 : c.gq0; /* dV's B operand is dO, dK's Q, dQ's K */
     if (!emulate) {
       uint32_t pm[4];
       for (int t = 0; t < ng; t++) pm[t] = cload(&k, sb_addc(b, scr, (uint32_t)(2 * t)), c.pl, false);
@@ -614,9 +624,9 @@ void attn_grad_coop(attn *A, bool emulate) {
   sb_barrier(b); /* Q and dO are read: the next block may overwrite them */
   sb_for_end(b, &il);
 
-  /* the lanes' values (through the scratch outside the store's condition) and the stores: dk at [1], dv at [2] */
+  /* the lanes' values (through the scratch outside the store's condition) and the stores: dq at [0], dk at [1], dv at [2] */
   uint32_t out[2][8][8];
-  for (int g = 0; g < 2; g++)
+  for (int g = g0; g < 2; g++)
     for (int j = 0; j < nd; j++) {
       if (!emulate) cthrough(&k, sb_ld(b, acc[g][j]), scr, lat, out[g][j]);
       else
@@ -626,14 +636,26 @@ void attn_grad_coop(attn *A, bool emulate) {
   sb_if_begin(b, &w, sb_ult(b, kj, SS), false);
   uint32_t krow = sb_add(b, sb_mulc(b, sb_add(b, rbase, kj), (uint32_t)D), col);
   for (int j = 0; j < nd; j++) {
-    store8(A, sb_addc(b, krow, (uint32_t)(2 * R * D + 16 * j)), out[0][j], sb_f32(b, 1.f));
-    store8(A, sb_addc(b, krow, (uint32_t)(R * D + 16 * j)), out[1][j], scale);
+    if (!dq) store8(A, sb_addc(b, krow, (uint32_t)(2 * R * D + 16 * j)), out[0][j], sb_f32(b, 1.f));
+    store8(A, sb_addc(b, krow, (uint32_t)((dq ? 0 : R * D) + 16 * j)), out[1][j], scale);
   }
   sb_if_end(b, &w);
   sb_if_end(b, &guard);
   sv_end(s);
-  attn_grad_dq_tiled(A, &T);
-  sv_coopmat16(s, emulate);
+}
+
+void attn_grad_coop(attn *A, bool emulate) {
+  attn_tiles T = attn_grad_tiles(A);
+  uint32_t limit = (emulate ? 32768u : 49152u) - attn_tiles_bytes(A);
+  coop_grad c = coop_grad_of(A->D, 64, emulate);
+  if (16 * c.total > limit) c = coop_grad_of(A->D, 32, emulate);
+  if (16 * c.total > limit) c = coop_grad_of(A->D, 16, emulate);
+  MLC_ASSERT(16 * c.total <= limit);
+  coop_ctx k = coop_ctx_of(A->b, emulate, c.total); /* [Q | dO (K | V)] [ASG][P, dS or scratch]; the rows' first */
+  attn_grad_stats_tiled(A, &T);
+  coop_grad_pass(A, &c, &k, false);
+  coop_grad_pass(A, &c, &k, true);
+  sv_coopmat16(A->s, emulate);
 }
 
 /* Whether the cooperative-matrix forward (grad: gradient) takes this attention: as the

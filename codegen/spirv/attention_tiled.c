@@ -306,8 +306,6 @@ attn_tiles attn_grad_tiles(attn *A) {
 
 void attn_grad_stats_tiled(attn *A, const attn_tiles *T) { fwd_tiled(A, T, true); }
 
-void attn_grad_dq_tiled(attn *A, const attn_tiles *T) { q_tiled(A, T); }
-
 /* Rows of the chunk (binding src, [BH, t, w words]) into cache rows
  * [off, off + t) (binding dst, [BH, sk, w words]), a word a thread. */
 static void kv_copy(attn *A, uint32_t src, uint32_t dst, int64_t w, uint32_t off) {

@@ -21,9 +21,9 @@
  * caches with the causal mask shifted by pos (d, dv <= 128).
  * The forward of 16-bit heads of d <= 128 has a cooperative-matrix variant
  * (attention_coop.c, FlashAttention style; the tiled kernel is its fallback),
- * and so has the gradient of the same heads: dispatches 0 and 3 as above,
- * with 1 and 2 replaced by one FlashAttention-2 dispatch per 64 key rows
- * (dv and dk on cooperative matrices).
+ * and so has the gradient of the same heads: dispatch 0 as above, then
+ * FlashAttention-2's dispatches per 64 key rows (dv and dk) and per 64
+ * query rows (dq), all products on cooperative matrices.
  */
 #include "codegen/spirv/attention.h"
 
