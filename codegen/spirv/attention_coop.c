@@ -1,4 +1,5 @@
-/* Attention, the cooperative-matrix forward of 16-bit heads (see attention.h and the overview in emit_attention.c). */
+/* Attention, the cooperative-matrix forward and gradient of 16-bit heads (see attention.h and the overview in
+ * emit_attention.c). */
 #include <stdlib.h>
 
 #include "codegen/spirv/attention.h"
@@ -89,10 +90,10 @@ static uint32_t attn_sh_half(sb *b, uint32_t sh, uint32_t e) {
 }
 
 /* Rows r0.. r0 + nrows - 1 of a [.., D] 16-bit operand (binding bind, row 0
- * at element base, a multiple of 8) into shared sh as f16 lines of c->lq
+ * at element base, a multiple of 8) into shared sh as f16 lines of lq
  * quads from quad dst; rows at or past `limit` as zeros.  All 32 ASG
  * threads take part. */
-static void coop_stage(attn *A, const coop_attn *c, uint32_t sh, uint32_t bind, uint32_t base, uint32_t r0, int nrows,
+static void coop_stage(attn *A, uint32_t lq, uint32_t sh, uint32_t bind, uint32_t base, uint32_t r0, int nrows,
                        uint32_t limit, uint32_t dst) {
   sb *b = A->b;
   uint32_t per = (uint32_t)(A->D / ACQ), total = (uint32_t)nrows * per, threads = 32 * ASG, q4 = sb_uvec4_type(b);
@@ -111,7 +112,7 @@ static void coop_stage(attn *A, const coop_attn *c, uint32_t sh, uint32_t bind, 
         x = sb_pack_h2(b, sb_bits2f(b, sb_shl(b, x, sb_u32(b, 16))), sb_bits2f(b, sb_and(b, x, sb_u32(b, 0xffff0000u))));
       w[k] = sb_select(b, b->t_u32, ok, x, zero);
     }
-    sb_sh_st(b, sh, q4, sb_add(b, sb_addc(b, sb_mulc(b, line, c->lq), dst), q), sb_op(b, SpvOpCompositeConstruct, q4, 4, w));
+    sb_sh_st(b, sh, q4, sb_add(b, sb_addc(b, sb_mulc(b, line, lq), dst), q), sb_op(b, SpvOpCompositeConstruct, q4, 4, w));
     if (total % threads) sb_if_end(b, &g);
   }
 }
@@ -121,6 +122,27 @@ typedef struct {
   bool emulate;
   uint32_t sh, mat_h, mat_f, zero, pq;
 } coop_ctx;
+
+/* The context of a kernel with `quads` uvec4 of shared memory: the
+ * matrix types (f16 operands, f32 accumulators) and their zero, unless
+ * emulating. */
+static coop_ctx coop_ctx_of(sb *b, bool emulate, uint32_t quads) {
+  coop_ctx k = {.b = b, .emulate = emulate};
+  uint32_t q4 = sb_uvec4_type(b);
+  if (!emulate) {
+    sb_capability(b, SpvCapabilityCooperativeMatrixNV);
+    sb_extension(b, "SPV_NV_cooperative_matrix");
+    uint32_t h = sb_f16_type(b), scope = sb_u32(b, SpvScopeSubgroup), sixteen = sb_u32(b, 16);
+    uint32_t ta[4] = {h, scope, sixteen, sixteen}, tc[4] = {b->t_f32, scope, sixteen, sixteen};
+    k.mat_h = sb_type(b, SpvOpTypeCooperativeMatrixNV, 4, ta);
+    k.mat_f = sb_type(b, SpvOpTypeCooperativeMatrixNV, 4, tc);
+    uint32_t f0 = sb_f32(b, 0.f);
+    k.zero = sb_constant(b, SpvOpConstantComposite, k.mat_f, 1, &f0);
+  }
+  k.pq = sb_ptr(b, SpvStorageClassWorkgroup, q4);
+  k.sh = sb_shared(b, q4, quads);
+  return k;
+}
 
 /* The synchronisation among a subgroup's lanes (the workgroup's when
  * emulating: the "subgroup" of 32 is not lavapipe's). */
@@ -188,19 +210,7 @@ void attn_fwd_coop(attn *A, bool emulate) {
   int ak = c.ak, nd = (int)(D / 16), nk = ak / 16;
   bool lazy = !s->p->opts.spirv_rescale_always; /* --spirv-attention-rescale=always: O at every block (for measurements) */
   uint32_t q4 = sb_uvec4_type(b);
-  coop_ctx k = {.b = b, .emulate = emulate};
-  if (!emulate) {
-    sb_capability(b, SpvCapabilityCooperativeMatrixNV);
-    sb_extension(b, "SPV_NV_cooperative_matrix");
-    uint32_t h = sb_f16_type(b), scope = sb_u32(b, SpvScopeSubgroup), sixteen = sb_u32(b, 16);
-    uint32_t ta[4] = {h, scope, sixteen, sixteen}, tc[4] = {b->t_f32, scope, sixteen, sixteen};
-    k.mat_h = sb_type(b, SpvOpTypeCooperativeMatrixNV, 4, ta);
-    k.mat_f = sb_type(b, SpvOpTypeCooperativeMatrixNV, 4, tc);
-    uint32_t f0 = sb_f32(b, 0.f);
-    k.zero = sb_constant(b, SpvOpConstantComposite, k.mat_f, 1, &f0);
-  }
-  k.pq = sb_ptr(b, SpvStorageClassWorkgroup, q4);
-  k.sh = sb_shared(b, q4, c.total);                         /* [K | V (Q first)] [ASG][P or scratch] */
+  coop_ctx k = coop_ctx_of(b, emulate, c.total);            /* [K | V (Q first)] [ASG][P or scratch] */
   uint32_t mx = sb_shared(b, b->t_f32, 32 * ASG);           /* [ASG * 32]: a lane's row max, then its l */
   uint32_t red = emulate ? sb_shared(b, b->t_f32, 32 * ASG) : 0; /* [ASG * 32]: the emulation's vote */
   uint32_t grp = sv_begin(s, (uint64_t)groups, 32 * ASG);
@@ -217,7 +227,7 @@ void attn_fwd_coop(attn *A, bool emulate) {
   uint32_t partner = sb_op2(b, SpvOpBitwiseXor, b->t_u32, lid, sb_u32(b, 1));
 
   /* the Q tile, into registers */
-  coop_stage(A, &c, k.sh, 0, sb_mulc(b, bh, (uint32_t)(A->SQ * D)), q0, AQ, SQ, 0);
+  coop_stage(A, c.lq, k.sh, 0, sb_mulc(b, bh, (uint32_t)(A->SQ * D)), q0, AQ, SQ, 0);
   sb_barrier(b);
   uint32_t qm[8];
   sb_lv qv = {0};
@@ -248,8 +258,8 @@ void attn_fwd_coop(attn *A, bool emulate) {
   }
   sb_loop kl;
   uint32_t k0 = sb_for(b, &kl, st0, kend, sb_u32(b, (uint32_t)ak));
-  coop_stage(A, &c, k.sh, 1, kvbase, k0, ak, SK, 0);
-  coop_stage(A, &c, k.sh, 2, kvbase, k0, ak, SK, c.vq);
+  coop_stage(A, c.lq, k.sh, 1, kvbase, k0, ak, SK, 0);
+  coop_stage(A, c.lq, k.sh, 2, kvbase, k0, ak, SK, c.vq);
   sb_barrier(b);
 
   /* S: the lane's 8 scores of each 16 keys, scaled to base 2, masked */
@@ -394,13 +404,268 @@ void attn_fwd_coop(attn *A, bool emulate) {
   sv_coopmat16(s, emulate);
 }
 
-/* Whether the cooperative-matrix forward takes this attention: as the
+/* ---- the cooperative-matrix gradient (FlashAttention-2's backward) ----
+ *
+ * attention_grad of the heads the forward takes, three dispatches: 0 is the
+ * tiled kernel's (L_i and D_i into scratch); 1 gives dv and dk, 2 dq, so
+ * that nothing is added by atomics.  Dispatch 1: a workgroup of 4
+ * subgroups of 32 per 64 key rows of one (batch, head), subgroup sg owning
+ * keys 16 sg.. of them; lane (r, h) as in the forward, with key row r.
+ *   - K's and V's 16 x d of the subgroup are d / 16 A operands each in
+ *     registers (the 64 rows staged as f16 as the forward stages, K then V in
+ *     one place).
+ *   - Per block of GQ queries (causal: from the block of the first key on),
+ *     Q and dO are staged as f16; S^T = K Q^T and dP^T = V dO^T on GQ / 16
+ *     accumulators each (Q, dO the column-major B operands), through the
+ *     subgroup's scratch to the lanes; P^T = exp(scale s - L_i) and
+ *     dS^T = P^T (dP^T - D_i), zero where masked (queries past s; causal:
+ *     key > query).
+ *   - P^T as f16 through the subgroup's shared memory into dV += P^T dO, then
+ *     dS^T in the same place into dK += dS^T Q (dO and Q row-major B), on d / 16
+ *     f32 accumulators each, which live through the loop; at the end through
+ *     the scratch to the lanes, dk times scale.
+ * Dispatch 2 is the same with the roles swapped: 64 query rows, Q and dO in
+ * registers, K and V streamed (causal: up to the rows' last query), S and
+ * dP recomputed, and dS alone into dQ += dS K, times scale.
+ * As in the forward, bf16 operands are staged as f16 (11 bits, f16's range:
+ * values under 2^-24, such as tiny gradients dO, are lost), and so are P and
+ * dS.  The module's shared memory holds the tiled kernels' tiles beside this
+ * kernel's, so GQ is the largest of 64, 32, 16 that fits (NVIDIA's 48 KiB,
+ * lavapipe's 32).  emulate: as the forward's, each lane's values by scalar
+ * FMAs, from its K and V rows read from memory (rounded to f16 as staging
+ * rounds them) and the shared Q, dO, P and dS, a quad of d (or a query) per
+ * loop iteration: lavapipe counts the iterations of all of an invocation's
+ * loops together and ends every loop past 65535 (gallivm's loop limiter,
+ * LP_MAX_TGSI_LOOP_ITERATIONS), which a loop per element hit after 16 blocks
+ * of 16 queries at d = 128 (queries silently lost).  The forward's emulation
+ * still has loops per element (about 4096 iterations per block of keys at
+ * d = 128), so it is good there for about 500 keys. */
+
+typedef struct {
+  int gq;        /* queries per block */
+  uint32_t lq;   /* quads per line of Q, dO, K, V (d / 8 + 1) */
+  uint32_t pl;   /* quads per line of P and dS (gq / 8 + 1) */
+  uint32_t gq0;  /* dO's first quad (Q's is 0) */
+  uint32_t sgq;  /* quads per subgroup (P, dS, the scratch) */
+  uint32_t pq;   /* the first subgroup's first quad */
+  uint32_t total;
+} coop_grad;
+
+static coop_grad coop_grad_of(int64_t D, int gq, bool emulate) {
+  coop_grad c = {.gq = gq, .lq = (uint32_t)(D / ACQ + 1), .pl = (uint32_t)(gq / ACQ + 1)};
+  c.gq0 = (uint32_t)gq * c.lq;
+  c.pq = 2 * c.gq0;
+  c.sgq = 16 * c.pl;
+  if (!emulate && c.sgq < ASCR) c.sgq = ASCR;
+  c.total = c.pq + ASG * c.sgq;
+  if (!emulate && c.total < AQ * c.lq) c.total = AQ * c.lq; /* K's and V's 64 rows before the loop */
+  return c;
+}
+
+/* x rounded to f16, as staging rounds it. */
+static uint32_t attn_round_h(sb *b, uint32_t x) { return sb_f16tof(b, sb_and(b, sb_pack_h2(b, x, x), sb_u32(b, 0xffff))); }
+
+/* The 8 values of a quad of 16-bit elements of dtype dt as f32, bf16 rounded
+ * to f16 as staging rounds it. */
+static void quad_vals(sb *b, int dt, uint32_t quad, uint32_t *x) {
+  for (uint32_t w = 0; w < 4; w++) {
+    uint32_t a[2] = {quad, w}, wd = sb_op(b, SpvOpCompositeExtract, b->t_u32, 2, a);
+    if (dt == MLC_DT_BF16) {
+      x[2 * w] = attn_round_h(b, sb_bits2f(b, sb_shl(b, wd, sb_u32(b, 16))));
+      x[2 * w + 1] = attn_round_h(b, sb_bits2f(b, sb_and(b, wd, sb_u32(b, 0xffff0000u))));
+    } else {
+      x[2 * w] = sb_f16tof(b, sb_and(b, wd, sb_u32(b, 0xffff)));
+      x[2 * w + 1] = sb_f16tof(b, sb_shr(b, wd, sb_u32(b, 16)));
+    }
+  }
+}
+
+/* One dispatch of the gradient: dq false, dv and dk per 64 key rows (the
+ * rows' K and V in registers, Q and dO streamed); dq true, dq per 64 query
+ * rows (Q and dO in registers, K and V streamed, dS alone multiplied). */
+static void coop_grad_pass(attn *A, const coop_grad *cg, const coop_ctx *kc, bool dq) {
+  sv *s = A->s;
+  sb *b = A->b;
+  bool emulate = kc->emulate;
+  coop_grad c = *cg;
+  coop_ctx k = *kc;
+  int64_t D = A->D, S = A->SQ, R = A->BH * S, nt = sv_ceil_div(S, AQ), groups = A->BH * nt;
+  int gq = c.gq, nd = (int)(D / 16), ng = gq / 16, g0 = dq ? 1 : 0;
+  uint32_t q4 = sb_uvec4_type(b);
+  /* the bindings of the rows' operands (S's, dP's) and of the streamed ones */
+  uint32_t own[2] = {dq ? 1u : 2u, dq ? 0u : 3u}, str[2] = {dq ? 2u : 1u, dq ? 3u : 0u};
+
+  uint32_t grp = sv_begin(s, (uint64_t)groups, 32 * ASG);
+  sb_if guard;
+  sb_if_begin(b, &guard, sb_ult(b, grp, sb_u32(b, (uint32_t)groups)), false);
+  uint32_t bh = sb_div(b, grp, sb_u32(b, (uint32_t)nt)), j0 = sb_mulc(b, sb_mod(b, grp, sb_u32(b, (uint32_t)nt)), AQ);
+  uint32_t lid = sb_lid(b), sg = sb_shr(b, lid, sb_u32(b, 5)), lane = sb_and(b, lid, sb_u32(b, 31));
+  uint32_t r = sb_shr(b, lane, sb_u32(b, 1)), hf = sb_and(b, lane, sb_u32(b, 1)), col = sb_mulc(b, hf, 8);
+  uint32_t SS = sb_u32(b, (uint32_t)S), st0 = sb_u32(b, 0), sc2 = sv_scratch(s);
+  uint32_t kj = sb_add(b, j0, sb_add(b, sb_mulc(b, sg, 16), r)); /* the lane's row (key, or query for dq) */
+  uint32_t scr = sb_addc(b, sb_mulc(b, sg, c.sgq), c.pq);      /* the subgroup's P, dS and scratch */
+  uint32_t lat = sb_add(b, scr, sb_add(b, sb_mulc(b, r, 5), sb_shr(b, col, sb_u32(b, 2))));
+  uint32_t rbase = sb_mulc(b, bh, (uint32_t)S), obase = sb_mulc(b, rbase, (uint32_t)D);
+
+  /* K's and V's rows of the subgroup, into registers */
+  uint32_t km[8], vm[8];
+  if (!emulate) {
+    uint32_t line = sb_mulc(b, sb_mulc(b, sg, 16), c.lq);
+    for (int which = 0; which < 2; which++) {
+      coop_stage(A, c.lq, k.sh, own[which], obase, j0, AQ, SS, 0);
+      sb_barrier(b);
+      for (int t = 0; t < nd; t++) (which ? vm : km)[t] = cload(&k, sb_addc(b, line, (uint32_t)(2 * t)), c.lq, false);
+      sb_barrier(b); /* read before the next staging overwrites it */
+    }
+  }
+  /* emulating: the lane's key row (its element d read where it is used, rounded as staging rounds it; rows past s: 0) */
+  uint32_t kok = sb_ult(b, kj, SS), kat = sb_mulc(b, sb_add(b, rbase, sb_select(b, b->t_u32, kok, kj, st0)), (uint32_t)D);
+
+  /* dV and dK: d / 16 accumulators each (emulating: the lane's 8 values of each) */
+  sb_lv acc[2][8], ev[2][8][8];
+  for (int g = g0; g < 2; g++)
+    for (int j = 0; j < nd; j++) {
+      if (!emulate) acc[g][j] = sb_local(b, k.mat_f, k.zero);
+      else
+        for (int e = 0; e < 8; e++) ev[g][j][e] = sb_local(b, b->t_f32, sb_f32(b, 0.f));
+    }
+  sb_loop il;
+  uint32_t istart = st0, iend = SS; /* causal: from the block of the first key (gq divides 64), or to the last query */
+  if (A->causal && !dq) istart = j0;
+  if (A->causal && dq) {
+    uint32_t a[2] = {sb_addc(b, j0, AQ), SS};
+    iend = sb_glsl(b, GLSLstd450UMin, b->t_u32, 2, a);
+  }
+  uint32_t i0 = sb_for(b, &il, istart, iend, sb_u32(b, (uint32_t)gq));
+  coop_stage(A, c.lq, k.sh, str[0], obase, i0, gq, SS, 0);
+  coop_stage(A, c.lq, k.sh, str[1], obase, i0, gq, SS, c.gq0);
+  sb_barrier(b);
+
+  /* S^T and dP^T: the lane's 8 of each 16 queries; P^T and dS^T */
+  uint32_t p[4][8], ds[4][8], scale = sb_f32(b, A->scale);
+  for (int jb = 0; jb < ng; jb++) {
+    uint32_t v[2][8];
+    for (int g = 0; g < 2; g++) { /* g 0: S^T = K Q^T, 1: dP^T = V dO^T */
+      uint32_t src = g ? c.gq0 : 0;
+      if (!emulate) {
+        uint32_t a = k.zero;
+        for (int t = 0; t < nd; t++) { /* lines 16 jb.., d 16 t..: the 16 x 16 piece of Q^T (dO^T), column-major */
+          uint32_t bm = cload(&k, sb_u32(b, src + (uint32_t)(16 * jb) * c.lq + (uint32_t)(2 * t)), c.lq, true);
+          uint32_t ma[3] = {(g ? vm : km)[t], bm, a};
+          a = sb_op(b, SpvOpCooperativeMatrixMulAddNV, k.mat_f, 3, ma);
+        }
+        cthrough(&k, a, scr, lat, v[g]);
+      } else { /* a quad of d at a time (few loop iterations: lavapipe ends loops after 65535 in all) */
+        sb_lv a[8];
+        for (int e = 0; e < 8; e++) a[e] = sb_local(b, b->t_f32, sb_f32(b, 0.f));
+        uint32_t line0 = sb_addc(b, sb_mulc(b, sb_addc(b, col, (uint32_t)(16 * jb)), c.lq), src);
+        sb_loop l;
+        uint32_t dq4 = sb_for(b, &l, st0, sb_u32(b, (uint32_t)(D / ACQ)), sb_u32(b, 1)), kx[8];
+        quad_vals(b, A->dt, sb_ld4(b, own[g], sb_add(b, sb_shr(b, kat, sb_u32(b, 3)), dq4)), kx);
+        for (int e = 0; e < 8; e++) {
+          uint32_t qx[8], x = sb_ld(b, a[e]);
+          quad_vals(b, MLC_DT_F16, sb_sh_ld(b, k.sh, q4, sb_add(b, sb_addc(b, line0, (uint32_t)e * c.lq), dq4)), qx);
+          for (int t = 0; t < 8; t++) x = sb_fma(b, sb_select(b, b->t_f32, kok, kx[t], sb_f32(b, 0.f)), qx[t], x);
+          sb_st(b, a[e], x);
+        }
+        sb_for_end(b, &l);
+        for (int e = 0; e < 8; e++) v[g][e] = sb_ld(b, a[e]);
+      }
+    }
+    for (int e = 0; e < 8; e++) { /* qn: the column (query, or key for dq) */
+      uint32_t qn = sb_add(b, i0, sb_add(b, col, sb_u32(b, (uint32_t)(16 * jb + e)))), vis = sb_ult(b, qn, SS);
+      if (A->causal) vis = sb_land(b, vis, sb_op2(b, SpvOpULessThanEqual, b->t_bool, dq ? qn : kj, dq ? kj : qn));
+      if (dq) vis = sb_land(b, vis, kok);
+      uint32_t qr = sb_add(b, rbase, sb_select(b, b->t_u32, vis, dq ? kj : qn, st0));
+      uint32_t L = sb_bits2f(b, sb_ldw(b, sc2, qr)), Di = sb_bits2f(b, sb_ldw(b, sc2, sb_addc(b, qr, (uint32_t)R)));
+      uint32_t pe = sb_exp(b, sb_fsub(b, sb_fmul(b, v[0][e], scale), L));
+      p[jb][e] = sb_select(b, b->t_f32, vis, pe, sb_f32(b, 0.f));
+      ds[jb][e] = sb_fmul(b, p[jb][e], sb_fsub(b, v[1][e], Di));
+    }
+  }
+  /* dV += P^T dO, then dK += dS^T Q: the weights as f16 in the subgroup's
+   * place (row r, queries 16 jb + col.. a quad) */
+  uint32_t prow = sb_add(b, scr, sb_add(b, sb_mulc(b, r, c.pl), hf));
+  for (int g = g0; g < 2; g++) {
+    for (int jb = 0; jb < ng; jb++) {
+      uint32_t w[4];
+      for (int e = 0; e < 4; e++) w[e] = sb_pack_h2(b, (g ? ds : p)[jb][2 * e], (g ? ds : p)[jb][2 * e + 1]);
+      sb_sh_st(b, k.sh, q4, sb_addc(b, prow, (uint32_t)(2 * jb)), sb_op(b, SpvOpCompositeConstruct, q4, 4, w));
+    }
+    csync(&k);
+    uint32_t src = g ? 0 : c.gq0; /* dV's B operand is dO, dK's Q, dQ's K */
+    if (!emulate) {
+      uint32_t pm[4];
+      for (int t = 0; t < ng; t++) pm[t] = cload(&k, sb_addc(b, scr, (uint32_t)(2 * t)), c.pl, false);
+      for (int j = 0; j < nd; j++) {
+        uint32_t a = sb_ld(b, acc[g][j]);
+        for (int t = 0; t < ng; t++) { /* lines 16 t.., d 16 j.. */
+          uint32_t bm = cload(&k, sb_u32(b, src + (uint32_t)(16 * t) * c.lq + (uint32_t)(2 * j)), c.lq, false);
+          uint32_t ma[3] = {pm[t], bm, a};
+          a = sb_op(b, SpvOpCooperativeMatrixMulAddNV, k.mat_f, 3, ma);
+        }
+        sb_st(b, acc[g][j], a);
+      }
+    } else {
+      /* per query t: the lane's weight, and its 8 columns of each 16 of the row (a quad) */
+      uint32_t pe = sb_mulc(b, sb_add(b, scr, sb_mulc(b, r, c.pl)), ACQ), cq = sb_shr(b, col, sb_u32(b, 3));
+      sb_loop l;
+      uint32_t t = sb_for(b, &l, st0, sb_u32(b, (uint32_t)gq), sb_u32(b, 1));
+      uint32_t wt = attn_sh_half(b, k.sh, sb_add(b, pe, t)), line = sb_add(b, sb_addc(b, sb_mulc(b, t, c.lq), src), cq);
+      for (int j = 0; j < nd; j++) {
+        uint32_t x[8];
+        quad_vals(b, MLC_DT_F16, sb_sh_ld(b, k.sh, q4, sb_addc(b, line, (uint32_t)(2 * j))), x);
+        for (int e = 0; e < 8; e++) sb_st(b, ev[g][j][e], sb_fma(b, wt, x[e], sb_ld(b, ev[g][j][e])));
+      }
+      sb_for_end(b, &l);
+    }
+    csync(&k); /* P read before dS takes its place (dS before the next block's scratch) */
+  }
+  sb_barrier(b); /* Q and dO are read: the next block may overwrite them */
+  sb_for_end(b, &il);
+
+  /* the lanes' values (through the scratch outside the store's condition) and the stores: dq at [0], dk at [1], dv at [2] */
+  uint32_t out[2][8][8];
+  for (int g = g0; g < 2; g++)
+    for (int j = 0; j < nd; j++) {
+      if (!emulate) cthrough(&k, sb_ld(b, acc[g][j]), scr, lat, out[g][j]);
+      else
+        for (int e = 0; e < 8; e++) out[g][j][e] = sb_ld(b, ev[g][j][e]);
+    }
+  sb_if w;
+  sb_if_begin(b, &w, sb_ult(b, kj, SS), false);
+  uint32_t krow = sb_add(b, sb_mulc(b, sb_add(b, rbase, kj), (uint32_t)D), col);
+  for (int j = 0; j < nd; j++) {
+    if (!dq) store8(A, sb_addc(b, krow, (uint32_t)(2 * R * D + 16 * j)), out[0][j], sb_f32(b, 1.f));
+    store8(A, sb_addc(b, krow, (uint32_t)((dq ? 0 : R * D) + 16 * j)), out[1][j], scale);
+  }
+  sb_if_end(b, &w);
+  sb_if_end(b, &guard);
+  sv_end(s);
+}
+
+void attn_grad_coop(attn *A, bool emulate) {
+  attn_tiles T = attn_grad_tiles(A);
+  uint32_t limit = (emulate ? 32768u : 49152u) - attn_tiles_bytes(A);
+  coop_grad c = coop_grad_of(A->D, 64, emulate);
+  if (16 * c.total > limit) c = coop_grad_of(A->D, 32, emulate);
+  if (16 * c.total > limit) c = coop_grad_of(A->D, 16, emulate);
+  MLC_ASSERT(16 * c.total <= limit);
+  coop_ctx k = coop_ctx_of(A->b, emulate, c.total); /* [Q | dO (K | V)] [ASG][P, dS or scratch]; the rows' first */
+  attn_grad_stats_tiled(A, &T);
+  coop_grad_pass(A, &c, &k, false);
+  coop_grad_pass(A, &c, &k, true);
+  sv_coopmat16(A->s, emulate);
+}
+
+/* Whether the cooperative-matrix forward (grad: gradient) takes this attention: as the
  * variant for devices with cooperative matrices only under
  * --spirv-attention=coopmat (it has not yet run on NVIDIA's driver:
  * bench/results/spirv-attention-2026-11-30.md); its emulation under
  * --spirv-emulate-coopmat. */
 bool attn_coop_fits(const attn *A, bool grad, bool variant) {
-  if (grad || (variant && !A->s->p->opts.spirv_attention_coopmat)) return false;
+  if (variant && !A->s->p->opts.spirv_attention_coopmat) return false;
+  if (grad && (sv_in(A->s, 0)->dtype != A->dt || A->SQ != A->SK)) return false; /* dO of q's dtype */
   return (A->dt == MLC_DT_BF16 || A->dt == MLC_DT_F16) && A->D == A->DV && A->D % 16 == 0 && A->D <= 128 &&
          A->s->n->type.dtype == A->dt;
 }

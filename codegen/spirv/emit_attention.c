@@ -20,7 +20,10 @@
  * into cache rows [pos, pos + t), then the tiled forward runs over the
  * caches with the causal mask shifted by pos (d, dv <= 128).
  * The forward of 16-bit heads of d <= 128 has a cooperative-matrix variant
- * (attention_coop.c, FlashAttention style; the tiled kernel is its fallback).
+ * (attention_coop.c, FlashAttention style; the tiled kernel is its fallback),
+ * and so has the gradient of the same heads: dispatch 0 as above, then
+ * FlashAttention-2's dispatches per 64 key rows (dv and dk) and per 64
+ * query rows (dq), all products on cooperative matrices.
  */
 #include "codegen/spirv/attention.h"
 
@@ -41,12 +44,14 @@ bool sv_emit_attention(sv *s) {
       s->nd = 1;
       return true;
     }
-    attn_fwd_coop(&A, false);
+    if (grad) attn_grad_coop(&A, false);
+    else attn_fwd_coop(&A, false);
     return true;
   }
-  /* the check of the cooperative-matrix kernel on a device without it (attn_fwd_coop) */
+  /* the check of the cooperative-matrix kernels on a device without them */
   if (attn_coop_fits(&A, grad, false) && s->p->opts.spirv_emulate_coopmat) {
-    attn_fwd_coop(&A, true);
+    if (grad) attn_grad_coop(&A, true);
+    else attn_fwd_coop(&A, true);
     return true;
   }
   if (A.D <= 128 && A.DV <= 128) return grad ? attn_grad_tiled(&A) : attn_fwd_tiled(&A);

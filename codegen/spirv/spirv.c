@@ -379,7 +379,7 @@ mlc_status mlc_spirv_emit(const mlc_program *p, const mlc_spirv_options *o, mlc_
       uint32_t fb, cm = UINT32_MAX;
       st = kernel_for(&t, &ss, p, f, i, o, false, &fb);
       bool mm = n->op == MLC_OP_MATMUL || n->op == MLC_OP_LINEAR || n->op == MLC_OP_MATMUL_TN || n->op == MLC_OP_FUSED ||
-                n->op == MLC_OP_ATTENTION; /* 16-bit attention forward: emit_attention.c's fwd_coop */
+                n->op == MLC_OP_ATTENTION || n->op == MLC_OP_ATTENTION_GRAD; /* 16-bit attention: attention_coop.c */
       if (!st && o && o->coopmat && mm) {
         st = kernel_for(&t, &ss, p, f, i, o, true, &cm);
         if (!st && cm != UINT32_MAX) out->kernels[cm].fallback = fb;

@@ -923,6 +923,14 @@ GRAD_CASES = [
     GradCase("attention_grad_f16_d64_causal_items", "attention_grad", attn_ops("f16", [4, 8, 600, 64]),
              attention_grad_ref(0.125, True, f16), LOW, {"q": (-3, 3), "k": (-3, 3)}, attrs={"causal": 1, "scale": 0.125},
              targets=("cuda",)),
+    # head dim 16 and f16 without the mask: spirv's cooperative-matrix gradient (--spirv-attention=coopmat,
+    # --spirv-emulate-coopmat) takes 16-bit heads of d % 16 == 0 up to 128; lengths off its 16 and 64 blocks
+    GradCase("attention_grad_f16_d16", "attention_grad", attn_ops("f16", [2, 2, 50, 16]),
+             attention_grad_ref(0.25, False, f16), LOW, attrs={"causal": 0, "scale": 0.25}),
+    GradCase("attention_grad_bf16_d16_causal", "attention_grad", attn_ops("bf16", [1, 3, 77, 16]),
+             attention_grad_ref(0.25, True, bf16), LOW, attrs={"causal": 1, "scale": 0.25}),
+    GradCase("attention_grad_f16_d128", "attention_grad", attn_ops("f16", [1, 2, 130, 128]),
+             attention_grad_ref(128 ** -0.5, False, f16), LOW, attrs={"causal": 0, "scale": 128 ** -0.5}),
     GradCase("attention_grad_f16_tiles", "attention_grad", attn_ops("f16", [1, 1, 150, 24]),
              attention_grad_ref(0.2, True, f16), LOW, attrs={"causal": 1, "scale": 0.2}, same_bits=True),
     # gather_grad: scatter-add along the axis, repeated and out-of-range indices, an index shorter than x

@@ -3,7 +3,7 @@
 # GEMMs have one in the KHR form only, with bf16 matrices, and keep the
 # portable kernel alone in the NV build) and for a small f16
 # MiniLLM with --spirv-attention=coopmat (GEMMs, fused GEMMs and the
-# attention forward), compiled with --spirv-coopmat=khr: each is KHR and
+# attention forward and gradient), compiled with --spirv-coopmat=khr: each is KHR and
 # passes the translator's structural checks (test_spirv_khr check), and
 # there are as many as the NV build has.  mlc validated each one as NV with
 # spvValidate before translating it.
