@@ -144,6 +144,26 @@ static coop_ctx coop_ctx_of(sb *b, bool emulate, uint32_t quads) {
   return k;
 }
 
+/* The start of a kernel of `groups` workgroups, nt of 64 rows to a (batch,
+ * head): those past the end skip the body (sb_if_end(b, &L->guard) closes
+ * it); bh and row0 are the workgroup's (batch * head) and first row, sg the
+ * lane's subgroup, r its row of the subgroup's 16 and hf its half of it
+ * (columns col .. col + 7). */
+typedef struct {
+  sb_if guard;
+  uint32_t bh, row0, lid, sg, lane, r, hf, col;
+} coop_lanes;
+
+static void coop_lanes_begin(attn *A, int64_t groups, int64_t nt, coop_lanes *L) {
+  sb *b = A->b;
+  uint32_t grp = sv_begin(A->s, (uint64_t)groups, 32 * ASG);
+  sb_if_begin(b, &L->guard, sb_ult(b, grp, sb_u32(b, (uint32_t)groups)), false);
+  L->bh = sb_div(b, grp, sb_u32(b, (uint32_t)nt));
+  L->row0 = sb_mulc(b, sb_mod(b, grp, sb_u32(b, (uint32_t)nt)), AQ);
+  L->lid = sb_lid(b), L->sg = sb_shr(b, L->lid, sb_u32(b, 5)), L->lane = sb_and(b, L->lid, sb_u32(b, 31));
+  L->r = sb_shr(b, L->lane, sb_u32(b, 1)), L->hf = sb_and(b, L->lane, sb_u32(b, 1)), L->col = sb_mulc(b, L->hf, 8);
+}
+
 /* The synchronisation among a subgroup's lanes (the workgroup's when
  * emulating: the "subgroup" of 32 is not lavapipe's). */
 static void csync(const coop_ctx *k) {
@@ -213,12 +233,9 @@ void attn_fwd_coop(attn *A, bool emulate) {
   coop_ctx k = coop_ctx_of(b, emulate, c.total);            /* [K | V (Q first)] [ASG][P or scratch] */
   uint32_t mx = sb_shared(b, b->t_f32, 32 * ASG);           /* [ASG * 32]: a lane's row max, then its l */
   uint32_t red = emulate ? sb_shared(b, b->t_f32, 32 * ASG) : 0; /* [ASG * 32]: the emulation's vote */
-  uint32_t grp = sv_begin(s, (uint64_t)groups, 32 * ASG);
-  sb_if guard;
-  sb_if_begin(b, &guard, sb_ult(b, grp, sb_u32(b, (uint32_t)groups)), false);
-  uint32_t bh = sb_div(b, grp, sb_u32(b, (uint32_t)nt)), q0 = sb_mulc(b, sb_mod(b, grp, sb_u32(b, (uint32_t)nt)), AQ);
-  uint32_t lid = sb_lid(b), sg = sb_shr(b, lid, sb_u32(b, 5)), lane = sb_and(b, lid, sb_u32(b, 31));
-  uint32_t r = sb_shr(b, lane, sb_u32(b, 1)), hf = sb_and(b, lane, sb_u32(b, 1)), col = sb_mulc(b, hf, 8);
+  coop_lanes wg;
+  coop_lanes_begin(A, groups, nt, &wg);
+  uint32_t bh = wg.bh, q0 = wg.row0, lid = wg.lid, sg = wg.sg, r = wg.r, hf = wg.hf, col = wg.col;
   uint32_t SQ = sb_u32(b, (uint32_t)A->SQ), SK = sb_u32(b, (uint32_t)A->SK), st0 = sb_u32(b, 0);
   uint32_t qi = sb_add(b, q0, sb_add(b, sb_mulc(b, sg, 16), r)); /* the lane's query row */
   uint32_t scr = sb_addc(b, sb_mulc(b, sg, c.sgq), c.pq);      /* the subgroup's P and scratch */
@@ -399,7 +416,7 @@ void attn_fwd_coop(attn *A, bool emulate) {
   uint32_t at = sb_add(b, sb_mulc(b, sb_add(b, sb_mulc(b, bh, (uint32_t)A->SQ), qi), (uint32_t)A->DV), col);
   for (int j = 0; j < nd; j++) store8(A, sb_addc(b, at, (uint32_t)(16 * j)), ov[j], inv);
   sb_if_end(b, &w);
-  sb_if_end(b, &guard);
+  sb_if_end(b, &wg.guard);
   sv_end(s);
   sv_coopmat16(s, emulate);
 }
@@ -495,12 +512,9 @@ static void coop_grad_pass(attn *A, const coop_grad *cg, const coop_ctx *kc, boo
   /* the bindings of the rows' operands (S's, dP's) and of the streamed ones */
   uint32_t own[2] = {dq ? 1u : 2u, dq ? 0u : 3u}, str[2] = {dq ? 2u : 1u, dq ? 3u : 0u};
 
-  uint32_t grp = sv_begin(s, (uint64_t)groups, 32 * ASG);
-  sb_if guard;
-  sb_if_begin(b, &guard, sb_ult(b, grp, sb_u32(b, (uint32_t)groups)), false);
-  uint32_t bh = sb_div(b, grp, sb_u32(b, (uint32_t)nt)), j0 = sb_mulc(b, sb_mod(b, grp, sb_u32(b, (uint32_t)nt)), AQ);
-  uint32_t lid = sb_lid(b), sg = sb_shr(b, lid, sb_u32(b, 5)), lane = sb_and(b, lid, sb_u32(b, 31));
-  uint32_t r = sb_shr(b, lane, sb_u32(b, 1)), hf = sb_and(b, lane, sb_u32(b, 1)), col = sb_mulc(b, hf, 8);
+  coop_lanes wg;
+  coop_lanes_begin(A, groups, nt, &wg);
+  uint32_t bh = wg.bh, j0 = wg.row0, sg = wg.sg, r = wg.r, hf = wg.hf, col = wg.col;
   uint32_t SS = sb_u32(b, (uint32_t)S), st0 = sb_u32(b, 0), sc2 = sv_scratch(s);
   uint32_t kj = sb_add(b, j0, sb_add(b, sb_mulc(b, sg, 16), r)); /* the lane's row (key, or query for dq) */
   uint32_t scr = sb_addc(b, sb_mulc(b, sg, c.sgq), c.pq);      /* the subgroup's P, dS and scratch */
@@ -640,7 +654,7 @@ static void coop_grad_pass(attn *A, const coop_grad *cg, const coop_ctx *kc, boo
     store8(A, sb_addc(b, krow, (uint32_t)((dq ? 0 : R * D) + 16 * j)), out[1][j], scale);
   }
   sb_if_end(b, &w);
-  sb_if_end(b, &guard);
+  sb_if_end(b, &wg.guard);
   sv_end(s);
 }
 
