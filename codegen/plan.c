@@ -213,7 +213,8 @@ void mlc_plan_encode_code(const mlc_program *p, mlc_kernel_namer namer, void *ct
     put_str(&w, prm->name);
     put_shape(&w, &prm->type);
     bool quant = prm->role == MLC_ROLE_QUANT; /* a packed weight: its scheme, bits, group and source in these fields */
-    put_u8(&w, quant ? (prm->quant_asym ? MLC_PLAN_QUANT_ASYM : 0) : prm->init);
+    _Static_assert(MLC_QS_ASYM == MLC_PLAN_QUANT_ASYM && MLC_QS_BF16 == MLC_PLAN_QUANT_BF16, "one scheme's flags");
+    put_u8(&w, quant ? prm->quant_scheme : prm->init);
     put_f64(&w, quant ? prm->quant_bits : prm->init_a);
     put_f64(&w, quant ? prm->quant_group : prm->init_b);
     put_u8(&w, prm->role);

@@ -72,10 +72,11 @@ void mlc_cli_usage(FILE *o) {
           "                        says the smallest it can reach;\n"
           "                        overrides the train block's memory_budget = ...; --stats lists them\n"
           "      --quantize Q      (cpu, spirv, cuda, metal; compile, run, bench, generate) weight-only quantisation of the\n"
-          "                        linear layers: int8 or int4, symmetric, an f32 scale per group of G\n"
+          "                        linear layers: int8 or int4, symmetric, a bf16 scale per group of G\n"
           "                        weights of a row (int4:group=64; default group 128); :asym for\n"
-          "                        unsigned codes and an f32 min beside each scale (int4:asym,\n"
-          "                        int4:group=64:asym); packed from the f32 weights at load;\n"
+          "                        unsigned codes and a bf16 min beside each scale (int4:asym,\n"
+          "                        int4:group=64:asym); :scales=f32 for f32 scales and mins\n"
+          "                        (int4:asym:scales=f32); packed from the f32 weights at load;\n"
           "                        inference only: implies --no-train\n",
           mlc_driver_target_names(MLC_CMD_RUN, "|", "|", run, sizeof run),
           mlc_driver_target_names(MLC_CMD_BENCH, "|", "|", bench, sizeof bench),

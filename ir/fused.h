@@ -12,8 +12,8 @@
  * ".<dtype>" names the result dtype) and its operands: $k the node's input k, #j the result
  * of instruction j < this one.  Every op is elementwise (EW flag), except
  * that instruction 0 may be a GEMM (matmul, linear, matmul_tn, or, on CUDA,
- * qlinear, written "qlinear.<bits>.<group>", "qlinear.<bits>.<group>.asym" for
- * the asymmetric scheme) of $0 and $1, or (CUDA) a
+ * qlinear, written "qlinear.<bits>.<group>", then ".asym" for the
+ * asymmetric scheme and ".sf32" for f32 scales) of $0 and $1, or (CUDA) a
  * scaled_mm of $0 .. $3 (the FP8 operands and their amaxes; written
  * "scaled_mm.<dtype>"): the rest of the
  * program is then that GEMM's epilogue, applied as its results are stored.
@@ -42,7 +42,7 @@ typedef struct {
   int16_t arg[4];  /* >= 0: instruction; < 0: node input -1 - arg (four: scaled_mm's; else two at most) */
   mlc_type type;   /* from the op's shape rule (cast: dtype from the text) */
   int32_t qbits, qgroup; /* qlinear: from the text, as the node's attributes */
-  bool qasym;            /* qlinear: ".asym" after the group */
+  uint8_t qscheme;       /* qlinear: MLC_QS_*: ".asym" after the group, then ".sf32" for f32 scales (bf16 without) */
   double eps;            /* rmsnorm (a prologue): from the text */
 } mlc_fused_ins;
 

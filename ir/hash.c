@@ -44,7 +44,7 @@ uint64_t mlc_hash_nodes(const mlc_program *p, const mlc_func *f, const uint32_t 
     if (m & MLC_A_CAUSAL) key.causal = nd->a.causal;
     if (m & (MLC_A_RANGE | MLC_A_RNG)) { key.start = nd->a.start; key.end = nd->a.end; }
     if (m & (MLC_A_VALUE | MLC_A_EPS | MLC_A_SCALE)) key.f = nd->a.f;
-    if (m & MLC_A_QUANT) { key.start = nd->a.qbits; key.end = nd->a.qgroup; key.axis2 = nd->a.qasym; } /* qlinear has no axis2 */
+    if (m & MLC_A_QUANT) { key.start = nd->a.qbits; key.end = nd->a.qgroup; key.axis2 = nd->a.qscheme; } /* qlinear has no axis2 */
     XXH3_64bits_update(st, &key, sizeof key);
     if (nd->op == MLC_OP_FUSED && nd->a.name) XXH3_64bits_update(st, nd->a.name, strlen(nd->a.name)); /* its program */
     for (uint32_t k = 0; k < nd->nin; k++) {

@@ -262,25 +262,28 @@ bool mlc_options_set(mlc_options *o, const char *name, const char *value, char *
     else o->triple = value;
     return true;
   }
-  if (!strcmp(name, "quantize")) { /* int8|int4, then :group=G and :asym, each at most once, in either order */
+  if (!strcmp(name, "quantize")) { /* int8|int4, then :group=G, :asym and :scales=bf16|f32, each at most once, in any order */
     int bits = !strncmp(v, "int8", 4) ? 8 : !strncmp(v, "int4", 4) ? 4 : 0, group = 128, n = 0;
-    bool ok = bits, grouped = false, asym = false;
+    bool ok = bits, grouped = false, asym = false, scaled = false, f32 = false;
     for (const char *rest = v + (bits ? 4 : 0); ok && *rest; rest += n) {
+      int s = !strncmp(rest, ":scales=f32", 11) ? 11 : !strncmp(rest, ":scales=bf16", 12) ? 12 : 0; /* its length */
       n = 0;
       if (!strncmp(rest, ":asym", 5) && (!rest[5] || rest[5] == ':') && !asym) asym = true, n = 5;
+      else if (s && (!rest[s] || rest[s] == ':') && !scaled) scaled = true, f32 = s == 11, n = s;
       else if (!grouped && sscanf(rest, ":group=%d%n", &group, &n) == 1 && (!rest[n] || rest[n] == ':')) grouped = true;
       else ok = false;
     }
     if (!ok) {
-      snprintf(err, errn, "--quantize %s: expected int8 or int4, optionally with :group=G and :asym "
-               "(int4:group=64, int4:asym, int8:group=64:asym)", v);
+      snprintf(err, errn, "--quantize %s: expected int8 or int4, optionally with :group=G, :asym and :scales=bf16|f32 "
+               "(int4:group=64, int4:asym, int8:group=64:asym:scales=f32)", v);
       return false;
     }
     if (group < 8 || group > 65536 || group % 8) {
       snprintf(err, errn, "--quantize %s: the group must be a multiple of 8 from 8 to 65536", v);
       return false;
     }
-    o->quant_bits = (uint8_t)bits, o->quant_group = group, o->quant_asym = asym;
+    o->quant_bits = (uint8_t)bits, o->quant_group = group;
+    o->quant_scheme = (uint8_t)((asym ? MLC_QS_ASYM : 0) | (f32 ? 0 : MLC_QS_BF16));
     return true;
   }
   if (!strcmp(name, "memory-budget")) {
@@ -345,7 +348,8 @@ void mlc_options_print(FILE *out, const mlc_options *o) {
   if (o->memory_budget) fprintf(out, " --memory-budget=%s", mlc_bytes_str(b, sizeof b, (double)o->memory_budget));
   if (o->cpu) fprintf(out, " --cpu=%s", o->cpu);
   if (o->triple) fprintf(out, " --triple=%s", o->triple);
-  if (o->quant_bits) fprintf(out, " --quantize=int%d:group=%d%s", o->quant_bits, o->quant_group, o->quant_asym ? ":asym" : "");
+  if (o->quant_bits)
+    fprintf(out, " --quantize=int%d:group=%d%s", o->quant_bits, o->quant_group, mlc_quant_scheme_str(o->quant_scheme));
   if (mlc_matmul_is_fp8(o->matmul)) fprintf(out, " --matmul=%s", mlc_matmul_name((mlc_matmul_mode)o->matmul));
   if (mlc_matmul_is_fp8(o->matmul) && o->fp8_keep) fprintf(out, " --fp8-keep=%s", o->fp8_keep);
   fputc('\n', out);

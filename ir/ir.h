@@ -129,7 +129,7 @@ typedef struct {
   uint32_t param;      /* index into mlc_program.params */
   const char *name;    /* input name */
   int32_t qbits, qgroup; /* qlinear: 4 or 8 bits a weight, a scale per qgroup weights of a row */
-  bool qasym;            /* qlinear: asymmetric codes, a min beside each scale (mlc_quant_row_words below) */
+  uint8_t qscheme;       /* qlinear: MLC_QS_* flags (mlc_quant_row_words below) */
   /* Set by autodiff on the two matmuls of a linear's gradient, for the fp8
    * pass: 1 + the linear's node, and which GEMM (MLC_MM_DX: dx = g w;
    * MLC_MM_DW: dw = g^T x).  Not printed or hashed: no attribute bit. */
@@ -188,18 +188,33 @@ typedef enum {
 } mlc_param_role;
 
 /* The packed form of a quantised weight w[n, k] (passes/quantize.c, the
- * runtime's mlc_quant_pack, the CPU's qlinear kernel): i32 [n, mlc_quant_row_words],
- * each row its k codes (bits / 32 words each: int8 four to a word, int4 eight,
- * element j in bits [bits * (j % per_word), +bits) of word j / per_word),
- * then k / group f32 scales (their bits, one a word), then, asymmetric only,
- * k / group f32 mins.
+ * runtime's mlc_quant_pack, every target's qlinear kernel): i32 [n,
+ * mlc_quant_row_words], each row its k codes (bits / 32 words each: int8 four
+ * to a word, int4 eight, element j in bits [bits * (j % per_word), +bits) of
+ * word j / per_word), then the k / group groups' scales, and asymmetric
+ * (MLC_QS_ASYM) their mins:
+ * - MLC_QS_BF16 (the default): bf16.  Symmetric, group g's scale in bits
+ *   [16 * (g % 2), +16) of word g / 2 after the codes (the last word's top
+ *   half 0 where k / group is odd); asymmetric, word g after the codes holds
+ *   group g's scale in its low 16 bits and its min in its high 16.
+ * - otherwise (:scales=f32) f32: k / group scales a word each, then
+ *   (asymmetric) k / group mins.
  * Symmetric: scale = max |w| over the group / qmax (qmax 127 or 7), code =
  * round(w / scale) clamped to [-qmax, qmax] in two's complement, w ~ code * scale.
  * Asymmetric (--quantize int4:asym): lo = min w, scale = (max w - lo) /
  * (2^bits - 1), code = round((w - lo) / scale) clamped to [0, 2^bits - 1]
- * unsigned, w ~ lo + code * scale. */
-static inline int64_t mlc_quant_row_words(int64_t k, int bits, int group, bool asym) {
-  return k * bits / 32 + (asym ? 2 : 1) * (k / group);
+ * unsigned, w ~ lo + code * scale.  bf16 rounds lo down and the scale up
+ * before the codes are made from them, so every weight of the group stays
+ * in range and within scale / 2 of what is read back (runtime/quant.h). */
+enum { MLC_QS_ASYM = 1, MLC_QS_BF16 = 2 };
+static inline int64_t mlc_quant_row_words(int64_t k, int bits, int group, int scheme) {
+  int64_t halves = (scheme & MLC_QS_ASYM ? 2 : 1) * (k / group); /* scales and mins */
+  return k * bits / 32 + (scheme & MLC_QS_BF16 ? (halves + 1) / 2 : halves);
+}
+/* The scheme as --quantize spells it after int<bits>[:group=G]: "", ":asym", ":scales=f32", ":asym:scales=f32". */
+static inline const char *mlc_quant_scheme_str(int scheme) {
+  static const char *const s[4] = {":scales=f32", ":asym:scales=f32", "", ":asym"};
+  return s[scheme & 3];
 }
 
 typedef struct {
@@ -217,7 +232,7 @@ typedef struct {
                        state_dict, but autodiff gives it no gradient, so no optimizer updates it */
   uint32_t quant_of;   /* MLC_ROLE_QUANT: 1 + the f32 weight it is packed from */
   int32_t quant_bits, quant_group;
-  bool quant_asym;     /* MLC_ROLE_QUANT: the asymmetric scheme (a min per group beside the scale) */
+  uint8_t quant_scheme; /* MLC_ROLE_QUANT: MLC_QS_* flags */
 } mlc_param;
 
 /* Weight sharing (`head.weight = embed.weight`): one more state_dict name
@@ -302,10 +317,11 @@ typedef struct {
   bool cpu_versions;             /* compile -o without --cpu, on x86-64: the artifact carries its kernels for
                                     x86-64-v3 and x86-64-v4 beside the x86-64-v2 baseline, and create runs the
                                     best build the machine has (function multiversioning) */
-  uint8_t quant_bits;            /* --quantize int8|int4[:group=G][:asym]: weight-only quantisation of the
+  uint8_t quant_bits;            /* --quantize int8|int4[:group=G][:asym][:scales=f32]: weight-only quantisation of the
                                     linear layers' weights (passes/quantize.c); 0: none */
   int32_t quant_group;           /* weights per scale along a row (default 128) */
-  bool quant_asym;               /* :asym: a min per group beside the scale, unsigned codes (default symmetric) */
+  uint8_t quant_scheme;          /* MLC_QS_*: :asym a min per group beside the scale, unsigned codes (default
+                                    symmetric); scales (and mins) bf16 unless :scales=f32 */
   uint8_t matmul;                /* --matmul (or a train block's precision(matmul=fp8, fp8_grad=)):
                                     mlc_matmul_mode, FP8 GEMMs for the train entry's linears (passes/fp8.c) */
   const char *fp8_keep;          /* --fp8-keep (or precision(fp8_keep=[...])): comma-separated scopes whose

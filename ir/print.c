@@ -25,7 +25,8 @@ static void print_attrs(FILE *out, const mlc_program *p, const mlc_node *n) {
   if (m & MLC_A_EPS) fprintf(out, " eps=%.9g", n->a.f);
   if (m & MLC_A_CAUSAL) fprintf(out, " causal=%d", n->a.causal);
   if (m & MLC_A_SCALE) fprintf(out, " scale=%.9g", n->a.f);
-  if (m & MLC_A_QUANT) fprintf(out, " bits=%d group=%d%s", n->a.qbits, n->a.qgroup, n->a.qasym ? " asym=1" : "");
+  if (m & MLC_A_QUANT) fprintf(out, " bits=%d group=%d%s%s", n->a.qbits, n->a.qgroup, n->a.qscheme & MLC_QS_ASYM ? " asym=1" : "",
+            n->a.qscheme & MLC_QS_BF16 ? "" : " scales=f32");
   if (m & MLC_A_RNG) fprintf(out, " stream=%lld seed=%lld", (long long)n->a.start, (long long)n->a.end);
 }
 
@@ -60,8 +61,9 @@ void mlc_print_program(FILE *out, const mlc_program *p) {
   for (uint32_t i = 0; i < p->nparams; i++) {
     const mlc_param *prm = &p->params[i];
     if (prm->role == MLC_ROLE_QUANT) { /* no initialiser of its own: the runtime packs it */
-      fprintf(out, "param %s : %s = int%d(%s, group=%d%s)\n", prm->name, mlc_type_str(&prm->type, buf, sizeof buf),
-              prm->quant_bits, p->params[prm->quant_of - 1].name, prm->quant_group, prm->quant_asym ? ", asym" : "");
+      fprintf(out, "param %s : %s = int%d(%s, group=%d%s%s)\n", prm->name, mlc_type_str(&prm->type, buf, sizeof buf),
+              prm->quant_bits, p->params[prm->quant_of - 1].name, prm->quant_group,
+              prm->quant_scheme & MLC_QS_ASYM ? ", asym" : "", prm->quant_scheme & MLC_QS_BF16 ? "" : ", f32 scales");
       continue;
     }
     fprintf(out, "param %s : %s = %s", prm->name, mlc_type_str(&prm->type, buf, sizeof buf), init_name[prm->init]);

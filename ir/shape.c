@@ -307,14 +307,14 @@ static bool shape_linear(rule_ctx *c) {
 static bool shape_qlinear(rule_ctx *c) {
   const mlc_type *x = c->in[0], *w = c->in[1];
   int bits = c->n->a.qbits, group = c->n->a.qgroup;
-  bool asym = c->n->a.qasym;
+  int scheme = c->n->a.qscheme;
   if (x->dtype != MLC_DT_F32 || x->rank < 1) return fail(c, "qlinear input must be f32 [.., k], got %s", TSTR(x));
   int64_t k = x->dim[x->rank - 1];
   if ((bits != 4 && bits != 8) || group <= 0 || group % 8 || k % group)
     return fail(c, "qlinear of %s: %d bits in groups of %d do not fit", TSTR(x), bits, group);
-  if (w->dtype != MLC_DT_I32 || w->rank != 2 || w->dim[1] != mlc_quant_row_words(k, bits, group, asym))
+  if (w->dtype != MLC_DT_I32 || w->rank != 2 || w->dim[1] != mlc_quant_row_words(k, bits, group, scheme))
     return fail(c, "qlinear of %s: packed weight %s is not i32 [n, %lld]", TSTR(x), TSTR(w),
-                (long long)mlc_quant_row_words(k, bits, group, asym));
+                (long long)mlc_quant_row_words(k, bits, group, scheme));
   *c->out = *x;
   c->out->dim[x->rank - 1] = w->dim[0];
   return check_numel(c, c->out);
@@ -791,7 +791,9 @@ static bool fused_parse(rule_ctx *c, mlc_fused_prog *pr) {
       if (b <= 0 || b > 32 || g <= 0 || g > INT32_MAX) return fail(c, "fused program: qlinear without .<bits>.<group>");
       in->qbits = (int32_t)b, in->qgroup = (int32_t)g;
       s = end;
-      if (!strncmp(s, ".asym", 5)) in->qasym = true, s += 5;
+      if (!strncmp(s, ".asym", 5)) in->qscheme |= MLC_QS_ASYM, s += 5;
+      in->qscheme |= MLC_QS_BF16;
+      if (!strncmp(s, ".sf32", 5)) in->qscheme &= (uint8_t)~MLC_QS_BF16, s += 5; /* :scales=f32 */
     } else if (op == MLC_OP_RMSNORM) {
       char *end = (char *)s;
       in->eps = *s == '.' ? strtod(s + 1, &end) : -1.0;
@@ -860,7 +862,7 @@ static bool fused_types(rule_ctx *c, mlc_fused_prog *pr) {
     if (mlc_ops[in->op].arity >= 0 && in->nin != mlc_ops[in->op].arity) return fail(c, "fused program: %s takes %d operands", mlc_ops[in->op].name, mlc_ops[in->op].arity);
     mlc_node fk = {.op = in->op, .nin = in->nin};
     fk.type.dtype = in->type.dtype;
-    fk.a.qbits = in->qbits, fk.a.qgroup = in->qgroup, fk.a.qasym = in->qasym, fk.a.f = in->eps;
+    fk.a.qbits = in->qbits, fk.a.qgroup = in->qgroup, fk.a.qscheme = in->qscheme, fk.a.f = in->eps;
     rule_ctx rc = {.f = c->f, .n = &fk, .out = &in->type, .err = c->err, .errn = c->errn};
     for (int k = 0; k < in->nin; k++)
       rc.in[k] = in->arg[k] < 0 ? &c->f->nodes[c->n->in[-1 - in->arg[k]]].type : &pr->ins[in->arg[k]].type;

@@ -292,7 +292,8 @@ static bool fuse_groups(mlc_program *p, mlc_func *f, bool epilogues, bool cuda, 
     if (g.head != UINT32_MAX) {
       const mlc_node *h = &f->nodes[g.head];
       for (uint32_t k = 0; k < h->nin; k++) g.ext[g.next++] = h->in[k]; /* two; scaled_mm's four */
-      if (h->op == MLC_OP_QLINEAR) put(&t, "qlinear.%d.%d%s($0, $1)", h->a.qbits, h->a.qgroup, h->a.qasym ? ".asym" : "");
+      if (h->op == MLC_OP_QLINEAR) put(&t, "qlinear.%d.%d%s%s($0, $1)", h->a.qbits, h->a.qgroup, h->a.qscheme & MLC_QS_ASYM ? ".asym" : "",
+            h->a.qscheme & MLC_QS_BF16 ? "" : ".sf32");
       else if (h->op == MLC_OP_SCALED_MM) put(&t, "scaled_mm.%s($0, $1, $2, $3)", mlc_dtype_name(h->type.dtype));
       else put(&t, "%s($0, $1)", mlc_ops[h->op].name);
     }

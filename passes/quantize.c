@@ -1,10 +1,10 @@
-/* quantize: weight-only INT8/INT4 (--quantize int8|int4[:group=G][:asym]).
+/* quantize: weight-only INT8/INT4 (--quantize int8|int4[:group=G][:asym][:scales=bf16|f32]).
  *
  * Every linear whose weight is an f32 model parameter w[n, k] becomes a
  * qlinear over a new parameter of role MLC_ROLE_QUANT: w's packed form
- * (ir/ir.h, mlc_quant_row_words), codes with an f32 scale per G weights of
- * a row: symmetric, or with :asym unsigned codes and an f32 min beside each
- * scale.  The runtime packs it from w whenever w is loaded or
+ * (ir/ir.h, mlc_quant_row_words), codes with a scale per G weights of a
+ * row (bf16, or f32 with :scales=f32): symmetric, or with :asym unsigned
+ * codes and a min beside each scale.  The runtime packs it from w whenever w is loaded or
  * initialised (runtime/session.c), so weights files stay PyTorch's f32
  * state_dicts.  One packed parameter per weight, however many linears read
  * it.  Embeddings stay f32 (a decode step reads one row of the table); the
@@ -26,25 +26,25 @@ static uint32_t packed_param(mlc_pass_ctx *c, uint32_t *packed, uint32_t w) {
   mlc_program *p = c->p;
   if (packed[w] != NONE) return packed[w];
   int bits = p->opts.quant_bits, group = p->opts.quant_group;
-  bool asym = p->opts.quant_asym;
+  int scheme = p->opts.quant_scheme;
   mlc_param src = p->params[w]; /* a copy: adding a parameter may move the array */
   int64_t n = src.type.dim[0], k = src.type.dim[1];
   if (k % group) {
     mlc_error(c->d, src.loc, "--quantize int%d:group=%d%s: the group does not divide %s's %lld input features "
               "(its shape is [%lld, %lld]); pick a group that divides every linear layer's",
-              bits, group, asym ? ":asym" : "", src.name, (long long)k, (long long)n, (long long)k);
+              bits, group, mlc_quant_scheme_str(scheme), src.name, (long long)k, (long long)n, (long long)k);
     return NONE;
   }
   mlc_param q = {
     .name = mlc_arena_printf(p->arena, "quant:%s", src.name),
-    .type = {.dtype = MLC_DT_I32, .rank = 2, .dim = {n, mlc_quant_row_words(k, bits, group, asym)}},
+    .type = {.dtype = MLC_DT_I32, .rank = 2, .dim = {n, mlc_quant_row_words(k, bits, group, scheme)}},
     .role = MLC_ROLE_QUANT,
     .init = MLC_INIT_ZEROS,
     .loc = src.loc,
     .quant_of = w + 1,
     .quant_bits = bits,
     .quant_group = group,
-    .quant_asym = asym,
+    .quant_scheme = (uint8_t)scheme,
   };
   return packed[w] = mlc_program_add_param(p, &q);
 }
@@ -80,7 +80,7 @@ static bool rewrite(mlc_pass_ctx *c, mlc_func *f, uint32_t *packed) {
     mlc_attrs pa = {.param = q};
     uint32_t wq = mlc_func_add(p, f, MLC_OP_PARAM, NULL, 0, &pa, n->loc, old.nodes[n->in[1]].scope);
     f->nodes[wq].type = p->params[q].type;
-    mlc_attrs qa = {.qbits = p->opts.quant_bits, .qgroup = p->opts.quant_group, .qasym = p->opts.quant_asym};
+    mlc_attrs qa = {.qbits = p->opts.quant_bits, .qgroup = p->opts.quant_group, .qscheme = p->opts.quant_scheme};
     uint32_t qin[2] = {ins[0], wq};
     map[i] = mlc_func_add(p, f, MLC_OP_QLINEAR, qin, 2, &qa, n->loc, n->scope);
     char err[256];

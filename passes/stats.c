@@ -135,7 +135,7 @@ void mlc_print_stats(FILE *out, const mlc_program *p) {
   if (ncache) fprintf(out, "KV caches: %.0f tensors (%.1f MB)\n", ncache, cache / 1e6);
   if (nquant)
     fprintf(out, "quantised weights (--quantize int%d:group=%d%s, packed at load from the f32 weights above): %.0f tensors "
-            "(%.1f MB)\n", p->opts.quant_bits, p->opts.quant_group, p->opts.quant_asym ? ":asym" : "", nquant, quant / 1e6);
+            "(%.1f MB)\n", p->opts.quant_bits, p->opts.quant_group, mlc_quant_scheme_str(p->opts.quant_scheme), nquant, quant / 1e6);
   if (sharded)
     fprintf(out, "sharded (fsdp): %.0f flat units; each of N ranks holds about 1/N of the parameters and the optimizer "
             "state (and the whole arena below)\n", nflat);

@@ -6,6 +6,7 @@
  * parse costs none, and the failing-allocator tests have one case to try.
  */
 #include "runtime/plan.h"
+#include "runtime/quant.h"
 
 #include <errno.h>
 #include <math.h>
@@ -267,7 +268,7 @@ static bool payload(rd *r, mlc_plan *pl) {
     if (p.init > 4) return bad(r, "unknown initialiser");
     if (p.role > 4) return bad(r, "unknown parameter role");
     if (p.role == 4 && (p.flat || p.sharded || p.shape.dtype != 4 || p.shape.rank != 2 || (p.a != 4 && p.a != 8) ||
-                        !(p.b >= 8 && p.b <= 65536) || p.flat_offset >= pl->nparams || p.init > MLC_PLAN_QUANT_ASYM))
+                        !(p.b >= 8 && p.b <= 65536) || p.flat_offset >= pl->nparams || p.init > (MLC_PLAN_QUANT_ASYM | MLC_PLAN_QUANT_BF16)))
       return bad(r, "a quantised weight must be i32 [n, words] of 4 or 8 bits, with a group, a scheme and its f32 weight");
     if (p.sharded > 1 || (p.sharded && (p.shape.rank != 2 || p.shape.dims[1] != MLC_PLAN_SHARD_ROW || p.shape.dtype != 1)))
       return bad(r, "a sharded parameter must be f32 [rows, 4096]");
@@ -281,7 +282,7 @@ static bool payload(rd *r, mlc_plan *pl) {
       const mlc_plan_param *w = &params[p->flat_offset];
       int64_t k = w->shape.rank == 2 ? w->shape.dims[1] : 0, g = (int64_t)p->b;
       if (w->role != 0 || w->flat || w->shape.dtype != 1 || w->shape.dims[0] != p->shape.dims[0] || k % g ||
-          p->shape.dims[1] != k * (int64_t)p->a / 32 + (p->init == MLC_PLAN_QUANT_ASYM ? 2 : 1) * (k / g))
+          p->shape.dims[1] != mlc_quant_words(k, (int)p->a, (int)g, p->init))
         return bad(r, "a quantised weight does not match its f32 weight");
       continue;
     }

@@ -137,9 +137,12 @@ extern "C" {
 #define MLC_PLAN_MAX_LAUNCH 8
 #define MLC_PLAN_INIT_GIVEN 4 /* mlc_plan_param.init: the model file's value, which a session must load */
 /* mlc_plan_param.init of a quantised weight (role 4), which the runtime packs
- * and so needs no initialiser: its scheme, 0 symmetric (as every plan before
- * the asymmetric one had it), 1 asymmetric (a min per group). */
+ * and so needs no initialiser: its scheme, flags, 0 symmetric with f32 scales
+ * (as every plan before the asymmetric one had it), MLC_PLAN_QUANT_ASYM
+ * asymmetric (a min per group), MLC_PLAN_QUANT_BF16 bf16 scales (and mins)
+ * (runtime/quant.h; ir/ir.h's MLC_QS_*). */
 #define MLC_PLAN_QUANT_ASYM 1
+#define MLC_PLAN_QUANT_BF16 2
 
 /* Executable format tags (see above). */
 #define MLC_PLAN_FORMAT_CUDA_FATBIN "cuda-fatbin"
@@ -175,7 +178,7 @@ typedef struct {
   uint8_t role; /* 0 a model weight (in the state_dict), 1 optimizer state (in checkpoints only), 2 a flat parameter, 3 a KV cache (in neither),
                   4 a quantised weight (in neither): i32 [n, words] packed by the runtime from the f32 weight
                   [n, k] whose index is flat_offset, a bits (4 or 8) and b weights per scale, init its scheme:
-                  0 symmetric, MLC_PLAN_QUANT_ASYM asymmetric (runtime/quant.h) */
+                  MLC_PLAN_QUANT_* flags (runtime/quant.h) */
   uint8_t sharded;
   uint32_t flat;        /* 1 + the flat parameter it lives in; 0: its own storage */
   uint64_t flat_offset; /* elements */

@@ -4,14 +4,30 @@
 #include <math.h>
 #include <string.h>
 
-/* One group of the symmetric scheme: its scale, and its codes into the row's words. */
-static float pack_sym(const float *row, int64_t g0, int group, int bits, uint32_t *codes) {
+/* x in bf16, rounded away from zero (up: true) or toward it; its bits in the low 16.  NaN and inf keep theirs. */
+static uint32_t bf16_bits(float x, bool up) {
+  uint32_t u;
+  memcpy(&u, &x, sizeof u);
+  if (up && (u & 0xffffu) && (u & 0x7f800000u) != 0x7f800000u) u += 0x10000u; /* may carry into inf: still above x */
+  return u >> 16;
+}
+static float bf16_value(uint32_t b) {
+  uint32_t u = b << 16;
+  float x;
+  memcpy(&x, &u, sizeof x);
+  return x;
+}
+
+/* One group of the symmetric scheme: its scale (rounded up to bf16 where bf16 is true), and its codes into the
+ * row's words. */
+static float pack_sym(const float *row, int64_t g0, int group, int bits, bool bf16, uint32_t *codes) {
   int per_word = 32 / bits;
   float qmax = bits == 8 ? 127.0f : 7.0f;
   uint32_t field = (1u << bits) - 1;
   float amax = 0;
   for (int64_t j = g0; j < g0 + group; j++) amax = fmaxf(amax, fabsf(row[j]));
   float scale = amax > 0 ? amax / qmax : 1.0f;
+  if (bf16) scale = bf16_value(bf16_bits(scale, true));
   for (int64_t j = g0; j < g0 + group; j++) {
     float q = nearbyintf(row[j] / scale);
     if (!(q >= -qmax)) q = -qmax; /* NaN too: the cast below never sees one out of range */
@@ -22,14 +38,17 @@ static float pack_sym(const float *row, int64_t g0, int group, int bits, uint32_
   return scale;
 }
 
-/* One group of the asymmetric scheme: its scale and min, and its codes into the row's words. */
-static float pack_asym(const float *row, int64_t g0, int group, int bits, uint32_t *codes, float *out_lo) {
+/* One group of the asymmetric scheme: its scale and min (in bf16 where bf16 is true: the min rounded down, the
+ * scale up), and its codes into the row's words. */
+static float pack_asym(const float *row, int64_t g0, int group, int bits, bool bf16, uint32_t *codes, float *out_lo) {
   int per_word = 32 / bits;
   float qmax = (float)((1u << bits) - 1);
   float lo = INFINITY, hi = -INFINITY;
   for (int64_t j = g0; j < g0 + group; j++) lo = fminf(lo, row[j]), hi = fmaxf(hi, row[j]); /* NaNs left out */
   if (!(lo <= hi)) lo = hi = 0; /* every weight NaN */
+  if (bf16) lo = bf16_value(bf16_bits(lo, lo < 0)); /* toward -inf */
   float scale = hi > lo ? (hi - lo) / qmax : 1.0f;
+  if (bf16) scale = bf16_value(bf16_bits(scale, true));
   for (int64_t j = g0; j < g0 + group; j++) {
     float q = nearbyintf((row[j] - lo) / scale);
     if (!(q >= 0)) q = 0; /* NaN too */
@@ -40,15 +59,25 @@ static float pack_asym(const float *row, int64_t g0, int group, int bits, uint32
   return scale;
 }
 
-void mlc_quant_pack(const float *w, int64_t n, int64_t k, int bits, int group, bool asym, int32_t *out) {
-  int64_t words = mlc_quant_words(k, bits, group, asym), code_words = k * bits / 32, ngroups = k / group;
+void mlc_quant_pack(const float *w, int64_t n, int64_t k, int bits, int group, int scheme, int32_t *out) {
+  bool asym = scheme & MLC_PLAN_QUANT_ASYM, bf16 = scheme & MLC_PLAN_QUANT_BF16;
+  int64_t words = mlc_quant_words(k, bits, group, scheme), code_words = k * bits / 32, ngroups = k / group;
   for (int64_t r = 0; r < n; r++) {
     const float *row = w + r * k; /* (k) */
     uint32_t *codes = (uint32_t *)(out + r * words); /* (k * bits / 32) */
-    float *scales = (float *)(codes + code_words);   /* (k / group) */
-    float *mins = scales + ngroups;                  /* (k / group), asymmetric only */
-    memset(codes, 0, (size_t)code_words * sizeof *codes);
-    for (int64_t g0 = 0; g0 < k; g0 += group)
-      scales[g0 / group] = asym ? pack_asym(row, g0, group, bits, codes, &mins[g0 / group]) : pack_sym(row, g0, group, bits, codes);
+    uint32_t *tail = codes + code_words;             /* the scales and mins: words - code_words */
+    memset(codes, 0, (size_t)words * sizeof *codes);
+    for (int64_t g = 0; g < ngroups; g++) {
+      float lo = 0, scale = asym ? pack_asym(row, g * group, group, bits, bf16, codes, &lo)
+                                 : pack_sym(row, g * group, group, bits, bf16, codes);
+      if (!bf16) {
+        memcpy(&tail[g], &scale, sizeof scale);
+        if (asym) memcpy(&tail[ngroups + g], &lo, sizeof lo);
+      } else if (asym) {
+        tail[g] = bf16_bits(scale, false) | bf16_bits(lo, false) << 16; /* both exact in bf16 now */
+      } else {
+        tail[g / 2] |= bf16_bits(scale, false) << (16 * (g % 2));
+      }
+    }
   }
 }

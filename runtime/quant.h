@@ -1,9 +1,14 @@
 /* Weight-only quantisation's packing (passes/quantize.c makes the
  * parameters, the qlinear kernels read them): a weight w[n, k] in f32
- * becomes i32 [n, mlc_quant_words(k, bits, group, asym)].  Each row holds
+ * becomes i32 [n, mlc_quant_words(k, bits, group, scheme)].  Each row holds
  * its k codes, 32 / bits to a word (element j in bits [bits * (j %
- * per_word), + bits) of word j / per_word), then its k / group scales as
- * f32 bits, then (asymmetric only) its k / group mins as f32 bits.
+ * per_word), + bits) of word j / per_word), then its k / group scales and
+ * (asymmetric only) mins:
+ * - bf16 (MLC_PLAN_QUANT_BF16 in the scheme): symmetric, group g's scale in
+ *   bits [16 * (g % 2), +16) of word g / 2 after the codes (the last word's
+ *   top half 0 where k / group is odd); asymmetric, word g after the codes
+ *   holds group g's scale in its low 16 bits and its min in its high 16;
+ * - f32: the k / group scales a word each, then the k / group mins.
  *
  * Symmetric per group: scale = max |w| / qmax (qmax 127 for int8, 7 for
  * int4; 1 for a group of zeros), code = round(w / scale) clamped to
@@ -14,7 +19,13 @@
  * round((w - lo) / scale) clamped to [0, 2^bits - 1], stored unsigned; w
  * is read back as lo + code * scale.
  *
- * Both round half to even.  A NaN weight takes no part in its group's
+ * In bf16, lo is rounded toward -inf, and the scale (computed from the
+ * rounded lo) toward +inf, before the codes are made with them: every
+ * weight of a group then lies in [lo, lo + qmax * scale] (symmetric: within
+ * qmax * scale of 0), so clamping never moves a code, and each weight is
+ * read back within scale / 2 (the rounded scale) as in f32.
+ *
+ * The codes round half to even.  A NaN weight takes no part in its group's
  * range; its code is -qmax (symmetric) or 0 (asymmetric: read back as lo). */
 #ifndef MLC_RUNTIME_QUANT_H
 #define MLC_RUNTIME_QUANT_H
@@ -22,10 +33,14 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* w [n, k] -> out [n, mlc_quant_words(k, bits, group, asym)]; k a multiple of group, group of 8. */
-void mlc_quant_pack(const float *w, int64_t n, int64_t k, int bits, int group, bool asym, int32_t *out);
-static inline int64_t mlc_quant_words(int64_t k, int bits, int group, bool asym) {
-  return k * bits / 32 + (asym ? 2 : 1) * (k / group);
+#include "runtime/plan.h" /* MLC_PLAN_QUANT_* */
+
+/* w [n, k] -> out [n, mlc_quant_words(k, bits, group, scheme)]; k a multiple of group, group of 8; scheme
+ * MLC_PLAN_QUANT_* flags. */
+void mlc_quant_pack(const float *w, int64_t n, int64_t k, int bits, int group, int scheme, int32_t *out);
+static inline int64_t mlc_quant_words(int64_t k, int bits, int group, int scheme) {
+  int64_t halves = (scheme & MLC_PLAN_QUANT_ASYM ? 2 : 1) * (k / group); /* scales and mins */
+  return k * bits / 32 + (scheme & MLC_PLAN_QUANT_BF16 ? (halves + 1) / 2 : halves);
 }
 
 #endif

@@ -29,7 +29,7 @@ void mlc_sess_pack_quantized(mlc_session *s) {
     if (p->role != 4) continue;
     const mlc_plan_param *w = &s->plan->params[p->flat_offset];
     mlc_quant_pack((const float *)host_at(s, (uint32_t)p->flat_offset), w->shape.dims[0], w->shape.dims[1],
-                   (int)p->a, (int)p->b, p->init == MLC_PLAN_QUANT_ASYM, (int32_t *)host_at(s, i));
+                   (int)p->a, (int)p->b, p->init, (int32_t *)host_at(s, i));
   }
 }
 

@@ -21,9 +21,10 @@ mlc_golden(mlp.ir            mlp.ir            compile examples/mlp.mdl --emit i
 mlc_golden(linear.ir         linear.ir         compile examples/linear.mdl --emit ir)
 mlc_golden(print_after_all   mlp.print_after   compile examples/mlp.mdl --print-after=all)
 # --quantize (issue 29): each linear over an f32 weight becomes qlinear over its packed form
-mlc_golden(mlp.quantize      mlp.quantize      compile examples/mlp.mdl --quantize int8:group=16 --print-after=quantize)
-# ... and with :asym: its packed parameters (codes, scales, mins), qlinear asym=1, --stats, and a fused
-# group's program headed by qlinear.4.16.asym
+# (with f32 scales: a word a scale)
+mlc_golden(mlp.quantize      mlp.quantize      compile examples/mlp.mdl --quantize int8:group=16:scales=f32 --print-after=quantize)
+# ... and with :asym and bf16 scales (the default): its packed parameters (codes, then a scale and a min a
+# word), qlinear asym=1, --stats, and a fused group's program headed by qlinear.4.16.asym
 mlc_golden(mlp.quantize_asym mlp.quantize_asym compile examples/mlp.mdl --quantize int4:group=16:asym --print-after=quantize)
 mlc_golden(mlp_asym.stats    mlp_asym.stats    compile examples/mlp.mdl --quantize int4:group=16:asym --stats)
 mlc_golden(mlp_asym.fuse_cuda mlp_asym.fuse_cuda compile examples/mlp.mdl --target cuda --quantize int4:group=16:asym

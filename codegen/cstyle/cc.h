@@ -285,7 +285,7 @@ bool cc_gemm_desc_node(cc *c, cc_gemm_desc *d, mlc_fused_prog *pr, bool *fused);
  * the node is not that layout. */
 typedef struct {
   int bits;
-  bool asym; /* unsigned codes, a min per group after the scales */
+  int scheme; /* ir/ir.h's MLC_QS_*: asymmetric (unsigned codes, a min per group), bf16 scales */
   int64_t m, n, k, group;
 } cc_qlinear_shape;
 bool cc_qlinear_shape_of(cc *c, cc_qlinear_shape *q);

@@ -132,7 +132,7 @@ bool cc_fused_gemm_node(cc *c, const mlc_fused_prog *pr, mlc_node *g) {
   g->in = c->n->in; /* x (before its prologue: the norm keeps its type) and the weight */
   g->type = in->type;
   g->scope = c->n->scope;
-  g->a.qbits = in->qbits, g->a.qgroup = in->qgroup, g->a.qasym = in->qasym;
+  g->a.qbits = in->qbits, g->a.qgroup = in->qgroup, g->a.qscheme = in->qscheme;
   return true;
 }
 

@@ -28,11 +28,11 @@ bool cc_qlinear_shape_of(cc *c, cc_qlinear_shape *q) {
   const mlc_type *x = cc_in(c, 0), *w = cc_in(c, 1);
   q->bits = c->n->a.qbits;
   q->group = c->n->a.qgroup;
-  q->asym = c->n->a.qasym;
+  q->scheme = c->n->a.qscheme;
   q->k = x->rank ? x->dim[x->rank - 1] : 0;
   q->n = w->dim[0];
   if (x->dtype != MLC_DT_F32 || (q->bits != 4 && q->bits != 8) || q->group < 8 || q->group % 8 || q->k < 1 ||
-      q->k % q->group || w->dim[1] != mlc_quant_row_words(q->k, q->bits, (int)q->group, q->asym))
+      q->k % q->group || w->dim[1] != mlc_quant_row_words(q->k, q->bits, (int)q->group, q->scheme))
     return cc_fail(c, "qlinear of %s with %d-bit codes in groups of %lld: not the packed layout",
                    mlc_dtype_name((mlc_dtype)x->dtype), q->bits, (long long)q->group);
   q->m = mlc_type_numel(x) / q->k;

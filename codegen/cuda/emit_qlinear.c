@@ -1,6 +1,6 @@
-/* qlinear on CUDA (--quantize int8|int4[:asym]): y[m, n] = sum_k x[m, k]
+/* qlinear on CUDA (--quantize int8|int4[:asym][:scales=f32]): y[m, n] = sum_k x[m, k]
  * dequant(w)[n, k], x and y f32, w packed as runtime/quant.h lays it out.
- * One launch of mlc_qgemv (gemm.cuh; ASYM for the asymmetric scheme): a
+ * One launch of mlc_qgemv (gemm.cuh; SCHEME the scheme's flags): a
  * block of up to QV_WARPS warps per QV_COLS output columns and up to
  * QV_ROWS rows of x, the warps splitting the row's words, the codes
  * dequantised in registers (no f32 weight is formed), each word's sum
@@ -44,8 +44,8 @@ bool cc_emit_qlinear(cc *c) {
    * words ran at 430-770 GB/s and those of 1024 at 1 TB/s */
   int ks = 1;
   while (ks < QV_WARPS && q.k * q.bits / 32 / (2 * ks) >= QV_WARP_WORDS) ks *= 2;
-  const char *Q = cc_fmt(c, "mlc_qgemv<%d, %d, %lldLL, %lldLL, %lldLL, %lldLL, %d, %d%s>", q.bits, (int)MB, (long long)q.m,
-                         (long long)q.n, (long long)q.k, (long long)q.group, QV_COLS, ks, q.asym ? ", true" : "");
+  const char *Q = cc_fmt(c, "mlc_qgemv<%d, %d, %lldLL, %lldLL, %lldLL, %lldLL, %d, %d, %d>", q.bits, (int)MB, (long long)q.m,
+                         (long long)q.n, (long long)q.k, (long long)q.group, QV_COLS, ks, q.scheme);
   if (fused) cc_fused_epilogue(c, &pr);
   cc_begin(c, (uint64_t)blocks, 32 * ks, 0);
   if (fused) cc_printf(c, "  const @K@_epi e = %s;\n", cc_fused_epilogue_init(c, &pr, "0"));

@@ -1516,10 +1516,13 @@ template <class T, int M, long long N, long long K, int WPB, int KS> struct mlc_
 // (stored through the epilogue e's st1, as the GEMMs' are),
 // w packed as runtime/quant.h lays it out (per row its K codes, PER = 32 /
 // BITS to a word, element j in bits [BITS (j % PER), + BITS), two's
-// complement; then K / G f32 scales).  ASYM (--quantize ...:asym): the
-// codes unsigned, then K / G f32 mins after the scales, and y = sum_k x (lo
-// + code scale): a word lies in one group, so per word s sum code x + lo
-// sum x, the word's sum of x taken once for the C columns.  x and y f32.  A block of KS warps
+// complement; then the K / G scales).  SCHEME holds ir/ir.h's MLC_QS_*
+// flags: ASYM (1, --quantize ...:asym): the codes unsigned, with K / G mins
+// beside the scales, and y = sum_k x (lo + code scale): a word lies in one
+// group, so per word s sum code x + lo sum x, the word's sum of x taken once
+// for the C columns.  BF16 (2, the default): the scales (and mins) bf16, two
+// to a word (asymmetric: a group's scale and min in one word); else f32, a
+// word each, the mins after the scales.  x and y f32.  A block of KS warps
 // takes C output columns and MB rows of x.  Its warps split each row's CW
 // words of codes into KS spans of whole 128-byte lines; a warp's lanes take
 // consecutive words (one coalesced 128-byte load a column), so the PER
@@ -1528,9 +1531,11 @@ template <class T, int M, long long N, long long K, int WPB, int KS> struct mlc_
 // registers and scaled once (a word lies in one group: G is a multiple of
 // 8); the lanes' sums meet by shuffles, the warps' in shared memory, in a
 // fixed order.  More rows take more blocks (blockIdx.x / NB).
-template <int BITS, int MB, long long M, long long N, long long K, long long G, int C, int KS, bool ASYM = false> struct mlc_qgemv {
+template <int BITS, int MB, long long M, long long N, long long K, long long G, int C, int KS, int SCHEME = 0> struct mlc_qgemv {
+  static constexpr bool ASYM = SCHEME & 1, BF16 = SCHEME & 2;
   static constexpr int PER = 32 / BITS;
-  static constexpr long long CW = K / PER, GW = K / G, RW = CW + (ASYM ? 2 : 1) * GW, NB = (N + C - 1) / C;
+  static constexpr long long CW = K / PER, GW = K / G, HALVES = (ASYM ? 2 : 1) * GW,
+                             RW = CW + (BF16 ? (HALVES + 1) / 2 : HALVES), NB = (N + C - 1) / C;
   static constexpr long long SPAN = ((CW + KS - 1) / KS + 31) / 32 * 32; // a warp's words
   // codes as floats without I2F (a quarter-rate conversion): the word with
   // each code's sign bit flipped holds code + HALF unsigned; OR'd into 2^23's
@@ -1559,8 +1564,17 @@ template <int BITS, int MB, long long M, long long N, long long K, long long G, 
 #pragma unroll
       for (int j = 0; j < C; j++) {
         const unsigned u = __ldg(row[j] + c) ^ FLIP;
-        s[j] = __uint_as_float(__ldg(row[j] + CW + k0 / G));
-        if constexpr (ASYM) lo[j] = __uint_as_float(__ldg(row[j] + CW + GW + k0 / G));
+        const long long g = k0 / G;
+        if constexpr (BF16 && ASYM) {
+          const unsigned t = __ldg(row[j] + CW + g); // the scale low, the min high
+          s[j] = __uint_as_float(t << 16), lo[j] = __uint_as_float(t & 0xffff0000u);
+        } else if constexpr (BF16) {
+          const unsigned t = __ldg(row[j] + CW + g / 2);
+          s[j] = __uint_as_float(g & 1 ? t & 0xffff0000u : t << 16);
+        } else {
+          s[j] = __uint_as_float(__ldg(row[j] + CW + g));
+          if constexpr (ASYM) lo[j] = __uint_as_float(__ldg(row[j] + CW + GW + g));
+        }
 #pragma unroll
         for (int e = 0; e < PER; e++) code[j][e] = __uint_as_float(0x4B000000u | (u >> (BITS * e) & MASK)) - (8388608.0f + HALF);
       }

@@ -1,7 +1,10 @@
 /* qlinear: y[m, n] = sum_k x[m, k] dequant(w)[n, k], the weight packed as
- * runtime/quant.h lays it out (int8 or int4 codes, an f32 scale per group
- * of a row, and asymmetric an f32 min), dequantised in registers: the f32
- * weight is never formed.
+ * runtime/quant.h lays it out (int8 or int4 codes, a scale per group of a
+ * row, and asymmetric a min, bf16 or f32), dequantised in registers: the f32
+ * weight is never formed.  The packed words are read as bytes (codes) and
+ * as bf16 halves (scales), as a little-endian machine lays them out: bf16
+ * scale g of a row is half g of its tail, asymmetric its scale half 2g and
+ * its min 2g + 1.
  *
  * A work item is NB rows of w.  For each group of RB rows and each row of
  * x, per group of k: one load of x feeds RB rows' codes, loaded as bytes
@@ -54,13 +57,16 @@ bool cg_emit_qlinear(cg *g) {
   const mlc_node *n = g->n;
   const mlc_type *xt = &g->f->nodes[n->in[0]].type, *wt = &g->f->nodes[n->in[1]].type;
   int bits = n->a.qbits, group = n->a.qgroup, L = g->vw, per = bits == 4 ? 2 : 1; /* elements per lane a step */
-  bool asym = n->a.qasym;
+  bool asym = n->a.qscheme & MLC_QS_ASYM, bf16 = n->a.qscheme & MLC_QS_BF16;
   while (L > 4 && group % (per * L)) L /= 2;
   if (group % (per * L) || L > 16) return cg_fail(g, "qlinear: a group of %d does not split into vectors", group);
   int64_t K = xt->dim[xt->rank - 1], N = wt->dim[0], M = mlc_type_numel(xt) / K, words = wt->dim[1];
   int64_t code_words = K * bits / 32, ngroups = K / group;
   cg_buf x = g->in[0], y = g->out;
-  cg_buf bytes = {g->in[1].p, MLC_DT_BOOL}, scales = {g->in[1].p, MLC_DT_F32}; /* the packed rows, as bytes and as f32 */
+  /* the packed rows as bytes, and as the scales' dtype (bf16: indices in halves) */
+  cg_buf bytes = {g->in[1].p, MLC_DT_BOOL}, scales = {g->in[1].p, bf16 ? MLC_DT_BF16 : MLC_DT_F32};
+  int64_t sw = bf16 ? 2 : 1;                     /* scales a word */
+  int64_t gstep = bf16 && asym ? 2 : 1, minoff = bf16 ? 1 : ngroups; /* group g's scale at gstep g, its min minoff on */
   LLVMTypeRef vt = cg_ctype(g, MLC_DT_F32, L);
   g->items = cg_ceil_div(N, NB);
 
@@ -73,8 +79,8 @@ bool cg_emit_qlinear(cg *g) {
   for (int i = 0; i < RB; i++) { /* rows past n read the last one; never stored */
     row[i] = cg_min_i64(g, cg_iadd(g, n0, cg_iaddc(g, r, i)), cg_i64(g, N - 1));
     row_byte[i] = cg_imulc(g, row[i], words * 4);
-    row_scale[i] = cg_iaddc(g, cg_imulc(g, row[i], words), code_words);
-    row_min[i] = asym ? cg_iaddc(g, row_scale[i], ngroups) : NULL;
+    row_scale[i] = cg_iaddc(g, cg_imulc(g, row[i], words * sw), code_words * sw);
+    row_min[i] = asym ? cg_iaddc(g, row_scale[i], minoff) : NULL;
   }
   LLVMValueRef m = cg_for(g, &Lm, cg_i64(g, 0), cg_i64(g, M), 1);
   LLVMValueRef xrow = cg_imulc(g, m, K);
@@ -107,11 +113,12 @@ bool cg_emit_qlinear(cg *g) {
     if (asym) next[RB] = LLVMBuildFAdd(g->b, LLVMBuildFAdd(g->b, xsum, xe, ""), xo, "");
   }
   cg_end_for(g, &Lj, next);
+  LLVMValueRef gs = cg_imulc(g, gi, gstep);
   for (int i = 0; i < RB; i++) {
-    LLVMValueRef s = cg_load(g, scales, cg_iadd(g, row_scale[i], gi), 1, NULL);
+    LLVMValueRef s = cg_load(g, scales, cg_iadd(g, row_scale[i], gs), 1, NULL);
     next[i] = cg_fma(g, cg_splat(g, s, L), Lj.phi[i], acc[i]);
     if (asym) { /* + the group's min times its sum of x */
-      LLVMValueRef lo = cg_load(g, scales, cg_iadd(g, row_min[i], gi), 1, NULL);
+      LLVMValueRef lo = cg_load(g, scales, cg_iadd(g, row_min[i], gs), 1, NULL);
       next[i] = cg_fma(g, cg_splat(g, lo, L), Lj.phi[RB], next[i]);
     }
   }

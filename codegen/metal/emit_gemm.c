@@ -102,8 +102,8 @@ bool cc_emit_gemm_msl(cc *c) {
   return true;
 }
 
-/* qlinear (--quantize int8|int4[:asym]): one launch of mlc_qgemv_msl
- * (gemm.metal; ASYM for the asymmetric scheme), a SIMD group per output
+/* qlinear (--quantize int8|int4[:asym][:scales=f32]): one launch of mlc_qgemv_msl
+ * (gemm.metal; SCHEME the scheme's flags), a SIMD group per output
  * column and up to QV_ROWS rows of
  * x, QV_SIMDS SIMD groups per threadgroup.  A decode step's one row reads
  * the packed weight once; a prefill's rows share each word QV_ROWS at a
@@ -118,8 +118,8 @@ bool cc_emit_qlinear_msl(cc *c) {
   if (q.m < 1 || groups > INT32_MAX)
     return cc_fail(c, "qlinear of %lld rows and %lld columns is out of range for the Metal kernel", (long long)q.m, (long long)q.n);
   cc_begin(c, (uint64_t)groups, 32 * QV_SIMDS, 0);
-  cc_printf(c, "  mlc_qgemv_msl<%d, %d, %lldL, %lldL, %lldL, %lldL, %d%s>(in1, in0, out, blockIdx.x, simd_id, simd_lane);\n", q.bits,
-            (int)MB, (long long)q.m, (long long)q.n, (long long)q.k, (long long)q.group, QV_SIMDS, q.asym ? ", true" : "");
+  cc_printf(c, "  mlc_qgemv_msl<%d, %d, %lldL, %lldL, %lldL, %lldL, %d, %d>(in1, in0, out, blockIdx.x, simd_id, simd_lane);\n",
+            q.bits, (int)MB, (long long)q.m, (long long)q.n, (long long)q.k, (long long)q.group, QV_SIMDS, q.scheme);
   cc_end(c);
   return true;
 }

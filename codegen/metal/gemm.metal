@@ -81,13 +81,18 @@ inline void mlc_gemm_msl(device const T *a, device const T *b, const E ep, int t
 // dequantise each in registers (no f32 weight is formed) against the rows
 // of x, scale each word's sum once (a word lies in one group: G is a
 // multiple of 8) and meet by simd_sum.  WPB SIMD groups per threadgroup.
-// ASYM (--quantize ...:asym): the codes unsigned, K / G f32 mins after the
-// scales, and per word s sum code x + lo sum x (w read back as lo + code s).
-template <int BITS, int MB, long M, long N, long K, long G, int WPB, bool ASYM = false>
+// SCHEME holds ir/ir.h's MLC_QS_* flags.  ASYM (1, --quantize ...:asym):
+// the codes unsigned, a min per group beside its scale, and per word s sum
+// code x + lo sum x (w read back as lo + code s).  BF16 (2, the default):
+// the scales (and mins) bf16, two to a word (asymmetric: a group's scale low
+// and its min high); else f32, a word each, the K / G mins after the scales.
+template <int BITS, int MB, long M, long N, long K, long G, int WPB, int SCHEME = 0>
 inline void mlc_qgemv_msl(device const int *wq, device const float *x, device float *y, uint bid, uint sid, uint lane) {
   const int PER = 32 / BITS;
   const uint MASK = (1u << BITS) - 1;
-  const long CW = K / PER, GW = K / G, RW = CW + (ASYM ? 2 : 1) * GW, NB = (N + WPB - 1) / WPB;
+  const bool ASYM = SCHEME & 1, BF16 = SCHEME & 2;
+  const long CW = K / PER, GW = K / G, HALVES = (ASYM ? 2 : 1) * GW, RW = CW + (BF16 ? (HALVES + 1) / 2 : HALVES),
+             NB = (N + WPB - 1) / WPB;
   const long n = (long)(bid % NB) * WPB + sid, r0 = (long)(bid / NB) * MB;
   if (n >= N) return;
   const int rows = M - r0 < MB ? (int)(M - r0) : MB;
@@ -98,7 +103,10 @@ inline void mlc_qgemv_msl(device const int *wq, device const float *x, device fl
   for (long c = lane; c < CW; c += 32) {
     const uint w = row[c];
     const long k0 = c * PER;
-    const float s = as_type<float>(row[CW + k0 / G]), lo = ASYM ? as_type<float>(row[CW + GW + k0 / G]) : 0.f;
+    const long g = k0 / G;
+    const uint t = row[CW + (BF16 && !ASYM ? g / 2 : g)]; // f32: the scale; bf16: the scale and the min, or two scales
+    const float s = !BF16 ? as_type<float>(t) : as_type<float>(!ASYM && (g & 1) ? t & 0xffff0000u : t << 16);
+    const float lo = !ASYM ? 0.f : BF16 ? as_type<float>(t & 0xffff0000u) : as_type<float>(row[CW + GW + g]);
     float code[PER];
     for (int e = 0; e < PER; e++)
       code[e] = ASYM ? (float)(w >> (BITS * e) & MASK) : (float)((int)(w << (32 - BITS * (e + 1))) >> (32 - BITS));

@@ -118,7 +118,7 @@ typedef void (*sv_epi_fn)(sv *s, void *ctx, uint32_t at, uint32_t acc, uint32_t 
 bool sv_emit_gemm_of(sv *s, int op, const mlc_type *otype, sv_epi_fn epi, void *ctx, int epi_dt);
 /* qlinear of inputs 0 and 1 (emit_qlinear.c; asym: the asymmetric packing), storing through epi as
  * sv_emit_gemm_of does. */
-bool sv_emit_qlinear_of(sv *s, int bits, int group, bool asym, sv_epi_fn epi, void *ctx, int epi_dt);
+bool sv_emit_qlinear_of(sv *s, int bits, int group, int scheme, sv_epi_fn epi, void *ctx, int epi_dt);
 
 /* The optimizer (optimize.cpp, SPIRV-Tools' C++ API: 2023.1 has no C API
  * for it): performance passes; false with a message. *out is malloc'ed. */

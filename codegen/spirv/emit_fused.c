@@ -107,7 +107,7 @@ bool sv_emit_fused(sv *s) {
   if (is_gemm(g->op) || g->op == MLC_OP_QLINEAR) {
     if (g->nin != 2 || g->arg[0] != -1 || g->arg[1] != -2) return sv_fail(s, "fused GEMM not of inputs 0 and 1");
     if (g->op != MLC_OP_QLINEAR) return sv_emit_gemm_of(s, g->op, &g->type, epilogue, z, z->ot->dtype);
-    if (!s->coopmat_variant) return sv_emit_qlinear_of(s, g->qbits, g->qgroup, g->qasym, epilogue, z, z->ot->dtype);
+    if (!s->coopmat_variant) return sv_emit_qlinear_of(s, g->qbits, g->qgroup, g->qscheme, epilogue, z, z->ot->dtype);
   }
   if (s->coopmat_variant) { /* nothing to do with cooperative matrices: declined */
     sb_entry_begin(s->b, "main0", 1, 1, (uint32_t[2]){0, 0});

@@ -1,8 +1,9 @@
-/* qlinear (--quantize int8|int4[:asym]): y[m, n] = sum_k x[m, k] dequant(w)[n, k],
+/* qlinear (--quantize int8|int4[:asym][:scales=f32]): y[m, n] = sum_k x[m, k] dequant(w)[n, k],
  * w packed as runtime/quant.h lays it out: per row its k codes (int8 four to
  * a word, int4 eight, element j in bits [bits (j % per), +bits), two's
- * complement; asymmetric: unsigned), then an f32 scale per group of k (and,
- * asymmetric, an f32 min per group).  A word of codes lies inside one group
+ * complement; asymmetric: unsigned), then a scale per group of k (and,
+ * asymmetric, a min per group), bf16 (two to a word; asymmetric, a group's
+ * scale and min in one word) or f32 (a word each, the mins after the scales).  A word of codes lies inside one group
  * (groups are multiples of 8), so its codes' sum is scaled once; the
  * asymmetric form adds the group's min times the word's sum of x
  * (sum (lo + code s) x = s sum code x + lo sum x).  Dequantised in
@@ -24,7 +25,7 @@
 
 typedef struct {
   int bits, per;          /* bits a code, codes a word */
-  bool asym;              /* unsigned codes, and a min per group after the scales */
+  bool asym, bf16;        /* unsigned codes and a min per group; the scales (and mins) bf16 */
   int64_t M, N, K, group;
   int64_t cw, rw;         /* words of codes a row, words a row (codes and scales) */
   int odt;                /* the store: dtype, and the epilogue (NULL: the f32 result) */
@@ -47,12 +48,22 @@ static void word(sv *s, const qshape *q, uint32_t n, uint32_t c, const uint32_t 
   sb *b = s->b;
   uint32_t w = sb_ldw(b, 1, sb_add(b, sb_mulc(b, n, (uint32_t)q->rw), c));
   uint32_t k0 = sb_mulc(b, c, (uint32_t)q->per);
-  uint32_t g = sb_div(b, k0, sb_u32(b, (uint32_t)q->group));
-  uint32_t scale = sb_bits2f(b, sb_ldw(b, 1, sb_add(b, sb_mulc(b, n, (uint32_t)q->rw), sb_addc(b, g, (uint32_t)q->cw))));
-  uint32_t code[8], lo = 0;
+  uint32_t g = sb_div(b, k0, sb_u32(b, (uint32_t)q->group)), tail = sb_addc(b, sb_mulc(b, n, (uint32_t)q->rw), (uint32_t)q->cw);
+  uint32_t top = sb_u32(b, 0xffff0000u), scale, lo = 0; /* a bf16 in the top half is its f32 */
+  if (q->bf16 && q->asym) { /* word g: the scale low, the min high */
+    uint32_t t = sb_ldw(b, 1, sb_add(b, tail, g));
+    scale = sb_bits2f(b, sb_shl(b, t, sb_u32(b, 16)));
+    lo = sb_bits2f(b, sb_and(b, t, top));
+  } else if (q->bf16) { /* group g in half g % 2 of word g / 2: the low half shifted up by 16, the high by 0 */
+    uint32_t t = sb_ldw(b, 1, sb_add(b, tail, sb_shr(b, g, sb_u32(b, 1))));
+    uint32_t up = sb_mulc(b, sb_and(b, sb_addc(b, g, 1), sb_u32(b, 1)), 16);
+    scale = sb_bits2f(b, sb_and(b, sb_shl(b, t, up), top));
+  } else {
+    scale = sb_bits2f(b, sb_ldw(b, 1, sb_add(b, tail, g)));
+    if (q->asym) lo = sb_bits2f(b, sb_ldw(b, 1, sb_add(b, tail, sb_addc(b, g, (uint32_t)(q->K / q->group)))));
+  }
+  uint32_t code[8];
   if (q->asym) {
-    uint32_t ngroups = (uint32_t)(q->K / q->group);
-    lo = sb_bits2f(b, sb_ldw(b, 1, sb_add(b, sb_mulc(b, n, (uint32_t)q->rw), sb_addc(b, g, (uint32_t)q->cw + ngroups))));
     for (int e = 0; e < q->per; e++) /* unsigned: shifted down and masked */
       code[e] = sb_op1(b, SpvOpConvertUToF, b->t_f32, sb_and(b, sb_shr(b, w, sb_u32(b, (uint32_t)(q->bits * e))),
                                                              sb_u32(b, (1u << q->bits) - 1)));
@@ -111,16 +122,16 @@ static void rows(sv *s, const qshape *q) {
   sv_items_end(s, &g);
 }
 
-bool sv_emit_qlinear_of(sv *s, int bits, int group, bool asym, sv_epi_fn epi, void *ctx, int epi_dt) {
+bool sv_emit_qlinear_of(sv *s, int bits, int group, int scheme, sv_epi_fn epi, void *ctx, int epi_dt) {
   const mlc_type *x = sv_in(s, 0), *w = sv_in(s, 1);
-  qshape q = {.bits = bits, .group = group, .asym = asym, .K = x->dim[x->rank - 1], .N = w->dim[0],
+  qshape q = {.bits = bits, .group = group, .asym = scheme & MLC_QS_ASYM, .bf16 = scheme & MLC_QS_BF16, .K = x->dim[x->rank - 1], .N = w->dim[0],
               .odt = epi ? epi_dt : MLC_DT_F32, .epi = epi, .ctx = ctx};
   q.per = 32 / q.bits;
   q.M = mlc_type_numel(x) / q.K;
   q.cw = q.K * q.bits / 32;
   q.rw = w->dim[1];
   if (x->dtype != MLC_DT_F32 || (q.bits != 4 && q.bits != 8) || q.group % 8 || q.K % q.group ||
-      q.rw != mlc_quant_row_words(q.K, q.bits, (int)q.group, q.asym))
+      q.rw != mlc_quant_row_words(q.K, q.bits, (int)q.group, scheme))
     return sv_fail(s, "qlinear of %s with %d-bit codes in groups of %lld: not the packed layout", mlc_dtype_name((mlc_dtype)x->dtype),
                    q.bits, (long long)q.group);
   if (!sv_check_size(s, mlc_type_numel(x)) || !sv_check_size(s, mlc_type_numel(w)) || !sv_check_size(s, q.M * q.N)) return false;
@@ -129,4 +140,4 @@ bool sv_emit_qlinear_of(sv *s, int bits, int group, bool asym, sv_epi_fn epi, vo
   return true;
 }
 
-bool sv_emit_qlinear(sv *s) { return sv_emit_qlinear_of(s, s->n->a.qbits, s->n->a.qgroup, s->n->a.qasym, NULL, NULL, 0); }
+bool sv_emit_qlinear(sv *s) { return sv_emit_qlinear_of(s, s->n->a.qbits, s->n->a.qgroup, s->n->a.qscheme, NULL, NULL, 0); }

@@ -76,9 +76,10 @@ for q in "" int4 int4:asym; do
   # int4: the qlinears carry the adds and the SiLU that follow them (fuse.c, qlinear_epilogues)
   lone=$(grep -c -E '^// step %[0-9]+ (add|silu) ' "$out/minillm.cu" || true)
   [ -z "$q" ] || check "$m: no add or SiLU of the step in a kernel of its own ($lone)" "[ $lone -eq 0 ]"
-  # int4:asym: every qlinear is mlc_qgemv's asymmetric form (its last template argument true), int4's none
-  sym=$(grep -c -E 'mlc_qgemv<[^>]*, [0-9]+>::run' "$out/minillm.cu" || true)
-  asym=$(grep -c -E 'mlc_qgemv<[^>]*, true>::run' "$out/minillm.cu" || true)
+  # int4:asym: every qlinear is mlc_qgemv's asymmetric form with bf16 scales (its last template argument,
+  # the scheme's flags, 3), int4's the symmetric one (2)
+  sym=$(grep -c -E 'mlc_qgemv<[^>]*, 2>::run' "$out/minillm.cu" || true)
+  asym=$(grep -c -E 'mlc_qgemv<[^>]*, 3>::run' "$out/minillm.cu" || true)
   case $q in
   *asym) check "$m: its qlinears are asymmetric ($asym; symmetric $sym)" "[ $asym -gt 1 ] && [ $sym -eq 0 ]" ;;
   int4) check "$m: its qlinears are symmetric ($sym; asymmetric $asym)" "[ $sym -gt 1 ] && [ $asym -eq 0 ]" ;;

@@ -1,8 +1,10 @@
-"""--quantize int8|int4[:asym] against numpy: the packing's arithmetic written
-again here (symmetric per group: scale = max |w| / qmax, codes rounded half to
-even and clamped to [-qmax, qmax]; asymmetric: lo = min w, scale = (max w -
-lo) / (2^bits - 1), codes round((w - lo) / scale) clamped to [0, 2^bits - 1],
-read back as lo + code * scale), then x @ dequant(w)^T.
+"""--quantize int8|int4[:asym][:scales=f32] against numpy: the packing's
+arithmetic written again here (symmetric per group: scale = max |w| / qmax,
+codes rounded half to even and clamped to [-qmax, qmax]; asymmetric: lo = min
+w, scale = (max w - lo) / (2^bits - 1), codes round((w - lo) / scale) clamped
+to [0, 2^bits - 1], read back as lo + code * scale; with bf16 scales, the
+default, lo rounded to bf16 toward -inf and then the scale toward +inf before
+the codes are made), then x @ dequant(w)^T.
 
 - mlc's qlinear output matches numpy's product with the dequantised weight
   to a relative error (max |mlc - numpy| / max |numpy|) of 1e-5: the same
@@ -16,10 +18,13 @@ read back as lo + code * scale), then x @ dequant(w)^T.
   128 and 256; then 20 rows (the CUDA kernel's 8 a block, twice and a part)
   and k = 2304 with one row (its warps' spans of 160 words, the last
   shorter), groups of 32 and 128.
+- Every case with bf16 scales (the default); the first group of each with
+  :scales=f32 too.
 - Teeth: the reference with int4's nibbles swapped, or scales per 2G (3G
   where 2G does not divide k), is rejected by the same bound; for the asymmetric form also the one that
   reads its codes as two's complement (the symmetric form's), or leaves the
-  min out.
+  min out; for bf16 scales the one that takes each group's scale from the
+  other half of its word (symmetric: group g ^ 1's; asymmetric: the min).
 - The asymmetric form (:asym) through the same checks, int8 and int4, on
   k = 384 (groups 32, 64, 128) and 2304 (32, 128), one row, 7 and 20; the
   weights hold a group of zeros, a constant group, a negative-only and a
@@ -69,14 +74,28 @@ module Q(k, n) {
 """
 
 
-def dequant(w, bits, group, swap_nibbles=False, asym=False, signed_codes=False, no_min=False):
+def to_bf16(v, up):
+    """f32 array v rounded to bf16 (as f32): away from zero where up, else toward it."""
+    u = np.ascontiguousarray(v, dtype=np.float32).view(np.uint32).copy()
+    bump = up & ((u & 0xFFFF) != 0) & ((u & 0x7F800000) != 0x7F800000)
+    u = (u + np.where(bump, 0x10000, 0).astype(np.uint32)) & np.uint32(0xFFFF0000)
+    return u.view(np.float32)
+
+
+def dequant(w, bits, group, swap_nibbles=False, asym=False, signed_codes=False, no_min=False, bf16=True,
+            swap_halves=False):
     """w's dequantised form (f32) and its scales (rows, K / group); the
-    keyword arguments after asym make the wrong references of the teeth."""
+    keyword arguments after asym make the wrong references of the teeth
+    (bf16 chooses the scales' type)."""
     g = w.reshape(w.shape[0], -1, group)
     if asym:  # all in f32, as runtime/quant.c computes it
         qmax = np.float32(2 ** bits - 1)
         lo, hi = np.nanmin(g, axis=2, keepdims=True), np.nanmax(g, axis=2, keepdims=True)
+        if bf16:
+            lo = to_bf16(lo, lo < 0)  # toward -inf
         scale = np.where(hi > lo, (hi - lo) / qmax, np.float32(1)).astype(np.float32)
+        if bf16:
+            scale = to_bf16(scale, True)
         q = np.nan_to_num(np.clip(np.round((g - lo) / scale), 0, qmax), nan=0).astype(np.float32)
         if signed_codes:  # the field read as two's complement
             q = np.where(q >= 2 ** (bits - 1), q - 2 ** bits, q).astype(np.float32)
@@ -86,11 +105,19 @@ def dequant(w, bits, group, swap_nibbles=False, asym=False, signed_codes=False, 
         qmax = 127.0 if bits == 8 else 7.0
         amax = np.abs(g).max(axis=2, keepdims=True)
         scale = np.where(amax > 0, amax / np.float32(qmax), np.float32(1)).astype(np.float32)
+        if bf16:
+            scale = to_bf16(scale, True)
         q = np.clip(np.round(g / scale), -qmax, qmax).astype(np.float32)
         lo = np.float32(0)
+    stored = scale
+    if swap_halves and asym:  # the scale and the min of a word read the other way round
+        lo, scale = scale, lo
+    elif swap_halves:  # group g's scale read from group g ^ 1's half (the last alone where the count is odd)
+        ng = scale.shape[1]
+        scale = scale[:, [j ^ 1 if (j ^ 1) < ng else j for j in range(ng)]]
     if swap_nibbles:
         q = q.reshape(w.shape[0], -1, 2)[:, :, ::-1].reshape(g.shape)
-    return (lo + q * scale).reshape(w.shape).astype(np.float32), scale.reshape(w.shape[0], -1)
+    return (lo + q * scale).reshape(w.shape).astype(np.float32), stored.reshape(w.shape[0], -1)
 
 
 TARGET = ["--target", "cpu", "--threads", "2"]
@@ -146,10 +173,10 @@ def main():
             failed += 1
         worst = {}
         for bits in (8, 4):
-            for group in groups:
-                quant = f"int{bits}:group={group}" + (":asym" if asym else "")
+            for group, bf16 in [(gr, True) for gr in groups] + [(groups[0], False)]:
+                quant = f"int{bits}:group={group}" + (":asym" if asym else "") + ("" if bf16 else ":scales=f32")
                 got = run(mlc, work, mdl, weights, x, rows, quant)
-                wq, scale = dequant(w, bits, group, asym=asym)
+                wq, scale = dequant(w, bits, group, asym=asym, bf16=bf16)
                 ref = x.astype(np.float64) @ wq.T.astype(np.float64)
                 err = np.abs(got - ref).max() / np.abs(ref).max()
                 # the rounding's bound, row by row of x and of w
@@ -159,12 +186,13 @@ def main():
                 within = bool((drift <= bound * 1.01 + 1e-6).all())
                 def rejected(wrong):
                     return np.abs(got - x @ wrong.T).max() / np.abs(ref).max() > 100 * TOL
-                teeth = bits == 8 or rejected(dequant(w, bits, group, swap_nibbles=True, asym=asym)[0])
+                teeth = bits == 8 or rejected(dequant(w, bits, group, swap_nibbles=True, asym=asym, bf16=bf16)[0])
                 coarse = [m * group for m in (2, 3) if K % (m * group) == 0][:1]  # 2G, or 3G where 2G does not divide K
-                teeth2 = group == K or rejected(dequant(w, bits, coarse[0], asym=asym)[0])
-                teeth3 = not asym or (rejected(dequant(w, bits, group, asym=True, signed_codes=True)[0]) and
-                                      rejected(dequant(w, bits, group, asym=True, no_min=True)[0]))
-                ok = err <= TOL and within and teeth and teeth2 and teeth3
+                teeth2 = group == K or rejected(dequant(w, bits, coarse[0], asym=asym, bf16=bf16)[0])
+                teeth3 = not asym or (rejected(dequant(w, bits, group, asym=True, signed_codes=True, bf16=bf16)[0]) and
+                                      rejected(dequant(w, bits, group, asym=True, no_min=True, bf16=bf16)[0]))
+                teeth4 = not bf16 or group == K or rejected(dequant(w, bits, group, asym=asym, swap_halves=True)[0])
+                ok = err <= TOL and within and teeth and teeth2 and teeth3 and teeth4
                 worst[bits] = max(worst.get(bits, 0), float((drift / np.abs(y32).max()).max()))
                 print(f"{'ok' if ok else 'FAIL'}: rows={rows} k={K} {quant}: rel err vs numpy dequant {err:.2e} (tol {TOL}), "
                       f"max |y - y_f32| / max|y_f32| {(drift.max() / np.abs(y32).max()):.3e}, within the rounding "
@@ -184,10 +212,11 @@ def main():
     for rows in (1, 7):
         x = rng.standard_normal((rows, K)).astype(np.float32)
         r = rng.standard_normal((rows, N)).astype(np.float32)
-        for bits, group, asym in ((8, 64, False), (4, 128, False), (8, 64, True), (4, 32, True)):
-            quant = f"int{bits}:group={group}" + (":asym" if asym else "")
+        for bits, group, asym, bf16 in ((8, 64, False, True), (4, 128, False, False), (8, 64, True, False),
+                                        (4, 32, True, True)):
+            quant = f"int{bits}:group={group}" + (":asym" if asym else "") + ("" if bf16 else ":scales=f32")
             got = run(mlc, work, emdl, weights, x, rows, quant, r)
-            wq, _ = dequant(w, bits, group, asym=asym)
+            wq, _ = dequant(w, bits, group, asym=asym, bf16=bf16)
             z = x.astype(np.float64) @ wq.T.astype(np.float64) + b
             ref = z / (1 + np.exp(-z)) + r
             err = np.abs(got - ref).max() / np.abs(ref).max()

@@ -164,6 +164,7 @@ static void test_qlinear_epilogue(void **state) {
     assert_true(compiled_frontend(&c, mlp_src, NULL, 0));
     c.prog.opts.quant_bits = 4;
     c.prog.opts.quant_group = 32;
+    c.prog.opts.quant_scheme = MLC_QS_BF16; /* the option's default */
     mlc_pipeline_options o = {.target = targets[t]};
     assert_true(mlc_pipeline_run(&c.prog, &c.diag, &o));
     char *s = NULL;

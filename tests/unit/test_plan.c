@@ -193,11 +193,12 @@ static void test_quantized(void **state) {
   mlc_define defs[6] = {{"vocab", "512"}, {"dim", "128"}, {"layers", "2"}, {"heads", "4"}, {"batch", "2"}, {"seq", "64"}};
   mlc_lower_options lo = {defs, 6, NULL, 0, true, 0, false}; /* no train step: --quantize implies --no-train */
   mlc_pipeline_options po = {0};
-  for (int asym = 0; asym < 2; asym++) {
+  for (int scheme = 0; scheme < 4; scheme++) { /* MLC_QS_ASYM | MLC_QS_BF16 */
+    bool asym = scheme & MLC_QS_ASYM, bf16 = scheme & MLC_QS_BF16;
     mlc_program q;
     mlc_program_init(&q, &a);
     assert_true(mlc_frontend_run(&q, &diag, "minillm.mdl", src, len, &lo, NULL));
-    q.opts.quant_bits = 4, q.opts.quant_group = 64, q.opts.quant_asym = asym;
+    q.opts.quant_bits = 4, q.opts.quant_group = 64, q.opts.quant_scheme = (uint8_t)scheme;
     assert_true(mlc_pipeline_run(&q, &diag, &po));
     uint8_t *b;
     size_t n;
@@ -210,18 +211,21 @@ static void test_quantized(void **state) {
       if (p->role != 4) continue;
       const mlc_plan_param *w = &pl->params[p->flat_offset];
       assert_true(p->a == 4 && p->b == 64 && p->shape.dtype == 4);
-      assert_int_equal(p->init, asym ? MLC_PLAN_QUANT_ASYM : 0);
+      assert_int_equal(p->init, (asym ? MLC_PLAN_QUANT_ASYM : 0) | (bf16 ? MLC_PLAN_QUANT_BF16 : 0));
       assert_string_equal(p->name + strlen("quant:"), w->name);
-      assert_int_equal(p->shape.dims[1], w->shape.dims[1] / 8 + (asym ? 2 : 1) * (w->shape.dims[1] / 64));
+      int64_t groups = w->shape.dims[1] / 64; /* even here: bf16's halves fill whole words */
+      assert_int_equal(p->shape.dims[1], w->shape.dims[1] / 8 + (asym ? 2 : 1) * groups / (bf16 ? 2 : 1));
       packed++, last = i;
     }
     assert_int_equal(packed, 2 * 4 + 1); /* per layer: in_proj, out_proj, two ffn linears; and the head */
     mlc_plan_free(pl);
-    if (asym) { /* the head's packed weight said to be symmetric: its words are the asymmetric form's */
-      q.params[last].quant_asym = false;
+    /* the head's packed weight said to have the other scheme (asymmetric or not, then bf16 scales or not):
+     * its words are this one's */
+    for (int flip = MLC_QS_ASYM; flip <= MLC_QS_BF16; flip <<= 1) {
+      q.params[last].quant_scheme ^= (uint8_t)flip;
       mlc_plan_encode(&q, namer, NULL, &b, &n);
       expect_loss(parse_copy(b, n, false), "a quantised weight does not match its f32 weight");
-      q.params[last].quant_asym = true;
+      q.params[last].quant_scheme ^= (uint8_t)flip;
     }
     /* the head's packed weight, pointed at a norm's weight instead */
     for (uint32_t i = 0; i < q.nparams; i++)
