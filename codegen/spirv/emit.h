@@ -116,7 +116,7 @@ bool sv_emit_fused(sv *s);     /* FUSED: an elementwise program, or a GEMM with 
  * accumulator acc of output element `at` (flat index) in dtype epi_dt. */
 typedef void (*sv_epi_fn)(sv *s, void *ctx, uint32_t at, uint32_t acc, uint32_t *lo, uint32_t *hi);
 bool sv_emit_gemm_of(sv *s, int op, const mlc_type *otype, sv_epi_fn epi, void *ctx, int epi_dt);
-/* qlinear of inputs 0 and 1 (emit_qlinear.c; asym: the asymmetric packing), storing through epi as
+/* qlinear of inputs 0 and 1 (emit_qlinear.c; scheme: ir/ir.h's MLC_QS_* flags), storing through epi as
  * sv_emit_gemm_of does. */
 bool sv_emit_qlinear_of(sv *s, int bits, int group, int scheme, sv_epi_fn epi, void *ctx, int epi_dt);
 

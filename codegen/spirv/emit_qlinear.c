@@ -3,8 +3,9 @@
  * a word, int4 eight, element j in bits [bits (j % per), +bits), two's
  * complement; asymmetric: unsigned), then a scale per group of k (and,
  * asymmetric, a min per group), bf16 (two to a word; asymmetric, a group's
- * scale and min in one word) or f32 (a word each, the mins after the scales).  A word of codes lies inside one group
- * (groups are multiples of 8), so its codes' sum is scaled once; the
+ * scale and min in one word) or f32 (a word each, the mins after the
+ * scales).  A word of codes lies inside one group (groups are multiples of
+ * 8), so its codes' sum is scaled once; the
  * asymmetric form adds the group's min times the word's sum of x
  * (sum (lo + code s) x = s sum code x + lo sum x).  Dequantised in
  * registers: no f32 weight is formed.
@@ -124,8 +125,8 @@ static void rows(sv *s, const qshape *q) {
 
 bool sv_emit_qlinear_of(sv *s, int bits, int group, int scheme, sv_epi_fn epi, void *ctx, int epi_dt) {
   const mlc_type *x = sv_in(s, 0), *w = sv_in(s, 1);
-  qshape q = {.bits = bits, .group = group, .asym = scheme & MLC_QS_ASYM, .bf16 = scheme & MLC_QS_BF16, .K = x->dim[x->rank - 1], .N = w->dim[0],
-              .odt = epi ? epi_dt : MLC_DT_F32, .epi = epi, .ctx = ctx};
+  qshape q = {.bits = bits, .group = group, .asym = scheme & MLC_QS_ASYM, .bf16 = scheme & MLC_QS_BF16,
+              .K = x->dim[x->rank - 1], .N = w->dim[0], .odt = epi ? epi_dt : MLC_DT_F32, .epi = epi, .ctx = ctx};
   q.per = 32 / q.bits;
   q.M = mlc_type_numel(x) / q.K;
   q.cw = q.K * q.bits / 32;
