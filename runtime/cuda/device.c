@@ -54,7 +54,7 @@ typedef struct {
   mlc_cuda_flush flush;     /* before each timed launch, on request: the L2 emptied */
   char name[256];
   int cc_major, cc_minor, sms;
-  bool no_graphs;           /* record_begin refuses: MLC_CUDA_GRAPHS is not 1 */
+  bool no_graphs;           /* record_begin refuses: MLC_CUDA_GRAPHS=0 */
   bool pdl;                 /* programmatic dependent launch: sm_90 and later, unless MLC_CUDA_PDL=0 */
 } cuda_dev;
 
@@ -507,7 +507,7 @@ static mlc_status code_from_plan(cuda_dev *d, const mlc_plan *pl) {
  * mode: the capture refuses nothing the launches do), instantiated once. */
 static mlc_status cu_record_begin(mlc_device *base) {
   cuda_dev *d = (cuda_dev *)base;
-  if (d->no_graphs) return mlc_status_make(MLC_UNIMPLEMENTED, "CUDA graphs are off (MLC_CUDA_GRAPHS=1 turns them on)");
+  if (d->no_graphs) return mlc_status_make(MLC_UNIMPLEMENTED, "CUDA graphs are off (MLC_CUDA_GRAPHS=0)");
   d->cur = 0;
   d->stream = d->streams[0];
   return CK(d, cuStreamBeginCapture(d->stream, 2 /* CU_STREAM_CAPTURE_MODE_RELAXED */));
@@ -549,10 +549,11 @@ mlc_status mlc_cuda_device_create(const mlc_cuda_code *code, mlc_allocator a, ml
   d->base.vt = &cuda_vt;
   d->base.a = a;
   d->code = *code;
-  /* Recorded launches are opt-in until they have run on a GPU (written in
-   * session 19 without one): MLC_CUDA_GRAPHS=1. */
+  /* Recorded launches are on unless MLC_CUDA_GRAPHS=0 (opt-in until
+   * 2026-12-06, when every CUDA op case and cuda_minillm.py --small passed
+   * with them on an H100: bench/results/h100-2026-12-06.md, session 30). */
   const char *graphs = getenv("MLC_CUDA_GRAPHS");
-  d->no_graphs = !graphs || strcmp(graphs, "1");
+  d->no_graphs = graphs && !strcmp(graphs, "0");
   mlc_status st = code->plan ? code_from_plan(d, code->plan) : NULL;
   if (st) { cu_destroy(&d->base); return st; }
   code = &d->code;
