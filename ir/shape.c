@@ -768,7 +768,7 @@ static const char *fused_skip(const char *s) {
   return s;
 }
 
-/* "op(args)", "cast.dt(args)", "qlinear.bits.group[.asym](args)" or "rmsnorm.eps(args)" instructions separated by ";". */
+/* "op(args)", "cast.dt(args)", "qlinear.bits.group[.asym][.sf32](args)" or "rmsnorm.eps(args)" instructions separated by ";". */
 static bool fused_parse(rule_ctx *c, mlc_fused_prog *pr) {
   const char *s = c->n->a.name;
   if (!s) return fail(c, "fused node without a program");

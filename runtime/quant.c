@@ -4,11 +4,12 @@
 #include <math.h>
 #include <string.h>
 
-/* x in bf16, rounded away from zero (up: true) or toward it; its bits in the low 16.  NaN and inf keep theirs. */
+/* x in bf16, rounded away from zero (up: true) or toward it; its bits in the low 16.  NaN and inf keep theirs;
+ * a finite x stays finite (away from zero past the largest finite bf16: that one). */
 static uint32_t bf16_bits(float x, bool up) {
   uint32_t u;
   memcpy(&u, &x, sizeof u);
-  if (up && (u & 0xffffu) && (u & 0x7f800000u) != 0x7f800000u) u += 0x10000u; /* may carry into inf: still above x */
+  if (up && (u & 0xffffu) && (u & 0x7f800000u) != 0x7f800000u && ((u >> 16) & 0x7fffu) != 0x7f7fu) u += 0x10000u;
   return u >> 16;
 }
 static float bf16_value(uint32_t b) {
@@ -26,7 +27,7 @@ static float pack_sym(const float *row, int64_t g0, int group, int bits, bool bf
   uint32_t field = (1u << bits) - 1;
   float amax = 0;
   for (int64_t j = g0; j < g0 + group; j++) amax = fmaxf(amax, fabsf(row[j]));
-  float scale = amax > 0 ? amax / qmax : 1.0f;
+  float scale = amax / qmax > 0 ? amax / qmax : 1.0f; /* 1 for zeros, and where the quotient underflows */
   if (bf16) scale = bf16_value(bf16_bits(scale, true));
   for (int64_t j = g0; j < g0 + group; j++) {
     float q = nearbyintf(row[j] / scale);
@@ -47,7 +48,7 @@ static float pack_asym(const float *row, int64_t g0, int group, int bits, bool b
   for (int64_t j = g0; j < g0 + group; j++) lo = fminf(lo, row[j]), hi = fmaxf(hi, row[j]); /* NaNs left out */
   if (!(lo <= hi)) lo = hi = 0; /* every weight NaN */
   if (bf16) lo = bf16_value(bf16_bits(lo, lo < 0)); /* toward -inf */
-  float scale = hi > lo ? (hi - lo) / qmax : 1.0f;
+  float scale = (hi - lo) / qmax > 0 ? (hi - lo) / qmax : 1.0f; /* 1 for a constant group, and on underflow */
   if (bf16) scale = bf16_value(bf16_bits(scale, true));
   for (int64_t j = g0; j < g0 + group; j++) {
     float q = nearbyintf((row[j] - lo) / scale);

@@ -15,15 +15,21 @@
  * [-qmax, qmax], stored in two's complement; w is read back as code * scale.
  *
  * Asymmetric per group (llama.cpp's Q4_1 form): lo = min w, scale = (max w
- * - lo) / (2^bits - 1) (1 for a group whose max is its min), code =
+ * - lo) / (2^bits - 1) (1 for a group whose max is its min, or where the
+ * quotient underflows to 0), code =
  * round((w - lo) / scale) clamped to [0, 2^bits - 1], stored unsigned; w
  * is read back as lo + code * scale.
  *
  * In bf16, lo is rounded toward -inf, and the scale (computed from the
  * rounded lo) toward +inf, before the codes are made with them: every
  * weight of a group then lies in [lo, lo + qmax * scale] (symmetric: within
- * qmax * scale of 0), so clamping never moves a code, and each weight is
- * read back within scale / 2 (the rounded scale) as in f32.
+ * qmax * scale of 0), so clamping moves no code by more than f32 rounding,
+ * and each weight is read back within scale / 2 (the rounded scale) as in
+ * f32.  A value past bf16's largest finite one (3.39e38) is rounded to that
+ * one instead of to inf: such a group's lowest weights clamp to code 0.
+ * A group far from zero with a narrow range loses precision in bf16 (lo's
+ * rounding, up to 2^-8 |lo|, widens the range): weights centred on zero,
+ * the usual case, lose none.
  *
  * The codes round half to even.  A NaN weight takes no part in its group's
  * range; its code is -qmax (symmetric) or 0 (asymmetric: read back as lo). */

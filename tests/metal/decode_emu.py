@@ -54,8 +54,8 @@ def main():
     f32 = os.path.join(root, "examples", "minillm_causal.mdl")
     both, step = (("prefill", 21), ("step", 40)), (("step", 40),)
     models = (("f32", f32, 1e-5, [], both), ("bf16", os.path.join(root, "bench", "minillm_causal_bf16.mdl"), 2e-2, [], step),
-              ("int8", f32, 1e-5, ["--quantize=int8"], step), ("int4", f32, 1e-5, ["--quantize=int4:group=32"], both),
-              ("int8asym", f32, 1e-5, ["--quantize=int8:asym"], step),
+              ("int8", f32, 1e-5, ["--quantize=int8:scales=f32"], step), ("int4", f32, 1e-5, ["--quantize=int4:group=32"], both),
+              ("int8asym", f32, 1e-5, ["--quantize=int8:asym:scales=f32"], step),
               ("int4asym", f32, 1e-5, ["--quantize=int4:group=32:asym"], both))
     failed = 0
     for dt, model, tol, extra, funcs in models:

@@ -93,7 +93,8 @@ def dequant(w, bits, group, swap_nibbles=False, asym=False, signed_codes=False, 
         lo, hi = np.nanmin(g, axis=2, keepdims=True), np.nanmax(g, axis=2, keepdims=True)
         if bf16:
             lo = to_bf16(lo, lo < 0)  # toward -inf
-        scale = np.where(hi > lo, (hi - lo) / qmax, np.float32(1)).astype(np.float32)
+        q0 = ((hi - lo) / qmax).astype(np.float32)
+        scale = np.where(q0 > 0, q0, np.float32(1)).astype(np.float32)  # 1 for a constant group, and on underflow
         if bf16:
             scale = to_bf16(scale, True)
         q = np.nan_to_num(np.clip(np.round((g - lo) / scale), 0, qmax), nan=0).astype(np.float32)
@@ -104,7 +105,8 @@ def dequant(w, bits, group, swap_nibbles=False, asym=False, signed_codes=False, 
     else:
         qmax = 127.0 if bits == 8 else 7.0
         amax = np.abs(g).max(axis=2, keepdims=True)
-        scale = np.where(amax > 0, amax / np.float32(qmax), np.float32(1)).astype(np.float32)
+        q0 = (amax / np.float32(qmax)).astype(np.float32)
+        scale = np.where(q0 > 0, q0, np.float32(1)).astype(np.float32)  # 1 for zeros, and on underflow
         if bf16:
             scale = to_bf16(scale, True)
         q = np.clip(np.round(g / scale), -qmax, qmax).astype(np.float32)
@@ -160,7 +162,8 @@ def main():
         w[3, :32] = 0  # a group of zeros: scale 1, codes 0
         w[5, 7] = 1.0  # an outlier: its group's scale grows
         if asym:  # groups of 32 that the asymmetric form reads back in their own way
-            w[7, 32:64] = 0.03                      # constant: scale 1, codes 0, read back as lo exactly
+            w[7, 32:64] = 0.03                      # constant: f32 scales: scale 1, codes 0, read back as lo exactly;
+            #                                         bf16: lo rounded down, a tiny scale, within half a step
             w[9, 64:96] = -np.abs(w[9, 64:96])      # negative only: lo < hi <= 0
             w[11, 96:128] = np.abs(w[11, 96:128])   # positive only: 0 <= lo < hi
         weights = os.path.join(work, "w.safetensors")

@@ -175,8 +175,8 @@ static void test_corrupt(void **state) {
   free(c);
 }
 
-/* --quantize int4:group=64[:asym]: each packed weight travels as role 4
- * with its bits, group, scheme (init: 0 or MLC_PLAN_QUANT_ASYM) and f32
+/* --quantize int4:group=64[:asym][:scales=f32]: each packed weight travels as role 4
+ * with its bits, group, scheme (init: MLC_PLAN_QUANT_ASYM | MLC_PLAN_QUANT_BF16 flags) and f32
  * weight, and the reader refuses one whose f32 weight does not match it,
  * or whose words do not match its scheme. */
 static void test_quantized(void **state) {

@@ -173,6 +173,23 @@ static void test_read_back(void **state) {
       }
 }
 
+/* bf16's ends: a min past the largest finite bf16 stays finite (its weight clamps to code 0), and a group of
+ * denormals whose scale underflows gets scale 1. */
+static void test_bf16_edges(void **state) {
+  (void)state;
+  const float w[16] = {-3.4e38f, 0, 1, 2, 3, 4, 5, 6, 0x1p-149f, 0x1p-149f, 0x1p-149f, 0x1p-149f, 0x1p-149f, 0x1p-149f,
+                       0x1p-149f, 0x1p-148f};
+  int32_t out[4];
+  mlc_quant_pack(w, 1, 16, 4, 8, ASYM | BF16, out);
+  assert_int_equal((uint32_t)out[2] >> 16, 0xff7fu); /* -3.3895e38, not -inf */
+  float step;
+  for (int j = 0; j < 16; j++) assert_true(isfinite(read_back(out, 16, 4, 8, ASYM | BF16, 0, j, &step)));
+  assert_true(read_back(out, 16, 4, 8, ASYM | BF16, 0, 0, &step) == -0x1.fep127f);
+  assert_int_equal((uint32_t)out[3] & 0xffffu, 0x3f80u); /* the denormals' scale: 1 */
+  mlc_quant_pack(w + 8, 1, 8, 4, 8, BF16, out); /* symmetric: amax / 7 underflows */
+  assert_int_equal((uint32_t)out[1] & 0xffffu, 0x3f80u);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_asym_int4),
@@ -181,6 +198,7 @@ int main(void) {
       cmocka_unit_test(test_bf16_sym_int4),
       cmocka_unit_test(test_bf16_asym_int4),
       cmocka_unit_test(test_read_back),
+      cmocka_unit_test(test_bf16_edges),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
