@@ -35,6 +35,7 @@ static const struct option spirv_options[] = {
 static const struct option cuda_options[] = {
   {"cuda-gemm-tile", required_argument, 0, MLC_OPT_CODEGEN},
   {"cuda-gemv-ks", required_argument, 0, MLC_OPT_CODEGEN},
+  {"cuda-sms", required_argument, 0, MLC_OPT_CODEGEN},
   {0, 0, 0, 0},
 };
 
@@ -76,7 +77,10 @@ static const mlc_driver_target targets[] = {
       "                        cooperative kernel, 128 x 256 tiles, ST stages (2-4); cs,ST: the same\n"
       "                        with its stores by TMA (not yet run on a GPU)\n"
       "      --cuda-gemv-ks N  (cuda) warps per output column (1, 2, 4 or 8) of every linear of at most 4\n"
-      "                        rows (a decode step's), in place of the rule (for measuring it)\n",
+      "                        rows (a decode step's), in place of the rule (for measuring it)\n"
+      "      --cuda-sms N      (cuda) the multiprocessors of the GPU the kernels are for (default 132: an\n"
+      "                        H100 SXM's, an H200's; 114 on an H100 PCIe): the persistent kernels take\n"
+      "                        one block each, and the GEMM tile rule counts its waves in them\n",
 #ifdef MLC_HAVE_CUDA
     .build_bytes = sizeof(mlc_cuda_build), .build = mlc_cuda_target_build, .write = mlc_cuda_target_write,
     .open = mlc_cuda_target_open, .release = mlc_cuda_target_release, .calibrate = mlc_calibrate_gpu,

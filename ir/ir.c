@@ -225,6 +225,16 @@ bool mlc_options_set(mlc_options *o, const char *name, const char *value, char *
     o->cuda_gemv_ks = (int8_t)ks;
     return true;
   }
+  if (!strcmp(name, "cuda-sms")) {
+    int sms, n;
+    if (sscanf(v, "%d%n", &sms, &n) != 1 || v[n] || sms < 1 || sms > 1024) {
+      snprintf(err, errn, "--cuda-sms %s: expected the GPU's multiprocessors, 1 to 1024 (132 on an H100 SXM or an "
+               "H200, 114 on an H100 PCIe; nvidia-smi -q or deviceQuery says)", v);
+      return false;
+    }
+    o->cuda_sms = (int16_t)sms;
+    return true;
+  }
   if (!strcmp(name, "cuda-gemm-tile")) {
     int t[4] = {0}, n;
     /* the persistent kernels, ST stages: pp (ping-pong, 128 x 128 a consumer) or co (cooperative, 128 x 256) */
@@ -344,6 +354,7 @@ void mlc_options_print(FILE *out, const mlc_options *o) {
     fprintf(out, " --cuda-gemm-tile=%d,%d,%d,%d", o->cuda_gemm_tile[0], o->cuda_gemm_tile[1], o->cuda_gemm_tile[2],
             o->cuda_gemm_tile[3]);
   if (o->cuda_gemv_ks) fprintf(out, " --cuda-gemv-ks=%d", o->cuda_gemv_ks);
+  if (o->cuda_sms) fprintf(out, " --cuda-sms=%d", o->cuda_sms);
   char b[32];
   if (o->memory_budget) fprintf(out, " --memory-budget=%s", mlc_bytes_str(b, sizeof b, (double)o->memory_budget));
   if (o->cpu) fprintf(out, " --cpu=%s", o->cpu);

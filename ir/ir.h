@@ -307,6 +307,9 @@ typedef struct {
                                     at most 4 rows (0: emit_gemm.c's rule; for measuring it) */
   int16_t cuda_gemm_tile[4];     /* --cuda-gemm-tile=BN,ST,OCC,LAG for every bf16/f16 wgmma GEMM (all
                                     zero: the tile table's; bench/gemm_tune.py measures with it) */
+  int16_t cuda_sms;              /* --cuda-sms=N: the multiprocessors the CUDA kernels are sized for (the
+                                    persistent kernels' grids, the GEMM tile rule's waves); 0: 132, an H100
+                                    SXM's and an H200's (codegen/cuda/cuda_cc.h, cc_cuda_sms) */
   int64_t memory_budget;         /* --memory-budget (or the train block's memory_budget =): the bytes a
                                     training session may hold; the recompute pass recomputes cheap
                                     activations, then whole layers' forwards, in the backward to stay

@@ -13,6 +13,13 @@ bool cc_emit_attention_kv(cc *c); /* attention_kv (emit_attention.c) */
 bool cc_emit_qlinear(cc *c);      /* qlinear, --quantize's (emit_qlinear.c) */
 bool cc_emit_quant(cc *c);        /* quant: x to FP8 under its amax's scale (emit_quant.c) */
 bool cc_emit_scaled_mm(cc *c);    /* scaled_mm: the FP8 GEMM (emit_gemm.c) */
+/* The multiprocessors the kernels are sized for (--cuda-sms; else an H100
+ * SXM's and an H200's 132): the persistent kernels' grids (a block each),
+ * the GEMM tile rule's waves.  A GPU with fewer runs the same kernels with
+ * a second round of blocks (--cuda-sms N avoids it); one with more leaves
+ * its extra multiprocessors idle in those kernels. */
+#define MLC_CUDA_SMS 132
+static inline int64_t cc_cuda_sms(const cc *c) { return c->p->opts.cuda_sms ? c->p->opts.cuda_sms : MLC_CUDA_SMS; }
 /* Whether mlc_attn_kv takes heads of dim d; else why not. */
 bool cc_attn_kv_fits(int64_t d, char *why, size_t whyn);
 

@@ -102,11 +102,6 @@
 #define MLC_ATTN_WG_STAGES 3
 #endif
 static uint32_t attn_wg_smem(int64_t d) { return (uint32_t)((1 + 2 * MLC_ATTN_WG_STAGES) * 256 * d + 16 * MLC_ATTN_WG_STAGES + 16 + 1024); }
-/* mlc_attn_fwd_wg is persistent: at most this many blocks (the multiprocessors of an H100/H200; a smaller GPU
- * runs the same work items, a block taking more of them), each taking one item of every gridDim.x. */
-#ifndef MLC_ATTN_FWD_SMS
-#define MLC_ATTN_FWD_SMS 132
-#endif
 typedef struct { int64_t w, mt, bk; } fwd_tile;
 static fwd_tile fwd_tile_of(bool causal, int64_t d) {
   if (d > 128) return (fwd_tile){4, 1, 32}; /* a warp's 16 rows of o: d / 2 registers a thread */
@@ -165,7 +160,7 @@ static void fwd_x(cc *c, int x, int64_t D, int64_t BH, int64_t SQ, int64_t SK, i
  * its place in [b, s, 3H, D]); a grid-stride launch of at most 16 blocks an SM. */
 static void dq_cvt(cc *c, const char *T, int64_t D, int64_t BH, int64_t S, int64_t H, const char *dq, const char *sc, bool fr) {
   int64_t N = BH * S * D, blocks = cc_ceil_div(N, 256 * (D % 4 ? 1 : 4)); /* 4 elements a thread where D % 4 == 0 */
-  cc_begin(c, (uint64_t)(blocks < 132 * 16 ? blocks : 132 * 16), 256, 0);
+  cc_begin(c, (uint64_t)(blocks < cc_cuda_sms(c) * 16 ? blocks : cc_cuda_sms(c) * 16), 256, 0);
   cc_printf(c, "  mlc_attn_cvt<%s, %lld, %lld, %lld, %d>(%s, out, %lldull, %s);\n", T, (long long)D, (long long)S, (long long)H,
             (int)fr, dq, (long long)N, sc);
   cc_end(c);
@@ -226,7 +221,8 @@ static void fwd_tc(cc *c, const char *T, int64_t D, int64_t BH, int64_t SQ, int6
       tm[i] = cc_tmap(c, H ? 0 : i, 0, 3, 2, dim, stride, box, 128);
     }
     int64_t items = BH * cc_ceil_div(SQ, 128);
-    cc_begin(c, (uint64_t)(items < MLC_ATTN_FWD_SMS ? items : MLC_ATTN_FWD_SMS), 384, attn_wg_smem(D));
+    /* persistent: a block a multiprocessor (cc_cuda_sms), each taking one item of every gridDim.x */
+    cc_begin(c, (uint64_t)(items < cc_cuda_sms(c) ? items : cc_cuda_sms(c)), 384, attn_wg_smem(D));
     cc_printf(c, "  mlc_attn_fwd_wg<%s, %lld, %d, %lld, %lld, %lld, %d, %d, %lld>(%s, %s, %s, %s, %s);\n", T, (long long)D,
               MLC_ATTN_WG_STAGES, (long long)BH, (long long)SQ, (long long)SK, causal, mode, (long long)H, args,
               cc_flit(c, scale * 1.4426950408889634), tm[0], tm[1], tm[2]);
@@ -446,7 +442,7 @@ static bool emit_grad(cc *c) {
  * row of the chunk, each (batch, head) taking the caches' rows before pos
  * and the chunk's own rows after, so the copy into the caches and the
  * reads need no order between them.  W is 4, or 16 where the blocks are
- * fewer than two a multiprocessor of the H100's 132 and a lane holds at
+ * fewer than two a multiprocessor (cc_cuda_sms: the H100's 132) and a lane holds at
  * most 4 elements (d <= 128), so a few blocks walk the keys in fewer
  * rounds.  Measured on the H100 (ncu, 2026-12-05, the MiniLLM's decode
  * step: 16 blocks, 17 keys): 8.8 us at 4 warps, 8.6 at 16; the time there
@@ -468,7 +464,7 @@ bool cc_emit_attention_kv(cc *c) {
     return cc_fail(c, "attention_kv of %lld x %lld rows over %lld cached is out of range for the CUDA kernel", (long long)BH,
                    (long long)SQ, (long long)SK);
   const char *T = cc_stype(c, qt->dtype);
-  const int W = BH * SQ < 2 * 132 && D <= 128 ? MLC_ATTN_KV_W_FEW : MLC_ATTN_KV_W;
+  const int W = BH * SQ < 2 * cc_cuda_sms(c) && D <= 128 ? MLC_ATTN_KV_W_FEW : MLC_ATTN_KV_W;
   cc_begin(c, (uint64_t)(BH * SQ), 32 * W, 0);
   cc_printf(c, "  mlc_attn_kv<%s, %lld, %lld, %lld, %d>(in0, in1, in2, (%s *)in3, (%s *)in4, in5, out, %s);\n", T, (long long)D,
             (long long)SQ, (long long)SK, W, T, T, cc_flit(c, c->n->a.f * 1.4426950408889634));

@@ -88,7 +88,6 @@ typedef struct {
 } gemm_cfg;
 
 /* The device code (cc_gemm_prelude) is codegen/cuda/gemm.cuh, embedded at build time. */
-#define GEMM_SMS 132 /* multiprocessors of an H100/H200; only steers the tile choice */
 #define GEMM_GROUP 8 /* tile-rows per rasterisation group */
 
 static int64_t gemm_tiles(const gemm_desc *d, int bm, int bn) {
@@ -152,22 +151,23 @@ static bool gemm_rows_even(const gemm_desc *d) {
  * quarters of a wave to one (a tile a multiprocessor, where 128 x 128 tiles would take two rounds: the MiniLLM's
  * out_proj dW, 2048 x 2048 x 8192, 0.087 ms against 0.118 on the 128 x 128 kernel and cuBLAS's 0.099 on an H100,
  * bench/results/h100-2026-12-06.md, session 27). */
-static bool gemm_cs_waves(const gemm_desc *d) {
+static bool gemm_cs_waves(const gemm_desc *d, int64_t sms) {
   int64_t t = gemm_tiles(d, 128, 256);
-  return t >= 2 * GEMM_SMS || (t >= GEMM_SMS * 3 / 4 && t <= GEMM_SMS);
+  return t >= 2 * sms || (t >= sms * 3 / 4 && t <= sms);
 }
 
-static gemm_cfg gemm_pick(const gemm_desc *d, int x, const mlc_options *o) {
+/* The kernel and tile for d; sms: the multiprocessors (cc_cuda_sms), which the waves are counted in. */
+static gemm_cfg gemm_pick(const gemm_desc *d, int x, const mlc_options *o, int64_t sms) {
   if (d->dt == MLC_DT_F32 && x) {
     /* wgmma from three quarters of a wave of 128 x 128 tiles (the MLP's 2000 x 1000: 128 tiles) */
-    if (gemm_tiles(d, 128, 128) >= GEMM_SMS * 3 / 4)
+    if (gemm_tiles(d, 128, 128) >= sms * 3 / 4)
       return (gemm_cfg){.tc = true, .wg = true, .x = x, .bm = 128, .bn = 128, .bk = 32, .wm = 2, .wn = 4, .st = 2};
-    if (gemm_tiles(d, 128, 64) >= GEMM_SMS)
+    if (gemm_tiles(d, 128, 64) >= sms)
       return (gemm_cfg){.tc = true, .x = x, .bm = 128, .bn = 64, .bk = 32, .wm = 4, .wn = 2, .st = 3};
     return (gemm_cfg){.tc = true, .x = x, .bm = 64, .bn = 64, .bk = 32, .wm = 2, .wn = 2, .st = 3};
   }
   if (d->dt == MLC_DT_F32) {
-    if (gemm_tiles(d, 128, 128) >= GEMM_SMS) return (gemm_cfg){.tm = 8, .tn = 8, .bk = 8};
+    if (gemm_tiles(d, 128, 128) >= sms) return (gemm_cfg){.tm = 8, .tn = 8, .bk = 8};
     return (gemm_cfg){.tm = 4, .tn = 4, .bk = 16};
   }
   /* sm_90a wgmma: 128 x BN x 64 tiles, edges zero-filled; rows of A and B
@@ -179,12 +179,12 @@ static gemm_cfg gemm_pick(const gemm_desc *d, int x, const mlc_options *o) {
      * every shape of bench/gemm_shapes.py on the H200, it was best or level at 16 of 18 (up to 8 % ahead,
      * bias epilogues and ragged edges included); with this rule the MiniLLM's 15 shapes run at 1.00-1.22x
      * cuBLAS (bench/results/h200-2026-12-04.md) */
-    if (d->N >= 256 && d->N % 8 == 0 && gemm_cs_waves(d) && mlc_gemm_batch(d) == 1)
+    if (d->N >= 256 && d->N % 8 == 0 && gemm_cs_waves(d, sms) && mlc_gemm_batch(d) == 1)
       return (gemm_cfg){.tc = true, .wg = true, .bm = 128, .bn = 256, .bk = 64, .wm = 2, .wn = 4, .st = 4, .lag = 1, .pp = true,
                         .ts = true};
-    if (d->N >= 256 && gemm_tiles(d, 128, 256) >= 2 * GEMM_SMS)
+    if (d->N >= 256 && gemm_tiles(d, 128, 256) >= 2 * sms)
       return (gemm_cfg){.tc = true, .wg = true, .bm = 128, .bn = 256, .bk = 64, .wm = 2, .wn = 4, .st = 4, .lag = 1};
-    if (gemm_tiles(d, 128, 128) >= GEMM_SMS)
+    if (gemm_tiles(d, 128, 128) >= sms)
       return (gemm_cfg){.tc = true, .wg = true, .bm = 128, .bn = 128, .bk = 64, .wm = 2, .wn = 4, .st = 6, .lag = 1};
     /* under a wave of 128 x 128 tiles: the persistent kernel's 128 x 128 tiles (a block a tile, TMA loads; where
        TMA cannot load A or B, mlc_gemm_wg at the same tile) rather than 64 x 64 mma.sync tiles.  On an H100
@@ -193,9 +193,9 @@ static gemm_cfg gemm_pick(const gemm_desc *d, int x, const mlc_options *o) {
     if (mlc_gemm_batch(d) == 1)
       return (gemm_cfg){.tc = true, .wg = true, .bm = 128, .bn = 128, .bk = 64, .wm = 2, .wn = 4, .st = 6, .lag = 1, .pp = true};
   }
-  if (gemm_tiles(d, 128, 256) >= 2 * GEMM_SMS && d->N >= 256)
+  if (gemm_tiles(d, 128, 256) >= 2 * sms && d->N >= 256)
     return (gemm_cfg){.tc = true, .bm = 128, .bn = 256, .bk = 32, .wm = 2, .wn = 4, .st = 4};
-  if (gemm_tiles(d, 128, 128) >= GEMM_SMS)
+  if (gemm_tiles(d, 128, 128) >= sms)
     return (gemm_cfg){.tc = true, .bm = 128, .bn = 128, .bk = 32, .wm = 2, .wn = 4, .st = 4};
   return (gemm_cfg){.tc = true, .bm = 64, .bn = 64, .bk = 32, .wm = 2, .wn = 2, .st = 3};
 }
@@ -204,21 +204,21 @@ static gemm_cfg gemm_pick(const gemm_desc *d, int x, const mlc_options *o) {
  * k-steps (its prologue and store), a wave of them runs at once, and the
  * partials move at about 3 TB/s, a k-step being about 57 ns (2 * 128 * 128
  * FLOP at 75 TFLOP/s over 132 multiprocessors). */
-static double split_cost(const gemm_desc *d, int64_t s) {
-  int64_t tiles = gemm_tiles(d, 128, 128) * s, waves = cc_ceil_div(tiles, GEMM_SMS);
+static double split_cost(const gemm_desc *d, int64_t s, int64_t sms) {
+  int64_t tiles = gemm_tiles(d, 128, 128) * s, waves = cc_ceil_div(tiles, sms);
   double steps = (double)waves * (double)(d->K / s + 64);
   if (s > 1) steps += (double)(s + 1) * (double)d->M * (double)d->N * 4 / 3e12 / 57e-9;
   return steps;
 }
 
 /* The slices of K for d under g (see the opening comment): 1, or S. */
-static int64_t gemm_split(const gemm_desc *d, const gemm_cfg *g, bool fused) {
+static int64_t gemm_split(const gemm_desc *d, const gemm_cfg *g, bool fused, int64_t sms) {
   if (fused || d->dt != MLC_DT_F32 || !g->x || !d->a_km || d->b_nk || mlc_gemm_batch(d) != 1) return 1;
   int64_t best = 1;
-  double base = split_cost(d, 1), cost = base;
+  double base = split_cost(d, 1, sms), cost = base;
   for (int64_t s = 2; s <= 64 && d->K / s >= 128; s++) {
     if (d->K % s) continue;
-    double t = split_cost(d, s);
+    double t = split_cost(d, s, sms);
     if (t < cost) cost = t, best = s;
   }
   return cost < 0.75 * base ? best : 1;
@@ -295,7 +295,7 @@ static void gemm_emit_one(cc *c, const gemm_desc *d, const gemm_cfg *g, const ml
   }
   if (g->pp && tma) { /* persistent: a block a multiprocessor, 384 threads */
     int64_t tiles = tmn * tnn;
-    cc_begin(c, (uint64_t)(tiles < GEMM_SMS ? tiles : GEMM_SMS), 384, (uint32_t)gemm_smem(d, g));
+    cc_begin(c, (uint64_t)(tiles < cc_cuda_sms(c) ? tiles : cc_cuda_sms(c)), 384, (uint32_t)gemm_smem(d, g));
     cc_printf(c, "  extern __shared__ __align__(16) unsigned char mlc_gemm_sm[];\n");
     cc_printf(c, "  typedef mlc_gemm_pp<%s, %d, %d, %s, %s, %lldLL, %lldLL, %lldLL, %d%s> G;\n", cc_stype(c, d->dt), g->bn, g->st,
               d->a_km ? "true" : "false", d->b_nk ? "true" : "false", (long long)d->M, (long long)d->N, (long long)d->K,
@@ -426,8 +426,8 @@ bool cc_emit_gemm(cc *c) {
   }
   if (fused && pr.gemm > 0) /* fuse.c: gemv_prologue_rows, GEMV_ROWS here */
     return cc_bug(c, "a GEMM of %lld rows with a prologue: only matrix-vector products take one", (long long)d.M);
-  gemm_cfg g = gemm_pick(&d, cc_f32_products(c), &c->p->opts);
-  gemm_emit_cfg(c, &d, &g, fused ? &pr : NULL, gemm_split(&d, &g, fused));
+  gemm_cfg g = gemm_pick(&d, cc_f32_products(c), &c->p->opts, cc_cuda_sms(c));
+  gemm_emit_cfg(c, &d, &g, fused ? &pr : NULL, gemm_split(&d, &g, fused, cc_cuda_sms(c)));
   return true;
 }
 
@@ -471,7 +471,7 @@ bool cc_emit_scaled_mm(cc *c) {
     const uint32_t box[2] = {64, 128};
     const char *ma = cc_tmap(c, 0, 0, 2, 2, da, st, box, 128), *mb = cc_tmap(c, 1, 0, 2, 2, db, st, box, 128);
     int64_t tiles = cc_ceil_div(M, 128) * cc_ceil_div(N, 128);
-    cc_begin(c, (uint64_t)(tiles < GEMM_SMS ? tiles : GEMM_SMS), 384, (uint32_t)gemm_smem(&d, &g));
+    cc_begin(c, (uint64_t)(tiles < cc_cuda_sms(c) ? tiles : cc_cuda_sms(c)), 384, (uint32_t)gemm_smem(&d, &g));
     cc_printf(c, "  extern __shared__ __align__(16) unsigned char mlc_gemm_sm[];\n");
     cc_printf(c, "  typedef mlc_gemm_pp<%s, 128, %d, false, true, %lldLL, %lldLL, %lldLL, %d> G;\n%s", P, g.st, (long long)M,
               (long long)N, (long long)(K / 2), GEMM_GROUP, epi);
