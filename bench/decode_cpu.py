@@ -15,8 +15,9 @@ argmax ties likely, so its tokens are counted, not required to agree.
 
 With --torch-device cuda it also prints the bandwidth limit of a decode
 step: the bytes a token reads (every parameter but the embedding table, of
-which one row, plus the valid rows of both caches of every layer at the
-decode's mean position) over the device's copy bandwidth, measured in the
+which one row, with --quantize each linear's weight in its packed form,
+plus the valid rows of both caches of every layer at the decode's mean
+position) over the device's copy bandwidth, measured in the
 same call (a 2 GiB device-to-device copy, read plus written bytes, median of
 10), and mlc's fraction of that limit.
 
@@ -111,11 +112,27 @@ def copy_bandwidth(device):
     return 2 * src.numel() * src.element_size() / ts[len(ts) // 2]
 
 
-def token_bytes(model, cfg, mean_pos):
-    """Bytes one decode step reads: the parameters (one row of the embedding) and both caches' valid rows."""
+def quant_row_bytes(k, quantize):
+    """Bytes of one packed row of k weights under --quantize Q (runtime/quant.h: the codes, then the scales and,
+    asymmetric, the mins, bf16 two to a word unless :scales=f32)."""
+    parts = quantize.split(":")
+    bits = int(parts[0][3:])
+    group = next((int(x[6:]) for x in parts[1:] if x.startswith("group=")), 128)
+    halves = (2 if "asym" in parts[1:] else 1) * (k // group)
+    return 4 * (k * bits // 32 + (halves if "scales=f32" in parts[1:] else (halves + 1) // 2))
+
+
+def token_bytes(model, cfg, mean_pos, quantize=None):
+    """Bytes one decode step reads: the parameters (one row of the embedding; with --quantize every linear's
+    weight, the 2-D parameters but the embedding, in its packed form) and both caches' valid rows."""
     b = 0
     for name, p in model.named_parameters():
-        b += (p.shape[-1] if name == "embed.weight" else p.numel()) * p.element_size()
+        if name == "embed.weight":
+            b += p.shape[-1] * p.element_size()
+        elif quantize and p.dim() == 2:
+            b += p.shape[0] * quant_row_bytes(p.shape[1], quantize)
+        else:
+            b += p.numel() * p.element_size()
     es = model.embed.weight.element_size()
     return b + 2 * cfg["layers"] * mean_pos * cfg["dim"] * es
 
@@ -179,7 +196,7 @@ def main():
     print(f"decode mlc/torch (median of {a.runs}): {ratios[len(ratios) // 2]:.2f}x")
     if a.torch_device == "cuda":
         bw = copy_bandwidth(a.torch_device)
-        tb = token_bytes(model, cfg, a.prompt_len + a.new / 2)
+        tb = token_bytes(model, cfg, a.prompt_len + a.new / 2, a.quantize)
         limit = tb / bw
         med = sorted(decs)[len(decs) // 2]
         print(f"bandwidth: copy {bw / 1e12:.3f} TB/s; {tb / 1e9:.4f} GB a token; limit {limit * 1e3:.4f} ms a token; "
