@@ -1561,10 +1561,10 @@ template <int BITS, int MB, long long M, long long N, long long K, long long G, 
     for (long long c = w * SPAN + lane; c < hi; c += 32) {
       const long long k0 = c * PER;
       float code[C][PER], s[C], lo[C];
+      const long long g = k0 / G; // the word's group
 #pragma unroll
       for (int j = 0; j < C; j++) {
         const unsigned u = __ldg(row[j] + c) ^ FLIP;
-        const long long g = k0 / G;
         if constexpr (BF16 && ASYM) {
           const unsigned t = __ldg(row[j] + CW + g); // the scale low, the min high
           s[j] = __uint_as_float(t << 16), lo[j] = __uint_as_float(t & 0xffff0000u);
