@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# On the GPU machine (device tool), session 31 (2026-12-06/07).
+#  1. tests/ref/quant.py --target cuda: 935000d's hoist in mlc_qgemv (the
+#     word's group once a word) had not run on a GPU.
+#  2. On an H200: bench/h200_s28.sh (issue 24, mlc's verdicts against ncu's).
+#     On any other GPU: bench/spirv_gpu_time.sh (issue 23: the SPIR-V GEMM
+#     timed by the host and by GPU timestamps, beside cuBLAS; quant.py
+#     --target spirv on NVIDIA's driver).
+#  PART overrides the choice in 2 ("ncu", "spirv" or both).
+# Carry build-gpu/{mlc,lib,codegen/cuda/mlc_opcheck,runtime/libmlcrt.a},
+# .yardstick, .gl.  Logs under $OUT.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+dest=${OUT:-/tmp/mlc-s31}
+mkdir -p "$dest/quant"
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader)
+echo "GPU: $gpu; commit ${COMMIT:-?}"
+rc=0
+(. tests/gpu/env.sh /tmp/s31-quant
+ nvidia-smi > $dest/quant/nvidia-smi.log 2>&1
+ timeout 150 python3 tests/ref/quant.py build-gpu/mlc /tmp/s31-quant/w --target cuda > $dest/quant/quant_cuda.log 2>&1) || rc=1
+echo "quant.py --target cuda: $(grep -c '^ok' $dest/quant/quant_cuda.log) ok, $(grep -c '^FAIL' $dest/quant/quant_cuda.log) FAIL"
+grep -E '^FAIL' $dest/quant/quant_cuda.log | head -4 | cut -c1-200
+part=${PART:-}
+[ -n "$part" ] || { if echo "$gpu" | grep -q H200; then part=ncu; else part=spirv; fi; }
+for p in $part; do
+  case $p in
+  ncu) OUT=$dest/ncu COMMIT=${COMMIT:-?} bash bench/h200_s28.sh || rc=1 ;;
+  spirv) OUT=$dest/spirv bash bench/spirv_gpu_time.sh || rc=1 ;;
+  esac
+done
+echo "rc=$rc"
+exit $rc
