@@ -2,6 +2,8 @@
 # On the GPU machine (device tool), session 31 (2026-12-06/07).
 #  1. tests/ref/quant.py --target cuda: 935000d's hoist in mlc_qgemv (the
 #     word's group once a word) had not run on a GPU.
+#  1b. bench/proto/decode_persist.cu (issue 29: the decode step's GEMVs as
+#     one launch each or as one persistent kernel), twice.
 #  2. On an H200: bench/h200_s28.sh (issue 24, mlc's verdicts against ncu's).
 #     On any other GPU: bench/spirv_gpu_time.sh (issue 23: the SPIR-V GEMM
 #     timed by the host and by GPU timestamps, beside cuBLAS; quant.py
@@ -21,6 +23,12 @@ rc=0
  timeout 150 python3 tests/ref/quant.py build-gpu/mlc /tmp/s31-quant/w --target cuda > $dest/quant/quant_cuda.log 2>&1) || rc=1
 echo "quant.py --target cuda: $(grep -c '^ok' $dest/quant/quant_cuda.log) ok, $(grep -c '^FAIL' $dest/quant/quant_cuda.log) FAIL"
 grep -E '^FAIL' $dest/quant/quant_cuda.log | head -4 | cut -c1-200
+# issue 29: bench/proto/decode_persist.cu (one launch a GEMV against one persistent kernel a step)
+mkdir -p $dest/proto
+(export PATH=$PATH:/usr/local/cuda/bin
+ nvcc -O3 -arch sm_90a -std=c++17 bench/proto/decode_persist.cu -o /tmp/s31-dp && for r in 1 2; do timeout 60 /tmp/s31-dp; done) \
+  > $dest/proto/decode_persist.log 2>&1 || rc=1
+cat $dest/proto/decode_persist.log
 part=${PART:-}
 [ -n "$part" ] || { if echo "$gpu" | grep -q H200; then part=ncu; else part=spirv; fi; }
 for p in $part; do
