@@ -7,6 +7,8 @@
 #     submit, the GPU's work and the fence's wait, as the sweep timed it)
 #     and by `mlc profile` (the kernel's GPU timestamps), beside cuBLAS
 #     (torch.matmul between CUDA events) in the same call.
+#  3. The MiniLLM bf16 forward on SPIR-V (KHR), both attentions, and eager
+#     PyTorch's.
 #  2. tests/ref/quant.py --target spirv (the qlinear kernels, bf16 and f32
 #     scales, their epilogues) on NVIDIA's driver.
 # Carry .gl (libvulkan1), build-gpu/mlc, build-gpu/lib.  Logs in $OUT.
@@ -42,6 +44,16 @@ for dt in bf16 f16; do
     echo "$dt $tile: host $(grep -o 'median [0-9.]* ms, min [0-9.]*' $l.bench.log); kernel $(grep -E '^matmul' $l.profile.log | awk '{print "avg", $5, "ms"}')"
   done
 done
+# 3. the MiniLLM bf16 forward (issue 23's forward_minillm_bf16): KHR GEMMs, the default attention and
+#    --spirv-attention=coopmat; eager PyTorch beside it
+for attn in default coopmat; do
+  a=; [ $attn = default ] || a=--spirv-attention=$attn
+  timeout 90 $mlc bench bench/minillm_bf16.mdl --target spirv --spirv-coopmat=khr $a \
+    --runs 10 --warmup 2 > $out/minillm_spirv_$attn.log 2>&1 || rc=1
+  echo "minillm forward spirv khr, attention $attn: $(grep -o 'median [0-9.]* ms, min [0-9.]*' $out/minillm_spirv_$attn.log)"
+done
+timeout 60 python3 bench/spirv_torch.py minillm --runs 10 > $out/minillm_torch.log 2>&1 || rc=1
+grep -v '^#' $out/minillm_torch.log | tail -3
 timeout 150 python3 tests/ref/quant.py $mlc /tmp/spv-quant --target spirv > "$out/quant_spirv.log" 2>&1 || rc=1
 echo "quant.py --target spirv: $(grep -c '^ok:' $out/quant_spirv.log) ok, $(grep -c '^FAIL' $out/quant_spirv.log) FAIL"
 grep -E '^FAIL|no spirv' "$out/quant_spirv.log" | head -4 | cut -c1-200
