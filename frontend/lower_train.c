@@ -343,8 +343,11 @@ static void lower_train_config(mlc_lowerer *L, const mlc_ast_train *t, mlc_insta
     else if (mm && nrest == 0) { /* precision(f32_matmul=...) or precision(matmul=fp8) alone */ }
     else if (mlc_bind(L, &c, spec, 2, v, pr) && mlc_want_dtype(L, v[0], mlc_arg_loc(&c, spec, 2, 0), "param", &tc->param_dtype)) {
       tc->reduce_dtype = MLC_DT_F32;
-      if (pr[1]) mlc_want_dtype(L, v[1], mlc_arg_loc(&c, spec, 2, 1), "reduce", &tc->reduce_dtype);
-      if (!mlc_dtype_is_float(tc->param_dtype) || !mlc_dtype_is_float(tc->reduce_dtype))
+      if (pr[1] && mlc_want_dtype(L, v[1], mlc_arg_loc(&c, spec, 2, 1), "reduce", &tc->reduce_dtype) &&
+          tc->reduce_dtype != MLC_DT_F32 && tc->reduce_dtype != MLC_DT_BF16 && tc->reduce_dtype != MLC_DT_F16)
+        mlc_error(L->d, mlc_arg_loc(&c, spec, 2, 1), "reduce=%s: sharded gradients are reduced in f32, bf16 or f16",
+                  mlc_dtype_name((mlc_dtype)tc->reduce_dtype));
+      else if (!mlc_dtype_is_float(tc->param_dtype))
         mlc_error(L->d, e->loc, "precision dtypes must be floating point (f32, bf16, f16)");
     }
   }

@@ -412,8 +412,16 @@ void mlc_func_add_output(mlc_program *p, mlc_func *f, const char *name, uint32_t
   f->outputs[f->noutputs++] = (mlc_output){name, node};
 }
 
+/* A reduce-scatter's result (this rank's rows of a gradient), or its cast
+ * to f32 (fsdp's reduce=bf16 or f16). */
+static bool reduced_shard(const mlc_func *f, uint32_t v) {
+  const mlc_node *x = &f->nodes[v];
+  return x->op == MLC_OP_REDUCE_SCATTER || (x->op == MLC_OP_CAST && f->nodes[x->in[0]].op == MLC_OP_REDUCE_SCATTER);
+}
+
 bool mlc_node_sharded(const mlc_program *p, const mlc_func *f, const mlc_node *n) {
-  if (n->op == MLC_OP_MUL) return f->nodes[n->in[0]].op == MLC_OP_REDUCE_SCATTER; /* fsdp's clipping of a gradient shard */
+  if (n->op == MLC_OP_MUL) return reduced_shard(f, n->in[0]); /* fsdp's clipping of a gradient shard */
+  if (n->op == MLC_OP_CAST && f->nodes[n->in[0]].op == MLC_OP_REDUCE_SCATTER) return true; /* reduce=bf16's f32 shard */
   if (n->op != MLC_OP_CAST && n->op != MLC_OP_ADAMW && n->op != MLC_OP_SGD) return false;
   const mlc_node *x = &f->nodes[n->in[0]];
   return x->op == MLC_OP_PARAM && p->params[x->a.param].sharded;

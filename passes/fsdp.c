@@ -26,6 +26,10 @@
  * ranks lands on this rank's rows of that buffer, in place), and the
  * optimizer updates the shard at once, so no unit's full gradient outlives
  * its reduce-scatter.  The "grad:<weight>" outputs of the unit's weights go.
+ * precision(reduce=bf16) (or f16) packs the gradients in that dtype
+ * instead, as FSDP2's MixedPrecisionPolicy(reduce_dtype=...) does: half the
+ * bytes on the wire; the reduced rows are cast back to f32 for the
+ * optimizer.
  *
  * clip_grad_norm = C is torch.nn.utils.clip_grad_norm_ over the whole
  * (unsharded) gradient, as without sharding (passes/optimizer.c): here the
@@ -128,21 +132,25 @@ static uint32_t weight(fsdp_ctx *c, uint32_t param, int phase, uint8_t dt) {
   return *v = add(c, MLC_OP_VIEW, &g, 1, &a, &t, scope);
 }
 
-/* Packs unit u's gradients into one flat f32 buffer, reduce-scatters it and
- * updates the shard (with clipping, clip() does that later); returns the
- * reduce-scatter. */
+/* Packs unit u's gradients into one flat buffer of the reduce dtype (f32
+ * unless precision(reduce=bf16 or f16)), reduce-scatters it and updates the
+ * shard (with clipping, clip() does that later); returns this rank's
+ * reduced rows in f32: the reduce-scatter, or its cast to f32, which the
+ * optimizer reads, as FSDP2 casts a reduced shard back to the master
+ * weights' dtype. */
 static uint32_t reduce(fsdp_ctx *c, uint32_t u, const uint32_t *grad_of, uint32_t *step) {
   unit *un = &c->units[u];
   mlc_program *p = c->p;
+  uint8_t dt = p->train.reduce_dtype == MLC_DT_BF16 || p->train.reduce_dtype == MLC_DT_F16 ? p->train.reduce_dtype : MLC_DT_F32;
   uint32_t *pieces = mlc_arena_alloc(p->arena, (2 * un->nweights + 2) * sizeof *pieces);
   uint32_t np = 0, zero = NONE;
   int64_t at = 0, total = mlc_gather_numel(un->rows);
-  mlc_type scalar = {.dtype = MLC_DT_F32, .rank = 0};
+  mlc_type scalar = {.dtype = dt, .rank = 0};
   for (uint32_t k = 0; k <= un->nweights; k++) {
     int64_t start = k < un->nweights ? p->params[un->weights[k]].flat_offset : total;
     if (start > at) { /* zeros in the padding */
       if (zero == NONE) zero = add(c, MLC_OP_CONST, NULL, 0, &(mlc_attrs){.f = 0}, &scalar, un->name);
-      mlc_type t = {.dtype = MLC_DT_F32, .rank = 1, .dim = {start - at}};
+      mlc_type t = {.dtype = dt, .rank = 1, .dim = {start - at}};
       pieces[np++] = add(c, MLC_OP_BROADCAST, &zero, 1, NULL, &t, un->name);
       at = start;
     }
@@ -151,12 +159,22 @@ static uint32_t reduce(fsdp_ctx *c, uint32_t u, const uint32_t *grad_of, uint32_
     int64_t n = mlc_type_numel(&p->params[w].type);
     mlc_type t = {.dtype = MLC_DT_F32, .rank = 1, .dim = {n}};
     if (grad_of[w] != NONE) { /* a weight the loss does not depend on keeps a zero gradient */
-      pieces[np++] = add(c, MLC_OP_RESHAPE, &grad_of[w], 1, NULL, &t, un->name);
+      uint32_t g = add(c, MLC_OP_RESHAPE, &grad_of[w], 1, NULL, &t, un->name);
+      if (dt != MLC_DT_F32) {
+        t.dtype = dt;
+        g = add(c, MLC_OP_CAST, &g, 1, NULL, &t, un->name);
+      }
+      pieces[np++] = g;
       at += n;
     }
   }
   uint32_t flat = add(c, MLC_OP_CONCAT, pieces, np, &(mlc_attrs){.axis = 0}, NULL, un->name);
   uint32_t rs = add(c, MLC_OP_REDUCE_SCATTER, &flat, 1, NULL, NULL, un->name);
+  if (dt != MLC_DT_F32) {
+    mlc_type t = c->f->nodes[rs].type;
+    t.dtype = MLC_DT_F32;
+    rs = add(c, MLC_OP_CAST, &rs, 1, NULL, &t, un->name); /* this rank's rows only (mlc_node_sharded) */
+  }
   if (p->train.opt != MLC_OPT_NONE && !(p->train.clip > 0)) mlc_optimizer_update(p, c->f, un->flat, rs, step);
   return rs;
 }

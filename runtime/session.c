@@ -728,10 +728,11 @@ static mlc_status collective(mlc_session *s, entry_state *es, uint32_t i) {
                              s->comm->world);
     err = s->comm->vt->all_gather(s->comm, es->addr[st->args[0]], es->addr[st->args[1]], bytes, stream);
   } else {
-    if (!out->rank_slice || in->shape.dtype != 1)
-      return mlc_status_make(MLC_DATA_LOSS, "step %s: reduce_scatter must write an f32 rank slice", st->name);
-    uint64_t count = shard_bytes(s, &out->shape) / 4;
-    err = s->comm->vt->reduce_scatter_mean(s->comm, es->addr[st->args[0]], count, stream);
+    int dt = in->shape.dtype;
+    if (!out->rank_slice || (dt != MLC_COMM_F32 && dt != MLC_COMM_BF16 && dt != MLC_COMM_F16) || out->shape.dtype != dt)
+      return mlc_status_make(MLC_DATA_LOSS, "step %s: reduce_scatter must write a rank slice of f32, bf16 or f16", st->name);
+    uint64_t count = shard_bytes(s, &out->shape) / (dt == MLC_COMM_F32 ? 4 : 2);
+    err = s->comm->vt->reduce_scatter_mean(s->comm, es->addr[st->args[0]], count, dt, stream);
   }
   if (err) {
     mlc_status r = mlc_status_make(mlc_status_code(err), "%s %s: %s", st->scope, st->name, mlc_status_message(err));

@@ -27,14 +27,19 @@ extern "C" {
 
 typedef struct mlc_comm mlc_comm;
 
+/* The dtypes a reduce-scatter takes: ir/ir.h's mlc_dtype codes, as a plan
+ * carries them (runtime/plan.h). */
+enum { MLC_COMM_F32 = 1, MLC_COMM_BF16 = 2, MLC_COMM_F16 = 3 };
+
 typedef struct {
   const char *name;
   void (*destroy)(mlc_comm *c);
   /* recv[r * bytes, (r + 1) * bytes) = rank r's send[0, bytes), on every rank. */
   mlc_status (*all_gather)(mlc_comm *c, uint64_t send, uint64_t recv, uint64_t bytes, void *stream);
-  /* data holds world * count f32 on every rank: afterwards this rank's
-   * count values at data + rank * count * 4 are the mean over the ranks. */
-  mlc_status (*reduce_scatter_mean)(mlc_comm *c, uint64_t data, uint64_t count, void *stream);
+  /* data holds world * count values of dtype dt (MLC_COMM_F32, _BF16 or
+   * _F16) on every rank: afterwards this rank's count values at data + rank
+   * * count values are the mean over the ranks, in that dtype. */
+  mlc_status (*reduce_scatter_mean)(mlc_comm *c, uint64_t data, uint64_t count, int dt, void *stream);
   /* recv[0, count) = the sum over the ranks of send[0, count), f32, on
    * every rank (clip_grad_norm's sum of squares under fsdp). */
   mlc_status (*all_reduce_sum)(mlc_comm *c, uint64_t send, uint64_t recv, uint64_t count, void *stream);

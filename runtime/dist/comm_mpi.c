@@ -11,6 +11,8 @@
 #include <dlfcn.h>
 #include <string.h>
 
+#include "runtime/cpu/convert.h"
+
 /* ---- local: one rank ---- */
 
 static void local_destroy(mlc_comm *c) { mlc_allocator_free(c->a, c); }
@@ -21,8 +23,8 @@ static mlc_status local_all_gather(mlc_comm *c, uint64_t send, uint64_t recv, ui
   return NULL;
 }
 
-static mlc_status local_reduce_scatter(mlc_comm *c, uint64_t data, uint64_t count, void *stream) {
-  (void)c, (void)data, (void)count, (void)stream; /* the mean over one rank is the data itself */
+static mlc_status local_reduce_scatter(mlc_comm *c, uint64_t data, uint64_t count, int dt, void *stream) {
+  (void)c, (void)data, (void)count, (void)dt, (void)stream; /* the mean over one rank is the data itself */
   return NULL;
 }
 
@@ -108,20 +110,38 @@ static mlc_status mpi_all_gather(mlc_comm *base, uint64_t send, uint64_t recv, u
                                            (int)bytes, c->byte, c->world));
 }
 
-static mlc_status mpi_reduce_scatter(mlc_comm *base, uint64_t data, uint64_t count, void *stream) {
+static mlc_status mpi_reduce_scatter(mlc_comm *base, uint64_t data, uint64_t count, int dt, void *stream) {
   mpi_comm *c = (mpi_comm *)base;
   (void)stream;
   if (count > MPI_PIECE / 4)
     return mlc_status_make(MLC_UNIMPLEMENTED, "reduce_scatter of %llu values per rank: the MPI path moves at most 2^28",
                            (unsigned long long)count);
+  /* 16-bit values (reduce=bf16, f16) are widened to f32 here, summed and
+   * averaged in f32, and rounded once (to nearest even) into this rank's
+   * rows: the CPU's stand-in for NCCL's 16-bit reduction, which rounds at
+   * each step of its ring instead. */
+  uint64_t n = count * (uint64_t)base->world;
   float *d = (float *)(uintptr_t)data;
+  uint16_t *h = (uint16_t *)(uintptr_t)data;
+  if (dt != MLC_COMM_F32) {
+    d = mlc_allocator_alloc(base->a, n * sizeof *d);
+    if (!d) return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory for a reduce_scatter of %llu values", (unsigned long long)n);
+    for (uint64_t i = 0; i < n; i++) d[i] = dt == MLC_COMM_BF16 ? mlc_bf16_to_f32(h[i]) : mlc_f16_to_f32(h[i]);
+  }
   /* In place, MPI leaves this rank's block at the start; move it to the rank's rows. */
   mlc_status st = mpi_err("Reduce_scatter_block", c->Reduce_scatter_block(MPI_IN_PLACE, d, (int)count, c->f32, c->sum, c->world));
-  if (st) return st;
-  float *mine = d + (uint64_t)base->rank * count, inv = 1.0f / (float)base->world;
-  if (mine != d) memmove(mine, d, count * sizeof *d);
-  for (uint64_t i = 0; i < count; i++) mine[i] *= inv;
-  return NULL;
+  if (!st) {
+    const float inv = 1.0f / (float)base->world;
+    const uint64_t at = (uint64_t)base->rank * count;
+    if (dt == MLC_COMM_F32) {
+      if (at) memmove(d + at, d, count * sizeof *d);
+      for (uint64_t i = 0; i < count; i++) d[at + i] *= inv;
+    } else {
+      for (uint64_t i = 0; i < count; i++) h[at + i] = dt == MLC_COMM_BF16 ? mlc_f32_to_bf16(d[i] * inv) : mlc_f32_to_f16(d[i] * inv);
+    }
+  }
+  if (dt != MLC_COMM_F32) mlc_allocator_free(base->a, d);
+  return st;
 }
 
 static mlc_status mpi_all_reduce_sum(mlc_comm *base, uint64_t send, uint64_t recv, uint64_t count, void *stream) {

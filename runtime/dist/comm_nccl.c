@@ -143,11 +143,15 @@ static mlc_status nc_all_gather(mlc_comm *base, uint64_t send, uint64_t recv, ui
                                (cudaStream_t)stream), "ncclAllGather");
 }
 
-static mlc_status nc_reduce_scatter(mlc_comm *base, uint64_t data, uint64_t count, void *stream) {
+static mlc_status nc_reduce_scatter(mlc_comm *base, uint64_t data, uint64_t count, int dt, void *stream) {
   nccl_comm *c = (nccl_comm *)base;
-  float *d = (float *)(uintptr_t)data;
-  /* In place: the receive buffer is this rank's part of the send buffer. */
-  return check(c, c->ReduceScatter(d, d + (uint64_t)base->rank * count, count, ncclFloat32, ncclAvg, c->comm,
+  ncclDataType_t t = dt == MLC_COMM_BF16 ? ncclBfloat16 : dt == MLC_COMM_F16 ? ncclFloat16 : ncclFloat32;
+  uint64_t size = dt == MLC_COMM_F32 ? 4 : 2;
+  unsigned char *d = (unsigned char *)(uintptr_t)data;
+  /* In place: the receive buffer is this rank's part of the send buffer.
+   * 16-bit values are summed as NCCL sums them, in their own dtype at each
+   * step of its ring (FSDP2's reduce_dtype=bfloat16 does the same). */
+  return check(c, c->ReduceScatter(d, d + (uint64_t)base->rank * count * size, count, t, ncclAvg, c->comm,
                                    (cudaStream_t)stream), "ncclReduceScatter");
 }
 
