@@ -2,6 +2,8 @@
 # On the GPU machine (device tool), session 31 (2026-12-06/07).
 #  1. tests/ref/quant.py --target cuda: 935000d's hoist in mlc_qgemv (the
 #     word's group once a word) had not run on a GPU.
+#  1a. tests/dist/fsdp_reduce.py cuda-nccl (issue 31: reduce=bf16|f16 on
+#     NCCL with one rank).
 #  1b. bench/proto/decode_persist.cu (issue 29: the decode step's GEMVs as
 #     one launch each or as one persistent kernel), twice.
 #  2. On an H200: bench/h200_s28.sh (issue 24, mlc's verdicts against ncu's).
@@ -23,6 +25,11 @@ rc=0
  timeout 150 python3 tests/ref/quant.py build-gpu/mlc /tmp/s31-quant/w --target cuda > $dest/quant/quant_cuda.log 2>&1) || rc=1
 echo "quant.py --target cuda: $(grep -c '^ok' $dest/quant/quant_cuda.log) ok, $(grep -c '^FAIL' $dest/quant/quant_cuda.log) FAIL"
 grep -E '^FAIL' $dest/quant/quant_cuda.log | head -4 | cut -c1-200
+# issue 31: precision(reduce=bf16|f16) through NCCL (one rank) and the GPU's kernels
+(. tests/gpu/env.sh /tmp/s31-red
+ timeout 200 python3 tests/dist/fsdp_reduce.py build-gpu/mlc /tmp/s31-red/w cuda-nccl) > $dest/quant/fsdp_reduce.log 2>&1 || rc=1
+echo "fsdp_reduce.py cuda-nccl: $(grep -c '^ok' $dest/quant/fsdp_reduce.log) ok, $(grep -c '^FAIL' $dest/quant/fsdp_reduce.log) FAIL"
+grep -E '^FAIL' $dest/quant/fsdp_reduce.log | head -4 | cut -c1-200
 # issue 29: bench/proto/decode_persist.cu (one launch a GEMV against one persistent kernel a step)
 mkdir -p $dest/proto
 (export PATH=$PATH:/usr/local/cuda/bin

@@ -24,7 +24,12 @@ gradients reduced in 16 bits, as FSDP2's MixedPrecisionPolicy(reduce_dtype=...):
   gradients) by at least 4x, in the same measure: the 16-bit reduction
   happened (measured 2026-12-07: 28x to 90x).
 
-Skipped (77) without mpirun or torch.  Usage: fsdp_reduce.py MLC WORKDIR"""
+With TARGET cuda-nccl (a GPU machine), one run instead: --target cuda-nccl
+in one process (NCCL with one rank: the 16-bit packing, NCCL's reduce-scatter
+of bf16 or f16, the sharded cast back to f32 on the GPU), f32 products in
+IEEE f32 (--f32-matmul ieee), checked as the CPU's --fsdp run.
+
+Skipped (77) without mpirun (cpu) or torch.  Usage: fsdp_reduce.py MLC WORKDIR [TARGET]"""
 import os
 import re
 import shutil
@@ -80,7 +85,8 @@ def reference(sd, x, y, ranks, dt):
 
 def main():
     exe, work = sys.argv[1], os.path.abspath(sys.argv[2])
-    if not shutil.which("mpirun"):
+    target = sys.argv[3] if len(sys.argv) > 3 else "cpu"
+    if target == "cpu" and not shutil.which("mpirun"):
         print("SKIP: mpirun not installed (Debian openmpi-bin)")
         return 77
     os.makedirs(work, exist_ok=True)
@@ -99,16 +105,20 @@ def main():
             f.write(mlp_mdl(B, 100, f"    optimizer = AdamW(lr={LR})\n    precision(param=f32, reduce={name})\n"
                                     "    shard = fsdp(net)\n"))
         common = [exe, "train", mdl, "--weights", p("w.safetensors"), "--input", f"x={p('x.npy')}",
-                  "--input", f"labels={p('y.npy')}", "--threads", "1", "--target", "cpu", "--steps", str(STEPS)]
-        runs = {  # name -> (arguments, ranks)
-            "--fsdp, 1 rank": (["--fsdp", f"batch={B}", "--export", p(f"{name}1.safetensors")], 0, 1),
-            "2 ranks": ([f"batch={B // 2}", "--save", p(f"{name}2.ckpt")], 2, 2),
+                  "--input", f"labels={p('y.npy')}", "--steps", str(STEPS)]
+        cpu = ["--threads", "1", "--target", "cpu"]
+        runs = {  # name -> (arguments, ranks, world)
+            "--fsdp, 1 rank": (cpu + ["--fsdp", f"batch={B}", "--export", p(f"{name}1.safetensors")], 0, 1),
+            "2 ranks": (cpu + [f"batch={B // 2}", "--save", p(f"{name}2.ckpt")], 2, 2),
         }
+        if target != "cpu":
+            runs = {f"{target}, 1 rank": (["--target", target, "--f32-matmul", "ieee", f"batch={B}",
+                                           "--export", p(f"{name}1.safetensors")], 0, 1)}
         for run, (extra, ranks, world) in runs.items():
             r = mlc(common + extra, ranks)
             losses = [float(v) for v in LOSS.findall(r.stdout)] if r.returncode == 0 else []
             if ranks and len(losses) == STEPS:  # one process gathers the 2 shards into PyTorch's names
-                g = mlc(common[:-2] + ["--fsdp", f"batch={B // 2}", "--steps", "0", "--resume", p(f"{name}2.ckpt"),
+                g = mlc(common[:-2] + cpu + ["--fsdp", f"batch={B // 2}", "--steps", "0", "--resume", p(f"{name}2.ckpt"),
                                        "--export", p(f"{name}2.safetensors")])
                 losses = losses if g.returncode == 0 else []
             tag = f"reduce={name}, {run}"
