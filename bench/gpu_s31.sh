@@ -1,41 +1,25 @@
 #!/usr/bin/env bash
-# On the GPU machine (device tool), session 31 (2026-12-06/07).
-#  1. tests/ref/quant.py --target cuda: 935000d's hoist in mlc_qgemv (the
-#     word's group once a word) had not run on a GPU.
-#  1a. tests/dist/fsdp_reduce.py cuda-nccl (issue 31: reduce=bf16|f16 on
-#     NCCL with one rank).
-#  1b. bench/proto/decode_persist.cu (issue 29: the decode step's GEMVs as
-#     one launch each or as one persistent kernel), twice.
-#  2. On an H200: bench/h200_s28.sh (issue 24, mlc's verdicts against ncu's).
+# On the GPU machine (device tool), session 31 (2026-12-06/07), in this order:
+#  1. On an H200: bench/h200_s28.sh (issue 24, mlc's verdicts against ncu's).
 #     On any other GPU: bench/spirv_gpu_time.sh (issue 23: the SPIR-V GEMM
-#     timed by the host and by GPU timestamps, beside cuBLAS; quant.py
-#     --target spirv on NVIDIA's driver).
-#  PART overrides the choice in 2 ("ncu", "spirv" or both).
+#     timed by the host and by GPU timestamps, beside cuBLAS; the MiniLLM
+#     forward; quant.py --target spirv on NVIDIA's driver).
+#     PART overrides the choice ("ncu", "spirv" or both).
+#  2. tests/ref/quant.py --target cuda: 935000d's hoist in mlc_qgemv (the
+#     word's group once a word) had not run on a GPU.
+#  3. tests/dist/fsdp_reduce.py cuda-nccl (issue 31: reduce=bf16|f16 on
+#     NCCL with one rank).
+#  4. bench/proto/decode_persist.cu (issue 29: the decode step's GEMVs as
+#     one launch each or as one persistent kernel), twice.
 # Carry build-gpu/{mlc,lib,codegen/cuda/mlc_opcheck,runtime/libmlcrt.a},
 # .yardstick, .gl.  Logs under $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 dest=${OUT:-/tmp/mlc-s31}
-mkdir -p "$dest/quant"
+mkdir -p "$dest/quant" "$dest/proto"
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader)
 echo "GPU: $gpu; commit ${COMMIT:-?}"
 rc=0
-(. tests/gpu/env.sh /tmp/s31-quant
- nvidia-smi > $dest/quant/nvidia-smi.log 2>&1
- timeout 150 python3 tests/ref/quant.py build-gpu/mlc /tmp/s31-quant/w --target cuda > $dest/quant/quant_cuda.log 2>&1) || rc=1
-echo "quant.py --target cuda: $(grep -c '^ok' $dest/quant/quant_cuda.log) ok, $(grep -c '^FAIL' $dest/quant/quant_cuda.log) FAIL"
-grep -E '^FAIL' $dest/quant/quant_cuda.log | head -4 | cut -c1-200
-# issue 31: precision(reduce=bf16|f16) through NCCL (one rank) and the GPU's kernels
-(. tests/gpu/env.sh /tmp/s31-red
- timeout 200 python3 tests/dist/fsdp_reduce.py build-gpu/mlc /tmp/s31-red/w cuda-nccl) > $dest/quant/fsdp_reduce.log 2>&1 || rc=1
-echo "fsdp_reduce.py cuda-nccl: $(grep -c '^ok' $dest/quant/fsdp_reduce.log) ok, $(grep -c '^FAIL' $dest/quant/fsdp_reduce.log) FAIL"
-grep -E '^FAIL' $dest/quant/fsdp_reduce.log | head -4 | cut -c1-200
-# issue 29: bench/proto/decode_persist.cu (one launch a GEMV against one persistent kernel a step)
-mkdir -p $dest/proto
-(export PATH=$PATH:/usr/local/cuda/bin
- nvcc -O3 -arch sm_90a -std=c++17 bench/proto/decode_persist.cu -o /tmp/s31-dp && for r in 1 2; do timeout 60 /tmp/s31-dp; done) \
-  > $dest/proto/decode_persist.log 2>&1 || rc=1
-cat $dest/proto/decode_persist.log
 part=${PART:-}
 [ -n "$part" ] || { if echo "$gpu" | grep -q H200; then part=ncu; else part=spirv; fi; }
 for p in $part; do
@@ -43,6 +27,20 @@ for p in $part; do
   ncu) OUT=$dest/ncu COMMIT=${COMMIT:-?} bash bench/h200_s28.sh || rc=1 ;;
   spirv) OUT=$dest/spirv bash bench/spirv_gpu_time.sh || rc=1 ;;
   esac
+  echo "[$SECONDS s]"
 done
-echo "rc=$rc"
+(. tests/gpu/env.sh /tmp/s31-quant
+ nvidia-smi > $dest/quant/nvidia-smi.log 2>&1
+ timeout 150 python3 tests/ref/quant.py build-gpu/mlc /tmp/s31-quant/w --target cuda > $dest/quant/quant_cuda.log 2>&1) || rc=1
+echo "quant.py --target cuda: $(grep -c '^ok' $dest/quant/quant_cuda.log) ok, $(grep -c '^FAIL' $dest/quant/quant_cuda.log) FAIL [$SECONDS s]"
+grep -E '^FAIL' $dest/quant/quant_cuda.log | head -4 | cut -c1-200
+(. tests/gpu/env.sh /tmp/s31-red
+ timeout 120 python3 tests/dist/fsdp_reduce.py build-gpu/mlc /tmp/s31-red/w cuda-nccl) > $dest/quant/fsdp_reduce.log 2>&1 || rc=1
+echo "fsdp_reduce.py cuda-nccl: $(grep -c '^ok' $dest/quant/fsdp_reduce.log) ok, $(grep -c '^FAIL' $dest/quant/fsdp_reduce.log) FAIL [$SECONDS s]"
+grep -E '^FAIL' $dest/quant/fsdp_reduce.log | head -4 | cut -c1-200
+(export PATH=$PATH:/usr/local/cuda/bin
+ nvcc -O3 -arch sm_90a -std=c++17 bench/proto/decode_persist.cu -o /tmp/s31-dp && for r in 1 2; do timeout 60 /tmp/s31-dp; done) \
+  > $dest/proto/decode_persist.log 2>&1 || rc=1
+cat $dest/proto/decode_persist.log
+echo "rc=$rc [$SECONDS s]"
 exit $rc
