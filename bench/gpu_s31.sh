@@ -4,7 +4,8 @@
 #     On any other GPU: bench/spirv_gpu_time.sh (issue 23: the SPIR-V GEMM
 #     timed by the host and by GPU timestamps, beside cuBLAS; the MiniLLM
 #     forward; quant.py --target spirv on NVIDIA's driver).
-#     PART overrides the choice ("ncu", "spirv" or both).
+#     PART overrides the choice ("ncu", "spirv", "decode": the MiniLLM-size
+#     bf16 decode step with and without --profile).  CHECKS=0: only this.
 #  2. tests/ref/quant.py --target cuda: 935000d's hoist in mlc_qgemv (the
 #     word's group once a word) had not run on a GPU.
 #  3. tests/dist/fsdp_reduce.py cuda-nccl (issue 31: reduce=bf16|f16 on
@@ -26,9 +27,20 @@ for p in $part; do
   case $p in
   ncu) OUT=$dest/ncu COMMIT=${COMMIT:-?} bash bench/h200_s28.sh || rc=1 ;;
   spirv) OUT=$dest/spirv bash bench/spirv_gpu_time.sh || rc=1 ;;
+  decode) # the MiniLLM-size bf16 decode step under --profile: each kernel's time, beside the proto's GEMVs
+    mkdir -p $dest/decode
+    (. tests/gpu/env.sh /tmp/s31-dec
+     prompt=$(python3 -c "print(','.join(str(7 * i % 32000) for i in range(64)))")
+     for prof in "" --profile; do
+       timeout 240 build-gpu/mlc generate bench/minillm_causal_bf16.mdl --target cuda vocab=32000 dim=2048 layers=12 \
+         heads=16 max_ctx=1024 --prompt $prompt --max-new 128 $prof
+     done) > $dest/decode/generate_bf16.log 2>&1 || rc=1
+    grep -iE "tok/s|token" $dest/decode/generate_bf16.log | head -4
+    grep -E "^(fused|attention_kv|linear|embedding|cast)" $dest/decode/generate_bf16.log | head -12 ;;
   esac
   echo "[$SECONDS s]"
 done
+[ "${CHECKS:-1}" = 1 ] || { echo "rc=$rc [$SECONDS s]"; exit $rc; }
 (. tests/gpu/env.sh /tmp/s31-quant
  nvidia-smi > $dest/quant/nvidia-smi.log 2>&1
  timeout 150 python3 tests/ref/quant.py build-gpu/mlc /tmp/s31-quant/w --target cuda > $dest/quant/quant_cuda.log 2>&1) || rc=1
