@@ -15,7 +15,10 @@
 //                before the barrier (weights do not depend on x)
 // Each way's y is checked against the graph's (the same sums in the same
 // order: bit for bit).  Also the device-to-device copy's bandwidth, and the
-// bytes a step over it (the limit).
+// bytes a step over it (the limit); then each kind of GEMV alone, 200
+// launched back to back, the 12 layers' copies in turn (so that the weights
+// come from memory, not the 50 MB L2): the bandwidth one GEMV reaches at
+// each size, launch gaps included.
 //   nvcc -O3 -arch sm_90a -std=c++17 bench/proto/decode_persist.cu -o /tmp/dp && /tmp/dp
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -278,6 +281,29 @@ int main() {
     printf("%-11s median %.4f ms  min %.4f  (%.3f of the limit)  logits %s\n", names[way], med, t[0], limit_ms / med,
            way ? (bad ? "DIFFER" : "same bits as graph") : "reference");
     if (bad) printf("  %d of %d logits differ\n", bad, VOCAB);
+  }
+  // each kind of GEMV alone: one kernel, 200 launched back to back (no graph), the layers' copies in turn
+  {
+    const char *kind[5] = {"in-proj 6144x2048", "out-proj 2048x2048", "ffn up 8192x2048", "ffn down 2048x8192",
+                           "head 32000x2048"};
+    const int at[5] = {0, 1, 2, 3, nops - 1};
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0); cudaEventCreate(&e1);
+    for (int q = 0; q < 5; q++) {
+      const Op &op = ops[at[q]];
+      const int grid = (op.n + WARPS - 1) / WARPS, reps = 200;
+      // the 12 layers' copies in turn (12 x 8 MB and more: past the 50 MB L2)
+      auto which = [&](int r) { return q < 4 ? 4 * (r % LAYERS) + q : at[q]; };
+      for (int r = 0; r < 12; r++) gemv_kernel<false><<<grid, THREADS, 0, st>>>(which(r));
+      cudaEventRecord(e0, st);
+      for (int r = 0; r < reps; r++) gemv_kernel<false><<<grid, THREADS, 0, st>>>(which(r));
+      cudaEventRecord(e1, st);
+      CK(cudaEventSynchronize(e1));
+      float ms; cudaEventElapsedTime(&ms, e0, e1);
+      const double us = ms * 1e3 / reps, mb = (double)op.n * op.k * 2 / 1e6;
+      printf("alone: %-19s %7.1f MB  %7.2f us  %6.0f GB/s  (%.3f of the copy)\n", kind[q], mb, us, mb * 1e3 / us,
+             mb * 1e3 / us / copy_gbs);
+    }
   }
   return 0;
 }
