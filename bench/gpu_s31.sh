@@ -5,7 +5,8 @@
 #     timed by the host and by GPU timestamps, beside cuBLAS; the MiniLLM
 #     forward; quant.py --target spirv on NVIDIA's driver).
 #     PART overrides the choice ("ncu", "spirv", "decode": the MiniLLM-size
-#     bf16 decode step with and without --profile).  CHECKS=0: only this.
+#     bf16 decode step with and without --profile; "proto": step 4 here).
+#     CHECKS=0: only this.
 #  2. tests/ref/quant.py --target cuda: 935000d's hoist in mlc_qgemv (the
 #     word's group once a word) had not run on a GPU.
 #  3. tests/dist/fsdp_reduce.py cuda-nccl (issue 31: reduce=bf16|f16 on
@@ -37,6 +38,11 @@ for p in $part; do
      done) > $dest/decode/generate_bf16.log 2>&1 || rc=1
     grep -iE "tok/s|token" $dest/decode/generate_bf16.log | head -4
     grep -E "^(fused|attention_kv|linear|embedding|cast)" $dest/decode/generate_bf16.log | head -12 ;;
+  proto) # step 4 below, in this slot
+    (export PATH=$PATH:/usr/local/cuda/bin
+     nvcc -O3 -arch sm_90a -std=c++17 bench/proto/decode_persist.cu -o /tmp/s31-dp && timeout 60 /tmp/s31-dp) \
+      > $dest/proto/decode_persist.log 2>&1 || rc=1
+    cat $dest/proto/decode_persist.log ;;
   esac
   echo "[$SECONDS s]"
 done
