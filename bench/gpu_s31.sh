@@ -23,7 +23,7 @@ gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader)
 echo "GPU: $gpu; commit ${COMMIT:-?}"
 rc=0
 part=${PART:-}
-[ -n "$part" ] || { if echo "$gpu" | grep -q H200; then part=ncu; else part=spirv; fi; }
+[ -n "$part" ] || { if echo "$gpu" | grep -q H200; then part="ncu decode proto"; else part="decode proto spirv"; fi; }
 for p in $part; do
   case $p in
   ncu) OUT=$dest/ncu COMMIT=${COMMIT:-?} bash bench/h200_s28.sh || rc=1 ;;
