@@ -159,8 +159,14 @@ static uint32_t reduce(fsdp_ctx *c, uint32_t u, const uint32_t *grad_of, uint32_
     int64_t n = mlc_type_numel(&p->params[w].type);
     mlc_type t = {.dtype = MLC_DT_F32, .rank = 1, .dim = {n}};
     if (grad_of[w] != NONE) { /* a weight the loss does not depend on keeps a zero gradient */
-      uint32_t g = add(c, MLC_OP_RESHAPE, &grad_of[w], 1, NULL, &t, un->name);
-      if (dt != MLC_DT_F32) {
+      /* a gradient computed in the reduce dtype and cast to f32 (bf16
+       * compute) is packed from before that cast: the same bits */
+      uint32_t src = grad_of[w];
+      const mlc_node *gn = &c->f->nodes[src];
+      if (dt != MLC_DT_F32 && gn->op == MLC_OP_CAST && c->f->nodes[gn->in[0]].type.dtype == dt) src = gn->in[0];
+      t.dtype = c->f->nodes[src].type.dtype;
+      uint32_t g = add(c, MLC_OP_RESHAPE, &src, 1, NULL, &t, un->name);
+      if (t.dtype != dt) {
         t.dtype = dt;
         g = add(c, MLC_OP_CAST, &g, 1, NULL, &t, un->name);
       }

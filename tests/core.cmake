@@ -40,6 +40,9 @@ mlc_golden(minillm_small.fuse_cuda minillm_small.fuse_cuda compile examples/mini
            -o ${CMAKE_CURRENT_BINARY_DIR}/golden_fuse_cuda ${SMALL})
 # the fsdp pass (CPU, one process): flat units, gathers prefetched one unit ahead, reduce-scatter + update per unit
 mlc_golden(minillm_small.fsdp minillm_small.fsdp.ir compile examples/minillm.mdl --fsdp --emit ir ${SMALL})
+# the same with reduce=bf16: bf16 gradients packed as they are (no cast to f32 and back), the
+# reduce-scatter in bf16, its rows cast to f32 for the update
+mlc_golden(minillm_small.fsdp_bf16 minillm_small.fsdp_bf16.ir compile examples/minillm.mdl --fsdp --emit ir ${SMALL} reduce=bf16)
 mlc_golden(help              help.txt          --help)
 if(MLC_FRONTEND_ONNX)
   # onnx("...") as a module: the graph's parameters, its nodes in each entry, autodiff and SGD over them

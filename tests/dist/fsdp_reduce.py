@@ -24,6 +24,10 @@ gradients reduced in 16 bits, as FSDP2's MixedPrecisionPolicy(reduce_dtype=...):
   gradients) by at least 4x, in the same measure: the 16-bit reduction
   happened (measured 2026-12-07: 28x to 90x).
 
+And with bf16 compute (precision(param=bf16)) in one process, whose
+gradients are bf16 already: reduce=bf16 must give reduce=f32's losses and
+final weights bit for bit (nothing is rounded twice).
+
 With TARGET cuda-nccl (a GPU machine), one run instead: --target cuda-nccl
 in one process (NCCL with one rank: the 16-bit packing, NCCL's reduce-scatter
 of bf16 or f16, the sharded cast back to f32 on the GPU), f32 products in
@@ -138,6 +142,25 @@ def main():
                   f"{name} reduction (max {ew:.2e})")
             check(ef >= APART * ew, f"{tag}: the weights are {APART:g}x closer to the {name} reduction than to f32 "
                   f"gradients ({ew:.2e} against {ef:.2e})")
+    # bf16 compute (precision(param=bf16)): the gradients are bf16 already, so at one rank packing them
+    # in bf16 loses nothing; reduce=bf16 must give reduce=f32's losses and weights bit for bit (the path
+    # that packs a bf16 gradient from before its cast to f32)
+    got = {}
+    for red in ("f32", "bf16"):
+        mdl = p(f"bf16c_{red}.mdl")
+        with open(mdl, "w") as f:
+            f.write(mlp_mdl(B, 100, f"    optimizer = AdamW(lr={LR})\n    precision(param=bf16, reduce={red})\n"
+                                    "    shard = fsdp(net)\n"))
+        run_target = ["--threads", "1", "--target", "cpu", "--fsdp"] if target == "cpu" else ["--target", target]
+        r = mlc([exe, "train", mdl, "--weights", p("w.safetensors"), "--input", f"x={p('x.npy')}",
+                 "--input", f"labels={p('y.npy')}", "--steps", str(STEPS), f"batch={B}", *run_target,
+                 "--export", p(f"bf16c_{red}.safetensors")])
+        losses = LOSS.findall(r.stdout) if r.returncode == 0 else []
+        if len(losses) == STEPS:
+            got[red] = (losses, read_safetensors(p(f"bf16c_{red}.safetensors"))[0])
+    same = len(got) == 2 and got["f32"][0] == got["bf16"][0] and sorted(got["f32"][1]) == sorted(got["bf16"][1]) and \
+        all(torch.equal(got["f32"][1][k], got["bf16"][1][k]) for k in got["f32"][1])
+    check(same, f"bf16 compute, one rank: reduce=bf16 gives reduce=f32's {STEPS} losses and final weights bit for bit")
     return check.finish()
 
 
