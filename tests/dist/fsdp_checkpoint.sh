@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sharded checkpoints under mpirun: 2 ranks train 4 steps and save (each rank
 # its shard, rank 0 the manifest last); resuming for 3 more steps must give
-# exactly the losses of an uninterrupted 7-step run.  One rank then gathers
+# exactly the losses of an uninterrupted 7-step run, and its shards saved
+# then must be byte for byte the uninterrupted run's.  One rank then gathers
 # the shards into safetensors with PyTorch's names (--export), which must
 # hold every state_dict key and agree with unsharded training on the whole
 # batch within 1e-4 (fp32; the sums over ranks round differently).
@@ -20,12 +21,16 @@ import numpy as np; np.random.default_rng(7).integers(0, 256, 40000, dtype=np.in
 common=(train "$model" --target cpu "${cfg[@]}" --seed 3 --data "$work/tokens.i32" --data-dtype i32 --threads 1)
 mpi=("${nolsan[@]}" mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2)
 "${mpi[@]}" "$mlc" "${common[@]}" batch=2 --steps 4 --save "$work/run.ckpt" >"$work/a.log"
-"${mpi[@]}" "$mlc" "${common[@]}" batch=2 --steps 3 --resume "$work/run.ckpt" >"$work/b.log"
-"${mpi[@]}" "$mlc" "${common[@]}" batch=2 --steps 7 >"$work/whole.log"
+"${mpi[@]}" "$mlc" "${common[@]}" batch=2 --steps 3 --resume "$work/run.ckpt" --save "$work/resumed.ckpt" >"$work/b.log"
+"${mpi[@]}" "$mlc" "${common[@]}" batch=2 --steps 7 --save "$work/whole.ckpt" >"$work/whole.log"
 cat "$work/a.log" "$work/b.log" | grep '^step' | sed 's/ (.*//' >"$work/resumed.txt"
 grep '^step' "$work/whole.log" | sed 's/ (.*//' >"$work/whole.txt"
 if ! diff "$work/whole.txt" "$work/resumed.txt"; then echo "FAIL: resumed losses differ from the uninterrupted run"; exit 1; fi
 echo "resume: 7 losses identical to the uninterrupted run"
+for r in 0 1; do
+  cmp "$work/whole.ckpt.rank$r" "$work/resumed.ckpt.rank$r" || { echo "FAIL: rank $r's shard after 4 + 3 steps differs from 7 steps' shard"; exit 1; }
+done
+echo "resume: both ranks' shards after 4 + 3 steps byte-identical to the uninterrupted 7 steps' shards"
 for r in 0 1; do [ -s "$work/run.ckpt.rank$r" ] || { echo "FAIL: no shard of rank $r"; exit 1; }; done
 "$mlc" "${common[@]}" --fsdp batch=2 --steps 0 --resume "$work/run.ckpt" --export "$work/gathered.safetensors" >/dev/null
 "$mlc" "${common[@]}" batch=4 --steps 4 --export "$work/unsharded.safetensors" >/dev/null
