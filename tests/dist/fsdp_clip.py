@@ -86,21 +86,28 @@ def rel(got, want):
     return max(float((got[k].double() - want[k].double()).abs().max() / want[k].double().abs().max()) for k in want)
 
 
+def mlp_data(work, seed, rows):
+    """In WORK: seeded PyTorch weights of MLP(16, 100, 10) (w.safetensors) and `rows` random
+    rows of inputs and labels (x.npy, y.npy).  Returns a path maker, the state_dict, x and y."""
+    os.makedirs(work, exist_ok=True)
+    p = lambda name: os.path.join(work, name)  # noqa: E731
+    torch.manual_seed(seed)
+    sd = {k: v.detach() for k, v in MLP(16, 100, 10).state_dict().items()}
+    write_safetensors(p("w.safetensors"), sd, {"format": "pt"})
+    x = torch.randn(rows, 16) * 3
+    y = torch.randint(0, 10, (rows,), dtype=torch.int32)
+    np.save(p("x.npy"), x.numpy())
+    np.save(p("y.npy"), y.numpy())
+    return p, sd, x, y
+
+
 def main():
     exe, work = sys.argv[1], os.path.abspath(sys.argv[2])
     target = sys.argv[3] if len(sys.argv) > 3 else "cpu"
     if target == "cpu" and not shutil.which("mpirun"):
         print("SKIP: mpirun not installed (Debian openmpi-bin)")
         return 77
-    os.makedirs(work, exist_ok=True)
-    p = lambda name: os.path.join(work, name)  # noqa: E731
-    torch.manual_seed(0)
-    sd = {k: v.detach() for k, v in MLP(16, 100, 10).state_dict().items()}
-    write_safetensors(p("w.safetensors"), sd, {"format": "pt"})
-    x = torch.randn(B * STEPS, 16) * 3
-    y = torch.randint(0, 10, (B * STEPS,), dtype=torch.int32)
-    np.save(p("x.npy"), x.numpy())
-    np.save(p("y.npy"), y.numpy())
+    p, sd, x, y = mlp_data(work, 0, B * STEPS)
     with open(p("clip.mdl"), "w") as f:
         f.write(mlp_mdl(B, 100, f"    optimizer = AdamW(lr={LR})\n    clip_grad_norm = {CLIP}\n    shard = fsdp(net)\n"))
     common = [exe, "train", p("clip.mdl"), "--weights", p("w.safetensors"),

@@ -43,9 +43,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "ref"))
 
 try:
     import torch
-    from fsdp_clip import mlc, rel
-    from models import MLP, Checks, mlp_mdl, read_safetensors, write_safetensors
-    import numpy as np
+    from fsdp_clip import mlc, mlp_data, rel
+    from models import MLP, Checks, mlp_mdl, read_safetensors
 except ImportError as e:
     print(f"SKIP: {e} (Debian python3-torch)")
     sys.exit(77)
@@ -93,15 +92,7 @@ def main():
     if target == "cpu" and not shutil.which("mpirun"):
         print("SKIP: mpirun not installed (Debian openmpi-bin)")
         return 77
-    os.makedirs(work, exist_ok=True)
-    p = lambda name: os.path.join(work, name)  # noqa: E731
-    torch.manual_seed(1)
-    sd = {k: v.detach() for k, v in MLP(16, 100, 10).state_dict().items()}
-    write_safetensors(p("w.safetensors"), sd, {"format": "pt"})
-    x = torch.randn(B * STEPS, 16) * 3
-    y = torch.randint(0, 10, (B * STEPS,), dtype=torch.int32)
-    np.save(p("x.npy"), x.numpy())
-    np.save(p("y.npy"), y.numpy())
+    p, sd, x, y = mlp_data(work, 1, B * STEPS)
     check = Checks()
     for name, dt in (("bf16", torch.bfloat16), ("f16", torch.float16)):
         mdl = p(f"reduce_{name}.mdl")
