@@ -451,6 +451,14 @@ static bool generic_hint(const mlc_profile_kernel *k, const mlc_ceilings *c, mlc
     return true;
   }
   if (name_is(k->name, "matmul") || name_is(k->name, "linear") || name_is(k->name, "matmul_tn")) {
+    /* A linear of at most 4 rows (a decode step's, any dtype) is a matrix-
+     * vector product on the FP32 cores by design (codegen/cuda/unit.c):
+     * bound by its weight's bytes, which tensor cores would not change; so
+     * is a 16-bit one, which has no other FP32 path.  Its bound's hint stays. */
+    int64_t rows = 1;
+    for (int i = 0; i + 1 < a->rank; i++) rows *= a->dims[i];
+    bool gemv = name_is(k->name, "linear") && a->rank && rows <= 4;
+    if (gemv || a->dtype != MLC_DTYPE_F32) return false;
     snprintf(v->hint, sizeof v->hint, "f32 GEMM on the FP32 cores (--f32-matmul ieee): tf32x3 runs it on the "
              "tensor cores at f32 accuracy");
     return true;

@@ -104,14 +104,23 @@ __device__ __forceinline__ void column(const Op &op, int n, const float *sx, con
 }
 
 // ---- one kernel a GEMV ----
-template <bool PDL> __global__ void __launch_bounds__(THREADS) gemv_kernel(int i) {
+// WFIRST: the warp's first weights are loaded before x (they do not depend on it)
+template <bool PDL, bool WFIRST = false> __global__ void __launch_bounds__(THREADS) gemv_kernel(int i) {
   if (PDL) asm volatile("griddepcontrol.launch_dependents;");
   if (PDL) asm volatile("griddepcontrol.wait;" ::: "memory");
   __shared__ float sx[FF], sred[WARPS];
   const Op &op = c_ops[i];
+  const int n = blockIdx.x * WARPS + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+  uint4 pre[PF];
+  int npre = 0;
+  if (WFIRST && n < op.n) {
+    npre = op.k / 256 < PF ? op.k / 256 : PF;
+#pragma unroll
+    for (int p = 0; p < PF; p++)
+      if (p < npre) pre[p] = __ldg((const uint4 *)(op.w + (size_t)n * op.k + p * 256 + lane * 8));
+  }
   load_x(op, sx, sred);
-  const int n = blockIdx.x * WARPS + (threadIdx.x >> 5);
-  if (n < op.n) column(op, n, sx, nullptr, 0);
+  if (n < op.n) column(op, n, sx, pre, npre);
 }
 
 // ---- one kernel a step ----
@@ -294,15 +303,21 @@ int main() {
       const int grid = (op.n + WARPS - 1) / WARPS, reps = 200;
       // the 12 layers' copies in turn (12 x 8 MB and more: past the 50 MB L2)
       auto which = [&](int r) { return q < 4 ? 4 * (r % LAYERS) + q : at[q]; };
-      for (int r = 0; r < 12; r++) gemv_kernel<false><<<grid, THREADS, 0, st>>>(which(r));
-      cudaEventRecord(e0, st);
-      for (int r = 0; r < reps; r++) gemv_kernel<false><<<grid, THREADS, 0, st>>>(which(r));
-      cudaEventRecord(e1, st);
-      CK(cudaEventSynchronize(e1));
-      float ms; cudaEventElapsedTime(&ms, e0, e1);
-      const double us = ms * 1e3 / reps, mb = (double)op.n * op.k * 2 / 1e6;
-      printf("alone: %-19s %7.1f MB  %7.2f us  %6.0f GB/s  (%.3f of the copy)\n", kind[q], mb, us, mb * 1e3 / us,
-             mb * 1e3 / us / copy_gbs);
+      for (int wf = 0; wf < 2; wf++) {
+        auto go = [&](int r) {
+          if (wf) gemv_kernel<false, true><<<grid, THREADS, 0, st>>>(which(r));
+          else gemv_kernel<false><<<grid, THREADS, 0, st>>>(which(r));
+        };
+        for (int r = 0; r < 12; r++) go(r);
+        cudaEventRecord(e0, st);
+        for (int r = 0; r < reps; r++) go(r);
+        cudaEventRecord(e1, st);
+        CK(cudaEventSynchronize(e1));
+        float ms; cudaEventElapsedTime(&ms, e0, e1);
+        const double us = ms * 1e3 / reps, mb = (double)op.n * op.k * 2 / 1e6;
+        printf("alone%s: %-19s %7.1f MB  %7.2f us  %6.0f GB/s  (%.3f of the copy)\n", wf ? ", weights first" : "", kind[q],
+               mb, us, mb * 1e3 / us, mb * 1e3 / us / copy_gbs);
+      }
     }
   }
   return 0;

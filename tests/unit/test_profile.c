@@ -121,6 +121,19 @@ static void generic_kernel_hint(void **state) {
   mlc_profile_classify(&l, &c, &v);
   assert_string_equal(v.hint, "f32 GEMM on the FP32 cores (--f32-matmul ieee): tf32x3 runs it on the tensor cores at "
                               "f32 accuracy");
+  /* A decode step's linear (at most 4 rows, bf16 or f32) is a matrix-vector
+   * product on the FP32 cores by design: memory-bound, its bound's hint, not
+   * tf32x3's (the H100's decode profile of 2026-12-07 said tf32x3 for the
+   * bf16 head). */
+  mlc_plan_shape x1 = shape(MLC_DTYPE_BF16, 2, 1, 2048, 0), w1 = shape(MLC_DTYPE_BF16, 2, 32000, 2048, 0);
+  const mlc_plan_shape *sg[] = {&x1, &w1};
+  mlc_profile_kernel gv = {"linear%317", 131e6, 131e6, 131e6 / 18e9, sg, 2, MLC_UNIT_FP32, 1, NULL, 0, false};
+  mlc_profile_classify(&gv, &c, &v); /* 90% of the test's 20 GB/s */
+  assert_int_equal(v.bound, MLC_BOUND_MEMORY);
+  assert_string_equal(v.hint, "fuse with neighbours, quantise (FP8/INT4), or raise the batch");
+  x1.dtype = w1.dtype = MLC_DTYPE_F32, x1.dims[0] = 4;
+  mlc_profile_classify(&gv, &c, &v);
+  assert_null(strstr(v.hint, "tf32x3"));
   k.unit = MLC_UNIT_TC16; /* the fast path */
   mlc_profile_classify(&k, &c, &v);
   assert_null(strstr(v.hint, "generic"));
