@@ -101,12 +101,22 @@ def mlp_data(work, seed, rows):
     return p, sd, x, y
 
 
-def main():
+def command_line():
+    """MLC WORKDIR [TARGET] from the command line (TARGET cpu by default), or None after saying
+    why the test skips: cpu needs mpirun."""
     exe, work = sys.argv[1], os.path.abspath(sys.argv[2])
     target = sys.argv[3] if len(sys.argv) > 3 else "cpu"
     if target == "cpu" and not shutil.which("mpirun"):
         print("SKIP: mpirun not installed (Debian openmpi-bin)")
+        return None
+    return exe, work, target
+
+
+def main():
+    args = command_line()
+    if args is None:
         return 77
+    exe, work, target = args
     p, sd, x, y = mlp_data(work, 0, B * STEPS)
     with open(p("clip.mdl"), "w") as f:
         f.write(mlp_mdl(B, 100, f"    optimizer = AdamW(lr={LR})\n    clip_grad_norm = {CLIP}\n    shard = fsdp(net)\n"))

@@ -36,14 +36,13 @@ IEEE f32 (--f32-matmul ieee), checked as the CPU's --fsdp run.
 Skipped (77) without mpirun (cpu) or torch.  Usage: fsdp_reduce.py MLC WORKDIR [TARGET]"""
 import os
 import re
-import shutil
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "ref"))
 
 try:
     import torch
-    from fsdp_clip import mlc, mlp_data, rel
+    from fsdp_clip import command_line, mlc, mlp_data, rel
     from models import MLP, Checks, mlp_mdl, read_safetensors
 except ImportError as e:
     print(f"SKIP: {e} (Debian python3-torch)")
@@ -87,11 +86,10 @@ def reference(sd, x, y, ranks, dt):
 
 
 def main():
-    exe, work = sys.argv[1], os.path.abspath(sys.argv[2])
-    target = sys.argv[3] if len(sys.argv) > 3 else "cpu"
-    if target == "cpu" and not shutil.which("mpirun"):
-        print("SKIP: mpirun not installed (Debian openmpi-bin)")
+    args = command_line()
+    if args is None:
         return 77
+    exe, work, target = args
     p, sd, x, y = mlp_data(work, 1, B * STEPS)
     check = Checks()
     for name, dt in (("bf16", torch.bfloat16), ("f16", torch.float16)):
