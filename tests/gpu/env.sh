@@ -14,6 +14,10 @@ gpu_header() {
 }
 # For the SPIR-V target: the Vulkan loader from the carried .gl debs (the
 # device's README.md says why) and NVIDIA's ICD, without the validation layers.
+# .gl must hold libvulkan1 and libglvnd's libegl1 libglvnd0 libopengl0 libgl1
+# libglx0 libgles2 (NVIDIA's ICD loads them; with libvulkan1 alone there is
+# no driver: bench/results/h100-2026-12-07.md, call 11):
+#   (cd .gl && apt-get download libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2)
 vk_loader() {
   for f in .gl/*.deb; do dpkg -x "$f" /; done
   ldconfig
