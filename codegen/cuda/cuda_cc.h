@@ -20,6 +20,12 @@ bool cc_emit_scaled_mm(cc *c);    /* scaled_mm: the FP8 GEMM (emit_gemm.c) */
  * its extra multiprocessors idle in those kernels. */
 #define MLC_CUDA_SMS 132
 static inline int64_t cc_cuda_sms(const cc *c) { return c->p->opts.cuda_sms ? c->p->opts.cuda_sms : MLC_CUDA_SMS; }
+/* A persistent or grid-stride kernel's grid: `items` blocks, at most
+ * per_sm a multiprocessor. */
+static inline uint64_t cc_cuda_grid(const cc *c, int64_t items, int64_t per_sm) {
+  int64_t most = cc_cuda_sms(c) * per_sm;
+  return (uint64_t)(items < most ? items : most);
+}
 /* Whether mlc_attn_kv takes heads of dim d; else why not. */
 bool cc_attn_kv_fits(int64_t d, char *why, size_t whyn);
 

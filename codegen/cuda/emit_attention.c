@@ -160,7 +160,7 @@ static void fwd_x(cc *c, int x, int64_t D, int64_t BH, int64_t SQ, int64_t SK, i
  * its place in [b, s, 3H, D]); a grid-stride launch of at most 16 blocks an SM. */
 static void dq_cvt(cc *c, const char *T, int64_t D, int64_t BH, int64_t S, int64_t H, const char *dq, const char *sc, bool fr) {
   int64_t N = BH * S * D, blocks = cc_ceil_div(N, 256 * (D % 4 ? 1 : 4)); /* 4 elements a thread where D % 4 == 0 */
-  cc_begin(c, (uint64_t)(blocks < cc_cuda_sms(c) * 16 ? blocks : cc_cuda_sms(c) * 16), 256, 0);
+  cc_begin(c, cc_cuda_grid(c, blocks, 16), 256, 0);
   cc_printf(c, "  mlc_attn_cvt<%s, %lld, %lld, %lld, %d>(%s, out, %lldull, %s);\n", T, (long long)D, (long long)S, (long long)H,
             (int)fr, dq, (long long)N, sc);
   cc_end(c);
@@ -222,7 +222,7 @@ static void fwd_tc(cc *c, const char *T, int64_t D, int64_t BH, int64_t SQ, int6
     }
     int64_t items = BH * cc_ceil_div(SQ, 128);
     /* persistent: a block a multiprocessor (cc_cuda_sms), each taking one item of every gridDim.x */
-    cc_begin(c, (uint64_t)(items < cc_cuda_sms(c) ? items : cc_cuda_sms(c)), 384, attn_wg_smem(D));
+    cc_begin(c, cc_cuda_grid(c, items, 1), 384, attn_wg_smem(D));
     cc_printf(c, "  mlc_attn_fwd_wg<%s, %lld, %d, %lld, %lld, %lld, %d, %d, %lld>(%s, %s, %s, %s, %s);\n", T, (long long)D,
               MLC_ATTN_WG_STAGES, (long long)BH, (long long)SQ, (long long)SK, causal, mode, (long long)H, args,
               cc_flit(c, scale * 1.4426950408889634), tm[0], tm[1], tm[2]);

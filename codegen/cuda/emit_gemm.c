@@ -295,7 +295,7 @@ static void gemm_emit_one(cc *c, const gemm_desc *d, const gemm_cfg *g, const ml
   }
   if (g->pp && tma) { /* persistent: a block a multiprocessor, 384 threads */
     int64_t tiles = tmn * tnn;
-    cc_begin(c, (uint64_t)(tiles < cc_cuda_sms(c) ? tiles : cc_cuda_sms(c)), 384, (uint32_t)gemm_smem(d, g));
+    cc_begin(c, cc_cuda_grid(c, tiles, 1), 384, (uint32_t)gemm_smem(d, g));
     cc_printf(c, "  extern __shared__ __align__(16) unsigned char mlc_gemm_sm[];\n");
     cc_printf(c, "  typedef mlc_gemm_pp<%s, %d, %d, %s, %s, %lldLL, %lldLL, %lldLL, %d%s> G;\n", cc_stype(c, d->dt), g->bn, g->st,
               d->a_km ? "true" : "false", d->b_nk ? "true" : "false", (long long)d->M, (long long)d->N, (long long)d->K,
@@ -471,7 +471,7 @@ bool cc_emit_scaled_mm(cc *c) {
     const uint32_t box[2] = {64, 128};
     const char *ma = cc_tmap(c, 0, 0, 2, 2, da, st, box, 128), *mb = cc_tmap(c, 1, 0, 2, 2, db, st, box, 128);
     int64_t tiles = cc_ceil_div(M, 128) * cc_ceil_div(N, 128);
-    cc_begin(c, (uint64_t)(tiles < cc_cuda_sms(c) ? tiles : cc_cuda_sms(c)), 384, (uint32_t)gemm_smem(&d, &g));
+    cc_begin(c, cc_cuda_grid(c, tiles, 1), 384, (uint32_t)gemm_smem(&d, &g));
     cc_printf(c, "  extern __shared__ __align__(16) unsigned char mlc_gemm_sm[];\n");
     cc_printf(c, "  typedef mlc_gemm_pp<%s, 128, %d, false, true, %lldLL, %lldLL, %lldLL, %d> G;\n%s", P, g.st, (long long)M,
               (long long)N, (long long)(K / 2), GEMM_GROUP, epi);
