@@ -12,7 +12,7 @@ pkgs=(
   python3-sklearn                                    # the digits data set of examples/digits (ref.digits)
   bible-kjv                                          # the King James Bible (and bible-kjv-text) of examples/kjv (ref.kjv)
   valgrind                                           # runtime memory checks
-  openmpi-bin libopenmpi-dev                         # FSDP on the CPU: mpirun and the collectives (tests label dist)
+  openmpi-bin libopenmpi-dev iproute2                # FSDP on the CPU: mpirun, the collectives, ip netns (tests label dist)
   spirv-tools spirv-headers libvulkan-dev            # SPIR-V target: validator, optimizer, headers
   mesa-vulkan-drivers vulkan-validationlayers        # Vulkan on the CPU (lavapipe) for the spirv tests, validated
   libprotobuf-c-dev protobuf-c-compiler libonnx-dev  # ONNX frontend: protobuf-c, protoc-c, onnx.proto
