@@ -5,6 +5,17 @@
 #            (KHR GEMMs; the default attention and --spirv-attention=coopmat):
 #            `mlc profile --steps 3`, the top kernels and the time per op kind,
 #            then `mlc bench` of the same and eager PyTorch in the same call.
+#   spvops   issue 23: the SPIR-V op cases of the cooperative-matrix kernels
+#            on NVIDIA's driver (--spirv-attention=coopmat: the forward and the
+#            gradient, which has never run there): the NV form of matmul,
+#            linear, fused and attention under the Khronos validation layer
+#            (Debian 12's 1.3.239, carried in .gl; a message fails a case),
+#            the KHR form of attention without it, the KHR matmul under it.
+#   spvtrain issue 23: the GPT-2-like model off the tile multiples in bf16
+#            (bench/spirv_drift_h200.sh's: precision(param=bf16, reduce=f32),
+#            vocab 8003, heads of 64, seq 1000), 10 steps on cuda and on spirv
+#            (KHR; both attentions), the same tokens; the largest loss
+#            difference from cuda's.
 #   ncu      issue 24: bench/h200_s28.sh (mlc's verdicts against ncu's).
 # Carry build-gpu/{mlc,lib,codegen/cuda/mlc_opcheck,runtime/libmlcrt.a},
 # .yardstick, .gl.  Logs under $OUT.
@@ -24,6 +35,38 @@ by_kind() { # the profile's rows summed per op kind (the name before %), largest
 for p in $part; do
   case $p in
   ncu) OUT=$dest/ncu COMMIT=${COMMIT:-?} bash bench/h200_s28.sh || rc=1 ;;
+  spvops)
+    mkdir -p $dest/spvops
+    (. tests/gpu/env.sh /tmp/s32-ops; vk_loader
+     ls /usr/share/vulkan/explicit_layer.d/ 2>&1 | head -3
+     opc=build-gpu/codegen/cuda/mlc_opcheck
+     ops() { # log, validate, form, keyword
+       MLC_VK_VALIDATE=$2 timeout 170 python3 tests/ops/opcheck.py ops --target spirv --jobs 12 --opcheck $opc \
+         --work /tmp/s32-ops/$1 -k $4 --option=--spirv-coopmat=$3 --option=--spirv-attention=coopmat > $dest/spvops/$1.log 2>&1
+       echo "$1 (validate=$2): $(grep -E 'cases passed' $dest/spvops/$1.log | tr '\n' ' ') [$SECONDS s]"
+       grep -E '^FAIL' $dest/spvops/$1.log | head -4 | cut -c1-240
+       grep -iE 'validation|VUID' $dest/spvops/$1.log | head -3 | cut -c1-240
+     }
+     for kw in attention matmul linear fused; do ops nv_val_$kw 1 nv $kw; done
+     ops khr_attention 0 khr attention
+     ops khr_val_matmul 1 khr matmul) || rc=1 ;;
+  spvtrain)
+    mkdir -p $dest/spvtrain
+    (. tests/gpu/env.sh /tmp/s32-train; vk_loader
+     sed 's/^    optimizer = AdamW(lr=lr)/    optimizer = AdamW(lr=lr)\n    precision(param=bf16, reduce=f32)/' bench/gpt2like_f32.mdl > /tmp/gpt2like_bf16.mdl
+     python3 -c "import numpy as np; np.random.seed(0); np.random.randint(0, 8003, 4 * 4 * 1000 * 10 + 1).astype(np.int32).tofile('/tmp/s32-tokens.bin')"
+     trn() { # name, target, options...
+       local n=$1 t=$2; shift 2
+       timeout 150 build-gpu/mlc train /tmp/gpt2like_bf16.mdl --target $t --steps 10 --data /tmp/s32-tokens.bin --data-dtype i32 "$@" \
+         > $dest/spvtrain/$n.log 2>&1
+       grep -E '^step' $dest/spvtrain/$n.log | sed -E 's/^step [0-9]+: loss ([0-9.]+).*/\1/' > $dest/spvtrain/$n.loss
+       echo "$n: $(tr '\n' ' ' < $dest/spvtrain/$n.loss) [$SECONDS s]"
+     }
+     trn cuda cuda; trn spirv_khr spirv --spirv-coopmat=khr; trn spirv_khr_coopattn spirv --spirv-coopmat=khr --spirv-attention=coopmat
+     for n in spirv_khr spirv_khr_coopattn; do
+       paste $dest/spvtrain/cuda.loss $dest/spvtrain/$n.loss | awk -v n=$n '{ d = $1 - $2; if (d < 0) d = -d; if (d > m) m = d; c++ }
+         END { printf "%s: %d steps, largest |loss - cuda| %.2e\n", n, c, m }'
+     done) || rc=1 ;;
   spvprof)
     mkdir -p $dest/spvprof
     (. tests/gpu/env.sh /tmp/s32-spv; vk_loader
