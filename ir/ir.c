@@ -419,6 +419,18 @@ static bool reduced_shard(const mlc_func *f, uint32_t v) {
   return x->op == MLC_OP_REDUCE_SCATTER || (x->op == MLC_OP_CAST && f->nodes[x->in[0]].op == MLC_OP_REDUCE_SCATTER);
 }
 
+bool mlc_node_in_place(const mlc_func *f, uint32_t i) {
+  const mlc_node *n = &f->nodes[i];
+  if (n->op != MLC_OP_CONCAT || n->a.axis != 0 || !n->nin || !f->offset) return false;
+  int64_t at = f->offset[i];
+  for (uint32_t k = 0; k < n->nin; k++) {
+    const mlc_node *x = &f->nodes[n->in[k]];
+    if (x->op == MLC_OP_PARAM || f->offset[n->in[k]] != at) return false;
+    at += (int64_t)mlc_type_numel(&x->type) * mlc_dtype_size(x->type.dtype);
+  }
+  return true;
+}
+
 bool mlc_node_sharded(const mlc_program *p, const mlc_func *f, const mlc_node *n) {
   if (n->op == MLC_OP_MUL) return reduced_shard(f, n->in[0]); /* fsdp's clipping of a gradient shard */
   if (n->op == MLC_OP_CAST && f->nodes[n->in[0]].op == MLC_OP_REDUCE_SCATTER) return true; /* reduce=bf16's f32 shard */

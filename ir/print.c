@@ -45,7 +45,7 @@ void mlc_print_func(FILE *out, const mlc_program *p, const mlc_func *f) {
     for (uint32_t k = 0; k < n->nin; k++) fprintf(out, "%s%%%u", k ? ", " : " ", n->in[k]);
     print_attrs(out, p, n);
     fprintf(out, " : %s", mlc_type_str(&n->type, buf, sizeof buf));
-    if (f->offset && f->offset[i] >= 0) fprintf(out, " @%lld", (long long)f->offset[i]);
+    if (f->offset && f->offset[i] >= 0) fprintf(out, " @%lld%s", (long long)f->offset[i], mlc_node_in_place(f, i) ? " in place" : "");
     if (n->scope[0]) fprintf(out, "  ; %s", n->scope);
     fputc('\n', out);
   }

@@ -28,6 +28,17 @@
  * sound).  For a language model's head that is one [tokens, vocab] buffer
  * less at the start of the backward, where the train step's peak is:
  * 524 MB for the MiniLLM.
+ *
+ * FSDP's packed gradients are computed in place (issue 31): the concat
+ * that packs a unit's gradients for its reduce-scatter (passes/fsdp.c)
+ * gets its bytes at its first piece's node, and each piece (a gradient, its
+ * cast to the reduce dtype, the zeros of the padding) is placed at its
+ * offset inside them, so that the kernel computing it writes it into the
+ * flat buffer and the concat copies nothing: it has no kernel
+ * (mlc_node_in_place).  A piece qualifies when the concat is its last
+ * use, it is computed (no parameter, input, constant or pooled value) and
+ * its offset is aligned; the concat is placed so only when all its pieces
+ * qualify.  The pieces then live in the pool, as the concat does.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -91,6 +102,29 @@ static int64_t place(blocklist *fl, int64_t *top, int64_t size) {
   return off;
 }
 
+/* Takes what is free of [off, off + size) out of fl, appending each range
+ * it took to got (so that release() can give them back). */
+static void take(blocklist *fl, int64_t off, int64_t size, block *got, uint32_t *ngot) {
+  for (uint32_t i = 0; i < fl->n; i++) {
+    block b = fl->v[i];
+    int64_t lo = b.off > off ? b.off : off, hi = b.off + b.size < off + size ? b.off + b.size : off + size;
+    if (lo >= hi) continue;
+    got[(*ngot)++] = (block){lo, hi - lo};
+    block keep[2] = {{b.off, lo - b.off}, {hi, b.off + b.size - hi}};
+    uint32_t nk = (keep[0].size > 0) + (keep[1].size > 0);
+    if (nk == 0) {
+      memmove(&fl->v[i], &fl->v[i + 1], (fl->n - i - 1) * sizeof *fl->v);
+      fl->n--, i--;
+    } else if (nk == 1) {
+      fl->v[i] = keep[0].size > 0 ? keep[0] : keep[1];
+    } else {
+      memmove(&fl->v[i + 2], &fl->v[i + 1], (fl->n - i - 1) * sizeof *fl->v);
+      fl->v[i] = keep[0], fl->v[i + 1] = keep[1];
+      fl->n++, i++;
+    }
+  }
+}
+
 /* Nodes that use their input's storage: a reshape; the fsdp pass's view
  * (at an offset); a reduce-scatter, whose result is this rank's rows of its
  * input (the runtime adds the rank's offset). */
@@ -133,6 +167,43 @@ static uint32_t in_place(const mlc_target *target, const mlc_func *f, uint32_t i
   bool ok = root[x] == x && last[x] == i && !inpool[x] && xn->op != MLC_OP_INPUT && xn->op != MLC_OP_CONST &&
             xn->op != MLC_OP_PARAM && mlc_type_eq(&xn->type, &n->type);
   return ok ? x : UINT32_MAX;
+}
+
+/* The pieces of FSDP's gradient concats that memplan places inside them
+ * (see the top of the file): host[r] is the concat whose bytes root r is
+ * placed in (NONE: its own), at byte host_off[r]; first[c] is the first
+ * such piece of concat c (NONE: c is placed as any value).  Only a concat
+ * along axis 0, the reduce-scatter's input and not the caller's, whose
+ * pieces all qualify. */
+static void host_pieces(const mlc_func *f, const uint32_t *root, const uint32_t *last, const uint32_t *users,
+                        const bool *inpool, const bool *want, uint32_t *host, int64_t *host_off, uint32_t *first) {
+  uint32_t n = f->n;
+  for (uint32_t i = 0; i < n; i++) host[i] = first[i] = UINT32_MAX;
+  for (uint32_t c = 0; c < n; c++) {
+    const mlc_node *cn = &f->nodes[c];
+    if (!want || !want[c] || cn->op != MLC_OP_CONCAT || cn->a.axis != 0 || !cn->nin || users[c] >= n ||
+        f->nodes[users[c]].op != MLC_OP_REDUCE_SCATTER || last[c] == UINT32_MAX || !inpool[c])
+      continue;
+    int64_t at = 0;
+    uint32_t k = 0, lo = c;
+    for (; k < cn->nin; k++) {
+      uint32_t x = cn->in[k], r = root[x];
+      const mlc_node *rn = &f->nodes[r], *xn = &f->nodes[x];
+      int64_t bytes = (int64_t)mlc_type_numel(&xn->type) * mlc_dtype_size(xn->type.dtype);
+      bool ok = rn->op != MLC_OP_PARAM && rn->op != MLC_OP_INPUT && rn->op != MLC_OP_CONST && rn->op != MLC_OP_CONCAT &&
+                rn->op != MLC_OP_CROSS_ENTROPY_GRAD && last[r] == c && !inpool[r] && host[r] == UINT32_MAX &&
+                at % ALIGN == 0 && bytes == (int64_t)mlc_type_numel(&rn->type) * mlc_dtype_size(rn->type.dtype);
+      if (!ok) break;
+      host[r] = c, host_off[r] = at;
+      at += bytes;
+      if (r < lo) lo = r;
+    }
+    if (k < cn->nin) { /* not all: none */
+      while (k-- > 0) host[root[cn->in[k]]] = UINT32_MAX;
+      continue;
+    }
+    first[c] = lo;
+  }
 }
 
 /* Under a memory budget (passes/recompute.c), a second placement of the
@@ -207,7 +278,9 @@ static int64_t by_size(mlc_program *p, mlc_func *f, const uint32_t *root, const 
   return end;
 }
 
-void mlc_memplan_func(mlc_program *p, mlc_func *f, const mlc_target *target) {
+/* One placement, with the concats of want[] (NULL: none) in place where
+ * they can be (first[c] then says which were); returns the arena's bytes. */
+static int64_t plan_once(mlc_program *p, mlc_func *f, const mlc_target *target, const bool *want, uint32_t *first) {
   uint32_t n = f->n;
   /* root[i]: the node whose storage i uses (itself, or through reshapes). */
   uint32_t *root = mlc_arena_alloc(p->arena, (n + 1) * sizeof *root);
@@ -227,15 +300,10 @@ void mlc_memplan_func(mlc_program *p, mlc_func *f, const mlc_target *target) {
   uint32_t *head = mlc_arena_alloc(p->arena, (n + 1) * sizeof *head);
   uint32_t *next = mlc_arena_alloc(p->arena, (n + 1) * sizeof *next);
   for (uint32_t i = 0; i < n; i++) head[i] = UINT32_MAX;
-  for (uint32_t i = 0; i < n; i++)
-    if (root[i] == i && last[i] != UINT32_MAX && f->nodes[i].op != MLC_OP_PARAM) {
-      next[i] = head[last[i]];
-      head[last[i]] = i;
-    }
 
   f->offset = mlc_arena_alloc(p->arena, (n + 1) * sizeof *f->offset);
   blocklist fl = {mlc_arena_alloc(p->arena, (n + 2) * sizeof *fl.v), 0};
-  blocklist pl = {mlc_arena_alloc(p->arena, (n + 2) * sizeof *pl.v), 0}; /* the pool, offsets from its start */
+  blocklist pl = {mlc_arena_alloc(p->arena, (2 * n + 4) * sizeof *pl.v), 0}; /* the pool, offsets from its start (take() splits) */
   int64_t top = 0, ptop = 0;
   uint32_t *users = mlc_arena_alloc(p->arena, (n + 1) * sizeof *users); /* the one user; UINT32_MAX: several, - 1: none */
   bool *inpool = mlc_arena_alloc(p->arena, (n + 1) * sizeof *inpool);
@@ -246,9 +314,27 @@ void mlc_memplan_func(mlc_program *p, mlc_func *f, const mlc_target *target) {
       *u = *u == UINT32_MAX - 1 ? i : UINT32_MAX;
     }
   for (uint32_t i = 0; i < n; i++) inpool[i] = root[i] == i ? pooled(p, f, users, i) : inpool[root[i]];
+  uint32_t *host = mlc_arena_alloc(p->arena, (n + 1) * sizeof *host);
+  int64_t *host_off = mlc_arena_alloc(p->arena, (n + 1) * sizeof *host_off);
+  host_pieces(f, root, last, users, inpool, want, host, host_off, first);
+  for (uint32_t i = 0; i < n; i++) /* a piece lives in its concat's bytes, the pool's */
+    if (host[root[i]] != UINT32_MAX) inpool[i] = inpool[host[root[i]]];
+  for (uint32_t i = 0; i < n; i++) /* a piece's bytes are its concat's: freed with them */
+    if (root[i] == i && last[i] != UINT32_MAX && f->nodes[i].op != MLC_OP_PARAM && host[i] == UINT32_MAX) {
+      next[i] = head[last[i]];
+      head[last[i]] = i;
+    }
   block *pending = mlc_arena_alloc(p->arena, (n + 1) * sizeof *pending); /* pooled blocks dead, not yet free */
   uint32_t *over_of = mlc_arena_alloc(p->arena, (n + 1) * sizeof *over_of); /* the input whose bytes i took, or UINT32_MAX */
   uint32_t npending = 0;
+  /* A concat placed at its first piece (host_pieces) is written by compute
+   * kernels from there on, long before its own node: it takes no bytes of
+   * a pooled value that died since the latest reduce-scatter began, which
+   * the communication stream may still be reading or writing (the
+   * previous unit's reduced gradient, its update), so that the compute
+   * stream does not wait for it (codegen/schedule.c orders them anyway). */
+  block *dead = mlc_arena_alloc(p->arena, (n + 1) * sizeof *dead), *got = mlc_arena_alloc(p->arena, (n + 1) * sizeof *got);
+  uint32_t *dead_at = mlc_arena_alloc(p->arena, (n + 1) * sizeof *dead_at), ndead = 0, last_rs = 0;
   /* Constants (written once, when the session starts) and inputs (written
    * by the caller, or the runtime's step count, before the run) are not
    * written at their own node: they take their bytes before anything else
@@ -259,6 +345,7 @@ void mlc_memplan_func(mlc_program *p, mlc_func *f, const mlc_target *target) {
   for (uint32_t i = 0; i < n; i++) {
     const mlc_node *nd = &f->nodes[i];
     uint32_t over = UINT32_MAX;
+    if (nd->op == MLC_OP_REDUCE_SCATTER) last_rs = i;
     over_of[i] = UINT32_MAX;
     if (nd->op == MLC_OP_PARAM) {
       f->offset[i] = -1;
@@ -266,6 +353,18 @@ void mlc_memplan_func(mlc_program *p, mlc_func *f, const mlc_target *target) {
       /* placed above */
     } else if (root[i] != i) {
       f->offset[i] = f->offset[nd->in[0]] + view_bytes(nd);
+    } else if (host[i] != UINT32_MAX || first[i] != UINT32_MAX) { /* a concat placed at its first piece, or a piece */
+      uint32_t c = host[i] != UINT32_MAX ? host[i] : i;
+      if (first[c] == i) { /* in the pool, away from what the communication stream may still be using */
+        const mlc_node *cn = &f->nodes[c];
+        int64_t size = align_up((int64_t)mlc_type_numel(&cn->type) * mlc_dtype_size(cn->type.dtype));
+        uint32_t ngot = 0;
+        for (uint32_t k = 0; k < ndead; k++)
+          if (dead_at[k] >= last_rs) take(&pl, dead[k].off, dead[k].size, got, &ngot);
+        f->offset[c] = place(&pl, &ptop, size);
+        for (uint32_t k = 0; k < ngot; k++) release(&pl, got[k].off, got[k].size);
+      }
+      if (c != i) f->offset[i] = f->offset[c] + host_off[i];
     } else if ((over = in_place(target, f, i, root, last, inpool)) != UINT32_MAX) {
       f->offset[i] = f->offset[over]; /* its bytes pass to i: not freed below */
       over_of[i] = over;
@@ -286,7 +385,7 @@ void mlc_memplan_func(mlc_program *p, mlc_func *f, const mlc_target *target) {
       if (d == over) continue;
       const mlc_node *dn = &f->nodes[d];
       int64_t size = align_up((int64_t)mlc_type_numel(&dn->type) * mlc_dtype_size(dn->type.dtype));
-      if (inpool[d]) pending[npending++] = (block){f->offset[d], size};
+      if (inpool[d]) pending[npending++] = dead[ndead] = (block){f->offset[d], size}, dead_at[ndead++] = i;
       else release(&fl, f->offset[d], size);
     }
   }
@@ -295,6 +394,35 @@ void mlc_memplan_func(mlc_program *p, mlc_func *f, const mlc_target *target) {
   for (uint32_t i = 0; i < n; i++)
     if (inpool[i] && f->nodes[i].op != MLC_OP_PARAM) f->offset[i] += top;
   f->arena_bytes = top + ptop;
+  return f->arena_bytes;
+}
+
+/* The concats placed in place are chosen one at a time, each kept where the
+ * arena does not grow: the pool is an address range of its own, so a
+ * piece moved there from the arena's other values costs its bytes where
+ * the pool peaks but saves nothing where the rest does not (the head's
+ * gradient, computed first in the backward and packed with the
+ * embedding's, computed last, lives in the pool through the whole backward). */
+void mlc_memplan_func(mlc_program *p, mlc_func *f, const mlc_target *target) {
+  uint32_t n = f->n, *first = mlc_arena_alloc(p->arena, (n + 1) * sizeof *first);
+  bool *want = mlc_arena_alloc(p->arena, (n + 1) * sizeof *want), any = false;
+  for (uint32_t i = 0; i < n; i++) want[i] = true;
+  plan_once(p, f, target, want, first); /* which concats can be */
+  for (uint32_t i = 0; i < n; i++) any |= want[i] = first[i] != UINT32_MAX;
+  if (!any) return;
+  bool *on = mlc_arena_alloc(p->arena, (n + 1) * sizeof *on);
+  memset(on, 0, (n + 1) * sizeof *on);
+  int64_t best = plan_once(p, f, target, on, first);
+  bool last_kept = true;
+  for (uint32_t c = 0; c < n; c++) {
+    if (!want[c]) continue;
+    on[c] = true;
+    int64_t bytes = plan_once(p, f, target, on, first);
+    last_kept = bytes <= best + best / 1000; /* not the alignment of a block more or less */
+    if (last_kept) best = bytes < best ? bytes : best;
+    else on[c] = false;
+  }
+  if (!last_kept) plan_once(p, f, target, on, first);
 }
 
 bool mlc_pass_memplan(mlc_pass_ctx *c) {

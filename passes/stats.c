@@ -164,6 +164,13 @@ void mlc_print_stats(FILE *out, const mlc_program *p) {
       fprintf(out, "  planned total: %s bytes (%.3f GB) held by a session that runs %s%s (its arena and every parameter%s)\n",
               num, (double)held / 1e9, f->name, sharded ? " on one rank" : "",
               !state ? "" : uses_state(p, f) ? " and optimizer state" : "; no optimizer state until it trains");
+      uint32_t packs = 0, in_place = 0; /* fsdp's gradient packs (passes/memplan.c) */
+      for (uint32_t i = 0; i < f->n; i++)
+        if (f->nodes[i].op == MLC_OP_REDUCE_SCATTER && f->nodes[f->nodes[i].in[0]].op == MLC_OP_CONCAT)
+          packs++, in_place += mlc_node_in_place(f, f->nodes[i].in[0]);
+      if (packs)
+        fprintf(out, "  gradients packed in place for their reduce-scatter: %u of %u units (the rest copied by a concat)\n",
+                in_place, packs);
       if (!strcmp(f->name, "train")) print_recompute(out, p);
     }
   }

@@ -79,7 +79,7 @@ mlc_status cc_emit_module(const mlc_program *p, const cc_dialect *t, mlc_cstyle_
     for (uint32_t i = 0; i < f->n; i++) {
       const mlc_node *n = &f->nodes[i];
       m->kernel_of[k][i] = UINT32_MAX;
-      if (mlc_ops[n->op].flags & (MLC_F_LEAF | MLC_F_VIEW | MLC_F_COLL)) continue;
+      if ((mlc_ops[n->op].flags & (MLC_F_LEAF | MLC_F_VIEW | MLC_F_COLL)) || mlc_node_in_place(f, i)) continue;
       bool sharded = mlc_node_sharded(p, f, n);
       cc_emitter e = sharded && n->op == MLC_OP_CAST ? cc_emit_shard_cast : emitter_of(t, (mlc_op)n->op);
       cc_text body = {.a = a};

@@ -418,7 +418,7 @@ mlc_status mlc_llvm_compile(const mlc_program *p, const mlc_func *f, const mlc_l
   for (uint32_t i = 0; i < f->n && !st; i++) {
     const mlc_node *n = &f->nodes[i];
     unsigned fl = mlc_ops[n->op].flags;
-    if (fl & (MLC_F_LEAF | MLC_F_VIEW | MLC_F_COLL)) continue;
+    if ((fl & (MLC_F_LEAF | MLC_F_VIEW | MLC_F_COLL)) || mlc_node_in_place(f, i)) continue; /* in place: no copy */
     if (n->nin > 64) {
       cg_fail(&g, "%u inputs; the CPU backend takes at most 64", n->nin);
       st = fail(MLC_INVALID_ARGUMENT, "node %%%u (%s): %s", i, mlc_ops[n->op].name, g.err);

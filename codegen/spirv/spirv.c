@@ -375,7 +375,7 @@ mlc_status mlc_spirv_emit(const mlc_program *p, const mlc_spirv_options *o, mlc_
     for (uint32_t i = 0; i < f->n && !st; i++) {
       const mlc_node *n = &f->nodes[i];
       out->kernel_of[k][i] = UINT32_MAX;
-      if (mlc_ops[n->op].flags & (MLC_F_LEAF | MLC_F_VIEW)) continue;
+      if ((mlc_ops[n->op].flags & (MLC_F_LEAF | MLC_F_VIEW)) || mlc_node_in_place(f, i)) continue;
       uint32_t fb, cm = UINT32_MAX;
       st = kernel_for(&t, &ss, p, f, i, o, false, &fb);
       bool mm = n->op == MLC_OP_MATMUL || n->op == MLC_OP_LINEAR || n->op == MLC_OP_MATMUL_TN || n->op == MLC_OP_FUSED ||

@@ -2,7 +2,10 @@
 # FSDP on the CPU under mpirun: the small MiniLLM in fp32, sharded across 2
 # and 4 ranks (each rank its own batch of B / world rows), must follow the
 # unsharded run on the whole batch B within 1e-5 in every one of 10 AdamW
-# steps' losses.  Usage: fsdp_mpi.sh MLC MODEL.mdl WORKDIR
+# steps' losses.  The sharded program packs at least one unit's gradients
+# in place (passes/memplan.c: the kernels write them into the flat buffer the
+# reduce-scatter reads; no concat), so the check covers that too.
+# Usage: fsdp_mpi.sh MLC MODEL.mdl WORKDIR
 set -euo pipefail
 mlc=$1 model=$2 work=$3
 command -v mpirun >/dev/null || { echo "SKIP: mpirun not installed (Debian openmpi-bin)"; exit 77; }
@@ -14,6 +17,9 @@ mkdir -p "$work"
 cfg=(dim=64 layers=2 heads=4 vocab=256 seq=32 compute=f32)
 /usr/bin/python3 -c "
 import numpy as np; np.random.default_rng(7).integers(0, 256, 40000, dtype=np.int32).tofile('$work/tokens.i32')"
+"$mlc" compile "$model" --target cpu --fsdp "${cfg[@]}" --stats -o "$work/stats" >"$work/stats.log" 2>&1
+grep -E "packed in place for their reduce-scatter: [1-9]" "$work/stats.log" ||
+  { echo "FAIL: no unit's gradients packed in place"; grep -i packed "$work/stats.log"; exit 1; }
 common=(train "$model" --target cpu "${cfg[@]}" --seed 3 --steps 10 --data "$work/tokens.i32" --data-dtype i32 --threads 1)
 "$mlc" "${common[@]}" batch=4 >"$work/ref.log"
 mpi=("${nolsan[@]}" mpirun --allow-run-as-root --oversubscribe --bind-to none)

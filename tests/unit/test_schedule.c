@@ -51,7 +51,11 @@ static int teardown(void **state) {
   return 0;
 }
 
-static bool is_step(const mlc_node *n) { return !(mlc_ops[n->op].flags & (MLC_F_LEAF | MLC_F_VIEW)); }
+/* A node that has a kernel: not a leaf or a view, nor a concat whose pieces
+ * memplan placed inside it (codegen emits none for those). */
+static bool is_step(const mlc_func *f, uint32_t i) {
+  return !(mlc_ops[f->nodes[i].op].flags & (MLC_F_LEAF | MLC_F_VIEW)) && !mlc_node_in_place(f, i);
+}
 
 typedef struct {
   int64_t lo, hi;
@@ -99,7 +103,7 @@ static void streams_and_order(void **state) {
   uint32_t n = f->n;
   uint32_t *kid = calloc(n + 1, sizeof *kid), *node_of = calloc(n + 1, sizeof *node_of), nsteps = 0;
   for (uint32_t i = 0; i < n; i++) {
-    kid[i] = is_step(&f->nodes[i]) ? 0 : UINT32_MAX;
+    kid[i] = is_step(f, i) ? 0 : UINT32_MAX;
     if (kid[i] != UINT32_MAX) node_of[nsteps++] = i;
   }
   mlc_sched sc;
@@ -166,7 +170,7 @@ static void gathers_are_prefetched(void **state) {
       const mlc_node *m = &f->nodes[j];
       for (uint32_t k = 0; k < m->nin && first == UINT32_MAX; k++)
         if (f->nodes[m->in[k]].op == MLC_OP_VIEW && f->nodes[m->in[k]].in[0] == i) first = j;
-      if (first == UINT32_MAX && is_step(m) && !(mlc_ops[m->op].flags & MLC_F_COLL) && !mlc_node_sharded(&prog, f, m)) between++;
+      if (first == UINT32_MAX && is_step(f, j) && !(mlc_ops[m->op].flags & MLC_F_COLL) && !mlc_node_sharded(&prog, f, m)) between++;
     }
     prefetched += between > 0;
   }
@@ -174,10 +178,51 @@ static void gathers_are_prefetched(void **state) {
   assert_true(prefetched >= 4); /* in each direction, every unit but the first one gathered */
 }
 
+/* FSDP's gradient packs that memplan placed in place (passes/memplan.c):
+ * there are some, they have no step, and the kernels that write their
+ * pieces wait for no collective but a gather (never for a reduce-scatter
+ * or an update still running on the communication stream). */
+static void packs_in_place(void **state) {
+  (void)state;
+  const mlc_func *f = train;
+  uint32_t n = f->n, *kid = calloc(n + 1, sizeof *kid), packs = 0, in_place = 0, pieces = 0;
+  for (uint32_t i = 0; i < n; i++) kid[i] = is_step(f, i) ? 0 : UINT32_MAX;
+  mlc_sched sc;
+  mlc_schedule(&prog, f, kid, &sc);
+  uint32_t *node_of = calloc(n + 1, sizeof *node_of);
+  for (uint32_t i = 0; i < n; i++)
+    if (kid[i] != UINT32_MAX) node_of[sc.step_of[i]] = i;
+  for (uint32_t c = 0; c < n; c++) {
+    const mlc_node *cn = &f->nodes[c];
+    bool packs_rs = false;
+    for (uint32_t j = c + 1; j < n && !packs_rs; j++) packs_rs = f->nodes[j].op == MLC_OP_REDUCE_SCATTER && f->nodes[j].in[0] == c;
+    if (cn->op != MLC_OP_CONCAT || !packs_rs) continue;
+    packs++;
+    if (!mlc_node_in_place(f, c)) continue;
+    in_place++;
+    assert_int_equal(kid[c], UINT32_MAX);
+    for (uint32_t k = 0; k < cn->nin; k++) {
+      uint32_t r = mlc_memplan_root(f, cn->in[k]);
+      assert_int_not_equal(kid[r], UINT32_MAX);
+      assert_int_equal(sc.stream[r], 0);
+      pieces++;
+      if (sc.wait[r] != UINT32_MAX && f->nodes[node_of[sc.wait[r]]].op != MLC_OP_ALL_GATHER)
+        fail_msg("piece %%%u (%s) of %%%u waits for %%%u (%s)", r, mlc_ops[f->nodes[r].op].name, c, node_of[sc.wait[r]],
+                 mlc_ops[f->nodes[node_of[sc.wait[r]]].op].name);
+    }
+  }
+  print_message("%u of %u gradient packs in place, %u pieces\n", in_place, packs, pieces);
+  assert_int_equal(packs, 4);
+  assert_true(in_place >= 1);
+  free(kid);
+  free(node_of);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(streams_and_order),
     cmocka_unit_test(gathers_are_prefetched),
+    cmocka_unit_test(packs_in_place),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
