@@ -16,6 +16,12 @@
 #            vocab 8003, heads of 64, seq 1000), 10 steps on cuda and on spirv
 #            (KHR; both attentions), the same tokens; the largest loss
 #            difference from cuda's.
+#   fsdp     issue 31: the gradients packed in place (563c921) on the GPU:
+#            the small MiniLLM (f32, fsdp_mpi.sh's config) 10 steps on
+#            cuda-nccl (one rank) against cuda, losses within 1e-5; then the
+#            full MiniLLM's train step on cuda-nccl, this build against the
+#            one before (build-gpu/mlc-old, 936580d), twice each, alternating,
+#            median of steps 3..12.
 #   ncu      issue 24: bench/h200_s28.sh (mlc's verdicts against ncu's).
 # Carry build-gpu/{mlc,lib,codegen/cuda/mlc_opcheck,runtime/libmlcrt.a},
 # .yardstick, .gl.  Logs under $OUT.
@@ -66,6 +72,26 @@ for p in $part; do
      for n in spirv_khr spirv_khr_coopattn; do
        paste $dest/spvtrain/cuda.loss $dest/spvtrain/$n.loss | awk -v n=$n '{ d = $1 - $2; if (d < 0) d = -d; if (d > m) m = d; c++ }
          END { printf "%s: %d steps, largest |loss - cuda| %.2e\n", n, c, m }'
+     done) || rc=1 ;;
+  fsdp)
+    mkdir -p $dest/fsdp
+    (. tests/gpu/env.sh /tmp/s32-fsdp
+     python3 -c "import numpy as np; np.random.default_rng(7).integers(0, 256, 40000, dtype=np.int32).tofile('/tmp/s32-tok.i32')"
+     cfg="dim=64 layers=2 heads=4 vocab=256 seq=32 compute=f32 batch=4"
+     for t in cuda cuda-nccl; do
+       timeout 120 build-gpu/mlc train examples/minillm.mdl --target $t $cfg --seed 3 --steps 10 --data /tmp/s32-tok.i32 \
+         --data-dtype i32 > $dest/fsdp/small_$t.log 2>&1
+       grep -E '^step' $dest/fsdp/small_$t.log | awk '{print $4}' > $dest/fsdp/small_$t.loss
+     done
+     paste $dest/fsdp/small_cuda.loss $dest/fsdp/small_cuda-nccl.loss | awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > m) m = d; c++ }
+       END { printf "small MiniLLM f32, cuda-nccl (1 rank, packed in place) against cuda: %d steps, largest |loss diff| %.2e (tolerance 1e-5)\n", c, m }'
+     build-gpu/mlc compile examples/minillm.mdl --target cuda-nccl --stats -o /tmp/s32-fsdp/st 2>&1 | grep -E "packed in place|planned peak" | tail -2
+     for r in 1 2; do
+       for b in mlc-old mlc; do
+         l=$dest/fsdp/full_${b}_$r.log
+         XDG_CACHE_HOME=/tmp/cache-$b timeout 150 build-gpu/$b train examples/minillm.mdl --target cuda-nccl --steps 12 > $l 2>&1
+         echo "round $r $b: $(grep -E '^step' $l | awk 'NR>=3 {gsub(/\(/,"",$5); print $5}' | sort -n | awk '{a[NR]=$1} END {print "median", a[int((NR+1)/2)], "ms of", NR, "steps"}'); losses $(grep -E '^step' $l | awk '{print $4}' | head -4 | tr '\n' ' ') [$SECONDS s]"
+       done
      done) || rc=1 ;;
   spvprof)
     mkdir -p $dest/spvprof
