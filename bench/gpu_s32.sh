@@ -85,6 +85,15 @@ for p in $part; do
      done
      paste $dest/fsdp/small_cuda.loss $dest/fsdp/small_cuda-nccl.loss | awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > m) m = d; c++ }
        END { printf "small MiniLLM f32, cuda-nccl (1 rank, packed in place) against cuda: %d steps, largest |loss diff| %.2e (tolerance 1e-5)\n", c, m }'
+     # sharded checkpoints on the GPU (issue 31 item 5; tests/dist/fsdp_checkpoint.sh's steps, one rank):
+     # 4 steps saved, 3 resumed and saved, against 7 uninterrupted: the losses, and the shard byte for byte
+     ck=(train examples/minillm.mdl --target cuda-nccl $cfg --seed 3 --data /tmp/s32-tok.i32 --data-dtype i32)
+     build-gpu/mlc "${ck[@]}" --steps 4 --save /tmp/s32-fsdp/run.ckpt > $dest/fsdp/ck_a.log 2>&1
+     build-gpu/mlc "${ck[@]}" --steps 3 --resume /tmp/s32-fsdp/run.ckpt --save /tmp/s32-fsdp/resumed.ckpt > $dest/fsdp/ck_b.log 2>&1
+     build-gpu/mlc "${ck[@]}" --steps 7 --save /tmp/s32-fsdp/whole.ckpt > $dest/fsdp/ck_whole.log 2>&1
+     cat $dest/fsdp/ck_a.log $dest/fsdp/ck_b.log | grep '^step' | sed 's/ (.*//' > /tmp/s32-fsdp/resumed.txt
+     grep '^step' $dest/fsdp/ck_whole.log | sed 's/ (.*//' > /tmp/s32-fsdp/whole.txt
+     echo "checkpoint on cuda-nccl: $(wc -l < /tmp/s32-fsdp/whole.txt) losses; resumed $(cmp -s /tmp/s32-fsdp/whole.txt /tmp/s32-fsdp/resumed.txt && echo identical || echo DIFFER); shard $(cmp -s /tmp/s32-fsdp/whole.ckpt.rank0 /tmp/s32-fsdp/resumed.ckpt.rank0 && echo byte-identical || echo DIFFERS) ($(ls /tmp/s32-fsdp/ | grep -c ckpt) files)"
      build-gpu/mlc compile examples/minillm.mdl --target cuda-nccl --stats -o /tmp/s32-fsdp/st 2>&1 | grep -E "packed in place|planned peak" | tail -2
      for r in 1 2; do
        for b in mlc-old mlc; do
