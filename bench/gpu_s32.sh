@@ -93,7 +93,7 @@ for p in $part; do
      build-gpu/mlc "${ck[@]}" --steps 7 --save /tmp/s32-fsdp/whole.ckpt > $dest/fsdp/ck_whole.log 2>&1
      cat $dest/fsdp/ck_a.log $dest/fsdp/ck_b.log | grep '^step' | sed 's/ (.*//' > /tmp/s32-fsdp/resumed.txt
      grep '^step' $dest/fsdp/ck_whole.log | sed 's/ (.*//' > /tmp/s32-fsdp/whole.txt
-     echo "checkpoint on cuda-nccl: $(wc -l < /tmp/s32-fsdp/whole.txt) losses; resumed $(cmp -s /tmp/s32-fsdp/whole.txt /tmp/s32-fsdp/resumed.txt && echo identical || echo DIFFER); shard $(cmp -s /tmp/s32-fsdp/whole.ckpt.rank0 /tmp/s32-fsdp/resumed.ckpt.rank0 && echo byte-identical || echo DIFFERS) ($(ls /tmp/s32-fsdp/ | grep -c ckpt) files)"
+     echo "checkpoint on cuda-nccl: $(wc -l < /tmp/s32-fsdp/whole.txt) losses; resumed $(cmp -s /tmp/s32-fsdp/whole.txt /tmp/s32-fsdp/resumed.txt && echo identical || echo DIFFER); saved files $(for f in /tmp/s32-fsdp/whole.ckpt*; do g=/tmp/s32-fsdp/resumed.ckpt${f#/tmp/s32-fsdp/whole.ckpt}; printf "%s %s; " "${f##*/}" "$(cmp -s $f $g && echo byte-identical || echo DIFFERS)"; done)"
      build-gpu/mlc compile examples/minillm.mdl --target cuda-nccl --stats -o /tmp/s32-fsdp/st 2>&1 | grep -E "packed in place|planned peak" | tail -2
      for r in 1 2; do
        for b in mlc-old mlc; do
