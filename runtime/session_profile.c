@@ -46,6 +46,47 @@ static void fmt_rate(char *buf, size_t n, double per_s) {
 }
 
 /* Steps of an entry, longest total time first; NULL when out of memory. */
+/* The time of an entry's steps by op and unit ("fused" on bf16 tensor
+ * cores is a GEMM program; on fp32, elementwise): the op is the step's name
+ * up to its '%'.  Groups past the 48th are counted as "other". */
+#define BY_OP_MAX 48
+typedef struct {
+  char key[40];
+  double seconds;
+  uint32_t steps;
+} by_op;
+
+static void add_by_op(by_op *g, uint32_t *ng, const char *name, const char *unit, double seconds) {
+  char key[40];
+  int len = (int)strcspn(name, "%");
+  snprintf(key, sizeof key, "%.*s (%s)", len > 24 ? 24 : len, name, unit);
+  uint32_t i = 0;
+  while (i < *ng && strcmp(g[i].key, key)) i++;
+  if (i == *ng) {
+    if (*ng == BY_OP_MAX) i = BY_OP_MAX - 1, snprintf(g[i].key, sizeof g[i].key, "other");
+    else {
+      g[i] = (by_op){.seconds = 0, .steps = 0};
+      snprintf(g[i].key, sizeof g[i].key, "%s", key);
+      (*ng)++;
+    }
+  }
+  g[i].seconds += seconds;
+  g[i].steps++;
+}
+
+static void print_by_op(by_op *g, uint32_t ng, double total, uint64_t runs, FILE *out) {
+  for (uint32_t k = 1; k < ng; k++) /* by time, the longest first */
+    for (uint32_t j = k; j > 0 && g[j].seconds > g[j - 1].seconds; j--) {
+      by_op t = g[j];
+      g[j] = g[j - 1], g[j - 1] = t;
+    }
+  fprintf(out, "by op (unit):");
+  for (uint32_t k = 0; k < ng; k++)
+    fprintf(out, "%s %s %.3f ms %.1f%% (%u step%s)", k ? ";" : "", g[k].key, g[k].seconds / (double)runs * 1e3,
+            total > 0 ? 100 * g[k].seconds / total : 0, g[k].steps, g[k].steps == 1 ? "" : "s");
+  fprintf(out, "\n");
+}
+
 static uint32_t *steps_by_time(const mlc_session *s, const entry_state *es) {
   uint32_t n = es->e->nsteps, *order = mlc_allocator_alloc_array(s->a, n + 1, sizeof *order);
   if (!order) return NULL;
@@ -99,6 +140,8 @@ void mlc_session_print_profile_ceilings(const mlc_session *s, const char *entry,
   fprintf(out, "%-24s %-24s %6s %9s %9s %6s %8s %7s %7s %-7s %-7s %6s  %s\n", "Name", "Scope", "Calls", "Total ms", "Avg ms",
           "% step", "FLOP/s", "GB/s", "FLOP/B", "Unit", "Bound", "% roof", "Hint");
   double by_bound[3] = {0};
+  by_op groups[BY_OP_MAX];
+  uint32_t ngroups = 0;
   for (uint32_t r = 0; r < e->nsteps; r++) {
     uint32_t i = order[r];
     const mlc_plan_step *stp = &e->steps[i];
@@ -112,6 +155,7 @@ void mlc_session_print_profile_ceilings(const mlc_session *s, const char *entry,
     char rate[16], unit[16];
     fmt_rate(rate, sizeof rate, v.flop_rate);
     mlc_profile_unit_str(v.unit, stp->products, unit, sizeof unit);
+    add_by_op(groups, &ngroups, stp->name, unit, es->seconds[i]);
     fprintf(out, "%-24.24s %-24.24s %6llu %9.3f %9.4f %5.1f%% %8s %7.2f %7.2f %-7s %-7s %5.1f%%  %s\n", stp->name,
             *stp->scope ? stp->scope : "-", (unsigned long long)es->runs, es->seconds[i] * 1e3, avg * 1e3,
             total > 0 ? 100 * es->seconds[i] / total : 0, rate, v.byte_rate / 1e9, v.intensity, unit,
@@ -121,6 +165,7 @@ void mlc_session_print_profile_ceilings(const mlc_session *s, const char *entry,
                "%.0f%% latency-bound\n", (int)e->nsteps, total / (double)es->runs * 1e3, (unsigned long long)es->runs,
           total > 0 ? 100 * by_bound[MLC_BOUND_MEMORY] / total : 0, total > 0 ? 100 * by_bound[MLC_BOUND_COMPUTE] / total : 0,
           total > 0 ? 100 * by_bound[MLC_BOUND_LATENCY] / total : 0);
+  print_by_op(groups, ngroups, total, es->runs, out);
   mlc_allocator_free(s->a, order);
 }
 

@@ -329,11 +329,11 @@ if(MLC_BACKEND_CPU)
   set_tests_properties(profile.trace.write PROPERTIES LABELS "unit;cpu" TIMEOUT 120 FIXTURES_SETUP mlc_trace)
   set_tests_properties(profile.trace.check PROPERTIES LABELS "unit;cpu" TIMEOUT 60 FIXTURES_REQUIRED mlc_trace)
   # mlc profile: the table of the train step over 3 steps (a GEMM among its
-  # rows) and the summary line.
+  # rows), the summary line and the time by op.
   add_test(NAME profile.cli.train_step
     COMMAND $<TARGET_FILE:mlc> profile ${MLC_ROOT}/examples/mlp.mdl --target cpu --entry train_step --steps 3)
   set_tests_properties(profile.cli.train_step PROPERTIES LABELS "unit;cpu" TIMEOUT 120
-    PASS_REGULAR_EXPRESSION "Name +Scope +Calls.*(linear|matmul)%[0-9]+ .*steps, [0-9.]+ ms per run over 3 runs")
+    PASS_REGULAR_EXPRESSION "Name +Scope +Calls.*(linear|matmul)%[0-9]+ .*steps, [0-9.]+ ms per run over 3 runs.*by op \\(unit\\): [a-z_]+ \\(fp32\\) [0-9.]+ ms [0-9.]+% \\([0-9]+ steps?\\)")
   # mlc train's synthetic batch: tokens and targets spread over the 512 ids,
   # so six AdamW steps leave the loss near ln 512 = 6.24 (with only ids 0
   # and 1, as before, it is down to 3.2 by then).
