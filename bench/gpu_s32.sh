@@ -34,10 +34,6 @@ echo "GPU: $gpu; commit ${COMMIT:-?}; $(date -u '+%F %T') UTC"
 rc=0
 part=${PART:-}
 [ -n "$part" ] || { if echo "$gpu" | grep -q H200; then part="ncu spvprof"; else part="spvprof"; fi; }
-by_kind() { # the profile's rows summed per op kind (the name before %), largest first
-  awk '$1 ~ /%/ && $4 ~ /^[0-9.]+$/ { split($1, a, "%"); t[a[1]] += $4; n[a[1]] += $3 }
-       END { for (k in t) printf "  %-14s %4d calls %9.3f ms\n", k, n[k], t[k] }' "$1" | sort -k4 -n -r | head -14
-}
 for p in $part; do
   case $p in
   ncu) OUT=$dest/ncu COMMIT=${COMMIT:-?} bash bench/h200_s28.sh || rc=1 ;;
@@ -114,7 +110,7 @@ for p in $part; do
        l=$dest/spvprof/minillm_$attn
        timeout 120 build-gpu/mlc profile bench/minillm_bf16.mdl --target spirv --spirv-coopmat=khr $a --steps 3 > $l.profile.log 2>&1
        echo "== attention $attn: $(grep -E 'ms per run' $l.profile.log)"
-       by_kind $l.profile.log
+       grep -E '^by op' $l.profile.log | tr ';' '\n' | head -14
        grep -E '^[a-z_]+%' $l.profile.log | head -14 | cut -c1-120
        timeout 90 build-gpu/mlc bench bench/minillm_bf16.mdl --target spirv --spirv-coopmat=khr $a \
          --runs 10 --warmup 2 > $l.bench.log 2>&1
