@@ -329,10 +329,12 @@ static int64_t plan_once(mlc_program *p, mlc_func *f, const mlc_target *target, 
   uint32_t npending = 0;
   /* A concat placed at its first piece (host_pieces) is written by compute
    * kernels from there on, long before its own node: it takes no bytes of
-   * a pooled value that died since the latest reduce-scatter began, which
-   * the communication stream may still be reading or writing (the
-   * previous unit's reduced gradient, its update), so that the compute
-   * stream does not wait for it (codegen/schedule.c orders them anyway). */
+   * a pooled value that the communication stream last used (a collective
+   * or a sharded op: the previous unit's reduced gradient, its update)
+   * since the latest reduce-scatter began, which that stream may still be
+   * running, so that the compute stream does not wait for it
+   * (codegen/schedule.c orders them anyway).  A gathered parameter last
+   * read by the compute stream is free to take. */
   block *dead = mlc_arena_alloc(p->arena, (n + 1) * sizeof *dead), *got = mlc_arena_alloc(p->arena, (n + 1) * sizeof *got);
   uint32_t *dead_at = mlc_arena_alloc(p->arena, (n + 1) * sizeof *dead_at), ndead = 0, last_rs = 0;
   /* Constants (written once, when the session starts) and inputs (written
@@ -385,7 +387,11 @@ static int64_t plan_once(mlc_program *p, mlc_func *f, const mlc_target *target, 
       if (d == over) continue;
       const mlc_node *dn = &f->nodes[d];
       int64_t size = align_up((int64_t)mlc_type_numel(&dn->type) * mlc_dtype_size(dn->type.dtype));
-      if (inpool[d]) pending[npending++] = dead[ndead] = (block){f->offset[d], size}, dead_at[ndead++] = i;
+      if (inpool[d]) {
+        pending[npending++] = (block){f->offset[d], size};
+        const mlc_node *u = &f->nodes[i]; /* its last user: on the communication stream? */
+        if ((mlc_ops[u->op].flags & MLC_F_COLL) || mlc_node_sharded(p, f, u)) dead[ndead] = pending[npending - 1], dead_at[ndead++] = i;
+      }
       else release(&fl, f->offset[d], size);
     }
   }
