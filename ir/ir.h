@@ -439,14 +439,14 @@ bool mlc_infer_type(const mlc_program *p, const mlc_func *f, const mlc_node *n, 
 #define MLC_EW_MAX_IN 3 /* where(cond, a, b) */
 int mlc_ew_layout(const mlc_func *f, const mlc_node *n, int64_t dims[MLC_MAX_RANK],
                   int64_t st[MLC_EW_MAX_IN + 1][MLC_MAX_RANK]);
-/* An op on a sharded flat parameter (the fsdp pass's cast of a shard, the
- * optimizer's update of one), the cast of a reduce-scatter's result to f32
- * (reduce=bf16 or f16), or a mul of either (the fsdp pass's clipping:
- * squares, scaling): each rank runs it on its own rows only. */
 /* Whether node i is a concat whose pieces memplan placed inside it, each
  * at its offset (FSDP's packed gradients, passes/memplan.c): it copies
  * nothing and has no kernel.  Read from f->offset (false before memplan). */
 bool mlc_node_in_place(const mlc_func *f, uint32_t i);
+/* An op on a sharded flat parameter (the fsdp pass's cast of a shard, the
+ * optimizer's update of one), the cast of a reduce-scatter's result to f32
+ * (reduce=bf16 or f16), or a mul of either (the fsdp pass's clipping:
+ * squares, scaling): each rank runs it on its own rows only. */
 bool mlc_node_sharded(const mlc_program *p, const mlc_func *f, const mlc_node *n);
 /* An optimizer update (it writes its parameter and state in place): adamw, sgd, or a group of either. */
 static inline bool mlc_op_is_update(int op) {

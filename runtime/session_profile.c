@@ -45,10 +45,9 @@ static void fmt_rate(char *buf, size_t n, double per_s) {
   else snprintf(buf, n, "%.1fG", per_s / 1e9);
 }
 
-/* Steps of an entry, longest total time first; NULL when out of memory. */
 /* The time of an entry's steps by op and unit ("fused" on bf16 tensor
  * cores is a GEMM program; on fp32, elementwise): the op is the step's name
- * up to its '%'.  Groups past the 48th are counted as "other". */
+ * up to its '%'.  Past 47 groups, the rest share one, "other". */
 #define BY_OP_MAX 48
 typedef struct {
   char key[40];
@@ -87,6 +86,7 @@ static void print_by_op(by_op *g, uint32_t ng, double total, uint64_t runs, FILE
   fprintf(out, "\n");
 }
 
+/* Steps of an entry, longest total time first; NULL when out of memory. */
 static uint32_t *steps_by_time(const mlc_session *s, const entry_state *es) {
   uint32_t n = es->e->nsteps, *order = mlc_allocator_alloc_array(s->a, n + 1, sizeof *order);
   if (!order) return NULL;
