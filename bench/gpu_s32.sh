@@ -18,7 +18,9 @@
 #            difference from cuda's.
 #   fsdp     issue 31: the gradients packed in place (563c921) on the GPU:
 #            the small MiniLLM (f32, fsdp_mpi.sh's config) 10 steps on
-#            cuda-nccl (one rank) against cuda, losses within 1e-5; then the
+#            cuda-nccl (one rank) against cuda, losses within 1e-5; a
+#            sharded checkpoint on cuda-nccl (4 steps saved, 3 resumed,
+#            against 7: the losses, and every file byte for byte); then the
 #            full MiniLLM's train step on cuda-nccl, this build against the
 #            one before (build-gpu/mlc-old, 936580d), twice each, alternating,
 #            median of steps 3..12.
