@@ -23,7 +23,7 @@
 #            against 7: the losses, and every file byte for byte); then the
 #            full MiniLLM's train step on cuda-nccl, this build against the
 #            one before (build-gpu/mlc-old, 936580d), twice each, alternating,
-#            median of steps 3..12.
+#            median of steps 3..12 (FULL=0 skips this timing).
 #   ncu      issue 24: bench/h200_s28.sh (mlc's verdicts against ncu's).
 # Carry build-gpu/{mlc,lib,codegen/cuda/mlc_opcheck,runtime/libmlcrt.a},
 # .yardstick, .gl.  Logs under $OUT.
@@ -97,7 +97,7 @@ for p in $part; do
      grep '^step' $dest/fsdp/ck_whole.log | sed 's/ (.*//' > /tmp/s32-fsdp/whole.txt
      echo "checkpoint on cuda-nccl: $(wc -l < /tmp/s32-fsdp/whole.txt) losses; resumed $(cmp -s /tmp/s32-fsdp/whole.txt /tmp/s32-fsdp/resumed.txt && echo identical || echo DIFFER); saved files $(for f in /tmp/s32-fsdp/whole.ckpt*; do g=/tmp/s32-fsdp/resumed.ckpt${f#/tmp/s32-fsdp/whole.ckpt}; printf "%s %s; " "${f##*/}" "$(cmp -s $f $g && echo byte-identical || echo DIFFERS)"; done)"
      build-gpu/mlc compile examples/minillm.mdl --target cuda-nccl --stats -o /tmp/s32-fsdp/st 2>&1 | grep -E "packed in place|planned peak" | tail -2
-     for r in 1 2; do
+     for r in $([ "${FULL:-1}" = 1 ] && echo 1 2); do # FULL=0: the small checks alone
        for b in mlc-old mlc; do
          l=$dest/fsdp/full_${b}_$r.log
          XDG_CACHE_HOME=/tmp/cache-$b timeout 150 build-gpu/$b train examples/minillm.mdl --target cuda-nccl --steps 12 > $l 2>&1
