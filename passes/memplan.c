@@ -206,6 +206,57 @@ static void host_pieces(const mlc_func *f, const uint32_t *root, const uint32_t 
   }
 }
 
+/* A value placed by size (by_size, pool_by_size), busy over the nodes
+ * [from, to]; a concat packed in place (packed) also keeps off a value the
+ * communication stream last used, from its death (dies) to the next
+ * reduce-scatter (hot_to; 0: not such a value). */
+typedef struct {
+  uint32_t node, from, to, dies, hot_to;
+  bool packed;
+  int64_t size, off;
+} sized;
+
+static bool meets(const sized *x, const sized *y) {
+  return !(y->from > x->to || x->from > y->to) || (x->packed && y->hot_to && y->dies < x->from && x->from < y->hot_to) ||
+         (y->packed && x->hot_to && x->dies < y->from && y->from < x->hot_to);
+}
+
+/* Places it[0, m) by size, the largest first (then in order: insertion,
+ * few distinct sizes), each at the lowest offset free of the placed ones
+ * it meets; returns the end, or limit as soon as the end reaches it (no
+ * better, the offsets then partly set). */
+static int64_t place_by_size(mlc_arena *a, sized *it, uint32_t m, int64_t limit) {
+  uint32_t *ord = mlc_arena_alloc(a, (m + 1) * sizeof *ord), *done = mlc_arena_alloc(a, (m + 1) * sizeof *done);
+  block *busy = mlc_arena_alloc(a, (m + 1) * sizeof *busy);
+  for (uint32_t k = 0; k < m; k++) ord[k] = k;
+  for (uint32_t k = 1; k < m; k++) {
+    uint32_t x = ord[k], j = k;
+    while (j > 0 && (it[ord[j - 1]].size < it[x].size || (it[ord[j - 1]].size == it[x].size && ord[j - 1] > x))) ord[j] = ord[j - 1], j--;
+    ord[j] = x;
+  }
+  int64_t end = 0;
+  uint32_t ndone = 0;
+  for (uint32_t k = 0; k < m; k++) {
+    sized *x = &it[ord[k]];
+    uint32_t nb = 0;
+    for (uint32_t d = 0; d < ndone; d++) { /* the placed ones it meets, by offset */
+      const sized *y = &it[done[d]];
+      if (!meets(x, y)) continue;
+      uint32_t j = nb++;
+      while (j > 0 && busy[j - 1].off > y->off) busy[j] = busy[j - 1], j--;
+      busy[j] = (block){y->off, y->size};
+    }
+    int64_t off = 0;
+    for (uint32_t j = 0; j < nb && busy[j].off < off + x->size; j++)
+      if (busy[j].off + busy[j].size > off) off = busy[j].off + busy[j].size;
+    x->off = off;
+    if (off + x->size > end) end = off + x->size;
+    if (end >= limit) return limit;
+    done[ndone++] = ord[k];
+  }
+  return end;
+}
+
 /* Under a memory budget (passes/recompute.c), a second placement of the
  * values outside the pool, kept where its arena is smaller: the largest
  * value first, each at the lowest offset free for its whole life.  The walk
@@ -220,11 +271,7 @@ static void host_pieces(const mlc_func *f, const uint32_t *root, const uint32_t 
 static int64_t by_size(mlc_program *p, mlc_func *f, const uint32_t *root, const uint32_t *last, const bool *inpool,
                        const uint32_t *over_of, int64_t top) {
   uint32_t n = f->n, m = 0;
-  typedef struct {
-    uint32_t node, from, to;
-    int64_t size, off;
-  } item;
-  item *it = mlc_arena_alloc(p->arena, (n + 1) * sizeof *it);
+  sized *it = mlc_arena_alloc(p->arena, (n + 1) * sizeof *it);
   uint32_t *at = mlc_arena_alloc(p->arena, (n + 1) * sizeof *at); /* the item of a root */
   for (uint32_t i = 0; i < n; i++) {
     const mlc_node *nd = &f->nodes[i];
@@ -232,43 +279,18 @@ static int64_t by_size(mlc_program *p, mlc_func *f, const uint32_t *root, const 
     if (nd->op == MLC_OP_PARAM || root[i] != i || inpool[i]) continue;
     uint32_t to = last[i] == UINT32_MAX ? n : last[i];
     if (over_of[i] != UINT32_MAX) { /* lives on in the item of the value it took over */
-      item *o = &it[at[over_of[i]]];
+      sized *o = &it[at[over_of[i]]];
       if (to > o->to) o->to = to;
       at[i] = at[over_of[i]];
       continue;
     }
     uint32_t from = nd->op == MLC_OP_CONST || nd->op == MLC_OP_INPUT ? 0 : i;
-    it[m] = (item){i, from, to, align_up((int64_t)mlc_type_numel(&nd->type) * mlc_dtype_size(nd->type.dtype)), 0};
+    it[m] = (sized){.node = i, .from = from, .to = to,
+                    .size = align_up((int64_t)mlc_type_numel(&nd->type) * mlc_dtype_size(nd->type.dtype))};
     at[i] = m++;
   }
-  uint32_t *ord = mlc_arena_alloc(p->arena, (m + 1) * sizeof *ord), *done = mlc_arena_alloc(p->arena, (m + 1) * sizeof *done);
-  block *busy = mlc_arena_alloc(p->arena, (m + 1) * sizeof *busy);
-  for (uint32_t k = 0; k < m; k++) ord[k] = k;
-  for (uint32_t k = 1; k < m; k++) { /* by size, the largest first; then in order (insertion: few distinct sizes) */
-    uint32_t x = ord[k], j = k;
-    while (j > 0 && (it[ord[j - 1]].size < it[x].size || (it[ord[j - 1]].size == it[x].size && ord[j - 1] > x))) ord[j] = ord[j - 1], j--;
-    ord[j] = x;
-  }
-  int64_t end = 0;
-  uint32_t ndone = 0;
-  for (uint32_t k = 0; k < m; k++) {
-    item *x = &it[ord[k]];
-    uint32_t nb = 0;
-    for (uint32_t d = 0; d < ndone; d++) { /* the placed ones alive at the same time, by offset */
-      const item *y = &it[done[d]];
-      if (y->from > x->to || x->from > y->to) continue;
-      uint32_t j = nb++;
-      while (j > 0 && busy[j - 1].off > y->off) busy[j] = busy[j - 1], j--;
-      busy[j] = (block){y->off, y->size};
-    }
-    int64_t off = 0;
-    for (uint32_t j = 0; j < nb && busy[j].off < off + x->size; j++)
-      if (busy[j].off + busy[j].size > off) off = busy[j].off + busy[j].size;
-    x->off = off;
-    if (off + x->size > end) end = off + x->size;
-    if (end >= top) return top; /* no better */
-    done[ndone++] = ord[k];
-  }
+  int64_t end = place_by_size(p->arena, it, m, top);
+  if (end >= top) return top; /* no better */
   for (uint32_t i = 0; i < n; i++) {
     const mlc_node *nd = &f->nodes[i];
     if (nd->op == MLC_OP_PARAM || inpool[i]) continue;
@@ -292,11 +314,7 @@ static int64_t by_size(mlc_program *p, mlc_func *f, const uint32_t *root, const 
 static int64_t pool_by_size(mlc_program *p, mlc_func *f, const uint32_t *root, const uint32_t *last, const bool *inpool,
                             const uint32_t *host, const int64_t *host_off, const uint32_t *first, int64_t ptop) {
   uint32_t n = f->n, m = 0;
-  typedef struct {
-    uint32_t node, from, to, dies, hot_to; /* hot_to: 0, or the next reduce-scatter after it dies (comm stream's) */
-    int64_t size, off;
-  } item;
-  item *it = mlc_arena_alloc(p->arena, (n + 1) * sizeof *it);
+  sized *it = mlc_arena_alloc(p->arena, (n + 1) * sizeof *it);
   uint32_t *event = mlc_arena_alloc(p->arena, (n + 2) * sizeof *event), *rs = mlc_arena_alloc(p->arena, (n + 2) * sizeof *rs);
   bool *pdeath = mlc_arena_alloc(p->arena, (n + 1) * sizeof *pdeath);
   memset(pdeath, 0, (n + 1) * sizeof *pdeath);
@@ -315,41 +333,12 @@ static int64_t pool_by_size(mlc_program *p, mlc_func *f, const uint32_t *root, c
       const mlc_node *u = &f->nodes[dies];
       if ((mlc_ops[u->op].flags & MLC_F_COLL) || mlc_node_sharded(p, f, u)) hot_to = rs[dies + 1];
     }
-    it[m++] = (item){i, first[i] != UINT32_MAX ? first[i] : i, dies < n ? event[dies + 1] : n, dies, hot_to,
-                     align_up((int64_t)mlc_type_numel(&nd->type) * mlc_dtype_size(nd->type.dtype)), 0};
+    it[m++] = (sized){.node = i, .from = first[i] != UINT32_MAX ? first[i] : i, .to = dies < n ? event[dies + 1] : n,
+                      .dies = dies, .hot_to = hot_to, .packed = first[i] != UINT32_MAX,
+                      .size = align_up((int64_t)mlc_type_numel(&nd->type) * mlc_dtype_size(nd->type.dtype))};
   }
-  uint32_t *ord = mlc_arena_alloc(p->arena, (m + 1) * sizeof *ord), *done = mlc_arena_alloc(p->arena, (m + 1) * sizeof *done);
-  block *busy = mlc_arena_alloc(p->arena, (m + 1) * sizeof *busy);
-  for (uint32_t k = 0; k < m; k++) ord[k] = k;
-  for (uint32_t k = 1; k < m; k++) { /* the largest first, then in order */
-    uint32_t x = ord[k], j = k;
-    while (j > 0 && (it[ord[j - 1]].size < it[x].size || (it[ord[j - 1]].size == it[x].size && ord[j - 1] > x))) ord[j] = ord[j - 1], j--;
-    ord[j] = x;
-  }
-  int64_t end = 0;
-  uint32_t ndone = 0;
-  for (uint32_t k = 0; k < m; k++) {
-    item *x = &it[ord[k]];
-    bool xin = first[x->node] != UINT32_MAX;
-    uint32_t nb = 0;
-    for (uint32_t d = 0; d < ndone; d++) {
-      const item *y = &it[done[d]];
-      bool yin = first[y->node] != UINT32_MAX;
-      bool meet = !(y->from > x->to || x->from > y->to) || (xin && y->hot_to && y->dies < x->from && x->from < y->hot_to) ||
-                  (yin && x->hot_to && x->dies < y->from && y->from < x->hot_to);
-      if (!meet) continue;
-      uint32_t j = nb++;
-      while (j > 0 && busy[j - 1].off > y->off) busy[j] = busy[j - 1], j--;
-      busy[j] = (block){y->off, y->size};
-    }
-    int64_t off = 0;
-    for (uint32_t j = 0; j < nb && busy[j].off < off + x->size; j++)
-      if (busy[j].off + busy[j].size > off) off = busy[j].off + busy[j].size;
-    x->off = off;
-    if (off + x->size > end) end = off + x->size;
-    if (end >= ptop) return ptop; /* no better */
-    done[ndone++] = ord[k];
-  }
+  int64_t end = place_by_size(p->arena, it, m, ptop);
+  if (end >= ptop) return ptop; /* no better */
   for (uint32_t k = 0; k < m; k++) f->offset[it[k].node] = it[k].off;
   for (uint32_t i = 0; i < n; i++) { /* views and pieces follow their roots and concats */
     const mlc_node *nd = &f->nodes[i];
