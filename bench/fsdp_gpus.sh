@@ -31,18 +31,7 @@ ngpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)
 small="vocab=512 dim=128 layers=2 heads=4 seq=64"
 red=()
 [ -n "${REDUCE:-}" ] && red=(-D reduce=$REDUCE)
-compare() { # A.log B.log TOL: every step's loss, relative
-  python3 - "$1" "$2" "$3" <<'PY'
-import re, sys
-a, b, tol = sys.argv[1], sys.argv[2], float(sys.argv[3])
-la = [float(x) for x in re.findall(r"^step \d+: loss (\S+)", open(a).read(), re.M)]
-lb = [float(x) for x in re.findall(r"^step \d+: loss (\S+)", open(b).read(), re.M)]
-worst = max((abs(x - y) / abs(y) for x, y in zip(la, lb)), default=float("inf"))
-ok = len(la) == len(lb) > 0 and worst <= tol
-print("%s: %d vs %d losses, worst relative difference %.2e (tolerance %g)" % ("PASS" if ok else "FAIL", len(la), len(lb), worst, tol))
-sys.exit(0 if ok else 1)
-PY
-}
+compare() { python3 bench/compare_losses.py "$1" "$2" "$3" --quiet; } # A.log B.log TOL: every step's loss
 {
   gpu_header bench/fsdp_gpus.sh $out/env.log
   nvidia-smi topo -m 2>/dev/null | head -$((ngpu + 1))

@@ -19,19 +19,7 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 mlc=$PWD/build-gpu/mlc
 rc=0
 small="vocab=512 dim=128 layers=2 heads=4 seq=64"
-compare() { # compare A.log B.log TOL: every step's loss
-  python3 - "$1" "$2" "$3" <<'PY'
-import re, sys
-a, b, tol = sys.argv[1], sys.argv[2], float(sys.argv[3])
-la = [float(x) for x in re.findall(r"^step \d+: loss (\S+)", open(a).read(), re.M)]
-lb = [float(x) for x in re.findall(r"^step \d+: loss (\S+)", open(b).read(), re.M)]
-worst = max((abs(x - y) / abs(y) for x, y in zip(la, lb)), default=float("inf"))
-ok = len(la) == len(lb) > 0 and worst <= tol
-for i, (x, y) in enumerate(zip(la, lb)): print("  step %2d: %.6f  %.6f" % (i + 1, x, y))
-print("%s: %d vs %d losses, worst relative difference %.2e (tolerance %g)" % ("PASS" if ok else "FAIL", len(la), len(lb), worst, tol))
-sys.exit(0 if ok else 1)
-PY
-}
+compare() { python3 bench/compare_losses.py "$1" "$2" "$3"; } # A.log B.log TOL: every step's loss
 {
   echo "# bench/fsdp_h200x2.sh, $(date -u +%F), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?') $(git status --short 2>/dev/null | grep -q . && echo '+ uncommitted changes')"
   nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
