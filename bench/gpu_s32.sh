@@ -77,7 +77,7 @@ for p in $part; do
      done) || rc=1 ;;
   fsdp)
     mkdir -p $dest/fsdp
-    (. tests/gpu/env.sh /tmp/s32-fsdp
+    (. tests/gpu/env.sh /tmp/s32-fsdp; mkdir -p /tmp/s32-fsdp
      python3 -c "import numpy as np; np.random.default_rng(7).integers(0, 256, 40000, dtype=np.int32).tofile('/tmp/s32-tok.i32')"
      cfg="dim=64 layers=2 heads=4 vocab=256 seq=32 compute=f32 batch=4"
      for t in cuda cuda-nccl; do

@@ -23,6 +23,8 @@ typedef struct {
   bool causal;
   float scale;
   bool kv;       /* attention_kv: k, v the chunk's (bindings 1, 2), the caches at 3, 4, pos at 5 */
+  bool raw;      /* the cooperative-matrix kernels: bf16 heads staged as their own bits, on bf16
+                    matrices (--spirv-coopmat=khr), not converted to f16 */
 } attn;
 
 /* attention_plain.c */

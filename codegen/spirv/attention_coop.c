@@ -11,8 +11,12 @@
  * emit_gemm.c's emit_coopmat): a workgroup of 4 subgroups of 32 per 64 query
  * rows of one (batch, head), subgroup sg owning rows 16 sg.. of them.
  *   - The Q tile is staged once in shared memory as f16 (bf16 converted, as
- *     the GEMM does: 11 bits of mantissa, f16's range), and each subgroup
- *     keeps its 16 x d of it as d / 16 A operands in registers.
+ *     the NV GEMM does: 11 bits of mantissa, f16's range; with
+ *     --spirv-coopmat=khr, bf16 heads are staged as their own bits and the
+ *     matrices are bf16 (A->raw, s->coop_bf16; P then bf16 too): no
+ *     conversion, no range lost, and on an H100 (2026-12-07) the
+ *     conversion's registers had made the kernel 2.8x slower), and each
+ *     subgroup keeps its 16 x d of it as d / 16 A operands in registers.
  *   - Per block of AK keys (64, or 32 where 64 would not fit), K and V are
  *     staged as f16, a 16-byte quad at a time, in lines of d padded by a
  *     quad; rows past sk are zeros.
@@ -82,11 +86,60 @@ static coop_attn coop_attn_of(int64_t D, int ak) {
 static uint32_t coop_attn_bytes(const coop_attn *c) { return 16 * c->total + 4 * 32 * ASG; }
 
 /* f16 element e (counted from the start of the uvec4 array sh) as f32. */
-static uint32_t attn_sh_half(sb *b, uint32_t sh, uint32_t e) {
+static uint32_t attn_sh_half(const attn *A, uint32_t sh, uint32_t e) {
+  sb *b = A->b;
   uint32_t quad = sb_sh_ld(b, sh, sb_uvec4_type(b), sb_shr(b, e, sb_u32(b, 3)));
   uint32_t a[2] = {quad, sb_and(b, sb_shr(b, e, sb_u32(b, 1)), sb_u32(b, 3))};
   uint32_t w = sb_op(b, SpvOpVectorExtractDynamic, b->t_u32, 2, a);
-  return sb_f16tof(b, sb_and(b, sb_shr(b, w, sb_mulc(b, sb_and(b, e, sb_u32(b, 1)), 16)), sb_u32(b, 0xffff)));
+  uint32_t h = sb_and(b, sb_shr(b, w, sb_mulc(b, sb_and(b, e, sb_u32(b, 1)), 16)), sb_u32(b, 0xffff));
+  return A->raw ? sb_bf16tof(b, h) : sb_f16tof(b, h);
+}
+
+/* Two weights (P or dS) as one word of the kernel's 16-bit matrices: f16,
+ * or bf16 when its matrices are bf16 (A->raw), each rounded to nearest even. */
+static uint32_t attn_pack2(const attn *A, uint32_t x, uint32_t y) {
+  sb *b = A->b;
+  if (!A->raw) return sb_pack_h2(b, x, y);
+  return sb_or(b, sb_f2bf16(b, x), sb_shl(b, sb_f2bf16(b, y), sb_u32(b, 16)));
+}
+
+/* The quads this thread stages of rows r0.. (see coop_stage), from memory
+ * into q[i]: bf16 pairs converted to f16 pairs unless the kernel's matrices
+ * are bf16 (A->raw). */
+static void coop_fetch(attn *A, uint32_t bind, uint32_t base, uint32_t r0, int nrows, uint32_t limit, uint32_t *q) {
+  sb *b = A->b;
+  uint32_t per = (uint32_t)(A->D / ACQ), total = (uint32_t)nrows * per, threads = 32 * ASG, q4 = sb_uvec4_type(b);
+  uint32_t lid = sb_lid(b), qbase = sb_shr(b, base, sb_u32(b, 3)), zero = sb_u32(b, 0);
+  for (uint32_t i = 0; i < (total + threads - 1) / threads; i++) {
+    uint32_t u = sb_addc(b, lid, i * threads);
+    uint32_t line = sb_div(b, u, sb_u32(b, per)), qq = sb_mod(b, u, sb_u32(b, per)), r = sb_add(b, r0, line);
+    uint32_t ok = sb_ult(b, r, limit);
+    if (total % threads) ok = sb_land(b, ok, sb_ult(b, u, sb_u32(b, total)));
+    uint32_t at = sb_add(b, qbase, sb_add(b, sb_mulc(b, r, per), qq));
+    uint32_t v = sb_ld4(b, bind, sb_select(b, b->t_u32, ok, at, zero)), w[4]; /* out of range: quad 0, zeros kept */
+    for (uint32_t k = 0; k < 4; k++) {
+      uint32_t a[2] = {v, k}, x = sb_op(b, SpvOpCompositeExtract, b->t_u32, 2, a);
+      if (A->dt == MLC_DT_BF16 && !A->raw) /* a bf16 pair as an f16 pair */
+        x = sb_pack_h2(b, sb_bits2f(b, sb_shl(b, x, sb_u32(b, 16))), sb_bits2f(b, sb_and(b, x, sb_u32(b, 0xffff0000u))));
+      w[k] = sb_select(b, b->t_u32, ok, x, zero);
+    }
+    q[i] = sb_op(b, SpvOpCompositeConstruct, q4, 4, w);
+  }
+}
+
+/* Those quads into shared sh as lines of lq quads from quad dst. */
+static void coop_put(attn *A, uint32_t lq, uint32_t sh, int nrows, uint32_t dst, const uint32_t *q) {
+  sb *b = A->b;
+  uint32_t per = (uint32_t)(A->D / ACQ), total = (uint32_t)nrows * per, threads = 32 * ASG, q4 = sb_uvec4_type(b);
+  uint32_t lid = sb_lid(b);
+  for (uint32_t i = 0; i < (total + threads - 1) / threads; i++) {
+    uint32_t u = sb_addc(b, lid, i * threads);
+    sb_if g;
+    if (total % threads) sb_if_begin(b, &g, sb_ult(b, u, sb_u32(b, total)), false);
+    uint32_t line = sb_div(b, u, sb_u32(b, per)), qq = sb_mod(b, u, sb_u32(b, per));
+    sb_sh_st(b, sh, q4, sb_add(b, sb_addc(b, sb_mulc(b, line, lq), dst), qq), q[i]);
+    if (total % threads) sb_if_end(b, &g);
+  }
 }
 
 /* Rows r0.. r0 + nrows - 1 of a [.., D] 16-bit operand (binding bind, row 0
@@ -95,26 +148,10 @@ static uint32_t attn_sh_half(sb *b, uint32_t sh, uint32_t e) {
  * threads take part. */
 static void coop_stage(attn *A, uint32_t lq, uint32_t sh, uint32_t bind, uint32_t base, uint32_t r0, int nrows,
                        uint32_t limit, uint32_t dst) {
-  sb *b = A->b;
-  uint32_t per = (uint32_t)(A->D / ACQ), total = (uint32_t)nrows * per, threads = 32 * ASG, q4 = sb_uvec4_type(b);
-  uint32_t lid = sb_lid(b), qbase = sb_shr(b, base, sb_u32(b, 3)), zero = sb_u32(b, 0);
-  for (uint32_t i = 0; i < (total + threads - 1) / threads; i++) {
-    uint32_t u = sb_addc(b, lid, i * threads);
-    sb_if g;
-    if (total % threads) sb_if_begin(b, &g, sb_ult(b, u, sb_u32(b, total)), false);
-    uint32_t line = sb_div(b, u, sb_u32(b, per)), q = sb_mod(b, u, sb_u32(b, per)), r = sb_add(b, r0, line);
-    uint32_t ok = sb_ult(b, r, limit);
-    uint32_t at = sb_add(b, qbase, sb_add(b, sb_mulc(b, r, per), q));
-    uint32_t v = sb_ld4(b, bind, sb_select(b, b->t_u32, ok, at, zero)), w[4]; /* out of range: quad 0, zeros stored */
-    for (uint32_t k = 0; k < 4; k++) {
-      uint32_t a[2] = {v, k}, x = sb_op(b, SpvOpCompositeExtract, b->t_u32, 2, a);
-      if (A->dt == MLC_DT_BF16) /* a bf16 pair as an f16 pair */
-        x = sb_pack_h2(b, sb_bits2f(b, sb_shl(b, x, sb_u32(b, 16))), sb_bits2f(b, sb_and(b, x, sb_u32(b, 0xffff0000u))));
-      w[k] = sb_select(b, b->t_u32, ok, x, zero);
-    }
-    sb_sh_st(b, sh, q4, sb_add(b, sb_addc(b, sb_mulc(b, line, lq), dst), q), sb_op(b, SpvOpCompositeConstruct, q4, 4, w));
-    if (total % threads) sb_if_end(b, &g);
-  }
+  uint32_t q[64];
+  MLC_ASSERT((uint32_t)nrows * (uint32_t)(A->D / ACQ) <= 64 * 32 * ASG);
+  coop_fetch(A, bind, base, r0, nrows, limit, q);
+  coop_put(A, lq, sh, nrows, dst, q);
 }
 
 typedef struct {
@@ -256,7 +293,7 @@ void attn_fwd_coop(attn *A, bool emulate) {
     uint32_t e0 = sb_mulc(b, sb_add(b, qline, sb_mulc(b, r, c.lq)), ACQ);
     sb_loop l;
     uint32_t d = sb_for(b, &l, st0, sb_u32(b, (uint32_t)D), sb_u32(b, 1));
-    sb_arr_st(b, qv, d, attn_sh_half(b, k.sh, sb_add(b, e0, d)));
+    sb_arr_st(b, qv, d, attn_sh_half(A, k.sh, sb_add(b, e0, d)));
     sb_for_end(b, &l);
   }
   sb_barrier(b); /* the Q tile is read: K and V may overwrite it */
@@ -298,7 +335,7 @@ void attn_fwd_coop(attn *A, bool emulate) {
         uint32_t e0 = sb_mulc(b, sb_mulc(b, sb_add(b, col, sb_u32(b, (uint32_t)(16 * jb + e))), c.lq), ACQ);
         sb_loop l;
         uint32_t d = sb_for(b, &l, st0, sb_u32(b, (uint32_t)D), sb_u32(b, 1));
-        sb_st(b, a, sb_fma(b, sb_arr_ld(b, qv, d), attn_sh_half(b, k.sh, sb_add(b, e0, d)), sb_ld(b, a)));
+        sb_st(b, a, sb_fma(b, sb_arr_ld(b, qv, d), attn_sh_half(A, k.sh, sb_add(b, e0, d)), sb_ld(b, a)));
         sb_for_end(b, &l);
         v[e] = sb_ld(b, a);
       }
@@ -366,7 +403,7 @@ void attn_fwd_coop(attn *A, bool emulate) {
       p[e] = sb_glsl1(b, GLSLstd450Exp2, b->t_f32, sb_fsub(b, sc[jb][e], ms));
       ls = sb_fadd(b, ls, p[e]);
     }
-    for (int e = 0; e < 4; e++) w[e] = sb_pack_h2(b, p[2 * e], p[2 * e + 1]);
+    for (int e = 0; e < 4; e++) w[e] = attn_pack2(A, p[2 * e], p[2 * e + 1]);
     sb_sh_st(b, k.sh, q4, sb_addc(b, prow, (uint32_t)(2 * jb)), sb_op(b, SpvOpCompositeConstruct, q4, 4, w));
   }
   sb_st(b, lsum, ls);
@@ -392,8 +429,8 @@ void attn_fwd_coop(attn *A, bool emulate) {
         uint32_t ve = sb_add(b, sb_u32(b, c.vq * ACQ + (uint32_t)(16 * j + e)), col);
         sb_loop l;
         uint32_t t = sb_for(b, &l, st0, sb_u32(b, (uint32_t)ak), sb_u32(b, 1));
-        uint32_t vt = attn_sh_half(b, k.sh, sb_add(b, ve, sb_mulc(b, t, c.lq * ACQ)));
-        sb_st(b, a, sb_fma(b, attn_sh_half(b, k.sh, sb_add(b, pe, t)), vt, sb_ld(b, a)));
+        uint32_t vt = attn_sh_half(A, k.sh, sb_add(b, ve, sb_mulc(b, t, c.lq * ACQ)));
+        sb_st(b, a, sb_fma(b, attn_sh_half(A, k.sh, sb_add(b, pe, t)), vt, sb_ld(b, a)));
         sb_for_end(b, &l);
         sb_st(b, o[j][e], sb_fma(b, sb_ld(b, o[j][e]), corr, sb_ld(b, a)));
       }
@@ -419,6 +456,7 @@ void attn_fwd_coop(attn *A, bool emulate) {
   sb_if_end(b, &wg.guard);
   sv_end(s);
   sv_coopmat16(s, emulate);
+  s->coop_bf16 = A->raw && !emulate;
 }
 
 /* ---- the cooperative-matrix gradient (FlashAttention-2's backward) ----
@@ -446,7 +484,8 @@ void attn_fwd_coop(attn *A, bool emulate) {
  * dP recomputed, and dS alone into dQ += dS K, times scale.
  * As in the forward, bf16 operands are staged as f16 (11 bits, f16's range:
  * values under 2^-24, such as tiny gradients dO, are lost), and so are P and
- * dS.  The module's shared memory holds the tiled kernels' tiles beside this
+ * dS, except with --spirv-coopmat=khr, where they stay bf16 (A->raw) and P
+ * and dS are rounded to bf16.  The module's shared memory holds the tiled kernels' tiles beside this
  * kernel's, so GQ is the largest of 64, 32, 16 that fits (NVIDIA's 48 KiB,
  * lavapipe's 32).  emulate: as the forward's, each lane's values by scalar
  * FMAs, from its K and V rows read from memory (rounded to f16 as staging
@@ -482,14 +521,15 @@ static coop_grad coop_grad_of(int64_t D, int gq, bool emulate) {
 /* x rounded to f16, as staging rounds it. */
 static uint32_t attn_round_h(sb *b, uint32_t x) { return sb_f16tof(b, sb_and(b, sb_pack_h2(b, x, x), sb_u32(b, 0xffff))); }
 
-/* The 8 values of a quad of 16-bit elements of dtype dt as f32, bf16 rounded
- * to f16 as staging rounds it. */
-static void quad_vals(sb *b, int dt, uint32_t quad, uint32_t *x) {
+/* The 8 values of a quad of 16-bit elements of dtype dt as f32 (round: bf16
+ * rounded to f16, as staging rounds it unless the kernel's matrices are bf16). */
+static void quad_vals(sb *b, int dt, bool round, uint32_t quad, uint32_t *x) {
   for (uint32_t w = 0; w < 4; w++) {
     uint32_t a[2] = {quad, w}, wd = sb_op(b, SpvOpCompositeExtract, b->t_u32, 2, a);
     if (dt == MLC_DT_BF16) {
-      x[2 * w] = attn_round_h(b, sb_bits2f(b, sb_shl(b, wd, sb_u32(b, 16))));
-      x[2 * w + 1] = attn_round_h(b, sb_bits2f(b, sb_and(b, wd, sb_u32(b, 0xffff0000u))));
+      x[2 * w] = sb_bits2f(b, sb_shl(b, wd, sb_u32(b, 16)));
+      x[2 * w + 1] = sb_bits2f(b, sb_and(b, wd, sb_u32(b, 0xffff0000u)));
+      if (round) x[2 * w] = attn_round_h(b, x[2 * w]), x[2 * w + 1] = attn_round_h(b, x[2 * w + 1]);
     } else {
       x[2 * w] = sb_f16tof(b, sb_and(b, wd, sb_u32(b, 0xffff)));
       x[2 * w + 1] = sb_f16tof(b, sb_shr(b, wd, sb_u32(b, 16)));
@@ -509,6 +549,7 @@ static void coop_grad_pass(attn *A, const coop_grad *cg, const coop_ctx *kc, boo
   int64_t D = A->D, S = A->SQ, R = A->BH * S, nt = sv_ceil_div(S, AQ), groups = A->BH * nt;
   int gq = c.gq, nd = (int)(D / 16), ng = gq / 16, g0 = dq ? 1 : 0;
   uint32_t q4 = sb_uvec4_type(b);
+  int sh16 = A->raw ? MLC_DT_BF16 : MLC_DT_F16; /* what shared memory's 16-bit values are */
   /* the bindings of the rows' operands (S's, dP's) and of the streamed ones */
   uint32_t own[2] = {dq ? 1u : 2u, dq ? 0u : 3u}, str[2] = {dq ? 2u : 1u, dq ? 3u : 0u};
 
@@ -575,10 +616,10 @@ static void coop_grad_pass(attn *A, const coop_grad *cg, const coop_ctx *kc, boo
         uint32_t line0 = sb_addc(b, sb_mulc(b, sb_addc(b, col, (uint32_t)(16 * jb)), c.lq), src);
         sb_loop l;
         uint32_t dq4 = sb_for(b, &l, st0, sb_u32(b, (uint32_t)(D / ACQ)), sb_u32(b, 1)), kx[8];
-        quad_vals(b, A->dt, sb_ld4(b, own[g], sb_add(b, sb_shr(b, kat, sb_u32(b, 3)), dq4)), kx);
+        quad_vals(b, A->dt, !A->raw, sb_ld4(b, own[g], sb_add(b, sb_shr(b, kat, sb_u32(b, 3)), dq4)), kx);
         for (int e = 0; e < 8; e++) {
           uint32_t qx[8], x = sb_ld(b, a[e]);
-          quad_vals(b, MLC_DT_F16, sb_sh_ld(b, k.sh, q4, sb_add(b, sb_addc(b, line0, (uint32_t)e * c.lq), dq4)), qx);
+          quad_vals(b, sh16, false, sb_sh_ld(b, k.sh, q4, sb_add(b, sb_addc(b, line0, (uint32_t)e * c.lq), dq4)), qx);
           for (int t = 0; t < 8; t++) x = sb_fma(b, sb_select(b, b->t_f32, kok, kx[t], sb_f32(b, 0.f)), qx[t], x);
           sb_st(b, a[e], x);
         }
@@ -603,7 +644,7 @@ static void coop_grad_pass(attn *A, const coop_grad *cg, const coop_ctx *kc, boo
   for (int g = g0; g < 2; g++) {
     for (int jb = 0; jb < ng; jb++) {
       uint32_t w[4];
-      for (int e = 0; e < 4; e++) w[e] = sb_pack_h2(b, (g ? ds : p)[jb][2 * e], (g ? ds : p)[jb][2 * e + 1]);
+      for (int e = 0; e < 4; e++) w[e] = attn_pack2(A, (g ? ds : p)[jb][2 * e], (g ? ds : p)[jb][2 * e + 1]);
       sb_sh_st(b, k.sh, q4, sb_addc(b, prow, (uint32_t)(2 * jb)), sb_op(b, SpvOpCompositeConstruct, q4, 4, w));
     }
     csync(&k);
@@ -625,10 +666,10 @@ static void coop_grad_pass(attn *A, const coop_grad *cg, const coop_ctx *kc, boo
       uint32_t pe = sb_mulc(b, sb_add(b, scr, sb_mulc(b, r, c.pl)), ACQ), cq = sb_shr(b, col, sb_u32(b, 3));
       sb_loop l;
       uint32_t t = sb_for(b, &l, st0, sb_u32(b, (uint32_t)gq), sb_u32(b, 1));
-      uint32_t wt = attn_sh_half(b, k.sh, sb_add(b, pe, t)), line = sb_add(b, sb_addc(b, sb_mulc(b, t, c.lq), src), cq);
+      uint32_t wt = attn_sh_half(A, k.sh, sb_add(b, pe, t)), line = sb_add(b, sb_addc(b, sb_mulc(b, t, c.lq), src), cq);
       for (int j = 0; j < nd; j++) {
         uint32_t x[8];
-        quad_vals(b, MLC_DT_F16, sb_sh_ld(b, k.sh, q4, sb_addc(b, line, (uint32_t)(2 * j))), x);
+        quad_vals(b, sh16, false, sb_sh_ld(b, k.sh, q4, sb_addc(b, line, (uint32_t)(2 * j))), x);
         for (int e = 0; e < 8; e++) sb_st(b, ev[g][j][e], sb_fma(b, wt, x[e], sb_ld(b, ev[g][j][e])));
       }
       sb_for_end(b, &l);
@@ -670,6 +711,7 @@ void attn_grad_coop(attn *A, bool emulate) {
   coop_grad_pass(A, &c, &k, false);
   coop_grad_pass(A, &c, &k, true);
   sv_coopmat16(A->s, emulate);
+  A->s->coop_bf16 = A->raw && !emulate;
 }
 
 /* Whether the cooperative-matrix forward (grad: gradient) takes this attention: as the

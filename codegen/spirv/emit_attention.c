@@ -31,7 +31,8 @@ bool sv_emit_attention(sv *s) {
   bool grad = s->n->op == MLC_OP_ATTENTION_GRAD, kv = s->n->op == MLC_OP_ATTENTION_KV;
   const mlc_type *qt = sv_in(s, grad ? 1 : 0), *kt = sv_in(s, grad ? 2 : kv ? 3 : 1), *vt = sv_in(s, grad ? 3 : kv ? 4 : 2);
   attn A = {.s = s, .b = s->b, .dt = qt->dtype, .BH = qt->dim[0] * qt->dim[1], .SQ = qt->dim[2], .SK = kt->dim[2],
-            .D = qt->dim[3], .DV = vt->dim[3], .causal = kv || s->n->a.causal != 0, .scale = (float)s->n->a.f, .kv = kv};
+            .D = qt->dim[3], .DV = vt->dim[3], .causal = kv || s->n->a.causal != 0, .scale = (float)s->n->a.f, .kv = kv,
+            .raw = qt->dtype == MLC_DT_BF16 && s->p->opts.spirv_coopmat_khr};
   if (!mlc_dtype_is_float((mlc_dtype)A.dt)) return sv_fail(s, "attention of an integer tensor");
   if (!sv_check_size(s, mlc_type_numel(&s->n->type)) || !sv_check_size(s, mlc_type_numel(kt)) || !sv_check_size(s, mlc_type_numel(vt)))
     return false;

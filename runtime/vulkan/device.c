@@ -819,6 +819,12 @@ static mlc_status make_device(vk_dev *d) {
   }
   bool has_khr = mlc_vk_has_extension(&d->api, d->phys, MLC_VK_COOPMAT_EXT);
   bool has_nv = mlc_vk_has_extension(&d->api, d->phys, MLC_VK_COOPMAT_NV_EXT);
+  /* MLC_VK_COOPMAT=nv (or khr): enable that form alone, e.g. for a validation
+   * layer older than VK_KHR_cooperative_matrix (Debian 12's 1.3.239), which
+   * rejects the KHR features structure at vkCreateDevice */
+  const char *only = getenv("MLC_VK_COOPMAT");
+  if (only && !strcmp(only, "nv")) has_khr = false;
+  if (only && !strcmp(only, "khr")) has_nv = false;
   bool has_bf16 = has_khr && mlc_vk_has_extension(&d->api, d->phys, MLC_VK_BF16_EXT);
   mlc_vk_bf16_features bf = {.sType = MLC_VK_STYPE_BF16_FEATURES};
   void **core_tail = tail;
