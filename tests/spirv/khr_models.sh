@@ -3,7 +3,9 @@
 # GEMMs have one in the KHR form only, with bf16 matrices, and keep the
 # portable kernel alone in the NV build) and for a small f16
 # MiniLLM with --spirv-attention=coopmat (GEMMs, fused GEMMs and the
-# attention forward and gradient), compiled with --spirv-coopmat=khr: each is KHR and
+# attention forward and gradient) and for the same MiniLLM in bf16 (bf16
+# matrices in the KHR form, the attention's included; in the NV build the
+# attention alone, converted to f16), compiled with --spirv-coopmat=khr: each is KHR and
 # passes the translator's structural checks (test_spirv_khr check), and
 # there are as many as the NV build has.  mlc validated each one as NV with
 # spvValidate before translating it.
@@ -28,8 +30,12 @@ for f in glob.glob(sys.argv[1] + "/*.spv"):
 print(n)
 PY
 }
-for m in gemm_f16 gemm_bf16 minillm; do
-  case $m in minillm) src=$root/examples/minillm.mdl args=("${small[@]}") ;; *) src=$root/bench/$m.mdl args=() ;; esac
+for m in gemm_f16 gemm_bf16 minillm minillm_bf16; do
+  case $m in
+  minillm) src=$root/examples/minillm.mdl args=("${small[@]}") ;;
+  minillm_bf16) src=$root/examples/minillm.mdl args=("${small[@]/compute=f16/compute=bf16}") ;;
+  *) src=$root/bench/$m.mdl args=() ;;
+  esac
   for form in nv khr; do
     "$mlc" compile "$src" --target spirv --spirv-coopmat=$form "${args[@]}" -o "$work/$m-$form" > "$work/$m-$form.log" 2>&1 ||
       { cat "$work/$m-$form.log"; exit 1; }
@@ -39,13 +45,21 @@ for m in gemm_f16 gemm_bf16 minillm; do
   if [ -n "$scan" ]; then
     for form in nv khr; do
       s=$("$scan" scan "$work/$m-$form"/*.spv 2>&1) || { echo "FAIL $m $form scan: $s"; fail=1; continue; }
+      # bf16 in the KHR form: every multiply bf16 (the attention's staged as bf16 too, not as f16)
+      if [ $m = minillm_bf16 ] && [ $form = khr ] && ! grep -q ' 0 multiply 16x16x16 f16' <<< "$s"; then
+        echo "FAIL $m khr: an f16 multiply in a bf16 build: $s"; fail=1; continue
+      fi
       echo "ok   $m $form scan: $s"
     done
   fi
   # bf16 GEMMs have cooperative matrices in the KHR form only (bf16
   # matrices, SPV_KHR_bfloat16); their NV build keeps the portable kernel
   want_nv=$khr; [ $m = gemm_bf16 ] && want_nv=0
-  if [ "$nv" = "$want_nv" ] && [ "$khr" -gt 0 ]; then
+  least=1 # KHR modules at least
+  if [ $m = minillm_bf16 ]; then # the NV build's are the attention's (forward, gradient); the KHR one adds the GEMMs'
+    want_nv=2 least=3
+  fi
+  if [ "$nv" = "$want_nv" ] && [ "$khr" -ge "$least" ]; then
     echo "ok   $m: $out; $nv NV modules in the default build"
   else
     echo "FAIL $m: $khr KHR modules, $nv NV ones"; fail=1
