@@ -10,7 +10,7 @@
 # 32 keys, 256 the next block's keys and values fetched during the products,
 # 512 S's whole 16 x 32 block through the scratch at once),
 # with the driver's register count for the kernel
-# (MLC_VK_PIPELINE_STATS=1); then PyTorch's SDPA at the same shape.
+# (MLC_VK_PIPELINE_STATS=1), 50 runs each; then PyTorch's SDPA at the same shape.
 # Carry build-gpu/{mlc,lib}, .gl, .yardstick.  Logs under $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -20,7 +20,7 @@ mkdir -p "$out/probe"
 for v in ${VARIANTS:-khr:0 nv:0}; do
   f=${v%%:*} pb=${v##*:} l=$out/probe/${f}_$pb.log
   MLC_VK_PIPELINE_STATS=1 MLC_ATTN_PROBE=$pb timeout 60 build-gpu/mlc profile bench/attention_bf16.mdl --target spirv \
-    --spirv-coopmat=$f --spirv-attention=coopmat --entry forward --steps 5 > $l 2>&1
+    --spirv-coopmat=$f --spirv-attention=coopmat --entry forward --steps 50 > $l 2>&1
   printf '%-8s %s | %s [%s s]\n' "$v" "$(grep -E '^attention%' $l | awk '{print $5 " ms, " $7}')" \
     "$(grep -E 'pipeline mlc_attention_[0-9a-f]+ ' $l | grep -oE 'Register Count=[0-9]+|Shared Memory Size=[0-9]+' | tr '\n' ' ')" $SECONDS
   grep -E 'error|rror:' $l | head -2

@@ -14,8 +14,8 @@
  *     the NV GEMM does: 11 bits of mantissa, f16's range; with
  *     --spirv-coopmat=khr, bf16 heads are staged as their own bits and the
  *     matrices are bf16 (A->raw, s->coop_bf16; P then bf16 too): no
- *     conversion, no range lost, and on an H100 (2026-12-07) the
- *     conversion's registers had made the kernel 2.8x slower), and each
+ *     conversion, no range lost; in a probe on an H100, 2026-12-07, the
+ *     kernel without the conversion ran 2.8x faster), and each
  *     subgroup keeps its 16 x d of it as d / 16 A operands in registers.
  *   - Per block of AK keys (64, or 32 where 64 would not fit), K and V are
  *     staged as f16, a 16-byte quad at a time, in lines of d padded by a
