@@ -27,6 +27,7 @@ static const struct option spirv_options[] = {
   {"spirv-emulate-coopmat", no_argument, 0, MLC_OPT_CODEGEN},
   {"spirv-coopmat", required_argument, 0, MLC_OPT_CODEGEN},
   {"spirv-attention-rescale", required_argument, 0, MLC_OPT_CODEGEN},
+  {"spirv-attention-keys", required_argument, 0, MLC_OPT_CODEGEN},
   {"spirv-gemm-tile", required_argument, 0, MLC_OPT_CODEGEN},
   {0, 0, 0, 0},
 };
@@ -103,13 +104,15 @@ static const mlc_driver_target targets[] = {
     .name = "spirv", .what = "SPIR-V for Vulkan compute", .listed = RUNS, .device_memory = true, .device_driver = "vulkan",
     .calibrate_grows = true, .options = spirv_options,
     .options_help =
-      "      --spirv-attention tiled|coopmat  (spirv) the attention forward on cooperative matrices\n"
-      "                        for devices that have them (default tiled: not yet run on NVIDIA's driver)\n"
+      "      --spirv-attention tiled|coopmat  (spirv) the attention forward and gradient on cooperative\n"
+      "                        matrices for devices that have them (default tiled)\n"
       "      --spirv-emulate-coopmat  (spirv) the cooperative-matrix kernels with scalar FMAs in their\n"
       "                        place, on any device (to check them where there are none)\n"
       "      --spirv-coopmat nv|khr  (spirv) the cooperative-matrix extension the kernels use (default\n"
-      "                        nv; khr: translated from the validated NV module, not yet run on a GPU)\n"
+      "                        nv; khr: translated from the validated NV module; bf16 on bf16 matrices)\n"
       "      --spirv-attention-rescale lazy|always  (spirv) when that attention rescales its output\n"
+      "      --spirv-attention-keys 32|64  (spirv) keys a block of that attention forward (default 64\n"
+      "                        where shared memory allows)\n"
       "      --spirv-gemm-tile BMxBNxWMxWN[xBK[xSTAGES]]  (spirv) the cooperative-matrix GEMM's tile\n",
     .not_built = "this mlc was built without the SPIR-V target (configure with -DMLC_BACKEND_SPIRV=ON, which needs "
                  "spirv-tools, spirv-headers and libvulkan-dev)",

@@ -205,6 +205,12 @@ bool mlc_options_set(mlc_options *o, const char *name, const char *value, char *
     o->spirv_rescale_always = !strcmp(v, "always");
     return ok;
   }
+  if (!strcmp(name, "spirv-attention-keys")) {
+    bool ok = !strcmp(v, "32") || !strcmp(v, "64");
+    if (!ok) snprintf(err, errn, "--spirv-attention-keys %s: expected 32 or 64 (the default: 64 where shared memory allows)", v);
+    o->spirv_attention_keys = (int8_t)(ok ? atoi(v) : 0);
+    return ok;
+  }
   if (!strcmp(name, "spirv-gemm-tile")) {
     int t[6] = {0}, n = sscanf(v, "%dx%dx%dx%dx%dx%d", &t[0], &t[1], &t[2], &t[3], &t[4], &t[5]);
     bool ok = n >= 4;
@@ -347,6 +353,7 @@ void mlc_options_print(FILE *out, const mlc_options *o) {
           o->spirv_rescale_always ? "always" : "lazy");
   if (!o->spirv_gemm_tile[0]) fprintf(out, "auto");
   for (int i = 0; i < 6 && o->spirv_gemm_tile[i]; i++) fprintf(out, "%s%d", i ? "x" : "", o->spirv_gemm_tile[i]);
+  if (o->spirv_attention_keys) fprintf(out, " --spirv-attention-keys=%d", o->spirv_attention_keys);
   if (o->cuda_gemm_tile[0] < 0)
     fprintf(out, " --cuda-gemm-tile=%s,%d",
             o->cuda_gemm_tile[0] == -128 ? "pp" : o->cuda_gemm_tile[2] ? "cs" : "co", o->cuda_gemm_tile[1]);

@@ -261,7 +261,8 @@ void attn_fwd_coop(attn *A, bool emulate) {
   int64_t D = A->D, nt = sv_ceil_div(A->SQ, AQ), groups = A->BH * nt;
   /* blocks of 64 keys where they fit (NVIDIA's 48 KiB, lavapipe's 32) */
   uint32_t limit = emulate ? 32768u : 49152u;
-  coop_attn c = coop_attn_of(D, 64);
+  int want = s->p->opts.spirv_attention_keys; /* --spirv-attention-keys (for measuring) */
+  coop_attn c = coop_attn_of(D, want ? want : 64);
   if (coop_attn_bytes(&c) + (emulate ? 512 : 0) > limit) c = coop_attn_of(D, 32);
   MLC_ASSERT(coop_attn_bytes(&c) + (emulate ? 512 : 0) <= limit);
   int ak = c.ak, nd = (int)(D / 16), nk = ak / 16;

@@ -857,6 +857,12 @@ static void test_coopmat_emulated(void **state) {
    * (--spirv-coopmat=khr): whole tiles, checked quads, element by element,
    * A along m and B along n */
   g_opts.spirv_coopmat_khr = true;
+  /* the attention's block of keys: 32 or 64, nothing else, said so */
+  assert_false(mlc_options_set(&g_opts, "spirv-attention-keys", "48", err, sizeof err));
+  assert_string_equal(err, "--spirv-attention-keys 48: expected 32 or 64 (the default: 64 where shared memory allows)");
+  assert_int_equal(g_opts.spirv_attention_keys, 0);
+  assert_true(mlc_options_set(&g_opts, "spirv-attention-keys", "32", err, sizeof err));
+  assert_int_equal(g_opts.spirv_attention_keys, 32);
   assert_true(mlc_options_set(&g_opts, "spirv-gemm-tile", "64x64x32x32x32x2", err, sizeof err));
   gemm_case(MLC_OP_MATMUL, MLC_DT_BF16, 128, 128, 64);
   gemm_case(MLC_OP_LINEAR, MLC_DT_BF16, 37, 72, 40);
