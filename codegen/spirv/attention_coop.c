@@ -85,7 +85,7 @@ static coop_attn coop_attn_of(int64_t D, int ak) {
 /* The bytes of shared memory of the kernel: the quads and the row maxima. */
 static uint32_t coop_attn_bytes(const coop_attn *c) { return 16 * c->total + 4 * 32 * ASG; }
 
-/* f16 element e (counted from the start of the uvec4 array sh) as f32. */
+/* 16-bit element e (counted from the start of the uvec4 array sh) as f32: f16, or bf16 when raw. */
 static uint32_t attn_sh_half(const attn *A, uint32_t sh, uint32_t e) {
   sb *b = A->b;
   uint32_t quad = sb_sh_ld(b, sh, sb_uvec4_type(b), sb_shr(b, e, sb_u32(b, 3)));
@@ -143,9 +143,9 @@ static void coop_put(attn *A, uint32_t lq, uint32_t sh, int nrows, uint32_t dst,
 }
 
 /* Rows r0.. r0 + nrows - 1 of a [.., D] 16-bit operand (binding bind, row 0
- * at element base, a multiple of 8) into shared sh as f16 lines of lq
- * quads from quad dst; rows at or past `limit` as zeros.  All 32 ASG
- * threads take part. */
+ * at element base, a multiple of 8) into shared sh as lines of lq quads
+ * (f16, or bf16 bits when A->raw) from quad dst; rows at or past `limit` as
+ * zeros.  All 32 ASG threads take part. */
 static void coop_stage(attn *A, uint32_t lq, uint32_t sh, uint32_t bind, uint32_t base, uint32_t r0, int nrows,
                        uint32_t limit, uint32_t dst) {
   uint32_t q[64];
