@@ -823,6 +823,9 @@ static mlc_status make_device(vk_dev *d) {
    * layer older than VK_KHR_cooperative_matrix (Debian 12's 1.3.239), which
    * rejects the KHR features structure at vkCreateDevice */
   const char *only = getenv("MLC_VK_COOPMAT");
+  if (only && *only && strcmp(only, "nv") && strcmp(only, "khr"))
+    return mlc_status_make(MLC_INVALID_ARGUMENT, "MLC_VK_COOPMAT=%s: expected nv or khr (the cooperative-matrix "
+                           "extension to enable alone), or unset for both", only);
   if (only && !strcmp(only, "nv")) has_khr = false;
   if (only && !strcmp(only, "khr")) has_nv = false;
   bool has_bf16 = has_khr && mlc_vk_has_extension(&d->api, d->phys, MLC_VK_BF16_EXT);
