@@ -103,18 +103,24 @@ static uint32_t attn_pack2(const attn *A, uint32_t x, uint32_t y) {
   return sb_or(b, sb_f2bf16(b, x), sb_shl(b, sb_f2bf16(b, y), sb_u32(b, 16)));
 }
 
-/* The quads this thread stages of rows r0.. (see coop_stage), from memory
- * into q[i]: bf16 pairs converted to f16 pairs unless the kernel's matrices
- * are bf16 (A->raw). */
-static void coop_fetch(attn *A, uint32_t bind, uint32_t base, uint32_t r0, int nrows, uint32_t limit, uint32_t *q) {
+/* Rows r0.. r0 + nrows - 1 of a [.., D] 16-bit operand (binding bind, row 0
+ * at element base, a multiple of 8) into shared sh as lines of lq quads
+ * (f16, or bf16 bits when A->raw) from quad dst; rows at or past `limit` as
+ * zeros.  All 32 ASG threads take part: each loads all its quads (bf16
+ * pairs converted to f16 pairs unless A->raw), then stores them. */
+static void coop_stage(attn *A, uint32_t lq, uint32_t sh, uint32_t bind, uint32_t base, uint32_t r0, int nrows,
+                       uint32_t limit, uint32_t dst) {
   sb *b = A->b;
   uint32_t per = (uint32_t)(A->D / ACQ), total = (uint32_t)nrows * per, threads = 32 * ASG, q4 = sb_uvec4_type(b);
   uint32_t lid = sb_lid(b), qbase = sb_shr(b, base, sb_u32(b, 3)), zero = sb_u32(b, 0);
-  for (uint32_t i = 0; i < (total + threads - 1) / threads; i++) {
+  uint32_t n = (total + threads - 1) / threads, q[64], to[64], in[64];
+  MLC_ASSERT(n <= 64);
+  for (uint32_t i = 0; i < n; i++) {
     uint32_t u = sb_addc(b, lid, i * threads);
     uint32_t line = sb_div(b, u, sb_u32(b, per)), qq = sb_mod(b, u, sb_u32(b, per)), r = sb_add(b, r0, line);
     uint32_t ok = sb_ult(b, r, limit);
-    if (total % threads) ok = sb_land(b, ok, sb_ult(b, u, sb_u32(b, total)));
+    in[i] = total % threads ? sb_ult(b, u, sb_u32(b, total)) : 0; /* u past the last quad: nothing loaded or stored */
+    if (in[i]) ok = sb_land(b, ok, in[i]);
     uint32_t at = sb_add(b, qbase, sb_add(b, sb_mulc(b, r, per), qq));
     uint32_t v = sb_ld4(b, bind, sb_select(b, b->t_u32, ok, at, zero)), w[4]; /* out of range: quad 0, zeros kept */
     for (uint32_t k = 0; k < 4; k++) {
@@ -124,34 +130,14 @@ static void coop_fetch(attn *A, uint32_t bind, uint32_t base, uint32_t r0, int n
       w[k] = sb_select(b, b->t_u32, ok, x, zero);
     }
     q[i] = sb_op(b, SpvOpCompositeConstruct, q4, 4, w);
+    to[i] = sb_add(b, sb_addc(b, sb_mulc(b, line, lq), dst), qq);
   }
-}
-
-/* Those quads into shared sh as lines of lq quads from quad dst. */
-static void coop_put(attn *A, uint32_t lq, uint32_t sh, int nrows, uint32_t dst, const uint32_t *q) {
-  sb *b = A->b;
-  uint32_t per = (uint32_t)(A->D / ACQ), total = (uint32_t)nrows * per, threads = 32 * ASG, q4 = sb_uvec4_type(b);
-  uint32_t lid = sb_lid(b);
-  for (uint32_t i = 0; i < (total + threads - 1) / threads; i++) {
-    uint32_t u = sb_addc(b, lid, i * threads);
+  for (uint32_t i = 0; i < n; i++) {
     sb_if g;
-    if (total % threads) sb_if_begin(b, &g, sb_ult(b, u, sb_u32(b, total)), false);
-    uint32_t line = sb_div(b, u, sb_u32(b, per)), qq = sb_mod(b, u, sb_u32(b, per));
-    sb_sh_st(b, sh, q4, sb_add(b, sb_addc(b, sb_mulc(b, line, lq), dst), qq), q[i]);
-    if (total % threads) sb_if_end(b, &g);
+    if (in[i]) sb_if_begin(b, &g, in[i], false);
+    sb_sh_st(b, sh, q4, to[i], q[i]);
+    if (in[i]) sb_if_end(b, &g);
   }
-}
-
-/* Rows r0.. r0 + nrows - 1 of a [.., D] 16-bit operand (binding bind, row 0
- * at element base, a multiple of 8) into shared sh as lines of lq quads
- * (f16, or bf16 bits when A->raw) from quad dst; rows at or past `limit` as
- * zeros.  All 32 ASG threads take part. */
-static void coop_stage(attn *A, uint32_t lq, uint32_t sh, uint32_t bind, uint32_t base, uint32_t r0, int nrows,
-                       uint32_t limit, uint32_t dst) {
-  uint32_t q[64];
-  MLC_ASSERT((uint32_t)nrows * (uint32_t)(A->D / ACQ) <= 64 * 32 * ASG);
-  coop_fetch(A, bind, base, r0, nrows, limit, q);
-  coop_put(A, lq, sh, nrows, dst, q);
 }
 
 typedef struct {
@@ -456,8 +442,7 @@ void attn_fwd_coop(attn *A, bool emulate) {
   sb_if_end(b, &w);
   sb_if_end(b, &wg.guard);
   sv_end(s);
-  sv_coopmat16(s, emulate);
-  s->coop_bf16 = A->raw && !emulate;
+  sv_coopmat16(s, emulate, A->raw);
 }
 
 /* ---- the cooperative-matrix gradient (FlashAttention-2's backward) ----
@@ -711,8 +696,7 @@ void attn_grad_coop(attn *A, bool emulate) {
   attn_grad_stats_tiled(A, &T);
   coop_grad_pass(A, &c, &k, false);
   coop_grad_pass(A, &c, &k, true);
-  sv_coopmat16(A->s, emulate);
-  A->s->coop_bf16 = A->raw && !emulate;
+  sv_coopmat16(A->s, emulate, A->raw);
 }
 
 /* Whether the cooperative-matrix forward (grad: gradient) takes this attention: as the

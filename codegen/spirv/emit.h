@@ -39,10 +39,12 @@ static inline const mlc_type *sv_in(const sv *s, int k) { return &s->f->nodes[s-
 static inline const mlc_node *sv_in_node(const sv *s, int k) { return &s->f->nodes[s->n->in[k]]; }
 static inline uint32_t sv_out(const sv *s) { return s->n->nin; }     /* binding of the output */
 static inline uint32_t sv_scratch(const sv *s) { return s->n->nin + 1u; }
-/* A kernel on 16 x 16 x 16 cooperative matrices (not when emulated with scalar FMAs). */
-static inline void sv_coopmat16(sv *s, bool emulate) {
+/* A kernel on 16 x 16 x 16 cooperative matrices (not when emulated with scalar FMAs); bf16: its A and B
+ * matrices hold bf16 bits (the KHR form's bf16 matrices). */
+static inline void sv_coopmat16(sv *s, bool emulate, bool bf16) {
   if (emulate) return;
   s->coopmat = true;
+  s->coop_bf16 = bf16;
   s->mnk[0] = s->mnk[1] = s->mnk[2] = 16;
 }
 static inline int64_t sv_ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }

@@ -625,8 +625,7 @@ static bool emit_coopmat(sv *s, const gemm_desc *d, bool emulate, bool bf16) {
     }
   sb_if_end(b, &guard);
   sv_end(s);
-  sv_coopmat16(s, emulate);
-  s->coop_bf16 = bf16 && !emulate;
+  sv_coopmat16(s, emulate, bf16);
   return true;
 }
 
