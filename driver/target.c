@@ -111,8 +111,8 @@ static const mlc_driver_target targets[] = {
       "      --spirv-coopmat nv|khr  (spirv) the cooperative-matrix extension the kernels use (default\n"
       "                        nv; khr: translated from the validated NV module; bf16 on bf16 matrices)\n"
       "      --spirv-attention-rescale lazy|always  (spirv) when that attention rescales its output\n"
-      "      --spirv-attention-keys 32|64  (spirv) keys a block of that attention forward (default 64\n"
-      "                        where shared memory allows)\n"
+      "      --spirv-attention-keys 32|64  (spirv) keys a block of that attention forward (default 32\n"
+      "                        past head dim 64, else 64 where shared memory allows)\n"
       "      --spirv-gemm-tile BMxBNxWMxWN[xBK[xSTAGES]]  (spirv) the cooperative-matrix GEMM's tile\n",
     .not_built = "this mlc was built without the SPIR-V target (configure with -DMLC_BACKEND_SPIRV=ON, which needs "
                  "spirv-tools, spirv-headers and libvulkan-dev)",

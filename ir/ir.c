@@ -207,7 +207,7 @@ bool mlc_options_set(mlc_options *o, const char *name, const char *value, char *
   }
   if (!strcmp(name, "spirv-attention-keys")) {
     bool ok = !strcmp(v, "32") || !strcmp(v, "64");
-    if (!ok) snprintf(err, errn, "--spirv-attention-keys %s: expected 32 or 64 (the default: 64 where shared memory allows)", v);
+    if (!ok) snprintf(err, errn, "--spirv-attention-keys %s: expected 32 or 64 (the default: 32 past head dim 64, else 64 where shared memory allows)", v);
     o->spirv_attention_keys = (int8_t)(ok ? atoi(v) : 0);
     return ok;
   }

@@ -302,7 +302,7 @@ typedef struct {
   bool spirv_rescale_always;     /* --spirv-attention-rescale=always: that attention rescales its output at
                                     every block of keys (default lazy: when a row's max grew past 2^8) */
   int8_t spirv_attention_keys;   /* --spirv-attention-keys=32|64: the keys a block of the cooperative-matrix
-                                    attention forward (0: 64 where shared memory allows; for measuring) */
+                                    attention forward (0: 32 past head dim 64, else 64 where shared memory allows) */
   int16_t spirv_gemm_tile[6];    /* --spirv-gemm-tile=BMxBNxWMxWN[xBK[xSTAGES]] for the cooperative-matrix
                                     GEMM (all zero: its rule's) */
   int8_t cuda_gemv_ks;           /* --cuda-gemv-ks=1|2|4|8: the warps per output column of every linear of

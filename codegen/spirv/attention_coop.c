@@ -245,10 +245,13 @@ void attn_fwd_coop(attn *A, bool emulate) {
   sv *s = A->s;
   sb *b = A->b;
   int64_t D = A->D, nt = sv_ceil_div(A->SQ, AQ), groups = A->BH * nt;
-  /* blocks of 64 keys where they fit (NVIDIA's 48 KiB, lavapipe's 32) */
+  /* blocks of 32 keys past d = 64: at d = 128 blocks of 64 keys held 255
+   * registers a thread and ran 5.3x (KHR, bf16) and 1.12x (NV) slower on an
+   * H100 (bench/results/s34-2026-12-07.md); blocks of 64 at d <= 64 where they
+   * fit (NVIDIA's 48 KiB, lavapipe's 32) */
   uint32_t limit = emulate ? 32768u : 49152u;
   int want = s->p->opts.spirv_attention_keys; /* --spirv-attention-keys (for measuring) */
-  coop_attn c = coop_attn_of(D, want ? want : 64);
+  coop_attn c = coop_attn_of(D, want ? want : D > 64 ? 32 : 64);
   if (coop_attn_bytes(&c) + (emulate ? 512 : 0) > limit) c = coop_attn_of(D, 32);
   MLC_ASSERT(coop_attn_bytes(&c) + (emulate ? 512 : 0) <= limit);
   int ak = c.ak, nd = (int)(D / 16), nk = ak / 16;

@@ -859,7 +859,7 @@ static void test_coopmat_emulated(void **state) {
   g_opts.spirv_coopmat_khr = true;
   /* the attention's block of keys: 32 or 64, nothing else, said so */
   assert_false(mlc_options_set(&g_opts, "spirv-attention-keys", "48", err, sizeof err));
-  assert_string_equal(err, "--spirv-attention-keys 48: expected 32 or 64 (the default: 64 where shared memory allows)");
+  assert_string_equal(err, "--spirv-attention-keys 48: expected 32 or 64 (the default: 32 past head dim 64, else 64 where shared memory allows)");
   assert_int_equal(g_opts.spirv_attention_keys, 0);
   assert_true(mlc_options_set(&g_opts, "spirv-attention-keys", "32", err, sizeof err));
   assert_int_equal(g_opts.spirv_attention_keys, 32);
