@@ -95,15 +95,18 @@ void sv_row_store(sv *s, uint32_t base, int64_t L, uint32_t bind, int dt, sv_bit
  * bool, 64-bit for i64. */
 uint32_t sv_ew_load(sb *b, uint32_t bind, int dt, uint32_t idx);
 uint32_t sv_ew_const(sb *b, const mlc_node *k);
-/* op on x[0], x[1] of dtype dt giving out_dt; 0 if op is not elementwise */
-uint32_t sv_ew_value(sb *b, int op, int dt, int out_dt, const uint32_t *x);
+/* op on x[0], x[1] (where: x[0..2]) of dtype dt (where: the condition's)
+ * giving out_dt; a: the node's attributes (pow's and clamp's constant), NULL
+ * in a fused program; 0 if op is not elementwise (or needs a) */
+uint32_t sv_ew_value(sb *b, int op, int dt, int out_dt, const mlc_attrs *a, const uint32_t *x);
 /* the bits sb_store_bits stores for value y of dtype dt */
 void sv_ew_bits(sb *b, int dt, uint32_t y, uint32_t *lo, uint32_t *hi);
 /* y rounded to dt as a store and a load would (bf16, f16; others as they are) */
 uint32_t sv_ew_round(sb *b, int dt, uint32_t y);
 
 /* ---- op emitters: false with s->err set if they cannot ---- */
-bool sv_emit_ew(sv *s);        /* elementwise, cast, broadcast, *_grad activations */
+bool sv_emit_ew(sv *s);        /* elementwise, cast, broadcast, *_grad activations, where */
+bool sv_emit_arange(sv *s);    /* arange: no inputs */
 bool sv_emit_reduce(sv *s);    /* sum, mean, max, softmax */
 bool sv_emit_layout(sv *s);    /* transpose, slice, concat, slice_grad */
 bool sv_emit_gemm(sv *s);      /* matmul, linear, matmul_tn (s->coopmat_variant: cooperative matrices) */

@@ -65,9 +65,10 @@ static void run(sv *s, fz *z, uint32_t from, uint32_t v0, const uint32_t *c, uin
   vals[0] = v0;
   for (uint32_t j = from; j < z->pr.n; j++) {
     const mlc_fused_ins *in = &z->pr.ins[j];
-    uint32_t x[2] = {0, 0};
+    uint32_t x[MLC_EW_MAX_IN] = {0};
+    MLC_ASSERT(in->nin <= MLC_EW_MAX_IN);
     for (int a = 0; a < in->nin; a++) x[a] = in->arg[a] >= 0 ? vals[in->arg[a]] : input_at(s, z, -1 - in->arg[a], c);
-    uint32_t y = sv_ew_value(b, in->op, operand_dt(s, z, in->arg[0]), in->type.dtype, x);
+    uint32_t y = sv_ew_value(b, in->op, operand_dt(s, z, in->arg[0]), in->type.dtype, NULL, x);
     MLC_ASSERT(y);
     vals[j] = sv_ew_round(b, in->type.dtype, y);
   }

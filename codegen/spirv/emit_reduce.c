@@ -7,7 +7,8 @@
  * read adjacent columns); a long axis (128 or more) is walked in chunks of
  * 64 by a thread per (chunk, column), the chunks then combined in order.  Float sums accumulate in f32, integer ones in
  * 32-bit (i32) or 64-bit (i64) integers, in a fixed order, so results are
- * the same every run; max propagates NaN, as torch.amax.
+ * the same every run; max propagates NaN, as torch.amax.  A max with
+ * abs_in (the fuse pass's max(abs(x)), ir/ir.h) takes |x| as it loads.
  */
 #include "codegen/spirv/emit.h"
 
@@ -21,6 +22,13 @@ static uint32_t fcombine(sb *b, bool is_max, uint32_t a, uint32_t v) {
   uint32_t take = sb_op2(b, SpvOpLogicalOr, b->t_bool, sb_op2(b, SpvOpFOrdGreaterThan, b->t_bool, v, a),
                          sb_op1(b, SpvOpIsNan, b->t_bool, v));
   return sb_select(b, b->t_f32, take, v, a);
+}
+
+/* Float element idx of the input: |x| for a max with abs_in. */
+static uint32_t fload(sv *s, int dt, uint32_t idx) {
+  uint32_t x = sb_load_f(s->b, 0, dt, idx);
+  if (!s->n->a.abs_in) return x;
+  return sb_bits2f(s->b, sb_and(s->b, sb_f2bits(s->b, x), sb_u32(s->b, 0x7fffffffu)));
 }
 
 /* Integers: i32 and bool in u32, i64 in u64. */
@@ -111,7 +119,7 @@ bool sv_emit_reduce(sv *s) {
     if (!softmax) {
       sb_lv a = sb_local(b, b->t_f32, init);
       uint32_t j = sb_for(b, &l, lid, L, T);
-      sb_st(b, a, fcombine(b, is_max, sb_ld(b, a), sb_load_f(b, 0, dt, sb_add(b, base, j))));
+      sb_st(b, a, fcombine(b, is_max, sb_ld(b, a), fload(s, dt, sb_add(b, base, j))));
       sb_for_end(b, &l);
       uint32_t r = sb_wg_reduce(b, sh, sb_ld(b, a), is_max);
       if (mean) r = sb_fdiv(b, r, sb_f32(b, (float)len));
@@ -155,7 +163,7 @@ bool sv_emit_reduce(sv *s) {
     sb_lv a = sb_local(b, b->t_f32, init);
     sb_loop l;
     uint32_t j = sb_for(b, &l, j0, sb_glsl(b, GLSLstd450UMin, b->t_u32, 2, lim), sb_u32(b, 1));
-    sb_st(b, a, fcombine(b, is_max, sb_ld(b, a), sb_load_f(b, 0, dt, sb_add(b, base, sb_mulc(b, j, (uint32_t)inner)))));
+    sb_st(b, a, fcombine(b, is_max, sb_ld(b, a), fload(s, dt, sb_add(b, base, sb_mulc(b, j, (uint32_t)inner)))));
     sb_for_end(b, &l);
     sb_stw(b, sc, sb_add(b, sb_mulc(b, chunk, (uint32_t)cols), col), sb_f2bits(b, sb_ld(b, a)));
     sb_if_end(b, &in);
@@ -182,7 +190,7 @@ bool sv_emit_reduce(sv *s) {
   if (!softmax) {
     sb_lv a = sb_local(b, b->t_f32, init);
     uint32_t j = sb_for(b, &l, sb_u32(b, 0), L, one);
-    sb_st(b, a, fcombine(b, is_max, sb_ld(b, a), sb_load_f(b, 0, dt, sb_add(b, base, sb_mulc(b, j, (uint32_t)inner)))));
+    sb_st(b, a, fcombine(b, is_max, sb_ld(b, a), fload(s, dt, sb_add(b, base, sb_mulc(b, j, (uint32_t)inner)))));
     sb_for_end(b, &l);
     uint32_t r = sb_ld(b, a);
     if (mean) r = sb_fdiv(b, r, sb_f32(b, (float)len));
