@@ -2,20 +2,26 @@
 # On the GPU machine (device tool), session 34 (2026-12-07), issue 23: the
 # SPIR-V cooperative-matrix attention with its keys a block by head dim, and
 # where the MiniLLM's forward and training stand with it.  PARTS (default
-# "probe grad fwd train"), each while LIMIT (default 540) - 100 s are left:
+# "probe grad fwd train ops"), each while LIMIT (default 540) - 100 s are left:
 #   probe  bench/attention_bf16.mdl's forward, `mlc profile --entry forward
 #          --steps 50`, with the driver's register count
 #          (MLC_VK_PIPELINE_STATS=1): FORM:KEYS:D:CAUSAL in $VARIANTS (KEYS 0:
-#          the default), then PyTorch's SDPA at d 128 and 64;
+#          the default; the first variant again last, as the first runs of a
+#          call are slow), then PyTorch's SDPA at d 128 and 64;
 #   grad   its train step (forward and gradient) with the coop attention and
-#          the tiled one (KHR GEMMs), `mlc profile --entry train_step`, the
-#          time per op and the attention kernels, and SDPA's forward+backward;
-#   fwd    the MiniLLM bf16 forward (bench/minillm_bf16.mdl) with
-#          --spirv-coopmat=khr --spirv-attention=coopmat: `mlc profile` by op,
+#          the tiled one, `mlc profile --entry train_step`, the time per op
+#          and the attention kernels, and SDPA's forward+backward;
+#   fwd    the MiniLLM bf16 forward (bench/minillm_bf16.mdl) with the
+#          defaults (KHR, the coop attention): `mlc profile` by op,
 #          `mlc bench`, and eager PyTorch in the same call;
-#   train  bench/gpu_s32.sh's spvtrain: the GPT-2-like bf16 model off the
-#          tile multiples, 10 steps on cuda and spirv (KHR; both attentions),
-#          the largest loss difference from cuda's, and the steps' times.
+#   train  the GPT-2-like bf16 model off the tile multiples (bench/gpu_s32.sh's
+#          spvtrain), 10 steps on cuda, spirv (defaults) and spirv with
+#          --spirv-attention=tiled, the same tokens; the largest loss
+#          difference from cuda's, and the last steps' times;
+#   ops    the op cases on NVIDIA's driver with the defaults (attention,
+#          matmul, linear, fused), then attention and matmul with
+#          MLC_VK_COOPMAT=nv (the KHR modules' NV fallbacks) under the
+#          Khronos validation layer (a message fails a case).
 # Carry build-gpu/{mlc,lib,codegen/cuda/mlc_opcheck,runtime/libmlcrt.a}, .gl,
 # .yardstick.  Logs packed into $OUT/logs.tgz; key lines on stdout.
 set -uo pipefail
@@ -31,17 +37,18 @@ echo "GPU: $gpu; commit ${COMMIT:-?}; $(date -u '+%F %T') UTC"
 vk_loader
 mlc=build-gpu/mlc
 att=bench/attention_bf16.mdl
-for p in ${PARTS:-probe grad fwd train}; do
+for p in ${PARTS:-probe grad fwd train ops}; do
   [ $(left) -gt 100 ] || { echo "$p: skipped (time)"; continue; }
   mkdir -p $work/$p
   case $p in
   probe)
-    for v in ${VARIANTS:-khr:0:128:false nv:0:128:false khr:64:128:false khr:0:128:true khr:0:64:false khr:32:64:false khr:64:64:false}; do
+    # the first runs of a call are slow while the clock rises: one variant first, again at the end
+    for v in ${VARIANTS:-khr:0:128:false khr:0:128:false nv:0:128:false nv:64:128:false khr:64:128:false khr:0:128:true khr:64:64:false khr:0:64:false khr:0:128:false}; do
       IFS=: read -r f keys d causal <<< "$v"
-      l=$work/probe/${f}_${keys}_${d}_${causal}.log
+      i=$((${i:-0} + 1)); l=$work/probe/$i-${f}_${keys}_${d}_${causal}.log
       k=(); [ "$keys" = 0 ] || k=(--spirv-attention-keys=$keys)
       MLC_VK_PIPELINE_STATS=1 timeout 60 $mlc profile $att -D d=$d -D causal=$causal --target spirv --spirv-coopmat=$f \
-        --spirv-attention=coopmat "${k[@]}" --entry forward --steps 50 > $l 2>&1
+        "${k[@]}" --entry forward --steps 50 > $l 2>&1
       printf '%-20s %s | %s [%s s]\n' "$v" "$(grep -E '^attention%' $l | awk '{print $5 " ms, " $7}')" \
         "$(grep -E 'pipeline mlc_attention_[0-9a-f]+ ' $l | grep -oE 'Register Count=[0-9]+|Shared Memory Size=[0-9]+' | tr '\n' ' ')" $SECONDS
       grep -E 'rror' $l | head -2
@@ -52,7 +59,7 @@ for p in ${PARTS:-probe grad fwd train}; do
   grad)
     for a in coopmat tiled; do
       l=$work/grad/$a.log
-      MLC_VK_PIPELINE_STATS=1 timeout 90 $mlc profile $att --target spirv --spirv-coopmat=khr --spirv-attention=$a \
+      MLC_VK_PIPELINE_STATS=1 timeout 90 $mlc profile $att --target spirv --spirv-attention=$a \
         --entry train_step --steps 10 > $l 2>&1
       echo "== grad, attention $a: $(grep -E 'ms per run' $l | head -1)"
       grep -E '^attention' $l | awk '{print "  " $1, $5 " ms", $7}' | head -8
@@ -62,20 +69,43 @@ for p in ${PARTS:-probe grad fwd train}; do
     echo "SDPA: $(timeout 60 python3 bench/attention_torch.py --runs 20 2>&1 | grep -vE '^#|^ |^-|Self' | tr '\n' ' ')" ;;
   fwd)
     l=$work/fwd/minillm
-    timeout 120 $mlc profile bench/minillm_bf16.mdl --target spirv --spirv-coopmat=khr --spirv-attention=coopmat \
-      --steps 3 > $l.profile.log 2>&1
-    echo "== MiniLLM bf16 forward, khr + coop attention: $(grep -E 'ms per run' $l.profile.log | head -1)"
+    timeout 120 $mlc profile bench/minillm_bf16.mdl --target spirv --steps 3 > $l.profile.log 2>&1
+    echo "== MiniLLM bf16 forward, the defaults (KHR, coop attention): $(grep -E 'ms per run' $l.profile.log | head -1)"
     grep -E '^by op' $l.profile.log | tr ';' '\n' | head -9
-    timeout 120 $mlc bench bench/minillm_bf16.mdl --target spirv --spirv-coopmat=khr --spirv-attention=coopmat \
-      --runs 10 --warmup 2 > $l.bench.log 2>&1
+    timeout 120 $mlc bench bench/minillm_bf16.mdl --target spirv --runs 10 --warmup 2 > $l.bench.log 2>&1
     echo "mlc bench: $(grep -o 'median [0-9.]* ms, min [0-9.]*' $l.bench.log)"
     timeout 60 python3 bench/spirv_torch.py minillm --runs 10 > $l.torch.log 2>&1
     grep -v '^#' $l.torch.log | tail -2 ;;
   train)
-    PART=spvtrain OUT=$work COMMIT=${COMMIT:-?} bash bench/gpu_s32.sh 2>&1 | grep -vE '^\[|^rc='
-    for n in cuda spirv_khr spirv_khr_coopattn; do
-      echo "$n: $(grep -E '^step' $work/spvtrain/$n.log | tail -3 | tr '\n' ' ' | cut -c1-300)"
+    # bench/gpu_s32.sh's spvtrain model and tokens: the GPT-2-like model in bf16 off the tile multiples
+    sed 's/^    optimizer = AdamW(lr=lr)/    optimizer = AdamW(lr=lr)\n    precision(param=bf16, reduce=f32)/' bench/gpt2like_f32.mdl > /tmp/gpt2like_bf16.mdl
+    python3 -c "import numpy as np; np.random.seed(0); np.random.randint(0, 8003, 4 * 4 * 1000 * 10 + 1).astype(np.int32).tofile('/tmp/s34-tokens.bin')"
+    trn() { # name, target, options...
+      local n=$1 t=$2; shift 2
+      timeout 150 $mlc train /tmp/gpt2like_bf16.mdl --target $t --steps 10 --data /tmp/s34-tokens.bin --data-dtype i32 "$@" \
+        > $work/train/$n.log 2>&1
+      grep -E '^step' $work/train/$n.log | sed -E 's/^step [0-9]+: loss ([0-9.]+).*/\1/' > $work/train/$n.loss
+      echo "$n: $(tr '\n' ' ' < $work/train/$n.loss) | last steps: $(grep -E '^step' $work/train/$n.log | tail -2 | grep -oE '\([0-9.]+ ms' | tr '\n' ' ') [$SECONDS s]"
+      grep -E 'rror' $work/train/$n.log | head -2
+    }
+    trn cuda cuda; trn spirv spirv; trn spirv_tiled spirv --spirv-attention=tiled
+    for n in spirv spirv_tiled; do
+      paste $work/train/cuda.loss $work/train/$n.loss | awk -v n=$n '{ d = $1 - $2; if (d < 0) d = -d; if (d > m) m = d; c++ }
+        END { printf "%s: %d steps, largest |loss - cuda| %.2e\n", n, c, m }'
     done ;;
+  ops)
+    opc=build-gpu/codegen/cuda/mlc_opcheck
+    ops() { # log, validate, MLC_VK_COOPMAT, keyword
+      [ $(left) -gt 60 ] || { echo "$1: skipped (time)"; return; }
+      MLC_VK_COOPMAT=$3 MLC_VK_VALIDATE=$2 timeout $(( $(left) - 30 < 170 ? $(left) - 30 : 170 )) python3 tests/ops/opcheck.py ops \
+        --target spirv --jobs 12 --opcheck $opc --work /tmp/s34-ops/$1 -k $4 > $work/ops/$1.log 2>&1
+      echo "$1 (validate=$2, MLC_VK_COOPMAT=$3): $(grep -E 'cases passed' $work/ops/$1.log | tr '\n' ' ') [$SECONDS s]"
+      grep -E '^FAIL' $work/ops/$1.log | head -4 | cut -c1-200
+      grep -iE 'VUID|validation layer' $work/ops/$1.log | head -3 | cut -c1-240
+    }
+    # the defaults (KHR modules, the coop attention); then the KHR modules' NV fallbacks under the layer
+    ops attention 0 "" attention; ops matmul 0 "" matmul; ops linear 0 "" linear; ops fused 0 "" fused
+    ops nv_attention 1 nv attention; ops nv_matmul 1 nv matmul ;;
   esac
 done
 tar -C "$work" -czf "$dest/logs.tgz" .

@@ -104,15 +104,16 @@ static const mlc_driver_target targets[] = {
     .name = "spirv", .what = "SPIR-V for Vulkan compute", .listed = RUNS, .device_memory = true, .device_driver = "vulkan",
     .calibrate_grows = true, .options = spirv_options,
     .options_help =
-      "      --spirv-attention tiled|coopmat  (spirv) the attention forward and gradient on cooperative\n"
-      "                        matrices for devices that have them (default tiled)\n"
+      "      --spirv-attention coopmat|tiled  (spirv) the attention forward and gradient on cooperative\n"
+      "                        matrices for devices that have them, the tiled kernels their fallback\n"
+      "                        (default coopmat); tiled: the tiled kernels alone\n"
       "      --spirv-emulate-coopmat  (spirv) the cooperative-matrix kernels with scalar FMAs in their\n"
       "                        place, on any device (to check them where there are none)\n"
-      "      --spirv-coopmat nv|khr  (spirv) the cooperative-matrix extension the kernels use (default\n"
-      "                        nv; khr: translated from the validated NV module; bf16 on bf16 matrices)\n"
+      "      --spirv-coopmat khr|nv  (spirv) the cooperative-matrix extension the kernels use (default\n"
+      "                        khr: translated from the validated NV module, bf16 on bf16 matrices, the NV\n"
+      "                        form of the others their fallback; nv: the NV modules alone)\n"
       "      --spirv-attention-rescale lazy|always  (spirv) when that attention rescales its output\n"
-      "      --spirv-attention-keys 32|64  (spirv) keys a block of that attention forward (default 32\n"
-      "                        past head dim 64, else 64 where shared memory allows)\n"
+      "      --spirv-attention-keys 32|64  (spirv) keys a block of that attention forward (default 32)\n"
       "      --spirv-gemm-tile BMxBNxWMxWN[xBK[xSTAGES]]  (spirv) the cooperative-matrix GEMM's tile\n",
     .not_built = "this mlc was built without the SPIR-V target (configure with -DMLC_BACKEND_SPIRV=ON, which needs "
                  "spirv-tools, spirv-headers and libvulkan-dev)",

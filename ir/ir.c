@@ -184,8 +184,8 @@ bool mlc_options_set(mlc_options *o, const char *name, const char *value, char *
   }
   if (!strcmp(name, "spirv-attention")) {
     bool ok = !strcmp(v, "coopmat") || !strcmp(v, "tiled");
-    if (!ok) snprintf(err, errn, "--spirv-attention %s: expected tiled (the default) or coopmat", v);
-    o->spirv_attention_coopmat = !strcmp(v, "coopmat");
+    if (!ok) snprintf(err, errn, "--spirv-attention %s: expected coopmat (the default) or tiled", v);
+    o->spirv_attention_tiled = !strcmp(v, "tiled");
     return ok;
   }
   if (!strcmp(name, "spirv-emulate-coopmat")) {
@@ -195,8 +195,8 @@ bool mlc_options_set(mlc_options *o, const char *name, const char *value, char *
   }
   if (!strcmp(name, "spirv-coopmat")) {
     bool ok = !strcmp(v, "nv") || !strcmp(v, "khr");
-    if (!ok) snprintf(err, errn, "--spirv-coopmat %s: expected nv (the default) or khr", v);
-    o->spirv_coopmat_khr = !strcmp(v, "khr");
+    if (!ok) snprintf(err, errn, "--spirv-coopmat %s: expected khr (the default) or nv", v);
+    o->spirv_coopmat_nv = !strcmp(v, "nv");
     return ok;
   }
   if (!strcmp(name, "spirv-attention-rescale")) {
@@ -207,7 +207,7 @@ bool mlc_options_set(mlc_options *o, const char *name, const char *value, char *
   }
   if (!strcmp(name, "spirv-attention-keys")) {
     bool ok = !strcmp(v, "32") || !strcmp(v, "64");
-    if (!ok) snprintf(err, errn, "--spirv-attention-keys %s: expected 32 or 64 (the default: 32 past head dim 64, else 64 where shared memory allows)", v);
+    if (!ok) snprintf(err, errn, "--spirv-attention-keys %s: expected 32 (the default) or 64 (where shared memory allows)", v);
     o->spirv_attention_keys = (int8_t)(ok ? atoi(v) : 0);
     return ok;
   }
@@ -348,8 +348,8 @@ void mlc_options_apply(mlc_program *p, const mlc_options *flags) {
 
 void mlc_options_print(FILE *out, const mlc_options *o) {
   fprintf(out, "options: --f32-matmul=%s --spirv-attention=%s%s%s --spirv-attention-rescale=%s --spirv-gemm-tile=",
-          mlc_f32_matmul_name((mlc_f32_matmul)o->f32_matmul), o->spirv_attention_coopmat ? "coopmat" : "tiled",
-          o->spirv_emulate_coopmat ? " --spirv-emulate-coopmat" : "", o->spirv_coopmat_khr ? " --spirv-coopmat=khr" : "",
+          mlc_f32_matmul_name((mlc_f32_matmul)o->f32_matmul), o->spirv_attention_tiled ? "tiled" : "coopmat",
+          o->spirv_emulate_coopmat ? " --spirv-emulate-coopmat" : "", o->spirv_coopmat_nv ? " --spirv-coopmat=nv" : "",
           o->spirv_rescale_always ? "always" : "lazy");
   if (!o->spirv_gemm_tile[0]) fprintf(out, "auto");
   for (int i = 0; i < 6 && o->spirv_gemm_tile[i]; i++) fprintf(out, "%s%d", i ? "x" : "", o->spirv_gemm_tile[i]);

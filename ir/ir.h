@@ -291,18 +291,19 @@ const char *mlc_f32_matmul_name(mlc_f32_matmul m);
  * is each one's default.  Codegen reads them here, never the environment. */
 typedef struct {
   uint8_t f32_matmul;            /* --f32-matmul: mlc_f32_matmul */
-  bool spirv_attention_coopmat;  /* --spirv-attention=coopmat: the cooperative-matrix attention forward as
-                                    the variant for devices with cooperative matrices (default: tiled) */
+  bool spirv_attention_tiled;    /* --spirv-attention=tiled: no cooperative-matrix attention variant (default
+                                    coopmat: the forward and gradient on cooperative matrices as the variant
+                                    for devices that have them, the tiled kernels their fallback) */
   bool spirv_emulate_coopmat;    /* --spirv-emulate-coopmat: the cooperative-matrix GEMM and attention
                                     forward with scalar FMAs in their place, on any device (their check
                                     on lavapipe) */
-  bool spirv_coopmat_khr;        /* --spirv-coopmat=khr: cooperative-matrix modules in their
-                                    SPV_KHR_cooperative_matrix form, translated from the validated NV
-                                    one (codegen/spirv/khr.h; default nv) */
+  bool spirv_coopmat_nv;         /* --spirv-coopmat=nv: cooperative-matrix modules in their validated
+                                    SPV_NV_cooperative_matrix form alone (default khr: translated from
+                                    it, codegen/spirv/khr.h, bf16 on bf16 matrices) */
   bool spirv_rescale_always;     /* --spirv-attention-rescale=always: that attention rescales its output at
                                     every block of keys (default lazy: when a row's max grew past 2^8) */
   int8_t spirv_attention_keys;   /* --spirv-attention-keys=32|64: the keys a block of the cooperative-matrix
-                                    attention forward (0: 32 past head dim 64, else 64 where shared memory allows) */
+                                    attention forward (0: 32; 64 where shared memory allows, for measuring) */
   int16_t spirv_gemm_tile[6];    /* --spirv-gemm-tile=BMxBNxWMxWN[xBK[xSTAGES]] for the cooperative-matrix
                                     GEMM (all zero: its rule's) */
   int8_t cuda_gemv_ks;           /* --cuda-gemv-ks=1|2|4|8: the warps per output column of every linear of

@@ -4,7 +4,7 @@
  *   attention_plain.c  a thread per row with rows in private arrays (any d);
  *   attention_tiled.c  the tiled kernels, rows through shared memory (d <= 128);
  *   attention_coop.c   the cooperative-matrix forward and gradient of 16-bit
- *                      heads (the gradient's L and D by the tiled kernel).
+ *                      heads.
  * The overview of the algorithms is at the top of emit_attention.c. */
 #ifndef MLC_CODEGEN_SPIRV_ATTENTION_H
 #define MLC_CODEGEN_SPIRV_ATTENTION_H
@@ -37,24 +37,14 @@ bool attn_grad_tiled(attn *A);
  * values into the caches, then the tiled forward over the caches; whether it
  * takes heads of dims d and dv of dtype dt (false with the message). */
 bool attn_kv_tiled(attn *A);
-/* attention_grad's tiled dispatch 0 (L and D) alone, for the kernels that
- * take the place of 1 to 3 (attention_coop.c):
- * attn_grad_tiles sets the scratch and declares the tiled kernels' shared
- * memory (attn_tiles_bytes of it), before any entry point. */
-typedef struct {
-  uint32_t t0, t1, ps;
-} attn_tiles;
-uint32_t attn_tiles_bytes(const attn *A);
-attn_tiles attn_grad_tiles(attn *A);
-void attn_grad_stats_tiled(attn *A, const attn_tiles *T);
 bool attn_kv_fits(int dt, int64_t d, int64_t dv, char *why, size_t whyn);
 /* attention_coop.c: whether the cooperative-matrix forward (grad: the
  * gradient) takes the node (variant: as the variant for devices with cooperative matrices), and the
  * kernel (emulate: scalar FMAs in place of the matrices, for lavapipe). */
 bool attn_coop_fits(const attn *A, bool grad, bool variant);
 void attn_fwd_coop(attn *A, bool emulate);
-/* attention_grad by cooperative matrices: L and D by the tiled kernel's
- * dispatch 0, then dv and dk, then dq (emulate as above). */
+/* attention_grad by cooperative matrices: L and D by the forward's kernel
+ * (dispatch 0), then dv and dk, then dq (emulate as above). */
 void attn_grad_coop(attn *A, bool emulate);
 
 #endif

@@ -241,23 +241,35 @@ static void store8(attn *A, uint32_t at, const uint32_t *v, uint32_t f) {
 
 #define ALAZY 8.f /* the rescale is skipped while no row's max grew past its reference by more (base 2): P <= 2^8 */
 
-void attn_fwd_coop(attn *A, bool emulate) {
+/* The forward's blocks of keys: 32 (on an H100, KHR, bf16 matrices, blocks
+ * of 64 took 1.45x as long at d = 128, at 255 registers a thread, and 1.56x
+ * at d = 64: bench/results/s34-2026-12-07.md), or 64
+ * (--spirv-attention-keys, for measuring) where they fit (NVIDIA's 48 KiB,
+ * lavapipe's 32). */
+static coop_attn fwd_blocks(const attn *A, bool emulate) {
+  uint32_t limit = emulate ? 32768u : 49152u;
+  int want = A->s->p->opts.spirv_attention_keys;
+  coop_attn c = coop_attn_of(A->D, want ? want : 32);
+  if (coop_attn_bytes(&c) + (emulate ? 512 : 0) > limit) c = coop_attn_of(A->D, 32);
+  MLC_ASSERT(coop_attn_bytes(&c) + (emulate ? 512 : 0) <= limit);
+  return c;
+}
+
+/* The forward as one dispatch, in blocks c, on the shared memory of k (at
+ * least c.total quads).  stats (attention_grad's dispatch 0: g, q, k, v at
+ * bindings 0..3): instead of the output, each row's L = m + ln l and
+ * D = dO . O (O unrounded) into the scratch [L | D], as the tiled kernel's
+ * dispatch 0 gives them. */
+static void fwd_coop(attn *A, bool emulate, bool stats, const coop_attn *cp, const coop_ctx *kp) {
   sv *s = A->s;
   sb *b = A->b;
   int64_t D = A->D, nt = sv_ceil_div(A->SQ, AQ), groups = A->BH * nt;
-  /* blocks of 32 keys past d = 64: at d = 128 blocks of 64 keys held 255
-   * registers a thread and ran 5.3x (KHR, bf16) and 1.12x (NV) slower on an
-   * H100 (bench/results/s34-2026-12-07.md); blocks of 64 at d <= 64 where they
-   * fit (NVIDIA's 48 KiB, lavapipe's 32) */
-  uint32_t limit = emulate ? 32768u : 49152u;
-  int want = s->p->opts.spirv_attention_keys; /* --spirv-attention-keys (for measuring) */
-  coop_attn c = coop_attn_of(D, want ? want : D > 64 ? 32 : 64);
-  if (coop_attn_bytes(&c) + (emulate ? 512 : 0) > limit) c = coop_attn_of(D, 32);
-  MLC_ASSERT(coop_attn_bytes(&c) + (emulate ? 512 : 0) <= limit);
+  coop_attn c = *cp;
+  coop_ctx k = *kp;                                         /* [K | V (Q first)] [ASG][P or scratch] */
+  uint32_t qb = stats ? 1 : 0;                              /* q's binding; k and v follow */
   int ak = c.ak, nd = (int)(D / 16), nk = ak / 16;
   bool lazy = !s->p->opts.spirv_rescale_always; /* --spirv-attention-rescale=always: O at every block (for measurements) */
   uint32_t q4 = sb_uvec4_type(b);
-  coop_ctx k = coop_ctx_of(b, emulate, c.total);            /* [K | V (Q first)] [ASG][P or scratch] */
   uint32_t mx = sb_shared(b, b->t_f32, 32 * ASG);           /* [ASG * 32]: a lane's row max, then its l */
   uint32_t red = emulate ? sb_shared(b, b->t_f32, 32 * ASG) : 0; /* [ASG * 32]: the emulation's vote */
   coop_lanes wg;
@@ -271,7 +283,7 @@ void attn_fwd_coop(attn *A, bool emulate) {
   uint32_t partner = sb_op2(b, SpvOpBitwiseXor, b->t_u32, lid, sb_u32(b, 1));
 
   /* the Q tile, into registers */
-  coop_stage(A, c.lq, k.sh, 0, sb_mulc(b, bh, (uint32_t)(A->SQ * D)), q0, AQ, SQ, 0);
+  coop_stage(A, c.lq, k.sh, qb, sb_mulc(b, bh, (uint32_t)(A->SQ * D)), q0, AQ, SQ, 0);
   sb_barrier(b);
   uint32_t qm[8];
   sb_lv qv = {0};
@@ -302,8 +314,8 @@ void attn_fwd_coop(attn *A, bool emulate) {
   }
   sb_loop kl;
   uint32_t k0 = sb_for(b, &kl, st0, kend, sb_u32(b, (uint32_t)ak));
-  coop_stage(A, c.lq, k.sh, 1, kvbase, k0, ak, SK, 0);
-  coop_stage(A, c.lq, k.sh, 2, kvbase, k0, ak, SK, c.vq);
+  coop_stage(A, c.lq, k.sh, qb + 1, kvbase, k0, ak, SK, 0);
+  coop_stage(A, c.lq, k.sh, qb + 2, kvbase, k0, ak, SK, c.vq);
   sb_barrier(b);
 
   /* S: the lane's 8 scores of each 16 keys, scaled to base 2, masked */
@@ -323,9 +335,12 @@ void attn_fwd_coop(attn *A, bool emulate) {
       for (int e = 0; e < 8; e++) {
         sb_lv a = sb_local(b, b->t_f32, sb_f32(b, 0.f));
         uint32_t e0 = sb_mulc(b, sb_mulc(b, sb_add(b, col, sb_u32(b, (uint32_t)(16 * jb + e))), c.lq), ACQ);
-        sb_loop l;
-        uint32_t d = sb_for(b, &l, st0, sb_u32(b, (uint32_t)D), sb_u32(b, 1));
-        sb_st(b, a, sb_fma(b, sb_arr_ld(b, qv, d), attn_sh_half(A, k.sh, sb_add(b, e0, d)), sb_ld(b, a)));
+        sb_loop l; /* 8 of d an iteration (lavapipe's loop limiter, see the gradient's emulation) */
+        uint32_t d = sb_for(b, &l, st0, sb_u32(b, (uint32_t)D), sb_u32(b, 8));
+        for (uint32_t u = 0; u < 8; u++) {
+          uint32_t du = sb_addc(b, d, u);
+          sb_st(b, a, sb_fma(b, sb_arr_ld(b, qv, du), attn_sh_half(A, k.sh, sb_add(b, e0, du)), sb_ld(b, a)));
+        }
         sb_for_end(b, &l);
         v[e] = sb_ld(b, a);
       }
@@ -417,10 +432,12 @@ void attn_fwd_coop(attn *A, bool emulate) {
       for (int e = 0; e < 8; e++) {
         sb_lv a = sb_local(b, b->t_f32, sb_f32(b, 0.f));
         uint32_t ve = sb_add(b, sb_u32(b, c.vq * ACQ + (uint32_t)(16 * j + e)), col);
-        sb_loop l;
-        uint32_t t = sb_for(b, &l, st0, sb_u32(b, (uint32_t)ak), sb_u32(b, 1));
-        uint32_t vt = attn_sh_half(A, k.sh, sb_add(b, ve, sb_mulc(b, t, c.lq * ACQ)));
-        sb_st(b, a, sb_fma(b, attn_sh_half(A, k.sh, sb_add(b, pe, t)), vt, sb_ld(b, a)));
+        sb_loop l; /* 8 keys an iteration */
+        uint32_t t = sb_for(b, &l, st0, sb_u32(b, (uint32_t)ak), sb_u32(b, 8));
+        for (uint32_t u = 0; u < 8; u++) {
+          uint32_t tu = sb_addc(b, t, u), vt = attn_sh_half(A, k.sh, sb_add(b, ve, sb_mulc(b, tu, c.lq * ACQ)));
+          sb_st(b, a, sb_fma(b, attn_sh_half(A, k.sh, sb_add(b, pe, tu)), vt, sb_ld(b, a)));
+        }
         sb_for_end(b, &l);
         sb_st(b, o[j][e], sb_fma(b, sb_ld(b, o[j][e]), corr, sb_ld(b, a)));
       }
@@ -438,20 +455,49 @@ void attn_fwd_coop(attn *A, bool emulate) {
     else
       for (int e = 0; e < 8; e++) ov[j][e] = sb_ld(b, o[j][e]);
   }
-  sb_if w;
-  sb_if_begin(b, &w, sb_ult(b, qi, SQ), false);
-  uint32_t at = sb_add(b, sb_mulc(b, sb_add(b, sb_mulc(b, bh, (uint32_t)A->SQ), qi), (uint32_t)A->DV), col);
-  for (int j = 0; j < nd; j++) store8(A, sb_addc(b, at, (uint32_t)(16 * j)), ov[j], inv);
-  sb_if_end(b, &w);
+  uint32_t row = sb_add(b, sb_mulc(b, bh, (uint32_t)A->SQ), qi), at = sb_add(b, sb_mulc(b, row, (uint32_t)A->DV), col);
+  if (stats) { /* D: this lane's 8 columns of each 16 against dO's, then its neighbour's part */
+    uint32_t in = sb_ult(b, qi, SQ), dsum = sb_f32(b, 0.f);
+    for (int j = 0; j < nd; j++)
+      for (int e = 0; e < 8; e++) {
+        uint32_t g = sb_load_f(b, 0, A->dt, sb_select(b, b->t_u32, in, sb_addc(b, at, (uint32_t)(16 * j + e)), st0));
+        dsum = sb_fma(b, g, ov[j][e], dsum);
+      }
+    csync(&k); /* l is read from mx */
+    sb_sh_st(b, mx, b->t_f32, lid, dsum);
+    csync(&k);
+    dsum = sb_fadd(b, dsum, sb_sh_ld(b, mx, b->t_f32, partner));
+    sb_if w;
+    sb_if_begin(b, &w, sb_land(b, in, sb_ieq(b, hf, st0)), false);
+    uint32_t sc2 = sv_scratch(s), R = (uint32_t)(A->BH * A->SQ);
+    /* m is base 2 of the scaled scores: L = ln 2 (m + log2 l) */
+    uint32_t L = sb_fmul(b, sb_f32(b, 0.6931471805599453f), sb_fadd(b, sb_ld(b, m), sb_glsl1(b, GLSLstd450Log2, b->t_f32, l2)));
+    sb_stw(b, sc2, row, sb_f2bits(b, L));
+    sb_stw(b, sc2, sb_addc(b, row, R), sb_f2bits(b, sb_fmul(b, dsum, inv)));
+    sb_if_end(b, &w);
+  } else {
+    sb_if w;
+    sb_if_begin(b, &w, sb_ult(b, qi, SQ), false);
+    for (int j = 0; j < nd; j++) store8(A, sb_addc(b, at, (uint32_t)(16 * j)), ov[j], inv);
+    sb_if_end(b, &w);
+  }
   sb_if_end(b, &wg.guard);
   sv_end(s);
-  sv_coopmat16(s, emulate, A->raw);
+}
+
+void attn_fwd_coop(attn *A, bool emulate) {
+  coop_attn c = fwd_blocks(A, emulate);
+  coop_ctx k = coop_ctx_of(A->b, emulate, c.total);
+  fwd_coop(A, emulate, false, &c, &k);
+  sv_coopmat16(A->s, emulate, A->raw);
 }
 
 /* ---- the cooperative-matrix gradient (FlashAttention-2's backward) ----
  *
  * attention_grad of the heads the forward takes, three dispatches: 0 is the
- * tiled kernel's (L_i and D_i into scratch); 1 gives dv and dk, 2 dq, so
+ * forward above with L_i and D_i into scratch in place of the output (the
+ * tiled kernel's f32 forward did it until 2026-12-07, at 14 ms of the 26.5
+ * of the gradient at the MiniLLM's shape on an H100); 1 gives dv and dk, 2 dq, so
  * that nothing is added by atomics.  Dispatch 1: a workgroup of 4
  * subgroups of 32 per 64 key rows of one (batch, head), subgroup sg owning
  * keys 16 sg.. of them; lane (r, h) as in the forward, with key row r.
@@ -474,17 +520,19 @@ void attn_fwd_coop(attn *A, bool emulate) {
  * As in the forward, bf16 operands are staged as f16 (11 bits, f16's range:
  * values under 2^-24, such as tiny gradients dO, are lost), and so are P and
  * dS, except with --spirv-coopmat=khr, where they stay bf16 (A->raw) and P
- * and dS are rounded to bf16.  The module's shared memory holds the tiled kernels' tiles beside this
- * kernel's, so GQ is the largest of 64, 32, 16 that fits (NVIDIA's 48 KiB,
- * lavapipe's 32).  emulate: as the forward's, each lane's values by scalar
+ * and dS are rounded to bf16.  GQ is 32 past d = 64 (64 there would take
+ * 44 KiB of shared memory, and registers), else 64, or the largest of 32
+ * and 16 that fits (NVIDIA's 48 KiB, lavapipe's 32) beside the forward's
+ * row maxima; dispatch 0's keys, values and P use the same shared memory as
+ * 1 and 2.  emulate: as the forward's, each lane's values by scalar
  * FMAs, from its K and V rows read from memory (rounded to f16 as staging
  * rounds them) and the shared Q, dO, P and dS, a quad of d (or a query) per
  * loop iteration: lavapipe counts the iterations of all of an invocation's
  * loops together and ends every loop past 65535 (gallivm's loop limiter,
  * LP_MAX_TGSI_LOOP_ITERATIONS), which a loop per element hit after 16 blocks
  * of 16 queries at d = 128 (queries silently lost).  The forward's emulation
- * still has loops per element (about 4096 iterations per block of keys at
- * d = 128), so it is good there for about 500 keys. */
+ * (and so dispatch 0's) takes 8 elements an iteration (512 iterations per
+ * block of 32 keys at d = 128: good for about 4000 keys there). */
 
 typedef struct {
   int gq;        /* queries per block */
@@ -689,14 +737,18 @@ static void coop_grad_pass(attn *A, const coop_grad *cg, const coop_ctx *kc, boo
 }
 
 void attn_grad_coop(attn *A, bool emulate) {
-  attn_tiles T = attn_grad_tiles(A);
-  uint32_t limit = (emulate ? 32768u : 49152u) - attn_tiles_bytes(A);
-  coop_grad c = coop_grad_of(A->D, 64, emulate);
+  A->s->scratch = (uint64_t)(A->BH * A->SQ) * 8; /* [L | D], f32 per query row */
+  coop_attn f = fwd_blocks(A, emulate);
+  /* blocks of 32 queries past d = 64 (64 would take 44 KiB and more registers), 64 up to it, fewer where
+   * they do not fit beside the forward's row maxima */
+  uint32_t limit = (emulate ? 32768u : 49152u) - 4 * 32 * ASG - (emulate ? 512 : 0);
+  coop_grad c = coop_grad_of(A->D, A->D > 64 ? 32 : 64, emulate);
   if (16 * c.total > limit) c = coop_grad_of(A->D, 32, emulate);
   if (16 * c.total > limit) c = coop_grad_of(A->D, 16, emulate);
   MLC_ASSERT(16 * c.total <= limit);
-  coop_ctx k = coop_ctx_of(A->b, emulate, c.total); /* [Q | dO (K | V)] [ASG][P, dS or scratch]; the rows' first */
-  attn_grad_stats_tiled(A, &T);
+  /* [Q | dO (K | V)] [ASG][P, dS or scratch]; the rows' first; dispatch 0's K, V and P in the same place */
+  coop_ctx k = coop_ctx_of(A->b, emulate, c.total > f.total ? c.total : f.total);
+  fwd_coop(A, emulate, true, &f, &k);
   coop_grad_pass(A, &c, &k, false);
   coop_grad_pass(A, &c, &k, true);
   sv_coopmat16(A->s, emulate, A->raw);
@@ -708,7 +760,7 @@ void attn_grad_coop(attn *A, bool emulate) {
  * bench/results/spirv-attention-2026-11-30.md); its emulation under
  * --spirv-emulate-coopmat. */
 bool attn_coop_fits(const attn *A, bool grad, bool variant) {
-  if (variant && !A->s->p->opts.spirv_attention_coopmat) return false;
+  if (variant && A->s->p->opts.spirv_attention_tiled) return false;
   if (grad && (sv_in(A->s, 0)->dtype != A->dt || A->SQ != A->SK)) return false; /* dO of q's dtype */
   return (A->dt == MLC_DT_BF16 || A->dt == MLC_DT_F16) && A->D == A->DV && A->D % 16 == 0 && A->D <= 128 &&
          A->s->n->type.dtype == A->dt;

@@ -49,18 +49,15 @@ static void store_regs(attn *A, uint32_t at, sb_lv *v, int64_t n, uint32_t f) {
 /* The shared memory of the tiled kernels: two tiles of BKV rows and the
  * per-thread weights, declared once per module (Vulkan counts a module's
  * Workgroup variables together, whichever entry point uses them). */
-typedef attn_tiles tiles;
+typedef struct {
+  uint32_t t0, t1, ps;
+} tiles;
 
 static tiles tiles_of(attn *A) {
   sb *b = A->b;
   int64_t n = A->D > A->DV ? A->D : A->DV;
   return (tiles){sb_shared(b, b->t_f32, (uint32_t)(BKV * n)), sb_shared(b, b->t_f32, (uint32_t)(BKV * n)),
                  sb_shared(b, b->t_f32, BQ * (BKV + 1))};
-}
-
-uint32_t attn_tiles_bytes(const attn *A) {
-  int64_t n = A->D > A->DV ? A->D : A->DV;
-  return (uint32_t)(4 * (2 * BKV * n + BQ * (BKV + 1)));
 }
 
 /* attention_kv's pos (binding 5, i32) clamped to [0, sk - t], as the CPU's kernel clamps it. */
@@ -298,13 +295,6 @@ bool attn_grad_tiled(attn *A) {
   q_tiled(A, &T);
   return true;
 }
-
-attn_tiles attn_grad_tiles(attn *A) {
-  A->s->scratch = (uint64_t)(A->BH * A->SQ) * 8;
-  return tiles_of(A);
-}
-
-void attn_grad_stats_tiled(attn *A, const attn_tiles *T) { fwd_tiled(A, T, true); }
 
 /* Rows of the chunk (binding src, [BH, t, w words]) into cache rows
  * [off, off + t) (binding dst, [BH, sk, w words]), a word a thread. */

@@ -21,9 +21,10 @@
  * caches with the causal mask shifted by pos (d, dv <= 128).
  * The forward of 16-bit heads of d <= 128 has a cooperative-matrix variant
  * (attention_coop.c, FlashAttention style; the tiled kernel is its fallback),
- * and so has the gradient of the same heads: dispatch 0 as above, then
- * FlashAttention-2's dispatches per 64 key rows (dv and dk) and per 64
- * query rows (dq), all products on cooperative matrices.
+ * and so has the gradient of the same heads: dispatch 0 by that forward
+ * (L_i and D_i, not the output), then FlashAttention-2's dispatches per 64
+ * key rows (dv and dk) and per 64 query rows (dq), all products on
+ * cooperative matrices.
  */
 #include "codegen/spirv/attention.h"
 
@@ -32,7 +33,7 @@ bool sv_emit_attention(sv *s) {
   const mlc_type *qt = sv_in(s, grad ? 1 : 0), *kt = sv_in(s, grad ? 2 : kv ? 3 : 1), *vt = sv_in(s, grad ? 3 : kv ? 4 : 2);
   attn A = {.s = s, .b = s->b, .dt = qt->dtype, .BH = qt->dim[0] * qt->dim[1], .SQ = qt->dim[2], .SK = kt->dim[2],
             .D = qt->dim[3], .DV = vt->dim[3], .causal = kv || s->n->a.causal != 0, .scale = (float)s->n->a.f, .kv = kv,
-            .raw = qt->dtype == MLC_DT_BF16 && s->p->opts.spirv_coopmat_khr};
+            .raw = qt->dtype == MLC_DT_BF16 && !s->p->opts.spirv_coopmat_nv};
   if (!mlc_dtype_is_float((mlc_dtype)A.dt)) return sv_fail(s, "attention of an integer tensor");
   if (!sv_check_size(s, mlc_type_numel(&s->n->type)) || !sv_check_size(s, mlc_type_numel(kt)) || !sv_check_size(s, mlc_type_numel(vt)))
     return false;

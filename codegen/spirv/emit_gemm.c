@@ -645,7 +645,7 @@ bool sv_emit_gemm_of(sv *s, int op, const mlc_type *otype, sv_epi_fn epi, void *
    * their own bits); f32 ones, and bf16 ones as f16, would lose precision
    * or range (see the top) */
   bool f16 = sv_in(s, 0)->dtype == MLC_DT_F16 && sv_in(s, 1)->dtype == MLC_DT_F16;
-  bool bf16 = sv_in(s, 0)->dtype == MLC_DT_BF16 && sv_in(s, 1)->dtype == MLC_DT_BF16 && s->p->opts.spirv_coopmat_khr;
+  bool bf16 = sv_in(s, 0)->dtype == MLC_DT_BF16 && sv_in(s, 1)->dtype == MLC_DT_BF16 && !s->p->opts.spirv_coopmat_nv;
   if (s->coopmat_variant) {
     if ((!f16 && !bf16) || gemv_fits(&d)) { /* the portable kernel (or the GEMV) only */
       sb_entry_begin(s->b, "main0", 1, 1, (uint32_t[2]){0, 0});

@@ -33,12 +33,7 @@ static emitter emitter_of(mlc_op op) {
   case MLC_OP_BROADCAST: return sv_emit_ew;
   case MLC_OP_FUSED: return sv_emit_fused;
   case MLC_OP_QLINEAR: return sv_emit_qlinear;
-  /* issue 27's ops have no SPIR-V kernels yet: the driver refuses them at
-   * the user's source (driver/cmd_compile.c) */
-  case MLC_OP_ABS: case MLC_OP_ERF: case MLC_OP_POW: case MLC_OP_CLAMP_MIN: case MLC_OP_CLAMP_MAX:
-  case MLC_OP_GELU_TANH: case MLC_OP_GELU_TANH_GRAD: case MLC_OP_LT: case MLC_OP_LE: case MLC_OP_EQ: case MLC_OP_NE:
-  case MLC_OP_WHERE: case MLC_OP_ARANGE:
-    return NULL;
+  case MLC_OP_ARANGE: return sv_emit_arange;
   default: return (mlc_ops[op].flags & MLC_F_EW) ? sv_emit_ew : NULL;
   }
 }
@@ -196,9 +191,13 @@ static mlc_status make(const mlc_program *p, const mlc_func *f, uint32_t i, cons
 
 /* Validates, optimises and validates again a module; *w is replaced by
  * the optimised words (or freed on failure).  A module that fails is a
- * bug in the emitters: MLC_INTERNAL. */
+ * bug in the emitters: MLC_INTERNAL.  With khr, a cooperative-matrix module
+ * is translated to its KHR form, and (nv_words not NULL) its validated NV
+ * form is kept in *nv_words when it means the same (not a bf16 one, whose
+ * NV form holds bf16 bits in f16 matrices), else *nv_words is NULL. */
 static mlc_status finalize(const mlc_func *f, uint32_t i, const mlc_spirv_options *o, bool khr, bool bf16, uint32_t **words,
-                           size_t *nwords) {
+                           size_t *nwords, uint32_t **nv_words, size_t *nv_n) {
+  if (nv_words) *nv_words = NULL, *nv_n = 0;
   const mlc_node *n = &f->nodes[i];
   uint32_t *w = *words;
   size_t nw = *nwords;
@@ -229,12 +228,14 @@ static mlc_status finalize(const mlc_func *f, uint32_t i, const mlc_spirv_option
     size_t kn;
     /* a bf16 GEMM's NV form holds bf16 bits in f16 matrices: only its KHR form says bf16 */
     bool ok = bf16 ? mlc_spirv_nv_to_khr_bf16(w, nw, &kw, &kn, verr, sizeof verr) : mlc_spirv_nv_to_khr(w, nw, &kw, &kn, verr, sizeof verr);
-    free(w);
+    if (ok && nv_words && !bf16) *nv_words = w, *nv_n = nw;
+    else free(w);
     if (!ok)
       return mlc_status_make(MLC_INTERNAL, "internal error: %s %%%u (%s): SPV_KHR_cooperative_matrix: %s", f->name, i,
                              mlc_ops[n->op].name, verr);
     if (!mlc_spirv_khr_check(kw, kn, verr, sizeof verr)) {
       free(kw);
+      if (nv_words) free(*nv_words), *nv_words = NULL;
       return mlc_status_make(MLC_INTERNAL, "internal error: the KHR SPIR-V module of %s %%%u (%s) is malformed: %s",
                              f->name, i, mlc_ops[n->op].name, verr);
     }
@@ -350,13 +351,17 @@ static mlc_status kernel_for(table *t, seen_set *ss, const mlc_program *p, const
     *out = UINT32_MAX;
     return NULL;
   }
-  MLC_ASSERT(!s.coop_bf16 || p->opts.spirv_coopmat_khr); /* never shipped in its NV form */
-  mlc_status st = finalize(f, i, o, p->opts.spirv_coopmat_khr, s.coop_bf16, &w, &nw);
+  MLC_ASSERT(!s.coop_bf16 || !p->opts.spirv_coopmat_nv); /* never shipped in its NV form */
+  uint32_t *nvw;
+  size_t nvn;
+  mlc_status st = finalize(f, i, o, !p->opts.spirv_coopmat_nv, s.coop_bf16, &w, &nw, &nvw, &nvn);
   if (st) {
     free(raw);
     return st;
   }
   *out = add_kernel(t, &f->nodes[i], &s, w, nw);
+  /* the KHR module's NV form, validated, as its fallback for drivers with NV alone */
+  if (nvw) t->m->kernels[*out].fallback = add_kernel(t, &f->nodes[i], &s, nvw, nvn);
   seen_add(ss, raw, rn, h, *out);
   return NULL;
 }
@@ -382,7 +387,11 @@ mlc_status mlc_spirv_emit(const mlc_program *p, const mlc_spirv_options *o, mlc_
                 n->op == MLC_OP_ATTENTION || n->op == MLC_OP_ATTENTION_GRAD; /* 16-bit attention: attention_coop.c */
       if (!st && o && o->coopmat && mm) {
         st = kernel_for(&t, &ss, p, f, i, o, true, &cm);
-        if (!st && cm != UINT32_MAX) out->kernels[cm].fallback = fb;
+        if (!st && cm != UINT32_MAX) { /* the portable kernel ends the chain (KHR, NV, portable) */
+          uint32_t end = cm;
+          while (out->kernels[end].fallback != MLC_VK_NO_FALLBACK) end = out->kernels[end].fallback;
+          if (end != fb) out->kernels[end].fallback = fb;
+        }
       }
       out->kernel_of[k][i] = cm != UINT32_MAX ? cm : fb;
     }

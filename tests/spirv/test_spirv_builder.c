@@ -241,9 +241,12 @@ static void test_optimizer(void **state) {
   prog_free(g);
 }
 
-/* With coopmat, an f16 GEMM names the cooperative-matrix kernel, whose
- * fallback has the same arguments; f32 and bf16 GEMMs keep the portable
- * one (bf16 as f16 would lose everything under 2^-24). */
+/* With coopmat (the KHR form, the default), an f16 GEMM names the
+ * cooperative-matrix kernel, whose fallback is its NV form, whose fallback
+ * is the portable kernel, all with the same arguments; a bf16 GEMM's KHR
+ * kernel (bf16 matrices) falls back to the portable one directly (its NV
+ * form would stage bf16 as f16, losing everything under 2^-24); an f32
+ * GEMM keeps the portable one. */
 static void test_coopmat_table(void **state) {
   (void)state;
   prog *g = prog_new();
@@ -262,12 +265,20 @@ static void test_coopmat_table(void **state) {
   assert_true(k->coopmat);
   assert_int_equal(k->coopmat_mnk[0], 16);
   assert_int_not_equal(k->fallback, MLC_VK_NO_FALLBACK);
-  const mlc_vk_kernel *fb = &m.kernels[k->fallback];
+  const mlc_vk_kernel *nv = &m.kernels[k->fallback];
+  assert_true(nv->coopmat);
+  assert_int_equal(nv->nargs, k->nargs);
+  assert_memory_not_equal(nv->words, k->words, 20 * 4); /* not the same module */
+  assert_int_not_equal(nv->fallback, MLC_VK_NO_FALLBACK);
+  const mlc_vk_kernel *fb = &m.kernels[nv->fallback];
   assert_false(fb->coopmat);
+  assert_int_equal(fb->fallback, MLC_VK_NO_FALLBACK);
   assert_int_equal(fb->nargs, k->nargs);
   assert_true(mlc_spirv_validate(fb->words, fb->nwords, err, sizeof err));
   assert_false(m.kernels[m.kernel_of[0][mm2]].coopmat);
-  assert_false(m.kernels[m.kernel_of[0][mm3]].coopmat);
+  const mlc_vk_kernel *k3 = &m.kernels[m.kernel_of[0][mm3]];
+  assert_true(k3->coopmat);
+  assert_false(m.kernels[k3->fallback].coopmat);
   prog_free(g);
   /* a fused GEMM with an epilogue too */
   g = prog_new();
@@ -856,10 +867,10 @@ static void test_coopmat_emulated(void **state) {
   /* bf16 staged as its own bits, as the KHR form's bf16 kernel stages it
    * (--spirv-coopmat=khr): whole tiles, checked quads, element by element,
    * A along m and B along n */
-  g_opts.spirv_coopmat_khr = true;
+  g_opts.spirv_coopmat_nv = false;
   /* the attention's block of keys: 32 or 64, nothing else, said so */
   assert_false(mlc_options_set(&g_opts, "spirv-attention-keys", "48", err, sizeof err));
-  assert_string_equal(err, "--spirv-attention-keys 48: expected 32 or 64 (the default: 32 past head dim 64, else 64 where shared memory allows)");
+  assert_string_equal(err, "--spirv-attention-keys 48: expected 32 (the default) or 64 (where shared memory allows)");
   assert_int_equal(g_opts.spirv_attention_keys, 0);
   assert_true(mlc_options_set(&g_opts, "spirv-attention-keys", "32", err, sizeof err));
   assert_int_equal(g_opts.spirv_attention_keys, 32);

@@ -302,7 +302,7 @@ static prog *prog_new(bool khr) {
   prog *g = calloc(1, sizeof *g);
   mlc_arena_init(&g->a);
   mlc_program_init(&g->p, &g->a);
-  g->p.opts.spirv_coopmat_khr = khr;
+  g->p.opts.spirv_coopmat_nv = !khr;
   g->f = mlc_program_add_func(&g->p, "forward");
   return g;
 }
@@ -328,7 +328,8 @@ static uint32_t node(prog *g, mlc_op op, const uint32_t *in, uint32_t nin, const
 
 /* f16 GEMMs (matmul with edges, matmul_tn, a fused linear + bias + SiLU),
  * emitted as NV and as KHR: every cooperative-matrix kernel of the KHR
- * build is the NV one translated, and the fallbacks are the same words. */
+ * build is the NV one translated, its fallback is the NV one, word for
+ * word, and that one's fallback the NV build's portable kernel. */
 static void test_emitted_gemms(void **state) {
   (void)state;
   mlc_spirv_module m[2];
@@ -360,7 +361,12 @@ static void test_emitted_gemms(void **state) {
     assert_int_equal(count_op(kw, kn, MLC_SPV_OP_COOPMAT_MULADD_KHR), count_op(nv->words, nv->nwords, SpvOpCooperativeMatrixMulAddNV));
     assert_int_equal(count_op(kw, kn, MLC_SPV_OP_TYPE_COOPMAT_KHR), 3);
     free(kw);
-    const mlc_vk_kernel *fa = &m[0].kernels[nv->fallback], *fb = &m[1].kernels[kh->fallback];
+    const mlc_vk_kernel *kn2 = &m[1].kernels[kh->fallback];
+    assert_true(kn2->coopmat);
+    assert_int_equal(kn2->nwords, nv->nwords);
+    assert_memory_equal(kn2->words, nv->words, nv->nwords * sizeof *nv->words);
+    const mlc_vk_kernel *fa = &m[0].kernels[nv->fallback], *fb = &m[1].kernels[kn2->fallback];
+    assert_false(fb->coopmat);
     assert_int_equal(fa->nwords, fb->nwords);
     assert_memory_equal(fa->words, fb->words, fa->nwords * sizeof *fa->words);
   }

@@ -65,7 +65,7 @@ static prog *emit_gemm(bool khr, mlc_spirv_module *out, uint32_t *at) {
   prog *g = calloc(1, sizeof *g);
   mlc_arena_init(&g->a);
   mlc_program_init(&g->p, &g->a);
-  g->p.opts.spirv_coopmat_khr = khr;
+  g->p.opts.spirv_coopmat_nv = !khr;
   g->f = mlc_program_add_func(&g->p, "forward");
   uint32_t in[2] = {input(g, MLC_DT_F16, 40, 48), input(g, MLC_DT_F16, 48, 24)};
   uint32_t i = mlc_func_add(&g->p, g->f, MLC_OP_MATMUL, in, 2, NULL, (mlc_loc){0, 0, 0}, "");
@@ -162,6 +162,12 @@ static void test_scan_emitted(void **state) {
     assert_int_equal(nu, 1);
     use_is(&u[0], 16, 16, 16, F16, F32);
     const mlc_vk_kernel *fb = &m.kernels[k->fallback];
+    if (khr) { /* the KHR kernel's NV form, then the portable kernel */
+      assert_null(mlc_vk_coopmat_scan(mlc_allocator_default(), fb->words, fb->nwords, &kind, u, 4, &nu));
+      assert_int_equal(kind, MLC_VK_COOPMAT_NV);
+      use_is(&u[0], 16, 16, 16, F16, F32);
+      fb = &m.kernels[fb->fallback];
+    }
     assert_false(fb->coopmat);
     assert_null(mlc_vk_coopmat_scan(mlc_allocator_default(), fb->words, fb->nwords, &kind, u, 4, &nu));
     assert_int_equal(nu, 0);
@@ -247,6 +253,8 @@ static void test_pick_emitted(void **state) {
     int kind = khr ? MLC_VK_COOPMAT_KHR : MLC_VK_COOPMAT_NV;
     mlc_vk_coopmat_caps c = {.device = "dev"};
     c.enabled[kind] = true;
+    uint32_t port = at; /* the portable kernel: the end of the chain (KHR, NV, portable; or NV, portable) */
+    while (m.kernels[port].coopmat) port = m.kernels[port].fallback;
     const struct {
       const mlc_vk_coopmat_properties *p;
       uint32_t n;
@@ -255,12 +263,14 @@ static void test_pick_emitted(void **state) {
     for (int d = 0; d < 4; d++) {
       c.props[kind] = devs[d].p, c.nprops[kind] = devs[d].n;
       assert_null(pick(&c, m.kernels, m.nkernels, at, &got));
-      assert_int_equal(got, devs[d].runs ? at : m.kernels[at].fallback);
+      assert_int_equal(got, devs[d].runs ? at : port);
     }
-    c.props[kind] = h200, c.nprops[kind] = 8, c.enabled[kind] = false; /* the list, but not the extension */
+    /* the list, but not the extension: the other form where it has one (KHR's NV form), else the portable kernel */
+    c.props[kind] = h200, c.nprops[kind] = 8, c.enabled[kind] = false;
     c.enabled[!kind] = true, c.props[!kind] = h200, c.nprops[!kind] = 8;
     assert_null(pick(&c, m.kernels, m.nkernels, at, &got));
     assert_int_equal(got, m.kernels[at].fallback);
+    assert_int_equal(m.kernels[got].coopmat, khr);
     /* without its fallback: the message */
     mlc_vk_kernel alone = m.kernels[at];
     alone.symbol = "mlc_matmul_1";
