@@ -106,6 +106,67 @@ for p in ${PARTS:-probe grad fwd train ops}; do
     # the defaults (KHR modules, the coop attention); then the KHR modules' NV fallbacks under the layer
     ops attention 0 "" attention; ops matmul 0 "" matmul; ops linear 0 "" linear; ops fused 0 "" fused
     ops nv_attention 1 nv attention; ops nv_matmul 1 nv matmul ;;
+  causal)
+    # why the causal forward takes 3x the full one's time for half its work: a probe build
+    # (build-gpu/mlc-probe, bench/results/s34/causal_probe.patch; MLC_ATTN_PROBE bits read while
+    # compiling: 1 the loop over every key block, masked (more work, a constant trip count), 2 no
+    # causal mask (wrong results), 4 the full attention's loop bound made dynamic); CAUSAL:BITS
+    for v in ${CVARIANTS:-true:0 true:0 true:1 true:2 false:0 false:4 true:0}; do
+      IFS=: read -r causal pb <<< "$v"
+      i=$((${i:-0} + 1)); l=$work/causal/$i-${causal}_$pb.log
+      MLC_VK_PIPELINE_STATS=1 MLC_ATTN_PROBE=$pb timeout 60 build-gpu/mlc-probe profile $att -D causal=$causal --target spirv \
+        --entry forward --steps 50 > $l 2>&1
+      printf 'causal=%-5s probe %s: %s | %s [%s s]\n' $causal $pb "$(grep -E '^attention%' $l | awk '{print $5 " ms, " $7}')" \
+        "$(grep -E 'pipeline mlc_attention_[0-9a-f]+ ' $l | grep -oE 'Register Count=[0-9]+' | tr '\n' ' ')" $SECONDS
+      grep -E 'rror' $l | head -2
+    done ;;
+  mltrain)
+    # the MiniLLM train step (examples/minillm.mdl: bf16 compute, f32 master weights) on SPIR-V with the
+    # defaults, 6 steps, against PyTorch eager's autocast step (.yardstick/torch_baseline.py's train_single)
+    python3 -c "import numpy as np; np.random.default_rng(1).integers(0, 32000, 8 * 1024 * 8 + 1, dtype=np.int32).tofile('/tmp/s34-mtok.bin')"
+    timeout 240 $mlc train examples/minillm.mdl --target spirv --steps 6 --data /tmp/s34-mtok.bin --data-dtype i32 \
+      > $work/mltrain/spirv.log 2>&1
+    echo "spirv MiniLLM train: $(grep -E '^step' $work/mltrain/spirv.log | tail -4 | tr '\n' ' ' | cut -c1-400) [$SECONDS s]"
+    grep -E 'rror|memory' $work/mltrain/spirv.log | head -3
+    (cd .yardstick && timeout 120 python3 -c "import torch_baseline as t; print(t.torch.__version__); t.train_single(False)") \
+      > $work/mltrain/torch.log 2>&1
+    grep -E 'train_eager' $work/mltrain/torch.log | cut -c1-300 ;;
+  warm)
+    # the same kernels measured after a long warm-up in the same process (--warmup 1000): the
+    # short runs above (50 steps of about 0.5 ms) gave the same kernel 0.35 or 1.7 ms by the
+    # order it ran in; first the GEMMs the old way (3 warm-up runs, 30 timed) then warm
+    for dt in f16 bf16; do
+      for w in "3 30" "1000 1000"; do
+        set -- $w; l=$work/warm/gemm_${dt}_$1.log
+        timeout 60 $mlc profile bench/gemm_$dt.mdl n=4096 --target spirv --warmup $1 --steps $2 > $l 2>&1
+        echo "gemm $dt 4096^3, warmup $1, $2 runs: $(grep -E '^matmul%' $l | awk '{print $5 " ms, " $7}') [$SECONDS s]"
+      done
+    done
+    for v in khr:0:128:false khr:0:128:true khr:64:128:false nv:0:128:false khr:0:64:false; do
+      IFS=: read -r f keys d causal <<< "$v"
+      l=$work/warm/attn_${f}_${keys}_${d}_${causal}.log
+      k=(); [ "$keys" = 0 ] || k=(--spirv-attention-keys=$keys)
+      MLC_VK_PIPELINE_STATS=1 timeout 60 $mlc profile $att -D d=$d -D causal=$causal --target spirv --spirv-coopmat=$f \
+        "${k[@]}" --entry forward --warmup 1000 --steps 1000 > $l 2>&1
+      printf 'attention %-20s %s | %s [%s s]\n' "$v" "$(grep -E '^attention%' $l | awk '{print $5 " ms, " $7}')" \
+        "$(grep -E 'pipeline mlc_attention_[0-9a-f]+ ' $l | grep -oE 'Register Count=[0-9]+' | tr '\n' ' ')" $SECONDS
+    done
+    timeout 120 python3 - <<'PY' 2>&1 | tee $work/warm/torch.log
+import torch, torch.nn.functional as F
+def t(fn, w=200, n=200):
+    for _ in range(w): fn()
+    torch.cuda.synchronize(); a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    for _ in range(n): fn()
+    b.record(); b.synchronize(); return a.elapsed_time(b) / n
+for dt in (torch.float16, torch.bfloat16):
+    x, y = (torch.randn(4096, 4096, device="cuda", dtype=dt) for _ in range(2))
+    print("torch.matmul %s 4096^3: %.4f ms (mean of 200 after 200)" % (dt, t(lambda: x @ y)))
+for d, c in ((128, False), (128, True), (64, False)):
+    q, k, v = (torch.randn(8, 16, 1024, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    print("SDPA d %d causal %s: %.4f ms" % (d, c, t(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=c))))
+PY
+    ;;
   esac
 done
 tar -C "$work" -czf "$dest/logs.tgz" .

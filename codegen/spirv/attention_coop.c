@@ -242,8 +242,8 @@ static void store8(attn *A, uint32_t at, const uint32_t *v, uint32_t f) {
 #define ALAZY 8.f /* the rescale is skipped while no row's max grew past its reference by more (base 2): P <= 2^8 */
 
 /* The forward's blocks of keys: 32 (on an H100, KHR, bf16 matrices, blocks
- * of 64 took 1.45x as long at d = 128, at 255 registers a thread, and 1.56x
- * at d = 64: bench/results/s34-2026-12-07.md), or 64
+ * of 64 took 1.43x as long at d = 128, at 255 registers a thread, and 1.56x
+ * at d = 64 in short runs: bench/results/s34-2026-12-07.md), or 64
  * (--spirv-attention-keys, for measuring) where they fit (NVIDIA's 48 KiB,
  * lavapipe's 32). */
 static coop_attn fwd_blocks(const attn *A, bool emulate) {
