@@ -167,6 +167,23 @@ for d, c in ((128, False), (128, True), (64, False)):
     print("SDPA d %d causal %s: %.4f ms" % (d, c, t(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=c))))
 PY
     ;;
+  gprobe)
+    # where the cooperative-matrix GEMM's time goes (bf16 4096^3, KHR): a probe build
+    # (build-gpu/mlc-gprobe, bench/results/s34/gemm_probe.patch; MLC_GEMM_PROBE bits read while
+    # compiling: 1 no global loads in the loop, 2 no shared stores in the loop, 4 no products,
+    # 8 no barriers in the loop, 16 the fragments loaded once a slice, not per 16 of depth;
+    # 32 the fragments straight from memory (cooperative loads from the storage buffer, no shared
+    # memory); results wrong but for 0 and 32 + 8 + 2 + 1 = 43 at whole tiles); TILE:BITS (TILE "-" the default), after a long warm-up
+    for v in ${GVARIANTS:--:0 -:0 -:1 -:2 -:3 -:4 -:8 -:16 -:11 128x128x64x64x32x1:0 128x256x64x64x16x2:0 64x128x32x64x32x2:0 -:0}; do
+      IFS=: read -r tile pb <<< "$v"
+      i=$((${i:-0} + 1)); l=$work/gprobe/$i-${tile}_$pb.log
+      t=(); [ "$tile" = - ] || t=(--spirv-gemm-tile=$tile)
+      MLC_VK_PIPELINE_STATS=1 MLC_GEMM_PROBE=$pb timeout 60 build-gpu/mlc-gprobe profile bench/gemm_bf16.mdl n=4096 --target spirv \
+        "${t[@]}" --warmup 300 --steps 300 > $l 2>&1
+      printf 'gemm tile %-22s probe %-3s %s | %s [%s s]\n' $tile $pb "$(grep -E '^matmul%' $l | awk '{print $5 " ms, " $7}')" \
+        "$(grep -E 'pipeline mlc_matmul_[0-9a-f]+ ' $l | grep -oE 'Register Count=[0-9]+|Shared Memory Size=[0-9]+' | tr '\n' ' ')" $SECONDS
+      grep -E 'rror' $l | head -2
+    done ;;
   esac
 done
 tar -C "$work" -czf "$dest/logs.tgz" .
