@@ -184,6 +184,25 @@ PY
         "$(grep -E 'pipeline mlc_matmul_[0-9a-f]+ ' $l | grep -oE 'Register Count=[0-9]+|Shared Memory Size=[0-9]+' | tr '\n' ' ')" $SECONDS
       grep -E 'rror' $l | head -2
     done ;;
+  ptile)
+    # producer subgroups (--spirv-gemm-tile=...xSTAGESxPRODUCERS): subgroups that only stage the next
+    # slice while the others multiply, one barrier a slice; bf16 and f16 4096^3 after a long warm-up,
+    # then the matmul and linear op cases with PCHECK's tile
+    for dt in bf16 f16; do
+      for t in ${PTILES:-- 128x128x64x64x32x1 128x128x64x64x32x2x1 128x128x64x64x32x2x2 128x128x64x64x32x2x4 128x128x64x64x16x2x2 128x256x64x64x16x2x1 128x256x64x64x16x2x2 64x128x32x64x32x2x2 -}; do
+        l=$work/ptile/${dt}_$t.log; a=(); [ "$t" = - ] || a=(--spirv-gemm-tile=$t)
+        MLC_VK_PIPELINE_STATS=1 timeout 60 $mlc profile bench/gemm_$dt.mdl n=4096 --target spirv "${a[@]}" --warmup 300 --steps 300 > $l 2>&1
+        printf 'gemm %s %-24s %s | %s [%s s]\n' $dt $t "$(grep -E '^matmul%' $l | awk '{print $5 " ms, " $7}')" \
+          "$(grep -E 'pipeline mlc_matmul_[0-9a-f]+ ' $l | grep -oE 'Register Count=[0-9]+|Shared Memory Size=[0-9]+' | tr '\n' ' ')" $SECONDS
+        grep -E 'rror' $l | head -2
+      done
+    done
+    for kw in matmul linear fused; do
+      timeout 120 python3 tests/ops/opcheck.py ops --target spirv --jobs 12 --opcheck build-gpu/codegen/cuda/mlc_opcheck \
+        --work /tmp/s34-pt/$kw -k $kw --option=--spirv-gemm-tile=${PCHECK:-128x128x64x64x32x2x2} > $work/ptile/ops_$kw.log 2>&1
+      echo "$kw with ${PCHECK:-128x128x64x64x32x2x2}: $(grep -E 'cases passed' $work/ptile/ops_$kw.log) [$SECONDS s]"
+      grep -E '^FAIL' $work/ptile/ops_$kw.log | head -3 | cut -c1-200
+    done ;;
   esac
 done
 tar -C "$work" -czf "$dest/logs.tgz" .
