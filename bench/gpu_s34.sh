@@ -185,7 +185,7 @@ PY
       grep -E 'rror' $l | head -2
     done ;;
   ptile)
-    # producer subgroups (--spirv-gemm-tile=...xSTAGESxPRODUCERS): subgroups that only stage the next
+    # (ran at f729c04, since taken out: 3-30x slower) producer subgroups (--spirv-gemm-tile=...xSTAGESxPRODUCERS): subgroups that only stage the next
     # slice while the others multiply, one barrier a slice; bf16 and f16 4096^3 after a long warm-up,
     # then the matmul and linear op cases with PCHECK's tile
     for dt in bf16 f16; do

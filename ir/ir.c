@@ -212,14 +212,14 @@ bool mlc_options_set(mlc_options *o, const char *name, const char *value, char *
     return ok;
   }
   if (!strcmp(name, "spirv-gemm-tile")) {
-    int t[7] = {0}, n = sscanf(v, "%dx%dx%dx%dx%dx%dx%d", &t[0], &t[1], &t[2], &t[3], &t[4], &t[5], &t[6]);
+    int t[6] = {0}, n = sscanf(v, "%dx%dx%dx%dx%dx%d", &t[0], &t[1], &t[2], &t[3], &t[4], &t[5]);
     bool ok = n >= 4;
     for (int i = 0; ok && i < n; i++) ok = t[i] > 0 && t[i] <= 4096;
     if (!ok) {
-      snprintf(err, errn, "--spirv-gemm-tile %s: expected BMxBNxWMxWN[xBK[xSTAGES[xPRODUCERS]]], e.g. 128x128x64x32", v);
+      snprintf(err, errn, "--spirv-gemm-tile %s: expected BMxBNxWMxWN[xBK[xSTAGES]], e.g. 128x128x64x32", v);
       return false;
     }
-    for (int i = 0; i < 7; i++) o->spirv_gemm_tile[i] = (int16_t)(i < n ? t[i] : 0);
+    for (int i = 0; i < 6; i++) o->spirv_gemm_tile[i] = (int16_t)(i < n ? t[i] : 0);
     return true;
   }
   if (!strcmp(name, "cuda-gemv-ks")) {
@@ -352,7 +352,7 @@ void mlc_options_print(FILE *out, const mlc_options *o) {
           o->spirv_emulate_coopmat ? " --spirv-emulate-coopmat" : "", o->spirv_coopmat_nv ? " --spirv-coopmat=nv" : "",
           o->spirv_rescale_always ? "always" : "lazy");
   if (!o->spirv_gemm_tile[0]) fprintf(out, "auto");
-  for (int i = 0; i < 7 && o->spirv_gemm_tile[i]; i++) fprintf(out, "%s%d", i ? "x" : "", o->spirv_gemm_tile[i]);
+  for (int i = 0; i < 6 && o->spirv_gemm_tile[i]; i++) fprintf(out, "%s%d", i ? "x" : "", o->spirv_gemm_tile[i]);
   if (o->spirv_attention_keys) fprintf(out, " --spirv-attention-keys=%d", o->spirv_attention_keys);
   if (o->cuda_gemm_tile[0] < 0)
     fprintf(out, " --cuda-gemm-tile=%s,%d",

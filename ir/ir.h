@@ -304,8 +304,8 @@ typedef struct {
                                     every block of keys (default lazy: when a row's max grew past 2^8) */
   int8_t spirv_attention_keys;   /* --spirv-attention-keys=32|64: the keys a block of the cooperative-matrix
                                     attention forward (0: 32; 64 where shared memory allows, for measuring) */
-  int16_t spirv_gemm_tile[7];    /* --spirv-gemm-tile=BMxBNxWMxWN[xBK[xSTAGES[xPRODUCERS]]] for the
-                                    cooperative-matrix GEMM (all zero: its rule's) */
+  int16_t spirv_gemm_tile[6];    /* --spirv-gemm-tile=BMxBNxWMxWN[xBK[xSTAGES]] for the cooperative-matrix
+                                    GEMM (all zero: its rule's) */
   int8_t cuda_gemv_ks;           /* --cuda-gemv-ks=1|2|4|8: the warps per output column of every linear of
                                     at most 4 rows (0: emit_gemm.c's rule; for measuring it) */
   int16_t cuda_gemm_tile[4];     /* --cuda-gemm-tile=BN,ST,OCC,LAG for every bf16/f16 wgmma GEMM (all

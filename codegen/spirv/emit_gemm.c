@@ -283,7 +283,6 @@ typedef struct {
   int wm, wn; /* a subgroup's part of it, as (wm / 16) x (wn / 16) accumulators */
   int bk;     /* depth of a k-slice staged in shared memory: 16, 32 or 64 */
   int stages; /* 2: slice t + 1 is stored while slice t is read, one barrier a slice; 1: two */
-  int prod;   /* subgroups that only stage (producers; stages 2), the others only multiply; 0: all do both */
 } coop_tile;
 
 /* An operand's k-slice in shared memory: `lines` lines of `lineq` quads
@@ -322,9 +321,8 @@ static int coop_quads_most(int rows, int bk) {
 static bool coop_tile_ok(coop_tile t) {
   if (t.wm < 16 || t.wn < 16 || t.wm % 16 || t.wn % 16 || t.bm % t.wm || t.bn % t.wn) return false;
   if ((t.bk != 16 && t.bk != 32 && t.bk != 64) || (t.stages != 1 && t.stages != 2)) return false;
-  if (t.prod < 0 || (t.prod && t.stages != 2)) return false;
-  int threads = 32 * (t.prod ? t.prod : (t.bm / t.wm) * (t.bn / t.wn)); /* those that stage */
-  if (32 * (t.prod + (t.bm / t.wm) * (t.bn / t.wn)) > 1024 || (t.wm / 16) * (t.wn / 16) > 16) return false;
+  int threads = 32 * (t.bm / t.wm) * (t.bn / t.wn);
+  if (threads > 1024 || (t.wm / 16) * (t.wn / 16) > 16) return false;
   if ((t.bm * t.bk / CQ) % threads || (t.bn * t.bk / CQ) % threads) return false;
   if (t.bm * t.bk / CQ / threads > 16 || t.bn * t.bk / CQ / threads > 16) return false;
   return t.stages * (coop_quads_most(t.bm, t.bk) + coop_quads_most(t.bn, t.bk)) * 16 <= CSHARED;
@@ -336,29 +334,20 @@ static bool coop_tile_ok(coop_tile t) {
  * per SM, registers being the limit, so the most work per slice and barrier
  * is the fastest: 128 x 256 with subgroups of 64 x 64 and one stage of
  * 32, then 128 x 128 with one stage of 64.
- * --spirv-gemm-tile=BMxBNxWMxWN[xBK[xSTAGES[xPRODUCERS]]] overrides it (for
+ * --spirv-gemm-tile=BMxBNxWMxWN[xBK[xSTAGES]] overrides it (for
  * experiments: a tile that does not fit is ignored). */
 static coop_tile coop_tile_of(const mlc_program *p, const gemm_desc *d) {
-  static const coop_tile tiles[] = {{128, 256, 64, 64, 32, 1, 0}, {128, 128, 64, 32, 64, 1, 0}, {64, 64, 32, 32, 32, 2, 0}};
+  static const coop_tile tiles[] = {{128, 256, 64, 64, 32, 1}, {128, 128, 64, 32, 64, 1}, {64, 64, 32, 32, 32, 2}};
   int n = (int)(sizeof tiles / sizeof *tiles), i = 0;
   while (i < n - 1 && batch_of(d) * sv_ceil_div(d->g.M, tiles[i].bm) * sv_ceil_div(d->g.N, tiles[i].bn) < GEMM_BIG_TILES) i++;
   coop_tile t = tiles[i], e = t;
   const int16_t *o = p->opts.spirv_gemm_tile;
   if (o[0]) {
-    e = (coop_tile){o[0], o[1], o[2], o[3], o[4] ? o[4] : e.bk, o[5] ? o[5] : e.stages, o[6]};
+    e = (coop_tile){o[0], o[1], o[2], o[3], o[4] ? o[4] : e.bk, o[5] ? o[5] : e.stages};
     if (coop_tile_ok(e)) t = e;
   }
   MLC_ASSERT(coop_tile_ok(t));
   return t;
-}
-
-/* The k-slice to fetch at k: past the last, zeros (coop_fetch checks), or
- * when K is whole slices (k_exact) the last again, in range so that exact
- * operands need no checks; stored and never read. */
-static uint32_t slice_at(sb *b, const gemm_desc *d, const coop_tile *ct, bool k_exact, uint32_t k) {
-  if (!k_exact) return k;
-  uint32_t mm[2] = {k, sb_u32(b, (uint32_t)(d->g.K - ct->bk))};
-  return sb_glsl(b, GLSLstd450UMin, b->t_u32, 2, mm);
 }
 
 /* Whether operand k (0: A, 1: B) can be read a quad at a time: 16-bit, and
@@ -466,9 +455,7 @@ static uint32_t sh_half(sb *b, uint32_t sh, uint32_t e, bool raw) {
 static bool emit_coopmat(sv *s, const gemm_desc *d, bool emulate, bool bf16) {
   sb *b = s->b;
   coop_tile ct = coop_tile_of(s->p, d);
-  int sx_n = ct.bn / ct.wn, ncomp = (ct.bm / ct.wm) * sx_n, ti = ct.wm / 16, tj = ct.wn / 16;
-  /* with producers (ct.prod), subgroups ncomp.. stage and the others multiply */
-  int threads = 32 * (ncomp + ct.prod), sthreads = 32 * (ct.prod ? ct.prod : ncomp);
+  int sx_n = ct.bn / ct.wn, threads = 32 * (ct.bm / ct.wm) * sx_n, ti = ct.wm / 16, tj = ct.wn / 16;
   uint32_t q4 = sb_uvec4_type(b), mat_h = 0, mat_f = 0, zero = 0;
   if (!emulate) {
     sb_capability(b, SpvCapabilityCooperativeMatrixNV);
@@ -502,9 +489,6 @@ static bool emit_coopmat(sv *s, const gemm_desc *d, bool emulate, bool bf16) {
   A.exact = A.quad && k_exact && d->g.M % ct.bm == 0;
   B.exact = B.quad && k_exact && d->g.N % ct.bn == 0;
   uint32_t lid = sb_lid(b), sg = sb_div(b, lid, sb_u32(b, 32)), lane = sb_mod(b, lid, sb_u32(b, 32));
-  /* slid: the thread's place among those that stage (sthreads of them) */
-  uint32_t slid = ct.prod ? sb_sub(b, lid, sb_u32(b, (uint32_t)(32 * ncomp))) : lid;
-  uint32_t producer = ct.prod ? sb_op2(b, SpvOpUGreaterThanEqual, b->t_bool, sg, sb_u32(b, (uint32_t)ncomp)) : 0;
   uint32_t wm0 = sb_mulc(b, sb_div(b, sg, sb_u32(b, (uint32_t)sx_n)), (uint32_t)ct.wm);
   uint32_t wn0 = sb_mulc(b, sb_mod(b, sg, sb_u32(b, (uint32_t)sx_n)), (uint32_t)ct.wn);
   uint32_t row = sb_shr(b, lane, sb_u32(b, 1)), col = sb_mulc(b, sb_and(b, lane, sb_u32(b, 1)), 8); /* a lane's 8 outputs */
@@ -521,21 +505,13 @@ static bool emit_coopmat(sv *s, const gemm_desc *d, bool emulate, bool bf16) {
   sb_lv va[16], vb[16]; /* the quads in flight */
   for (int i = 0; i < 16; i++) va[i] = sb_local(b, q4, 0), vb[i] = sb_local(b, q4, 0);
   uint32_t st0 = sb_u32(b, 0), stq = sb_u32(b, stage_q), cur = st0, nxt = st0;
-  sb_if role;
-  if (ct.prod) sb_if_begin(b, &role, producer, false);
-  coop_fetch_all(b, &A, st0, slid, sthreads, va);
-  coop_fetch_all(b, &B, st0, slid, sthreads, vb);
+  coop_fetch_all(b, &A, st0, lid, threads, va);
+  coop_fetch_all(b, &B, st0, lid, threads, vb);
   if (ct.stages == 2) {
-    coop_store_all(b, &A, sh, st0, slid, sthreads, va);
-    coop_store_all(b, &B, sh, st0, slid, sthreads, vb);
+    coop_store_all(b, &A, sh, st0, lid, threads, va);
+    coop_store_all(b, &B, sh, st0, lid, threads, vb);
+    sb_barrier(b);
   }
-  if (ct.prod) { /* the producers: the second slice into registers */
-    uint32_t k1 = slice_at(b, d, &ct, k_exact, sb_u32(b, (uint32_t)ct.bk));
-    coop_fetch_all(b, &A, k1, slid, sthreads, va);
-    coop_fetch_all(b, &B, k1, slid, sthreads, vb);
-    sb_if_end(b, &role);
-  }
-  if (ct.stages == 2) sb_barrier(b);
   sb_loop l;
   uint32_t k0 = sb_for(b, &l, st0, sb_u32(b, (uint32_t)d->g.K), sb_u32(b, (uint32_t)ct.bk));
   if (ct.stages == 2) { /* slice k0 / bk is in stage (k0 / bk) % 2 */
@@ -546,19 +522,16 @@ static bool emit_coopmat(sv *s, const gemm_desc *d, bool emulate, bool bf16) {
     coop_store_all(b, &B, sh, st0, lid, threads, vb);
     sb_barrier(b);
   }
-  if (ct.prod) { /* the producers store the next slice (in registers) and fetch the one after; the others multiply */
-    sb_if_begin(b, &role, producer, true);
-    coop_store_all(b, &A, sh, nxt, slid, sthreads, va);
-    coop_store_all(b, &B, sh, nxt, slid, sthreads, vb);
-    uint32_t k2 = slice_at(b, d, &ct, k_exact, sb_addc(b, k0, (uint32_t)(2 * ct.bk)));
-    coop_fetch_all(b, &A, k2, slid, sthreads, va);
-    coop_fetch_all(b, &B, k2, slid, sthreads, vb);
-    sb_if_else(b, &role);
-  } else { /* the next slice */
-    uint32_t k1 = slice_at(b, d, &ct, k_exact, sb_addc(b, k0, (uint32_t)ct.bk));
-    coop_fetch_all(b, &A, k1, lid, threads, va);
-    coop_fetch_all(b, &B, k1, lid, threads, vb);
+  /* the next slice; after the last, zeros (or, when K is whole slices, the
+   * last again: in range, so that exact operands need no checks), stored
+   * and never read */
+  uint32_t k1 = sb_addc(b, k0, (uint32_t)ct.bk);
+  if (k_exact) {
+    uint32_t mm[2] = {k1, sb_u32(b, (uint32_t)(d->g.K - ct.bk))};
+    k1 = sb_glsl(b, GLSLstd450UMin, b->t_u32, 2, mm);
   }
+  coop_fetch_all(b, &A, k1, lid, threads, va);
+  coop_fetch_all(b, &B, k1, lid, threads, vb);
   if (!emulate) {
     uint32_t ab = sb_add(b, cur, abase), bb = sb_add(b, cur, bbase), pq = sb_ptr(b, SpvStorageClassWorkgroup, q4);
     for (int kk = 0; kk < ct.bk; kk += 16) {
@@ -599,9 +572,7 @@ static bool emit_coopmat(sv *s, const gemm_desc *d, bool emulate, bool bf16) {
     }
     sb_for_end(b, &lk);
   }
-  if (ct.prod) {
-    sb_if_end(b, &role);
-  } else if (ct.stages == 2) {
+  if (ct.stages == 2) {
     coop_store_all(b, &A, sh, nxt, lid, threads, va);
     coop_store_all(b, &B, sh, nxt, lid, threads, vb);
   }
@@ -614,8 +585,6 @@ static bool emit_coopmat(sv *s, const gemm_desc *d, bool emulate, bool bf16) {
   bool words = mlc_dtype_size((mlc_dtype)odt) == 2 && d->g.N % 2 == 0;
   uint32_t scr = sb_mulc(b, sg, scratch_q), pq = sb_ptr(b, SpvStorageClassWorkgroup, q4);
   uint32_t M = sb_u32(b, (uint32_t)d->g.M), N = sb_u32(b, (uint32_t)d->g.N);
-  sb_if ep; /* the producers have no accumulators */
-  if (ct.prod) sb_if_begin(b, &ep, sb_op1(b, SpvOpLogicalNot, b->t_bool, producer), false);
   for (int i = 0; i < ti; i++)
     for (int j = 0; j < tj; j++) {
       uint32_t v[8];
@@ -654,7 +623,6 @@ static bool emit_coopmat(sv *s, const gemm_desc *d, bool emulate, bool bf16) {
         sb_if_end(b, &w);
       }
     }
-  if (ct.prod) sb_if_end(b, &ep);
   sb_if_end(b, &guard);
   sv_end(s);
   sv_coopmat16(s, emulate, bf16);
