@@ -1,11 +1,12 @@
-/* mlc_spirv_dump MODEL.mdl OUTDIR [--coopmat] [--no-opt] [-D NAME=VALUE]...
+/* mlc_spirv_dump MODEL.mdl OUTDIR [--coopmat] [--nv] [--no-opt] [-D NAME=VALUE]...
  *
  * Compiles a model for the spirv target (both entry points: forward and,
  * with a train block, the train step) and writes each distinct kernel's
  * module as OUTDIR/<symbol>.spv, and OUTDIR/kernels.txt: one line per
  * kernel with its symbol, arguments, scratch bytes, dispatches
  * (entry:gx,gy,gz) and, for cooperative-matrix kernels, "coopmat" and the
- * fallback's symbol.  For spirv-val (tests/spirv/spirv_val_examples.sh) and
+ * fallback's symbol.  --nv: the cooperative-matrix modules in their NV form
+ * alone (mlc's --spirv-coopmat=nv), which spirv-val knows.  For spirv-val (tests/spirv/spirv_val_examples.sh) and
  * for reading what the code generator emits. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,14 +34,16 @@ static char *slurp(const char *path, size_t *n) {
 
 int main(int argc, char **argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: mlc_spirv_dump MODEL.mdl OUTDIR [--coopmat] [--no-opt] [-D NAME=VALUE]...\n");
+    fprintf(stderr, "usage: mlc_spirv_dump MODEL.mdl OUTDIR [--coopmat] [--nv] [--no-opt] [-D NAME=VALUE]...\n");
     return 2;
   }
   mlc_spirv_options so = {.coopmat = false, .optimize = true};
   mlc_define defs[32];
   uint32_t nd = 0;
+  bool nv = false;
   for (int i = 3; i < argc; i++) {
     if (!strcmp(argv[i], "--coopmat")) so.coopmat = true;
+    else if (!strcmp(argv[i], "--nv")) nv = true;
     else if (!strcmp(argv[i], "--no-opt")) so.optimize = false;
     else if (!strcmp(argv[i], "-D") && i + 1 < argc && nd < 32) {
       char *d = argv[++i], *eq = strchr(d, '=');
@@ -67,6 +70,7 @@ int main(int argc, char **argv) {
     rc = 1;
     goto out;
   }
+  prog.opts.spirv_coopmat_nv = nv;
   mlc_spirv_module m;
   mlc_status st = mlc_spirv_emit(&prog, &so, &m);
   if (st) {
