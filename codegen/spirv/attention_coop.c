@@ -331,19 +331,16 @@ static void fwd_coop(attn *A, bool emulate, bool stats, const coop_attn *cp, con
         acc = sb_op(b, SpvOpCooperativeMatrixMulAddNV, k.mat_f, 3, ma);
       }
       cthrough(&k, acc, scr, lat, v);
-    } else {
-      for (int e = 0; e < 8; e++) {
-        sb_lv a = sb_local(b, b->t_f32, sb_f32(b, 0.f));
-        uint32_t e0 = sb_mulc(b, sb_mulc(b, sb_add(b, col, sb_u32(b, (uint32_t)(16 * jb + e))), c.lq), ACQ);
-        sb_loop l; /* 8 of d an iteration (lavapipe's loop limiter, see the gradient's emulation) */
-        uint32_t d = sb_for(b, &l, st0, sb_u32(b, (uint32_t)D), sb_u32(b, 8));
-        for (uint32_t u = 0; u < 8; u++) {
-          uint32_t du = sb_addc(b, d, u);
-          sb_st(b, a, sb_fma(b, sb_arr_ld(b, qv, du), attn_sh_half(A, k.sh, sb_add(b, e0, du)), sb_ld(b, a)));
-        }
-        sb_for_end(b, &l);
-        v[e] = sb_ld(b, a);
-      }
+    } else { /* one d an iteration, the lane's 8 keys at once (lavapipe's loop limiter: see the gradient's emulation) */
+      sb_lv a[8];
+      for (int e = 0; e < 8; e++) a[e] = sb_local(b, b->t_f32, sb_f32(b, 0.f));
+      uint32_t e0 = sb_mulc(b, sb_mulc(b, sb_add(b, col, sb_u32(b, (uint32_t)(16 * jb))), c.lq), ACQ);
+      sb_loop l;
+      uint32_t d = sb_for(b, &l, st0, sb_u32(b, (uint32_t)D), sb_u32(b, 1)), qd = sb_arr_ld(b, qv, d);
+      for (int e = 0; e < 8; e++)
+        sb_st(b, a[e], sb_fma(b, qd, attn_sh_half(A, k.sh, sb_add(b, sb_addc(b, e0, (uint32_t)e * c.lq * ACQ), d)), sb_ld(b, a[e])));
+      sb_for_end(b, &l);
+      for (int e = 0; e < 8; e++) v[e] = sb_ld(b, a[e]);
     }
     for (int e = 0; e < 8; e++) {
       uint32_t key = sb_add(b, k0, sb_add(b, col, sb_u32(b, (uint32_t)(16 * jb + e)))), vis = sb_ult(b, key, SK);
@@ -426,21 +423,19 @@ static void fwd_coop(attn *A, bool emulate, bool stats, const coop_attn *cp, con
       }
       sb_st(b, oacc[j], acc);
     }
-  } else {
+  } else { /* O times corr, then one key an iteration, the lane's 8 columns of each 16 of d at once */
     uint32_t pe = sb_mulc(b, sb_add(b, scr, sb_mulc(b, r, c.pl)), ACQ);
     for (int j = 0; j < nd; j++)
+      for (int e = 0; e < 8; e++) sb_st(b, o[j][e], sb_fmul(b, sb_ld(b, o[j][e]), corr));
+    sb_loop l;
+    uint32_t t = sb_for(b, &l, st0, sb_u32(b, (uint32_t)ak), sb_u32(b, 1)), pt = attn_sh_half(A, k.sh, sb_add(b, pe, t));
+    uint32_t vrow = sb_add(b, sb_u32(b, c.vq * ACQ), sb_add(b, col, sb_mulc(b, t, c.lq * ACQ)));
+    for (int j = 0; j < nd; j++)
       for (int e = 0; e < 8; e++) {
-        sb_lv a = sb_local(b, b->t_f32, sb_f32(b, 0.f));
-        uint32_t ve = sb_add(b, sb_u32(b, c.vq * ACQ + (uint32_t)(16 * j + e)), col);
-        sb_loop l; /* 8 keys an iteration */
-        uint32_t t = sb_for(b, &l, st0, sb_u32(b, (uint32_t)ak), sb_u32(b, 8));
-        for (uint32_t u = 0; u < 8; u++) {
-          uint32_t tu = sb_addc(b, t, u), vt = attn_sh_half(A, k.sh, sb_add(b, ve, sb_mulc(b, tu, c.lq * ACQ)));
-          sb_st(b, a, sb_fma(b, attn_sh_half(A, k.sh, sb_add(b, pe, tu)), vt, sb_ld(b, a)));
-        }
-        sb_for_end(b, &l);
-        sb_st(b, o[j][e], sb_fma(b, sb_ld(b, o[j][e]), corr, sb_ld(b, a)));
+        uint32_t vt = attn_sh_half(A, k.sh, sb_addc(b, vrow, (uint32_t)(16 * j + e)));
+        sb_st(b, o[j][e], sb_fma(b, pt, vt, sb_ld(b, o[j][e])));
       }
+    sb_for_end(b, &l);
   }
   sb_barrier(b); /* K, V and P are read: the next block may overwrite them */
   sb_for_end(b, &kl);
@@ -531,8 +526,9 @@ void attn_fwd_coop(attn *A, bool emulate) {
  * loops together and ends every loop past 65535 (gallivm's loop limiter,
  * LP_MAX_TGSI_LOOP_ITERATIONS), which a loop per element hit after 16 blocks
  * of 16 queries at d = 128 (queries silently lost).  The forward's emulation
- * (and so dispatch 0's) takes 8 elements an iteration (512 iterations per
- * block of 32 keys at d = 128: good for about 4000 keys there). */
+ * (and so dispatch 0's) carries a lane's 8 scores, or its O, across one
+ * loop over d, or over the block's keys (2 d + 32 iterations per block of
+ * 32 keys at d = 128: good for about 8000 keys there). */
 
 typedef struct {
   int gq;        /* queries per block */
