@@ -203,6 +203,23 @@ PY
       echo "$kw with ${PCHECK:-128x128x64x64x32x2x2}: $(grep -E 'cases passed' $work/ptile/ops_$kw.log) [$SECONDS s]"
       grep -E '^FAIL' $work/ptile/ops_$kw.log | head -3 | cut -c1-200
     done ;;
+  vsh)
+    # the gradient's V (dispatch 1; dO in dispatch 2) kept in shared memory instead of registers: a probe
+    # build (build-gpu/mlc-vprobe, mlc_opcheck-vprobe; bench/results/s34/grad_vsh_probe.patch;
+    # MLC_GRAD_VSH set while compiling), bench/attention_bf16.mdl's train step after a warm-up, then
+    # the attention op cases with it
+    for v in base vsh base vsh; do
+      l=$work/vsh/$v-$((${i:-0})).log; i=$((${i:-0} + 1))
+      e=(); [ $v = vsh ] && e=(MLC_GRAD_VSH=1)
+      env "${e[@]}" MLC_VK_PIPELINE_STATS=1 timeout 90 build-gpu/mlc-vprobe profile $att --target spirv --entry train_step \
+        --warmup 100 --steps 100 > $l 2>&1
+      echo "$v: $(grep -E '^attention_grad' $l | awk '{print $5 " ms, " $7}') | $(grep -E 'pipeline mlc_attention_grad' $l | grep -oE 'main[0-9]|Register Count=[0-9]+' | tr '\n' ' ') [$SECONDS s]"
+      grep -E 'rror' $l | head -2
+    done
+    MLC_GRAD_VSH=1 timeout 150 python3 tests/ops/opcheck.py ops --target spirv --jobs 12 --opcheck build-gpu/mlc_opcheck-vprobe \
+      --work /tmp/s34-vsh -k attention > $work/vsh/ops.log 2>&1
+    echo "attention op cases with MLC_GRAD_VSH set: $(grep -E 'cases passed' $work/vsh/ops.log) [$SECONDS s]"
+    grep -E '^FAIL' $work/vsh/ops.log | head -3 | cut -c1-200 ;;
   esac
 done
 tar -C "$work" -czf "$dest/logs.tgz" .
