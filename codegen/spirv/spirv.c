@@ -361,7 +361,10 @@ static mlc_status kernel_for(table *t, seen_set *ss, const mlc_program *p, const
   }
   *out = add_kernel(t, &f->nodes[i], &s, w, nw);
   /* the KHR module's NV form, validated, as its fallback for drivers with NV alone */
-  if (nvw) t->m->kernels[*out].fallback = add_kernel(t, &f->nodes[i], &s, nvw, nvn);
+  if (nvw) { /* add_kernel may move the table: the index first */
+    uint32_t nvk = add_kernel(t, &f->nodes[i], &s, nvw, nvn);
+    t->m->kernels[*out].fallback = nvk;
+  }
   seen_add(ss, raw, rn, h, *out);
   return NULL;
 }
@@ -389,8 +392,8 @@ mlc_status mlc_spirv_emit(const mlc_program *p, const mlc_spirv_options *o, mlc_
         st = kernel_for(&t, &ss, p, f, i, o, true, &cm);
         if (!st && cm != UINT32_MAX) { /* the portable kernel ends the chain (KHR, NV, portable) */
           uint32_t end = cm;
-          while (out->kernels[end].fallback != MLC_VK_NO_FALLBACK) end = out->kernels[end].fallback;
-          if (end != fb) out->kernels[end].fallback = fb;
+          while (out->kernels[end].coopmat && out->kernels[end].fallback != MLC_VK_NO_FALLBACK) end = out->kernels[end].fallback;
+          if (out->kernels[end].coopmat) out->kernels[end].fallback = fb; /* else a found kernel's chain, already whole */
         }
       }
       out->kernel_of[k][i] = cm != UINT32_MAX ? cm : fb;
