@@ -164,7 +164,8 @@ LLVMValueRef cg_convert(cg *g, LLVMValueRef v, int from, int to);
 /* ---- vector math (vmath.c): f32 scalars or vectors ---- */
 LLVMValueRef cg_exp(cg *g, LLVMValueRef x);
 LLVMValueRef cg_log(cg *g, LLVMValueRef x);
-LLVMValueRef cg_erf(cg *g, LLVMValueRef x);
+LLVMValueRef cg_erf(cg *g, LLVMValueRef x);     /* relative accuracy near 0 too (the erf op) */
+LLVMValueRef cg_erf_abs(cg *g, LLVMValueRef x); /* absolute error under 1.5e-7 (GELU's 1 + erf) */
 LLVMValueRef cg_tanh(cg *g, LLVMValueRef x);
 LLVMValueRef cg_sigmoid(cg *g, LLVMValueRef x);
 LLVMValueRef cg_sqrt(cg *g, LLVMValueRef x);

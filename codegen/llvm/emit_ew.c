@@ -68,7 +68,7 @@ static LLVMValueRef b_silu(cg *g, LLVMValueRef *x, int dt) {
 }
 static LLVMValueRef b_gelu(cg *g, LLVMValueRef *x, int dt) {
   LLVMTypeRef t = LLVMTypeOf(x[0]);
-  LLVMValueRef e = cg_erf(g, LLVMBuildFMul(g->b, x[0], cg_const(g, t, 0.70710678118654752440), ""));
+  LLVMValueRef e = cg_erf_abs(g, LLVMBuildFMul(g->b, x[0], cg_const(g, t, 0.70710678118654752440), ""));
   LLVMValueRef h = LLVMBuildFMul(g->b, x[0], cg_const(g, t, 0.5), "");
   return cg_fma(g, h, e, h);
 }
@@ -97,7 +97,7 @@ static LLVMValueRef b_silu_grad(cg *g, LLVMValueRef *x, int dt) {
 static LLVMValueRef b_gelu_grad(cg *g, LLVMValueRef *x, int dt) {
   LLVMTypeRef t = LLVMTypeOf(x[1]);
   LLVMValueRef v = x[1], half = cg_const(g, t, 0.5);
-  LLVMValueRef cdf = cg_fma(g, half, cg_erf(g, LLVMBuildFMul(g->b, v, cg_const(g, t, 0.70710678118654752440), "")), half);
+  LLVMValueRef cdf = cg_fma(g, half, cg_erf_abs(g, LLVMBuildFMul(g->b, v, cg_const(g, t, 0.70710678118654752440), "")), half);
   LLVMValueRef e = cg_exp(g, LLVMBuildFMul(g->b, LLVMBuildFMul(g->b, v, v, ""), cg_const(g, t, -0.5), ""));
   LLVMValueRef pdf = LLVMBuildFMul(g->b, e, cg_const(g, t, 0.39894228040143267794), "");
   return LLVMBuildFMul(g->b, x[0], cg_fma(g, v, pdf, cdf), "");

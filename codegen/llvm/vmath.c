@@ -104,26 +104,32 @@ LLVMValueRef cg_log(cg *g, LLVMValueRef x0) {
   return LLVMBuildSelect(g->b, LLVMBuildFCmp(g->b, LLVMRealULT, x0, fc(g, x0, 0.0), ""), fc(g, x0, __builtin_nan("")), r, "");
 }
 
-/* erf: below |x| = 0.75 its series 2/sqrt(pi) sum_n (-1)^n x^(2n+1) / (n! (2n+1))
- * to n = 8 (the first term left out is under 1e-9 of x), which keeps the
- * relative accuracy near 0; from 0.75 on Abramowitz and Stegun 7.1.26
- * (absolute error under 1.5e-7, relative under 2.2e-7 there). */
-LLVMValueRef cg_erf(cg *g, LLVMValueRef x) {
+/* erf by Abramowitz and Stegun 7.1.26: absolute error under 1.5e-7, which
+ * is what GELU's 1 + erf needs (cg_erf_abs); the erf op's values near 0
+ * need a relative one (cg_erf): below |x| = 0.75 the series 2/sqrt(pi)
+ * sum_n (-1)^n x^(2n+1) / (n! (2n+1)) to n = 8 (the first term left out is
+ * under 1e-9 of x), 7.1.26 from there on. */
+static LLVMValueRef erf_as(cg *g, LLVMValueRef x, bool series) {
   static const double a[] = {1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592};
-  double c[9], fact = 1; /* the series' coefficients in x^2, highest first (horner's order) */
-  for (int n = 0; n < 9; n++) {
-    if (n) fact *= n;
-    c[8 - n] = (n % 2 ? -1.0 : 1.0) * 1.12837916709551257390 / (fact * (2 * n + 1));
-  }
   LLVMValueRef ax = fabs_(g, x);
   LLVMValueRef t = LLVMBuildFDiv(g->b, fc(g, x, 1.0), cg_fma(g, ax, fc(g, x, 0.3275911), fc(g, x, 1.0)), "");
   LLVMValueRef y = LLVMBuildFMul(g->b, horner(g, t, a, 5), t, "");
   LLVMValueRef e = cg_exp(g, LLVMBuildFNeg(g->b, LLVMBuildFMul(g->b, ax, ax, ""), ""));
-  LLVMValueRef far = LLVMBuildFSub(g->b, fc(g, x, 1.0), LLVMBuildFMul(g->b, y, e, ""), "");
-  LLVMValueRef near = LLVMBuildFMul(g->b, ax, horner(g, LLVMBuildFMul(g->b, ax, ax, ""), c, 9), "");
-  LLVMValueRef r = LLVMBuildSelect(g->b, LLVMBuildFCmp(g->b, LLVMRealOLT, ax, fc(g, x, 0.75), ""), near, far, "");
+  LLVMValueRef r = LLVMBuildFSub(g->b, fc(g, x, 1.0), LLVMBuildFMul(g->b, y, e, ""), "");
+  if (series) {
+    double c[9], fact = 1; /* the series' coefficients in x^2, highest first (horner's order) */
+    for (int n = 0; n < 9; n++) {
+      if (n) fact *= n;
+      c[8 - n] = (n % 2 ? -1.0 : 1.0) * 1.12837916709551257390 / (fact * (2 * n + 1));
+    }
+    LLVMValueRef near = LLVMBuildFMul(g->b, ax, horner(g, LLVMBuildFMul(g->b, ax, ax, ""), c, 9), "");
+    r = LLVMBuildSelect(g->b, LLVMBuildFCmp(g->b, LLVMRealOLT, ax, fc(g, x, 0.75), ""), near, r, "");
+  }
   return copysign_(g, r, x);
 }
+
+LLVMValueRef cg_erf(cg *g, LLVMValueRef x) { return erf_as(g, x, true); }
+LLVMValueRef cg_erf_abs(cg *g, LLVMValueRef x) { return erf_as(g, x, false); }
 
 LLVMValueRef cg_tanh(cg *g, LLVMValueRef x) {
   static const double p[] = {-5.70498872745E-3, 2.06390887954E-2, -5.37397155531E-2, 1.33314422036E-1,
