@@ -27,8 +27,7 @@ static uint32_t fcombine(sb *b, bool is_max, uint32_t a, uint32_t v) {
 /* Float element idx of the input: |x| for a max with abs_in. */
 static uint32_t fload(sv *s, int dt, uint32_t idx) {
   uint32_t x = sb_load_f(s->b, 0, dt, idx);
-  if (!s->n->a.abs_in) return x;
-  return sb_bits2f(s->b, sb_and(s->b, sb_f2bits(s->b, x), sb_u32(s->b, 0x7fffffffu)));
+  return s->n->a.abs_in ? sv_ew_value(s->b, MLC_OP_ABS, MLC_DT_F32, MLC_DT_F32, NULL, &x) : x; /* abs's own kernel code */
 }
 
 /* Integers: i32 and bool in u32, i64 in u64. */
