@@ -888,9 +888,18 @@ static bool shape_fused(rule_ctx *c) {
   return check_numel(c, c->out);
 }
 
+/* Whether an f32 parameter's gradient g is a 16-bit float of its shape,
+ * which a multi update widens as it loads (the fuse pass's update_grad). */
+static bool update_grad16(const mlc_type *p, const mlc_type *g) {
+  mlc_type w = *g;
+  w.dtype = MLC_DT_F32;
+  return p->dtype == MLC_DT_F32 && (g->dtype == MLC_DT_BF16 || g->dtype == MLC_DT_F16) && mlc_type_eq(p, &w);
+}
+
 /* adamw_multi: (param, grad, m, v) per parameter, then the step and the
  * learning rate; sgd_multi: (param, grad, momentum buffer) per parameter,
- * then the learning rate. */
+ * then the learning rate.  An f32 parameter's gradient may be bf16 or f16
+ * (update_grad16). */
 static bool shape_update_multi(rule_ctx *c) {
   const mlc_node *n = c->n;
   bool adamw = n->op == MLC_OP_ADAMW_MULTI;
@@ -903,9 +912,12 @@ static bool shape_update_multi(rule_ctx *c) {
   for (uint32_t k = 0; k + tail < n->nin; k += per) {
     const mlc_type *p = &c->f->nodes[n->in[k]].type;
     if (!need_float(c, p, what)) return false;
-    for (uint32_t i = 1; i < per; i++)
-      if (!mlc_type_eq(p, &c->f->nodes[n->in[k + i]].type))
+    for (uint32_t i = 1; i < per; i++) {
+      const mlc_type *t = &c->f->nodes[n->in[k + i]].type;
+      if (i == 1 && update_grad16(p, t)) continue;
+      if (!mlc_type_eq(p, t))
         return fail(c, "%s of parameter %s: the gradient and state must have the parameter's type", what, TSTR(p));
+    }
   }
   const mlc_type *st = &c->f->nodes[n->in[n->nin - 2]].type, *lr = &c->f->nodes[n->in[n->nin - 1]].type;
   if (adamw && (st->dtype != MLC_DT_I64 || st->rank != 0)) return fail(c, "adamw_multi's step must be an i64 scalar, got %s", TSTR(st));
@@ -949,7 +961,7 @@ static void cost_update_multi(cost_ctx *c) {
   for (uint32_t k = 0; k + tail < c->n->nin; k += per) {
     const mlc_type *p = in_type(c, (int)k);
     c->flops += (adamw ? 14 : 4) * tnumel(p);
-    c->bytes += (adamw ? 7 : 5) * tbytes(p);
+    c->bytes += (adamw ? 6 : 4) * tbytes(p) + tbytes(in_type(c, (int)k + 1)); /* the gradient: maybe 16-bit */
   }
 }
 

@@ -33,7 +33,10 @@
  * 4. CUDA (one GPU): the AdamW (SGD) updates of a step -> adamw_multi
  *    (sgd_multi) nodes of up to UPDATE_GROUP parameters each, one launch per
  *    group instead of one per tensor, grouped by readiness inside the
- *    backward (group_updates).  (One
+ *    backward (group_updates).  A gradient that a cast to f32 only
+ *    widens for its update (a bf16 weight gradient under
+ *    precision(param=bf16)) is read in 16 bits by the group (update_grad),
+ *    and the cast goes.  (One
  *    launch for all would need more kernel arguments than the CUDA runtime
  *    passes: 72.  Metal keeps one update per tensor: a Metal kernel takes
  *    at most 31 buffers.)
@@ -423,16 +426,49 @@ static bool fuse_prologues(mlc_program *p, mlc_func *f, int rows, int bytes) {
   return changed;
 }
 
+/* The gradient an update reads.  Under precision(param=bf16) a weight's
+ * gradient is a 16-bit value (its GEMM's, norm's or sum's output) widened
+ * by a cast to f32 that only the update reads: the group's kernel reads the
+ * 16-bit value itself and widens it as it loads.  The values are the same
+ * (every bf16 or f16 is an f32); the cast's kernel (2 + 4 bytes an element)
+ * and 2 of the update's bytes an element go, and the gradient held until
+ * its group runs is half as large. */
+static uint32_t update_grad(const mlc_program *p, const mlc_func *f, const uint32_t *uses, uint32_t g) {
+  const mlc_node *c = &f->nodes[g];
+  if (c->op != MLC_OP_CAST || c->type.dtype != MLC_DT_F32 || uses[g] != 1 || mlc_node_sharded(p, f, c)) return g;
+  uint8_t dt = f->nodes[c->in[0]].type.dtype;
+  return dt == MLC_DT_BF16 || dt == MLC_DT_F16 ? c->in[0] : g;
+}
+
+/* The k members gathered in `in` become one multi node, in the place of
+ * the last member (every member's inputs come before it). */
+static void close_group(mlc_program *p, mlc_func *f, mlc_op multi, uint32_t per, uint32_t tail, uint32_t *in,
+                        const uint32_t *members, uint32_t k, uint32_t *tok) {
+  const uint32_t last = members[k - 1];
+  memcpy(in + per * k, f->nodes[last].in + per, tail * sizeof *in); /* the last member's scalars: the same node for all */
+  mlc_node *n = &f->nodes[last];
+  n->op = multi;
+  n->nin = (uint16_t)(per * k + tail);
+  n->in = mlc_arena_alloc(p->arena, n->nin * sizeof *n->in);
+  memcpy(n->in, in, n->nin * sizeof *n->in);
+  n->scope = "";
+  n->loc = f->nodes[members[0]].loc;
+  char err[256];
+  if (!mlc_infer_type(p, f, n, &n->type, err, sizeof err)) MLC_ICE("fuse: %s", err);
+  for (uint32_t j = 0; j < k; j++) tok[members[j]] = last;
+}
+
 /* AdamW or SGD updates in groups: one adamw_multi or sgd_multi node per
  * group, in the place of its last member.  The interleave pass has put
  * each update right after its gradient is complete, so the order of the
  * updates is the order in which they become ready; a group is a run of
  * updates of one kind in that order, and each member's gradient stays
- * alive until the group runs.  A group closes at UPDATE_GROUP members or
- * once its gradients reach UPDATE_HOLD bytes: a large gradient is updated,
- * and freed, as soon as it is complete, and the small ones (biases, norm
- * weights) wait for the next large one, holding little.  The outputs that
- * named the single updates name the group's token. */
+ * alive until the group runs.  A group closes at UPDATE_GROUP members, once
+ * its gradients reach UPDATE_HOLD bytes, or before a gradient of another
+ * dtype (update_grad: a group's kernel reads one): a large gradient is
+ * updated, and freed, as soon as it is complete, and the small ones
+ * (biases, norm weights) wait for the next large one, holding little.  The
+ * outputs that named the single updates name the group's token. */
 static bool group_updates(mlc_program *p, mlc_func *f, mlc_op one, mlc_op multi) {
   /* per parameter: (param, grad, state...); then the shared scalars (adamw: step, lr; sgd: lr) */
   uint32_t per, tail;
@@ -442,29 +478,28 @@ static bool group_updates(mlc_program *p, mlc_func *f, mlc_op one, mlc_op multi)
    * the fsdp pass put it, right after its reduce-scatter. */
   for (uint32_t i = 0; i < n0; i++) nup += f->nodes[i].op == one && !mlc_node_sharded(p, f, &f->nodes[i]);
   if (nup < 2) return false;
+  const uint32_t *uses = count_uses(p, f);
   uint32_t *tok = mlc_arena_alloc(p->arena, n0 * sizeof *tok);
   for (uint32_t i = 0; i < n0; i++) tok[i] = UINT32_MAX;
   uint32_t in[4 * UPDATE_GROUP + 2], k = 0, members[UPDATE_GROUP];
   int64_t held = 0;
+  uint8_t gdt = 0; /* the group's gradients' dtype */
   for (uint32_t i = 0; i < n0; i++) {
     if (f->nodes[i].op != one || mlc_node_sharded(p, f, &f->nodes[i])) continue;
+    const uint32_t gid = update_grad(p, f, uses, f->nodes[i].in[1]);
+    const mlc_node *g = &f->nodes[gid];
+    if (k && g->type.dtype != gdt) {
+      close_group(p, f, multi, per, tail, in, members, k, tok);
+      k = 0;
+      held = 0;
+    }
+    gdt = g->type.dtype;
     memcpy(in + per * k, f->nodes[i].in, per * sizeof *in);
-    const mlc_node *g = &f->nodes[f->nodes[i].in[1]];
+    in[per * k + 1] = gid;
     held += mlc_type_numel(&g->type) * mlc_dtype_size(g->type.dtype);
     members[k++] = i;
     if (--nup && k < UPDATE_GROUP && held < UPDATE_HOLD) continue;
-    memcpy(in + per * k, f->nodes[i].in + per, tail * sizeof *in); /* the last member's scalars: the same node for all */
-    /* the last member's node becomes the group: every member's inputs come before it */
-    mlc_node *n = &f->nodes[i];
-    n->op = multi;
-    n->nin = (uint16_t)(per * k + tail);
-    n->in = mlc_arena_alloc(p->arena, n->nin * sizeof *n->in);
-    memcpy(n->in, in, n->nin * sizeof *n->in);
-    n->scope = "";
-    n->loc = f->nodes[members[0]].loc;
-    char err[256];
-    if (!mlc_infer_type(p, f, n, &n->type, err, sizeof err)) MLC_ICE("fuse: %s", err);
-    for (uint32_t j = 0; j < k; j++) tok[members[j]] = i;
+    close_group(p, f, multi, per, tail, in, members, k, tok);
     k = 0;
     held = 0;
   }

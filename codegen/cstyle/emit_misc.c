@@ -327,10 +327,13 @@ bool cc_emit_update_multi(cc *c) {
   uint32_t per, tail;
   mlc_update_layout(n->op, &per, &tail);
   const uint32_t np = (n->nin - tail) / per;
-  int dt = cc_in(c, 0)->dtype;
+  /* gdt: the gradients' dtype, the parameters' or (f32 parameters) a 16-bit
+   * float the loads widen (the fuse pass's update_grad) */
+  int dt = cc_in(c, 0)->dtype, gdt = cc_in(c, 1)->dtype;
   for (uint32_t t = 0; t < np; t++)
-    if (cc_in(c, (int)(per * t))->dtype != dt) return cc_bug(c, "%s over parameters of different dtypes", mlc_ops[n->op].name);
-  const char *T = cc_stype(c, dt);
+    if (cc_in(c, (int)(per * t))->dtype != dt || cc_in(c, (int)(per * t + 1))->dtype != gdt)
+      return cc_bug(c, "%s over parameters or gradients of different dtypes", mlc_ops[n->op].name);
+  const char *T = cc_stype(c, dt), *GT = cc_stype(c, gdt);
   if (adamw) {
     cc_printf(c, "MLC_FN void @K@_upd(float &p, float &m, float &v, float g, float step_size, float isb, float decay) {\n");
     cc_printf(c, "  const float pp = p * decay;\n");
@@ -361,12 +364,12 @@ bool cc_emit_update_multi(cc *c) {
     cc_printf(c, "  const float lr = in%u[0];\n", n->nin - 1);
   }
   cc_printf(c, "  const unsigned b = $bid;\n  %s *p%s%s;\n  const %s *g;\n  $i64 base, end;\n", T, state ? ", *m" : "",
-            adamw ? ", *vs" : "", T);
+            adamw ? ", *vs" : "", GT);
   int64_t first = 0;
   for (uint32_t t = 0; t < np; t++) {
     int64_t P = mlc_type_numel(cc_in(c, (int)(per * t))), nb = cc_ceil_div(P, MULTI_CHUNK);
     cc_printf(c, "  %sif (b < %lldu) {\n", t ? "else " : "", (long long)(first + nb));
-    cc_printf(c, "    p = (%s *)in%u; g = in%u;", T, per * t, per * t + 1);
+    cc_printf(c, "    p = (%s *)in%u; g = (const %s *)in%u;", T, per * t, GT, per * t + 1);
     if (state) cc_printf(c, " m = (%s *)in%u;", T, per * t + 2);
     if (adamw) cc_printf(c, " vs = (%s *)in%u;", T, per * t + 3);
     cc_printf(c, "\n    base = ($i64)(b - %lldu) * %d; end = %lld$ll;\n  }\n", (long long)first, MULTI_CHUNK, (long long)P);
@@ -377,7 +380,7 @@ bool cc_emit_update_multi(cc *c) {
   cc_printf(c, "  for ($i64 e = base + $tid * 4; e < end; e += %d) {\n", THREADS * 4);
   cc_printf(c, "    if (e + 4 <= end) {\n      float pa[4], ga[4]%s%s;\n", state ? ", ma[4]" : "", adamw ? ", va[4]" : "");
   cc_vec_load(c, 4, dt, "pa", "0", "p", "e");
-  cc_vec_load(c, 4, dt, "ga", "0", "g", "e");
+  cc_vec_load(c, 4, gdt, "ga", "0", "g", "e");
   if (state) cc_vec_load(c, 4, dt, "ma", "0", "m", "e");
   if (adamw) cc_vec_load(c, 4, dt, "va", "0", "vs", "e");
   if (adamw)
@@ -392,9 +395,9 @@ bool cc_emit_update_multi(cc *c) {
   if (state) cc_printf(c, "        float mq = %s;\n", cc_load(c, "m", dt, "q"));
   if (adamw) {
     cc_printf(c, "        float vq = %s;\n", cc_load(c, "vs", dt, "q"));
-    cc_printf(c, "        @K@_upd(pq, mq, vq, %s, step_size, isb, decay);\n", cc_load(c, "g", dt, "q"));
+    cc_printf(c, "        @K@_upd(pq, mq, vq, %s, step_size, isb, decay);\n", cc_load(c, "g", gdt, "q"));
   } else {
-    cc_printf(c, "        @K@_upd(pq, %s%s, lr);\n", mom ? "mq, " : "", cc_load(c, "g", dt, "q"));
+    cc_printf(c, "        @K@_upd(pq, %s%s, lr);\n", mom ? "mq, " : "", cc_load(c, "g", gdt, "q"));
   }
   cc_printf(c, "        %s\n", cc_store(c, "p", dt, "q", "pq"));
   if (state) cc_printf(c, "        %s\n", cc_store(c, "m", dt, "q", "mq"));

@@ -349,6 +349,72 @@ static void test_sgd_multi(void **state) {
   check_update_multi("SGD(lr=1e-3, momentum=0.9)", MLC_OP_SGD, MLC_OP_SGD_MULTI, 10);
 }
 
+/* precision(param=bf16): each weight's gradient is bf16, widened to f32 by
+ * a cast only its update reads.  The group reads the bf16 values (the
+ * kernel widens them as it loads) and the casts go; with clip_grad_norm the
+ * sum of squares reads the cast too, so it stays, and the group reads f32.
+ * The shape rule takes a 16-bit gradient of an f32 parameter only in that
+ * form. */
+static void test_update_grad16(void **state) {
+  (void)state;
+  static const char *src_fmt = "module M {\n"
+                               "  a = Linear(8, 8)\n"
+                               "  b = Linear(8, 4, bias=false)\n"
+                               "  forward(x: f32[2, 8]) { return b(a(x)) }\n"
+                               "}\n"
+                               "train M {\n"
+                               "  input x: f32[2, 8]\n"
+                               "  loss = sum(model(x))\n"
+                               "  optimizer = AdamW(lr=1e-3)\n"
+                               "  precision(param=bf16, reduce=f32)\n"
+                               "%s"
+                               "}\n";
+  for (int clip = 0; clip < 2; clip++) {
+    compiled c;
+    char src[1024];
+    snprintf(src, sizeof src, src_fmt, clip ? "  clip_grad_norm = 1.0\n" : "");
+    char *s = run(&c, src, "cuda", "train");
+    const mlc_func *f = NULL;
+    for (uint32_t k = 0; k < c.prog.nfuncs; k++)
+      if (!strcmp(c.prog.funcs[k].name, "train")) f = &c.prog.funcs[k];
+    uint32_t groups = 0, wide = 0;
+    for (uint32_t i = 0; i < f->n; i++) {
+      const mlc_node *n = &f->nodes[i];
+      if (n->op == MLC_OP_CAST && n->type.dtype == MLC_DT_F32 && f->nodes[n->in[0]].type.dtype == MLC_DT_BF16) wide++;
+      if (n->op != MLC_OP_ADAMW_MULTI) continue;
+      groups++;
+      assert_int_equal(n->nin, 14);
+      for (uint32_t k = 0; k < 3; k++) {
+        assert_int_equal(f->nodes[n->in[4 * k]].type.dtype, MLC_DT_F32);
+        assert_int_equal(f->nodes[n->in[4 * k + 1]].type.dtype, clip ? MLC_DT_F32 : MLC_DT_BF16);
+        assert_int_equal(f->nodes[n->in[4 * k + 2]].type.dtype, MLC_DT_F32);
+      }
+    }
+    assert_int_equal(groups, 1);
+    if (!clip) assert_int_equal(wide, 0);
+    else assert_true(wide >= 3);
+    if (!clip) { /* the rule: a 16-bit gradient of another shape is refused */
+      mlc_func *fm = (mlc_func *)f;
+      for (uint32_t i = 0; i < fm->n; i++) {
+        mlc_node *n = &fm->nodes[i];
+        if (n->op != MLC_OP_ADAMW_MULTI) continue;
+        uint32_t keep = n->in[1];
+        mlc_type out;
+        char err[256];
+        assert_true(mlc_infer_type(&c.prog, fm, n, &out, err, sizeof err));
+        for (uint32_t k = 1; k < 3; k++) /* another member's bf16 gradient, of another shape */
+          if (!mlc_type_eq(&fm->nodes[n->in[4 * k + 1]].type, &fm->nodes[keep].type)) n->in[1] = n->in[4 * k + 1];
+        assert_int_not_equal(n->in[1], keep);
+        assert_false(mlc_infer_type(&c.prog, fm, n, &out, err, sizeof err));
+        assert_non_null(strstr(err, "the gradient and state must have the parameter's type"));
+        n->in[1] = keep;
+      }
+    }
+    free(s);
+    release(&c);
+  }
+}
+
 /* attention of bf16 [1, 2, 16, D] parameters, trained */
 static char *attn_src(char *buf, size_t n, const char *dt, int d) {
   snprintf(buf, n,
@@ -511,6 +577,7 @@ int main(void) {
       cmocka_unit_test(test_gemv_prologue),
       cmocka_unit_test(test_adamw_multi),
       cmocka_unit_test(test_sgd_multi),
+      cmocka_unit_test(test_update_grad16),
       cmocka_unit_test(test_attnsave),
       cmocka_unit_test(test_attnpad),
   };

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# On the GPU machine (device tool), session 35 (2026-12-07): bf16 weight
+# gradients read by the grouped AdamW in 16 bits (the fuse pass's
+# update_grad; issue 18's train step), against build-gpu/base/mlc (the tree
+# before it) in the same call.  PARTS (default "det minillm step prof"),
+# each while LIMIT (default 560) - 60 s are left:
+#   det      tests/gpu/update16.mdl (no atomics in its step), 10 AdamW steps
+#            with --save: the base build twice, then the new one; the three
+#            checkpoints must be byte-identical (the widening moved, the
+#            values did not)
+#   minillm  bench/cuda_minillm.py --small --skip-forward with the new build:
+#            one step's gradients and 20 AdamW steps against PyTorch
+#   step     the MiniLLM train step (examples/minillm.mdl, 12 steps, median
+#            of steps 3..12) with both builds in turn, two rounds, with the
+#            device memory each holds; torch_baseline.py train (eager and
+#            torch.compile) in the same call
+#   prof     `mlc profile` of the new build's train step, kernel time summed
+#            by op
+#   ncu      issue 24 on this machine (bench/h200_s28.sh's minillm and gpt2)
+# Carry build-gpu/mlc, build-gpu/base/mlc, build-gpu/lib,
+# build-gpu/codegen/cuda/mlc_opcheck, .yardstick.  Logs in $OUT/logs.tgz;
+# key lines on standard output.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+dest=${OUT:-/tmp/mlc-s35}
+work=/tmp/s35-work
+mkdir -p "$dest" "$work"
+limit=${LIMIT:-560}
+left() { echo $((limit - SECONDS)); }
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader)
+echo "GPU: $gpu; commit ${COMMIT:-?}; $(date -u '+%F %T') UTC"
+. tests/gpu/env.sh $work
+rc=0
+pack() { tar -C "$work" -czf "$dest/logs.tgz" .; }
+new=build-gpu/mlc base=build-gpu/base/mlc
+# $1: build, $2: log name; the MiniLLM's train step, its median of steps 3..12 and the memory it holds
+step() {
+  local b=$1 l=$work/step/$2.log
+  XDG_CACHE_HOME=/tmp/cache-${b//\//_} timeout 150 $b train examples/minillm.mdl --target cuda --steps 12 > $l 2>&1 || rc=1
+  printf '%-28s median %s ms | %s | losses %s\n' "$2" \
+    "$(grep -E '^step' $l | awk 'NR>=3 {gsub(/\(/,"",$5); print $5}' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')" \
+    "$(grep -oE 'device memory held by mlc: [0-9.]+ GB' $l)" "$(grep -E '^step' $l | awk '{print $4}' | head -4 | tr '\n' ' ')"
+}
+for p in ${PARTS:-det minillm step prof}; do
+  [ $(left) -gt 60 ] || { echo "$p: skipped (time)"; continue; }
+  mkdir -p $work/$p
+  case $p in
+  det)
+    i=0
+    for b in $base $base $new; do
+      i=$((i + 1))
+      XDG_CACHE_HOME=/tmp/cache-${b//\//_} timeout 120 $b train tests/gpu/update16.mdl --target cuda --steps 10 \
+        --save $work/det/$i.ckpt > $work/det/$i.log 2>&1 || rc=1
+      echo "det run $i ($b): $(sha256sum < $work/det/$i.ckpt | cut -c1-16) losses $(grep -E '^step' $work/det/$i.log | awk '{print $4}' | tr '\n' ' ')"
+    done
+    if cmp -s $work/det/1.ckpt $work/det/2.ckpt; then
+      cmp -s $work/det/1.ckpt $work/det/3.ckpt && echo "det: base, base and new checkpoints byte-identical" ||
+        { echo "det: FAIL: new differs from base (base twice identical)"; rc=1; }
+    else
+      echo "det: base twice differs: no byte check possible"; rc=1
+    fi ;;
+  minillm)
+    timeout 300 python3 bench/cuda_minillm.py --small --skip-forward --mlc $new --opcheck build-gpu/codegen/cuda/mlc_opcheck \
+      --work /tmp/s35-minillm > $work/minillm/small.log 2>&1 || rc=1
+    grep -E "^ok|^FAIL|checks|step" $work/minillm/small.log | tail -8 ;;
+  step)
+    for r in 1 2; do
+      step $base base-$r
+      step $new new-$r
+    done
+    timeout 220 python3 .yardstick/torch_baseline.py train > $work/step/torch.log 2>&1 || rc=1
+    grep -iE "ms|step" $work/step/torch.log | tail -6 ;;
+  prof)
+    XDG_CACHE_HOME=/tmp/cache-${new//\//_} timeout 150 $new profile examples/minillm.mdl --target cuda --entry train_step \
+      --steps 3 > $work/prof/new.log 2>&1 || rc=1
+    XDG_CACHE_HOME=/tmp/cache-${base//\//_} timeout 150 $base profile examples/minillm.mdl --target cuda --entry train_step \
+      --steps 3 > $work/prof/base.log 2>&1 || rc=1
+    for b in base new; do
+      echo "== $b: kernel time by op, ms a step (Total ms / Calls)"
+      awk '$3 ~ /^[0-9]+$/ && $4 ~ /^[0-9.]+$/ { split($1, a, "%"); t[a[1]] += $4 / $3; s += $4 / $3 }
+           END { for (k in t) printf "%-24s %8.3f\n", k, t[k]; printf "%-24s %8.3f\n", "ALL", s }' $work/prof/$b.log |
+        sort -k2 -nr | head -16
+    done ;;
+  ncu)
+    OUT=$work/ncu bash bench/h200_s28.sh > $work/ncu/summary.log 2>&1 || rc=1
+    cat $work/ncu/summary.log ;;
+  esac
+  pack
+done
+pack
+echo "rc=$rc"
+exit $rc
