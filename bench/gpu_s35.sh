@@ -7,7 +7,7 @@
 #   det      tests/gpu/update16.mdl (no atomics in its step), 10 AdamW steps
 #            with --save: the base build twice, then the new one; the three
 #            checkpoints must be byte-identical (the widening moved, the
-#            values did not)
+#            values did not); then the same with SGD (momentum 0.9)
 #   minillm  bench/cuda_minillm.py --small --skip-forward with the new build:
 #            one step's gradients and 20 AdamW steps against PyTorch
 #   step     the MiniLLM train step (examples/minillm.mdl, 12 steps, median
@@ -16,6 +16,8 @@
 #            torch.compile) in the same call
 #   prof     `mlc profile` of the new build's train step, kernel time summed
 #            by op
+#   final    bench/h200_s27.sh PART=final: issue 18's GEMM shapes, train step
+#            and forward against PyTorch (gemm.json's inputs), both builds
 #   ncu      issue 24 on this machine (bench/h200_s28.sh's minillm and gpt2)
 # Carry build-gpu/mlc, build-gpu/base/mlc, build-gpu/lib,
 # build-gpu/codegen/cuda/mlc_opcheck, .yardstick.  Logs in $OUT/logs.tgz;
@@ -46,19 +48,29 @@ for p in ${PARTS:-det minillm step prof}; do
   mkdir -p $work/$p
   case $p in
   det)
-    i=0
-    for b in $base $base $new; do
-      i=$((i + 1))
-      XDG_CACHE_HOME=/tmp/cache-${b//\//_} timeout 120 $b train tests/gpu/update16.mdl --target cuda --steps 10 \
-        --save $work/det/$i.ckpt > $work/det/$i.log 2>&1 || rc=1
-      echo "det run $i ($b): $(sha256sum < $work/det/$i.ckpt | cut -c1-16) losses $(grep -E '^step' $work/det/$i.log | awk '{print $4}' | tr '\n' ' ')"
-    done
-    if cmp -s $work/det/1.ckpt $work/det/2.ckpt; then
-      cmp -s $work/det/1.ckpt $work/det/3.ckpt && echo "det: base, base and new checkpoints byte-identical" ||
-        { echo "det: FAIL: new differs from base (base twice identical)"; rc=1; }
-    else
-      echo "det: base twice differs: no byte check possible"; rc=1
-    fi ;;
+    # AdamW as the file has it, then SGD with momentum (the same model, sgd_multi's path)
+    sed 's/optimizer = AdamW(lr=1e-3)/optimizer = SGD(lr=1e-2, momentum=0.9)/' tests/gpu/update16.mdl > $work/update16_sgd.mdl
+    for m in tests/gpu/update16.mdl $work/update16_sgd.mdl; do
+      o=$(basename $m .mdl) i=0
+      for b in $base $base $new; do
+        i=$((i + 1))
+        XDG_CACHE_HOME=/tmp/cache-${b//\//_} timeout 120 $b train $m --target cuda --steps 10 \
+          --save $work/det/$o-$i.ckpt > $work/det/$o-$i.log 2>&1 || rc=1
+        echo "det $o run $i ($b): $(sha256sum < $work/det/$o-$i.ckpt | cut -c1-16) losses $(grep -E '^step' $work/det/$o-$i.log | awk '{print $4}' | tr '\n' ' ')"
+      done
+      if cmp -s $work/det/$o-1.ckpt $work/det/$o-2.ckpt; then
+        cmp -s $work/det/$o-1.ckpt $work/det/$o-3.ckpt && echo "det $o: base, base and new checkpoints byte-identical" ||
+          { echo "det $o: FAIL: new differs from base (base twice identical)"; rc=1; }
+      else
+        echo "det $o: base twice differs: no byte check possible"; rc=1
+      fi
+      rm -f $work/det/*.ckpt # 50 MB each: too large to come back
+    done ;;
+  final)
+    # issue 18's numbers at this commit: bench/h200_s27.sh PART=final (op cases of matmul, linear and fused;
+    # bench/gemm_shapes.py; the train step and bf16 forward of both builds; torch_baseline.py train and infer)
+    OUT=$work/final LIMIT=$(left) PART=final bash bench/h200_s27.sh > $work/final/summary.log 2>&1 || rc=1
+    cat $work/final/summary.log ;;
   minillm)
     timeout 300 python3 bench/cuda_minillm.py --small --skip-forward --mlc $new --opcheck build-gpu/codegen/cuda/mlc_opcheck \
       --work /tmp/s35-minillm > $work/minillm/small.log 2>&1 || rc=1
