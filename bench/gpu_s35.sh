@@ -16,6 +16,7 @@
 #            torch.compile) in the same call
 #   prof     `mlc profile` of the new build's train step, kernel time summed
 #            by op
+#   ops      the CUDA op cases of -k each of OPS_K (default norm_grad)
 #   final    bench/h200_s27.sh PART=final: issue 18's GEMM shapes, train step
 #            and forward against PyTorch (gemm.json's inputs), both builds
 #   ncu      issue 24 on this machine (bench/h200_s28.sh's minillm and gpt2)
@@ -66,10 +67,17 @@ for p in ${PARTS:-det minillm step prof}; do
       fi
       rm -f $work/det/*.ckpt # 50 MB each: too large to come back
     done ;;
+  ops)
+    for k in ${OPS_K:-norm_grad}; do
+      timeout 170 python3 tests/ops/opcheck.py ops --target cuda --jobs 16 --opcheck build-gpu/codegen/cuda/mlc_opcheck \
+        --work /tmp/s35-ops-$k -k $k > $work/ops/$k.log 2>&1 || rc=1
+      echo "op cases -k $k: $(grep -E 'cases passed' $work/ops/$k.log)"
+      grep -E "^FAIL" $work/ops/$k.log | head -5 | cut -c1-200
+    done ;;
   final)
     # issue 18's numbers at this commit: bench/h200_s27.sh PART=final (op cases of matmul, linear and fused;
     # bench/gemm_shapes.py; the train step and bf16 forward of both builds; torch_baseline.py train and infer)
-    OUT=$work/final LIMIT=$(left) PART=final bash bench/h200_s27.sh > $work/final/summary.log 2>&1 || rc=1
+    OUT=$work/final OPS_K=${FINAL_OPS_K:-"matmul linear fused"} PART=final bash bench/h200_s27.sh > $work/final/summary.log 2>&1 || rc=1
     cat $work/final/summary.log ;;
   minillm)
     timeout 300 python3 bench/cuda_minillm.py --small --skip-forward --mlc $new --opcheck build-gpu/codegen/cuda/mlc_opcheck \

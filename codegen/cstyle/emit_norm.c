@@ -16,12 +16,18 @@
  * floats it keeps it in registers, so the row is read from memory once;
  * longer rows are read again on each pass (from L1/L2).
  *
- * grad_w is deterministic, with no atomics: launch 0 writes each row's mean
+ * grad_w is deterministic, with no atomics.  Where a lane can hold its share
+ * of a row's column sums (rows of up to 64 x 32 elements: the MiniLLM's 2048
+ * in bf16 or f32), one launch gives each block of eight warps a chunk of
+ * rows, a warp per row, which works out the row's statistics and adds
+ * g (x - mean) rstd into its lanes' columns, the warps then added in order
+ * into the chunk's partial sums in scratch (grad_w_one_pass: x and g read
+ * from memory once).  Longer rows take two: launch 0 writes each row's mean
  * and rstd to scratch; launch 1 gives each block a tile of 32 vectors of
  * columns and a chunk of rows, eight row-lanes of threads sum strided rows
  * in a fixed order, and the eight are added in order into one partial sum
- * per (chunk, column) in scratch; launch 2 adds the chunks of each column
- * in a fixed order (eight strided lanes, then the lanes in order).
+ * per (chunk, column) in scratch.  The last launch adds the chunks of each
+ * column in a fixed order (eight strided lanes, then the lanes in order).
  */
 #include "codegen/cstyle/cc.h"
 
@@ -164,35 +170,22 @@ static bool emit_grad_x(cc *c, bool layer) {
   return true;
 }
 
-static bool emit_grad_w(cc *c, bool layer) {
-  const mlc_node *n = c->n;
-  const mlc_type *xt = cc_in(c, 1);
-  int dt = xt->dtype, odt = n->type.dtype;
-  int64_t R, D;
-  if (!rows_of(c, xt, &R, &D)) return false;
-  cc_rowplan rp;
-  cc_plan_rows(&rp, R, D, dt, CACHE_MAX);
-  int64_t grid0 = cc_ceil_div(R, rp.rpb);
-  if (grid0 > 0x7fffffffll) return cc_fail(c, "too many rows (%lld)", (long long)R);
-  /* launch 1's tiling */
-  int vec = rp.vec, TY = THREADS / 32;
-  int64_t nv = rp.nv, ntile = cc_ceil_div(nv, 32);
-  int64_t nchunk = cc_ceil_div(WG_BLOCKS, ntile), maxchunk = cc_ceil_div(R, TY);
-  if (nchunk > maxchunk) nchunk = maxchunk;
-  if (nchunk < 1) nchunk = 1;
-  int64_t RC = cc_ceil_div(cc_ceil_div(R, nchunk), TY) * TY;
-  nchunk = cc_ceil_div(R, RC);
-  if (ntile * nchunk > 0x7fffffffll) return cc_fail(c, "grid too large");
-  c->scratch = (uint64_t)(2 * R + nchunk * D) * 4;
+/* grad_w, two-pass form, launches 0 and 1: each row's mean and rstd into
+ * scratch, then partial column sums per (tile of 32 vectors of columns,
+ * chunk of RC rows) at scratch + 2R. */
+static void grad_w_two_pass(cc *c, const cc_rowplan *rp, int64_t R, int64_t D, bool layer, double eps, int64_t ntile,
+                            int64_t nchunk, int64_t RC) {
+  const int dt = cc_in(c, 1)->dtype, vec = rp->vec, TY = THREADS / 32;
+  const int64_t nv = rp->nv;
   const char *T = cc_stype(c, dt);
 
   /* 0: per-row mean and rstd */
-  cc_begin(c, (uint64_t)grid0, THREADS, 0);
-  cc_row_head(c, &rp);
+  cc_begin(c, (uint64_t)cc_ceil_div(R, rp->rpb), THREADS, 0);
+  cc_row_head(c, rp);
   cc_printf(c, "  const %s%s *xr = in1 + row * %lld$ll;\n", c->t->dev, T, (long long)D);
   rowarr xa = {"xa", "xr", dt};
-  cache_load(c, &rp, &xa, 1);
-  row_stats(c, &rp, &xa, layer, n->a.f);
+  cache_load(c, rp, &xa, 1);
+  row_stats(c, rp, &xa, layer, eps);
   cc_printf(c, "  if (lane == 0) { %sfloat *st = (%sfloat *)scratch; st[2 * row] = mean; st[2 * row + 1] = rstd; }\n", c->t->dev,
             c->t->dev);
   cc_end(c);
@@ -223,6 +216,98 @@ static bool emit_grad_w(cc *c, bool layer) {
   cc_printf(c, "    for (int y = 0; y < %d; y++) s += red[y * %d + (t %% %d) * 32 + t / %d];\n", TY, 32 * vec, vec, vec);
   cc_printf(c, "    ((%sfloat *)scratch)[%lld$ll + chunk * %lld$ll + col] = s;\n  }\n", c->t->dev, (long long)(2 * R), (long long)D);
   cc_end(c);
+}
+
+/* grad_w, one-pass form, one launch in place of the two-pass form's 0 and
+ * 1, where a lane can hold its share of a row's column sums (rows of at
+ * most ONE_PASS_ACC x 32 elements): a block of eight warps per chunk of RC
+ * rows, a warp per row at a time.  The warp reads x for the row's
+ * statistics (twice for layernorm's mean), then x again (from L1) with g,
+ * and adds g (x - mean) rstd into the lane's columns (vectors lane + 32 it);
+ * so x and g come from memory once, and no row's statistics go through
+ * memory.  The eight warps' sums are then added in warp order, 32 vectors
+ * of columns at a time through shared memory, into the chunk's partial sums
+ * at scratch.  Returns the chunks (launch 2 adds them). */
+#define ONE_PASS_ACC 64   /* floats a lane accumulates */
+#define ONE_PASS_CHUNKS 128 /* blocks aimed at: about one a multiprocessor */
+static int64_t grad_w_one_pass(cc *c, const cc_rowplan *rp, int64_t R, int64_t D, bool layer, double eps) {
+  const int dt = cc_in(c, 1)->dtype, vec = rp->vec, TY = THREADS / 32;
+  const int64_t nv = rp->nv, nit = cc_ceil_div(nv, 32);
+  const char *T = cc_stype(c, dt), *invD = cc_flit(c, 1.0 / (double)D);
+  int64_t nchunk = cc_ceil_div(R, 2 * TY);
+  if (nchunk > ONE_PASS_CHUNKS) nchunk = ONE_PASS_CHUNKS;
+  const int64_t RC = cc_ceil_div(cc_ceil_div(R, nchunk), TY) * TY;
+  nchunk = cc_ceil_div(R, RC);
+  c->scratch = (uint64_t)(nchunk * D) * 4;
+  cc_begin(c, (uint64_t)nchunk, THREADS, 0);
+  cc_printf(c, "  const int lane = $tid & 31, w = $tid >> 5;\n");
+  cc_printf(c, "  const $i64 r0 = ($i64)$bid * %lld$ll;\n  $i64 r1 = r0 + %lld$ll;\n  if (r1 > %lld$ll) r1 = %lld$ll;\n",
+            (long long)RC, (long long)RC, (long long)R, (long long)R);
+  cc_printf(c, "  float acc[%lld];\n#pragma unroll\n  for (int q = 0; q < %lld; q++) acc[q] = 0.f;\n", (long long)(nit * vec),
+            (long long)(nit * vec));
+  cc_printf(c, "  for ($i64 r = r0 + w; r < r1; r += %d) {\n", TY);
+  cc_printf(c, "    const %s%s *xr = in1 + r * %lld$ll, *gr = in0 + r * %lld$ll;\n", c->t->dev, T, (long long)D, (long long)D);
+  const char *vi = cc_fmt(c, "v * %d", vec);
+  /* a pass over the lane's vectors of the row: x (and g) into xa (ga) */
+  const char *open = cc_fmt(c, "#pragma unroll\n    for (int it = 0; it < %lld; it++) {\n      const int v = lane + it * 32;\n"
+                               "      if (v < %lld) {\n        float xa[%d];\n", (long long)nit, (long long)nv, vec);
+  cc_printf(c, "    float mean = 0.f;\n");
+  if (layer) {
+    cc_printf(c, "    float s1 = 0.f;\n%s", open);
+    cc_vec_load(c, vec, dt, "xa", "0", "xr", vi);
+    cc_printf(c, "#pragma unroll\n        for (int q = 0; q < %d; q++) s1 += xa[q];\n      }\n    }\n", vec);
+    cc_printf(c, "    mean = mlc_warp_sum(s1) * %s;\n", invD);
+  }
+  cc_printf(c, "    float s2 = 0.f;\n%s", open);
+  cc_vec_load(c, vec, dt, "xa", "0", "xr", vi);
+  cc_printf(c, "#pragma unroll\n        for (int q = 0; q < %d; q++) { float d = xa[q] - mean; s2 += d * d; }\n      }\n    }\n", vec);
+  cc_printf(c, "    const float rstd = 1.f / sqrtf(mlc_warp_sum(s2) * %s + %s);\n", invD, cc_flit(c, eps));
+  cc_printf(c, "%s        float ga[%d];\n", open, vec);
+  cc_vec_load(c, vec, dt, "xa", "0", "xr", vi);
+  cc_vec_load(c, vec, dt, "ga", "0", "gr", vi);
+  cc_printf(c, "#pragma unroll\n        for (int q = 0; q < %d; q++) acc[it * %d + q] = fmaf(ga[q] * (xa[q] - mean), rstd, acc[it * %d + q]);\n"
+               "      }\n    }\n  }\n", vec, vec, vec);
+  cc_printf(c, "  $shared float red[%d];\n", TY * 32 * vec);
+  cc_printf(c, "  %sfloat *part = (%sfloat *)scratch + ($i64)$bid * %lld$ll;\n", c->t->dev, c->t->dev, (long long)D);
+  cc_printf(c, "#pragma unroll\n  for (int it = 0; it < %lld; it++) {\n", (long long)nit);
+  cc_printf(c, "#pragma unroll\n    for (int q = 0; q < %d; q++) red[w * %d + lane * %d + q] = acc[it * %d + q];\n", vec, 32 * vec,
+            vec, vec);
+  cc_printf(c, "    $barrier;\n    const $i64 col = ($i64)it * %d + $tid;\n", 32 * vec);
+  cc_printf(c, "    if ($tid < %d && col < %lld$ll) {\n      float s = 0.f;\n", 32 * vec, (long long)D);
+  cc_printf(c, "      for (int y = 0; y < %d; y++) s += red[y * %d + $tid];\n      part[col] = s;\n    }\n    $barrier;\n  }\n", TY,
+            32 * vec);
+  cc_end(c);
+  return nchunk;
+}
+
+static bool emit_grad_w(cc *c, bool layer) {
+  const mlc_node *n = c->n;
+  const mlc_type *xt = cc_in(c, 1);
+  int dt = xt->dtype, odt = n->type.dtype;
+  int64_t R, D;
+  if (!rows_of(c, xt, &R, &D)) return false;
+  cc_rowplan rp;
+  cc_plan_rows(&rp, R, D, dt, CACHE_MAX);
+  if (cc_ceil_div(R, rp.rpb) > 0x7fffffffll) return cc_fail(c, "too many rows (%lld)", (long long)R);
+  const int TY = THREADS / 32;
+  int64_t nchunk, part0; /* launch 2's chunks and where their sums start in scratch (floats) */
+  if (cc_ceil_div(rp.nv, 32) * rp.vec <= ONE_PASS_ACC) {
+    nchunk = grad_w_one_pass(c, &rp, R, D, layer, n->a.f);
+    part0 = 0;
+  } else {
+    /* launch 1's tiling */
+    int64_t ntile = cc_ceil_div(rp.nv, 32);
+    nchunk = cc_ceil_div(WG_BLOCKS, ntile);
+    int64_t maxchunk = cc_ceil_div(R, TY);
+    if (nchunk > maxchunk) nchunk = maxchunk;
+    if (nchunk < 1) nchunk = 1;
+    int64_t RC = cc_ceil_div(cc_ceil_div(R, nchunk), TY) * TY;
+    nchunk = cc_ceil_div(R, RC);
+    if (ntile * nchunk > 0x7fffffffll) return cc_fail(c, "grid too large");
+    c->scratch = (uint64_t)(2 * R + nchunk * D) * 4;
+    grad_w_two_pass(c, &rp, R, D, layer, n->a.f, ntile, nchunk, RC);
+    part0 = 2 * R;
+  }
 
   /* 2: the chunks of each column: eight lanes of 32 columns, each lane
    * strided over the chunks, the lanes added in order */
@@ -230,7 +315,7 @@ static bool emit_grad_w(cc *c, bool layer) {
   cc_printf(c, "  const int tx = $tid & 31, ty = $tid >> 5;\n");
   cc_printf(c, "  const $i64 col = ($i64)$bid * 32 + tx;\n");
   cc_printf(c, "  const %sfloat *part = (const %sfloat *)scratch + %lld$ll;\n  float s = 0.f;\n", c->t->dev, c->t->dev,
-            (long long)(2 * R));
+            (long long)part0);
   cc_printf(c, "  if (col < %lld$ll) {\n#pragma unroll 4\n", (long long)D);
   cc_printf(c, "    for ($i64 k = ty; k < %lld$ll; k += %d) s += part[k * %lld$ll + col];\n  }\n", (long long)nchunk, TY,
             (long long)D);
