@@ -14,6 +14,8 @@
 #            of steps 3..12) with both builds in turn, two rounds, with the
 #            device memory each holds; torch_baseline.py train (eager and
 #            torch.compile) in the same call
+#   fp8      issue 30: the FP8 step (--matmul=fp8) of both builds beside the new
+#            build's bf16 step, two rounds; the FP8 step by op
 #   prof     `mlc profile` of the new build's train step, kernel time summed
 #            by op
 #   ops      the CUDA op cases of -k each of OPS_K (default norm_grad)
@@ -36,10 +38,11 @@ echo "GPU: $gpu; commit ${COMMIT:-?}; $(date -u '+%F %T') UTC"
 rc=0
 pack() { tar -C "$work" -czf "$dest/logs.tgz" .; }
 new=build-gpu/mlc base=build-gpu/base/mlc
-# $1: build, $2: log name; the MiniLLM's train step, its median of steps 3..12 and the memory it holds
+# $1: build, $2: log name, then mlc train's own options; the MiniLLM's train step, its median of steps 3..12 and the memory it holds
 step() {
   local b=$1 l=$work/step/$2.log
-  XDG_CACHE_HOME=/tmp/cache-${b//\//_} timeout 150 $b train examples/minillm.mdl --target cuda --steps 12 > $l 2>&1 || rc=1
+  mkdir -p $work/step
+  XDG_CACHE_HOME=/tmp/cache-${b//\//_} timeout 200 $b train examples/minillm.mdl --target cuda --steps 12 "${@:3}" > $l 2>&1 || rc=1
   printf '%-28s median %s ms | %s | losses %s\n' "$2" \
     "$(grep -E '^step' $l | awk 'NR>=3 {gsub(/\(/,"",$5); print $5}' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')" \
     "$(grep -oE 'device memory held by mlc: [0-9.]+ GB' $l)" "$(grep -E '^step' $l | awk '{print $4}' | head -4 | tr '\n' ' ')"
@@ -83,6 +86,19 @@ for p in ${PARTS:-det minillm step prof}; do
     timeout 300 python3 bench/cuda_minillm.py --small --skip-forward --mlc $new --opcheck build-gpu/codegen/cuda/mlc_opcheck \
       --work /tmp/s35-minillm > $work/minillm/small.log 2>&1 || rc=1
     grep -E "^ok|^FAIL|checks|step" $work/minillm/small.log | tail -8 ;;
+  fp8)
+    # issue 30: the FP8 step (--matmul=fp8) of both builds and the new build's bf16 step, two rounds; then the
+    # new build's FP8 step by op
+    for r in 1 2; do
+      step $base base-fp8-$r --matmul=fp8
+      step $new new-fp8-$r --matmul=fp8
+      step $new new-bf16-$r
+    done
+    XDG_CACHE_HOME=/tmp/cache-${new//\//_} timeout 150 $new profile examples/minillm.mdl --target cuda --entry train_step \
+      --steps 3 --matmul=fp8 > $work/fp8/prof.log 2>&1 || rc=1
+    awk '$3 ~ /^[0-9]+$/ && $4 ~ /^[0-9.]+$/ { split($1, a, "%"); t[a[1]] += $4 / $3; s += $4 / $3 }
+         END { for (k in t) printf "%-24s %8.3f\n", k, t[k]; printf "%-24s %8.3f\n", "ALL", s }' $work/fp8/prof.log |
+      sort -k2 -nr | head -14 ;;
   step)
     for r in 1 2; do
       step $base base-$r
