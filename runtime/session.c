@@ -344,6 +344,8 @@ void *mlc_session_param_data(mlc_session *s, uint32_t param) {
   uint8_t *at = host_at(s, param);
   if (s->plan->params[param].flat && (s->comm->world > 1 || !flat_part(s, param, &lo, &hi, &at))) return NULL;
   s->dev_stale = !host_memory(s); /* the caller may write */
+  for (uint32_t i = 0; i < s->plan->nparams && !s->packed_stale; i++) /* and packed weights follow this one */
+    s->packed_stale = s->plan->params[i].role == 4 && s->plan->params[i].flat_offset == param;
   return at;
 }
 
@@ -833,6 +835,11 @@ static mlc_status launch_or_replay(mlc_session *s, const char *entry, entry_stat
 /* mlc_session_run's work, the bindings left to it. */
 static mlc_status run(mlc_session *s, const char *entry, entry_state *es) {
   const mlc_device_vt *vt = s->dev->vt;
+  if (s->packed_stale) { /* a weight written through mlc_session_param_data: its packed forms follow it */
+    MLC_RETURN_IF_ERROR(mlc_sess_sync_host(s));
+    mlc_sess_pack_quantized(s);
+    s->dev_stale = !host_memory(s);
+  }
   MLC_RETURN_IF_ERROR(sync_device(s));
   /* A run of the train entry is one optimizer step. */
   bool steps_optimizer = !strcmp(entry, "train");

@@ -89,12 +89,14 @@ MLC_MUST_USE mlc_status mlc_session_load_weights(mlc_session *s, const char *pat
 MLC_MUST_USE mlc_status mlc_session_load_weights_memory(mlc_session *s, const void *data, size_t size);
 MLC_MUST_USE mlc_status mlc_session_save_weights(const mlc_session *s, const char *path);
 /* The block a parameter lives in, for direct access (the host copy, brought up
- * to date first; the session then treats it as changed).  NULL if the
+ * to date first; the session then treats it as changed, and packs the
+ * quantised weights made from it again before its next run).  NULL if the
  * device's copy cannot be read back, or the parameter is a weight sharded
  * across ranks (fsdp): no rank holds it whole. */
 void *mlc_session_param_data(mlc_session *s, uint32_t param);
 /* Sets a model weight (role 0) from its whole tensor, `bytes` its size in
- * the plan; a weight sharded across ranks keeps this rank's part of it. */
+ * the plan; a weight sharded across ranks keeps this rank's part of it.  The
+ * quantised weights made from it (--quantize) are packed again from it. */
 MLC_MUST_USE mlc_status mlc_session_set_param(mlc_session *s, uint32_t param, const void *data, size_t bytes);
 
 /* Checkpoints: every parameter and the optimizer's state, with the step

@@ -77,6 +77,8 @@ struct mlc_session {
   uint64_t state_bytes;   /* what it takes, held or not */
   bool host_stale;        /* the device's parameters (and state) are newer than the host's */
   bool dev_stale;         /* the host's are newer than the device's */
+  bool packed_stale;      /* a weight that packed ones (role 4) follow may have been written through
+                             mlc_session_param_data since they were packed: they are packed again before the next run */
   uint64_t *param_off;    /* per parameter: its offset in its block (params, or state for role 1) */
   /* Given weights (init 4: the model file's values, which the plan does not
    * carry) not loaded since the session started or init_params: per
@@ -159,6 +161,8 @@ mlc_status mlc_sess_find_entry(const mlc_session *s, const char *name, entry_sta
 
 /* session_weights.c */
 void mlc_sess_pack_quantized(mlc_session *s); /* every packed weight (role 4) from its f32 weight */
+/* The packed weights (role 4) made from weight `param` (UINT32_MAX: all) packed again from it; whether any is. */
+bool mlc_sess_pack_from(mlc_session *s, uint32_t param);
 bool mlc_sess_in_file(const mlc_plan_param *p, int role);
 mlc_status mlc_sess_load_tensors(mlc_session *s, mlc_safetensors *f, const char *path, int role);
 mlc_status mlc_sess_save_tensors(const mlc_session *s, const char *path, int role, const mlc_safetensors_kv *meta,

@@ -21,16 +21,25 @@ static uint64_t next_u64(uint64_t *state) {
 }
 static double next_unit(uint64_t *state) { return (double)(next_u64(state) >> 11) * 0x1.0p-53; }
 
-/* Packs every quantised weight (role 4) from its f32 weight, as it now is:
- * after weights are loaded or drawn (runtime/quant.h). */
-void mlc_sess_pack_quantized(mlc_session *s) {
+/* Packs the quantised weights (role 4) made from f32 weight `param`
+ * (UINT32_MAX: every one), from it as it now is: after weights are loaded,
+ * drawn or set (runtime/quant.h).  Whether there was any. */
+bool mlc_sess_pack_from(mlc_session *s, uint32_t param) {
+  bool any = false;
   for (uint32_t i = 0; i < s->plan->nparams; i++) {
     const mlc_plan_param *p = &s->plan->params[i];
-    if (p->role != 4) continue;
+    if (p->role != 4 || (param != UINT32_MAX && p->flat_offset != param)) continue;
     const mlc_plan_param *w = &s->plan->params[p->flat_offset];
     mlc_quant_pack((const float *)host_at(s, (uint32_t)p->flat_offset), w->shape.dims[0], w->shape.dims[1],
                    (int)p->a, (int)p->b, p->init, (int32_t *)host_at(s, i));
+    any = true;
   }
+  return any;
+}
+
+void mlc_sess_pack_quantized(mlc_session *s) {
+  mlc_sess_pack_from(s, UINT32_MAX);
+  s->packed_stale = false;
 }
 
 void mlc_session_init_params(mlc_session *s, uint64_t seed) {
@@ -253,6 +262,7 @@ mlc_status mlc_session_set_param(mlc_session *s, uint32_t param, const void *dat
   if (p->flat && !flat_part(s, param, &lo, &hi, &at)) return NULL; /* another rank holds all of it */
   if (p->flat) memcpy(at, (const uint8_t *)data + lo * 4, (hi - lo) * 4); /* an f32 weight's part (plan.c checks) */
   else memcpy(at, data, bytes);
+  mlc_sess_pack_from(s, param); /* the packed forms of it (--quantize) follow it: they were packed from its old values */
   s->dev_stale = !host_memory(s);
   return NULL;
 }
