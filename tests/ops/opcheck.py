@@ -843,11 +843,13 @@ GRAD_CASES = [
              norm_grad_ref("layer", 1e-5, 1, rnd=bf16), LOW, attrs={"eps": 1e-5}),
     # GPU targets (codegen/cstyle/emit_norm.c): rows of up to 64 x 32 elements take the one-pass kernel (a warp per
     # row), longer ones the two-pass form; the MiniLLM's bf16 rows of 2048 (70 rows: a partial last chunk of warps),
-    # and f32 rows of 2500 (80 floats a lane: two-pass)
+    # f32 rows of 2500 (80 floats a lane) and bf16 rows of 4096 (128): two-pass
     GradCase("rmsnorm_grad_w_bf16_2048", "rmsnorm_grad_w", ["g: bf16[70, 2048]", "x: bf16[70, 2048]"],
              norm_grad_ref("rms", 1e-5, 1, rnd=bf16), LOW, attrs={"eps": 1e-5}, same_bits=True),
     GradCase("layernorm_grad_w_two_pass", "layernorm_grad_w", ["g: f32[24, 2500]", "x: f32[24, 2500]"],
              norm_grad_ref("layer", 1e-5, 1), RED, attrs={"eps": 1e-5}, same_bits=True),
+    GradCase("rmsnorm_grad_w_bf16_two_pass", "rmsnorm_grad_w", ["g: bf16[20, 4096]", "x: bf16[20, 4096]"],
+             norm_grad_ref("rms", 1e-5, 1, rnd=bf16), LOW, attrs={"eps": 1e-5}, same_bits=True),
     # attention_grad -> [3, b, h, s, d]: s not a multiple of the key block (2 vectors) or row group
     GradCase("attention_grad", "attention_grad", attn_ops("f32", [2, 3, 37, 24]),
              attention_grad_ref(24 ** -0.5, False), RED, attrs={"causal": 0, "scale": 24 ** -0.5}, same_bits=True),
