@@ -835,11 +835,7 @@ static mlc_status launch_or_replay(mlc_session *s, const char *entry, entry_stat
 /* mlc_session_run's work, the bindings left to it. */
 static mlc_status run(mlc_session *s, const char *entry, entry_state *es) {
   const mlc_device_vt *vt = s->dev->vt;
-  if (s->packed_stale) { /* a weight written through mlc_session_param_data: its packed forms follow it */
-    MLC_RETURN_IF_ERROR(mlc_sess_sync_host(s));
-    mlc_sess_pack_quantized(s);
-    s->dev_stale = !host_memory(s);
-  }
+  MLC_RETURN_IF_ERROR(mlc_sess_pack_stale(s)); /* a weight written through param_data: its packed forms follow it */
   MLC_RETURN_IF_ERROR(sync_device(s));
   /* A run of the train entry is one optimizer step. */
   bool steps_optimizer = !strcmp(entry, "train");

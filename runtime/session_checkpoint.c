@@ -264,12 +264,8 @@ mlc_status mlc_session_state_save(const mlc_session *s, void *buf, uint64_t byte
   if (bytes != mlc_session_state_bytes(s))
     return mlc_status_make(MLC_INVALID_ARGUMENT, "the training state is %llu bytes, got a buffer of %llu",
                            (unsigned long long)mlc_session_state_bytes(s), (unsigned long long)bytes);
+  MLC_RETURN_IF_ERROR(mlc_sess_pack_stale((mlc_session *)s)); /* the packed weights saved follow theirs */
   MLC_RETURN_IF_ERROR(mlc_sess_sync_host(s));
-  if (s->packed_stale) { /* a weight written through mlc_session_param_data: the packed ones saved follow it */
-    mlc_session *w = (mlc_session *)s;
-    mlc_sess_pack_quantized(w);
-    w->dev_stale = !host_memory(w);
-  }
   uint8_t *b = buf;
   memcpy(b, s->params, s->params_bytes);
   if (s->state) memcpy(b + s->params_bytes, s->state, s->state_bytes);

@@ -163,6 +163,9 @@ mlc_status mlc_sess_find_entry(const mlc_session *s, const char *name, entry_sta
 void mlc_sess_pack_quantized(mlc_session *s); /* every packed weight (role 4) from its f32 weight */
 /* The packed weights (role 4) made from weight `param` (UINT32_MAX: all) packed again from it; whether any is. */
 bool mlc_sess_pack_from(mlc_session *s, uint32_t param);
+/* Where a weight was written through mlc_session_param_data since the
+ * packed weights were made (packed_stale): all of them packed again. */
+mlc_status mlc_sess_pack_stale(mlc_session *s);
 bool mlc_sess_in_file(const mlc_plan_param *p, int role);
 mlc_status mlc_sess_load_tensors(mlc_session *s, mlc_safetensors *f, const char *path, int role);
 mlc_status mlc_sess_save_tensors(const mlc_session *s, const char *path, int role, const mlc_safetensors_kv *meta,

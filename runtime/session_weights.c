@@ -42,6 +42,14 @@ void mlc_sess_pack_quantized(mlc_session *s) {
   s->packed_stale = false;
 }
 
+mlc_status mlc_sess_pack_stale(mlc_session *s) {
+  if (!s->packed_stale) return NULL;
+  MLC_RETURN_IF_ERROR(mlc_sess_sync_host(s));
+  mlc_sess_pack_quantized(s);
+  s->dev_stale = !host_memory(s);
+  return NULL;
+}
+
 void mlc_session_init_params(mlc_session *s, uint64_t seed) {
   uint64_t rng = seed;
   s->host_stale = false; /* every byte is rewritten */
