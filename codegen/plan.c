@@ -213,6 +213,7 @@ void mlc_plan_encode_code(const mlc_program *p, mlc_kernel_namer namer, void *ct
     put_str(&w, prm->name);
     put_shape(&w, &prm->type);
     bool quant = prm->role == MLC_ROLE_QUANT; /* a packed weight: its scheme, bits, group and source in these fields */
+    bool from = quant || prm->role == MLC_ROLE_SHADOW; /* made from a weight (its index in flat_offset's place) */
     _Static_assert(MLC_QS_ASYM == MLC_PLAN_QUANT_ASYM && MLC_QS_BF16 == MLC_PLAN_QUANT_BF16, "one scheme's flags");
     put_u8(&w, quant ? prm->quant_scheme : prm->init);
     put_f64(&w, quant ? prm->quant_bits : prm->init_a);
@@ -220,7 +221,7 @@ void mlc_plan_encode_code(const mlc_program *p, mlc_kernel_namer namer, void *ct
     put_u8(&w, prm->role);
     put_u8(&w, prm->sharded);
     put_u32(&w, prm->flat);
-    put_u64(&w, quant ? prm->quant_of - 1 : (uint64_t)prm->flat_offset);
+    put_u64(&w, from ? prm->quant_of - 1 : (uint64_t)prm->flat_offset);
   }
   put_u32(&w, p->nties);
   for (uint32_t i = 0; i < p->nties; i++) {

@@ -185,6 +185,11 @@ typedef enum {
   MLC_ROLE_CACHE,     /* a decode block's KV cache (attention_kv): zero at the start, in no weights file or checkpoint */
   MLC_ROLE_QUANT,     /* a weight quantised by passes/quantize.c: packed by the runtime from its f32 weight (quant_of)
                          whenever that one is loaded or initialised; in no weights file or checkpoint */
+  MLC_ROLE_SHADOW,    /* the 16-bit copy of an f32 weight (quant_of) that a CUDA train step's forward reads in place
+                         of casting the weight, and that its grouped update writes beside the weight (passes/fuse.c's
+                         shadow_casts): made by the runtime from the weight whenever that one is loaded, drawn or set,
+                         held beside the optimizer state (only by a session that trains); in no weights file or
+                         checkpoint */
 } mlc_param_role;
 
 /* The packed form of a quantised weight w[n, k] (passes/quantize.c, the
@@ -230,7 +235,7 @@ typedef struct {
   uint32_t tie;     /* while lowering: 1 + the parameter whose tensor this one is now; 0: its own */
   bool frozen;      /* a weight that is no model parameter of PyTorch's (an ONNX graph's buffer or constant): in the
                        state_dict, but autodiff gives it no gradient, so no optimizer updates it */
-  uint32_t quant_of;   /* MLC_ROLE_QUANT: 1 + the f32 weight it is packed from */
+  uint32_t quant_of;   /* MLC_ROLE_QUANT, MLC_ROLE_SHADOW: 1 + the f32 weight it is packed or copied from */
   int32_t quant_bits, quant_group;
   uint8_t quant_scheme; /* MLC_ROLE_QUANT: MLC_QS_* flags */
 } mlc_param;
@@ -456,12 +461,15 @@ static inline bool mlc_op_is_update(int op) {
   return op == MLC_OP_ADAMW || op == MLC_OP_SGD || op == MLC_OP_ADAMW_MULTI || op == MLC_OP_SGD_MULTI;
 }
 /* An update's inputs: *per a parameter (adamw: param, grad, m, v; sgd:
- * param, grad, momentum buffer), then *tail shared scalars (adamw: the step
- * and the learning rate; sgd: the learning rate).  A single update is one
- * parameter's worth; adamw_multi and sgd_multi repeat the first part. */
+ * param, grad, momentum buffer; adamw_multi and sgd_multi then the
+ * parameter's 16-bit shadow, MLC_ROLE_SHADOW, which they write beside it,
+ * or the parameter itself where it has none), then *tail shared scalars
+ * (adamw: the step and the learning rate; sgd: the learning rate).  A
+ * single update is one parameter's worth; the multi ops repeat the first
+ * part. */
 static inline void mlc_update_layout(int op, uint32_t *per, uint32_t *tail) {
-  bool adamw = op == MLC_OP_ADAMW || op == MLC_OP_ADAMW_MULTI;
-  *per = adamw ? 4 : 3;
+  bool adamw = op == MLC_OP_ADAMW || op == MLC_OP_ADAMW_MULTI, multi = op == MLC_OP_ADAMW_MULTI || op == MLC_OP_SGD_MULTI;
+  *per = (adamw ? 4 : 3) + multi;
   *tail = adamw ? 2 : 1;
 }
 /* FLOPs and bytes moved by one node, for --stats and the roofline. */

@@ -66,6 +66,11 @@ void mlc_print_program(FILE *out, const mlc_program *p) {
               prm->quant_scheme & MLC_QS_ASYM ? ", asym" : "", prm->quant_scheme & MLC_QS_BF16 ? "" : ", f32 scales");
       continue;
     }
+    if (prm->role == MLC_ROLE_SHADOW) { /* made by the runtime from its weight, then written by the update */
+      fprintf(out, "param %s : %s = shadow(%s)\n", prm->name, mlc_type_str(&prm->type, buf, sizeof buf),
+              p->params[prm->quant_of - 1].name);
+      continue;
+    }
     fprintf(out, "param %s : %s = %s", prm->name, mlc_type_str(&prm->type, buf, sizeof buf), init_name[prm->init]);
     if (prm->init == MLC_INIT_UNIFORM || prm->init == MLC_INIT_NORMAL)
       fprintf(out, "(%.9g, %.9g)", prm->init_a, prm->init_b);

@@ -896,10 +896,11 @@ static bool update_grad16(const mlc_type *p, const mlc_type *g) {
   return p->dtype == MLC_DT_F32 && (g->dtype == MLC_DT_BF16 || g->dtype == MLC_DT_F16) && mlc_type_eq(p, &w);
 }
 
-/* adamw_multi: (param, grad, m, v) per parameter, then the step and the
- * learning rate; sgd_multi: (param, grad, momentum buffer) per parameter,
- * then the learning rate.  An f32 parameter's gradient may be bf16 or f16
- * (update_grad16). */
+/* adamw_multi: (param, grad, m, v, shadow) per parameter, then the step and
+ * the learning rate; sgd_multi: (param, grad, momentum buffer, shadow) per
+ * parameter, then the learning rate.  An f32 parameter's gradient may be
+ * bf16 or f16 (update_grad16), and so may its shadow (the fuse pass's
+ * shadow_casts; the parameter's own type where it has none). */
 static bool shape_update_multi(rule_ctx *c) {
   const mlc_node *n = c->n;
   bool adamw = n->op == MLC_OP_ADAMW_MULTI;
@@ -914,9 +915,10 @@ static bool shape_update_multi(rule_ctx *c) {
     if (!need_float(c, p, what)) return false;
     for (uint32_t i = 1; i < per; i++) {
       const mlc_type *t = &c->f->nodes[n->in[k + i]].type;
-      if (i == 1 && update_grad16(p, t)) continue;
+      if ((i == 1 || i == per - 1) && update_grad16(p, t)) continue;
       if (!mlc_type_eq(p, t))
-        return fail(c, "%s of parameter %s: the gradient and state must have the parameter's type", what, TSTR(p));
+        return fail(c, "%s of parameter %s: the gradient%s and state must have the parameter's type", what, TSTR(p),
+                    i == per - 1 ? ", shadow" : "");
     }
   }
   const mlc_type *st = &c->f->nodes[n->in[n->nin - 2]].type, *lr = &c->f->nodes[n->in[n->nin - 1]].type;
@@ -962,6 +964,7 @@ static void cost_update_multi(cost_ctx *c) {
     const mlc_type *p = in_type(c, (int)k);
     c->flops += (adamw ? 14 : 4) * tnumel(p);
     c->bytes += (adamw ? 6 : 4) * tbytes(p) + tbytes(in_type(c, (int)k + 1)); /* the gradient: maybe 16-bit */
+    if (in_type(c, (int)(k + per - 1))->dtype != p->dtype) c->bytes += tbytes(in_type(c, (int)(k + per - 1))); /* a shadow */
   }
 }
 

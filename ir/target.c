@@ -7,7 +7,7 @@
 static const mlc_target targets[] = {
     /* native code through LLVM: packs GEMM operands and fuses in its own code generator */
     {.name = "cpu"},
-    /* one GPU: the CUDA runtime passes at most 72 kernel arguments (AdamW groups of 16: 4 * 16 + 3);
+    /* one GPU: the CUDA runtime passes at most 72 kernel arguments (AdamW groups of 13: 5 * 13 + 2 inputs, the output and scratch);
        attention_save / attention_grad_saved handle heads up to 256 (codegen/cuda/emit_attention.c);
        a linear of at most 4 rows is a matrix-vector product (codegen/cuda/emit_gemm.c's GEMV_ROWS), whose
        block normalises x for a prologue in static shared memory (48 KiB at most; 32 KiB leaves room) */

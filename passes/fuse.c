@@ -36,7 +36,9 @@
  *    backward (group_updates).  A gradient that a cast to f32 only
  *    widens for its update (a bf16 weight gradient under
  *    precision(param=bf16)) is read in 16 bits by the group (update_grad),
- *    and the cast goes.  (One
+ *    and the cast goes.  The forward's cast of a weight to bf16 becomes a
+ *    parameter of its own, the weight's shadow, that the group writes as
+ *    it updates the weight (shadow_casts), and that cast goes too.  (One
  *    launch for all would need more kernel arguments than the CUDA runtime
  *    passes: 72.  Metal keeps one update per tensor: a Metal kernel takes
  *    at most 31 buffers.)
@@ -59,8 +61,9 @@
 #include "passes/passes.h"
 
 
-#define UPDATE_GROUP 16 /* adamw: 4 * 16 + 2 inputs, the output and scratch: 68 of the CUDA runtime's 72 arguments
-                           (checked against the target's max_kernel_args) */
+#define UPDATE_GROUP 16 /* at most, and fewer where the target's max_kernel_args would be passed (CUDA's 72: adamw_multi
+                           takes 5 * 13 + 2 inputs, the output and scratch; sgd_multi 4 * 16 + 1) */
+#define NONE UINT32_MAX
 #define UPDATE_HOLD ((int64_t)32 << 20) /* a group's gradients, in bytes: see group_updates */
 
 static bool rewrite_tn(mlc_func *f) {
@@ -440,12 +443,75 @@ static uint32_t update_grad(const mlc_program *p, const mlc_func *f, const uint3
   return dt == MLC_DT_BF16 || dt == MLC_DT_F16 ? c->in[0] : g;
 }
 
+/* The weights' 16-bit shadows (MLC_ROLE_SHADOW).  Under
+ * precision(param=bf16) each step's forward begins by casting every f32
+ * weight to bf16 (4 bytes read and 2 written an element: 1.8 ms of the
+ * MiniLLM's step on an H100), and the update then reads and writes the
+ * same weight again.  Where a weight's cast qualifies, it becomes a
+ * parameter of its own, the shadow, that the group's kernel writes beside
+ * the weight as it updates it (2 bytes an element, the same conversion as
+ * the cast's store), and that the runtime makes from the weight whenever
+ * the weight is loaded, drawn or set: the forward reads the very values
+ * the cast gave it.  A cast qualifies when it is the only 16-bit cast of
+ * an f32 model weight (not inside an fsdp flat) that one update of f
+ * (single) updates, and every reader of it, through views, comes before
+ * that update, which writes the shadow in place (the interleave pass has
+ * placed each update after the last reader of its weight, not of the
+ * cast: a backward GEMM that read the old values later would read the new
+ * ones; autodiff computes dX before dW, so none does in the models we
+ * have).  A plan over its memory budget gives the shadows up again
+ * (passes/recompute.c).  shadow[u]: the shadow's node for update u (the
+ * cast's node, now a PARAM), or NONE. */
+static uint32_t *shadow_casts(mlc_program *p, mlc_func *f, mlc_op one) {
+  const uint32_t n = f->n;
+  uint32_t *shadow = mlc_arena_alloc(p->arena, (n + 1) * sizeof *shadow), *root = mlc_arena_alloc(p->arena, (n + 1) * sizeof *root);
+  uint32_t *last = mlc_arena_alloc(p->arena, (n + 1) * sizeof *last), *cast = mlc_arena_alloc(p->arena, (n + 1) * sizeof *cast);
+  for (uint32_t i = 0; i < n; i++) {
+    const mlc_node *nd = &f->nodes[i];
+    root[i] = (mlc_ops[nd->op].flags & MLC_F_VIEW) && nd->nin ? root[nd->in[0]] : i;
+    shadow[i] = cast[i] = NONE;
+    last[i] = i;
+    for (uint32_t k = 0; k < nd->nin; k++) last[root[nd->in[k]]] = i;
+  }
+  for (uint32_t o = 0; o < f->noutputs; o++) last[root[f->outputs[o].node]] = n;
+  /* cast[w]: weight node w's one 16-bit cast (UINT32_MAX - 1: more than one) */
+  for (uint32_t i = 0; i < n; i++) {
+    const mlc_node *nd = &f->nodes[i];
+    if (nd->op != MLC_OP_CAST || (nd->type.dtype != MLC_DT_BF16 && nd->type.dtype != MLC_DT_F16)) continue;
+    uint32_t w = nd->in[0];
+    if (f->nodes[w].op == MLC_OP_PARAM) cast[w] = cast[w] == NONE ? i : NONE - 1;
+  }
+  for (uint32_t u = 0; u < n; u++) {
+    const mlc_node *up = &f->nodes[u];
+    if (up->op != one || mlc_node_sharded(p, f, up)) continue;
+    const uint32_t w = up->in[0], c = cast[w];
+    if (f->nodes[w].op != MLC_OP_PARAM || c >= NONE - 1 || last[c] >= u) continue;
+    const mlc_param *src = &p->params[f->nodes[w].a.param];
+    if (src->role != MLC_ROLE_WEIGHT || src->flat || src->type.dtype != MLC_DT_F32) continue;
+    mlc_param sh = {
+      .name = mlc_arena_printf(p->arena, "%s:%s", mlc_dtype_name(f->nodes[c].type.dtype), src->name),
+      .type = f->nodes[c].type,
+      .role = MLC_ROLE_SHADOW,
+      .init = MLC_INIT_ZEROS,
+      .loc = src->loc,
+      .quant_of = f->nodes[w].a.param + 1,
+    };
+    mlc_node *cn = &f->nodes[c];
+    cn->op = MLC_OP_PARAM;
+    cn->nin = 0;
+    cn->in = NULL;
+    cn->a = (mlc_attrs){.param = mlc_program_add_param(p, &sh)}; /* src may have moved */
+    shadow[u] = c;
+  }
+  return shadow;
+}
+
 /* The k members gathered in `in` become one multi node, in the place of
  * the last member (every member's inputs come before it). */
 static void close_group(mlc_program *p, mlc_func *f, mlc_op multi, uint32_t per, uint32_t tail, uint32_t *in,
                         const uint32_t *members, uint32_t k, uint32_t *tok) {
   const uint32_t last = members[k - 1];
-  memcpy(in + per * k, f->nodes[last].in + per, tail * sizeof *in); /* the last member's scalars: the same node for all */
+  memcpy(in + per * k, f->nodes[last].in + f->nodes[last].nin - tail, tail * sizeof *in); /* the last member's scalars: the same node for all */
   mlc_node *n = &f->nodes[last];
   n->op = multi;
   n->nin = (uint16_t)(per * k + tail);
@@ -469,39 +535,49 @@ static void close_group(mlc_program *p, mlc_func *f, mlc_op multi, uint32_t per,
  * updated, and freed, as soon as it is complete, and the small ones
  * (biases, norm weights) wait for the next large one, holding little.  The
  * outputs that named the single updates name the group's token. */
-static bool group_updates(mlc_program *p, mlc_func *f, mlc_op one, mlc_op multi) {
-  /* per parameter: (param, grad, state...); then the shared scalars (adamw: step, lr; sgd: lr) */
-  uint32_t per, tail;
-  mlc_update_layout(one, &per, &tail);
+static bool group_updates(mlc_program *p, mlc_func *f, mlc_op one, mlc_op multi, int max_args) {
+  /* per parameter: (param, grad, state..., shadow); then the shared scalars (adamw: step, lr; sgd: lr) */
+  uint32_t per1, per, tail;
+  mlc_update_layout(one, &per1, &tail);
+  mlc_update_layout(multi, &per, &tail);
+  /* the inputs, the output and the runtime's scratch argument within max_args */
+  const uint32_t most = max_args && (uint32_t)(max_args - 2 - (int)tail) / per < UPDATE_GROUP ? (uint32_t)(max_args - 2 - (int)tail) / per
+                                                                                                 : UPDATE_GROUP;
   uint32_t n0 = f->n, nup = 0;
   /* A sharded update (fsdp) runs on this rank's rows only and stays where
    * the fsdp pass put it, right after its reduce-scatter. */
   for (uint32_t i = 0; i < n0; i++) nup += f->nodes[i].op == one && !mlc_node_sharded(p, f, &f->nodes[i]);
   if (nup < 2) return false;
+  const uint32_t *shadow = shadow_casts(p, f, one);
   const uint32_t *uses = count_uses(p, f);
   uint32_t *tok = mlc_arena_alloc(p->arena, n0 * sizeof *tok);
   for (uint32_t i = 0; i < n0; i++) tok[i] = UINT32_MAX;
-  uint32_t in[4 * UPDATE_GROUP + 2], k = 0, members[UPDATE_GROUP];
+  uint32_t in[5 * UPDATE_GROUP + 2], k = 0, members[UPDATE_GROUP];
   int64_t held = 0;
-  uint8_t gdt = 0; /* the group's gradients' dtype */
+  uint8_t gdt = 0, sdt = 0; /* the group's gradients' dtype, its shadows' (0: none yet) */
   for (uint32_t i = 0; i < n0; i++) {
     if (f->nodes[i].op != one || mlc_node_sharded(p, f, &f->nodes[i])) continue;
     const uint32_t gid = update_grad(p, f, uses, f->nodes[i].in[1]);
     const mlc_node *g = &f->nodes[gid];
-    if (k && g->type.dtype != gdt) {
+    const uint8_t s = shadow[i] == NONE ? 0 : f->nodes[shadow[i]].type.dtype;
+    if (k && (g->type.dtype != gdt || (s && sdt && s != sdt))) {
       close_group(p, f, multi, per, tail, in, members, k, tok);
       k = 0;
       held = 0;
+      sdt = 0;
     }
     gdt = g->type.dtype;
-    memcpy(in + per * k, f->nodes[i].in, per * sizeof *in);
+    if (s) sdt = s;
+    memcpy(in + per * k, f->nodes[i].in, per1 * sizeof *in);
     in[per * k + 1] = gid;
+    in[per * k + per - 1] = shadow[i] == NONE ? f->nodes[i].in[0] : shadow[i];
     held += mlc_type_numel(&g->type) * mlc_dtype_size(g->type.dtype);
     members[k++] = i;
-    if (--nup && k < UPDATE_GROUP && held < UPDATE_HOLD) continue;
+    if (--nup && k < most && held < UPDATE_HOLD) continue;
     close_group(p, f, multi, per, tail, in, members, k, tok);
     k = 0;
     held = 0;
+    sdt = 0;
   }
   for (uint32_t o = 0; o < f->noutputs; o++)
     if (tok[f->outputs[o].node] != UINT32_MAX) f->outputs[o].node = tok[f->outputs[o].node];
@@ -511,7 +587,7 @@ static bool group_updates(mlc_program *p, mlc_func *f, mlc_op one, mlc_op multi)
 bool mlc_pass_fuse(mlc_pass_ctx *c) {
   const mlc_target *t = c->target;
   if (!t || !t->gpu) return true;
-  MLC_ASSERT(!t->update_groups || !t->max_kernel_args || 4 * UPDATE_GROUP + 3 <= t->max_kernel_args);
+  MLC_ASSERT(!t->update_groups || !t->max_kernel_args || 5 * 4 + 2 + 2 <= t->max_kernel_args); /* groups of 4 at least */
   for (uint32_t k = 0; k < c->p->nfuncs; k++) {
     mlc_func *f = &c->p->funcs[k];
     bool changed = rewrite_tn(f);
@@ -522,8 +598,8 @@ bool mlc_pass_fuse(mlc_pass_ctx *c) {
     if (t->gemv_prologue_rows && fuse_prologues(c->p, f, t->gemv_prologue_rows, t->gemv_prologue_bytes))
       mlc_func_compact(c->p, f);
     changed = false;
-    if (t->update_groups) changed |= group_updates(c->p, f, MLC_OP_ADAMW, MLC_OP_ADAMW_MULTI);
-    if (t->update_groups) changed |= group_updates(c->p, f, MLC_OP_SGD, MLC_OP_SGD_MULTI);
+    if (t->update_groups) changed |= group_updates(c->p, f, MLC_OP_ADAMW, MLC_OP_ADAMW_MULTI, t->max_kernel_args);
+    if (t->update_groups) changed |= group_updates(c->p, f, MLC_OP_SGD, MLC_OP_SGD_MULTI, t->max_kernel_args);
     if (changed) mlc_func_compact(c->p, f);
   }
   return true;

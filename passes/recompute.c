@@ -33,6 +33,10 @@
  * that gather their weights (fsdp) or run a collective are left alone, and
  * so is a step of several micro-batches.
  *
+ * A plan over its budget first gives up the weights' shadows (the CUDA
+ * train step's 16-bit copies of its weights: passes/fuse.c), whose casts
+ * come back, and are candidates like any other.
+ *
  * Single values come first, in order of bytes saved per FLOP spent (ties:
  * the larger first), then the segments in the same order (a GEMM costs far
  * more FLOPs per byte), and each one that makes the planned total smaller
@@ -355,6 +359,40 @@ static int64_t plan_with(mlc_program *p, const mlc_target *target, mlc_func *f, 
   return mlc_planned_session_bytes(p, f);
 }
 
+/* The weights' shadows (passes/fuse.c's shadow_casts) back to the casts
+ * they replaced.  A shadow holds 2 bytes a weight for the whole session,
+ * where a cast's copy lives from the forward to its last use in the
+ * backward and may be computed again there; so a plan over its budget
+ * gives them up first.  They are the program's last parameters (fuse adds
+ * them after every other pass that adds one), and they go.  Whether there
+ * were any. */
+static bool drop_shadows(mlc_program *p, mlc_func *f) {
+  uint32_t first = p->nparams;
+  while (first > 0 && p->params[first - 1].role == MLC_ROLE_SHADOW) first--;
+  if (first == p->nparams) return false;
+  for (uint32_t i = 0; i < p->nparams; i++) MLC_ASSERT(i >= first || p->params[i].role != MLC_ROLE_SHADOW);
+  for (uint32_t i = 0; i < f->n; i++) {
+    mlc_node *g = &f->nodes[i];
+    if (g->op != MLC_OP_ADAMW_MULTI && g->op != MLC_OP_SGD_MULTI) continue;
+    uint32_t per, tail;
+    mlc_update_layout(g->op, &per, &tail);
+    for (uint32_t k = 0; k + tail < g->nin; k += per) {
+      uint32_t w = g->in[k], sh = g->in[k + per - 1];
+      if (sh == w) continue;
+      mlc_node *n = &f->nodes[sh];
+      MLC_ASSERT(n->op == MLC_OP_PARAM && n->a.param >= first && w < sh);
+      n->op = MLC_OP_CAST;
+      n->nin = 1;
+      n->in = mlc_arena_alloc(p->arena, sizeof *n->in);
+      n->in[0] = w;
+      n->a = (mlc_attrs){0};
+      g->in[k + per - 1] = w;
+    }
+  }
+  p->nparams = first;
+  return true;
+}
+
 static bool recompute_func(mlc_pass_ctx *c, mlc_func *f, int64_t budget) {
   mlc_program *p = c->p;
   uint32_t loss = NONE;
@@ -363,6 +401,10 @@ static bool recompute_func(mlc_pass_ctx *c, mlc_func *f, int64_t budget) {
   if (loss == NONE) return true; /* no backward */
   mlc_memplan_func(p, f, c->target);
   int64_t before = mlc_planned_session_bytes(p, f);
+  if (before > budget && drop_shadows(p, f)) {
+    mlc_memplan_func(p, f, c->target);
+    before = mlc_planned_session_bytes(p, f);
+  }
   p->recompute.budget = budget;
   p->recompute.before = p->recompute.after = before;
   if (before <= budget) return true;

@@ -30,12 +30,12 @@ static bool uses_state(const mlc_program *p, const mlc_func *f) {
 
 int64_t mlc_planned_session_bytes(const mlc_program *p, const mlc_func *f) {
   /* as runtime/session.c lays them out: two blocks, the parameters and the
-   * optimizer state, each parameter (weights inside an fsdp flat excepted)
-   * at a 64-byte boundary; the state's block only once an entry that reads
-   * it has run */
+   * optimizer state with the weights' shadows, each parameter (weights
+   * inside an fsdp flat excepted) at a 64-byte boundary; the state's block
+   * only once an entry that reads it has run */
   int64_t total = 0, state = 0;
   for (uint32_t i = 0; i < p->nparams; i++) {
-    int64_t *end = p->params[i].role == MLC_ROLE_OPT_STATE ? &state : &total;
+    int64_t *end = p->params[i].role == MLC_ROLE_OPT_STATE || p->params[i].role == MLC_ROLE_SHADOW ? &state : &total;
     if (!p->params[i].flat)
       *end = (*end + mlc_type_numel(&p->params[i].type) * mlc_dtype_size(p->params[i].type.dtype) + 63) / 64 * 64;
   }
@@ -97,7 +97,7 @@ void mlc_print_stats(FILE *out, const mlc_program *p) {
   char buf[128], num[64];
   double total = 0, bytes = 0;
   fprintf(out, "parameters of %s:\n", p->name);
-  double state = 0, nstate = 0, nflat = 0, cache = 0, ncache = 0, quant = 0, nquant = 0;
+  double state = 0, nstate = 0, nflat = 0, cache = 0, ncache = 0, quant = 0, nquant = 0, shadow = 0, nshadow = 0;
   bool sharded = false;
   for (uint32_t i = 0; i < p->nparams; i++) {
     const mlc_param *prm = &p->params[i];
@@ -117,6 +117,11 @@ void mlc_print_stats(FILE *out, const mlc_program *p) {
       nquant++;
       continue;
     }
+    if (prm->role == MLC_ROLE_SHADOW) { /* the weights' 16-bit copies that the CUDA train step keeps: below */
+      shadow += n * mlc_dtype_size(prm->type.dtype);
+      nshadow++;
+      continue;
+    }
     if (prm->role != MLC_ROLE_WEIGHT) { /* optimizer state: summarised below */
       state += n * mlc_dtype_size(prm->type.dtype);
       nstate++;
@@ -130,8 +135,11 @@ void mlc_print_stats(FILE *out, const mlc_program *p) {
   for (uint32_t i = 0; i < p->nties; i++)
     fprintf(out, "  %-40s = %s (tied)\n", p->ties[i].name, p->params[p->ties[i].param].name);
   commas(num, sizeof num, total);
-  fprintf(out, "total: %s parameters in %u tensors (%.1f MB)\n", num, p->nparams - (uint32_t)(nstate + nflat + ncache + nquant), bytes / 1e6);
+  fprintf(out, "total: %s parameters in %u tensors (%.1f MB)\n", num, p->nparams - (uint32_t)(nstate + nflat + ncache + nquant + nshadow), bytes / 1e6);
   if (nstate) fprintf(out, "optimizer state: %.0f tensors (%.1f MB)\n", nstate, state / 1e6);
+  if (nshadow)
+    fprintf(out, "weight shadows (16-bit copies the train step's forward reads and its update writes, made from the "
+            "weights above at load): %.0f tensors (%.1f MB)\n", nshadow, shadow / 1e6);
   if (ncache) fprintf(out, "KV caches: %.0f tensors (%.1f MB)\n", ncache, cache / 1e6);
   if (nquant)
     fprintf(out, "quantised weights (--quantize int%d:group=%d%s, packed at load from the f32 weights above): %.0f tensors "
@@ -158,12 +166,13 @@ void mlc_print_stats(FILE *out, const mlc_program *p) {
     if (f->offset) {
       commas(num, sizeof num, (double)f->arena_bytes);
       fprintf(out, "  planned peak: %s bytes (%.3f GB) of activations, inputs and outputs, plus %.3f GB of parameters%s\n",
-              num, (double)f->arena_bytes / 1e9, bytes / 1e9, state && !strcmp(f->name, "train") ? mlc_arena_printf(p->arena, " and %.3f GB of optimizer state", state / 1e9) : "");
+              num, (double)f->arena_bytes / 1e9, bytes / 1e9, state && !strcmp(f->name, "train") ? mlc_arena_printf(p->arena, " and %.3f GB of optimizer state%s", (state + shadow) / 1e9, nshadow ? " and weight shadows" : "") : "");
       int64_t held = mlc_planned_session_bytes(p, f);
       commas(num, sizeof num, (double)held);
       fprintf(out, "  planned total: %s bytes (%.3f GB) held by a session that runs %s%s (its arena and every parameter%s)\n",
               num, (double)held / 1e9, f->name, sharded ? " on one rank" : "",
-              !state ? "" : uses_state(p, f) ? " and optimizer state" : "; no optimizer state until it trains");
+              !state ? "" : uses_state(p, f) ? (nshadow ? ", optimizer state and weight shadows" : " and optimizer state")
+                                            : nshadow ? "; no optimizer state or weight shadows until it trains" : "; no optimizer state until it trains");
       uint32_t packs = 0, in_place = 0; /* fsdp's gradient packs (passes/memplan.c) */
       for (uint32_t i = 0; i < f->n; i++)
         if (f->nodes[i].op == MLC_OP_REDUCE_SCATTER && f->nodes[f->nodes[i].in[0]].op == MLC_OP_CONCAT)

@@ -266,7 +266,9 @@ static bool payload(rd *r, mlc_plan *pl) {
         !u8(r, &p.sharded) || !u32(r, &p.flat) || !u64(r, &p.flat_offset))
       return false;
     if (p.init > 4) return bad(r, "unknown initialiser");
-    if (p.role > 4) return bad(r, "unknown parameter role");
+    if (p.role > 5) return bad(r, "unknown parameter role");
+    if (p.role == 5 && (p.flat || p.sharded || (p.shape.dtype != 2 && p.shape.dtype != 3) || p.flat_offset >= pl->nparams))
+      return bad(r, "a weight's shadow must be bf16 or f16, of a weight of its own");
     if (p.role == 4 && (p.flat || p.sharded || p.shape.dtype != 4 || p.shape.rank != 2 || (p.a != 4 && p.a != 8) ||
                         !(p.b >= 8 && p.b <= 65536) || p.flat_offset >= pl->nparams || p.init > (MLC_PLAN_QUANT_ASYM | MLC_PLAN_QUANT_BF16)))
       return bad(r, "a quantised weight must be i32 [n, words] of 4 or 8 bits, with a group, a scheme and its f32 weight");
@@ -284,6 +286,13 @@ static bool payload(rd *r, mlc_plan *pl) {
       if (w->role != 0 || w->flat || w->shape.dtype != 1 || w->shape.dims[0] != p->shape.dims[0] || k % g ||
           p->shape.dims[1] != mlc_quant_words(k, (int)p->a, (int)g, p->init))
         return bad(r, "a quantised weight does not match its f32 weight");
+      continue;
+    }
+    if (p->role == 5) {
+      const mlc_plan_param *w = &params[p->flat_offset];
+      bool same = w->shape.rank == p->shape.rank;
+      for (int d = 0; same && d < p->shape.rank; d++) same = w->shape.dims[d] == p->shape.dims[d];
+      if (w->role != 0 || w->flat || w->shape.dtype != 1 || !same) return bad(r, "a weight's shadow does not match its f32 weight");
       continue;
     }
     if (!p->flat) continue;

@@ -178,7 +178,9 @@ typedef struct {
   uint8_t role; /* 0 a model weight (in the state_dict), 1 optimizer state (in checkpoints only), 2 a flat parameter, 3 a KV cache (in neither),
                   4 a quantised weight (in neither): i32 [n, words] packed by the runtime from the f32 weight
                   [n, k] whose index is flat_offset, a bits (4 or 8) and b weights per scale, init its scheme:
-                  MLC_PLAN_QUANT_* flags (runtime/quant.h) */
+                  MLC_PLAN_QUANT_* flags (runtime/quant.h); 5 a shadow (in neither): the bf16 or f16 copy of the f32
+                  weight [same dims] whose index is flat_offset, made by the runtime from it and then written by the
+                  train step's update beside it; it lives in the state's block (only a session that trains holds it) */
   uint8_t sharded;
   uint32_t flat;        /* 1 + the flat parameter it lives in; 0: its own storage */
   uint64_t flat_offset; /* elements */

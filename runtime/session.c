@@ -168,6 +168,9 @@ static mlc_status create_entry(mlc_session *s, entry_state *es) {
  * was asked for, and the session goes on running forward as before. */
 mlc_status mlc_sess_ensure_state(mlc_session *s) {
   if (s->state || !s->state_bytes) return NULL;
+  bool shadows = false; /* made from the weights below: the host's copy of those brought up to date first */
+  for (uint32_t i = 0; i < s->plan->nparams; i++) shadows |= s->plan->params[i].role == 5;
+  if (shadows) MLC_RETURN_IF_ERROR(mlc_sess_sync_host(s));
   uint64_t n = s->state_bytes, dev = 0;
   uint8_t *host = NULL;
   mlc_status st = NULL;
@@ -188,6 +191,12 @@ mlc_status mlc_sess_ensure_state(mlc_session *s) {
   memset(host, 0, n); /* the device's block comes zeroed (device.h) */
   s->state = host;
   s->dstate = dev;
+  /* The weights' shadows, made from the weights as they are (the host's copy, brought up to date above); the
+   * device's block takes them at the next run. */
+  if (shadows) {
+    mlc_sess_pack_from(s, UINT32_MAX);
+    s->dev_stale = !host_memory(s);
+  }
   return NULL;
 }
 
@@ -201,7 +210,7 @@ static mlc_status bind_entry(mlc_session *s, entry_state *es) {
   const mlc_plan_entry *e = es->e;
   bool uses_state = false; /* the train entry: it updates the optimizer state */
   for (uint32_t i = 0; i < e->nvalues && !uses_state; i++)
-    uses_state = e->values[i].param != MLC_PLAN_NO_PARAM && is_state(s, e->values[i].param);
+    uses_state = e->values[i].param != MLC_PLAN_NO_PARAM && in_state_block(s, e->values[i].param);
   if (uses_state) MLC_RETURN_IF_ERROR(mlc_sess_ensure_state(s));
   mlc_status st = es->arena ? NULL : s->dev->vt->alloc(s->dev, e->arena_bytes ? e->arena_bytes : 1, &es->arena);
   if (st) {
@@ -273,7 +282,7 @@ mlc_status mlc_session_create(const mlc_plan *plan, const mlc_session_options *o
   uint64_t total = 0, state = 0;
   for (uint32_t i = 0; i < plan->nparams; i++) {
     const mlc_plan_param *p = &plan->params[i];
-    uint64_t *end = is_state(s, i) ? &state : &total;
+    uint64_t *end = in_state_block(s, i) ? &state : &total;
     s->pshape[i] = p->shape;
     if (p->sharded) s->pshape[i].dims[0] = (int64_t)mlc_plan_shard_rows((uint64_t)p->shape.dims[0], s->comm->world);
     s->param_off[i] = *end;
@@ -338,14 +347,14 @@ static mlc_status sync_device(mlc_session *s) {
 
 void *mlc_session_param_data(mlc_session *s, uint32_t param) {
   mlc_status st = mlc_sess_sync_host(s);
-  if (!st && is_state(s, param)) st = mlc_sess_ensure_state(s); /* the caller may read or write it */
+  if (!st && in_state_block(s, param)) st = mlc_sess_ensure_state(s); /* the caller may read or write it */
   if (st) { mlc_status_free(st); return NULL; }
   uint64_t lo, hi;
   uint8_t *at = host_at(s, param);
   if (s->plan->params[param].flat && (s->comm->world > 1 || !flat_part(s, param, &lo, &hi, &at))) return NULL;
   s->dev_stale = !host_memory(s); /* the caller may write */
-  for (uint32_t i = 0; i < s->plan->nparams && !s->packed_stale; i++) /* and packed weights follow this one */
-    s->packed_stale = s->plan->params[i].role == 4 && s->plan->params[i].flat_offset == param;
+  for (uint32_t i = 0; i < s->plan->nparams && !s->packed_stale; i++) /* and packed weights and shadows follow this one */
+    s->packed_stale = follows_weight(&s->plan->params[i]) && s->plan->params[i].flat_offset == param;
   return at;
 }
 

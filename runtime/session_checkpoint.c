@@ -24,7 +24,7 @@ static uint64_t params_checksum(const mlc_session *s) {
   if (!h) return 0;
   XXH64_reset(h, 0);
   for (uint32_t i = 0; i < s->plan->nparams; i++) {
-    if (s->plan->params[i].role == 4) continue; /* packed weights follow from the others */
+    if (follows_weight(&s->plan->params[i])) continue; /* packed weights and shadows follow from the others */
     if (is_state(s, i) && !s->state)
       for (uint64_t left = param_bytes(s, i); left; left -= left < sizeof zeros ? left : sizeof zeros)
         XXH64_update(h, zeros, (size_t)(left < sizeof zeros ? left : sizeof zeros));
@@ -285,6 +285,7 @@ mlc_status mlc_session_state_restore(mlc_session *s, const void *buf, uint64_t b
   memcpy(&s->step, b + s->params_bytes + s->state_bytes, sizeof s->step);
   s->host_stale = false;
   s->dev_stale = !host_memory(s);
+  mlc_sess_pack_quantized(s); /* shadows saved by a session that had no state's block yet are zeros there */
   mlc_sess_given_loaded(s, UINT32_MAX);
   return NULL;
 }

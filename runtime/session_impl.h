@@ -69,15 +69,16 @@ struct mlc_session {
   uint8_t *params;        /* every parameter but the optimizer state, 64-byte aligned each (host) */
   uint64_t dparams;       /* the same on the device (== params on the CPU) */
   uint64_t params_bytes;
-  /* The optimizer state (role 1), laid out the same way: NULL (and 0) until
-   * a call first needs it (mlc_sess_ensure_state), so that a session that only runs
-   * forward never holds it. */
+  /* The optimizer state (role 1) and the weights' shadows (role 5), laid
+   * out the same way: NULL (and 0) until a call first needs them
+   * (mlc_sess_ensure_state), so that a session that only runs forward never
+   * holds them. */
   uint8_t *state;
   uint64_t dstate;
   uint64_t state_bytes;   /* what it takes, held or not */
   bool host_stale;        /* the device's parameters (and state) are newer than the host's */
   bool dev_stale;         /* the host's are newer than the device's */
-  bool packed_stale;      /* a weight that packed ones (role 4) follow may have been written through
+  bool packed_stale;      /* a weight that packed ones or a shadow (role 4, 5) follow may have been written through
                              mlc_session_param_data since they were packed: they are packed again before the next run */
   uint64_t *param_off;    /* per parameter: its offset in its block (params, or state for role 1) */
   /* Given weights (init 4: the model file's values, which the plan does not
@@ -119,14 +120,20 @@ static inline void mlc_sess_given_reset(mlc_session *s) {
 enum { ROLE_WEIGHT = 0, ALL_ROLES = 255 }; /* a file's `role`: weights, or all a checkpoint holds (mlc_sess_in_file) */
 
 static inline bool is_state(const mlc_session *s, uint32_t i) { return s->plan->params[i].role == ROLE_STATE; }
+/* Made by the runtime from a weight (flat_offset): a packed one (role 4), or a shadow (5). */
+static inline bool follows_weight(const mlc_plan_param *p) { return p->role == 4 || p->role == 5; }
+/* In the state's block: the optimizer state, and the weights' shadows, which only the train step reads. */
+static inline bool in_state_block(const mlc_session *s, uint32_t i) {
+  return s->plan->params[i].role == ROLE_STATE || s->plan->params[i].role == 5;
+}
 
-/* A parameter's storage on the host and on the device (for optimizer state:
- * only once mlc_sess_ensure_state has made it). */
+/* A parameter's storage on the host and on the device (in the state's
+ * block: only once mlc_sess_ensure_state has made it). */
 static inline uint8_t *host_at(const mlc_session *s, uint32_t i) {
-  return (is_state(s, i) ? s->state : s->params) + s->param_off[i];
+  return (in_state_block(s, i) ? s->state : s->params) + s->param_off[i];
 }
 static inline uint64_t dev_at(const mlc_session *s, uint32_t i) {
-  return (is_state(s, i) ? s->dstate : s->dparams) + s->param_off[i];
+  return (in_state_block(s, i) ? s->dstate : s->dparams) + s->param_off[i];
 }
 
 /* Bytes a parameter's storage holds here (0 for a weight inside a flat). */
@@ -160,8 +167,9 @@ mlc_status mlc_sess_sync_host(const mlc_session *cs); /* the host copy of the pa
 mlc_status mlc_sess_find_entry(const mlc_session *s, const char *name, entry_state **out);
 
 /* session_weights.c */
-void mlc_sess_pack_quantized(mlc_session *s); /* every packed weight (role 4) from its f32 weight */
-/* The packed weights (role 4) made from weight `param` (UINT32_MAX: all) packed again from it; whether any is. */
+void mlc_sess_pack_quantized(mlc_session *s); /* every packed weight and shadow (role 4, 5) from its f32 weight */
+/* The packed weights and shadows (role 4, 5; shadows only once the state's block is made) made from weight `param`
+ * (UINT32_MAX: all) made again from it; whether any is. */
 bool mlc_sess_pack_from(mlc_session *s, uint32_t param);
 /* Where a weight was written through mlc_session_param_data since the
  * packed weights were made (packed_stale): all of them packed again. */

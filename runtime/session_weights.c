@@ -9,6 +9,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "runtime/cpu/convert.h"
 #include "runtime/quant.h"
 #include "runtime/safetensors.h"
 
@@ -21,17 +22,29 @@ static uint64_t next_u64(uint64_t *state) {
 }
 static double next_unit(uint64_t *state) { return (double)(next_u64(state) >> 11) * 0x1.0p-53; }
 
-/* Packs the quantised weights (role 4) made from f32 weight `param`
- * (UINT32_MAX: every one), from it as it now is: after weights are loaded,
- * drawn or set (runtime/quant.h).  Whether there was any. */
+/* Makes the quantised weights (role 4) and the shadows (role 5) made from
+ * f32 weight `param` (UINT32_MAX: every one), from it as it now is: after
+ * weights are loaded, drawn or set (runtime/quant.h), and (shadows) when
+ * the state's block is made.  A shadow is the weight rounded to bf16 or
+ * f16 to nearest even, a NaN quieted, as the kernels' stores round: the
+ * values the cast it replaces gave.  Whether there was any. */
 bool mlc_sess_pack_from(mlc_session *s, uint32_t param) {
   bool any = false;
   for (uint32_t i = 0; i < s->plan->nparams; i++) {
     const mlc_plan_param *p = &s->plan->params[i];
-    if (p->role != 4 || (param != UINT32_MAX && p->flat_offset != param)) continue;
+    if (!follows_weight(p) || (param != UINT32_MAX && p->flat_offset != param) || (p->role == 5 && !s->state)) continue;
     const mlc_plan_param *w = &s->plan->params[p->flat_offset];
-    mlc_quant_pack((const float *)host_at(s, (uint32_t)p->flat_offset), w->shape.dims[0], w->shape.dims[1],
-                   (int)p->a, (int)p->b, p->init, (int32_t *)host_at(s, i));
+    const float *src = (const float *)host_at(s, (uint32_t)p->flat_offset);
+    if (p->role == 4) {
+      mlc_quant_pack(src, w->shape.dims[0], w->shape.dims[1], (int)p->a, (int)p->b, p->init, (int32_t *)host_at(s, i));
+    } else {
+      uint16_t *dst = (uint16_t *)host_at(s, i);
+      uint64_t n = mlc_plan_shape_bytes(&p->shape) / 2;
+      if (p->shape.dtype == 2)
+        for (uint64_t k = 0; k < n; k++) dst[k] = mlc_f32_to_bf16(src[k]);
+      else
+        for (uint64_t k = 0; k < n; k++) dst[k] = mlc_f32_to_f16(src[k]);
+    }
     any = true;
   }
   return any;
@@ -62,7 +75,7 @@ void mlc_session_init_params(mlc_session *s, uint64_t seed) {
     if (s->plan->params[i].sharded && (s->state || !is_state(s, i))) memset(host_at(s, i), 0, param_bytes(s, i));
   for (uint32_t i = 0; i < s->plan->nparams; i++) {
     const mlc_plan_param *p = &s->plan->params[i];
-    if (p->role == 2 || p->role == 4 || (is_state(s, i) && !s->state)) continue; /* packed weights: below */
+    if (p->role == 2 || follows_weight(p) || (in_state_block(s, i) && !s->state)) continue; /* packed weights, shadows: below */
     uint8_t *d = host_at(s, i);
     size_t esz = mlc_plan_shape_bytes(&(mlc_plan_shape){.dtype = p->shape.dtype});
     uint64_t n = mlc_plan_shape_bytes(&s->pshape[i]) / (esz ? esz : 1), lo = 0, hi = n;
@@ -101,7 +114,8 @@ static mlc_safetensors_dtype to_st(uint8_t dt) {
  * weights included), or everything a checkpoint needs (a sharded weight is
  * in its flat parameter there). */
 bool mlc_sess_in_file(const mlc_plan_param *p, int role) {
-  return role == ALL_ROLES ? !p->flat && p->role != 3 && p->role != 4 : p->role == role; /* KV caches (3), packed weights (4): in neither */
+  return role == ALL_ROLES ? !p->flat && p->role != 3 && !follows_weight(p) : p->role == role; /* KV caches (3), packed weights
+                                                                                                and shadows (4, 5): in neither */
 }
 
 /* Each tied name the file has must hold the same tensor as the other names

@@ -314,7 +314,9 @@ static bool emit_optim(cc *c) {
 
 /* ---- adamw_multi, sgd_multi: the updates of up to 16 parameters in one launch ----
  *
- * The same math as emit_optim's, element for element.  Blocks of
+ * The same math as emit_optim's, element for element; where a parameter
+ * has a 16-bit shadow (the fuse pass's shadow_casts), its new value is
+ * stored there too, converted as a cast's store converts.  Blocks of
  * MULTI_CHUNK elements are dealt out tensor after tensor (sizes are static,
  * so the block ranges are literals); a block finds its tensor with a chain
  * of compares, the same for all its threads. */
@@ -329,11 +331,17 @@ bool cc_emit_update_multi(cc *c) {
   const uint32_t np = (n->nin - tail) / per;
   /* gdt: the gradients' dtype, the parameters' or (f32 parameters) a 16-bit
    * float the loads widen (the fuse pass's update_grad) */
-  int dt = cc_in(c, 0)->dtype, gdt = cc_in(c, 1)->dtype;
-  for (uint32_t t = 0; t < np; t++)
+  int dt = cc_in(c, 0)->dtype, gdt = cc_in(c, 1)->dtype, sdt = 0;
+  for (uint32_t t = 0; t < np; t++) {
     if (cc_in(c, (int)(per * t))->dtype != dt || cc_in(c, (int)(per * t + 1))->dtype != gdt)
       return cc_bug(c, "%s over parameters or gradients of different dtypes", mlc_ops[n->op].name);
-  const char *T = cc_stype(c, dt), *GT = cc_stype(c, gdt);
+    /* sdt: the shadows' dtype (the fuse pass's shadow_casts: a 16-bit copy written beside an f32 parameter); a
+     * parameter without one has itself in that place */
+    int st = cc_in(c, (int)(per * t + per - 1))->dtype;
+    if (st != dt && sdt && st != sdt) return cc_bug(c, "%s over shadows of different dtypes", mlc_ops[n->op].name);
+    if (st != dt) sdt = st;
+  }
+  const char *T = cc_stype(c, dt), *GT = cc_stype(c, gdt), *ST = sdt ? cc_stype(c, sdt) : NULL;
   if (adamw) {
     cc_printf(c, "MLC_FN void @K@_upd(float &p, float &m, float &v, float g, float step_size, float isb, float decay) {\n");
     cc_printf(c, "  const float pp = p * decay;\n");
@@ -365,6 +373,7 @@ bool cc_emit_update_multi(cc *c) {
   }
   cc_printf(c, "  const unsigned b = $bid;\n  %s *p%s%s;\n  const %s *g;\n  $i64 base, end;\n", T, state ? ", *m" : "",
             adamw ? ", *vs" : "", GT);
+  if (sdt) cc_printf(c, "  %s *s;\n", ST);
   int64_t first = 0;
   for (uint32_t t = 0; t < np; t++) {
     int64_t P = mlc_type_numel(cc_in(c, (int)(per * t))), nb = cc_ceil_div(P, MULTI_CHUNK);
@@ -372,6 +381,8 @@ bool cc_emit_update_multi(cc *c) {
     cc_printf(c, "    p = (%s *)in%u; g = (const %s *)in%u;", T, per * t, GT, per * t + 1);
     if (state) cc_printf(c, " m = (%s *)in%u;", T, per * t + 2);
     if (adamw) cc_printf(c, " vs = (%s *)in%u;", T, per * t + 3);
+    if (sdt && cc_in(c, (int)(per * t + per - 1))->dtype == sdt) cc_printf(c, " s = (%s *)in%u;", ST, per * t + per - 1);
+    else if (sdt) cc_printf(c, " s = 0;");
     cc_printf(c, "\n    base = ($i64)(b - %lldu) * %d; end = %lld$ll;\n  }\n", (long long)first, MULTI_CHUNK, (long long)P);
     first += nb;
   }
@@ -390,6 +401,10 @@ bool cc_emit_update_multi(cc *c) {
   cc_vec_store(c, 4, dt, "p", "e", "pa");
   if (state) cc_vec_store(c, 4, dt, "m", "e", "ma");
   if (adamw) cc_vec_store(c, 4, dt, "vs", "e", "va");
+  if (sdt) {
+    cc_printf(c, "      if (s)\n");
+    cc_vec_store(c, 4, sdt, "s", "e", "pa");
+  }
   cc_printf(c, "    } else {\n      for ($i64 q = e; q < end; q++) {\n");
   cc_printf(c, "        float pq = %s;\n", cc_load(c, "p", dt, "q"));
   if (state) cc_printf(c, "        float mq = %s;\n", cc_load(c, "m", dt, "q"));
@@ -402,6 +417,7 @@ bool cc_emit_update_multi(cc *c) {
   cc_printf(c, "        %s\n", cc_store(c, "p", dt, "q", "pq"));
   if (state) cc_printf(c, "        %s\n", cc_store(c, "m", dt, "q", "mq"));
   if (adamw) cc_printf(c, "        %s\n", cc_store(c, "vs", dt, "q", "vq"));
+  if (sdt) cc_printf(c, "        if (s) %s\n", cc_store(c, "s", sdt, "q", "pq"));
   cc_printf(c, "      }\n    }\n  }\n");
   cc_end(c);
   return true;

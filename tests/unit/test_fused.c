@@ -339,15 +339,16 @@ static void check_update_multi(const char *optimizer, mlc_op one, mlc_op multi, 
   release(&c);
 }
 
-/* 3 parameters (a.weight, a.bias, b.weight): adamw_multi takes 4 inputs
- * each, the step and the rate; sgd_multi 3 each and the rate. */
+/* 3 parameters (a.weight, a.bias, b.weight): adamw_multi takes 5 inputs
+ * each (the last the parameter itself: no shadow in f32), the step and the
+ * rate; sgd_multi 4 each and the rate. */
 static void test_adamw_multi(void **state) {
   (void)state;
-  check_update_multi("AdamW(lr=1e-3)", MLC_OP_ADAMW, MLC_OP_ADAMW_MULTI, 14);
+  check_update_multi("AdamW(lr=1e-3)", MLC_OP_ADAMW, MLC_OP_ADAMW_MULTI, 17);
 }
 static void test_sgd_multi(void **state) {
   (void)state;
-  check_update_multi("SGD(lr=1e-3, momentum=0.9)", MLC_OP_SGD, MLC_OP_SGD_MULTI, 10);
+  check_update_multi("SGD(lr=1e-3, momentum=0.9)", MLC_OP_SGD, MLC_OP_SGD_MULTI, 13);
 }
 
 /* precision(param=bf16): each weight's gradient is bf16, widened to f32 by
@@ -373,11 +374,11 @@ static void test_update_grad16(void **state) {
       if (n->op == MLC_OP_CAST && n->type.dtype == MLC_DT_F32 && f->nodes[n->in[0]].type.dtype == MLC_DT_BF16) wide++;
       if (n->op != MLC_OP_ADAMW_MULTI) continue;
       groups++;
-      assert_int_equal(n->nin, 14);
+      assert_int_equal(n->nin, 17);
       for (uint32_t k = 0; k < 3; k++) {
-        assert_int_equal(f->nodes[n->in[4 * k]].type.dtype, MLC_DT_F32);
-        assert_int_equal(f->nodes[n->in[4 * k + 1]].type.dtype, clip ? MLC_DT_F32 : MLC_DT_BF16);
-        assert_int_equal(f->nodes[n->in[4 * k + 2]].type.dtype, MLC_DT_F32);
+        assert_int_equal(f->nodes[n->in[5 * k]].type.dtype, MLC_DT_F32);
+        assert_int_equal(f->nodes[n->in[5 * k + 1]].type.dtype, clip ? MLC_DT_F32 : MLC_DT_BF16);
+        assert_int_equal(f->nodes[n->in[5 * k + 2]].type.dtype, MLC_DT_F32);
       }
     }
     assert_int_equal(groups, 1);
@@ -393,7 +394,7 @@ static void test_update_grad16(void **state) {
         char err[256];
         assert_true(mlc_infer_type(&c.prog, fm, n, &out, err, sizeof err));
         for (uint32_t k = 1; k < 3; k++) /* another member's bf16 gradient, of another shape */
-          if (!mlc_type_eq(&fm->nodes[n->in[4 * k + 1]].type, &fm->nodes[keep].type)) n->in[1] = n->in[4 * k + 1];
+          if (!mlc_type_eq(&fm->nodes[n->in[5 * k + 1]].type, &fm->nodes[keep].type)) n->in[1] = n->in[5 * k + 1];
         assert_int_not_equal(n->in[1], keep);
         assert_false(mlc_infer_type(&c.prog, fm, n, &out, err, sizeof err));
         assert_non_null(strstr(err, "the gradient and state must have the parameter's type"));
@@ -401,6 +402,82 @@ static void test_update_grad16(void **state) {
       }
     }
     free(s);
+    release(&c);
+  }
+}
+
+/* precision(param=bf16) on CUDA: the forward's casts of the two weights
+ * to bf16 become their shadows (MLC_ROLE_SHADOW), which the group writes:
+ * each member's last input is its weight's shadow, or (the bias, whose
+ * cast is a GEMM epilogue's) the parameter itself.  No node after the group
+ * reads a shadow, nor does the forward entry; f32 compute has no shadows.
+ * The shape rule refuses a shadow of another shape. */
+static void test_weight_shadows(void **state) {
+  (void)state;
+  for (int opt = 0; opt < 3; opt++) {
+    compiled c;
+    char src[1024];
+    snprintf(src, sizeof src, update_src, opt == 1 ? "SGD(lr=1e-3, momentum=0.9)" : "AdamW(lr=1e-3)",
+             opt == 2 ? "" : "  precision(param=bf16, reduce=f32)\n");
+    free(run(&c, src, "cuda", "train"));
+    const mlc_func *f = NULL, *fwd = NULL;
+    for (uint32_t k = 0; k < c.prog.nfuncs; k++) {
+      if (!strcmp(c.prog.funcs[k].name, "train")) f = &c.prog.funcs[k];
+      if (!strcmp(c.prog.funcs[k].name, "forward")) fwd = &c.prog.funcs[k];
+    }
+    assert_non_null(f);
+    assert_non_null(fwd);
+    uint32_t shadows = 0, casts = 0, fwd_shadows = 0, group = UINT32_MAX;
+    for (uint32_t i = 0; i < c.prog.nparams; i++) {
+      const mlc_param *prm = &c.prog.params[i];
+      if (prm->role != MLC_ROLE_SHADOW) continue;
+      shadows++;
+      const mlc_param *w = &c.prog.params[prm->quant_of - 1];
+      assert_int_equal(prm->type.dtype, MLC_DT_BF16);
+      assert_int_equal(w->type.dtype, MLC_DT_F32);
+      assert_true(!strcmp(w->name, "a.weight") || !strcmp(w->name, "b.weight"));
+    }
+    assert_int_equal(shadows, opt == 2 ? 0 : 2);
+    for (uint32_t i = 0; i < f->n; i++) {
+      const mlc_node *n = &f->nodes[i];
+      casts += n->op == MLC_OP_CAST && f->nodes[n->in[0]].op == MLC_OP_PARAM && n->type.dtype == MLC_DT_BF16;
+      if (n->op == MLC_OP_ADAMW_MULTI || n->op == MLC_OP_SGD_MULTI) group = i;
+    }
+    for (uint32_t i = 0; i < fwd->n; i++)
+      fwd_shadows += fwd->nodes[i].op == MLC_OP_PARAM && c.prog.params[fwd->nodes[i].a.param].role == MLC_ROLE_SHADOW;
+    assert_int_equal(casts, 0);
+    assert_int_equal(fwd_shadows, 0);
+    assert_int_not_equal(group, UINT32_MAX);
+    mlc_node *g = &f->nodes[group];
+    uint32_t per, tail, with = 0, other = UINT32_MAX, mine = UINT32_MAX;
+    mlc_update_layout(g->op, &per, &tail);
+    assert_int_equal(g->nin, 3 * per + tail);
+    for (uint32_t k = 0; k < 3; k++) {
+      const mlc_node *sh = &f->nodes[g->in[per * k + per - 1]], *w = &f->nodes[g->in[per * k]];
+      if (g->in[per * k + per - 1] == g->in[per * k]) continue;
+      with++;
+      assert_int_equal(sh->op, MLC_OP_PARAM);
+      assert_int_equal(c.prog.params[sh->a.param].role, MLC_ROLE_SHADOW);
+      assert_int_equal(c.prog.params[sh->a.param].quant_of, w->a.param + 1);
+      for (uint32_t i = group + 1; i < f->n; i++)
+        for (uint32_t j = 0; j < f->nodes[i].nin; j++) assert_int_not_equal(f->nodes[i].in[j], g->in[per * k + per - 1]);
+      if (mine == UINT32_MAX) mine = per * k + per - 1;
+      else other = g->in[per * k + per - 1];
+    }
+    assert_int_equal(with, opt == 2 ? 0 : 2);
+    if (opt != 0) {
+      release(&c);
+      continue;
+    }
+    /* the rule: the other weight's shadow ([4, 8] against [8, 8]) in this one's place */
+    mlc_type out;
+    char err[256];
+    assert_true(mlc_infer_type(&c.prog, f, g, &out, err, sizeof err));
+    uint32_t keep = g->in[mine];
+    g->in[mine] = other;
+    assert_false(mlc_infer_type(&c.prog, f, g, &out, err, sizeof err));
+    assert_non_null(strstr(err, "the gradient, shadow and state must have the parameter's type"));
+    g->in[mine] = keep;
     release(&c);
   }
 }
@@ -568,6 +645,7 @@ int main(void) {
       cmocka_unit_test(test_adamw_multi),
       cmocka_unit_test(test_sgd_multi),
       cmocka_unit_test(test_update_grad16),
+      cmocka_unit_test(test_weight_shadows),
       cmocka_unit_test(test_attnsave),
       cmocka_unit_test(test_attnpad),
   };

@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# On the GPU machine (device tool), session 36 (2026-12-07): the weights'
+# bf16 shadows (passes/fuse.c shadow_casts: the grouped AdamW/SGD writes a
+# bf16 copy of each weight beside it, and the next step's forward reads it
+# in place of casting the weight; issue 18's train step), against
+# build-gpu/base/mlc (the tree before it) in the same call.  PARTS (default
+# "det minillm step prof"), each while LIMIT (default 560) - 60 s are left:
+#   det      tests/gpu/update16.mdl (no atomics in its step), 10 AdamW steps
+#            with --save: the base build twice, then the new one; the three
+#            checkpoints must be byte-identical (the forward reads the same
+#            bf16 values); then the new build 5 steps, --save, --resume, 5
+#            more: byte-identical to its 10 (the shadows made again from the
+#            checkpoint's weights); then all of it with SGD (momentum 0.9)
+#   minillm  bench/cuda_minillm.py --small --skip-forward with the new build:
+#            one step's gradients and 20 AdamW steps against PyTorch
+#   step     the MiniLLM train step (examples/minillm.mdl, 12 steps, median
+#            of steps 3..12) with both builds in turn, two rounds, with the
+#            device memory each holds; torch_baseline.py train (eager and
+#            torch.compile) in the same call
+#   fp8      issue 30: the FP8 step (--matmul=fp8) of both builds beside the new
+#            build's bf16 step, two rounds; the FP8 step by op
+#   prof     `mlc profile` of both builds' train step, kernel time summed
+#            by op
+#   ops      the CUDA op cases of -k each of OPS_K (default norm_grad)
+#   final    bench/h200_s27.sh PART=final: issue 18's GEMM shapes, train step
+#            and forward against PyTorch (gemm.json's inputs), both builds
+#   ncu      issue 24 on this machine (bench/h200_s28.sh's minillm and gpt2)
+# Carry build-gpu/mlc, build-gpu/base/mlc, build-gpu/lib,
+# build-gpu/codegen/cuda/mlc_opcheck, .yardstick.  Logs in $OUT/logs.tgz;
+# key lines on standard output.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+dest=${OUT:-/tmp/mlc-s36}
+work=/tmp/s36-work
+mkdir -p "$dest" "$work"
+limit=${LIMIT:-560}
+left() { echo $((limit - SECONDS)); }
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader)
+echo "GPU: $gpu; commit ${COMMIT:-?}; $(date -u '+%F %T') UTC"
+. tests/gpu/env.sh $work
+rc=0
+pack() { tar -C "$work" -czf "$dest/logs.tgz" .; }
+new=build-gpu/mlc base=build-gpu/base/mlc
+# $1: build, $2: log name, then mlc train's own options; the MiniLLM's train step, its median of steps 3..12 and the memory it holds
+step() {
+  local b=$1 l=$work/step/$2.log
+  mkdir -p $work/step
+  XDG_CACHE_HOME=/tmp/cache-${b//\//_} timeout 200 $b train examples/minillm.mdl --target cuda --steps 12 "${@:3}" > $l 2>&1 || rc=1
+  printf '%-28s median %s ms | %s | losses %s\n' "$2" \
+    "$(grep -E '^step' $l | awk 'NR>=3 {gsub(/\(/,"",$5); print $5}' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')" \
+    "$(grep -oE 'device memory held by mlc: [0-9.]+ GB' $l)" "$(grep -E '^step' $l | awk '{print $4}' | head -4 | tr '\n' ' ')"
+}
+for p in ${PARTS:-det minillm step prof}; do
+  [ $(left) -gt 60 ] || { echo "$p: skipped (time)"; continue; }
+  mkdir -p $work/$p
+  case $p in
+  det)
+    # AdamW as the file has it, then SGD with momentum (the same model, sgd_multi's path)
+    sed 's/optimizer = AdamW(lr=1e-3)/optimizer = SGD(lr=1e-2, momentum=0.9)/' tests/gpu/update16.mdl > $work/update16_sgd.mdl
+    for m in tests/gpu/update16.mdl $work/update16_sgd.mdl; do
+      o=$(basename $m .mdl) i=0
+      for b in $base $base $new; do
+        i=$((i + 1))
+        XDG_CACHE_HOME=/tmp/cache-${b//\//_} timeout 120 $b train $m --target cuda --steps 10 \
+          --save $work/det/$o-$i.ckpt > $work/det/$o-$i.log 2>&1 || rc=1
+        echo "det $o run $i ($b): $(sha256sum < $work/det/$o-$i.ckpt | cut -c1-16) losses $(grep -E '^step' $work/det/$o-$i.log | awk '{print $4}' | tr '\n' ' ')"
+      done
+      if cmp -s $work/det/$o-1.ckpt $work/det/$o-2.ckpt; then
+        cmp -s $work/det/$o-1.ckpt $work/det/$o-3.ckpt && echo "det $o: base, base and new checkpoints byte-identical" ||
+          { echo "det $o: FAIL: new differs from base (base twice identical)"; rc=1; }
+      else
+        echo "det $o: base twice differs: no byte check possible"; rc=1
+      fi
+      # the new build: 5 steps, save, resume, 5 more; against its own 10
+      XDG_CACHE_HOME=/tmp/cache-${new//\//_} timeout 120 $new train $m --target cuda --steps 5 \
+        --save $work/det/$o-half.ckpt > $work/det/$o-half.log 2>&1 || rc=1
+      XDG_CACHE_HOME=/tmp/cache-${new//\//_} timeout 120 $new train $m --target cuda --steps 5 --resume $work/det/$o-half.ckpt \
+        --save $work/det/$o-resumed.ckpt > $work/det/$o-resumed.log 2>&1 || rc=1
+      echo "det $o resumed: $(sha256sum < $work/det/$o-resumed.ckpt | cut -c1-16) losses $(grep -E '^step' $work/det/$o-resumed.log | awk '{print $4}' | tr '\n' ' ')"
+      cmp -s $work/det/$o-3.ckpt $work/det/$o-resumed.ckpt && echo "det $o: new, 5 + resume + 5 byte-identical to its 10" ||
+        { echo "det $o: FAIL: resumed differs"; rc=1; }
+      rm -f $work/det/*.ckpt # 50 MB each: too large to come back
+    done ;;
+  ops)
+    for k in ${OPS_K:-norm_grad}; do
+      timeout 170 python3 tests/ops/opcheck.py ops --target cuda --jobs 16 --opcheck build-gpu/codegen/cuda/mlc_opcheck \
+        --work /tmp/s36-ops-$k -k $k > $work/ops/$k.log 2>&1 || rc=1
+      echo "op cases -k $k: $(grep -E 'cases passed' $work/ops/$k.log)"
+      grep -E "^FAIL" $work/ops/$k.log | head -5 | cut -c1-200
+    done ;;
+  final)
+    # issue 18's numbers at this commit: bench/h200_s27.sh PART=final (op cases of matmul, linear and fused;
+    # bench/gemm_shapes.py; the train step and bf16 forward of both builds; torch_baseline.py train and infer)
+    OUT=$work/final OPS_K=${FINAL_OPS_K:-"matmul linear fused"} PART=final bash bench/h200_s27.sh > $work/final/summary.log 2>&1 || rc=1
+    cat $work/final/summary.log ;;
+  minillm)
+    timeout 300 python3 bench/cuda_minillm.py --small --skip-forward --mlc $new --opcheck build-gpu/codegen/cuda/mlc_opcheck \
+      --work /tmp/s36-minillm > $work/minillm/small.log 2>&1 || rc=1
+    grep -E "^ok|^FAIL|checks|step" $work/minillm/small.log | tail -8 ;;
+  fp8)
+    # issue 30: the FP8 step (--matmul=fp8) of both builds and the new build's bf16 step, two rounds; then the
+    # new build's FP8 step by op
+    for r in 1 2; do
+      step $base base-fp8-$r --matmul=fp8
+      step $new new-fp8-$r --matmul=fp8
+      step $new new-bf16-$r
+    done
+    XDG_CACHE_HOME=/tmp/cache-${new//\//_} timeout 150 $new profile examples/minillm.mdl --target cuda --entry train_step \
+      --steps 3 --matmul=fp8 > $work/fp8/prof.log 2>&1 || rc=1
+    awk '$3 ~ /^[0-9]+$/ && $4 ~ /^[0-9.]+$/ { split($1, a, "%"); t[a[1]] += $4 / $3; s += $4 / $3 }
+         END { for (k in t) printf "%-24s %8.3f\n", k, t[k]; printf "%-24s %8.3f\n", "ALL", s }' $work/fp8/prof.log |
+      sort -k2 -nr | head -14 ;;
+  step)
+    for r in 1 2; do
+      step $base base-$r
+      step $new new-$r
+    done
+    timeout 220 python3 .yardstick/torch_baseline.py train > $work/step/torch.log 2>&1 || rc=1
+    grep -iE "ms|step" $work/step/torch.log | tail -6 ;;
+  prof)
+    XDG_CACHE_HOME=/tmp/cache-${new//\//_} timeout 150 $new profile examples/minillm.mdl --target cuda --entry train_step \
+      --steps 3 > $work/prof/new.log 2>&1 || rc=1
+    XDG_CACHE_HOME=/tmp/cache-${base//\//_} timeout 150 $base profile examples/minillm.mdl --target cuda --entry train_step \
+      --steps 3 > $work/prof/base.log 2>&1 || rc=1
+    for b in base new; do
+      echo "== $b: kernel time by op, ms a step (Total ms / Calls)"
+      awk '$3 ~ /^[0-9]+$/ && $4 ~ /^[0-9.]+$/ { split($1, a, "%"); t[a[1]] += $4 / $3; s += $4 / $3 }
+           END { for (k in t) printf "%-24s %8.3f\n", k, t[k]; printf "%-24s %8.3f\n", "ALL", s }' $work/prof/$b.log |
+        sort -k2 -nr | head -16
+    done ;;
+  ncu)
+    OUT=$work/ncu bash bench/h200_s28.sh > $work/ncu/summary.log 2>&1 || rc=1
+    cat $work/ncu/summary.log ;;
+  esac
+  pack
+done
+pack
+echo "rc=$rc"
+exit $rc
