@@ -322,9 +322,133 @@ static void test_forward_then_train(void **state) {
   release(&cc);
 }
 
+/* The weights' shadows (role 5: the bf16 copies a CUDA train step's
+ * forward reads and its update writes) as the runtime keeps them: here
+ * added by hand to the small MiniLLM's program for the CPU, whose kernels
+ * never read them, one for each f32 weight.  They live in the state's
+ * block (the plan's total for train counts them, a forward-only session
+ * holds none), and follow their weights to the bit: when the block is made
+ * (param_data of one here), after set_param, after a write through
+ * param_data and a run, after loading a checkpoint (which holds none of
+ * them, and whose checksum leaves them out) and after state_restore of a
+ * buffer saved before any state was made (whose shadows are zeros). */
+static bool shadows_follow(mlc_session *s, const mlc_plan *plan) {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < plan->nparams; i++) {
+    const mlc_plan_param *p = &plan->params[i];
+    if (p->role != 5) continue;
+    const float *w = mlc_session_param_data(s, (uint32_t)p->flat_offset);
+    const uint16_t *sh = mlc_session_param_data(s, i);
+    assert_non_null(w);
+    assert_non_null(sh);
+    uint64_t k = mlc_plan_shape_bytes(&p->shape) / 2;
+    for (uint64_t j = 0; j < k; j++) {
+      uint32_t u;
+      memcpy(&u, &w[j], 4);
+      uint16_t want = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); /* to nearest even: no NaN here */
+      if (sh[j] != want) return false;
+    }
+    n++;
+  }
+  assert_true(n > 0);
+  return true;
+}
+
+static void test_shadows_follow_weights(void **state) {
+  (void)state;
+  const char *src = compiled_read(MLC_SOURCE_DIR "/examples/minillm.mdl");
+  assert_non_null(src);
+  mlc_define defs[6] = {{"vocab", "512"}, {"dim", "128"}, {"layers", "2"}, {"heads", "4"}, {"batch", "2"}, {"seq", "64"}};
+  compiled cc;
+  mlc_pipeline_options po = {.target = "cpu"};
+  assert_true(compiled_frontend(&cc, src, defs, 6));
+  assert_true(mlc_pipeline_run(&cc.prog, &cc.diag, &po));
+  uint32_t nw = cc.prog.nparams, nshadow = 0;
+  for (uint32_t i = 0; i < nw; i++) {
+    mlc_param w = cc.prog.params[i];
+    if (w.role != MLC_ROLE_WEIGHT || w.flat || w.type.dtype != MLC_DT_F32) continue;
+    mlc_param sh = {.name = mlc_arena_printf(cc.prog.arena, "bf16:%s", w.name), .type = w.type, .role = MLC_ROLE_SHADOW,
+                    .loc = w.loc, .quant_of = i + 1};
+    sh.type.dtype = MLC_DT_BF16;
+    mlc_program_add_param(&cc.prog, &sh);
+    nshadow++;
+  }
+  assert_true(nshadow >= 10);
+  mlc_cpu_build b;
+  mlc_status st = mlc_cpu_compile(&cc.prog, &b, NULL);
+  if (!st) st = mlc_cpu_jit(&b);
+  if (st) fail_msg("%s", mlc_status_message(st));
+  mlc_plan *plan;
+  check(mlc_plan_parse(b.plan, b.plan_bytes, mlc_allocator_default(), &plan));
+  const mlc_plan_entry *fwd = mlc_plan_find_entry(plan, "forward"), *train = mlc_plan_find_entry(plan, "train");
+  uint64_t params = 0, opt = 0;
+  for (uint32_t i = 0; i < plan->nparams; i++) { /* the state's block: optimizer state and shadows */
+    const mlc_plan_param *p = &plan->params[i];
+    uint64_t *end = p->role == 1 || p->role == 5 ? &opt : &params;
+    if (!p->flat) *end = (*end + mlc_plan_shape_bytes(&p->shape) + 63) / 64 * 64;
+  }
+  assert_int_equal(mlc_planned_session_bytes(&cc.prog, compiled_func(&cc.prog, "train")), params + opt + train->arena_bytes);
+  assert_int_equal(mlc_planned_session_bytes(&cc.prog, compiled_func(&cc.prog, "forward")), params + fwd->arena_bytes);
+
+  mlc_session_options so = {NULL, mlc_cpu_lookup, &b, 2, false, {0}, NULL};
+  mlc_session *s, *r;
+  check(mlc_session_create(plan, &so, &s));
+  mlc_session_init_params(s, 7);
+  int32_t ids[2 * 64];
+  for (int i = 0; i < 2 * 64; i++) ids[i] = (i * 37 + 11) % 512;
+  set_ids(s, fwd, ids, sizeof ids);
+  check(mlc_session_run(s, "forward"));
+  assert_int_equal(mlc_session_device_bytes(s), params + fwd->arena_bytes); /* no state's block, no shadows */
+  assert_true(shadows_follow(s, plan)); /* made with the block, at the first param_data of one */
+  assert_int_equal(mlc_session_device_bytes(s), params + fwd->arena_bytes + opt);
+
+  /* set_param, then a write through param_data and a run */
+  uint32_t w0 = UINT32_MAX, w1 = UINT32_MAX;
+  for (uint32_t i = 0; i < plan->nparams; i++)
+    if (plan->params[i].role == 5) w0 == UINT32_MAX ? (void)(w0 = (uint32_t)plan->params[i].flat_offset) : (void)(w1 = (uint32_t)plan->params[i].flat_offset);
+  uint64_t n0 = mlc_plan_shape_bytes(&plan->params[w0].shape) / 4;
+  float *v = malloc(n0 * 4);
+  for (uint64_t j = 0; j < n0; j++) v[j] = (float)j * 0.001f - 0.3f;
+  check(mlc_session_set_param(s, w0, v, n0 * 4));
+  free(v);
+  assert_true(shadows_follow(s, plan));
+  float *w = mlc_session_param_data(s, w1);
+  w[0] = 1.2345678f, w[1] = -7.654321f;
+  check(mlc_session_run(s, "forward"));
+  assert_true(shadows_follow(s, plan));
+
+  /* a checkpoint: none of the shadows in it; made again at the load */
+  char ckpt[] = "/tmp/mlc_test_shadowsXXXXXX";
+  int fd = mkstemp(ckpt);
+  assert_true(fd >= 0);
+  close(fd);
+  check(mlc_session_save_checkpoint(s, ckpt));
+  check(mlc_session_create(plan, &so, &r));
+  check(mlc_session_load_checkpoint(r, ckpt));
+  assert_true(shadows_follow(r, plan));
+  mlc_session_destroy(r);
+  remove(ckpt);
+
+  /* state_save of a session without the state's block: its shadows are zeros there, and restore makes them */
+  check(mlc_session_create(plan, &so, &r));
+  mlc_session_init_params(r, 9);
+  uint64_t nb = mlc_session_state_bytes(r);
+  void *buf = malloc(nb);
+  check(mlc_session_state_save(r, buf, nb));
+  mlc_session_destroy(r);
+  check(mlc_session_state_restore(s, buf, nb));
+  free(buf);
+  assert_true(shadows_follow(s, plan));
+  mlc_session_destroy(s);
+  mlc_plan_free(plan);
+  mlc_cpu_build_free(&b);
+  release(&cc);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_train_bf16),
+      cmocka_unit_test(test_shadows_follow_weights),
       cmocka_unit_test(test_train_f32),
       cmocka_unit_test(test_train_bf16_budget),
       cmocka_unit_test(test_train_bf16_budget_segments),
