@@ -350,6 +350,10 @@ CASES = [
     # the GPU's column reduction at 8, 16 and 32 columns a block, rows off its unrolled stride; the axis
     # cut into chunks (wide, i32, mean, max: partials in scratch, a second launch) and not (cols16, min)
     Case("sum_axis0_wide", "x: f32[1001, 777]", "sum(x, dim=0)", lambda I, P: I["x"].sum(0), RED),
+    # whole 16-byte vectors of columns (8 bf16, 4 f32): the GPU's vector form, with chunks (the bias gradients'
+    # bf16), a last block of vectors part full and rows off its stride (f32 [777, 1000]: 250 vectors)
+    Case("sum_axis0_bf16_vec", "x: bf16[2048, 768]", "cast(sum(x, dim=0), f32)", lambda I, P: I["x"].float().sum(0), LOW),
+    Case("sum_axis0_vec_tail", "x: f32[777, 1000]", "sum(x, dim=0)", lambda I, P: I["x"].sum(0), RED),
     Case("sum_axis1_cols16", "x: f32[3, 333, 1500]", "sum(x, dim=1)", lambda I, P: I["x"].sum(1), RED),
     Case("sum_i32_axis0_long", "x: i32[203, 33]", "sum(x, dim=0)", lambda I, P: I["x"].sum(0), EXACT, {"x": (-50, 50)}),
     Case("min_axis0_long", "x: f32[129, 16]", "min(x, dim=0)", lambda I, P: I["x"].amin(0), EXACT, targets=I27),
