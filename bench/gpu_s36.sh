@@ -6,9 +6,10 @@
 # build-gpu/base/mlc (the tree before it) in the same call.  PARTS (default
 # "det minillm step prof"), each while LIMIT (default 560) - 60 s are left:
 #   det      tests/gpu/update16.mdl (no atomics in its step), 10 AdamW steps
-#            with --save: the base build twice, then the new one; the three
+#            with --save: the base build twice, then $DETNEW (default the new
+#            one; build-gpu/shadow/mlc: 9a27edc, the shadows alone); the three
 #            checkpoints must be byte-identical (the forward reads the same
-#            bf16 values); then the new build 5 steps, --save, --resume, 5
+#            bf16 values); then that build 5 steps, --save, --resume, 5
 #            more: byte-identical to its 10 (the shadows made again from the
 #            checkpoint's weights); then all of it with SGD (momentum 0.9)
 #   minillm  bench/cuda_minillm.py --small --skip-forward with the new build:
@@ -41,6 +42,7 @@ echo "GPU: $gpu; commit ${COMMIT:-?}; $(date -u '+%F %T') UTC"
 rc=0
 pack() { tar -C "$work" -czf "$dest/logs.tgz" .; }
 new=build-gpu/mlc base=build-gpu/base/mlc
+detnew=${DETNEW:-$new} # det's build against base: the shadows alone (build-gpu/shadow/mlc) where new has more
 # $1: build, $2: log name, then mlc train's own options; the MiniLLM's train step, its median of steps 3..12 and the memory it holds
 step() {
   local b=$1 l=$work/step/$2.log
@@ -59,7 +61,7 @@ for p in ${PARTS:-det minillm step prof}; do
     sed 's/optimizer = AdamW(lr=1e-3)/optimizer = SGD(lr=1e-2, momentum=0.9)/' tests/gpu/update16.mdl > $work/update16_sgd.mdl
     for m in tests/gpu/update16.mdl $work/update16_sgd.mdl; do
       o=$(basename $m .mdl) i=0
-      for b in $base $base $new; do
+      for b in $base $base $detnew; do
         i=$((i + 1))
         XDG_CACHE_HOME=/tmp/cache-${b//\//_} timeout 120 $b train $m --target cuda --steps 10 \
           --save $work/det/$o-$i.ckpt > $work/det/$o-$i.log 2>&1 || rc=1
@@ -71,10 +73,10 @@ for p in ${PARTS:-det minillm step prof}; do
       else
         echo "det $o: base twice differs: no byte check possible"; rc=1
       fi
-      # the new build: 5 steps, save, resume, 5 more; against its own 10
-      XDG_CACHE_HOME=/tmp/cache-${new//\//_} timeout 120 $new train $m --target cuda --steps 5 \
+      # that build: 5 steps, save, resume, 5 more; against its own 10
+      XDG_CACHE_HOME=/tmp/cache-${detnew//\//_} timeout 120 $detnew train $m --target cuda --steps 5 \
         --save $work/det/$o-half.ckpt > $work/det/$o-half.log 2>&1 || rc=1
-      XDG_CACHE_HOME=/tmp/cache-${new//\//_} timeout 120 $new train $m --target cuda --steps 5 --resume $work/det/$o-half.ckpt \
+      XDG_CACHE_HOME=/tmp/cache-${detnew//\//_} timeout 120 $detnew train $m --target cuda --steps 5 --resume $work/det/$o-half.ckpt \
         --save $work/det/$o-resumed.ckpt > $work/det/$o-resumed.log 2>&1 || rc=1
       echo "det $o resumed: $(sha256sum < $work/det/$o-resumed.ckpt | cut -c1-16) losses $(grep -E '^step' $work/det/$o-resumed.log | awk '{print $4}' | tr '\n' ' ')"
       cmp -s $work/det/$o-3.ckpt $work/det/$o-resumed.ckpt && echo "det $o: new, 5 + resume + 5 byte-identical to its 10" ||
