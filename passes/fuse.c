@@ -541,8 +541,8 @@ static bool group_updates(mlc_program *p, mlc_func *f, mlc_op one, mlc_op multi,
   mlc_update_layout(one, &per1, &tail);
   mlc_update_layout(multi, &per, &tail);
   /* the inputs, the output and the runtime's scratch argument within max_args */
-  const uint32_t most = max_args && (uint32_t)(max_args - 2 - (int)tail) / per < UPDATE_GROUP ? (uint32_t)(max_args - 2 - (int)tail) / per
-                                                                                                 : UPDATE_GROUP;
+  uint32_t most = UPDATE_GROUP;
+  if (max_args && (uint32_t)(max_args - 2 - (int)tail) / per < most) most = (uint32_t)(max_args - 2 - (int)tail) / per;
   uint32_t n0 = f->n, nup = 0;
   /* A sharded update (fsdp) runs on this rank's rows only and stays where
    * the fsdp pass put it, right after its reduce-scatter. */
