@@ -558,11 +558,14 @@ static bool shape_gather_grad(rule_ctx *c) {
 static bool shape_norm_grad_x(rule_ctx *c) {
   const mlc_type *g = c->in[0], *x = c->in[1];
   const char *what = mlc_ops[c->n->op].name;
-  if (c->n->nin < 2 || c->n->nin > 3) return fail(c, "%s takes g, x and an optional weight", what);
+  if (c->n->nin < 2 || c->n->nin > 4)
+    return fail(c, "%s takes g, x, an optional weight and (after the weight) a value to add", what);
   if (!need_float(c, x, what) || !same_dtype(c, g, x, what)) return false;
   if (!mlc_type_eq(g, x) || x->rank < 1) return fail(c, "%s of %s and %s: shapes differ", what, TSTR(g), TSTR(x));
-  if (c->n->nin == 3 && (c->in[2]->rank != 1 || c->in[2]->dim[0] != x->dim[x->rank - 1] || c->in[2]->dtype != x->dtype))
+  if (c->n->nin >= 3 && (c->in[2]->rank != 1 || c->in[2]->dim[0] != x->dim[x->rank - 1] || c->in[2]->dtype != x->dtype))
     return fail(c, "%s: weight %s does not match %s", what, TSTR(c->in[2]), TSTR(x));
+  if (c->n->nin == 4 && !mlc_type_eq(c->in[3], x)) /* the fuse pass's residual add (norm_grad_adds) */
+    return fail(c, "%s: the value added %s does not match %s", what, TSTR(c->in[3]), TSTR(x));
   *c->out = *x;
   return true;
 }

@@ -14,13 +14,14 @@ static const mlc_target targets[] = {
     {.name = "cuda", .gpu = true, .epilogues_that_pay = true, .update_groups = true, .qlinear_epilogues = true,
      .scaled_mm_epilogues = true, .quant_both = true,
      .gemv_prologue_rows = 4, .gemv_prologue_bytes = 32768, .max_kernel_args = 72,
-     .attn_save_max_head = 256, .attn_save_head_16 = 32, .attn_save_head_32 = 8, .ce_grad_in_place = true},
+     .attn_save_max_head = 256, .attn_save_head_16 = 32, .attn_save_head_32 = 8, .ce_grad_in_place = true,
+     .norm_grad_adds = true},
     /* FSDP over NCCL: the fsdp pass places the updates between the collectives itself */
     {.name = "cuda-nccl", .gpu = true, .epilogues_that_pay = true, .qlinear_epilogues = true, .scaled_mm_epilogues = true, .gemv_prologue_rows = 4,
      .gemv_prologue_bytes = 32768, .max_kernel_args = 72,
-     .attn_save_max_head = 256, .attn_save_head_16 = 32, .attn_save_head_32 = 8, .sharded = true},
+     .attn_save_max_head = 256, .attn_save_head_16 = 32, .attn_save_head_32 = 8, .sharded = true, .norm_grad_adds = true},
     /* Metal: a kernel takes at most 31 buffers, so AdamW stays one update per tensor */
-    {.name = "metal", .gpu = true, .max_kernel_args = 31},
+    {.name = "metal", .gpu = true, .max_kernel_args = 31, .norm_grad_adds = true},
     /* SPIR-V: its qlinear kernels store through an epilogue (codegen/spirv/emit_qlinear.c) */
     {.name = "spirv", .gpu = true, .qlinear_epilogues = true},
 };

@@ -32,6 +32,7 @@ typedef struct {
   int attn_save_head_16;     /* ... and a multiple of this for bf16/f16 ... */
   int attn_save_head_32;     /* ... or of this for f32 on tensor cores (not under --f32-matmul ieee) */
   bool ce_grad_in_place;     /* passes/memplan.c: cross_entropy_grad may write over its logits */
+  bool norm_grad_adds;       /* fuse.c: a norm's input gradient takes the residual add after it (norm_grad_adds) */
   bool sharded;              /* the fsdp pass shards always (cuda-nccl) */
 } mlc_target;
 

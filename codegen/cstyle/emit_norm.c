@@ -140,7 +140,7 @@ static bool emit_grad_x(cc *c, bool layer) {
   cc_plan_rows(&rp, R, D, dt, CACHE_MAX);
   int64_t grid = cc_ceil_div(R, rp.rpb);
   if (grid > 0x7fffffffll) return cc_fail(c, "too many rows (%lld)", (long long)R);
-  bool has_w = n->nin > 2;
+  bool has_w = n->nin > 2, has_r = n->nin > 3; /* r: the residual the fuse pass adds (norm_grad_adds) */
   const char *invD = cc_flit(c, 1.0 / (double)D), *vi = cc_fmt(c, "v * %d", rp.vec);
   cc_begin(c, (uint64_t)grid, THREADS, 0);
   cc_row_head(c, &rp);
@@ -161,9 +161,16 @@ static bool emit_grad_x(cc *c, bool layer) {
   else cc_printf(c, "  (void)shs;\n");
   B = pass_begin(c, &rp, a, 2);
   if (has_w) cc_printf(c, "      float wa[%d];\n", rp.vec), cc_vec_load(c, rp.vec, dt, "wa", "0", "in2", vi);
+  if (has_r) cc_printf(c, "      float ra[%d];\n", rp.vec), cc_vec_load(c, rp.vec, dt, "ra", "0", "in3", cc_fmt(c, "row * %lld$ll + v * %d", (long long)D, rp.vec));
   cc_printf(c, "      float o[%d];\n#pragma unroll\n      for (int q = 0; q < %d; q++) {\n", rp.vec, rp.vec);
   cc_printf(c, "        float h = ga[%s + q]%s, xc = xa[%s + q] - mean;\n", B, has_w ? " * wa[q]" : "", B);
-  cc_printf(c, "        o[q] = h * rstd%s - xc * ca;\n      }\n", layer ? " - cb" : "");
+  if (has_r) { /* dx rounded to its dtype first, as the add read it */
+    cc_printf(c, "        o[q] = h * rstd%s - xc * ca;\n", layer ? " - cb" : "");
+    cc_printf(c, "        o[q] = %s + ra[q];\n      }\n",
+              dt == MLC_DT_F32 ? "o[q]" : cc_fmt(c, "to_f32(from_f32<%s>(o[q]))", cc_stype(c, dt)));
+  } else {
+    cc_printf(c, "        o[q] = h * rstd%s - xc * ca;\n      }\n", layer ? " - cb" : "");
+  }
   cc_vec_store(c, rp.vec, dt, "out", cc_fmt(c, "row * %lld$ll + v * %d", (long long)D, rp.vec), "o");
   pass_end(c);
   cc_end(c);

@@ -147,6 +147,7 @@ static void write_dx(cg *g, void *vc, LLVMValueRef j, LLVMValueRef mask) {
 static bool emit_norm_grad_x(cg *g, bool layer) {
   const mlc_node *n = g->n;
   int64_t D = n->type.dim[n->type.rank - 1], rows = mlc_type_numel(&n->type) / D;
+  if (n->nin > 3) return cg_fail(g, "%s with a value to add (the fuse pass's, CUDA and Metal only)", mlc_ops[n->op].name);
   ngrad c = {.gr = g->in[0], .x = g->in[1], .out = g->out, .has_w = n->nin > 2, .layer = layer};
   if (c.has_w) c.w = g->in[2];
   LLVMValueRef invD = LLVMConstReal(g->t_f32, 1.0 / (double)D);

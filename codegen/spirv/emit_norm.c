@@ -118,6 +118,7 @@ static bool emit_grad_x(sv *s, bool layer) {
   sb *b = s->b;
   const mlc_node *n = s->n;
   int dt = n->type.dtype, gd = sv_in(s, 0)->dtype, xd = sv_in(s, 1)->dtype;
+  if (n->nin > 3) return sv_fail(s, "%s with a value to add (the fuse pass's, CUDA and Metal only)", mlc_ops[n->op].name);
   bool has_w = n->nin > 2;
   int wd = has_w ? sv_in(s, 2)->dtype : 0;
   int64_t R, D;

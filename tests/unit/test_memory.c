@@ -204,6 +204,35 @@ static void test_cuda_groups_inside_backward(void **state) {
   release(&c);
 }
 
+/* The residual adds after the norms' input gradients go into the norm
+ * kernels on CUDA and Metal (the fuse pass's norm_grad_adds): two a layer,
+ * no add left that reads a norm's gradient; SPIR-V keeps the adds. */
+static void test_norm_grad_adds(void **state) {
+  (void)state;
+  const char *src = compiled_read(MLC_SOURCE_DIR "/examples/minillm.mdl");
+  assert_non_null(src);
+  const char *targets[] = {"cuda", "metal", "spirv"};
+  for (int t = 0; t < 3; t++) {
+    compiled c;
+    const mlc_func *f = compile(&c, src, small, 6, targets[t], false);
+    assert_non_null(f);
+    uint32_t with = 0, adds = 0;
+    for (uint32_t i = 0; i < f->n; i++) {
+      const mlc_node *n = &f->nodes[i];
+      if (n->op == MLC_OP_RMSNORM_GRAD_X) {
+        with += n->nin == 4;
+        if (n->nin == 4) assert_true(mlc_type_eq(&f->nodes[n->in[3]].type, &n->type));
+      }
+      if (n->op == MLC_OP_ADD)
+        for (uint32_t k = 0; k < n->nin; k++) adds += f->nodes[n->in[k]].op == MLC_OP_RMSNORM_GRAD_X;
+    }
+    assert_int_equal(with, t < 2 ? 2 * 3 : 0); /* two norms a layer, three layers */
+    assert_int_equal(adds, t < 2 ? 0 : 2 * 3);
+    check_no_late_reads(f);
+    release(&c);
+  }
+}
+
 /* Gradients that dominate memory (wide layers, two rows a batch): with the
  * updates inside the backward, memplan holds about one gradient at a time,
  * not all of them; under AdamW and under SGD (on CUDA, adamw_multi and
@@ -416,6 +445,7 @@ int main(void) {
       cmocka_unit_test(test_fsdp_plan_disjoint),
       cmocka_unit_test(test_cpu_updates_at_ready_points),
       cmocka_unit_test(test_cuda_groups_inside_backward),
+      cmocka_unit_test(test_norm_grad_adds),
       cmocka_unit_test(test_gradients_freed),
       cmocka_unit_test(test_budget),
       cmocka_unit_test(test_budget_segments_seed),
