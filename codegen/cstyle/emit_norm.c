@@ -236,9 +236,8 @@ static void grad_w_two_pass(cc *c, const cc_rowplan *rp, int64_t R, int64_t D, b
  * of columns at a time through shared memory, into the chunk's partial sums
  * at scratch.  Returns the chunks (launch 2 adds them). */
 #define ONE_PASS_ACC 64   /* floats a lane accumulates */
-#define ONE_PASS_CHUNKS 264 /* blocks aimed at: two a multiprocessor of an H100's or H200's 132 (one a multiprocessor,
-                               128, took 39.8 us a MiniLLM norm on an H100 against about 23 for its bytes: eight
-                               warps a multiprocessor, each row two dependent loads, left the memory waiting) */
+#define ONE_PASS_CHUNKS 128 /* blocks aimed at: about one a multiprocessor (264, two a multiprocessor, took 0.971 ms of
+                               the MiniLLM's step on an H100 against 0.943: bench/results/s36-2026-12-07.md) */
 static int64_t grad_w_one_pass(cc *c, const cc_rowplan *rp, int64_t R, int64_t D, bool layer, double eps) {
   const int dt = cc_in(c, 1)->dtype, vec = rp->vec, TY = THREADS / 32;
   const int64_t nv = rp->nv, nit = cc_ceil_div(nv, 32);
