@@ -58,6 +58,32 @@ static void block_reduce(cc *c, int dt, const char *acc, const char *init, const
   }
 }
 
+/* The column forms' tiling of ncol columns (each a scalar or a vector
+ * of them) along an axis of len rows: cw columns a block (32, 16 or 8,
+ * the most that still makes MIN_BLOCKS blocks; 32 again where even 8 does
+ * not, and then the axis is cut into nchunk chunks of rc rows, whole
+ * strides of rows * unroll), cb blocks across, blocks in all. */
+typedef struct {
+  int64_t cw, cb, rows, nchunk, rc, blocks;
+} col_tiling;
+
+static col_tiling tile_columns(int64_t outer, int64_t ncol, int64_t len, int unroll) {
+  col_tiling t = {.cw = 32, .nchunk = 1, .rc = len};
+  while (t.cw > 8 && outer * cc_ceil_div(ncol, t.cw) < MIN_BLOCKS) t.cw /= 2;
+  if (outer * cc_ceil_div(ncol, t.cw) < MIN_BLOCKS && ncol >= 32) t.cw = 32; /* chunks anyway: whole rows of 32 */
+  t.cb = cc_ceil_div(ncol, t.cw);
+  t.rows = THREADS / t.cw;
+  const int64_t step = t.rows * unroll;
+  if (outer * t.cb < MIN_BLOCKS) {
+    t.nchunk = cc_ceil_div(MIN_BLOCKS, outer * t.cb);
+    if (t.nchunk > MAX_CHUNKS) t.nchunk = MAX_CHUNKS;
+    t.rc = cc_ceil_div(cc_ceil_div(len, t.nchunk), step) * step;
+    t.nchunk = cc_ceil_div(len, t.rc);
+  }
+  t.blocks = outer * t.cb * t.nchunk;
+  return t;
+}
+
 /* The column forms' second launch, where the axis was cut into nchunk
  * chunks: each (outer, column) combines its chunks' partials (acc, in
  * scratch) in chunk order. */
@@ -168,17 +194,8 @@ bool cc_emit_reduce(cc *c) {
   const int V = mlc_dtype_is_float((mlc_dtype)dt) ? 16 / mlc_dtype_size((mlc_dtype)dt) : 1;
   if (!is_softmax && V > 1 && inner % V == 0 && inner / V >= 8 && len >= 64) {
     const int64_t vin = inner / V;
-    int64_t cw = 32;
-    while (cw > 8 && outer * cc_ceil_div(vin, cw) < MIN_BLOCKS) cw /= 2;
-    if (outer * cc_ceil_div(vin, cw) < MIN_BLOCKS && vin >= 32) cw = 32; /* chunks anyway: whole 512-byte rows */
-    int64_t cb = cc_ceil_div(vin, cw), rows = THREADS / cw, step = rows * VUNROLL, nchunk = 1, rc = len;
-    if (outer * cb < MIN_BLOCKS) {
-      nchunk = cc_ceil_div(MIN_BLOCKS, outer * cb);
-      if (nchunk > MAX_CHUNKS) nchunk = MAX_CHUNKS;
-      rc = cc_ceil_div(cc_ceil_div(len, nchunk), step) * step;
-      nchunk = cc_ceil_div(len, rc);
-    }
-    int64_t blocks = outer * cb * nchunk;
+    const col_tiling tl = tile_columns(outer, vin, len, VUNROLL);
+    const int64_t cw = tl.cw, cb = tl.cb, rows = tl.rows, step = rows * VUNROLL, nchunk = tl.nchunk, rc = tl.rc, blocks = tl.blocks;
     if ((uint64_t)blocks > 0x7fffffffu) return cc_fail(c, "too many columns (%lld)", (long long)(outer * inner));
     if (nchunk > 1) c->scratch = (uint64_t)(outer * nchunk * inner) * 4u;
     cc_begin(c, (uint64_t)blocks, THREADS, 0);
@@ -236,17 +253,8 @@ bool cc_emit_reduce(cc *c) {
    * at 8 columns, [2000, 1000] was 125 blocks, 13 us for 8 MB (620 GB/s:
    * too few loads in flight; bench/results/h200-2026-12-04b). */
   if (!is_softmax && inner >= 8 && len >= 64) {
-    int64_t cw = 32;
-    while (cw > 8 && outer * cc_ceil_div(inner, cw) < MIN_BLOCKS) cw /= 2;
-    if (outer * cc_ceil_div(inner, cw) < MIN_BLOCKS && inner >= 32) cw = 32; /* chunks anyway: whole 128-byte rows */
-    int64_t cb = cc_ceil_div(inner, cw), rows = THREADS / cw, step = rows * UNROLL, nchunk = 1, rc = len;
-    if (outer * cb < MIN_BLOCKS) {
-      nchunk = cc_ceil_div(MIN_BLOCKS, outer * cb);
-      if (nchunk > MAX_CHUNKS) nchunk = MAX_CHUNKS;
-      rc = cc_ceil_div(cc_ceil_div(len, nchunk), step) * step;
-      nchunk = cc_ceil_div(len, rc);
-    }
-    int64_t blocks = outer * cb * nchunk;
+    const col_tiling tl = tile_columns(outer, inner, len, UNROLL);
+    const int64_t cw = tl.cw, cb = tl.cb, rows = tl.rows, step = rows * UNROLL, nchunk = tl.nchunk, rc = tl.rc, blocks = tl.blocks;
     if ((uint64_t)blocks > 0x7fffffffu) return cc_fail(c, "too many columns (%lld)", (long long)(outer * inner));
     if (nchunk > 1) c->scratch = (uint64_t)(outer * nchunk * inner) * (mlc_dtype_is_float((mlc_dtype)dt) ? 4u : (uint64_t)mlc_dtype_size((mlc_dtype)dt));
     cc_begin(c, (uint64_t)blocks, THREADS, 0);
