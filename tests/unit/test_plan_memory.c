@@ -63,6 +63,16 @@ static void within(const char *what, double got, double planned, double tol) {
   if (rel > tol || rel < -tol) fail_msg("%s: %.0f bytes, the plan says %.0f (%.1f %% off)", what, got, planned, rel * 100);
 }
 
+/* The program compiled for this CPU and JIT-linked into b; its plan. */
+static mlc_plan *jit_plan(mlc_program *prog, mlc_cpu_build *b) {
+  mlc_status st = mlc_cpu_compile(prog, b, NULL);
+  if (!st) st = mlc_cpu_jit(b);
+  if (st) fail_msg("%s", mlc_status_message(st));
+  mlc_plan *plan;
+  check(mlc_plan_parse(b->plan, b->plan_bytes, mlc_allocator_default(), &plan));
+  return plan;
+}
+
 /* The plan: two values alive at once never share bytes (a view shares
  * what it views). */
 static void check_disjoint(const mlc_func *f) {
@@ -114,11 +124,7 @@ static float run_case(const char *entry, const char *compute, int64_t budget, ui
   assert_non_null(other);
   double planned = (double)mlc_planned_session_bytes(prog, f);
   mlc_cpu_build b;
-  mlc_status st = mlc_cpu_compile(prog, &b, NULL);
-  if (!st) st = mlc_cpu_jit(&b);
-  if (st) fail_msg("%s", mlc_status_message(st));
-  mlc_plan *plan;
-  check(mlc_plan_parse(b.plan, b.plan_bytes, mlc_allocator_default(), &plan));
+  mlc_plan *plan = jit_plan(prog, &b);
 
   counter c = {0, 0, 0};
   mlc_session_options so = {NULL, mlc_cpu_lookup, &b, 2, false, {count_alloc, count_free, &c}, NULL};
@@ -245,11 +251,7 @@ static void test_forward_then_train(void **state) {
   assert_true(compiled_frontend(&cc, src, defs, 7));
   assert_true(mlc_pipeline_run(&cc.prog, &cc.diag, &po));
   mlc_cpu_build b;
-  mlc_status st = mlc_cpu_compile(&cc.prog, &b, NULL);
-  if (!st) st = mlc_cpu_jit(&b);
-  if (st) fail_msg("%s", mlc_status_message(st));
-  mlc_plan *plan;
-  check(mlc_plan_parse(b.plan, b.plan_bytes, mlc_allocator_default(), &plan));
+  mlc_plan *plan = jit_plan(&cc.prog, &b);
   const mlc_plan_entry *fwd = mlc_plan_find_entry(plan, "forward"), *train = mlc_plan_find_entry(plan, "train");
   assert_non_null(fwd);
   assert_non_null(train);
@@ -284,7 +286,7 @@ static void test_forward_then_train(void **state) {
   assert_int_equal(mlc_session_device_bytes(s), held);
 
   c.refuse_from = opt; /* the state's block: the only request that large */
-  st = mlc_session_run(s, "train"); /* its first use: the arena and the state are made here */
+  mlc_status st = mlc_session_run(s, "train"); /* its first use: the arena and the state are made here */
   assert_non_null(st);
   printf("  train step without the memory: %s: %s\n", mlc_status_code_name(mlc_status_code(st)), mlc_status_message(st));
   assert_int_equal(mlc_status_code(st), MLC_OUT_OF_MEMORY);
@@ -375,11 +377,7 @@ static void test_shadows_follow_weights(void **state) {
   }
   assert_true(nshadow >= 10);
   mlc_cpu_build b;
-  mlc_status st = mlc_cpu_compile(&cc.prog, &b, NULL);
-  if (!st) st = mlc_cpu_jit(&b);
-  if (st) fail_msg("%s", mlc_status_message(st));
-  mlc_plan *plan;
-  check(mlc_plan_parse(b.plan, b.plan_bytes, mlc_allocator_default(), &plan));
+  mlc_plan *plan = jit_plan(&cc.prog, &b);
   const mlc_plan_entry *fwd = mlc_plan_find_entry(plan, "forward"), *train = mlc_plan_find_entry(plan, "train");
   uint64_t params = 0, opt = 0;
   for (uint32_t i = 0; i < plan->nparams; i++) { /* the state's block: optimizer state and shadows */
