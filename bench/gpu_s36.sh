@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# On the GPU machine (device tool), session 36 (2026-12-07): the weights'
+# On the GPU machine (device tool), session 36 (2026-12-07; bench/gpu_s35.sh
+# folded in: the same parts): the weights'
 # bf16 shadows (passes/fuse.c shadow_casts: the grouped AdamW/SGD writes a
 # bf16 copy of each weight beside it, and the next step's forward reads it
 # in place of casting the weight; issue 18's train step), against
