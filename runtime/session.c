@@ -69,6 +69,7 @@ void mlc_session_destroy(mlc_session *s) {
   }
   mlc_allocator_free(s->a, s->param_off);
   mlc_allocator_free(s->a, s->given_unset);
+  mlc_allocator_free(s->a, s->written);
   mlc_allocator_free(s->a, s->pshape);
   if (s->own_comm) s->comm->vt->destroy(s->comm);
   if (s->dev) s->dev->vt->destroy(s->dev);
@@ -264,7 +265,9 @@ mlc_status mlc_session_create(const mlc_plan *plan, const mlc_session_options *o
   }
   s->param_off = mlc_allocator_alloc_array(a, plan->nparams + 1, sizeof *s->param_off);
   s->given_unset = mlc_allocator_alloc(a, plan->nparams + 1);
-  if (!s->param_off || !s->given_unset) { mlc_session_destroy(s); return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory"); }
+  s->written = mlc_allocator_alloc(a, plan->nparams + 1);
+  if (!s->param_off || !s->given_unset || !s->written) { mlc_session_destroy(s); return mlc_status_make(MLC_OUT_OF_MEMORY, "out of memory"); }
+  memset(s->written, 0, plan->nparams + 1);
   mlc_sess_given_reset(s);
   bool sharded = false;
   for (uint32_t i = 0; i < plan->nparams; i++) sharded |= plan->params[i].sharded;
@@ -353,8 +356,9 @@ void *mlc_session_param_data(mlc_session *s, uint32_t param) {
   uint8_t *at = host_at(s, param);
   if (s->plan->params[param].flat && (s->comm->world > 1 || !flat_part(s, param, &lo, &hi, &at))) return NULL;
   s->dev_stale = !host_memory(s); /* the caller may write */
-  for (uint32_t i = 0; i < s->plan->nparams && !s->packed_stale; i++) /* and packed weights and shadows follow this one */
-    s->packed_stale = follows_weight(&s->plan->params[i]) && s->plan->params[i].flat_offset == param;
+  for (uint32_t i = 0; i < s->plan->nparams && !s->written[param]; i++) /* and packed weights and shadows follow this one */
+    s->written[param] = follows_weight(&s->plan->params[i]) && s->plan->params[i].flat_offset == param;
+  s->packed_stale |= s->written[param];
   return at;
 }
 

@@ -78,6 +78,8 @@ struct mlc_session {
   uint64_t state_bytes;   /* what it takes, held or not */
   bool host_stale;        /* the device's parameters (and state) are newer than the host's */
   bool dev_stale;         /* the host's are newer than the device's */
+  uint8_t *written;       /* per parameter: a weight handed out by mlc_session_param_data since its packed forms and
+                             shadow were made (packed_stale: any) */
   bool packed_stale;      /* a weight that packed ones or a shadow (role 4, 5) follow may have been written through
                              mlc_session_param_data since they were packed: they are packed again before the next run */
   uint64_t *param_off;    /* per parameter: its offset in its block (params, or state for role 1) */
@@ -171,8 +173,8 @@ void mlc_sess_pack_quantized(mlc_session *s); /* every packed weight and shadow 
 /* The packed weights and shadows (role 4, 5; shadows only once the state's block is made) made from weight `param`
  * (UINT32_MAX: all) made again from it; whether any is. */
 bool mlc_sess_pack_from(mlc_session *s, uint32_t param);
-/* Where a weight was written through mlc_session_param_data since the
- * packed weights were made (packed_stale): all of them packed again. */
+/* Where weights were written through mlc_session_param_data since their
+ * packed forms and shadows were made (packed_stale): those made again. */
 mlc_status mlc_sess_pack_stale(mlc_session *s);
 bool mlc_sess_in_file(const mlc_plan_param *p, int role);
 mlc_status mlc_sess_load_tensors(mlc_session *s, mlc_safetensors *f, const char *path, int role);

@@ -52,13 +52,16 @@ bool mlc_sess_pack_from(mlc_session *s, uint32_t param) {
 
 void mlc_sess_pack_quantized(mlc_session *s) {
   mlc_sess_pack_from(s, UINT32_MAX);
+  memset(s->written, 0, s->plan->nparams);
   s->packed_stale = false;
 }
 
 mlc_status mlc_sess_pack_stale(mlc_session *s) {
   if (!s->packed_stale) return NULL;
   MLC_RETURN_IF_ERROR(mlc_sess_sync_host(s));
-  mlc_sess_pack_quantized(s);
+  for (uint32_t i = 0; i < s->plan->nparams; i++)
+    if (s->written[i]) mlc_sess_pack_from(s, i), s->written[i] = 0;
+  s->packed_stale = false;
   s->dev_stale = !host_memory(s);
   return NULL;
 }
