@@ -118,6 +118,11 @@ const char *cc_store(cc *c, const char *buf, int dt, const char *idx, const char
   return cc_fmt(c, "%s[%s] = (%s)(%s);", buf, idx, cc_stype(c, dt), val);
 }
 
+const char *cc_rounded(cc *c, int dt, const char *v) {
+  if (!mlc_dtype_is_float((mlc_dtype)dt) || dt == MLC_DT_F32) return v;
+  return cc_fmt(c, "to_f32(from_f32<%s>(%s))", cc_stype(c, dt), v);
+}
+
 const char *cc_const_lit(cc *c, const mlc_node *k) {
   if (mlc_dtype_is_float((mlc_dtype)k->type.dtype)) return cc_flit(c, k->a.f);
   if (k->type.dtype == MLC_DT_I64) return cc_fmt(c, "%lld$ll", (long long)k->a.f);

@@ -182,6 +182,9 @@ const char *cc_ctype(const cc *c, int dt);
  * a store of a compute-type expression; buf is "in0", "out", ... */
 const char *cc_load(cc *c, const char *buf, int dt, const char *idx);
 const char *cc_store(cc *c, const char *buf, int dt, const char *idx, const char *val);
+/* The expression that rounds compute-type value v to dtype dt and back (v itself for f32 and integers): what a
+ * reader of v stored as dt would see. */
+const char *cc_rounded(cc *c, int dt, const char *v);
 /* printf into the program's arena, with the dialect's spellings (cc_printf). */
 const char *cc_fmt(cc *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A literal float that round-trips: "1.1920929e-07f", "-INFINITY" */

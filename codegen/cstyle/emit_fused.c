@@ -96,12 +96,6 @@ static int arg_dtype(const cc *c, const mlc_fused_prog *pr, int arg) {
   return arg < 0 ? cc_in(c, -1 - arg)->dtype : pr->ins[arg].type.dtype;
 }
 
-/* The expression that rounds compute-type value v to dtype dt and back. */
-static const char *rounded(cc *c, int dt, const char *v) {
-  if (!mlc_dtype_is_float((mlc_dtype)dt) || dt == MLC_DT_F32) return v;
-  return cc_fmt(c, "to_f32(from_f32<%s>(%s))", cc_stype(c, dt), v);
-}
-
 /* Prints instructions from..n-1 as locals t<j> (x[k]: input k's value,
  * t0 already there when from is 1); returns the last one's name. */
 static const char *eval(cc *c, const mlc_fused_prog *pr, uint32_t from, const char *const *x, const char *ind) {
@@ -111,7 +105,7 @@ static const char *eval(cc *c, const mlc_fused_prog *pr, uint32_t from, const ch
     for (int k = 0; k < in->nin; k++) a[k] = in->arg[k] < 0 ? x[-1 - in->arg[k]] : cc_fmt(c, "t%d", in->arg[k]);
     const char *e = cc_ew_expr(c, in->op, arg_dtype(c, pr, in->arg[0]), in->type.dtype, NULL, a);
     MLC_ASSERT(e);
-    if (j + 1 < pr->n) e = rounded(c, in->type.dtype, e);
+    if (j + 1 < pr->n) e = cc_rounded(c, in->type.dtype, e);
     cc_printf(c, "%s%s t%u = %s;\n", ind, cc_ctype(c, in->type.dtype), j, e);
   }
   return cc_fmt(c, "t%u", pr->n - 1);
@@ -161,7 +155,7 @@ void cc_fused_epilogue(cc *c, const mlc_fused_prog *pr) {
     args = cc_fmt(c, "%s, x%d", args, k);
   }
   cc_printf(c, "  MLC_FN %s fx(float acc%s) const {\n", cc_ctype(c, odt), params);
-  cc_printf(c, "    float t%d = %s;\n", g, rounded(c, gdt, "acc"));
+  cc_printf(c, "    float t%d = %s;\n", g, cc_rounded(c, gdt, "acc"));
   cc_printf(c, "    return %s;\n  }\n", eval(c, pr, (uint32_t)g + 1, x, "    "));
   cc_printf(c, "  MLC_FN %s f($i64 i, $i64 col, float acc) const {\n    (void)i, (void)col;\n", cc_ctype(c, odt));
   for (int k = e0; k < nin; k++)

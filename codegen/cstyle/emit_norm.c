@@ -164,13 +164,9 @@ static bool emit_grad_x(cc *c, bool layer) {
   if (has_r) cc_printf(c, "      float ra[%d];\n", rp.vec), cc_vec_load(c, rp.vec, dt, "ra", "0", "in3", cc_fmt(c, "row * %lld$ll + v * %d", (long long)D, rp.vec));
   cc_printf(c, "      float o[%d];\n#pragma unroll\n      for (int q = 0; q < %d; q++) {\n", rp.vec, rp.vec);
   cc_printf(c, "        float h = ga[%s + q]%s, xc = xa[%s + q] - mean;\n", B, has_w ? " * wa[q]" : "", B);
-  if (has_r) { /* dx rounded to its dtype first, as the add read it */
-    cc_printf(c, "        o[q] = h * rstd%s - xc * ca;\n", layer ? " - cb" : "");
-    cc_printf(c, "        o[q] = %s + ra[q];\n      }\n",
-              dt == MLC_DT_F32 ? "o[q]" : cc_fmt(c, "to_f32(from_f32<%s>(o[q]))", cc_stype(c, dt)));
-  } else {
-    cc_printf(c, "        o[q] = h * rstd%s - xc * ca;\n      }\n", layer ? " - cb" : "");
-  }
+  cc_printf(c, "        o[q] = h * rstd%s - xc * ca;\n", layer ? " - cb" : "");
+  if (has_r) cc_printf(c, "        o[q] = %s + ra[q];\n", cc_rounded(c, dt, "o[q]")); /* dx rounded first, as the add read it */
+  cc_printf(c, "      }\n");
   cc_vec_store(c, rp.vec, dt, "out", cc_fmt(c, "row * %lld$ll + v * %d", (long long)D, rp.vec), "o");
   pass_end(c);
   cc_end(c);
