@@ -8,7 +8,8 @@
 #              (`mlc profile`, forward and train_step entries), both builds,
 #              two rounds, and SDPA's kernels; compute-sanitizer memcheck and
 #              racecheck on the attention train step at SANITIZE; PART=small;
-#              then the train step's attention at s4096 causal and d64 causal
+#              (SKIP_SMALL=1: not); then the train step's attention at s4096
+#              causal and d64 causal
 #   PART=small bench/gemm_tune.py --set small (GEMMs of less than a wave of
 #              128 x 128 tiles) with build-gpu's rule and CONFIGS, and the
 #              base's rule, cuBLAS in the same call
@@ -89,7 +90,7 @@ one)
       echo "compute-sanitizer $tool, attention train step $c: $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$final/${tool}_$l.log" | head -1)"
     done
   done
-  small
+  [ -n "${SKIP_SMALL:-}" ] || small
   for c in "causal4096:b=2 h=16 s=4096 d=128 causal=true:2,16,4096,128 --causal" "d64causal:b=8 h=16 s=1000 d=64 causal=true:8,16,1000,64 --causal"; do
     IFS=: read -r name cfg tshape <<< "$c"
     for b in build-gpu/base build-gpu; do

@@ -1044,8 +1044,10 @@ MLC_FN unsigned long long mlc_l2_evict_last() {
 //   two commit groups, so that P^T = exp2(S^T sl2 - lse2) runs while dP^T's
 //   chain does; dS^T = P^T (dP^T - D), both in registers, which
 //   are the A operands of dV += P^T dO and dK += dS^T q (m64n128, B = dO
-//   and q read MN-major), issued before dS^T is stored, swizzled, as a
-//   [128 keys][64 queries] tile (one of two, by the tile's parity);
+//   and q read MN-major); dV's is issued before dS^T is stored, swizzled,
+//   as a [128 keys][64 queries] tile (one of two, by the tile's parity),
+//   dK's after dq's product, so that it runs while dq is staged and added
+//   (wait<1> retires dV's and dq's; the tile ends in a wait<0>);
 //   dq[64 rows] += dS k: warpgroup wg takes columns 64 wg .. + 63 (head dim
 //   64: warpgroup 0 alone), A = that tile read MN-major (transposed), B =
 //   k's column block wg.  FR: the 64 x 64 result is stored to a staging
@@ -1206,9 +1208,13 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
     mlc_wg_fence();
 #pragma unroll
     for (int kk = 0; kk < 4; kk++) mlc_attn_wgr<BF, D>::template mma<1>(dv, pa[kk], mlc_wg_desc(sG(buf) + kk * 2048, BQ * 128));
-#pragma unroll
-    for (int kk = 0; kk < 4; kk++) mlc_attn_wgr<BF, D>::template mma<1>(dk, sa[kk], mlc_wg_desc(sQ(buf) + kk * 2048, BQ * 128));
     mlc_wg_commit();
+    /* dK += dS^T q: issued after dq's product (below), so that it runs while dq is staged and added */
+    auto issue_dk = [&]() {
+#pragma unroll
+      for (int kk = 0; kk < 4; kk++) mlc_attn_wgr<BF, D>::template mma<1>(dk, sa[kk], mlc_wg_desc(sQ(buf) + kk * 2048, BQ * 128));
+      mlc_wg_commit();
+    };
     // dS^T into [128 keys][64 queries], row kl at kl * 128, its 16-byte chunk c at c ^ (kl % 8)
 #pragma unroll
     for (int kk = 0; kk < 4; kk++)
@@ -1230,6 +1236,7 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
 #else
     if (D == 64 && wg == 1) { /* head dim 64: warpgroup 0 takes all of dq's 64 columns */
 #endif
+      issue_dk();
       mlc_wg_wait<0>();
 #pragma unroll
       for (int i = 0; i < NA; i++) { mlc_wg_fence_operand(dv[i]); mlc_wg_fence_operand(dk[i]); }
@@ -1243,11 +1250,13 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
     for (int kk = 0; kk < BN / 16; kk++)
       mlc_wgmma<T, 64>::template mma<1, 1>(dqa, mlc_wg_desc(sT + tb + kk * 2048, BN * 128), mlc_wg_desc(sK + wg * (BN * 128) + kk * 2048, BN * 128));
     mlc_wg_commit();
-    mlc_wg_wait<0>();
+    issue_dk();
+    /* groups retire in order: dV's and dq's are done, dK's may still run (retired by the wait<0> at the tile's end) */
+    mlc_wg_wait<1>();
 #pragma unroll
     for (int i = 0; i < 32; i++) mlc_wg_fence_operand(dqa[i]);
 #pragma unroll
-    for (int i = 0; i < NA; i++) { mlc_wg_fence_operand(dv[i]); mlc_wg_fence_operand(dk[i]); }
+    for (int i = 0; i < NA; i++) mlc_wg_fence_operand(dv[i]);
     if constexpr (FR) {
       /* FR: dq's accumulator is in fragment order, a 16 KiB chunk per (bh, query tile, warpgroup), in which this
          thread's float4 t holds dqa[4t .. 4t + 3] at (128 t + tid % 128) x 16 bytes (mlc_attn_cvt reads it so).
@@ -1266,9 +1275,7 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
                      :: "l"(gz), "r"(sZ + wg * 16384), "l"(mlc_l2_evict_last()) : "memory");
         mlc_bulk_commit();
       }
-      continue;
-    }
-    { /* dqa[4t + e]: query i0 + 16 w + gq (+8 for e >= 2), column 64 wg + 8t + 2 tq (+1 for odd e); lane pairs
+    } else { /* dqa[4t + e]: query i0 + 16 w + gq (+8 for e >= 2), column 64 wg + 8t + 2 tq (+1 for odd e); lane pairs
          swap halves so that each adds 4 columns of one row (red.v4) */
       const bool odd = tq & 1;
       const int row = i0 + w * 16 + gq + (odd ? 8 : 0);
@@ -1286,6 +1293,9 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
           asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" :: "l"(dr + t * 8), "f"(v0), "f"(v1), "f"(v2), "f"(v3) : "memory");
       }
     }
+    mlc_wg_wait<0>(); /* dK's group: no group in flight at the next tile's first product */
+#pragma unroll
+    for (int i = 0; i < NA; i++) mlc_wg_fence_operand(dk[i]);
   }
   if (FR && (tid & 127) == 0) mlc_bulk_wait_all<0>(); /* the last reduce-add done before the block's shared memory goes */
 #pragma unroll

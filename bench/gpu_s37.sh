@@ -1,18 +1,16 @@
 #!/usr/bin/env bash
-# On the GPU machine (device tool), session 36 (2026-12-07; bench/gpu_s35.sh
-# folded in: the same parts): the weights'
-# bf16 shadows (passes/fuse.c shadow_casts: the grouped AdamW/SGD writes a
-# bf16 copy of each weight beside it, and the next step's forward reads it
-# in place of casting the weight; issue 18's train step), against
-# build-gpu/base/mlc (the tree before it) in the same call.  PARTS (default
-# "det minillm step prof"), each while LIMIT (default 560) - 60 s are left:
+# On the GPU machine (device tool), sessions 36 and 37 (2026-12-07;
+# bench/gpu_s35.sh and bench/gpu_s36.sh folded in: the same parts), each
+# build against build-gpu/base/mlc (the tree before the change) in the same
+# call.  PARTS (default "det minillm step prof"), each while LIMIT (default
+# 560) - 60 s are left:
 #   det      tests/gpu/update16.mdl (no atomics in its step), 10 AdamW steps
 #            with --save: the base build twice, then $DETNEW (default the new
-#            one; build-gpu/shadow/mlc: 9a27edc, the shadows alone); the three
-#            checkpoints must be byte-identical (the forward reads the same
-#            bf16 values); then that build 5 steps, --save, --resume, 5
-#            more: byte-identical to its 10 (the shadows made again from the
-#            checkpoint's weights); then all of it with SGD (momentum 0.9)
+#            one); the three checkpoints must be byte-identical (session 36:
+#            the weights' bf16 shadows, which the forward reads in place of
+#            casting the weight); then that build 5 steps, --save, --resume,
+#            5 more: byte-identical to its 10; then all of it with SGD
+#            (momentum 0.9)
 #   minillm  bench/cuda_minillm.py --small --skip-forward with the new build:
 #            one step's gradients and 20 AdamW steps against PyTorch
 #   step     the MiniLLM train step (examples/minillm.mdl, 12 steps, median
@@ -24,16 +22,23 @@
 #   prof     `mlc profile` of both builds' train step, kernel time summed
 #            by op
 #   ops      the CUDA op cases of -k each of OPS_K (default norm_grad)
+#   attn     issue 19: bench/h200_s27.sh PART=one without its GEMM part (the
+#            attention and mha op cases; attention alone at the MiniLLM's
+#            shape, forward and train step, both builds, two rounds; SDPA's
+#            kernels; compute-sanitizer memcheck and racecheck on the
+#            attention train step at three shapes; the train step's
+#            attention at s4096 causal and d64 causal, both builds, and SDPA)
 #   final    bench/h200_s27.sh PART=final: issue 18's GEMM shapes, train step
 #            and forward against PyTorch (gemm.json's inputs), both builds
 #   ncu      issue 24 on this machine (bench/h200_s28.sh's minillm and gpt2)
+# H200_PARTS: parts run after PARTS only where the GPU is an H200.
 # Carry build-gpu/mlc, build-gpu/base/mlc, build-gpu/lib,
 # build-gpu/codegen/cuda/mlc_opcheck, .yardstick.  Logs in $OUT/logs.tgz;
 # key lines on standard output.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-dest=${OUT:-/tmp/mlc-s36}
-work=/tmp/s36-work
+dest=${OUT:-/tmp/mlc-s37}
+work=/tmp/s37-work
 mkdir -p "$dest" "$work"
 limit=${LIMIT:-560}
 left() { echo $((limit - SECONDS)); }
@@ -53,7 +58,9 @@ step() {
     "$(grep -E '^step' $l | awk 'NR>=3 {gsub(/\(/,"",$5); print $5}' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')" \
     "$(grep -oE 'device memory held by mlc: [0-9.]+ GB' $l)" "$(grep -E '^step' $l | awk '{print $4}' | head -4 | tr '\n' ' ')"
 }
-for p in ${PARTS:-det minillm step prof}; do
+parts=${PARTS:-det minillm step prof}
+case $gpu in *H200*) parts="$parts ${H200_PARTS:-}" ;; esac # parts owed on the H200 alone, where one came
+for p in $parts; do
   [ $(left) -gt 60 ] || { echo "$p: skipped (time)"; continue; }
   mkdir -p $work/$p
   case $p in
@@ -87,10 +94,13 @@ for p in ${PARTS:-det minillm step prof}; do
   ops)
     for k in ${OPS_K:-norm_grad}; do
       timeout 170 python3 tests/ops/opcheck.py ops --target cuda --jobs 16 --opcheck build-gpu/codegen/cuda/mlc_opcheck \
-        --work /tmp/s36-ops-$k -k $k > $work/ops/$k.log 2>&1 || rc=1
+        --work /tmp/s37-ops-$k -k $k > $work/ops/$k.log 2>&1 || rc=1
       echo "op cases -k $k: $(grep -E 'cases passed' $work/ops/$k.log)"
       grep -E "^FAIL" $work/ops/$k.log | head -5 | cut -c1-200
     done ;;
+  attn)
+    OUT=$work/attn OPS_K=${ATTN_OPS_K:-"attention mha"} SKIP_SMALL=1 PART=one bash bench/h200_s27.sh > $work/attn/summary.log 2>&1 || rc=1
+    cat $work/attn/summary.log ;;
   final)
     # issue 18's numbers at this commit: bench/h200_s27.sh PART=final (op cases of matmul, linear and fused;
     # bench/gemm_shapes.py; the train step and bf16 forward of both builds; torch_baseline.py train and infer)
@@ -98,7 +108,7 @@ for p in ${PARTS:-det minillm step prof}; do
     cat $work/final/summary.log ;;
   minillm)
     timeout 300 python3 bench/cuda_minillm.py --small --skip-forward --mlc $new --opcheck build-gpu/codegen/cuda/mlc_opcheck \
-      --work /tmp/s36-minillm > $work/minillm/small.log 2>&1 || rc=1
+      --work /tmp/s37-minillm > $work/minillm/small.log 2>&1 || rc=1
     grep -E "^ok|^FAIL|checks|step" $work/minillm/small.log | tail -8 ;;
   fp8)
     # issue 30: the FP8 step (--matmul=fp8) of both builds and the new build's bf16 step, two rounds; then the
