@@ -865,12 +865,13 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
     mlc_mbar_wait(full(b), ((it0 + j) / NS) & 1);
     mlc_fence_async_smem();
 #pragma unroll
-    for (int i = 0; i < 64; i++) { s[i] = 0.f; mlc_wg_fence_operand(s[i]); }
+    for (int i = 0; i < 64; i++) mlc_wg_fence_operand(s[i]);
     mlc_wg_fence();
+    /* the first k-step overwrites s (acc 0): no zeroing, 64 instructions a thread a key block fewer */
 #pragma unroll
     for (int kk = 0; kk < D / 16; kk++) {
       unsigned off = (unsigned)((kk >> 2) * 16384 + (kk & 3) * 32);
-      mlc_wgmma<T, 128>::template mma<0, 0>(s, mlc_wg_desc(sQ + wg * 8192 + off, 16), mlc_wg_desc(sK(b) + off, 16));
+      mlc_wgmma<T, 128>::template mma<0, 0>(s, mlc_wg_desc(sQ + wg * 8192 + off, 16), mlc_wg_desc(sK(b) + off, 16), kk > 0);
     }
     mlc_wg_commit();
   };
@@ -1152,9 +1153,9 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
     const int buf = (it - ib) % NB, i0 = it * BQ, tb = (it & 1) * ST /* this tile's dS^T, at sT + tb */;
     mlc_mbar_wait(bar + 8 * buf, ((it - ib) / NB) & 1); /* tile it landed */
     const float *cL = fL + buf * 2 * BQ;
-    float st[32], dp[32];
+    float st[32], dp[32]; /* overwritten by their chains' first k-step (acc 0) */
 #pragma unroll
-    for (int i = 0; i < 32; i++) { st[i] = dp[i] = 0.f; mlc_wg_fence_operand(st[i]); mlc_wg_fence_operand(dp[i]); }
+    for (int i = 0; i < 32; i++) { mlc_wg_fence_operand(st[i]); mlc_wg_fence_operand(dp[i]); }
     mlc_wg_fence();
     /* S^T's chain, then dP^T's, each its own commit group, so that wait<1> retires S^T's alone and P^T's
        exponentials run under dP^T's.  Every path reaches this point with no group in flight (each tile ends in a
@@ -1162,13 +1163,13 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
 #pragma unroll
     for (int kk = 0; kk < D / 16; kk++) {
       const unsigned ok = (unsigned)((kk >> 2) * (BN * 128) + (kk & 3) * 32), oq = (unsigned)((kk >> 2) * (BQ * 128) + (kk & 3) * 32);
-      mlc_wgmma<T, 64>::template mma<0, 0>(st, mlc_wg_desc(sK + wg * 8192 + ok, 16), mlc_wg_desc(sQ(buf) + oq, 16));
+      mlc_wgmma<T, 64>::template mma<0, 0>(st, mlc_wg_desc(sK + wg * 8192 + ok, 16), mlc_wg_desc(sQ(buf) + oq, 16), kk > 0);
     }
     mlc_wg_commit();
 #pragma unroll
     for (int kk = 0; kk < D / 16; kk++) {
       const unsigned ok = (unsigned)((kk >> 2) * (BN * 128) + (kk & 3) * 32), oq = (unsigned)((kk >> 2) * (BQ * 128) + (kk & 3) * 32);
-      mlc_wgmma<T, 64>::template mma<0, 0>(dp, mlc_wg_desc(sV + wg * 8192 + ok, 16), mlc_wg_desc(sG(buf) + oq, 16));
+      mlc_wgmma<T, 64>::template mma<0, 0>(dp, mlc_wg_desc(sV + wg * 8192 + ok, 16), mlc_wg_desc(sG(buf) + oq, 16), kk > 0);
     }
     mlc_wg_commit();
     mlc_wg_wait<1>();
@@ -1245,13 +1246,14 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
       for (int i = 0; i < NA; i++) { mlc_wg_fence_operand(dv[i]); mlc_wg_fence_operand(dk[i]); }
       continue;
     }
-    float dqa[32];
+    float dqa[32]; /* overwritten by the first k-step (acc 0) */
 #pragma unroll
-    for (int i = 0; i < 32; i++) { dqa[i] = 0.f; mlc_wg_fence_operand(dqa[i]); }
+    for (int i = 0; i < 32; i++) mlc_wg_fence_operand(dqa[i]);
     mlc_wg_fence();
 #pragma unroll
     for (int kk = 0; kk < BN / 16; kk++)
-      mlc_wgmma<T, 64>::template mma<1, 1>(dqa, mlc_wg_desc(sT + tb + kk * 2048, BN * 128), mlc_wg_desc(sK + wg * (BN * 128) + kk * 2048, BN * 128));
+      mlc_wgmma<T, 64>::template mma<1, 1>(dqa, mlc_wg_desc(sT + tb + kk * 2048, BN * 128), mlc_wg_desc(sK + wg * (BN * 128) + kk * 2048, BN * 128),
+                                          kk > 0);
     mlc_wg_commit();
     issue_dk();
     /* groups retire in order: dV's and dq's are done, dK's may still run (retired by the wait<0> at the tile's end) */
