@@ -884,7 +884,9 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
     /* the maxima of the raw scores, then each p = ex2.approx.ftz(s sl2 - m) as one FFMA and one MUFU op (no
        exp2f denormal fix-ups, no separate scaling pass).  On the H200 (bench/results/attention-2026-12-03.md):
        b8 h16 s1024 d128 0.1433 -> 0.1378 ms, causal s4096 0.2824 -> 0.2608 ms, against exp2f of scaled scores. */
-    float mx[2] = {-MLC_INF, -MLC_INF};
+    /* each row's maximum as four independent chains of four, then their maximum (fmaxf's order does not change
+       the result): the exponentials wait for it, and one chain of sixteen was on every key block's critical path */
+    float mq[2][4];
 #pragma unroll
     for (int i = 0; i < 16; i++) {
 #pragma unroll
@@ -892,9 +894,13 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
         const int key = j0 + 8 * i + 2 * tq + (e & 1);
         if ((SK % BKV && key >= SK) || (CAUSAL && key > r0 + (e >> 1) * 8)) s[4 * i + e] = -MLC_INF;
       }
-      mx[0] = fmaxf(mx[0], fmaxf(s[4 * i], s[4 * i + 1]));
-      mx[1] = fmaxf(mx[1], fmaxf(s[4 * i + 2], s[4 * i + 3]));
+      const float a = fmaxf(s[4 * i], s[4 * i + 1]), b = fmaxf(s[4 * i + 2], s[4 * i + 3]);
+      mq[0][i & 3] = i < 4 ? a : fmaxf(mq[0][i & 3], a);
+      mq[1][i & 3] = i < 4 ? b : fmaxf(mq[1][i & 3], b);
     }
+    float mx[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) mx[r] = fmaxf(fmaxf(mq[r][0], mq[r][1]), fmaxf(mq[r][2], mq[r][3]));
     float ms[2], ls[2] = {0.f, 0.f};
 #pragma unroll
     for (int r = 0; r < 2; r++) {
