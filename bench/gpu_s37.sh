@@ -28,6 +28,10 @@
 #            kernels; compute-sanitizer memcheck and racecheck on the
 #            attention train step at three shapes; the train step's
 #            attention at s4096 causal and d64 causal, both builds, and SDPA)
+#   attnab   issue 19, the builds of AB (default "base v5", from the carried
+#            build-gpu/ab.tar.xz) in turn: attention's train step at the
+#            MiniLLM's shape, two rounds; SDPA; the attention and mha op cases;
+#            compute-sanitizer on build-gpu/mlc; s4096 causal, d64 causal
 #   final    bench/h200_s27.sh PART=final: issue 18's GEMM shapes, train step
 #            and forward against PyTorch (gemm.json's inputs), both builds
 #   ncu      issue 24 on this machine (bench/h200_s28.sh's minillm and gpt2)
@@ -101,6 +105,52 @@ for p in $parts; do
   attn)
     OUT=$work/attn OPS_K=${ATTN_OPS_K:-"attention mha"} SKIP_SMALL=1 PART=one bash bench/h200_s27.sh > $work/attn/summary.log 2>&1 || rc=1
     cat $work/attn/summary.log ;;
+  attnab)
+    # issue 19, several builds at once: build-gpu/ab.tar.xz (carried; xz keeps six builds inside the tree's 64 MiB)
+    # holds build-gpu/NAME/mlc for each NAME of AB; `mlc profile` of bench/attention_bf16.mdl's train step at the
+    # MiniLLM's shape (attention_save: the forward; attention_grad_saved: the gradient's three launches), each
+    # build in turn, two rounds; SDPA's kernels; then the op cases of attention and mha (build-gpu's
+    # mlc_opcheck), compute-sanitizer memcheck and racecheck on build-gpu/mlc's attention train step at two
+    # shapes, and the first and last builds of AB at s4096 causal and d64 causal
+    [ -f build-gpu/ab.tar.xz ] && tar -xJf build-gpu/ab.tar.xz -C build-gpu
+    ab=(${AB:-base v5})
+    mm="b=8 h=16 s=1024 d=128 causal=false"
+    abprof() { # $1 build name, $2 log, $3... config
+      XDG_CACHE_HOME=/tmp/cache-ab-$1 timeout 100 build-gpu/$1/mlc profile bench/attention_bf16.mdl --target cuda \
+        --entry train_step --steps 10 "${@:3}" > $2 2>&1 || rc=1
+      echo "$(grep -E '^attention' $2 | awk '{printf "%s %s ms; ", $1, $5}')"
+    }
+    for r in 1 2; do
+      for v in "${ab[@]}"; do echo "round $r $v minillm: $(abprof $v $work/attnab/$v-minillm-$r.log $mm)"; done
+      pack
+    done
+    timeout 100 python3 bench/attention_torch.py --shape 8,16,1024,128 > $work/attnab/torch-minillm.log 2>&1 || rc=1
+    grep -E "sdpa" $work/attnab/torch-minillm.log | head -3
+    for k in attention mha; do
+      timeout 170 python3 tests/ops/opcheck.py ops --target cuda --jobs 16 --opcheck build-gpu/codegen/cuda/mlc_opcheck \
+        --work /tmp/s37-ops-$k -k $k > $work/attnab/ops-$k.log 2>&1 || rc=1
+      echo "op cases -k $k: $(grep -E 'cases passed' $work/attnab/ops-$k.log)"
+      grep -E "^FAIL" $work/attnab/ops-$k.log | head -5 | cut -c1-200
+    done
+    pack
+    for c in "b=4 h=12 s=390 causal=false d=128" "b=4 h=8 s=600 causal=true d=64"; do
+      for tool in memcheck racecheck; do
+        [ $(left) -gt 60 ] || break
+        timeout 120 compute-sanitizer --tool $tool build-gpu/mlc train bench/attention_bf16.mdl --target cuda --steps 1 $c \
+          > "$work/attnab/${tool}_${c// /_}.log" 2>&1 || rc=1
+        echo "compute-sanitizer $tool, attention train step $c: $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$work/attnab/${tool}_${c// /_}.log" | head -1)"
+      done
+    done
+    for c in "causal4096:b=2 h=16 s=4096 d=128 causal=true:2,16,4096,128 --causal" "d64causal:b=8 h=16 s=1000 d=64 causal=true:8,16,1000,64 --causal"; do
+      IFS=: read -r name cfg tshape <<< "$c"
+      for v in "${ab[0]}" "${ab[-1]}"; do
+        [ $(left) -gt 40 ] || break
+        echo "$v $name: $(abprof $v $work/attnab/$v-$name.log $cfg)"
+      done
+      [ $(left) -gt 40 ] || break
+      timeout 60 python3 bench/attention_torch.py --shape $tshape > $work/attnab/torch-$name.log 2>&1 || rc=1
+      grep -E "sdpa" $work/attnab/torch-$name.log | head -3
+    done ;;
   final)
     # issue 18's numbers at this commit: bench/h200_s27.sh PART=final (op cases of matmul, linear and fused;
     # bench/gemm_shapes.py; the train step and bf16 forward of both builds; torch_baseline.py train and infer)
