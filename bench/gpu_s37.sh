@@ -29,7 +29,7 @@
 #            attention train step at three shapes; the train step's
 #            attention at s4096 causal and d64 causal, both builds, and SDPA)
 #   attnab   issue 19, the builds of AB (default "base v5", from the carried
-#            build-gpu/ab.tar.xz) in turn: attention's train step at the
+#            build-gpu/ab.tar.xz that bench/ab_bundle.sh packs) in turn: attention's train step at the
 #            MiniLLM's shape, two rounds; SDPA; the attention and mha op cases;
 #            compute-sanitizer on build-gpu/mlc; s4096 causal, d64 causal
 #   final    bench/h200_s27.sh PART=final: issue 18's GEMM shapes, train step
