@@ -17,7 +17,8 @@ dirs="codegen runtime ir passes frontend driver"
 [ $# -gt 0 ] || { sed -n '2,15p' "$0"; exit 2; }
 if ! git diff --quiet HEAD -- $dirs; then echo "ab_bundle.sh: uncommitted changes under $dirs; commit or stash them first" >&2; exit 1; fi
 names=()
-restore() { git checkout -q HEAD -- $dirs; }
+extra="" # files of the commit being built that HEAD lacks: removed again with the rest
+restore() { git checkout -q HEAD -- $dirs; [ -z "$extra" ] || rm -f $extra; }
 trap restore EXIT
 for a in "$@"; do
   name=${a%%=*} rev=${a#*=}
@@ -27,6 +28,7 @@ for a in "$@"; do
   files=$(git diff --name-only HEAD "$rev" -- $dirs)
   gone=$(git diff --name-only --diff-filter=A "$rev" HEAD -- $dirs) # in HEAD, not in $rev
   [ -z "$gone" ] || { echo "ab_bundle.sh: $name: files that $rev lacks ($gone): build it in a worktree instead" >&2; exit 1; }
+  extra=$(git diff --name-only --diff-filter=A HEAD "$rev" -- $dirs)
   [ -z "$files" ] || git checkout -q "$rev" -- $files
   nice ninja -C build-gpu mlc > /tmp/ab_bundle-$name.log 2>&1 || { echo "ab_bundle.sh: $name: build failed (/tmp/ab_bundle-$name.log)" >&2; exit 1; }
   mkdir -p build-gpu/$name
