@@ -26,14 +26,8 @@
 # .yardstick.  Logs packed into $OUT/logs.tgz; key lines on stdout.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-dest=${OUT:-/tmp/mlc-s34}
-work=/tmp/s34-work
-mkdir -p "$dest" "$work"
-limit=${LIMIT:-540}
-left() { echo $((limit - SECONDS)); }
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader)
-echo "GPU: $gpu; commit ${COMMIT:-?}; $(date -u '+%F %T') UTC"
-. tests/gpu/env.sh $work
+. tests/gpu/env.sh /tmp/s34-work
+gpu_session s34 540
 vk_loader
 mlc=build-gpu/mlc
 att=bench/attention_bf16.mdl

@@ -41,14 +41,8 @@
 # key lines on standard output.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-dest=${OUT:-/tmp/mlc-s37}
-work=/tmp/s37-work
-mkdir -p "$dest" "$work"
-limit=${LIMIT:-560}
-left() { echo $((limit - SECONDS)); }
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader)
-echo "GPU: $gpu; commit ${COMMIT:-?}; $(date -u '+%F %T') UTC"
-. tests/gpu/env.sh $work
+. tests/gpu/env.sh /tmp/s37-work
+gpu_session s37 560
 rc=0
 pack() { tar -C "$work" -czf "$dest/logs.tgz" .; }
 new=build-gpu/mlc base=build-gpu/base/mlc

@@ -27,3 +27,16 @@ vk_loader() {
     export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
   fi
 }
+# The start of a session's GPU script of parts (bench/gpu_s34.sh,
+# bench/gpu_s37.sh): $dest ($OUT, else /tmp/mlc-$1) and $work (/tmp/$1-work)
+# made, the time budget $limit ($LIMIT, else $2 seconds) that left() counts
+# down, $gpu, and the header line.
+gpu_session() {
+  dest=${OUT:-/tmp/mlc-$1}
+  work=/tmp/$1-work
+  mkdir -p "$dest" "$work"
+  limit=${LIMIT:-$2}
+  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader)
+  echo "GPU: $gpu; commit ${COMMIT:-?}; $(date -u '+%F %T') UTC"
+}
+left() { echo $((limit - SECONDS)); }
