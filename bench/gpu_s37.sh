@@ -22,12 +22,6 @@
 #   prof     `mlc profile` of both builds' train step, kernel time summed
 #            by op
 #   ops      the CUDA op cases of -k each of OPS_K (default norm_grad)
-#   attn     issue 19: bench/h200_s27.sh PART=one without its GEMM part (the
-#            attention and mha op cases; attention alone at the MiniLLM's
-#            shape, forward and train step, both builds, two rounds; SDPA's
-#            kernels; compute-sanitizer memcheck and racecheck on the
-#            attention train step at three shapes; the train step's
-#            attention at s4096 causal and d64 causal, both builds, and SDPA)
 #   attnab   issue 19, the builds of AB (default "base v5", from the carried
 #            build-gpu/ab.tar.xz that bench/ab_bundle.sh packs) in turn: attention's train step at the
 #            MiniLLM's shape, two rounds; SDPA; the attention and mha op cases;
@@ -96,9 +90,6 @@ for p in $parts; do
       echo "op cases -k $k: $(grep -E 'cases passed' $work/ops/$k.log)"
       grep -E "^FAIL" $work/ops/$k.log | head -5 | cut -c1-200
     done ;;
-  attn)
-    OUT=$work/attn OPS_K=${ATTN_OPS_K:-"attention mha"} SKIP_SMALL=1 PART=one bash bench/h200_s27.sh > $work/attn/summary.log 2>&1 || rc=1
-    cat $work/attn/summary.log ;;
   attnab)
     # issue 19, several builds at once: build-gpu/ab.tar.xz (carried; xz keeps six builds inside the tree's 64 MiB)
     # holds build-gpu/NAME/mlc for each NAME of AB; `mlc profile` of bench/attention_bf16.mdl's train step at the

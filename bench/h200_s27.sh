@@ -6,11 +6,9 @@
 # gradient, since backed out: on today's tree its A/B compares like with like.
 #   PART=one   the op cases of OPS_K; attention at the MiniLLM's shape
 #              (`mlc profile`, forward and train_step entries), both builds,
-#              two rounds (AB_BUILDS: other builds' folders, default
-#              "build-gpu/base build-gpu"), and SDPA's kernels; compute-sanitizer memcheck and
+#              two rounds, and SDPA's kernels; compute-sanitizer memcheck and
 #              racecheck on the attention train step at SANITIZE; PART=small;
-#              (SKIP_SMALL=1: not); then the train step's attention at s4096
-#              causal and d64 causal
+#              then the train step's attention at s4096 causal and d64 causal
 #   PART=small bench/gemm_tune.py --set small (GEMMs of less than a wave of
 #              128 x 128 tiles) with build-gpu's rule and CONFIGS, and the
 #              base's rule, cuBLAS in the same call
@@ -73,7 +71,7 @@ one)
   ops ${OPS_K:-attention mha matmul linear fused}
   # A/B at the MiniLLM's shape: forward alone, then the train step (attention_save, the gradient's kernels)
   for r in 1 2; do
-    for b in ${AB_BUILDS:-build-gpu/base build-gpu}; do
+    for b in build-gpu/base build-gpu; do
       l="$final/ab-minillm-${b//\//_}-$r.log"
       prof $b "b=8 h=16 s=1024 d=128 causal=false" "" "$l"
       prof $b "b=8 h=16 s=1024 d=128 causal=false" train_step "$l"
@@ -91,10 +89,10 @@ one)
       echo "compute-sanitizer $tool, attention train step $c: $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$final/${tool}_$l.log" | head -1)"
     done
   done
-  [ -n "${SKIP_SMALL:-}" ] || small
+  small
   for c in "causal4096:b=2 h=16 s=4096 d=128 causal=true:2,16,4096,128 --causal" "d64causal:b=8 h=16 s=1000 d=64 causal=true:8,16,1000,64 --causal"; do
     IFS=: read -r name cfg tshape <<< "$c"
-    for b in ${AB_BUILDS:-build-gpu/base build-gpu}; do
+    for b in build-gpu/base build-gpu; do
       l="$final/ab-$name-${b//\//_}.log"
       prof $b "$cfg" train_step "$l"
       echo "$b $name:"; grep -E "^attention" "$l" | cut -c1-90
