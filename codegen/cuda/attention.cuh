@@ -768,6 +768,10 @@ MLC_FN void mlc_attn_ldsw(unsigned base, const unsigned short *g, int r0, int ti
     mlc_attn_cp16(base + (c >> 3) * (R * 128) + r * 128 + (((c & 7) ^ (r & 7)) << 4), g + (size_t)(ok ? gr : 0) * RS + c * 8, ok);
   }
 }
+// How far (base 2) a row's scores may pass its reference maximum before the
+// forward takes a new one and rescales (mlc_attn_fwd_wg's softmax): P stays
+// under 2^8, well inside bf16's and f16's range.
+#define MLC_ATTN_LAZY 8.f
 template <class T, int D, int NS, int BH, int SQ, int SK, int CAUSAL, int MODE, int H = 0>
 MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T *g, float *stats, float *dq, float sl2,
                             const mlc_tmap &mq, const mlc_tmap &mk, const mlc_tmap &mv) {
@@ -855,6 +859,7 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
   // does; o is rescaled once that product is done.
   constexpr int NO = D / 2; /* o's accumulators a thread */
   float o[NO], s[64], mrow[2] = {-MLC_INF, -MLC_INF}, lrow[2] = {0.f, 0.f}, corr[2] = {1.f, 1.f}; /* and each item's */
+  bool rescale = true; /* some row of the warp took a new reference maximum in the last softmax */
   unsigned pa[8][4];
   /* the work item's tile, (batch, head), key blocks, this thread's rows (r0, r0 + 8), and the ring index of its
      first key block */
@@ -865,12 +870,13 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
     mlc_mbar_wait(full(b), ((it0 + j) / NS) & 1);
     mlc_fence_async_smem();
 #pragma unroll
-    for (int i = 0; i < 64; i++) { s[i] = 0.f; mlc_wg_fence_operand(s[i]); }
+    for (int i = 0; i < 64; i++) mlc_wg_fence_operand(s[i]);
     mlc_wg_fence();
+    /* the first k-step overwrites s (acc 0): no zeroing, 64 instructions a thread a key block fewer */
 #pragma unroll
     for (int kk = 0; kk < D / 16; kk++) {
       unsigned off = (unsigned)((kk >> 2) * 16384 + (kk & 3) * 32);
-      mlc_wgmma<T, 128>::template mma<0, 0>(s, mlc_wg_desc(sQ + wg * 8192 + off, 16), mlc_wg_desc(sK(b) + off, 16));
+      mlc_wgmma<T, 128>::template mma<0, 0>(s, mlc_wg_desc(sQ + wg * 8192 + off, 16), mlc_wg_desc(sK(b) + off, 16), kk > 0);
     }
     mlc_wg_commit();
   };
@@ -883,7 +889,9 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
     /* the maxima of the raw scores, then each p = ex2.approx.ftz(s sl2 - m) as one FFMA and one MUFU op (no
        exp2f denormal fix-ups, no separate scaling pass).  On the H200 (bench/results/attention-2026-12-03.md):
        b8 h16 s1024 d128 0.1433 -> 0.1378 ms, causal s4096 0.2824 -> 0.2608 ms, against exp2f of scaled scores. */
-    float mx[2] = {-MLC_INF, -MLC_INF};
+    /* each row's maximum as four independent chains of four, then their maximum (fmaxf's order does not change
+       the result): the exponentials wait for it, and one chain of sixteen was on every key block's critical path */
+    float mq[2][4];
 #pragma unroll
     for (int i = 0; i < 16; i++) {
 #pragma unroll
@@ -891,19 +899,36 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
         const int key = j0 + 8 * i + 2 * tq + (e & 1);
         if ((SK % BKV && key >= SK) || (CAUSAL && key > r0 + (e >> 1) * 8)) s[4 * i + e] = -MLC_INF;
       }
-      mx[0] = fmaxf(mx[0], fmaxf(s[4 * i], s[4 * i + 1]));
-      mx[1] = fmaxf(mx[1], fmaxf(s[4 * i + 2], s[4 * i + 3]));
+      const float a = fmaxf(s[4 * i], s[4 * i + 1]), b = fmaxf(s[4 * i + 2], s[4 * i + 3]);
+      mq[0][i & 3] = i < 4 ? a : fmaxf(mq[0][i & 3], a);
+      mq[1][i & 3] = i < 4 ? b : fmaxf(mq[1][i & 3], b);
     }
+    float mx[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) mx[r] = fmaxf(fmaxf(mq[r][0], mq[r][1]), fmaxf(mq[r][2], mq[r][3]));
+    /* The row's reference maximum moves only where the block's scaled maximum passes it by more than
+       MLC_ATTN_LAZY (base 2), so p = exp2(s sl2 - m) stays under 2^MLC_ATTN_LAZY; o and l are then rescaled only in
+       a warp where some row's moved (corr 1 elsewhere), not every key block.  o / l and m + log2 l do not depend
+       on which reference was taken. */
     float ms[2], ls[2] = {0.f, 0.f};
+    bool up = false;
 #pragma unroll
     for (int r = 0; r < 2; r++) {
       mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
       mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-      const float m = fmaxf(mrow[r], mx[r] * sl2); /* sl2 > 0: the scaled maximum */
-      ms[r] = m == -MLC_INF ? 0.f : m;
-      corr[r] = exp2f(mrow[r] - ms[r]);
-      mrow[r] = m;
+      const float c = mx[r] * sl2; /* sl2 > 0: the scaled maximum */
+      if (mrow[r] == -MLC_INF || c > mrow[r] + MLC_ATTN_LAZY) {
+        const float m = fmaxf(mrow[r], c);
+        ms[r] = m == -MLC_INF ? 0.f : m;
+        corr[r] = exp2f(mrow[r] - ms[r]);
+        mrow[r] = m;
+        up = true;
+      } else {
+        ms[r] = mrow[r];
+        corr[r] = 1.f;
+      }
     }
+    rescale = __any_sync(0xffffffffu, up);
 #pragma unroll
     for (int i = 0; i < 16; i++) {
 #pragma unroll
@@ -922,10 +947,11 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
   };
   // o *= corr, and p (s as the A operand of p v: keys 16 kk .. 16 kk + 15)
   auto rescale_pack = [&]() {
+    if (rescale)
 #pragma unroll
-    for (int i = 0; i < NO / 4; i++) {
-      o[4 * i] *= corr[0]; o[4 * i + 1] *= corr[0]; o[4 * i + 2] *= corr[1]; o[4 * i + 3] *= corr[1];
-    }
+      for (int i = 0; i < NO / 4; i++) {
+        o[4 * i] *= corr[0]; o[4 * i + 1] *= corr[0]; o[4 * i + 2] *= corr[1]; o[4 * i + 3] *= corr[1];
+      }
 #pragma unroll
     for (int kk = 0; kk < 8; kk++)
 #pragma unroll
@@ -1044,8 +1070,10 @@ MLC_FN unsigned long long mlc_l2_evict_last() {
 //   two commit groups, so that P^T = exp2(S^T sl2 - lse2) runs while dP^T's
 //   chain does; dS^T = P^T (dP^T - D), both in registers, which
 //   are the A operands of dV += P^T dO and dK += dS^T q (m64n128, B = dO
-//   and q read MN-major), issued before dS^T is stored, swizzled, as a
-//   [128 keys][64 queries] tile (one of two, by the tile's parity);
+//   and q read MN-major); dV's is issued before dS^T is stored, swizzled,
+//   as a [128 keys][64 queries] tile (one of two, by the tile's parity),
+//   dK's after dq's product, so that it runs while dq is staged and added
+//   (wait<1> retires dV's and dq's; the tile ends in a wait<0>);
 //   dq[64 rows] += dS k: warpgroup wg takes columns 64 wg .. + 63 (head dim
 //   64: warpgroup 0 alone), A = that tile read MN-major (transposed), B =
 //   k's column block wg.  FR: the 64 x 64 result is stored to a staging
@@ -1150,9 +1178,9 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
     const int buf = (it - ib) % NB, i0 = it * BQ, tb = (it & 1) * ST /* this tile's dS^T, at sT + tb */;
     mlc_mbar_wait(bar + 8 * buf, ((it - ib) / NB) & 1); /* tile it landed */
     const float *cL = fL + buf * 2 * BQ;
-    float st[32], dp[32];
+    float st[32], dp[32]; /* overwritten by their chains' first k-step (acc 0) */
 #pragma unroll
-    for (int i = 0; i < 32; i++) { st[i] = dp[i] = 0.f; mlc_wg_fence_operand(st[i]); mlc_wg_fence_operand(dp[i]); }
+    for (int i = 0; i < 32; i++) { mlc_wg_fence_operand(st[i]); mlc_wg_fence_operand(dp[i]); }
     mlc_wg_fence();
     /* S^T's chain, then dP^T's, each its own commit group, so that wait<1> retires S^T's alone and P^T's
        exponentials run under dP^T's.  Every path reaches this point with no group in flight (each tile ends in a
@@ -1160,13 +1188,13 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
 #pragma unroll
     for (int kk = 0; kk < D / 16; kk++) {
       const unsigned ok = (unsigned)((kk >> 2) * (BN * 128) + (kk & 3) * 32), oq = (unsigned)((kk >> 2) * (BQ * 128) + (kk & 3) * 32);
-      mlc_wgmma<T, 64>::template mma<0, 0>(st, mlc_wg_desc(sK + wg * 8192 + ok, 16), mlc_wg_desc(sQ(buf) + oq, 16));
+      mlc_wgmma<T, 64>::template mma<0, 0>(st, mlc_wg_desc(sK + wg * 8192 + ok, 16), mlc_wg_desc(sQ(buf) + oq, 16), kk > 0);
     }
     mlc_wg_commit();
 #pragma unroll
     for (int kk = 0; kk < D / 16; kk++) {
       const unsigned ok = (unsigned)((kk >> 2) * (BN * 128) + (kk & 3) * 32), oq = (unsigned)((kk >> 2) * (BQ * 128) + (kk & 3) * 32);
-      mlc_wgmma<T, 64>::template mma<0, 0>(dp, mlc_wg_desc(sV + wg * 8192 + ok, 16), mlc_wg_desc(sG(buf) + oq, 16));
+      mlc_wgmma<T, 64>::template mma<0, 0>(dp, mlc_wg_desc(sV + wg * 8192 + ok, 16), mlc_wg_desc(sG(buf) + oq, 16), kk > 0);
     }
     mlc_wg_commit();
     mlc_wg_wait<1>();
@@ -1206,17 +1234,24 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
     mlc_wg_fence();
 #pragma unroll
     for (int kk = 0; kk < 4; kk++) mlc_attn_wgr<BF, D>::template mma<1>(dv, pa[kk], mlc_wg_desc(sG(buf) + kk * 2048, BQ * 128));
-#pragma unroll
-    for (int kk = 0; kk < 4; kk++) mlc_attn_wgr<BF, D>::template mma<1>(dk, sa[kk], mlc_wg_desc(sQ(buf) + kk * 2048, BQ * 128));
     mlc_wg_commit();
-    // dS^T into [128 keys][64 queries], row kl at kl * 128, its 16-byte chunk c at c ^ (kl % 8)
+    /* dK += dS^T q: issued after dq's product (below), so that it runs while dq is staged and added */
+    auto issue_dk = [&]() {
 #pragma unroll
-    for (int kk = 0; kk < 4; kk++)
+      for (int kk = 0; kk < 4; kk++) mlc_attn_wgr<BF, D>::template mma<1>(dk, sa[kk], mlc_wg_desc(sQ(buf) + kk * 2048, BQ * 128));
+      mlc_wg_commit();
+    };
+    /* dS^T into [128 keys][64 queries], row kl at kl * 128, its 16-byte chunk c at c ^ (kl % 8): sa[kk][r] is the
+       8 x 8 block of rows kl - gq + 8 (r & 1), chunk 2 kk + (r >> 1), in stmatrix's fragment layout (row gq, columns
+       2 tq, 2 tq + 1), so one stmatrix .x4 stores a kk's four, lane l giving row l % 8 of block l / 8 */
+    {
+      const int mr = wg * 64 + w * 16 + ((lane >> 3) & 1) * 8 + (lane & 7);
 #pragma unroll
-      for (int r = 0; r < 4; r++) {
-        const int row = kl + (r & 1) * 8, c = 2 * kk + (r >> 1);
-        *(unsigned *)(g0 + 2 * KT + tb + row * 128 + ((c ^ (row & 7)) << 4) + 4 * tq) = sa[kk][r];
-      }
+      for (int kk = 0; kk < 4; kk++)
+        asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};"
+                     :: "r"(sT + tb + mr * 128 + (((2 * kk + (lane >> 4)) ^ (lane & 7)) << 4)), "r"(sa[kk][0]), "r"(sa[kk][1]),
+                        "r"(sa[kk][2]), "r"(sa[kk][3]) : "memory");
+    }
     mlc_fence_async_smem();
     /* both warpgroups' dS^T stored, and both done with tile it - 1 (its wgmma waited for), so tile it - 1's buffer
        takes tile it + 2.  This is the tile's only block barrier: a warpgroup gets at most one tile ahead of the other,
@@ -1230,24 +1265,28 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
 #else
     if (D == 64 && wg == 1) { /* head dim 64: warpgroup 0 takes all of dq's 64 columns */
 #endif
+      issue_dk();
       mlc_wg_wait<0>();
 #pragma unroll
       for (int i = 0; i < NA; i++) { mlc_wg_fence_operand(dv[i]); mlc_wg_fence_operand(dk[i]); }
       continue;
     }
-    float dqa[32];
+    float dqa[32]; /* overwritten by the first k-step (acc 0) */
 #pragma unroll
-    for (int i = 0; i < 32; i++) { dqa[i] = 0.f; mlc_wg_fence_operand(dqa[i]); }
+    for (int i = 0; i < 32; i++) mlc_wg_fence_operand(dqa[i]);
     mlc_wg_fence();
 #pragma unroll
     for (int kk = 0; kk < BN / 16; kk++)
-      mlc_wgmma<T, 64>::template mma<1, 1>(dqa, mlc_wg_desc(sT + tb + kk * 2048, BN * 128), mlc_wg_desc(sK + wg * (BN * 128) + kk * 2048, BN * 128));
+      mlc_wgmma<T, 64>::template mma<1, 1>(dqa, mlc_wg_desc(sT + tb + kk * 2048, BN * 128), mlc_wg_desc(sK + wg * (BN * 128) + kk * 2048, BN * 128),
+                                          kk > 0);
     mlc_wg_commit();
-    mlc_wg_wait<0>();
+    issue_dk();
+    /* groups retire in order: dV's and dq's are done, dK's may still run (retired by the wait<0> at the tile's end) */
+    mlc_wg_wait<1>();
 #pragma unroll
     for (int i = 0; i < 32; i++) mlc_wg_fence_operand(dqa[i]);
 #pragma unroll
-    for (int i = 0; i < NA; i++) { mlc_wg_fence_operand(dv[i]); mlc_wg_fence_operand(dk[i]); }
+    for (int i = 0; i < NA; i++) mlc_wg_fence_operand(dv[i]);
     if constexpr (FR) {
       /* FR: dq's accumulator is in fragment order, a 16 KiB chunk per (bh, query tile, warpgroup), in which this
          thread's float4 t holds dqa[4t .. 4t + 3] at (128 t + tid % 128) x 16 bytes (mlc_attn_cvt reads it so).
@@ -1266,9 +1305,7 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
                      :: "l"(gz), "r"(sZ + wg * 16384), "l"(mlc_l2_evict_last()) : "memory");
         mlc_bulk_commit();
       }
-      continue;
-    }
-    { /* dqa[4t + e]: query i0 + 16 w + gq (+8 for e >= 2), column 64 wg + 8t + 2 tq (+1 for odd e); lane pairs
+    } else { /* dqa[4t + e]: query i0 + 16 w + gq (+8 for e >= 2), column 64 wg + 8t + 2 tq (+1 for odd e); lane pairs
          swap halves so that each adds 4 columns of one row (red.v4) */
       const bool odd = tq & 1;
       const int row = i0 + w * 16 + gq + (odd ? 8 : 0);
@@ -1286,6 +1323,9 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
           asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" :: "l"(dr + t * 8), "f"(v0), "f"(v1), "f"(v2), "f"(v3) : "memory");
       }
     }
+    mlc_wg_wait<0>(); /* dK's group: no group in flight at the next tile's first product */
+#pragma unroll
+    for (int i = 0; i < NA; i++) mlc_wg_fence_operand(dk[i]);
   }
   if (FR && (tid & 127) == 0) mlc_bulk_wait_all<0>(); /* the last reduce-add done before the block's shared memory goes */
 #pragma unroll
