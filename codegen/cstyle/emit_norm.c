@@ -251,24 +251,35 @@ static int64_t grad_w_one_pass(cc *c, const cc_rowplan *rp, int64_t R, int64_t D
             (long long)(nit * vec));
   cc_printf(c, "  for ($i64 r = r0 + w; r < r1; r += %d) {\n", TY);
   cc_printf(c, "    const %s%s *xr = in1 + r * %lld$ll, *gr = in0 + r * %lld$ll;\n", c->t->dev, T, (long long)D, (long long)D);
-  const char *vi = cc_fmt(c, "v * %d", vec);
+  /* The row's x and g, the lane's vectors of each, are loaded at once into
+   * xu and gu as they lie in memory (vectors of VT), so that the row costs
+   * one wait on memory rather than one a phase; the passes below convert
+   * from them. */
+  const int vb = vec * mlc_dtype_size((mlc_dtype)dt);
+  const char *VT = vec == 1 ? T : cc_vtype(vb);
+  cc_printf(c, "    %s xu[%lld], gu[%lld];\n#pragma unroll\n    for (int it = 0; it < %lld; it++) {\n      const int v = lane + it * 32;\n"
+               "      if (v < %lld) {\n        xu[it] = *(const %s%s *)(xr + v * %d);\n        gu[it] = *(const %s%s *)(gr + v * %d);\n"
+               "      }\n    }\n",
+            VT, (long long)nit, (long long)nit, (long long)nit, (long long)nv, c->t->dev, VT, vec, c->t->dev, VT, vec);
   /* a pass over the lane's vectors of the row: x (and g) into xa (ga) */
   const char *open = cc_fmt(c, "#pragma unroll\n    for (int it = 0; it < %lld; it++) {\n      const int v = lane + it * 32;\n"
                                "      if (v < %lld) {\n        float xa[%d];\n", (long long)nit, (long long)nv, vec);
+  const char *cvt = cc_fmt(c, "        {\n          const %s%s *e_ = (const %s%s *)&xu[it];\n#pragma unroll\n"
+                              "          for (int q = 0; q < %d; q++) xa[q] = to_f32(e_[q]);\n        }\n",
+                           c->t->thr, T, c->t->thr, T, vec);
   cc_printf(c, "    float mean = 0.f;\n");
   if (layer) {
-    cc_printf(c, "    float s1 = 0.f;\n%s", open);
-    cc_vec_load(c, vec, dt, "xa", "0", "xr", vi);
+    cc_printf(c, "    float s1 = 0.f;\n%s%s", open, cvt);
     cc_printf(c, "#pragma unroll\n        for (int q = 0; q < %d; q++) s1 += xa[q];\n      }\n    }\n", vec);
     cc_printf(c, "    mean = mlc_warp_sum(s1) * %s;\n", invD);
   }
-  cc_printf(c, "    float s2 = 0.f;\n%s", open);
-  cc_vec_load(c, vec, dt, "xa", "0", "xr", vi);
+  cc_printf(c, "    float s2 = 0.f;\n%s%s", open, cvt);
   cc_printf(c, "#pragma unroll\n        for (int q = 0; q < %d; q++) { float d = xa[q] - mean; s2 += d * d; }\n      }\n    }\n", vec);
   cc_printf(c, "    const float rstd = 1.f / sqrtf(mlc_warp_sum(s2) * %s + %s);\n", invD, cc_flit(c, eps));
-  cc_printf(c, "%s        float ga[%d];\n", open, vec);
-  cc_vec_load(c, vec, dt, "xa", "0", "xr", vi);
-  cc_vec_load(c, vec, dt, "ga", "0", "gr", vi);
+  cc_printf(c, "%s        float ga[%d];\n%s", open, vec, cvt);
+  cc_printf(c, "        {\n          const %s%s *e_ = (const %s%s *)&gu[it];\n#pragma unroll\n"
+               "          for (int q = 0; q < %d; q++) ga[q] = to_f32(e_[q]);\n        }\n",
+            c->t->thr, T, c->t->thr, T, vec);
   cc_printf(c, "#pragma unroll\n        for (int q = 0; q < %d; q++) acc[it * %d + q] = fmaf(ga[q] * (xa[q] - mean), rstd, acc[it * %d + q]);\n"
                "      }\n    }\n  }\n", vec, vec, vec);
   cc_printf(c, "  $shared float red[%d];\n", TY * 32 * vec);
