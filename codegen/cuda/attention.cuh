@@ -768,10 +768,6 @@ MLC_FN void mlc_attn_ldsw(unsigned base, const unsigned short *g, int r0, int ti
     mlc_attn_cp16(base + (c >> 3) * (R * 128) + r * 128 + (((c & 7) ^ (r & 7)) << 4), g + (size_t)(ok ? gr : 0) * RS + c * 8, ok);
   }
 }
-// How far (base 2) a row's scores may pass its reference maximum before the
-// forward takes a new one and rescales (mlc_attn_fwd_wg's softmax): P stays
-// under 2^8, well inside bf16's and f16's range.
-#define MLC_ATTN_LAZY 8.f
 template <class T, int D, int NS, int BH, int SQ, int SK, int CAUSAL, int MODE, int H = 0>
 MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T *g, float *stats, float *dq, float sl2,
                             const mlc_tmap &mq, const mlc_tmap &mk, const mlc_tmap &mv) {
@@ -859,7 +855,6 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
   // does; o is rescaled once that product is done.
   constexpr int NO = D / 2; /* o's accumulators a thread */
   float o[NO], s[64], mrow[2] = {-MLC_INF, -MLC_INF}, lrow[2] = {0.f, 0.f}, corr[2] = {1.f, 1.f}; /* and each item's */
-  bool rescale = true; /* some row of the warp took a new reference maximum in the last softmax */
   unsigned pa[8][4];
   /* the work item's tile, (batch, head), key blocks, this thread's rows (r0, r0 + 8), and the ring index of its
      first key block */
@@ -889,9 +884,7 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
     /* the maxima of the raw scores, then each p = ex2.approx.ftz(s sl2 - m) as one FFMA and one MUFU op (no
        exp2f denormal fix-ups, no separate scaling pass).  On the H200 (bench/results/attention-2026-12-03.md):
        b8 h16 s1024 d128 0.1433 -> 0.1378 ms, causal s4096 0.2824 -> 0.2608 ms, against exp2f of scaled scores. */
-    /* each row's maximum as four independent chains of four, then their maximum (fmaxf's order does not change
-       the result): the exponentials wait for it, and one chain of sixteen was on every key block's critical path */
-    float mq[2][4];
+    float mx[2] = {-MLC_INF, -MLC_INF};
 #pragma unroll
     for (int i = 0; i < 16; i++) {
 #pragma unroll
@@ -899,36 +892,19 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
         const int key = j0 + 8 * i + 2 * tq + (e & 1);
         if ((SK % BKV && key >= SK) || (CAUSAL && key > r0 + (e >> 1) * 8)) s[4 * i + e] = -MLC_INF;
       }
-      const float a = fmaxf(s[4 * i], s[4 * i + 1]), b = fmaxf(s[4 * i + 2], s[4 * i + 3]);
-      mq[0][i & 3] = i < 4 ? a : fmaxf(mq[0][i & 3], a);
-      mq[1][i & 3] = i < 4 ? b : fmaxf(mq[1][i & 3], b);
+      mx[0] = fmaxf(mx[0], fmaxf(s[4 * i], s[4 * i + 1]));
+      mx[1] = fmaxf(mx[1], fmaxf(s[4 * i + 2], s[4 * i + 3]));
     }
-    float mx[2];
-#pragma unroll
-    for (int r = 0; r < 2; r++) mx[r] = fmaxf(fmaxf(mq[r][0], mq[r][1]), fmaxf(mq[r][2], mq[r][3]));
-    /* The row's reference maximum moves only where the block's scaled maximum passes it by more than
-       MLC_ATTN_LAZY (base 2), so p = exp2(s sl2 - m) stays under 2^MLC_ATTN_LAZY; o and l are then rescaled only in
-       a warp where some row's moved (corr 1 elsewhere), not every key block.  o / l and m + log2 l do not depend
-       on which reference was taken. */
     float ms[2], ls[2] = {0.f, 0.f};
-    bool up = false;
 #pragma unroll
     for (int r = 0; r < 2; r++) {
       mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
       mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-      const float c = mx[r] * sl2; /* sl2 > 0: the scaled maximum */
-      if (mrow[r] == -MLC_INF || c > mrow[r] + MLC_ATTN_LAZY) {
-        const float m = fmaxf(mrow[r], c);
-        ms[r] = m == -MLC_INF ? 0.f : m;
-        corr[r] = exp2f(mrow[r] - ms[r]);
-        mrow[r] = m;
-        up = true;
-      } else {
-        ms[r] = mrow[r];
-        corr[r] = 1.f;
-      }
+      const float m = fmaxf(mrow[r], mx[r] * sl2); /* sl2 > 0: the scaled maximum */
+      ms[r] = m == -MLC_INF ? 0.f : m;
+      corr[r] = exp2f(mrow[r] - ms[r]);
+      mrow[r] = m;
     }
-    rescale = __any_sync(0xffffffffu, up);
 #pragma unroll
     for (int i = 0; i < 16; i++) {
 #pragma unroll
@@ -947,11 +923,10 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
   };
   // o *= corr, and p (s as the A operand of p v: keys 16 kk .. 16 kk + 15)
   auto rescale_pack = [&]() {
-    if (rescale)
 #pragma unroll
-      for (int i = 0; i < NO / 4; i++) {
-        o[4 * i] *= corr[0]; o[4 * i + 1] *= corr[0]; o[4 * i + 2] *= corr[1]; o[4 * i + 3] *= corr[1];
-      }
+    for (int i = 0; i < NO / 4; i++) {
+      o[4 * i] *= corr[0]; o[4 * i + 1] *= corr[0]; o[4 * i + 2] *= corr[1]; o[4 * i + 3] *= corr[1];
+    }
 #pragma unroll
     for (int kk = 0; kk < 8; kk++)
 #pragma unroll
