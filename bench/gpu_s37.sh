@@ -26,6 +26,7 @@
 #            build-gpu/ab.tar.xz that bench/ab_bundle.sh packs) in turn: attention's train step at the
 #            MiniLLM's shape, two rounds; SDPA; the attention and mha op cases;
 #            compute-sanitizer on build-gpu/mlc; s4096 causal, d64 causal
+#            and not (each build)
 #   final    bench/h200_s27.sh PART=final: issue 18's GEMM shapes, train step
 #            and forward against PyTorch (gemm.json's inputs), both builds
 #   ncu      issue 24 on this machine (bench/h200_s28.sh's minillm and gpt2)
@@ -96,7 +97,7 @@ for p in $parts; do
     # MiniLLM's shape (attention_save: the forward; attention_grad_saved: the gradient's three launches), each
     # build in turn, two rounds, after the op cases of attention and mha (build-gpu's mlc_opcheck); SDPA's
     # kernels; compute-sanitizer memcheck and racecheck on build-gpu/mlc's attention train step at two
-    # shapes, and the first and last builds of AB at s4096 causal and d64 causal
+    # shapes, and each build of AB at s4096 causal, d64 causal and d64
     [ -f build-gpu/ab.tar.xz ] && tar -xJf build-gpu/ab.tar.xz -C build-gpu
     ab=(${AB:-base v5})
     mm="b=8 h=16 s=1024 d=128 causal=false"
@@ -131,9 +132,10 @@ for p in $parts; do
         echo "compute-sanitizer $tool, attention train step $c: $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$work/attnab/${tool}_${c// /_}.log" | head -1)"
       done
     done
-    for c in "causal4096:b=2 h=16 s=4096 d=128 causal=true:2,16,4096,128 --causal" "d64causal:b=8 h=16 s=1000 d=64 causal=true:8,16,1000,64 --causal"; do
+    for c in "causal4096:b=2 h=16 s=4096 d=128 causal=true:2,16,4096,128 --causal" "d64causal:b=8 h=16 s=1000 d=64 causal=true:8,16,1000,64 --causal" \
+             "d64:b=8 h=16 s=1024 d=64 causal=false:8,16,1024,64"; do
       IFS=: read -r name cfg tshape <<< "$c"
-      for v in "${ab[0]}" "${ab[-1]}"; do
+      for v in "${ab[@]}"; do
         [ $(left) -gt 40 ] || break
         echo "$v $name: $(abprof $v $work/attnab/$v-$name.log $cfg)"
       done

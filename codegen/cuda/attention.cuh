@@ -1210,12 +1210,16 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
 #pragma unroll
     for (int kk = 0; kk < 4; kk++) mlc_attn_wgr<BF, D>::template mma<1>(dv, pa[kk], mlc_wg_desc(sG(buf) + kk * 2048, BQ * 128));
     mlc_wg_commit();
-    /* dK += dS^T q: issued after dq's product (below), so that it runs while dq is staged and added */
+    /* dK += dS^T q: at head dim 128 issued after dq's product (below), so that it runs while dq is staged and
+       added; at 64, here, after dV's (issued late it made the MiniLLM-sized gradient at d 64 19 % slower on an
+       H100: bench/results/s38-2026-12-07.md) */
+    constexpr bool DK_LATE = D > 64;
     auto issue_dk = [&]() {
 #pragma unroll
       for (int kk = 0; kk < 4; kk++) mlc_attn_wgr<BF, D>::template mma<1>(dk, sa[kk], mlc_wg_desc(sQ(buf) + kk * 2048, BQ * 128));
       mlc_wg_commit();
     };
+    if constexpr (!DK_LATE) issue_dk();
     /* dS^T into [128 keys][64 queries], row kl at kl * 128, its 16-byte chunk c at c ^ (kl % 8): sa[kk][r] is the
        8 x 8 block of rows kl - gq + 8 (r & 1), chunk 2 kk + (r >> 1), in stmatrix's fragment layout (row gq, columns
        2 tq, 2 tq + 1), so one stmatrix .x4 stores a kk's four, lane l giving row l % 8 of block l / 8 */
@@ -1240,7 +1244,7 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
 #else
     if (D == 64 && wg == 1) { /* head dim 64: warpgroup 0 takes all of dq's 64 columns */
 #endif
-      issue_dk();
+      if constexpr (DK_LATE) issue_dk();
       mlc_wg_wait<0>();
 #pragma unroll
       for (int i = 0; i < NA; i++) { mlc_wg_fence_operand(dv[i]); mlc_wg_fence_operand(dk[i]); }
@@ -1255,13 +1259,14 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
       mlc_wgmma<T, 64>::template mma<1, 1>(dqa, mlc_wg_desc(sT + tb + kk * 2048, BN * 128), mlc_wg_desc(sK + wg * (BN * 128) + kk * 2048, BN * 128),
                                           kk > 0);
     mlc_wg_commit();
-    issue_dk();
-    /* groups retire in order: dV's and dq's are done, dK's may still run (retired by the wait<0> at the tile's end) */
-    mlc_wg_wait<1>();
+    if constexpr (DK_LATE) issue_dk();
+    /* groups retire in order: dV's and dq's are done, a late dK's may still run (retired by the wait<0> at the
+       tile's end) */
+    mlc_wg_wait<DK_LATE ? 1 : 0>();
 #pragma unroll
     for (int i = 0; i < 32; i++) mlc_wg_fence_operand(dqa[i]);
 #pragma unroll
-    for (int i = 0; i < NA; i++) mlc_wg_fence_operand(dv[i]);
+    for (int i = 0; i < NA; i++) { mlc_wg_fence_operand(dv[i]); if constexpr (!DK_LATE) mlc_wg_fence_operand(dk[i]); }
     if constexpr (FR) {
       /* FR: dq's accumulator is in fragment order, a 16 KiB chunk per (bh, query tile, warpgroup), in which this
          thread's float4 t holds dqa[4t .. 4t + 3] at (128 t + tid % 128) x 16 bytes (mlc_attn_cvt reads it so).
@@ -1298,9 +1303,11 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
           asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" :: "l"(dr + t * 8), "f"(v0), "f"(v1), "f"(v2), "f"(v3) : "memory");
       }
     }
-    mlc_wg_wait<0>(); /* dK's group: no group in flight at the next tile's first product */
+    if constexpr (DK_LATE) {
+      mlc_wg_wait<0>(); /* dK's group: no group in flight at the next tile's first product */
 #pragma unroll
-    for (int i = 0; i < NA; i++) mlc_wg_fence_operand(dk[i]);
+      for (int i = 0; i < NA; i++) mlc_wg_fence_operand(dk[i]);
+    }
   }
   if (FR && (tid & 127) == 0) mlc_bulk_wait_all<0>(); /* the last reduce-add done before the block's shared memory goes */
 #pragma unroll
