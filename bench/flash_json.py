@@ -7,6 +7,12 @@ profiler table names cuDNN's kernels and their CUDA times) and its model call
 
     python3 bench/flash_json.py --check DIR --model DIR --commit C --date D --out bench/results/latest/attention.json
 
+or from bench/gpu_s37.sh's attnab part (--attnab NAME: DIR is its attnab folder, the
+build NAME's NAME-CASE.log profiles of the train step, whose forward is
+attention_save, the minillm case's second round, and torch-CASE.log; the
+d64 case, b8 h16 s1024 d64 not causal, too where it was measured), with
+--hardware and --command saying where it ran.
+
 Metrics (ratio > 1: mlc better).  fwd_*: cuDNN's fprop kernel over mlc's
 attention kernel (forward entry); bwd_*: cuDNN's backward (its bprop kernel,
 compute_dot_do_o and convert_dq_to_16bits, from SDPA's profiler table) over
@@ -22,10 +28,11 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gemm_json import torch_cases, train_step_metric, train_step_ms, write_latest  # noqa: E402
+from gemm_json import HARDWARE, torch_cases, train_step_metric, train_step_ms, write_latest  # noqa: E402
 
 CASES = {"minillm": "b8 h16 s1024 d128, not causal", "causal4096": "b2 h16 s4096 d128, causal",
-         "d64causal": "b8 h16 s1000 d64, causal"}
+         "d64causal": "b8 h16 s1000 d64, causal", "d64": "b8 h16 s1024 d64, not causal"}
+KEYS = {"minillm": "minillm", "causal4096": "causal_4096", "d64causal": "d64_causal_1000", "d64": "d64_1024"}
 
 
 def mlc_ms(prof, op):
@@ -47,14 +54,23 @@ def main():
     ap = argparse.ArgumentParser()
     for a in ("--check", "--model", "--commit", "--date", "--out"):
         ap.add_argument(a, required=True)
+    ap.add_argument("--attnab", help="the build NAME of gpu_s37.sh's attnab logs in --check")
+    ap.add_argument("--hardware", default=HARDWARE)
+    ap.add_argument("--command", default="bench/cuda_flash.sh check; bench/cuda_flash.sh model (device tool, nvidia-h200)")
     a = ap.parse_args()
     mets = {}
     for name, what in CASES.items():
-        prof = open("%s/attn_%s_profile.log" % (a.check, name)).read()
-        t = open("%s/attn_%s_torch.log" % (a.check, name)).read()
-        fw, bw = mlc_ms(prof, "attention"), mlc_ms(prof, "attention_grad_saved")
+        if a.attnab:
+            pf = "%s/%s-%s.log" % (a.check, a.attnab, name + "-2" if name == "minillm" else name)
+            tf = "%s/torch-%s.log" % (a.check, name)
+        else:
+            pf, tf = "%s/attn_%s_profile.log" % (a.check, name), "%s/attn_%s_torch.log" % (a.check, name)
+        if not (os.path.exists(pf) and os.path.exists(tf)) and name == "d64":
+            continue
+        prof, t = open(pf).read(), open(tf).read()
+        fw, bw = mlc_ms(prof, "attention_save" if a.attnab else "attention"), mlc_ms(prof, "attention_grad_saved")
         cf, cb = cudnn_us(t, "fprop"), cudnn_us(t, "bprop")
-        key = {"minillm": "minillm", "causal4096": "causal_4096", "d64causal": "d64_causal_1000"}[name]
+        key = KEYS[name]
         for k, m, r, kern in (("fwd", fw, cf, "fprop"), ("bwd", bw, cb, "bprop")):
             if r is None:
                 continue
@@ -64,8 +80,7 @@ def main():
                                             "its bprop kernel + compute_dot_do_o + convert_dq_to_16bits")}
     mets["train_step_bf16"] = train_step_metric(train_step_ms(open(a.model + "/mlc.log").read()),
                                                 torch_cases(a.model + "/torch.log"))
-    write_latest(a.out, a.commit, a.date, "bench/cuda_flash.sh check; bench/cuda_flash.sh model (device tool, nvidia-h200)",
-                 mets)
+    write_latest(a.out, a.commit, a.date, a.command, mets, a.hardware)
 
 
 if __name__ == "__main__":

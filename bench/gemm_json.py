@@ -36,10 +36,10 @@ def train_step_metric(step, tc):
     return {"mlc": step, "ref": ref, "ref_name": "torch.compile", "ratio": ref / step, "unit": "ms"}
 
 
-def write_latest(path, commit, date, command, metrics):
+def write_latest(path, commit, date, command, metrics, hardware=HARDWARE):
     """A bench/results/latest/NAME.json, in DEVELOPERS.md's format; prints the ratios."""
     with open(path, "w") as f:
-        json.dump({"commit": commit, "date": date, "hardware": HARDWARE, "command": command, "metrics": metrics}, f, indent=1)
+        json.dump({"commit": commit, "date": date, "hardware": hardware, "command": command, "metrics": metrics}, f, indent=1)
         f.write("\n")
     print(json.dumps({k: round(v["ratio"], 3) for k, v in metrics.items()}))
 
