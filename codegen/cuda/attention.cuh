@@ -865,13 +865,21 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
     mlc_mbar_wait(full(b), ((it0 + j) / NS) & 1);
     mlc_fence_async_smem();
 #pragma unroll
-    for (int i = 0; i < 64; i++) mlc_wg_fence_operand(s[i]);
+    for (int i = 0; i < 64; i++) {
+      if constexpr (CAUSAL) s[i] = 0.f;
+      mlc_wg_fence_operand(s[i]);
+    }
     mlc_wg_fence();
-    /* the first k-step overwrites s (acc 0): no zeroing, 64 instructions a thread a key block fewer */
+    /* not causal, the first k-step overwrites s (acc 0): no zeroing, 64 instructions a thread a key block fewer.
+       Causal, s is zeroed and every k-step adds: on an H100 the acc-0 form made the causal forward slower (d 64,
+       s 1000: 0.0714-0.0725 -> 0.0761-0.0773 ms; d 128, s 4096: 0.2516-0.2536 -> 0.2533-0.2601) while it made the
+       others faster (d 128, s 1024: 0.1365-0.1382 -> 0.1308-0.1311; d 64: 0.0964-0.0972 -> 0.0905-0.0915):
+       bench/results/s38-2026-12-07.md */
 #pragma unroll
     for (int kk = 0; kk < D / 16; kk++) {
       unsigned off = (unsigned)((kk >> 2) * 16384 + (kk & 3) * 32);
-      mlc_wgmma<T, 128>::template mma<0, 0>(s, mlc_wg_desc(sQ + wg * 8192 + off, 16), mlc_wg_desc(sK(b) + off, 16), kk > 0);
+      mlc_wgmma<T, 128>::template mma<0, 0>(s, mlc_wg_desc(sQ + wg * 8192 + off, 16), mlc_wg_desc(sK(b) + off, 16),
+                                            CAUSAL || kk > 0);
     }
     mlc_wg_commit();
   };
