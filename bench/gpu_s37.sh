@@ -30,6 +30,8 @@
 #   final    bench/h200_s27.sh PART=final: issue 18's GEMM shapes, train step
 #            and forward against PyTorch (gemm.json's inputs), both builds
 #   ncu      issue 24 on this machine (bench/h200_s28.sh's minillm and gpt2)
+#   attnncu  issue 19: ncu's sections for build-gpu/mlc's attention kernels and cuDNN's at
+#            the MiniLLM's shape (ATTN_NCU_CFG, ATTN_NCU_SHAPE for another)
 # H200_PARTS: parts run after PARTS only where the GPU is an H200.
 # Carry build-gpu/mlc, build-gpu/base/mlc, build-gpu/lib,
 # build-gpu/codegen/cuda/mlc_opcheck, .yardstick.  Logs in $OUT/logs.tgz;
@@ -186,6 +188,23 @@ for p in $parts; do
   ncu)
     OUT=$work/ncu bash bench/h200_s28.sh > $work/ncu/summary.log 2>&1 || rc=1
     cat $work/ncu/summary.log ;;
+  attnncu)
+    # issue 19: ncu of the attention kernels at the MiniLLM's shape (ATTN_NCU_CFG: mlc's config, ATTN_NCU_SHAPE:
+    # SDPA's, the causal flag included), build-gpu/mlc's (the forward and the gradient's three launches of one
+    # train step, after a step that compiles) and cuDNN's (SDPA, the fourth run's kernels); the sections that
+    # say where the time goes, the full pages in the logs
+    cfg=${ATTN_NCU_CFG:-"b=8 h=16 s=1024 d=128 causal=false"} tsh=${ATTN_NCU_SHAPE:-"8,16,1024,128"}
+    secs="--section SpeedOfLight --section WarpStateStats --section SchedulerStats --section ComputeWorkloadAnalysis --section Occupancy --section LaunchStats"
+    XDG_CACHE_HOME=/tmp/cache-ncu timeout 120 $new train bench/attention_bf16.mdl --target cuda --steps 1 $cfg > $work/attnncu/warm.log 2>&1 || rc=1
+    XDG_CACHE_HOME=/tmp/cache-ncu timeout 150 ncu $secs -k regex:mlc_attention -c 4 \
+      $new train bench/attention_bf16.mdl --target cuda --steps 1 $cfg > $work/attnncu/mlc.log 2>&1 || rc=1
+    [ $(left) -gt 60 ] && { timeout 150 ncu $secs -k regex:'cudnn|flash' --launch-skip 12 -c 4 \
+      python3 bench/attention_torch.py --runs 3 --shape $tsh > $work/attnncu/cudnn.log 2>&1 || rc=1; }
+    for f in mlc cudnn; do
+      echo "== attnncu $f ($cfg)"
+      grep -E "^  [a-z_]*(attention|cudnn|flash|compute_dot|convert_dq)|Duration|Compute \(SM\) Throughput|Memory Throughput|Registers Per|Achieved Occupancy|Warp Cycles Per Issued|Issue Slots Busy|No Eligible|Executed Ipc Active" \
+        $work/attnncu/$f.log 2>/dev/null | cut -c1-120 | head -60
+    done ;;
   esac
   pack
 done
