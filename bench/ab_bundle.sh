@@ -4,7 +4,8 @@
 # HEAD and COMMIT under codegen/, runtime/, ir/, passes/, frontend/ and
 # driver/ are checked out at COMMIT into this tree, build-gpu's mlc is
 # rebuilt (ninja, incremental: a few seconds where only kernels' headers
-# differ) and stripped into build-gpu/NAME/mlc; the tree is put back and
+# differ) and stripped into build-gpu/NAME/mlc (and its op checker,
+# build-gpu/NAME/mlc_opcheck, whose op cases attnab runs); the tree is put back and
 # build-gpu/mlc rebuilt at HEAD.  Then build-gpu/ab.tar.xz holds them all
 # (xz shares what the builds have in common: six builds were 2.2 MB), for
 # bench/gpu_s37.sh's attnab part (AB="NAME ...").
@@ -30,11 +31,13 @@ for a in "$@"; do
   [ -z "$gone" ] || { echo "ab_bundle.sh: $name: files that $rev lacks ($gone): build it in a worktree instead" >&2; exit 1; }
   extra=$(git diff --name-only --diff-filter=A HEAD "$rev" -- $dirs)
   [ -z "$files" ] || git checkout -q "$rev" -- $files
-  nice ninja -C build-gpu mlc > /tmp/ab_bundle-$name.log 2>&1 || { echo "ab_bundle.sh: $name: build failed (/tmp/ab_bundle-$name.log)" >&2; exit 1; }
+  nice ninja -C build-gpu mlc codegen/cuda/mlc_opcheck > /tmp/ab_bundle-$name.log 2>&1 ||
+    { echo "ab_bundle.sh: $name: build failed (/tmp/ab_bundle-$name.log)" >&2; exit 1; }
   mkdir -p build-gpu/$name
   strip -o build-gpu/$name/mlc build-gpu/mlc
-  echo "$name: $rev ($(echo $files | wc -w) files differ from HEAD) -> build-gpu/$name/mlc"
-  names+=("$name/mlc")
+  strip -o build-gpu/$name/mlc_opcheck build-gpu/codegen/cuda/mlc_opcheck
+  echo "$name: $rev ($(echo $files | wc -w) files differ from HEAD) -> build-gpu/$name/mlc, mlc_opcheck"
+  names+=("$name/mlc" "$name/mlc_opcheck")
 done
 restore
 trap - EXIT

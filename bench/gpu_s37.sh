@@ -97,7 +97,8 @@ for p in $parts; do
     # issue 19, several builds at once: build-gpu/ab.tar.xz (carried; xz keeps six builds inside the tree's 64 MiB)
     # holds build-gpu/NAME/mlc for each NAME of AB; `mlc profile` of bench/attention_bf16.mdl's train step at the
     # MiniLLM's shape (attention_save: the forward; attention_grad_saved: the gradient's three launches), each
-    # build in turn, two rounds, after the op cases of attention and mha (build-gpu's mlc_opcheck); SDPA's
+    # build in turn, two rounds, after the op cases of attention and mha (build-gpu's mlc_opcheck, and each later
+    # build's where ab_bundle.sh packed one); SDPA's
     # kernels; compute-sanitizer memcheck and racecheck on build-gpu/mlc's attention train step at two
     # shapes, and each build of AB at s4096 causal, d64 causal and d64
     [ -f build-gpu/ab.tar.xz ] && tar -xJf build-gpu/ab.tar.xz -C build-gpu
@@ -108,13 +109,20 @@ for p in $parts; do
         --entry train_step --steps 10 "${@:3}" > $2 2>&1 || rc=1
       echo "$(grep -E '^attention' $2 | awk '{printf "%s %s ms; ", $1, $5}')"
     }
-    for k in attention mha; do # correctness first (a call short of device time gets at least these)
-      [ $(left) -gt 60 ] || break
-      timeout 170 python3 tests/ops/opcheck.py ops --target cuda --jobs 16 --opcheck build-gpu/codegen/cuda/mlc_opcheck \
-        --work /tmp/s37-ops-$k -k $k > $work/attnab/ops-$k.log 2>&1 || rc=1
-      echo "op cases -k $k: $(grep -E 'cases passed' $work/attnab/ops-$k.log)"
-      grep -E "^FAIL" $work/attnab/ops-$k.log | head -5 | cut -c1-200
-      pack
+    # correctness first (a call short of device time gets at least these): build-gpu's mlc_opcheck, then that of
+    # each build of AB after the first that bench/ab_bundle.sh packed one for (a candidate not in the tree)
+    opck=(build-gpu/codegen/cuda/mlc_opcheck)
+    for v in "${ab[@]:1}"; do [ -x build-gpu/$v/mlc_opcheck ] && opck+=(build-gpu/$v/mlc_opcheck); done
+    for oc in "${opck[@]}"; do
+      for k in attention mha; do
+        [ $(left) -gt 60 ] || break
+        l=$work/attnab/ops-$k-$(basename $(dirname $oc)).log
+        timeout 170 python3 tests/ops/opcheck.py ops --target cuda --jobs 16 --opcheck $oc \
+          --work /tmp/s37-ops-$k-$(basename $(dirname $oc)) -k $k > $l 2>&1 || rc=1
+        echo "op cases -k $k ($oc): $(grep -E 'cases passed' $l)"
+        grep -E "^FAIL" $l | head -5 | cut -c1-200
+        pack
+      done
     done
     for r in 1 2; do
       for v in "${ab[@]}"; do
