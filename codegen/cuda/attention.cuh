@@ -1059,8 +1059,9 @@ MLC_FN unsigned long long mlc_l2_evict_last() {
 //   are the A operands of dV += P^T dO and dK += dS^T q (m64n128, B = dO
 //   and q read MN-major); dV's is issued before dS^T is stored, swizzled,
 //   as a [128 keys][64 queries] tile (one of two, by the tile's parity),
-//   dK's after dq's product, so that it runs while dq is staged and added
-//   (wait<1> retires dV's and dq's; the tile ends in a wait<0>);
+//   at head dim 128 dK's after dq's product, so that it runs while dq is
+//   staged and added (wait<1> retires dV's and dq's; the tile ends in a
+//   wait<0>), at 64 dK's right after dV's (DK_LATE);
 //   dq[64 rows] += dS k: warpgroup wg takes columns 64 wg .. + 63 (head dim
 //   64: warpgroup 0 alone), A = that tile read MN-major (transposed), B =
 //   k's column block wg.  FR: the 64 x 64 result is stored to a staging
