@@ -224,11 +224,11 @@ static void grad_w_two_pass(cc *c, const cc_rowplan *rp, int64_t R, int64_t D, b
 /* grad_w, one-pass form, one launch in place of the two-pass form's 0 and
  * 1, where a lane can hold its share of a row's column sums (rows of at
  * most ONE_PASS_ACC x 32 elements): a block of eight warps per chunk of RC
- * rows, a warp per row at a time.  The warp reads x for the row's
- * statistics (twice for layernorm's mean), then x again (from L1) with g,
- * and adds g (x - mean) rstd into the lane's columns (vectors lane + 32 it);
- * so x and g come from memory once, and no row's statistics go through
- * memory.  The eight warps' sums are then added in warp order, 32 vectors
+ * rows, a warp per row at a time.  The warp loads the row's x and g at
+ * once into registers, takes the row's statistics from x (two passes for
+ * layernorm's mean), and adds g (x - mean) rstd into the lane's columns
+ * (vectors lane + 32 it); so x and g come from memory once, in one wait,
+ * and no row's statistics go through memory.  The eight warps' sums are then added in warp order, 32 vectors
  * of columns at a time through shared memory, into the chunk's partial sums
  * at scratch.  Returns the chunks (launch 2 adds them). */
 #define ONE_PASS_ACC 64   /* floats a lane accumulates */
@@ -264,9 +264,10 @@ static int64_t grad_w_one_pass(cc *c, const cc_rowplan *rp, int64_t R, int64_t D
   /* a pass over the lane's vectors of the row: x (and g) into xa (ga) */
   const char *open = cc_fmt(c, "#pragma unroll\n    for (int it = 0; it < %lld; it++) {\n      const int v = lane + it * 32;\n"
                                "      if (v < %lld) {\n        float xa[%d];\n", (long long)nit, (long long)nv, vec);
-  const char *cvt = cc_fmt(c, "        {\n          const %s%s *e_ = (const %s%s *)&xu[it];\n#pragma unroll\n"
-                              "          for (int q = 0; q < %d; q++) xa[q] = to_f32(e_[q]);\n        }\n",
-                           c->t->thr, T, c->t->thr, T, vec);
+  /* vector it of xu (gu) into xa (ga) as f32 */
+  const char *cvt_form = "        {\n          const %s%s *e_ = (const %s%s *)&%cu[it];\n#pragma unroll\n"
+                         "          for (int q = 0; q < %d; q++) %ca[q] = to_f32(e_[q]);\n        }\n";
+  const char *cvt = cc_fmt(c, cvt_form, c->t->thr, T, c->t->thr, T, 'x', vec, 'x');
   cc_printf(c, "    float mean = 0.f;\n");
   if (layer) {
     cc_printf(c, "    float s1 = 0.f;\n%s%s", open, cvt);
@@ -277,9 +278,7 @@ static int64_t grad_w_one_pass(cc *c, const cc_rowplan *rp, int64_t R, int64_t D
   cc_printf(c, "#pragma unroll\n        for (int q = 0; q < %d; q++) { float d = xa[q] - mean; s2 += d * d; }\n      }\n    }\n", vec);
   cc_printf(c, "    const float rstd = 1.f / sqrtf(mlc_warp_sum(s2) * %s + %s);\n", invD, cc_flit(c, eps));
   cc_printf(c, "%s        float ga[%d];\n%s", open, vec, cvt);
-  cc_printf(c, "        {\n          const %s%s *e_ = (const %s%s *)&gu[it];\n#pragma unroll\n"
-               "          for (int q = 0; q < %d; q++) ga[q] = to_f32(e_[q]);\n        }\n",
-            c->t->thr, T, c->t->thr, T, vec);
+  cc_printf(c, cvt_form, c->t->thr, T, c->t->thr, T, 'g', vec, 'g');
   cc_printf(c, "#pragma unroll\n        for (int q = 0; q < %d; q++) acc[it * %d + q] = fmaf(ga[q] * (xa[q] - mean), rstd, acc[it * %d + q]);\n"
                "      }\n    }\n  }\n", vec, vec, vec);
   cc_printf(c, "  $shared float red[%d];\n", TY * 32 * vec);
