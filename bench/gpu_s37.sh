@@ -210,7 +210,7 @@ for p in $parts; do
       python3 bench/attention_torch.py --runs 3 --shape $tsh > $work/attnncu/cudnn.log 2>&1 || rc=1; }
     for f in mlc cudnn; do
       echo "== attnncu $f ($cfg)"
-      grep -E "^  [a-z_]*(attention|cudnn|flash|compute_dot|convert_dq)|Duration|Compute \(SM\) Throughput|Memory Throughput|Registers Per|Achieved Occupancy|Warp Cycles Per Issued|Issue Slots Busy|No Eligible|Executed Ipc Active" \
+      grep -E "^  (void )?[a-z_:]*(attention|cudnn|flash|compute_dot|convert_dq)|Duration|Compute \(SM\) Throughput|Memory Throughput|Registers Per|Achieved Occupancy|Warp Cycles Per Issued|Issue Slots Busy|No Eligible|Executed Ipc Active" \
         $work/attnncu/$f.log 2>/dev/null | cut -c1-120 | head -60
     done ;;
   esac
