@@ -48,7 +48,7 @@ def main():
     ap = argparse.ArgumentParser()
     for a in ("--shapes", "--mlc-log", "--torch-log", "--commit", "--date", "--out"):
         ap.add_argument(a, required=True)
-    ap.add_argument("--hardware", default="NVIDIA H200 (one GPU), torch 2.11.0+cu130")
+    ap.add_argument("--hardware", default=HARDWARE)
     ap.add_argument("--command", default="bench/cuda_gemm.sh check; bench/cuda_gemm.sh model (device tool, nvidia-h200)")
     a = ap.parse_args()
     rows = json.load(open(a.shapes))

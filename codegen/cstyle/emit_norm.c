@@ -228,9 +228,10 @@ static void grad_w_two_pass(cc *c, const cc_rowplan *rp, int64_t R, int64_t D, b
  * once into registers, takes the row's statistics from x (two passes for
  * layernorm's mean), and adds g (x - mean) rstd into the lane's columns
  * (vectors lane + 32 it); so x and g come from memory once, in one wait,
- * and no row's statistics go through memory.  The eight warps' sums are then added in warp order, 32 vectors
- * of columns at a time through shared memory, into the chunk's partial sums
- * at scratch.  Returns the chunks (launch 2 adds them). */
+ * and no row's statistics go through memory.  The eight warps' sums are
+ * then added in warp order, 32 vectors of columns at a time through shared
+ * memory, into the chunk's partial sums at scratch.  Returns the chunks
+ * (launch 2 adds them). */
 #define ONE_PASS_ACC 64   /* floats a lane accumulates */
 #define ONE_PASS_CHUNKS 128 /* blocks aimed at: about one a multiprocessor (264, two a multiprocessor, took 0.971 ms of
                                the MiniLLM's step on an H100 against 0.943: bench/results/s36-2026-12-07.md) */
