@@ -1013,14 +1013,35 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
       lrow[r] += __shfl_xor_sync(0xffffffffu, lrow[r], 2);
       float inv = lrow[r] > 0.f ? 1.f / lrow[r] : 0.f;
       int row = r0 + 8 * r;
+      /* the row's columns 8 i + 2 tq, +1 (i < NO / 4) packed, then transposed within the quad (the four lanes of
+         the row), 4 x 4 at a time, so that lane tq holds the 16 bytes of columns 8 (4 g + tq) .. + 7 for each g:
+         a store of 16 bytes a lane, 64 contiguous bytes a quad, in place of four 4-byte stores.  Every lane takes
+         part in the shuffles, rows past SQ too. */
+      unsigned ot[NO / 4];
+#pragma unroll
+      for (int i = 0; i < NO / 4; i++) ot[i] = mlc_attn_pack<BF>(o[4 * i + 2 * r] * inv, o[4 * i + 2 * r + 1] * inv);
+#pragma unroll
+      for (int g = 0; g < NO / 16; g++) {
+        unsigned *x = ot + 4 * g;
+#pragma unroll
+        for (int m = 2; m > 0; m >>= 1) /* swap the off-diagonal blocks of 2 x 2 (m = 2), then within them (m = 1) */
+#pragma unroll
+          for (int c = 0; c < 4; c++) {
+            if (c & m) continue;
+            const bool hi = tq & m;
+            const unsigned got = __shfl_xor_sync(0xffffffffu, hi ? x[c] : x[c + m], m);
+            if (hi) x[c] = got;
+            else x[c + m] = got;
+          }
+      }
 #ifdef MLC_ATTN_PROBE_NOSTORE /* bench/attn_probe.sh: the speed without o's 4-byte stores (o kept live, never stored) */
       if (row < SQ && o[0] == 1.5e30f) {
 #else
       if (row < SQ) {
 #endif
-        unsigned *orow = (unsigned *)(out + mlc_attn_row<H, SQ, D, RSO>(bh, row));
+        uint4 *orow = (uint4 *)(out + mlc_attn_row<H, SQ, D, RSO>(bh, row));
 #pragma unroll
-        for (int i = 0; i < NO / 4; i++) orow[i * 4 + tq] = mlc_attn_pack<BF>(o[4 * i + 2 * r] * inv, o[4 * i + 2 * r + 1] * inv);
+        for (int g = 0; g < NO / 16; g++) orow[g * 4 + tq] = make_uint4(ot[4 * g], ot[4 * g + 1], ot[4 * g + 2], ot[4 * g + 3]);
         if (MODE == 2 && tq == 0) stats[(size_t)bh * SQ + row] = mrow[r] + log2f(lrow[r]);
       }
     }
