@@ -1253,7 +1253,6 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
       for (int kk = 0; kk < 4; kk++) mlc_attn_wgr<BF, D>::template mma<1>(dk, sa[kk], mlc_wg_desc(sQ(buf) + kk * 2048, BQ * 128));
       mlc_wg_commit();
     };
-    if constexpr (!DK_LATE) issue_dk();
     /* dS^T into [128 keys][64 queries], row kl at kl * 128, its 16-byte chunk c at c ^ (kl % 8): sa[kk][r] is the
        8 x 8 block of rows kl - gq + 8 (r & 1), chunk 2 kk + (r >> 1), in stmatrix's fragment layout (row gq, columns
        2 tq, 2 tq + 1), so one stmatrix .x4 stores a kk's four, lane l giving row l % 8 of block l / 8 */
@@ -1264,6 +1263,10 @@ MLC_FN void mlc_attn_bwd_wg(const T *g, const T *q, const T *k, const T *v, T *o
         asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};"
                      :: "r"(sT + tb + mr * 128 + (((2 * kk + (lane >> 4)) ^ (lane & 7)) << 4)), "r"(sa[kk][0]), "r"(sa[kk][1]),
                         "r"(sa[kk][2]), "r"(sa[kk][3]) : "memory");
+    }
+    if constexpr (!DK_LATE) { /* after the stores that read sa, dK's A operand, so that none reads it in flight */
+      mlc_wg_fence();
+      issue_dk();
     }
     mlc_fence_async_smem();
     /* both warpgroups' dS^T stored, and both done with tile it - 1 (its wgmma waited for), so tile it - 1's buffer
