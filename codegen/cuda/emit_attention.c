@@ -14,9 +14,9 @@
  * tensor cores (mma.sync m16n8k16, f32 accumulators), the online softmax in
  * registers in base 2.  Causal tiles stop at their diagonal.  Head dim 128
  * or 64 on sm_90a: mlc_attn_fwd_wg instead (wgmma, a producer warpgroup
- * feeding a 3-stage TMA/mbarrier ring, consumer warpgroups of 64 rows, two
- * at head dim 128 and three at 64, taking turns, each issuing the next
- * block's q k^T before this block's softmax).
+ * feeding a 3-stage TMA/mbarrier ring, two consumer warpgroups of 64 rows
+ * taking turns, each issuing the next block's q k^T before this block's
+ * softmax).
  * f32 on the tensor cores: below.  Everything else: a warp per query row,
  * exact f32; passes/attnpad.c pads head dims up to 256 that the tensor-core
  * kernels do not take, so this is left to head dims past 256 and
