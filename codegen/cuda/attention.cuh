@@ -729,32 +729,32 @@ template <> struct mlc_attn_wgr<false, 64> {
 #endif
 // Forward on Hopper's wgmma (sm_90a; 16-bit T, D 128 or 64; MODE 0 or 2 as
 // mlc_attn_fwd_tc's; causal: each work item stops at its diagonal, the last
-// tiles first).  A work item is 64 NC query rows of one (batch, head); the
+// tiles first).  A work item is 128 query rows of one (batch, head); the
 // block is persistent and takes one item of each round of gridDim.x items,
 // rounds in turn forwards and backwards (the launch: at most a block a
-// multiprocessor).  NC consumer warpgroups of 64 rows (2 at D 128, 3 at 64)
-// and a producer warpgroup (128 (NC + 1) threads; the producer gives up
+// multiprocessor).  Two consumer warpgroups of
+// 64 rows and a producer warpgroup (384 threads; the producer gives up
 // registers by setmaxnreg, the consumers take them).  Producer warp 0 loads
 // keys and values 128 at a time into an NS-stage ring by TMA, the blocks of
 // all the block's items one after another; warp 1 loads each item's q once
-// all consumers have issued their last scores of the previous item, so the
+// both consumers have issued their last scores of the previous item, so the
 // next item's q and first keys land under this one's last products and
-// stores (tensor maps mq, mk, mv: boxes of 64 columns x 64 NC (q) or 128 rows x 1 of
+// stores (tensor maps mq, mk, mv: boxes of 64 columns x 128 rows x 1 of
 // [BH][S][D], or packed of [b][S][3 H D]; D / 64 a tile), each stage's
-// bytes counted on its mbarrier; a stage is refilled once all consumers
+// bytes counted on its mbarrier; a stage is refilled once both consumers
 // have released it: the consumers never wait on each other.  Rows past S
 // read as zeros (the map's bounds).  Tiles lie in
-// 128-byte-swizzled shared memory: each R x D tile (R: 64 NC for q, 128
-// for k and v) is D / 64 64-column blocks of R rows x 128 bytes (a 16-byte
-// chunk c of row r at block c / 8, r * 128, swizzled by r % 8), which is q's and k's K-major layout
+// 128-byte-swizzled shared memory: each 128 x D tile is D / 64 64-column
+// blocks of 128 rows x 128 bytes (a 16-byte chunk c of row r at block
+// c / 8, r * 128, swizzled by r % 8), which is q's and k's K-major layout
 // for S = q k^T and, read the other way, v's MN-major one for o += p v.
 // S is one wgmma chain from shared memory; p stays in registers as the A
 // operand of p v (the S accumulators' layout is the A fragment's).  Online
 // softmax in base 2 as mlc_attn_fwd_tc's.
 // Elsewhere than sm_90a the same launch runs mlc_attn_fwd_tc with 8 warps
-// on each 128 rows in turn, keys 64 at a time (the warpgroups past the
-// second return).
-// Shared memory: (NC / 2 + 2 NS) x D / 4 KiB, the barriers, 1 KiB of alignment
+// on each of the block's items in turn, keys 64 at a time (the producer
+// warpgroup returns).
+// Shared memory: (1 + 2 NS) x D / 4 KiB, the barriers, 1 KiB of alignment
 // (attn_wg_smem in emit_attention.c).
 // Rows [r0, r0 + R) of 128 16-bit columns (rows RS elements apart, rows
 // past S zero) into that layout by NTH threads: two 64-column blocks of R
@@ -768,16 +768,14 @@ MLC_FN void mlc_attn_ldsw(unsigned base, const unsigned short *g, int r0, int ti
     mlc_attn_cp16(base + (c >> 3) * (R * 128) + r * 128 + (((c & 7) ^ (r & 7)) << 4), g + (size_t)(ok ? gr : 0) * RS + c * 8, ok);
   }
 }
-template <class T, int D, int NS, int NC, int BH, int SQ, int SK, int CAUSAL, int MODE, int H = 0>
+template <class T, int D, int NS, int BH, int SQ, int SK, int CAUSAL, int MODE, int H = 0>
 MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T *g, float *stats, float *dq, float sl2,
                             const mlc_tmap &mq, const mlc_tmap &mk, const mlc_tmap &mv) {
-  constexpr int BM = 64 * NC, NT = (SQ + BM - 1) / BM, TILES = NT * BH;
+  constexpr int BM = 128, NT = (SQ + BM - 1) / BM, TILES = NT * BH;
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  /* QT, KT: the bytes of q's tile (BM rows) and of a k or v block (BKV rows); QB: a 64-column block of q's tile */
-  constexpr int BKV = 128, QT = BM * D * 2, KT = BKV * D * 2, QB = BM * 128, NB = D / 64, RSO = H ? H * D : D,
-                NKB = (SK + BKV - 1) / BKV, NTH = 128 * NC; /* the consumers' threads */
+  constexpr int BKV = 128, TILE = BM * D * 2, NB = D / 64, RSO = H ? H * D : D, NKB = (SK + BKV - 1) / BKV;
   constexpr bool BF = mlc_attn_isbf<T>::v;
-  static_assert(MODE != 1 && (H == 0 || SQ == SK) && (D == 64 || D == 128) && (NC == 2 || NC == 3), "attention tile");
+  static_assert(MODE != 1 && (H == 0 || SQ == SK) && (D == 64 || D == 128), "attention tile");
   (void)g, (void)dq, (void)q, (void)k, (void)v;
   /* work item t: a 128-row query tile of one (batch, head); causal: the longest (last) tiles first */
   auto tile_of = [](int t) { return CAUSAL ? NT - 1 - t / BH : t % NT; };
@@ -792,18 +790,18 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
   };
   const int tid = threadIdx.x, wg = tid >> 7, lane = tid & 31, w = (tid >> 5) & 3, gq = lane >> 2, tq = lane & 3;
   const unsigned sb = mlc_attn_saddr(mlc_attn_sm), s0 = (sb + 1023) & ~1023u, sQ = s0;
-  auto sK = [&](int b) { return s0 + QT + KT * b; };
-  auto sV = [&](int b) { return s0 + QT + KT * (NS + b); };
+  auto sK = [&](int b) { return s0 + TILE * (1 + b); };
+  auto sV = [&](int b) { return s0 + TILE * (1 + NS + b); };
   /* mbarriers after the tiles: full[NS] (k and v of a stage landed), empty[NS] (both consumers done with it),
      q's (landed) and q's empty (both consumers' last scores of the tile are done) */
-  const unsigned bar = s0 + QT + KT * 2 * NS;
+  const unsigned bar = s0 + TILE * (1 + 2 * NS);
   auto full = [&](int b) { return bar + 8 * b; };
   auto empty = [&](int b) { return bar + 8 * (NS + b); };
   const unsigned qbar = bar + 16 * NS, qempty = qbar + 8;
   if (tid == 0) {
-    for (int b = 0; b < NS; b++) { mlc_mbar_init(full(b), 1); mlc_mbar_init(empty(b), NTH); }
+    for (int b = 0; b < NS; b++) { mlc_mbar_init(full(b), 1); mlc_mbar_init(empty(b), 256); }
     mlc_mbar_init(qbar, 1);
-    mlc_mbar_init(qempty, NTH);
+    mlc_mbar_init(qempty, 256);
     mlc_mbar_fence_init();
   }
   __syncthreads();
@@ -811,13 +809,11 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
      multiprocessor), so that the next item's q and first keys and values load while this one's last products,
      normalisation and stores run.  Warp 0 of the producer loads k and v, NS blocks ahead of the consumers, the
      blocks of all items in one ring; warp 1 loads each item's q once the consumers are done with the last. */
-  if (wg == NC) {
-    /* the register file's 64 K: 128 x 40 + 256 x 232, or (three consumers) 128 x 32 + 384 x 160 */
-    if constexpr (NC == 2) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
-    else asm volatile("setmaxnreg.dec.sync.aligned.u32 32;");
-    if (tid == NTH || tid == NTH + 32) {
+  if (wg == 2) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    if (tid == 256 || tid == 288) {
       constexpr int HH = H ? H : 1;
-      if (tid == NTH) mlc_tma_prefetch(mk), mlc_tma_prefetch(mv);
+      if (tid == 256) mlc_tma_prefetch(mk), mlc_tma_prefetch(mv);
       else mlc_tma_prefetch(mq);
       int it = 0; /* k and v blocks issued, over all items */
 #pragma unroll 1
@@ -827,11 +823,11 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
         const int tile = tile_of(t), bh = bh_of(t), nkb = nkb_of(tile);
         /* q's, k's and v's first column and the third coordinate of this (batch, head) */
         const int z = H ? bh / HH : bh, qc = H ? (bh % HH) * D : 0, kc = H ? H * D + qc : 0, vc = H ? 2 * H * D + qc : 0;
-        if (tid == NTH + 32) {
+        if (tid == 288) {
           if (n) mlc_mbar_wait(qempty, (n - 1) & 1);
-          mlc_mbar_expect_tx(qbar, QT);
+          mlc_mbar_expect_tx(qbar, TILE);
 #pragma unroll
-          for (int c = 0; c < NB; c++) mlc_tma_load3(sQ + c * QB, mq, qc + 64 * c, tile * BM, z, qbar);
+          for (int c = 0; c < NB; c++) mlc_tma_load3(sQ + c * 16384, mq, qc + 64 * c, tile * BM, z, qbar);
           continue;
         }
 #pragma unroll 1
@@ -839,7 +835,7 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
           const int b = it % NS;
           if (it >= NS) mlc_mbar_wait(empty(b), ((it / NS) - 1) & 1);
 #ifndef MLC_ATTN_PROBE_NOLOAD /* bench/attn_probe.sh: the consumers' speed without the loads */
-          mlc_mbar_expect_tx(full(b), 2 * KT);
+          mlc_mbar_expect_tx(full(b), 2 * TILE);
 #pragma unroll
           for (int c = 0; c < NB; c++) {
             mlc_tma_load3(sK(b) + c * 16384, mk, kc + 64 * c, j * BKV, z, full(b));
@@ -853,9 +849,8 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
     }
     return;
   }
-  if constexpr (NC == 2) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
-  else asm volatile("setmaxnreg.inc.sync.aligned.u32 160;");
-  // NC consumer warpgroups of 64 rows.  Block j's S = q k^T is issued
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+  // Two consumer warpgroups of 64 rows.  Block j's S = q k^T is issued
   // before block j - 1's o += p v, and its softmax runs while that product
   // does; o is rescaled once that product is done.
   constexpr int NO = D / 2; /* o's accumulators a thread */
@@ -882,8 +877,8 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
        bench/results/s38-2026-12-07.md */
 #pragma unroll
     for (int kk = 0; kk < D / 16; kk++) {
-      const unsigned off = (unsigned)((kk & 3) * 32), qoff = (unsigned)((kk >> 2) * QB), koff = (unsigned)((kk >> 2) * 16384);
-      mlc_wgmma<T, 128>::template mma<0, 0>(s, mlc_wg_desc(sQ + wg * 8192 + qoff + off, 16), mlc_wg_desc(sK(b) + koff + off, 16),
+      unsigned off = (unsigned)((kk >> 2) * 16384 + (kk & 3) * 32);
+      mlc_wgmma<T, 128>::template mma<0, 0>(s, mlc_wg_desc(sQ + wg * 8192 + off, 16), mlc_wg_desc(sK(b) + off, 16),
                                             CAUSAL || kk > 0);
     }
     mlc_wg_commit();
@@ -954,18 +949,17 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
     for (int kk = 0; kk < 8; kk++) mlc_attn_wgr<BF, D>::template mma<1>(o, pa[kk], mlc_wg_desc(sV((it0 + j) % NS) + kk * 2048, 16384));
     mlc_wg_commit();
   };
-  // Ping-pong: the warpgroups take turns, 0, 1, .. NC - 1, 0, .., to issue
-  // their products (named barrier 1 + wg: warpgroup wg's turn), so that the
-  // others' softmax runs under one's products.  Each turn waits for its
-  // signal from the warpgroup before it and then signals the one after it;
-  // the last warpgroup signals first and leaves out its last signal, so
-  // that every wait has its signal.
+  // Ping-pong: the warpgroups take turns to issue their products (named
+  // barriers 1 and 2), so that one's softmax runs under the other's
+  // products.  Each turn waits for the other's signal and then signals it;
+  // warpgroup 1 signals first and leaves out its last signal, so that every
+  // wait has its signal.
 #ifndef MLC_ATTN_PROBE_NOTURN /* bench/attn_probe.sh: without the ping-pong */
   auto turn = [&]() { asm volatile("bar.sync %0, 256;" :: "r"(1 + wg) : "memory"); };
   auto pass = [&](bool last) {
-    if (!(wg == NC - 1 && last)) asm volatile("bar.arrive %0, 256;" :: "r"(1 + (wg + 1) % NC) : "memory");
+    if (!(wg == 1 && last)) asm volatile("bar.arrive %0, 256;" :: "r"(2 - wg) : "memory");
   };
-  if (wg == NC - 1) asm volatile("bar.arrive 1, 256;" ::: "memory");
+  if (wg == 1) asm volatile("bar.arrive 1, 256;" ::: "memory");
 #else
   auto turn = [&]() {};
   auto pass = [&](bool) {};
@@ -1054,10 +1048,9 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
   }
 #else
   (void)mq, (void)mk, (void)mv;
-  if (threadIdx.x >= 256) return; /* the sm_90a kernel's last warpgroups */
-  constexpr int TILES_TC = BH * ((SQ + 127) / 128); /* mlc_attn_fwd_tc's 128-row items */
+  if (threadIdx.x >= 256) return; /* the producer warpgroup of the sm_90a kernel */
 #pragma unroll 1
-  for (int t = blockIdx.x; t < TILES_TC; t += gridDim.x) {
+  for (int t = blockIdx.x; t < TILES; t += gridDim.x) {
     mlc_attn_fwd_tc<T, D, 8, 1, 64, BH, SQ, SK, CAUSAL, MODE, H>(q, k, v, out, g, stats, dq, sl2, t);
     __syncthreads(); /* as mlc_attn_fwd_tc's own: its shared memory is the next item's */
   }

@@ -90,28 +90,18 @@
 #ifndef MLC_ATTN_FWD_BK
 #define MLC_ATTN_FWD_BK 32
 #endif
-/* Head dim 128 or 64: the wgmma forward on sm_90a (mlc_attn_fwd_wg: nc
- * consumer warpgroups of 64 query rows and a producer, persistent; its
- * shared memory: q's 64 nc x D, MLC_ATTN_WG_STAGES stages of k and v,
- * 128 x D each, the stages' and q's mbarriers, aligned to 1 KiB).
- * -DMLC_ATTN_FWD_WG=0 turns it off, to compare.  nc is 2 at head dim 128
- * (the registers of o, s and p) and MLC_ATTN_WG_NC64 at 64: three, as
- * FlashAttention-3 takes at 64 (192 x 128 tiles), so that two softmaxes
- * run under each warpgroup's products, where the exponentials of a block
- * take as long as its products. */
+/* Head dim 128 or 64: the wgmma forward on sm_90a (mlc_attn_fwd_wg: two
+ * consumer warpgroups and a producer, persistent; its shared memory: q and
+ * MLC_ATTN_WG_STAGES stages of k and v, 128 x D each, the stages' and q's
+ * mbarriers, aligned to 1 KiB).  -DMLC_ATTN_FWD_WG=0 turns it off, to
+ * compare. */
 #ifndef MLC_ATTN_FWD_WG
 #define MLC_ATTN_FWD_WG 1
 #endif
 #ifndef MLC_ATTN_WG_STAGES
 #define MLC_ATTN_WG_STAGES 3
 #endif
-#ifndef MLC_ATTN_WG_NC64
-#define MLC_ATTN_WG_NC64 3
-#endif
-static int attn_wg_nc(int64_t d) { return d == 64 ? MLC_ATTN_WG_NC64 : 2; }
-static uint32_t attn_wg_smem(int64_t d) {
-  return (uint32_t)(128 * attn_wg_nc(d) * d + 2 * MLC_ATTN_WG_STAGES * 256 * d + 16 * MLC_ATTN_WG_STAGES + 16 + 1024);
-}
+static uint32_t attn_wg_smem(int64_t d) { return (uint32_t)((1 + 2 * MLC_ATTN_WG_STAGES) * 256 * d + 16 * MLC_ATTN_WG_STAGES + 16 + 1024); }
 typedef struct { int64_t w, mt, bk; } fwd_tile;
 static fwd_tile fwd_tile_of(bool causal, int64_t d) {
   if (d > 128) return (fwd_tile){4, 1, 32}; /* a warp's 16 rows of o: d / 2 registers a thread */
@@ -221,21 +211,20 @@ static void bwd_x(cc *c, int x, int64_t D, int64_t BH, int64_t S, int causal, in
  * H > 0: packed (heads H). */
 static void fwd_tc(cc *c, const char *T, int64_t D, int64_t BH, int64_t SQ, int64_t SK, int causal, int mode, int64_t H,
                    const char *args, double scale) {
-  if (MLC_ATTN_FWD_WG && (D == 128 || D == 64) && mode != 1) { /* mlc_attn_fwd_wg: 64 nc rows, 128 (nc + 1) threads */
-    const int nc = attn_wg_nc(D);
-    /* its loads' tensor maps: q, k, v of [BH][S][D], or all three of packed [b][S][3 H D]; q's box 64 nc rows */
+  if (MLC_ATTN_FWD_WG && (D == 128 || D == 64) && mode != 1) { /* mlc_attn_fwd_wg: 128 rows, 384 threads */
+    /* its loads' tensor maps: q, k, v of [BH][S][D], or all three of packed [b][S][3 H D] */
+    const uint32_t box[3] = {64, 128, 1};
     const char *tm[3];
     for (uint32_t i = 0; i < 3; i++) {
       int64_t s = i ? SK : SQ, cols = H ? 3 * H * D : D, z = H ? BH / H : BH;
       const uint64_t dim[3] = {(uint64_t)cols, (uint64_t)s, (uint64_t)z}, stride[2] = {(uint64_t)(2 * cols), (uint64_t)(2 * cols * s)};
-      const uint32_t box[3] = {64, i ? 128u : 64u * (uint32_t)nc, 1};
       tm[i] = cc_tmap(c, H ? 0 : i, 0, 3, 2, dim, stride, box, 128);
     }
-    int64_t items = BH * cc_ceil_div(SQ, 64 * nc);
+    int64_t items = BH * cc_ceil_div(SQ, 128);
     /* persistent: a block a multiprocessor (cc_cuda_sms), each taking one item of every gridDim.x */
-    cc_begin(c, cc_cuda_grid(c, items, 1), (uint32_t)(128 * (nc + 1)), attn_wg_smem(D));
-    cc_printf(c, "  mlc_attn_fwd_wg<%s, %lld, %d, %d, %lld, %lld, %lld, %d, %d, %lld>(%s, %s, %s, %s, %s);\n", T, (long long)D,
-              MLC_ATTN_WG_STAGES, nc, (long long)BH, (long long)SQ, (long long)SK, causal, mode, (long long)H, args,
+    cc_begin(c, cc_cuda_grid(c, items, 1), 384, attn_wg_smem(D));
+    cc_printf(c, "  mlc_attn_fwd_wg<%s, %lld, %d, %lld, %lld, %lld, %d, %d, %lld>(%s, %s, %s, %s, %s);\n", T, (long long)D,
+              MLC_ATTN_WG_STAGES, (long long)BH, (long long)SQ, (long long)SK, causal, mode, (long long)H, args,
               cc_flit(c, scale * 1.4426950408889634), tm[0], tm[1], tm[2]);
     cc_end(c);
     return;
