@@ -3,7 +3,7 @@
 # (mlc_attn_fwd_wg, codegen/cuda/attention.cuh)?  The same kernel built with
 # parts changed by the probe macros there (MLC_ATTN_PROBE_NOLOAD: the
 # producer loads no k/v; _NOEXP: no exponentials; _NOTURN: no ping-pong;
-# _NOSTORE: o computed but not stored, its 4-byte stores from the fragments gone;
+# _NOSTORE: o computed and transposed but not stored, its 16-byte stores gone;
 # the trial MLC_ATTN_FAST_SOFTMAX of 2026-12-03 is now the default and names nothing),
 # given as VARIANTS="|-DX|-DY" through an nvcc wrapper (MLC_NVCC), each with
 # its own kernel cache, timed by `mlc profile` at each of $CASES; PyTorch's

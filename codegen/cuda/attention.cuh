@@ -1034,7 +1034,7 @@ MLC_FN void mlc_attn_fwd_wg(const T *q, const T *k, const T *v, T *out, const T 
             else x[c + m] = got;
           }
       }
-#ifdef MLC_ATTN_PROBE_NOSTORE /* bench/attn_probe.sh: the speed without o's 4-byte stores (o kept live, never stored) */
+#ifdef MLC_ATTN_PROBE_NOSTORE /* bench/attn_probe.sh: the speed without o's stores (o kept live and transposed, never stored) */
       if (row < SQ && o[0] == 1.5e30f) {
 #else
       if (row < SQ) {
